@@ -1,0 +1,1 @@
+//! RDNA3 (then CDNA) shader interpreter used by the mock.

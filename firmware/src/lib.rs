@@ -1,0 +1,1 @@
+//! Locate, verify and parse amdgpu firmware blobs.

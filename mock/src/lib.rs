@@ -1,0 +1,1 @@
+//! A strict mock of an AMD GPU on the PCI bus.

@@ -1,0 +1,1 @@
+//! Shared helpers of the workspace's end-to-end tests.

@@ -1,0 +1,2 @@
+//! The `am` command.
+fn main() {}
