@@ -1,1 +1,7 @@
 //! The AM driver: a userspace driver for AMD GPUs, brought up from the PCI BARs.
+
+mod error;
+pub mod pci;
+
+pub use error::{Error, Result};
+pub use pci::{Bar, BarInfo, PciDevice, SysMem};

@@ -1,0 +1,168 @@
+//! PCI devices: the one trait every backend implements, and the device specification.
+//!
+//! Backends: `sysfs` and `vfio` for real hardware on this machine, `remote` for a device
+//! exported by `am serve` on another one, and — in its own crate — the mock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{Error, Result};
+
+/// PCI vendor id of AMD/ATI.
+pub const AMD_VENDOR_ID: u16 = 0x1002;
+
+/// Config-space offset of the command register.
+pub const PCI_COMMAND: u16 = 0x04;
+/// Command register: memory space enable.
+pub const PCI_COMMAND_MEMORY: u16 = 1 << 1;
+/// Command register: bus master enable (gates the device's DMA).
+pub const PCI_COMMAND_MASTER: u16 = 1 << 2;
+
+/// Size of one page of system memory as the GPU sees it; `SysMem::bus_addrs` has one entry
+/// per page of this size.
+pub const SYSMEM_PAGE_SIZE: usize = 4096;
+
+/// Where a BAR sits on the bus and how large it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BarInfo {
+    /// BAR index (0..=5).
+    pub index: u8,
+    /// Bus address of the BAR.
+    pub bus_addr: u64,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// A mapped BAR: bounds-checked access at byte offsets.
+///
+/// Registers are 32-bit (`read32`/`write32` at dword-aligned offsets), doorbells 64-bit,
+/// VRAM is a byte window. Every access outside the BAR is an [`Error::OutOfRange`].
+pub trait Bar: Send + Sync {
+    /// Size of the BAR in bytes.
+    fn len(&self) -> u64;
+    /// Whether the BAR has no bytes at all.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Read a 32-bit value.
+    fn read32(&self, offset: u64) -> Result<u32>;
+    /// Write a 32-bit value.
+    fn write32(&self, offset: u64, value: u32) -> Result<()>;
+    /// Read a 64-bit value (doorbells, 64-bit VRAM words).
+    fn read64(&self, offset: u64) -> Result<u64> {
+        let mut b = [0u8; 8];
+        self.read_bytes(offset, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+    /// Write a 64-bit value as one access (doorbells).
+    fn write64(&self, offset: u64, value: u64) -> Result<()> {
+        self.write_bytes(offset, &value.to_le_bytes())
+    }
+    /// Read one byte (byte-wide registers such as the VF mailbox control).
+    fn read8(&self, offset: u64) -> Result<u8> {
+        let mut b = [0u8; 1];
+        self.read_bytes(offset, &mut b)?;
+        Ok(b[0])
+    }
+    /// Write one byte as a single byte-wide access.
+    fn write8(&self, offset: u64, value: u8) -> Result<()> {
+        self.write_bytes(offset, &[value])
+    }
+    /// Copy bytes out of the BAR.
+    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Copy bytes into the BAR.
+    fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()>;
+}
+
+/// DMA-able system memory: the CPU reaches it through this object, the GPU through the bus
+/// address of each 4 KiB page.
+pub trait SysMem: Send + Sync {
+    /// Size in bytes (a multiple of [`SYSMEM_PAGE_SIZE`]).
+    fn len(&self) -> usize;
+    /// Whether the region has no bytes at all.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Bus address of every 4 KiB page, in order.
+    fn bus_addrs(&self) -> &[u64];
+    /// Copy bytes out of the region.
+    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Copy bytes into the region.
+    fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// Read a little-endian 32-bit value.
+    fn read32(&self, offset: u64) -> Result<u32> {
+        let mut b = [0u8; 4];
+        self.read_bytes(offset, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+    /// Write a little-endian 32-bit value.
+    fn write32(&self, offset: u64, value: u32) -> Result<()> {
+        self.write_bytes(offset, &value.to_le_bytes())
+    }
+    /// Read a little-endian 64-bit value.
+    fn read64(&self, offset: u64) -> Result<u64> {
+        let mut b = [0u8; 8];
+        self.read_bytes(offset, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+    /// Write a little-endian 64-bit value.
+    fn write64(&self, offset: u64, value: u64) -> Result<()> {
+        self.write_bytes(offset, &value.to_le_bytes())
+    }
+}
+
+/// A PCI function the driver can bring up: config space, BARs, DMA memory, reset.
+///
+/// Implemented by the sysfs, VFIO and remote backends here and by the mock device in
+/// `am-mock`.
+pub trait PciDevice: Send + Sync {
+    /// The device's name as the user gave it (`0000:03:00.0`, `mock:navi31:0`,
+    /// `remote:127.0.0.1:6667:0`); every error message starts with it.
+    fn name(&self) -> &str;
+    /// Which backend this is (`sysfs`, `vfio`, `remote`, `mock`).
+    fn backend(&self) -> &'static str;
+    /// Read `size` (1, 2 or 4) bytes of config space.
+    fn config_read(&self, offset: u16, size: u8) -> Result<u32>;
+    /// Write `size` (1, 2 or 4) bytes of config space.
+    fn config_write(&self, offset: u16, size: u8, value: u32) -> Result<()>;
+    /// Bus address and size of a BAR.
+    fn bar_info(&self, index: u8) -> Result<BarInfo>;
+    /// Map a BAR (the same mapping is returned on every call).
+    fn bar(&self, index: u8) -> Result<Arc<dyn Bar>>;
+    /// Resize a BAR to the largest size the device supports. Must be called before the BAR
+    /// is mapped. Backends that cannot resize leave the BAR as it is.
+    fn resize_bar(&self, index: u8) -> Result<()>;
+    /// Allocate DMA-able system memory of `size` bytes (rounded up to 4 KiB); `contiguous`
+    /// asks for one physically contiguous run.
+    fn alloc_sysmem(&self, size: usize, contiguous: bool) -> Result<Arc<dyn SysMem>>;
+    /// Function-level reset of the device.
+    fn reset(&self) -> Result<()>;
+    /// Wait for an interrupt for at most `timeout`; `Ok(false)` on timeout.
+    fn wait_irq(&self, timeout: Duration) -> Result<bool> {
+        let _ = timeout;
+        Err(Error::Unsupported {
+            device: self.name().to_string(),
+            op: "interrupt wait",
+            backend: self.backend(),
+        })
+    }
+
+    /// PCI vendor id.
+    fn vendor_id(&self) -> Result<u16> {
+        Ok(self.config_read(0x00, 2)? as u16)
+    }
+    /// PCI device id.
+    fn device_id(&self) -> Result<u16> {
+        Ok(self.config_read(0x02, 2)? as u16)
+    }
+    /// Turn bus mastering (the device's DMA) on or off.
+    fn set_bus_master(&self, enable: bool) -> Result<()> {
+        let cmd = self.config_read(PCI_COMMAND, 2)? as u16;
+        let cmd = if enable {
+            cmd | PCI_COMMAND_MASTER | PCI_COMMAND_MEMORY
+        } else {
+            cmd & !PCI_COMMAND_MASTER
+        };
+        self.config_write(PCI_COMMAND, 2, u32::from(cmd))
+    }
+}
