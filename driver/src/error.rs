@@ -73,6 +73,129 @@ pub enum Error {
         /// Why it is not understood.
         reason: String,
     },
+    /// The IP discovery table does not carry the signatures the hardware writes.
+    #[error(
+        "{device}: discovery signatures mismatch: {what} at table offset {offset:#x} is {found:#010x}, expected {expected:#010x} (table starts {head}){hint}"
+    )]
+    DiscoverySignature {
+        /// Device.
+        device: String,
+        /// Which signature (`binary_header.binary_signature`, `ip_discovery_header.signature`, …).
+        what: &'static str,
+        /// Byte offset of the signature inside the discovery table.
+        offset: u64,
+        /// What was read.
+        found: u32,
+        /// What the hardware writes.
+        expected: u32,
+        /// The first bytes of the table, in hex, so the message says what was seen.
+        head: String,
+        /// An explanation of a recognisable pattern (all 0xFF: VRAM gated), or empty.
+        hint: &'static str,
+    },
+    /// The IP discovery table is inconsistent: a count, offset or version that cannot be right.
+    #[error("{device}: malformed discovery table: {what} at table offset {offset:#x}: {reason}")]
+    MalformedDiscovery {
+        /// Device.
+        device: String,
+        /// The structure being read (`die_header of die 2`, `ip_v4 entry 5 of die 0`, …).
+        what: String,
+        /// Byte offset of that structure inside the table.
+        offset: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// An IP block the driver needs is not listed by discovery (or all its instances are
+    /// harvested).
+    #[error("{device}: {ip} instance {instance} is not present{present}")]
+    NoIpInstance {
+        /// Device.
+        device: String,
+        /// The IP block with its version when known (`GC 11.0.0`, `NBIO`).
+        ip: String,
+        /// The instance asked for.
+        instance: u8,
+        /// The instances that are present, as text (` (present: 0, 1)`), or empty.
+        present: String,
+    },
+    /// No generated register table exists for an IP version this device has.
+    #[error("{device}: no generated register table for {ip}")]
+    NoRegisterTable {
+        /// Device.
+        device: String,
+        /// IP block and version (`GC 13.0.0`).
+        ip: String,
+    },
+    /// A register this ASIC's IP version does not have.
+    #[error("{device}: register {register} does not exist on {ip}")]
+    NoSuchRegister {
+        /// Device.
+        device: String,
+        /// Register name as in the Linux headers, without the `reg`/`mm` prefix.
+        register: String,
+        /// IP block and version (`GC 9.4.3`).
+        ip: String,
+    },
+    /// A field the register does not have.
+    #[error("{device}: register {register} on {ip} has no field {field}")]
+    NoSuchField {
+        /// Device.
+        device: String,
+        /// Register name.
+        register: String,
+        /// The field asked for.
+        field: String,
+        /// IP block and version.
+        ip: String,
+    },
+    /// A value wider than the field it is written to.
+    #[error(
+        "{device}: value {value:#x} does not fit field {register}.{field} ({width} bits) on {ip}"
+    )]
+    FieldOverflow {
+        /// Device.
+        device: String,
+        /// Register name.
+        register: String,
+        /// Field name.
+        field: String,
+        /// Field width in bits.
+        width: u32,
+        /// The value that does not fit.
+        value: u64,
+        /// IP block and version.
+        ip: String,
+    },
+    /// A register whose base-address segment discovery did not provide for this instance.
+    #[error(
+        "{device}: register {register} on {ip} instance {instance} uses base segment {base_idx}, but discovery lists {count} base addresses"
+    )]
+    NoBaseAddress {
+        /// Device.
+        device: String,
+        /// Register name.
+        register: String,
+        /// IP block and version.
+        ip: String,
+        /// Instance.
+        instance: u8,
+        /// The register's base index (segment).
+        base_idx: u8,
+        /// How many base addresses this instance has.
+        count: usize,
+    },
+    /// A register address that neither BAR5 nor the indirect window can reach.
+    #[error("{device}: register {register} at dword {addr:#x} is out of reach: {reason}")]
+    RegisterOutOfReach {
+        /// Device.
+        device: String,
+        /// Register name (or the raw address when unnamed).
+        register: String,
+        /// Dword address.
+        addr: u64,
+        /// Why.
+        reason: String,
+    },
     /// The backend reported a failure that is not an I/O error on a file (a remote server's
     /// error message, a violation of the mock's hardware contract, …).
     #[error("{device}: {message}")]

@@ -1,7 +1,13 @@
 //! The AM driver: a userspace driver for AMD GPUs, brought up from the PCI BARs.
 
+pub mod discovery;
+#[doc(hidden)]
+pub mod discovery_layout;
 mod error;
+pub mod hwip;
 pub mod pci;
 
+pub use discovery::{Discovery, IpVersion};
 pub use error::{Error, Result};
+pub use hwip::HwIp;
 pub use pci::{Bar, BarInfo, PciDevice, SysMem};

@@ -1,0 +1,578 @@
+//! IP discovery: what the GPU is made of, read from the table the firmware leaves at the top
+//! of VRAM.
+//!
+//! The table sits at `vram_size - 64 KiB` and is 10 KiB long (`discovery.h`): a
+//! `binary_header` with a list of sub-tables, the IP discovery table proper (`"IPDS"`: dies,
+//! each a list of `ip_v4` entries with the hardware id, instance, version and register base
+//! addresses of one IP block), the harvest table (instances fused off) and `gc_info` (shader
+//! engine and CU counts). VRAM size comes from `RCC_CONFIG_MEMSIZE`, a register at a fixed
+//! address, since no IP base is known yet.
+//!
+//! Every read is bounds-checked against the table; a malformed table is an
+//! [`Error::MalformedDiscovery`] naming the structure and its offset, never a panic.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use zerocopy::FromBytes;
+
+use crate::hwip::{self, HwIp};
+use crate::{Error, PciDevice, Result};
+
+/// `mmRCC_CONFIG_MEMSIZE`: VRAM size in MiB, a dword index in BAR5 valid before discovery.
+pub const RCC_CONFIG_MEMSIZE: u64 = 0xde3;
+/// `RCC_IOV_FUNC_IDENTIFIER`: bit 0 is set on an SR-IOV virtual function.
+pub const RCC_IOV_FUNC_IDENTIFIER: u64 = 0xde5;
+/// `mmMM_INDEX`: VRAM byte address (bit 31 selects VRAM) for the `MM_DATA` window.
+pub const MM_INDEX: u64 = 0x0;
+/// `mmMM_DATA`: the dword of VRAM `MM_INDEX`/`MM_INDEX_HI` point at.
+pub const MM_DATA: u64 = 0x1;
+/// `mmMM_INDEX_HI`: VRAM address bits 31 and up.
+pub const MM_INDEX_HI: u64 = 0x6;
+
+/// Distance of the discovery table from the top of VRAM (`DISCOVERY_TMR_OFFSET`).
+pub const DISCOVERY_TMR_OFFSET: u64 = 64 << 10;
+/// Size of the discovery table (`DISCOVERY_TMR_SIZE`).
+pub const DISCOVERY_TMR_SIZE: usize = 10 << 10;
+
+/// The discovery structures of `discovery.h`, packed, little-endian.
+use crate::discovery_layout as layout;
+
+/// An IP block version as discovery reports it (`major.minor.revision`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct IpVersion {
+    /// Major version (`ip_v4.major`).
+    pub major: u8,
+    /// Minor version.
+    pub minor: u8,
+    /// Revision.
+    pub revision: u8,
+}
+
+impl IpVersion {
+    /// Build a version.
+    pub const fn new(major: u8, minor: u8, revision: u8) -> Self {
+        Self {
+            major,
+            minor,
+            revision,
+        }
+    }
+}
+
+impl fmt::Display for IpVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.revision)
+    }
+}
+
+/// One `ip_v4` entry: one instance of one IP block on one die.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IpEntry {
+    /// Index of the die whose list holds the entry.
+    pub die: u16,
+    /// Hardware id (`soc15_hw_ip.h`, e.g. `GC_HWID` = 11).
+    pub hw_id: u16,
+    /// Instance number.
+    pub instance: u8,
+    /// Version.
+    pub version: IpVersion,
+    /// `variant` nibble of the entry.
+    pub variant: u8,
+    /// `sub_revision` nibble of the entry.
+    pub sub_revision: u8,
+    /// Register base addresses (dword addresses), one per segment (`base_idx`).
+    pub bases: Vec<u64>,
+}
+
+/// One harvest-table entry: an instance of an IP block that is fused off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HarvestEntry {
+    /// Hardware id.
+    pub hw_id: u16,
+    /// Instance number.
+    pub instance: u8,
+}
+
+/// The graphics configuration of `gc_info` (v1.x or v2.x).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct GcInfo {
+    /// Table version (major, minor).
+    pub version: (u16, u16),
+    /// Shader engines (per XCC on multi-XCC parts).
+    pub num_se: u32,
+    /// Shader arrays (SH/SA) per shader engine.
+    pub num_sh_per_se: u32,
+    /// Compute units per shader array (v1: two per WGP).
+    pub num_cu_per_sh: u32,
+    /// Render backends per shader engine.
+    pub num_rb_per_se: u32,
+    /// Wave size (32 or 64).
+    pub wave_size: u32,
+    /// Maximum waves per SIMD.
+    pub max_waves_per_simd: u32,
+    /// LDS size per CU, as the table gives it (KiB).
+    pub lds_size: u32,
+    /// GPRs.
+    pub num_gprs: u32,
+}
+
+impl GcInfo {
+    /// CUs of one XCC: SE × SH per SE × CU per SH.
+    pub fn cus_per_xcc(&self) -> u64 {
+        u64::from(self.num_se) * u64::from(self.num_sh_per_se) * u64::from(self.num_cu_per_sh)
+    }
+}
+
+/// The parsed discovery table, independent of where it was read from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DiscoveryTable {
+    /// `binary_header` version (major, minor).
+    pub binary_version: (u16, u16),
+    /// Whether `binary_checksum` matches the byte sum of the binary (a warning only: the
+    /// reference driver does not check it).
+    pub checksum_valid: bool,
+    /// `ip_discovery_header.version`.
+    pub ip_discovery_version: u16,
+    /// Whether `ip_v4` entries carry 64-bit base addresses.
+    pub base_addr_64_bit: bool,
+    /// Number of dies.
+    pub num_dies: u16,
+    /// Every IP entry of every die, in table order.
+    pub ips: Vec<IpEntry>,
+    /// Harvested instances (empty when there is no harvest table).
+    pub harvest: Vec<HarvestEntry>,
+    /// The GC configuration, when the table has one.
+    pub gc_info: Option<GcInfo>,
+}
+
+/// Bounds-checked reads of packed structures from the raw table.
+struct Reader<'a> {
+    device: &'a str,
+    bytes: &'a [u8],
+}
+
+impl Reader<'_> {
+    fn malformed(
+        &self,
+        what: impl Into<String>,
+        offset: usize,
+        reason: impl Into<String>,
+    ) -> Error {
+        Error::MalformedDiscovery {
+            device: self.device.to_string(),
+            what: what.into(),
+            offset: offset as u64,
+            reason: reason.into(),
+        }
+    }
+
+    /// Read a `T` at `offset`; a structure running past the table is an error naming it.
+    fn get<T: FromBytes>(&self, offset: usize, what: impl Fn() -> String) -> Result<T> {
+        let size = size_of::<T>();
+        let bytes = offset
+            .checked_add(size)
+            .and_then(|end| self.bytes.get(offset..end))
+            .ok_or_else(|| {
+                self.malformed(
+                    what(),
+                    offset,
+                    format!(
+                        "{size} bytes do not fit in the {}-byte table",
+                        self.bytes.len()
+                    ),
+                )
+            })?;
+        T::read_from_bytes(bytes).map_err(|_| self.malformed(what(), offset, "unreadable bytes"))
+    }
+
+    fn u32_at(&self, offset: usize, what: impl Fn() -> String) -> Result<u32> {
+        self.get::<[u8; 4]>(offset, what).map(u32::from_le_bytes)
+    }
+
+    fn u64_at(&self, offset: usize, what: impl Fn() -> String) -> Result<u64> {
+        self.get::<[u8; 8]>(offset, what).map(u64::from_le_bytes)
+    }
+}
+
+fn hex_head(bytes: &[u8]) -> String {
+    let head: Vec<String> = bytes.iter().take(16).map(|b| format!("{b:02x}")).collect();
+    head.join(" ")
+}
+
+/// Explain what a table full of one byte value means.
+fn signature_hint(bytes: &[u8]) -> &'static str {
+    if !bytes.is_empty() && bytes.iter().all(|&b| b == 0xff) {
+        "; it reads all 0xFF: VRAM is gated (a VF without init access, a device in reset, \
+         or BAR0 not enabled)"
+    } else if !bytes.is_empty() && bytes.iter().all(|&b| b == 0) {
+        "; it reads all zeros: the firmware has not written a discovery table"
+    } else {
+        ""
+    }
+}
+
+impl DiscoveryTable {
+    /// Parse a discovery table (the 10 KiB read from `vram_size - 64 KiB`). `device` names
+    /// the device in errors.
+    pub fn parse(device: &str, bytes: &[u8]) -> Result<Self> {
+        let r = Reader { device, bytes };
+        let mismatch = |what, offset: usize, found, expected| Error::DiscoverySignature {
+            device: device.to_string(),
+            what,
+            offset: offset as u64,
+            found,
+            expected,
+            head: hex_head(bytes),
+            hint: signature_hint(bytes),
+        };
+
+        let bhdr: layout::binary_header = r.get(0, || "binary_header".into())?;
+        let signature = bhdr.binary_signature;
+        if signature != layout::BINARY_SIGNATURE {
+            return Err(mismatch(
+                "binary_header.binary_signature",
+                0,
+                signature,
+                layout::BINARY_SIGNATURE,
+            ));
+        }
+        let checksum_valid = binary_checksum_valid(&bhdr, bytes);
+
+        let table_list = bhdr.table_list;
+        let ip_off = usize::from(table_list[layout::IP_DISCOVERY as usize].offset);
+        let ihdr: layout::ip_discovery_header = r.get(ip_off, || "ip_discovery_header".into())?;
+        let ip_signature = ihdr.signature;
+        if ip_signature != layout::DISCOVERY_TABLE_SIGNATURE {
+            return Err(mismatch(
+                "ip_discovery_header.signature",
+                ip_off,
+                ip_signature,
+                layout::DISCOVERY_TABLE_SIGNATURE,
+            ));
+        }
+        let ip_discovery_version = ihdr.version;
+        // The 64-bit flag shares its byte with the padding of versions 1-3 (`discovery.h`).
+        let base_addr_64_bit = ip_discovery_version >= 4 && ihdr.base_addr_64_bit() != 0;
+        let num_dies = ihdr.num_dies;
+        let die_info = ihdr.die_info;
+        if usize::from(num_dies) > die_info.len() {
+            return Err(r.malformed(
+                "ip_discovery_header",
+                ip_off,
+                format!("num_dies is {num_dies}, at most {} fit", die_info.len()),
+            ));
+        }
+
+        let mut ips = Vec::new();
+        for (die, info) in die_info.iter().take(usize::from(num_dies)).enumerate() {
+            let die = die as u16;
+            let die_off = usize::from(info.die_offset);
+            let dhdr: layout::die_header = r.get(die_off, || format!("die_header of die {die}"))?;
+            let mut off = die_off + size_of::<layout::die_header>();
+            for n in 0..dhdr.num_ips {
+                let what = || format!("ip_v4 entry {n} of die {die}");
+                let ip: layout::ip_v4 = r.get(off, what)?;
+                let base_size = if base_addr_64_bit { 8 } else { 4 };
+                let bases_off = off + size_of::<layout::ip_v4>();
+                let mut bases = Vec::with_capacity(usize::from(ip.num_base_address));
+                for k in 0..usize::from(ip.num_base_address) {
+                    let at = bases_off + k * base_size;
+                    let what = || format!("base address {k} of ip_v4 entry {n} of die {die}");
+                    bases.push(if base_addr_64_bit {
+                        r.u64_at(at, what)?
+                    } else {
+                        u64::from(r.u32_at(at, what)?)
+                    });
+                }
+                ips.push(IpEntry {
+                    die,
+                    hw_id: ip.hw_id,
+                    instance: ip.instance_number,
+                    version: IpVersion::new(ip.major, ip.minor, ip.revision),
+                    variant: ip.variant(),
+                    sub_revision: ip.sub_revision(),
+                    bases,
+                });
+                off = bases_off + usize::from(ip.num_base_address) * base_size;
+            }
+        }
+
+        let harvest = parse_harvest(
+            &r,
+            usize::from(table_list[layout::HARVEST_INFO as usize].offset),
+        )?;
+        let gc_info = parse_gc_info(&r, usize::from(table_list[layout::GC as usize].offset))?;
+
+        Ok(Self {
+            binary_version: (bhdr.version_major, bhdr.version_minor),
+            checksum_valid,
+            ip_discovery_version,
+            base_addr_64_bit,
+            num_dies,
+            ips,
+            harvest,
+            gc_info,
+        })
+    }
+}
+
+/// `binary_checksum` is the 16-bit byte sum of the `binary_size` bytes after the checksum
+/// field.
+fn binary_checksum_valid(bhdr: &layout::binary_header, bytes: &[u8]) -> bool {
+    let start = std::mem::offset_of!(layout::binary_header, binary_checksum) + 2;
+    let size = usize::from(bhdr.binary_size);
+    let Some(data) = bytes.get(start..size.max(start)) else {
+        return false;
+    };
+    let sum = data
+        .iter()
+        .fold(0u16, |acc, &b| acc.wrapping_add(u16::from(b)));
+    sum == bhdr.binary_checksum
+}
+
+/// The harvest table: a header, then 32 `{hw_id, instance}` entries ending at the first
+/// zero hardware id.
+fn parse_harvest(r: &Reader<'_>, off: usize) -> Result<Vec<HarvestEntry>> {
+    if off == 0 {
+        return Ok(Vec::new());
+    }
+    let table: layout::harvest_table = r.get(off, || "harvest_table".into())?;
+    let signature = table.header.signature;
+    if signature != layout::HARVEST_TABLE_SIGNATURE {
+        return Err(r.malformed(
+            "harvest_table",
+            off,
+            format!(
+                "signature is {signature:#010x}, expected {:#010x} (\"HARV\")",
+                layout::HARVEST_TABLE_SIGNATURE
+            ),
+        ));
+    }
+    let list = table.list;
+    Ok(list
+        .iter()
+        .take_while(|e| e.hw_id != 0)
+        .map(|e| HarvestEntry {
+            hw_id: e.hw_id,
+            instance: e.number_instance,
+        })
+        .collect())
+}
+
+/// `gc_info` v1.x (counts in WGPs per SA) or v2.x (CUs per SH).
+fn parse_gc_info(r: &Reader<'_>, off: usize) -> Result<Option<GcInfo>> {
+    if off == 0 {
+        return Ok(None);
+    }
+    let hdr: layout::gpu_info_header = r.get(off, || "gc_info header".into())?;
+    let table_id = hdr.table_id;
+    if table_id != layout::GC_TABLE_ID {
+        return Err(r.malformed(
+            "gc_info header",
+            off,
+            format!(
+                "table_id is {table_id:#x}, expected {:#x} (\"GC\")",
+                layout::GC_TABLE_ID
+            ),
+        ));
+    }
+    let version = (hdr.version_major, hdr.version_minor);
+    let info = match version.0 {
+        1 => {
+            let v1: layout::gc_info_v1_0 = r.get(off, || "gc_info_v1_0".into())?;
+            GcInfo {
+                version,
+                num_se: v1.gc_num_se,
+                num_sh_per_se: v1.gc_num_sa_per_se,
+                // A WGP is two CUs.
+                num_cu_per_sh: v1
+                    .gc_num_wgp0_per_sa
+                    .saturating_add(v1.gc_num_wgp1_per_sa)
+                    .saturating_mul(2),
+                num_rb_per_se: v1.gc_num_rb_per_se,
+                wave_size: v1.gc_wave_size,
+                max_waves_per_simd: v1.gc_max_waves_per_simd,
+                lds_size: v1.gc_lds_size,
+                num_gprs: v1.gc_num_gprs,
+            }
+        }
+        2 => {
+            let v2: layout::gc_info_v2_0 = r.get(off, || "gc_info_v2_0".into())?;
+            GcInfo {
+                version,
+                num_se: v2.gc_num_se,
+                num_sh_per_se: v2.gc_num_sh_per_se,
+                num_cu_per_sh: v2.gc_num_cu_per_sh,
+                num_rb_per_se: v2.gc_num_rb_per_se,
+                wave_size: v2.gc_wave_size,
+                max_waves_per_simd: v2.gc_max_waves_per_simd,
+                lds_size: v2.gc_lds_size,
+                num_gprs: v2.gc_num_gprs,
+            }
+        }
+        _ => {
+            return Err(r.malformed(
+                "gc_info header",
+                off,
+                format!("version {}.{} is neither 1.x nor 2.x", version.0, version.1),
+            ));
+        }
+    };
+    Ok(Some(info))
+}
+
+/// Everything discovery tells about a device: VRAM, how to reach it, and its IP blocks.
+#[derive(Clone, Debug)]
+pub struct Discovery {
+    /// Device name, for errors.
+    pub device: String,
+    /// VRAM size in bytes (`RCC_CONFIG_MEMSIZE` MiB).
+    pub vram_size: u64,
+    /// Whether BAR0 covers all of VRAM; otherwise VRAM is reached through `MM_INDEX/MM_DATA`
+    /// (and, later, through the GPU's own copies).
+    pub large_bar: bool,
+    /// The parsed table.
+    pub table: DiscoveryTable,
+}
+
+/// Whether the function is an SR-IOV VF (`RCC_IOV_FUNC_IDENTIFIER` bit 0). Valid before
+/// discovery: a VF must ask its PF for access before VRAM reads anything but 0xFF.
+pub fn is_vf(dev: &dyn PciDevice) -> Result<bool> {
+    Ok(dev.bar(5)?.read32(RCC_IOV_FUNC_IDENTIFIER * 4)? & 1 != 0)
+}
+
+/// Read `len` bytes of VRAM at `addr` through the `MM_INDEX`/`MM_DATA` window of BAR5 (one
+/// dword at a time), for devices whose BAR0 does not reach that far.
+pub fn read_vram_indirect(dev: &dyn PciDevice, addr: u64, buf: &mut [u8]) -> Result<()> {
+    let mmio = dev.bar(5)?;
+    for (i, chunk) in buf.chunks_mut(4).enumerate() {
+        let at = addr + (i as u64) * 4;
+        mmio.write32(MM_INDEX_HI * 4, (at >> 31) as u32)?;
+        mmio.write32(MM_INDEX * 4, (at as u32 & 0x7fff_ffff) | 0x8000_0000)?;
+        let word = mmio.read32(MM_DATA * 4)?.to_le_bytes();
+        chunk.copy_from_slice(&word[..chunk.len()]);
+    }
+    Ok(())
+}
+
+impl Discovery {
+    /// Read VRAM size and the discovery table from a device, without initialising it.
+    ///
+    /// BAR0 is used as mapped; the caller resizes it first if it wants a large BAR.
+    pub fn read(dev: &dyn PciDevice) -> Result<Self> {
+        let device = dev.name().to_string();
+        let mmio = dev.bar(5)?;
+        let memsize = mmio.read32(RCC_CONFIG_MEMSIZE * 4)?;
+        if memsize == 0 || memsize == u32::MAX {
+            return Err(Error::MalformedDiscovery {
+                device,
+                what: "RCC_CONFIG_MEMSIZE".into(),
+                offset: RCC_CONFIG_MEMSIZE * 4,
+                reason: format!(
+                    "VRAM size reads {memsize:#x} MiB{}",
+                    if memsize == u32::MAX {
+                        " (registers gated: VF without access?)"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
+        let vram_size = u64::from(memsize) << 20;
+        let vram = dev.bar(0)?;
+        let large_bar = vram.len() >= vram_size;
+        let table_addr = vram_size.saturating_sub(DISCOVERY_TMR_OFFSET);
+        let mut bytes = vec![0u8; DISCOVERY_TMR_SIZE];
+        if large_bar {
+            vram.read_bytes(table_addr, &mut bytes)?;
+        } else {
+            read_vram_indirect(dev, table_addr, &mut bytes)?;
+        }
+        let table = DiscoveryTable::parse(&device, &bytes)?;
+        if !table.checksum_valid {
+            tracing::warn!("{device}: discovery binary checksum does not match");
+        }
+        Ok(Self {
+            device,
+            vram_size,
+            large_bar,
+            table,
+        })
+    }
+
+    /// Entries for one IP block (all its hardware ids), in table order.
+    pub fn entries(&self, ip: HwIp) -> impl Iterator<Item = &IpEntry> {
+        let hw_id = hwip::hw_id(ip);
+        self.table
+            .ips
+            .iter()
+            .filter(move |e| Some(e.hw_id) == hw_id)
+    }
+
+    /// Instances of an IP block that are fused off.
+    pub fn harvested(&self, ip: HwIp) -> BTreeSet<u8> {
+        let hw_id = hwip::hw_id(ip);
+        self.table
+            .harvest
+            .iter()
+            .filter(|h| Some(h.hw_id) == hw_id)
+            .map(|h| h.instance)
+            .collect()
+    }
+
+    /// Live (listed and not harvested) instances of an IP block, ascending.
+    pub fn instances(&self, ip: HwIp) -> BTreeSet<u8> {
+        let harvested = self.harvested(ip);
+        self.entries(ip)
+            .map(|e| e.instance)
+            .filter(|i| !harvested.contains(i))
+            .collect()
+    }
+
+    /// The entry of one instance (the last one listed wins, as in Linux).
+    pub fn entry(&self, ip: HwIp, instance: u8) -> Option<&IpEntry> {
+        self.entries(ip).filter(|e| e.instance == instance).last()
+    }
+
+    /// Version of an IP block: that of its lowest live instance.
+    pub fn version(&self, ip: HwIp) -> Option<IpVersion> {
+        let first = *self.instances(ip).first()?;
+        self.entry(ip, first).map(|e| e.version)
+    }
+
+    /// Version of an IP block, or an error naming it.
+    pub fn require_version(&self, ip: HwIp) -> Result<IpVersion> {
+        self.version(ip).ok_or_else(|| Error::NoIpInstance {
+            device: self.device.clone(),
+            ip: hwip::name(ip).to_string(),
+            instance: 0,
+            present: String::new(),
+        })
+    }
+
+    /// Graphics compute dies (live GC instances).
+    pub fn xcc_count(&self) -> usize {
+        self.instances(HwIp::Gc).len()
+    }
+
+    /// Active interposer dies: one MMHUB per AID on multi-die parts, one otherwise.
+    pub fn aid_count(&self) -> usize {
+        self.instances(HwIp::Mmhub).len().max(1)
+    }
+
+    /// Total CUs: per-XCC count from `gc_info` times live XCCs.
+    pub fn cu_count(&self) -> Option<u64> {
+        let gc = self.table.gc_info?;
+        Some(gc.cus_per_xcc() * self.xcc_count().max(1) as u64)
+    }
+
+    /// VRAM the firmware reserves at the top (discovery table, TMR): 384 MiB on GC 9.4/9.5,
+    /// else 64 MiB.
+    pub fn reserved_vram_size(&self) -> u64 {
+        match self.version(HwIp::Gc) {
+            Some(v) if v.major == 9 && (v.minor == 4 || v.minor == 5) => 384 << 20,
+            _ => 64 << 20,
+        }
+    }
+}
