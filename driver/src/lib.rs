@@ -6,6 +6,9 @@ pub mod discovery_layout;
 mod error;
 pub mod hwip;
 pub mod pci;
+pub mod regs;
+#[doc(hidden)]
+pub mod regs_tables;
 
 pub use discovery::{Discovery, IpVersion};
 pub use error::{Error, Result};

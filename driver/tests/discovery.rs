@@ -46,7 +46,7 @@ fn mi300x_table_keeps_64_bit_bases_and_counts_xccs_on_aids() {
     // Die 3's second GC: bases keep the AID bits above bit 32.
     assert_eq!(
         d.entry(HwIp::Gc, 7).unwrap().bases,
-        vec![(3 << 32) | 0x11260, (3 << 32) | 0x1a000]
+        vec![(3 << 32) | 0x1260, (3 << 32) | 0xea000]
     );
     assert_eq!(d.entry(HwIp::Gc, 7).unwrap().die, 3);
     let gc = d.table.gc_info.unwrap();

@@ -249,14 +249,16 @@ pub fn navi31_like() -> Vec<u8> {
 pub fn mi300x_like(harvest: &[(u16, u8)]) -> Vec<u8> {
     let dies: Vec<Vec<Ip>> = (0..4u8)
         .map(|aid| {
+            // Bits above 32 carry the AID (ASIC-specific); the low half is the MMIO base.
             let hi = u64::from(aid) << 32;
+            let xcc = |n: u8| hi | (0xa000 + u64::from(n) * 0x20000);
             let mut v = vec![
-                ip(GC_HWID, aid * 2, (9, 4, 3), &[hi | 0x1260, hi | 0xa000]),
+                ip(GC_HWID, aid * 2, (9, 4, 3), &[hi | 0x1260, xcc(aid * 2)]),
                 ip(
                     GC_HWID,
                     aid * 2 + 1,
                     (9, 4, 3),
-                    &[hi | 0x11260, hi | 0x1a000],
+                    &[hi | 0x1260, xcc(aid * 2 + 1)],
                 ),
                 ip(MMHUB_HWID, aid, (1, 8, 0), &[hi | 0x1a000, hi | 0x2408800]),
             ];
@@ -304,6 +306,8 @@ pub struct FakeMmio {
     vram: Arc<Mutex<Vec<u8>>>,
     pub regs: Mutex<Vec<u32>>,
     pub window_reads: Mutex<u64>,
+    /// Every dword write, in order: (dword index, value).
+    pub writes: Mutex<Vec<(usize, u32)>>,
 }
 
 fn oob(what: &str, offset: u64, size: u64, len: u64) -> Error {
@@ -374,6 +378,7 @@ impl Bar for FakeMmio {
             return Err(oob("BAR5", offset, 4, self.len()));
         }
         self.regs.lock().unwrap()[i] = value;
+        self.writes.lock().unwrap().push((i, value));
         Ok(())
     }
     fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
@@ -404,6 +409,7 @@ impl FakeDevice {
                 vram: vram.clone(),
                 regs: Mutex::new(regs),
                 window_reads: Mutex::new(0),
+                writes: Mutex::new(Vec::new()),
             }),
             vram,
         }

@@ -1,0 +1,442 @@
+//! Registers by name, for the IP versions discovery found.
+//!
+//! Glossary:
+//! - *offset*: a register's dword offset inside one base segment (`regFOO` in `*_offset.h`);
+//! - *base index* (segment): which of the IP instance's base addresses the offset is added to
+//!   (`regFOO_BASE_IDX`);
+//! - *address*: `base[instance][base_idx] + offset`, a dword index into BAR5 — or, past the
+//!   end of BAR5, into the indirect RSMU window (only the low 32 bits of a 64-bit discovery
+//!   base count: the high bits are ASIC-specific, as Linux treats them);
+//! - *field*: a bit range of a register (`FOO__BAR_MASK`/`__SHIFT` in `*_sh_mask.h`).
+//!
+//! The generated tables give, per IP version, each register's offset, base index and
+//! fields; [`Regs`] picks the table for each discovered IP version (the newest table with
+//! the same major version that is not newer than the hardware, as the reference driver
+//! does) and resolves one address per (register, instance). Registers are named by the
+//! generated constants ([`gc::SCRATCH_REG7`](crate::regs::gc::SCRATCH_REG7)), so a typo does
+//! not compile; a register the discovered version lacks is an [`Error::NoSuchRegister`]
+//! naming register and version.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+
+use crate::discovery::{Discovery, IpVersion};
+use crate::hwip::{self, HwIp};
+use crate::{Bar, Error, PciDevice, Result};
+
+pub use crate::regs_tables::{FieldDef, RegDef, RegName, RegTable, gc, nbio};
+
+/// The register tables of one block, at one version.
+#[derive(Debug)]
+struct Block {
+    ip: HwIp,
+    version: IpVersion,
+    table: Option<&'static RegTable>,
+    /// Base addresses of each live instance.
+    bases: BTreeMap<u8, Vec<u64>>,
+}
+
+impl Block {
+    fn label(&self) -> String {
+        format!("{} {}", hwip::name(self.ip), self.version)
+    }
+}
+
+/// Which generated tables describe a block: the table family's prefix. NBIO registers are
+/// in the `nbif` tables from GC 12 on; MP0 and MP1 share the `mp` tables.
+fn table_prefix(ip: HwIp, gc: Option<IpVersion>) -> Option<&'static str> {
+    Some(match ip {
+        HwIp::Gc => "gc",
+        HwIp::Hdp => "hdp",
+        HwIp::Mmhub => "mmhub",
+        HwIp::Osssys => "osssys",
+        HwIp::Mp0 | HwIp::Mp1 => "mp",
+        HwIp::Smuio => "smuio",
+        HwIp::Athub => "athub",
+        HwIp::Sdma0 => "sdma",
+        HwIp::Nbio if gc.is_some_and(|v| v.major >= 12) => "nbif",
+        HwIp::Nbio => "nbio",
+        _ => return None,
+    })
+}
+
+/// The newest table of `prefix` with the hardware's major version that is not newer than
+/// the hardware (GC 9.5.0 has no headers of its own and uses GC 9.4.3's).
+pub fn select_table(prefix: &str, version: IpVersion) -> Option<&'static RegTable> {
+    let v = (version.major, version.minor, version.revision);
+    crate::regs_tables::TABLES
+        .iter()
+        .filter(|t| t.prefix == prefix && t.version.0 == version.major && t.version <= v)
+        .max_by_key(|t| t.version)
+}
+
+/// The registers of a device: tables resolved for its IP versions, addresses for each
+/// instance, and access through BAR5 (direct or indirect).
+pub struct Regs {
+    device: String,
+    mmio: Arc<dyn Bar>,
+    blocks: BTreeMap<HwIp, Block>,
+    /// Index/data pairs (RSMU, PCIE INDEX2) must not interleave.
+    indirect: Mutex<()>,
+}
+
+impl std::fmt::Debug for Regs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Regs")
+            .field("device", &self.device)
+            .field("blocks", &self.blocks)
+            .finish()
+    }
+}
+
+impl Regs {
+    /// Resolve the register tables for every IP block discovery lists. Blocks without a
+    /// generated table are kept (their registers are errors naming the version).
+    pub fn new(dev: &dyn PciDevice, discovery: &Discovery) -> Result<Self> {
+        let gc = discovery.version(HwIp::Gc);
+        let mut blocks = BTreeMap::new();
+        for &ip in HwIp::ALL.iter() {
+            let Some(version) = discovery.version(ip) else {
+                continue;
+            };
+            let table = table_prefix(ip, gc).and_then(|p| select_table(p, version));
+            let bases = discovery
+                .instances(ip)
+                .into_iter()
+                .filter_map(|i| discovery.entry(ip, i).map(|e| (i, e.bases.clone())))
+                .collect();
+            blocks.insert(
+                ip,
+                Block {
+                    ip,
+                    version,
+                    table,
+                    bases,
+                },
+            );
+        }
+        Ok(Self {
+            device: dev.name().to_string(),
+            mmio: dev.bar(5)?,
+            blocks,
+            indirect: Mutex::new(()),
+        })
+    }
+
+    /// The device these registers belong to.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// Discovered version of a block.
+    pub fn version(&self, ip: HwIp) -> Option<IpVersion> {
+        self.blocks.get(&ip).map(|b| b.version)
+    }
+
+    /// Live instances of a block.
+    pub fn instances(&self, ip: HwIp) -> BTreeSet<u8> {
+        self.blocks
+            .get(&ip)
+            .map(|b| b.bases.keys().copied().collect())
+            .unwrap_or_default()
+    }
+
+    /// Whether the device's version of the block has this register.
+    pub fn has(&self, name: RegName) -> bool {
+        self.reg(name).is_ok()
+    }
+
+    /// Look a register up in the table of the block's discovered version.
+    pub fn reg(&self, name: RegName) -> Result<Register<'_>> {
+        let block = self
+            .blocks
+            .get(&name.ip)
+            .ok_or_else(|| Error::NoIpInstance {
+                device: self.device.clone(),
+                ip: hwip::name(name.ip).to_string(),
+                instance: 0,
+                present: " (discovery does not list the block)".into(),
+            })?;
+        let table = block.table.ok_or_else(|| Error::NoRegisterTable {
+            device: self.device.clone(),
+            ip: block.label(),
+        })?;
+        let def = table
+            .regs
+            .binary_search_by(|r| r.name.cmp(name.name))
+            .ok()
+            .and_then(|i| table.regs.get(i))
+            .or_else(|| table.regs.iter().find(|r| r.name == name.name))
+            .ok_or_else(|| Error::NoSuchRegister {
+                device: self.device.clone(),
+                register: name.name.to_string(),
+                ip: block.label(),
+            })?;
+        Ok(Register {
+            regs: self,
+            block,
+            def,
+        })
+    }
+
+    /// Read the register at a dword address: directly in BAR5, else through the RSMU
+    /// index/data pair.
+    pub fn rreg(&self, addr: u64) -> Result<u32> {
+        if addr < self.mmio.len() / 4 {
+            return self.mmio.read32(addr * 4);
+        }
+        let index = self.rsmu_index(addr)?;
+        let idx = self.reg(nbio::BIF_BX_PF0_RSMU_INDEX)?.addr(0)?;
+        let data = self.reg(nbio::BIF_BX_PF0_RSMU_DATA)?.addr(0)?;
+        let _guard = self.indirect.lock().unwrap_or_else(|e| e.into_inner());
+        self.direct_write("BIF_BX_PF0_RSMU_INDEX", idx, index)?;
+        self.direct_read("BIF_BX_PF0_RSMU_DATA", data)
+    }
+
+    /// Write the register at a dword address (direct or through RSMU).
+    pub fn wreg(&self, addr: u64, value: u32) -> Result<()> {
+        if addr < self.mmio.len() / 4 {
+            return self.mmio.write32(addr * 4, value);
+        }
+        let index = self.rsmu_index(addr)?;
+        let idx = self.reg(nbio::BIF_BX_PF0_RSMU_INDEX)?.addr(0)?;
+        let data = self.reg(nbio::BIF_BX_PF0_RSMU_DATA)?.addr(0)?;
+        let _guard = self.indirect.lock().unwrap_or_else(|e| e.into_inner());
+        self.direct_write("BIF_BX_PF0_RSMU_INDEX", idx, index)?;
+        self.direct_write("BIF_BX_PF0_RSMU_DATA", data, value)
+    }
+
+    /// The index/data registers themselves must sit inside BAR5: they are the way past it.
+    fn direct_check(&self, register: &str, addr: u64) -> Result<u64> {
+        if addr < self.mmio.len() / 4 {
+            Ok(addr * 4)
+        } else {
+            Err(Error::RegisterOutOfReach {
+                device: self.device.clone(),
+                register: register.to_string(),
+                addr,
+                reason: format!(
+                    "an index/data register must be inside BAR5 ({:#x} bytes)",
+                    self.mmio.len()
+                ),
+            })
+        }
+    }
+
+    fn direct_read(&self, register: &str, addr: u64) -> Result<u32> {
+        self.mmio.read32(self.direct_check(register, addr)?)
+    }
+
+    fn direct_write(&self, register: &str, addr: u64, value: u32) -> Result<()> {
+        self.mmio.write32(self.direct_check(register, addr)?, value)
+    }
+
+    fn rsmu_index(&self, addr: u64) -> Result<u32> {
+        u32::try_from(addr * 4).map_err(|_| Error::RegisterOutOfReach {
+            device: self.device.clone(),
+            register: format!("{addr:#x}"),
+            addr,
+            reason: "past BAR5 and past the 32-bit RSMU index".into(),
+        })
+    }
+
+    /// The PCIE INDEX2 address of a register on an AID: `reg * 4`, plus on AIDs other than
+    /// 0 the AID in bits 32–33 and bit 34 set (NBIO 7.9).
+    pub fn pcie_index2_addr(addr: u64, aid: u8) -> u64 {
+        let byte = addr * 4;
+        if aid == 0 {
+            byte
+        } else {
+            byte | (u64::from(aid & 3) << 32) | (1 << 34)
+        }
+    }
+
+    fn pcie_index2<T>(
+        &self,
+        addr: u64,
+        aid: u8,
+        access: impl FnOnce(u64) -> Result<T>,
+    ) -> Result<T> {
+        let full = Self::pcie_index2_addr(addr, aid);
+        let index = self.reg(nbio::BIF_BX0_PCIE_INDEX2)?.addr(0)?;
+        let hi = (full >> 32) as u32;
+        let index_hi = if hi != 0 {
+            Some(self.reg(nbio::BIF_BX0_PCIE_INDEX2_HI)?.addr(0)?)
+        } else {
+            None
+        };
+        let _guard = self.indirect.lock().unwrap_or_else(|e| e.into_inner());
+        self.direct_write("BIF_BX0_PCIE_INDEX2", index, full as u32)?;
+        if let Some(index_hi) = index_hi {
+            self.direct_write("BIF_BX0_PCIE_INDEX2_HI", index_hi, hi & 0xff)?;
+        }
+        let result = access(self.reg(nbio::BIF_BX0_PCIE_DATA2)?.addr(0)?);
+        // The high index stays latched: clear it so a later plain access goes to AID 0.
+        if let Some(index_hi) = index_hi {
+            self.direct_write("BIF_BX0_PCIE_INDEX2_HI", index_hi, 0)?;
+        }
+        result
+    }
+
+    /// Read a register of an AID through PCIE INDEX2/DATA2 (dword address `addr`).
+    pub fn rreg_pcie(&self, addr: u64, aid: u8) -> Result<u32> {
+        self.pcie_index2(addr, aid, |data| {
+            self.direct_read("BIF_BX0_PCIE_DATA2", data)
+        })
+    }
+
+    /// Write a register of an AID through PCIE INDEX2/DATA2 (dword address `addr`).
+    pub fn wreg_pcie(&self, addr: u64, aid: u8, value: u32) -> Result<()> {
+        self.pcie_index2(addr, aid, |data| {
+            self.direct_write("BIF_BX0_PCIE_DATA2", data, value)
+        })
+    }
+}
+
+/// One register of one block, resolved for the device's IP version.
+#[derive(Clone, Copy)]
+pub struct Register<'a> {
+    regs: &'a Regs,
+    block: &'a Block,
+    def: &'static RegDef,
+}
+
+impl std::fmt::Debug for Register<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} on {}", self.def.name, self.block.label())
+    }
+}
+
+impl Register<'_> {
+    /// The register's name (without the `reg`/`mm` prefix).
+    pub fn name(&self) -> &'static str {
+        self.def.name
+    }
+
+    /// Its table entry: offset, base index, fields, reset value.
+    pub fn def(&self) -> &'static RegDef {
+        self.def
+    }
+
+    /// Block and version, as in error messages (`GC 11.0.0`).
+    pub fn ip_label(&self) -> String {
+        self.block.label()
+    }
+
+    /// Dword address of the register on one instance of its block.
+    pub fn addr(&self, instance: u8) -> Result<u64> {
+        let bases = self
+            .block
+            .bases
+            .get(&instance)
+            .ok_or_else(|| Error::NoIpInstance {
+                device: self.regs.device.clone(),
+                ip: self.block.label(),
+                instance,
+                present: format!(
+                    " (live instances: {})",
+                    self.block
+                        .bases
+                        .keys()
+                        .map(u8::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })?;
+        let base =
+            bases
+                .get(usize::from(self.def.base_idx))
+                .ok_or_else(|| Error::NoBaseAddress {
+                    device: self.regs.device.clone(),
+                    register: self.def.name.to_string(),
+                    ip: self.block.label(),
+                    instance,
+                    base_idx: self.def.base_idx,
+                    count: bases.len(),
+                })?;
+        // Bits above 32 of a 64-bit discovery base are ASIC-specific (AID routing); Linux
+        // keeps the low half as the MMIO base, and so do we.
+        Ok((base & 0xffff_ffff) + u64::from(self.def.offset))
+    }
+
+    /// Read the register of one instance.
+    pub fn read(&self, instance: u8) -> Result<u32> {
+        self.regs.rreg(self.addr(instance)?)
+    }
+
+    /// Write the register of one instance.
+    pub fn write(&self, instance: u8, value: u32) -> Result<()> {
+        self.regs.wreg(self.addr(instance)?, value)
+    }
+
+    /// Write the named fields; every other bit is written as 0.
+    pub fn write_fields(&self, instance: u8, fields: &[(&str, u64)]) -> Result<()> {
+        self.write(instance, self.encode(fields)?)
+    }
+
+    /// Read, change the named fields, write back; returns the value written.
+    pub fn update(&self, instance: u8, fields: &[(&str, u64)]) -> Result<u32> {
+        let names: Vec<&str> = fields.iter().map(|(n, _)| *n).collect();
+        let keep = !self.fields_mask(&names)?;
+        let value = (self.read(instance)? & keep) | self.encode(fields)?;
+        self.write(instance, value)?;
+        Ok(value)
+    }
+
+    fn field_def(&self, name: &str) -> Result<&'static FieldDef> {
+        self.def
+            .fields
+            .iter()
+            .find(|f| f.name.eq_ignore_ascii_case(name))
+            .ok_or_else(|| Error::NoSuchField {
+                device: self.regs.device.clone(),
+                register: self.def.name.to_string(),
+                field: name.to_string(),
+                ip: self.block.label(),
+            })
+    }
+
+    /// The value with the named fields set (names as in `*_sh_mask.h`, any case); a value
+    /// wider than its field is an error.
+    pub fn encode(&self, fields: &[(&str, u64)]) -> Result<u32> {
+        let mut value = 0u32;
+        for &(name, v) in fields {
+            let f = self.field_def(name)?;
+            let max = u64::from(f.mask >> f.shift);
+            if v > max {
+                return Err(Error::FieldOverflow {
+                    device: self.regs.device.clone(),
+                    register: self.def.name.to_string(),
+                    field: f.name.to_string(),
+                    width: f.mask.count_ones(),
+                    value: v,
+                    ip: self.block.label(),
+                });
+            }
+            value = (value & !f.mask) | ((v as u32) << f.shift);
+        }
+        Ok(value)
+    }
+
+    /// Every field of a value, in table order.
+    pub fn decode(&self, value: u32) -> Vec<(&'static str, u32)> {
+        self.def
+            .fields
+            .iter()
+            .map(|f| (f.name, (value & f.mask) >> f.shift))
+            .collect()
+    }
+
+    /// One field of a value.
+    pub fn field(&self, value: u32, name: &str) -> Result<u32> {
+        let f = self.field_def(name)?;
+        Ok((value & f.mask) >> f.shift)
+    }
+
+    /// The bits the named fields cover.
+    pub fn fields_mask(&self, names: &[&str]) -> Result<u32> {
+        names
+            .iter()
+            .try_fold(0u32, |m, n| Ok(m | self.field_def(n)?.mask))
+    }
+}
