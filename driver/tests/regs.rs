@@ -188,7 +188,7 @@ fn pcie_index2_carries_the_aid_in_the_high_index() {
     assert_eq!(Regs::pcie_index2_addr(0x1234, 0), 0x1234 * 4);
     assert_eq!(
         Regs::pcie_index2_addr(0x1234, 3),
-        0x1234 * 4 | (3 << 32) | (1 << 34)
+        (0x1234 * 4) | (3 << 32) | (1 << 34)
     );
     // NBIO 7.9.0: PCIE_INDEX2 0xe, DATA2 0xf, INDEX2_HI 0x11 in segment 0 (base 0).
     regs.wreg_pcie(0x1234, 2, 0xff).unwrap();
