@@ -1,0 +1,379 @@
+//! `am info DEVICE [--json]`: what a device is, read without initialising it.
+//!
+//! Reads only: config space, `RCC_CONFIG_MEMSIZE`, `RCC_IOV_FUNC_IDENTIFIER`, the discovery
+//! table (through BAR0, or the `MM_INDEX`/`MM_DATA` window on a small BAR, whose index
+//! registers it writes), and `SCRATCH_REG6/7` of the first live GC instance.
+
+use std::collections::BTreeMap;
+
+use am_driver::discovery::{self, Discovery};
+use am_driver::regs::{Regs, gc};
+use am_driver::{HwIp, IpVersion, PciDevice, hwip};
+use serde::Serialize;
+
+use crate::device::open_device;
+
+/// Arguments of `am info`.
+#[derive(Debug, clap::Args)]
+pub struct InfoArgs {
+    /// Device: a PCI BDF (0000:03:00.0), mock:PROFILE[:N] or remote:HOST:PORT[:N].
+    pub device: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `SCRATCH_REG7` value an AM driver leaves after a complete boot (tinygrad's
+/// `AMDev.Version`).
+pub const AM_BOOT_VERSION: u32 = 0xA000_0008;
+
+/// Everything `am info` reports.
+#[derive(Debug, Serialize)]
+pub struct InfoReport {
+    /// The device spec.
+    pub device: String,
+    /// Backend (`sysfs`, `vfio`, `remote`, `mock`).
+    pub backend: String,
+    /// PCI vendor id.
+    pub vendor_id: String,
+    /// PCI device id.
+    pub device_id: String,
+    /// Marketing name, when the device id is known.
+    pub product_name: String,
+    /// `PF` or `VF` (`RCC_IOV_FUNC_IDENTIFIER` bit 0).
+    pub function: String,
+    /// BAR0 size in bytes.
+    pub bar0_size: u64,
+    /// Discovery results; absent when discovery failed (see `error`).
+    #[serde(flatten)]
+    pub discovery: Option<DiscoveryReport>,
+    /// Boot state from `SCRATCH_REG6/7`; absent on a VF or when unreadable.
+    pub boot_state: Option<BootState>,
+    /// Why part of the report is missing.
+    pub error: Option<String>,
+}
+
+/// What discovery found.
+#[derive(Debug, Serialize)]
+pub struct DiscoveryReport {
+    /// LLVM target of the GC version (`gfx1100`).
+    pub gfx_target: Option<String>,
+    /// VRAM size in bytes.
+    pub vram_size: u64,
+    /// VRAM size in MiB.
+    pub vram_size_mib: u64,
+    /// Whether BAR0 covers all of VRAM.
+    pub large_bar: bool,
+    /// VRAM reserved by firmware at the top.
+    pub reserved_vram_size: u64,
+    /// Whether the discovery binary checksum matches.
+    pub discovery_checksum_valid: bool,
+    /// Version of each IP block the driver knows (lowest live instance).
+    pub ip_versions: BTreeMap<String, String>,
+    /// Every IP entry of the table.
+    pub ip_blocks: Vec<IpBlockReport>,
+    /// Harvested instances.
+    pub harvested: Vec<HarvestReport>,
+    /// Live GC instances.
+    pub xcc_count: usize,
+    /// AIDs (MMHUB instances).
+    pub aid_count: usize,
+    /// The GC configuration.
+    pub gc: Option<GcReport>,
+}
+
+/// One discovery entry.
+#[derive(Debug, Serialize)]
+pub struct IpBlockReport {
+    /// Hardware-id name (`GC`, `NBIF`, …).
+    pub name: String,
+    /// Hardware id.
+    pub hw_id: u16,
+    /// Die.
+    pub die: u16,
+    /// Instance.
+    pub instance: u8,
+    /// Version.
+    pub version: String,
+    /// Whether the harvest table lists this instance.
+    pub harvested: bool,
+    /// Base addresses (dwords), hex.
+    pub bases: Vec<String>,
+}
+
+/// A harvested instance.
+#[derive(Debug, Serialize)]
+pub struct HarvestReport {
+    /// Hardware-id name.
+    pub name: String,
+    /// Hardware id.
+    pub hw_id: u16,
+    /// Instance.
+    pub instance: u8,
+}
+
+/// Shader counts.
+#[derive(Debug, Serialize)]
+pub struct GcReport {
+    /// `gc_info` version.
+    pub table_version: String,
+    /// Shader engines per XCC.
+    pub se: u32,
+    /// Shader arrays per SE.
+    pub sh_per_se: u32,
+    /// CUs per shader array.
+    pub cu_per_sh: u32,
+    /// CUs per XCC.
+    pub cu_per_xcc: u64,
+    /// CUs of the device.
+    pub cu_count: u64,
+    /// Wave size.
+    pub wave_size: u32,
+    /// LDS size as the table gives it.
+    pub lds_size: u32,
+    /// Maximum waves per SIMD.
+    pub max_waves_per_simd: u32,
+}
+
+/// Boot state left by a previous driver.
+#[derive(Debug, Serialize)]
+pub struct BootState {
+    /// `SCRATCH_REG7`, hex.
+    pub scratch_reg7: String,
+    /// `SCRATCH_REG6`, hex.
+    pub scratch_reg6: String,
+    /// Whether an AM driver booted the device (`SCRATCH_REG7 == 0xA0000008`).
+    pub am_initialised: bool,
+    /// Whether that driver finished cleanly (`SCRATCH_REG6 == 0`).
+    pub clean: bool,
+    /// In words.
+    pub state: String,
+}
+
+/// Marketing names of the device ids this project targets.
+pub fn product_name(device_id: u16) -> &'static str {
+    match device_id {
+        0x744c => "AMD Radeon RX 7900 XT/XTX (Navi31)",
+        0x7448 => "AMD Radeon Pro W7900 (Navi31)",
+        0x74a0 => "AMD Instinct MI300A",
+        0x74a1 => "AMD Instinct MI300X",
+        0x74a5 => "AMD Instinct MI325X",
+        0x74b5 => "AMD Instinct MI300X VF",
+        0x75a0 => "AMD Instinct MI350X",
+        0x75a3 => "AMD Instinct MI355X",
+        0x75b0 => "AMD Instinct MI350X VF",
+        _ => "unknown AMD GPU",
+    }
+}
+
+/// The LLVM target of a GC version: `gfx` + major + minor and revision in hex.
+pub fn gfx_target(v: IpVersion) -> String {
+    format!("gfx{}{:x}{:x}", v.major, v.minor, v.revision)
+}
+
+fn discovery_report(d: &Discovery) -> DiscoveryReport {
+    let mut ip_versions = BTreeMap::new();
+    for &ip in HwIp::ALL.iter() {
+        if let Some(v) = d.version(ip) {
+            ip_versions.insert(hwip::name(ip).to_string(), v.to_string());
+        }
+    }
+    let name = |hw_id: u16| hwip::hw_id_name(hw_id).map_or(format!("HWID{hw_id}"), str::to_string);
+    let ip_blocks = d
+        .table
+        .ips
+        .iter()
+        .map(|e| IpBlockReport {
+            name: name(e.hw_id),
+            hw_id: e.hw_id,
+            die: e.die,
+            instance: e.instance,
+            version: e.version.to_string(),
+            harvested: d
+                .table
+                .harvest
+                .iter()
+                .any(|h| h.hw_id == e.hw_id && h.instance == e.instance),
+            bases: e.bases.iter().map(|b| format!("{b:#x}")).collect(),
+        })
+        .collect();
+    let harvested = d
+        .table
+        .harvest
+        .iter()
+        .map(|h| HarvestReport {
+            name: name(h.hw_id),
+            hw_id: h.hw_id,
+            instance: h.instance,
+        })
+        .collect();
+    let gc = d.table.gc_info.map(|g| GcReport {
+        table_version: format!("{}.{}", g.version.0, g.version.1),
+        se: g.num_se,
+        sh_per_se: g.num_sh_per_se,
+        cu_per_sh: g.num_cu_per_sh,
+        cu_per_xcc: g.cus_per_xcc(),
+        cu_count: d.cu_count().unwrap_or(0),
+        wave_size: g.wave_size,
+        lds_size: g.lds_size,
+        max_waves_per_simd: g.max_waves_per_simd,
+    });
+    DiscoveryReport {
+        gfx_target: d.version(HwIp::Gc).map(gfx_target),
+        vram_size: d.vram_size,
+        vram_size_mib: d.vram_size >> 20,
+        large_bar: d.large_bar,
+        reserved_vram_size: d.reserved_vram_size(),
+        discovery_checksum_valid: d.table.checksum_valid,
+        ip_versions,
+        ip_blocks,
+        harvested,
+        xcc_count: d.xcc_count(),
+        aid_count: d.aid_count(),
+        gc,
+    }
+}
+
+fn boot_state(dev: &dyn PciDevice, d: &Discovery) -> am_driver::Result<BootState> {
+    let regs = Regs::new(dev, d)?;
+    let xcc = d.instances(HwIp::Gc).first().copied().unwrap_or(0);
+    let reg7 = regs.reg(gc::SCRATCH_REG7)?.read(xcc)?;
+    let reg6 = regs.reg(gc::SCRATCH_REG6)?.read(xcc)?;
+    let am_initialised = reg7 == AM_BOOT_VERSION;
+    let clean = reg6 == 0;
+    let state = match (am_initialised, clean) {
+        (false, _) => "not booted by this AM version: the next open does a full boot",
+        (true, true) => "booted by AM and finalised cleanly: the next open can warm boot",
+        (true, false) => {
+            "booted by AM, not finalised cleanly (or still in use): the next open does a full boot"
+        }
+    };
+    Ok(BootState {
+        scratch_reg7: format!("{reg7:#010x}"),
+        scratch_reg6: format!("{reg6:#010x}"),
+        am_initialised,
+        clean,
+        state: state.to_string(),
+    })
+}
+
+/// Gather the report for an open device. Failures past identification are recorded in
+/// `error` so the rest of the report is still printed.
+pub fn gather(dev: &dyn PciDevice) -> anyhow::Result<InfoReport> {
+    let vendor_id = dev.vendor_id()?;
+    let device_id = dev.device_id()?;
+    let bar0_size = dev.bar_info(0)?.size;
+    let is_vf = discovery::is_vf(dev)?;
+    let mut report = InfoReport {
+        device: dev.name().to_string(),
+        backend: dev.backend().to_string(),
+        vendor_id: format!("{vendor_id:#06x}"),
+        device_id: format!("{device_id:#06x}"),
+        product_name: product_name(device_id).to_string(),
+        function: if is_vf { "VF" } else { "PF" }.to_string(),
+        bar0_size,
+        discovery: None,
+        boot_state: None,
+        error: None,
+    };
+    let d = match Discovery::read(dev) {
+        Ok(d) => d,
+        Err(e) => {
+            let hint = if is_vf {
+                " (a VF reads VRAM only after its PF grants init access; `am info` does not ask)"
+            } else {
+                ""
+            };
+            report.error = Some(format!("{e}{hint}"));
+            return Ok(report);
+        }
+    };
+    report.discovery = Some(discovery_report(&d));
+    // A VF's scratch registers belong to its PF's boot protocol, not to AM.
+    if !is_vf {
+        match boot_state(dev, &d) {
+            Ok(s) => report.boot_state = Some(s),
+            Err(e) => report.error = Some(e.to_string()),
+        }
+    }
+    Ok(report)
+}
+
+fn print_text(r: &InfoReport) {
+    println!(
+        "{}  {} ({}:{})",
+        r.device, r.product_name, r.vendor_id, r.device_id
+    );
+    println!("  backend      {}", r.backend);
+    println!("  function     {}", r.function);
+    if let Some(d) = &r.discovery {
+        if let Some(t) = &d.gfx_target {
+            println!("  target       {t}");
+        }
+        println!(
+            "  VRAM         {} MiB ({} BAR: BAR0 is {} MiB), {} MiB reserved",
+            d.vram_size_mib,
+            if d.large_bar { "large" } else { "small" },
+            r.bar0_size >> 20,
+            d.reserved_vram_size >> 20
+        );
+        println!("  XCCs         {} on {} AID(s)", d.xcc_count, d.aid_count);
+        if let Some(g) = &d.gc {
+            println!(
+                "  shaders      {} CUs ({} SE x {} SH x {} CU per XCC), wave{}, LDS {}",
+                g.cu_count, g.se, g.sh_per_se, g.cu_per_sh, g.wave_size, g.lds_size
+            );
+        }
+        println!("  IP versions");
+        for (ip, v) in &d.ip_versions {
+            println!("    {ip:<8} {v}");
+        }
+        println!("  IP instances (die/instance: version)");
+        for b in &d.ip_blocks {
+            println!(
+                "    {:<10} {}/{}: {}{}  bases {}",
+                b.name,
+                b.die,
+                b.instance,
+                b.version,
+                if b.harvested { " (harvested)" } else { "" },
+                b.bases.join(" ")
+            );
+        }
+        if !d.harvested.is_empty() {
+            let h: Vec<String> = d
+                .harvested
+                .iter()
+                .map(|h| format!("{} {}", h.name, h.instance))
+                .collect();
+            println!("  harvested    {}", h.join(", "));
+        }
+        if !d.discovery_checksum_valid {
+            println!("  warning      discovery binary checksum does not match");
+        }
+    }
+    if let Some(b) = &r.boot_state {
+        println!(
+            "  boot state   {} (SCRATCH_REG7 {}, SCRATCH_REG6 {})",
+            b.state, b.scratch_reg7, b.scratch_reg6
+        );
+    }
+    if let Some(e) = &r.error {
+        println!("  error        {e}");
+    }
+}
+
+/// Run `am info`.
+pub fn run(args: InfoArgs) -> anyhow::Result<()> {
+    let dev = open_device(&args.device)?;
+    let report = gather(&*dev)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report);
+    }
+    match &report.error {
+        Some(e) => anyhow::bail!("{}: incomplete report: {e}", report.device),
+        None => Ok(()),
+    }
+}
