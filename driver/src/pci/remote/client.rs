@@ -78,6 +78,7 @@ impl Connection {
                     stream = Some(s);
                     break;
                 }
+                Err(e) if addrs.len() == 1 => last = Some(e.to_string()),
                 Err(e) => last = Some(format!("{addr}: {e}")),
             }
         }
