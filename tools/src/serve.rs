@@ -40,7 +40,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .try_init();
-    let (listener, devices, options) = prepare(&args)?;
+    let Prepared {
+        listener,
+        devices,
+        options,
+    } = prepare(&args)?;
     let addr = listener
         .local_addr()
         .context("reading the listening address")?;
@@ -56,11 +60,19 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Everything `run` does before serving: options, devices (opened now, held until exit, so
-/// a device that cannot be opened fails here), and the bound listener.
-pub fn prepare(
-    args: &ServeArgs,
-) -> anyhow::Result<(TcpListener, Vec<Arc<dyn PciDevice>>, ServeOptions)> {
+/// A server ready to run: bound, with its devices open.
+pub struct Prepared {
+    /// The bound listener.
+    pub listener: TcpListener,
+    /// The exported devices, index 0 first.
+    pub devices: Vec<Arc<dyn PciDevice>>,
+    /// The server's limits.
+    pub options: ServeOptions,
+}
+
+/// Everything `run` does before serving: options, devices (opened now and held until exit,
+/// so a device that cannot be opened fails here), and the bound listener.
+pub fn prepare(args: &ServeArgs) -> anyhow::Result<Prepared> {
     let options = serve_options(args)?;
     let addr: SocketAddr = args
         .listen
@@ -78,7 +90,11 @@ pub fn prepare(
         .map(|spec| open_device(spec))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
-    Ok((listener, devices, options))
+    Ok(Prepared {
+        listener,
+        devices,
+        options,
+    })
 }
 
 fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
