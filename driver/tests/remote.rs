@@ -855,3 +855,34 @@ fn random_headers_never_crash_the_server_or_reach_out_of_range() {
     assert_eq!(OUT_OF_RANGE.load(Ordering::SeqCst), 0);
     assert_eq!(SERVER_PANICS.load(Ordering::SeqCst), 0);
 }
+
+#[test]
+fn a_remote_device_can_itself_be_served() {
+    // fake ← server A ← client (relay) ← server B ← client: both hops carry everything.
+    let fake = FakeDevice::new("0000:03:00.0", 0x744c);
+    let a = start_one(&fake);
+    let relay = client(a, 0);
+    let b = start_with(
+        vec![Arc::new(relay) as Arc<dyn PciDevice>],
+        ServeOptions::default(),
+    );
+    let dev = client(b, 0);
+    assert_eq!(
+        dev.remote_name(),
+        format!("remote:127.0.0.1:{}:0", a.port())
+    );
+    assert_eq!(dev.device_id().unwrap(), 0x744c);
+    let bar0 = dev.bar(0).unwrap();
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    bar0.write_bytes(0x10_0000, &data).unwrap();
+    let mut back = vec![0u8; data.len()];
+    bar0.read_bytes(0x10_0000, &mut back).unwrap();
+    assert!(back == data);
+    let mem = dev.alloc_sysmem(8192, false).unwrap();
+    assert_eq!(
+        mem.bus_addrs(),
+        fake.sysmem.lock().unwrap()[0].addrs.as_slice()
+    );
+    mem.write32(4, 7).unwrap();
+    assert_eq!(mem.read32(4).unwrap(), 7);
+}

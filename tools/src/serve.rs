@@ -143,3 +143,86 @@ fn open_device(spec: &str) -> anyhow::Result<Arc<dyn PciDevice>> {
         }
     })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn args(line: &[&str]) -> ServeArgs {
+        Cli::try_parse_from(std::iter::once("serve").chain(line.iter().copied()))
+            .unwrap()
+            .serve
+    }
+
+    #[test]
+    fn listens_on_loopback_port_6667_by_default() {
+        let a = args(&["0000:03:00.0"]);
+        assert_eq!(a.listen, "127.0.0.1:6667");
+        assert_eq!(a.devices, ["0000:03:00.0"]);
+    }
+
+    #[test]
+    fn limits_default_to_the_servers_and_scale_by_mib() {
+        let d = ServeOptions::default();
+        let o = serve_options(&args(&["x"])).unwrap();
+        assert_eq!(
+            (
+                o.max_payload,
+                o.max_sysmem_alloc,
+                o.max_sysmem_per_connection
+            ),
+            (
+                d.max_payload,
+                d.max_sysmem_alloc,
+                d.max_sysmem_per_connection
+            )
+        );
+        let o = serve_options(&args(&[
+            "--max-payload-mib",
+            "32",
+            "--max-sysmem-mib",
+            "2",
+            "--max-sysmem-per-connection-mib",
+            "3",
+            "x",
+        ]))
+        .unwrap();
+        assert_eq!(
+            (
+                o.max_payload,
+                o.max_sysmem_alloc,
+                o.max_sysmem_per_connection
+            ),
+            (32 << 20, 2 << 20, 3 << 20)
+        );
+        let e = serve_options(&args(&["--max-sysmem-mib", "0", "x"])).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--max-sysmem-mib must be at least 1")
+        );
+    }
+
+    #[test]
+    fn a_bad_listen_address_or_device_fails_before_serving() {
+        let e = prepare(&args(&["--listen", "localhost", "0000:03:00.0"]))
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .contains("--listen \"localhost\" is not ADDR:PORT"),
+            "{e}"
+        );
+        let e = prepare(&args(&["--listen", "127.0.0.1:0", "gpu0"]))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("bad device \"gpu0\""), "{e}");
+    }
+}
