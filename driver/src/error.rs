@@ -128,6 +128,48 @@ pub enum Error {
         /// The backend's message.
         message: String,
     },
+    /// A remote PCI server did not answer a request in time.
+    #[error(
+        "{device}: no answer to {request} within {timeout:?}: the server accepted the connection but stopped responding"
+    )]
+    RemoteTimeout {
+        /// Device (`remote:HOST:PORT:N`).
+        device: String,
+        /// The request that got no answer (`CFG_READ offset 0x0 size 2`).
+        request: String,
+        /// How long the client waited.
+        timeout: std::time::Duration,
+    },
+    /// A remote PCI server closed the connection.
+    #[error(
+        "{device}: the server closed the connection during {request}; it does so when a pipelined write (MMIO_WRITE or SYSMEM_WRITE, which get no answer) fails or a request is malformed, so an earlier write was probably refused: see the server's log"
+    )]
+    RemoteClosed {
+        /// Device.
+        device: String,
+        /// The request that found the connection closed.
+        request: String,
+    },
+    /// A remote PCI server answered a request with an error.
+    #[error("{device}: the server refused {request}: {message}")]
+    RemoteRefused {
+        /// Device.
+        device: String,
+        /// The refused request.
+        request: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The connection to a remote PCI server failed, or the server broke the protocol.
+    #[error("{device}: {request}: {reason}")]
+    Remote {
+        /// Device.
+        device: String,
+        /// The request (or `connect`).
+        request: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// The driver's result type.

@@ -3,6 +3,8 @@
 //! Backends: `sysfs` and `vfio` for real hardware on this machine, `remote` for a device
 //! exported by `am serve` on another one, and — in its own crate — the mock.
 
+pub mod remote;
+
 use std::sync::Arc;
 use std::time::Duration;
 
