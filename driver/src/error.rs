@@ -196,6 +196,52 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// An access whose offset is not aligned as the hardware requires (dword registers,
+    /// 64-bit doorbells).
+    #[error("{device}: {what} access at offset {offset:#x} is not {align}-byte aligned")]
+    Misaligned {
+        /// Device.
+        device: String,
+        /// The region (`BAR5`, …).
+        what: String,
+        /// Offset of the access.
+        offset: u64,
+        /// Required alignment in bytes.
+        align: u64,
+    },
+    /// A file (sysfs attribute, `/proc/self/pagemap`, …) holds something that cannot be
+    /// understood.
+    #[error("{device}: cannot parse {path}: {reason}")]
+    Parse {
+        /// Device.
+        device: String,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with its contents.
+        reason: String,
+    },
+    /// `/proc/self/pagemap` hides physical addresses from this process.
+    #[error(
+        "{device}: {path} reports page frame 0 for mapped memory: physical addresses need root (CAP_SYS_ADMIN)"
+    )]
+    NoPhysAddr {
+        /// Device.
+        device: String,
+        /// The pagemap file.
+        path: PathBuf,
+    },
+    /// A VFIO operation failed.
+    #[error("{device}: VFIO {op} ({path}): {source}")]
+    Vfio {
+        /// Device.
+        device: String,
+        /// What was being done.
+        op: &'static str,
+        /// The sysfs or `/dev/vfio` path involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: vfio_ioctls::VfioError,
+    },
     /// The backend reported a failure that is not an I/O error on a file (a remote server's
     /// error message, a violation of the mock's hardware contract, …).
     #[error("{device}: {message}")]

@@ -5,10 +5,14 @@ pub mod discovery;
 pub mod discovery_layout;
 mod error;
 pub mod hwip;
+pub mod mmio;
 pub mod pci;
 pub mod regs;
 #[doc(hidden)]
 pub mod regs_tables;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod testutil;
 
 pub use discovery::{Discovery, IpVersion};
 pub use error::{Error, Result};

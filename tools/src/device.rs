@@ -1,19 +1,25 @@
-//! Opening a device from its spec: `mock:PROFILE[:N]`, a PCI BDF, or `remote:HOST:PORT[:N]`.
+//! Opening a device from its spec: a PCI BDF (sysfs, or VFIO when `VFIO=1`),
+//! `mock:PROFILE[:N]`, or `remote:HOST:PORT[:N]`.
 
 use std::sync::Arc;
 
 use am_driver::PciDevice;
-use am_driver::pci::remote::RemotePciDevice;
-use anyhow::{Context, bail};
+use am_driver::pci::remote::{RemoteOptions, RemotePciDevice};
+use am_driver::pci::{DeviceSpec, open_pci};
+use anyhow::bail;
 
 /// Open the device a spec names, with the backend the spec selects.
 pub fn open_device(spec: &str) -> anyhow::Result<Arc<dyn PciDevice>> {
-    if spec.starts_with("remote:") {
-        let dev = RemotePciDevice::open(spec).with_context(|| format!("opening {spec}"))?;
-        return Ok(Arc::new(dev));
-    }
-    if spec.starts_with("mock:") {
-        bail!("{spec}: the mock backend is not wired into this build yet");
-    }
-    bail!("{spec}: PCI (sysfs/VFIO) devices are not wired into this build yet")
+    Ok(match DeviceSpec::parse(spec)? {
+        DeviceSpec::Pci(bdf) => open_pci(bdf)?,
+        DeviceSpec::Remote { host, port, index } => Arc::new(RemotePciDevice::connect(
+            &host,
+            port,
+            index,
+            &RemoteOptions::default(),
+        )?),
+        DeviceSpec::Mock { .. } => {
+            bail!("{spec}: the mock backend is not wired into this build yet")
+        }
+    })
 }

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use am_driver::discovery::{self, Discovery};
+use am_driver::pci::ids::known_gpu;
 use am_driver::regs::{Regs, gc};
 use am_driver::{HwIp, IpVersion, PciDevice, hwip};
 use serde::Serialize;
@@ -38,7 +39,7 @@ pub struct InfoReport {
     pub vendor_id: String,
     /// PCI device id.
     pub device_id: String,
-    /// Marketing name, when the device id is known.
+    /// Chip and product name, when the device id is known.
     pub product_name: String,
     /// `PF` or `VF` (`RCC_IOV_FUNC_IDENTIFIER` bit 0).
     pub function: String,
@@ -150,22 +151,6 @@ pub struct BootState {
     pub state: String,
 }
 
-/// Marketing names of the device ids this project targets.
-pub fn product_name(device_id: u16) -> &'static str {
-    match device_id {
-        0x744c => "AMD Radeon RX 7900 XT/XTX (Navi31)",
-        0x7448 => "AMD Radeon Pro W7900 (Navi31)",
-        0x74a0 => "AMD Instinct MI300A",
-        0x74a1 => "AMD Instinct MI300X",
-        0x74a5 => "AMD Instinct MI325X",
-        0x74b5 => "AMD Instinct MI300X VF",
-        0x75a0 => "AMD Instinct MI350X",
-        0x75a3 => "AMD Instinct MI355X",
-        0x75b0 => "AMD Instinct MI350X VF",
-        _ => "unknown AMD GPU",
-    }
-}
-
 /// The LLVM target of a GC version: `gfx` + major + minor and revision in hex.
 pub fn gfx_target(v: IpVersion) -> String {
     format!("gfx{}{:x}{:x}", v.major, v.minor, v.revision)
@@ -269,7 +254,9 @@ pub fn gather(dev: &dyn PciDevice) -> anyhow::Result<InfoReport> {
         backend: dev.backend().to_string(),
         vendor_id: format!("{vendor_id:#06x}"),
         device_id: format!("{device_id:#06x}"),
-        product_name: product_name(device_id).to_string(),
+        product_name: known_gpu(device_id)
+            .map_or("unknown AMD GPU", |g| g.name)
+            .to_string(),
         function: if is_vf { "VF" } else { "PF" }.to_string(),
         bar0_size,
         discovery: None,

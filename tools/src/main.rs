@@ -2,26 +2,23 @@
 
 mod device;
 mod info;
+mod serve;
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
 
-/// A userspace AMD GPU driver toolkit.
-#[derive(Debug, Parser)]
+/// Userspace driver toolkit for AMD GPUs.
+#[derive(Parser, Debug)]
 #[command(name = "am", version)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
+enum Cli {
     /// Identity, VRAM, IP versions, shader counts and boot state of a device (reads only).
     Info(info::InfoArgs),
+    /// Export devices over the remote PCI protocol (tinygrad's REMOTE=host:port).
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.command {
-        Command::Info(args) => info::run(args),
+    match Cli::parse() {
+        Cli::Info(args) => info::run(args),
+        Cli::Serve(args) => serve::run(args),
     }
 }

@@ -10,6 +10,18 @@ use std::time::Duration;
 
 use crate::{Error, Result};
 
+pub mod caps;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod fake_sysfs;
+pub mod ids;
+pub mod lock;
+pub mod spec;
+pub mod sysfs;
+pub mod vfio;
+
+pub use spec::{Bdf, DeviceSpec, open_pci};
+
 /// PCI vendor id of AMD/ATI.
 pub const AMD_VENDOR_ID: u16 = 0x1002;
 

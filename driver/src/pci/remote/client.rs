@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use super::protocol::{
-    AMD_PROBE_DEVICE_IDS, Command, DEFAULT_PORT, ProbeEntry, REQUEST_HEADER_LEN,
-    RESPONSE_HEADER_LEN, RequestHeader, ResponseHeader, decode_probe_names, encode_probe_filter,
+    AMD_PROBE_DEVICE_IDS, Command, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN,
+    RequestHeader, ResponseHeader, decode_probe_names, encode_probe_filter,
 };
 use crate::pci::{AMD_VENDOR_ID, Bar, BarInfo, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
 use crate::{Error, Result};
@@ -45,52 +45,6 @@ impl Default for RemoteOptions {
     }
 }
 
-/// `remote:HOST:PORT:N` (or `remote:HOST:PORT`, or `remote:HOST`) split into host, port and
-/// device index. IPv6 hosts are written in brackets: `remote:[::1]:6667:0`.
-pub fn parse_remote_spec(spec: &str) -> Result<(String, u16, u32)> {
-    let bad = |reason: &str| Error::BadDeviceSpec {
-        spec: spec.to_string(),
-        reason: reason.to_string(),
-    };
-    let rest = spec
-        .strip_prefix("remote:")
-        .ok_or_else(|| bad("a remote device is written remote:HOST:PORT:N"))?;
-    let (host, tail) = if let Some(inner) = rest.strip_prefix('[') {
-        let (host, tail) = inner
-            .split_once(']')
-            .ok_or_else(|| bad("unclosed '[' around an IPv6 host"))?;
-        (host, tail)
-    } else {
-        match rest.find(':') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, ""),
-        }
-    };
-    if host.is_empty() {
-        return Err(bad("the host is empty"));
-    }
-    let mut parts = tail.split(':').skip(1);
-    let port = match parts.next() {
-        None => DEFAULT_PORT,
-        Some(p) => p
-            .parse()
-            .map_err(|_| bad(&format!("port {p:?} is not a number from 0 to 65535")))?,
-    };
-    let index = match parts.next() {
-        None => 0,
-        Some(n) => n
-            .parse()
-            .map_err(|_| bad(&format!("device index {n:?} is not a number")))?,
-    };
-    if parts.next().is_some() {
-        return Err(bad("expected remote:HOST:PORT:N"));
-    }
-    if !tail.is_empty() && !tail.starts_with(':') {
-        return Err(bad("expected ':' after the IPv6 host"));
-    }
-    Ok((host.to_string(), port, index))
-}
-
 /// The socket and whether it can still be trusted: after a timeout or a cut-off transfer the
 /// byte stream may be mid-message, so every later request fails with the original cause.
 struct Link {
@@ -124,6 +78,7 @@ impl Connection {
                     stream = Some(s);
                     break;
                 }
+                Err(e) if addrs.len() == 1 => last = Some(e.to_string()),
                 Err(e) => last = Some(format!("{addr}: {e}")),
             }
         }
@@ -405,12 +360,6 @@ pub struct RemotePciDevice {
 }
 
 impl RemotePciDevice {
-    /// Open `remote:HOST:PORT:N` with default timeouts.
-    pub fn open(spec: &str) -> Result<RemotePciDevice> {
-        let (host, port, index) = parse_remote_spec(spec)?;
-        RemotePciDevice::connect(&host, port, index, &RemoteOptions::default())
-    }
-
     /// Connect to device `index` of the server at `host:port`.
     pub fn connect(
         host: &str,
@@ -696,33 +645,5 @@ impl SysMem for RemoteSysMem {
     fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
         let req = self.request(Command::SysmemWrite, offset, data.len())?;
         self.conn.send(req, data)
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn remote_specs_parse_host_port_and_index() {
-        let p = |s| parse_remote_spec(s).unwrap();
-        assert_eq!(p("remote:127.0.0.1:6000:2"), ("127.0.0.1".into(), 6000, 2));
-        assert_eq!(p("remote:gpu-box:7000"), ("gpu-box".into(), 7000, 0));
-        assert_eq!(p("remote:gpu-box"), ("gpu-box".into(), DEFAULT_PORT, 0));
-        assert_eq!(p("remote:[::1]:6667:1"), ("::1".into(), 6667, 1));
-        assert_eq!(p("remote:[::1]"), ("::1".into(), DEFAULT_PORT, 0));
-    }
-
-    #[test]
-    fn bad_remote_specs_say_what_is_wrong() {
-        let e = |s| parse_remote_spec(s).unwrap_err().to_string();
-        assert!(e("mock:navi31").contains("remote:HOST:PORT:N"));
-        assert!(e("remote::6667:0").contains("host is empty"));
-        assert!(e("remote:h:99999:0").contains("port \"99999\""));
-        assert!(e("remote:h:6667:x").contains("device index \"x\""));
-        assert!(e("remote:h:6667:0:1").contains("expected remote:HOST:PORT:N"));
-        assert!(e("remote:[::1").contains("unclosed"));
-        assert!(e("remote:[::1]x").contains("after the IPv6 host"));
     }
 }

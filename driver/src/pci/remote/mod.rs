@@ -8,6 +8,6 @@ mod client;
 pub mod protocol;
 mod server;
 
-pub use client::{RemoteOptions, RemotePciDevice, parse_remote_spec, probe, probe_amd};
+pub use client::{RemoteOptions, RemotePciDevice, probe, probe_amd};
 pub use protocol::{DEFAULT_PORT, ProbeEntry};
 pub use server::{ServeOptions, serve};
