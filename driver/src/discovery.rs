@@ -36,7 +36,15 @@ pub const DISCOVERY_TMR_OFFSET: u64 = 64 << 10;
 pub const DISCOVERY_TMR_SIZE: usize = 10 << 10;
 
 /// The discovery structures of `discovery.h`, packed, little-endian.
-use crate::discovery_layout as layout;
+use am_autogen::discovery as layout;
+
+/// Bytes of an IP entry before its base addresses. `ip`, `ip_v3` and `ip_v4` all have an
+/// 8-byte head; the last byte holds `sub_revision` (low nibble) and `variant` (high
+/// nibble). The generated `ip_v4` stops after `revision` (7 bytes), because `discovery.h`
+/// declares that byte only under `LITTLEENDIAN_CPU`/`BIGENDIAN_CPU`, which the generator
+/// leaves undefined; the binary always has it.
+pub const IP_ENTRY_HEAD: usize = 8;
+const _: () = assert!(size_of::<layout::ip_v4>() <= IP_ENTRY_HEAD);
 
 /// An IP block version as discovery reports it (`major.minor.revision`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -253,7 +261,11 @@ impl DiscoveryTable {
         }
         let ip_discovery_version = ihdr.version;
         // The 64-bit flag shares its byte with the padding of versions 1-3 (`discovery.h`).
-        let base_addr_64_bit = ip_discovery_version >= 4 && ihdr.base_addr_64_bit() != 0;
+        let flags: layout::ip_discovery_header__bindgen_ty_1__bindgen_ty_1 = r.get(
+            ip_off + std::mem::offset_of!(layout::ip_discovery_header, __bindgen_anon_1),
+            || "ip_discovery_header flags".into(),
+        )?;
+        let base_addr_64_bit = ip_discovery_version >= 4 && flags.base_addr_64_bit() != 0;
         let num_dies = ihdr.num_dies;
         let die_info = ihdr.die_info;
         if usize::from(num_dies) > die_info.len() {
@@ -273,8 +285,9 @@ impl DiscoveryTable {
             for n in 0..dhdr.num_ips {
                 let what = || format!("ip_v4 entry {n} of die {die}");
                 let ip: layout::ip_v4 = r.get(off, what)?;
+                let revs: [u8; 1] = r.get(off + IP_ENTRY_HEAD - 1, what)?;
                 let base_size = if base_addr_64_bit { 8 } else { 4 };
-                let bases_off = off + size_of::<layout::ip_v4>();
+                let bases_off = off + IP_ENTRY_HEAD;
                 let mut bases = Vec::with_capacity(usize::from(ip.num_base_address));
                 for k in 0..usize::from(ip.num_base_address) {
                     let at = bases_off + k * base_size;
@@ -290,8 +303,8 @@ impl DiscoveryTable {
                     hw_id: ip.hw_id,
                     instance: ip.instance_number,
                     version: IpVersion::new(ip.major, ip.minor, ip.revision),
-                    variant: ip.variant(),
-                    sub_revision: ip.sub_revision(),
+                    variant: revs[0] >> 4,
+                    sub_revision: revs[0] & 0xf,
                     bases,
                 });
                 off = bases_off + usize::from(ip.num_base_address) * base_size;
@@ -553,12 +566,12 @@ impl Discovery {
 
     /// Graphics compute dies (live GC instances).
     pub fn xcc_count(&self) -> usize {
-        self.instances(HwIp::Gc).len()
+        self.instances(HwIp::GC).len()
     }
 
     /// Active interposer dies: one MMHUB per AID on multi-die parts, one otherwise.
     pub fn aid_count(&self) -> usize {
-        self.instances(HwIp::Mmhub).len().max(1)
+        self.instances(HwIp::MMHUB).len().max(1)
     }
 
     /// Total CUs: per-XCC count from `gc_info` times live XCCs.
@@ -570,7 +583,7 @@ impl Discovery {
     /// VRAM the firmware reserves at the top (discovery table, TMR): 384 MiB on GC 9.4/9.5,
     /// else 64 MiB.
     pub fn reserved_vram_size(&self) -> u64 {
-        match self.version(HwIp::Gc) {
+        match self.version(HwIp::GC) {
             Some(v) if v.major == 9 && (v.minor == 4 || v.minor == 5) => 384 << 20,
             _ => 64 << 20,
         }

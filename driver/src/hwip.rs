@@ -1,126 +1,63 @@
-//! IP blocks as the driver names them (`amd_hw_ip_block_type` of `amdgpu.h`) and their
-//! discovery hardware ids (`soc15_hw_ip.h`, mapped as `hw_id_map` of `amdgpu_discovery.c`).
+//! IP blocks as the driver names them (`amd_hw_ip_block_type` of `amdgpu.h`, generated as
+//! [`HwIp`]) and their discovery hardware ids (`soc15_hw_ip.h`, mapped by `hw_id_map`).
 
-use std::fmt;
+use am_autogen::hwid as ids;
 
-/// An IP block kind. Several kinds can share one hardware id (NBIO and NBIF).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum HwIp {
-    /// Graphics and compute (one instance per XCC).
-    Gc,
-    /// Host data path.
-    Hdp,
-    /// System DMA engine 0 (all engines on GFX9 parts).
-    Sdma0,
-    /// System DMA engine 1.
-    Sdma1,
-    /// System DMA engine 2.
-    Sdma2,
-    /// System DMA engine 3.
-    Sdma3,
-    /// Memory hub (one instance per AID on multi-die parts).
-    Mmhub,
-    /// Northbridge I/O.
-    Nbio,
-    /// PSP.
-    Mp0,
-    /// SMU.
-    Mp1,
-    /// Interrupt handler.
-    Osssys,
-    /// SMU I/O.
-    Smuio,
-    /// Video codec.
-    Vcn,
-    /// Data fabric.
-    Df,
-    /// Memory controllers.
-    Umc,
-    /// ATC hub.
-    Athub,
-    /// XGMI links.
-    Xgmi,
-}
+pub use am_autogen::hwid::HwIp;
 
-impl HwIp {
-    /// Every kind, in `amd_hw_ip_block_type` order.
-    pub const ALL: [HwIp; 17] = [
-        HwIp::Gc,
-        HwIp::Hdp,
-        HwIp::Sdma0,
-        HwIp::Sdma1,
-        HwIp::Sdma2,
-        HwIp::Sdma3,
-        HwIp::Mmhub,
-        HwIp::Nbio,
-        HwIp::Mp0,
-        HwIp::Mp1,
-        HwIp::Osssys,
-        HwIp::Smuio,
-        HwIp::Vcn,
-        HwIp::Df,
-        HwIp::Umc,
-        HwIp::Athub,
-        HwIp::Xgmi,
-    ];
-}
-
-/// Discovery hardware id of an IP block.
+/// Discovery hardware id of an IP block (`hw_id_map` of `amdgpu_discovery.c`).
 pub fn hw_id(ip: HwIp) -> Option<u16> {
-    use crate::discovery_layout as ids;
-    Some(match ip {
-        HwIp::Gc => ids::GC_HWID,
-        HwIp::Hdp => ids::HDP_HWID,
-        HwIp::Sdma0 => ids::SDMA0_HWID,
-        HwIp::Sdma1 => ids::SDMA1_HWID,
-        HwIp::Sdma2 => ids::SDMA2_HWID,
-        HwIp::Sdma3 => ids::SDMA3_HWID,
-        HwIp::Mmhub => ids::MMHUB_HWID,
-        HwIp::Nbio => ids::NBIF_HWID,
-        HwIp::Mp0 => ids::MP0_HWID,
-        HwIp::Mp1 => ids::MP1_HWID,
-        HwIp::Osssys => ids::OSSSYS_HWID,
-        HwIp::Smuio => ids::SMUIO_HWID,
-        HwIp::Vcn => ids::UVD_HWID,
-        HwIp::Df => ids::DF_HWID,
-        HwIp::Umc => ids::UMC_HWID,
-        HwIp::Athub => ids::ATHUB_HWID,
-        HwIp::Xgmi => ids::XGMI_HWID,
-    })
+    ip.hw_id()
 }
 
-/// The block's name as Linux prints it (`GC`, `MMHUB`, …).
+/// The block's short name as Linux prints it (`GC`, `MMHUB`, …).
 pub fn name(ip: HwIp) -> &'static str {
-    match ip {
-        HwIp::Gc => "GC",
-        HwIp::Hdp => "HDP",
-        HwIp::Sdma0 => "SDMA0",
-        HwIp::Sdma1 => "SDMA1",
-        HwIp::Sdma2 => "SDMA2",
-        HwIp::Sdma3 => "SDMA3",
-        HwIp::Mmhub => "MMHUB",
-        HwIp::Nbio => "NBIO",
-        HwIp::Mp0 => "MP0",
-        HwIp::Mp1 => "MP1",
-        HwIp::Osssys => "OSSSYS",
-        HwIp::Smuio => "SMUIO",
-        HwIp::Vcn => "VCN",
-        HwIp::Df => "DF",
-        HwIp::Umc => "UMC",
-        HwIp::Athub => "ATHUB",
-        HwIp::Xgmi => "XGMI",
-    }
+    ip.name().trim_end_matches("_HWIP")
 }
 
-impl fmt::Display for HwIp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(name(*self))
-    }
-}
+/// Names of the hardware ids the driver and `am info` meet; others print as numbers.
+const HW_ID_NAMES: &[(u16, &str)] = &[
+    (ids::MP1_HWID, "MP1"),
+    (ids::MP2_HWID, "MP2"),
+    (ids::THM_HWID, "THM"),
+    (ids::SMUIO_HWID, "SMUIO"),
+    (ids::FUSE_HWID, "FUSE"),
+    (ids::CLKA_HWID, "CLKA"),
+    (ids::PWR_HWID, "PWR"),
+    (ids::GC_HWID, "GC"),
+    (ids::UVD_HWID, "VCN"),
+    (ids::DCI_HWID, "DCI"),
+    (ids::DMU_HWID, "DMU"),
+    (ids::DCO_HWID, "DCO"),
+    (ids::DIO_HWID, "DIO"),
+    (ids::VPE_HWID, "VPE"),
+    (ids::IOHC_HWID, "IOHC"),
+    (ids::MMHUB_HWID, "MMHUB"),
+    (ids::ATHUB_HWID, "ATHUB"),
+    (ids::OSSSYS_HWID, "OSSSYS"),
+    (ids::HDP_HWID, "HDP"),
+    (ids::SDMA0_HWID, "SDMA0"),
+    (ids::SDMA1_HWID, "SDMA1"),
+    (ids::SDMA2_HWID, "SDMA2"),
+    (ids::SDMA3_HWID, "SDMA3"),
+    (ids::ISP_HWID, "ISP"),
+    (ids::DF_HWID, "DF"),
+    (ids::CLKB_HWID, "CLKB"),
+    (ids::FCH_HWID, "FCH"),
+    (ids::PCIE_HWID, "PCIE"),
+    (ids::LSDMA_HWID, "LSDMA"),
+    (ids::IOAGR_HWID, "IOAGR"),
+    (ids::NBIF_HWID, "NBIF"),
+    (ids::IOAPIC_HWID, "IOAPIC"),
+    (ids::SYSTEMHUB_HWID, "SYSTEMHUB"),
+    (ids::UMC_HWID, "UMC"),
+    (ids::XGMI_HWID, "XGMI"),
+    (ids::MP0_HWID, "MP0"),
+];
 
-/// Name of a discovery hardware id (`hw_id_names` of Linux), for ids no [`HwIp`] covers too.
+/// Name of a discovery hardware id, when it is one the table above knows.
 pub fn hw_id_name(hw_id: u16) -> Option<&'static str> {
-    crate::discovery_layout::HW_ID_NAMES
+    HW_ID_NAMES
         .iter()
         .find(|(id, _)| *id == hw_id)
         .map(|(_, n)| *n)

@@ -1,8 +1,6 @@
 //! The AM driver: a userspace driver for AMD GPUs, brought up from the PCI BARs.
 
 pub mod discovery;
-#[doc(hidden)]
-pub mod discovery_layout;
 mod error;
 pub mod hwip;
 pub mod mmio;

@@ -46,16 +46,16 @@ impl Block {
 /// in the `nbif` tables from GC 12 on; MP0 and MP1 share the `mp` tables.
 fn table_prefix(ip: HwIp, gc: Option<IpVersion>) -> Option<&'static str> {
     Some(match ip {
-        HwIp::Gc => "gc",
-        HwIp::Hdp => "hdp",
-        HwIp::Mmhub => "mmhub",
-        HwIp::Osssys => "osssys",
-        HwIp::Mp0 | HwIp::Mp1 => "mp",
-        HwIp::Smuio => "smuio",
-        HwIp::Athub => "athub",
-        HwIp::Sdma0 => "sdma",
-        HwIp::Nbio if gc.is_some_and(|v| v.major >= 12) => "nbif",
-        HwIp::Nbio => "nbio",
+        HwIp::GC => "gc",
+        HwIp::HDP => "hdp",
+        HwIp::MMHUB => "mmhub",
+        HwIp::OSSSYS => "osssys",
+        HwIp::MP0 | HwIp::MP1 => "mp",
+        HwIp::SMUIO => "smuio",
+        HwIp::ATHUB => "athub",
+        HwIp::SDMA0 => "sdma",
+        HwIp::NBIO if gc.is_some_and(|v| v.major >= 12) => "nbif",
+        HwIp::NBIO => "nbio",
         _ => return None,
     })
 }
@@ -93,7 +93,7 @@ impl Regs {
     /// Resolve the register tables for every IP block discovery lists. Blocks without a
     /// generated table are kept (their registers are errors naming the version).
     pub fn new(dev: &dyn PciDevice, discovery: &Discovery) -> Result<Self> {
-        let gc = discovery.version(HwIp::Gc);
+        let gc = discovery.version(HwIp::GC);
         let mut blocks = BTreeMap::new();
         for &ip in HwIp::ALL.iter() {
             let Some(version) = discovery.version(ip) else {

@@ -155,23 +155,23 @@ pub mod gc {
     use super::RegName;
     use crate::HwIp;
     pub const CP_STAT: RegName = RegName {
-        ip: HwIp::Gc,
+        ip: HwIp::GC,
         name: "CP_STAT",
     };
     pub const GRBM_GFX_CNTL: RegName = RegName {
-        ip: HwIp::Gc,
+        ip: HwIp::GC,
         name: "GRBM_GFX_CNTL",
     };
     pub const RLC_RLCS_BOOTLOAD_STATUS: RegName = RegName {
-        ip: HwIp::Gc,
+        ip: HwIp::GC,
         name: "RLC_RLCS_BOOTLOAD_STATUS",
     };
     pub const SCRATCH_REG6: RegName = RegName {
-        ip: HwIp::Gc,
+        ip: HwIp::GC,
         name: "SCRATCH_REG6",
     };
     pub const SCRATCH_REG7: RegName = RegName {
-        ip: HwIp::Gc,
+        ip: HwIp::GC,
         name: "SCRATCH_REG7",
     };
 }
@@ -180,23 +180,23 @@ pub mod nbio {
     use super::RegName;
     use crate::HwIp;
     pub const BIF_BX0_PCIE_DATA2: RegName = RegName {
-        ip: HwIp::Nbio,
+        ip: HwIp::NBIO,
         name: "BIF_BX0_PCIE_DATA2",
     };
     pub const BIF_BX0_PCIE_INDEX2: RegName = RegName {
-        ip: HwIp::Nbio,
+        ip: HwIp::NBIO,
         name: "BIF_BX0_PCIE_INDEX2",
     };
     pub const BIF_BX0_PCIE_INDEX2_HI: RegName = RegName {
-        ip: HwIp::Nbio,
+        ip: HwIp::NBIO,
         name: "BIF_BX0_PCIE_INDEX2_HI",
     };
     pub const BIF_BX_PF0_RSMU_DATA: RegName = RegName {
-        ip: HwIp::Nbio,
+        ip: HwIp::NBIO,
         name: "BIF_BX_PF0_RSMU_DATA",
     };
     pub const BIF_BX_PF0_RSMU_INDEX: RegName = RegName {
-        ip: HwIp::Nbio,
+        ip: HwIp::NBIO,
         name: "BIF_BX_PF0_RSMU_INDEX",
     };
 }

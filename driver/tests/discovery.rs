@@ -20,11 +20,11 @@ fn navi31_table_gives_versions_bases_and_96_cus() {
     assert!(d.large_bar);
     assert!(d.table.checksum_valid);
     assert!(!d.table.base_addr_64_bit);
-    assert_eq!(d.version(HwIp::Gc), Some(IpVersion::new(11, 0, 0)));
-    assert_eq!(d.version(HwIp::Nbio), Some(IpVersion::new(4, 3, 0)));
-    assert_eq!(d.version(HwIp::Mp1), Some(IpVersion::new(13, 0, 0)));
+    assert_eq!(d.version(HwIp::GC), Some(IpVersion::new(11, 0, 0)));
+    assert_eq!(d.version(HwIp::NBIO), Some(IpVersion::new(4, 3, 0)));
+    assert_eq!(d.version(HwIp::MP1), Some(IpVersion::new(13, 0, 0)));
     assert_eq!(
-        d.entry(HwIp::Gc, 0).unwrap().bases,
+        d.entry(HwIp::GC, 0).unwrap().bases,
         vec![0x1260, 0xa000, 0x1c000, 0x2402c00]
     );
     let gc = d.table.gc_info.unwrap();
@@ -42,13 +42,13 @@ fn mi300x_table_keeps_64_bit_bases_and_counts_xccs_on_aids() {
     assert_eq!(d.table.num_dies, 4);
     assert_eq!(d.xcc_count(), 8);
     assert_eq!(d.aid_count(), 4);
-    assert_eq!(d.version(HwIp::Gc), Some(IpVersion::new(9, 4, 3)));
+    assert_eq!(d.version(HwIp::GC), Some(IpVersion::new(9, 4, 3)));
     // Die 3's second GC: bases keep the AID bits above bit 32.
     assert_eq!(
-        d.entry(HwIp::Gc, 7).unwrap().bases,
+        d.entry(HwIp::GC, 7).unwrap().bases,
         vec![(3 << 32) | 0x1260, (3 << 32) | 0xea000]
     );
-    assert_eq!(d.entry(HwIp::Gc, 7).unwrap().die, 3);
+    assert_eq!(d.entry(HwIp::GC, 7).unwrap().die, 3);
     let gc = d.table.gc_info.unwrap();
     assert_eq!(gc.version, (2, 0));
     assert_eq!(gc.wave_size, 64);
@@ -73,17 +73,17 @@ fn harvested_instances_are_excluded() {
         ]
     );
     assert_eq!(
-        d.harvested(HwIp::Gc).into_iter().collect::<Vec<_>>(),
+        d.harvested(HwIp::GC).into_iter().collect::<Vec<_>>(),
         vec![0, 5]
     );
     assert_eq!(
-        d.instances(HwIp::Gc).into_iter().collect::<Vec<_>>(),
+        d.instances(HwIp::GC).into_iter().collect::<Vec<_>>(),
         vec![1, 2, 3, 4, 6, 7]
     );
     assert_eq!(d.xcc_count(), 6);
     assert_eq!(d.cu_count(), Some(6 * 40));
     // The version comes from the lowest live instance.
-    assert_eq!(d.version(HwIp::Gc), Some(IpVersion::new(9, 4, 3)));
+    assert_eq!(d.version(HwIp::GC), Some(IpVersion::new(9, 4, 3)));
     assert_eq!(d.aid_count(), 4);
 }
 
@@ -116,7 +116,7 @@ fn small_bar_window_addresses_above_2_gib() {
     let dev = FakeDevice::new(4096 + 64, 64 << 20, &table);
     let d = Discovery::read(&dev).unwrap();
     assert!(!d.large_bar);
-    assert_eq!(d.version(HwIp::Gc), Some(IpVersion::new(11, 0, 0)));
+    assert_eq!(d.version(HwIp::GC), Some(IpVersion::new(11, 0, 0)));
 }
 
 #[test]
@@ -233,4 +233,16 @@ fn vf_bit_is_read_from_rcc_iov_func_identifier() {
     assert!(!am_driver::discovery::is_vf(&dev).unwrap());
     dev.bar5.regs.lock().unwrap()[0xde5] = 1;
     assert!(am_driver::discovery::is_vf(&dev).unwrap());
+}
+
+#[test]
+fn ip_entry_head_is_eight_bytes_with_variant_and_sub_revision_last() {
+    let mut t = navi31_like();
+    // First entry of die 0 follows the 4-byte die_header; byte 7 of its head.
+    t[DIE_OFF + 4 + 7] = 0x52;
+    let table = DiscoveryTable::parse("dev", &t).unwrap();
+    let gc = &table.ips[0];
+    assert_eq!((gc.variant, gc.sub_revision), (5, 2));
+    // The bases start after the full 8-byte head.
+    assert_eq!(gc.bases, vec![0x1260, 0xa000, 0x1c000, 0x2402c00]);
 }

@@ -124,7 +124,7 @@ fn harvested_instance_has_no_address() {
     let msg = r.addr(2).unwrap_err().to_string();
     assert!(msg.contains("GC 9.4.3 instance 2 is not present"), "{msg}");
     assert!(msg.contains("0, 1, 3, 4, 5, 6, 7"), "{msg}");
-    assert_eq!(regs.instances(HwIp::Gc).len(), 7);
+    assert_eq!(regs.instances(HwIp::GC).len(), 7);
 }
 
 #[test]

@@ -204,7 +204,7 @@ fn discovery_report(d: &Discovery) -> DiscoveryReport {
         max_waves_per_simd: g.max_waves_per_simd,
     });
     DiscoveryReport {
-        gfx_target: d.version(HwIp::Gc).map(gfx_target),
+        gfx_target: d.version(HwIp::GC).map(gfx_target),
         vram_size: d.vram_size,
         vram_size_mib: d.vram_size >> 20,
         large_bar: d.large_bar,
@@ -221,7 +221,7 @@ fn discovery_report(d: &Discovery) -> DiscoveryReport {
 
 fn boot_state(dev: &dyn PciDevice, d: &Discovery) -> am_driver::Result<BootState> {
     let regs = Regs::new(dev, d)?;
-    let xcc = d.instances(HwIp::Gc).first().copied().unwrap_or(0);
+    let xcc = d.instances(HwIp::GC).first().copied().unwrap_or(0);
     let reg7 = regs.reg(gc::SCRATCH_REG7)?.read(xcc)?;
     let reg6 = regs.reg(gc::SCRATCH_REG6)?.read(xcc)?;
     let am_initialised = reg7 == AM_BOOT_VERSION;

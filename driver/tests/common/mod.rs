@@ -4,10 +4,12 @@
 
 use std::sync::{Arc, Mutex};
 
+use am_autogen::discovery as layout;
+use am_autogen::hwid;
 use am_driver::discovery::DISCOVERY_TMR_SIZE;
-use am_driver::discovery_layout as layout;
 use am_driver::{Bar, BarInfo, Error, PciDevice, Result, SysMem};
-use zerocopy::IntoBytes;
+use std::mem::offset_of;
+use zerocopy::{FromZeros, IntoBytes};
 
 /// One `ip_v4` entry to put in a table.
 #[derive(Clone, Debug)]
@@ -62,19 +64,39 @@ pub fn build_table(dies: &[Vec<Ip>], bits64: bool, harvest: &[(u16, u8)], gc: Gc
     let mut t = vec![0u8; DISCOVERY_TMR_SIZE];
     let put = |t: &mut Vec<u8>, off: usize, b: &[u8]| t[off..off + b.len()].copy_from_slice(b);
 
-    let mut ihdr = layout::ip_discovery_header {
-        signature: layout::DISCOVERY_TABLE_SIGNATURE,
-        version: 4,
-        num_dies: dies.len() as u16,
-        ..Default::default()
-    };
-    ihdr.set_base_addr_64_bit(u8::from(bits64));
+    // `ip_discovery_header` ends in a union (no `IntoBytes`): write its fields in place.
+    let ih = |field: usize| IP_OFF + field;
+    put(
+        &mut t,
+        ih(offset_of!(layout::ip_discovery_header, signature)),
+        &layout::DISCOVERY_TABLE_SIGNATURE.to_le_bytes(),
+    );
+    put(
+        &mut t,
+        ih(offset_of!(layout::ip_discovery_header, version)),
+        &4u16.to_le_bytes(),
+    );
+    put(
+        &mut t,
+        ih(offset_of!(layout::ip_discovery_header, num_dies)),
+        &(dies.len() as u16).to_le_bytes(),
+    );
+    let mut flags = layout::ip_discovery_header__bindgen_ty_1__bindgen_ty_1::new_zeroed();
+    flags.set_base_addr_64_bit(u8::from(bits64));
+    put(
+        &mut t,
+        ih(offset_of!(layout::ip_discovery_header, __bindgen_anon_1)),
+        flags.as_bytes(),
+    );
     for (d, ips) in dies.iter().enumerate() {
         let die_off = DIE_OFF + d * DIE_STRIDE;
-        ihdr.die_info[d] = layout::die_info {
+        let info = layout::die_info {
             die_id: d as u16,
             die_offset: die_off as u16,
         };
+        let at = ih(offset_of!(layout::ip_discovery_header, die_info))
+            + d * size_of::<layout::die_info>();
+        put(&mut t, at, info.as_bytes());
         let dh = layout::die_header {
             die_id: d as u16,
             num_ips: ips.len() as u16,
@@ -82,17 +104,16 @@ pub fn build_table(dies: &[Vec<Ip>], bits64: bool, harvest: &[(u16, u8)], gc: Gc
         put(&mut t, die_off, dh.as_bytes());
         let mut off = die_off + size_of::<layout::die_header>();
         for ip in ips {
-            let e = layout::ip_v4 {
-                hw_id: ip.hw_id,
-                instance_number: ip.instance,
-                num_base_address: ip.bases.len() as u8,
-                major: ip.version.0,
-                minor: ip.version.1,
-                revision: ip.version.2,
-                ..Default::default()
-            };
-            put(&mut t, off, e.as_bytes());
-            off += size_of::<layout::ip_v4>();
+            // The 8-byte entry head: hw_id, instance, num_base_address, major, minor,
+            // revision, sub_revision/variant.
+            put(&mut t, off, &ip.hw_id.to_le_bytes());
+            let (ma, mi, rev) = ip.version;
+            put(
+                &mut t,
+                off + 2,
+                &[ip.instance, ip.bases.len() as u8, ma, mi, rev, 0],
+            );
+            off += am_driver::discovery::IP_ENTRY_HEAD;
             for &b in &ip.bases {
                 if bits64 {
                     put(&mut t, off, &b.to_le_bytes());
@@ -105,17 +126,14 @@ pub fn build_table(dies: &[Vec<Ip>], bits64: bool, harvest: &[(u16, u8)], gc: Gc
             assert!(off < die_off + DIE_STRIDE, "test die too large");
         }
     }
-    put(&mut t, IP_OFF, ihdr.as_bytes());
 
-    let mut bhdr = layout::binary_header {
-        binary_signature: layout::BINARY_SIGNATURE,
-        version_major: 1,
-        binary_size: DISCOVERY_TMR_SIZE as u16,
-        ..Default::default()
-    };
+    let mut bhdr = layout::binary_header::new_zeroed();
+    bhdr.binary_signature = layout::BINARY_SIGNATURE;
+    bhdr.version_major = 1;
+    bhdr.binary_size = DISCOVERY_TMR_SIZE as u16;
     bhdr.table_list[layout::IP_DISCOVERY as usize].offset = IP_OFF as u16;
     if !harvest.is_empty() {
-        let mut h = layout::harvest_table::default();
+        let mut h = layout::harvest_table::new_zeroed();
         h.header.signature = layout::HARVEST_TABLE_SIGNATURE;
         for (i, &(hw_id, instance)) in harvest.iter().enumerate() {
             h.list[i] = layout::harvest_info {
@@ -142,16 +160,14 @@ pub fn build_table(dies: &[Vec<Ip>], bits64: bool, harvest: &[(u16, u8)], gc: Gc
             wave,
             lds,
         } => {
-            let g = layout::gc_info_v1_0 {
-                header: header(1, size_of::<layout::gc_info_v1_0>() as u32),
-                gc_num_se: se,
-                gc_num_wgp0_per_sa: wgp0,
-                gc_num_wgp1_per_sa: wgp1,
-                gc_num_sa_per_se: sa,
-                gc_wave_size: wave,
-                gc_lds_size: lds,
-                ..Default::default()
-            };
+            let mut g = layout::gc_info_v1_0::new_zeroed();
+            g.header = header(1, size_of::<layout::gc_info_v1_0>() as u32);
+            g.gc_num_se = se;
+            g.gc_num_wgp0_per_sa = wgp0;
+            g.gc_num_wgp1_per_sa = wgp1;
+            g.gc_num_sa_per_se = sa;
+            g.gc_wave_size = wave;
+            g.gc_lds_size = lds;
             put(&mut t, GC_OFF, g.as_bytes());
             bhdr.table_list[layout::GC as usize].offset = GC_OFF as u16;
         }
@@ -162,15 +178,13 @@ pub fn build_table(dies: &[Vec<Ip>], bits64: bool, harvest: &[(u16, u8)], gc: Gc
             wave,
             lds,
         } => {
-            let g = layout::gc_info_v2_0 {
-                header: header(2, size_of::<layout::gc_info_v2_0>() as u32),
-                gc_num_se: se,
-                gc_num_cu_per_sh: cu,
-                gc_num_sh_per_se: sh,
-                gc_wave_size: wave,
-                gc_lds_size: lds,
-                ..Default::default()
-            };
+            let mut g = layout::gc_info_v2_0::new_zeroed();
+            g.header = header(2, size_of::<layout::gc_info_v2_0>() as u32);
+            g.gc_num_se = se;
+            g.gc_num_cu_per_sh = cu;
+            g.gc_num_sh_per_se = sh;
+            g.gc_wave_size = wave;
+            g.gc_lds_size = lds;
             put(&mut t, GC_OFF, g.as_bytes());
             bhdr.table_list[layout::GC as usize].offset = GC_OFF as u16;
         }
@@ -184,14 +198,14 @@ pub fn build_table(dies: &[Vec<Ip>], bits64: bool, harvest: &[(u16, u8)], gc: Gc
     t
 }
 
-pub const GC_HWID: u16 = layout::GC_HWID;
-pub const MMHUB_HWID: u16 = layout::MMHUB_HWID;
-pub const NBIF_HWID: u16 = layout::NBIF_HWID;
-pub const SDMA0_HWID: u16 = layout::SDMA0_HWID;
-pub const MP0_HWID: u16 = layout::MP0_HWID;
-pub const MP1_HWID: u16 = layout::MP1_HWID;
-pub const HDP_HWID: u16 = layout::HDP_HWID;
-pub const OSSSYS_HWID: u16 = layout::OSSSYS_HWID;
+pub const GC_HWID: u16 = hwid::GC_HWID;
+pub const MMHUB_HWID: u16 = hwid::MMHUB_HWID;
+pub const NBIF_HWID: u16 = hwid::NBIF_HWID;
+pub const SDMA0_HWID: u16 = hwid::SDMA0_HWID;
+pub const MP0_HWID: u16 = hwid::MP0_HWID;
+pub const MP1_HWID: u16 = hwid::MP1_HWID;
+pub const HDP_HWID: u16 = hwid::HDP_HWID;
+pub const OSSSYS_HWID: u16 = hwid::OSSSYS_HWID;
 
 /// A Navi31-like table: GC 11.0.0 and friends, 32-bit bases, gc_info v1 with 96 CUs.
 pub fn navi31_like() -> Vec<u8> {
