@@ -2,6 +2,7 @@
 
 mod device;
 mod info;
+mod list;
 mod serve;
 
 use clap::Parser;
@@ -12,6 +13,8 @@ use clap::Parser;
 enum Cli {
     /// Identity, VRAM, IP versions, shader counts and boot state of a device (reads only).
     Info(info::InfoArgs),
+    /// List the AMD GPUs on this machine's PCI bus (and on remote servers).
+    List(list::ListArgs),
     /// Export devices over the remote PCI protocol (tinygrad's REMOTE=host:port).
     Serve(serve::ServeArgs),
 }
@@ -19,6 +22,7 @@ enum Cli {
 fn main() -> anyhow::Result<()> {
     match Cli::parse() {
         Cli::Info(args) => info::run(args),
+        Cli::List(args) => list::run(args),
         Cli::Serve(args) => serve::run(args),
     }
 }
