@@ -9,9 +9,19 @@
 mod generated {
     pub mod discovery;
     pub mod hwid;
+    pub mod regs_gc;
+    pub mod regs_hdp;
+    pub mod regs_mmhub;
+    pub mod regs_mp;
+    pub mod regs_nbio;
+    pub mod regs_osssys;
+    pub mod regs_sdma;
+    pub mod regs_smuio;
     pub mod ucode;
     pub mod vm;
 }
+
+pub mod regs;
 
 /// Firmware file headers of `amdgpu_ucode.h` (all header versions) and the firmware type enums.
 pub use generated::ucode;

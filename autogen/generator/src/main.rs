@@ -5,6 +5,7 @@
 
 mod bind;
 mod cexpr;
+mod gc950;
 mod regs;
 
 use anyhow::{Context, Result, bail};
@@ -352,7 +353,17 @@ fn main() -> Result<()> {
             vm(&amd, &out)?;
         }
         if want("regs") {
-            regs::generate(&amd, &out.dir)?;
+            let stats = regs::generate(&amd, &out.dir, &file_header)?;
+            let mut total = (0, 0);
+            for (ip, union, vers) in &stats.ips {
+                for (v, r, f) in vers {
+                    eprintln!("regs: {ip} {}.{}.{}: {r} registers, {f} fields", v.0, v.1, v.2);
+                    total.0 += r;
+                    total.1 += f;
+                }
+                eprintln!("regs: {ip}: {union} distinct names");
+            }
+            eprintln!("regs: total {} registers, {} fields", total.0, total.1);
         }
         Ok(())
     })();
