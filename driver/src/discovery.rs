@@ -12,7 +12,6 @@
 //! [`Error::MalformedDiscovery`] naming the structure and its offset, never a panic.
 
 use std::collections::BTreeSet;
-use std::fmt;
 
 use zerocopy::FromBytes;
 
@@ -46,33 +45,9 @@ use am_autogen::discovery as layout;
 pub const IP_ENTRY_HEAD: usize = 8;
 const _: () = assert!(size_of::<layout::ip_v4>() <= IP_ENTRY_HEAD);
 
-/// An IP block version as discovery reports it (`major.minor.revision`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct IpVersion {
-    /// Major version (`ip_v4.major`).
-    pub major: u8,
-    /// Minor version.
-    pub minor: u8,
-    /// Revision.
-    pub revision: u8,
-}
-
-impl IpVersion {
-    /// Build a version.
-    pub const fn new(major: u8, minor: u8, revision: u8) -> Self {
-        Self {
-            major,
-            minor,
-            revision,
-        }
-    }
-}
-
-impl fmt::Display for IpVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.major, self.minor, self.revision)
-    }
-}
+/// An IP block version as discovery reports it (`major.minor.rev`); the same type the
+/// generated register tables are keyed by.
+pub use am_autogen::regs::IpVersion;
 
 /// One `ip_v4` entry: one instance of one IP block on one die.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -478,18 +453,15 @@ impl Discovery {
         let mmio = dev.bar(5)?;
         let memsize = mmio.read32(RCC_CONFIG_MEMSIZE * 4)?;
         if memsize == 0 || memsize == u32::MAX {
-            return Err(Error::MalformedDiscovery {
+            return Err(Error::BadVramSize {
                 device,
-                what: "RCC_CONFIG_MEMSIZE".into(),
-                offset: RCC_CONFIG_MEMSIZE * 4,
-                reason: format!(
-                    "VRAM size reads {memsize:#x} MiB{}",
-                    if memsize == u32::MAX {
-                        " (registers gated: VF without access?)"
-                    } else {
-                        ""
-                    }
-                ),
+                value: memsize,
+                reason: if memsize == 0 {
+                    "no VRAM size"
+                } else {
+                    "registers are gated (a VF without init access, a device in reset, or BAR5 \
+                     not enabled)"
+                },
             });
         }
         let vram_size = u64::from(memsize) << 20;

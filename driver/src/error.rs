@@ -93,6 +93,16 @@ pub enum Error {
         /// An explanation of a recognisable pattern (all 0xFF: VRAM gated), or empty.
         hint: &'static str,
     },
+    /// `RCC_CONFIG_MEMSIZE` does not give a usable VRAM size.
+    #[error("{device}: RCC_CONFIG_MEMSIZE (BAR5 dword 0xde3) reads {value:#x}: {reason}")]
+    BadVramSize {
+        /// Device.
+        device: String,
+        /// The value read (MiB).
+        value: u32,
+        /// What that means.
+        reason: &'static str,
+    },
     /// The IP discovery table is inconsistent: a count, offset or version that cannot be right.
     #[error("{device}: malformed discovery table: {what} at table offset {offset:#x}: {reason}")]
     MalformedDiscovery {

@@ -6,8 +6,6 @@ pub mod hwip;
 pub mod mmio;
 pub mod pci;
 pub mod regs;
-#[doc(hidden)]
-pub mod regs_tables;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod testutil;

@@ -16,17 +16,29 @@
 //! generated constants ([`gc::SCRATCH_REG7`](crate::regs::gc::SCRATCH_REG7)), so a typo does
 //! not compile; a register the discovered version lacks is an [`Error::NoSuchRegister`]
 //! naming register and version.
+//!
+//! ```
+//! let _ = am_driver::regs::gc::SCRATCH_REG7;
+//! ```
+//! ```compile_fail
+//! // A misspelt register is a compile error, not a run-time surprise.
+//! let _ = am_driver::regs::gc::SCRATCH_REG77;
+//! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
+
+use am_autogen::regs::{self as generated, RegIp};
 
 use crate::discovery::{Discovery, IpVersion};
 use crate::hwip::{self, HwIp};
 use crate::{Bar, Error, PciDevice, Result};
 
-pub use crate::regs_tables::{FieldDef, RegDef, RegName, RegTable, gc, nbio};
+/// A register's entry in one version's table (offset, base index, fields, reset value).
+pub use am_autogen::regs::Register as RegDef;
+pub use am_autogen::regs::{Field, Reg, RegTable, gc, hdp, mmhub, mp, nbio, osssys, sdma, smuio};
 
-/// The register tables of one block, at one version.
+/// One block's tables at its discovered version, and the bases of its live instances.
 #[derive(Debug)]
 struct Block {
     ip: HwIp,
@@ -42,32 +54,47 @@ impl Block {
     }
 }
 
-/// Which generated tables describe a block: the table family's prefix. NBIO registers are
-/// in the `nbif` tables from GC 12 on; MP0 and MP1 share the `mp` tables.
-fn table_prefix(ip: HwIp, gc: Option<IpVersion>) -> Option<&'static str> {
-    Some(match ip {
-        HwIp::GC => "gc",
-        HwIp::HDP => "hdp",
-        HwIp::MMHUB => "mmhub",
-        HwIp::OSSSYS => "osssys",
-        HwIp::MP0 | HwIp::MP1 => "mp",
-        HwIp::SMUIO => "smuio",
-        HwIp::ATHUB => "athub",
-        HwIp::SDMA0 => "sdma",
-        HwIp::NBIO if gc.is_some_and(|v| v.major >= 12) => "nbif",
-        HwIp::NBIO => "nbio",
-        _ => return None,
-    })
+/// The blocks whose registers have generated tables, and which table family describes
+/// each. MP0 and MP1 share the `mp` tables, each at its own version.
+const BLOCKS: &[(HwIp, RegIp)] = &[
+    (HwIp::GC, RegIp::Gc),
+    (HwIp::MMHUB, RegIp::Mmhub),
+    (HwIp::OSSSYS, RegIp::Osssys),
+    (HwIp::NBIO, RegIp::Nbio),
+    (HwIp::MP0, RegIp::Mp),
+    (HwIp::MP1, RegIp::Mp),
+    (HwIp::HDP, RegIp::Hdp),
+    (HwIp::SMUIO, RegIp::Smuio),
+    (HwIp::SDMA0, RegIp::Sdma),
+];
+
+/// The block whose instance bases a register is relative to: its table family's block, and
+/// for the shared `mp` tables MP1 for `MP1_*` registers, MP0 for the rest.
+fn block_of(reg: Reg) -> HwIp {
+    match reg.ip() {
+        RegIp::Gc => HwIp::GC,
+        RegIp::Mmhub => HwIp::MMHUB,
+        RegIp::Osssys => HwIp::OSSSYS,
+        RegIp::Nbio => HwIp::NBIO,
+        RegIp::Mp if reg.name().starts_with("MP1") => HwIp::MP1,
+        RegIp::Mp => HwIp::MP0,
+        RegIp::Hdp => HwIp::HDP,
+        RegIp::Smuio => HwIp::SMUIO,
+        RegIp::Sdma => HwIp::SDMA0,
+    }
 }
 
-/// The newest table of `prefix` with the hardware's major version that is not newer than
-/// the hardware (GC 9.5.0 has no headers of its own and uses GC 9.4.3's).
-pub fn select_table(prefix: &str, version: IpVersion) -> Option<&'static RegTable> {
-    let v = (version.major, version.minor, version.revision);
-    crate::regs_tables::TABLES
-        .iter()
-        .filter(|t| t.prefix == prefix && t.version.0 == version.major && t.version <= v)
-        .max_by_key(|t| t.version)
+/// The table for a discovered version: the generated one of that exact version (or its
+/// declared alias), else the newest of the same major version that is not newer than the
+/// hardware, as the reference driver's `import_module` does.
+pub fn select_table(ip: RegIp, version: IpVersion) -> Option<&'static RegTable> {
+    generated::table(ip, version).or_else(|| {
+        ip.tables()
+            .iter()
+            .copied()
+            .filter(|t| t.version().major == version.major && t.version() <= version)
+            .max_by_key(|t| t.version())
+    })
 }
 
 /// The registers of a device: tables resolved for its IP versions, addresses for each
@@ -93,18 +120,17 @@ impl Regs {
     /// Resolve the register tables for every IP block discovery lists. Blocks without a
     /// generated table are kept (their registers are errors naming the version).
     pub fn new(dev: &dyn PciDevice, discovery: &Discovery) -> Result<Self> {
-        let gc = discovery.version(HwIp::GC);
         let mut blocks = BTreeMap::new();
-        for &ip in HwIp::ALL.iter() {
+        for &(ip, family) in BLOCKS {
             let Some(version) = discovery.version(ip) else {
                 continue;
             };
-            let table = table_prefix(ip, gc).and_then(|p| select_table(p, version));
             let bases = discovery
                 .instances(ip)
                 .into_iter()
                 .filter_map(|i| discovery.entry(ip, i).map(|e| (i, e.bases.clone())))
                 .collect();
+            let table = select_table(family, version);
             blocks.insert(
                 ip,
                 Block {
@@ -142,36 +168,28 @@ impl Regs {
     }
 
     /// Whether the device's version of the block has this register.
-    pub fn has(&self, name: RegName) -> bool {
+    pub fn has(&self, name: Reg) -> bool {
         self.reg(name).is_ok()
     }
 
     /// Look a register up in the table of the block's discovered version.
-    pub fn reg(&self, name: RegName) -> Result<Register<'_>> {
-        let block = self
-            .blocks
-            .get(&name.ip)
-            .ok_or_else(|| Error::NoIpInstance {
-                device: self.device.clone(),
-                ip: hwip::name(name.ip).to_string(),
-                instance: 0,
-                present: " (discovery does not list the block)".into(),
-            })?;
+    pub fn reg(&self, name: Reg) -> Result<Register<'_>> {
+        let ip = block_of(name);
+        let block = self.blocks.get(&ip).ok_or_else(|| Error::NoIpInstance {
+            device: self.device.clone(),
+            ip: hwip::name(ip).to_string(),
+            instance: 0,
+            present: " (discovery does not list the block)".into(),
+        })?;
         let table = block.table.ok_or_else(|| Error::NoRegisterTable {
             device: self.device.clone(),
             ip: block.label(),
         })?;
-        let def = table
-            .regs
-            .binary_search_by(|r| r.name.cmp(name.name))
-            .ok()
-            .and_then(|i| table.regs.get(i))
-            .or_else(|| table.regs.iter().find(|r| r.name == name.name))
-            .ok_or_else(|| Error::NoSuchRegister {
-                device: self.device.clone(),
-                register: name.name.to_string(),
-                ip: block.label(),
-            })?;
+        let def = table.get(name).ok_or_else(|| Error::NoSuchRegister {
+            device: self.device.clone(),
+            register: name.name().to_string(),
+            ip: block.label(),
+        })?;
         Ok(Register {
             regs: self,
             block,
@@ -298,23 +316,23 @@ impl Regs {
 pub struct Register<'a> {
     regs: &'a Regs,
     block: &'a Block,
-    def: &'static RegDef,
+    def: RegDef,
 }
 
 impl std::fmt::Debug for Register<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} on {}", self.def.name, self.block.label())
+        write!(f, "{} on {}", self.def.name(), self.block.label())
     }
 }
 
 impl Register<'_> {
     /// The register's name (without the `reg`/`mm` prefix).
     pub fn name(&self) -> &'static str {
-        self.def.name
+        self.def.name()
     }
 
     /// Its table entry: offset, base index, fields, reset value.
-    pub fn def(&self) -> &'static RegDef {
+    pub fn def(&self) -> RegDef {
         self.def
     }
 
@@ -345,18 +363,18 @@ impl Register<'_> {
             })?;
         let base =
             bases
-                .get(usize::from(self.def.base_idx))
+                .get(usize::from(self.def.base_idx()))
                 .ok_or_else(|| Error::NoBaseAddress {
                     device: self.regs.device.clone(),
-                    register: self.def.name.to_string(),
+                    register: self.def.name().to_string(),
                     ip: self.block.label(),
                     instance,
-                    base_idx: self.def.base_idx,
+                    base_idx: self.def.base_idx(),
                     count: bases.len(),
                 })?;
         // Bits above 32 of a 64-bit discovery base are ASIC-specific (AID routing); Linux
         // keeps the low half as the MMIO base, and so do we.
-        Ok((base & 0xffff_ffff) + u64::from(self.def.offset))
+        Ok((base & 0xffff_ffff) + u64::from(self.def.offset()))
     }
 
     /// Read the register of one instance.
@@ -383,14 +401,13 @@ impl Register<'_> {
         Ok(value)
     }
 
-    fn field_def(&self, name: &str) -> Result<&'static FieldDef> {
+    fn field_def(&self, name: &str) -> Result<Field> {
         self.def
-            .fields
-            .iter()
+            .fields()
             .find(|f| f.name.eq_ignore_ascii_case(name))
             .ok_or_else(|| Error::NoSuchField {
                 device: self.regs.device.clone(),
-                register: self.def.name.to_string(),
+                register: self.def.name().to_string(),
                 field: name.to_string(),
                 ip: self.block.label(),
             })
@@ -402,35 +419,32 @@ impl Register<'_> {
         let mut value = 0u32;
         for &(name, v) in fields {
             let f = self.field_def(name)?;
-            let max = u64::from(f.mask >> f.shift);
-            if v > max {
+            // A value fits when it survives a trip through the field (masks need not be one
+            // run of bits).
+            let fits = u32::try_from(v).is_ok_and(|v32| f.get(f.set(0, v32)) == v32);
+            if !fits {
                 return Err(Error::FieldOverflow {
                     device: self.regs.device.clone(),
-                    register: self.def.name.to_string(),
+                    register: self.def.name().to_string(),
                     field: f.name.to_string(),
                     width: f.mask.count_ones(),
                     value: v,
                     ip: self.block.label(),
                 });
             }
-            value = (value & !f.mask) | ((v as u32) << f.shift);
+            value = f.set(value, v as u32);
         }
         Ok(value)
     }
 
-    /// Every field of a value, in table order.
+    /// Every field of a value, in bit order.
     pub fn decode(&self, value: u32) -> Vec<(&'static str, u32)> {
-        self.def
-            .fields
-            .iter()
-            .map(|f| (f.name, (value & f.mask) >> f.shift))
-            .collect()
+        self.def.fields().map(|f| (f.name, f.get(value))).collect()
     }
 
     /// One field of a value.
     pub fn field(&self, value: u32, name: &str) -> Result<u32> {
-        let f = self.field_def(name)?;
-        Ok((value & f.mask) >> f.shift)
+        Ok(self.field_def(name)?.get(value))
     }
 
     /// The bits the named fields cover.

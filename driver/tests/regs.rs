@@ -5,7 +5,8 @@
 
 mod common;
 
-use am_driver::regs::{Regs, gc, select_table};
+use am_autogen::regs::RegIp;
+use am_driver::regs::{RegTable, Regs, gc, select_table};
 use am_driver::{Discovery, Error, HwIp, IpVersion};
 use common::*;
 
@@ -128,19 +129,34 @@ fn harvested_instance_has_no_address() {
 }
 
 #[test]
-fn table_selection_takes_newest_same_major_not_newer() {
+fn table_selection_takes_exact_else_newest_same_major_not_newer() {
+    let v = |t: Option<&RegTable>| t.map(|t| t.version());
+    // Exact tables.
     assert_eq!(
-        select_table("gc", IpVersion::new(9, 5, 0)).unwrap().version,
-        (9, 4, 3)
+        v(select_table(RegIp::Gc, IpVersion::new(11, 0, 0))),
+        Some(IpVersion::new(11, 0, 0))
     );
     assert_eq!(
-        select_table("gc", IpVersion::new(11, 0, 0))
-            .unwrap()
-            .version,
-        (11, 0, 0)
+        v(select_table(RegIp::Gc, IpVersion::new(9, 5, 0))),
+        Some(IpVersion::new(9, 5, 0))
     );
-    assert!(select_table("gc", IpVersion::new(13, 0, 0)).is_none());
-    assert!(select_table("gc", IpVersion::new(9, 0, 0)).is_none_or(|t| t.version <= (9, 0, 0)));
+    // No table of its own: the newest older one of the same major.
+    assert_eq!(
+        v(select_table(RegIp::Gc, IpVersion::new(11, 0, 3))),
+        Some(IpVersion::new(11, 0, 0))
+    );
+    assert_eq!(
+        v(select_table(RegIp::Gc, IpVersion::new(9, 4, 4))),
+        Some(IpVersion::new(9, 4, 3))
+    );
+    // The generated alias: MP 13.0.14 uses MP 13.0.6.
+    assert_eq!(
+        v(select_table(RegIp::Mp, IpVersion::new(13, 0, 14))),
+        Some(IpVersion::new(13, 0, 6))
+    );
+    // Nothing of that major, or only newer ones.
+    assert_eq!(v(select_table(RegIp::Gc, IpVersion::new(13, 0, 0))), None);
+    assert_eq!(v(select_table(RegIp::Gc, IpVersion::new(9, 0, 0))), None);
 }
 
 #[test]

@@ -151,12 +151,27 @@ pub struct BootState {
     pub state: String,
 }
 
-/// The LLVM target of a GC version: `gfx` + major + minor and revision in hex.
-pub fn gfx_target(v: IpVersion) -> String {
-    format!("gfx{}{:x}{:x}", v.major, v.minor, v.revision)
+/// The LLVM target of a GC version. The numbering does not follow the IP version (GC 9.4.3
+/// is gfx942, GC 11.0.3 is gfx1101), so known versions are listed (as Linux's KFD lists
+/// them); others fall back to the device id's entry in `pci::ids`.
+pub fn gfx_target(gc: IpVersion, device_id: u16) -> Option<String> {
+    let known = match (gc.major, gc.minor, gc.rev) {
+        (9, 4, 2) => "gfx90a",
+        (9, 4, 3) | (9, 4, 4) => "gfx942",
+        (9, 5, 0) => "gfx950",
+        (10, 3, 0) => "gfx1030",
+        (11, 0, 0) => "gfx1100",
+        (11, 0, 1) => "gfx1103",
+        (11, 0, 2) => "gfx1102",
+        (11, 0, 3) => "gfx1101",
+        (12, 0, 0) => "gfx1200",
+        (12, 0, 1) => "gfx1201",
+        _ => return known_gpu(device_id).map(|g| g.gfx_target.to_string()),
+    };
+    Some(known.to_string())
 }
 
-fn discovery_report(d: &Discovery) -> DiscoveryReport {
+fn discovery_report(d: &Discovery, device_id: u16) -> DiscoveryReport {
     let mut ip_versions = BTreeMap::new();
     for &ip in HwIp::ALL.iter() {
         if let Some(v) = d.version(ip) {
@@ -204,7 +219,7 @@ fn discovery_report(d: &Discovery) -> DiscoveryReport {
         max_waves_per_simd: g.max_waves_per_simd,
     });
     DiscoveryReport {
-        gfx_target: d.version(HwIp::GC).map(gfx_target),
+        gfx_target: d.version(HwIp::GC).and_then(|v| gfx_target(v, device_id)),
         vram_size: d.vram_size,
         vram_size_mib: d.vram_size >> 20,
         large_bar: d.large_bar,
@@ -267,7 +282,7 @@ pub fn gather(dev: &dyn PciDevice) -> anyhow::Result<InfoReport> {
         Ok(d) => d,
         Err(e) => {
             let hint = if is_vf {
-                " (a VF reads VRAM only after its PF grants init access; `am info` does not ask)"
+                " (`am info` does not ask the PF for init access)"
             } else {
                 ""
             };
@@ -275,7 +290,7 @@ pub fn gather(dev: &dyn PciDevice) -> anyhow::Result<InfoReport> {
             return Ok(report);
         }
     };
-    report.discovery = Some(discovery_report(&d));
+    report.discovery = Some(discovery_report(&d, device_id));
     // A VF's scratch registers belong to its PF's boot protocol, not to AM.
     if !is_vf {
         match boot_state(dev, &d) {
@@ -360,7 +375,104 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
         print_text(&report);
     }
     match &report.error {
-        Some(e) => anyhow::bail!("{}: incomplete report: {e}", report.device),
+        Some(_) => anyhow::bail!(
+            "{}: the report is incomplete (see its error)",
+            report.device
+        ),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn info(spec: &str) -> InfoReport {
+        gather(&*open_device(spec).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn navi31_is_gc_11_0_0_with_96_cus_wave32() {
+        let r = info("mock:navi31");
+        assert_eq!(r.device_id, "0x744c");
+        assert_eq!(r.function, "PF");
+        let d = r.discovery.unwrap();
+        assert_eq!(d.ip_versions["GC"], "11.0.0");
+        assert_eq!(d.gfx_target.as_deref(), Some("gfx1100"));
+        let gc = d.gc.unwrap();
+        assert_eq!(
+            (gc.se, gc.sh_per_se, gc.cu_per_sh, gc.cu_count),
+            (6, 2, 8, 96)
+        );
+        assert_eq!(gc.wave_size, 32);
+        assert_eq!(d.xcc_count, 1);
+        assert_eq!(d.vram_size_mib, 24 << 10);
+        assert_eq!(d.reserved_vram_size, 64 << 20);
+        assert!(d.discovery_checksum_valid);
+    }
+
+    #[test]
+    fn navi31_small_bar_reads_discovery_through_the_window() {
+        let r = info("mock:navi31");
+        let d = r.discovery.unwrap();
+        // The profile's BAR0 is smaller than its VRAM.
+        assert!(r.bar0_size < d.vram_size);
+        assert!(!d.large_bar);
+    }
+
+    #[test]
+    fn mi300x_has_8_xccs_on_4_aids_wave64() {
+        let r = info("mock:mi300x");
+        let d = r.discovery.unwrap();
+        assert_eq!(d.xcc_count, 8);
+        assert_eq!(d.aid_count, 4);
+        assert_eq!(d.ip_versions["GC"], "9.4.3");
+        assert_eq!(d.gfx_target.as_deref(), Some("gfx942"));
+        assert_eq!(d.gc.as_ref().unwrap().wave_size, 64);
+        assert_eq!(d.reserved_vram_size, 384 << 20);
+        let gcs: Vec<(u16, u8)> = d
+            .ip_blocks
+            .iter()
+            .filter(|b| b.name == "GC")
+            .map(|b| (b.die, b.instance))
+            .collect();
+        assert_eq!(
+            gcs,
+            (0..8u8).map(|i| (u16::from(i / 2), i)).collect::<Vec<_>>()
+        );
+        assert!(d.large_bar);
+    }
+
+    #[test]
+    fn mi350x_vf_is_a_vf_whose_discovery_is_gated() {
+        let r = info("mock:mi350x-vf");
+        assert_eq!(r.function, "VF");
+        assert!(r.discovery.is_none());
+        assert!(r.boot_state.is_none());
+        let e = r.error.unwrap();
+        assert!(e.contains("gated"), "{e}");
+    }
+
+    #[test]
+    fn gfx_targets_follow_kfd_not_the_ip_version_digits() {
+        assert_eq!(
+            gfx_target(IpVersion::new(9, 4, 3), 0).as_deref(),
+            Some("gfx942")
+        );
+        assert_eq!(
+            gfx_target(IpVersion::new(11, 0, 3), 0).as_deref(),
+            Some("gfx1101")
+        );
+        assert_eq!(
+            gfx_target(IpVersion::new(9, 5, 0), 0).as_deref(),
+            Some("gfx950")
+        );
+        // Unknown version: the device id's entry.
+        assert_eq!(
+            gfx_target(IpVersion::new(11, 5, 9), 0x744c).as_deref(),
+            Some("gfx1100")
+        );
+        assert_eq!(gfx_target(IpVersion::new(11, 5, 9), 0x1234), None);
     }
 }
