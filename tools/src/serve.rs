@@ -25,8 +25,8 @@ pub struct ServeArgs {
     /// Most system memory one connection may hold, in MiB (default 4096).
     #[arg(long, value_name = "MIB")]
     pub max_sysmem_per_connection_mib: Option<u64>,
-    /// Devices to export, as index 0, 1, …: a PCI address (0000:03:00.0), or
-    /// remote:HOST:PORT:N to relay a device another server exports.
+    /// Devices to export, as index 0, 1, …: a PCI address (0000:03:00.0), a mock device
+    /// (mock:PROFILE[:N]), or remote:HOST:PORT:N to relay a device another server exports.
     #[arg(required = true, value_name = "DEVICE")]
     pub devices: Vec<String>,
 }

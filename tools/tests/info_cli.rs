@@ -10,7 +10,8 @@ fn info_json(spec: &str) -> serde_json::Value {
         .output()
         .unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
-    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr)))
 }
 
 #[test]
@@ -41,4 +42,50 @@ fn vf_json_says_vf_and_why_discovery_failed() {
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["function"], "VF");
     assert!(j["error"].as_str().unwrap().contains("gated"));
+}
+
+/// A served `am serve` child, killed (by its own pid) when dropped.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn remote_info_answers_as_the_served_mock_does() {
+    use std::io::{BufRead, BufReader};
+
+    let mut child = Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(["serve", "--listen", "127.0.0.1:0", "mock:navi31"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let server = Server(child);
+    let mut line = String::new();
+    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("am serve: listening on ")
+        .unwrap()
+        .to_string();
+
+    let mut remote = info_json(&format!("remote:{addr}:0"));
+    let mut local = info_json("mock:navi31");
+    drop(server);
+    assert_eq!(remote["backend"], "remote");
+    // Everything but the names of device and backend (and the error text that starts with
+    // the device name) is the same.
+    for j in [&mut remote, &mut local] {
+        let o = j.as_object_mut().unwrap();
+        o.remove("device");
+        o.remove("backend");
+        o.remove("error");
+    }
+    assert_eq!(remote, local);
+    assert_eq!(remote["gc"]["cu_count"], 96);
 }
