@@ -82,11 +82,20 @@ impl IpVersions {
     /// PFP and ME too from GC 12 on — compute-only bring-up never starts the graphics
     /// rings before that), the IMU (GC ≥ 11) and the RLC.
     pub fn files(&self) -> Vec<FileSpec> {
-        let mut files = vec![FileSpec::new(Role::Sos, format!("psp_{}_sos.bin", self.mp0.file_tag()))];
+        let mut files = vec![FileSpec::new(
+            Role::Sos,
+            format!("psp_{}_sos.bin", self.mp0.file_tag()),
+        )];
         if self.loads_smu_firmware() {
-            files.push(FileSpec::new(Role::Smu, format!("smu_{}.bin", self.mp1.file_tag())));
+            files.push(FileSpec::new(
+                Role::Smu,
+                format!("smu_{}.bin", self.mp1.file_tag()),
+            ));
         }
-        files.push(FileSpec::new(Role::Sdma, format!("sdma_{}.bin", self.sdma.file_tag())));
+        files.push(FileSpec::new(
+            Role::Sdma,
+            format!("sdma_{}.bin", self.sdma.file_tag()),
+        ));
         let gc = self.gc.file_tag();
         if self.gc >= IpVersion(12, 0, 0) {
             files.push(FileSpec::new(Role::Pfp, format!("gc_{gc}_pfp.bin")));

@@ -102,7 +102,8 @@ impl Pins {
             if name.ends_with(".zst") {
                 return Err(bad("pin the decompressed file name, without .zst"));
             }
-            let digest = parse_hex_digest(digest).ok_or_else(|| bad("digest is not 64 hex digits"))?;
+            let digest =
+                parse_hex_digest(digest).ok_or_else(|| bad("digest is not 64 hex digits"))?;
             pins.insert(name, digest);
         }
         Ok(pins)

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use am_autogen::ucode;
+
 macro_rules! id_type {
     ($(#[$doc:meta])* $ty:ident, $prefix:literal, { $($(#[$cdoc:meta])* $name:ident = $value:expr),* $(,)? }) => {
         $(#[$doc])*
@@ -47,30 +49,32 @@ id_type!(
     /// holds.
     PspFwType, "PSP_FW_TYPE_PSP_", {
         /// Secure OS.
-        SOS = 1,
+        SOS = ucode::PSP_FW_TYPE_PSP_SOS,
         /// System driver.
-        SYS_DRV = 2,
+        SYS_DRV = ucode::PSP_FW_TYPE_PSP_SYS_DRV,
         /// Key database.
-        KDB = 3,
+        KDB = ucode::PSP_FW_TYPE_PSP_KDB,
         /// Table of contents of the TMR.
-        TOC = 4,
+        TOC = ucode::PSP_FW_TYPE_PSP_TOC,
         /// Security patch level table.
-        SPL = 5,
+        SPL = ucode::PSP_FW_TYPE_PSP_SPL,
         /// Register list (loaded as `GFX_FW_TYPE_REG_LIST` on GC 9).
-        RL = 6,
+        RL = ucode::PSP_FW_TYPE_PSP_RL,
         /// SoC driver.
-        SOC_DRV = 7,
+        SOC_DRV = ucode::PSP_FW_TYPE_PSP_SOC_DRV,
         /// Interface driver.
-        INTF_DRV = 8,
+        INTF_DRV = ucode::PSP_FW_TYPE_PSP_INTF_DRV,
         /// Debug driver.
-        DBG_DRV = 9,
+        DBG_DRV = ucode::PSP_FW_TYPE_PSP_DBG_DRV,
         /// RAS driver.
-        RAS_DRV = 10,
+        RAS_DRV = ucode::PSP_FW_TYPE_PSP_RAS_DRV,
         /// IP key manager driver.
-        IPKEYMGR_DRV = 11,
+        IPKEYMGR_DRV = ucode::PSP_FW_TYPE_PSP_IPKEYMGR_DRV,
     }
 );
 
+// `amdgpu_psp.h` is driver-internal and not among the generated headers: values from
+// Linux 6.12.
 id_type!(
     /// `enum psp_bootloader_cmd` of `amdgpu_psp.h`: the value written to `C2PMSG_35` to
     /// have the PSP bootloader take a component from the 1 MiB buffer.

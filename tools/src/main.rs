@@ -1,2 +1,47 @@
-//! The `am` command.
-fn main() {}
+//! The `am` command: one subcommand per module.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod fw;
+
+/// Userspace AMD GPU driver toolkit.
+#[derive(Parser)]
+#[command(name = "am", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// amdgpu firmware: list what a device needs, check a file, write synthetic sets.
+    #[command(subcommand)]
+    Fw(fw::FwCommand),
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Fw(cmd) => fw::run(cmd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("am: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Logs go to stderr, filtered by `AM_LOG` (e.g. `AM_LOG=debug`); warnings by default.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}
