@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use am_firmware::locate::SYSTEM_FIRMWARE_DIR;
 use am_firmware::parse::{self, Body, Gfx, Kind, Sdma};
 use am_firmware::{
-    FirmwareSet, IpVersions, Locator, PlanOptions, PspFwType, PspStep, Role, SosVariant,
+    FirmwareSet, IpVersion, IpVersions, Locator, PlanOptions, PspFwType, PspStep, Role, SosVariant,
 };
 use common::{MI300_ORDER, NAVI31_ORDER, regions, step_names};
 
@@ -217,4 +217,54 @@ fn mi300x_debian_set_loads_in_the_driver_order_with_either_sos_set() {
     assert!(in_set(sos_step(&primary)) < aux_index);
     assert!(in_set(sos_step(&aux)) >= aux_index);
     assert_eq!(primary.ucode_start, Vec::new(), "GC 9 has no RS64 engines");
+}
+
+#[test]
+fn rdna4_debian_set_loads_pfp_me_spl_and_no_setup_tmr() {
+    // gfx1201 (RX 9070): GC 12.0.1, MP0/MP1 14.0.3, SDMA 7.0.1 — not a named profile, but
+    // its files are in the same package and exercise the GC ≥ 12 / MP0 ≥ 14 rules.
+    let ips = IpVersions {
+        gc: IpVersion(12, 0, 1),
+        mp0: IpVersion(14, 0, 3),
+        mp1: IpVersion(14, 0, 3),
+        sdma: IpVersion(7, 0, 1),
+    };
+    let set = FirmwareSet::load(ips, &system_locator()).unwrap();
+    let plan = set.plan(PlanOptions::default()).unwrap();
+    assert_eq!(
+        step_names(&plan),
+        [
+            "PSP_BL__LOAD_KEY_DATABASE",
+            "PSP_BL__LOAD_TOS_SPL_TABLE",
+            "PSP_BL__LOAD_SYSDRV",
+            "PSP_BL__LOAD_SOCDRV",
+            "PSP_BL__LOAD_INTFDRV",
+            "PSP_BL__LOAD_DBGDRV",
+            "PSP_BL__LOAD_RASDRV",
+            "PSP_BL__LOAD_SOSDRV",
+            "GFX_CMD_ID_LOAD_TOC",
+            "GFX_FW_TYPE_SMU",
+            "GFX_FW_TYPE_SDMA_UCODE_TH0",
+            "GFX_FW_TYPE_RS64_PFP",
+            "GFX_FW_TYPE_RS64_PFP_P0_STACK",
+            "GFX_FW_TYPE_RS64_ME",
+            "GFX_FW_TYPE_RS64_ME_P0_STACK",
+            "GFX_FW_TYPE_RS64_MEC",
+            "GFX_FW_TYPE_RS64_MEC_P0_STACK",
+            "GFX_FW_TYPE_IMU_I",
+            "GFX_FW_TYPE_IMU_D",
+            "GFX_FW_TYPE_RLC_IRAM",
+            "GFX_FW_TYPE_RLC_DRAM_BOOT",
+            "GFX_FW_TYPE_RLC_G",
+            "GFX_CMD_ID_AUTOLOAD_RLC",
+        ]
+    );
+    // From MP0 14 on the SPL slot carries the SPL itself.
+    match &plan.steps[1] {
+        PspStep::Bootloader { component, .. } => assert_eq!(*component, PspFwType::SPL),
+        other => panic!("step 2 is {other:?}"),
+    }
+    for role in [Role::Pfp, Role::Me, Role::Mec] {
+        assert!(plan.ucode_start(role).is_some(), "{role:?}");
+    }
 }

@@ -555,7 +555,7 @@ fn describe(image: &Image) -> Vec<(String, String)> {
                 add(
                     &format!("bin[{}]", c.index),
                     format!(
-                        "{:<9} version {:#x}  {}",
+                        "{:<12} version {:#x}  {}",
                         c.fw_type.to_string(),
                         c.fw_version,
                         region_text(&c.region)

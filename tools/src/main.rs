@@ -6,9 +6,10 @@ use clap::{Parser, Subcommand};
 
 mod fw;
 
-/// Userspace AMD GPU driver toolkit.
+/// Userspace AMD GPU driver toolkit: bring AMD GPUs up without the amdgpu kernel driver
+/// (or on the mock), and inspect what that takes.
 #[derive(Parser)]
-#[command(name = "am", version, about, propagate_version = true)]
+#[command(name = "am", version, propagate_version = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
