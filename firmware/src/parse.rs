@@ -71,24 +71,29 @@ impl Kind {
     pub fn from_file_name(name: &str) -> Self {
         let name = name.strip_suffix(".zst").unwrap_or(name);
         let stem = name.strip_suffix(".bin").unwrap_or(name);
-        if stem.ends_with("_sos") {
+        // New names are `<block>_<ip version>[_<part>]` (`gc_11_0_0_mec`, `smu_13_0_0`);
+        // older ones `<chip>_<part>` (`navi10_smc`, `vega10_sdma1`).
+        let (first, last) = match (stem.split('_').next(), stem.rsplit('_').next()) {
+            (Some(f), Some(l)) => (f, l),
+            _ => return Kind::Other,
+        };
+        let has = |part: &str| stem.split('_').skip(1).any(|p| p == part);
+        if last == "sos" {
             Kind::PspSos
-        } else if stem.ends_with("_ta") {
+        } else if last == "ta" {
             Kind::Ta
-        } else if stem.starts_with("smu_") {
+        } else if first == "smu" || has("smc") {
             Kind::Smc
-        } else if stem.starts_with("sdma") {
+        } else if first == "sdma" || last == "sdma" || last == "sdma1" {
             Kind::Sdma
-        } else if stem.starts_with("gc_") || stem.contains("_gc_") {
-            let tail = stem.rsplit('_').next().unwrap_or("");
-            match tail {
-                "pfp" | "me" | "mec" | "mec2" | "ce" => Kind::Gfx,
-                "imu" => Kind::Imu,
-                "rlc" => Kind::Rlc,
-                _ if stem.ends_with("_rlc_1") => Kind::Rlc,
-                _ if stem.contains("_mes") => Kind::Mes,
-                _ => Kind::Other,
-            }
+        } else if has("mes") || has("mes1") || stem.contains("_mes_") {
+            Kind::Mes
+        } else if matches!(last, "pfp" | "me" | "mec" | "mec2" | "ce") {
+            Kind::Gfx
+        } else if last == "imu" {
+            Kind::Imu
+        } else if has("rlc") {
+            Kind::Rlc
         } else {
             Kind::Other
         }
@@ -491,23 +496,13 @@ fn parse_psp_sos(r: &Reader<'_>, h: &common_firmware_header) -> Result<PspSos> {
     match (h.header_version_major, h.header_version_minor) {
         (1, minor @ 0..=3) => {
             // v1.x: the system driver fills the ucode array up to `sos.offset_bytes`, the
-            // sOS the rest of `ucode_size_bytes`; the other legacy descriptors hold offsets
-            // from the ucode array (psp_init_sos_base_fw / psp_init_sos_microcode).
+            // sOS follows (`sos.size_bytes`); the other legacy descriptors hold offsets from
+            // the ucode array (psp_init_sos_base_fw / psp_init_sos_microcode).
             let v1: psp_firmware_header_v1_0 = r.read(0, "psp_firmware_header_v1_0")?;
             let sos_field = offset_of!(psp_firmware_header_v1_0, sos);
             let sos_off = u64::from(v1.sos.offset_bytes);
             let sys_len = sos_off;
-            let sos_len = u64::from(h.ucode_size_bytes)
-                .checked_sub(sos_off)
-                .ok_or_else(|| FirmwareError::Invalid {
-                    file: r.file.to_string(),
-                    what: "psp_firmware_header_v1_0.sos.offset_bytes".to_string(),
-                    offset: sos_field,
-                    reason: format!(
-                        "{:#x} is past ucode_size_bytes {:#x}",
-                        sos_off, h.ucode_size_bytes
-                    ),
-                })?;
+            let sos_len = u64::from(v1.sos.size_bytes);
             let mut components = vec![
                 SosComponent {
                     index: 0,

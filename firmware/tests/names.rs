@@ -24,7 +24,15 @@ fn file_names_imply_their_header_kind() {
         ("gc_11_0_0_rlc_1.bin", Kind::Rlc),
         ("gc_11_0_0_mes_2.bin", Kind::Mes),
         ("gc_11_0_0_mes1.bin", Kind::Mes),
+        ("gc_12_0_1_uni_mes.bin", Kind::Mes),
         ("gc_12_0_1_toc.bin", Kind::Other),
+        ("vega10_smc.bin", Kind::Smc),
+        ("polaris10_k_smc.bin", Kind::Smc),
+        ("navi10_sdma1.bin", Kind::Sdma),
+        ("vega10_rlc.bin", Kind::Rlc),
+        ("navi10_mes.bin", Kind::Mes),
+        ("navi10_sos.bin", Kind::PspSos),
+        ("navi10_ce.bin", Kind::Gfx),
         ("vcn_4_0_0.bin", Kind::Other),
     ] {
         assert_eq!(Kind::from_file_name(name), kind, "{name}");
