@@ -66,13 +66,15 @@ fn remote_info_answers_as_the_served_mock_does() {
         .unwrap();
     let stdout = child.stdout.take().unwrap();
     let server = Server(child);
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
+    let mut lines = BufReader::new(stdout).lines();
+    let line = lines.next().unwrap().unwrap();
     let addr = line
         .trim()
         .strip_prefix("am serve: listening on ")
         .unwrap()
         .to_string();
+    // Keep reading: with the pipe closed the server would die at its next line of output.
+    std::thread::spawn(move || lines.for_each(drop));
 
     let mut remote = info_json(&format!("remote:{addr}:0"));
     let mut local = info_json("mock:navi31");
