@@ -357,7 +357,10 @@ fn main() -> Result<()> {
             let mut total = (0, 0);
             for (ip, union, vers) in &stats.ips {
                 for (v, r, f) in vers {
-                    eprintln!("regs: {ip} {}.{}.{}: {r} registers, {f} fields", v.0, v.1, v.2);
+                    eprintln!(
+                        "regs: {ip} {}.{}.{}: {r} registers, {f} fields",
+                        v.0, v.1, v.2
+                    );
                     total.0 += r;
                     total.1 += f;
                 }
