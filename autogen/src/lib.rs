@@ -8,7 +8,12 @@
 
 mod generated {
     pub mod discovery;
+    pub mod doorbell;
     pub mod hwid;
+    pub mod ih;
+    pub mod mqd;
+    pub mod pm4;
+    pub mod psp_gfx;
     pub mod regs_gc;
     pub mod regs_hdp;
     pub mod regs_mmhub;
@@ -17,6 +22,8 @@ mod generated {
     pub mod regs_osssys;
     pub mod regs_sdma;
     pub mod regs_smuio;
+    pub mod sdma_pkt;
+    pub mod smu;
     pub mod ucode;
     pub mod vm;
 }
@@ -34,3 +41,24 @@ pub use generated::hwid;
 
 /// PTE/PDE flags of `amdgpu_vm.h` for the GFX9, GFX10/11 and GFX12 page table formats.
 pub use generated::vm;
+
+/// PSP GFX interface of `psp_gfx_if.h`: ring frame, command/response structs, command ids.
+pub use generated::psp_gfx;
+
+/// Compute MQDs: `mqd::v9` (GFX9), `mqd::v11` (GFX11), `mqd::v12` (GFX12).
+pub use generated::mqd;
+
+/// Doorbell assignments of `amdgpu_doorbell.h` (NAVI10 and SOC15/Vega layouts).
+pub use generated::doorbell;
+
+/// PM4 opcodes and field helpers: `pm4::nvd` (GFX10+) and `pm4::soc15d` (GFX9).
+pub use generated::pm4;
+
+/// SDMA packet opcodes and fields: `sdma_pkt::v6` (SDMA 6.0) and `sdma_pkt::v4` (SDMA 4.x).
+pub use generated::sdma_pkt;
+
+/// IH client ids and per-client source ids.
+pub use generated::ih;
+
+/// SMU message ids, clock enums and metrics tables: `smu::v13_0_0`, `smu::v13_0_6`, `smu::v14_0_2`.
+pub use generated::smu;
