@@ -5,6 +5,30 @@
 //! Linux or tinygrad is the name to type here. C structs are `#[repr(C)]` (packed where C
 //! packs them) with zerocopy derives where their layout allows, and each carries compile-time
 //! size and alignment assertions against the sizes clang computed for the C type.
+//!
+//! ```
+//! use am_autogen::regs::{self, IpVersion, RegIp, gc};
+//! use zerocopy::FromBytes;
+//!
+//! // Resolve a typed register name for one IP version (a typo fails to compile).
+//! let gc11 = regs::require_table(RegIp::Gc, IpVersion::new(11, 0, 0))?;
+//! let hqd_active = gc11.resolve(gc::CP_HQD_ACTIVE)?;
+//! assert_eq!((hqd_active.offset(), hqd_active.base_idx()), (0x1fab, 0));
+//!
+//! // Fields by name: shift and mask.
+//! let f = gc11.resolve(gc::CP_HQD_PQ_CONTROL)?.field("RPTR_BLOCK_SIZE").ok_or("no field")?;
+//! assert_eq!((f.shift, f.mask, f.set(0, 5)), (8, 0x3f00, 5 << 8));
+//!
+//! // Every register of a version (what the mock builds its register file from).
+//! assert!(gc11.iter().any(|r| r.name() == "GRBM_STATUS"));
+//!
+//! // A firmware header from bytes.
+//! let bytes = [0u8; 64];
+//! let (hdr, _rest) = am_autogen::ucode::common_firmware_header::read_from_prefix(&bytes)
+//!     .map_err(|_| "short file")?;
+//! assert_eq!(hdr.header_version_major, 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod generated {
     pub mod discovery;

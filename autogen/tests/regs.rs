@@ -164,3 +164,15 @@ fn gc950_is_gc943_plus_listed_differences() {
             .is_none()
     );
 }
+
+#[test]
+fn missing_register_error_names_register_and_version() {
+    let e = gc943().resolve(gc::CP_MEC_RS64_CNTL).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "register CP_MEC_RS64_CNTL does not exist on GC 9.4.3"
+    );
+    let e = regs::require_table(RegIp::Gc, IpVersion::new(9, 4, 2)).unwrap_err();
+    assert_eq!(e.to_string(), "no register table for GC 9.4.2");
+    assert_eq!(gc11().resolve(gc::CP_HQD_ACTIVE).unwrap().offset(), 0x1fab);
+}
