@@ -239,22 +239,30 @@ fn boot_state(dev: &dyn PciDevice, d: &Discovery) -> am_driver::Result<BootState
     let xcc = d.instances(HwIp::GC).first().copied().unwrap_or(0);
     let reg7 = regs.reg(gc::SCRATCH_REG7)?.read(xcc)?;
     let reg6 = regs.reg(gc::SCRATCH_REG6)?.read(xcc)?;
-    let am_initialised = reg7 == AM_BOOT_VERSION;
-    let clean = reg6 == 0;
-    let state = match (am_initialised, clean) {
-        (false, _) => "not booted by this AM version: the next open does a full boot",
-        (true, true) => "booted by AM and finalised cleanly: the next open can warm boot",
-        (true, false) => {
-            "booted by AM, not finalised cleanly (or still in use): the next open does a full boot"
+    Ok(BootState::from_scratch(reg7, reg6))
+}
+
+impl BootState {
+    /// What `SCRATCH_REG7` and `SCRATCH_REG6` say about the last driver instance.
+    pub fn from_scratch(reg7: u32, reg6: u32) -> Self {
+        let am_initialised = reg7 == AM_BOOT_VERSION;
+        let clean = reg6 == 0;
+        let state = match (am_initialised, clean) {
+            (false, _) => "not booted by this AM version: the next open does a full boot",
+            (true, true) => "booted by AM and finalised cleanly: the next open can warm boot",
+            (true, false) => {
+                "booted by AM, not finalised cleanly (or still in use): the next open does a \
+                 full boot"
+            }
+        };
+        BootState {
+            scratch_reg7: format!("{reg7:#010x}"),
+            scratch_reg6: format!("{reg6:#010x}"),
+            am_initialised,
+            clean,
+            state: state.to_string(),
         }
-    };
-    Ok(BootState {
-        scratch_reg7: format!("{reg7:#010x}"),
-        scratch_reg6: format!("{reg6:#010x}"),
-        am_initialised,
-        clean,
-        state: state.to_string(),
-    })
+    }
 }
 
 /// Gather the report for an open device. Failures past identification are recorded in
@@ -452,6 +460,22 @@ mod tests {
         assert!(r.boot_state.is_none());
         let e = r.error.unwrap();
         assert!(e.contains("gated"), "{e}");
+    }
+
+    #[test]
+    fn boot_state_reads_scratch_reg7_then_reg6() {
+        let fresh = BootState::from_scratch(0, 0);
+        assert!(!fresh.am_initialised);
+        assert!(fresh.state.contains("full boot"));
+        let clean = BootState::from_scratch(0xA000_0008, 0);
+        assert!(clean.am_initialised && clean.clean);
+        assert!(clean.state.contains("warm boot"));
+        let dirty = BootState::from_scratch(0xA000_0008, 1);
+        assert!(dirty.am_initialised && !dirty.clean);
+        assert!(dirty.state.contains("not finalised"));
+        // An older AM version's marker is not ours.
+        assert!(!BootState::from_scratch(0xA000_0002, 0).am_initialised);
+        assert_eq!(dirty.scratch_reg7, "0xa0000008");
     }
 
     #[test]
