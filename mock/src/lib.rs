@@ -13,7 +13,6 @@ mod device;
 pub mod discovery;
 mod error;
 pub mod hive;
-mod hwid;
 pub mod ip;
 pub mod profile;
 pub mod regs;

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::profile::{IpInstance, IpVersion, Profile};
+use crate::profile::{IpInstance, IpVersion, Profile, RegIp};
 use crate::tables;
 
 /// Which model answers for a register.
@@ -51,9 +51,9 @@ impl Block {
 pub struct RegInfo {
     /// Register name without the `reg`/`mm` prefix (`SCRATCH_REG7`).
     pub name: &'static str,
-    /// Header it comes from (`gc`, `nbio`, …) and its version.
-    pub table: &'static str,
-    /// Version of the header.
+    /// IP whose table defines it.
+    pub table: RegIp,
+    /// Version of that table.
     pub version: IpVersion,
     /// Discovery hardware id of the IP instance whose segment holds it.
     pub hw_id: u16,
@@ -108,27 +108,33 @@ pub const MAILBOX: &[(u64, &str)] = &[
 ];
 
 /// Which model owns a register of a given header.
-fn block_of(table: &str, name: &str) -> Block {
+fn block_of(table: RegIp, name: &str) -> Block {
     match table {
-        "mp" if name.starts_with("MP1") => Block::Smu,
-        "mp" => Block::Psp,
-        "mmhub" => Block::Gmc,
-        "osssys" => Block::Ih,
-        "sdma" => Block::Sdma,
-        "hdp" => Block::Nbio,
-        "nbio" | "nbif" if name.contains("MAILBOX") => Block::Mailbox,
-        "nbio" | "nbif" => Block::Nbio,
-        "gc" if name.starts_with("SDMA") => Block::Sdma,
-        "gc" if name.starts_with("GCVM_") || name.starts_with("GCMC_") => Block::Gmc,
-        _ => Block::Gfx,
+        RegIp::Mp if name.starts_with("MP1") => Block::Smu,
+        RegIp::Mp => Block::Psp,
+        RegIp::Mmhub => Block::Gmc,
+        RegIp::Osssys => Block::Ih,
+        RegIp::Sdma => Block::Sdma,
+        RegIp::Hdp | RegIp::Smuio => Block::Nbio,
+        RegIp::Nbio if name.contains("MAILBOX") => Block::Mailbox,
+        RegIp::Nbio => Block::Nbio,
+        RegIp::Gc if name.starts_with("SDMA") => Block::Sdma,
+        RegIp::Gc if name.starts_with("GCVM_") || name.starts_with("GCMC_") => Block::Gmc,
+        RegIp::Gc => Block::Gfx,
     }
 }
 
 impl RegisterMap {
     /// The map of `profile`: every register of every instance that lands inside BAR5.
     pub fn build(profile: &Profile) -> Self {
-        let mut map = RegisterMap { bar_dwords: profile.bar5_size / 4, ..Default::default() };
-        let nbio = profile.ips.iter().find(|i| i.hw_id == crate::hwid::NBIO);
+        let mut map = RegisterMap {
+            bar_dwords: profile.bar5_size / 4,
+            ..Default::default()
+        };
+        let nbio = profile
+            .ips
+            .iter()
+            .find(|i| i.hw_id == am_autogen::hwid::NBIF_HWID);
         for &(addr, name, block) in FIXED {
             map.insert(fixed_info(nbio, name, addr, block));
         }
@@ -142,21 +148,23 @@ impl RegisterMap {
                 map.segments.push((base, inst.hw_id, inst.instance, seg));
             }
             let Some(t) = inst.regs else { continue };
-            for r in tables::registers(t.prefix, t.version) {
-                let Some(&base) = inst.bases.get(usize::from(r.base_idx)) else { continue };
+            for r in tables::registers(t.ip, t.version) {
+                let Some(&base) = inst.bases.get(usize::from(r.base_idx)) else {
+                    continue;
+                };
                 let addr = base + u64::from(r.offset);
                 if addr >= map.bar_dwords {
                     continue;
                 }
                 map.insert(RegInfo {
                     name: r.name,
-                    table: t.prefix,
+                    table: t.ip,
                     version: t.version,
                     hw_id: inst.hw_id,
                     instance: inst.instance,
                     addr,
                     default: r.default,
-                    block: block_of(t.prefix, r.name),
+                    block: block_of(t.ip, r.name),
                 });
             }
         }
@@ -221,16 +229,18 @@ impl RegisterMap {
 
     /// Register values at reset.
     pub fn defaults(&self) -> RegValues {
-        RegValues { vals: self.infos.iter().map(|i| i.default).collect() }
+        RegValues {
+            vals: self.infos.iter().map(|i| i.default).collect(),
+        }
     }
 }
 
 fn fixed_info(nbio: Option<&IpInstance>, name: &'static str, addr: u64, block: Block) -> RegInfo {
     RegInfo {
         name,
-        table: "nbio",
-        version: nbio.map_or(IpVersion(0, 0, 0), |n| n.version),
-        hw_id: crate::hwid::NBIO,
+        table: RegIp::Nbio,
+        version: nbio.map_or(IpVersion::new(0, 0, 0), |n| n.version),
+        hw_id: am_autogen::hwid::NBIF_HWID,
         instance: 0,
         addr,
         default: 0,
