@@ -17,7 +17,7 @@ use crate::config::ConfigSpace;
 use crate::discovery;
 use crate::hive::Hive;
 use crate::ip::{Fault, Hw, Models, Reg, ResetKind};
-use crate::profile::Profile;
+use crate::profile::{Profile, RegIp};
 use crate::regs::{Block, RegValues, RegisterMap};
 use crate::sysmem::{DmaFault, SysArena};
 use crate::vram::Vram;
@@ -235,10 +235,10 @@ impl MockGpu {
         lock(&self.shared.state).vf_access = granted;
     }
 
-    /// Value of a register by name and instance, read behind the driver's back (no model
-    /// side effects, no violation). `None` if the profile has no such register.
-    pub fn peek(&self, name: &str, instance: u8) -> Option<u32> {
-        let id = self.shared.map.find(name, instance)?;
+    /// Value of a register by table, name and instance, read behind the driver's back (no
+    /// model side effects, no violation). `None` if the profile has no such register.
+    pub fn peek(&self, ip: RegIp, name: &str, instance: u8) -> Option<u32> {
+        let id = self.shared.map.find(ip, name, instance)?;
         Some(lock(&self.shared.state).regs.get(id))
     }
 
@@ -437,7 +437,7 @@ impl Shared {
         } else {
             Access::Read
         };
-        if !matches!(size, 4 | 8) || offset % size as u64 != 0 {
+        if !matches!(size, 4 | 8) || !offset.is_multiple_of(size as u64) {
             drop(st);
             return self.violate(self.bar_violation(
                 2,
@@ -509,7 +509,7 @@ impl Shared {
                 "BAR5 access with memory decoding off".into(),
             ));
         }
-        if !(size == 4 && offset % 4 == 0) && size != 1 {
+        if !(size == 4 && offset.is_multiple_of(4)) && size != 1 {
             drop(guard);
             return fail(self.bar_violation(
                 5,

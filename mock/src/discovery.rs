@@ -35,7 +35,7 @@ fn byte_sum(bytes: &[u8]) -> u16 {
 }
 
 fn pad4(buf: &mut Vec<u8>) {
-    while buf.len() % 4 != 0 {
+    while !buf.len().is_multiple_of(4) {
         buf.push(0);
     }
 }

@@ -297,7 +297,8 @@ fn navi31(small_bar: bool) -> Profile {
 /// at +0x1260, +0x1860, +0x19400, +0x19800 of its first XCC window (gem5's MI300X SDMA
 /// addresses) and its MMHUB at +0x4000; the single-instance blocks sit in AID 0 at their
 /// Aldebaran bases.
-fn multi_die_ips(
+/// IP versions of a multi-die part (and the table versions that serve them).
+struct MultiDie {
     num_xcc: u8,
     num_aid: u8,
     gc: IpVersion,
@@ -309,11 +310,13 @@ fn multi_die_ips(
     mp_regs: IpVersion,
     hdp: IpVersion,
     osssys: IpVersion,
-) -> Vec<IpInstance> {
-    let xcc_per_aid = num_xcc / num_aid;
+}
+
+fn multi_die_ips(m: &MultiDie) -> Vec<IpInstance> {
+    let xcc_per_aid = m.num_xcc / m.num_aid;
     let aid_window = u64::from(xcc_per_aid) * 0x10000;
     let mut ips = Vec::new();
-    for aid in 0..num_aid {
+    for aid in 0..m.num_aid {
         let w = u64::from(aid) * aid_window;
         for j in 0..xcc_per_aid {
             let x = aid * xcc_per_aid + j;
@@ -322,9 +325,9 @@ fn multi_die_ips(
                 hwid::GC_HWID,
                 x,
                 aid,
-                gc,
+                m.gc,
                 &[xw + 0x2000, xw + 0xA000],
-                table(RegIp::Gc, gc_regs),
+                table(RegIp::Gc, m.gc_regs),
             ));
         }
         for (k, off) in [0x1260u64, 0x1860, 0x19400, 0x19800]
@@ -336,7 +339,7 @@ fn multi_die_ips(
                 hwid::SDMA0_HWID,
                 inst,
                 aid,
-                sdma,
+                m.sdma,
                 &[w + off],
                 table(RegIp::Sdma, v(4, 4, 2)),
             ));
@@ -345,7 +348,7 @@ fn multi_die_ips(
             hwid::MMHUB_HWID,
             aid,
             aid,
-            mmhub,
+            m.mmhub,
             &[w + 0x4000],
             table(RegIp::Mmhub, v(1, 8, 0)),
         ));
@@ -358,7 +361,7 @@ fn multi_die_ips(
         hwid::NBIF_HWID,
         0,
         0,
-        nbio,
+        m.nbio,
         &nbio_bases,
         table(RegIp::Nbio, v(7, 9, 0)),
     ));
@@ -367,16 +370,16 @@ fn multi_die_ips(
         hwid::MP0_HWID,
         0,
         0,
-        mp,
+        m.mp,
         &mp_bases,
-        table(RegIp::Mp, mp_regs),
+        table(RegIp::Mp, m.mp_regs),
     ));
-    ips.push(ip(hwid::MP1_HWID, 0, 0, mp, &mp_bases, None));
+    ips.push(ip(hwid::MP1_HWID, 0, 0, m.mp, &mp_bases, None));
     ips.push(ip(
         hwid::HDP_HWID,
         0,
         0,
-        hdp,
+        m.hdp,
         &[0xF20, 0x240A400],
         table(RegIp::Hdp, v(4, 4, 2)),
     ));
@@ -384,7 +387,7 @@ fn multi_die_ips(
         hwid::OSSSYS_HWID,
         0,
         0,
-        osssys,
+        m.osssys,
         &[0x10A0, 0x240A000],
         table(RegIp::Osssys, v(4, 4, 2)),
     ));
@@ -393,19 +396,19 @@ fn multi_die_ips(
 
 /// Instinct MI300X: gfx942, 8 XCCs on 4 AIDs.
 fn mi300x() -> Profile {
-    let ips = multi_die_ips(
-        8,
-        4,
-        v(9, 4, 3),
-        v(9, 4, 3),
-        v(4, 4, 2),
-        v(1, 8, 0),
-        v(7, 9, 0),
-        v(13, 0, 6),
-        v(13, 0, 6),
-        v(4, 4, 2),
-        v(4, 4, 2),
-    );
+    let ips = multi_die_ips(&MultiDie {
+        num_xcc: 8,
+        num_aid: 4,
+        gc: v(9, 4, 3),
+        gc_regs: v(9, 4, 3),
+        sdma: v(4, 4, 2),
+        mmhub: v(1, 8, 0),
+        nbio: v(7, 9, 0),
+        mp: v(13, 0, 6),
+        mp_regs: v(13, 0, 6),
+        hdp: v(4, 4, 2),
+        osssys: v(4, 4, 2),
+    });
     Profile {
         name: "mi300x",
         description: "Instinct MI300X (gfx942), 8 XCCs on 4 AIDs, 192 GiB HBM3",
@@ -446,19 +449,19 @@ fn mi300x() -> Profile {
 fn mi350x_vf() -> Profile {
     // Linux 6.12 ships no headers for the MI350X blocks: am-autogen derives GC 9.5.0 from
     // 9.4.3 and serves MP 13.0.14 with 13.0.6; the other blocks use the MI300X tables.
-    let ips = multi_die_ips(
-        8,
-        2,
-        v(9, 5, 0),
-        v(9, 5, 0),
-        v(4, 4, 5),
-        v(1, 8, 1),
-        v(7, 9, 1),
-        v(13, 0, 14),
-        v(13, 0, 14),
-        v(4, 4, 5),
-        v(4, 4, 5),
-    );
+    let ips = multi_die_ips(&MultiDie {
+        num_xcc: 8,
+        num_aid: 2,
+        gc: v(9, 5, 0),
+        gc_regs: v(9, 5, 0),
+        sdma: v(4, 4, 5),
+        mmhub: v(1, 8, 1),
+        nbio: v(7, 9, 1),
+        mp: v(13, 0, 14),
+        mp_regs: v(13, 0, 14),
+        hdp: v(4, 4, 5),
+        osssys: v(4, 4, 5),
+    });
     Profile {
         name: "mi350x-vf",
         description: "Instinct MI350X SR-IOV VF (gfx950), MMIO and VRAM gated by the PF",

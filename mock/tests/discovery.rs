@@ -1,6 +1,8 @@
 //! The discovery binary each profile leaves at `VRAM - 64 KiB`, read back through the BARs
 //! and parsed with the generated `discovery.h` structs.
 
+#![allow(clippy::unwrap_used)] // unwrap is how a test says "this must work"
+
 use std::mem::{offset_of, size_of};
 
 use am_autogen::discovery::{

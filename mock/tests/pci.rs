@@ -1,5 +1,7 @@
 //! PCI-level behaviour of the mock: config space, BARs, VRAM, system memory, strictness.
 
+#![allow(clippy::unwrap_used)] // unwrap is how a test says "this must work"
+
 use am_driver::PciDevice;
 use am_driver::pci::{PCI_COMMAND, PCI_COMMAND_MASTER, SYSMEM_PAGE_SIZE};
 use am_mock::{Access, MockGpu, Mode, PROFILES, Space};

@@ -16,7 +16,7 @@ pub mod sdma;
 pub mod smu;
 
 use crate::config::ConfigSpace;
-use crate::profile::Profile;
+use crate::profile::{Profile, RegIp};
 use crate::regs::{Block, RegId, RegInfo, RegValues, RegisterMap};
 use crate::sysmem::SysArena;
 use crate::vram::Vram;
@@ -76,16 +76,16 @@ pub struct Hw<'a> {
 }
 
 impl Hw<'_> {
-    /// Value of a register by name and instance (0 if the profile lacks it).
-    pub fn get(&self, name: &str, instance: u8) -> u32 {
+    /// Value of a register by table, name and instance (0 if the profile lacks it).
+    pub fn get(&self, ip: RegIp, name: &str, instance: u8) -> u32 {
         self.map
-            .find(name, instance)
+            .find(ip, name, instance)
             .map_or(0, |id| self.regs.get(id))
     }
 
-    /// Set a register by name and instance; returns whether it exists.
-    pub fn set(&mut self, name: &str, instance: u8, value: u32) -> bool {
-        match self.map.find(name, instance) {
+    /// Set a register by table, name and instance; returns whether it exists.
+    pub fn set(&mut self, ip: RegIp, name: &str, instance: u8, value: u32) -> bool {
+        match self.map.find(ip, name, instance) {
             Some(id) => {
                 self.regs.set(id, value);
                 true
