@@ -400,3 +400,18 @@ fn open_returns_the_same_device_for_the_same_spec() {
     assert_eq!(b.bar(0).unwrap().read32(0x100).unwrap(), 77);
     assert!(am_mock::open("navi99", 0).is_err());
 }
+
+#[test]
+fn open_spec_parses_profile_and_index() {
+    assert_eq!(
+        am_mock::open_spec("mock:mi300x:3").unwrap().name(),
+        "mock:mi300x:3"
+    );
+    assert_eq!(
+        am_mock::open_spec("mock:navi31").unwrap().name(),
+        "mock:navi31:0"
+    );
+    assert!(am_mock::open_spec("navi31").is_err());
+    assert!(am_mock::open_spec("mock:navi31:x").is_err());
+    assert!(am_mock::open_spec("mock:nope:0").is_err());
+}

@@ -218,3 +218,26 @@ fn flr_resets_registers_but_keeps_scratch() {
         "the OS restores config space around FLR"
     );
 }
+
+#[test]
+fn indirect_smn_windows_are_refused_not_faked() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let mmio = gpu.open().bar(5).unwrap();
+    let v43 = IpVersion::new(4, 3, 0);
+    let nbio = am_autogen::hwid::NBIF_HWID;
+    let rsmu = addr(&gpu, RegIp::Nbio, v43, nbio, 0, "BIF_BX_PF0_RSMU_DATA");
+    let pcie2 = addr(&gpu, RegIp::Nbio, v43, nbio, 0, "BIF_BX0_PCIE_DATA2");
+    assert!(mmio.read32(rsmu).is_err());
+    assert!(mmio.write32(pcie2, 1).is_err());
+    let v = gpu.violations();
+    assert!(
+        v[0].reason.contains("BIF_BX_PF0_RSMU_DATA"),
+        "{}",
+        v[0].reason
+    );
+    assert!(
+        v[1].reason.contains("BIF_BX0_PCIE_DATA2"),
+        "{}",
+        v[1].reason
+    );
+}
