@@ -52,7 +52,7 @@ pub struct Violation {
     /// Read or write.
     pub access: Access,
     /// Access size in bytes.
-    pub size: u8,
+    pub size: u64,
     /// The value written.
     pub value: Option<u64>,
     /// Register name and instance where the offset is a known register.
@@ -306,7 +306,7 @@ impl Shared {
                 space: Space::Dma,
                 offset: bus,
                 access,
-                size: len.min(255) as u8,
+                size: len as u64,
                 value: None,
                 register: None,
                 reason,
@@ -346,7 +346,7 @@ impl Shared {
             space: Space::Bar(bar),
             offset,
             access,
-            size: size as u8,
+            size: size as u64,
             value,
             register: None,
             reason,
@@ -660,7 +660,7 @@ impl MockDevice {
             space: Space::Config,
             offset: u64::from(offset),
             access,
-            size,
+            size: u64::from(size),
             value,
             register: None,
             reason: "config access must be 1, 2 or 4 bytes, naturally aligned, inside 4 KiB".into(),

@@ -415,3 +415,25 @@ fn open_spec_parses_profile_and_index() {
     assert!(am_mock::open_spec("mock:navi31:x").is_err());
     assert!(am_mock::open_spec("mock:nope:0").is_err());
 }
+
+#[test]
+fn accesses_crossing_chunk_and_page_boundaries() {
+    let (gpu, d) = dev("navi31");
+    let vram = d.bar(0).unwrap();
+    let at = 2 * MIB - 3;
+    vram.write_bytes(at, &[1, 2, 3, 4, 5, 6]).unwrap();
+    let mut b = [0u8; 6];
+    vram.read_bytes(at, &mut b).unwrap();
+    assert_eq!(b, [1, 2, 3, 4, 5, 6]);
+    assert_eq!(gpu.vram().resident_bytes() % (2 * MIB), 0);
+    let mem = d.alloc_sysmem(2 * SYSMEM_PAGE_SIZE, true).unwrap();
+    d.set_bus_master(true).unwrap();
+    let edge = mem.bus_addrs()[0] + SYSMEM_PAGE_SIZE as u64 - 2;
+    gpu.dma_write(edge, &[7, 8, 9, 10]).unwrap();
+    let mut c = [0u8; 4];
+    mem.read_bytes(SYSMEM_PAGE_SIZE as u64 - 2, &mut c).unwrap();
+    assert_eq!(c, [7, 8, 9, 10]);
+    // One byte past the allocation is the guard page.
+    let end = mem.bus_addrs()[1] + SYSMEM_PAGE_SIZE as u64;
+    assert!(gpu.dma_read(end, &mut c).is_err());
+}
