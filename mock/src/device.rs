@@ -127,6 +127,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Register values firmware leaves behind at power-on, on top of the reset defaults.
+fn power_on(profile: &Profile, map: &RegisterMap, st: &mut State, vram: &Vram, sysmem: &SysArena) {
+    let mut hw = Hw {
+        profile,
+        map,
+        regs: &mut st.regs,
+        config: &st.config,
+        vram,
+        sysmem,
+    };
+    crate::ip::gmc::Gmc::power_on(&mut hw);
+}
+
 /// A mock GPU: the device model that outlives driver instances.
 #[derive(Clone)]
 pub struct MockGpu {
@@ -162,7 +175,7 @@ impl MockGpu {
         let vram = Vram::new(profile.vram_size);
         let table = discovery::build(&profile)?;
         vram.write(discovery::offset(&profile), &table);
-        let state = State {
+        let mut state = State {
             config: ConfigSpace::new(&profile, index),
             regs: map.defaults(),
             models: Models::new(&profile),
@@ -170,13 +183,15 @@ impl MockGpu {
             doorbells: HashMap::new(),
             vf_access: false,
         };
+        let sysmem = SysArena::default();
+        power_on(&profile, &map, &mut state, &vram, &sysmem);
         let shared = Shared {
             name: format!("mock:{}:{index}", profile.name),
             profile,
             map,
             mode,
             vram,
-            sysmem: SysArena::default(),
+            sysmem,
             state: Mutex::new(state),
             violations: Mutex::new(Vec::new()),
             hive,
@@ -617,6 +632,7 @@ impl Shared {
         }
         st.regs = regs;
         st.models.reset(ResetKind::Flr);
+        power_on(&self.profile, &self.map, st, &self.vram, &self.sysmem);
         st.doorbells.clear();
         st.vf_access = false;
     }

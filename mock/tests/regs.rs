@@ -241,3 +241,40 @@ fn indirect_smn_windows_are_refused_not_faked() {
         v[1].reason
     );
 }
+
+#[test]
+fn firmware_leaves_a_non_zero_fb_location_on_every_hub() {
+    let gpu = MockGpu::new("mi300x").unwrap();
+    let fb_mib16 = (am_mock::ip::gmc::FB_BASE >> 24) as u32;
+    let top = ((am_mock::ip::gmc::FB_BASE + gpu.profile().vram_size - 1) >> 24) as u32;
+    assert_ne!(fb_mib16, 0);
+    for xcc in 0..8 {
+        assert_eq!(
+            gpu.peek(RegIp::Gc, "MC_VM_FB_LOCATION_BASE", xcc),
+            Some(fb_mib16)
+        );
+        assert_eq!(gpu.peek(RegIp::Gc, "MC_VM_FB_LOCATION_TOP", xcc), Some(top));
+    }
+    for aid in 0..4 {
+        assert_eq!(
+            gpu.peek(RegIp::Mmhub, "MC_VM_FB_LOCATION_BASE", aid),
+            Some(fb_mib16)
+        );
+    }
+    let navi = MockGpu::new("navi31").unwrap();
+    assert_eq!(
+        navi.peek(RegIp::Mmhub, "MMMC_VM_FB_LOCATION_BASE", 0),
+        Some(fb_mib16)
+    );
+    assert_eq!(
+        navi.peek(RegIp::Gc, "GCMC_VM_FB_LOCATION_BASE", 0),
+        Some(fb_mib16)
+    );
+    // A function reset leaves it programmed.
+    let d = navi.open();
+    d.reset().unwrap();
+    assert_eq!(
+        navi.peek(RegIp::Gc, "GCMC_VM_FB_LOCATION_BASE", 0),
+        Some(fb_mib16)
+    );
+}
