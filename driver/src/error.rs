@@ -73,6 +73,52 @@ pub enum Error {
         /// Why it is not understood.
         reason: String,
     },
+    /// An access whose offset is not aligned as the hardware requires (dword registers,
+    /// 64-bit doorbells).
+    #[error("{device}: {what} access at offset {offset:#x} is not {align}-byte aligned")]
+    Misaligned {
+        /// Device.
+        device: String,
+        /// The region (`BAR5`, …).
+        what: String,
+        /// Offset of the access.
+        offset: u64,
+        /// Required alignment in bytes.
+        align: u64,
+    },
+    /// A file (sysfs attribute, `/proc/self/pagemap`, …) holds something that cannot be
+    /// understood.
+    #[error("{device}: cannot parse {path}: {reason}")]
+    Parse {
+        /// Device.
+        device: String,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with its contents.
+        reason: String,
+    },
+    /// `/proc/self/pagemap` hides physical addresses from this process.
+    #[error(
+        "{device}: {path} reports page frame 0 for mapped memory: physical addresses need root (CAP_SYS_ADMIN)"
+    )]
+    NoPhysAddr {
+        /// Device.
+        device: String,
+        /// The pagemap file.
+        path: PathBuf,
+    },
+    /// A VFIO operation failed.
+    #[error("{device}: VFIO {op} ({path}): {source}")]
+    Vfio {
+        /// Device.
+        device: String,
+        /// What was being done.
+        op: &'static str,
+        /// The sysfs or `/dev/vfio` path involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: vfio_ioctls::VfioError,
+    },
     /// The backend reported a failure that is not an I/O error on a file (a remote server's
     /// error message, a violation of the mock's hardware contract, …).
     #[error("{device}: {message}")]
@@ -81,6 +127,48 @@ pub enum Error {
         device: String,
         /// The backend's message.
         message: String,
+    },
+    /// A remote PCI server did not answer a request in time.
+    #[error(
+        "{device}: no answer to {request} within {timeout:?}: the server accepted the connection but stopped responding"
+    )]
+    RemoteTimeout {
+        /// Device (`remote:HOST:PORT:N`).
+        device: String,
+        /// The request that got no answer (`CFG_READ offset 0x0 size 2`).
+        request: String,
+        /// How long the client waited.
+        timeout: std::time::Duration,
+    },
+    /// A remote PCI server closed the connection.
+    #[error(
+        "{device}: the server closed the connection during {request}; it does so when a pipelined write (MMIO_WRITE or SYSMEM_WRITE, which get no answer) fails or a request is malformed, so an earlier write was probably refused: see the server's log"
+    )]
+    RemoteClosed {
+        /// Device.
+        device: String,
+        /// The request that found the connection closed.
+        request: String,
+    },
+    /// A remote PCI server answered a request with an error.
+    #[error("{device}: the server refused {request}: {message}")]
+    RemoteRefused {
+        /// Device.
+        device: String,
+        /// The refused request.
+        request: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The connection to a remote PCI server failed, or the server broke the protocol.
+    #[error("{device}: {request}: {reason}")]
+    Remote {
+        /// Device.
+        device: String,
+        /// The request (or `connect`).
+        request: String,
+        /// What went wrong.
+        reason: String,
     },
 }
 
