@@ -457,3 +457,53 @@ proptest! {
         prop_assert_eq!(mem.nonzero_words(), 0, "no entry left in any table");
     }
 }
+
+#[test]
+fn running_out_of_tables_undoes_the_partial_map() {
+    // 34 MiB: a 1 MiB page-table pool (256 tables) and a 1 MiB main pool, which is used up.
+    let (mem, mut mm) = setup(PteFormat::Gfx10, 34 * MIB);
+    while mm.palloc(PAGE_SIZE, PAGE_SIZE, Pool::Main).is_ok() {}
+    let pt = mm.ptable.free_blocks();
+    // 1 GiB with a PA one page off 2 MiB alignment needs 512 PTBs.
+    let e = mm
+        .map(&mem, VA_BASE, &[(PAGE_SIZE, GIB)], MapFlags::VRAM)
+        .unwrap_err();
+    assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+    assert_eq!(mm.tables.mappings(&mem).unwrap(), vec![]);
+    assert_eq!(mm.ptable.free_blocks(), pt);
+    assert_eq!(mem.nonzero_words(), 0);
+}
+
+#[test]
+fn tables_come_from_the_boot_pool_while_booting() {
+    let mem = HostMemory::new(GIB);
+    let cfg = MmConfig {
+        device: "t".into(),
+        format: PteFormat::Gfx9,
+        vram_size: GIB,
+        paddr_base: 0,
+    };
+    let mut mm = MemoryManager::new(&cfg, &mem).unwrap();
+    mm.map(&mem, VA_BASE, &[(0x10_0000, PAGE_SIZE)], MapFlags::VRAM)
+        .unwrap();
+    let t = mm.walk(&mem, VA_BASE).unwrap().unwrap();
+    assert!(
+        mm.boot.contains(t.entry_addr),
+        "PTB at {:#x} is not in the boot pool",
+        t.entry_addr
+    );
+    mm.finish_boot();
+    mm.map(
+        &mem,
+        VA_BASE + GIB,
+        &[(0x10_0000, PAGE_SIZE)],
+        MapFlags::VRAM,
+    )
+    .unwrap();
+    let t = mm.walk(&mem, VA_BASE + GIB).unwrap().unwrap();
+    assert!(
+        mm.ptable.contains(t.entry_addr),
+        "PTB at {:#x} is not in the page-table pool",
+        t.entry_addr
+    );
+}
