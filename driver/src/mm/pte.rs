@@ -16,48 +16,14 @@
 
 use super::{MapFlags, VmLevel};
 
-/// Bit definitions of `drivers/gpu/drm/amd/amdgpu/amdgpu_vm.h` (Linux 6.12), line cited on
-/// each. Kept here until `am_autogen` provides them.
-mod hdr {
-    /// `AMDGPU_PTE_VALID` (amdgpu_vm.h:57).
-    pub const PTE_VALID: u64 = 1 << 0;
-    /// `AMDGPU_PTE_SYSTEM` (amdgpu_vm.h:58).
-    pub const PTE_SYSTEM: u64 = 1 << 1;
-    /// `AMDGPU_PTE_SNOOPED` (amdgpu_vm.h:59).
-    pub const PTE_SNOOPED: u64 = 1 << 2;
-    /// `AMDGPU_PTE_EXECUTABLE` (amdgpu_vm.h:65).
-    pub const PTE_EXECUTABLE: u64 = 1 << 4;
-    /// `AMDGPU_PTE_READABLE` (amdgpu_vm.h:67).
-    pub const PTE_READABLE: u64 = 1 << 5;
-    /// `AMDGPU_PTE_WRITEABLE` (amdgpu_vm.h:68).
-    pub const PTE_WRITEABLE: u64 = 1 << 6;
-    /// `AMDGPU_PTE_FRAG(x)` = `(x & 0x1f) << 7` (amdgpu_vm.h:70).
-    pub const PTE_FRAG_SHIFT: u32 = 7;
-    /// The 5-bit mask inside `AMDGPU_PTE_FRAG` (amdgpu_vm.h:70).
-    pub const PTE_FRAG_MASK: u64 = 0x1f;
-    /// `AMDGPU_PDE_PTE` (amdgpu_vm.h:76).
-    pub const PDE_PTE: u64 = 1 << 54;
-    /// `AMDGPU_PTE_TF` (amdgpu_vm.h:81).
-    pub const PTE_TF: u64 = 1 << 56;
-    /// Shift of `AMDGPU_PDE_BFS(a)` = `a << 59` (amdgpu_vm.h:87).
-    pub const PDE_BFS_SHIFT: u32 = 59;
-    /// Shift of `AMDGPU_PTE_MTYPE_VG10_SHIFT` (amdgpu_vm.h:97), 2 bits wide (`_MASK`, :98).
-    pub const PTE_MTYPE_VG10_SHIFT: u32 = 57;
-    /// `AMDGPU_PTE_MTYPE_VG10_MASK` = `3 << 57` (amdgpu_vm.h:98).
-    pub const PTE_MTYPE_VG10_MASK: u64 = 3 << 57;
-    /// Shift of `AMDGPU_PTE_MTYPE_NV10_SHIFT` (amdgpu_vm.h:114).
-    pub const PTE_MTYPE_NV10_SHIFT: u32 = 48;
-    /// `AMDGPU_PTE_MTYPE_NV10_MASK` = `7 << 48` (amdgpu_vm.h:115).
-    pub const PTE_MTYPE_NV10_MASK: u64 = 7 << 48;
-    /// Shift of `AMDGPU_PTE_MTYPE_GFX12_SHIFT` (amdgpu_vm.h:125).
-    pub const PTE_MTYPE_GFX12_SHIFT: u32 = 54;
-    /// `AMDGPU_PTE_MTYPE_GFX12_MASK` = `3 << 54` (amdgpu_vm.h:126).
-    pub const PTE_MTYPE_GFX12_MASK: u64 = 3 << 54;
-    /// `AMDGPU_PTE_IS_PTE` (amdgpu_vm.h:132).
-    pub const PTE_IS_PTE: u64 = 1 << 63;
-    /// `AMDGPU_PDE_PTE_GFX12` (amdgpu_vm.h:139).
-    pub const PDE_PTE_GFX12: u64 = 1 << 63;
-}
+use am_autogen::vm::{
+    AMDGPU_MTYPE_NC, AMDGPU_PDE_BFS, AMDGPU_PDE_PTE, AMDGPU_PDE_PTE_GFX12, AMDGPU_PTE_EXECUTABLE,
+    AMDGPU_PTE_FRAG, AMDGPU_PTE_FRAG_MASK, AMDGPU_PTE_FRAG_SHIFT, AMDGPU_PTE_IS_PTE,
+    AMDGPU_PTE_MTYPE_GFX12, AMDGPU_PTE_MTYPE_GFX12_MASK, AMDGPU_PTE_MTYPE_NV10,
+    AMDGPU_PTE_MTYPE_NV10_MASK, AMDGPU_PTE_MTYPE_VG10, AMDGPU_PTE_MTYPE_VG10_MASK,
+    AMDGPU_PTE_READABLE, AMDGPU_PTE_SNOOPED, AMDGPU_PTE_SYSTEM, AMDGPU_PTE_TF, AMDGPU_PTE_VALID,
+    AMDGPU_PTE_WRITEABLE,
+};
 
 /// `MTYPE_UC`: 3 in every `MTYPE` enum that applies (`vega10_enum.h:1042`,
 /// `navi10_enum.h:309`, `soc21_enum.h:168`, `soc24_enum.h:282`). The other mappings use
@@ -140,88 +106,93 @@ impl PteFormat {
         }
     }
 
-    fn mtype(self) -> (u32, u64) {
+    /// Places `mtype` in this format's `MTYPE` field.
+    const fn with_mtype(self, mtype: u64) -> u64 {
         match self {
-            PteFormat::Gfx9 => (hdr::PTE_MTYPE_VG10_SHIFT, hdr::PTE_MTYPE_VG10_MASK),
-            PteFormat::Gfx10 => (hdr::PTE_MTYPE_NV10_SHIFT, hdr::PTE_MTYPE_NV10_MASK),
-            PteFormat::Gfx12 => (hdr::PTE_MTYPE_GFX12_SHIFT, hdr::PTE_MTYPE_GFX12_MASK),
+            PteFormat::Gfx9 => AMDGPU_PTE_MTYPE_VG10(0, mtype),
+            PteFormat::Gfx10 => AMDGPU_PTE_MTYPE_NV10(0, mtype),
+            PteFormat::Gfx12 => AMDGPU_PTE_MTYPE_GFX12(0, mtype),
+        }
+    }
+
+    const fn mtype_mask(self) -> u64 {
+        match self {
+            PteFormat::Gfx9 => AMDGPU_PTE_MTYPE_VG10_MASK,
+            PteFormat::Gfx10 => AMDGPU_PTE_MTYPE_NV10_MASK,
+            PteFormat::Gfx12 => AMDGPU_PTE_MTYPE_GFX12_MASK,
         }
     }
 
     /// The entry at `level` pointing to the child table at `addr`.
     pub fn encode_pde(self, level: VmLevel, addr: u64) -> u64 {
-        let mut e = (addr & PDE_ADDR_MASK) | hdr::PTE_VALID;
-        if self == PteFormat::Gfx9 {
-            match level {
-                VmLevel::Pdb1 => e |= GFX9_PDB1_BFS << hdr::PDE_BFS_SHIFT,
-                VmLevel::Pdb0 => e |= hdr::PTE_TF,
-                _ => {}
-            }
+        let e = (addr & PDE_ADDR_MASK) | AMDGPU_PTE_VALID;
+        match (self, level) {
+            (PteFormat::Gfx9, VmLevel::Pdb1) => e | AMDGPU_PDE_BFS(GFX9_PDB1_BFS),
+            (PteFormat::Gfx9, VmLevel::Pdb0) => e | AMDGPU_PTE_TF,
+            _ => e,
         }
-        e
     }
 
     /// The entry at `level` mapping the page at `addr` with `flags`, in a fragment of
     /// 2^`frag` pages.
     pub fn encode_pte(self, level: VmLevel, addr: u64, flags: MapFlags, frag: u8) -> u64 {
         let bit = |on: bool, b: u64| if on { b } else { 0 };
-        let (mshift, mmask) = self.mtype();
         let mtype = if flags.uncached {
             u64::from(MTYPE_UC)
         } else {
-            0
+            AMDGPU_MTYPE_NC
         };
         let mut e = (addr & PTE_ADDR_MASK)
-            | hdr::PTE_VALID
-            | bit(flags.system, hdr::PTE_SYSTEM)
-            | bit(flags.snooped, hdr::PTE_SNOOPED)
-            | bit(flags.readable, hdr::PTE_READABLE)
-            | bit(flags.writable, hdr::PTE_WRITEABLE)
-            | bit(flags.executable, hdr::PTE_EXECUTABLE)
-            | ((u64::from(frag) & hdr::PTE_FRAG_MASK) << hdr::PTE_FRAG_SHIFT)
-            | ((mtype << mshift) & mmask);
+            | AMDGPU_PTE_VALID
+            | bit(flags.system, AMDGPU_PTE_SYSTEM)
+            | bit(flags.snooped, AMDGPU_PTE_SNOOPED)
+            | bit(flags.readable, AMDGPU_PTE_READABLE)
+            | bit(flags.writable, AMDGPU_PTE_WRITEABLE)
+            | bit(flags.executable, AMDGPU_PTE_EXECUTABLE)
+            | AMDGPU_PTE_FRAG(u64::from(frag))
+            | self.with_mtype(mtype);
         e |= match (self, level) {
             (_, VmLevel::Ptb) | (PteFormat::Gfx9, VmLevel::Pdb0) => 0,
-            (PteFormat::Gfx9 | PteFormat::Gfx10, _) => hdr::PDE_PTE,
-            (PteFormat::Gfx12, _) => hdr::PDE_PTE_GFX12,
+            (PteFormat::Gfx9 | PteFormat::Gfx10, _) => AMDGPU_PDE_PTE,
+            (PteFormat::Gfx12, _) => AMDGPU_PDE_PTE_GFX12,
         };
         if self == PteFormat::Gfx12 && level == VmLevel::Ptb {
-            e |= hdr::PTE_IS_PTE;
+            e |= AMDGPU_PTE_IS_PTE;
         }
         e
     }
 
     /// Reads an entry found at `level` the way the hardware walker does.
     pub fn decode(self, level: VmLevel, entry: u64) -> PtEntry {
-        if entry & hdr::PTE_VALID == 0 {
+        if entry & AMDGPU_PTE_VALID == 0 {
             return PtEntry::Invalid;
         }
         let is_page = match (self, level) {
             (_, VmLevel::Ptb) => true,
-            (PteFormat::Gfx9, VmLevel::Pdb0) => entry & hdr::PTE_TF == 0,
-            (PteFormat::Gfx9 | PteFormat::Gfx10, _) => entry & hdr::PDE_PTE != 0,
-            (PteFormat::Gfx12, _) => entry & hdr::PDE_PTE_GFX12 != 0,
+            (PteFormat::Gfx9, VmLevel::Pdb0) => entry & AMDGPU_PTE_TF == 0,
+            (PteFormat::Gfx9 | PteFormat::Gfx10, _) => entry & AMDGPU_PDE_PTE != 0,
+            (PteFormat::Gfx12, _) => entry & AMDGPU_PDE_PTE_GFX12 != 0,
         };
         if !is_page {
             return PtEntry::Table {
                 addr: entry & PDE_ADDR_MASK,
             };
         }
-        let (mshift, mmask) = self.mtype();
-        let mtype = ((entry & mmask) >> mshift) as u8;
+        let mask = self.mtype_mask();
+        let mtype = ((entry & mask) >> mask.trailing_zeros()) as u8;
         let has = |b: u64| entry & b != 0;
         PtEntry::Page(PageEntry {
             addr: entry & PTE_ADDR_MASK,
             flags: MapFlags {
-                readable: has(hdr::PTE_READABLE),
-                writable: has(hdr::PTE_WRITEABLE),
-                executable: has(hdr::PTE_EXECUTABLE),
-                system: has(hdr::PTE_SYSTEM),
-                snooped: has(hdr::PTE_SNOOPED),
+                readable: has(AMDGPU_PTE_READABLE),
+                writable: has(AMDGPU_PTE_WRITEABLE),
+                executable: has(AMDGPU_PTE_EXECUTABLE),
+                system: has(AMDGPU_PTE_SYSTEM),
+                snooped: has(AMDGPU_PTE_SNOOPED),
                 uncached: mtype == MTYPE_UC,
             },
             mtype,
-            frag: ((entry >> hdr::PTE_FRAG_SHIFT) & hdr::PTE_FRAG_MASK) as u8,
+            frag: ((entry & AMDGPU_PTE_FRAG_MASK) >> AMDGPU_PTE_FRAG_SHIFT) as u8,
         })
     }
 }
@@ -233,7 +204,10 @@ mod tests {
 
     const RWX: MapFlags = MapFlags::VRAM;
 
-    // Expected values are written out bit by bit from amdgpu_vm.h (line numbers in `hdr`):
+    // Expected values are written out by hand, bit by bit, from Linux 6.12 amdgpu_vm.h (not
+    // from the generated constants the code uses): VALID :57, SYSTEM :58, SNOOPED :59,
+    // EXECUTABLE :65, READABLE :67, WRITEABLE :68, FRAG :70, PDE_PTE :76, TF :81, BFS :87,
+    // MTYPE_VG10 :97, MTYPE_NV10 :114, MTYPE_GFX12 :125, IS_PTE :132, PDE_PTE_GFX12 :139:
     // VALID 1<<0, SYSTEM 1<<1, SNOOPED 1<<2, EXE 1<<4, READ 1<<5, WRITE 1<<6, FRAG x<<7,
     // PDE_PTE 1<<54, TF 1<<56, BFS a<<59, MTYPE_VG10 m<<57, MTYPE_NV10 m<<48,
     // MTYPE_GFX12 m<<54, IS_PTE / PDE_PTE_GFX12 1<<63.
