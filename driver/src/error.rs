@@ -170,6 +170,40 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// A memory pool or address space has no free block that fits the request.
+    #[error(
+        "{pool}: out of memory allocating {size:#x} bytes aligned to {align:#x} ({free:#x} bytes free, largest block {largest:#x})"
+    )]
+    OutOfMemory {
+        /// The pool, with its device (`0000:03:00.0 boot pool`).
+        pool: String,
+        /// Requested size.
+        size: u64,
+        /// Requested alignment.
+        align: u64,
+        /// Free bytes left in the pool.
+        free: u64,
+        /// Largest free block.
+        largest: u64,
+    },
+    /// An allocation or free request that makes no sense (bad free, zero size, …).
+    #[error("{pool}: {reason}")]
+    BadAllocation {
+        /// The pool.
+        pool: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A GPU virtual mapping that cannot be made or undone as asked.
+    #[error("GPU VA {va:#x}+{size:#x}: {reason}")]
+    Mapping {
+        /// Virtual address of the request.
+        va: u64,
+        /// Size of the request.
+        size: u64,
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 /// The driver's result type.

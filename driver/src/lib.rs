@@ -1,6 +1,7 @@
 //! The AM driver: a userspace driver for AMD GPUs, brought up from the PCI BARs.
 
 mod error;
+pub mod mm;
 pub mod mmio;
 pub mod pci;
 #[cfg(test)]
