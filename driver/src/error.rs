@@ -204,6 +204,47 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// `TRN_MSG_ACK` of the VF mailbox stayed set after `TRN_MSG_VALID` was cleared, so no
+    /// new request could be sent.
+    #[error(
+        "{device}: VF mailbox acknowledgement did not clear within {timeout:?} (TRN_MSG_ACK still set before request {request}); the mailbox is wedged"
+    )]
+    VfMailboxAckNotCleared {
+        /// Device.
+        device: String,
+        /// The request that was about to be sent.
+        request: crate::vf::IdhRequest,
+        /// How long the driver waited.
+        timeout: std::time::Duration,
+    },
+    /// The PF did not set `TRN_MSG_ACK` for a VF mailbox request.
+    #[error("{device}: VF mailbox request {request} was not acknowledged within {timeout:?}")]
+    VfMailboxNotAcknowledged {
+        /// Device.
+        device: String,
+        /// The request.
+        request: crate::vf::IdhRequest,
+        /// How long the driver waited.
+        timeout: std::time::Duration,
+    },
+    /// The PF acknowledged a VF mailbox request but never posted the expected event.
+    #[error(
+        "{device}: VF mailbox request {request} did not receive event {event} in {tries} tries of {timeout:?} (last RCV_DW0 {last:#x})"
+    )]
+    VfMailboxNoEvent {
+        /// Device.
+        device: String,
+        /// The request.
+        request: crate::vf::IdhRequest,
+        /// The event waited for.
+        event: crate::vf::IdhEvent,
+        /// How many times the request was sent.
+        tries: u32,
+        /// The event wait of each try.
+        timeout: std::time::Duration,
+        /// The last value read from `RCV_DW0`.
+        last: u32,
+    },
 }
 
 /// The driver's result type.

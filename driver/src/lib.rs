@@ -7,6 +7,7 @@ pub mod pci;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod testutil;
+pub mod vf;
 
 pub use error::{Error, Result};
 pub use pci::{Bar, BarInfo, PciDevice, SysMem};
