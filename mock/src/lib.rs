@@ -1,1 +1,2 @@
 //! A strict mock of an AMD GPU on the PCI bus.
+pub mod vf_pf;
