@@ -17,6 +17,29 @@
 
 use core::fmt;
 
+/// A register name that the resolved IP version does not have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegError {
+    /// The version's headers lack the register (or it belongs to another IP).
+    #[error("register {reg} does not exist on {ip} {version}")]
+    Missing {
+        /// The register asked for.
+        reg: Reg,
+        /// The IP of the table it was resolved in.
+        ip: RegIp,
+        /// The version of that table.
+        version: IpVersion,
+    },
+    /// No table is generated for this IP version.
+    #[error("no register table for {ip} {version}")]
+    NoTable {
+        /// The IP asked for.
+        ip: RegIp,
+        /// The version asked for.
+        version: IpVersion,
+    },
+}
+
 pub use crate::generated::regs_gc as gc;
 pub use crate::generated::regs_hdp as hdp;
 pub use crate::generated::regs_mmhub as mmhub;
@@ -142,6 +165,11 @@ pub const ALIASES: &[(RegIp, IpVersion, IpVersion)] = &[(
     IpVersion::new(13, 0, 6),
 )];
 
+/// Like [`table`], with an error naming the IP version when none is generated.
+pub fn require_table(ip: RegIp, version: IpVersion) -> Result<&'static RegTable, RegError> {
+    table(ip, version).ok_or(RegError::NoTable { ip, version })
+}
+
 /// The table of one IP version (following [`ALIASES`]), or `None` if none is generated.
 pub fn table(ip: RegIp, version: IpVersion) -> Option<&'static RegTable> {
     let version = ALIASES
@@ -259,6 +287,15 @@ impl RegTable {
         }
         let idx = *self.by_id.get(usize::from(reg.1))?;
         (idx != u16::MAX).then_some(Register { table: self, idx })
+    }
+
+    /// Like [`get`](Self::get), with an error naming the register and IP version.
+    pub fn resolve(&'static self, reg: Reg) -> Result<Register, RegError> {
+        self.get(reg).ok_or(RegError::Missing {
+            reg,
+            ip: self.ip,
+            version: self.version,
+        })
     }
 
     /// Looks a register up by its name (without the `reg` prefix).

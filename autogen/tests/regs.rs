@@ -130,3 +130,49 @@ fn other_ips_resolve() {
     let nb = regs::table(RegIp::Nbio, IpVersion::new(4, 3, 0)).unwrap();
     assert!(nb.get(nbio::RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE).is_some());
 }
+
+#[test]
+fn gc950_is_gc943_plus_listed_differences() {
+    let t950 = regs::table(RegIp::Gc, IpVersion::new(9, 5, 0)).unwrap();
+    // Every 9.4.3 register is on 9.5.0 at the same place.
+    for r in gc943().iter() {
+        let s = t950.get(r.reg()).unwrap();
+        assert_eq!(
+            (s.offset(), s.base_idx()),
+            (r.offset(), r.base_idx()),
+            "{}",
+            r.name()
+        );
+    }
+    // The updated headers' GCVM_* names resolve on 9.5.0 only, to the VM_* registers.
+    let l2 = t950.get(gc::GCVM_L2_CNTL).unwrap();
+    assert_eq!(l2.offset(), 0x820);
+    assert_eq!(l2.offset(), t950.get(gc::VM_L2_CNTL).unwrap().offset());
+    assert!(gc943().get(gc::GCVM_L2_CNTL).is_none());
+    // SH_MEM_CONFIG.PRECISION_MODE at bit 9 exists on 9.5.0, not in the 6.12 9.4.3 header.
+    let f = t950
+        .get(gc::SH_MEM_CONFIG)
+        .unwrap()
+        .field("PRECISION_MODE")
+        .unwrap();
+    assert_eq!((f.shift, f.mask), (9, 0x200));
+    assert!(
+        gc943()
+            .get(gc::SH_MEM_CONFIG)
+            .unwrap()
+            .field("PRECISION_MODE")
+            .is_none()
+    );
+}
+
+#[test]
+fn missing_register_error_names_register_and_version() {
+    let e = gc943().resolve(gc::CP_MEC_RS64_CNTL).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "register CP_MEC_RS64_CNTL does not exist on GC 9.4.3"
+    );
+    let e = regs::require_table(RegIp::Gc, IpVersion::new(9, 4, 2)).unwrap_err();
+    assert_eq!(e.to_string(), "no register table for GC 9.4.2");
+    assert_eq!(gc11().resolve(gc::CP_HQD_ACTIVE).unwrap().offset(), 0x1fab);
+}

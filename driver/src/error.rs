@@ -73,6 +73,52 @@ pub enum Error {
         /// Why it is not understood.
         reason: String,
     },
+    /// An access whose offset is not aligned as the hardware requires (dword registers,
+    /// 64-bit doorbells).
+    #[error("{device}: {what} access at offset {offset:#x} is not {align}-byte aligned")]
+    Misaligned {
+        /// Device.
+        device: String,
+        /// The region (`BAR5`, …).
+        what: String,
+        /// Offset of the access.
+        offset: u64,
+        /// Required alignment in bytes.
+        align: u64,
+    },
+    /// A file (sysfs attribute, `/proc/self/pagemap`, …) holds something that cannot be
+    /// understood.
+    #[error("{device}: cannot parse {path}: {reason}")]
+    Parse {
+        /// Device.
+        device: String,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with its contents.
+        reason: String,
+    },
+    /// `/proc/self/pagemap` hides physical addresses from this process.
+    #[error(
+        "{device}: {path} reports page frame 0 for mapped memory: physical addresses need root (CAP_SYS_ADMIN)"
+    )]
+    NoPhysAddr {
+        /// Device.
+        device: String,
+        /// The pagemap file.
+        path: PathBuf,
+    },
+    /// A VFIO operation failed.
+    #[error("{device}: VFIO {op} ({path}): {source}")]
+    Vfio {
+        /// Device.
+        device: String,
+        /// What was being done.
+        op: &'static str,
+        /// The sysfs or `/dev/vfio` path involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: vfio_ioctls::VfioError,
+    },
     /// The backend reported a failure that is not an I/O error on a file (a remote server's
     /// error message, a violation of the mock's hardware contract, …).
     #[error("{device}: {message}")]
@@ -81,6 +127,123 @@ pub enum Error {
         device: String,
         /// The backend's message.
         message: String,
+    },
+    /// A remote PCI server did not answer a request in time.
+    #[error(
+        "{device}: no answer to {request} within {timeout:?}: the server accepted the connection but stopped responding"
+    )]
+    RemoteTimeout {
+        /// Device (`remote:HOST:PORT:N`).
+        device: String,
+        /// The request that got no answer (`CFG_READ offset 0x0 size 2`).
+        request: String,
+        /// How long the client waited.
+        timeout: std::time::Duration,
+    },
+    /// A remote PCI server closed the connection.
+    #[error(
+        "{device}: the server closed the connection during {request}; it does so when a pipelined write (MMIO_WRITE or SYSMEM_WRITE, which get no answer) fails or a request is malformed, so an earlier write was probably refused: see the server's log"
+    )]
+    RemoteClosed {
+        /// Device.
+        device: String,
+        /// The request that found the connection closed.
+        request: String,
+    },
+    /// A remote PCI server answered a request with an error.
+    #[error("{device}: the server refused {request}: {message}")]
+    RemoteRefused {
+        /// Device.
+        device: String,
+        /// The refused request.
+        request: String,
+        /// The server's message.
+        message: String,
+    },
+    /// The connection to a remote PCI server failed, or the server broke the protocol.
+    #[error("{device}: {request}: {reason}")]
+    Remote {
+        /// Device.
+        device: String,
+        /// The request (or `connect`).
+        request: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// A memory pool or address space has no free block that fits the request.
+    #[error(
+        "{pool}: out of memory allocating {size:#x} bytes aligned to {align:#x} ({free:#x} bytes free, largest block {largest:#x})"
+    )]
+    OutOfMemory {
+        /// The pool, with its device (`0000:03:00.0 boot pool`).
+        pool: String,
+        /// Requested size.
+        size: u64,
+        /// Requested alignment.
+        align: u64,
+        /// Free bytes left in the pool.
+        free: u64,
+        /// Largest free block.
+        largest: u64,
+    },
+    /// An allocation or free request that makes no sense (bad free, zero size, …).
+    #[error("{pool}: {reason}")]
+    BadAllocation {
+        /// The pool.
+        pool: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A GPU virtual mapping that cannot be made or undone as asked.
+    #[error("GPU VA {va:#x}+{size:#x}: {reason}")]
+    Mapping {
+        /// Virtual address of the request.
+        va: u64,
+        /// Size of the request.
+        size: u64,
+        /// What was wrong.
+        reason: String,
+    },
+    /// `TRN_MSG_ACK` of the VF mailbox stayed set after `TRN_MSG_VALID` was cleared, so no
+    /// new request could be sent.
+    #[error(
+        "{device}: VF mailbox acknowledgement did not clear within {timeout:?} (TRN_MSG_ACK still set before request {request}); the mailbox is wedged"
+    )]
+    VfMailboxAckNotCleared {
+        /// Device.
+        device: String,
+        /// The request that was about to be sent.
+        request: crate::vf::IdhRequest,
+        /// How long the driver waited.
+        timeout: std::time::Duration,
+    },
+    /// The PF did not set `TRN_MSG_ACK` for a VF mailbox request.
+    #[error("{device}: VF mailbox request {request} was not acknowledged within {timeout:?}")]
+    VfMailboxNotAcknowledged {
+        /// Device.
+        device: String,
+        /// The request.
+        request: crate::vf::IdhRequest,
+        /// How long the driver waited.
+        timeout: std::time::Duration,
+    },
+    /// The PF acknowledged a VF mailbox request but never posted the expected event.
+    #[error(
+        "{device}: VF mailbox request {request} did not receive event {event} in {tries} tries of {timeout:?} (last RCV_DW0 {last:#x})"
+    )]
+    VfMailboxNoEvent {
+        /// Device.
+        device: String,
+        /// The request.
+        request: crate::vf::IdhRequest,
+        /// The event waited for.
+        event: crate::vf::IdhEvent,
+        /// How many times the request was sent.
+        tries: u32,
+        /// The event wait of each try.
+        timeout: std::time::Duration,
+        /// The last value read from `RCV_DW0`.
+        last: u32,
     },
 }
 

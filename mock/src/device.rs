@@ -107,7 +107,15 @@ struct State {
     /// Registers outside the map, in lenient mode only.
     unknown: HashMap<u64, u32>,
     doorbells: HashMap<u64, u64>,
-    vf_access: bool,
+    /// Access granted by the test hook rather than through the mailbox.
+    vf_access_hook: bool,
+}
+
+impl State {
+    /// Whether a VF may reach its MMIO and VRAM.
+    fn vf_access(&self) -> bool {
+        self.vf_access_hook || self.models.mailbox.access_granted()
+    }
 }
 
 pub(crate) struct Shared {
@@ -181,7 +189,7 @@ impl MockGpu {
             models: Models::new(&profile),
             unknown: HashMap::new(),
             doorbells: HashMap::new(),
-            vf_access: false,
+            vf_access_hook: false,
         };
         let sysmem = SysArena::default();
         power_on(&profile, &map, &mut state, &vram, &sysmem);
@@ -244,10 +252,16 @@ impl MockGpu {
         self.shared.hive.as_ref()
     }
 
-    /// Test hook standing in for the PF: grant (or revoke) a VF's access to its MMIO and
-    /// VRAM. The mailbox protocol that does this for real comes with the SR-IOV work.
+    /// Test hook standing in for the PF: grant (or take back) a VF's access to its MMIO and
+    /// VRAM without the mailbox. Access granted through the mailbox is not affected.
     pub fn grant_vf_access(&self, granted: bool) {
-        lock(&self.shared.state).vf_access = granted;
+        lock(&self.shared.state).vf_access_hook = granted;
+    }
+
+    /// Work on the PF side of a VF's mailbox (fault injection, the message record, a stale
+    /// event); `None` on a PF profile.
+    pub fn with_vf_pf<R>(&self, f: impl FnOnce(&mut crate::vf_pf::VfPf) -> R) -> Option<R> {
+        lock(&self.shared.state).models.mailbox.pf.as_mut().map(f)
     }
 
     /// Value of a register by table, name and instance, read behind the driver's back (no
@@ -396,7 +410,7 @@ impl Shared {
                 "BAR0 access with memory decoding off".into(),
             ));
         }
-        if self.profile.is_vf && !st.vf_access {
+        if self.profile.is_vf && !st.vf_access() {
             drop(st);
             return match write {
                 // The PF drops the VF's writes and answers reads with all-ones.
@@ -562,7 +576,7 @@ impl Shared {
         let info = self.map.info(id);
         let st = &mut *guard;
         if self.profile.is_vf
-            && !st.vf_access
+            && !st.vf_access()
             && info.block != Block::Mailbox
             && info.name != "RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER"
         {
@@ -634,7 +648,7 @@ impl Shared {
         st.models.reset(ResetKind::Flr);
         power_on(&self.profile, &self.map, st, &self.vram, &self.sysmem);
         st.doorbells.clear();
-        st.vf_access = false;
+        st.vf_access_hook = false;
     }
 }
 

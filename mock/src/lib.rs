@@ -18,6 +18,7 @@ pub mod profile;
 pub mod regs;
 pub mod sysmem;
 mod tables;
+pub mod vf_pf;
 pub mod vram;
 
 use std::collections::HashMap;

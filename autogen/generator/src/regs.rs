@@ -30,73 +30,157 @@ const IPS: &[IpSpec] = &[
         module: "gc",
         variant: "Gc",
         versions: &[
-            VersionSpec { version: (9, 4, 3), prefix: "gc/gc_9_4_3", patch: None },
+            VersionSpec {
+                version: (9, 4, 3),
+                prefix: "gc/gc_9_4_3",
+                patch: None,
+            },
             VersionSpec {
                 version: (9, 5, 0),
                 prefix: "gc/gc_9_4_3",
                 patch: Some(crate::gc950::patch),
             },
-            VersionSpec { version: (11, 0, 0), prefix: "gc/gc_11_0_0", patch: None },
-            VersionSpec { version: (12, 0, 0), prefix: "gc/gc_12_0_0", patch: None },
+            VersionSpec {
+                version: (11, 0, 0),
+                prefix: "gc/gc_11_0_0",
+                patch: None,
+            },
+            VersionSpec {
+                version: (12, 0, 0),
+                prefix: "gc/gc_12_0_0",
+                patch: None,
+            },
         ],
     },
     IpSpec {
         module: "mmhub",
         variant: "Mmhub",
         versions: &[
-            VersionSpec { version: (1, 8, 0), prefix: "mmhub/mmhub_1_8_0", patch: None },
-            VersionSpec { version: (3, 0, 0), prefix: "mmhub/mmhub_3_0_0", patch: None },
-            VersionSpec { version: (4, 1, 0), prefix: "mmhub/mmhub_4_1_0", patch: None },
+            VersionSpec {
+                version: (1, 8, 0),
+                prefix: "mmhub/mmhub_1_8_0",
+                patch: None,
+            },
+            VersionSpec {
+                version: (3, 0, 0),
+                prefix: "mmhub/mmhub_3_0_0",
+                patch: None,
+            },
+            VersionSpec {
+                version: (4, 1, 0),
+                prefix: "mmhub/mmhub_4_1_0",
+                patch: None,
+            },
         ],
     },
     IpSpec {
         module: "osssys",
         variant: "Osssys",
         versions: &[
-            VersionSpec { version: (4, 4, 2), prefix: "oss/osssys_4_4_2", patch: None },
-            VersionSpec { version: (6, 0, 0), prefix: "oss/osssys_6_0_0", patch: None },
-            VersionSpec { version: (7, 0, 0), prefix: "oss/osssys_7_0_0", patch: None },
+            VersionSpec {
+                version: (4, 4, 2),
+                prefix: "oss/osssys_4_4_2",
+                patch: None,
+            },
+            VersionSpec {
+                version: (6, 0, 0),
+                prefix: "oss/osssys_6_0_0",
+                patch: None,
+            },
+            VersionSpec {
+                version: (7, 0, 0),
+                prefix: "oss/osssys_7_0_0",
+                patch: None,
+            },
         ],
     },
     IpSpec {
         module: "nbio",
         variant: "Nbio",
         versions: &[
-            VersionSpec { version: (4, 3, 0), prefix: "nbio/nbio_4_3_0", patch: None },
-            VersionSpec { version: (7, 9, 0), prefix: "nbio/nbio_7_9_0", patch: None },
-            VersionSpec { version: (7, 11, 0), prefix: "nbio/nbio_7_11_0", patch: None },
+            VersionSpec {
+                version: (4, 3, 0),
+                prefix: "nbio/nbio_4_3_0",
+                patch: None,
+            },
+            VersionSpec {
+                version: (7, 9, 0),
+                prefix: "nbio/nbio_7_9_0",
+                patch: None,
+            },
+            VersionSpec {
+                version: (7, 11, 0),
+                prefix: "nbio/nbio_7_11_0",
+                patch: None,
+            },
         ],
     },
     IpSpec {
         module: "mp",
         variant: "Mp",
         versions: &[
-            VersionSpec { version: (13, 0, 0), prefix: "mp/mp_13_0_0", patch: None },
-            VersionSpec { version: (13, 0, 6), prefix: "mp/mp_13_0_6", patch: None },
-            VersionSpec { version: (14, 0, 2), prefix: "mp/mp_14_0_2", patch: None },
+            VersionSpec {
+                version: (13, 0, 0),
+                prefix: "mp/mp_13_0_0",
+                patch: None,
+            },
+            VersionSpec {
+                version: (13, 0, 6),
+                prefix: "mp/mp_13_0_6",
+                patch: None,
+            },
+            VersionSpec {
+                version: (14, 0, 2),
+                prefix: "mp/mp_14_0_2",
+                patch: None,
+            },
         ],
     },
     IpSpec {
         module: "hdp",
         variant: "Hdp",
         versions: &[
-            VersionSpec { version: (4, 4, 2), prefix: "hdp/hdp_4_4_2", patch: None },
-            VersionSpec { version: (6, 0, 0), prefix: "hdp/hdp_6_0_0", patch: None },
-            VersionSpec { version: (7, 0, 0), prefix: "hdp/hdp_7_0_0", patch: None },
+            VersionSpec {
+                version: (4, 4, 2),
+                prefix: "hdp/hdp_4_4_2",
+                patch: None,
+            },
+            VersionSpec {
+                version: (6, 0, 0),
+                prefix: "hdp/hdp_6_0_0",
+                patch: None,
+            },
+            VersionSpec {
+                version: (7, 0, 0),
+                prefix: "hdp/hdp_7_0_0",
+                patch: None,
+            },
         ],
     },
     IpSpec {
         module: "smuio",
         variant: "Smuio",
         versions: &[
-            VersionSpec { version: (13, 0, 6), prefix: "smuio/smuio_13_0_6", patch: None },
-            VersionSpec { version: (14, 0, 2), prefix: "smuio/smuio_14_0_2", patch: None },
+            VersionSpec {
+                version: (13, 0, 6),
+                prefix: "smuio/smuio_13_0_6",
+                patch: None,
+            },
+            VersionSpec {
+                version: (14, 0, 2),
+                prefix: "smuio/smuio_14_0_2",
+                patch: None,
+            },
         ],
     },
     IpSpec {
         module: "sdma",
         variant: "Sdma",
-        versions: &[VersionSpec { version: (4, 4, 2), prefix: "sdma/sdma_4_4_2", patch: None }],
+        versions: &[VersionSpec {
+            version: (4, 4, 2),
+            prefix: "sdma/sdma_4_4_2",
+            patch: None,
+        }],
     },
 ];
 
@@ -138,9 +222,13 @@ fn parse_num(s: &str) -> Option<u64> {
 fn numeric_defines(text: &str) -> Vec<(String, u64)> {
     let mut out = Vec::new();
     for line in text.lines() {
-        let Some(rest) = line.trim_start().strip_prefix("#define") else { continue };
+        let Some(rest) = line.trim_start().strip_prefix("#define") else {
+            continue;
+        };
         let mut it = rest.split_whitespace();
-        let (Some(name), Some(val)) = (it.next(), it.next()) else { continue };
+        let (Some(name), Some(val)) = (it.next(), it.next()) else {
+            continue;
+        };
         if let Some(v) = parse_num(val) {
             out.push((name.to_string(), v));
         }
@@ -161,19 +249,36 @@ pub fn load(amd: &Path, prefix: &str) -> Result<Version> {
     let mut base: BTreeMap<String, u32> = BTreeMap::new();
     for (name, v) in &offsets {
         // Only MMIO registers (`reg*`): `cfg*` are PCI config space, `ix*` indirect.
-        let Some(n) = name.strip_prefix("reg") else { continue };
+        let Some(n) = name.strip_prefix("reg") else {
+            continue;
+        };
         if let Some(r) = n.strip_suffix("_BASE_IDX") {
             base.insert(r.to_string(), u32::try_from(*v)?);
         } else {
             let offset = u32::try_from(*v).with_context(|| format!("{prefix}: offset of {n}"))?;
-            regs.insert(n.to_string(), Register { offset, base_idx: 0, fields: vec![], default: None });
+            regs.insert(
+                n.to_string(),
+                Register {
+                    offset,
+                    base_idx: 0,
+                    fields: vec![],
+                    default: None,
+                },
+            );
         }
     }
     // A few registers lack a `_BASE_IDX` line and cannot be addressed: left out, listed.
     let mut notes = Vec::new();
-    let missing: Vec<String> = regs.keys().filter(|n| !base.contains_key(*n)).cloned().collect();
+    let missing: Vec<String> = regs
+        .keys()
+        .filter(|n| !base.contains_key(*n))
+        .cloned()
+        .collect();
     if !missing.is_empty() {
-        notes.push(format!("Left out for lack of a _BASE_IDX: {}", missing.join(", ")));
+        notes.push(format!(
+            "Left out for lack of a _BASE_IDX: {}",
+            missing.join(", ")
+        ));
     }
     for n in &missing {
         regs.remove(n);
@@ -201,24 +306,40 @@ pub fn load(amd: &Path, prefix: &str) -> Result<Version> {
             }
         } else if let Some(n) = name.strip_suffix("_MASK") {
             if let Some((r, f)) = split(n) {
-                field_masks.push((r, f, u32::try_from(*v).with_context(|| format!("{prefix}: mask {name}"))?));
+                field_masks.push((
+                    r,
+                    f,
+                    u32::try_from(*v).with_context(|| format!("{prefix}: mask {name}"))?,
+                ));
             }
         }
     }
     for (r, f, mask) in field_masks {
         // A handful of fields have a _MASK line but no __SHIFT (nbio_4_3_0): the mask says it.
-        let shift = shifts.get(&(r.clone(), f.clone())).copied().unwrap_or(mask.trailing_zeros());
+        let shift = shifts
+            .get(&(r.clone(), f.clone()))
+            .copied()
+            .unwrap_or(mask.trailing_zeros());
         if let Some(reg) = regs.get_mut(&r) {
             if reg.fields.iter().any(|x| x.name == f) {
                 continue;
             }
-            reg.fields.push(Field { name: f, shift, mask });
+            reg.fields.push(Field {
+                name: f,
+                shift,
+                mask,
+            });
         }
     }
     let default_path = dir.join(format!("{prefix}_default.h"));
     if default_path.exists() {
         for (name, v) in numeric_defines(&read_lossy(&default_path)?) {
-            let Some(n) = name.strip_prefix("reg").and_then(|n| n.strip_suffix("_DEFAULT")) else { continue };
+            let Some(n) = name
+                .strip_prefix("reg")
+                .and_then(|n| n.strip_suffix("_DEFAULT"))
+            else {
+                continue;
+            };
             if let Some(r) = regs.get_mut(n) {
                 r.default = Some(u32::try_from(v)?);
             }
@@ -231,9 +352,18 @@ pub fn load(amd: &Path, prefix: &str) -> Result<Version> {
 /// one run of bits go to the exception list.
 fn encode_field(name_idx: usize, f: &Field) -> (u32, Option<u32>) {
     let shift = f.shift;
-    let run = if f.mask == 0 { 0 } else { f.mask >> f.mask.trailing_zeros() };
-    let contiguous = f.mask != 0 && f.mask.trailing_zeros() == shift && (run & run.wrapping_add(1)) == 0;
-    let width = if contiguous { 32 - run.leading_zeros() } else { 1 };
+    let run = if f.mask == 0 {
+        0
+    } else {
+        f.mask >> f.mask.trailing_zeros()
+    };
+    let contiguous =
+        f.mask != 0 && f.mask.trailing_zeros() == shift && (run & run.wrapping_add(1)) == 0;
+    let width = if contiguous {
+        32 - run.leading_zeros()
+    } else {
+        1
+    };
     let packed = ((name_idx as u32) << 10) | ((width - 1) << 5) | shift;
     (packed, (!contiguous).then_some(f.mask))
 }
@@ -286,7 +416,11 @@ pub struct Stats {
     pub ips: Vec<(String, usize, Vec<((u8, u8, u8), usize, usize)>)>,
 }
 
-pub fn generate(amd: &Path, out_dir: &Path, header: &dyn Fn(&[&str], &str) -> String) -> Result<Stats> {
+pub fn generate(
+    amd: &Path,
+    out_dir: &Path,
+    header: &dyn Fn(&[&str], &str) -> String,
+) -> Result<Stats> {
     let mut stats = Stats { ips: vec![] };
     for ip in IPS {
         let mut versions = Vec::new();
@@ -297,16 +431,31 @@ pub fn generate(amd: &Path, out_dir: &Path, header: &dyn Fn(&[&str], &str) -> St
             }
             versions.push((v, ver));
         }
-        let union: BTreeSet<&str> = versions.iter().flat_map(|(_, v)| v.regs.keys().map(String::as_str)).collect();
+        let union: BTreeSet<&str> = versions
+            .iter()
+            .flat_map(|(_, v)| v.regs.keys().map(String::as_str))
+            .collect();
         let union: Vec<&str> = union.into_iter().collect();
         if union.len() >= u16::MAX as usize {
-            bail!("{}: {} registers do not fit u16 ids", ip.module, union.len());
+            bail!(
+                "{}: {} registers do not fit u16 ids",
+                ip.module,
+                union.len()
+            );
         }
-        let union_idx: BTreeMap<&str, usize> = union.iter().enumerate().map(|(i, n)| (*n, i)).collect();
-        let fnames: BTreeSet<&str> =
-            versions.iter().flat_map(|(_, v)| v.regs.values().flat_map(|r| r.fields.iter().map(|f| f.name.as_str()))).collect();
+        let union_idx: BTreeMap<&str, usize> =
+            union.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        let fnames: BTreeSet<&str> = versions
+            .iter()
+            .flat_map(|(_, v)| {
+                v.regs
+                    .values()
+                    .flat_map(|r| r.fields.iter().map(|f| f.name.as_str()))
+            })
+            .collect();
         let fnames: Vec<&str> = fnames.into_iter().collect();
-        let fname_idx: BTreeMap<&str, usize> = fnames.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        let fname_idx: BTreeMap<&str, usize> =
+            fnames.iter().enumerate().map(|(i, n)| (*n, i)).collect();
 
         let sources: Vec<String> = ip
             .versions
@@ -316,7 +465,11 @@ pub fn generate(amd: &Path, out_dir: &Path, header: &dyn Fn(&[&str], &str) -> St
             .into_iter()
             .collect();
         let src_refs: Vec<&str> = sources.iter().map(String::as_str).collect();
-        let vers: Vec<String> = ip.versions.iter().map(|v| format!("{}.{}.{}", v.version.0, v.version.1, v.version.2)).collect();
+        let vers: Vec<String> = ip
+            .versions
+            .iter()
+            .map(|v| format!("{}.{}.{}", v.version.0, v.version.1, v.version.2))
+            .collect();
         let mut s = header(
             &src_refs,
             &format!(
@@ -330,7 +483,9 @@ pub fn generate(amd: &Path, out_dir: &Path, header: &dyn Fn(&[&str], &str) -> St
         for (i, n) in union.iter().enumerate() {
             let _ = writeln!(s, "pub const {n}: Reg = Reg(RegIp::{}, {i});", ip.variant);
         }
-        s.push_str("\n/// The tables and name pools behind the constants above.\npub(crate) mod data {\n");
+        s.push_str(
+            "\n/// The tables and name pools behind the constants above.\npub(crate) mod data {\n",
+        );
         s.push_str("    use crate::regs::{IpVersion, RegIp, RegTable};\n\n");
         s.push_str("    /// Register names of all versions, sorted and concatenated.\n    #[rustfmt::skip]\n    pub(crate) static NAMES: &str = ");
         write_blob(&mut s, &union);
@@ -360,7 +515,11 @@ pub fn generate(amd: &Path, out_dir: &Path, header: &dyn Fn(&[&str], &str) -> St
                 ids.push(union_idx[name.as_str()] as u64);
                 by_union[union_idx[name.as_str()]] = i as u64;
                 if r.base_idx > u8::MAX as u32 {
-                    bail!("{}: {name} base index {} out of range", spec.prefix, r.base_idx);
+                    bail!(
+                        "{}: {name} base index {} out of range",
+                        spec.prefix,
+                        r.base_idx
+                    );
                 }
                 regs.push(r.offset as u64);
                 bases.push(r.base_idx as u64);
@@ -384,7 +543,11 @@ pub fn generate(amd: &Path, out_dir: &Path, header: &dyn Fn(&[&str], &str) -> St
                 "\n    /// {} {a}.{b}.{c} from `{}`{}.",
                 ip.module.to_uppercase(),
                 spec.prefix,
-                if spec.patch.is_some() { " with the differences listed in docs/AUTOGEN.md" } else { "" }
+                if spec.patch.is_some() {
+                    " with the differences listed in docs/AUTOGEN.md"
+                } else {
+                    ""
+                }
             );
             for n in &ver.notes {
                 let _ = writeln!(s, "    // {n}");
@@ -392,7 +555,11 @@ pub fn generate(amd: &Path, out_dir: &Path, header: &dyn Fn(&[&str], &str) -> St
             let _ = writeln!(s, "    pub(crate) static {tname}: RegTable = RegTable {{");
             let _ = writeln!(s, "        ip: RegIp::{},", ip.variant);
             let _ = writeln!(s, "        version: IpVersion::new({a}, {b}, {c}),");
-            let _ = writeln!(s, "        source: \"{}\",", spec.prefix.rsplit('/').next().unwrap_or(spec.prefix));
+            let _ = writeln!(
+                s,
+                "        source: \"{}\",",
+                spec.prefix.rsplit('/').next().unwrap_or(spec.prefix)
+            );
             s.push_str("        names: NAMES,\n        name_offs: NAME_OFFS,\n        field_names: FIELD_NAMES,\n        field_name_offs: FIELD_NAME_OFFS,\n");
             for (label, nums) in [
                 ("ids", &ids),
@@ -407,7 +574,10 @@ pub fn generate(amd: &Path, out_dir: &Path, header: &dyn Fn(&[&str], &str) -> St
                     "base_idx" => "u8",
                     _ => "u32",
                 };
-                let _ = writeln!(s, "        {label}: {{\n            #[rustfmt::skip]\n            static D: &[{ty}] = &[");
+                let _ = writeln!(
+                    s,
+                    "        {label}: {{\n            #[rustfmt::skip]\n            static D: &[{ty}] = &["
+                );
                 write_numbers(&mut s, nums.iter().copied());
                 s.push_str("];\n            D\n        },\n");
             }
@@ -433,12 +603,26 @@ pub fn generate(amd: &Path, out_dir: &Path, header: &dyn Fn(&[&str], &str) -> St
             }
             s.push_str("];\n            D\n        },\n    };\n");
         }
-        let _ = writeln!(s, "\n    /// Every {} table, in version order.", ip.module.to_uppercase());
-        let _ = writeln!(s, "    pub(crate) static TABLES: &[&RegTable] = &[{}];", table_names.iter().map(|t| format!("&{t}")).collect::<Vec<_>>().join(", "));
+        let _ = writeln!(
+            s,
+            "\n    /// Every {} table, in version order.",
+            ip.module.to_uppercase()
+        );
+        let _ = writeln!(
+            s,
+            "    pub(crate) static TABLES: &[&RegTable] = &[{}];",
+            table_names
+                .iter()
+                .map(|t| format!("&{t}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
         s.push_str("}\n");
         let p = out_dir.join(format!("regs_{}.rs", ip.module));
         std::fs::write(&p, s).with_context(|| format!("write {}", p.display()))?;
-        stats.ips.push((ip.module.to_string(), union.len(), ip_stats));
+        stats
+            .ips
+            .push((ip.module.to_string(), union.len(), ip_stats));
     }
     Ok(stats)
 }

@@ -3,10 +3,24 @@
 //! Backends: `sysfs` and `vfio` for real hardware on this machine, `remote` for a device
 //! exported by `am serve` on another one, and — in its own crate — the mock.
 
+pub mod remote;
+
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::{Error, Result};
+
+pub mod caps;
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod fake_sysfs;
+pub mod ids;
+pub mod lock;
+pub mod spec;
+pub mod sysfs;
+pub mod vfio;
+
+pub use spec::{Bdf, DeviceSpec, open_pci};
 
 /// PCI vendor id of AMD/ATI.
 pub const AMD_VENDOR_ID: u16 = 0x1002;

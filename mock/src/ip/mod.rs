@@ -165,7 +165,7 @@ impl Models {
             smu: smu::Smu::new(profile),
             gfx: gfx::Gfx::default(),
             sdma: sdma::Sdma::default(),
-            mailbox: mailbox::Mailbox::default(),
+            mailbox: mailbox::Mailbox::new(profile),
         }
     }
 

@@ -1,0 +1,13 @@
+//! The remote PCI backend: a device on another machine, reached over TCP with the protocol
+//! of tinygrad's `REMOTE=host:port` (`docs/REMOTE.md`).
+//!
+//! [`protocol`] frames requests and responses, [`RemotePciDevice`] is the client backend,
+//! [`serve`] exports any [`PciDevice`](crate::PciDevice) — a real one or the mock.
+
+mod client;
+pub mod protocol;
+mod server;
+
+pub use client::{RemoteOptions, RemotePciDevice, probe, probe_amd};
+pub use protocol::{DEFAULT_PORT, ProbeEntry};
+pub use server::{ServeOptions, serve};

@@ -1,0 +1,584 @@
+//! The server: exports any [`PciDevice`] over the remote PCI protocol, trusting nothing the
+//! client sends.
+//!
+//! Devices are opened by the caller and held open for the server's lifetime (no lazy open):
+//! a device that cannot be opened fails before the server listens. Each connection gets its
+//! own thread, its own BAR mappings and its own system-memory handles; allocations live
+//! until the connection closes (the protocol has no free).
+
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::protocol::{
+    Command, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN, RequestHeader, ResponseHeader,
+    decode_probe_filter, encode_error, encode_probe_names, probe_filter_matches,
+};
+use crate::pci::{Bar, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
+use crate::{Error, Result};
+
+/// Size of PCIe extended config space.
+const CONFIG_SPACE_LEN: u64 = 4096;
+/// Largest PROBE filter accepted: 8192 (mask, id) pairs, far more than any client sends.
+const MAX_PROBE_PAYLOAD: u64 = 64 << 10;
+/// Number of BARs of a PCI function.
+const NUM_BARS: u32 = 6;
+/// Config-space offset of the base class byte.
+const PCI_CLASS_BASE: u16 = 0x0b;
+
+/// Limits of a server. Every size a client sends is checked against them before anything
+/// is allocated or touched.
+#[derive(Clone, Copy, Debug)]
+pub struct ServeOptions {
+    /// Largest MMIO or system-memory read or write in one request, in bytes. A boot
+    /// writes about 16.8 MB of firmware in one MMIO_WRITE; payloads are streamed through a
+    /// chunk buffer, so this bounds the time a request holds a device, not memory.
+    pub max_payload: u64,
+    /// Largest single MAP_SYSMEM, in bytes.
+    pub max_sysmem_alloc: u64,
+    /// Most system memory one connection may hold, in bytes.
+    pub max_sysmem_per_connection: u64,
+    /// Size of the buffer payloads are streamed through, in bytes.
+    pub chunk_size: usize,
+}
+
+impl Default for ServeOptions {
+    fn default() -> ServeOptions {
+        ServeOptions {
+            max_payload: 1 << 30,
+            max_sysmem_alloc: 1 << 30,
+            max_sysmem_per_connection: 4 << 30,
+            chunk_size: 1 << 20,
+        }
+    }
+}
+
+struct Shared {
+    devices: Vec<Arc<dyn PciDevice>>,
+    options: ServeOptions,
+}
+
+/// Serve `devices` (index `N` is `devices[N]`) on every connection `listener` accepts, one
+/// thread per connection. Returns only if the listener itself fails for good.
+pub fn serve(
+    listener: TcpListener,
+    devices: Vec<Arc<dyn PciDevice>>,
+    options: ServeOptions,
+) -> Result<()> {
+    let shared = Arc::new(Shared {
+        devices,
+        options: ServeOptions {
+            chunk_size: options.chunk_size.max(1),
+            ..options
+        },
+    });
+    loop {
+        let (stream, peer) = match listener.accept() {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                // Out of file descriptors and the like: refuse this one, keep serving.
+                tracing::warn!("remote PCI server: accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let shared = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("am-serve {peer}"))
+            .spawn(move || {
+                tracing::info!("remote PCI: {peer} connected");
+                let why = Session::new(&shared, stream).run();
+                tracing::info!("remote PCI: {peer} disconnected: {why}");
+            });
+        if let Err(e) = spawned {
+            tracing::warn!("remote PCI server: no thread for {peer}: {e}");
+        }
+    }
+}
+
+/// How a request failed, which decides what happens to the connection.
+enum Fault {
+    /// Answer with an error; the stream is still in step.
+    Refuse(String),
+    /// Answer with an error if the command has a response, then close: the stream may hold
+    /// bytes we did not consume (a payload we would not read, an unknown command's payload).
+    Close(String),
+    /// The socket failed; nothing more can be said to this client.
+    Io(io::Error),
+}
+
+impl From<io::Error> for Fault {
+    fn from(e: io::Error) -> Fault {
+        Fault::Io(e)
+    }
+}
+
+impl From<Error> for Fault {
+    fn from(e: Error) -> Fault {
+        Fault::Refuse(e.to_string())
+    }
+}
+
+type Handled<T = ()> = std::result::Result<T, Fault>;
+
+/// The system memory allocated through one connection.
+struct Allocation {
+    dev_id: u32,
+    mem: Arc<dyn SysMem>,
+}
+
+struct Session<'a> {
+    shared: &'a Shared,
+    stream: TcpStream,
+    bars: Vec<[Option<Arc<dyn Bar>>; NUM_BARS as usize]>,
+    sysmem: Vec<Allocation>,
+    sysmem_total: u64,
+    chunk: Vec<u8>,
+}
+
+impl<'a> Session<'a> {
+    fn new(shared: &'a Shared, stream: TcpStream) -> Session<'a> {
+        Session {
+            shared,
+            stream,
+            bars: shared.devices.iter().map(|_| Default::default()).collect(),
+            sysmem: Vec::new(),
+            sysmem_total: 0,
+            chunk: Vec::new(),
+        }
+    }
+
+    /// Serve requests until the client leaves or must be cut off; returns why it ended.
+    fn run(mut self) -> String {
+        if let Err(e) = self.stream.set_nodelay(true) {
+            return format!("cannot set TCP_NODELAY: {e}");
+        }
+        loop {
+            let mut hb = [0u8; REQUEST_HEADER_LEN];
+            if let Err(e) = self.stream.read_exact(&mut hb) {
+                return match e.kind() {
+                    io::ErrorKind::UnexpectedEof => "connection closed".to_string(),
+                    _ => format!("reading a request header: {e}"),
+                };
+            }
+            let req = RequestHeader::decode(&hb);
+            tracing::trace!("remote PCI: dev {} {req}", req.dev_id);
+            let has_response = req.command().is_none_or(Command::has_response);
+            let outcome = self.handle(&req);
+            let result = match outcome {
+                Ok(()) => continue,
+                Err(Fault::Io(e)) => return format!("{req}: {e}"),
+                Err(Fault::Refuse(msg)) if has_response => {
+                    tracing::warn!("remote PCI: refused {req}: {msg}");
+                    self.stream.write_all(&encode_error(&msg))
+                }
+                Err(Fault::Refuse(msg) | Fault::Close(msg)) => {
+                    if has_response {
+                        // The client may be waiting: tell it why before hanging up.
+                        let _ = self.stream.write_all(&encode_error(&msg));
+                    }
+                    let _ = self.stream.shutdown(Shutdown::Both);
+                    return format!("closed after {req}: {msg}");
+                }
+            };
+            if let Err(e) = result {
+                return format!("answering {req}: {e}");
+            }
+        }
+    }
+
+    fn handle(&mut self, req: &RequestHeader) -> Handled {
+        let Some(cmd) = req.command() else {
+            return Err(Fault::Close(format!("unknown command {}", req.cmd)));
+        };
+        match cmd {
+            Command::Ping => self.reply(ResponseHeader::ok(0, 0), &[]),
+            Command::Probe => self.probe(req),
+            Command::MapSysmemFd => Err(Fault::Refuse(
+                "MAP_SYSMEM_FD passes a file descriptor over a Unix socket; over TCP use MAP_SYSMEM"
+                    .to_string(),
+            )),
+            Command::MapBar => {
+                // Mapping now, as tinygrad's server does, makes a BAR that cannot be mapped
+                // fail here rather than on the first access.
+                self.bar(req)?;
+                let info = self.device(req)?.bar_info(bar_index(req.bar))?;
+                self.reply(ResponseHeader::ok(info.bus_addr, info.size), &[])
+            }
+            Command::CfgRead => {
+                let (offset, size) = config_range(req)?;
+                let value = self.device(req)?.config_read(offset, size)?;
+                self.reply(ResponseHeader::ok(u64::from(value), 0), &[])
+            }
+            Command::CfgWrite => {
+                let (offset, size) = config_range(req)?;
+                let max = u64::MAX >> (64 - 8 * u32::from(size));
+                if req.arg2 > max {
+                    return Err(Fault::Refuse(format!(
+                        "value {:#x} does not fit {size} bytes",
+                        req.arg2
+                    )));
+                }
+                let device = self.device(req)?;
+                device.config_write(offset, size, req.arg2 as u32)?;
+                self.reply(ResponseHeader::ok(0, 0), &[])
+            }
+            Command::Reset => {
+                self.device(req)?.reset()?;
+                self.reply(ResponseHeader::ok(0, 0), &[])
+            }
+            Command::ResizeBar => {
+                let device = self.device(req)?;
+                if req.bar >= NUM_BARS {
+                    return Err(Fault::Refuse(format!("there is no BAR{}", req.bar)));
+                }
+                device.resize_bar(bar_index(req.bar))?;
+                // A resized BAR is a new mapping.
+                self.bars[req.dev_id as usize][req.bar as usize] = None;
+                self.reply(ResponseHeader::ok(0, 0), &[])
+            }
+            Command::MmioRead => {
+                let bar = self.bar(req)?;
+                let size = self.payload_range(req, bar.len(), &format!("BAR{}", req.bar))?;
+                self.stream_out(size, |off, buf| {
+                    if buf.len() == size {
+                        bar_read(bar.as_ref(), req.arg0 + off, buf)
+                    } else {
+                        bar.read_bytes(req.arg0 + off, buf)
+                    }
+                })
+            }
+            Command::MmioWrite => {
+                let bar = self.bar(req).map_err(close)?;
+                let size = self
+                    .payload_range(req, bar.len(), &format!("BAR{}", req.bar))
+                    .map_err(close)?;
+                self.stream_in(size, |off, data| {
+                    if data.len() == size {
+                        bar_write(bar.as_ref(), req.arg0 + off, data)
+                    } else {
+                        bar.write_bytes(req.arg0 + off, data)
+                    }
+                })
+            }
+            Command::MapSysmem => self.map_sysmem(req),
+            Command::SysmemRead => {
+                let mem = self.allocation(req)?;
+                let what = format!("system memory handle {}", req.bar);
+                let size = self.payload_range(req, mem.len() as u64, &what)?;
+                self.stream_out(size, |off, buf| mem.read_bytes(req.arg0 + off, buf))
+            }
+            Command::SysmemWrite => {
+                let mem = self.allocation(req).map_err(close)?;
+                let what = format!("system memory handle {}", req.bar);
+                let size = self
+                    .payload_range(req, mem.len() as u64, &what)
+                    .map_err(close)?;
+                self.stream_in(size, |off, data| mem.write_bytes(req.arg0 + off, data))
+            }
+        }
+    }
+
+    fn reply(&mut self, header: ResponseHeader, data: &[u8]) -> Handled {
+        if data.is_empty() {
+            self.stream.write_all(&header.encode())?;
+        } else {
+            let mut msg = Vec::with_capacity(RESPONSE_HEADER_LEN + data.len());
+            msg.extend_from_slice(&header.encode());
+            msg.extend_from_slice(data);
+            self.stream.write_all(&msg)?;
+        }
+        Ok(())
+    }
+
+    fn device(&self, req: &RequestHeader) -> Handled<Arc<dyn PciDevice>> {
+        self.shared
+            .devices
+            .get(req.dev_id as usize)
+            .cloned()
+            .ok_or_else(|| {
+                Fault::Refuse(format!(
+                    "there is no device {} (this server exports {})",
+                    req.dev_id,
+                    self.shared.devices.len()
+                ))
+            })
+    }
+
+    /// The device and BAR a request names, mapped once per connection.
+    fn bar(&mut self, req: &RequestHeader) -> Handled<Arc<dyn Bar>> {
+        let device = self.device(req)?;
+        if req.bar >= NUM_BARS {
+            return Err(Fault::Refuse(format!(
+                "{}: there is no BAR{}",
+                device.name(),
+                req.bar
+            )));
+        }
+        let slot = &mut self.bars[req.dev_id as usize][req.bar as usize];
+        if let Some(bar) = slot {
+            return Ok(bar.clone());
+        }
+        let bar = device.bar(bar_index(req.bar))?;
+        *slot = Some(bar.clone());
+        Ok(bar)
+    }
+
+    fn allocation(&self, req: &RequestHeader) -> Handled<Arc<dyn SysMem>> {
+        self.device(req)?;
+        let a = self.sysmem.get(req.bar as usize).ok_or_else(|| {
+            Fault::Refuse(format!(
+                "there is no system memory handle {} ({} allocated on this connection)",
+                req.bar,
+                self.sysmem.len()
+            ))
+        })?;
+        if a.dev_id != req.dev_id {
+            return Err(Fault::Refuse(format!(
+                "system memory handle {} belongs to device {}, not {}",
+                req.bar, a.dev_id, req.dev_id
+            )));
+        }
+        Ok(a.mem.clone())
+    }
+
+    /// Check `arg0..arg0+arg1` against a region of `len` bytes and the payload cap.
+    fn payload_range(&self, req: &RequestHeader, len: u64, what: &str) -> Handled<usize> {
+        let (offset, size) = (req.arg0, req.arg1);
+        if size > self.shared.options.max_payload {
+            return Err(Fault::Refuse(format!(
+                "{size:#x} bytes exceeds this server's {:#x}-byte limit per request",
+                self.shared.options.max_payload
+            )));
+        }
+        match offset.checked_add(size) {
+            Some(end) if end <= len => usize::try_from(size)
+                .map_err(|_| Fault::Refuse(format!("{size:#x} bytes do not fit in memory"))),
+            _ => Err(Fault::Refuse(format!(
+                "{what}: {size:#x} bytes at offset {offset:#x} are outside its {len:#x} bytes"
+            ))),
+        }
+    }
+
+    /// Answer `size` bytes produced by `read(offset_within_request, buf)`, chunk by chunk.
+    /// A failure before the header went out is an error response; after, only a close.
+    fn stream_out(
+        &mut self,
+        size: usize,
+        mut read: impl FnMut(u64, &mut [u8]) -> Result<()>,
+    ) -> Handled {
+        let chunk = size.min(self.shared.options.chunk_size);
+        let mut buf = std::mem::take(&mut self.chunk);
+        buf.resize(RESPONSE_HEADER_LEN + chunk, 0);
+        let result = (|| {
+            read(0, &mut buf[RESPONSE_HEADER_LEN..])?;
+            buf[..RESPONSE_HEADER_LEN]
+                .copy_from_slice(&ResponseHeader::ok(size as u64, 0).encode());
+            self.stream.write_all(&buf)?;
+            let mut done = chunk;
+            while done < size {
+                let n = (size - done).min(chunk);
+                let part = &mut buf[..n];
+                read(done as u64, part).map_err(|e| Fault::Close(e.to_string()))?;
+                self.stream.write_all(part)?;
+                done += n;
+            }
+            Ok(())
+        })();
+        self.chunk = buf;
+        result
+    }
+
+    /// Take a write's `size`-byte payload from the socket chunk by chunk and hand each to
+    /// `write`. Any failure closes the connection: writes have no response to carry it.
+    fn stream_in(
+        &mut self,
+        size: usize,
+        mut write: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Handled {
+        let chunk = size.min(self.shared.options.chunk_size);
+        let mut buf = std::mem::take(&mut self.chunk);
+        buf.resize(chunk, 0);
+        let result = (|| {
+            let mut done = 0;
+            while done < size {
+                let n = (size - done).min(chunk);
+                self.stream.read_exact(&mut buf[..n])?;
+                write(done as u64, &buf[..n]).map_err(|e| Fault::Close(e.to_string()))?;
+                done += n;
+            }
+            Ok(())
+        })();
+        self.chunk = buf;
+        // Keep the chunk buffer from pinning a huge allocation after a big transfer.
+        if self.chunk.capacity() > self.shared.options.chunk_size + RESPONSE_HEADER_LEN {
+            self.chunk = Vec::new();
+        }
+        result
+    }
+
+    fn probe(&mut self, req: &RequestHeader) -> Handled {
+        if req.arg1 > MAX_PROBE_PAYLOAD {
+            return Err(Fault::Close(format!(
+                "a {}-byte PROBE filter is larger than the {MAX_PROBE_PAYLOAD} bytes accepted",
+                req.arg1
+            )));
+        }
+        let mut payload = vec![0u8; req.arg1 as usize];
+        self.stream.read_exact(&mut payload)?;
+        let Some(filter) = decode_probe_filter(&payload) else {
+            return Err(Fault::Refuse(format!(
+                "a PROBE filter is (mask, id) pairs of u32, not {} bytes",
+                payload.len()
+            )));
+        };
+        let mut found = Vec::new();
+        for (index, device) in self.shared.devices.iter().enumerate() {
+            match probe_matches(device.as_ref(), req.arg2, req.arg0, &filter) {
+                Ok(true) => found.push(ProbeEntry {
+                    name: device.name().to_string(),
+                    index: index as u32,
+                }),
+                Ok(false) => {}
+                Err(e) => tracing::warn!("remote PCI: PROBE skips a device: {e}"),
+            }
+        }
+        if found.is_empty() {
+            let have: Vec<String> = self
+                .shared
+                .devices
+                .iter()
+                .map(|d| d.name().to_string())
+                .collect();
+            return Err(Fault::Refuse(format!(
+                "no device matches vendor {:#x}, class {:#x} and device ids {:x?}; this server exports [{}]",
+                req.arg2,
+                req.arg0,
+                filter,
+                have.join(", ")
+            )));
+        }
+        let names = encode_probe_names(&found);
+        self.reply(
+            ResponseHeader::ok(names.len() as u64, found.len() as u64),
+            names.as_bytes(),
+        )
+    }
+
+    fn map_sysmem(&mut self, req: &RequestHeader) -> Handled {
+        let device = self.device(req)?;
+        let opts = self.shared.options;
+        let size = req.arg0;
+        if size == 0 {
+            return Err(Fault::Refuse("MAP_SYSMEM of 0 bytes".to_string()));
+        }
+        let rounded = size
+            .checked_next_multiple_of(SYSMEM_PAGE_SIZE as u64)
+            .filter(|&s| s <= opts.max_sysmem_alloc)
+            .ok_or_else(|| {
+                Fault::Refuse(format!(
+                    "MAP_SYSMEM of {size:#x} bytes exceeds this server's {:#x}-byte limit",
+                    opts.max_sysmem_alloc
+                ))
+            })?;
+        let total = self
+            .sysmem_total
+            .checked_add(rounded)
+            .filter(|&t| t <= opts.max_sysmem_per_connection)
+            .ok_or_else(|| {
+                Fault::Refuse(format!(
+                    "MAP_SYSMEM of {rounded:#x} bytes would pass this connection's {:#x}-byte limit ({:#x} held)",
+                    opts.max_sysmem_per_connection, self.sysmem_total
+                ))
+            })?;
+        let handle = u32::try_from(self.sysmem.len())
+            .map_err(|_| Fault::Refuse("no system memory handle left".to_string()))?;
+        let len = usize::try_from(rounded)
+            .map_err(|_| Fault::Refuse(format!("{rounded:#x} bytes do not fit in memory")))?;
+        let mem = device.alloc_sysmem(len, req.arg1 != 0)?;
+        let addrs: Vec<u8> = mem
+            .bus_addrs()
+            .iter()
+            .flat_map(|a| a.to_le_bytes())
+            .collect();
+        self.sysmem.push(Allocation {
+            dev_id: req.dev_id,
+            mem,
+        });
+        self.sysmem_total = total;
+        self.reply(
+            ResponseHeader::ok(addrs.len() as u64, u64::from(handle)),
+            &addrs,
+        )
+    }
+}
+
+/// A write that fails has no response to carry the error: the connection must close.
+fn close(f: Fault) -> Fault {
+    match f {
+        Fault::Refuse(m) => Fault::Close(m),
+        other => other,
+    }
+}
+
+/// `bar` is checked against [`NUM_BARS`] first.
+fn bar_index(bar: u32) -> u8 {
+    bar.min(NUM_BARS - 1) as u8
+}
+
+fn config_range(req: &RequestHeader) -> Handled<(u16, u8)> {
+    let (offset, size) = (req.arg0, req.arg1);
+    if !matches!(size, 1 | 2 | 4) {
+        return Err(Fault::Refuse(format!(
+            "config access of {size} bytes: only 1, 2 or 4"
+        )));
+    }
+    match offset.checked_add(size) {
+        Some(end) if end <= CONFIG_SPACE_LEN => Ok((offset as u16, size as u8)),
+        _ => Err(Fault::Refuse(format!(
+            "config access of {size} bytes at {offset:#x} is outside the {CONFIG_SPACE_LEN:#x}-byte config space"
+        ))),
+    }
+}
+
+fn probe_matches(
+    device: &dyn PciDevice,
+    vendor: u64,
+    base_class: u64,
+    filter: &[(u32, u32)],
+) -> Result<bool> {
+    if u64::from(device.vendor_id()?) != vendor {
+        return Ok(false);
+    }
+    if base_class != 0 && u64::from(device.config_read(PCI_CLASS_BASE, 1)?) != base_class {
+        return Ok(false);
+    }
+    Ok(probe_filter_matches(filter, device.device_id()?))
+}
+
+/// A request of 1, 4 or 8 bytes is one access of that width (byte registers, dword
+/// registers, 64-bit doorbells), as on the client's side of the wire.
+fn bar_read(bar: &dyn Bar, offset: u64, buf: &mut [u8]) -> Result<()> {
+    match buf.len() {
+        1 => buf[0] = bar.read8(offset)?,
+        4 if offset.is_multiple_of(4) => buf.copy_from_slice(&bar.read32(offset)?.to_le_bytes()),
+        8 if offset.is_multiple_of(8) => buf.copy_from_slice(&bar.read64(offset)?.to_le_bytes()),
+        _ => bar.read_bytes(offset, buf)?,
+    }
+    Ok(())
+}
+
+fn bar_write(bar: &dyn Bar, offset: u64, data: &[u8]) -> Result<()> {
+    match *data {
+        [b] => bar.write8(offset, b),
+        [a, b, c, d] if offset.is_multiple_of(4) => {
+            bar.write32(offset, u32::from_le_bytes([a, b, c, d]))
+        }
+        [a, b, c, d, e, f, g, h] if offset.is_multiple_of(8) => {
+            bar.write64(offset, u64::from_le_bytes([a, b, c, d, e, f, g, h]))
+        }
+        _ => bar.write_bytes(offset, data),
+    }
+}

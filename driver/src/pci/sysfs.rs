@@ -1,0 +1,1029 @@
+//! The sysfs backend: a GPU on this machine driven through `/sys/bus/pci/devices/BDF/`.
+//!
+//! Opening a device takes its lock, unbinds the kernel driver (`driver/unbind`), removes the
+//! other functions of the slot that are not GPUs (the HDMI audio function shares the GPU's
+//! reset and power), and enables the device (`enable`). BARs are the `resourceN` files
+//! mapped with memmap2; config space is the `config` file; a Resizable BAR grows through
+//! `resourceN_resize`; `reset` is the function-level reset file.
+//!
+//! System memory for DMA is anonymous memory, populated and locked (or 2 MiB hugetlb pages
+//! for contiguous runs), whose physical addresses come from `/proc/self/pagemap`. Bus address
+//! = physical address holds only without IOMMU translation (IOMMU off or passthrough); use
+//! the VFIO backend otherwise. Reading PFNs from pagemap needs root (CAP_SYS_ADMIN).
+//!
+//! The sysfs root and the pagemap path are parameters ([`SysfsOptions`]) so that tests run
+//! this very code against a fake tree.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::lock::DeviceLock;
+use super::spec::Bdf;
+use super::{Bar, BarInfo, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
+use crate::mmio::{DmaMemory, MmioRegion};
+use crate::{Error, Result};
+
+/// The default sysfs root.
+pub const SYSFS_ROOT: &str = "/sys";
+
+/// `IORESOURCE_IO`: an I/O-port BAR (not mappable).
+pub const IORESOURCE_IO: u64 = 0x100;
+/// `IORESOURCE_MEM`: a memory BAR.
+pub const IORESOURCE_MEM: u64 = 0x200;
+/// `IORESOURCE_PREFETCH`: a prefetchable memory BAR.
+pub const IORESOURCE_PREFETCH: u64 = 0x2000;
+/// `IORESOURCE_MEM_64`: a 64-bit memory BAR.
+pub const IORESOURCE_MEM_64: u64 = 0x0010_0000;
+
+/// Size of a hugetlb page used for contiguous system memory.
+pub const HUGEPAGE_SIZE: usize = 2 << 20;
+
+/// One line of a sysfs `resource` file: `start end flags`, all hexadecimal.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resource {
+    /// First bus address.
+    pub start: u64,
+    /// Last bus address (inclusive).
+    pub end: u64,
+    /// `IORESOURCE_*` flags.
+    pub flags: u64,
+}
+
+impl Resource {
+    /// Size in bytes; 0 for an unused resource.
+    pub fn size(&self) -> u64 {
+        if self.end == 0 && self.start == 0 || self.end < self.start {
+            0
+        } else {
+            self.end - self.start + 1
+        }
+    }
+
+    /// Whether this is a memory BAR (mappable through `resourceN`).
+    pub fn is_mem(&self) -> bool {
+        self.flags & IORESOURCE_MEM != 0
+    }
+}
+
+fn hex_u64(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let t = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    u64::from_str_radix(t, 16).ok()
+}
+
+/// Parse a sysfs `resource` file: one `start end flags` line per resource (BARs 0–5, the
+/// expansion ROM, then bridge windows).
+pub fn parse_resource(text: &str) -> std::result::Result<Vec<Resource>, String> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, line)| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let [start, end, flags] = fields.as_slice() else {
+                return Err(format!("line {}: expected 3 fields, got {line:?}", n + 1));
+            };
+            let num = |f: &str| {
+                hex_u64(f).ok_or_else(|| format!("line {}: {f:?} is not hexadecimal", n + 1))
+            };
+            Ok(Resource {
+                start: num(start)?,
+                end: num(end)?,
+                flags: num(flags)?,
+            })
+        })
+        .collect()
+}
+
+/// Bit 63 of a pagemap entry: the page is present in RAM.
+pub const PAGEMAP_PRESENT: u64 = 1 << 63;
+/// Bits 0–54 of a pagemap entry: the page frame number.
+pub const PAGEMAP_PFN_MASK: u64 = (1 << 55) - 1;
+
+/// What one `/proc/self/pagemap` entry says about a page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PagemapEntry {
+    /// Not in RAM (never touched, or swapped out).
+    NotPresent,
+    /// In RAM, but the kernel hides the frame number (the reader lacks CAP_SYS_ADMIN).
+    Hidden,
+    /// In RAM at this page frame number.
+    Pfn(u64),
+}
+
+/// Decode one pagemap entry.
+pub fn parse_pagemap_entry(entry: u64) -> PagemapEntry {
+    if entry & PAGEMAP_PRESENT == 0 {
+        PagemapEntry::NotPresent
+    } else if entry & PAGEMAP_PFN_MASK == 0 {
+        PagemapEntry::Hidden
+    } else {
+        PagemapEntry::Pfn(entry & PAGEMAP_PFN_MASK)
+    }
+}
+
+/// Physical address of each 4 KiB page of `len` bytes at virtual address `vaddr`, read from
+/// a pagemap file.
+pub fn physical_addrs(device: &str, pagemap: &Path, vaddr: usize, len: usize) -> Result<Vec<u64>> {
+    let page = SYSMEM_PAGE_SIZE;
+    let io = |op: &'static str, source: std::io::Error| Error::Io {
+        device: device.to_string(),
+        op,
+        path: pagemap.to_path_buf(),
+        source,
+    };
+    if !vaddr.is_multiple_of(page) || !len.is_multiple_of(page) {
+        return Err(Error::Parse {
+            device: device.to_string(),
+            path: pagemap.to_path_buf(),
+            reason: format!("range {vaddr:#x}+{len:#x} is not page aligned"),
+        });
+    }
+    let file = File::open(pagemap).map_err(|e| io("open", e))?;
+    let npages = len / page;
+    let mut raw = vec![0u8; npages * 8];
+    file.read_exact_at(&mut raw, (vaddr / page) as u64 * 8)
+        .map_err(|e| io("read", e))?;
+    raw.chunks_exact(8)
+        .enumerate()
+        .map(|(i, b)| {
+            let mut e = [0u8; 8];
+            e.copy_from_slice(b);
+            match parse_pagemap_entry(u64::from_le_bytes(e)) {
+                PagemapEntry::Pfn(pfn) => Ok(pfn * page as u64),
+                PagemapEntry::Hidden => Err(Error::NoPhysAddr {
+                    device: device.to_string(),
+                    path: pagemap.to_path_buf(),
+                }),
+                PagemapEntry::NotPresent => Err(Error::Parse {
+                    device: device.to_string(),
+                    path: pagemap.to_path_buf(),
+                    reason: format!("page at {:#x} is not present in RAM", vaddr + i * page),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Whether `addrs` are consecutive 4 KiB pages.
+pub fn is_contiguous(addrs: &[u64]) -> bool {
+    addrs
+        .windows(2)
+        .all(|w| w[0].checked_add(SYSMEM_PAGE_SIZE as u64) == Some(w[1]))
+}
+
+/// Allocate locked system memory for `device` and look up the bus address of every page in
+/// `pagemap`. `contiguous` beyond one page uses 2 MiB hugetlb pages (reserve some in
+/// `/proc/sys/vm/nr_hugepages`).
+pub fn alloc_pinned(
+    device: &str,
+    pagemap: &Path,
+    size: usize,
+    contiguous: bool,
+) -> Result<(MmioRegion, Vec<u64>)> {
+    let too_big = || Error::OutOfRange {
+        device: device.to_string(),
+        what: "system memory allocation".to_string(),
+        offset: 0,
+        size: size as u64,
+        len: isize::MAX as u64,
+    };
+    let hugepage = contiguous && size > SYSMEM_PAGE_SIZE;
+    let unit = if hugepage {
+        HUGEPAGE_SIZE
+    } else {
+        SYSMEM_PAGE_SIZE
+    };
+    let len = size
+        .max(1)
+        .checked_next_multiple_of(unit)
+        .ok_or_else(too_big)?;
+    if hugepage && len > HUGEPAGE_SIZE {
+        return Err(Error::Backend {
+            device: device.to_string(),
+            message: format!(
+                "a physically contiguous allocation is at most one 2 MiB hugepage, not {size:#x} bytes"
+            ),
+        });
+    }
+    let region = MmioRegion::anonymous(device, "system memory", len, hugepage)?;
+    let addrs = physical_addrs(device, pagemap, region.as_ptr() as usize, len)?;
+    if contiguous && !is_contiguous(&addrs) {
+        return Err(Error::Backend {
+            device: device.to_string(),
+            message: format!("{pagemap:?} shows the hugepage is not physically contiguous"),
+        });
+    }
+    Ok((region, addrs))
+}
+
+/// Where the sysfs backend finds the kernel's files.
+#[derive(Clone, Debug)]
+pub struct SysfsOptions {
+    /// The sysfs mount (`/sys`).
+    pub root: PathBuf,
+    /// The pagemap of this process (`/proc/self/pagemap`).
+    pub pagemap: PathBuf,
+    /// Directory of the device lock files (`/tmp`).
+    pub lock_dir: PathBuf,
+}
+
+impl Default for SysfsOptions {
+    fn default() -> Self {
+        Self {
+            root: SYSFS_ROOT.into(),
+            pagemap: "/proc/self/pagemap".into(),
+            lock_dir: super::lock::LOCK_DIR.into(),
+        }
+    }
+}
+
+/// The sysfs directory of a PCI function.
+pub fn device_dir(root: &Path, bdf: &Bdf) -> PathBuf {
+    root.join("bus/pci/devices").join(bdf.to_string())
+}
+
+fn io_err(device: &str, op: &'static str, path: &Path, source: std::io::Error) -> Error {
+    Error::Io {
+        device: device.to_string(),
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn read_attr(device: &str, path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|e| io_err(device, "read", path, e))
+}
+
+fn write_attr(device: &str, path: &Path, value: &str) -> Result<()> {
+    std::fs::write(path, value).map_err(|e| io_err(device, "write", path, e))
+}
+
+fn read_hex_attr(device: &str, path: &Path) -> Result<u64> {
+    let text = read_attr(device, path)?;
+    hex_u64(&text).ok_or_else(|| Error::Parse {
+        device: device.to_string(),
+        path: path.to_path_buf(),
+        reason: format!("{:?} is not hexadecimal", text.trim()),
+    })
+}
+
+fn read_resources(device: &str, dir: &Path) -> Result<Vec<Resource>> {
+    let path = dir.join("resource");
+    parse_resource(&read_attr(device, &path)?).map_err(|reason| Error::Parse {
+        device: device.to_string(),
+        path,
+        reason,
+    })
+}
+
+/// The last path component of a symlink's target (`driver` → `amdgpu`, `iommu_group` → `12`).
+pub fn link_name(path: &Path) -> Option<String> {
+    let target = std::fs::read_link(path).ok()?;
+    Some(target.file_name()?.to_string_lossy().into_owned())
+}
+
+/// Unbind the kernel driver of a function, if one is bound.
+pub fn unbind_driver(root: &Path, bdf: &Bdf) -> Result<Option<String>> {
+    let dir = device_dir(root, bdf);
+    let Some(driver) = link_name(&dir.join("driver")) else {
+        return Ok(None);
+    };
+    tracing::info!("{bdf}: unbinding driver {driver}");
+    write_attr(
+        &bdf.to_string(),
+        &dir.join("driver/unbind"),
+        &bdf.to_string(),
+    )?;
+    Ok(Some(driver))
+}
+
+/// Base class (top byte of the 24-bit class code) of a function, from its `class` file.
+fn base_class(device: &str, dir: &Path) -> Result<u8> {
+    Ok((read_hex_attr(device, &dir.join("class"))? >> 16) as u8)
+}
+
+/// PCI base class of display controllers.
+pub const PCI_BASE_CLASS_DISPLAY: u8 = 0x03;
+/// PCI base class of processing accelerators (compute-only parts may use it).
+pub const PCI_BASE_CLASS_ACCELERATOR: u8 = 0x12;
+
+/// Remove (hot-unplug in software) the other functions of `bdf`'s slot that are not GPUs,
+/// such as the HDMI audio function. Returns the removed functions.
+pub fn remove_siblings(root: &Path, bdf: &Bdf) -> Result<Vec<Bdf>> {
+    let mut removed = Vec::new();
+    for function in (0..8).filter(|f| *f != bdf.function) {
+        let sibling = bdf.with_function(function);
+        let dir = device_dir(root, &sibling);
+        if !dir.exists() {
+            continue;
+        }
+        let class = base_class(&bdf.to_string(), &dir)?;
+        if class == PCI_BASE_CLASS_DISPLAY || class == PCI_BASE_CLASS_ACCELERATOR {
+            continue;
+        }
+        tracing::info!("{bdf}: removing sibling function {sibling}");
+        write_attr(&bdf.to_string(), &dir.join("remove"), "1")?;
+        removed.push(sibling);
+    }
+    Ok(removed)
+}
+
+/// An AMD GPU found on the PCI bus.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PciGpu {
+    /// Its address.
+    pub bdf: Bdf,
+    /// PCI vendor id (0x1002).
+    pub vendor_id: u16,
+    /// PCI device id.
+    pub device_id: u16,
+    /// 24-bit class code.
+    pub class: u32,
+    /// The bound kernel driver (`amdgpu`, `vfio-pci`), if any.
+    pub driver: Option<String>,
+    /// IOMMU group, if the IOMMU is on.
+    pub iommu_group: Option<u32>,
+    /// Whether it is an SR-IOV virtual function (it has a `physfn` link).
+    pub is_vf: bool,
+    /// Size of BAR0 (the VRAM window) in bytes.
+    pub bar0_size: u64,
+}
+
+/// All AMD GPUs (vendor 0x1002, display or accelerator class) under `root`, by address.
+/// A machine without any is an empty list, not an error.
+pub fn scan(root: &Path) -> Result<Vec<PciGpu>> {
+    let devices = root.join("bus/pci/devices");
+    let entries = match std::fs::read_dir(&devices) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_err("pci", "list", &devices, e)),
+    };
+    let mut out = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io_err("pci", "list", &devices, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Ok(bdf) = Bdf::parse(&name) else { continue };
+        let dir = entry.path();
+        let vendor = read_hex_attr(&name, &dir.join("vendor"))?;
+        if vendor != u64::from(super::AMD_VENDOR_ID) {
+            continue;
+        }
+        let class = read_hex_attr(&name, &dir.join("class"))? as u32;
+        let base = (class >> 16) as u8;
+        if base != PCI_BASE_CLASS_DISPLAY && base != PCI_BASE_CLASS_ACCELERATOR {
+            continue;
+        }
+        let device_id = read_hex_attr(&name, &dir.join("device"))? as u16;
+        let bar0_size = read_resources(&name, &dir)?
+            .first()
+            .map_or(0, Resource::size);
+        out.push(PciGpu {
+            bdf,
+            vendor_id: vendor as u16,
+            device_id,
+            class,
+            driver: link_name(&dir.join("driver")),
+            iommu_group: link_name(&dir.join("iommu_group")).and_then(|g| g.parse().ok()),
+            is_vf: dir.join("physfn").exists(),
+            bar0_size,
+        });
+    }
+    out.sort_by_key(|g| g.bdf);
+    Ok(out)
+}
+
+/// Read `size` (1, 2 or 4) bytes of config space at `offset` from an open `config` file.
+pub(crate) fn config_read_file(
+    device: &str,
+    file: &File,
+    path: &Path,
+    offset: u16,
+    size: u8,
+) -> Result<u32> {
+    let len = check_config_access(device, file, path, offset, size)?;
+    let mut b = [0u8; 4];
+    file.read_exact_at(&mut b[..len], u64::from(offset))
+        .map_err(|e| io_err(device, "read", path, e))?;
+    Ok(u32::from_le_bytes(b))
+}
+
+/// Write `size` (1, 2 or 4) bytes of config space at `offset` to an open `config` file.
+pub(crate) fn config_write_file(
+    device: &str,
+    file: &File,
+    path: &Path,
+    offset: u16,
+    size: u8,
+    value: u32,
+) -> Result<()> {
+    let len = check_config_access(device, file, path, offset, size)?;
+    file.write_all_at(&value.to_le_bytes()[..len], u64::from(offset))
+        .map_err(|e| io_err(device, "write", path, e))
+}
+
+fn check_config_access(
+    device: &str,
+    file: &File,
+    path: &Path,
+    offset: u16,
+    size: u8,
+) -> Result<usize> {
+    // sysfs `config` is 256 or 4096 bytes; a non-root reader sees the same size but reads
+    // only the first 64 bytes, which the read itself then reports.
+    let len = file
+        .metadata()
+        .map_err(|e| io_err(device, "stat", path, e))?
+        .len()
+        .clamp(256, 4096);
+    let out_of_range = Error::OutOfRange {
+        device: device.to_string(),
+        what: "config space".to_string(),
+        offset: offset.into(),
+        size: size.into(),
+        len,
+    };
+    if !matches!(size, 1 | 2 | 4) {
+        return Err(out_of_range);
+    }
+    if u64::from(offset) + u64::from(size) > len {
+        return Err(out_of_range);
+    }
+    if !offset.is_multiple_of(u16::from(size)) {
+        return Err(Error::Misaligned {
+            device: device.to_string(),
+            what: "config space".to_string(),
+            offset: offset.into(),
+            align: size.into(),
+        });
+    }
+    Ok(size.into())
+}
+
+/// A GPU driven through sysfs.
+pub struct SysfsPci {
+    name: String,
+    dir: PathBuf,
+    opts: SysfsOptions,
+    config: File,
+    resources: Mutex<Vec<Resource>>,
+    bars: Mutex<[Option<Arc<MmioRegion>>; 6]>,
+    _lock: DeviceLock,
+}
+
+impl SysfsPci {
+    /// Open the GPU at `bdf` with the real sysfs, pagemap and lock directory.
+    pub fn open(bdf: Bdf) -> Result<Self> {
+        Self::open_with(bdf, SysfsOptions::default())
+    }
+
+    /// Open the GPU at `bdf`: lock it, unbind its driver, remove non-GPU sibling functions,
+    /// enable it.
+    pub fn open_with(bdf: Bdf, opts: SysfsOptions) -> Result<Self> {
+        let name = bdf.to_string();
+        let dir = device_dir(&opts.root, &bdf);
+        if !dir.exists() {
+            return Err(io_err(
+                &name,
+                "open",
+                &dir,
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            ));
+        }
+        let lock = DeviceLock::acquire_in(&opts.lock_dir, &name)?;
+        unbind_driver(&opts.root, &bdf)?;
+        remove_siblings(&opts.root, &bdf)?;
+        write_attr(&name, &dir.join("enable"), "1")?;
+        let config_path = dir.join("config");
+        let config = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&config_path)
+            .map_err(|e| io_err(&name, "open", &config_path, e))?;
+        let resources = read_resources(&name, &dir)?;
+        Ok(Self {
+            name,
+            dir,
+            opts,
+            config,
+            resources: Mutex::new(resources),
+            bars: Mutex::new(Default::default()),
+            _lock: lock,
+        })
+    }
+
+    /// The device's sysfs directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn no_bar(&self, bar: u8, reason: impl Into<String>) -> Error {
+        Error::NoBar {
+            device: self.name.clone(),
+            bar,
+            reason: reason.into(),
+        }
+    }
+
+    fn resource(&self, index: u8) -> Result<Resource> {
+        if index > 5 {
+            return Err(self.no_bar(index, "a PCI function has BARs 0 to 5"));
+        }
+        let resources = self.resources.lock().map_err(|_| self.poisoned())?;
+        let r = resources
+            .get(usize::from(index))
+            .copied()
+            .ok_or_else(|| self.no_bar(index, "the resource file has no line for it"))?;
+        if r.size() == 0 {
+            return Err(self.no_bar(index, "it is not implemented (size 0)"));
+        }
+        Ok(r)
+    }
+
+    fn poisoned(&self) -> Error {
+        Error::Backend {
+            device: self.name.clone(),
+            message: "a thread panicked while holding the BAR table".to_string(),
+        }
+    }
+}
+
+impl PciDevice for SysfsPci {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn backend(&self) -> &'static str {
+        "sysfs"
+    }
+
+    fn config_read(&self, offset: u16, size: u8) -> Result<u32> {
+        config_read_file(
+            &self.name,
+            &self.config,
+            &self.dir.join("config"),
+            offset,
+            size,
+        )
+    }
+
+    fn config_write(&self, offset: u16, size: u8, value: u32) -> Result<()> {
+        config_write_file(
+            &self.name,
+            &self.config,
+            &self.dir.join("config"),
+            offset,
+            size,
+            value,
+        )
+    }
+
+    fn bar_info(&self, index: u8) -> Result<BarInfo> {
+        let r = self.resource(index)?;
+        Ok(BarInfo {
+            index,
+            bus_addr: r.start,
+            size: r.size(),
+        })
+    }
+
+    fn bar(&self, index: u8) -> Result<Arc<dyn Bar>> {
+        let r = self.resource(index)?;
+        if !r.is_mem() {
+            return Err(self.no_bar(index, "it is an I/O-port BAR, which cannot be mapped"));
+        }
+        let mut bars = self.bars.lock().map_err(|_| self.poisoned())?;
+        let slot = &mut bars[usize::from(index)];
+        if let Some(bar) = slot {
+            return Ok(bar.clone());
+        }
+        let len = usize::try_from(r.size())
+            .map_err(|_| self.no_bar(index, "it is larger than the address space"))?;
+        let path = self.dir.join(format!("resource{index}"));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| io_err(&self.name, "open", &path, e))?;
+        let region = Arc::new(MmioRegion::map_file(
+            &self.name,
+            &format!("BAR{index}"),
+            &file,
+            &path,
+            0,
+            len,
+        )?);
+        *slot = Some(region.clone());
+        Ok(region)
+    }
+
+    fn resize_bar(&self, index: u8) -> Result<()> {
+        let path = self.dir.join(format!("resource{index}_resize"));
+        if !path.exists() {
+            tracing::debug!(
+                "{}: BAR{index} is not resizable ({path:?} missing)",
+                self.name
+            );
+            return Ok(());
+        }
+        if self.bars.lock().map_err(|_| self.poisoned())?[usize::from(index).min(5)].is_some() {
+            return Err(self.no_bar(index, "it is mapped already; resize it before mapping"));
+        }
+        let sizes = read_hex_attr(&self.name, &path)?;
+        let Some(largest) = super::caps::largest_rebar_size(sizes) else {
+            return Ok(());
+        };
+        let target = (1u64 << 20) << largest;
+        if self.resource(index)?.size() >= target {
+            return Ok(());
+        }
+        tracing::info!("{}: resizing BAR{index} to {} MiB", self.name, target >> 20);
+        write_attr(&self.name, &path, &largest.to_string())?;
+        *self.resources.lock().map_err(|_| self.poisoned())? =
+            read_resources(&self.name, &self.dir)?;
+        Ok(())
+    }
+
+    fn alloc_sysmem(&self, size: usize, contiguous: bool) -> Result<Arc<dyn SysMem>> {
+        let (region, addrs) = alloc_pinned(&self.name, &self.opts.pagemap, size, contiguous)?;
+        Ok(Arc::new(DmaMemory::new(region, addrs)))
+    }
+
+    fn reset(&self) -> Result<()> {
+        write_attr(&self.name, &self.dir.join("reset"), "1")
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::pci::fake_sysfs::{FakeSysfs, navi31_bars};
+
+    const GPU: &str = "0000:03:00.0";
+
+    fn gpu() -> Bdf {
+        Bdf::parse(GPU).unwrap()
+    }
+
+    fn opts(fs: &FakeSysfs) -> SysfsOptions {
+        SysfsOptions {
+            root: fs.root().to_path_buf(),
+            pagemap: fs.root().join("pagemap"),
+            lock_dir: fs.root().to_path_buf(),
+        }
+    }
+
+    fn navi31(fs: &FakeSysfs) {
+        fs.add_device(GPU, 0x1002, 0x744c, 0x030000, &navi31_bars());
+    }
+
+    #[test]
+    fn parses_resource_lines() {
+        let text = "0x0000006000000000 0x000000600fffffff 0x000000000014220c\n\
+                    0x0000000000000000 0x0000000000000000 0x0000000000000000\n\
+                    0x000000000000e000 0x000000000000e0ff 0x0000000000040101\n";
+        let r = parse_resource(text).unwrap();
+        assert_eq!(r.len(), 3);
+        assert_eq!(r[0].start, 0x60_0000_0000);
+        assert_eq!(r[0].size(), 256 << 20);
+        assert!(r[0].is_mem() && r[0].flags & IORESOURCE_MEM_64 != 0);
+        assert_eq!(r[1].size(), 0);
+        assert!(!r[2].is_mem() && r[2].flags & IORESOURCE_IO != 0);
+        assert_eq!(r[2].size(), 0x100);
+    }
+
+    #[test]
+    fn malformed_resource_lines_are_errors_with_line_numbers() {
+        assert!(parse_resource("0x0 0x1\n").unwrap_err().contains("line 1"));
+        assert!(
+            parse_resource("0x0 0x0 0x0\n0x0 zz 0x0\n")
+                .unwrap_err()
+                .contains("line 2")
+        );
+        assert_eq!(parse_resource("").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn decodes_pagemap_entries() {
+        assert_eq!(parse_pagemap_entry(0), PagemapEntry::NotPresent);
+        assert_eq!(parse_pagemap_entry(PAGEMAP_PRESENT), PagemapEntry::Hidden);
+        // Soft-dirty (bit 55) and exclusive (bit 56) are not part of the PFN.
+        assert_eq!(
+            parse_pagemap_entry(PAGEMAP_PRESENT | (3 << 55) | 0x12345),
+            PagemapEntry::Pfn(0x12345)
+        );
+        assert_eq!(parse_pagemap_entry(0x12345), PagemapEntry::NotPresent);
+    }
+
+    #[test]
+    fn contiguity_check() {
+        assert!(is_contiguous(&[0x1000, 0x2000, 0x3000]));
+        assert!(is_contiguous(&[0x1000]));
+        assert!(!is_contiguous(&[0x1000, 0x3000]));
+        assert!(!is_contiguous(&[u64::MAX - 0xfff, 0]));
+    }
+
+    /// Write pagemap entries for the pages at `vaddr` into a sparse fake pagemap file.
+    fn fake_pagemap(path: &Path, vaddr: usize, entries: &[u64]) {
+        let f = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(false)
+            .open(path)
+            .unwrap();
+        let bytes: Vec<u8> = entries.iter().flat_map(|e| e.to_le_bytes()).collect();
+        f.write_all_at(&bytes, (vaddr / 4096) as u64 * 8).unwrap();
+    }
+
+    #[test]
+    fn physical_addresses_come_from_the_pagemap_at_the_right_offset() {
+        let fs = FakeSysfs::new();
+        let pagemap = fs.root().join("pagemap");
+        let vaddr = 0x7f12_3456_7000usize;
+        fake_pagemap(
+            &pagemap,
+            vaddr,
+            &[PAGEMAP_PRESENT | 0x100, PAGEMAP_PRESENT | 0x2ff],
+        );
+        assert_eq!(
+            physical_addrs("t", &pagemap, vaddr, 8192).unwrap(),
+            vec![0x10_0000, 0x2f_f000]
+        );
+    }
+
+    #[test]
+    fn hidden_pfns_say_root_is_needed() {
+        let fs = FakeSysfs::new();
+        let pagemap = fs.root().join("pagemap");
+        fake_pagemap(&pagemap, 0x1000, &[PAGEMAP_PRESENT]);
+        let err = physical_addrs(GPU, &pagemap, 0x1000, 4096).unwrap_err();
+        assert!(matches!(err, Error::NoPhysAddr { .. }));
+        let msg = err.to_string();
+        assert!(msg.contains("CAP_SYS_ADMIN") && msg.contains(GPU), "{msg}");
+    }
+
+    #[test]
+    fn scan_lists_amd_gpus_only_with_driver_and_group() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        fs.bind(GPU, "amdgpu");
+        fs.set_iommu_group(GPU, 14);
+        fs.add_device("0000:03:00.1", 0x1002, 0xab30, 0x040300, &[]); // HDMI audio
+        fs.add_device("0000:00:02.0", 0x8086, 0x0d57, 0x030000, &[]); // Intel graphics
+        fs.add_device("0000:c1:00.0", 0x1002, 0x74a1, 0x120000, &navi31_bars()); // accelerator
+        std::fs::create_dir_all(fs.device_dir("0000:c1:00.0").join("physfn")).unwrap();
+        let gpus = scan(fs.root()).unwrap();
+        assert_eq!(gpus.len(), 2);
+        assert_eq!(gpus[0].bdf, gpu());
+        assert_eq!(gpus[0].device_id, 0x744c);
+        assert_eq!(gpus[0].driver.as_deref(), Some("amdgpu"));
+        assert_eq!(gpus[0].iommu_group, Some(14));
+        assert_eq!(gpus[0].bar0_size, 256 << 20);
+        assert!(!gpus[0].is_vf);
+        assert_eq!(gpus[1].bdf.to_string(), "0000:c1:00.0");
+        assert_eq!(
+            (
+                gpus[1].driver.as_deref(),
+                gpus[1].iommu_group,
+                gpus[1].is_vf
+            ),
+            (None, None, true)
+        );
+    }
+
+    #[test]
+    fn scan_of_a_machine_without_pci_is_empty() {
+        let dir = crate::testutil::TempDir::new();
+        assert_eq!(scan(dir.path()).unwrap(), vec![]);
+        let fs = FakeSysfs::new();
+        assert_eq!(scan(fs.root()).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn open_unbinds_removes_audio_and_enables() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        fs.bind(GPU, "amdgpu");
+        fs.add_device("0000:03:00.1", 0x1002, 0xab30, 0x040300, &[]);
+        let dev = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        let unbind = fs.root().join("bus/pci/drivers/amdgpu/unbind");
+        assert_eq!(std::fs::read_to_string(unbind).unwrap(), GPU);
+        assert_eq!(fs.read("0000:03:00.1", "remove"), "1");
+        assert_eq!(fs.read(GPU, "enable"), "1");
+        assert_eq!(
+            fs.read(GPU, "remove"),
+            "",
+            "the GPU itself must not be removed"
+        );
+        assert_eq!((dev.name(), dev.backend()), (GPU, "sysfs"));
+    }
+
+    #[test]
+    fn open_leaves_a_sibling_gpu_function_alone() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        fs.add_device("0000:03:00.1", 0x1002, 0x744c, 0x038000, &[]);
+        SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        assert_eq!(fs.read("0000:03:00.1", "remove"), "");
+    }
+
+    #[test]
+    fn a_second_open_is_locked() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        let _first = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        assert!(matches!(
+            SysfsPci::open_with(gpu(), opts(&fs)),
+            Err(Error::Locked { .. })
+        ));
+    }
+
+    #[test]
+    fn opening_a_missing_device_names_its_path() {
+        let fs = FakeSysfs::new();
+        let err = SysfsPci::open_with(gpu(), opts(&fs)).err().unwrap();
+        assert!(
+            err.to_string().contains("bus/pci/devices/0000:03:00.0"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn config_space_reads_and_writes_the_config_file() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        let dev = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        assert_eq!(dev.vendor_id().unwrap(), 0x1002);
+        assert_eq!(dev.device_id().unwrap(), 0x744c);
+        assert_eq!(dev.config_read(0x0b, 1).unwrap(), 0x03);
+        dev.set_bus_master(true).unwrap();
+        let cfg = std::fs::read(fs.device_dir(GPU).join("config")).unwrap();
+        assert_eq!(
+            cfg[4] & 0x06,
+            0x06,
+            "memory and bus-master enable written to config"
+        );
+        assert!(matches!(
+            dev.config_read(4095, 2),
+            Err(Error::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            dev.config_read(0, 3),
+            Err(Error::OutOfRange { .. })
+        ));
+        assert!(matches!(
+            dev.config_read(2, 4),
+            Err(Error::Misaligned { .. })
+        ));
+    }
+
+    #[test]
+    fn bars_map_the_resource_files() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        let dev = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        let info = dev.bar_info(5).unwrap();
+        assert_eq!((info.bus_addr, info.size), (0xfcc0_0000, 1 << 20));
+        let bar5 = dev.bar(5).unwrap();
+        assert_eq!(bar5.len(), 1 << 20);
+        bar5.write32(0xde3 * 4, 24576).unwrap();
+        assert!(Arc::ptr_eq(&bar5, &dev.bar(5).unwrap()), "BAR mapped once");
+        let file = std::fs::read(fs.device_dir(GPU).join("resource5")).unwrap();
+        assert_eq!(&file[0xde3 * 4..0xde3 * 4 + 4], &24576u32.to_le_bytes());
+        assert!(matches!(dev.bar(1), Err(Error::NoBar { bar: 1, .. })));
+        assert!(matches!(dev.bar(6), Err(Error::NoBar { bar: 6, .. })));
+        assert!(matches!(
+            bar5.read32(1 << 20),
+            Err(Error::OutOfRange { .. })
+        ));
+    }
+
+    #[test]
+    fn resize_writes_the_largest_supported_size() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        // Sizes 256 MiB (bit 8) to 32 GiB (bit 15), as the kernel prints them.
+        fs.write(GPU, "resource0_resize", "000000000000ff00\n");
+        let dev = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        assert_eq!(dev.bar_info(0).unwrap().size, 256 << 20);
+        // What the kernel shows once the write below has resized the BAR.
+        let mut resource = fs.read(GPU, "resource");
+        resource.replace_range(
+            ..56,
+            "0x0000006000000000 0x00000067ffffffff 0x000000000014220c",
+        );
+        fs.write(GPU, "resource", &resource);
+        let resource0 = OpenOptions::new()
+            .write(true)
+            .open(fs.device_dir(GPU).join("resource0"));
+        resource0.unwrap().set_len(32 << 30).unwrap();
+        dev.resize_bar(0).unwrap();
+        assert_eq!(fs.read(GPU, "resource0_resize"), "15");
+        assert_eq!(
+            dev.bar_info(0).unwrap().size,
+            32 << 30,
+            "resources re-read after resize"
+        );
+        assert_eq!(dev.bar(0).unwrap().len(), 32 << 30);
+    }
+
+    #[test]
+    fn resize_leaves_a_bar_that_is_already_largest() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        fs.write(GPU, "resource0_resize", "000000000000ff00\n");
+        let mut resource = fs.read(GPU, "resource");
+        resource.replace_range(
+            ..56,
+            "0x0000006000000000 0x00000067ffffffff 0x000000000014220c",
+        );
+        fs.write(GPU, "resource", &resource);
+        let dev = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        assert_eq!(dev.bar_info(0).unwrap().size, 32 << 30);
+        dev.resize_bar(0).unwrap();
+        assert_eq!(fs.read(GPU, "resource0_resize"), "000000000000ff00\n");
+    }
+
+    #[test]
+    fn resize_after_mapping_is_refused_and_missing_resize_is_a_no_op() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        fs.write(GPU, "resource0_resize", "ff00\n");
+        let dev = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        dev.bar(0).unwrap();
+        assert!(matches!(
+            dev.resize_bar(0),
+            Err(Error::NoBar { bar: 0, .. })
+        ));
+        dev.resize_bar(5).unwrap();
+        assert_eq!(dev.bar_info(5).unwrap().size, 1 << 20);
+    }
+
+    #[test]
+    fn reset_writes_the_reset_file() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        let dev = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        dev.reset().unwrap();
+        assert_eq!(fs.read(GPU, "reset"), "1");
+    }
+
+    #[test]
+    fn sysmem_without_pagemap_entries_is_an_error_naming_the_pagemap() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        let dev = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        std::fs::write(fs.root().join("pagemap"), b"").unwrap();
+        let err = dev.alloc_sysmem(8192, false).err().unwrap();
+        assert!(err.to_string().contains("pagemap"), "{err}");
+    }
+
+    #[test]
+    fn sysmem_from_the_real_pagemap_has_page_addresses_or_says_root_is_needed() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        let mut o = opts(&fs);
+        o.pagemap = "/proc/self/pagemap".into();
+        let dev = SysfsPci::open_with(gpu(), o).unwrap();
+        match dev.alloc_sysmem(3 * 4096 + 1, false) {
+            Ok(mem) => {
+                assert_eq!(mem.len(), 4 * 4096, "rounded up to whole pages");
+                assert_eq!(mem.bus_addrs().len(), 4);
+                assert!(mem.bus_addrs().iter().all(|a| *a != 0 && a % 4096 == 0));
+                mem.write32(4 * 4096 - 4, 0xabcd).unwrap();
+                assert_eq!(mem.read32(4 * 4096 - 4).unwrap(), 0xabcd);
+                assert!(mem.read32(4 * 4096).is_err());
+            }
+            Err(e) => assert!(matches!(e, Error::NoPhysAddr { .. }), "{e}"),
+        }
+    }
+
+    #[test]
+    fn contiguous_sysmem_beyond_one_hugepage_is_refused() {
+        let err = alloc_pinned(
+            GPU,
+            Path::new("/proc/self/pagemap"),
+            HUGEPAGE_SIZE + 1,
+            true,
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("2 MiB"), "{err}");
+    }
+
+    #[test]
+    fn scan_reports_a_bad_vendor_file() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        fs.write(GPU, "vendor", "amd\n");
+        let err = scan(fs.root()).unwrap_err();
+        assert!(matches!(err, Error::Parse { .. }));
+        assert!(err.to_string().contains("vendor"), "{err}");
+    }
+}

@@ -1,0 +1,228 @@
+//! `am serve`: export devices over the remote PCI protocol (tinygrad's `REMOTE=host:port`).
+
+use std::net::{SocketAddr, TcpListener};
+use std::sync::Arc;
+
+use am_driver::PciDevice;
+use am_driver::pci::DeviceSpec;
+use am_driver::pci::remote::{self, RemoteOptions, RemotePciDevice, ServeOptions};
+use am_driver::pci::sysfs::SysfsPci;
+use anyhow::{Context, bail};
+
+/// `am serve [--listen ADDR:PORT] DEVICE...`
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// Address and port to listen on. Loopback unless told otherwise: the protocol has no
+    /// authentication, and whoever reaches it can read and write the devices' memory.
+    #[arg(long, default_value = "127.0.0.1:6667", value_name = "ADDR:PORT")]
+    pub listen: String,
+    /// Largest MMIO or system-memory transfer in one request, in MiB (default 1024).
+    #[arg(long, value_name = "MIB")]
+    pub max_payload_mib: Option<u64>,
+    /// Largest single system-memory allocation, in MiB (default 1024).
+    #[arg(long, value_name = "MIB")]
+    pub max_sysmem_mib: Option<u64>,
+    /// Most system memory one connection may hold, in MiB (default 4096).
+    #[arg(long, value_name = "MIB")]
+    pub max_sysmem_per_connection_mib: Option<u64>,
+    /// Devices to export, as index 0, 1, …: a PCI address (0000:03:00.0), or
+    /// remote:HOST:PORT:N to relay a device another server exports.
+    #[arg(required = true, value_name = "DEVICE")]
+    pub devices: Vec<String>,
+}
+
+/// Open the devices, listen, and serve until killed.
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("AM_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    let Prepared {
+        listener,
+        devices,
+        options,
+    } = prepare(&args)?;
+    let addr = listener
+        .local_addr()
+        .context("reading the listening address")?;
+    println!("am serve: listening on {addr}");
+    for (index, device) in devices.iter().enumerate() {
+        let id = match (device.vendor_id(), device.device_id()) {
+            (Ok(v), Ok(d)) => format!("{v:04x}:{d:04x}"),
+            _ => "id unreadable".to_string(),
+        };
+        println!("  {index}: {} ({id}, {})", device.name(), device.backend());
+    }
+    remote::serve(listener, devices, options)?;
+    Ok(())
+}
+
+/// A server ready to run: bound, with its devices open.
+pub struct Prepared {
+    /// The bound listener.
+    pub listener: TcpListener,
+    /// The exported devices, index 0 first.
+    pub devices: Vec<Arc<dyn PciDevice>>,
+    /// The server's limits.
+    pub options: ServeOptions,
+}
+
+/// Everything `run` does before serving: options, devices (opened now and held until exit,
+/// so a device that cannot be opened fails here), and the bound listener.
+pub fn prepare(args: &ServeArgs) -> anyhow::Result<Prepared> {
+    let options = serve_options(args)?;
+    let addr: SocketAddr = args
+        .listen
+        .parse()
+        .with_context(|| format!("--listen {:?} is not ADDR:PORT", args.listen))?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            "listening on {addr}: the remote PCI protocol has no authentication; anyone who \
+             reaches this address can read and write the exported devices"
+        );
+    }
+    let devices = args
+        .devices
+        .iter()
+        .map(|spec| open_device(spec))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
+    Ok(Prepared {
+        listener,
+        devices,
+        options,
+    })
+}
+
+fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
+    let defaults = ServeOptions::default();
+    let mib = |flag: &str, v: Option<u64>, default: u64| -> anyhow::Result<u64> {
+        match v {
+            None => Ok(default),
+            Some(0) => bail!("--{flag} must be at least 1"),
+            Some(v) => v
+                .checked_mul(1 << 20)
+                .with_context(|| format!("--{flag} {v} is too large")),
+        }
+    };
+    Ok(ServeOptions {
+        max_payload: mib(
+            "max-payload-mib",
+            args.max_payload_mib,
+            defaults.max_payload,
+        )?,
+        max_sysmem_alloc: mib(
+            "max-sysmem-mib",
+            args.max_sysmem_mib,
+            defaults.max_sysmem_alloc,
+        )?,
+        max_sysmem_per_connection: mib(
+            "max-sysmem-per-connection-mib",
+            args.max_sysmem_per_connection_mib,
+            defaults.max_sysmem_per_connection,
+        )?,
+        ..defaults
+    })
+}
+
+/// Open one device to export.
+fn open_device(spec: &str) -> anyhow::Result<Arc<dyn PciDevice>> {
+    Ok(match DeviceSpec::parse(spec)? {
+        DeviceSpec::Pci(bdf) => Arc::new(SysfsPci::open(bdf)?),
+        DeviceSpec::Remote { host, port, index } => Arc::new(RemotePciDevice::connect(
+            &host,
+            port,
+            index,
+            &RemoteOptions::default(),
+        )?),
+        DeviceSpec::Mock { .. } => {
+            bail!("{spec}: mock devices are not available to `am serve` in this build")
+        }
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    fn args(line: &[&str]) -> ServeArgs {
+        Cli::try_parse_from(std::iter::once("serve").chain(line.iter().copied()))
+            .unwrap()
+            .serve
+    }
+
+    #[test]
+    fn listens_on_loopback_port_6667_by_default() {
+        let a = args(&["0000:03:00.0"]);
+        assert_eq!(a.listen, "127.0.0.1:6667");
+        assert_eq!(a.devices, ["0000:03:00.0"]);
+    }
+
+    #[test]
+    fn limits_default_to_the_servers_and_scale_by_mib() {
+        let d = ServeOptions::default();
+        let o = serve_options(&args(&["x"])).unwrap();
+        assert_eq!(
+            (
+                o.max_payload,
+                o.max_sysmem_alloc,
+                o.max_sysmem_per_connection
+            ),
+            (
+                d.max_payload,
+                d.max_sysmem_alloc,
+                d.max_sysmem_per_connection
+            )
+        );
+        let o = serve_options(&args(&[
+            "--max-payload-mib",
+            "32",
+            "--max-sysmem-mib",
+            "2",
+            "--max-sysmem-per-connection-mib",
+            "3",
+            "x",
+        ]))
+        .unwrap();
+        assert_eq!(
+            (
+                o.max_payload,
+                o.max_sysmem_alloc,
+                o.max_sysmem_per_connection
+            ),
+            (32 << 20, 2 << 20, 3 << 20)
+        );
+        let e = serve_options(&args(&["--max-sysmem-mib", "0", "x"])).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("--max-sysmem-mib must be at least 1")
+        );
+    }
+
+    #[test]
+    fn a_bad_listen_address_or_device_fails_before_serving() {
+        let e = prepare(&args(&["--listen", "localhost", "0000:03:00.0"]))
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .contains("--listen \"localhost\" is not ADDR:PORT"),
+            "{e}"
+        );
+        let e = prepare(&args(&["--listen", "127.0.0.1:0", "gpu0"]))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("bad device \"gpu0\""), "{e}");
+    }
+}
