@@ -303,6 +303,81 @@ pub enum Error {
         /// What went wrong.
         reason: String,
     },
+    /// A memory pool or address space has no free block that fits the request.
+    #[error(
+        "{pool}: out of memory allocating {size:#x} bytes aligned to {align:#x} ({free:#x} bytes free, largest block {largest:#x})"
+    )]
+    OutOfMemory {
+        /// The pool, with its device (`0000:03:00.0 boot pool`).
+        pool: String,
+        /// Requested size.
+        size: u64,
+        /// Requested alignment.
+        align: u64,
+        /// Free bytes left in the pool.
+        free: u64,
+        /// Largest free block.
+        largest: u64,
+    },
+    /// An allocation or free request that makes no sense (bad free, zero size, …).
+    #[error("{pool}: {reason}")]
+    BadAllocation {
+        /// The pool.
+        pool: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A GPU virtual mapping that cannot be made or undone as asked.
+    #[error("GPU VA {va:#x}+{size:#x}: {reason}")]
+    Mapping {
+        /// Virtual address of the request.
+        va: u64,
+        /// Size of the request.
+        size: u64,
+        /// What was wrong.
+        reason: String,
+    },
+    /// `TRN_MSG_ACK` of the VF mailbox stayed set after `TRN_MSG_VALID` was cleared, so no
+    /// new request could be sent.
+    #[error(
+        "{device}: VF mailbox acknowledgement did not clear within {timeout:?} (TRN_MSG_ACK still set before request {request}); the mailbox is wedged"
+    )]
+    VfMailboxAckNotCleared {
+        /// Device.
+        device: String,
+        /// The request that was about to be sent.
+        request: crate::vf::IdhRequest,
+        /// How long the driver waited.
+        timeout: std::time::Duration,
+    },
+    /// The PF did not set `TRN_MSG_ACK` for a VF mailbox request.
+    #[error("{device}: VF mailbox request {request} was not acknowledged within {timeout:?}")]
+    VfMailboxNotAcknowledged {
+        /// Device.
+        device: String,
+        /// The request.
+        request: crate::vf::IdhRequest,
+        /// How long the driver waited.
+        timeout: std::time::Duration,
+    },
+    /// The PF acknowledged a VF mailbox request but never posted the expected event.
+    #[error(
+        "{device}: VF mailbox request {request} did not receive event {event} in {tries} tries of {timeout:?} (last RCV_DW0 {last:#x})"
+    )]
+    VfMailboxNoEvent {
+        /// Device.
+        device: String,
+        /// The request.
+        request: crate::vf::IdhRequest,
+        /// The event waited for.
+        event: crate::vf::IdhEvent,
+        /// How many times the request was sent.
+        tries: u32,
+        /// The event wait of each try.
+        timeout: std::time::Duration,
+        /// The last value read from `RCV_DW0`.
+        last: u32,
+    },
 }
 
 /// The driver's result type.

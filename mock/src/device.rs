@@ -17,7 +17,7 @@ use crate::config::ConfigSpace;
 use crate::discovery;
 use crate::hive::Hive;
 use crate::ip::{Fault, Hw, Models, Reg, ResetKind};
-use crate::profile::Profile;
+use crate::profile::{Profile, RegIp};
 use crate::regs::{Block, RegValues, RegisterMap};
 use crate::sysmem::{DmaFault, SysArena};
 use crate::vram::Vram;
@@ -52,7 +52,7 @@ pub struct Violation {
     /// Read or write.
     pub access: Access,
     /// Access size in bytes.
-    pub size: u8,
+    pub size: u64,
     /// The value written.
     pub value: Option<u64>,
     /// Register name and instance where the offset is a known register.
@@ -72,7 +72,11 @@ impl fmt::Display for Violation {
             Access::Read => "read",
             Access::Write => "write",
         };
-        write!(f, "contract violation: {}-byte {dir} of {space} offset {:#x}", self.size, self.offset)?;
+        write!(
+            f,
+            "contract violation: {}-byte {dir} of {space} offset {:#x}",
+            self.size, self.offset
+        )?;
         if self.space == Space::Bar(5) {
             write!(f, " (dword {:#x})", self.offset / 4)?;
         }
@@ -103,7 +107,15 @@ struct State {
     /// Registers outside the map, in lenient mode only.
     unknown: HashMap<u64, u32>,
     doorbells: HashMap<u64, u64>,
-    vf_access: bool,
+    /// Access granted by the test hook rather than through the mailbox.
+    vf_access_hook: bool,
+}
+
+impl State {
+    /// Whether a VF may reach its MMIO and VRAM.
+    fn vf_access(&self) -> bool {
+        self.vf_access_hook || self.models.mailbox.access_granted()
+    }
 }
 
 pub(crate) struct Shared {
@@ -123,6 +135,19 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Register values firmware leaves behind at power-on, on top of the reset defaults.
+fn power_on(profile: &Profile, map: &RegisterMap, st: &mut State, vram: &Vram, sysmem: &SysArena) {
+    let mut hw = Hw {
+        profile,
+        map,
+        regs: &mut st.regs,
+        config: &st.config,
+        vram,
+        sysmem,
+    };
+    crate::ip::gmc::Gmc::power_on(&mut hw);
+}
+
 /// A mock GPU: the device model that outlives driver instances.
 #[derive(Clone)]
 pub struct MockGpu {
@@ -131,7 +156,9 @@ pub struct MockGpu {
 
 impl fmt::Debug for MockGpu {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MockGpu").field("name", &self.shared.name).finish_non_exhaustive()
+        f.debug_struct("MockGpu")
+            .field("name", &self.shared.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -146,36 +173,48 @@ impl MockGpu {
         Self::build(Profile::by_name(profile)?, index, mode, None)
     }
 
-    pub(crate) fn build(profile: Profile, index: u32, mode: Mode, hive: Option<Arc<Hive>>) -> crate::Result<Self> {
+    pub(crate) fn build(
+        profile: Profile,
+        index: u32,
+        mode: Mode,
+        hive: Option<Arc<Hive>>,
+    ) -> crate::Result<Self> {
         let map = RegisterMap::build(&profile);
         let vram = Vram::new(profile.vram_size);
         let table = discovery::build(&profile)?;
         vram.write(discovery::offset(&profile), &table);
-        let state = State {
+        let mut state = State {
             config: ConfigSpace::new(&profile, index),
             regs: map.defaults(),
             models: Models::new(&profile),
             unknown: HashMap::new(),
             doorbells: HashMap::new(),
-            vf_access: false,
+            vf_access_hook: false,
         };
+        let sysmem = SysArena::default();
+        power_on(&profile, &map, &mut state, &vram, &sysmem);
         let shared = Shared {
             name: format!("mock:{}:{index}", profile.name),
             profile,
             map,
             mode,
             vram,
-            sysmem: SysArena::default(),
+            sysmem,
             state: Mutex::new(state),
             violations: Mutex::new(Vec::new()),
             hive,
         };
-        Ok(Self { shared: Arc::new(shared) })
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
     }
 
     /// A driver-side handle (one "driver instance").
     pub fn open(&self) -> Arc<MockDevice> {
-        Arc::new(MockDevice { shared: self.shared.clone(), bars: Mutex::new(Default::default()) })
+        Arc::new(MockDevice {
+            shared: self.shared.clone(),
+            bars: Mutex::new(Default::default()),
+        })
     }
 
     /// Device name (`mock:navi31:0`).
@@ -213,28 +252,36 @@ impl MockGpu {
         self.shared.hive.as_ref()
     }
 
-    /// Test hook standing in for the PF: grant (or revoke) a VF's access to its MMIO and
-    /// VRAM. The mailbox protocol that does this for real comes with the SR-IOV work.
+    /// Test hook standing in for the PF: grant (or take back) a VF's access to its MMIO and
+    /// VRAM without the mailbox. Access granted through the mailbox is not affected.
     pub fn grant_vf_access(&self, granted: bool) {
-        lock(&self.shared.state).vf_access = granted;
+        lock(&self.shared.state).vf_access_hook = granted;
     }
 
-    /// Value of a register by name and instance, read behind the driver's back (no model
-    /// side effects, no violation). `None` if the profile has no such register.
-    pub fn peek(&self, name: &str, instance: u8) -> Option<u32> {
-        let id = self.shared.map.find(name, instance)?;
+    /// Work on the PF side of a VF's mailbox (fault injection, the message record, a stale
+    /// event); `None` on a PF profile.
+    pub fn with_vf_pf<R>(&self, f: impl FnOnce(&mut crate::vf_pf::VfPf) -> R) -> Option<R> {
+        lock(&self.shared.state).models.mailbox.pf.as_mut().map(f)
+    }
+
+    /// Value of a register by table, name and instance, read behind the driver's back (no
+    /// model side effects, no violation). `None` if the profile has no such register.
+    pub fn peek(&self, ip: RegIp, name: &str, instance: u8) -> Option<u32> {
+        let id = self.shared.map.find(ip, name, instance)?;
         Some(lock(&self.shared.state).regs.get(id))
     }
 
     /// Device DMA read from system memory, as the engines will do it: refused (and
     /// recorded) while bus mastering is off.
     pub fn dma_read(&self, bus: u64, buf: &mut [u8]) -> am_driver::Result<()> {
-        self.shared.dma(bus, buf.len(), Access::Read, |s| s.read(bus, buf))
+        self.shared
+            .dma(bus, buf.len(), Access::Read, |s| s.read(bus, buf))
     }
 
     /// Device DMA write to system memory.
     pub fn dma_write(&self, bus: u64, data: &[u8]) -> am_driver::Result<()> {
-        self.shared.dma(bus, data.len(), Access::Write, |s| s.write(bus, data))
+        self.shared
+            .dma(bus, data.len(), Access::Write, |s| s.write(bus, data))
     }
 }
 
@@ -243,7 +290,10 @@ impl Shared {
         tracing::warn!(device = %self.name, "{v}");
         let message = v.to_string();
         lock(&self.violations).push(v);
-        DrvError::Backend { device: self.name.clone(), message }
+        DrvError::Backend {
+            device: self.name.clone(),
+            message,
+        }
     }
 
     /// Record a violation; in strict mode it is also the driver's error.
@@ -257,7 +307,13 @@ impl Shared {
 
     fn reg_label(&self, id: usize) -> String {
         let i = self.map.info(id);
-        format!("{} ({} {} instance {})", i.name, i.table, i.version, i.instance)
+        format!(
+            "{} ({} {} instance {})",
+            i.name,
+            i.table.name(),
+            i.version,
+            i.instance
+        )
     }
 
     fn dma(
@@ -279,7 +335,7 @@ impl Shared {
                 space: Space::Dma,
                 offset: bus,
                 access,
-                size: len.min(255) as u8,
+                size: len as u64,
                 value: None,
                 register: None,
                 reason,
@@ -291,42 +347,70 @@ impl Shared {
         lock(&self.state).config.bar_size(bar)
     }
 
-    fn out_of_range(&self, bar: u8, offset: u64, size: usize) -> DrvError {
-        DrvError::OutOfRange {
-            device: self.name.clone(),
-            what: format!("BAR{bar}"),
-            offset,
-            size: size as u64,
-            len: self.bar_len(bar),
-        }
-    }
-
-    /// Common checks of a BAR access: in range, memory decoding on.
+    /// A BAR access must lie inside the BAR (the state lock is held: no locking here).
     fn check_bar(&self, st: &State, bar: u8, offset: u64, size: usize) -> am_driver::Result<()> {
         let len = st.config.bar_size(bar);
         if offset.checked_add(size as u64).is_none_or(|e| e > len) {
-            return Err(self.out_of_range(bar, offset, size));
+            return Err(DrvError::OutOfRange {
+                device: self.name.clone(),
+                what: format!("BAR{bar}"),
+                offset,
+                size: size as u64,
+                len,
+            });
         }
         Ok(())
     }
 
-    fn bar_violation(&self, bar: u8, offset: u64, access: Access, size: usize, value: Option<u64>, reason: String) -> Violation {
-        Violation { space: Space::Bar(bar), offset, access, size: size as u8, value, register: None, reason }
+    fn bar_violation(
+        &self,
+        bar: u8,
+        offset: u64,
+        access: Access,
+        size: usize,
+        value: Option<u64>,
+        reason: String,
+    ) -> Violation {
+        Violation {
+            space: Space::Bar(bar),
+            offset,
+            access,
+            size: size as u64,
+            value,
+            register: None,
+            reason,
+        }
     }
 
     // ---- BAR0: VRAM window ----
 
-    fn vram_access(&self, offset: u64, buf: &mut [u8], write: Option<&[u8]>) -> am_driver::Result<()> {
+    fn vram_access(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        write: Option<&[u8]>,
+    ) -> am_driver::Result<()> {
         let st = lock(&self.state);
         let size = write.map_or(buf.len(), <[u8]>::len);
         self.check_bar(&st, 0, offset, size)?;
-        let access = if write.is_some() { Access::Write } else { Access::Read };
+        let access = if write.is_some() {
+            Access::Write
+        } else {
+            Access::Read
+        };
         if !st.config.memory_enabled() {
             drop(st);
             buf.fill(0xff);
-            return self.violate(self.bar_violation(0, offset, access, size, None, "BAR0 access with memory decoding off".into()));
+            return self.violate(self.bar_violation(
+                0,
+                offset,
+                access,
+                size,
+                None,
+                "BAR0 access with memory decoding off".into(),
+            ));
         }
-        if self.profile.is_vf && !st.vf_access {
+        if self.profile.is_vf && !st.vf_access() {
             drop(st);
             return match write {
                 // The PF drops the VF's writes and answers reads with all-ones.
@@ -334,7 +418,14 @@ impl Shared {
                     buf.fill(0xff);
                     Ok(())
                 }
-                Some(_) => self.violate(self.bar_violation(0, offset, access, size, None, "VRAM write while the PF gates VF access (no INIT_ACCESS granted)".into())),
+                Some(_) => self.violate(self.bar_violation(
+                    0,
+                    offset,
+                    access,
+                    size,
+                    None,
+                    "VRAM write while the PF gates VF access (no INIT_ACCESS granted)".into(),
+                )),
             };
         }
         drop(st);
@@ -346,7 +437,10 @@ impl Shared {
                 access,
                 size,
                 None,
-                format!("beyond VRAM ({:#x} bytes) inside the larger BAR0", self.vram.size()),
+                format!(
+                    "beyond VRAM ({:#x} bytes) inside the larger BAR0",
+                    self.vram.size()
+                ),
             ));
         }
         match write {
@@ -358,14 +452,30 @@ impl Shared {
 
     // ---- BAR2: doorbells ----
 
-    fn doorbell_access(&self, offset: u64, buf: &mut [u8], write: Option<&[u8]>) -> am_driver::Result<()> {
+    fn doorbell_access(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        write: Option<&[u8]>,
+    ) -> am_driver::Result<()> {
         let mut st = lock(&self.state);
         let size = write.map_or(buf.len(), <[u8]>::len);
         self.check_bar(&st, 2, offset, size)?;
-        let access = if write.is_some() { Access::Write } else { Access::Read };
-        if !matches!(size, 4 | 8) || offset % size as u64 != 0 {
+        let access = if write.is_some() {
+            Access::Write
+        } else {
+            Access::Read
+        };
+        if !matches!(size, 4 | 8) || !offset.is_multiple_of(size as u64) {
             drop(st);
-            return self.violate(self.bar_violation(2, offset, access, size, None, "doorbells take aligned 32- or 64-bit accesses".into()));
+            return self.violate(self.bar_violation(
+                2,
+                offset,
+                access,
+                size,
+                None,
+                "doorbells take aligned 32- or 64-bit accesses".into(),
+            ));
         }
         match write {
             None => {
@@ -386,7 +496,10 @@ impl Shared {
                     access,
                     size,
                     Some(value),
-                    format!("doorbell index {:#x} (8-byte units) is owned by no queue", offset / 8),
+                    format!(
+                        "doorbell index {:#x} (8-byte units) is owned by no queue",
+                        offset / 8
+                    ),
                 ))
             }
         }
@@ -406,17 +519,35 @@ impl Shared {
     fn mmio(&self, offset: u64, size: usize, write: Option<u32>) -> am_driver::Result<u32> {
         let mut guard = lock(&self.state);
         self.check_bar(&guard, 5, offset, size)?;
-        let access = if write.is_some() { Access::Write } else { Access::Read };
+        let access = if write.is_some() {
+            Access::Write
+        } else {
+            Access::Read
+        };
         let value = write.map(u64::from);
         let all_ones = if size == 1 { 0xff } else { u32::MAX };
         let fail = |v: Violation| -> am_driver::Result<u32> { self.violate(v).map(|()| all_ones) };
         if !guard.config.memory_enabled() {
             drop(guard);
-            return fail(self.bar_violation(5, offset, access, size, value, "BAR5 access with memory decoding off".into()));
+            return fail(self.bar_violation(
+                5,
+                offset,
+                access,
+                size,
+                value,
+                "BAR5 access with memory decoding off".into(),
+            ));
         }
-        if !(size == 4 && offset % 4 == 0) && size != 1 {
+        if !(size == 4 && offset.is_multiple_of(4)) && size != 1 {
             drop(guard);
-            return fail(self.bar_violation(5, offset, access, size, value, "registers take aligned 32-bit accesses".into()));
+            return fail(self.bar_violation(
+                5,
+                offset,
+                access,
+                size,
+                value,
+                "registers take aligned 32-bit accesses".into(),
+            ));
         }
         let dword = offset / 4;
         let Some(id) = self.map.at(dword) else {
@@ -445,7 +576,7 @@ impl Shared {
         let info = self.map.info(id);
         let st = &mut *guard;
         if self.profile.is_vf
-            && !st.vf_access
+            && !st.vf_access()
             && info.block != Block::Mailbox
             && info.name != "RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER"
         {
@@ -454,7 +585,15 @@ impl Shared {
                 None => Ok(all_ones),
                 Some(_) => fail(Violation {
                     register: Some(self.reg_label(id)),
-                    ..self.bar_violation(5, offset, access, size, value, "register write while the PF gates VF access (no INIT_ACCESS granted)".into())
+                    ..self.bar_violation(
+                        5,
+                        offset,
+                        access,
+                        size,
+                        value,
+                        "register write while the PF gates VF access (no INIT_ACCESS granted)"
+                            .into(),
+                    )
                 }),
             };
         }
@@ -480,7 +619,14 @@ impl Shared {
             Ok(v) => Ok(v),
             Err(Fault(reason)) => fail(Violation {
                 register: Some(self.reg_label(id)),
-                ..self.bar_violation(5, offset, access, size, value, format!("{} model: {reason}", info.block.name()))
+                ..self.bar_violation(
+                    5,
+                    offset,
+                    access,
+                    size,
+                    value,
+                    format!("{} model: {reason}", info.block.name()),
+                )
             }),
         }
     }
@@ -500,8 +646,9 @@ impl Shared {
         }
         st.regs = regs;
         st.models.reset(ResetKind::Flr);
+        power_on(&self.profile, &self.map, st, &self.vram, &self.sysmem);
         st.doorbells.clear();
-        st.vf_access = false;
+        st.vf_access_hook = false;
     }
 }
 
@@ -513,14 +660,18 @@ pub struct MockDevice {
 
 impl fmt::Debug for MockDevice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MockDevice").field("name", &self.shared.name).finish_non_exhaustive()
+        f.debug_struct("MockDevice")
+            .field("name", &self.shared.name)
+            .finish_non_exhaustive()
     }
 }
 
 impl MockDevice {
     /// The device model behind this handle.
     pub fn gpu(&self) -> MockGpu {
-        MockGpu { shared: self.shared.clone() }
+        MockGpu {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Every violation so far (of the device, not just this handle).
@@ -528,12 +679,18 @@ impl MockDevice {
         lock(&self.shared.violations).clone()
     }
 
-    fn config_violation(&self, offset: u16, size: u8, access: Access, value: Option<u64>) -> DrvError {
+    fn config_violation(
+        &self,
+        offset: u16,
+        size: u8,
+        access: Access,
+        value: Option<u64>,
+    ) -> DrvError {
         self.shared.record(Violation {
             space: Space::Config,
             offset: u64::from(offset),
             access,
-            size,
+            size: u64::from(size),
             value,
             register: None,
             reason: "config access must be 1, 2 or 4 bytes, naturally aligned, inside 4 KiB".into(),
@@ -568,7 +725,11 @@ impl PciDevice for MockDevice {
                 bar: index,
                 reason: "the device has no such BAR (AMD GPUs decode BAR0, BAR2 and BAR5)".into(),
             }),
-            size => Ok(BarInfo { index, bus_addr: st.config.bar_addr(index), size }),
+            size => Ok(BarInfo {
+                index,
+                bus_addr: st.config.bar_addr(index),
+                size,
+            }),
         }
     }
 
@@ -576,7 +737,12 @@ impl PciDevice for MockDevice {
         self.bar_info(index)?;
         let mut bars = lock(&self.bars);
         let slot = &mut bars[usize::from(index)];
-        let bar = slot.get_or_insert_with(|| Arc::new(MockBar { shared: self.shared.clone(), index }));
+        let bar = slot.get_or_insert_with(|| {
+            Arc::new(MockBar {
+                shared: self.shared.clone(),
+                index,
+            })
+        });
         Ok(bar.clone())
     }
 
@@ -595,7 +761,10 @@ impl PciDevice for MockDevice {
     }
 
     fn alloc_sysmem(&self, size: usize, contiguous: bool) -> am_driver::Result<Arc<dyn SysMem>> {
-        let mem: Arc<dyn SysMem> = self.shared.sysmem.alloc(&self.shared.name, size, contiguous);
+        let mem: Arc<dyn SysMem> = self
+            .shared
+            .sysmem
+            .alloc(&self.shared.name, size, contiguous);
         Ok(mem)
     }
 
@@ -659,7 +828,9 @@ impl Bar for MockBar {
             0 => self.shared.vram_access(offset, &mut [], Some(data)),
             2 => self.shared.doorbell_access(offset, &mut [], Some(data)),
             _ => match *data {
-                [a, b, c, d] => self.shared.mmio_write(offset, 4, u32::from_le_bytes([a, b, c, d])),
+                [a, b, c, d] => self
+                    .shared
+                    .mmio_write(offset, 4, u32::from_le_bytes([a, b, c, d])),
                 [a] => self.shared.mmio_write(offset, 1, u32::from(a)),
                 _ => self.shared.mmio_write(offset, data.len(), 0),
             },

@@ -13,12 +13,12 @@ mod device;
 pub mod discovery;
 mod error;
 pub mod hive;
-mod hwid;
 pub mod ip;
 pub mod profile;
 pub mod regs;
 pub mod sysmem;
 mod tables;
+pub mod vf_pf;
 pub mod vram;
 
 use std::collections::HashMap;
@@ -51,4 +51,20 @@ pub fn gpu(profile: &str, index: u32) -> Result<MockGpu> {
 pub fn open(profile: &str, index: u32) -> am_driver::Result<Arc<dyn am_driver::PciDevice>> {
     let dev: Arc<dyn am_driver::PciDevice> = gpu(profile, index)?.open();
     Ok(dev)
+}
+
+/// Open a device given as `mock:PROFILE[:INDEX]` (the spec the tools accept).
+pub fn open_spec(spec: &str) -> am_driver::Result<Arc<dyn am_driver::PciDevice>> {
+    let bad = |reason: &str| am_driver::Error::BadDeviceSpec {
+        spec: spec.to_string(),
+        reason: reason.to_string(),
+    };
+    let rest = spec
+        .strip_prefix("mock:")
+        .ok_or_else(|| bad("a mock device is written mock:PROFILE[:INDEX]"))?;
+    let (profile, index) = match rest.split_once(':') {
+        Some((p, i)) => (p, i.parse().map_err(|_| bad("the index must be a number"))?),
+        None => (rest, 0),
+    };
+    open(profile, index)
 }

@@ -7,24 +7,15 @@
 //! mi300x and mi350x-vf is chosen (see `docs/MOCK.md`), partly anchored on addresses gem5's
 //! MI300X model takes from a real discovery file.
 
-use crate::hwid;
+use am_autogen::hwid;
+pub use am_autogen::regs::{IpVersion, RegIp};
 
-/// Major, minor, revision of an IP block.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct IpVersion(pub u8, pub u8, pub u8);
-
-impl std::fmt::Display for IpVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}.{}.{}", self.0, self.1, self.2)
-    }
-}
-
-/// One register header of the generated tables (`gc_11_0_0` = prefix `gc`, version 11.0.0).
+/// One register table of `am-autogen` (`gc` 11.0.0 = the `gc_11_0_0` headers).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RegTable {
-    /// Header prefix in the Linux tree (`gc`, `mmhub`, `nbio`, `mp`, `osssys`, `hdp`, `sdma`).
-    pub prefix: &'static str,
-    /// Header version.
+    /// The IP whose tables hold the registers.
+    pub ip: RegIp,
+    /// Table version (the IP's own version, or the nearest one with tables).
     pub version: IpVersion,
 }
 
@@ -123,16 +114,30 @@ pub const PROFILES: &[&str] = &["navi31", "navi31-smallbar", "mi300x", "mi350x-v
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-fn v(a: u8, b: u8, c: u8) -> IpVersion {
-    IpVersion(a, b, c)
+const fn v(a: u8, b: u8, c: u8) -> IpVersion {
+    IpVersion::new(a, b, c)
 }
 
-fn table(prefix: &'static str, version: IpVersion) -> Option<RegTable> {
-    Some(RegTable { prefix, version })
+fn table(ip: RegIp, version: IpVersion) -> Option<RegTable> {
+    Some(RegTable { ip, version })
 }
 
-fn ip(hw_id: u16, instance: u8, die: u8, version: IpVersion, bases: &[u64], regs: Option<RegTable>) -> IpInstance {
-    IpInstance { hw_id, instance, die, version, bases: bases.to_vec(), regs }
+fn ip(
+    hw_id: u16,
+    instance: u8,
+    die: u8,
+    version: IpVersion,
+    bases: &[u64],
+    regs: Option<RegTable>,
+) -> IpInstance {
+    IpInstance {
+        hw_id,
+        instance,
+        die,
+        version,
+        bases: bases.to_vec(),
+        regs,
+    }
 }
 
 impl Profile {
@@ -143,7 +148,10 @@ impl Profile {
             "navi31-smallbar" => Ok(navi31(true)),
             "mi300x" => Ok(mi300x()),
             "mi350x-vf" => Ok(mi350x_vf()),
-            _ => Err(crate::Error::UnknownProfile { name: name.to_string(), known: PROFILES.join(", ") }),
+            _ => Err(crate::Error::UnknownProfile {
+                name: name.to_string(),
+                known: PROFILES.join(", "),
+            }),
         }
     }
 
@@ -164,8 +172,12 @@ impl Profile {
 
     /// VRAM reserved at the top for firmware and discovery.
     pub fn reserved_vram(&self) -> u64 {
-        match self.version(hwid::GC) {
-            Some(IpVersion(9, 4, _) | IpVersion(9, 5, _)) => 384 * MIB,
+        match self.version(hwid::GC_HWID) {
+            Some(IpVersion {
+                major: 9,
+                minor: 4 | 5,
+                ..
+            }) => 384 * MIB,
             _ => 64 * MIB,
         }
     }
@@ -183,20 +195,66 @@ fn navi31(small_bar: bool) -> Profile {
     const SMUIO: &[u64] = &[0x16800, 0x16A00, 0x440000, 0x2401000];
     const ATHUB: &[u64] = &[0xC00, 0x2408C00];
     let ips = vec![
-        ip(hwid::GC, 0, 0, v(11, 0, 0), GC, table("gc", v(11, 0, 0))),
-        ip(hwid::SDMA0, 0, 0, v(6, 0, 0), GC, None),
-        ip(hwid::SDMA1, 0, 0, v(6, 0, 0), GC, None),
-        ip(hwid::MMHUB, 0, 0, v(3, 0, 0), MMHUB, table("mmhub", v(3, 0, 0))),
-        ip(hwid::ATHUB, 0, 0, v(3, 0, 0), ATHUB, None),
-        ip(hwid::NBIO, 0, 0, v(4, 3, 0), NBIO, table("nbio", v(4, 3, 0))),
-        ip(hwid::MP0, 0, 0, v(13, 0, 0), MP, table("mp", v(13, 0, 0))),
-        ip(hwid::MP1, 0, 0, v(13, 0, 0), MP, None),
-        ip(hwid::HDP, 0, 0, v(6, 0, 0), HDP, table("hdp", v(6, 0, 0))),
-        ip(hwid::OSSSYS, 0, 0, v(6, 0, 0), OSSSYS, table("osssys", v(6, 0, 0))),
-        ip(hwid::SMUIO, 0, 0, v(13, 0, 0), SMUIO, None),
+        ip(
+            hwid::GC_HWID,
+            0,
+            0,
+            v(11, 0, 0),
+            GC,
+            table(RegIp::Gc, v(11, 0, 0)),
+        ),
+        ip(hwid::SDMA0_HWID, 0, 0, v(6, 0, 0), GC, None),
+        ip(hwid::SDMA1_HWID, 0, 0, v(6, 0, 0), GC, None),
+        ip(
+            hwid::MMHUB_HWID,
+            0,
+            0,
+            v(3, 0, 0),
+            MMHUB,
+            table(RegIp::Mmhub, v(3, 0, 0)),
+        ),
+        ip(hwid::ATHUB_HWID, 0, 0, v(3, 0, 0), ATHUB, None),
+        ip(
+            hwid::NBIF_HWID,
+            0,
+            0,
+            v(4, 3, 0),
+            NBIO,
+            table(RegIp::Nbio, v(4, 3, 0)),
+        ),
+        ip(
+            hwid::MP0_HWID,
+            0,
+            0,
+            v(13, 0, 0),
+            MP,
+            table(RegIp::Mp, v(13, 0, 0)),
+        ),
+        ip(hwid::MP1_HWID, 0, 0, v(13, 0, 0), MP, None),
+        ip(
+            hwid::HDP_HWID,
+            0,
+            0,
+            v(6, 0, 0),
+            HDP,
+            table(RegIp::Hdp, v(6, 0, 0)),
+        ),
+        ip(
+            hwid::OSSSYS_HWID,
+            0,
+            0,
+            v(6, 0, 0),
+            OSSSYS,
+            table(RegIp::Osssys, v(6, 0, 0)),
+        ),
+        ip(hwid::SMUIO_HWID, 0, 0, v(13, 0, 0), SMUIO, None),
     ];
     Profile {
-        name: if small_bar { "navi31-smallbar" } else { "navi31" },
+        name: if small_bar {
+            "navi31-smallbar"
+        } else {
+            "navi31"
+        },
         description: if small_bar {
             "Radeon RX 7900 XTX (gfx1100) behind a 256 MiB BAR0 that cannot be resized"
         } else {
@@ -239,7 +297,8 @@ fn navi31(small_bar: bool) -> Profile {
 /// at +0x1260, +0x1860, +0x19400, +0x19800 of its first XCC window (gem5's MI300X SDMA
 /// addresses) and its MMHUB at +0x4000; the single-instance blocks sit in AID 0 at their
 /// Aldebaran bases.
-fn multi_die_ips(
+/// IP versions of a multi-die part (and the table versions that serve them).
+struct MultiDie {
     num_xcc: u8,
     num_aid: u8,
     gc: IpVersion,
@@ -251,49 +310,105 @@ fn multi_die_ips(
     mp_regs: IpVersion,
     hdp: IpVersion,
     osssys: IpVersion,
-) -> Vec<IpInstance> {
-    let xcc_per_aid = num_xcc / num_aid;
+}
+
+fn multi_die_ips(m: &MultiDie) -> Vec<IpInstance> {
+    let xcc_per_aid = m.num_xcc / m.num_aid;
     let aid_window = u64::from(xcc_per_aid) * 0x10000;
     let mut ips = Vec::new();
-    for aid in 0..num_aid {
+    for aid in 0..m.num_aid {
         let w = u64::from(aid) * aid_window;
         for j in 0..xcc_per_aid {
             let x = aid * xcc_per_aid + j;
             let xw = w + u64::from(j) * 0x10000;
-            ips.push(ip(hwid::GC, x, aid, gc, &[xw + 0x2000, xw + 0xA000], table("gc", gc_regs)));
+            ips.push(ip(
+                hwid::GC_HWID,
+                x,
+                aid,
+                m.gc,
+                &[xw + 0x2000, xw + 0xA000],
+                table(RegIp::Gc, m.gc_regs),
+            ));
         }
-        for (k, off) in [0x1260u64, 0x1860, 0x19400, 0x19800].into_iter().enumerate() {
+        for (k, off) in [0x1260u64, 0x1860, 0x19400, 0x19800]
+            .into_iter()
+            .enumerate()
+        {
             let inst = aid * 4 + k as u8;
-            ips.push(ip(hwid::SDMA0, inst, aid, sdma, &[w + off], table("sdma", v(4, 4, 2))));
+            ips.push(ip(
+                hwid::SDMA0_HWID,
+                inst,
+                aid,
+                m.sdma,
+                &[w + off],
+                table(RegIp::Sdma, v(4, 4, 2)),
+            ));
         }
-        ips.push(ip(hwid::MMHUB, aid, aid, mmhub, &[w + 0x4000], table("mmhub", v(1, 8, 0))));
+        ips.push(ip(
+            hwid::MMHUB_HWID,
+            aid,
+            aid,
+            m.mmhub,
+            &[w + 0x4000],
+            table(RegIp::Mmhub, v(1, 8, 0)),
+        ));
     }
     // NBIO 7.9 indexes nine segments; 5..8 are SMN-only (beyond BAR5), reached indirectly.
-    let nbio_bases = [0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000, 0x4080000, 0x40C0000, 0x4100000];
-    ips.push(ip(hwid::NBIO, 0, 0, nbio, &nbio_bases, table("nbio", v(7, 9, 0))));
+    let nbio_bases = [
+        0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000, 0x4080000, 0x40C0000, 0x4100000,
+    ];
+    ips.push(ip(
+        hwid::NBIF_HWID,
+        0,
+        0,
+        m.nbio,
+        &nbio_bases,
+        table(RegIp::Nbio, v(7, 9, 0)),
+    ));
     let mp_bases = [0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00];
-    ips.push(ip(hwid::MP0, 0, 0, mp, &mp_bases, table("mp", mp_regs)));
-    ips.push(ip(hwid::MP1, 0, 0, mp, &mp_bases, None));
-    ips.push(ip(hwid::HDP, 0, 0, hdp, &[0xF20, 0x240A400], table("hdp", v(4, 4, 2))));
-    ips.push(ip(hwid::OSSSYS, 0, 0, osssys, &[0x10A0, 0x240A000], table("osssys", v(4, 4, 2))));
+    ips.push(ip(
+        hwid::MP0_HWID,
+        0,
+        0,
+        m.mp,
+        &mp_bases,
+        table(RegIp::Mp, m.mp_regs),
+    ));
+    ips.push(ip(hwid::MP1_HWID, 0, 0, m.mp, &mp_bases, None));
+    ips.push(ip(
+        hwid::HDP_HWID,
+        0,
+        0,
+        m.hdp,
+        &[0xF20, 0x240A400],
+        table(RegIp::Hdp, v(4, 4, 2)),
+    ));
+    ips.push(ip(
+        hwid::OSSSYS_HWID,
+        0,
+        0,
+        m.osssys,
+        &[0x10A0, 0x240A000],
+        table(RegIp::Osssys, v(4, 4, 2)),
+    ));
     ips
 }
 
 /// Instinct MI300X: gfx942, 8 XCCs on 4 AIDs.
 fn mi300x() -> Profile {
-    let ips = multi_die_ips(
-        8,
-        4,
-        v(9, 4, 3),
-        v(9, 4, 3),
-        v(4, 4, 2),
-        v(1, 8, 0),
-        v(7, 9, 0),
-        v(13, 0, 6),
-        v(13, 0, 6),
-        v(4, 4, 2),
-        v(4, 4, 2),
-    );
+    let ips = multi_die_ips(&MultiDie {
+        num_xcc: 8,
+        num_aid: 4,
+        gc: v(9, 4, 3),
+        gc_regs: v(9, 4, 3),
+        sdma: v(4, 4, 2),
+        mmhub: v(1, 8, 0),
+        nbio: v(7, 9, 0),
+        mp: v(13, 0, 6),
+        mp_regs: v(13, 0, 6),
+        hdp: v(4, 4, 2),
+        osssys: v(4, 4, 2),
+    });
     Profile {
         name: "mi300x",
         description: "Instinct MI300X (gfx942), 8 XCCs on 4 AIDs, 192 GiB HBM3",
@@ -325,28 +440,28 @@ fn mi300x() -> Profile {
         },
         ips,
         // A data-centre part has no display engine: discovery reports DMU as harvested.
-        harvest: vec![(hwid::DMU, 0)],
+        harvest: vec![(hwid::DMU_HWID, 0)],
         base_addr_64_bit: false,
     }
 }
 
 /// Instinct MI350X as an SR-IOV VF in a cloud VM: gfx950, 8 XCCs on 2 IODs.
 fn mi350x_vf() -> Profile {
-    // Linux 6.12 ships no GC 9.5.0 / MP 13.0.14 headers: the registers come from the
-    // nearest tables (9.4.3, 13.0.6) until the MI350X tables are added (see MOCK.md).
-    let ips = multi_die_ips(
-        8,
-        2,
-        v(9, 5, 0),
-        v(9, 4, 3),
-        v(4, 4, 5),
-        v(1, 8, 1),
-        v(7, 9, 1),
-        v(13, 0, 14),
-        v(13, 0, 6),
-        v(4, 4, 5),
-        v(4, 4, 5),
-    );
+    // Linux 6.12 ships no headers for the MI350X blocks: am-autogen derives GC 9.5.0 from
+    // 9.4.3 and serves MP 13.0.14 with 13.0.6; the other blocks use the MI300X tables.
+    let ips = multi_die_ips(&MultiDie {
+        num_xcc: 8,
+        num_aid: 2,
+        gc: v(9, 5, 0),
+        gc_regs: v(9, 5, 0),
+        sdma: v(4, 4, 5),
+        mmhub: v(1, 8, 1),
+        nbio: v(7, 9, 1),
+        mp: v(13, 0, 14),
+        mp_regs: v(13, 0, 14),
+        hdp: v(4, 4, 5),
+        osssys: v(4, 4, 5),
+    });
     Profile {
         name: "mi350x-vf",
         description: "Instinct MI350X SR-IOV VF (gfx950), MMIO and VRAM gated by the PF",
@@ -377,7 +492,7 @@ fn mi350x_vf() -> Profile {
             lds_kib: 160,
         },
         ips,
-        harvest: vec![(hwid::DMU, 0)],
+        harvest: vec![(hwid::DMU_HWID, 0)],
         // Exercises the driver's 64-bit base-address path of ip_v4.
         base_addr_64_bit: true,
     }

@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 
-use crate::profile::{IpInstance, IpVersion, Profile};
+use crate::profile::{IpInstance, IpVersion, Profile, RegIp};
 use crate::tables;
 
 /// Which model answers for a register.
@@ -51,9 +51,9 @@ impl Block {
 pub struct RegInfo {
     /// Register name without the `reg`/`mm` prefix (`SCRATCH_REG7`).
     pub name: &'static str,
-    /// Header it comes from (`gc`, `nbio`, …) and its version.
-    pub table: &'static str,
-    /// Version of the header.
+    /// IP whose table defines it.
+    pub table: RegIp,
+    /// Version of that table.
     pub version: IpVersion,
     /// Discovery hardware id of the IP instance whose segment holds it.
     pub hw_id: u16,
@@ -70,14 +70,28 @@ pub struct RegInfo {
 /// Index of a register in the map.
 pub type RegId = usize;
 
+/// A second name for a register dword.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Alias {
+    /// The register first placed at the dword.
+    pub reg: RegId,
+    /// The other name.
+    pub name: &'static str,
+    /// Table of the other name.
+    pub table: RegIp,
+    /// Instance of the other name.
+    pub instance: u8,
+}
+
 /// Registers of one device, by address and by name.
 #[derive(Debug, Default)]
 pub struct RegisterMap {
     infos: Vec<RegInfo>,
     by_addr: HashMap<u64, RegId>,
-    by_name: HashMap<(&'static str, u8), RegId>,
-    /// Pairs of registers of different headers that land on the same dword (kept: first).
-    aliases: Vec<(RegId, &'static str)>,
+    by_name: HashMap<(RegIp, u8), HashMap<&'static str, RegId>>,
+    /// Further names of a dword that already has a register: (register, other name, table
+    /// and instance the other name comes from).
+    aliases: Vec<Alias>,
     /// Segments of every instance: (start, hw_id, instance, segment index).
     segments: Vec<(u64, u16, u8, usize)>,
     bar_dwords: u64,
@@ -108,27 +122,40 @@ pub const MAILBOX: &[(u64, &str)] = &[
 ];
 
 /// Which model owns a register of a given header.
-fn block_of(table: &str, name: &str) -> Block {
+fn block_of(table: RegIp, name: &str) -> Block {
     match table {
-        "mp" if name.starts_with("MP1") => Block::Smu,
-        "mp" => Block::Psp,
-        "mmhub" => Block::Gmc,
-        "osssys" => Block::Ih,
-        "sdma" => Block::Sdma,
-        "hdp" => Block::Nbio,
-        "nbio" | "nbif" if name.contains("MAILBOX") => Block::Mailbox,
-        "nbio" | "nbif" => Block::Nbio,
-        "gc" if name.starts_with("SDMA") => Block::Sdma,
-        "gc" if name.starts_with("GCVM_") || name.starts_with("GCMC_") => Block::Gmc,
-        _ => Block::Gfx,
+        RegIp::Mp if name.starts_with("MP1") => Block::Smu,
+        RegIp::Mp => Block::Psp,
+        RegIp::Mmhub => Block::Gmc,
+        RegIp::Osssys => Block::Ih,
+        RegIp::Sdma => Block::Sdma,
+        RegIp::Hdp | RegIp::Smuio => Block::Nbio,
+        RegIp::Nbio if name.contains("MAILBOX") => Block::Mailbox,
+        RegIp::Nbio => Block::Nbio,
+        RegIp::Gc if name.starts_with("SDMA") => Block::Sdma,
+        // The GC hub: GCVM_/GCMC_ on GC 10+, VM_/MC_VM_ on GC 9.
+        RegIp::Gc
+            if ["GCVM_", "GCMC_", "VM_", "MC_VM_"]
+                .iter()
+                .any(|p| name.starts_with(p)) =>
+        {
+            Block::Gmc
+        }
+        RegIp::Gc => Block::Gfx,
     }
 }
 
 impl RegisterMap {
     /// The map of `profile`: every register of every instance that lands inside BAR5.
     pub fn build(profile: &Profile) -> Self {
-        let mut map = RegisterMap { bar_dwords: profile.bar5_size / 4, ..Default::default() };
-        let nbio = profile.ips.iter().find(|i| i.hw_id == crate::hwid::NBIO);
+        let mut map = RegisterMap {
+            bar_dwords: profile.bar5_size / 4,
+            ..Default::default()
+        };
+        let nbio = profile
+            .ips
+            .iter()
+            .find(|i| i.hw_id == am_autogen::hwid::NBIF_HWID);
         for &(addr, name, block) in FIXED {
             map.insert(fixed_info(nbio, name, addr, block));
         }
@@ -137,26 +164,36 @@ impl RegisterMap {
                 map.insert(fixed_info(nbio, name, addr, Block::Mailbox));
             }
         }
-        for inst in &profile.ips {
+        // Segments for messages: an instance that shares another's aperture (SDMA in GC,
+        // MP1 in MP0) is named only where no instance with a table claims the base.
+        let mut owners: Vec<&IpInstance> = profile.ips.iter().collect();
+        owners.sort_by_key(|i| i.regs.is_none());
+        for inst in owners {
             for (seg, &base) in inst.bases.iter().enumerate() {
-                map.segments.push((base, inst.hw_id, inst.instance, seg));
+                if !map.segments.iter().any(|s| s.0 == base) {
+                    map.segments.push((base, inst.hw_id, inst.instance, seg));
+                }
             }
+        }
+        for inst in &profile.ips {
             let Some(t) = inst.regs else { continue };
-            for r in tables::registers(t.prefix, t.version) {
-                let Some(&base) = inst.bases.get(usize::from(r.base_idx)) else { continue };
+            for r in tables::registers(t.ip, t.version) {
+                let Some(&base) = inst.bases.get(usize::from(r.base_idx)) else {
+                    continue;
+                };
                 let addr = base + u64::from(r.offset);
                 if addr >= map.bar_dwords {
                     continue;
                 }
                 map.insert(RegInfo {
                     name: r.name,
-                    table: t.prefix,
+                    table: t.ip,
                     version: t.version,
                     hw_id: inst.hw_id,
                     instance: inst.instance,
                     addr,
                     default: r.default,
-                    block: block_of(t.prefix, r.name),
+                    block: block_of(t.ip, r.name),
                 });
             }
         }
@@ -165,19 +202,24 @@ impl RegisterMap {
     }
 
     fn insert(&mut self, info: RegInfo) {
-        let key = (info.name, info.instance);
+        let names = self.by_name.entry((info.table, info.instance)).or_default();
         if let Some(&first) = self.by_addr.get(&info.addr) {
             // Same dword under another name: the PF/VF views of BIF registers, RSMU vs
             // MM_INDEX, a fixed entry met again in its header. One register, several names.
-            if self.infos[first].name != info.name {
-                self.aliases.push((first, info.name));
+            if self.infos[first].name != info.name || self.infos[first].instance != info.instance {
+                self.aliases.push(Alias {
+                    reg: first,
+                    name: info.name,
+                    table: info.table,
+                    instance: info.instance,
+                });
             }
-            self.by_name.entry(key).or_insert(first);
+            names.entry(info.name).or_insert(first);
             return;
         }
         let id = self.infos.len();
         self.by_addr.insert(info.addr, id);
-        self.by_name.entry(key).or_insert(id);
+        names.entry(info.name).or_insert(id);
         self.infos.push(info);
     }
 
@@ -186,9 +228,10 @@ impl RegisterMap {
         self.by_addr.get(&addr).copied()
     }
 
-    /// A register by name and instance.
-    pub fn find(&self, name: &str, instance: u8) -> Option<RegId> {
-        self.by_name.get(&(name, instance)).copied()
+    /// A register by table, name and instance (the same name can exist in two tables: GC 9's
+    /// own hub has `VM_CONTEXT0_CNTL` like MMHUB 1.8).
+    pub fn find(&self, ip: RegIp, name: &str, instance: u8) -> Option<RegId> {
+        self.by_name.get(&(ip, instance))?.get(name).copied()
     }
 
     /// Everything known about a register.
@@ -207,7 +250,7 @@ impl RegisterMap {
     }
 
     /// Other names of registers that share a dword with an earlier one.
-    pub fn aliases(&self) -> &[(RegId, &'static str)] {
+    pub fn aliases(&self) -> &[Alias] {
         &self.aliases
     }
 
@@ -221,16 +264,18 @@ impl RegisterMap {
 
     /// Register values at reset.
     pub fn defaults(&self) -> RegValues {
-        RegValues { vals: self.infos.iter().map(|i| i.default).collect() }
+        RegValues {
+            vals: self.infos.iter().map(|i| i.default).collect(),
+        }
     }
 }
 
 fn fixed_info(nbio: Option<&IpInstance>, name: &'static str, addr: u64, block: Block) -> RegInfo {
     RegInfo {
         name,
-        table: "nbio",
-        version: nbio.map_or(IpVersion(0, 0, 0), |n| n.version),
-        hw_id: crate::hwid::NBIO,
+        table: RegIp::Nbio,
+        version: nbio.map_or(IpVersion::new(0, 0, 0), |n| n.version),
+        hw_id: am_autogen::hwid::NBIF_HWID,
         instance: 0,
         addr,
         default: 0,

@@ -1,9 +1,8 @@
 //! Sparse VRAM: a profile has up to 288 GiB of it, tests touch a few MiB.
 //!
 //! Memory is kept in 2 MiB chunks allocated on the first write; reading a chunk nobody wrote
-//! returns zeros, as freshly trained HBM/GDDR would in a model (real memory holds garbage;
-//! the driver must not rely on either, and zero is the value that hides the fewest bugs of
-//! the "forgot to initialise" kind only if tests also check explicit clears — see MOCK.md).
+//! returns zeros. (Real memory holds whatever it held; a driver must clear what it relies
+//! on, and the mock does not check that it does.)
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -24,7 +23,10 @@ pub struct Vram {
 impl Vram {
     /// VRAM of `size` bytes, all untouched.
     pub fn new(size: u64) -> Self {
-        Self { size, chunks: Mutex::new(HashMap::new()) }
+        Self {
+            size,
+            chunks: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Size in bytes.

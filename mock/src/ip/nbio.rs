@@ -1,11 +1,13 @@
 //! NBIO (BIF, RCC) and HDP: the SOC-level registers.
 //!
 //! Modelled now: the MM_INDEX/MM_INDEX_HI/MM_DATA window onto VRAM, the VRAM size in
-//! `RCC_CONFIG_MEMSIZE` and the VF bit of `RCC_IOV_FUNC_IDENTIFIER`. Doorbell apertures,
-//! HDP flush, PCIE INDEX2 per AID and RSMU come with the bring-up models.
+//! `RCC_CONFIG_MEMSIZE` and the VF bit of `RCC_IOV_FUNC_IDENTIFIER`. The indirect windows
+//! onto SMN space (RSMU, PCIE INDEX/INDEX2 per AID) are refused until the bring-up models
+//! them, so that a driver relying on them fails loudly instead of reading a stored value.
+//! Doorbell apertures and HDP flush come with the bring-up.
 
 use super::{Fault, Hw, IpModel, Reg};
-use crate::profile::Profile;
+use crate::profile::{Profile, RegIp};
 
 /// `MM_INDEX` bit 31: the index addresses memory, not registers.
 const MM_INDEX_MEMORY: u32 = 1 << 31;
@@ -38,7 +40,8 @@ impl Nbio {
                 self.mm_index
             )));
         }
-        let addr = (u64::from(self.mm_index_hi) << 31) | u64::from(self.mm_index & !MM_INDEX_MEMORY);
+        let addr =
+            (u64::from(self.mm_index_hi) << 31) | u64::from(self.mm_index & !MM_INDEX_MEMORY);
         if addr % 4 != 0 || !hw.vram.contains(addr, 4) {
             return Err(Fault::new(format!(
                 "MM_DATA VRAM address {addr:#x} is unaligned or beyond VRAM ({:#x} bytes)",
@@ -49,8 +52,28 @@ impl Nbio {
     }
 }
 
+/// Data registers of the indirect SMN windows.
+const SMN_DATA: &[&str] = &[
+    "BIF_BX_PF0_RSMU_DATA",
+    "BIF_BX0_PCIE_DATA",
+    "BIF_BX0_PCIE_DATA2",
+];
+
+fn refuse_smn_window(hw: &Hw<'_>, reg: Reg<'_>) -> Result<(), Fault> {
+    let hit = SMN_DATA
+        .iter()
+        .find(|n| hw.map.find(RegIp::Nbio, n, 0) == Some(reg.id));
+    match hit {
+        Some(n) => Err(Fault::new(format!(
+            "indirect SMN access through {n} is not modelled yet"
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl IpModel for Nbio {
     fn read(&mut self, hw: &mut Hw<'_>, reg: Reg<'_>) -> Result<u32, Fault> {
+        refuse_smn_window(hw, reg)?;
         Ok(match reg.name() {
             "BIF_BX_PF0_MM_INDEX" => self.mm_index,
             "BIF_BX_PF0_MM_INDEX_HI" => self.mm_index_hi,
@@ -62,6 +85,7 @@ impl IpModel for Nbio {
     }
 
     fn write(&mut self, hw: &mut Hw<'_>, reg: Reg<'_>, value: u32) -> Result<(), Fault> {
+        refuse_smn_window(hw, reg)?;
         match reg.name() {
             "BIF_BX_PF0_MM_INDEX" => self.mm_index = value,
             "BIF_BX_PF0_MM_INDEX_HI" => self.mm_index_hi = value,

@@ -1,0 +1,476 @@
+//! Memory manager: physical VRAM pools, the GPU virtual address space and the GPUVM page
+//! tables of VM context 0.
+//!
+//! VRAM is carved, bottom up, into
+//! - the boot pool (`[paddr_base, 32 MiB)`): everything `init_sw` allocates while booting,
+//!   including the root page table. Allocation is deterministic, so a later driver instance
+//!   finds the firmware and ring buffers of a warm boot at the same addresses and never
+//!   overwrites them;
+//! - the page-table pool (1/512 of VRAM, enough to map all of it with 4 KiB pages), low in
+//!   VRAM so tables stay CPU-visible through a small BAR0;
+//! - the main pool: the rest, up to the reserved top of VRAM.
+//!
+//! `paddr_base` is 1 MiB on an SR-IOV VF (the first MiB of VF VRAM is not ours); the XGMI
+//! segment offset of a hive is a different thing and only shows up in the entries
+//! ([`PageTables::vram_offset`], set by GMC).
+
+mod pt;
+mod pte;
+mod tlsf;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use pt::{ENTRIES, PAGE_SIZE, PageTables, TableAlloc, Translation, VA_BITS};
+pub use pte::{MTYPE_UC, PDE_ADDR_MASK, PTE_ADDR_MASK, PageEntry, PtEntry, PteFormat};
+pub use tlsf::Tlsf;
+
+use crate::pci::Bar;
+use crate::{Error, Result};
+
+/// Size of the boot pool at the bottom of VRAM.
+pub const BOOT_POOL_SIZE: u64 = 32 << 20;
+/// First GPU virtual address handed out (tinygrad's choice, shared by all its devices; well
+/// above anything the CP or shaders reserve).
+pub const VA_BASE: u64 = 0x2000_0000_0000;
+/// Size of the allocatable GPU virtual address space.
+pub const VA_SIZE: u64 = 1 << 44;
+
+/// Levels of the GPUVM tree, named as `enum amdgpu_vm_level`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum VmLevel {
+    /// Root directory, 512 GiB per entry.
+    Pdb2,
+    /// 1 GiB per entry.
+    Pdb1,
+    /// 2 MiB per entry.
+    Pdb0,
+    /// Page table, 4 KiB per entry.
+    Ptb,
+}
+
+impl VmLevel {
+    /// Position of this level's index in a virtual address.
+    pub const fn shift(self) -> u32 {
+        match self {
+            VmLevel::Pdb2 => 39,
+            VmLevel::Pdb1 => 30,
+            VmLevel::Pdb0 => 21,
+            VmLevel::Ptb => 12,
+        }
+    }
+    /// Bytes one entry covers.
+    pub const fn entry_size(self) -> u64 {
+        1 << self.shift()
+    }
+    /// The level below, if any.
+    pub const fn child(self) -> Option<VmLevel> {
+        match self {
+            VmLevel::Pdb2 => Some(VmLevel::Pdb1),
+            VmLevel::Pdb1 => Some(VmLevel::Pdb0),
+            VmLevel::Pdb0 => Some(VmLevel::Ptb),
+            VmLevel::Ptb => None,
+        }
+    }
+    /// Whether the driver maps huge pages at this level (1 GiB in PDB1, 2 MiB in PDB0).
+    pub const fn can_be_page(self) -> bool {
+        matches!(self, VmLevel::Pdb1 | VmLevel::Pdb0)
+    }
+}
+
+/// Access and placement of a mapping.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct MapFlags {
+    /// `READABLE`.
+    pub readable: bool,
+    /// `WRITEABLE`.
+    pub writable: bool,
+    /// `EXECUTABLE`.
+    pub executable: bool,
+    /// `SYSTEM`: the address is a system-memory bus address, not VRAM.
+    pub system: bool,
+    /// `SNOOPED`: accesses snoop the CPU caches.
+    pub snooped: bool,
+    /// `MTYPE_UC` instead of `MTYPE_NC`.
+    pub uncached: bool,
+}
+
+impl MapFlags {
+    /// Readable, writable, executable VRAM.
+    pub const VRAM: MapFlags = MapFlags {
+        readable: true,
+        writable: true,
+        executable: true,
+        system: false,
+        snooped: false,
+        uncached: false,
+    };
+    /// Readable, writable, executable system memory, snooped.
+    pub const SYSTEM: MapFlags = MapFlags {
+        readable: true,
+        writable: true,
+        executable: true,
+        system: true,
+        snooped: true,
+        uncached: false,
+    };
+}
+
+/// 64-bit access to VRAM at physical addresses: where the page tables live.
+pub trait VramAccess {
+    /// Reads the 8-byte entry at `paddr`.
+    fn read64(&self, paddr: u64) -> Result<u64>;
+    /// Writes the 8-byte entry at `paddr`.
+    fn write64(&self, paddr: u64, value: u64) -> Result<()>;
+    /// Zeroes `len` bytes (a multiple of 8) at `paddr`.
+    fn zero(&self, paddr: u64, len: u64) -> Result<()> {
+        (0..len / 8).try_for_each(|i| self.write64(paddr + i * 8, 0))
+    }
+}
+
+/// VRAM through BAR0 (large BAR, or any BAR when the tables sit in its visible part).
+impl VramAccess for Arc<dyn Bar> {
+    fn read64(&self, paddr: u64) -> Result<u64> {
+        Bar::read64(&**self, paddr)
+    }
+    fn write64(&self, paddr: u64, value: u64) -> Result<()> {
+        Bar::write64(&**self, paddr, value)
+    }
+    fn zero(&self, paddr: u64, len: u64) -> Result<()> {
+        let page = [0u8; PAGE_SIZE as usize];
+        (0..len.div_ceil(PAGE_SIZE)).try_for_each(|i| {
+            let n = (len - i * PAGE_SIZE).min(PAGE_SIZE) as usize;
+            self.write_bytes(paddr + i * PAGE_SIZE, &page[..n])
+        })
+    }
+}
+
+/// Sparse host-side stand-in for VRAM (tests, tools): 8-byte words in a hash map, zero until
+/// written, bounds-checked against `size`.
+#[derive(Debug, Default)]
+pub struct HostMemory {
+    size: u64,
+    words: RefCell<HashMap<u64, u64>>,
+}
+
+impl HostMemory {
+    /// `size` bytes of zeroed memory.
+    pub fn new(size: u64) -> Self {
+        HostMemory {
+            size,
+            words: RefCell::default(),
+        }
+    }
+    /// Number of non-zero words (tests use it to see that tables were cleared).
+    pub fn nonzero_words(&self) -> usize {
+        self.words.borrow().values().filter(|&&w| w != 0).count()
+    }
+    fn check(&self, paddr: u64) -> Result<()> {
+        if !paddr.is_multiple_of(8) || paddr.checked_add(8).is_none_or(|e| e > self.size) {
+            return Err(Error::OutOfRange {
+                device: "host memory".into(),
+                what: "VRAM".into(),
+                offset: paddr,
+                size: 8,
+                len: self.size,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl VramAccess for HostMemory {
+    fn read64(&self, paddr: u64) -> Result<u64> {
+        self.check(paddr)?;
+        Ok(self.words.borrow().get(&paddr).copied().unwrap_or(0))
+    }
+    fn write64(&self, paddr: u64, value: u64) -> Result<()> {
+        self.check(paddr)?;
+        if value == 0 {
+            self.words.borrow_mut().remove(&paddr);
+        } else {
+            self.words.borrow_mut().insert(paddr, value);
+        }
+        Ok(())
+    }
+}
+
+/// The three physical pools.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pool {
+    /// Bottom 32 MiB: boot-time allocations that survive into later driver instances.
+    Boot,
+    /// Page tables (after boot).
+    PageTable,
+    /// Everything else.
+    Main,
+}
+
+/// How VRAM is laid out for the memory manager.
+#[derive(Clone, Debug)]
+pub struct MmConfig {
+    /// Device name for error messages (BDF or mock spec).
+    pub device: String,
+    /// Entry format of the GC version.
+    pub format: PteFormat,
+    /// VRAM the driver may use: total minus the reserved top (64 MiB, 384 MiB on GC 9.4/9.5).
+    pub vram_size: u64,
+    /// First allocatable physical address: 0, or 1 MiB on a VF.
+    pub paddr_base: u64,
+}
+
+/// A GPU virtual range with the physical memory behind it, as [`MemoryManager::valloc`]
+/// returns it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VirtMapping {
+    /// GPU virtual address.
+    pub va: u64,
+    /// Size in bytes.
+    pub size: u64,
+    /// Physical `(addr, len)` ranges in VA order.
+    pub paddrs: Vec<(u64, u64)>,
+    /// How it is mapped.
+    pub flags: MapFlags,
+}
+
+/// Physical pools, the VA allocator and the page tables of one device.
+#[derive(Debug)]
+pub struct MemoryManager {
+    /// Boot pool.
+    pub boot: Tlsf,
+    /// Page-table pool.
+    pub ptable: Tlsf,
+    /// Main pool.
+    pub main: Tlsf,
+    /// GPU virtual address allocator over `[VA_BASE, VA_BASE + VA_SIZE)`.
+    pub va: Tlsf,
+    /// The page-table tree of VM context 0.
+    pub tables: PageTables,
+    booting: bool,
+}
+
+/// Frees `paddr` into whichever pool holds it.
+fn free_in(pools: [&mut Tlsf; 3], paddr: u64) -> Result<()> {
+    let [boot, ptable, main] = pools;
+    let pool = [boot, ptable]
+        .into_iter()
+        .find(|p| p.contains(paddr))
+        .unwrap_or(main);
+    pool.free(paddr)
+}
+
+struct PtAlloc<'a> {
+    boot: &'a mut Tlsf,
+    ptable: &'a mut Tlsf,
+    main: &'a mut Tlsf,
+    booting: bool,
+}
+
+impl TableAlloc for PtAlloc<'_> {
+    fn alloc_table(&mut self, mem: &dyn VramAccess) -> Result<u64> {
+        let t = if self.booting {
+            self.boot.alloc(PAGE_SIZE, PAGE_SIZE)?
+        } else {
+            // A full page-table pool spills into the main pool rather than failing a map.
+            self.ptable
+                .alloc(PAGE_SIZE, PAGE_SIZE)
+                .or_else(|_| self.main.alloc(PAGE_SIZE, PAGE_SIZE))?
+        };
+        mem.zero(t, PAGE_SIZE)?;
+        Ok(t)
+    }
+    fn free_table(&mut self, paddr: u64) -> Result<()> {
+        free_in([&mut *self.boot, &mut *self.ptable, &mut *self.main], paddr)
+    }
+}
+
+impl MemoryManager {
+    /// Lays out the pools and allocates the (zeroed) root page table from the boot pool.
+    /// The manager starts in boot mode: page tables come from the boot pool until
+    /// [`finish_boot`](Self::finish_boot).
+    pub fn new(cfg: &MmConfig, mem: &dyn VramAccess) -> Result<Self> {
+        let d = &cfg.device;
+        let boot_end = BOOT_POOL_SIZE.min(cfg.vram_size);
+        let pt_size = (cfg.vram_size / 512).next_multiple_of(1 << 20);
+        let pt_end = (boot_end + pt_size).min(cfg.vram_size);
+        let mut boot = Tlsf::new(
+            format!("{d} boot pool"),
+            cfg.paddr_base,
+            boot_end.saturating_sub(cfg.paddr_base),
+            PAGE_SIZE,
+        )?;
+        let ptable = Tlsf::new(
+            format!("{d} page-table pool"),
+            boot_end,
+            pt_end - boot_end,
+            PAGE_SIZE,
+        )?;
+        let main = Tlsf::new(
+            format!("{d} VRAM"),
+            pt_end,
+            cfg.vram_size - pt_end,
+            PAGE_SIZE,
+        )?;
+        let va = Tlsf::new(format!("{d} GPU VA space"), VA_BASE, VA_SIZE, PAGE_SIZE)?;
+        let root = boot.alloc(PAGE_SIZE, PAGE_SIZE)?;
+        mem.zero(root, PAGE_SIZE)?;
+        let tables = PageTables {
+            format: cfg.format,
+            root,
+            vram_offset: 0,
+            va_base: VA_BASE,
+        };
+        Ok(MemoryManager {
+            boot,
+            ptable,
+            main,
+            va,
+            tables,
+            booting: true,
+        })
+    }
+
+    /// Ends boot mode: page tables now come from the page-table pool.
+    pub fn finish_boot(&mut self) {
+        self.booting = false;
+    }
+
+    fn pool(&mut self, pool: Pool) -> &mut Tlsf {
+        match pool {
+            Pool::Boot => &mut self.boot,
+            Pool::PageTable => &mut self.ptable,
+            Pool::Main => &mut self.main,
+        }
+    }
+
+    /// Allocates `size` bytes of VRAM from `pool`, aligned to `align` (at least 4 KiB).
+    pub fn palloc(&mut self, size: u64, align: u64, pool: Pool) -> Result<u64> {
+        self.pool(pool).alloc(size, align)
+    }
+
+    /// Frees VRAM allocated with [`palloc`](Self::palloc), whichever pool it came from.
+    pub fn pfree(&mut self, paddr: u64) -> Result<()> {
+        free_in([&mut self.boot, &mut self.ptable, &mut self.main], paddr)
+    }
+
+    /// Allocates GPU virtual space, aligned to the largest power of two not above `size` (so
+    /// big buffers can use huge pages and large fragments) and at least to `align`.
+    pub fn alloc_va(&mut self, size: u64, align: u64) -> Result<u64> {
+        let natural = if size == 0 {
+            1
+        } else {
+            1 << (63 - size.leading_zeros())
+        };
+        self.va.alloc(size, align.max(natural))
+    }
+
+    /// Returns GPU virtual space.
+    pub fn free_va(&mut self, va: u64) -> Result<()> {
+        self.va.free(va)
+    }
+
+    fn split(&mut self) -> (&PageTables, PtAlloc<'_>) {
+        let alloc = PtAlloc {
+            boot: &mut self.boot,
+            ptable: &mut self.ptable,
+            main: &mut self.main,
+            booting: self.booting,
+        };
+        (&self.tables, alloc)
+    }
+
+    /// Maps `va` to the physical ranges (see [`PageTables::map`]).
+    pub fn map(
+        &mut self,
+        mem: &dyn VramAccess,
+        va: u64,
+        ranges: &[(u64, u64)],
+        flags: MapFlags,
+    ) -> Result<()> {
+        let (t, mut a) = self.split();
+        t.map(mem, &mut a, va, ranges, flags)
+    }
+
+    /// Unmaps `[va, va + size)` and frees emptied tables (see [`PageTables::unmap`]).
+    pub fn unmap(&mut self, mem: &dyn VramAccess, va: u64, size: u64) -> Result<()> {
+        let (t, mut a) = self.split();
+        t.unmap(mem, &mut a, va, size)
+    }
+
+    /// What maps `va`, if anything.
+    pub fn walk(&self, mem: &dyn VramAccess, va: u64) -> Result<Option<Translation>> {
+        self.tables.walk(mem, va)
+    }
+
+    /// Allocates `size` bytes (rounded up to 4 KiB) of VRAM and GPU virtual space and maps
+    /// them. Non-contiguous requests take the largest pieces the main pool has (2 MiB-aligned
+    /// from 2 MiB up) so the mapping gets huge pages and fragments.
+    pub fn valloc(
+        &mut self,
+        mem: &dyn VramAccess,
+        size: u64,
+        align: u64,
+        flags: MapFlags,
+        contiguous: bool,
+    ) -> Result<VirtMapping> {
+        let size = size.max(1).next_multiple_of(PAGE_SIZE);
+        let flags = MapFlags {
+            system: false,
+            ..flags
+        };
+        let mut paddrs = vec![];
+        let mut rem = size;
+        let mut chunk = if contiguous {
+            size
+        } else {
+            1 << (63 - size.leading_zeros())
+        };
+        while rem > 0 {
+            chunk = chunk.min(rem);
+            let chunk_align = if chunk >= 2 << 20 { 2 << 20 } else { PAGE_SIZE };
+            match self.main.alloc(chunk, chunk_align) {
+                Ok(p) => {
+                    paddrs.push((p, chunk));
+                    rem -= chunk;
+                }
+                Err(Error::OutOfMemory { .. }) if !contiguous && chunk > PAGE_SIZE => {
+                    chunk = (chunk / 2).next_multiple_of(PAGE_SIZE)
+                }
+                Err(e) => {
+                    paddrs.iter().try_for_each(|&(p, _)| self.main.free(p))?;
+                    return Err(e);
+                }
+            }
+        }
+        let done =
+            self.alloc_va(size, align)
+                .and_then(|va| match self.map(mem, va, &paddrs, flags) {
+                    Ok(()) => Ok(va),
+                    Err(e) => self.free_va(va).and(Err(e)),
+                });
+        match done {
+            Ok(va) => Ok(VirtMapping {
+                va,
+                size,
+                paddrs,
+                flags,
+            }),
+            Err(e) => {
+                paddrs.iter().try_for_each(|&(p, _)| self.main.free(p))?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Unmaps and frees a [`valloc`](Self::valloc) mapping.
+    pub fn vfree(&mut self, mem: &dyn VramAccess, m: &VirtMapping) -> Result<()> {
+        self.unmap(mem, m.va, m.size)?;
+        self.free_va(m.va)?;
+        m.paddrs.iter().try_for_each(|&(p, _)| self.main.free(p))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests;

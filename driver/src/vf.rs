@@ -1,0 +1,593 @@
+//! SR-IOV virtual functions: detection and the VF/PF mailbox.
+//!
+//! On a VF (e.g. MI350X VF, device 0x75b0) the host's PF gates MMIO and VRAM: until the VF
+//! asks for access, the registers and VRAM read all-ones. The VF talks to the PF through a
+//! small mailbox in BAR5 (`mxgpu_nv.h`): four request dwords (`TRN_DW0..3`), four event
+//! dwords (`RCV_DW0..3`) and a control register used byte-wide, one byte per direction.
+//! The protocol is polled; it only asks for access and never for a GPU or PCI reset.
+//!
+//! Open on a VF: [`Mailbox::request_init_data`], then [`Mailbox::request_init_access`],
+//! which returns the [`VfLease`] the device keeps for its whole life. Dropping the lease (or
+//! [`VfLease::release`]) gives access back with `IDH_REL_GPU_INIT_ACCESS`, exactly once,
+//! also when an open fails after the lease was taken.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::pci::Bar;
+use crate::{Error, Result};
+
+/// `RCC_IOV_FUNC_IDENTIFIER` (BAR5 dword); bit 0 `FUNC_IDENTIFIER` is set on a VF. Readable
+/// before the PF grants access, so it is read before discovery.
+pub const RCC_IOV_FUNC_IDENTIFIER: u64 = 0xde5;
+/// `MAILBOX_MSGBUF_TRN_DW0` (BAR5 dword): the request; `TRN_DW1..3` follow with its data.
+pub const MAILBOX_MSGBUF_TRN_DW0: u64 = 0xe56;
+/// `MAILBOX_MSGBUF_RCV_DW0` (BAR5 dword): the PF's last event; `RCV_DW1..3` follow.
+pub const MAILBOX_MSGBUF_RCV_DW0: u64 = 0xe5a;
+/// `MAILBOX_CONTROL` (BAR5 dword), accessed one byte at a time.
+pub const MAILBOX_CONTROL: u64 = 0xe5e;
+/// Byte address of the TRN half of `MAILBOX_CONTROL` (`NV_MAIBOX_CONTROL_TRN_OFFSET_BYTE`).
+pub const MAILBOX_CONTROL_TRN_BYTE: u64 = MAILBOX_CONTROL * 4;
+/// Byte address of the RCV half of `MAILBOX_CONTROL` (`NV_MAIBOX_CONTROL_RCV_OFFSET_BYTE`).
+pub const MAILBOX_CONTROL_RCV_BYTE: u64 = MAILBOX_CONTROL * 4 + 1;
+/// TRN byte bit 0: the VF's request in `TRN_DW0..3` is valid.
+pub const TRN_MSG_VALID: u8 = 1 << 0;
+/// TRN byte bit 1: the PF has taken the request.
+pub const TRN_MSG_ACK: u8 = 1 << 1;
+/// RCV byte bit 0: an event from the PF is pending.
+pub const RCV_MSG_VALID: u8 = 1 << 0;
+/// Value written to the RCV byte to acknowledge the pending event.
+pub const RCV_MSG_ACK: u8 = 1 << 1;
+
+/// Whether the function behind `mmio` (BAR5) is an SR-IOV VF.
+pub fn is_vf(mmio: &dyn Bar) -> Result<bool> {
+    let v = mmio.read32(RCC_IOV_FUNC_IDENTIFIER * 4)?;
+    tracing::debug!("RCC_IOV_FUNC_IDENTIFIER = {v:#x}");
+    Ok(v & 1 != 0)
+}
+
+/// Requests from the VF to the PF (`enum idh_request`, `mxgpu_nv.h`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum IdhRequest {
+    /// Ask for MMIO and VRAM access (answered by [`IdhEvent::ReadyToAccessGpu`]).
+    ReqGpuInitAccess = 1,
+    /// Give the init access back (no answer).
+    RelGpuInitAccess = 2,
+    /// Ask for access for teardown (not used by this driver).
+    ReqGpuFiniAccess = 3,
+    /// Give the teardown access back (not used by this driver).
+    RelGpuFiniAccess = 4,
+    /// Ask the PF for a reset (never sent by this driver).
+    ReqGpuResetAccess = 5,
+    /// Ask the PF to prepare the init data (answered by
+    /// [`IdhEvent::ReqGpuInitDataReady`]).
+    ReqGpuInitData = 6,
+}
+
+impl IdhRequest {
+    /// The code written to `TRN_DW0`.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The Linux name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ReqGpuInitAccess => "IDH_REQ_GPU_INIT_ACCESS",
+            Self::RelGpuInitAccess => "IDH_REL_GPU_INIT_ACCESS",
+            Self::ReqGpuFiniAccess => "IDH_REQ_GPU_FINI_ACCESS",
+            Self::RelGpuFiniAccess => "IDH_REL_GPU_FINI_ACCESS",
+            Self::ReqGpuResetAccess => "IDH_REQ_GPU_RESET_ACCESS",
+            Self::ReqGpuInitData => "IDH_REQ_GPU_INIT_DATA",
+        }
+    }
+}
+
+impl fmt::Display for IdhRequest {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x} ({})", self.code(), self.name())
+    }
+}
+
+/// Events from the PF to the VF (`enum idh_event`, `mxgpu_nv.h`), read from `RCV_DW0`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum IdhEvent {
+    /// The PF cleared its message buffer.
+    ClrMsgBuf = 0,
+    /// The VF may access MMIO and VRAM.
+    ReadyToAccessGpu = 1,
+    /// The PF is about to reset the function.
+    FlrNotification = 2,
+    /// The PF finished a function reset.
+    FlrNotificationCmpl = 3,
+    /// The last request succeeded.
+    Success = 4,
+    /// The last request failed.
+    Fail = 5,
+    /// The PF asks whether the VF is alive.
+    QueryAlive = 6,
+    /// The init data (critical region) is ready.
+    ReqGpuInitDataReady = 7,
+}
+
+impl IdhEvent {
+    /// The code the PF writes to `RCV_DW0`.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The event of a `RCV_DW0` value, if it is one this driver knows.
+    pub fn from_code(code: u32) -> Option<Self> {
+        Some(match code {
+            0 => Self::ClrMsgBuf,
+            1 => Self::ReadyToAccessGpu,
+            2 => Self::FlrNotification,
+            3 => Self::FlrNotificationCmpl,
+            4 => Self::Success,
+            5 => Self::Fail,
+            6 => Self::QueryAlive,
+            7 => Self::ReqGpuInitDataReady,
+            _ => return None,
+        })
+    }
+
+    /// The Linux name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ClrMsgBuf => "IDH_CLR_MSG_BUF",
+            Self::ReadyToAccessGpu => "IDH_READY_TO_ACCESS_GPU",
+            Self::FlrNotification => "IDH_FLR_NOTIFICATION",
+            Self::FlrNotificationCmpl => "IDH_FLR_NOTIFICATION_CMPL",
+            Self::Success => "IDH_SUCCESS",
+            Self::Fail => "IDH_FAIL",
+            Self::QueryAlive => "IDH_QUERY_ALIVE",
+            Self::ReqGpuInitDataReady => "IDH_REQ_GPU_INIT_DATA_READY",
+        }
+    }
+}
+
+impl fmt::Display for IdhEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x} ({})", self.code(), self.name())
+    }
+}
+
+/// `data2` of `IDH_REQ_GPU_INIT_DATA`: the PF is to lay out the critical region in its v2
+/// format (`amdgv_sriovmsg.h`).
+pub const GPU_CRIT_REGION_V2: u32 = 2;
+
+/// A monotonic clock the mailbox waits on. The system clock sleeps; [`VirtualClock`] only
+/// advances, so tests can run the real timeouts in microseconds.
+pub trait Clock: Send + Sync {
+    /// Time since an arbitrary, fixed origin.
+    fn now(&self) -> Duration;
+    /// Let `d` pass.
+    fn sleep(&self, d: Duration);
+}
+
+/// The machine's monotonic clock.
+#[derive(Debug)]
+pub struct SystemClock(Instant);
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self(Instant::now())
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Duration {
+        self.0.elapsed()
+    }
+    fn sleep(&self, d: Duration) {
+        std::thread::sleep(d);
+    }
+}
+
+/// A clock whose `sleep` returns at once after moving time forward: for tests and
+/// simulations, where the device model, not wall time, decides when things happen.
+#[derive(Debug, Default)]
+pub struct VirtualClock(AtomicU64);
+
+impl VirtualClock {
+    /// A clock at time zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Clock for VirtualClock {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+    fn sleep(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(ns, Ordering::Relaxed);
+    }
+}
+
+/// How long the mailbox waits, and how often it looks. Defaults are the values of
+/// `sriov-vf.md` (tinygrad's VF driver); tests shorten them or run them on a
+/// [`VirtualClock`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MailboxTimings {
+    /// Wait for `TRN_MSG_ACK` to drop after clearing `TRN_MSG_VALID`. The hardware drops the
+    /// ack as soon as the PF's side sees VALID cleared, so this only fires when the mailbox is
+    /// wedged; 1 s leaves room for a PF busy with other VFs.
+    pub ack_clear_timeout: Duration,
+    /// Poll interval of the ack-clear wait: 1 ms, because the clear normally takes
+    /// microseconds.
+    pub ack_clear_poll: Duration,
+    /// Wait for the PF to acknowledge a request: 500 ms, Linux's
+    /// `NV_MAILBOX_POLL_ACK_TIMEDOUT`. The PF acks from its interrupt handler; a PF that does
+    /// not ack in that time is not listening, so this is not retried.
+    pub ack_timeout: Duration,
+    /// Poll interval of the ack wait: 5 ms, a hundred looks within the deadline.
+    pub ack_poll: Duration,
+    /// Poll interval of the event wait: 10 ms, since the PF's answer takes milliseconds to
+    /// seconds (it may be preparing the VF's VRAM).
+    pub event_poll: Duration,
+    /// Event wait of each try of `INIT_DATA` and `INIT_ACCESS`: 2 s per try, which is what
+    /// the MI350X host answers within (tinygrad); Linux waits up to 15 s
+    /// (`NV_MAILBOX_POLL_MSG_TIMEDOUT`) once, we instead ask again.
+    pub init_event_timeout: Duration,
+    /// Tries of `INIT_DATA` and `INIT_ACCESS` when the event does not come: 5, so a PF that
+    /// lost one message (it answers one VF at a time) gets asked again within 10 s.
+    pub init_tries: u32,
+}
+
+impl Default for MailboxTimings {
+    fn default() -> Self {
+        Self {
+            ack_clear_timeout: Duration::from_secs(1),
+            ack_clear_poll: Duration::from_millis(1),
+            ack_timeout: Duration::from_millis(500),
+            ack_poll: Duration::from_millis(5),
+            event_poll: Duration::from_millis(10),
+            init_event_timeout: Duration::from_secs(2),
+            init_tries: 5,
+        }
+    }
+}
+
+/// The answer a request waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventWait {
+    /// The event expected in `RCV_DW0`.
+    pub event: IdhEvent,
+    /// How many times the request is sent when the event does not come (at least once).
+    pub tries: u32,
+    /// How long each try waits for the event.
+    pub timeout: Duration,
+}
+
+/// The VF side of the VF/PF mailbox in BAR5.
+#[derive(Clone)]
+pub struct Mailbox {
+    device: String,
+    mmio: Arc<dyn Bar>,
+    timings: MailboxTimings,
+    clock: Arc<dyn Clock>,
+}
+
+impl fmt::Debug for Mailbox {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mailbox")
+            .field("device", &self.device)
+            .field("timings", &self.timings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Mailbox {
+    /// The mailbox of `device` in its BAR5 `mmio`, with the default timings on the system
+    /// clock.
+    pub fn new(device: impl Into<String>, mmio: Arc<dyn Bar>) -> Self {
+        Self {
+            device: device.into(),
+            mmio,
+            timings: MailboxTimings::default(),
+            clock: Arc::new(SystemClock::default()),
+        }
+    }
+
+    /// The same mailbox with other timings.
+    pub fn with_timings(mut self, timings: MailboxTimings) -> Self {
+        self.timings = timings;
+        self
+    }
+
+    /// The same mailbox waiting on another clock.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The timings in use.
+    pub fn timings(&self) -> &MailboxTimings {
+        &self.timings
+    }
+
+    /// `IDH_REQ_GPU_INIT_DATA` (data2 = v2 critical region) until
+    /// `IDH_REQ_GPU_INIT_DATA_READY`: the first message of a VF open.
+    pub fn request_init_data(&self) -> Result<()> {
+        self.send(
+            IdhRequest::ReqGpuInitData,
+            [0, GPU_CRIT_REGION_V2, 0],
+            Some(self.init_wait(IdhEvent::ReqGpuInitDataReady)),
+        )
+    }
+
+    /// `IDH_REQ_GPU_INIT_ACCESS` until `IDH_READY_TO_ACCESS_GPU`. From then on MMIO and VRAM
+    /// are the VF's until the returned lease is released or dropped. When this fails no lease
+    /// exists and nothing is released.
+    pub fn request_init_access(&self) -> Result<VfLease> {
+        self.send(
+            IdhRequest::ReqGpuInitAccess,
+            [0; 3],
+            Some(self.init_wait(IdhEvent::ReadyToAccessGpu)),
+        )?;
+        Ok(VfLease {
+            mailbox: self.clone(),
+            released: false,
+        })
+    }
+
+    fn init_wait(&self, event: IdhEvent) -> EventWait {
+        EventWait {
+            event,
+            tries: self.timings.init_tries,
+            timeout: self.timings.init_event_timeout,
+        }
+    }
+
+    /// Send `request` with `data` (`TRN_DW1..3`) and, with `wait`, poll for its event.
+    ///
+    /// A stale pending event is acknowledged first. Only the event wait is retried: a
+    /// mailbox whose ack does not clear, or a request the PF does not acknowledge, fails at
+    /// once.
+    pub fn send(&self, request: IdhRequest, data: [u32; 3], wait: Option<EventWait>) -> Result<()> {
+        let mmio = &*self.mmio;
+        if mmio.read8(MAILBOX_CONTROL_RCV_BYTE)? & RCV_MSG_VALID != 0 {
+            // An event left from an earlier exchange would otherwise stay pending while the
+            // PF posts ours.
+            tracing::debug!("{}: acknowledging a stale VF mailbox event", self.device);
+            mmio.write8(MAILBOX_CONTROL_RCV_BYTE, RCV_MSG_ACK)?;
+        }
+        let Some(wait) = wait else {
+            return self.transmit(request, data);
+        };
+        let tries = wait.tries.max(1);
+        let mut last = 0;
+        for attempt in 1..=tries {
+            self.transmit(request, data)?;
+            if self.poll_event(wait, &mut last)? {
+                return Ok(());
+            }
+            if attempt < tries {
+                tracing::debug!(
+                    "{}: retrying VF mailbox request {request} ({attempt}/{tries})",
+                    self.device
+                );
+            }
+        }
+        Err(Error::VfMailboxNoEvent {
+            device: self.device.clone(),
+            request,
+            event: wait.event,
+            tries,
+            timeout: wait.timeout,
+            last,
+        })
+    }
+
+    /// One transmission: wait for the previous ack to drop, write the message, set VALID,
+    /// wait for the PF's ack, clear VALID.
+    fn transmit(&self, request: IdhRequest, data: [u32; 3]) -> Result<()> {
+        let (mmio, t) = (&*self.mmio, &self.timings);
+        // Clearing VALID is what makes the hardware drop the PF's ack of the last message;
+        // until it has, a fresh VALID would see the old ack and look acknowledged at once.
+        let deadline = self.clock.now() + t.ack_clear_timeout;
+        loop {
+            mmio.write8(MAILBOX_CONTROL_TRN_BYTE, 0)?;
+            if mmio.read8(MAILBOX_CONTROL_TRN_BYTE)? & TRN_MSG_ACK == 0 {
+                break;
+            }
+            if self.clock.now() > deadline {
+                return Err(Error::VfMailboxAckNotCleared {
+                    device: self.device.clone(),
+                    request,
+                    timeout: t.ack_clear_timeout,
+                });
+            }
+            self.clock.sleep(t.ack_clear_poll);
+        }
+
+        for (i, dw) in [request.code(), data[0], data[1], data[2]]
+            .into_iter()
+            .enumerate()
+        {
+            mmio.write32((MAILBOX_MSGBUF_TRN_DW0 + i as u64) * 4, dw)?;
+        }
+        mmio.write8(MAILBOX_CONTROL_TRN_BYTE, TRN_MSG_VALID)?;
+
+        let deadline = self.clock.now() + t.ack_timeout;
+        while mmio.read8(MAILBOX_CONTROL_TRN_BYTE)? & TRN_MSG_ACK == 0 {
+            if self.clock.now() > deadline {
+                return Err(Error::VfMailboxNotAcknowledged {
+                    device: self.device.clone(),
+                    request,
+                    timeout: t.ack_timeout,
+                });
+            }
+            self.clock.sleep(t.ack_poll);
+        }
+        mmio.write8(MAILBOX_CONTROL_TRN_BYTE, 0)
+    }
+
+    /// Poll `RCV_DW0` for `wait.event`; acknowledge it when it comes. `Ok(false)` on timeout,
+    /// with the last value seen in `last`.
+    fn poll_event(&self, wait: EventWait, last: &mut u32) -> Result<bool> {
+        let mmio = &*self.mmio;
+        let deadline = self.clock.now() + wait.timeout;
+        while self.clock.now() <= deadline {
+            *last = mmio.read32(MAILBOX_MSGBUF_RCV_DW0 * 4)?;
+            if *last == wait.event.code() {
+                mmio.write8(MAILBOX_CONTROL_RCV_BYTE, RCV_MSG_ACK)?;
+                return Ok(true);
+            }
+            self.clock.sleep(self.timings.event_poll);
+        }
+        Ok(false)
+    }
+}
+
+/// The init-access lease a VF holds from `READY_TO_ACCESS_GPU` on.
+///
+/// Released with `IDH_REL_GPU_INIT_ACCESS` exactly once: by [`VfLease::release`] or on
+/// drop, whichever comes first. A release that fails is logged and otherwise ignored: the
+/// driver is going away either way, and the PF reclaims the VF's access when it resets it.
+#[derive(Debug)]
+pub struct VfLease {
+    mailbox: Mailbox,
+    released: bool,
+}
+
+impl VfLease {
+    /// Give MMIO and VRAM access back to the PF. Later calls (and the drop) do nothing.
+    pub fn release(&mut self) {
+        if std::mem::replace(&mut self.released, true) {
+            return;
+        }
+        let mb = &self.mailbox;
+        match mb.send(IdhRequest::RelGpuInitAccess, [0; 3], None) {
+            Ok(()) => tracing::debug!("{}: VF init access released", mb.device),
+            Err(e) => tracing::warn!("{}: releasing VF init access failed: {e}", mb.device),
+        }
+    }
+
+    /// Whether the lease has been given back.
+    pub fn is_released(&self) -> bool {
+        self.released
+    }
+}
+
+impl Drop for VfLease {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// BAR5 with only `RCC_IOV_FUNC_IDENTIFIER`.
+    struct FuncId(u32);
+
+    impl Bar for FuncId {
+        fn len(&self) -> u64 {
+            0x8_0000
+        }
+        fn read32(&self, offset: u64) -> Result<u32> {
+            assert_eq!(offset, RCC_IOV_FUNC_IDENTIFIER * 4);
+            Ok(self.0)
+        }
+        fn write32(&self, _: u64, _: u32) -> Result<()> {
+            panic!("is_vf must not write")
+        }
+        fn read_bytes(&self, _: u64, _: &mut [u8]) -> Result<()> {
+            panic!("is_vf reads one dword")
+        }
+        fn write_bytes(&self, _: u64, _: &[u8]) -> Result<()> {
+            panic!("is_vf must not write")
+        }
+    }
+
+    #[test]
+    fn is_vf_reads_func_identifier_bit0() {
+        assert!(is_vf(&FuncId(0x8000_0001)).unwrap());
+        assert!(is_vf(&FuncId(1)).unwrap());
+        assert!(!is_vf(&FuncId(0x8000_0000)).unwrap());
+        assert!(!is_vf(&FuncId(0)).unwrap());
+    }
+
+    #[test]
+    fn message_codes_are_linux_values() {
+        use IdhEvent as E;
+        use IdhRequest as R;
+        let reqs = [
+            (R::ReqGpuInitAccess, 1),
+            (R::RelGpuInitAccess, 2),
+            (R::ReqGpuInitData, 6),
+        ];
+        for (r, code) in reqs {
+            assert_eq!(r.code(), code, "{}", r.name());
+        }
+        assert_eq!(E::ReadyToAccessGpu.code(), 1);
+        assert_eq!(E::ReqGpuInitDataReady.code(), 7);
+        for code in 0..8 {
+            assert_eq!(E::from_code(code).unwrap().code(), code);
+        }
+        assert_eq!(E::from_code(8), None);
+        assert_eq!(R::ReqGpuInitData.to_string(), "0x6 (IDH_REQ_GPU_INIT_DATA)");
+    }
+
+    /// A mailbox whose PF never acknowledges: the TRN byte keeps what the VF wrote.
+    #[derive(Default)]
+    struct DeafPf(Mutex<Vec<(u64, u32)>>);
+
+    impl Bar for DeafPf {
+        fn len(&self) -> u64 {
+            0x8_0000
+        }
+        fn read32(&self, _: u64) -> Result<u32> {
+            Ok(0)
+        }
+        fn write32(&self, offset: u64, value: u32) -> Result<()> {
+            self.0.lock().unwrap().push((offset, value));
+            Ok(())
+        }
+        fn read_bytes(&self, _: u64, buf: &mut [u8]) -> Result<()> {
+            buf.fill(0);
+            Ok(())
+        }
+        fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
+            self.0.lock().unwrap().push((offset, u32::from(data[0])));
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn unacknowledged_request_waits_the_ack_timeout_once() {
+        let bar = Arc::new(DeafPf::default());
+        let clock = Arc::new(VirtualClock::new());
+        let mb = Mailbox::new("0000:01:00.0", bar.clone()).with_clock(clock.clone());
+        let err = mb.request_init_data().unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "0000:01:00.0: VF mailbox request 0x6 (IDH_REQ_GPU_INIT_DATA) was not acknowledged within 500ms"
+        );
+        // One transmission, no retry: the request dword was written once.
+        let dw0_writes = bar
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|w| w.0 == 0xe56 * 4)
+            .count();
+        assert_eq!(dw0_writes, 1);
+        // The deadline is the sheet's 0.5 s, overrun by at most one 5 ms poll.
+        let t = clock.now();
+        assert!(
+            t > Duration::from_millis(500) && t <= Duration::from_millis(510),
+            "{t:?}"
+        );
+    }
+}
