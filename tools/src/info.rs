@@ -463,6 +463,25 @@ mod tests {
     }
 
     #[test]
+    fn boot_state_follows_what_a_previous_driver_left_in_the_scratch_registers() {
+        // Index 5: a device of its own in the mock's process-wide registry.
+        let dev = open_device("mock:navi31:5").unwrap();
+        assert!(!gather(&*dev).unwrap().boot_state.unwrap().am_initialised);
+        let d = Discovery::read(&*dev).unwrap();
+        let regs = Regs::new(&*dev, &d).unwrap();
+        regs.reg(gc::SCRATCH_REG7)
+            .unwrap()
+            .write(0, AM_BOOT_VERSION)
+            .unwrap();
+        regs.reg(gc::SCRATCH_REG6).unwrap().write(0, 1).unwrap();
+        let b = gather(&*dev).unwrap().boot_state.unwrap();
+        assert!(b.am_initialised && !b.clean, "{b:?}");
+        regs.reg(gc::SCRATCH_REG6).unwrap().write(0, 0).unwrap();
+        let b = gather(&*dev).unwrap().boot_state.unwrap();
+        assert!(b.am_initialised && b.clean, "{b:?}");
+    }
+
+    #[test]
     fn boot_state_reads_scratch_reg7_then_reg6() {
         let fresh = BootState::from_scratch(0, 0);
         assert!(!fresh.am_initialised);

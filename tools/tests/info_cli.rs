@@ -22,6 +22,24 @@ fn navi31_json_reports_gc_11_0_0_and_96_cus() {
     assert_eq!(j["gc"]["wave_size"], 32);
     assert_eq!(j["function"], "PF");
     assert_eq!(j["large_bar"], false);
+    // A fresh mock: no AM driver has booted it.
+    assert_eq!(j["boot_state"]["am_initialised"], false);
+    assert_eq!(j["error"], serde_json::Value::Null);
+}
+
+#[test]
+fn a_complete_report_exits_zero() {
+    let out = Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(["info", "mock:mi300x"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("XCCs         8 on 4 AID(s)"), "{text}");
 }
 
 #[test]
