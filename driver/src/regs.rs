@@ -10,9 +10,10 @@
 //! - *field*: a bit range of a register (`FOO__BAR_MASK`/`__SHIFT` in `*_sh_mask.h`).
 //!
 //! The generated tables give, per IP version, each register's offset, base index and
-//! fields; [`Regs`] picks the table for each discovered IP version (the newest table with
-//! the same major version that is not newer than the hardware, as the reference driver
-//! does) and resolves one address per (register, instance). Registers are named by the
+//! fields; [`Regs`] picks the table for each discovered IP version ([`select_table`]: that
+//! version's own table or its declared alias, else the newest table of the same major
+//! version that is not newer than the hardware, as the reference driver does) and resolves
+//! one address per (register, instance). Registers are named by the
 //! generated constants ([`gc::SCRATCH_REG7`](crate::regs::gc::SCRATCH_REG7)), so a typo does
 //! not compile; a register the discovered version lacks is an [`Error::NoSuchRegister`]
 //! naming register and version.
@@ -131,6 +132,19 @@ impl Regs {
                 .filter_map(|i| discovery.entry(ip, i).map(|e| (i, e.bases.clone())))
                 .collect();
             let table = select_table(family, version);
+            match table {
+                Some(t) => tracing::debug!(
+                    "{}: {} {version} uses the {} register table",
+                    dev.name(),
+                    hwip::name(ip),
+                    t.source()
+                ),
+                None => tracing::debug!(
+                    "{}: no register table for {} {version}",
+                    dev.name(),
+                    hwip::name(ip)
+                ),
+            }
             blocks.insert(
                 ip,
                 Block {
