@@ -109,3 +109,65 @@ fn pte_flags_per_family() {
     assert_eq!(vm::AMDGPU_PTE_IS_PTE, 1 << 63);
     assert_eq!(vm::AMDGPU_PDE_BFS_GFX12(0x3f), 0x1f << 58);
 }
+
+#[test]
+fn psp_gfx_frame_and_command_ids() {
+    // psp_gfx_if.h: the ring frame is 64 bytes; GFX_CMD_ID_LOAD_IP_FW = 6.
+    assert_eq!(size_of::<am_autogen::psp_gfx::psp_gfx_rb_frame>(), 64);
+    assert_eq!(am_autogen::psp_gfx::GFX_CMD_ID_LOAD_IP_FW, 6);
+    assert_eq!(am_autogen::psp_gfx::GFX_FW_TYPE_RLC_G, 8);
+    assert_eq!(am_autogen::psp_gfx::GFX_FW_TYPE_SMU, 18);
+}
+
+#[test]
+fn mqds_are_2048_bytes() {
+    use am_autogen::mqd;
+    assert_eq!(size_of::<mqd::v9::v9_mqd>(), 2048);
+    assert_eq!(size_of::<mqd::v11::v11_compute_mqd>(), 2048);
+    assert_eq!(size_of::<mqd::v12::v12_compute_mqd>(), 2048);
+}
+
+#[test]
+fn pm4_opcodes_and_headers() {
+    use am_autogen::pm4::{nvd, soc15d};
+    assert_eq!(nvd::PACKET3_WAIT_REG_MEM, 0x3c);
+    assert_eq!(nvd::PACKET3_RELEASE_MEM, 0x49);
+    assert_eq!(soc15d::PACKET3_RELEASE_MEM, 0x49);
+    // PACKET3(op, n): type 3 in bits 30..31, count at 16, opcode at 8.
+    assert_eq!(nvd::PACKET3(0x3c, 5), 0xc005_3c00);
+    assert_eq!(nvd::PACKET3_RELEASE_MEM_DATA_SEL(2), 2 << 29);
+    assert_eq!(nvd::PACKET3_RELEASE_MEM_EVENT_INDEX(5), 5 << 8);
+    assert_eq!(soc15d::WAIT_REG_MEM_FUNCTION(3), 3);
+}
+
+#[test]
+fn sdma_packet_opcodes() {
+    use am_autogen::sdma_pkt::{v4, v6};
+    assert_eq!(v6::SDMA_OP_COPY, 1);
+    assert_eq!(v6::SDMA_OP_FENCE, 5);
+    assert_eq!(v4::SDMA_PKT_HEADER_op_mask, 0xff);
+    assert_eq!(v4::SDMA_PKT_HEADER_OP(0x105), 0x05);
+}
+
+#[test]
+fn ih_ids() {
+    use am_autogen::ih;
+    assert_eq!(ih::SOC15_IH_CLIENTID_GRBM_CP, 20);
+    assert_eq!(ih::SOC15_IH_CLIENTID_VMC, 18);
+    assert_eq!(ih::gfx_9_0::GFX_9_0__SRCID__CP_EOP_INTERRUPT, 181);
+    assert_eq!(ih::gfx_11_0_0::GFX_11_0_0__SRCID__CP_EOP_INTERRUPT, 181);
+}
+
+#[test]
+fn smu_messages_clocks_and_metrics() {
+    use am_autogen::smu;
+    assert_eq!(smu::v13_0_0::PPSMC_MSG_GetSmuVersion, 2);
+    assert_eq!(smu::v13_0_0::PPSMC_MSG_SetSoftMaxByFreq, 0x1a);
+    assert_eq!(smu::v13_0_6::PPSMC_MSG_SetSoftMaxByFreq, 0x14);
+    assert_eq!(smu::v14_0_2::PPSMC_MSG_SetSoftMaxByFreq, 0x1a);
+    assert_eq!(smu::v13_0_0::PPCLK_GFXCLK, 0);
+    assert_eq!(smu::v13_0_0::PPCLK_UCLK, 2);
+    // Metrics tables are plain bytes to the driver: they read from a DMA buffer.
+    let raw = [0u8; size_of::<smu::v13_0_6::MetricsTableX_t>()];
+    assert!(smu::v13_0_6::MetricsTableX_t::read_from_bytes(&raw).is_ok());
+}

@@ -24,6 +24,7 @@ typedef uint8_t __u8; typedef uint16_t __u16; typedef uint32_t __u32; typedef ui
 #define __printf(a, b)
 #define BIT(n) (1UL << (n))
 struct mutex { int opaque; };
+typedef uint64_t resource_size_t;
 "#;
 
 /// What to bind from one header.
@@ -34,6 +35,8 @@ pub struct Spec<'a> {
     pub files: &'a [&'a str],
     /// Items (types, functions, variables) dropped: kernel bookkeeping with pointers.
     pub block: &'a [&'a str],
+    /// Further headers (relative to `drivers/gpu/drm/amd`) bound together with `header`.
+    pub also: &'a [&'a str],
 }
 
 /// Runs bindgen over one header and returns the reshaped Rust source (no file header).
@@ -42,7 +45,10 @@ pub fn bind(amd: &Path, prelude: &Path, spec: &Spec) -> Result<String> {
     // `T name[]` would become bindgen's non-Copy `__IncompleteArrayField`, which also turns
     // every union holding such a struct into an opaque blob; `[0]` has the same layout.
     let text = std::fs::read(&header).with_context(|| format!("read {}", header.display()))?;
-    let text = String::from_utf8_lossy(&text).replace("[];", "[0];");
+    let mut text = String::from_utf8_lossy(&text).replace("[];", "[0];");
+    for extra in spec.also {
+        text.push_str(&format!("\n#include \"{}\"\n", amd.join(extra).display()));
+    }
     let mut b = bindgen::Builder::default()
         .header_contents(&header.to_string_lossy(), &text)
         .clang_arg("-include")

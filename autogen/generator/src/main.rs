@@ -5,6 +5,7 @@
 
 mod bind;
 mod cexpr;
+mod gc950;
 mod regs;
 
 use anyhow::{Context, Result, bail};
@@ -96,6 +97,7 @@ fn ucode(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
             "amdgpu_device",
             "amdgpu_.*_(print|request|release|init|create|free|sysfs|get|name|decode|is).*",
         ],
+        also: &[],
     };
     let text = bound(
         amd,
@@ -117,6 +119,7 @@ fn discovery(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
         header: "include/discovery.h",
         files: &[".*discovery\\.h"],
         block: &["ip_structure.*"],
+        also: &[],
     };
     let text = bound(
         amd,
@@ -322,6 +325,244 @@ fn vm(amd: &Path, out: &Out) -> Result<()> {
     out.write("vm", &s)
 }
 
+/// Wraps generated items in `pub mod name { ... }` with a doc line.
+fn nested(name: &str, doc: &str, body: &str) -> String {
+    let mut s = String::new();
+    for line in doc.lines() {
+        let _ = writeln!(s, "/// {line}");
+    }
+    let _ = writeln!(s, "pub mod {name} {{");
+    s.push_str(body);
+    s.push_str("}\n");
+    s
+}
+
+fn psp_gfx(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
+    let spec = bind::Spec {
+        header: "amdgpu/psp_gfx_if.h",
+        files: &[".*psp_gfx_if\\.h"],
+        block: &[],
+        also: &[],
+    };
+    let text = bound(
+        amd,
+        prelude,
+        &spec,
+        "PSP GFX interface (`psp_gfx_if.h`): ring frame, command buffer and response\n\
+         structs, command ids (`GFX_CMD_ID_*`), firmware types (`GFX_FW_TYPE_*`) and the\n\
+         C2PMSG mailbox command values.",
+        "",
+    )?;
+    out.write("psp_gfx", &text)
+}
+
+fn mqd(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
+    let mut s = file_header(
+        &[
+            "include/v9_structs.h",
+            "include/v11_structs.h",
+            "include/v12_structs.h",
+        ],
+        "Memory queue descriptors: `v9` (GFX9, MI300/MI350), `v11` (GFX11) and `v12` (GFX12).",
+    );
+    for (name, header, doc) in [
+        (
+            "v9",
+            "include/v9_structs.h",
+            "GFX9 MQDs and SDMA MQD (`v9_structs.h`).",
+        ),
+        (
+            "v11",
+            "include/v11_structs.h",
+            "GFX11 MQDs (`v11_structs.h`).",
+        ),
+        (
+            "v12",
+            "include/v12_structs.h",
+            "GFX12 MQDs (`v12_structs.h`).",
+        ),
+    ] {
+        let file = format!(
+            ".*{}",
+            header
+                .rsplit('/')
+                .next()
+                .unwrap_or(header)
+                .replace('.', "\\.")
+        );
+        let files = [file.as_str()];
+        let spec = bind::Spec {
+            header,
+            files: &files,
+            block: &[],
+            also: &[],
+        };
+        s.push_str(&nested(name, doc, &bind::bind(amd, prelude, &spec)?));
+    }
+    out.write("mqd", &s)
+}
+
+fn doorbell(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
+    // The structs are the kernel's bookkeeping (resource_size_t, pointers); the enums are the
+    // doorbell assignments the hardware layout follows.
+    let spec = bind::Spec {
+        header: "amdgpu/amdgpu_doorbell.h",
+        files: &[".*amdgpu_doorbell\\.h"],
+        block: &[
+            "amdgpu_doorbell",
+            "amdgpu_doorbell_index",
+            "amdgpu_bo",
+            "amdgpu_device",
+            "amdgpu_.*doorbell.*_(init|fini|get|create|free|index|addr).*",
+            "resource_size_t",
+        ],
+        also: &[],
+    };
+    let text = bound(
+        amd,
+        prelude,
+        &spec,
+        "Doorbell assignments (`amdgpu_doorbell.h`): `AMDGPU_NAVI10_DOORBELL_*` (GFX10/11,\n\
+         64-bit doorbells, index in qwords), `AMDGPU_VEGA20_DOORBELL_*` and\n\
+         `AMDGPU_DOORBELL64_*` (SOC15/Vega layouts), `AMDGPU_DOORBELL_LAYOUT1_*` (MI300).",
+        "",
+    )?;
+    out.write("doorbell", &text)
+}
+
+fn pm4(amd: &Path, out: &Out) -> Result<()> {
+    let mut s = file_header(
+        &["amdgpu/nvd.h", "amdgpu/soc15d.h"],
+        "PM4 packets: opcodes (`PACKET3_*`), header builders (`PACKET3(op, n)`) and field\n\
+         helpers (`WAIT_REG_MEM_*`, `PACKET3_RELEASE_MEM_*`, `PACKET3_ACQUIRE_MEM_*`, ...) as\n\
+         constants and `const fn`s over `u32`. `nvd` is GFX10+ (navi31), `soc15d` GFX9 (MI300).",
+    );
+    for (name, header, doc) in [
+        ("nvd", "amdgpu/nvd.h", "GFX10/11/12 PM4 (`nvd.h`)."),
+        ("soc15d", "amdgpu/soc15d.h", "GFX9 PM4 (`soc15d.h`)."),
+    ] {
+        let mut body = String::new();
+        macros_of(amd, header, "u32", &not_guard, &mut body)?;
+        s.push_str(&nested(name, doc, &body));
+    }
+    out.write("pm4", &s)
+}
+
+fn sdma_pkt(amd: &Path, out: &Out) -> Result<()> {
+    let mut s = file_header(
+        &[
+            "amdgpu/sdma_v6_0_0_pkt_open.h",
+            "amdgpu/vega10_sdma_pkt_open.h",
+        ],
+        "SDMA packet opcodes and field shifts/masks: `v6` (SDMA 6.0, inside GC 11) and `v4`\n\
+         (SDMA 4.x packet layout of Vega10, used by SDMA 4.4.2 of MI300).",
+    );
+    for (name, header, doc) in [
+        (
+            "v6",
+            "amdgpu/sdma_v6_0_0_pkt_open.h",
+            "SDMA 6.0 packets (`sdma_v6_0_0_pkt_open.h`).",
+        ),
+        (
+            "v4",
+            "amdgpu/vega10_sdma_pkt_open.h",
+            "SDMA 4.x packets (`vega10_sdma_pkt_open.h`).",
+        ),
+    ] {
+        let mut body = String::new();
+        macros_of(amd, header, "u32", &not_guard, &mut body)?;
+        s.push_str(&nested(name, doc, &body));
+    }
+    out.write("sdma_pkt", &s)
+}
+
+fn ih(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
+    let srcs = [
+        ("gfx_9_0", "include/ivsrcid/gfx/irqsrcs_gfx_9_0.h"),
+        ("gfx_11_0_0", "include/ivsrcid/gfx/irqsrcs_gfx_11_0_0.h"),
+        ("vmc_1_0", "include/ivsrcid/vmc/irqsrcs_vmc_1_0.h"),
+        ("sdma0_4_0", "include/ivsrcid/sdma0/irqsrcs_sdma0_4_0.h"),
+        ("sdma1_4_0", "include/ivsrcid/sdma1/irqsrcs_sdma1_4_0.h"),
+        ("nbif_7_4", "include/ivsrcid/nbio/irqsrcs_nbif_7_4.h"),
+        ("smuio_9_0", "include/ivsrcid/smuio/irqsrcs_smuio_9_0.h"),
+        ("thm_9_0", "include/ivsrcid/thm/irqsrcs_thm_9_0.h"),
+    ];
+    let mut sources = vec!["include/soc15_ih_clientid.h"];
+    sources.extend(srcs.iter().map(|(_, h)| *h));
+    let mut s = file_header(
+        &sources,
+        "Interrupt handler ids: SOC15 client ids (`SOC15_IH_CLIENTID_*`) and, per client\n\
+         family, the source ids of `ivsrcid/` (GFX, SQ, UTCL2/VMC faults, SDMA, ...).",
+    );
+    let spec = bind::Spec {
+        header: "include/soc15_ih_clientid.h",
+        files: &[".*soc15_ih_clientid\\.h"],
+        block: &["soc15_ih_clientid_name"],
+        also: &[],
+    };
+    s.push_str(&bind::bind(amd, prelude, &spec)?);
+    for (name, header) in srcs {
+        let mut body = String::new();
+        macros_of(amd, header, "u32", &not_guard, &mut body)?;
+        let doc = format!(
+            "Source ids of `{}`.",
+            header.rsplit('/').next().unwrap_or(header)
+        );
+        s.push_str(&nested(name, &doc, &body));
+    }
+    out.write("ih", &s)
+}
+
+fn smu(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
+    let p = "pm/swsmu/inc/pmfw_if/";
+    let sets: [(&str, &str, &str, &str); 3] = [
+        (
+            "v13_0_0",
+            "smu_v13_0_0_ppsmc.h",
+            "smu13_driver_if_v13_0_0.h",
+            "MP1 13.0.0 (navi31): messages, clocks, `SmuMetrics_t`, `PPTable_t`.",
+        ),
+        (
+            "v13_0_6",
+            "smu_v13_0_6_ppsmc.h",
+            "smu_v13_0_6_pmfw.h",
+            "MP1 13.0.6 (MI300): messages, clocks, `MetricsTableX_t`/`MetricsTableA_t`.",
+        ),
+        (
+            "v14_0_2",
+            "smu_v14_0_2_ppsmc.h",
+            "smu14_driver_if_v14_0.h",
+            "MP1 14.0.2 (RDNA4): messages, clocks, `SmuMetrics_t`.",
+        ),
+    ];
+    let srcs: Vec<String> = sets
+        .iter()
+        .flat_map(|(_, a, b, _)| [format!("{p}{a}"), format!("{p}{b}")])
+        .collect();
+    let src_refs: Vec<&str> = srcs.iter().map(String::as_str).collect();
+    let mut s = file_header(
+        &src_refs,
+        "SMU (MP1) firmware interface per version: message ids (`PPSMC_MSG_*`), result codes,\n\
+         clock enums (`PPCLK_e`), feature bits and the metrics/driver tables.",
+    );
+    for (name, ppsmc, driver_if, doc) in sets {
+        let pa = format!("{p}{ppsmc}");
+        let pb = format!("{p}{driver_if}");
+        let fa = format!(".*{}", ppsmc.replace('.', "\\."));
+        let fb = format!(".*{}", driver_if.replace('.', "\\."));
+        let files = [fa.as_str(), fb.as_str()];
+        let also = [pb.as_str()];
+        let spec = bind::Spec {
+            header: &pa,
+            files: &files,
+            block: &[],
+            also: &also,
+        };
+        s.push_str(&nested(name, doc, &bind::bind(amd, prelude, &spec)?));
+    }
+    out.write("smu", &s)
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if args.len() != 3 {
@@ -351,8 +592,42 @@ fn main() -> Result<()> {
         if want("vm") {
             vm(&amd, &out)?;
         }
+        if want("psp_gfx") {
+            psp_gfx(&amd, &tmp, &out)?;
+        }
+        if want("mqd") {
+            mqd(&amd, &tmp, &out)?;
+        }
+        if want("doorbell") {
+            doorbell(&amd, &tmp, &out)?;
+        }
+        if want("pm4") {
+            pm4(&amd, &out)?;
+        }
+        if want("sdma_pkt") {
+            sdma_pkt(&amd, &out)?;
+        }
+        if want("ih") {
+            ih(&amd, &tmp, &out)?;
+        }
+        if want("smu") {
+            smu(&amd, &tmp, &out)?;
+        }
         if want("regs") {
-            regs::generate(&amd, &out.dir)?;
+            let stats = regs::generate(&amd, &out.dir, &file_header)?;
+            let mut total = (0, 0);
+            for (ip, union, vers) in &stats.ips {
+                for (v, r, f) in vers {
+                    eprintln!(
+                        "regs: {ip} {}.{}.{}: {r} registers, {f} fields",
+                        v.0, v.1, v.2
+                    );
+                    total.0 += r;
+                    total.1 += f;
+                }
+                eprintln!("regs: {ip}: {union} distinct names");
+            }
+            eprintln!("regs: total {} registers, {} fields", total.0, total.1);
         }
         Ok(())
     })();
