@@ -1,23 +1,56 @@
-//! The `am` command.
+//! The `am` command: one subcommand per module.
 
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod fw;
 mod list;
 mod serve;
 
-use clap::Parser;
+/// Userspace AMD GPU driver toolkit: bring AMD GPUs up without the amdgpu kernel driver
+/// (or on the mock), and inspect what that takes.
+#[derive(Parser)]
+#[command(name = "am", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-/// Userspace driver toolkit for AMD GPUs.
-#[derive(Parser, Debug)]
-#[command(name = "am", version)]
-enum Cli {
+#[derive(Subcommand)]
+enum Command {
+    /// amdgpu firmware: list what a device needs, check a file, write synthetic sets.
+    #[command(subcommand)]
+    Fw(fw::FwCommand),
     /// List the AMD GPUs on this machine's PCI bus (and on remote servers).
     List(list::ListArgs),
     /// Export devices over the remote PCI protocol (tinygrad's REMOTE=host:port).
     Serve(serve::ServeArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse() {
-        Cli::List(args) => list::run(args),
-        Cli::Serve(args) => serve::run(args),
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Fw(cmd) => fw::run(cmd),
+        Command::List(args) => list::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Serve(args) => serve::run(args).map(|()| ExitCode::SUCCESS),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("am: {err:#}");
+            ExitCode::FAILURE
+        }
     }
+}
+
+/// Logs go to stderr, filtered by `AM_LOG` (e.g. `AM_LOG=debug`); warnings by default.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AM_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }
