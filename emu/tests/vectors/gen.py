@@ -213,8 +213,10 @@ def main():
         cands = [((op, i), p(op)) for op in ops for i, p in enumerate(pats)]
         got = disassemble(cands)
         for (e, op), ts in sorted(got.items(), key=str):
+            if e == "?":
+                continue  # graphics-only encodings (EXP, MIMG, ...) met in leftover words
             for t in ts:
-                if e != "?" and e != "vopd":
+                if e != "vopd":
                     names.setdefault(e, {}).setdefault(op, base_name(t))
                     shapes.setdefault(e, {}).setdefault(op, shape_of(t))
                 texts.append(t)
@@ -256,8 +258,9 @@ def main():
         extra.append(((op, 11), (0xBF000000 | op << 16 | 0xFF << 8 | 2, 0x00010000)))
     for op in names["vop3p"]:
         extra.append(((op, 12), (0xCC000000 | op << 16 | 1 << 14 | 1 << 11 | 2, v(4) | v(6) << 9 | v(8) << 18 | 2 << 27 | 1 << 29)))
-    for ts in disassemble(extra).values():
-        texts.extend(ts)
+    for (e, _), ts in disassemble(extra).items():
+        if e != "?":
+            texts.extend(ts)
 
     # Step 2: assemble LLVM's own texts; keep what assembles (the vectors).
     seen, uniq = set(), []
