@@ -10,7 +10,10 @@ fn parse(line: &str) -> Option<(String, Vec<u32>)> {
         .split(',')
         .map(|b| u8::from_str_radix(b.trim_start_matches("0x"), 16).unwrap())
         .collect();
-    let words = bytes.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let words = bytes
+        .chunks(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     Some((text.trim().to_string(), words))
 }
 
@@ -48,10 +51,15 @@ fn llvm_vectors_decode_to_llvm_text() {
                 let ours = i.to_string();
                 if i.len as usize != words.len() {
                     bad.push(format!("{text}: length {} != {}", i.len, words.len()));
-                } else if let Some(m) = SYMBOLIC.iter().find(|m| text.starts_with(&format!("{m} "))) {
+                } else if let Some(m) = SYMBOLIC.iter().find(|m| text.starts_with(&format!("{m} ")))
+                {
                     // Symbolic operands: check the mnemonic and the raw 16-bit field.
                     symbolic += 1;
-                    let mask = if m.starts_with("s_sendmsg_rtn") { 0xff } else { 0xffff };
+                    let mask = if m.starts_with("s_sendmsg_rtn") {
+                        0xff
+                    } else {
+                        0xffff
+                    };
                     if !ours.starts_with(&format!("{m} ")) || i.imm as u32 != words[0] & mask {
                         bad.push(format!("{text}\n   ours: {ours} (imm {:#x})", i.imm));
                     }
@@ -65,7 +73,13 @@ fn llvm_vectors_decode_to_llvm_text() {
     for b in bad.iter().take(2000) {
         eprintln!("{b}");
     }
-    assert!(bad.is_empty(), "{} of {n} vectors disagree with LLVM", bad.len());
+    assert!(
+        bad.is_empty(),
+        "{} of {n} vectors disagree with LLVM",
+        bad.len()
+    );
     assert!(n > 5000, "only {n} vectors read");
-    eprintln!("{n} vectors agree with LLVM ({symbolic} with symbolic operands compared by raw field)");
+    eprintln!(
+        "{n} vectors agree with LLVM ({symbolic} with symbolic operands compared by raw field)"
+    );
 }

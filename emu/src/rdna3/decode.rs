@@ -195,7 +195,9 @@ impl std::fmt::Display for DecodeError {
 }
 
 fn lookup<'a>(tab: &'a [(u16, &'a str)], op: u16) -> Option<&'a str> {
-    tab.binary_search_by_key(&op, |e| e.0).ok().map(|i| tab[i].1)
+    tab.binary_search_by_key(&op, |e| e.0)
+        .ok()
+        .map(|i| tab[i].1)
 }
 
 /// Mnemonic of an opcode (without `_e32`/`_e64`/`_dpp` suffix), if LLVM knows it.
@@ -389,9 +391,18 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
         return Err(DecodeError::UnknownOpcode(enc, op));
     }
     let mut i = Inst::new(enc, op);
-    let word = |n: usize| words.get(n).copied().ok_or(DecodeError::Truncated(enc, n as u8 + 1));
+    let word = |n: usize| {
+        words
+            .get(n)
+            .copied()
+            .ok_or(DecodeError::Truncated(enc, n as u8 + 1))
+    };
     let shp = shape(enc, op);
-    let nops = if shp.is_empty() { 0 } else { shp.split(',').count() };
+    let nops = if shp.is_empty() {
+        0
+    } else {
+        shp.split(',').count()
+    };
     match enc {
         Sop1 => {
             i.dst = bits(w0, 16, 7) as u16;
@@ -498,7 +509,10 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
             let vx = opcodes::VOPD_X.iter().find(|e| e.0 == opx).map(|e| e.1);
             let vy = opcodes::VOPD_Y.iter().find(|e| e.0 == opy).map(|e| e.1);
             let (Some(vx), Some(vy)) = (vx, vy) else {
-                return Err(DecodeError::UnknownOpcode(enc, (opx as u16) << 5 | opy as u16));
+                return Err(DecodeError::UnknownOpcode(
+                    enc,
+                    (opx as u16) << 5 | opy as u16,
+                ));
             };
             i.op = vx;
             i.src[0] = bits(w0, 0, 9) as u16;
@@ -510,12 +524,7 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
                 dst: VGPR0 + ((bits(w1, 17, 7) << 1) | ((dstx & 1) ^ 1)) as u16,
                 src: [bits(w1, 0, 9) as u16, VGPR0 + bits(w1, 9, 8) as u16],
             };
-            let k = |op: u16| {
-                matches!(
-                    op,
-                    opcodes::valu::FMAMK_F32 | opcodes::valu::FMAAK_F32
-                )
-            };
+            let k = |op: u16| matches!(op, opcodes::valu::FMAMK_F32 | opcodes::valu::FMAAK_F32);
             if i.src[0] == LITERAL || i.y.src[0] == LITERAL || k(vx) || k(vy) {
                 i.literal = word(2)?;
                 i.len = 3;
@@ -574,7 +583,11 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
     }
     // Literal constants and DPP dwords of the SALU/VALU encodings.
     let nsrc = match enc {
-        Sop1 => nops.saturating_sub(if shp.starts_with('x') || nops < 2 { 0 } else { 1 }),
+        Sop1 => nops.saturating_sub(if shp.starts_with('x') || nops < 2 {
+            0
+        } else {
+            1
+        }),
         Sop2 => 2,
         Sopc => 2,
         Vop1 | Vop2 | Vopc => 1,
@@ -602,7 +615,9 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
         nsrc
     };
     let mut extra = i.len as usize;
-    if matches!(enc, Vop1 | Vop2 | Vopc | Vop3 | Vop3sd) && matches!(i.src[0], DPP16 | DPP8 | DPP8FI) {
+    if matches!(enc, Vop1 | Vop2 | Vopc | Vop3 | Vop3sd)
+        && matches!(i.src[0], DPP16 | DPP8 | DPP8FI)
+    {
         let d = word(extra)?;
         extra += 1;
         let s0 = VGPR0 + bits(d, 0, 8) as u16;

@@ -6,5 +6,5 @@ pub mod opcodes;
 mod print;
 
 pub use decode::{Dpp, Encoding, Inst, decode};
-pub(crate) use exec::step;
+pub(crate) use exec::run;
 pub use print::operand;

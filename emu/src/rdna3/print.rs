@@ -74,7 +74,11 @@ impl Shape<'_> {
         shape_is_16(self.0, i).then_some(hi)
     }
     fn len(&self) -> usize {
-        if self.0.is_empty() { 0 } else { self.0.split(',').count() }
+        if self.0.is_empty() {
+            0
+        } else {
+            self.0.split(',').count()
+        }
     }
 }
 
@@ -94,7 +98,11 @@ fn has_e64(op: u16) -> bool {
 
 /// LLVM prints 16-bit immediates that are inline integers in decimal, others in hex.
 fn u16_imm(imm: u32) -> String {
-    if imm <= 64 { format!("{imm}") } else { format!("0x{imm:x}") }
+    if imm <= 64 {
+        format!("{imm}")
+    } else {
+        format!("0x{imm:x}")
+    }
 }
 
 fn waitcnt(imm: u32) -> String {
@@ -128,7 +136,9 @@ fn delay_alu(imm: u32) -> String {
             _ => format!("{v}"),
         })
     };
-    let skip = ["SAME", "NEXT", "SKIP_1", "SKIP_2", "SKIP_3", "SKIP_4", "6", "7"];
+    let skip = [
+        "SAME", "NEXT", "SKIP_1", "SKIP_2", "SKIP_3", "SKIP_4", "6", "7",
+    ];
     let mut parts = vec![];
     if let Some(s) = id(imm & 0xf) {
         parts.push(format!("instid0({s})"));
@@ -150,10 +160,18 @@ fn dpp_text(d: Dpp) -> String {
     match d {
         Dpp::None => String::new(),
         Dpp::Dpp8 { sel, fi } => {
-            let l: Vec<String> = (0..8).map(|k| format!("{}", (sel >> (3 * k)) & 7)).collect();
+            let l: Vec<String> = (0..8)
+                .map(|k| format!("{}", (sel >> (3 * k)) & 7))
+                .collect();
             format!(" dpp8:[{}]{}", l.join(","), if fi { " fi:1" } else { "" })
         }
-        Dpp::Dpp16 { ctrl, row_mask, bank_mask, bound_ctrl, fi } => {
+        Dpp::Dpp16 {
+            ctrl,
+            row_mask,
+            bank_mask,
+            bound_ctrl,
+            fi,
+        } => {
             let c = ctrl as u32;
             let sel = match c {
                 0..=0xff => format!(
@@ -235,7 +253,12 @@ impl fmt::Display for Inst {
                         k = 1;
                     }
                 }
-                for (s, &code) in self.src.iter().enumerate().take(shp.len().saturating_sub(k)) {
+                for (s, &code) in self
+                    .src
+                    .iter()
+                    .enumerate()
+                    .take(shp.len().saturating_sub(k))
+                {
                     ops.push(operand(code, shp.regs(k + s), None, lit));
                 }
             }
@@ -266,8 +289,14 @@ impl fmt::Display for Inst {
             Sopp => {
                 let imm = self.imm as u32;
                 match name {
-                    "s_barrier" | "s_wakeup" | "s_icache_inv" | "s_ttracedata"
-                    | "s_endpgm_saved" | "s_code_end" | "s_wait_idle" | "s_endpgm_ordered_ps_done"
+                    "s_barrier"
+                    | "s_wakeup"
+                    | "s_icache_inv"
+                    | "s_ttracedata"
+                    | "s_endpgm_saved"
+                    | "s_code_end"
+                    | "s_wait_idle"
+                    | "s_endpgm_ordered_ps_done"
                     | "s_set_inst_prefetch_distance"
                         if imm == 0 || name != "s_set_inst_prefetch_distance" =>
                     {
@@ -280,7 +309,9 @@ impl fmt::Display for Inst {
                     "s_clause" | "s_set_inst_prefetch_distance" => ops.push(format!("0x{imm:x}")),
                     "s_sendmsg" | "s_sendmsghalt" => ops.push(format!("sendmsg({imm})")),
                     "s_waitcnt_depctr" => ops.push(format!("depctr({imm})")),
-                    "s_wait_event" | "s_ttracedata_imm" | "s_round_mode" => ops.push(format!("0x{imm:x}")),
+                    "s_wait_event" | "s_ttracedata_imm" | "s_round_mode" => {
+                        ops.push(format!("0x{imm:x}"))
+                    }
                     _ if name.starts_with("s_branch") || name.starts_with("s_cbranch") => {
                         ops.push(format!("{imm}"))
                     }
@@ -358,15 +389,26 @@ impl fmt::Display for Inst {
             Ds => {
                 // Operand order: vdst, addr, data0, data1, as many as the shape has.
                 let n = shp.len();
-                let rtn = name.contains("_rtn") || name.starts_with("ds_load") || name.starts_with("ds_read")
-                    || name.starts_with("ds_swizzle") || name.starts_with("ds_permute")
-                    || name.starts_with("ds_bpermute") || name.starts_with("ds_consume")
-                    || name.starts_with("ds_append") || name.starts_with("ds_bvh");
+                let rtn = name.contains("_rtn")
+                    || name.starts_with("ds_load")
+                    || name.starts_with("ds_read")
+                    || name.starts_with("ds_swizzle")
+                    || name.starts_with("ds_permute")
+                    || name.starts_with("ds_bpermute")
+                    || name.starts_with("ds_consume")
+                    || name.starts_with("ds_append")
+                    || name.starts_with("ds_bvh");
                 let mut codes = vec![];
                 if rtn {
                     codes.push(self.dst);
                 }
-                if !(name.starts_with("ds_append") || name.starts_with("ds_consume") || name.starts_with("ds_gws")) || name == "ds_gws_init" || name == "ds_gws_sema_br" || name == "ds_gws_barrier" {
+                if !(name.starts_with("ds_append")
+                    || name.starts_with("ds_consume")
+                    || name.starts_with("ds_gws"))
+                    || name == "ds_gws_init"
+                    || name == "ds_gws_sema_br"
+                    || name == "ds_gws_barrier"
+                {
                     if name.starts_with("ds_gws") {
                         codes.push(self.src[1]);
                     } else {
@@ -398,7 +440,9 @@ impl fmt::Display for Inst {
                 }
             }
             Flat | Global | Scratch => {
-                let load = shp.len() > 0 && !(name.contains("store") || (name.contains("atomic") && self.flags & flag::GLC == 0));
+                let load = shp.len() > 0
+                    && !(name.contains("store")
+                        || (name.contains("atomic") && self.flags & flag::GLC == 0));
                 let mut k = 0;
                 if load {
                     ops.push(operand(self.dst, shp.regs(0), None, lit));
@@ -421,13 +465,22 @@ impl fmt::Display for Inst {
                     ops.push(if self.saddr == NULL {
                         "off".into()
                     } else {
-                        operand(self.saddr, if self.enc == Global { 2 } else { 1 }, None, lit)
+                        operand(
+                            self.saddr,
+                            if self.enc == Global { 2 } else { 1 },
+                            None,
+                            lit,
+                        )
                     });
                 }
                 if self.imm != 0 {
                     tail.push_str(&format!(" offset:{}", self.imm));
                 }
-                for (b, s) in [(flag::GLC, " glc"), (flag::SLC, " slc"), (flag::DLC, " dlc")] {
+                for (b, s) in [
+                    (flag::GLC, " glc"),
+                    (flag::SLC, " slc"),
+                    (flag::DLC, " dlc"),
+                ] {
                     if self.flags & b != 0 {
                         tail.push_str(s);
                     }
@@ -456,7 +509,11 @@ impl fmt::Display for Inst {
                     if self.imm != 0 {
                         tail.push_str(&format!(" offset:{}", self.imm));
                     }
-                    for (b, s) in [(flag::GLC, " glc"), (flag::SLC, " slc"), (flag::DLC, " dlc")] {
+                    for (b, s) in [
+                        (flag::GLC, " glc"),
+                        (flag::SLC, " slc"),
+                        (flag::DLC, " dlc"),
+                    ] {
                         if self.flags & b != 0 {
                             tail.push_str(s);
                         }
@@ -508,7 +565,12 @@ impl Inst {
                 Vopc if name.starts_with("v_cmpx") => 0,
                 Vopc => 1,
                 _ if name == "v_nop" || name == "v_pipeflush" => 0,
-                _ if name.starts_with("v_add_co_ci") || name.starts_with("v_sub_co_ci") || name.starts_with("v_subrev_co_ci") => 2,
+                _ if name.starts_with("v_add_co_ci")
+                    || name.starts_with("v_sub_co_ci")
+                    || name.starts_with("v_subrev_co_ci") =>
+                {
+                    2
+                }
                 _ => 1,
             }
         } else {
@@ -517,17 +579,35 @@ impl Inst {
         let mut k = 0;
         if ndst >= 1 {
             let half = shp.half(0, self.opsel & 8 != 0);
-            let code = if e32 && self.enc == Vopc { super::decode::VCC_LO } else { self.dst };
+            let code = if e32 && self.enc == Vopc {
+                super::decode::VCC_LO
+            } else {
+                self.dst
+            };
             ops.push(operand(code, shp.regs(0), half, lit));
             k = 1;
         }
         if ndst == 2 {
-            ops.push(operand(if e32 { super::decode::VCC_LO } else { self.sdst }, shp.regs(1), None, lit));
+            ops.push(operand(
+                if e32 {
+                    super::decode::VCC_LO
+                } else {
+                    self.sdst
+                },
+                shp.regs(1),
+                None,
+                lit,
+            ));
             k = 2;
         }
         let mut nsrc = shp.len().saturating_sub(k);
         let mut extra_vcc = false;
-        if e32 && (name == "v_cndmask_b32" || name.starts_with("v_add_co_ci") || name.starts_with("v_sub_co_ci") || name.starts_with("v_subrev_co_ci")) {
+        if e32
+            && (name == "v_cndmask_b32"
+                || name.starts_with("v_add_co_ci")
+                || name.starts_with("v_sub_co_ci")
+                || name.starts_with("v_subrev_co_ci"))
+        {
             nsrc = nsrc.saturating_sub(1);
             extra_vcc = true;
         }

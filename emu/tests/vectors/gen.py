@@ -224,6 +224,10 @@ def main():
              for x, y in VOPD]
     cands += [((x, y), (0xC8000000 | x << 22 | y << 17 | 3 << 9 | 0xF2, 4 << 24 | (7 >> 1) << 17 | 2 << 9 | 0x81))
               for x, y in VOPD]
+    cands += [((x, y), (0xC8000000 | x << 22 | y << 17 | 0 << 9 | v(1), 4 << 24 | (7 >> 1) << 17 | 0 << 9 | v(6)))
+              for x, y in VOPD]
+    cands += [((x, y), (0xC8000000 | x << 22 | y << 17 | 3 << 9 | 0xFF, 4 << 24 | (7 >> 1) << 17 | 0 << 9 | v(6), 0x3ff))
+              for x, y in VOPD]
     got = disassemble(cands)
     vopdx, vopdy = {}, {}
     for (e, xy), ts in sorted(got.items(), key=str):

@@ -1,0 +1,404 @@
+//! Waves, workgroups and the dispatcher: the ISA-independent part of the interpreter.
+
+use crate::code_object::kcp;
+use crate::{Error, Isa, Kernel, Memory, Program, Stats};
+
+/// VGPR rows per wave: 256 architectural plus one scratch row used to stage DPP sources.
+pub(crate) const VGPR_ROWS: usize = 257;
+/// Row used to stage permuted DPP sources.
+pub(crate) const DPP_ROW: usize = 256;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaveState {
+    Running,
+    Barrier,
+    Done,
+}
+
+/// Float mode bits a wave runs with (from `COMPUTE_PGM_RSRC1`, changed by `s_denorm_mode`,
+/// `s_round_mode`, `s_setreg_b32 hwreg(HW_REG_MODE)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Mode {
+    /// FLOAT_ROUND_MODE (two bits f32, two bits f16/f64); only round-to-nearest-even is
+    /// modelled, other values are kept for `s_getreg` but do not change results.
+    pub round: u8,
+    /// FLOAT_DENORM_MODE: bits 0-1 f32, bits 2-3 f16/f64; 3 keeps denormals, 0 flushes.
+    pub denorm: u8,
+    /// IEEE mode (signalling NaN handling of min/max).
+    pub ieee: bool,
+    /// DX10 clamp: clamp NaN to 0.
+    pub dx10_clamp: bool,
+}
+
+impl Mode {
+    pub(crate) fn flush32(&self) -> bool {
+        self.denorm & 3 != 3
+    }
+    pub(crate) fn flush16_64(&self) -> bool {
+        (self.denorm >> 2) & 3 != 3
+    }
+}
+
+/// One wave: its registers and where it is.
+pub(crate) struct Wave {
+    /// SGPRs by operand code: s0-s105, vcc 106-107, ttmp 108-123, null 124, m0 125,
+    /// exec 126-127. `null` stays 0 because writes to it are dropped.
+    pub s: [u32; 128],
+    /// VGPRs, `v[row * 64 + lane]`.
+    pub v: Vec<u32>,
+    pub scc: bool,
+    /// Index of the next instruction.
+    pub pc: usize,
+    /// 32 or 64.
+    pub lanes: u32,
+    pub state: WaveState,
+    pub mode: Mode,
+    /// Private (scratch) bytes per lane.
+    pub private_size: usize,
+    /// `lanes * private_size` bytes, lane-major.
+    pub scratch: Vec<u8>,
+    /// Hardware registers written with `s_setreg` (by hwreg id), read back by `s_getreg`.
+    pub hwreg: [u32; 64],
+}
+
+impl Wave {
+    fn new() -> Wave {
+        Wave {
+            s: [0; 128],
+            v: vec![0; VGPR_ROWS * 64],
+            scc: false,
+            pc: 0,
+            lanes: 32,
+            state: WaveState::Done,
+            mode: Mode {
+                round: 0,
+                denorm: 0xf,
+                ieee: true,
+                dx10_clamp: true,
+            },
+            private_size: 0,
+            scratch: Vec::new(),
+            hwreg: [0; 64],
+        }
+    }
+
+    /// EXEC as a 64-bit mask (upper half 0 in wave32).
+    #[inline]
+    pub(crate) fn exec(&self) -> u64 {
+        if self.lanes == 32 {
+            self.s[126] as u64
+        } else {
+            self.s[126] as u64 | (self.s[127] as u64) << 32
+        }
+    }
+
+    #[inline]
+    pub(crate) fn set_exec(&mut self, m: u64) {
+        self.s[126] = m as u32;
+        if self.lanes == 64 {
+            self.s[127] = (m >> 32) as u32;
+        }
+    }
+
+    /// A lane mask read from an SGPR (pair in wave64).
+    #[inline]
+    pub(crate) fn mask(&self, code: u16) -> u64 {
+        let c = code as usize;
+        if c >= 128 {
+            return 0;
+        }
+        if self.lanes == 32 {
+            self.s[c] as u64
+        } else {
+            self.s[c] as u64 | (self.s.get(c + 1).copied().unwrap_or(0) as u64) << 32
+        }
+    }
+
+    #[inline]
+    pub(crate) fn set_mask(&mut self, code: u16, m: u64) {
+        self.sset(code, m as u32);
+        if self.lanes == 64 {
+            self.sset(code + 1, (m >> 32) as u32);
+        }
+    }
+
+    /// Writes an SGPR by operand code; writes to `null` and to non-registers are dropped.
+    #[inline]
+    pub(crate) fn sset(&mut self, code: u16, v: u32) {
+        if (code as usize) < 128 && code != crate::rdna3::decode::NULL {
+            self.s[code as usize] = v;
+        }
+    }
+
+    #[inline]
+    pub(crate) fn sset64(&mut self, code: u16, v: u64) {
+        self.sset(code, v as u32);
+        self.sset(code + 1, (v >> 32) as u32);
+    }
+}
+
+/// Everything a dispatch needs besides the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Grid size in work-items (as in an AQL packet), per dimension.
+    pub grid: [u32; 3],
+    /// Workgroup size in work-items, per dimension.
+    pub workgroup: [u32; 3],
+    /// GPU virtual address of the kernel arguments.
+    pub kernarg: u64,
+    /// Address given to kernels that enable the dispatch pointer (the AQL packet).
+    pub dispatch_ptr: u64,
+    /// Address given to kernels that enable the queue pointer.
+    pub queue_ptr: u64,
+    /// Value given to kernels that enable the dispatch id.
+    pub dispatch_id: u64,
+    /// LDS bytes added to the kernel's `group_segment_fixed_size` (dynamic LDS).
+    pub dynamic_lds: u32,
+    /// Scratch bytes per work-item added to `private_segment_fixed_size` (dynamic stack).
+    pub dynamic_scratch: u32,
+    /// GPU virtual address where `.text` was uploaded (for `s_getpc_b64`); `None` means the
+    /// address the code object was linked at.
+    pub code_address: Option<u64>,
+}
+
+impl Launch {
+    /// A launch of `grid` work-items in workgroups of `workgroup`, arguments at `kernarg`.
+    pub fn new(grid: [u32; 3], workgroup: [u32; 3], kernarg: u64) -> Launch {
+        Launch {
+            grid,
+            workgroup,
+            kernarg,
+            dispatch_ptr: 0,
+            queue_ptr: 0,
+            dispatch_id: 0,
+            dynamic_lds: 0,
+            dynamic_scratch: 0,
+            code_address: None,
+        }
+    }
+}
+
+/// Shared state of the waves of one workgroup while they run.
+pub(crate) struct Ctx<'a> {
+    pub mem: &'a mut dyn Memory,
+    pub lds: &'a mut [u8],
+    pub code_base: u64,
+    pub prog: &'a Program,
+    pub instructions: u64,
+}
+
+/// LDS of one workgroup on gfx11 (64 KiB per workgroup).
+const MAX_LDS: u32 = 64 * 1024;
+
+/// Runs `kernel` of `program` over the whole grid, workgroup after workgroup, and returns
+/// when every wave has executed `s_endpgm`.
+pub fn dispatch(
+    program: &Program,
+    kernel: &Kernel,
+    launch: &Launch,
+    mem: &mut dyn Memory,
+) -> Result<Stats, Error> {
+    let bad = |reason: String| Error::BadLaunch {
+        kernel: kernel.name.clone(),
+        reason,
+    };
+    let kd = &kernel.descriptor;
+    if launch.workgroup.contains(&0) || launch.grid.contains(&0) {
+        return Err(bad(format!(
+            "empty grid {:?} or workgroup {:?}",
+            launch.grid, launch.workgroup
+        )));
+    }
+    let wg_items: u64 = launch.workgroup.iter().map(|&x| x as u64).product();
+    if wg_items > 1024 {
+        return Err(bad(format!(
+            "workgroup of {wg_items} work-items exceeds 1024"
+        )));
+    }
+    let lds_size = kd
+        .group_segment_fixed_size
+        .saturating_add(launch.dynamic_lds);
+    if lds_size > MAX_LDS {
+        return Err(bad(format!("{lds_size} bytes of LDS exceed {MAX_LDS}")));
+    }
+    let private_size = kd
+        .private_segment_fixed_size
+        .saturating_add(launch.dynamic_scratch) as usize;
+    let lanes = kd.wave_size();
+    let code_base = launch.code_address.unwrap_or(program.text_address);
+    let entry = kernel
+        .entry
+        .checked_sub(program.text_address)
+        .map(|off| code_base + off)
+        .ok_or(Error::BadPc { pc: kernel.entry })?;
+    let entry_idx = program
+        .index_of(code_base, entry)
+        .ok_or(Error::BadPc { pc: entry })?;
+    let Isa::Gfx1100 = program.isa;
+
+    let groups: [u32; 3] = std::array::from_fn(|d| launch.grid[d].div_ceil(launch.workgroup[d]));
+    let mut lds = vec![0u8; lds_size as usize];
+    let n_waves_max = (wg_items as u32).div_ceil(lanes) as usize;
+    let mut waves: Vec<Wave> = (0..n_waves_max).map(|_| Wave::new()).collect();
+    let mut stats = Stats::default();
+    let rsrc1 = kd.compute_pgm_rsrc1;
+    let rsrc2 = kd.compute_pgm_rsrc2;
+    let mode = Mode {
+        round: ((rsrc1 >> 12) & 0xf) as u8,
+        denorm: ((rsrc1 >> 16) & 0xf) as u8,
+        ieee: rsrc1 & (1 << 23) != 0,
+        dx10_clamp: rsrc1 & (1 << 21) != 0,
+    };
+
+    for gz in 0..groups[2] {
+        for gy in 0..groups[1] {
+            for gx in 0..groups[0] {
+                let gid = [gx, gy, gz];
+                // Work-items of this (possibly partial) workgroup.
+                let size: [u32; 3] = std::array::from_fn(|d| {
+                    (launch.grid[d] - gid[d] * launch.workgroup[d]).min(launch.workgroup[d])
+                });
+                let items = size[0] * size[1] * size[2];
+                let n_waves = items.div_ceil(lanes) as usize;
+                lds.fill(0);
+                for (w_idx, w) in waves.iter_mut().enumerate().take(n_waves) {
+                    init_wave(
+                        w,
+                        w_idx as u32,
+                        lanes,
+                        size,
+                        gid,
+                        kernel,
+                        launch,
+                        mode,
+                        private_size,
+                    );
+                    w.pc = entry_idx;
+                }
+                let mut ctx = Ctx {
+                    mem: &mut *mem,
+                    lds: &mut lds,
+                    code_base,
+                    prog: program,
+                    instructions: 0,
+                };
+                run_workgroup(&mut waves[..n_waves], &mut ctx)?;
+                stats.instructions += ctx.instructions;
+                stats.waves += n_waves as u64;
+                stats.workgroups += 1;
+            }
+        }
+    }
+    let _ = rsrc2;
+    Ok(stats)
+}
+
+fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    loop {
+        for w in waves.iter_mut() {
+            if w.state == WaveState::Running {
+                crate::rdna3::run(w, ctx)?;
+            }
+        }
+        if waves.iter().all(|w| w.state == WaveState::Done) {
+            return Ok(());
+        }
+        // Every live wave waits at the barrier (finished waves do not take part): release.
+        for w in waves.iter_mut() {
+            if w.state == WaveState::Barrier {
+                w.state = WaveState::Running;
+            }
+        }
+    }
+}
+
+/// Sets up a wave's registers as the hardware does from the kernel descriptor: user SGPRs,
+/// then system SGPRs (workgroup ids, workgroup info, private segment wave offset), work-item
+/// ids in v0 (gfx11 packs x, y, z into bits 0-9, 10-19, 20-29), EXEC for the live lanes.
+#[allow(clippy::too_many_arguments)]
+fn init_wave(
+    w: &mut Wave,
+    w_idx: u32,
+    lanes: u32,
+    size: [u32; 3],
+    gid: [u32; 3],
+    kernel: &Kernel,
+    launch: &Launch,
+    mode: Mode,
+    private_size: usize,
+) {
+    let kd = &kernel.descriptor;
+    w.s = [0; 128];
+    w.v.fill(0);
+    w.scc = false;
+    w.lanes = lanes;
+    w.state = WaveState::Running;
+    w.mode = mode;
+    w.hwreg = [0; 64];
+    w.private_size = private_size;
+    w.scratch.clear();
+    w.scratch.resize(private_size * lanes as usize, 0);
+    let props = kd.kernel_code_properties;
+    let mut sgprs: Vec<u32> = Vec::with_capacity(16);
+    let push64 = |v: &mut Vec<u32>, x: u64| {
+        v.push(x as u32);
+        v.push((x >> 32) as u32);
+    };
+    if props & kcp::ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER != 0 {
+        // Scratch is private to the emulator; the buffer descriptor is not used by our
+        // scratch_* implementation, so it is left zero.
+        sgprs.extend([0, 0, 0, 0]);
+    }
+    if props & kcp::ENABLE_SGPR_DISPATCH_PTR != 0 {
+        push64(&mut sgprs, launch.dispatch_ptr);
+    }
+    if props & kcp::ENABLE_SGPR_QUEUE_PTR != 0 {
+        push64(&mut sgprs, launch.queue_ptr);
+    }
+    if props & kcp::ENABLE_SGPR_KERNARG_SEGMENT_PTR != 0 {
+        push64(&mut sgprs, launch.kernarg);
+    }
+    if props & kcp::ENABLE_SGPR_DISPATCH_ID != 0 {
+        push64(&mut sgprs, launch.dispatch_id);
+    }
+    if props & kcp::ENABLE_SGPR_FLAT_SCRATCH_INIT != 0 {
+        push64(&mut sgprs, 0);
+    }
+    if props & kcp::ENABLE_SGPR_PRIVATE_SEGMENT_SIZE != 0 {
+        sgprs.push(private_size as u32);
+    }
+    for (i, v) in sgprs.iter().enumerate().take(106) {
+        w.s[i] = *v;
+    }
+    let rsrc2 = kd.compute_pgm_rsrc2;
+    let mut next = kd.user_sgpr_count() as usize;
+    for d in 0..3 {
+        if rsrc2 & (1 << (7 + d)) != 0 && next < 106 {
+            w.s[next] = gid[d];
+            next += 1;
+        }
+    }
+    if rsrc2 & (1 << 10) != 0 && next < 106 {
+        // WORKGROUP_INFO: the LDS size in its upper bits is not modelled; 0.
+        w.s[next] = 0;
+        next += 1;
+    }
+    if rsrc2 & 1 != 0 && next < 106 {
+        // Private segment wave offset: scratch is per wave in the emulator, so 0.
+        w.s[next] = 0;
+    }
+    let items = size[0] * size[1] * size[2];
+    let mut exec = 0u64;
+    for lane in 0..lanes {
+        let flat = w_idx * lanes + lane;
+        if flat >= items {
+            continue;
+        }
+        exec |= 1 << lane;
+        let x = flat % size[0];
+        let y = (flat / size[0]) % size[1];
+        let z = flat / (size[0] * size[1]);
+        w.v[lane as usize] = x | (y << 10) | (z << 20);
+    }
+    w.set_exec(exec);
+}

@@ -1,0 +1,340 @@
+//! Whole kernels compiled by clang-22 at test time, run on the emulator and compared with a
+//! Rust reference: exactly, or within a stated ulp bound for the transcendental functions.
+
+mod common;
+use am_emu::HostMemory;
+use common::*;
+
+#[test]
+fn vadd_matches_reference_with_partial_last_workgroup() {
+    let n = 1000u32; // not a multiple of 256: the last workgroup has 232 work-items
+    let mut r = Rng(1);
+    let a: Vec<f32> = (0..n).map(|_| r.f32(-10.0, 10.0)).collect();
+    let b: Vec<f32> = (0..n).map(|_| r.f32(-10.0, 10.0)).collect();
+    let mut mem = HostMemory::new();
+    let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
+    let pc = mem.alloc(4 * n as usize);
+    launch(
+        kernels(),
+        "vadd",
+        [n, 1, 1],
+        [256, 1, 1],
+        Args::default().ptr(pa).ptr(pb).ptr(pc).u32(n),
+        &mut mem,
+    );
+    let c = download_f32(&mut mem, pc, n as usize);
+    for k in 0..n as usize {
+        assert_eq!(c[k].to_bits(), (a[k] + b[k]).to_bits(), "c[{k}]");
+    }
+}
+
+#[test]
+fn saxpy_matches_reference() {
+    let n = 512u32;
+    let mut r = Rng(2);
+    let x: Vec<f32> = (0..n).map(|_| r.f32(-1.0, 1.0)).collect();
+    let y: Vec<f32> = (0..n).map(|_| r.f32(-1.0, 1.0)).collect();
+    let alpha = 1.7f32;
+    let mut mem = HostMemory::new();
+    let (px, py) = (upload(&mut mem, &x), upload(&mut mem, &y));
+    launch(
+        kernels(),
+        "saxpy",
+        [n, 1, 1],
+        [256, 1, 1],
+        Args::default().f32(alpha).ptr(px).ptr(py).u32(n),
+        &mut mem,
+    );
+    let out = download_f32(&mut mem, py, n as usize);
+    for k in 0..n as usize {
+        // LLVM contracts alpha * x + y into one fused multiply-add.
+        assert_eq!(
+            out[k].to_bits(),
+            alpha.mul_add(x[k], y[k]).to_bits(),
+            "y[{k}]"
+        );
+    }
+}
+
+#[test]
+fn reduce_through_lds_with_barriers_sums_each_workgroup() {
+    let groups = 4usize;
+    let mut r = Rng(3);
+    let input: Vec<f32> = (0..256 * groups).map(|_| r.f32(0.0, 1.0)).collect();
+    let mut mem = HostMemory::new();
+    let pin = upload(&mut mem, &input);
+    let pout = mem.alloc(4 * groups);
+    let stats = launch(
+        kernels(),
+        "reduce",
+        [256 * groups as u32, 1, 1],
+        [256, 1, 1],
+        Args::default().ptr(pin).ptr(pout),
+        &mut mem,
+    );
+    assert_eq!(
+        stats.waves,
+        8 * groups as u64,
+        "256 work-items are 8 waves of 32"
+    );
+    let out = download_f32(&mut mem, pout, groups);
+    for g in 0..groups {
+        // The same tree order as the kernel.
+        let mut buf: Vec<f32> = input[256 * g..256 * (g + 1)].to_vec();
+        let mut s = 128;
+        while s > 0 {
+            for t in 0..s {
+                buf[t] += buf[t + s];
+            }
+            s >>= 1;
+        }
+        assert_eq!(out[g].to_bits(), buf[0].to_bits(), "group {g}");
+    }
+}
+
+#[test]
+fn tiled_matmul_matches_reference() {
+    let n = 32usize;
+    let mut r = Rng(4);
+    let a: Vec<f32> = (0..n * n).map(|_| r.f32(-1.0, 1.0)).collect();
+    let b: Vec<f32> = (0..n * n).map(|_| r.f32(-1.0, 1.0)).collect();
+    let mut mem = HostMemory::new();
+    let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
+    let pc = mem.alloc(4 * n * n);
+    launch(
+        kernels(),
+        "matmul",
+        [n as u32, n as u32, 1],
+        [16, 16, 1],
+        Args::default().ptr(pa).ptr(pb).ptr(pc).u32(n as u32),
+        &mut mem,
+    );
+    let c = download_f32(&mut mem, pc, n * n);
+    for i in 0..n {
+        for j in 0..n {
+            let mut acc = 0.0f32;
+            for k in 0..n {
+                acc = a[i * n + k].mul_add(b[k * n + j], acc);
+            }
+            assert_eq!(c[i * n + j].to_bits(), acc.to_bits(), "C[{i}][{j}]");
+        }
+    }
+}
+
+#[test]
+fn exp_log_sqrt_division_within_ulp_bounds() {
+    let n = 256usize;
+    let mut r = Rng(5);
+    let mut x: Vec<f32> = (0..n).map(|_| r.f32(0.01, 80.0)).collect();
+    x[0] = 1.0;
+    x[1] = 1e-30;
+    x[2] = 88.0;
+    x[3] = 2.0;
+    let mut mem = HostMemory::new();
+    let px = upload(&mut mem, &x);
+    let outs: Vec<u64> = (0..4).map(|_| mem.alloc(4 * n)).collect();
+    launch(
+        kernels(),
+        "transc",
+        [n as u32, 1, 1],
+        [64, 1, 1],
+        Args::default()
+            .ptr(px)
+            .ptr(outs[0])
+            .ptr(outs[1])
+            .ptr(outs[2])
+            .ptr(outs[3]),
+        &mut mem,
+    );
+    let e = download_f32(&mut mem, outs[0], n);
+    let l = download_f32(&mut mem, outs[1], n);
+    let s = download_f32(&mut mem, outs[2], n);
+    let d = download_f32(&mut mem, outs[3], n);
+    for k in 0..n {
+        let v = x[k];
+        // OpenCL allows 3 ulp for exp/log (LLVM's expansion plus the hardware's 1 ulp), and
+        // sqrt is correctly rounded here; 1/v + v/3 is two 2.5-ulp divisions and an add.
+        assert!(
+            ulps(e[k], (v as f64).exp() as f32) <= 3,
+            "exp({v}) = {} vs {}",
+            e[k],
+            (v as f64).exp()
+        );
+        assert!(
+            ulps(l[k], (v as f64).ln() as f32) <= 3,
+            "log({v}) = {} vs {}",
+            l[k],
+            (v as f64).ln()
+        );
+        assert_eq!(s[k].to_bits(), v.sqrt().to_bits(), "sqrt({v})");
+        let want = (1.0 / v as f64 + v as f64 / 3.0) as f32;
+        assert!(ulps(d[k], want) <= 4, "1/{v} + {v}/3 = {} vs {want}", d[k]);
+    }
+}
+
+#[test]
+fn integer_division_and_modulo_are_exact() {
+    let n = 256usize;
+    let mut r = Rng(6);
+    let mut a: Vec<i32> = (0..n).map(|_| r.next() as i32).collect();
+    let mut b: Vec<i32> = (0..n)
+        .map(|k| {
+            let v = (r.next() >> (k % 31)) as i32;
+            if v == 0 { 7 } else { v }
+        })
+        .collect();
+    a[0] = i32::MIN;
+    b[0] = 1;
+    a[1] = 5;
+    b[1] = -3;
+    a[2] = -7;
+    b[2] = 2;
+    a[3] = u32::MAX as i32;
+    b[3] = 3;
+    let mut mem = HostMemory::new();
+    let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
+    let o: Vec<u64> = (0..4).map(|_| mem.alloc(4 * n)).collect();
+    launch(
+        kernels(),
+        "idiv",
+        [n as u32, 1, 1],
+        [64, 1, 1],
+        Args::default()
+            .ptr(pa)
+            .ptr(pb)
+            .ptr(o[0])
+            .ptr(o[1])
+            .ptr(o[2])
+            .ptr(o[3]),
+        &mut mem,
+    );
+    let q = download_u32(&mut mem, o[0], n);
+    let rm = download_u32(&mut mem, o[1], n);
+    let uq = download_u32(&mut mem, o[2], n);
+    let ur = download_u32(&mut mem, o[3], n);
+    for k in 0..n {
+        let (x, y) = (a[k], b[k]);
+        assert_eq!(q[k] as i32, x.wrapping_div(y), "{x} / {y}");
+        assert_eq!(rm[k] as i32, x.wrapping_rem(y), "{x} % {y}");
+        assert_eq!(uq[k], x as u32 / y as u32, "{x} /u {y}");
+        assert_eq!(ur[k], x as u32 % y as u32, "{x} %u {y}");
+    }
+}
+
+#[test]
+fn sixty_four_bit_address_arithmetic_is_exact() {
+    let n = 128usize;
+    let mut r = Rng(7);
+    let p: Vec<u64> = (0..n).map(|_| r.next()).collect();
+    let stride = 0x1_0000_0003u64;
+    let mut mem = HostMemory::new();
+    let pp = upload(&mut mem, &p);
+    let po = mem.alloc(8 * n);
+    launch(
+        kernels(),
+        "addr64",
+        [n as u32, 1, 1],
+        [64, 1, 1],
+        Args::default().ptr(pp).u64(stride).ptr(po),
+        &mut mem,
+    );
+    let out = download_u64(&mut mem, po, n);
+    for k in 0..n {
+        let a = (k as u64).wrapping_mul(stride).wrapping_add(0x1_0000_0000);
+        let want = p[k]
+            .wrapping_mul(3)
+            .wrapping_add(a)
+            .wrapping_add(a >> 7)
+            .wrapping_add(p[k] / 7);
+        assert_eq!(out[k], want, "out[{k}]");
+    }
+}
+
+#[test]
+fn loops_with_divergent_lanes_count_collatz_steps() {
+    let n = 192usize;
+    let input: Vec<u32> = (0..n as u32).map(|k| k * 7 + 1).collect();
+    let mut mem = HostMemory::new();
+    let pi = upload(&mut mem, &input);
+    let po = mem.alloc(4 * n);
+    launch(
+        kernels(),
+        "divloop",
+        [n as u32, 1, 1],
+        [64, 1, 1],
+        Args::default().ptr(pi).ptr(po),
+        &mut mem,
+    );
+    let out = download_u32(&mut mem, po, n);
+    for k in 0..n {
+        let (mut c, mut acc) = (input[k], 0u32);
+        while c != 1 && acc < 1000 {
+            c = if c & 1 == 1 { 3 * c + 1 } else { c / 2 };
+            acc += 1;
+        }
+        assert_eq!(out[k], acc, "steps({})", input[k]);
+    }
+}
+
+#[test]
+fn f16_fma_matches_reference() {
+    use am_emu::float::{f16_to_f32, f64_to_f16};
+    let n = 128usize;
+    let mut r = Rng(8);
+    let a: Vec<u16> = (0..n)
+        .map(|_| am_emu::float::f32_to_f16(r.f32(-8.0, 8.0)))
+        .collect();
+    let b: Vec<u16> = (0..n)
+        .map(|_| am_emu::float::f32_to_f16(r.f32(-8.0, 8.0)))
+        .collect();
+    let mut mem = HostMemory::new();
+    let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
+    let pc = mem.alloc(2 * n);
+    launch(
+        kernels(),
+        "f16k",
+        [n as u32, 1, 1],
+        [64, 1, 1],
+        Args::default().ptr(pa).ptr(pb).ptr(pc),
+        &mut mem,
+    );
+    let c = download_u16(&mut mem, pc, n);
+    for k in 0..n {
+        let (x, y) = (f16_to_f32(a[k]) as f64, f16_to_f32(b[k]) as f64);
+        // Contracted to v_fmac_f16: one rounding of the exact x * y + x.
+        assert_eq!(c[k], f64_to_f16(x.mul_add(y, x)), "{x} * {y} + {x}");
+    }
+}
+
+#[test]
+fn wave64_kernel_runs_with_64_lane_exec() {
+    let (_, bytes) = compile_cl(KERNELS, &["-mwavefrontsize64"]);
+    let co = am_emu::CodeObject::parse(&bytes, "kernels.cl wave64").unwrap();
+    let k = co.kernel("vadd").unwrap();
+    assert_eq!(k.descriptor.wave_size(), 64);
+    let prog = am_emu::Program::new(&co, am_emu::Isa::Gfx1100).unwrap();
+    let both = (co.clone(), prog);
+    let n = 300u32;
+    let a: Vec<f32> = (0..n).map(|k| k as f32 * 0.5).collect();
+    let b: Vec<f32> = (0..n).map(|k| 1.0 / (k as f32 + 1.0)).collect();
+    let mut mem = HostMemory::new();
+    let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
+    let pc = mem.alloc(4 * n as usize);
+    let st = launch(
+        &both,
+        "vadd",
+        [n, 1, 1],
+        [256, 1, 1],
+        Args::default().ptr(pa).ptr(pb).ptr(pc).u32(n),
+        &mut mem,
+    );
+    assert_eq!(
+        st.waves,
+        4 + 1,
+        "256 items = 4 waves of 64, then 44 items = 1 wave"
+    );
+    let c = download_f32(&mut mem, pc, n as usize);
+    for k in 0..n as usize {
+        assert_eq!(c[k].to_bits(), (a[k] + b[k]).to_bits(), "c[{k}]");
+    }
+}

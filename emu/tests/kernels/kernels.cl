@@ -1,0 +1,108 @@
+// Test kernels for the emulator, compiled at test time by clang-22 with -nogpulib, so they use
+// clang's AMDGPU builtins instead of the OpenCL work-item functions.
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+
+#define LID_X __builtin_amdgcn_workitem_id_x()
+#define LID_Y __builtin_amdgcn_workitem_id_y()
+#define GRP_X __builtin_amdgcn_workgroup_id_x()
+#define GRP_Y __builtin_amdgcn_workgroup_id_y()
+#define BARRIER()                                           \
+  do {                                                      \
+    __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");  \
+    __builtin_amdgcn_s_barrier();                           \
+    __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");  \
+  } while (0)
+
+kernel void vadd(global const float *a, global const float *b, global float *c, uint n) {
+  uint i = GRP_X * 256 + LID_X;
+  if (i < n) c[i] = a[i] + b[i];
+}
+
+kernel void saxpy(float alpha, global const float *x, global float *y, uint n) {
+  uint i = GRP_X * 256 + LID_X;
+  if (i < n) y[i] = alpha * x[i] + y[i];
+}
+
+// Sum of 256 floats per workgroup through LDS, one barrier per step (8 waves in wave32).
+kernel void reduce(global const float *in, global float *out) {
+  local float buf[256];
+  uint t = LID_X;
+  buf[t] = in[GRP_X * 256 + t];
+  BARRIER();
+  for (uint s = 128; s > 0; s >>= 1) {
+    if (t < s) buf[t] += buf[t + s];
+    BARRIER();
+  }
+  if (t == 0) out[GRP_X] = buf[0];
+}
+
+#define TS 16
+kernel void matmul(global const float *A, global const float *B, global float *C, uint N) {
+  local float As[TS][TS], Bs[TS][TS];
+  uint tx = LID_X, ty = LID_Y;
+  uint row = GRP_Y * TS + ty, col = GRP_X * TS + tx;
+  float acc = 0.0f;
+  for (uint k0 = 0; k0 < N; k0 += TS) {
+    As[ty][tx] = A[row * N + k0 + tx];
+    Bs[ty][tx] = B[(k0 + ty) * N + col];
+    BARRIER();
+    for (uint k = 0; k < TS; k++) acc += As[ty][k] * Bs[k][tx];
+    BARRIER();
+  }
+  C[row * N + col] = acc;
+}
+
+kernel void transc(global const float *x, global float *e, global float *l, global float *s,
+                   global float *d) {
+  uint i = GRP_X * 64 + LID_X;
+  float v = x[i];
+  e[i] = __builtin_expf(v);
+  l[i] = __builtin_logf(v);
+  s[i] = __builtin_sqrtf(v);
+  d[i] = 1.0f / v + v / 3.0f;
+}
+
+kernel void idiv(global const int *a, global const int *b, global int *q, global int *r,
+                 global uint *uq, global uint *ur) {
+  uint i = GRP_X * 64 + LID_X;
+  int x = a[i], y = b[i];
+  q[i] = x / y;
+  r[i] = x % y;
+  uq[i] = (uint)x / (uint)y;
+  ur[i] = (uint)x % (uint)y;
+}
+
+kernel void addr64(global const ulong *p, ulong stride, global ulong *out) {
+  uint i = GRP_X * 64 + LID_X;
+  ulong a = (ulong)i * stride + 0x100000000UL;
+  out[i] = p[i] * 3 + a + (a >> 7) + (p[i] / 7);
+}
+
+// Collatz step counts: every lane loops a different number of times.
+kernel void divloop(global const uint *n, global uint *out) {
+  uint i = GRP_X * 64 + LID_X;
+  uint c = n[i], acc = 0;
+  while (c != 1 && acc < 1000) {
+    c = (c & 1) ? 3 * c + 1 : c / 2;
+    acc++;
+  }
+  out[i] = acc;
+}
+
+kernel void f16k(global const half *a, global const half *b, global half *c) {
+  uint i = GRP_X * 64 + LID_X;
+  c[i] = a[i] * b[i] + a[i];
+}
+
+// Compute-bound loop for the benchmark: per lane, `iters` dependent FMAs and integer ops.
+kernel void spin(global float *out, uint iters) {
+  uint i = GRP_X * 256 + LID_X;
+  float x = (float)i * 0.001f, y = 1.0f;
+  uint h = i;
+  for (uint k = 0; k < iters; k++) {
+    x = x * 0.999f + 0.5f;
+    y = y * x + 1.0f;
+    h = (h ^ (h << 3)) + k;
+  }
+  out[i] = x + y + (float)(h & 0xff);
+}
