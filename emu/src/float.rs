@@ -76,7 +76,7 @@ pub fn f16_to_f32(h: u16) -> f32 {
         0 if man == 0 => sign,
         0 => {
             // Subnormal: normalise.
-            let lz = man.leading_zeros() - 22;
+            let lz = man.leading_zeros() - 21;
             let m = (man << lz) & 0x3ff;
             sign | ((127 - 15 + 1 - lz) << 23) | (m << 13)
         }
@@ -115,6 +115,18 @@ mod tests {
                 assert_eq!(f32_to_f16(f), h, "{h:#x} -> {f}");
             }
         }
+    }
+
+    #[test]
+    fn f16_to_f32_decodes_known_values() {
+        assert_eq!(f16_to_f32(0x0001), f32::powi(2.0, -24));
+        assert_eq!(f16_to_f32(0x03ff), 1023.0 * f32::powi(2.0, -24));
+        assert_eq!(f16_to_f32(0x0400), f32::powi(2.0, -14));
+        assert_eq!(f16_to_f32(0x3c00), 1.0);
+        assert_eq!(f16_to_f32(0xc000), -2.0);
+        assert_eq!(f16_to_f32(0x7bff), 65504.0);
+        assert_eq!(f16_to_f32(0x7c00), f32::INFINITY);
+        assert!(f16_to_f32(0x7e00).is_nan());
     }
 
     #[test]

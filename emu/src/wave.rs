@@ -3,10 +3,14 @@
 use crate::code_object::kcp;
 use crate::{Error, Isa, Kernel, Memory, Program, Stats};
 
-/// VGPR rows per wave: 256 architectural plus one scratch row used to stage DPP sources.
-pub(crate) const VGPR_ROWS: usize = 257;
+/// VGPR rows per wave: 256 architectural, one row to stage permuted DPP sources, and three
+/// pairs of rows where scalar and constant sources are broadcast, so the lane loops of vector
+/// instructions read every source the same way.
+pub(crate) const VGPR_ROWS: usize = 263;
 /// Row used to stage permuted DPP sources.
 pub(crate) const DPP_ROW: usize = 256;
+/// First of the rows where uniform sources are broadcast (two rows per source).
+pub(crate) const CONST_ROW: usize = 257;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WaveState {
@@ -159,6 +163,9 @@ pub struct Launch {
     /// GPU virtual address where `.text` was uploaded (for `s_getpc_b64`); `None` means the
     /// address the code object was linked at.
     pub code_address: Option<u64>,
+    /// Stop with [`Error::Stopped`] after this many wave-instructions (a watchdog for hung
+    /// shaders); `None` runs until every wave ends.
+    pub instruction_limit: Option<u64>,
 }
 
 impl Launch {
@@ -174,6 +181,7 @@ impl Launch {
             dynamic_lds: 0,
             dynamic_scratch: 0,
             code_address: None,
+            instruction_limit: None,
         }
     }
 }
@@ -185,6 +193,8 @@ pub(crate) struct Ctx<'a> {
     pub code_base: u64,
     pub prog: &'a Program,
     pub instructions: u64,
+    /// Wave-instructions this workgroup may still execute.
+    pub budget: u64,
 }
 
 /// LDS of one workgroup on gfx11 (64 KiB per workgroup).
@@ -281,6 +291,9 @@ pub fn dispatch(
                     code_base,
                     prog: program,
                     instructions: 0,
+                    budget: launch
+                        .instruction_limit
+                        .map_or(u64::MAX, |l| l.saturating_sub(stats.instructions)),
                 };
                 run_workgroup(&mut waves[..n_waves], &mut ctx)?;
                 stats.instructions += ctx.instructions;
@@ -372,9 +385,9 @@ fn init_wave(
     }
     let rsrc2 = kd.compute_pgm_rsrc2;
     let mut next = kd.user_sgpr_count() as usize;
-    for d in 0..3 {
+    for (d, &g) in gid.iter().enumerate() {
         if rsrc2 & (1 << (7 + d)) != 0 && next < 106 {
-            w.s[next] = gid[d];
+            w.s[next] = g;
             next += 1;
         }
     }

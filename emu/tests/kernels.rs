@@ -1,6 +1,8 @@
 //! Whole kernels compiled by clang-22 at test time, run on the emulator and compared with a
 //! Rust reference: exactly, or within a stated ulp bound for the transcendental functions.
 
+#![allow(clippy::unwrap_used)] // unwrap is fine in tests
+
 mod common;
 use am_emu::HostMemory;
 use common::*;

@@ -1,6 +1,8 @@
 //! Disassembles the compiled test kernels with `llvm-objdump-22` and checks that our decoder
 //! agrees instruction by instruction: same addresses, same lengths, same text.
 
+#![allow(clippy::unwrap_used)] // unwrap is fine in tests
+
 mod common;
 use common::*;
 use std::process::Command;

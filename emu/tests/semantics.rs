@@ -2,6 +2,9 @@
 //! (compiled by clang-22), run on 64 lanes of edge-case inputs, and compared bit for bit with
 //! a Rust reference written from the RDNA3 ISA description (or within a stated ulp bound).
 
+#![allow(clippy::unwrap_used)] // unwrap is fine in tests
+#![allow(clippy::neg_cmp_op_on_partial_ord)] // `nge` references are negated comparisons on purpose
+
 mod common;
 use am_emu::float::{f16_to_f32, f32_to_f16, f64_to_f16};
 use am_emu::{CodeObject, HostMemory, Isa, Program};

@@ -1,6 +1,8 @@
 //! Decodes every LLVM-assembled vector in `tests/vectors/gfx1100.txt` and checks that our
 //! disassembly matches LLVM's text.
 
+#![allow(clippy::unwrap_used)] // unwrap is fine in tests
+
 use am_emu::rdna3::decode;
 
 fn parse(line: &str) -> Option<(String, Vec<u32>)> {

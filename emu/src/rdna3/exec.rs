@@ -8,7 +8,7 @@ use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::opcodes::{ds, flat, smem, sop1, sop2, sopc, sopk, sopp, valu, vop3p};
 use crate::float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, f64_to_f16};
 use crate::program::INVALID_OP;
-use crate::wave::{Ctx, DPP_ROW, Wave, WaveState};
+use crate::wave::{CONST_ROW, Ctx, DPP_ROW, Wave, WaveState};
 use crate::{Error, Fault};
 
 /// How a source operand's constants are read.
@@ -130,17 +130,6 @@ impl Wave {
     }
 
     #[inline]
-    fn rd64(&self, s: Src, lane: usize) -> u64 {
-        match s {
-            Src::V(b) => {
-                self.v[b + lane] as u64
-                    | (self.v.get(b + 64 + lane).copied().unwrap_or(0) as u64) << 32
-            }
-            Src::K(k) => k,
-        }
-    }
-
-    #[inline]
     fn wr(&mut self, dst: u16, lane: usize, v: u32) {
         let row = (dst.wrapping_sub(VGPR0)) as usize;
         if let Some(r) = self.v.get_mut(row * 64 + lane) {
@@ -201,6 +190,12 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
         };
         w.pc = idx + 1;
         count += 1;
+        if count > ctx.budget {
+            break Err(Error::Stopped {
+                pc: pc_of(ctx, idx),
+                reason: "instruction limit reached".into(),
+            });
+        }
         let res = match i.enc {
             Encoding::Vopc => vopc(w, i, idx, ctx),
             Encoding::Vop3 if i.op < 0x100 => vopc(w, i, idx, ctx),
@@ -232,6 +227,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
         }
     };
     ctx.instructions += count;
+    ctx.budget = ctx.budget.saturating_sub(count);
     r
 }
 
@@ -865,7 +861,8 @@ fn apply_dpp(w: &mut Wave, i: &Inst) -> u64 {
 
 /// Everything resolved once per VALU instruction.
 struct Valu {
-    s: [Src; 3],
+    /// Row base (`row * 64`) of each source; uniform sources are broadcast into const rows.
+    r: [usize; 3],
     /// Per-source `(and, xor)` masks implementing abs/neg on the sign bit of the type.
     m: [(u64, u64); 3],
     /// Per-source 16-bit half shift.
@@ -874,32 +871,33 @@ struct Valu {
 }
 
 impl Valu {
-    #[inline]
+    #[inline(always)]
     fn f32(&self, w: &Wave, k: usize, lane: usize) -> f32 {
         let (a, x) = self.m[k];
-        f32::from_bits((w.rd(self.s[k], lane) & a as u32) ^ x as u32)
+        f32::from_bits((w.v[self.r[k] + lane] & a as u32) ^ x as u32)
     }
-    #[inline]
+    #[inline(always)]
     fn u32(&self, w: &Wave, k: usize, lane: usize) -> u32 {
-        w.rd(self.s[k], lane)
+        w.v[self.r[k] + lane]
     }
-    #[inline]
+    #[inline(always)]
     fn u16(&self, w: &Wave, k: usize, lane: usize) -> u16 {
         let (a, x) = self.m[k];
-        (((w.rd(self.s[k], lane) >> self.sh[k]) as u16) & a as u16) ^ x as u16
+        (((w.v[self.r[k] + lane] >> self.sh[k]) as u16) & a as u16) ^ x as u16
     }
-    #[inline]
+    #[inline(always)]
     fn f16(&self, w: &Wave, k: usize, lane: usize) -> f32 {
         f16_to_f32(self.u16(w, k, lane))
     }
-    #[inline]
+    #[inline(always)]
     fn u64(&self, w: &Wave, k: usize, lane: usize) -> u64 {
-        w.rd64(self.s[k], lane)
+        let b = self.r[k];
+        w.v[b + lane] as u64 | (w.v.get(b + 64 + lane).copied().unwrap_or(0) as u64) << 32
     }
-    #[inline]
+    #[inline(always)]
     fn f64(&self, w: &Wave, k: usize, lane: usize) -> f64 {
         let (a, x) = self.m[k];
-        f64::from_bits((w.rd64(self.s[k], lane) & a) ^ x)
+        f64::from_bits((self.u64(w, k, lane) & a) ^ x)
     }
 }
 
@@ -914,15 +912,21 @@ enum K {
 }
 
 fn prep(w: &mut Wave, i: &Inst, kinds: [K; 3]) -> Valu {
+    prep_n(w, i, kinds, 3)
+}
+
+/// Resolves the first `n` sources of a VALU instruction.
+fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
     let exec = if i.dpp != Dpp::None {
         apply_dpp(w, i)
     } else {
         w.exec()
     };
-    let mut s = [Src::K(0); 3];
+    let mut r = [0usize; 3];
     let mut m = [(u64::MAX, 0u64); 3];
     let mut sh = [0u32; 3];
-    for k in 0..3 {
+    let lanes = w.lanes as usize;
+    for k in 0..n {
         let code = if k == 0 && i.dpp != Dpp::None {
             VGPR0 + DPP_ROW as u16
         } else {
@@ -934,7 +938,17 @@ fn prep(w: &mut Wave, i: &Inst, kinds: [K; 3]) -> Valu {
             K::I64 => Ty::I64,
             K::F64 => Ty::F64,
         };
-        s[k] = w.src(code, i.literal, ty);
+        r[k] = match w.src(code, i.literal, ty) {
+            Src::V(b) => b,
+            Src::K(c) => {
+                let row = (CONST_ROW + 2 * k) * 64;
+                w.v[row..row + lanes].fill(c as u32);
+                if matches!(ty, Ty::I64 | Ty::F64) {
+                    w.v[row + 64..row + 64 + lanes].fill((c >> 32) as u32);
+                }
+                row
+            }
+        };
         let sign: u64 = match kinds[k] {
             K::F32 => 1 << 31,
             K::F16 => 1 << 15,
@@ -951,7 +965,37 @@ fn prep(w: &mut Wave, i: &Inst, kinds: [K; 3]) -> Valu {
             sh[k] = 16;
         }
     }
-    Valu { s, m, sh, exec }
+    Valu { r, m, sh, exec }
+}
+
+/// Calls `f` for every lane set in `exec`, with a single call site so the lane body inlines
+/// into a counted loop (the EXEC test is a well-predicted branch).
+#[inline(always)]
+fn each_lane(exec: u64, lanes: u32, mut f: impl FnMut(usize)) {
+    for l in 0..lanes as usize {
+        if exec >> l & 1 != 0 {
+            f(l);
+        }
+    }
+}
+
+/// f32 fused multiply-add, correctly rounded. The product is exact in f64, so the f64 sum
+/// rounds once; that result is also the correctly rounded f32 unless it lies exactly halfway
+/// between two f32 values (or is f32-subnormal), where the exact library FMA decides.
+#[inline(always)]
+fn fma32(a: f32, b: f32, c: f32) -> f32 {
+    let p = a as f64 * b as f64;
+    let s = p + c as f64;
+    let normal = s.abs() >= f32::MIN_POSITIVE as f64;
+    if normal && s.to_bits() & 0x1fff_ffff != 0x1000_0000 {
+        return s as f32;
+    }
+    let exact = s - p == c as f64 && s - c as f64 == p;
+    if (normal && exact) || s == 0.0 || !s.is_finite() {
+        s as f32
+    } else {
+        a.mul_add(b, c)
+    }
 }
 
 /// Output modifiers and clamp of a float result.
@@ -984,28 +1028,31 @@ fn ftz(x: f32, flush: bool) -> f32 {
 
 fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) -> f32) {
     let kinds = [K::F32; 3];
-    let v = prep(w, i, kinds);
+    let v = prep_n(w, i, kinds, N);
     let flush = w.mode.flush32();
     let plain = i.omod == 0 && !i.clamp && !flush;
-    for_lanes(v.exec, |l| {
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(DPP_ROW) * 64;
+    each_lane(v.exec, w.lanes, |l| {
         let a: [f32; N] = std::array::from_fn(|k| ftz(v.f32(w, k, l), flush));
         let r = f(a);
         let r = if plain { r } else { omod32(i, r, flush) };
-        w.wr(i.dst, l, r.to_bits());
+        w.v[d + l] = r.to_bits();
     });
 }
 
 fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
-    let v = prep(w, i, [K::I32; 3]);
-    for_lanes(v.exec, |l| {
+    let v = prep_n(w, i, [K::I32; 3], N);
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(DPP_ROW) * 64;
+    each_lane(v.exec, w.lanes, |l| {
         let a: [u32; N] = std::array::from_fn(|k| v.u32(w, k, l));
-        w.wr(i.dst, l, f(a));
+        w.v[d + l] = f(a);
     });
 }
 
-/// f16 operations computed in f64 and rounded once to f16.
+/// f16 operations computed in f64 and rounded once to f16 (products of halves are exact in
+/// f64, so `a * b + c` there is a fused multiply-add).
 fn vf16<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
-    let v = prep(w, i, [K::F16; 3]);
+    let v = prep_n(w, i, [K::F16; 3], N);
     let hi = i.opsel & 8 != 0;
     let flush = w.mode.flush16_64();
     for_lanes(v.exec, |l| {
@@ -1040,7 +1087,7 @@ fn f16_sub(x: f32) -> bool {
 }
 
 fn vu16<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u16; N]) -> u16) {
-    let v = prep(w, i, [K::I16; 3]);
+    let v = prep_n(w, i, [K::I16; 3], N);
     let hi = i.opsel & 8 != 0;
     for_lanes(v.exec, |l| {
         let a: [u16; N] = std::array::from_fn(|k| v.u16(w, k, l));
@@ -1049,7 +1096,7 @@ fn vu16<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u16; N]) -> u16) {
 }
 
 fn vf64<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
-    let v = prep(w, i, [K::F64; 3]);
+    let v = prep_n(w, i, [K::F64; 3], N);
     for_lanes(v.exec, |l| {
         let a: [f64; N] = std::array::from_fn(|k| v.f64(w, k, l));
         let mut r = f(a);
@@ -1069,7 +1116,7 @@ fn vf64<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
 /// Generic lane loop with explicit operand kinds, for mixed-type instructions.
 fn vmix(w: &mut Wave, i: &Inst, kinds: [K; 3], mut f: impl FnMut(&mut Wave, &Valu, usize)) {
     let v = prep(w, i, kinds);
-    for_lanes(v.exec, |l| f(w, &v, l));
+    each_lane(v.exec, w.lanes, |l| f(w, &v, l));
 }
 
 /// IEEE-754 maxNum/minNum as the hardware does them: a NaN operand yields the other, and
@@ -1216,13 +1263,13 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
             let dst = i.dst;
             vmix(w, i, [K::F32, K::F32, K::F32], |w, v, l| {
                 let c = f32::from_bits(w.v[(dst - VGPR0) as usize * 64 + l]);
-                let r = v.f32(w, 0, l).mul_add(v.f32(w, 1, l), c);
+                let r = fma32(v.f32(w, 0, l), v.f32(w, 1, l), c);
                 w.wr(dst, l, omod32(i, r, false).to_bits());
             });
         }
-        FMAMK_F32 => vf32(w, i, |[a, b]| a.mul_add(f32::from_bits(i.literal), b)),
-        FMAAK_F32 => vf32(w, i, |[a, b]| a.mul_add(b, f32::from_bits(i.literal))),
-        FMA_F32 => vf32(w, i, |[a, b, c]| a.mul_add(b, c)),
+        FMAMK_F32 => vf32(w, i, |[a, b]| fma32(a, f32::from_bits(i.literal), b)),
+        FMAAK_F32 => vf32(w, i, |[a, b]| fma32(a, b, f32::from_bits(i.literal))),
+        FMA_F32 => vf32(w, i, |[a, b, c]| fma32(a, b, c)),
         MIN3_F32 => vf32(w, i, |[a, b, c]| fmin(fmin(a, b), c)),
         MAX3_F32 => vf32(w, i, |[a, b, c]| fmax(fmax(a, b), c)),
         MED3_F32 => vf32(w, i, |[a, b, c]| fmed3(a, b, c)),
@@ -1232,7 +1279,7 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
         DIV_FMAS_F32 => {
             let vcc = w.mask(VCC_LO);
             vmix(w, i, [K::F32, K::F32, K::F32], |w, v, l| {
-                let r = v.f32(w, 0, l).mul_add(v.f32(w, 1, l), v.f32(w, 2, l));
+                let r = fma32(v.f32(w, 0, l), v.f32(w, 1, l), v.f32(w, 2, l));
                 // With VCC set the result is scaled by 2^64 (2^-64 when the exponent of
                 // src0 is large), undoing v_div_scale.
                 let r = if vcc >> l & 1 != 0 {
@@ -1357,22 +1404,18 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
         SUB_F16 => vf16(w, i, |[a, b]| a - b),
         SUBREV_F16 => vf16(w, i, |[a, b]| b - a),
         MUL_F16 => vf16(w, i, |[a, b]| a * b),
-        FMA_F16 => vf16(w, i, |[a, b, c]| a.mul_add(b, c)),
+        FMA_F16 => vf16(w, i, |[a, b, c]| a * b + c),
         MIN_F16 => vf16(w, i, |[a, b]| fmin(a as f32, b as f32) as f64),
         MAX_F16 => vf16(w, i, |[a, b]| fmax(a as f32, b as f32) as f64),
-        FMAMK_F16 => vf16(w, i, |[a, b]| {
-            a.mul_add(f16_to_f32(i.literal as u16) as f64, b)
-        }),
-        FMAAK_F16 => vf16(w, i, |[a, b]| {
-            a.mul_add(b, f16_to_f32(i.literal as u16) as f64)
-        }),
+        FMAMK_F16 => vf16(w, i, |[a, b]| a * f16_to_f32(i.literal as u16) as f64 + b),
+        FMAAK_F16 => vf16(w, i, |[a, b]| a * b + f16_to_f32(i.literal as u16) as f64),
         FMAC_F16 => {
             let hi = i.opsel & 8 != 0;
             let dst = i.dst;
             vmix(w, i, [K::F16; 3], |w, v, l| {
                 let d = w.v[(dst - VGPR0) as usize * 64 + l];
                 let c = f16_to_f32((d >> if hi { 16 } else { 0 }) as u16) as f64;
-                let r = (v.f16(w, 0, l) as f64).mul_add(v.f16(w, 1, l) as f64, c);
+                let r = v.f16(w, 0, l) as f64 * v.f16(w, 1, l) as f64 + c;
                 w.wr16(dst, l, hi, f64_to_f16(r));
             });
         }
@@ -1723,6 +1766,13 @@ fn cmp_info(op: u16) -> Option<CmpInfo> {
     t.get(op as usize).copied().flatten()
 }
 
+// The negated and doubled float comparisons are the point: `nge` is true for unordered
+// operands and `lg` (a < b || a > b) is false for them, unlike `a != b`.
+#[allow(
+    clippy::neg_cmp_op_on_partial_ord,
+    clippy::nonminimal_bool,
+    clippy::double_comparisons
+)]
 fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
     let Some(c) = cmp_info(i.op) else {
         return Err(unimplemented(ctx, idx, i));
@@ -1932,7 +1982,7 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
     use vop3p::*;
     let f16op = |a: f64, b: f64, c: f64| -> Option<f64> {
         Some(match i.op {
-            PK_FMA_F16 => a.mul_add(b, c),
+            PK_FMA_F16 => a * b + c,
             PK_ADD_F16 => a + b,
             PK_MUL_F16 => a * b,
             PK_MIN_F16 => fmin(a as f32, b as f32) as f64,
@@ -1996,7 +2046,7 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
                     }
                     x
                 };
-                let r = arg(0).mul_add(arg(1), arg(2));
+                let r = fma32(arg(0) as f32, arg(1) as f32, arg(2) as f32) as f64;
                 let r = if i.clamp { r.clamp(0.0, 1.0) } else { r };
                 match i.op {
                     FMA_MIX_F32 => w.wr(i.dst, l, (r as f32).to_bits()),
@@ -2126,7 +2176,8 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
             if store {
                 let mut b = [0u8; 16];
                 for k in 0..n / 4 {
-                    b[4 * k..4 * k + 4].copy_from_slice(&w.v[d0 + 64 * k + l].to_le_bytes());
+                    let v = w.v.get(d0 + 64 * k + l).copied().unwrap_or(0);
+                    b[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
                 }
                 return lds_write(lds, a, &b[..n]);
             }

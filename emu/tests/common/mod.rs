@@ -113,7 +113,7 @@ pub struct Args(pub Vec<u8>);
 
 impl Args {
     fn align(&mut self, a: usize) {
-        while self.0.len() % a != 0 {
+        while !self.0.len().is_multiple_of(a) {
             self.0.push(0);
         }
     }

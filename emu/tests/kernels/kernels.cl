@@ -106,3 +106,11 @@ kernel void spin(global float *out, uint iters) {
   }
   out[i] = x + y + (float)(h & 0xff);
 }
+
+// A private array indexed per lane lives in scratch.
+kernel void priv(global const uint *idx, global uint *out) {
+  uint i = GRP_X * 64 + LID_X;
+  volatile uint arr[64];
+  for (uint k = 0; k < 64; k++) arr[k] = i * 1000 + k;
+  out[i] = arr[idx[i] & 63];
+}
