@@ -979,23 +979,31 @@ fn each_lane(exec: u64, lanes: u32, mut f: impl FnMut(usize)) {
     }
 }
 
-/// f32 fused multiply-add, correctly rounded. The product is exact in f64, so the f64 sum
-/// rounds once; that result is also the correctly rounded f32 unless it lies exactly halfway
-/// between two f32 values (or is f32-subnormal), where the exact library FMA decides.
+/// f32 fused multiply-add, correctly rounded: the product of two f32 is exact in f64, the sum
+/// is rounded to f64 with round-to-odd (see [`add_round_odd`]), and the final rounding to f32
+/// is then exact because f64 carries more than 2·24 + 2 bits.
 #[inline(always)]
 fn fma32(a: f32, b: f32, c: f32) -> f32 {
-    let p = a as f64 * b as f64;
-    let s = p + c as f64;
-    let normal = s.abs() >= f32::MIN_POSITIVE as f64;
-    if normal && s.to_bits() & 0x1fff_ffff != 0x1000_0000 {
-        return s as f32;
+    add_round_odd(a as f64 * b as f64, c as f64) as f32
+}
+
+/// `p + c` rounded to f64 with round-to-odd: when the sum is inexact, the neighbour whose
+/// last bit is 1. A later rounding to a narrower format is then the correct rounding of the
+/// exact sum.
+#[inline(always)]
+fn add_round_odd(p: f64, c: f64) -> f64 {
+    let s = p + c;
+    let bb = s - p;
+    let err = (p - (s - bb)) + (c - bb);
+    if err == 0.0 || !s.is_finite() || s.to_bits() & 1 == 1 {
+        return s;
     }
-    let exact = s - p == c as f64 && s - c as f64 == p;
-    if (normal && exact) || s == 0.0 || !s.is_finite() {
-        s as f32
+    let bits = s.to_bits();
+    f64::from_bits(if (err > 0.0) == (s > 0.0) {
+        bits + 1
     } else {
-        a.mul_add(b, c)
-    }
+        bits - 1
+    })
 }
 
 /// Output modifiers and clamp of a float result.
@@ -1050,7 +1058,7 @@ fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
 }
 
 /// f16 operations computed in f64 and rounded once to f16 (products of halves are exact in
-/// f64, so `a * b + c` there is a fused multiply-add).
+/// f64; sums that feed a rounding use [`add_round_odd`]).
 fn vf16<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
     let v = prep_n(w, i, [K::F16; 3], N);
     let hi = i.opsel & 8 != 0;
@@ -1208,6 +1216,117 @@ fn fract(x: f32) -> f32 {
     (x - x.floor()).min(f32::from_bits(0x3f7f_ffff))
 }
 
+/// `v_div_scale_f32 d, vcc, s0, den, num`: scales the operand s0 (the numerator or the
+/// denominator) by 2^±64 when the quotient would lose precision to overflow, underflow or
+/// denormals; VCC tells `v_div_fmas` to undo the scaling.
+fn div_scale32(s0: f32, den: f32, num: f32) -> (f32, bool) {
+    let exp = |x: f32| ((x.to_bits() >> 23) & 0xff) as i32;
+    // "Is denormal": below the normal range, including quotients that would underflow to 0.
+    let small = |x: f64| x.abs() < f32::MIN_POSITIVE as f64;
+    let (n, d) = (num as f64, den as f64);
+    if num == 0.0 || den == 0.0 {
+        (f32::NAN, false)
+    } else if exp(num) - exp(den) >= 96 {
+        (if s0 == den { ldexp(s0, 64) } else { s0 }, true)
+    } else if den.is_subnormal() {
+        (ldexp(s0, 64), false)
+    } else if small(1.0 / d) && small(n / d) {
+        // Scale only the denominator down: 1/den becomes normal and the quotient grows by
+        // 2^64, which v_div_fmas takes back.
+        (if s0 == den { ldexp(s0, -64) } else { s0 }, true)
+    } else if small(1.0 / d) {
+        (ldexp(s0, -64), false)
+    } else if small(n / d) {
+        (if s0 == num { ldexp(s0, 64) } else { s0 }, true)
+    } else if exp(num) <= 23 {
+        (ldexp(s0, 64), false)
+    } else {
+        (s0, false)
+    }
+}
+
+/// `v_div_scale_f64`, as [`div_scale32`] with the f64 thresholds (2^±128, 768, 53).
+fn div_scale64(s0: f64, den: f64, num: f64) -> (f64, bool) {
+    let exp = |x: f64| ((x.to_bits() >> 52) & 0x7ff) as i64;
+    // Quotients are formed in f64, so one that underflows to 0 counts as below normal too.
+    let small = |x: f64| x.abs() < f64::MIN_POSITIVE;
+    if num == 0.0 || den == 0.0 {
+        (f64::NAN, false)
+    } else if exp(num) - exp(den) >= 768 {
+        (if s0 == den { ldexp64(s0, 128) } else { s0 }, true)
+    } else if den.is_subnormal() {
+        (ldexp64(s0, 128), false)
+    } else if small(1.0 / den) && small(num / den) {
+        (if s0 == den { ldexp64(s0, -128) } else { s0 }, true)
+    } else if small(1.0 / den) {
+        (ldexp64(s0, -128), false)
+    } else if small(num / den) {
+        (if s0 == num { ldexp64(s0, 128) } else { s0 }, true)
+    } else if exp(num) <= 53 {
+        (ldexp64(s0, 128), false)
+    } else {
+        (s0, false)
+    }
+}
+
+/// x · 2^e with a single rounding: x = m · 2^ex with m in [1, 2), then m · 2^(ex + e), where
+/// the power of two is exact (normal or subnormal) so only the product rounds.
+fn ldexp64(x: f64, e: i32) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let ex = frexp_exp64(x) - 1;
+    // Exact: the intermediate stays within range because |x| < 2^1024 and m is in [1, 2).
+    let m = x
+        * f64::powi(2.0, (-ex).clamp(-1000, 1000))
+        * f64::powi(2.0, -ex - (-ex).clamp(-1000, 1000));
+    let k = ex as i64 + e as i64;
+    if k > 1023 {
+        f64::INFINITY.copysign(x)
+    } else if k >= -1074 {
+        m * f64::powi(2.0, k as i32)
+    } else if k == -1075 && m.abs() > 1.0 {
+        f64::from_bits(1).copysign(x)
+    } else {
+        0.0f64.copysign(x)
+    }
+}
+
+fn frexp_exp64(x: f64) -> i32 {
+    if x == 0.0 || !x.is_finite() {
+        return 0;
+    }
+    let b = x.to_bits();
+    let e = ((b >> 52) & 0x7ff) as i32;
+    if e == 0 {
+        let m = b & ((1 << 52) - 1);
+        -1022 - (m.leading_zeros() as i32 - 12)
+    } else {
+        e - 1022
+    }
+}
+
+/// `v_div_fixup_f64`: as [`div_fixup`].
+fn div_fixup64(q: f64, b: f64, a: f64) -> f64 {
+    let neg = a.is_sign_negative() != b.is_sign_negative();
+    let signed = |v: f64| if neg { -v.abs() } else { v.abs() };
+    if a.is_nan() {
+        a
+    } else if b.is_nan() {
+        b
+    } else if (a == 0.0 && b == 0.0) || (a.is_infinite() && b.is_infinite()) {
+        f64::NAN
+    } else if b == 0.0 || a.is_infinite() {
+        signed(f64::INFINITY)
+    } else if a == 0.0 || b.is_infinite() {
+        signed(0.0)
+    } else if q.is_nan() {
+        signed(f64::INFINITY)
+    } else {
+        signed(q)
+    }
+}
+
 /// `v_div_fixup_f32`: special cases of a / b around the quotient estimate q = src0.
 fn div_fixup(q: f32, b: f32, a: f32) -> f32 {
     let sign = (a.is_sign_negative() != b.is_sign_negative()) as u32;
@@ -1279,59 +1398,76 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
         DIV_FMAS_F32 => {
             let vcc = w.mask(VCC_LO);
             vmix(w, i, [K::F32, K::F32, K::F32], |w, v, l| {
-                let r = fma32(v.f32(w, 0, l), v.f32(w, 1, l), v.f32(w, 2, l));
-                // With VCC set the result is scaled by 2^64 (2^-64 when the exponent of
-                // src0 is large), undoing v_div_scale.
+                let (a, b, c) = (v.f32(w, 0, l), v.f32(w, 1, l), v.f32(w, 2, l));
+                // With VCC set, undo v_div_scale: 2^64 when the biased exponent of src2
+                // exceeds 127, else 2^-64, applied before the single rounding.
                 let r = if vcc >> l & 1 != 0 {
-                    if v.f32(w, 0, l).abs() >= 2.0 {
-                        r * f32::powi(2.0, 64)
-                    } else {
-                        r * f32::powi(2.0, -64)
-                    }
+                    let e = (c.to_bits() >> 23) & 0xff;
+                    let k = if e > 127 { 64 } else { -64 };
+                    (add_round_odd(a as f64 * b as f64, c as f64) * f64::powi(2.0, k)) as f32
                 } else {
-                    r
+                    fma32(a, b, c)
                 };
                 w.wr(i.dst, l, r.to_bits());
             });
         }
+        DIV_FMAS_F64 => {
+            let vcc = w.mask(VCC_LO);
+            vmix(w, i, [K::F64, K::F64, K::F64], |w, v, l| {
+                let r = v.f64(w, 0, l).mul_add(v.f64(w, 1, l), v.f64(w, 2, l));
+                let r = if vcc >> l & 1 != 0 {
+                    let e = (v.f64(w, 2, l).to_bits() >> 52) & 0x7ff;
+                    ldexp64(r, if e > 1023 { 128 } else { -128 })
+                } else {
+                    r
+                };
+                w.wr64(i.dst, l, r.to_bits());
+            });
+        }
         DIV_SCALE_F32 => {
-            // Scales numerator or denominator (src0 selects which) by 2^±64 when the quotient
-            // would lose precision; VCC tells v_div_fmas to undo it.
             let mut vcc = 0u64;
             vmix(w, i, [K::F32, K::F32, K::F32], |w, v, l| {
-                let (s0, den, num) = (v.f32(w, 0, l), v.f32(w, 1, l), v.f32(w, 2, l));
-                let exp = |x: f32| ((x.to_bits() >> 23) & 0xff) as i32;
-                let mut r = s0;
-                if den == 0.0
-                    || num == 0.0
-                    || den.is_nan()
-                    || num.is_nan()
-                    || den.is_infinite()
-                    || num.is_infinite()
-                {
-                    r = if den == 0.0 || num.is_nan() || den.is_nan() {
-                        f32::NAN
-                    } else {
-                        s0
-                    };
-                } else if exp(num) - exp(den) >= 96 {
-                    vcc |= 1 << l;
-                    if s0 == num {
-                        r = s0 * f32::powi(2.0, -64);
-                    }
-                } else if exp(den) <= 23 || exp(num) <= 23 || exp(num) - exp(den) <= -126 {
-                    if s0 == den && exp(den) <= 23 || s0 == num && exp(num) <= 23 {
-                        r = s0 * f32::powi(2.0, 64);
-                    }
-                    if exp(num) - exp(den) <= -126 && s0 == den {
-                        r = s0 * f32::powi(2.0, 64);
-                    }
-                    vcc |= u64::from(s0 == num && exp(num) - exp(den) <= -126) << l;
-                }
+                let (r, c) = div_scale32(v.f32(w, 0, l), v.f32(w, 1, l), v.f32(w, 2, l));
+                vcc |= (c as u64) << l;
                 w.wr(i.dst, l, r.to_bits());
             });
             w.set_mask(i.sdst, vcc);
         }
+        DIV_SCALE_F64 => {
+            let mut vcc = 0u64;
+            vmix(w, i, [K::F64, K::F64, K::F64], |w, v, l| {
+                let (r, c) = div_scale64(v.f64(w, 0, l), v.f64(w, 1, l), v.f64(w, 2, l));
+                vcc |= (c as u64) << l;
+                w.wr64(i.dst, l, r.to_bits());
+            });
+            w.set_mask(i.sdst, vcc);
+        }
+        DIV_FIXUP_F64 => vf64(w, i, |[q, b, a]| div_fixup64(q, b, a)),
+        LDEXP_F64 => vmix(w, i, [K::F64, K::I32, K::I32], |w, v, l| {
+            let r = ldexp64(v.f64(w, 0, l), v.u32(w, 1, l) as i32);
+            w.wr64(i.dst, l, r.to_bits());
+        }),
+        TRUNC_F64 => vf64(w, i, |[a]| a.trunc()),
+        CEIL_F64 => vf64(w, i, |[a]| a.ceil()),
+        RNDNE_F64 => vf64(w, i, |[a]| a.round_ties_even()),
+        FRACT_F64 => vf64(w, i, |[a]| {
+            if a.is_infinite() {
+                f64::NAN
+            } else {
+                (a - a.floor()).min(f64::from_bits(0x3fef_ffff_ffff_ffff))
+            }
+        }),
+        FREXP_MANT_F64 => vf64(w, i, |[a]| {
+            if a == 0.0 || !a.is_finite() {
+                a
+            } else {
+                ldexp64(a, -frexp_exp64(a))
+            }
+        }),
+        FREXP_EXP_I32_F64 => vmix(w, i, [K::F64; 3], |w, v, l| {
+            let r = frexp_exp64(v.f64(w, 0, l));
+            w.wr(i.dst, l, r as u32);
+        }),
         LDEXP_F32 => vmix(w, i, [K::F32, K::I32, K::I32], |w, v, l| {
             let r = ldexp(v.f32(w, 0, l), v.u32(w, 1, l) as i32);
             w.wr(i.dst, l, omod32(i, r, false).to_bits());
@@ -1404,18 +1540,22 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
         SUB_F16 => vf16(w, i, |[a, b]| a - b),
         SUBREV_F16 => vf16(w, i, |[a, b]| b - a),
         MUL_F16 => vf16(w, i, |[a, b]| a * b),
-        FMA_F16 => vf16(w, i, |[a, b, c]| a * b + c),
+        FMA_F16 => vf16(w, i, |[a, b, c]| add_round_odd(a * b, c)),
         MIN_F16 => vf16(w, i, |[a, b]| fmin(a as f32, b as f32) as f64),
         MAX_F16 => vf16(w, i, |[a, b]| fmax(a as f32, b as f32) as f64),
-        FMAMK_F16 => vf16(w, i, |[a, b]| a * f16_to_f32(i.literal as u16) as f64 + b),
-        FMAAK_F16 => vf16(w, i, |[a, b]| a * b + f16_to_f32(i.literal as u16) as f64),
+        FMAMK_F16 => vf16(w, i, |[a, b]| {
+            add_round_odd(a * f16_to_f32(i.literal as u16) as f64, b)
+        }),
+        FMAAK_F16 => vf16(w, i, |[a, b]| {
+            add_round_odd(a * b, f16_to_f32(i.literal as u16) as f64)
+        }),
         FMAC_F16 => {
             let hi = i.opsel & 8 != 0;
             let dst = i.dst;
             vmix(w, i, [K::F16; 3], |w, v, l| {
                 let d = w.v[(dst - VGPR0) as usize * 64 + l];
                 let c = f16_to_f32((d >> if hi { 16 } else { 0 }) as u16) as f64;
-                let r = v.f16(w, 0, l) as f64 * v.f16(w, 1, l) as f64 + c;
+                let r = add_round_odd(v.f16(w, 0, l) as f64 * v.f16(w, 1, l) as f64, c);
                 w.wr16(dst, l, hi, f64_to_f16(r));
             });
         }
@@ -1982,7 +2122,7 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
     use vop3p::*;
     let f16op = |a: f64, b: f64, c: f64| -> Option<f64> {
         Some(match i.op {
-            PK_FMA_F16 => a * b + c,
+            PK_FMA_F16 => add_round_odd(a * b, c),
             PK_ADD_F16 => a + b,
             PK_MUL_F16 => a * b,
             PK_MIN_F16 => fmin(a as f32, b as f32) as f64,
@@ -2614,4 +2754,35 @@ fn flat_atomic(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fma32_matches_the_library_fused_multiply_add() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u32
+        };
+        for k in 0..200_000 {
+            // Mix random bit patterns with values whose product nearly cancels the addend.
+            let a = f32::from_bits(next());
+            let b = f32::from_bits(next());
+            let c = if k % 2 == 0 {
+                f32::from_bits(next())
+            } else {
+                -(a * b) * (1.0 + f32::EPSILON * (k % 7) as f32)
+            };
+            let (got, want) = (fma32(a, b, c), a.mul_add(b, c));
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "fma({a:e}, {b:e}, {c:e}) = {got:e}, want {want:e}"
+            );
+        }
+    }
 }
