@@ -340,3 +340,71 @@ fn wave64_kernel_runs_with_64_lane_exec() {
         assert_eq!(c[k].to_bits(), (a[k] + b[k]).to_bits(), "c[{k}]");
     }
 }
+
+#[test]
+fn atomics_and_lane_shuffles_are_consistent() {
+    let n = 128usize;
+    let mut mem = HostMemory::new();
+    let counter = upload(&mut mem, &[0u32]);
+    let old = mem.alloc(4 * n);
+    let lds_old = mem.alloc(4 * n);
+    let shuf = mem.alloc(4 * n);
+    let xperm = mem.alloc(4 * n);
+    let mx = upload(&mut mem, &[i32::MIN]);
+    launch(
+        kernels(),
+        "atomics",
+        [n as u32, 1, 1],
+        [64, 1, 1],
+        Args::default()
+            .ptr(counter)
+            .ptr(old)
+            .ptr(lds_old)
+            .ptr(shuf)
+            .ptr(xperm)
+            .ptr(mx),
+        &mut mem,
+    );
+    let inc = |i: usize| 1 + (i as u32 & 3);
+    let total: u32 = (0..n).map(inc).sum();
+    assert_eq!(download_u32(&mut mem, counter, 1)[0], total, "counter");
+    // The returned old values are the prefix sums of some order of the increments.
+    let olds = download_u32(&mut mem, old, n);
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| olds[i]);
+    let mut acc = 0;
+    for &i in &order {
+        assert_eq!(olds[i], acc, "old value of lane {i}");
+        acc += inc(i);
+    }
+    // LDS: per workgroup, starting at 100.
+    let lo = download_u32(&mut mem, lds_old, n);
+    for g in 0..n / 64 {
+        let mut ids: Vec<usize> = (64 * g..64 * (g + 1)).collect();
+        ids.sort_by_key(|&i| lo[i]);
+        let mut acc = 100;
+        for &i in &ids {
+            assert_eq!(lo[i], acc, "LDS old value of lane {i}");
+            acc += i as u32;
+        }
+    }
+    let want_max = (0..n as u32)
+        .map(|i| (i * 7919 % 1000) as i32 - 500)
+        .max()
+        .unwrap();
+    assert_eq!(
+        download_u32(&mut mem, mx, 1)[0] as i32,
+        want_max,
+        "atomic max"
+    );
+    let sh = download_u32(&mut mem, shuf, n);
+    let xp = download_u32(&mut mem, xperm, n);
+    for i in 0..n {
+        let t = i % 64;
+        // ds_bpermute reads lane (t ^ 5) of the same wave (wave32: lanes 0-31 of each wave).
+        let src = i - t % 32 + ((t ^ 5) % 32);
+        assert_eq!(sh[i], src as u32 * 3, "bpermute lane {i}");
+        // permlanex16 with identity selectors reads the same lane of the other row.
+        assert_eq!(xp[i], (i ^ 16) as u32, "permlanex16 lane {i}");
+    }
+}

@@ -1688,6 +1688,202 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
         CVT_PK_U16_U32 => vu32(w, i, |[a, b]| (a.min(0xffff)) | (b.min(0xffff) << 16)),
         // 16-bit integer
         ADD_NC_U16 => vu16(w, i, |[a, b]| a.wrapping_add(b)),
+        ADD_NC_I16 => vu16(w, i, |[a, b]| a.wrapping_add(b)),
+        SUB_NC_I16 => vu16(w, i, |[a, b]| a.wrapping_sub(b)),
+        MAX_U16 => vu16(w, i, |[a, b]| a.max(b)),
+        MIN_U16 => vu16(w, i, |[a, b]| a.min(b)),
+        MAX_I16 => vu16(w, i, |[a, b]| (a as i16).max(b as i16) as u16),
+        MIN_I16 => vu16(w, i, |[a, b]| (a as i16).min(b as i16) as u16),
+        AND_B16 => vu16(w, i, |[a, b]| a & b),
+        OR_B16 => vu16(w, i, |[a, b]| a | b),
+        XOR_B16 => vu16(w, i, |[a, b]| a ^ b),
+        NOT_B16 => vu16(w, i, |[a]| !a),
+        MAD_U16 => vu16(w, i, |[a, b, c]| a.wrapping_mul(b).wrapping_add(c)),
+        MAD_I16 => vu16(w, i, |[a, b, c]| a.wrapping_mul(b).wrapping_add(c)),
+        MIN3_U16 => vu16(w, i, |[a, b, c]| a.min(b).min(c)),
+        MAX3_U16 => vu16(w, i, |[a, b, c]| a.max(b).max(c)),
+        MED3_U16 => vu16(w, i, |[a, b, c]| a.max(b).min(a.min(b).max(c))),
+        MIN3_I16 => vu16(w, i, |[a, b, c]| {
+            (a as i16).min(b as i16).min(c as i16) as u16
+        }),
+        MAX3_I16 => vu16(w, i, |[a, b, c]| {
+            (a as i16).max(b as i16).max(c as i16) as u16
+        }),
+        MED3_I16 => vu16(w, i, |[a, b, c]| {
+            let (a, b, c) = (a as i16, b as i16, c as i16);
+            a.max(b).min(a.min(b).max(c)) as u16
+        }),
+        MIN3_F16 => vf16(w, i, |[a, b, c]| {
+            fmin(fmin(a as f32, b as f32), c as f32) as f64
+        }),
+        MAX3_F16 => vf16(w, i, |[a, b, c]| {
+            fmax(fmax(a as f32, b as f32), c as f32) as f64
+        }),
+        MED3_F16 => vf16(w, i, |[a, b, c]| fmed3(a as f32, b as f32, c as f32) as f64),
+        MINMAX_F16 => vf16(w, i, |[a, b, c]| {
+            fmax(fmin(a as f32, b as f32), c as f32) as f64
+        }),
+        MAXMIN_F16 => vf16(w, i, |[a, b, c]| {
+            fmin(fmax(a as f32, b as f32), c as f32) as f64
+        }),
+        LDEXP_F16 => vmix(w, i, [K::F16, K::I16, K::I32], |w, v, l| {
+            let x = v.f16(w, 0, l) as f64
+                * f64::powi(2.0, (v.u16(w, 1, l) as i16 as i32).clamp(-100, 100));
+            w.wr16(i.dst, l, i.opsel & 8 != 0, f64_to_f16(x));
+        }),
+        FRACT_F16 => vf16(w, i, |[a]| {
+            if a.is_infinite() {
+                f64::NAN
+            } else {
+                (a - a.floor()).min(1.0 - f64::powi(2.0, -11))
+            }
+        }),
+        SIN_F16 => vf16(w, i, |[a]| (a * std::f64::consts::TAU).sin()),
+        COS_F16 => vf16(w, i, |[a]| (a * std::f64::consts::TAU).cos()),
+        CVT_F16_U16 => vu16(w, i, |[a]| f32_to_f16(a as f32)),
+        CVT_F16_I16 => vu16(w, i, |[a]| f32_to_f16(a as i16 as f32)),
+        CVT_U16_F16 => vu16(w, i, |[a]| {
+            let x = f16_to_f32(a);
+            if x.is_nan() { 0 } else { x as u16 }
+        }),
+        CVT_I16_F16 => vu16(w, i, |[a]| {
+            let x = f16_to_f32(a);
+            if x.is_nan() { 0 } else { x as i16 as u16 }
+        }),
+        CVT_I32_I16 => vmix(w, i, [K::I16; 3], |w, v, l| {
+            let r = v.u16(w, 0, l) as i16 as i32 as u32;
+            w.wr(i.dst, l, r);
+        }),
+        CVT_U32_U16 => vmix(w, i, [K::I16; 3], |w, v, l| {
+            let r = v.u16(w, 0, l) as u32;
+            w.wr(i.dst, l, r);
+        }),
+        CNDMASK_B16 => {
+            let m = w.mask(i.src[2]);
+            let hi = i.opsel & 8 != 0;
+            vmix(w, i, [K::F16, K::F16, K::I32], |w, v, l| {
+                let r = v.u16(w, (m >> l & 1) as usize, l);
+                w.wr16(i.dst, l, hi, r);
+            });
+        }
+        CVT_NEAREST_I32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
+            let r = cvt_i32((v.f32(w, 0, l) + 0.5).floor());
+            w.wr(i.dst, l, r);
+        }),
+        CVT_FLOOR_I32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
+            let r = cvt_i32(v.f32(w, 0, l).floor());
+            w.wr(i.dst, l, r);
+        }),
+        MINMAX_I32 => vu32(w, i, |[a, b, c]| {
+            (a as i32).min(b as i32).max(c as i32) as u32
+        }),
+        MAXMIN_I32 => vu32(w, i, |[a, b, c]| {
+            (a as i32).max(b as i32).min(c as i32) as u32
+        }),
+        MINMAX_U32 => vu32(w, i, |[a, b, c]| a.min(b).max(c)),
+        MAXMIN_U32 => vu32(w, i, |[a, b, c]| a.max(b).min(c)),
+        SAD_U32 => vu32(w, i, |[a, b, c]| a.abs_diff(b).wrapping_add(c)),
+        SAD_U16 => vu32(w, i, |[a, b, c]| {
+            (0..2)
+                .map(|k| ((a >> (16 * k)) as u16).abs_diff((b >> (16 * k)) as u16) as u32)
+                .sum::<u32>()
+                .wrapping_add(c)
+        }),
+        SAD_U8 => vu32(w, i, |[a, b, c]| {
+            (0..4)
+                .map(|k| ((a >> (8 * k)) as u8).abs_diff((b >> (8 * k)) as u8) as u32)
+                .sum::<u32>()
+                .wrapping_add(c)
+        }),
+        MAD_U32_U16 => vmix(w, i, [K::I16, K::I16, K::I32], |w, v, l| {
+            let r = (v.u16(w, 0, l) as u32 * v.u16(w, 1, l) as u32).wrapping_add(v.u32(w, 2, l));
+            w.wr(i.dst, l, r);
+        }),
+        MAD_I32_I16 => vmix(w, i, [K::I16, K::I16, K::I32], |w, v, l| {
+            let r = (v.u16(w, 0, l) as i16 as i32 * v.u16(w, 1, l) as i16 as i32) as u32;
+            w.wr(i.dst, l, r.wrapping_add(v.u32(w, 2, l)));
+        }),
+        CVT_PK_I16_I32 => vu32(w, i, |[a, b]| {
+            let sat = |x: u32| (x as i32).clamp(i16::MIN as i32, i16::MAX as i32) as u16 as u32;
+            sat(a) | sat(b) << 16
+        }),
+        CVT_PK_U16_F32 | CVT_PK_I16_F32 | CVT_PK_NORM_I16_F32 | CVT_PK_NORM_U16_F32 => {
+            vmix(w, i, [K::F32; 3], |w, v, l| {
+                let cv = |x: f32| -> u32 {
+                    if x.is_nan() {
+                        return 0;
+                    }
+                    (match op {
+                        CVT_PK_U16_F32 => x as u16,
+                        CVT_PK_I16_F32 => x as i16 as u16,
+                        CVT_PK_NORM_I16_F32 => {
+                            (x.clamp(-1.0, 1.0) * 32767.0).round_ties_even() as i16 as u16
+                        }
+                        _ => (x.clamp(0.0, 1.0) * 65535.0).round_ties_even() as u16,
+                    }) as u32
+                };
+                let r = cv(v.f32(w, 0, l)) | cv(v.f32(w, 1, l)) << 16;
+                w.wr(i.dst, l, r);
+            })
+        }
+        SWAP_B32 => {
+            // Exchanges two VGPRs in every active lane.
+            let (a, b) = (i.dst, i.src[0]);
+            let exec = w.exec();
+            for_lanes(exec, |l| {
+                let (x, y) = (
+                    w.rd(Src::V((a - VGPR0) as usize * 64), l),
+                    w.rd(w.src(b, 0, Ty::B32), l),
+                );
+                w.wr(a, l, y);
+                w.wr(b, l, x);
+            });
+        }
+        PERMLANE64_B32 => {
+            // Swaps the halves of a wave64; a wave32 has one half and keeps its values.
+            if w.lanes == 64 {
+                let s = w.src(i.src[0], i.literal, Ty::B32);
+                let mut tmp = [0u32; 64];
+                for (l, t) in tmp.iter_mut().enumerate() {
+                    *t = w.rd(s, l ^ 32);
+                }
+                let exec = w.exec();
+                for_lanes(exec, |l| w.wr(i.dst, l, tmp[l]));
+            } else {
+                let s = w.src(i.src[0], i.literal, Ty::B32);
+                let exec = w.exec();
+                for_lanes(exec, |l| {
+                    let v = w.rd(s, l);
+                    w.wr(i.dst, l, v);
+                });
+            }
+        }
+        PERMLANE16_B32 | PERMLANEX16_B32 => {
+            // Within each row of 16 lanes, lane k reads the lane named by nibble k of the
+            // 64-bit selector {src2, src1}: of its own row (permlane16) or of the other row of
+            // its 32-lane half (permlanex16). op_sel[0] = fetch inactive, op_sel[1] = bound_ctrl.
+            let sel =
+                w.sread(i.src[1], i.literal) as u64 | (w.sread(i.src[2], i.literal) as u64) << 32;
+            let s = w.src(i.src[0], i.literal, Ty::B32);
+            let exec = w.exec();
+            let fi = i.opsel & 1 != 0;
+            let bc = i.opsel & 2 != 0;
+            let mut tmp = [0u32; 64];
+            let mut keep = 0u64;
+            for (l, t) in tmp.iter_mut().enumerate().take(w.lanes as usize) {
+                let row = l / 16;
+                let src_row = if op == PERMLANEX16_B32 { row ^ 1 } else { row };
+                let from = src_row * 16 + ((sel >> (4 * (l % 16))) & 0xf) as usize;
+                if exec >> from & 1 != 0 || fi {
+                    *t = w.rd(s, from);
+                } else if bc {
+                    *t = 0;
+                } else {
+                    keep |= 1 << l;
+                }
+            }
+            for_lanes(exec & !keep, |l| w.wr(i.dst, l, tmp[l]));
+        }
         SUB_NC_U16 => vu16(w, i, |[a, b]| a.wrapping_sub(b)),
         MUL_LO_U16 => vu16(w, i, |[a, b]| a.wrapping_mul(b)),
         LSHLREV_B16 => vu16(w, i, |[a, b]| b << (a & 15)),
@@ -2291,6 +2487,12 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
         ds::STORE_B128 => (false, true, 16),
         _ => (false, false, 0),
     };
+    // "ds_add_rtn_u32" -> ("add", "u32", true), parsed once per instruction.
+    let ds_atomic = i.name().strip_prefix("ds_").and_then(|rest| {
+        let (op, ty) = rest.rsplit_once('_')?;
+        let rtn = op.ends_with("_rtn");
+        Some((op.trim_end_matches("_rtn"), ty, rtn))
+    });
     let two = |stride: u32, size: usize| -> (u32, u32) {
         (
             i.imm as u32 * stride * size as u32,
@@ -2400,62 +2602,46 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
                 ds::STORE_B16 => lds_write(lds, a, &w.v[d0 + l].to_le_bytes()[..2])?,
                 ds::STORE_B16_D16_HI => lds_write(lds, a, &w.v[d0 + l].to_le_bytes()[2..4])?,
                 ds::STORE_B8_D16_HI => lds_write(lds, a, &w.v[d0 + l].to_le_bytes()[2..3])?,
+                ds::PERMUTE_B32 | ds::BPERMUTE_B32 => {
+                    // Handled after the lane loop (they read other lanes' data).
+                }
                 _ => {
-                    // 32-bit atomics, with and without return.
-                    let n = i.name();
-                    let mut b = [0u8; 4];
-                    lds_read(lds, a, &mut b)?;
-                    let old = u32::from_le_bytes(b);
-                    let x = w.v[d0 + l];
-                    let y = w.v[d1 + l];
-                    let base = n.trim_start_matches("ds_").replace("_rtn", "");
-                    let new = match base.as_str() {
-                        "add_u32" => old.wrapping_add(x),
-                        "sub_u32" => old.wrapping_sub(x),
-                        "rsub_u32" => x.wrapping_sub(old),
-                        "inc_u32" => {
-                            if old >= x {
-                                0
-                            } else {
-                                old + 1
-                            }
-                        }
-                        "dec_u32" => {
-                            if old == 0 || old > x {
-                                x
-                            } else {
-                                old - 1
-                            }
-                        }
-                        "min_i32" => (old as i32).min(x as i32) as u32,
-                        "max_i32" => (old as i32).max(x as i32) as u32,
-                        "min_u32" => old.min(x),
-                        "max_u32" => old.max(x),
-                        "and_b32" => old & x,
-                        "or_b32" => old | x,
-                        "xor_b32" => old ^ x,
-                        "storexchg_b32" => x,
-                        "cmpstore_b32" => {
-                            if old == y {
-                                x
-                            } else {
-                                old
-                            }
-                        }
-                        "add_f32" => (f32::from_bits(old) + f32::from_bits(x)).to_bits(),
-                        "min_f32" => fmin(f32::from_bits(old), f32::from_bits(x)).to_bits(),
-                        "max_f32" => fmax(f32::from_bits(old), f32::from_bits(x)).to_bits(),
-                        _ => {
-                            return Err(Fault {
-                                addr: a as u64,
-                                write: false,
-                                reason: "unimplemented".into(),
-                            });
-                        }
+                    // Atomics, 32 and 64 bits, with and without return.
+                    let Some((op, ty, rtn)) = ds_atomic else {
+                        return Err(Fault {
+                            addr: a as u64,
+                            write: false,
+                            reason: "unimplemented".into(),
+                        });
                     };
-                    lds_write(lds, a, &new.to_le_bytes())?;
-                    if n.contains("_rtn") {
-                        w.wr(i.dst, l, old);
+                    let wide = ty.ends_with("64");
+                    let n = if wide { 8 } else { 4 };
+                    let mut b = [0u8; 8];
+                    lds_read(lds, a, &mut b[..n])?;
+                    let old = u64::from_le_bytes(b);
+                    let get = |row: usize| -> u64 {
+                        let lo = w.v.get(row + l).copied().unwrap_or(0) as u64;
+                        let hi = if wide {
+                            w.v.get(row + 64 + l).copied().unwrap_or(0) as u64
+                        } else {
+                            0
+                        };
+                        lo | hi << 32
+                    };
+                    let (x, y) = (get(d0), get(d1));
+                    let Some(new) = atomic_op(op, ty, old, x, y) else {
+                        return Err(Fault {
+                            addr: a as u64,
+                            write: false,
+                            reason: "unimplemented".into(),
+                        });
+                    };
+                    lds_write(lds, a, &new.to_le_bytes()[..n])?;
+                    if rtn {
+                        w.wr(i.dst, l, old as u32);
+                        if wide {
+                            w.wr(i.dst + 1, l, (old >> 32) as u32);
+                        }
                     }
                 }
             }
@@ -2465,11 +2651,126 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
             err = Some((l as u32, f));
         }
     });
+    if err.is_none() && matches!(op, ds::PERMUTE_B32 | ds::BPERMUTE_B32) {
+        // Lane shuffles through the LDS crossbar: the address (plus offset) / 4 selects a
+        // lane; bpermute pulls from it, permute pushes to it. Inactive lanes read 0.
+        let lanes = w.lanes as usize;
+        let mut out = [0u32; 64];
+        let mut written = 0u64;
+        for_lanes(exec, |l| {
+            let sel = (w.v[addr_row + l].wrapping_add(off) / 4) as usize % lanes;
+            if op == ds::BPERMUTE_B32 {
+                out[l] = if exec >> sel & 1 != 0 {
+                    w.v[d0 + sel]
+                } else {
+                    0
+                };
+                written |= 1 << l;
+            } else {
+                out[sel] = w.v[d0 + l];
+                written |= 1 << sel;
+            }
+        });
+        for_lanes(exec, |l| {
+            w.wr(i.dst, l, if written >> l & 1 != 0 { out[l] } else { 0 });
+        });
+    }
     match err {
         Some((_, f)) if f.reason == "unimplemented" => Err(unimplemented(ctx, idx, i)),
         Some((l, f)) => Err(fault(ctx, idx, i, l, f)),
         None => Ok(()),
     }
+}
+
+/// Read-modify-write of an atomic `op` on type `ty` ("u32", "i64", "f32", "b64", …):
+/// `x` is the data operand, `y` the compare value of cmpswap/cmpstore.
+fn atomic_op(op: &str, ty: &str, old: u64, x: u64, y: u64) -> Option<u64> {
+    let wide = ty.ends_with("64");
+    let mask = if wide { u64::MAX } else { 0xffff_ffff };
+    let (old, x, y) = (old & mask, x & mask, y & mask);
+    let s = |v: u64| {
+        if wide {
+            v as i64
+        } else {
+            v as u32 as i32 as i64
+        }
+    };
+    let f32op = |f: fn(f32, f32) -> f32| {
+        f(f32::from_bits(old as u32), f32::from_bits(x as u32)).to_bits() as u64
+    };
+    let f64op = |f: fn(f64, f64) -> f64| f(f64::from_bits(old), f64::from_bits(x)).to_bits();
+    let r = match (op, ty.as_bytes().first()) {
+        ("add", Some(b'f')) if wide => f64op(|a, b| a + b),
+        ("add", Some(b'f')) => f32op(|a, b| a + b),
+        ("min", Some(b'f')) if wide => f64op(|a, b| {
+            if a.is_nan() {
+                b
+            } else if b.is_nan() {
+                a
+            } else {
+                a.min(b)
+            }
+        }),
+        ("max", Some(b'f')) if wide => f64op(|a, b| {
+            if a.is_nan() {
+                b
+            } else if b.is_nan() {
+                a
+            } else {
+                a.max(b)
+            }
+        }),
+        ("min", Some(b'f')) => f32op(fmin),
+        ("max", Some(b'f')) => f32op(fmax),
+        ("add", _) => old.wrapping_add(x),
+        ("sub", _) => old.wrapping_sub(x),
+        ("rsub", _) => x.wrapping_sub(old),
+        ("min", Some(b'i')) => {
+            if s(old) < s(x) {
+                old
+            } else {
+                x
+            }
+        }
+        ("max", Some(b'i')) => {
+            if s(old) > s(x) {
+                old
+            } else {
+                x
+            }
+        }
+        ("min", _) => old.min(x),
+        ("max", _) => old.max(x),
+        ("and", _) => old & x,
+        ("or", _) => old | x,
+        ("xor", _) => old ^ x,
+        ("swap", _) | ("storexchg", _) => x,
+        ("cmpswap", _) | ("cmpstore", _) => {
+            if old == y {
+                x
+            } else {
+                old
+            }
+        }
+        ("inc", _) => {
+            if old >= x {
+                0
+            } else {
+                old + 1
+            }
+        }
+        ("dec", _) => {
+            if old == 0 || old > x {
+                x
+            } else {
+                old - 1
+            }
+        }
+        ("mskor", _) => (old & !x) | y,
+        ("csub", _) => old.saturating_sub(x),
+        _ => return None,
+    };
+    Some(r & mask)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2669,81 +2970,13 @@ fn flat_atomic(
     let mut b = [0u8; 8];
     ctx.mem.read(addr, &mut b[..n])?;
     let old = u64::from_le_bytes(b);
-    let s = |v: u64| {
-        if wide {
-            v as i64
-        } else {
-            v as u32 as i32 as i64
-        }
-    };
-    let new = match base
-        .trim_end_matches("_u32")
-        .trim_end_matches("_u64")
-        .trim_end_matches("_i32")
-        .trim_end_matches("_i64")
-        .trim_end_matches("_b32")
-        .trim_end_matches("_b64")
-        .trim_end_matches("_f32")
-    {
-        "add" if base.ends_with("f32") => {
-            (f32::from_bits(old as u32) + f32::from_bits(x as u32)).to_bits() as u64
-        }
-        "min" if base.ends_with("f32") => {
-            fmin(f32::from_bits(old as u32), f32::from_bits(x as u32)).to_bits() as u64
-        }
-        "max" if base.ends_with("f32") => {
-            fmax(f32::from_bits(old as u32), f32::from_bits(x as u32)).to_bits() as u64
-        }
-        "add" => old.wrapping_add(x),
-        "sub" => old.wrapping_sub(x),
-        "min" if base.contains("_i") => {
-            if s(old) < s(x) {
-                old
-            } else {
-                x
-            }
-        }
-        "max" if base.contains("_i") => {
-            if s(old) > s(x) {
-                old
-            } else {
-                x
-            }
-        }
-        "min" => old.min(x),
-        "max" => old.max(x),
-        "and" => old & x,
-        "or" => old | x,
-        "xor" => old ^ x,
-        "swap" => x,
-        "cmpswap" => {
-            if old == y {
-                x
-            } else {
-                old
-            }
-        }
-        "inc" => {
-            if old >= x {
-                0
-            } else {
-                old + 1
-            }
-        }
-        "dec" => {
-            if old == 0 || old > x {
-                x
-            } else {
-                old - 1
-            }
-        }
-        _ => {
-            return Err(Fault {
-                addr,
-                write: true,
-                reason: "unimplemented".into(),
-            });
-        }
+    let (op, ty) = base.rsplit_once('_').unwrap_or((base, ""));
+    let Some(new) = atomic_op(op, ty, old, x, y) else {
+        return Err(Fault {
+            addr,
+            write: true,
+            reason: "unimplemented".into(),
+        });
     };
     let new = if wide { new } else { new & 0xffff_ffff };
     ctx.mem.write(addr, &new.to_le_bytes()[..n])?;

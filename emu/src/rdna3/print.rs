@@ -440,12 +440,24 @@ impl fmt::Display for Inst {
                 }
             }
             Flat | Global | Scratch => {
-                let load = shp.len() > 0
-                    && !(name.contains("store")
-                        || (name.contains("atomic") && self.flags & flag::GLC == 0));
+                let atomic = name.contains("atomic");
+                // Atomics: the widths follow from the name (the shape table holds one of the
+                // returning / non-returning spellings); glc makes them return the old value.
+                let w = if name.ends_with("64") { 2 } else { 1 };
+                let data_regs = if name.contains("cmpswap") { 2 * w } else { w };
+                let load = if atomic {
+                    self.flags & flag::GLC != 0
+                } else {
+                    shp.len() > 0 && !name.contains("store")
+                };
                 let mut k = 0;
                 if load {
-                    ops.push(operand(self.dst, shp.regs(0), None, lit));
+                    ops.push(operand(
+                        self.dst,
+                        if atomic { w } else { shp.regs(0) },
+                        None,
+                        lit,
+                    ));
                     k = 1;
                 }
                 if !name.contains("addtid") {
@@ -458,7 +470,9 @@ impl fmt::Display for Inst {
                     ops.push(vaddr);
                     k += 1;
                 }
-                if !load || (name.contains("atomic") && shp.len() > k) {
+                if atomic {
+                    ops.push(operand(self.src[1], data_regs, None, lit));
+                } else if !load {
                     ops.push(operand(self.src[1], shp.regs(k), None, lit));
                 }
                 if self.enc != Flat {

@@ -114,3 +114,19 @@ kernel void priv(global const uint *idx, global uint *out) {
   for (uint k = 0; k < 64; k++) arr[k] = i * 1000 + k;
   out[i] = arr[idx[i] & 63];
 }
+
+// Global and LDS atomics (the atomic optimizer turns the uniform-address add into a wave
+// reduction with DPP and lane reads), ds_bpermute and permlanex16 lane shuffles.
+kernel void atomics(global uint *counter, global uint *old, global uint *lds_old,
+                    global uint *shuf, global uint *xperm, global int *mx) {
+  local uint lcount;
+  uint t = LID_X;
+  uint i = GRP_X * 64 + t;
+  if (t == 0) lcount = 100;
+  BARRIER();
+  old[i] = __atomic_fetch_add(counter, 1 + (i & 3), __ATOMIC_RELAXED);
+  lds_old[i] = __atomic_fetch_add(&lcount, i, __ATOMIC_RELAXED);
+  __atomic_fetch_max(mx, (int)(i * 7919u % 1000u) - 500, __ATOMIC_RELAXED);
+  shuf[i] = __builtin_amdgcn_ds_bpermute((int)((t ^ 5) * 4), (int)(i * 3));
+  xperm[i] = __builtin_amdgcn_permlanex16(0u, i, 0x76543210u, 0xfedcba98u, false, false);
+}

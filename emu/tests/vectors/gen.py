@@ -118,7 +118,9 @@ ENC = {
         lambda op: (0xD4000000 | op << 16 | 2, 4 | v(6) << 9 | v(8) << 18),
         lambda op: (0xD4000000 | op << 16 | 6 << 8 | 2, v(4) | v(6) << 9 | v(8) << 18),
         lambda op: (0xD4000000 | op << 16 | 1 << 8 | 2, v(4) | 0x80 << 9 | v(8) << 18 | 1 << 29),
-        lambda op: (0xD4000000 | op << 16 | 0x6A << 8 | 2, v(4) | v(6) << 9 | 0x6A << 18)]),
+        lambda op: (0xD4000000 | op << 16 | 0x6A << 8 | 2, v(4) | v(6) << 9 | 0x6A << 18),
+        lambda op: (0xD4000000 | op << 16 | 2, v(4) | 6 << 9 | 0x80 << 18),
+        lambda op: (0xD4000000 | op << 16 | 2, 4 | 6 << 9 | 0x80 << 18)]),
     "vop3p": (range(0, 0x80), [
         lambda op: (0xCC000000 | op << 16 | 1 << 14 | 2, v(4) | v(6) << 9 | v(8) << 18 | 3 << 27),
         lambda op: (0xCC000000 | op << 16 | 1 << 14 | 2, v(4) | v(6) << 9 | v(8) << 18 | 1 << 27),
@@ -133,7 +135,8 @@ ENC = {
         lambda op: (0xD8000000 | op << 18 | 0x10, 0 << 24 | 3 << 16 | 2 << 8 | 1)]),
     "flat": (range(0, 0x80), [
         lambda op: (0xDC000000 | op << 18 | 0 << 16 | 0x10, 6 << 24 | 0x7C << 16 | 2 << 8 | 4),
-        lambda op: (0xDC000000 | op << 18 | 0 << 16 | 0x10, 6 << 24 | 0x7C << 16 | 4 << 8 | 2)]),
+        lambda op: (0xDC000000 | op << 18 | 0 << 16 | 0x10, 6 << 24 | 0x7C << 16 | 4 << 8 | 2),
+        lambda op: (0xDC000000 | op << 18 | 0 << 16 | 1 << 14 | 0x10, 6 << 24 | 0x7C << 16 | 4 << 8 | 2)]),
     "scratch": (range(0, 0x80), [
         lambda op: (0xDC000000 | op << 18 | 1 << 16 | 0x10, 6 << 24 | 2 << 16 | 4 << 8 | 1),
         lambda op: (0xDC000000 | op << 18 | 1 << 16 | 0x10, 6 << 24 | 0x7C << 16 | 4 << 8 | 1),
@@ -143,7 +146,9 @@ ENC = {
         lambda op: (0xDC000000 | op << 18 | 2 << 16 | 0x10, 6 << 24 | 0x7C << 16 | 4 << 8 | 2),
         lambda op: (0xDC000000 | op << 18 | 2 << 16 | 0x10, 6 << 24 | 2 << 16 | 8 << 8 | 1),
         lambda op: (0xDC000000 | op << 18 | 2 << 16 | 0x10, 2 << 16 | 4 << 8 | 1),
-        lambda op: (0xDC000000 | op << 18 | 2 << 16 | 0x10, 6 << 24 | 0x7C << 16 | 4 << 8 | 2)]),
+        lambda op: (0xDC000000 | op << 18 | 2 << 16 | 0x10, 6 << 24 | 0x7C << 16 | 4 << 8 | 2),
+        lambda op: (0xDC000000 | op << 18 | 2 << 16 | 1 << 14 | 0x10, 6 << 24 | 2 << 16 | 4 << 8 | 1),
+        lambda op: (0xDC000000 | op << 18 | 2 << 16 | 1 << 14 | 0x10, 6 << 24 | 0x7C << 16 | 4 << 8 | 2)]),
     "mubuf": (range(0, 0x100), [
         lambda op: (0xE0000000 | op << 18 | 0x10, 0x80 << 24 | 2 << 16 | 4 << 8 | 1),
         lambda op: (0xE0000000 | op << 18 | 1 << 12 | 0x10, 0x80 << 24 | 1 << 23 | 2 << 16 | 4 << 8 | 1)]),
@@ -218,7 +223,11 @@ def main():
             for t in ts:
                 if e != "vopd":
                     names.setdefault(e, {}).setdefault(op, base_name(t))
-                    shapes.setdefault(e, {}).setdefault(op, shape_of(t))
+                    # The text with the most register operands tells the most widths.
+                    sh = shape_of(t)
+                    cur = shapes.setdefault(e, {}).get(op)
+                    if cur is None or sh.count("x") < cur.count("x"):
+                        shapes[e][op] = sh
                 texts.append(t)
     cands = [((x, y), (0xC8000000 | x << 22 | y << 17 | 3 << 9 | v(1), 4 << 24 | (7 >> 1) << 17 | 2 << 9 | v(6)))
              for x, y in VOPD]
