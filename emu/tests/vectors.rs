@@ -85,3 +85,63 @@ fn llvm_vectors_decode_to_llvm_text() {
         "{n} vectors agree with LLVM ({symbolic} with symbolic operands compared by raw field)"
     );
 }
+
+/// Every opcode the decoder knows (the generated tables) has at least one LLVM vector.
+#[test]
+fn every_known_opcode_has_a_vector() {
+    use am_emu::rdna3::decode::{Encoding, classify};
+    use am_emu::rdna3::opcodes as o;
+    use std::collections::HashSet;
+    let mut seen: HashSet<(String, u16)> = HashSet::new();
+    for line in include_str!("vectors/gfx1100.txt")
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+    {
+        let (_, words) = parse(line).unwrap();
+        let i = decode(&words).unwrap();
+        let key = match i.enc {
+            Encoding::Vop1
+            | Encoding::Vop2
+            | Encoding::Vopc
+            | Encoding::Vop3
+            | Encoding::Vop3sd => "valu".to_string(),
+            Encoding::Flat | Encoding::Global | Encoding::Scratch => "flat".to_string(),
+            e => format!("{e:?}").to_lowercase(),
+        };
+        if i.enc == Encoding::Vopd {
+            seen.insert(("valu".into(), i.op));
+            seen.insert(("valu".into(), i.y.op));
+        }
+        seen.insert((key, i.op));
+        let _ = classify(words[0]);
+    }
+    let tables: [(&str, &[(u16, &str)]); 12] = [
+        ("sop1", o::sop1::NAMES),
+        ("sop2", o::sop2::NAMES),
+        ("sopk", o::sopk::NAMES),
+        ("sopc", o::sopc::NAMES),
+        ("sopp", o::sopp::NAMES),
+        ("smem", o::smem::NAMES),
+        ("valu", o::valu::NAMES),
+        ("vop3p", o::vop3p::NAMES),
+        ("ds", o::ds::NAMES),
+        ("flat", o::flat::NAMES),
+        ("mubuf", o::mubuf::NAMES),
+        ("mtbuf", o::mtbuf::NAMES),
+    ];
+    let mut missing = vec![];
+    let mut total = 0;
+    for (key, names) in tables {
+        for (op, name) in names {
+            total += 1;
+            if !seen.contains(&(key.to_string(), *op)) {
+                missing.push(format!("{key} {op:#x} {name}"));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {total} opcodes have no vector: {missing:?}",
+        missing.len()
+    );
+}

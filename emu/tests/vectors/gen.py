@@ -80,7 +80,8 @@ ENC = {
     "sopk": (range(0, 0x1D), [
         lambda op: (0xB0000000 | op << 23 | 5 << 16 | 0x1234,),
         lambda op: (0xB0000000 | op << 23 | 4 << 16 | 0x0003,),
-        lambda op: (0xB0000000 | op << 23 | 4 << 16 | 0x1805,)]),
+        lambda op: (0xB0000000 | op << 23 | 4 << 16 | 0x1805,),
+        lambda op: (0xB0000000 | op << 23 | 0x7C << 16 | 0x0003,)]),
     "sop1": (range(0, 0x100), [
         lambda op: (0xBE800000 | 5 << 16 | op << 8 | 2,),
         lambda op: (0xBE800000 | 4 << 16 | op << 8 | 6,),
@@ -255,6 +256,7 @@ def main():
             extra.append(((op, 100 + k), (op << 25 | 2 << 17 | 6 << 9 | 0xFA, 0xF5000000 | ctrl << 8 | 4 | (1 << 19 if k == 2 else 0))))
         extra.append(((op, 1), (op << 25 | 2 << 17 | 6 << 9 | 0xE9, 0xFAC688 << 8 | 4)))
         extra.append(((op, 2), (op << 25 | 2 << 17 | 6 << 9 | 0xFF, 0x12345678)))
+        extra.append(((op, 20), (op << 25 | 2 << 17 | 6 << 9 | v(4), 0x1234)))
         extra.append(((op, 3), (op << 25 | 2 << 17 | 6 << 9 | 0xFA, 0xFF000000 | 0x1B << 8 | 1 << 20 | 1 << 23 | 4)))
     for op in names["vop1"]:
         extra.append(((op, 5), (0x7E000000 | 2 << 17 | op << 9 | 0xFA, 0xFF000000 | 0x111 << 8 | 4)))
