@@ -7,8 +7,9 @@ mod common;
 use am_emu::HostMemory;
 use common::*;
 
-#[test]
-fn vadd_matches_reference_with_partial_last_workgroup() {
+fn check_vadd_matches_reference_with_partial_last_workgroup(
+    k: &'static (am_emu::CodeObject, am_emu::Program),
+) {
     let n = 1000u32; // not a multiple of 256: the last workgroup has 232 work-items
     let mut r = Rng(1);
     let a: Vec<f32> = (0..n).map(|_| r.f32(-10.0, 10.0)).collect();
@@ -17,7 +18,7 @@ fn vadd_matches_reference_with_partial_last_workgroup() {
     let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
     let pc = mem.alloc(4 * n as usize);
     launch(
-        kernels(),
+        k,
         "vadd",
         [n, 1, 1],
         [256, 1, 1],
@@ -30,8 +31,7 @@ fn vadd_matches_reference_with_partial_last_workgroup() {
     }
 }
 
-#[test]
-fn saxpy_matches_reference() {
+fn check_saxpy_matches_reference(k: &'static (am_emu::CodeObject, am_emu::Program)) {
     let n = 512u32;
     let mut r = Rng(2);
     let x: Vec<f32> = (0..n).map(|_| r.f32(-1.0, 1.0)).collect();
@@ -40,7 +40,7 @@ fn saxpy_matches_reference() {
     let mut mem = HostMemory::new();
     let (px, py) = (upload(&mut mem, &x), upload(&mut mem, &y));
     launch(
-        kernels(),
+        k,
         "saxpy",
         [n, 1, 1],
         [256, 1, 1],
@@ -58,8 +58,9 @@ fn saxpy_matches_reference() {
     }
 }
 
-#[test]
-fn reduce_through_lds_with_barriers_sums_each_workgroup() {
+fn check_reduce_through_lds_with_barriers_sums_each_workgroup(
+    k: &'static (am_emu::CodeObject, am_emu::Program),
+) {
     let groups = 4usize;
     let mut r = Rng(3);
     let input: Vec<f32> = (0..256 * groups).map(|_| r.f32(0.0, 1.0)).collect();
@@ -67,17 +68,18 @@ fn reduce_through_lds_with_barriers_sums_each_workgroup() {
     let pin = upload(&mut mem, &input);
     let pout = mem.alloc(4 * groups);
     let stats = launch(
-        kernels(),
+        k,
         "reduce",
         [256 * groups as u32, 1, 1],
         [256, 1, 1],
         Args::default().ptr(pin).ptr(pout),
         &mut mem,
     );
+    let ws = k.0.kernel("reduce").unwrap().descriptor.wave_size() as u64;
     assert_eq!(
         stats.waves,
-        8 * groups as u64,
-        "256 work-items are 8 waves of 32"
+        256 / ws * groups as u64,
+        "256 work-items are 256/{ws} waves"
     );
     let out = download_f32(&mut mem, pout, groups);
     for g in 0..groups {
@@ -94,8 +96,7 @@ fn reduce_through_lds_with_barriers_sums_each_workgroup() {
     }
 }
 
-#[test]
-fn tiled_matmul_matches_reference() {
+fn check_tiled_matmul_matches_reference(k: &'static (am_emu::CodeObject, am_emu::Program)) {
     let n = 32usize;
     let mut r = Rng(4);
     let a: Vec<f32> = (0..n * n).map(|_| r.f32(-1.0, 1.0)).collect();
@@ -104,7 +105,7 @@ fn tiled_matmul_matches_reference() {
     let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
     let pc = mem.alloc(4 * n * n);
     launch(
-        kernels(),
+        k,
         "matmul",
         [n as u32, n as u32, 1],
         [16, 16, 1],
@@ -123,8 +124,9 @@ fn tiled_matmul_matches_reference() {
     }
 }
 
-#[test]
-fn exp_log_sqrt_division_within_ulp_bounds() {
+fn check_exp_log_sqrt_division_within_ulp_bounds(
+    k: &'static (am_emu::CodeObject, am_emu::Program),
+) {
     let n = 256usize;
     let mut r = Rng(5);
     let mut x: Vec<f32> = (0..n).map(|_| r.f32(0.01, 80.0)).collect();
@@ -136,7 +138,7 @@ fn exp_log_sqrt_division_within_ulp_bounds() {
     let px = upload(&mut mem, &x);
     let outs: Vec<u64> = (0..4).map(|_| mem.alloc(4 * n)).collect();
     launch(
-        kernels(),
+        k,
         "transc",
         [n as u32, 1, 1],
         [64, 1, 1],
@@ -174,8 +176,7 @@ fn exp_log_sqrt_division_within_ulp_bounds() {
     }
 }
 
-#[test]
-fn integer_division_and_modulo_are_exact() {
+fn check_integer_division_and_modulo_are_exact(k: &'static (am_emu::CodeObject, am_emu::Program)) {
     let n = 256usize;
     let mut r = Rng(6);
     let mut a: Vec<i32> = (0..n).map(|_| r.next() as i32).collect();
@@ -197,7 +198,7 @@ fn integer_division_and_modulo_are_exact() {
     let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
     let o: Vec<u64> = (0..4).map(|_| mem.alloc(4 * n)).collect();
     launch(
-        kernels(),
+        k,
         "idiv",
         [n as u32, 1, 1],
         [64, 1, 1],
@@ -223,8 +224,9 @@ fn integer_division_and_modulo_are_exact() {
     }
 }
 
-#[test]
-fn sixty_four_bit_address_arithmetic_is_exact() {
+fn check_sixty_four_bit_address_arithmetic_is_exact(
+    k: &'static (am_emu::CodeObject, am_emu::Program),
+) {
     let n = 128usize;
     let mut r = Rng(7);
     let p: Vec<u64> = (0..n).map(|_| r.next()).collect();
@@ -233,7 +235,7 @@ fn sixty_four_bit_address_arithmetic_is_exact() {
     let pp = upload(&mut mem, &p);
     let po = mem.alloc(8 * n);
     launch(
-        kernels(),
+        k,
         "addr64",
         [n as u32, 1, 1],
         [64, 1, 1],
@@ -252,15 +254,16 @@ fn sixty_four_bit_address_arithmetic_is_exact() {
     }
 }
 
-#[test]
-fn loops_with_divergent_lanes_count_collatz_steps() {
+fn check_loops_with_divergent_lanes_count_collatz_steps(
+    k: &'static (am_emu::CodeObject, am_emu::Program),
+) {
     let n = 192usize;
     let input: Vec<u32> = (0..n as u32).map(|k| k * 7 + 1).collect();
     let mut mem = HostMemory::new();
     let pi = upload(&mut mem, &input);
     let po = mem.alloc(4 * n);
     launch(
-        kernels(),
+        k,
         "divloop",
         [n as u32, 1, 1],
         [64, 1, 1],
@@ -278,8 +281,7 @@ fn loops_with_divergent_lanes_count_collatz_steps() {
     }
 }
 
-#[test]
-fn f16_fma_matches_reference() {
+fn check_f16_fma_matches_reference(k: &'static (am_emu::CodeObject, am_emu::Program)) {
     use am_emu::float::{f16_to_f32, f64_to_f16};
     let n = 128usize;
     let mut r = Rng(8);
@@ -293,7 +295,7 @@ fn f16_fma_matches_reference() {
     let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
     let pc = mem.alloc(2 * n);
     launch(
-        kernels(),
+        k,
         "f16k",
         [n as u32, 1, 1],
         [64, 1, 1],
@@ -341,8 +343,9 @@ fn wave64_kernel_runs_with_64_lane_exec() {
     }
 }
 
-#[test]
-fn atomics_and_lane_shuffles_are_consistent() {
+fn check_atomics_and_lane_shuffles_are_consistent(
+    k: &'static (am_emu::CodeObject, am_emu::Program),
+) {
     let n = 128usize;
     let mut mem = HostMemory::new();
     let counter = upload(&mut mem, &[0u32]);
@@ -352,7 +355,7 @@ fn atomics_and_lane_shuffles_are_consistent() {
     let xperm = mem.alloc(4 * n);
     let mx = upload(&mut mem, &[i32::MIN]);
     launch(
-        kernels(),
+        k,
         "atomics",
         [n as u32, 1, 1],
         [64, 1, 1],
@@ -401,10 +404,86 @@ fn atomics_and_lane_shuffles_are_consistent() {
     let xp = download_u32(&mut mem, xperm, n);
     for i in 0..n {
         let t = i % 64;
-        // ds_bpermute reads lane (t ^ 5) of the same wave (wave32: lanes 0-31 of each wave).
-        let src = i - t % 32 + ((t ^ 5) % 32);
+        // ds_bpermute reads lane (t ^ 5) of the same wave.
+        let ws = k.0.kernel("atomics").unwrap().descriptor.wave_size() as usize;
+        let src = i - t % ws + ((t ^ 5) % ws);
         assert_eq!(sh[i], src as u32 * 3, "bpermute lane {i}");
         // permlanex16 with identity selectors reads the same lane of the other row.
         assert_eq!(xp[i], (i ^ 16) as u32, "permlanex16 lane {i}");
     }
+}
+
+#[test]
+fn vadd_matches_reference_with_partial_last_workgroup() {
+    check_vadd_matches_reference_with_partial_last_workgroup(kernels());
+}
+
+#[test]
+fn saxpy_matches_reference() {
+    check_saxpy_matches_reference(kernels());
+}
+
+#[test]
+fn reduce_through_lds_with_barriers_sums_each_workgroup() {
+    check_reduce_through_lds_with_barriers_sums_each_workgroup(kernels());
+}
+
+#[test]
+fn tiled_matmul_matches_reference() {
+    check_tiled_matmul_matches_reference(kernels());
+}
+
+#[test]
+fn exp_log_sqrt_division_within_ulp_bounds() {
+    check_exp_log_sqrt_division_within_ulp_bounds(kernels());
+}
+
+#[test]
+fn integer_division_and_modulo_are_exact() {
+    check_integer_division_and_modulo_are_exact(kernels());
+}
+
+#[test]
+fn sixty_four_bit_address_arithmetic_is_exact() {
+    check_sixty_four_bit_address_arithmetic_is_exact(kernels());
+}
+
+#[test]
+fn loops_with_divergent_lanes_count_collatz_steps() {
+    check_loops_with_divergent_lanes_count_collatz_steps(kernels());
+}
+
+#[test]
+fn f16_fma_matches_reference() {
+    check_f16_fma_matches_reference(kernels());
+}
+
+#[test]
+fn atomics_and_lane_shuffles_are_consistent() {
+    check_atomics_and_lane_shuffles_are_consistent(kernels());
+}
+
+/// The same kernels compiled for wave64 (`-mwavefrontsize64`): 64-lane EXEC and VCC, SGPR
+/// pairs for lane masks.
+#[test]
+fn all_kernels_match_reference_in_wave64() {
+    static K64: std::sync::OnceLock<(am_emu::CodeObject, am_emu::Program)> =
+        std::sync::OnceLock::new();
+    let k = K64.get_or_init(|| {
+        let (_, bytes) = compile_cl(KERNELS, &["-mwavefrontsize64"]);
+        let co = am_emu::CodeObject::parse(&bytes, "kernels.cl wave64").unwrap();
+        assert_eq!(co.kernel("reduce").unwrap().descriptor.wave_size(), 64);
+        let prog = am_emu::Program::new(&co, am_emu::Isa::Gfx1100).unwrap();
+        (co, prog)
+    });
+    check_reduce_through_lds_with_barriers_sums_each_workgroup(k);
+    check_vadd_matches_reference_with_partial_last_workgroup(k);
+    check_saxpy_matches_reference(k);
+    check_tiled_matmul_matches_reference(k);
+    check_exp_log_sqrt_division_within_ulp_bounds(k);
+    check_integer_division_and_modulo_are_exact(k);
+    check_sixty_four_bit_address_arithmetic_is_exact(k);
+    check_loops_with_divergent_lanes_count_collatz_steps(k);
+    check_f16_fma_matches_reference(k);
+    check_atomics_and_lane_shuffles_are_consistent(k);
 }
