@@ -916,6 +916,7 @@ fn prep(w: &mut Wave, i: &Inst, kinds: [K; 3]) -> Valu {
 }
 
 /// Resolves the first `n` sources of a VALU instruction.
+#[inline(always)]
 fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
     let exec = if i.dpp != Dpp::None {
         apply_dpp(w, i)
@@ -968,6 +969,38 @@ fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
     Valu { r, m, sh, exec }
 }
 
+/// All `L` lanes of a 32-bit operation with a dense EXEC: sources are rows `r[..N]`, the
+/// result goes to row `d`.
+#[inline(always)]
+fn dense<const N: usize, const L: usize>(
+    w: &mut Wave,
+    r: &[usize; 3],
+    d: usize,
+    f: impl Fn([u32; N]) -> u32,
+) {
+    let mut out = [0u32; L];
+    {
+        let srcs: [&[u32; L]; N] =
+            std::array::from_fn(|k| w.v[r[k]..r[k] + L].try_into().unwrap_or(&[0; L]));
+        for (l, o) in out.iter_mut().enumerate() {
+            *o = f(std::array::from_fn(|k| srcs[k][l]));
+        }
+    }
+    if let Some(dst) = w.v.get_mut(d..d + L) {
+        dst.copy_from_slice(&out);
+    }
+}
+
+/// EXEC with every lane of the wave set.
+#[inline(always)]
+fn full_mask(lanes: u32) -> u64 {
+    if lanes == 64 {
+        u64::MAX
+    } else {
+        (1u64 << lanes) - 1
+    }
+}
+
 /// Calls `f` for every lane set in `exec`, with a single call site so the lane body inlines
 /// into a counted loop (the EXEC test is a well-predicted branch).
 #[inline(always)]
@@ -995,15 +1028,16 @@ fn add_round_odd(p: f64, c: f64) -> f64 {
     let s = p + c;
     let bb = s - p;
     let err = (p - (s - bb)) + (c - bb);
-    if err == 0.0 || !s.is_finite() || s.to_bits() & 1 == 1 {
-        return s;
-    }
+    // Branch-free so dense lane loops vectorise: step one ulp toward the exact value when the
+    // sum is inexact, finite and even.
     let bits = s.to_bits();
-    f64::from_bits(if (err > 0.0) == (s > 0.0) {
-        bits + 1
+    let fix = (err != 0.0) & s.is_finite() & (bits & 1 == 0);
+    let step: u64 = if (err > 0.0) == (s > 0.0) {
+        1
     } else {
-        bits - 1
-    })
+        u64::MAX
+    };
+    f64::from_bits(bits.wrapping_add(if fix { step } else { 0 }))
 }
 
 /// Output modifiers and clamp of a float result.
@@ -1040,6 +1074,23 @@ fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) -> f32) {
     let flush = w.mode.flush32();
     let plain = i.omod == 0 && !i.clamp && !flush;
     let d = (i.dst.wrapping_sub(VGPR0) as usize).min(DPP_ROW) * 64;
+    let lanes = w.lanes as usize;
+    if plain && v.exec == full_mask(w.lanes) {
+        // Dense EXEC, no modifiers on the result: a straight loop of constant length over
+        // lane slices, which the compiler can vectorise.
+        let g = |x: [u32; N]| -> u32 {
+            f(std::array::from_fn(|k| {
+                f32::from_bits((x[k] & v.m[k].0 as u32) ^ v.m[k].1 as u32)
+            }))
+            .to_bits()
+        };
+        if lanes == 32 {
+            dense::<N, 32>(w, &v.r, d, g);
+        } else {
+            dense::<N, 64>(w, &v.r, d, g);
+        }
+        return;
+    }
     each_lane(v.exec, w.lanes, |l| {
         let a: [f32; N] = std::array::from_fn(|k| ftz(v.f32(w, k, l), flush));
         let r = f(a);
@@ -1051,6 +1102,15 @@ fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) -> f32) {
 fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
     let v = prep_n(w, i, [K::I32; 3], N);
     let d = (i.dst.wrapping_sub(VGPR0) as usize).min(DPP_ROW) * 64;
+    let lanes = w.lanes as usize;
+    if v.exec == full_mask(w.lanes) {
+        if lanes == 32 {
+            dense::<N, 32>(w, &v.r, d, f);
+        } else {
+            dense::<N, 64>(w, &v.r, d, f);
+        }
+        return;
+    }
     each_lane(v.exec, w.lanes, |l| {
         let a: [u32; N] = std::array::from_fn(|k| v.u32(w, k, l));
         w.v[d + l] = f(a);
