@@ -18,7 +18,7 @@ mod wave;
 pub use code_object::{CodeObject, Kernel, KernelDescriptor};
 pub use memory::{Fault, HostMemory, Memory};
 pub use program::Program;
-pub use wave::{Launch, dispatch};
+pub use wave::{HwDispatch, Launch, dispatch, dispatch_hw};
 
 /// Instruction-set architectures the emulator knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

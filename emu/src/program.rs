@@ -26,8 +26,14 @@ pub(crate) const INVALID_OP: u16 = u16::MAX;
 impl Program {
     /// Decodes all of `.text` of a code object for `isa`.
     pub fn new(code: &CodeObject, isa: Isa) -> Result<Program, Error> {
-        let words: Vec<u32> = code
-            .text
+        Program::from_bytes(&code.text, code.text_address, isa)
+    }
+
+    /// Decodes raw code bytes that live at GPU virtual address `address` (for a dispatch whose
+    /// code the mock read from GPU memory). Words that do not decode become slots that fail
+    /// with [`Error::InvalidInstruction`] only if executed.
+    pub fn from_bytes(text: &[u8], address: u64, isa: Isa) -> Result<Program, Error> {
+        let words: Vec<u32> = text
             .chunks(4)
             .map(|c| {
                 let mut b = [0u8; 4];
@@ -42,7 +48,7 @@ impl Program {
             index: vec![u32::MAX; words.len() + 1],
             invalid: Vec::new(),
             words: words.clone(),
-            text_address: code.text_address,
+            text_address: address,
         };
         let mut at = 0usize;
         while at < words.len() {

@@ -200,157 +200,57 @@ pub(crate) struct Ctx<'a> {
 /// LDS of one workgroup on gfx11 (64 KiB per workgroup).
 const MAX_LDS: u32 = 64 * 1024;
 
+/// A dispatch as the command processor sees it: the register state the driver programmed
+/// (`COMPUTE_PGM_LO/HI`, `COMPUTE_PGM_RSRC1/2/3`, `COMPUTE_USER_DATA_*`, the dispatch
+/// initiator's wave32 bit) plus the grid. The mock's PM4 `DISPATCH_DIRECT` path fills this
+/// from its registers; [`dispatch`] fills it from an ELF kernel descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HwDispatch {
+    /// Name used in errors (kernel symbol, or a description of the dispatch).
+    pub name: String,
+    /// GPU virtual address of the first instruction.
+    pub entry: u64,
+    /// `COMPUTE_PGM_RSRC1` (float mode).
+    pub rsrc1: u32,
+    /// `COMPUTE_PGM_RSRC2` (user SGPR count, workgroup id / info / scratch offset enables).
+    pub rsrc2: u32,
+    /// `COMPUTE_PGM_RSRC3`.
+    pub rsrc3: u32,
+    /// Values of the user SGPRs s0.. (`COMPUTE_USER_DATA_*`), at most 16 on gfx11.
+    pub user_sgprs: Vec<u32>,
+    /// Lanes per wave: 32 or 64.
+    pub wave_size: u32,
+    /// Grid size in work-items.
+    pub grid: [u32; 3],
+    /// Workgroup size in work-items.
+    pub workgroup: [u32; 3],
+    /// LDS bytes per workgroup.
+    pub lds_bytes: u32,
+    /// Scratch bytes per work-item.
+    pub scratch_bytes: u32,
+    /// Watchdog, as [`Launch::instruction_limit`].
+    pub instruction_limit: Option<u64>,
+}
+
 /// Runs `kernel` of `program` over the whole grid, workgroup after workgroup, and returns
-/// when every wave has executed `s_endpgm`.
+/// when every wave has executed `s_endpgm`. User SGPRs are laid out from the descriptor's
+/// `kernel_code_properties` as the runtime would program `COMPUTE_USER_DATA_*`.
 pub fn dispatch(
     program: &Program,
     kernel: &Kernel,
     launch: &Launch,
     mem: &mut dyn Memory,
 ) -> Result<Stats, Error> {
-    let bad = |reason: String| Error::BadLaunch {
-        kernel: kernel.name.clone(),
-        reason,
-    };
     let kd = &kernel.descriptor;
-    if launch.workgroup.contains(&0) || launch.grid.contains(&0) {
-        return Err(bad(format!(
-            "empty grid {:?} or workgroup {:?}",
-            launch.grid, launch.workgroup
-        )));
-    }
-    let wg_items: u64 = launch.workgroup.iter().map(|&x| x as u64).product();
-    if wg_items > 1024 {
-        return Err(bad(format!(
-            "workgroup of {wg_items} work-items exceeds 1024"
-        )));
-    }
-    let lds_size = kd
-        .group_segment_fixed_size
-        .saturating_add(launch.dynamic_lds);
-    if lds_size > MAX_LDS {
-        return Err(bad(format!("{lds_size} bytes of LDS exceed {MAX_LDS}")));
-    }
-    let private_size = kd
-        .private_segment_fixed_size
-        .saturating_add(launch.dynamic_scratch) as usize;
-    let lanes = kd.wave_size();
     let code_base = launch.code_address.unwrap_or(program.text_address);
     let entry = kernel
         .entry
         .checked_sub(program.text_address)
         .map(|off| code_base + off)
         .ok_or(Error::BadPc { pc: kernel.entry })?;
-    let entry_idx = program
-        .index_of(code_base, entry)
-        .ok_or(Error::BadPc { pc: entry })?;
-    let Isa::Gfx1100 = program.isa;
-
-    let groups: [u32; 3] = std::array::from_fn(|d| launch.grid[d].div_ceil(launch.workgroup[d]));
-    let mut lds = vec![0u8; lds_size as usize];
-    let n_waves_max = (wg_items as u32).div_ceil(lanes) as usize;
-    let mut waves: Vec<Wave> = (0..n_waves_max).map(|_| Wave::new()).collect();
-    let mut stats = Stats::default();
-    let rsrc1 = kd.compute_pgm_rsrc1;
-    let rsrc2 = kd.compute_pgm_rsrc2;
-    let mode = Mode {
-        round: ((rsrc1 >> 12) & 0xf) as u8,
-        denorm: ((rsrc1 >> 16) & 0xf) as u8,
-        ieee: rsrc1 & (1 << 23) != 0,
-        dx10_clamp: rsrc1 & (1 << 21) != 0,
-    };
-
-    for gz in 0..groups[2] {
-        for gy in 0..groups[1] {
-            for gx in 0..groups[0] {
-                let gid = [gx, gy, gz];
-                // Work-items of this (possibly partial) workgroup.
-                let size: [u32; 3] = std::array::from_fn(|d| {
-                    (launch.grid[d] - gid[d] * launch.workgroup[d]).min(launch.workgroup[d])
-                });
-                let items = size[0] * size[1] * size[2];
-                let n_waves = items.div_ceil(lanes) as usize;
-                lds.fill(0);
-                for (w_idx, w) in waves.iter_mut().enumerate().take(n_waves) {
-                    init_wave(
-                        w,
-                        w_idx as u32,
-                        lanes,
-                        size,
-                        gid,
-                        kernel,
-                        launch,
-                        mode,
-                        private_size,
-                    );
-                    w.pc = entry_idx;
-                }
-                let mut ctx = Ctx {
-                    mem: &mut *mem,
-                    lds: &mut lds,
-                    code_base,
-                    prog: program,
-                    instructions: 0,
-                    budget: launch
-                        .instruction_limit
-                        .map_or(u64::MAX, |l| l.saturating_sub(stats.instructions)),
-                };
-                run_workgroup(&mut waves[..n_waves], &mut ctx)?;
-                stats.instructions += ctx.instructions;
-                stats.waves += n_waves as u64;
-                stats.workgroups += 1;
-            }
-        }
-    }
-    let _ = rsrc2;
-    Ok(stats)
-}
-
-fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
-    loop {
-        for w in waves.iter_mut() {
-            if w.state == WaveState::Running {
-                crate::rdna3::run(w, ctx)?;
-            }
-        }
-        if waves.iter().all(|w| w.state == WaveState::Done) {
-            return Ok(());
-        }
-        // Every live wave waits at the barrier (finished waves do not take part): release.
-        for w in waves.iter_mut() {
-            if w.state == WaveState::Barrier {
-                w.state = WaveState::Running;
-            }
-        }
-    }
-}
-
-/// Sets up a wave's registers as the hardware does from the kernel descriptor: user SGPRs,
-/// then system SGPRs (workgroup ids, workgroup info, private segment wave offset), work-item
-/// ids in v0 (gfx11 packs x, y, z into bits 0-9, 10-19, 20-29), EXEC for the live lanes.
-#[allow(clippy::too_many_arguments)]
-fn init_wave(
-    w: &mut Wave,
-    w_idx: u32,
-    lanes: u32,
-    size: [u32; 3],
-    gid: [u32; 3],
-    kernel: &Kernel,
-    launch: &Launch,
-    mode: Mode,
-    private_size: usize,
-) {
-    let kd = &kernel.descriptor;
-    w.s = [0; 128];
-    w.v.fill(0);
-    w.scc = false;
-    w.lanes = lanes;
-    w.state = WaveState::Running;
-    w.mode = mode;
-    w.hwreg = [0; 64];
-    w.private_size = private_size;
-    w.scratch.clear();
-    w.scratch.resize(private_size * lanes as usize, 0);
+    let private_size = kd
+        .private_segment_fixed_size
+        .saturating_add(launch.dynamic_scratch);
     let props = kd.kernel_code_properties;
     let mut sgprs: Vec<u32> = Vec::with_capacity(16);
     let push64 = |v: &mut Vec<u32>, x: u64| {
@@ -378,13 +278,164 @@ fn init_wave(
         push64(&mut sgprs, 0);
     }
     if props & kcp::ENABLE_SGPR_PRIVATE_SEGMENT_SIZE != 0 {
-        sgprs.push(private_size as u32);
+        sgprs.push(private_size);
     }
-    for (i, v) in sgprs.iter().enumerate().take(106) {
+    let hw = HwDispatch {
+        name: kernel.name.clone(),
+        entry,
+        rsrc1: kd.compute_pgm_rsrc1,
+        rsrc2: kd.compute_pgm_rsrc2,
+        rsrc3: kd.compute_pgm_rsrc3,
+        user_sgprs: sgprs,
+        wave_size: kd.wave_size(),
+        grid: launch.grid,
+        workgroup: launch.workgroup,
+        lds_bytes: kd
+            .group_segment_fixed_size
+            .saturating_add(launch.dynamic_lds),
+        scratch_bytes: private_size,
+        instruction_limit: launch.instruction_limit,
+    };
+    dispatch_hw(program, code_base, &hw, mem)
+}
+
+/// Runs a dispatch given as register state. `code_base` is the GPU virtual address where the
+/// program's first byte lives (see [`Program::from_bytes`]).
+pub fn dispatch_hw(
+    program: &Program,
+    code_base: u64,
+    hw: &HwDispatch,
+    mem: &mut dyn Memory,
+) -> Result<Stats, Error> {
+    let bad = |reason: String| Error::BadLaunch {
+        kernel: hw.name.clone(),
+        reason,
+    };
+    if hw.workgroup.contains(&0) || hw.grid.contains(&0) {
+        return Err(bad(format!(
+            "empty grid {:?} or workgroup {:?}",
+            hw.grid, hw.workgroup
+        )));
+    }
+    if hw.wave_size != 32 && hw.wave_size != 64 {
+        return Err(bad(format!(
+            "wave size {} is neither 32 nor 64",
+            hw.wave_size
+        )));
+    }
+    let wg_items: u64 = hw.workgroup.iter().map(|&x| x as u64).product();
+    if wg_items > 1024 {
+        return Err(bad(format!(
+            "workgroup of {wg_items} work-items exceeds 1024"
+        )));
+    }
+    if hw.lds_bytes > MAX_LDS {
+        return Err(bad(format!(
+            "{} bytes of LDS exceed {MAX_LDS}",
+            hw.lds_bytes
+        )));
+    }
+    let user_count = ((hw.rsrc2 >> 1) & 0x1f) as usize;
+    if hw.user_sgprs.len() > user_count {
+        return Err(bad(format!(
+            "{} user SGPR values but COMPUTE_PGM_RSRC2.USER_SGPR is {user_count}",
+            hw.user_sgprs.len()
+        )));
+    }
+    let lanes = hw.wave_size;
+    let entry_idx = program
+        .index_of(code_base, hw.entry)
+        .ok_or(Error::BadPc { pc: hw.entry })?;
+    let Isa::Gfx1100 = program.isa;
+
+    let groups: [u32; 3] = std::array::from_fn(|d| hw.grid[d].div_ceil(hw.workgroup[d]));
+    let mut lds = vec![0u8; hw.lds_bytes as usize];
+    let n_waves_max = (wg_items as u32).div_ceil(lanes) as usize;
+    let mut waves: Vec<Wave> = (0..n_waves_max).map(|_| Wave::new()).collect();
+    let mut stats = Stats::default();
+    let rsrc1 = hw.rsrc1;
+    let mode = Mode {
+        round: ((rsrc1 >> 12) & 0xf) as u8,
+        denorm: ((rsrc1 >> 16) & 0xf) as u8,
+        ieee: rsrc1 & (1 << 23) != 0,
+        dx10_clamp: rsrc1 & (1 << 21) != 0,
+    };
+
+    for gz in 0..groups[2] {
+        for gy in 0..groups[1] {
+            for gx in 0..groups[0] {
+                let gid = [gx, gy, gz];
+                // Work-items of this (possibly partial) workgroup.
+                let size: [u32; 3] = std::array::from_fn(|d| {
+                    (hw.grid[d] - gid[d] * hw.workgroup[d]).min(hw.workgroup[d])
+                });
+                let items = size[0] * size[1] * size[2];
+                let n_waves = items.div_ceil(lanes) as usize;
+                lds.fill(0);
+                for (w_idx, w) in waves.iter_mut().enumerate().take(n_waves) {
+                    init_wave(w, w_idx as u32, size, gid, hw, mode);
+                    w.pc = entry_idx;
+                }
+                let mut ctx = Ctx {
+                    mem: &mut *mem,
+                    lds: &mut lds,
+                    code_base,
+                    prog: program,
+                    instructions: 0,
+                    budget: hw
+                        .instruction_limit
+                        .map_or(u64::MAX, |l| l.saturating_sub(stats.instructions)),
+                };
+                run_workgroup(&mut waves[..n_waves], &mut ctx)?;
+                stats.instructions += ctx.instructions;
+                stats.waves += n_waves as u64;
+                stats.workgroups += 1;
+            }
+        }
+    }
+    Ok(stats)
+}
+
+fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    loop {
+        for w in waves.iter_mut() {
+            if w.state == WaveState::Running {
+                crate::rdna3::run(w, ctx)?;
+            }
+        }
+        if waves.iter().all(|w| w.state == WaveState::Done) {
+            return Ok(());
+        }
+        // Every live wave waits at the barrier (finished waves do not take part): release.
+        for w in waves.iter_mut() {
+            if w.state == WaveState::Barrier {
+                w.state = WaveState::Running;
+            }
+        }
+    }
+}
+
+/// Sets up a wave's registers as the hardware does from the dispatch state: user SGPRs,
+/// then system SGPRs (workgroup ids, workgroup info, private segment wave offset), work-item
+/// ids in v0 (gfx11 packs x, y, z into bits 0-9, 10-19, 20-29), EXEC for the live lanes.
+fn init_wave(w: &mut Wave, w_idx: u32, size: [u32; 3], gid: [u32; 3], hw: &HwDispatch, mode: Mode) {
+    let lanes = hw.wave_size;
+    let private_size = hw.scratch_bytes as usize;
+    w.s = [0; 128];
+    w.v.fill(0);
+    w.scc = false;
+    w.lanes = lanes;
+    w.state = WaveState::Running;
+    w.mode = mode;
+    w.hwreg = [0; 64];
+    w.private_size = private_size;
+    w.scratch.clear();
+    w.scratch.resize(private_size * lanes as usize, 0);
+    for (i, v) in hw.user_sgprs.iter().enumerate().take(106) {
         w.s[i] = *v;
     }
-    let rsrc2 = kd.compute_pgm_rsrc2;
-    let mut next = kd.user_sgpr_count() as usize;
+    let rsrc2 = hw.rsrc2;
+    let mut next = ((rsrc2 >> 1) & 0x1f) as usize;
     for (d, &g) in gid.iter().enumerate() {
         if rsrc2 & (1 << (7 + d)) != 0 && next < 106 {
             w.s[next] = g;

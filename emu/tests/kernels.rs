@@ -487,3 +487,51 @@ fn all_kernels_match_reference_in_wave64() {
     check_f16_fma_matches_reference(k);
     check_atomics_and_lane_shuffles_are_consistent(k);
 }
+
+/// The register-level entry point the mock's PM4 path uses: code read from (another) GPU
+/// address, user SGPRs given as `COMPUTE_USER_DATA_*` values.
+#[test]
+fn hardware_level_dispatch_runs_code_uploaded_elsewhere() {
+    use am_emu::code_object::kcp;
+    let (co, _) = kernels();
+    let k = co.kernel("vadd").unwrap();
+    let props = k.descriptor.kernel_code_properties;
+    assert_eq!(
+        props & !(kcp::ENABLE_WAVEFRONT_SIZE32),
+        kcp::ENABLE_SGPR_KERNARG_SEGMENT_PTR,
+        "vadd takes only the kernarg pointer in its user SGPRs"
+    );
+    let upload_at = 0x7f00_0000_0000u64;
+    let prog = am_emu::Program::from_bytes(&co.text, upload_at, am_emu::Isa::Gfx1100).unwrap();
+    let n = 300u32;
+    let a: Vec<f32> = (0..n).map(|k| k as f32).collect();
+    let b: Vec<f32> = (0..n).map(|k| 2.0 * k as f32).collect();
+    let mut mem = HostMemory::new();
+    let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
+    let pc = mem.alloc(4 * n as usize);
+    let mut args = Args::default().ptr(pa).ptr(pb).ptr(pc).u32(n).0;
+    args.resize(k.descriptor.kernarg_size as usize, 0);
+    let kernarg = mem.alloc_bytes(&args);
+    let mut hw = am_emu::HwDispatch {
+        name: "vadd (pm4)".into(),
+        entry: upload_at + (k.entry - co.text_address),
+        rsrc1: k.descriptor.compute_pgm_rsrc1,
+        rsrc2: k.descriptor.compute_pgm_rsrc2,
+        rsrc3: k.descriptor.compute_pgm_rsrc3,
+        user_sgprs: vec![kernarg as u32, (kernarg >> 32) as u32],
+        wave_size: 32,
+        grid: [n, 1, 1],
+        workgroup: [256, 1, 1],
+        lds_bytes: 0,
+        scratch_bytes: 0,
+        instruction_limit: None,
+    };
+    am_emu::dispatch_hw(&prog, upload_at, &hw, &mut mem).unwrap();
+    let c = download_f32(&mut mem, pc, n as usize);
+    for i in 0..n as usize {
+        assert_eq!(c[i], a[i] + b[i], "c[{i}]");
+    }
+    hw.user_sgprs = vec![0; 17];
+    let err = am_emu::dispatch_hw(&prog, upload_at, &hw, &mut mem).unwrap_err();
+    assert!(err.to_string().contains("USER_SGPR"), "{err}");
+}
