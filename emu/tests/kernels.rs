@@ -535,3 +535,48 @@ fn hardware_level_dispatch_runs_code_uploaded_elsewhere() {
     let err = am_emu::dispatch_hw(&prog, upload_at, &hw, &mut mem).unwrap_err();
     assert!(err.to_string().contains("USER_SGPR"), "{err}");
 }
+
+/// `-cl-denorms-are-zero` sets FLOAT_DENORM_MODE_32 = 0 in COMPUTE_PGM_RSRC1: f32 denormal
+/// inputs and results are flushed to zero; the default build keeps them.
+#[test]
+fn f32_denormals_flush_only_when_the_descriptor_says_so() {
+    let (_, bytes) = compile_cl(KERNELS, &["-cl-denorms-are-zero"]);
+    let co = am_emu::CodeObject::parse(&bytes, "kernels.cl daz").unwrap();
+    let prog = am_emu::Program::new(&co, am_emu::Isa::Gfx1100).unwrap();
+    let daz: &'static _ = Box::leak(Box::new((co, prog)));
+    let mode = |k: &(am_emu::CodeObject, am_emu::Program)| {
+        (k.0.kernel("vadd").unwrap().descriptor.compute_pgm_rsrc1 >> 16) & 3
+    };
+    assert_eq!(mode(daz), 0, "flush f32 denormals");
+    assert_eq!(mode(kernels()), 3, "keep f32 denormals");
+    let n = 64u32;
+    let tiny = f32::from_bits(0x0000_0100); // a denormal
+    let a = vec![tiny; n as usize];
+    let b: Vec<f32> = (0..n)
+        .map(|k| if k % 2 == 0 { tiny } else { 1.0 })
+        .collect();
+    for (k, flush) in [(kernels(), false), (daz as &_, true)] {
+        let mut mem = HostMemory::new();
+        let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
+        let pc = mem.alloc(4 * n as usize);
+        launch(
+            k,
+            "vadd",
+            [n, 1, 1],
+            [64, 1, 1],
+            Args::default().ptr(pa).ptr(pb).ptr(pc).u32(n),
+            &mut mem,
+        );
+        let c = download_f32(&mut mem, pc, n as usize);
+        for i in 0..n as usize {
+            let want = if i % 2 == 1 {
+                1.0
+            } else if flush {
+                0.0
+            } else {
+                tiny + tiny
+            };
+            assert_eq!(c[i].to_bits(), want.to_bits(), "flush={flush} c[{i}]");
+        }
+    }
+}
