@@ -519,3 +519,162 @@ fn vector_instructions_match_isa_reference_on_edge_cases() {
     }
     assert!(failures.is_empty(), "{} lanes differ", failures.len());
 }
+
+type SRef = fn(u32, u32) -> u32;
+
+/// Scalar ALU: (name, instruction with %0 = SGPR dst, %1/%2 = SGPR sources, reference).
+const SCALAR: &[(&str, &str, SRef)] = &[
+    ("s_add_u32", "s_add_u32 %0, %1, %2", |a, b| {
+        a.wrapping_add(b)
+    }),
+    (
+        "s_addc",
+        "s_add_u32 %0, %1, %2\n s_addc_u32 %0, %0, 0",
+        |a, b| {
+            let (s, c) = a.overflowing_add(b);
+            s + c as u32
+        },
+    ),
+    (
+        "s_sub_carry",
+        "s_sub_u32 %0, %1, %2\n s_cselect_b32 %0, 1, 0",
+        |a, b| (b > a) as u32,
+    ),
+    ("s_mul_hi_u32", "s_mul_hi_u32 %0, %1, %2", |a, b| {
+        ((a as u64 * b as u64) >> 32) as u32
+    }),
+    ("s_mul_hi_i32", "s_mul_hi_i32 %0, %1, %2", |a, b| {
+        ((a as i32 as i64 * b as i32 as i64) >> 32) as u32
+    }),
+    ("s_bfe_u32", "s_bfe_u32 %0, %1, %2", |a, b| {
+        let (o, w) = (b & 31, (b >> 16) & 0x7f);
+        if w == 0 {
+            0
+        } else {
+            (a >> o) & ((1u64 << w.min(32)) - 1) as u32
+        }
+    }),
+    ("s_bfe_i32", "s_bfe_i32 %0, %1, %2", |a, b| {
+        let (o, w) = (b & 31, ((b >> 16) & 0x7f).min(32));
+        if w == 0 {
+            0
+        } else {
+            (((a >> o) << (32 - w)) as i32 >> (32 - w)) as u32
+        }
+    }),
+    ("s_lshl2_add", "s_lshl2_add_u32 %0, %1, %2", |a, b| {
+        (a << 2).wrapping_add(b)
+    }),
+    ("s_ashr", "s_ashr_i32 %0, %1, %2", |a, b| {
+        ((a as i32) >> (b & 31)) as u32
+    }),
+    ("s_absdiff", "s_absdiff_i32 %0, %1, %2", |a, b| {
+        (a as i32).wrapping_sub(b as i32).unsigned_abs()
+    }),
+    ("s_pack_lh", "s_pack_lh_b32_b16 %0, %1, %2", |a, b| {
+        (a & 0xffff) | (b & 0xffff_0000)
+    }),
+    ("s_bcnt1", "s_bcnt1_i32_b32 %0, %1", |a, _| a.count_ones()),
+    ("s_ctz", "s_ctz_i32_b32 %0, %1", |a, _| {
+        if a == 0 { u32::MAX } else { a.trailing_zeros() }
+    }),
+    ("s_clz", "s_clz_i32_u32 %0, %1", |a, _| {
+        if a == 0 { u32::MAX } else { a.leading_zeros() }
+    }),
+    ("s_brev", "s_brev_b32 %0, %1", |a, _| a.reverse_bits()),
+    ("s_sext_i16", "s_sext_i32_i16 %0, %1", |a, _| {
+        a as i16 as i32 as u32
+    }),
+    ("s_min_i32", "s_min_i32 %0, %1, %2", |a, b| {
+        (a as i32).min(b as i32) as u32
+    }),
+    (
+        "s_cmp_lt_i32",
+        "s_cmp_lt_i32 %1, %2\n s_cselect_b32 %0, 1, 0",
+        |a, b| ((a as i32) < (b as i32)) as u32,
+    ),
+    (
+        "s_bitcmp1",
+        "s_bitcmp1_b32 %1, %2\n s_cselect_b32 %0, 1, 0",
+        |a, b| (a >> (b & 31)) & 1,
+    ),
+    ("s_and_not1", "s_and_not1_b32 %0, %1, %2", |a, b| a & !b),
+    ("s_xnor", "s_xnor_b32 %0, %1, %2", |a, b| !(a ^ b)),
+    (
+        "s_mulk",
+        "s_mov_b32 %0, %1\n s_mulk_i32 %0, 0xfff9",
+        |a, _| (a as i32).wrapping_mul(-7) as u32,
+    ),
+    (
+        "s_lshl_b64",
+        "s_mov_b32 s10, %1\n s_mov_b32 s11, %2\n s_lshl_b64 s[10:11], s[10:11], 13\n s_xor_b32 %0, s10, s11",
+        |a, b| {
+            let v = ((b as u64) << 32 | a as u64) << 13;
+            (v as u32) ^ (v >> 32) as u32
+        },
+    ),
+];
+
+#[test]
+fn scalar_instructions_match_isa_reference() {
+    let mut src = String::new();
+    for (name, asm, _) in SCALAR {
+        let asm = asm.replace('\n', "\\n");
+        src.push_str(&format!(
+            "kernel void s_{name}(uint a, uint b, global uint *O) {{\n\
+             uint r, sa = __builtin_amdgcn_readfirstlane(a), sb = __builtin_amdgcn_readfirstlane(b);\n\
+             __asm__ volatile(\"{asm}\" : \"=&s\"(r) : \"s\"(sa), \"s\"(sb) : \"scc\", \"s10\", \"s11\");\n\
+             O[__builtin_amdgcn_workitem_id_x()] = r; }}\n"
+        ));
+    }
+    let (_, bytes) = compile_cl(&src, &[]);
+    let co = CodeObject::parse(&bytes, "scalar").unwrap();
+    let prog = Program::new(&co, Isa::Gfx1100).unwrap();
+    let k = (co, prog);
+    let vals: [u32; 12] = [
+        0,
+        1,
+        2,
+        31,
+        0x8000_0000,
+        0xffff_ffff,
+        0x1234_5678,
+        0x0008_0004,
+        0x0010_0003,
+        0xdead_beef,
+        7,
+        0x7fff_ffff,
+    ];
+    let mut failures = vec![];
+    for (name, asm, reference) in SCALAR {
+        for &a in &vals {
+            for &b in &vals {
+                let mut mem = HostMemory::new();
+                let po = mem.alloc(4 * 32);
+                launch(
+                    &k,
+                    &format!("s_{name}"),
+                    [32, 1, 1],
+                    [32, 1, 1],
+                    Args::default().u32(a).u32(b).ptr(po),
+                    &mut mem,
+                );
+                let got = download_u32(&mut mem, po, 1)[0];
+                let want = reference(a, b);
+                if got != want {
+                    failures.push(format!(
+                        "{asm} with {a:#x}, {b:#x}: got {got:#x}, want {want:#x}"
+                    ));
+                }
+            }
+        }
+    }
+    for f in failures.iter().take(20) {
+        eprintln!("{f}");
+    }
+    assert!(
+        failures.is_empty(),
+        "{} scalar results differ",
+        failures.len()
+    );
+}
