@@ -568,7 +568,7 @@ fn f32_denormals_flush_only_when_the_descriptor_says_so() {
             &mut mem,
         );
         let c = download_f32(&mut mem, pc, n as usize);
-        for i in 0..n as usize {
+        for (i, ci) in c.iter().enumerate() {
             let want = if i % 2 == 1 {
                 1.0
             } else if flush {
@@ -576,7 +576,7 @@ fn f32_denormals_flush_only_when_the_descriptor_says_so() {
             } else {
                 tiny + tiny
             };
-            assert_eq!(c[i].to_bits(), want.to_bits(), "flush={flush} c[{i}]");
+            assert_eq!(ci.to_bits(), want.to_bits(), "flush={flush} c[{i}]");
         }
     }
 }
