@@ -90,6 +90,17 @@ pub struct Kernel {
     pub entry: u64,
 }
 
+/// A loadable segment (`PT_LOAD`): what must be in GPU memory at `load base + vaddr` for code
+/// that addresses its own data (`s_getpc_b64` plus a PC-relative offset, e.g. `__constant`
+/// tables).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Virtual address in the code object.
+    pub vaddr: u64,
+    /// The segment's memory image (file bytes, then zeros up to its memory size).
+    pub bytes: Vec<u8>,
+}
+
 /// A loaded code object: its code and its kernels.
 #[derive(Clone, Debug)]
 pub struct CodeObject {
@@ -99,6 +110,8 @@ pub struct CodeObject {
     pub text: Vec<u8>,
     /// Kernels found through their `NAME.kd` symbols.
     pub kernels: Vec<Kernel>,
+    /// Loadable segments.
+    pub segments: Vec<Segment>,
 }
 
 impl CodeObject {
@@ -167,10 +180,31 @@ impl CodeObject {
                 entry,
             });
         }
+        let mut segments = vec![];
+        for ph in &elf.program_headers {
+            if ph.p_type != goblin::elf::program_header::PT_LOAD {
+                continue;
+            }
+            let r = ph.file_range();
+            let file = bytes
+                .get(r.clone())
+                .ok_or_else(|| bad(format!("segment at {r:?} is beyond the file")))?;
+            let memsz = usize::try_from(ph.p_memsz)
+                .ok()
+                .filter(|&m| m >= file.len() && m <= 1 << 30)
+                .ok_or_else(|| bad(format!("segment memory size {:#x} is invalid", ph.p_memsz)))?;
+            let mut img = file.to_vec();
+            img.resize(memsz, 0);
+            segments.push(Segment {
+                vaddr: ph.p_vaddr,
+                bytes: img,
+            });
+        }
         Ok(CodeObject {
             text_address,
             text: text.to_vec(),
             kernels,
+            segments,
         })
     }
 

@@ -15,7 +15,7 @@ mod program;
 pub mod rdna3;
 mod wave;
 
-pub use code_object::{CodeObject, Kernel, KernelDescriptor};
+pub use code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
 pub use memory::{Fault, HostMemory, Memory};
 pub use program::Program;
 pub use wave::{HwDispatch, Launch, dispatch, dispatch_hw};

@@ -75,6 +75,34 @@ impl HostMemory {
         bytes.get_mut(off..off.checked_add(len)?)
     }
 
+    /// Places `data` at a fixed address (for loading code object segments), failing if it
+    /// overlaps a region already present.
+    pub fn map(&mut self, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        let end = addr.checked_add(data.len() as u64).ok_or(Fault {
+            addr,
+            write: true,
+            reason: "region wraps around the address space".into(),
+        })?;
+        let at = self.regions.partition_point(|r| r.0 < addr);
+        let overlaps_prev = at > 0 && {
+            let (b, v) = &self.regions[at - 1];
+            b + v.len() as u64 > addr
+        };
+        let overlaps_next = self.regions.get(at).is_some_and(|r| r.0 < end);
+        if overlaps_prev || overlaps_next {
+            return Err(Fault {
+                addr,
+                write: true,
+                reason: "overlaps an existing region".into(),
+            });
+        }
+        self.regions.insert(at, (addr, data.to_vec()));
+        if end > self.next {
+            self.next = (end + 4096 + 255) & !255;
+        }
+        Ok(())
+    }
+
     /// Copies bytes out (for checking results).
     pub fn bytes(&mut self, addr: u64, len: usize) -> Option<Vec<u8>> {
         self.find(addr, len).map(|s| s.to_vec())

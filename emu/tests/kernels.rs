@@ -580,3 +580,31 @@ fn f32_denormals_flush_only_when_the_descriptor_says_so() {
         }
     }
 }
+
+/// Code that reads its own `__constant` data needs the code object's segments in memory at
+/// the load address; `s_getpc_b64` returns addresses relative to `Launch::code_address`.
+#[test]
+fn constant_tables_are_read_pc_relative_from_loaded_segments() {
+    let (co, prog) = kernels();
+    let k = co.kernel("ctab").unwrap();
+    let base = 0x10_0000_0000u64;
+    let mut mem = HostMemory::new();
+    for seg in &co.segments {
+        mem.map(base + seg.vaddr, &seg.bytes).unwrap();
+    }
+    let n = 64usize;
+    let idx: Vec<u32> = (0..n as u32).map(|i| i * 5 + 3).collect();
+    let pi = upload(&mut mem, &idx);
+    let po = mem.alloc(4 * n);
+    let mut a = Args::default().ptr(pi).ptr(po).0;
+    a.resize(k.descriptor.kernarg_size as usize, 0);
+    let kernarg = mem.alloc_bytes(&a);
+    let mut l = am_emu::Launch::new([n as u32, 1, 1], [64, 1, 1], kernarg);
+    l.code_address = Some(base + co.text_address);
+    am_emu::dispatch(prog, k, &l, &mut mem).unwrap();
+    let table = [1.5f32, 2.5, -3.0, 4.25, 8.0, 0.125, 6.0, 7.75];
+    let out = download_f32(&mut mem, po, n);
+    for (i, o) in out.iter().enumerate() {
+        assert_eq!(*o, table[(idx[i] & 7) as usize] * 2.0, "out[{i}]");
+    }
+}

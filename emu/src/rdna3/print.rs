@@ -50,6 +50,8 @@ pub fn operand(code: u16, n: u16, half: Option<bool>, literal: u32) -> String {
         252 => "src_execz".into(),
         253 => "src_scc".into(),
         254 => "src_lds_direct".into(),
+        // A literal whose value an inline constant could have encoded is marked as such.
+        LITERAL if is_inline32(literal) => format!("lit(0x{literal:x})"),
         LITERAL => format!("0x{literal:x}"),
         256..=511 => match half {
             Some(h) => format!("v{}.{}", code - VGPR0, if h { 'h' } else { 'l' }),
@@ -57,6 +59,25 @@ pub fn operand(code: u16, n: u16, half: Option<bool>, literal: u32) -> String {
         },
         _ => format!("?{code}"),
     }
+}
+
+/// Whether a 32-bit value is one of the inline constants (integers −16..=64, the f32 values
+/// ±0.5, ±1, ±2, ±4 and 1/(2π)).
+fn is_inline32(v: u32) -> bool {
+    let i = v as i32;
+    (-16..=64).contains(&i)
+        || [
+            0x3f00_0000,
+            0xbf00_0000,
+            0x3f80_0000,
+            0xbf80_0000,
+            0x4000_0000,
+            0xc000_0000,
+            0x4080_0000,
+            0xc080_0000,
+            0x3e22_f983,
+        ]
+        .contains(&v)
 }
 
 fn with_mods(s: String, neg: bool, abs: bool) -> String {

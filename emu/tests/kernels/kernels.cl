@@ -130,3 +130,11 @@ kernel void atomics(global uint *counter, global uint *old, global uint *lds_old
   shuf[i] = __builtin_amdgcn_ds_bpermute((int)((t ^ 5) * 4), (int)(i * 3));
   xperm[i] = __builtin_amdgcn_permlanex16(0u, i, 0x76543210u, 0xfedcba98u, false, false);
 }
+
+// A __constant table lives in the code object's data; the code finds it PC-relative
+// (s_getpc_b64 plus a literal offset).
+constant float ctable[8] = {1.5f, 2.5f, -3.0f, 4.25f, 8.0f, 0.125f, 6.0f, 7.75f};
+kernel void ctab(global const uint *idx, global float *out) {
+  uint i = GRP_X * 64 + LID_X;
+  out[i] = ctable[idx[i] & 7] * 2.0f;
+}
