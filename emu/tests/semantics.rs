@@ -292,6 +292,15 @@ const CASES32: &[(&str, &str, Ref, u32)] = &[
         0,
     ),
     (
+        "dot2acc_f16",
+        "v_dot2acc_f32_f16 %0, %1, %2",
+        |a, b, _, _| {
+            let h = |x: u32, k: u32| f16_to_f32((x >> (16 * k)) as u16) as f64;
+            ((h(a, 0) * h(b, 0) + h(a, 1) * h(b, 1)) as f32).to_bits()
+        },
+        1,
+    ),
+    (
         "perm",
         "v_perm_b32 %0, %1, %2, %3",
         |a, b, c, _| {

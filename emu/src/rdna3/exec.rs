@@ -1748,6 +1748,38 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
         CVT_PK_U16_U32 => vu32(w, i, |[a, b]| (a.min(0xffff)) | (b.min(0xffff) << 16)),
         // 16-bit integer
         ADD_NC_U16 => vu16(w, i, |[a, b]| a.wrapping_add(b)),
+        DOT2ACC_F32_F16 | super::decode::VOPD_DOT2ACC_F32_BF16 => {
+            // D += a.lo * b.lo + a.hi * b.hi, products and sum exact in f64, one rounding.
+            let bf = op == super::decode::VOPD_DOT2ACC_F32_BF16;
+            let dst = i.dst;
+            vmix(w, i, [K::I32; 3], |w, v, l| {
+                let cv = |h: u16| {
+                    if bf {
+                        bf16_to_f32(h) as f64
+                    } else {
+                        f16_to_f32(h) as f64
+                    }
+                };
+                let (a, b) = (v.u32(w, 0, l), v.u32(w, 1, l));
+                let d = f32::from_bits(w.v[(dst - VGPR0) as usize * 64 + l]) as f64;
+                let p = cv(a as u16) * cv(b as u16) + cv((a >> 16) as u16) * cv((b >> 16) as u16);
+                w.wr(dst, l, (add_round_odd(p, d) as f32).to_bits());
+            });
+        }
+        PK_FMAC_F16 => {
+            let dst = i.dst;
+            vmix(w, i, [K::I32; 3], |w, v, l| {
+                let (a, b) = (v.u32(w, 0, l), v.u32(w, 1, l));
+                let d = w.v[(dst - VGPR0) as usize * 64 + l];
+                let h = |x: u32, k: u32| f16_to_f32((x >> (16 * k)) as u16) as f64;
+                let r = (0..2)
+                    .map(|k| {
+                        (f64_to_f16(add_round_odd(h(a, k) * h(b, k), h(d, k))) as u32) << (16 * k)
+                    })
+                    .sum();
+                w.wr(dst, l, r);
+            });
+        }
         ADD_NC_I16 => vu16(w, i, |[a, b]| a.wrapping_add(b)),
         SUB_NC_I16 => vu16(w, i, |[a, b]| a.wrapping_sub(b)),
         MAX_U16 => vu16(w, i, |[a, b]| a.max(b)),
@@ -2314,10 +2346,6 @@ fn vopd(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> 
     y.src = [i.y.src[0], i.y.src[1], NULL];
     if i.op == valu::FMAMK_F32 || i.op == valu::FMAAK_F32 {
         x.literal = i.literal;
-    }
-    if y.op == super::decode::VOPD_DOT2ACC_F32_BF16 || x.op == super::decode::VOPD_DOT2ACC_F32_BF16
-    {
-        return Err(unimplemented(ctx, idx, i));
     }
     let fix = |h: &mut Inst| {
         if h.op == valu::MOV_B32 {
