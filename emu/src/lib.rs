@@ -86,7 +86,8 @@ pub enum Error {
         /// The target address.
         pc: u64,
     },
-    /// The shader executed `s_trap` or `s_sethalt`, or waves deadlocked at a barrier.
+    /// The shader executed `s_trap`, `s_sethalt` or `s_code_end`, or hit the instruction
+    /// limit.
     #[error("wave stopped at pc {pc:#x}: {reason}")]
     Stopped {
         /// GPU virtual address.

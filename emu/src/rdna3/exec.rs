@@ -6,7 +6,7 @@
 
 use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::opcodes::{ds, flat, smem, sop1, sop2, sopc, sopk, sopp, valu, vop3p};
-use crate::float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, f64_to_f16};
+use crate::float::{bf16_to_f32, f16_to_f32, f32_to_f16, f64_to_f16};
 use crate::program::INVALID_OP;
 use crate::wave::{CONST_ROW, Ctx, DPP_ROW, Wave, WaveState};
 use crate::{Error, Fault};
@@ -1248,7 +1248,8 @@ fn frexp_exp(x: f32) -> i32 {
     if e == 0 {
         // Subnormal.
         let m = b & 0x7f_ffff;
-        -126 - (m.leading_zeros() as i32 - 9) + 1 - 1
+        // x = m · 2^-149 with m of bit length 32 - lz, so x is in [2^(e-1), 2^e).
+        -117 - m.leading_zeros() as i32
     } else {
         e - 126
     }
@@ -2494,7 +2495,6 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
                 for hl in [false, true] {
                     acc += cv(half(w, 0, l, hl)) * cv(half(w, 1, l, hl));
                 }
-                let _ = f32_to_bf16;
                 w.wr(i.dst, l, (acc as f32).to_bits());
             });
             Ok(())

@@ -3,8 +3,7 @@
 //! (`hwreg(...)`, `sendmsg(...)`, `depctr_*`) print as plain numbers.
 
 use super::decode::{
-    Dpp, Encoding, Inst, LITERAL, NULL, VGPR0, flag, is_vop3sd, shape, shape_is_16, shape_regs,
-    valu_dst_count,
+    Dpp, Encoding, Inst, LITERAL, NULL, VGPR0, flag, shape, shape_is_16, shape_regs, valu_dst_count,
 };
 use super::opcodes::shapes;
 use std::fmt::{self, Write};
@@ -693,7 +692,6 @@ impl Inst {
                 3 => tail.push_str(" div:2"),
                 _ => {}
             }
-            let _ = is_vop3sd;
         }
         tail.push_str(&dpp_text(self.dpp));
     }
