@@ -608,3 +608,29 @@ fn constant_tables_are_read_pc_relative_from_loaded_segments() {
         assert_eq!(*o, table[(idx[i] & 7) as usize] * 2.0, "out[{i}]");
     }
 }
+
+#[test]
+fn generic_pointers_reach_lds_global_and_private_through_calls() {
+    let n = 64usize;
+    let mut mem = HostMemory::new();
+    let init: Vec<f32> = (0..n).map(|i| 100.0 * i as f32).collect();
+    let out = upload(&mut mem, &init);
+    let sel: Vec<u32> = (0..n as u32).map(|i| i * 3 + 1).collect();
+    let ps = upload(&mut mem, &sel);
+    launch(
+        kernels(),
+        "genptr",
+        [n as u32, 1, 1],
+        [64, 1, 1],
+        Args::default().ptr(out).ptr(ps),
+        &mut mem,
+    );
+    let got = download_f32(&mut mem, out, n);
+    for t in 0..n {
+        let want = init[t]
+            + 2.0
+            + (t as f32 + 1.0)
+            + ([10.0, 20.0, 30.0, 40.0][(sel[t] & 3) as usize] + 0.5);
+        assert_eq!(got[t], want, "out[{t}]");
+    }
+}

@@ -2924,10 +2924,12 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
             let mut b = [0u8; 16];
             match load {
                 Some(true) => {
-                    if scratch {
-                        scratch_access(w, l, addr, &mut b[..n], None, private)?;
-                    } else {
-                        ctx.mem.read(addr, &mut b[..n])?;
+                    match aperture(i.enc, addr, scratch) {
+                        Aperture::Private(a) => {
+                            scratch_access(w, l, a, &mut b[..n], None, private)?
+                        }
+                        Aperture::Lds(a) => lds_read(ctx.lds, a, &mut b[..n])?,
+                        Aperture::Global => ctx.mem.read(addr, &mut b[..n])?,
                     }
                     let dst = i.dst;
                     match op {
@@ -2974,11 +2976,13 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
                             }
                         }
                     }
-                    if scratch {
-                        let mut tmp = b;
-                        scratch_access(w, l, addr, &mut tmp[..n], Some(&b[..n]), private)
-                    } else {
-                        ctx.mem.write(addr, &b[..n])
+                    match aperture(i.enc, addr, scratch) {
+                        Aperture::Private(a) => {
+                            let mut tmp = b;
+                            scratch_access(w, l, a, &mut tmp[..n], Some(&b[..n]), private)
+                        }
+                        Aperture::Lds(a) => lds_write(ctx.lds, a, &b[..n]),
+                        Aperture::Global => ctx.mem.write(addr, &b[..n]),
                     }
                 }
                 None => flat_atomic(w, i, l, addr, data, ctx),
@@ -2992,6 +2996,29 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
         Some((_, f)) if f.reason == "unimplemented" => Err(unimplemented(ctx, idx, i)),
         Some((l, f)) => Err(fault(ctx, idx, i, l, f)),
         None => Ok(()),
+    }
+}
+
+/// Where a memory instruction's address goes.
+enum Aperture {
+    Global,
+    Lds(u32),
+    Private(u64),
+}
+
+/// Scratch instructions address the private segment; FLAT (generic) addresses in the shared
+/// or private aperture (the high dword `src_shared_base` / `src_private_base` return) reach
+/// LDS or scratch at the low dword; everything else is global memory.
+#[inline]
+fn aperture(enc: Encoding, addr: u64, scratch: bool) -> Aperture {
+    if scratch {
+        Aperture::Private(addr)
+    } else if enc == Encoding::Flat && addr >> 32 == SHARED_BASE >> 32 {
+        Aperture::Lds(addr as u32)
+    } else if enc == Encoding::Flat && addr >> 32 == PRIVATE_BASE >> 32 {
+        Aperture::Private(addr & 0xffff_ffff)
+    } else {
+        Aperture::Global
     }
 }
 

@@ -147,6 +147,13 @@ pub fn launch(
     mem: &mut HostMemory,
 ) -> Stats {
     let k = co.kernel(name).unwrap();
+    // Code reads its own constant data PC-relative: load the segments at the link address
+    // (below the 4 GiB where HostMemory allocates), once per memory.
+    for seg in &co.segments {
+        if !seg.bytes.is_empty() && mem.bytes(seg.vaddr, 1).is_none() {
+            mem.map(seg.vaddr, &seg.bytes).unwrap();
+        }
+    }
     let mut a = args.0;
     a.resize(a.len().max(k.descriptor.kernarg_size as usize), 0);
     let kernarg = mem.alloc_bytes(&a);

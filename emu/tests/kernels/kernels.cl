@@ -138,3 +138,20 @@ kernel void ctab(global const uint *idx, global float *out) {
   uint i = GRP_X * 64 + LID_X;
   out[i] = ctable[idx[i] & 7] * 2.0f;
 }
+
+// Generic (flat) pointers into LDS, global and private memory through a function that is
+// not inlined: s_swappc_b64 / s_setpc_b64 calls, a stack in scratch, flat_* instructions
+// routed by aperture.
+__attribute__((noinline)) void bump(float *p, float v) { *p += v; }
+kernel void genptr(global float *out, global const uint *sel) {
+  local float buf[64];
+  uint t = LID_X;
+  float priv[4] = {10.0f, 20.0f, 30.0f, 40.0f};
+  buf[t] = (float)t;
+  BARRIER();
+  bump(&buf[t ^ 1], 1.0f);
+  bump(&out[t], 2.0f);
+  bump(&priv[sel[t] & 3], 0.5f);
+  BARRIER();
+  out[t] += buf[t] + priv[sel[t] & 3];
+}
