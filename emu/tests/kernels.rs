@@ -634,3 +634,76 @@ fn generic_pointers_reach_lds_global_and_private_through_calls() {
         assert_eq!(got[t], want, "out[{t}]");
     }
 }
+
+#[test]
+fn f16_division_sqrt_exp_log_max_match_reference() {
+    use am_emu::float::{f16_to_f32, f32_to_f16, f64_to_f16};
+    let n = 256usize;
+    let mut r = Rng(12);
+    let mut a: Vec<u16> = (0..n).map(|_| f32_to_f16(r.f32(0.001, 500.0))).collect();
+    let mut b: Vec<u16> = (0..n).map(|_| f32_to_f16(r.f32(-8.0, 8.0))).collect();
+    // Edge cases: subnormal halves, zero, infinity, the largest half.
+    for (k, (x, y)) in [
+        (0x0001, 0x3c00),
+        (0x7bff, 0x0400),
+        (0x3c00, 0x0000),
+        (0x0000, 0x0000),
+        (0x7c00, 0x4000),
+        (0x03ff, 0xbc00),
+    ]
+    .iter()
+    .enumerate()
+    {
+        a[k] = *x;
+        b[k] = *y;
+    }
+    let mut mem = HostMemory::new();
+    let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
+    let outs: Vec<u64> = (0..5).map(|_| mem.alloc(2 * n)).collect();
+    launch(
+        kernels(),
+        "hmath",
+        [n as u32, 1, 1],
+        [64, 1, 1],
+        Args::default()
+            .ptr(pa)
+            .ptr(pb)
+            .ptr(outs[0])
+            .ptr(outs[1])
+            .ptr(outs[2])
+            .ptr(outs[3])
+            .ptr(outs[4]),
+        &mut mem,
+    );
+    let got: Vec<Vec<u16>> = outs.iter().map(|&p| download_u16(&mut mem, p, n)).collect();
+    let h = |x: u16| f16_to_f32(x) as f64;
+    let close = |g: u16, w: u16, ulps: i32| {
+        let (gf, wf) = (f16_to_f32(g), f16_to_f32(w));
+        (gf.is_nan() && wf.is_nan())
+            || (g as i16 as i32 - w as i16 as i32).abs() <= ulps && gf.signum() == wf.signum()
+            || g == w
+    };
+    for k in 0..n {
+        let (x, y) = (h(a[k]), h(b[k]));
+        assert!(
+            close(got[0][k], f64_to_f16(x / y), 0),
+            "{x} / {y} = {:#x}, want {:#x}",
+            got[0][k],
+            f64_to_f16(x / y)
+        );
+        assert!(close(got[1][k], f64_to_f16(x.sqrt()), 0), "sqrt({x})");
+        assert!(
+            close(got[2][k], f64_to_f16(y.exp()), 1),
+            "exp({y}) = {} want {}",
+            f16_to_f32(got[2][k]),
+            y.exp()
+        );
+        assert!(
+            close(got[3][k], f64_to_f16(x.ln()), 1),
+            "log({x}) = {} want {}",
+            f16_to_f32(got[3][k]),
+            x.ln()
+        );
+        assert!(close(got[4][k], f64_to_f16(x.max(y)), 0), "max({x}, {y})");
+    }
+}

@@ -1504,6 +1504,8 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
             w.set_mask(i.sdst, vcc);
         }
         DIV_FIXUP_F64 => vf64(w, i, |[q, b, a]| div_fixup64(q, b, a)),
+        // Halves are exact in f64, so the f64 fixup followed by the f16 rounding is exact.
+        DIV_FIXUP_F16 => vf16(w, i, |[q, b, a]| div_fixup64(q, b, a)),
         LDEXP_F64 => vmix(w, i, [K::F64, K::I32, K::I32], |w, v, l| {
             let r = ldexp64(v.f64(w, 0, l), v.u32(w, 1, l) as i32);
             w.wr64(i.dst, l, r.to_bits());

@@ -155,7 +155,15 @@ pub fn launch(
         }
     }
     let mut a = args.0;
-    a.resize(a.len().max(k.descriptor.kernarg_size as usize), 0);
+    // Scalar loads may fetch past the last argument (s_load_b256 of the tail), as on
+    // hardware; runtimes allocate the kernarg segment with room to spare, so do we.
+    a.resize(
+        a.len()
+            .max(k.descriptor.kernarg_size as usize)
+            .next_multiple_of(64)
+            + 64,
+        0,
+    );
     let kernarg = mem.alloc_bytes(&a);
     am_emu::dispatch(prog, k, &Launch::new(grid, wg, kernarg), mem)
         .unwrap_or_else(|e| panic!("{name}: {e}"))

@@ -155,3 +155,14 @@ kernel void genptr(global float *out, global const uint *sel) {
   BARRIER();
   out[t] += buf[t] + priv[sel[t] & 3];
 }
+
+// f16 division (v_rcp_f32, v_fma_mix, v_div_fixup_f16), sqrt, exp, log, max.
+kernel void hmath(global const half *a, global const half *b, global half *q, global half *s,
+                  global half *e, global half *l, global half *m) {
+  uint i = GRP_X * 64 + LID_X;
+  q[i] = a[i] / b[i];
+  s[i] = __builtin_sqrtf16(a[i]);
+  e[i] = __builtin_expf16(b[i]);
+  l[i] = __builtin_logf16(a[i]);
+  m[i] = __builtin_fmaxf16(a[i], b[i]);
+}
