@@ -45,6 +45,12 @@ const CASES32: &[(&str, &str, Ref, u32)] = &[
         0,
     ),
     (
+        "canonicalize",
+        "v_max_f32 %0, %1, %1",
+        |a, _, _, _| if f(a).is_nan() { a | 0x40_0000 } else { a },
+        0,
+    ),
+    (
         "min_f32",
         "v_min_f32 %0, %1, %2",
         |a, b, _, _| minnum(f(a), f(b)).to_bits(),
@@ -341,7 +347,11 @@ fn f(x: u32) -> f32 {
     f32::from_bits(x)
 }
 
+/// IEEE-mode maxNum: a signalling NaN operand gives that NaN quieted.
 fn maxnum(a: f32, b: f32) -> f32 {
+    if let Some(q) = snan(a, b) {
+        return q;
+    }
     if a.is_nan() {
         b
     } else if b.is_nan() {
@@ -352,7 +362,21 @@ fn maxnum(a: f32, b: f32) -> f32 {
         a.max(b)
     }
 }
+fn snan(a: f32, b: f32) -> Option<f32> {
+    let s = |x: f32| x.is_nan() && x.to_bits() & 0x40_0000 == 0;
+    if s(a) {
+        Some(f32::from_bits(a.to_bits() | 0x40_0000))
+    } else if s(b) {
+        Some(f32::from_bits(b.to_bits() | 0x40_0000))
+    } else {
+        None
+    }
+}
+
 fn minnum(a: f32, b: f32) -> f32 {
+    if let Some(q) = snan(a, b) {
+        return q;
+    }
     if a.is_nan() {
         b
     } else if b.is_nan() {

@@ -1217,6 +1217,10 @@ fn fmin(a: f32, b: f32) -> f32 {
     }
 }
 
+fn is_snan32(x: f32) -> bool {
+    x.is_nan() && x.to_bits() & 0x40_0000 == 0
+}
+
 fn fmed3(a: f32, b: f32, c: f32) -> f32 {
     if a.is_nan() || b.is_nan() || c.is_nan() {
         return fmin(fmin(a, b), c);
@@ -1437,8 +1441,27 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
             i,
             |[a, b]| if a == 0.0 || b == 0.0 { 0.0 } else { a * b },
         ),
-        MIN_F32 => vf32(w, i, |[a, b]| fmin(a, b)),
-        MAX_F32 => vf32(w, i, |[a, b]| fmax(a, b)),
+        MIN_F32 | MAX_F32 => {
+            // IEEE mode: a signalling NaN operand gives a quiet NaN (LLVM canonicalises with
+            // v_max_f32 x, x, x); otherwise a NaN operand yields the other operand.
+            let ieee = w.mode.ieee;
+            let max = op == MAX_F32;
+            vf32(w, i, move |[a, b]| {
+                if ieee && (is_snan32(a) || is_snan32(b)) {
+                    f32::from_bits(
+                        if is_snan32(a) {
+                            a.to_bits()
+                        } else {
+                            b.to_bits()
+                        } | 0x40_0000,
+                    )
+                } else if max {
+                    fmax(a, b)
+                } else {
+                    fmin(a, b)
+                }
+            })
+        }
         FMAC_F32 => {
             let dst = i.dst;
             vmix(w, i, [K::F32, K::F32, K::F32], |w, v, l| {
