@@ -298,6 +298,9 @@ def main():
         for t, e in vecs:
             f.write("%s ; encoding: [%s]\n" % (t, e))
     write_tables(names, vopdx, vopdy)
+    # Format like the rest of the crate (cargo fmt), so regenerating is a no-op.
+    subprocess.run(["rustfmt", "--edition", "2024", "--config", "max_width=100",
+                    os.path.join(ROOT, "emu", "src", "rdna3", "opcodes.rs")], check=True)
     print("vectors: %d, opcodes: %s" % (len(vecs), {k: len(t) for k, t in names.items()}), file=sys.stderr)
 
 
