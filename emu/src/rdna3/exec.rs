@@ -3083,7 +3083,7 @@ fn flat_atomic(
     data: usize,
     ctx: &mut Ctx<'_>,
 ) -> Result<(), Fault> {
-    if i.enc == Encoding::Scratch {
+    if !matches!(aperture(i.enc, addr, false), Aperture::Global) || i.enc == Encoding::Scratch {
         return Err(Fault {
             addr,
             write: true,
