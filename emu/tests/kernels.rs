@@ -707,3 +707,30 @@ fn f16_division_sqrt_exp_log_max_match_reference() {
         assert!(close(got[4][k], f64_to_f16(x.max(y)), 0), "max({x}, {y})");
     }
 }
+
+#[test]
+fn halves_round_trip_through_lds() {
+    use am_emu::float::{f16_to_f32, f32_to_f16, f64_to_f16};
+    let n = 128usize;
+    let mut r = Rng(13);
+    let input: Vec<u16> = (0..n).map(|_| f32_to_f16(r.f32(-4.0, 4.0))).collect();
+    let mut mem = HostMemory::new();
+    let pi = upload(&mut mem, &input);
+    let po = mem.alloc(2 * n);
+    launch(
+        kernels(),
+        "hlds",
+        [n as u32, 1, 1],
+        [64, 1, 1],
+        Args::default().ptr(pi).ptr(po),
+        &mut mem,
+    );
+    let out = download_u16(&mut mem, po, n);
+    for i in 0..n {
+        let (g, t) = (i / 64 * 64, i % 64);
+        let h = |k: usize| f16_to_f32(input[g + k]) as f64;
+        // x * y + z on halves, contracted to one f16 FMA.
+        let want = f64_to_f16(h(63 - t) * h(t ^ 7) + h(t));
+        assert_eq!(out[i], want, "out[{i}]");
+    }
+}

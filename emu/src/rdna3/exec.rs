@@ -2711,6 +2711,30 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
                     };
                     w.wr(i.dst, l, v);
                 }
+                ds::LOAD_U8_D16
+                | ds::LOAD_U8_D16_HI
+                | ds::LOAD_I8_D16
+                | ds::LOAD_I8_D16_HI
+                | ds::LOAD_U16_D16
+                | ds::LOAD_U16_D16_HI => {
+                    // 16-bit results into one half of the destination, the other half kept.
+                    let mut b = [0u8; 2];
+                    let byte = matches!(
+                        op,
+                        ds::LOAD_U8_D16 | ds::LOAD_U8_D16_HI | ds::LOAD_I8_D16 | ds::LOAD_I8_D16_HI
+                    );
+                    lds_read(lds, a, &mut b[..if byte { 1 } else { 2 }])?;
+                    let v = match op {
+                        ds::LOAD_U8_D16 | ds::LOAD_U8_D16_HI => b[0] as u16,
+                        ds::LOAD_I8_D16 | ds::LOAD_I8_D16_HI => b[0] as i8 as i16 as u16,
+                        _ => u16::from_le_bytes(b),
+                    };
+                    let hi = matches!(
+                        op,
+                        ds::LOAD_U8_D16_HI | ds::LOAD_I8_D16_HI | ds::LOAD_U16_D16_HI
+                    );
+                    w.wr16(i.dst, l, hi, v);
+                }
                 ds::STORE_B8 => lds_write(lds, a, &w.v[d0 + l].to_le_bytes()[..1])?,
                 ds::STORE_B16 => lds_write(lds, a, &w.v[d0 + l].to_le_bytes()[..2])?,
                 ds::STORE_B16_D16_HI => lds_write(lds, a, &w.v[d0 + l].to_le_bytes()[2..4])?,

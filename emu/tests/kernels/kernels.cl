@@ -166,3 +166,14 @@ kernel void hmath(global const half *a, global const half *b, global half *q, gl
   l[i] = __builtin_logf16(a[i]);
   m[i] = __builtin_fmaxf16(a[i], b[i]);
 }
+
+// Halves through LDS: 16-bit DS stores and d16 loads into register halves.
+kernel void hlds(global const half *in, global half *out) {
+  local half buf[128];
+  uint t = LID_X;
+  buf[t] = in[GRP_X * 64 + t];
+  buf[64 + t] = in[GRP_X * 64 + (t ^ 7)];
+  BARRIER();
+  half2 v = (half2)(buf[63 - t], buf[64 + t]);
+  out[GRP_X * 64 + t] = v.x * v.y + buf[t];
+}
