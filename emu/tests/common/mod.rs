@@ -34,8 +34,27 @@ fn run_tool(cmd: &mut Command) {
     );
 }
 
+/// A compiled code object on disk; its temporary directory is removed when this is dropped.
+pub struct TempHsaco {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl std::ops::Deref for TempHsaco {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.file
+    }
+}
+
+impl Drop for TempHsaco {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// Compiles OpenCL C for gfx1100 (`extra`: more clang flags) and links a code object.
-pub fn compile_cl(src: &str, extra: &[&str]) -> (PathBuf, Vec<u8>) {
+pub fn compile_cl(src: &str, extra: &[&str]) -> (TempHsaco, Vec<u8>) {
     let d = temp_dir("cl");
     let cl = d.join("k.cl");
     let obj = d.join("k.o");
@@ -64,7 +83,13 @@ pub fn compile_cl(src: &str, extra: &[&str]) -> (PathBuf, Vec<u8>) {
             .arg(&hsaco),
     );
     let bytes = std::fs::read(&hsaco).unwrap();
-    (hsaco, bytes)
+    (
+        TempHsaco {
+            dir: d,
+            file: hsaco,
+        },
+        bytes,
+    )
 }
 
 /// Compiles LLVM IR for gfx1100 with llc-22 and links it.
@@ -93,7 +118,9 @@ pub fn compile_ll(src: &str) -> Vec<u8> {
             .arg("-o")
             .arg(&hsaco),
     );
-    std::fs::read(&hsaco).unwrap()
+    let bytes = std::fs::read(&hsaco).unwrap();
+    let _ = std::fs::remove_dir_all(&d);
+    bytes
 }
 
 /// The test kernels, compiled once per test binary.
