@@ -169,6 +169,41 @@ pub struct Launch {
 }
 
 impl Launch {
+    /// The 64-byte AQL kernel dispatch packet (`hsa_kernel_dispatch_packet_t`) describing this
+    /// launch of `kernel`, for kernels that read it through the dispatch pointer: header
+    /// (kernel dispatch type), dimensions, workgroup and grid sizes, segment sizes, kernel
+    /// object (the descriptor's address), kernarg address. Store it in memory and set
+    /// [`Launch::dispatch_ptr`] to its address.
+    pub fn aql_dispatch_packet(&self, kernel: &Kernel) -> [u8; 64] {
+        let mut p = [0u8; 64];
+        // HSA_PACKET_TYPE_KERNEL_DISPATCH = 2, with system-scope acquire and release fences.
+        let header: u16 = 2 | (2 << 9) | (2 << 11);
+        let dims = if self.grid[2] > 1 || self.workgroup[2] > 1 {
+            3
+        } else if self.grid[1] > 1 || self.workgroup[1] > 1 {
+            2
+        } else {
+            1
+        };
+        p[0..2].copy_from_slice(&header.to_le_bytes());
+        p[2..4].copy_from_slice(&(dims as u16).to_le_bytes());
+        for d in 0..3 {
+            let wg = u16::try_from(self.workgroup[d]).unwrap_or(u16::MAX);
+            p[4 + 2 * d..6 + 2 * d].copy_from_slice(&wg.to_le_bytes());
+            p[12 + 4 * d..16 + 4 * d].copy_from_slice(&self.grid[d].to_le_bytes());
+        }
+        let kd = &kernel.descriptor;
+        let private = kd
+            .private_segment_fixed_size
+            .saturating_add(self.dynamic_scratch);
+        let group = kd.group_segment_fixed_size.saturating_add(self.dynamic_lds);
+        p[24..28].copy_from_slice(&private.to_le_bytes());
+        p[28..32].copy_from_slice(&group.to_le_bytes());
+        p[32..40].copy_from_slice(&kernel.descriptor_address.to_le_bytes());
+        p[40..48].copy_from_slice(&self.kernarg.to_le_bytes());
+        p
+    }
+
     /// A launch of `grid` work-items in workgroups of `workgroup`, arguments at `kernarg`.
     pub fn new(grid: [u32; 3], workgroup: [u32; 3], kernarg: u64) -> Launch {
         Launch {

@@ -734,3 +734,28 @@ fn halves_round_trip_through_lds() {
         assert_eq!(o, want, "out[{i}]");
     }
 }
+
+#[test]
+fn kernels_read_sizes_from_the_dispatch_packet() {
+    let (co, prog) = kernels();
+    let k = co.kernel("sizes").unwrap();
+    assert!(
+        k.descriptor.kernel_code_properties & am_emu::code_object::kcp::ENABLE_SGPR_DISPATCH_PTR
+            != 0
+    );
+    let n = 200u32;
+    let mut mem = HostMemory::new();
+    let out = mem.alloc(4 * 256);
+    let mut a = Args::default().ptr(out).0;
+    a.resize(256, 0);
+    let kernarg = mem.alloc_bytes(&a);
+    let mut l = am_emu::Launch::new([n, 1, 1], [64, 1, 1], kernarg);
+    let packet = l.aql_dispatch_packet(k);
+    l.dispatch_ptr = mem.alloc_bytes(&packet);
+    am_emu::dispatch(prog, k, &l, &mut mem).unwrap();
+    let got = download_u32(&mut mem, out, 256);
+    for (i, &g) in got.iter().enumerate() {
+        let want = if (i as u32) < n { 64 * 100_000 + n } else { 0 };
+        assert_eq!(g, want, "out[{i}]");
+    }
+}

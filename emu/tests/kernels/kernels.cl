@@ -177,3 +177,11 @@ kernel void hlds(global const half *in, global half *out) {
   half2 v = (half2)(buf[63 - t], buf[64 + t]);
   out[GRP_X * 64 + t] = v.x * v.y + buf[t];
 }
+
+// Sizes read from the AQL dispatch packet through the dispatch pointer.
+kernel void sizes(global uint *out) {
+  const constant ushort *p = (const constant ushort *)__builtin_amdgcn_dispatch_ptr();
+  const constant uint *q = (const constant uint *)__builtin_amdgcn_dispatch_ptr();
+  uint i = GRP_X * p[2] + LID_X;
+  if (i < q[3]) out[i] = p[2] * 100000u + q[3];
+}
