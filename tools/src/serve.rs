@@ -25,6 +25,9 @@ pub struct ServeArgs {
     /// Most system memory one connection may hold, in MiB (default 4096).
     #[arg(long, value_name = "MIB")]
     pub max_sysmem_per_connection_mib: Option<u64>,
+    /// Most clients served at once (default 16).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
     /// Devices to export, as index 0, 1, …: a PCI address (0000:03:00.0), or
     /// remote:HOST:PORT:N to relay a device another server exports.
     #[arg(required = true, value_name = "DEVICE")]
@@ -124,6 +127,11 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
             args.max_sysmem_per_connection_mib,
             defaults.max_sysmem_per_connection,
         )?,
+        max_connections: match args.max_connections {
+            Some(0) => bail!("--max-connections must be at least 1"),
+            Some(n) => n,
+            None => defaults.max_connections,
+        },
         ..defaults
     })
 }
