@@ -434,10 +434,6 @@ impl<'a> Session<'a> {
             Ok(())
         })();
         self.chunk = buf;
-        // Keep the chunk buffer from pinning a huge allocation after a big transfer.
-        if self.chunk.capacity() > self.shared.options.chunk_size + RESPONSE_HEADER_LEN {
-            self.chunk = Vec::new();
-        }
         result
     }
 
