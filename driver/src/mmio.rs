@@ -6,7 +6,7 @@
 //! the hardware needs it — the alignment are checked. A failed check is an error naming the
 //! device, the region and the offset; it never panics and never touches memory out of range.
 
-use std::fs::File;
+use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
 
 use crate::pci::{Bar, SysMem};
@@ -72,7 +72,7 @@ impl MmioRegion {
     pub fn map_file(
         device: &str,
         what: &str,
-        file: &File,
+        file: &impl AsRawFd,
         path: &std::path::Path,
         offset: u64,
         len: usize,
@@ -87,7 +87,7 @@ impl MmioRegion {
         let map = memmap2::MmapOptions::new()
             .offset(offset)
             .len(len)
-            .map_raw(file)
+            .map_raw(file.as_raw_fd())
             .map_err(|source| Error::Io {
                 device: device.to_string(),
                 op: "mmap",

@@ -20,7 +20,7 @@ pub mod spec;
 pub mod sysfs;
 pub mod vfio;
 
-pub use spec::{Bdf, DeviceSpec};
+pub use spec::{Bdf, DeviceSpec, open_pci};
 
 /// PCI vendor id of AMD/ATI.
 pub const AMD_VENDOR_ID: u16 = 0x1002;

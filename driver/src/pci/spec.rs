@@ -230,6 +230,21 @@ impl FromStr for DeviceSpec {
     }
 }
 
+/// Whether a value of the `VFIO` environment variable asks for the VFIO backend.
+pub fn vfio_requested(value: Option<&str>) -> bool {
+    value.is_some_and(|v| !matches!(v.trim(), "" | "0"))
+}
+
+/// Open a PCI function of this machine: through VFIO when `VFIO` is set to a value other than
+/// `0` (tinygrad's variable), through sysfs otherwise.
+pub fn open_pci(bdf: Bdf) -> Result<std::sync::Arc<dyn super::PciDevice>> {
+    if vfio_requested(std::env::var("VFIO").ok().as_deref()) {
+        Ok(std::sync::Arc::new(super::vfio::VfioPci::open(bdf)?))
+    } else {
+        Ok(std::sync::Arc::new(super::sysfs::SysfsPci::open(bdf)?))
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -344,6 +359,14 @@ mod tests {
                 other => panic!("{input:?} should be a BadDeviceSpec, got {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn vfio_variable_follows_tinygrad() {
+        assert!(!vfio_requested(None));
+        assert!(!vfio_requested(Some("0")));
+        assert!(!vfio_requested(Some("")));
+        assert!(vfio_requested(Some("1")));
     }
 
     #[test]

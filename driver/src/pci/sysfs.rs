@@ -911,8 +911,26 @@ mod tests {
         // Sizes 256 MiB (bit 8) to 32 GiB (bit 15), as the kernel prints them.
         fs.write(GPU, "resource0_resize", "000000000000ff00\n");
         let dev = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        assert_eq!(dev.bar_info(0).unwrap().size, 256 << 20);
+        // What the kernel shows once the write below has resized the BAR.
+        let mut resource = fs.read(GPU, "resource");
+        resource.replace_range(
+            ..56,
+            "0x0000006000000000 0x00000067ffffffff 0x000000000014220c",
+        );
+        fs.write(GPU, "resource", &resource);
+        let resource0 = OpenOptions::new()
+            .write(true)
+            .open(fs.device_dir(GPU).join("resource0"));
+        resource0.unwrap().set_len(32 << 30).unwrap();
         dev.resize_bar(0).unwrap();
         assert_eq!(fs.read(GPU, "resource0_resize"), "15");
+        assert_eq!(
+            dev.bar_info(0).unwrap().size,
+            32 << 30,
+            "resources re-read after resize"
+        );
+        assert_eq!(dev.bar(0).unwrap().len(), 32 << 30);
     }
 
     #[test]
