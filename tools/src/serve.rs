@@ -4,9 +4,8 @@ use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
 
 use am_driver::PciDevice;
-use am_driver::pci::DeviceSpec;
 use am_driver::pci::remote::{self, RemoteOptions, RemotePciDevice, ServeOptions};
-use am_driver::pci::sysfs::SysfsPci;
+use am_driver::pci::{DeviceSpec, open_pci};
 use anyhow::{Context, bail};
 
 /// `am serve [--listen ADDR:PORT] DEVICE...`
@@ -28,8 +27,8 @@ pub struct ServeArgs {
     /// Most clients served at once (default 16).
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
-    /// Devices to export, as index 0, 1, …: a PCI address (0000:03:00.0), or
-    /// remote:HOST:PORT:N to relay a device another server exports.
+    /// Devices to export, as index 0, 1, …: a PCI address (0000:03:00.0; through VFIO when
+    /// VFIO=1), or remote:HOST:PORT:N to relay a device another server exports.
     #[arg(required = true, value_name = "DEVICE")]
     pub devices: Vec<String>,
 }
@@ -139,7 +138,7 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
 /// Open one device to export.
 fn open_device(spec: &str) -> anyhow::Result<Arc<dyn PciDevice>> {
     Ok(match DeviceSpec::parse(spec)? {
-        DeviceSpec::Pci(bdf) => Arc::new(SysfsPci::open(bdf)?),
+        DeviceSpec::Pci(bdf) => open_pci(bdf)?,
         DeviceSpec::Remote { host, port, index } => Arc::new(RemotePciDevice::connect(
             &host,
             port,
