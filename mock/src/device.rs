@@ -1,0 +1,668 @@
+//! The mock device: a shared device model ([`MockGpu`]) and the driver-side handles on it
+//! ([`MockDevice`], implementing the driver's [`PciDevice`]).
+//!
+//! A handle is a driver instance's view: dropping it and opening another leaves registers,
+//! firmware state and VRAM as they were, as on hardware. Locking: `state` (config space,
+//! register values, models, doorbells) is one mutex taken per access; VRAM and system memory
+//! carry their own locks, always taken after `state` when both are needed, so a future
+//! engine thread can move memory while the CPU holds neither; `violations` is taken last.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use am_driver::{Bar, BarInfo, Error as DrvError, PciDevice, SysMem};
+
+use crate::config::ConfigSpace;
+use crate::discovery;
+use crate::hive::Hive;
+use crate::ip::{Fault, Hw, Models, Reg, ResetKind};
+use crate::profile::Profile;
+use crate::regs::{Block, RegValues, RegisterMap};
+use crate::sysmem::{DmaFault, SysArena};
+use crate::vram::Vram;
+
+/// Read or write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// A read.
+    Read,
+    /// A write.
+    Write,
+}
+
+/// Where a violating access went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Space {
+    /// PCI config space.
+    Config,
+    /// A BAR.
+    Bar(u8),
+    /// Device DMA to system memory.
+    Dma,
+}
+
+/// One breach of the hardware contract, as the test sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Where the access went.
+    pub space: Space,
+    /// Offset in that space (BAR5: byte offset; the dword is `offset / 4`).
+    pub offset: u64,
+    /// Read or write.
+    pub access: Access,
+    /// Access size in bytes.
+    pub size: u8,
+    /// The value written.
+    pub value: Option<u64>,
+    /// Register name and instance where the offset is a known register.
+    pub register: Option<String>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let space = match self.space {
+            Space::Config => "config space".to_string(),
+            Space::Bar(b) => format!("BAR{b}"),
+            Space::Dma => "DMA".to_string(),
+        };
+        let dir = match self.access {
+            Access::Read => "read",
+            Access::Write => "write",
+        };
+        write!(f, "contract violation: {}-byte {dir} of {space} offset {:#x}", self.size, self.offset)?;
+        if self.space == Space::Bar(5) {
+            write!(f, " (dword {:#x})", self.offset / 4)?;
+        }
+        if let Some(r) = &self.register {
+            write!(f, " [{r}]")?;
+        }
+        if let Some(v) = self.value {
+            write!(f, " value {v:#x}")?;
+        }
+        write!(f, ": {}", self.reason)
+    }
+}
+
+/// How the device treats accesses outside the contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// A violation is recorded and returned to the driver as an error (the default).
+    Strict,
+    /// For exploration: a violation is recorded, unknown registers read 0 / keep what was
+    /// written, and the driver gets no error.
+    Lenient,
+}
+
+struct State {
+    config: ConfigSpace,
+    regs: RegValues,
+    models: Models,
+    /// Registers outside the map, in lenient mode only.
+    unknown: HashMap<u64, u32>,
+    doorbells: HashMap<u64, u64>,
+    vf_access: bool,
+}
+
+pub(crate) struct Shared {
+    name: String,
+    profile: Profile,
+    map: RegisterMap,
+    mode: Mode,
+    vram: Vram,
+    sysmem: SysArena,
+    state: Mutex<State>,
+    violations: Mutex<Vec<Violation>>,
+    hive: Option<Arc<Hive>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panicking test thread must not turn every later access into a second panic.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A mock GPU: the device model that outlives driver instances.
+#[derive(Clone)]
+pub struct MockGpu {
+    shared: Arc<Shared>,
+}
+
+impl fmt::Debug for MockGpu {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MockGpu").field("name", &self.shared.name).finish_non_exhaustive()
+    }
+}
+
+impl MockGpu {
+    /// A fresh strict device of profile `profile`, index 0.
+    pub fn new(profile: &str) -> crate::Result<Self> {
+        Self::build(Profile::by_name(profile)?, 0, Mode::Strict, None)
+    }
+
+    /// A fresh device with explicit index and mode.
+    pub fn with_mode(profile: &str, index: u32, mode: Mode) -> crate::Result<Self> {
+        Self::build(Profile::by_name(profile)?, index, mode, None)
+    }
+
+    pub(crate) fn build(profile: Profile, index: u32, mode: Mode, hive: Option<Arc<Hive>>) -> crate::Result<Self> {
+        let map = RegisterMap::build(&profile);
+        let vram = Vram::new(profile.vram_size);
+        let table = discovery::build(&profile)?;
+        vram.write(discovery::offset(&profile), &table);
+        let state = State {
+            config: ConfigSpace::new(&profile, index),
+            regs: map.defaults(),
+            models: Models::new(&profile),
+            unknown: HashMap::new(),
+            doorbells: HashMap::new(),
+            vf_access: false,
+        };
+        let shared = Shared {
+            name: format!("mock:{}:{index}", profile.name),
+            profile,
+            map,
+            mode,
+            vram,
+            sysmem: SysArena::default(),
+            state: Mutex::new(state),
+            violations: Mutex::new(Vec::new()),
+            hive,
+        };
+        Ok(Self { shared: Arc::new(shared) })
+    }
+
+    /// A driver-side handle (one "driver instance").
+    pub fn open(&self) -> Arc<MockDevice> {
+        Arc::new(MockDevice { shared: self.shared.clone(), bars: Mutex::new(Default::default()) })
+    }
+
+    /// Device name (`mock:navi31:0`).
+    pub fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The profile.
+    pub fn profile(&self) -> &Profile {
+        &self.shared.profile
+    }
+
+    /// The register map.
+    pub fn register_map(&self) -> &RegisterMap {
+        &self.shared.map
+    }
+
+    /// Every violation so far.
+    pub fn violations(&self) -> Vec<Violation> {
+        lock(&self.shared.violations).clone()
+    }
+
+    /// Every violation so far, clearing the list.
+    pub fn take_violations(&self) -> Vec<Violation> {
+        std::mem::take(&mut *lock(&self.shared.violations))
+    }
+
+    /// Device memory.
+    pub fn vram(&self) -> &Vram {
+        &self.shared.vram
+    }
+
+    /// The hive this device belongs to.
+    pub fn hive(&self) -> Option<&Arc<Hive>> {
+        self.shared.hive.as_ref()
+    }
+
+    /// Test hook standing in for the PF: grant (or revoke) a VF's access to its MMIO and
+    /// VRAM. The mailbox protocol that does this for real comes with the SR-IOV work.
+    pub fn grant_vf_access(&self, granted: bool) {
+        lock(&self.shared.state).vf_access = granted;
+    }
+
+    /// Value of a register by name and instance, read behind the driver's back (no model
+    /// side effects, no violation). `None` if the profile has no such register.
+    pub fn peek(&self, name: &str, instance: u8) -> Option<u32> {
+        let id = self.shared.map.find(name, instance)?;
+        Some(lock(&self.shared.state).regs.get(id))
+    }
+
+    /// Device DMA read from system memory, as the engines will do it: refused (and
+    /// recorded) while bus mastering is off.
+    pub fn dma_read(&self, bus: u64, buf: &mut [u8]) -> am_driver::Result<()> {
+        self.shared.dma(bus, buf.len(), Access::Read, |s| s.read(bus, buf))
+    }
+
+    /// Device DMA write to system memory.
+    pub fn dma_write(&self, bus: u64, data: &[u8]) -> am_driver::Result<()> {
+        self.shared.dma(bus, data.len(), Access::Write, |s| s.write(bus, data))
+    }
+}
+
+impl Shared {
+    fn record(&self, v: Violation) -> DrvError {
+        tracing::warn!(device = %self.name, "{v}");
+        let message = v.to_string();
+        lock(&self.violations).push(v);
+        DrvError::Backend { device: self.name.clone(), message }
+    }
+
+    /// Record a violation; in strict mode it is also the driver's error.
+    fn violate(&self, v: Violation) -> am_driver::Result<()> {
+        let err = self.record(v);
+        match self.mode {
+            Mode::Strict => Err(err),
+            Mode::Lenient => Ok(()),
+        }
+    }
+
+    fn reg_label(&self, id: usize) -> String {
+        let i = self.map.info(id);
+        format!("{} ({} {} instance {})", i.name, i.table, i.version, i.instance)
+    }
+
+    fn dma(
+        &self,
+        bus: u64,
+        len: usize,
+        access: Access,
+        op: impl FnOnce(&SysArena) -> Result<(), DmaFault>,
+    ) -> am_driver::Result<()> {
+        let master = lock(&self.state).config.bus_master();
+        let fault = if !master {
+            Some("DMA while PCI_COMMAND bus mastering is off".to_string())
+        } else {
+            op(&self.sysmem).err().map(|f| f.to_string())
+        };
+        match fault {
+            None => Ok(()),
+            Some(reason) => Err(self.record(Violation {
+                space: Space::Dma,
+                offset: bus,
+                access,
+                size: len.min(255) as u8,
+                value: None,
+                register: None,
+                reason,
+            })),
+        }
+    }
+
+    fn bar_len(&self, bar: u8) -> u64 {
+        lock(&self.state).config.bar_size(bar)
+    }
+
+    fn out_of_range(&self, bar: u8, offset: u64, size: usize) -> DrvError {
+        DrvError::OutOfRange {
+            device: self.name.clone(),
+            what: format!("BAR{bar}"),
+            offset,
+            size: size as u64,
+            len: self.bar_len(bar),
+        }
+    }
+
+    /// Common checks of a BAR access: in range, memory decoding on.
+    fn check_bar(&self, st: &State, bar: u8, offset: u64, size: usize) -> am_driver::Result<()> {
+        let len = st.config.bar_size(bar);
+        if offset.checked_add(size as u64).is_none_or(|e| e > len) {
+            return Err(self.out_of_range(bar, offset, size));
+        }
+        Ok(())
+    }
+
+    fn bar_violation(&self, bar: u8, offset: u64, access: Access, size: usize, value: Option<u64>, reason: String) -> Violation {
+        Violation { space: Space::Bar(bar), offset, access, size: size as u8, value, register: None, reason }
+    }
+
+    // ---- BAR0: VRAM window ----
+
+    fn vram_access(&self, offset: u64, buf: &mut [u8], write: Option<&[u8]>) -> am_driver::Result<()> {
+        let st = lock(&self.state);
+        let size = write.map_or(buf.len(), <[u8]>::len);
+        self.check_bar(&st, 0, offset, size)?;
+        let access = if write.is_some() { Access::Write } else { Access::Read };
+        if !st.config.memory_enabled() {
+            drop(st);
+            buf.fill(0xff);
+            return self.violate(self.bar_violation(0, offset, access, size, None, "BAR0 access with memory decoding off".into()));
+        }
+        if self.profile.is_vf && !st.vf_access {
+            drop(st);
+            return match write {
+                // The PF drops the VF's writes and answers reads with all-ones.
+                None => {
+                    buf.fill(0xff);
+                    Ok(())
+                }
+                Some(_) => self.violate(self.bar_violation(0, offset, access, size, None, "VRAM write while the PF gates VF access (no INIT_ACCESS granted)".into())),
+            };
+        }
+        drop(st);
+        if !self.vram.contains(offset, size as u64) {
+            buf.fill(0);
+            return self.violate(self.bar_violation(
+                0,
+                offset,
+                access,
+                size,
+                None,
+                format!("beyond VRAM ({:#x} bytes) inside the larger BAR0", self.vram.size()),
+            ));
+        }
+        match write {
+            Some(data) => self.vram.write(offset, data),
+            None => self.vram.read(offset, buf),
+        }
+        Ok(())
+    }
+
+    // ---- BAR2: doorbells ----
+
+    fn doorbell_access(&self, offset: u64, buf: &mut [u8], write: Option<&[u8]>) -> am_driver::Result<()> {
+        let mut st = lock(&self.state);
+        let size = write.map_or(buf.len(), <[u8]>::len);
+        self.check_bar(&st, 2, offset, size)?;
+        let access = if write.is_some() { Access::Write } else { Access::Read };
+        if !matches!(size, 4 | 8) || offset % size as u64 != 0 {
+            drop(st);
+            return self.violate(self.bar_violation(2, offset, access, size, None, "doorbells take aligned 32- or 64-bit accesses".into()));
+        }
+        match write {
+            None => {
+                let v = st.doorbells.get(&offset).copied().unwrap_or(0);
+                buf.copy_from_slice(&v.to_le_bytes()[..size]);
+                Ok(())
+            }
+            Some(data) => {
+                let mut b = [0u8; 8];
+                b[..size].copy_from_slice(data);
+                let value = u64::from_le_bytes(b);
+                st.doorbells.insert(offset, value);
+                drop(st);
+                // No queue model owns a doorbell yet: every ring is a write nobody hears.
+                self.violate(self.bar_violation(
+                    2,
+                    offset,
+                    access,
+                    size,
+                    Some(value),
+                    format!("doorbell index {:#x} (8-byte units) is owned by no queue", offset / 8),
+                ))
+            }
+        }
+    }
+
+    // ---- BAR5: registers ----
+
+    fn mmio_read(&self, offset: u64, size: usize) -> am_driver::Result<u32> {
+        self.mmio(offset, size, None)
+    }
+
+    fn mmio_write(&self, offset: u64, size: usize, value: u32) -> am_driver::Result<()> {
+        self.mmio(offset, size, Some(value)).map(|_| ())
+    }
+
+    /// One BAR5 access of 4 bytes (dword registers) or 1 byte (byte-wide registers).
+    fn mmio(&self, offset: u64, size: usize, write: Option<u32>) -> am_driver::Result<u32> {
+        let mut guard = lock(&self.state);
+        self.check_bar(&guard, 5, offset, size)?;
+        let access = if write.is_some() { Access::Write } else { Access::Read };
+        let value = write.map(u64::from);
+        let all_ones = if size == 1 { 0xff } else { u32::MAX };
+        let fail = |v: Violation| -> am_driver::Result<u32> { self.violate(v).map(|()| all_ones) };
+        if !guard.config.memory_enabled() {
+            drop(guard);
+            return fail(self.bar_violation(5, offset, access, size, value, "BAR5 access with memory decoding off".into()));
+        }
+        if !(size == 4 && offset % 4 == 0) && size != 1 {
+            drop(guard);
+            return fail(self.bar_violation(5, offset, access, size, value, "registers take aligned 32-bit accesses".into()));
+        }
+        let dword = offset / 4;
+        let Some(id) = self.map.at(dword) else {
+            let reason = match self.map.segment_of(dword) {
+                Some((hw, inst, seg, within)) => format!(
+                    "no register of this profile at dword {dword:#x} (hw_id {hw} instance {inst} segment {seg} + {within:#x})"
+                ),
+                None => format!("dword {dword:#x} is in no IP segment of this profile"),
+            };
+            if self.mode == Mode::Lenient {
+                let st = &mut *guard;
+                let v = match write {
+                    Some(w) => {
+                        st.unknown.insert(dword, w);
+                        w
+                    }
+                    None => st.unknown.get(&dword).copied().unwrap_or(0),
+                };
+                drop(guard);
+                self.record(self.bar_violation(5, offset, access, size, value, reason));
+                return Ok(v);
+            }
+            drop(guard);
+            return fail(self.bar_violation(5, offset, access, size, value, reason));
+        };
+        let info = self.map.info(id);
+        let st = &mut *guard;
+        if self.profile.is_vf
+            && !st.vf_access
+            && info.block != Block::Mailbox
+            && info.name != "RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER"
+        {
+            drop(guard);
+            return match write {
+                None => Ok(all_ones),
+                Some(_) => fail(Violation {
+                    register: Some(self.reg_label(id)),
+                    ..self.bar_violation(5, offset, access, size, value, "register write while the PF gates VF access (no INIT_ACCESS granted)".into())
+                }),
+            };
+        }
+        let reg = Reg { id, info };
+        let model = st.models.model(info.block);
+        let mut hw = Hw {
+            profile: &self.profile,
+            map: &self.map,
+            regs: &mut st.regs,
+            config: &st.config,
+            vram: &self.vram,
+            sysmem: &self.sysmem,
+        };
+        let byte = (offset % 4) as u8;
+        let result: Result<u32, Fault> = match (write, size) {
+            (None, 4) => model.read(&mut hw, reg),
+            (Some(v), 4) => model.write(&mut hw, reg, v).map(|()| v),
+            (None, _) => model.read8(&mut hw, reg, byte).map(u32::from),
+            (Some(v), _) => model.write8(&mut hw, reg, byte, v as u8).map(|()| v),
+        };
+        drop(guard);
+        match result {
+            Ok(v) => Ok(v),
+            Err(Fault(reason)) => fail(Violation {
+                register: Some(self.reg_label(id)),
+                ..self.bar_violation(5, offset, access, size, value, format!("{} model: {reason}", info.block.name()))
+            }),
+        }
+    }
+
+    /// Function-level reset: registers back to their defaults except the scratch registers
+    /// hardware keeps, models drop their state, doorbells clear, a VF loses its access.
+    /// Config space is kept (the OS saves and restores it around the reset) and VRAM keeps
+    /// its contents (memory is not cleared by a reset).
+    fn flr(&self) {
+        let mut st = lock(&self.state);
+        let st = &mut *st;
+        let mut regs = self.map.defaults();
+        for id in 0..self.map.len() {
+            if self.map.info(id).name.contains("SCRATCH_REG") {
+                regs.set(id, st.regs.get(id));
+            }
+        }
+        st.regs = regs;
+        st.models.reset(ResetKind::Flr);
+        st.doorbells.clear();
+        st.vf_access = false;
+    }
+}
+
+/// A driver instance's handle on a [`MockGpu`].
+pub struct MockDevice {
+    shared: Arc<Shared>,
+    bars: Mutex<[Option<Arc<MockBar>>; 6]>,
+}
+
+impl fmt::Debug for MockDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MockDevice").field("name", &self.shared.name).finish_non_exhaustive()
+    }
+}
+
+impl MockDevice {
+    /// The device model behind this handle.
+    pub fn gpu(&self) -> MockGpu {
+        MockGpu { shared: self.shared.clone() }
+    }
+
+    /// Every violation so far (of the device, not just this handle).
+    pub fn violations(&self) -> Vec<Violation> {
+        lock(&self.shared.violations).clone()
+    }
+
+    fn config_violation(&self, offset: u16, size: u8, access: Access, value: Option<u64>) -> DrvError {
+        self.shared.record(Violation {
+            space: Space::Config,
+            offset: u64::from(offset),
+            access,
+            size,
+            value,
+            register: None,
+            reason: "config access must be 1, 2 or 4 bytes, naturally aligned, inside 4 KiB".into(),
+        })
+    }
+}
+
+impl PciDevice for MockDevice {
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    fn backend(&self) -> &'static str {
+        "mock"
+    }
+
+    fn config_read(&self, offset: u16, size: u8) -> am_driver::Result<u32> {
+        let r = lock(&self.shared.state).config.read(offset, size);
+        r.ok_or_else(|| self.config_violation(offset, size, Access::Read, None))
+    }
+
+    fn config_write(&self, offset: u16, size: u8, value: u32) -> am_driver::Result<()> {
+        let r = lock(&self.shared.state).config.write(offset, size, value);
+        r.ok_or_else(|| self.config_violation(offset, size, Access::Write, Some(u64::from(value))))
+    }
+
+    fn bar_info(&self, index: u8) -> am_driver::Result<BarInfo> {
+        let st = lock(&self.shared.state);
+        match st.config.bar_size(index) {
+            0 => Err(DrvError::NoBar {
+                device: self.shared.name.clone(),
+                bar: index,
+                reason: "the device has no such BAR (AMD GPUs decode BAR0, BAR2 and BAR5)".into(),
+            }),
+            size => Ok(BarInfo { index, bus_addr: st.config.bar_addr(index), size }),
+        }
+    }
+
+    fn bar(&self, index: u8) -> am_driver::Result<Arc<dyn Bar>> {
+        self.bar_info(index)?;
+        let mut bars = lock(&self.bars);
+        let slot = &mut bars[usize::from(index)];
+        let bar = slot.get_or_insert_with(|| Arc::new(MockBar { shared: self.shared.clone(), index }));
+        Ok(bar.clone())
+    }
+
+    fn resize_bar(&self, index: u8) -> am_driver::Result<()> {
+        if index != 0 {
+            return Ok(());
+        }
+        if lock(&self.bars)[0].is_some() {
+            return Err(DrvError::Backend {
+                device: self.shared.name.clone(),
+                message: "BAR0 cannot be resized while it is mapped".into(),
+            });
+        }
+        lock(&self.shared.state).config.resize_bar0_to_max();
+        Ok(())
+    }
+
+    fn alloc_sysmem(&self, size: usize, contiguous: bool) -> am_driver::Result<Arc<dyn SysMem>> {
+        let mem: Arc<dyn SysMem> = self.shared.sysmem.alloc(&self.shared.name, size, contiguous);
+        Ok(mem)
+    }
+
+    fn reset(&self) -> am_driver::Result<()> {
+        self.shared.flr();
+        Ok(())
+    }
+}
+
+/// A mapped BAR of a mock device.
+pub struct MockBar {
+    shared: Arc<Shared>,
+    index: u8,
+}
+
+impl Bar for MockBar {
+    fn len(&self) -> u64 {
+        self.shared.bar_len(self.index)
+    }
+
+    fn read32(&self, offset: u64) -> am_driver::Result<u32> {
+        if self.index == 5 {
+            return self.shared.mmio_read(offset, 4);
+        }
+        let mut b = [0u8; 4];
+        self.read_bytes(offset, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn write32(&self, offset: u64, value: u32) -> am_driver::Result<()> {
+        if self.index == 5 {
+            return self.shared.mmio_write(offset, 4, value);
+        }
+        self.write_bytes(offset, &value.to_le_bytes())
+    }
+
+    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> am_driver::Result<()> {
+        match self.index {
+            0 => self.shared.vram_access(offset, buf, None),
+            2 => self.shared.doorbell_access(offset, buf, None),
+            _ => match buf.len() {
+                4 => {
+                    let v = self.shared.mmio_read(offset, 4)?;
+                    buf.copy_from_slice(&v.to_le_bytes());
+                    Ok(())
+                }
+                n => {
+                    let v = self.shared.mmio_read(offset, n)?;
+                    buf.fill(0);
+                    if let Some(b) = buf.first_mut() {
+                        *b = v as u8;
+                    }
+                    Ok(())
+                }
+            },
+        }
+    }
+
+    fn write_bytes(&self, offset: u64, data: &[u8]) -> am_driver::Result<()> {
+        match self.index {
+            0 => self.shared.vram_access(offset, &mut [], Some(data)),
+            2 => self.shared.doorbell_access(offset, &mut [], Some(data)),
+            _ => match *data {
+                [a, b, c, d] => self.shared.mmio_write(offset, 4, u32::from_le_bytes([a, b, c, d])),
+                [a] => self.shared.mmio_write(offset, 1, u32::from(a)),
+                _ => self.shared.mmio_write(offset, data.len(), 0),
+            },
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! System memory handed to the driver (`alloc_sysmem`), with bus addresses the mock resolves
+//! itself so its engines can DMA to and from it.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use am_driver::pci::SYSMEM_PAGE_SIZE;
+use am_driver::{Error as DrvError, SysMem};
+
+const PAGE: u64 = SYSMEM_PAGE_SIZE as u64;
+
+/// First bus address handed out. Far above any BAR and above 4 GiB, so a driver that
+/// truncates a bus address to 32 bits, or mixes it up with a VRAM offset, sees it fail.
+pub const SYSMEM_BUS_BASE: u64 = 0x0000_7f00_0000_0000;
+
+#[derive(Debug)]
+struct Region {
+    bytes: Mutex<Vec<u8>>,
+}
+
+impl Region {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
+        self.bytes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Every system-memory page the device can reach, by bus address.
+#[derive(Debug, Default)]
+pub struct SysArena {
+    inner: Mutex<ArenaInner>,
+}
+
+#[derive(Debug, Default)]
+struct ArenaInner {
+    next_bus: u64,
+    /// Bus page → (region, page index within the region). Weak: when the driver drops its
+    /// `SysMem` the pages disappear from the bus, and a later DMA to them is caught.
+    pages: BTreeMap<u64, (Weak<Region>, usize)>,
+}
+
+/// Why a DMA access to system memory failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DmaFault {
+    /// No page was ever allocated at this bus address.
+    Unmapped(u64),
+    /// The page was allocated but the driver has since freed it.
+    Freed(u64),
+}
+
+impl std::fmt::Display for DmaFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DmaFault::Unmapped(a) => write!(f, "no system memory at bus address {a:#x}"),
+            DmaFault::Freed(a) => write!(f, "system memory at bus address {a:#x} was freed"),
+        }
+    }
+}
+
+impl SysArena {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ArenaInner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Allocate `size` bytes (rounded up to pages). Non-contiguous requests get their pages
+    /// in descending bus order, so a driver that assumes contiguity without asking for it
+    /// maps the wrong pages.
+    pub fn alloc(&self, device: &str, size: usize, contiguous: bool) -> Arc<MockSysMem> {
+        let pages = size.div_ceil(SYSMEM_PAGE_SIZE).max(1);
+        let region = Arc::new(Region { bytes: Mutex::new(vec![0u8; pages * SYSMEM_PAGE_SIZE]) });
+        let mut inner = self.lock();
+        inner.pages.retain(|_, (w, _)| w.strong_count() > 0);
+        if inner.next_bus == 0 {
+            inner.next_bus = SYSMEM_BUS_BASE;
+        }
+        let base = inner.next_bus;
+        // One unmapped guard page between allocations catches overruns.
+        inner.next_bus += (pages as u64 + 1) * PAGE;
+        let mut bus_addrs: Vec<u64> = (0..pages as u64).map(|i| base + i * PAGE).collect();
+        if !contiguous {
+            bus_addrs.reverse();
+        }
+        for (i, &bus) in bus_addrs.iter().enumerate() {
+            inner.pages.insert(bus, (Arc::downgrade(&region), i));
+        }
+        Arc::new(MockSysMem { device: device.to_string(), region, bus_addrs })
+    }
+
+    fn resolve(&self, bus: u64) -> Result<(Arc<Region>, usize), DmaFault> {
+        let page = bus & !(PAGE - 1);
+        let inner = self.lock();
+        let (weak, idx) = inner.pages.get(&page).ok_or(DmaFault::Unmapped(bus))?;
+        let region = weak.upgrade().ok_or(DmaFault::Freed(bus))?;
+        Ok((region, *idx))
+    }
+
+    /// DMA read from system memory at a bus address.
+    pub fn read(&self, bus: u64, buf: &mut [u8]) -> Result<(), DmaFault> {
+        let mut done = 0usize;
+        while done < buf.len() {
+            let addr = bus + done as u64;
+            let (region, idx) = self.resolve(addr)?;
+            let within = (addr % PAGE) as usize;
+            let n = (buf.len() - done).min(SYSMEM_PAGE_SIZE - within);
+            let at = idx * SYSMEM_PAGE_SIZE + within;
+            buf[done..done + n].copy_from_slice(&region.lock()[at..at + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// DMA write to system memory at a bus address.
+    pub fn write(&self, bus: u64, data: &[u8]) -> Result<(), DmaFault> {
+        let mut done = 0usize;
+        while done < data.len() {
+            let addr = bus + done as u64;
+            let (region, idx) = self.resolve(addr)?;
+            let within = (addr % PAGE) as usize;
+            let n = (data.len() - done).min(SYSMEM_PAGE_SIZE - within);
+            let at = idx * SYSMEM_PAGE_SIZE + within;
+            region.lock()[at..at + n].copy_from_slice(&data[done..done + n]);
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// One `alloc_sysmem` allocation as the driver sees it.
+#[derive(Debug)]
+pub struct MockSysMem {
+    device: String,
+    region: Arc<Region>,
+    bus_addrs: Vec<u64>,
+}
+
+impl MockSysMem {
+    fn check(&self, offset: u64, len: usize) -> am_driver::Result<usize> {
+        let total = self.bus_addrs.len() * SYSMEM_PAGE_SIZE;
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= total as u64 => Ok(offset as usize),
+            _ => Err(DrvError::OutOfRange {
+                device: self.device.clone(),
+                what: "system memory".into(),
+                offset,
+                size: len as u64,
+                len: total as u64,
+            }),
+        }
+    }
+}
+
+impl SysMem for MockSysMem {
+    fn len(&self) -> usize {
+        self.bus_addrs.len() * SYSMEM_PAGE_SIZE
+    }
+
+    fn bus_addrs(&self) -> &[u64] {
+        &self.bus_addrs
+    }
+
+    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> am_driver::Result<()> {
+        let at = self.check(offset, buf.len())?;
+        buf.copy_from_slice(&self.region.lock()[at..at + buf.len()]);
+        Ok(())
+    }
+
+    fn write_bytes(&self, offset: u64, data: &[u8]) -> am_driver::Result<()> {
+        let at = self.check(offset, data.len())?;
+        self.region.lock()[at..at + data.len()].copy_from_slice(data);
+        Ok(())
+    }
+}
