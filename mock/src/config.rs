@@ -26,7 +26,8 @@ pub const PCI_EXT_CAP_ID_REBAR: u16 = 0x15;
 
 const BAR_MEM64_PREF: u32 = 0b1100;
 const BAR_MEM64: u32 = 0b0100;
-const COMMAND_WRITABLE: u16 = 0x0001 | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER | 0x0040 | 0x0100 | 0x0400;
+const COMMAND_WRITABLE: u16 =
+    0x0001 | PCI_COMMAND_MEMORY | PCI_COMMAND_MASTER | 0x0040 | 0x0100 | 0x0400;
 
 /// Encoded Resizable BAR size: 0 = 1 MiB, 1 = 2 MiB, …
 fn rebar_code(size: u64) -> u32 {
@@ -48,7 +49,14 @@ impl ConfigSpace {
     pub fn new(profile: &Profile, index: u32) -> Self {
         let mut c = Self {
             bytes: vec![0u8; CONFIG_SIZE],
-            bar_sizes: [profile.bar0_size, 0, profile.bar2_size, 0, 0, profile.bar5_size],
+            bar_sizes: [
+                profile.bar0_size,
+                0,
+                profile.bar2_size,
+                0,
+                0,
+                profile.bar5_size,
+            ],
             bar0_max: profile.bar0_max,
             bar0_min: profile.bar0_size.min(256 << 20),
         };
@@ -66,7 +74,10 @@ impl ConfigSpace {
         let base = 0x0000_0080_0000_0000u64 + u64::from(index) * 0x0000_0100_0000_0000;
         c.set_bar_addr(0, base);
         c.set_bar_addr(2, base + 0x00f0_0000_0000);
-        c.set_bar_addr(5, 0xf000_0000u64.saturating_sub(u64::from(index) * 0x0100_0000));
+        c.set_bar_addr(
+            5,
+            0xf000_0000u64.saturating_sub(u64::from(index) * 0x0100_0000),
+        );
         c.put16(0x2c, am_driver::pci::AMD_VENDOR_ID);
         c.put16(0x2e, profile.subsystem_id);
         c.bytes[0x34] = CAP_PM as u8;
@@ -109,7 +120,12 @@ impl ConfigSpace {
     }
 
     fn get32(&self, off: usize) -> u32 {
-        u32::from_le_bytes([self.bytes[off], self.bytes[off + 1], self.bytes[off + 2], self.bytes[off + 3]])
+        u32::from_le_bytes([
+            self.bytes[off],
+            self.bytes[off + 1],
+            self.bytes[off + 2],
+            self.bytes[off + 3],
+        ])
     }
 
     fn sync_rebar_control(&mut self) {
@@ -124,7 +140,11 @@ impl ConfigSpace {
         if bar == 5 {
             self.put32(off, (addr as u32) & !((size as u32).wrapping_sub(1)));
         } else {
-            let flags = if bar == 0 { BAR_MEM64_PREF } else { BAR_MEM64 | 0b1000 };
+            let flags = if bar == 0 {
+                BAR_MEM64_PREF
+            } else {
+                BAR_MEM64 | 0b1000
+            };
             let a = addr & !(size - 1);
             self.put32(off, (a as u32) | flags);
             self.put32(off + 4, (a >> 32) as u32);
@@ -177,7 +197,10 @@ impl ConfigSpace {
     /// Read `size` (1, 2, 4) bytes; `None` if the access is malformed.
     pub fn read(&self, offset: u16, size: u8) -> Option<u32> {
         let off = usize::from(offset);
-        if !matches!(size, 1 | 2 | 4) || off % usize::from(size) != 0 || off + usize::from(size) > CONFIG_SIZE {
+        if !matches!(size, 1 | 2 | 4)
+            || off % usize::from(size) != 0
+            || off + usize::from(size) > CONFIG_SIZE
+        {
             return None;
         }
         let mut b = [0u8; 4];
@@ -189,7 +212,10 @@ impl ConfigSpace {
     /// access is malformed.
     pub fn write(&mut self, offset: u16, size: u8, value: u32) -> Option<()> {
         let off = usize::from(offset);
-        if !matches!(size, 1 | 2 | 4) || off % usize::from(size) != 0 || off + usize::from(size) > CONFIG_SIZE {
+        if !matches!(size, 1 | 2 | 4)
+            || off % usize::from(size) != 0
+            || off + usize::from(size) > CONFIG_SIZE
+        {
             return None;
         }
         for i in 0..usize::from(size) {
@@ -210,7 +236,9 @@ impl ConfigSpace {
                 let bar = (off - 0x10) / 4;
                 let mut raw = self.bytes[0x10..0x28].to_vec();
                 raw[off - 0x10] = byte;
-                let lo = |i: usize| u32::from_le_bytes([raw[i * 4], raw[i * 4 + 1], raw[i * 4 + 2], raw[i * 4 + 3]]);
+                let lo = |i: usize| {
+                    u32::from_le_bytes([raw[i * 4], raw[i * 4 + 1], raw[i * 4 + 2], raw[i * 4 + 3]])
+                };
                 let (base, size) = match bar {
                     0 | 1 => (0, self.bar_sizes[0]),
                     2 | 3 => (2, self.bar_sizes[2]),

@@ -72,7 +72,11 @@ impl fmt::Display for Violation {
             Access::Read => "read",
             Access::Write => "write",
         };
-        write!(f, "contract violation: {}-byte {dir} of {space} offset {:#x}", self.size, self.offset)?;
+        write!(
+            f,
+            "contract violation: {}-byte {dir} of {space} offset {:#x}",
+            self.size, self.offset
+        )?;
         if self.space == Space::Bar(5) {
             write!(f, " (dword {:#x})", self.offset / 4)?;
         }
@@ -131,7 +135,9 @@ pub struct MockGpu {
 
 impl fmt::Debug for MockGpu {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MockGpu").field("name", &self.shared.name).finish_non_exhaustive()
+        f.debug_struct("MockGpu")
+            .field("name", &self.shared.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -146,7 +152,12 @@ impl MockGpu {
         Self::build(Profile::by_name(profile)?, index, mode, None)
     }
 
-    pub(crate) fn build(profile: Profile, index: u32, mode: Mode, hive: Option<Arc<Hive>>) -> crate::Result<Self> {
+    pub(crate) fn build(
+        profile: Profile,
+        index: u32,
+        mode: Mode,
+        hive: Option<Arc<Hive>>,
+    ) -> crate::Result<Self> {
         let map = RegisterMap::build(&profile);
         let vram = Vram::new(profile.vram_size);
         let table = discovery::build(&profile)?;
@@ -170,12 +181,17 @@ impl MockGpu {
             violations: Mutex::new(Vec::new()),
             hive,
         };
-        Ok(Self { shared: Arc::new(shared) })
+        Ok(Self {
+            shared: Arc::new(shared),
+        })
     }
 
     /// A driver-side handle (one "driver instance").
     pub fn open(&self) -> Arc<MockDevice> {
-        Arc::new(MockDevice { shared: self.shared.clone(), bars: Mutex::new(Default::default()) })
+        Arc::new(MockDevice {
+            shared: self.shared.clone(),
+            bars: Mutex::new(Default::default()),
+        })
     }
 
     /// Device name (`mock:navi31:0`).
@@ -229,12 +245,14 @@ impl MockGpu {
     /// Device DMA read from system memory, as the engines will do it: refused (and
     /// recorded) while bus mastering is off.
     pub fn dma_read(&self, bus: u64, buf: &mut [u8]) -> am_driver::Result<()> {
-        self.shared.dma(bus, buf.len(), Access::Read, |s| s.read(bus, buf))
+        self.shared
+            .dma(bus, buf.len(), Access::Read, |s| s.read(bus, buf))
     }
 
     /// Device DMA write to system memory.
     pub fn dma_write(&self, bus: u64, data: &[u8]) -> am_driver::Result<()> {
-        self.shared.dma(bus, data.len(), Access::Write, |s| s.write(bus, data))
+        self.shared
+            .dma(bus, data.len(), Access::Write, |s| s.write(bus, data))
     }
 }
 
@@ -243,7 +261,10 @@ impl Shared {
         tracing::warn!(device = %self.name, "{v}");
         let message = v.to_string();
         lock(&self.violations).push(v);
-        DrvError::Backend { device: self.name.clone(), message }
+        DrvError::Backend {
+            device: self.name.clone(),
+            message,
+        }
     }
 
     /// Record a violation; in strict mode it is also the driver's error.
@@ -257,7 +278,10 @@ impl Shared {
 
     fn reg_label(&self, id: usize) -> String {
         let i = self.map.info(id);
-        format!("{} ({} {} instance {})", i.name, i.table, i.version, i.instance)
+        format!(
+            "{} ({} {} instance {})",
+            i.name, i.table, i.version, i.instance
+        )
     }
 
     fn dma(
@@ -310,21 +334,53 @@ impl Shared {
         Ok(())
     }
 
-    fn bar_violation(&self, bar: u8, offset: u64, access: Access, size: usize, value: Option<u64>, reason: String) -> Violation {
-        Violation { space: Space::Bar(bar), offset, access, size: size as u8, value, register: None, reason }
+    fn bar_violation(
+        &self,
+        bar: u8,
+        offset: u64,
+        access: Access,
+        size: usize,
+        value: Option<u64>,
+        reason: String,
+    ) -> Violation {
+        Violation {
+            space: Space::Bar(bar),
+            offset,
+            access,
+            size: size as u8,
+            value,
+            register: None,
+            reason,
+        }
     }
 
     // ---- BAR0: VRAM window ----
 
-    fn vram_access(&self, offset: u64, buf: &mut [u8], write: Option<&[u8]>) -> am_driver::Result<()> {
+    fn vram_access(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        write: Option<&[u8]>,
+    ) -> am_driver::Result<()> {
         let st = lock(&self.state);
         let size = write.map_or(buf.len(), <[u8]>::len);
         self.check_bar(&st, 0, offset, size)?;
-        let access = if write.is_some() { Access::Write } else { Access::Read };
+        let access = if write.is_some() {
+            Access::Write
+        } else {
+            Access::Read
+        };
         if !st.config.memory_enabled() {
             drop(st);
             buf.fill(0xff);
-            return self.violate(self.bar_violation(0, offset, access, size, None, "BAR0 access with memory decoding off".into()));
+            return self.violate(self.bar_violation(
+                0,
+                offset,
+                access,
+                size,
+                None,
+                "BAR0 access with memory decoding off".into(),
+            ));
         }
         if self.profile.is_vf && !st.vf_access {
             drop(st);
@@ -334,7 +390,14 @@ impl Shared {
                     buf.fill(0xff);
                     Ok(())
                 }
-                Some(_) => self.violate(self.bar_violation(0, offset, access, size, None, "VRAM write while the PF gates VF access (no INIT_ACCESS granted)".into())),
+                Some(_) => self.violate(self.bar_violation(
+                    0,
+                    offset,
+                    access,
+                    size,
+                    None,
+                    "VRAM write while the PF gates VF access (no INIT_ACCESS granted)".into(),
+                )),
             };
         }
         drop(st);
@@ -346,7 +409,10 @@ impl Shared {
                 access,
                 size,
                 None,
-                format!("beyond VRAM ({:#x} bytes) inside the larger BAR0", self.vram.size()),
+                format!(
+                    "beyond VRAM ({:#x} bytes) inside the larger BAR0",
+                    self.vram.size()
+                ),
             ));
         }
         match write {
@@ -358,14 +424,30 @@ impl Shared {
 
     // ---- BAR2: doorbells ----
 
-    fn doorbell_access(&self, offset: u64, buf: &mut [u8], write: Option<&[u8]>) -> am_driver::Result<()> {
+    fn doorbell_access(
+        &self,
+        offset: u64,
+        buf: &mut [u8],
+        write: Option<&[u8]>,
+    ) -> am_driver::Result<()> {
         let mut st = lock(&self.state);
         let size = write.map_or(buf.len(), <[u8]>::len);
         self.check_bar(&st, 2, offset, size)?;
-        let access = if write.is_some() { Access::Write } else { Access::Read };
+        let access = if write.is_some() {
+            Access::Write
+        } else {
+            Access::Read
+        };
         if !matches!(size, 4 | 8) || offset % size as u64 != 0 {
             drop(st);
-            return self.violate(self.bar_violation(2, offset, access, size, None, "doorbells take aligned 32- or 64-bit accesses".into()));
+            return self.violate(self.bar_violation(
+                2,
+                offset,
+                access,
+                size,
+                None,
+                "doorbells take aligned 32- or 64-bit accesses".into(),
+            ));
         }
         match write {
             None => {
@@ -386,7 +468,10 @@ impl Shared {
                     access,
                     size,
                     Some(value),
-                    format!("doorbell index {:#x} (8-byte units) is owned by no queue", offset / 8),
+                    format!(
+                        "doorbell index {:#x} (8-byte units) is owned by no queue",
+                        offset / 8
+                    ),
                 ))
             }
         }
@@ -406,17 +491,35 @@ impl Shared {
     fn mmio(&self, offset: u64, size: usize, write: Option<u32>) -> am_driver::Result<u32> {
         let mut guard = lock(&self.state);
         self.check_bar(&guard, 5, offset, size)?;
-        let access = if write.is_some() { Access::Write } else { Access::Read };
+        let access = if write.is_some() {
+            Access::Write
+        } else {
+            Access::Read
+        };
         let value = write.map(u64::from);
         let all_ones = if size == 1 { 0xff } else { u32::MAX };
         let fail = |v: Violation| -> am_driver::Result<u32> { self.violate(v).map(|()| all_ones) };
         if !guard.config.memory_enabled() {
             drop(guard);
-            return fail(self.bar_violation(5, offset, access, size, value, "BAR5 access with memory decoding off".into()));
+            return fail(self.bar_violation(
+                5,
+                offset,
+                access,
+                size,
+                value,
+                "BAR5 access with memory decoding off".into(),
+            ));
         }
         if !(size == 4 && offset % 4 == 0) && size != 1 {
             drop(guard);
-            return fail(self.bar_violation(5, offset, access, size, value, "registers take aligned 32-bit accesses".into()));
+            return fail(self.bar_violation(
+                5,
+                offset,
+                access,
+                size,
+                value,
+                "registers take aligned 32-bit accesses".into(),
+            ));
         }
         let dword = offset / 4;
         let Some(id) = self.map.at(dword) else {
@@ -454,7 +557,15 @@ impl Shared {
                 None => Ok(all_ones),
                 Some(_) => fail(Violation {
                     register: Some(self.reg_label(id)),
-                    ..self.bar_violation(5, offset, access, size, value, "register write while the PF gates VF access (no INIT_ACCESS granted)".into())
+                    ..self.bar_violation(
+                        5,
+                        offset,
+                        access,
+                        size,
+                        value,
+                        "register write while the PF gates VF access (no INIT_ACCESS granted)"
+                            .into(),
+                    )
                 }),
             };
         }
@@ -480,7 +591,14 @@ impl Shared {
             Ok(v) => Ok(v),
             Err(Fault(reason)) => fail(Violation {
                 register: Some(self.reg_label(id)),
-                ..self.bar_violation(5, offset, access, size, value, format!("{} model: {reason}", info.block.name()))
+                ..self.bar_violation(
+                    5,
+                    offset,
+                    access,
+                    size,
+                    value,
+                    format!("{} model: {reason}", info.block.name()),
+                )
             }),
         }
     }
@@ -513,14 +631,18 @@ pub struct MockDevice {
 
 impl fmt::Debug for MockDevice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("MockDevice").field("name", &self.shared.name).finish_non_exhaustive()
+        f.debug_struct("MockDevice")
+            .field("name", &self.shared.name)
+            .finish_non_exhaustive()
     }
 }
 
 impl MockDevice {
     /// The device model behind this handle.
     pub fn gpu(&self) -> MockGpu {
-        MockGpu { shared: self.shared.clone() }
+        MockGpu {
+            shared: self.shared.clone(),
+        }
     }
 
     /// Every violation so far (of the device, not just this handle).
@@ -528,7 +650,13 @@ impl MockDevice {
         lock(&self.shared.violations).clone()
     }
 
-    fn config_violation(&self, offset: u16, size: u8, access: Access, value: Option<u64>) -> DrvError {
+    fn config_violation(
+        &self,
+        offset: u16,
+        size: u8,
+        access: Access,
+        value: Option<u64>,
+    ) -> DrvError {
         self.shared.record(Violation {
             space: Space::Config,
             offset: u64::from(offset),
@@ -568,7 +696,11 @@ impl PciDevice for MockDevice {
                 bar: index,
                 reason: "the device has no such BAR (AMD GPUs decode BAR0, BAR2 and BAR5)".into(),
             }),
-            size => Ok(BarInfo { index, bus_addr: st.config.bar_addr(index), size }),
+            size => Ok(BarInfo {
+                index,
+                bus_addr: st.config.bar_addr(index),
+                size,
+            }),
         }
     }
 
@@ -576,7 +708,12 @@ impl PciDevice for MockDevice {
         self.bar_info(index)?;
         let mut bars = lock(&self.bars);
         let slot = &mut bars[usize::from(index)];
-        let bar = slot.get_or_insert_with(|| Arc::new(MockBar { shared: self.shared.clone(), index }));
+        let bar = slot.get_or_insert_with(|| {
+            Arc::new(MockBar {
+                shared: self.shared.clone(),
+                index,
+            })
+        });
         Ok(bar.clone())
     }
 
@@ -595,7 +732,10 @@ impl PciDevice for MockDevice {
     }
 
     fn alloc_sysmem(&self, size: usize, contiguous: bool) -> am_driver::Result<Arc<dyn SysMem>> {
-        let mem: Arc<dyn SysMem> = self.shared.sysmem.alloc(&self.shared.name, size, contiguous);
+        let mem: Arc<dyn SysMem> = self
+            .shared
+            .sysmem
+            .alloc(&self.shared.name, size, contiguous);
         Ok(mem)
     }
 
@@ -659,7 +799,9 @@ impl Bar for MockBar {
             0 => self.shared.vram_access(offset, &mut [], Some(data)),
             2 => self.shared.doorbell_access(offset, &mut [], Some(data)),
             _ => match *data {
-                [a, b, c, d] => self.shared.mmio_write(offset, 4, u32::from_le_bytes([a, b, c, d])),
+                [a, b, c, d] => self
+                    .shared
+                    .mmio_write(offset, 4, u32::from_le_bytes([a, b, c, d])),
                 [a] => self.shared.mmio_write(offset, 1, u32::from(a)),
                 _ => self.shared.mmio_write(offset, data.len(), 0),
             },

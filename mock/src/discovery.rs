@@ -24,7 +24,9 @@ pub fn offset(profile: &Profile) -> u64 {
 }
 
 fn byte_sum(bytes: &[u8]) -> u16 {
-    bytes.iter().fold(0u16, |s, &b| s.wrapping_add(u16::from(b)))
+    bytes
+        .iter()
+        .fold(0u16, |s, &b| s.wrapping_add(u16::from(b)))
 }
 
 fn pad4(buf: &mut Vec<u8>) {
@@ -59,9 +61,22 @@ pub fn build(profile: &Profile) -> Result<Vec<u8>> {
     };
     for die in 0..num_dies {
         let die_off = buf.len();
-        let ips: Vec<_> = profile.ips.iter().filter(|i| usize::from(i.die) == die).collect();
-        ihdr.die_info[die] = DieInfo { die_id: die as u16, die_offset: off16(profile, die_off)? };
-        buf.extend_from_slice(DieHeader { die_id: die as u16, num_ips: ips.len() as u16 }.as_bytes());
+        let ips: Vec<_> = profile
+            .ips
+            .iter()
+            .filter(|i| usize::from(i.die) == die)
+            .collect();
+        ihdr.die_info[die] = DieInfo {
+            die_id: die as u16,
+            die_offset: off16(profile, die_off)?,
+        };
+        buf.extend_from_slice(
+            DieHeader {
+                die_id: die as u16,
+                num_ips: ips.len() as u16,
+            }
+            .as_bytes(),
+        );
         for ip in ips {
             let entry = IpV4 {
                 hw_id: ip.hw_id,
@@ -165,14 +180,24 @@ pub fn build(profile: &Profile) -> Result<Vec<u8>> {
     // Harvest table.
     let hv_off = buf.len();
     let mut harvest = HarvestTable {
-        header: HarvestInfoHeader { signature: HARVEST_TABLE_SIGNATURE, version: 1 },
+        header: HarvestInfoHeader {
+            signature: HARVEST_TABLE_SIGNATURE,
+            version: 1,
+        },
         list: [HarvestInfo::default(); 32],
     };
     if profile.harvest.len() > harvest.list.len() {
-        return Err(Error::BadProfile { profile: profile.name, reason: "more than 32 harvest entries".into() });
+        return Err(Error::BadProfile {
+            profile: profile.name,
+            reason: "more than 32 harvest entries".into(),
+        });
     }
     for (slot, &(hw_id, instance)) in harvest.list.iter_mut().zip(&profile.harvest) {
-        *slot = HarvestInfo { hw_id, number_instance: instance, reserved: 0 };
+        *slot = HarvestInfo {
+            hw_id,
+            number_instance: instance,
+            reserved: 0,
+        };
     }
     buf.extend_from_slice(harvest.as_bytes());
     let hv_size = buf.len() - hv_off;
@@ -180,7 +205,10 @@ pub fn build(profile: &Profile) -> Result<Vec<u8>> {
     if buf.len() > DISCOVERY_SIZE {
         return Err(Error::BadProfile {
             profile: profile.name,
-            reason: format!("discovery binary is {} bytes, more than {DISCOVERY_SIZE}", buf.len()),
+            reason: format!(
+                "discovery binary is {} bytes, more than {DISCOVERY_SIZE}",
+                buf.len()
+            ),
         });
     }
 

@@ -131,8 +131,22 @@ fn table(prefix: &'static str, version: IpVersion) -> Option<RegTable> {
     Some(RegTable { prefix, version })
 }
 
-fn ip(hw_id: u16, instance: u8, die: u8, version: IpVersion, bases: &[u64], regs: Option<RegTable>) -> IpInstance {
-    IpInstance { hw_id, instance, die, version, bases: bases.to_vec(), regs }
+fn ip(
+    hw_id: u16,
+    instance: u8,
+    die: u8,
+    version: IpVersion,
+    bases: &[u64],
+    regs: Option<RegTable>,
+) -> IpInstance {
+    IpInstance {
+        hw_id,
+        instance,
+        die,
+        version,
+        bases: bases.to_vec(),
+        regs,
+    }
 }
 
 impl Profile {
@@ -143,7 +157,10 @@ impl Profile {
             "navi31-smallbar" => Ok(navi31(true)),
             "mi300x" => Ok(mi300x()),
             "mi350x-vf" => Ok(mi350x_vf()),
-            _ => Err(crate::Error::UnknownProfile { name: name.to_string(), known: PROFILES.join(", ") }),
+            _ => Err(crate::Error::UnknownProfile {
+                name: name.to_string(),
+                known: PROFILES.join(", "),
+            }),
         }
     }
 
@@ -186,17 +203,42 @@ fn navi31(small_bar: bool) -> Profile {
         ip(hwid::GC, 0, 0, v(11, 0, 0), GC, table("gc", v(11, 0, 0))),
         ip(hwid::SDMA0, 0, 0, v(6, 0, 0), GC, None),
         ip(hwid::SDMA1, 0, 0, v(6, 0, 0), GC, None),
-        ip(hwid::MMHUB, 0, 0, v(3, 0, 0), MMHUB, table("mmhub", v(3, 0, 0))),
+        ip(
+            hwid::MMHUB,
+            0,
+            0,
+            v(3, 0, 0),
+            MMHUB,
+            table("mmhub", v(3, 0, 0)),
+        ),
         ip(hwid::ATHUB, 0, 0, v(3, 0, 0), ATHUB, None),
-        ip(hwid::NBIO, 0, 0, v(4, 3, 0), NBIO, table("nbio", v(4, 3, 0))),
+        ip(
+            hwid::NBIO,
+            0,
+            0,
+            v(4, 3, 0),
+            NBIO,
+            table("nbio", v(4, 3, 0)),
+        ),
         ip(hwid::MP0, 0, 0, v(13, 0, 0), MP, table("mp", v(13, 0, 0))),
         ip(hwid::MP1, 0, 0, v(13, 0, 0), MP, None),
         ip(hwid::HDP, 0, 0, v(6, 0, 0), HDP, table("hdp", v(6, 0, 0))),
-        ip(hwid::OSSSYS, 0, 0, v(6, 0, 0), OSSSYS, table("osssys", v(6, 0, 0))),
+        ip(
+            hwid::OSSSYS,
+            0,
+            0,
+            v(6, 0, 0),
+            OSSSYS,
+            table("osssys", v(6, 0, 0)),
+        ),
         ip(hwid::SMUIO, 0, 0, v(13, 0, 0), SMUIO, None),
     ];
     Profile {
-        name: if small_bar { "navi31-smallbar" } else { "navi31" },
+        name: if small_bar {
+            "navi31-smallbar"
+        } else {
+            "navi31"
+        },
         description: if small_bar {
             "Radeon RX 7900 XTX (gfx1100) behind a 256 MiB BAR0 that cannot be resized"
         } else {
@@ -260,22 +302,69 @@ fn multi_die_ips(
         for j in 0..xcc_per_aid {
             let x = aid * xcc_per_aid + j;
             let xw = w + u64::from(j) * 0x10000;
-            ips.push(ip(hwid::GC, x, aid, gc, &[xw + 0x2000, xw + 0xA000], table("gc", gc_regs)));
+            ips.push(ip(
+                hwid::GC,
+                x,
+                aid,
+                gc,
+                &[xw + 0x2000, xw + 0xA000],
+                table("gc", gc_regs),
+            ));
         }
-        for (k, off) in [0x1260u64, 0x1860, 0x19400, 0x19800].into_iter().enumerate() {
+        for (k, off) in [0x1260u64, 0x1860, 0x19400, 0x19800]
+            .into_iter()
+            .enumerate()
+        {
             let inst = aid * 4 + k as u8;
-            ips.push(ip(hwid::SDMA0, inst, aid, sdma, &[w + off], table("sdma", v(4, 4, 2))));
+            ips.push(ip(
+                hwid::SDMA0,
+                inst,
+                aid,
+                sdma,
+                &[w + off],
+                table("sdma", v(4, 4, 2)),
+            ));
         }
-        ips.push(ip(hwid::MMHUB, aid, aid, mmhub, &[w + 0x4000], table("mmhub", v(1, 8, 0))));
+        ips.push(ip(
+            hwid::MMHUB,
+            aid,
+            aid,
+            mmhub,
+            &[w + 0x4000],
+            table("mmhub", v(1, 8, 0)),
+        ));
     }
     // NBIO 7.9 indexes nine segments; 5..8 are SMN-only (beyond BAR5), reached indirectly.
-    let nbio_bases = [0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000, 0x4080000, 0x40C0000, 0x4100000];
-    ips.push(ip(hwid::NBIO, 0, 0, nbio, &nbio_bases, table("nbio", v(7, 9, 0))));
+    let nbio_bases = [
+        0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000, 0x4080000, 0x40C0000, 0x4100000,
+    ];
+    ips.push(ip(
+        hwid::NBIO,
+        0,
+        0,
+        nbio,
+        &nbio_bases,
+        table("nbio", v(7, 9, 0)),
+    ));
     let mp_bases = [0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00];
     ips.push(ip(hwid::MP0, 0, 0, mp, &mp_bases, table("mp", mp_regs)));
     ips.push(ip(hwid::MP1, 0, 0, mp, &mp_bases, None));
-    ips.push(ip(hwid::HDP, 0, 0, hdp, &[0xF20, 0x240A400], table("hdp", v(4, 4, 2))));
-    ips.push(ip(hwid::OSSSYS, 0, 0, osssys, &[0x10A0, 0x240A000], table("osssys", v(4, 4, 2))));
+    ips.push(ip(
+        hwid::HDP,
+        0,
+        0,
+        hdp,
+        &[0xF20, 0x240A400],
+        table("hdp", v(4, 4, 2)),
+    ));
+    ips.push(ip(
+        hwid::OSSSYS,
+        0,
+        0,
+        osssys,
+        &[0x10A0, 0x240A000],
+        table("osssys", v(4, 4, 2)),
+    ));
     ips
 }
 

@@ -127,7 +127,10 @@ fn block_of(table: &str, name: &str) -> Block {
 impl RegisterMap {
     /// The map of `profile`: every register of every instance that lands inside BAR5.
     pub fn build(profile: &Profile) -> Self {
-        let mut map = RegisterMap { bar_dwords: profile.bar5_size / 4, ..Default::default() };
+        let mut map = RegisterMap {
+            bar_dwords: profile.bar5_size / 4,
+            ..Default::default()
+        };
         let nbio = profile.ips.iter().find(|i| i.hw_id == crate::hwid::NBIO);
         for &(addr, name, block) in FIXED {
             map.insert(fixed_info(nbio, name, addr, block));
@@ -143,7 +146,9 @@ impl RegisterMap {
             }
             let Some(t) = inst.regs else { continue };
             for r in tables::registers(t.prefix, t.version) {
-                let Some(&base) = inst.bases.get(usize::from(r.base_idx)) else { continue };
+                let Some(&base) = inst.bases.get(usize::from(r.base_idx)) else {
+                    continue;
+                };
                 let addr = base + u64::from(r.offset);
                 if addr >= map.bar_dwords {
                     continue;
@@ -221,7 +226,9 @@ impl RegisterMap {
 
     /// Register values at reset.
     pub fn defaults(&self) -> RegValues {
-        RegValues { vals: self.infos.iter().map(|i| i.default).collect() }
+        RegValues {
+            vals: self.infos.iter().map(|i| i.default).collect(),
+        }
     }
 }
 

@@ -66,7 +66,9 @@ impl SysArena {
     /// maps the wrong pages.
     pub fn alloc(&self, device: &str, size: usize, contiguous: bool) -> Arc<MockSysMem> {
         let pages = size.div_ceil(SYSMEM_PAGE_SIZE).max(1);
-        let region = Arc::new(Region { bytes: Mutex::new(vec![0u8; pages * SYSMEM_PAGE_SIZE]) });
+        let region = Arc::new(Region {
+            bytes: Mutex::new(vec![0u8; pages * SYSMEM_PAGE_SIZE]),
+        });
         let mut inner = self.lock();
         inner.pages.retain(|_, (w, _)| w.strong_count() > 0);
         if inner.next_bus == 0 {
@@ -82,7 +84,11 @@ impl SysArena {
         for (i, &bus) in bus_addrs.iter().enumerate() {
             inner.pages.insert(bus, (Arc::downgrade(&region), i));
         }
-        Arc::new(MockSysMem { device: device.to_string(), region, bus_addrs })
+        Arc::new(MockSysMem {
+            device: device.to_string(),
+            region,
+            bus_addrs,
+        })
     }
 
     fn resolve(&self, bus: u64) -> Result<(Arc<Region>, usize), DmaFault> {

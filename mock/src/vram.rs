@@ -24,7 +24,10 @@ pub struct Vram {
 impl Vram {
     /// VRAM of `size` bytes, all untouched.
     pub fn new(size: u64) -> Self {
-        Self { size, chunks: Mutex::new(HashMap::new()) }
+        Self {
+            size,
+            chunks: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Size in bytes.

@@ -24,9 +24,21 @@ fn config_space_identifies_each_profile() {
         let (_gpu, d) = dev(profile);
         assert_eq!(d.vendor_id().unwrap(), 0x1002, "{profile}: vendor");
         assert_eq!(d.device_id().unwrap(), device_id, "{profile}: device id");
-        assert_eq!(d.config_read(0x0b, 1).unwrap(), 0x03, "{profile}: class must be display (0x03)");
-        assert_eq!(d.config_read(0x0a, 1).unwrap(), subclass, "{profile}: subclass");
-        assert_eq!(d.config_read(0x2c, 2).unwrap(), 0x1002, "{profile}: subsystem vendor");
+        assert_eq!(
+            d.config_read(0x0b, 1).unwrap(),
+            0x03,
+            "{profile}: class must be display (0x03)"
+        );
+        assert_eq!(
+            d.config_read(0x0a, 1).unwrap(),
+            subclass,
+            "{profile}: subclass"
+        );
+        assert_eq!(
+            d.config_read(0x2c, 2).unwrap(),
+            0x1002,
+            "{profile}: subsystem vendor"
+        );
         let status = d.config_read(0x06, 2).unwrap();
         assert_ne!(status & 0x10, 0, "{profile}: capability list bit");
     }
@@ -50,7 +62,11 @@ fn capability_list_reaches_pcie_and_msi_and_rebar() {
         ext.push((ptr, hdr & 0xffff));
         ptr = (hdr >> 20) as u16;
     }
-    let rebar = ext.iter().find(|e| e.1 == 0x15).expect("Resizable BAR extended capability").0;
+    let rebar = ext
+        .iter()
+        .find(|e| e.1 == 0x15)
+        .expect("Resizable BAR extended capability")
+        .0;
     let cap = d.config_read(rebar + 4, 4).unwrap();
     // Bit n+4 = 2^n MiB: 256 MiB (n=8) up to 32 GiB (n=15).
     assert_eq!(cap, (8..=15).map(|n| 1u32 << (n + 4)).sum::<u32>());
@@ -81,7 +97,10 @@ fn resize_bar_makes_navi31_large_but_not_the_smallbar_variant() {
     let (_gpu, d) = dev("navi31");
     d.resize_bar(0).unwrap();
     assert_eq!(d.bar_info(0).unwrap().size, 32 * GIB);
-    assert!(d.bar(0).unwrap().len() >= d.gpu().profile().vram_size, "large BAR covers VRAM");
+    assert!(
+        d.bar(0).unwrap().len() >= d.gpu().profile().vram_size,
+        "large BAR covers VRAM"
+    );
     let (_gpu, s) = dev("navi31-smallbar");
     s.resize_bar(0).unwrap();
     assert_eq!(s.bar_info(0).unwrap().size, 256 * MIB);
@@ -98,7 +117,11 @@ fn resize_after_mapping_is_refused() {
 fn command_register_keeps_only_writable_bits() {
     let (_gpu, d) = dev("navi31");
     let master = u32::from(PCI_COMMAND_MASTER);
-    assert_eq!(d.config_read(PCI_COMMAND, 2).unwrap() & master, 0, "bus master starts off");
+    assert_eq!(
+        d.config_read(PCI_COMMAND, 2).unwrap() & master,
+        0,
+        "bus master starts off"
+    );
     d.set_bus_master(true).unwrap();
     assert_eq!(d.config_read(PCI_COMMAND, 2).unwrap(), 0x6);
     d.config_write(PCI_COMMAND, 2, 0xffff).unwrap();
@@ -120,14 +143,24 @@ fn malformed_config_access_is_a_violation() {
 
 #[test]
 fn memsize_and_vf_bit_at_fixed_dwords() {
-    for (profile, mib, vf) in
-        [("navi31", 24 * 1024, 0), ("mi300x", 192 * 1024, 0), ("mi350x-vf", 288 * 1024, 1)]
-    {
+    for (profile, mib, vf) in [
+        ("navi31", 24 * 1024, 0),
+        ("mi300x", 192 * 1024, 0),
+        ("mi350x-vf", 288 * 1024, 1),
+    ] {
         let (_gpu, d) = dev(profile);
         let mmio = d.bar(5).unwrap();
-        assert_eq!(mmio.read32(0xde5 * 4).unwrap() & 1, vf, "{profile}: RCC_IOV_FUNC_IDENTIFIER");
+        assert_eq!(
+            mmio.read32(0xde5 * 4).unwrap() & 1,
+            vf,
+            "{profile}: RCC_IOV_FUNC_IDENTIFIER"
+        );
         if vf == 0 {
-            assert_eq!(mmio.read32(0xde3 * 4).unwrap(), mib, "{profile}: RCC_CONFIG_MEMSIZE");
+            assert_eq!(
+                mmio.read32(0xde3 * 4).unwrap(),
+                mib,
+                "{profile}: RCC_CONFIG_MEMSIZE"
+            );
         }
     }
 }
@@ -140,7 +173,11 @@ fn memsize_is_read_only() {
     let v = gpu.violations();
     assert_eq!(v.len(), 1);
     let name = v[0].register.as_deref().unwrap();
-    assert!(name.starts_with("RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE"), "{:?}", v[0]);
+    assert!(
+        name.starts_with("RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE"),
+        "{:?}",
+        v[0]
+    );
     assert_eq!(mmio.read32(0xde3 * 4).unwrap(), 24 * 1024);
 }
 
@@ -152,7 +189,8 @@ fn mm_index_window_reads_and_writes_vram() {
     let addr: u64 = 20 * GIB + 0x1234_5670;
     gpu.vram().write32(addr, 0xdead_beef);
     mmio.write32(0x06 * 4, (addr >> 31) as u32).unwrap();
-    mmio.write32(0, (addr as u32 & 0x7fff_ffff) | 0x8000_0000).unwrap();
+    mmio.write32(0, (addr as u32 & 0x7fff_ffff) | 0x8000_0000)
+        .unwrap();
     assert_eq!(mmio.read32(4).unwrap(), 0xdead_beef);
     mmio.write32(4, 0x0bad_f00d).unwrap();
     assert_eq!(gpu.vram().read32(addr), 0x0bad_f00d);
@@ -167,7 +205,10 @@ fn mm_data_without_memory_select_is_a_violation() {
     assert!(mmio.read32(4).is_err());
     let v = gpu.violations();
     assert_eq!(v.len(), 1);
-    assert_eq!((v[0].space, v[0].offset, v[0].access), (Space::Bar(5), 4, Access::Read));
+    assert_eq!(
+        (v[0].space, v[0].offset, v[0].access),
+        (Space::Bar(5), 4, Access::Read)
+    );
     assert!(v[0].reason.contains("bit 31"), "{}", v[0].reason);
 }
 
@@ -188,8 +229,16 @@ fn vram_is_sparse() {
     d.resize_bar(0).unwrap();
     let vram = d.bar(0).unwrap();
     let before = gpu.vram().resident_bytes();
-    assert_eq!(vram.read32(23 * GIB).unwrap(), 0, "untouched VRAM reads zero");
-    assert_eq!(gpu.vram().resident_bytes(), before, "reads allocate nothing");
+    assert_eq!(
+        vram.read32(23 * GIB).unwrap(),
+        0,
+        "untouched VRAM reads zero"
+    );
+    assert_eq!(
+        gpu.vram().resident_bytes(),
+        before,
+        "reads allocate nothing"
+    );
     vram.write32(23 * GIB, 7).unwrap();
     vram.write32(23 * GIB + 4, 8).unwrap();
     assert_eq!(gpu.vram().resident_bytes(), before + 2 * MIB);
@@ -208,9 +257,15 @@ fn unknown_register_is_a_violation_with_its_offset() {
     assert!(mmio.write32(0x3ffff * 4, 5).is_err());
     let v = gpu.take_violations();
     assert_eq!(v.len(), 2);
-    assert_eq!((v[0].offset, v[0].access, v[0].value), (0xffffc, Access::Read, None));
+    assert_eq!(
+        (v[0].offset, v[0].access, v[0].value),
+        (0xffffc, Access::Read, None)
+    );
     assert_eq!((v[1].access, v[1].value), (Access::Write, Some(5)));
-    assert!(gpu.violations().is_empty(), "take_violations clears the list");
+    assert!(
+        gpu.violations().is_empty(),
+        "take_violations clears the list"
+    );
 }
 
 #[test]
@@ -219,7 +274,10 @@ fn misaligned_and_odd_sized_register_accesses_are_violations() {
     let mmio = d.bar(5).unwrap();
     assert!(mmio.read32(0xde3 * 4 + 2).is_err());
     assert!(mmio.read64(0xde3 * 4).is_err());
-    assert!(mmio.read8(0xde3 * 4).is_err(), "RCC_CONFIG_MEMSIZE is dword-wide");
+    assert!(
+        mmio.read8(0xde3 * 4).is_err(),
+        "RCC_CONFIG_MEMSIZE is dword-wide"
+    );
     assert_eq!(gpu.violations().len(), 3);
 }
 
@@ -238,7 +296,10 @@ fn doorbell_nobody_owns_is_a_violation() {
     let db = d.bar(2).unwrap();
     assert!(db.write64(3 * 8, 0x40).is_err());
     let v = gpu.violations();
-    assert_eq!((v[0].space, v[0].offset, v[0].value), (Space::Bar(2), 24, Some(0x40)));
+    assert_eq!(
+        (v[0].space, v[0].offset, v[0].value),
+        (Space::Bar(2), 24, Some(0x40))
+    );
     assert!(v[0].reason.contains("index 0x3"), "{}", v[0].reason);
 }
 
@@ -256,11 +317,26 @@ fn vf_is_gated_until_access_is_granted() {
     let mmio = d.bar(5).unwrap();
     let vram = d.bar(0).unwrap();
     let disc = gpu.profile().vram_size - 64 * 1024;
-    assert_eq!(mmio.read32(0xde5 * 4).unwrap() & 1, 1, "the VF bit is readable while gated");
+    assert_eq!(
+        mmio.read32(0xde5 * 4).unwrap() & 1,
+        1,
+        "the VF bit is readable while gated"
+    );
     assert_eq!(mmio.read32(0xde3 * 4).unwrap(), 0xffff_ffff);
-    assert_eq!(vram.read32(disc).unwrap(), 0xffff_ffff, "discovery reads all-ones");
-    assert_eq!(mmio.read8(0xe5e * 4 + 1).unwrap(), 0, "mailbox control answers while gated");
-    assert!(vram.write32(0, 1).is_err(), "writes while gated are violations");
+    assert_eq!(
+        vram.read32(disc).unwrap(),
+        0xffff_ffff,
+        "discovery reads all-ones"
+    );
+    assert_eq!(
+        mmio.read8(0xe5e * 4 + 1).unwrap(),
+        0,
+        "mailbox control answers while gated"
+    );
+    assert!(
+        vram.write32(0, 1).is_err(),
+        "writes while gated are violations"
+    );
     gpu.grant_vf_access(true);
     assert_eq!(mmio.read32(0xde3 * 4).unwrap(), 288 * 1024);
     assert_eq!(vram.read32(disc).unwrap(), 0x2821_1407, "binary_signature");
@@ -276,10 +352,17 @@ fn sysmem_bus_addresses_resolve_for_device_dma() {
     assert_eq!(mem.len(), 3 * SYSMEM_PAGE_SIZE);
     let bus = mem.bus_addrs().to_vec();
     assert_eq!(bus.len(), 3);
-    assert!(bus[0] > bus[1], "non-contiguous memory is not handed out in order");
-    mem.write32(SYSMEM_PAGE_SIZE as u64 + 8, 0x1122_3344).unwrap();
+    assert!(
+        bus[0] > bus[1],
+        "non-contiguous memory is not handed out in order"
+    );
+    mem.write32(SYSMEM_PAGE_SIZE as u64 + 8, 0x1122_3344)
+        .unwrap();
     let mut b = [0u8; 4];
-    assert!(gpu.dma_read(bus[1] + 8, &mut b).is_err(), "DMA before bus mastering is refused");
+    assert!(
+        gpu.dma_read(bus[1] + 8, &mut b).is_err(),
+        "DMA before bus mastering is refused"
+    );
     d.set_bus_master(true).unwrap();
     gpu.dma_read(bus[1] + 8, &mut b).unwrap();
     assert_eq!(u32::from_le_bytes(b), 0x1122_3344);
@@ -288,7 +371,10 @@ fn sysmem_bus_addresses_resolve_for_device_dma() {
     mem.read_bytes(2 * SYSMEM_PAGE_SIZE as u64, &mut c).unwrap();
     assert_eq!(c, [9, 9]);
     let contiguous = d.alloc_sysmem(2 * SYSMEM_PAGE_SIZE, true).unwrap();
-    assert_eq!(contiguous.bus_addrs()[1], contiguous.bus_addrs()[0] + SYSMEM_PAGE_SIZE as u64);
+    assert_eq!(
+        contiguous.bus_addrs()[1],
+        contiguous.bus_addrs()[0] + SYSMEM_PAGE_SIZE as u64
+    );
     let freed = bus[0];
     drop(mem);
     assert!(gpu.dma_read(freed, &mut b).is_err(), "DMA to freed memory");

@@ -78,7 +78,9 @@ pub struct Hw<'a> {
 impl Hw<'_> {
     /// Value of a register by name and instance (0 if the profile lacks it).
     pub fn get(&self, name: &str, instance: u8) -> u32 {
-        self.map.find(name, instance).map_or(0, |id| self.regs.get(id))
+        self.map
+            .find(name, instance)
+            .map_or(0, |id| self.regs.get(id))
     }
 
     /// Set a register by name and instance; returns whether it exists.
@@ -110,13 +112,19 @@ pub trait IpModel: Send {
     /// only the few the hardware documents as byte-addressed accept it.
     fn read8(&mut self, hw: &mut Hw<'_>, reg: Reg<'_>, byte: u8) -> Result<u8, Fault> {
         let _ = (hw, byte);
-        Err(Fault::new(format!("byte-wide read of {}: the register is dword-wide", reg.name())))
+        Err(Fault::new(format!(
+            "byte-wide read of {}: the register is dword-wide",
+            reg.name()
+        )))
     }
 
     /// A single-byte write at byte `byte` (0..=3) of a register.
     fn write8(&mut self, hw: &mut Hw<'_>, reg: Reg<'_>, byte: u8, value: u8) -> Result<(), Fault> {
         let _ = (hw, byte, value);
-        Err(Fault::new(format!("byte-wide write of {}: the register is dword-wide", reg.name())))
+        Err(Fault::new(format!(
+            "byte-wide write of {}: the register is dword-wide",
+            reg.name()
+        )))
     }
 
     /// The block goes through a reset (register values are reset by the device; this drops
@@ -177,7 +185,16 @@ impl Models {
 
     /// Reset every model.
     pub fn reset(&mut self, kind: ResetKind) {
-        for b in [Block::Nbio, Block::Gmc, Block::Ih, Block::Psp, Block::Smu, Block::Gfx, Block::Sdma, Block::Mailbox] {
+        for b in [
+            Block::Nbio,
+            Block::Gmc,
+            Block::Ih,
+            Block::Psp,
+            Block::Smu,
+            Block::Gfx,
+            Block::Sdma,
+            Block::Mailbox,
+        ] {
             self.model(b).reset(kind);
         }
     }

@@ -38,7 +38,8 @@ impl Nbio {
                 self.mm_index
             )));
         }
-        let addr = (u64::from(self.mm_index_hi) << 31) | u64::from(self.mm_index & !MM_INDEX_MEMORY);
+        let addr =
+            (u64::from(self.mm_index_hi) << 31) | u64::from(self.mm_index & !MM_INDEX_MEMORY);
         if addr % 4 != 0 || !hw.vram.contains(addr, 4) {
             return Err(Fault::new(format!(
                 "MM_DATA VRAM address {addr:#x} is unaligned or beyond VRAM ({:#x} bytes)",

@@ -14,12 +14,17 @@ pub struct Psp {
 impl Psp {
     /// PSP of a profile.
     pub fn new(profile: &Profile) -> Self {
-        Self { pf_owned: profile.is_vf }
+        Self {
+            pf_owned: profile.is_vf,
+        }
     }
 
     fn check(&self, reg: Reg<'_>) -> Result<(), Fault> {
         if self.pf_owned {
-            return Err(Fault::new(format!("{}: the PSP belongs to the PF; a VF must not touch it", reg.name())));
+            return Err(Fault::new(format!(
+                "{}: the PSP belongs to the PF; a VF must not touch it",
+                reg.name()
+            )));
         }
         Ok(())
     }
