@@ -270,6 +270,19 @@ mod tests {
     }
 
     #[test]
+    fn asking_for_bar_info_leaves_the_bar_resizable() {
+        let ready = prepare(&args(&["--listen", "127.0.0.1:0", "mock:navi31:8"])).unwrap();
+        let port = ready.listener.local_addr().unwrap().port();
+        std::thread::spawn(move || remote::serve(ready.listener, ready.devices, ready.options));
+        let dev =
+            RemotePciDevice::connect("127.0.0.1", port, 0, &RemoteOptions::default()).unwrap();
+        assert_eq!(dev.bar_info(0).unwrap().size, 256 << 20);
+        dev.resize_bar(0).unwrap();
+        assert_eq!(dev.bar_info(0).unwrap().size, 32 << 30);
+        assert_eq!(dev.bar(0).unwrap().len(), 32 << 30);
+    }
+
+    #[test]
     fn a_bad_listen_address_or_device_fails_before_serving() {
         let e = prepare(&args(&["--listen", "localhost", "0000:03:00.0"]))
             .err()

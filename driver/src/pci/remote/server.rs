@@ -223,10 +223,18 @@ impl<'a> Session<'a> {
                     .to_string(),
             )),
             Command::MapBar => {
-                // Mapping now, as tinygrad's server does, makes a BAR that cannot be mapped
-                // fail here rather than on the first access.
-                self.bar(req)?;
-                let info = self.device(req)?.bar_info(bar_index(req.bar))?;
+                // Only the BAR's place and size: the mapping waits for the first access.
+                // A client asks MAP_BAR for `bar_info`, which may come before RESIZE_BAR,
+                // and a mapped BAR can no longer be resized.
+                let device = self.device(req)?;
+                if req.bar >= NUM_BARS {
+                    return Err(Fault::Refuse(format!(
+                        "{}: there is no BAR{}",
+                        device.name(),
+                        req.bar
+                    )));
+                }
+                let info = device.bar_info(bar_index(req.bar))?;
                 self.reply(ResponseHeader::ok(info.bus_addr, info.size), &[])
             }
             Command::CfgRead => {
