@@ -800,6 +800,7 @@ fn random_headers_never_crash_the_server_or_reach_out_of_range() {
         max_sysmem_alloc: 64 << 10,
         max_sysmem_per_connection: 256 << 10,
         chunk_size: 4096,
+        ..ServeOptions::default()
     };
     let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
     let mut keeper = Raw::connect(addr);
@@ -885,4 +886,36 @@ fn a_remote_device_can_itself_be_served() {
     );
     mem.write32(4, 7).unwrap();
     assert_eq!(mem.read32(4).unwrap(), 7);
+}
+
+#[test]
+fn connections_past_the_limit_are_closed_and_freed_slots_are_reused() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        max_connections: 1,
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let mut first = Raw::connect(addr);
+    first.ping();
+    let mut second = Raw::connect(addr);
+    second.send(Command::Ping as u8, 0, 0, [0; 3], &[]);
+    assert!(
+        second.answer(0).is_none(),
+        "a connection past the limit is closed unanswered"
+    );
+    drop(first);
+    // The first connection's thread frees its slot when it sees the close; retry until then.
+    let served = (0..500).any(|_| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let ping = RequestHeader::new(Command::Ping, 0, 0, [0; 3]).encode();
+        let mut h = [0u8; 17];
+        let ok = s.write_all(&ping).is_ok() && s.read_exact(&mut h).is_ok();
+        if !ok {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        ok
+    });
+    assert!(served, "the freed slot was never reused");
 }

@@ -1,1 +1,117 @@
 //! RDNA3 (then CDNA) shader interpreter used by the mock.
+//!
+//! Load a code object with [`CodeObject::parse`], predecode it once with [`Program::new`], and
+//! run a kernel with [`dispatch`] over any [`Memory`] (the mock plugs in its page-table walker).
+//! The decoder ([`rdna3::decode`]) is checked against LLVM 22; see `docs/EMU.md`.
+//!
+//! Layout for a second ISA: everything ISA-specific (decoding, disassembly, semantics) lives
+//! in one module per ISA ([`rdna3`]); [`Isa`] selects it, and the dispatcher, wave scheduling,
+//! LDS, scratch and memory are shared.
+
+pub mod code_object;
+pub mod float;
+pub mod memory;
+mod program;
+pub mod rdna3;
+mod wave;
+
+pub use code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
+pub use memory::{Fault, HostMemory, Memory};
+pub use program::Program;
+pub use wave::{HwDispatch, Launch, dispatch, dispatch_hw};
+
+/// Instruction-set architectures the emulator knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// RDNA3, gfx1100 (Navi31).
+    Gfx1100,
+}
+
+/// Errors of the emulator. Every error that concerns an instruction names its PC (GPU
+/// virtual address) and its disassembly or raw dwords.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The code object could not be used.
+    #[error("code object {what}: {reason}")]
+    CodeObject {
+        /// Path or name of the code object.
+        what: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No kernel of that name.
+    #[error("no kernel named {name} (code object has: {available})")]
+    NoKernel {
+        /// The requested name.
+        name: String,
+        /// Kernels the code object has.
+        available: String,
+    },
+    /// Execution reached words that are not a valid gfx1100 instruction.
+    #[error("invalid instruction at pc {pc:#x}: {reason}; dwords {dwords:08x?}")]
+    InvalidInstruction {
+        /// GPU virtual address.
+        pc: u64,
+        /// Why decoding failed (encoding, opcode).
+        reason: String,
+        /// The raw dwords at `pc`.
+        dwords: Vec<u32>,
+    },
+    /// A valid instruction the interpreter does not implement.
+    #[error("unimplemented instruction at pc {pc:#x}: {text} (dwords {dwords:08x?})")]
+    Unimplemented {
+        /// GPU virtual address.
+        pc: u64,
+        /// Disassembly.
+        text: String,
+        /// Raw dwords.
+        dwords: Vec<u32>,
+    },
+    /// A memory access faulted; the wave stopped.
+    #[error("memory fault at pc {pc:#x} ({text}), lane {lane}: {fault}")]
+    MemoryFault {
+        /// GPU virtual address of the instruction.
+        pc: u64,
+        /// Disassembly of the instruction.
+        text: String,
+        /// Lane that faulted first.
+        lane: u32,
+        /// The failed access.
+        fault: Fault,
+    },
+    /// The program counter left the code (jump outside `.text`, or into the middle of an
+    /// instruction).
+    #[error("pc {pc:#x} is not the start of an instruction in the code object")]
+    BadPc {
+        /// The target address.
+        pc: u64,
+    },
+    /// The shader executed `s_trap`, `s_sethalt` or `s_code_end`, or hit the instruction
+    /// limit.
+    #[error("wave stopped at pc {pc:#x}: {reason}")]
+    Stopped {
+        /// GPU virtual address.
+        pc: u64,
+        /// Why.
+        reason: String,
+    },
+    /// The launch does not fit the kernel (sizes, register counts).
+    #[error("bad launch of {kernel}: {reason}")]
+    BadLaunch {
+        /// Kernel name.
+        kernel: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// What a dispatch did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Wave-instructions executed (one per instruction per wave, whatever EXEC is).
+    pub instructions: u64,
+    /// Waves run.
+    pub waves: u64,
+    /// Workgroups run.
+    pub workgroups: u64,
+}

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use am_autogen::ucode;
+use am_autogen::{psp_gfx, ucode};
 
 macro_rules! id_type {
     ($(#[$doc:meta])* $ty:ident, $prefix:literal, { $($(#[$cdoc:meta])* $name:ident = $value:expr),* $(,)? }) => {
@@ -100,85 +100,83 @@ id_type!(
     }
 );
 
-// Values from `psp_gfx_if.h` (Linux 6.12). TODO(autogen): take them from the generated
-// `psp_gfx` module once it lands, so the header stays the one source.
 id_type!(
     /// `enum psp_gfx_fw_type` of `psp_gfx_if.h`: the `fw_type` of a
     /// `GFX_CMD_ID_LOAD_IP_FW` command.
     GfxFwType, "GFX_FW_TYPE_", {
         /// CP ME (F32).
-        CP_ME = 1,
+        CP_ME = psp_gfx::GFX_FW_TYPE_CP_ME,
         /// CP PFP (F32).
-        CP_PFP = 2,
+        CP_PFP = psp_gfx::GFX_FW_TYPE_CP_PFP,
         /// CP CE.
-        CP_CE = 3,
+        CP_CE = psp_gfx::GFX_FW_TYPE_CP_CE,
         /// CP MEC (F32).
-        CP_MEC = 4,
+        CP_MEC = psp_gfx::GFX_FW_TYPE_CP_MEC,
         /// CP MEC jump table 1.
-        CP_MEC_ME1 = 5,
+        CP_MEC_ME1 = psp_gfx::GFX_FW_TYPE_CP_MEC_ME1,
         /// CP MEC jump table 2.
-        CP_MEC_ME2 = 6,
+        CP_MEC_ME2 = psp_gfx::GFX_FW_TYPE_CP_MEC_ME2,
         /// RLC V.
-        RLC_V = 7,
+        RLC_V = psp_gfx::GFX_FW_TYPE_RLC_V,
         /// RLC G.
-        RLC_G = 8,
+        RLC_G = psp_gfx::GFX_FW_TYPE_RLC_G,
         /// SDMA engine 0.
-        SDMA0 = 9,
+        SDMA0 = psp_gfx::GFX_FW_TYPE_SDMA0,
         /// SDMA engine 1.
-        SDMA1 = 10,
+        SDMA1 = psp_gfx::GFX_FW_TYPE_SDMA1,
         /// SMU.
-        SMU = 18,
+        SMU = psp_gfx::GFX_FW_TYPE_SMU,
         /// RLC save/restore list GPM memory.
-        RLC_RESTORE_LIST_GPM_MEM = 20,
+        RLC_RESTORE_LIST_GPM_MEM = psp_gfx::GFX_FW_TYPE_RLC_RESTORE_LIST_GPM_MEM,
         /// RLC save/restore list SRM memory.
-        RLC_RESTORE_LIST_SRM_MEM = 21,
+        RLC_RESTORE_LIST_SRM_MEM = psp_gfx::GFX_FW_TYPE_RLC_RESTORE_LIST_SRM_MEM,
         /// RLC save/restore list SRM control.
-        RLC_RESTORE_LIST_SRM_CNTL = 22,
+        RLC_RESTORE_LIST_SRM_CNTL = psp_gfx::GFX_FW_TYPE_RLC_RESTORE_LIST_SRM_CNTL,
         /// TOC.
-        TOC = 24,
+        TOC = psp_gfx::GFX_FW_TYPE_TOC,
         /// RLC P.
-        RLC_P = 25,
+        RLC_P = psp_gfx::GFX_FW_TYPE_RLC_P,
         /// RLC instruction RAM.
-        RLC_IRAM = 26,
+        RLC_IRAM = psp_gfx::GFX_FW_TYPE_RLC_IRAM,
         /// RLC DRAM boot image.
-        RLC_DRAM_BOOT = 48,
+        RLC_DRAM_BOOT = psp_gfx::GFX_FW_TYPE_RLC_DRAM_BOOT,
         /// SDMA engine 2.
-        SDMA2 = 52,
+        SDMA2 = psp_gfx::GFX_FW_TYPE_SDMA2,
         /// SDMA engine 3.
-        SDMA3 = 53,
+        SDMA3 = psp_gfx::GFX_FW_TYPE_SDMA3,
         /// Register list.
-        REG_LIST = 67,
+        REG_LIST = psp_gfx::GFX_FW_TYPE_REG_LIST,
         /// IMU instructions.
-        IMU_I = 68,
+        IMU_I = psp_gfx::GFX_FW_TYPE_IMU_I,
         /// IMU data.
-        IMU_D = 69,
+        IMU_D = psp_gfx::GFX_FW_TYPE_IMU_D,
         /// SDMA thread 0 (context).
-        SDMA_UCODE_TH0 = 71,
+        SDMA_UCODE_TH0 = psp_gfx::GFX_FW_TYPE_SDMA_UCODE_TH0,
         /// SDMA thread 1 (control).
-        SDMA_UCODE_TH1 = 72,
+        SDMA_UCODE_TH1 = psp_gfx::GFX_FW_TYPE_SDMA_UCODE_TH1,
         /// RS64 PFP.
-        RS64_PFP = 87,
+        RS64_PFP = psp_gfx::GFX_FW_TYPE_RS64_PFP,
         /// RS64 ME.
-        RS64_ME = 88,
+        RS64_ME = psp_gfx::GFX_FW_TYPE_RS64_ME,
         /// RS64 MEC.
-        RS64_MEC = 89,
+        RS64_MEC = psp_gfx::GFX_FW_TYPE_RS64_MEC,
         /// RS64 PFP stack, pipe 0.
-        RS64_PFP_P0_STACK = 90,
+        RS64_PFP_P0_STACK = psp_gfx::GFX_FW_TYPE_RS64_PFP_P0_STACK,
         /// RS64 PFP stack, pipe 1.
-        RS64_PFP_P1_STACK = 91,
+        RS64_PFP_P1_STACK = psp_gfx::GFX_FW_TYPE_RS64_PFP_P1_STACK,
         /// RS64 ME stack, pipe 0.
-        RS64_ME_P0_STACK = 92,
+        RS64_ME_P0_STACK = psp_gfx::GFX_FW_TYPE_RS64_ME_P0_STACK,
         /// RS64 ME stack, pipe 1.
-        RS64_ME_P1_STACK = 93,
+        RS64_ME_P1_STACK = psp_gfx::GFX_FW_TYPE_RS64_ME_P1_STACK,
         /// RS64 MEC stack, pipe 0.
-        RS64_MEC_P0_STACK = 94,
+        RS64_MEC_P0_STACK = psp_gfx::GFX_FW_TYPE_RS64_MEC_P0_STACK,
         /// RS64 MEC stack, pipe 1.
-        RS64_MEC_P1_STACK = 95,
+        RS64_MEC_P1_STACK = psp_gfx::GFX_FW_TYPE_RS64_MEC_P1_STACK,
         /// RS64 MEC stack, pipe 2.
-        RS64_MEC_P2_STACK = 96,
+        RS64_MEC_P2_STACK = psp_gfx::GFX_FW_TYPE_RS64_MEC_P2_STACK,
         /// RS64 MEC stack, pipe 3.
-        RS64_MEC_P3_STACK = 97,
+        RS64_MEC_P3_STACK = psp_gfx::GFX_FW_TYPE_RS64_MEC_P3_STACK,
         /// SMU P2S table.
-        P2S_TABLE = 129,
+        P2S_TABLE = psp_gfx::GFX_FW_TYPE_P2S_TABLE,
     }
 );

@@ -25,8 +25,11 @@ pub struct ServeArgs {
     /// Most system memory one connection may hold, in MiB (default 4096).
     #[arg(long, value_name = "MIB")]
     pub max_sysmem_per_connection_mib: Option<u64>,
-    /// Devices to export, as index 0, 1, …: a PCI address (0000:03:00.0), a mock device
-    /// (mock:PROFILE[:N]), or remote:HOST:PORT:N to relay a device another server exports.
+    /// Most clients served at once (default 16).
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Devices to export, as index 0, 1, …: a PCI address (0000:03:00.0; through VFIO when
+    /// VFIO=1), mock:PROFILE[:N], or remote:HOST:PORT:N to relay another server's device.
     #[arg(required = true, value_name = "DEVICE")]
     pub devices: Vec<String>,
 }
@@ -124,6 +127,11 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
             args.max_sysmem_per_connection_mib,
             defaults.max_sysmem_per_connection,
         )?,
+        max_connections: match args.max_connections {
+            Some(0) => bail!("--max-connections must be at least 1"),
+            Some(n) => n,
+            None => defaults.max_connections,
+        },
         ..defaults
     })
 }
@@ -132,6 +140,7 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use am_driver::pci::remote::{RemoteOptions, RemotePciDevice};
     use clap::Parser;
 
     #[derive(Parser)]
@@ -192,6 +201,73 @@ mod tests {
             e.to_string()
                 .contains("--max-sysmem-mib must be at least 1")
         );
+    }
+
+    #[test]
+    fn a_served_mock_reads_the_same_through_the_wire_as_in_process() {
+        // Index 7: a mock of this test's own, apart from any other in the process.
+        let ready = prepare(&args(&["--listen", "127.0.0.1:0", "mock:navi31:7"])).unwrap();
+        let port = ready.listener.local_addr().unwrap().port();
+        std::thread::spawn(move || remote::serve(ready.listener, ready.devices, ready.options));
+        let gpu = am_mock::gpu("navi31", 7).unwrap();
+        let local = gpu.open();
+        let dev =
+            RemotePciDevice::connect("127.0.0.1", port, 0, &RemoteOptions::default()).unwrap();
+        assert_eq!(dev.remote_name(), "mock:navi31:7");
+        for offset in (0..0x100).step_by(4) {
+            assert_eq!(
+                dev.config_read(offset, 4).unwrap(),
+                local.config_read(offset, 4).unwrap(),
+                "config dword {offset:#x}"
+            );
+        }
+        for bar in [0, 2, 5] {
+            assert_eq!(
+                dev.bar_info(bar).unwrap(),
+                local.bar_info(bar).unwrap(),
+                "BAR{bar}"
+            );
+        }
+        // RCC_CONFIG_MEMSIZE: 24 GiB in MiB.
+        assert_eq!(dev.bar(5).unwrap().read32(0xde3 * 4).unwrap(), 24 * 1024);
+
+        let vram = dev.bar(0).unwrap();
+        vram.write_bytes(0x1000, &[1, 2, 3, 4, 5]).unwrap();
+        assert_eq!(vram.read64(0x1000).unwrap(), 0x05_0403_0201);
+        assert_eq!(gpu.vram().read32(0x1000), 0x0403_0201);
+
+        dev.set_bus_master(true).unwrap();
+        let mem = dev.alloc_sysmem(8192, false).unwrap();
+        mem.write32(4096 + 8, 0x1122_3344).unwrap();
+        // The write is pipelined; PING answers once the server has applied it.
+        dev.ping().unwrap();
+        let mut b = [0u8; 4];
+        gpu.dma_read(mem.bus_addrs()[1] + 8, &mut b).unwrap();
+        assert_eq!(
+            u32::from_le_bytes(b),
+            0x1122_3344,
+            "the mock's DMA sees the remote write"
+        );
+        assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+
+        // The mock's strictness crosses the wire: an unknown register is refused, named.
+        let err = dev.bar(5).unwrap().read32(0x3ffff * 4).unwrap_err();
+        assert!(err.to_string().contains("0x3ffff"), "{err}");
+        assert_eq!(gpu.take_violations().len(), 1);
+        dev.ping().unwrap();
+    }
+
+    #[test]
+    fn asking_for_bar_info_leaves_the_bar_resizable() {
+        let ready = prepare(&args(&["--listen", "127.0.0.1:0", "mock:navi31:8"])).unwrap();
+        let port = ready.listener.local_addr().unwrap().port();
+        std::thread::spawn(move || remote::serve(ready.listener, ready.devices, ready.options));
+        let dev =
+            RemotePciDevice::connect("127.0.0.1", port, 0, &RemoteOptions::default()).unwrap();
+        assert_eq!(dev.bar_info(0).unwrap().size, 256 << 20);
+        dev.resize_bar(0).unwrap();
+        assert_eq!(dev.bar_info(0).unwrap().size, 32 << 30);
+        assert_eq!(dev.bar(0).unwrap().len(), 32 << 30);
     }
 
     #[test]

@@ -485,8 +485,9 @@ impl PciDevice for RemotePciDevice {
         let i = self.bar_index(index)?;
         let req = RequestHeader::new(Command::ResizeBar, self.index, u32::from(index), [0; 3]);
         self.conn.call(req)?;
-        // The size changed; the next bar_info asks again.
+        // The size changed: the next bar_info asks again and the next bar() maps anew.
         self.infos.lock().unwrap_or_else(PoisonError::into_inner)[i] = None;
+        self.bars.lock().unwrap_or_else(PoisonError::into_inner)[i] = None;
         Ok(())
     }
 

@@ -9,6 +9,7 @@
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use super::protocol::{
@@ -41,6 +42,9 @@ pub struct ServeOptions {
     pub max_sysmem_per_connection: u64,
     /// Size of the buffer payloads are streamed through, in bytes.
     pub chunk_size: usize,
+    /// Most connections served at once; more are closed as soon as they are accepted.
+    /// With the per-connection memory cap this bounds what clients can make the server hold.
+    pub max_connections: usize,
 }
 
 impl Default for ServeOptions {
@@ -50,6 +54,7 @@ impl Default for ServeOptions {
             max_sysmem_alloc: 1 << 30,
             max_sysmem_per_connection: 4 << 30,
             chunk_size: 1 << 20,
+            max_connections: 16,
         }
     }
 }
@@ -57,6 +62,16 @@ impl Default for ServeOptions {
 struct Shared {
     devices: Vec<Arc<dyn PciDevice>>,
     options: ServeOptions,
+    connections: AtomicUsize,
+}
+
+/// Counts a connection for as long as its thread runs, however it ends.
+struct ConnectionSlot(Arc<Shared>);
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Serve `devices` (index `N` is `devices[N]`) on every connection `listener` accepts, one
@@ -72,6 +87,7 @@ pub fn serve(
             chunk_size: options.chunk_size.max(1),
             ..options
         },
+        connections: AtomicUsize::new(0),
     });
     loop {
         let (stream, peer) = match listener.accept() {
@@ -84,12 +100,18 @@ pub fn serve(
                 continue;
             }
         };
-        let shared = shared.clone();
+        let active = shared.connections.fetch_add(1, Ordering::SeqCst);
+        let slot = ConnectionSlot(shared.clone());
+        if active >= shared.options.max_connections {
+            tracing::warn!("remote PCI: {peer} refused: {active} connections already (the limit)");
+            drop(stream);
+            continue;
+        }
         let spawned = std::thread::Builder::new()
             .name(format!("am-serve {peer}"))
             .spawn(move || {
                 tracing::info!("remote PCI: {peer} connected");
-                let why = Session::new(&shared, stream).run();
+                let why = Session::new(&slot.0, stream).run();
                 tracing::info!("remote PCI: {peer} disconnected: {why}");
             });
         if let Err(e) = spawned {
@@ -201,10 +223,18 @@ impl<'a> Session<'a> {
                     .to_string(),
             )),
             Command::MapBar => {
-                // Mapping now, as tinygrad's server does, makes a BAR that cannot be mapped
-                // fail here rather than on the first access.
-                self.bar(req)?;
-                let info = self.device(req)?.bar_info(bar_index(req.bar))?;
+                // Only the BAR's place and size: the mapping waits for the first access.
+                // A client asks MAP_BAR for `bar_info`, which may come before RESIZE_BAR,
+                // and a mapped BAR can no longer be resized.
+                let device = self.device(req)?;
+                if req.bar >= NUM_BARS {
+                    return Err(Fault::Refuse(format!(
+                        "{}: there is no BAR{}",
+                        device.name(),
+                        req.bar
+                    )));
+                }
+                let info = device.bar_info(bar_index(req.bar))?;
                 self.reply(ResponseHeader::ok(info.bus_addr, info.size), &[])
             }
             Command::CfgRead => {
@@ -412,10 +442,6 @@ impl<'a> Session<'a> {
             Ok(())
         })();
         self.chunk = buf;
-        // Keep the chunk buffer from pinning a huge allocation after a big transfer.
-        if self.chunk.capacity() > self.shared.options.chunk_size + RESPONSE_HEADER_LEN {
-            self.chunk = Vec::new();
-        }
         result
     }
 

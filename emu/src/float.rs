@@ -1,0 +1,149 @@
+//! IEEE half and bfloat16 conversions (round to nearest even), done by hand so the crate needs
+//! no float library.
+
+/// f32 → f16 bits, round to nearest even; NaNs stay quiet NaNs with their top payload bits.
+pub fn f32_to_f16(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xff) as i32;
+    let man = b & 0x7f_ffff;
+    if exp == 0xff {
+        return if man == 0 {
+            sign | 0x7c00
+        } else {
+            sign | 0x7e00 | (man >> 13) as u16
+        };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        // Subnormal half: shift the full significand and round once.
+        let m = man | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let half = m >> shift;
+        let rem = m & ((1 << shift) - 1);
+        let mid = 1 << (shift - 1);
+        let r = if rem > mid || (rem == mid && half & 1 == 1) {
+            half + 1
+        } else {
+            half
+        };
+        return sign | r as u16;
+    }
+    let half = ((e as u32) << 10) | (man >> 13);
+    let rem = man & 0x1fff;
+    let r = if rem > 0x1000 || (rem == 0x1000 && half & 1 == 1) {
+        half + 1
+    } else {
+        half
+    };
+    sign | r as u16
+}
+
+/// f64 → f16 bits with a single rounding (via the exact f64 value).
+pub fn f64_to_f16(x: f64) -> u16 {
+    // Round to f32 with round-to-odd first, which makes the second rounding exact.
+    let f = x as f32;
+    if f.is_finite() && f as f64 != x {
+        let b = f.to_bits();
+        let odd = if b & 1 == 0 {
+            // Move toward x by one ulp only if that makes the last bit odd.
+            let toward = if (f as f64) < x {
+                f32::from_bits(if f >= 0.0 { b + 1 } else { b - 1 })
+            } else {
+                f32::from_bits(if f > 0.0 { b - 1 } else { b + 1 })
+            };
+            if toward.to_bits() & 1 == 1 { toward } else { f }
+        } else {
+            f
+        };
+        return f32_to_f16(odd);
+    }
+    f32_to_f16(f)
+}
+
+/// f16 bits → f32 (exact).
+pub fn f16_to_f32(h: u16) -> f32 {
+    let sign = ((h & 0x8000) as u32) << 16;
+    let exp = ((h >> 10) & 0x1f) as u32;
+    let man = (h & 0x3ff) as u32;
+    let bits = match exp {
+        0 if man == 0 => sign,
+        0 => {
+            // Subnormal: normalise.
+            let lz = man.leading_zeros() - 21;
+            let m = (man << lz) & 0x3ff;
+            sign | ((127 - 15 + 1 - lz) << 23) | (m << 13)
+        }
+        0x1f => sign | 0x7f80_0000 | (man << 13) | if man != 0 { 0x40_0000 } else { 0 },
+        _ => sign | ((exp + 127 - 15) << 23) | (man << 13),
+    };
+    f32::from_bits(bits)
+}
+
+/// bf16 bits → f32 (exact).
+pub fn bf16_to_f32(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
+/// f32 → bf16 bits, round to nearest even.
+pub fn f32_to_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    if x.is_nan() {
+        return ((b >> 16) | 0x40) as u16;
+    }
+    let r = b + 0x7fff + ((b >> 16) & 1);
+    (r >> 16) as u16
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn f16_round_trip_is_exact_for_every_half() {
+        for h in 0..=u16::MAX {
+            let f = f16_to_f32(h);
+            if f.is_nan() {
+                assert!(f16_to_f32(f32_to_f16(f)).is_nan());
+            } else {
+                assert_eq!(f32_to_f16(f), h, "{h:#x} -> {f}");
+            }
+        }
+    }
+
+    #[test]
+    fn f16_to_f32_decodes_known_values() {
+        assert_eq!(f16_to_f32(0x0001), f32::powi(2.0, -24));
+        assert_eq!(f16_to_f32(0x03ff), 1023.0 * f32::powi(2.0, -24));
+        assert_eq!(f16_to_f32(0x0400), f32::powi(2.0, -14));
+        assert_eq!(f16_to_f32(0x3c00), 1.0);
+        assert_eq!(f16_to_f32(0xc000), -2.0);
+        assert_eq!(f16_to_f32(0x7bff), 65504.0);
+        assert_eq!(f16_to_f32(0x7c00), f32::INFINITY);
+        assert!(f16_to_f32(0x7e00).is_nan());
+    }
+
+    #[test]
+    fn f32_to_f16_rounds_ties_to_even() {
+        // 1 + 2^-11 is halfway between 1.0 and the next half; ties go to even (1.0).
+        assert_eq!(f32_to_f16(1.0 + f32::powi(2.0, -11)), 0x3c00);
+        assert_eq!(f32_to_f16(1.0 + 3.0 * f32::powi(2.0, -11)), 0x3c02);
+        assert_eq!(f32_to_f16(65520.0), 0x7c00);
+        assert_eq!(f32_to_f16(65519.0), 0x7bff);
+        assert_eq!(f32_to_f16(f32::powi(2.0, -25)), 0);
+        assert_eq!(f32_to_f16(f32::powi(2.0, -25) * 1.5), 1);
+    }
+
+    #[test]
+    fn f64_to_f16_rounds_once() {
+        // Just above the tie between 1.0 and 1+2^-10: f32 would round to the tie, then to even.
+        let x = 1.0 + f64::powi(2.0, -11) + f64::powi(2.0, -40);
+        assert_eq!(f64_to_f16(x), 0x3c01);
+    }
+}

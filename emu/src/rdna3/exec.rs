@@ -1,0 +1,3185 @@
+//! gfx1100 instruction semantics.
+//!
+//! The run loop executes a wave until it ends or reaches `s_barrier`. Vector instructions
+//! loop over the set bits of EXEC; per-instruction work (operand kinds, constants, modifier
+//! masks) is resolved once before the lane loop, and nothing is allocated per instruction.
+
+use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
+use super::opcodes::{ds, flat, smem, sop1, sop2, sopc, sopk, sopp, valu, vop3p};
+use crate::float::{bf16_to_f32, f16_to_f32, f32_to_f16, f64_to_f16};
+use crate::program::INVALID_OP;
+use crate::wave::{CONST_ROW, Ctx, DPP_ROW, Wave, WaveState};
+use crate::{Error, Fault};
+
+/// How a source operand's constants are read.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ty {
+    /// 32-bit: inline floats as f32 bits.
+    B32,
+    /// 16-bit: inline floats as f16 bits.
+    B16,
+    /// 64-bit integer: inline integers sign-extended, literal zero-extended.
+    I64,
+    /// 64-bit float: inline floats as f64 bits, literal in the high half.
+    F64,
+}
+
+fn inline_const(code: u16, ty: Ty) -> Option<u64> {
+    let int = |v: i64| -> u64 {
+        match ty {
+            Ty::B16 => (v as u64) & 0xffff,
+            Ty::B32 => (v as u64) & 0xffff_ffff,
+            _ => v as u64,
+        }
+    };
+    let fl = |f: f64| -> u64 {
+        match ty {
+            Ty::B16 => f32_to_f16(f as f32) as u64,
+            Ty::B32 => (f as f32).to_bits() as u64,
+            Ty::I64 | Ty::F64 => f.to_bits(),
+        }
+    };
+    Some(match code {
+        128..=192 => int(code as i64 - 128),
+        193..=208 => int(192 - code as i64),
+        240 => fl(0.5),
+        241 => fl(-0.5),
+        242 => fl(1.0),
+        243 => fl(-1.0),
+        244 => fl(2.0),
+        245 => fl(-2.0),
+        246 => fl(4.0),
+        247 => fl(-4.0),
+        248 => match ty {
+            Ty::B16 => 0x3118,
+            Ty::B32 => 0x3e22_f983,
+            _ => 0x3fc4_5f30_6dc9_c882,
+        },
+        _ => return None,
+    })
+}
+
+/// A resolved vector source: a VGPR row or a uniform value.
+#[derive(Clone, Copy)]
+enum Src {
+    V(usize),
+    K(u64),
+}
+
+/// Apertures reported by `src_shared_base`/`src_private_base` (the high 32 bits of flat
+/// addresses that reach LDS or scratch). The emulator does not route flat accesses through
+/// them; they only need to be distinct from real memory.
+const SHARED_BASE: u64 = 0x0001_0000_0000_0000;
+const PRIVATE_BASE: u64 = 0x0002_0000_0000_0000;
+
+impl Wave {
+    /// Scalar value of an operand (32 bits).
+    #[inline]
+    fn sread(&self, code: u16, lit: u32) -> u32 {
+        match code {
+            0..=127 => self.s[code as usize],
+            LITERAL => lit,
+            253 => self.scc as u32,
+            251 => (self.mask(VCC_LO) == 0) as u32,
+            252 => (self.exec() == 0) as u32,
+            235 => (SHARED_BASE >> 32) as u32,
+            237 => (PRIVATE_BASE >> 32) as u32,
+            _ => inline_const(code, Ty::B32).unwrap_or(0) as u32,
+        }
+    }
+
+    /// Scalar 64-bit value of an operand.
+    #[inline]
+    fn sread64(&self, code: u16, lit: u32, ty: Ty) -> u64 {
+        match code {
+            0..=126 => self.s[code as usize] as u64 | (self.s[code as usize + 1] as u64) << 32,
+            LITERAL if ty == Ty::F64 => (lit as u64) << 32,
+            LITERAL => lit as u64,
+            253 => self.scc as u64,
+            251 => (self.mask(VCC_LO) == 0) as u64,
+            252 => (self.exec() == 0) as u64,
+            235 => SHARED_BASE,
+            237 => PRIVATE_BASE,
+            _ => inline_const(code, ty).unwrap_or(0),
+        }
+    }
+
+    #[inline]
+    fn src(&self, code: u16, lit: u32, ty: Ty) -> Src {
+        if code >= VGPR0 {
+            Src::V((code - VGPR0) as usize * 64)
+        } else if matches!(ty, Ty::I64 | Ty::F64) {
+            Src::K(self.sread64(code, lit, ty))
+        } else if ty == Ty::B16 && code >= 128 {
+            Src::K(if code == LITERAL {
+                lit as u64 & 0xffff
+            } else {
+                inline_const(code, ty).unwrap_or(0)
+            })
+        } else {
+            Src::K(self.sread(code, lit) as u64)
+        }
+    }
+
+    #[inline]
+    fn rd(&self, s: Src, lane: usize) -> u32 {
+        match s {
+            Src::V(b) => self.v[b + lane],
+            Src::K(k) => k as u32,
+        }
+    }
+
+    #[inline]
+    fn wr(&mut self, dst: u16, lane: usize, v: u32) {
+        let row = (dst.wrapping_sub(VGPR0)) as usize;
+        if let Some(r) = self.v.get_mut(row * 64 + lane) {
+            *r = v;
+        }
+    }
+
+    #[inline]
+    fn wr64(&mut self, dst: u16, lane: usize, v: u64) {
+        self.wr(dst, lane, v as u32);
+        self.wr(dst + 1, lane, (v >> 32) as u32);
+    }
+
+    #[inline]
+    fn wr16(&mut self, dst: u16, lane: usize, hi: bool, v: u16) {
+        let row = (dst.wrapping_sub(VGPR0)) as usize;
+        if let Some(r) = self.v.get_mut(row * 64 + lane) {
+            *r = if hi {
+                (*r & 0xffff) | (v as u32) << 16
+            } else {
+                (*r & 0xffff_0000) | v as u32
+            };
+        }
+    }
+}
+
+fn pc_of(ctx: &Ctx<'_>, idx: usize) -> u64 {
+    ctx.code_base + 4 * ctx.prog.offsets.get(idx).copied().unwrap_or(0) as u64
+}
+
+fn unimplemented(ctx: &Ctx<'_>, idx: usize, i: &Inst) -> Error {
+    Error::Unimplemented {
+        pc: pc_of(ctx, idx),
+        text: i.to_string(),
+        dwords: ctx.prog.dwords(idx),
+    }
+}
+
+fn fault(ctx: &Ctx<'_>, idx: usize, i: &Inst, lane: u32, f: Fault) -> Error {
+    Error::MemoryFault {
+        pc: pc_of(ctx, idx),
+        text: i.to_string(),
+        lane,
+        fault: f,
+    }
+}
+
+/// Runs a wave until `s_endpgm`, `s_barrier` or an error.
+pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    let prog = ctx.prog;
+    let mut count = 0u64;
+    let r = loop {
+        let idx = w.pc;
+        let Some(i) = prog.insts.get(idx) else {
+            break Err(Error::BadPc {
+                pc: pc_of(ctx, idx),
+            });
+        };
+        w.pc = idx + 1;
+        count += 1;
+        if count > ctx.budget {
+            break Err(Error::Stopped {
+                pc: pc_of(ctx, idx),
+                reason: "instruction limit reached".into(),
+            });
+        }
+        let res = match i.enc {
+            Encoding::Vopc => vopc(w, i, idx, ctx),
+            Encoding::Vop3 if i.op < 0x100 => vopc(w, i, idx, ctx),
+            Encoding::Vop1 | Encoding::Vop2 | Encoding::Vop3 | Encoding::Vop3sd => {
+                valu_op(w, i, i.op, idx, ctx)
+            }
+            Encoding::Sop2 => sop2_op(w, i, idx, ctx),
+            Encoding::Sop1 => sop1_op(w, i, idx, ctx),
+            Encoding::Sopk => sopk_op(w, i, idx, ctx),
+            Encoding::Sopc => sopc_op(w, i, idx, ctx),
+            Encoding::Sopp => match sopp_op(w, i, idx, ctx) {
+                Ok(true) => break Ok(()),
+                Ok(false) => Ok(()),
+                Err(e) => Err(e),
+            },
+            Encoding::Smem => smem_op(w, i, idx, ctx),
+            Encoding::Vopd => vopd(w, i, idx, ctx),
+            Encoding::Vop3p => vop3p_op(w, i, idx, ctx),
+            Encoding::Ds => ds_op(w, i, idx, ctx),
+            Encoding::Flat | Encoding::Global | Encoding::Scratch => flat_op(w, i, idx, ctx),
+            Encoding::Mubuf => match i.name() {
+                "buffer_gl0_inv" | "buffer_gl1_inv" => Ok(()),
+                _ => Err(unimplemented(ctx, idx, i)),
+            },
+            Encoding::Mtbuf => Err(unimplemented(ctx, idx, i)),
+        };
+        if let Err(e) = res {
+            break Err(e);
+        }
+    };
+    ctx.instructions += count;
+    ctx.budget = ctx.budget.saturating_sub(count);
+    r
+}
+
+// ---------------------------------------------------------------------------------------
+// Scalar ALU
+
+fn sop2_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+    let lit = i.literal;
+    let a = w.sread(i.src[0], lit);
+    let b = w.sread(i.src[1], lit);
+    let a64 = || w.sread64(i.src[0], lit, Ty::I64);
+    let b64 = || w.sread64(i.src[1], lit, Ty::I64);
+    let (r, scc): (u32, Option<bool>) = match i.op {
+        sop2::ADD_U32 => {
+            let (r, c) = a.overflowing_add(b);
+            (r, Some(c))
+        }
+        sop2::SUB_U32 => {
+            let (r, c) = a.overflowing_sub(b);
+            (r, Some(c))
+        }
+        sop2::ADD_I32 => {
+            let (r, o) = (a as i32).overflowing_add(b as i32);
+            (r as u32, Some(o))
+        }
+        sop2::SUB_I32 => {
+            let (r, o) = (a as i32).overflowing_sub(b as i32);
+            (r as u32, Some(o))
+        }
+        sop2::ADDC_U32 => {
+            let s = a as u64 + b as u64 + w.scc as u64;
+            (s as u32, Some(s >> 32 != 0))
+        }
+        sop2::SUBB_U32 => {
+            let s = (a as u64).wrapping_sub(b as u64).wrapping_sub(w.scc as u64);
+            (s as u32, Some((b as u64 + w.scc as u64) > a as u64))
+        }
+        sop2::ABSDIFF_I32 => {
+            let r = (a as i32).wrapping_sub(b as i32).unsigned_abs();
+            (r, Some(r != 0))
+        }
+        sop2::LSHL_B32 => {
+            let r = a << (b & 31);
+            (r, Some(r != 0))
+        }
+        sop2::LSHR_B32 => {
+            let r = a >> (b & 31);
+            (r, Some(r != 0))
+        }
+        sop2::ASHR_I32 => {
+            let r = ((a as i32) >> (b & 31)) as u32;
+            (r, Some(r != 0))
+        }
+        sop2::LSHL1_ADD_U32 | sop2::LSHL2_ADD_U32 | sop2::LSHL3_ADD_U32 | sop2::LSHL4_ADD_U32 => {
+            let sh = (i.op - sop2::LSHL1_ADD_U32 + 1) as u32;
+            let s = ((a as u64) << sh) + b as u64;
+            (s as u32, Some(s >> 32 != 0))
+        }
+        sop2::MIN_I32 => (
+            (a as i32).min(b as i32) as u32,
+            Some((a as i32) < (b as i32)),
+        ),
+        sop2::MIN_U32 => (a.min(b), Some(a < b)),
+        sop2::MAX_I32 => (
+            (a as i32).max(b as i32) as u32,
+            Some((a as i32) > (b as i32)),
+        ),
+        sop2::MAX_U32 => (a.max(b), Some(a > b)),
+        sop2::AND_B32 => (a & b, Some(a & b != 0)),
+        sop2::OR_B32 => (a | b, Some(a | b != 0)),
+        sop2::XOR_B32 => (a ^ b, Some(a ^ b != 0)),
+        sop2::NAND_B32 => (!(a & b), Some(!(a & b) != 0)),
+        sop2::NOR_B32 => (!(a | b), Some(!(a | b) != 0)),
+        sop2::XNOR_B32 => (!(a ^ b), Some(!(a ^ b) != 0)),
+        sop2::AND_NOT1_B32 => (a & !b, Some(a & !b != 0)),
+        sop2::OR_NOT1_B32 => (a | !b, Some(a | !b != 0)),
+        sop2::BFE_U32 => {
+            let (off, wd) = (b & 31, (b >> 16) & 0x7f);
+            let r = if wd == 0 {
+                0
+            } else {
+                (a >> off) & (((1u64 << wd.min(32)) - 1) as u32)
+            };
+            (r, Some(r != 0))
+        }
+        sop2::BFE_I32 => {
+            let (off, wd) = (b & 31, (b >> 16) & 0x7f);
+            let r = if wd == 0 {
+                0
+            } else {
+                let wd = wd.min(32);
+                (((a >> off) << (32 - wd)) as i32 >> (32 - wd)) as u32
+            };
+            (r, Some(r != 0))
+        }
+        sop2::BFM_B32 => ((((1u64 << (a & 31)) - 1) as u32) << (b & 31), None),
+        sop2::MUL_I32 => ((a as i32).wrapping_mul(b as i32) as u32, None),
+        sop2::MUL_HI_U32 => (((a as u64 * b as u64) >> 32) as u32, None),
+        sop2::MUL_HI_I32 => (((a as i32 as i64 * b as i32 as i64) >> 32) as u32, None),
+        sop2::CSELECT_B32 => (if w.scc { a } else { b }, None),
+        sop2::PACK_LL_B32_B16 => ((a & 0xffff) | (b << 16), None),
+        sop2::PACK_LH_B32_B16 => ((a & 0xffff) | (b & 0xffff_0000), None),
+        sop2::PACK_HH_B32_B16 => ((a >> 16) | (b & 0xffff_0000), None),
+        sop2::PACK_HL_B32_B16 => ((a >> 16) | (b << 16), None),
+        // 64-bit forms.
+        _ => {
+            let (a, b) = (a64(), b64());
+            let (r, scc): (u64, Option<bool>) = match i.op {
+                sop2::LSHL_B64 => (a << (b & 63), None),
+                sop2::LSHR_B64 => (a >> (b & 63), None),
+                sop2::ASHR_I64 => (((a as i64) >> (b & 63)) as u64, None),
+                sop2::AND_B64 => (a & b, None),
+                sop2::OR_B64 => (a | b, None),
+                sop2::XOR_B64 => (a ^ b, None),
+                sop2::NAND_B64 => (!(a & b), None),
+                sop2::NOR_B64 => (!(a | b), None),
+                sop2::XNOR_B64 => (!(a ^ b), None),
+                sop2::AND_NOT1_B64 => (a & !b, None),
+                sop2::OR_NOT1_B64 => (a | !b, None),
+                sop2::CSELECT_B64 => (if w.scc { a } else { b }, Some(w.scc)),
+                sop2::BFE_U64 => {
+                    let (off, wd) = (b & 63, (b >> 16) & 0x7f);
+                    let r = if wd == 0 {
+                        0
+                    } else {
+                        (a >> off) & (u64::MAX >> (64 - wd.min(64)))
+                    };
+                    (r, None)
+                }
+                sop2::BFE_I64 => {
+                    let (off, wd) = (b & 63, (b >> 16) & 0x7f);
+                    let r = if wd == 0 {
+                        0
+                    } else {
+                        let wd = wd.min(64);
+                        (((a >> off) << (64 - wd)) as i64 >> (64 - wd)) as u64
+                    };
+                    (r, None)
+                }
+                sop2::BFM_B64 => ((((1u128 << (a & 63)) - 1) as u64) << (b & 63), None),
+                _ => return Err(unimplemented(ctx, idx, i)),
+            };
+            w.sset64(i.dst, r);
+            // Logic and shifts of 64 bits set SCC to "result is non-zero"; cselect keeps it.
+            w.scc = scc.unwrap_or(r != 0);
+            return Ok(());
+        }
+    };
+    w.sset(i.dst, r);
+    if let Some(c) = scc {
+        w.scc = c;
+    }
+    Ok(())
+}
+
+fn sop1_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+    let lit = i.literal;
+    let a = w.sread(i.src[0], lit);
+    let a64 = w.sread64(i.src[0], lit, Ty::I64);
+    let is64 = |n: &str| n.ends_with("_b64") || n.ends_with("_u64") || n.ends_with("_i64");
+    match i.op {
+        sop1::MOV_B32 => w.sset(i.dst, a),
+        sop1::MOV_B64 => w.sset64(i.dst, a64),
+        sop1::CMOV_B32 => {
+            if w.scc {
+                w.sset(i.dst, a)
+            }
+        }
+        sop1::CMOV_B64 => {
+            if w.scc {
+                w.sset64(i.dst, a64)
+            }
+        }
+        sop1::NOT_B32 => {
+            w.sset(i.dst, !a);
+            w.scc = !a != 0;
+        }
+        sop1::NOT_B64 => {
+            w.sset64(i.dst, !a64);
+            w.scc = !a64 != 0;
+        }
+        sop1::BREV_B32 => w.sset(i.dst, a.reverse_bits()),
+        sop1::BREV_B64 => w.sset64(i.dst, a64.reverse_bits()),
+        sop1::CTZ_I32_B32 => w.sset(i.dst, if a == 0 { u32::MAX } else { a.trailing_zeros() }),
+        sop1::CTZ_I32_B64 => w.sset(
+            i.dst,
+            if a64 == 0 {
+                u32::MAX
+            } else {
+                a64.trailing_zeros()
+            },
+        ),
+        sop1::CLZ_I32_U32 => w.sset(i.dst, if a == 0 { u32::MAX } else { a.leading_zeros() }),
+        sop1::CLZ_I32_U64 => w.sset(
+            i.dst,
+            if a64 == 0 {
+                u32::MAX
+            } else {
+                a64.leading_zeros()
+            },
+        ),
+        sop1::CLS_I32 => {
+            let v = a as i32;
+            w.sset(
+                i.dst,
+                if v == 0 || v == -1 {
+                    u32::MAX
+                } else {
+                    (if v < 0 { !a } else { a }).leading_zeros()
+                },
+            );
+        }
+        sop1::SEXT_I32_I8 => w.sset(i.dst, a as i8 as i32 as u32),
+        sop1::SEXT_I32_I16 => w.sset(i.dst, a as i16 as i32 as u32),
+        sop1::BITSET0_B32 | sop1::BITSET1_B32 => {
+            let d = w.sread(i.dst, 0);
+            let bit = 1u32 << (a & 31);
+            w.sset(
+                i.dst,
+                if i.op == sop1::BITSET1_B32 {
+                    d | bit
+                } else {
+                    d & !bit
+                },
+            );
+        }
+        sop1::BITSET0_B64 | sop1::BITSET1_B64 => {
+            let d = w.sread64(i.dst, 0, Ty::I64);
+            let bit = 1u64 << (a & 63);
+            w.sset64(
+                i.dst,
+                if i.op == sop1::BITSET1_B64 {
+                    d | bit
+                } else {
+                    d & !bit
+                },
+            );
+        }
+        sop1::ABS_I32 => {
+            let r = (a as i32).unsigned_abs();
+            w.sset(i.dst, r);
+            w.scc = r != 0;
+        }
+        sop1::BCNT0_I32_B32 => {
+            let r = a.count_zeros();
+            w.sset(i.dst, r);
+            w.scc = r != 0;
+        }
+        sop1::BCNT1_I32_B32 => {
+            let r = a.count_ones();
+            w.sset(i.dst, r);
+            w.scc = r != 0;
+        }
+        sop1::BCNT0_I32_B64 => {
+            let r = a64.count_zeros();
+            w.sset(i.dst, r);
+            w.scc = r != 0;
+        }
+        sop1::BCNT1_I32_B64 => {
+            let r = a64.count_ones();
+            w.sset(i.dst, r);
+            w.scc = r != 0;
+        }
+        sop1::GETPC_B64 => w.sset64(i.dst, pc_of(ctx, idx + 1)),
+        sop1::SETPC_B64 => jump(w, ctx, a64)?,
+        sop1::SWAPPC_B64 => {
+            w.sset64(i.dst, pc_of(ctx, idx + 1));
+            jump(w, ctx, a64)?;
+        }
+        sop1::AND_SAVEEXEC_B32..=sop1::OR_NOT1_SAVEEXEC_B64 => {
+            let n = i.name();
+            let wide = is64(n);
+            let s = if wide { a64 } else { a as u64 };
+            let e = w.exec();
+            let new = match n.trim_end_matches("_b32").trim_end_matches("_b64") {
+                "s_and_saveexec" => s & e,
+                "s_or_saveexec" => s | e,
+                "s_xor_saveexec" => s ^ e,
+                "s_nand_saveexec" => !(s & e),
+                "s_nor_saveexec" => !(s | e),
+                "s_xnor_saveexec" => !(s ^ e),
+                // not0/not1 invert the first/second operand of (S0 op EXEC).
+                "s_and_not0_saveexec" => !s & e,
+                "s_or_not0_saveexec" => !s | e,
+                "s_and_not1_saveexec" => s & !e,
+                "s_or_not1_saveexec" => s | !e,
+                _ => return Err(unimplemented(ctx, idx, i)),
+            };
+            let new = if wide { new } else { new & 0xffff_ffff };
+            if wide {
+                w.sset64(i.dst, e);
+            } else {
+                w.sset(i.dst, e as u32);
+            }
+            w.set_exec(new);
+            w.scc = new != 0;
+        }
+        sop1::AND_NOT0_WREXEC_B32
+        | sop1::AND_NOT1_WREXEC_B32
+        | sop1::AND_NOT0_WREXEC_B64
+        | sop1::AND_NOT1_WREXEC_B64 => {
+            let wide = is64(i.name());
+            let s = if wide { a64 } else { a as u64 };
+            let e = w.exec();
+            let new = if matches!(i.op, sop1::AND_NOT0_WREXEC_B32 | sop1::AND_NOT0_WREXEC_B64) {
+                !s & e
+            } else {
+                s & !e
+            };
+            let new = if wide { new } else { new & 0xffff_ffff };
+            w.set_exec(new);
+            if wide {
+                w.sset64(i.dst, new);
+            } else {
+                w.sset(i.dst, new as u32);
+            }
+            w.scc = new != 0;
+        }
+        sop1::SENDMSG_RTN_B32 | sop1::SENDMSG_RTN_B64 => {
+            // Message returns (doorbell id, realtime clock) are not modelled: 0.
+            w.sset(i.dst, 0);
+            if i.op == sop1::SENDMSG_RTN_B64 {
+                w.sset(i.dst + 1, 0);
+            }
+        }
+        _ => return Err(unimplemented(ctx, idx, i)),
+    }
+    Ok(())
+}
+
+fn jump(w: &mut Wave, ctx: &Ctx<'_>, addr: u64) -> Result<(), Error> {
+    w.pc = ctx
+        .prog
+        .index_of(ctx.code_base, addr)
+        .ok_or(Error::BadPc { pc: addr })?;
+    Ok(())
+}
+
+fn sopk_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+    let k = i.imm as u32;
+    let sk = i.imm as u16 as i16 as i32;
+    let d = w.sread(i.dst, 0);
+    match i.op {
+        sopk::MOVK_I32 => w.sset(i.dst, sk as u32),
+        sopk::CMOVK_I32 => {
+            if w.scc {
+                w.sset(i.dst, sk as u32)
+            }
+        }
+        sopk::CMPK_EQ_I32 => w.scc = d as i32 == sk,
+        sopk::CMPK_LG_I32 => w.scc = d as i32 != sk,
+        sopk::CMPK_GT_I32 => w.scc = d as i32 > sk,
+        sopk::CMPK_GE_I32 => w.scc = d as i32 >= sk,
+        sopk::CMPK_LT_I32 => w.scc = (d as i32) < sk,
+        sopk::CMPK_LE_I32 => w.scc = d as i32 <= sk,
+        sopk::CMPK_EQ_U32 => w.scc = d == k,
+        sopk::CMPK_LG_U32 => w.scc = d != k,
+        sopk::CMPK_GT_U32 => w.scc = d > k,
+        sopk::CMPK_GE_U32 => w.scc = d >= k,
+        sopk::CMPK_LT_U32 => w.scc = d < k,
+        sopk::CMPK_LE_U32 => w.scc = d <= k,
+        sopk::ADDK_I32 => {
+            let (r, o) = (d as i32).overflowing_add(sk);
+            w.sset(i.dst, r as u32);
+            w.scc = o;
+        }
+        sopk::MULK_I32 => w.sset(i.dst, (d as i32).wrapping_mul(sk) as u32),
+        sopk::GETREG_B32 => {
+            let (id, off, size) = hwreg_fields(k);
+            let v = read_hwreg(w, id);
+            let mask = if size >= 32 {
+                u32::MAX
+            } else {
+                (1u32 << size) - 1
+            };
+            w.sset(i.dst, (v >> off) & mask);
+        }
+        sopk::SETREG_B32 | sopk::SETREG_IMM32_B32 => {
+            let v = if i.op == sopk::SETREG_B32 {
+                d
+            } else {
+                i.literal
+            };
+            let (id, off, size) = hwreg_fields(k);
+            let mask = if size >= 32 {
+                u32::MAX
+            } else {
+                ((1u32 << size) - 1) << off
+            };
+            let cur = read_hwreg(w, id);
+            write_hwreg(w, id, (cur & !mask) | ((v << off) & mask));
+        }
+        sopk::CALL_B64 => {
+            w.sset64(i.dst, pc_of(ctx, idx + 1));
+            let target = pc_of(ctx, idx + 1).wrapping_add((sk as i64 * 4) as u64);
+            jump(w, ctx, target)?;
+        }
+        sopk::VERSION
+        | sopk::WAITCNT_VSCNT
+        | sopk::WAITCNT_VMCNT
+        | sopk::WAITCNT_EXPCNT
+        | sopk::WAITCNT_LGKMCNT => {}
+        _ => return Err(unimplemented(ctx, idx, i)),
+    }
+    Ok(())
+}
+
+/// `hwreg(id, offset, size)` fields of a SOPK immediate.
+fn hwreg_fields(k: u32) -> (usize, u32, u32) {
+    ((k & 0x3f) as usize, (k >> 6) & 31, ((k >> 11) & 31) + 1)
+}
+
+/// HW_REG_MODE (id 1): round [3:0], denorm [7:4], dx10 clamp [8], ieee [9].
+fn read_hwreg(w: &Wave, id: usize) -> u32 {
+    if id == 1 {
+        let m = &w.mode;
+        m.round as u32 | (m.denorm as u32) << 4 | (m.dx10_clamp as u32) << 8 | (m.ieee as u32) << 9
+    } else {
+        w.hwreg[id]
+    }
+}
+
+fn write_hwreg(w: &mut Wave, id: usize, v: u32) {
+    if id == 1 {
+        w.mode.round = (v & 0xf) as u8;
+        w.mode.denorm = ((v >> 4) & 0xf) as u8;
+        w.mode.dx10_clamp = v & (1 << 8) != 0;
+        w.mode.ieee = v & (1 << 9) != 0;
+    }
+    w.hwreg[id] = v;
+}
+
+fn sopc_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+    let lit = i.literal;
+    let (a, b) = (w.sread(i.src[0], lit), w.sread(i.src[1], lit));
+    w.scc = match i.op {
+        sopc::CMP_EQ_I32 | sopc::CMP_EQ_U32 => a == b,
+        sopc::CMP_LG_I32 | sopc::CMP_LG_U32 => a != b,
+        sopc::CMP_GT_I32 => a as i32 > b as i32,
+        sopc::CMP_GE_I32 => a as i32 >= b as i32,
+        sopc::CMP_LT_I32 => (a as i32) < b as i32,
+        sopc::CMP_LE_I32 => a as i32 <= b as i32,
+        sopc::CMP_GT_U32 => a > b,
+        sopc::CMP_GE_U32 => a >= b,
+        sopc::CMP_LT_U32 => a < b,
+        sopc::CMP_LE_U32 => a <= b,
+        sopc::BITCMP0_B32 => a & (1 << (b & 31)) == 0,
+        sopc::BITCMP1_B32 => a & (1 << (b & 31)) != 0,
+        sopc::BITCMP0_B64 => w.sread64(i.src[0], lit, Ty::I64) & (1 << (b & 63)) == 0,
+        sopc::BITCMP1_B64 => w.sread64(i.src[0], lit, Ty::I64) & (1 << (b & 63)) != 0,
+        sopc::CMP_EQ_U64 => w.sread64(i.src[0], lit, Ty::I64) == w.sread64(i.src[1], lit, Ty::I64),
+        sopc::CMP_LG_U64 => w.sread64(i.src[0], lit, Ty::I64) != w.sread64(i.src[1], lit, Ty::I64),
+        _ => return Err(unimplemented(ctx, idx, i)),
+    };
+    Ok(())
+}
+
+/// Returns `true` when the wave stops running (end of program or barrier).
+fn sopp_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<bool, Error> {
+    if i.op == INVALID_OP {
+        return Err(Error::InvalidInstruction {
+            pc: pc_of(ctx, idx),
+            reason: ctx.prog.invalid_reason(idx),
+            dwords: ctx.prog.dwords(idx),
+        });
+    }
+    let branch = |w: &mut Wave, take: bool| -> Result<(), Error> {
+        if take {
+            let target = pc_of(ctx, idx + 1).wrapping_add((i.imm as u16 as i16 as i64 * 4) as u64);
+            jump(w, ctx, target)?;
+        }
+        Ok(())
+    };
+    match i.op {
+        sopp::ENDPGM => {
+            w.state = WaveState::Done;
+            return Ok(true);
+        }
+        sopp::BARRIER => {
+            w.state = WaveState::Barrier;
+            return Ok(true);
+        }
+        sopp::BRANCH => branch(w, true)?,
+        sopp::CBRANCH_SCC0 => branch(w, !w.scc)?,
+        sopp::CBRANCH_SCC1 => branch(w, w.scc)?,
+        sopp::CBRANCH_VCCZ => branch(w, w.mask(VCC_LO) == 0)?,
+        sopp::CBRANCH_VCCNZ => branch(w, w.mask(VCC_LO) != 0)?,
+        sopp::CBRANCH_EXECZ => branch(w, w.exec() == 0)?,
+        sopp::CBRANCH_EXECNZ => branch(w, w.exec() != 0)?,
+        sopp::DENORM_MODE => w.mode.denorm = (i.imm & 0xf) as u8,
+        sopp::ROUND_MODE => w.mode.round = (i.imm & 0xf) as u8,
+        sopp::NOP
+        | sopp::SETKILL
+        | sopp::SLEEP
+        | sopp::SET_INST_PREFETCH_DISTANCE
+        | sopp::CLAUSE
+        | sopp::DELAY_ALU
+        | sopp::WAITCNT_DEPCTR
+        | sopp::WAITCNT
+        | sopp::WAIT_IDLE
+        | sopp::WAIT_EVENT
+        | sopp::SETPRIO
+        | sopp::SENDMSG
+        | sopp::INCPERFLEVEL
+        | sopp::DECPERFLEVEL
+        | sopp::TTRACEDATA
+        | sopp::TTRACEDATA_IMM
+        | sopp::ICACHE_INV
+        | sopp::WAKEUP => {}
+        sopp::TRAP => {
+            return Err(Error::Stopped {
+                pc: pc_of(ctx, idx),
+                reason: format!("s_trap {}", i.imm),
+            });
+        }
+        sopp::SETHALT | sopp::SENDMSGHALT | sopp::CODE_END => {
+            return Err(Error::Stopped {
+                pc: pc_of(ctx, idx),
+                reason: i.to_string(),
+            });
+        }
+        _ => return Err(unimplemented(ctx, idx, i)),
+    }
+    Ok(false)
+}
+
+fn smem_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    let n = match i.op {
+        smem::LOAD_B32 | smem::BUFFER_LOAD_B32 => 1,
+        smem::LOAD_B64 | smem::BUFFER_LOAD_B64 => 2,
+        smem::LOAD_B128 | smem::BUFFER_LOAD_B128 => 4,
+        smem::LOAD_B256 | smem::BUFFER_LOAD_B256 => 8,
+        smem::LOAD_B512 | smem::BUFFER_LOAD_B512 => 16,
+        smem::GL1_INV | smem::DCACHE_INV => return Ok(()),
+        _ => return Err(unimplemented(ctx, idx, i)),
+    };
+    let base = if i.name().starts_with("s_buffer") {
+        // Buffer resource: base address in bits [47:0].
+        w.sread64(i.src[0], 0, Ty::I64) & 0xffff_ffff_ffff
+    } else {
+        w.sread64(i.src[0], 0, Ty::I64)
+    };
+    let soff = if i.saddr == NULL {
+        0
+    } else {
+        w.sread(i.saddr, 0) as u64
+    };
+    let addr = base.wrapping_add(i.imm as i64 as u64).wrapping_add(soff) & !3;
+    let mut buf = [0u8; 64];
+    ctx.mem
+        .read(addr, &mut buf[..4 * n])
+        .map_err(|f| fault(ctx, idx, i, 0, f))?;
+    for k in 0..n {
+        let v = u32::from_le_bytes([buf[4 * k], buf[4 * k + 1], buf[4 * k + 2], buf[4 * k + 3]]);
+        w.sset(i.dst + k as u16, v);
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------
+// Vector ALU
+
+/// Active lanes in `m`, low to high.
+#[inline]
+fn for_lanes(mut m: u64, mut f: impl FnMut(usize)) {
+    while m != 0 {
+        let l = m.trailing_zeros() as usize;
+        m &= m - 1;
+        f(l);
+    }
+}
+
+/// Stages the DPP-permuted src0 in the DPP row and returns the lanes allowed to write.
+fn apply_dpp(w: &mut Wave, i: &Inst) -> u64 {
+    let exec = w.exec();
+    let src_row = (i.src[0].wrapping_sub(VGPR0)) as usize;
+    let lanes = w.lanes as usize;
+    let mut write = exec;
+    for lane in 0..lanes {
+        let (from, row_ok) = match i.dpp {
+            Dpp::None => (Some(lane), true),
+            Dpp::Dpp8 { sel, .. } => {
+                let s = (sel >> (3 * (lane % 8))) & 7;
+                (Some(lane / 8 * 8 + s as usize), true)
+            }
+            Dpp::Dpp16 {
+                ctrl,
+                row_mask,
+                bank_mask,
+                bound_ctrl,
+                ..
+            } => {
+                let c = ctrl as usize;
+                let row = lane / 16;
+                let l16 = lane % 16;
+                let ok = row_mask >> (row % 4) & 1 != 0 && bank_mask >> ((l16 / 4) % 4) & 1 != 0;
+                let src16: Option<usize> = match c {
+                    0..=0xff => Some(l16 / 4 * 4 + ((c >> (2 * (l16 % 4))) & 3)),
+                    0x101..=0x10f => (l16 + (c & 0xf) < 16).then(|| l16 + (c & 0xf)),
+                    0x111..=0x11f => l16.checked_sub(c & 0xf),
+                    0x121..=0x12f => Some((l16 + 16 - (c & 0xf)) % 16),
+                    0x140 => Some(15 - l16),
+                    0x141 => Some(l16 / 8 * 8 + 7 - l16 % 8),
+                    0x150..=0x15f => Some(c & 0xf),
+                    0x160..=0x16f => Some(l16 ^ (c & 0xf)),
+                    _ => None,
+                };
+                let from = src16.map(|s| row * 16 + s);
+                let from = match from {
+                    Some(f)
+                        if exec >> f & 1 == 0 && !matches!(i.dpp, Dpp::Dpp16 { fi: true, .. }) =>
+                    {
+                        None
+                    }
+                    f => f,
+                };
+                if from.is_none() && !bound_ctrl {
+                    write &= !(1u64 << lane);
+                }
+                (from, ok)
+            }
+        };
+        if !row_ok {
+            write &= !(1u64 << lane);
+        }
+        let v = from.map(|f| w.v[src_row * 64 + f]).unwrap_or(0);
+        w.v[DPP_ROW * 64 + lane] = v;
+    }
+    write
+}
+
+/// Everything resolved once per VALU instruction.
+struct Valu {
+    /// Row base (`row * 64`) of each source; uniform sources are broadcast into const rows.
+    r: [usize; 3],
+    /// Per-source `(and, xor)` masks implementing abs/neg on the sign bit of the type.
+    m: [(u64, u64); 3],
+    /// Per-source 16-bit half shift.
+    sh: [u32; 3],
+    exec: u64,
+}
+
+impl Valu {
+    #[inline(always)]
+    fn f32(&self, w: &Wave, k: usize, lane: usize) -> f32 {
+        let (a, x) = self.m[k];
+        f32::from_bits((w.v[self.r[k] + lane] & a as u32) ^ x as u32)
+    }
+    #[inline(always)]
+    fn u32(&self, w: &Wave, k: usize, lane: usize) -> u32 {
+        w.v[self.r[k] + lane]
+    }
+    #[inline(always)]
+    fn u16(&self, w: &Wave, k: usize, lane: usize) -> u16 {
+        let (a, x) = self.m[k];
+        (((w.v[self.r[k] + lane] >> self.sh[k]) as u16) & a as u16) ^ x as u16
+    }
+    #[inline(always)]
+    fn f16(&self, w: &Wave, k: usize, lane: usize) -> f32 {
+        f16_to_f32(self.u16(w, k, lane))
+    }
+    #[inline(always)]
+    fn u64(&self, w: &Wave, k: usize, lane: usize) -> u64 {
+        let b = self.r[k];
+        w.v[b + lane] as u64 | (w.v.get(b + 64 + lane).copied().unwrap_or(0) as u64) << 32
+    }
+    #[inline(always)]
+    fn f64(&self, w: &Wave, k: usize, lane: usize) -> f64 {
+        let (a, x) = self.m[k];
+        f64::from_bits((self.u64(w, k, lane) & a) ^ x)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum K {
+    I32,
+    F32,
+    I16,
+    F16,
+    I64,
+    F64,
+}
+
+fn prep(w: &mut Wave, i: &Inst, kinds: [K; 3]) -> Valu {
+    prep_n(w, i, kinds, 3)
+}
+
+/// Resolves the first `n` sources of a VALU instruction.
+#[inline(always)]
+fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
+    let exec = if i.dpp != Dpp::None {
+        apply_dpp(w, i)
+    } else {
+        w.exec()
+    };
+    let mut r = [0usize; 3];
+    let mut m = [(u64::MAX, 0u64); 3];
+    let mut sh = [0u32; 3];
+    let lanes = w.lanes as usize;
+    for k in 0..n {
+        let code = if k == 0 && i.dpp != Dpp::None {
+            VGPR0 + DPP_ROW as u16
+        } else {
+            i.src[k]
+        };
+        let ty = match kinds[k] {
+            K::I32 | K::F32 => Ty::B32,
+            K::I16 | K::F16 => Ty::B16,
+            K::I64 => Ty::I64,
+            K::F64 => Ty::F64,
+        };
+        r[k] = match w.src(code, i.literal, ty) {
+            Src::V(b) => b,
+            Src::K(c) => {
+                let row = (CONST_ROW + 2 * k) * 64;
+                w.v[row..row + lanes].fill(c as u32);
+                if matches!(ty, Ty::I64 | Ty::F64) {
+                    w.v[row + 64..row + 64 + lanes].fill((c >> 32) as u32);
+                }
+                row
+            }
+        };
+        let sign: u64 = match kinds[k] {
+            K::F32 => 1 << 31,
+            K::F16 => 1 << 15,
+            K::F64 => 1 << 63,
+            _ => 0,
+        };
+        if i.abs >> k & 1 != 0 && i.enc != Encoding::Vop3sd {
+            m[k].0 = !sign;
+        }
+        if i.neg >> k & 1 != 0 {
+            m[k].1 = sign;
+        }
+        if matches!(kinds[k], K::I16 | K::F16) && i.opsel >> k & 1 != 0 && code >= VGPR0 {
+            sh[k] = 16;
+        }
+    }
+    Valu { r, m, sh, exec }
+}
+
+/// All `L` lanes of a 32-bit operation with a dense EXEC: sources are rows `r[..N]`, the
+/// result goes to row `d`.
+#[inline(always)]
+fn dense<const N: usize, const L: usize>(
+    w: &mut Wave,
+    r: &[usize; 3],
+    d: usize,
+    f: impl Fn([u32; N]) -> u32,
+) {
+    let mut out = [0u32; L];
+    {
+        let srcs: [&[u32; L]; N] =
+            std::array::from_fn(|k| w.v[r[k]..r[k] + L].try_into().unwrap_or(&[0; L]));
+        for (l, o) in out.iter_mut().enumerate() {
+            *o = f(std::array::from_fn(|k| srcs[k][l]));
+        }
+    }
+    if let Some(dst) = w.v.get_mut(d..d + L) {
+        dst.copy_from_slice(&out);
+    }
+}
+
+/// EXEC with every lane of the wave set.
+#[inline(always)]
+fn full_mask(lanes: u32) -> u64 {
+    if lanes == 64 {
+        u64::MAX
+    } else {
+        (1u64 << lanes) - 1
+    }
+}
+
+/// Calls `f` for every lane set in `exec`, with a single call site so the lane body inlines
+/// into a counted loop (the EXEC test is a well-predicted branch).
+#[inline(always)]
+fn each_lane(exec: u64, lanes: u32, mut f: impl FnMut(usize)) {
+    for l in 0..lanes as usize {
+        if exec >> l & 1 != 0 {
+            f(l);
+        }
+    }
+}
+
+/// f32 fused multiply-add, correctly rounded: the product of two f32 is exact in f64, the sum
+/// is rounded to f64 with round-to-odd (see [`add_round_odd`]), and the final rounding to f32
+/// is then exact because f64 carries more than 2·24 + 2 bits.
+#[inline(always)]
+fn fma32(a: f32, b: f32, c: f32) -> f32 {
+    add_round_odd(a as f64 * b as f64, c as f64) as f32
+}
+
+/// `p + c` rounded to f64 with round-to-odd: when the sum is inexact, the neighbour whose
+/// last bit is 1. A later rounding to a narrower format is then the correct rounding of the
+/// exact sum.
+#[inline(always)]
+fn add_round_odd(p: f64, c: f64) -> f64 {
+    let s = p + c;
+    let bb = s - p;
+    let err = (p - (s - bb)) + (c - bb);
+    // Branch-free so dense lane loops vectorise: step one ulp toward the exact value when the
+    // sum is inexact, finite and even.
+    let bits = s.to_bits();
+    let fix = (err != 0.0) & s.is_finite() & (bits & 1 == 0);
+    let step: u64 = if (err > 0.0) == (s > 0.0) {
+        1
+    } else {
+        u64::MAX
+    };
+    f64::from_bits(bits.wrapping_add(if fix { step } else { 0 }))
+}
+
+/// Output modifiers and clamp of a float result.
+#[inline]
+fn omod32(i: &Inst, x: f32, flush: bool) -> f32 {
+    let mut x = match i.omod {
+        1 => x * 2.0,
+        2 => x * 4.0,
+        3 => x * 0.5,
+        _ => x,
+    };
+    if i.clamp {
+        x = if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) };
+    }
+    if flush && x.is_subnormal() {
+        f32::from_bits(x.to_bits() & 0x8000_0000)
+    } else {
+        x
+    }
+}
+
+#[inline]
+fn ftz(x: f32, flush: bool) -> f32 {
+    if flush && x.is_subnormal() {
+        f32::from_bits(x.to_bits() & 0x8000_0000)
+    } else {
+        x
+    }
+}
+
+fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) -> f32) {
+    let kinds = [K::F32; 3];
+    let v = prep_n(w, i, kinds, N);
+    let flush = w.mode.flush32();
+    let plain = i.omod == 0 && !i.clamp && !flush;
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(DPP_ROW) * 64;
+    let lanes = w.lanes as usize;
+    if plain && v.exec == full_mask(w.lanes) {
+        // Dense EXEC, no modifiers on the result: a straight loop of constant length over
+        // lane slices, which the compiler can vectorise.
+        let g = |x: [u32; N]| -> u32 {
+            f(std::array::from_fn(|k| {
+                f32::from_bits((x[k] & v.m[k].0 as u32) ^ v.m[k].1 as u32)
+            }))
+            .to_bits()
+        };
+        if lanes == 32 {
+            dense::<N, 32>(w, &v.r, d, g);
+        } else {
+            dense::<N, 64>(w, &v.r, d, g);
+        }
+        return;
+    }
+    each_lane(v.exec, w.lanes, |l| {
+        let a: [f32; N] = std::array::from_fn(|k| ftz(v.f32(w, k, l), flush));
+        let r = f(a);
+        let r = if plain { r } else { omod32(i, r, flush) };
+        w.v[d + l] = r.to_bits();
+    });
+}
+
+fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
+    let v = prep_n(w, i, [K::I32; 3], N);
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(DPP_ROW) * 64;
+    let lanes = w.lanes as usize;
+    if v.exec == full_mask(w.lanes) {
+        if lanes == 32 {
+            dense::<N, 32>(w, &v.r, d, f);
+        } else {
+            dense::<N, 64>(w, &v.r, d, f);
+        }
+        return;
+    }
+    each_lane(v.exec, w.lanes, |l| {
+        let a: [u32; N] = std::array::from_fn(|k| v.u32(w, k, l));
+        w.v[d + l] = f(a);
+    });
+}
+
+/// f16 operations computed in f64 and rounded once to f16 (products of halves are exact in
+/// f64; sums that feed a rounding use [`add_round_odd`]).
+fn vf16<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
+    let v = prep_n(w, i, [K::F16; 3], N);
+    let hi = i.opsel & 8 != 0;
+    let flush = w.mode.flush16_64();
+    for_lanes(v.exec, |l| {
+        let a: [f64; N] = std::array::from_fn(|k| {
+            let x = v.f16(w, k, l);
+            (if flush && f16_sub(x) {
+                0.0f32.copysign(x)
+            } else {
+                x
+            }) as f64
+        });
+        let mut r = f(a);
+        r = match i.omod {
+            1 => r * 2.0,
+            2 => r * 4.0,
+            3 => r * 0.5,
+            _ => r,
+        };
+        if i.clamp {
+            r = if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
+        }
+        let mut h = f64_to_f16(r);
+        if flush && h & 0x7c00 == 0 {
+            h &= 0x8000;
+        }
+        w.wr16(i.dst, l, hi, h);
+    });
+}
+
+fn f16_sub(x: f32) -> bool {
+    x != 0.0 && x.abs() < 6.103_515_6e-5
+}
+
+fn vu16<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u16; N]) -> u16) {
+    let v = prep_n(w, i, [K::I16; 3], N);
+    let hi = i.opsel & 8 != 0;
+    for_lanes(v.exec, |l| {
+        let a: [u16; N] = std::array::from_fn(|k| v.u16(w, k, l));
+        w.wr16(i.dst, l, hi, f(a));
+    });
+}
+
+fn vf64<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
+    let v = prep_n(w, i, [K::F64; 3], N);
+    for_lanes(v.exec, |l| {
+        let a: [f64; N] = std::array::from_fn(|k| v.f64(w, k, l));
+        let mut r = f(a);
+        r = match i.omod {
+            1 => r * 2.0,
+            2 => r * 4.0,
+            3 => r * 0.5,
+            _ => r,
+        };
+        if i.clamp {
+            r = if r.is_nan() { 0.0 } else { r.clamp(0.0, 1.0) };
+        }
+        w.wr64(i.dst, l, r.to_bits());
+    });
+}
+
+/// Generic lane loop with explicit operand kinds, for mixed-type instructions.
+fn vmix(w: &mut Wave, i: &Inst, kinds: [K; 3], mut f: impl FnMut(&mut Wave, &Valu, usize)) {
+    let v = prep(w, i, kinds);
+    each_lane(v.exec, w.lanes, |l| f(w, &v, l));
+}
+
+/// IEEE-754 maxNum/minNum as the hardware does them: a NaN operand yields the other, and
+/// +0 is greater than -0.
+fn fmax(a: f32, b: f32) -> f32 {
+    if a.is_nan() {
+        return if b.is_nan() { f32::NAN } else { b };
+    }
+    if b.is_nan() {
+        return a;
+    }
+    if a == b {
+        if a.is_sign_negative() { b } else { a }
+    } else {
+        a.max(b)
+    }
+}
+
+fn fmin(a: f32, b: f32) -> f32 {
+    if a.is_nan() {
+        return if b.is_nan() { f32::NAN } else { b };
+    }
+    if b.is_nan() {
+        return a;
+    }
+    if a == b {
+        if a.is_sign_negative() { a } else { b }
+    } else {
+        a.min(b)
+    }
+}
+
+fn is_snan32(x: f32) -> bool {
+    x.is_nan() && x.to_bits() & 0x40_0000 == 0
+}
+
+fn fmed3(a: f32, b: f32, c: f32) -> f32 {
+    if a.is_nan() || b.is_nan() || c.is_nan() {
+        return fmin(fmin(a, b), c);
+    }
+    let mx = fmax(fmax(a, b), c);
+    if mx == a {
+        fmax(b, c)
+    } else if mx == b {
+        fmax(a, c)
+    } else {
+        fmax(a, b)
+    }
+}
+
+fn cvt_i32(x: f32) -> u32 {
+    if x.is_nan() { 0 } else { (x as i32) as u32 }
+}
+
+fn cvt_u32(x: f32) -> u32 {
+    if x.is_nan() { 0 } else { x as u32 }
+}
+
+fn frexp_exp(x: f32) -> i32 {
+    if x == 0.0 || !x.is_finite() {
+        return 0;
+    }
+    let b = x.to_bits();
+    let e = ((b >> 23) & 0xff) as i32;
+    if e == 0 {
+        // Subnormal.
+        let m = b & 0x7f_ffff;
+        // x = m · 2^-149 with m of bit length 32 - lz, so x is in [2^(e-1), 2^e).
+        -117 - m.leading_zeros() as i32
+    } else {
+        e - 126
+    }
+}
+
+fn frexp_mant(x: f32) -> f32 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    ldexp(x, -frexp_exp(x))
+}
+
+fn ldexp(x: f32, e: i32) -> f32 {
+    (x as f64 * f64::powi(2.0, e.clamp(-400, 400))) as f32
+}
+
+fn round_even(x: f32) -> f32 {
+    x.round_ties_even()
+}
+
+fn fract(x: f32) -> f32 {
+    if x.is_infinite() {
+        return f32::NAN;
+    }
+    (x - x.floor()).min(f32::from_bits(0x3f7f_ffff))
+}
+
+/// `v_div_scale_f32 d, vcc, s0, den, num`: scales the operand s0 (the numerator or the
+/// denominator) by 2^±64 when the quotient would lose precision to overflow, underflow or
+/// denormals; VCC tells `v_div_fmas` to undo the scaling.
+fn div_scale32(s0: f32, den: f32, num: f32) -> (f32, bool) {
+    let exp = |x: f32| ((x.to_bits() >> 23) & 0xff) as i32;
+    // "Is denormal": below the normal range, including quotients that would underflow to 0.
+    let small = |x: f64| x.abs() < f32::MIN_POSITIVE as f64;
+    let (n, d) = (num as f64, den as f64);
+    if num == 0.0 || den == 0.0 {
+        (f32::NAN, false)
+    } else if exp(num) - exp(den) >= 96 {
+        (if s0 == den { ldexp(s0, 64) } else { s0 }, true)
+    } else if den.is_subnormal() {
+        (ldexp(s0, 64), false)
+    } else if small(1.0 / d) && small(n / d) {
+        // Scale only the denominator down: 1/den becomes normal and the quotient grows by
+        // 2^64, which v_div_fmas takes back.
+        (if s0 == den { ldexp(s0, -64) } else { s0 }, true)
+    } else if small(1.0 / d) {
+        (ldexp(s0, -64), false)
+    } else if small(n / d) {
+        (if s0 == num { ldexp(s0, 64) } else { s0 }, true)
+    } else if exp(num) <= 23 {
+        (ldexp(s0, 64), false)
+    } else {
+        (s0, false)
+    }
+}
+
+/// `v_div_scale_f64`, as [`div_scale32`] with the f64 thresholds (2^±128, 768, 53).
+fn div_scale64(s0: f64, den: f64, num: f64) -> (f64, bool) {
+    let exp = |x: f64| ((x.to_bits() >> 52) & 0x7ff) as i64;
+    // Quotients are formed in f64, so one that underflows to 0 counts as below normal too.
+    let small = |x: f64| x.abs() < f64::MIN_POSITIVE;
+    if num == 0.0 || den == 0.0 {
+        (f64::NAN, false)
+    } else if exp(num) - exp(den) >= 768 {
+        (if s0 == den { ldexp64(s0, 128) } else { s0 }, true)
+    } else if den.is_subnormal() {
+        (ldexp64(s0, 128), false)
+    } else if small(1.0 / den) && small(num / den) {
+        (if s0 == den { ldexp64(s0, -128) } else { s0 }, true)
+    } else if small(1.0 / den) {
+        (ldexp64(s0, -128), false)
+    } else if small(num / den) {
+        (if s0 == num { ldexp64(s0, 128) } else { s0 }, true)
+    } else if exp(num) <= 53 {
+        (ldexp64(s0, 128), false)
+    } else {
+        (s0, false)
+    }
+}
+
+/// x · 2^e with a single rounding: x = m · 2^ex with m in [1, 2), then m · 2^(ex + e), where
+/// the power of two is exact (normal or subnormal) so only the product rounds.
+fn ldexp64(x: f64, e: i32) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let ex = frexp_exp64(x) - 1;
+    // Exact: the intermediate stays within range because |x| < 2^1024 and m is in [1, 2).
+    let m = x
+        * f64::powi(2.0, (-ex).clamp(-1000, 1000))
+        * f64::powi(2.0, -ex - (-ex).clamp(-1000, 1000));
+    let k = ex as i64 + e as i64;
+    if k > 1023 {
+        f64::INFINITY.copysign(x)
+    } else if k >= -1074 {
+        m * f64::powi(2.0, k as i32)
+    } else if k == -1075 && m.abs() > 1.0 {
+        f64::from_bits(1).copysign(x)
+    } else {
+        0.0f64.copysign(x)
+    }
+}
+
+fn frexp_exp64(x: f64) -> i32 {
+    if x == 0.0 || !x.is_finite() {
+        return 0;
+    }
+    let b = x.to_bits();
+    let e = ((b >> 52) & 0x7ff) as i32;
+    if e == 0 {
+        let m = b & ((1 << 52) - 1);
+        -1022 - (m.leading_zeros() as i32 - 12)
+    } else {
+        e - 1022
+    }
+}
+
+/// `v_div_fixup_f64`: as [`div_fixup`].
+fn div_fixup64(q: f64, b: f64, a: f64) -> f64 {
+    let neg = a.is_sign_negative() != b.is_sign_negative();
+    let signed = |v: f64| if neg { -v.abs() } else { v.abs() };
+    if a.is_nan() {
+        a
+    } else if b.is_nan() {
+        b
+    } else if (a == 0.0 && b == 0.0) || (a.is_infinite() && b.is_infinite()) {
+        f64::NAN
+    } else if b == 0.0 || a.is_infinite() {
+        signed(f64::INFINITY)
+    } else if a == 0.0 || b.is_infinite() {
+        signed(0.0)
+    } else if q.is_nan() {
+        signed(f64::INFINITY)
+    } else {
+        signed(q)
+    }
+}
+
+/// `v_div_fixup_f32`: special cases of a / b around the quotient estimate q = src0.
+fn div_fixup(q: f32, b: f32, a: f32) -> f32 {
+    let sign = (a.is_sign_negative() != b.is_sign_negative()) as u32;
+    let signed = |v: f32| f32::from_bits(v.to_bits() & 0x7fff_ffff | sign << 31);
+    if a.is_nan() {
+        a
+    } else if b.is_nan() {
+        b
+    } else if (a == 0.0 && b == 0.0) || (a.is_infinite() && b.is_infinite()) {
+        f32::NAN
+    } else if b == 0.0 || a.is_infinite() {
+        signed(f32::INFINITY)
+    } else if a == 0.0 || b.is_infinite() {
+        signed(0.0)
+    } else if q.is_nan() {
+        signed(f32::INFINITY)
+    } else {
+        signed(q.abs())
+    }
+}
+
+fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+    use valu::*;
+    match op {
+        NOP => {}
+        MOV_B32 => vu32(w, i, |[a]| a),
+        MOV_B16 => vu16(w, i, |[a]| a),
+        CNDMASK_B32 => {
+            let mask_code = if matches!(i.enc, Encoding::Vop2) {
+                VCC_LO
+            } else {
+                i.src[2]
+            };
+            let m = w.mask(mask_code);
+            // abs/neg (VOP3) act on the float sign bit of the selected source.
+            vmix(w, i, [K::F32, K::F32, K::I32], |w, v, l| {
+                let r = v.f32(w, (m >> l & 1) as usize, l).to_bits();
+                w.wr(i.dst, l, r);
+            });
+        }
+        ADD_F32 => vf32(w, i, |[a, b]| a + b),
+        SUB_F32 => vf32(w, i, |[a, b]| a - b),
+        SUBREV_F32 => vf32(w, i, |[a, b]| b - a),
+        MUL_F32 => vf32(w, i, |[a, b]| a * b),
+        MUL_DX9_ZERO_F32 => vf32(
+            w,
+            i,
+            |[a, b]| if a == 0.0 || b == 0.0 { 0.0 } else { a * b },
+        ),
+        MIN_F32 | MAX_F32 => {
+            // IEEE mode: a signalling NaN operand gives a quiet NaN (LLVM canonicalises with
+            // v_max_f32 x, x, x); otherwise a NaN operand yields the other operand.
+            let ieee = w.mode.ieee;
+            let max = op == MAX_F32;
+            vf32(w, i, move |[a, b]| {
+                if ieee && (is_snan32(a) || is_snan32(b)) {
+                    f32::from_bits(
+                        if is_snan32(a) {
+                            a.to_bits()
+                        } else {
+                            b.to_bits()
+                        } | 0x40_0000,
+                    )
+                } else if max {
+                    fmax(a, b)
+                } else {
+                    fmin(a, b)
+                }
+            })
+        }
+        FMAC_F32 => {
+            let dst = i.dst;
+            vmix(w, i, [K::F32, K::F32, K::F32], |w, v, l| {
+                let c = f32::from_bits(w.v[(dst - VGPR0) as usize * 64 + l]);
+                let r = fma32(v.f32(w, 0, l), v.f32(w, 1, l), c);
+                w.wr(dst, l, omod32(i, r, false).to_bits());
+            });
+        }
+        FMAMK_F32 => vf32(w, i, |[a, b]| fma32(a, f32::from_bits(i.literal), b)),
+        FMAAK_F32 => vf32(w, i, |[a, b]| fma32(a, b, f32::from_bits(i.literal))),
+        FMA_F32 => vf32(w, i, |[a, b, c]| fma32(a, b, c)),
+        MIN3_F32 => vf32(w, i, |[a, b, c]| fmin(fmin(a, b), c)),
+        MAX3_F32 => vf32(w, i, |[a, b, c]| fmax(fmax(a, b), c)),
+        MED3_F32 => vf32(w, i, |[a, b, c]| fmed3(a, b, c)),
+        MINMAX_F32 => vf32(w, i, |[a, b, c]| fmax(fmin(a, b), c)),
+        MAXMIN_F32 => vf32(w, i, |[a, b, c]| fmin(fmax(a, b), c)),
+        DIV_FIXUP_F32 => vf32(w, i, |[q, b, a]| div_fixup(q, b, a)),
+        DIV_FMAS_F32 => {
+            let vcc = w.mask(VCC_LO);
+            vmix(w, i, [K::F32, K::F32, K::F32], |w, v, l| {
+                let (a, b, c) = (v.f32(w, 0, l), v.f32(w, 1, l), v.f32(w, 2, l));
+                // With VCC set, undo v_div_scale: 2^64 when the biased exponent of src2
+                // exceeds 127, else 2^-64, applied before the single rounding.
+                let r = if vcc >> l & 1 != 0 {
+                    let e = (c.to_bits() >> 23) & 0xff;
+                    let k = if e > 127 { 64 } else { -64 };
+                    (add_round_odd(a as f64 * b as f64, c as f64) * f64::powi(2.0, k)) as f32
+                } else {
+                    fma32(a, b, c)
+                };
+                w.wr(i.dst, l, r.to_bits());
+            });
+        }
+        DIV_FMAS_F64 => {
+            let vcc = w.mask(VCC_LO);
+            vmix(w, i, [K::F64, K::F64, K::F64], |w, v, l| {
+                let r = v.f64(w, 0, l).mul_add(v.f64(w, 1, l), v.f64(w, 2, l));
+                let r = if vcc >> l & 1 != 0 {
+                    let e = (v.f64(w, 2, l).to_bits() >> 52) & 0x7ff;
+                    ldexp64(r, if e > 1023 { 128 } else { -128 })
+                } else {
+                    r
+                };
+                w.wr64(i.dst, l, r.to_bits());
+            });
+        }
+        DIV_SCALE_F32 => {
+            let mut vcc = 0u64;
+            vmix(w, i, [K::F32, K::F32, K::F32], |w, v, l| {
+                let (r, c) = div_scale32(v.f32(w, 0, l), v.f32(w, 1, l), v.f32(w, 2, l));
+                vcc |= (c as u64) << l;
+                w.wr(i.dst, l, r.to_bits());
+            });
+            w.set_mask(i.sdst, vcc);
+        }
+        DIV_SCALE_F64 => {
+            let mut vcc = 0u64;
+            vmix(w, i, [K::F64, K::F64, K::F64], |w, v, l| {
+                let (r, c) = div_scale64(v.f64(w, 0, l), v.f64(w, 1, l), v.f64(w, 2, l));
+                vcc |= (c as u64) << l;
+                w.wr64(i.dst, l, r.to_bits());
+            });
+            w.set_mask(i.sdst, vcc);
+        }
+        DIV_FIXUP_F64 => vf64(w, i, |[q, b, a]| div_fixup64(q, b, a)),
+        // Halves are exact in f64, so the f64 fixup followed by the f16 rounding is exact.
+        DIV_FIXUP_F16 => vf16(w, i, |[q, b, a]| div_fixup64(q, b, a)),
+        LDEXP_F64 => vmix(w, i, [K::F64, K::I32, K::I32], |w, v, l| {
+            let r = ldexp64(v.f64(w, 0, l), v.u32(w, 1, l) as i32);
+            w.wr64(i.dst, l, r.to_bits());
+        }),
+        TRUNC_F64 => vf64(w, i, |[a]| a.trunc()),
+        CEIL_F64 => vf64(w, i, |[a]| a.ceil()),
+        RNDNE_F64 => vf64(w, i, |[a]| a.round_ties_even()),
+        FRACT_F64 => vf64(w, i, |[a]| {
+            if a.is_infinite() {
+                f64::NAN
+            } else {
+                (a - a.floor()).min(f64::from_bits(0x3fef_ffff_ffff_ffff))
+            }
+        }),
+        FREXP_MANT_F64 => vf64(w, i, |[a]| {
+            if a == 0.0 || !a.is_finite() {
+                a
+            } else {
+                ldexp64(a, -frexp_exp64(a))
+            }
+        }),
+        FREXP_EXP_I32_F64 => vmix(w, i, [K::F64; 3], |w, v, l| {
+            let r = frexp_exp64(v.f64(w, 0, l));
+            w.wr(i.dst, l, r as u32);
+        }),
+        LDEXP_F32 => vmix(w, i, [K::F32, K::I32, K::I32], |w, v, l| {
+            let r = ldexp(v.f32(w, 0, l), v.u32(w, 1, l) as i32);
+            w.wr(i.dst, l, omod32(i, r, false).to_bits());
+        }),
+        RCP_F32 | RCP_IFLAG_F32 => vf32(w, i, |[a]| (1.0 / a as f64) as f32),
+        RSQ_F32 => vf32(w, i, |[a]| (1.0 / (a as f64).sqrt()) as f32),
+        SQRT_F32 => vf32(w, i, |[a]| a.sqrt()),
+        EXP_F32 => vf32(w, i, |[a]| (a as f64).exp2() as f32),
+        LOG_F32 => vf32(w, i, |[a]| (a as f64).log2() as f32),
+        SIN_F32 => vf32(w, i, |[a]| {
+            ((a as f64) * std::f64::consts::TAU).sin() as f32
+        }),
+        COS_F32 => vf32(w, i, |[a]| {
+            ((a as f64) * std::f64::consts::TAU).cos() as f32
+        }),
+        FLOOR_F32 => vf32(w, i, |[a]| a.floor()),
+        CEIL_F32 => vf32(w, i, |[a]| a.ceil()),
+        TRUNC_F32 => vf32(w, i, |[a]| a.trunc()),
+        RNDNE_F32 => vf32(w, i, |[a]| round_even(a)),
+        FRACT_F32 => vf32(w, i, |[a]| fract(a)),
+        FREXP_MANT_F32 => vf32(w, i, |[a]| frexp_mant(a)),
+        FREXP_EXP_I32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
+            let r = frexp_exp(v.f32(w, 0, l));
+            w.wr(i.dst, l, r as u32);
+        }),
+        CVT_F32_I32 => vu32(w, i, |[a]| (a as i32 as f32).to_bits()),
+        CVT_F32_U32 => vu32(w, i, |[a]| (a as f32).to_bits()),
+        CVT_I32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
+            let r = cvt_i32(v.f32(w, 0, l));
+            w.wr(i.dst, l, r);
+        }),
+        CVT_U32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
+            let r = cvt_u32(v.f32(w, 0, l));
+            w.wr(i.dst, l, r);
+        }),
+        CVT_F32_UBYTE0 | CVT_F32_UBYTE1 | CVT_F32_UBYTE2 | CVT_F32_UBYTE3 => {
+            let sh = 8 * (op - CVT_F32_UBYTE0) as u32;
+            vu32(w, i, |[a]| (((a >> sh) & 0xff) as f32).to_bits())
+        }
+        CVT_F32_F16 => vmix(w, i, [K::F16; 3], |w, v, l| {
+            let r = v.f16(w, 0, l);
+            w.wr(i.dst, l, omod32(i, r, false).to_bits());
+        }),
+        CVT_F16_F32 => {
+            let hi = i.opsel & 8 != 0;
+            vmix(w, i, [K::F32; 3], |w, v, l| {
+                let r = f32_to_f16(v.f32(w, 0, l));
+                w.wr16(i.dst, l, hi, r);
+            })
+        }
+        CVT_PK_RTZ_F16_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
+            let rtz = |x: f32| {
+                let h = f32_to_f16(x);
+                // Round toward zero: step back one ulp when rounding went away from zero.
+                if x.is_finite() && f16_to_f32(h).abs() > x.abs() {
+                    h - 1
+                } else {
+                    h
+                }
+            };
+            let r = rtz(v.f32(w, 0, l)) as u32 | (rtz(v.f32(w, 1, l)) as u32) << 16;
+            w.wr(i.dst, l, r);
+        }),
+        PACK_B32_F16 => vmix(w, i, [K::F16; 3], |w, v, l| {
+            let r = v.u16(w, 0, l) as u32 | (v.u16(w, 1, l) as u32) << 16;
+            w.wr(i.dst, l, r);
+        }),
+        // f16
+        ADD_F16 => vf16(w, i, |[a, b]| a + b),
+        SUB_F16 => vf16(w, i, |[a, b]| a - b),
+        SUBREV_F16 => vf16(w, i, |[a, b]| b - a),
+        MUL_F16 => vf16(w, i, |[a, b]| a * b),
+        FMA_F16 => vf16(w, i, |[a, b, c]| add_round_odd(a * b, c)),
+        MIN_F16 => vf16(w, i, |[a, b]| fmin(a as f32, b as f32) as f64),
+        MAX_F16 => vf16(w, i, |[a, b]| fmax(a as f32, b as f32) as f64),
+        FMAMK_F16 => vf16(w, i, |[a, b]| {
+            add_round_odd(a * f16_to_f32(i.literal as u16) as f64, b)
+        }),
+        FMAAK_F16 => vf16(w, i, |[a, b]| {
+            add_round_odd(a * b, f16_to_f32(i.literal as u16) as f64)
+        }),
+        FMAC_F16 => {
+            let hi = i.opsel & 8 != 0;
+            let dst = i.dst;
+            vmix(w, i, [K::F16; 3], |w, v, l| {
+                let d = w.v[(dst - VGPR0) as usize * 64 + l];
+                let c = f16_to_f32((d >> if hi { 16 } else { 0 }) as u16) as f64;
+                let r = add_round_odd(v.f16(w, 0, l) as f64 * v.f16(w, 1, l) as f64, c);
+                w.wr16(dst, l, hi, f64_to_f16(r));
+            });
+        }
+        RCP_F16 => vf16(w, i, |[a]| 1.0 / a),
+        SQRT_F16 => vf16(w, i, |[a]| a.sqrt()),
+        RSQ_F16 => vf16(w, i, |[a]| 1.0 / a.sqrt()),
+        EXP_F16 => vf16(w, i, |[a]| a.exp2()),
+        LOG_F16 => vf16(w, i, |[a]| a.log2()),
+        FLOOR_F16 => vf16(w, i, |[a]| a.floor()),
+        CEIL_F16 => vf16(w, i, |[a]| a.ceil()),
+        TRUNC_F16 => vf16(w, i, |[a]| a.trunc()),
+        RNDNE_F16 => vf16(w, i, |[a]| a.round_ties_even()),
+        // Integer
+        ADD_NC_U32 => vu32(w, i, |[a, b]| a.wrapping_add(b)),
+        SUB_NC_U32 => vu32(w, i, |[a, b]| a.wrapping_sub(b)),
+        SUBREV_NC_U32 => vu32(w, i, |[a, b]| b.wrapping_sub(a)),
+        ADD_NC_I32 => vu32(w, i, |[a, b]| a.wrapping_add(b)),
+        SUB_NC_I32 => vu32(w, i, |[a, b]| a.wrapping_sub(b)),
+        MUL_LO_U32 => vu32(w, i, |[a, b]| a.wrapping_mul(b)),
+        MUL_HI_U32 => vu32(w, i, |[a, b]| ((a as u64 * b as u64) >> 32) as u32),
+        MUL_HI_I32 => vu32(w, i, |[a, b]| {
+            ((a as i32 as i64 * b as i32 as i64) >> 32) as u32
+        }),
+        MUL_U32_U24 => vu32(w, i, |[a, b]| (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff)),
+        MUL_HI_U32_U24 => vu32(w, i, |[a, b]| {
+            (((a & 0xff_ffff) as u64 * (b & 0xff_ffff) as u64) >> 32) as u32
+        }),
+        MUL_I32_I24 => vu32(w, i, |[a, b]| (sext24(a) as i64 * sext24(b) as i64) as u32),
+        MUL_HI_I32_I24 => vu32(w, i, |[a, b]| {
+            ((sext24(a) as i64 * sext24(b) as i64) >> 32) as u32
+        }),
+        MAD_U32_U24 => vu32(w, i, |[a, b, c]| {
+            (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff).wrapping_add(c)
+        }),
+        MAD_I32_I24 => vu32(w, i, |[a, b, c]| {
+            ((sext24(a) as i64 * sext24(b) as i64) as u32).wrapping_add(c)
+        }),
+        AND_B32 => vu32(w, i, |[a, b]| a & b),
+        OR_B32 => vu32(w, i, |[a, b]| a | b),
+        XOR_B32 => vu32(w, i, |[a, b]| a ^ b),
+        XNOR_B32 => vu32(w, i, |[a, b]| !(a ^ b)),
+        NOT_B32 => vu32(w, i, |[a]| !a),
+        BFREV_B32 => vu32(w, i, |[a]| a.reverse_bits()),
+        CLZ_I32_U32 => vu32(
+            w,
+            i,
+            |[a]| if a == 0 { u32::MAX } else { a.leading_zeros() },
+        ),
+        CTZ_I32_B32 => vu32(
+            w,
+            i,
+            |[a]| if a == 0 { u32::MAX } else { a.trailing_zeros() },
+        ),
+        CLS_I32 => vu32(w, i, |[a]| {
+            let v = a as i32;
+            if v == 0 || v == -1 {
+                u32::MAX
+            } else {
+                (if v < 0 { !a } else { a }).leading_zeros()
+            }
+        }),
+        LSHLREV_B32 => vu32(w, i, |[a, b]| b << (a & 31)),
+        LSHRREV_B32 => vu32(w, i, |[a, b]| b >> (a & 31)),
+        ASHRREV_I32 => vu32(w, i, |[a, b]| ((b as i32) >> (a & 31)) as u32),
+        MIN_I32 => vu32(w, i, |[a, b]| (a as i32).min(b as i32) as u32),
+        MAX_I32 => vu32(w, i, |[a, b]| (a as i32).max(b as i32) as u32),
+        MIN_U32 => vu32(w, i, |[a, b]| a.min(b)),
+        MAX_U32 => vu32(w, i, |[a, b]| a.max(b)),
+        MIN3_I32 => vu32(w, i, |[a, b, c]| {
+            (a as i32).min(b as i32).min(c as i32) as u32
+        }),
+        MAX3_I32 => vu32(w, i, |[a, b, c]| {
+            (a as i32).max(b as i32).max(c as i32) as u32
+        }),
+        MIN3_U32 => vu32(w, i, |[a, b, c]| a.min(b).min(c)),
+        MAX3_U32 => vu32(w, i, |[a, b, c]| a.max(b).max(c)),
+        MED3_I32 => vu32(w, i, |[a, b, c]| {
+            let (a, b, c) = (a as i32, b as i32, c as i32);
+            a.max(b).min(a.min(b).max(c)) as u32
+        }),
+        MED3_U32 => vu32(w, i, |[a, b, c]| a.max(b).min(a.min(b).max(c))),
+        BFE_U32 => vu32(w, i, |[a, b, c]| {
+            let (off, wd) = (b & 31, c & 31);
+            if wd == 0 {
+                0
+            } else {
+                (a >> off) & ((1u32 << wd) - 1)
+            }
+        }),
+        BFE_I32 => vu32(w, i, |[a, b, c]| {
+            let (off, wd) = (b & 31, c & 31);
+            if wd == 0 {
+                0
+            } else {
+                (((a >> off) << (32 - wd)) as i32 >> (32 - wd)) as u32
+            }
+        }),
+        BFI_B32 => vu32(w, i, |[a, b, c]| (a & b) | (!a & c)),
+        BFM_B32 => vu32(w, i, |[a, b]| (((1u64 << (a & 31)) - 1) as u32) << (b & 31)),
+        LSHL_ADD_U32 => vu32(w, i, |[a, b, c]| (a << (b & 31)).wrapping_add(c)),
+        ADD_LSHL_U32 => vu32(w, i, |[a, b, c]| a.wrapping_add(b) << (c & 31)),
+        LSHL_OR_B32 => vu32(w, i, |[a, b, c]| (a << (b & 31)) | c),
+        AND_OR_B32 => vu32(w, i, |[a, b, c]| (a & b) | c),
+        OR3_B32 => vu32(w, i, |[a, b, c]| a | b | c),
+        XOR3_B32 => vu32(w, i, |[a, b, c]| a ^ b ^ c),
+        ADD3_U32 => vu32(w, i, |[a, b, c]| a.wrapping_add(b).wrapping_add(c)),
+        XAD_U32 => vu32(w, i, |[a, b, c]| (a ^ b).wrapping_add(c)),
+        ALIGNBIT_B32 => vu32(w, i, |[a, b, c]| {
+            ((((a as u64) << 32) | b as u64) >> (c & 31)) as u32
+        }),
+        ALIGNBYTE_B32 => vu32(w, i, |[a, b, c]| {
+            ((((a as u64) << 32) | b as u64) >> (8 * (c & 3))) as u32
+        }),
+        PERM_B32 => vu32(w, i, |[a, b, c]| perm(a, b, c)),
+        BCNT_U32_B32 => vu32(w, i, |[a, b]| a.count_ones().wrapping_add(b)),
+        MBCNT_LO_U32_B32 | MBCNT_HI_U32_B32 => {
+            // Count of mask bits below this lane (in the low or high 32 lanes), plus src1.
+            let hi = op == MBCNT_HI_U32_B32;
+            vmix(w, i, [K::I32; 3], |w, v, l| {
+                let m = v.u32(w, 0, l) as u64;
+                let below = match (hi, l >= 32) {
+                    (false, false) => (m & ((1u64 << l) - 1)).count_ones(),
+                    (false, true) => m.count_ones(),
+                    (true, false) => 0,
+                    (true, true) => (m & ((1u64 << (l - 32)) - 1)).count_ones(),
+                };
+                w.wr(i.dst, l, v.u32(w, 1, l).wrapping_add(below));
+            });
+        }
+        CVT_PK_U16_U32 => vu32(w, i, |[a, b]| (a.min(0xffff)) | (b.min(0xffff) << 16)),
+        // 16-bit integer
+        ADD_NC_U16 => vu16(w, i, |[a, b]| a.wrapping_add(b)),
+        DOT2ACC_F32_F16 | super::decode::VOPD_DOT2ACC_F32_BF16 => {
+            // D += a.lo * b.lo + a.hi * b.hi, products and sum exact in f64, one rounding.
+            let bf = op == super::decode::VOPD_DOT2ACC_F32_BF16;
+            let dst = i.dst;
+            vmix(w, i, [K::I32; 3], |w, v, l| {
+                let cv = |h: u16| {
+                    if bf {
+                        bf16_to_f32(h) as f64
+                    } else {
+                        f16_to_f32(h) as f64
+                    }
+                };
+                let (a, b) = (v.u32(w, 0, l), v.u32(w, 1, l));
+                let d = f32::from_bits(w.v[(dst - VGPR0) as usize * 64 + l]) as f64;
+                let p = cv(a as u16) * cv(b as u16) + cv((a >> 16) as u16) * cv((b >> 16) as u16);
+                w.wr(dst, l, (add_round_odd(p, d) as f32).to_bits());
+            });
+        }
+        PK_FMAC_F16 => {
+            let dst = i.dst;
+            vmix(w, i, [K::I32; 3], |w, v, l| {
+                let (a, b) = (v.u32(w, 0, l), v.u32(w, 1, l));
+                let d = w.v[(dst - VGPR0) as usize * 64 + l];
+                let h = |x: u32, k: u32| f16_to_f32((x >> (16 * k)) as u16) as f64;
+                let r = (0..2)
+                    .map(|k| {
+                        (f64_to_f16(add_round_odd(h(a, k) * h(b, k), h(d, k))) as u32) << (16 * k)
+                    })
+                    .sum();
+                w.wr(dst, l, r);
+            });
+        }
+        ADD_NC_I16 => vu16(w, i, |[a, b]| a.wrapping_add(b)),
+        SUB_NC_I16 => vu16(w, i, |[a, b]| a.wrapping_sub(b)),
+        MAX_U16 => vu16(w, i, |[a, b]| a.max(b)),
+        MIN_U16 => vu16(w, i, |[a, b]| a.min(b)),
+        MAX_I16 => vu16(w, i, |[a, b]| (a as i16).max(b as i16) as u16),
+        MIN_I16 => vu16(w, i, |[a, b]| (a as i16).min(b as i16) as u16),
+        AND_B16 => vu16(w, i, |[a, b]| a & b),
+        OR_B16 => vu16(w, i, |[a, b]| a | b),
+        XOR_B16 => vu16(w, i, |[a, b]| a ^ b),
+        NOT_B16 => vu16(w, i, |[a]| !a),
+        MAD_U16 => vu16(w, i, |[a, b, c]| a.wrapping_mul(b).wrapping_add(c)),
+        MAD_I16 => vu16(w, i, |[a, b, c]| a.wrapping_mul(b).wrapping_add(c)),
+        MIN3_U16 => vu16(w, i, |[a, b, c]| a.min(b).min(c)),
+        MAX3_U16 => vu16(w, i, |[a, b, c]| a.max(b).max(c)),
+        MED3_U16 => vu16(w, i, |[a, b, c]| a.max(b).min(a.min(b).max(c))),
+        MIN3_I16 => vu16(w, i, |[a, b, c]| {
+            (a as i16).min(b as i16).min(c as i16) as u16
+        }),
+        MAX3_I16 => vu16(w, i, |[a, b, c]| {
+            (a as i16).max(b as i16).max(c as i16) as u16
+        }),
+        MED3_I16 => vu16(w, i, |[a, b, c]| {
+            let (a, b, c) = (a as i16, b as i16, c as i16);
+            a.max(b).min(a.min(b).max(c)) as u16
+        }),
+        MIN3_F16 => vf16(w, i, |[a, b, c]| {
+            fmin(fmin(a as f32, b as f32), c as f32) as f64
+        }),
+        MAX3_F16 => vf16(w, i, |[a, b, c]| {
+            fmax(fmax(a as f32, b as f32), c as f32) as f64
+        }),
+        MED3_F16 => vf16(w, i, |[a, b, c]| fmed3(a as f32, b as f32, c as f32) as f64),
+        MINMAX_F16 => vf16(w, i, |[a, b, c]| {
+            fmax(fmin(a as f32, b as f32), c as f32) as f64
+        }),
+        MAXMIN_F16 => vf16(w, i, |[a, b, c]| {
+            fmin(fmax(a as f32, b as f32), c as f32) as f64
+        }),
+        LDEXP_F16 => vmix(w, i, [K::F16, K::I16, K::I32], |w, v, l| {
+            let x = v.f16(w, 0, l) as f64
+                * f64::powi(2.0, (v.u16(w, 1, l) as i16 as i32).clamp(-100, 100));
+            w.wr16(i.dst, l, i.opsel & 8 != 0, f64_to_f16(x));
+        }),
+        FRACT_F16 => vf16(w, i, |[a]| {
+            if a.is_infinite() {
+                f64::NAN
+            } else {
+                (a - a.floor()).min(1.0 - f64::powi(2.0, -11))
+            }
+        }),
+        SIN_F16 => vf16(w, i, |[a]| (a * std::f64::consts::TAU).sin()),
+        COS_F16 => vf16(w, i, |[a]| (a * std::f64::consts::TAU).cos()),
+        CVT_F16_U16 => vu16(w, i, |[a]| f32_to_f16(a as f32)),
+        CVT_F16_I16 => vu16(w, i, |[a]| f32_to_f16(a as i16 as f32)),
+        CVT_U16_F16 => vu16(w, i, |[a]| {
+            let x = f16_to_f32(a);
+            if x.is_nan() { 0 } else { x as u16 }
+        }),
+        CVT_I16_F16 => vu16(w, i, |[a]| {
+            let x = f16_to_f32(a);
+            if x.is_nan() { 0 } else { x as i16 as u16 }
+        }),
+        CVT_I32_I16 => vmix(w, i, [K::I16; 3], |w, v, l| {
+            let r = v.u16(w, 0, l) as i16 as i32 as u32;
+            w.wr(i.dst, l, r);
+        }),
+        CVT_U32_U16 => vmix(w, i, [K::I16; 3], |w, v, l| {
+            let r = v.u16(w, 0, l) as u32;
+            w.wr(i.dst, l, r);
+        }),
+        CNDMASK_B16 => {
+            let m = w.mask(i.src[2]);
+            let hi = i.opsel & 8 != 0;
+            vmix(w, i, [K::F16, K::F16, K::I32], |w, v, l| {
+                let r = v.u16(w, (m >> l & 1) as usize, l);
+                w.wr16(i.dst, l, hi, r);
+            });
+        }
+        CVT_NEAREST_I32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
+            let r = cvt_i32((v.f32(w, 0, l) + 0.5).floor());
+            w.wr(i.dst, l, r);
+        }),
+        CVT_FLOOR_I32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
+            let r = cvt_i32(v.f32(w, 0, l).floor());
+            w.wr(i.dst, l, r);
+        }),
+        MINMAX_I32 => vu32(w, i, |[a, b, c]| {
+            (a as i32).min(b as i32).max(c as i32) as u32
+        }),
+        MAXMIN_I32 => vu32(w, i, |[a, b, c]| {
+            (a as i32).max(b as i32).min(c as i32) as u32
+        }),
+        MINMAX_U32 => vu32(w, i, |[a, b, c]| a.min(b).max(c)),
+        MAXMIN_U32 => vu32(w, i, |[a, b, c]| a.max(b).min(c)),
+        SAD_U32 => vu32(w, i, |[a, b, c]| a.abs_diff(b).wrapping_add(c)),
+        SAD_U16 => vu32(w, i, |[a, b, c]| {
+            (0..2)
+                .map(|k| ((a >> (16 * k)) as u16).abs_diff((b >> (16 * k)) as u16) as u32)
+                .sum::<u32>()
+                .wrapping_add(c)
+        }),
+        SAD_U8 => vu32(w, i, |[a, b, c]| {
+            (0..4)
+                .map(|k| ((a >> (8 * k)) as u8).abs_diff((b >> (8 * k)) as u8) as u32)
+                .sum::<u32>()
+                .wrapping_add(c)
+        }),
+        MAD_U32_U16 => vmix(w, i, [K::I16, K::I16, K::I32], |w, v, l| {
+            let r = (v.u16(w, 0, l) as u32 * v.u16(w, 1, l) as u32).wrapping_add(v.u32(w, 2, l));
+            w.wr(i.dst, l, r);
+        }),
+        MAD_I32_I16 => vmix(w, i, [K::I16, K::I16, K::I32], |w, v, l| {
+            let r = (v.u16(w, 0, l) as i16 as i32 * v.u16(w, 1, l) as i16 as i32) as u32;
+            w.wr(i.dst, l, r.wrapping_add(v.u32(w, 2, l)));
+        }),
+        CVT_PK_I16_I32 => vu32(w, i, |[a, b]| {
+            let sat = |x: u32| (x as i32).clamp(i16::MIN as i32, i16::MAX as i32) as u16 as u32;
+            sat(a) | sat(b) << 16
+        }),
+        CVT_PK_U16_F32 | CVT_PK_I16_F32 | CVT_PK_NORM_I16_F32 | CVT_PK_NORM_U16_F32 => {
+            vmix(w, i, [K::F32; 3], |w, v, l| {
+                let cv = |x: f32| -> u32 {
+                    if x.is_nan() {
+                        return 0;
+                    }
+                    (match op {
+                        CVT_PK_U16_F32 => x as u16,
+                        CVT_PK_I16_F32 => x as i16 as u16,
+                        CVT_PK_NORM_I16_F32 => {
+                            (x.clamp(-1.0, 1.0) * 32767.0).round_ties_even() as i16 as u16
+                        }
+                        _ => (x.clamp(0.0, 1.0) * 65535.0).round_ties_even() as u16,
+                    }) as u32
+                };
+                let r = cv(v.f32(w, 0, l)) | cv(v.f32(w, 1, l)) << 16;
+                w.wr(i.dst, l, r);
+            })
+        }
+        SWAP_B32 => {
+            // Exchanges two VGPRs in every active lane.
+            let (a, b) = (i.dst, i.src[0]);
+            let exec = w.exec();
+            for_lanes(exec, |l| {
+                let (x, y) = (
+                    w.rd(Src::V((a - VGPR0) as usize * 64), l),
+                    w.rd(w.src(b, 0, Ty::B32), l),
+                );
+                w.wr(a, l, y);
+                w.wr(b, l, x);
+            });
+        }
+        PERMLANE64_B32 => {
+            // Swaps the halves of a wave64; a wave32 has one half and keeps its values.
+            if w.lanes == 64 {
+                let s = w.src(i.src[0], i.literal, Ty::B32);
+                let mut tmp = [0u32; 64];
+                for (l, t) in tmp.iter_mut().enumerate() {
+                    *t = w.rd(s, l ^ 32);
+                }
+                let exec = w.exec();
+                for_lanes(exec, |l| w.wr(i.dst, l, tmp[l]));
+            } else {
+                let s = w.src(i.src[0], i.literal, Ty::B32);
+                let exec = w.exec();
+                for_lanes(exec, |l| {
+                    let v = w.rd(s, l);
+                    w.wr(i.dst, l, v);
+                });
+            }
+        }
+        PERMLANE16_B32 | PERMLANEX16_B32 => {
+            // Within each row of 16 lanes, lane k reads the lane named by nibble k of the
+            // 64-bit selector {src2, src1}: of its own row (permlane16) or of the other row of
+            // its 32-lane half (permlanex16). op_sel[0] = fetch inactive, op_sel[1] = bound_ctrl.
+            let sel =
+                w.sread(i.src[1], i.literal) as u64 | (w.sread(i.src[2], i.literal) as u64) << 32;
+            let s = w.src(i.src[0], i.literal, Ty::B32);
+            let exec = w.exec();
+            let fi = i.opsel & 1 != 0;
+            let bc = i.opsel & 2 != 0;
+            let mut tmp = [0u32; 64];
+            let mut keep = 0u64;
+            for (l, t) in tmp.iter_mut().enumerate().take(w.lanes as usize) {
+                let row = l / 16;
+                let src_row = if op == PERMLANEX16_B32 { row ^ 1 } else { row };
+                let from = src_row * 16 + ((sel >> (4 * (l % 16))) & 0xf) as usize;
+                if exec >> from & 1 != 0 || fi {
+                    *t = w.rd(s, from);
+                } else if bc {
+                    *t = 0;
+                } else {
+                    keep |= 1 << l;
+                }
+            }
+            for_lanes(exec & !keep, |l| w.wr(i.dst, l, tmp[l]));
+        }
+        SUB_NC_U16 => vu16(w, i, |[a, b]| a.wrapping_sub(b)),
+        MUL_LO_U16 => vu16(w, i, |[a, b]| a.wrapping_mul(b)),
+        LSHLREV_B16 => vu16(w, i, |[a, b]| b << (a & 15)),
+        LSHRREV_B16 => vu16(w, i, |[a, b]| b >> (a & 15)),
+        ASHRREV_I16 => vu16(w, i, |[a, b]| ((b as i16) >> (a & 15)) as u16),
+        // 64-bit
+        LSHLREV_B64 => vmix(w, i, [K::I32, K::I64, K::I32], |w, v, l| {
+            let r = v.u64(w, 1, l) << (v.u32(w, 0, l) & 63);
+            w.wr64(i.dst, l, r);
+        }),
+        LSHRREV_B64 => vmix(w, i, [K::I32, K::I64, K::I32], |w, v, l| {
+            let r = v.u64(w, 1, l) >> (v.u32(w, 0, l) & 63);
+            w.wr64(i.dst, l, r);
+        }),
+        ASHRREV_I64 => vmix(w, i, [K::I32, K::I64, K::I32], |w, v, l| {
+            let r = (v.u64(w, 1, l) as i64) >> (v.u32(w, 0, l) & 63);
+            w.wr64(i.dst, l, r as u64);
+        }),
+        ADD_F64 => vf64(w, i, |[a, b]| a + b),
+        MUL_F64 => vf64(w, i, |[a, b]| a * b),
+        FMA_F64 => vf64(w, i, |[a, b, c]| a.mul_add(b, c)),
+        MIN_F64 => vf64(w, i, |[a, b]| {
+            if a.is_nan() {
+                b
+            } else if b.is_nan() {
+                a
+            } else {
+                a.min(b)
+            }
+        }),
+        MAX_F64 => vf64(w, i, |[a, b]| {
+            if a.is_nan() {
+                b
+            } else if b.is_nan() {
+                a
+            } else {
+                a.max(b)
+            }
+        }),
+        RCP_F64 => vf64(w, i, |[a]| 1.0 / a),
+        SQRT_F64 => vf64(w, i, |[a]| a.sqrt()),
+        RSQ_F64 => vf64(w, i, |[a]| 1.0 / a.sqrt()),
+        FLOOR_F64 => vf64(w, i, |[a]| a.floor()),
+        CVT_F64_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
+            let r = v.f32(w, 0, l) as f64;
+            w.wr64(i.dst, l, r.to_bits());
+        }),
+        CVT_F32_F64 => vmix(w, i, [K::F64; 3], |w, v, l| {
+            let r = v.f64(w, 0, l) as f32;
+            w.wr(i.dst, l, r.to_bits());
+        }),
+        CVT_F64_I32 => vmix(w, i, [K::I32; 3], |w, v, l| {
+            let r = v.u32(w, 0, l) as i32 as f64;
+            w.wr64(i.dst, l, r.to_bits());
+        }),
+        CVT_F64_U32 => vmix(w, i, [K::I32; 3], |w, v, l| {
+            let r = v.u32(w, 0, l) as f64;
+            w.wr64(i.dst, l, r.to_bits());
+        }),
+        CVT_I32_F64 => vmix(w, i, [K::F64; 3], |w, v, l| {
+            let x = v.f64(w, 0, l);
+            w.wr(i.dst, l, if x.is_nan() { 0 } else { x as i32 as u32 });
+        }),
+        CVT_U32_F64 => vmix(w, i, [K::F64; 3], |w, v, l| {
+            let x = v.f64(w, 0, l);
+            w.wr(i.dst, l, if x.is_nan() { 0 } else { x as u32 });
+        }),
+        // Carry chains (VOP3SD or VOP2 with VCC).
+        ADD_CO_U32 | SUB_CO_U32 | SUBREV_CO_U32 => {
+            let mut carry = 0u64;
+            vmix(w, i, [K::I32; 3], |w, v, l| {
+                let (a, b) = (v.u32(w, 0, l), v.u32(w, 1, l));
+                let (r, c) = match op {
+                    ADD_CO_U32 => a.overflowing_add(b),
+                    SUB_CO_U32 => a.overflowing_sub(b),
+                    _ => b.overflowing_sub(a),
+                };
+                carry |= (c as u64) << l;
+                w.wr(i.dst, l, r);
+            });
+            let sdst = if i.enc == Encoding::Vop2 {
+                VCC_LO
+            } else {
+                i.sdst
+            };
+            w.set_mask(sdst, carry);
+        }
+        ADD_CO_CI_U32 | SUB_CO_CI_U32 | SUBREV_CO_CI_U32 => {
+            let (cin_code, sdst) = if i.enc == Encoding::Vop2 {
+                (VCC_LO, VCC_LO)
+            } else {
+                (i.src[2], i.sdst)
+            };
+            let cin = w.mask(cin_code);
+            let mut carry = 0u64;
+            vmix(w, i, [K::I32; 3], |w, v, l| {
+                let (a, b) = (v.u32(w, 0, l) as u64, v.u32(w, 1, l) as u64);
+                let ci = cin >> l & 1;
+                let (r, c) = match op {
+                    ADD_CO_CI_U32 => {
+                        let s = a + b + ci;
+                        (s as u32, s >> 32 != 0)
+                    }
+                    SUB_CO_CI_U32 => (a.wrapping_sub(b).wrapping_sub(ci) as u32, b + ci > a),
+                    _ => (b.wrapping_sub(a).wrapping_sub(ci) as u32, a + ci > b),
+                };
+                carry |= (c as u64) << l;
+                w.wr(i.dst, l, r);
+            });
+            w.set_mask(sdst, carry);
+        }
+        MAD_U64_U32 | MAD_I64_I32 => {
+            let mut carry = 0u64;
+            vmix(w, i, [K::I32, K::I32, K::I64], |w, v, l| {
+                let (a, b, c) = (v.u32(w, 0, l), v.u32(w, 1, l), v.u64(w, 2, l));
+                let (r, o) = if op == MAD_U64_U32 {
+                    (a as u64 * b as u64).overflowing_add(c)
+                } else {
+                    let (r, o) = (a as i32 as i64 * b as i32 as i64).overflowing_add(c as i64);
+                    (r as u64, o)
+                };
+                carry |= (o as u64) << l;
+                w.wr64(i.dst, l, r);
+            });
+            w.set_mask(i.sdst, carry);
+        }
+        // Lane access.
+        READFIRSTLANE_B32 => {
+            let e = w.exec();
+            let lane = if e == 0 {
+                0
+            } else {
+                e.trailing_zeros() as usize
+            };
+            let s = w.src(i.src[0], i.literal, Ty::B32);
+            let v = w.rd(s, lane);
+            w.sset(i.dst, v);
+        }
+        READLANE_B32 => {
+            let lane = (w.sread(i.src[1], i.literal) % w.lanes) as usize;
+            let s = w.src(i.src[0], i.literal, Ty::B32);
+            let v = w.rd(s, lane);
+            w.sset(i.dst, v);
+        }
+        WRITELANE_B32 => {
+            let lane = (w.sread(i.src[1], i.literal) % w.lanes) as usize;
+            let v = w.sread(i.src[0], i.literal);
+            w.wr(i.dst, lane, v);
+        }
+        _ => return Err(unimplemented(ctx, idx, i)),
+    }
+    Ok(())
+}
+
+fn sext24(a: u32) -> i32 {
+    ((a << 8) as i32) >> 8
+}
+
+/// `v_perm_b32`: byte select from {src0, src1} by the bytes of src2.
+fn perm(a: u32, b: u32, c: u32) -> u32 {
+    let bytes = ((a as u64) << 32) | b as u64;
+    let mut r = 0u32;
+    for k in 0..4 {
+        let sel = (c >> (8 * k)) & 0xff;
+        let byte = match sel {
+            0..=7 => ((bytes >> (8 * sel)) & 0xff) as u32,
+            8..=11 => {
+                // Sign of a 16-bit half, replicated.
+                let bit = [15, 31, 47, 63][(sel - 8) as usize];
+                if bytes >> bit & 1 != 0 { 0xff } else { 0 }
+            }
+            12 => 0,
+            _ => 0xff,
+        };
+        r |= byte << (8 * k);
+    }
+    r
+}
+
+/// Condition and type of a VOPC opcode, from its mnemonic (computed once per opcode).
+#[derive(Clone, Copy)]
+struct CmpInfo {
+    cond: u8,
+    ty: u8,
+    x: bool,
+    class: bool,
+}
+
+fn cmp_info(op: u16) -> Option<CmpInfo> {
+    static TABLE: std::sync::OnceLock<Vec<Option<CmpInfo>>> = std::sync::OnceLock::new();
+    let t = TABLE.get_or_init(|| {
+        (0..256u16)
+            .map(|op| {
+                let n = super::decode::name(Encoding::Vopc, op)?;
+                let (x, rest) = match n.strip_prefix("v_cmpx_") {
+                    Some(r) => (true, r),
+                    None => (false, n.strip_prefix("v_cmp_")?),
+                };
+                let (cond, ty) = rest.rsplit_once('_')?;
+                let ty = [
+                    "f16", "f32", "f64", "i16", "i32", "i64", "u16", "u32", "u64",
+                ]
+                .iter()
+                .position(|t| *t == ty)? as u8;
+                let class = cond == "class";
+                let cond = [
+                    "f", "lt", "eq", "le", "gt", "lg", "ge", "o", "u", "nge", "nlg", "ngt", "nle",
+                    "neq", "nlt", "t", "ne", "class",
+                ]
+                .iter()
+                .position(|c| *c == cond)? as u8;
+                Some(CmpInfo { cond, ty, x, class })
+            })
+            .collect()
+    });
+    t.get(op as usize).copied().flatten()
+}
+
+// The negated and doubled float comparisons are the point: `nge` is true for unordered
+// operands and `lg` (a < b || a > b) is false for them, unlike `a != b`.
+#[allow(
+    clippy::neg_cmp_op_on_partial_ord,
+    clippy::nonminimal_bool,
+    clippy::double_comparisons
+)]
+fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+    let Some(c) = cmp_info(i.op) else {
+        return Err(unimplemented(ctx, idx, i));
+    };
+    let kind = match c.ty {
+        0 => K::F16,
+        1 => K::F32,
+        2 => K::F64,
+        3 | 6 => K::I16,
+        4 | 7 => K::I32,
+        _ => K::I64,
+    };
+    let kinds = if c.class {
+        [kind, K::I32, K::I32]
+    } else {
+        [kind; 3]
+    };
+    let v = prep(w, i, kinds);
+    let mut res = 0u64;
+    for_lanes(v.exec, |l| {
+        let r = if c.class {
+            let x = match kind {
+                K::F16 => v.f16(w, 0, l) as f64,
+                K::F32 => v.f32(w, 0, l) as f64,
+                _ => v.f64(w, 0, l),
+            };
+            let is_snan = match kind {
+                K::F16 => {
+                    let b = v.u16(w, 0, l);
+                    b & 0x7c00 == 0x7c00 && b & 0x3ff != 0 && b & 0x200 == 0
+                }
+                K::F32 => {
+                    let b = v.f32(w, 0, l).to_bits();
+                    b & 0x7f80_0000 == 0x7f80_0000 && b & 0x7f_ffff != 0 && b & 0x40_0000 == 0
+                }
+                _ => {
+                    let b = v.f64(w, 0, l).to_bits();
+                    x.is_nan() && b & (1 << 51) == 0
+                }
+            };
+            let sub = match kind {
+                K::F16 => f16_sub(x as f32),
+                K::F32 => (x as f32).is_subnormal(),
+                _ => x.is_subnormal(),
+            };
+            let neg = x.is_sign_negative();
+            let bit = if x.is_nan() {
+                if is_snan { 0 } else { 1 }
+            } else if x.is_infinite() {
+                if neg { 2 } else { 9 }
+            } else if x == 0.0 {
+                if neg { 5 } else { 6 }
+            } else if sub {
+                if neg { 4 } else { 7 }
+            } else if neg {
+                3
+            } else {
+                8
+            };
+            v.u32(w, 1, l) >> bit & 1 != 0
+        } else {
+            match kind {
+                K::F16 | K::F32 | K::F64 => {
+                    let (a, b) = match kind {
+                        K::F16 => (v.f16(w, 0, l) as f64, v.f16(w, 1, l) as f64),
+                        K::F32 => (v.f32(w, 0, l) as f64, v.f32(w, 1, l) as f64),
+                        _ => (v.f64(w, 0, l), v.f64(w, 1, l)),
+                    };
+                    let un = a.is_nan() || b.is_nan();
+                    match c.cond {
+                        0 => false,
+                        1 => a < b,
+                        2 => a == b,
+                        3 => a <= b,
+                        4 => a > b,
+                        5 => a < b || a > b,
+                        6 => a >= b,
+                        7 => !un,
+                        8 => un,
+                        9 => !(a >= b),
+                        10 => !(a < b || a > b),
+                        11 => !(a > b),
+                        12 => !(a <= b),
+                        13 => a != b,
+                        14 => !(a < b),
+                        _ => true,
+                    }
+                }
+                _ => {
+                    let signed = c.ty < 6;
+                    let (a, b): (i128, i128) = match (kind, signed) {
+                        (K::I16, true) => {
+                            (v.u16(w, 0, l) as i16 as i128, v.u16(w, 1, l) as i16 as i128)
+                        }
+                        (K::I16, false) => (v.u16(w, 0, l) as i128, v.u16(w, 1, l) as i128),
+                        (K::I32, true) => {
+                            (v.u32(w, 0, l) as i32 as i128, v.u32(w, 1, l) as i32 as i128)
+                        }
+                        (K::I32, false) => (v.u32(w, 0, l) as i128, v.u32(w, 1, l) as i128),
+                        (_, true) => (v.u64(w, 0, l) as i64 as i128, v.u64(w, 1, l) as i64 as i128),
+                        _ => (v.u64(w, 0, l) as i128, v.u64(w, 1, l) as i128),
+                    };
+                    match c.cond {
+                        0 => false,
+                        1 => a < b,
+                        2 => a == b,
+                        3 => a <= b,
+                        4 => a > b,
+                        6 => a >= b,
+                        16 | 5 => a != b,
+                        15 => true,
+                        _ => false,
+                    }
+                }
+            }
+        };
+        res |= (r as u64) << l;
+    });
+    if c.x {
+        w.set_exec(res);
+    } else {
+        let dst = if i.enc == Encoding::Vopc {
+            VCC_LO
+        } else {
+            i.dst
+        };
+        w.set_mask(dst, res);
+    }
+    Ok(())
+}
+
+fn vopd(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+    // Both halves read their sources before either writes (the encoding guarantees distinct
+    // destinations and register banks, so running X then Y only differs when Y reads X's
+    // destination, which VOPD forbids).
+    let mut x = *i;
+    x.enc = Encoding::Vop2;
+    x.len = 1;
+    let mut y = *i;
+    y.enc = Encoding::Vop2;
+    y.op = i.y.op;
+    y.dst = i.y.dst;
+    y.src = [i.y.src[0], i.y.src[1], NULL];
+    if i.op == valu::FMAMK_F32 || i.op == valu::FMAAK_F32 {
+        x.literal = i.literal;
+    }
+    let fix = |h: &mut Inst| {
+        if h.op == valu::MOV_B32 {
+            h.enc = Encoding::Vop1;
+        }
+    };
+    fix(&mut x);
+    fix(&mut y);
+    // Y must not see X's result: stage X's destination value if Y reads it.
+    let xd = (x.dst - VGPR0) as usize * 64;
+    let reads_xd = y.src[..2].contains(&x.dst);
+    if reads_xd {
+        let lanes = w.lanes as usize;
+        let (a, b) = w.v.split_at_mut(DPP_ROW * 64);
+        b[..lanes].copy_from_slice(&a[xd..xd + lanes]);
+    }
+    valu_op(w, &x, x.op, idx, ctx)?;
+    if reads_xd {
+        for s in y.src.iter_mut().take(2) {
+            if *s == x.dst {
+                *s = VGPR0 + DPP_ROW as u16;
+            }
+        }
+    }
+    valu_op(w, &y, y.op, idx, ctx)
+}
+
+fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+    let exec = w.exec();
+    let mut s = [Src::K(0); 3];
+    for (k, s) in s.iter_mut().enumerate() {
+        let ty = if i.name().contains("_mix") {
+            Ty::B32
+        } else {
+            Ty::B16
+        };
+        *s = w.src(i.src[k], i.literal, ty);
+        if let (Src::K(c), Ty::B16) = (*s, ty) {
+            // A 16-bit constant applies to both halves.
+            *s = Src::K(c & 0xffff | (c & 0xffff) << 16);
+        }
+    }
+    let half = |w: &Wave, k: usize, l: usize, hi_lane: bool| -> u16 {
+        let raw = w.rd(s[k], l);
+        let sel = if hi_lane {
+            i.opsel_hi >> k & 1
+        } else {
+            i.opsel >> k & 1
+        };
+        let h = (raw >> (16 * sel as u32)) as u16;
+        let neg = if hi_lane {
+            i.abs >> k & 1
+        } else {
+            i.neg >> k & 1
+        };
+        h ^ ((neg as u16) << 15)
+    };
+    use vop3p::*;
+    let f16op = |a: f64, b: f64, c: f64| -> Option<f64> {
+        Some(match i.op {
+            PK_FMA_F16 => add_round_odd(a * b, c),
+            PK_ADD_F16 => a + b,
+            PK_MUL_F16 => a * b,
+            PK_MIN_F16 => fmin(a as f32, b as f32) as f64,
+            PK_MAX_F16 => fmax(a as f32, b as f32) as f64,
+            _ => return None,
+        })
+    };
+    let i16op = |a: u16, b: u16, c: u16| -> Option<u16> {
+        Some(match i.op {
+            PK_ADD_U16 | PK_ADD_I16 => a.wrapping_add(b),
+            PK_SUB_U16 | PK_SUB_I16 => a.wrapping_sub(b),
+            PK_MUL_LO_U16 => a.wrapping_mul(b),
+            PK_MAD_U16 | PK_MAD_I16 => a.wrapping_mul(b).wrapping_add(c),
+            PK_LSHLREV_B16 => b << (a & 15),
+            PK_LSHRREV_B16 => b >> (a & 15),
+            PK_ASHRREV_I16 => ((b as i16) >> (a & 15)) as u16,
+            PK_MAX_I16 => (a as i16).max(b as i16) as u16,
+            PK_MIN_I16 => (a as i16).min(b as i16) as u16,
+            PK_MAX_U16 => a.max(b),
+            PK_MIN_U16 => a.min(b),
+            _ => return None,
+        })
+    };
+    match i.op {
+        PK_FMA_F16 | PK_ADD_F16 | PK_MUL_F16 | PK_MIN_F16 | PK_MAX_F16 => {
+            let mut out = Ok(());
+            for_lanes(exec, |l| {
+                let mut r = 0u32;
+                for hl in [false, true] {
+                    let a = f16_to_f32(half(w, 0, l, hl)) as f64;
+                    let b = f16_to_f32(half(w, 1, l, hl)) as f64;
+                    let c = f16_to_f32(half(w, 2, l, hl)) as f64;
+                    match f16op(a, b, c) {
+                        Some(x) => {
+                            let x = if i.clamp { x.clamp(0.0, 1.0) } else { x };
+                            r |= (f64_to_f16(x) as u32) << (16 * hl as u32)
+                        }
+                        None => out = Err(()),
+                    }
+                }
+                w.wr(i.dst, l, r);
+            });
+            out.map_err(|_| unimplemented(ctx, idx, i))
+        }
+        FMA_MIX_F32 | FMA_MIXLO_F16 | FMA_MIXHI_F16 => {
+            // Each source is f32, or f16 from the half op_sel picks when op_sel_hi is set;
+            // neg_lo/neg_hi are neg/abs.
+            for_lanes(exec, |l| {
+                let arg = |k: usize| -> f64 {
+                    let raw = w.rd(s[k], l);
+                    let mut x = if i.opsel_hi >> k & 1 != 0 {
+                        f16_to_f32((raw >> (16 * (i.opsel >> k & 1) as u32)) as u16) as f64
+                    } else {
+                        f32::from_bits(raw) as f64
+                    };
+                    if i.abs >> k & 1 != 0 {
+                        x = x.abs();
+                    }
+                    if i.neg >> k & 1 != 0 {
+                        x = -x;
+                    }
+                    x
+                };
+                let r = fma32(arg(0) as f32, arg(1) as f32, arg(2) as f32) as f64;
+                let r = if i.clamp { r.clamp(0.0, 1.0) } else { r };
+                match i.op {
+                    FMA_MIX_F32 => w.wr(i.dst, l, (r as f32).to_bits()),
+                    FMA_MIXLO_F16 => w.wr16(i.dst, l, false, f64_to_f16(r)),
+                    _ => w.wr16(i.dst, l, true, f64_to_f16(r)),
+                }
+            });
+            Ok(())
+        }
+        DOT2_F32_F16 | DOT2_F32_BF16 => {
+            let bf = i.op == DOT2_F32_BF16;
+            for_lanes(exec, |l| {
+                let cv = |h: u16| {
+                    if bf {
+                        bf16_to_f32(h) as f64
+                    } else {
+                        f16_to_f32(h) as f64
+                    }
+                };
+                let mut acc = f32::from_bits(w.rd(s[2], l)) as f64;
+                for hl in [false, true] {
+                    acc += cv(half(w, 0, l, hl)) * cv(half(w, 1, l, hl));
+                }
+                w.wr(i.dst, l, (acc as f32).to_bits());
+            });
+            Ok(())
+        }
+        _ => {
+            if i16op(0, 0, 0).is_none() {
+                return Err(unimplemented(ctx, idx, i));
+            }
+            for_lanes(exec, |l| {
+                let mut r = 0u32;
+                for hl in [false, true] {
+                    let x =
+                        i16op(half(w, 0, l, hl), half(w, 1, l, hl), half(w, 2, l, hl)).unwrap_or(0);
+                    r |= (x as u32) << (16 * hl as u32);
+                }
+                w.wr(i.dst, l, r);
+            });
+            Ok(())
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// LDS
+
+fn lds_fault(addr: u64, write: bool, size: usize) -> Fault {
+    Fault {
+        addr,
+        write,
+        reason: format!("outside the workgroup's {size} bytes of LDS"),
+    }
+}
+
+fn lds_read(lds: &[u8], addr: u32, buf: &mut [u8]) -> Result<(), Fault> {
+    let a = addr as usize;
+    match lds.get(a..a + buf.len()) {
+        Some(s) => {
+            buf.copy_from_slice(s);
+            Ok(())
+        }
+        None => Err(lds_fault(addr as u64, false, lds.len())),
+    }
+}
+
+fn lds_write(lds: &mut [u8], addr: u32, data: &[u8]) -> Result<(), Fault> {
+    let a = addr as usize;
+    let n = lds.len();
+    match lds.get_mut(a..a + data.len()) {
+        Some(s) => {
+            s.copy_from_slice(data);
+            Ok(())
+        }
+        None => Err(lds_fault(addr as u64, true, n)),
+    }
+}
+
+fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    if i.flags & flag::GDS != 0 {
+        return Err(unimplemented(ctx, idx, i));
+    }
+    let exec = w.exec();
+    let off = i.imm as u32 | (i.imm2 as u32) << 8;
+    let addr_row = (i.src[0] - VGPR0) as usize * 64;
+    let d0 = (i.src[1] - VGPR0) as usize * 64;
+    let d1 = (i.src[2] - VGPR0) as usize * 64;
+    let mut err: Option<(u32, Fault)> = None;
+    let lds = &mut *ctx.lds;
+    let op = i.op;
+    // Plain loads and stores.
+    let (load, store, n): (bool, bool, usize) = match op {
+        ds::LOAD_B32 => (true, false, 4),
+        ds::LOAD_B64 => (true, false, 8),
+        ds::LOAD_B96 => (true, false, 12),
+        ds::LOAD_B128 => (true, false, 16),
+        ds::STORE_B32 => (false, true, 4),
+        ds::STORE_B64 => (false, true, 8),
+        ds::STORE_B96 => (false, true, 12),
+        ds::STORE_B128 => (false, true, 16),
+        _ => (false, false, 0),
+    };
+    // "ds_add_rtn_u32" -> ("add", "u32", true), parsed once per instruction.
+    let ds_atomic = i.name().strip_prefix("ds_").and_then(|rest| {
+        let (op, ty) = rest.rsplit_once('_')?;
+        let rtn = op.ends_with("_rtn");
+        Some((op.trim_end_matches("_rtn"), ty, rtn))
+    });
+    let two = |stride: u32, size: usize| -> (u32, u32) {
+        (
+            i.imm as u32 * stride * size as u32,
+            i.imm2 as u32 * stride * size as u32,
+        )
+    };
+    for_lanes(exec, |l| {
+        if err.is_some() {
+            return;
+        }
+        let a = w.v[addr_row + l].wrapping_add(off);
+        let r: Result<(), Fault> = (|| {
+            if load {
+                let mut b = [0u8; 16];
+                lds_read(lds, a, &mut b[..n])?;
+                for k in 0..n / 4 {
+                    let v =
+                        u32::from_le_bytes([b[4 * k], b[4 * k + 1], b[4 * k + 2], b[4 * k + 3]]);
+                    w.wr(i.dst + k as u16, l, v);
+                }
+                return Ok(());
+            }
+            if store {
+                let mut b = [0u8; 16];
+                for k in 0..n / 4 {
+                    let v = w.v.get(d0 + 64 * k + l).copied().unwrap_or(0);
+                    b[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
+                }
+                return lds_write(lds, a, &b[..n]);
+            }
+            let base = w.v[addr_row + l];
+            match op {
+                ds::LOAD_2ADDR_B32
+                | ds::LOAD_2ADDR_STRIDE64_B32
+                | ds::LOAD_2ADDR_B64
+                | ds::LOAD_2ADDR_STRIDE64_B64 => {
+                    let size = if matches!(op, ds::LOAD_2ADDR_B64 | ds::LOAD_2ADDR_STRIDE64_B64) {
+                        8
+                    } else {
+                        4
+                    };
+                    let stride = if matches!(
+                        op,
+                        ds::LOAD_2ADDR_STRIDE64_B32 | ds::LOAD_2ADDR_STRIDE64_B64
+                    ) {
+                        64
+                    } else {
+                        1
+                    };
+                    let (o0, o1) = two(stride, size);
+                    let mut b = [0u8; 16];
+                    lds_read(lds, base.wrapping_add(o0), &mut b[..size])?;
+                    lds_read(lds, base.wrapping_add(o1), &mut b[size..2 * size])?;
+                    for k in 0..2 * size / 4 {
+                        let v = u32::from_le_bytes([
+                            b[4 * k],
+                            b[4 * k + 1],
+                            b[4 * k + 2],
+                            b[4 * k + 3],
+                        ]);
+                        w.wr(i.dst + k as u16, l, v);
+                    }
+                }
+                ds::STORE_2ADDR_B32
+                | ds::STORE_2ADDR_STRIDE64_B32
+                | ds::STORE_2ADDR_B64
+                | ds::STORE_2ADDR_STRIDE64_B64 => {
+                    let size = if matches!(op, ds::STORE_2ADDR_B64 | ds::STORE_2ADDR_STRIDE64_B64) {
+                        8
+                    } else {
+                        4
+                    };
+                    let stride = if matches!(
+                        op,
+                        ds::STORE_2ADDR_STRIDE64_B32 | ds::STORE_2ADDR_STRIDE64_B64
+                    ) {
+                        64
+                    } else {
+                        1
+                    };
+                    let (o0, o1) = two(stride, size);
+                    let get = |row: usize| -> [u8; 8] {
+                        let lo = w.v[row + l];
+                        let hi = w.v.get(row + 64 + l).copied().unwrap_or(0);
+                        ((lo as u64) | (hi as u64) << 32).to_le_bytes()
+                    };
+                    lds_write(lds, base.wrapping_add(o0), &get(d0)[..size])?;
+                    lds_write(lds, base.wrapping_add(o1), &get(d1)[..size])?;
+                }
+                ds::LOAD_U8 | ds::LOAD_I8 | ds::LOAD_U16 | ds::LOAD_I16 => {
+                    let mut b = [0u8; 2];
+                    let n = if matches!(op, ds::LOAD_U8 | ds::LOAD_I8) {
+                        1
+                    } else {
+                        2
+                    };
+                    lds_read(lds, a, &mut b[..n])?;
+                    let v = match op {
+                        ds::LOAD_U8 => b[0] as u32,
+                        ds::LOAD_I8 => b[0] as i8 as i32 as u32,
+                        ds::LOAD_U16 => u16::from_le_bytes(b) as u32,
+                        _ => i16::from_le_bytes(b) as i32 as u32,
+                    };
+                    w.wr(i.dst, l, v);
+                }
+                ds::LOAD_U8_D16
+                | ds::LOAD_U8_D16_HI
+                | ds::LOAD_I8_D16
+                | ds::LOAD_I8_D16_HI
+                | ds::LOAD_U16_D16
+                | ds::LOAD_U16_D16_HI => {
+                    // 16-bit results into one half of the destination, the other half kept.
+                    let mut b = [0u8; 2];
+                    let byte = matches!(
+                        op,
+                        ds::LOAD_U8_D16 | ds::LOAD_U8_D16_HI | ds::LOAD_I8_D16 | ds::LOAD_I8_D16_HI
+                    );
+                    lds_read(lds, a, &mut b[..if byte { 1 } else { 2 }])?;
+                    let v = match op {
+                        ds::LOAD_U8_D16 | ds::LOAD_U8_D16_HI => b[0] as u16,
+                        ds::LOAD_I8_D16 | ds::LOAD_I8_D16_HI => b[0] as i8 as i16 as u16,
+                        _ => u16::from_le_bytes(b),
+                    };
+                    let hi = matches!(
+                        op,
+                        ds::LOAD_U8_D16_HI | ds::LOAD_I8_D16_HI | ds::LOAD_U16_D16_HI
+                    );
+                    w.wr16(i.dst, l, hi, v);
+                }
+                ds::STORE_B8 => lds_write(lds, a, &w.v[d0 + l].to_le_bytes()[..1])?,
+                ds::STORE_B16 => lds_write(lds, a, &w.v[d0 + l].to_le_bytes()[..2])?,
+                ds::STORE_B16_D16_HI => lds_write(lds, a, &w.v[d0 + l].to_le_bytes()[2..4])?,
+                ds::STORE_B8_D16_HI => lds_write(lds, a, &w.v[d0 + l].to_le_bytes()[2..3])?,
+                ds::PERMUTE_B32 | ds::BPERMUTE_B32 => {
+                    // Handled after the lane loop (they read other lanes' data).
+                }
+                _ => {
+                    // Atomics, 32 and 64 bits, with and without return.
+                    let Some((op, ty, rtn)) = ds_atomic else {
+                        return Err(Fault {
+                            addr: a as u64,
+                            write: false,
+                            reason: "unimplemented".into(),
+                        });
+                    };
+                    let wide = ty.ends_with("64");
+                    let n = if wide { 8 } else { 4 };
+                    let mut b = [0u8; 8];
+                    lds_read(lds, a, &mut b[..n])?;
+                    let old = u64::from_le_bytes(b);
+                    let get = |row: usize| -> u64 {
+                        let lo = w.v.get(row + l).copied().unwrap_or(0) as u64;
+                        let hi = if wide {
+                            w.v.get(row + 64 + l).copied().unwrap_or(0) as u64
+                        } else {
+                            0
+                        };
+                        lo | hi << 32
+                    };
+                    let (x, y) = (get(d0), get(d1));
+                    let Some(new) = atomic_op(op, ty, old, x, y) else {
+                        return Err(Fault {
+                            addr: a as u64,
+                            write: false,
+                            reason: "unimplemented".into(),
+                        });
+                    };
+                    lds_write(lds, a, &new.to_le_bytes()[..n])?;
+                    if rtn {
+                        w.wr(i.dst, l, old as u32);
+                        if wide {
+                            w.wr(i.dst + 1, l, (old >> 32) as u32);
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })();
+        if let Err(f) = r {
+            err = Some((l as u32, f));
+        }
+    });
+    if err.is_none() && matches!(op, ds::PERMUTE_B32 | ds::BPERMUTE_B32) {
+        // Lane shuffles through the LDS crossbar: the address (plus offset) / 4 selects a
+        // lane; bpermute pulls from it, permute pushes to it. Inactive lanes read 0.
+        let lanes = w.lanes as usize;
+        let mut out = [0u32; 64];
+        let mut written = 0u64;
+        for_lanes(exec, |l| {
+            let sel = (w.v[addr_row + l].wrapping_add(off) / 4) as usize % lanes;
+            if op == ds::BPERMUTE_B32 {
+                out[l] = if exec >> sel & 1 != 0 {
+                    w.v[d0 + sel]
+                } else {
+                    0
+                };
+                written |= 1 << l;
+            } else {
+                out[sel] = w.v[d0 + l];
+                written |= 1 << sel;
+            }
+        });
+        for_lanes(exec, |l| {
+            w.wr(i.dst, l, if written >> l & 1 != 0 { out[l] } else { 0 });
+        });
+    }
+    match err {
+        Some((_, f)) if f.reason == "unimplemented" => Err(unimplemented(ctx, idx, i)),
+        Some((l, f)) => Err(fault(ctx, idx, i, l, f)),
+        None => Ok(()),
+    }
+}
+
+/// Read-modify-write of an atomic `op` on type `ty` ("u32", "i64", "f32", "b64", …):
+/// `x` is the data operand, `y` the compare value of cmpswap/cmpstore.
+fn atomic_op(op: &str, ty: &str, old: u64, x: u64, y: u64) -> Option<u64> {
+    let wide = ty.ends_with("64");
+    let mask = if wide { u64::MAX } else { 0xffff_ffff };
+    let (old, x, y) = (old & mask, x & mask, y & mask);
+    let s = |v: u64| {
+        if wide {
+            v as i64
+        } else {
+            v as u32 as i32 as i64
+        }
+    };
+    let f32op = |f: fn(f32, f32) -> f32| {
+        f(f32::from_bits(old as u32), f32::from_bits(x as u32)).to_bits() as u64
+    };
+    let f64op = |f: fn(f64, f64) -> f64| f(f64::from_bits(old), f64::from_bits(x)).to_bits();
+    let r = match (op, ty.as_bytes().first()) {
+        ("add", Some(b'f')) if wide => f64op(|a, b| a + b),
+        ("add", Some(b'f')) => f32op(|a, b| a + b),
+        ("min", Some(b'f')) if wide => f64op(|a, b| {
+            if a.is_nan() {
+                b
+            } else if b.is_nan() {
+                a
+            } else {
+                a.min(b)
+            }
+        }),
+        ("max", Some(b'f')) if wide => f64op(|a, b| {
+            if a.is_nan() {
+                b
+            } else if b.is_nan() {
+                a
+            } else {
+                a.max(b)
+            }
+        }),
+        ("min", Some(b'f')) => f32op(fmin),
+        ("max", Some(b'f')) => f32op(fmax),
+        ("add", _) => old.wrapping_add(x),
+        ("sub", _) => old.wrapping_sub(x),
+        ("rsub", _) => x.wrapping_sub(old),
+        ("min", Some(b'i')) => {
+            if s(old) < s(x) {
+                old
+            } else {
+                x
+            }
+        }
+        ("max", Some(b'i')) => {
+            if s(old) > s(x) {
+                old
+            } else {
+                x
+            }
+        }
+        ("min", _) => old.min(x),
+        ("max", _) => old.max(x),
+        ("and", _) => old & x,
+        ("or", _) => old | x,
+        ("xor", _) => old ^ x,
+        ("swap", _) | ("storexchg", _) => x,
+        ("cmpswap", _) | ("cmpstore", _) => {
+            if old == y {
+                x
+            } else {
+                old
+            }
+        }
+        ("inc", _) => {
+            if old >= x {
+                0
+            } else {
+                old + 1
+            }
+        }
+        ("dec", _) => {
+            if old == 0 || old > x {
+                x
+            } else {
+                old - 1
+            }
+        }
+        ("mskor", _) => (old & !x) | y,
+        ("csub", _) => old.saturating_sub(x),
+        _ => return None,
+    };
+    Some(r & mask)
+}
+
+// ---------------------------------------------------------------------------------------
+// FLAT / GLOBAL / SCRATCH
+
+fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    let exec = w.exec();
+    let op = i.op;
+    let (n, load): (usize, Option<bool>) = match op {
+        flat::LOAD_U8
+        | flat::LOAD_I8
+        | flat::LOAD_D16_U8
+        | flat::LOAD_D16_I8
+        | flat::LOAD_D16_HI_U8
+        | flat::LOAD_D16_HI_I8 => (1, Some(true)),
+        flat::LOAD_U16 | flat::LOAD_I16 | flat::LOAD_D16_B16 | flat::LOAD_D16_HI_B16 => {
+            (2, Some(true))
+        }
+        flat::LOAD_B32 => (4, Some(true)),
+        flat::LOAD_B64 => (8, Some(true)),
+        flat::LOAD_B96 => (12, Some(true)),
+        flat::LOAD_B128 => (16, Some(true)),
+        flat::STORE_B8 | flat::STORE_D16_HI_B8 => (1, Some(false)),
+        flat::STORE_B16 | flat::STORE_D16_HI_B16 => (2, Some(false)),
+        flat::STORE_B32 => (4, Some(false)),
+        flat::STORE_B64 => (8, Some(false)),
+        flat::STORE_B96 => (12, Some(false)),
+        flat::STORE_B128 => (16, Some(false)),
+        _ => (0, None),
+    };
+    let vaddr = (i.src[0] - VGPR0) as usize * 64;
+    let data = (i.src[1] - VGPR0) as usize * 64;
+    let scratch = i.enc == Encoding::Scratch;
+    let sbase = if i.saddr == NULL {
+        0
+    } else if scratch {
+        w.sread(i.saddr, 0) as u64
+    } else {
+        w.sread64(i.saddr, 0, Ty::I64)
+    };
+    let mut err: Option<(u32, Fault)> = None;
+    let private = w.private_size;
+    for_lanes(exec, |l| {
+        if err.is_some() {
+            return;
+        }
+        let addr = match i.enc {
+            Encoding::Global if i.saddr != NULL => sbase.wrapping_add(w.v[vaddr + l] as u64),
+            Encoding::Scratch => {
+                let v = if i.flags & flag::SVE != 0 {
+                    w.v[vaddr + l] as u64
+                } else {
+                    0
+                };
+                sbase.wrapping_add(v) & 0xffff_ffff
+            }
+            _ => {
+                w.v[vaddr + l] as u64 | (w.v.get(vaddr + 64 + l).copied().unwrap_or(0) as u64) << 32
+            }
+        }
+        .wrapping_add(i.imm as i64 as u64);
+        let r: Result<(), Fault> = (|| {
+            let mut b = [0u8; 16];
+            match load {
+                Some(true) => {
+                    match aperture(i.enc, addr, scratch) {
+                        Aperture::Private(a) => {
+                            scratch_access(w, l, a, &mut b[..n], None, private)?
+                        }
+                        Aperture::Lds(a) => lds_read(ctx.lds, a, &mut b[..n])?,
+                        Aperture::Global => ctx.mem.read(addr, &mut b[..n])?,
+                    }
+                    let dst = i.dst;
+                    match op {
+                        flat::LOAD_U8 => w.wr(dst, l, b[0] as u32),
+                        flat::LOAD_I8 => w.wr(dst, l, b[0] as i8 as i32 as u32),
+                        flat::LOAD_U16 => w.wr(dst, l, u16::from_le_bytes([b[0], b[1]]) as u32),
+                        flat::LOAD_I16 => {
+                            w.wr(dst, l, i16::from_le_bytes([b[0], b[1]]) as i32 as u32)
+                        }
+                        flat::LOAD_D16_U8 => w.wr16(dst, l, false, b[0] as u16),
+                        flat::LOAD_D16_I8 => w.wr16(dst, l, false, b[0] as i8 as i16 as u16),
+                        flat::LOAD_D16_HI_U8 => w.wr16(dst, l, true, b[0] as u16),
+                        flat::LOAD_D16_HI_I8 => w.wr16(dst, l, true, b[0] as i8 as i16 as u16),
+                        flat::LOAD_D16_B16 => {
+                            w.wr16(dst, l, false, u16::from_le_bytes([b[0], b[1]]))
+                        }
+                        flat::LOAD_D16_HI_B16 => {
+                            w.wr16(dst, l, true, u16::from_le_bytes([b[0], b[1]]))
+                        }
+                        _ => {
+                            for k in 0..n / 4 {
+                                let v = u32::from_le_bytes([
+                                    b[4 * k],
+                                    b[4 * k + 1],
+                                    b[4 * k + 2],
+                                    b[4 * k + 3],
+                                ]);
+                                w.wr(dst + k as u16, l, v);
+                            }
+                        }
+                    }
+                    Ok(())
+                }
+                Some(false) => {
+                    let lo = w.v[data + l].to_le_bytes();
+                    match op {
+                        flat::STORE_D16_HI_B8 => b[0] = lo[2],
+                        flat::STORE_D16_HI_B16 => b[..2].copy_from_slice(&lo[2..4]),
+                        _ => {
+                            for k in 0..n.div_ceil(4) {
+                                let v = w.v.get(data + 64 * k + l).copied().unwrap_or(0);
+                                let m = (n - 4 * k).min(4);
+                                b[4 * k..4 * k + m].copy_from_slice(&v.to_le_bytes()[..m]);
+                            }
+                        }
+                    }
+                    match aperture(i.enc, addr, scratch) {
+                        Aperture::Private(a) => {
+                            let mut tmp = b;
+                            scratch_access(w, l, a, &mut tmp[..n], Some(&b[..n]), private)
+                        }
+                        Aperture::Lds(a) => lds_write(ctx.lds, a, &b[..n]),
+                        Aperture::Global => ctx.mem.write(addr, &b[..n]),
+                    }
+                }
+                None => flat_atomic(w, i, l, addr, data, ctx),
+            }
+        })();
+        if let Err(f) = r {
+            err = Some((l as u32, f));
+        }
+    });
+    match err {
+        Some((_, f)) if f.reason == "unimplemented" => Err(unimplemented(ctx, idx, i)),
+        Some((l, f)) => Err(fault(ctx, idx, i, l, f)),
+        None => Ok(()),
+    }
+}
+
+/// Where a memory instruction's address goes.
+enum Aperture {
+    Global,
+    Lds(u32),
+    Private(u64),
+}
+
+/// Scratch instructions address the private segment; FLAT (generic) addresses in the shared
+/// or private aperture (the high dword `src_shared_base` / `src_private_base` return) reach
+/// LDS or scratch at the low dword; everything else is global memory.
+#[inline]
+fn aperture(enc: Encoding, addr: u64, scratch: bool) -> Aperture {
+    if scratch {
+        Aperture::Private(addr)
+    } else if enc == Encoding::Flat && addr >> 32 == SHARED_BASE >> 32 {
+        Aperture::Lds(addr as u32)
+    } else if enc == Encoding::Flat && addr >> 32 == PRIVATE_BASE >> 32 {
+        Aperture::Private(addr & 0xffff_ffff)
+    } else {
+        Aperture::Global
+    }
+}
+
+/// Reads (`data` None) or writes a lane's private memory. Scratch addresses are offsets
+/// into the lane's private segment (the hardware's per-lane swizzle is invisible to the
+/// program), so they live in the wave, not in the memory trait.
+fn scratch_access(
+    w: &mut Wave,
+    lane: usize,
+    addr: u64,
+    buf: &mut [u8],
+    data: Option<&[u8]>,
+    private: usize,
+) -> Result<(), Fault> {
+    let n = buf.len();
+    let ok = (addr as usize).checked_add(n).is_some_and(|e| e <= private);
+    if !ok {
+        return Err(Fault {
+            addr,
+            write: data.is_some(),
+            reason: format!("outside the {private}-byte private segment of lane {lane}"),
+        });
+    }
+    let at = lane * private + addr as usize;
+    match data {
+        Some(d) => w.scratch[at..at + n].copy_from_slice(d),
+        None => buf.copy_from_slice(&w.scratch[at..at + n]),
+    }
+    Ok(())
+}
+
+fn flat_atomic(
+    w: &mut Wave,
+    i: &Inst,
+    l: usize,
+    addr: u64,
+    data: usize,
+    ctx: &mut Ctx<'_>,
+) -> Result<(), Fault> {
+    if !matches!(aperture(i.enc, addr, false), Aperture::Global) || i.enc == Encoding::Scratch {
+        return Err(Fault {
+            addr,
+            write: true,
+            reason: "unimplemented".into(),
+        });
+    }
+    let name = i.name();
+    let wide = name.ends_with("64");
+    let base = name.trim_start_matches("atomic_");
+    let x = w.v[data + l] as u64
+        | if wide {
+            (w.v[data + 64 + l] as u64) << 32
+        } else {
+            0
+        };
+    let y_row = data + if wide { 128 } else { 64 };
+    let y = w.v.get(y_row + l).copied().unwrap_or(0) as u64
+        | if wide {
+            (w.v.get(y_row + 64 + l).copied().unwrap_or(0) as u64) << 32
+        } else {
+            0
+        };
+    let n = if wide { 8 } else { 4 };
+    let mut b = [0u8; 8];
+    ctx.mem.read(addr, &mut b[..n])?;
+    let old = u64::from_le_bytes(b);
+    let (op, ty) = base.rsplit_once('_').unwrap_or((base, ""));
+    let Some(new) = atomic_op(op, ty, old, x, y) else {
+        return Err(Fault {
+            addr,
+            write: true,
+            reason: "unimplemented".into(),
+        });
+    };
+    let new = if wide { new } else { new & 0xffff_ffff };
+    ctx.mem.write(addr, &new.to_le_bytes()[..n])?;
+    if i.flags & flag::GLC != 0 {
+        w.wr(i.dst, l, old as u32);
+        if wide {
+            w.wr(i.dst + 1, l, (old >> 32) as u32);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fma32_matches_the_library_fused_multiply_add() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u32
+        };
+        for k in 0..200_000 {
+            // Mix random bit patterns with values whose product nearly cancels the addend.
+            let a = f32::from_bits(next());
+            let b = f32::from_bits(next());
+            let c = if k % 2 == 0 {
+                f32::from_bits(next())
+            } else {
+                -(a * b) * (1.0 + f32::EPSILON * (k % 7) as f32)
+            };
+            let (got, want) = (fma32(a, b, c), a.mul_add(b, c));
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "fma({a:e}, {b:e}, {c:e}) = {got:e}, want {want:e}"
+            );
+        }
+    }
+}

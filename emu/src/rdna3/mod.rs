@@ -1,0 +1,10 @@
+//! RDNA3 (gfx1100): decoder, disassembler and instruction semantics.
+
+pub mod decode;
+mod exec;
+pub mod opcodes;
+mod print;
+
+pub use decode::{Dpp, Encoding, Inst, decode};
+pub(crate) use exec::run;
+pub use print::operand;

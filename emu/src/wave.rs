@@ -1,0 +1,503 @@
+//! Waves, workgroups and the dispatcher: the ISA-independent part of the interpreter.
+
+use crate::code_object::kcp;
+use crate::{Error, Isa, Kernel, Memory, Program, Stats};
+
+/// VGPR rows per wave: 256 architectural, one row to stage permuted DPP sources, and three
+/// pairs of rows where scalar and constant sources are broadcast, so the lane loops of vector
+/// instructions read every source the same way.
+pub(crate) const VGPR_ROWS: usize = 263;
+/// Row used to stage permuted DPP sources.
+pub(crate) const DPP_ROW: usize = 256;
+/// First of the rows where uniform sources are broadcast (two rows per source).
+pub(crate) const CONST_ROW: usize = 257;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaveState {
+    Running,
+    Barrier,
+    Done,
+}
+
+/// Float mode bits a wave runs with (from `COMPUTE_PGM_RSRC1`, changed by `s_denorm_mode`,
+/// `s_round_mode`, `s_setreg_b32 hwreg(HW_REG_MODE)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Mode {
+    /// FLOAT_ROUND_MODE (two bits f32, two bits f16/f64); only round-to-nearest-even is
+    /// modelled, other values are kept for `s_getreg` but do not change results.
+    pub round: u8,
+    /// FLOAT_DENORM_MODE: bits 0-1 f32, bits 2-3 f16/f64; 3 keeps denormals, 0 flushes.
+    pub denorm: u8,
+    /// IEEE mode (signalling NaN handling of min/max).
+    pub ieee: bool,
+    /// DX10 clamp: clamp NaN to 0.
+    pub dx10_clamp: bool,
+}
+
+impl Mode {
+    pub(crate) fn flush32(&self) -> bool {
+        self.denorm & 3 != 3
+    }
+    pub(crate) fn flush16_64(&self) -> bool {
+        (self.denorm >> 2) & 3 != 3
+    }
+}
+
+/// One wave: its registers and where it is.
+pub(crate) struct Wave {
+    /// SGPRs by operand code: s0-s105, vcc 106-107, ttmp 108-123, null 124, m0 125,
+    /// exec 126-127. `null` stays 0 because writes to it are dropped.
+    pub s: [u32; 128],
+    /// VGPRs, `v[row * 64 + lane]`.
+    pub v: Vec<u32>,
+    pub scc: bool,
+    /// Index of the next instruction.
+    pub pc: usize,
+    /// 32 or 64.
+    pub lanes: u32,
+    pub state: WaveState,
+    pub mode: Mode,
+    /// Private (scratch) bytes per lane.
+    pub private_size: usize,
+    /// `lanes * private_size` bytes, lane-major.
+    pub scratch: Vec<u8>,
+    /// Hardware registers written with `s_setreg` (by hwreg id), read back by `s_getreg`.
+    pub hwreg: [u32; 64],
+}
+
+impl Wave {
+    fn new() -> Wave {
+        Wave {
+            s: [0; 128],
+            v: vec![0; VGPR_ROWS * 64],
+            scc: false,
+            pc: 0,
+            lanes: 32,
+            state: WaveState::Done,
+            mode: Mode {
+                round: 0,
+                denorm: 0xf,
+                ieee: true,
+                dx10_clamp: true,
+            },
+            private_size: 0,
+            scratch: Vec::new(),
+            hwreg: [0; 64],
+        }
+    }
+
+    /// EXEC as a 64-bit mask (upper half 0 in wave32).
+    #[inline]
+    pub(crate) fn exec(&self) -> u64 {
+        if self.lanes == 32 {
+            self.s[126] as u64
+        } else {
+            self.s[126] as u64 | (self.s[127] as u64) << 32
+        }
+    }
+
+    #[inline]
+    pub(crate) fn set_exec(&mut self, m: u64) {
+        self.s[126] = m as u32;
+        if self.lanes == 64 {
+            self.s[127] = (m >> 32) as u32;
+        }
+    }
+
+    /// A lane mask read from an SGPR (pair in wave64).
+    #[inline]
+    pub(crate) fn mask(&self, code: u16) -> u64 {
+        let c = code as usize;
+        if c >= 128 {
+            return 0;
+        }
+        if self.lanes == 32 {
+            self.s[c] as u64
+        } else {
+            self.s[c] as u64 | (self.s.get(c + 1).copied().unwrap_or(0) as u64) << 32
+        }
+    }
+
+    #[inline]
+    pub(crate) fn set_mask(&mut self, code: u16, m: u64) {
+        self.sset(code, m as u32);
+        if self.lanes == 64 {
+            self.sset(code + 1, (m >> 32) as u32);
+        }
+    }
+
+    /// Writes an SGPR by operand code; writes to `null` and to non-registers are dropped.
+    #[inline]
+    pub(crate) fn sset(&mut self, code: u16, v: u32) {
+        if (code as usize) < 128 && code != crate::rdna3::decode::NULL {
+            self.s[code as usize] = v;
+        }
+    }
+
+    #[inline]
+    pub(crate) fn sset64(&mut self, code: u16, v: u64) {
+        self.sset(code, v as u32);
+        self.sset(code + 1, (v >> 32) as u32);
+    }
+}
+
+/// Everything a dispatch needs besides the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Grid size in work-items (as in an AQL packet), per dimension.
+    pub grid: [u32; 3],
+    /// Workgroup size in work-items, per dimension.
+    pub workgroup: [u32; 3],
+    /// GPU virtual address of the kernel arguments.
+    pub kernarg: u64,
+    /// Address given to kernels that enable the dispatch pointer (the AQL packet).
+    pub dispatch_ptr: u64,
+    /// Address given to kernels that enable the queue pointer.
+    pub queue_ptr: u64,
+    /// Value given to kernels that enable the dispatch id.
+    pub dispatch_id: u64,
+    /// LDS bytes added to the kernel's `group_segment_fixed_size` (dynamic LDS).
+    pub dynamic_lds: u32,
+    /// Scratch bytes per work-item added to `private_segment_fixed_size` (dynamic stack).
+    pub dynamic_scratch: u32,
+    /// GPU virtual address where `.text` was uploaded (for `s_getpc_b64`); `None` means the
+    /// address the code object was linked at.
+    pub code_address: Option<u64>,
+    /// Stop with [`Error::Stopped`] after this many wave-instructions (a watchdog for hung
+    /// shaders); `None` runs until every wave ends.
+    pub instruction_limit: Option<u64>,
+}
+
+impl Launch {
+    /// The 64-byte AQL kernel dispatch packet (`hsa_kernel_dispatch_packet_t`) describing this
+    /// launch of `kernel`, for kernels that read it through the dispatch pointer: header
+    /// (kernel dispatch type), dimensions, workgroup and grid sizes, segment sizes, kernel
+    /// object (the descriptor's address), kernarg address. Store it in memory and set
+    /// [`Launch::dispatch_ptr`] to its address.
+    pub fn aql_dispatch_packet(&self, kernel: &Kernel) -> [u8; 64] {
+        let mut p = [0u8; 64];
+        // HSA_PACKET_TYPE_KERNEL_DISPATCH = 2, with system-scope acquire and release fences.
+        let header: u16 = 2 | (2 << 9) | (2 << 11);
+        let dims = if self.grid[2] > 1 || self.workgroup[2] > 1 {
+            3
+        } else if self.grid[1] > 1 || self.workgroup[1] > 1 {
+            2
+        } else {
+            1
+        };
+        p[0..2].copy_from_slice(&header.to_le_bytes());
+        p[2..4].copy_from_slice(&(dims as u16).to_le_bytes());
+        for d in 0..3 {
+            let wg = u16::try_from(self.workgroup[d]).unwrap_or(u16::MAX);
+            p[4 + 2 * d..6 + 2 * d].copy_from_slice(&wg.to_le_bytes());
+            p[12 + 4 * d..16 + 4 * d].copy_from_slice(&self.grid[d].to_le_bytes());
+        }
+        let kd = &kernel.descriptor;
+        let private = kd
+            .private_segment_fixed_size
+            .saturating_add(self.dynamic_scratch);
+        let group = kd.group_segment_fixed_size.saturating_add(self.dynamic_lds);
+        p[24..28].copy_from_slice(&private.to_le_bytes());
+        p[28..32].copy_from_slice(&group.to_le_bytes());
+        p[32..40].copy_from_slice(&kernel.descriptor_address.to_le_bytes());
+        p[40..48].copy_from_slice(&self.kernarg.to_le_bytes());
+        p
+    }
+
+    /// A launch of `grid` work-items in workgroups of `workgroup`, arguments at `kernarg`.
+    pub fn new(grid: [u32; 3], workgroup: [u32; 3], kernarg: u64) -> Launch {
+        Launch {
+            grid,
+            workgroup,
+            kernarg,
+            dispatch_ptr: 0,
+            queue_ptr: 0,
+            dispatch_id: 0,
+            dynamic_lds: 0,
+            dynamic_scratch: 0,
+            code_address: None,
+            instruction_limit: None,
+        }
+    }
+}
+
+/// Shared state of the waves of one workgroup while they run.
+pub(crate) struct Ctx<'a> {
+    pub mem: &'a mut dyn Memory,
+    pub lds: &'a mut [u8],
+    pub code_base: u64,
+    pub prog: &'a Program,
+    pub instructions: u64,
+    /// Wave-instructions this workgroup may still execute.
+    pub budget: u64,
+}
+
+/// LDS of one workgroup on gfx11 (64 KiB per workgroup).
+const MAX_LDS: u32 = 64 * 1024;
+
+/// A dispatch as the command processor sees it: the register state the driver programmed
+/// (`COMPUTE_PGM_LO/HI`, `COMPUTE_PGM_RSRC1/2/3`, `COMPUTE_USER_DATA_*`, the dispatch
+/// initiator's wave32 bit) plus the grid. The mock's PM4 `DISPATCH_DIRECT` path fills this
+/// from its registers; [`dispatch`] fills it from an ELF kernel descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HwDispatch {
+    /// Name used in errors (kernel symbol, or a description of the dispatch).
+    pub name: String,
+    /// GPU virtual address of the first instruction.
+    pub entry: u64,
+    /// `COMPUTE_PGM_RSRC1` (float mode).
+    pub rsrc1: u32,
+    /// `COMPUTE_PGM_RSRC2` (user SGPR count, workgroup id / info / scratch offset enables).
+    pub rsrc2: u32,
+    /// `COMPUTE_PGM_RSRC3`.
+    pub rsrc3: u32,
+    /// Values of the user SGPRs s0.. (`COMPUTE_USER_DATA_*`), at most 16 on gfx11.
+    pub user_sgprs: Vec<u32>,
+    /// Lanes per wave: 32 or 64.
+    pub wave_size: u32,
+    /// Grid size in work-items.
+    pub grid: [u32; 3],
+    /// Workgroup size in work-items.
+    pub workgroup: [u32; 3],
+    /// LDS bytes per workgroup.
+    pub lds_bytes: u32,
+    /// Scratch bytes per work-item.
+    pub scratch_bytes: u32,
+    /// Watchdog, as [`Launch::instruction_limit`].
+    pub instruction_limit: Option<u64>,
+}
+
+/// Runs `kernel` of `program` over the whole grid, workgroup after workgroup, and returns
+/// when every wave has executed `s_endpgm`. User SGPRs are laid out from the descriptor's
+/// `kernel_code_properties` as the runtime would program `COMPUTE_USER_DATA_*`.
+pub fn dispatch(
+    program: &Program,
+    kernel: &Kernel,
+    launch: &Launch,
+    mem: &mut dyn Memory,
+) -> Result<Stats, Error> {
+    let kd = &kernel.descriptor;
+    let code_base = launch.code_address.unwrap_or(program.text_address);
+    let entry = kernel
+        .entry
+        .checked_sub(program.text_address)
+        .map(|off| code_base + off)
+        .ok_or(Error::BadPc { pc: kernel.entry })?;
+    let private_size = kd
+        .private_segment_fixed_size
+        .saturating_add(launch.dynamic_scratch);
+    let props = kd.kernel_code_properties;
+    let mut sgprs: Vec<u32> = Vec::with_capacity(16);
+    let push64 = |v: &mut Vec<u32>, x: u64| {
+        v.push(x as u32);
+        v.push((x >> 32) as u32);
+    };
+    if props & kcp::ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER != 0 {
+        // Scratch is private to the emulator; the buffer descriptor is not used by our
+        // scratch_* implementation, so it is left zero.
+        sgprs.extend([0, 0, 0, 0]);
+    }
+    if props & kcp::ENABLE_SGPR_DISPATCH_PTR != 0 {
+        push64(&mut sgprs, launch.dispatch_ptr);
+    }
+    if props & kcp::ENABLE_SGPR_QUEUE_PTR != 0 {
+        push64(&mut sgprs, launch.queue_ptr);
+    }
+    if props & kcp::ENABLE_SGPR_KERNARG_SEGMENT_PTR != 0 {
+        push64(&mut sgprs, launch.kernarg);
+    }
+    if props & kcp::ENABLE_SGPR_DISPATCH_ID != 0 {
+        push64(&mut sgprs, launch.dispatch_id);
+    }
+    if props & kcp::ENABLE_SGPR_FLAT_SCRATCH_INIT != 0 {
+        push64(&mut sgprs, 0);
+    }
+    if props & kcp::ENABLE_SGPR_PRIVATE_SEGMENT_SIZE != 0 {
+        sgprs.push(private_size);
+    }
+    let hw = HwDispatch {
+        name: kernel.name.clone(),
+        entry,
+        rsrc1: kd.compute_pgm_rsrc1,
+        rsrc2: kd.compute_pgm_rsrc2,
+        rsrc3: kd.compute_pgm_rsrc3,
+        user_sgprs: sgprs,
+        wave_size: kd.wave_size(),
+        grid: launch.grid,
+        workgroup: launch.workgroup,
+        lds_bytes: kd
+            .group_segment_fixed_size
+            .saturating_add(launch.dynamic_lds),
+        scratch_bytes: private_size,
+        instruction_limit: launch.instruction_limit,
+    };
+    dispatch_hw(program, code_base, &hw, mem)
+}
+
+/// Runs a dispatch given as register state. `code_base` is the GPU virtual address where the
+/// program's first byte lives (see [`Program::from_bytes`]).
+pub fn dispatch_hw(
+    program: &Program,
+    code_base: u64,
+    hw: &HwDispatch,
+    mem: &mut dyn Memory,
+) -> Result<Stats, Error> {
+    let bad = |reason: String| Error::BadLaunch {
+        kernel: hw.name.clone(),
+        reason,
+    };
+    if hw.workgroup.contains(&0) || hw.grid.contains(&0) {
+        return Err(bad(format!(
+            "empty grid {:?} or workgroup {:?}",
+            hw.grid, hw.workgroup
+        )));
+    }
+    if hw.wave_size != 32 && hw.wave_size != 64 {
+        return Err(bad(format!(
+            "wave size {} is neither 32 nor 64",
+            hw.wave_size
+        )));
+    }
+    let wg_items: u64 = hw.workgroup.iter().map(|&x| x as u64).product();
+    if wg_items > 1024 {
+        return Err(bad(format!(
+            "workgroup of {wg_items} work-items exceeds 1024"
+        )));
+    }
+    if hw.lds_bytes > MAX_LDS {
+        return Err(bad(format!(
+            "{} bytes of LDS exceed {MAX_LDS}",
+            hw.lds_bytes
+        )));
+    }
+    let user_count = ((hw.rsrc2 >> 1) & 0x1f) as usize;
+    if hw.user_sgprs.len() > user_count {
+        return Err(bad(format!(
+            "{} user SGPR values but COMPUTE_PGM_RSRC2.USER_SGPR is {user_count}",
+            hw.user_sgprs.len()
+        )));
+    }
+    let lanes = hw.wave_size;
+    let entry_idx = program
+        .index_of(code_base, hw.entry)
+        .ok_or(Error::BadPc { pc: hw.entry })?;
+    let Isa::Gfx1100 = program.isa;
+
+    let groups: [u32; 3] = std::array::from_fn(|d| hw.grid[d].div_ceil(hw.workgroup[d]));
+    let mut lds = vec![0u8; hw.lds_bytes as usize];
+    let n_waves_max = (wg_items as u32).div_ceil(lanes) as usize;
+    let mut waves: Vec<Wave> = (0..n_waves_max).map(|_| Wave::new()).collect();
+    let mut stats = Stats::default();
+    let rsrc1 = hw.rsrc1;
+    let mode = Mode {
+        round: ((rsrc1 >> 12) & 0xf) as u8,
+        denorm: ((rsrc1 >> 16) & 0xf) as u8,
+        ieee: rsrc1 & (1 << 23) != 0,
+        dx10_clamp: rsrc1 & (1 << 21) != 0,
+    };
+
+    for gz in 0..groups[2] {
+        for gy in 0..groups[1] {
+            for gx in 0..groups[0] {
+                let gid = [gx, gy, gz];
+                // Work-items of this (possibly partial) workgroup.
+                let size: [u32; 3] = std::array::from_fn(|d| {
+                    (hw.grid[d] - gid[d] * hw.workgroup[d]).min(hw.workgroup[d])
+                });
+                let items = size[0] * size[1] * size[2];
+                let n_waves = items.div_ceil(lanes) as usize;
+                lds.fill(0);
+                for (w_idx, w) in waves.iter_mut().enumerate().take(n_waves) {
+                    init_wave(w, w_idx as u32, size, gid, hw, mode);
+                    w.pc = entry_idx;
+                }
+                let mut ctx = Ctx {
+                    mem: &mut *mem,
+                    lds: &mut lds,
+                    code_base,
+                    prog: program,
+                    instructions: 0,
+                    budget: hw
+                        .instruction_limit
+                        .map_or(u64::MAX, |l| l.saturating_sub(stats.instructions)),
+                };
+                run_workgroup(&mut waves[..n_waves], &mut ctx)?;
+                stats.instructions += ctx.instructions;
+                stats.waves += n_waves as u64;
+                stats.workgroups += 1;
+            }
+        }
+    }
+    Ok(stats)
+}
+
+fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    loop {
+        for w in waves.iter_mut() {
+            if w.state == WaveState::Running {
+                crate::rdna3::run(w, ctx)?;
+            }
+        }
+        if waves.iter().all(|w| w.state == WaveState::Done) {
+            return Ok(());
+        }
+        // Every live wave waits at the barrier (finished waves do not take part): release.
+        for w in waves.iter_mut() {
+            if w.state == WaveState::Barrier {
+                w.state = WaveState::Running;
+            }
+        }
+    }
+}
+
+/// Sets up a wave's registers as the hardware does from the dispatch state: user SGPRs,
+/// then system SGPRs (workgroup ids, workgroup info, private segment wave offset), work-item
+/// ids in v0 (gfx11 packs x, y, z into bits 0-9, 10-19, 20-29), EXEC for the live lanes.
+fn init_wave(w: &mut Wave, w_idx: u32, size: [u32; 3], gid: [u32; 3], hw: &HwDispatch, mode: Mode) {
+    let lanes = hw.wave_size;
+    let private_size = hw.scratch_bytes as usize;
+    w.s = [0; 128];
+    w.v.fill(0);
+    w.scc = false;
+    w.lanes = lanes;
+    w.state = WaveState::Running;
+    w.mode = mode;
+    w.hwreg = [0; 64];
+    w.private_size = private_size;
+    w.scratch.clear();
+    w.scratch.resize(private_size * lanes as usize, 0);
+    for (i, v) in hw.user_sgprs.iter().enumerate().take(106) {
+        w.s[i] = *v;
+    }
+    let rsrc2 = hw.rsrc2;
+    let mut next = ((rsrc2 >> 1) & 0x1f) as usize;
+    for (d, &g) in gid.iter().enumerate() {
+        if rsrc2 & (1 << (7 + d)) != 0 && next < 106 {
+            w.s[next] = g;
+            next += 1;
+        }
+    }
+    if rsrc2 & (1 << 10) != 0 && next < 106 {
+        // WORKGROUP_INFO: the LDS size in its upper bits is not modelled; 0.
+        w.s[next] = 0;
+        next += 1;
+    }
+    if rsrc2 & 1 != 0 && next < 106 {
+        // Private segment wave offset: scratch is per wave in the emulator, so 0.
+        w.s[next] = 0;
+    }
+    let items = size[0] * size[1] * size[2];
+    let mut exec = 0u64;
+    for lane in 0..lanes {
+        let flat = w_idx * lanes + lane;
+        if flat >= items {
+            continue;
+        }
+        exec |= 1 << lane;
+        let x = flat % size[0];
+        let y = (flat / size[0]) % size[1];
+        let z = flat / (size[0] * size[1]);
+        w.v[lane as usize] = x | (y << 10) | (z << 20);
+    }
+    w.set_exec(exec);
+}
