@@ -171,3 +171,20 @@ fn smu_messages_clocks_and_metrics() {
     let raw = [0u8; size_of::<smu::v13_0_6::MetricsTableX_t>()];
     assert!(smu::v13_0_6::MetricsTableX_t::read_from_bytes(&raw).is_ok());
 }
+
+#[test]
+fn mqd_accessors_address_the_c_dword_offsets() {
+    use am_autogen::mqd::{v9, v11};
+    use zerocopy::FromZeros;
+    // v11_structs.h: cp_hqd_pq_base_lo is dword 136 ("offset: 136  (0x88)").
+    let mut m = v11::v11_compute_mqd::new_zeroed();
+    m.set_cp_hqd_pq_base_lo(0x1234);
+    assert_eq!(m.dw[136], 0x1234);
+    assert_eq!(m.cp_hqd_pq_base_lo(), 0x1234);
+    // v9_structs.h: the union at dword 39 names compute_current_logic_xcc_id and
+    // compute_static_thread_mgmt_se4 for the same dword.
+    let mut q = v9::v9_mqd::new_zeroed();
+    q.set_compute_current_logic_xcc_id(3);
+    assert_eq!(q.compute_static_thread_mgmt_se4(), 3);
+    assert_eq!(q.dw[39], 3);
+}

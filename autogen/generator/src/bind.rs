@@ -445,12 +445,52 @@ fn reshape(mut file: syn::File, header: &str) -> Result<String> {
         }
     }
 
+    let flat = flat_layouts(&file.items, &layouts);
+
     let mut out_items: Vec<syn::Item> = Vec::new();
     let mut uses_bitfields = false;
     for item in file.items {
         match item {
             syn::Item::Struct(mut s) => {
                 let name = s.ident.to_string();
+                let dwords = layouts.size.get(&name).map(|n| n / 4);
+                let big = flat.get(&name).filter(|f| f.len() > DWORD_ARRAY_MIN_FIELDS);
+                if let (Some(fields), Some(n)) = (big, dwords) {
+                    // zerocopy's FromBytes derive grows quadratically in the field count (its
+                    // per-field impls are overlap-checked pairwise): a 512-field MQD costs
+                    // seconds. Such all-dword structs become one `[u32; N]` with named
+                    // accessors, which derive in constant time.
+                    let attrs: Vec<&syn::Attribute> = s
+                        .attrs
+                        .iter()
+                        .filter(|a| a.path().is_ident("doc") || a.path().is_ident("repr"))
+                        .collect();
+                    let ident = &s.ident;
+                    let mut st: syn::ItemStruct = syn::parse_quote! {
+                        #(#attrs)*
+                        pub struct #ident {
+                            /// The descriptor as dwords; use the named accessors.
+                            pub dw: [u32; #n],
+                        }
+                    };
+                    add_derives(&mut st.attrs, Some((true, true, true)));
+                    out_items.push(syn::Item::Struct(st));
+                    let mut fns = Vec::new();
+                    for (field, at) in fields {
+                        let getter = format_ident!("{field}");
+                        let setter = format_ident!("set_{field}");
+                        let doc = format!("Dword {at} (`{field}`).");
+                        fns.push(quote! {
+                            #[doc = #doc]
+                            pub const fn #getter(&self) -> u32 { self.dw[#at] }
+                            #[doc = #doc]
+                            pub fn #setter(&mut self, val: u32) { self.dw[#at] = val; }
+                        });
+                    }
+                    out_items.push(syn::parse_quote! { impl #ident { #(#fns)* } });
+                    push_asserts(&mut out_items, &name, &layouts, header)?;
+                    continue;
+                }
                 add_derives(&mut s.attrs, derives.get(&name).copied());
                 out_items.push(syn::Item::Struct(s));
                 push_asserts(&mut out_items, &name, &layouts, header)?;
@@ -534,6 +574,66 @@ fn reshape(mut file: syn::File, header: &str) -> Result<String> {
         bail!("{header}: generated code still contains `unsafe`");
     }
     Ok(text)
+}
+
+/// Structs with more fields than this, all dwords, become `[u32; N]` with accessors.
+const DWORD_ARRAY_MIN_FIELDS: usize = 64;
+
+/// For every struct or union made only of `u32` fields (directly or through nested
+/// anonymous structs and unions), its fields as (name, dword index), first name wins.
+fn flat_layouts(items: &[syn::Item], l: &Layouts) -> BTreeMap<String, Vec<(String, usize)>> {
+    let mut out: BTreeMap<String, Vec<(String, usize)>> = BTreeMap::new();
+    // Inner anonymous types come after their users: iterate until nothing new resolves.
+    loop {
+        let before = out.len();
+        for item in items {
+            let (name, fields, is_union) = match item {
+                syn::Item::Struct(s) => (
+                    s.ident.to_string(),
+                    s.fields.iter().collect::<Vec<_>>(),
+                    false,
+                ),
+                syn::Item::Union(u) => (u.ident.to_string(), u.fields.named.iter().collect(), true),
+                _ => continue,
+            };
+            if out.contains_key(&name) {
+                continue;
+            }
+            let mut flat: Vec<(String, usize)> = Vec::new();
+            let mut at = 0usize;
+            let mut ok = true;
+            for f in fields {
+                let Some(fname) = f.ident.as_ref().map(|i| i.to_string()) else {
+                    ok = false;
+                    break;
+                };
+                let ty = &f.ty;
+                let tname = quote!(#ty).to_string();
+                let (entries, size): (Vec<(String, usize)>, usize) = if tname == "u32" {
+                    (vec![(fname, 0)], 1)
+                } else if let (Some(inner), Some(sz)) = (out.get(&tname), l.size.get(&tname)) {
+                    (inner.clone(), sz / 4)
+                } else {
+                    ok = false;
+                    break;
+                };
+                let base = if is_union { 0 } else { at };
+                for (n, i) in entries {
+                    if !flat.iter().any(|(m, _)| *m == n) {
+                        flat.push((n, base + i));
+                    }
+                }
+                at = if is_union { at.max(size) } else { at + size };
+            }
+            if ok && l.size.get(&name) == Some(&(at * 4)) {
+                out.insert(name, flat);
+            }
+        }
+        if out.len() == before {
+            break;
+        }
+    }
+    out
 }
 
 fn add_derives(attrs: &mut Vec<syn::Attribute>, d: Option<(bool, bool, bool)>) {

@@ -363,7 +363,8 @@ fn mqd(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
             "include/v11_structs.h",
             "include/v12_structs.h",
         ],
-        "Memory queue descriptors: `v9` (GFX9, MI300/MI350), `v11` (GFX11) and `v12` (GFX12).",
+        "Memory queue descriptors: `v9` (GFX9, MI300/MI350), `v11` (GFX11) and `v12` (GFX12):\n\
+         compute and SDMA MQDs (graphics-queue MQDs are left out).",
     );
     for (name, header, doc) in [
         (
@@ -391,10 +392,12 @@ fn mqd(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
                 .replace('.', "\\.")
         );
         let files = [file.as_str()];
+        // Graphics-queue MQDs are left out: the driver runs compute and SDMA queues only,
+        // and each 512-field struct costs seconds of build time in zerocopy derives.
         let spec = bind::Spec {
             header,
             files: &files,
-            block: &[],
+            block: &["v1[12]_gfx_mqd"],
             also: &[],
         };
         s.push_str(&nested(name, doc, &bind::bind(amd, prelude, &spec)?));
@@ -520,7 +523,7 @@ fn smu(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
             "v13_0_0",
             "smu_v13_0_0_ppsmc.h",
             "smu13_driver_if_v13_0_0.h",
-            "MP1 13.0.0 (navi31): messages, clocks, `SmuMetrics_t`, `PPTable_t`.",
+            "MP1 13.0.0 (navi31): messages, clocks, `SmuMetrics_t`.",
         ),
         (
             "v13_0_6",
@@ -552,10 +555,20 @@ fn smu(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
         let fb = format!(".*{}", driver_if.replace('.', "\\."));
         let files = [fa.as_str(), fb.as_str()];
         let also = [pb.as_str()];
+        // Only the metrics tables are kept among the structs: the PPTable, overdrive, AVFS,
+        // I2C and watermark tables are board tuning the driver does not touch, and zerocopy's
+        // FromBytes derive on these packed many-field structs costs ~15 s of build time.
+        let block = [
+            "PPTable_t|SkuTable_t|BoardTable_t|CustomSkuTable_t|OverDrive.*|Avfs.*|BootValues_t",
+            "DpmActivityMonitor.*|DpmDescriptor_t|DriverInfoTable_t|DriverReportedClocks_t",
+            "DriverSmuConfig.*|DroopInt_t|EccInfo.*|I2cControllerConfig_t|LinearInt_t",
+            "MsgLimits_t|PFE_Settings_t|QuadraticInt_t|Svi3RegulatorSettings_t",
+            "SviTelemetryScale_t|SwI2c.*|Watermark.*",
+        ];
         let spec = bind::Spec {
             header: &pa,
             files: &files,
-            block: &[],
+            block: &block,
             also: &also,
         };
         s.push_str(&nested(name, doc, &bind::bind(amd, prelude, &spec)?));

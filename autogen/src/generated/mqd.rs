@@ -3,7 +3,8 @@
 // Source: drivers/gpu/drm/amd/include/v11_structs.h
 // Source: drivers/gpu/drm/amd/include/v12_structs.h
 
-//! Memory queue descriptors: `v9` (GFX9, MI300/MI350), `v11` (GFX11) and `v12` (GFX12).
+//! Memory queue descriptors: `v9` (GFX9, MI300/MI350), `v11` (GFX11) and `v12` (GFX12):
+//! compute and SDMA MQDs (graphics-queue MQDs are left out).
 
 #![allow(
     missing_docs,
@@ -27,648 +28,5196 @@ pub mod v9 {
         zerocopy::IntoBytes,
     )]
     pub struct v9_sdma_mqd {
-        pub sdmax_rlcx_rb_cntl: u32,
-        pub sdmax_rlcx_rb_base: u32,
-        pub sdmax_rlcx_rb_base_hi: u32,
-        pub sdmax_rlcx_rb_rptr: u32,
-        pub sdmax_rlcx_rb_rptr_hi: u32,
-        pub sdmax_rlcx_rb_wptr: u32,
-        pub sdmax_rlcx_rb_wptr_hi: u32,
-        pub sdmax_rlcx_rb_wptr_poll_cntl: u32,
-        pub sdmax_rlcx_rb_rptr_addr_hi: u32,
-        pub sdmax_rlcx_rb_rptr_addr_lo: u32,
-        pub sdmax_rlcx_ib_cntl: u32,
-        pub sdmax_rlcx_ib_rptr: u32,
-        pub sdmax_rlcx_ib_offset: u32,
-        pub sdmax_rlcx_ib_base_lo: u32,
-        pub sdmax_rlcx_ib_base_hi: u32,
-        pub sdmax_rlcx_ib_size: u32,
-        pub sdmax_rlcx_skip_cntl: u32,
-        pub sdmax_rlcx_context_status: u32,
-        pub sdmax_rlcx_doorbell: u32,
-        pub sdmax_rlcx_status: u32,
-        pub sdmax_rlcx_doorbell_log: u32,
-        pub sdmax_rlcx_watermark: u32,
-        pub sdmax_rlcx_doorbell_offset: u32,
-        pub sdmax_rlcx_csa_addr_lo: u32,
-        pub sdmax_rlcx_csa_addr_hi: u32,
-        pub sdmax_rlcx_ib_sub_remain: u32,
-        pub sdmax_rlcx_preempt: u32,
-        pub sdmax_rlcx_dummy_reg: u32,
-        pub sdmax_rlcx_rb_wptr_poll_addr_hi: u32,
-        pub sdmax_rlcx_rb_wptr_poll_addr_lo: u32,
-        pub sdmax_rlcx_rb_aql_cntl: u32,
-        pub sdmax_rlcx_minor_ptr_update: u32,
-        pub sdmax_rlcx_midcmd_data0: u32,
-        pub sdmax_rlcx_midcmd_data1: u32,
-        pub sdmax_rlcx_midcmd_data2: u32,
-        pub sdmax_rlcx_midcmd_data3: u32,
-        pub sdmax_rlcx_midcmd_data4: u32,
-        pub sdmax_rlcx_midcmd_data5: u32,
-        pub sdmax_rlcx_midcmd_data6: u32,
-        pub sdmax_rlcx_midcmd_data7: u32,
-        pub sdmax_rlcx_midcmd_data8: u32,
-        pub sdmax_rlcx_midcmd_cntl: u32,
-        pub reserved_42: u32,
-        pub reserved_43: u32,
-        pub reserved_44: u32,
-        pub reserved_45: u32,
-        pub reserved_46: u32,
-        pub reserved_47: u32,
-        pub reserved_48: u32,
-        pub reserved_49: u32,
-        pub reserved_50: u32,
-        pub reserved_51: u32,
-        pub reserved_52: u32,
-        pub reserved_53: u32,
-        pub reserved_54: u32,
-        pub reserved_55: u32,
-        pub reserved_56: u32,
-        pub reserved_57: u32,
-        pub reserved_58: u32,
-        pub reserved_59: u32,
-        pub reserved_60: u32,
-        pub reserved_61: u32,
-        pub reserved_62: u32,
-        pub reserved_63: u32,
-        pub reserved_64: u32,
-        pub reserved_65: u32,
-        pub reserved_66: u32,
-        pub reserved_67: u32,
-        pub reserved_68: u32,
-        pub reserved_69: u32,
-        pub reserved_70: u32,
-        pub reserved_71: u32,
-        pub reserved_72: u32,
-        pub reserved_73: u32,
-        pub reserved_74: u32,
-        pub reserved_75: u32,
-        pub reserved_76: u32,
-        pub reserved_77: u32,
-        pub reserved_78: u32,
-        pub reserved_79: u32,
-        pub reserved_80: u32,
-        pub reserved_81: u32,
-        pub reserved_82: u32,
-        pub reserved_83: u32,
-        pub reserved_84: u32,
-        pub reserved_85: u32,
-        pub reserved_86: u32,
-        pub reserved_87: u32,
-        pub reserved_88: u32,
-        pub reserved_89: u32,
-        pub reserved_90: u32,
-        pub reserved_91: u32,
-        pub reserved_92: u32,
-        pub reserved_93: u32,
-        pub reserved_94: u32,
-        pub reserved_95: u32,
-        pub reserved_96: u32,
-        pub reserved_97: u32,
-        pub reserved_98: u32,
-        pub reserved_99: u32,
-        pub reserved_100: u32,
-        pub reserved_101: u32,
-        pub reserved_102: u32,
-        pub reserved_103: u32,
-        pub reserved_104: u32,
-        pub reserved_105: u32,
-        pub reserved_106: u32,
-        pub reserved_107: u32,
-        pub reserved_108: u32,
-        pub reserved_109: u32,
-        pub reserved_110: u32,
-        pub reserved_111: u32,
-        pub reserved_112: u32,
-        pub reserved_113: u32,
-        pub reserved_114: u32,
-        pub reserved_115: u32,
-        pub reserved_116: u32,
-        pub reserved_117: u32,
-        pub reserved_118: u32,
-        pub reserved_119: u32,
-        pub reserved_120: u32,
-        pub reserved_121: u32,
-        pub reserved_122: u32,
-        pub reserved_123: u32,
-        pub reserved_124: u32,
-        pub reserved_125: u32,
-        pub sdma_engine_id: u32,
-        pub sdma_queue_id: u32,
+        /// The descriptor as dwords; use the named accessors.
+        pub dw: [u32; 128usize],
+    }
+    impl v9_sdma_mqd {
+        ///Dword 0 (`sdmax_rlcx_rb_cntl`).
+        pub const fn sdmax_rlcx_rb_cntl(&self) -> u32 {
+            self.dw[0usize]
+        }
+        ///Dword 0 (`sdmax_rlcx_rb_cntl`).
+        pub fn set_sdmax_rlcx_rb_cntl(&mut self, val: u32) {
+            self.dw[0usize] = val;
+        }
+        ///Dword 1 (`sdmax_rlcx_rb_base`).
+        pub const fn sdmax_rlcx_rb_base(&self) -> u32 {
+            self.dw[1usize]
+        }
+        ///Dword 1 (`sdmax_rlcx_rb_base`).
+        pub fn set_sdmax_rlcx_rb_base(&mut self, val: u32) {
+            self.dw[1usize] = val;
+        }
+        ///Dword 2 (`sdmax_rlcx_rb_base_hi`).
+        pub const fn sdmax_rlcx_rb_base_hi(&self) -> u32 {
+            self.dw[2usize]
+        }
+        ///Dword 2 (`sdmax_rlcx_rb_base_hi`).
+        pub fn set_sdmax_rlcx_rb_base_hi(&mut self, val: u32) {
+            self.dw[2usize] = val;
+        }
+        ///Dword 3 (`sdmax_rlcx_rb_rptr`).
+        pub const fn sdmax_rlcx_rb_rptr(&self) -> u32 {
+            self.dw[3usize]
+        }
+        ///Dword 3 (`sdmax_rlcx_rb_rptr`).
+        pub fn set_sdmax_rlcx_rb_rptr(&mut self, val: u32) {
+            self.dw[3usize] = val;
+        }
+        ///Dword 4 (`sdmax_rlcx_rb_rptr_hi`).
+        pub const fn sdmax_rlcx_rb_rptr_hi(&self) -> u32 {
+            self.dw[4usize]
+        }
+        ///Dword 4 (`sdmax_rlcx_rb_rptr_hi`).
+        pub fn set_sdmax_rlcx_rb_rptr_hi(&mut self, val: u32) {
+            self.dw[4usize] = val;
+        }
+        ///Dword 5 (`sdmax_rlcx_rb_wptr`).
+        pub const fn sdmax_rlcx_rb_wptr(&self) -> u32 {
+            self.dw[5usize]
+        }
+        ///Dword 5 (`sdmax_rlcx_rb_wptr`).
+        pub fn set_sdmax_rlcx_rb_wptr(&mut self, val: u32) {
+            self.dw[5usize] = val;
+        }
+        ///Dword 6 (`sdmax_rlcx_rb_wptr_hi`).
+        pub const fn sdmax_rlcx_rb_wptr_hi(&self) -> u32 {
+            self.dw[6usize]
+        }
+        ///Dword 6 (`sdmax_rlcx_rb_wptr_hi`).
+        pub fn set_sdmax_rlcx_rb_wptr_hi(&mut self, val: u32) {
+            self.dw[6usize] = val;
+        }
+        ///Dword 7 (`sdmax_rlcx_rb_wptr_poll_cntl`).
+        pub const fn sdmax_rlcx_rb_wptr_poll_cntl(&self) -> u32 {
+            self.dw[7usize]
+        }
+        ///Dword 7 (`sdmax_rlcx_rb_wptr_poll_cntl`).
+        pub fn set_sdmax_rlcx_rb_wptr_poll_cntl(&mut self, val: u32) {
+            self.dw[7usize] = val;
+        }
+        ///Dword 8 (`sdmax_rlcx_rb_rptr_addr_hi`).
+        pub const fn sdmax_rlcx_rb_rptr_addr_hi(&self) -> u32 {
+            self.dw[8usize]
+        }
+        ///Dword 8 (`sdmax_rlcx_rb_rptr_addr_hi`).
+        pub fn set_sdmax_rlcx_rb_rptr_addr_hi(&mut self, val: u32) {
+            self.dw[8usize] = val;
+        }
+        ///Dword 9 (`sdmax_rlcx_rb_rptr_addr_lo`).
+        pub const fn sdmax_rlcx_rb_rptr_addr_lo(&self) -> u32 {
+            self.dw[9usize]
+        }
+        ///Dword 9 (`sdmax_rlcx_rb_rptr_addr_lo`).
+        pub fn set_sdmax_rlcx_rb_rptr_addr_lo(&mut self, val: u32) {
+            self.dw[9usize] = val;
+        }
+        ///Dword 10 (`sdmax_rlcx_ib_cntl`).
+        pub const fn sdmax_rlcx_ib_cntl(&self) -> u32 {
+            self.dw[10usize]
+        }
+        ///Dword 10 (`sdmax_rlcx_ib_cntl`).
+        pub fn set_sdmax_rlcx_ib_cntl(&mut self, val: u32) {
+            self.dw[10usize] = val;
+        }
+        ///Dword 11 (`sdmax_rlcx_ib_rptr`).
+        pub const fn sdmax_rlcx_ib_rptr(&self) -> u32 {
+            self.dw[11usize]
+        }
+        ///Dword 11 (`sdmax_rlcx_ib_rptr`).
+        pub fn set_sdmax_rlcx_ib_rptr(&mut self, val: u32) {
+            self.dw[11usize] = val;
+        }
+        ///Dword 12 (`sdmax_rlcx_ib_offset`).
+        pub const fn sdmax_rlcx_ib_offset(&self) -> u32 {
+            self.dw[12usize]
+        }
+        ///Dword 12 (`sdmax_rlcx_ib_offset`).
+        pub fn set_sdmax_rlcx_ib_offset(&mut self, val: u32) {
+            self.dw[12usize] = val;
+        }
+        ///Dword 13 (`sdmax_rlcx_ib_base_lo`).
+        pub const fn sdmax_rlcx_ib_base_lo(&self) -> u32 {
+            self.dw[13usize]
+        }
+        ///Dword 13 (`sdmax_rlcx_ib_base_lo`).
+        pub fn set_sdmax_rlcx_ib_base_lo(&mut self, val: u32) {
+            self.dw[13usize] = val;
+        }
+        ///Dword 14 (`sdmax_rlcx_ib_base_hi`).
+        pub const fn sdmax_rlcx_ib_base_hi(&self) -> u32 {
+            self.dw[14usize]
+        }
+        ///Dword 14 (`sdmax_rlcx_ib_base_hi`).
+        pub fn set_sdmax_rlcx_ib_base_hi(&mut self, val: u32) {
+            self.dw[14usize] = val;
+        }
+        ///Dword 15 (`sdmax_rlcx_ib_size`).
+        pub const fn sdmax_rlcx_ib_size(&self) -> u32 {
+            self.dw[15usize]
+        }
+        ///Dword 15 (`sdmax_rlcx_ib_size`).
+        pub fn set_sdmax_rlcx_ib_size(&mut self, val: u32) {
+            self.dw[15usize] = val;
+        }
+        ///Dword 16 (`sdmax_rlcx_skip_cntl`).
+        pub const fn sdmax_rlcx_skip_cntl(&self) -> u32 {
+            self.dw[16usize]
+        }
+        ///Dword 16 (`sdmax_rlcx_skip_cntl`).
+        pub fn set_sdmax_rlcx_skip_cntl(&mut self, val: u32) {
+            self.dw[16usize] = val;
+        }
+        ///Dword 17 (`sdmax_rlcx_context_status`).
+        pub const fn sdmax_rlcx_context_status(&self) -> u32 {
+            self.dw[17usize]
+        }
+        ///Dword 17 (`sdmax_rlcx_context_status`).
+        pub fn set_sdmax_rlcx_context_status(&mut self, val: u32) {
+            self.dw[17usize] = val;
+        }
+        ///Dword 18 (`sdmax_rlcx_doorbell`).
+        pub const fn sdmax_rlcx_doorbell(&self) -> u32 {
+            self.dw[18usize]
+        }
+        ///Dword 18 (`sdmax_rlcx_doorbell`).
+        pub fn set_sdmax_rlcx_doorbell(&mut self, val: u32) {
+            self.dw[18usize] = val;
+        }
+        ///Dword 19 (`sdmax_rlcx_status`).
+        pub const fn sdmax_rlcx_status(&self) -> u32 {
+            self.dw[19usize]
+        }
+        ///Dword 19 (`sdmax_rlcx_status`).
+        pub fn set_sdmax_rlcx_status(&mut self, val: u32) {
+            self.dw[19usize] = val;
+        }
+        ///Dword 20 (`sdmax_rlcx_doorbell_log`).
+        pub const fn sdmax_rlcx_doorbell_log(&self) -> u32 {
+            self.dw[20usize]
+        }
+        ///Dword 20 (`sdmax_rlcx_doorbell_log`).
+        pub fn set_sdmax_rlcx_doorbell_log(&mut self, val: u32) {
+            self.dw[20usize] = val;
+        }
+        ///Dword 21 (`sdmax_rlcx_watermark`).
+        pub const fn sdmax_rlcx_watermark(&self) -> u32 {
+            self.dw[21usize]
+        }
+        ///Dword 21 (`sdmax_rlcx_watermark`).
+        pub fn set_sdmax_rlcx_watermark(&mut self, val: u32) {
+            self.dw[21usize] = val;
+        }
+        ///Dword 22 (`sdmax_rlcx_doorbell_offset`).
+        pub const fn sdmax_rlcx_doorbell_offset(&self) -> u32 {
+            self.dw[22usize]
+        }
+        ///Dword 22 (`sdmax_rlcx_doorbell_offset`).
+        pub fn set_sdmax_rlcx_doorbell_offset(&mut self, val: u32) {
+            self.dw[22usize] = val;
+        }
+        ///Dword 23 (`sdmax_rlcx_csa_addr_lo`).
+        pub const fn sdmax_rlcx_csa_addr_lo(&self) -> u32 {
+            self.dw[23usize]
+        }
+        ///Dword 23 (`sdmax_rlcx_csa_addr_lo`).
+        pub fn set_sdmax_rlcx_csa_addr_lo(&mut self, val: u32) {
+            self.dw[23usize] = val;
+        }
+        ///Dword 24 (`sdmax_rlcx_csa_addr_hi`).
+        pub const fn sdmax_rlcx_csa_addr_hi(&self) -> u32 {
+            self.dw[24usize]
+        }
+        ///Dword 24 (`sdmax_rlcx_csa_addr_hi`).
+        pub fn set_sdmax_rlcx_csa_addr_hi(&mut self, val: u32) {
+            self.dw[24usize] = val;
+        }
+        ///Dword 25 (`sdmax_rlcx_ib_sub_remain`).
+        pub const fn sdmax_rlcx_ib_sub_remain(&self) -> u32 {
+            self.dw[25usize]
+        }
+        ///Dword 25 (`sdmax_rlcx_ib_sub_remain`).
+        pub fn set_sdmax_rlcx_ib_sub_remain(&mut self, val: u32) {
+            self.dw[25usize] = val;
+        }
+        ///Dword 26 (`sdmax_rlcx_preempt`).
+        pub const fn sdmax_rlcx_preempt(&self) -> u32 {
+            self.dw[26usize]
+        }
+        ///Dword 26 (`sdmax_rlcx_preempt`).
+        pub fn set_sdmax_rlcx_preempt(&mut self, val: u32) {
+            self.dw[26usize] = val;
+        }
+        ///Dword 27 (`sdmax_rlcx_dummy_reg`).
+        pub const fn sdmax_rlcx_dummy_reg(&self) -> u32 {
+            self.dw[27usize]
+        }
+        ///Dword 27 (`sdmax_rlcx_dummy_reg`).
+        pub fn set_sdmax_rlcx_dummy_reg(&mut self, val: u32) {
+            self.dw[27usize] = val;
+        }
+        ///Dword 28 (`sdmax_rlcx_rb_wptr_poll_addr_hi`).
+        pub const fn sdmax_rlcx_rb_wptr_poll_addr_hi(&self) -> u32 {
+            self.dw[28usize]
+        }
+        ///Dword 28 (`sdmax_rlcx_rb_wptr_poll_addr_hi`).
+        pub fn set_sdmax_rlcx_rb_wptr_poll_addr_hi(&mut self, val: u32) {
+            self.dw[28usize] = val;
+        }
+        ///Dword 29 (`sdmax_rlcx_rb_wptr_poll_addr_lo`).
+        pub const fn sdmax_rlcx_rb_wptr_poll_addr_lo(&self) -> u32 {
+            self.dw[29usize]
+        }
+        ///Dword 29 (`sdmax_rlcx_rb_wptr_poll_addr_lo`).
+        pub fn set_sdmax_rlcx_rb_wptr_poll_addr_lo(&mut self, val: u32) {
+            self.dw[29usize] = val;
+        }
+        ///Dword 30 (`sdmax_rlcx_rb_aql_cntl`).
+        pub const fn sdmax_rlcx_rb_aql_cntl(&self) -> u32 {
+            self.dw[30usize]
+        }
+        ///Dword 30 (`sdmax_rlcx_rb_aql_cntl`).
+        pub fn set_sdmax_rlcx_rb_aql_cntl(&mut self, val: u32) {
+            self.dw[30usize] = val;
+        }
+        ///Dword 31 (`sdmax_rlcx_minor_ptr_update`).
+        pub const fn sdmax_rlcx_minor_ptr_update(&self) -> u32 {
+            self.dw[31usize]
+        }
+        ///Dword 31 (`sdmax_rlcx_minor_ptr_update`).
+        pub fn set_sdmax_rlcx_minor_ptr_update(&mut self, val: u32) {
+            self.dw[31usize] = val;
+        }
+        ///Dword 32 (`sdmax_rlcx_midcmd_data0`).
+        pub const fn sdmax_rlcx_midcmd_data0(&self) -> u32 {
+            self.dw[32usize]
+        }
+        ///Dword 32 (`sdmax_rlcx_midcmd_data0`).
+        pub fn set_sdmax_rlcx_midcmd_data0(&mut self, val: u32) {
+            self.dw[32usize] = val;
+        }
+        ///Dword 33 (`sdmax_rlcx_midcmd_data1`).
+        pub const fn sdmax_rlcx_midcmd_data1(&self) -> u32 {
+            self.dw[33usize]
+        }
+        ///Dword 33 (`sdmax_rlcx_midcmd_data1`).
+        pub fn set_sdmax_rlcx_midcmd_data1(&mut self, val: u32) {
+            self.dw[33usize] = val;
+        }
+        ///Dword 34 (`sdmax_rlcx_midcmd_data2`).
+        pub const fn sdmax_rlcx_midcmd_data2(&self) -> u32 {
+            self.dw[34usize]
+        }
+        ///Dword 34 (`sdmax_rlcx_midcmd_data2`).
+        pub fn set_sdmax_rlcx_midcmd_data2(&mut self, val: u32) {
+            self.dw[34usize] = val;
+        }
+        ///Dword 35 (`sdmax_rlcx_midcmd_data3`).
+        pub const fn sdmax_rlcx_midcmd_data3(&self) -> u32 {
+            self.dw[35usize]
+        }
+        ///Dword 35 (`sdmax_rlcx_midcmd_data3`).
+        pub fn set_sdmax_rlcx_midcmd_data3(&mut self, val: u32) {
+            self.dw[35usize] = val;
+        }
+        ///Dword 36 (`sdmax_rlcx_midcmd_data4`).
+        pub const fn sdmax_rlcx_midcmd_data4(&self) -> u32 {
+            self.dw[36usize]
+        }
+        ///Dword 36 (`sdmax_rlcx_midcmd_data4`).
+        pub fn set_sdmax_rlcx_midcmd_data4(&mut self, val: u32) {
+            self.dw[36usize] = val;
+        }
+        ///Dword 37 (`sdmax_rlcx_midcmd_data5`).
+        pub const fn sdmax_rlcx_midcmd_data5(&self) -> u32 {
+            self.dw[37usize]
+        }
+        ///Dword 37 (`sdmax_rlcx_midcmd_data5`).
+        pub fn set_sdmax_rlcx_midcmd_data5(&mut self, val: u32) {
+            self.dw[37usize] = val;
+        }
+        ///Dword 38 (`sdmax_rlcx_midcmd_data6`).
+        pub const fn sdmax_rlcx_midcmd_data6(&self) -> u32 {
+            self.dw[38usize]
+        }
+        ///Dword 38 (`sdmax_rlcx_midcmd_data6`).
+        pub fn set_sdmax_rlcx_midcmd_data6(&mut self, val: u32) {
+            self.dw[38usize] = val;
+        }
+        ///Dword 39 (`sdmax_rlcx_midcmd_data7`).
+        pub const fn sdmax_rlcx_midcmd_data7(&self) -> u32 {
+            self.dw[39usize]
+        }
+        ///Dword 39 (`sdmax_rlcx_midcmd_data7`).
+        pub fn set_sdmax_rlcx_midcmd_data7(&mut self, val: u32) {
+            self.dw[39usize] = val;
+        }
+        ///Dword 40 (`sdmax_rlcx_midcmd_data8`).
+        pub const fn sdmax_rlcx_midcmd_data8(&self) -> u32 {
+            self.dw[40usize]
+        }
+        ///Dword 40 (`sdmax_rlcx_midcmd_data8`).
+        pub fn set_sdmax_rlcx_midcmd_data8(&mut self, val: u32) {
+            self.dw[40usize] = val;
+        }
+        ///Dword 41 (`sdmax_rlcx_midcmd_cntl`).
+        pub const fn sdmax_rlcx_midcmd_cntl(&self) -> u32 {
+            self.dw[41usize]
+        }
+        ///Dword 41 (`sdmax_rlcx_midcmd_cntl`).
+        pub fn set_sdmax_rlcx_midcmd_cntl(&mut self, val: u32) {
+            self.dw[41usize] = val;
+        }
+        ///Dword 42 (`reserved_42`).
+        pub const fn reserved_42(&self) -> u32 {
+            self.dw[42usize]
+        }
+        ///Dword 42 (`reserved_42`).
+        pub fn set_reserved_42(&mut self, val: u32) {
+            self.dw[42usize] = val;
+        }
+        ///Dword 43 (`reserved_43`).
+        pub const fn reserved_43(&self) -> u32 {
+            self.dw[43usize]
+        }
+        ///Dword 43 (`reserved_43`).
+        pub fn set_reserved_43(&mut self, val: u32) {
+            self.dw[43usize] = val;
+        }
+        ///Dword 44 (`reserved_44`).
+        pub const fn reserved_44(&self) -> u32 {
+            self.dw[44usize]
+        }
+        ///Dword 44 (`reserved_44`).
+        pub fn set_reserved_44(&mut self, val: u32) {
+            self.dw[44usize] = val;
+        }
+        ///Dword 45 (`reserved_45`).
+        pub const fn reserved_45(&self) -> u32 {
+            self.dw[45usize]
+        }
+        ///Dword 45 (`reserved_45`).
+        pub fn set_reserved_45(&mut self, val: u32) {
+            self.dw[45usize] = val;
+        }
+        ///Dword 46 (`reserved_46`).
+        pub const fn reserved_46(&self) -> u32 {
+            self.dw[46usize]
+        }
+        ///Dword 46 (`reserved_46`).
+        pub fn set_reserved_46(&mut self, val: u32) {
+            self.dw[46usize] = val;
+        }
+        ///Dword 47 (`reserved_47`).
+        pub const fn reserved_47(&self) -> u32 {
+            self.dw[47usize]
+        }
+        ///Dword 47 (`reserved_47`).
+        pub fn set_reserved_47(&mut self, val: u32) {
+            self.dw[47usize] = val;
+        }
+        ///Dword 48 (`reserved_48`).
+        pub const fn reserved_48(&self) -> u32 {
+            self.dw[48usize]
+        }
+        ///Dword 48 (`reserved_48`).
+        pub fn set_reserved_48(&mut self, val: u32) {
+            self.dw[48usize] = val;
+        }
+        ///Dword 49 (`reserved_49`).
+        pub const fn reserved_49(&self) -> u32 {
+            self.dw[49usize]
+        }
+        ///Dword 49 (`reserved_49`).
+        pub fn set_reserved_49(&mut self, val: u32) {
+            self.dw[49usize] = val;
+        }
+        ///Dword 50 (`reserved_50`).
+        pub const fn reserved_50(&self) -> u32 {
+            self.dw[50usize]
+        }
+        ///Dword 50 (`reserved_50`).
+        pub fn set_reserved_50(&mut self, val: u32) {
+            self.dw[50usize] = val;
+        }
+        ///Dword 51 (`reserved_51`).
+        pub const fn reserved_51(&self) -> u32 {
+            self.dw[51usize]
+        }
+        ///Dword 51 (`reserved_51`).
+        pub fn set_reserved_51(&mut self, val: u32) {
+            self.dw[51usize] = val;
+        }
+        ///Dword 52 (`reserved_52`).
+        pub const fn reserved_52(&self) -> u32 {
+            self.dw[52usize]
+        }
+        ///Dword 52 (`reserved_52`).
+        pub fn set_reserved_52(&mut self, val: u32) {
+            self.dw[52usize] = val;
+        }
+        ///Dword 53 (`reserved_53`).
+        pub const fn reserved_53(&self) -> u32 {
+            self.dw[53usize]
+        }
+        ///Dword 53 (`reserved_53`).
+        pub fn set_reserved_53(&mut self, val: u32) {
+            self.dw[53usize] = val;
+        }
+        ///Dword 54 (`reserved_54`).
+        pub const fn reserved_54(&self) -> u32 {
+            self.dw[54usize]
+        }
+        ///Dword 54 (`reserved_54`).
+        pub fn set_reserved_54(&mut self, val: u32) {
+            self.dw[54usize] = val;
+        }
+        ///Dword 55 (`reserved_55`).
+        pub const fn reserved_55(&self) -> u32 {
+            self.dw[55usize]
+        }
+        ///Dword 55 (`reserved_55`).
+        pub fn set_reserved_55(&mut self, val: u32) {
+            self.dw[55usize] = val;
+        }
+        ///Dword 56 (`reserved_56`).
+        pub const fn reserved_56(&self) -> u32 {
+            self.dw[56usize]
+        }
+        ///Dword 56 (`reserved_56`).
+        pub fn set_reserved_56(&mut self, val: u32) {
+            self.dw[56usize] = val;
+        }
+        ///Dword 57 (`reserved_57`).
+        pub const fn reserved_57(&self) -> u32 {
+            self.dw[57usize]
+        }
+        ///Dword 57 (`reserved_57`).
+        pub fn set_reserved_57(&mut self, val: u32) {
+            self.dw[57usize] = val;
+        }
+        ///Dword 58 (`reserved_58`).
+        pub const fn reserved_58(&self) -> u32 {
+            self.dw[58usize]
+        }
+        ///Dword 58 (`reserved_58`).
+        pub fn set_reserved_58(&mut self, val: u32) {
+            self.dw[58usize] = val;
+        }
+        ///Dword 59 (`reserved_59`).
+        pub const fn reserved_59(&self) -> u32 {
+            self.dw[59usize]
+        }
+        ///Dword 59 (`reserved_59`).
+        pub fn set_reserved_59(&mut self, val: u32) {
+            self.dw[59usize] = val;
+        }
+        ///Dword 60 (`reserved_60`).
+        pub const fn reserved_60(&self) -> u32 {
+            self.dw[60usize]
+        }
+        ///Dword 60 (`reserved_60`).
+        pub fn set_reserved_60(&mut self, val: u32) {
+            self.dw[60usize] = val;
+        }
+        ///Dword 61 (`reserved_61`).
+        pub const fn reserved_61(&self) -> u32 {
+            self.dw[61usize]
+        }
+        ///Dword 61 (`reserved_61`).
+        pub fn set_reserved_61(&mut self, val: u32) {
+            self.dw[61usize] = val;
+        }
+        ///Dword 62 (`reserved_62`).
+        pub const fn reserved_62(&self) -> u32 {
+            self.dw[62usize]
+        }
+        ///Dword 62 (`reserved_62`).
+        pub fn set_reserved_62(&mut self, val: u32) {
+            self.dw[62usize] = val;
+        }
+        ///Dword 63 (`reserved_63`).
+        pub const fn reserved_63(&self) -> u32 {
+            self.dw[63usize]
+        }
+        ///Dword 63 (`reserved_63`).
+        pub fn set_reserved_63(&mut self, val: u32) {
+            self.dw[63usize] = val;
+        }
+        ///Dword 64 (`reserved_64`).
+        pub const fn reserved_64(&self) -> u32 {
+            self.dw[64usize]
+        }
+        ///Dword 64 (`reserved_64`).
+        pub fn set_reserved_64(&mut self, val: u32) {
+            self.dw[64usize] = val;
+        }
+        ///Dword 65 (`reserved_65`).
+        pub const fn reserved_65(&self) -> u32 {
+            self.dw[65usize]
+        }
+        ///Dword 65 (`reserved_65`).
+        pub fn set_reserved_65(&mut self, val: u32) {
+            self.dw[65usize] = val;
+        }
+        ///Dword 66 (`reserved_66`).
+        pub const fn reserved_66(&self) -> u32 {
+            self.dw[66usize]
+        }
+        ///Dword 66 (`reserved_66`).
+        pub fn set_reserved_66(&mut self, val: u32) {
+            self.dw[66usize] = val;
+        }
+        ///Dword 67 (`reserved_67`).
+        pub const fn reserved_67(&self) -> u32 {
+            self.dw[67usize]
+        }
+        ///Dword 67 (`reserved_67`).
+        pub fn set_reserved_67(&mut self, val: u32) {
+            self.dw[67usize] = val;
+        }
+        ///Dword 68 (`reserved_68`).
+        pub const fn reserved_68(&self) -> u32 {
+            self.dw[68usize]
+        }
+        ///Dword 68 (`reserved_68`).
+        pub fn set_reserved_68(&mut self, val: u32) {
+            self.dw[68usize] = val;
+        }
+        ///Dword 69 (`reserved_69`).
+        pub const fn reserved_69(&self) -> u32 {
+            self.dw[69usize]
+        }
+        ///Dword 69 (`reserved_69`).
+        pub fn set_reserved_69(&mut self, val: u32) {
+            self.dw[69usize] = val;
+        }
+        ///Dword 70 (`reserved_70`).
+        pub const fn reserved_70(&self) -> u32 {
+            self.dw[70usize]
+        }
+        ///Dword 70 (`reserved_70`).
+        pub fn set_reserved_70(&mut self, val: u32) {
+            self.dw[70usize] = val;
+        }
+        ///Dword 71 (`reserved_71`).
+        pub const fn reserved_71(&self) -> u32 {
+            self.dw[71usize]
+        }
+        ///Dword 71 (`reserved_71`).
+        pub fn set_reserved_71(&mut self, val: u32) {
+            self.dw[71usize] = val;
+        }
+        ///Dword 72 (`reserved_72`).
+        pub const fn reserved_72(&self) -> u32 {
+            self.dw[72usize]
+        }
+        ///Dword 72 (`reserved_72`).
+        pub fn set_reserved_72(&mut self, val: u32) {
+            self.dw[72usize] = val;
+        }
+        ///Dword 73 (`reserved_73`).
+        pub const fn reserved_73(&self) -> u32 {
+            self.dw[73usize]
+        }
+        ///Dword 73 (`reserved_73`).
+        pub fn set_reserved_73(&mut self, val: u32) {
+            self.dw[73usize] = val;
+        }
+        ///Dword 74 (`reserved_74`).
+        pub const fn reserved_74(&self) -> u32 {
+            self.dw[74usize]
+        }
+        ///Dword 74 (`reserved_74`).
+        pub fn set_reserved_74(&mut self, val: u32) {
+            self.dw[74usize] = val;
+        }
+        ///Dword 75 (`reserved_75`).
+        pub const fn reserved_75(&self) -> u32 {
+            self.dw[75usize]
+        }
+        ///Dword 75 (`reserved_75`).
+        pub fn set_reserved_75(&mut self, val: u32) {
+            self.dw[75usize] = val;
+        }
+        ///Dword 76 (`reserved_76`).
+        pub const fn reserved_76(&self) -> u32 {
+            self.dw[76usize]
+        }
+        ///Dword 76 (`reserved_76`).
+        pub fn set_reserved_76(&mut self, val: u32) {
+            self.dw[76usize] = val;
+        }
+        ///Dword 77 (`reserved_77`).
+        pub const fn reserved_77(&self) -> u32 {
+            self.dw[77usize]
+        }
+        ///Dword 77 (`reserved_77`).
+        pub fn set_reserved_77(&mut self, val: u32) {
+            self.dw[77usize] = val;
+        }
+        ///Dword 78 (`reserved_78`).
+        pub const fn reserved_78(&self) -> u32 {
+            self.dw[78usize]
+        }
+        ///Dword 78 (`reserved_78`).
+        pub fn set_reserved_78(&mut self, val: u32) {
+            self.dw[78usize] = val;
+        }
+        ///Dword 79 (`reserved_79`).
+        pub const fn reserved_79(&self) -> u32 {
+            self.dw[79usize]
+        }
+        ///Dword 79 (`reserved_79`).
+        pub fn set_reserved_79(&mut self, val: u32) {
+            self.dw[79usize] = val;
+        }
+        ///Dword 80 (`reserved_80`).
+        pub const fn reserved_80(&self) -> u32 {
+            self.dw[80usize]
+        }
+        ///Dword 80 (`reserved_80`).
+        pub fn set_reserved_80(&mut self, val: u32) {
+            self.dw[80usize] = val;
+        }
+        ///Dword 81 (`reserved_81`).
+        pub const fn reserved_81(&self) -> u32 {
+            self.dw[81usize]
+        }
+        ///Dword 81 (`reserved_81`).
+        pub fn set_reserved_81(&mut self, val: u32) {
+            self.dw[81usize] = val;
+        }
+        ///Dword 82 (`reserved_82`).
+        pub const fn reserved_82(&self) -> u32 {
+            self.dw[82usize]
+        }
+        ///Dword 82 (`reserved_82`).
+        pub fn set_reserved_82(&mut self, val: u32) {
+            self.dw[82usize] = val;
+        }
+        ///Dword 83 (`reserved_83`).
+        pub const fn reserved_83(&self) -> u32 {
+            self.dw[83usize]
+        }
+        ///Dword 83 (`reserved_83`).
+        pub fn set_reserved_83(&mut self, val: u32) {
+            self.dw[83usize] = val;
+        }
+        ///Dword 84 (`reserved_84`).
+        pub const fn reserved_84(&self) -> u32 {
+            self.dw[84usize]
+        }
+        ///Dword 84 (`reserved_84`).
+        pub fn set_reserved_84(&mut self, val: u32) {
+            self.dw[84usize] = val;
+        }
+        ///Dword 85 (`reserved_85`).
+        pub const fn reserved_85(&self) -> u32 {
+            self.dw[85usize]
+        }
+        ///Dword 85 (`reserved_85`).
+        pub fn set_reserved_85(&mut self, val: u32) {
+            self.dw[85usize] = val;
+        }
+        ///Dword 86 (`reserved_86`).
+        pub const fn reserved_86(&self) -> u32 {
+            self.dw[86usize]
+        }
+        ///Dword 86 (`reserved_86`).
+        pub fn set_reserved_86(&mut self, val: u32) {
+            self.dw[86usize] = val;
+        }
+        ///Dword 87 (`reserved_87`).
+        pub const fn reserved_87(&self) -> u32 {
+            self.dw[87usize]
+        }
+        ///Dword 87 (`reserved_87`).
+        pub fn set_reserved_87(&mut self, val: u32) {
+            self.dw[87usize] = val;
+        }
+        ///Dword 88 (`reserved_88`).
+        pub const fn reserved_88(&self) -> u32 {
+            self.dw[88usize]
+        }
+        ///Dword 88 (`reserved_88`).
+        pub fn set_reserved_88(&mut self, val: u32) {
+            self.dw[88usize] = val;
+        }
+        ///Dword 89 (`reserved_89`).
+        pub const fn reserved_89(&self) -> u32 {
+            self.dw[89usize]
+        }
+        ///Dword 89 (`reserved_89`).
+        pub fn set_reserved_89(&mut self, val: u32) {
+            self.dw[89usize] = val;
+        }
+        ///Dword 90 (`reserved_90`).
+        pub const fn reserved_90(&self) -> u32 {
+            self.dw[90usize]
+        }
+        ///Dword 90 (`reserved_90`).
+        pub fn set_reserved_90(&mut self, val: u32) {
+            self.dw[90usize] = val;
+        }
+        ///Dword 91 (`reserved_91`).
+        pub const fn reserved_91(&self) -> u32 {
+            self.dw[91usize]
+        }
+        ///Dword 91 (`reserved_91`).
+        pub fn set_reserved_91(&mut self, val: u32) {
+            self.dw[91usize] = val;
+        }
+        ///Dword 92 (`reserved_92`).
+        pub const fn reserved_92(&self) -> u32 {
+            self.dw[92usize]
+        }
+        ///Dword 92 (`reserved_92`).
+        pub fn set_reserved_92(&mut self, val: u32) {
+            self.dw[92usize] = val;
+        }
+        ///Dword 93 (`reserved_93`).
+        pub const fn reserved_93(&self) -> u32 {
+            self.dw[93usize]
+        }
+        ///Dword 93 (`reserved_93`).
+        pub fn set_reserved_93(&mut self, val: u32) {
+            self.dw[93usize] = val;
+        }
+        ///Dword 94 (`reserved_94`).
+        pub const fn reserved_94(&self) -> u32 {
+            self.dw[94usize]
+        }
+        ///Dword 94 (`reserved_94`).
+        pub fn set_reserved_94(&mut self, val: u32) {
+            self.dw[94usize] = val;
+        }
+        ///Dword 95 (`reserved_95`).
+        pub const fn reserved_95(&self) -> u32 {
+            self.dw[95usize]
+        }
+        ///Dword 95 (`reserved_95`).
+        pub fn set_reserved_95(&mut self, val: u32) {
+            self.dw[95usize] = val;
+        }
+        ///Dword 96 (`reserved_96`).
+        pub const fn reserved_96(&self) -> u32 {
+            self.dw[96usize]
+        }
+        ///Dword 96 (`reserved_96`).
+        pub fn set_reserved_96(&mut self, val: u32) {
+            self.dw[96usize] = val;
+        }
+        ///Dword 97 (`reserved_97`).
+        pub const fn reserved_97(&self) -> u32 {
+            self.dw[97usize]
+        }
+        ///Dword 97 (`reserved_97`).
+        pub fn set_reserved_97(&mut self, val: u32) {
+            self.dw[97usize] = val;
+        }
+        ///Dword 98 (`reserved_98`).
+        pub const fn reserved_98(&self) -> u32 {
+            self.dw[98usize]
+        }
+        ///Dword 98 (`reserved_98`).
+        pub fn set_reserved_98(&mut self, val: u32) {
+            self.dw[98usize] = val;
+        }
+        ///Dword 99 (`reserved_99`).
+        pub const fn reserved_99(&self) -> u32 {
+            self.dw[99usize]
+        }
+        ///Dword 99 (`reserved_99`).
+        pub fn set_reserved_99(&mut self, val: u32) {
+            self.dw[99usize] = val;
+        }
+        ///Dword 100 (`reserved_100`).
+        pub const fn reserved_100(&self) -> u32 {
+            self.dw[100usize]
+        }
+        ///Dword 100 (`reserved_100`).
+        pub fn set_reserved_100(&mut self, val: u32) {
+            self.dw[100usize] = val;
+        }
+        ///Dword 101 (`reserved_101`).
+        pub const fn reserved_101(&self) -> u32 {
+            self.dw[101usize]
+        }
+        ///Dword 101 (`reserved_101`).
+        pub fn set_reserved_101(&mut self, val: u32) {
+            self.dw[101usize] = val;
+        }
+        ///Dword 102 (`reserved_102`).
+        pub const fn reserved_102(&self) -> u32 {
+            self.dw[102usize]
+        }
+        ///Dword 102 (`reserved_102`).
+        pub fn set_reserved_102(&mut self, val: u32) {
+            self.dw[102usize] = val;
+        }
+        ///Dword 103 (`reserved_103`).
+        pub const fn reserved_103(&self) -> u32 {
+            self.dw[103usize]
+        }
+        ///Dword 103 (`reserved_103`).
+        pub fn set_reserved_103(&mut self, val: u32) {
+            self.dw[103usize] = val;
+        }
+        ///Dword 104 (`reserved_104`).
+        pub const fn reserved_104(&self) -> u32 {
+            self.dw[104usize]
+        }
+        ///Dword 104 (`reserved_104`).
+        pub fn set_reserved_104(&mut self, val: u32) {
+            self.dw[104usize] = val;
+        }
+        ///Dword 105 (`reserved_105`).
+        pub const fn reserved_105(&self) -> u32 {
+            self.dw[105usize]
+        }
+        ///Dword 105 (`reserved_105`).
+        pub fn set_reserved_105(&mut self, val: u32) {
+            self.dw[105usize] = val;
+        }
+        ///Dword 106 (`reserved_106`).
+        pub const fn reserved_106(&self) -> u32 {
+            self.dw[106usize]
+        }
+        ///Dword 106 (`reserved_106`).
+        pub fn set_reserved_106(&mut self, val: u32) {
+            self.dw[106usize] = val;
+        }
+        ///Dword 107 (`reserved_107`).
+        pub const fn reserved_107(&self) -> u32 {
+            self.dw[107usize]
+        }
+        ///Dword 107 (`reserved_107`).
+        pub fn set_reserved_107(&mut self, val: u32) {
+            self.dw[107usize] = val;
+        }
+        ///Dword 108 (`reserved_108`).
+        pub const fn reserved_108(&self) -> u32 {
+            self.dw[108usize]
+        }
+        ///Dword 108 (`reserved_108`).
+        pub fn set_reserved_108(&mut self, val: u32) {
+            self.dw[108usize] = val;
+        }
+        ///Dword 109 (`reserved_109`).
+        pub const fn reserved_109(&self) -> u32 {
+            self.dw[109usize]
+        }
+        ///Dword 109 (`reserved_109`).
+        pub fn set_reserved_109(&mut self, val: u32) {
+            self.dw[109usize] = val;
+        }
+        ///Dword 110 (`reserved_110`).
+        pub const fn reserved_110(&self) -> u32 {
+            self.dw[110usize]
+        }
+        ///Dword 110 (`reserved_110`).
+        pub fn set_reserved_110(&mut self, val: u32) {
+            self.dw[110usize] = val;
+        }
+        ///Dword 111 (`reserved_111`).
+        pub const fn reserved_111(&self) -> u32 {
+            self.dw[111usize]
+        }
+        ///Dword 111 (`reserved_111`).
+        pub fn set_reserved_111(&mut self, val: u32) {
+            self.dw[111usize] = val;
+        }
+        ///Dword 112 (`reserved_112`).
+        pub const fn reserved_112(&self) -> u32 {
+            self.dw[112usize]
+        }
+        ///Dword 112 (`reserved_112`).
+        pub fn set_reserved_112(&mut self, val: u32) {
+            self.dw[112usize] = val;
+        }
+        ///Dword 113 (`reserved_113`).
+        pub const fn reserved_113(&self) -> u32 {
+            self.dw[113usize]
+        }
+        ///Dword 113 (`reserved_113`).
+        pub fn set_reserved_113(&mut self, val: u32) {
+            self.dw[113usize] = val;
+        }
+        ///Dword 114 (`reserved_114`).
+        pub const fn reserved_114(&self) -> u32 {
+            self.dw[114usize]
+        }
+        ///Dword 114 (`reserved_114`).
+        pub fn set_reserved_114(&mut self, val: u32) {
+            self.dw[114usize] = val;
+        }
+        ///Dword 115 (`reserved_115`).
+        pub const fn reserved_115(&self) -> u32 {
+            self.dw[115usize]
+        }
+        ///Dword 115 (`reserved_115`).
+        pub fn set_reserved_115(&mut self, val: u32) {
+            self.dw[115usize] = val;
+        }
+        ///Dword 116 (`reserved_116`).
+        pub const fn reserved_116(&self) -> u32 {
+            self.dw[116usize]
+        }
+        ///Dword 116 (`reserved_116`).
+        pub fn set_reserved_116(&mut self, val: u32) {
+            self.dw[116usize] = val;
+        }
+        ///Dword 117 (`reserved_117`).
+        pub const fn reserved_117(&self) -> u32 {
+            self.dw[117usize]
+        }
+        ///Dword 117 (`reserved_117`).
+        pub fn set_reserved_117(&mut self, val: u32) {
+            self.dw[117usize] = val;
+        }
+        ///Dword 118 (`reserved_118`).
+        pub const fn reserved_118(&self) -> u32 {
+            self.dw[118usize]
+        }
+        ///Dword 118 (`reserved_118`).
+        pub fn set_reserved_118(&mut self, val: u32) {
+            self.dw[118usize] = val;
+        }
+        ///Dword 119 (`reserved_119`).
+        pub const fn reserved_119(&self) -> u32 {
+            self.dw[119usize]
+        }
+        ///Dword 119 (`reserved_119`).
+        pub fn set_reserved_119(&mut self, val: u32) {
+            self.dw[119usize] = val;
+        }
+        ///Dword 120 (`reserved_120`).
+        pub const fn reserved_120(&self) -> u32 {
+            self.dw[120usize]
+        }
+        ///Dword 120 (`reserved_120`).
+        pub fn set_reserved_120(&mut self, val: u32) {
+            self.dw[120usize] = val;
+        }
+        ///Dword 121 (`reserved_121`).
+        pub const fn reserved_121(&self) -> u32 {
+            self.dw[121usize]
+        }
+        ///Dword 121 (`reserved_121`).
+        pub fn set_reserved_121(&mut self, val: u32) {
+            self.dw[121usize] = val;
+        }
+        ///Dword 122 (`reserved_122`).
+        pub const fn reserved_122(&self) -> u32 {
+            self.dw[122usize]
+        }
+        ///Dword 122 (`reserved_122`).
+        pub fn set_reserved_122(&mut self, val: u32) {
+            self.dw[122usize] = val;
+        }
+        ///Dword 123 (`reserved_123`).
+        pub const fn reserved_123(&self) -> u32 {
+            self.dw[123usize]
+        }
+        ///Dword 123 (`reserved_123`).
+        pub fn set_reserved_123(&mut self, val: u32) {
+            self.dw[123usize] = val;
+        }
+        ///Dword 124 (`reserved_124`).
+        pub const fn reserved_124(&self) -> u32 {
+            self.dw[124usize]
+        }
+        ///Dword 124 (`reserved_124`).
+        pub fn set_reserved_124(&mut self, val: u32) {
+            self.dw[124usize] = val;
+        }
+        ///Dword 125 (`reserved_125`).
+        pub const fn reserved_125(&self) -> u32 {
+            self.dw[125usize]
+        }
+        ///Dword 125 (`reserved_125`).
+        pub fn set_reserved_125(&mut self, val: u32) {
+            self.dw[125usize] = val;
+        }
+        ///Dword 126 (`sdma_engine_id`).
+        pub const fn sdma_engine_id(&self) -> u32 {
+            self.dw[126usize]
+        }
+        ///Dword 126 (`sdma_engine_id`).
+        pub fn set_sdma_engine_id(&mut self, val: u32) {
+            self.dw[126usize] = val;
+        }
+        ///Dword 127 (`sdma_queue_id`).
+        pub const fn sdma_queue_id(&self) -> u32 {
+            self.dw[127usize]
+        }
+        ///Dword 127 (`sdma_queue_id`).
+        pub fn set_sdma_queue_id(&mut self, val: u32) {
+            self.dw[127usize] = val;
+        }
     }
     const _: () = assert!(core::mem::size_of::<v9_sdma_mqd>() == 512usize);
     const _: () = assert!(core::mem::align_of::<v9_sdma_mqd>() == 4usize);
     #[repr(C)]
-    #[derive(Clone, Copy, zerocopy::Immutable, zerocopy::KnownLayout, zerocopy::FromBytes)]
+    #[derive(
+        Clone,
+        Copy,
+        Debug,
+        zerocopy::Immutable,
+        zerocopy::KnownLayout,
+        zerocopy::FromBytes,
+        zerocopy::IntoBytes,
+    )]
     pub struct v9_mqd {
-        pub header: u32,
-        pub compute_dispatch_initiator: u32,
-        pub compute_dim_x: u32,
-        pub compute_dim_y: u32,
-        pub compute_dim_z: u32,
-        pub compute_start_x: u32,
-        pub compute_start_y: u32,
-        pub compute_start_z: u32,
-        pub compute_num_thread_x: u32,
-        pub compute_num_thread_y: u32,
-        pub compute_num_thread_z: u32,
-        pub compute_pipelinestat_enable: u32,
-        pub compute_perfcount_enable: u32,
-        pub compute_pgm_lo: u32,
-        pub compute_pgm_hi: u32,
-        pub compute_tba_lo: u32,
-        pub compute_tba_hi: u32,
-        pub compute_tma_lo: u32,
-        pub compute_tma_hi: u32,
-        pub compute_pgm_rsrc1: u32,
-        pub compute_pgm_rsrc2: u32,
-        pub compute_vmid: u32,
-        pub compute_resource_limits: u32,
-        pub compute_static_thread_mgmt_se0: u32,
-        pub compute_static_thread_mgmt_se1: u32,
-        pub compute_tmpring_size: u32,
-        pub compute_static_thread_mgmt_se2: u32,
-        pub compute_static_thread_mgmt_se3: u32,
-        pub compute_restart_x: u32,
-        pub compute_restart_y: u32,
-        pub compute_restart_z: u32,
-        pub compute_thread_trace_enable: u32,
-        pub compute_misc_reserved: u32,
-        pub compute_dispatch_id: u32,
-        pub compute_threadgroup_id: u32,
-        pub compute_relaunch: u32,
-        pub compute_wave_restore_addr_lo: u32,
-        pub compute_wave_restore_addr_hi: u32,
-        pub compute_wave_restore_control: u32,
-        pub __bindgen_anon_1: v9_mqd__bindgen_ty_1,
-        pub reserved_43: u32,
-        pub reserved_44: u32,
-        pub reserved_45: u32,
-        pub reserved_46: u32,
-        pub reserved_47: u32,
-        pub reserved_48: u32,
-        pub reserved_49: u32,
-        pub reserved_50: u32,
-        pub reserved_51: u32,
-        pub reserved_52: u32,
-        pub reserved_53: u32,
-        pub reserved_54: u32,
-        pub reserved_55: u32,
-        pub reserved_56: u32,
-        pub reserved_57: u32,
-        pub reserved_58: u32,
-        pub reserved_59: u32,
-        pub reserved_60: u32,
-        pub reserved_61: u32,
-        pub reserved_62: u32,
-        pub reserved_63: u32,
-        pub reserved_64: u32,
-        pub compute_user_data_0: u32,
-        pub compute_user_data_1: u32,
-        pub compute_user_data_2: u32,
-        pub compute_user_data_3: u32,
-        pub compute_user_data_4: u32,
-        pub compute_user_data_5: u32,
-        pub compute_user_data_6: u32,
-        pub compute_user_data_7: u32,
-        pub compute_user_data_8: u32,
-        pub compute_user_data_9: u32,
-        pub compute_user_data_10: u32,
-        pub compute_user_data_11: u32,
-        pub compute_user_data_12: u32,
-        pub compute_user_data_13: u32,
-        pub compute_user_data_14: u32,
-        pub compute_user_data_15: u32,
-        pub cp_compute_csinvoc_count_lo: u32,
-        pub cp_compute_csinvoc_count_hi: u32,
-        pub reserved_83: u32,
-        pub reserved_84: u32,
-        pub reserved_85: u32,
-        pub cp_mqd_query_time_lo: u32,
-        pub cp_mqd_query_time_hi: u32,
-        pub cp_mqd_connect_start_time_lo: u32,
-        pub cp_mqd_connect_start_time_hi: u32,
-        pub cp_mqd_connect_end_time_lo: u32,
-        pub cp_mqd_connect_end_time_hi: u32,
-        pub cp_mqd_connect_end_wf_count: u32,
-        pub cp_mqd_connect_end_pq_rptr: u32,
-        pub cp_mqd_connect_end_pq_wptr: u32,
-        pub cp_mqd_connect_end_ib_rptr: u32,
-        pub cp_mqd_readindex_lo: u32,
-        pub cp_mqd_readindex_hi: u32,
-        pub cp_mqd_save_start_time_lo: u32,
-        pub cp_mqd_save_start_time_hi: u32,
-        pub cp_mqd_save_end_time_lo: u32,
-        pub cp_mqd_save_end_time_hi: u32,
-        pub cp_mqd_restore_start_time_lo: u32,
-        pub cp_mqd_restore_start_time_hi: u32,
-        pub cp_mqd_restore_end_time_lo: u32,
-        pub cp_mqd_restore_end_time_hi: u32,
-        pub disable_queue: u32,
-        pub reserved_107: u32,
-        pub gds_cs_ctxsw_cnt0: u32,
-        pub gds_cs_ctxsw_cnt1: u32,
-        pub gds_cs_ctxsw_cnt2: u32,
-        pub gds_cs_ctxsw_cnt3: u32,
-        pub reserved_112: u32,
-        pub reserved_113: u32,
-        pub cp_pq_exe_status_lo: u32,
-        pub cp_pq_exe_status_hi: u32,
-        pub cp_packet_id_lo: u32,
-        pub cp_packet_id_hi: u32,
-        pub cp_packet_exe_status_lo: u32,
-        pub cp_packet_exe_status_hi: u32,
-        pub gds_save_base_addr_lo: u32,
-        pub gds_save_base_addr_hi: u32,
-        pub gds_save_mask_lo: u32,
-        pub gds_save_mask_hi: u32,
-        pub ctx_save_base_addr_lo: u32,
-        pub ctx_save_base_addr_hi: u32,
-        pub dynamic_cu_mask_addr_lo: u32,
-        pub dynamic_cu_mask_addr_hi: u32,
-        pub cp_mqd_base_addr_lo: u32,
-        pub cp_mqd_base_addr_hi: u32,
-        pub cp_hqd_active: u32,
-        pub cp_hqd_vmid: u32,
-        pub cp_hqd_persistent_state: u32,
-        pub cp_hqd_pipe_priority: u32,
-        pub cp_hqd_queue_priority: u32,
-        pub cp_hqd_quantum: u32,
-        pub cp_hqd_pq_base_lo: u32,
-        pub cp_hqd_pq_base_hi: u32,
-        pub cp_hqd_pq_rptr: u32,
-        pub cp_hqd_pq_rptr_report_addr_lo: u32,
-        pub cp_hqd_pq_rptr_report_addr_hi: u32,
-        pub cp_hqd_pq_wptr_poll_addr_lo: u32,
-        pub cp_hqd_pq_wptr_poll_addr_hi: u32,
-        pub cp_hqd_pq_doorbell_control: u32,
-        pub reserved_144: u32,
-        pub cp_hqd_pq_control: u32,
-        pub cp_hqd_ib_base_addr_lo: u32,
-        pub cp_hqd_ib_base_addr_hi: u32,
-        pub cp_hqd_ib_rptr: u32,
-        pub cp_hqd_ib_control: u32,
-        pub cp_hqd_iq_timer: u32,
-        pub cp_hqd_iq_rptr: u32,
-        pub cp_hqd_dequeue_request: u32,
-        pub cp_hqd_dma_offload: u32,
-        pub cp_hqd_sema_cmd: u32,
-        pub cp_hqd_msg_type: u32,
-        pub cp_hqd_atomic0_preop_lo: u32,
-        pub cp_hqd_atomic0_preop_hi: u32,
-        pub cp_hqd_atomic1_preop_lo: u32,
-        pub cp_hqd_atomic1_preop_hi: u32,
-        pub cp_hqd_hq_status0: u32,
-        pub cp_hqd_hq_control0: u32,
-        pub cp_mqd_control: u32,
-        pub cp_hqd_hq_status1: u32,
-        pub cp_hqd_hq_control1: u32,
-        pub cp_hqd_eop_base_addr_lo: u32,
-        pub cp_hqd_eop_base_addr_hi: u32,
-        pub cp_hqd_eop_control: u32,
-        pub cp_hqd_eop_rptr: u32,
-        pub cp_hqd_eop_wptr: u32,
-        pub cp_hqd_eop_done_events: u32,
-        pub cp_hqd_ctx_save_base_addr_lo: u32,
-        pub cp_hqd_ctx_save_base_addr_hi: u32,
-        pub cp_hqd_ctx_save_control: u32,
-        pub cp_hqd_cntl_stack_offset: u32,
-        pub cp_hqd_cntl_stack_size: u32,
-        pub cp_hqd_wg_state_offset: u32,
-        pub cp_hqd_ctx_save_size: u32,
-        pub cp_hqd_gds_resource_state: u32,
-        pub cp_hqd_error: u32,
-        pub cp_hqd_eop_wptr_mem: u32,
-        pub cp_hqd_aql_control: u32,
-        pub cp_hqd_pq_wptr_lo: u32,
-        pub cp_hqd_pq_wptr_hi: u32,
-        pub reserved_184: u32,
-        pub reserved_185: u32,
-        pub reserved_186: u32,
-        pub reserved_187: u32,
-        pub reserved_188: u32,
-        pub reserved_189: u32,
-        pub reserved_190: u32,
-        pub reserved_191: u32,
-        pub iqtimer_pkt_header: u32,
-        pub iqtimer_pkt_dw0: u32,
-        pub iqtimer_pkt_dw1: u32,
-        pub iqtimer_pkt_dw2: u32,
-        pub iqtimer_pkt_dw3: u32,
-        pub iqtimer_pkt_dw4: u32,
-        pub iqtimer_pkt_dw5: u32,
-        pub iqtimer_pkt_dw6: u32,
-        pub iqtimer_pkt_dw7: u32,
-        pub iqtimer_pkt_dw8: u32,
-        pub iqtimer_pkt_dw9: u32,
-        pub iqtimer_pkt_dw10: u32,
-        pub iqtimer_pkt_dw11: u32,
-        pub iqtimer_pkt_dw12: u32,
-        pub iqtimer_pkt_dw13: u32,
-        pub iqtimer_pkt_dw14: u32,
-        pub iqtimer_pkt_dw15: u32,
-        pub iqtimer_pkt_dw16: u32,
-        pub iqtimer_pkt_dw17: u32,
-        pub iqtimer_pkt_dw18: u32,
-        pub iqtimer_pkt_dw19: u32,
-        pub iqtimer_pkt_dw20: u32,
-        pub iqtimer_pkt_dw21: u32,
-        pub iqtimer_pkt_dw22: u32,
-        pub iqtimer_pkt_dw23: u32,
-        pub iqtimer_pkt_dw24: u32,
-        pub iqtimer_pkt_dw25: u32,
-        pub iqtimer_pkt_dw26: u32,
-        pub iqtimer_pkt_dw27: u32,
-        pub iqtimer_pkt_dw28: u32,
-        pub iqtimer_pkt_dw29: u32,
-        pub iqtimer_pkt_dw30: u32,
-        pub iqtimer_pkt_dw31: u32,
-        pub __bindgen_anon_2: v9_mqd__bindgen_ty_2,
-        pub reserved_227: u32,
-        pub set_resources_header: u32,
-        pub set_resources_dw1: u32,
-        pub set_resources_dw2: u32,
-        pub set_resources_dw3: u32,
-        pub set_resources_dw4: u32,
-        pub set_resources_dw5: u32,
-        pub set_resources_dw6: u32,
-        pub set_resources_dw7: u32,
-        pub reserved_236: u32,
-        pub reserved_237: u32,
-        pub reserved_238: u32,
-        pub reserved_239: u32,
-        pub queue_doorbell_id0: u32,
-        pub queue_doorbell_id1: u32,
-        pub queue_doorbell_id2: u32,
-        pub queue_doorbell_id3: u32,
-        pub queue_doorbell_id4: u32,
-        pub queue_doorbell_id5: u32,
-        pub queue_doorbell_id6: u32,
-        pub queue_doorbell_id7: u32,
-        pub queue_doorbell_id8: u32,
-        pub queue_doorbell_id9: u32,
-        pub queue_doorbell_id10: u32,
-        pub queue_doorbell_id11: u32,
-        pub queue_doorbell_id12: u32,
-        pub queue_doorbell_id13: u32,
-        pub queue_doorbell_id14: u32,
-        pub queue_doorbell_id15: u32,
-        pub reserved_256: u32,
-        pub reserved_257: u32,
-        pub reserved_258: u32,
-        pub reserved_259: u32,
-        pub reserved_260: u32,
-        pub reserved_261: u32,
-        pub reserved_262: u32,
-        pub reserved_263: u32,
-        pub reserved_264: u32,
-        pub reserved_265: u32,
-        pub reserved_266: u32,
-        pub reserved_267: u32,
-        pub reserved_268: u32,
-        pub reserved_269: u32,
-        pub reserved_270: u32,
-        pub reserved_271: u32,
-        pub reserved_272: u32,
-        pub reserved_273: u32,
-        pub reserved_274: u32,
-        pub reserved_275: u32,
-        pub reserved_276: u32,
-        pub reserved_277: u32,
-        pub reserved_278: u32,
-        pub reserved_279: u32,
-        pub reserved_280: u32,
-        pub reserved_281: u32,
-        pub reserved_282: u32,
-        pub reserved_283: u32,
-        pub reserved_284: u32,
-        pub reserved_285: u32,
-        pub reserved_286: u32,
-        pub reserved_287: u32,
-        pub reserved_288: u32,
-        pub reserved_289: u32,
-        pub reserved_290: u32,
-        pub reserved_291: u32,
-        pub reserved_292: u32,
-        pub reserved_293: u32,
-        pub reserved_294: u32,
-        pub reserved_295: u32,
-        pub reserved_296: u32,
-        pub reserved_297: u32,
-        pub reserved_298: u32,
-        pub reserved_299: u32,
-        pub reserved_300: u32,
-        pub reserved_301: u32,
-        pub reserved_302: u32,
-        pub reserved_303: u32,
-        pub reserved_304: u32,
-        pub reserved_305: u32,
-        pub reserved_306: u32,
-        pub reserved_307: u32,
-        pub reserved_308: u32,
-        pub reserved_309: u32,
-        pub reserved_310: u32,
-        pub reserved_311: u32,
-        pub reserved_312: u32,
-        pub reserved_313: u32,
-        pub reserved_314: u32,
-        pub reserved_315: u32,
-        pub reserved_316: u32,
-        pub reserved_317: u32,
-        pub reserved_318: u32,
-        pub reserved_319: u32,
-        pub reserved_320: u32,
-        pub reserved_321: u32,
-        pub reserved_322: u32,
-        pub reserved_323: u32,
-        pub reserved_324: u32,
-        pub reserved_325: u32,
-        pub reserved_326: u32,
-        pub reserved_327: u32,
-        pub reserved_328: u32,
-        pub reserved_329: u32,
-        pub reserved_330: u32,
-        pub reserved_331: u32,
-        pub reserved_332: u32,
-        pub reserved_333: u32,
-        pub reserved_334: u32,
-        pub reserved_335: u32,
-        pub reserved_336: u32,
-        pub reserved_337: u32,
-        pub reserved_338: u32,
-        pub reserved_339: u32,
-        pub reserved_340: u32,
-        pub reserved_341: u32,
-        pub reserved_342: u32,
-        pub reserved_343: u32,
-        pub reserved_344: u32,
-        pub reserved_345: u32,
-        pub reserved_346: u32,
-        pub reserved_347: u32,
-        pub reserved_348: u32,
-        pub reserved_349: u32,
-        pub reserved_350: u32,
-        pub reserved_351: u32,
-        pub reserved_352: u32,
-        pub reserved_353: u32,
-        pub reserved_354: u32,
-        pub reserved_355: u32,
-        pub reserved_356: u32,
-        pub reserved_357: u32,
-        pub reserved_358: u32,
-        pub reserved_359: u32,
-        pub reserved_360: u32,
-        pub reserved_361: u32,
-        pub reserved_362: u32,
-        pub reserved_363: u32,
-        pub reserved_364: u32,
-        pub reserved_365: u32,
-        pub reserved_366: u32,
-        pub reserved_367: u32,
-        pub reserved_368: u32,
-        pub reserved_369: u32,
-        pub reserved_370: u32,
-        pub reserved_371: u32,
-        pub reserved_372: u32,
-        pub reserved_373: u32,
-        pub reserved_374: u32,
-        pub reserved_375: u32,
-        pub reserved_376: u32,
-        pub reserved_377: u32,
-        pub reserved_378: u32,
-        pub reserved_379: u32,
-        pub reserved_380: u32,
-        pub reserved_381: u32,
-        pub reserved_382: u32,
-        pub reserved_383: u32,
-        pub reserved_384: u32,
-        pub reserved_385: u32,
-        pub reserved_386: u32,
-        pub reserved_387: u32,
-        pub reserved_388: u32,
-        pub reserved_389: u32,
-        pub reserved_390: u32,
-        pub reserved_391: u32,
-        pub reserved_392: u32,
-        pub reserved_393: u32,
-        pub reserved_394: u32,
-        pub reserved_395: u32,
-        pub reserved_396: u32,
-        pub reserved_397: u32,
-        pub reserved_398: u32,
-        pub reserved_399: u32,
-        pub reserved_400: u32,
-        pub reserved_401: u32,
-        pub reserved_402: u32,
-        pub reserved_403: u32,
-        pub reserved_404: u32,
-        pub reserved_405: u32,
-        pub reserved_406: u32,
-        pub reserved_407: u32,
-        pub reserved_408: u32,
-        pub reserved_409: u32,
-        pub reserved_410: u32,
-        pub reserved_411: u32,
-        pub reserved_412: u32,
-        pub reserved_413: u32,
-        pub reserved_414: u32,
-        pub reserved_415: u32,
-        pub reserved_416: u32,
-        pub reserved_417: u32,
-        pub reserved_418: u32,
-        pub reserved_419: u32,
-        pub reserved_420: u32,
-        pub reserved_421: u32,
-        pub reserved_422: u32,
-        pub reserved_423: u32,
-        pub reserved_424: u32,
-        pub reserved_425: u32,
-        pub reserved_426: u32,
-        pub reserved_427: u32,
-        pub reserved_428: u32,
-        pub reserved_429: u32,
-        pub reserved_430: u32,
-        pub reserved_431: u32,
-        pub reserved_432: u32,
-        pub reserved_433: u32,
-        pub reserved_434: u32,
-        pub reserved_435: u32,
-        pub reserved_436: u32,
-        pub reserved_437: u32,
-        pub reserved_438: u32,
-        pub reserved_439: u32,
-        pub reserved_440: u32,
-        pub reserved_441: u32,
-        pub reserved_442: u32,
-        pub reserved_443: u32,
-        pub reserved_444: u32,
-        pub reserved_445: u32,
-        pub reserved_446: u32,
-        pub reserved_447: u32,
-        pub reserved_448: u32,
-        pub reserved_449: u32,
-        pub reserved_450: u32,
-        pub reserved_451: u32,
-        pub reserved_452: u32,
-        pub reserved_453: u32,
-        pub reserved_454: u32,
-        pub reserved_455: u32,
-        pub reserved_456: u32,
-        pub reserved_457: u32,
-        pub reserved_458: u32,
-        pub reserved_459: u32,
-        pub reserved_460: u32,
-        pub reserved_461: u32,
-        pub reserved_462: u32,
-        pub reserved_463: u32,
-        pub reserved_464: u32,
-        pub reserved_465: u32,
-        pub reserved_466: u32,
-        pub reserved_467: u32,
-        pub reserved_468: u32,
-        pub reserved_469: u32,
-        pub reserved_470: u32,
-        pub reserved_471: u32,
-        pub reserved_472: u32,
-        pub reserved_473: u32,
-        pub reserved_474: u32,
-        pub reserved_475: u32,
-        pub reserved_476: u32,
-        pub reserved_477: u32,
-        pub reserved_478: u32,
-        pub reserved_479: u32,
-        pub reserved_480: u32,
-        pub reserved_481: u32,
-        pub reserved_482: u32,
-        pub reserved_483: u32,
-        pub reserved_484: u32,
-        pub reserved_485: u32,
-        pub reserved_486: u32,
-        pub reserved_487: u32,
-        pub reserved_488: u32,
-        pub reserved_489: u32,
-        pub reserved_490: u32,
-        pub reserved_491: u32,
-        pub reserved_492: u32,
-        pub reserved_493: u32,
-        pub reserved_494: u32,
-        pub reserved_495: u32,
-        pub reserved_496: u32,
-        pub reserved_497: u32,
-        pub reserved_498: u32,
-        pub reserved_499: u32,
-        pub reserved_500: u32,
-        pub reserved_501: u32,
-        pub reserved_502: u32,
-        pub reserved_503: u32,
-        pub reserved_504: u32,
-        pub reserved_505: u32,
-        pub reserved_506: u32,
-        pub reserved_507: u32,
-        pub reserved_508: u32,
-        pub reserved_509: u32,
-        pub reserved_510: u32,
-        pub reserved_511: u32,
+        /// The descriptor as dwords; use the named accessors.
+        pub dw: [u32; 512usize],
+    }
+    impl v9_mqd {
+        ///Dword 0 (`header`).
+        pub const fn header(&self) -> u32 {
+            self.dw[0usize]
+        }
+        ///Dword 0 (`header`).
+        pub fn set_header(&mut self, val: u32) {
+            self.dw[0usize] = val;
+        }
+        ///Dword 1 (`compute_dispatch_initiator`).
+        pub const fn compute_dispatch_initiator(&self) -> u32 {
+            self.dw[1usize]
+        }
+        ///Dword 1 (`compute_dispatch_initiator`).
+        pub fn set_compute_dispatch_initiator(&mut self, val: u32) {
+            self.dw[1usize] = val;
+        }
+        ///Dword 2 (`compute_dim_x`).
+        pub const fn compute_dim_x(&self) -> u32 {
+            self.dw[2usize]
+        }
+        ///Dword 2 (`compute_dim_x`).
+        pub fn set_compute_dim_x(&mut self, val: u32) {
+            self.dw[2usize] = val;
+        }
+        ///Dword 3 (`compute_dim_y`).
+        pub const fn compute_dim_y(&self) -> u32 {
+            self.dw[3usize]
+        }
+        ///Dword 3 (`compute_dim_y`).
+        pub fn set_compute_dim_y(&mut self, val: u32) {
+            self.dw[3usize] = val;
+        }
+        ///Dword 4 (`compute_dim_z`).
+        pub const fn compute_dim_z(&self) -> u32 {
+            self.dw[4usize]
+        }
+        ///Dword 4 (`compute_dim_z`).
+        pub fn set_compute_dim_z(&mut self, val: u32) {
+            self.dw[4usize] = val;
+        }
+        ///Dword 5 (`compute_start_x`).
+        pub const fn compute_start_x(&self) -> u32 {
+            self.dw[5usize]
+        }
+        ///Dword 5 (`compute_start_x`).
+        pub fn set_compute_start_x(&mut self, val: u32) {
+            self.dw[5usize] = val;
+        }
+        ///Dword 6 (`compute_start_y`).
+        pub const fn compute_start_y(&self) -> u32 {
+            self.dw[6usize]
+        }
+        ///Dword 6 (`compute_start_y`).
+        pub fn set_compute_start_y(&mut self, val: u32) {
+            self.dw[6usize] = val;
+        }
+        ///Dword 7 (`compute_start_z`).
+        pub const fn compute_start_z(&self) -> u32 {
+            self.dw[7usize]
+        }
+        ///Dword 7 (`compute_start_z`).
+        pub fn set_compute_start_z(&mut self, val: u32) {
+            self.dw[7usize] = val;
+        }
+        ///Dword 8 (`compute_num_thread_x`).
+        pub const fn compute_num_thread_x(&self) -> u32 {
+            self.dw[8usize]
+        }
+        ///Dword 8 (`compute_num_thread_x`).
+        pub fn set_compute_num_thread_x(&mut self, val: u32) {
+            self.dw[8usize] = val;
+        }
+        ///Dword 9 (`compute_num_thread_y`).
+        pub const fn compute_num_thread_y(&self) -> u32 {
+            self.dw[9usize]
+        }
+        ///Dword 9 (`compute_num_thread_y`).
+        pub fn set_compute_num_thread_y(&mut self, val: u32) {
+            self.dw[9usize] = val;
+        }
+        ///Dword 10 (`compute_num_thread_z`).
+        pub const fn compute_num_thread_z(&self) -> u32 {
+            self.dw[10usize]
+        }
+        ///Dword 10 (`compute_num_thread_z`).
+        pub fn set_compute_num_thread_z(&mut self, val: u32) {
+            self.dw[10usize] = val;
+        }
+        ///Dword 11 (`compute_pipelinestat_enable`).
+        pub const fn compute_pipelinestat_enable(&self) -> u32 {
+            self.dw[11usize]
+        }
+        ///Dword 11 (`compute_pipelinestat_enable`).
+        pub fn set_compute_pipelinestat_enable(&mut self, val: u32) {
+            self.dw[11usize] = val;
+        }
+        ///Dword 12 (`compute_perfcount_enable`).
+        pub const fn compute_perfcount_enable(&self) -> u32 {
+            self.dw[12usize]
+        }
+        ///Dword 12 (`compute_perfcount_enable`).
+        pub fn set_compute_perfcount_enable(&mut self, val: u32) {
+            self.dw[12usize] = val;
+        }
+        ///Dword 13 (`compute_pgm_lo`).
+        pub const fn compute_pgm_lo(&self) -> u32 {
+            self.dw[13usize]
+        }
+        ///Dword 13 (`compute_pgm_lo`).
+        pub fn set_compute_pgm_lo(&mut self, val: u32) {
+            self.dw[13usize] = val;
+        }
+        ///Dword 14 (`compute_pgm_hi`).
+        pub const fn compute_pgm_hi(&self) -> u32 {
+            self.dw[14usize]
+        }
+        ///Dword 14 (`compute_pgm_hi`).
+        pub fn set_compute_pgm_hi(&mut self, val: u32) {
+            self.dw[14usize] = val;
+        }
+        ///Dword 15 (`compute_tba_lo`).
+        pub const fn compute_tba_lo(&self) -> u32 {
+            self.dw[15usize]
+        }
+        ///Dword 15 (`compute_tba_lo`).
+        pub fn set_compute_tba_lo(&mut self, val: u32) {
+            self.dw[15usize] = val;
+        }
+        ///Dword 16 (`compute_tba_hi`).
+        pub const fn compute_tba_hi(&self) -> u32 {
+            self.dw[16usize]
+        }
+        ///Dword 16 (`compute_tba_hi`).
+        pub fn set_compute_tba_hi(&mut self, val: u32) {
+            self.dw[16usize] = val;
+        }
+        ///Dword 17 (`compute_tma_lo`).
+        pub const fn compute_tma_lo(&self) -> u32 {
+            self.dw[17usize]
+        }
+        ///Dword 17 (`compute_tma_lo`).
+        pub fn set_compute_tma_lo(&mut self, val: u32) {
+            self.dw[17usize] = val;
+        }
+        ///Dword 18 (`compute_tma_hi`).
+        pub const fn compute_tma_hi(&self) -> u32 {
+            self.dw[18usize]
+        }
+        ///Dword 18 (`compute_tma_hi`).
+        pub fn set_compute_tma_hi(&mut self, val: u32) {
+            self.dw[18usize] = val;
+        }
+        ///Dword 19 (`compute_pgm_rsrc1`).
+        pub const fn compute_pgm_rsrc1(&self) -> u32 {
+            self.dw[19usize]
+        }
+        ///Dword 19 (`compute_pgm_rsrc1`).
+        pub fn set_compute_pgm_rsrc1(&mut self, val: u32) {
+            self.dw[19usize] = val;
+        }
+        ///Dword 20 (`compute_pgm_rsrc2`).
+        pub const fn compute_pgm_rsrc2(&self) -> u32 {
+            self.dw[20usize]
+        }
+        ///Dword 20 (`compute_pgm_rsrc2`).
+        pub fn set_compute_pgm_rsrc2(&mut self, val: u32) {
+            self.dw[20usize] = val;
+        }
+        ///Dword 21 (`compute_vmid`).
+        pub const fn compute_vmid(&self) -> u32 {
+            self.dw[21usize]
+        }
+        ///Dword 21 (`compute_vmid`).
+        pub fn set_compute_vmid(&mut self, val: u32) {
+            self.dw[21usize] = val;
+        }
+        ///Dword 22 (`compute_resource_limits`).
+        pub const fn compute_resource_limits(&self) -> u32 {
+            self.dw[22usize]
+        }
+        ///Dword 22 (`compute_resource_limits`).
+        pub fn set_compute_resource_limits(&mut self, val: u32) {
+            self.dw[22usize] = val;
+        }
+        ///Dword 23 (`compute_static_thread_mgmt_se0`).
+        pub const fn compute_static_thread_mgmt_se0(&self) -> u32 {
+            self.dw[23usize]
+        }
+        ///Dword 23 (`compute_static_thread_mgmt_se0`).
+        pub fn set_compute_static_thread_mgmt_se0(&mut self, val: u32) {
+            self.dw[23usize] = val;
+        }
+        ///Dword 24 (`compute_static_thread_mgmt_se1`).
+        pub const fn compute_static_thread_mgmt_se1(&self) -> u32 {
+            self.dw[24usize]
+        }
+        ///Dword 24 (`compute_static_thread_mgmt_se1`).
+        pub fn set_compute_static_thread_mgmt_se1(&mut self, val: u32) {
+            self.dw[24usize] = val;
+        }
+        ///Dword 25 (`compute_tmpring_size`).
+        pub const fn compute_tmpring_size(&self) -> u32 {
+            self.dw[25usize]
+        }
+        ///Dword 25 (`compute_tmpring_size`).
+        pub fn set_compute_tmpring_size(&mut self, val: u32) {
+            self.dw[25usize] = val;
+        }
+        ///Dword 26 (`compute_static_thread_mgmt_se2`).
+        pub const fn compute_static_thread_mgmt_se2(&self) -> u32 {
+            self.dw[26usize]
+        }
+        ///Dword 26 (`compute_static_thread_mgmt_se2`).
+        pub fn set_compute_static_thread_mgmt_se2(&mut self, val: u32) {
+            self.dw[26usize] = val;
+        }
+        ///Dword 27 (`compute_static_thread_mgmt_se3`).
+        pub const fn compute_static_thread_mgmt_se3(&self) -> u32 {
+            self.dw[27usize]
+        }
+        ///Dword 27 (`compute_static_thread_mgmt_se3`).
+        pub fn set_compute_static_thread_mgmt_se3(&mut self, val: u32) {
+            self.dw[27usize] = val;
+        }
+        ///Dword 28 (`compute_restart_x`).
+        pub const fn compute_restart_x(&self) -> u32 {
+            self.dw[28usize]
+        }
+        ///Dword 28 (`compute_restart_x`).
+        pub fn set_compute_restart_x(&mut self, val: u32) {
+            self.dw[28usize] = val;
+        }
+        ///Dword 29 (`compute_restart_y`).
+        pub const fn compute_restart_y(&self) -> u32 {
+            self.dw[29usize]
+        }
+        ///Dword 29 (`compute_restart_y`).
+        pub fn set_compute_restart_y(&mut self, val: u32) {
+            self.dw[29usize] = val;
+        }
+        ///Dword 30 (`compute_restart_z`).
+        pub const fn compute_restart_z(&self) -> u32 {
+            self.dw[30usize]
+        }
+        ///Dword 30 (`compute_restart_z`).
+        pub fn set_compute_restart_z(&mut self, val: u32) {
+            self.dw[30usize] = val;
+        }
+        ///Dword 31 (`compute_thread_trace_enable`).
+        pub const fn compute_thread_trace_enable(&self) -> u32 {
+            self.dw[31usize]
+        }
+        ///Dword 31 (`compute_thread_trace_enable`).
+        pub fn set_compute_thread_trace_enable(&mut self, val: u32) {
+            self.dw[31usize] = val;
+        }
+        ///Dword 32 (`compute_misc_reserved`).
+        pub const fn compute_misc_reserved(&self) -> u32 {
+            self.dw[32usize]
+        }
+        ///Dword 32 (`compute_misc_reserved`).
+        pub fn set_compute_misc_reserved(&mut self, val: u32) {
+            self.dw[32usize] = val;
+        }
+        ///Dword 33 (`compute_dispatch_id`).
+        pub const fn compute_dispatch_id(&self) -> u32 {
+            self.dw[33usize]
+        }
+        ///Dword 33 (`compute_dispatch_id`).
+        pub fn set_compute_dispatch_id(&mut self, val: u32) {
+            self.dw[33usize] = val;
+        }
+        ///Dword 34 (`compute_threadgroup_id`).
+        pub const fn compute_threadgroup_id(&self) -> u32 {
+            self.dw[34usize]
+        }
+        ///Dword 34 (`compute_threadgroup_id`).
+        pub fn set_compute_threadgroup_id(&mut self, val: u32) {
+            self.dw[34usize] = val;
+        }
+        ///Dword 35 (`compute_relaunch`).
+        pub const fn compute_relaunch(&self) -> u32 {
+            self.dw[35usize]
+        }
+        ///Dword 35 (`compute_relaunch`).
+        pub fn set_compute_relaunch(&mut self, val: u32) {
+            self.dw[35usize] = val;
+        }
+        ///Dword 36 (`compute_wave_restore_addr_lo`).
+        pub const fn compute_wave_restore_addr_lo(&self) -> u32 {
+            self.dw[36usize]
+        }
+        ///Dword 36 (`compute_wave_restore_addr_lo`).
+        pub fn set_compute_wave_restore_addr_lo(&mut self, val: u32) {
+            self.dw[36usize] = val;
+        }
+        ///Dword 37 (`compute_wave_restore_addr_hi`).
+        pub const fn compute_wave_restore_addr_hi(&self) -> u32 {
+            self.dw[37usize]
+        }
+        ///Dword 37 (`compute_wave_restore_addr_hi`).
+        pub fn set_compute_wave_restore_addr_hi(&mut self, val: u32) {
+            self.dw[37usize] = val;
+        }
+        ///Dword 38 (`compute_wave_restore_control`).
+        pub const fn compute_wave_restore_control(&self) -> u32 {
+            self.dw[38usize]
+        }
+        ///Dword 38 (`compute_wave_restore_control`).
+        pub fn set_compute_wave_restore_control(&mut self, val: u32) {
+            self.dw[38usize] = val;
+        }
+        ///Dword 39 (`compute_static_thread_mgmt_se4`).
+        pub const fn compute_static_thread_mgmt_se4(&self) -> u32 {
+            self.dw[39usize]
+        }
+        ///Dword 39 (`compute_static_thread_mgmt_se4`).
+        pub fn set_compute_static_thread_mgmt_se4(&mut self, val: u32) {
+            self.dw[39usize] = val;
+        }
+        ///Dword 40 (`compute_static_thread_mgmt_se5`).
+        pub const fn compute_static_thread_mgmt_se5(&self) -> u32 {
+            self.dw[40usize]
+        }
+        ///Dword 40 (`compute_static_thread_mgmt_se5`).
+        pub fn set_compute_static_thread_mgmt_se5(&mut self, val: u32) {
+            self.dw[40usize] = val;
+        }
+        ///Dword 41 (`compute_static_thread_mgmt_se6`).
+        pub const fn compute_static_thread_mgmt_se6(&self) -> u32 {
+            self.dw[41usize]
+        }
+        ///Dword 41 (`compute_static_thread_mgmt_se6`).
+        pub fn set_compute_static_thread_mgmt_se6(&mut self, val: u32) {
+            self.dw[41usize] = val;
+        }
+        ///Dword 42 (`compute_static_thread_mgmt_se7`).
+        pub const fn compute_static_thread_mgmt_se7(&self) -> u32 {
+            self.dw[42usize]
+        }
+        ///Dword 42 (`compute_static_thread_mgmt_se7`).
+        pub fn set_compute_static_thread_mgmt_se7(&mut self, val: u32) {
+            self.dw[42usize] = val;
+        }
+        ///Dword 39 (`compute_current_logic_xcc_id`).
+        pub const fn compute_current_logic_xcc_id(&self) -> u32 {
+            self.dw[39usize]
+        }
+        ///Dword 39 (`compute_current_logic_xcc_id`).
+        pub fn set_compute_current_logic_xcc_id(&mut self, val: u32) {
+            self.dw[39usize] = val;
+        }
+        ///Dword 40 (`compute_restart_cg_tg_id`).
+        pub const fn compute_restart_cg_tg_id(&self) -> u32 {
+            self.dw[40usize]
+        }
+        ///Dword 40 (`compute_restart_cg_tg_id`).
+        pub fn set_compute_restart_cg_tg_id(&mut self, val: u32) {
+            self.dw[40usize] = val;
+        }
+        ///Dword 41 (`compute_tg_chunk_size`).
+        pub const fn compute_tg_chunk_size(&self) -> u32 {
+            self.dw[41usize]
+        }
+        ///Dword 41 (`compute_tg_chunk_size`).
+        pub fn set_compute_tg_chunk_size(&mut self, val: u32) {
+            self.dw[41usize] = val;
+        }
+        ///Dword 42 (`compute_restore_tg_chunk_size`).
+        pub const fn compute_restore_tg_chunk_size(&self) -> u32 {
+            self.dw[42usize]
+        }
+        ///Dword 42 (`compute_restore_tg_chunk_size`).
+        pub fn set_compute_restore_tg_chunk_size(&mut self, val: u32) {
+            self.dw[42usize] = val;
+        }
+        ///Dword 43 (`reserved_43`).
+        pub const fn reserved_43(&self) -> u32 {
+            self.dw[43usize]
+        }
+        ///Dword 43 (`reserved_43`).
+        pub fn set_reserved_43(&mut self, val: u32) {
+            self.dw[43usize] = val;
+        }
+        ///Dword 44 (`reserved_44`).
+        pub const fn reserved_44(&self) -> u32 {
+            self.dw[44usize]
+        }
+        ///Dword 44 (`reserved_44`).
+        pub fn set_reserved_44(&mut self, val: u32) {
+            self.dw[44usize] = val;
+        }
+        ///Dword 45 (`reserved_45`).
+        pub const fn reserved_45(&self) -> u32 {
+            self.dw[45usize]
+        }
+        ///Dword 45 (`reserved_45`).
+        pub fn set_reserved_45(&mut self, val: u32) {
+            self.dw[45usize] = val;
+        }
+        ///Dword 46 (`reserved_46`).
+        pub const fn reserved_46(&self) -> u32 {
+            self.dw[46usize]
+        }
+        ///Dword 46 (`reserved_46`).
+        pub fn set_reserved_46(&mut self, val: u32) {
+            self.dw[46usize] = val;
+        }
+        ///Dword 47 (`reserved_47`).
+        pub const fn reserved_47(&self) -> u32 {
+            self.dw[47usize]
+        }
+        ///Dword 47 (`reserved_47`).
+        pub fn set_reserved_47(&mut self, val: u32) {
+            self.dw[47usize] = val;
+        }
+        ///Dword 48 (`reserved_48`).
+        pub const fn reserved_48(&self) -> u32 {
+            self.dw[48usize]
+        }
+        ///Dword 48 (`reserved_48`).
+        pub fn set_reserved_48(&mut self, val: u32) {
+            self.dw[48usize] = val;
+        }
+        ///Dword 49 (`reserved_49`).
+        pub const fn reserved_49(&self) -> u32 {
+            self.dw[49usize]
+        }
+        ///Dword 49 (`reserved_49`).
+        pub fn set_reserved_49(&mut self, val: u32) {
+            self.dw[49usize] = val;
+        }
+        ///Dword 50 (`reserved_50`).
+        pub const fn reserved_50(&self) -> u32 {
+            self.dw[50usize]
+        }
+        ///Dword 50 (`reserved_50`).
+        pub fn set_reserved_50(&mut self, val: u32) {
+            self.dw[50usize] = val;
+        }
+        ///Dword 51 (`reserved_51`).
+        pub const fn reserved_51(&self) -> u32 {
+            self.dw[51usize]
+        }
+        ///Dword 51 (`reserved_51`).
+        pub fn set_reserved_51(&mut self, val: u32) {
+            self.dw[51usize] = val;
+        }
+        ///Dword 52 (`reserved_52`).
+        pub const fn reserved_52(&self) -> u32 {
+            self.dw[52usize]
+        }
+        ///Dword 52 (`reserved_52`).
+        pub fn set_reserved_52(&mut self, val: u32) {
+            self.dw[52usize] = val;
+        }
+        ///Dword 53 (`reserved_53`).
+        pub const fn reserved_53(&self) -> u32 {
+            self.dw[53usize]
+        }
+        ///Dword 53 (`reserved_53`).
+        pub fn set_reserved_53(&mut self, val: u32) {
+            self.dw[53usize] = val;
+        }
+        ///Dword 54 (`reserved_54`).
+        pub const fn reserved_54(&self) -> u32 {
+            self.dw[54usize]
+        }
+        ///Dword 54 (`reserved_54`).
+        pub fn set_reserved_54(&mut self, val: u32) {
+            self.dw[54usize] = val;
+        }
+        ///Dword 55 (`reserved_55`).
+        pub const fn reserved_55(&self) -> u32 {
+            self.dw[55usize]
+        }
+        ///Dword 55 (`reserved_55`).
+        pub fn set_reserved_55(&mut self, val: u32) {
+            self.dw[55usize] = val;
+        }
+        ///Dword 56 (`reserved_56`).
+        pub const fn reserved_56(&self) -> u32 {
+            self.dw[56usize]
+        }
+        ///Dword 56 (`reserved_56`).
+        pub fn set_reserved_56(&mut self, val: u32) {
+            self.dw[56usize] = val;
+        }
+        ///Dword 57 (`reserved_57`).
+        pub const fn reserved_57(&self) -> u32 {
+            self.dw[57usize]
+        }
+        ///Dword 57 (`reserved_57`).
+        pub fn set_reserved_57(&mut self, val: u32) {
+            self.dw[57usize] = val;
+        }
+        ///Dword 58 (`reserved_58`).
+        pub const fn reserved_58(&self) -> u32 {
+            self.dw[58usize]
+        }
+        ///Dword 58 (`reserved_58`).
+        pub fn set_reserved_58(&mut self, val: u32) {
+            self.dw[58usize] = val;
+        }
+        ///Dword 59 (`reserved_59`).
+        pub const fn reserved_59(&self) -> u32 {
+            self.dw[59usize]
+        }
+        ///Dword 59 (`reserved_59`).
+        pub fn set_reserved_59(&mut self, val: u32) {
+            self.dw[59usize] = val;
+        }
+        ///Dword 60 (`reserved_60`).
+        pub const fn reserved_60(&self) -> u32 {
+            self.dw[60usize]
+        }
+        ///Dword 60 (`reserved_60`).
+        pub fn set_reserved_60(&mut self, val: u32) {
+            self.dw[60usize] = val;
+        }
+        ///Dword 61 (`reserved_61`).
+        pub const fn reserved_61(&self) -> u32 {
+            self.dw[61usize]
+        }
+        ///Dword 61 (`reserved_61`).
+        pub fn set_reserved_61(&mut self, val: u32) {
+            self.dw[61usize] = val;
+        }
+        ///Dword 62 (`reserved_62`).
+        pub const fn reserved_62(&self) -> u32 {
+            self.dw[62usize]
+        }
+        ///Dword 62 (`reserved_62`).
+        pub fn set_reserved_62(&mut self, val: u32) {
+            self.dw[62usize] = val;
+        }
+        ///Dword 63 (`reserved_63`).
+        pub const fn reserved_63(&self) -> u32 {
+            self.dw[63usize]
+        }
+        ///Dword 63 (`reserved_63`).
+        pub fn set_reserved_63(&mut self, val: u32) {
+            self.dw[63usize] = val;
+        }
+        ///Dword 64 (`reserved_64`).
+        pub const fn reserved_64(&self) -> u32 {
+            self.dw[64usize]
+        }
+        ///Dword 64 (`reserved_64`).
+        pub fn set_reserved_64(&mut self, val: u32) {
+            self.dw[64usize] = val;
+        }
+        ///Dword 65 (`compute_user_data_0`).
+        pub const fn compute_user_data_0(&self) -> u32 {
+            self.dw[65usize]
+        }
+        ///Dword 65 (`compute_user_data_0`).
+        pub fn set_compute_user_data_0(&mut self, val: u32) {
+            self.dw[65usize] = val;
+        }
+        ///Dword 66 (`compute_user_data_1`).
+        pub const fn compute_user_data_1(&self) -> u32 {
+            self.dw[66usize]
+        }
+        ///Dword 66 (`compute_user_data_1`).
+        pub fn set_compute_user_data_1(&mut self, val: u32) {
+            self.dw[66usize] = val;
+        }
+        ///Dword 67 (`compute_user_data_2`).
+        pub const fn compute_user_data_2(&self) -> u32 {
+            self.dw[67usize]
+        }
+        ///Dword 67 (`compute_user_data_2`).
+        pub fn set_compute_user_data_2(&mut self, val: u32) {
+            self.dw[67usize] = val;
+        }
+        ///Dword 68 (`compute_user_data_3`).
+        pub const fn compute_user_data_3(&self) -> u32 {
+            self.dw[68usize]
+        }
+        ///Dword 68 (`compute_user_data_3`).
+        pub fn set_compute_user_data_3(&mut self, val: u32) {
+            self.dw[68usize] = val;
+        }
+        ///Dword 69 (`compute_user_data_4`).
+        pub const fn compute_user_data_4(&self) -> u32 {
+            self.dw[69usize]
+        }
+        ///Dword 69 (`compute_user_data_4`).
+        pub fn set_compute_user_data_4(&mut self, val: u32) {
+            self.dw[69usize] = val;
+        }
+        ///Dword 70 (`compute_user_data_5`).
+        pub const fn compute_user_data_5(&self) -> u32 {
+            self.dw[70usize]
+        }
+        ///Dword 70 (`compute_user_data_5`).
+        pub fn set_compute_user_data_5(&mut self, val: u32) {
+            self.dw[70usize] = val;
+        }
+        ///Dword 71 (`compute_user_data_6`).
+        pub const fn compute_user_data_6(&self) -> u32 {
+            self.dw[71usize]
+        }
+        ///Dword 71 (`compute_user_data_6`).
+        pub fn set_compute_user_data_6(&mut self, val: u32) {
+            self.dw[71usize] = val;
+        }
+        ///Dword 72 (`compute_user_data_7`).
+        pub const fn compute_user_data_7(&self) -> u32 {
+            self.dw[72usize]
+        }
+        ///Dword 72 (`compute_user_data_7`).
+        pub fn set_compute_user_data_7(&mut self, val: u32) {
+            self.dw[72usize] = val;
+        }
+        ///Dword 73 (`compute_user_data_8`).
+        pub const fn compute_user_data_8(&self) -> u32 {
+            self.dw[73usize]
+        }
+        ///Dword 73 (`compute_user_data_8`).
+        pub fn set_compute_user_data_8(&mut self, val: u32) {
+            self.dw[73usize] = val;
+        }
+        ///Dword 74 (`compute_user_data_9`).
+        pub const fn compute_user_data_9(&self) -> u32 {
+            self.dw[74usize]
+        }
+        ///Dword 74 (`compute_user_data_9`).
+        pub fn set_compute_user_data_9(&mut self, val: u32) {
+            self.dw[74usize] = val;
+        }
+        ///Dword 75 (`compute_user_data_10`).
+        pub const fn compute_user_data_10(&self) -> u32 {
+            self.dw[75usize]
+        }
+        ///Dword 75 (`compute_user_data_10`).
+        pub fn set_compute_user_data_10(&mut self, val: u32) {
+            self.dw[75usize] = val;
+        }
+        ///Dword 76 (`compute_user_data_11`).
+        pub const fn compute_user_data_11(&self) -> u32 {
+            self.dw[76usize]
+        }
+        ///Dword 76 (`compute_user_data_11`).
+        pub fn set_compute_user_data_11(&mut self, val: u32) {
+            self.dw[76usize] = val;
+        }
+        ///Dword 77 (`compute_user_data_12`).
+        pub const fn compute_user_data_12(&self) -> u32 {
+            self.dw[77usize]
+        }
+        ///Dword 77 (`compute_user_data_12`).
+        pub fn set_compute_user_data_12(&mut self, val: u32) {
+            self.dw[77usize] = val;
+        }
+        ///Dword 78 (`compute_user_data_13`).
+        pub const fn compute_user_data_13(&self) -> u32 {
+            self.dw[78usize]
+        }
+        ///Dword 78 (`compute_user_data_13`).
+        pub fn set_compute_user_data_13(&mut self, val: u32) {
+            self.dw[78usize] = val;
+        }
+        ///Dword 79 (`compute_user_data_14`).
+        pub const fn compute_user_data_14(&self) -> u32 {
+            self.dw[79usize]
+        }
+        ///Dword 79 (`compute_user_data_14`).
+        pub fn set_compute_user_data_14(&mut self, val: u32) {
+            self.dw[79usize] = val;
+        }
+        ///Dword 80 (`compute_user_data_15`).
+        pub const fn compute_user_data_15(&self) -> u32 {
+            self.dw[80usize]
+        }
+        ///Dword 80 (`compute_user_data_15`).
+        pub fn set_compute_user_data_15(&mut self, val: u32) {
+            self.dw[80usize] = val;
+        }
+        ///Dword 81 (`cp_compute_csinvoc_count_lo`).
+        pub const fn cp_compute_csinvoc_count_lo(&self) -> u32 {
+            self.dw[81usize]
+        }
+        ///Dword 81 (`cp_compute_csinvoc_count_lo`).
+        pub fn set_cp_compute_csinvoc_count_lo(&mut self, val: u32) {
+            self.dw[81usize] = val;
+        }
+        ///Dword 82 (`cp_compute_csinvoc_count_hi`).
+        pub const fn cp_compute_csinvoc_count_hi(&self) -> u32 {
+            self.dw[82usize]
+        }
+        ///Dword 82 (`cp_compute_csinvoc_count_hi`).
+        pub fn set_cp_compute_csinvoc_count_hi(&mut self, val: u32) {
+            self.dw[82usize] = val;
+        }
+        ///Dword 83 (`reserved_83`).
+        pub const fn reserved_83(&self) -> u32 {
+            self.dw[83usize]
+        }
+        ///Dword 83 (`reserved_83`).
+        pub fn set_reserved_83(&mut self, val: u32) {
+            self.dw[83usize] = val;
+        }
+        ///Dword 84 (`reserved_84`).
+        pub const fn reserved_84(&self) -> u32 {
+            self.dw[84usize]
+        }
+        ///Dword 84 (`reserved_84`).
+        pub fn set_reserved_84(&mut self, val: u32) {
+            self.dw[84usize] = val;
+        }
+        ///Dword 85 (`reserved_85`).
+        pub const fn reserved_85(&self) -> u32 {
+            self.dw[85usize]
+        }
+        ///Dword 85 (`reserved_85`).
+        pub fn set_reserved_85(&mut self, val: u32) {
+            self.dw[85usize] = val;
+        }
+        ///Dword 86 (`cp_mqd_query_time_lo`).
+        pub const fn cp_mqd_query_time_lo(&self) -> u32 {
+            self.dw[86usize]
+        }
+        ///Dword 86 (`cp_mqd_query_time_lo`).
+        pub fn set_cp_mqd_query_time_lo(&mut self, val: u32) {
+            self.dw[86usize] = val;
+        }
+        ///Dword 87 (`cp_mqd_query_time_hi`).
+        pub const fn cp_mqd_query_time_hi(&self) -> u32 {
+            self.dw[87usize]
+        }
+        ///Dword 87 (`cp_mqd_query_time_hi`).
+        pub fn set_cp_mqd_query_time_hi(&mut self, val: u32) {
+            self.dw[87usize] = val;
+        }
+        ///Dword 88 (`cp_mqd_connect_start_time_lo`).
+        pub const fn cp_mqd_connect_start_time_lo(&self) -> u32 {
+            self.dw[88usize]
+        }
+        ///Dword 88 (`cp_mqd_connect_start_time_lo`).
+        pub fn set_cp_mqd_connect_start_time_lo(&mut self, val: u32) {
+            self.dw[88usize] = val;
+        }
+        ///Dword 89 (`cp_mqd_connect_start_time_hi`).
+        pub const fn cp_mqd_connect_start_time_hi(&self) -> u32 {
+            self.dw[89usize]
+        }
+        ///Dword 89 (`cp_mqd_connect_start_time_hi`).
+        pub fn set_cp_mqd_connect_start_time_hi(&mut self, val: u32) {
+            self.dw[89usize] = val;
+        }
+        ///Dword 90 (`cp_mqd_connect_end_time_lo`).
+        pub const fn cp_mqd_connect_end_time_lo(&self) -> u32 {
+            self.dw[90usize]
+        }
+        ///Dword 90 (`cp_mqd_connect_end_time_lo`).
+        pub fn set_cp_mqd_connect_end_time_lo(&mut self, val: u32) {
+            self.dw[90usize] = val;
+        }
+        ///Dword 91 (`cp_mqd_connect_end_time_hi`).
+        pub const fn cp_mqd_connect_end_time_hi(&self) -> u32 {
+            self.dw[91usize]
+        }
+        ///Dword 91 (`cp_mqd_connect_end_time_hi`).
+        pub fn set_cp_mqd_connect_end_time_hi(&mut self, val: u32) {
+            self.dw[91usize] = val;
+        }
+        ///Dword 92 (`cp_mqd_connect_end_wf_count`).
+        pub const fn cp_mqd_connect_end_wf_count(&self) -> u32 {
+            self.dw[92usize]
+        }
+        ///Dword 92 (`cp_mqd_connect_end_wf_count`).
+        pub fn set_cp_mqd_connect_end_wf_count(&mut self, val: u32) {
+            self.dw[92usize] = val;
+        }
+        ///Dword 93 (`cp_mqd_connect_end_pq_rptr`).
+        pub const fn cp_mqd_connect_end_pq_rptr(&self) -> u32 {
+            self.dw[93usize]
+        }
+        ///Dword 93 (`cp_mqd_connect_end_pq_rptr`).
+        pub fn set_cp_mqd_connect_end_pq_rptr(&mut self, val: u32) {
+            self.dw[93usize] = val;
+        }
+        ///Dword 94 (`cp_mqd_connect_end_pq_wptr`).
+        pub const fn cp_mqd_connect_end_pq_wptr(&self) -> u32 {
+            self.dw[94usize]
+        }
+        ///Dword 94 (`cp_mqd_connect_end_pq_wptr`).
+        pub fn set_cp_mqd_connect_end_pq_wptr(&mut self, val: u32) {
+            self.dw[94usize] = val;
+        }
+        ///Dword 95 (`cp_mqd_connect_end_ib_rptr`).
+        pub const fn cp_mqd_connect_end_ib_rptr(&self) -> u32 {
+            self.dw[95usize]
+        }
+        ///Dword 95 (`cp_mqd_connect_end_ib_rptr`).
+        pub fn set_cp_mqd_connect_end_ib_rptr(&mut self, val: u32) {
+            self.dw[95usize] = val;
+        }
+        ///Dword 96 (`cp_mqd_readindex_lo`).
+        pub const fn cp_mqd_readindex_lo(&self) -> u32 {
+            self.dw[96usize]
+        }
+        ///Dword 96 (`cp_mqd_readindex_lo`).
+        pub fn set_cp_mqd_readindex_lo(&mut self, val: u32) {
+            self.dw[96usize] = val;
+        }
+        ///Dword 97 (`cp_mqd_readindex_hi`).
+        pub const fn cp_mqd_readindex_hi(&self) -> u32 {
+            self.dw[97usize]
+        }
+        ///Dword 97 (`cp_mqd_readindex_hi`).
+        pub fn set_cp_mqd_readindex_hi(&mut self, val: u32) {
+            self.dw[97usize] = val;
+        }
+        ///Dword 98 (`cp_mqd_save_start_time_lo`).
+        pub const fn cp_mqd_save_start_time_lo(&self) -> u32 {
+            self.dw[98usize]
+        }
+        ///Dword 98 (`cp_mqd_save_start_time_lo`).
+        pub fn set_cp_mqd_save_start_time_lo(&mut self, val: u32) {
+            self.dw[98usize] = val;
+        }
+        ///Dword 99 (`cp_mqd_save_start_time_hi`).
+        pub const fn cp_mqd_save_start_time_hi(&self) -> u32 {
+            self.dw[99usize]
+        }
+        ///Dword 99 (`cp_mqd_save_start_time_hi`).
+        pub fn set_cp_mqd_save_start_time_hi(&mut self, val: u32) {
+            self.dw[99usize] = val;
+        }
+        ///Dword 100 (`cp_mqd_save_end_time_lo`).
+        pub const fn cp_mqd_save_end_time_lo(&self) -> u32 {
+            self.dw[100usize]
+        }
+        ///Dword 100 (`cp_mqd_save_end_time_lo`).
+        pub fn set_cp_mqd_save_end_time_lo(&mut self, val: u32) {
+            self.dw[100usize] = val;
+        }
+        ///Dword 101 (`cp_mqd_save_end_time_hi`).
+        pub const fn cp_mqd_save_end_time_hi(&self) -> u32 {
+            self.dw[101usize]
+        }
+        ///Dword 101 (`cp_mqd_save_end_time_hi`).
+        pub fn set_cp_mqd_save_end_time_hi(&mut self, val: u32) {
+            self.dw[101usize] = val;
+        }
+        ///Dword 102 (`cp_mqd_restore_start_time_lo`).
+        pub const fn cp_mqd_restore_start_time_lo(&self) -> u32 {
+            self.dw[102usize]
+        }
+        ///Dword 102 (`cp_mqd_restore_start_time_lo`).
+        pub fn set_cp_mqd_restore_start_time_lo(&mut self, val: u32) {
+            self.dw[102usize] = val;
+        }
+        ///Dword 103 (`cp_mqd_restore_start_time_hi`).
+        pub const fn cp_mqd_restore_start_time_hi(&self) -> u32 {
+            self.dw[103usize]
+        }
+        ///Dword 103 (`cp_mqd_restore_start_time_hi`).
+        pub fn set_cp_mqd_restore_start_time_hi(&mut self, val: u32) {
+            self.dw[103usize] = val;
+        }
+        ///Dword 104 (`cp_mqd_restore_end_time_lo`).
+        pub const fn cp_mqd_restore_end_time_lo(&self) -> u32 {
+            self.dw[104usize]
+        }
+        ///Dword 104 (`cp_mqd_restore_end_time_lo`).
+        pub fn set_cp_mqd_restore_end_time_lo(&mut self, val: u32) {
+            self.dw[104usize] = val;
+        }
+        ///Dword 105 (`cp_mqd_restore_end_time_hi`).
+        pub const fn cp_mqd_restore_end_time_hi(&self) -> u32 {
+            self.dw[105usize]
+        }
+        ///Dword 105 (`cp_mqd_restore_end_time_hi`).
+        pub fn set_cp_mqd_restore_end_time_hi(&mut self, val: u32) {
+            self.dw[105usize] = val;
+        }
+        ///Dword 106 (`disable_queue`).
+        pub const fn disable_queue(&self) -> u32 {
+            self.dw[106usize]
+        }
+        ///Dword 106 (`disable_queue`).
+        pub fn set_disable_queue(&mut self, val: u32) {
+            self.dw[106usize] = val;
+        }
+        ///Dword 107 (`reserved_107`).
+        pub const fn reserved_107(&self) -> u32 {
+            self.dw[107usize]
+        }
+        ///Dword 107 (`reserved_107`).
+        pub fn set_reserved_107(&mut self, val: u32) {
+            self.dw[107usize] = val;
+        }
+        ///Dword 108 (`gds_cs_ctxsw_cnt0`).
+        pub const fn gds_cs_ctxsw_cnt0(&self) -> u32 {
+            self.dw[108usize]
+        }
+        ///Dword 108 (`gds_cs_ctxsw_cnt0`).
+        pub fn set_gds_cs_ctxsw_cnt0(&mut self, val: u32) {
+            self.dw[108usize] = val;
+        }
+        ///Dword 109 (`gds_cs_ctxsw_cnt1`).
+        pub const fn gds_cs_ctxsw_cnt1(&self) -> u32 {
+            self.dw[109usize]
+        }
+        ///Dword 109 (`gds_cs_ctxsw_cnt1`).
+        pub fn set_gds_cs_ctxsw_cnt1(&mut self, val: u32) {
+            self.dw[109usize] = val;
+        }
+        ///Dword 110 (`gds_cs_ctxsw_cnt2`).
+        pub const fn gds_cs_ctxsw_cnt2(&self) -> u32 {
+            self.dw[110usize]
+        }
+        ///Dword 110 (`gds_cs_ctxsw_cnt2`).
+        pub fn set_gds_cs_ctxsw_cnt2(&mut self, val: u32) {
+            self.dw[110usize] = val;
+        }
+        ///Dword 111 (`gds_cs_ctxsw_cnt3`).
+        pub const fn gds_cs_ctxsw_cnt3(&self) -> u32 {
+            self.dw[111usize]
+        }
+        ///Dword 111 (`gds_cs_ctxsw_cnt3`).
+        pub fn set_gds_cs_ctxsw_cnt3(&mut self, val: u32) {
+            self.dw[111usize] = val;
+        }
+        ///Dword 112 (`reserved_112`).
+        pub const fn reserved_112(&self) -> u32 {
+            self.dw[112usize]
+        }
+        ///Dword 112 (`reserved_112`).
+        pub fn set_reserved_112(&mut self, val: u32) {
+            self.dw[112usize] = val;
+        }
+        ///Dword 113 (`reserved_113`).
+        pub const fn reserved_113(&self) -> u32 {
+            self.dw[113usize]
+        }
+        ///Dword 113 (`reserved_113`).
+        pub fn set_reserved_113(&mut self, val: u32) {
+            self.dw[113usize] = val;
+        }
+        ///Dword 114 (`cp_pq_exe_status_lo`).
+        pub const fn cp_pq_exe_status_lo(&self) -> u32 {
+            self.dw[114usize]
+        }
+        ///Dword 114 (`cp_pq_exe_status_lo`).
+        pub fn set_cp_pq_exe_status_lo(&mut self, val: u32) {
+            self.dw[114usize] = val;
+        }
+        ///Dword 115 (`cp_pq_exe_status_hi`).
+        pub const fn cp_pq_exe_status_hi(&self) -> u32 {
+            self.dw[115usize]
+        }
+        ///Dword 115 (`cp_pq_exe_status_hi`).
+        pub fn set_cp_pq_exe_status_hi(&mut self, val: u32) {
+            self.dw[115usize] = val;
+        }
+        ///Dword 116 (`cp_packet_id_lo`).
+        pub const fn cp_packet_id_lo(&self) -> u32 {
+            self.dw[116usize]
+        }
+        ///Dword 116 (`cp_packet_id_lo`).
+        pub fn set_cp_packet_id_lo(&mut self, val: u32) {
+            self.dw[116usize] = val;
+        }
+        ///Dword 117 (`cp_packet_id_hi`).
+        pub const fn cp_packet_id_hi(&self) -> u32 {
+            self.dw[117usize]
+        }
+        ///Dword 117 (`cp_packet_id_hi`).
+        pub fn set_cp_packet_id_hi(&mut self, val: u32) {
+            self.dw[117usize] = val;
+        }
+        ///Dword 118 (`cp_packet_exe_status_lo`).
+        pub const fn cp_packet_exe_status_lo(&self) -> u32 {
+            self.dw[118usize]
+        }
+        ///Dword 118 (`cp_packet_exe_status_lo`).
+        pub fn set_cp_packet_exe_status_lo(&mut self, val: u32) {
+            self.dw[118usize] = val;
+        }
+        ///Dword 119 (`cp_packet_exe_status_hi`).
+        pub const fn cp_packet_exe_status_hi(&self) -> u32 {
+            self.dw[119usize]
+        }
+        ///Dword 119 (`cp_packet_exe_status_hi`).
+        pub fn set_cp_packet_exe_status_hi(&mut self, val: u32) {
+            self.dw[119usize] = val;
+        }
+        ///Dword 120 (`gds_save_base_addr_lo`).
+        pub const fn gds_save_base_addr_lo(&self) -> u32 {
+            self.dw[120usize]
+        }
+        ///Dword 120 (`gds_save_base_addr_lo`).
+        pub fn set_gds_save_base_addr_lo(&mut self, val: u32) {
+            self.dw[120usize] = val;
+        }
+        ///Dword 121 (`gds_save_base_addr_hi`).
+        pub const fn gds_save_base_addr_hi(&self) -> u32 {
+            self.dw[121usize]
+        }
+        ///Dword 121 (`gds_save_base_addr_hi`).
+        pub fn set_gds_save_base_addr_hi(&mut self, val: u32) {
+            self.dw[121usize] = val;
+        }
+        ///Dword 122 (`gds_save_mask_lo`).
+        pub const fn gds_save_mask_lo(&self) -> u32 {
+            self.dw[122usize]
+        }
+        ///Dword 122 (`gds_save_mask_lo`).
+        pub fn set_gds_save_mask_lo(&mut self, val: u32) {
+            self.dw[122usize] = val;
+        }
+        ///Dword 123 (`gds_save_mask_hi`).
+        pub const fn gds_save_mask_hi(&self) -> u32 {
+            self.dw[123usize]
+        }
+        ///Dword 123 (`gds_save_mask_hi`).
+        pub fn set_gds_save_mask_hi(&mut self, val: u32) {
+            self.dw[123usize] = val;
+        }
+        ///Dword 124 (`ctx_save_base_addr_lo`).
+        pub const fn ctx_save_base_addr_lo(&self) -> u32 {
+            self.dw[124usize]
+        }
+        ///Dword 124 (`ctx_save_base_addr_lo`).
+        pub fn set_ctx_save_base_addr_lo(&mut self, val: u32) {
+            self.dw[124usize] = val;
+        }
+        ///Dword 125 (`ctx_save_base_addr_hi`).
+        pub const fn ctx_save_base_addr_hi(&self) -> u32 {
+            self.dw[125usize]
+        }
+        ///Dword 125 (`ctx_save_base_addr_hi`).
+        pub fn set_ctx_save_base_addr_hi(&mut self, val: u32) {
+            self.dw[125usize] = val;
+        }
+        ///Dword 126 (`dynamic_cu_mask_addr_lo`).
+        pub const fn dynamic_cu_mask_addr_lo(&self) -> u32 {
+            self.dw[126usize]
+        }
+        ///Dword 126 (`dynamic_cu_mask_addr_lo`).
+        pub fn set_dynamic_cu_mask_addr_lo(&mut self, val: u32) {
+            self.dw[126usize] = val;
+        }
+        ///Dword 127 (`dynamic_cu_mask_addr_hi`).
+        pub const fn dynamic_cu_mask_addr_hi(&self) -> u32 {
+            self.dw[127usize]
+        }
+        ///Dword 127 (`dynamic_cu_mask_addr_hi`).
+        pub fn set_dynamic_cu_mask_addr_hi(&mut self, val: u32) {
+            self.dw[127usize] = val;
+        }
+        ///Dword 128 (`cp_mqd_base_addr_lo`).
+        pub const fn cp_mqd_base_addr_lo(&self) -> u32 {
+            self.dw[128usize]
+        }
+        ///Dword 128 (`cp_mqd_base_addr_lo`).
+        pub fn set_cp_mqd_base_addr_lo(&mut self, val: u32) {
+            self.dw[128usize] = val;
+        }
+        ///Dword 129 (`cp_mqd_base_addr_hi`).
+        pub const fn cp_mqd_base_addr_hi(&self) -> u32 {
+            self.dw[129usize]
+        }
+        ///Dword 129 (`cp_mqd_base_addr_hi`).
+        pub fn set_cp_mqd_base_addr_hi(&mut self, val: u32) {
+            self.dw[129usize] = val;
+        }
+        ///Dword 130 (`cp_hqd_active`).
+        pub const fn cp_hqd_active(&self) -> u32 {
+            self.dw[130usize]
+        }
+        ///Dword 130 (`cp_hqd_active`).
+        pub fn set_cp_hqd_active(&mut self, val: u32) {
+            self.dw[130usize] = val;
+        }
+        ///Dword 131 (`cp_hqd_vmid`).
+        pub const fn cp_hqd_vmid(&self) -> u32 {
+            self.dw[131usize]
+        }
+        ///Dword 131 (`cp_hqd_vmid`).
+        pub fn set_cp_hqd_vmid(&mut self, val: u32) {
+            self.dw[131usize] = val;
+        }
+        ///Dword 132 (`cp_hqd_persistent_state`).
+        pub const fn cp_hqd_persistent_state(&self) -> u32 {
+            self.dw[132usize]
+        }
+        ///Dword 132 (`cp_hqd_persistent_state`).
+        pub fn set_cp_hqd_persistent_state(&mut self, val: u32) {
+            self.dw[132usize] = val;
+        }
+        ///Dword 133 (`cp_hqd_pipe_priority`).
+        pub const fn cp_hqd_pipe_priority(&self) -> u32 {
+            self.dw[133usize]
+        }
+        ///Dword 133 (`cp_hqd_pipe_priority`).
+        pub fn set_cp_hqd_pipe_priority(&mut self, val: u32) {
+            self.dw[133usize] = val;
+        }
+        ///Dword 134 (`cp_hqd_queue_priority`).
+        pub const fn cp_hqd_queue_priority(&self) -> u32 {
+            self.dw[134usize]
+        }
+        ///Dword 134 (`cp_hqd_queue_priority`).
+        pub fn set_cp_hqd_queue_priority(&mut self, val: u32) {
+            self.dw[134usize] = val;
+        }
+        ///Dword 135 (`cp_hqd_quantum`).
+        pub const fn cp_hqd_quantum(&self) -> u32 {
+            self.dw[135usize]
+        }
+        ///Dword 135 (`cp_hqd_quantum`).
+        pub fn set_cp_hqd_quantum(&mut self, val: u32) {
+            self.dw[135usize] = val;
+        }
+        ///Dword 136 (`cp_hqd_pq_base_lo`).
+        pub const fn cp_hqd_pq_base_lo(&self) -> u32 {
+            self.dw[136usize]
+        }
+        ///Dword 136 (`cp_hqd_pq_base_lo`).
+        pub fn set_cp_hqd_pq_base_lo(&mut self, val: u32) {
+            self.dw[136usize] = val;
+        }
+        ///Dword 137 (`cp_hqd_pq_base_hi`).
+        pub const fn cp_hqd_pq_base_hi(&self) -> u32 {
+            self.dw[137usize]
+        }
+        ///Dword 137 (`cp_hqd_pq_base_hi`).
+        pub fn set_cp_hqd_pq_base_hi(&mut self, val: u32) {
+            self.dw[137usize] = val;
+        }
+        ///Dword 138 (`cp_hqd_pq_rptr`).
+        pub const fn cp_hqd_pq_rptr(&self) -> u32 {
+            self.dw[138usize]
+        }
+        ///Dword 138 (`cp_hqd_pq_rptr`).
+        pub fn set_cp_hqd_pq_rptr(&mut self, val: u32) {
+            self.dw[138usize] = val;
+        }
+        ///Dword 139 (`cp_hqd_pq_rptr_report_addr_lo`).
+        pub const fn cp_hqd_pq_rptr_report_addr_lo(&self) -> u32 {
+            self.dw[139usize]
+        }
+        ///Dword 139 (`cp_hqd_pq_rptr_report_addr_lo`).
+        pub fn set_cp_hqd_pq_rptr_report_addr_lo(&mut self, val: u32) {
+            self.dw[139usize] = val;
+        }
+        ///Dword 140 (`cp_hqd_pq_rptr_report_addr_hi`).
+        pub const fn cp_hqd_pq_rptr_report_addr_hi(&self) -> u32 {
+            self.dw[140usize]
+        }
+        ///Dword 140 (`cp_hqd_pq_rptr_report_addr_hi`).
+        pub fn set_cp_hqd_pq_rptr_report_addr_hi(&mut self, val: u32) {
+            self.dw[140usize] = val;
+        }
+        ///Dword 141 (`cp_hqd_pq_wptr_poll_addr_lo`).
+        pub const fn cp_hqd_pq_wptr_poll_addr_lo(&self) -> u32 {
+            self.dw[141usize]
+        }
+        ///Dword 141 (`cp_hqd_pq_wptr_poll_addr_lo`).
+        pub fn set_cp_hqd_pq_wptr_poll_addr_lo(&mut self, val: u32) {
+            self.dw[141usize] = val;
+        }
+        ///Dword 142 (`cp_hqd_pq_wptr_poll_addr_hi`).
+        pub const fn cp_hqd_pq_wptr_poll_addr_hi(&self) -> u32 {
+            self.dw[142usize]
+        }
+        ///Dword 142 (`cp_hqd_pq_wptr_poll_addr_hi`).
+        pub fn set_cp_hqd_pq_wptr_poll_addr_hi(&mut self, val: u32) {
+            self.dw[142usize] = val;
+        }
+        ///Dword 143 (`cp_hqd_pq_doorbell_control`).
+        pub const fn cp_hqd_pq_doorbell_control(&self) -> u32 {
+            self.dw[143usize]
+        }
+        ///Dword 143 (`cp_hqd_pq_doorbell_control`).
+        pub fn set_cp_hqd_pq_doorbell_control(&mut self, val: u32) {
+            self.dw[143usize] = val;
+        }
+        ///Dword 144 (`reserved_144`).
+        pub const fn reserved_144(&self) -> u32 {
+            self.dw[144usize]
+        }
+        ///Dword 144 (`reserved_144`).
+        pub fn set_reserved_144(&mut self, val: u32) {
+            self.dw[144usize] = val;
+        }
+        ///Dword 145 (`cp_hqd_pq_control`).
+        pub const fn cp_hqd_pq_control(&self) -> u32 {
+            self.dw[145usize]
+        }
+        ///Dword 145 (`cp_hqd_pq_control`).
+        pub fn set_cp_hqd_pq_control(&mut self, val: u32) {
+            self.dw[145usize] = val;
+        }
+        ///Dword 146 (`cp_hqd_ib_base_addr_lo`).
+        pub const fn cp_hqd_ib_base_addr_lo(&self) -> u32 {
+            self.dw[146usize]
+        }
+        ///Dword 146 (`cp_hqd_ib_base_addr_lo`).
+        pub fn set_cp_hqd_ib_base_addr_lo(&mut self, val: u32) {
+            self.dw[146usize] = val;
+        }
+        ///Dword 147 (`cp_hqd_ib_base_addr_hi`).
+        pub const fn cp_hqd_ib_base_addr_hi(&self) -> u32 {
+            self.dw[147usize]
+        }
+        ///Dword 147 (`cp_hqd_ib_base_addr_hi`).
+        pub fn set_cp_hqd_ib_base_addr_hi(&mut self, val: u32) {
+            self.dw[147usize] = val;
+        }
+        ///Dword 148 (`cp_hqd_ib_rptr`).
+        pub const fn cp_hqd_ib_rptr(&self) -> u32 {
+            self.dw[148usize]
+        }
+        ///Dword 148 (`cp_hqd_ib_rptr`).
+        pub fn set_cp_hqd_ib_rptr(&mut self, val: u32) {
+            self.dw[148usize] = val;
+        }
+        ///Dword 149 (`cp_hqd_ib_control`).
+        pub const fn cp_hqd_ib_control(&self) -> u32 {
+            self.dw[149usize]
+        }
+        ///Dword 149 (`cp_hqd_ib_control`).
+        pub fn set_cp_hqd_ib_control(&mut self, val: u32) {
+            self.dw[149usize] = val;
+        }
+        ///Dword 150 (`cp_hqd_iq_timer`).
+        pub const fn cp_hqd_iq_timer(&self) -> u32 {
+            self.dw[150usize]
+        }
+        ///Dword 150 (`cp_hqd_iq_timer`).
+        pub fn set_cp_hqd_iq_timer(&mut self, val: u32) {
+            self.dw[150usize] = val;
+        }
+        ///Dword 151 (`cp_hqd_iq_rptr`).
+        pub const fn cp_hqd_iq_rptr(&self) -> u32 {
+            self.dw[151usize]
+        }
+        ///Dword 151 (`cp_hqd_iq_rptr`).
+        pub fn set_cp_hqd_iq_rptr(&mut self, val: u32) {
+            self.dw[151usize] = val;
+        }
+        ///Dword 152 (`cp_hqd_dequeue_request`).
+        pub const fn cp_hqd_dequeue_request(&self) -> u32 {
+            self.dw[152usize]
+        }
+        ///Dword 152 (`cp_hqd_dequeue_request`).
+        pub fn set_cp_hqd_dequeue_request(&mut self, val: u32) {
+            self.dw[152usize] = val;
+        }
+        ///Dword 153 (`cp_hqd_dma_offload`).
+        pub const fn cp_hqd_dma_offload(&self) -> u32 {
+            self.dw[153usize]
+        }
+        ///Dword 153 (`cp_hqd_dma_offload`).
+        pub fn set_cp_hqd_dma_offload(&mut self, val: u32) {
+            self.dw[153usize] = val;
+        }
+        ///Dword 154 (`cp_hqd_sema_cmd`).
+        pub const fn cp_hqd_sema_cmd(&self) -> u32 {
+            self.dw[154usize]
+        }
+        ///Dword 154 (`cp_hqd_sema_cmd`).
+        pub fn set_cp_hqd_sema_cmd(&mut self, val: u32) {
+            self.dw[154usize] = val;
+        }
+        ///Dword 155 (`cp_hqd_msg_type`).
+        pub const fn cp_hqd_msg_type(&self) -> u32 {
+            self.dw[155usize]
+        }
+        ///Dword 155 (`cp_hqd_msg_type`).
+        pub fn set_cp_hqd_msg_type(&mut self, val: u32) {
+            self.dw[155usize] = val;
+        }
+        ///Dword 156 (`cp_hqd_atomic0_preop_lo`).
+        pub const fn cp_hqd_atomic0_preop_lo(&self) -> u32 {
+            self.dw[156usize]
+        }
+        ///Dword 156 (`cp_hqd_atomic0_preop_lo`).
+        pub fn set_cp_hqd_atomic0_preop_lo(&mut self, val: u32) {
+            self.dw[156usize] = val;
+        }
+        ///Dword 157 (`cp_hqd_atomic0_preop_hi`).
+        pub const fn cp_hqd_atomic0_preop_hi(&self) -> u32 {
+            self.dw[157usize]
+        }
+        ///Dword 157 (`cp_hqd_atomic0_preop_hi`).
+        pub fn set_cp_hqd_atomic0_preop_hi(&mut self, val: u32) {
+            self.dw[157usize] = val;
+        }
+        ///Dword 158 (`cp_hqd_atomic1_preop_lo`).
+        pub const fn cp_hqd_atomic1_preop_lo(&self) -> u32 {
+            self.dw[158usize]
+        }
+        ///Dword 158 (`cp_hqd_atomic1_preop_lo`).
+        pub fn set_cp_hqd_atomic1_preop_lo(&mut self, val: u32) {
+            self.dw[158usize] = val;
+        }
+        ///Dword 159 (`cp_hqd_atomic1_preop_hi`).
+        pub const fn cp_hqd_atomic1_preop_hi(&self) -> u32 {
+            self.dw[159usize]
+        }
+        ///Dword 159 (`cp_hqd_atomic1_preop_hi`).
+        pub fn set_cp_hqd_atomic1_preop_hi(&mut self, val: u32) {
+            self.dw[159usize] = val;
+        }
+        ///Dword 160 (`cp_hqd_hq_status0`).
+        pub const fn cp_hqd_hq_status0(&self) -> u32 {
+            self.dw[160usize]
+        }
+        ///Dword 160 (`cp_hqd_hq_status0`).
+        pub fn set_cp_hqd_hq_status0(&mut self, val: u32) {
+            self.dw[160usize] = val;
+        }
+        ///Dword 161 (`cp_hqd_hq_control0`).
+        pub const fn cp_hqd_hq_control0(&self) -> u32 {
+            self.dw[161usize]
+        }
+        ///Dword 161 (`cp_hqd_hq_control0`).
+        pub fn set_cp_hqd_hq_control0(&mut self, val: u32) {
+            self.dw[161usize] = val;
+        }
+        ///Dword 162 (`cp_mqd_control`).
+        pub const fn cp_mqd_control(&self) -> u32 {
+            self.dw[162usize]
+        }
+        ///Dword 162 (`cp_mqd_control`).
+        pub fn set_cp_mqd_control(&mut self, val: u32) {
+            self.dw[162usize] = val;
+        }
+        ///Dword 163 (`cp_hqd_hq_status1`).
+        pub const fn cp_hqd_hq_status1(&self) -> u32 {
+            self.dw[163usize]
+        }
+        ///Dword 163 (`cp_hqd_hq_status1`).
+        pub fn set_cp_hqd_hq_status1(&mut self, val: u32) {
+            self.dw[163usize] = val;
+        }
+        ///Dword 164 (`cp_hqd_hq_control1`).
+        pub const fn cp_hqd_hq_control1(&self) -> u32 {
+            self.dw[164usize]
+        }
+        ///Dword 164 (`cp_hqd_hq_control1`).
+        pub fn set_cp_hqd_hq_control1(&mut self, val: u32) {
+            self.dw[164usize] = val;
+        }
+        ///Dword 165 (`cp_hqd_eop_base_addr_lo`).
+        pub const fn cp_hqd_eop_base_addr_lo(&self) -> u32 {
+            self.dw[165usize]
+        }
+        ///Dword 165 (`cp_hqd_eop_base_addr_lo`).
+        pub fn set_cp_hqd_eop_base_addr_lo(&mut self, val: u32) {
+            self.dw[165usize] = val;
+        }
+        ///Dword 166 (`cp_hqd_eop_base_addr_hi`).
+        pub const fn cp_hqd_eop_base_addr_hi(&self) -> u32 {
+            self.dw[166usize]
+        }
+        ///Dword 166 (`cp_hqd_eop_base_addr_hi`).
+        pub fn set_cp_hqd_eop_base_addr_hi(&mut self, val: u32) {
+            self.dw[166usize] = val;
+        }
+        ///Dword 167 (`cp_hqd_eop_control`).
+        pub const fn cp_hqd_eop_control(&self) -> u32 {
+            self.dw[167usize]
+        }
+        ///Dword 167 (`cp_hqd_eop_control`).
+        pub fn set_cp_hqd_eop_control(&mut self, val: u32) {
+            self.dw[167usize] = val;
+        }
+        ///Dword 168 (`cp_hqd_eop_rptr`).
+        pub const fn cp_hqd_eop_rptr(&self) -> u32 {
+            self.dw[168usize]
+        }
+        ///Dword 168 (`cp_hqd_eop_rptr`).
+        pub fn set_cp_hqd_eop_rptr(&mut self, val: u32) {
+            self.dw[168usize] = val;
+        }
+        ///Dword 169 (`cp_hqd_eop_wptr`).
+        pub const fn cp_hqd_eop_wptr(&self) -> u32 {
+            self.dw[169usize]
+        }
+        ///Dword 169 (`cp_hqd_eop_wptr`).
+        pub fn set_cp_hqd_eop_wptr(&mut self, val: u32) {
+            self.dw[169usize] = val;
+        }
+        ///Dword 170 (`cp_hqd_eop_done_events`).
+        pub const fn cp_hqd_eop_done_events(&self) -> u32 {
+            self.dw[170usize]
+        }
+        ///Dword 170 (`cp_hqd_eop_done_events`).
+        pub fn set_cp_hqd_eop_done_events(&mut self, val: u32) {
+            self.dw[170usize] = val;
+        }
+        ///Dword 171 (`cp_hqd_ctx_save_base_addr_lo`).
+        pub const fn cp_hqd_ctx_save_base_addr_lo(&self) -> u32 {
+            self.dw[171usize]
+        }
+        ///Dword 171 (`cp_hqd_ctx_save_base_addr_lo`).
+        pub fn set_cp_hqd_ctx_save_base_addr_lo(&mut self, val: u32) {
+            self.dw[171usize] = val;
+        }
+        ///Dword 172 (`cp_hqd_ctx_save_base_addr_hi`).
+        pub const fn cp_hqd_ctx_save_base_addr_hi(&self) -> u32 {
+            self.dw[172usize]
+        }
+        ///Dword 172 (`cp_hqd_ctx_save_base_addr_hi`).
+        pub fn set_cp_hqd_ctx_save_base_addr_hi(&mut self, val: u32) {
+            self.dw[172usize] = val;
+        }
+        ///Dword 173 (`cp_hqd_ctx_save_control`).
+        pub const fn cp_hqd_ctx_save_control(&self) -> u32 {
+            self.dw[173usize]
+        }
+        ///Dword 173 (`cp_hqd_ctx_save_control`).
+        pub fn set_cp_hqd_ctx_save_control(&mut self, val: u32) {
+            self.dw[173usize] = val;
+        }
+        ///Dword 174 (`cp_hqd_cntl_stack_offset`).
+        pub const fn cp_hqd_cntl_stack_offset(&self) -> u32 {
+            self.dw[174usize]
+        }
+        ///Dword 174 (`cp_hqd_cntl_stack_offset`).
+        pub fn set_cp_hqd_cntl_stack_offset(&mut self, val: u32) {
+            self.dw[174usize] = val;
+        }
+        ///Dword 175 (`cp_hqd_cntl_stack_size`).
+        pub const fn cp_hqd_cntl_stack_size(&self) -> u32 {
+            self.dw[175usize]
+        }
+        ///Dword 175 (`cp_hqd_cntl_stack_size`).
+        pub fn set_cp_hqd_cntl_stack_size(&mut self, val: u32) {
+            self.dw[175usize] = val;
+        }
+        ///Dword 176 (`cp_hqd_wg_state_offset`).
+        pub const fn cp_hqd_wg_state_offset(&self) -> u32 {
+            self.dw[176usize]
+        }
+        ///Dword 176 (`cp_hqd_wg_state_offset`).
+        pub fn set_cp_hqd_wg_state_offset(&mut self, val: u32) {
+            self.dw[176usize] = val;
+        }
+        ///Dword 177 (`cp_hqd_ctx_save_size`).
+        pub const fn cp_hqd_ctx_save_size(&self) -> u32 {
+            self.dw[177usize]
+        }
+        ///Dword 177 (`cp_hqd_ctx_save_size`).
+        pub fn set_cp_hqd_ctx_save_size(&mut self, val: u32) {
+            self.dw[177usize] = val;
+        }
+        ///Dword 178 (`cp_hqd_gds_resource_state`).
+        pub const fn cp_hqd_gds_resource_state(&self) -> u32 {
+            self.dw[178usize]
+        }
+        ///Dword 178 (`cp_hqd_gds_resource_state`).
+        pub fn set_cp_hqd_gds_resource_state(&mut self, val: u32) {
+            self.dw[178usize] = val;
+        }
+        ///Dword 179 (`cp_hqd_error`).
+        pub const fn cp_hqd_error(&self) -> u32 {
+            self.dw[179usize]
+        }
+        ///Dword 179 (`cp_hqd_error`).
+        pub fn set_cp_hqd_error(&mut self, val: u32) {
+            self.dw[179usize] = val;
+        }
+        ///Dword 180 (`cp_hqd_eop_wptr_mem`).
+        pub const fn cp_hqd_eop_wptr_mem(&self) -> u32 {
+            self.dw[180usize]
+        }
+        ///Dword 180 (`cp_hqd_eop_wptr_mem`).
+        pub fn set_cp_hqd_eop_wptr_mem(&mut self, val: u32) {
+            self.dw[180usize] = val;
+        }
+        ///Dword 181 (`cp_hqd_aql_control`).
+        pub const fn cp_hqd_aql_control(&self) -> u32 {
+            self.dw[181usize]
+        }
+        ///Dword 181 (`cp_hqd_aql_control`).
+        pub fn set_cp_hqd_aql_control(&mut self, val: u32) {
+            self.dw[181usize] = val;
+        }
+        ///Dword 182 (`cp_hqd_pq_wptr_lo`).
+        pub const fn cp_hqd_pq_wptr_lo(&self) -> u32 {
+            self.dw[182usize]
+        }
+        ///Dword 182 (`cp_hqd_pq_wptr_lo`).
+        pub fn set_cp_hqd_pq_wptr_lo(&mut self, val: u32) {
+            self.dw[182usize] = val;
+        }
+        ///Dword 183 (`cp_hqd_pq_wptr_hi`).
+        pub const fn cp_hqd_pq_wptr_hi(&self) -> u32 {
+            self.dw[183usize]
+        }
+        ///Dword 183 (`cp_hqd_pq_wptr_hi`).
+        pub fn set_cp_hqd_pq_wptr_hi(&mut self, val: u32) {
+            self.dw[183usize] = val;
+        }
+        ///Dword 184 (`reserved_184`).
+        pub const fn reserved_184(&self) -> u32 {
+            self.dw[184usize]
+        }
+        ///Dword 184 (`reserved_184`).
+        pub fn set_reserved_184(&mut self, val: u32) {
+            self.dw[184usize] = val;
+        }
+        ///Dword 185 (`reserved_185`).
+        pub const fn reserved_185(&self) -> u32 {
+            self.dw[185usize]
+        }
+        ///Dword 185 (`reserved_185`).
+        pub fn set_reserved_185(&mut self, val: u32) {
+            self.dw[185usize] = val;
+        }
+        ///Dword 186 (`reserved_186`).
+        pub const fn reserved_186(&self) -> u32 {
+            self.dw[186usize]
+        }
+        ///Dword 186 (`reserved_186`).
+        pub fn set_reserved_186(&mut self, val: u32) {
+            self.dw[186usize] = val;
+        }
+        ///Dword 187 (`reserved_187`).
+        pub const fn reserved_187(&self) -> u32 {
+            self.dw[187usize]
+        }
+        ///Dword 187 (`reserved_187`).
+        pub fn set_reserved_187(&mut self, val: u32) {
+            self.dw[187usize] = val;
+        }
+        ///Dword 188 (`reserved_188`).
+        pub const fn reserved_188(&self) -> u32 {
+            self.dw[188usize]
+        }
+        ///Dword 188 (`reserved_188`).
+        pub fn set_reserved_188(&mut self, val: u32) {
+            self.dw[188usize] = val;
+        }
+        ///Dword 189 (`reserved_189`).
+        pub const fn reserved_189(&self) -> u32 {
+            self.dw[189usize]
+        }
+        ///Dword 189 (`reserved_189`).
+        pub fn set_reserved_189(&mut self, val: u32) {
+            self.dw[189usize] = val;
+        }
+        ///Dword 190 (`reserved_190`).
+        pub const fn reserved_190(&self) -> u32 {
+            self.dw[190usize]
+        }
+        ///Dword 190 (`reserved_190`).
+        pub fn set_reserved_190(&mut self, val: u32) {
+            self.dw[190usize] = val;
+        }
+        ///Dword 191 (`reserved_191`).
+        pub const fn reserved_191(&self) -> u32 {
+            self.dw[191usize]
+        }
+        ///Dword 191 (`reserved_191`).
+        pub fn set_reserved_191(&mut self, val: u32) {
+            self.dw[191usize] = val;
+        }
+        ///Dword 192 (`iqtimer_pkt_header`).
+        pub const fn iqtimer_pkt_header(&self) -> u32 {
+            self.dw[192usize]
+        }
+        ///Dword 192 (`iqtimer_pkt_header`).
+        pub fn set_iqtimer_pkt_header(&mut self, val: u32) {
+            self.dw[192usize] = val;
+        }
+        ///Dword 193 (`iqtimer_pkt_dw0`).
+        pub const fn iqtimer_pkt_dw0(&self) -> u32 {
+            self.dw[193usize]
+        }
+        ///Dword 193 (`iqtimer_pkt_dw0`).
+        pub fn set_iqtimer_pkt_dw0(&mut self, val: u32) {
+            self.dw[193usize] = val;
+        }
+        ///Dword 194 (`iqtimer_pkt_dw1`).
+        pub const fn iqtimer_pkt_dw1(&self) -> u32 {
+            self.dw[194usize]
+        }
+        ///Dword 194 (`iqtimer_pkt_dw1`).
+        pub fn set_iqtimer_pkt_dw1(&mut self, val: u32) {
+            self.dw[194usize] = val;
+        }
+        ///Dword 195 (`iqtimer_pkt_dw2`).
+        pub const fn iqtimer_pkt_dw2(&self) -> u32 {
+            self.dw[195usize]
+        }
+        ///Dword 195 (`iqtimer_pkt_dw2`).
+        pub fn set_iqtimer_pkt_dw2(&mut self, val: u32) {
+            self.dw[195usize] = val;
+        }
+        ///Dword 196 (`iqtimer_pkt_dw3`).
+        pub const fn iqtimer_pkt_dw3(&self) -> u32 {
+            self.dw[196usize]
+        }
+        ///Dword 196 (`iqtimer_pkt_dw3`).
+        pub fn set_iqtimer_pkt_dw3(&mut self, val: u32) {
+            self.dw[196usize] = val;
+        }
+        ///Dword 197 (`iqtimer_pkt_dw4`).
+        pub const fn iqtimer_pkt_dw4(&self) -> u32 {
+            self.dw[197usize]
+        }
+        ///Dword 197 (`iqtimer_pkt_dw4`).
+        pub fn set_iqtimer_pkt_dw4(&mut self, val: u32) {
+            self.dw[197usize] = val;
+        }
+        ///Dword 198 (`iqtimer_pkt_dw5`).
+        pub const fn iqtimer_pkt_dw5(&self) -> u32 {
+            self.dw[198usize]
+        }
+        ///Dword 198 (`iqtimer_pkt_dw5`).
+        pub fn set_iqtimer_pkt_dw5(&mut self, val: u32) {
+            self.dw[198usize] = val;
+        }
+        ///Dword 199 (`iqtimer_pkt_dw6`).
+        pub const fn iqtimer_pkt_dw6(&self) -> u32 {
+            self.dw[199usize]
+        }
+        ///Dword 199 (`iqtimer_pkt_dw6`).
+        pub fn set_iqtimer_pkt_dw6(&mut self, val: u32) {
+            self.dw[199usize] = val;
+        }
+        ///Dword 200 (`iqtimer_pkt_dw7`).
+        pub const fn iqtimer_pkt_dw7(&self) -> u32 {
+            self.dw[200usize]
+        }
+        ///Dword 200 (`iqtimer_pkt_dw7`).
+        pub fn set_iqtimer_pkt_dw7(&mut self, val: u32) {
+            self.dw[200usize] = val;
+        }
+        ///Dword 201 (`iqtimer_pkt_dw8`).
+        pub const fn iqtimer_pkt_dw8(&self) -> u32 {
+            self.dw[201usize]
+        }
+        ///Dword 201 (`iqtimer_pkt_dw8`).
+        pub fn set_iqtimer_pkt_dw8(&mut self, val: u32) {
+            self.dw[201usize] = val;
+        }
+        ///Dword 202 (`iqtimer_pkt_dw9`).
+        pub const fn iqtimer_pkt_dw9(&self) -> u32 {
+            self.dw[202usize]
+        }
+        ///Dword 202 (`iqtimer_pkt_dw9`).
+        pub fn set_iqtimer_pkt_dw9(&mut self, val: u32) {
+            self.dw[202usize] = val;
+        }
+        ///Dword 203 (`iqtimer_pkt_dw10`).
+        pub const fn iqtimer_pkt_dw10(&self) -> u32 {
+            self.dw[203usize]
+        }
+        ///Dword 203 (`iqtimer_pkt_dw10`).
+        pub fn set_iqtimer_pkt_dw10(&mut self, val: u32) {
+            self.dw[203usize] = val;
+        }
+        ///Dword 204 (`iqtimer_pkt_dw11`).
+        pub const fn iqtimer_pkt_dw11(&self) -> u32 {
+            self.dw[204usize]
+        }
+        ///Dword 204 (`iqtimer_pkt_dw11`).
+        pub fn set_iqtimer_pkt_dw11(&mut self, val: u32) {
+            self.dw[204usize] = val;
+        }
+        ///Dword 205 (`iqtimer_pkt_dw12`).
+        pub const fn iqtimer_pkt_dw12(&self) -> u32 {
+            self.dw[205usize]
+        }
+        ///Dword 205 (`iqtimer_pkt_dw12`).
+        pub fn set_iqtimer_pkt_dw12(&mut self, val: u32) {
+            self.dw[205usize] = val;
+        }
+        ///Dword 206 (`iqtimer_pkt_dw13`).
+        pub const fn iqtimer_pkt_dw13(&self) -> u32 {
+            self.dw[206usize]
+        }
+        ///Dword 206 (`iqtimer_pkt_dw13`).
+        pub fn set_iqtimer_pkt_dw13(&mut self, val: u32) {
+            self.dw[206usize] = val;
+        }
+        ///Dword 207 (`iqtimer_pkt_dw14`).
+        pub const fn iqtimer_pkt_dw14(&self) -> u32 {
+            self.dw[207usize]
+        }
+        ///Dword 207 (`iqtimer_pkt_dw14`).
+        pub fn set_iqtimer_pkt_dw14(&mut self, val: u32) {
+            self.dw[207usize] = val;
+        }
+        ///Dword 208 (`iqtimer_pkt_dw15`).
+        pub const fn iqtimer_pkt_dw15(&self) -> u32 {
+            self.dw[208usize]
+        }
+        ///Dword 208 (`iqtimer_pkt_dw15`).
+        pub fn set_iqtimer_pkt_dw15(&mut self, val: u32) {
+            self.dw[208usize] = val;
+        }
+        ///Dword 209 (`iqtimer_pkt_dw16`).
+        pub const fn iqtimer_pkt_dw16(&self) -> u32 {
+            self.dw[209usize]
+        }
+        ///Dword 209 (`iqtimer_pkt_dw16`).
+        pub fn set_iqtimer_pkt_dw16(&mut self, val: u32) {
+            self.dw[209usize] = val;
+        }
+        ///Dword 210 (`iqtimer_pkt_dw17`).
+        pub const fn iqtimer_pkt_dw17(&self) -> u32 {
+            self.dw[210usize]
+        }
+        ///Dword 210 (`iqtimer_pkt_dw17`).
+        pub fn set_iqtimer_pkt_dw17(&mut self, val: u32) {
+            self.dw[210usize] = val;
+        }
+        ///Dword 211 (`iqtimer_pkt_dw18`).
+        pub const fn iqtimer_pkt_dw18(&self) -> u32 {
+            self.dw[211usize]
+        }
+        ///Dword 211 (`iqtimer_pkt_dw18`).
+        pub fn set_iqtimer_pkt_dw18(&mut self, val: u32) {
+            self.dw[211usize] = val;
+        }
+        ///Dword 212 (`iqtimer_pkt_dw19`).
+        pub const fn iqtimer_pkt_dw19(&self) -> u32 {
+            self.dw[212usize]
+        }
+        ///Dword 212 (`iqtimer_pkt_dw19`).
+        pub fn set_iqtimer_pkt_dw19(&mut self, val: u32) {
+            self.dw[212usize] = val;
+        }
+        ///Dword 213 (`iqtimer_pkt_dw20`).
+        pub const fn iqtimer_pkt_dw20(&self) -> u32 {
+            self.dw[213usize]
+        }
+        ///Dword 213 (`iqtimer_pkt_dw20`).
+        pub fn set_iqtimer_pkt_dw20(&mut self, val: u32) {
+            self.dw[213usize] = val;
+        }
+        ///Dword 214 (`iqtimer_pkt_dw21`).
+        pub const fn iqtimer_pkt_dw21(&self) -> u32 {
+            self.dw[214usize]
+        }
+        ///Dword 214 (`iqtimer_pkt_dw21`).
+        pub fn set_iqtimer_pkt_dw21(&mut self, val: u32) {
+            self.dw[214usize] = val;
+        }
+        ///Dword 215 (`iqtimer_pkt_dw22`).
+        pub const fn iqtimer_pkt_dw22(&self) -> u32 {
+            self.dw[215usize]
+        }
+        ///Dword 215 (`iqtimer_pkt_dw22`).
+        pub fn set_iqtimer_pkt_dw22(&mut self, val: u32) {
+            self.dw[215usize] = val;
+        }
+        ///Dword 216 (`iqtimer_pkt_dw23`).
+        pub const fn iqtimer_pkt_dw23(&self) -> u32 {
+            self.dw[216usize]
+        }
+        ///Dword 216 (`iqtimer_pkt_dw23`).
+        pub fn set_iqtimer_pkt_dw23(&mut self, val: u32) {
+            self.dw[216usize] = val;
+        }
+        ///Dword 217 (`iqtimer_pkt_dw24`).
+        pub const fn iqtimer_pkt_dw24(&self) -> u32 {
+            self.dw[217usize]
+        }
+        ///Dword 217 (`iqtimer_pkt_dw24`).
+        pub fn set_iqtimer_pkt_dw24(&mut self, val: u32) {
+            self.dw[217usize] = val;
+        }
+        ///Dword 218 (`iqtimer_pkt_dw25`).
+        pub const fn iqtimer_pkt_dw25(&self) -> u32 {
+            self.dw[218usize]
+        }
+        ///Dword 218 (`iqtimer_pkt_dw25`).
+        pub fn set_iqtimer_pkt_dw25(&mut self, val: u32) {
+            self.dw[218usize] = val;
+        }
+        ///Dword 219 (`iqtimer_pkt_dw26`).
+        pub const fn iqtimer_pkt_dw26(&self) -> u32 {
+            self.dw[219usize]
+        }
+        ///Dword 219 (`iqtimer_pkt_dw26`).
+        pub fn set_iqtimer_pkt_dw26(&mut self, val: u32) {
+            self.dw[219usize] = val;
+        }
+        ///Dword 220 (`iqtimer_pkt_dw27`).
+        pub const fn iqtimer_pkt_dw27(&self) -> u32 {
+            self.dw[220usize]
+        }
+        ///Dword 220 (`iqtimer_pkt_dw27`).
+        pub fn set_iqtimer_pkt_dw27(&mut self, val: u32) {
+            self.dw[220usize] = val;
+        }
+        ///Dword 221 (`iqtimer_pkt_dw28`).
+        pub const fn iqtimer_pkt_dw28(&self) -> u32 {
+            self.dw[221usize]
+        }
+        ///Dword 221 (`iqtimer_pkt_dw28`).
+        pub fn set_iqtimer_pkt_dw28(&mut self, val: u32) {
+            self.dw[221usize] = val;
+        }
+        ///Dword 222 (`iqtimer_pkt_dw29`).
+        pub const fn iqtimer_pkt_dw29(&self) -> u32 {
+            self.dw[222usize]
+        }
+        ///Dword 222 (`iqtimer_pkt_dw29`).
+        pub fn set_iqtimer_pkt_dw29(&mut self, val: u32) {
+            self.dw[222usize] = val;
+        }
+        ///Dword 223 (`iqtimer_pkt_dw30`).
+        pub const fn iqtimer_pkt_dw30(&self) -> u32 {
+            self.dw[223usize]
+        }
+        ///Dword 223 (`iqtimer_pkt_dw30`).
+        pub fn set_iqtimer_pkt_dw30(&mut self, val: u32) {
+            self.dw[223usize] = val;
+        }
+        ///Dword 224 (`iqtimer_pkt_dw31`).
+        pub const fn iqtimer_pkt_dw31(&self) -> u32 {
+            self.dw[224usize]
+        }
+        ///Dword 224 (`iqtimer_pkt_dw31`).
+        pub fn set_iqtimer_pkt_dw31(&mut self, val: u32) {
+            self.dw[224usize] = val;
+        }
+        ///Dword 225 (`reserved_225`).
+        pub const fn reserved_225(&self) -> u32 {
+            self.dw[225usize]
+        }
+        ///Dword 225 (`reserved_225`).
+        pub fn set_reserved_225(&mut self, val: u32) {
+            self.dw[225usize] = val;
+        }
+        ///Dword 226 (`reserved_226`).
+        pub const fn reserved_226(&self) -> u32 {
+            self.dw[226usize]
+        }
+        ///Dword 226 (`reserved_226`).
+        pub fn set_reserved_226(&mut self, val: u32) {
+            self.dw[226usize] = val;
+        }
+        ///Dword 225 (`pm4_target_xcc_in_xcp`).
+        pub const fn pm4_target_xcc_in_xcp(&self) -> u32 {
+            self.dw[225usize]
+        }
+        ///Dword 225 (`pm4_target_xcc_in_xcp`).
+        pub fn set_pm4_target_xcc_in_xcp(&mut self, val: u32) {
+            self.dw[225usize] = val;
+        }
+        ///Dword 226 (`cp_mqd_stride_size`).
+        pub const fn cp_mqd_stride_size(&self) -> u32 {
+            self.dw[226usize]
+        }
+        ///Dword 226 (`cp_mqd_stride_size`).
+        pub fn set_cp_mqd_stride_size(&mut self, val: u32) {
+            self.dw[226usize] = val;
+        }
+        ///Dword 227 (`reserved_227`).
+        pub const fn reserved_227(&self) -> u32 {
+            self.dw[227usize]
+        }
+        ///Dword 227 (`reserved_227`).
+        pub fn set_reserved_227(&mut self, val: u32) {
+            self.dw[227usize] = val;
+        }
+        ///Dword 228 (`set_resources_header`).
+        pub const fn set_resources_header(&self) -> u32 {
+            self.dw[228usize]
+        }
+        ///Dword 228 (`set_resources_header`).
+        pub fn set_set_resources_header(&mut self, val: u32) {
+            self.dw[228usize] = val;
+        }
+        ///Dword 229 (`set_resources_dw1`).
+        pub const fn set_resources_dw1(&self) -> u32 {
+            self.dw[229usize]
+        }
+        ///Dword 229 (`set_resources_dw1`).
+        pub fn set_set_resources_dw1(&mut self, val: u32) {
+            self.dw[229usize] = val;
+        }
+        ///Dword 230 (`set_resources_dw2`).
+        pub const fn set_resources_dw2(&self) -> u32 {
+            self.dw[230usize]
+        }
+        ///Dword 230 (`set_resources_dw2`).
+        pub fn set_set_resources_dw2(&mut self, val: u32) {
+            self.dw[230usize] = val;
+        }
+        ///Dword 231 (`set_resources_dw3`).
+        pub const fn set_resources_dw3(&self) -> u32 {
+            self.dw[231usize]
+        }
+        ///Dword 231 (`set_resources_dw3`).
+        pub fn set_set_resources_dw3(&mut self, val: u32) {
+            self.dw[231usize] = val;
+        }
+        ///Dword 232 (`set_resources_dw4`).
+        pub const fn set_resources_dw4(&self) -> u32 {
+            self.dw[232usize]
+        }
+        ///Dword 232 (`set_resources_dw4`).
+        pub fn set_set_resources_dw4(&mut self, val: u32) {
+            self.dw[232usize] = val;
+        }
+        ///Dword 233 (`set_resources_dw5`).
+        pub const fn set_resources_dw5(&self) -> u32 {
+            self.dw[233usize]
+        }
+        ///Dword 233 (`set_resources_dw5`).
+        pub fn set_set_resources_dw5(&mut self, val: u32) {
+            self.dw[233usize] = val;
+        }
+        ///Dword 234 (`set_resources_dw6`).
+        pub const fn set_resources_dw6(&self) -> u32 {
+            self.dw[234usize]
+        }
+        ///Dword 234 (`set_resources_dw6`).
+        pub fn set_set_resources_dw6(&mut self, val: u32) {
+            self.dw[234usize] = val;
+        }
+        ///Dword 235 (`set_resources_dw7`).
+        pub const fn set_resources_dw7(&self) -> u32 {
+            self.dw[235usize]
+        }
+        ///Dword 235 (`set_resources_dw7`).
+        pub fn set_set_resources_dw7(&mut self, val: u32) {
+            self.dw[235usize] = val;
+        }
+        ///Dword 236 (`reserved_236`).
+        pub const fn reserved_236(&self) -> u32 {
+            self.dw[236usize]
+        }
+        ///Dword 236 (`reserved_236`).
+        pub fn set_reserved_236(&mut self, val: u32) {
+            self.dw[236usize] = val;
+        }
+        ///Dword 237 (`reserved_237`).
+        pub const fn reserved_237(&self) -> u32 {
+            self.dw[237usize]
+        }
+        ///Dword 237 (`reserved_237`).
+        pub fn set_reserved_237(&mut self, val: u32) {
+            self.dw[237usize] = val;
+        }
+        ///Dword 238 (`reserved_238`).
+        pub const fn reserved_238(&self) -> u32 {
+            self.dw[238usize]
+        }
+        ///Dword 238 (`reserved_238`).
+        pub fn set_reserved_238(&mut self, val: u32) {
+            self.dw[238usize] = val;
+        }
+        ///Dword 239 (`reserved_239`).
+        pub const fn reserved_239(&self) -> u32 {
+            self.dw[239usize]
+        }
+        ///Dword 239 (`reserved_239`).
+        pub fn set_reserved_239(&mut self, val: u32) {
+            self.dw[239usize] = val;
+        }
+        ///Dword 240 (`queue_doorbell_id0`).
+        pub const fn queue_doorbell_id0(&self) -> u32 {
+            self.dw[240usize]
+        }
+        ///Dword 240 (`queue_doorbell_id0`).
+        pub fn set_queue_doorbell_id0(&mut self, val: u32) {
+            self.dw[240usize] = val;
+        }
+        ///Dword 241 (`queue_doorbell_id1`).
+        pub const fn queue_doorbell_id1(&self) -> u32 {
+            self.dw[241usize]
+        }
+        ///Dword 241 (`queue_doorbell_id1`).
+        pub fn set_queue_doorbell_id1(&mut self, val: u32) {
+            self.dw[241usize] = val;
+        }
+        ///Dword 242 (`queue_doorbell_id2`).
+        pub const fn queue_doorbell_id2(&self) -> u32 {
+            self.dw[242usize]
+        }
+        ///Dword 242 (`queue_doorbell_id2`).
+        pub fn set_queue_doorbell_id2(&mut self, val: u32) {
+            self.dw[242usize] = val;
+        }
+        ///Dword 243 (`queue_doorbell_id3`).
+        pub const fn queue_doorbell_id3(&self) -> u32 {
+            self.dw[243usize]
+        }
+        ///Dword 243 (`queue_doorbell_id3`).
+        pub fn set_queue_doorbell_id3(&mut self, val: u32) {
+            self.dw[243usize] = val;
+        }
+        ///Dword 244 (`queue_doorbell_id4`).
+        pub const fn queue_doorbell_id4(&self) -> u32 {
+            self.dw[244usize]
+        }
+        ///Dword 244 (`queue_doorbell_id4`).
+        pub fn set_queue_doorbell_id4(&mut self, val: u32) {
+            self.dw[244usize] = val;
+        }
+        ///Dword 245 (`queue_doorbell_id5`).
+        pub const fn queue_doorbell_id5(&self) -> u32 {
+            self.dw[245usize]
+        }
+        ///Dword 245 (`queue_doorbell_id5`).
+        pub fn set_queue_doorbell_id5(&mut self, val: u32) {
+            self.dw[245usize] = val;
+        }
+        ///Dword 246 (`queue_doorbell_id6`).
+        pub const fn queue_doorbell_id6(&self) -> u32 {
+            self.dw[246usize]
+        }
+        ///Dword 246 (`queue_doorbell_id6`).
+        pub fn set_queue_doorbell_id6(&mut self, val: u32) {
+            self.dw[246usize] = val;
+        }
+        ///Dword 247 (`queue_doorbell_id7`).
+        pub const fn queue_doorbell_id7(&self) -> u32 {
+            self.dw[247usize]
+        }
+        ///Dword 247 (`queue_doorbell_id7`).
+        pub fn set_queue_doorbell_id7(&mut self, val: u32) {
+            self.dw[247usize] = val;
+        }
+        ///Dword 248 (`queue_doorbell_id8`).
+        pub const fn queue_doorbell_id8(&self) -> u32 {
+            self.dw[248usize]
+        }
+        ///Dword 248 (`queue_doorbell_id8`).
+        pub fn set_queue_doorbell_id8(&mut self, val: u32) {
+            self.dw[248usize] = val;
+        }
+        ///Dword 249 (`queue_doorbell_id9`).
+        pub const fn queue_doorbell_id9(&self) -> u32 {
+            self.dw[249usize]
+        }
+        ///Dword 249 (`queue_doorbell_id9`).
+        pub fn set_queue_doorbell_id9(&mut self, val: u32) {
+            self.dw[249usize] = val;
+        }
+        ///Dword 250 (`queue_doorbell_id10`).
+        pub const fn queue_doorbell_id10(&self) -> u32 {
+            self.dw[250usize]
+        }
+        ///Dword 250 (`queue_doorbell_id10`).
+        pub fn set_queue_doorbell_id10(&mut self, val: u32) {
+            self.dw[250usize] = val;
+        }
+        ///Dword 251 (`queue_doorbell_id11`).
+        pub const fn queue_doorbell_id11(&self) -> u32 {
+            self.dw[251usize]
+        }
+        ///Dword 251 (`queue_doorbell_id11`).
+        pub fn set_queue_doorbell_id11(&mut self, val: u32) {
+            self.dw[251usize] = val;
+        }
+        ///Dword 252 (`queue_doorbell_id12`).
+        pub const fn queue_doorbell_id12(&self) -> u32 {
+            self.dw[252usize]
+        }
+        ///Dword 252 (`queue_doorbell_id12`).
+        pub fn set_queue_doorbell_id12(&mut self, val: u32) {
+            self.dw[252usize] = val;
+        }
+        ///Dword 253 (`queue_doorbell_id13`).
+        pub const fn queue_doorbell_id13(&self) -> u32 {
+            self.dw[253usize]
+        }
+        ///Dword 253 (`queue_doorbell_id13`).
+        pub fn set_queue_doorbell_id13(&mut self, val: u32) {
+            self.dw[253usize] = val;
+        }
+        ///Dword 254 (`queue_doorbell_id14`).
+        pub const fn queue_doorbell_id14(&self) -> u32 {
+            self.dw[254usize]
+        }
+        ///Dword 254 (`queue_doorbell_id14`).
+        pub fn set_queue_doorbell_id14(&mut self, val: u32) {
+            self.dw[254usize] = val;
+        }
+        ///Dword 255 (`queue_doorbell_id15`).
+        pub const fn queue_doorbell_id15(&self) -> u32 {
+            self.dw[255usize]
+        }
+        ///Dword 255 (`queue_doorbell_id15`).
+        pub fn set_queue_doorbell_id15(&mut self, val: u32) {
+            self.dw[255usize] = val;
+        }
+        ///Dword 256 (`reserved_256`).
+        pub const fn reserved_256(&self) -> u32 {
+            self.dw[256usize]
+        }
+        ///Dword 256 (`reserved_256`).
+        pub fn set_reserved_256(&mut self, val: u32) {
+            self.dw[256usize] = val;
+        }
+        ///Dword 257 (`reserved_257`).
+        pub const fn reserved_257(&self) -> u32 {
+            self.dw[257usize]
+        }
+        ///Dword 257 (`reserved_257`).
+        pub fn set_reserved_257(&mut self, val: u32) {
+            self.dw[257usize] = val;
+        }
+        ///Dword 258 (`reserved_258`).
+        pub const fn reserved_258(&self) -> u32 {
+            self.dw[258usize]
+        }
+        ///Dword 258 (`reserved_258`).
+        pub fn set_reserved_258(&mut self, val: u32) {
+            self.dw[258usize] = val;
+        }
+        ///Dword 259 (`reserved_259`).
+        pub const fn reserved_259(&self) -> u32 {
+            self.dw[259usize]
+        }
+        ///Dword 259 (`reserved_259`).
+        pub fn set_reserved_259(&mut self, val: u32) {
+            self.dw[259usize] = val;
+        }
+        ///Dword 260 (`reserved_260`).
+        pub const fn reserved_260(&self) -> u32 {
+            self.dw[260usize]
+        }
+        ///Dword 260 (`reserved_260`).
+        pub fn set_reserved_260(&mut self, val: u32) {
+            self.dw[260usize] = val;
+        }
+        ///Dword 261 (`reserved_261`).
+        pub const fn reserved_261(&self) -> u32 {
+            self.dw[261usize]
+        }
+        ///Dword 261 (`reserved_261`).
+        pub fn set_reserved_261(&mut self, val: u32) {
+            self.dw[261usize] = val;
+        }
+        ///Dword 262 (`reserved_262`).
+        pub const fn reserved_262(&self) -> u32 {
+            self.dw[262usize]
+        }
+        ///Dword 262 (`reserved_262`).
+        pub fn set_reserved_262(&mut self, val: u32) {
+            self.dw[262usize] = val;
+        }
+        ///Dword 263 (`reserved_263`).
+        pub const fn reserved_263(&self) -> u32 {
+            self.dw[263usize]
+        }
+        ///Dword 263 (`reserved_263`).
+        pub fn set_reserved_263(&mut self, val: u32) {
+            self.dw[263usize] = val;
+        }
+        ///Dword 264 (`reserved_264`).
+        pub const fn reserved_264(&self) -> u32 {
+            self.dw[264usize]
+        }
+        ///Dword 264 (`reserved_264`).
+        pub fn set_reserved_264(&mut self, val: u32) {
+            self.dw[264usize] = val;
+        }
+        ///Dword 265 (`reserved_265`).
+        pub const fn reserved_265(&self) -> u32 {
+            self.dw[265usize]
+        }
+        ///Dword 265 (`reserved_265`).
+        pub fn set_reserved_265(&mut self, val: u32) {
+            self.dw[265usize] = val;
+        }
+        ///Dword 266 (`reserved_266`).
+        pub const fn reserved_266(&self) -> u32 {
+            self.dw[266usize]
+        }
+        ///Dword 266 (`reserved_266`).
+        pub fn set_reserved_266(&mut self, val: u32) {
+            self.dw[266usize] = val;
+        }
+        ///Dword 267 (`reserved_267`).
+        pub const fn reserved_267(&self) -> u32 {
+            self.dw[267usize]
+        }
+        ///Dword 267 (`reserved_267`).
+        pub fn set_reserved_267(&mut self, val: u32) {
+            self.dw[267usize] = val;
+        }
+        ///Dword 268 (`reserved_268`).
+        pub const fn reserved_268(&self) -> u32 {
+            self.dw[268usize]
+        }
+        ///Dword 268 (`reserved_268`).
+        pub fn set_reserved_268(&mut self, val: u32) {
+            self.dw[268usize] = val;
+        }
+        ///Dword 269 (`reserved_269`).
+        pub const fn reserved_269(&self) -> u32 {
+            self.dw[269usize]
+        }
+        ///Dword 269 (`reserved_269`).
+        pub fn set_reserved_269(&mut self, val: u32) {
+            self.dw[269usize] = val;
+        }
+        ///Dword 270 (`reserved_270`).
+        pub const fn reserved_270(&self) -> u32 {
+            self.dw[270usize]
+        }
+        ///Dword 270 (`reserved_270`).
+        pub fn set_reserved_270(&mut self, val: u32) {
+            self.dw[270usize] = val;
+        }
+        ///Dword 271 (`reserved_271`).
+        pub const fn reserved_271(&self) -> u32 {
+            self.dw[271usize]
+        }
+        ///Dword 271 (`reserved_271`).
+        pub fn set_reserved_271(&mut self, val: u32) {
+            self.dw[271usize] = val;
+        }
+        ///Dword 272 (`reserved_272`).
+        pub const fn reserved_272(&self) -> u32 {
+            self.dw[272usize]
+        }
+        ///Dword 272 (`reserved_272`).
+        pub fn set_reserved_272(&mut self, val: u32) {
+            self.dw[272usize] = val;
+        }
+        ///Dword 273 (`reserved_273`).
+        pub const fn reserved_273(&self) -> u32 {
+            self.dw[273usize]
+        }
+        ///Dword 273 (`reserved_273`).
+        pub fn set_reserved_273(&mut self, val: u32) {
+            self.dw[273usize] = val;
+        }
+        ///Dword 274 (`reserved_274`).
+        pub const fn reserved_274(&self) -> u32 {
+            self.dw[274usize]
+        }
+        ///Dword 274 (`reserved_274`).
+        pub fn set_reserved_274(&mut self, val: u32) {
+            self.dw[274usize] = val;
+        }
+        ///Dword 275 (`reserved_275`).
+        pub const fn reserved_275(&self) -> u32 {
+            self.dw[275usize]
+        }
+        ///Dword 275 (`reserved_275`).
+        pub fn set_reserved_275(&mut self, val: u32) {
+            self.dw[275usize] = val;
+        }
+        ///Dword 276 (`reserved_276`).
+        pub const fn reserved_276(&self) -> u32 {
+            self.dw[276usize]
+        }
+        ///Dword 276 (`reserved_276`).
+        pub fn set_reserved_276(&mut self, val: u32) {
+            self.dw[276usize] = val;
+        }
+        ///Dword 277 (`reserved_277`).
+        pub const fn reserved_277(&self) -> u32 {
+            self.dw[277usize]
+        }
+        ///Dword 277 (`reserved_277`).
+        pub fn set_reserved_277(&mut self, val: u32) {
+            self.dw[277usize] = val;
+        }
+        ///Dword 278 (`reserved_278`).
+        pub const fn reserved_278(&self) -> u32 {
+            self.dw[278usize]
+        }
+        ///Dword 278 (`reserved_278`).
+        pub fn set_reserved_278(&mut self, val: u32) {
+            self.dw[278usize] = val;
+        }
+        ///Dword 279 (`reserved_279`).
+        pub const fn reserved_279(&self) -> u32 {
+            self.dw[279usize]
+        }
+        ///Dword 279 (`reserved_279`).
+        pub fn set_reserved_279(&mut self, val: u32) {
+            self.dw[279usize] = val;
+        }
+        ///Dword 280 (`reserved_280`).
+        pub const fn reserved_280(&self) -> u32 {
+            self.dw[280usize]
+        }
+        ///Dword 280 (`reserved_280`).
+        pub fn set_reserved_280(&mut self, val: u32) {
+            self.dw[280usize] = val;
+        }
+        ///Dword 281 (`reserved_281`).
+        pub const fn reserved_281(&self) -> u32 {
+            self.dw[281usize]
+        }
+        ///Dword 281 (`reserved_281`).
+        pub fn set_reserved_281(&mut self, val: u32) {
+            self.dw[281usize] = val;
+        }
+        ///Dword 282 (`reserved_282`).
+        pub const fn reserved_282(&self) -> u32 {
+            self.dw[282usize]
+        }
+        ///Dword 282 (`reserved_282`).
+        pub fn set_reserved_282(&mut self, val: u32) {
+            self.dw[282usize] = val;
+        }
+        ///Dword 283 (`reserved_283`).
+        pub const fn reserved_283(&self) -> u32 {
+            self.dw[283usize]
+        }
+        ///Dword 283 (`reserved_283`).
+        pub fn set_reserved_283(&mut self, val: u32) {
+            self.dw[283usize] = val;
+        }
+        ///Dword 284 (`reserved_284`).
+        pub const fn reserved_284(&self) -> u32 {
+            self.dw[284usize]
+        }
+        ///Dword 284 (`reserved_284`).
+        pub fn set_reserved_284(&mut self, val: u32) {
+            self.dw[284usize] = val;
+        }
+        ///Dword 285 (`reserved_285`).
+        pub const fn reserved_285(&self) -> u32 {
+            self.dw[285usize]
+        }
+        ///Dword 285 (`reserved_285`).
+        pub fn set_reserved_285(&mut self, val: u32) {
+            self.dw[285usize] = val;
+        }
+        ///Dword 286 (`reserved_286`).
+        pub const fn reserved_286(&self) -> u32 {
+            self.dw[286usize]
+        }
+        ///Dword 286 (`reserved_286`).
+        pub fn set_reserved_286(&mut self, val: u32) {
+            self.dw[286usize] = val;
+        }
+        ///Dword 287 (`reserved_287`).
+        pub const fn reserved_287(&self) -> u32 {
+            self.dw[287usize]
+        }
+        ///Dword 287 (`reserved_287`).
+        pub fn set_reserved_287(&mut self, val: u32) {
+            self.dw[287usize] = val;
+        }
+        ///Dword 288 (`reserved_288`).
+        pub const fn reserved_288(&self) -> u32 {
+            self.dw[288usize]
+        }
+        ///Dword 288 (`reserved_288`).
+        pub fn set_reserved_288(&mut self, val: u32) {
+            self.dw[288usize] = val;
+        }
+        ///Dword 289 (`reserved_289`).
+        pub const fn reserved_289(&self) -> u32 {
+            self.dw[289usize]
+        }
+        ///Dword 289 (`reserved_289`).
+        pub fn set_reserved_289(&mut self, val: u32) {
+            self.dw[289usize] = val;
+        }
+        ///Dword 290 (`reserved_290`).
+        pub const fn reserved_290(&self) -> u32 {
+            self.dw[290usize]
+        }
+        ///Dword 290 (`reserved_290`).
+        pub fn set_reserved_290(&mut self, val: u32) {
+            self.dw[290usize] = val;
+        }
+        ///Dword 291 (`reserved_291`).
+        pub const fn reserved_291(&self) -> u32 {
+            self.dw[291usize]
+        }
+        ///Dword 291 (`reserved_291`).
+        pub fn set_reserved_291(&mut self, val: u32) {
+            self.dw[291usize] = val;
+        }
+        ///Dword 292 (`reserved_292`).
+        pub const fn reserved_292(&self) -> u32 {
+            self.dw[292usize]
+        }
+        ///Dword 292 (`reserved_292`).
+        pub fn set_reserved_292(&mut self, val: u32) {
+            self.dw[292usize] = val;
+        }
+        ///Dword 293 (`reserved_293`).
+        pub const fn reserved_293(&self) -> u32 {
+            self.dw[293usize]
+        }
+        ///Dword 293 (`reserved_293`).
+        pub fn set_reserved_293(&mut self, val: u32) {
+            self.dw[293usize] = val;
+        }
+        ///Dword 294 (`reserved_294`).
+        pub const fn reserved_294(&self) -> u32 {
+            self.dw[294usize]
+        }
+        ///Dword 294 (`reserved_294`).
+        pub fn set_reserved_294(&mut self, val: u32) {
+            self.dw[294usize] = val;
+        }
+        ///Dword 295 (`reserved_295`).
+        pub const fn reserved_295(&self) -> u32 {
+            self.dw[295usize]
+        }
+        ///Dword 295 (`reserved_295`).
+        pub fn set_reserved_295(&mut self, val: u32) {
+            self.dw[295usize] = val;
+        }
+        ///Dword 296 (`reserved_296`).
+        pub const fn reserved_296(&self) -> u32 {
+            self.dw[296usize]
+        }
+        ///Dword 296 (`reserved_296`).
+        pub fn set_reserved_296(&mut self, val: u32) {
+            self.dw[296usize] = val;
+        }
+        ///Dword 297 (`reserved_297`).
+        pub const fn reserved_297(&self) -> u32 {
+            self.dw[297usize]
+        }
+        ///Dword 297 (`reserved_297`).
+        pub fn set_reserved_297(&mut self, val: u32) {
+            self.dw[297usize] = val;
+        }
+        ///Dword 298 (`reserved_298`).
+        pub const fn reserved_298(&self) -> u32 {
+            self.dw[298usize]
+        }
+        ///Dword 298 (`reserved_298`).
+        pub fn set_reserved_298(&mut self, val: u32) {
+            self.dw[298usize] = val;
+        }
+        ///Dword 299 (`reserved_299`).
+        pub const fn reserved_299(&self) -> u32 {
+            self.dw[299usize]
+        }
+        ///Dword 299 (`reserved_299`).
+        pub fn set_reserved_299(&mut self, val: u32) {
+            self.dw[299usize] = val;
+        }
+        ///Dword 300 (`reserved_300`).
+        pub const fn reserved_300(&self) -> u32 {
+            self.dw[300usize]
+        }
+        ///Dword 300 (`reserved_300`).
+        pub fn set_reserved_300(&mut self, val: u32) {
+            self.dw[300usize] = val;
+        }
+        ///Dword 301 (`reserved_301`).
+        pub const fn reserved_301(&self) -> u32 {
+            self.dw[301usize]
+        }
+        ///Dword 301 (`reserved_301`).
+        pub fn set_reserved_301(&mut self, val: u32) {
+            self.dw[301usize] = val;
+        }
+        ///Dword 302 (`reserved_302`).
+        pub const fn reserved_302(&self) -> u32 {
+            self.dw[302usize]
+        }
+        ///Dword 302 (`reserved_302`).
+        pub fn set_reserved_302(&mut self, val: u32) {
+            self.dw[302usize] = val;
+        }
+        ///Dword 303 (`reserved_303`).
+        pub const fn reserved_303(&self) -> u32 {
+            self.dw[303usize]
+        }
+        ///Dword 303 (`reserved_303`).
+        pub fn set_reserved_303(&mut self, val: u32) {
+            self.dw[303usize] = val;
+        }
+        ///Dword 304 (`reserved_304`).
+        pub const fn reserved_304(&self) -> u32 {
+            self.dw[304usize]
+        }
+        ///Dword 304 (`reserved_304`).
+        pub fn set_reserved_304(&mut self, val: u32) {
+            self.dw[304usize] = val;
+        }
+        ///Dword 305 (`reserved_305`).
+        pub const fn reserved_305(&self) -> u32 {
+            self.dw[305usize]
+        }
+        ///Dword 305 (`reserved_305`).
+        pub fn set_reserved_305(&mut self, val: u32) {
+            self.dw[305usize] = val;
+        }
+        ///Dword 306 (`reserved_306`).
+        pub const fn reserved_306(&self) -> u32 {
+            self.dw[306usize]
+        }
+        ///Dword 306 (`reserved_306`).
+        pub fn set_reserved_306(&mut self, val: u32) {
+            self.dw[306usize] = val;
+        }
+        ///Dword 307 (`reserved_307`).
+        pub const fn reserved_307(&self) -> u32 {
+            self.dw[307usize]
+        }
+        ///Dword 307 (`reserved_307`).
+        pub fn set_reserved_307(&mut self, val: u32) {
+            self.dw[307usize] = val;
+        }
+        ///Dword 308 (`reserved_308`).
+        pub const fn reserved_308(&self) -> u32 {
+            self.dw[308usize]
+        }
+        ///Dword 308 (`reserved_308`).
+        pub fn set_reserved_308(&mut self, val: u32) {
+            self.dw[308usize] = val;
+        }
+        ///Dword 309 (`reserved_309`).
+        pub const fn reserved_309(&self) -> u32 {
+            self.dw[309usize]
+        }
+        ///Dword 309 (`reserved_309`).
+        pub fn set_reserved_309(&mut self, val: u32) {
+            self.dw[309usize] = val;
+        }
+        ///Dword 310 (`reserved_310`).
+        pub const fn reserved_310(&self) -> u32 {
+            self.dw[310usize]
+        }
+        ///Dword 310 (`reserved_310`).
+        pub fn set_reserved_310(&mut self, val: u32) {
+            self.dw[310usize] = val;
+        }
+        ///Dword 311 (`reserved_311`).
+        pub const fn reserved_311(&self) -> u32 {
+            self.dw[311usize]
+        }
+        ///Dword 311 (`reserved_311`).
+        pub fn set_reserved_311(&mut self, val: u32) {
+            self.dw[311usize] = val;
+        }
+        ///Dword 312 (`reserved_312`).
+        pub const fn reserved_312(&self) -> u32 {
+            self.dw[312usize]
+        }
+        ///Dword 312 (`reserved_312`).
+        pub fn set_reserved_312(&mut self, val: u32) {
+            self.dw[312usize] = val;
+        }
+        ///Dword 313 (`reserved_313`).
+        pub const fn reserved_313(&self) -> u32 {
+            self.dw[313usize]
+        }
+        ///Dword 313 (`reserved_313`).
+        pub fn set_reserved_313(&mut self, val: u32) {
+            self.dw[313usize] = val;
+        }
+        ///Dword 314 (`reserved_314`).
+        pub const fn reserved_314(&self) -> u32 {
+            self.dw[314usize]
+        }
+        ///Dword 314 (`reserved_314`).
+        pub fn set_reserved_314(&mut self, val: u32) {
+            self.dw[314usize] = val;
+        }
+        ///Dword 315 (`reserved_315`).
+        pub const fn reserved_315(&self) -> u32 {
+            self.dw[315usize]
+        }
+        ///Dword 315 (`reserved_315`).
+        pub fn set_reserved_315(&mut self, val: u32) {
+            self.dw[315usize] = val;
+        }
+        ///Dword 316 (`reserved_316`).
+        pub const fn reserved_316(&self) -> u32 {
+            self.dw[316usize]
+        }
+        ///Dword 316 (`reserved_316`).
+        pub fn set_reserved_316(&mut self, val: u32) {
+            self.dw[316usize] = val;
+        }
+        ///Dword 317 (`reserved_317`).
+        pub const fn reserved_317(&self) -> u32 {
+            self.dw[317usize]
+        }
+        ///Dword 317 (`reserved_317`).
+        pub fn set_reserved_317(&mut self, val: u32) {
+            self.dw[317usize] = val;
+        }
+        ///Dword 318 (`reserved_318`).
+        pub const fn reserved_318(&self) -> u32 {
+            self.dw[318usize]
+        }
+        ///Dword 318 (`reserved_318`).
+        pub fn set_reserved_318(&mut self, val: u32) {
+            self.dw[318usize] = val;
+        }
+        ///Dword 319 (`reserved_319`).
+        pub const fn reserved_319(&self) -> u32 {
+            self.dw[319usize]
+        }
+        ///Dword 319 (`reserved_319`).
+        pub fn set_reserved_319(&mut self, val: u32) {
+            self.dw[319usize] = val;
+        }
+        ///Dword 320 (`reserved_320`).
+        pub const fn reserved_320(&self) -> u32 {
+            self.dw[320usize]
+        }
+        ///Dword 320 (`reserved_320`).
+        pub fn set_reserved_320(&mut self, val: u32) {
+            self.dw[320usize] = val;
+        }
+        ///Dword 321 (`reserved_321`).
+        pub const fn reserved_321(&self) -> u32 {
+            self.dw[321usize]
+        }
+        ///Dword 321 (`reserved_321`).
+        pub fn set_reserved_321(&mut self, val: u32) {
+            self.dw[321usize] = val;
+        }
+        ///Dword 322 (`reserved_322`).
+        pub const fn reserved_322(&self) -> u32 {
+            self.dw[322usize]
+        }
+        ///Dword 322 (`reserved_322`).
+        pub fn set_reserved_322(&mut self, val: u32) {
+            self.dw[322usize] = val;
+        }
+        ///Dword 323 (`reserved_323`).
+        pub const fn reserved_323(&self) -> u32 {
+            self.dw[323usize]
+        }
+        ///Dword 323 (`reserved_323`).
+        pub fn set_reserved_323(&mut self, val: u32) {
+            self.dw[323usize] = val;
+        }
+        ///Dword 324 (`reserved_324`).
+        pub const fn reserved_324(&self) -> u32 {
+            self.dw[324usize]
+        }
+        ///Dword 324 (`reserved_324`).
+        pub fn set_reserved_324(&mut self, val: u32) {
+            self.dw[324usize] = val;
+        }
+        ///Dword 325 (`reserved_325`).
+        pub const fn reserved_325(&self) -> u32 {
+            self.dw[325usize]
+        }
+        ///Dword 325 (`reserved_325`).
+        pub fn set_reserved_325(&mut self, val: u32) {
+            self.dw[325usize] = val;
+        }
+        ///Dword 326 (`reserved_326`).
+        pub const fn reserved_326(&self) -> u32 {
+            self.dw[326usize]
+        }
+        ///Dword 326 (`reserved_326`).
+        pub fn set_reserved_326(&mut self, val: u32) {
+            self.dw[326usize] = val;
+        }
+        ///Dword 327 (`reserved_327`).
+        pub const fn reserved_327(&self) -> u32 {
+            self.dw[327usize]
+        }
+        ///Dword 327 (`reserved_327`).
+        pub fn set_reserved_327(&mut self, val: u32) {
+            self.dw[327usize] = val;
+        }
+        ///Dword 328 (`reserved_328`).
+        pub const fn reserved_328(&self) -> u32 {
+            self.dw[328usize]
+        }
+        ///Dword 328 (`reserved_328`).
+        pub fn set_reserved_328(&mut self, val: u32) {
+            self.dw[328usize] = val;
+        }
+        ///Dword 329 (`reserved_329`).
+        pub const fn reserved_329(&self) -> u32 {
+            self.dw[329usize]
+        }
+        ///Dword 329 (`reserved_329`).
+        pub fn set_reserved_329(&mut self, val: u32) {
+            self.dw[329usize] = val;
+        }
+        ///Dword 330 (`reserved_330`).
+        pub const fn reserved_330(&self) -> u32 {
+            self.dw[330usize]
+        }
+        ///Dword 330 (`reserved_330`).
+        pub fn set_reserved_330(&mut self, val: u32) {
+            self.dw[330usize] = val;
+        }
+        ///Dword 331 (`reserved_331`).
+        pub const fn reserved_331(&self) -> u32 {
+            self.dw[331usize]
+        }
+        ///Dword 331 (`reserved_331`).
+        pub fn set_reserved_331(&mut self, val: u32) {
+            self.dw[331usize] = val;
+        }
+        ///Dword 332 (`reserved_332`).
+        pub const fn reserved_332(&self) -> u32 {
+            self.dw[332usize]
+        }
+        ///Dword 332 (`reserved_332`).
+        pub fn set_reserved_332(&mut self, val: u32) {
+            self.dw[332usize] = val;
+        }
+        ///Dword 333 (`reserved_333`).
+        pub const fn reserved_333(&self) -> u32 {
+            self.dw[333usize]
+        }
+        ///Dword 333 (`reserved_333`).
+        pub fn set_reserved_333(&mut self, val: u32) {
+            self.dw[333usize] = val;
+        }
+        ///Dword 334 (`reserved_334`).
+        pub const fn reserved_334(&self) -> u32 {
+            self.dw[334usize]
+        }
+        ///Dword 334 (`reserved_334`).
+        pub fn set_reserved_334(&mut self, val: u32) {
+            self.dw[334usize] = val;
+        }
+        ///Dword 335 (`reserved_335`).
+        pub const fn reserved_335(&self) -> u32 {
+            self.dw[335usize]
+        }
+        ///Dword 335 (`reserved_335`).
+        pub fn set_reserved_335(&mut self, val: u32) {
+            self.dw[335usize] = val;
+        }
+        ///Dword 336 (`reserved_336`).
+        pub const fn reserved_336(&self) -> u32 {
+            self.dw[336usize]
+        }
+        ///Dword 336 (`reserved_336`).
+        pub fn set_reserved_336(&mut self, val: u32) {
+            self.dw[336usize] = val;
+        }
+        ///Dword 337 (`reserved_337`).
+        pub const fn reserved_337(&self) -> u32 {
+            self.dw[337usize]
+        }
+        ///Dword 337 (`reserved_337`).
+        pub fn set_reserved_337(&mut self, val: u32) {
+            self.dw[337usize] = val;
+        }
+        ///Dword 338 (`reserved_338`).
+        pub const fn reserved_338(&self) -> u32 {
+            self.dw[338usize]
+        }
+        ///Dword 338 (`reserved_338`).
+        pub fn set_reserved_338(&mut self, val: u32) {
+            self.dw[338usize] = val;
+        }
+        ///Dword 339 (`reserved_339`).
+        pub const fn reserved_339(&self) -> u32 {
+            self.dw[339usize]
+        }
+        ///Dword 339 (`reserved_339`).
+        pub fn set_reserved_339(&mut self, val: u32) {
+            self.dw[339usize] = val;
+        }
+        ///Dword 340 (`reserved_340`).
+        pub const fn reserved_340(&self) -> u32 {
+            self.dw[340usize]
+        }
+        ///Dword 340 (`reserved_340`).
+        pub fn set_reserved_340(&mut self, val: u32) {
+            self.dw[340usize] = val;
+        }
+        ///Dword 341 (`reserved_341`).
+        pub const fn reserved_341(&self) -> u32 {
+            self.dw[341usize]
+        }
+        ///Dword 341 (`reserved_341`).
+        pub fn set_reserved_341(&mut self, val: u32) {
+            self.dw[341usize] = val;
+        }
+        ///Dword 342 (`reserved_342`).
+        pub const fn reserved_342(&self) -> u32 {
+            self.dw[342usize]
+        }
+        ///Dword 342 (`reserved_342`).
+        pub fn set_reserved_342(&mut self, val: u32) {
+            self.dw[342usize] = val;
+        }
+        ///Dword 343 (`reserved_343`).
+        pub const fn reserved_343(&self) -> u32 {
+            self.dw[343usize]
+        }
+        ///Dword 343 (`reserved_343`).
+        pub fn set_reserved_343(&mut self, val: u32) {
+            self.dw[343usize] = val;
+        }
+        ///Dword 344 (`reserved_344`).
+        pub const fn reserved_344(&self) -> u32 {
+            self.dw[344usize]
+        }
+        ///Dword 344 (`reserved_344`).
+        pub fn set_reserved_344(&mut self, val: u32) {
+            self.dw[344usize] = val;
+        }
+        ///Dword 345 (`reserved_345`).
+        pub const fn reserved_345(&self) -> u32 {
+            self.dw[345usize]
+        }
+        ///Dword 345 (`reserved_345`).
+        pub fn set_reserved_345(&mut self, val: u32) {
+            self.dw[345usize] = val;
+        }
+        ///Dword 346 (`reserved_346`).
+        pub const fn reserved_346(&self) -> u32 {
+            self.dw[346usize]
+        }
+        ///Dword 346 (`reserved_346`).
+        pub fn set_reserved_346(&mut self, val: u32) {
+            self.dw[346usize] = val;
+        }
+        ///Dword 347 (`reserved_347`).
+        pub const fn reserved_347(&self) -> u32 {
+            self.dw[347usize]
+        }
+        ///Dword 347 (`reserved_347`).
+        pub fn set_reserved_347(&mut self, val: u32) {
+            self.dw[347usize] = val;
+        }
+        ///Dword 348 (`reserved_348`).
+        pub const fn reserved_348(&self) -> u32 {
+            self.dw[348usize]
+        }
+        ///Dword 348 (`reserved_348`).
+        pub fn set_reserved_348(&mut self, val: u32) {
+            self.dw[348usize] = val;
+        }
+        ///Dword 349 (`reserved_349`).
+        pub const fn reserved_349(&self) -> u32 {
+            self.dw[349usize]
+        }
+        ///Dword 349 (`reserved_349`).
+        pub fn set_reserved_349(&mut self, val: u32) {
+            self.dw[349usize] = val;
+        }
+        ///Dword 350 (`reserved_350`).
+        pub const fn reserved_350(&self) -> u32 {
+            self.dw[350usize]
+        }
+        ///Dword 350 (`reserved_350`).
+        pub fn set_reserved_350(&mut self, val: u32) {
+            self.dw[350usize] = val;
+        }
+        ///Dword 351 (`reserved_351`).
+        pub const fn reserved_351(&self) -> u32 {
+            self.dw[351usize]
+        }
+        ///Dword 351 (`reserved_351`).
+        pub fn set_reserved_351(&mut self, val: u32) {
+            self.dw[351usize] = val;
+        }
+        ///Dword 352 (`reserved_352`).
+        pub const fn reserved_352(&self) -> u32 {
+            self.dw[352usize]
+        }
+        ///Dword 352 (`reserved_352`).
+        pub fn set_reserved_352(&mut self, val: u32) {
+            self.dw[352usize] = val;
+        }
+        ///Dword 353 (`reserved_353`).
+        pub const fn reserved_353(&self) -> u32 {
+            self.dw[353usize]
+        }
+        ///Dword 353 (`reserved_353`).
+        pub fn set_reserved_353(&mut self, val: u32) {
+            self.dw[353usize] = val;
+        }
+        ///Dword 354 (`reserved_354`).
+        pub const fn reserved_354(&self) -> u32 {
+            self.dw[354usize]
+        }
+        ///Dword 354 (`reserved_354`).
+        pub fn set_reserved_354(&mut self, val: u32) {
+            self.dw[354usize] = val;
+        }
+        ///Dword 355 (`reserved_355`).
+        pub const fn reserved_355(&self) -> u32 {
+            self.dw[355usize]
+        }
+        ///Dword 355 (`reserved_355`).
+        pub fn set_reserved_355(&mut self, val: u32) {
+            self.dw[355usize] = val;
+        }
+        ///Dword 356 (`reserved_356`).
+        pub const fn reserved_356(&self) -> u32 {
+            self.dw[356usize]
+        }
+        ///Dword 356 (`reserved_356`).
+        pub fn set_reserved_356(&mut self, val: u32) {
+            self.dw[356usize] = val;
+        }
+        ///Dword 357 (`reserved_357`).
+        pub const fn reserved_357(&self) -> u32 {
+            self.dw[357usize]
+        }
+        ///Dword 357 (`reserved_357`).
+        pub fn set_reserved_357(&mut self, val: u32) {
+            self.dw[357usize] = val;
+        }
+        ///Dword 358 (`reserved_358`).
+        pub const fn reserved_358(&self) -> u32 {
+            self.dw[358usize]
+        }
+        ///Dword 358 (`reserved_358`).
+        pub fn set_reserved_358(&mut self, val: u32) {
+            self.dw[358usize] = val;
+        }
+        ///Dword 359 (`reserved_359`).
+        pub const fn reserved_359(&self) -> u32 {
+            self.dw[359usize]
+        }
+        ///Dword 359 (`reserved_359`).
+        pub fn set_reserved_359(&mut self, val: u32) {
+            self.dw[359usize] = val;
+        }
+        ///Dword 360 (`reserved_360`).
+        pub const fn reserved_360(&self) -> u32 {
+            self.dw[360usize]
+        }
+        ///Dword 360 (`reserved_360`).
+        pub fn set_reserved_360(&mut self, val: u32) {
+            self.dw[360usize] = val;
+        }
+        ///Dword 361 (`reserved_361`).
+        pub const fn reserved_361(&self) -> u32 {
+            self.dw[361usize]
+        }
+        ///Dword 361 (`reserved_361`).
+        pub fn set_reserved_361(&mut self, val: u32) {
+            self.dw[361usize] = val;
+        }
+        ///Dword 362 (`reserved_362`).
+        pub const fn reserved_362(&self) -> u32 {
+            self.dw[362usize]
+        }
+        ///Dword 362 (`reserved_362`).
+        pub fn set_reserved_362(&mut self, val: u32) {
+            self.dw[362usize] = val;
+        }
+        ///Dword 363 (`reserved_363`).
+        pub const fn reserved_363(&self) -> u32 {
+            self.dw[363usize]
+        }
+        ///Dword 363 (`reserved_363`).
+        pub fn set_reserved_363(&mut self, val: u32) {
+            self.dw[363usize] = val;
+        }
+        ///Dword 364 (`reserved_364`).
+        pub const fn reserved_364(&self) -> u32 {
+            self.dw[364usize]
+        }
+        ///Dword 364 (`reserved_364`).
+        pub fn set_reserved_364(&mut self, val: u32) {
+            self.dw[364usize] = val;
+        }
+        ///Dword 365 (`reserved_365`).
+        pub const fn reserved_365(&self) -> u32 {
+            self.dw[365usize]
+        }
+        ///Dword 365 (`reserved_365`).
+        pub fn set_reserved_365(&mut self, val: u32) {
+            self.dw[365usize] = val;
+        }
+        ///Dword 366 (`reserved_366`).
+        pub const fn reserved_366(&self) -> u32 {
+            self.dw[366usize]
+        }
+        ///Dword 366 (`reserved_366`).
+        pub fn set_reserved_366(&mut self, val: u32) {
+            self.dw[366usize] = val;
+        }
+        ///Dword 367 (`reserved_367`).
+        pub const fn reserved_367(&self) -> u32 {
+            self.dw[367usize]
+        }
+        ///Dword 367 (`reserved_367`).
+        pub fn set_reserved_367(&mut self, val: u32) {
+            self.dw[367usize] = val;
+        }
+        ///Dword 368 (`reserved_368`).
+        pub const fn reserved_368(&self) -> u32 {
+            self.dw[368usize]
+        }
+        ///Dword 368 (`reserved_368`).
+        pub fn set_reserved_368(&mut self, val: u32) {
+            self.dw[368usize] = val;
+        }
+        ///Dword 369 (`reserved_369`).
+        pub const fn reserved_369(&self) -> u32 {
+            self.dw[369usize]
+        }
+        ///Dword 369 (`reserved_369`).
+        pub fn set_reserved_369(&mut self, val: u32) {
+            self.dw[369usize] = val;
+        }
+        ///Dword 370 (`reserved_370`).
+        pub const fn reserved_370(&self) -> u32 {
+            self.dw[370usize]
+        }
+        ///Dword 370 (`reserved_370`).
+        pub fn set_reserved_370(&mut self, val: u32) {
+            self.dw[370usize] = val;
+        }
+        ///Dword 371 (`reserved_371`).
+        pub const fn reserved_371(&self) -> u32 {
+            self.dw[371usize]
+        }
+        ///Dword 371 (`reserved_371`).
+        pub fn set_reserved_371(&mut self, val: u32) {
+            self.dw[371usize] = val;
+        }
+        ///Dword 372 (`reserved_372`).
+        pub const fn reserved_372(&self) -> u32 {
+            self.dw[372usize]
+        }
+        ///Dword 372 (`reserved_372`).
+        pub fn set_reserved_372(&mut self, val: u32) {
+            self.dw[372usize] = val;
+        }
+        ///Dword 373 (`reserved_373`).
+        pub const fn reserved_373(&self) -> u32 {
+            self.dw[373usize]
+        }
+        ///Dword 373 (`reserved_373`).
+        pub fn set_reserved_373(&mut self, val: u32) {
+            self.dw[373usize] = val;
+        }
+        ///Dword 374 (`reserved_374`).
+        pub const fn reserved_374(&self) -> u32 {
+            self.dw[374usize]
+        }
+        ///Dword 374 (`reserved_374`).
+        pub fn set_reserved_374(&mut self, val: u32) {
+            self.dw[374usize] = val;
+        }
+        ///Dword 375 (`reserved_375`).
+        pub const fn reserved_375(&self) -> u32 {
+            self.dw[375usize]
+        }
+        ///Dword 375 (`reserved_375`).
+        pub fn set_reserved_375(&mut self, val: u32) {
+            self.dw[375usize] = val;
+        }
+        ///Dword 376 (`reserved_376`).
+        pub const fn reserved_376(&self) -> u32 {
+            self.dw[376usize]
+        }
+        ///Dword 376 (`reserved_376`).
+        pub fn set_reserved_376(&mut self, val: u32) {
+            self.dw[376usize] = val;
+        }
+        ///Dword 377 (`reserved_377`).
+        pub const fn reserved_377(&self) -> u32 {
+            self.dw[377usize]
+        }
+        ///Dword 377 (`reserved_377`).
+        pub fn set_reserved_377(&mut self, val: u32) {
+            self.dw[377usize] = val;
+        }
+        ///Dword 378 (`reserved_378`).
+        pub const fn reserved_378(&self) -> u32 {
+            self.dw[378usize]
+        }
+        ///Dword 378 (`reserved_378`).
+        pub fn set_reserved_378(&mut self, val: u32) {
+            self.dw[378usize] = val;
+        }
+        ///Dword 379 (`reserved_379`).
+        pub const fn reserved_379(&self) -> u32 {
+            self.dw[379usize]
+        }
+        ///Dword 379 (`reserved_379`).
+        pub fn set_reserved_379(&mut self, val: u32) {
+            self.dw[379usize] = val;
+        }
+        ///Dword 380 (`reserved_380`).
+        pub const fn reserved_380(&self) -> u32 {
+            self.dw[380usize]
+        }
+        ///Dword 380 (`reserved_380`).
+        pub fn set_reserved_380(&mut self, val: u32) {
+            self.dw[380usize] = val;
+        }
+        ///Dword 381 (`reserved_381`).
+        pub const fn reserved_381(&self) -> u32 {
+            self.dw[381usize]
+        }
+        ///Dword 381 (`reserved_381`).
+        pub fn set_reserved_381(&mut self, val: u32) {
+            self.dw[381usize] = val;
+        }
+        ///Dword 382 (`reserved_382`).
+        pub const fn reserved_382(&self) -> u32 {
+            self.dw[382usize]
+        }
+        ///Dword 382 (`reserved_382`).
+        pub fn set_reserved_382(&mut self, val: u32) {
+            self.dw[382usize] = val;
+        }
+        ///Dword 383 (`reserved_383`).
+        pub const fn reserved_383(&self) -> u32 {
+            self.dw[383usize]
+        }
+        ///Dword 383 (`reserved_383`).
+        pub fn set_reserved_383(&mut self, val: u32) {
+            self.dw[383usize] = val;
+        }
+        ///Dword 384 (`reserved_384`).
+        pub const fn reserved_384(&self) -> u32 {
+            self.dw[384usize]
+        }
+        ///Dword 384 (`reserved_384`).
+        pub fn set_reserved_384(&mut self, val: u32) {
+            self.dw[384usize] = val;
+        }
+        ///Dword 385 (`reserved_385`).
+        pub const fn reserved_385(&self) -> u32 {
+            self.dw[385usize]
+        }
+        ///Dword 385 (`reserved_385`).
+        pub fn set_reserved_385(&mut self, val: u32) {
+            self.dw[385usize] = val;
+        }
+        ///Dword 386 (`reserved_386`).
+        pub const fn reserved_386(&self) -> u32 {
+            self.dw[386usize]
+        }
+        ///Dword 386 (`reserved_386`).
+        pub fn set_reserved_386(&mut self, val: u32) {
+            self.dw[386usize] = val;
+        }
+        ///Dword 387 (`reserved_387`).
+        pub const fn reserved_387(&self) -> u32 {
+            self.dw[387usize]
+        }
+        ///Dword 387 (`reserved_387`).
+        pub fn set_reserved_387(&mut self, val: u32) {
+            self.dw[387usize] = val;
+        }
+        ///Dword 388 (`reserved_388`).
+        pub const fn reserved_388(&self) -> u32 {
+            self.dw[388usize]
+        }
+        ///Dword 388 (`reserved_388`).
+        pub fn set_reserved_388(&mut self, val: u32) {
+            self.dw[388usize] = val;
+        }
+        ///Dword 389 (`reserved_389`).
+        pub const fn reserved_389(&self) -> u32 {
+            self.dw[389usize]
+        }
+        ///Dword 389 (`reserved_389`).
+        pub fn set_reserved_389(&mut self, val: u32) {
+            self.dw[389usize] = val;
+        }
+        ///Dword 390 (`reserved_390`).
+        pub const fn reserved_390(&self) -> u32 {
+            self.dw[390usize]
+        }
+        ///Dword 390 (`reserved_390`).
+        pub fn set_reserved_390(&mut self, val: u32) {
+            self.dw[390usize] = val;
+        }
+        ///Dword 391 (`reserved_391`).
+        pub const fn reserved_391(&self) -> u32 {
+            self.dw[391usize]
+        }
+        ///Dword 391 (`reserved_391`).
+        pub fn set_reserved_391(&mut self, val: u32) {
+            self.dw[391usize] = val;
+        }
+        ///Dword 392 (`reserved_392`).
+        pub const fn reserved_392(&self) -> u32 {
+            self.dw[392usize]
+        }
+        ///Dword 392 (`reserved_392`).
+        pub fn set_reserved_392(&mut self, val: u32) {
+            self.dw[392usize] = val;
+        }
+        ///Dword 393 (`reserved_393`).
+        pub const fn reserved_393(&self) -> u32 {
+            self.dw[393usize]
+        }
+        ///Dword 393 (`reserved_393`).
+        pub fn set_reserved_393(&mut self, val: u32) {
+            self.dw[393usize] = val;
+        }
+        ///Dword 394 (`reserved_394`).
+        pub const fn reserved_394(&self) -> u32 {
+            self.dw[394usize]
+        }
+        ///Dword 394 (`reserved_394`).
+        pub fn set_reserved_394(&mut self, val: u32) {
+            self.dw[394usize] = val;
+        }
+        ///Dword 395 (`reserved_395`).
+        pub const fn reserved_395(&self) -> u32 {
+            self.dw[395usize]
+        }
+        ///Dword 395 (`reserved_395`).
+        pub fn set_reserved_395(&mut self, val: u32) {
+            self.dw[395usize] = val;
+        }
+        ///Dword 396 (`reserved_396`).
+        pub const fn reserved_396(&self) -> u32 {
+            self.dw[396usize]
+        }
+        ///Dword 396 (`reserved_396`).
+        pub fn set_reserved_396(&mut self, val: u32) {
+            self.dw[396usize] = val;
+        }
+        ///Dword 397 (`reserved_397`).
+        pub const fn reserved_397(&self) -> u32 {
+            self.dw[397usize]
+        }
+        ///Dword 397 (`reserved_397`).
+        pub fn set_reserved_397(&mut self, val: u32) {
+            self.dw[397usize] = val;
+        }
+        ///Dword 398 (`reserved_398`).
+        pub const fn reserved_398(&self) -> u32 {
+            self.dw[398usize]
+        }
+        ///Dword 398 (`reserved_398`).
+        pub fn set_reserved_398(&mut self, val: u32) {
+            self.dw[398usize] = val;
+        }
+        ///Dword 399 (`reserved_399`).
+        pub const fn reserved_399(&self) -> u32 {
+            self.dw[399usize]
+        }
+        ///Dword 399 (`reserved_399`).
+        pub fn set_reserved_399(&mut self, val: u32) {
+            self.dw[399usize] = val;
+        }
+        ///Dword 400 (`reserved_400`).
+        pub const fn reserved_400(&self) -> u32 {
+            self.dw[400usize]
+        }
+        ///Dword 400 (`reserved_400`).
+        pub fn set_reserved_400(&mut self, val: u32) {
+            self.dw[400usize] = val;
+        }
+        ///Dword 401 (`reserved_401`).
+        pub const fn reserved_401(&self) -> u32 {
+            self.dw[401usize]
+        }
+        ///Dword 401 (`reserved_401`).
+        pub fn set_reserved_401(&mut self, val: u32) {
+            self.dw[401usize] = val;
+        }
+        ///Dword 402 (`reserved_402`).
+        pub const fn reserved_402(&self) -> u32 {
+            self.dw[402usize]
+        }
+        ///Dword 402 (`reserved_402`).
+        pub fn set_reserved_402(&mut self, val: u32) {
+            self.dw[402usize] = val;
+        }
+        ///Dword 403 (`reserved_403`).
+        pub const fn reserved_403(&self) -> u32 {
+            self.dw[403usize]
+        }
+        ///Dword 403 (`reserved_403`).
+        pub fn set_reserved_403(&mut self, val: u32) {
+            self.dw[403usize] = val;
+        }
+        ///Dword 404 (`reserved_404`).
+        pub const fn reserved_404(&self) -> u32 {
+            self.dw[404usize]
+        }
+        ///Dword 404 (`reserved_404`).
+        pub fn set_reserved_404(&mut self, val: u32) {
+            self.dw[404usize] = val;
+        }
+        ///Dword 405 (`reserved_405`).
+        pub const fn reserved_405(&self) -> u32 {
+            self.dw[405usize]
+        }
+        ///Dword 405 (`reserved_405`).
+        pub fn set_reserved_405(&mut self, val: u32) {
+            self.dw[405usize] = val;
+        }
+        ///Dword 406 (`reserved_406`).
+        pub const fn reserved_406(&self) -> u32 {
+            self.dw[406usize]
+        }
+        ///Dword 406 (`reserved_406`).
+        pub fn set_reserved_406(&mut self, val: u32) {
+            self.dw[406usize] = val;
+        }
+        ///Dword 407 (`reserved_407`).
+        pub const fn reserved_407(&self) -> u32 {
+            self.dw[407usize]
+        }
+        ///Dword 407 (`reserved_407`).
+        pub fn set_reserved_407(&mut self, val: u32) {
+            self.dw[407usize] = val;
+        }
+        ///Dword 408 (`reserved_408`).
+        pub const fn reserved_408(&self) -> u32 {
+            self.dw[408usize]
+        }
+        ///Dword 408 (`reserved_408`).
+        pub fn set_reserved_408(&mut self, val: u32) {
+            self.dw[408usize] = val;
+        }
+        ///Dword 409 (`reserved_409`).
+        pub const fn reserved_409(&self) -> u32 {
+            self.dw[409usize]
+        }
+        ///Dword 409 (`reserved_409`).
+        pub fn set_reserved_409(&mut self, val: u32) {
+            self.dw[409usize] = val;
+        }
+        ///Dword 410 (`reserved_410`).
+        pub const fn reserved_410(&self) -> u32 {
+            self.dw[410usize]
+        }
+        ///Dword 410 (`reserved_410`).
+        pub fn set_reserved_410(&mut self, val: u32) {
+            self.dw[410usize] = val;
+        }
+        ///Dword 411 (`reserved_411`).
+        pub const fn reserved_411(&self) -> u32 {
+            self.dw[411usize]
+        }
+        ///Dword 411 (`reserved_411`).
+        pub fn set_reserved_411(&mut self, val: u32) {
+            self.dw[411usize] = val;
+        }
+        ///Dword 412 (`reserved_412`).
+        pub const fn reserved_412(&self) -> u32 {
+            self.dw[412usize]
+        }
+        ///Dword 412 (`reserved_412`).
+        pub fn set_reserved_412(&mut self, val: u32) {
+            self.dw[412usize] = val;
+        }
+        ///Dword 413 (`reserved_413`).
+        pub const fn reserved_413(&self) -> u32 {
+            self.dw[413usize]
+        }
+        ///Dword 413 (`reserved_413`).
+        pub fn set_reserved_413(&mut self, val: u32) {
+            self.dw[413usize] = val;
+        }
+        ///Dword 414 (`reserved_414`).
+        pub const fn reserved_414(&self) -> u32 {
+            self.dw[414usize]
+        }
+        ///Dword 414 (`reserved_414`).
+        pub fn set_reserved_414(&mut self, val: u32) {
+            self.dw[414usize] = val;
+        }
+        ///Dword 415 (`reserved_415`).
+        pub const fn reserved_415(&self) -> u32 {
+            self.dw[415usize]
+        }
+        ///Dword 415 (`reserved_415`).
+        pub fn set_reserved_415(&mut self, val: u32) {
+            self.dw[415usize] = val;
+        }
+        ///Dword 416 (`reserved_416`).
+        pub const fn reserved_416(&self) -> u32 {
+            self.dw[416usize]
+        }
+        ///Dword 416 (`reserved_416`).
+        pub fn set_reserved_416(&mut self, val: u32) {
+            self.dw[416usize] = val;
+        }
+        ///Dword 417 (`reserved_417`).
+        pub const fn reserved_417(&self) -> u32 {
+            self.dw[417usize]
+        }
+        ///Dword 417 (`reserved_417`).
+        pub fn set_reserved_417(&mut self, val: u32) {
+            self.dw[417usize] = val;
+        }
+        ///Dword 418 (`reserved_418`).
+        pub const fn reserved_418(&self) -> u32 {
+            self.dw[418usize]
+        }
+        ///Dword 418 (`reserved_418`).
+        pub fn set_reserved_418(&mut self, val: u32) {
+            self.dw[418usize] = val;
+        }
+        ///Dword 419 (`reserved_419`).
+        pub const fn reserved_419(&self) -> u32 {
+            self.dw[419usize]
+        }
+        ///Dword 419 (`reserved_419`).
+        pub fn set_reserved_419(&mut self, val: u32) {
+            self.dw[419usize] = val;
+        }
+        ///Dword 420 (`reserved_420`).
+        pub const fn reserved_420(&self) -> u32 {
+            self.dw[420usize]
+        }
+        ///Dword 420 (`reserved_420`).
+        pub fn set_reserved_420(&mut self, val: u32) {
+            self.dw[420usize] = val;
+        }
+        ///Dword 421 (`reserved_421`).
+        pub const fn reserved_421(&self) -> u32 {
+            self.dw[421usize]
+        }
+        ///Dword 421 (`reserved_421`).
+        pub fn set_reserved_421(&mut self, val: u32) {
+            self.dw[421usize] = val;
+        }
+        ///Dword 422 (`reserved_422`).
+        pub const fn reserved_422(&self) -> u32 {
+            self.dw[422usize]
+        }
+        ///Dword 422 (`reserved_422`).
+        pub fn set_reserved_422(&mut self, val: u32) {
+            self.dw[422usize] = val;
+        }
+        ///Dword 423 (`reserved_423`).
+        pub const fn reserved_423(&self) -> u32 {
+            self.dw[423usize]
+        }
+        ///Dword 423 (`reserved_423`).
+        pub fn set_reserved_423(&mut self, val: u32) {
+            self.dw[423usize] = val;
+        }
+        ///Dword 424 (`reserved_424`).
+        pub const fn reserved_424(&self) -> u32 {
+            self.dw[424usize]
+        }
+        ///Dword 424 (`reserved_424`).
+        pub fn set_reserved_424(&mut self, val: u32) {
+            self.dw[424usize] = val;
+        }
+        ///Dword 425 (`reserved_425`).
+        pub const fn reserved_425(&self) -> u32 {
+            self.dw[425usize]
+        }
+        ///Dword 425 (`reserved_425`).
+        pub fn set_reserved_425(&mut self, val: u32) {
+            self.dw[425usize] = val;
+        }
+        ///Dword 426 (`reserved_426`).
+        pub const fn reserved_426(&self) -> u32 {
+            self.dw[426usize]
+        }
+        ///Dword 426 (`reserved_426`).
+        pub fn set_reserved_426(&mut self, val: u32) {
+            self.dw[426usize] = val;
+        }
+        ///Dword 427 (`reserved_427`).
+        pub const fn reserved_427(&self) -> u32 {
+            self.dw[427usize]
+        }
+        ///Dword 427 (`reserved_427`).
+        pub fn set_reserved_427(&mut self, val: u32) {
+            self.dw[427usize] = val;
+        }
+        ///Dword 428 (`reserved_428`).
+        pub const fn reserved_428(&self) -> u32 {
+            self.dw[428usize]
+        }
+        ///Dword 428 (`reserved_428`).
+        pub fn set_reserved_428(&mut self, val: u32) {
+            self.dw[428usize] = val;
+        }
+        ///Dword 429 (`reserved_429`).
+        pub const fn reserved_429(&self) -> u32 {
+            self.dw[429usize]
+        }
+        ///Dword 429 (`reserved_429`).
+        pub fn set_reserved_429(&mut self, val: u32) {
+            self.dw[429usize] = val;
+        }
+        ///Dword 430 (`reserved_430`).
+        pub const fn reserved_430(&self) -> u32 {
+            self.dw[430usize]
+        }
+        ///Dword 430 (`reserved_430`).
+        pub fn set_reserved_430(&mut self, val: u32) {
+            self.dw[430usize] = val;
+        }
+        ///Dword 431 (`reserved_431`).
+        pub const fn reserved_431(&self) -> u32 {
+            self.dw[431usize]
+        }
+        ///Dword 431 (`reserved_431`).
+        pub fn set_reserved_431(&mut self, val: u32) {
+            self.dw[431usize] = val;
+        }
+        ///Dword 432 (`reserved_432`).
+        pub const fn reserved_432(&self) -> u32 {
+            self.dw[432usize]
+        }
+        ///Dword 432 (`reserved_432`).
+        pub fn set_reserved_432(&mut self, val: u32) {
+            self.dw[432usize] = val;
+        }
+        ///Dword 433 (`reserved_433`).
+        pub const fn reserved_433(&self) -> u32 {
+            self.dw[433usize]
+        }
+        ///Dword 433 (`reserved_433`).
+        pub fn set_reserved_433(&mut self, val: u32) {
+            self.dw[433usize] = val;
+        }
+        ///Dword 434 (`reserved_434`).
+        pub const fn reserved_434(&self) -> u32 {
+            self.dw[434usize]
+        }
+        ///Dword 434 (`reserved_434`).
+        pub fn set_reserved_434(&mut self, val: u32) {
+            self.dw[434usize] = val;
+        }
+        ///Dword 435 (`reserved_435`).
+        pub const fn reserved_435(&self) -> u32 {
+            self.dw[435usize]
+        }
+        ///Dword 435 (`reserved_435`).
+        pub fn set_reserved_435(&mut self, val: u32) {
+            self.dw[435usize] = val;
+        }
+        ///Dword 436 (`reserved_436`).
+        pub const fn reserved_436(&self) -> u32 {
+            self.dw[436usize]
+        }
+        ///Dword 436 (`reserved_436`).
+        pub fn set_reserved_436(&mut self, val: u32) {
+            self.dw[436usize] = val;
+        }
+        ///Dword 437 (`reserved_437`).
+        pub const fn reserved_437(&self) -> u32 {
+            self.dw[437usize]
+        }
+        ///Dword 437 (`reserved_437`).
+        pub fn set_reserved_437(&mut self, val: u32) {
+            self.dw[437usize] = val;
+        }
+        ///Dword 438 (`reserved_438`).
+        pub const fn reserved_438(&self) -> u32 {
+            self.dw[438usize]
+        }
+        ///Dword 438 (`reserved_438`).
+        pub fn set_reserved_438(&mut self, val: u32) {
+            self.dw[438usize] = val;
+        }
+        ///Dword 439 (`reserved_439`).
+        pub const fn reserved_439(&self) -> u32 {
+            self.dw[439usize]
+        }
+        ///Dword 439 (`reserved_439`).
+        pub fn set_reserved_439(&mut self, val: u32) {
+            self.dw[439usize] = val;
+        }
+        ///Dword 440 (`reserved_440`).
+        pub const fn reserved_440(&self) -> u32 {
+            self.dw[440usize]
+        }
+        ///Dword 440 (`reserved_440`).
+        pub fn set_reserved_440(&mut self, val: u32) {
+            self.dw[440usize] = val;
+        }
+        ///Dword 441 (`reserved_441`).
+        pub const fn reserved_441(&self) -> u32 {
+            self.dw[441usize]
+        }
+        ///Dword 441 (`reserved_441`).
+        pub fn set_reserved_441(&mut self, val: u32) {
+            self.dw[441usize] = val;
+        }
+        ///Dword 442 (`reserved_442`).
+        pub const fn reserved_442(&self) -> u32 {
+            self.dw[442usize]
+        }
+        ///Dword 442 (`reserved_442`).
+        pub fn set_reserved_442(&mut self, val: u32) {
+            self.dw[442usize] = val;
+        }
+        ///Dword 443 (`reserved_443`).
+        pub const fn reserved_443(&self) -> u32 {
+            self.dw[443usize]
+        }
+        ///Dword 443 (`reserved_443`).
+        pub fn set_reserved_443(&mut self, val: u32) {
+            self.dw[443usize] = val;
+        }
+        ///Dword 444 (`reserved_444`).
+        pub const fn reserved_444(&self) -> u32 {
+            self.dw[444usize]
+        }
+        ///Dword 444 (`reserved_444`).
+        pub fn set_reserved_444(&mut self, val: u32) {
+            self.dw[444usize] = val;
+        }
+        ///Dword 445 (`reserved_445`).
+        pub const fn reserved_445(&self) -> u32 {
+            self.dw[445usize]
+        }
+        ///Dword 445 (`reserved_445`).
+        pub fn set_reserved_445(&mut self, val: u32) {
+            self.dw[445usize] = val;
+        }
+        ///Dword 446 (`reserved_446`).
+        pub const fn reserved_446(&self) -> u32 {
+            self.dw[446usize]
+        }
+        ///Dword 446 (`reserved_446`).
+        pub fn set_reserved_446(&mut self, val: u32) {
+            self.dw[446usize] = val;
+        }
+        ///Dword 447 (`reserved_447`).
+        pub const fn reserved_447(&self) -> u32 {
+            self.dw[447usize]
+        }
+        ///Dword 447 (`reserved_447`).
+        pub fn set_reserved_447(&mut self, val: u32) {
+            self.dw[447usize] = val;
+        }
+        ///Dword 448 (`reserved_448`).
+        pub const fn reserved_448(&self) -> u32 {
+            self.dw[448usize]
+        }
+        ///Dword 448 (`reserved_448`).
+        pub fn set_reserved_448(&mut self, val: u32) {
+            self.dw[448usize] = val;
+        }
+        ///Dword 449 (`reserved_449`).
+        pub const fn reserved_449(&self) -> u32 {
+            self.dw[449usize]
+        }
+        ///Dword 449 (`reserved_449`).
+        pub fn set_reserved_449(&mut self, val: u32) {
+            self.dw[449usize] = val;
+        }
+        ///Dword 450 (`reserved_450`).
+        pub const fn reserved_450(&self) -> u32 {
+            self.dw[450usize]
+        }
+        ///Dword 450 (`reserved_450`).
+        pub fn set_reserved_450(&mut self, val: u32) {
+            self.dw[450usize] = val;
+        }
+        ///Dword 451 (`reserved_451`).
+        pub const fn reserved_451(&self) -> u32 {
+            self.dw[451usize]
+        }
+        ///Dword 451 (`reserved_451`).
+        pub fn set_reserved_451(&mut self, val: u32) {
+            self.dw[451usize] = val;
+        }
+        ///Dword 452 (`reserved_452`).
+        pub const fn reserved_452(&self) -> u32 {
+            self.dw[452usize]
+        }
+        ///Dword 452 (`reserved_452`).
+        pub fn set_reserved_452(&mut self, val: u32) {
+            self.dw[452usize] = val;
+        }
+        ///Dword 453 (`reserved_453`).
+        pub const fn reserved_453(&self) -> u32 {
+            self.dw[453usize]
+        }
+        ///Dword 453 (`reserved_453`).
+        pub fn set_reserved_453(&mut self, val: u32) {
+            self.dw[453usize] = val;
+        }
+        ///Dword 454 (`reserved_454`).
+        pub const fn reserved_454(&self) -> u32 {
+            self.dw[454usize]
+        }
+        ///Dword 454 (`reserved_454`).
+        pub fn set_reserved_454(&mut self, val: u32) {
+            self.dw[454usize] = val;
+        }
+        ///Dword 455 (`reserved_455`).
+        pub const fn reserved_455(&self) -> u32 {
+            self.dw[455usize]
+        }
+        ///Dword 455 (`reserved_455`).
+        pub fn set_reserved_455(&mut self, val: u32) {
+            self.dw[455usize] = val;
+        }
+        ///Dword 456 (`reserved_456`).
+        pub const fn reserved_456(&self) -> u32 {
+            self.dw[456usize]
+        }
+        ///Dword 456 (`reserved_456`).
+        pub fn set_reserved_456(&mut self, val: u32) {
+            self.dw[456usize] = val;
+        }
+        ///Dword 457 (`reserved_457`).
+        pub const fn reserved_457(&self) -> u32 {
+            self.dw[457usize]
+        }
+        ///Dword 457 (`reserved_457`).
+        pub fn set_reserved_457(&mut self, val: u32) {
+            self.dw[457usize] = val;
+        }
+        ///Dword 458 (`reserved_458`).
+        pub const fn reserved_458(&self) -> u32 {
+            self.dw[458usize]
+        }
+        ///Dword 458 (`reserved_458`).
+        pub fn set_reserved_458(&mut self, val: u32) {
+            self.dw[458usize] = val;
+        }
+        ///Dword 459 (`reserved_459`).
+        pub const fn reserved_459(&self) -> u32 {
+            self.dw[459usize]
+        }
+        ///Dword 459 (`reserved_459`).
+        pub fn set_reserved_459(&mut self, val: u32) {
+            self.dw[459usize] = val;
+        }
+        ///Dword 460 (`reserved_460`).
+        pub const fn reserved_460(&self) -> u32 {
+            self.dw[460usize]
+        }
+        ///Dword 460 (`reserved_460`).
+        pub fn set_reserved_460(&mut self, val: u32) {
+            self.dw[460usize] = val;
+        }
+        ///Dword 461 (`reserved_461`).
+        pub const fn reserved_461(&self) -> u32 {
+            self.dw[461usize]
+        }
+        ///Dword 461 (`reserved_461`).
+        pub fn set_reserved_461(&mut self, val: u32) {
+            self.dw[461usize] = val;
+        }
+        ///Dword 462 (`reserved_462`).
+        pub const fn reserved_462(&self) -> u32 {
+            self.dw[462usize]
+        }
+        ///Dword 462 (`reserved_462`).
+        pub fn set_reserved_462(&mut self, val: u32) {
+            self.dw[462usize] = val;
+        }
+        ///Dword 463 (`reserved_463`).
+        pub const fn reserved_463(&self) -> u32 {
+            self.dw[463usize]
+        }
+        ///Dword 463 (`reserved_463`).
+        pub fn set_reserved_463(&mut self, val: u32) {
+            self.dw[463usize] = val;
+        }
+        ///Dword 464 (`reserved_464`).
+        pub const fn reserved_464(&self) -> u32 {
+            self.dw[464usize]
+        }
+        ///Dword 464 (`reserved_464`).
+        pub fn set_reserved_464(&mut self, val: u32) {
+            self.dw[464usize] = val;
+        }
+        ///Dword 465 (`reserved_465`).
+        pub const fn reserved_465(&self) -> u32 {
+            self.dw[465usize]
+        }
+        ///Dword 465 (`reserved_465`).
+        pub fn set_reserved_465(&mut self, val: u32) {
+            self.dw[465usize] = val;
+        }
+        ///Dword 466 (`reserved_466`).
+        pub const fn reserved_466(&self) -> u32 {
+            self.dw[466usize]
+        }
+        ///Dword 466 (`reserved_466`).
+        pub fn set_reserved_466(&mut self, val: u32) {
+            self.dw[466usize] = val;
+        }
+        ///Dword 467 (`reserved_467`).
+        pub const fn reserved_467(&self) -> u32 {
+            self.dw[467usize]
+        }
+        ///Dword 467 (`reserved_467`).
+        pub fn set_reserved_467(&mut self, val: u32) {
+            self.dw[467usize] = val;
+        }
+        ///Dword 468 (`reserved_468`).
+        pub const fn reserved_468(&self) -> u32 {
+            self.dw[468usize]
+        }
+        ///Dword 468 (`reserved_468`).
+        pub fn set_reserved_468(&mut self, val: u32) {
+            self.dw[468usize] = val;
+        }
+        ///Dword 469 (`reserved_469`).
+        pub const fn reserved_469(&self) -> u32 {
+            self.dw[469usize]
+        }
+        ///Dword 469 (`reserved_469`).
+        pub fn set_reserved_469(&mut self, val: u32) {
+            self.dw[469usize] = val;
+        }
+        ///Dword 470 (`reserved_470`).
+        pub const fn reserved_470(&self) -> u32 {
+            self.dw[470usize]
+        }
+        ///Dword 470 (`reserved_470`).
+        pub fn set_reserved_470(&mut self, val: u32) {
+            self.dw[470usize] = val;
+        }
+        ///Dword 471 (`reserved_471`).
+        pub const fn reserved_471(&self) -> u32 {
+            self.dw[471usize]
+        }
+        ///Dword 471 (`reserved_471`).
+        pub fn set_reserved_471(&mut self, val: u32) {
+            self.dw[471usize] = val;
+        }
+        ///Dword 472 (`reserved_472`).
+        pub const fn reserved_472(&self) -> u32 {
+            self.dw[472usize]
+        }
+        ///Dword 472 (`reserved_472`).
+        pub fn set_reserved_472(&mut self, val: u32) {
+            self.dw[472usize] = val;
+        }
+        ///Dword 473 (`reserved_473`).
+        pub const fn reserved_473(&self) -> u32 {
+            self.dw[473usize]
+        }
+        ///Dword 473 (`reserved_473`).
+        pub fn set_reserved_473(&mut self, val: u32) {
+            self.dw[473usize] = val;
+        }
+        ///Dword 474 (`reserved_474`).
+        pub const fn reserved_474(&self) -> u32 {
+            self.dw[474usize]
+        }
+        ///Dword 474 (`reserved_474`).
+        pub fn set_reserved_474(&mut self, val: u32) {
+            self.dw[474usize] = val;
+        }
+        ///Dword 475 (`reserved_475`).
+        pub const fn reserved_475(&self) -> u32 {
+            self.dw[475usize]
+        }
+        ///Dword 475 (`reserved_475`).
+        pub fn set_reserved_475(&mut self, val: u32) {
+            self.dw[475usize] = val;
+        }
+        ///Dword 476 (`reserved_476`).
+        pub const fn reserved_476(&self) -> u32 {
+            self.dw[476usize]
+        }
+        ///Dword 476 (`reserved_476`).
+        pub fn set_reserved_476(&mut self, val: u32) {
+            self.dw[476usize] = val;
+        }
+        ///Dword 477 (`reserved_477`).
+        pub const fn reserved_477(&self) -> u32 {
+            self.dw[477usize]
+        }
+        ///Dword 477 (`reserved_477`).
+        pub fn set_reserved_477(&mut self, val: u32) {
+            self.dw[477usize] = val;
+        }
+        ///Dword 478 (`reserved_478`).
+        pub const fn reserved_478(&self) -> u32 {
+            self.dw[478usize]
+        }
+        ///Dword 478 (`reserved_478`).
+        pub fn set_reserved_478(&mut self, val: u32) {
+            self.dw[478usize] = val;
+        }
+        ///Dword 479 (`reserved_479`).
+        pub const fn reserved_479(&self) -> u32 {
+            self.dw[479usize]
+        }
+        ///Dword 479 (`reserved_479`).
+        pub fn set_reserved_479(&mut self, val: u32) {
+            self.dw[479usize] = val;
+        }
+        ///Dword 480 (`reserved_480`).
+        pub const fn reserved_480(&self) -> u32 {
+            self.dw[480usize]
+        }
+        ///Dword 480 (`reserved_480`).
+        pub fn set_reserved_480(&mut self, val: u32) {
+            self.dw[480usize] = val;
+        }
+        ///Dword 481 (`reserved_481`).
+        pub const fn reserved_481(&self) -> u32 {
+            self.dw[481usize]
+        }
+        ///Dword 481 (`reserved_481`).
+        pub fn set_reserved_481(&mut self, val: u32) {
+            self.dw[481usize] = val;
+        }
+        ///Dword 482 (`reserved_482`).
+        pub const fn reserved_482(&self) -> u32 {
+            self.dw[482usize]
+        }
+        ///Dword 482 (`reserved_482`).
+        pub fn set_reserved_482(&mut self, val: u32) {
+            self.dw[482usize] = val;
+        }
+        ///Dword 483 (`reserved_483`).
+        pub const fn reserved_483(&self) -> u32 {
+            self.dw[483usize]
+        }
+        ///Dword 483 (`reserved_483`).
+        pub fn set_reserved_483(&mut self, val: u32) {
+            self.dw[483usize] = val;
+        }
+        ///Dword 484 (`reserved_484`).
+        pub const fn reserved_484(&self) -> u32 {
+            self.dw[484usize]
+        }
+        ///Dword 484 (`reserved_484`).
+        pub fn set_reserved_484(&mut self, val: u32) {
+            self.dw[484usize] = val;
+        }
+        ///Dword 485 (`reserved_485`).
+        pub const fn reserved_485(&self) -> u32 {
+            self.dw[485usize]
+        }
+        ///Dword 485 (`reserved_485`).
+        pub fn set_reserved_485(&mut self, val: u32) {
+            self.dw[485usize] = val;
+        }
+        ///Dword 486 (`reserved_486`).
+        pub const fn reserved_486(&self) -> u32 {
+            self.dw[486usize]
+        }
+        ///Dword 486 (`reserved_486`).
+        pub fn set_reserved_486(&mut self, val: u32) {
+            self.dw[486usize] = val;
+        }
+        ///Dword 487 (`reserved_487`).
+        pub const fn reserved_487(&self) -> u32 {
+            self.dw[487usize]
+        }
+        ///Dword 487 (`reserved_487`).
+        pub fn set_reserved_487(&mut self, val: u32) {
+            self.dw[487usize] = val;
+        }
+        ///Dword 488 (`reserved_488`).
+        pub const fn reserved_488(&self) -> u32 {
+            self.dw[488usize]
+        }
+        ///Dword 488 (`reserved_488`).
+        pub fn set_reserved_488(&mut self, val: u32) {
+            self.dw[488usize] = val;
+        }
+        ///Dword 489 (`reserved_489`).
+        pub const fn reserved_489(&self) -> u32 {
+            self.dw[489usize]
+        }
+        ///Dword 489 (`reserved_489`).
+        pub fn set_reserved_489(&mut self, val: u32) {
+            self.dw[489usize] = val;
+        }
+        ///Dword 490 (`reserved_490`).
+        pub const fn reserved_490(&self) -> u32 {
+            self.dw[490usize]
+        }
+        ///Dword 490 (`reserved_490`).
+        pub fn set_reserved_490(&mut self, val: u32) {
+            self.dw[490usize] = val;
+        }
+        ///Dword 491 (`reserved_491`).
+        pub const fn reserved_491(&self) -> u32 {
+            self.dw[491usize]
+        }
+        ///Dword 491 (`reserved_491`).
+        pub fn set_reserved_491(&mut self, val: u32) {
+            self.dw[491usize] = val;
+        }
+        ///Dword 492 (`reserved_492`).
+        pub const fn reserved_492(&self) -> u32 {
+            self.dw[492usize]
+        }
+        ///Dword 492 (`reserved_492`).
+        pub fn set_reserved_492(&mut self, val: u32) {
+            self.dw[492usize] = val;
+        }
+        ///Dword 493 (`reserved_493`).
+        pub const fn reserved_493(&self) -> u32 {
+            self.dw[493usize]
+        }
+        ///Dword 493 (`reserved_493`).
+        pub fn set_reserved_493(&mut self, val: u32) {
+            self.dw[493usize] = val;
+        }
+        ///Dword 494 (`reserved_494`).
+        pub const fn reserved_494(&self) -> u32 {
+            self.dw[494usize]
+        }
+        ///Dword 494 (`reserved_494`).
+        pub fn set_reserved_494(&mut self, val: u32) {
+            self.dw[494usize] = val;
+        }
+        ///Dword 495 (`reserved_495`).
+        pub const fn reserved_495(&self) -> u32 {
+            self.dw[495usize]
+        }
+        ///Dword 495 (`reserved_495`).
+        pub fn set_reserved_495(&mut self, val: u32) {
+            self.dw[495usize] = val;
+        }
+        ///Dword 496 (`reserved_496`).
+        pub const fn reserved_496(&self) -> u32 {
+            self.dw[496usize]
+        }
+        ///Dword 496 (`reserved_496`).
+        pub fn set_reserved_496(&mut self, val: u32) {
+            self.dw[496usize] = val;
+        }
+        ///Dword 497 (`reserved_497`).
+        pub const fn reserved_497(&self) -> u32 {
+            self.dw[497usize]
+        }
+        ///Dword 497 (`reserved_497`).
+        pub fn set_reserved_497(&mut self, val: u32) {
+            self.dw[497usize] = val;
+        }
+        ///Dword 498 (`reserved_498`).
+        pub const fn reserved_498(&self) -> u32 {
+            self.dw[498usize]
+        }
+        ///Dword 498 (`reserved_498`).
+        pub fn set_reserved_498(&mut self, val: u32) {
+            self.dw[498usize] = val;
+        }
+        ///Dword 499 (`reserved_499`).
+        pub const fn reserved_499(&self) -> u32 {
+            self.dw[499usize]
+        }
+        ///Dword 499 (`reserved_499`).
+        pub fn set_reserved_499(&mut self, val: u32) {
+            self.dw[499usize] = val;
+        }
+        ///Dword 500 (`reserved_500`).
+        pub const fn reserved_500(&self) -> u32 {
+            self.dw[500usize]
+        }
+        ///Dword 500 (`reserved_500`).
+        pub fn set_reserved_500(&mut self, val: u32) {
+            self.dw[500usize] = val;
+        }
+        ///Dword 501 (`reserved_501`).
+        pub const fn reserved_501(&self) -> u32 {
+            self.dw[501usize]
+        }
+        ///Dword 501 (`reserved_501`).
+        pub fn set_reserved_501(&mut self, val: u32) {
+            self.dw[501usize] = val;
+        }
+        ///Dword 502 (`reserved_502`).
+        pub const fn reserved_502(&self) -> u32 {
+            self.dw[502usize]
+        }
+        ///Dword 502 (`reserved_502`).
+        pub fn set_reserved_502(&mut self, val: u32) {
+            self.dw[502usize] = val;
+        }
+        ///Dword 503 (`reserved_503`).
+        pub const fn reserved_503(&self) -> u32 {
+            self.dw[503usize]
+        }
+        ///Dword 503 (`reserved_503`).
+        pub fn set_reserved_503(&mut self, val: u32) {
+            self.dw[503usize] = val;
+        }
+        ///Dword 504 (`reserved_504`).
+        pub const fn reserved_504(&self) -> u32 {
+            self.dw[504usize]
+        }
+        ///Dword 504 (`reserved_504`).
+        pub fn set_reserved_504(&mut self, val: u32) {
+            self.dw[504usize] = val;
+        }
+        ///Dword 505 (`reserved_505`).
+        pub const fn reserved_505(&self) -> u32 {
+            self.dw[505usize]
+        }
+        ///Dword 505 (`reserved_505`).
+        pub fn set_reserved_505(&mut self, val: u32) {
+            self.dw[505usize] = val;
+        }
+        ///Dword 506 (`reserved_506`).
+        pub const fn reserved_506(&self) -> u32 {
+            self.dw[506usize]
+        }
+        ///Dword 506 (`reserved_506`).
+        pub fn set_reserved_506(&mut self, val: u32) {
+            self.dw[506usize] = val;
+        }
+        ///Dword 507 (`reserved_507`).
+        pub const fn reserved_507(&self) -> u32 {
+            self.dw[507usize]
+        }
+        ///Dword 507 (`reserved_507`).
+        pub fn set_reserved_507(&mut self, val: u32) {
+            self.dw[507usize] = val;
+        }
+        ///Dword 508 (`reserved_508`).
+        pub const fn reserved_508(&self) -> u32 {
+            self.dw[508usize]
+        }
+        ///Dword 508 (`reserved_508`).
+        pub fn set_reserved_508(&mut self, val: u32) {
+            self.dw[508usize] = val;
+        }
+        ///Dword 509 (`reserved_509`).
+        pub const fn reserved_509(&self) -> u32 {
+            self.dw[509usize]
+        }
+        ///Dword 509 (`reserved_509`).
+        pub fn set_reserved_509(&mut self, val: u32) {
+            self.dw[509usize] = val;
+        }
+        ///Dword 510 (`reserved_510`).
+        pub const fn reserved_510(&self) -> u32 {
+            self.dw[510usize]
+        }
+        ///Dword 510 (`reserved_510`).
+        pub fn set_reserved_510(&mut self, val: u32) {
+            self.dw[510usize] = val;
+        }
+        ///Dword 511 (`reserved_511`).
+        pub const fn reserved_511(&self) -> u32 {
+            self.dw[511usize]
+        }
+        ///Dword 511 (`reserved_511`).
+        pub fn set_reserved_511(&mut self, val: u32) {
+            self.dw[511usize] = val;
+        }
     }
     const _: () = assert!(core::mem::size_of::<v9_mqd>() == 2048usize);
     const _: () = assert!(core::mem::align_of::<v9_mqd>() == 4usize);
@@ -757,13 +5306,4196 @@ pub mod v9 {
     const _: () = assert!(core::mem::size_of::<v9_mqd__bindgen_ty_2__bindgen_ty_2>() == 8usize);
     const _: () = assert!(core::mem::align_of::<v9_mqd__bindgen_ty_2__bindgen_ty_2>() == 4usize);
     #[repr(C)]
-    #[derive(Clone, Copy, zerocopy::Immutable, zerocopy::KnownLayout, zerocopy::FromBytes)]
+    #[derive(
+        Clone,
+        Copy,
+        Debug,
+        zerocopy::Immutable,
+        zerocopy::KnownLayout,
+        zerocopy::FromBytes,
+        zerocopy::IntoBytes,
+    )]
     pub struct v9_mqd_allocation {
-        pub mqd: v9_mqd,
-        pub wptr_poll_mem: u32,
-        pub rptr_report_mem: u32,
-        pub dynamic_cu_mask: u32,
-        pub dynamic_rb_mask: u32,
+        /// The descriptor as dwords; use the named accessors.
+        pub dw: [u32; 516usize],
+    }
+    impl v9_mqd_allocation {
+        ///Dword 0 (`header`).
+        pub const fn header(&self) -> u32 {
+            self.dw[0usize]
+        }
+        ///Dword 0 (`header`).
+        pub fn set_header(&mut self, val: u32) {
+            self.dw[0usize] = val;
+        }
+        ///Dword 1 (`compute_dispatch_initiator`).
+        pub const fn compute_dispatch_initiator(&self) -> u32 {
+            self.dw[1usize]
+        }
+        ///Dword 1 (`compute_dispatch_initiator`).
+        pub fn set_compute_dispatch_initiator(&mut self, val: u32) {
+            self.dw[1usize] = val;
+        }
+        ///Dword 2 (`compute_dim_x`).
+        pub const fn compute_dim_x(&self) -> u32 {
+            self.dw[2usize]
+        }
+        ///Dword 2 (`compute_dim_x`).
+        pub fn set_compute_dim_x(&mut self, val: u32) {
+            self.dw[2usize] = val;
+        }
+        ///Dword 3 (`compute_dim_y`).
+        pub const fn compute_dim_y(&self) -> u32 {
+            self.dw[3usize]
+        }
+        ///Dword 3 (`compute_dim_y`).
+        pub fn set_compute_dim_y(&mut self, val: u32) {
+            self.dw[3usize] = val;
+        }
+        ///Dword 4 (`compute_dim_z`).
+        pub const fn compute_dim_z(&self) -> u32 {
+            self.dw[4usize]
+        }
+        ///Dword 4 (`compute_dim_z`).
+        pub fn set_compute_dim_z(&mut self, val: u32) {
+            self.dw[4usize] = val;
+        }
+        ///Dword 5 (`compute_start_x`).
+        pub const fn compute_start_x(&self) -> u32 {
+            self.dw[5usize]
+        }
+        ///Dword 5 (`compute_start_x`).
+        pub fn set_compute_start_x(&mut self, val: u32) {
+            self.dw[5usize] = val;
+        }
+        ///Dword 6 (`compute_start_y`).
+        pub const fn compute_start_y(&self) -> u32 {
+            self.dw[6usize]
+        }
+        ///Dword 6 (`compute_start_y`).
+        pub fn set_compute_start_y(&mut self, val: u32) {
+            self.dw[6usize] = val;
+        }
+        ///Dword 7 (`compute_start_z`).
+        pub const fn compute_start_z(&self) -> u32 {
+            self.dw[7usize]
+        }
+        ///Dword 7 (`compute_start_z`).
+        pub fn set_compute_start_z(&mut self, val: u32) {
+            self.dw[7usize] = val;
+        }
+        ///Dword 8 (`compute_num_thread_x`).
+        pub const fn compute_num_thread_x(&self) -> u32 {
+            self.dw[8usize]
+        }
+        ///Dword 8 (`compute_num_thread_x`).
+        pub fn set_compute_num_thread_x(&mut self, val: u32) {
+            self.dw[8usize] = val;
+        }
+        ///Dword 9 (`compute_num_thread_y`).
+        pub const fn compute_num_thread_y(&self) -> u32 {
+            self.dw[9usize]
+        }
+        ///Dword 9 (`compute_num_thread_y`).
+        pub fn set_compute_num_thread_y(&mut self, val: u32) {
+            self.dw[9usize] = val;
+        }
+        ///Dword 10 (`compute_num_thread_z`).
+        pub const fn compute_num_thread_z(&self) -> u32 {
+            self.dw[10usize]
+        }
+        ///Dword 10 (`compute_num_thread_z`).
+        pub fn set_compute_num_thread_z(&mut self, val: u32) {
+            self.dw[10usize] = val;
+        }
+        ///Dword 11 (`compute_pipelinestat_enable`).
+        pub const fn compute_pipelinestat_enable(&self) -> u32 {
+            self.dw[11usize]
+        }
+        ///Dword 11 (`compute_pipelinestat_enable`).
+        pub fn set_compute_pipelinestat_enable(&mut self, val: u32) {
+            self.dw[11usize] = val;
+        }
+        ///Dword 12 (`compute_perfcount_enable`).
+        pub const fn compute_perfcount_enable(&self) -> u32 {
+            self.dw[12usize]
+        }
+        ///Dword 12 (`compute_perfcount_enable`).
+        pub fn set_compute_perfcount_enable(&mut self, val: u32) {
+            self.dw[12usize] = val;
+        }
+        ///Dword 13 (`compute_pgm_lo`).
+        pub const fn compute_pgm_lo(&self) -> u32 {
+            self.dw[13usize]
+        }
+        ///Dword 13 (`compute_pgm_lo`).
+        pub fn set_compute_pgm_lo(&mut self, val: u32) {
+            self.dw[13usize] = val;
+        }
+        ///Dword 14 (`compute_pgm_hi`).
+        pub const fn compute_pgm_hi(&self) -> u32 {
+            self.dw[14usize]
+        }
+        ///Dword 14 (`compute_pgm_hi`).
+        pub fn set_compute_pgm_hi(&mut self, val: u32) {
+            self.dw[14usize] = val;
+        }
+        ///Dword 15 (`compute_tba_lo`).
+        pub const fn compute_tba_lo(&self) -> u32 {
+            self.dw[15usize]
+        }
+        ///Dword 15 (`compute_tba_lo`).
+        pub fn set_compute_tba_lo(&mut self, val: u32) {
+            self.dw[15usize] = val;
+        }
+        ///Dword 16 (`compute_tba_hi`).
+        pub const fn compute_tba_hi(&self) -> u32 {
+            self.dw[16usize]
+        }
+        ///Dword 16 (`compute_tba_hi`).
+        pub fn set_compute_tba_hi(&mut self, val: u32) {
+            self.dw[16usize] = val;
+        }
+        ///Dword 17 (`compute_tma_lo`).
+        pub const fn compute_tma_lo(&self) -> u32 {
+            self.dw[17usize]
+        }
+        ///Dword 17 (`compute_tma_lo`).
+        pub fn set_compute_tma_lo(&mut self, val: u32) {
+            self.dw[17usize] = val;
+        }
+        ///Dword 18 (`compute_tma_hi`).
+        pub const fn compute_tma_hi(&self) -> u32 {
+            self.dw[18usize]
+        }
+        ///Dword 18 (`compute_tma_hi`).
+        pub fn set_compute_tma_hi(&mut self, val: u32) {
+            self.dw[18usize] = val;
+        }
+        ///Dword 19 (`compute_pgm_rsrc1`).
+        pub const fn compute_pgm_rsrc1(&self) -> u32 {
+            self.dw[19usize]
+        }
+        ///Dword 19 (`compute_pgm_rsrc1`).
+        pub fn set_compute_pgm_rsrc1(&mut self, val: u32) {
+            self.dw[19usize] = val;
+        }
+        ///Dword 20 (`compute_pgm_rsrc2`).
+        pub const fn compute_pgm_rsrc2(&self) -> u32 {
+            self.dw[20usize]
+        }
+        ///Dword 20 (`compute_pgm_rsrc2`).
+        pub fn set_compute_pgm_rsrc2(&mut self, val: u32) {
+            self.dw[20usize] = val;
+        }
+        ///Dword 21 (`compute_vmid`).
+        pub const fn compute_vmid(&self) -> u32 {
+            self.dw[21usize]
+        }
+        ///Dword 21 (`compute_vmid`).
+        pub fn set_compute_vmid(&mut self, val: u32) {
+            self.dw[21usize] = val;
+        }
+        ///Dword 22 (`compute_resource_limits`).
+        pub const fn compute_resource_limits(&self) -> u32 {
+            self.dw[22usize]
+        }
+        ///Dword 22 (`compute_resource_limits`).
+        pub fn set_compute_resource_limits(&mut self, val: u32) {
+            self.dw[22usize] = val;
+        }
+        ///Dword 23 (`compute_static_thread_mgmt_se0`).
+        pub const fn compute_static_thread_mgmt_se0(&self) -> u32 {
+            self.dw[23usize]
+        }
+        ///Dword 23 (`compute_static_thread_mgmt_se0`).
+        pub fn set_compute_static_thread_mgmt_se0(&mut self, val: u32) {
+            self.dw[23usize] = val;
+        }
+        ///Dword 24 (`compute_static_thread_mgmt_se1`).
+        pub const fn compute_static_thread_mgmt_se1(&self) -> u32 {
+            self.dw[24usize]
+        }
+        ///Dword 24 (`compute_static_thread_mgmt_se1`).
+        pub fn set_compute_static_thread_mgmt_se1(&mut self, val: u32) {
+            self.dw[24usize] = val;
+        }
+        ///Dword 25 (`compute_tmpring_size`).
+        pub const fn compute_tmpring_size(&self) -> u32 {
+            self.dw[25usize]
+        }
+        ///Dword 25 (`compute_tmpring_size`).
+        pub fn set_compute_tmpring_size(&mut self, val: u32) {
+            self.dw[25usize] = val;
+        }
+        ///Dword 26 (`compute_static_thread_mgmt_se2`).
+        pub const fn compute_static_thread_mgmt_se2(&self) -> u32 {
+            self.dw[26usize]
+        }
+        ///Dword 26 (`compute_static_thread_mgmt_se2`).
+        pub fn set_compute_static_thread_mgmt_se2(&mut self, val: u32) {
+            self.dw[26usize] = val;
+        }
+        ///Dword 27 (`compute_static_thread_mgmt_se3`).
+        pub const fn compute_static_thread_mgmt_se3(&self) -> u32 {
+            self.dw[27usize]
+        }
+        ///Dword 27 (`compute_static_thread_mgmt_se3`).
+        pub fn set_compute_static_thread_mgmt_se3(&mut self, val: u32) {
+            self.dw[27usize] = val;
+        }
+        ///Dword 28 (`compute_restart_x`).
+        pub const fn compute_restart_x(&self) -> u32 {
+            self.dw[28usize]
+        }
+        ///Dword 28 (`compute_restart_x`).
+        pub fn set_compute_restart_x(&mut self, val: u32) {
+            self.dw[28usize] = val;
+        }
+        ///Dword 29 (`compute_restart_y`).
+        pub const fn compute_restart_y(&self) -> u32 {
+            self.dw[29usize]
+        }
+        ///Dword 29 (`compute_restart_y`).
+        pub fn set_compute_restart_y(&mut self, val: u32) {
+            self.dw[29usize] = val;
+        }
+        ///Dword 30 (`compute_restart_z`).
+        pub const fn compute_restart_z(&self) -> u32 {
+            self.dw[30usize]
+        }
+        ///Dword 30 (`compute_restart_z`).
+        pub fn set_compute_restart_z(&mut self, val: u32) {
+            self.dw[30usize] = val;
+        }
+        ///Dword 31 (`compute_thread_trace_enable`).
+        pub const fn compute_thread_trace_enable(&self) -> u32 {
+            self.dw[31usize]
+        }
+        ///Dword 31 (`compute_thread_trace_enable`).
+        pub fn set_compute_thread_trace_enable(&mut self, val: u32) {
+            self.dw[31usize] = val;
+        }
+        ///Dword 32 (`compute_misc_reserved`).
+        pub const fn compute_misc_reserved(&self) -> u32 {
+            self.dw[32usize]
+        }
+        ///Dword 32 (`compute_misc_reserved`).
+        pub fn set_compute_misc_reserved(&mut self, val: u32) {
+            self.dw[32usize] = val;
+        }
+        ///Dword 33 (`compute_dispatch_id`).
+        pub const fn compute_dispatch_id(&self) -> u32 {
+            self.dw[33usize]
+        }
+        ///Dword 33 (`compute_dispatch_id`).
+        pub fn set_compute_dispatch_id(&mut self, val: u32) {
+            self.dw[33usize] = val;
+        }
+        ///Dword 34 (`compute_threadgroup_id`).
+        pub const fn compute_threadgroup_id(&self) -> u32 {
+            self.dw[34usize]
+        }
+        ///Dword 34 (`compute_threadgroup_id`).
+        pub fn set_compute_threadgroup_id(&mut self, val: u32) {
+            self.dw[34usize] = val;
+        }
+        ///Dword 35 (`compute_relaunch`).
+        pub const fn compute_relaunch(&self) -> u32 {
+            self.dw[35usize]
+        }
+        ///Dword 35 (`compute_relaunch`).
+        pub fn set_compute_relaunch(&mut self, val: u32) {
+            self.dw[35usize] = val;
+        }
+        ///Dword 36 (`compute_wave_restore_addr_lo`).
+        pub const fn compute_wave_restore_addr_lo(&self) -> u32 {
+            self.dw[36usize]
+        }
+        ///Dword 36 (`compute_wave_restore_addr_lo`).
+        pub fn set_compute_wave_restore_addr_lo(&mut self, val: u32) {
+            self.dw[36usize] = val;
+        }
+        ///Dword 37 (`compute_wave_restore_addr_hi`).
+        pub const fn compute_wave_restore_addr_hi(&self) -> u32 {
+            self.dw[37usize]
+        }
+        ///Dword 37 (`compute_wave_restore_addr_hi`).
+        pub fn set_compute_wave_restore_addr_hi(&mut self, val: u32) {
+            self.dw[37usize] = val;
+        }
+        ///Dword 38 (`compute_wave_restore_control`).
+        pub const fn compute_wave_restore_control(&self) -> u32 {
+            self.dw[38usize]
+        }
+        ///Dword 38 (`compute_wave_restore_control`).
+        pub fn set_compute_wave_restore_control(&mut self, val: u32) {
+            self.dw[38usize] = val;
+        }
+        ///Dword 39 (`compute_static_thread_mgmt_se4`).
+        pub const fn compute_static_thread_mgmt_se4(&self) -> u32 {
+            self.dw[39usize]
+        }
+        ///Dword 39 (`compute_static_thread_mgmt_se4`).
+        pub fn set_compute_static_thread_mgmt_se4(&mut self, val: u32) {
+            self.dw[39usize] = val;
+        }
+        ///Dword 40 (`compute_static_thread_mgmt_se5`).
+        pub const fn compute_static_thread_mgmt_se5(&self) -> u32 {
+            self.dw[40usize]
+        }
+        ///Dword 40 (`compute_static_thread_mgmt_se5`).
+        pub fn set_compute_static_thread_mgmt_se5(&mut self, val: u32) {
+            self.dw[40usize] = val;
+        }
+        ///Dword 41 (`compute_static_thread_mgmt_se6`).
+        pub const fn compute_static_thread_mgmt_se6(&self) -> u32 {
+            self.dw[41usize]
+        }
+        ///Dword 41 (`compute_static_thread_mgmt_se6`).
+        pub fn set_compute_static_thread_mgmt_se6(&mut self, val: u32) {
+            self.dw[41usize] = val;
+        }
+        ///Dword 42 (`compute_static_thread_mgmt_se7`).
+        pub const fn compute_static_thread_mgmt_se7(&self) -> u32 {
+            self.dw[42usize]
+        }
+        ///Dword 42 (`compute_static_thread_mgmt_se7`).
+        pub fn set_compute_static_thread_mgmt_se7(&mut self, val: u32) {
+            self.dw[42usize] = val;
+        }
+        ///Dword 39 (`compute_current_logic_xcc_id`).
+        pub const fn compute_current_logic_xcc_id(&self) -> u32 {
+            self.dw[39usize]
+        }
+        ///Dword 39 (`compute_current_logic_xcc_id`).
+        pub fn set_compute_current_logic_xcc_id(&mut self, val: u32) {
+            self.dw[39usize] = val;
+        }
+        ///Dword 40 (`compute_restart_cg_tg_id`).
+        pub const fn compute_restart_cg_tg_id(&self) -> u32 {
+            self.dw[40usize]
+        }
+        ///Dword 40 (`compute_restart_cg_tg_id`).
+        pub fn set_compute_restart_cg_tg_id(&mut self, val: u32) {
+            self.dw[40usize] = val;
+        }
+        ///Dword 41 (`compute_tg_chunk_size`).
+        pub const fn compute_tg_chunk_size(&self) -> u32 {
+            self.dw[41usize]
+        }
+        ///Dword 41 (`compute_tg_chunk_size`).
+        pub fn set_compute_tg_chunk_size(&mut self, val: u32) {
+            self.dw[41usize] = val;
+        }
+        ///Dword 42 (`compute_restore_tg_chunk_size`).
+        pub const fn compute_restore_tg_chunk_size(&self) -> u32 {
+            self.dw[42usize]
+        }
+        ///Dword 42 (`compute_restore_tg_chunk_size`).
+        pub fn set_compute_restore_tg_chunk_size(&mut self, val: u32) {
+            self.dw[42usize] = val;
+        }
+        ///Dword 43 (`reserved_43`).
+        pub const fn reserved_43(&self) -> u32 {
+            self.dw[43usize]
+        }
+        ///Dword 43 (`reserved_43`).
+        pub fn set_reserved_43(&mut self, val: u32) {
+            self.dw[43usize] = val;
+        }
+        ///Dword 44 (`reserved_44`).
+        pub const fn reserved_44(&self) -> u32 {
+            self.dw[44usize]
+        }
+        ///Dword 44 (`reserved_44`).
+        pub fn set_reserved_44(&mut self, val: u32) {
+            self.dw[44usize] = val;
+        }
+        ///Dword 45 (`reserved_45`).
+        pub const fn reserved_45(&self) -> u32 {
+            self.dw[45usize]
+        }
+        ///Dword 45 (`reserved_45`).
+        pub fn set_reserved_45(&mut self, val: u32) {
+            self.dw[45usize] = val;
+        }
+        ///Dword 46 (`reserved_46`).
+        pub const fn reserved_46(&self) -> u32 {
+            self.dw[46usize]
+        }
+        ///Dword 46 (`reserved_46`).
+        pub fn set_reserved_46(&mut self, val: u32) {
+            self.dw[46usize] = val;
+        }
+        ///Dword 47 (`reserved_47`).
+        pub const fn reserved_47(&self) -> u32 {
+            self.dw[47usize]
+        }
+        ///Dword 47 (`reserved_47`).
+        pub fn set_reserved_47(&mut self, val: u32) {
+            self.dw[47usize] = val;
+        }
+        ///Dword 48 (`reserved_48`).
+        pub const fn reserved_48(&self) -> u32 {
+            self.dw[48usize]
+        }
+        ///Dword 48 (`reserved_48`).
+        pub fn set_reserved_48(&mut self, val: u32) {
+            self.dw[48usize] = val;
+        }
+        ///Dword 49 (`reserved_49`).
+        pub const fn reserved_49(&self) -> u32 {
+            self.dw[49usize]
+        }
+        ///Dword 49 (`reserved_49`).
+        pub fn set_reserved_49(&mut self, val: u32) {
+            self.dw[49usize] = val;
+        }
+        ///Dword 50 (`reserved_50`).
+        pub const fn reserved_50(&self) -> u32 {
+            self.dw[50usize]
+        }
+        ///Dword 50 (`reserved_50`).
+        pub fn set_reserved_50(&mut self, val: u32) {
+            self.dw[50usize] = val;
+        }
+        ///Dword 51 (`reserved_51`).
+        pub const fn reserved_51(&self) -> u32 {
+            self.dw[51usize]
+        }
+        ///Dword 51 (`reserved_51`).
+        pub fn set_reserved_51(&mut self, val: u32) {
+            self.dw[51usize] = val;
+        }
+        ///Dword 52 (`reserved_52`).
+        pub const fn reserved_52(&self) -> u32 {
+            self.dw[52usize]
+        }
+        ///Dword 52 (`reserved_52`).
+        pub fn set_reserved_52(&mut self, val: u32) {
+            self.dw[52usize] = val;
+        }
+        ///Dword 53 (`reserved_53`).
+        pub const fn reserved_53(&self) -> u32 {
+            self.dw[53usize]
+        }
+        ///Dword 53 (`reserved_53`).
+        pub fn set_reserved_53(&mut self, val: u32) {
+            self.dw[53usize] = val;
+        }
+        ///Dword 54 (`reserved_54`).
+        pub const fn reserved_54(&self) -> u32 {
+            self.dw[54usize]
+        }
+        ///Dword 54 (`reserved_54`).
+        pub fn set_reserved_54(&mut self, val: u32) {
+            self.dw[54usize] = val;
+        }
+        ///Dword 55 (`reserved_55`).
+        pub const fn reserved_55(&self) -> u32 {
+            self.dw[55usize]
+        }
+        ///Dword 55 (`reserved_55`).
+        pub fn set_reserved_55(&mut self, val: u32) {
+            self.dw[55usize] = val;
+        }
+        ///Dword 56 (`reserved_56`).
+        pub const fn reserved_56(&self) -> u32 {
+            self.dw[56usize]
+        }
+        ///Dword 56 (`reserved_56`).
+        pub fn set_reserved_56(&mut self, val: u32) {
+            self.dw[56usize] = val;
+        }
+        ///Dword 57 (`reserved_57`).
+        pub const fn reserved_57(&self) -> u32 {
+            self.dw[57usize]
+        }
+        ///Dword 57 (`reserved_57`).
+        pub fn set_reserved_57(&mut self, val: u32) {
+            self.dw[57usize] = val;
+        }
+        ///Dword 58 (`reserved_58`).
+        pub const fn reserved_58(&self) -> u32 {
+            self.dw[58usize]
+        }
+        ///Dword 58 (`reserved_58`).
+        pub fn set_reserved_58(&mut self, val: u32) {
+            self.dw[58usize] = val;
+        }
+        ///Dword 59 (`reserved_59`).
+        pub const fn reserved_59(&self) -> u32 {
+            self.dw[59usize]
+        }
+        ///Dword 59 (`reserved_59`).
+        pub fn set_reserved_59(&mut self, val: u32) {
+            self.dw[59usize] = val;
+        }
+        ///Dword 60 (`reserved_60`).
+        pub const fn reserved_60(&self) -> u32 {
+            self.dw[60usize]
+        }
+        ///Dword 60 (`reserved_60`).
+        pub fn set_reserved_60(&mut self, val: u32) {
+            self.dw[60usize] = val;
+        }
+        ///Dword 61 (`reserved_61`).
+        pub const fn reserved_61(&self) -> u32 {
+            self.dw[61usize]
+        }
+        ///Dword 61 (`reserved_61`).
+        pub fn set_reserved_61(&mut self, val: u32) {
+            self.dw[61usize] = val;
+        }
+        ///Dword 62 (`reserved_62`).
+        pub const fn reserved_62(&self) -> u32 {
+            self.dw[62usize]
+        }
+        ///Dword 62 (`reserved_62`).
+        pub fn set_reserved_62(&mut self, val: u32) {
+            self.dw[62usize] = val;
+        }
+        ///Dword 63 (`reserved_63`).
+        pub const fn reserved_63(&self) -> u32 {
+            self.dw[63usize]
+        }
+        ///Dword 63 (`reserved_63`).
+        pub fn set_reserved_63(&mut self, val: u32) {
+            self.dw[63usize] = val;
+        }
+        ///Dword 64 (`reserved_64`).
+        pub const fn reserved_64(&self) -> u32 {
+            self.dw[64usize]
+        }
+        ///Dword 64 (`reserved_64`).
+        pub fn set_reserved_64(&mut self, val: u32) {
+            self.dw[64usize] = val;
+        }
+        ///Dword 65 (`compute_user_data_0`).
+        pub const fn compute_user_data_0(&self) -> u32 {
+            self.dw[65usize]
+        }
+        ///Dword 65 (`compute_user_data_0`).
+        pub fn set_compute_user_data_0(&mut self, val: u32) {
+            self.dw[65usize] = val;
+        }
+        ///Dword 66 (`compute_user_data_1`).
+        pub const fn compute_user_data_1(&self) -> u32 {
+            self.dw[66usize]
+        }
+        ///Dword 66 (`compute_user_data_1`).
+        pub fn set_compute_user_data_1(&mut self, val: u32) {
+            self.dw[66usize] = val;
+        }
+        ///Dword 67 (`compute_user_data_2`).
+        pub const fn compute_user_data_2(&self) -> u32 {
+            self.dw[67usize]
+        }
+        ///Dword 67 (`compute_user_data_2`).
+        pub fn set_compute_user_data_2(&mut self, val: u32) {
+            self.dw[67usize] = val;
+        }
+        ///Dword 68 (`compute_user_data_3`).
+        pub const fn compute_user_data_3(&self) -> u32 {
+            self.dw[68usize]
+        }
+        ///Dword 68 (`compute_user_data_3`).
+        pub fn set_compute_user_data_3(&mut self, val: u32) {
+            self.dw[68usize] = val;
+        }
+        ///Dword 69 (`compute_user_data_4`).
+        pub const fn compute_user_data_4(&self) -> u32 {
+            self.dw[69usize]
+        }
+        ///Dword 69 (`compute_user_data_4`).
+        pub fn set_compute_user_data_4(&mut self, val: u32) {
+            self.dw[69usize] = val;
+        }
+        ///Dword 70 (`compute_user_data_5`).
+        pub const fn compute_user_data_5(&self) -> u32 {
+            self.dw[70usize]
+        }
+        ///Dword 70 (`compute_user_data_5`).
+        pub fn set_compute_user_data_5(&mut self, val: u32) {
+            self.dw[70usize] = val;
+        }
+        ///Dword 71 (`compute_user_data_6`).
+        pub const fn compute_user_data_6(&self) -> u32 {
+            self.dw[71usize]
+        }
+        ///Dword 71 (`compute_user_data_6`).
+        pub fn set_compute_user_data_6(&mut self, val: u32) {
+            self.dw[71usize] = val;
+        }
+        ///Dword 72 (`compute_user_data_7`).
+        pub const fn compute_user_data_7(&self) -> u32 {
+            self.dw[72usize]
+        }
+        ///Dword 72 (`compute_user_data_7`).
+        pub fn set_compute_user_data_7(&mut self, val: u32) {
+            self.dw[72usize] = val;
+        }
+        ///Dword 73 (`compute_user_data_8`).
+        pub const fn compute_user_data_8(&self) -> u32 {
+            self.dw[73usize]
+        }
+        ///Dword 73 (`compute_user_data_8`).
+        pub fn set_compute_user_data_8(&mut self, val: u32) {
+            self.dw[73usize] = val;
+        }
+        ///Dword 74 (`compute_user_data_9`).
+        pub const fn compute_user_data_9(&self) -> u32 {
+            self.dw[74usize]
+        }
+        ///Dword 74 (`compute_user_data_9`).
+        pub fn set_compute_user_data_9(&mut self, val: u32) {
+            self.dw[74usize] = val;
+        }
+        ///Dword 75 (`compute_user_data_10`).
+        pub const fn compute_user_data_10(&self) -> u32 {
+            self.dw[75usize]
+        }
+        ///Dword 75 (`compute_user_data_10`).
+        pub fn set_compute_user_data_10(&mut self, val: u32) {
+            self.dw[75usize] = val;
+        }
+        ///Dword 76 (`compute_user_data_11`).
+        pub const fn compute_user_data_11(&self) -> u32 {
+            self.dw[76usize]
+        }
+        ///Dword 76 (`compute_user_data_11`).
+        pub fn set_compute_user_data_11(&mut self, val: u32) {
+            self.dw[76usize] = val;
+        }
+        ///Dword 77 (`compute_user_data_12`).
+        pub const fn compute_user_data_12(&self) -> u32 {
+            self.dw[77usize]
+        }
+        ///Dword 77 (`compute_user_data_12`).
+        pub fn set_compute_user_data_12(&mut self, val: u32) {
+            self.dw[77usize] = val;
+        }
+        ///Dword 78 (`compute_user_data_13`).
+        pub const fn compute_user_data_13(&self) -> u32 {
+            self.dw[78usize]
+        }
+        ///Dword 78 (`compute_user_data_13`).
+        pub fn set_compute_user_data_13(&mut self, val: u32) {
+            self.dw[78usize] = val;
+        }
+        ///Dword 79 (`compute_user_data_14`).
+        pub const fn compute_user_data_14(&self) -> u32 {
+            self.dw[79usize]
+        }
+        ///Dword 79 (`compute_user_data_14`).
+        pub fn set_compute_user_data_14(&mut self, val: u32) {
+            self.dw[79usize] = val;
+        }
+        ///Dword 80 (`compute_user_data_15`).
+        pub const fn compute_user_data_15(&self) -> u32 {
+            self.dw[80usize]
+        }
+        ///Dword 80 (`compute_user_data_15`).
+        pub fn set_compute_user_data_15(&mut self, val: u32) {
+            self.dw[80usize] = val;
+        }
+        ///Dword 81 (`cp_compute_csinvoc_count_lo`).
+        pub const fn cp_compute_csinvoc_count_lo(&self) -> u32 {
+            self.dw[81usize]
+        }
+        ///Dword 81 (`cp_compute_csinvoc_count_lo`).
+        pub fn set_cp_compute_csinvoc_count_lo(&mut self, val: u32) {
+            self.dw[81usize] = val;
+        }
+        ///Dword 82 (`cp_compute_csinvoc_count_hi`).
+        pub const fn cp_compute_csinvoc_count_hi(&self) -> u32 {
+            self.dw[82usize]
+        }
+        ///Dword 82 (`cp_compute_csinvoc_count_hi`).
+        pub fn set_cp_compute_csinvoc_count_hi(&mut self, val: u32) {
+            self.dw[82usize] = val;
+        }
+        ///Dword 83 (`reserved_83`).
+        pub const fn reserved_83(&self) -> u32 {
+            self.dw[83usize]
+        }
+        ///Dword 83 (`reserved_83`).
+        pub fn set_reserved_83(&mut self, val: u32) {
+            self.dw[83usize] = val;
+        }
+        ///Dword 84 (`reserved_84`).
+        pub const fn reserved_84(&self) -> u32 {
+            self.dw[84usize]
+        }
+        ///Dword 84 (`reserved_84`).
+        pub fn set_reserved_84(&mut self, val: u32) {
+            self.dw[84usize] = val;
+        }
+        ///Dword 85 (`reserved_85`).
+        pub const fn reserved_85(&self) -> u32 {
+            self.dw[85usize]
+        }
+        ///Dword 85 (`reserved_85`).
+        pub fn set_reserved_85(&mut self, val: u32) {
+            self.dw[85usize] = val;
+        }
+        ///Dword 86 (`cp_mqd_query_time_lo`).
+        pub const fn cp_mqd_query_time_lo(&self) -> u32 {
+            self.dw[86usize]
+        }
+        ///Dword 86 (`cp_mqd_query_time_lo`).
+        pub fn set_cp_mqd_query_time_lo(&mut self, val: u32) {
+            self.dw[86usize] = val;
+        }
+        ///Dword 87 (`cp_mqd_query_time_hi`).
+        pub const fn cp_mqd_query_time_hi(&self) -> u32 {
+            self.dw[87usize]
+        }
+        ///Dword 87 (`cp_mqd_query_time_hi`).
+        pub fn set_cp_mqd_query_time_hi(&mut self, val: u32) {
+            self.dw[87usize] = val;
+        }
+        ///Dword 88 (`cp_mqd_connect_start_time_lo`).
+        pub const fn cp_mqd_connect_start_time_lo(&self) -> u32 {
+            self.dw[88usize]
+        }
+        ///Dword 88 (`cp_mqd_connect_start_time_lo`).
+        pub fn set_cp_mqd_connect_start_time_lo(&mut self, val: u32) {
+            self.dw[88usize] = val;
+        }
+        ///Dword 89 (`cp_mqd_connect_start_time_hi`).
+        pub const fn cp_mqd_connect_start_time_hi(&self) -> u32 {
+            self.dw[89usize]
+        }
+        ///Dword 89 (`cp_mqd_connect_start_time_hi`).
+        pub fn set_cp_mqd_connect_start_time_hi(&mut self, val: u32) {
+            self.dw[89usize] = val;
+        }
+        ///Dword 90 (`cp_mqd_connect_end_time_lo`).
+        pub const fn cp_mqd_connect_end_time_lo(&self) -> u32 {
+            self.dw[90usize]
+        }
+        ///Dword 90 (`cp_mqd_connect_end_time_lo`).
+        pub fn set_cp_mqd_connect_end_time_lo(&mut self, val: u32) {
+            self.dw[90usize] = val;
+        }
+        ///Dword 91 (`cp_mqd_connect_end_time_hi`).
+        pub const fn cp_mqd_connect_end_time_hi(&self) -> u32 {
+            self.dw[91usize]
+        }
+        ///Dword 91 (`cp_mqd_connect_end_time_hi`).
+        pub fn set_cp_mqd_connect_end_time_hi(&mut self, val: u32) {
+            self.dw[91usize] = val;
+        }
+        ///Dword 92 (`cp_mqd_connect_end_wf_count`).
+        pub const fn cp_mqd_connect_end_wf_count(&self) -> u32 {
+            self.dw[92usize]
+        }
+        ///Dword 92 (`cp_mqd_connect_end_wf_count`).
+        pub fn set_cp_mqd_connect_end_wf_count(&mut self, val: u32) {
+            self.dw[92usize] = val;
+        }
+        ///Dword 93 (`cp_mqd_connect_end_pq_rptr`).
+        pub const fn cp_mqd_connect_end_pq_rptr(&self) -> u32 {
+            self.dw[93usize]
+        }
+        ///Dword 93 (`cp_mqd_connect_end_pq_rptr`).
+        pub fn set_cp_mqd_connect_end_pq_rptr(&mut self, val: u32) {
+            self.dw[93usize] = val;
+        }
+        ///Dword 94 (`cp_mqd_connect_end_pq_wptr`).
+        pub const fn cp_mqd_connect_end_pq_wptr(&self) -> u32 {
+            self.dw[94usize]
+        }
+        ///Dword 94 (`cp_mqd_connect_end_pq_wptr`).
+        pub fn set_cp_mqd_connect_end_pq_wptr(&mut self, val: u32) {
+            self.dw[94usize] = val;
+        }
+        ///Dword 95 (`cp_mqd_connect_end_ib_rptr`).
+        pub const fn cp_mqd_connect_end_ib_rptr(&self) -> u32 {
+            self.dw[95usize]
+        }
+        ///Dword 95 (`cp_mqd_connect_end_ib_rptr`).
+        pub fn set_cp_mqd_connect_end_ib_rptr(&mut self, val: u32) {
+            self.dw[95usize] = val;
+        }
+        ///Dword 96 (`cp_mqd_readindex_lo`).
+        pub const fn cp_mqd_readindex_lo(&self) -> u32 {
+            self.dw[96usize]
+        }
+        ///Dword 96 (`cp_mqd_readindex_lo`).
+        pub fn set_cp_mqd_readindex_lo(&mut self, val: u32) {
+            self.dw[96usize] = val;
+        }
+        ///Dword 97 (`cp_mqd_readindex_hi`).
+        pub const fn cp_mqd_readindex_hi(&self) -> u32 {
+            self.dw[97usize]
+        }
+        ///Dword 97 (`cp_mqd_readindex_hi`).
+        pub fn set_cp_mqd_readindex_hi(&mut self, val: u32) {
+            self.dw[97usize] = val;
+        }
+        ///Dword 98 (`cp_mqd_save_start_time_lo`).
+        pub const fn cp_mqd_save_start_time_lo(&self) -> u32 {
+            self.dw[98usize]
+        }
+        ///Dword 98 (`cp_mqd_save_start_time_lo`).
+        pub fn set_cp_mqd_save_start_time_lo(&mut self, val: u32) {
+            self.dw[98usize] = val;
+        }
+        ///Dword 99 (`cp_mqd_save_start_time_hi`).
+        pub const fn cp_mqd_save_start_time_hi(&self) -> u32 {
+            self.dw[99usize]
+        }
+        ///Dword 99 (`cp_mqd_save_start_time_hi`).
+        pub fn set_cp_mqd_save_start_time_hi(&mut self, val: u32) {
+            self.dw[99usize] = val;
+        }
+        ///Dword 100 (`cp_mqd_save_end_time_lo`).
+        pub const fn cp_mqd_save_end_time_lo(&self) -> u32 {
+            self.dw[100usize]
+        }
+        ///Dword 100 (`cp_mqd_save_end_time_lo`).
+        pub fn set_cp_mqd_save_end_time_lo(&mut self, val: u32) {
+            self.dw[100usize] = val;
+        }
+        ///Dword 101 (`cp_mqd_save_end_time_hi`).
+        pub const fn cp_mqd_save_end_time_hi(&self) -> u32 {
+            self.dw[101usize]
+        }
+        ///Dword 101 (`cp_mqd_save_end_time_hi`).
+        pub fn set_cp_mqd_save_end_time_hi(&mut self, val: u32) {
+            self.dw[101usize] = val;
+        }
+        ///Dword 102 (`cp_mqd_restore_start_time_lo`).
+        pub const fn cp_mqd_restore_start_time_lo(&self) -> u32 {
+            self.dw[102usize]
+        }
+        ///Dword 102 (`cp_mqd_restore_start_time_lo`).
+        pub fn set_cp_mqd_restore_start_time_lo(&mut self, val: u32) {
+            self.dw[102usize] = val;
+        }
+        ///Dword 103 (`cp_mqd_restore_start_time_hi`).
+        pub const fn cp_mqd_restore_start_time_hi(&self) -> u32 {
+            self.dw[103usize]
+        }
+        ///Dword 103 (`cp_mqd_restore_start_time_hi`).
+        pub fn set_cp_mqd_restore_start_time_hi(&mut self, val: u32) {
+            self.dw[103usize] = val;
+        }
+        ///Dword 104 (`cp_mqd_restore_end_time_lo`).
+        pub const fn cp_mqd_restore_end_time_lo(&self) -> u32 {
+            self.dw[104usize]
+        }
+        ///Dword 104 (`cp_mqd_restore_end_time_lo`).
+        pub fn set_cp_mqd_restore_end_time_lo(&mut self, val: u32) {
+            self.dw[104usize] = val;
+        }
+        ///Dword 105 (`cp_mqd_restore_end_time_hi`).
+        pub const fn cp_mqd_restore_end_time_hi(&self) -> u32 {
+            self.dw[105usize]
+        }
+        ///Dword 105 (`cp_mqd_restore_end_time_hi`).
+        pub fn set_cp_mqd_restore_end_time_hi(&mut self, val: u32) {
+            self.dw[105usize] = val;
+        }
+        ///Dword 106 (`disable_queue`).
+        pub const fn disable_queue(&self) -> u32 {
+            self.dw[106usize]
+        }
+        ///Dword 106 (`disable_queue`).
+        pub fn set_disable_queue(&mut self, val: u32) {
+            self.dw[106usize] = val;
+        }
+        ///Dword 107 (`reserved_107`).
+        pub const fn reserved_107(&self) -> u32 {
+            self.dw[107usize]
+        }
+        ///Dword 107 (`reserved_107`).
+        pub fn set_reserved_107(&mut self, val: u32) {
+            self.dw[107usize] = val;
+        }
+        ///Dword 108 (`gds_cs_ctxsw_cnt0`).
+        pub const fn gds_cs_ctxsw_cnt0(&self) -> u32 {
+            self.dw[108usize]
+        }
+        ///Dword 108 (`gds_cs_ctxsw_cnt0`).
+        pub fn set_gds_cs_ctxsw_cnt0(&mut self, val: u32) {
+            self.dw[108usize] = val;
+        }
+        ///Dword 109 (`gds_cs_ctxsw_cnt1`).
+        pub const fn gds_cs_ctxsw_cnt1(&self) -> u32 {
+            self.dw[109usize]
+        }
+        ///Dword 109 (`gds_cs_ctxsw_cnt1`).
+        pub fn set_gds_cs_ctxsw_cnt1(&mut self, val: u32) {
+            self.dw[109usize] = val;
+        }
+        ///Dword 110 (`gds_cs_ctxsw_cnt2`).
+        pub const fn gds_cs_ctxsw_cnt2(&self) -> u32 {
+            self.dw[110usize]
+        }
+        ///Dword 110 (`gds_cs_ctxsw_cnt2`).
+        pub fn set_gds_cs_ctxsw_cnt2(&mut self, val: u32) {
+            self.dw[110usize] = val;
+        }
+        ///Dword 111 (`gds_cs_ctxsw_cnt3`).
+        pub const fn gds_cs_ctxsw_cnt3(&self) -> u32 {
+            self.dw[111usize]
+        }
+        ///Dword 111 (`gds_cs_ctxsw_cnt3`).
+        pub fn set_gds_cs_ctxsw_cnt3(&mut self, val: u32) {
+            self.dw[111usize] = val;
+        }
+        ///Dword 112 (`reserved_112`).
+        pub const fn reserved_112(&self) -> u32 {
+            self.dw[112usize]
+        }
+        ///Dword 112 (`reserved_112`).
+        pub fn set_reserved_112(&mut self, val: u32) {
+            self.dw[112usize] = val;
+        }
+        ///Dword 113 (`reserved_113`).
+        pub const fn reserved_113(&self) -> u32 {
+            self.dw[113usize]
+        }
+        ///Dword 113 (`reserved_113`).
+        pub fn set_reserved_113(&mut self, val: u32) {
+            self.dw[113usize] = val;
+        }
+        ///Dword 114 (`cp_pq_exe_status_lo`).
+        pub const fn cp_pq_exe_status_lo(&self) -> u32 {
+            self.dw[114usize]
+        }
+        ///Dword 114 (`cp_pq_exe_status_lo`).
+        pub fn set_cp_pq_exe_status_lo(&mut self, val: u32) {
+            self.dw[114usize] = val;
+        }
+        ///Dword 115 (`cp_pq_exe_status_hi`).
+        pub const fn cp_pq_exe_status_hi(&self) -> u32 {
+            self.dw[115usize]
+        }
+        ///Dword 115 (`cp_pq_exe_status_hi`).
+        pub fn set_cp_pq_exe_status_hi(&mut self, val: u32) {
+            self.dw[115usize] = val;
+        }
+        ///Dword 116 (`cp_packet_id_lo`).
+        pub const fn cp_packet_id_lo(&self) -> u32 {
+            self.dw[116usize]
+        }
+        ///Dword 116 (`cp_packet_id_lo`).
+        pub fn set_cp_packet_id_lo(&mut self, val: u32) {
+            self.dw[116usize] = val;
+        }
+        ///Dword 117 (`cp_packet_id_hi`).
+        pub const fn cp_packet_id_hi(&self) -> u32 {
+            self.dw[117usize]
+        }
+        ///Dword 117 (`cp_packet_id_hi`).
+        pub fn set_cp_packet_id_hi(&mut self, val: u32) {
+            self.dw[117usize] = val;
+        }
+        ///Dword 118 (`cp_packet_exe_status_lo`).
+        pub const fn cp_packet_exe_status_lo(&self) -> u32 {
+            self.dw[118usize]
+        }
+        ///Dword 118 (`cp_packet_exe_status_lo`).
+        pub fn set_cp_packet_exe_status_lo(&mut self, val: u32) {
+            self.dw[118usize] = val;
+        }
+        ///Dword 119 (`cp_packet_exe_status_hi`).
+        pub const fn cp_packet_exe_status_hi(&self) -> u32 {
+            self.dw[119usize]
+        }
+        ///Dword 119 (`cp_packet_exe_status_hi`).
+        pub fn set_cp_packet_exe_status_hi(&mut self, val: u32) {
+            self.dw[119usize] = val;
+        }
+        ///Dword 120 (`gds_save_base_addr_lo`).
+        pub const fn gds_save_base_addr_lo(&self) -> u32 {
+            self.dw[120usize]
+        }
+        ///Dword 120 (`gds_save_base_addr_lo`).
+        pub fn set_gds_save_base_addr_lo(&mut self, val: u32) {
+            self.dw[120usize] = val;
+        }
+        ///Dword 121 (`gds_save_base_addr_hi`).
+        pub const fn gds_save_base_addr_hi(&self) -> u32 {
+            self.dw[121usize]
+        }
+        ///Dword 121 (`gds_save_base_addr_hi`).
+        pub fn set_gds_save_base_addr_hi(&mut self, val: u32) {
+            self.dw[121usize] = val;
+        }
+        ///Dword 122 (`gds_save_mask_lo`).
+        pub const fn gds_save_mask_lo(&self) -> u32 {
+            self.dw[122usize]
+        }
+        ///Dword 122 (`gds_save_mask_lo`).
+        pub fn set_gds_save_mask_lo(&mut self, val: u32) {
+            self.dw[122usize] = val;
+        }
+        ///Dword 123 (`gds_save_mask_hi`).
+        pub const fn gds_save_mask_hi(&self) -> u32 {
+            self.dw[123usize]
+        }
+        ///Dword 123 (`gds_save_mask_hi`).
+        pub fn set_gds_save_mask_hi(&mut self, val: u32) {
+            self.dw[123usize] = val;
+        }
+        ///Dword 124 (`ctx_save_base_addr_lo`).
+        pub const fn ctx_save_base_addr_lo(&self) -> u32 {
+            self.dw[124usize]
+        }
+        ///Dword 124 (`ctx_save_base_addr_lo`).
+        pub fn set_ctx_save_base_addr_lo(&mut self, val: u32) {
+            self.dw[124usize] = val;
+        }
+        ///Dword 125 (`ctx_save_base_addr_hi`).
+        pub const fn ctx_save_base_addr_hi(&self) -> u32 {
+            self.dw[125usize]
+        }
+        ///Dword 125 (`ctx_save_base_addr_hi`).
+        pub fn set_ctx_save_base_addr_hi(&mut self, val: u32) {
+            self.dw[125usize] = val;
+        }
+        ///Dword 126 (`dynamic_cu_mask_addr_lo`).
+        pub const fn dynamic_cu_mask_addr_lo(&self) -> u32 {
+            self.dw[126usize]
+        }
+        ///Dword 126 (`dynamic_cu_mask_addr_lo`).
+        pub fn set_dynamic_cu_mask_addr_lo(&mut self, val: u32) {
+            self.dw[126usize] = val;
+        }
+        ///Dword 127 (`dynamic_cu_mask_addr_hi`).
+        pub const fn dynamic_cu_mask_addr_hi(&self) -> u32 {
+            self.dw[127usize]
+        }
+        ///Dword 127 (`dynamic_cu_mask_addr_hi`).
+        pub fn set_dynamic_cu_mask_addr_hi(&mut self, val: u32) {
+            self.dw[127usize] = val;
+        }
+        ///Dword 128 (`cp_mqd_base_addr_lo`).
+        pub const fn cp_mqd_base_addr_lo(&self) -> u32 {
+            self.dw[128usize]
+        }
+        ///Dword 128 (`cp_mqd_base_addr_lo`).
+        pub fn set_cp_mqd_base_addr_lo(&mut self, val: u32) {
+            self.dw[128usize] = val;
+        }
+        ///Dword 129 (`cp_mqd_base_addr_hi`).
+        pub const fn cp_mqd_base_addr_hi(&self) -> u32 {
+            self.dw[129usize]
+        }
+        ///Dword 129 (`cp_mqd_base_addr_hi`).
+        pub fn set_cp_mqd_base_addr_hi(&mut self, val: u32) {
+            self.dw[129usize] = val;
+        }
+        ///Dword 130 (`cp_hqd_active`).
+        pub const fn cp_hqd_active(&self) -> u32 {
+            self.dw[130usize]
+        }
+        ///Dword 130 (`cp_hqd_active`).
+        pub fn set_cp_hqd_active(&mut self, val: u32) {
+            self.dw[130usize] = val;
+        }
+        ///Dword 131 (`cp_hqd_vmid`).
+        pub const fn cp_hqd_vmid(&self) -> u32 {
+            self.dw[131usize]
+        }
+        ///Dword 131 (`cp_hqd_vmid`).
+        pub fn set_cp_hqd_vmid(&mut self, val: u32) {
+            self.dw[131usize] = val;
+        }
+        ///Dword 132 (`cp_hqd_persistent_state`).
+        pub const fn cp_hqd_persistent_state(&self) -> u32 {
+            self.dw[132usize]
+        }
+        ///Dword 132 (`cp_hqd_persistent_state`).
+        pub fn set_cp_hqd_persistent_state(&mut self, val: u32) {
+            self.dw[132usize] = val;
+        }
+        ///Dword 133 (`cp_hqd_pipe_priority`).
+        pub const fn cp_hqd_pipe_priority(&self) -> u32 {
+            self.dw[133usize]
+        }
+        ///Dword 133 (`cp_hqd_pipe_priority`).
+        pub fn set_cp_hqd_pipe_priority(&mut self, val: u32) {
+            self.dw[133usize] = val;
+        }
+        ///Dword 134 (`cp_hqd_queue_priority`).
+        pub const fn cp_hqd_queue_priority(&self) -> u32 {
+            self.dw[134usize]
+        }
+        ///Dword 134 (`cp_hqd_queue_priority`).
+        pub fn set_cp_hqd_queue_priority(&mut self, val: u32) {
+            self.dw[134usize] = val;
+        }
+        ///Dword 135 (`cp_hqd_quantum`).
+        pub const fn cp_hqd_quantum(&self) -> u32 {
+            self.dw[135usize]
+        }
+        ///Dword 135 (`cp_hqd_quantum`).
+        pub fn set_cp_hqd_quantum(&mut self, val: u32) {
+            self.dw[135usize] = val;
+        }
+        ///Dword 136 (`cp_hqd_pq_base_lo`).
+        pub const fn cp_hqd_pq_base_lo(&self) -> u32 {
+            self.dw[136usize]
+        }
+        ///Dword 136 (`cp_hqd_pq_base_lo`).
+        pub fn set_cp_hqd_pq_base_lo(&mut self, val: u32) {
+            self.dw[136usize] = val;
+        }
+        ///Dword 137 (`cp_hqd_pq_base_hi`).
+        pub const fn cp_hqd_pq_base_hi(&self) -> u32 {
+            self.dw[137usize]
+        }
+        ///Dword 137 (`cp_hqd_pq_base_hi`).
+        pub fn set_cp_hqd_pq_base_hi(&mut self, val: u32) {
+            self.dw[137usize] = val;
+        }
+        ///Dword 138 (`cp_hqd_pq_rptr`).
+        pub const fn cp_hqd_pq_rptr(&self) -> u32 {
+            self.dw[138usize]
+        }
+        ///Dword 138 (`cp_hqd_pq_rptr`).
+        pub fn set_cp_hqd_pq_rptr(&mut self, val: u32) {
+            self.dw[138usize] = val;
+        }
+        ///Dword 139 (`cp_hqd_pq_rptr_report_addr_lo`).
+        pub const fn cp_hqd_pq_rptr_report_addr_lo(&self) -> u32 {
+            self.dw[139usize]
+        }
+        ///Dword 139 (`cp_hqd_pq_rptr_report_addr_lo`).
+        pub fn set_cp_hqd_pq_rptr_report_addr_lo(&mut self, val: u32) {
+            self.dw[139usize] = val;
+        }
+        ///Dword 140 (`cp_hqd_pq_rptr_report_addr_hi`).
+        pub const fn cp_hqd_pq_rptr_report_addr_hi(&self) -> u32 {
+            self.dw[140usize]
+        }
+        ///Dword 140 (`cp_hqd_pq_rptr_report_addr_hi`).
+        pub fn set_cp_hqd_pq_rptr_report_addr_hi(&mut self, val: u32) {
+            self.dw[140usize] = val;
+        }
+        ///Dword 141 (`cp_hqd_pq_wptr_poll_addr_lo`).
+        pub const fn cp_hqd_pq_wptr_poll_addr_lo(&self) -> u32 {
+            self.dw[141usize]
+        }
+        ///Dword 141 (`cp_hqd_pq_wptr_poll_addr_lo`).
+        pub fn set_cp_hqd_pq_wptr_poll_addr_lo(&mut self, val: u32) {
+            self.dw[141usize] = val;
+        }
+        ///Dword 142 (`cp_hqd_pq_wptr_poll_addr_hi`).
+        pub const fn cp_hqd_pq_wptr_poll_addr_hi(&self) -> u32 {
+            self.dw[142usize]
+        }
+        ///Dword 142 (`cp_hqd_pq_wptr_poll_addr_hi`).
+        pub fn set_cp_hqd_pq_wptr_poll_addr_hi(&mut self, val: u32) {
+            self.dw[142usize] = val;
+        }
+        ///Dword 143 (`cp_hqd_pq_doorbell_control`).
+        pub const fn cp_hqd_pq_doorbell_control(&self) -> u32 {
+            self.dw[143usize]
+        }
+        ///Dword 143 (`cp_hqd_pq_doorbell_control`).
+        pub fn set_cp_hqd_pq_doorbell_control(&mut self, val: u32) {
+            self.dw[143usize] = val;
+        }
+        ///Dword 144 (`reserved_144`).
+        pub const fn reserved_144(&self) -> u32 {
+            self.dw[144usize]
+        }
+        ///Dword 144 (`reserved_144`).
+        pub fn set_reserved_144(&mut self, val: u32) {
+            self.dw[144usize] = val;
+        }
+        ///Dword 145 (`cp_hqd_pq_control`).
+        pub const fn cp_hqd_pq_control(&self) -> u32 {
+            self.dw[145usize]
+        }
+        ///Dword 145 (`cp_hqd_pq_control`).
+        pub fn set_cp_hqd_pq_control(&mut self, val: u32) {
+            self.dw[145usize] = val;
+        }
+        ///Dword 146 (`cp_hqd_ib_base_addr_lo`).
+        pub const fn cp_hqd_ib_base_addr_lo(&self) -> u32 {
+            self.dw[146usize]
+        }
+        ///Dword 146 (`cp_hqd_ib_base_addr_lo`).
+        pub fn set_cp_hqd_ib_base_addr_lo(&mut self, val: u32) {
+            self.dw[146usize] = val;
+        }
+        ///Dword 147 (`cp_hqd_ib_base_addr_hi`).
+        pub const fn cp_hqd_ib_base_addr_hi(&self) -> u32 {
+            self.dw[147usize]
+        }
+        ///Dword 147 (`cp_hqd_ib_base_addr_hi`).
+        pub fn set_cp_hqd_ib_base_addr_hi(&mut self, val: u32) {
+            self.dw[147usize] = val;
+        }
+        ///Dword 148 (`cp_hqd_ib_rptr`).
+        pub const fn cp_hqd_ib_rptr(&self) -> u32 {
+            self.dw[148usize]
+        }
+        ///Dword 148 (`cp_hqd_ib_rptr`).
+        pub fn set_cp_hqd_ib_rptr(&mut self, val: u32) {
+            self.dw[148usize] = val;
+        }
+        ///Dword 149 (`cp_hqd_ib_control`).
+        pub const fn cp_hqd_ib_control(&self) -> u32 {
+            self.dw[149usize]
+        }
+        ///Dword 149 (`cp_hqd_ib_control`).
+        pub fn set_cp_hqd_ib_control(&mut self, val: u32) {
+            self.dw[149usize] = val;
+        }
+        ///Dword 150 (`cp_hqd_iq_timer`).
+        pub const fn cp_hqd_iq_timer(&self) -> u32 {
+            self.dw[150usize]
+        }
+        ///Dword 150 (`cp_hqd_iq_timer`).
+        pub fn set_cp_hqd_iq_timer(&mut self, val: u32) {
+            self.dw[150usize] = val;
+        }
+        ///Dword 151 (`cp_hqd_iq_rptr`).
+        pub const fn cp_hqd_iq_rptr(&self) -> u32 {
+            self.dw[151usize]
+        }
+        ///Dword 151 (`cp_hqd_iq_rptr`).
+        pub fn set_cp_hqd_iq_rptr(&mut self, val: u32) {
+            self.dw[151usize] = val;
+        }
+        ///Dword 152 (`cp_hqd_dequeue_request`).
+        pub const fn cp_hqd_dequeue_request(&self) -> u32 {
+            self.dw[152usize]
+        }
+        ///Dword 152 (`cp_hqd_dequeue_request`).
+        pub fn set_cp_hqd_dequeue_request(&mut self, val: u32) {
+            self.dw[152usize] = val;
+        }
+        ///Dword 153 (`cp_hqd_dma_offload`).
+        pub const fn cp_hqd_dma_offload(&self) -> u32 {
+            self.dw[153usize]
+        }
+        ///Dword 153 (`cp_hqd_dma_offload`).
+        pub fn set_cp_hqd_dma_offload(&mut self, val: u32) {
+            self.dw[153usize] = val;
+        }
+        ///Dword 154 (`cp_hqd_sema_cmd`).
+        pub const fn cp_hqd_sema_cmd(&self) -> u32 {
+            self.dw[154usize]
+        }
+        ///Dword 154 (`cp_hqd_sema_cmd`).
+        pub fn set_cp_hqd_sema_cmd(&mut self, val: u32) {
+            self.dw[154usize] = val;
+        }
+        ///Dword 155 (`cp_hqd_msg_type`).
+        pub const fn cp_hqd_msg_type(&self) -> u32 {
+            self.dw[155usize]
+        }
+        ///Dword 155 (`cp_hqd_msg_type`).
+        pub fn set_cp_hqd_msg_type(&mut self, val: u32) {
+            self.dw[155usize] = val;
+        }
+        ///Dword 156 (`cp_hqd_atomic0_preop_lo`).
+        pub const fn cp_hqd_atomic0_preop_lo(&self) -> u32 {
+            self.dw[156usize]
+        }
+        ///Dword 156 (`cp_hqd_atomic0_preop_lo`).
+        pub fn set_cp_hqd_atomic0_preop_lo(&mut self, val: u32) {
+            self.dw[156usize] = val;
+        }
+        ///Dword 157 (`cp_hqd_atomic0_preop_hi`).
+        pub const fn cp_hqd_atomic0_preop_hi(&self) -> u32 {
+            self.dw[157usize]
+        }
+        ///Dword 157 (`cp_hqd_atomic0_preop_hi`).
+        pub fn set_cp_hqd_atomic0_preop_hi(&mut self, val: u32) {
+            self.dw[157usize] = val;
+        }
+        ///Dword 158 (`cp_hqd_atomic1_preop_lo`).
+        pub const fn cp_hqd_atomic1_preop_lo(&self) -> u32 {
+            self.dw[158usize]
+        }
+        ///Dword 158 (`cp_hqd_atomic1_preop_lo`).
+        pub fn set_cp_hqd_atomic1_preop_lo(&mut self, val: u32) {
+            self.dw[158usize] = val;
+        }
+        ///Dword 159 (`cp_hqd_atomic1_preop_hi`).
+        pub const fn cp_hqd_atomic1_preop_hi(&self) -> u32 {
+            self.dw[159usize]
+        }
+        ///Dword 159 (`cp_hqd_atomic1_preop_hi`).
+        pub fn set_cp_hqd_atomic1_preop_hi(&mut self, val: u32) {
+            self.dw[159usize] = val;
+        }
+        ///Dword 160 (`cp_hqd_hq_status0`).
+        pub const fn cp_hqd_hq_status0(&self) -> u32 {
+            self.dw[160usize]
+        }
+        ///Dword 160 (`cp_hqd_hq_status0`).
+        pub fn set_cp_hqd_hq_status0(&mut self, val: u32) {
+            self.dw[160usize] = val;
+        }
+        ///Dword 161 (`cp_hqd_hq_control0`).
+        pub const fn cp_hqd_hq_control0(&self) -> u32 {
+            self.dw[161usize]
+        }
+        ///Dword 161 (`cp_hqd_hq_control0`).
+        pub fn set_cp_hqd_hq_control0(&mut self, val: u32) {
+            self.dw[161usize] = val;
+        }
+        ///Dword 162 (`cp_mqd_control`).
+        pub const fn cp_mqd_control(&self) -> u32 {
+            self.dw[162usize]
+        }
+        ///Dword 162 (`cp_mqd_control`).
+        pub fn set_cp_mqd_control(&mut self, val: u32) {
+            self.dw[162usize] = val;
+        }
+        ///Dword 163 (`cp_hqd_hq_status1`).
+        pub const fn cp_hqd_hq_status1(&self) -> u32 {
+            self.dw[163usize]
+        }
+        ///Dword 163 (`cp_hqd_hq_status1`).
+        pub fn set_cp_hqd_hq_status1(&mut self, val: u32) {
+            self.dw[163usize] = val;
+        }
+        ///Dword 164 (`cp_hqd_hq_control1`).
+        pub const fn cp_hqd_hq_control1(&self) -> u32 {
+            self.dw[164usize]
+        }
+        ///Dword 164 (`cp_hqd_hq_control1`).
+        pub fn set_cp_hqd_hq_control1(&mut self, val: u32) {
+            self.dw[164usize] = val;
+        }
+        ///Dword 165 (`cp_hqd_eop_base_addr_lo`).
+        pub const fn cp_hqd_eop_base_addr_lo(&self) -> u32 {
+            self.dw[165usize]
+        }
+        ///Dword 165 (`cp_hqd_eop_base_addr_lo`).
+        pub fn set_cp_hqd_eop_base_addr_lo(&mut self, val: u32) {
+            self.dw[165usize] = val;
+        }
+        ///Dword 166 (`cp_hqd_eop_base_addr_hi`).
+        pub const fn cp_hqd_eop_base_addr_hi(&self) -> u32 {
+            self.dw[166usize]
+        }
+        ///Dword 166 (`cp_hqd_eop_base_addr_hi`).
+        pub fn set_cp_hqd_eop_base_addr_hi(&mut self, val: u32) {
+            self.dw[166usize] = val;
+        }
+        ///Dword 167 (`cp_hqd_eop_control`).
+        pub const fn cp_hqd_eop_control(&self) -> u32 {
+            self.dw[167usize]
+        }
+        ///Dword 167 (`cp_hqd_eop_control`).
+        pub fn set_cp_hqd_eop_control(&mut self, val: u32) {
+            self.dw[167usize] = val;
+        }
+        ///Dword 168 (`cp_hqd_eop_rptr`).
+        pub const fn cp_hqd_eop_rptr(&self) -> u32 {
+            self.dw[168usize]
+        }
+        ///Dword 168 (`cp_hqd_eop_rptr`).
+        pub fn set_cp_hqd_eop_rptr(&mut self, val: u32) {
+            self.dw[168usize] = val;
+        }
+        ///Dword 169 (`cp_hqd_eop_wptr`).
+        pub const fn cp_hqd_eop_wptr(&self) -> u32 {
+            self.dw[169usize]
+        }
+        ///Dword 169 (`cp_hqd_eop_wptr`).
+        pub fn set_cp_hqd_eop_wptr(&mut self, val: u32) {
+            self.dw[169usize] = val;
+        }
+        ///Dword 170 (`cp_hqd_eop_done_events`).
+        pub const fn cp_hqd_eop_done_events(&self) -> u32 {
+            self.dw[170usize]
+        }
+        ///Dword 170 (`cp_hqd_eop_done_events`).
+        pub fn set_cp_hqd_eop_done_events(&mut self, val: u32) {
+            self.dw[170usize] = val;
+        }
+        ///Dword 171 (`cp_hqd_ctx_save_base_addr_lo`).
+        pub const fn cp_hqd_ctx_save_base_addr_lo(&self) -> u32 {
+            self.dw[171usize]
+        }
+        ///Dword 171 (`cp_hqd_ctx_save_base_addr_lo`).
+        pub fn set_cp_hqd_ctx_save_base_addr_lo(&mut self, val: u32) {
+            self.dw[171usize] = val;
+        }
+        ///Dword 172 (`cp_hqd_ctx_save_base_addr_hi`).
+        pub const fn cp_hqd_ctx_save_base_addr_hi(&self) -> u32 {
+            self.dw[172usize]
+        }
+        ///Dword 172 (`cp_hqd_ctx_save_base_addr_hi`).
+        pub fn set_cp_hqd_ctx_save_base_addr_hi(&mut self, val: u32) {
+            self.dw[172usize] = val;
+        }
+        ///Dword 173 (`cp_hqd_ctx_save_control`).
+        pub const fn cp_hqd_ctx_save_control(&self) -> u32 {
+            self.dw[173usize]
+        }
+        ///Dword 173 (`cp_hqd_ctx_save_control`).
+        pub fn set_cp_hqd_ctx_save_control(&mut self, val: u32) {
+            self.dw[173usize] = val;
+        }
+        ///Dword 174 (`cp_hqd_cntl_stack_offset`).
+        pub const fn cp_hqd_cntl_stack_offset(&self) -> u32 {
+            self.dw[174usize]
+        }
+        ///Dword 174 (`cp_hqd_cntl_stack_offset`).
+        pub fn set_cp_hqd_cntl_stack_offset(&mut self, val: u32) {
+            self.dw[174usize] = val;
+        }
+        ///Dword 175 (`cp_hqd_cntl_stack_size`).
+        pub const fn cp_hqd_cntl_stack_size(&self) -> u32 {
+            self.dw[175usize]
+        }
+        ///Dword 175 (`cp_hqd_cntl_stack_size`).
+        pub fn set_cp_hqd_cntl_stack_size(&mut self, val: u32) {
+            self.dw[175usize] = val;
+        }
+        ///Dword 176 (`cp_hqd_wg_state_offset`).
+        pub const fn cp_hqd_wg_state_offset(&self) -> u32 {
+            self.dw[176usize]
+        }
+        ///Dword 176 (`cp_hqd_wg_state_offset`).
+        pub fn set_cp_hqd_wg_state_offset(&mut self, val: u32) {
+            self.dw[176usize] = val;
+        }
+        ///Dword 177 (`cp_hqd_ctx_save_size`).
+        pub const fn cp_hqd_ctx_save_size(&self) -> u32 {
+            self.dw[177usize]
+        }
+        ///Dword 177 (`cp_hqd_ctx_save_size`).
+        pub fn set_cp_hqd_ctx_save_size(&mut self, val: u32) {
+            self.dw[177usize] = val;
+        }
+        ///Dword 178 (`cp_hqd_gds_resource_state`).
+        pub const fn cp_hqd_gds_resource_state(&self) -> u32 {
+            self.dw[178usize]
+        }
+        ///Dword 178 (`cp_hqd_gds_resource_state`).
+        pub fn set_cp_hqd_gds_resource_state(&mut self, val: u32) {
+            self.dw[178usize] = val;
+        }
+        ///Dword 179 (`cp_hqd_error`).
+        pub const fn cp_hqd_error(&self) -> u32 {
+            self.dw[179usize]
+        }
+        ///Dword 179 (`cp_hqd_error`).
+        pub fn set_cp_hqd_error(&mut self, val: u32) {
+            self.dw[179usize] = val;
+        }
+        ///Dword 180 (`cp_hqd_eop_wptr_mem`).
+        pub const fn cp_hqd_eop_wptr_mem(&self) -> u32 {
+            self.dw[180usize]
+        }
+        ///Dword 180 (`cp_hqd_eop_wptr_mem`).
+        pub fn set_cp_hqd_eop_wptr_mem(&mut self, val: u32) {
+            self.dw[180usize] = val;
+        }
+        ///Dword 181 (`cp_hqd_aql_control`).
+        pub const fn cp_hqd_aql_control(&self) -> u32 {
+            self.dw[181usize]
+        }
+        ///Dword 181 (`cp_hqd_aql_control`).
+        pub fn set_cp_hqd_aql_control(&mut self, val: u32) {
+            self.dw[181usize] = val;
+        }
+        ///Dword 182 (`cp_hqd_pq_wptr_lo`).
+        pub const fn cp_hqd_pq_wptr_lo(&self) -> u32 {
+            self.dw[182usize]
+        }
+        ///Dword 182 (`cp_hqd_pq_wptr_lo`).
+        pub fn set_cp_hqd_pq_wptr_lo(&mut self, val: u32) {
+            self.dw[182usize] = val;
+        }
+        ///Dword 183 (`cp_hqd_pq_wptr_hi`).
+        pub const fn cp_hqd_pq_wptr_hi(&self) -> u32 {
+            self.dw[183usize]
+        }
+        ///Dword 183 (`cp_hqd_pq_wptr_hi`).
+        pub fn set_cp_hqd_pq_wptr_hi(&mut self, val: u32) {
+            self.dw[183usize] = val;
+        }
+        ///Dword 184 (`reserved_184`).
+        pub const fn reserved_184(&self) -> u32 {
+            self.dw[184usize]
+        }
+        ///Dword 184 (`reserved_184`).
+        pub fn set_reserved_184(&mut self, val: u32) {
+            self.dw[184usize] = val;
+        }
+        ///Dword 185 (`reserved_185`).
+        pub const fn reserved_185(&self) -> u32 {
+            self.dw[185usize]
+        }
+        ///Dword 185 (`reserved_185`).
+        pub fn set_reserved_185(&mut self, val: u32) {
+            self.dw[185usize] = val;
+        }
+        ///Dword 186 (`reserved_186`).
+        pub const fn reserved_186(&self) -> u32 {
+            self.dw[186usize]
+        }
+        ///Dword 186 (`reserved_186`).
+        pub fn set_reserved_186(&mut self, val: u32) {
+            self.dw[186usize] = val;
+        }
+        ///Dword 187 (`reserved_187`).
+        pub const fn reserved_187(&self) -> u32 {
+            self.dw[187usize]
+        }
+        ///Dword 187 (`reserved_187`).
+        pub fn set_reserved_187(&mut self, val: u32) {
+            self.dw[187usize] = val;
+        }
+        ///Dword 188 (`reserved_188`).
+        pub const fn reserved_188(&self) -> u32 {
+            self.dw[188usize]
+        }
+        ///Dword 188 (`reserved_188`).
+        pub fn set_reserved_188(&mut self, val: u32) {
+            self.dw[188usize] = val;
+        }
+        ///Dword 189 (`reserved_189`).
+        pub const fn reserved_189(&self) -> u32 {
+            self.dw[189usize]
+        }
+        ///Dword 189 (`reserved_189`).
+        pub fn set_reserved_189(&mut self, val: u32) {
+            self.dw[189usize] = val;
+        }
+        ///Dword 190 (`reserved_190`).
+        pub const fn reserved_190(&self) -> u32 {
+            self.dw[190usize]
+        }
+        ///Dword 190 (`reserved_190`).
+        pub fn set_reserved_190(&mut self, val: u32) {
+            self.dw[190usize] = val;
+        }
+        ///Dword 191 (`reserved_191`).
+        pub const fn reserved_191(&self) -> u32 {
+            self.dw[191usize]
+        }
+        ///Dword 191 (`reserved_191`).
+        pub fn set_reserved_191(&mut self, val: u32) {
+            self.dw[191usize] = val;
+        }
+        ///Dword 192 (`iqtimer_pkt_header`).
+        pub const fn iqtimer_pkt_header(&self) -> u32 {
+            self.dw[192usize]
+        }
+        ///Dword 192 (`iqtimer_pkt_header`).
+        pub fn set_iqtimer_pkt_header(&mut self, val: u32) {
+            self.dw[192usize] = val;
+        }
+        ///Dword 193 (`iqtimer_pkt_dw0`).
+        pub const fn iqtimer_pkt_dw0(&self) -> u32 {
+            self.dw[193usize]
+        }
+        ///Dword 193 (`iqtimer_pkt_dw0`).
+        pub fn set_iqtimer_pkt_dw0(&mut self, val: u32) {
+            self.dw[193usize] = val;
+        }
+        ///Dword 194 (`iqtimer_pkt_dw1`).
+        pub const fn iqtimer_pkt_dw1(&self) -> u32 {
+            self.dw[194usize]
+        }
+        ///Dword 194 (`iqtimer_pkt_dw1`).
+        pub fn set_iqtimer_pkt_dw1(&mut self, val: u32) {
+            self.dw[194usize] = val;
+        }
+        ///Dword 195 (`iqtimer_pkt_dw2`).
+        pub const fn iqtimer_pkt_dw2(&self) -> u32 {
+            self.dw[195usize]
+        }
+        ///Dword 195 (`iqtimer_pkt_dw2`).
+        pub fn set_iqtimer_pkt_dw2(&mut self, val: u32) {
+            self.dw[195usize] = val;
+        }
+        ///Dword 196 (`iqtimer_pkt_dw3`).
+        pub const fn iqtimer_pkt_dw3(&self) -> u32 {
+            self.dw[196usize]
+        }
+        ///Dword 196 (`iqtimer_pkt_dw3`).
+        pub fn set_iqtimer_pkt_dw3(&mut self, val: u32) {
+            self.dw[196usize] = val;
+        }
+        ///Dword 197 (`iqtimer_pkt_dw4`).
+        pub const fn iqtimer_pkt_dw4(&self) -> u32 {
+            self.dw[197usize]
+        }
+        ///Dword 197 (`iqtimer_pkt_dw4`).
+        pub fn set_iqtimer_pkt_dw4(&mut self, val: u32) {
+            self.dw[197usize] = val;
+        }
+        ///Dword 198 (`iqtimer_pkt_dw5`).
+        pub const fn iqtimer_pkt_dw5(&self) -> u32 {
+            self.dw[198usize]
+        }
+        ///Dword 198 (`iqtimer_pkt_dw5`).
+        pub fn set_iqtimer_pkt_dw5(&mut self, val: u32) {
+            self.dw[198usize] = val;
+        }
+        ///Dword 199 (`iqtimer_pkt_dw6`).
+        pub const fn iqtimer_pkt_dw6(&self) -> u32 {
+            self.dw[199usize]
+        }
+        ///Dword 199 (`iqtimer_pkt_dw6`).
+        pub fn set_iqtimer_pkt_dw6(&mut self, val: u32) {
+            self.dw[199usize] = val;
+        }
+        ///Dword 200 (`iqtimer_pkt_dw7`).
+        pub const fn iqtimer_pkt_dw7(&self) -> u32 {
+            self.dw[200usize]
+        }
+        ///Dword 200 (`iqtimer_pkt_dw7`).
+        pub fn set_iqtimer_pkt_dw7(&mut self, val: u32) {
+            self.dw[200usize] = val;
+        }
+        ///Dword 201 (`iqtimer_pkt_dw8`).
+        pub const fn iqtimer_pkt_dw8(&self) -> u32 {
+            self.dw[201usize]
+        }
+        ///Dword 201 (`iqtimer_pkt_dw8`).
+        pub fn set_iqtimer_pkt_dw8(&mut self, val: u32) {
+            self.dw[201usize] = val;
+        }
+        ///Dword 202 (`iqtimer_pkt_dw9`).
+        pub const fn iqtimer_pkt_dw9(&self) -> u32 {
+            self.dw[202usize]
+        }
+        ///Dword 202 (`iqtimer_pkt_dw9`).
+        pub fn set_iqtimer_pkt_dw9(&mut self, val: u32) {
+            self.dw[202usize] = val;
+        }
+        ///Dword 203 (`iqtimer_pkt_dw10`).
+        pub const fn iqtimer_pkt_dw10(&self) -> u32 {
+            self.dw[203usize]
+        }
+        ///Dword 203 (`iqtimer_pkt_dw10`).
+        pub fn set_iqtimer_pkt_dw10(&mut self, val: u32) {
+            self.dw[203usize] = val;
+        }
+        ///Dword 204 (`iqtimer_pkt_dw11`).
+        pub const fn iqtimer_pkt_dw11(&self) -> u32 {
+            self.dw[204usize]
+        }
+        ///Dword 204 (`iqtimer_pkt_dw11`).
+        pub fn set_iqtimer_pkt_dw11(&mut self, val: u32) {
+            self.dw[204usize] = val;
+        }
+        ///Dword 205 (`iqtimer_pkt_dw12`).
+        pub const fn iqtimer_pkt_dw12(&self) -> u32 {
+            self.dw[205usize]
+        }
+        ///Dword 205 (`iqtimer_pkt_dw12`).
+        pub fn set_iqtimer_pkt_dw12(&mut self, val: u32) {
+            self.dw[205usize] = val;
+        }
+        ///Dword 206 (`iqtimer_pkt_dw13`).
+        pub const fn iqtimer_pkt_dw13(&self) -> u32 {
+            self.dw[206usize]
+        }
+        ///Dword 206 (`iqtimer_pkt_dw13`).
+        pub fn set_iqtimer_pkt_dw13(&mut self, val: u32) {
+            self.dw[206usize] = val;
+        }
+        ///Dword 207 (`iqtimer_pkt_dw14`).
+        pub const fn iqtimer_pkt_dw14(&self) -> u32 {
+            self.dw[207usize]
+        }
+        ///Dword 207 (`iqtimer_pkt_dw14`).
+        pub fn set_iqtimer_pkt_dw14(&mut self, val: u32) {
+            self.dw[207usize] = val;
+        }
+        ///Dword 208 (`iqtimer_pkt_dw15`).
+        pub const fn iqtimer_pkt_dw15(&self) -> u32 {
+            self.dw[208usize]
+        }
+        ///Dword 208 (`iqtimer_pkt_dw15`).
+        pub fn set_iqtimer_pkt_dw15(&mut self, val: u32) {
+            self.dw[208usize] = val;
+        }
+        ///Dword 209 (`iqtimer_pkt_dw16`).
+        pub const fn iqtimer_pkt_dw16(&self) -> u32 {
+            self.dw[209usize]
+        }
+        ///Dword 209 (`iqtimer_pkt_dw16`).
+        pub fn set_iqtimer_pkt_dw16(&mut self, val: u32) {
+            self.dw[209usize] = val;
+        }
+        ///Dword 210 (`iqtimer_pkt_dw17`).
+        pub const fn iqtimer_pkt_dw17(&self) -> u32 {
+            self.dw[210usize]
+        }
+        ///Dword 210 (`iqtimer_pkt_dw17`).
+        pub fn set_iqtimer_pkt_dw17(&mut self, val: u32) {
+            self.dw[210usize] = val;
+        }
+        ///Dword 211 (`iqtimer_pkt_dw18`).
+        pub const fn iqtimer_pkt_dw18(&self) -> u32 {
+            self.dw[211usize]
+        }
+        ///Dword 211 (`iqtimer_pkt_dw18`).
+        pub fn set_iqtimer_pkt_dw18(&mut self, val: u32) {
+            self.dw[211usize] = val;
+        }
+        ///Dword 212 (`iqtimer_pkt_dw19`).
+        pub const fn iqtimer_pkt_dw19(&self) -> u32 {
+            self.dw[212usize]
+        }
+        ///Dword 212 (`iqtimer_pkt_dw19`).
+        pub fn set_iqtimer_pkt_dw19(&mut self, val: u32) {
+            self.dw[212usize] = val;
+        }
+        ///Dword 213 (`iqtimer_pkt_dw20`).
+        pub const fn iqtimer_pkt_dw20(&self) -> u32 {
+            self.dw[213usize]
+        }
+        ///Dword 213 (`iqtimer_pkt_dw20`).
+        pub fn set_iqtimer_pkt_dw20(&mut self, val: u32) {
+            self.dw[213usize] = val;
+        }
+        ///Dword 214 (`iqtimer_pkt_dw21`).
+        pub const fn iqtimer_pkt_dw21(&self) -> u32 {
+            self.dw[214usize]
+        }
+        ///Dword 214 (`iqtimer_pkt_dw21`).
+        pub fn set_iqtimer_pkt_dw21(&mut self, val: u32) {
+            self.dw[214usize] = val;
+        }
+        ///Dword 215 (`iqtimer_pkt_dw22`).
+        pub const fn iqtimer_pkt_dw22(&self) -> u32 {
+            self.dw[215usize]
+        }
+        ///Dword 215 (`iqtimer_pkt_dw22`).
+        pub fn set_iqtimer_pkt_dw22(&mut self, val: u32) {
+            self.dw[215usize] = val;
+        }
+        ///Dword 216 (`iqtimer_pkt_dw23`).
+        pub const fn iqtimer_pkt_dw23(&self) -> u32 {
+            self.dw[216usize]
+        }
+        ///Dword 216 (`iqtimer_pkt_dw23`).
+        pub fn set_iqtimer_pkt_dw23(&mut self, val: u32) {
+            self.dw[216usize] = val;
+        }
+        ///Dword 217 (`iqtimer_pkt_dw24`).
+        pub const fn iqtimer_pkt_dw24(&self) -> u32 {
+            self.dw[217usize]
+        }
+        ///Dword 217 (`iqtimer_pkt_dw24`).
+        pub fn set_iqtimer_pkt_dw24(&mut self, val: u32) {
+            self.dw[217usize] = val;
+        }
+        ///Dword 218 (`iqtimer_pkt_dw25`).
+        pub const fn iqtimer_pkt_dw25(&self) -> u32 {
+            self.dw[218usize]
+        }
+        ///Dword 218 (`iqtimer_pkt_dw25`).
+        pub fn set_iqtimer_pkt_dw25(&mut self, val: u32) {
+            self.dw[218usize] = val;
+        }
+        ///Dword 219 (`iqtimer_pkt_dw26`).
+        pub const fn iqtimer_pkt_dw26(&self) -> u32 {
+            self.dw[219usize]
+        }
+        ///Dword 219 (`iqtimer_pkt_dw26`).
+        pub fn set_iqtimer_pkt_dw26(&mut self, val: u32) {
+            self.dw[219usize] = val;
+        }
+        ///Dword 220 (`iqtimer_pkt_dw27`).
+        pub const fn iqtimer_pkt_dw27(&self) -> u32 {
+            self.dw[220usize]
+        }
+        ///Dword 220 (`iqtimer_pkt_dw27`).
+        pub fn set_iqtimer_pkt_dw27(&mut self, val: u32) {
+            self.dw[220usize] = val;
+        }
+        ///Dword 221 (`iqtimer_pkt_dw28`).
+        pub const fn iqtimer_pkt_dw28(&self) -> u32 {
+            self.dw[221usize]
+        }
+        ///Dword 221 (`iqtimer_pkt_dw28`).
+        pub fn set_iqtimer_pkt_dw28(&mut self, val: u32) {
+            self.dw[221usize] = val;
+        }
+        ///Dword 222 (`iqtimer_pkt_dw29`).
+        pub const fn iqtimer_pkt_dw29(&self) -> u32 {
+            self.dw[222usize]
+        }
+        ///Dword 222 (`iqtimer_pkt_dw29`).
+        pub fn set_iqtimer_pkt_dw29(&mut self, val: u32) {
+            self.dw[222usize] = val;
+        }
+        ///Dword 223 (`iqtimer_pkt_dw30`).
+        pub const fn iqtimer_pkt_dw30(&self) -> u32 {
+            self.dw[223usize]
+        }
+        ///Dword 223 (`iqtimer_pkt_dw30`).
+        pub fn set_iqtimer_pkt_dw30(&mut self, val: u32) {
+            self.dw[223usize] = val;
+        }
+        ///Dword 224 (`iqtimer_pkt_dw31`).
+        pub const fn iqtimer_pkt_dw31(&self) -> u32 {
+            self.dw[224usize]
+        }
+        ///Dword 224 (`iqtimer_pkt_dw31`).
+        pub fn set_iqtimer_pkt_dw31(&mut self, val: u32) {
+            self.dw[224usize] = val;
+        }
+        ///Dword 225 (`reserved_225`).
+        pub const fn reserved_225(&self) -> u32 {
+            self.dw[225usize]
+        }
+        ///Dword 225 (`reserved_225`).
+        pub fn set_reserved_225(&mut self, val: u32) {
+            self.dw[225usize] = val;
+        }
+        ///Dword 226 (`reserved_226`).
+        pub const fn reserved_226(&self) -> u32 {
+            self.dw[226usize]
+        }
+        ///Dword 226 (`reserved_226`).
+        pub fn set_reserved_226(&mut self, val: u32) {
+            self.dw[226usize] = val;
+        }
+        ///Dword 225 (`pm4_target_xcc_in_xcp`).
+        pub const fn pm4_target_xcc_in_xcp(&self) -> u32 {
+            self.dw[225usize]
+        }
+        ///Dword 225 (`pm4_target_xcc_in_xcp`).
+        pub fn set_pm4_target_xcc_in_xcp(&mut self, val: u32) {
+            self.dw[225usize] = val;
+        }
+        ///Dword 226 (`cp_mqd_stride_size`).
+        pub const fn cp_mqd_stride_size(&self) -> u32 {
+            self.dw[226usize]
+        }
+        ///Dword 226 (`cp_mqd_stride_size`).
+        pub fn set_cp_mqd_stride_size(&mut self, val: u32) {
+            self.dw[226usize] = val;
+        }
+        ///Dword 227 (`reserved_227`).
+        pub const fn reserved_227(&self) -> u32 {
+            self.dw[227usize]
+        }
+        ///Dword 227 (`reserved_227`).
+        pub fn set_reserved_227(&mut self, val: u32) {
+            self.dw[227usize] = val;
+        }
+        ///Dword 228 (`set_resources_header`).
+        pub const fn set_resources_header(&self) -> u32 {
+            self.dw[228usize]
+        }
+        ///Dword 228 (`set_resources_header`).
+        pub fn set_set_resources_header(&mut self, val: u32) {
+            self.dw[228usize] = val;
+        }
+        ///Dword 229 (`set_resources_dw1`).
+        pub const fn set_resources_dw1(&self) -> u32 {
+            self.dw[229usize]
+        }
+        ///Dword 229 (`set_resources_dw1`).
+        pub fn set_set_resources_dw1(&mut self, val: u32) {
+            self.dw[229usize] = val;
+        }
+        ///Dword 230 (`set_resources_dw2`).
+        pub const fn set_resources_dw2(&self) -> u32 {
+            self.dw[230usize]
+        }
+        ///Dword 230 (`set_resources_dw2`).
+        pub fn set_set_resources_dw2(&mut self, val: u32) {
+            self.dw[230usize] = val;
+        }
+        ///Dword 231 (`set_resources_dw3`).
+        pub const fn set_resources_dw3(&self) -> u32 {
+            self.dw[231usize]
+        }
+        ///Dword 231 (`set_resources_dw3`).
+        pub fn set_set_resources_dw3(&mut self, val: u32) {
+            self.dw[231usize] = val;
+        }
+        ///Dword 232 (`set_resources_dw4`).
+        pub const fn set_resources_dw4(&self) -> u32 {
+            self.dw[232usize]
+        }
+        ///Dword 232 (`set_resources_dw4`).
+        pub fn set_set_resources_dw4(&mut self, val: u32) {
+            self.dw[232usize] = val;
+        }
+        ///Dword 233 (`set_resources_dw5`).
+        pub const fn set_resources_dw5(&self) -> u32 {
+            self.dw[233usize]
+        }
+        ///Dword 233 (`set_resources_dw5`).
+        pub fn set_set_resources_dw5(&mut self, val: u32) {
+            self.dw[233usize] = val;
+        }
+        ///Dword 234 (`set_resources_dw6`).
+        pub const fn set_resources_dw6(&self) -> u32 {
+            self.dw[234usize]
+        }
+        ///Dword 234 (`set_resources_dw6`).
+        pub fn set_set_resources_dw6(&mut self, val: u32) {
+            self.dw[234usize] = val;
+        }
+        ///Dword 235 (`set_resources_dw7`).
+        pub const fn set_resources_dw7(&self) -> u32 {
+            self.dw[235usize]
+        }
+        ///Dword 235 (`set_resources_dw7`).
+        pub fn set_set_resources_dw7(&mut self, val: u32) {
+            self.dw[235usize] = val;
+        }
+        ///Dword 236 (`reserved_236`).
+        pub const fn reserved_236(&self) -> u32 {
+            self.dw[236usize]
+        }
+        ///Dword 236 (`reserved_236`).
+        pub fn set_reserved_236(&mut self, val: u32) {
+            self.dw[236usize] = val;
+        }
+        ///Dword 237 (`reserved_237`).
+        pub const fn reserved_237(&self) -> u32 {
+            self.dw[237usize]
+        }
+        ///Dword 237 (`reserved_237`).
+        pub fn set_reserved_237(&mut self, val: u32) {
+            self.dw[237usize] = val;
+        }
+        ///Dword 238 (`reserved_238`).
+        pub const fn reserved_238(&self) -> u32 {
+            self.dw[238usize]
+        }
+        ///Dword 238 (`reserved_238`).
+        pub fn set_reserved_238(&mut self, val: u32) {
+            self.dw[238usize] = val;
+        }
+        ///Dword 239 (`reserved_239`).
+        pub const fn reserved_239(&self) -> u32 {
+            self.dw[239usize]
+        }
+        ///Dword 239 (`reserved_239`).
+        pub fn set_reserved_239(&mut self, val: u32) {
+            self.dw[239usize] = val;
+        }
+        ///Dword 240 (`queue_doorbell_id0`).
+        pub const fn queue_doorbell_id0(&self) -> u32 {
+            self.dw[240usize]
+        }
+        ///Dword 240 (`queue_doorbell_id0`).
+        pub fn set_queue_doorbell_id0(&mut self, val: u32) {
+            self.dw[240usize] = val;
+        }
+        ///Dword 241 (`queue_doorbell_id1`).
+        pub const fn queue_doorbell_id1(&self) -> u32 {
+            self.dw[241usize]
+        }
+        ///Dword 241 (`queue_doorbell_id1`).
+        pub fn set_queue_doorbell_id1(&mut self, val: u32) {
+            self.dw[241usize] = val;
+        }
+        ///Dword 242 (`queue_doorbell_id2`).
+        pub const fn queue_doorbell_id2(&self) -> u32 {
+            self.dw[242usize]
+        }
+        ///Dword 242 (`queue_doorbell_id2`).
+        pub fn set_queue_doorbell_id2(&mut self, val: u32) {
+            self.dw[242usize] = val;
+        }
+        ///Dword 243 (`queue_doorbell_id3`).
+        pub const fn queue_doorbell_id3(&self) -> u32 {
+            self.dw[243usize]
+        }
+        ///Dword 243 (`queue_doorbell_id3`).
+        pub fn set_queue_doorbell_id3(&mut self, val: u32) {
+            self.dw[243usize] = val;
+        }
+        ///Dword 244 (`queue_doorbell_id4`).
+        pub const fn queue_doorbell_id4(&self) -> u32 {
+            self.dw[244usize]
+        }
+        ///Dword 244 (`queue_doorbell_id4`).
+        pub fn set_queue_doorbell_id4(&mut self, val: u32) {
+            self.dw[244usize] = val;
+        }
+        ///Dword 245 (`queue_doorbell_id5`).
+        pub const fn queue_doorbell_id5(&self) -> u32 {
+            self.dw[245usize]
+        }
+        ///Dword 245 (`queue_doorbell_id5`).
+        pub fn set_queue_doorbell_id5(&mut self, val: u32) {
+            self.dw[245usize] = val;
+        }
+        ///Dword 246 (`queue_doorbell_id6`).
+        pub const fn queue_doorbell_id6(&self) -> u32 {
+            self.dw[246usize]
+        }
+        ///Dword 246 (`queue_doorbell_id6`).
+        pub fn set_queue_doorbell_id6(&mut self, val: u32) {
+            self.dw[246usize] = val;
+        }
+        ///Dword 247 (`queue_doorbell_id7`).
+        pub const fn queue_doorbell_id7(&self) -> u32 {
+            self.dw[247usize]
+        }
+        ///Dword 247 (`queue_doorbell_id7`).
+        pub fn set_queue_doorbell_id7(&mut self, val: u32) {
+            self.dw[247usize] = val;
+        }
+        ///Dword 248 (`queue_doorbell_id8`).
+        pub const fn queue_doorbell_id8(&self) -> u32 {
+            self.dw[248usize]
+        }
+        ///Dword 248 (`queue_doorbell_id8`).
+        pub fn set_queue_doorbell_id8(&mut self, val: u32) {
+            self.dw[248usize] = val;
+        }
+        ///Dword 249 (`queue_doorbell_id9`).
+        pub const fn queue_doorbell_id9(&self) -> u32 {
+            self.dw[249usize]
+        }
+        ///Dword 249 (`queue_doorbell_id9`).
+        pub fn set_queue_doorbell_id9(&mut self, val: u32) {
+            self.dw[249usize] = val;
+        }
+        ///Dword 250 (`queue_doorbell_id10`).
+        pub const fn queue_doorbell_id10(&self) -> u32 {
+            self.dw[250usize]
+        }
+        ///Dword 250 (`queue_doorbell_id10`).
+        pub fn set_queue_doorbell_id10(&mut self, val: u32) {
+            self.dw[250usize] = val;
+        }
+        ///Dword 251 (`queue_doorbell_id11`).
+        pub const fn queue_doorbell_id11(&self) -> u32 {
+            self.dw[251usize]
+        }
+        ///Dword 251 (`queue_doorbell_id11`).
+        pub fn set_queue_doorbell_id11(&mut self, val: u32) {
+            self.dw[251usize] = val;
+        }
+        ///Dword 252 (`queue_doorbell_id12`).
+        pub const fn queue_doorbell_id12(&self) -> u32 {
+            self.dw[252usize]
+        }
+        ///Dword 252 (`queue_doorbell_id12`).
+        pub fn set_queue_doorbell_id12(&mut self, val: u32) {
+            self.dw[252usize] = val;
+        }
+        ///Dword 253 (`queue_doorbell_id13`).
+        pub const fn queue_doorbell_id13(&self) -> u32 {
+            self.dw[253usize]
+        }
+        ///Dword 253 (`queue_doorbell_id13`).
+        pub fn set_queue_doorbell_id13(&mut self, val: u32) {
+            self.dw[253usize] = val;
+        }
+        ///Dword 254 (`queue_doorbell_id14`).
+        pub const fn queue_doorbell_id14(&self) -> u32 {
+            self.dw[254usize]
+        }
+        ///Dword 254 (`queue_doorbell_id14`).
+        pub fn set_queue_doorbell_id14(&mut self, val: u32) {
+            self.dw[254usize] = val;
+        }
+        ///Dword 255 (`queue_doorbell_id15`).
+        pub const fn queue_doorbell_id15(&self) -> u32 {
+            self.dw[255usize]
+        }
+        ///Dword 255 (`queue_doorbell_id15`).
+        pub fn set_queue_doorbell_id15(&mut self, val: u32) {
+            self.dw[255usize] = val;
+        }
+        ///Dword 256 (`reserved_256`).
+        pub const fn reserved_256(&self) -> u32 {
+            self.dw[256usize]
+        }
+        ///Dword 256 (`reserved_256`).
+        pub fn set_reserved_256(&mut self, val: u32) {
+            self.dw[256usize] = val;
+        }
+        ///Dword 257 (`reserved_257`).
+        pub const fn reserved_257(&self) -> u32 {
+            self.dw[257usize]
+        }
+        ///Dword 257 (`reserved_257`).
+        pub fn set_reserved_257(&mut self, val: u32) {
+            self.dw[257usize] = val;
+        }
+        ///Dword 258 (`reserved_258`).
+        pub const fn reserved_258(&self) -> u32 {
+            self.dw[258usize]
+        }
+        ///Dword 258 (`reserved_258`).
+        pub fn set_reserved_258(&mut self, val: u32) {
+            self.dw[258usize] = val;
+        }
+        ///Dword 259 (`reserved_259`).
+        pub const fn reserved_259(&self) -> u32 {
+            self.dw[259usize]
+        }
+        ///Dword 259 (`reserved_259`).
+        pub fn set_reserved_259(&mut self, val: u32) {
+            self.dw[259usize] = val;
+        }
+        ///Dword 260 (`reserved_260`).
+        pub const fn reserved_260(&self) -> u32 {
+            self.dw[260usize]
+        }
+        ///Dword 260 (`reserved_260`).
+        pub fn set_reserved_260(&mut self, val: u32) {
+            self.dw[260usize] = val;
+        }
+        ///Dword 261 (`reserved_261`).
+        pub const fn reserved_261(&self) -> u32 {
+            self.dw[261usize]
+        }
+        ///Dword 261 (`reserved_261`).
+        pub fn set_reserved_261(&mut self, val: u32) {
+            self.dw[261usize] = val;
+        }
+        ///Dword 262 (`reserved_262`).
+        pub const fn reserved_262(&self) -> u32 {
+            self.dw[262usize]
+        }
+        ///Dword 262 (`reserved_262`).
+        pub fn set_reserved_262(&mut self, val: u32) {
+            self.dw[262usize] = val;
+        }
+        ///Dword 263 (`reserved_263`).
+        pub const fn reserved_263(&self) -> u32 {
+            self.dw[263usize]
+        }
+        ///Dword 263 (`reserved_263`).
+        pub fn set_reserved_263(&mut self, val: u32) {
+            self.dw[263usize] = val;
+        }
+        ///Dword 264 (`reserved_264`).
+        pub const fn reserved_264(&self) -> u32 {
+            self.dw[264usize]
+        }
+        ///Dword 264 (`reserved_264`).
+        pub fn set_reserved_264(&mut self, val: u32) {
+            self.dw[264usize] = val;
+        }
+        ///Dword 265 (`reserved_265`).
+        pub const fn reserved_265(&self) -> u32 {
+            self.dw[265usize]
+        }
+        ///Dword 265 (`reserved_265`).
+        pub fn set_reserved_265(&mut self, val: u32) {
+            self.dw[265usize] = val;
+        }
+        ///Dword 266 (`reserved_266`).
+        pub const fn reserved_266(&self) -> u32 {
+            self.dw[266usize]
+        }
+        ///Dword 266 (`reserved_266`).
+        pub fn set_reserved_266(&mut self, val: u32) {
+            self.dw[266usize] = val;
+        }
+        ///Dword 267 (`reserved_267`).
+        pub const fn reserved_267(&self) -> u32 {
+            self.dw[267usize]
+        }
+        ///Dword 267 (`reserved_267`).
+        pub fn set_reserved_267(&mut self, val: u32) {
+            self.dw[267usize] = val;
+        }
+        ///Dword 268 (`reserved_268`).
+        pub const fn reserved_268(&self) -> u32 {
+            self.dw[268usize]
+        }
+        ///Dword 268 (`reserved_268`).
+        pub fn set_reserved_268(&mut self, val: u32) {
+            self.dw[268usize] = val;
+        }
+        ///Dword 269 (`reserved_269`).
+        pub const fn reserved_269(&self) -> u32 {
+            self.dw[269usize]
+        }
+        ///Dword 269 (`reserved_269`).
+        pub fn set_reserved_269(&mut self, val: u32) {
+            self.dw[269usize] = val;
+        }
+        ///Dword 270 (`reserved_270`).
+        pub const fn reserved_270(&self) -> u32 {
+            self.dw[270usize]
+        }
+        ///Dword 270 (`reserved_270`).
+        pub fn set_reserved_270(&mut self, val: u32) {
+            self.dw[270usize] = val;
+        }
+        ///Dword 271 (`reserved_271`).
+        pub const fn reserved_271(&self) -> u32 {
+            self.dw[271usize]
+        }
+        ///Dword 271 (`reserved_271`).
+        pub fn set_reserved_271(&mut self, val: u32) {
+            self.dw[271usize] = val;
+        }
+        ///Dword 272 (`reserved_272`).
+        pub const fn reserved_272(&self) -> u32 {
+            self.dw[272usize]
+        }
+        ///Dword 272 (`reserved_272`).
+        pub fn set_reserved_272(&mut self, val: u32) {
+            self.dw[272usize] = val;
+        }
+        ///Dword 273 (`reserved_273`).
+        pub const fn reserved_273(&self) -> u32 {
+            self.dw[273usize]
+        }
+        ///Dword 273 (`reserved_273`).
+        pub fn set_reserved_273(&mut self, val: u32) {
+            self.dw[273usize] = val;
+        }
+        ///Dword 274 (`reserved_274`).
+        pub const fn reserved_274(&self) -> u32 {
+            self.dw[274usize]
+        }
+        ///Dword 274 (`reserved_274`).
+        pub fn set_reserved_274(&mut self, val: u32) {
+            self.dw[274usize] = val;
+        }
+        ///Dword 275 (`reserved_275`).
+        pub const fn reserved_275(&self) -> u32 {
+            self.dw[275usize]
+        }
+        ///Dword 275 (`reserved_275`).
+        pub fn set_reserved_275(&mut self, val: u32) {
+            self.dw[275usize] = val;
+        }
+        ///Dword 276 (`reserved_276`).
+        pub const fn reserved_276(&self) -> u32 {
+            self.dw[276usize]
+        }
+        ///Dword 276 (`reserved_276`).
+        pub fn set_reserved_276(&mut self, val: u32) {
+            self.dw[276usize] = val;
+        }
+        ///Dword 277 (`reserved_277`).
+        pub const fn reserved_277(&self) -> u32 {
+            self.dw[277usize]
+        }
+        ///Dword 277 (`reserved_277`).
+        pub fn set_reserved_277(&mut self, val: u32) {
+            self.dw[277usize] = val;
+        }
+        ///Dword 278 (`reserved_278`).
+        pub const fn reserved_278(&self) -> u32 {
+            self.dw[278usize]
+        }
+        ///Dword 278 (`reserved_278`).
+        pub fn set_reserved_278(&mut self, val: u32) {
+            self.dw[278usize] = val;
+        }
+        ///Dword 279 (`reserved_279`).
+        pub const fn reserved_279(&self) -> u32 {
+            self.dw[279usize]
+        }
+        ///Dword 279 (`reserved_279`).
+        pub fn set_reserved_279(&mut self, val: u32) {
+            self.dw[279usize] = val;
+        }
+        ///Dword 280 (`reserved_280`).
+        pub const fn reserved_280(&self) -> u32 {
+            self.dw[280usize]
+        }
+        ///Dword 280 (`reserved_280`).
+        pub fn set_reserved_280(&mut self, val: u32) {
+            self.dw[280usize] = val;
+        }
+        ///Dword 281 (`reserved_281`).
+        pub const fn reserved_281(&self) -> u32 {
+            self.dw[281usize]
+        }
+        ///Dword 281 (`reserved_281`).
+        pub fn set_reserved_281(&mut self, val: u32) {
+            self.dw[281usize] = val;
+        }
+        ///Dword 282 (`reserved_282`).
+        pub const fn reserved_282(&self) -> u32 {
+            self.dw[282usize]
+        }
+        ///Dword 282 (`reserved_282`).
+        pub fn set_reserved_282(&mut self, val: u32) {
+            self.dw[282usize] = val;
+        }
+        ///Dword 283 (`reserved_283`).
+        pub const fn reserved_283(&self) -> u32 {
+            self.dw[283usize]
+        }
+        ///Dword 283 (`reserved_283`).
+        pub fn set_reserved_283(&mut self, val: u32) {
+            self.dw[283usize] = val;
+        }
+        ///Dword 284 (`reserved_284`).
+        pub const fn reserved_284(&self) -> u32 {
+            self.dw[284usize]
+        }
+        ///Dword 284 (`reserved_284`).
+        pub fn set_reserved_284(&mut self, val: u32) {
+            self.dw[284usize] = val;
+        }
+        ///Dword 285 (`reserved_285`).
+        pub const fn reserved_285(&self) -> u32 {
+            self.dw[285usize]
+        }
+        ///Dword 285 (`reserved_285`).
+        pub fn set_reserved_285(&mut self, val: u32) {
+            self.dw[285usize] = val;
+        }
+        ///Dword 286 (`reserved_286`).
+        pub const fn reserved_286(&self) -> u32 {
+            self.dw[286usize]
+        }
+        ///Dword 286 (`reserved_286`).
+        pub fn set_reserved_286(&mut self, val: u32) {
+            self.dw[286usize] = val;
+        }
+        ///Dword 287 (`reserved_287`).
+        pub const fn reserved_287(&self) -> u32 {
+            self.dw[287usize]
+        }
+        ///Dword 287 (`reserved_287`).
+        pub fn set_reserved_287(&mut self, val: u32) {
+            self.dw[287usize] = val;
+        }
+        ///Dword 288 (`reserved_288`).
+        pub const fn reserved_288(&self) -> u32 {
+            self.dw[288usize]
+        }
+        ///Dword 288 (`reserved_288`).
+        pub fn set_reserved_288(&mut self, val: u32) {
+            self.dw[288usize] = val;
+        }
+        ///Dword 289 (`reserved_289`).
+        pub const fn reserved_289(&self) -> u32 {
+            self.dw[289usize]
+        }
+        ///Dword 289 (`reserved_289`).
+        pub fn set_reserved_289(&mut self, val: u32) {
+            self.dw[289usize] = val;
+        }
+        ///Dword 290 (`reserved_290`).
+        pub const fn reserved_290(&self) -> u32 {
+            self.dw[290usize]
+        }
+        ///Dword 290 (`reserved_290`).
+        pub fn set_reserved_290(&mut self, val: u32) {
+            self.dw[290usize] = val;
+        }
+        ///Dword 291 (`reserved_291`).
+        pub const fn reserved_291(&self) -> u32 {
+            self.dw[291usize]
+        }
+        ///Dword 291 (`reserved_291`).
+        pub fn set_reserved_291(&mut self, val: u32) {
+            self.dw[291usize] = val;
+        }
+        ///Dword 292 (`reserved_292`).
+        pub const fn reserved_292(&self) -> u32 {
+            self.dw[292usize]
+        }
+        ///Dword 292 (`reserved_292`).
+        pub fn set_reserved_292(&mut self, val: u32) {
+            self.dw[292usize] = val;
+        }
+        ///Dword 293 (`reserved_293`).
+        pub const fn reserved_293(&self) -> u32 {
+            self.dw[293usize]
+        }
+        ///Dword 293 (`reserved_293`).
+        pub fn set_reserved_293(&mut self, val: u32) {
+            self.dw[293usize] = val;
+        }
+        ///Dword 294 (`reserved_294`).
+        pub const fn reserved_294(&self) -> u32 {
+            self.dw[294usize]
+        }
+        ///Dword 294 (`reserved_294`).
+        pub fn set_reserved_294(&mut self, val: u32) {
+            self.dw[294usize] = val;
+        }
+        ///Dword 295 (`reserved_295`).
+        pub const fn reserved_295(&self) -> u32 {
+            self.dw[295usize]
+        }
+        ///Dword 295 (`reserved_295`).
+        pub fn set_reserved_295(&mut self, val: u32) {
+            self.dw[295usize] = val;
+        }
+        ///Dword 296 (`reserved_296`).
+        pub const fn reserved_296(&self) -> u32 {
+            self.dw[296usize]
+        }
+        ///Dword 296 (`reserved_296`).
+        pub fn set_reserved_296(&mut self, val: u32) {
+            self.dw[296usize] = val;
+        }
+        ///Dword 297 (`reserved_297`).
+        pub const fn reserved_297(&self) -> u32 {
+            self.dw[297usize]
+        }
+        ///Dword 297 (`reserved_297`).
+        pub fn set_reserved_297(&mut self, val: u32) {
+            self.dw[297usize] = val;
+        }
+        ///Dword 298 (`reserved_298`).
+        pub const fn reserved_298(&self) -> u32 {
+            self.dw[298usize]
+        }
+        ///Dword 298 (`reserved_298`).
+        pub fn set_reserved_298(&mut self, val: u32) {
+            self.dw[298usize] = val;
+        }
+        ///Dword 299 (`reserved_299`).
+        pub const fn reserved_299(&self) -> u32 {
+            self.dw[299usize]
+        }
+        ///Dword 299 (`reserved_299`).
+        pub fn set_reserved_299(&mut self, val: u32) {
+            self.dw[299usize] = val;
+        }
+        ///Dword 300 (`reserved_300`).
+        pub const fn reserved_300(&self) -> u32 {
+            self.dw[300usize]
+        }
+        ///Dword 300 (`reserved_300`).
+        pub fn set_reserved_300(&mut self, val: u32) {
+            self.dw[300usize] = val;
+        }
+        ///Dword 301 (`reserved_301`).
+        pub const fn reserved_301(&self) -> u32 {
+            self.dw[301usize]
+        }
+        ///Dword 301 (`reserved_301`).
+        pub fn set_reserved_301(&mut self, val: u32) {
+            self.dw[301usize] = val;
+        }
+        ///Dword 302 (`reserved_302`).
+        pub const fn reserved_302(&self) -> u32 {
+            self.dw[302usize]
+        }
+        ///Dword 302 (`reserved_302`).
+        pub fn set_reserved_302(&mut self, val: u32) {
+            self.dw[302usize] = val;
+        }
+        ///Dword 303 (`reserved_303`).
+        pub const fn reserved_303(&self) -> u32 {
+            self.dw[303usize]
+        }
+        ///Dword 303 (`reserved_303`).
+        pub fn set_reserved_303(&mut self, val: u32) {
+            self.dw[303usize] = val;
+        }
+        ///Dword 304 (`reserved_304`).
+        pub const fn reserved_304(&self) -> u32 {
+            self.dw[304usize]
+        }
+        ///Dword 304 (`reserved_304`).
+        pub fn set_reserved_304(&mut self, val: u32) {
+            self.dw[304usize] = val;
+        }
+        ///Dword 305 (`reserved_305`).
+        pub const fn reserved_305(&self) -> u32 {
+            self.dw[305usize]
+        }
+        ///Dword 305 (`reserved_305`).
+        pub fn set_reserved_305(&mut self, val: u32) {
+            self.dw[305usize] = val;
+        }
+        ///Dword 306 (`reserved_306`).
+        pub const fn reserved_306(&self) -> u32 {
+            self.dw[306usize]
+        }
+        ///Dword 306 (`reserved_306`).
+        pub fn set_reserved_306(&mut self, val: u32) {
+            self.dw[306usize] = val;
+        }
+        ///Dword 307 (`reserved_307`).
+        pub const fn reserved_307(&self) -> u32 {
+            self.dw[307usize]
+        }
+        ///Dword 307 (`reserved_307`).
+        pub fn set_reserved_307(&mut self, val: u32) {
+            self.dw[307usize] = val;
+        }
+        ///Dword 308 (`reserved_308`).
+        pub const fn reserved_308(&self) -> u32 {
+            self.dw[308usize]
+        }
+        ///Dword 308 (`reserved_308`).
+        pub fn set_reserved_308(&mut self, val: u32) {
+            self.dw[308usize] = val;
+        }
+        ///Dword 309 (`reserved_309`).
+        pub const fn reserved_309(&self) -> u32 {
+            self.dw[309usize]
+        }
+        ///Dword 309 (`reserved_309`).
+        pub fn set_reserved_309(&mut self, val: u32) {
+            self.dw[309usize] = val;
+        }
+        ///Dword 310 (`reserved_310`).
+        pub const fn reserved_310(&self) -> u32 {
+            self.dw[310usize]
+        }
+        ///Dword 310 (`reserved_310`).
+        pub fn set_reserved_310(&mut self, val: u32) {
+            self.dw[310usize] = val;
+        }
+        ///Dword 311 (`reserved_311`).
+        pub const fn reserved_311(&self) -> u32 {
+            self.dw[311usize]
+        }
+        ///Dword 311 (`reserved_311`).
+        pub fn set_reserved_311(&mut self, val: u32) {
+            self.dw[311usize] = val;
+        }
+        ///Dword 312 (`reserved_312`).
+        pub const fn reserved_312(&self) -> u32 {
+            self.dw[312usize]
+        }
+        ///Dword 312 (`reserved_312`).
+        pub fn set_reserved_312(&mut self, val: u32) {
+            self.dw[312usize] = val;
+        }
+        ///Dword 313 (`reserved_313`).
+        pub const fn reserved_313(&self) -> u32 {
+            self.dw[313usize]
+        }
+        ///Dword 313 (`reserved_313`).
+        pub fn set_reserved_313(&mut self, val: u32) {
+            self.dw[313usize] = val;
+        }
+        ///Dword 314 (`reserved_314`).
+        pub const fn reserved_314(&self) -> u32 {
+            self.dw[314usize]
+        }
+        ///Dword 314 (`reserved_314`).
+        pub fn set_reserved_314(&mut self, val: u32) {
+            self.dw[314usize] = val;
+        }
+        ///Dword 315 (`reserved_315`).
+        pub const fn reserved_315(&self) -> u32 {
+            self.dw[315usize]
+        }
+        ///Dword 315 (`reserved_315`).
+        pub fn set_reserved_315(&mut self, val: u32) {
+            self.dw[315usize] = val;
+        }
+        ///Dword 316 (`reserved_316`).
+        pub const fn reserved_316(&self) -> u32 {
+            self.dw[316usize]
+        }
+        ///Dword 316 (`reserved_316`).
+        pub fn set_reserved_316(&mut self, val: u32) {
+            self.dw[316usize] = val;
+        }
+        ///Dword 317 (`reserved_317`).
+        pub const fn reserved_317(&self) -> u32 {
+            self.dw[317usize]
+        }
+        ///Dword 317 (`reserved_317`).
+        pub fn set_reserved_317(&mut self, val: u32) {
+            self.dw[317usize] = val;
+        }
+        ///Dword 318 (`reserved_318`).
+        pub const fn reserved_318(&self) -> u32 {
+            self.dw[318usize]
+        }
+        ///Dword 318 (`reserved_318`).
+        pub fn set_reserved_318(&mut self, val: u32) {
+            self.dw[318usize] = val;
+        }
+        ///Dword 319 (`reserved_319`).
+        pub const fn reserved_319(&self) -> u32 {
+            self.dw[319usize]
+        }
+        ///Dword 319 (`reserved_319`).
+        pub fn set_reserved_319(&mut self, val: u32) {
+            self.dw[319usize] = val;
+        }
+        ///Dword 320 (`reserved_320`).
+        pub const fn reserved_320(&self) -> u32 {
+            self.dw[320usize]
+        }
+        ///Dword 320 (`reserved_320`).
+        pub fn set_reserved_320(&mut self, val: u32) {
+            self.dw[320usize] = val;
+        }
+        ///Dword 321 (`reserved_321`).
+        pub const fn reserved_321(&self) -> u32 {
+            self.dw[321usize]
+        }
+        ///Dword 321 (`reserved_321`).
+        pub fn set_reserved_321(&mut self, val: u32) {
+            self.dw[321usize] = val;
+        }
+        ///Dword 322 (`reserved_322`).
+        pub const fn reserved_322(&self) -> u32 {
+            self.dw[322usize]
+        }
+        ///Dword 322 (`reserved_322`).
+        pub fn set_reserved_322(&mut self, val: u32) {
+            self.dw[322usize] = val;
+        }
+        ///Dword 323 (`reserved_323`).
+        pub const fn reserved_323(&self) -> u32 {
+            self.dw[323usize]
+        }
+        ///Dword 323 (`reserved_323`).
+        pub fn set_reserved_323(&mut self, val: u32) {
+            self.dw[323usize] = val;
+        }
+        ///Dword 324 (`reserved_324`).
+        pub const fn reserved_324(&self) -> u32 {
+            self.dw[324usize]
+        }
+        ///Dword 324 (`reserved_324`).
+        pub fn set_reserved_324(&mut self, val: u32) {
+            self.dw[324usize] = val;
+        }
+        ///Dword 325 (`reserved_325`).
+        pub const fn reserved_325(&self) -> u32 {
+            self.dw[325usize]
+        }
+        ///Dword 325 (`reserved_325`).
+        pub fn set_reserved_325(&mut self, val: u32) {
+            self.dw[325usize] = val;
+        }
+        ///Dword 326 (`reserved_326`).
+        pub const fn reserved_326(&self) -> u32 {
+            self.dw[326usize]
+        }
+        ///Dword 326 (`reserved_326`).
+        pub fn set_reserved_326(&mut self, val: u32) {
+            self.dw[326usize] = val;
+        }
+        ///Dword 327 (`reserved_327`).
+        pub const fn reserved_327(&self) -> u32 {
+            self.dw[327usize]
+        }
+        ///Dword 327 (`reserved_327`).
+        pub fn set_reserved_327(&mut self, val: u32) {
+            self.dw[327usize] = val;
+        }
+        ///Dword 328 (`reserved_328`).
+        pub const fn reserved_328(&self) -> u32 {
+            self.dw[328usize]
+        }
+        ///Dword 328 (`reserved_328`).
+        pub fn set_reserved_328(&mut self, val: u32) {
+            self.dw[328usize] = val;
+        }
+        ///Dword 329 (`reserved_329`).
+        pub const fn reserved_329(&self) -> u32 {
+            self.dw[329usize]
+        }
+        ///Dword 329 (`reserved_329`).
+        pub fn set_reserved_329(&mut self, val: u32) {
+            self.dw[329usize] = val;
+        }
+        ///Dword 330 (`reserved_330`).
+        pub const fn reserved_330(&self) -> u32 {
+            self.dw[330usize]
+        }
+        ///Dword 330 (`reserved_330`).
+        pub fn set_reserved_330(&mut self, val: u32) {
+            self.dw[330usize] = val;
+        }
+        ///Dword 331 (`reserved_331`).
+        pub const fn reserved_331(&self) -> u32 {
+            self.dw[331usize]
+        }
+        ///Dword 331 (`reserved_331`).
+        pub fn set_reserved_331(&mut self, val: u32) {
+            self.dw[331usize] = val;
+        }
+        ///Dword 332 (`reserved_332`).
+        pub const fn reserved_332(&self) -> u32 {
+            self.dw[332usize]
+        }
+        ///Dword 332 (`reserved_332`).
+        pub fn set_reserved_332(&mut self, val: u32) {
+            self.dw[332usize] = val;
+        }
+        ///Dword 333 (`reserved_333`).
+        pub const fn reserved_333(&self) -> u32 {
+            self.dw[333usize]
+        }
+        ///Dword 333 (`reserved_333`).
+        pub fn set_reserved_333(&mut self, val: u32) {
+            self.dw[333usize] = val;
+        }
+        ///Dword 334 (`reserved_334`).
+        pub const fn reserved_334(&self) -> u32 {
+            self.dw[334usize]
+        }
+        ///Dword 334 (`reserved_334`).
+        pub fn set_reserved_334(&mut self, val: u32) {
+            self.dw[334usize] = val;
+        }
+        ///Dword 335 (`reserved_335`).
+        pub const fn reserved_335(&self) -> u32 {
+            self.dw[335usize]
+        }
+        ///Dword 335 (`reserved_335`).
+        pub fn set_reserved_335(&mut self, val: u32) {
+            self.dw[335usize] = val;
+        }
+        ///Dword 336 (`reserved_336`).
+        pub const fn reserved_336(&self) -> u32 {
+            self.dw[336usize]
+        }
+        ///Dword 336 (`reserved_336`).
+        pub fn set_reserved_336(&mut self, val: u32) {
+            self.dw[336usize] = val;
+        }
+        ///Dword 337 (`reserved_337`).
+        pub const fn reserved_337(&self) -> u32 {
+            self.dw[337usize]
+        }
+        ///Dword 337 (`reserved_337`).
+        pub fn set_reserved_337(&mut self, val: u32) {
+            self.dw[337usize] = val;
+        }
+        ///Dword 338 (`reserved_338`).
+        pub const fn reserved_338(&self) -> u32 {
+            self.dw[338usize]
+        }
+        ///Dword 338 (`reserved_338`).
+        pub fn set_reserved_338(&mut self, val: u32) {
+            self.dw[338usize] = val;
+        }
+        ///Dword 339 (`reserved_339`).
+        pub const fn reserved_339(&self) -> u32 {
+            self.dw[339usize]
+        }
+        ///Dword 339 (`reserved_339`).
+        pub fn set_reserved_339(&mut self, val: u32) {
+            self.dw[339usize] = val;
+        }
+        ///Dword 340 (`reserved_340`).
+        pub const fn reserved_340(&self) -> u32 {
+            self.dw[340usize]
+        }
+        ///Dword 340 (`reserved_340`).
+        pub fn set_reserved_340(&mut self, val: u32) {
+            self.dw[340usize] = val;
+        }
+        ///Dword 341 (`reserved_341`).
+        pub const fn reserved_341(&self) -> u32 {
+            self.dw[341usize]
+        }
+        ///Dword 341 (`reserved_341`).
+        pub fn set_reserved_341(&mut self, val: u32) {
+            self.dw[341usize] = val;
+        }
+        ///Dword 342 (`reserved_342`).
+        pub const fn reserved_342(&self) -> u32 {
+            self.dw[342usize]
+        }
+        ///Dword 342 (`reserved_342`).
+        pub fn set_reserved_342(&mut self, val: u32) {
+            self.dw[342usize] = val;
+        }
+        ///Dword 343 (`reserved_343`).
+        pub const fn reserved_343(&self) -> u32 {
+            self.dw[343usize]
+        }
+        ///Dword 343 (`reserved_343`).
+        pub fn set_reserved_343(&mut self, val: u32) {
+            self.dw[343usize] = val;
+        }
+        ///Dword 344 (`reserved_344`).
+        pub const fn reserved_344(&self) -> u32 {
+            self.dw[344usize]
+        }
+        ///Dword 344 (`reserved_344`).
+        pub fn set_reserved_344(&mut self, val: u32) {
+            self.dw[344usize] = val;
+        }
+        ///Dword 345 (`reserved_345`).
+        pub const fn reserved_345(&self) -> u32 {
+            self.dw[345usize]
+        }
+        ///Dword 345 (`reserved_345`).
+        pub fn set_reserved_345(&mut self, val: u32) {
+            self.dw[345usize] = val;
+        }
+        ///Dword 346 (`reserved_346`).
+        pub const fn reserved_346(&self) -> u32 {
+            self.dw[346usize]
+        }
+        ///Dword 346 (`reserved_346`).
+        pub fn set_reserved_346(&mut self, val: u32) {
+            self.dw[346usize] = val;
+        }
+        ///Dword 347 (`reserved_347`).
+        pub const fn reserved_347(&self) -> u32 {
+            self.dw[347usize]
+        }
+        ///Dword 347 (`reserved_347`).
+        pub fn set_reserved_347(&mut self, val: u32) {
+            self.dw[347usize] = val;
+        }
+        ///Dword 348 (`reserved_348`).
+        pub const fn reserved_348(&self) -> u32 {
+            self.dw[348usize]
+        }
+        ///Dword 348 (`reserved_348`).
+        pub fn set_reserved_348(&mut self, val: u32) {
+            self.dw[348usize] = val;
+        }
+        ///Dword 349 (`reserved_349`).
+        pub const fn reserved_349(&self) -> u32 {
+            self.dw[349usize]
+        }
+        ///Dword 349 (`reserved_349`).
+        pub fn set_reserved_349(&mut self, val: u32) {
+            self.dw[349usize] = val;
+        }
+        ///Dword 350 (`reserved_350`).
+        pub const fn reserved_350(&self) -> u32 {
+            self.dw[350usize]
+        }
+        ///Dword 350 (`reserved_350`).
+        pub fn set_reserved_350(&mut self, val: u32) {
+            self.dw[350usize] = val;
+        }
+        ///Dword 351 (`reserved_351`).
+        pub const fn reserved_351(&self) -> u32 {
+            self.dw[351usize]
+        }
+        ///Dword 351 (`reserved_351`).
+        pub fn set_reserved_351(&mut self, val: u32) {
+            self.dw[351usize] = val;
+        }
+        ///Dword 352 (`reserved_352`).
+        pub const fn reserved_352(&self) -> u32 {
+            self.dw[352usize]
+        }
+        ///Dword 352 (`reserved_352`).
+        pub fn set_reserved_352(&mut self, val: u32) {
+            self.dw[352usize] = val;
+        }
+        ///Dword 353 (`reserved_353`).
+        pub const fn reserved_353(&self) -> u32 {
+            self.dw[353usize]
+        }
+        ///Dword 353 (`reserved_353`).
+        pub fn set_reserved_353(&mut self, val: u32) {
+            self.dw[353usize] = val;
+        }
+        ///Dword 354 (`reserved_354`).
+        pub const fn reserved_354(&self) -> u32 {
+            self.dw[354usize]
+        }
+        ///Dword 354 (`reserved_354`).
+        pub fn set_reserved_354(&mut self, val: u32) {
+            self.dw[354usize] = val;
+        }
+        ///Dword 355 (`reserved_355`).
+        pub const fn reserved_355(&self) -> u32 {
+            self.dw[355usize]
+        }
+        ///Dword 355 (`reserved_355`).
+        pub fn set_reserved_355(&mut self, val: u32) {
+            self.dw[355usize] = val;
+        }
+        ///Dword 356 (`reserved_356`).
+        pub const fn reserved_356(&self) -> u32 {
+            self.dw[356usize]
+        }
+        ///Dword 356 (`reserved_356`).
+        pub fn set_reserved_356(&mut self, val: u32) {
+            self.dw[356usize] = val;
+        }
+        ///Dword 357 (`reserved_357`).
+        pub const fn reserved_357(&self) -> u32 {
+            self.dw[357usize]
+        }
+        ///Dword 357 (`reserved_357`).
+        pub fn set_reserved_357(&mut self, val: u32) {
+            self.dw[357usize] = val;
+        }
+        ///Dword 358 (`reserved_358`).
+        pub const fn reserved_358(&self) -> u32 {
+            self.dw[358usize]
+        }
+        ///Dword 358 (`reserved_358`).
+        pub fn set_reserved_358(&mut self, val: u32) {
+            self.dw[358usize] = val;
+        }
+        ///Dword 359 (`reserved_359`).
+        pub const fn reserved_359(&self) -> u32 {
+            self.dw[359usize]
+        }
+        ///Dword 359 (`reserved_359`).
+        pub fn set_reserved_359(&mut self, val: u32) {
+            self.dw[359usize] = val;
+        }
+        ///Dword 360 (`reserved_360`).
+        pub const fn reserved_360(&self) -> u32 {
+            self.dw[360usize]
+        }
+        ///Dword 360 (`reserved_360`).
+        pub fn set_reserved_360(&mut self, val: u32) {
+            self.dw[360usize] = val;
+        }
+        ///Dword 361 (`reserved_361`).
+        pub const fn reserved_361(&self) -> u32 {
+            self.dw[361usize]
+        }
+        ///Dword 361 (`reserved_361`).
+        pub fn set_reserved_361(&mut self, val: u32) {
+            self.dw[361usize] = val;
+        }
+        ///Dword 362 (`reserved_362`).
+        pub const fn reserved_362(&self) -> u32 {
+            self.dw[362usize]
+        }
+        ///Dword 362 (`reserved_362`).
+        pub fn set_reserved_362(&mut self, val: u32) {
+            self.dw[362usize] = val;
+        }
+        ///Dword 363 (`reserved_363`).
+        pub const fn reserved_363(&self) -> u32 {
+            self.dw[363usize]
+        }
+        ///Dword 363 (`reserved_363`).
+        pub fn set_reserved_363(&mut self, val: u32) {
+            self.dw[363usize] = val;
+        }
+        ///Dword 364 (`reserved_364`).
+        pub const fn reserved_364(&self) -> u32 {
+            self.dw[364usize]
+        }
+        ///Dword 364 (`reserved_364`).
+        pub fn set_reserved_364(&mut self, val: u32) {
+            self.dw[364usize] = val;
+        }
+        ///Dword 365 (`reserved_365`).
+        pub const fn reserved_365(&self) -> u32 {
+            self.dw[365usize]
+        }
+        ///Dword 365 (`reserved_365`).
+        pub fn set_reserved_365(&mut self, val: u32) {
+            self.dw[365usize] = val;
+        }
+        ///Dword 366 (`reserved_366`).
+        pub const fn reserved_366(&self) -> u32 {
+            self.dw[366usize]
+        }
+        ///Dword 366 (`reserved_366`).
+        pub fn set_reserved_366(&mut self, val: u32) {
+            self.dw[366usize] = val;
+        }
+        ///Dword 367 (`reserved_367`).
+        pub const fn reserved_367(&self) -> u32 {
+            self.dw[367usize]
+        }
+        ///Dword 367 (`reserved_367`).
+        pub fn set_reserved_367(&mut self, val: u32) {
+            self.dw[367usize] = val;
+        }
+        ///Dword 368 (`reserved_368`).
+        pub const fn reserved_368(&self) -> u32 {
+            self.dw[368usize]
+        }
+        ///Dword 368 (`reserved_368`).
+        pub fn set_reserved_368(&mut self, val: u32) {
+            self.dw[368usize] = val;
+        }
+        ///Dword 369 (`reserved_369`).
+        pub const fn reserved_369(&self) -> u32 {
+            self.dw[369usize]
+        }
+        ///Dword 369 (`reserved_369`).
+        pub fn set_reserved_369(&mut self, val: u32) {
+            self.dw[369usize] = val;
+        }
+        ///Dword 370 (`reserved_370`).
+        pub const fn reserved_370(&self) -> u32 {
+            self.dw[370usize]
+        }
+        ///Dword 370 (`reserved_370`).
+        pub fn set_reserved_370(&mut self, val: u32) {
+            self.dw[370usize] = val;
+        }
+        ///Dword 371 (`reserved_371`).
+        pub const fn reserved_371(&self) -> u32 {
+            self.dw[371usize]
+        }
+        ///Dword 371 (`reserved_371`).
+        pub fn set_reserved_371(&mut self, val: u32) {
+            self.dw[371usize] = val;
+        }
+        ///Dword 372 (`reserved_372`).
+        pub const fn reserved_372(&self) -> u32 {
+            self.dw[372usize]
+        }
+        ///Dword 372 (`reserved_372`).
+        pub fn set_reserved_372(&mut self, val: u32) {
+            self.dw[372usize] = val;
+        }
+        ///Dword 373 (`reserved_373`).
+        pub const fn reserved_373(&self) -> u32 {
+            self.dw[373usize]
+        }
+        ///Dword 373 (`reserved_373`).
+        pub fn set_reserved_373(&mut self, val: u32) {
+            self.dw[373usize] = val;
+        }
+        ///Dword 374 (`reserved_374`).
+        pub const fn reserved_374(&self) -> u32 {
+            self.dw[374usize]
+        }
+        ///Dword 374 (`reserved_374`).
+        pub fn set_reserved_374(&mut self, val: u32) {
+            self.dw[374usize] = val;
+        }
+        ///Dword 375 (`reserved_375`).
+        pub const fn reserved_375(&self) -> u32 {
+            self.dw[375usize]
+        }
+        ///Dword 375 (`reserved_375`).
+        pub fn set_reserved_375(&mut self, val: u32) {
+            self.dw[375usize] = val;
+        }
+        ///Dword 376 (`reserved_376`).
+        pub const fn reserved_376(&self) -> u32 {
+            self.dw[376usize]
+        }
+        ///Dword 376 (`reserved_376`).
+        pub fn set_reserved_376(&mut self, val: u32) {
+            self.dw[376usize] = val;
+        }
+        ///Dword 377 (`reserved_377`).
+        pub const fn reserved_377(&self) -> u32 {
+            self.dw[377usize]
+        }
+        ///Dword 377 (`reserved_377`).
+        pub fn set_reserved_377(&mut self, val: u32) {
+            self.dw[377usize] = val;
+        }
+        ///Dword 378 (`reserved_378`).
+        pub const fn reserved_378(&self) -> u32 {
+            self.dw[378usize]
+        }
+        ///Dword 378 (`reserved_378`).
+        pub fn set_reserved_378(&mut self, val: u32) {
+            self.dw[378usize] = val;
+        }
+        ///Dword 379 (`reserved_379`).
+        pub const fn reserved_379(&self) -> u32 {
+            self.dw[379usize]
+        }
+        ///Dword 379 (`reserved_379`).
+        pub fn set_reserved_379(&mut self, val: u32) {
+            self.dw[379usize] = val;
+        }
+        ///Dword 380 (`reserved_380`).
+        pub const fn reserved_380(&self) -> u32 {
+            self.dw[380usize]
+        }
+        ///Dword 380 (`reserved_380`).
+        pub fn set_reserved_380(&mut self, val: u32) {
+            self.dw[380usize] = val;
+        }
+        ///Dword 381 (`reserved_381`).
+        pub const fn reserved_381(&self) -> u32 {
+            self.dw[381usize]
+        }
+        ///Dword 381 (`reserved_381`).
+        pub fn set_reserved_381(&mut self, val: u32) {
+            self.dw[381usize] = val;
+        }
+        ///Dword 382 (`reserved_382`).
+        pub const fn reserved_382(&self) -> u32 {
+            self.dw[382usize]
+        }
+        ///Dword 382 (`reserved_382`).
+        pub fn set_reserved_382(&mut self, val: u32) {
+            self.dw[382usize] = val;
+        }
+        ///Dword 383 (`reserved_383`).
+        pub const fn reserved_383(&self) -> u32 {
+            self.dw[383usize]
+        }
+        ///Dword 383 (`reserved_383`).
+        pub fn set_reserved_383(&mut self, val: u32) {
+            self.dw[383usize] = val;
+        }
+        ///Dword 384 (`reserved_384`).
+        pub const fn reserved_384(&self) -> u32 {
+            self.dw[384usize]
+        }
+        ///Dword 384 (`reserved_384`).
+        pub fn set_reserved_384(&mut self, val: u32) {
+            self.dw[384usize] = val;
+        }
+        ///Dword 385 (`reserved_385`).
+        pub const fn reserved_385(&self) -> u32 {
+            self.dw[385usize]
+        }
+        ///Dword 385 (`reserved_385`).
+        pub fn set_reserved_385(&mut self, val: u32) {
+            self.dw[385usize] = val;
+        }
+        ///Dword 386 (`reserved_386`).
+        pub const fn reserved_386(&self) -> u32 {
+            self.dw[386usize]
+        }
+        ///Dword 386 (`reserved_386`).
+        pub fn set_reserved_386(&mut self, val: u32) {
+            self.dw[386usize] = val;
+        }
+        ///Dword 387 (`reserved_387`).
+        pub const fn reserved_387(&self) -> u32 {
+            self.dw[387usize]
+        }
+        ///Dword 387 (`reserved_387`).
+        pub fn set_reserved_387(&mut self, val: u32) {
+            self.dw[387usize] = val;
+        }
+        ///Dword 388 (`reserved_388`).
+        pub const fn reserved_388(&self) -> u32 {
+            self.dw[388usize]
+        }
+        ///Dword 388 (`reserved_388`).
+        pub fn set_reserved_388(&mut self, val: u32) {
+            self.dw[388usize] = val;
+        }
+        ///Dword 389 (`reserved_389`).
+        pub const fn reserved_389(&self) -> u32 {
+            self.dw[389usize]
+        }
+        ///Dword 389 (`reserved_389`).
+        pub fn set_reserved_389(&mut self, val: u32) {
+            self.dw[389usize] = val;
+        }
+        ///Dword 390 (`reserved_390`).
+        pub const fn reserved_390(&self) -> u32 {
+            self.dw[390usize]
+        }
+        ///Dword 390 (`reserved_390`).
+        pub fn set_reserved_390(&mut self, val: u32) {
+            self.dw[390usize] = val;
+        }
+        ///Dword 391 (`reserved_391`).
+        pub const fn reserved_391(&self) -> u32 {
+            self.dw[391usize]
+        }
+        ///Dword 391 (`reserved_391`).
+        pub fn set_reserved_391(&mut self, val: u32) {
+            self.dw[391usize] = val;
+        }
+        ///Dword 392 (`reserved_392`).
+        pub const fn reserved_392(&self) -> u32 {
+            self.dw[392usize]
+        }
+        ///Dword 392 (`reserved_392`).
+        pub fn set_reserved_392(&mut self, val: u32) {
+            self.dw[392usize] = val;
+        }
+        ///Dword 393 (`reserved_393`).
+        pub const fn reserved_393(&self) -> u32 {
+            self.dw[393usize]
+        }
+        ///Dword 393 (`reserved_393`).
+        pub fn set_reserved_393(&mut self, val: u32) {
+            self.dw[393usize] = val;
+        }
+        ///Dword 394 (`reserved_394`).
+        pub const fn reserved_394(&self) -> u32 {
+            self.dw[394usize]
+        }
+        ///Dword 394 (`reserved_394`).
+        pub fn set_reserved_394(&mut self, val: u32) {
+            self.dw[394usize] = val;
+        }
+        ///Dword 395 (`reserved_395`).
+        pub const fn reserved_395(&self) -> u32 {
+            self.dw[395usize]
+        }
+        ///Dword 395 (`reserved_395`).
+        pub fn set_reserved_395(&mut self, val: u32) {
+            self.dw[395usize] = val;
+        }
+        ///Dword 396 (`reserved_396`).
+        pub const fn reserved_396(&self) -> u32 {
+            self.dw[396usize]
+        }
+        ///Dword 396 (`reserved_396`).
+        pub fn set_reserved_396(&mut self, val: u32) {
+            self.dw[396usize] = val;
+        }
+        ///Dword 397 (`reserved_397`).
+        pub const fn reserved_397(&self) -> u32 {
+            self.dw[397usize]
+        }
+        ///Dword 397 (`reserved_397`).
+        pub fn set_reserved_397(&mut self, val: u32) {
+            self.dw[397usize] = val;
+        }
+        ///Dword 398 (`reserved_398`).
+        pub const fn reserved_398(&self) -> u32 {
+            self.dw[398usize]
+        }
+        ///Dword 398 (`reserved_398`).
+        pub fn set_reserved_398(&mut self, val: u32) {
+            self.dw[398usize] = val;
+        }
+        ///Dword 399 (`reserved_399`).
+        pub const fn reserved_399(&self) -> u32 {
+            self.dw[399usize]
+        }
+        ///Dword 399 (`reserved_399`).
+        pub fn set_reserved_399(&mut self, val: u32) {
+            self.dw[399usize] = val;
+        }
+        ///Dword 400 (`reserved_400`).
+        pub const fn reserved_400(&self) -> u32 {
+            self.dw[400usize]
+        }
+        ///Dword 400 (`reserved_400`).
+        pub fn set_reserved_400(&mut self, val: u32) {
+            self.dw[400usize] = val;
+        }
+        ///Dword 401 (`reserved_401`).
+        pub const fn reserved_401(&self) -> u32 {
+            self.dw[401usize]
+        }
+        ///Dword 401 (`reserved_401`).
+        pub fn set_reserved_401(&mut self, val: u32) {
+            self.dw[401usize] = val;
+        }
+        ///Dword 402 (`reserved_402`).
+        pub const fn reserved_402(&self) -> u32 {
+            self.dw[402usize]
+        }
+        ///Dword 402 (`reserved_402`).
+        pub fn set_reserved_402(&mut self, val: u32) {
+            self.dw[402usize] = val;
+        }
+        ///Dword 403 (`reserved_403`).
+        pub const fn reserved_403(&self) -> u32 {
+            self.dw[403usize]
+        }
+        ///Dword 403 (`reserved_403`).
+        pub fn set_reserved_403(&mut self, val: u32) {
+            self.dw[403usize] = val;
+        }
+        ///Dword 404 (`reserved_404`).
+        pub const fn reserved_404(&self) -> u32 {
+            self.dw[404usize]
+        }
+        ///Dword 404 (`reserved_404`).
+        pub fn set_reserved_404(&mut self, val: u32) {
+            self.dw[404usize] = val;
+        }
+        ///Dword 405 (`reserved_405`).
+        pub const fn reserved_405(&self) -> u32 {
+            self.dw[405usize]
+        }
+        ///Dword 405 (`reserved_405`).
+        pub fn set_reserved_405(&mut self, val: u32) {
+            self.dw[405usize] = val;
+        }
+        ///Dword 406 (`reserved_406`).
+        pub const fn reserved_406(&self) -> u32 {
+            self.dw[406usize]
+        }
+        ///Dword 406 (`reserved_406`).
+        pub fn set_reserved_406(&mut self, val: u32) {
+            self.dw[406usize] = val;
+        }
+        ///Dword 407 (`reserved_407`).
+        pub const fn reserved_407(&self) -> u32 {
+            self.dw[407usize]
+        }
+        ///Dword 407 (`reserved_407`).
+        pub fn set_reserved_407(&mut self, val: u32) {
+            self.dw[407usize] = val;
+        }
+        ///Dword 408 (`reserved_408`).
+        pub const fn reserved_408(&self) -> u32 {
+            self.dw[408usize]
+        }
+        ///Dword 408 (`reserved_408`).
+        pub fn set_reserved_408(&mut self, val: u32) {
+            self.dw[408usize] = val;
+        }
+        ///Dword 409 (`reserved_409`).
+        pub const fn reserved_409(&self) -> u32 {
+            self.dw[409usize]
+        }
+        ///Dword 409 (`reserved_409`).
+        pub fn set_reserved_409(&mut self, val: u32) {
+            self.dw[409usize] = val;
+        }
+        ///Dword 410 (`reserved_410`).
+        pub const fn reserved_410(&self) -> u32 {
+            self.dw[410usize]
+        }
+        ///Dword 410 (`reserved_410`).
+        pub fn set_reserved_410(&mut self, val: u32) {
+            self.dw[410usize] = val;
+        }
+        ///Dword 411 (`reserved_411`).
+        pub const fn reserved_411(&self) -> u32 {
+            self.dw[411usize]
+        }
+        ///Dword 411 (`reserved_411`).
+        pub fn set_reserved_411(&mut self, val: u32) {
+            self.dw[411usize] = val;
+        }
+        ///Dword 412 (`reserved_412`).
+        pub const fn reserved_412(&self) -> u32 {
+            self.dw[412usize]
+        }
+        ///Dword 412 (`reserved_412`).
+        pub fn set_reserved_412(&mut self, val: u32) {
+            self.dw[412usize] = val;
+        }
+        ///Dword 413 (`reserved_413`).
+        pub const fn reserved_413(&self) -> u32 {
+            self.dw[413usize]
+        }
+        ///Dword 413 (`reserved_413`).
+        pub fn set_reserved_413(&mut self, val: u32) {
+            self.dw[413usize] = val;
+        }
+        ///Dword 414 (`reserved_414`).
+        pub const fn reserved_414(&self) -> u32 {
+            self.dw[414usize]
+        }
+        ///Dword 414 (`reserved_414`).
+        pub fn set_reserved_414(&mut self, val: u32) {
+            self.dw[414usize] = val;
+        }
+        ///Dword 415 (`reserved_415`).
+        pub const fn reserved_415(&self) -> u32 {
+            self.dw[415usize]
+        }
+        ///Dword 415 (`reserved_415`).
+        pub fn set_reserved_415(&mut self, val: u32) {
+            self.dw[415usize] = val;
+        }
+        ///Dword 416 (`reserved_416`).
+        pub const fn reserved_416(&self) -> u32 {
+            self.dw[416usize]
+        }
+        ///Dword 416 (`reserved_416`).
+        pub fn set_reserved_416(&mut self, val: u32) {
+            self.dw[416usize] = val;
+        }
+        ///Dword 417 (`reserved_417`).
+        pub const fn reserved_417(&self) -> u32 {
+            self.dw[417usize]
+        }
+        ///Dword 417 (`reserved_417`).
+        pub fn set_reserved_417(&mut self, val: u32) {
+            self.dw[417usize] = val;
+        }
+        ///Dword 418 (`reserved_418`).
+        pub const fn reserved_418(&self) -> u32 {
+            self.dw[418usize]
+        }
+        ///Dword 418 (`reserved_418`).
+        pub fn set_reserved_418(&mut self, val: u32) {
+            self.dw[418usize] = val;
+        }
+        ///Dword 419 (`reserved_419`).
+        pub const fn reserved_419(&self) -> u32 {
+            self.dw[419usize]
+        }
+        ///Dword 419 (`reserved_419`).
+        pub fn set_reserved_419(&mut self, val: u32) {
+            self.dw[419usize] = val;
+        }
+        ///Dword 420 (`reserved_420`).
+        pub const fn reserved_420(&self) -> u32 {
+            self.dw[420usize]
+        }
+        ///Dword 420 (`reserved_420`).
+        pub fn set_reserved_420(&mut self, val: u32) {
+            self.dw[420usize] = val;
+        }
+        ///Dword 421 (`reserved_421`).
+        pub const fn reserved_421(&self) -> u32 {
+            self.dw[421usize]
+        }
+        ///Dword 421 (`reserved_421`).
+        pub fn set_reserved_421(&mut self, val: u32) {
+            self.dw[421usize] = val;
+        }
+        ///Dword 422 (`reserved_422`).
+        pub const fn reserved_422(&self) -> u32 {
+            self.dw[422usize]
+        }
+        ///Dword 422 (`reserved_422`).
+        pub fn set_reserved_422(&mut self, val: u32) {
+            self.dw[422usize] = val;
+        }
+        ///Dword 423 (`reserved_423`).
+        pub const fn reserved_423(&self) -> u32 {
+            self.dw[423usize]
+        }
+        ///Dword 423 (`reserved_423`).
+        pub fn set_reserved_423(&mut self, val: u32) {
+            self.dw[423usize] = val;
+        }
+        ///Dword 424 (`reserved_424`).
+        pub const fn reserved_424(&self) -> u32 {
+            self.dw[424usize]
+        }
+        ///Dword 424 (`reserved_424`).
+        pub fn set_reserved_424(&mut self, val: u32) {
+            self.dw[424usize] = val;
+        }
+        ///Dword 425 (`reserved_425`).
+        pub const fn reserved_425(&self) -> u32 {
+            self.dw[425usize]
+        }
+        ///Dword 425 (`reserved_425`).
+        pub fn set_reserved_425(&mut self, val: u32) {
+            self.dw[425usize] = val;
+        }
+        ///Dword 426 (`reserved_426`).
+        pub const fn reserved_426(&self) -> u32 {
+            self.dw[426usize]
+        }
+        ///Dword 426 (`reserved_426`).
+        pub fn set_reserved_426(&mut self, val: u32) {
+            self.dw[426usize] = val;
+        }
+        ///Dword 427 (`reserved_427`).
+        pub const fn reserved_427(&self) -> u32 {
+            self.dw[427usize]
+        }
+        ///Dword 427 (`reserved_427`).
+        pub fn set_reserved_427(&mut self, val: u32) {
+            self.dw[427usize] = val;
+        }
+        ///Dword 428 (`reserved_428`).
+        pub const fn reserved_428(&self) -> u32 {
+            self.dw[428usize]
+        }
+        ///Dword 428 (`reserved_428`).
+        pub fn set_reserved_428(&mut self, val: u32) {
+            self.dw[428usize] = val;
+        }
+        ///Dword 429 (`reserved_429`).
+        pub const fn reserved_429(&self) -> u32 {
+            self.dw[429usize]
+        }
+        ///Dword 429 (`reserved_429`).
+        pub fn set_reserved_429(&mut self, val: u32) {
+            self.dw[429usize] = val;
+        }
+        ///Dword 430 (`reserved_430`).
+        pub const fn reserved_430(&self) -> u32 {
+            self.dw[430usize]
+        }
+        ///Dword 430 (`reserved_430`).
+        pub fn set_reserved_430(&mut self, val: u32) {
+            self.dw[430usize] = val;
+        }
+        ///Dword 431 (`reserved_431`).
+        pub const fn reserved_431(&self) -> u32 {
+            self.dw[431usize]
+        }
+        ///Dword 431 (`reserved_431`).
+        pub fn set_reserved_431(&mut self, val: u32) {
+            self.dw[431usize] = val;
+        }
+        ///Dword 432 (`reserved_432`).
+        pub const fn reserved_432(&self) -> u32 {
+            self.dw[432usize]
+        }
+        ///Dword 432 (`reserved_432`).
+        pub fn set_reserved_432(&mut self, val: u32) {
+            self.dw[432usize] = val;
+        }
+        ///Dword 433 (`reserved_433`).
+        pub const fn reserved_433(&self) -> u32 {
+            self.dw[433usize]
+        }
+        ///Dword 433 (`reserved_433`).
+        pub fn set_reserved_433(&mut self, val: u32) {
+            self.dw[433usize] = val;
+        }
+        ///Dword 434 (`reserved_434`).
+        pub const fn reserved_434(&self) -> u32 {
+            self.dw[434usize]
+        }
+        ///Dword 434 (`reserved_434`).
+        pub fn set_reserved_434(&mut self, val: u32) {
+            self.dw[434usize] = val;
+        }
+        ///Dword 435 (`reserved_435`).
+        pub const fn reserved_435(&self) -> u32 {
+            self.dw[435usize]
+        }
+        ///Dword 435 (`reserved_435`).
+        pub fn set_reserved_435(&mut self, val: u32) {
+            self.dw[435usize] = val;
+        }
+        ///Dword 436 (`reserved_436`).
+        pub const fn reserved_436(&self) -> u32 {
+            self.dw[436usize]
+        }
+        ///Dword 436 (`reserved_436`).
+        pub fn set_reserved_436(&mut self, val: u32) {
+            self.dw[436usize] = val;
+        }
+        ///Dword 437 (`reserved_437`).
+        pub const fn reserved_437(&self) -> u32 {
+            self.dw[437usize]
+        }
+        ///Dword 437 (`reserved_437`).
+        pub fn set_reserved_437(&mut self, val: u32) {
+            self.dw[437usize] = val;
+        }
+        ///Dword 438 (`reserved_438`).
+        pub const fn reserved_438(&self) -> u32 {
+            self.dw[438usize]
+        }
+        ///Dword 438 (`reserved_438`).
+        pub fn set_reserved_438(&mut self, val: u32) {
+            self.dw[438usize] = val;
+        }
+        ///Dword 439 (`reserved_439`).
+        pub const fn reserved_439(&self) -> u32 {
+            self.dw[439usize]
+        }
+        ///Dword 439 (`reserved_439`).
+        pub fn set_reserved_439(&mut self, val: u32) {
+            self.dw[439usize] = val;
+        }
+        ///Dword 440 (`reserved_440`).
+        pub const fn reserved_440(&self) -> u32 {
+            self.dw[440usize]
+        }
+        ///Dword 440 (`reserved_440`).
+        pub fn set_reserved_440(&mut self, val: u32) {
+            self.dw[440usize] = val;
+        }
+        ///Dword 441 (`reserved_441`).
+        pub const fn reserved_441(&self) -> u32 {
+            self.dw[441usize]
+        }
+        ///Dword 441 (`reserved_441`).
+        pub fn set_reserved_441(&mut self, val: u32) {
+            self.dw[441usize] = val;
+        }
+        ///Dword 442 (`reserved_442`).
+        pub const fn reserved_442(&self) -> u32 {
+            self.dw[442usize]
+        }
+        ///Dword 442 (`reserved_442`).
+        pub fn set_reserved_442(&mut self, val: u32) {
+            self.dw[442usize] = val;
+        }
+        ///Dword 443 (`reserved_443`).
+        pub const fn reserved_443(&self) -> u32 {
+            self.dw[443usize]
+        }
+        ///Dword 443 (`reserved_443`).
+        pub fn set_reserved_443(&mut self, val: u32) {
+            self.dw[443usize] = val;
+        }
+        ///Dword 444 (`reserved_444`).
+        pub const fn reserved_444(&self) -> u32 {
+            self.dw[444usize]
+        }
+        ///Dword 444 (`reserved_444`).
+        pub fn set_reserved_444(&mut self, val: u32) {
+            self.dw[444usize] = val;
+        }
+        ///Dword 445 (`reserved_445`).
+        pub const fn reserved_445(&self) -> u32 {
+            self.dw[445usize]
+        }
+        ///Dword 445 (`reserved_445`).
+        pub fn set_reserved_445(&mut self, val: u32) {
+            self.dw[445usize] = val;
+        }
+        ///Dword 446 (`reserved_446`).
+        pub const fn reserved_446(&self) -> u32 {
+            self.dw[446usize]
+        }
+        ///Dword 446 (`reserved_446`).
+        pub fn set_reserved_446(&mut self, val: u32) {
+            self.dw[446usize] = val;
+        }
+        ///Dword 447 (`reserved_447`).
+        pub const fn reserved_447(&self) -> u32 {
+            self.dw[447usize]
+        }
+        ///Dword 447 (`reserved_447`).
+        pub fn set_reserved_447(&mut self, val: u32) {
+            self.dw[447usize] = val;
+        }
+        ///Dword 448 (`reserved_448`).
+        pub const fn reserved_448(&self) -> u32 {
+            self.dw[448usize]
+        }
+        ///Dword 448 (`reserved_448`).
+        pub fn set_reserved_448(&mut self, val: u32) {
+            self.dw[448usize] = val;
+        }
+        ///Dword 449 (`reserved_449`).
+        pub const fn reserved_449(&self) -> u32 {
+            self.dw[449usize]
+        }
+        ///Dword 449 (`reserved_449`).
+        pub fn set_reserved_449(&mut self, val: u32) {
+            self.dw[449usize] = val;
+        }
+        ///Dword 450 (`reserved_450`).
+        pub const fn reserved_450(&self) -> u32 {
+            self.dw[450usize]
+        }
+        ///Dword 450 (`reserved_450`).
+        pub fn set_reserved_450(&mut self, val: u32) {
+            self.dw[450usize] = val;
+        }
+        ///Dword 451 (`reserved_451`).
+        pub const fn reserved_451(&self) -> u32 {
+            self.dw[451usize]
+        }
+        ///Dword 451 (`reserved_451`).
+        pub fn set_reserved_451(&mut self, val: u32) {
+            self.dw[451usize] = val;
+        }
+        ///Dword 452 (`reserved_452`).
+        pub const fn reserved_452(&self) -> u32 {
+            self.dw[452usize]
+        }
+        ///Dword 452 (`reserved_452`).
+        pub fn set_reserved_452(&mut self, val: u32) {
+            self.dw[452usize] = val;
+        }
+        ///Dword 453 (`reserved_453`).
+        pub const fn reserved_453(&self) -> u32 {
+            self.dw[453usize]
+        }
+        ///Dword 453 (`reserved_453`).
+        pub fn set_reserved_453(&mut self, val: u32) {
+            self.dw[453usize] = val;
+        }
+        ///Dword 454 (`reserved_454`).
+        pub const fn reserved_454(&self) -> u32 {
+            self.dw[454usize]
+        }
+        ///Dword 454 (`reserved_454`).
+        pub fn set_reserved_454(&mut self, val: u32) {
+            self.dw[454usize] = val;
+        }
+        ///Dword 455 (`reserved_455`).
+        pub const fn reserved_455(&self) -> u32 {
+            self.dw[455usize]
+        }
+        ///Dword 455 (`reserved_455`).
+        pub fn set_reserved_455(&mut self, val: u32) {
+            self.dw[455usize] = val;
+        }
+        ///Dword 456 (`reserved_456`).
+        pub const fn reserved_456(&self) -> u32 {
+            self.dw[456usize]
+        }
+        ///Dword 456 (`reserved_456`).
+        pub fn set_reserved_456(&mut self, val: u32) {
+            self.dw[456usize] = val;
+        }
+        ///Dword 457 (`reserved_457`).
+        pub const fn reserved_457(&self) -> u32 {
+            self.dw[457usize]
+        }
+        ///Dword 457 (`reserved_457`).
+        pub fn set_reserved_457(&mut self, val: u32) {
+            self.dw[457usize] = val;
+        }
+        ///Dword 458 (`reserved_458`).
+        pub const fn reserved_458(&self) -> u32 {
+            self.dw[458usize]
+        }
+        ///Dword 458 (`reserved_458`).
+        pub fn set_reserved_458(&mut self, val: u32) {
+            self.dw[458usize] = val;
+        }
+        ///Dword 459 (`reserved_459`).
+        pub const fn reserved_459(&self) -> u32 {
+            self.dw[459usize]
+        }
+        ///Dword 459 (`reserved_459`).
+        pub fn set_reserved_459(&mut self, val: u32) {
+            self.dw[459usize] = val;
+        }
+        ///Dword 460 (`reserved_460`).
+        pub const fn reserved_460(&self) -> u32 {
+            self.dw[460usize]
+        }
+        ///Dword 460 (`reserved_460`).
+        pub fn set_reserved_460(&mut self, val: u32) {
+            self.dw[460usize] = val;
+        }
+        ///Dword 461 (`reserved_461`).
+        pub const fn reserved_461(&self) -> u32 {
+            self.dw[461usize]
+        }
+        ///Dword 461 (`reserved_461`).
+        pub fn set_reserved_461(&mut self, val: u32) {
+            self.dw[461usize] = val;
+        }
+        ///Dword 462 (`reserved_462`).
+        pub const fn reserved_462(&self) -> u32 {
+            self.dw[462usize]
+        }
+        ///Dword 462 (`reserved_462`).
+        pub fn set_reserved_462(&mut self, val: u32) {
+            self.dw[462usize] = val;
+        }
+        ///Dword 463 (`reserved_463`).
+        pub const fn reserved_463(&self) -> u32 {
+            self.dw[463usize]
+        }
+        ///Dword 463 (`reserved_463`).
+        pub fn set_reserved_463(&mut self, val: u32) {
+            self.dw[463usize] = val;
+        }
+        ///Dword 464 (`reserved_464`).
+        pub const fn reserved_464(&self) -> u32 {
+            self.dw[464usize]
+        }
+        ///Dword 464 (`reserved_464`).
+        pub fn set_reserved_464(&mut self, val: u32) {
+            self.dw[464usize] = val;
+        }
+        ///Dword 465 (`reserved_465`).
+        pub const fn reserved_465(&self) -> u32 {
+            self.dw[465usize]
+        }
+        ///Dword 465 (`reserved_465`).
+        pub fn set_reserved_465(&mut self, val: u32) {
+            self.dw[465usize] = val;
+        }
+        ///Dword 466 (`reserved_466`).
+        pub const fn reserved_466(&self) -> u32 {
+            self.dw[466usize]
+        }
+        ///Dword 466 (`reserved_466`).
+        pub fn set_reserved_466(&mut self, val: u32) {
+            self.dw[466usize] = val;
+        }
+        ///Dword 467 (`reserved_467`).
+        pub const fn reserved_467(&self) -> u32 {
+            self.dw[467usize]
+        }
+        ///Dword 467 (`reserved_467`).
+        pub fn set_reserved_467(&mut self, val: u32) {
+            self.dw[467usize] = val;
+        }
+        ///Dword 468 (`reserved_468`).
+        pub const fn reserved_468(&self) -> u32 {
+            self.dw[468usize]
+        }
+        ///Dword 468 (`reserved_468`).
+        pub fn set_reserved_468(&mut self, val: u32) {
+            self.dw[468usize] = val;
+        }
+        ///Dword 469 (`reserved_469`).
+        pub const fn reserved_469(&self) -> u32 {
+            self.dw[469usize]
+        }
+        ///Dword 469 (`reserved_469`).
+        pub fn set_reserved_469(&mut self, val: u32) {
+            self.dw[469usize] = val;
+        }
+        ///Dword 470 (`reserved_470`).
+        pub const fn reserved_470(&self) -> u32 {
+            self.dw[470usize]
+        }
+        ///Dword 470 (`reserved_470`).
+        pub fn set_reserved_470(&mut self, val: u32) {
+            self.dw[470usize] = val;
+        }
+        ///Dword 471 (`reserved_471`).
+        pub const fn reserved_471(&self) -> u32 {
+            self.dw[471usize]
+        }
+        ///Dword 471 (`reserved_471`).
+        pub fn set_reserved_471(&mut self, val: u32) {
+            self.dw[471usize] = val;
+        }
+        ///Dword 472 (`reserved_472`).
+        pub const fn reserved_472(&self) -> u32 {
+            self.dw[472usize]
+        }
+        ///Dword 472 (`reserved_472`).
+        pub fn set_reserved_472(&mut self, val: u32) {
+            self.dw[472usize] = val;
+        }
+        ///Dword 473 (`reserved_473`).
+        pub const fn reserved_473(&self) -> u32 {
+            self.dw[473usize]
+        }
+        ///Dword 473 (`reserved_473`).
+        pub fn set_reserved_473(&mut self, val: u32) {
+            self.dw[473usize] = val;
+        }
+        ///Dword 474 (`reserved_474`).
+        pub const fn reserved_474(&self) -> u32 {
+            self.dw[474usize]
+        }
+        ///Dword 474 (`reserved_474`).
+        pub fn set_reserved_474(&mut self, val: u32) {
+            self.dw[474usize] = val;
+        }
+        ///Dword 475 (`reserved_475`).
+        pub const fn reserved_475(&self) -> u32 {
+            self.dw[475usize]
+        }
+        ///Dword 475 (`reserved_475`).
+        pub fn set_reserved_475(&mut self, val: u32) {
+            self.dw[475usize] = val;
+        }
+        ///Dword 476 (`reserved_476`).
+        pub const fn reserved_476(&self) -> u32 {
+            self.dw[476usize]
+        }
+        ///Dword 476 (`reserved_476`).
+        pub fn set_reserved_476(&mut self, val: u32) {
+            self.dw[476usize] = val;
+        }
+        ///Dword 477 (`reserved_477`).
+        pub const fn reserved_477(&self) -> u32 {
+            self.dw[477usize]
+        }
+        ///Dword 477 (`reserved_477`).
+        pub fn set_reserved_477(&mut self, val: u32) {
+            self.dw[477usize] = val;
+        }
+        ///Dword 478 (`reserved_478`).
+        pub const fn reserved_478(&self) -> u32 {
+            self.dw[478usize]
+        }
+        ///Dword 478 (`reserved_478`).
+        pub fn set_reserved_478(&mut self, val: u32) {
+            self.dw[478usize] = val;
+        }
+        ///Dword 479 (`reserved_479`).
+        pub const fn reserved_479(&self) -> u32 {
+            self.dw[479usize]
+        }
+        ///Dword 479 (`reserved_479`).
+        pub fn set_reserved_479(&mut self, val: u32) {
+            self.dw[479usize] = val;
+        }
+        ///Dword 480 (`reserved_480`).
+        pub const fn reserved_480(&self) -> u32 {
+            self.dw[480usize]
+        }
+        ///Dword 480 (`reserved_480`).
+        pub fn set_reserved_480(&mut self, val: u32) {
+            self.dw[480usize] = val;
+        }
+        ///Dword 481 (`reserved_481`).
+        pub const fn reserved_481(&self) -> u32 {
+            self.dw[481usize]
+        }
+        ///Dword 481 (`reserved_481`).
+        pub fn set_reserved_481(&mut self, val: u32) {
+            self.dw[481usize] = val;
+        }
+        ///Dword 482 (`reserved_482`).
+        pub const fn reserved_482(&self) -> u32 {
+            self.dw[482usize]
+        }
+        ///Dword 482 (`reserved_482`).
+        pub fn set_reserved_482(&mut self, val: u32) {
+            self.dw[482usize] = val;
+        }
+        ///Dword 483 (`reserved_483`).
+        pub const fn reserved_483(&self) -> u32 {
+            self.dw[483usize]
+        }
+        ///Dword 483 (`reserved_483`).
+        pub fn set_reserved_483(&mut self, val: u32) {
+            self.dw[483usize] = val;
+        }
+        ///Dword 484 (`reserved_484`).
+        pub const fn reserved_484(&self) -> u32 {
+            self.dw[484usize]
+        }
+        ///Dword 484 (`reserved_484`).
+        pub fn set_reserved_484(&mut self, val: u32) {
+            self.dw[484usize] = val;
+        }
+        ///Dword 485 (`reserved_485`).
+        pub const fn reserved_485(&self) -> u32 {
+            self.dw[485usize]
+        }
+        ///Dword 485 (`reserved_485`).
+        pub fn set_reserved_485(&mut self, val: u32) {
+            self.dw[485usize] = val;
+        }
+        ///Dword 486 (`reserved_486`).
+        pub const fn reserved_486(&self) -> u32 {
+            self.dw[486usize]
+        }
+        ///Dword 486 (`reserved_486`).
+        pub fn set_reserved_486(&mut self, val: u32) {
+            self.dw[486usize] = val;
+        }
+        ///Dword 487 (`reserved_487`).
+        pub const fn reserved_487(&self) -> u32 {
+            self.dw[487usize]
+        }
+        ///Dword 487 (`reserved_487`).
+        pub fn set_reserved_487(&mut self, val: u32) {
+            self.dw[487usize] = val;
+        }
+        ///Dword 488 (`reserved_488`).
+        pub const fn reserved_488(&self) -> u32 {
+            self.dw[488usize]
+        }
+        ///Dword 488 (`reserved_488`).
+        pub fn set_reserved_488(&mut self, val: u32) {
+            self.dw[488usize] = val;
+        }
+        ///Dword 489 (`reserved_489`).
+        pub const fn reserved_489(&self) -> u32 {
+            self.dw[489usize]
+        }
+        ///Dword 489 (`reserved_489`).
+        pub fn set_reserved_489(&mut self, val: u32) {
+            self.dw[489usize] = val;
+        }
+        ///Dword 490 (`reserved_490`).
+        pub const fn reserved_490(&self) -> u32 {
+            self.dw[490usize]
+        }
+        ///Dword 490 (`reserved_490`).
+        pub fn set_reserved_490(&mut self, val: u32) {
+            self.dw[490usize] = val;
+        }
+        ///Dword 491 (`reserved_491`).
+        pub const fn reserved_491(&self) -> u32 {
+            self.dw[491usize]
+        }
+        ///Dword 491 (`reserved_491`).
+        pub fn set_reserved_491(&mut self, val: u32) {
+            self.dw[491usize] = val;
+        }
+        ///Dword 492 (`reserved_492`).
+        pub const fn reserved_492(&self) -> u32 {
+            self.dw[492usize]
+        }
+        ///Dword 492 (`reserved_492`).
+        pub fn set_reserved_492(&mut self, val: u32) {
+            self.dw[492usize] = val;
+        }
+        ///Dword 493 (`reserved_493`).
+        pub const fn reserved_493(&self) -> u32 {
+            self.dw[493usize]
+        }
+        ///Dword 493 (`reserved_493`).
+        pub fn set_reserved_493(&mut self, val: u32) {
+            self.dw[493usize] = val;
+        }
+        ///Dword 494 (`reserved_494`).
+        pub const fn reserved_494(&self) -> u32 {
+            self.dw[494usize]
+        }
+        ///Dword 494 (`reserved_494`).
+        pub fn set_reserved_494(&mut self, val: u32) {
+            self.dw[494usize] = val;
+        }
+        ///Dword 495 (`reserved_495`).
+        pub const fn reserved_495(&self) -> u32 {
+            self.dw[495usize]
+        }
+        ///Dword 495 (`reserved_495`).
+        pub fn set_reserved_495(&mut self, val: u32) {
+            self.dw[495usize] = val;
+        }
+        ///Dword 496 (`reserved_496`).
+        pub const fn reserved_496(&self) -> u32 {
+            self.dw[496usize]
+        }
+        ///Dword 496 (`reserved_496`).
+        pub fn set_reserved_496(&mut self, val: u32) {
+            self.dw[496usize] = val;
+        }
+        ///Dword 497 (`reserved_497`).
+        pub const fn reserved_497(&self) -> u32 {
+            self.dw[497usize]
+        }
+        ///Dword 497 (`reserved_497`).
+        pub fn set_reserved_497(&mut self, val: u32) {
+            self.dw[497usize] = val;
+        }
+        ///Dword 498 (`reserved_498`).
+        pub const fn reserved_498(&self) -> u32 {
+            self.dw[498usize]
+        }
+        ///Dword 498 (`reserved_498`).
+        pub fn set_reserved_498(&mut self, val: u32) {
+            self.dw[498usize] = val;
+        }
+        ///Dword 499 (`reserved_499`).
+        pub const fn reserved_499(&self) -> u32 {
+            self.dw[499usize]
+        }
+        ///Dword 499 (`reserved_499`).
+        pub fn set_reserved_499(&mut self, val: u32) {
+            self.dw[499usize] = val;
+        }
+        ///Dword 500 (`reserved_500`).
+        pub const fn reserved_500(&self) -> u32 {
+            self.dw[500usize]
+        }
+        ///Dword 500 (`reserved_500`).
+        pub fn set_reserved_500(&mut self, val: u32) {
+            self.dw[500usize] = val;
+        }
+        ///Dword 501 (`reserved_501`).
+        pub const fn reserved_501(&self) -> u32 {
+            self.dw[501usize]
+        }
+        ///Dword 501 (`reserved_501`).
+        pub fn set_reserved_501(&mut self, val: u32) {
+            self.dw[501usize] = val;
+        }
+        ///Dword 502 (`reserved_502`).
+        pub const fn reserved_502(&self) -> u32 {
+            self.dw[502usize]
+        }
+        ///Dword 502 (`reserved_502`).
+        pub fn set_reserved_502(&mut self, val: u32) {
+            self.dw[502usize] = val;
+        }
+        ///Dword 503 (`reserved_503`).
+        pub const fn reserved_503(&self) -> u32 {
+            self.dw[503usize]
+        }
+        ///Dword 503 (`reserved_503`).
+        pub fn set_reserved_503(&mut self, val: u32) {
+            self.dw[503usize] = val;
+        }
+        ///Dword 504 (`reserved_504`).
+        pub const fn reserved_504(&self) -> u32 {
+            self.dw[504usize]
+        }
+        ///Dword 504 (`reserved_504`).
+        pub fn set_reserved_504(&mut self, val: u32) {
+            self.dw[504usize] = val;
+        }
+        ///Dword 505 (`reserved_505`).
+        pub const fn reserved_505(&self) -> u32 {
+            self.dw[505usize]
+        }
+        ///Dword 505 (`reserved_505`).
+        pub fn set_reserved_505(&mut self, val: u32) {
+            self.dw[505usize] = val;
+        }
+        ///Dword 506 (`reserved_506`).
+        pub const fn reserved_506(&self) -> u32 {
+            self.dw[506usize]
+        }
+        ///Dword 506 (`reserved_506`).
+        pub fn set_reserved_506(&mut self, val: u32) {
+            self.dw[506usize] = val;
+        }
+        ///Dword 507 (`reserved_507`).
+        pub const fn reserved_507(&self) -> u32 {
+            self.dw[507usize]
+        }
+        ///Dword 507 (`reserved_507`).
+        pub fn set_reserved_507(&mut self, val: u32) {
+            self.dw[507usize] = val;
+        }
+        ///Dword 508 (`reserved_508`).
+        pub const fn reserved_508(&self) -> u32 {
+            self.dw[508usize]
+        }
+        ///Dword 508 (`reserved_508`).
+        pub fn set_reserved_508(&mut self, val: u32) {
+            self.dw[508usize] = val;
+        }
+        ///Dword 509 (`reserved_509`).
+        pub const fn reserved_509(&self) -> u32 {
+            self.dw[509usize]
+        }
+        ///Dword 509 (`reserved_509`).
+        pub fn set_reserved_509(&mut self, val: u32) {
+            self.dw[509usize] = val;
+        }
+        ///Dword 510 (`reserved_510`).
+        pub const fn reserved_510(&self) -> u32 {
+            self.dw[510usize]
+        }
+        ///Dword 510 (`reserved_510`).
+        pub fn set_reserved_510(&mut self, val: u32) {
+            self.dw[510usize] = val;
+        }
+        ///Dword 511 (`reserved_511`).
+        pub const fn reserved_511(&self) -> u32 {
+            self.dw[511usize]
+        }
+        ///Dword 511 (`reserved_511`).
+        pub fn set_reserved_511(&mut self, val: u32) {
+            self.dw[511usize] = val;
+        }
+        ///Dword 512 (`wptr_poll_mem`).
+        pub const fn wptr_poll_mem(&self) -> u32 {
+            self.dw[512usize]
+        }
+        ///Dword 512 (`wptr_poll_mem`).
+        pub fn set_wptr_poll_mem(&mut self, val: u32) {
+            self.dw[512usize] = val;
+        }
+        ///Dword 513 (`rptr_report_mem`).
+        pub const fn rptr_report_mem(&self) -> u32 {
+            self.dw[513usize]
+        }
+        ///Dword 513 (`rptr_report_mem`).
+        pub fn set_rptr_report_mem(&mut self, val: u32) {
+            self.dw[513usize] = val;
+        }
+        ///Dword 514 (`dynamic_cu_mask`).
+        pub const fn dynamic_cu_mask(&self) -> u32 {
+            self.dw[514usize]
+        }
+        ///Dword 514 (`dynamic_cu_mask`).
+        pub fn set_dynamic_cu_mask(&mut self, val: u32) {
+            self.dw[514usize] = val;
+        }
+        ///Dword 515 (`dynamic_rb_mask`).
+        pub const fn dynamic_rb_mask(&self) -> u32 {
+            self.dw[515usize]
+        }
+        ///Dword 515 (`dynamic_rb_mask`).
+        pub fn set_dynamic_rb_mask(&mut self, val: u32) {
+            self.dw[515usize] = val;
+        }
     }
     const _: () = assert!(core::mem::size_of::<v9_mqd_allocation>() == 2064usize);
     const _: () = assert!(core::mem::align_of::<v9_mqd_allocation>() == 4usize);
@@ -865,661 +9597,1035 @@ pub mod v11 {
         zerocopy::FromBytes,
         zerocopy::IntoBytes,
     )]
-    pub struct v11_gfx_mqd {
-        pub shadow_base_lo: u32,
-        pub shadow_base_hi: u32,
-        pub gds_bkup_base_lo: u32,
-        pub gds_bkup_base_hi: u32,
-        pub fw_work_area_base_lo: u32,
-        pub fw_work_area_base_hi: u32,
-        pub shadow_initialized: u32,
-        pub ib_vmid: u32,
-        pub reserved_8: u32,
-        pub reserved_9: u32,
-        pub reserved_10: u32,
-        pub reserved_11: u32,
-        pub reserved_12: u32,
-        pub reserved_13: u32,
-        pub reserved_14: u32,
-        pub reserved_15: u32,
-        pub reserved_16: u32,
-        pub reserved_17: u32,
-        pub reserved_18: u32,
-        pub reserved_19: u32,
-        pub reserved_20: u32,
-        pub reserved_21: u32,
-        pub reserved_22: u32,
-        pub reserved_23: u32,
-        pub reserved_24: u32,
-        pub reserved_25: u32,
-        pub reserved_26: u32,
-        pub reserved_27: u32,
-        pub reserved_28: u32,
-        pub reserved_29: u32,
-        pub reserved_30: u32,
-        pub reserved_31: u32,
-        pub reserved_32: u32,
-        pub reserved_33: u32,
-        pub reserved_34: u32,
-        pub reserved_35: u32,
-        pub reserved_36: u32,
-        pub reserved_37: u32,
-        pub reserved_38: u32,
-        pub reserved_39: u32,
-        pub reserved_40: u32,
-        pub reserved_41: u32,
-        pub reserved_42: u32,
-        pub reserved_43: u32,
-        pub reserved_44: u32,
-        pub reserved_45: u32,
-        pub reserved_46: u32,
-        pub reserved_47: u32,
-        pub reserved_48: u32,
-        pub reserved_49: u32,
-        pub reserved_50: u32,
-        pub reserved_51: u32,
-        pub reserved_52: u32,
-        pub reserved_53: u32,
-        pub reserved_54: u32,
-        pub reserved_55: u32,
-        pub reserved_56: u32,
-        pub reserved_57: u32,
-        pub reserved_58: u32,
-        pub reserved_59: u32,
-        pub reserved_60: u32,
-        pub reserved_61: u32,
-        pub reserved_62: u32,
-        pub reserved_63: u32,
-        pub reserved_64: u32,
-        pub reserved_65: u32,
-        pub reserved_66: u32,
-        pub reserved_67: u32,
-        pub reserved_68: u32,
-        pub reserved_69: u32,
-        pub reserved_70: u32,
-        pub reserved_71: u32,
-        pub reserved_72: u32,
-        pub reserved_73: u32,
-        pub reserved_74: u32,
-        pub reserved_75: u32,
-        pub reserved_76: u32,
-        pub reserved_77: u32,
-        pub reserved_78: u32,
-        pub reserved_79: u32,
-        pub reserved_80: u32,
-        pub reserved_81: u32,
-        pub reserved_82: u32,
-        pub reserved_83: u32,
-        pub checksum_lo: u32,
-        pub checksum_hi: u32,
-        pub cp_mqd_query_time_lo: u32,
-        pub cp_mqd_query_time_hi: u32,
-        pub reserved_88: u32,
-        pub reserved_89: u32,
-        pub reserved_90: u32,
-        pub reserved_91: u32,
-        pub cp_mqd_query_wave_count: u32,
-        pub cp_mqd_query_gfx_hqd_rptr: u32,
-        pub cp_mqd_query_gfx_hqd_wptr: u32,
-        pub cp_mqd_query_gfx_hqd_offset: u32,
-        pub reserved_96: u32,
-        pub reserved_97: u32,
-        pub reserved_98: u32,
-        pub reserved_99: u32,
-        pub reserved_100: u32,
-        pub reserved_101: u32,
-        pub reserved_102: u32,
-        pub reserved_103: u32,
-        pub control_buf_addr_lo: u32,
-        pub control_buf_addr_hi: u32,
-        pub disable_queue: u32,
-        pub reserved_107: u32,
-        pub reserved_108: u32,
-        pub reserved_109: u32,
-        pub reserved_110: u32,
-        pub reserved_111: u32,
-        pub reserved_112: u32,
-        pub reserved_113: u32,
-        pub reserved_114: u32,
-        pub reserved_115: u32,
-        pub reserved_116: u32,
-        pub reserved_117: u32,
-        pub reserved_118: u32,
-        pub reserved_119: u32,
-        pub reserved_120: u32,
-        pub reserved_121: u32,
-        pub reserved_122: u32,
-        pub reserved_123: u32,
-        pub reserved_124: u32,
-        pub reserved_125: u32,
-        pub reserved_126: u32,
-        pub reserved_127: u32,
-        pub cp_mqd_base_addr: u32,
-        pub cp_mqd_base_addr_hi: u32,
-        pub cp_gfx_hqd_active: u32,
-        pub cp_gfx_hqd_vmid: u32,
-        pub reserved_131: u32,
-        pub reserved_132: u32,
-        pub cp_gfx_hqd_queue_priority: u32,
-        pub cp_gfx_hqd_quantum: u32,
-        pub cp_gfx_hqd_base: u32,
-        pub cp_gfx_hqd_base_hi: u32,
-        pub cp_gfx_hqd_rptr: u32,
-        pub cp_gfx_hqd_rptr_addr: u32,
-        pub cp_gfx_hqd_rptr_addr_hi: u32,
-        pub cp_rb_wptr_poll_addr_lo: u32,
-        pub cp_rb_wptr_poll_addr_hi: u32,
-        pub cp_rb_doorbell_control: u32,
-        pub cp_gfx_hqd_offset: u32,
-        pub cp_gfx_hqd_cntl: u32,
-        pub reserved_146: u32,
-        pub reserved_147: u32,
-        pub cp_gfx_hqd_csmd_rptr: u32,
-        pub cp_gfx_hqd_wptr: u32,
-        pub cp_gfx_hqd_wptr_hi: u32,
-        pub reserved_151: u32,
-        pub reserved_152: u32,
-        pub reserved_153: u32,
-        pub reserved_154: u32,
-        pub reserved_155: u32,
-        pub cp_gfx_hqd_mapped: u32,
-        pub cp_gfx_hqd_que_mgr_control: u32,
-        pub reserved_158: u32,
-        pub reserved_159: u32,
-        pub cp_gfx_hqd_hq_status0: u32,
-        pub cp_gfx_hqd_hq_control0: u32,
-        pub cp_gfx_mqd_control: u32,
-        pub reserved_163: u32,
-        pub reserved_164: u32,
-        pub reserved_165: u32,
-        pub reserved_166: u32,
-        pub reserved_167: u32,
-        pub reserved_168: u32,
-        pub reserved_169: u32,
-        pub cp_num_prim_needed_count0_lo: u32,
-        pub cp_num_prim_needed_count0_hi: u32,
-        pub cp_num_prim_needed_count1_lo: u32,
-        pub cp_num_prim_needed_count1_hi: u32,
-        pub cp_num_prim_needed_count2_lo: u32,
-        pub cp_num_prim_needed_count2_hi: u32,
-        pub cp_num_prim_needed_count3_lo: u32,
-        pub cp_num_prim_needed_count3_hi: u32,
-        pub cp_num_prim_written_count0_lo: u32,
-        pub cp_num_prim_written_count0_hi: u32,
-        pub cp_num_prim_written_count1_lo: u32,
-        pub cp_num_prim_written_count1_hi: u32,
-        pub cp_num_prim_written_count2_lo: u32,
-        pub cp_num_prim_written_count2_hi: u32,
-        pub cp_num_prim_written_count3_lo: u32,
-        pub cp_num_prim_written_count3_hi: u32,
-        pub reserved_186: u32,
-        pub reserved_187: u32,
-        pub reserved_188: u32,
-        pub reserved_189: u32,
-        pub mp1_smn_fps_cnt: u32,
-        pub sq_thread_trace_buf0_base: u32,
-        pub sq_thread_trace_buf0_size: u32,
-        pub sq_thread_trace_buf1_base: u32,
-        pub sq_thread_trace_buf1_size: u32,
-        pub sq_thread_trace_wptr: u32,
-        pub sq_thread_trace_mask: u32,
-        pub sq_thread_trace_token_mask: u32,
-        pub sq_thread_trace_ctrl: u32,
-        pub sq_thread_trace_status: u32,
-        pub sq_thread_trace_dropped_cntr: u32,
-        pub sq_thread_trace_finish_done_debug: u32,
-        pub sq_thread_trace_gfx_draw_cntr: u32,
-        pub sq_thread_trace_gfx_marker_cntr: u32,
-        pub sq_thread_trace_hp3d_draw_cntr: u32,
-        pub sq_thread_trace_hp3d_marker_cntr: u32,
-        pub reserved_206: u32,
-        pub reserved_207: u32,
-        pub cp_sc_psinvoc_count0_lo: u32,
-        pub cp_sc_psinvoc_count0_hi: u32,
-        pub cp_pa_cprim_count_lo: u32,
-        pub cp_pa_cprim_count_hi: u32,
-        pub cp_pa_cinvoc_count_lo: u32,
-        pub cp_pa_cinvoc_count_hi: u32,
-        pub cp_vgt_vsinvoc_count_lo: u32,
-        pub cp_vgt_vsinvoc_count_hi: u32,
-        pub cp_vgt_gsinvoc_count_lo: u32,
-        pub cp_vgt_gsinvoc_count_hi: u32,
-        pub cp_vgt_gsprim_count_lo: u32,
-        pub cp_vgt_gsprim_count_hi: u32,
-        pub cp_vgt_iaprim_count_lo: u32,
-        pub cp_vgt_iaprim_count_hi: u32,
-        pub cp_vgt_iavert_count_lo: u32,
-        pub cp_vgt_iavert_count_hi: u32,
-        pub cp_vgt_hsinvoc_count_lo: u32,
-        pub cp_vgt_hsinvoc_count_hi: u32,
-        pub cp_vgt_dsinvoc_count_lo: u32,
-        pub cp_vgt_dsinvoc_count_hi: u32,
-        pub cp_vgt_csinvoc_count_lo: u32,
-        pub cp_vgt_csinvoc_count_hi: u32,
-        pub reserved_230: u32,
-        pub reserved_231: u32,
-        pub reserved_232: u32,
-        pub reserved_233: u32,
-        pub reserved_234: u32,
-        pub reserved_235: u32,
-        pub reserved_236: u32,
-        pub reserved_237: u32,
-        pub reserved_238: u32,
-        pub reserved_239: u32,
-        pub reserved_240: u32,
-        pub reserved_241: u32,
-        pub reserved_242: u32,
-        pub reserved_243: u32,
-        pub reserved_244: u32,
-        pub reserved_245: u32,
-        pub reserved_246: u32,
-        pub reserved_247: u32,
-        pub reserved_248: u32,
-        pub reserved_249: u32,
-        pub reserved_250: u32,
-        pub reserved_251: u32,
-        pub reserved_252: u32,
-        pub reserved_253: u32,
-        pub reserved_254: u32,
-        pub reserved_255: u32,
-        pub reserved_256: u32,
-        pub reserved_257: u32,
-        pub reserved_258: u32,
-        pub reserved_259: u32,
-        pub reserved_260: u32,
-        pub reserved_261: u32,
-        pub reserved_262: u32,
-        pub reserved_263: u32,
-        pub reserved_264: u32,
-        pub reserved_265: u32,
-        pub reserved_266: u32,
-        pub reserved_267: u32,
-        pub vgt_strmout_buffer_filled_size_0: u32,
-        pub vgt_strmout_buffer_filled_size_1: u32,
-        pub vgt_strmout_buffer_filled_size_2: u32,
-        pub vgt_strmout_buffer_filled_size_3: u32,
-        pub reserved_272: u32,
-        pub reserved_273: u32,
-        pub reserved_274: u32,
-        pub reserved_275: u32,
-        pub vgt_dma_max_size: u32,
-        pub vgt_dma_num_instances: u32,
-        pub reserved_278: u32,
-        pub reserved_279: u32,
-        pub reserved_280: u32,
-        pub reserved_281: u32,
-        pub reserved_282: u32,
-        pub reserved_283: u32,
-        pub reserved_284: u32,
-        pub reserved_285: u32,
-        pub reserved_286: u32,
-        pub reserved_287: u32,
-        pub it_set_base_ib_addr_lo: u32,
-        pub it_set_base_ib_addr_hi: u32,
-        pub reserved_290: u32,
-        pub reserved_291: u32,
-        pub reserved_292: u32,
-        pub reserved_293: u32,
-        pub reserved_294: u32,
-        pub reserved_295: u32,
-        pub reserved_296: u32,
-        pub reserved_297: u32,
-        pub reserved_298: u32,
-        pub reserved_299: u32,
-        pub reserved_300: u32,
-        pub reserved_301: u32,
-        pub reserved_302: u32,
-        pub reserved_303: u32,
-        pub reserved_304: u32,
-        pub reserved_305: u32,
-        pub reserved_306: u32,
-        pub reserved_307: u32,
-        pub reserved_308: u32,
-        pub reserved_309: u32,
-        pub reserved_310: u32,
-        pub reserved_311: u32,
-        pub reserved_312: u32,
-        pub reserved_313: u32,
-        pub reserved_314: u32,
-        pub reserved_315: u32,
-        pub reserved_316: u32,
-        pub reserved_317: u32,
-        pub reserved_318: u32,
-        pub reserved_319: u32,
-        pub reserved_320: u32,
-        pub reserved_321: u32,
-        pub reserved_322: u32,
-        pub reserved_323: u32,
-        pub reserved_324: u32,
-        pub reserved_325: u32,
-        pub reserved_326: u32,
-        pub reserved_327: u32,
-        pub reserved_328: u32,
-        pub reserved_329: u32,
-        pub reserved_330: u32,
-        pub reserved_331: u32,
-        pub reserved_332: u32,
-        pub reserved_333: u32,
-        pub reserved_334: u32,
-        pub reserved_335: u32,
-        pub reserved_336: u32,
-        pub reserved_337: u32,
-        pub reserved_338: u32,
-        pub reserved_339: u32,
-        pub reserved_340: u32,
-        pub reserved_341: u32,
-        pub reserved_342: u32,
-        pub reserved_343: u32,
-        pub reserved_344: u32,
-        pub reserved_345: u32,
-        pub reserved_346: u32,
-        pub reserved_347: u32,
-        pub reserved_348: u32,
-        pub reserved_349: u32,
-        pub reserved_350: u32,
-        pub reserved_351: u32,
-        pub reserved_352: u32,
-        pub reserved_353: u32,
-        pub reserved_354: u32,
-        pub reserved_355: u32,
-        pub spi_shader_pgm_rsrc3_ps: u32,
-        pub spi_shader_pgm_rsrc3_vs: u32,
-        pub spi_shader_pgm_rsrc3_gs: u32,
-        pub spi_shader_pgm_rsrc3_hs: u32,
-        pub spi_shader_pgm_rsrc4_ps: u32,
-        pub spi_shader_pgm_rsrc4_vs: u32,
-        pub spi_shader_pgm_rsrc4_gs: u32,
-        pub spi_shader_pgm_rsrc4_hs: u32,
-        pub db_occlusion_count0_low_00: u32,
-        pub db_occlusion_count0_hi_00: u32,
-        pub db_occlusion_count1_low_00: u32,
-        pub db_occlusion_count1_hi_00: u32,
-        pub db_occlusion_count2_low_00: u32,
-        pub db_occlusion_count2_hi_00: u32,
-        pub db_occlusion_count3_low_00: u32,
-        pub db_occlusion_count3_hi_00: u32,
-        pub db_occlusion_count0_low_01: u32,
-        pub db_occlusion_count0_hi_01: u32,
-        pub db_occlusion_count1_low_01: u32,
-        pub db_occlusion_count1_hi_01: u32,
-        pub db_occlusion_count2_low_01: u32,
-        pub db_occlusion_count2_hi_01: u32,
-        pub db_occlusion_count3_low_01: u32,
-        pub db_occlusion_count3_hi_01: u32,
-        pub db_occlusion_count0_low_02: u32,
-        pub db_occlusion_count0_hi_02: u32,
-        pub db_occlusion_count1_low_02: u32,
-        pub db_occlusion_count1_hi_02: u32,
-        pub db_occlusion_count2_low_02: u32,
-        pub db_occlusion_count2_hi_02: u32,
-        pub db_occlusion_count3_low_02: u32,
-        pub db_occlusion_count3_hi_02: u32,
-        pub db_occlusion_count0_low_03: u32,
-        pub db_occlusion_count0_hi_03: u32,
-        pub db_occlusion_count1_low_03: u32,
-        pub db_occlusion_count1_hi_03: u32,
-        pub db_occlusion_count2_low_03: u32,
-        pub db_occlusion_count2_hi_03: u32,
-        pub db_occlusion_count3_low_03: u32,
-        pub db_occlusion_count3_hi_03: u32,
-        pub db_occlusion_count0_low_04: u32,
-        pub db_occlusion_count0_hi_04: u32,
-        pub db_occlusion_count1_low_04: u32,
-        pub db_occlusion_count1_hi_04: u32,
-        pub db_occlusion_count2_low_04: u32,
-        pub db_occlusion_count2_hi_04: u32,
-        pub db_occlusion_count3_low_04: u32,
-        pub db_occlusion_count3_hi_04: u32,
-        pub db_occlusion_count0_low_05: u32,
-        pub db_occlusion_count0_hi_05: u32,
-        pub db_occlusion_count1_low_05: u32,
-        pub db_occlusion_count1_hi_05: u32,
-        pub db_occlusion_count2_low_05: u32,
-        pub db_occlusion_count2_hi_05: u32,
-        pub db_occlusion_count3_low_05: u32,
-        pub db_occlusion_count3_hi_05: u32,
-        pub db_occlusion_count0_low_06: u32,
-        pub db_occlusion_count0_hi_06: u32,
-        pub db_occlusion_count1_low_06: u32,
-        pub db_occlusion_count1_hi_06: u32,
-        pub db_occlusion_count2_low_06: u32,
-        pub db_occlusion_count2_hi_06: u32,
-        pub db_occlusion_count3_low_06: u32,
-        pub db_occlusion_count3_hi_06: u32,
-        pub db_occlusion_count0_low_07: u32,
-        pub db_occlusion_count0_hi_07: u32,
-        pub db_occlusion_count1_low_07: u32,
-        pub db_occlusion_count1_hi_07: u32,
-        pub db_occlusion_count2_low_07: u32,
-        pub db_occlusion_count2_hi_07: u32,
-        pub db_occlusion_count3_low_07: u32,
-        pub db_occlusion_count3_hi_07: u32,
-        pub db_occlusion_count0_low_10: u32,
-        pub db_occlusion_count0_hi_10: u32,
-        pub db_occlusion_count1_low_10: u32,
-        pub db_occlusion_count1_hi_10: u32,
-        pub db_occlusion_count2_low_10: u32,
-        pub db_occlusion_count2_hi_10: u32,
-        pub db_occlusion_count3_low_10: u32,
-        pub db_occlusion_count3_hi_10: u32,
-        pub db_occlusion_count0_low_11: u32,
-        pub db_occlusion_count0_hi_11: u32,
-        pub db_occlusion_count1_low_11: u32,
-        pub db_occlusion_count1_hi_11: u32,
-        pub db_occlusion_count2_low_11: u32,
-        pub db_occlusion_count2_hi_11: u32,
-        pub db_occlusion_count3_low_11: u32,
-        pub db_occlusion_count3_hi_11: u32,
-        pub db_occlusion_count0_low_12: u32,
-        pub db_occlusion_count0_hi_12: u32,
-        pub db_occlusion_count1_low_12: u32,
-        pub db_occlusion_count1_hi_12: u32,
-        pub db_occlusion_count2_low_12: u32,
-        pub db_occlusion_count2_hi_12: u32,
-        pub db_occlusion_count3_low_12: u32,
-        pub db_occlusion_count3_hi_12: u32,
-        pub db_occlusion_count0_low_13: u32,
-        pub db_occlusion_count0_hi_13: u32,
-        pub db_occlusion_count1_low_13: u32,
-        pub db_occlusion_count1_hi_13: u32,
-        pub db_occlusion_count2_low_13: u32,
-        pub db_occlusion_count2_hi_13: u32,
-        pub db_occlusion_count3_low_13: u32,
-        pub db_occlusion_count3_hi_13: u32,
-        pub db_occlusion_count0_low_14: u32,
-        pub db_occlusion_count0_hi_14: u32,
-        pub db_occlusion_count1_low_14: u32,
-        pub db_occlusion_count1_hi_14: u32,
-        pub db_occlusion_count2_low_14: u32,
-        pub db_occlusion_count2_hi_14: u32,
-        pub db_occlusion_count3_low_14: u32,
-        pub db_occlusion_count3_hi_14: u32,
-        pub db_occlusion_count0_low_15: u32,
-        pub db_occlusion_count0_hi_15: u32,
-        pub db_occlusion_count1_low_15: u32,
-        pub db_occlusion_count1_hi_15: u32,
-        pub db_occlusion_count2_low_15: u32,
-        pub db_occlusion_count2_hi_15: u32,
-        pub db_occlusion_count3_low_15: u32,
-        pub db_occlusion_count3_hi_15: u32,
-        pub db_occlusion_count0_low_16: u32,
-        pub db_occlusion_count0_hi_16: u32,
-        pub db_occlusion_count1_low_16: u32,
-        pub db_occlusion_count1_hi_16: u32,
-        pub db_occlusion_count2_low_16: u32,
-        pub db_occlusion_count2_hi_16: u32,
-        pub db_occlusion_count3_low_16: u32,
-        pub db_occlusion_count3_hi_16: u32,
-        pub db_occlusion_count0_low_17: u32,
-        pub db_occlusion_count0_hi_17: u32,
-        pub db_occlusion_count1_low_17: u32,
-        pub db_occlusion_count1_hi_17: u32,
-        pub db_occlusion_count2_low_17: u32,
-        pub db_occlusion_count2_hi_17: u32,
-        pub db_occlusion_count3_low_17: u32,
-        pub db_occlusion_count3_hi_17: u32,
-        pub reserved_492: u32,
-        pub reserved_493: u32,
-        pub reserved_494: u32,
-        pub reserved_495: u32,
-        pub reserved_496: u32,
-        pub reserved_497: u32,
-        pub reserved_498: u32,
-        pub reserved_499: u32,
-        pub reserved_500: u32,
-        pub reserved_501: u32,
-        pub reserved_502: u32,
-        pub reserved_503: u32,
-        pub reserved_504: u32,
-        pub reserved_505: u32,
-        pub reserved_506: u32,
-        pub reserved_507: u32,
-        pub reserved_508: u32,
-        pub reserved_509: u32,
-        pub reserved_510: u32,
-        pub reserved_511: u32,
-    }
-    const _: () = assert!(core::mem::size_of::<v11_gfx_mqd>() == 2048usize);
-    const _: () = assert!(core::mem::align_of::<v11_gfx_mqd>() == 4usize);
-    #[repr(C)]
-    #[derive(
-        Clone,
-        Copy,
-        Debug,
-        zerocopy::Immutable,
-        zerocopy::KnownLayout,
-        zerocopy::FromBytes,
-        zerocopy::IntoBytes,
-    )]
     pub struct v11_sdma_mqd {
-        pub sdmax_rlcx_rb_cntl: u32,
-        pub sdmax_rlcx_rb_base: u32,
-        pub sdmax_rlcx_rb_base_hi: u32,
-        pub sdmax_rlcx_rb_rptr: u32,
-        pub sdmax_rlcx_rb_rptr_hi: u32,
-        pub sdmax_rlcx_rb_wptr: u32,
-        pub sdmax_rlcx_rb_wptr_hi: u32,
-        pub sdmax_rlcx_rb_rptr_addr_hi: u32,
-        pub sdmax_rlcx_rb_rptr_addr_lo: u32,
-        pub sdmax_rlcx_ib_cntl: u32,
-        pub sdmax_rlcx_ib_rptr: u32,
-        pub sdmax_rlcx_ib_offset: u32,
-        pub sdmax_rlcx_ib_base_lo: u32,
-        pub sdmax_rlcx_ib_base_hi: u32,
-        pub sdmax_rlcx_ib_size: u32,
-        pub sdmax_rlcx_skip_cntl: u32,
-        pub sdmax_rlcx_context_status: u32,
-        pub sdmax_rlcx_doorbell: u32,
-        pub sdmax_rlcx_doorbell_log: u32,
-        pub sdmax_rlcx_doorbell_offset: u32,
-        pub sdmax_rlcx_csa_addr_lo: u32,
-        pub sdmax_rlcx_csa_addr_hi: u32,
-        pub sdmax_rlcx_sched_cntl: u32,
-        pub sdmax_rlcx_ib_sub_remain: u32,
-        pub sdmax_rlcx_preempt: u32,
-        pub sdmax_rlcx_dummy_reg: u32,
-        pub sdmax_rlcx_rb_wptr_poll_addr_hi: u32,
-        pub sdmax_rlcx_rb_wptr_poll_addr_lo: u32,
-        pub sdmax_rlcx_rb_aql_cntl: u32,
-        pub sdmax_rlcx_minor_ptr_update: u32,
-        pub sdmax_rlcx_rb_preempt: u32,
-        pub sdmax_rlcx_midcmd_data0: u32,
-        pub sdmax_rlcx_midcmd_data1: u32,
-        pub sdmax_rlcx_midcmd_data2: u32,
-        pub sdmax_rlcx_midcmd_data3: u32,
-        pub sdmax_rlcx_midcmd_data4: u32,
-        pub sdmax_rlcx_midcmd_data5: u32,
-        pub sdmax_rlcx_midcmd_data6: u32,
-        pub sdmax_rlcx_midcmd_data7: u32,
-        pub sdmax_rlcx_midcmd_data8: u32,
-        pub sdmax_rlcx_midcmd_data9: u32,
-        pub sdmax_rlcx_midcmd_data10: u32,
-        pub sdmax_rlcx_midcmd_cntl: u32,
-        pub sdmax_rlcx_f32_dbg0: u32,
-        pub sdmax_rlcx_f32_dbg1: u32,
-        pub reserved_45: u32,
-        pub reserved_46: u32,
-        pub reserved_47: u32,
-        pub reserved_48: u32,
-        pub reserved_49: u32,
-        pub reserved_50: u32,
-        pub reserved_51: u32,
-        pub reserved_52: u32,
-        pub reserved_53: u32,
-        pub reserved_54: u32,
-        pub reserved_55: u32,
-        pub reserved_56: u32,
-        pub reserved_57: u32,
-        pub reserved_58: u32,
-        pub reserved_59: u32,
-        pub reserved_60: u32,
-        pub reserved_61: u32,
-        pub reserved_62: u32,
-        pub reserved_63: u32,
-        pub reserved_64: u32,
-        pub reserved_65: u32,
-        pub reserved_66: u32,
-        pub reserved_67: u32,
-        pub reserved_68: u32,
-        pub reserved_69: u32,
-        pub reserved_70: u32,
-        pub reserved_71: u32,
-        pub reserved_72: u32,
-        pub reserved_73: u32,
-        pub reserved_74: u32,
-        pub reserved_75: u32,
-        pub reserved_76: u32,
-        pub reserved_77: u32,
-        pub reserved_78: u32,
-        pub reserved_79: u32,
-        pub reserved_80: u32,
-        pub reserved_81: u32,
-        pub reserved_82: u32,
-        pub reserved_83: u32,
-        pub reserved_84: u32,
-        pub reserved_85: u32,
-        pub reserved_86: u32,
-        pub reserved_87: u32,
-        pub reserved_88: u32,
-        pub reserved_89: u32,
-        pub reserved_90: u32,
-        pub reserved_91: u32,
-        pub reserved_92: u32,
-        pub reserved_93: u32,
-        pub reserved_94: u32,
-        pub reserved_95: u32,
-        pub reserved_96: u32,
-        pub reserved_97: u32,
-        pub reserved_98: u32,
-        pub reserved_99: u32,
-        pub reserved_100: u32,
-        pub reserved_101: u32,
-        pub reserved_102: u32,
-        pub reserved_103: u32,
-        pub reserved_104: u32,
-        pub reserved_105: u32,
-        pub reserved_106: u32,
-        pub reserved_107: u32,
-        pub reserved_108: u32,
-        pub reserved_109: u32,
-        pub reserved_110: u32,
-        pub reserved_111: u32,
-        pub reserved_112: u32,
-        pub reserved_113: u32,
-        pub reserved_114: u32,
-        pub reserved_115: u32,
-        pub reserved_116: u32,
-        pub reserved_117: u32,
-        pub reserved_118: u32,
-        pub reserved_119: u32,
-        pub reserved_120: u32,
-        pub reserved_121: u32,
-        pub reserved_122: u32,
-        pub reserved_123: u32,
-        pub reserved_124: u32,
-        pub reserved_125: u32,
-        pub sdma_engine_id: u32,
-        pub sdma_queue_id: u32,
+        /// The descriptor as dwords; use the named accessors.
+        pub dw: [u32; 128usize],
+    }
+    impl v11_sdma_mqd {
+        ///Dword 0 (`sdmax_rlcx_rb_cntl`).
+        pub const fn sdmax_rlcx_rb_cntl(&self) -> u32 {
+            self.dw[0usize]
+        }
+        ///Dword 0 (`sdmax_rlcx_rb_cntl`).
+        pub fn set_sdmax_rlcx_rb_cntl(&mut self, val: u32) {
+            self.dw[0usize] = val;
+        }
+        ///Dword 1 (`sdmax_rlcx_rb_base`).
+        pub const fn sdmax_rlcx_rb_base(&self) -> u32 {
+            self.dw[1usize]
+        }
+        ///Dword 1 (`sdmax_rlcx_rb_base`).
+        pub fn set_sdmax_rlcx_rb_base(&mut self, val: u32) {
+            self.dw[1usize] = val;
+        }
+        ///Dword 2 (`sdmax_rlcx_rb_base_hi`).
+        pub const fn sdmax_rlcx_rb_base_hi(&self) -> u32 {
+            self.dw[2usize]
+        }
+        ///Dword 2 (`sdmax_rlcx_rb_base_hi`).
+        pub fn set_sdmax_rlcx_rb_base_hi(&mut self, val: u32) {
+            self.dw[2usize] = val;
+        }
+        ///Dword 3 (`sdmax_rlcx_rb_rptr`).
+        pub const fn sdmax_rlcx_rb_rptr(&self) -> u32 {
+            self.dw[3usize]
+        }
+        ///Dword 3 (`sdmax_rlcx_rb_rptr`).
+        pub fn set_sdmax_rlcx_rb_rptr(&mut self, val: u32) {
+            self.dw[3usize] = val;
+        }
+        ///Dword 4 (`sdmax_rlcx_rb_rptr_hi`).
+        pub const fn sdmax_rlcx_rb_rptr_hi(&self) -> u32 {
+            self.dw[4usize]
+        }
+        ///Dword 4 (`sdmax_rlcx_rb_rptr_hi`).
+        pub fn set_sdmax_rlcx_rb_rptr_hi(&mut self, val: u32) {
+            self.dw[4usize] = val;
+        }
+        ///Dword 5 (`sdmax_rlcx_rb_wptr`).
+        pub const fn sdmax_rlcx_rb_wptr(&self) -> u32 {
+            self.dw[5usize]
+        }
+        ///Dword 5 (`sdmax_rlcx_rb_wptr`).
+        pub fn set_sdmax_rlcx_rb_wptr(&mut self, val: u32) {
+            self.dw[5usize] = val;
+        }
+        ///Dword 6 (`sdmax_rlcx_rb_wptr_hi`).
+        pub const fn sdmax_rlcx_rb_wptr_hi(&self) -> u32 {
+            self.dw[6usize]
+        }
+        ///Dword 6 (`sdmax_rlcx_rb_wptr_hi`).
+        pub fn set_sdmax_rlcx_rb_wptr_hi(&mut self, val: u32) {
+            self.dw[6usize] = val;
+        }
+        ///Dword 7 (`sdmax_rlcx_rb_rptr_addr_hi`).
+        pub const fn sdmax_rlcx_rb_rptr_addr_hi(&self) -> u32 {
+            self.dw[7usize]
+        }
+        ///Dword 7 (`sdmax_rlcx_rb_rptr_addr_hi`).
+        pub fn set_sdmax_rlcx_rb_rptr_addr_hi(&mut self, val: u32) {
+            self.dw[7usize] = val;
+        }
+        ///Dword 8 (`sdmax_rlcx_rb_rptr_addr_lo`).
+        pub const fn sdmax_rlcx_rb_rptr_addr_lo(&self) -> u32 {
+            self.dw[8usize]
+        }
+        ///Dword 8 (`sdmax_rlcx_rb_rptr_addr_lo`).
+        pub fn set_sdmax_rlcx_rb_rptr_addr_lo(&mut self, val: u32) {
+            self.dw[8usize] = val;
+        }
+        ///Dword 9 (`sdmax_rlcx_ib_cntl`).
+        pub const fn sdmax_rlcx_ib_cntl(&self) -> u32 {
+            self.dw[9usize]
+        }
+        ///Dword 9 (`sdmax_rlcx_ib_cntl`).
+        pub fn set_sdmax_rlcx_ib_cntl(&mut self, val: u32) {
+            self.dw[9usize] = val;
+        }
+        ///Dword 10 (`sdmax_rlcx_ib_rptr`).
+        pub const fn sdmax_rlcx_ib_rptr(&self) -> u32 {
+            self.dw[10usize]
+        }
+        ///Dword 10 (`sdmax_rlcx_ib_rptr`).
+        pub fn set_sdmax_rlcx_ib_rptr(&mut self, val: u32) {
+            self.dw[10usize] = val;
+        }
+        ///Dword 11 (`sdmax_rlcx_ib_offset`).
+        pub const fn sdmax_rlcx_ib_offset(&self) -> u32 {
+            self.dw[11usize]
+        }
+        ///Dword 11 (`sdmax_rlcx_ib_offset`).
+        pub fn set_sdmax_rlcx_ib_offset(&mut self, val: u32) {
+            self.dw[11usize] = val;
+        }
+        ///Dword 12 (`sdmax_rlcx_ib_base_lo`).
+        pub const fn sdmax_rlcx_ib_base_lo(&self) -> u32 {
+            self.dw[12usize]
+        }
+        ///Dword 12 (`sdmax_rlcx_ib_base_lo`).
+        pub fn set_sdmax_rlcx_ib_base_lo(&mut self, val: u32) {
+            self.dw[12usize] = val;
+        }
+        ///Dword 13 (`sdmax_rlcx_ib_base_hi`).
+        pub const fn sdmax_rlcx_ib_base_hi(&self) -> u32 {
+            self.dw[13usize]
+        }
+        ///Dword 13 (`sdmax_rlcx_ib_base_hi`).
+        pub fn set_sdmax_rlcx_ib_base_hi(&mut self, val: u32) {
+            self.dw[13usize] = val;
+        }
+        ///Dword 14 (`sdmax_rlcx_ib_size`).
+        pub const fn sdmax_rlcx_ib_size(&self) -> u32 {
+            self.dw[14usize]
+        }
+        ///Dword 14 (`sdmax_rlcx_ib_size`).
+        pub fn set_sdmax_rlcx_ib_size(&mut self, val: u32) {
+            self.dw[14usize] = val;
+        }
+        ///Dword 15 (`sdmax_rlcx_skip_cntl`).
+        pub const fn sdmax_rlcx_skip_cntl(&self) -> u32 {
+            self.dw[15usize]
+        }
+        ///Dword 15 (`sdmax_rlcx_skip_cntl`).
+        pub fn set_sdmax_rlcx_skip_cntl(&mut self, val: u32) {
+            self.dw[15usize] = val;
+        }
+        ///Dword 16 (`sdmax_rlcx_context_status`).
+        pub const fn sdmax_rlcx_context_status(&self) -> u32 {
+            self.dw[16usize]
+        }
+        ///Dword 16 (`sdmax_rlcx_context_status`).
+        pub fn set_sdmax_rlcx_context_status(&mut self, val: u32) {
+            self.dw[16usize] = val;
+        }
+        ///Dword 17 (`sdmax_rlcx_doorbell`).
+        pub const fn sdmax_rlcx_doorbell(&self) -> u32 {
+            self.dw[17usize]
+        }
+        ///Dword 17 (`sdmax_rlcx_doorbell`).
+        pub fn set_sdmax_rlcx_doorbell(&mut self, val: u32) {
+            self.dw[17usize] = val;
+        }
+        ///Dword 18 (`sdmax_rlcx_doorbell_log`).
+        pub const fn sdmax_rlcx_doorbell_log(&self) -> u32 {
+            self.dw[18usize]
+        }
+        ///Dword 18 (`sdmax_rlcx_doorbell_log`).
+        pub fn set_sdmax_rlcx_doorbell_log(&mut self, val: u32) {
+            self.dw[18usize] = val;
+        }
+        ///Dword 19 (`sdmax_rlcx_doorbell_offset`).
+        pub const fn sdmax_rlcx_doorbell_offset(&self) -> u32 {
+            self.dw[19usize]
+        }
+        ///Dword 19 (`sdmax_rlcx_doorbell_offset`).
+        pub fn set_sdmax_rlcx_doorbell_offset(&mut self, val: u32) {
+            self.dw[19usize] = val;
+        }
+        ///Dword 20 (`sdmax_rlcx_csa_addr_lo`).
+        pub const fn sdmax_rlcx_csa_addr_lo(&self) -> u32 {
+            self.dw[20usize]
+        }
+        ///Dword 20 (`sdmax_rlcx_csa_addr_lo`).
+        pub fn set_sdmax_rlcx_csa_addr_lo(&mut self, val: u32) {
+            self.dw[20usize] = val;
+        }
+        ///Dword 21 (`sdmax_rlcx_csa_addr_hi`).
+        pub const fn sdmax_rlcx_csa_addr_hi(&self) -> u32 {
+            self.dw[21usize]
+        }
+        ///Dword 21 (`sdmax_rlcx_csa_addr_hi`).
+        pub fn set_sdmax_rlcx_csa_addr_hi(&mut self, val: u32) {
+            self.dw[21usize] = val;
+        }
+        ///Dword 22 (`sdmax_rlcx_sched_cntl`).
+        pub const fn sdmax_rlcx_sched_cntl(&self) -> u32 {
+            self.dw[22usize]
+        }
+        ///Dword 22 (`sdmax_rlcx_sched_cntl`).
+        pub fn set_sdmax_rlcx_sched_cntl(&mut self, val: u32) {
+            self.dw[22usize] = val;
+        }
+        ///Dword 23 (`sdmax_rlcx_ib_sub_remain`).
+        pub const fn sdmax_rlcx_ib_sub_remain(&self) -> u32 {
+            self.dw[23usize]
+        }
+        ///Dword 23 (`sdmax_rlcx_ib_sub_remain`).
+        pub fn set_sdmax_rlcx_ib_sub_remain(&mut self, val: u32) {
+            self.dw[23usize] = val;
+        }
+        ///Dword 24 (`sdmax_rlcx_preempt`).
+        pub const fn sdmax_rlcx_preempt(&self) -> u32 {
+            self.dw[24usize]
+        }
+        ///Dword 24 (`sdmax_rlcx_preempt`).
+        pub fn set_sdmax_rlcx_preempt(&mut self, val: u32) {
+            self.dw[24usize] = val;
+        }
+        ///Dword 25 (`sdmax_rlcx_dummy_reg`).
+        pub const fn sdmax_rlcx_dummy_reg(&self) -> u32 {
+            self.dw[25usize]
+        }
+        ///Dword 25 (`sdmax_rlcx_dummy_reg`).
+        pub fn set_sdmax_rlcx_dummy_reg(&mut self, val: u32) {
+            self.dw[25usize] = val;
+        }
+        ///Dword 26 (`sdmax_rlcx_rb_wptr_poll_addr_hi`).
+        pub const fn sdmax_rlcx_rb_wptr_poll_addr_hi(&self) -> u32 {
+            self.dw[26usize]
+        }
+        ///Dword 26 (`sdmax_rlcx_rb_wptr_poll_addr_hi`).
+        pub fn set_sdmax_rlcx_rb_wptr_poll_addr_hi(&mut self, val: u32) {
+            self.dw[26usize] = val;
+        }
+        ///Dword 27 (`sdmax_rlcx_rb_wptr_poll_addr_lo`).
+        pub const fn sdmax_rlcx_rb_wptr_poll_addr_lo(&self) -> u32 {
+            self.dw[27usize]
+        }
+        ///Dword 27 (`sdmax_rlcx_rb_wptr_poll_addr_lo`).
+        pub fn set_sdmax_rlcx_rb_wptr_poll_addr_lo(&mut self, val: u32) {
+            self.dw[27usize] = val;
+        }
+        ///Dword 28 (`sdmax_rlcx_rb_aql_cntl`).
+        pub const fn sdmax_rlcx_rb_aql_cntl(&self) -> u32 {
+            self.dw[28usize]
+        }
+        ///Dword 28 (`sdmax_rlcx_rb_aql_cntl`).
+        pub fn set_sdmax_rlcx_rb_aql_cntl(&mut self, val: u32) {
+            self.dw[28usize] = val;
+        }
+        ///Dword 29 (`sdmax_rlcx_minor_ptr_update`).
+        pub const fn sdmax_rlcx_minor_ptr_update(&self) -> u32 {
+            self.dw[29usize]
+        }
+        ///Dword 29 (`sdmax_rlcx_minor_ptr_update`).
+        pub fn set_sdmax_rlcx_minor_ptr_update(&mut self, val: u32) {
+            self.dw[29usize] = val;
+        }
+        ///Dword 30 (`sdmax_rlcx_rb_preempt`).
+        pub const fn sdmax_rlcx_rb_preempt(&self) -> u32 {
+            self.dw[30usize]
+        }
+        ///Dword 30 (`sdmax_rlcx_rb_preempt`).
+        pub fn set_sdmax_rlcx_rb_preempt(&mut self, val: u32) {
+            self.dw[30usize] = val;
+        }
+        ///Dword 31 (`sdmax_rlcx_midcmd_data0`).
+        pub const fn sdmax_rlcx_midcmd_data0(&self) -> u32 {
+            self.dw[31usize]
+        }
+        ///Dword 31 (`sdmax_rlcx_midcmd_data0`).
+        pub fn set_sdmax_rlcx_midcmd_data0(&mut self, val: u32) {
+            self.dw[31usize] = val;
+        }
+        ///Dword 32 (`sdmax_rlcx_midcmd_data1`).
+        pub const fn sdmax_rlcx_midcmd_data1(&self) -> u32 {
+            self.dw[32usize]
+        }
+        ///Dword 32 (`sdmax_rlcx_midcmd_data1`).
+        pub fn set_sdmax_rlcx_midcmd_data1(&mut self, val: u32) {
+            self.dw[32usize] = val;
+        }
+        ///Dword 33 (`sdmax_rlcx_midcmd_data2`).
+        pub const fn sdmax_rlcx_midcmd_data2(&self) -> u32 {
+            self.dw[33usize]
+        }
+        ///Dword 33 (`sdmax_rlcx_midcmd_data2`).
+        pub fn set_sdmax_rlcx_midcmd_data2(&mut self, val: u32) {
+            self.dw[33usize] = val;
+        }
+        ///Dword 34 (`sdmax_rlcx_midcmd_data3`).
+        pub const fn sdmax_rlcx_midcmd_data3(&self) -> u32 {
+            self.dw[34usize]
+        }
+        ///Dword 34 (`sdmax_rlcx_midcmd_data3`).
+        pub fn set_sdmax_rlcx_midcmd_data3(&mut self, val: u32) {
+            self.dw[34usize] = val;
+        }
+        ///Dword 35 (`sdmax_rlcx_midcmd_data4`).
+        pub const fn sdmax_rlcx_midcmd_data4(&self) -> u32 {
+            self.dw[35usize]
+        }
+        ///Dword 35 (`sdmax_rlcx_midcmd_data4`).
+        pub fn set_sdmax_rlcx_midcmd_data4(&mut self, val: u32) {
+            self.dw[35usize] = val;
+        }
+        ///Dword 36 (`sdmax_rlcx_midcmd_data5`).
+        pub const fn sdmax_rlcx_midcmd_data5(&self) -> u32 {
+            self.dw[36usize]
+        }
+        ///Dword 36 (`sdmax_rlcx_midcmd_data5`).
+        pub fn set_sdmax_rlcx_midcmd_data5(&mut self, val: u32) {
+            self.dw[36usize] = val;
+        }
+        ///Dword 37 (`sdmax_rlcx_midcmd_data6`).
+        pub const fn sdmax_rlcx_midcmd_data6(&self) -> u32 {
+            self.dw[37usize]
+        }
+        ///Dword 37 (`sdmax_rlcx_midcmd_data6`).
+        pub fn set_sdmax_rlcx_midcmd_data6(&mut self, val: u32) {
+            self.dw[37usize] = val;
+        }
+        ///Dword 38 (`sdmax_rlcx_midcmd_data7`).
+        pub const fn sdmax_rlcx_midcmd_data7(&self) -> u32 {
+            self.dw[38usize]
+        }
+        ///Dword 38 (`sdmax_rlcx_midcmd_data7`).
+        pub fn set_sdmax_rlcx_midcmd_data7(&mut self, val: u32) {
+            self.dw[38usize] = val;
+        }
+        ///Dword 39 (`sdmax_rlcx_midcmd_data8`).
+        pub const fn sdmax_rlcx_midcmd_data8(&self) -> u32 {
+            self.dw[39usize]
+        }
+        ///Dword 39 (`sdmax_rlcx_midcmd_data8`).
+        pub fn set_sdmax_rlcx_midcmd_data8(&mut self, val: u32) {
+            self.dw[39usize] = val;
+        }
+        ///Dword 40 (`sdmax_rlcx_midcmd_data9`).
+        pub const fn sdmax_rlcx_midcmd_data9(&self) -> u32 {
+            self.dw[40usize]
+        }
+        ///Dword 40 (`sdmax_rlcx_midcmd_data9`).
+        pub fn set_sdmax_rlcx_midcmd_data9(&mut self, val: u32) {
+            self.dw[40usize] = val;
+        }
+        ///Dword 41 (`sdmax_rlcx_midcmd_data10`).
+        pub const fn sdmax_rlcx_midcmd_data10(&self) -> u32 {
+            self.dw[41usize]
+        }
+        ///Dword 41 (`sdmax_rlcx_midcmd_data10`).
+        pub fn set_sdmax_rlcx_midcmd_data10(&mut self, val: u32) {
+            self.dw[41usize] = val;
+        }
+        ///Dword 42 (`sdmax_rlcx_midcmd_cntl`).
+        pub const fn sdmax_rlcx_midcmd_cntl(&self) -> u32 {
+            self.dw[42usize]
+        }
+        ///Dword 42 (`sdmax_rlcx_midcmd_cntl`).
+        pub fn set_sdmax_rlcx_midcmd_cntl(&mut self, val: u32) {
+            self.dw[42usize] = val;
+        }
+        ///Dword 43 (`sdmax_rlcx_f32_dbg0`).
+        pub const fn sdmax_rlcx_f32_dbg0(&self) -> u32 {
+            self.dw[43usize]
+        }
+        ///Dword 43 (`sdmax_rlcx_f32_dbg0`).
+        pub fn set_sdmax_rlcx_f32_dbg0(&mut self, val: u32) {
+            self.dw[43usize] = val;
+        }
+        ///Dword 44 (`sdmax_rlcx_f32_dbg1`).
+        pub const fn sdmax_rlcx_f32_dbg1(&self) -> u32 {
+            self.dw[44usize]
+        }
+        ///Dword 44 (`sdmax_rlcx_f32_dbg1`).
+        pub fn set_sdmax_rlcx_f32_dbg1(&mut self, val: u32) {
+            self.dw[44usize] = val;
+        }
+        ///Dword 45 (`reserved_45`).
+        pub const fn reserved_45(&self) -> u32 {
+            self.dw[45usize]
+        }
+        ///Dword 45 (`reserved_45`).
+        pub fn set_reserved_45(&mut self, val: u32) {
+            self.dw[45usize] = val;
+        }
+        ///Dword 46 (`reserved_46`).
+        pub const fn reserved_46(&self) -> u32 {
+            self.dw[46usize]
+        }
+        ///Dword 46 (`reserved_46`).
+        pub fn set_reserved_46(&mut self, val: u32) {
+            self.dw[46usize] = val;
+        }
+        ///Dword 47 (`reserved_47`).
+        pub const fn reserved_47(&self) -> u32 {
+            self.dw[47usize]
+        }
+        ///Dword 47 (`reserved_47`).
+        pub fn set_reserved_47(&mut self, val: u32) {
+            self.dw[47usize] = val;
+        }
+        ///Dword 48 (`reserved_48`).
+        pub const fn reserved_48(&self) -> u32 {
+            self.dw[48usize]
+        }
+        ///Dword 48 (`reserved_48`).
+        pub fn set_reserved_48(&mut self, val: u32) {
+            self.dw[48usize] = val;
+        }
+        ///Dword 49 (`reserved_49`).
+        pub const fn reserved_49(&self) -> u32 {
+            self.dw[49usize]
+        }
+        ///Dword 49 (`reserved_49`).
+        pub fn set_reserved_49(&mut self, val: u32) {
+            self.dw[49usize] = val;
+        }
+        ///Dword 50 (`reserved_50`).
+        pub const fn reserved_50(&self) -> u32 {
+            self.dw[50usize]
+        }
+        ///Dword 50 (`reserved_50`).
+        pub fn set_reserved_50(&mut self, val: u32) {
+            self.dw[50usize] = val;
+        }
+        ///Dword 51 (`reserved_51`).
+        pub const fn reserved_51(&self) -> u32 {
+            self.dw[51usize]
+        }
+        ///Dword 51 (`reserved_51`).
+        pub fn set_reserved_51(&mut self, val: u32) {
+            self.dw[51usize] = val;
+        }
+        ///Dword 52 (`reserved_52`).
+        pub const fn reserved_52(&self) -> u32 {
+            self.dw[52usize]
+        }
+        ///Dword 52 (`reserved_52`).
+        pub fn set_reserved_52(&mut self, val: u32) {
+            self.dw[52usize] = val;
+        }
+        ///Dword 53 (`reserved_53`).
+        pub const fn reserved_53(&self) -> u32 {
+            self.dw[53usize]
+        }
+        ///Dword 53 (`reserved_53`).
+        pub fn set_reserved_53(&mut self, val: u32) {
+            self.dw[53usize] = val;
+        }
+        ///Dword 54 (`reserved_54`).
+        pub const fn reserved_54(&self) -> u32 {
+            self.dw[54usize]
+        }
+        ///Dword 54 (`reserved_54`).
+        pub fn set_reserved_54(&mut self, val: u32) {
+            self.dw[54usize] = val;
+        }
+        ///Dword 55 (`reserved_55`).
+        pub const fn reserved_55(&self) -> u32 {
+            self.dw[55usize]
+        }
+        ///Dword 55 (`reserved_55`).
+        pub fn set_reserved_55(&mut self, val: u32) {
+            self.dw[55usize] = val;
+        }
+        ///Dword 56 (`reserved_56`).
+        pub const fn reserved_56(&self) -> u32 {
+            self.dw[56usize]
+        }
+        ///Dword 56 (`reserved_56`).
+        pub fn set_reserved_56(&mut self, val: u32) {
+            self.dw[56usize] = val;
+        }
+        ///Dword 57 (`reserved_57`).
+        pub const fn reserved_57(&self) -> u32 {
+            self.dw[57usize]
+        }
+        ///Dword 57 (`reserved_57`).
+        pub fn set_reserved_57(&mut self, val: u32) {
+            self.dw[57usize] = val;
+        }
+        ///Dword 58 (`reserved_58`).
+        pub const fn reserved_58(&self) -> u32 {
+            self.dw[58usize]
+        }
+        ///Dword 58 (`reserved_58`).
+        pub fn set_reserved_58(&mut self, val: u32) {
+            self.dw[58usize] = val;
+        }
+        ///Dword 59 (`reserved_59`).
+        pub const fn reserved_59(&self) -> u32 {
+            self.dw[59usize]
+        }
+        ///Dword 59 (`reserved_59`).
+        pub fn set_reserved_59(&mut self, val: u32) {
+            self.dw[59usize] = val;
+        }
+        ///Dword 60 (`reserved_60`).
+        pub const fn reserved_60(&self) -> u32 {
+            self.dw[60usize]
+        }
+        ///Dword 60 (`reserved_60`).
+        pub fn set_reserved_60(&mut self, val: u32) {
+            self.dw[60usize] = val;
+        }
+        ///Dword 61 (`reserved_61`).
+        pub const fn reserved_61(&self) -> u32 {
+            self.dw[61usize]
+        }
+        ///Dword 61 (`reserved_61`).
+        pub fn set_reserved_61(&mut self, val: u32) {
+            self.dw[61usize] = val;
+        }
+        ///Dword 62 (`reserved_62`).
+        pub const fn reserved_62(&self) -> u32 {
+            self.dw[62usize]
+        }
+        ///Dword 62 (`reserved_62`).
+        pub fn set_reserved_62(&mut self, val: u32) {
+            self.dw[62usize] = val;
+        }
+        ///Dword 63 (`reserved_63`).
+        pub const fn reserved_63(&self) -> u32 {
+            self.dw[63usize]
+        }
+        ///Dword 63 (`reserved_63`).
+        pub fn set_reserved_63(&mut self, val: u32) {
+            self.dw[63usize] = val;
+        }
+        ///Dword 64 (`reserved_64`).
+        pub const fn reserved_64(&self) -> u32 {
+            self.dw[64usize]
+        }
+        ///Dword 64 (`reserved_64`).
+        pub fn set_reserved_64(&mut self, val: u32) {
+            self.dw[64usize] = val;
+        }
+        ///Dword 65 (`reserved_65`).
+        pub const fn reserved_65(&self) -> u32 {
+            self.dw[65usize]
+        }
+        ///Dword 65 (`reserved_65`).
+        pub fn set_reserved_65(&mut self, val: u32) {
+            self.dw[65usize] = val;
+        }
+        ///Dword 66 (`reserved_66`).
+        pub const fn reserved_66(&self) -> u32 {
+            self.dw[66usize]
+        }
+        ///Dword 66 (`reserved_66`).
+        pub fn set_reserved_66(&mut self, val: u32) {
+            self.dw[66usize] = val;
+        }
+        ///Dword 67 (`reserved_67`).
+        pub const fn reserved_67(&self) -> u32 {
+            self.dw[67usize]
+        }
+        ///Dword 67 (`reserved_67`).
+        pub fn set_reserved_67(&mut self, val: u32) {
+            self.dw[67usize] = val;
+        }
+        ///Dword 68 (`reserved_68`).
+        pub const fn reserved_68(&self) -> u32 {
+            self.dw[68usize]
+        }
+        ///Dword 68 (`reserved_68`).
+        pub fn set_reserved_68(&mut self, val: u32) {
+            self.dw[68usize] = val;
+        }
+        ///Dword 69 (`reserved_69`).
+        pub const fn reserved_69(&self) -> u32 {
+            self.dw[69usize]
+        }
+        ///Dword 69 (`reserved_69`).
+        pub fn set_reserved_69(&mut self, val: u32) {
+            self.dw[69usize] = val;
+        }
+        ///Dword 70 (`reserved_70`).
+        pub const fn reserved_70(&self) -> u32 {
+            self.dw[70usize]
+        }
+        ///Dword 70 (`reserved_70`).
+        pub fn set_reserved_70(&mut self, val: u32) {
+            self.dw[70usize] = val;
+        }
+        ///Dword 71 (`reserved_71`).
+        pub const fn reserved_71(&self) -> u32 {
+            self.dw[71usize]
+        }
+        ///Dword 71 (`reserved_71`).
+        pub fn set_reserved_71(&mut self, val: u32) {
+            self.dw[71usize] = val;
+        }
+        ///Dword 72 (`reserved_72`).
+        pub const fn reserved_72(&self) -> u32 {
+            self.dw[72usize]
+        }
+        ///Dword 72 (`reserved_72`).
+        pub fn set_reserved_72(&mut self, val: u32) {
+            self.dw[72usize] = val;
+        }
+        ///Dword 73 (`reserved_73`).
+        pub const fn reserved_73(&self) -> u32 {
+            self.dw[73usize]
+        }
+        ///Dword 73 (`reserved_73`).
+        pub fn set_reserved_73(&mut self, val: u32) {
+            self.dw[73usize] = val;
+        }
+        ///Dword 74 (`reserved_74`).
+        pub const fn reserved_74(&self) -> u32 {
+            self.dw[74usize]
+        }
+        ///Dword 74 (`reserved_74`).
+        pub fn set_reserved_74(&mut self, val: u32) {
+            self.dw[74usize] = val;
+        }
+        ///Dword 75 (`reserved_75`).
+        pub const fn reserved_75(&self) -> u32 {
+            self.dw[75usize]
+        }
+        ///Dword 75 (`reserved_75`).
+        pub fn set_reserved_75(&mut self, val: u32) {
+            self.dw[75usize] = val;
+        }
+        ///Dword 76 (`reserved_76`).
+        pub const fn reserved_76(&self) -> u32 {
+            self.dw[76usize]
+        }
+        ///Dword 76 (`reserved_76`).
+        pub fn set_reserved_76(&mut self, val: u32) {
+            self.dw[76usize] = val;
+        }
+        ///Dword 77 (`reserved_77`).
+        pub const fn reserved_77(&self) -> u32 {
+            self.dw[77usize]
+        }
+        ///Dword 77 (`reserved_77`).
+        pub fn set_reserved_77(&mut self, val: u32) {
+            self.dw[77usize] = val;
+        }
+        ///Dword 78 (`reserved_78`).
+        pub const fn reserved_78(&self) -> u32 {
+            self.dw[78usize]
+        }
+        ///Dword 78 (`reserved_78`).
+        pub fn set_reserved_78(&mut self, val: u32) {
+            self.dw[78usize] = val;
+        }
+        ///Dword 79 (`reserved_79`).
+        pub const fn reserved_79(&self) -> u32 {
+            self.dw[79usize]
+        }
+        ///Dword 79 (`reserved_79`).
+        pub fn set_reserved_79(&mut self, val: u32) {
+            self.dw[79usize] = val;
+        }
+        ///Dword 80 (`reserved_80`).
+        pub const fn reserved_80(&self) -> u32 {
+            self.dw[80usize]
+        }
+        ///Dword 80 (`reserved_80`).
+        pub fn set_reserved_80(&mut self, val: u32) {
+            self.dw[80usize] = val;
+        }
+        ///Dword 81 (`reserved_81`).
+        pub const fn reserved_81(&self) -> u32 {
+            self.dw[81usize]
+        }
+        ///Dword 81 (`reserved_81`).
+        pub fn set_reserved_81(&mut self, val: u32) {
+            self.dw[81usize] = val;
+        }
+        ///Dword 82 (`reserved_82`).
+        pub const fn reserved_82(&self) -> u32 {
+            self.dw[82usize]
+        }
+        ///Dword 82 (`reserved_82`).
+        pub fn set_reserved_82(&mut self, val: u32) {
+            self.dw[82usize] = val;
+        }
+        ///Dword 83 (`reserved_83`).
+        pub const fn reserved_83(&self) -> u32 {
+            self.dw[83usize]
+        }
+        ///Dword 83 (`reserved_83`).
+        pub fn set_reserved_83(&mut self, val: u32) {
+            self.dw[83usize] = val;
+        }
+        ///Dword 84 (`reserved_84`).
+        pub const fn reserved_84(&self) -> u32 {
+            self.dw[84usize]
+        }
+        ///Dword 84 (`reserved_84`).
+        pub fn set_reserved_84(&mut self, val: u32) {
+            self.dw[84usize] = val;
+        }
+        ///Dword 85 (`reserved_85`).
+        pub const fn reserved_85(&self) -> u32 {
+            self.dw[85usize]
+        }
+        ///Dword 85 (`reserved_85`).
+        pub fn set_reserved_85(&mut self, val: u32) {
+            self.dw[85usize] = val;
+        }
+        ///Dword 86 (`reserved_86`).
+        pub const fn reserved_86(&self) -> u32 {
+            self.dw[86usize]
+        }
+        ///Dword 86 (`reserved_86`).
+        pub fn set_reserved_86(&mut self, val: u32) {
+            self.dw[86usize] = val;
+        }
+        ///Dword 87 (`reserved_87`).
+        pub const fn reserved_87(&self) -> u32 {
+            self.dw[87usize]
+        }
+        ///Dword 87 (`reserved_87`).
+        pub fn set_reserved_87(&mut self, val: u32) {
+            self.dw[87usize] = val;
+        }
+        ///Dword 88 (`reserved_88`).
+        pub const fn reserved_88(&self) -> u32 {
+            self.dw[88usize]
+        }
+        ///Dword 88 (`reserved_88`).
+        pub fn set_reserved_88(&mut self, val: u32) {
+            self.dw[88usize] = val;
+        }
+        ///Dword 89 (`reserved_89`).
+        pub const fn reserved_89(&self) -> u32 {
+            self.dw[89usize]
+        }
+        ///Dword 89 (`reserved_89`).
+        pub fn set_reserved_89(&mut self, val: u32) {
+            self.dw[89usize] = val;
+        }
+        ///Dword 90 (`reserved_90`).
+        pub const fn reserved_90(&self) -> u32 {
+            self.dw[90usize]
+        }
+        ///Dword 90 (`reserved_90`).
+        pub fn set_reserved_90(&mut self, val: u32) {
+            self.dw[90usize] = val;
+        }
+        ///Dword 91 (`reserved_91`).
+        pub const fn reserved_91(&self) -> u32 {
+            self.dw[91usize]
+        }
+        ///Dword 91 (`reserved_91`).
+        pub fn set_reserved_91(&mut self, val: u32) {
+            self.dw[91usize] = val;
+        }
+        ///Dword 92 (`reserved_92`).
+        pub const fn reserved_92(&self) -> u32 {
+            self.dw[92usize]
+        }
+        ///Dword 92 (`reserved_92`).
+        pub fn set_reserved_92(&mut self, val: u32) {
+            self.dw[92usize] = val;
+        }
+        ///Dword 93 (`reserved_93`).
+        pub const fn reserved_93(&self) -> u32 {
+            self.dw[93usize]
+        }
+        ///Dword 93 (`reserved_93`).
+        pub fn set_reserved_93(&mut self, val: u32) {
+            self.dw[93usize] = val;
+        }
+        ///Dword 94 (`reserved_94`).
+        pub const fn reserved_94(&self) -> u32 {
+            self.dw[94usize]
+        }
+        ///Dword 94 (`reserved_94`).
+        pub fn set_reserved_94(&mut self, val: u32) {
+            self.dw[94usize] = val;
+        }
+        ///Dword 95 (`reserved_95`).
+        pub const fn reserved_95(&self) -> u32 {
+            self.dw[95usize]
+        }
+        ///Dword 95 (`reserved_95`).
+        pub fn set_reserved_95(&mut self, val: u32) {
+            self.dw[95usize] = val;
+        }
+        ///Dword 96 (`reserved_96`).
+        pub const fn reserved_96(&self) -> u32 {
+            self.dw[96usize]
+        }
+        ///Dword 96 (`reserved_96`).
+        pub fn set_reserved_96(&mut self, val: u32) {
+            self.dw[96usize] = val;
+        }
+        ///Dword 97 (`reserved_97`).
+        pub const fn reserved_97(&self) -> u32 {
+            self.dw[97usize]
+        }
+        ///Dword 97 (`reserved_97`).
+        pub fn set_reserved_97(&mut self, val: u32) {
+            self.dw[97usize] = val;
+        }
+        ///Dword 98 (`reserved_98`).
+        pub const fn reserved_98(&self) -> u32 {
+            self.dw[98usize]
+        }
+        ///Dword 98 (`reserved_98`).
+        pub fn set_reserved_98(&mut self, val: u32) {
+            self.dw[98usize] = val;
+        }
+        ///Dword 99 (`reserved_99`).
+        pub const fn reserved_99(&self) -> u32 {
+            self.dw[99usize]
+        }
+        ///Dword 99 (`reserved_99`).
+        pub fn set_reserved_99(&mut self, val: u32) {
+            self.dw[99usize] = val;
+        }
+        ///Dword 100 (`reserved_100`).
+        pub const fn reserved_100(&self) -> u32 {
+            self.dw[100usize]
+        }
+        ///Dword 100 (`reserved_100`).
+        pub fn set_reserved_100(&mut self, val: u32) {
+            self.dw[100usize] = val;
+        }
+        ///Dword 101 (`reserved_101`).
+        pub const fn reserved_101(&self) -> u32 {
+            self.dw[101usize]
+        }
+        ///Dword 101 (`reserved_101`).
+        pub fn set_reserved_101(&mut self, val: u32) {
+            self.dw[101usize] = val;
+        }
+        ///Dword 102 (`reserved_102`).
+        pub const fn reserved_102(&self) -> u32 {
+            self.dw[102usize]
+        }
+        ///Dword 102 (`reserved_102`).
+        pub fn set_reserved_102(&mut self, val: u32) {
+            self.dw[102usize] = val;
+        }
+        ///Dword 103 (`reserved_103`).
+        pub const fn reserved_103(&self) -> u32 {
+            self.dw[103usize]
+        }
+        ///Dword 103 (`reserved_103`).
+        pub fn set_reserved_103(&mut self, val: u32) {
+            self.dw[103usize] = val;
+        }
+        ///Dword 104 (`reserved_104`).
+        pub const fn reserved_104(&self) -> u32 {
+            self.dw[104usize]
+        }
+        ///Dword 104 (`reserved_104`).
+        pub fn set_reserved_104(&mut self, val: u32) {
+            self.dw[104usize] = val;
+        }
+        ///Dword 105 (`reserved_105`).
+        pub const fn reserved_105(&self) -> u32 {
+            self.dw[105usize]
+        }
+        ///Dword 105 (`reserved_105`).
+        pub fn set_reserved_105(&mut self, val: u32) {
+            self.dw[105usize] = val;
+        }
+        ///Dword 106 (`reserved_106`).
+        pub const fn reserved_106(&self) -> u32 {
+            self.dw[106usize]
+        }
+        ///Dword 106 (`reserved_106`).
+        pub fn set_reserved_106(&mut self, val: u32) {
+            self.dw[106usize] = val;
+        }
+        ///Dword 107 (`reserved_107`).
+        pub const fn reserved_107(&self) -> u32 {
+            self.dw[107usize]
+        }
+        ///Dword 107 (`reserved_107`).
+        pub fn set_reserved_107(&mut self, val: u32) {
+            self.dw[107usize] = val;
+        }
+        ///Dword 108 (`reserved_108`).
+        pub const fn reserved_108(&self) -> u32 {
+            self.dw[108usize]
+        }
+        ///Dword 108 (`reserved_108`).
+        pub fn set_reserved_108(&mut self, val: u32) {
+            self.dw[108usize] = val;
+        }
+        ///Dword 109 (`reserved_109`).
+        pub const fn reserved_109(&self) -> u32 {
+            self.dw[109usize]
+        }
+        ///Dword 109 (`reserved_109`).
+        pub fn set_reserved_109(&mut self, val: u32) {
+            self.dw[109usize] = val;
+        }
+        ///Dword 110 (`reserved_110`).
+        pub const fn reserved_110(&self) -> u32 {
+            self.dw[110usize]
+        }
+        ///Dword 110 (`reserved_110`).
+        pub fn set_reserved_110(&mut self, val: u32) {
+            self.dw[110usize] = val;
+        }
+        ///Dword 111 (`reserved_111`).
+        pub const fn reserved_111(&self) -> u32 {
+            self.dw[111usize]
+        }
+        ///Dword 111 (`reserved_111`).
+        pub fn set_reserved_111(&mut self, val: u32) {
+            self.dw[111usize] = val;
+        }
+        ///Dword 112 (`reserved_112`).
+        pub const fn reserved_112(&self) -> u32 {
+            self.dw[112usize]
+        }
+        ///Dword 112 (`reserved_112`).
+        pub fn set_reserved_112(&mut self, val: u32) {
+            self.dw[112usize] = val;
+        }
+        ///Dword 113 (`reserved_113`).
+        pub const fn reserved_113(&self) -> u32 {
+            self.dw[113usize]
+        }
+        ///Dword 113 (`reserved_113`).
+        pub fn set_reserved_113(&mut self, val: u32) {
+            self.dw[113usize] = val;
+        }
+        ///Dword 114 (`reserved_114`).
+        pub const fn reserved_114(&self) -> u32 {
+            self.dw[114usize]
+        }
+        ///Dword 114 (`reserved_114`).
+        pub fn set_reserved_114(&mut self, val: u32) {
+            self.dw[114usize] = val;
+        }
+        ///Dword 115 (`reserved_115`).
+        pub const fn reserved_115(&self) -> u32 {
+            self.dw[115usize]
+        }
+        ///Dword 115 (`reserved_115`).
+        pub fn set_reserved_115(&mut self, val: u32) {
+            self.dw[115usize] = val;
+        }
+        ///Dword 116 (`reserved_116`).
+        pub const fn reserved_116(&self) -> u32 {
+            self.dw[116usize]
+        }
+        ///Dword 116 (`reserved_116`).
+        pub fn set_reserved_116(&mut self, val: u32) {
+            self.dw[116usize] = val;
+        }
+        ///Dword 117 (`reserved_117`).
+        pub const fn reserved_117(&self) -> u32 {
+            self.dw[117usize]
+        }
+        ///Dword 117 (`reserved_117`).
+        pub fn set_reserved_117(&mut self, val: u32) {
+            self.dw[117usize] = val;
+        }
+        ///Dword 118 (`reserved_118`).
+        pub const fn reserved_118(&self) -> u32 {
+            self.dw[118usize]
+        }
+        ///Dword 118 (`reserved_118`).
+        pub fn set_reserved_118(&mut self, val: u32) {
+            self.dw[118usize] = val;
+        }
+        ///Dword 119 (`reserved_119`).
+        pub const fn reserved_119(&self) -> u32 {
+            self.dw[119usize]
+        }
+        ///Dword 119 (`reserved_119`).
+        pub fn set_reserved_119(&mut self, val: u32) {
+            self.dw[119usize] = val;
+        }
+        ///Dword 120 (`reserved_120`).
+        pub const fn reserved_120(&self) -> u32 {
+            self.dw[120usize]
+        }
+        ///Dword 120 (`reserved_120`).
+        pub fn set_reserved_120(&mut self, val: u32) {
+            self.dw[120usize] = val;
+        }
+        ///Dword 121 (`reserved_121`).
+        pub const fn reserved_121(&self) -> u32 {
+            self.dw[121usize]
+        }
+        ///Dword 121 (`reserved_121`).
+        pub fn set_reserved_121(&mut self, val: u32) {
+            self.dw[121usize] = val;
+        }
+        ///Dword 122 (`reserved_122`).
+        pub const fn reserved_122(&self) -> u32 {
+            self.dw[122usize]
+        }
+        ///Dword 122 (`reserved_122`).
+        pub fn set_reserved_122(&mut self, val: u32) {
+            self.dw[122usize] = val;
+        }
+        ///Dword 123 (`reserved_123`).
+        pub const fn reserved_123(&self) -> u32 {
+            self.dw[123usize]
+        }
+        ///Dword 123 (`reserved_123`).
+        pub fn set_reserved_123(&mut self, val: u32) {
+            self.dw[123usize] = val;
+        }
+        ///Dword 124 (`reserved_124`).
+        pub const fn reserved_124(&self) -> u32 {
+            self.dw[124usize]
+        }
+        ///Dword 124 (`reserved_124`).
+        pub fn set_reserved_124(&mut self, val: u32) {
+            self.dw[124usize] = val;
+        }
+        ///Dword 125 (`reserved_125`).
+        pub const fn reserved_125(&self) -> u32 {
+            self.dw[125usize]
+        }
+        ///Dword 125 (`reserved_125`).
+        pub fn set_reserved_125(&mut self, val: u32) {
+            self.dw[125usize] = val;
+        }
+        ///Dword 126 (`sdma_engine_id`).
+        pub const fn sdma_engine_id(&self) -> u32 {
+            self.dw[126usize]
+        }
+        ///Dword 126 (`sdma_engine_id`).
+        pub fn set_sdma_engine_id(&mut self, val: u32) {
+            self.dw[126usize] = val;
+        }
+        ///Dword 127 (`sdma_queue_id`).
+        pub const fn sdma_queue_id(&self) -> u32 {
+            self.dw[127usize]
+        }
+        ///Dword 127 (`sdma_queue_id`).
+        pub fn set_sdma_queue_id(&mut self, val: u32) {
+            self.dw[127usize] = val;
+        }
     }
     const _: () = assert!(core::mem::size_of::<v11_sdma_mqd>() == 512usize);
     const _: () = assert!(core::mem::align_of::<v11_sdma_mqd>() == 4usize);
@@ -1534,518 +10640,4106 @@ pub mod v11 {
         zerocopy::IntoBytes,
     )]
     pub struct v11_compute_mqd {
-        pub header: u32,
-        pub compute_dispatch_initiator: u32,
-        pub compute_dim_x: u32,
-        pub compute_dim_y: u32,
-        pub compute_dim_z: u32,
-        pub compute_start_x: u32,
-        pub compute_start_y: u32,
-        pub compute_start_z: u32,
-        pub compute_num_thread_x: u32,
-        pub compute_num_thread_y: u32,
-        pub compute_num_thread_z: u32,
-        pub compute_pipelinestat_enable: u32,
-        pub compute_perfcount_enable: u32,
-        pub compute_pgm_lo: u32,
-        pub compute_pgm_hi: u32,
-        pub compute_dispatch_pkt_addr_lo: u32,
-        pub compute_dispatch_pkt_addr_hi: u32,
-        pub compute_dispatch_scratch_base_lo: u32,
-        pub compute_dispatch_scratch_base_hi: u32,
-        pub compute_pgm_rsrc1: u32,
-        pub compute_pgm_rsrc2: u32,
-        pub compute_vmid: u32,
-        pub compute_resource_limits: u32,
-        pub compute_static_thread_mgmt_se0: u32,
-        pub compute_static_thread_mgmt_se1: u32,
-        pub compute_tmpring_size: u32,
-        pub compute_static_thread_mgmt_se2: u32,
-        pub compute_static_thread_mgmt_se3: u32,
-        pub compute_restart_x: u32,
-        pub compute_restart_y: u32,
-        pub compute_restart_z: u32,
-        pub compute_thread_trace_enable: u32,
-        pub compute_misc_reserved: u32,
-        pub compute_dispatch_id: u32,
-        pub compute_threadgroup_id: u32,
-        pub compute_req_ctrl: u32,
-        pub reserved_36: u32,
-        pub compute_user_accum_0: u32,
-        pub compute_user_accum_1: u32,
-        pub compute_user_accum_2: u32,
-        pub compute_user_accum_3: u32,
-        pub compute_pgm_rsrc3: u32,
-        pub compute_ddid_index: u32,
-        pub compute_shader_chksum: u32,
-        pub compute_static_thread_mgmt_se4: u32,
-        pub compute_static_thread_mgmt_se5: u32,
-        pub compute_static_thread_mgmt_se6: u32,
-        pub compute_static_thread_mgmt_se7: u32,
-        pub compute_dispatch_interleave: u32,
-        pub compute_relaunch: u32,
-        pub compute_wave_restore_addr_lo: u32,
-        pub compute_wave_restore_addr_hi: u32,
-        pub compute_wave_restore_control: u32,
-        pub reserved_53: u32,
-        pub reserved_54: u32,
-        pub reserved_55: u32,
-        pub reserved_56: u32,
-        pub reserved_57: u32,
-        pub reserved_58: u32,
-        pub reserved_59: u32,
-        pub reserved_60: u32,
-        pub reserved_61: u32,
-        pub reserved_62: u32,
-        pub reserved_63: u32,
-        pub reserved_64: u32,
-        pub compute_user_data_0: u32,
-        pub compute_user_data_1: u32,
-        pub compute_user_data_2: u32,
-        pub compute_user_data_3: u32,
-        pub compute_user_data_4: u32,
-        pub compute_user_data_5: u32,
-        pub compute_user_data_6: u32,
-        pub compute_user_data_7: u32,
-        pub compute_user_data_8: u32,
-        pub compute_user_data_9: u32,
-        pub compute_user_data_10: u32,
-        pub compute_user_data_11: u32,
-        pub compute_user_data_12: u32,
-        pub compute_user_data_13: u32,
-        pub compute_user_data_14: u32,
-        pub compute_user_data_15: u32,
-        pub cp_compute_csinvoc_count_lo: u32,
-        pub cp_compute_csinvoc_count_hi: u32,
-        pub reserved_83: u32,
-        pub reserved_84: u32,
-        pub reserved_85: u32,
-        pub cp_mqd_query_time_lo: u32,
-        pub cp_mqd_query_time_hi: u32,
-        pub cp_mqd_connect_start_time_lo: u32,
-        pub cp_mqd_connect_start_time_hi: u32,
-        pub cp_mqd_connect_end_time_lo: u32,
-        pub cp_mqd_connect_end_time_hi: u32,
-        pub cp_mqd_connect_end_wf_count: u32,
-        pub cp_mqd_connect_end_pq_rptr: u32,
-        pub cp_mqd_connect_end_pq_wptr: u32,
-        pub cp_mqd_connect_end_ib_rptr: u32,
-        pub cp_mqd_readindex_lo: u32,
-        pub cp_mqd_readindex_hi: u32,
-        pub cp_mqd_save_start_time_lo: u32,
-        pub cp_mqd_save_start_time_hi: u32,
-        pub cp_mqd_save_end_time_lo: u32,
-        pub cp_mqd_save_end_time_hi: u32,
-        pub cp_mqd_restore_start_time_lo: u32,
-        pub cp_mqd_restore_start_time_hi: u32,
-        pub cp_mqd_restore_end_time_lo: u32,
-        pub cp_mqd_restore_end_time_hi: u32,
-        pub disable_queue: u32,
-        pub reserved_107: u32,
-        pub gds_cs_ctxsw_cnt0: u32,
-        pub gds_cs_ctxsw_cnt1: u32,
-        pub gds_cs_ctxsw_cnt2: u32,
-        pub gds_cs_ctxsw_cnt3: u32,
-        pub reserved_112: u32,
-        pub reserved_113: u32,
-        pub cp_pq_exe_status_lo: u32,
-        pub cp_pq_exe_status_hi: u32,
-        pub cp_packet_id_lo: u32,
-        pub cp_packet_id_hi: u32,
-        pub cp_packet_exe_status_lo: u32,
-        pub cp_packet_exe_status_hi: u32,
-        pub gds_save_base_addr_lo: u32,
-        pub gds_save_base_addr_hi: u32,
-        pub gds_save_mask_lo: u32,
-        pub gds_save_mask_hi: u32,
-        pub ctx_save_base_addr_lo: u32,
-        pub ctx_save_base_addr_hi: u32,
-        pub reserved_126: u32,
-        pub reserved_127: u32,
-        pub cp_mqd_base_addr_lo: u32,
-        pub cp_mqd_base_addr_hi: u32,
-        pub cp_hqd_active: u32,
-        pub cp_hqd_vmid: u32,
-        pub cp_hqd_persistent_state: u32,
-        pub cp_hqd_pipe_priority: u32,
-        pub cp_hqd_queue_priority: u32,
-        pub cp_hqd_quantum: u32,
-        pub cp_hqd_pq_base_lo: u32,
-        pub cp_hqd_pq_base_hi: u32,
-        pub cp_hqd_pq_rptr: u32,
-        pub cp_hqd_pq_rptr_report_addr_lo: u32,
-        pub cp_hqd_pq_rptr_report_addr_hi: u32,
-        pub cp_hqd_pq_wptr_poll_addr_lo: u32,
-        pub cp_hqd_pq_wptr_poll_addr_hi: u32,
-        pub cp_hqd_pq_doorbell_control: u32,
-        pub reserved_144: u32,
-        pub cp_hqd_pq_control: u32,
-        pub cp_hqd_ib_base_addr_lo: u32,
-        pub cp_hqd_ib_base_addr_hi: u32,
-        pub cp_hqd_ib_rptr: u32,
-        pub cp_hqd_ib_control: u32,
-        pub cp_hqd_iq_timer: u32,
-        pub cp_hqd_iq_rptr: u32,
-        pub cp_hqd_dequeue_request: u32,
-        pub cp_hqd_dma_offload: u32,
-        pub cp_hqd_sema_cmd: u32,
-        pub cp_hqd_msg_type: u32,
-        pub cp_hqd_atomic0_preop_lo: u32,
-        pub cp_hqd_atomic0_preop_hi: u32,
-        pub cp_hqd_atomic1_preop_lo: u32,
-        pub cp_hqd_atomic1_preop_hi: u32,
-        pub cp_hqd_hq_status0: u32,
-        pub cp_hqd_hq_control0: u32,
-        pub cp_mqd_control: u32,
-        pub cp_hqd_hq_status1: u32,
-        pub cp_hqd_hq_control1: u32,
-        pub cp_hqd_eop_base_addr_lo: u32,
-        pub cp_hqd_eop_base_addr_hi: u32,
-        pub cp_hqd_eop_control: u32,
-        pub cp_hqd_eop_rptr: u32,
-        pub cp_hqd_eop_wptr: u32,
-        pub cp_hqd_eop_done_events: u32,
-        pub cp_hqd_ctx_save_base_addr_lo: u32,
-        pub cp_hqd_ctx_save_base_addr_hi: u32,
-        pub cp_hqd_ctx_save_control: u32,
-        pub cp_hqd_cntl_stack_offset: u32,
-        pub cp_hqd_cntl_stack_size: u32,
-        pub cp_hqd_wg_state_offset: u32,
-        pub cp_hqd_ctx_save_size: u32,
-        pub cp_hqd_gds_resource_state: u32,
-        pub cp_hqd_error: u32,
-        pub cp_hqd_eop_wptr_mem: u32,
-        pub cp_hqd_aql_control: u32,
-        pub cp_hqd_pq_wptr_lo: u32,
-        pub cp_hqd_pq_wptr_hi: u32,
-        pub reserved_184: u32,
-        pub reserved_185: u32,
-        pub reserved_186: u32,
-        pub reserved_187: u32,
-        pub reserved_188: u32,
-        pub reserved_189: u32,
-        pub reserved_190: u32,
-        pub reserved_191: u32,
-        pub iqtimer_pkt_header: u32,
-        pub iqtimer_pkt_dw0: u32,
-        pub iqtimer_pkt_dw1: u32,
-        pub iqtimer_pkt_dw2: u32,
-        pub iqtimer_pkt_dw3: u32,
-        pub iqtimer_pkt_dw4: u32,
-        pub iqtimer_pkt_dw5: u32,
-        pub iqtimer_pkt_dw6: u32,
-        pub iqtimer_pkt_dw7: u32,
-        pub iqtimer_pkt_dw8: u32,
-        pub iqtimer_pkt_dw9: u32,
-        pub iqtimer_pkt_dw10: u32,
-        pub iqtimer_pkt_dw11: u32,
-        pub iqtimer_pkt_dw12: u32,
-        pub iqtimer_pkt_dw13: u32,
-        pub iqtimer_pkt_dw14: u32,
-        pub iqtimer_pkt_dw15: u32,
-        pub iqtimer_pkt_dw16: u32,
-        pub iqtimer_pkt_dw17: u32,
-        pub iqtimer_pkt_dw18: u32,
-        pub iqtimer_pkt_dw19: u32,
-        pub iqtimer_pkt_dw20: u32,
-        pub iqtimer_pkt_dw21: u32,
-        pub iqtimer_pkt_dw22: u32,
-        pub iqtimer_pkt_dw23: u32,
-        pub iqtimer_pkt_dw24: u32,
-        pub iqtimer_pkt_dw25: u32,
-        pub iqtimer_pkt_dw26: u32,
-        pub iqtimer_pkt_dw27: u32,
-        pub iqtimer_pkt_dw28: u32,
-        pub iqtimer_pkt_dw29: u32,
-        pub iqtimer_pkt_dw30: u32,
-        pub iqtimer_pkt_dw31: u32,
-        pub reserved_225: u32,
-        pub reserved_226: u32,
-        pub reserved_227: u32,
-        pub set_resources_header: u32,
-        pub set_resources_dw1: u32,
-        pub set_resources_dw2: u32,
-        pub set_resources_dw3: u32,
-        pub set_resources_dw4: u32,
-        pub set_resources_dw5: u32,
-        pub set_resources_dw6: u32,
-        pub set_resources_dw7: u32,
-        pub reserved_236: u32,
-        pub reserved_237: u32,
-        pub reserved_238: u32,
-        pub reserved_239: u32,
-        pub queue_doorbell_id0: u32,
-        pub queue_doorbell_id1: u32,
-        pub queue_doorbell_id2: u32,
-        pub queue_doorbell_id3: u32,
-        pub queue_doorbell_id4: u32,
-        pub queue_doorbell_id5: u32,
-        pub queue_doorbell_id6: u32,
-        pub queue_doorbell_id7: u32,
-        pub queue_doorbell_id8: u32,
-        pub queue_doorbell_id9: u32,
-        pub queue_doorbell_id10: u32,
-        pub queue_doorbell_id11: u32,
-        pub queue_doorbell_id12: u32,
-        pub queue_doorbell_id13: u32,
-        pub queue_doorbell_id14: u32,
-        pub queue_doorbell_id15: u32,
-        pub control_buf_addr_lo: u32,
-        pub control_buf_addr_hi: u32,
-        pub control_buf_wptr_lo: u32,
-        pub control_buf_wptr_hi: u32,
-        pub control_buf_dptr_lo: u32,
-        pub control_buf_dptr_hi: u32,
-        pub control_buf_num_entries: u32,
-        pub draw_ring_addr_lo: u32,
-        pub draw_ring_addr_hi: u32,
-        pub reserved_265: u32,
-        pub reserved_266: u32,
-        pub reserved_267: u32,
-        pub reserved_268: u32,
-        pub reserved_269: u32,
-        pub reserved_270: u32,
-        pub reserved_271: u32,
-        pub reserved_272: u32,
-        pub reserved_273: u32,
-        pub reserved_274: u32,
-        pub reserved_275: u32,
-        pub reserved_276: u32,
-        pub reserved_277: u32,
-        pub reserved_278: u32,
-        pub reserved_279: u32,
-        pub reserved_280: u32,
-        pub reserved_281: u32,
-        pub reserved_282: u32,
-        pub reserved_283: u32,
-        pub reserved_284: u32,
-        pub reserved_285: u32,
-        pub reserved_286: u32,
-        pub reserved_287: u32,
-        pub reserved_288: u32,
-        pub reserved_289: u32,
-        pub reserved_290: u32,
-        pub reserved_291: u32,
-        pub reserved_292: u32,
-        pub reserved_293: u32,
-        pub reserved_294: u32,
-        pub reserved_295: u32,
-        pub reserved_296: u32,
-        pub reserved_297: u32,
-        pub reserved_298: u32,
-        pub reserved_299: u32,
-        pub reserved_300: u32,
-        pub reserved_301: u32,
-        pub reserved_302: u32,
-        pub reserved_303: u32,
-        pub reserved_304: u32,
-        pub reserved_305: u32,
-        pub reserved_306: u32,
-        pub reserved_307: u32,
-        pub reserved_308: u32,
-        pub reserved_309: u32,
-        pub reserved_310: u32,
-        pub reserved_311: u32,
-        pub reserved_312: u32,
-        pub reserved_313: u32,
-        pub reserved_314: u32,
-        pub reserved_315: u32,
-        pub reserved_316: u32,
-        pub reserved_317: u32,
-        pub reserved_318: u32,
-        pub reserved_319: u32,
-        pub reserved_320: u32,
-        pub reserved_321: u32,
-        pub reserved_322: u32,
-        pub reserved_323: u32,
-        pub reserved_324: u32,
-        pub reserved_325: u32,
-        pub reserved_326: u32,
-        pub reserved_327: u32,
-        pub reserved_328: u32,
-        pub reserved_329: u32,
-        pub reserved_330: u32,
-        pub reserved_331: u32,
-        pub reserved_332: u32,
-        pub reserved_333: u32,
-        pub reserved_334: u32,
-        pub reserved_335: u32,
-        pub reserved_336: u32,
-        pub reserved_337: u32,
-        pub reserved_338: u32,
-        pub reserved_339: u32,
-        pub reserved_340: u32,
-        pub reserved_341: u32,
-        pub reserved_342: u32,
-        pub reserved_343: u32,
-        pub reserved_344: u32,
-        pub reserved_345: u32,
-        pub reserved_346: u32,
-        pub reserved_347: u32,
-        pub reserved_348: u32,
-        pub reserved_349: u32,
-        pub reserved_350: u32,
-        pub reserved_351: u32,
-        pub reserved_352: u32,
-        pub reserved_353: u32,
-        pub reserved_354: u32,
-        pub reserved_355: u32,
-        pub reserved_356: u32,
-        pub reserved_357: u32,
-        pub reserved_358: u32,
-        pub reserved_359: u32,
-        pub reserved_360: u32,
-        pub reserved_361: u32,
-        pub reserved_362: u32,
-        pub reserved_363: u32,
-        pub reserved_364: u32,
-        pub reserved_365: u32,
-        pub reserved_366: u32,
-        pub reserved_367: u32,
-        pub reserved_368: u32,
-        pub reserved_369: u32,
-        pub reserved_370: u32,
-        pub reserved_371: u32,
-        pub reserved_372: u32,
-        pub reserved_373: u32,
-        pub reserved_374: u32,
-        pub reserved_375: u32,
-        pub reserved_376: u32,
-        pub reserved_377: u32,
-        pub reserved_378: u32,
-        pub reserved_379: u32,
-        pub reserved_380: u32,
-        pub reserved_381: u32,
-        pub reserved_382: u32,
-        pub reserved_383: u32,
-        pub reserved_384: u32,
-        pub reserved_385: u32,
-        pub reserved_386: u32,
-        pub reserved_387: u32,
-        pub reserved_388: u32,
-        pub reserved_389: u32,
-        pub reserved_390: u32,
-        pub reserved_391: u32,
-        pub reserved_392: u32,
-        pub reserved_393: u32,
-        pub reserved_394: u32,
-        pub reserved_395: u32,
-        pub reserved_396: u32,
-        pub reserved_397: u32,
-        pub reserved_398: u32,
-        pub reserved_399: u32,
-        pub reserved_400: u32,
-        pub reserved_401: u32,
-        pub reserved_402: u32,
-        pub reserved_403: u32,
-        pub reserved_404: u32,
-        pub reserved_405: u32,
-        pub reserved_406: u32,
-        pub reserved_407: u32,
-        pub reserved_408: u32,
-        pub reserved_409: u32,
-        pub reserved_410: u32,
-        pub reserved_411: u32,
-        pub reserved_412: u32,
-        pub reserved_413: u32,
-        pub reserved_414: u32,
-        pub reserved_415: u32,
-        pub reserved_416: u32,
-        pub reserved_417: u32,
-        pub reserved_418: u32,
-        pub reserved_419: u32,
-        pub reserved_420: u32,
-        pub reserved_421: u32,
-        pub reserved_422: u32,
-        pub reserved_423: u32,
-        pub reserved_424: u32,
-        pub reserved_425: u32,
-        pub reserved_426: u32,
-        pub reserved_427: u32,
-        pub reserved_428: u32,
-        pub reserved_429: u32,
-        pub reserved_430: u32,
-        pub reserved_431: u32,
-        pub reserved_432: u32,
-        pub reserved_433: u32,
-        pub reserved_434: u32,
-        pub reserved_435: u32,
-        pub reserved_436: u32,
-        pub reserved_437: u32,
-        pub reserved_438: u32,
-        pub reserved_439: u32,
-        pub reserved_440: u32,
-        pub reserved_441: u32,
-        pub reserved_442: u32,
-        pub reserved_443: u32,
-        pub reserved_444: u32,
-        pub reserved_445: u32,
-        pub reserved_446: u32,
-        pub reserved_447: u32,
-        pub gws_0_val: u32,
-        pub gws_1_val: u32,
-        pub gws_2_val: u32,
-        pub gws_3_val: u32,
-        pub gws_4_val: u32,
-        pub gws_5_val: u32,
-        pub gws_6_val: u32,
-        pub gws_7_val: u32,
-        pub gws_8_val: u32,
-        pub gws_9_val: u32,
-        pub gws_10_val: u32,
-        pub gws_11_val: u32,
-        pub gws_12_val: u32,
-        pub gws_13_val: u32,
-        pub gws_14_val: u32,
-        pub gws_15_val: u32,
-        pub gws_16_val: u32,
-        pub gws_17_val: u32,
-        pub gws_18_val: u32,
-        pub gws_19_val: u32,
-        pub gws_20_val: u32,
-        pub gws_21_val: u32,
-        pub gws_22_val: u32,
-        pub gws_23_val: u32,
-        pub gws_24_val: u32,
-        pub gws_25_val: u32,
-        pub gws_26_val: u32,
-        pub gws_27_val: u32,
-        pub gws_28_val: u32,
-        pub gws_29_val: u32,
-        pub gws_30_val: u32,
-        pub gws_31_val: u32,
-        pub gws_32_val: u32,
-        pub gws_33_val: u32,
-        pub gws_34_val: u32,
-        pub gws_35_val: u32,
-        pub gws_36_val: u32,
-        pub gws_37_val: u32,
-        pub gws_38_val: u32,
-        pub gws_39_val: u32,
-        pub gws_40_val: u32,
-        pub gws_41_val: u32,
-        pub gws_42_val: u32,
-        pub gws_43_val: u32,
-        pub gws_44_val: u32,
-        pub gws_45_val: u32,
-        pub gws_46_val: u32,
-        pub gws_47_val: u32,
-        pub gws_48_val: u32,
-        pub gws_49_val: u32,
-        pub gws_50_val: u32,
-        pub gws_51_val: u32,
-        pub gws_52_val: u32,
-        pub gws_53_val: u32,
-        pub gws_54_val: u32,
-        pub gws_55_val: u32,
-        pub gws_56_val: u32,
-        pub gws_57_val: u32,
-        pub gws_58_val: u32,
-        pub gws_59_val: u32,
-        pub gws_60_val: u32,
-        pub gws_61_val: u32,
-        pub gws_62_val: u32,
-        pub gws_63_val: u32,
+        /// The descriptor as dwords; use the named accessors.
+        pub dw: [u32; 512usize],
+    }
+    impl v11_compute_mqd {
+        ///Dword 0 (`header`).
+        pub const fn header(&self) -> u32 {
+            self.dw[0usize]
+        }
+        ///Dword 0 (`header`).
+        pub fn set_header(&mut self, val: u32) {
+            self.dw[0usize] = val;
+        }
+        ///Dword 1 (`compute_dispatch_initiator`).
+        pub const fn compute_dispatch_initiator(&self) -> u32 {
+            self.dw[1usize]
+        }
+        ///Dword 1 (`compute_dispatch_initiator`).
+        pub fn set_compute_dispatch_initiator(&mut self, val: u32) {
+            self.dw[1usize] = val;
+        }
+        ///Dword 2 (`compute_dim_x`).
+        pub const fn compute_dim_x(&self) -> u32 {
+            self.dw[2usize]
+        }
+        ///Dword 2 (`compute_dim_x`).
+        pub fn set_compute_dim_x(&mut self, val: u32) {
+            self.dw[2usize] = val;
+        }
+        ///Dword 3 (`compute_dim_y`).
+        pub const fn compute_dim_y(&self) -> u32 {
+            self.dw[3usize]
+        }
+        ///Dword 3 (`compute_dim_y`).
+        pub fn set_compute_dim_y(&mut self, val: u32) {
+            self.dw[3usize] = val;
+        }
+        ///Dword 4 (`compute_dim_z`).
+        pub const fn compute_dim_z(&self) -> u32 {
+            self.dw[4usize]
+        }
+        ///Dword 4 (`compute_dim_z`).
+        pub fn set_compute_dim_z(&mut self, val: u32) {
+            self.dw[4usize] = val;
+        }
+        ///Dword 5 (`compute_start_x`).
+        pub const fn compute_start_x(&self) -> u32 {
+            self.dw[5usize]
+        }
+        ///Dword 5 (`compute_start_x`).
+        pub fn set_compute_start_x(&mut self, val: u32) {
+            self.dw[5usize] = val;
+        }
+        ///Dword 6 (`compute_start_y`).
+        pub const fn compute_start_y(&self) -> u32 {
+            self.dw[6usize]
+        }
+        ///Dword 6 (`compute_start_y`).
+        pub fn set_compute_start_y(&mut self, val: u32) {
+            self.dw[6usize] = val;
+        }
+        ///Dword 7 (`compute_start_z`).
+        pub const fn compute_start_z(&self) -> u32 {
+            self.dw[7usize]
+        }
+        ///Dword 7 (`compute_start_z`).
+        pub fn set_compute_start_z(&mut self, val: u32) {
+            self.dw[7usize] = val;
+        }
+        ///Dword 8 (`compute_num_thread_x`).
+        pub const fn compute_num_thread_x(&self) -> u32 {
+            self.dw[8usize]
+        }
+        ///Dword 8 (`compute_num_thread_x`).
+        pub fn set_compute_num_thread_x(&mut self, val: u32) {
+            self.dw[8usize] = val;
+        }
+        ///Dword 9 (`compute_num_thread_y`).
+        pub const fn compute_num_thread_y(&self) -> u32 {
+            self.dw[9usize]
+        }
+        ///Dword 9 (`compute_num_thread_y`).
+        pub fn set_compute_num_thread_y(&mut self, val: u32) {
+            self.dw[9usize] = val;
+        }
+        ///Dword 10 (`compute_num_thread_z`).
+        pub const fn compute_num_thread_z(&self) -> u32 {
+            self.dw[10usize]
+        }
+        ///Dword 10 (`compute_num_thread_z`).
+        pub fn set_compute_num_thread_z(&mut self, val: u32) {
+            self.dw[10usize] = val;
+        }
+        ///Dword 11 (`compute_pipelinestat_enable`).
+        pub const fn compute_pipelinestat_enable(&self) -> u32 {
+            self.dw[11usize]
+        }
+        ///Dword 11 (`compute_pipelinestat_enable`).
+        pub fn set_compute_pipelinestat_enable(&mut self, val: u32) {
+            self.dw[11usize] = val;
+        }
+        ///Dword 12 (`compute_perfcount_enable`).
+        pub const fn compute_perfcount_enable(&self) -> u32 {
+            self.dw[12usize]
+        }
+        ///Dword 12 (`compute_perfcount_enable`).
+        pub fn set_compute_perfcount_enable(&mut self, val: u32) {
+            self.dw[12usize] = val;
+        }
+        ///Dword 13 (`compute_pgm_lo`).
+        pub const fn compute_pgm_lo(&self) -> u32 {
+            self.dw[13usize]
+        }
+        ///Dword 13 (`compute_pgm_lo`).
+        pub fn set_compute_pgm_lo(&mut self, val: u32) {
+            self.dw[13usize] = val;
+        }
+        ///Dword 14 (`compute_pgm_hi`).
+        pub const fn compute_pgm_hi(&self) -> u32 {
+            self.dw[14usize]
+        }
+        ///Dword 14 (`compute_pgm_hi`).
+        pub fn set_compute_pgm_hi(&mut self, val: u32) {
+            self.dw[14usize] = val;
+        }
+        ///Dword 15 (`compute_dispatch_pkt_addr_lo`).
+        pub const fn compute_dispatch_pkt_addr_lo(&self) -> u32 {
+            self.dw[15usize]
+        }
+        ///Dword 15 (`compute_dispatch_pkt_addr_lo`).
+        pub fn set_compute_dispatch_pkt_addr_lo(&mut self, val: u32) {
+            self.dw[15usize] = val;
+        }
+        ///Dword 16 (`compute_dispatch_pkt_addr_hi`).
+        pub const fn compute_dispatch_pkt_addr_hi(&self) -> u32 {
+            self.dw[16usize]
+        }
+        ///Dword 16 (`compute_dispatch_pkt_addr_hi`).
+        pub fn set_compute_dispatch_pkt_addr_hi(&mut self, val: u32) {
+            self.dw[16usize] = val;
+        }
+        ///Dword 17 (`compute_dispatch_scratch_base_lo`).
+        pub const fn compute_dispatch_scratch_base_lo(&self) -> u32 {
+            self.dw[17usize]
+        }
+        ///Dword 17 (`compute_dispatch_scratch_base_lo`).
+        pub fn set_compute_dispatch_scratch_base_lo(&mut self, val: u32) {
+            self.dw[17usize] = val;
+        }
+        ///Dword 18 (`compute_dispatch_scratch_base_hi`).
+        pub const fn compute_dispatch_scratch_base_hi(&self) -> u32 {
+            self.dw[18usize]
+        }
+        ///Dword 18 (`compute_dispatch_scratch_base_hi`).
+        pub fn set_compute_dispatch_scratch_base_hi(&mut self, val: u32) {
+            self.dw[18usize] = val;
+        }
+        ///Dword 19 (`compute_pgm_rsrc1`).
+        pub const fn compute_pgm_rsrc1(&self) -> u32 {
+            self.dw[19usize]
+        }
+        ///Dword 19 (`compute_pgm_rsrc1`).
+        pub fn set_compute_pgm_rsrc1(&mut self, val: u32) {
+            self.dw[19usize] = val;
+        }
+        ///Dword 20 (`compute_pgm_rsrc2`).
+        pub const fn compute_pgm_rsrc2(&self) -> u32 {
+            self.dw[20usize]
+        }
+        ///Dword 20 (`compute_pgm_rsrc2`).
+        pub fn set_compute_pgm_rsrc2(&mut self, val: u32) {
+            self.dw[20usize] = val;
+        }
+        ///Dword 21 (`compute_vmid`).
+        pub const fn compute_vmid(&self) -> u32 {
+            self.dw[21usize]
+        }
+        ///Dword 21 (`compute_vmid`).
+        pub fn set_compute_vmid(&mut self, val: u32) {
+            self.dw[21usize] = val;
+        }
+        ///Dword 22 (`compute_resource_limits`).
+        pub const fn compute_resource_limits(&self) -> u32 {
+            self.dw[22usize]
+        }
+        ///Dword 22 (`compute_resource_limits`).
+        pub fn set_compute_resource_limits(&mut self, val: u32) {
+            self.dw[22usize] = val;
+        }
+        ///Dword 23 (`compute_static_thread_mgmt_se0`).
+        pub const fn compute_static_thread_mgmt_se0(&self) -> u32 {
+            self.dw[23usize]
+        }
+        ///Dword 23 (`compute_static_thread_mgmt_se0`).
+        pub fn set_compute_static_thread_mgmt_se0(&mut self, val: u32) {
+            self.dw[23usize] = val;
+        }
+        ///Dword 24 (`compute_static_thread_mgmt_se1`).
+        pub const fn compute_static_thread_mgmt_se1(&self) -> u32 {
+            self.dw[24usize]
+        }
+        ///Dword 24 (`compute_static_thread_mgmt_se1`).
+        pub fn set_compute_static_thread_mgmt_se1(&mut self, val: u32) {
+            self.dw[24usize] = val;
+        }
+        ///Dword 25 (`compute_tmpring_size`).
+        pub const fn compute_tmpring_size(&self) -> u32 {
+            self.dw[25usize]
+        }
+        ///Dword 25 (`compute_tmpring_size`).
+        pub fn set_compute_tmpring_size(&mut self, val: u32) {
+            self.dw[25usize] = val;
+        }
+        ///Dword 26 (`compute_static_thread_mgmt_se2`).
+        pub const fn compute_static_thread_mgmt_se2(&self) -> u32 {
+            self.dw[26usize]
+        }
+        ///Dword 26 (`compute_static_thread_mgmt_se2`).
+        pub fn set_compute_static_thread_mgmt_se2(&mut self, val: u32) {
+            self.dw[26usize] = val;
+        }
+        ///Dword 27 (`compute_static_thread_mgmt_se3`).
+        pub const fn compute_static_thread_mgmt_se3(&self) -> u32 {
+            self.dw[27usize]
+        }
+        ///Dword 27 (`compute_static_thread_mgmt_se3`).
+        pub fn set_compute_static_thread_mgmt_se3(&mut self, val: u32) {
+            self.dw[27usize] = val;
+        }
+        ///Dword 28 (`compute_restart_x`).
+        pub const fn compute_restart_x(&self) -> u32 {
+            self.dw[28usize]
+        }
+        ///Dword 28 (`compute_restart_x`).
+        pub fn set_compute_restart_x(&mut self, val: u32) {
+            self.dw[28usize] = val;
+        }
+        ///Dword 29 (`compute_restart_y`).
+        pub const fn compute_restart_y(&self) -> u32 {
+            self.dw[29usize]
+        }
+        ///Dword 29 (`compute_restart_y`).
+        pub fn set_compute_restart_y(&mut self, val: u32) {
+            self.dw[29usize] = val;
+        }
+        ///Dword 30 (`compute_restart_z`).
+        pub const fn compute_restart_z(&self) -> u32 {
+            self.dw[30usize]
+        }
+        ///Dword 30 (`compute_restart_z`).
+        pub fn set_compute_restart_z(&mut self, val: u32) {
+            self.dw[30usize] = val;
+        }
+        ///Dword 31 (`compute_thread_trace_enable`).
+        pub const fn compute_thread_trace_enable(&self) -> u32 {
+            self.dw[31usize]
+        }
+        ///Dword 31 (`compute_thread_trace_enable`).
+        pub fn set_compute_thread_trace_enable(&mut self, val: u32) {
+            self.dw[31usize] = val;
+        }
+        ///Dword 32 (`compute_misc_reserved`).
+        pub const fn compute_misc_reserved(&self) -> u32 {
+            self.dw[32usize]
+        }
+        ///Dword 32 (`compute_misc_reserved`).
+        pub fn set_compute_misc_reserved(&mut self, val: u32) {
+            self.dw[32usize] = val;
+        }
+        ///Dword 33 (`compute_dispatch_id`).
+        pub const fn compute_dispatch_id(&self) -> u32 {
+            self.dw[33usize]
+        }
+        ///Dword 33 (`compute_dispatch_id`).
+        pub fn set_compute_dispatch_id(&mut self, val: u32) {
+            self.dw[33usize] = val;
+        }
+        ///Dword 34 (`compute_threadgroup_id`).
+        pub const fn compute_threadgroup_id(&self) -> u32 {
+            self.dw[34usize]
+        }
+        ///Dword 34 (`compute_threadgroup_id`).
+        pub fn set_compute_threadgroup_id(&mut self, val: u32) {
+            self.dw[34usize] = val;
+        }
+        ///Dword 35 (`compute_req_ctrl`).
+        pub const fn compute_req_ctrl(&self) -> u32 {
+            self.dw[35usize]
+        }
+        ///Dword 35 (`compute_req_ctrl`).
+        pub fn set_compute_req_ctrl(&mut self, val: u32) {
+            self.dw[35usize] = val;
+        }
+        ///Dword 36 (`reserved_36`).
+        pub const fn reserved_36(&self) -> u32 {
+            self.dw[36usize]
+        }
+        ///Dword 36 (`reserved_36`).
+        pub fn set_reserved_36(&mut self, val: u32) {
+            self.dw[36usize] = val;
+        }
+        ///Dword 37 (`compute_user_accum_0`).
+        pub const fn compute_user_accum_0(&self) -> u32 {
+            self.dw[37usize]
+        }
+        ///Dword 37 (`compute_user_accum_0`).
+        pub fn set_compute_user_accum_0(&mut self, val: u32) {
+            self.dw[37usize] = val;
+        }
+        ///Dword 38 (`compute_user_accum_1`).
+        pub const fn compute_user_accum_1(&self) -> u32 {
+            self.dw[38usize]
+        }
+        ///Dword 38 (`compute_user_accum_1`).
+        pub fn set_compute_user_accum_1(&mut self, val: u32) {
+            self.dw[38usize] = val;
+        }
+        ///Dword 39 (`compute_user_accum_2`).
+        pub const fn compute_user_accum_2(&self) -> u32 {
+            self.dw[39usize]
+        }
+        ///Dword 39 (`compute_user_accum_2`).
+        pub fn set_compute_user_accum_2(&mut self, val: u32) {
+            self.dw[39usize] = val;
+        }
+        ///Dword 40 (`compute_user_accum_3`).
+        pub const fn compute_user_accum_3(&self) -> u32 {
+            self.dw[40usize]
+        }
+        ///Dword 40 (`compute_user_accum_3`).
+        pub fn set_compute_user_accum_3(&mut self, val: u32) {
+            self.dw[40usize] = val;
+        }
+        ///Dword 41 (`compute_pgm_rsrc3`).
+        pub const fn compute_pgm_rsrc3(&self) -> u32 {
+            self.dw[41usize]
+        }
+        ///Dword 41 (`compute_pgm_rsrc3`).
+        pub fn set_compute_pgm_rsrc3(&mut self, val: u32) {
+            self.dw[41usize] = val;
+        }
+        ///Dword 42 (`compute_ddid_index`).
+        pub const fn compute_ddid_index(&self) -> u32 {
+            self.dw[42usize]
+        }
+        ///Dword 42 (`compute_ddid_index`).
+        pub fn set_compute_ddid_index(&mut self, val: u32) {
+            self.dw[42usize] = val;
+        }
+        ///Dword 43 (`compute_shader_chksum`).
+        pub const fn compute_shader_chksum(&self) -> u32 {
+            self.dw[43usize]
+        }
+        ///Dword 43 (`compute_shader_chksum`).
+        pub fn set_compute_shader_chksum(&mut self, val: u32) {
+            self.dw[43usize] = val;
+        }
+        ///Dword 44 (`compute_static_thread_mgmt_se4`).
+        pub const fn compute_static_thread_mgmt_se4(&self) -> u32 {
+            self.dw[44usize]
+        }
+        ///Dword 44 (`compute_static_thread_mgmt_se4`).
+        pub fn set_compute_static_thread_mgmt_se4(&mut self, val: u32) {
+            self.dw[44usize] = val;
+        }
+        ///Dword 45 (`compute_static_thread_mgmt_se5`).
+        pub const fn compute_static_thread_mgmt_se5(&self) -> u32 {
+            self.dw[45usize]
+        }
+        ///Dword 45 (`compute_static_thread_mgmt_se5`).
+        pub fn set_compute_static_thread_mgmt_se5(&mut self, val: u32) {
+            self.dw[45usize] = val;
+        }
+        ///Dword 46 (`compute_static_thread_mgmt_se6`).
+        pub const fn compute_static_thread_mgmt_se6(&self) -> u32 {
+            self.dw[46usize]
+        }
+        ///Dword 46 (`compute_static_thread_mgmt_se6`).
+        pub fn set_compute_static_thread_mgmt_se6(&mut self, val: u32) {
+            self.dw[46usize] = val;
+        }
+        ///Dword 47 (`compute_static_thread_mgmt_se7`).
+        pub const fn compute_static_thread_mgmt_se7(&self) -> u32 {
+            self.dw[47usize]
+        }
+        ///Dword 47 (`compute_static_thread_mgmt_se7`).
+        pub fn set_compute_static_thread_mgmt_se7(&mut self, val: u32) {
+            self.dw[47usize] = val;
+        }
+        ///Dword 48 (`compute_dispatch_interleave`).
+        pub const fn compute_dispatch_interleave(&self) -> u32 {
+            self.dw[48usize]
+        }
+        ///Dword 48 (`compute_dispatch_interleave`).
+        pub fn set_compute_dispatch_interleave(&mut self, val: u32) {
+            self.dw[48usize] = val;
+        }
+        ///Dword 49 (`compute_relaunch`).
+        pub const fn compute_relaunch(&self) -> u32 {
+            self.dw[49usize]
+        }
+        ///Dword 49 (`compute_relaunch`).
+        pub fn set_compute_relaunch(&mut self, val: u32) {
+            self.dw[49usize] = val;
+        }
+        ///Dword 50 (`compute_wave_restore_addr_lo`).
+        pub const fn compute_wave_restore_addr_lo(&self) -> u32 {
+            self.dw[50usize]
+        }
+        ///Dword 50 (`compute_wave_restore_addr_lo`).
+        pub fn set_compute_wave_restore_addr_lo(&mut self, val: u32) {
+            self.dw[50usize] = val;
+        }
+        ///Dword 51 (`compute_wave_restore_addr_hi`).
+        pub const fn compute_wave_restore_addr_hi(&self) -> u32 {
+            self.dw[51usize]
+        }
+        ///Dword 51 (`compute_wave_restore_addr_hi`).
+        pub fn set_compute_wave_restore_addr_hi(&mut self, val: u32) {
+            self.dw[51usize] = val;
+        }
+        ///Dword 52 (`compute_wave_restore_control`).
+        pub const fn compute_wave_restore_control(&self) -> u32 {
+            self.dw[52usize]
+        }
+        ///Dword 52 (`compute_wave_restore_control`).
+        pub fn set_compute_wave_restore_control(&mut self, val: u32) {
+            self.dw[52usize] = val;
+        }
+        ///Dword 53 (`reserved_53`).
+        pub const fn reserved_53(&self) -> u32 {
+            self.dw[53usize]
+        }
+        ///Dword 53 (`reserved_53`).
+        pub fn set_reserved_53(&mut self, val: u32) {
+            self.dw[53usize] = val;
+        }
+        ///Dword 54 (`reserved_54`).
+        pub const fn reserved_54(&self) -> u32 {
+            self.dw[54usize]
+        }
+        ///Dword 54 (`reserved_54`).
+        pub fn set_reserved_54(&mut self, val: u32) {
+            self.dw[54usize] = val;
+        }
+        ///Dword 55 (`reserved_55`).
+        pub const fn reserved_55(&self) -> u32 {
+            self.dw[55usize]
+        }
+        ///Dword 55 (`reserved_55`).
+        pub fn set_reserved_55(&mut self, val: u32) {
+            self.dw[55usize] = val;
+        }
+        ///Dword 56 (`reserved_56`).
+        pub const fn reserved_56(&self) -> u32 {
+            self.dw[56usize]
+        }
+        ///Dword 56 (`reserved_56`).
+        pub fn set_reserved_56(&mut self, val: u32) {
+            self.dw[56usize] = val;
+        }
+        ///Dword 57 (`reserved_57`).
+        pub const fn reserved_57(&self) -> u32 {
+            self.dw[57usize]
+        }
+        ///Dword 57 (`reserved_57`).
+        pub fn set_reserved_57(&mut self, val: u32) {
+            self.dw[57usize] = val;
+        }
+        ///Dword 58 (`reserved_58`).
+        pub const fn reserved_58(&self) -> u32 {
+            self.dw[58usize]
+        }
+        ///Dword 58 (`reserved_58`).
+        pub fn set_reserved_58(&mut self, val: u32) {
+            self.dw[58usize] = val;
+        }
+        ///Dword 59 (`reserved_59`).
+        pub const fn reserved_59(&self) -> u32 {
+            self.dw[59usize]
+        }
+        ///Dword 59 (`reserved_59`).
+        pub fn set_reserved_59(&mut self, val: u32) {
+            self.dw[59usize] = val;
+        }
+        ///Dword 60 (`reserved_60`).
+        pub const fn reserved_60(&self) -> u32 {
+            self.dw[60usize]
+        }
+        ///Dword 60 (`reserved_60`).
+        pub fn set_reserved_60(&mut self, val: u32) {
+            self.dw[60usize] = val;
+        }
+        ///Dword 61 (`reserved_61`).
+        pub const fn reserved_61(&self) -> u32 {
+            self.dw[61usize]
+        }
+        ///Dword 61 (`reserved_61`).
+        pub fn set_reserved_61(&mut self, val: u32) {
+            self.dw[61usize] = val;
+        }
+        ///Dword 62 (`reserved_62`).
+        pub const fn reserved_62(&self) -> u32 {
+            self.dw[62usize]
+        }
+        ///Dword 62 (`reserved_62`).
+        pub fn set_reserved_62(&mut self, val: u32) {
+            self.dw[62usize] = val;
+        }
+        ///Dword 63 (`reserved_63`).
+        pub const fn reserved_63(&self) -> u32 {
+            self.dw[63usize]
+        }
+        ///Dword 63 (`reserved_63`).
+        pub fn set_reserved_63(&mut self, val: u32) {
+            self.dw[63usize] = val;
+        }
+        ///Dword 64 (`reserved_64`).
+        pub const fn reserved_64(&self) -> u32 {
+            self.dw[64usize]
+        }
+        ///Dword 64 (`reserved_64`).
+        pub fn set_reserved_64(&mut self, val: u32) {
+            self.dw[64usize] = val;
+        }
+        ///Dword 65 (`compute_user_data_0`).
+        pub const fn compute_user_data_0(&self) -> u32 {
+            self.dw[65usize]
+        }
+        ///Dword 65 (`compute_user_data_0`).
+        pub fn set_compute_user_data_0(&mut self, val: u32) {
+            self.dw[65usize] = val;
+        }
+        ///Dword 66 (`compute_user_data_1`).
+        pub const fn compute_user_data_1(&self) -> u32 {
+            self.dw[66usize]
+        }
+        ///Dword 66 (`compute_user_data_1`).
+        pub fn set_compute_user_data_1(&mut self, val: u32) {
+            self.dw[66usize] = val;
+        }
+        ///Dword 67 (`compute_user_data_2`).
+        pub const fn compute_user_data_2(&self) -> u32 {
+            self.dw[67usize]
+        }
+        ///Dword 67 (`compute_user_data_2`).
+        pub fn set_compute_user_data_2(&mut self, val: u32) {
+            self.dw[67usize] = val;
+        }
+        ///Dword 68 (`compute_user_data_3`).
+        pub const fn compute_user_data_3(&self) -> u32 {
+            self.dw[68usize]
+        }
+        ///Dword 68 (`compute_user_data_3`).
+        pub fn set_compute_user_data_3(&mut self, val: u32) {
+            self.dw[68usize] = val;
+        }
+        ///Dword 69 (`compute_user_data_4`).
+        pub const fn compute_user_data_4(&self) -> u32 {
+            self.dw[69usize]
+        }
+        ///Dword 69 (`compute_user_data_4`).
+        pub fn set_compute_user_data_4(&mut self, val: u32) {
+            self.dw[69usize] = val;
+        }
+        ///Dword 70 (`compute_user_data_5`).
+        pub const fn compute_user_data_5(&self) -> u32 {
+            self.dw[70usize]
+        }
+        ///Dword 70 (`compute_user_data_5`).
+        pub fn set_compute_user_data_5(&mut self, val: u32) {
+            self.dw[70usize] = val;
+        }
+        ///Dword 71 (`compute_user_data_6`).
+        pub const fn compute_user_data_6(&self) -> u32 {
+            self.dw[71usize]
+        }
+        ///Dword 71 (`compute_user_data_6`).
+        pub fn set_compute_user_data_6(&mut self, val: u32) {
+            self.dw[71usize] = val;
+        }
+        ///Dword 72 (`compute_user_data_7`).
+        pub const fn compute_user_data_7(&self) -> u32 {
+            self.dw[72usize]
+        }
+        ///Dword 72 (`compute_user_data_7`).
+        pub fn set_compute_user_data_7(&mut self, val: u32) {
+            self.dw[72usize] = val;
+        }
+        ///Dword 73 (`compute_user_data_8`).
+        pub const fn compute_user_data_8(&self) -> u32 {
+            self.dw[73usize]
+        }
+        ///Dword 73 (`compute_user_data_8`).
+        pub fn set_compute_user_data_8(&mut self, val: u32) {
+            self.dw[73usize] = val;
+        }
+        ///Dword 74 (`compute_user_data_9`).
+        pub const fn compute_user_data_9(&self) -> u32 {
+            self.dw[74usize]
+        }
+        ///Dword 74 (`compute_user_data_9`).
+        pub fn set_compute_user_data_9(&mut self, val: u32) {
+            self.dw[74usize] = val;
+        }
+        ///Dword 75 (`compute_user_data_10`).
+        pub const fn compute_user_data_10(&self) -> u32 {
+            self.dw[75usize]
+        }
+        ///Dword 75 (`compute_user_data_10`).
+        pub fn set_compute_user_data_10(&mut self, val: u32) {
+            self.dw[75usize] = val;
+        }
+        ///Dword 76 (`compute_user_data_11`).
+        pub const fn compute_user_data_11(&self) -> u32 {
+            self.dw[76usize]
+        }
+        ///Dword 76 (`compute_user_data_11`).
+        pub fn set_compute_user_data_11(&mut self, val: u32) {
+            self.dw[76usize] = val;
+        }
+        ///Dword 77 (`compute_user_data_12`).
+        pub const fn compute_user_data_12(&self) -> u32 {
+            self.dw[77usize]
+        }
+        ///Dword 77 (`compute_user_data_12`).
+        pub fn set_compute_user_data_12(&mut self, val: u32) {
+            self.dw[77usize] = val;
+        }
+        ///Dword 78 (`compute_user_data_13`).
+        pub const fn compute_user_data_13(&self) -> u32 {
+            self.dw[78usize]
+        }
+        ///Dword 78 (`compute_user_data_13`).
+        pub fn set_compute_user_data_13(&mut self, val: u32) {
+            self.dw[78usize] = val;
+        }
+        ///Dword 79 (`compute_user_data_14`).
+        pub const fn compute_user_data_14(&self) -> u32 {
+            self.dw[79usize]
+        }
+        ///Dword 79 (`compute_user_data_14`).
+        pub fn set_compute_user_data_14(&mut self, val: u32) {
+            self.dw[79usize] = val;
+        }
+        ///Dword 80 (`compute_user_data_15`).
+        pub const fn compute_user_data_15(&self) -> u32 {
+            self.dw[80usize]
+        }
+        ///Dword 80 (`compute_user_data_15`).
+        pub fn set_compute_user_data_15(&mut self, val: u32) {
+            self.dw[80usize] = val;
+        }
+        ///Dword 81 (`cp_compute_csinvoc_count_lo`).
+        pub const fn cp_compute_csinvoc_count_lo(&self) -> u32 {
+            self.dw[81usize]
+        }
+        ///Dword 81 (`cp_compute_csinvoc_count_lo`).
+        pub fn set_cp_compute_csinvoc_count_lo(&mut self, val: u32) {
+            self.dw[81usize] = val;
+        }
+        ///Dword 82 (`cp_compute_csinvoc_count_hi`).
+        pub const fn cp_compute_csinvoc_count_hi(&self) -> u32 {
+            self.dw[82usize]
+        }
+        ///Dword 82 (`cp_compute_csinvoc_count_hi`).
+        pub fn set_cp_compute_csinvoc_count_hi(&mut self, val: u32) {
+            self.dw[82usize] = val;
+        }
+        ///Dword 83 (`reserved_83`).
+        pub const fn reserved_83(&self) -> u32 {
+            self.dw[83usize]
+        }
+        ///Dword 83 (`reserved_83`).
+        pub fn set_reserved_83(&mut self, val: u32) {
+            self.dw[83usize] = val;
+        }
+        ///Dword 84 (`reserved_84`).
+        pub const fn reserved_84(&self) -> u32 {
+            self.dw[84usize]
+        }
+        ///Dword 84 (`reserved_84`).
+        pub fn set_reserved_84(&mut self, val: u32) {
+            self.dw[84usize] = val;
+        }
+        ///Dword 85 (`reserved_85`).
+        pub const fn reserved_85(&self) -> u32 {
+            self.dw[85usize]
+        }
+        ///Dword 85 (`reserved_85`).
+        pub fn set_reserved_85(&mut self, val: u32) {
+            self.dw[85usize] = val;
+        }
+        ///Dword 86 (`cp_mqd_query_time_lo`).
+        pub const fn cp_mqd_query_time_lo(&self) -> u32 {
+            self.dw[86usize]
+        }
+        ///Dword 86 (`cp_mqd_query_time_lo`).
+        pub fn set_cp_mqd_query_time_lo(&mut self, val: u32) {
+            self.dw[86usize] = val;
+        }
+        ///Dword 87 (`cp_mqd_query_time_hi`).
+        pub const fn cp_mqd_query_time_hi(&self) -> u32 {
+            self.dw[87usize]
+        }
+        ///Dword 87 (`cp_mqd_query_time_hi`).
+        pub fn set_cp_mqd_query_time_hi(&mut self, val: u32) {
+            self.dw[87usize] = val;
+        }
+        ///Dword 88 (`cp_mqd_connect_start_time_lo`).
+        pub const fn cp_mqd_connect_start_time_lo(&self) -> u32 {
+            self.dw[88usize]
+        }
+        ///Dword 88 (`cp_mqd_connect_start_time_lo`).
+        pub fn set_cp_mqd_connect_start_time_lo(&mut self, val: u32) {
+            self.dw[88usize] = val;
+        }
+        ///Dword 89 (`cp_mqd_connect_start_time_hi`).
+        pub const fn cp_mqd_connect_start_time_hi(&self) -> u32 {
+            self.dw[89usize]
+        }
+        ///Dword 89 (`cp_mqd_connect_start_time_hi`).
+        pub fn set_cp_mqd_connect_start_time_hi(&mut self, val: u32) {
+            self.dw[89usize] = val;
+        }
+        ///Dword 90 (`cp_mqd_connect_end_time_lo`).
+        pub const fn cp_mqd_connect_end_time_lo(&self) -> u32 {
+            self.dw[90usize]
+        }
+        ///Dword 90 (`cp_mqd_connect_end_time_lo`).
+        pub fn set_cp_mqd_connect_end_time_lo(&mut self, val: u32) {
+            self.dw[90usize] = val;
+        }
+        ///Dword 91 (`cp_mqd_connect_end_time_hi`).
+        pub const fn cp_mqd_connect_end_time_hi(&self) -> u32 {
+            self.dw[91usize]
+        }
+        ///Dword 91 (`cp_mqd_connect_end_time_hi`).
+        pub fn set_cp_mqd_connect_end_time_hi(&mut self, val: u32) {
+            self.dw[91usize] = val;
+        }
+        ///Dword 92 (`cp_mqd_connect_end_wf_count`).
+        pub const fn cp_mqd_connect_end_wf_count(&self) -> u32 {
+            self.dw[92usize]
+        }
+        ///Dword 92 (`cp_mqd_connect_end_wf_count`).
+        pub fn set_cp_mqd_connect_end_wf_count(&mut self, val: u32) {
+            self.dw[92usize] = val;
+        }
+        ///Dword 93 (`cp_mqd_connect_end_pq_rptr`).
+        pub const fn cp_mqd_connect_end_pq_rptr(&self) -> u32 {
+            self.dw[93usize]
+        }
+        ///Dword 93 (`cp_mqd_connect_end_pq_rptr`).
+        pub fn set_cp_mqd_connect_end_pq_rptr(&mut self, val: u32) {
+            self.dw[93usize] = val;
+        }
+        ///Dword 94 (`cp_mqd_connect_end_pq_wptr`).
+        pub const fn cp_mqd_connect_end_pq_wptr(&self) -> u32 {
+            self.dw[94usize]
+        }
+        ///Dword 94 (`cp_mqd_connect_end_pq_wptr`).
+        pub fn set_cp_mqd_connect_end_pq_wptr(&mut self, val: u32) {
+            self.dw[94usize] = val;
+        }
+        ///Dword 95 (`cp_mqd_connect_end_ib_rptr`).
+        pub const fn cp_mqd_connect_end_ib_rptr(&self) -> u32 {
+            self.dw[95usize]
+        }
+        ///Dword 95 (`cp_mqd_connect_end_ib_rptr`).
+        pub fn set_cp_mqd_connect_end_ib_rptr(&mut self, val: u32) {
+            self.dw[95usize] = val;
+        }
+        ///Dword 96 (`cp_mqd_readindex_lo`).
+        pub const fn cp_mqd_readindex_lo(&self) -> u32 {
+            self.dw[96usize]
+        }
+        ///Dword 96 (`cp_mqd_readindex_lo`).
+        pub fn set_cp_mqd_readindex_lo(&mut self, val: u32) {
+            self.dw[96usize] = val;
+        }
+        ///Dword 97 (`cp_mqd_readindex_hi`).
+        pub const fn cp_mqd_readindex_hi(&self) -> u32 {
+            self.dw[97usize]
+        }
+        ///Dword 97 (`cp_mqd_readindex_hi`).
+        pub fn set_cp_mqd_readindex_hi(&mut self, val: u32) {
+            self.dw[97usize] = val;
+        }
+        ///Dword 98 (`cp_mqd_save_start_time_lo`).
+        pub const fn cp_mqd_save_start_time_lo(&self) -> u32 {
+            self.dw[98usize]
+        }
+        ///Dword 98 (`cp_mqd_save_start_time_lo`).
+        pub fn set_cp_mqd_save_start_time_lo(&mut self, val: u32) {
+            self.dw[98usize] = val;
+        }
+        ///Dword 99 (`cp_mqd_save_start_time_hi`).
+        pub const fn cp_mqd_save_start_time_hi(&self) -> u32 {
+            self.dw[99usize]
+        }
+        ///Dword 99 (`cp_mqd_save_start_time_hi`).
+        pub fn set_cp_mqd_save_start_time_hi(&mut self, val: u32) {
+            self.dw[99usize] = val;
+        }
+        ///Dword 100 (`cp_mqd_save_end_time_lo`).
+        pub const fn cp_mqd_save_end_time_lo(&self) -> u32 {
+            self.dw[100usize]
+        }
+        ///Dword 100 (`cp_mqd_save_end_time_lo`).
+        pub fn set_cp_mqd_save_end_time_lo(&mut self, val: u32) {
+            self.dw[100usize] = val;
+        }
+        ///Dword 101 (`cp_mqd_save_end_time_hi`).
+        pub const fn cp_mqd_save_end_time_hi(&self) -> u32 {
+            self.dw[101usize]
+        }
+        ///Dword 101 (`cp_mqd_save_end_time_hi`).
+        pub fn set_cp_mqd_save_end_time_hi(&mut self, val: u32) {
+            self.dw[101usize] = val;
+        }
+        ///Dword 102 (`cp_mqd_restore_start_time_lo`).
+        pub const fn cp_mqd_restore_start_time_lo(&self) -> u32 {
+            self.dw[102usize]
+        }
+        ///Dword 102 (`cp_mqd_restore_start_time_lo`).
+        pub fn set_cp_mqd_restore_start_time_lo(&mut self, val: u32) {
+            self.dw[102usize] = val;
+        }
+        ///Dword 103 (`cp_mqd_restore_start_time_hi`).
+        pub const fn cp_mqd_restore_start_time_hi(&self) -> u32 {
+            self.dw[103usize]
+        }
+        ///Dword 103 (`cp_mqd_restore_start_time_hi`).
+        pub fn set_cp_mqd_restore_start_time_hi(&mut self, val: u32) {
+            self.dw[103usize] = val;
+        }
+        ///Dword 104 (`cp_mqd_restore_end_time_lo`).
+        pub const fn cp_mqd_restore_end_time_lo(&self) -> u32 {
+            self.dw[104usize]
+        }
+        ///Dword 104 (`cp_mqd_restore_end_time_lo`).
+        pub fn set_cp_mqd_restore_end_time_lo(&mut self, val: u32) {
+            self.dw[104usize] = val;
+        }
+        ///Dword 105 (`cp_mqd_restore_end_time_hi`).
+        pub const fn cp_mqd_restore_end_time_hi(&self) -> u32 {
+            self.dw[105usize]
+        }
+        ///Dword 105 (`cp_mqd_restore_end_time_hi`).
+        pub fn set_cp_mqd_restore_end_time_hi(&mut self, val: u32) {
+            self.dw[105usize] = val;
+        }
+        ///Dword 106 (`disable_queue`).
+        pub const fn disable_queue(&self) -> u32 {
+            self.dw[106usize]
+        }
+        ///Dword 106 (`disable_queue`).
+        pub fn set_disable_queue(&mut self, val: u32) {
+            self.dw[106usize] = val;
+        }
+        ///Dword 107 (`reserved_107`).
+        pub const fn reserved_107(&self) -> u32 {
+            self.dw[107usize]
+        }
+        ///Dword 107 (`reserved_107`).
+        pub fn set_reserved_107(&mut self, val: u32) {
+            self.dw[107usize] = val;
+        }
+        ///Dword 108 (`gds_cs_ctxsw_cnt0`).
+        pub const fn gds_cs_ctxsw_cnt0(&self) -> u32 {
+            self.dw[108usize]
+        }
+        ///Dword 108 (`gds_cs_ctxsw_cnt0`).
+        pub fn set_gds_cs_ctxsw_cnt0(&mut self, val: u32) {
+            self.dw[108usize] = val;
+        }
+        ///Dword 109 (`gds_cs_ctxsw_cnt1`).
+        pub const fn gds_cs_ctxsw_cnt1(&self) -> u32 {
+            self.dw[109usize]
+        }
+        ///Dword 109 (`gds_cs_ctxsw_cnt1`).
+        pub fn set_gds_cs_ctxsw_cnt1(&mut self, val: u32) {
+            self.dw[109usize] = val;
+        }
+        ///Dword 110 (`gds_cs_ctxsw_cnt2`).
+        pub const fn gds_cs_ctxsw_cnt2(&self) -> u32 {
+            self.dw[110usize]
+        }
+        ///Dword 110 (`gds_cs_ctxsw_cnt2`).
+        pub fn set_gds_cs_ctxsw_cnt2(&mut self, val: u32) {
+            self.dw[110usize] = val;
+        }
+        ///Dword 111 (`gds_cs_ctxsw_cnt3`).
+        pub const fn gds_cs_ctxsw_cnt3(&self) -> u32 {
+            self.dw[111usize]
+        }
+        ///Dword 111 (`gds_cs_ctxsw_cnt3`).
+        pub fn set_gds_cs_ctxsw_cnt3(&mut self, val: u32) {
+            self.dw[111usize] = val;
+        }
+        ///Dword 112 (`reserved_112`).
+        pub const fn reserved_112(&self) -> u32 {
+            self.dw[112usize]
+        }
+        ///Dword 112 (`reserved_112`).
+        pub fn set_reserved_112(&mut self, val: u32) {
+            self.dw[112usize] = val;
+        }
+        ///Dword 113 (`reserved_113`).
+        pub const fn reserved_113(&self) -> u32 {
+            self.dw[113usize]
+        }
+        ///Dword 113 (`reserved_113`).
+        pub fn set_reserved_113(&mut self, val: u32) {
+            self.dw[113usize] = val;
+        }
+        ///Dword 114 (`cp_pq_exe_status_lo`).
+        pub const fn cp_pq_exe_status_lo(&self) -> u32 {
+            self.dw[114usize]
+        }
+        ///Dword 114 (`cp_pq_exe_status_lo`).
+        pub fn set_cp_pq_exe_status_lo(&mut self, val: u32) {
+            self.dw[114usize] = val;
+        }
+        ///Dword 115 (`cp_pq_exe_status_hi`).
+        pub const fn cp_pq_exe_status_hi(&self) -> u32 {
+            self.dw[115usize]
+        }
+        ///Dword 115 (`cp_pq_exe_status_hi`).
+        pub fn set_cp_pq_exe_status_hi(&mut self, val: u32) {
+            self.dw[115usize] = val;
+        }
+        ///Dword 116 (`cp_packet_id_lo`).
+        pub const fn cp_packet_id_lo(&self) -> u32 {
+            self.dw[116usize]
+        }
+        ///Dword 116 (`cp_packet_id_lo`).
+        pub fn set_cp_packet_id_lo(&mut self, val: u32) {
+            self.dw[116usize] = val;
+        }
+        ///Dword 117 (`cp_packet_id_hi`).
+        pub const fn cp_packet_id_hi(&self) -> u32 {
+            self.dw[117usize]
+        }
+        ///Dword 117 (`cp_packet_id_hi`).
+        pub fn set_cp_packet_id_hi(&mut self, val: u32) {
+            self.dw[117usize] = val;
+        }
+        ///Dword 118 (`cp_packet_exe_status_lo`).
+        pub const fn cp_packet_exe_status_lo(&self) -> u32 {
+            self.dw[118usize]
+        }
+        ///Dword 118 (`cp_packet_exe_status_lo`).
+        pub fn set_cp_packet_exe_status_lo(&mut self, val: u32) {
+            self.dw[118usize] = val;
+        }
+        ///Dword 119 (`cp_packet_exe_status_hi`).
+        pub const fn cp_packet_exe_status_hi(&self) -> u32 {
+            self.dw[119usize]
+        }
+        ///Dword 119 (`cp_packet_exe_status_hi`).
+        pub fn set_cp_packet_exe_status_hi(&mut self, val: u32) {
+            self.dw[119usize] = val;
+        }
+        ///Dword 120 (`gds_save_base_addr_lo`).
+        pub const fn gds_save_base_addr_lo(&self) -> u32 {
+            self.dw[120usize]
+        }
+        ///Dword 120 (`gds_save_base_addr_lo`).
+        pub fn set_gds_save_base_addr_lo(&mut self, val: u32) {
+            self.dw[120usize] = val;
+        }
+        ///Dword 121 (`gds_save_base_addr_hi`).
+        pub const fn gds_save_base_addr_hi(&self) -> u32 {
+            self.dw[121usize]
+        }
+        ///Dword 121 (`gds_save_base_addr_hi`).
+        pub fn set_gds_save_base_addr_hi(&mut self, val: u32) {
+            self.dw[121usize] = val;
+        }
+        ///Dword 122 (`gds_save_mask_lo`).
+        pub const fn gds_save_mask_lo(&self) -> u32 {
+            self.dw[122usize]
+        }
+        ///Dword 122 (`gds_save_mask_lo`).
+        pub fn set_gds_save_mask_lo(&mut self, val: u32) {
+            self.dw[122usize] = val;
+        }
+        ///Dword 123 (`gds_save_mask_hi`).
+        pub const fn gds_save_mask_hi(&self) -> u32 {
+            self.dw[123usize]
+        }
+        ///Dword 123 (`gds_save_mask_hi`).
+        pub fn set_gds_save_mask_hi(&mut self, val: u32) {
+            self.dw[123usize] = val;
+        }
+        ///Dword 124 (`ctx_save_base_addr_lo`).
+        pub const fn ctx_save_base_addr_lo(&self) -> u32 {
+            self.dw[124usize]
+        }
+        ///Dword 124 (`ctx_save_base_addr_lo`).
+        pub fn set_ctx_save_base_addr_lo(&mut self, val: u32) {
+            self.dw[124usize] = val;
+        }
+        ///Dword 125 (`ctx_save_base_addr_hi`).
+        pub const fn ctx_save_base_addr_hi(&self) -> u32 {
+            self.dw[125usize]
+        }
+        ///Dword 125 (`ctx_save_base_addr_hi`).
+        pub fn set_ctx_save_base_addr_hi(&mut self, val: u32) {
+            self.dw[125usize] = val;
+        }
+        ///Dword 126 (`reserved_126`).
+        pub const fn reserved_126(&self) -> u32 {
+            self.dw[126usize]
+        }
+        ///Dword 126 (`reserved_126`).
+        pub fn set_reserved_126(&mut self, val: u32) {
+            self.dw[126usize] = val;
+        }
+        ///Dword 127 (`reserved_127`).
+        pub const fn reserved_127(&self) -> u32 {
+            self.dw[127usize]
+        }
+        ///Dword 127 (`reserved_127`).
+        pub fn set_reserved_127(&mut self, val: u32) {
+            self.dw[127usize] = val;
+        }
+        ///Dword 128 (`cp_mqd_base_addr_lo`).
+        pub const fn cp_mqd_base_addr_lo(&self) -> u32 {
+            self.dw[128usize]
+        }
+        ///Dword 128 (`cp_mqd_base_addr_lo`).
+        pub fn set_cp_mqd_base_addr_lo(&mut self, val: u32) {
+            self.dw[128usize] = val;
+        }
+        ///Dword 129 (`cp_mqd_base_addr_hi`).
+        pub const fn cp_mqd_base_addr_hi(&self) -> u32 {
+            self.dw[129usize]
+        }
+        ///Dword 129 (`cp_mqd_base_addr_hi`).
+        pub fn set_cp_mqd_base_addr_hi(&mut self, val: u32) {
+            self.dw[129usize] = val;
+        }
+        ///Dword 130 (`cp_hqd_active`).
+        pub const fn cp_hqd_active(&self) -> u32 {
+            self.dw[130usize]
+        }
+        ///Dword 130 (`cp_hqd_active`).
+        pub fn set_cp_hqd_active(&mut self, val: u32) {
+            self.dw[130usize] = val;
+        }
+        ///Dword 131 (`cp_hqd_vmid`).
+        pub const fn cp_hqd_vmid(&self) -> u32 {
+            self.dw[131usize]
+        }
+        ///Dword 131 (`cp_hqd_vmid`).
+        pub fn set_cp_hqd_vmid(&mut self, val: u32) {
+            self.dw[131usize] = val;
+        }
+        ///Dword 132 (`cp_hqd_persistent_state`).
+        pub const fn cp_hqd_persistent_state(&self) -> u32 {
+            self.dw[132usize]
+        }
+        ///Dword 132 (`cp_hqd_persistent_state`).
+        pub fn set_cp_hqd_persistent_state(&mut self, val: u32) {
+            self.dw[132usize] = val;
+        }
+        ///Dword 133 (`cp_hqd_pipe_priority`).
+        pub const fn cp_hqd_pipe_priority(&self) -> u32 {
+            self.dw[133usize]
+        }
+        ///Dword 133 (`cp_hqd_pipe_priority`).
+        pub fn set_cp_hqd_pipe_priority(&mut self, val: u32) {
+            self.dw[133usize] = val;
+        }
+        ///Dword 134 (`cp_hqd_queue_priority`).
+        pub const fn cp_hqd_queue_priority(&self) -> u32 {
+            self.dw[134usize]
+        }
+        ///Dword 134 (`cp_hqd_queue_priority`).
+        pub fn set_cp_hqd_queue_priority(&mut self, val: u32) {
+            self.dw[134usize] = val;
+        }
+        ///Dword 135 (`cp_hqd_quantum`).
+        pub const fn cp_hqd_quantum(&self) -> u32 {
+            self.dw[135usize]
+        }
+        ///Dword 135 (`cp_hqd_quantum`).
+        pub fn set_cp_hqd_quantum(&mut self, val: u32) {
+            self.dw[135usize] = val;
+        }
+        ///Dword 136 (`cp_hqd_pq_base_lo`).
+        pub const fn cp_hqd_pq_base_lo(&self) -> u32 {
+            self.dw[136usize]
+        }
+        ///Dword 136 (`cp_hqd_pq_base_lo`).
+        pub fn set_cp_hqd_pq_base_lo(&mut self, val: u32) {
+            self.dw[136usize] = val;
+        }
+        ///Dword 137 (`cp_hqd_pq_base_hi`).
+        pub const fn cp_hqd_pq_base_hi(&self) -> u32 {
+            self.dw[137usize]
+        }
+        ///Dword 137 (`cp_hqd_pq_base_hi`).
+        pub fn set_cp_hqd_pq_base_hi(&mut self, val: u32) {
+            self.dw[137usize] = val;
+        }
+        ///Dword 138 (`cp_hqd_pq_rptr`).
+        pub const fn cp_hqd_pq_rptr(&self) -> u32 {
+            self.dw[138usize]
+        }
+        ///Dword 138 (`cp_hqd_pq_rptr`).
+        pub fn set_cp_hqd_pq_rptr(&mut self, val: u32) {
+            self.dw[138usize] = val;
+        }
+        ///Dword 139 (`cp_hqd_pq_rptr_report_addr_lo`).
+        pub const fn cp_hqd_pq_rptr_report_addr_lo(&self) -> u32 {
+            self.dw[139usize]
+        }
+        ///Dword 139 (`cp_hqd_pq_rptr_report_addr_lo`).
+        pub fn set_cp_hqd_pq_rptr_report_addr_lo(&mut self, val: u32) {
+            self.dw[139usize] = val;
+        }
+        ///Dword 140 (`cp_hqd_pq_rptr_report_addr_hi`).
+        pub const fn cp_hqd_pq_rptr_report_addr_hi(&self) -> u32 {
+            self.dw[140usize]
+        }
+        ///Dword 140 (`cp_hqd_pq_rptr_report_addr_hi`).
+        pub fn set_cp_hqd_pq_rptr_report_addr_hi(&mut self, val: u32) {
+            self.dw[140usize] = val;
+        }
+        ///Dword 141 (`cp_hqd_pq_wptr_poll_addr_lo`).
+        pub const fn cp_hqd_pq_wptr_poll_addr_lo(&self) -> u32 {
+            self.dw[141usize]
+        }
+        ///Dword 141 (`cp_hqd_pq_wptr_poll_addr_lo`).
+        pub fn set_cp_hqd_pq_wptr_poll_addr_lo(&mut self, val: u32) {
+            self.dw[141usize] = val;
+        }
+        ///Dword 142 (`cp_hqd_pq_wptr_poll_addr_hi`).
+        pub const fn cp_hqd_pq_wptr_poll_addr_hi(&self) -> u32 {
+            self.dw[142usize]
+        }
+        ///Dword 142 (`cp_hqd_pq_wptr_poll_addr_hi`).
+        pub fn set_cp_hqd_pq_wptr_poll_addr_hi(&mut self, val: u32) {
+            self.dw[142usize] = val;
+        }
+        ///Dword 143 (`cp_hqd_pq_doorbell_control`).
+        pub const fn cp_hqd_pq_doorbell_control(&self) -> u32 {
+            self.dw[143usize]
+        }
+        ///Dword 143 (`cp_hqd_pq_doorbell_control`).
+        pub fn set_cp_hqd_pq_doorbell_control(&mut self, val: u32) {
+            self.dw[143usize] = val;
+        }
+        ///Dword 144 (`reserved_144`).
+        pub const fn reserved_144(&self) -> u32 {
+            self.dw[144usize]
+        }
+        ///Dword 144 (`reserved_144`).
+        pub fn set_reserved_144(&mut self, val: u32) {
+            self.dw[144usize] = val;
+        }
+        ///Dword 145 (`cp_hqd_pq_control`).
+        pub const fn cp_hqd_pq_control(&self) -> u32 {
+            self.dw[145usize]
+        }
+        ///Dword 145 (`cp_hqd_pq_control`).
+        pub fn set_cp_hqd_pq_control(&mut self, val: u32) {
+            self.dw[145usize] = val;
+        }
+        ///Dword 146 (`cp_hqd_ib_base_addr_lo`).
+        pub const fn cp_hqd_ib_base_addr_lo(&self) -> u32 {
+            self.dw[146usize]
+        }
+        ///Dword 146 (`cp_hqd_ib_base_addr_lo`).
+        pub fn set_cp_hqd_ib_base_addr_lo(&mut self, val: u32) {
+            self.dw[146usize] = val;
+        }
+        ///Dword 147 (`cp_hqd_ib_base_addr_hi`).
+        pub const fn cp_hqd_ib_base_addr_hi(&self) -> u32 {
+            self.dw[147usize]
+        }
+        ///Dword 147 (`cp_hqd_ib_base_addr_hi`).
+        pub fn set_cp_hqd_ib_base_addr_hi(&mut self, val: u32) {
+            self.dw[147usize] = val;
+        }
+        ///Dword 148 (`cp_hqd_ib_rptr`).
+        pub const fn cp_hqd_ib_rptr(&self) -> u32 {
+            self.dw[148usize]
+        }
+        ///Dword 148 (`cp_hqd_ib_rptr`).
+        pub fn set_cp_hqd_ib_rptr(&mut self, val: u32) {
+            self.dw[148usize] = val;
+        }
+        ///Dword 149 (`cp_hqd_ib_control`).
+        pub const fn cp_hqd_ib_control(&self) -> u32 {
+            self.dw[149usize]
+        }
+        ///Dword 149 (`cp_hqd_ib_control`).
+        pub fn set_cp_hqd_ib_control(&mut self, val: u32) {
+            self.dw[149usize] = val;
+        }
+        ///Dword 150 (`cp_hqd_iq_timer`).
+        pub const fn cp_hqd_iq_timer(&self) -> u32 {
+            self.dw[150usize]
+        }
+        ///Dword 150 (`cp_hqd_iq_timer`).
+        pub fn set_cp_hqd_iq_timer(&mut self, val: u32) {
+            self.dw[150usize] = val;
+        }
+        ///Dword 151 (`cp_hqd_iq_rptr`).
+        pub const fn cp_hqd_iq_rptr(&self) -> u32 {
+            self.dw[151usize]
+        }
+        ///Dword 151 (`cp_hqd_iq_rptr`).
+        pub fn set_cp_hqd_iq_rptr(&mut self, val: u32) {
+            self.dw[151usize] = val;
+        }
+        ///Dword 152 (`cp_hqd_dequeue_request`).
+        pub const fn cp_hqd_dequeue_request(&self) -> u32 {
+            self.dw[152usize]
+        }
+        ///Dword 152 (`cp_hqd_dequeue_request`).
+        pub fn set_cp_hqd_dequeue_request(&mut self, val: u32) {
+            self.dw[152usize] = val;
+        }
+        ///Dword 153 (`cp_hqd_dma_offload`).
+        pub const fn cp_hqd_dma_offload(&self) -> u32 {
+            self.dw[153usize]
+        }
+        ///Dword 153 (`cp_hqd_dma_offload`).
+        pub fn set_cp_hqd_dma_offload(&mut self, val: u32) {
+            self.dw[153usize] = val;
+        }
+        ///Dword 154 (`cp_hqd_sema_cmd`).
+        pub const fn cp_hqd_sema_cmd(&self) -> u32 {
+            self.dw[154usize]
+        }
+        ///Dword 154 (`cp_hqd_sema_cmd`).
+        pub fn set_cp_hqd_sema_cmd(&mut self, val: u32) {
+            self.dw[154usize] = val;
+        }
+        ///Dword 155 (`cp_hqd_msg_type`).
+        pub const fn cp_hqd_msg_type(&self) -> u32 {
+            self.dw[155usize]
+        }
+        ///Dword 155 (`cp_hqd_msg_type`).
+        pub fn set_cp_hqd_msg_type(&mut self, val: u32) {
+            self.dw[155usize] = val;
+        }
+        ///Dword 156 (`cp_hqd_atomic0_preop_lo`).
+        pub const fn cp_hqd_atomic0_preop_lo(&self) -> u32 {
+            self.dw[156usize]
+        }
+        ///Dword 156 (`cp_hqd_atomic0_preop_lo`).
+        pub fn set_cp_hqd_atomic0_preop_lo(&mut self, val: u32) {
+            self.dw[156usize] = val;
+        }
+        ///Dword 157 (`cp_hqd_atomic0_preop_hi`).
+        pub const fn cp_hqd_atomic0_preop_hi(&self) -> u32 {
+            self.dw[157usize]
+        }
+        ///Dword 157 (`cp_hqd_atomic0_preop_hi`).
+        pub fn set_cp_hqd_atomic0_preop_hi(&mut self, val: u32) {
+            self.dw[157usize] = val;
+        }
+        ///Dword 158 (`cp_hqd_atomic1_preop_lo`).
+        pub const fn cp_hqd_atomic1_preop_lo(&self) -> u32 {
+            self.dw[158usize]
+        }
+        ///Dword 158 (`cp_hqd_atomic1_preop_lo`).
+        pub fn set_cp_hqd_atomic1_preop_lo(&mut self, val: u32) {
+            self.dw[158usize] = val;
+        }
+        ///Dword 159 (`cp_hqd_atomic1_preop_hi`).
+        pub const fn cp_hqd_atomic1_preop_hi(&self) -> u32 {
+            self.dw[159usize]
+        }
+        ///Dword 159 (`cp_hqd_atomic1_preop_hi`).
+        pub fn set_cp_hqd_atomic1_preop_hi(&mut self, val: u32) {
+            self.dw[159usize] = val;
+        }
+        ///Dword 160 (`cp_hqd_hq_status0`).
+        pub const fn cp_hqd_hq_status0(&self) -> u32 {
+            self.dw[160usize]
+        }
+        ///Dword 160 (`cp_hqd_hq_status0`).
+        pub fn set_cp_hqd_hq_status0(&mut self, val: u32) {
+            self.dw[160usize] = val;
+        }
+        ///Dword 161 (`cp_hqd_hq_control0`).
+        pub const fn cp_hqd_hq_control0(&self) -> u32 {
+            self.dw[161usize]
+        }
+        ///Dword 161 (`cp_hqd_hq_control0`).
+        pub fn set_cp_hqd_hq_control0(&mut self, val: u32) {
+            self.dw[161usize] = val;
+        }
+        ///Dword 162 (`cp_mqd_control`).
+        pub const fn cp_mqd_control(&self) -> u32 {
+            self.dw[162usize]
+        }
+        ///Dword 162 (`cp_mqd_control`).
+        pub fn set_cp_mqd_control(&mut self, val: u32) {
+            self.dw[162usize] = val;
+        }
+        ///Dword 163 (`cp_hqd_hq_status1`).
+        pub const fn cp_hqd_hq_status1(&self) -> u32 {
+            self.dw[163usize]
+        }
+        ///Dword 163 (`cp_hqd_hq_status1`).
+        pub fn set_cp_hqd_hq_status1(&mut self, val: u32) {
+            self.dw[163usize] = val;
+        }
+        ///Dword 164 (`cp_hqd_hq_control1`).
+        pub const fn cp_hqd_hq_control1(&self) -> u32 {
+            self.dw[164usize]
+        }
+        ///Dword 164 (`cp_hqd_hq_control1`).
+        pub fn set_cp_hqd_hq_control1(&mut self, val: u32) {
+            self.dw[164usize] = val;
+        }
+        ///Dword 165 (`cp_hqd_eop_base_addr_lo`).
+        pub const fn cp_hqd_eop_base_addr_lo(&self) -> u32 {
+            self.dw[165usize]
+        }
+        ///Dword 165 (`cp_hqd_eop_base_addr_lo`).
+        pub fn set_cp_hqd_eop_base_addr_lo(&mut self, val: u32) {
+            self.dw[165usize] = val;
+        }
+        ///Dword 166 (`cp_hqd_eop_base_addr_hi`).
+        pub const fn cp_hqd_eop_base_addr_hi(&self) -> u32 {
+            self.dw[166usize]
+        }
+        ///Dword 166 (`cp_hqd_eop_base_addr_hi`).
+        pub fn set_cp_hqd_eop_base_addr_hi(&mut self, val: u32) {
+            self.dw[166usize] = val;
+        }
+        ///Dword 167 (`cp_hqd_eop_control`).
+        pub const fn cp_hqd_eop_control(&self) -> u32 {
+            self.dw[167usize]
+        }
+        ///Dword 167 (`cp_hqd_eop_control`).
+        pub fn set_cp_hqd_eop_control(&mut self, val: u32) {
+            self.dw[167usize] = val;
+        }
+        ///Dword 168 (`cp_hqd_eop_rptr`).
+        pub const fn cp_hqd_eop_rptr(&self) -> u32 {
+            self.dw[168usize]
+        }
+        ///Dword 168 (`cp_hqd_eop_rptr`).
+        pub fn set_cp_hqd_eop_rptr(&mut self, val: u32) {
+            self.dw[168usize] = val;
+        }
+        ///Dword 169 (`cp_hqd_eop_wptr`).
+        pub const fn cp_hqd_eop_wptr(&self) -> u32 {
+            self.dw[169usize]
+        }
+        ///Dword 169 (`cp_hqd_eop_wptr`).
+        pub fn set_cp_hqd_eop_wptr(&mut self, val: u32) {
+            self.dw[169usize] = val;
+        }
+        ///Dword 170 (`cp_hqd_eop_done_events`).
+        pub const fn cp_hqd_eop_done_events(&self) -> u32 {
+            self.dw[170usize]
+        }
+        ///Dword 170 (`cp_hqd_eop_done_events`).
+        pub fn set_cp_hqd_eop_done_events(&mut self, val: u32) {
+            self.dw[170usize] = val;
+        }
+        ///Dword 171 (`cp_hqd_ctx_save_base_addr_lo`).
+        pub const fn cp_hqd_ctx_save_base_addr_lo(&self) -> u32 {
+            self.dw[171usize]
+        }
+        ///Dword 171 (`cp_hqd_ctx_save_base_addr_lo`).
+        pub fn set_cp_hqd_ctx_save_base_addr_lo(&mut self, val: u32) {
+            self.dw[171usize] = val;
+        }
+        ///Dword 172 (`cp_hqd_ctx_save_base_addr_hi`).
+        pub const fn cp_hqd_ctx_save_base_addr_hi(&self) -> u32 {
+            self.dw[172usize]
+        }
+        ///Dword 172 (`cp_hqd_ctx_save_base_addr_hi`).
+        pub fn set_cp_hqd_ctx_save_base_addr_hi(&mut self, val: u32) {
+            self.dw[172usize] = val;
+        }
+        ///Dword 173 (`cp_hqd_ctx_save_control`).
+        pub const fn cp_hqd_ctx_save_control(&self) -> u32 {
+            self.dw[173usize]
+        }
+        ///Dword 173 (`cp_hqd_ctx_save_control`).
+        pub fn set_cp_hqd_ctx_save_control(&mut self, val: u32) {
+            self.dw[173usize] = val;
+        }
+        ///Dword 174 (`cp_hqd_cntl_stack_offset`).
+        pub const fn cp_hqd_cntl_stack_offset(&self) -> u32 {
+            self.dw[174usize]
+        }
+        ///Dword 174 (`cp_hqd_cntl_stack_offset`).
+        pub fn set_cp_hqd_cntl_stack_offset(&mut self, val: u32) {
+            self.dw[174usize] = val;
+        }
+        ///Dword 175 (`cp_hqd_cntl_stack_size`).
+        pub const fn cp_hqd_cntl_stack_size(&self) -> u32 {
+            self.dw[175usize]
+        }
+        ///Dword 175 (`cp_hqd_cntl_stack_size`).
+        pub fn set_cp_hqd_cntl_stack_size(&mut self, val: u32) {
+            self.dw[175usize] = val;
+        }
+        ///Dword 176 (`cp_hqd_wg_state_offset`).
+        pub const fn cp_hqd_wg_state_offset(&self) -> u32 {
+            self.dw[176usize]
+        }
+        ///Dword 176 (`cp_hqd_wg_state_offset`).
+        pub fn set_cp_hqd_wg_state_offset(&mut self, val: u32) {
+            self.dw[176usize] = val;
+        }
+        ///Dword 177 (`cp_hqd_ctx_save_size`).
+        pub const fn cp_hqd_ctx_save_size(&self) -> u32 {
+            self.dw[177usize]
+        }
+        ///Dword 177 (`cp_hqd_ctx_save_size`).
+        pub fn set_cp_hqd_ctx_save_size(&mut self, val: u32) {
+            self.dw[177usize] = val;
+        }
+        ///Dword 178 (`cp_hqd_gds_resource_state`).
+        pub const fn cp_hqd_gds_resource_state(&self) -> u32 {
+            self.dw[178usize]
+        }
+        ///Dword 178 (`cp_hqd_gds_resource_state`).
+        pub fn set_cp_hqd_gds_resource_state(&mut self, val: u32) {
+            self.dw[178usize] = val;
+        }
+        ///Dword 179 (`cp_hqd_error`).
+        pub const fn cp_hqd_error(&self) -> u32 {
+            self.dw[179usize]
+        }
+        ///Dword 179 (`cp_hqd_error`).
+        pub fn set_cp_hqd_error(&mut self, val: u32) {
+            self.dw[179usize] = val;
+        }
+        ///Dword 180 (`cp_hqd_eop_wptr_mem`).
+        pub const fn cp_hqd_eop_wptr_mem(&self) -> u32 {
+            self.dw[180usize]
+        }
+        ///Dword 180 (`cp_hqd_eop_wptr_mem`).
+        pub fn set_cp_hqd_eop_wptr_mem(&mut self, val: u32) {
+            self.dw[180usize] = val;
+        }
+        ///Dword 181 (`cp_hqd_aql_control`).
+        pub const fn cp_hqd_aql_control(&self) -> u32 {
+            self.dw[181usize]
+        }
+        ///Dword 181 (`cp_hqd_aql_control`).
+        pub fn set_cp_hqd_aql_control(&mut self, val: u32) {
+            self.dw[181usize] = val;
+        }
+        ///Dword 182 (`cp_hqd_pq_wptr_lo`).
+        pub const fn cp_hqd_pq_wptr_lo(&self) -> u32 {
+            self.dw[182usize]
+        }
+        ///Dword 182 (`cp_hqd_pq_wptr_lo`).
+        pub fn set_cp_hqd_pq_wptr_lo(&mut self, val: u32) {
+            self.dw[182usize] = val;
+        }
+        ///Dword 183 (`cp_hqd_pq_wptr_hi`).
+        pub const fn cp_hqd_pq_wptr_hi(&self) -> u32 {
+            self.dw[183usize]
+        }
+        ///Dword 183 (`cp_hqd_pq_wptr_hi`).
+        pub fn set_cp_hqd_pq_wptr_hi(&mut self, val: u32) {
+            self.dw[183usize] = val;
+        }
+        ///Dword 184 (`reserved_184`).
+        pub const fn reserved_184(&self) -> u32 {
+            self.dw[184usize]
+        }
+        ///Dword 184 (`reserved_184`).
+        pub fn set_reserved_184(&mut self, val: u32) {
+            self.dw[184usize] = val;
+        }
+        ///Dword 185 (`reserved_185`).
+        pub const fn reserved_185(&self) -> u32 {
+            self.dw[185usize]
+        }
+        ///Dword 185 (`reserved_185`).
+        pub fn set_reserved_185(&mut self, val: u32) {
+            self.dw[185usize] = val;
+        }
+        ///Dword 186 (`reserved_186`).
+        pub const fn reserved_186(&self) -> u32 {
+            self.dw[186usize]
+        }
+        ///Dword 186 (`reserved_186`).
+        pub fn set_reserved_186(&mut self, val: u32) {
+            self.dw[186usize] = val;
+        }
+        ///Dword 187 (`reserved_187`).
+        pub const fn reserved_187(&self) -> u32 {
+            self.dw[187usize]
+        }
+        ///Dword 187 (`reserved_187`).
+        pub fn set_reserved_187(&mut self, val: u32) {
+            self.dw[187usize] = val;
+        }
+        ///Dword 188 (`reserved_188`).
+        pub const fn reserved_188(&self) -> u32 {
+            self.dw[188usize]
+        }
+        ///Dword 188 (`reserved_188`).
+        pub fn set_reserved_188(&mut self, val: u32) {
+            self.dw[188usize] = val;
+        }
+        ///Dword 189 (`reserved_189`).
+        pub const fn reserved_189(&self) -> u32 {
+            self.dw[189usize]
+        }
+        ///Dword 189 (`reserved_189`).
+        pub fn set_reserved_189(&mut self, val: u32) {
+            self.dw[189usize] = val;
+        }
+        ///Dword 190 (`reserved_190`).
+        pub const fn reserved_190(&self) -> u32 {
+            self.dw[190usize]
+        }
+        ///Dword 190 (`reserved_190`).
+        pub fn set_reserved_190(&mut self, val: u32) {
+            self.dw[190usize] = val;
+        }
+        ///Dword 191 (`reserved_191`).
+        pub const fn reserved_191(&self) -> u32 {
+            self.dw[191usize]
+        }
+        ///Dword 191 (`reserved_191`).
+        pub fn set_reserved_191(&mut self, val: u32) {
+            self.dw[191usize] = val;
+        }
+        ///Dword 192 (`iqtimer_pkt_header`).
+        pub const fn iqtimer_pkt_header(&self) -> u32 {
+            self.dw[192usize]
+        }
+        ///Dword 192 (`iqtimer_pkt_header`).
+        pub fn set_iqtimer_pkt_header(&mut self, val: u32) {
+            self.dw[192usize] = val;
+        }
+        ///Dword 193 (`iqtimer_pkt_dw0`).
+        pub const fn iqtimer_pkt_dw0(&self) -> u32 {
+            self.dw[193usize]
+        }
+        ///Dword 193 (`iqtimer_pkt_dw0`).
+        pub fn set_iqtimer_pkt_dw0(&mut self, val: u32) {
+            self.dw[193usize] = val;
+        }
+        ///Dword 194 (`iqtimer_pkt_dw1`).
+        pub const fn iqtimer_pkt_dw1(&self) -> u32 {
+            self.dw[194usize]
+        }
+        ///Dword 194 (`iqtimer_pkt_dw1`).
+        pub fn set_iqtimer_pkt_dw1(&mut self, val: u32) {
+            self.dw[194usize] = val;
+        }
+        ///Dword 195 (`iqtimer_pkt_dw2`).
+        pub const fn iqtimer_pkt_dw2(&self) -> u32 {
+            self.dw[195usize]
+        }
+        ///Dword 195 (`iqtimer_pkt_dw2`).
+        pub fn set_iqtimer_pkt_dw2(&mut self, val: u32) {
+            self.dw[195usize] = val;
+        }
+        ///Dword 196 (`iqtimer_pkt_dw3`).
+        pub const fn iqtimer_pkt_dw3(&self) -> u32 {
+            self.dw[196usize]
+        }
+        ///Dword 196 (`iqtimer_pkt_dw3`).
+        pub fn set_iqtimer_pkt_dw3(&mut self, val: u32) {
+            self.dw[196usize] = val;
+        }
+        ///Dword 197 (`iqtimer_pkt_dw4`).
+        pub const fn iqtimer_pkt_dw4(&self) -> u32 {
+            self.dw[197usize]
+        }
+        ///Dword 197 (`iqtimer_pkt_dw4`).
+        pub fn set_iqtimer_pkt_dw4(&mut self, val: u32) {
+            self.dw[197usize] = val;
+        }
+        ///Dword 198 (`iqtimer_pkt_dw5`).
+        pub const fn iqtimer_pkt_dw5(&self) -> u32 {
+            self.dw[198usize]
+        }
+        ///Dword 198 (`iqtimer_pkt_dw5`).
+        pub fn set_iqtimer_pkt_dw5(&mut self, val: u32) {
+            self.dw[198usize] = val;
+        }
+        ///Dword 199 (`iqtimer_pkt_dw6`).
+        pub const fn iqtimer_pkt_dw6(&self) -> u32 {
+            self.dw[199usize]
+        }
+        ///Dword 199 (`iqtimer_pkt_dw6`).
+        pub fn set_iqtimer_pkt_dw6(&mut self, val: u32) {
+            self.dw[199usize] = val;
+        }
+        ///Dword 200 (`iqtimer_pkt_dw7`).
+        pub const fn iqtimer_pkt_dw7(&self) -> u32 {
+            self.dw[200usize]
+        }
+        ///Dword 200 (`iqtimer_pkt_dw7`).
+        pub fn set_iqtimer_pkt_dw7(&mut self, val: u32) {
+            self.dw[200usize] = val;
+        }
+        ///Dword 201 (`iqtimer_pkt_dw8`).
+        pub const fn iqtimer_pkt_dw8(&self) -> u32 {
+            self.dw[201usize]
+        }
+        ///Dword 201 (`iqtimer_pkt_dw8`).
+        pub fn set_iqtimer_pkt_dw8(&mut self, val: u32) {
+            self.dw[201usize] = val;
+        }
+        ///Dword 202 (`iqtimer_pkt_dw9`).
+        pub const fn iqtimer_pkt_dw9(&self) -> u32 {
+            self.dw[202usize]
+        }
+        ///Dword 202 (`iqtimer_pkt_dw9`).
+        pub fn set_iqtimer_pkt_dw9(&mut self, val: u32) {
+            self.dw[202usize] = val;
+        }
+        ///Dword 203 (`iqtimer_pkt_dw10`).
+        pub const fn iqtimer_pkt_dw10(&self) -> u32 {
+            self.dw[203usize]
+        }
+        ///Dword 203 (`iqtimer_pkt_dw10`).
+        pub fn set_iqtimer_pkt_dw10(&mut self, val: u32) {
+            self.dw[203usize] = val;
+        }
+        ///Dword 204 (`iqtimer_pkt_dw11`).
+        pub const fn iqtimer_pkt_dw11(&self) -> u32 {
+            self.dw[204usize]
+        }
+        ///Dword 204 (`iqtimer_pkt_dw11`).
+        pub fn set_iqtimer_pkt_dw11(&mut self, val: u32) {
+            self.dw[204usize] = val;
+        }
+        ///Dword 205 (`iqtimer_pkt_dw12`).
+        pub const fn iqtimer_pkt_dw12(&self) -> u32 {
+            self.dw[205usize]
+        }
+        ///Dword 205 (`iqtimer_pkt_dw12`).
+        pub fn set_iqtimer_pkt_dw12(&mut self, val: u32) {
+            self.dw[205usize] = val;
+        }
+        ///Dword 206 (`iqtimer_pkt_dw13`).
+        pub const fn iqtimer_pkt_dw13(&self) -> u32 {
+            self.dw[206usize]
+        }
+        ///Dword 206 (`iqtimer_pkt_dw13`).
+        pub fn set_iqtimer_pkt_dw13(&mut self, val: u32) {
+            self.dw[206usize] = val;
+        }
+        ///Dword 207 (`iqtimer_pkt_dw14`).
+        pub const fn iqtimer_pkt_dw14(&self) -> u32 {
+            self.dw[207usize]
+        }
+        ///Dword 207 (`iqtimer_pkt_dw14`).
+        pub fn set_iqtimer_pkt_dw14(&mut self, val: u32) {
+            self.dw[207usize] = val;
+        }
+        ///Dword 208 (`iqtimer_pkt_dw15`).
+        pub const fn iqtimer_pkt_dw15(&self) -> u32 {
+            self.dw[208usize]
+        }
+        ///Dword 208 (`iqtimer_pkt_dw15`).
+        pub fn set_iqtimer_pkt_dw15(&mut self, val: u32) {
+            self.dw[208usize] = val;
+        }
+        ///Dword 209 (`iqtimer_pkt_dw16`).
+        pub const fn iqtimer_pkt_dw16(&self) -> u32 {
+            self.dw[209usize]
+        }
+        ///Dword 209 (`iqtimer_pkt_dw16`).
+        pub fn set_iqtimer_pkt_dw16(&mut self, val: u32) {
+            self.dw[209usize] = val;
+        }
+        ///Dword 210 (`iqtimer_pkt_dw17`).
+        pub const fn iqtimer_pkt_dw17(&self) -> u32 {
+            self.dw[210usize]
+        }
+        ///Dword 210 (`iqtimer_pkt_dw17`).
+        pub fn set_iqtimer_pkt_dw17(&mut self, val: u32) {
+            self.dw[210usize] = val;
+        }
+        ///Dword 211 (`iqtimer_pkt_dw18`).
+        pub const fn iqtimer_pkt_dw18(&self) -> u32 {
+            self.dw[211usize]
+        }
+        ///Dword 211 (`iqtimer_pkt_dw18`).
+        pub fn set_iqtimer_pkt_dw18(&mut self, val: u32) {
+            self.dw[211usize] = val;
+        }
+        ///Dword 212 (`iqtimer_pkt_dw19`).
+        pub const fn iqtimer_pkt_dw19(&self) -> u32 {
+            self.dw[212usize]
+        }
+        ///Dword 212 (`iqtimer_pkt_dw19`).
+        pub fn set_iqtimer_pkt_dw19(&mut self, val: u32) {
+            self.dw[212usize] = val;
+        }
+        ///Dword 213 (`iqtimer_pkt_dw20`).
+        pub const fn iqtimer_pkt_dw20(&self) -> u32 {
+            self.dw[213usize]
+        }
+        ///Dword 213 (`iqtimer_pkt_dw20`).
+        pub fn set_iqtimer_pkt_dw20(&mut self, val: u32) {
+            self.dw[213usize] = val;
+        }
+        ///Dword 214 (`iqtimer_pkt_dw21`).
+        pub const fn iqtimer_pkt_dw21(&self) -> u32 {
+            self.dw[214usize]
+        }
+        ///Dword 214 (`iqtimer_pkt_dw21`).
+        pub fn set_iqtimer_pkt_dw21(&mut self, val: u32) {
+            self.dw[214usize] = val;
+        }
+        ///Dword 215 (`iqtimer_pkt_dw22`).
+        pub const fn iqtimer_pkt_dw22(&self) -> u32 {
+            self.dw[215usize]
+        }
+        ///Dword 215 (`iqtimer_pkt_dw22`).
+        pub fn set_iqtimer_pkt_dw22(&mut self, val: u32) {
+            self.dw[215usize] = val;
+        }
+        ///Dword 216 (`iqtimer_pkt_dw23`).
+        pub const fn iqtimer_pkt_dw23(&self) -> u32 {
+            self.dw[216usize]
+        }
+        ///Dword 216 (`iqtimer_pkt_dw23`).
+        pub fn set_iqtimer_pkt_dw23(&mut self, val: u32) {
+            self.dw[216usize] = val;
+        }
+        ///Dword 217 (`iqtimer_pkt_dw24`).
+        pub const fn iqtimer_pkt_dw24(&self) -> u32 {
+            self.dw[217usize]
+        }
+        ///Dword 217 (`iqtimer_pkt_dw24`).
+        pub fn set_iqtimer_pkt_dw24(&mut self, val: u32) {
+            self.dw[217usize] = val;
+        }
+        ///Dword 218 (`iqtimer_pkt_dw25`).
+        pub const fn iqtimer_pkt_dw25(&self) -> u32 {
+            self.dw[218usize]
+        }
+        ///Dword 218 (`iqtimer_pkt_dw25`).
+        pub fn set_iqtimer_pkt_dw25(&mut self, val: u32) {
+            self.dw[218usize] = val;
+        }
+        ///Dword 219 (`iqtimer_pkt_dw26`).
+        pub const fn iqtimer_pkt_dw26(&self) -> u32 {
+            self.dw[219usize]
+        }
+        ///Dword 219 (`iqtimer_pkt_dw26`).
+        pub fn set_iqtimer_pkt_dw26(&mut self, val: u32) {
+            self.dw[219usize] = val;
+        }
+        ///Dword 220 (`iqtimer_pkt_dw27`).
+        pub const fn iqtimer_pkt_dw27(&self) -> u32 {
+            self.dw[220usize]
+        }
+        ///Dword 220 (`iqtimer_pkt_dw27`).
+        pub fn set_iqtimer_pkt_dw27(&mut self, val: u32) {
+            self.dw[220usize] = val;
+        }
+        ///Dword 221 (`iqtimer_pkt_dw28`).
+        pub const fn iqtimer_pkt_dw28(&self) -> u32 {
+            self.dw[221usize]
+        }
+        ///Dword 221 (`iqtimer_pkt_dw28`).
+        pub fn set_iqtimer_pkt_dw28(&mut self, val: u32) {
+            self.dw[221usize] = val;
+        }
+        ///Dword 222 (`iqtimer_pkt_dw29`).
+        pub const fn iqtimer_pkt_dw29(&self) -> u32 {
+            self.dw[222usize]
+        }
+        ///Dword 222 (`iqtimer_pkt_dw29`).
+        pub fn set_iqtimer_pkt_dw29(&mut self, val: u32) {
+            self.dw[222usize] = val;
+        }
+        ///Dword 223 (`iqtimer_pkt_dw30`).
+        pub const fn iqtimer_pkt_dw30(&self) -> u32 {
+            self.dw[223usize]
+        }
+        ///Dword 223 (`iqtimer_pkt_dw30`).
+        pub fn set_iqtimer_pkt_dw30(&mut self, val: u32) {
+            self.dw[223usize] = val;
+        }
+        ///Dword 224 (`iqtimer_pkt_dw31`).
+        pub const fn iqtimer_pkt_dw31(&self) -> u32 {
+            self.dw[224usize]
+        }
+        ///Dword 224 (`iqtimer_pkt_dw31`).
+        pub fn set_iqtimer_pkt_dw31(&mut self, val: u32) {
+            self.dw[224usize] = val;
+        }
+        ///Dword 225 (`reserved_225`).
+        pub const fn reserved_225(&self) -> u32 {
+            self.dw[225usize]
+        }
+        ///Dword 225 (`reserved_225`).
+        pub fn set_reserved_225(&mut self, val: u32) {
+            self.dw[225usize] = val;
+        }
+        ///Dword 226 (`reserved_226`).
+        pub const fn reserved_226(&self) -> u32 {
+            self.dw[226usize]
+        }
+        ///Dword 226 (`reserved_226`).
+        pub fn set_reserved_226(&mut self, val: u32) {
+            self.dw[226usize] = val;
+        }
+        ///Dword 227 (`reserved_227`).
+        pub const fn reserved_227(&self) -> u32 {
+            self.dw[227usize]
+        }
+        ///Dword 227 (`reserved_227`).
+        pub fn set_reserved_227(&mut self, val: u32) {
+            self.dw[227usize] = val;
+        }
+        ///Dword 228 (`set_resources_header`).
+        pub const fn set_resources_header(&self) -> u32 {
+            self.dw[228usize]
+        }
+        ///Dword 228 (`set_resources_header`).
+        pub fn set_set_resources_header(&mut self, val: u32) {
+            self.dw[228usize] = val;
+        }
+        ///Dword 229 (`set_resources_dw1`).
+        pub const fn set_resources_dw1(&self) -> u32 {
+            self.dw[229usize]
+        }
+        ///Dword 229 (`set_resources_dw1`).
+        pub fn set_set_resources_dw1(&mut self, val: u32) {
+            self.dw[229usize] = val;
+        }
+        ///Dword 230 (`set_resources_dw2`).
+        pub const fn set_resources_dw2(&self) -> u32 {
+            self.dw[230usize]
+        }
+        ///Dword 230 (`set_resources_dw2`).
+        pub fn set_set_resources_dw2(&mut self, val: u32) {
+            self.dw[230usize] = val;
+        }
+        ///Dword 231 (`set_resources_dw3`).
+        pub const fn set_resources_dw3(&self) -> u32 {
+            self.dw[231usize]
+        }
+        ///Dword 231 (`set_resources_dw3`).
+        pub fn set_set_resources_dw3(&mut self, val: u32) {
+            self.dw[231usize] = val;
+        }
+        ///Dword 232 (`set_resources_dw4`).
+        pub const fn set_resources_dw4(&self) -> u32 {
+            self.dw[232usize]
+        }
+        ///Dword 232 (`set_resources_dw4`).
+        pub fn set_set_resources_dw4(&mut self, val: u32) {
+            self.dw[232usize] = val;
+        }
+        ///Dword 233 (`set_resources_dw5`).
+        pub const fn set_resources_dw5(&self) -> u32 {
+            self.dw[233usize]
+        }
+        ///Dword 233 (`set_resources_dw5`).
+        pub fn set_set_resources_dw5(&mut self, val: u32) {
+            self.dw[233usize] = val;
+        }
+        ///Dword 234 (`set_resources_dw6`).
+        pub const fn set_resources_dw6(&self) -> u32 {
+            self.dw[234usize]
+        }
+        ///Dword 234 (`set_resources_dw6`).
+        pub fn set_set_resources_dw6(&mut self, val: u32) {
+            self.dw[234usize] = val;
+        }
+        ///Dword 235 (`set_resources_dw7`).
+        pub const fn set_resources_dw7(&self) -> u32 {
+            self.dw[235usize]
+        }
+        ///Dword 235 (`set_resources_dw7`).
+        pub fn set_set_resources_dw7(&mut self, val: u32) {
+            self.dw[235usize] = val;
+        }
+        ///Dword 236 (`reserved_236`).
+        pub const fn reserved_236(&self) -> u32 {
+            self.dw[236usize]
+        }
+        ///Dword 236 (`reserved_236`).
+        pub fn set_reserved_236(&mut self, val: u32) {
+            self.dw[236usize] = val;
+        }
+        ///Dword 237 (`reserved_237`).
+        pub const fn reserved_237(&self) -> u32 {
+            self.dw[237usize]
+        }
+        ///Dword 237 (`reserved_237`).
+        pub fn set_reserved_237(&mut self, val: u32) {
+            self.dw[237usize] = val;
+        }
+        ///Dword 238 (`reserved_238`).
+        pub const fn reserved_238(&self) -> u32 {
+            self.dw[238usize]
+        }
+        ///Dword 238 (`reserved_238`).
+        pub fn set_reserved_238(&mut self, val: u32) {
+            self.dw[238usize] = val;
+        }
+        ///Dword 239 (`reserved_239`).
+        pub const fn reserved_239(&self) -> u32 {
+            self.dw[239usize]
+        }
+        ///Dword 239 (`reserved_239`).
+        pub fn set_reserved_239(&mut self, val: u32) {
+            self.dw[239usize] = val;
+        }
+        ///Dword 240 (`queue_doorbell_id0`).
+        pub const fn queue_doorbell_id0(&self) -> u32 {
+            self.dw[240usize]
+        }
+        ///Dword 240 (`queue_doorbell_id0`).
+        pub fn set_queue_doorbell_id0(&mut self, val: u32) {
+            self.dw[240usize] = val;
+        }
+        ///Dword 241 (`queue_doorbell_id1`).
+        pub const fn queue_doorbell_id1(&self) -> u32 {
+            self.dw[241usize]
+        }
+        ///Dword 241 (`queue_doorbell_id1`).
+        pub fn set_queue_doorbell_id1(&mut self, val: u32) {
+            self.dw[241usize] = val;
+        }
+        ///Dword 242 (`queue_doorbell_id2`).
+        pub const fn queue_doorbell_id2(&self) -> u32 {
+            self.dw[242usize]
+        }
+        ///Dword 242 (`queue_doorbell_id2`).
+        pub fn set_queue_doorbell_id2(&mut self, val: u32) {
+            self.dw[242usize] = val;
+        }
+        ///Dword 243 (`queue_doorbell_id3`).
+        pub const fn queue_doorbell_id3(&self) -> u32 {
+            self.dw[243usize]
+        }
+        ///Dword 243 (`queue_doorbell_id3`).
+        pub fn set_queue_doorbell_id3(&mut self, val: u32) {
+            self.dw[243usize] = val;
+        }
+        ///Dword 244 (`queue_doorbell_id4`).
+        pub const fn queue_doorbell_id4(&self) -> u32 {
+            self.dw[244usize]
+        }
+        ///Dword 244 (`queue_doorbell_id4`).
+        pub fn set_queue_doorbell_id4(&mut self, val: u32) {
+            self.dw[244usize] = val;
+        }
+        ///Dword 245 (`queue_doorbell_id5`).
+        pub const fn queue_doorbell_id5(&self) -> u32 {
+            self.dw[245usize]
+        }
+        ///Dword 245 (`queue_doorbell_id5`).
+        pub fn set_queue_doorbell_id5(&mut self, val: u32) {
+            self.dw[245usize] = val;
+        }
+        ///Dword 246 (`queue_doorbell_id6`).
+        pub const fn queue_doorbell_id6(&self) -> u32 {
+            self.dw[246usize]
+        }
+        ///Dword 246 (`queue_doorbell_id6`).
+        pub fn set_queue_doorbell_id6(&mut self, val: u32) {
+            self.dw[246usize] = val;
+        }
+        ///Dword 247 (`queue_doorbell_id7`).
+        pub const fn queue_doorbell_id7(&self) -> u32 {
+            self.dw[247usize]
+        }
+        ///Dword 247 (`queue_doorbell_id7`).
+        pub fn set_queue_doorbell_id7(&mut self, val: u32) {
+            self.dw[247usize] = val;
+        }
+        ///Dword 248 (`queue_doorbell_id8`).
+        pub const fn queue_doorbell_id8(&self) -> u32 {
+            self.dw[248usize]
+        }
+        ///Dword 248 (`queue_doorbell_id8`).
+        pub fn set_queue_doorbell_id8(&mut self, val: u32) {
+            self.dw[248usize] = val;
+        }
+        ///Dword 249 (`queue_doorbell_id9`).
+        pub const fn queue_doorbell_id9(&self) -> u32 {
+            self.dw[249usize]
+        }
+        ///Dword 249 (`queue_doorbell_id9`).
+        pub fn set_queue_doorbell_id9(&mut self, val: u32) {
+            self.dw[249usize] = val;
+        }
+        ///Dword 250 (`queue_doorbell_id10`).
+        pub const fn queue_doorbell_id10(&self) -> u32 {
+            self.dw[250usize]
+        }
+        ///Dword 250 (`queue_doorbell_id10`).
+        pub fn set_queue_doorbell_id10(&mut self, val: u32) {
+            self.dw[250usize] = val;
+        }
+        ///Dword 251 (`queue_doorbell_id11`).
+        pub const fn queue_doorbell_id11(&self) -> u32 {
+            self.dw[251usize]
+        }
+        ///Dword 251 (`queue_doorbell_id11`).
+        pub fn set_queue_doorbell_id11(&mut self, val: u32) {
+            self.dw[251usize] = val;
+        }
+        ///Dword 252 (`queue_doorbell_id12`).
+        pub const fn queue_doorbell_id12(&self) -> u32 {
+            self.dw[252usize]
+        }
+        ///Dword 252 (`queue_doorbell_id12`).
+        pub fn set_queue_doorbell_id12(&mut self, val: u32) {
+            self.dw[252usize] = val;
+        }
+        ///Dword 253 (`queue_doorbell_id13`).
+        pub const fn queue_doorbell_id13(&self) -> u32 {
+            self.dw[253usize]
+        }
+        ///Dword 253 (`queue_doorbell_id13`).
+        pub fn set_queue_doorbell_id13(&mut self, val: u32) {
+            self.dw[253usize] = val;
+        }
+        ///Dword 254 (`queue_doorbell_id14`).
+        pub const fn queue_doorbell_id14(&self) -> u32 {
+            self.dw[254usize]
+        }
+        ///Dword 254 (`queue_doorbell_id14`).
+        pub fn set_queue_doorbell_id14(&mut self, val: u32) {
+            self.dw[254usize] = val;
+        }
+        ///Dword 255 (`queue_doorbell_id15`).
+        pub const fn queue_doorbell_id15(&self) -> u32 {
+            self.dw[255usize]
+        }
+        ///Dword 255 (`queue_doorbell_id15`).
+        pub fn set_queue_doorbell_id15(&mut self, val: u32) {
+            self.dw[255usize] = val;
+        }
+        ///Dword 256 (`control_buf_addr_lo`).
+        pub const fn control_buf_addr_lo(&self) -> u32 {
+            self.dw[256usize]
+        }
+        ///Dword 256 (`control_buf_addr_lo`).
+        pub fn set_control_buf_addr_lo(&mut self, val: u32) {
+            self.dw[256usize] = val;
+        }
+        ///Dword 257 (`control_buf_addr_hi`).
+        pub const fn control_buf_addr_hi(&self) -> u32 {
+            self.dw[257usize]
+        }
+        ///Dword 257 (`control_buf_addr_hi`).
+        pub fn set_control_buf_addr_hi(&mut self, val: u32) {
+            self.dw[257usize] = val;
+        }
+        ///Dword 258 (`control_buf_wptr_lo`).
+        pub const fn control_buf_wptr_lo(&self) -> u32 {
+            self.dw[258usize]
+        }
+        ///Dword 258 (`control_buf_wptr_lo`).
+        pub fn set_control_buf_wptr_lo(&mut self, val: u32) {
+            self.dw[258usize] = val;
+        }
+        ///Dword 259 (`control_buf_wptr_hi`).
+        pub const fn control_buf_wptr_hi(&self) -> u32 {
+            self.dw[259usize]
+        }
+        ///Dword 259 (`control_buf_wptr_hi`).
+        pub fn set_control_buf_wptr_hi(&mut self, val: u32) {
+            self.dw[259usize] = val;
+        }
+        ///Dword 260 (`control_buf_dptr_lo`).
+        pub const fn control_buf_dptr_lo(&self) -> u32 {
+            self.dw[260usize]
+        }
+        ///Dword 260 (`control_buf_dptr_lo`).
+        pub fn set_control_buf_dptr_lo(&mut self, val: u32) {
+            self.dw[260usize] = val;
+        }
+        ///Dword 261 (`control_buf_dptr_hi`).
+        pub const fn control_buf_dptr_hi(&self) -> u32 {
+            self.dw[261usize]
+        }
+        ///Dword 261 (`control_buf_dptr_hi`).
+        pub fn set_control_buf_dptr_hi(&mut self, val: u32) {
+            self.dw[261usize] = val;
+        }
+        ///Dword 262 (`control_buf_num_entries`).
+        pub const fn control_buf_num_entries(&self) -> u32 {
+            self.dw[262usize]
+        }
+        ///Dword 262 (`control_buf_num_entries`).
+        pub fn set_control_buf_num_entries(&mut self, val: u32) {
+            self.dw[262usize] = val;
+        }
+        ///Dword 263 (`draw_ring_addr_lo`).
+        pub const fn draw_ring_addr_lo(&self) -> u32 {
+            self.dw[263usize]
+        }
+        ///Dword 263 (`draw_ring_addr_lo`).
+        pub fn set_draw_ring_addr_lo(&mut self, val: u32) {
+            self.dw[263usize] = val;
+        }
+        ///Dword 264 (`draw_ring_addr_hi`).
+        pub const fn draw_ring_addr_hi(&self) -> u32 {
+            self.dw[264usize]
+        }
+        ///Dword 264 (`draw_ring_addr_hi`).
+        pub fn set_draw_ring_addr_hi(&mut self, val: u32) {
+            self.dw[264usize] = val;
+        }
+        ///Dword 265 (`reserved_265`).
+        pub const fn reserved_265(&self) -> u32 {
+            self.dw[265usize]
+        }
+        ///Dword 265 (`reserved_265`).
+        pub fn set_reserved_265(&mut self, val: u32) {
+            self.dw[265usize] = val;
+        }
+        ///Dword 266 (`reserved_266`).
+        pub const fn reserved_266(&self) -> u32 {
+            self.dw[266usize]
+        }
+        ///Dword 266 (`reserved_266`).
+        pub fn set_reserved_266(&mut self, val: u32) {
+            self.dw[266usize] = val;
+        }
+        ///Dword 267 (`reserved_267`).
+        pub const fn reserved_267(&self) -> u32 {
+            self.dw[267usize]
+        }
+        ///Dword 267 (`reserved_267`).
+        pub fn set_reserved_267(&mut self, val: u32) {
+            self.dw[267usize] = val;
+        }
+        ///Dword 268 (`reserved_268`).
+        pub const fn reserved_268(&self) -> u32 {
+            self.dw[268usize]
+        }
+        ///Dword 268 (`reserved_268`).
+        pub fn set_reserved_268(&mut self, val: u32) {
+            self.dw[268usize] = val;
+        }
+        ///Dword 269 (`reserved_269`).
+        pub const fn reserved_269(&self) -> u32 {
+            self.dw[269usize]
+        }
+        ///Dword 269 (`reserved_269`).
+        pub fn set_reserved_269(&mut self, val: u32) {
+            self.dw[269usize] = val;
+        }
+        ///Dword 270 (`reserved_270`).
+        pub const fn reserved_270(&self) -> u32 {
+            self.dw[270usize]
+        }
+        ///Dword 270 (`reserved_270`).
+        pub fn set_reserved_270(&mut self, val: u32) {
+            self.dw[270usize] = val;
+        }
+        ///Dword 271 (`reserved_271`).
+        pub const fn reserved_271(&self) -> u32 {
+            self.dw[271usize]
+        }
+        ///Dword 271 (`reserved_271`).
+        pub fn set_reserved_271(&mut self, val: u32) {
+            self.dw[271usize] = val;
+        }
+        ///Dword 272 (`reserved_272`).
+        pub const fn reserved_272(&self) -> u32 {
+            self.dw[272usize]
+        }
+        ///Dword 272 (`reserved_272`).
+        pub fn set_reserved_272(&mut self, val: u32) {
+            self.dw[272usize] = val;
+        }
+        ///Dword 273 (`reserved_273`).
+        pub const fn reserved_273(&self) -> u32 {
+            self.dw[273usize]
+        }
+        ///Dword 273 (`reserved_273`).
+        pub fn set_reserved_273(&mut self, val: u32) {
+            self.dw[273usize] = val;
+        }
+        ///Dword 274 (`reserved_274`).
+        pub const fn reserved_274(&self) -> u32 {
+            self.dw[274usize]
+        }
+        ///Dword 274 (`reserved_274`).
+        pub fn set_reserved_274(&mut self, val: u32) {
+            self.dw[274usize] = val;
+        }
+        ///Dword 275 (`reserved_275`).
+        pub const fn reserved_275(&self) -> u32 {
+            self.dw[275usize]
+        }
+        ///Dword 275 (`reserved_275`).
+        pub fn set_reserved_275(&mut self, val: u32) {
+            self.dw[275usize] = val;
+        }
+        ///Dword 276 (`reserved_276`).
+        pub const fn reserved_276(&self) -> u32 {
+            self.dw[276usize]
+        }
+        ///Dword 276 (`reserved_276`).
+        pub fn set_reserved_276(&mut self, val: u32) {
+            self.dw[276usize] = val;
+        }
+        ///Dword 277 (`reserved_277`).
+        pub const fn reserved_277(&self) -> u32 {
+            self.dw[277usize]
+        }
+        ///Dword 277 (`reserved_277`).
+        pub fn set_reserved_277(&mut self, val: u32) {
+            self.dw[277usize] = val;
+        }
+        ///Dword 278 (`reserved_278`).
+        pub const fn reserved_278(&self) -> u32 {
+            self.dw[278usize]
+        }
+        ///Dword 278 (`reserved_278`).
+        pub fn set_reserved_278(&mut self, val: u32) {
+            self.dw[278usize] = val;
+        }
+        ///Dword 279 (`reserved_279`).
+        pub const fn reserved_279(&self) -> u32 {
+            self.dw[279usize]
+        }
+        ///Dword 279 (`reserved_279`).
+        pub fn set_reserved_279(&mut self, val: u32) {
+            self.dw[279usize] = val;
+        }
+        ///Dword 280 (`reserved_280`).
+        pub const fn reserved_280(&self) -> u32 {
+            self.dw[280usize]
+        }
+        ///Dword 280 (`reserved_280`).
+        pub fn set_reserved_280(&mut self, val: u32) {
+            self.dw[280usize] = val;
+        }
+        ///Dword 281 (`reserved_281`).
+        pub const fn reserved_281(&self) -> u32 {
+            self.dw[281usize]
+        }
+        ///Dword 281 (`reserved_281`).
+        pub fn set_reserved_281(&mut self, val: u32) {
+            self.dw[281usize] = val;
+        }
+        ///Dword 282 (`reserved_282`).
+        pub const fn reserved_282(&self) -> u32 {
+            self.dw[282usize]
+        }
+        ///Dword 282 (`reserved_282`).
+        pub fn set_reserved_282(&mut self, val: u32) {
+            self.dw[282usize] = val;
+        }
+        ///Dword 283 (`reserved_283`).
+        pub const fn reserved_283(&self) -> u32 {
+            self.dw[283usize]
+        }
+        ///Dword 283 (`reserved_283`).
+        pub fn set_reserved_283(&mut self, val: u32) {
+            self.dw[283usize] = val;
+        }
+        ///Dword 284 (`reserved_284`).
+        pub const fn reserved_284(&self) -> u32 {
+            self.dw[284usize]
+        }
+        ///Dword 284 (`reserved_284`).
+        pub fn set_reserved_284(&mut self, val: u32) {
+            self.dw[284usize] = val;
+        }
+        ///Dword 285 (`reserved_285`).
+        pub const fn reserved_285(&self) -> u32 {
+            self.dw[285usize]
+        }
+        ///Dword 285 (`reserved_285`).
+        pub fn set_reserved_285(&mut self, val: u32) {
+            self.dw[285usize] = val;
+        }
+        ///Dword 286 (`reserved_286`).
+        pub const fn reserved_286(&self) -> u32 {
+            self.dw[286usize]
+        }
+        ///Dword 286 (`reserved_286`).
+        pub fn set_reserved_286(&mut self, val: u32) {
+            self.dw[286usize] = val;
+        }
+        ///Dword 287 (`reserved_287`).
+        pub const fn reserved_287(&self) -> u32 {
+            self.dw[287usize]
+        }
+        ///Dword 287 (`reserved_287`).
+        pub fn set_reserved_287(&mut self, val: u32) {
+            self.dw[287usize] = val;
+        }
+        ///Dword 288 (`reserved_288`).
+        pub const fn reserved_288(&self) -> u32 {
+            self.dw[288usize]
+        }
+        ///Dword 288 (`reserved_288`).
+        pub fn set_reserved_288(&mut self, val: u32) {
+            self.dw[288usize] = val;
+        }
+        ///Dword 289 (`reserved_289`).
+        pub const fn reserved_289(&self) -> u32 {
+            self.dw[289usize]
+        }
+        ///Dword 289 (`reserved_289`).
+        pub fn set_reserved_289(&mut self, val: u32) {
+            self.dw[289usize] = val;
+        }
+        ///Dword 290 (`reserved_290`).
+        pub const fn reserved_290(&self) -> u32 {
+            self.dw[290usize]
+        }
+        ///Dword 290 (`reserved_290`).
+        pub fn set_reserved_290(&mut self, val: u32) {
+            self.dw[290usize] = val;
+        }
+        ///Dword 291 (`reserved_291`).
+        pub const fn reserved_291(&self) -> u32 {
+            self.dw[291usize]
+        }
+        ///Dword 291 (`reserved_291`).
+        pub fn set_reserved_291(&mut self, val: u32) {
+            self.dw[291usize] = val;
+        }
+        ///Dword 292 (`reserved_292`).
+        pub const fn reserved_292(&self) -> u32 {
+            self.dw[292usize]
+        }
+        ///Dword 292 (`reserved_292`).
+        pub fn set_reserved_292(&mut self, val: u32) {
+            self.dw[292usize] = val;
+        }
+        ///Dword 293 (`reserved_293`).
+        pub const fn reserved_293(&self) -> u32 {
+            self.dw[293usize]
+        }
+        ///Dword 293 (`reserved_293`).
+        pub fn set_reserved_293(&mut self, val: u32) {
+            self.dw[293usize] = val;
+        }
+        ///Dword 294 (`reserved_294`).
+        pub const fn reserved_294(&self) -> u32 {
+            self.dw[294usize]
+        }
+        ///Dword 294 (`reserved_294`).
+        pub fn set_reserved_294(&mut self, val: u32) {
+            self.dw[294usize] = val;
+        }
+        ///Dword 295 (`reserved_295`).
+        pub const fn reserved_295(&self) -> u32 {
+            self.dw[295usize]
+        }
+        ///Dword 295 (`reserved_295`).
+        pub fn set_reserved_295(&mut self, val: u32) {
+            self.dw[295usize] = val;
+        }
+        ///Dword 296 (`reserved_296`).
+        pub const fn reserved_296(&self) -> u32 {
+            self.dw[296usize]
+        }
+        ///Dword 296 (`reserved_296`).
+        pub fn set_reserved_296(&mut self, val: u32) {
+            self.dw[296usize] = val;
+        }
+        ///Dword 297 (`reserved_297`).
+        pub const fn reserved_297(&self) -> u32 {
+            self.dw[297usize]
+        }
+        ///Dword 297 (`reserved_297`).
+        pub fn set_reserved_297(&mut self, val: u32) {
+            self.dw[297usize] = val;
+        }
+        ///Dword 298 (`reserved_298`).
+        pub const fn reserved_298(&self) -> u32 {
+            self.dw[298usize]
+        }
+        ///Dword 298 (`reserved_298`).
+        pub fn set_reserved_298(&mut self, val: u32) {
+            self.dw[298usize] = val;
+        }
+        ///Dword 299 (`reserved_299`).
+        pub const fn reserved_299(&self) -> u32 {
+            self.dw[299usize]
+        }
+        ///Dword 299 (`reserved_299`).
+        pub fn set_reserved_299(&mut self, val: u32) {
+            self.dw[299usize] = val;
+        }
+        ///Dword 300 (`reserved_300`).
+        pub const fn reserved_300(&self) -> u32 {
+            self.dw[300usize]
+        }
+        ///Dword 300 (`reserved_300`).
+        pub fn set_reserved_300(&mut self, val: u32) {
+            self.dw[300usize] = val;
+        }
+        ///Dword 301 (`reserved_301`).
+        pub const fn reserved_301(&self) -> u32 {
+            self.dw[301usize]
+        }
+        ///Dword 301 (`reserved_301`).
+        pub fn set_reserved_301(&mut self, val: u32) {
+            self.dw[301usize] = val;
+        }
+        ///Dword 302 (`reserved_302`).
+        pub const fn reserved_302(&self) -> u32 {
+            self.dw[302usize]
+        }
+        ///Dword 302 (`reserved_302`).
+        pub fn set_reserved_302(&mut self, val: u32) {
+            self.dw[302usize] = val;
+        }
+        ///Dword 303 (`reserved_303`).
+        pub const fn reserved_303(&self) -> u32 {
+            self.dw[303usize]
+        }
+        ///Dword 303 (`reserved_303`).
+        pub fn set_reserved_303(&mut self, val: u32) {
+            self.dw[303usize] = val;
+        }
+        ///Dword 304 (`reserved_304`).
+        pub const fn reserved_304(&self) -> u32 {
+            self.dw[304usize]
+        }
+        ///Dword 304 (`reserved_304`).
+        pub fn set_reserved_304(&mut self, val: u32) {
+            self.dw[304usize] = val;
+        }
+        ///Dword 305 (`reserved_305`).
+        pub const fn reserved_305(&self) -> u32 {
+            self.dw[305usize]
+        }
+        ///Dword 305 (`reserved_305`).
+        pub fn set_reserved_305(&mut self, val: u32) {
+            self.dw[305usize] = val;
+        }
+        ///Dword 306 (`reserved_306`).
+        pub const fn reserved_306(&self) -> u32 {
+            self.dw[306usize]
+        }
+        ///Dword 306 (`reserved_306`).
+        pub fn set_reserved_306(&mut self, val: u32) {
+            self.dw[306usize] = val;
+        }
+        ///Dword 307 (`reserved_307`).
+        pub const fn reserved_307(&self) -> u32 {
+            self.dw[307usize]
+        }
+        ///Dword 307 (`reserved_307`).
+        pub fn set_reserved_307(&mut self, val: u32) {
+            self.dw[307usize] = val;
+        }
+        ///Dword 308 (`reserved_308`).
+        pub const fn reserved_308(&self) -> u32 {
+            self.dw[308usize]
+        }
+        ///Dword 308 (`reserved_308`).
+        pub fn set_reserved_308(&mut self, val: u32) {
+            self.dw[308usize] = val;
+        }
+        ///Dword 309 (`reserved_309`).
+        pub const fn reserved_309(&self) -> u32 {
+            self.dw[309usize]
+        }
+        ///Dword 309 (`reserved_309`).
+        pub fn set_reserved_309(&mut self, val: u32) {
+            self.dw[309usize] = val;
+        }
+        ///Dword 310 (`reserved_310`).
+        pub const fn reserved_310(&self) -> u32 {
+            self.dw[310usize]
+        }
+        ///Dword 310 (`reserved_310`).
+        pub fn set_reserved_310(&mut self, val: u32) {
+            self.dw[310usize] = val;
+        }
+        ///Dword 311 (`reserved_311`).
+        pub const fn reserved_311(&self) -> u32 {
+            self.dw[311usize]
+        }
+        ///Dword 311 (`reserved_311`).
+        pub fn set_reserved_311(&mut self, val: u32) {
+            self.dw[311usize] = val;
+        }
+        ///Dword 312 (`reserved_312`).
+        pub const fn reserved_312(&self) -> u32 {
+            self.dw[312usize]
+        }
+        ///Dword 312 (`reserved_312`).
+        pub fn set_reserved_312(&mut self, val: u32) {
+            self.dw[312usize] = val;
+        }
+        ///Dword 313 (`reserved_313`).
+        pub const fn reserved_313(&self) -> u32 {
+            self.dw[313usize]
+        }
+        ///Dword 313 (`reserved_313`).
+        pub fn set_reserved_313(&mut self, val: u32) {
+            self.dw[313usize] = val;
+        }
+        ///Dword 314 (`reserved_314`).
+        pub const fn reserved_314(&self) -> u32 {
+            self.dw[314usize]
+        }
+        ///Dword 314 (`reserved_314`).
+        pub fn set_reserved_314(&mut self, val: u32) {
+            self.dw[314usize] = val;
+        }
+        ///Dword 315 (`reserved_315`).
+        pub const fn reserved_315(&self) -> u32 {
+            self.dw[315usize]
+        }
+        ///Dword 315 (`reserved_315`).
+        pub fn set_reserved_315(&mut self, val: u32) {
+            self.dw[315usize] = val;
+        }
+        ///Dword 316 (`reserved_316`).
+        pub const fn reserved_316(&self) -> u32 {
+            self.dw[316usize]
+        }
+        ///Dword 316 (`reserved_316`).
+        pub fn set_reserved_316(&mut self, val: u32) {
+            self.dw[316usize] = val;
+        }
+        ///Dword 317 (`reserved_317`).
+        pub const fn reserved_317(&self) -> u32 {
+            self.dw[317usize]
+        }
+        ///Dword 317 (`reserved_317`).
+        pub fn set_reserved_317(&mut self, val: u32) {
+            self.dw[317usize] = val;
+        }
+        ///Dword 318 (`reserved_318`).
+        pub const fn reserved_318(&self) -> u32 {
+            self.dw[318usize]
+        }
+        ///Dword 318 (`reserved_318`).
+        pub fn set_reserved_318(&mut self, val: u32) {
+            self.dw[318usize] = val;
+        }
+        ///Dword 319 (`reserved_319`).
+        pub const fn reserved_319(&self) -> u32 {
+            self.dw[319usize]
+        }
+        ///Dword 319 (`reserved_319`).
+        pub fn set_reserved_319(&mut self, val: u32) {
+            self.dw[319usize] = val;
+        }
+        ///Dword 320 (`reserved_320`).
+        pub const fn reserved_320(&self) -> u32 {
+            self.dw[320usize]
+        }
+        ///Dword 320 (`reserved_320`).
+        pub fn set_reserved_320(&mut self, val: u32) {
+            self.dw[320usize] = val;
+        }
+        ///Dword 321 (`reserved_321`).
+        pub const fn reserved_321(&self) -> u32 {
+            self.dw[321usize]
+        }
+        ///Dword 321 (`reserved_321`).
+        pub fn set_reserved_321(&mut self, val: u32) {
+            self.dw[321usize] = val;
+        }
+        ///Dword 322 (`reserved_322`).
+        pub const fn reserved_322(&self) -> u32 {
+            self.dw[322usize]
+        }
+        ///Dword 322 (`reserved_322`).
+        pub fn set_reserved_322(&mut self, val: u32) {
+            self.dw[322usize] = val;
+        }
+        ///Dword 323 (`reserved_323`).
+        pub const fn reserved_323(&self) -> u32 {
+            self.dw[323usize]
+        }
+        ///Dword 323 (`reserved_323`).
+        pub fn set_reserved_323(&mut self, val: u32) {
+            self.dw[323usize] = val;
+        }
+        ///Dword 324 (`reserved_324`).
+        pub const fn reserved_324(&self) -> u32 {
+            self.dw[324usize]
+        }
+        ///Dword 324 (`reserved_324`).
+        pub fn set_reserved_324(&mut self, val: u32) {
+            self.dw[324usize] = val;
+        }
+        ///Dword 325 (`reserved_325`).
+        pub const fn reserved_325(&self) -> u32 {
+            self.dw[325usize]
+        }
+        ///Dword 325 (`reserved_325`).
+        pub fn set_reserved_325(&mut self, val: u32) {
+            self.dw[325usize] = val;
+        }
+        ///Dword 326 (`reserved_326`).
+        pub const fn reserved_326(&self) -> u32 {
+            self.dw[326usize]
+        }
+        ///Dword 326 (`reserved_326`).
+        pub fn set_reserved_326(&mut self, val: u32) {
+            self.dw[326usize] = val;
+        }
+        ///Dword 327 (`reserved_327`).
+        pub const fn reserved_327(&self) -> u32 {
+            self.dw[327usize]
+        }
+        ///Dword 327 (`reserved_327`).
+        pub fn set_reserved_327(&mut self, val: u32) {
+            self.dw[327usize] = val;
+        }
+        ///Dword 328 (`reserved_328`).
+        pub const fn reserved_328(&self) -> u32 {
+            self.dw[328usize]
+        }
+        ///Dword 328 (`reserved_328`).
+        pub fn set_reserved_328(&mut self, val: u32) {
+            self.dw[328usize] = val;
+        }
+        ///Dword 329 (`reserved_329`).
+        pub const fn reserved_329(&self) -> u32 {
+            self.dw[329usize]
+        }
+        ///Dword 329 (`reserved_329`).
+        pub fn set_reserved_329(&mut self, val: u32) {
+            self.dw[329usize] = val;
+        }
+        ///Dword 330 (`reserved_330`).
+        pub const fn reserved_330(&self) -> u32 {
+            self.dw[330usize]
+        }
+        ///Dword 330 (`reserved_330`).
+        pub fn set_reserved_330(&mut self, val: u32) {
+            self.dw[330usize] = val;
+        }
+        ///Dword 331 (`reserved_331`).
+        pub const fn reserved_331(&self) -> u32 {
+            self.dw[331usize]
+        }
+        ///Dword 331 (`reserved_331`).
+        pub fn set_reserved_331(&mut self, val: u32) {
+            self.dw[331usize] = val;
+        }
+        ///Dword 332 (`reserved_332`).
+        pub const fn reserved_332(&self) -> u32 {
+            self.dw[332usize]
+        }
+        ///Dword 332 (`reserved_332`).
+        pub fn set_reserved_332(&mut self, val: u32) {
+            self.dw[332usize] = val;
+        }
+        ///Dword 333 (`reserved_333`).
+        pub const fn reserved_333(&self) -> u32 {
+            self.dw[333usize]
+        }
+        ///Dword 333 (`reserved_333`).
+        pub fn set_reserved_333(&mut self, val: u32) {
+            self.dw[333usize] = val;
+        }
+        ///Dword 334 (`reserved_334`).
+        pub const fn reserved_334(&self) -> u32 {
+            self.dw[334usize]
+        }
+        ///Dword 334 (`reserved_334`).
+        pub fn set_reserved_334(&mut self, val: u32) {
+            self.dw[334usize] = val;
+        }
+        ///Dword 335 (`reserved_335`).
+        pub const fn reserved_335(&self) -> u32 {
+            self.dw[335usize]
+        }
+        ///Dword 335 (`reserved_335`).
+        pub fn set_reserved_335(&mut self, val: u32) {
+            self.dw[335usize] = val;
+        }
+        ///Dword 336 (`reserved_336`).
+        pub const fn reserved_336(&self) -> u32 {
+            self.dw[336usize]
+        }
+        ///Dword 336 (`reserved_336`).
+        pub fn set_reserved_336(&mut self, val: u32) {
+            self.dw[336usize] = val;
+        }
+        ///Dword 337 (`reserved_337`).
+        pub const fn reserved_337(&self) -> u32 {
+            self.dw[337usize]
+        }
+        ///Dword 337 (`reserved_337`).
+        pub fn set_reserved_337(&mut self, val: u32) {
+            self.dw[337usize] = val;
+        }
+        ///Dword 338 (`reserved_338`).
+        pub const fn reserved_338(&self) -> u32 {
+            self.dw[338usize]
+        }
+        ///Dword 338 (`reserved_338`).
+        pub fn set_reserved_338(&mut self, val: u32) {
+            self.dw[338usize] = val;
+        }
+        ///Dword 339 (`reserved_339`).
+        pub const fn reserved_339(&self) -> u32 {
+            self.dw[339usize]
+        }
+        ///Dword 339 (`reserved_339`).
+        pub fn set_reserved_339(&mut self, val: u32) {
+            self.dw[339usize] = val;
+        }
+        ///Dword 340 (`reserved_340`).
+        pub const fn reserved_340(&self) -> u32 {
+            self.dw[340usize]
+        }
+        ///Dword 340 (`reserved_340`).
+        pub fn set_reserved_340(&mut self, val: u32) {
+            self.dw[340usize] = val;
+        }
+        ///Dword 341 (`reserved_341`).
+        pub const fn reserved_341(&self) -> u32 {
+            self.dw[341usize]
+        }
+        ///Dword 341 (`reserved_341`).
+        pub fn set_reserved_341(&mut self, val: u32) {
+            self.dw[341usize] = val;
+        }
+        ///Dword 342 (`reserved_342`).
+        pub const fn reserved_342(&self) -> u32 {
+            self.dw[342usize]
+        }
+        ///Dword 342 (`reserved_342`).
+        pub fn set_reserved_342(&mut self, val: u32) {
+            self.dw[342usize] = val;
+        }
+        ///Dword 343 (`reserved_343`).
+        pub const fn reserved_343(&self) -> u32 {
+            self.dw[343usize]
+        }
+        ///Dword 343 (`reserved_343`).
+        pub fn set_reserved_343(&mut self, val: u32) {
+            self.dw[343usize] = val;
+        }
+        ///Dword 344 (`reserved_344`).
+        pub const fn reserved_344(&self) -> u32 {
+            self.dw[344usize]
+        }
+        ///Dword 344 (`reserved_344`).
+        pub fn set_reserved_344(&mut self, val: u32) {
+            self.dw[344usize] = val;
+        }
+        ///Dword 345 (`reserved_345`).
+        pub const fn reserved_345(&self) -> u32 {
+            self.dw[345usize]
+        }
+        ///Dword 345 (`reserved_345`).
+        pub fn set_reserved_345(&mut self, val: u32) {
+            self.dw[345usize] = val;
+        }
+        ///Dword 346 (`reserved_346`).
+        pub const fn reserved_346(&self) -> u32 {
+            self.dw[346usize]
+        }
+        ///Dword 346 (`reserved_346`).
+        pub fn set_reserved_346(&mut self, val: u32) {
+            self.dw[346usize] = val;
+        }
+        ///Dword 347 (`reserved_347`).
+        pub const fn reserved_347(&self) -> u32 {
+            self.dw[347usize]
+        }
+        ///Dword 347 (`reserved_347`).
+        pub fn set_reserved_347(&mut self, val: u32) {
+            self.dw[347usize] = val;
+        }
+        ///Dword 348 (`reserved_348`).
+        pub const fn reserved_348(&self) -> u32 {
+            self.dw[348usize]
+        }
+        ///Dword 348 (`reserved_348`).
+        pub fn set_reserved_348(&mut self, val: u32) {
+            self.dw[348usize] = val;
+        }
+        ///Dword 349 (`reserved_349`).
+        pub const fn reserved_349(&self) -> u32 {
+            self.dw[349usize]
+        }
+        ///Dword 349 (`reserved_349`).
+        pub fn set_reserved_349(&mut self, val: u32) {
+            self.dw[349usize] = val;
+        }
+        ///Dword 350 (`reserved_350`).
+        pub const fn reserved_350(&self) -> u32 {
+            self.dw[350usize]
+        }
+        ///Dword 350 (`reserved_350`).
+        pub fn set_reserved_350(&mut self, val: u32) {
+            self.dw[350usize] = val;
+        }
+        ///Dword 351 (`reserved_351`).
+        pub const fn reserved_351(&self) -> u32 {
+            self.dw[351usize]
+        }
+        ///Dword 351 (`reserved_351`).
+        pub fn set_reserved_351(&mut self, val: u32) {
+            self.dw[351usize] = val;
+        }
+        ///Dword 352 (`reserved_352`).
+        pub const fn reserved_352(&self) -> u32 {
+            self.dw[352usize]
+        }
+        ///Dword 352 (`reserved_352`).
+        pub fn set_reserved_352(&mut self, val: u32) {
+            self.dw[352usize] = val;
+        }
+        ///Dword 353 (`reserved_353`).
+        pub const fn reserved_353(&self) -> u32 {
+            self.dw[353usize]
+        }
+        ///Dword 353 (`reserved_353`).
+        pub fn set_reserved_353(&mut self, val: u32) {
+            self.dw[353usize] = val;
+        }
+        ///Dword 354 (`reserved_354`).
+        pub const fn reserved_354(&self) -> u32 {
+            self.dw[354usize]
+        }
+        ///Dword 354 (`reserved_354`).
+        pub fn set_reserved_354(&mut self, val: u32) {
+            self.dw[354usize] = val;
+        }
+        ///Dword 355 (`reserved_355`).
+        pub const fn reserved_355(&self) -> u32 {
+            self.dw[355usize]
+        }
+        ///Dword 355 (`reserved_355`).
+        pub fn set_reserved_355(&mut self, val: u32) {
+            self.dw[355usize] = val;
+        }
+        ///Dword 356 (`reserved_356`).
+        pub const fn reserved_356(&self) -> u32 {
+            self.dw[356usize]
+        }
+        ///Dword 356 (`reserved_356`).
+        pub fn set_reserved_356(&mut self, val: u32) {
+            self.dw[356usize] = val;
+        }
+        ///Dword 357 (`reserved_357`).
+        pub const fn reserved_357(&self) -> u32 {
+            self.dw[357usize]
+        }
+        ///Dword 357 (`reserved_357`).
+        pub fn set_reserved_357(&mut self, val: u32) {
+            self.dw[357usize] = val;
+        }
+        ///Dword 358 (`reserved_358`).
+        pub const fn reserved_358(&self) -> u32 {
+            self.dw[358usize]
+        }
+        ///Dword 358 (`reserved_358`).
+        pub fn set_reserved_358(&mut self, val: u32) {
+            self.dw[358usize] = val;
+        }
+        ///Dword 359 (`reserved_359`).
+        pub const fn reserved_359(&self) -> u32 {
+            self.dw[359usize]
+        }
+        ///Dword 359 (`reserved_359`).
+        pub fn set_reserved_359(&mut self, val: u32) {
+            self.dw[359usize] = val;
+        }
+        ///Dword 360 (`reserved_360`).
+        pub const fn reserved_360(&self) -> u32 {
+            self.dw[360usize]
+        }
+        ///Dword 360 (`reserved_360`).
+        pub fn set_reserved_360(&mut self, val: u32) {
+            self.dw[360usize] = val;
+        }
+        ///Dword 361 (`reserved_361`).
+        pub const fn reserved_361(&self) -> u32 {
+            self.dw[361usize]
+        }
+        ///Dword 361 (`reserved_361`).
+        pub fn set_reserved_361(&mut self, val: u32) {
+            self.dw[361usize] = val;
+        }
+        ///Dword 362 (`reserved_362`).
+        pub const fn reserved_362(&self) -> u32 {
+            self.dw[362usize]
+        }
+        ///Dword 362 (`reserved_362`).
+        pub fn set_reserved_362(&mut self, val: u32) {
+            self.dw[362usize] = val;
+        }
+        ///Dword 363 (`reserved_363`).
+        pub const fn reserved_363(&self) -> u32 {
+            self.dw[363usize]
+        }
+        ///Dword 363 (`reserved_363`).
+        pub fn set_reserved_363(&mut self, val: u32) {
+            self.dw[363usize] = val;
+        }
+        ///Dword 364 (`reserved_364`).
+        pub const fn reserved_364(&self) -> u32 {
+            self.dw[364usize]
+        }
+        ///Dword 364 (`reserved_364`).
+        pub fn set_reserved_364(&mut self, val: u32) {
+            self.dw[364usize] = val;
+        }
+        ///Dword 365 (`reserved_365`).
+        pub const fn reserved_365(&self) -> u32 {
+            self.dw[365usize]
+        }
+        ///Dword 365 (`reserved_365`).
+        pub fn set_reserved_365(&mut self, val: u32) {
+            self.dw[365usize] = val;
+        }
+        ///Dword 366 (`reserved_366`).
+        pub const fn reserved_366(&self) -> u32 {
+            self.dw[366usize]
+        }
+        ///Dword 366 (`reserved_366`).
+        pub fn set_reserved_366(&mut self, val: u32) {
+            self.dw[366usize] = val;
+        }
+        ///Dword 367 (`reserved_367`).
+        pub const fn reserved_367(&self) -> u32 {
+            self.dw[367usize]
+        }
+        ///Dword 367 (`reserved_367`).
+        pub fn set_reserved_367(&mut self, val: u32) {
+            self.dw[367usize] = val;
+        }
+        ///Dword 368 (`reserved_368`).
+        pub const fn reserved_368(&self) -> u32 {
+            self.dw[368usize]
+        }
+        ///Dword 368 (`reserved_368`).
+        pub fn set_reserved_368(&mut self, val: u32) {
+            self.dw[368usize] = val;
+        }
+        ///Dword 369 (`reserved_369`).
+        pub const fn reserved_369(&self) -> u32 {
+            self.dw[369usize]
+        }
+        ///Dword 369 (`reserved_369`).
+        pub fn set_reserved_369(&mut self, val: u32) {
+            self.dw[369usize] = val;
+        }
+        ///Dword 370 (`reserved_370`).
+        pub const fn reserved_370(&self) -> u32 {
+            self.dw[370usize]
+        }
+        ///Dword 370 (`reserved_370`).
+        pub fn set_reserved_370(&mut self, val: u32) {
+            self.dw[370usize] = val;
+        }
+        ///Dword 371 (`reserved_371`).
+        pub const fn reserved_371(&self) -> u32 {
+            self.dw[371usize]
+        }
+        ///Dword 371 (`reserved_371`).
+        pub fn set_reserved_371(&mut self, val: u32) {
+            self.dw[371usize] = val;
+        }
+        ///Dword 372 (`reserved_372`).
+        pub const fn reserved_372(&self) -> u32 {
+            self.dw[372usize]
+        }
+        ///Dword 372 (`reserved_372`).
+        pub fn set_reserved_372(&mut self, val: u32) {
+            self.dw[372usize] = val;
+        }
+        ///Dword 373 (`reserved_373`).
+        pub const fn reserved_373(&self) -> u32 {
+            self.dw[373usize]
+        }
+        ///Dword 373 (`reserved_373`).
+        pub fn set_reserved_373(&mut self, val: u32) {
+            self.dw[373usize] = val;
+        }
+        ///Dword 374 (`reserved_374`).
+        pub const fn reserved_374(&self) -> u32 {
+            self.dw[374usize]
+        }
+        ///Dword 374 (`reserved_374`).
+        pub fn set_reserved_374(&mut self, val: u32) {
+            self.dw[374usize] = val;
+        }
+        ///Dword 375 (`reserved_375`).
+        pub const fn reserved_375(&self) -> u32 {
+            self.dw[375usize]
+        }
+        ///Dword 375 (`reserved_375`).
+        pub fn set_reserved_375(&mut self, val: u32) {
+            self.dw[375usize] = val;
+        }
+        ///Dword 376 (`reserved_376`).
+        pub const fn reserved_376(&self) -> u32 {
+            self.dw[376usize]
+        }
+        ///Dword 376 (`reserved_376`).
+        pub fn set_reserved_376(&mut self, val: u32) {
+            self.dw[376usize] = val;
+        }
+        ///Dword 377 (`reserved_377`).
+        pub const fn reserved_377(&self) -> u32 {
+            self.dw[377usize]
+        }
+        ///Dword 377 (`reserved_377`).
+        pub fn set_reserved_377(&mut self, val: u32) {
+            self.dw[377usize] = val;
+        }
+        ///Dword 378 (`reserved_378`).
+        pub const fn reserved_378(&self) -> u32 {
+            self.dw[378usize]
+        }
+        ///Dword 378 (`reserved_378`).
+        pub fn set_reserved_378(&mut self, val: u32) {
+            self.dw[378usize] = val;
+        }
+        ///Dword 379 (`reserved_379`).
+        pub const fn reserved_379(&self) -> u32 {
+            self.dw[379usize]
+        }
+        ///Dword 379 (`reserved_379`).
+        pub fn set_reserved_379(&mut self, val: u32) {
+            self.dw[379usize] = val;
+        }
+        ///Dword 380 (`reserved_380`).
+        pub const fn reserved_380(&self) -> u32 {
+            self.dw[380usize]
+        }
+        ///Dword 380 (`reserved_380`).
+        pub fn set_reserved_380(&mut self, val: u32) {
+            self.dw[380usize] = val;
+        }
+        ///Dword 381 (`reserved_381`).
+        pub const fn reserved_381(&self) -> u32 {
+            self.dw[381usize]
+        }
+        ///Dword 381 (`reserved_381`).
+        pub fn set_reserved_381(&mut self, val: u32) {
+            self.dw[381usize] = val;
+        }
+        ///Dword 382 (`reserved_382`).
+        pub const fn reserved_382(&self) -> u32 {
+            self.dw[382usize]
+        }
+        ///Dword 382 (`reserved_382`).
+        pub fn set_reserved_382(&mut self, val: u32) {
+            self.dw[382usize] = val;
+        }
+        ///Dword 383 (`reserved_383`).
+        pub const fn reserved_383(&self) -> u32 {
+            self.dw[383usize]
+        }
+        ///Dword 383 (`reserved_383`).
+        pub fn set_reserved_383(&mut self, val: u32) {
+            self.dw[383usize] = val;
+        }
+        ///Dword 384 (`reserved_384`).
+        pub const fn reserved_384(&self) -> u32 {
+            self.dw[384usize]
+        }
+        ///Dword 384 (`reserved_384`).
+        pub fn set_reserved_384(&mut self, val: u32) {
+            self.dw[384usize] = val;
+        }
+        ///Dword 385 (`reserved_385`).
+        pub const fn reserved_385(&self) -> u32 {
+            self.dw[385usize]
+        }
+        ///Dword 385 (`reserved_385`).
+        pub fn set_reserved_385(&mut self, val: u32) {
+            self.dw[385usize] = val;
+        }
+        ///Dword 386 (`reserved_386`).
+        pub const fn reserved_386(&self) -> u32 {
+            self.dw[386usize]
+        }
+        ///Dword 386 (`reserved_386`).
+        pub fn set_reserved_386(&mut self, val: u32) {
+            self.dw[386usize] = val;
+        }
+        ///Dword 387 (`reserved_387`).
+        pub const fn reserved_387(&self) -> u32 {
+            self.dw[387usize]
+        }
+        ///Dword 387 (`reserved_387`).
+        pub fn set_reserved_387(&mut self, val: u32) {
+            self.dw[387usize] = val;
+        }
+        ///Dword 388 (`reserved_388`).
+        pub const fn reserved_388(&self) -> u32 {
+            self.dw[388usize]
+        }
+        ///Dword 388 (`reserved_388`).
+        pub fn set_reserved_388(&mut self, val: u32) {
+            self.dw[388usize] = val;
+        }
+        ///Dword 389 (`reserved_389`).
+        pub const fn reserved_389(&self) -> u32 {
+            self.dw[389usize]
+        }
+        ///Dword 389 (`reserved_389`).
+        pub fn set_reserved_389(&mut self, val: u32) {
+            self.dw[389usize] = val;
+        }
+        ///Dword 390 (`reserved_390`).
+        pub const fn reserved_390(&self) -> u32 {
+            self.dw[390usize]
+        }
+        ///Dword 390 (`reserved_390`).
+        pub fn set_reserved_390(&mut self, val: u32) {
+            self.dw[390usize] = val;
+        }
+        ///Dword 391 (`reserved_391`).
+        pub const fn reserved_391(&self) -> u32 {
+            self.dw[391usize]
+        }
+        ///Dword 391 (`reserved_391`).
+        pub fn set_reserved_391(&mut self, val: u32) {
+            self.dw[391usize] = val;
+        }
+        ///Dword 392 (`reserved_392`).
+        pub const fn reserved_392(&self) -> u32 {
+            self.dw[392usize]
+        }
+        ///Dword 392 (`reserved_392`).
+        pub fn set_reserved_392(&mut self, val: u32) {
+            self.dw[392usize] = val;
+        }
+        ///Dword 393 (`reserved_393`).
+        pub const fn reserved_393(&self) -> u32 {
+            self.dw[393usize]
+        }
+        ///Dword 393 (`reserved_393`).
+        pub fn set_reserved_393(&mut self, val: u32) {
+            self.dw[393usize] = val;
+        }
+        ///Dword 394 (`reserved_394`).
+        pub const fn reserved_394(&self) -> u32 {
+            self.dw[394usize]
+        }
+        ///Dword 394 (`reserved_394`).
+        pub fn set_reserved_394(&mut self, val: u32) {
+            self.dw[394usize] = val;
+        }
+        ///Dword 395 (`reserved_395`).
+        pub const fn reserved_395(&self) -> u32 {
+            self.dw[395usize]
+        }
+        ///Dword 395 (`reserved_395`).
+        pub fn set_reserved_395(&mut self, val: u32) {
+            self.dw[395usize] = val;
+        }
+        ///Dword 396 (`reserved_396`).
+        pub const fn reserved_396(&self) -> u32 {
+            self.dw[396usize]
+        }
+        ///Dword 396 (`reserved_396`).
+        pub fn set_reserved_396(&mut self, val: u32) {
+            self.dw[396usize] = val;
+        }
+        ///Dword 397 (`reserved_397`).
+        pub const fn reserved_397(&self) -> u32 {
+            self.dw[397usize]
+        }
+        ///Dword 397 (`reserved_397`).
+        pub fn set_reserved_397(&mut self, val: u32) {
+            self.dw[397usize] = val;
+        }
+        ///Dword 398 (`reserved_398`).
+        pub const fn reserved_398(&self) -> u32 {
+            self.dw[398usize]
+        }
+        ///Dword 398 (`reserved_398`).
+        pub fn set_reserved_398(&mut self, val: u32) {
+            self.dw[398usize] = val;
+        }
+        ///Dword 399 (`reserved_399`).
+        pub const fn reserved_399(&self) -> u32 {
+            self.dw[399usize]
+        }
+        ///Dword 399 (`reserved_399`).
+        pub fn set_reserved_399(&mut self, val: u32) {
+            self.dw[399usize] = val;
+        }
+        ///Dword 400 (`reserved_400`).
+        pub const fn reserved_400(&self) -> u32 {
+            self.dw[400usize]
+        }
+        ///Dword 400 (`reserved_400`).
+        pub fn set_reserved_400(&mut self, val: u32) {
+            self.dw[400usize] = val;
+        }
+        ///Dword 401 (`reserved_401`).
+        pub const fn reserved_401(&self) -> u32 {
+            self.dw[401usize]
+        }
+        ///Dword 401 (`reserved_401`).
+        pub fn set_reserved_401(&mut self, val: u32) {
+            self.dw[401usize] = val;
+        }
+        ///Dword 402 (`reserved_402`).
+        pub const fn reserved_402(&self) -> u32 {
+            self.dw[402usize]
+        }
+        ///Dword 402 (`reserved_402`).
+        pub fn set_reserved_402(&mut self, val: u32) {
+            self.dw[402usize] = val;
+        }
+        ///Dword 403 (`reserved_403`).
+        pub const fn reserved_403(&self) -> u32 {
+            self.dw[403usize]
+        }
+        ///Dword 403 (`reserved_403`).
+        pub fn set_reserved_403(&mut self, val: u32) {
+            self.dw[403usize] = val;
+        }
+        ///Dword 404 (`reserved_404`).
+        pub const fn reserved_404(&self) -> u32 {
+            self.dw[404usize]
+        }
+        ///Dword 404 (`reserved_404`).
+        pub fn set_reserved_404(&mut self, val: u32) {
+            self.dw[404usize] = val;
+        }
+        ///Dword 405 (`reserved_405`).
+        pub const fn reserved_405(&self) -> u32 {
+            self.dw[405usize]
+        }
+        ///Dword 405 (`reserved_405`).
+        pub fn set_reserved_405(&mut self, val: u32) {
+            self.dw[405usize] = val;
+        }
+        ///Dword 406 (`reserved_406`).
+        pub const fn reserved_406(&self) -> u32 {
+            self.dw[406usize]
+        }
+        ///Dword 406 (`reserved_406`).
+        pub fn set_reserved_406(&mut self, val: u32) {
+            self.dw[406usize] = val;
+        }
+        ///Dword 407 (`reserved_407`).
+        pub const fn reserved_407(&self) -> u32 {
+            self.dw[407usize]
+        }
+        ///Dword 407 (`reserved_407`).
+        pub fn set_reserved_407(&mut self, val: u32) {
+            self.dw[407usize] = val;
+        }
+        ///Dword 408 (`reserved_408`).
+        pub const fn reserved_408(&self) -> u32 {
+            self.dw[408usize]
+        }
+        ///Dword 408 (`reserved_408`).
+        pub fn set_reserved_408(&mut self, val: u32) {
+            self.dw[408usize] = val;
+        }
+        ///Dword 409 (`reserved_409`).
+        pub const fn reserved_409(&self) -> u32 {
+            self.dw[409usize]
+        }
+        ///Dword 409 (`reserved_409`).
+        pub fn set_reserved_409(&mut self, val: u32) {
+            self.dw[409usize] = val;
+        }
+        ///Dword 410 (`reserved_410`).
+        pub const fn reserved_410(&self) -> u32 {
+            self.dw[410usize]
+        }
+        ///Dword 410 (`reserved_410`).
+        pub fn set_reserved_410(&mut self, val: u32) {
+            self.dw[410usize] = val;
+        }
+        ///Dword 411 (`reserved_411`).
+        pub const fn reserved_411(&self) -> u32 {
+            self.dw[411usize]
+        }
+        ///Dword 411 (`reserved_411`).
+        pub fn set_reserved_411(&mut self, val: u32) {
+            self.dw[411usize] = val;
+        }
+        ///Dword 412 (`reserved_412`).
+        pub const fn reserved_412(&self) -> u32 {
+            self.dw[412usize]
+        }
+        ///Dword 412 (`reserved_412`).
+        pub fn set_reserved_412(&mut self, val: u32) {
+            self.dw[412usize] = val;
+        }
+        ///Dword 413 (`reserved_413`).
+        pub const fn reserved_413(&self) -> u32 {
+            self.dw[413usize]
+        }
+        ///Dword 413 (`reserved_413`).
+        pub fn set_reserved_413(&mut self, val: u32) {
+            self.dw[413usize] = val;
+        }
+        ///Dword 414 (`reserved_414`).
+        pub const fn reserved_414(&self) -> u32 {
+            self.dw[414usize]
+        }
+        ///Dword 414 (`reserved_414`).
+        pub fn set_reserved_414(&mut self, val: u32) {
+            self.dw[414usize] = val;
+        }
+        ///Dword 415 (`reserved_415`).
+        pub const fn reserved_415(&self) -> u32 {
+            self.dw[415usize]
+        }
+        ///Dword 415 (`reserved_415`).
+        pub fn set_reserved_415(&mut self, val: u32) {
+            self.dw[415usize] = val;
+        }
+        ///Dword 416 (`reserved_416`).
+        pub const fn reserved_416(&self) -> u32 {
+            self.dw[416usize]
+        }
+        ///Dword 416 (`reserved_416`).
+        pub fn set_reserved_416(&mut self, val: u32) {
+            self.dw[416usize] = val;
+        }
+        ///Dword 417 (`reserved_417`).
+        pub const fn reserved_417(&self) -> u32 {
+            self.dw[417usize]
+        }
+        ///Dword 417 (`reserved_417`).
+        pub fn set_reserved_417(&mut self, val: u32) {
+            self.dw[417usize] = val;
+        }
+        ///Dword 418 (`reserved_418`).
+        pub const fn reserved_418(&self) -> u32 {
+            self.dw[418usize]
+        }
+        ///Dword 418 (`reserved_418`).
+        pub fn set_reserved_418(&mut self, val: u32) {
+            self.dw[418usize] = val;
+        }
+        ///Dword 419 (`reserved_419`).
+        pub const fn reserved_419(&self) -> u32 {
+            self.dw[419usize]
+        }
+        ///Dword 419 (`reserved_419`).
+        pub fn set_reserved_419(&mut self, val: u32) {
+            self.dw[419usize] = val;
+        }
+        ///Dword 420 (`reserved_420`).
+        pub const fn reserved_420(&self) -> u32 {
+            self.dw[420usize]
+        }
+        ///Dword 420 (`reserved_420`).
+        pub fn set_reserved_420(&mut self, val: u32) {
+            self.dw[420usize] = val;
+        }
+        ///Dword 421 (`reserved_421`).
+        pub const fn reserved_421(&self) -> u32 {
+            self.dw[421usize]
+        }
+        ///Dword 421 (`reserved_421`).
+        pub fn set_reserved_421(&mut self, val: u32) {
+            self.dw[421usize] = val;
+        }
+        ///Dword 422 (`reserved_422`).
+        pub const fn reserved_422(&self) -> u32 {
+            self.dw[422usize]
+        }
+        ///Dword 422 (`reserved_422`).
+        pub fn set_reserved_422(&mut self, val: u32) {
+            self.dw[422usize] = val;
+        }
+        ///Dword 423 (`reserved_423`).
+        pub const fn reserved_423(&self) -> u32 {
+            self.dw[423usize]
+        }
+        ///Dword 423 (`reserved_423`).
+        pub fn set_reserved_423(&mut self, val: u32) {
+            self.dw[423usize] = val;
+        }
+        ///Dword 424 (`reserved_424`).
+        pub const fn reserved_424(&self) -> u32 {
+            self.dw[424usize]
+        }
+        ///Dword 424 (`reserved_424`).
+        pub fn set_reserved_424(&mut self, val: u32) {
+            self.dw[424usize] = val;
+        }
+        ///Dword 425 (`reserved_425`).
+        pub const fn reserved_425(&self) -> u32 {
+            self.dw[425usize]
+        }
+        ///Dword 425 (`reserved_425`).
+        pub fn set_reserved_425(&mut self, val: u32) {
+            self.dw[425usize] = val;
+        }
+        ///Dword 426 (`reserved_426`).
+        pub const fn reserved_426(&self) -> u32 {
+            self.dw[426usize]
+        }
+        ///Dword 426 (`reserved_426`).
+        pub fn set_reserved_426(&mut self, val: u32) {
+            self.dw[426usize] = val;
+        }
+        ///Dword 427 (`reserved_427`).
+        pub const fn reserved_427(&self) -> u32 {
+            self.dw[427usize]
+        }
+        ///Dword 427 (`reserved_427`).
+        pub fn set_reserved_427(&mut self, val: u32) {
+            self.dw[427usize] = val;
+        }
+        ///Dword 428 (`reserved_428`).
+        pub const fn reserved_428(&self) -> u32 {
+            self.dw[428usize]
+        }
+        ///Dword 428 (`reserved_428`).
+        pub fn set_reserved_428(&mut self, val: u32) {
+            self.dw[428usize] = val;
+        }
+        ///Dword 429 (`reserved_429`).
+        pub const fn reserved_429(&self) -> u32 {
+            self.dw[429usize]
+        }
+        ///Dword 429 (`reserved_429`).
+        pub fn set_reserved_429(&mut self, val: u32) {
+            self.dw[429usize] = val;
+        }
+        ///Dword 430 (`reserved_430`).
+        pub const fn reserved_430(&self) -> u32 {
+            self.dw[430usize]
+        }
+        ///Dword 430 (`reserved_430`).
+        pub fn set_reserved_430(&mut self, val: u32) {
+            self.dw[430usize] = val;
+        }
+        ///Dword 431 (`reserved_431`).
+        pub const fn reserved_431(&self) -> u32 {
+            self.dw[431usize]
+        }
+        ///Dword 431 (`reserved_431`).
+        pub fn set_reserved_431(&mut self, val: u32) {
+            self.dw[431usize] = val;
+        }
+        ///Dword 432 (`reserved_432`).
+        pub const fn reserved_432(&self) -> u32 {
+            self.dw[432usize]
+        }
+        ///Dword 432 (`reserved_432`).
+        pub fn set_reserved_432(&mut self, val: u32) {
+            self.dw[432usize] = val;
+        }
+        ///Dword 433 (`reserved_433`).
+        pub const fn reserved_433(&self) -> u32 {
+            self.dw[433usize]
+        }
+        ///Dword 433 (`reserved_433`).
+        pub fn set_reserved_433(&mut self, val: u32) {
+            self.dw[433usize] = val;
+        }
+        ///Dword 434 (`reserved_434`).
+        pub const fn reserved_434(&self) -> u32 {
+            self.dw[434usize]
+        }
+        ///Dword 434 (`reserved_434`).
+        pub fn set_reserved_434(&mut self, val: u32) {
+            self.dw[434usize] = val;
+        }
+        ///Dword 435 (`reserved_435`).
+        pub const fn reserved_435(&self) -> u32 {
+            self.dw[435usize]
+        }
+        ///Dword 435 (`reserved_435`).
+        pub fn set_reserved_435(&mut self, val: u32) {
+            self.dw[435usize] = val;
+        }
+        ///Dword 436 (`reserved_436`).
+        pub const fn reserved_436(&self) -> u32 {
+            self.dw[436usize]
+        }
+        ///Dword 436 (`reserved_436`).
+        pub fn set_reserved_436(&mut self, val: u32) {
+            self.dw[436usize] = val;
+        }
+        ///Dword 437 (`reserved_437`).
+        pub const fn reserved_437(&self) -> u32 {
+            self.dw[437usize]
+        }
+        ///Dword 437 (`reserved_437`).
+        pub fn set_reserved_437(&mut self, val: u32) {
+            self.dw[437usize] = val;
+        }
+        ///Dword 438 (`reserved_438`).
+        pub const fn reserved_438(&self) -> u32 {
+            self.dw[438usize]
+        }
+        ///Dword 438 (`reserved_438`).
+        pub fn set_reserved_438(&mut self, val: u32) {
+            self.dw[438usize] = val;
+        }
+        ///Dword 439 (`reserved_439`).
+        pub const fn reserved_439(&self) -> u32 {
+            self.dw[439usize]
+        }
+        ///Dword 439 (`reserved_439`).
+        pub fn set_reserved_439(&mut self, val: u32) {
+            self.dw[439usize] = val;
+        }
+        ///Dword 440 (`reserved_440`).
+        pub const fn reserved_440(&self) -> u32 {
+            self.dw[440usize]
+        }
+        ///Dword 440 (`reserved_440`).
+        pub fn set_reserved_440(&mut self, val: u32) {
+            self.dw[440usize] = val;
+        }
+        ///Dword 441 (`reserved_441`).
+        pub const fn reserved_441(&self) -> u32 {
+            self.dw[441usize]
+        }
+        ///Dword 441 (`reserved_441`).
+        pub fn set_reserved_441(&mut self, val: u32) {
+            self.dw[441usize] = val;
+        }
+        ///Dword 442 (`reserved_442`).
+        pub const fn reserved_442(&self) -> u32 {
+            self.dw[442usize]
+        }
+        ///Dword 442 (`reserved_442`).
+        pub fn set_reserved_442(&mut self, val: u32) {
+            self.dw[442usize] = val;
+        }
+        ///Dword 443 (`reserved_443`).
+        pub const fn reserved_443(&self) -> u32 {
+            self.dw[443usize]
+        }
+        ///Dword 443 (`reserved_443`).
+        pub fn set_reserved_443(&mut self, val: u32) {
+            self.dw[443usize] = val;
+        }
+        ///Dword 444 (`reserved_444`).
+        pub const fn reserved_444(&self) -> u32 {
+            self.dw[444usize]
+        }
+        ///Dword 444 (`reserved_444`).
+        pub fn set_reserved_444(&mut self, val: u32) {
+            self.dw[444usize] = val;
+        }
+        ///Dword 445 (`reserved_445`).
+        pub const fn reserved_445(&self) -> u32 {
+            self.dw[445usize]
+        }
+        ///Dword 445 (`reserved_445`).
+        pub fn set_reserved_445(&mut self, val: u32) {
+            self.dw[445usize] = val;
+        }
+        ///Dword 446 (`reserved_446`).
+        pub const fn reserved_446(&self) -> u32 {
+            self.dw[446usize]
+        }
+        ///Dword 446 (`reserved_446`).
+        pub fn set_reserved_446(&mut self, val: u32) {
+            self.dw[446usize] = val;
+        }
+        ///Dword 447 (`reserved_447`).
+        pub const fn reserved_447(&self) -> u32 {
+            self.dw[447usize]
+        }
+        ///Dword 447 (`reserved_447`).
+        pub fn set_reserved_447(&mut self, val: u32) {
+            self.dw[447usize] = val;
+        }
+        ///Dword 448 (`gws_0_val`).
+        pub const fn gws_0_val(&self) -> u32 {
+            self.dw[448usize]
+        }
+        ///Dword 448 (`gws_0_val`).
+        pub fn set_gws_0_val(&mut self, val: u32) {
+            self.dw[448usize] = val;
+        }
+        ///Dword 449 (`gws_1_val`).
+        pub const fn gws_1_val(&self) -> u32 {
+            self.dw[449usize]
+        }
+        ///Dword 449 (`gws_1_val`).
+        pub fn set_gws_1_val(&mut self, val: u32) {
+            self.dw[449usize] = val;
+        }
+        ///Dword 450 (`gws_2_val`).
+        pub const fn gws_2_val(&self) -> u32 {
+            self.dw[450usize]
+        }
+        ///Dword 450 (`gws_2_val`).
+        pub fn set_gws_2_val(&mut self, val: u32) {
+            self.dw[450usize] = val;
+        }
+        ///Dword 451 (`gws_3_val`).
+        pub const fn gws_3_val(&self) -> u32 {
+            self.dw[451usize]
+        }
+        ///Dword 451 (`gws_3_val`).
+        pub fn set_gws_3_val(&mut self, val: u32) {
+            self.dw[451usize] = val;
+        }
+        ///Dword 452 (`gws_4_val`).
+        pub const fn gws_4_val(&self) -> u32 {
+            self.dw[452usize]
+        }
+        ///Dword 452 (`gws_4_val`).
+        pub fn set_gws_4_val(&mut self, val: u32) {
+            self.dw[452usize] = val;
+        }
+        ///Dword 453 (`gws_5_val`).
+        pub const fn gws_5_val(&self) -> u32 {
+            self.dw[453usize]
+        }
+        ///Dword 453 (`gws_5_val`).
+        pub fn set_gws_5_val(&mut self, val: u32) {
+            self.dw[453usize] = val;
+        }
+        ///Dword 454 (`gws_6_val`).
+        pub const fn gws_6_val(&self) -> u32 {
+            self.dw[454usize]
+        }
+        ///Dword 454 (`gws_6_val`).
+        pub fn set_gws_6_val(&mut self, val: u32) {
+            self.dw[454usize] = val;
+        }
+        ///Dword 455 (`gws_7_val`).
+        pub const fn gws_7_val(&self) -> u32 {
+            self.dw[455usize]
+        }
+        ///Dword 455 (`gws_7_val`).
+        pub fn set_gws_7_val(&mut self, val: u32) {
+            self.dw[455usize] = val;
+        }
+        ///Dword 456 (`gws_8_val`).
+        pub const fn gws_8_val(&self) -> u32 {
+            self.dw[456usize]
+        }
+        ///Dword 456 (`gws_8_val`).
+        pub fn set_gws_8_val(&mut self, val: u32) {
+            self.dw[456usize] = val;
+        }
+        ///Dword 457 (`gws_9_val`).
+        pub const fn gws_9_val(&self) -> u32 {
+            self.dw[457usize]
+        }
+        ///Dword 457 (`gws_9_val`).
+        pub fn set_gws_9_val(&mut self, val: u32) {
+            self.dw[457usize] = val;
+        }
+        ///Dword 458 (`gws_10_val`).
+        pub const fn gws_10_val(&self) -> u32 {
+            self.dw[458usize]
+        }
+        ///Dword 458 (`gws_10_val`).
+        pub fn set_gws_10_val(&mut self, val: u32) {
+            self.dw[458usize] = val;
+        }
+        ///Dword 459 (`gws_11_val`).
+        pub const fn gws_11_val(&self) -> u32 {
+            self.dw[459usize]
+        }
+        ///Dword 459 (`gws_11_val`).
+        pub fn set_gws_11_val(&mut self, val: u32) {
+            self.dw[459usize] = val;
+        }
+        ///Dword 460 (`gws_12_val`).
+        pub const fn gws_12_val(&self) -> u32 {
+            self.dw[460usize]
+        }
+        ///Dword 460 (`gws_12_val`).
+        pub fn set_gws_12_val(&mut self, val: u32) {
+            self.dw[460usize] = val;
+        }
+        ///Dword 461 (`gws_13_val`).
+        pub const fn gws_13_val(&self) -> u32 {
+            self.dw[461usize]
+        }
+        ///Dword 461 (`gws_13_val`).
+        pub fn set_gws_13_val(&mut self, val: u32) {
+            self.dw[461usize] = val;
+        }
+        ///Dword 462 (`gws_14_val`).
+        pub const fn gws_14_val(&self) -> u32 {
+            self.dw[462usize]
+        }
+        ///Dword 462 (`gws_14_val`).
+        pub fn set_gws_14_val(&mut self, val: u32) {
+            self.dw[462usize] = val;
+        }
+        ///Dword 463 (`gws_15_val`).
+        pub const fn gws_15_val(&self) -> u32 {
+            self.dw[463usize]
+        }
+        ///Dword 463 (`gws_15_val`).
+        pub fn set_gws_15_val(&mut self, val: u32) {
+            self.dw[463usize] = val;
+        }
+        ///Dword 464 (`gws_16_val`).
+        pub const fn gws_16_val(&self) -> u32 {
+            self.dw[464usize]
+        }
+        ///Dword 464 (`gws_16_val`).
+        pub fn set_gws_16_val(&mut self, val: u32) {
+            self.dw[464usize] = val;
+        }
+        ///Dword 465 (`gws_17_val`).
+        pub const fn gws_17_val(&self) -> u32 {
+            self.dw[465usize]
+        }
+        ///Dword 465 (`gws_17_val`).
+        pub fn set_gws_17_val(&mut self, val: u32) {
+            self.dw[465usize] = val;
+        }
+        ///Dword 466 (`gws_18_val`).
+        pub const fn gws_18_val(&self) -> u32 {
+            self.dw[466usize]
+        }
+        ///Dword 466 (`gws_18_val`).
+        pub fn set_gws_18_val(&mut self, val: u32) {
+            self.dw[466usize] = val;
+        }
+        ///Dword 467 (`gws_19_val`).
+        pub const fn gws_19_val(&self) -> u32 {
+            self.dw[467usize]
+        }
+        ///Dword 467 (`gws_19_val`).
+        pub fn set_gws_19_val(&mut self, val: u32) {
+            self.dw[467usize] = val;
+        }
+        ///Dword 468 (`gws_20_val`).
+        pub const fn gws_20_val(&self) -> u32 {
+            self.dw[468usize]
+        }
+        ///Dword 468 (`gws_20_val`).
+        pub fn set_gws_20_val(&mut self, val: u32) {
+            self.dw[468usize] = val;
+        }
+        ///Dword 469 (`gws_21_val`).
+        pub const fn gws_21_val(&self) -> u32 {
+            self.dw[469usize]
+        }
+        ///Dword 469 (`gws_21_val`).
+        pub fn set_gws_21_val(&mut self, val: u32) {
+            self.dw[469usize] = val;
+        }
+        ///Dword 470 (`gws_22_val`).
+        pub const fn gws_22_val(&self) -> u32 {
+            self.dw[470usize]
+        }
+        ///Dword 470 (`gws_22_val`).
+        pub fn set_gws_22_val(&mut self, val: u32) {
+            self.dw[470usize] = val;
+        }
+        ///Dword 471 (`gws_23_val`).
+        pub const fn gws_23_val(&self) -> u32 {
+            self.dw[471usize]
+        }
+        ///Dword 471 (`gws_23_val`).
+        pub fn set_gws_23_val(&mut self, val: u32) {
+            self.dw[471usize] = val;
+        }
+        ///Dword 472 (`gws_24_val`).
+        pub const fn gws_24_val(&self) -> u32 {
+            self.dw[472usize]
+        }
+        ///Dword 472 (`gws_24_val`).
+        pub fn set_gws_24_val(&mut self, val: u32) {
+            self.dw[472usize] = val;
+        }
+        ///Dword 473 (`gws_25_val`).
+        pub const fn gws_25_val(&self) -> u32 {
+            self.dw[473usize]
+        }
+        ///Dword 473 (`gws_25_val`).
+        pub fn set_gws_25_val(&mut self, val: u32) {
+            self.dw[473usize] = val;
+        }
+        ///Dword 474 (`gws_26_val`).
+        pub const fn gws_26_val(&self) -> u32 {
+            self.dw[474usize]
+        }
+        ///Dword 474 (`gws_26_val`).
+        pub fn set_gws_26_val(&mut self, val: u32) {
+            self.dw[474usize] = val;
+        }
+        ///Dword 475 (`gws_27_val`).
+        pub const fn gws_27_val(&self) -> u32 {
+            self.dw[475usize]
+        }
+        ///Dword 475 (`gws_27_val`).
+        pub fn set_gws_27_val(&mut self, val: u32) {
+            self.dw[475usize] = val;
+        }
+        ///Dword 476 (`gws_28_val`).
+        pub const fn gws_28_val(&self) -> u32 {
+            self.dw[476usize]
+        }
+        ///Dword 476 (`gws_28_val`).
+        pub fn set_gws_28_val(&mut self, val: u32) {
+            self.dw[476usize] = val;
+        }
+        ///Dword 477 (`gws_29_val`).
+        pub const fn gws_29_val(&self) -> u32 {
+            self.dw[477usize]
+        }
+        ///Dword 477 (`gws_29_val`).
+        pub fn set_gws_29_val(&mut self, val: u32) {
+            self.dw[477usize] = val;
+        }
+        ///Dword 478 (`gws_30_val`).
+        pub const fn gws_30_val(&self) -> u32 {
+            self.dw[478usize]
+        }
+        ///Dword 478 (`gws_30_val`).
+        pub fn set_gws_30_val(&mut self, val: u32) {
+            self.dw[478usize] = val;
+        }
+        ///Dword 479 (`gws_31_val`).
+        pub const fn gws_31_val(&self) -> u32 {
+            self.dw[479usize]
+        }
+        ///Dword 479 (`gws_31_val`).
+        pub fn set_gws_31_val(&mut self, val: u32) {
+            self.dw[479usize] = val;
+        }
+        ///Dword 480 (`gws_32_val`).
+        pub const fn gws_32_val(&self) -> u32 {
+            self.dw[480usize]
+        }
+        ///Dword 480 (`gws_32_val`).
+        pub fn set_gws_32_val(&mut self, val: u32) {
+            self.dw[480usize] = val;
+        }
+        ///Dword 481 (`gws_33_val`).
+        pub const fn gws_33_val(&self) -> u32 {
+            self.dw[481usize]
+        }
+        ///Dword 481 (`gws_33_val`).
+        pub fn set_gws_33_val(&mut self, val: u32) {
+            self.dw[481usize] = val;
+        }
+        ///Dword 482 (`gws_34_val`).
+        pub const fn gws_34_val(&self) -> u32 {
+            self.dw[482usize]
+        }
+        ///Dword 482 (`gws_34_val`).
+        pub fn set_gws_34_val(&mut self, val: u32) {
+            self.dw[482usize] = val;
+        }
+        ///Dword 483 (`gws_35_val`).
+        pub const fn gws_35_val(&self) -> u32 {
+            self.dw[483usize]
+        }
+        ///Dword 483 (`gws_35_val`).
+        pub fn set_gws_35_val(&mut self, val: u32) {
+            self.dw[483usize] = val;
+        }
+        ///Dword 484 (`gws_36_val`).
+        pub const fn gws_36_val(&self) -> u32 {
+            self.dw[484usize]
+        }
+        ///Dword 484 (`gws_36_val`).
+        pub fn set_gws_36_val(&mut self, val: u32) {
+            self.dw[484usize] = val;
+        }
+        ///Dword 485 (`gws_37_val`).
+        pub const fn gws_37_val(&self) -> u32 {
+            self.dw[485usize]
+        }
+        ///Dword 485 (`gws_37_val`).
+        pub fn set_gws_37_val(&mut self, val: u32) {
+            self.dw[485usize] = val;
+        }
+        ///Dword 486 (`gws_38_val`).
+        pub const fn gws_38_val(&self) -> u32 {
+            self.dw[486usize]
+        }
+        ///Dword 486 (`gws_38_val`).
+        pub fn set_gws_38_val(&mut self, val: u32) {
+            self.dw[486usize] = val;
+        }
+        ///Dword 487 (`gws_39_val`).
+        pub const fn gws_39_val(&self) -> u32 {
+            self.dw[487usize]
+        }
+        ///Dword 487 (`gws_39_val`).
+        pub fn set_gws_39_val(&mut self, val: u32) {
+            self.dw[487usize] = val;
+        }
+        ///Dword 488 (`gws_40_val`).
+        pub const fn gws_40_val(&self) -> u32 {
+            self.dw[488usize]
+        }
+        ///Dword 488 (`gws_40_val`).
+        pub fn set_gws_40_val(&mut self, val: u32) {
+            self.dw[488usize] = val;
+        }
+        ///Dword 489 (`gws_41_val`).
+        pub const fn gws_41_val(&self) -> u32 {
+            self.dw[489usize]
+        }
+        ///Dword 489 (`gws_41_val`).
+        pub fn set_gws_41_val(&mut self, val: u32) {
+            self.dw[489usize] = val;
+        }
+        ///Dword 490 (`gws_42_val`).
+        pub const fn gws_42_val(&self) -> u32 {
+            self.dw[490usize]
+        }
+        ///Dword 490 (`gws_42_val`).
+        pub fn set_gws_42_val(&mut self, val: u32) {
+            self.dw[490usize] = val;
+        }
+        ///Dword 491 (`gws_43_val`).
+        pub const fn gws_43_val(&self) -> u32 {
+            self.dw[491usize]
+        }
+        ///Dword 491 (`gws_43_val`).
+        pub fn set_gws_43_val(&mut self, val: u32) {
+            self.dw[491usize] = val;
+        }
+        ///Dword 492 (`gws_44_val`).
+        pub const fn gws_44_val(&self) -> u32 {
+            self.dw[492usize]
+        }
+        ///Dword 492 (`gws_44_val`).
+        pub fn set_gws_44_val(&mut self, val: u32) {
+            self.dw[492usize] = val;
+        }
+        ///Dword 493 (`gws_45_val`).
+        pub const fn gws_45_val(&self) -> u32 {
+            self.dw[493usize]
+        }
+        ///Dword 493 (`gws_45_val`).
+        pub fn set_gws_45_val(&mut self, val: u32) {
+            self.dw[493usize] = val;
+        }
+        ///Dword 494 (`gws_46_val`).
+        pub const fn gws_46_val(&self) -> u32 {
+            self.dw[494usize]
+        }
+        ///Dword 494 (`gws_46_val`).
+        pub fn set_gws_46_val(&mut self, val: u32) {
+            self.dw[494usize] = val;
+        }
+        ///Dword 495 (`gws_47_val`).
+        pub const fn gws_47_val(&self) -> u32 {
+            self.dw[495usize]
+        }
+        ///Dword 495 (`gws_47_val`).
+        pub fn set_gws_47_val(&mut self, val: u32) {
+            self.dw[495usize] = val;
+        }
+        ///Dword 496 (`gws_48_val`).
+        pub const fn gws_48_val(&self) -> u32 {
+            self.dw[496usize]
+        }
+        ///Dword 496 (`gws_48_val`).
+        pub fn set_gws_48_val(&mut self, val: u32) {
+            self.dw[496usize] = val;
+        }
+        ///Dword 497 (`gws_49_val`).
+        pub const fn gws_49_val(&self) -> u32 {
+            self.dw[497usize]
+        }
+        ///Dword 497 (`gws_49_val`).
+        pub fn set_gws_49_val(&mut self, val: u32) {
+            self.dw[497usize] = val;
+        }
+        ///Dword 498 (`gws_50_val`).
+        pub const fn gws_50_val(&self) -> u32 {
+            self.dw[498usize]
+        }
+        ///Dword 498 (`gws_50_val`).
+        pub fn set_gws_50_val(&mut self, val: u32) {
+            self.dw[498usize] = val;
+        }
+        ///Dword 499 (`gws_51_val`).
+        pub const fn gws_51_val(&self) -> u32 {
+            self.dw[499usize]
+        }
+        ///Dword 499 (`gws_51_val`).
+        pub fn set_gws_51_val(&mut self, val: u32) {
+            self.dw[499usize] = val;
+        }
+        ///Dword 500 (`gws_52_val`).
+        pub const fn gws_52_val(&self) -> u32 {
+            self.dw[500usize]
+        }
+        ///Dword 500 (`gws_52_val`).
+        pub fn set_gws_52_val(&mut self, val: u32) {
+            self.dw[500usize] = val;
+        }
+        ///Dword 501 (`gws_53_val`).
+        pub const fn gws_53_val(&self) -> u32 {
+            self.dw[501usize]
+        }
+        ///Dword 501 (`gws_53_val`).
+        pub fn set_gws_53_val(&mut self, val: u32) {
+            self.dw[501usize] = val;
+        }
+        ///Dword 502 (`gws_54_val`).
+        pub const fn gws_54_val(&self) -> u32 {
+            self.dw[502usize]
+        }
+        ///Dword 502 (`gws_54_val`).
+        pub fn set_gws_54_val(&mut self, val: u32) {
+            self.dw[502usize] = val;
+        }
+        ///Dword 503 (`gws_55_val`).
+        pub const fn gws_55_val(&self) -> u32 {
+            self.dw[503usize]
+        }
+        ///Dword 503 (`gws_55_val`).
+        pub fn set_gws_55_val(&mut self, val: u32) {
+            self.dw[503usize] = val;
+        }
+        ///Dword 504 (`gws_56_val`).
+        pub const fn gws_56_val(&self) -> u32 {
+            self.dw[504usize]
+        }
+        ///Dword 504 (`gws_56_val`).
+        pub fn set_gws_56_val(&mut self, val: u32) {
+            self.dw[504usize] = val;
+        }
+        ///Dword 505 (`gws_57_val`).
+        pub const fn gws_57_val(&self) -> u32 {
+            self.dw[505usize]
+        }
+        ///Dword 505 (`gws_57_val`).
+        pub fn set_gws_57_val(&mut self, val: u32) {
+            self.dw[505usize] = val;
+        }
+        ///Dword 506 (`gws_58_val`).
+        pub const fn gws_58_val(&self) -> u32 {
+            self.dw[506usize]
+        }
+        ///Dword 506 (`gws_58_val`).
+        pub fn set_gws_58_val(&mut self, val: u32) {
+            self.dw[506usize] = val;
+        }
+        ///Dword 507 (`gws_59_val`).
+        pub const fn gws_59_val(&self) -> u32 {
+            self.dw[507usize]
+        }
+        ///Dword 507 (`gws_59_val`).
+        pub fn set_gws_59_val(&mut self, val: u32) {
+            self.dw[507usize] = val;
+        }
+        ///Dword 508 (`gws_60_val`).
+        pub const fn gws_60_val(&self) -> u32 {
+            self.dw[508usize]
+        }
+        ///Dword 508 (`gws_60_val`).
+        pub fn set_gws_60_val(&mut self, val: u32) {
+            self.dw[508usize] = val;
+        }
+        ///Dword 509 (`gws_61_val`).
+        pub const fn gws_61_val(&self) -> u32 {
+            self.dw[509usize]
+        }
+        ///Dword 509 (`gws_61_val`).
+        pub fn set_gws_61_val(&mut self, val: u32) {
+            self.dw[509usize] = val;
+        }
+        ///Dword 510 (`gws_62_val`).
+        pub const fn gws_62_val(&self) -> u32 {
+            self.dw[510usize]
+        }
+        ///Dword 510 (`gws_62_val`).
+        pub fn set_gws_62_val(&mut self, val: u32) {
+            self.dw[510usize] = val;
+        }
+        ///Dword 511 (`gws_63_val`).
+        pub const fn gws_63_val(&self) -> u32 {
+            self.dw[511usize]
+        }
+        ///Dword 511 (`gws_63_val`).
+        pub fn set_gws_63_val(&mut self, val: u32) {
+            self.dw[511usize] = val;
+        }
     }
     const _: () = assert!(core::mem::size_of::<v11_compute_mqd>() == 2048usize);
     const _: () = assert!(core::mem::align_of::<v11_compute_mqd>() == 4usize);
@@ -2062,661 +14756,1035 @@ pub mod v12 {
         zerocopy::FromBytes,
         zerocopy::IntoBytes,
     )]
-    pub struct v12_gfx_mqd {
-        pub shadow_base_lo: u32,
-        pub shadow_base_hi: u32,
-        pub reserved_2: u32,
-        pub reserved_3: u32,
-        pub fw_work_area_base_lo: u32,
-        pub fw_work_area_base_hi: u32,
-        pub shadow_initialized: u32,
-        pub ib_vmid: u32,
-        pub reserved_8: u32,
-        pub reserved_9: u32,
-        pub reserved_10: u32,
-        pub reserved_11: u32,
-        pub reserved_12: u32,
-        pub reserved_13: u32,
-        pub reserved_14: u32,
-        pub reserved_15: u32,
-        pub reserved_16: u32,
-        pub reserved_17: u32,
-        pub reserved_18: u32,
-        pub reserved_19: u32,
-        pub reserved_20: u32,
-        pub reserved_21: u32,
-        pub reserved_22: u32,
-        pub reserved_23: u32,
-        pub reserved_24: u32,
-        pub reserved_25: u32,
-        pub reserved_26: u32,
-        pub reserved_27: u32,
-        pub reserved_28: u32,
-        pub reserved_29: u32,
-        pub reserved_30: u32,
-        pub reserved_31: u32,
-        pub reserved_32: u32,
-        pub reserved_33: u32,
-        pub reserved_34: u32,
-        pub reserved_35: u32,
-        pub reserved_36: u32,
-        pub reserved_37: u32,
-        pub reserved_38: u32,
-        pub reserved_39: u32,
-        pub reserved_40: u32,
-        pub reserved_41: u32,
-        pub reserved_42: u32,
-        pub reserved_43: u32,
-        pub reserved_44: u32,
-        pub reserved_45: u32,
-        pub reserved_46: u32,
-        pub reserved_47: u32,
-        pub reserved_48: u32,
-        pub reserved_49: u32,
-        pub reserved_50: u32,
-        pub reserved_51: u32,
-        pub reserved_52: u32,
-        pub reserved_53: u32,
-        pub reserved_54: u32,
-        pub reserved_55: u32,
-        pub reserved_56: u32,
-        pub reserved_57: u32,
-        pub reserved_58: u32,
-        pub reserved_59: u32,
-        pub reserved_60: u32,
-        pub reserved_61: u32,
-        pub reserved_62: u32,
-        pub reserved_63: u32,
-        pub reserved_64: u32,
-        pub reserved_65: u32,
-        pub reserved_66: u32,
-        pub reserved_67: u32,
-        pub reserved_68: u32,
-        pub reserved_69: u32,
-        pub reserved_70: u32,
-        pub reserved_71: u32,
-        pub reserved_72: u32,
-        pub reserved_73: u32,
-        pub reserved_74: u32,
-        pub reserved_75: u32,
-        pub reserved_76: u32,
-        pub reserved_77: u32,
-        pub reserved_78: u32,
-        pub reserved_79: u32,
-        pub reserved_80: u32,
-        pub reserved_81: u32,
-        pub reserved_82: u32,
-        pub reserved_83: u32,
-        pub checksum_lo: u32,
-        pub checksum_hi: u32,
-        pub cp_mqd_query_time_lo: u32,
-        pub cp_mqd_query_time_hi: u32,
-        pub reserved_88: u32,
-        pub reserved_89: u32,
-        pub reserved_90: u32,
-        pub reserved_91: u32,
-        pub cp_mqd_query_wave_count: u32,
-        pub cp_mqd_query_gfx_hqd_rptr: u32,
-        pub cp_mqd_query_gfx_hqd_wptr: u32,
-        pub cp_mqd_query_gfx_hqd_offset: u32,
-        pub reserved_96: u32,
-        pub reserved_97: u32,
-        pub reserved_98: u32,
-        pub reserved_99: u32,
-        pub reserved_100: u32,
-        pub reserved_101: u32,
-        pub reserved_102: u32,
-        pub reserved_103: u32,
-        pub task_shader_control_buf_addr_lo: u32,
-        pub task_shader_control_buf_addr_hi: u32,
-        pub task_shader_read_rptr_lo: u32,
-        pub task_shader_read_rptr_hi: u32,
-        pub task_shader_num_entries: u32,
-        pub task_shader_num_entries_bits: u32,
-        pub task_shader_ring_buffer_addr_lo: u32,
-        pub task_shader_ring_buffer_addr_hi: u32,
-        pub reserved_112: u32,
-        pub reserved_113: u32,
-        pub reserved_114: u32,
-        pub reserved_115: u32,
-        pub reserved_116: u32,
-        pub reserved_117: u32,
-        pub reserved_118: u32,
-        pub reserved_119: u32,
-        pub reserved_120: u32,
-        pub reserved_121: u32,
-        pub reserved_122: u32,
-        pub reserved_123: u32,
-        pub reserved_124: u32,
-        pub reserved_125: u32,
-        pub reserved_126: u32,
-        pub reserved_127: u32,
-        pub cp_mqd_base_addr: u32,
-        pub cp_mqd_base_addr_hi: u32,
-        pub cp_gfx_hqd_active: u32,
-        pub cp_gfx_hqd_vmid: u32,
-        pub reserved_132: u32,
-        pub reserved_133: u32,
-        pub cp_gfx_hqd_queue_priority: u32,
-        pub cp_gfx_hqd_quantum: u32,
-        pub cp_gfx_hqd_base: u32,
-        pub cp_gfx_hqd_base_hi: u32,
-        pub cp_gfx_hqd_rptr: u32,
-        pub cp_gfx_hqd_rptr_addr: u32,
-        pub cp_gfx_hqd_rptr_addr_hi: u32,
-        pub cp_rb_wptr_poll_addr_lo: u32,
-        pub cp_rb_wptr_poll_addr_hi: u32,
-        pub cp_rb_doorbell_control: u32,
-        pub cp_gfx_hqd_offset: u32,
-        pub cp_gfx_hqd_cntl: u32,
-        pub reserved_146: u32,
-        pub reserved_147: u32,
-        pub cp_gfx_hqd_csmd_rptr: u32,
-        pub cp_gfx_hqd_wptr: u32,
-        pub cp_gfx_hqd_wptr_hi: u32,
-        pub reserved_151: u32,
-        pub reserved_152: u32,
-        pub reserved_153: u32,
-        pub reserved_154: u32,
-        pub reserved_155: u32,
-        pub cp_gfx_hqd_mapped: u32,
-        pub cp_gfx_hqd_que_mgr_control: u32,
-        pub reserved_158: u32,
-        pub reserved_159: u32,
-        pub cp_gfx_hqd_hq_status0: u32,
-        pub cp_gfx_hqd_hq_control0: u32,
-        pub cp_gfx_mqd_control: u32,
-        pub reserved_163: u32,
-        pub reserved_164: u32,
-        pub reserved_165: u32,
-        pub reserved_166: u32,
-        pub reserved_167: u32,
-        pub reserved_168: u32,
-        pub reserved_169: u32,
-        pub reserved_170: u32,
-        pub reserved_171: u32,
-        pub reserved_172: u32,
-        pub reserved_173: u32,
-        pub reserved_174: u32,
-        pub reserved_175: u32,
-        pub reserved_176: u32,
-        pub reserved_177: u32,
-        pub reserved_178: u32,
-        pub reserved_179: u32,
-        pub reserved_180: u32,
-        pub reserved_181: u32,
-        pub reserved_182: u32,
-        pub reserved_183: u32,
-        pub reserved_184: u32,
-        pub reserved_185: u32,
-        pub reserved_186: u32,
-        pub reserved_187: u32,
-        pub reserved_188: u32,
-        pub reserved_189: u32,
-        pub reserved_190: u32,
-        pub reserved_191: u32,
-        pub reserved_192: u32,
-        pub reserved_193: u32,
-        pub reserved_194: u32,
-        pub reserved_195: u32,
-        pub reserved_196: u32,
-        pub reserved_197: u32,
-        pub reserved_198: u32,
-        pub reserved_199: u32,
-        pub reserved_200: u32,
-        pub reserved_201: u32,
-        pub reserved_202: u32,
-        pub reserved_203: u32,
-        pub reserved_204: u32,
-        pub reserved_205: u32,
-        pub reserved_206: u32,
-        pub reserved_207: u32,
-        pub reserved_208: u32,
-        pub reserved_209: u32,
-        pub reserved_210: u32,
-        pub reserved_211: u32,
-        pub reserved_212: u32,
-        pub reserved_213: u32,
-        pub reserved_214: u32,
-        pub reserved_215: u32,
-        pub reserved_216: u32,
-        pub reserved_217: u32,
-        pub reserved_218: u32,
-        pub reserved_219: u32,
-        pub reserved_220: u32,
-        pub reserved_221: u32,
-        pub reserved_222: u32,
-        pub reserved_223: u32,
-        pub reserved_224: u32,
-        pub reserved_225: u32,
-        pub reserved_226: u32,
-        pub reserved_227: u32,
-        pub reserved_228: u32,
-        pub reserved_229: u32,
-        pub reserved_230: u32,
-        pub reserved_231: u32,
-        pub reserved_232: u32,
-        pub reserved_233: u32,
-        pub reserved_234: u32,
-        pub reserved_235: u32,
-        pub reserved_236: u32,
-        pub reserved_237: u32,
-        pub reserved_238: u32,
-        pub reserved_239: u32,
-        pub reserved_240: u32,
-        pub reserved_241: u32,
-        pub reserved_242: u32,
-        pub reserved_243: u32,
-        pub reserved_244: u32,
-        pub reserved_245: u32,
-        pub reserved_246: u32,
-        pub reserved_247: u32,
-        pub reserved_248: u32,
-        pub reserved_249: u32,
-        pub reserved_250: u32,
-        pub reserved_251: u32,
-        pub reserved_252: u32,
-        pub reserved_253: u32,
-        pub reserved_254: u32,
-        pub reserved_255: u32,
-        pub reserved_256: u32,
-        pub reserved_257: u32,
-        pub reserved_258: u32,
-        pub reserved_259: u32,
-        pub reserved_260: u32,
-        pub reserved_261: u32,
-        pub reserved_262: u32,
-        pub reserved_263: u32,
-        pub reserved_264: u32,
-        pub reserved_265: u32,
-        pub reserved_266: u32,
-        pub reserved_267: u32,
-        pub reserved_268: u32,
-        pub reserved_269: u32,
-        pub reserved_270: u32,
-        pub reserved_271: u32,
-        pub dfwx_flags: u32,
-        pub dfwx_slot: u32,
-        pub dfwx_client_data_addr_lo: u32,
-        pub dfwx_client_data_addr_hi: u32,
-        pub reserved_276: u32,
-        pub reserved_277: u32,
-        pub reserved_278: u32,
-        pub reserved_279: u32,
-        pub reserved_280: u32,
-        pub reserved_281: u32,
-        pub reserved_282: u32,
-        pub reserved_283: u32,
-        pub reserved_284: u32,
-        pub reserved_285: u32,
-        pub reserved_286: u32,
-        pub reserved_287: u32,
-        pub reserved_288: u32,
-        pub reserved_289: u32,
-        pub reserved_290: u32,
-        pub reserved_291: u32,
-        pub reserved_292: u32,
-        pub reserved_293: u32,
-        pub reserved_294: u32,
-        pub reserved_295: u32,
-        pub reserved_296: u32,
-        pub reserved_297: u32,
-        pub reserved_298: u32,
-        pub reserved_299: u32,
-        pub reserved_300: u32,
-        pub reserved_301: u32,
-        pub reserved_302: u32,
-        pub reserved_303: u32,
-        pub reserved_304: u32,
-        pub reserved_305: u32,
-        pub reserved_306: u32,
-        pub reserved_307: u32,
-        pub reserved_308: u32,
-        pub reserved_309: u32,
-        pub reserved_310: u32,
-        pub reserved_311: u32,
-        pub reserved_312: u32,
-        pub reserved_313: u32,
-        pub reserved_314: u32,
-        pub reserved_315: u32,
-        pub reserved_316: u32,
-        pub reserved_317: u32,
-        pub reserved_318: u32,
-        pub reserved_319: u32,
-        pub reserved_320: u32,
-        pub reserved_321: u32,
-        pub reserved_322: u32,
-        pub reserved_323: u32,
-        pub reserved_324: u32,
-        pub reserved_325: u32,
-        pub reserved_326: u32,
-        pub reserved_327: u32,
-        pub reserved_328: u32,
-        pub reserved_329: u32,
-        pub reserved_330: u32,
-        pub reserved_331: u32,
-        pub reserved_332: u32,
-        pub reserved_333: u32,
-        pub reserved_334: u32,
-        pub reserved_335: u32,
-        pub reserved_336: u32,
-        pub reserved_337: u32,
-        pub reserved_338: u32,
-        pub reserved_339: u32,
-        pub reserved_340: u32,
-        pub reserved_341: u32,
-        pub reserved_342: u32,
-        pub reserved_343: u32,
-        pub reserved_344: u32,
-        pub reserved_345: u32,
-        pub reserved_346: u32,
-        pub reserved_347: u32,
-        pub reserved_348: u32,
-        pub reserved_349: u32,
-        pub reserved_350: u32,
-        pub reserved_351: u32,
-        pub reserved_352: u32,
-        pub reserved_353: u32,
-        pub reserved_354: u32,
-        pub reserved_355: u32,
-        pub reserved_356: u32,
-        pub reserved_357: u32,
-        pub reserved_358: u32,
-        pub reserved_359: u32,
-        pub reserved_360: u32,
-        pub reserved_361: u32,
-        pub reserved_362: u32,
-        pub reserved_363: u32,
-        pub reserved_364: u32,
-        pub reserved_365: u32,
-        pub reserved_366: u32,
-        pub reserved_367: u32,
-        pub reserved_368: u32,
-        pub reserved_369: u32,
-        pub reserved_370: u32,
-        pub reserved_371: u32,
-        pub reserved_372: u32,
-        pub reserved_373: u32,
-        pub reserved_374: u32,
-        pub reserved_375: u32,
-        pub reserved_376: u32,
-        pub reserved_377: u32,
-        pub reserved_378: u32,
-        pub reserved_379: u32,
-        pub reserved_380: u32,
-        pub reserved_381: u32,
-        pub reserved_382: u32,
-        pub reserved_383: u32,
-        pub reserved_384: u32,
-        pub reserved_385: u32,
-        pub reserved_386: u32,
-        pub reserved_387: u32,
-        pub reserved_388: u32,
-        pub reserved_389: u32,
-        pub reserved_390: u32,
-        pub reserved_391: u32,
-        pub reserved_392: u32,
-        pub reserved_393: u32,
-        pub reserved_394: u32,
-        pub reserved_395: u32,
-        pub reserved_396: u32,
-        pub reserved_397: u32,
-        pub reserved_398: u32,
-        pub reserved_399: u32,
-        pub reserved_400: u32,
-        pub reserved_401: u32,
-        pub reserved_402: u32,
-        pub reserved_403: u32,
-        pub reserved_404: u32,
-        pub reserved_405: u32,
-        pub reserved_406: u32,
-        pub reserved_407: u32,
-        pub reserved_408: u32,
-        pub reserved_409: u32,
-        pub reserved_410: u32,
-        pub reserved_411: u32,
-        pub reserved_412: u32,
-        pub reserved_413: u32,
-        pub reserved_414: u32,
-        pub reserved_415: u32,
-        pub reserved_416: u32,
-        pub reserved_417: u32,
-        pub reserved_418: u32,
-        pub reserved_419: u32,
-        pub reserved_420: u32,
-        pub reserved_421: u32,
-        pub reserved_422: u32,
-        pub reserved_423: u32,
-        pub reserved_424: u32,
-        pub reserved_425: u32,
-        pub reserved_426: u32,
-        pub reserved_427: u32,
-        pub reserved_428: u32,
-        pub reserved_429: u32,
-        pub reserved_430: u32,
-        pub reserved_431: u32,
-        pub reserved_432: u32,
-        pub reserved_433: u32,
-        pub reserved_434: u32,
-        pub reserved_435: u32,
-        pub reserved_436: u32,
-        pub reserved_437: u32,
-        pub reserved_438: u32,
-        pub reserved_439: u32,
-        pub reserved_440: u32,
-        pub reserved_441: u32,
-        pub reserved_442: u32,
-        pub reserved_443: u32,
-        pub reserved_444: u32,
-        pub reserved_445: u32,
-        pub reserved_446: u32,
-        pub reserved_447: u32,
-        pub reserved_448: u32,
-        pub reserved_449: u32,
-        pub reserved_450: u32,
-        pub reserved_451: u32,
-        pub reserved_452: u32,
-        pub reserved_453: u32,
-        pub reserved_454: u32,
-        pub reserved_455: u32,
-        pub reserved_456: u32,
-        pub reserved_457: u32,
-        pub reserved_458: u32,
-        pub reserved_459: u32,
-        pub reserved_460: u32,
-        pub reserved_461: u32,
-        pub reserved_462: u32,
-        pub reserved_463: u32,
-        pub reserved_464: u32,
-        pub reserved_465: u32,
-        pub reserved_466: u32,
-        pub reserved_467: u32,
-        pub reserved_468: u32,
-        pub reserved_469: u32,
-        pub reserved_470: u32,
-        pub reserved_471: u32,
-        pub reserved_472: u32,
-        pub reserved_473: u32,
-        pub reserved_474: u32,
-        pub reserved_475: u32,
-        pub reserved_476: u32,
-        pub reserved_477: u32,
-        pub reserved_478: u32,
-        pub reserved_479: u32,
-        pub reserved_480: u32,
-        pub reserved_481: u32,
-        pub reserved_482: u32,
-        pub reserved_483: u32,
-        pub reserved_484: u32,
-        pub reserved_485: u32,
-        pub reserved_486: u32,
-        pub reserved_487: u32,
-        pub reserved_488: u32,
-        pub reserved_489: u32,
-        pub reserved_490: u32,
-        pub reserved_491: u32,
-        pub reserved_492: u32,
-        pub reserved_493: u32,
-        pub reserved_494: u32,
-        pub reserved_495: u32,
-        pub reserved_496: u32,
-        pub reserved_497: u32,
-        pub reserved_498: u32,
-        pub reserved_499: u32,
-        pub reserved_500: u32,
-        pub reserved_501: u32,
-        pub reserved_502: u32,
-        pub reserved_503: u32,
-        pub reserved_504: u32,
-        pub reserved_505: u32,
-        pub reserved_506: u32,
-        pub reserved_507: u32,
-        pub reserved_508: u32,
-        pub reserved_509: u32,
-        pub reserved_510: u32,
-        pub reserved_511: u32,
-    }
-    const _: () = assert!(core::mem::size_of::<v12_gfx_mqd>() == 2048usize);
-    const _: () = assert!(core::mem::align_of::<v12_gfx_mqd>() == 4usize);
-    #[repr(C)]
-    #[derive(
-        Clone,
-        Copy,
-        Debug,
-        zerocopy::Immutable,
-        zerocopy::KnownLayout,
-        zerocopy::FromBytes,
-        zerocopy::IntoBytes,
-    )]
     pub struct v12_sdma_mqd {
-        pub sdmax_rlcx_rb_cntl: u32,
-        pub sdmax_rlcx_rb_base: u32,
-        pub sdmax_rlcx_rb_base_hi: u32,
-        pub sdmax_rlcx_rb_rptr: u32,
-        pub sdmax_rlcx_rb_rptr_hi: u32,
-        pub sdmax_rlcx_rb_wptr: u32,
-        pub sdmax_rlcx_rb_wptr_hi: u32,
-        pub sdmax_rlcx_rb_rptr_addr_lo: u32,
-        pub sdmax_rlcx_rb_rptr_addr_hi: u32,
-        pub sdmax_rlcx_ib_cntl: u32,
-        pub sdmax_rlcx_ib_rptr: u32,
-        pub sdmax_rlcx_ib_offset: u32,
-        pub sdmax_rlcx_ib_base_lo: u32,
-        pub sdmax_rlcx_ib_base_hi: u32,
-        pub sdmax_rlcx_ib_size: u32,
-        pub sdmax_rlcx_doorbell: u32,
-        pub sdmax_rlcx_doorbell_log: u32,
-        pub sdmax_rlcx_doorbell_offset: u32,
-        pub sdmax_rlcx_csa_addr_lo: u32,
-        pub sdmax_rlcx_csa_addr_hi: u32,
-        pub sdmax_rlcx_sched_cntl: u32,
-        pub sdmax_rlcx_ib_sub_remain: u32,
-        pub sdmax_rlcx_preempt: u32,
-        pub sdmax_rlcx_dummy_reg: u32,
-        pub sdmax_rlcx_rb_wptr_poll_addr_lo: u32,
-        pub sdmax_rlcx_rb_wptr_poll_addr_hi: u32,
-        pub sdmax_rlcx_rb_aql_cntl: u32,
-        pub sdmax_rlcx_minor_ptr_update: u32,
-        pub sdmax_rlcx_mcu_dbg0: u32,
-        pub sdmax_rlcx_mcu_dbg1: u32,
-        pub sdmax_rlcx_context_switch_status: u32,
-        pub sdmax_rlcx_midcmd_cntl: u32,
-        pub sdmax_rlcx_midcmd_data0: u32,
-        pub sdmax_rlcx_midcmd_data1: u32,
-        pub sdmax_rlcx_midcmd_data2: u32,
-        pub sdmax_rlcx_midcmd_data3: u32,
-        pub sdmax_rlcx_midcmd_data4: u32,
-        pub sdmax_rlcx_midcmd_data5: u32,
-        pub sdmax_rlcx_midcmd_data6: u32,
-        pub sdmax_rlcx_midcmd_data7: u32,
-        pub sdmax_rlcx_midcmd_data8: u32,
-        pub sdmax_rlcx_midcmd_data9: u32,
-        pub sdmax_rlcx_midcmd_data10: u32,
-        pub sdmax_rlcx_wait_unsatisfied_thd: u32,
-        pub sdmax_rlcx_mqd_base_addr_lo: u32,
-        pub sdmax_rlcx_mqd_base_addr_hi: u32,
-        pub sdmax_rlcx_mqd_control: u32,
-        pub reserved_47: u32,
-        pub reserved_48: u32,
-        pub reserved_49: u32,
-        pub reserved_50: u32,
-        pub reserved_51: u32,
-        pub reserved_52: u32,
-        pub reserved_53: u32,
-        pub reserved_54: u32,
-        pub reserved_55: u32,
-        pub reserved_56: u32,
-        pub reserved_57: u32,
-        pub reserved_58: u32,
-        pub reserved_59: u32,
-        pub reserved_60: u32,
-        pub reserved_61: u32,
-        pub reserved_62: u32,
-        pub reserved_63: u32,
-        pub reserved_64: u32,
-        pub reserved_65: u32,
-        pub reserved_66: u32,
-        pub reserved_67: u32,
-        pub reserved_68: u32,
-        pub reserved_69: u32,
-        pub reserved_70: u32,
-        pub reserved_71: u32,
-        pub reserved_72: u32,
-        pub reserved_73: u32,
-        pub reserved_74: u32,
-        pub reserved_75: u32,
-        pub reserved_76: u32,
-        pub reserved_77: u32,
-        pub reserved_78: u32,
-        pub reserved_79: u32,
-        pub reserved_80: u32,
-        pub reserved_81: u32,
-        pub reserved_82: u32,
-        pub reserved_83: u32,
-        pub reserved_84: u32,
-        pub reserved_85: u32,
-        pub reserved_86: u32,
-        pub reserved_87: u32,
-        pub reserved_88: u32,
-        pub reserved_89: u32,
-        pub reserved_90: u32,
-        pub reserved_91: u32,
-        pub reserved_92: u32,
-        pub reserved_93: u32,
-        pub reserved_94: u32,
-        pub reserved_95: u32,
-        pub reserved_96: u32,
-        pub reserved_97: u32,
-        pub reserved_98: u32,
-        pub reserved_99: u32,
-        pub reserved_100: u32,
-        pub reserved_101: u32,
-        pub reserved_102: u32,
-        pub reserved_103: u32,
-        pub reserved_104: u32,
-        pub reserved_105: u32,
-        pub reserved_106: u32,
-        pub reserved_107: u32,
-        pub reserved_108: u32,
-        pub reserved_109: u32,
-        pub reserved_110: u32,
-        pub reserved_111: u32,
-        pub reserved_112: u32,
-        pub reserved_113: u32,
-        pub reserved_114: u32,
-        pub reserved_115: u32,
-        pub reserved_116: u32,
-        pub reserved_117: u32,
-        pub reserved_118: u32,
-        pub reserved_119: u32,
-        pub reserved_120: u32,
-        pub reserved_121: u32,
-        pub reserved_122: u32,
-        pub reserved_123: u32,
-        pub reserved_124: u32,
-        pub reserved_125: u32,
-        pub sdma_engine_id: u32,
-        pub sdma_queue_id: u32,
+        /// The descriptor as dwords; use the named accessors.
+        pub dw: [u32; 128usize],
+    }
+    impl v12_sdma_mqd {
+        ///Dword 0 (`sdmax_rlcx_rb_cntl`).
+        pub const fn sdmax_rlcx_rb_cntl(&self) -> u32 {
+            self.dw[0usize]
+        }
+        ///Dword 0 (`sdmax_rlcx_rb_cntl`).
+        pub fn set_sdmax_rlcx_rb_cntl(&mut self, val: u32) {
+            self.dw[0usize] = val;
+        }
+        ///Dword 1 (`sdmax_rlcx_rb_base`).
+        pub const fn sdmax_rlcx_rb_base(&self) -> u32 {
+            self.dw[1usize]
+        }
+        ///Dword 1 (`sdmax_rlcx_rb_base`).
+        pub fn set_sdmax_rlcx_rb_base(&mut self, val: u32) {
+            self.dw[1usize] = val;
+        }
+        ///Dword 2 (`sdmax_rlcx_rb_base_hi`).
+        pub const fn sdmax_rlcx_rb_base_hi(&self) -> u32 {
+            self.dw[2usize]
+        }
+        ///Dword 2 (`sdmax_rlcx_rb_base_hi`).
+        pub fn set_sdmax_rlcx_rb_base_hi(&mut self, val: u32) {
+            self.dw[2usize] = val;
+        }
+        ///Dword 3 (`sdmax_rlcx_rb_rptr`).
+        pub const fn sdmax_rlcx_rb_rptr(&self) -> u32 {
+            self.dw[3usize]
+        }
+        ///Dword 3 (`sdmax_rlcx_rb_rptr`).
+        pub fn set_sdmax_rlcx_rb_rptr(&mut self, val: u32) {
+            self.dw[3usize] = val;
+        }
+        ///Dword 4 (`sdmax_rlcx_rb_rptr_hi`).
+        pub const fn sdmax_rlcx_rb_rptr_hi(&self) -> u32 {
+            self.dw[4usize]
+        }
+        ///Dword 4 (`sdmax_rlcx_rb_rptr_hi`).
+        pub fn set_sdmax_rlcx_rb_rptr_hi(&mut self, val: u32) {
+            self.dw[4usize] = val;
+        }
+        ///Dword 5 (`sdmax_rlcx_rb_wptr`).
+        pub const fn sdmax_rlcx_rb_wptr(&self) -> u32 {
+            self.dw[5usize]
+        }
+        ///Dword 5 (`sdmax_rlcx_rb_wptr`).
+        pub fn set_sdmax_rlcx_rb_wptr(&mut self, val: u32) {
+            self.dw[5usize] = val;
+        }
+        ///Dword 6 (`sdmax_rlcx_rb_wptr_hi`).
+        pub const fn sdmax_rlcx_rb_wptr_hi(&self) -> u32 {
+            self.dw[6usize]
+        }
+        ///Dword 6 (`sdmax_rlcx_rb_wptr_hi`).
+        pub fn set_sdmax_rlcx_rb_wptr_hi(&mut self, val: u32) {
+            self.dw[6usize] = val;
+        }
+        ///Dword 7 (`sdmax_rlcx_rb_rptr_addr_lo`).
+        pub const fn sdmax_rlcx_rb_rptr_addr_lo(&self) -> u32 {
+            self.dw[7usize]
+        }
+        ///Dword 7 (`sdmax_rlcx_rb_rptr_addr_lo`).
+        pub fn set_sdmax_rlcx_rb_rptr_addr_lo(&mut self, val: u32) {
+            self.dw[7usize] = val;
+        }
+        ///Dword 8 (`sdmax_rlcx_rb_rptr_addr_hi`).
+        pub const fn sdmax_rlcx_rb_rptr_addr_hi(&self) -> u32 {
+            self.dw[8usize]
+        }
+        ///Dword 8 (`sdmax_rlcx_rb_rptr_addr_hi`).
+        pub fn set_sdmax_rlcx_rb_rptr_addr_hi(&mut self, val: u32) {
+            self.dw[8usize] = val;
+        }
+        ///Dword 9 (`sdmax_rlcx_ib_cntl`).
+        pub const fn sdmax_rlcx_ib_cntl(&self) -> u32 {
+            self.dw[9usize]
+        }
+        ///Dword 9 (`sdmax_rlcx_ib_cntl`).
+        pub fn set_sdmax_rlcx_ib_cntl(&mut self, val: u32) {
+            self.dw[9usize] = val;
+        }
+        ///Dword 10 (`sdmax_rlcx_ib_rptr`).
+        pub const fn sdmax_rlcx_ib_rptr(&self) -> u32 {
+            self.dw[10usize]
+        }
+        ///Dword 10 (`sdmax_rlcx_ib_rptr`).
+        pub fn set_sdmax_rlcx_ib_rptr(&mut self, val: u32) {
+            self.dw[10usize] = val;
+        }
+        ///Dword 11 (`sdmax_rlcx_ib_offset`).
+        pub const fn sdmax_rlcx_ib_offset(&self) -> u32 {
+            self.dw[11usize]
+        }
+        ///Dword 11 (`sdmax_rlcx_ib_offset`).
+        pub fn set_sdmax_rlcx_ib_offset(&mut self, val: u32) {
+            self.dw[11usize] = val;
+        }
+        ///Dword 12 (`sdmax_rlcx_ib_base_lo`).
+        pub const fn sdmax_rlcx_ib_base_lo(&self) -> u32 {
+            self.dw[12usize]
+        }
+        ///Dword 12 (`sdmax_rlcx_ib_base_lo`).
+        pub fn set_sdmax_rlcx_ib_base_lo(&mut self, val: u32) {
+            self.dw[12usize] = val;
+        }
+        ///Dword 13 (`sdmax_rlcx_ib_base_hi`).
+        pub const fn sdmax_rlcx_ib_base_hi(&self) -> u32 {
+            self.dw[13usize]
+        }
+        ///Dword 13 (`sdmax_rlcx_ib_base_hi`).
+        pub fn set_sdmax_rlcx_ib_base_hi(&mut self, val: u32) {
+            self.dw[13usize] = val;
+        }
+        ///Dword 14 (`sdmax_rlcx_ib_size`).
+        pub const fn sdmax_rlcx_ib_size(&self) -> u32 {
+            self.dw[14usize]
+        }
+        ///Dword 14 (`sdmax_rlcx_ib_size`).
+        pub fn set_sdmax_rlcx_ib_size(&mut self, val: u32) {
+            self.dw[14usize] = val;
+        }
+        ///Dword 15 (`sdmax_rlcx_doorbell`).
+        pub const fn sdmax_rlcx_doorbell(&self) -> u32 {
+            self.dw[15usize]
+        }
+        ///Dword 15 (`sdmax_rlcx_doorbell`).
+        pub fn set_sdmax_rlcx_doorbell(&mut self, val: u32) {
+            self.dw[15usize] = val;
+        }
+        ///Dword 16 (`sdmax_rlcx_doorbell_log`).
+        pub const fn sdmax_rlcx_doorbell_log(&self) -> u32 {
+            self.dw[16usize]
+        }
+        ///Dword 16 (`sdmax_rlcx_doorbell_log`).
+        pub fn set_sdmax_rlcx_doorbell_log(&mut self, val: u32) {
+            self.dw[16usize] = val;
+        }
+        ///Dword 17 (`sdmax_rlcx_doorbell_offset`).
+        pub const fn sdmax_rlcx_doorbell_offset(&self) -> u32 {
+            self.dw[17usize]
+        }
+        ///Dword 17 (`sdmax_rlcx_doorbell_offset`).
+        pub fn set_sdmax_rlcx_doorbell_offset(&mut self, val: u32) {
+            self.dw[17usize] = val;
+        }
+        ///Dword 18 (`sdmax_rlcx_csa_addr_lo`).
+        pub const fn sdmax_rlcx_csa_addr_lo(&self) -> u32 {
+            self.dw[18usize]
+        }
+        ///Dword 18 (`sdmax_rlcx_csa_addr_lo`).
+        pub fn set_sdmax_rlcx_csa_addr_lo(&mut self, val: u32) {
+            self.dw[18usize] = val;
+        }
+        ///Dword 19 (`sdmax_rlcx_csa_addr_hi`).
+        pub const fn sdmax_rlcx_csa_addr_hi(&self) -> u32 {
+            self.dw[19usize]
+        }
+        ///Dword 19 (`sdmax_rlcx_csa_addr_hi`).
+        pub fn set_sdmax_rlcx_csa_addr_hi(&mut self, val: u32) {
+            self.dw[19usize] = val;
+        }
+        ///Dword 20 (`sdmax_rlcx_sched_cntl`).
+        pub const fn sdmax_rlcx_sched_cntl(&self) -> u32 {
+            self.dw[20usize]
+        }
+        ///Dword 20 (`sdmax_rlcx_sched_cntl`).
+        pub fn set_sdmax_rlcx_sched_cntl(&mut self, val: u32) {
+            self.dw[20usize] = val;
+        }
+        ///Dword 21 (`sdmax_rlcx_ib_sub_remain`).
+        pub const fn sdmax_rlcx_ib_sub_remain(&self) -> u32 {
+            self.dw[21usize]
+        }
+        ///Dword 21 (`sdmax_rlcx_ib_sub_remain`).
+        pub fn set_sdmax_rlcx_ib_sub_remain(&mut self, val: u32) {
+            self.dw[21usize] = val;
+        }
+        ///Dword 22 (`sdmax_rlcx_preempt`).
+        pub const fn sdmax_rlcx_preempt(&self) -> u32 {
+            self.dw[22usize]
+        }
+        ///Dword 22 (`sdmax_rlcx_preempt`).
+        pub fn set_sdmax_rlcx_preempt(&mut self, val: u32) {
+            self.dw[22usize] = val;
+        }
+        ///Dword 23 (`sdmax_rlcx_dummy_reg`).
+        pub const fn sdmax_rlcx_dummy_reg(&self) -> u32 {
+            self.dw[23usize]
+        }
+        ///Dword 23 (`sdmax_rlcx_dummy_reg`).
+        pub fn set_sdmax_rlcx_dummy_reg(&mut self, val: u32) {
+            self.dw[23usize] = val;
+        }
+        ///Dword 24 (`sdmax_rlcx_rb_wptr_poll_addr_lo`).
+        pub const fn sdmax_rlcx_rb_wptr_poll_addr_lo(&self) -> u32 {
+            self.dw[24usize]
+        }
+        ///Dword 24 (`sdmax_rlcx_rb_wptr_poll_addr_lo`).
+        pub fn set_sdmax_rlcx_rb_wptr_poll_addr_lo(&mut self, val: u32) {
+            self.dw[24usize] = val;
+        }
+        ///Dword 25 (`sdmax_rlcx_rb_wptr_poll_addr_hi`).
+        pub const fn sdmax_rlcx_rb_wptr_poll_addr_hi(&self) -> u32 {
+            self.dw[25usize]
+        }
+        ///Dword 25 (`sdmax_rlcx_rb_wptr_poll_addr_hi`).
+        pub fn set_sdmax_rlcx_rb_wptr_poll_addr_hi(&mut self, val: u32) {
+            self.dw[25usize] = val;
+        }
+        ///Dword 26 (`sdmax_rlcx_rb_aql_cntl`).
+        pub const fn sdmax_rlcx_rb_aql_cntl(&self) -> u32 {
+            self.dw[26usize]
+        }
+        ///Dword 26 (`sdmax_rlcx_rb_aql_cntl`).
+        pub fn set_sdmax_rlcx_rb_aql_cntl(&mut self, val: u32) {
+            self.dw[26usize] = val;
+        }
+        ///Dword 27 (`sdmax_rlcx_minor_ptr_update`).
+        pub const fn sdmax_rlcx_minor_ptr_update(&self) -> u32 {
+            self.dw[27usize]
+        }
+        ///Dword 27 (`sdmax_rlcx_minor_ptr_update`).
+        pub fn set_sdmax_rlcx_minor_ptr_update(&mut self, val: u32) {
+            self.dw[27usize] = val;
+        }
+        ///Dword 28 (`sdmax_rlcx_mcu_dbg0`).
+        pub const fn sdmax_rlcx_mcu_dbg0(&self) -> u32 {
+            self.dw[28usize]
+        }
+        ///Dword 28 (`sdmax_rlcx_mcu_dbg0`).
+        pub fn set_sdmax_rlcx_mcu_dbg0(&mut self, val: u32) {
+            self.dw[28usize] = val;
+        }
+        ///Dword 29 (`sdmax_rlcx_mcu_dbg1`).
+        pub const fn sdmax_rlcx_mcu_dbg1(&self) -> u32 {
+            self.dw[29usize]
+        }
+        ///Dword 29 (`sdmax_rlcx_mcu_dbg1`).
+        pub fn set_sdmax_rlcx_mcu_dbg1(&mut self, val: u32) {
+            self.dw[29usize] = val;
+        }
+        ///Dword 30 (`sdmax_rlcx_context_switch_status`).
+        pub const fn sdmax_rlcx_context_switch_status(&self) -> u32 {
+            self.dw[30usize]
+        }
+        ///Dword 30 (`sdmax_rlcx_context_switch_status`).
+        pub fn set_sdmax_rlcx_context_switch_status(&mut self, val: u32) {
+            self.dw[30usize] = val;
+        }
+        ///Dword 31 (`sdmax_rlcx_midcmd_cntl`).
+        pub const fn sdmax_rlcx_midcmd_cntl(&self) -> u32 {
+            self.dw[31usize]
+        }
+        ///Dword 31 (`sdmax_rlcx_midcmd_cntl`).
+        pub fn set_sdmax_rlcx_midcmd_cntl(&mut self, val: u32) {
+            self.dw[31usize] = val;
+        }
+        ///Dword 32 (`sdmax_rlcx_midcmd_data0`).
+        pub const fn sdmax_rlcx_midcmd_data0(&self) -> u32 {
+            self.dw[32usize]
+        }
+        ///Dword 32 (`sdmax_rlcx_midcmd_data0`).
+        pub fn set_sdmax_rlcx_midcmd_data0(&mut self, val: u32) {
+            self.dw[32usize] = val;
+        }
+        ///Dword 33 (`sdmax_rlcx_midcmd_data1`).
+        pub const fn sdmax_rlcx_midcmd_data1(&self) -> u32 {
+            self.dw[33usize]
+        }
+        ///Dword 33 (`sdmax_rlcx_midcmd_data1`).
+        pub fn set_sdmax_rlcx_midcmd_data1(&mut self, val: u32) {
+            self.dw[33usize] = val;
+        }
+        ///Dword 34 (`sdmax_rlcx_midcmd_data2`).
+        pub const fn sdmax_rlcx_midcmd_data2(&self) -> u32 {
+            self.dw[34usize]
+        }
+        ///Dword 34 (`sdmax_rlcx_midcmd_data2`).
+        pub fn set_sdmax_rlcx_midcmd_data2(&mut self, val: u32) {
+            self.dw[34usize] = val;
+        }
+        ///Dword 35 (`sdmax_rlcx_midcmd_data3`).
+        pub const fn sdmax_rlcx_midcmd_data3(&self) -> u32 {
+            self.dw[35usize]
+        }
+        ///Dword 35 (`sdmax_rlcx_midcmd_data3`).
+        pub fn set_sdmax_rlcx_midcmd_data3(&mut self, val: u32) {
+            self.dw[35usize] = val;
+        }
+        ///Dword 36 (`sdmax_rlcx_midcmd_data4`).
+        pub const fn sdmax_rlcx_midcmd_data4(&self) -> u32 {
+            self.dw[36usize]
+        }
+        ///Dword 36 (`sdmax_rlcx_midcmd_data4`).
+        pub fn set_sdmax_rlcx_midcmd_data4(&mut self, val: u32) {
+            self.dw[36usize] = val;
+        }
+        ///Dword 37 (`sdmax_rlcx_midcmd_data5`).
+        pub const fn sdmax_rlcx_midcmd_data5(&self) -> u32 {
+            self.dw[37usize]
+        }
+        ///Dword 37 (`sdmax_rlcx_midcmd_data5`).
+        pub fn set_sdmax_rlcx_midcmd_data5(&mut self, val: u32) {
+            self.dw[37usize] = val;
+        }
+        ///Dword 38 (`sdmax_rlcx_midcmd_data6`).
+        pub const fn sdmax_rlcx_midcmd_data6(&self) -> u32 {
+            self.dw[38usize]
+        }
+        ///Dword 38 (`sdmax_rlcx_midcmd_data6`).
+        pub fn set_sdmax_rlcx_midcmd_data6(&mut self, val: u32) {
+            self.dw[38usize] = val;
+        }
+        ///Dword 39 (`sdmax_rlcx_midcmd_data7`).
+        pub const fn sdmax_rlcx_midcmd_data7(&self) -> u32 {
+            self.dw[39usize]
+        }
+        ///Dword 39 (`sdmax_rlcx_midcmd_data7`).
+        pub fn set_sdmax_rlcx_midcmd_data7(&mut self, val: u32) {
+            self.dw[39usize] = val;
+        }
+        ///Dword 40 (`sdmax_rlcx_midcmd_data8`).
+        pub const fn sdmax_rlcx_midcmd_data8(&self) -> u32 {
+            self.dw[40usize]
+        }
+        ///Dword 40 (`sdmax_rlcx_midcmd_data8`).
+        pub fn set_sdmax_rlcx_midcmd_data8(&mut self, val: u32) {
+            self.dw[40usize] = val;
+        }
+        ///Dword 41 (`sdmax_rlcx_midcmd_data9`).
+        pub const fn sdmax_rlcx_midcmd_data9(&self) -> u32 {
+            self.dw[41usize]
+        }
+        ///Dword 41 (`sdmax_rlcx_midcmd_data9`).
+        pub fn set_sdmax_rlcx_midcmd_data9(&mut self, val: u32) {
+            self.dw[41usize] = val;
+        }
+        ///Dword 42 (`sdmax_rlcx_midcmd_data10`).
+        pub const fn sdmax_rlcx_midcmd_data10(&self) -> u32 {
+            self.dw[42usize]
+        }
+        ///Dword 42 (`sdmax_rlcx_midcmd_data10`).
+        pub fn set_sdmax_rlcx_midcmd_data10(&mut self, val: u32) {
+            self.dw[42usize] = val;
+        }
+        ///Dword 43 (`sdmax_rlcx_wait_unsatisfied_thd`).
+        pub const fn sdmax_rlcx_wait_unsatisfied_thd(&self) -> u32 {
+            self.dw[43usize]
+        }
+        ///Dword 43 (`sdmax_rlcx_wait_unsatisfied_thd`).
+        pub fn set_sdmax_rlcx_wait_unsatisfied_thd(&mut self, val: u32) {
+            self.dw[43usize] = val;
+        }
+        ///Dword 44 (`sdmax_rlcx_mqd_base_addr_lo`).
+        pub const fn sdmax_rlcx_mqd_base_addr_lo(&self) -> u32 {
+            self.dw[44usize]
+        }
+        ///Dword 44 (`sdmax_rlcx_mqd_base_addr_lo`).
+        pub fn set_sdmax_rlcx_mqd_base_addr_lo(&mut self, val: u32) {
+            self.dw[44usize] = val;
+        }
+        ///Dword 45 (`sdmax_rlcx_mqd_base_addr_hi`).
+        pub const fn sdmax_rlcx_mqd_base_addr_hi(&self) -> u32 {
+            self.dw[45usize]
+        }
+        ///Dword 45 (`sdmax_rlcx_mqd_base_addr_hi`).
+        pub fn set_sdmax_rlcx_mqd_base_addr_hi(&mut self, val: u32) {
+            self.dw[45usize] = val;
+        }
+        ///Dword 46 (`sdmax_rlcx_mqd_control`).
+        pub const fn sdmax_rlcx_mqd_control(&self) -> u32 {
+            self.dw[46usize]
+        }
+        ///Dword 46 (`sdmax_rlcx_mqd_control`).
+        pub fn set_sdmax_rlcx_mqd_control(&mut self, val: u32) {
+            self.dw[46usize] = val;
+        }
+        ///Dword 47 (`reserved_47`).
+        pub const fn reserved_47(&self) -> u32 {
+            self.dw[47usize]
+        }
+        ///Dword 47 (`reserved_47`).
+        pub fn set_reserved_47(&mut self, val: u32) {
+            self.dw[47usize] = val;
+        }
+        ///Dword 48 (`reserved_48`).
+        pub const fn reserved_48(&self) -> u32 {
+            self.dw[48usize]
+        }
+        ///Dword 48 (`reserved_48`).
+        pub fn set_reserved_48(&mut self, val: u32) {
+            self.dw[48usize] = val;
+        }
+        ///Dword 49 (`reserved_49`).
+        pub const fn reserved_49(&self) -> u32 {
+            self.dw[49usize]
+        }
+        ///Dword 49 (`reserved_49`).
+        pub fn set_reserved_49(&mut self, val: u32) {
+            self.dw[49usize] = val;
+        }
+        ///Dword 50 (`reserved_50`).
+        pub const fn reserved_50(&self) -> u32 {
+            self.dw[50usize]
+        }
+        ///Dword 50 (`reserved_50`).
+        pub fn set_reserved_50(&mut self, val: u32) {
+            self.dw[50usize] = val;
+        }
+        ///Dword 51 (`reserved_51`).
+        pub const fn reserved_51(&self) -> u32 {
+            self.dw[51usize]
+        }
+        ///Dword 51 (`reserved_51`).
+        pub fn set_reserved_51(&mut self, val: u32) {
+            self.dw[51usize] = val;
+        }
+        ///Dword 52 (`reserved_52`).
+        pub const fn reserved_52(&self) -> u32 {
+            self.dw[52usize]
+        }
+        ///Dword 52 (`reserved_52`).
+        pub fn set_reserved_52(&mut self, val: u32) {
+            self.dw[52usize] = val;
+        }
+        ///Dword 53 (`reserved_53`).
+        pub const fn reserved_53(&self) -> u32 {
+            self.dw[53usize]
+        }
+        ///Dword 53 (`reserved_53`).
+        pub fn set_reserved_53(&mut self, val: u32) {
+            self.dw[53usize] = val;
+        }
+        ///Dword 54 (`reserved_54`).
+        pub const fn reserved_54(&self) -> u32 {
+            self.dw[54usize]
+        }
+        ///Dword 54 (`reserved_54`).
+        pub fn set_reserved_54(&mut self, val: u32) {
+            self.dw[54usize] = val;
+        }
+        ///Dword 55 (`reserved_55`).
+        pub const fn reserved_55(&self) -> u32 {
+            self.dw[55usize]
+        }
+        ///Dword 55 (`reserved_55`).
+        pub fn set_reserved_55(&mut self, val: u32) {
+            self.dw[55usize] = val;
+        }
+        ///Dword 56 (`reserved_56`).
+        pub const fn reserved_56(&self) -> u32 {
+            self.dw[56usize]
+        }
+        ///Dword 56 (`reserved_56`).
+        pub fn set_reserved_56(&mut self, val: u32) {
+            self.dw[56usize] = val;
+        }
+        ///Dword 57 (`reserved_57`).
+        pub const fn reserved_57(&self) -> u32 {
+            self.dw[57usize]
+        }
+        ///Dword 57 (`reserved_57`).
+        pub fn set_reserved_57(&mut self, val: u32) {
+            self.dw[57usize] = val;
+        }
+        ///Dword 58 (`reserved_58`).
+        pub const fn reserved_58(&self) -> u32 {
+            self.dw[58usize]
+        }
+        ///Dword 58 (`reserved_58`).
+        pub fn set_reserved_58(&mut self, val: u32) {
+            self.dw[58usize] = val;
+        }
+        ///Dword 59 (`reserved_59`).
+        pub const fn reserved_59(&self) -> u32 {
+            self.dw[59usize]
+        }
+        ///Dword 59 (`reserved_59`).
+        pub fn set_reserved_59(&mut self, val: u32) {
+            self.dw[59usize] = val;
+        }
+        ///Dword 60 (`reserved_60`).
+        pub const fn reserved_60(&self) -> u32 {
+            self.dw[60usize]
+        }
+        ///Dword 60 (`reserved_60`).
+        pub fn set_reserved_60(&mut self, val: u32) {
+            self.dw[60usize] = val;
+        }
+        ///Dword 61 (`reserved_61`).
+        pub const fn reserved_61(&self) -> u32 {
+            self.dw[61usize]
+        }
+        ///Dword 61 (`reserved_61`).
+        pub fn set_reserved_61(&mut self, val: u32) {
+            self.dw[61usize] = val;
+        }
+        ///Dword 62 (`reserved_62`).
+        pub const fn reserved_62(&self) -> u32 {
+            self.dw[62usize]
+        }
+        ///Dword 62 (`reserved_62`).
+        pub fn set_reserved_62(&mut self, val: u32) {
+            self.dw[62usize] = val;
+        }
+        ///Dword 63 (`reserved_63`).
+        pub const fn reserved_63(&self) -> u32 {
+            self.dw[63usize]
+        }
+        ///Dword 63 (`reserved_63`).
+        pub fn set_reserved_63(&mut self, val: u32) {
+            self.dw[63usize] = val;
+        }
+        ///Dword 64 (`reserved_64`).
+        pub const fn reserved_64(&self) -> u32 {
+            self.dw[64usize]
+        }
+        ///Dword 64 (`reserved_64`).
+        pub fn set_reserved_64(&mut self, val: u32) {
+            self.dw[64usize] = val;
+        }
+        ///Dword 65 (`reserved_65`).
+        pub const fn reserved_65(&self) -> u32 {
+            self.dw[65usize]
+        }
+        ///Dword 65 (`reserved_65`).
+        pub fn set_reserved_65(&mut self, val: u32) {
+            self.dw[65usize] = val;
+        }
+        ///Dword 66 (`reserved_66`).
+        pub const fn reserved_66(&self) -> u32 {
+            self.dw[66usize]
+        }
+        ///Dword 66 (`reserved_66`).
+        pub fn set_reserved_66(&mut self, val: u32) {
+            self.dw[66usize] = val;
+        }
+        ///Dword 67 (`reserved_67`).
+        pub const fn reserved_67(&self) -> u32 {
+            self.dw[67usize]
+        }
+        ///Dword 67 (`reserved_67`).
+        pub fn set_reserved_67(&mut self, val: u32) {
+            self.dw[67usize] = val;
+        }
+        ///Dword 68 (`reserved_68`).
+        pub const fn reserved_68(&self) -> u32 {
+            self.dw[68usize]
+        }
+        ///Dword 68 (`reserved_68`).
+        pub fn set_reserved_68(&mut self, val: u32) {
+            self.dw[68usize] = val;
+        }
+        ///Dword 69 (`reserved_69`).
+        pub const fn reserved_69(&self) -> u32 {
+            self.dw[69usize]
+        }
+        ///Dword 69 (`reserved_69`).
+        pub fn set_reserved_69(&mut self, val: u32) {
+            self.dw[69usize] = val;
+        }
+        ///Dword 70 (`reserved_70`).
+        pub const fn reserved_70(&self) -> u32 {
+            self.dw[70usize]
+        }
+        ///Dword 70 (`reserved_70`).
+        pub fn set_reserved_70(&mut self, val: u32) {
+            self.dw[70usize] = val;
+        }
+        ///Dword 71 (`reserved_71`).
+        pub const fn reserved_71(&self) -> u32 {
+            self.dw[71usize]
+        }
+        ///Dword 71 (`reserved_71`).
+        pub fn set_reserved_71(&mut self, val: u32) {
+            self.dw[71usize] = val;
+        }
+        ///Dword 72 (`reserved_72`).
+        pub const fn reserved_72(&self) -> u32 {
+            self.dw[72usize]
+        }
+        ///Dword 72 (`reserved_72`).
+        pub fn set_reserved_72(&mut self, val: u32) {
+            self.dw[72usize] = val;
+        }
+        ///Dword 73 (`reserved_73`).
+        pub const fn reserved_73(&self) -> u32 {
+            self.dw[73usize]
+        }
+        ///Dword 73 (`reserved_73`).
+        pub fn set_reserved_73(&mut self, val: u32) {
+            self.dw[73usize] = val;
+        }
+        ///Dword 74 (`reserved_74`).
+        pub const fn reserved_74(&self) -> u32 {
+            self.dw[74usize]
+        }
+        ///Dword 74 (`reserved_74`).
+        pub fn set_reserved_74(&mut self, val: u32) {
+            self.dw[74usize] = val;
+        }
+        ///Dword 75 (`reserved_75`).
+        pub const fn reserved_75(&self) -> u32 {
+            self.dw[75usize]
+        }
+        ///Dword 75 (`reserved_75`).
+        pub fn set_reserved_75(&mut self, val: u32) {
+            self.dw[75usize] = val;
+        }
+        ///Dword 76 (`reserved_76`).
+        pub const fn reserved_76(&self) -> u32 {
+            self.dw[76usize]
+        }
+        ///Dword 76 (`reserved_76`).
+        pub fn set_reserved_76(&mut self, val: u32) {
+            self.dw[76usize] = val;
+        }
+        ///Dword 77 (`reserved_77`).
+        pub const fn reserved_77(&self) -> u32 {
+            self.dw[77usize]
+        }
+        ///Dword 77 (`reserved_77`).
+        pub fn set_reserved_77(&mut self, val: u32) {
+            self.dw[77usize] = val;
+        }
+        ///Dword 78 (`reserved_78`).
+        pub const fn reserved_78(&self) -> u32 {
+            self.dw[78usize]
+        }
+        ///Dword 78 (`reserved_78`).
+        pub fn set_reserved_78(&mut self, val: u32) {
+            self.dw[78usize] = val;
+        }
+        ///Dword 79 (`reserved_79`).
+        pub const fn reserved_79(&self) -> u32 {
+            self.dw[79usize]
+        }
+        ///Dword 79 (`reserved_79`).
+        pub fn set_reserved_79(&mut self, val: u32) {
+            self.dw[79usize] = val;
+        }
+        ///Dword 80 (`reserved_80`).
+        pub const fn reserved_80(&self) -> u32 {
+            self.dw[80usize]
+        }
+        ///Dword 80 (`reserved_80`).
+        pub fn set_reserved_80(&mut self, val: u32) {
+            self.dw[80usize] = val;
+        }
+        ///Dword 81 (`reserved_81`).
+        pub const fn reserved_81(&self) -> u32 {
+            self.dw[81usize]
+        }
+        ///Dword 81 (`reserved_81`).
+        pub fn set_reserved_81(&mut self, val: u32) {
+            self.dw[81usize] = val;
+        }
+        ///Dword 82 (`reserved_82`).
+        pub const fn reserved_82(&self) -> u32 {
+            self.dw[82usize]
+        }
+        ///Dword 82 (`reserved_82`).
+        pub fn set_reserved_82(&mut self, val: u32) {
+            self.dw[82usize] = val;
+        }
+        ///Dword 83 (`reserved_83`).
+        pub const fn reserved_83(&self) -> u32 {
+            self.dw[83usize]
+        }
+        ///Dword 83 (`reserved_83`).
+        pub fn set_reserved_83(&mut self, val: u32) {
+            self.dw[83usize] = val;
+        }
+        ///Dword 84 (`reserved_84`).
+        pub const fn reserved_84(&self) -> u32 {
+            self.dw[84usize]
+        }
+        ///Dword 84 (`reserved_84`).
+        pub fn set_reserved_84(&mut self, val: u32) {
+            self.dw[84usize] = val;
+        }
+        ///Dword 85 (`reserved_85`).
+        pub const fn reserved_85(&self) -> u32 {
+            self.dw[85usize]
+        }
+        ///Dword 85 (`reserved_85`).
+        pub fn set_reserved_85(&mut self, val: u32) {
+            self.dw[85usize] = val;
+        }
+        ///Dword 86 (`reserved_86`).
+        pub const fn reserved_86(&self) -> u32 {
+            self.dw[86usize]
+        }
+        ///Dword 86 (`reserved_86`).
+        pub fn set_reserved_86(&mut self, val: u32) {
+            self.dw[86usize] = val;
+        }
+        ///Dword 87 (`reserved_87`).
+        pub const fn reserved_87(&self) -> u32 {
+            self.dw[87usize]
+        }
+        ///Dword 87 (`reserved_87`).
+        pub fn set_reserved_87(&mut self, val: u32) {
+            self.dw[87usize] = val;
+        }
+        ///Dword 88 (`reserved_88`).
+        pub const fn reserved_88(&self) -> u32 {
+            self.dw[88usize]
+        }
+        ///Dword 88 (`reserved_88`).
+        pub fn set_reserved_88(&mut self, val: u32) {
+            self.dw[88usize] = val;
+        }
+        ///Dword 89 (`reserved_89`).
+        pub const fn reserved_89(&self) -> u32 {
+            self.dw[89usize]
+        }
+        ///Dword 89 (`reserved_89`).
+        pub fn set_reserved_89(&mut self, val: u32) {
+            self.dw[89usize] = val;
+        }
+        ///Dword 90 (`reserved_90`).
+        pub const fn reserved_90(&self) -> u32 {
+            self.dw[90usize]
+        }
+        ///Dword 90 (`reserved_90`).
+        pub fn set_reserved_90(&mut self, val: u32) {
+            self.dw[90usize] = val;
+        }
+        ///Dword 91 (`reserved_91`).
+        pub const fn reserved_91(&self) -> u32 {
+            self.dw[91usize]
+        }
+        ///Dword 91 (`reserved_91`).
+        pub fn set_reserved_91(&mut self, val: u32) {
+            self.dw[91usize] = val;
+        }
+        ///Dword 92 (`reserved_92`).
+        pub const fn reserved_92(&self) -> u32 {
+            self.dw[92usize]
+        }
+        ///Dword 92 (`reserved_92`).
+        pub fn set_reserved_92(&mut self, val: u32) {
+            self.dw[92usize] = val;
+        }
+        ///Dword 93 (`reserved_93`).
+        pub const fn reserved_93(&self) -> u32 {
+            self.dw[93usize]
+        }
+        ///Dword 93 (`reserved_93`).
+        pub fn set_reserved_93(&mut self, val: u32) {
+            self.dw[93usize] = val;
+        }
+        ///Dword 94 (`reserved_94`).
+        pub const fn reserved_94(&self) -> u32 {
+            self.dw[94usize]
+        }
+        ///Dword 94 (`reserved_94`).
+        pub fn set_reserved_94(&mut self, val: u32) {
+            self.dw[94usize] = val;
+        }
+        ///Dword 95 (`reserved_95`).
+        pub const fn reserved_95(&self) -> u32 {
+            self.dw[95usize]
+        }
+        ///Dword 95 (`reserved_95`).
+        pub fn set_reserved_95(&mut self, val: u32) {
+            self.dw[95usize] = val;
+        }
+        ///Dword 96 (`reserved_96`).
+        pub const fn reserved_96(&self) -> u32 {
+            self.dw[96usize]
+        }
+        ///Dword 96 (`reserved_96`).
+        pub fn set_reserved_96(&mut self, val: u32) {
+            self.dw[96usize] = val;
+        }
+        ///Dword 97 (`reserved_97`).
+        pub const fn reserved_97(&self) -> u32 {
+            self.dw[97usize]
+        }
+        ///Dword 97 (`reserved_97`).
+        pub fn set_reserved_97(&mut self, val: u32) {
+            self.dw[97usize] = val;
+        }
+        ///Dword 98 (`reserved_98`).
+        pub const fn reserved_98(&self) -> u32 {
+            self.dw[98usize]
+        }
+        ///Dword 98 (`reserved_98`).
+        pub fn set_reserved_98(&mut self, val: u32) {
+            self.dw[98usize] = val;
+        }
+        ///Dword 99 (`reserved_99`).
+        pub const fn reserved_99(&self) -> u32 {
+            self.dw[99usize]
+        }
+        ///Dword 99 (`reserved_99`).
+        pub fn set_reserved_99(&mut self, val: u32) {
+            self.dw[99usize] = val;
+        }
+        ///Dword 100 (`reserved_100`).
+        pub const fn reserved_100(&self) -> u32 {
+            self.dw[100usize]
+        }
+        ///Dword 100 (`reserved_100`).
+        pub fn set_reserved_100(&mut self, val: u32) {
+            self.dw[100usize] = val;
+        }
+        ///Dword 101 (`reserved_101`).
+        pub const fn reserved_101(&self) -> u32 {
+            self.dw[101usize]
+        }
+        ///Dword 101 (`reserved_101`).
+        pub fn set_reserved_101(&mut self, val: u32) {
+            self.dw[101usize] = val;
+        }
+        ///Dword 102 (`reserved_102`).
+        pub const fn reserved_102(&self) -> u32 {
+            self.dw[102usize]
+        }
+        ///Dword 102 (`reserved_102`).
+        pub fn set_reserved_102(&mut self, val: u32) {
+            self.dw[102usize] = val;
+        }
+        ///Dword 103 (`reserved_103`).
+        pub const fn reserved_103(&self) -> u32 {
+            self.dw[103usize]
+        }
+        ///Dword 103 (`reserved_103`).
+        pub fn set_reserved_103(&mut self, val: u32) {
+            self.dw[103usize] = val;
+        }
+        ///Dword 104 (`reserved_104`).
+        pub const fn reserved_104(&self) -> u32 {
+            self.dw[104usize]
+        }
+        ///Dword 104 (`reserved_104`).
+        pub fn set_reserved_104(&mut self, val: u32) {
+            self.dw[104usize] = val;
+        }
+        ///Dword 105 (`reserved_105`).
+        pub const fn reserved_105(&self) -> u32 {
+            self.dw[105usize]
+        }
+        ///Dword 105 (`reserved_105`).
+        pub fn set_reserved_105(&mut self, val: u32) {
+            self.dw[105usize] = val;
+        }
+        ///Dword 106 (`reserved_106`).
+        pub const fn reserved_106(&self) -> u32 {
+            self.dw[106usize]
+        }
+        ///Dword 106 (`reserved_106`).
+        pub fn set_reserved_106(&mut self, val: u32) {
+            self.dw[106usize] = val;
+        }
+        ///Dword 107 (`reserved_107`).
+        pub const fn reserved_107(&self) -> u32 {
+            self.dw[107usize]
+        }
+        ///Dword 107 (`reserved_107`).
+        pub fn set_reserved_107(&mut self, val: u32) {
+            self.dw[107usize] = val;
+        }
+        ///Dword 108 (`reserved_108`).
+        pub const fn reserved_108(&self) -> u32 {
+            self.dw[108usize]
+        }
+        ///Dword 108 (`reserved_108`).
+        pub fn set_reserved_108(&mut self, val: u32) {
+            self.dw[108usize] = val;
+        }
+        ///Dword 109 (`reserved_109`).
+        pub const fn reserved_109(&self) -> u32 {
+            self.dw[109usize]
+        }
+        ///Dword 109 (`reserved_109`).
+        pub fn set_reserved_109(&mut self, val: u32) {
+            self.dw[109usize] = val;
+        }
+        ///Dword 110 (`reserved_110`).
+        pub const fn reserved_110(&self) -> u32 {
+            self.dw[110usize]
+        }
+        ///Dword 110 (`reserved_110`).
+        pub fn set_reserved_110(&mut self, val: u32) {
+            self.dw[110usize] = val;
+        }
+        ///Dword 111 (`reserved_111`).
+        pub const fn reserved_111(&self) -> u32 {
+            self.dw[111usize]
+        }
+        ///Dword 111 (`reserved_111`).
+        pub fn set_reserved_111(&mut self, val: u32) {
+            self.dw[111usize] = val;
+        }
+        ///Dword 112 (`reserved_112`).
+        pub const fn reserved_112(&self) -> u32 {
+            self.dw[112usize]
+        }
+        ///Dword 112 (`reserved_112`).
+        pub fn set_reserved_112(&mut self, val: u32) {
+            self.dw[112usize] = val;
+        }
+        ///Dword 113 (`reserved_113`).
+        pub const fn reserved_113(&self) -> u32 {
+            self.dw[113usize]
+        }
+        ///Dword 113 (`reserved_113`).
+        pub fn set_reserved_113(&mut self, val: u32) {
+            self.dw[113usize] = val;
+        }
+        ///Dword 114 (`reserved_114`).
+        pub const fn reserved_114(&self) -> u32 {
+            self.dw[114usize]
+        }
+        ///Dword 114 (`reserved_114`).
+        pub fn set_reserved_114(&mut self, val: u32) {
+            self.dw[114usize] = val;
+        }
+        ///Dword 115 (`reserved_115`).
+        pub const fn reserved_115(&self) -> u32 {
+            self.dw[115usize]
+        }
+        ///Dword 115 (`reserved_115`).
+        pub fn set_reserved_115(&mut self, val: u32) {
+            self.dw[115usize] = val;
+        }
+        ///Dword 116 (`reserved_116`).
+        pub const fn reserved_116(&self) -> u32 {
+            self.dw[116usize]
+        }
+        ///Dword 116 (`reserved_116`).
+        pub fn set_reserved_116(&mut self, val: u32) {
+            self.dw[116usize] = val;
+        }
+        ///Dword 117 (`reserved_117`).
+        pub const fn reserved_117(&self) -> u32 {
+            self.dw[117usize]
+        }
+        ///Dword 117 (`reserved_117`).
+        pub fn set_reserved_117(&mut self, val: u32) {
+            self.dw[117usize] = val;
+        }
+        ///Dword 118 (`reserved_118`).
+        pub const fn reserved_118(&self) -> u32 {
+            self.dw[118usize]
+        }
+        ///Dword 118 (`reserved_118`).
+        pub fn set_reserved_118(&mut self, val: u32) {
+            self.dw[118usize] = val;
+        }
+        ///Dword 119 (`reserved_119`).
+        pub const fn reserved_119(&self) -> u32 {
+            self.dw[119usize]
+        }
+        ///Dword 119 (`reserved_119`).
+        pub fn set_reserved_119(&mut self, val: u32) {
+            self.dw[119usize] = val;
+        }
+        ///Dword 120 (`reserved_120`).
+        pub const fn reserved_120(&self) -> u32 {
+            self.dw[120usize]
+        }
+        ///Dword 120 (`reserved_120`).
+        pub fn set_reserved_120(&mut self, val: u32) {
+            self.dw[120usize] = val;
+        }
+        ///Dword 121 (`reserved_121`).
+        pub const fn reserved_121(&self) -> u32 {
+            self.dw[121usize]
+        }
+        ///Dword 121 (`reserved_121`).
+        pub fn set_reserved_121(&mut self, val: u32) {
+            self.dw[121usize] = val;
+        }
+        ///Dword 122 (`reserved_122`).
+        pub const fn reserved_122(&self) -> u32 {
+            self.dw[122usize]
+        }
+        ///Dword 122 (`reserved_122`).
+        pub fn set_reserved_122(&mut self, val: u32) {
+            self.dw[122usize] = val;
+        }
+        ///Dword 123 (`reserved_123`).
+        pub const fn reserved_123(&self) -> u32 {
+            self.dw[123usize]
+        }
+        ///Dword 123 (`reserved_123`).
+        pub fn set_reserved_123(&mut self, val: u32) {
+            self.dw[123usize] = val;
+        }
+        ///Dword 124 (`reserved_124`).
+        pub const fn reserved_124(&self) -> u32 {
+            self.dw[124usize]
+        }
+        ///Dword 124 (`reserved_124`).
+        pub fn set_reserved_124(&mut self, val: u32) {
+            self.dw[124usize] = val;
+        }
+        ///Dword 125 (`reserved_125`).
+        pub const fn reserved_125(&self) -> u32 {
+            self.dw[125usize]
+        }
+        ///Dword 125 (`reserved_125`).
+        pub fn set_reserved_125(&mut self, val: u32) {
+            self.dw[125usize] = val;
+        }
+        ///Dword 126 (`sdma_engine_id`).
+        pub const fn sdma_engine_id(&self) -> u32 {
+            self.dw[126usize]
+        }
+        ///Dword 126 (`sdma_engine_id`).
+        pub fn set_sdma_engine_id(&mut self, val: u32) {
+            self.dw[126usize] = val;
+        }
+        ///Dword 127 (`sdma_queue_id`).
+        pub const fn sdma_queue_id(&self) -> u32 {
+            self.dw[127usize]
+        }
+        ///Dword 127 (`sdma_queue_id`).
+        pub fn set_sdma_queue_id(&mut self, val: u32) {
+            self.dw[127usize] = val;
+        }
     }
     const _: () = assert!(core::mem::size_of::<v12_sdma_mqd>() == 512usize);
     const _: () = assert!(core::mem::align_of::<v12_sdma_mqd>() == 4usize);
@@ -2731,518 +15799,4106 @@ pub mod v12 {
         zerocopy::IntoBytes,
     )]
     pub struct v12_compute_mqd {
-        pub header: u32,
-        pub compute_dispatch_initiator: u32,
-        pub compute_dim_x: u32,
-        pub compute_dim_y: u32,
-        pub compute_dim_z: u32,
-        pub compute_start_x: u32,
-        pub compute_start_y: u32,
-        pub compute_start_z: u32,
-        pub compute_num_thread_x: u32,
-        pub compute_num_thread_y: u32,
-        pub compute_num_thread_z: u32,
-        pub compute_pipelinestat_enable: u32,
-        pub compute_perfcount_enable: u32,
-        pub compute_pgm_lo: u32,
-        pub compute_pgm_hi: u32,
-        pub compute_dispatch_pkt_addr_lo: u32,
-        pub compute_dispatch_pkt_addr_hi: u32,
-        pub compute_dispatch_scratch_base_lo: u32,
-        pub compute_dispatch_scratch_base_hi: u32,
-        pub compute_pgm_rsrc1: u32,
-        pub compute_pgm_rsrc2: u32,
-        pub compute_vmid: u32,
-        pub compute_resource_limits: u32,
-        pub compute_static_thread_mgmt_se0: u32,
-        pub compute_static_thread_mgmt_se1: u32,
-        pub compute_tmpring_size: u32,
-        pub compute_static_thread_mgmt_se2: u32,
-        pub compute_static_thread_mgmt_se3: u32,
-        pub compute_restart_x: u32,
-        pub compute_restart_y: u32,
-        pub compute_restart_z: u32,
-        pub compute_thread_trace_enable: u32,
-        pub compute_misc_reserved: u32,
-        pub compute_dispatch_id: u32,
-        pub compute_threadgroup_id: u32,
-        pub compute_req_ctrl: u32,
-        pub reserved_36: u32,
-        pub compute_user_accum_0: u32,
-        pub compute_user_accum_1: u32,
-        pub compute_user_accum_2: u32,
-        pub compute_user_accum_3: u32,
-        pub compute_pgm_rsrc3: u32,
-        pub compute_ddid_index: u32,
-        pub compute_shader_chksum: u32,
-        pub compute_static_thread_mgmt_se4: u32,
-        pub compute_static_thread_mgmt_se5: u32,
-        pub compute_static_thread_mgmt_se6: u32,
-        pub compute_static_thread_mgmt_se7: u32,
-        pub compute_dispatch_interleave: u32,
-        pub compute_relaunch: u32,
-        pub compute_wave_restore_addr_lo: u32,
-        pub compute_wave_restore_addr_hi: u32,
-        pub compute_wave_restore_control: u32,
-        pub reserved_53: u32,
-        pub reserved_54: u32,
-        pub reserved_55: u32,
-        pub reserved_56: u32,
-        pub reserved_57: u32,
-        pub reserved_58: u32,
-        pub compute_static_thread_mgmt_se8: u32,
-        pub reserved_60: u32,
-        pub reserved_61: u32,
-        pub reserved_62: u32,
-        pub reserved_63: u32,
-        pub reserved_64: u32,
-        pub compute_user_data_0: u32,
-        pub compute_user_data_1: u32,
-        pub compute_user_data_2: u32,
-        pub compute_user_data_3: u32,
-        pub compute_user_data_4: u32,
-        pub compute_user_data_5: u32,
-        pub compute_user_data_6: u32,
-        pub compute_user_data_7: u32,
-        pub compute_user_data_8: u32,
-        pub compute_user_data_9: u32,
-        pub compute_user_data_10: u32,
-        pub compute_user_data_11: u32,
-        pub compute_user_data_12: u32,
-        pub compute_user_data_13: u32,
-        pub compute_user_data_14: u32,
-        pub compute_user_data_15: u32,
-        pub cp_compute_csinvoc_count_lo: u32,
-        pub cp_compute_csinvoc_count_hi: u32,
-        pub reserved_83: u32,
-        pub reserved_84: u32,
-        pub reserved_85: u32,
-        pub cp_mqd_query_time_lo: u32,
-        pub cp_mqd_query_time_hi: u32,
-        pub cp_mqd_connect_start_time_lo: u32,
-        pub cp_mqd_connect_start_time_hi: u32,
-        pub cp_mqd_connect_end_time_lo: u32,
-        pub cp_mqd_connect_end_time_hi: u32,
-        pub cp_mqd_connect_end_wf_count: u32,
-        pub cp_mqd_connect_end_pq_rptr: u32,
-        pub cp_mqd_connect_end_pq_wptr: u32,
-        pub cp_mqd_connect_end_ib_rptr: u32,
-        pub cp_mqd_readindex_lo: u32,
-        pub cp_mqd_readindex_hi: u32,
-        pub cp_mqd_save_start_time_lo: u32,
-        pub cp_mqd_save_start_time_hi: u32,
-        pub cp_mqd_save_end_time_lo: u32,
-        pub cp_mqd_save_end_time_hi: u32,
-        pub cp_mqd_restore_start_time_lo: u32,
-        pub cp_mqd_restore_start_time_hi: u32,
-        pub cp_mqd_restore_end_time_lo: u32,
-        pub cp_mqd_restore_end_time_hi: u32,
-        pub disable_queue: u32,
-        pub reserved_107: u32,
-        pub reserved_108: u32,
-        pub reserved_109: u32,
-        pub reserved_110: u32,
-        pub reserved_111: u32,
-        pub reserved_112: u32,
-        pub reserved_113: u32,
-        pub cp_pq_exe_status_lo: u32,
-        pub cp_pq_exe_status_hi: u32,
-        pub cp_packet_id_lo: u32,
-        pub cp_packet_id_hi: u32,
-        pub cp_packet_exe_status_lo: u32,
-        pub cp_packet_exe_status_hi: u32,
-        pub reserved_120: u32,
-        pub reserved_121: u32,
-        pub reserved_122: u32,
-        pub reserved_123: u32,
-        pub ctx_save_base_addr_lo: u32,
-        pub ctx_save_base_addr_hi: u32,
-        pub reserved_126: u32,
-        pub reserved_127: u32,
-        pub cp_mqd_base_addr_lo: u32,
-        pub cp_mqd_base_addr_hi: u32,
-        pub cp_hqd_active: u32,
-        pub cp_hqd_vmid: u32,
-        pub cp_hqd_persistent_state: u32,
-        pub cp_hqd_pipe_priority: u32,
-        pub cp_hqd_queue_priority: u32,
-        pub cp_hqd_quantum: u32,
-        pub cp_hqd_pq_base_lo: u32,
-        pub cp_hqd_pq_base_hi: u32,
-        pub cp_hqd_pq_rptr: u32,
-        pub cp_hqd_pq_rptr_report_addr_lo: u32,
-        pub cp_hqd_pq_rptr_report_addr_hi: u32,
-        pub cp_hqd_pq_wptr_poll_addr_lo: u32,
-        pub cp_hqd_pq_wptr_poll_addr_hi: u32,
-        pub cp_hqd_pq_doorbell_control: u32,
-        pub reserved_144: u32,
-        pub cp_hqd_pq_control: u32,
-        pub cp_hqd_ib_base_addr_lo: u32,
-        pub cp_hqd_ib_base_addr_hi: u32,
-        pub cp_hqd_ib_rptr: u32,
-        pub cp_hqd_ib_control: u32,
-        pub cp_hqd_iq_timer: u32,
-        pub cp_hqd_iq_rptr: u32,
-        pub cp_hqd_dequeue_request: u32,
-        pub cp_hqd_dma_offload: u32,
-        pub cp_hqd_sema_cmd: u32,
-        pub cp_hqd_msg_type: u32,
-        pub cp_hqd_atomic0_preop_lo: u32,
-        pub cp_hqd_atomic0_preop_hi: u32,
-        pub cp_hqd_atomic1_preop_lo: u32,
-        pub cp_hqd_atomic1_preop_hi: u32,
-        pub cp_hqd_hq_status0: u32,
-        pub cp_hqd_hq_control0: u32,
-        pub cp_mqd_control: u32,
-        pub cp_hqd_hq_status1: u32,
-        pub cp_hqd_hq_control1: u32,
-        pub cp_hqd_eop_base_addr_lo: u32,
-        pub cp_hqd_eop_base_addr_hi: u32,
-        pub cp_hqd_eop_control: u32,
-        pub cp_hqd_eop_rptr: u32,
-        pub cp_hqd_eop_wptr: u32,
-        pub cp_hqd_eop_done_events: u32,
-        pub cp_hqd_ctx_save_base_addr_lo: u32,
-        pub cp_hqd_ctx_save_base_addr_hi: u32,
-        pub cp_hqd_ctx_save_control: u32,
-        pub cp_hqd_cntl_stack_offset: u32,
-        pub cp_hqd_cntl_stack_size: u32,
-        pub cp_hqd_wg_state_offset: u32,
-        pub cp_hqd_ctx_save_size: u32,
-        pub reserved_178: u32,
-        pub cp_hqd_error: u32,
-        pub cp_hqd_eop_wptr_mem: u32,
-        pub cp_hqd_aql_control: u32,
-        pub cp_hqd_pq_wptr_lo: u32,
-        pub cp_hqd_pq_wptr_hi: u32,
-        pub reserved_184: u32,
-        pub reserved_185: u32,
-        pub reserved_186: u32,
-        pub reserved_187: u32,
-        pub reserved_188: u32,
-        pub reserved_189: u32,
-        pub reserved_190: u32,
-        pub reserved_191: u32,
-        pub iqtimer_pkt_header: u32,
-        pub iqtimer_pkt_dw0: u32,
-        pub iqtimer_pkt_dw1: u32,
-        pub iqtimer_pkt_dw2: u32,
-        pub iqtimer_pkt_dw3: u32,
-        pub iqtimer_pkt_dw4: u32,
-        pub iqtimer_pkt_dw5: u32,
-        pub iqtimer_pkt_dw6: u32,
-        pub iqtimer_pkt_dw7: u32,
-        pub iqtimer_pkt_dw8: u32,
-        pub iqtimer_pkt_dw9: u32,
-        pub iqtimer_pkt_dw10: u32,
-        pub iqtimer_pkt_dw11: u32,
-        pub iqtimer_pkt_dw12: u32,
-        pub iqtimer_pkt_dw13: u32,
-        pub iqtimer_pkt_dw14: u32,
-        pub iqtimer_pkt_dw15: u32,
-        pub iqtimer_pkt_dw16: u32,
-        pub iqtimer_pkt_dw17: u32,
-        pub iqtimer_pkt_dw18: u32,
-        pub iqtimer_pkt_dw19: u32,
-        pub iqtimer_pkt_dw20: u32,
-        pub iqtimer_pkt_dw21: u32,
-        pub iqtimer_pkt_dw22: u32,
-        pub iqtimer_pkt_dw23: u32,
-        pub iqtimer_pkt_dw24: u32,
-        pub iqtimer_pkt_dw25: u32,
-        pub iqtimer_pkt_dw26: u32,
-        pub iqtimer_pkt_dw27: u32,
-        pub iqtimer_pkt_dw28: u32,
-        pub iqtimer_pkt_dw29: u32,
-        pub iqtimer_pkt_dw30: u32,
-        pub iqtimer_pkt_dw31: u32,
-        pub reserved_225: u32,
-        pub reserved_226: u32,
-        pub reserved_227: u32,
-        pub set_resources_header: u32,
-        pub set_resources_dw1: u32,
-        pub set_resources_dw2: u32,
-        pub set_resources_dw3: u32,
-        pub set_resources_dw4: u32,
-        pub set_resources_dw5: u32,
-        pub set_resources_dw6: u32,
-        pub set_resources_dw7: u32,
-        pub reserved_236: u32,
-        pub reserved_237: u32,
-        pub reserved_238: u32,
-        pub reserved_239: u32,
-        pub queue_doorbell_id0: u32,
-        pub queue_doorbell_id1: u32,
-        pub queue_doorbell_id2: u32,
-        pub queue_doorbell_id3: u32,
-        pub queue_doorbell_id4: u32,
-        pub queue_doorbell_id5: u32,
-        pub queue_doorbell_id6: u32,
-        pub queue_doorbell_id7: u32,
-        pub queue_doorbell_id8: u32,
-        pub queue_doorbell_id9: u32,
-        pub queue_doorbell_id10: u32,
-        pub queue_doorbell_id11: u32,
-        pub queue_doorbell_id12: u32,
-        pub queue_doorbell_id13: u32,
-        pub queue_doorbell_id14: u32,
-        pub queue_doorbell_id15: u32,
-        pub control_buf_addr_lo: u32,
-        pub control_buf_addr_hi: u32,
-        pub control_buf_wptr_lo: u32,
-        pub control_buf_wptr_hi: u32,
-        pub control_buf_dptr_lo: u32,
-        pub control_buf_dptr_hi: u32,
-        pub control_buf_num_entries: u32,
-        pub draw_ring_addr_lo: u32,
-        pub draw_ring_addr_hi: u32,
-        pub reserved_265: u32,
-        pub reserved_266: u32,
-        pub reserved_267: u32,
-        pub reserved_268: u32,
-        pub reserved_269: u32,
-        pub reserved_270: u32,
-        pub reserved_271: u32,
-        pub dfwx_flags: u32,
-        pub dfwx_slot: u32,
-        pub dfwx_client_data_addr_lo: u32,
-        pub dfwx_client_data_addr_hi: u32,
-        pub reserved_276: u32,
-        pub reserved_277: u32,
-        pub reserved_278: u32,
-        pub reserved_279: u32,
-        pub reserved_280: u32,
-        pub reserved_281: u32,
-        pub reserved_282: u32,
-        pub reserved_283: u32,
-        pub reserved_284: u32,
-        pub reserved_285: u32,
-        pub reserved_286: u32,
-        pub reserved_287: u32,
-        pub reserved_288: u32,
-        pub reserved_289: u32,
-        pub reserved_290: u32,
-        pub reserved_291: u32,
-        pub reserved_292: u32,
-        pub reserved_293: u32,
-        pub reserved_294: u32,
-        pub reserved_295: u32,
-        pub reserved_296: u32,
-        pub reserved_297: u32,
-        pub reserved_298: u32,
-        pub reserved_299: u32,
-        pub reserved_300: u32,
-        pub reserved_301: u32,
-        pub reserved_302: u32,
-        pub reserved_303: u32,
-        pub reserved_304: u32,
-        pub reserved_305: u32,
-        pub reserved_306: u32,
-        pub reserved_307: u32,
-        pub reserved_308: u32,
-        pub reserved_309: u32,
-        pub reserved_310: u32,
-        pub reserved_311: u32,
-        pub reserved_312: u32,
-        pub reserved_313: u32,
-        pub reserved_314: u32,
-        pub reserved_315: u32,
-        pub reserved_316: u32,
-        pub reserved_317: u32,
-        pub reserved_318: u32,
-        pub reserved_319: u32,
-        pub reserved_320: u32,
-        pub reserved_321: u32,
-        pub reserved_322: u32,
-        pub reserved_323: u32,
-        pub reserved_324: u32,
-        pub reserved_325: u32,
-        pub reserved_326: u32,
-        pub reserved_327: u32,
-        pub reserved_328: u32,
-        pub reserved_329: u32,
-        pub reserved_330: u32,
-        pub reserved_331: u32,
-        pub reserved_332: u32,
-        pub reserved_333: u32,
-        pub reserved_334: u32,
-        pub reserved_335: u32,
-        pub reserved_336: u32,
-        pub reserved_337: u32,
-        pub reserved_338: u32,
-        pub reserved_339: u32,
-        pub reserved_340: u32,
-        pub reserved_341: u32,
-        pub reserved_342: u32,
-        pub reserved_343: u32,
-        pub reserved_344: u32,
-        pub reserved_345: u32,
-        pub reserved_346: u32,
-        pub reserved_347: u32,
-        pub reserved_348: u32,
-        pub reserved_349: u32,
-        pub reserved_350: u32,
-        pub reserved_351: u32,
-        pub reserved_352: u32,
-        pub reserved_353: u32,
-        pub reserved_354: u32,
-        pub reserved_355: u32,
-        pub reserved_356: u32,
-        pub reserved_357: u32,
-        pub reserved_358: u32,
-        pub reserved_359: u32,
-        pub reserved_360: u32,
-        pub reserved_361: u32,
-        pub reserved_362: u32,
-        pub reserved_363: u32,
-        pub reserved_364: u32,
-        pub reserved_365: u32,
-        pub reserved_366: u32,
-        pub reserved_367: u32,
-        pub reserved_368: u32,
-        pub reserved_369: u32,
-        pub reserved_370: u32,
-        pub reserved_371: u32,
-        pub reserved_372: u32,
-        pub reserved_373: u32,
-        pub reserved_374: u32,
-        pub reserved_375: u32,
-        pub reserved_376: u32,
-        pub reserved_377: u32,
-        pub reserved_378: u32,
-        pub reserved_379: u32,
-        pub reserved_380: u32,
-        pub reserved_381: u32,
-        pub reserved_382: u32,
-        pub reserved_383: u32,
-        pub reserved_384: u32,
-        pub reserved_385: u32,
-        pub reserved_386: u32,
-        pub reserved_387: u32,
-        pub reserved_388: u32,
-        pub reserved_389: u32,
-        pub reserved_390: u32,
-        pub reserved_391: u32,
-        pub reserved_392: u32,
-        pub reserved_393: u32,
-        pub reserved_394: u32,
-        pub reserved_395: u32,
-        pub reserved_396: u32,
-        pub reserved_397: u32,
-        pub reserved_398: u32,
-        pub reserved_399: u32,
-        pub reserved_400: u32,
-        pub reserved_401: u32,
-        pub reserved_402: u32,
-        pub reserved_403: u32,
-        pub reserved_404: u32,
-        pub reserved_405: u32,
-        pub reserved_406: u32,
-        pub reserved_407: u32,
-        pub reserved_408: u32,
-        pub reserved_409: u32,
-        pub reserved_410: u32,
-        pub reserved_411: u32,
-        pub reserved_412: u32,
-        pub reserved_413: u32,
-        pub reserved_414: u32,
-        pub reserved_415: u32,
-        pub reserved_416: u32,
-        pub reserved_417: u32,
-        pub reserved_418: u32,
-        pub reserved_419: u32,
-        pub reserved_420: u32,
-        pub reserved_421: u32,
-        pub reserved_422: u32,
-        pub reserved_423: u32,
-        pub reserved_424: u32,
-        pub reserved_425: u32,
-        pub reserved_426: u32,
-        pub reserved_427: u32,
-        pub reserved_428: u32,
-        pub reserved_429: u32,
-        pub reserved_430: u32,
-        pub reserved_431: u32,
-        pub reserved_432: u32,
-        pub reserved_433: u32,
-        pub reserved_434: u32,
-        pub reserved_435: u32,
-        pub reserved_436: u32,
-        pub reserved_437: u32,
-        pub reserved_438: u32,
-        pub reserved_439: u32,
-        pub reserved_440: u32,
-        pub reserved_441: u32,
-        pub reserved_442: u32,
-        pub reserved_443: u32,
-        pub reserved_444: u32,
-        pub reserved_445: u32,
-        pub reserved_446: u32,
-        pub reserved_447: u32,
-        pub gws_0_val: u32,
-        pub gws_1_val: u32,
-        pub gws_2_val: u32,
-        pub gws_3_val: u32,
-        pub gws_4_val: u32,
-        pub gws_5_val: u32,
-        pub gws_6_val: u32,
-        pub gws_7_val: u32,
-        pub gws_8_val: u32,
-        pub gws_9_val: u32,
-        pub gws_10_val: u32,
-        pub gws_11_val: u32,
-        pub gws_12_val: u32,
-        pub gws_13_val: u32,
-        pub gws_14_val: u32,
-        pub gws_15_val: u32,
-        pub gws_16_val: u32,
-        pub gws_17_val: u32,
-        pub gws_18_val: u32,
-        pub gws_19_val: u32,
-        pub gws_20_val: u32,
-        pub gws_21_val: u32,
-        pub gws_22_val: u32,
-        pub gws_23_val: u32,
-        pub gws_24_val: u32,
-        pub gws_25_val: u32,
-        pub gws_26_val: u32,
-        pub gws_27_val: u32,
-        pub gws_28_val: u32,
-        pub gws_29_val: u32,
-        pub gws_30_val: u32,
-        pub gws_31_val: u32,
-        pub gws_32_val: u32,
-        pub gws_33_val: u32,
-        pub gws_34_val: u32,
-        pub gws_35_val: u32,
-        pub gws_36_val: u32,
-        pub gws_37_val: u32,
-        pub gws_38_val: u32,
-        pub gws_39_val: u32,
-        pub gws_40_val: u32,
-        pub gws_41_val: u32,
-        pub gws_42_val: u32,
-        pub gws_43_val: u32,
-        pub gws_44_val: u32,
-        pub gws_45_val: u32,
-        pub gws_46_val: u32,
-        pub gws_47_val: u32,
-        pub gws_48_val: u32,
-        pub gws_49_val: u32,
-        pub gws_50_val: u32,
-        pub gws_51_val: u32,
-        pub gws_52_val: u32,
-        pub gws_53_val: u32,
-        pub gws_54_val: u32,
-        pub gws_55_val: u32,
-        pub gws_56_val: u32,
-        pub gws_57_val: u32,
-        pub gws_58_val: u32,
-        pub gws_59_val: u32,
-        pub gws_60_val: u32,
-        pub gws_61_val: u32,
-        pub gws_62_val: u32,
-        pub gws_63_val: u32,
+        /// The descriptor as dwords; use the named accessors.
+        pub dw: [u32; 512usize],
+    }
+    impl v12_compute_mqd {
+        ///Dword 0 (`header`).
+        pub const fn header(&self) -> u32 {
+            self.dw[0usize]
+        }
+        ///Dword 0 (`header`).
+        pub fn set_header(&mut self, val: u32) {
+            self.dw[0usize] = val;
+        }
+        ///Dword 1 (`compute_dispatch_initiator`).
+        pub const fn compute_dispatch_initiator(&self) -> u32 {
+            self.dw[1usize]
+        }
+        ///Dword 1 (`compute_dispatch_initiator`).
+        pub fn set_compute_dispatch_initiator(&mut self, val: u32) {
+            self.dw[1usize] = val;
+        }
+        ///Dword 2 (`compute_dim_x`).
+        pub const fn compute_dim_x(&self) -> u32 {
+            self.dw[2usize]
+        }
+        ///Dword 2 (`compute_dim_x`).
+        pub fn set_compute_dim_x(&mut self, val: u32) {
+            self.dw[2usize] = val;
+        }
+        ///Dword 3 (`compute_dim_y`).
+        pub const fn compute_dim_y(&self) -> u32 {
+            self.dw[3usize]
+        }
+        ///Dword 3 (`compute_dim_y`).
+        pub fn set_compute_dim_y(&mut self, val: u32) {
+            self.dw[3usize] = val;
+        }
+        ///Dword 4 (`compute_dim_z`).
+        pub const fn compute_dim_z(&self) -> u32 {
+            self.dw[4usize]
+        }
+        ///Dword 4 (`compute_dim_z`).
+        pub fn set_compute_dim_z(&mut self, val: u32) {
+            self.dw[4usize] = val;
+        }
+        ///Dword 5 (`compute_start_x`).
+        pub const fn compute_start_x(&self) -> u32 {
+            self.dw[5usize]
+        }
+        ///Dword 5 (`compute_start_x`).
+        pub fn set_compute_start_x(&mut self, val: u32) {
+            self.dw[5usize] = val;
+        }
+        ///Dword 6 (`compute_start_y`).
+        pub const fn compute_start_y(&self) -> u32 {
+            self.dw[6usize]
+        }
+        ///Dword 6 (`compute_start_y`).
+        pub fn set_compute_start_y(&mut self, val: u32) {
+            self.dw[6usize] = val;
+        }
+        ///Dword 7 (`compute_start_z`).
+        pub const fn compute_start_z(&self) -> u32 {
+            self.dw[7usize]
+        }
+        ///Dword 7 (`compute_start_z`).
+        pub fn set_compute_start_z(&mut self, val: u32) {
+            self.dw[7usize] = val;
+        }
+        ///Dword 8 (`compute_num_thread_x`).
+        pub const fn compute_num_thread_x(&self) -> u32 {
+            self.dw[8usize]
+        }
+        ///Dword 8 (`compute_num_thread_x`).
+        pub fn set_compute_num_thread_x(&mut self, val: u32) {
+            self.dw[8usize] = val;
+        }
+        ///Dword 9 (`compute_num_thread_y`).
+        pub const fn compute_num_thread_y(&self) -> u32 {
+            self.dw[9usize]
+        }
+        ///Dword 9 (`compute_num_thread_y`).
+        pub fn set_compute_num_thread_y(&mut self, val: u32) {
+            self.dw[9usize] = val;
+        }
+        ///Dword 10 (`compute_num_thread_z`).
+        pub const fn compute_num_thread_z(&self) -> u32 {
+            self.dw[10usize]
+        }
+        ///Dword 10 (`compute_num_thread_z`).
+        pub fn set_compute_num_thread_z(&mut self, val: u32) {
+            self.dw[10usize] = val;
+        }
+        ///Dword 11 (`compute_pipelinestat_enable`).
+        pub const fn compute_pipelinestat_enable(&self) -> u32 {
+            self.dw[11usize]
+        }
+        ///Dword 11 (`compute_pipelinestat_enable`).
+        pub fn set_compute_pipelinestat_enable(&mut self, val: u32) {
+            self.dw[11usize] = val;
+        }
+        ///Dword 12 (`compute_perfcount_enable`).
+        pub const fn compute_perfcount_enable(&self) -> u32 {
+            self.dw[12usize]
+        }
+        ///Dword 12 (`compute_perfcount_enable`).
+        pub fn set_compute_perfcount_enable(&mut self, val: u32) {
+            self.dw[12usize] = val;
+        }
+        ///Dword 13 (`compute_pgm_lo`).
+        pub const fn compute_pgm_lo(&self) -> u32 {
+            self.dw[13usize]
+        }
+        ///Dword 13 (`compute_pgm_lo`).
+        pub fn set_compute_pgm_lo(&mut self, val: u32) {
+            self.dw[13usize] = val;
+        }
+        ///Dword 14 (`compute_pgm_hi`).
+        pub const fn compute_pgm_hi(&self) -> u32 {
+            self.dw[14usize]
+        }
+        ///Dword 14 (`compute_pgm_hi`).
+        pub fn set_compute_pgm_hi(&mut self, val: u32) {
+            self.dw[14usize] = val;
+        }
+        ///Dword 15 (`compute_dispatch_pkt_addr_lo`).
+        pub const fn compute_dispatch_pkt_addr_lo(&self) -> u32 {
+            self.dw[15usize]
+        }
+        ///Dword 15 (`compute_dispatch_pkt_addr_lo`).
+        pub fn set_compute_dispatch_pkt_addr_lo(&mut self, val: u32) {
+            self.dw[15usize] = val;
+        }
+        ///Dword 16 (`compute_dispatch_pkt_addr_hi`).
+        pub const fn compute_dispatch_pkt_addr_hi(&self) -> u32 {
+            self.dw[16usize]
+        }
+        ///Dword 16 (`compute_dispatch_pkt_addr_hi`).
+        pub fn set_compute_dispatch_pkt_addr_hi(&mut self, val: u32) {
+            self.dw[16usize] = val;
+        }
+        ///Dword 17 (`compute_dispatch_scratch_base_lo`).
+        pub const fn compute_dispatch_scratch_base_lo(&self) -> u32 {
+            self.dw[17usize]
+        }
+        ///Dword 17 (`compute_dispatch_scratch_base_lo`).
+        pub fn set_compute_dispatch_scratch_base_lo(&mut self, val: u32) {
+            self.dw[17usize] = val;
+        }
+        ///Dword 18 (`compute_dispatch_scratch_base_hi`).
+        pub const fn compute_dispatch_scratch_base_hi(&self) -> u32 {
+            self.dw[18usize]
+        }
+        ///Dword 18 (`compute_dispatch_scratch_base_hi`).
+        pub fn set_compute_dispatch_scratch_base_hi(&mut self, val: u32) {
+            self.dw[18usize] = val;
+        }
+        ///Dword 19 (`compute_pgm_rsrc1`).
+        pub const fn compute_pgm_rsrc1(&self) -> u32 {
+            self.dw[19usize]
+        }
+        ///Dword 19 (`compute_pgm_rsrc1`).
+        pub fn set_compute_pgm_rsrc1(&mut self, val: u32) {
+            self.dw[19usize] = val;
+        }
+        ///Dword 20 (`compute_pgm_rsrc2`).
+        pub const fn compute_pgm_rsrc2(&self) -> u32 {
+            self.dw[20usize]
+        }
+        ///Dword 20 (`compute_pgm_rsrc2`).
+        pub fn set_compute_pgm_rsrc2(&mut self, val: u32) {
+            self.dw[20usize] = val;
+        }
+        ///Dword 21 (`compute_vmid`).
+        pub const fn compute_vmid(&self) -> u32 {
+            self.dw[21usize]
+        }
+        ///Dword 21 (`compute_vmid`).
+        pub fn set_compute_vmid(&mut self, val: u32) {
+            self.dw[21usize] = val;
+        }
+        ///Dword 22 (`compute_resource_limits`).
+        pub const fn compute_resource_limits(&self) -> u32 {
+            self.dw[22usize]
+        }
+        ///Dword 22 (`compute_resource_limits`).
+        pub fn set_compute_resource_limits(&mut self, val: u32) {
+            self.dw[22usize] = val;
+        }
+        ///Dword 23 (`compute_static_thread_mgmt_se0`).
+        pub const fn compute_static_thread_mgmt_se0(&self) -> u32 {
+            self.dw[23usize]
+        }
+        ///Dword 23 (`compute_static_thread_mgmt_se0`).
+        pub fn set_compute_static_thread_mgmt_se0(&mut self, val: u32) {
+            self.dw[23usize] = val;
+        }
+        ///Dword 24 (`compute_static_thread_mgmt_se1`).
+        pub const fn compute_static_thread_mgmt_se1(&self) -> u32 {
+            self.dw[24usize]
+        }
+        ///Dword 24 (`compute_static_thread_mgmt_se1`).
+        pub fn set_compute_static_thread_mgmt_se1(&mut self, val: u32) {
+            self.dw[24usize] = val;
+        }
+        ///Dword 25 (`compute_tmpring_size`).
+        pub const fn compute_tmpring_size(&self) -> u32 {
+            self.dw[25usize]
+        }
+        ///Dword 25 (`compute_tmpring_size`).
+        pub fn set_compute_tmpring_size(&mut self, val: u32) {
+            self.dw[25usize] = val;
+        }
+        ///Dword 26 (`compute_static_thread_mgmt_se2`).
+        pub const fn compute_static_thread_mgmt_se2(&self) -> u32 {
+            self.dw[26usize]
+        }
+        ///Dword 26 (`compute_static_thread_mgmt_se2`).
+        pub fn set_compute_static_thread_mgmt_se2(&mut self, val: u32) {
+            self.dw[26usize] = val;
+        }
+        ///Dword 27 (`compute_static_thread_mgmt_se3`).
+        pub const fn compute_static_thread_mgmt_se3(&self) -> u32 {
+            self.dw[27usize]
+        }
+        ///Dword 27 (`compute_static_thread_mgmt_se3`).
+        pub fn set_compute_static_thread_mgmt_se3(&mut self, val: u32) {
+            self.dw[27usize] = val;
+        }
+        ///Dword 28 (`compute_restart_x`).
+        pub const fn compute_restart_x(&self) -> u32 {
+            self.dw[28usize]
+        }
+        ///Dword 28 (`compute_restart_x`).
+        pub fn set_compute_restart_x(&mut self, val: u32) {
+            self.dw[28usize] = val;
+        }
+        ///Dword 29 (`compute_restart_y`).
+        pub const fn compute_restart_y(&self) -> u32 {
+            self.dw[29usize]
+        }
+        ///Dword 29 (`compute_restart_y`).
+        pub fn set_compute_restart_y(&mut self, val: u32) {
+            self.dw[29usize] = val;
+        }
+        ///Dword 30 (`compute_restart_z`).
+        pub const fn compute_restart_z(&self) -> u32 {
+            self.dw[30usize]
+        }
+        ///Dword 30 (`compute_restart_z`).
+        pub fn set_compute_restart_z(&mut self, val: u32) {
+            self.dw[30usize] = val;
+        }
+        ///Dword 31 (`compute_thread_trace_enable`).
+        pub const fn compute_thread_trace_enable(&self) -> u32 {
+            self.dw[31usize]
+        }
+        ///Dword 31 (`compute_thread_trace_enable`).
+        pub fn set_compute_thread_trace_enable(&mut self, val: u32) {
+            self.dw[31usize] = val;
+        }
+        ///Dword 32 (`compute_misc_reserved`).
+        pub const fn compute_misc_reserved(&self) -> u32 {
+            self.dw[32usize]
+        }
+        ///Dword 32 (`compute_misc_reserved`).
+        pub fn set_compute_misc_reserved(&mut self, val: u32) {
+            self.dw[32usize] = val;
+        }
+        ///Dword 33 (`compute_dispatch_id`).
+        pub const fn compute_dispatch_id(&self) -> u32 {
+            self.dw[33usize]
+        }
+        ///Dword 33 (`compute_dispatch_id`).
+        pub fn set_compute_dispatch_id(&mut self, val: u32) {
+            self.dw[33usize] = val;
+        }
+        ///Dword 34 (`compute_threadgroup_id`).
+        pub const fn compute_threadgroup_id(&self) -> u32 {
+            self.dw[34usize]
+        }
+        ///Dword 34 (`compute_threadgroup_id`).
+        pub fn set_compute_threadgroup_id(&mut self, val: u32) {
+            self.dw[34usize] = val;
+        }
+        ///Dword 35 (`compute_req_ctrl`).
+        pub const fn compute_req_ctrl(&self) -> u32 {
+            self.dw[35usize]
+        }
+        ///Dword 35 (`compute_req_ctrl`).
+        pub fn set_compute_req_ctrl(&mut self, val: u32) {
+            self.dw[35usize] = val;
+        }
+        ///Dword 36 (`reserved_36`).
+        pub const fn reserved_36(&self) -> u32 {
+            self.dw[36usize]
+        }
+        ///Dword 36 (`reserved_36`).
+        pub fn set_reserved_36(&mut self, val: u32) {
+            self.dw[36usize] = val;
+        }
+        ///Dword 37 (`compute_user_accum_0`).
+        pub const fn compute_user_accum_0(&self) -> u32 {
+            self.dw[37usize]
+        }
+        ///Dword 37 (`compute_user_accum_0`).
+        pub fn set_compute_user_accum_0(&mut self, val: u32) {
+            self.dw[37usize] = val;
+        }
+        ///Dword 38 (`compute_user_accum_1`).
+        pub const fn compute_user_accum_1(&self) -> u32 {
+            self.dw[38usize]
+        }
+        ///Dword 38 (`compute_user_accum_1`).
+        pub fn set_compute_user_accum_1(&mut self, val: u32) {
+            self.dw[38usize] = val;
+        }
+        ///Dword 39 (`compute_user_accum_2`).
+        pub const fn compute_user_accum_2(&self) -> u32 {
+            self.dw[39usize]
+        }
+        ///Dword 39 (`compute_user_accum_2`).
+        pub fn set_compute_user_accum_2(&mut self, val: u32) {
+            self.dw[39usize] = val;
+        }
+        ///Dword 40 (`compute_user_accum_3`).
+        pub const fn compute_user_accum_3(&self) -> u32 {
+            self.dw[40usize]
+        }
+        ///Dword 40 (`compute_user_accum_3`).
+        pub fn set_compute_user_accum_3(&mut self, val: u32) {
+            self.dw[40usize] = val;
+        }
+        ///Dword 41 (`compute_pgm_rsrc3`).
+        pub const fn compute_pgm_rsrc3(&self) -> u32 {
+            self.dw[41usize]
+        }
+        ///Dword 41 (`compute_pgm_rsrc3`).
+        pub fn set_compute_pgm_rsrc3(&mut self, val: u32) {
+            self.dw[41usize] = val;
+        }
+        ///Dword 42 (`compute_ddid_index`).
+        pub const fn compute_ddid_index(&self) -> u32 {
+            self.dw[42usize]
+        }
+        ///Dword 42 (`compute_ddid_index`).
+        pub fn set_compute_ddid_index(&mut self, val: u32) {
+            self.dw[42usize] = val;
+        }
+        ///Dword 43 (`compute_shader_chksum`).
+        pub const fn compute_shader_chksum(&self) -> u32 {
+            self.dw[43usize]
+        }
+        ///Dword 43 (`compute_shader_chksum`).
+        pub fn set_compute_shader_chksum(&mut self, val: u32) {
+            self.dw[43usize] = val;
+        }
+        ///Dword 44 (`compute_static_thread_mgmt_se4`).
+        pub const fn compute_static_thread_mgmt_se4(&self) -> u32 {
+            self.dw[44usize]
+        }
+        ///Dword 44 (`compute_static_thread_mgmt_se4`).
+        pub fn set_compute_static_thread_mgmt_se4(&mut self, val: u32) {
+            self.dw[44usize] = val;
+        }
+        ///Dword 45 (`compute_static_thread_mgmt_se5`).
+        pub const fn compute_static_thread_mgmt_se5(&self) -> u32 {
+            self.dw[45usize]
+        }
+        ///Dword 45 (`compute_static_thread_mgmt_se5`).
+        pub fn set_compute_static_thread_mgmt_se5(&mut self, val: u32) {
+            self.dw[45usize] = val;
+        }
+        ///Dword 46 (`compute_static_thread_mgmt_se6`).
+        pub const fn compute_static_thread_mgmt_se6(&self) -> u32 {
+            self.dw[46usize]
+        }
+        ///Dword 46 (`compute_static_thread_mgmt_se6`).
+        pub fn set_compute_static_thread_mgmt_se6(&mut self, val: u32) {
+            self.dw[46usize] = val;
+        }
+        ///Dword 47 (`compute_static_thread_mgmt_se7`).
+        pub const fn compute_static_thread_mgmt_se7(&self) -> u32 {
+            self.dw[47usize]
+        }
+        ///Dword 47 (`compute_static_thread_mgmt_se7`).
+        pub fn set_compute_static_thread_mgmt_se7(&mut self, val: u32) {
+            self.dw[47usize] = val;
+        }
+        ///Dword 48 (`compute_dispatch_interleave`).
+        pub const fn compute_dispatch_interleave(&self) -> u32 {
+            self.dw[48usize]
+        }
+        ///Dword 48 (`compute_dispatch_interleave`).
+        pub fn set_compute_dispatch_interleave(&mut self, val: u32) {
+            self.dw[48usize] = val;
+        }
+        ///Dword 49 (`compute_relaunch`).
+        pub const fn compute_relaunch(&self) -> u32 {
+            self.dw[49usize]
+        }
+        ///Dword 49 (`compute_relaunch`).
+        pub fn set_compute_relaunch(&mut self, val: u32) {
+            self.dw[49usize] = val;
+        }
+        ///Dword 50 (`compute_wave_restore_addr_lo`).
+        pub const fn compute_wave_restore_addr_lo(&self) -> u32 {
+            self.dw[50usize]
+        }
+        ///Dword 50 (`compute_wave_restore_addr_lo`).
+        pub fn set_compute_wave_restore_addr_lo(&mut self, val: u32) {
+            self.dw[50usize] = val;
+        }
+        ///Dword 51 (`compute_wave_restore_addr_hi`).
+        pub const fn compute_wave_restore_addr_hi(&self) -> u32 {
+            self.dw[51usize]
+        }
+        ///Dword 51 (`compute_wave_restore_addr_hi`).
+        pub fn set_compute_wave_restore_addr_hi(&mut self, val: u32) {
+            self.dw[51usize] = val;
+        }
+        ///Dword 52 (`compute_wave_restore_control`).
+        pub const fn compute_wave_restore_control(&self) -> u32 {
+            self.dw[52usize]
+        }
+        ///Dword 52 (`compute_wave_restore_control`).
+        pub fn set_compute_wave_restore_control(&mut self, val: u32) {
+            self.dw[52usize] = val;
+        }
+        ///Dword 53 (`reserved_53`).
+        pub const fn reserved_53(&self) -> u32 {
+            self.dw[53usize]
+        }
+        ///Dword 53 (`reserved_53`).
+        pub fn set_reserved_53(&mut self, val: u32) {
+            self.dw[53usize] = val;
+        }
+        ///Dword 54 (`reserved_54`).
+        pub const fn reserved_54(&self) -> u32 {
+            self.dw[54usize]
+        }
+        ///Dword 54 (`reserved_54`).
+        pub fn set_reserved_54(&mut self, val: u32) {
+            self.dw[54usize] = val;
+        }
+        ///Dword 55 (`reserved_55`).
+        pub const fn reserved_55(&self) -> u32 {
+            self.dw[55usize]
+        }
+        ///Dword 55 (`reserved_55`).
+        pub fn set_reserved_55(&mut self, val: u32) {
+            self.dw[55usize] = val;
+        }
+        ///Dword 56 (`reserved_56`).
+        pub const fn reserved_56(&self) -> u32 {
+            self.dw[56usize]
+        }
+        ///Dword 56 (`reserved_56`).
+        pub fn set_reserved_56(&mut self, val: u32) {
+            self.dw[56usize] = val;
+        }
+        ///Dword 57 (`reserved_57`).
+        pub const fn reserved_57(&self) -> u32 {
+            self.dw[57usize]
+        }
+        ///Dword 57 (`reserved_57`).
+        pub fn set_reserved_57(&mut self, val: u32) {
+            self.dw[57usize] = val;
+        }
+        ///Dword 58 (`reserved_58`).
+        pub const fn reserved_58(&self) -> u32 {
+            self.dw[58usize]
+        }
+        ///Dword 58 (`reserved_58`).
+        pub fn set_reserved_58(&mut self, val: u32) {
+            self.dw[58usize] = val;
+        }
+        ///Dword 59 (`compute_static_thread_mgmt_se8`).
+        pub const fn compute_static_thread_mgmt_se8(&self) -> u32 {
+            self.dw[59usize]
+        }
+        ///Dword 59 (`compute_static_thread_mgmt_se8`).
+        pub fn set_compute_static_thread_mgmt_se8(&mut self, val: u32) {
+            self.dw[59usize] = val;
+        }
+        ///Dword 60 (`reserved_60`).
+        pub const fn reserved_60(&self) -> u32 {
+            self.dw[60usize]
+        }
+        ///Dword 60 (`reserved_60`).
+        pub fn set_reserved_60(&mut self, val: u32) {
+            self.dw[60usize] = val;
+        }
+        ///Dword 61 (`reserved_61`).
+        pub const fn reserved_61(&self) -> u32 {
+            self.dw[61usize]
+        }
+        ///Dword 61 (`reserved_61`).
+        pub fn set_reserved_61(&mut self, val: u32) {
+            self.dw[61usize] = val;
+        }
+        ///Dword 62 (`reserved_62`).
+        pub const fn reserved_62(&self) -> u32 {
+            self.dw[62usize]
+        }
+        ///Dword 62 (`reserved_62`).
+        pub fn set_reserved_62(&mut self, val: u32) {
+            self.dw[62usize] = val;
+        }
+        ///Dword 63 (`reserved_63`).
+        pub const fn reserved_63(&self) -> u32 {
+            self.dw[63usize]
+        }
+        ///Dword 63 (`reserved_63`).
+        pub fn set_reserved_63(&mut self, val: u32) {
+            self.dw[63usize] = val;
+        }
+        ///Dword 64 (`reserved_64`).
+        pub const fn reserved_64(&self) -> u32 {
+            self.dw[64usize]
+        }
+        ///Dword 64 (`reserved_64`).
+        pub fn set_reserved_64(&mut self, val: u32) {
+            self.dw[64usize] = val;
+        }
+        ///Dword 65 (`compute_user_data_0`).
+        pub const fn compute_user_data_0(&self) -> u32 {
+            self.dw[65usize]
+        }
+        ///Dword 65 (`compute_user_data_0`).
+        pub fn set_compute_user_data_0(&mut self, val: u32) {
+            self.dw[65usize] = val;
+        }
+        ///Dword 66 (`compute_user_data_1`).
+        pub const fn compute_user_data_1(&self) -> u32 {
+            self.dw[66usize]
+        }
+        ///Dword 66 (`compute_user_data_1`).
+        pub fn set_compute_user_data_1(&mut self, val: u32) {
+            self.dw[66usize] = val;
+        }
+        ///Dword 67 (`compute_user_data_2`).
+        pub const fn compute_user_data_2(&self) -> u32 {
+            self.dw[67usize]
+        }
+        ///Dword 67 (`compute_user_data_2`).
+        pub fn set_compute_user_data_2(&mut self, val: u32) {
+            self.dw[67usize] = val;
+        }
+        ///Dword 68 (`compute_user_data_3`).
+        pub const fn compute_user_data_3(&self) -> u32 {
+            self.dw[68usize]
+        }
+        ///Dword 68 (`compute_user_data_3`).
+        pub fn set_compute_user_data_3(&mut self, val: u32) {
+            self.dw[68usize] = val;
+        }
+        ///Dword 69 (`compute_user_data_4`).
+        pub const fn compute_user_data_4(&self) -> u32 {
+            self.dw[69usize]
+        }
+        ///Dword 69 (`compute_user_data_4`).
+        pub fn set_compute_user_data_4(&mut self, val: u32) {
+            self.dw[69usize] = val;
+        }
+        ///Dword 70 (`compute_user_data_5`).
+        pub const fn compute_user_data_5(&self) -> u32 {
+            self.dw[70usize]
+        }
+        ///Dword 70 (`compute_user_data_5`).
+        pub fn set_compute_user_data_5(&mut self, val: u32) {
+            self.dw[70usize] = val;
+        }
+        ///Dword 71 (`compute_user_data_6`).
+        pub const fn compute_user_data_6(&self) -> u32 {
+            self.dw[71usize]
+        }
+        ///Dword 71 (`compute_user_data_6`).
+        pub fn set_compute_user_data_6(&mut self, val: u32) {
+            self.dw[71usize] = val;
+        }
+        ///Dword 72 (`compute_user_data_7`).
+        pub const fn compute_user_data_7(&self) -> u32 {
+            self.dw[72usize]
+        }
+        ///Dword 72 (`compute_user_data_7`).
+        pub fn set_compute_user_data_7(&mut self, val: u32) {
+            self.dw[72usize] = val;
+        }
+        ///Dword 73 (`compute_user_data_8`).
+        pub const fn compute_user_data_8(&self) -> u32 {
+            self.dw[73usize]
+        }
+        ///Dword 73 (`compute_user_data_8`).
+        pub fn set_compute_user_data_8(&mut self, val: u32) {
+            self.dw[73usize] = val;
+        }
+        ///Dword 74 (`compute_user_data_9`).
+        pub const fn compute_user_data_9(&self) -> u32 {
+            self.dw[74usize]
+        }
+        ///Dword 74 (`compute_user_data_9`).
+        pub fn set_compute_user_data_9(&mut self, val: u32) {
+            self.dw[74usize] = val;
+        }
+        ///Dword 75 (`compute_user_data_10`).
+        pub const fn compute_user_data_10(&self) -> u32 {
+            self.dw[75usize]
+        }
+        ///Dword 75 (`compute_user_data_10`).
+        pub fn set_compute_user_data_10(&mut self, val: u32) {
+            self.dw[75usize] = val;
+        }
+        ///Dword 76 (`compute_user_data_11`).
+        pub const fn compute_user_data_11(&self) -> u32 {
+            self.dw[76usize]
+        }
+        ///Dword 76 (`compute_user_data_11`).
+        pub fn set_compute_user_data_11(&mut self, val: u32) {
+            self.dw[76usize] = val;
+        }
+        ///Dword 77 (`compute_user_data_12`).
+        pub const fn compute_user_data_12(&self) -> u32 {
+            self.dw[77usize]
+        }
+        ///Dword 77 (`compute_user_data_12`).
+        pub fn set_compute_user_data_12(&mut self, val: u32) {
+            self.dw[77usize] = val;
+        }
+        ///Dword 78 (`compute_user_data_13`).
+        pub const fn compute_user_data_13(&self) -> u32 {
+            self.dw[78usize]
+        }
+        ///Dword 78 (`compute_user_data_13`).
+        pub fn set_compute_user_data_13(&mut self, val: u32) {
+            self.dw[78usize] = val;
+        }
+        ///Dword 79 (`compute_user_data_14`).
+        pub const fn compute_user_data_14(&self) -> u32 {
+            self.dw[79usize]
+        }
+        ///Dword 79 (`compute_user_data_14`).
+        pub fn set_compute_user_data_14(&mut self, val: u32) {
+            self.dw[79usize] = val;
+        }
+        ///Dword 80 (`compute_user_data_15`).
+        pub const fn compute_user_data_15(&self) -> u32 {
+            self.dw[80usize]
+        }
+        ///Dword 80 (`compute_user_data_15`).
+        pub fn set_compute_user_data_15(&mut self, val: u32) {
+            self.dw[80usize] = val;
+        }
+        ///Dword 81 (`cp_compute_csinvoc_count_lo`).
+        pub const fn cp_compute_csinvoc_count_lo(&self) -> u32 {
+            self.dw[81usize]
+        }
+        ///Dword 81 (`cp_compute_csinvoc_count_lo`).
+        pub fn set_cp_compute_csinvoc_count_lo(&mut self, val: u32) {
+            self.dw[81usize] = val;
+        }
+        ///Dword 82 (`cp_compute_csinvoc_count_hi`).
+        pub const fn cp_compute_csinvoc_count_hi(&self) -> u32 {
+            self.dw[82usize]
+        }
+        ///Dword 82 (`cp_compute_csinvoc_count_hi`).
+        pub fn set_cp_compute_csinvoc_count_hi(&mut self, val: u32) {
+            self.dw[82usize] = val;
+        }
+        ///Dword 83 (`reserved_83`).
+        pub const fn reserved_83(&self) -> u32 {
+            self.dw[83usize]
+        }
+        ///Dword 83 (`reserved_83`).
+        pub fn set_reserved_83(&mut self, val: u32) {
+            self.dw[83usize] = val;
+        }
+        ///Dword 84 (`reserved_84`).
+        pub const fn reserved_84(&self) -> u32 {
+            self.dw[84usize]
+        }
+        ///Dword 84 (`reserved_84`).
+        pub fn set_reserved_84(&mut self, val: u32) {
+            self.dw[84usize] = val;
+        }
+        ///Dword 85 (`reserved_85`).
+        pub const fn reserved_85(&self) -> u32 {
+            self.dw[85usize]
+        }
+        ///Dword 85 (`reserved_85`).
+        pub fn set_reserved_85(&mut self, val: u32) {
+            self.dw[85usize] = val;
+        }
+        ///Dword 86 (`cp_mqd_query_time_lo`).
+        pub const fn cp_mqd_query_time_lo(&self) -> u32 {
+            self.dw[86usize]
+        }
+        ///Dword 86 (`cp_mqd_query_time_lo`).
+        pub fn set_cp_mqd_query_time_lo(&mut self, val: u32) {
+            self.dw[86usize] = val;
+        }
+        ///Dword 87 (`cp_mqd_query_time_hi`).
+        pub const fn cp_mqd_query_time_hi(&self) -> u32 {
+            self.dw[87usize]
+        }
+        ///Dword 87 (`cp_mqd_query_time_hi`).
+        pub fn set_cp_mqd_query_time_hi(&mut self, val: u32) {
+            self.dw[87usize] = val;
+        }
+        ///Dword 88 (`cp_mqd_connect_start_time_lo`).
+        pub const fn cp_mqd_connect_start_time_lo(&self) -> u32 {
+            self.dw[88usize]
+        }
+        ///Dword 88 (`cp_mqd_connect_start_time_lo`).
+        pub fn set_cp_mqd_connect_start_time_lo(&mut self, val: u32) {
+            self.dw[88usize] = val;
+        }
+        ///Dword 89 (`cp_mqd_connect_start_time_hi`).
+        pub const fn cp_mqd_connect_start_time_hi(&self) -> u32 {
+            self.dw[89usize]
+        }
+        ///Dword 89 (`cp_mqd_connect_start_time_hi`).
+        pub fn set_cp_mqd_connect_start_time_hi(&mut self, val: u32) {
+            self.dw[89usize] = val;
+        }
+        ///Dword 90 (`cp_mqd_connect_end_time_lo`).
+        pub const fn cp_mqd_connect_end_time_lo(&self) -> u32 {
+            self.dw[90usize]
+        }
+        ///Dword 90 (`cp_mqd_connect_end_time_lo`).
+        pub fn set_cp_mqd_connect_end_time_lo(&mut self, val: u32) {
+            self.dw[90usize] = val;
+        }
+        ///Dword 91 (`cp_mqd_connect_end_time_hi`).
+        pub const fn cp_mqd_connect_end_time_hi(&self) -> u32 {
+            self.dw[91usize]
+        }
+        ///Dword 91 (`cp_mqd_connect_end_time_hi`).
+        pub fn set_cp_mqd_connect_end_time_hi(&mut self, val: u32) {
+            self.dw[91usize] = val;
+        }
+        ///Dword 92 (`cp_mqd_connect_end_wf_count`).
+        pub const fn cp_mqd_connect_end_wf_count(&self) -> u32 {
+            self.dw[92usize]
+        }
+        ///Dword 92 (`cp_mqd_connect_end_wf_count`).
+        pub fn set_cp_mqd_connect_end_wf_count(&mut self, val: u32) {
+            self.dw[92usize] = val;
+        }
+        ///Dword 93 (`cp_mqd_connect_end_pq_rptr`).
+        pub const fn cp_mqd_connect_end_pq_rptr(&self) -> u32 {
+            self.dw[93usize]
+        }
+        ///Dword 93 (`cp_mqd_connect_end_pq_rptr`).
+        pub fn set_cp_mqd_connect_end_pq_rptr(&mut self, val: u32) {
+            self.dw[93usize] = val;
+        }
+        ///Dword 94 (`cp_mqd_connect_end_pq_wptr`).
+        pub const fn cp_mqd_connect_end_pq_wptr(&self) -> u32 {
+            self.dw[94usize]
+        }
+        ///Dword 94 (`cp_mqd_connect_end_pq_wptr`).
+        pub fn set_cp_mqd_connect_end_pq_wptr(&mut self, val: u32) {
+            self.dw[94usize] = val;
+        }
+        ///Dword 95 (`cp_mqd_connect_end_ib_rptr`).
+        pub const fn cp_mqd_connect_end_ib_rptr(&self) -> u32 {
+            self.dw[95usize]
+        }
+        ///Dword 95 (`cp_mqd_connect_end_ib_rptr`).
+        pub fn set_cp_mqd_connect_end_ib_rptr(&mut self, val: u32) {
+            self.dw[95usize] = val;
+        }
+        ///Dword 96 (`cp_mqd_readindex_lo`).
+        pub const fn cp_mqd_readindex_lo(&self) -> u32 {
+            self.dw[96usize]
+        }
+        ///Dword 96 (`cp_mqd_readindex_lo`).
+        pub fn set_cp_mqd_readindex_lo(&mut self, val: u32) {
+            self.dw[96usize] = val;
+        }
+        ///Dword 97 (`cp_mqd_readindex_hi`).
+        pub const fn cp_mqd_readindex_hi(&self) -> u32 {
+            self.dw[97usize]
+        }
+        ///Dword 97 (`cp_mqd_readindex_hi`).
+        pub fn set_cp_mqd_readindex_hi(&mut self, val: u32) {
+            self.dw[97usize] = val;
+        }
+        ///Dword 98 (`cp_mqd_save_start_time_lo`).
+        pub const fn cp_mqd_save_start_time_lo(&self) -> u32 {
+            self.dw[98usize]
+        }
+        ///Dword 98 (`cp_mqd_save_start_time_lo`).
+        pub fn set_cp_mqd_save_start_time_lo(&mut self, val: u32) {
+            self.dw[98usize] = val;
+        }
+        ///Dword 99 (`cp_mqd_save_start_time_hi`).
+        pub const fn cp_mqd_save_start_time_hi(&self) -> u32 {
+            self.dw[99usize]
+        }
+        ///Dword 99 (`cp_mqd_save_start_time_hi`).
+        pub fn set_cp_mqd_save_start_time_hi(&mut self, val: u32) {
+            self.dw[99usize] = val;
+        }
+        ///Dword 100 (`cp_mqd_save_end_time_lo`).
+        pub const fn cp_mqd_save_end_time_lo(&self) -> u32 {
+            self.dw[100usize]
+        }
+        ///Dword 100 (`cp_mqd_save_end_time_lo`).
+        pub fn set_cp_mqd_save_end_time_lo(&mut self, val: u32) {
+            self.dw[100usize] = val;
+        }
+        ///Dword 101 (`cp_mqd_save_end_time_hi`).
+        pub const fn cp_mqd_save_end_time_hi(&self) -> u32 {
+            self.dw[101usize]
+        }
+        ///Dword 101 (`cp_mqd_save_end_time_hi`).
+        pub fn set_cp_mqd_save_end_time_hi(&mut self, val: u32) {
+            self.dw[101usize] = val;
+        }
+        ///Dword 102 (`cp_mqd_restore_start_time_lo`).
+        pub const fn cp_mqd_restore_start_time_lo(&self) -> u32 {
+            self.dw[102usize]
+        }
+        ///Dword 102 (`cp_mqd_restore_start_time_lo`).
+        pub fn set_cp_mqd_restore_start_time_lo(&mut self, val: u32) {
+            self.dw[102usize] = val;
+        }
+        ///Dword 103 (`cp_mqd_restore_start_time_hi`).
+        pub const fn cp_mqd_restore_start_time_hi(&self) -> u32 {
+            self.dw[103usize]
+        }
+        ///Dword 103 (`cp_mqd_restore_start_time_hi`).
+        pub fn set_cp_mqd_restore_start_time_hi(&mut self, val: u32) {
+            self.dw[103usize] = val;
+        }
+        ///Dword 104 (`cp_mqd_restore_end_time_lo`).
+        pub const fn cp_mqd_restore_end_time_lo(&self) -> u32 {
+            self.dw[104usize]
+        }
+        ///Dword 104 (`cp_mqd_restore_end_time_lo`).
+        pub fn set_cp_mqd_restore_end_time_lo(&mut self, val: u32) {
+            self.dw[104usize] = val;
+        }
+        ///Dword 105 (`cp_mqd_restore_end_time_hi`).
+        pub const fn cp_mqd_restore_end_time_hi(&self) -> u32 {
+            self.dw[105usize]
+        }
+        ///Dword 105 (`cp_mqd_restore_end_time_hi`).
+        pub fn set_cp_mqd_restore_end_time_hi(&mut self, val: u32) {
+            self.dw[105usize] = val;
+        }
+        ///Dword 106 (`disable_queue`).
+        pub const fn disable_queue(&self) -> u32 {
+            self.dw[106usize]
+        }
+        ///Dword 106 (`disable_queue`).
+        pub fn set_disable_queue(&mut self, val: u32) {
+            self.dw[106usize] = val;
+        }
+        ///Dword 107 (`reserved_107`).
+        pub const fn reserved_107(&self) -> u32 {
+            self.dw[107usize]
+        }
+        ///Dword 107 (`reserved_107`).
+        pub fn set_reserved_107(&mut self, val: u32) {
+            self.dw[107usize] = val;
+        }
+        ///Dword 108 (`reserved_108`).
+        pub const fn reserved_108(&self) -> u32 {
+            self.dw[108usize]
+        }
+        ///Dword 108 (`reserved_108`).
+        pub fn set_reserved_108(&mut self, val: u32) {
+            self.dw[108usize] = val;
+        }
+        ///Dword 109 (`reserved_109`).
+        pub const fn reserved_109(&self) -> u32 {
+            self.dw[109usize]
+        }
+        ///Dword 109 (`reserved_109`).
+        pub fn set_reserved_109(&mut self, val: u32) {
+            self.dw[109usize] = val;
+        }
+        ///Dword 110 (`reserved_110`).
+        pub const fn reserved_110(&self) -> u32 {
+            self.dw[110usize]
+        }
+        ///Dword 110 (`reserved_110`).
+        pub fn set_reserved_110(&mut self, val: u32) {
+            self.dw[110usize] = val;
+        }
+        ///Dword 111 (`reserved_111`).
+        pub const fn reserved_111(&self) -> u32 {
+            self.dw[111usize]
+        }
+        ///Dword 111 (`reserved_111`).
+        pub fn set_reserved_111(&mut self, val: u32) {
+            self.dw[111usize] = val;
+        }
+        ///Dword 112 (`reserved_112`).
+        pub const fn reserved_112(&self) -> u32 {
+            self.dw[112usize]
+        }
+        ///Dword 112 (`reserved_112`).
+        pub fn set_reserved_112(&mut self, val: u32) {
+            self.dw[112usize] = val;
+        }
+        ///Dword 113 (`reserved_113`).
+        pub const fn reserved_113(&self) -> u32 {
+            self.dw[113usize]
+        }
+        ///Dword 113 (`reserved_113`).
+        pub fn set_reserved_113(&mut self, val: u32) {
+            self.dw[113usize] = val;
+        }
+        ///Dword 114 (`cp_pq_exe_status_lo`).
+        pub const fn cp_pq_exe_status_lo(&self) -> u32 {
+            self.dw[114usize]
+        }
+        ///Dword 114 (`cp_pq_exe_status_lo`).
+        pub fn set_cp_pq_exe_status_lo(&mut self, val: u32) {
+            self.dw[114usize] = val;
+        }
+        ///Dword 115 (`cp_pq_exe_status_hi`).
+        pub const fn cp_pq_exe_status_hi(&self) -> u32 {
+            self.dw[115usize]
+        }
+        ///Dword 115 (`cp_pq_exe_status_hi`).
+        pub fn set_cp_pq_exe_status_hi(&mut self, val: u32) {
+            self.dw[115usize] = val;
+        }
+        ///Dword 116 (`cp_packet_id_lo`).
+        pub const fn cp_packet_id_lo(&self) -> u32 {
+            self.dw[116usize]
+        }
+        ///Dword 116 (`cp_packet_id_lo`).
+        pub fn set_cp_packet_id_lo(&mut self, val: u32) {
+            self.dw[116usize] = val;
+        }
+        ///Dword 117 (`cp_packet_id_hi`).
+        pub const fn cp_packet_id_hi(&self) -> u32 {
+            self.dw[117usize]
+        }
+        ///Dword 117 (`cp_packet_id_hi`).
+        pub fn set_cp_packet_id_hi(&mut self, val: u32) {
+            self.dw[117usize] = val;
+        }
+        ///Dword 118 (`cp_packet_exe_status_lo`).
+        pub const fn cp_packet_exe_status_lo(&self) -> u32 {
+            self.dw[118usize]
+        }
+        ///Dword 118 (`cp_packet_exe_status_lo`).
+        pub fn set_cp_packet_exe_status_lo(&mut self, val: u32) {
+            self.dw[118usize] = val;
+        }
+        ///Dword 119 (`cp_packet_exe_status_hi`).
+        pub const fn cp_packet_exe_status_hi(&self) -> u32 {
+            self.dw[119usize]
+        }
+        ///Dword 119 (`cp_packet_exe_status_hi`).
+        pub fn set_cp_packet_exe_status_hi(&mut self, val: u32) {
+            self.dw[119usize] = val;
+        }
+        ///Dword 120 (`reserved_120`).
+        pub const fn reserved_120(&self) -> u32 {
+            self.dw[120usize]
+        }
+        ///Dword 120 (`reserved_120`).
+        pub fn set_reserved_120(&mut self, val: u32) {
+            self.dw[120usize] = val;
+        }
+        ///Dword 121 (`reserved_121`).
+        pub const fn reserved_121(&self) -> u32 {
+            self.dw[121usize]
+        }
+        ///Dword 121 (`reserved_121`).
+        pub fn set_reserved_121(&mut self, val: u32) {
+            self.dw[121usize] = val;
+        }
+        ///Dword 122 (`reserved_122`).
+        pub const fn reserved_122(&self) -> u32 {
+            self.dw[122usize]
+        }
+        ///Dword 122 (`reserved_122`).
+        pub fn set_reserved_122(&mut self, val: u32) {
+            self.dw[122usize] = val;
+        }
+        ///Dword 123 (`reserved_123`).
+        pub const fn reserved_123(&self) -> u32 {
+            self.dw[123usize]
+        }
+        ///Dword 123 (`reserved_123`).
+        pub fn set_reserved_123(&mut self, val: u32) {
+            self.dw[123usize] = val;
+        }
+        ///Dword 124 (`ctx_save_base_addr_lo`).
+        pub const fn ctx_save_base_addr_lo(&self) -> u32 {
+            self.dw[124usize]
+        }
+        ///Dword 124 (`ctx_save_base_addr_lo`).
+        pub fn set_ctx_save_base_addr_lo(&mut self, val: u32) {
+            self.dw[124usize] = val;
+        }
+        ///Dword 125 (`ctx_save_base_addr_hi`).
+        pub const fn ctx_save_base_addr_hi(&self) -> u32 {
+            self.dw[125usize]
+        }
+        ///Dword 125 (`ctx_save_base_addr_hi`).
+        pub fn set_ctx_save_base_addr_hi(&mut self, val: u32) {
+            self.dw[125usize] = val;
+        }
+        ///Dword 126 (`reserved_126`).
+        pub const fn reserved_126(&self) -> u32 {
+            self.dw[126usize]
+        }
+        ///Dword 126 (`reserved_126`).
+        pub fn set_reserved_126(&mut self, val: u32) {
+            self.dw[126usize] = val;
+        }
+        ///Dword 127 (`reserved_127`).
+        pub const fn reserved_127(&self) -> u32 {
+            self.dw[127usize]
+        }
+        ///Dword 127 (`reserved_127`).
+        pub fn set_reserved_127(&mut self, val: u32) {
+            self.dw[127usize] = val;
+        }
+        ///Dword 128 (`cp_mqd_base_addr_lo`).
+        pub const fn cp_mqd_base_addr_lo(&self) -> u32 {
+            self.dw[128usize]
+        }
+        ///Dword 128 (`cp_mqd_base_addr_lo`).
+        pub fn set_cp_mqd_base_addr_lo(&mut self, val: u32) {
+            self.dw[128usize] = val;
+        }
+        ///Dword 129 (`cp_mqd_base_addr_hi`).
+        pub const fn cp_mqd_base_addr_hi(&self) -> u32 {
+            self.dw[129usize]
+        }
+        ///Dword 129 (`cp_mqd_base_addr_hi`).
+        pub fn set_cp_mqd_base_addr_hi(&mut self, val: u32) {
+            self.dw[129usize] = val;
+        }
+        ///Dword 130 (`cp_hqd_active`).
+        pub const fn cp_hqd_active(&self) -> u32 {
+            self.dw[130usize]
+        }
+        ///Dword 130 (`cp_hqd_active`).
+        pub fn set_cp_hqd_active(&mut self, val: u32) {
+            self.dw[130usize] = val;
+        }
+        ///Dword 131 (`cp_hqd_vmid`).
+        pub const fn cp_hqd_vmid(&self) -> u32 {
+            self.dw[131usize]
+        }
+        ///Dword 131 (`cp_hqd_vmid`).
+        pub fn set_cp_hqd_vmid(&mut self, val: u32) {
+            self.dw[131usize] = val;
+        }
+        ///Dword 132 (`cp_hqd_persistent_state`).
+        pub const fn cp_hqd_persistent_state(&self) -> u32 {
+            self.dw[132usize]
+        }
+        ///Dword 132 (`cp_hqd_persistent_state`).
+        pub fn set_cp_hqd_persistent_state(&mut self, val: u32) {
+            self.dw[132usize] = val;
+        }
+        ///Dword 133 (`cp_hqd_pipe_priority`).
+        pub const fn cp_hqd_pipe_priority(&self) -> u32 {
+            self.dw[133usize]
+        }
+        ///Dword 133 (`cp_hqd_pipe_priority`).
+        pub fn set_cp_hqd_pipe_priority(&mut self, val: u32) {
+            self.dw[133usize] = val;
+        }
+        ///Dword 134 (`cp_hqd_queue_priority`).
+        pub const fn cp_hqd_queue_priority(&self) -> u32 {
+            self.dw[134usize]
+        }
+        ///Dword 134 (`cp_hqd_queue_priority`).
+        pub fn set_cp_hqd_queue_priority(&mut self, val: u32) {
+            self.dw[134usize] = val;
+        }
+        ///Dword 135 (`cp_hqd_quantum`).
+        pub const fn cp_hqd_quantum(&self) -> u32 {
+            self.dw[135usize]
+        }
+        ///Dword 135 (`cp_hqd_quantum`).
+        pub fn set_cp_hqd_quantum(&mut self, val: u32) {
+            self.dw[135usize] = val;
+        }
+        ///Dword 136 (`cp_hqd_pq_base_lo`).
+        pub const fn cp_hqd_pq_base_lo(&self) -> u32 {
+            self.dw[136usize]
+        }
+        ///Dword 136 (`cp_hqd_pq_base_lo`).
+        pub fn set_cp_hqd_pq_base_lo(&mut self, val: u32) {
+            self.dw[136usize] = val;
+        }
+        ///Dword 137 (`cp_hqd_pq_base_hi`).
+        pub const fn cp_hqd_pq_base_hi(&self) -> u32 {
+            self.dw[137usize]
+        }
+        ///Dword 137 (`cp_hqd_pq_base_hi`).
+        pub fn set_cp_hqd_pq_base_hi(&mut self, val: u32) {
+            self.dw[137usize] = val;
+        }
+        ///Dword 138 (`cp_hqd_pq_rptr`).
+        pub const fn cp_hqd_pq_rptr(&self) -> u32 {
+            self.dw[138usize]
+        }
+        ///Dword 138 (`cp_hqd_pq_rptr`).
+        pub fn set_cp_hqd_pq_rptr(&mut self, val: u32) {
+            self.dw[138usize] = val;
+        }
+        ///Dword 139 (`cp_hqd_pq_rptr_report_addr_lo`).
+        pub const fn cp_hqd_pq_rptr_report_addr_lo(&self) -> u32 {
+            self.dw[139usize]
+        }
+        ///Dword 139 (`cp_hqd_pq_rptr_report_addr_lo`).
+        pub fn set_cp_hqd_pq_rptr_report_addr_lo(&mut self, val: u32) {
+            self.dw[139usize] = val;
+        }
+        ///Dword 140 (`cp_hqd_pq_rptr_report_addr_hi`).
+        pub const fn cp_hqd_pq_rptr_report_addr_hi(&self) -> u32 {
+            self.dw[140usize]
+        }
+        ///Dword 140 (`cp_hqd_pq_rptr_report_addr_hi`).
+        pub fn set_cp_hqd_pq_rptr_report_addr_hi(&mut self, val: u32) {
+            self.dw[140usize] = val;
+        }
+        ///Dword 141 (`cp_hqd_pq_wptr_poll_addr_lo`).
+        pub const fn cp_hqd_pq_wptr_poll_addr_lo(&self) -> u32 {
+            self.dw[141usize]
+        }
+        ///Dword 141 (`cp_hqd_pq_wptr_poll_addr_lo`).
+        pub fn set_cp_hqd_pq_wptr_poll_addr_lo(&mut self, val: u32) {
+            self.dw[141usize] = val;
+        }
+        ///Dword 142 (`cp_hqd_pq_wptr_poll_addr_hi`).
+        pub const fn cp_hqd_pq_wptr_poll_addr_hi(&self) -> u32 {
+            self.dw[142usize]
+        }
+        ///Dword 142 (`cp_hqd_pq_wptr_poll_addr_hi`).
+        pub fn set_cp_hqd_pq_wptr_poll_addr_hi(&mut self, val: u32) {
+            self.dw[142usize] = val;
+        }
+        ///Dword 143 (`cp_hqd_pq_doorbell_control`).
+        pub const fn cp_hqd_pq_doorbell_control(&self) -> u32 {
+            self.dw[143usize]
+        }
+        ///Dword 143 (`cp_hqd_pq_doorbell_control`).
+        pub fn set_cp_hqd_pq_doorbell_control(&mut self, val: u32) {
+            self.dw[143usize] = val;
+        }
+        ///Dword 144 (`reserved_144`).
+        pub const fn reserved_144(&self) -> u32 {
+            self.dw[144usize]
+        }
+        ///Dword 144 (`reserved_144`).
+        pub fn set_reserved_144(&mut self, val: u32) {
+            self.dw[144usize] = val;
+        }
+        ///Dword 145 (`cp_hqd_pq_control`).
+        pub const fn cp_hqd_pq_control(&self) -> u32 {
+            self.dw[145usize]
+        }
+        ///Dword 145 (`cp_hqd_pq_control`).
+        pub fn set_cp_hqd_pq_control(&mut self, val: u32) {
+            self.dw[145usize] = val;
+        }
+        ///Dword 146 (`cp_hqd_ib_base_addr_lo`).
+        pub const fn cp_hqd_ib_base_addr_lo(&self) -> u32 {
+            self.dw[146usize]
+        }
+        ///Dword 146 (`cp_hqd_ib_base_addr_lo`).
+        pub fn set_cp_hqd_ib_base_addr_lo(&mut self, val: u32) {
+            self.dw[146usize] = val;
+        }
+        ///Dword 147 (`cp_hqd_ib_base_addr_hi`).
+        pub const fn cp_hqd_ib_base_addr_hi(&self) -> u32 {
+            self.dw[147usize]
+        }
+        ///Dword 147 (`cp_hqd_ib_base_addr_hi`).
+        pub fn set_cp_hqd_ib_base_addr_hi(&mut self, val: u32) {
+            self.dw[147usize] = val;
+        }
+        ///Dword 148 (`cp_hqd_ib_rptr`).
+        pub const fn cp_hqd_ib_rptr(&self) -> u32 {
+            self.dw[148usize]
+        }
+        ///Dword 148 (`cp_hqd_ib_rptr`).
+        pub fn set_cp_hqd_ib_rptr(&mut self, val: u32) {
+            self.dw[148usize] = val;
+        }
+        ///Dword 149 (`cp_hqd_ib_control`).
+        pub const fn cp_hqd_ib_control(&self) -> u32 {
+            self.dw[149usize]
+        }
+        ///Dword 149 (`cp_hqd_ib_control`).
+        pub fn set_cp_hqd_ib_control(&mut self, val: u32) {
+            self.dw[149usize] = val;
+        }
+        ///Dword 150 (`cp_hqd_iq_timer`).
+        pub const fn cp_hqd_iq_timer(&self) -> u32 {
+            self.dw[150usize]
+        }
+        ///Dword 150 (`cp_hqd_iq_timer`).
+        pub fn set_cp_hqd_iq_timer(&mut self, val: u32) {
+            self.dw[150usize] = val;
+        }
+        ///Dword 151 (`cp_hqd_iq_rptr`).
+        pub const fn cp_hqd_iq_rptr(&self) -> u32 {
+            self.dw[151usize]
+        }
+        ///Dword 151 (`cp_hqd_iq_rptr`).
+        pub fn set_cp_hqd_iq_rptr(&mut self, val: u32) {
+            self.dw[151usize] = val;
+        }
+        ///Dword 152 (`cp_hqd_dequeue_request`).
+        pub const fn cp_hqd_dequeue_request(&self) -> u32 {
+            self.dw[152usize]
+        }
+        ///Dword 152 (`cp_hqd_dequeue_request`).
+        pub fn set_cp_hqd_dequeue_request(&mut self, val: u32) {
+            self.dw[152usize] = val;
+        }
+        ///Dword 153 (`cp_hqd_dma_offload`).
+        pub const fn cp_hqd_dma_offload(&self) -> u32 {
+            self.dw[153usize]
+        }
+        ///Dword 153 (`cp_hqd_dma_offload`).
+        pub fn set_cp_hqd_dma_offload(&mut self, val: u32) {
+            self.dw[153usize] = val;
+        }
+        ///Dword 154 (`cp_hqd_sema_cmd`).
+        pub const fn cp_hqd_sema_cmd(&self) -> u32 {
+            self.dw[154usize]
+        }
+        ///Dword 154 (`cp_hqd_sema_cmd`).
+        pub fn set_cp_hqd_sema_cmd(&mut self, val: u32) {
+            self.dw[154usize] = val;
+        }
+        ///Dword 155 (`cp_hqd_msg_type`).
+        pub const fn cp_hqd_msg_type(&self) -> u32 {
+            self.dw[155usize]
+        }
+        ///Dword 155 (`cp_hqd_msg_type`).
+        pub fn set_cp_hqd_msg_type(&mut self, val: u32) {
+            self.dw[155usize] = val;
+        }
+        ///Dword 156 (`cp_hqd_atomic0_preop_lo`).
+        pub const fn cp_hqd_atomic0_preop_lo(&self) -> u32 {
+            self.dw[156usize]
+        }
+        ///Dword 156 (`cp_hqd_atomic0_preop_lo`).
+        pub fn set_cp_hqd_atomic0_preop_lo(&mut self, val: u32) {
+            self.dw[156usize] = val;
+        }
+        ///Dword 157 (`cp_hqd_atomic0_preop_hi`).
+        pub const fn cp_hqd_atomic0_preop_hi(&self) -> u32 {
+            self.dw[157usize]
+        }
+        ///Dword 157 (`cp_hqd_atomic0_preop_hi`).
+        pub fn set_cp_hqd_atomic0_preop_hi(&mut self, val: u32) {
+            self.dw[157usize] = val;
+        }
+        ///Dword 158 (`cp_hqd_atomic1_preop_lo`).
+        pub const fn cp_hqd_atomic1_preop_lo(&self) -> u32 {
+            self.dw[158usize]
+        }
+        ///Dword 158 (`cp_hqd_atomic1_preop_lo`).
+        pub fn set_cp_hqd_atomic1_preop_lo(&mut self, val: u32) {
+            self.dw[158usize] = val;
+        }
+        ///Dword 159 (`cp_hqd_atomic1_preop_hi`).
+        pub const fn cp_hqd_atomic1_preop_hi(&self) -> u32 {
+            self.dw[159usize]
+        }
+        ///Dword 159 (`cp_hqd_atomic1_preop_hi`).
+        pub fn set_cp_hqd_atomic1_preop_hi(&mut self, val: u32) {
+            self.dw[159usize] = val;
+        }
+        ///Dword 160 (`cp_hqd_hq_status0`).
+        pub const fn cp_hqd_hq_status0(&self) -> u32 {
+            self.dw[160usize]
+        }
+        ///Dword 160 (`cp_hqd_hq_status0`).
+        pub fn set_cp_hqd_hq_status0(&mut self, val: u32) {
+            self.dw[160usize] = val;
+        }
+        ///Dword 161 (`cp_hqd_hq_control0`).
+        pub const fn cp_hqd_hq_control0(&self) -> u32 {
+            self.dw[161usize]
+        }
+        ///Dword 161 (`cp_hqd_hq_control0`).
+        pub fn set_cp_hqd_hq_control0(&mut self, val: u32) {
+            self.dw[161usize] = val;
+        }
+        ///Dword 162 (`cp_mqd_control`).
+        pub const fn cp_mqd_control(&self) -> u32 {
+            self.dw[162usize]
+        }
+        ///Dword 162 (`cp_mqd_control`).
+        pub fn set_cp_mqd_control(&mut self, val: u32) {
+            self.dw[162usize] = val;
+        }
+        ///Dword 163 (`cp_hqd_hq_status1`).
+        pub const fn cp_hqd_hq_status1(&self) -> u32 {
+            self.dw[163usize]
+        }
+        ///Dword 163 (`cp_hqd_hq_status1`).
+        pub fn set_cp_hqd_hq_status1(&mut self, val: u32) {
+            self.dw[163usize] = val;
+        }
+        ///Dword 164 (`cp_hqd_hq_control1`).
+        pub const fn cp_hqd_hq_control1(&self) -> u32 {
+            self.dw[164usize]
+        }
+        ///Dword 164 (`cp_hqd_hq_control1`).
+        pub fn set_cp_hqd_hq_control1(&mut self, val: u32) {
+            self.dw[164usize] = val;
+        }
+        ///Dword 165 (`cp_hqd_eop_base_addr_lo`).
+        pub const fn cp_hqd_eop_base_addr_lo(&self) -> u32 {
+            self.dw[165usize]
+        }
+        ///Dword 165 (`cp_hqd_eop_base_addr_lo`).
+        pub fn set_cp_hqd_eop_base_addr_lo(&mut self, val: u32) {
+            self.dw[165usize] = val;
+        }
+        ///Dword 166 (`cp_hqd_eop_base_addr_hi`).
+        pub const fn cp_hqd_eop_base_addr_hi(&self) -> u32 {
+            self.dw[166usize]
+        }
+        ///Dword 166 (`cp_hqd_eop_base_addr_hi`).
+        pub fn set_cp_hqd_eop_base_addr_hi(&mut self, val: u32) {
+            self.dw[166usize] = val;
+        }
+        ///Dword 167 (`cp_hqd_eop_control`).
+        pub const fn cp_hqd_eop_control(&self) -> u32 {
+            self.dw[167usize]
+        }
+        ///Dword 167 (`cp_hqd_eop_control`).
+        pub fn set_cp_hqd_eop_control(&mut self, val: u32) {
+            self.dw[167usize] = val;
+        }
+        ///Dword 168 (`cp_hqd_eop_rptr`).
+        pub const fn cp_hqd_eop_rptr(&self) -> u32 {
+            self.dw[168usize]
+        }
+        ///Dword 168 (`cp_hqd_eop_rptr`).
+        pub fn set_cp_hqd_eop_rptr(&mut self, val: u32) {
+            self.dw[168usize] = val;
+        }
+        ///Dword 169 (`cp_hqd_eop_wptr`).
+        pub const fn cp_hqd_eop_wptr(&self) -> u32 {
+            self.dw[169usize]
+        }
+        ///Dword 169 (`cp_hqd_eop_wptr`).
+        pub fn set_cp_hqd_eop_wptr(&mut self, val: u32) {
+            self.dw[169usize] = val;
+        }
+        ///Dword 170 (`cp_hqd_eop_done_events`).
+        pub const fn cp_hqd_eop_done_events(&self) -> u32 {
+            self.dw[170usize]
+        }
+        ///Dword 170 (`cp_hqd_eop_done_events`).
+        pub fn set_cp_hqd_eop_done_events(&mut self, val: u32) {
+            self.dw[170usize] = val;
+        }
+        ///Dword 171 (`cp_hqd_ctx_save_base_addr_lo`).
+        pub const fn cp_hqd_ctx_save_base_addr_lo(&self) -> u32 {
+            self.dw[171usize]
+        }
+        ///Dword 171 (`cp_hqd_ctx_save_base_addr_lo`).
+        pub fn set_cp_hqd_ctx_save_base_addr_lo(&mut self, val: u32) {
+            self.dw[171usize] = val;
+        }
+        ///Dword 172 (`cp_hqd_ctx_save_base_addr_hi`).
+        pub const fn cp_hqd_ctx_save_base_addr_hi(&self) -> u32 {
+            self.dw[172usize]
+        }
+        ///Dword 172 (`cp_hqd_ctx_save_base_addr_hi`).
+        pub fn set_cp_hqd_ctx_save_base_addr_hi(&mut self, val: u32) {
+            self.dw[172usize] = val;
+        }
+        ///Dword 173 (`cp_hqd_ctx_save_control`).
+        pub const fn cp_hqd_ctx_save_control(&self) -> u32 {
+            self.dw[173usize]
+        }
+        ///Dword 173 (`cp_hqd_ctx_save_control`).
+        pub fn set_cp_hqd_ctx_save_control(&mut self, val: u32) {
+            self.dw[173usize] = val;
+        }
+        ///Dword 174 (`cp_hqd_cntl_stack_offset`).
+        pub const fn cp_hqd_cntl_stack_offset(&self) -> u32 {
+            self.dw[174usize]
+        }
+        ///Dword 174 (`cp_hqd_cntl_stack_offset`).
+        pub fn set_cp_hqd_cntl_stack_offset(&mut self, val: u32) {
+            self.dw[174usize] = val;
+        }
+        ///Dword 175 (`cp_hqd_cntl_stack_size`).
+        pub const fn cp_hqd_cntl_stack_size(&self) -> u32 {
+            self.dw[175usize]
+        }
+        ///Dword 175 (`cp_hqd_cntl_stack_size`).
+        pub fn set_cp_hqd_cntl_stack_size(&mut self, val: u32) {
+            self.dw[175usize] = val;
+        }
+        ///Dword 176 (`cp_hqd_wg_state_offset`).
+        pub const fn cp_hqd_wg_state_offset(&self) -> u32 {
+            self.dw[176usize]
+        }
+        ///Dword 176 (`cp_hqd_wg_state_offset`).
+        pub fn set_cp_hqd_wg_state_offset(&mut self, val: u32) {
+            self.dw[176usize] = val;
+        }
+        ///Dword 177 (`cp_hqd_ctx_save_size`).
+        pub const fn cp_hqd_ctx_save_size(&self) -> u32 {
+            self.dw[177usize]
+        }
+        ///Dword 177 (`cp_hqd_ctx_save_size`).
+        pub fn set_cp_hqd_ctx_save_size(&mut self, val: u32) {
+            self.dw[177usize] = val;
+        }
+        ///Dword 178 (`reserved_178`).
+        pub const fn reserved_178(&self) -> u32 {
+            self.dw[178usize]
+        }
+        ///Dword 178 (`reserved_178`).
+        pub fn set_reserved_178(&mut self, val: u32) {
+            self.dw[178usize] = val;
+        }
+        ///Dword 179 (`cp_hqd_error`).
+        pub const fn cp_hqd_error(&self) -> u32 {
+            self.dw[179usize]
+        }
+        ///Dword 179 (`cp_hqd_error`).
+        pub fn set_cp_hqd_error(&mut self, val: u32) {
+            self.dw[179usize] = val;
+        }
+        ///Dword 180 (`cp_hqd_eop_wptr_mem`).
+        pub const fn cp_hqd_eop_wptr_mem(&self) -> u32 {
+            self.dw[180usize]
+        }
+        ///Dword 180 (`cp_hqd_eop_wptr_mem`).
+        pub fn set_cp_hqd_eop_wptr_mem(&mut self, val: u32) {
+            self.dw[180usize] = val;
+        }
+        ///Dword 181 (`cp_hqd_aql_control`).
+        pub const fn cp_hqd_aql_control(&self) -> u32 {
+            self.dw[181usize]
+        }
+        ///Dword 181 (`cp_hqd_aql_control`).
+        pub fn set_cp_hqd_aql_control(&mut self, val: u32) {
+            self.dw[181usize] = val;
+        }
+        ///Dword 182 (`cp_hqd_pq_wptr_lo`).
+        pub const fn cp_hqd_pq_wptr_lo(&self) -> u32 {
+            self.dw[182usize]
+        }
+        ///Dword 182 (`cp_hqd_pq_wptr_lo`).
+        pub fn set_cp_hqd_pq_wptr_lo(&mut self, val: u32) {
+            self.dw[182usize] = val;
+        }
+        ///Dword 183 (`cp_hqd_pq_wptr_hi`).
+        pub const fn cp_hqd_pq_wptr_hi(&self) -> u32 {
+            self.dw[183usize]
+        }
+        ///Dword 183 (`cp_hqd_pq_wptr_hi`).
+        pub fn set_cp_hqd_pq_wptr_hi(&mut self, val: u32) {
+            self.dw[183usize] = val;
+        }
+        ///Dword 184 (`reserved_184`).
+        pub const fn reserved_184(&self) -> u32 {
+            self.dw[184usize]
+        }
+        ///Dword 184 (`reserved_184`).
+        pub fn set_reserved_184(&mut self, val: u32) {
+            self.dw[184usize] = val;
+        }
+        ///Dword 185 (`reserved_185`).
+        pub const fn reserved_185(&self) -> u32 {
+            self.dw[185usize]
+        }
+        ///Dword 185 (`reserved_185`).
+        pub fn set_reserved_185(&mut self, val: u32) {
+            self.dw[185usize] = val;
+        }
+        ///Dword 186 (`reserved_186`).
+        pub const fn reserved_186(&self) -> u32 {
+            self.dw[186usize]
+        }
+        ///Dword 186 (`reserved_186`).
+        pub fn set_reserved_186(&mut self, val: u32) {
+            self.dw[186usize] = val;
+        }
+        ///Dword 187 (`reserved_187`).
+        pub const fn reserved_187(&self) -> u32 {
+            self.dw[187usize]
+        }
+        ///Dword 187 (`reserved_187`).
+        pub fn set_reserved_187(&mut self, val: u32) {
+            self.dw[187usize] = val;
+        }
+        ///Dword 188 (`reserved_188`).
+        pub const fn reserved_188(&self) -> u32 {
+            self.dw[188usize]
+        }
+        ///Dword 188 (`reserved_188`).
+        pub fn set_reserved_188(&mut self, val: u32) {
+            self.dw[188usize] = val;
+        }
+        ///Dword 189 (`reserved_189`).
+        pub const fn reserved_189(&self) -> u32 {
+            self.dw[189usize]
+        }
+        ///Dword 189 (`reserved_189`).
+        pub fn set_reserved_189(&mut self, val: u32) {
+            self.dw[189usize] = val;
+        }
+        ///Dword 190 (`reserved_190`).
+        pub const fn reserved_190(&self) -> u32 {
+            self.dw[190usize]
+        }
+        ///Dword 190 (`reserved_190`).
+        pub fn set_reserved_190(&mut self, val: u32) {
+            self.dw[190usize] = val;
+        }
+        ///Dword 191 (`reserved_191`).
+        pub const fn reserved_191(&self) -> u32 {
+            self.dw[191usize]
+        }
+        ///Dword 191 (`reserved_191`).
+        pub fn set_reserved_191(&mut self, val: u32) {
+            self.dw[191usize] = val;
+        }
+        ///Dword 192 (`iqtimer_pkt_header`).
+        pub const fn iqtimer_pkt_header(&self) -> u32 {
+            self.dw[192usize]
+        }
+        ///Dword 192 (`iqtimer_pkt_header`).
+        pub fn set_iqtimer_pkt_header(&mut self, val: u32) {
+            self.dw[192usize] = val;
+        }
+        ///Dword 193 (`iqtimer_pkt_dw0`).
+        pub const fn iqtimer_pkt_dw0(&self) -> u32 {
+            self.dw[193usize]
+        }
+        ///Dword 193 (`iqtimer_pkt_dw0`).
+        pub fn set_iqtimer_pkt_dw0(&mut self, val: u32) {
+            self.dw[193usize] = val;
+        }
+        ///Dword 194 (`iqtimer_pkt_dw1`).
+        pub const fn iqtimer_pkt_dw1(&self) -> u32 {
+            self.dw[194usize]
+        }
+        ///Dword 194 (`iqtimer_pkt_dw1`).
+        pub fn set_iqtimer_pkt_dw1(&mut self, val: u32) {
+            self.dw[194usize] = val;
+        }
+        ///Dword 195 (`iqtimer_pkt_dw2`).
+        pub const fn iqtimer_pkt_dw2(&self) -> u32 {
+            self.dw[195usize]
+        }
+        ///Dword 195 (`iqtimer_pkt_dw2`).
+        pub fn set_iqtimer_pkt_dw2(&mut self, val: u32) {
+            self.dw[195usize] = val;
+        }
+        ///Dword 196 (`iqtimer_pkt_dw3`).
+        pub const fn iqtimer_pkt_dw3(&self) -> u32 {
+            self.dw[196usize]
+        }
+        ///Dword 196 (`iqtimer_pkt_dw3`).
+        pub fn set_iqtimer_pkt_dw3(&mut self, val: u32) {
+            self.dw[196usize] = val;
+        }
+        ///Dword 197 (`iqtimer_pkt_dw4`).
+        pub const fn iqtimer_pkt_dw4(&self) -> u32 {
+            self.dw[197usize]
+        }
+        ///Dword 197 (`iqtimer_pkt_dw4`).
+        pub fn set_iqtimer_pkt_dw4(&mut self, val: u32) {
+            self.dw[197usize] = val;
+        }
+        ///Dword 198 (`iqtimer_pkt_dw5`).
+        pub const fn iqtimer_pkt_dw5(&self) -> u32 {
+            self.dw[198usize]
+        }
+        ///Dword 198 (`iqtimer_pkt_dw5`).
+        pub fn set_iqtimer_pkt_dw5(&mut self, val: u32) {
+            self.dw[198usize] = val;
+        }
+        ///Dword 199 (`iqtimer_pkt_dw6`).
+        pub const fn iqtimer_pkt_dw6(&self) -> u32 {
+            self.dw[199usize]
+        }
+        ///Dword 199 (`iqtimer_pkt_dw6`).
+        pub fn set_iqtimer_pkt_dw6(&mut self, val: u32) {
+            self.dw[199usize] = val;
+        }
+        ///Dword 200 (`iqtimer_pkt_dw7`).
+        pub const fn iqtimer_pkt_dw7(&self) -> u32 {
+            self.dw[200usize]
+        }
+        ///Dword 200 (`iqtimer_pkt_dw7`).
+        pub fn set_iqtimer_pkt_dw7(&mut self, val: u32) {
+            self.dw[200usize] = val;
+        }
+        ///Dword 201 (`iqtimer_pkt_dw8`).
+        pub const fn iqtimer_pkt_dw8(&self) -> u32 {
+            self.dw[201usize]
+        }
+        ///Dword 201 (`iqtimer_pkt_dw8`).
+        pub fn set_iqtimer_pkt_dw8(&mut self, val: u32) {
+            self.dw[201usize] = val;
+        }
+        ///Dword 202 (`iqtimer_pkt_dw9`).
+        pub const fn iqtimer_pkt_dw9(&self) -> u32 {
+            self.dw[202usize]
+        }
+        ///Dword 202 (`iqtimer_pkt_dw9`).
+        pub fn set_iqtimer_pkt_dw9(&mut self, val: u32) {
+            self.dw[202usize] = val;
+        }
+        ///Dword 203 (`iqtimer_pkt_dw10`).
+        pub const fn iqtimer_pkt_dw10(&self) -> u32 {
+            self.dw[203usize]
+        }
+        ///Dword 203 (`iqtimer_pkt_dw10`).
+        pub fn set_iqtimer_pkt_dw10(&mut self, val: u32) {
+            self.dw[203usize] = val;
+        }
+        ///Dword 204 (`iqtimer_pkt_dw11`).
+        pub const fn iqtimer_pkt_dw11(&self) -> u32 {
+            self.dw[204usize]
+        }
+        ///Dword 204 (`iqtimer_pkt_dw11`).
+        pub fn set_iqtimer_pkt_dw11(&mut self, val: u32) {
+            self.dw[204usize] = val;
+        }
+        ///Dword 205 (`iqtimer_pkt_dw12`).
+        pub const fn iqtimer_pkt_dw12(&self) -> u32 {
+            self.dw[205usize]
+        }
+        ///Dword 205 (`iqtimer_pkt_dw12`).
+        pub fn set_iqtimer_pkt_dw12(&mut self, val: u32) {
+            self.dw[205usize] = val;
+        }
+        ///Dword 206 (`iqtimer_pkt_dw13`).
+        pub const fn iqtimer_pkt_dw13(&self) -> u32 {
+            self.dw[206usize]
+        }
+        ///Dword 206 (`iqtimer_pkt_dw13`).
+        pub fn set_iqtimer_pkt_dw13(&mut self, val: u32) {
+            self.dw[206usize] = val;
+        }
+        ///Dword 207 (`iqtimer_pkt_dw14`).
+        pub const fn iqtimer_pkt_dw14(&self) -> u32 {
+            self.dw[207usize]
+        }
+        ///Dword 207 (`iqtimer_pkt_dw14`).
+        pub fn set_iqtimer_pkt_dw14(&mut self, val: u32) {
+            self.dw[207usize] = val;
+        }
+        ///Dword 208 (`iqtimer_pkt_dw15`).
+        pub const fn iqtimer_pkt_dw15(&self) -> u32 {
+            self.dw[208usize]
+        }
+        ///Dword 208 (`iqtimer_pkt_dw15`).
+        pub fn set_iqtimer_pkt_dw15(&mut self, val: u32) {
+            self.dw[208usize] = val;
+        }
+        ///Dword 209 (`iqtimer_pkt_dw16`).
+        pub const fn iqtimer_pkt_dw16(&self) -> u32 {
+            self.dw[209usize]
+        }
+        ///Dword 209 (`iqtimer_pkt_dw16`).
+        pub fn set_iqtimer_pkt_dw16(&mut self, val: u32) {
+            self.dw[209usize] = val;
+        }
+        ///Dword 210 (`iqtimer_pkt_dw17`).
+        pub const fn iqtimer_pkt_dw17(&self) -> u32 {
+            self.dw[210usize]
+        }
+        ///Dword 210 (`iqtimer_pkt_dw17`).
+        pub fn set_iqtimer_pkt_dw17(&mut self, val: u32) {
+            self.dw[210usize] = val;
+        }
+        ///Dword 211 (`iqtimer_pkt_dw18`).
+        pub const fn iqtimer_pkt_dw18(&self) -> u32 {
+            self.dw[211usize]
+        }
+        ///Dword 211 (`iqtimer_pkt_dw18`).
+        pub fn set_iqtimer_pkt_dw18(&mut self, val: u32) {
+            self.dw[211usize] = val;
+        }
+        ///Dword 212 (`iqtimer_pkt_dw19`).
+        pub const fn iqtimer_pkt_dw19(&self) -> u32 {
+            self.dw[212usize]
+        }
+        ///Dword 212 (`iqtimer_pkt_dw19`).
+        pub fn set_iqtimer_pkt_dw19(&mut self, val: u32) {
+            self.dw[212usize] = val;
+        }
+        ///Dword 213 (`iqtimer_pkt_dw20`).
+        pub const fn iqtimer_pkt_dw20(&self) -> u32 {
+            self.dw[213usize]
+        }
+        ///Dword 213 (`iqtimer_pkt_dw20`).
+        pub fn set_iqtimer_pkt_dw20(&mut self, val: u32) {
+            self.dw[213usize] = val;
+        }
+        ///Dword 214 (`iqtimer_pkt_dw21`).
+        pub const fn iqtimer_pkt_dw21(&self) -> u32 {
+            self.dw[214usize]
+        }
+        ///Dword 214 (`iqtimer_pkt_dw21`).
+        pub fn set_iqtimer_pkt_dw21(&mut self, val: u32) {
+            self.dw[214usize] = val;
+        }
+        ///Dword 215 (`iqtimer_pkt_dw22`).
+        pub const fn iqtimer_pkt_dw22(&self) -> u32 {
+            self.dw[215usize]
+        }
+        ///Dword 215 (`iqtimer_pkt_dw22`).
+        pub fn set_iqtimer_pkt_dw22(&mut self, val: u32) {
+            self.dw[215usize] = val;
+        }
+        ///Dword 216 (`iqtimer_pkt_dw23`).
+        pub const fn iqtimer_pkt_dw23(&self) -> u32 {
+            self.dw[216usize]
+        }
+        ///Dword 216 (`iqtimer_pkt_dw23`).
+        pub fn set_iqtimer_pkt_dw23(&mut self, val: u32) {
+            self.dw[216usize] = val;
+        }
+        ///Dword 217 (`iqtimer_pkt_dw24`).
+        pub const fn iqtimer_pkt_dw24(&self) -> u32 {
+            self.dw[217usize]
+        }
+        ///Dword 217 (`iqtimer_pkt_dw24`).
+        pub fn set_iqtimer_pkt_dw24(&mut self, val: u32) {
+            self.dw[217usize] = val;
+        }
+        ///Dword 218 (`iqtimer_pkt_dw25`).
+        pub const fn iqtimer_pkt_dw25(&self) -> u32 {
+            self.dw[218usize]
+        }
+        ///Dword 218 (`iqtimer_pkt_dw25`).
+        pub fn set_iqtimer_pkt_dw25(&mut self, val: u32) {
+            self.dw[218usize] = val;
+        }
+        ///Dword 219 (`iqtimer_pkt_dw26`).
+        pub const fn iqtimer_pkt_dw26(&self) -> u32 {
+            self.dw[219usize]
+        }
+        ///Dword 219 (`iqtimer_pkt_dw26`).
+        pub fn set_iqtimer_pkt_dw26(&mut self, val: u32) {
+            self.dw[219usize] = val;
+        }
+        ///Dword 220 (`iqtimer_pkt_dw27`).
+        pub const fn iqtimer_pkt_dw27(&self) -> u32 {
+            self.dw[220usize]
+        }
+        ///Dword 220 (`iqtimer_pkt_dw27`).
+        pub fn set_iqtimer_pkt_dw27(&mut self, val: u32) {
+            self.dw[220usize] = val;
+        }
+        ///Dword 221 (`iqtimer_pkt_dw28`).
+        pub const fn iqtimer_pkt_dw28(&self) -> u32 {
+            self.dw[221usize]
+        }
+        ///Dword 221 (`iqtimer_pkt_dw28`).
+        pub fn set_iqtimer_pkt_dw28(&mut self, val: u32) {
+            self.dw[221usize] = val;
+        }
+        ///Dword 222 (`iqtimer_pkt_dw29`).
+        pub const fn iqtimer_pkt_dw29(&self) -> u32 {
+            self.dw[222usize]
+        }
+        ///Dword 222 (`iqtimer_pkt_dw29`).
+        pub fn set_iqtimer_pkt_dw29(&mut self, val: u32) {
+            self.dw[222usize] = val;
+        }
+        ///Dword 223 (`iqtimer_pkt_dw30`).
+        pub const fn iqtimer_pkt_dw30(&self) -> u32 {
+            self.dw[223usize]
+        }
+        ///Dword 223 (`iqtimer_pkt_dw30`).
+        pub fn set_iqtimer_pkt_dw30(&mut self, val: u32) {
+            self.dw[223usize] = val;
+        }
+        ///Dword 224 (`iqtimer_pkt_dw31`).
+        pub const fn iqtimer_pkt_dw31(&self) -> u32 {
+            self.dw[224usize]
+        }
+        ///Dword 224 (`iqtimer_pkt_dw31`).
+        pub fn set_iqtimer_pkt_dw31(&mut self, val: u32) {
+            self.dw[224usize] = val;
+        }
+        ///Dword 225 (`reserved_225`).
+        pub const fn reserved_225(&self) -> u32 {
+            self.dw[225usize]
+        }
+        ///Dword 225 (`reserved_225`).
+        pub fn set_reserved_225(&mut self, val: u32) {
+            self.dw[225usize] = val;
+        }
+        ///Dword 226 (`reserved_226`).
+        pub const fn reserved_226(&self) -> u32 {
+            self.dw[226usize]
+        }
+        ///Dword 226 (`reserved_226`).
+        pub fn set_reserved_226(&mut self, val: u32) {
+            self.dw[226usize] = val;
+        }
+        ///Dword 227 (`reserved_227`).
+        pub const fn reserved_227(&self) -> u32 {
+            self.dw[227usize]
+        }
+        ///Dword 227 (`reserved_227`).
+        pub fn set_reserved_227(&mut self, val: u32) {
+            self.dw[227usize] = val;
+        }
+        ///Dword 228 (`set_resources_header`).
+        pub const fn set_resources_header(&self) -> u32 {
+            self.dw[228usize]
+        }
+        ///Dword 228 (`set_resources_header`).
+        pub fn set_set_resources_header(&mut self, val: u32) {
+            self.dw[228usize] = val;
+        }
+        ///Dword 229 (`set_resources_dw1`).
+        pub const fn set_resources_dw1(&self) -> u32 {
+            self.dw[229usize]
+        }
+        ///Dword 229 (`set_resources_dw1`).
+        pub fn set_set_resources_dw1(&mut self, val: u32) {
+            self.dw[229usize] = val;
+        }
+        ///Dword 230 (`set_resources_dw2`).
+        pub const fn set_resources_dw2(&self) -> u32 {
+            self.dw[230usize]
+        }
+        ///Dword 230 (`set_resources_dw2`).
+        pub fn set_set_resources_dw2(&mut self, val: u32) {
+            self.dw[230usize] = val;
+        }
+        ///Dword 231 (`set_resources_dw3`).
+        pub const fn set_resources_dw3(&self) -> u32 {
+            self.dw[231usize]
+        }
+        ///Dword 231 (`set_resources_dw3`).
+        pub fn set_set_resources_dw3(&mut self, val: u32) {
+            self.dw[231usize] = val;
+        }
+        ///Dword 232 (`set_resources_dw4`).
+        pub const fn set_resources_dw4(&self) -> u32 {
+            self.dw[232usize]
+        }
+        ///Dword 232 (`set_resources_dw4`).
+        pub fn set_set_resources_dw4(&mut self, val: u32) {
+            self.dw[232usize] = val;
+        }
+        ///Dword 233 (`set_resources_dw5`).
+        pub const fn set_resources_dw5(&self) -> u32 {
+            self.dw[233usize]
+        }
+        ///Dword 233 (`set_resources_dw5`).
+        pub fn set_set_resources_dw5(&mut self, val: u32) {
+            self.dw[233usize] = val;
+        }
+        ///Dword 234 (`set_resources_dw6`).
+        pub const fn set_resources_dw6(&self) -> u32 {
+            self.dw[234usize]
+        }
+        ///Dword 234 (`set_resources_dw6`).
+        pub fn set_set_resources_dw6(&mut self, val: u32) {
+            self.dw[234usize] = val;
+        }
+        ///Dword 235 (`set_resources_dw7`).
+        pub const fn set_resources_dw7(&self) -> u32 {
+            self.dw[235usize]
+        }
+        ///Dword 235 (`set_resources_dw7`).
+        pub fn set_set_resources_dw7(&mut self, val: u32) {
+            self.dw[235usize] = val;
+        }
+        ///Dword 236 (`reserved_236`).
+        pub const fn reserved_236(&self) -> u32 {
+            self.dw[236usize]
+        }
+        ///Dword 236 (`reserved_236`).
+        pub fn set_reserved_236(&mut self, val: u32) {
+            self.dw[236usize] = val;
+        }
+        ///Dword 237 (`reserved_237`).
+        pub const fn reserved_237(&self) -> u32 {
+            self.dw[237usize]
+        }
+        ///Dword 237 (`reserved_237`).
+        pub fn set_reserved_237(&mut self, val: u32) {
+            self.dw[237usize] = val;
+        }
+        ///Dword 238 (`reserved_238`).
+        pub const fn reserved_238(&self) -> u32 {
+            self.dw[238usize]
+        }
+        ///Dword 238 (`reserved_238`).
+        pub fn set_reserved_238(&mut self, val: u32) {
+            self.dw[238usize] = val;
+        }
+        ///Dword 239 (`reserved_239`).
+        pub const fn reserved_239(&self) -> u32 {
+            self.dw[239usize]
+        }
+        ///Dword 239 (`reserved_239`).
+        pub fn set_reserved_239(&mut self, val: u32) {
+            self.dw[239usize] = val;
+        }
+        ///Dword 240 (`queue_doorbell_id0`).
+        pub const fn queue_doorbell_id0(&self) -> u32 {
+            self.dw[240usize]
+        }
+        ///Dword 240 (`queue_doorbell_id0`).
+        pub fn set_queue_doorbell_id0(&mut self, val: u32) {
+            self.dw[240usize] = val;
+        }
+        ///Dword 241 (`queue_doorbell_id1`).
+        pub const fn queue_doorbell_id1(&self) -> u32 {
+            self.dw[241usize]
+        }
+        ///Dword 241 (`queue_doorbell_id1`).
+        pub fn set_queue_doorbell_id1(&mut self, val: u32) {
+            self.dw[241usize] = val;
+        }
+        ///Dword 242 (`queue_doorbell_id2`).
+        pub const fn queue_doorbell_id2(&self) -> u32 {
+            self.dw[242usize]
+        }
+        ///Dword 242 (`queue_doorbell_id2`).
+        pub fn set_queue_doorbell_id2(&mut self, val: u32) {
+            self.dw[242usize] = val;
+        }
+        ///Dword 243 (`queue_doorbell_id3`).
+        pub const fn queue_doorbell_id3(&self) -> u32 {
+            self.dw[243usize]
+        }
+        ///Dword 243 (`queue_doorbell_id3`).
+        pub fn set_queue_doorbell_id3(&mut self, val: u32) {
+            self.dw[243usize] = val;
+        }
+        ///Dword 244 (`queue_doorbell_id4`).
+        pub const fn queue_doorbell_id4(&self) -> u32 {
+            self.dw[244usize]
+        }
+        ///Dword 244 (`queue_doorbell_id4`).
+        pub fn set_queue_doorbell_id4(&mut self, val: u32) {
+            self.dw[244usize] = val;
+        }
+        ///Dword 245 (`queue_doorbell_id5`).
+        pub const fn queue_doorbell_id5(&self) -> u32 {
+            self.dw[245usize]
+        }
+        ///Dword 245 (`queue_doorbell_id5`).
+        pub fn set_queue_doorbell_id5(&mut self, val: u32) {
+            self.dw[245usize] = val;
+        }
+        ///Dword 246 (`queue_doorbell_id6`).
+        pub const fn queue_doorbell_id6(&self) -> u32 {
+            self.dw[246usize]
+        }
+        ///Dword 246 (`queue_doorbell_id6`).
+        pub fn set_queue_doorbell_id6(&mut self, val: u32) {
+            self.dw[246usize] = val;
+        }
+        ///Dword 247 (`queue_doorbell_id7`).
+        pub const fn queue_doorbell_id7(&self) -> u32 {
+            self.dw[247usize]
+        }
+        ///Dword 247 (`queue_doorbell_id7`).
+        pub fn set_queue_doorbell_id7(&mut self, val: u32) {
+            self.dw[247usize] = val;
+        }
+        ///Dword 248 (`queue_doorbell_id8`).
+        pub const fn queue_doorbell_id8(&self) -> u32 {
+            self.dw[248usize]
+        }
+        ///Dword 248 (`queue_doorbell_id8`).
+        pub fn set_queue_doorbell_id8(&mut self, val: u32) {
+            self.dw[248usize] = val;
+        }
+        ///Dword 249 (`queue_doorbell_id9`).
+        pub const fn queue_doorbell_id9(&self) -> u32 {
+            self.dw[249usize]
+        }
+        ///Dword 249 (`queue_doorbell_id9`).
+        pub fn set_queue_doorbell_id9(&mut self, val: u32) {
+            self.dw[249usize] = val;
+        }
+        ///Dword 250 (`queue_doorbell_id10`).
+        pub const fn queue_doorbell_id10(&self) -> u32 {
+            self.dw[250usize]
+        }
+        ///Dword 250 (`queue_doorbell_id10`).
+        pub fn set_queue_doorbell_id10(&mut self, val: u32) {
+            self.dw[250usize] = val;
+        }
+        ///Dword 251 (`queue_doorbell_id11`).
+        pub const fn queue_doorbell_id11(&self) -> u32 {
+            self.dw[251usize]
+        }
+        ///Dword 251 (`queue_doorbell_id11`).
+        pub fn set_queue_doorbell_id11(&mut self, val: u32) {
+            self.dw[251usize] = val;
+        }
+        ///Dword 252 (`queue_doorbell_id12`).
+        pub const fn queue_doorbell_id12(&self) -> u32 {
+            self.dw[252usize]
+        }
+        ///Dword 252 (`queue_doorbell_id12`).
+        pub fn set_queue_doorbell_id12(&mut self, val: u32) {
+            self.dw[252usize] = val;
+        }
+        ///Dword 253 (`queue_doorbell_id13`).
+        pub const fn queue_doorbell_id13(&self) -> u32 {
+            self.dw[253usize]
+        }
+        ///Dword 253 (`queue_doorbell_id13`).
+        pub fn set_queue_doorbell_id13(&mut self, val: u32) {
+            self.dw[253usize] = val;
+        }
+        ///Dword 254 (`queue_doorbell_id14`).
+        pub const fn queue_doorbell_id14(&self) -> u32 {
+            self.dw[254usize]
+        }
+        ///Dword 254 (`queue_doorbell_id14`).
+        pub fn set_queue_doorbell_id14(&mut self, val: u32) {
+            self.dw[254usize] = val;
+        }
+        ///Dword 255 (`queue_doorbell_id15`).
+        pub const fn queue_doorbell_id15(&self) -> u32 {
+            self.dw[255usize]
+        }
+        ///Dword 255 (`queue_doorbell_id15`).
+        pub fn set_queue_doorbell_id15(&mut self, val: u32) {
+            self.dw[255usize] = val;
+        }
+        ///Dword 256 (`control_buf_addr_lo`).
+        pub const fn control_buf_addr_lo(&self) -> u32 {
+            self.dw[256usize]
+        }
+        ///Dword 256 (`control_buf_addr_lo`).
+        pub fn set_control_buf_addr_lo(&mut self, val: u32) {
+            self.dw[256usize] = val;
+        }
+        ///Dword 257 (`control_buf_addr_hi`).
+        pub const fn control_buf_addr_hi(&self) -> u32 {
+            self.dw[257usize]
+        }
+        ///Dword 257 (`control_buf_addr_hi`).
+        pub fn set_control_buf_addr_hi(&mut self, val: u32) {
+            self.dw[257usize] = val;
+        }
+        ///Dword 258 (`control_buf_wptr_lo`).
+        pub const fn control_buf_wptr_lo(&self) -> u32 {
+            self.dw[258usize]
+        }
+        ///Dword 258 (`control_buf_wptr_lo`).
+        pub fn set_control_buf_wptr_lo(&mut self, val: u32) {
+            self.dw[258usize] = val;
+        }
+        ///Dword 259 (`control_buf_wptr_hi`).
+        pub const fn control_buf_wptr_hi(&self) -> u32 {
+            self.dw[259usize]
+        }
+        ///Dword 259 (`control_buf_wptr_hi`).
+        pub fn set_control_buf_wptr_hi(&mut self, val: u32) {
+            self.dw[259usize] = val;
+        }
+        ///Dword 260 (`control_buf_dptr_lo`).
+        pub const fn control_buf_dptr_lo(&self) -> u32 {
+            self.dw[260usize]
+        }
+        ///Dword 260 (`control_buf_dptr_lo`).
+        pub fn set_control_buf_dptr_lo(&mut self, val: u32) {
+            self.dw[260usize] = val;
+        }
+        ///Dword 261 (`control_buf_dptr_hi`).
+        pub const fn control_buf_dptr_hi(&self) -> u32 {
+            self.dw[261usize]
+        }
+        ///Dword 261 (`control_buf_dptr_hi`).
+        pub fn set_control_buf_dptr_hi(&mut self, val: u32) {
+            self.dw[261usize] = val;
+        }
+        ///Dword 262 (`control_buf_num_entries`).
+        pub const fn control_buf_num_entries(&self) -> u32 {
+            self.dw[262usize]
+        }
+        ///Dword 262 (`control_buf_num_entries`).
+        pub fn set_control_buf_num_entries(&mut self, val: u32) {
+            self.dw[262usize] = val;
+        }
+        ///Dword 263 (`draw_ring_addr_lo`).
+        pub const fn draw_ring_addr_lo(&self) -> u32 {
+            self.dw[263usize]
+        }
+        ///Dword 263 (`draw_ring_addr_lo`).
+        pub fn set_draw_ring_addr_lo(&mut self, val: u32) {
+            self.dw[263usize] = val;
+        }
+        ///Dword 264 (`draw_ring_addr_hi`).
+        pub const fn draw_ring_addr_hi(&self) -> u32 {
+            self.dw[264usize]
+        }
+        ///Dword 264 (`draw_ring_addr_hi`).
+        pub fn set_draw_ring_addr_hi(&mut self, val: u32) {
+            self.dw[264usize] = val;
+        }
+        ///Dword 265 (`reserved_265`).
+        pub const fn reserved_265(&self) -> u32 {
+            self.dw[265usize]
+        }
+        ///Dword 265 (`reserved_265`).
+        pub fn set_reserved_265(&mut self, val: u32) {
+            self.dw[265usize] = val;
+        }
+        ///Dword 266 (`reserved_266`).
+        pub const fn reserved_266(&self) -> u32 {
+            self.dw[266usize]
+        }
+        ///Dword 266 (`reserved_266`).
+        pub fn set_reserved_266(&mut self, val: u32) {
+            self.dw[266usize] = val;
+        }
+        ///Dword 267 (`reserved_267`).
+        pub const fn reserved_267(&self) -> u32 {
+            self.dw[267usize]
+        }
+        ///Dword 267 (`reserved_267`).
+        pub fn set_reserved_267(&mut self, val: u32) {
+            self.dw[267usize] = val;
+        }
+        ///Dword 268 (`reserved_268`).
+        pub const fn reserved_268(&self) -> u32 {
+            self.dw[268usize]
+        }
+        ///Dword 268 (`reserved_268`).
+        pub fn set_reserved_268(&mut self, val: u32) {
+            self.dw[268usize] = val;
+        }
+        ///Dword 269 (`reserved_269`).
+        pub const fn reserved_269(&self) -> u32 {
+            self.dw[269usize]
+        }
+        ///Dword 269 (`reserved_269`).
+        pub fn set_reserved_269(&mut self, val: u32) {
+            self.dw[269usize] = val;
+        }
+        ///Dword 270 (`reserved_270`).
+        pub const fn reserved_270(&self) -> u32 {
+            self.dw[270usize]
+        }
+        ///Dword 270 (`reserved_270`).
+        pub fn set_reserved_270(&mut self, val: u32) {
+            self.dw[270usize] = val;
+        }
+        ///Dword 271 (`reserved_271`).
+        pub const fn reserved_271(&self) -> u32 {
+            self.dw[271usize]
+        }
+        ///Dword 271 (`reserved_271`).
+        pub fn set_reserved_271(&mut self, val: u32) {
+            self.dw[271usize] = val;
+        }
+        ///Dword 272 (`dfwx_flags`).
+        pub const fn dfwx_flags(&self) -> u32 {
+            self.dw[272usize]
+        }
+        ///Dword 272 (`dfwx_flags`).
+        pub fn set_dfwx_flags(&mut self, val: u32) {
+            self.dw[272usize] = val;
+        }
+        ///Dword 273 (`dfwx_slot`).
+        pub const fn dfwx_slot(&self) -> u32 {
+            self.dw[273usize]
+        }
+        ///Dword 273 (`dfwx_slot`).
+        pub fn set_dfwx_slot(&mut self, val: u32) {
+            self.dw[273usize] = val;
+        }
+        ///Dword 274 (`dfwx_client_data_addr_lo`).
+        pub const fn dfwx_client_data_addr_lo(&self) -> u32 {
+            self.dw[274usize]
+        }
+        ///Dword 274 (`dfwx_client_data_addr_lo`).
+        pub fn set_dfwx_client_data_addr_lo(&mut self, val: u32) {
+            self.dw[274usize] = val;
+        }
+        ///Dword 275 (`dfwx_client_data_addr_hi`).
+        pub const fn dfwx_client_data_addr_hi(&self) -> u32 {
+            self.dw[275usize]
+        }
+        ///Dword 275 (`dfwx_client_data_addr_hi`).
+        pub fn set_dfwx_client_data_addr_hi(&mut self, val: u32) {
+            self.dw[275usize] = val;
+        }
+        ///Dword 276 (`reserved_276`).
+        pub const fn reserved_276(&self) -> u32 {
+            self.dw[276usize]
+        }
+        ///Dword 276 (`reserved_276`).
+        pub fn set_reserved_276(&mut self, val: u32) {
+            self.dw[276usize] = val;
+        }
+        ///Dword 277 (`reserved_277`).
+        pub const fn reserved_277(&self) -> u32 {
+            self.dw[277usize]
+        }
+        ///Dword 277 (`reserved_277`).
+        pub fn set_reserved_277(&mut self, val: u32) {
+            self.dw[277usize] = val;
+        }
+        ///Dword 278 (`reserved_278`).
+        pub const fn reserved_278(&self) -> u32 {
+            self.dw[278usize]
+        }
+        ///Dword 278 (`reserved_278`).
+        pub fn set_reserved_278(&mut self, val: u32) {
+            self.dw[278usize] = val;
+        }
+        ///Dword 279 (`reserved_279`).
+        pub const fn reserved_279(&self) -> u32 {
+            self.dw[279usize]
+        }
+        ///Dword 279 (`reserved_279`).
+        pub fn set_reserved_279(&mut self, val: u32) {
+            self.dw[279usize] = val;
+        }
+        ///Dword 280 (`reserved_280`).
+        pub const fn reserved_280(&self) -> u32 {
+            self.dw[280usize]
+        }
+        ///Dword 280 (`reserved_280`).
+        pub fn set_reserved_280(&mut self, val: u32) {
+            self.dw[280usize] = val;
+        }
+        ///Dword 281 (`reserved_281`).
+        pub const fn reserved_281(&self) -> u32 {
+            self.dw[281usize]
+        }
+        ///Dword 281 (`reserved_281`).
+        pub fn set_reserved_281(&mut self, val: u32) {
+            self.dw[281usize] = val;
+        }
+        ///Dword 282 (`reserved_282`).
+        pub const fn reserved_282(&self) -> u32 {
+            self.dw[282usize]
+        }
+        ///Dword 282 (`reserved_282`).
+        pub fn set_reserved_282(&mut self, val: u32) {
+            self.dw[282usize] = val;
+        }
+        ///Dword 283 (`reserved_283`).
+        pub const fn reserved_283(&self) -> u32 {
+            self.dw[283usize]
+        }
+        ///Dword 283 (`reserved_283`).
+        pub fn set_reserved_283(&mut self, val: u32) {
+            self.dw[283usize] = val;
+        }
+        ///Dword 284 (`reserved_284`).
+        pub const fn reserved_284(&self) -> u32 {
+            self.dw[284usize]
+        }
+        ///Dword 284 (`reserved_284`).
+        pub fn set_reserved_284(&mut self, val: u32) {
+            self.dw[284usize] = val;
+        }
+        ///Dword 285 (`reserved_285`).
+        pub const fn reserved_285(&self) -> u32 {
+            self.dw[285usize]
+        }
+        ///Dword 285 (`reserved_285`).
+        pub fn set_reserved_285(&mut self, val: u32) {
+            self.dw[285usize] = val;
+        }
+        ///Dword 286 (`reserved_286`).
+        pub const fn reserved_286(&self) -> u32 {
+            self.dw[286usize]
+        }
+        ///Dword 286 (`reserved_286`).
+        pub fn set_reserved_286(&mut self, val: u32) {
+            self.dw[286usize] = val;
+        }
+        ///Dword 287 (`reserved_287`).
+        pub const fn reserved_287(&self) -> u32 {
+            self.dw[287usize]
+        }
+        ///Dword 287 (`reserved_287`).
+        pub fn set_reserved_287(&mut self, val: u32) {
+            self.dw[287usize] = val;
+        }
+        ///Dword 288 (`reserved_288`).
+        pub const fn reserved_288(&self) -> u32 {
+            self.dw[288usize]
+        }
+        ///Dword 288 (`reserved_288`).
+        pub fn set_reserved_288(&mut self, val: u32) {
+            self.dw[288usize] = val;
+        }
+        ///Dword 289 (`reserved_289`).
+        pub const fn reserved_289(&self) -> u32 {
+            self.dw[289usize]
+        }
+        ///Dword 289 (`reserved_289`).
+        pub fn set_reserved_289(&mut self, val: u32) {
+            self.dw[289usize] = val;
+        }
+        ///Dword 290 (`reserved_290`).
+        pub const fn reserved_290(&self) -> u32 {
+            self.dw[290usize]
+        }
+        ///Dword 290 (`reserved_290`).
+        pub fn set_reserved_290(&mut self, val: u32) {
+            self.dw[290usize] = val;
+        }
+        ///Dword 291 (`reserved_291`).
+        pub const fn reserved_291(&self) -> u32 {
+            self.dw[291usize]
+        }
+        ///Dword 291 (`reserved_291`).
+        pub fn set_reserved_291(&mut self, val: u32) {
+            self.dw[291usize] = val;
+        }
+        ///Dword 292 (`reserved_292`).
+        pub const fn reserved_292(&self) -> u32 {
+            self.dw[292usize]
+        }
+        ///Dword 292 (`reserved_292`).
+        pub fn set_reserved_292(&mut self, val: u32) {
+            self.dw[292usize] = val;
+        }
+        ///Dword 293 (`reserved_293`).
+        pub const fn reserved_293(&self) -> u32 {
+            self.dw[293usize]
+        }
+        ///Dword 293 (`reserved_293`).
+        pub fn set_reserved_293(&mut self, val: u32) {
+            self.dw[293usize] = val;
+        }
+        ///Dword 294 (`reserved_294`).
+        pub const fn reserved_294(&self) -> u32 {
+            self.dw[294usize]
+        }
+        ///Dword 294 (`reserved_294`).
+        pub fn set_reserved_294(&mut self, val: u32) {
+            self.dw[294usize] = val;
+        }
+        ///Dword 295 (`reserved_295`).
+        pub const fn reserved_295(&self) -> u32 {
+            self.dw[295usize]
+        }
+        ///Dword 295 (`reserved_295`).
+        pub fn set_reserved_295(&mut self, val: u32) {
+            self.dw[295usize] = val;
+        }
+        ///Dword 296 (`reserved_296`).
+        pub const fn reserved_296(&self) -> u32 {
+            self.dw[296usize]
+        }
+        ///Dword 296 (`reserved_296`).
+        pub fn set_reserved_296(&mut self, val: u32) {
+            self.dw[296usize] = val;
+        }
+        ///Dword 297 (`reserved_297`).
+        pub const fn reserved_297(&self) -> u32 {
+            self.dw[297usize]
+        }
+        ///Dword 297 (`reserved_297`).
+        pub fn set_reserved_297(&mut self, val: u32) {
+            self.dw[297usize] = val;
+        }
+        ///Dword 298 (`reserved_298`).
+        pub const fn reserved_298(&self) -> u32 {
+            self.dw[298usize]
+        }
+        ///Dword 298 (`reserved_298`).
+        pub fn set_reserved_298(&mut self, val: u32) {
+            self.dw[298usize] = val;
+        }
+        ///Dword 299 (`reserved_299`).
+        pub const fn reserved_299(&self) -> u32 {
+            self.dw[299usize]
+        }
+        ///Dword 299 (`reserved_299`).
+        pub fn set_reserved_299(&mut self, val: u32) {
+            self.dw[299usize] = val;
+        }
+        ///Dword 300 (`reserved_300`).
+        pub const fn reserved_300(&self) -> u32 {
+            self.dw[300usize]
+        }
+        ///Dword 300 (`reserved_300`).
+        pub fn set_reserved_300(&mut self, val: u32) {
+            self.dw[300usize] = val;
+        }
+        ///Dword 301 (`reserved_301`).
+        pub const fn reserved_301(&self) -> u32 {
+            self.dw[301usize]
+        }
+        ///Dword 301 (`reserved_301`).
+        pub fn set_reserved_301(&mut self, val: u32) {
+            self.dw[301usize] = val;
+        }
+        ///Dword 302 (`reserved_302`).
+        pub const fn reserved_302(&self) -> u32 {
+            self.dw[302usize]
+        }
+        ///Dword 302 (`reserved_302`).
+        pub fn set_reserved_302(&mut self, val: u32) {
+            self.dw[302usize] = val;
+        }
+        ///Dword 303 (`reserved_303`).
+        pub const fn reserved_303(&self) -> u32 {
+            self.dw[303usize]
+        }
+        ///Dword 303 (`reserved_303`).
+        pub fn set_reserved_303(&mut self, val: u32) {
+            self.dw[303usize] = val;
+        }
+        ///Dword 304 (`reserved_304`).
+        pub const fn reserved_304(&self) -> u32 {
+            self.dw[304usize]
+        }
+        ///Dword 304 (`reserved_304`).
+        pub fn set_reserved_304(&mut self, val: u32) {
+            self.dw[304usize] = val;
+        }
+        ///Dword 305 (`reserved_305`).
+        pub const fn reserved_305(&self) -> u32 {
+            self.dw[305usize]
+        }
+        ///Dword 305 (`reserved_305`).
+        pub fn set_reserved_305(&mut self, val: u32) {
+            self.dw[305usize] = val;
+        }
+        ///Dword 306 (`reserved_306`).
+        pub const fn reserved_306(&self) -> u32 {
+            self.dw[306usize]
+        }
+        ///Dword 306 (`reserved_306`).
+        pub fn set_reserved_306(&mut self, val: u32) {
+            self.dw[306usize] = val;
+        }
+        ///Dword 307 (`reserved_307`).
+        pub const fn reserved_307(&self) -> u32 {
+            self.dw[307usize]
+        }
+        ///Dword 307 (`reserved_307`).
+        pub fn set_reserved_307(&mut self, val: u32) {
+            self.dw[307usize] = val;
+        }
+        ///Dword 308 (`reserved_308`).
+        pub const fn reserved_308(&self) -> u32 {
+            self.dw[308usize]
+        }
+        ///Dword 308 (`reserved_308`).
+        pub fn set_reserved_308(&mut self, val: u32) {
+            self.dw[308usize] = val;
+        }
+        ///Dword 309 (`reserved_309`).
+        pub const fn reserved_309(&self) -> u32 {
+            self.dw[309usize]
+        }
+        ///Dword 309 (`reserved_309`).
+        pub fn set_reserved_309(&mut self, val: u32) {
+            self.dw[309usize] = val;
+        }
+        ///Dword 310 (`reserved_310`).
+        pub const fn reserved_310(&self) -> u32 {
+            self.dw[310usize]
+        }
+        ///Dword 310 (`reserved_310`).
+        pub fn set_reserved_310(&mut self, val: u32) {
+            self.dw[310usize] = val;
+        }
+        ///Dword 311 (`reserved_311`).
+        pub const fn reserved_311(&self) -> u32 {
+            self.dw[311usize]
+        }
+        ///Dword 311 (`reserved_311`).
+        pub fn set_reserved_311(&mut self, val: u32) {
+            self.dw[311usize] = val;
+        }
+        ///Dword 312 (`reserved_312`).
+        pub const fn reserved_312(&self) -> u32 {
+            self.dw[312usize]
+        }
+        ///Dword 312 (`reserved_312`).
+        pub fn set_reserved_312(&mut self, val: u32) {
+            self.dw[312usize] = val;
+        }
+        ///Dword 313 (`reserved_313`).
+        pub const fn reserved_313(&self) -> u32 {
+            self.dw[313usize]
+        }
+        ///Dword 313 (`reserved_313`).
+        pub fn set_reserved_313(&mut self, val: u32) {
+            self.dw[313usize] = val;
+        }
+        ///Dword 314 (`reserved_314`).
+        pub const fn reserved_314(&self) -> u32 {
+            self.dw[314usize]
+        }
+        ///Dword 314 (`reserved_314`).
+        pub fn set_reserved_314(&mut self, val: u32) {
+            self.dw[314usize] = val;
+        }
+        ///Dword 315 (`reserved_315`).
+        pub const fn reserved_315(&self) -> u32 {
+            self.dw[315usize]
+        }
+        ///Dword 315 (`reserved_315`).
+        pub fn set_reserved_315(&mut self, val: u32) {
+            self.dw[315usize] = val;
+        }
+        ///Dword 316 (`reserved_316`).
+        pub const fn reserved_316(&self) -> u32 {
+            self.dw[316usize]
+        }
+        ///Dword 316 (`reserved_316`).
+        pub fn set_reserved_316(&mut self, val: u32) {
+            self.dw[316usize] = val;
+        }
+        ///Dword 317 (`reserved_317`).
+        pub const fn reserved_317(&self) -> u32 {
+            self.dw[317usize]
+        }
+        ///Dword 317 (`reserved_317`).
+        pub fn set_reserved_317(&mut self, val: u32) {
+            self.dw[317usize] = val;
+        }
+        ///Dword 318 (`reserved_318`).
+        pub const fn reserved_318(&self) -> u32 {
+            self.dw[318usize]
+        }
+        ///Dword 318 (`reserved_318`).
+        pub fn set_reserved_318(&mut self, val: u32) {
+            self.dw[318usize] = val;
+        }
+        ///Dword 319 (`reserved_319`).
+        pub const fn reserved_319(&self) -> u32 {
+            self.dw[319usize]
+        }
+        ///Dword 319 (`reserved_319`).
+        pub fn set_reserved_319(&mut self, val: u32) {
+            self.dw[319usize] = val;
+        }
+        ///Dword 320 (`reserved_320`).
+        pub const fn reserved_320(&self) -> u32 {
+            self.dw[320usize]
+        }
+        ///Dword 320 (`reserved_320`).
+        pub fn set_reserved_320(&mut self, val: u32) {
+            self.dw[320usize] = val;
+        }
+        ///Dword 321 (`reserved_321`).
+        pub const fn reserved_321(&self) -> u32 {
+            self.dw[321usize]
+        }
+        ///Dword 321 (`reserved_321`).
+        pub fn set_reserved_321(&mut self, val: u32) {
+            self.dw[321usize] = val;
+        }
+        ///Dword 322 (`reserved_322`).
+        pub const fn reserved_322(&self) -> u32 {
+            self.dw[322usize]
+        }
+        ///Dword 322 (`reserved_322`).
+        pub fn set_reserved_322(&mut self, val: u32) {
+            self.dw[322usize] = val;
+        }
+        ///Dword 323 (`reserved_323`).
+        pub const fn reserved_323(&self) -> u32 {
+            self.dw[323usize]
+        }
+        ///Dword 323 (`reserved_323`).
+        pub fn set_reserved_323(&mut self, val: u32) {
+            self.dw[323usize] = val;
+        }
+        ///Dword 324 (`reserved_324`).
+        pub const fn reserved_324(&self) -> u32 {
+            self.dw[324usize]
+        }
+        ///Dword 324 (`reserved_324`).
+        pub fn set_reserved_324(&mut self, val: u32) {
+            self.dw[324usize] = val;
+        }
+        ///Dword 325 (`reserved_325`).
+        pub const fn reserved_325(&self) -> u32 {
+            self.dw[325usize]
+        }
+        ///Dword 325 (`reserved_325`).
+        pub fn set_reserved_325(&mut self, val: u32) {
+            self.dw[325usize] = val;
+        }
+        ///Dword 326 (`reserved_326`).
+        pub const fn reserved_326(&self) -> u32 {
+            self.dw[326usize]
+        }
+        ///Dword 326 (`reserved_326`).
+        pub fn set_reserved_326(&mut self, val: u32) {
+            self.dw[326usize] = val;
+        }
+        ///Dword 327 (`reserved_327`).
+        pub const fn reserved_327(&self) -> u32 {
+            self.dw[327usize]
+        }
+        ///Dword 327 (`reserved_327`).
+        pub fn set_reserved_327(&mut self, val: u32) {
+            self.dw[327usize] = val;
+        }
+        ///Dword 328 (`reserved_328`).
+        pub const fn reserved_328(&self) -> u32 {
+            self.dw[328usize]
+        }
+        ///Dword 328 (`reserved_328`).
+        pub fn set_reserved_328(&mut self, val: u32) {
+            self.dw[328usize] = val;
+        }
+        ///Dword 329 (`reserved_329`).
+        pub const fn reserved_329(&self) -> u32 {
+            self.dw[329usize]
+        }
+        ///Dword 329 (`reserved_329`).
+        pub fn set_reserved_329(&mut self, val: u32) {
+            self.dw[329usize] = val;
+        }
+        ///Dword 330 (`reserved_330`).
+        pub const fn reserved_330(&self) -> u32 {
+            self.dw[330usize]
+        }
+        ///Dword 330 (`reserved_330`).
+        pub fn set_reserved_330(&mut self, val: u32) {
+            self.dw[330usize] = val;
+        }
+        ///Dword 331 (`reserved_331`).
+        pub const fn reserved_331(&self) -> u32 {
+            self.dw[331usize]
+        }
+        ///Dword 331 (`reserved_331`).
+        pub fn set_reserved_331(&mut self, val: u32) {
+            self.dw[331usize] = val;
+        }
+        ///Dword 332 (`reserved_332`).
+        pub const fn reserved_332(&self) -> u32 {
+            self.dw[332usize]
+        }
+        ///Dword 332 (`reserved_332`).
+        pub fn set_reserved_332(&mut self, val: u32) {
+            self.dw[332usize] = val;
+        }
+        ///Dword 333 (`reserved_333`).
+        pub const fn reserved_333(&self) -> u32 {
+            self.dw[333usize]
+        }
+        ///Dword 333 (`reserved_333`).
+        pub fn set_reserved_333(&mut self, val: u32) {
+            self.dw[333usize] = val;
+        }
+        ///Dword 334 (`reserved_334`).
+        pub const fn reserved_334(&self) -> u32 {
+            self.dw[334usize]
+        }
+        ///Dword 334 (`reserved_334`).
+        pub fn set_reserved_334(&mut self, val: u32) {
+            self.dw[334usize] = val;
+        }
+        ///Dword 335 (`reserved_335`).
+        pub const fn reserved_335(&self) -> u32 {
+            self.dw[335usize]
+        }
+        ///Dword 335 (`reserved_335`).
+        pub fn set_reserved_335(&mut self, val: u32) {
+            self.dw[335usize] = val;
+        }
+        ///Dword 336 (`reserved_336`).
+        pub const fn reserved_336(&self) -> u32 {
+            self.dw[336usize]
+        }
+        ///Dword 336 (`reserved_336`).
+        pub fn set_reserved_336(&mut self, val: u32) {
+            self.dw[336usize] = val;
+        }
+        ///Dword 337 (`reserved_337`).
+        pub const fn reserved_337(&self) -> u32 {
+            self.dw[337usize]
+        }
+        ///Dword 337 (`reserved_337`).
+        pub fn set_reserved_337(&mut self, val: u32) {
+            self.dw[337usize] = val;
+        }
+        ///Dword 338 (`reserved_338`).
+        pub const fn reserved_338(&self) -> u32 {
+            self.dw[338usize]
+        }
+        ///Dword 338 (`reserved_338`).
+        pub fn set_reserved_338(&mut self, val: u32) {
+            self.dw[338usize] = val;
+        }
+        ///Dword 339 (`reserved_339`).
+        pub const fn reserved_339(&self) -> u32 {
+            self.dw[339usize]
+        }
+        ///Dword 339 (`reserved_339`).
+        pub fn set_reserved_339(&mut self, val: u32) {
+            self.dw[339usize] = val;
+        }
+        ///Dword 340 (`reserved_340`).
+        pub const fn reserved_340(&self) -> u32 {
+            self.dw[340usize]
+        }
+        ///Dword 340 (`reserved_340`).
+        pub fn set_reserved_340(&mut self, val: u32) {
+            self.dw[340usize] = val;
+        }
+        ///Dword 341 (`reserved_341`).
+        pub const fn reserved_341(&self) -> u32 {
+            self.dw[341usize]
+        }
+        ///Dword 341 (`reserved_341`).
+        pub fn set_reserved_341(&mut self, val: u32) {
+            self.dw[341usize] = val;
+        }
+        ///Dword 342 (`reserved_342`).
+        pub const fn reserved_342(&self) -> u32 {
+            self.dw[342usize]
+        }
+        ///Dword 342 (`reserved_342`).
+        pub fn set_reserved_342(&mut self, val: u32) {
+            self.dw[342usize] = val;
+        }
+        ///Dword 343 (`reserved_343`).
+        pub const fn reserved_343(&self) -> u32 {
+            self.dw[343usize]
+        }
+        ///Dword 343 (`reserved_343`).
+        pub fn set_reserved_343(&mut self, val: u32) {
+            self.dw[343usize] = val;
+        }
+        ///Dword 344 (`reserved_344`).
+        pub const fn reserved_344(&self) -> u32 {
+            self.dw[344usize]
+        }
+        ///Dword 344 (`reserved_344`).
+        pub fn set_reserved_344(&mut self, val: u32) {
+            self.dw[344usize] = val;
+        }
+        ///Dword 345 (`reserved_345`).
+        pub const fn reserved_345(&self) -> u32 {
+            self.dw[345usize]
+        }
+        ///Dword 345 (`reserved_345`).
+        pub fn set_reserved_345(&mut self, val: u32) {
+            self.dw[345usize] = val;
+        }
+        ///Dword 346 (`reserved_346`).
+        pub const fn reserved_346(&self) -> u32 {
+            self.dw[346usize]
+        }
+        ///Dword 346 (`reserved_346`).
+        pub fn set_reserved_346(&mut self, val: u32) {
+            self.dw[346usize] = val;
+        }
+        ///Dword 347 (`reserved_347`).
+        pub const fn reserved_347(&self) -> u32 {
+            self.dw[347usize]
+        }
+        ///Dword 347 (`reserved_347`).
+        pub fn set_reserved_347(&mut self, val: u32) {
+            self.dw[347usize] = val;
+        }
+        ///Dword 348 (`reserved_348`).
+        pub const fn reserved_348(&self) -> u32 {
+            self.dw[348usize]
+        }
+        ///Dword 348 (`reserved_348`).
+        pub fn set_reserved_348(&mut self, val: u32) {
+            self.dw[348usize] = val;
+        }
+        ///Dword 349 (`reserved_349`).
+        pub const fn reserved_349(&self) -> u32 {
+            self.dw[349usize]
+        }
+        ///Dword 349 (`reserved_349`).
+        pub fn set_reserved_349(&mut self, val: u32) {
+            self.dw[349usize] = val;
+        }
+        ///Dword 350 (`reserved_350`).
+        pub const fn reserved_350(&self) -> u32 {
+            self.dw[350usize]
+        }
+        ///Dword 350 (`reserved_350`).
+        pub fn set_reserved_350(&mut self, val: u32) {
+            self.dw[350usize] = val;
+        }
+        ///Dword 351 (`reserved_351`).
+        pub const fn reserved_351(&self) -> u32 {
+            self.dw[351usize]
+        }
+        ///Dword 351 (`reserved_351`).
+        pub fn set_reserved_351(&mut self, val: u32) {
+            self.dw[351usize] = val;
+        }
+        ///Dword 352 (`reserved_352`).
+        pub const fn reserved_352(&self) -> u32 {
+            self.dw[352usize]
+        }
+        ///Dword 352 (`reserved_352`).
+        pub fn set_reserved_352(&mut self, val: u32) {
+            self.dw[352usize] = val;
+        }
+        ///Dword 353 (`reserved_353`).
+        pub const fn reserved_353(&self) -> u32 {
+            self.dw[353usize]
+        }
+        ///Dword 353 (`reserved_353`).
+        pub fn set_reserved_353(&mut self, val: u32) {
+            self.dw[353usize] = val;
+        }
+        ///Dword 354 (`reserved_354`).
+        pub const fn reserved_354(&self) -> u32 {
+            self.dw[354usize]
+        }
+        ///Dword 354 (`reserved_354`).
+        pub fn set_reserved_354(&mut self, val: u32) {
+            self.dw[354usize] = val;
+        }
+        ///Dword 355 (`reserved_355`).
+        pub const fn reserved_355(&self) -> u32 {
+            self.dw[355usize]
+        }
+        ///Dword 355 (`reserved_355`).
+        pub fn set_reserved_355(&mut self, val: u32) {
+            self.dw[355usize] = val;
+        }
+        ///Dword 356 (`reserved_356`).
+        pub const fn reserved_356(&self) -> u32 {
+            self.dw[356usize]
+        }
+        ///Dword 356 (`reserved_356`).
+        pub fn set_reserved_356(&mut self, val: u32) {
+            self.dw[356usize] = val;
+        }
+        ///Dword 357 (`reserved_357`).
+        pub const fn reserved_357(&self) -> u32 {
+            self.dw[357usize]
+        }
+        ///Dword 357 (`reserved_357`).
+        pub fn set_reserved_357(&mut self, val: u32) {
+            self.dw[357usize] = val;
+        }
+        ///Dword 358 (`reserved_358`).
+        pub const fn reserved_358(&self) -> u32 {
+            self.dw[358usize]
+        }
+        ///Dword 358 (`reserved_358`).
+        pub fn set_reserved_358(&mut self, val: u32) {
+            self.dw[358usize] = val;
+        }
+        ///Dword 359 (`reserved_359`).
+        pub const fn reserved_359(&self) -> u32 {
+            self.dw[359usize]
+        }
+        ///Dword 359 (`reserved_359`).
+        pub fn set_reserved_359(&mut self, val: u32) {
+            self.dw[359usize] = val;
+        }
+        ///Dword 360 (`reserved_360`).
+        pub const fn reserved_360(&self) -> u32 {
+            self.dw[360usize]
+        }
+        ///Dword 360 (`reserved_360`).
+        pub fn set_reserved_360(&mut self, val: u32) {
+            self.dw[360usize] = val;
+        }
+        ///Dword 361 (`reserved_361`).
+        pub const fn reserved_361(&self) -> u32 {
+            self.dw[361usize]
+        }
+        ///Dword 361 (`reserved_361`).
+        pub fn set_reserved_361(&mut self, val: u32) {
+            self.dw[361usize] = val;
+        }
+        ///Dword 362 (`reserved_362`).
+        pub const fn reserved_362(&self) -> u32 {
+            self.dw[362usize]
+        }
+        ///Dword 362 (`reserved_362`).
+        pub fn set_reserved_362(&mut self, val: u32) {
+            self.dw[362usize] = val;
+        }
+        ///Dword 363 (`reserved_363`).
+        pub const fn reserved_363(&self) -> u32 {
+            self.dw[363usize]
+        }
+        ///Dword 363 (`reserved_363`).
+        pub fn set_reserved_363(&mut self, val: u32) {
+            self.dw[363usize] = val;
+        }
+        ///Dword 364 (`reserved_364`).
+        pub const fn reserved_364(&self) -> u32 {
+            self.dw[364usize]
+        }
+        ///Dword 364 (`reserved_364`).
+        pub fn set_reserved_364(&mut self, val: u32) {
+            self.dw[364usize] = val;
+        }
+        ///Dword 365 (`reserved_365`).
+        pub const fn reserved_365(&self) -> u32 {
+            self.dw[365usize]
+        }
+        ///Dword 365 (`reserved_365`).
+        pub fn set_reserved_365(&mut self, val: u32) {
+            self.dw[365usize] = val;
+        }
+        ///Dword 366 (`reserved_366`).
+        pub const fn reserved_366(&self) -> u32 {
+            self.dw[366usize]
+        }
+        ///Dword 366 (`reserved_366`).
+        pub fn set_reserved_366(&mut self, val: u32) {
+            self.dw[366usize] = val;
+        }
+        ///Dword 367 (`reserved_367`).
+        pub const fn reserved_367(&self) -> u32 {
+            self.dw[367usize]
+        }
+        ///Dword 367 (`reserved_367`).
+        pub fn set_reserved_367(&mut self, val: u32) {
+            self.dw[367usize] = val;
+        }
+        ///Dword 368 (`reserved_368`).
+        pub const fn reserved_368(&self) -> u32 {
+            self.dw[368usize]
+        }
+        ///Dword 368 (`reserved_368`).
+        pub fn set_reserved_368(&mut self, val: u32) {
+            self.dw[368usize] = val;
+        }
+        ///Dword 369 (`reserved_369`).
+        pub const fn reserved_369(&self) -> u32 {
+            self.dw[369usize]
+        }
+        ///Dword 369 (`reserved_369`).
+        pub fn set_reserved_369(&mut self, val: u32) {
+            self.dw[369usize] = val;
+        }
+        ///Dword 370 (`reserved_370`).
+        pub const fn reserved_370(&self) -> u32 {
+            self.dw[370usize]
+        }
+        ///Dword 370 (`reserved_370`).
+        pub fn set_reserved_370(&mut self, val: u32) {
+            self.dw[370usize] = val;
+        }
+        ///Dword 371 (`reserved_371`).
+        pub const fn reserved_371(&self) -> u32 {
+            self.dw[371usize]
+        }
+        ///Dword 371 (`reserved_371`).
+        pub fn set_reserved_371(&mut self, val: u32) {
+            self.dw[371usize] = val;
+        }
+        ///Dword 372 (`reserved_372`).
+        pub const fn reserved_372(&self) -> u32 {
+            self.dw[372usize]
+        }
+        ///Dword 372 (`reserved_372`).
+        pub fn set_reserved_372(&mut self, val: u32) {
+            self.dw[372usize] = val;
+        }
+        ///Dword 373 (`reserved_373`).
+        pub const fn reserved_373(&self) -> u32 {
+            self.dw[373usize]
+        }
+        ///Dword 373 (`reserved_373`).
+        pub fn set_reserved_373(&mut self, val: u32) {
+            self.dw[373usize] = val;
+        }
+        ///Dword 374 (`reserved_374`).
+        pub const fn reserved_374(&self) -> u32 {
+            self.dw[374usize]
+        }
+        ///Dword 374 (`reserved_374`).
+        pub fn set_reserved_374(&mut self, val: u32) {
+            self.dw[374usize] = val;
+        }
+        ///Dword 375 (`reserved_375`).
+        pub const fn reserved_375(&self) -> u32 {
+            self.dw[375usize]
+        }
+        ///Dword 375 (`reserved_375`).
+        pub fn set_reserved_375(&mut self, val: u32) {
+            self.dw[375usize] = val;
+        }
+        ///Dword 376 (`reserved_376`).
+        pub const fn reserved_376(&self) -> u32 {
+            self.dw[376usize]
+        }
+        ///Dword 376 (`reserved_376`).
+        pub fn set_reserved_376(&mut self, val: u32) {
+            self.dw[376usize] = val;
+        }
+        ///Dword 377 (`reserved_377`).
+        pub const fn reserved_377(&self) -> u32 {
+            self.dw[377usize]
+        }
+        ///Dword 377 (`reserved_377`).
+        pub fn set_reserved_377(&mut self, val: u32) {
+            self.dw[377usize] = val;
+        }
+        ///Dword 378 (`reserved_378`).
+        pub const fn reserved_378(&self) -> u32 {
+            self.dw[378usize]
+        }
+        ///Dword 378 (`reserved_378`).
+        pub fn set_reserved_378(&mut self, val: u32) {
+            self.dw[378usize] = val;
+        }
+        ///Dword 379 (`reserved_379`).
+        pub const fn reserved_379(&self) -> u32 {
+            self.dw[379usize]
+        }
+        ///Dword 379 (`reserved_379`).
+        pub fn set_reserved_379(&mut self, val: u32) {
+            self.dw[379usize] = val;
+        }
+        ///Dword 380 (`reserved_380`).
+        pub const fn reserved_380(&self) -> u32 {
+            self.dw[380usize]
+        }
+        ///Dword 380 (`reserved_380`).
+        pub fn set_reserved_380(&mut self, val: u32) {
+            self.dw[380usize] = val;
+        }
+        ///Dword 381 (`reserved_381`).
+        pub const fn reserved_381(&self) -> u32 {
+            self.dw[381usize]
+        }
+        ///Dword 381 (`reserved_381`).
+        pub fn set_reserved_381(&mut self, val: u32) {
+            self.dw[381usize] = val;
+        }
+        ///Dword 382 (`reserved_382`).
+        pub const fn reserved_382(&self) -> u32 {
+            self.dw[382usize]
+        }
+        ///Dword 382 (`reserved_382`).
+        pub fn set_reserved_382(&mut self, val: u32) {
+            self.dw[382usize] = val;
+        }
+        ///Dword 383 (`reserved_383`).
+        pub const fn reserved_383(&self) -> u32 {
+            self.dw[383usize]
+        }
+        ///Dword 383 (`reserved_383`).
+        pub fn set_reserved_383(&mut self, val: u32) {
+            self.dw[383usize] = val;
+        }
+        ///Dword 384 (`reserved_384`).
+        pub const fn reserved_384(&self) -> u32 {
+            self.dw[384usize]
+        }
+        ///Dword 384 (`reserved_384`).
+        pub fn set_reserved_384(&mut self, val: u32) {
+            self.dw[384usize] = val;
+        }
+        ///Dword 385 (`reserved_385`).
+        pub const fn reserved_385(&self) -> u32 {
+            self.dw[385usize]
+        }
+        ///Dword 385 (`reserved_385`).
+        pub fn set_reserved_385(&mut self, val: u32) {
+            self.dw[385usize] = val;
+        }
+        ///Dword 386 (`reserved_386`).
+        pub const fn reserved_386(&self) -> u32 {
+            self.dw[386usize]
+        }
+        ///Dword 386 (`reserved_386`).
+        pub fn set_reserved_386(&mut self, val: u32) {
+            self.dw[386usize] = val;
+        }
+        ///Dword 387 (`reserved_387`).
+        pub const fn reserved_387(&self) -> u32 {
+            self.dw[387usize]
+        }
+        ///Dword 387 (`reserved_387`).
+        pub fn set_reserved_387(&mut self, val: u32) {
+            self.dw[387usize] = val;
+        }
+        ///Dword 388 (`reserved_388`).
+        pub const fn reserved_388(&self) -> u32 {
+            self.dw[388usize]
+        }
+        ///Dword 388 (`reserved_388`).
+        pub fn set_reserved_388(&mut self, val: u32) {
+            self.dw[388usize] = val;
+        }
+        ///Dword 389 (`reserved_389`).
+        pub const fn reserved_389(&self) -> u32 {
+            self.dw[389usize]
+        }
+        ///Dword 389 (`reserved_389`).
+        pub fn set_reserved_389(&mut self, val: u32) {
+            self.dw[389usize] = val;
+        }
+        ///Dword 390 (`reserved_390`).
+        pub const fn reserved_390(&self) -> u32 {
+            self.dw[390usize]
+        }
+        ///Dword 390 (`reserved_390`).
+        pub fn set_reserved_390(&mut self, val: u32) {
+            self.dw[390usize] = val;
+        }
+        ///Dword 391 (`reserved_391`).
+        pub const fn reserved_391(&self) -> u32 {
+            self.dw[391usize]
+        }
+        ///Dword 391 (`reserved_391`).
+        pub fn set_reserved_391(&mut self, val: u32) {
+            self.dw[391usize] = val;
+        }
+        ///Dword 392 (`reserved_392`).
+        pub const fn reserved_392(&self) -> u32 {
+            self.dw[392usize]
+        }
+        ///Dword 392 (`reserved_392`).
+        pub fn set_reserved_392(&mut self, val: u32) {
+            self.dw[392usize] = val;
+        }
+        ///Dword 393 (`reserved_393`).
+        pub const fn reserved_393(&self) -> u32 {
+            self.dw[393usize]
+        }
+        ///Dword 393 (`reserved_393`).
+        pub fn set_reserved_393(&mut self, val: u32) {
+            self.dw[393usize] = val;
+        }
+        ///Dword 394 (`reserved_394`).
+        pub const fn reserved_394(&self) -> u32 {
+            self.dw[394usize]
+        }
+        ///Dword 394 (`reserved_394`).
+        pub fn set_reserved_394(&mut self, val: u32) {
+            self.dw[394usize] = val;
+        }
+        ///Dword 395 (`reserved_395`).
+        pub const fn reserved_395(&self) -> u32 {
+            self.dw[395usize]
+        }
+        ///Dword 395 (`reserved_395`).
+        pub fn set_reserved_395(&mut self, val: u32) {
+            self.dw[395usize] = val;
+        }
+        ///Dword 396 (`reserved_396`).
+        pub const fn reserved_396(&self) -> u32 {
+            self.dw[396usize]
+        }
+        ///Dword 396 (`reserved_396`).
+        pub fn set_reserved_396(&mut self, val: u32) {
+            self.dw[396usize] = val;
+        }
+        ///Dword 397 (`reserved_397`).
+        pub const fn reserved_397(&self) -> u32 {
+            self.dw[397usize]
+        }
+        ///Dword 397 (`reserved_397`).
+        pub fn set_reserved_397(&mut self, val: u32) {
+            self.dw[397usize] = val;
+        }
+        ///Dword 398 (`reserved_398`).
+        pub const fn reserved_398(&self) -> u32 {
+            self.dw[398usize]
+        }
+        ///Dword 398 (`reserved_398`).
+        pub fn set_reserved_398(&mut self, val: u32) {
+            self.dw[398usize] = val;
+        }
+        ///Dword 399 (`reserved_399`).
+        pub const fn reserved_399(&self) -> u32 {
+            self.dw[399usize]
+        }
+        ///Dword 399 (`reserved_399`).
+        pub fn set_reserved_399(&mut self, val: u32) {
+            self.dw[399usize] = val;
+        }
+        ///Dword 400 (`reserved_400`).
+        pub const fn reserved_400(&self) -> u32 {
+            self.dw[400usize]
+        }
+        ///Dword 400 (`reserved_400`).
+        pub fn set_reserved_400(&mut self, val: u32) {
+            self.dw[400usize] = val;
+        }
+        ///Dword 401 (`reserved_401`).
+        pub const fn reserved_401(&self) -> u32 {
+            self.dw[401usize]
+        }
+        ///Dword 401 (`reserved_401`).
+        pub fn set_reserved_401(&mut self, val: u32) {
+            self.dw[401usize] = val;
+        }
+        ///Dword 402 (`reserved_402`).
+        pub const fn reserved_402(&self) -> u32 {
+            self.dw[402usize]
+        }
+        ///Dword 402 (`reserved_402`).
+        pub fn set_reserved_402(&mut self, val: u32) {
+            self.dw[402usize] = val;
+        }
+        ///Dword 403 (`reserved_403`).
+        pub const fn reserved_403(&self) -> u32 {
+            self.dw[403usize]
+        }
+        ///Dword 403 (`reserved_403`).
+        pub fn set_reserved_403(&mut self, val: u32) {
+            self.dw[403usize] = val;
+        }
+        ///Dword 404 (`reserved_404`).
+        pub const fn reserved_404(&self) -> u32 {
+            self.dw[404usize]
+        }
+        ///Dword 404 (`reserved_404`).
+        pub fn set_reserved_404(&mut self, val: u32) {
+            self.dw[404usize] = val;
+        }
+        ///Dword 405 (`reserved_405`).
+        pub const fn reserved_405(&self) -> u32 {
+            self.dw[405usize]
+        }
+        ///Dword 405 (`reserved_405`).
+        pub fn set_reserved_405(&mut self, val: u32) {
+            self.dw[405usize] = val;
+        }
+        ///Dword 406 (`reserved_406`).
+        pub const fn reserved_406(&self) -> u32 {
+            self.dw[406usize]
+        }
+        ///Dword 406 (`reserved_406`).
+        pub fn set_reserved_406(&mut self, val: u32) {
+            self.dw[406usize] = val;
+        }
+        ///Dword 407 (`reserved_407`).
+        pub const fn reserved_407(&self) -> u32 {
+            self.dw[407usize]
+        }
+        ///Dword 407 (`reserved_407`).
+        pub fn set_reserved_407(&mut self, val: u32) {
+            self.dw[407usize] = val;
+        }
+        ///Dword 408 (`reserved_408`).
+        pub const fn reserved_408(&self) -> u32 {
+            self.dw[408usize]
+        }
+        ///Dword 408 (`reserved_408`).
+        pub fn set_reserved_408(&mut self, val: u32) {
+            self.dw[408usize] = val;
+        }
+        ///Dword 409 (`reserved_409`).
+        pub const fn reserved_409(&self) -> u32 {
+            self.dw[409usize]
+        }
+        ///Dword 409 (`reserved_409`).
+        pub fn set_reserved_409(&mut self, val: u32) {
+            self.dw[409usize] = val;
+        }
+        ///Dword 410 (`reserved_410`).
+        pub const fn reserved_410(&self) -> u32 {
+            self.dw[410usize]
+        }
+        ///Dword 410 (`reserved_410`).
+        pub fn set_reserved_410(&mut self, val: u32) {
+            self.dw[410usize] = val;
+        }
+        ///Dword 411 (`reserved_411`).
+        pub const fn reserved_411(&self) -> u32 {
+            self.dw[411usize]
+        }
+        ///Dword 411 (`reserved_411`).
+        pub fn set_reserved_411(&mut self, val: u32) {
+            self.dw[411usize] = val;
+        }
+        ///Dword 412 (`reserved_412`).
+        pub const fn reserved_412(&self) -> u32 {
+            self.dw[412usize]
+        }
+        ///Dword 412 (`reserved_412`).
+        pub fn set_reserved_412(&mut self, val: u32) {
+            self.dw[412usize] = val;
+        }
+        ///Dword 413 (`reserved_413`).
+        pub const fn reserved_413(&self) -> u32 {
+            self.dw[413usize]
+        }
+        ///Dword 413 (`reserved_413`).
+        pub fn set_reserved_413(&mut self, val: u32) {
+            self.dw[413usize] = val;
+        }
+        ///Dword 414 (`reserved_414`).
+        pub const fn reserved_414(&self) -> u32 {
+            self.dw[414usize]
+        }
+        ///Dword 414 (`reserved_414`).
+        pub fn set_reserved_414(&mut self, val: u32) {
+            self.dw[414usize] = val;
+        }
+        ///Dword 415 (`reserved_415`).
+        pub const fn reserved_415(&self) -> u32 {
+            self.dw[415usize]
+        }
+        ///Dword 415 (`reserved_415`).
+        pub fn set_reserved_415(&mut self, val: u32) {
+            self.dw[415usize] = val;
+        }
+        ///Dword 416 (`reserved_416`).
+        pub const fn reserved_416(&self) -> u32 {
+            self.dw[416usize]
+        }
+        ///Dword 416 (`reserved_416`).
+        pub fn set_reserved_416(&mut self, val: u32) {
+            self.dw[416usize] = val;
+        }
+        ///Dword 417 (`reserved_417`).
+        pub const fn reserved_417(&self) -> u32 {
+            self.dw[417usize]
+        }
+        ///Dword 417 (`reserved_417`).
+        pub fn set_reserved_417(&mut self, val: u32) {
+            self.dw[417usize] = val;
+        }
+        ///Dword 418 (`reserved_418`).
+        pub const fn reserved_418(&self) -> u32 {
+            self.dw[418usize]
+        }
+        ///Dword 418 (`reserved_418`).
+        pub fn set_reserved_418(&mut self, val: u32) {
+            self.dw[418usize] = val;
+        }
+        ///Dword 419 (`reserved_419`).
+        pub const fn reserved_419(&self) -> u32 {
+            self.dw[419usize]
+        }
+        ///Dword 419 (`reserved_419`).
+        pub fn set_reserved_419(&mut self, val: u32) {
+            self.dw[419usize] = val;
+        }
+        ///Dword 420 (`reserved_420`).
+        pub const fn reserved_420(&self) -> u32 {
+            self.dw[420usize]
+        }
+        ///Dword 420 (`reserved_420`).
+        pub fn set_reserved_420(&mut self, val: u32) {
+            self.dw[420usize] = val;
+        }
+        ///Dword 421 (`reserved_421`).
+        pub const fn reserved_421(&self) -> u32 {
+            self.dw[421usize]
+        }
+        ///Dword 421 (`reserved_421`).
+        pub fn set_reserved_421(&mut self, val: u32) {
+            self.dw[421usize] = val;
+        }
+        ///Dword 422 (`reserved_422`).
+        pub const fn reserved_422(&self) -> u32 {
+            self.dw[422usize]
+        }
+        ///Dword 422 (`reserved_422`).
+        pub fn set_reserved_422(&mut self, val: u32) {
+            self.dw[422usize] = val;
+        }
+        ///Dword 423 (`reserved_423`).
+        pub const fn reserved_423(&self) -> u32 {
+            self.dw[423usize]
+        }
+        ///Dword 423 (`reserved_423`).
+        pub fn set_reserved_423(&mut self, val: u32) {
+            self.dw[423usize] = val;
+        }
+        ///Dword 424 (`reserved_424`).
+        pub const fn reserved_424(&self) -> u32 {
+            self.dw[424usize]
+        }
+        ///Dword 424 (`reserved_424`).
+        pub fn set_reserved_424(&mut self, val: u32) {
+            self.dw[424usize] = val;
+        }
+        ///Dword 425 (`reserved_425`).
+        pub const fn reserved_425(&self) -> u32 {
+            self.dw[425usize]
+        }
+        ///Dword 425 (`reserved_425`).
+        pub fn set_reserved_425(&mut self, val: u32) {
+            self.dw[425usize] = val;
+        }
+        ///Dword 426 (`reserved_426`).
+        pub const fn reserved_426(&self) -> u32 {
+            self.dw[426usize]
+        }
+        ///Dword 426 (`reserved_426`).
+        pub fn set_reserved_426(&mut self, val: u32) {
+            self.dw[426usize] = val;
+        }
+        ///Dword 427 (`reserved_427`).
+        pub const fn reserved_427(&self) -> u32 {
+            self.dw[427usize]
+        }
+        ///Dword 427 (`reserved_427`).
+        pub fn set_reserved_427(&mut self, val: u32) {
+            self.dw[427usize] = val;
+        }
+        ///Dword 428 (`reserved_428`).
+        pub const fn reserved_428(&self) -> u32 {
+            self.dw[428usize]
+        }
+        ///Dword 428 (`reserved_428`).
+        pub fn set_reserved_428(&mut self, val: u32) {
+            self.dw[428usize] = val;
+        }
+        ///Dword 429 (`reserved_429`).
+        pub const fn reserved_429(&self) -> u32 {
+            self.dw[429usize]
+        }
+        ///Dword 429 (`reserved_429`).
+        pub fn set_reserved_429(&mut self, val: u32) {
+            self.dw[429usize] = val;
+        }
+        ///Dword 430 (`reserved_430`).
+        pub const fn reserved_430(&self) -> u32 {
+            self.dw[430usize]
+        }
+        ///Dword 430 (`reserved_430`).
+        pub fn set_reserved_430(&mut self, val: u32) {
+            self.dw[430usize] = val;
+        }
+        ///Dword 431 (`reserved_431`).
+        pub const fn reserved_431(&self) -> u32 {
+            self.dw[431usize]
+        }
+        ///Dword 431 (`reserved_431`).
+        pub fn set_reserved_431(&mut self, val: u32) {
+            self.dw[431usize] = val;
+        }
+        ///Dword 432 (`reserved_432`).
+        pub const fn reserved_432(&self) -> u32 {
+            self.dw[432usize]
+        }
+        ///Dword 432 (`reserved_432`).
+        pub fn set_reserved_432(&mut self, val: u32) {
+            self.dw[432usize] = val;
+        }
+        ///Dword 433 (`reserved_433`).
+        pub const fn reserved_433(&self) -> u32 {
+            self.dw[433usize]
+        }
+        ///Dword 433 (`reserved_433`).
+        pub fn set_reserved_433(&mut self, val: u32) {
+            self.dw[433usize] = val;
+        }
+        ///Dword 434 (`reserved_434`).
+        pub const fn reserved_434(&self) -> u32 {
+            self.dw[434usize]
+        }
+        ///Dword 434 (`reserved_434`).
+        pub fn set_reserved_434(&mut self, val: u32) {
+            self.dw[434usize] = val;
+        }
+        ///Dword 435 (`reserved_435`).
+        pub const fn reserved_435(&self) -> u32 {
+            self.dw[435usize]
+        }
+        ///Dword 435 (`reserved_435`).
+        pub fn set_reserved_435(&mut self, val: u32) {
+            self.dw[435usize] = val;
+        }
+        ///Dword 436 (`reserved_436`).
+        pub const fn reserved_436(&self) -> u32 {
+            self.dw[436usize]
+        }
+        ///Dword 436 (`reserved_436`).
+        pub fn set_reserved_436(&mut self, val: u32) {
+            self.dw[436usize] = val;
+        }
+        ///Dword 437 (`reserved_437`).
+        pub const fn reserved_437(&self) -> u32 {
+            self.dw[437usize]
+        }
+        ///Dword 437 (`reserved_437`).
+        pub fn set_reserved_437(&mut self, val: u32) {
+            self.dw[437usize] = val;
+        }
+        ///Dword 438 (`reserved_438`).
+        pub const fn reserved_438(&self) -> u32 {
+            self.dw[438usize]
+        }
+        ///Dword 438 (`reserved_438`).
+        pub fn set_reserved_438(&mut self, val: u32) {
+            self.dw[438usize] = val;
+        }
+        ///Dword 439 (`reserved_439`).
+        pub const fn reserved_439(&self) -> u32 {
+            self.dw[439usize]
+        }
+        ///Dword 439 (`reserved_439`).
+        pub fn set_reserved_439(&mut self, val: u32) {
+            self.dw[439usize] = val;
+        }
+        ///Dword 440 (`reserved_440`).
+        pub const fn reserved_440(&self) -> u32 {
+            self.dw[440usize]
+        }
+        ///Dword 440 (`reserved_440`).
+        pub fn set_reserved_440(&mut self, val: u32) {
+            self.dw[440usize] = val;
+        }
+        ///Dword 441 (`reserved_441`).
+        pub const fn reserved_441(&self) -> u32 {
+            self.dw[441usize]
+        }
+        ///Dword 441 (`reserved_441`).
+        pub fn set_reserved_441(&mut self, val: u32) {
+            self.dw[441usize] = val;
+        }
+        ///Dword 442 (`reserved_442`).
+        pub const fn reserved_442(&self) -> u32 {
+            self.dw[442usize]
+        }
+        ///Dword 442 (`reserved_442`).
+        pub fn set_reserved_442(&mut self, val: u32) {
+            self.dw[442usize] = val;
+        }
+        ///Dword 443 (`reserved_443`).
+        pub const fn reserved_443(&self) -> u32 {
+            self.dw[443usize]
+        }
+        ///Dword 443 (`reserved_443`).
+        pub fn set_reserved_443(&mut self, val: u32) {
+            self.dw[443usize] = val;
+        }
+        ///Dword 444 (`reserved_444`).
+        pub const fn reserved_444(&self) -> u32 {
+            self.dw[444usize]
+        }
+        ///Dword 444 (`reserved_444`).
+        pub fn set_reserved_444(&mut self, val: u32) {
+            self.dw[444usize] = val;
+        }
+        ///Dword 445 (`reserved_445`).
+        pub const fn reserved_445(&self) -> u32 {
+            self.dw[445usize]
+        }
+        ///Dword 445 (`reserved_445`).
+        pub fn set_reserved_445(&mut self, val: u32) {
+            self.dw[445usize] = val;
+        }
+        ///Dword 446 (`reserved_446`).
+        pub const fn reserved_446(&self) -> u32 {
+            self.dw[446usize]
+        }
+        ///Dword 446 (`reserved_446`).
+        pub fn set_reserved_446(&mut self, val: u32) {
+            self.dw[446usize] = val;
+        }
+        ///Dword 447 (`reserved_447`).
+        pub const fn reserved_447(&self) -> u32 {
+            self.dw[447usize]
+        }
+        ///Dword 447 (`reserved_447`).
+        pub fn set_reserved_447(&mut self, val: u32) {
+            self.dw[447usize] = val;
+        }
+        ///Dword 448 (`gws_0_val`).
+        pub const fn gws_0_val(&self) -> u32 {
+            self.dw[448usize]
+        }
+        ///Dword 448 (`gws_0_val`).
+        pub fn set_gws_0_val(&mut self, val: u32) {
+            self.dw[448usize] = val;
+        }
+        ///Dword 449 (`gws_1_val`).
+        pub const fn gws_1_val(&self) -> u32 {
+            self.dw[449usize]
+        }
+        ///Dword 449 (`gws_1_val`).
+        pub fn set_gws_1_val(&mut self, val: u32) {
+            self.dw[449usize] = val;
+        }
+        ///Dword 450 (`gws_2_val`).
+        pub const fn gws_2_val(&self) -> u32 {
+            self.dw[450usize]
+        }
+        ///Dword 450 (`gws_2_val`).
+        pub fn set_gws_2_val(&mut self, val: u32) {
+            self.dw[450usize] = val;
+        }
+        ///Dword 451 (`gws_3_val`).
+        pub const fn gws_3_val(&self) -> u32 {
+            self.dw[451usize]
+        }
+        ///Dword 451 (`gws_3_val`).
+        pub fn set_gws_3_val(&mut self, val: u32) {
+            self.dw[451usize] = val;
+        }
+        ///Dword 452 (`gws_4_val`).
+        pub const fn gws_4_val(&self) -> u32 {
+            self.dw[452usize]
+        }
+        ///Dword 452 (`gws_4_val`).
+        pub fn set_gws_4_val(&mut self, val: u32) {
+            self.dw[452usize] = val;
+        }
+        ///Dword 453 (`gws_5_val`).
+        pub const fn gws_5_val(&self) -> u32 {
+            self.dw[453usize]
+        }
+        ///Dword 453 (`gws_5_val`).
+        pub fn set_gws_5_val(&mut self, val: u32) {
+            self.dw[453usize] = val;
+        }
+        ///Dword 454 (`gws_6_val`).
+        pub const fn gws_6_val(&self) -> u32 {
+            self.dw[454usize]
+        }
+        ///Dword 454 (`gws_6_val`).
+        pub fn set_gws_6_val(&mut self, val: u32) {
+            self.dw[454usize] = val;
+        }
+        ///Dword 455 (`gws_7_val`).
+        pub const fn gws_7_val(&self) -> u32 {
+            self.dw[455usize]
+        }
+        ///Dword 455 (`gws_7_val`).
+        pub fn set_gws_7_val(&mut self, val: u32) {
+            self.dw[455usize] = val;
+        }
+        ///Dword 456 (`gws_8_val`).
+        pub const fn gws_8_val(&self) -> u32 {
+            self.dw[456usize]
+        }
+        ///Dword 456 (`gws_8_val`).
+        pub fn set_gws_8_val(&mut self, val: u32) {
+            self.dw[456usize] = val;
+        }
+        ///Dword 457 (`gws_9_val`).
+        pub const fn gws_9_val(&self) -> u32 {
+            self.dw[457usize]
+        }
+        ///Dword 457 (`gws_9_val`).
+        pub fn set_gws_9_val(&mut self, val: u32) {
+            self.dw[457usize] = val;
+        }
+        ///Dword 458 (`gws_10_val`).
+        pub const fn gws_10_val(&self) -> u32 {
+            self.dw[458usize]
+        }
+        ///Dword 458 (`gws_10_val`).
+        pub fn set_gws_10_val(&mut self, val: u32) {
+            self.dw[458usize] = val;
+        }
+        ///Dword 459 (`gws_11_val`).
+        pub const fn gws_11_val(&self) -> u32 {
+            self.dw[459usize]
+        }
+        ///Dword 459 (`gws_11_val`).
+        pub fn set_gws_11_val(&mut self, val: u32) {
+            self.dw[459usize] = val;
+        }
+        ///Dword 460 (`gws_12_val`).
+        pub const fn gws_12_val(&self) -> u32 {
+            self.dw[460usize]
+        }
+        ///Dword 460 (`gws_12_val`).
+        pub fn set_gws_12_val(&mut self, val: u32) {
+            self.dw[460usize] = val;
+        }
+        ///Dword 461 (`gws_13_val`).
+        pub const fn gws_13_val(&self) -> u32 {
+            self.dw[461usize]
+        }
+        ///Dword 461 (`gws_13_val`).
+        pub fn set_gws_13_val(&mut self, val: u32) {
+            self.dw[461usize] = val;
+        }
+        ///Dword 462 (`gws_14_val`).
+        pub const fn gws_14_val(&self) -> u32 {
+            self.dw[462usize]
+        }
+        ///Dword 462 (`gws_14_val`).
+        pub fn set_gws_14_val(&mut self, val: u32) {
+            self.dw[462usize] = val;
+        }
+        ///Dword 463 (`gws_15_val`).
+        pub const fn gws_15_val(&self) -> u32 {
+            self.dw[463usize]
+        }
+        ///Dword 463 (`gws_15_val`).
+        pub fn set_gws_15_val(&mut self, val: u32) {
+            self.dw[463usize] = val;
+        }
+        ///Dword 464 (`gws_16_val`).
+        pub const fn gws_16_val(&self) -> u32 {
+            self.dw[464usize]
+        }
+        ///Dword 464 (`gws_16_val`).
+        pub fn set_gws_16_val(&mut self, val: u32) {
+            self.dw[464usize] = val;
+        }
+        ///Dword 465 (`gws_17_val`).
+        pub const fn gws_17_val(&self) -> u32 {
+            self.dw[465usize]
+        }
+        ///Dword 465 (`gws_17_val`).
+        pub fn set_gws_17_val(&mut self, val: u32) {
+            self.dw[465usize] = val;
+        }
+        ///Dword 466 (`gws_18_val`).
+        pub const fn gws_18_val(&self) -> u32 {
+            self.dw[466usize]
+        }
+        ///Dword 466 (`gws_18_val`).
+        pub fn set_gws_18_val(&mut self, val: u32) {
+            self.dw[466usize] = val;
+        }
+        ///Dword 467 (`gws_19_val`).
+        pub const fn gws_19_val(&self) -> u32 {
+            self.dw[467usize]
+        }
+        ///Dword 467 (`gws_19_val`).
+        pub fn set_gws_19_val(&mut self, val: u32) {
+            self.dw[467usize] = val;
+        }
+        ///Dword 468 (`gws_20_val`).
+        pub const fn gws_20_val(&self) -> u32 {
+            self.dw[468usize]
+        }
+        ///Dword 468 (`gws_20_val`).
+        pub fn set_gws_20_val(&mut self, val: u32) {
+            self.dw[468usize] = val;
+        }
+        ///Dword 469 (`gws_21_val`).
+        pub const fn gws_21_val(&self) -> u32 {
+            self.dw[469usize]
+        }
+        ///Dword 469 (`gws_21_val`).
+        pub fn set_gws_21_val(&mut self, val: u32) {
+            self.dw[469usize] = val;
+        }
+        ///Dword 470 (`gws_22_val`).
+        pub const fn gws_22_val(&self) -> u32 {
+            self.dw[470usize]
+        }
+        ///Dword 470 (`gws_22_val`).
+        pub fn set_gws_22_val(&mut self, val: u32) {
+            self.dw[470usize] = val;
+        }
+        ///Dword 471 (`gws_23_val`).
+        pub const fn gws_23_val(&self) -> u32 {
+            self.dw[471usize]
+        }
+        ///Dword 471 (`gws_23_val`).
+        pub fn set_gws_23_val(&mut self, val: u32) {
+            self.dw[471usize] = val;
+        }
+        ///Dword 472 (`gws_24_val`).
+        pub const fn gws_24_val(&self) -> u32 {
+            self.dw[472usize]
+        }
+        ///Dword 472 (`gws_24_val`).
+        pub fn set_gws_24_val(&mut self, val: u32) {
+            self.dw[472usize] = val;
+        }
+        ///Dword 473 (`gws_25_val`).
+        pub const fn gws_25_val(&self) -> u32 {
+            self.dw[473usize]
+        }
+        ///Dword 473 (`gws_25_val`).
+        pub fn set_gws_25_val(&mut self, val: u32) {
+            self.dw[473usize] = val;
+        }
+        ///Dword 474 (`gws_26_val`).
+        pub const fn gws_26_val(&self) -> u32 {
+            self.dw[474usize]
+        }
+        ///Dword 474 (`gws_26_val`).
+        pub fn set_gws_26_val(&mut self, val: u32) {
+            self.dw[474usize] = val;
+        }
+        ///Dword 475 (`gws_27_val`).
+        pub const fn gws_27_val(&self) -> u32 {
+            self.dw[475usize]
+        }
+        ///Dword 475 (`gws_27_val`).
+        pub fn set_gws_27_val(&mut self, val: u32) {
+            self.dw[475usize] = val;
+        }
+        ///Dword 476 (`gws_28_val`).
+        pub const fn gws_28_val(&self) -> u32 {
+            self.dw[476usize]
+        }
+        ///Dword 476 (`gws_28_val`).
+        pub fn set_gws_28_val(&mut self, val: u32) {
+            self.dw[476usize] = val;
+        }
+        ///Dword 477 (`gws_29_val`).
+        pub const fn gws_29_val(&self) -> u32 {
+            self.dw[477usize]
+        }
+        ///Dword 477 (`gws_29_val`).
+        pub fn set_gws_29_val(&mut self, val: u32) {
+            self.dw[477usize] = val;
+        }
+        ///Dword 478 (`gws_30_val`).
+        pub const fn gws_30_val(&self) -> u32 {
+            self.dw[478usize]
+        }
+        ///Dword 478 (`gws_30_val`).
+        pub fn set_gws_30_val(&mut self, val: u32) {
+            self.dw[478usize] = val;
+        }
+        ///Dword 479 (`gws_31_val`).
+        pub const fn gws_31_val(&self) -> u32 {
+            self.dw[479usize]
+        }
+        ///Dword 479 (`gws_31_val`).
+        pub fn set_gws_31_val(&mut self, val: u32) {
+            self.dw[479usize] = val;
+        }
+        ///Dword 480 (`gws_32_val`).
+        pub const fn gws_32_val(&self) -> u32 {
+            self.dw[480usize]
+        }
+        ///Dword 480 (`gws_32_val`).
+        pub fn set_gws_32_val(&mut self, val: u32) {
+            self.dw[480usize] = val;
+        }
+        ///Dword 481 (`gws_33_val`).
+        pub const fn gws_33_val(&self) -> u32 {
+            self.dw[481usize]
+        }
+        ///Dword 481 (`gws_33_val`).
+        pub fn set_gws_33_val(&mut self, val: u32) {
+            self.dw[481usize] = val;
+        }
+        ///Dword 482 (`gws_34_val`).
+        pub const fn gws_34_val(&self) -> u32 {
+            self.dw[482usize]
+        }
+        ///Dword 482 (`gws_34_val`).
+        pub fn set_gws_34_val(&mut self, val: u32) {
+            self.dw[482usize] = val;
+        }
+        ///Dword 483 (`gws_35_val`).
+        pub const fn gws_35_val(&self) -> u32 {
+            self.dw[483usize]
+        }
+        ///Dword 483 (`gws_35_val`).
+        pub fn set_gws_35_val(&mut self, val: u32) {
+            self.dw[483usize] = val;
+        }
+        ///Dword 484 (`gws_36_val`).
+        pub const fn gws_36_val(&self) -> u32 {
+            self.dw[484usize]
+        }
+        ///Dword 484 (`gws_36_val`).
+        pub fn set_gws_36_val(&mut self, val: u32) {
+            self.dw[484usize] = val;
+        }
+        ///Dword 485 (`gws_37_val`).
+        pub const fn gws_37_val(&self) -> u32 {
+            self.dw[485usize]
+        }
+        ///Dword 485 (`gws_37_val`).
+        pub fn set_gws_37_val(&mut self, val: u32) {
+            self.dw[485usize] = val;
+        }
+        ///Dword 486 (`gws_38_val`).
+        pub const fn gws_38_val(&self) -> u32 {
+            self.dw[486usize]
+        }
+        ///Dword 486 (`gws_38_val`).
+        pub fn set_gws_38_val(&mut self, val: u32) {
+            self.dw[486usize] = val;
+        }
+        ///Dword 487 (`gws_39_val`).
+        pub const fn gws_39_val(&self) -> u32 {
+            self.dw[487usize]
+        }
+        ///Dword 487 (`gws_39_val`).
+        pub fn set_gws_39_val(&mut self, val: u32) {
+            self.dw[487usize] = val;
+        }
+        ///Dword 488 (`gws_40_val`).
+        pub const fn gws_40_val(&self) -> u32 {
+            self.dw[488usize]
+        }
+        ///Dword 488 (`gws_40_val`).
+        pub fn set_gws_40_val(&mut self, val: u32) {
+            self.dw[488usize] = val;
+        }
+        ///Dword 489 (`gws_41_val`).
+        pub const fn gws_41_val(&self) -> u32 {
+            self.dw[489usize]
+        }
+        ///Dword 489 (`gws_41_val`).
+        pub fn set_gws_41_val(&mut self, val: u32) {
+            self.dw[489usize] = val;
+        }
+        ///Dword 490 (`gws_42_val`).
+        pub const fn gws_42_val(&self) -> u32 {
+            self.dw[490usize]
+        }
+        ///Dword 490 (`gws_42_val`).
+        pub fn set_gws_42_val(&mut self, val: u32) {
+            self.dw[490usize] = val;
+        }
+        ///Dword 491 (`gws_43_val`).
+        pub const fn gws_43_val(&self) -> u32 {
+            self.dw[491usize]
+        }
+        ///Dword 491 (`gws_43_val`).
+        pub fn set_gws_43_val(&mut self, val: u32) {
+            self.dw[491usize] = val;
+        }
+        ///Dword 492 (`gws_44_val`).
+        pub const fn gws_44_val(&self) -> u32 {
+            self.dw[492usize]
+        }
+        ///Dword 492 (`gws_44_val`).
+        pub fn set_gws_44_val(&mut self, val: u32) {
+            self.dw[492usize] = val;
+        }
+        ///Dword 493 (`gws_45_val`).
+        pub const fn gws_45_val(&self) -> u32 {
+            self.dw[493usize]
+        }
+        ///Dword 493 (`gws_45_val`).
+        pub fn set_gws_45_val(&mut self, val: u32) {
+            self.dw[493usize] = val;
+        }
+        ///Dword 494 (`gws_46_val`).
+        pub const fn gws_46_val(&self) -> u32 {
+            self.dw[494usize]
+        }
+        ///Dword 494 (`gws_46_val`).
+        pub fn set_gws_46_val(&mut self, val: u32) {
+            self.dw[494usize] = val;
+        }
+        ///Dword 495 (`gws_47_val`).
+        pub const fn gws_47_val(&self) -> u32 {
+            self.dw[495usize]
+        }
+        ///Dword 495 (`gws_47_val`).
+        pub fn set_gws_47_val(&mut self, val: u32) {
+            self.dw[495usize] = val;
+        }
+        ///Dword 496 (`gws_48_val`).
+        pub const fn gws_48_val(&self) -> u32 {
+            self.dw[496usize]
+        }
+        ///Dword 496 (`gws_48_val`).
+        pub fn set_gws_48_val(&mut self, val: u32) {
+            self.dw[496usize] = val;
+        }
+        ///Dword 497 (`gws_49_val`).
+        pub const fn gws_49_val(&self) -> u32 {
+            self.dw[497usize]
+        }
+        ///Dword 497 (`gws_49_val`).
+        pub fn set_gws_49_val(&mut self, val: u32) {
+            self.dw[497usize] = val;
+        }
+        ///Dword 498 (`gws_50_val`).
+        pub const fn gws_50_val(&self) -> u32 {
+            self.dw[498usize]
+        }
+        ///Dword 498 (`gws_50_val`).
+        pub fn set_gws_50_val(&mut self, val: u32) {
+            self.dw[498usize] = val;
+        }
+        ///Dword 499 (`gws_51_val`).
+        pub const fn gws_51_val(&self) -> u32 {
+            self.dw[499usize]
+        }
+        ///Dword 499 (`gws_51_val`).
+        pub fn set_gws_51_val(&mut self, val: u32) {
+            self.dw[499usize] = val;
+        }
+        ///Dword 500 (`gws_52_val`).
+        pub const fn gws_52_val(&self) -> u32 {
+            self.dw[500usize]
+        }
+        ///Dword 500 (`gws_52_val`).
+        pub fn set_gws_52_val(&mut self, val: u32) {
+            self.dw[500usize] = val;
+        }
+        ///Dword 501 (`gws_53_val`).
+        pub const fn gws_53_val(&self) -> u32 {
+            self.dw[501usize]
+        }
+        ///Dword 501 (`gws_53_val`).
+        pub fn set_gws_53_val(&mut self, val: u32) {
+            self.dw[501usize] = val;
+        }
+        ///Dword 502 (`gws_54_val`).
+        pub const fn gws_54_val(&self) -> u32 {
+            self.dw[502usize]
+        }
+        ///Dword 502 (`gws_54_val`).
+        pub fn set_gws_54_val(&mut self, val: u32) {
+            self.dw[502usize] = val;
+        }
+        ///Dword 503 (`gws_55_val`).
+        pub const fn gws_55_val(&self) -> u32 {
+            self.dw[503usize]
+        }
+        ///Dword 503 (`gws_55_val`).
+        pub fn set_gws_55_val(&mut self, val: u32) {
+            self.dw[503usize] = val;
+        }
+        ///Dword 504 (`gws_56_val`).
+        pub const fn gws_56_val(&self) -> u32 {
+            self.dw[504usize]
+        }
+        ///Dword 504 (`gws_56_val`).
+        pub fn set_gws_56_val(&mut self, val: u32) {
+            self.dw[504usize] = val;
+        }
+        ///Dword 505 (`gws_57_val`).
+        pub const fn gws_57_val(&self) -> u32 {
+            self.dw[505usize]
+        }
+        ///Dword 505 (`gws_57_val`).
+        pub fn set_gws_57_val(&mut self, val: u32) {
+            self.dw[505usize] = val;
+        }
+        ///Dword 506 (`gws_58_val`).
+        pub const fn gws_58_val(&self) -> u32 {
+            self.dw[506usize]
+        }
+        ///Dword 506 (`gws_58_val`).
+        pub fn set_gws_58_val(&mut self, val: u32) {
+            self.dw[506usize] = val;
+        }
+        ///Dword 507 (`gws_59_val`).
+        pub const fn gws_59_val(&self) -> u32 {
+            self.dw[507usize]
+        }
+        ///Dword 507 (`gws_59_val`).
+        pub fn set_gws_59_val(&mut self, val: u32) {
+            self.dw[507usize] = val;
+        }
+        ///Dword 508 (`gws_60_val`).
+        pub const fn gws_60_val(&self) -> u32 {
+            self.dw[508usize]
+        }
+        ///Dword 508 (`gws_60_val`).
+        pub fn set_gws_60_val(&mut self, val: u32) {
+            self.dw[508usize] = val;
+        }
+        ///Dword 509 (`gws_61_val`).
+        pub const fn gws_61_val(&self) -> u32 {
+            self.dw[509usize]
+        }
+        ///Dword 509 (`gws_61_val`).
+        pub fn set_gws_61_val(&mut self, val: u32) {
+            self.dw[509usize] = val;
+        }
+        ///Dword 510 (`gws_62_val`).
+        pub const fn gws_62_val(&self) -> u32 {
+            self.dw[510usize]
+        }
+        ///Dword 510 (`gws_62_val`).
+        pub fn set_gws_62_val(&mut self, val: u32) {
+            self.dw[510usize] = val;
+        }
+        ///Dword 511 (`gws_63_val`).
+        pub const fn gws_63_val(&self) -> u32 {
+            self.dw[511usize]
+        }
+        ///Dword 511 (`gws_63_val`).
+        pub fn set_gws_63_val(&mut self, val: u32) {
+            self.dw[511usize] = val;
+        }
     }
     const _: () = assert!(core::mem::size_of::<v12_compute_mqd>() == 2048usize);
     const _: () = assert!(core::mem::align_of::<v12_compute_mqd>() == 4usize);
