@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use am_autogen::regs::{RegIp, table};
+use am_driver::mm::{MapFlags, PageTables, PteFormat, TableAlloc, VramAccess};
 use am_driver::{Bar, PciDevice};
 use am_mock::ip::gmc::{FB_BASE, Hub};
 use am_mock::ip::ih::{IhEntry, Posted};
@@ -15,7 +16,7 @@ const RING: u64 = 0x90_0000;
 
 struct Rig {
     gpu: MockGpu,
-    _dev: Arc<MockDevice>,
+    dev: Arc<MockDevice>,
     bar0: Arc<dyn Bar>,
     bar5: Arc<dyn Bar>,
 }
@@ -28,7 +29,7 @@ impl Rig {
         let bar5 = dev.bar(5).unwrap();
         Rig {
             gpu,
-            _dev: dev,
+            dev,
             bar0,
             bar5,
         }
@@ -157,8 +158,9 @@ fn entries_wrap_and_a_full_ring_overflows_until_cleared() {
 fn a_disabled_ring_drops_and_an_unreachable_ring_is_a_violation() {
     let r = Rig::new("navi31");
     assert_eq!(r.gpu.post_interrupt(0, sq(0)).unwrap(), Posted::Disabled);
-    // Ring 0 outside the FB aperture, with VM context 0 of MMHUB 0 never set up.
-    r.wr("IH_RB_BASE", 0x1000);
+    // Ring 0 at MC 256 MiB: outside the FB and AGP apertures, and VM context 0 of MMHUB 0
+    // was never set up.
+    r.wr("IH_RB_BASE", 0x10_0000);
     let cntl = r.fields(
         "IH_RB_CNTL",
         &[("RB_ENABLE", 1), ("RB_SIZE", 6), ("MC_SPACE", 4)],
@@ -195,4 +197,87 @@ fn an_injected_page_fault_lands_in_ring0_with_the_vmc_client() {
         va
     );
     assert_eq!(r.rd("IH_RB_WPTR") & !3, 32);
+}
+
+struct OnePage(u64);
+
+impl TableAlloc for OnePage {
+    fn alloc_table(&mut self, mem: &dyn VramAccess) -> am_driver::Result<u64> {
+        let a = self.0;
+        self.0 += 0x1000;
+        mem.zero(a, 0x1000)?;
+        Ok(a)
+    }
+    fn free_table(&mut self, _paddr: u64) -> am_driver::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn rings_in_system_memory_through_the_agp_aperture_and_the_gart() {
+    let r = Rig::new("navi31");
+    r.dev.config_write(4, 2, 0x6).unwrap(); // memory + bus master
+    let mem = r.dev.alloc_sysmem(0x2000, true).unwrap();
+    let bus = mem.bus_addrs()[0];
+    let mm = |n: &str| {
+        let map = r.gpu.register_map();
+        map.info(map.find(RegIp::Mmhub, n, 0).unwrap()).addr * 4
+    };
+    // AGP: the 16 MiB at MC 64 GiB are the 16 MiB of bus space holding the allocation.
+    r.bar5.write32(mm("MMMC_VM_AGP_BOT"), 0x1000).unwrap();
+    r.bar5.write32(mm("MMMC_VM_AGP_TOP"), 0x1000).unwrap();
+    r.bar5
+        .write32(mm("MMMC_VM_AGP_BASE"), (bus >> 24) as u32)
+        .unwrap();
+    let ring = (0x1000u64 << 24) + (bus & 0xff_ffff);
+    r.wr("IH_RB_BASE", (ring >> 8) as u32);
+    r.wr("IH_RB_BASE_HI", (ring >> 40) as u32);
+    let cntl = r.fields(
+        "IH_RB_CNTL",
+        &[("RB_ENABLE", 1), ("RB_SIZE", 6), ("MC_SPACE", 4)],
+    );
+    r.wr("IH_RB_CNTL", cntl);
+    assert_eq!(
+        r.gpu.post_interrupt(0, sq(42)).unwrap(),
+        Posted::Written { offset: 0 }
+    );
+    assert_eq!(mem.read32(16).unwrap(), 42);
+
+    // GART: VM context 0 of MMHUB 0 maps VA 1 TiB to the second system page.
+    let va = 1u64 << 40;
+    let pt = PageTables {
+        format: PteFormat::Gfx10,
+        root: 0x40_0000,
+        vram_offset: 0,
+        va_base: va,
+    };
+    let mut alloc = OnePage(0x40_1000);
+    r.bar0.zero(pt.root, 0x1000).unwrap();
+    pt.map(
+        &r.bar0,
+        &mut alloc,
+        va,
+        &[(bus + 0x1000, 0x1000)],
+        MapFlags::SYSTEM,
+    )
+    .unwrap();
+    let ctx = |n: &str, v: u32| {
+        r.bar5
+            .write32(mm(&format!("MMVM_CONTEXT0_{n}")), v)
+            .unwrap()
+    };
+    ctx("PAGE_TABLE_BASE_ADDR_LO32", pt.root as u32 | 1);
+    ctx("PAGE_TABLE_START_ADDR_LO32", (va >> 12) as u32);
+    ctx("PAGE_TABLE_END_ADDR_LO32", ((va >> 12) + 0xff) as u32);
+    ctx("CNTL", 1 | 3 << 1); // ENABLE_CONTEXT, PAGE_TABLE_DEPTH 3
+    r.bar5.write32(mm("MMVM_INVALIDATE_ENG17_REQ"), 1).unwrap();
+    r.wr("IH_RB_BASE", (va >> 8) as u32);
+    r.wr("IH_RB_BASE_HI", (va >> 40) as u32);
+    r.wr("IH_RB_WPTR", 0);
+    assert_eq!(
+        r.gpu.post_interrupt(0, sq(43)).unwrap(),
+        Posted::Written { offset: 0 }
+    );
+    assert_eq!(mem.read32(0x1000 + 16).unwrap(), 43);
+    assert!(r.gpu.violations().is_empty(), "{:?}", r.gpu.violations());
 }

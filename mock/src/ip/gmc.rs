@@ -147,6 +147,16 @@ pub fn fb_aperture(hw: &Hw<'_>, hub: Hub, mc: u64) -> Option<u64> {
     hw.vram.contains(local, 1).then_some(local)
 }
 
+/// Where an MC address of `hub` lands in the AGP aperture: `[AGP_BOT << 24, AGP_TOP << 24 |
+/// 0xffffff]` is system bus address `AGP_BASE << 24 + (mc − bot)`. The aperture is disabled
+/// (as the driver leaves it) when `AGP_BOT > AGP_TOP`.
+pub fn agp_aperture(hw: &Hw<'_>, hub: Hub, mc: u64) -> Option<u64> {
+    let bot = u64::from(get_reg(hw, hub, "MC_VM_AGP_BOT").ok()?.1 & 0xff_ffff) << 24;
+    let top = u64::from(get_reg(hw, hub, "MC_VM_AGP_TOP").ok()?.1 & 0xff_ffff) << 24 | 0xff_ffff;
+    let base = u64::from(get_reg(hw, hub, "MC_VM_AGP_BASE").ok()?.1 & 0xff_ffff) << 24;
+    (bot <= top && (bot..=top).contains(&mc)).then(|| base + (mc - bot))
+}
+
 /// The XGMI `paddr_base` of this device: `PF_LFB_REGION × (PF_LFB_SIZE << 24)`.
 fn xgmi_offset(hw: &Hw<'_>, hub: Hub) -> u64 {
     let region = get_field(hw, hub, "MC_VM_XGMI_LFB_CNTL", "PF_LFB_REGION").unwrap_or(0);
@@ -334,7 +344,8 @@ impl Gmc {
         Ok(())
     }
 
-    /// Resolve an MC address of `hub` for an engine: the FB aperture, else VM context 0.
+    /// Resolve an MC address of `hub` for an engine: the FB aperture, the AGP aperture, else
+    /// VM context 0 (the GART).
     pub fn resolve_mc(
         &self,
         hw: &mut Hw<'_>,
@@ -344,6 +355,9 @@ impl Gmc {
     ) -> Result<PhysTarget, Fault> {
         if let Some(v) = fb_aperture(hw, hub, mc) {
             return Ok(PhysTarget::Vram(v));
+        }
+        if let Some(bus) = agp_aperture(hw, hub, mc) {
+            return Ok(PhysTarget::System(bus));
         }
         match self.translate(hw, hub, 0, mc, access, 0)? {
             Ok(t) => Ok(t.target),
