@@ -157,6 +157,12 @@ impl Rig {
                 ("ENABLE_CONTEXT", 1),
                 ("PAGE_TABLE_DEPTH", depth),
                 ("PAGE_TABLE_BLOCK_SIZE", block),
+                ("RANGE_PROTECTION_FAULT_ENABLE_INTERRUPT", 1),
+                ("PDE0_PROTECTION_FAULT_ENABLE_INTERRUPT", 1),
+                ("VALID_PROTECTION_FAULT_ENABLE_INTERRUPT", 1),
+                ("READ_PROTECTION_FAULT_ENABLE_INTERRUPT", 1),
+                ("WRITE_PROTECTION_FAULT_ENABLE_INTERRUPT", 1),
+                ("EXECUTE_PROTECTION_FAULT_ENABLE_INTERRUPT", 1),
             ],
         );
         self.wr(hub, "VM_CONTEXT0_CNTL", cntl);
@@ -431,4 +437,33 @@ fn mm_hub_semaphore_is_acquired_once_until_released() {
     );
     r.wr(hub, "VM_INVALIDATE_ENG17_SEM", 0);
     assert_eq!(r.rd(hub, "VM_INVALIDATE_ENG17_SEM") & 1, 1);
+}
+
+#[test]
+fn a_fault_without_its_interrupt_enabled_latches_the_status_but_posts_nothing() {
+    let mut r = Rig::new("navi31", PteFormat::Gfx10);
+    let hub = Hub::gc(0);
+    r.enable_ih();
+    r.program_context0(hub);
+    r.map(VA, 0x100_0000, 0x1000, RO);
+    // Keep the context but drop WRITE_PROTECTION_FAULT_ENABLE_INTERRUPT.
+    let cntl = r.rd(hub, "VM_CONTEXT0_CNTL");
+    let write_int = r.fields(
+        hub,
+        "VM_CONTEXT0_CNTL",
+        &[("WRITE_PROTECTION_FAULT_ENABLE_INTERRUPT", 1)],
+    );
+    r.wr(hub, "VM_CONTEXT0_CNTL", cntl & !write_int);
+    r.flush(hub);
+    let f = r.access(hub, VA, Access::Write).unwrap_err();
+    assert_eq!(f.kind, FaultKind::Permission);
+    assert_eq!(
+        r.field(hub, "VM_L2_PROTECTION_FAULT_STATUS", "PERMISSION_FAULTS"),
+        4
+    );
+    let wptr = r.gpu.peek(RegIp::Osssys, "IH_RB_WPTR", 0).unwrap();
+    assert_eq!(wptr, 0, "no IH entry");
+    // A read of an unmapped page still interrupts (VALID_ is enabled).
+    r.access(hub, VA + 0x1000, Access::Read).unwrap_err();
+    assert_eq!(r.gpu.peek(RegIp::Osssys, "IH_RB_WPTR", 0).unwrap(), 32);
 }

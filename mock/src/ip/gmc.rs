@@ -344,6 +344,34 @@ impl Gmc {
         Ok(())
     }
 
+    /// Whether `VM_CONTEXTn_CNTL` asks for an interrupt on this fault: `RANGE_` for a VA
+    /// outside the context, `VALID_` for an invalid PTE (or a stale table), `PDE0_` for an
+    /// invalid or bad directory entry, `READ_`/`WRITE_`/`EXECUTE_` for a permission fault
+    /// (`…_PROTECTION_FAULT_ENABLE_INTERRUPT`).
+    pub fn fault_interrupt_enabled(
+        hw: &Hw<'_>,
+        hub: Hub,
+        vmid: u8,
+        f: &PageFault,
+        access: Access,
+    ) -> bool {
+        let kind = match (f.kind, access) {
+            (FaultKind::OutOfRange, _) => "RANGE",
+            (FaultKind::Invalid | FaultKind::Stale, _) if f.shift == 12 => "VALID",
+            (FaultKind::Invalid | FaultKind::Stale | FaultKind::BadAddress, _) => "PDE0",
+            (FaultKind::Permission, Access::Read) => "READ",
+            (FaultKind::Permission, Access::Write) => "WRITE",
+            (FaultKind::Permission, Access::Execute) => "EXECUTE",
+        };
+        get_field(
+            hw,
+            hub,
+            &format!("VM_CONTEXT{vmid}_CNTL"),
+            &format!("{kind}_PROTECTION_FAULT_ENABLE_INTERRUPT"),
+        )
+        .is_ok_and(|v| v != 0)
+    }
+
     /// Resolve an MC address of `hub` for an engine: the FB aperture, the AGP aperture, else
     /// VM context 0 (the GART).
     pub fn resolve_mc(
@@ -437,8 +465,9 @@ impl IpModel for Gmc {
 
 impl crate::MockGpu {
     /// Test hook standing in for a client of `hub` (a shader, the CP, SDMA): access `va`
-    /// of `vmid`. A fault latches the hub's L2 protection-fault registers and posts the
-    /// page-fault IH entry to ring 0 (client `client` goes in the status `CID` field).
+    /// of `vmid`. A fault latches the hub's L2 protection-fault registers and, if the
+    /// context enables the interrupt of that fault kind, posts the page-fault IH entry to
+    /// ring 0 (client `client` goes in the status `CID` field).
     /// The outer error is a model failure (registers missing, the IH ring unreachable),
     /// also recorded as a violation.
     pub fn gpu_access(
@@ -452,7 +481,9 @@ impl crate::MockGpu {
         let r = self.with_models(|m, hw| {
             let super::Models { gmc, ih, .. } = m;
             let r = gmc.translate(hw, hub, vmid, va, access, client)?;
-            if let Err(f) = &r {
+            if let Err(f) = &r
+                && Gmc::fault_interrupt_enabled(hw, hub, vmid, f, access)
+            {
                 let entry = fault_ih_entry(hw, hub, vmid, f, access);
                 ih.post(hw, gmc, 0, entry)?;
             }
@@ -465,7 +496,8 @@ impl crate::MockGpu {
     }
 
     /// Test hook: a page fault at `va` on `hub` without a walk (as if the walker had found
-    /// an invalid PTE): latch the status registers and post the IH entry.
+    /// an invalid PTE): latch the status registers and post the IH entry, whatever the
+    /// context's interrupt enables say.
     pub fn inject_page_fault(
         &self,
         hub: Hub,
