@@ -271,6 +271,36 @@ impl MockGpu {
         Some(lock(&self.shared.state).regs.get(id))
     }
 
+    /// Run `f` on the models with a [`Hw`] view of the device, as one of its engines acts
+    /// (the register-file lock is held throughout). The GMC and IH test hooks use it.
+    pub(crate) fn with_models<R>(&self, f: impl FnOnce(&mut Models, &mut Hw<'_>) -> R) -> R {
+        let mut guard = lock(&self.shared.state);
+        let st = &mut *guard;
+        let mut hw = Hw {
+            profile: &self.shared.profile,
+            map: &self.shared.map,
+            regs: &mut st.regs,
+            config: &st.config,
+            vram: &self.shared.vram,
+            sysmem: &self.shared.sysmem,
+        };
+        f(&mut st.models, &mut hw)
+    }
+
+    /// Record what an engine of the device could not do because of how the driver
+    /// programmed it (an IH ring in unmapped memory, …) as a DMA violation.
+    pub(crate) fn record_engine_fault(&self, engine: &str, fault: &Fault) {
+        self.shared.record(Violation {
+            space: Space::Dma,
+            offset: 0,
+            access: Access::Write,
+            size: 0,
+            value: None,
+            register: None,
+            reason: format!("{engine}: {}", fault.0),
+        });
+    }
+
     /// Device DMA read from system memory, as the engines will do it: refused (and
     /// recorded) while bus mastering is off.
     pub fn dma_read(&self, bus: u64, buf: &mut [u8]) -> am_driver::Result<()> {

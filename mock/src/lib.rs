@@ -20,6 +20,7 @@ pub mod sysmem;
 mod tables;
 pub mod vf_pf;
 pub mod vram;
+pub mod walker;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -7,6 +7,9 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+/// Granule of the write generations the GMC's TLB snapshot checks (a page-table page).
+pub const GEN_PAGE: u64 = 0x1000;
+
 /// Size of one backing chunk.
 pub const CHUNK_SIZE: u64 = 2 << 20;
 
@@ -18,6 +21,10 @@ pub const CHUNK_SIZE: u64 = 2 << 20;
 pub struct Vram {
     size: u64,
     chunks: Mutex<HashMap<u64, Box<[u8]>>>,
+    /// Write generation: a counter bumped by every write, and the generation of the last
+    /// write to each 4 KiB page. The GMC compares the pages its walker visits with the
+    /// generation of the hub's last invalidation (`ip::gmc`, TLB snapshot semantics).
+    gens: Mutex<(u64, HashMap<u64, u64>)>,
 }
 
 impl Vram {
@@ -26,6 +33,7 @@ impl Vram {
         Self {
             size,
             chunks: Mutex::new(HashMap::new()),
+            gens: Mutex::new((0, HashMap::new())),
         }
     }
 
@@ -67,8 +75,28 @@ impl Vram {
         }
     }
 
+    /// The current write generation (a write after this call has a larger one).
+    pub fn generation(&self) -> u64 {
+        self.gens.lock().unwrap_or_else(|p| p.into_inner()).0
+    }
+
+    /// Generation of the last write to the 4 KiB page holding `offset` (0: never written).
+    pub fn page_generation(&self, offset: u64) -> u64 {
+        let g = self.gens.lock().unwrap_or_else(|p| p.into_inner());
+        g.1.get(&(offset / GEN_PAGE)).copied().unwrap_or(0)
+    }
+
     /// Copy bytes in, allocating chunks on first write; bytes outside VRAM are dropped.
     pub fn write(&self, offset: u64, data: &[u8]) {
+        if !data.is_empty() {
+            let mut g = self.gens.lock().unwrap_or_else(|p| p.into_inner());
+            g.0 += 1;
+            let generation = g.0;
+            let last = offset.saturating_add(data.len() as u64 - 1);
+            for page in offset / GEN_PAGE..=last / GEN_PAGE {
+                g.1.insert(page, generation);
+            }
+        }
         let mut chunks = self.lock();
         let mut done = 0usize;
         while done < data.len() {
