@@ -131,40 +131,39 @@ struct Prims;
 
 impl VisitMut for Prims {
     fn visit_type_mut(&mut self, ty: &mut syn::Type) {
-        if let syn::Type::Path(p) = ty {
-            if let Some(last) = p.path.segments.last() {
-                let prim = match last.ident.to_string().as_str() {
-                    "c_uchar" => Some("u8"),
-                    "c_char" | "c_schar" => Some("i8"),
-                    "c_ushort" => Some("u16"),
-                    "c_short" => Some("i16"),
-                    "c_uint" => Some("u32"),
-                    "c_int" => Some("i32"),
-                    "c_ulong" | "c_ulonglong" => Some("u64"),
-                    "c_long" | "c_longlong" => Some("i64"),
-                    _ => None,
+        if let syn::Type::Path(p) = ty
+            && let Some(last) = p.path.segments.last()
+        {
+            let prim = match last.ident.to_string().as_str() {
+                "c_uchar" => Some("u8"),
+                "c_char" | "c_schar" => Some("i8"),
+                "c_ushort" => Some("u16"),
+                "c_short" => Some("i16"),
+                "c_uint" => Some("u32"),
+                "c_int" => Some("i32"),
+                "c_ulong" | "c_ulonglong" => Some("u64"),
+                "c_long" | "c_longlong" => Some("i64"),
+                _ => None,
+            };
+            if let Some(prim) = prim {
+                let id = format_ident!("{prim}");
+                *ty = syn::parse_quote!(#id);
+                return;
+            }
+            let helper =
+                last.ident == "__BindgenBitfieldUnit" || last.ident == "__IncompleteArrayField";
+            if helper
+                && let syn::PathArguments::AngleBracketed(a) = &last.arguments
+                && let Some(syn::GenericArgument::Type(inner)) = a.args.first()
+            {
+                let inner = inner.clone();
+                *ty = if last.ident == "__BindgenBitfieldUnit" {
+                    inner
+                } else {
+                    syn::parse_quote!([#inner; 0])
                 };
-                if let Some(prim) = prim {
-                    let id = format_ident!("{prim}");
-                    *ty = syn::parse_quote!(#id);
-                    return;
-                }
-                let helper =
-                    last.ident == "__BindgenBitfieldUnit" || last.ident == "__IncompleteArrayField";
-                if helper {
-                    if let syn::PathArguments::AngleBracketed(a) = &last.arguments {
-                        if let Some(syn::GenericArgument::Type(inner)) = a.args.first() {
-                            let inner = inner.clone();
-                            *ty = if last.ident == "__BindgenBitfieldUnit" {
-                                inner
-                            } else {
-                                syn::parse_quote!([#inner; 0])
-                            };
-                            self.visit_type_mut(ty);
-                            return;
-                        }
-                    }
-                }
+                self.visit_type_mut(ty);
+                return;
             }
         }
         syn::visit_mut::visit_type_mut(self, ty);
@@ -180,12 +179,10 @@ impl VisitMut for HexConsts {
             lit: syn::Lit::Int(i),
             ..
         }) = &mut *c.expr
+            && let Ok(v) = i.base10_parse::<u64>()
+            && v >= 256
         {
-            if let Ok(v) = i.base10_parse::<u64>() {
-                if v >= 256 {
-                    *i = syn::LitInt::new(&format!("{v:#x}"), i.span());
-                }
-            }
+            *i = syn::LitInt::new(&format!("{v:#x}"), i.span());
         }
     }
 }
@@ -359,10 +356,10 @@ fn cap_of(
 fn reshape(mut file: syn::File, header: &str) -> Result<String> {
     let mut layouts = Layouts::default();
     for item in &file.items {
-        if let syn::Item::Const(c) = item {
-            if c.ident == "_" {
-                read_layout_test(c, &mut layouts);
-            }
+        if let syn::Item::Const(c) = item
+            && c.ident == "_"
+        {
+            read_layout_test(c, &mut layouts);
         }
     }
     let helper = |name: &str| name.starts_with("__Bindgen") || name == "__IncompleteArrayField";
@@ -382,10 +379,10 @@ fn reshape(mut file: syn::File, header: &str) -> Result<String> {
         other => !is_layout_test(other),
     });
     for item in file.items.iter_mut() {
-        if let syn::Item::Struct(st) = item {
-            if let Some(u) = real_union(st) {
-                *item = syn::Item::Union(u);
-            }
+        if let syn::Item::Struct(st) = item
+            && let Some(u) = real_union(st)
+        {
+            *item = syn::Item::Union(u);
         }
     }
     Prims.visit_file_mut(&mut file);
@@ -506,25 +503,25 @@ fn reshape(mut file: syn::File, header: &str) -> Result<String> {
                 let self_ty = i.self_ty.clone();
                 let mut fns: Vec<proc_macro2::TokenStream> = Vec::new();
                 for it in &i.items {
-                    if let syn::ImplItem::Fn(f) = it {
-                        if let Some(bf) = read_bitfield_getter(f) {
-                            uses_bitfields = true;
-                            let getter = format_ident!("{}", bf.name);
-                            let setter = format_ident!("set_{}", bf.name);
-                            let unit = format_ident!("{}", bf.unit);
-                            let (off, width, ty) = (bf.offset, bf.width, bf.ty);
-                            let doc = format!("Bits {}..{} of `{}`.", off, off + width, bf.unit);
-                            fns.push(quote! {
-                                #[doc = #doc]
-                                pub const fn #getter(&self) -> #ty {
-                                    bitfield_get(&self.#unit, #off, #width) as #ty
-                                }
-                                #[doc = #doc]
-                                pub fn #setter(&mut self, val: #ty) {
-                                    bitfield_set(&mut self.#unit, #off, #width, val as u64)
-                                }
-                            });
-                        }
+                    if let syn::ImplItem::Fn(f) = it
+                        && let Some(bf) = read_bitfield_getter(f)
+                    {
+                        uses_bitfields = true;
+                        let getter = format_ident!("{}", bf.name);
+                        let setter = format_ident!("set_{}", bf.name);
+                        let unit = format_ident!("{}", bf.unit);
+                        let (off, width, ty) = (bf.offset, bf.width, bf.ty);
+                        let doc = format!("Bits {}..{} of `{}`.", off, off + width, bf.unit);
+                        fns.push(quote! {
+                            #[doc = #doc]
+                            pub const fn #getter(&self) -> #ty {
+                                bitfield_get(&self.#unit, #off, #width) as #ty
+                            }
+                            #[doc = #doc]
+                            pub fn #setter(&mut self, val: #ty) {
+                                bitfield_set(&mut self.#unit, #off, #width, val as u64)
+                            }
+                        });
                     }
                 }
                 if !fns.is_empty() {

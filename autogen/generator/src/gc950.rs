@@ -27,17 +27,16 @@ pub fn patch(v: &mut Version) {
     ));
     // SH_MEM_CONFIG gains PRECISION_MODE at bit 9 (tinygrad gc_9_4_3.py:
     // 'precision_mode': (9, 9)); 6.12 has F8_MODE at bit 8 and nothing at bit 9.
-    if let Some(r) = v.regs.get_mut("SH_MEM_CONFIG") {
-        if !r.fields.iter().any(|f| f.name == "PRECISION_MODE") {
-            r.fields.push(Field {
-                name: "PRECISION_MODE".into(),
-                shift: 9,
-                mask: 1 << 9,
-            });
-            v.notes.push(
-                "GC 9.5.0: SH_MEM_CONFIG.PRECISION_MODE (bit 9) added (tinygrad gc_9_4_3.py)"
-                    .into(),
-            );
-        }
+    if let Some(r) = v.regs.get_mut("SH_MEM_CONFIG")
+        && !r.fields.iter().any(|f| f.name == "PRECISION_MODE")
+    {
+        r.fields.push(Field {
+            name: "PRECISION_MODE".into(),
+            shift: 9,
+            mask: 1 << 9,
+        });
+        v.notes.push(
+            "GC 9.5.0: SH_MEM_CONFIG.PRECISION_MODE (bit 9) added (tinygrad gc_9_4_3.py)".into(),
+        );
     }
 }

@@ -240,15 +240,15 @@ fn hwid(amd: &Path, out: &Out) -> Result<()> {
     for (n, v) in &en {
         if n == "MAX_HWIP" {
             let _ = writeln!(s, "pub const MAX_HWIP: usize = {v};");
-        } else if let Some((first, _)) = variants.iter().find(|(_, x)| x == v) {
-            if first != n {
-                let _ = writeln!(
-                    s,
-                    "/// `{n}` shares its value with `{first}`.\npub const {}: HwIp = HwIp::{};",
-                    n,
-                    first.trim_end_matches("_HWIP")
-                );
-            }
+        } else if let Some((first, _)) = variants.iter().find(|(_, x)| x == v)
+            && first != n
+        {
+            let _ = writeln!(
+                s,
+                "/// `{n}` shares its value with `{first}`.\npub const {}: HwIp = HwIp::{};",
+                n,
+                first.trim_end_matches("_HWIP")
+            );
         }
     }
     s.push_str("\nimpl HwIp {\n    /// Every block type, in enum order.\n    pub const ALL: &'static [HwIp] = &[");

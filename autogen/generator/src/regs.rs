@@ -304,14 +304,14 @@ pub fn load(amd: &Path, prefix: &str) -> Result<Version> {
             if let Some((r, f)) = split(n) {
                 shifts.insert((r, f), u32::try_from(*v)?);
             }
-        } else if let Some(n) = name.strip_suffix("_MASK") {
-            if let Some((r, f)) = split(n) {
-                field_masks.push((
-                    r,
-                    f,
-                    u32::try_from(*v).with_context(|| format!("{prefix}: mask {name}"))?,
-                ));
-            }
+        } else if let Some(n) = name.strip_suffix("_MASK")
+            && let Some((r, f)) = split(n)
+        {
+            field_masks.push((
+                r,
+                f,
+                u32::try_from(*v).with_context(|| format!("{prefix}: mask {name}"))?,
+            ));
         }
     }
     for (r, f, mask) in field_masks {
@@ -380,7 +380,7 @@ fn write_numbers(out: &mut String, nums: impl IntoIterator<Item = u64>) {
         line.push_str(&s);
         line.push(' ');
     }
-    if line.trim().len() > 0 {
+    if !line.trim().is_empty() {
         out.push_str(line.trim_end());
         out.push('\n');
     }
@@ -412,8 +412,12 @@ fn offsets_of(names: &[&str]) -> Vec<u64> {
     offs
 }
 
+/// Per version: (version, registers, fields).
+pub type VersionStats = Vec<((u8, u8, u8), usize, usize)>;
+
+/// Per IP: (module, distinct names, versions), printed by the generator.
 pub struct Stats {
-    pub ips: Vec<(String, usize, Vec<((u8, u8, u8), usize, usize)>)>,
+    pub ips: Vec<(String, usize, VersionStats)>,
 }
 
 pub fn generate(
