@@ -259,7 +259,10 @@ impl Psp {
             }
             None => false,
         };
-        if due && let Some((Pending::Fences(fences), _)) = self.pending.take() {
+        if due
+            && matches!(self.pending, Some((Pending::Fences(_), _)))
+            && let Some((Pending::Fences(fences), _)) = self.pending.take()
+        {
             for (addr, value) in fences {
                 // The address was checked when the frame was taken.
                 let _ = mem_write(hw, addr, &value.to_le_bytes());
