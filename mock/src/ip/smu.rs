@@ -350,6 +350,7 @@ impl Smu {
             return Err(s0::PPSMC_Result_CmdRejectedPrereq);
         }
         self.metrics_counter = self.metrics_counter.wrapping_add(1);
+        // A busy part runs each clock at its soft maximum.
         let soft = |c: u32| self.soft_limits(c).map_or(0, |s| s.1);
         let bytes = match self.mp1 {
             Some(Mp1::V13_0_0) => {
