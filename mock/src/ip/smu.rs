@@ -65,7 +65,7 @@ pub struct SmuMessage {
     pub msg: u32,
     /// Argument.
     pub param: u32,
-    /// Response code given (None: not answered yet or never).
+    /// Response code the SMU chose (also logged when the answer is never delivered).
     pub response: u32,
     /// Result in `C2PMSG_82`.
     pub result: u32,
