@@ -34,6 +34,8 @@ struct Drv {
     mmio: Arc<dyn Bar>,
     vram: Arc<dyn Bar>,
     wptr: u32,
+    /// Register polls the last `submit` needed before its fence landed.
+    last_polls: usize,
 }
 
 impl Drv {
@@ -44,6 +46,7 @@ impl Drv {
             mmio: dev.bar(5).unwrap(),
             vram: dev.bar(0).unwrap(),
             wptr: 0,
+            last_polls: 0,
         }
     }
 
@@ -125,8 +128,9 @@ impl Drv {
         self.vram.write_bytes(RING + slot, &bytes).unwrap();
         self.wptr += 16;
         self.wr(67, self.wptr).map_err(|e| e.to_string())?;
-        for _ in 0..POLLS {
+        for polls in 0..POLLS {
             if self.vram.read32(FENCE).unwrap() == fence_value {
+                self.last_polls = polls;
                 let resp = CMD + offset_of!(psp_gfx_cmd_resp, resp) as u64;
                 return Ok((
                     self.vram.read32(resp).unwrap(),
@@ -157,9 +161,9 @@ fn padded_sha(bytes: &[u8]) -> [u8; 32] {
     sha256(&buf)
 }
 
-fn navi31_plan() -> am_firmware::LoadPlan {
+fn plan(ips: IpVersions) -> am_firmware::LoadPlan {
     let loc = Locator::new(vec![PathBuf::from("/lib/firmware/amdgpu")]);
-    let set = FirmwareSet::load(IpVersions::NAVI31, &loc).unwrap();
+    let set = FirmwareSet::load(ips, &loc).unwrap();
     set.plan(PlanOptions::default()).unwrap()
 }
 
@@ -172,8 +176,17 @@ fn boot_sos(d: &Drv) {
 
 #[test]
 fn navi31_full_load_of_the_debian_firmware_matches_the_plan() {
-    let plan = navi31_plan();
-    let gpu = MockGpu::new("navi31").unwrap();
+    full_load("navi31", IpVersions::NAVI31, true);
+}
+
+#[test]
+fn mi300x_full_load_of_the_debian_firmware_matches_the_plan() {
+    full_load("mi300x", IpVersions::MI300X, false);
+}
+
+fn full_load(profile: &str, ips: IpVersions, autoload: bool) {
+    let plan = plan(ips);
+    let gpu = MockGpu::new(profile).unwrap();
     let mut d = Drv::new(&gpu);
     let mut want = Vec::new();
     let mut ring = false;
@@ -235,7 +248,7 @@ fn navi31_full_load_of_the_debian_firmware_matches_the_plan() {
     assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
     assert!(want.len() > 10, "the plan loads every firmware");
     assert_eq!(gpu.with_psp(|p| p.log().to_vec()), want);
-    assert!(gpu.with_psp(|p| p.rlc_autoload_requested()));
+    assert_eq!(gpu.with_psp(|p| p.rlc_autoload_requested()), autoload);
     // The sOS and its ring outlive the driver instance.
     drop(d);
     let d2 = Drv::new(&gpu);
@@ -351,6 +364,49 @@ fn late_answer_comes_after_the_polls() {
         assert!(polls < POLLS);
     }
     assert_eq!(polls, 4, "ready on the fifth poll");
+}
+
+#[test]
+fn late_fence_is_written_after_the_polls() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let mut d = Drv::new(&gpu);
+    boot_sos(&d);
+    d.ring_create().unwrap();
+    gpu.with_psp(|p| p.faults.late_polls = 3);
+    d.vram.write_bytes(FENCE, &[0u8; 4]).unwrap();
+    d.submit(GFX_CMD_ID_SETUP_TMR, &[]).unwrap();
+    // `submit` polls C2PMSG_67 between fence reads: the fence came on the third poll.
+    assert_eq!(d.last_polls, 3);
+    gpu.with_psp(|p| p.faults.late_polls = 0);
+    d.submit(GFX_CMD_ID_SETUP_TMR, &[]).unwrap();
+    assert_eq!(d.last_polls, 0);
+    gpu.with_psp(|p| p.faults.late_polls = 1000);
+    let err = d.submit(GFX_CMD_ID_SETUP_TMR, &[]).unwrap_err();
+    assert!(err.contains("timeout waiting for the fence"), "{err}");
+}
+
+#[test]
+fn component_in_system_memory_is_read_by_dma() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let dev = gpu.open();
+    let d = Drv::new(&gpu);
+    let mem = dev.alloc_sysmem(BL_BUFFER, true).unwrap();
+    mem.write_bytes(0, &[0x3c; 100]).unwrap();
+    // Bus mastering off: the PSP cannot reach system memory.
+    d.wr(36, (mem.bus_addrs()[0] >> 20) as u32).unwrap();
+    assert!(d.wr(35, 0x80000).is_err());
+    assert!(
+        gpu.take_violations()[0]
+            .reason
+            .contains("bus mastering is off")
+    );
+    let cmd = dev.config_read(4, 2).unwrap();
+    dev.config_write(4, 2, cmd | 4).unwrap();
+    d.wr(35, 0x80000).unwrap();
+    match gpu.with_psp(|p| p.log().to_vec()).as_slice() {
+        [PspLoad::Bootloader { size, .. }] => assert_eq!(*size, 100),
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

@@ -261,3 +261,28 @@ fn late_answer_comes_after_the_polls() {
     d.wr(66, s0::PPSMC_MSG_GetSmuVersion).unwrap();
     assert!(d.wr(66, s0::PPSMC_MSG_GetSmuVersion).is_err());
 }
+
+#[test]
+fn smu_answers_again_once_the_sos_runs_after_mode1() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let d = Drv::new(&gpu);
+    d.ok(s0::PPSMC_MSG_SetPptLimit, 300);
+    d.wr(90, 0).unwrap();
+    d.wr(66, s0::PPSMC_MSG_Mode1Reset).unwrap();
+    assert!(
+        d.msg(s0::PPSMC_MSG_GetSmuVersion, 0)
+            .unwrap_err()
+            .contains("timeout")
+    );
+    // The next driver boots the sOS again; the SMU restarts with its power-on state.
+    d.vram.write_bytes(0x0100_0000, &[0x5a; 4096]).unwrap();
+    d.mmio
+        .write32(
+            d.reg("MP0_SMN_C2PMSG_36"),
+            ((FB_BASE + 0x0100_0000) >> 20) as u32,
+        )
+        .unwrap();
+    d.mmio.write32(d.reg("MP0_SMN_C2PMSG_35"), 0x20000).unwrap();
+    assert_eq!(d.ok(s0::PPSMC_MSG_GetPptLimit, 0), 355);
+    assert!(gpu.with_smu(|s| s.alive()));
+}
