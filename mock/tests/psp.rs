@@ -294,11 +294,51 @@ fn unknown_command_and_fw_type_are_named() {
     d.ring_create().unwrap();
     let err = d.submit(0x7f, &[]).unwrap_err();
     assert!(err.contains("command id 0x7f"), "{err}");
+    d.submit(GFX_CMD_ID_SETUP_TMR, &[]).unwrap();
     let err = d.load_ip_fw(0xdead, &[1; 256]).unwrap_err();
     assert!(
         err.contains("GFX_CMD_ID_LOAD_IP_FW: unknown fw_type 0xdead"),
         "{err}"
     );
+}
+
+#[test]
+fn ip_firmware_before_setup_tmr_is_a_violation() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let mut d = Drv::new(&gpu);
+    boot_sos(&d);
+    d.ring_create().unwrap();
+    // The SMU firmware may precede the TMR; the others may not.
+    assert_eq!(
+        d.load_ip_fw(am_firmware::GfxFwType::SMU.0, &[1; 256])
+            .unwrap()
+            .0,
+        0
+    );
+    let err = d
+        .load_ip_fw(am_firmware::GfxFwType::RS64_MEC.0, &[1; 256])
+        .unwrap_err();
+    assert!(
+        err.contains("GFX_FW_TYPE_RS64_MEC before GFX_CMD_ID_SETUP_TMR"),
+        "{err}"
+    );
+    let err = d.submit(GFX_CMD_ID_AUTOLOAD_RLC, &[]).unwrap_err();
+    assert!(
+        err.contains("AUTOLOAD_RLC before GFX_CMD_ID_SETUP_TMR"),
+        "{err}"
+    );
+    d.submit(GFX_CMD_ID_SETUP_TMR, &[]).unwrap();
+    let err = d.submit(GFX_CMD_ID_LOAD_TOC, &[0; 12]).unwrap_err();
+    assert!(err.contains("LOAD_TOC after GFX_CMD_ID_SETUP_TMR"), "{err}");
+    // Refused frames were consumed: only the good commands ran, once each.
+    let log = gpu.with_psp(|p| p.log().to_vec());
+    let ring: Vec<_> = log
+        .iter()
+        .filter(|l| !matches!(l, PspLoad::Bootloader { .. }))
+        .collect();
+    assert_eq!(ring.len(), 2, "{ring:?}");
+    assert!(matches!(ring[0], PspLoad::LoadIpFw { size: 256, .. }));
+    assert_eq!(ring[1], &PspLoad::SetupTmr);
 }
 
 #[test]

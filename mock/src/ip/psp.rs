@@ -161,6 +161,8 @@ pub struct Psp {
     rptr: u32,
     /// Whether AUTOLOAD_RLC was executed (the GFX model reads this).
     rlc_autoload_requested: bool,
+    /// Whether SETUP_TMR was executed: IP firmware (other than the SMU's) goes into the TMR.
+    tmr_set: bool,
     pending: Option<(Pending, u32)>,
     /// Fault injection.
     pub faults: PspFaults,
@@ -196,6 +198,7 @@ impl Psp {
             ring: None,
             rptr: 0,
             rlc_autoload_requested: false,
+            tmr_set: false,
             pending: None,
             faults: PspFaults::default(),
             log: Vec::new(),
@@ -381,6 +384,7 @@ impl Psp {
                 "write pointer {wptr:#x} is not on a frame boundary ({frame_dw} dwords)"
             )));
         }
+        hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_67", 0, wptr);
         let mut fences = match self.pending.take() {
             Some((Pending::Fences(f), _)) => f,
             _ => Vec::new(),
@@ -391,10 +395,16 @@ impl Psp {
             mem_read(hw, at, &mut raw).map_err(|e| Fault::new(format!("ring frame: {e}")))?;
             let frame = psp_gfx_rb_frame::read_from_bytes(&raw)
                 .map_err(|_| Fault::new("ring frame: short read"))?;
-            fences.push(self.execute(hw, &frame)?);
+            // A refused frame is consumed, as the PSP moves on after an error.
             self.rptr = self.rptr.wrapping_add(frame_dw);
+            match self.execute(hw, &frame) {
+                Ok(f) => fences.push(f),
+                Err(e) => {
+                    self.owe(Pending::Fences(fences));
+                    return Err(e);
+                }
+            }
         }
-        hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_67", 0, wptr);
         self.owe(Pending::Fences(fences));
         if self.faults.late_polls == 0 {
             self.poll(hw);
@@ -429,6 +439,13 @@ impl Psp {
                         c.fw_type
                     )));
                 }
+                // Only the SMU firmware precedes the TMR (it is loaded before SETUP_TMR).
+                if !self.tmr_set && fw_type != GfxFwType::SMU {
+                    return Err(Fault::new(format!(
+                        "{name} {} before GFX_CMD_ID_SETUP_TMR",
+                        fw_type.full_name()
+                    )));
+                }
                 if c.fw_size == 0 || c.fw_size > MAX_FW_SIZE {
                     return Err(Fault::new(format!(
                         "{name} {}: implausible fw_size {:#x}",
@@ -447,6 +464,11 @@ impl Psp {
                 }
             }
             GFX_CMD_ID_LOAD_TOC => {
+                if self.tmr_set {
+                    return Err(Fault::new(format!(
+                        "{name} after GFX_CMD_ID_SETUP_TMR: the TOC sizes the TMR"
+                    )));
+                }
                 let c = psp_gfx_cmd_load_toc::read_from_prefix(cmd)
                     .map_err(|_| Fault::new("LOAD_TOC: short command"))?
                     .0;
@@ -465,8 +487,16 @@ impl Psp {
                     sha256: am_firmware::locate::sha256(&toc),
                 }
             }
-            GFX_CMD_ID_SETUP_TMR => PspLoad::SetupTmr,
+            GFX_CMD_ID_SETUP_TMR => {
+                self.tmr_set = true;
+                PspLoad::SetupTmr
+            }
             GFX_CMD_ID_AUTOLOAD_RLC => {
+                if !self.tmr_set {
+                    return Err(Fault::new(format!(
+                        "{name} before GFX_CMD_ID_SETUP_TMR: no firmware is loaded"
+                    )));
+                }
                 self.rlc_autoload_requested = true;
                 PspLoad::AutoloadRlc
             }
@@ -558,6 +588,7 @@ impl IpModel for Psp {
         self.ring = None;
         self.rptr = 0;
         self.rlc_autoload_requested = false;
+        self.tmr_set = false;
         self.pending = None;
     }
 }
