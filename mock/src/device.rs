@@ -264,6 +264,16 @@ impl MockGpu {
         lock(&self.shared.state).models.mailbox.pf.as_mut().map(f)
     }
 
+    /// Work on the PSP model (fault injection, the load log, firmware state).
+    pub fn with_psp<R>(&self, f: impl FnOnce(&mut crate::ip::psp::Psp) -> R) -> R {
+        f(&mut lock(&self.shared.state).models.psp)
+    }
+
+    /// Work on the SMU model (fault injection, the message log, DPM state).
+    pub fn with_smu<R>(&self, f: impl FnOnce(&mut crate::ip::smu::Smu) -> R) -> R {
+        f(&mut lock(&self.shared.state).models.smu)
+    }
+
     /// Value of a register by table, name and instance, read behind the driver's back (no
     /// model side effects, no violation). `None` if the profile has no such register.
     pub fn peek(&self, ip: RegIp, name: &str, instance: u8) -> Option<u32> {
@@ -644,6 +654,10 @@ impl Shared {
             (None, _) => model.read8(&mut hw, reg, byte).map(u32::from),
             (Some(v), _) => model.write8(&mut hw, reg, byte, v as u8).map(|()| v),
         };
+        if st.models.smu.take_mode1_request() {
+            // The SMU took a mode1 reset: the whole ASIC goes down before the access returns.
+            self.reset_locked(st, ResetKind::Mode1);
+        }
         drop(guard);
         match result {
             Ok(v) => Ok(v),
@@ -667,7 +681,12 @@ impl Shared {
     /// its contents (memory is not cleared by a reset).
     fn flr(&self) {
         let mut st = lock(&self.state);
-        let st = &mut *st;
+        self.reset_locked(&mut st, ResetKind::Flr);
+    }
+
+    /// A reset of `kind` with the state lock held: registers to defaults except the scratch
+    /// registers, models drop what the reset clears (mode1 also kills PSP and SMU firmware).
+    fn reset_locked(&self, st: &mut State, kind: ResetKind) {
         let mut regs = self.map.defaults();
         for id in 0..self.map.len() {
             if self.map.info(id).name.contains("SCRATCH_REG") {
@@ -675,7 +694,7 @@ impl Shared {
             }
         }
         st.regs = regs;
-        st.models.reset(ResetKind::Flr);
+        st.models.reset(kind);
         power_on(&self.profile, &self.map, st, &self.vram, &self.sysmem);
         st.doorbells.clear();
         st.vf_access_hook = false;

@@ -1,0 +1,288 @@
+//! The SMU model driven through BAR5 as a driver would: message tables per MP1 version, real
+//! answers, metrics in VRAM, mode1 reset, fault injection.
+
+#![allow(clippy::unwrap_used)] // unwrap is how a test says "this must work"
+
+use std::sync::Arc;
+
+use am_autogen::hwid::{GC_HWID, MP0_HWID};
+use am_autogen::regs::{IpVersion, RegIp, table};
+use am_autogen::smu::{v13_0_0 as s0, v13_0_6 as s6};
+use am_driver::{Bar, PciDevice};
+use am_mock::MockGpu;
+use am_mock::ip::gmc::FB_BASE;
+use am_mock::ip::smu::clk_13_0_6;
+use zerocopy::FromBytes;
+
+const TABLE: u64 = 0x0040_0000;
+const POLLS: usize = 50;
+
+struct Drv {
+    gpu: MockGpu,
+    mmio: Arc<dyn Bar>,
+    vram: Arc<dyn Bar>,
+}
+
+impl Drv {
+    fn new(gpu: &MockGpu) -> Self {
+        let dev = gpu.open();
+        Self {
+            gpu: gpu.clone(),
+            mmio: dev.bar(5).unwrap(),
+            vram: dev.bar(0).unwrap(),
+        }
+    }
+
+    fn reg(&self, name: &str) -> u64 {
+        let ver = self.gpu.profile().version(MP0_HWID).unwrap();
+        let r = table(RegIp::Mp, ver).unwrap().by_name(name).unwrap();
+        let i = self.gpu.profile().instances(MP0_HWID).next().unwrap();
+        (i.bases[usize::from(r.base_idx())] + u64::from(r.offset())) * 4
+    }
+
+    fn wr(&self, n: u32, v: u32) -> am_driver::Result<()> {
+        self.mmio
+            .write32(self.reg(&format!("MP1_SMN_C2PMSG_{n}")), v)
+    }
+
+    fn rd(&self, n: u32) -> am_driver::Result<u32> {
+        self.mmio.read32(self.reg(&format!("MP1_SMN_C2PMSG_{n}")))
+    }
+
+    /// One message: Ok((response, result)) or Err on a violation or a timeout.
+    fn msg(&self, msg: u32, param: u32) -> Result<(u32, u32), String> {
+        self.wr(90, 0).map_err(|e| e.to_string())?;
+        self.wr(82, param).map_err(|e| e.to_string())?;
+        self.wr(66, msg).map_err(|e| e.to_string())?;
+        for _ in 0..POLLS {
+            let r = self.rd(90).map_err(|e| e.to_string())?;
+            if r != 0 {
+                return Ok((r, self.rd(82).unwrap()));
+            }
+        }
+        Err(format!("timeout on message {msg:#x}"))
+    }
+
+    fn ok(&self, msg: u32, param: u32) -> u32 {
+        let (resp, result) = self.msg(msg, param).unwrap();
+        assert_eq!(resp, 1, "message {msg:#x}");
+        result
+    }
+}
+
+#[test]
+fn navi31_version_and_dpm_levels() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let d = Drv::new(&gpu);
+    assert_eq!(d.ok(s0::PPSMC_MSG_GetSmuVersion, 0), 0x004e_4a00);
+    assert_eq!(
+        d.ok(s0::PPSMC_MSG_GetDriverIfVersion, 0),
+        s0::SMU13_0_0_DRIVER_IF_VERSION
+    );
+    let gfx = s0::PPCLK_GFXCLK << 16;
+    assert_eq!(d.ok(s0::PPSMC_MSG_GetDpmFreqByIndex, gfx | 0xff), 3);
+    let levels: Vec<u32> = (0..3)
+        .map(|i| d.ok(s0::PPSMC_MSG_GetDpmFreqByIndex, gfx | i))
+        .collect();
+    assert_eq!(levels, [500, 1500, 2500]);
+    let uclk = s0::PPCLK_UCLK << 16;
+    assert_eq!(d.ok(s0::PPSMC_MSG_GetDpmFreqByIndex, uclk | 0xff), 4);
+    // Soft limits are checked against the table.
+    assert_eq!(d.ok(s0::PPSMC_MSG_SetSoftMaxByFreq, gfx | 2000), 0);
+    assert_eq!(
+        d.msg(s0::PPSMC_MSG_SetSoftMaxByFreq, gfx | 3000).unwrap().0,
+        s0::PPSMC_Result_Failed
+    );
+    assert_eq!(
+        gpu.with_smu(|s| s.soft_limits(s0::PPCLK_GFXCLK)),
+        Some((500, 2000))
+    );
+    // Power limit.
+    assert_eq!(d.ok(s0::PPSMC_MSG_GetPptLimit, 0), 355);
+    d.ok(s0::PPSMC_MSG_SetPptLimit, 300);
+    assert_eq!(d.ok(s0::PPSMC_MSG_GetPptLimit, 0), 300);
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
+
+#[test]
+fn message_of_the_other_version_is_a_violation() {
+    // GetMetricsTable (9) exists on 13.0.6 only; on 13.0.0 id 9 is EnableSmuFeaturesHigh,
+    // which the model does not answer.
+    let gpu = MockGpu::new("navi31").unwrap();
+    let d = Drv::new(&gpu);
+    let err = d.msg(s6::PPSMC_MSG_GetMetricsTable, 0).unwrap_err();
+    assert!(err.contains("not in the MP1 13.0.0 table"), "{err}");
+    let gpu = MockGpu::new("mi300x").unwrap();
+    let d = Drv::new(&gpu);
+    // Mode1Reset (47) is 13.0.0's; on 13.0.6 id 47 is TriggerVFFLR, which a PF never sends.
+    let err = d.msg(s0::PPSMC_MSG_Mode1Reset, 0).unwrap_err();
+    assert!(err.contains("not in the MP1 13.0.6 table"), "{err}");
+}
+
+#[test]
+fn navi31_metrics_land_in_the_driver_table() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let d = Drv::new(&gpu);
+    let mc = FB_BASE + TABLE;
+    d.ok(s0::PPSMC_MSG_SetDriverDramAddrHigh, (mc >> 32) as u32);
+    d.ok(s0::PPSMC_MSG_SetDriverDramAddrLow, mc as u32);
+    d.ok(s0::PPSMC_MSG_EnableAllSmuFeatures, 0);
+    d.ok(
+        s0::PPSMC_MSG_SetSoftMaxByFreq,
+        (s0::PPCLK_GFXCLK << 16) | 1500,
+    );
+    d.ok(s0::PPSMC_MSG_TransferTableSmu2Dram, s0::TABLE_SMU_METRICS);
+    let mut buf = vec![0u8; size_of::<s0::SmuMetricsExternal_t>()];
+    d.vram.read_bytes(TABLE, &mut buf).unwrap();
+    let m = s0::SmuMetricsExternal_t::read_from_bytes(&buf).unwrap();
+    assert_eq!(m.SmuMetrics.MetricsCounter, 1);
+    assert_eq!(m.SmuMetrics.CurrClock[s0::PPCLK_GFXCLK as usize], 1500);
+    assert_eq!(m.SmuMetrics.AverageGfxclkFrequencyTarget, 1500);
+}
+
+#[test]
+fn mi300x_answers_its_own_table() {
+    let gpu = MockGpu::new("mi300x").unwrap();
+    let d = Drv::new(&gpu);
+    assert_eq!(d.ok(s6::PPSMC_MSG_GetSmuVersion, 0), 0x0055_4000);
+    let socclk = clk_13_0_6::SOCCLK << 16;
+    assert_eq!(d.ok(s6::PPSMC_MSG_GetDpmFreqByIndex, socclk | 0xff), 4);
+    assert_eq!(d.ok(s6::PPSMC_MSG_GetDpmFreqByIndex, socclk | 3), 1143);
+    assert_eq!(d.ok(s6::PPSMC_MSG_GetMaxGfxDpmFreq, 0), 2100);
+    let mc = FB_BASE + TABLE;
+    d.ok(s6::PPSMC_MSG_SetDriverDramAddrHigh, (mc >> 32) as u32);
+    d.ok(s6::PPSMC_MSG_SetDriverDramAddrLow, mc as u32);
+    d.ok(s6::PPSMC_MSG_GetMetricsTable, 0);
+    let mut buf = vec![0u8; size_of::<s6::MetricsTableX_t>()];
+    d.vram.read_bytes(TABLE, &mut buf).unwrap();
+    let m = s6::MetricsTableX_t::read_from_bytes(&buf).unwrap();
+    assert_eq!((m.AccumulationCounter, m.SocketPowerLimit), (1, 750));
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
+
+fn scratch7(gpu: &MockGpu) -> u64 {
+    let r = table(RegIp::Gc, IpVersion::new(11, 0, 0))
+        .unwrap()
+        .by_name("SCRATCH_REG7")
+        .unwrap();
+    let i = gpu.profile().instances(GC_HWID).next().unwrap();
+    (i.bases[usize::from(r.base_idx())] + u64::from(r.offset())) * 4
+}
+
+#[test]
+fn navi31_mode1_reset_kills_firmware_and_keeps_scratch() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let d = Drv::new(&gpu);
+    d.mmio.write32(scratch7(&gpu), 0x1234).unwrap();
+    let c2p81 = d.reg("MP0_SMN_C2PMSG_81");
+    // Start the sOS through the bootloader so there is live firmware to kill.
+    d.vram.write_bytes(0x0100_0000, &[0x5a; 4096]).unwrap();
+    d.mmio
+        .write32(
+            d.reg("MP0_SMN_C2PMSG_36"),
+            ((FB_BASE + 0x0100_0000) >> 20) as u32,
+        )
+        .unwrap();
+    d.mmio.write32(d.reg("MP0_SMN_C2PMSG_35"), 0x20000).unwrap();
+    assert_ne!(d.mmio.read32(c2p81).unwrap(), 0, "sOS alive");
+    d.ok(s0::PPSMC_MSG_SetPptLimit, 300);
+    // Mode1 through the debug channel (13.0.0): argument, message, then the response.
+    d.wr(53, 0).unwrap();
+    d.wr(75, am_mock::ip::smu::DEBUG_MSG_MODE1_RESET).unwrap();
+    d.wr(54, 0).unwrap();
+    assert!(!gpu.with_smu(|s| s.alive()));
+    assert!(!gpu.with_psp(|p| p.sos_alive()));
+    assert_eq!(d.mmio.read32(c2p81).unwrap(), 0, "sOS dead");
+    assert_eq!(
+        d.mmio.read32(scratch7(&gpu)).unwrap(),
+        0x1234,
+        "scratch kept"
+    );
+    // A dead SMU does not answer.
+    assert!(
+        d.msg(s0::PPSMC_MSG_GetSmuVersion, 0)
+            .unwrap_err()
+            .contains("timeout")
+    );
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
+
+#[test]
+fn mi300x_gfx_driver_reset_is_mode1() {
+    let gpu = MockGpu::new("mi300x").unwrap();
+    let d = Drv::new(&gpu);
+    d.ok(s6::PPSMC_MSG_SetPptLimit, 700);
+    d.wr(90, 0).unwrap();
+    d.wr(82, s6::PPSMC_RESET_TYPE_DRIVER_MODE_1_RESET).unwrap();
+    d.wr(66, s6::PPSMC_MSG_GfxDriverReset).unwrap();
+    assert!(!gpu.with_smu(|s| s.alive()));
+    assert_eq!(d.rd(90).unwrap(), 0, "registers back to their defaults");
+}
+
+#[test]
+fn never_answering_smu_times_out() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    gpu.with_smu(|s| s.faults.no_answer = true);
+    let d = Drv::new(&gpu);
+    assert!(
+        d.msg(s0::PPSMC_MSG_GetSmuVersion, 0)
+            .unwrap_err()
+            .contains("timeout")
+    );
+}
+
+#[test]
+fn error_response_is_given() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    gpu.with_smu(|s| s.faults.error_response = Some(s0::PPSMC_Result_CmdRejectedBusy));
+    let d = Drv::new(&gpu);
+    assert_eq!(
+        d.msg(s0::PPSMC_MSG_GetSmuVersion, 0).unwrap().0,
+        s0::PPSMC_Result_CmdRejectedBusy
+    );
+}
+
+#[test]
+fn late_answer_comes_after_the_polls() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    gpu.with_smu(|s| s.faults.late_polls = 3);
+    let d = Drv::new(&gpu);
+    d.wr(90, 0).unwrap();
+    d.wr(66, s0::PPSMC_MSG_GetSmuVersion).unwrap();
+    let mut polls = 0;
+    while d.rd(90).unwrap() == 0 {
+        polls += 1;
+        assert!(polls < POLLS);
+    }
+    assert_eq!(polls, 3);
+    // A second message before the first is answered is a violation.
+    gpu.with_smu(|s| s.faults.late_polls = 10);
+    d.wr(90, 0).unwrap();
+    d.wr(66, s0::PPSMC_MSG_GetSmuVersion).unwrap();
+    assert!(d.wr(66, s0::PPSMC_MSG_GetSmuVersion).is_err());
+}
+
+#[test]
+fn smu_answers_again_once_the_sos_runs_after_mode1() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let d = Drv::new(&gpu);
+    d.ok(s0::PPSMC_MSG_SetPptLimit, 300);
+    d.wr(90, 0).unwrap();
+    d.wr(66, s0::PPSMC_MSG_Mode1Reset).unwrap();
+    assert!(
+        d.msg(s0::PPSMC_MSG_GetSmuVersion, 0)
+            .unwrap_err()
+            .contains("timeout")
+    );
+    // The next driver boots the sOS again; the SMU restarts with its power-on state.
+    d.vram.write_bytes(0x0100_0000, &[0x5a; 4096]).unwrap();
+    d.mmio
+        .write32(
+            d.reg("MP0_SMN_C2PMSG_36"),
+            ((FB_BASE + 0x0100_0000) >> 20) as u32,
+        )
+        .unwrap();
+    d.mmio.write32(d.reg("MP0_SMN_C2PMSG_35"), 0x20000).unwrap();
+    assert_eq!(d.ok(s0::PPSMC_MSG_GetPptLimit, 0), 355);
+    assert!(gpu.with_smu(|s| s.alive()));
+}
