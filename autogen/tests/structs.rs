@@ -54,8 +54,12 @@ fn discovery_struct_sizes_match_c() {
     // All packed: 8-byte table_info, ip_discovery_header with 16 die_info entries.
     assert_eq!(size_of::<discovery::table_info>(), 8);
     assert_eq!(size_of::<discovery::ip_discovery_header>(), 80);
-    // ip_v4 is its 7 fixed bytes; the base addresses follow.
-    assert_eq!(size_of::<discovery::ip_v4>(), 7);
+    // ip_v4 is its 8 fixed bytes (hw_id u16, instance, num_base_address, major, minor,
+    // revision, then sub_revision:4 / variant:4 as amdgpu builds it with LITTLEENDIAN_CPU);
+    // the base addresses follow.
+    assert_eq!(size_of::<discovery::ip_v4>(), 8);
+    let ip = discovery::ip_v4::read_from_bytes(&[11, 0, 0, 5, 11, 0, 0, 0x3a][..]).unwrap();
+    assert_eq!((ip.sub_revision(), ip.variant()), (0xa, 0x3));
 }
 
 #[test]

@@ -37,13 +37,10 @@ pub const DISCOVERY_TMR_SIZE: usize = 10 << 10;
 /// The discovery structures of `discovery.h`, packed, little-endian.
 use am_autogen::discovery as layout;
 
-/// Bytes of an IP entry before its base addresses. `ip`, `ip_v3` and `ip_v4` all have an
-/// 8-byte head; the last byte holds `sub_revision` (low nibble) and `variant` (high
-/// nibble). The generated `ip_v4` stops after `revision` (7 bytes), because `discovery.h`
-/// declares that byte only under `LITTLEENDIAN_CPU`/`BIGENDIAN_CPU`, which the generator
-/// leaves undefined; the binary always has it.
-pub const IP_ENTRY_HEAD: usize = 8;
-const _: () = assert!(size_of::<layout::ip_v4>() <= IP_ENTRY_HEAD);
+/// Bytes of an IP entry before its base addresses: `ip`, `ip_v3` and `ip_v4` all have an
+/// 8-byte head, the last byte holding `sub_revision` (low nibble) and `variant` (high nibble).
+pub const IP_ENTRY_HEAD: usize = size_of::<layout::ip_v4>();
+const _: () = assert!(IP_ENTRY_HEAD == 8);
 
 /// An IP block version as discovery reports it (`major.minor.rev`); the same type the
 /// generated register tables are keyed by.
@@ -260,7 +257,6 @@ impl DiscoveryTable {
             for n in 0..dhdr.num_ips {
                 let what = || format!("ip_v4 entry {n} of die {die}");
                 let ip: layout::ip_v4 = r.get(off, what)?;
-                let revs: [u8; 1] = r.get(off + IP_ENTRY_HEAD - 1, what)?;
                 let base_size = if base_addr_64_bit { 8 } else { 4 };
                 let bases_off = off + IP_ENTRY_HEAD;
                 let mut bases = Vec::with_capacity(usize::from(ip.num_base_address));
@@ -278,8 +274,8 @@ impl DiscoveryTable {
                     hw_id: ip.hw_id,
                     instance: ip.instance_number,
                     version: IpVersion::new(ip.major, ip.minor, ip.revision),
-                    variant: revs[0] >> 4,
-                    sub_revision: revs[0] & 0xf,
+                    variant: ip.variant(),
+                    sub_revision: ip.sub_revision(),
                     bases,
                 });
                 off = bases_off + usize::from(ip.num_base_address) * base_size;

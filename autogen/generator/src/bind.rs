@@ -21,6 +21,9 @@ typedef uint8_t __u8; typedef uint16_t __u16; typedef uint32_t __u32; typedef ui
 /* A zero-length array has the layout of the flexible array and stays zerocopy-friendly. */
 #define DECLARE_FLEX_ARRAY(T, name) T name[0]
 #define __packed __attribute__((packed))
+/* amdgpu builds for little-endian CPUs; discovery.h declares ip_v4's sub_revision/variant
+   byte only when this is defined, so without it ip_v4 loses a byte. */
+#define LITTLEENDIAN_CPU
 #define __printf(a, b)
 #define BIT(n) (1UL << (n))
 struct mutex { int opaque; };

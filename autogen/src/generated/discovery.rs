@@ -236,9 +236,10 @@ pub struct ip_v4 {
     pub major: u8,
     pub minor: u8,
     pub revision: u8,
+    pub _bitfield_1: [u8; 1usize],
     pub __bindgen_anon_1: ip_v4__bindgen_ty_1,
 }
-const _: () = assert!(core::mem::size_of::<ip_v4>() == 7usize);
+const _: () = assert!(core::mem::size_of::<ip_v4>() == 8usize);
 const _: () = assert!(core::mem::align_of::<ip_v4>() == 1usize);
 #[repr(C, packed)]
 #[derive(Clone, Copy, zerocopy::Immutable, zerocopy::KnownLayout, zerocopy::FromBytes)]
@@ -248,6 +249,24 @@ pub union ip_v4__bindgen_ty_1 {
 }
 const _: () = assert!(core::mem::size_of::<ip_v4__bindgen_ty_1>() == 0usize);
 const _: () = assert!(core::mem::align_of::<ip_v4__bindgen_ty_1>() == 1usize);
+impl ip_v4 {
+    ///Bits 0..4 of `_bitfield_1`.
+    pub const fn sub_revision(&self) -> u8 {
+        bitfield_get(&self._bitfield_1, 0usize, 4usize) as u8
+    }
+    ///Bits 0..4 of `_bitfield_1`.
+    pub fn set_sub_revision(&mut self, val: u8) {
+        bitfield_set(&mut self._bitfield_1, 0usize, 4usize, val as u64)
+    }
+    ///Bits 4..8 of `_bitfield_1`.
+    pub const fn variant(&self) -> u8 {
+        bitfield_get(&self._bitfield_1, 4usize, 4usize) as u8
+    }
+    ///Bits 4..8 of `_bitfield_1`.
+    pub fn set_variant(&mut self, val: u8) {
+        bitfield_set(&mut self._bitfield_1, 4usize, 4usize, val as u64)
+    }
+}
 #[repr(C, packed)]
 #[derive(
     Clone,
