@@ -113,8 +113,7 @@ pub fn build(profile: &Profile) -> Result<Vec<u8>> {
             .as_bytes(),
         );
         for ip in ips {
-            // ip_v4 starts with the same 8 bytes as ip_v3 (sub_revision/variant in byte 7);
-            // the generated ip_v4 lost that byte to an endianness #if, ip_v3 has it.
+            // ip_v4 starts with the same 8 bytes as ip_v3 (sub_revision/variant in byte 7).
             let entry = ip_v3 {
                 hw_id: ip.hw_id,
                 instance_number: ip.instance,
