@@ -4,6 +4,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod device;
 mod fw;
 mod info;
@@ -21,6 +22,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// Measure the speed of the project's engines (see docs/BENCHMARKS.md).
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
     /// amdgpu firmware: list what a device needs, check a file, write synthetic sets.
     #[command(subcommand)]
     Fw(fw::FwCommand),
@@ -36,6 +40,7 @@ fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Fw(cmd) => fw::run(cmd),
         Command::Info(args) => info::run(args).map(|()| ExitCode::SUCCESS),
         Command::List(args) => list::run(args).map(|()| ExitCode::SUCCESS),
