@@ -286,6 +286,15 @@ impl MockGpu {
         lock(&self.shared.state).models.gfx.active_queues()
     }
 
+    /// Tell the GFX model the MEC firmware's RS64 start address (see
+    /// [`crate::ip::gfx::Gfx::set_mec_ucode_start`]).
+    pub fn set_mec_ucode_start(&self, addr: Option<u64>) {
+        lock(&self.shared.state)
+            .models
+            .gfx
+            .set_mec_ucode_start(addr);
+    }
+
     /// Run `f` on the models with a [`Hw`] view of the device, as one of its engines acts
     /// (the register-file lock is held throughout). The GMC and IH test hooks use it.
     pub(crate) fn with_models<R>(&self, f: impl FnOnce(&mut Models, &mut Hw<'_>) -> R) -> R {

@@ -3,12 +3,17 @@
 
 #![allow(clippy::unwrap_used)] // unwrap is how a test says "this must work"
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use am_autogen::regs::{RegIp, table};
 use am_driver::{Bar, PciDevice};
+use am_firmware::{FirmwareSet, IpVersions, Locator, PlanOptions, Role};
 use am_mock::ip::gfx::ActiveQueue;
 use am_mock::{MockDevice, MockGpu};
+
+/// An RS64 start address for tests that do not load firmware.
+const MEC_START: u64 = 0x1_2345_6000;
 
 struct Rig {
     gpu: MockGpu,
@@ -72,15 +77,28 @@ impl Rig {
         self.wr("GRBM_GFX_CNTL", xcc, v);
     }
 
-    /// Run (or halt) the MEC of `xcc` the way the profile's GC generation does it.
-    fn mec(&self, xcc: u8, halted: bool) {
-        let h = u32::from(halted);
-        if self
-            .gpu
+    fn rs64(&self) -> bool {
+        self.gpu
             .register_map()
             .find(RegIp::Gc, "CP_MEC_RS64_CNTL", 0)
             .is_some()
-        {
+    }
+
+    /// Point the RS64 program counter of MEC1 pipe 0 at `start` (in dwords, split as the
+    /// register pair holds it).
+    fn set_pc(&self, xcc: u8, start: u64) {
+        self.select(xcc, 1, 0, 0);
+        self.wr("CP_MEC_RS64_PRGRM_CNTR_START", xcc, (start >> 2) as u32);
+        self.wr("CP_MEC_RS64_PRGRM_CNTR_START_HI", xcc, (start >> 34) as u32);
+        self.select(xcc, 0, 0, 0);
+    }
+
+    /// Run (or halt) the MEC of `xcc` the way the profile's GC generation does it (on RS64
+    /// with the program counter at `MEC_START`).
+    fn mec(&self, xcc: u8, halted: bool) {
+        let h = u32::from(halted);
+        if self.rs64() {
+            self.set_pc(xcc, MEC_START);
             let v = self.fields("CP_MEC_RS64_CNTL", &[("MEC_HALT", h)]);
             self.wr("CP_MEC_RS64_CNTL", xcc, v);
         } else {
@@ -266,4 +284,42 @@ fn grbm_soft_reset_of_cp_clears_that_xccs_queues() {
     r.wr("GRBM_SOFT_RESET", 1, v);
     r.wr("GRBM_SOFT_RESET", 1, 0);
     assert_eq!(r.gpu.active_queues(), vec![expected(0, 0)]);
+}
+
+#[test]
+fn navi31_activation_needs_the_mec_firmwares_start_address() {
+    let loc = Locator::new(vec![PathBuf::from("/lib/firmware/amdgpu")]);
+    let plan = FirmwareSet::load(IpVersions::NAVI31, &loc)
+        .unwrap()
+        .plan(PlanOptions::default())
+        .unwrap();
+    let start = plan.ucode_start(Role::Mec).unwrap();
+    let r = Rig::new("navi31");
+    r.gpu.set_mec_ucode_start(Some(start));
+    // `mec` points the program counter at MEC_START, not the firmware's address.
+    r.mec(0, false);
+    r.select(0, 1, 0, 0);
+    r.program_hqd(0, 0x10_0000, 9, 0x40, 0x20_0000);
+    assert!(!r.try_wr("CP_HQD_ACTIVE", 0, 1));
+    let v = r.gpu.take_violations();
+    assert_eq!(v.len(), 1, "{v:?}");
+    assert!(v[0].reason.contains("start address"), "{v:?}");
+    assert!(r.gpu.active_queues().is_empty());
+    r.set_pc(0, start);
+    r.activate(0, 0);
+    assert_eq!(r.gpu.active_queues(), vec![expected(0, 0)]);
+    assert!(r.gpu.violations().is_empty(), "{:?}", r.gpu.violations());
+}
+
+#[test]
+fn navi31_activation_with_an_unwritten_program_counter_is_a_violation() {
+    let r = Rig::new("navi31");
+    let v = r.fields("CP_MEC_RS64_CNTL", &[("MEC_HALT", 0)]);
+    r.wr("CP_MEC_RS64_CNTL", 0, v);
+    r.select(0, 1, 0, 0);
+    r.program_hqd(0, 0x10_0000, 9, 0x40, 0x20_0000);
+    assert!(!r.try_wr("CP_HQD_ACTIVE", 0, 1));
+    let v = r.gpu.violations();
+    assert!(v[0].reason.contains("never written"), "{v:?}");
+    assert!(r.gpu.active_queues().is_empty());
 }

@@ -8,7 +8,8 @@
 //!   `GFX_FW_TYPE_RLC_G`, then 0.
 //! - HQDs: every `CP_HQD_*`/`CP_MQD_*` register is banked by the XCC's `GRBM_GFX_CNTL`
 //!   (`MEID`, `PIPEID`, `QUEUEID`). `CP_HQD_ACTIVE = 1` activates the selected queue (the
-//!   MEC must not be halted); `CP_HQD_DEQUEUE_REQUEST = 2` deactivates it. Queues outlive
+//!   MEC must not be halted and, on GC 11, the pipe's `CP_MEC_RS64_PRGRM_CNTR_START`/`_HI`
+//!   must hold the MEC firmware's start address); `CP_HQD_DEQUEUE_REQUEST = 2` deactivates it. Queues outlive
 //!   driver handles and are cleared by `GRBM_SOFT_RESET.SOFT_RESET_CP`, FLR and mode1.
 
 use std::collections::{BTreeMap, HashMap};
@@ -57,6 +58,8 @@ pub struct Gfx {
     /// What the PSP did (copied in by the device before each GC access).
     rlc_autoload_requested: bool,
     rlc_firmware_loaded: bool,
+    /// The MEC firmware's RS64 start address (`ucode_start_addr`), when a test told it.
+    mec_ucode_start: Option<u64>,
 }
 
 fn field(hw: &Hw<'_>, id: RegId, name: &str) -> Result<am_autogen::regs::Field, Fault> {
@@ -79,7 +82,12 @@ fn get_field(hw: &Hw<'_>, name: &str, xcc: u8, fld: &str) -> Result<u32, Fault> 
 }
 
 fn is_banked(name: &str) -> bool {
-    name.starts_with("CP_HQD_") || name.starts_with("CP_MQD_")
+    name.starts_with("CP_HQD_") || name.starts_with("CP_MQD_") || is_pipe_banked(name)
+}
+
+/// Registers of one MEC pipe (selected by `MEID`/`PIPEID`, whatever `QUEUEID` says).
+fn is_pipe_banked(name: &str) -> bool {
+    name.starts_with("CP_MEC_RS64_PRGRM_CNTR_START")
 }
 
 impl Gfx {
@@ -87,6 +95,14 @@ impl Gfx {
     pub fn observe_psp(&mut self, psp: &Psp) {
         self.rlc_autoload_requested = psp.rlc_autoload_requested();
         self.rlc_firmware_loaded = psp.rlc_firmware_loaded();
+    }
+
+    /// Tell the model the MEC firmware's RS64 start address (`ucode_start_addr` of the
+    /// `gc_*_mec.bin` header, as `am_firmware`'s plan gives it): queue activation on GC 11
+    /// then requires the pipe's `CP_MEC_RS64_PRGRM_CNTR_START`/`_HI` to hold it. Without it
+    /// the model only requires the program counter to have been written since the last reset.
+    pub fn set_mec_ucode_start(&mut self, addr: Option<u64>) {
+        self.mec_ucode_start = addr;
     }
 
     /// The active queues, ordered by (xcc, me, pipe, queue).
@@ -98,6 +114,12 @@ impl Gfx {
     fn selected(hw: &Hw<'_>, xcc: u8) -> Result<(u8, u8, u8, u8), Fault> {
         let g = |f| get_field(hw, "GRBM_GFX_CNTL", xcc, f).map(|v| v as u8);
         Ok((g("MEID")?, g("PIPEID")?, g("QUEUEID")?, g("VMID")?))
+    }
+
+    /// The bank a banked register of `xcc` goes to: (me, pipe, queue).
+    fn bank_of(hw: &Hw<'_>, name: &str, xcc: u8) -> Result<(u8, u8, u8), Fault> {
+        let (me, pipe, queue, _) = Self::selected(hw, xcc)?;
+        Ok((me, pipe, if is_pipe_banked(name) { 0 } else { queue }))
     }
 
     /// A banked register of the selected queue (its reset value if never written).
@@ -113,7 +135,31 @@ impl Gfx {
     }
 
     /// Whether the MEC serving `me`/`pipe` of `xcc` is halted (or its pipe held in reset).
-    fn mec_halted(hw: &Hw<'_>, xcc: u8, me: u8, pipe: u8) -> Result<Option<String>, Fault> {
+    /// On RS64, why the pipe's program counter does not point at the MEC firmware.
+    fn program_counter_wrong(&self, hw: &Hw<'_>, xcc: u8, me: u8, pipe: u8) -> Option<String> {
+        let lo = self.bank(hw, me, pipe, 0, "CP_MEC_RS64_PRGRM_CNTR_START", xcc);
+        let hi = self.bank(hw, me, pipe, 0, "CP_MEC_RS64_PRGRM_CNTR_START_HI", xcc);
+        // The counter holds the start address in dwords.
+        let pc = u64::from(hi) << 32 | u64::from(lo);
+        // Only written values are banked: a missing entry is the reset value.
+        let written = hw
+            .map
+            .find(RegIp::Gc, "CP_MEC_RS64_PRGRM_CNTR_START", xcc)
+            .is_some_and(|id| self.banks.contains_key(&(me, pipe, 0, id)));
+        match self.mec_ucode_start {
+            Some(start) if pc != start >> 2 => Some(format!(
+                "CP_MEC_RS64_PRGRM_CNTR_START/_HI of pipe {pipe} hold {:#x}, not the MEC \
+                 firmware's start address {start:#x}",
+                pc << 2
+            )),
+            None if !written => Some(format!(
+                "CP_MEC_RS64_PRGRM_CNTR_START/_HI of pipe {pipe} were never written"
+            )),
+            _ => None,
+        }
+    }
+
+    fn mec_halted(&self, hw: &Hw<'_>, xcc: u8, me: u8, pipe: u8) -> Result<Option<String>, Fault> {
         if hw.map.find(RegIp::Gc, "CP_MEC_RS64_CNTL", xcc).is_some() {
             if get_field(hw, "CP_MEC_RS64_CNTL", xcc, "MEC_HALT")? != 0 {
                 return Ok(Some("CP_MEC_RS64_CNTL.MEC_HALT is set".into()));
@@ -122,7 +168,7 @@ impl Gfx {
             if get_field(hw, "CP_MEC_RS64_CNTL", xcc, &reset)? != 0 {
                 return Ok(Some(format!("CP_MEC_RS64_CNTL.{reset} is set")));
             }
-            return Ok(None);
+            return Ok(self.program_counter_wrong(hw, xcc, me, pipe));
         }
         let bit = match me {
             1 => "MEC_ME1_HALT",
@@ -144,7 +190,7 @@ impl Gfx {
                 "CP_HQD_ACTIVE with GRBM_GFX_CNTL.MEID 0: the compute HQDs are on MEC1/MEC2",
             ));
         }
-        if let Some(why) = Self::mec_halted(hw, xcc, me, pipe)? {
+        if let Some(why) = self.mec_halted(hw, xcc, me, pipe)? {
             return Err(Fault::new(format!(
                 "queue (xcc {xcc}, me {me}, pipe {pipe}, queue {queue}) activated while the MEC is halted: {why}"
             )));
@@ -187,7 +233,7 @@ impl IpModel for Gfx {
         let name = reg.name();
         let xcc = reg.info.instance;
         if is_banked(name) {
-            let (me, pipe, queue, _) = Self::selected(hw, xcc)?;
+            let (me, pipe, queue) = Self::bank_of(hw, name, xcc)?;
             return Ok(self.bank(hw, me, pipe, queue, name, xcc));
         }
         let stored = hw.regs.get(reg.id);
@@ -218,7 +264,7 @@ impl IpModel for Gfx {
         let name = reg.name();
         let xcc = reg.info.instance;
         if is_banked(name) {
-            let (me, pipe, queue, _) = Self::selected(hw, xcc)?;
+            let (me, pipe, queue) = Self::bank_of(hw, name, xcc)?;
             match name {
                 "CP_HQD_ACTIVE" if value & 1 != 0 => self.activate(hw, xcc)?,
                 "CP_HQD_ACTIVE" => {
@@ -252,5 +298,6 @@ impl IpModel for Gfx {
         self.active.clear();
         self.rlc_autoload_requested = false;
         self.rlc_firmware_loaded = false;
+        // `mec_ucode_start` describes the firmware files, not device state: kept.
     }
 }
