@@ -281,6 +281,20 @@ impl MockGpu {
         Some(lock(&self.shared.state).regs.get(id))
     }
 
+    /// The compute queues the CP holds active (`CP_HQD_ACTIVE`), by (xcc, me, pipe, queue).
+    pub fn active_queues(&self) -> Vec<crate::ip::gfx::ActiveQueue> {
+        lock(&self.shared.state).models.gfx.active_queues()
+    }
+
+    /// Tell the GFX model the MEC firmware's RS64 start address (see
+    /// [`crate::ip::gfx::Gfx::set_mec_ucode_start`]).
+    pub fn set_mec_ucode_start(&self, addr: Option<u64>) {
+        lock(&self.shared.state)
+            .models
+            .gfx
+            .set_mec_ucode_start(addr);
+    }
+
     /// Run `f` on the models with a [`Hw`] view of the device, as one of its engines acts
     /// (the register-file lock is held throughout). The GMC and IH test hooks use it.
     pub(crate) fn with_models<R>(&self, f: impl FnOnce(&mut Models, &mut Hw<'_>) -> R) -> R {
@@ -638,6 +652,11 @@ impl Shared {
             };
         }
         let reg = Reg { id, info };
+        if info.block == Block::Gfx {
+            // RLC bring-up status follows what the PSP did.
+            let crate::ip::Models { gfx, psp, .. } = &mut st.models;
+            gfx.observe_psp(psp);
+        }
         let model = st.models.model(info.block);
         let mut hw = Hw {
             profile: &self.profile,

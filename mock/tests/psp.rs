@@ -184,12 +184,33 @@ fn mi300x_full_load_of_the_debian_firmware_matches_the_plan() {
     full_load("mi300x", IpVersions::MI300X, false);
 }
 
+/// The GFX model's RLC status as a driver polls it: GC 11
+/// `RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE`, else `CP_STAT == 0`.
+fn gfx_rlc_ready(gpu: &MockGpu, d: &Drv) -> Option<bool> {
+    let map = gpu.register_map();
+    let rd = |name| {
+        let id = map.find(RegIp::Gc, name, 0)?;
+        Some((
+            map.info(id).version,
+            d.mmio.read32(map.info(id).addr * 4).unwrap(),
+        ))
+    };
+    match rd("RLC_RLCS_BOOTLOAD_STATUS") {
+        Some((ver, v)) => {
+            let reg = table(RegIp::Gc, ver)?.by_name("RLC_RLCS_BOOTLOAD_STATUS")?;
+            Some(reg.field("BOOTLOAD_COMPLETE")?.get(v) == 1)
+        }
+        None => rd("CP_STAT").map(|(_, v)| v == 0),
+    }
+}
+
 fn full_load(profile: &str, ips: IpVersions, autoload: bool) {
     let plan = plan(ips);
     let gpu = MockGpu::new(profile).unwrap();
     let mut d = Drv::new(&gpu);
     let mut want = Vec::new();
     let mut ring = false;
+    assert_eq!(gfx_rlc_ready(&gpu, &d), Some(false), "GFX before the load");
     for step in &plan.steps {
         if !matches!(step, PspStep::Bootloader { .. }) && !ring {
             assert_ne!(d.rd(81).unwrap(), 0, "sOS alive after SOS");
@@ -240,6 +261,11 @@ fn full_load(profile: &str, ips: IpVersions, autoload: bool) {
                 });
             }
             PspStep::AutoloadRlc => {
+                assert_eq!(
+                    gfx_rlc_ready(&gpu, &d),
+                    Some(false),
+                    "GFX before AUTOLOAD_RLC"
+                );
                 assert_eq!(d.submit(GFX_CMD_ID_AUTOLOAD_RLC, &[]).unwrap().0, 0);
                 want.push(PspLoad::AutoloadRlc);
             }
@@ -249,6 +275,8 @@ fn full_load(profile: &str, ips: IpVersions, autoload: bool) {
     assert!(want.len() > 10, "the plan loads every firmware");
     assert_eq!(gpu.with_psp(|p| p.log().to_vec()), want);
     assert_eq!(gpu.with_psp(|p| p.rlc_autoload_requested()), autoload);
+    // What the GFX model shows of it: GC 11's bootload status, GC 9.4.3's CP_STAT.
+    assert_eq!(gfx_rlc_ready(&gpu, &d), Some(true));
     // The sOS and its ring outlive the driver instance.
     drop(d);
     let d2 = Drv::new(&gpu);

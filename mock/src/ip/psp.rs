@@ -161,6 +161,8 @@ pub struct Psp {
     rptr: u32,
     /// Whether AUTOLOAD_RLC was executed (the GFX model reads this).
     rlc_autoload_requested: bool,
+    /// Whether LOAD_IP_FW of `GFX_FW_TYPE_RLC_G` was executed (the GFX model reads this).
+    rlc_firmware_loaded: bool,
     /// Whether SETUP_TMR was executed: IP firmware (other than the SMU's) goes into the TMR.
     tmr_set: bool,
     pending: Option<(Pending, u32)>,
@@ -198,6 +200,7 @@ impl Psp {
             ring: None,
             rptr: 0,
             rlc_autoload_requested: false,
+            rlc_firmware_loaded: false,
             tmr_set: false,
             pending: None,
             faults: PspFaults::default(),
@@ -228,6 +231,18 @@ impl Psp {
     /// Whether AUTOLOAD_RLC was executed since the last reset.
     pub fn rlc_autoload_requested(&self) -> bool {
         self.rlc_autoload_requested
+    }
+
+    /// Whether the RLC firmware (`GFX_FW_TYPE_RLC_G`) was loaded since the last reset.
+    pub fn rlc_firmware_loaded(&self) -> bool {
+        self.rlc_firmware_loaded
+    }
+
+    /// Test hook: mark the RLC firmware loaded and/or AUTOLOAD_RLC executed without driving
+    /// the ring (tests of the GFX model that do not exercise the PSP sequence).
+    pub fn mark_rlc_for_test(&mut self, firmware_loaded: bool, autoload_requested: bool) {
+        self.rlc_firmware_loaded |= firmware_loaded;
+        self.rlc_autoload_requested |= autoload_requested;
     }
 
     fn check(&self, reg: Reg<'_>) -> Result<(), Fault> {
@@ -457,6 +472,9 @@ impl Psp {
                 let mut fw = vec![0u8; c.fw_size as usize];
                 mem_read(hw, addr, &mut fw)
                     .map_err(|e| Fault::new(format!("{name} {}: {e}", fw_type.full_name())))?;
+                if fw_type == GfxFwType::RLC_G {
+                    self.rlc_firmware_loaded = true;
+                }
                 PspLoad::LoadIpFw {
                     fw_type,
                     size: c.fw_size,
@@ -588,6 +606,7 @@ impl IpModel for Psp {
         self.ring = None;
         self.rptr = 0;
         self.rlc_autoload_requested = false;
+        self.rlc_firmware_loaded = false;
         self.tmr_set = false;
         self.pending = None;
     }
