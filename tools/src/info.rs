@@ -422,7 +422,9 @@ mod tests {
 
     #[test]
     fn navi31_small_bar_reads_discovery_through_the_window() {
-        let r = info("mock:navi31");
+        // Its own device index: two tests on one mock device are two drivers on one GPU, and
+        // their MM_INDEX/MM_DATA window reads would interleave.
+        let r = info("mock:navi31:1");
         let d = r.discovery.unwrap();
         // The profile's BAR0 is smaller than its VRAM.
         assert!(r.bar0_size < d.vram_size);
