@@ -37,8 +37,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    init_logging();
     let cli = Cli::parse();
+    // A server's connections and refusals are worth seeing by default; other commands print
+    // their own results and log only warnings.
+    init_logging(if matches!(cli.command, Command::Serve(_)) {
+        "info"
+    } else {
+        "warn"
+    });
     let result = match cli.command {
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Fw(cmd) => fw::run(cmd),
@@ -55,10 +61,10 @@ fn main() -> ExitCode {
     }
 }
 
-/// Logs go to stderr, filtered by `AM_LOG` (e.g. `AM_LOG=debug`); warnings by default.
-fn init_logging() {
+/// Logs go to stderr, filtered by `AM_LOG` (e.g. `AM_LOG=debug`), else by `default`.
+fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AM_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -36,13 +36,6 @@ pub struct ServeArgs {
 
 /// Open the devices, listen, and serve until killed.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("AM_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
     let Prepared {
         listener,
         devices,
