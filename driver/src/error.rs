@@ -378,6 +378,78 @@ pub enum Error {
         /// The last value read from `RCV_DW0`.
         last: u32,
     },
+    /// A wait for the hardware or its firmware ran out of time.
+    #[error("{device}: timed out after {waited:?} waiting for {what}")]
+    Timeout {
+        /// Device.
+        device: String,
+        /// What the driver waited for (and the register it polled).
+        what: String,
+        /// How long it waited.
+        waited: std::time::Duration,
+        /// The last value it read.
+        last: u32,
+    },
+    /// A PSP command came back with a non-zero status.
+    #[error("{device}: PSP command {command} failed with status {status:#x}")]
+    PspCommand {
+        /// Device.
+        device: String,
+        /// The command (`LOAD_IP_FW(GFX_FW_TYPE_CP_MEC)`, `SETUP_TMR`, …).
+        command: String,
+        /// `resp.status` of the command buffer.
+        status: u32,
+    },
+    /// An SMU message was answered with something other than OK.
+    #[error(
+        "{device}: SMU message {message} (param {param:#x}) failed with response {response:#x}"
+    )]
+    SmuMessage {
+        /// Device.
+        device: String,
+        /// The message name.
+        message: String,
+        /// Its parameter.
+        param: u32,
+        /// `C2PMSG_90` (1 is OK).
+        response: u32,
+    },
+    /// Firmware for the device could not be found or parsed.
+    #[error("{device}: firmware: {source}")]
+    Firmware {
+        /// Device.
+        device: String,
+        /// What went wrong.
+        source: am_firmware::FirmwareError,
+    },
+    /// Firmware of another driver runs on a member of an XGMI hive: only a reset of the whole
+    /// hive can bring it back.
+    #[error(
+        "{device}: malformed state: the device is a member of an XGMI hive ({regions} devices) and runs firmware left by another driver; reset the whole hive with `am hive-reset` first"
+    )]
+    HiveMalformed {
+        /// Device.
+        device: String,
+        /// Devices in the hive.
+        regions: u32,
+    },
+    /// The GPU reported a fault (shader error, page fault, RAS event); the device is in its
+    /// error state until [`recover`](crate::AmDevice::recover).
+    #[error("{device}: GPU fault: {detail}")]
+    GpuFault {
+        /// Device.
+        device: String,
+        /// What happened and where.
+        detail: String,
+    },
+    /// The device state does not allow the operation.
+    #[error("{device}: {reason}")]
+    BadState {
+        /// Device.
+        device: String,
+        /// Why the operation cannot be done now.
+        reason: String,
+    },
 }
 
 /// The driver's result type.

@@ -1,8 +1,12 @@
 //! The AM driver: a userspace driver for AMD GPUs, brought up from the PCI BARs.
 
+pub mod ctx;
+mod device;
 pub mod discovery;
 mod error;
 pub mod hwip;
+pub mod ip;
+pub mod irq;
 pub mod mm;
 pub mod mmio;
 pub mod pci;
@@ -12,6 +16,8 @@ pub mod regs;
 mod testutil;
 pub mod vf;
 
+pub use ctx::{Ctx, McLayout, Timeouts, Vram};
+pub use device::{AM_VERSION, AmDevice, BootKind, BootReport, Options, Phase};
 pub use discovery::{Discovery, IpVersion};
 pub use error::{Error, Result};
 pub use hwip::HwIp;

@@ -121,6 +121,11 @@ impl Regs {
     /// Resolve the register tables for every IP block discovery lists. Blocks without a
     /// generated table are kept (their registers are errors naming the version).
     pub fn new(dev: &dyn PciDevice, discovery: &Discovery) -> Result<Self> {
+        Self::with_mmio(dev.name(), dev.bar(5)?, discovery)
+    }
+
+    /// [`Regs::new`] over a given BAR5 mapping (the driver hands in a counting wrapper).
+    pub fn with_mmio(device: &str, mmio: Arc<dyn Bar>, discovery: &Discovery) -> Result<Self> {
         let mut blocks = BTreeMap::new();
         for &(ip, family) in BLOCKS {
             let Some(version) = discovery.version(ip) else {
@@ -135,13 +140,13 @@ impl Regs {
             match table {
                 Some(t) => tracing::debug!(
                     "{}: {} {version} uses the {} register table",
-                    dev.name(),
+                    device,
                     hwip::name(ip),
                     t.source()
                 ),
                 None => tracing::debug!(
                     "{}: no register table for {} {version}",
-                    dev.name(),
+                    device,
                     hwip::name(ip)
                 ),
             }
@@ -156,8 +161,8 @@ impl Regs {
             );
         }
         Ok(Self {
-            device: dev.name().to_string(),
-            mmio: dev.bar(5)?,
+            device: device.to_string(),
+            mmio,
             blocks,
             indirect: Mutex::new(()),
         })

@@ -1,0 +1,388 @@
+//! What every IP block of a device reaches while it boots and runs: BARs, registers,
+//! discovery, the memory manager, firmware, options, and the helpers that poll registers
+//! and move bytes into VRAM.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use crate::discovery::{Discovery, IpVersion};
+use crate::hwip::HwIp;
+use crate::mm::{MemoryManager, Pool, VramAccess};
+use crate::pci::{Bar, PciDevice};
+use crate::regs::{Reg, Regs};
+use crate::{Error, Result};
+
+/// How long the driver waits for the firmware and the engines before it gives up. The
+/// defaults are the reference driver's; tests shorten them so that a model that never
+/// answers fails fast.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timeouts {
+    /// PSP bootloader, ring and command fences.
+    pub psp: Duration,
+    /// One SMU message (10 s by default, as amdgpu).
+    pub smu: Duration,
+    /// "Is the SMU alive" probe of the boot state machine (100 ms).
+    pub smu_alive: Duration,
+    /// Everything else: RLC autoload, TLB-flush acks, queue (de)activation.
+    pub reg: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            psp: Duration::from_secs(10),
+            smu: Duration::from_secs(10),
+            smu_alive: Duration::from_millis(100),
+            reg: Duration::from_secs(2),
+        }
+    }
+}
+
+/// A BAR that counts its accesses (register accesses are what the boot benchmark reports).
+pub(crate) struct CountingBar {
+    inner: Arc<dyn Bar>,
+    reads: AtomicU64,
+    writes: AtomicU64,
+}
+
+impl CountingBar {
+    pub(crate) fn new(inner: Arc<dyn Bar>) -> Self {
+        CountingBar {
+            inner,
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+        }
+    }
+
+    /// `(reads, writes)` so far.
+    pub(crate) fn counts(&self) -> (u64, u64) {
+        (
+            self.reads.load(Ordering::Relaxed),
+            self.writes.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Bar for CountingBar {
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn read32(&self, offset: u64) -> Result<u32> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.inner.read32(offset)
+    }
+    fn write32(&self, offset: u64, value: u32) -> Result<()> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.inner.write32(offset, value)
+    }
+    fn read8(&self, offset: u64) -> Result<u8> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.inner.read8(offset)
+    }
+    fn write8(&self, offset: u64, value: u8) -> Result<()> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.inner.write8(offset, value)
+    }
+    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.inner.read_bytes(offset, buf)
+    }
+    fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.inner.write_bytes(offset, data)
+    }
+}
+
+/// VRAM as the memory manager and the blocks reach it: BAR0 where it reaches, the
+/// `MM_INDEX`/`MM_DATA` window beyond (small-BAR devices).
+#[derive(Clone)]
+pub struct Vram {
+    device: String,
+    bar: Arc<dyn Bar>,
+    mmio: Arc<dyn Bar>,
+    size: u64,
+}
+
+impl Vram {
+    pub(crate) fn new(device: &str, bar: Arc<dyn Bar>, mmio: Arc<dyn Bar>, size: u64) -> Self {
+        Vram {
+            device: device.to_string(),
+            bar,
+            mmio,
+            size,
+        }
+    }
+
+    fn check(&self, paddr: u64, len: usize) -> Result<()> {
+        if paddr.checked_add(len as u64).is_none_or(|e| e > self.size) {
+            return Err(Error::OutOfRange {
+                device: self.device.clone(),
+                what: "VRAM".into(),
+                offset: paddr,
+                size: len as u64,
+                len: self.size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Copy `data` to VRAM at physical address `paddr`.
+    pub fn write(&self, paddr: u64, data: &[u8]) -> Result<()> {
+        self.check(paddr, data.len())?;
+        if paddr + data.len() as u64 <= self.bar.len() {
+            return self.bar.write_bytes(paddr, data);
+        }
+        // Beyond BAR0: read-modify-write dwords through MM_INDEX/MM_DATA.
+        for (i, chunk) in data.chunks(4).enumerate() {
+            let at = paddr + i as u64 * 4;
+            let mut word = [0u8; 4];
+            if chunk.len() < 4 {
+                self.indirect(at, None).map(|w| word = w.to_le_bytes())?;
+            }
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.indirect(at, Some(u32::from_le_bytes(word)))?;
+        }
+        Ok(())
+    }
+
+    /// Copy VRAM at `paddr` into `buf`.
+    pub fn read(&self, paddr: u64, buf: &mut [u8]) -> Result<()> {
+        self.check(paddr, buf.len())?;
+        if paddr + buf.len() as u64 <= self.bar.len() {
+            return self.bar.read_bytes(paddr, buf);
+        }
+        for (i, chunk) in buf.chunks_mut(4).enumerate() {
+            let w = self.indirect(paddr + i as u64 * 4, None)?.to_le_bytes();
+            chunk.copy_from_slice(&w[..chunk.len()]);
+        }
+        Ok(())
+    }
+
+    /// Read a little-endian dword.
+    pub fn read32(&self, paddr: u64) -> Result<u32> {
+        let mut b = [0u8; 4];
+        self.read(paddr, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
+
+    /// Write a little-endian dword.
+    pub fn write32(&self, paddr: u64, value: u32) -> Result<()> {
+        self.write(paddr, &value.to_le_bytes())
+    }
+
+    /// Size of VRAM in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn indirect(&self, at: u64, write: Option<u32>) -> Result<u32> {
+        const MM_INDEX: u64 = 0x0;
+        const MM_DATA: u64 = 0x1;
+        const MM_INDEX_HI: u64 = 0x6;
+        let at = at & !3;
+        self.mmio.write32(MM_INDEX_HI * 4, (at >> 31) as u32)?;
+        self.mmio
+            .write32(MM_INDEX * 4, (at as u32 & 0x7fff_ffff) | 0x8000_0000)?;
+        match write {
+            Some(v) => self.mmio.write32(MM_DATA * 4, v).map(|()| v),
+            None => self.mmio.read32(MM_DATA * 4),
+        }
+    }
+}
+
+impl VramAccess for Vram {
+    fn read64(&self, paddr: u64) -> Result<u64> {
+        let mut b = [0u8; 8];
+        self.read(paddr, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+    fn write64(&self, paddr: u64, value: u64) -> Result<()> {
+        self.write(paddr, &value.to_le_bytes())
+    }
+    fn zero(&self, paddr: u64, len: u64) -> Result<()> {
+        let page = [0u8; 4096];
+        let mut off = 0;
+        while off < len {
+            let n = (len - off).min(4096) as usize;
+            self.write(paddr + off, &page[..n])?;
+            off += n as u64;
+        }
+        Ok(())
+    }
+}
+
+/// Where VRAM sits in the GPU's (MC) address space.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct McLayout {
+    /// `MC_VM_FB_LOCATION_BASE << 24`.
+    pub fb_base: u64,
+    /// `MC_VM_FB_LOCATION_TOP << 24 | 0xffffff`.
+    pub fb_top: u64,
+    /// This device's segment of an XGMI hive (`pf_lfb_region * segment size`), else 0.
+    pub xgmi_paddr_base: u64,
+    /// Segment size of the hive (`pf_lfb_size << 24`), 0 outside a hive.
+    pub xgmi_seg_size: u64,
+    /// Number of regions (devices) of the hive (`pf_max_region + 1`), 0 outside a hive.
+    pub xgmi_regions: u32,
+}
+
+impl McLayout {
+    /// The MC address the GPU uses for VRAM physical address `paddr`.
+    pub fn mc(&self, paddr: u64) -> u64 {
+        self.fb_base + self.xgmi_paddr_base + paddr
+    }
+
+    /// Whether the device is a member of an XGMI hive.
+    pub fn is_hive(&self) -> bool {
+        self.xgmi_seg_size > 0 && self.xgmi_regions > 1
+    }
+}
+
+/// The shared context of one device: handed by reference to every IP block.
+pub struct Ctx {
+    /// Device name (every error starts with it).
+    pub name: String,
+    /// The PCI function.
+    pub pci: Arc<dyn PciDevice>,
+    /// BAR5, counted.
+    pub(crate) mmio: Arc<CountingBar>,
+    /// VRAM (BAR0 or the indirect window).
+    pub vram: Vram,
+    /// BAR2: 64-bit doorbell slots.
+    pub doorbells: Arc<dyn Bar>,
+    /// Discovery.
+    pub discovery: Discovery,
+    /// Registers by name.
+    pub regs: Regs,
+    /// VRAM pools, VA space and page tables.
+    pub mm: Mutex<MemoryManager>,
+    /// Where VRAM is in MC space.
+    pub mc: McLayout,
+    /// Whether the function is an SR-IOV VF.
+    pub is_vf: bool,
+    /// Timeouts for every wait.
+    pub timeouts: Timeouts,
+}
+
+impl std::fmt::Debug for Ctx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ctx")
+            .field("name", &self.name)
+            .field("mc", &self.mc)
+            .field("is_vf", &self.is_vf)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ctx {
+    /// The discovered version of a block, or an error naming it.
+    pub fn version(&self, ip: HwIp) -> Result<IpVersion> {
+        self.discovery.require_version(ip)
+    }
+
+    /// The GC major version (9, 11, 12).
+    pub fn gc_major(&self) -> u8 {
+        self.discovery.version(HwIp::GC).map_or(0, |v| v.major)
+    }
+
+    /// XCC instances (harvested ones excluded).
+    pub fn xccs(&self) -> Vec<u8> {
+        self.regs.instances(HwIp::GC).into_iter().collect()
+    }
+
+    /// Read a register of instance `inst`.
+    pub fn rreg(&self, reg: Reg, inst: u8) -> Result<u32> {
+        self.regs.reg(reg)?.read(inst)
+    }
+
+    /// Write a register of instance `inst`.
+    pub fn wreg(&self, reg: Reg, inst: u8, value: u32) -> Result<()> {
+        self.regs.reg(reg)?.write(inst, value)
+    }
+
+    /// Read-modify-write fields of a register by name.
+    pub fn update(&self, reg: Reg, inst: u8, fields: &[(&str, u64)]) -> Result<u32> {
+        self.regs.reg(reg)?.update(inst, fields)
+    }
+
+    /// Poll `reg` of `inst` until `value & mask == want`, for at most `timeout`. The error
+    /// names `what` the driver waited for and the register's last value.
+    pub fn wait_reg(
+        &self,
+        reg: Reg,
+        inst: u8,
+        mask: u32,
+        want: u32,
+        timeout: Duration,
+        what: &str,
+    ) -> Result<u32> {
+        let r = self.regs.reg(reg)?;
+        self.poll(timeout, what, || {
+            let v = r.read(inst)?;
+            Ok((v & mask == want, v))
+        })
+        .map_err(|e| match e {
+            Error::Timeout {
+                device,
+                what,
+                waited,
+                last,
+            } => Error::Timeout {
+                device,
+                what: format!("{what} ({} = {last:#x})", reg.name()),
+                waited,
+                last,
+            },
+            e => e,
+        })
+    }
+
+    /// Poll `probe` (which says whether it is done, and the value it saw) until it is done
+    /// or `timeout` passes. Spins briefly, then sleeps between polls.
+    pub fn poll(
+        &self,
+        timeout: Duration,
+        what: &str,
+        mut probe: impl FnMut() -> Result<(bool, u32)>,
+    ) -> Result<u32> {
+        let start = Instant::now();
+        let mut n = 0u32;
+        loop {
+            let (done, v) = probe()?;
+            if done {
+                return Ok(v);
+            }
+            if start.elapsed() >= timeout {
+                return Err(Error::Timeout {
+                    device: self.name.clone(),
+                    what: what.to_string(),
+                    waited: timeout,
+                    last: v,
+                });
+            }
+            n += 1;
+            if n > 64 {
+                std::thread::sleep(Duration::from_micros(100));
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// The memory manager (a poisoned lock is taken over: its state is consistent between
+    /// calls).
+    pub fn mm(&self) -> MutexGuard<'_, MemoryManager> {
+        self.mm.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Allocate `size` bytes of VRAM (physical) from `pool`.
+    pub fn palloc(&self, size: u64, align: u64, pool: Pool) -> Result<u64> {
+        self.mm().palloc(size, align, pool)
+    }
+
+    /// Register accesses so far: `(reads, writes)`.
+    pub fn reg_accesses(&self) -> (u64, u64) {
+        self.mmio.counts()
+    }
+}

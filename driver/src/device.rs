@@ -1,0 +1,594 @@
+//! `AmDevice`: one GPU brought up from its BARs, and the boot state machine that decides how
+//! much of the bring-up a new driver instance has to do.
+//!
+//! ```text
+//! open ─ VF? ─ yes ─ INIT_DATA, INIT_ACCESS (lease) ─┐
+//!          └─ no ───────────────────────────────────┤
+//!   discovery, registers, init_sw of every block ───┤
+//!   VF ──────────────────────────────────────────────────────── SOC, GMC, IH ─┐
+//!   SCRATCH_REG7 == VERSION, !AM_RESET, SCRATCH_REG6 == 0, no VM fault → warm ┤ (skip)
+//!   else: foreign firmware alive? → hive? refuse : bus-master off, mode1 reset│
+//!         SOC, GMC, IH, PSP, SMU ─────────────────────────────────────────────┤
+//!   GFX, SDMA (always) ── PF: clocks / power limit, clock gating, SCRATCH_REG7/6
+//! ```
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use am_firmware::{FirmwareSet, IpVersions, Locator, SosVariant};
+
+use crate::ctx::{CountingBar, Ctx, McLayout, Timeouts, Vram};
+use crate::discovery::Discovery;
+use crate::hwip::HwIp;
+use crate::ip::{gfx::Gfx, gmc::Gmc, ih::Ih, psp::Psp, sdma::Sdma, smu::Smu, soc::Soc};
+use crate::irq::{self, IrqEvent};
+use crate::mm::{MemoryManager, MmConfig, PteFormat};
+use crate::pci::{Bar, PciDevice};
+use crate::regs::{Regs, gc, mmhub};
+use crate::vf::{Mailbox, MailboxTimings, VfLease};
+use crate::{Error, Result};
+
+/// What `SCRATCH_REG7` holds after a boot by this driver: the state layout version. A later
+/// instance that reads it back (and a clean `SCRATCH_REG6`) may warm boot.
+pub const AM_VERSION: u32 = 0xA000_0008;
+
+/// How a device is to be opened.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `AM_RESET=1`: always a full boot (a warm boot is not even considered).
+    pub force_reset: bool,
+    /// `AM_POWER_LIMIT=W`: set the SMU power limit (watts) and leave clocks unpinned,
+    /// instead of pinning every clock to its highest level.
+    pub power_limit_w: Option<u32>,
+    /// Open only to reset: a hive member with foreign firmware is left alone quietly (the
+    /// caller resets the whole hive) instead of being refused with an error.
+    pub reset_mode: bool,
+    /// Where firmware is looked up (`$AM_FIRMWARE_PATH`, then `/lib/firmware/amdgpu`).
+    pub firmware: Locator,
+    /// Which component set of a two-set sOS package to load.
+    pub sos: SosVariant,
+    /// Wait limits.
+    pub timeouts: Timeouts,
+    /// VF mailbox timings.
+    pub mailbox: MailboxTimings,
+}
+
+impl Options {
+    /// Options from the environment: `AM_RESET`, `AM_POWER_LIMIT`, `AM_FIRMWARE_PATH`.
+    pub fn from_env(device: &str) -> Result<Self> {
+        let firmware = Locator::from_env().map_err(|source| Error::Firmware {
+            device: device.to_string(),
+            source,
+        })?;
+        let force_reset = std::env::var("AM_RESET").is_ok_and(|v| v.trim() == "1");
+        let power_limit_w = match std::env::var("AM_POWER_LIMIT") {
+            Ok(v) if !v.trim().is_empty() => {
+                Some(v.trim().parse::<u32>().map_err(|_| Error::BadState {
+                    device: device.to_string(),
+                    reason: format!("AM_POWER_LIMIT={v:?} is not a whole number of watts"),
+                })?)
+            }
+            _ => None,
+        };
+        Ok(Options {
+            force_reset,
+            power_limit_w,
+            reset_mode: false,
+            firmware,
+            sos: SosVariant::default(),
+            timeouts: Timeouts::default(),
+            mailbox: MailboxTimings::default(),
+        })
+    }
+}
+
+/// How the device was brought up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BootKind {
+    /// Everything from the PSP bootloader on.
+    Cold,
+    /// A previous instance of this driver left the firmware running cleanly: only GFX and
+    /// SDMA were initialised.
+    Warm,
+    /// Firmware of another driver was running: mode1 reset, then a full boot.
+    AfterMode1Reset,
+    /// SR-IOV VF: the PF owns PSP and SMU; SOC, GMC, IH, GFX and SDMA were initialised.
+    Vf,
+}
+
+impl BootKind {
+    /// Lower-case name for reports (`cold`, `warm`, `mode1-reset`, `vf`).
+    pub fn name(self) -> &'static str {
+        match self {
+            BootKind::Cold => "cold",
+            BootKind::Warm => "warm",
+            BootKind::AfterMode1Reset => "mode1-reset",
+            BootKind::Vf => "vf",
+        }
+    }
+}
+
+/// One phase of the bring-up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Phase {
+    /// `discovery`, `init_sw`, `soc`, `gmc`, `ih`, `psp`, `smu`, `gfx`, `sdma`, `clocks`, …
+    pub name: &'static str,
+    /// Wall time.
+    pub duration: Duration,
+    /// Register reads and writes during the phase.
+    pub reg_reads: u64,
+    /// Register writes during the phase.
+    pub reg_writes: u64,
+}
+
+/// What happened during [`AmDevice::open`].
+#[derive(Clone, Debug)]
+pub struct BootReport {
+    /// The kind of boot.
+    pub kind: BootKind,
+    /// Why a full boot was done where a warm one might have been (malformed state, AM_RESET).
+    pub reason: Option<String>,
+    /// The phases, in order.
+    pub phases: Vec<Phase>,
+    /// What the PSP loaded: `(step name, bytes)`; empty on a warm boot and on a VF.
+    pub firmware: Vec<(String, usize)>,
+    /// Total register accesses of the open (reads + writes).
+    pub reg_accesses: u64,
+    /// Total wall time of the open.
+    pub duration: Duration,
+}
+
+struct Blocks {
+    soc: Soc,
+    gmc: Gmc,
+    ih: Ih,
+    psp: Psp,
+    smu: Smu,
+    gfx: Gfx,
+    sdma: Sdma,
+}
+
+/// A GPU this process drives.
+pub struct AmDevice {
+    ctx: Ctx,
+    blocks: Blocks,
+    report: BootReport,
+    /// The VF's init-access lease (released exactly once: `fini`, `Drop`, or a failed open).
+    lease: Mutex<Option<VfLease>>,
+    error_state: Option<String>,
+    finalized: bool,
+}
+
+impl std::fmt::Debug for AmDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AmDevice")
+            .field("ctx", &self.ctx)
+            .field("boot", &self.report.kind)
+            .field("error_state", &self.error_state)
+            .finish_non_exhaustive()
+    }
+}
+
+struct PhaseClock<'a> {
+    ctx: &'a Ctx,
+    phases: Vec<Phase>,
+    start: Instant,
+    counts: (u64, u64),
+}
+
+impl<'a> PhaseClock<'a> {
+    fn new(ctx: &'a Ctx) -> Self {
+        PhaseClock {
+            ctx,
+            phases: vec![],
+            start: Instant::now(),
+            counts: ctx.reg_accesses(),
+        }
+    }
+    fn run<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let t = f()?;
+        let now = Instant::now();
+        let counts = self.ctx.reg_accesses();
+        self.phases.push(Phase {
+            name,
+            duration: now - self.start,
+            reg_reads: counts.0 - self.counts.0,
+            reg_writes: counts.1 - self.counts.1,
+        });
+        self.start = now;
+        self.counts = counts;
+        Ok(t)
+    }
+}
+
+/// VF detection, then the lease (the PF un-gates MMIO and VRAM only after INIT_ACCESS).
+fn vf_handshake(
+    pci: &dyn PciDevice,
+    mmio: Arc<dyn Bar>,
+    timings: &MailboxTimings,
+) -> Result<(bool, Option<VfLease>)> {
+    if !crate::vf::is_vf(&*mmio)? {
+        return Ok((false, None));
+    }
+    let mb = Mailbox::new(pci.name(), mmio).with_timings(*timings);
+    mb.request_init_data()?;
+    let lease = mb.request_init_access()?;
+    Ok((true, Some(lease)))
+}
+
+/// Where VRAM sits in MC space, and the XGMI hive segment of this device.
+fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
+    let pick = |a, b| if regs.has(a) { a } else { b };
+    let base = regs
+        .reg(pick(
+            mmhub::MMMC_VM_FB_LOCATION_BASE,
+            mmhub::MC_VM_FB_LOCATION_BASE,
+        ))?
+        .read(0)?;
+    let top = regs
+        .reg(pick(
+            mmhub::MMMC_VM_FB_LOCATION_TOP,
+            mmhub::MC_VM_FB_LOCATION_TOP,
+        ))?
+        .read(0)?;
+    let mut mc = McLayout {
+        fb_base: u64::from(base & 0xff_ffff) << 24,
+        fb_top: (u64::from(top & 0xff_ffff) << 24) | 0xff_ffff,
+        ..McLayout::default()
+    };
+    if regs.has(mmhub::MC_VM_XGMI_LFB_CNTL) {
+        let cntl = regs.reg(mmhub::MC_VM_XGMI_LFB_CNTL)?;
+        let size = regs.reg(mmhub::MC_VM_XGMI_LFB_SIZE)?;
+        let c = cntl.read(0)?;
+        let s = size.read(0)?;
+        let seg = u64::from(size.field(s, "PF_LFB_SIZE")?) << 24;
+        let max = cntl.field(c, "PF_MAX_REGION")?;
+        if seg > 0 && max > 0 {
+            mc.xgmi_seg_size = seg;
+            mc.xgmi_regions = max + 1;
+            mc.xgmi_paddr_base = u64::from(cntl.field(c, "PF_LFB_REGION")?) * seg;
+        }
+    }
+    Ok(mc)
+}
+
+impl AmDevice {
+    /// Bring the device up with options from the environment.
+    pub fn open(pci: Arc<dyn PciDevice>) -> Result<Self> {
+        let opts = Options::from_env(pci.name())?;
+        Self::open_with(pci, opts)
+    }
+
+    /// Bring the device up: the whole boot state machine of the module docs.
+    pub fn open_with(pci: Arc<dyn PciDevice>, opts: Options) -> Result<Self> {
+        let start = Instant::now();
+        let name = pci.name().to_string();
+        if let Err(e) = pci.resize_bar(0) {
+            tracing::debug!("{name}: BAR0 not resized: {e}");
+        }
+        let mmio = Arc::new(CountingBar::new(pci.bar(5)?));
+        let (is_vf, lease) = vf_handshake(&*pci, mmio.clone(), &opts.mailbox)?;
+        // From here on the lease is released if anything fails (its Drop).
+        let discovery = Discovery::read(&*pci)?;
+        let regs = Regs::with_mmio(&name, mmio.clone(), &discovery)?;
+        let vram = Vram::new(&name, pci.bar(0)?, mmio.clone(), discovery.vram_size);
+        let mc = read_mc_layout(&regs)?;
+        let gc = discovery.require_version(HwIp::GC)?;
+        let mut mm = MemoryManager::new(
+            &MmConfig {
+                device: name.clone(),
+                format: PteFormat::for_gc(gc.major),
+                vram_size: discovery.vram_size - discovery.reserved_vram_size(),
+                paddr_base: if is_vf { 1 << 20 } else { 0 },
+            },
+            &vram,
+        )?;
+        mm.tables.vram_offset = mc.fb_base + mc.xgmi_paddr_base;
+        let ctx = Ctx {
+            name: name.clone(),
+            pci: pci.clone(),
+            mmio,
+            vram,
+            doorbells: pci.bar(2)?,
+            discovery,
+            regs,
+            mm: Mutex::new(mm),
+            mc,
+            is_vf,
+            timeouts: opts.timeouts,
+        };
+        let firmware = load_firmware(&ctx, &opts)?;
+        let mut clock = PhaseClock::new(&ctx);
+        let mut blocks = clock.run("init_sw", || {
+            Ok(Blocks {
+                soc: Soc::init_sw(&ctx)?,
+                gmc: Gmc::init_sw(&ctx)?,
+                ih: Ih::init_sw(&ctx)?,
+                psp: Psp::init_sw(&ctx, firmware.as_ref(), opts.sos)?,
+                smu: Smu::init_sw(&ctx)?,
+                gfx: Gfx::init_sw(&ctx, firmware.as_ref())?,
+                sdma: Sdma::init_sw(&ctx)?,
+            })
+        })?;
+        let (kind, reason) = boot(&ctx, &mut blocks, &opts, &mut clock)?;
+        let phases = clock.phases;
+        let (r, w) = ctx.reg_accesses();
+        let report = BootReport {
+            kind,
+            reason,
+            phases,
+            firmware: blocks.psp.loaded().to_vec(),
+            reg_accesses: r + w,
+            duration: start.elapsed(),
+        };
+        tracing::info!(
+            "{name}: {} boot in {:?}, {} register accesses",
+            kind.name(),
+            report.duration,
+            report.reg_accesses
+        );
+        Ok(AmDevice {
+            ctx,
+            blocks,
+            report,
+            lease: Mutex::new(lease),
+            error_state: None,
+            finalized: false,
+        })
+    }
+
+    /// The shared context (registers, VRAM, memory manager).
+    pub fn ctx(&self) -> &Ctx {
+        &self.ctx
+    }
+
+    /// Device name.
+    pub fn name(&self) -> &str {
+        &self.ctx.name
+    }
+
+    /// What the open did.
+    pub fn boot_report(&self) -> &BootReport {
+        &self.report
+    }
+
+    /// Whether the device is an SR-IOV VF.
+    pub fn is_vf(&self) -> bool {
+        self.ctx.is_vf
+    }
+
+    /// Where VRAM is in MC space, and the hive this device belongs to.
+    pub fn mc_layout(&self) -> McLayout {
+        self.ctx.mc
+    }
+
+    /// The error the GPU reported, if the device is in its error state.
+    pub fn error_state(&self) -> Option<&str> {
+        self.error_state.as_deref()
+    }
+
+    /// Drain the interrupt rings and decode every entry. A fault (shader error, page fault,
+    /// RAS event) puts the device in its error state and is returned as
+    /// [`Error::GpuFault`] naming what happened and where; other events are returned.
+    pub fn handle_interrupts(&mut self) -> Result<Vec<IrqEvent>> {
+        let entries = self.blocks.ih.drain(&self.ctx)?;
+        let mut events = Vec::with_capacity(entries.len());
+        let mut first_fault = None;
+        for e in entries {
+            let ev = irq::decode(&self.ctx, &self.blocks.gmc, &mut self.blocks.smu, &e)?;
+            if ev.is_fatal() && first_fault.is_none() {
+                first_fault = Some(ev.to_string());
+            }
+            events.push(ev);
+        }
+        if let Some(detail) = first_fault {
+            tracing::error!("{}: GPU fault: {detail}", self.ctx.name);
+            self.error_state.get_or_insert(detail.clone());
+            return Err(Error::GpuFault {
+                device: self.ctx.name.clone(),
+                detail,
+            });
+        }
+        Ok(events)
+    }
+
+    /// Leave the error state: drain interrupts, reset the MEC (dequeue every HQD, soft reset
+    /// the CP, re-enable it) and clear the error.
+    pub fn recover(&mut self) -> Result<()> {
+        let _ = self.blocks.ih.drain(&self.ctx)?;
+        self.blocks.gfx.reset_mec(&self.ctx, &self.blocks.gmc)?;
+        self.error_state = None;
+        Ok(())
+    }
+
+    /// Mode1 reset of the whole ASIC through the SMU (`am reset`, `am hive-reset`). The
+    /// device must be opened again afterwards.
+    pub fn mode1_reset(mut self) -> Result<()> {
+        if self.ctx.is_vf {
+            return Err(Error::BadState {
+                device: self.ctx.name.clone(),
+                reason: "a VF cannot reset the GPU: the PF owns the SMU".into(),
+            });
+        }
+        self.ctx.pci.set_bus_master(false)?;
+        let in_hive = self.ctx.mc.is_hive();
+        let r = self.blocks.smu.mode1_reset(&self.ctx, in_hive);
+        self.ctx.pci.set_bus_master(true)?;
+        // Nothing left to finalise: the reset took the firmware and the queues with it.
+        self.finalized = true;
+        r
+    }
+
+    /// Finalise: stop SDMA and GFX, clocks to their lowest level, drain interrupts, and
+    /// record in `SCRATCH_REG6` whether the device is clean (0) or in its error state; a VF
+    /// releases its lease instead of touching the scratch registers.
+    pub fn fini(mut self) -> Result<()> {
+        self.fini_inner()
+    }
+
+    fn fini_inner(&mut self) -> Result<()> {
+        if self.finalized {
+            return Ok(());
+        }
+        self.finalized = true;
+        let ctx = &self.ctx;
+        let b = &mut self.blocks;
+        let mut result = b.sdma.fini_hw(ctx).and(b.gfx.fini_hw(ctx));
+        if !ctx.is_vf {
+            result = result.and(b.smu.set_clocks(ctx, crate::ip::smu::ClockLevel::Min));
+        }
+        result = result.and(b.ih.drain(ctx).map(drop));
+        if !ctx.is_vf {
+            let err = u32::from(self.error_state.is_some());
+            result = result.and(ctx.wreg(gc::SCRATCH_REG6, 0, err));
+        }
+        if let Some(mut lease) = self.lease.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            lease.release();
+        }
+        result
+    }
+}
+
+impl Drop for AmDevice {
+    fn drop(&mut self) {
+        if let Err(e) = self.fini_inner() {
+            tracing::warn!("{}: finalising on drop: {e}", self.ctx.name);
+        }
+    }
+}
+
+/// Firmware for the device's IP versions. A VF still parses what it finds (the PF loaded
+/// it) but does not need it: missing files are only logged there.
+fn load_firmware(ctx: &Ctx, opts: &Options) -> Result<Option<FirmwareSet>> {
+    let v = |ip| -> Result<am_firmware::IpVersion> {
+        let v = ctx.version(ip)?;
+        Ok(am_firmware::IpVersion(v.major, v.minor, v.rev))
+    };
+    let ips = IpVersions {
+        gc: v(HwIp::GC)?,
+        mp0: v(HwIp::MP0)?,
+        mp1: v(HwIp::MP1)?,
+        sdma: v(HwIp::SDMA0)?,
+    };
+    match FirmwareSet::load(ips, &opts.firmware) {
+        Ok(set) => Ok(Some(set)),
+        Err(e) if ctx.is_vf => {
+            tracing::info!(
+                "{}: VF: firmware not parsed ({e}); the PF loaded it",
+                ctx.name
+            );
+            Ok(None)
+        }
+        Err(source) => Err(Error::Firmware {
+            device: ctx.name.clone(),
+            source,
+        }),
+    }
+}
+
+/// Whether the last driver instance left a state a warm boot can build on; the reason for a
+/// full boot otherwise.
+fn warm_boot_check(ctx: &Ctx, opts: &Options) -> Result<std::result::Result<(), String>> {
+    if opts.force_reset {
+        return Ok(Err("AM_RESET=1".into()));
+    }
+    let version = ctx.rreg(gc::SCRATCH_REG7, 0)?;
+    if version != AM_VERSION {
+        return Ok(Err(format!(
+            "SCRATCH_REG7 = {version:#x}: no previous instance of this driver"
+        )));
+    }
+    let live = ctx.rreg(gc::SCRATCH_REG6, 0)?;
+    if live != 0 {
+        return Ok(Err(format!(
+            "malformed state: SCRATCH_REG6 = {live:#x}, the previous driver instance did not finish cleanly"
+        )));
+    }
+    let fault_status = if ctx.regs.has(gc::GCVM_L2_PROTECTION_FAULT_STATUS) {
+        gc::GCVM_L2_PROTECTION_FAULT_STATUS
+    } else {
+        gc::VM_L2_PROTECTION_FAULT_STATUS
+    };
+    let status = ctx.rreg(fault_status, 0)?;
+    if status != 0 {
+        return Ok(Err(format!(
+            "malformed state: {} = {status:#x}, a page fault is pending",
+            fault_status.name()
+        )));
+    }
+    Ok(Ok(()))
+}
+
+fn boot(
+    ctx: &Ctx,
+    b: &mut Blocks,
+    opts: &Options,
+    clock: &mut PhaseClock<'_>,
+) -> Result<(BootKind, Option<String>)> {
+    let mut reason = None;
+    let kind = if ctx.is_vf {
+        clock.run("soc", || b.soc.init_hw(ctx))?;
+        clock.run("gmc", || b.gmc.init_hw(ctx, &b.soc))?;
+        clock.run("ih", || b.ih.init_hw(ctx))?;
+        BootKind::Vf
+    } else {
+        match warm_boot_check(ctx, opts)? {
+            Ok(()) => BootKind::Warm,
+            Err(why) => {
+                tracing::info!("{}: full boot: {why}", ctx.name);
+                reason = Some(why);
+                let foreign = clock.run("probe", || {
+                    Ok(b.psp.is_sos_alive(ctx)? && b.smu.is_alive(ctx)?)
+                })?;
+                let mut kind = BootKind::Cold;
+                if foreign {
+                    if ctx.mc.is_hive() {
+                        if opts.reset_mode {
+                            return Ok((
+                                BootKind::Cold,
+                                Some("hive member left for hive reset".into()),
+                            ));
+                        }
+                        return Err(Error::HiveMalformed {
+                            device: ctx.name.clone(),
+                            regions: ctx.mc.xgmi_regions,
+                        });
+                    }
+                    clock.run("mode1_reset", || {
+                        ctx.pci.set_bus_master(false)?;
+                        let r = b.smu.mode1_reset(ctx, false);
+                        ctx.pci.set_bus_master(true)?;
+                        r
+                    })?;
+                    kind = BootKind::AfterMode1Reset;
+                }
+                clock.run("soc", || b.soc.init_hw(ctx))?;
+                clock.run("gmc", || b.gmc.init_hw(ctx, &b.soc))?;
+                clock.run("ih", || b.ih.init_hw(ctx))?;
+                clock.run("psp", || b.psp.init_hw(ctx))?;
+                clock.run("smu", || b.smu.init_hw(ctx))?;
+                kind
+            }
+        }
+    };
+    ctx.mm().finish_boot();
+    let warm = kind == BootKind::Warm;
+    clock.run("gfx", || b.gfx.init_hw(ctx, &b.gmc, &b.soc, warm))?;
+    clock.run("sdma", || b.sdma.init_hw(ctx, &b.soc))?;
+    if !ctx.is_vf {
+        if ctx.xccs().len() > 1 && !warm {
+            clock.run("partition", || b.psp.spatial_partition(ctx, 1))?;
+        }
+        clock.run("clocks", || match opts.power_limit_w {
+            Some(w) => b.smu.set_power_limit(ctx, w),
+            None => b.smu.set_clocks(ctx, crate::ip::smu::ClockLevel::Max),
+        })?;
+        clock.run("clockgating", || {
+            b.soc.set_clockgating(ctx)?;
+            b.gfx.set_clockgating(ctx)
+        })?;
+        ctx.wreg(gc::SCRATCH_REG7, 0, AM_VERSION)?;
+        ctx.wreg(gc::SCRATCH_REG6, 0, 1)?;
+    }
+    Ok((kind, reason))
+}
