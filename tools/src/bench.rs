@@ -12,6 +12,22 @@ use clap::{Args, Subcommand};
 pub enum BenchCommand {
     /// Shader-emulator throughput in wave-instructions per second on one core.
     Emu(EmuArgs),
+    /// Full and warm boot of the mock profiles (in-process): wall time and register accesses.
+    Boot(BootArgs),
+}
+
+/// Options of `am bench boot`.
+#[derive(Args, Debug)]
+pub struct BootArgs {
+    /// Mock profile to boot (repeatable); navi31, mi300x and mi350x-vf by default.
+    #[arg(long = "profile", value_name = "P")]
+    profiles: Vec<String>,
+    /// Boots of each kind per profile, each on a fresh mock device.
+    #[arg(long, default_value_t = 10)]
+    iterations: u32,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `am bench emu`.
@@ -32,6 +48,9 @@ pub struct EmuArgs {
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Emu(args) => emu(args),
+        BenchCommand::Boot(args) => {
+            crate::bench_boot::run(args.profiles, args.iterations, args.json)
+        }
     }
 }
 

@@ -5,10 +5,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_boot;
 mod device;
 mod fw;
 mod info;
+mod init;
 mod list;
+mod reset;
 mod serve;
 
 /// Userspace AMD GPU driver toolkit: bring AMD GPUs up without the amdgpu kernel driver
@@ -30,8 +33,12 @@ enum Command {
     Fw(fw::FwCommand),
     /// Identity, VRAM, IP versions, shader counts and boot state of a device (reads only).
     Info(info::InfoArgs),
+    /// Bring a device up (boot kind, phases, firmware loaded), then finalise it.
+    Init(init::InitArgs),
     /// List the AMD GPUs on this machine's PCI bus (and on remote servers).
     List(list::ListArgs),
+    /// Mode1 reset of the whole GPU through the SMU.
+    Reset(reset::ResetArgs),
     /// Export devices over the remote PCI protocol (tinygrad's REMOTE=host:port).
     Serve(serve::ServeArgs),
 }
@@ -49,7 +56,9 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Fw(cmd) => fw::run(cmd),
         Command::Info(args) => info::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Init(args) => init::run(args).map(|()| ExitCode::SUCCESS),
         Command::List(args) => list::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Reset(args) => reset::run(args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => serve::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
