@@ -22,7 +22,7 @@ use crate::discovery::Discovery;
 use crate::hwip::HwIp;
 use crate::ip::{gfx::Gfx, gmc::Gmc, ih::Ih, psp::Psp, sdma::Sdma, smu::Smu, soc::Soc};
 use crate::irq::{self, IrqEvent};
-use crate::mm::{MemoryManager, MmConfig, PteFormat};
+use crate::mm::{MapFlags, MemoryManager, MmConfig, PteFormat, VirtMapping};
 use crate::pci::{Bar, PciDevice};
 use crate::regs::{Regs, gc, mmhub};
 use crate::vf::{Mailbox, MailboxTimings, VfLease};
@@ -283,7 +283,7 @@ impl AmDevice {
             },
             &vram,
         )?;
-        mm.tables.vram_offset = mc.fb_base + mc.xgmi_paddr_base;
+        mm.tables.vram_offset = mc.xgmi_paddr_base;
         let ctx = Ctx {
             name: name.clone(),
             pci: pci.clone(),
@@ -362,6 +362,26 @@ impl AmDevice {
         self.ctx.mc
     }
 
+    /// Allocate `size` bytes of VRAM, map them at a fresh GPU virtual address of VM context
+    /// 0, and flush the TLBs so the GPU sees the mapping.
+    pub fn valloc(&self, size: u64, contiguous: bool) -> Result<VirtMapping> {
+        let m = self.ctx.mm().valloc(
+            &self.ctx.vram,
+            size,
+            crate::mm::PAGE_SIZE,
+            MapFlags::VRAM,
+            contiguous,
+        )?;
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)?;
+        Ok(m)
+    }
+
+    /// Unmap and free a [`valloc`](Self::valloc) mapping, then flush the TLBs.
+    pub fn vfree(&self, m: &VirtMapping) -> Result<()> {
+        self.ctx.mm().vfree(&self.ctx.vram, m)?;
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)
+    }
+
     /// The error the GPU reported, if the device is in its error state.
     pub fn error_state(&self) -> Option<&str> {
         self.error_state.as_deref()
@@ -375,11 +395,16 @@ impl AmDevice {
         let mut events = Vec::with_capacity(entries.len());
         let mut first_fault = None;
         for e in entries {
-            let ev = irq::decode(&self.ctx, &self.blocks.gmc, &mut self.blocks.smu, &e)?;
-            if ev.is_fatal() && first_fault.is_none() {
-                first_fault = Some(ev.to_string());
+            events.push(irq::decode(&self.ctx, &self.blocks.gmc, &e)?);
+        }
+        if let Some(ras) = irq::check_ras(&self.ctx, &mut self.blocks.smu)? {
+            events.push(ras);
+        }
+        for ev in &events {
+            if ev.is_fatal() {
+                tracing::error!("{}: {ev}", self.ctx.name);
+                first_fault.get_or_insert_with(|| ev.to_string());
             }
-            events.push(ev);
         }
         if let Some(detail) = first_fault {
             tracing::error!("{}: GPU fault: {detail}", self.ctx.name);

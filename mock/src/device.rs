@@ -146,6 +146,7 @@ fn power_on(profile: &Profile, map: &RegisterMap, st: &mut State, vram: &Vram, s
         sysmem,
     };
     crate::ip::gmc::Gmc::power_on(&mut hw);
+    crate::ip::nbio::Nbio::power_on(&mut hw);
 }
 
 /// A mock GPU: the device model that outlives driver instances.
@@ -279,6 +280,11 @@ impl MockGpu {
     pub fn peek(&self, ip: RegIp, name: &str, instance: u8) -> Option<u32> {
         let id = self.shared.map.find(ip, name, instance)?;
         Some(lock(&self.shared.state).regs.get(id))
+    }
+
+    /// HDP flushes so far and the VRAM write generation the last one covered.
+    pub fn hdp_flushes(&self) -> (u64, u64) {
+        lock(&self.shared.state).models.nbio.hdp_flushes()
     }
 
     /// The compute queues the CP holds active (`CP_HQD_ACTIVE`), by (xcc, me, pipe, queue).
