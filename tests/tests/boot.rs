@@ -159,3 +159,121 @@ fn am_reset_forces_a_full_boot() {
     drop(dev);
     assert_clean(&gpu);
 }
+
+#[test]
+fn sq_interrupts_are_decoded_and_only_errors_are_fatal() {
+    use am_mock::ip::ih::IhEntry;
+    let gpu = am_mock::gpu("navi31", 47).unwrap();
+    let mut dev = open(&gpu);
+    let sq = |c0: u32, c1: u32| IhEntry {
+        client_id: am_autogen::ih::SOC21_IH_CLIENTID_GFX as u8,
+        src_id: am_autogen::ih::gfx_11_0_0::GFX_11_0_0__SRCID__SQ_INTERRUPT_ID as u8,
+        node_id: 0,
+        src_data: [c0, c1, 0, 0],
+        ..IhEntry::default()
+    };
+    // A wave message (encoding 1 in context dword 1 bits 7:6): reported, not fatal.
+    gpu.post_interrupt(0, sq(0, 1 << 6)).unwrap();
+    let ev = dev.handle_interrupts().unwrap();
+    assert_eq!(ev.len(), 1);
+    assert!(ev[0].to_string().contains("SQ wave interrupt"), "{}", ev[0]);
+    assert!(dev.error_state().is_none());
+    // An error (encoding 2) of type 2 (bits 24:21 of dword 0): MEMVIOL, fatal.
+    gpu.post_interrupt(0, sq(2 << 21, 2 << 6)).unwrap();
+    let err = dev.handle_interrupts().unwrap_err().to_string();
+    assert!(
+        err.contains("SQ error interrupt on node 0: MEMVIOL"),
+        "{err}"
+    );
+    assert!(dev.error_state().unwrap().contains("MEMVIOL"));
+    dev.recover().unwrap();
+    drop(dev);
+    assert_clean(&gpu);
+}
+
+#[test]
+fn mi300x_sq_error_uses_the_gfx9_layout() {
+    use am_mock::ip::ih::IhEntry;
+    let gpu = am_mock::gpu("mi300x", 48).unwrap();
+    let mut dev = open(&gpu);
+    // GC 9: encoding in dword 0 bits 27:26; error type in bits 23:20 of
+    // (c0 & 0xfff) | (c0 >> 16 & 0xf000) | (c1 << 16 & 0xff0000): here bits 23:20 come from
+    // c1 bits 7:4 = 1 (ILLEGAL_INST).
+    gpu.post_interrupt(
+        0,
+        IhEntry {
+            client_id: am_autogen::ih::SOC15_IH_CLIENTID_GRBM_CP as u8,
+            src_id: am_autogen::ih::gfx_9_0::GFX_9_0__SRCID__SQ_INTERRUPT_ID as u8,
+            node_id: 5,
+            src_data: [2 << 26, 1 << 4, 0, 0],
+            ..IhEntry::default()
+        },
+    )
+    .unwrap();
+    let err = dev.handle_interrupts().unwrap_err().to_string();
+    assert!(
+        err.contains("SQ error interrupt on node 5: ILLEGAL_INST"),
+        "{err}"
+    );
+    drop(dev);
+    assert_clean(&gpu);
+}
+
+#[test]
+fn ras_status_is_a_fatal_event_and_is_cleared() {
+    let gpu = am_mock::gpu("mi300x", 49).unwrap();
+    let mut dev = open(&gpu);
+    assert!(gpu.raise_ras(false, true));
+    let err = dev.handle_interrupts().unwrap_err().to_string();
+    assert!(err.contains("RAS fatal hardware error: RAS_CNTLR"), "{err}");
+    let reg = gpu
+        .peek(
+            am_mock::profile::RegIp::Nbio,
+            "BIF_BX0_BIF_DOORBELL_INT_CNTL",
+            0,
+        )
+        .unwrap();
+    assert_eq!(reg, 0, "status cleared by the driver");
+    dev.recover().unwrap();
+    assert!(dev.handle_interrupts().unwrap().is_empty());
+    drop(dev);
+    assert_clean(&gpu);
+}
+
+#[test]
+fn eop_and_sdma_traps_are_not_errors() {
+    use am_mock::ip::ih::IhEntry;
+    let gpu = am_mock::gpu("navi31", 50).unwrap();
+    let mut dev = open(&gpu);
+    for src in [
+        am_autogen::ih::gfx_11_0_0::GFX_11_0_0__SRCID__CP_EOP_INTERRUPT,
+        am_autogen::ih::gfx_11_0_0::GFX_11_0_0__SRCID__SDMA_TRAP,
+    ] {
+        gpu.post_interrupt(
+            0,
+            IhEntry {
+                client_id: am_autogen::ih::SOC21_IH_CLIENTID_GFX as u8,
+                src_id: src as u8,
+                ..IhEntry::default()
+            },
+        )
+        .unwrap();
+    }
+    let ev = dev.handle_interrupts().unwrap();
+    assert_eq!(ev.len(), 2);
+    assert!(dev.error_state().is_none());
+    // An interrupt nobody expects is reported with its ids and is fatal.
+    gpu.post_interrupt(
+        0,
+        IhEntry {
+            client_id: 0x16,
+            src_id: 0x42,
+            ..IhEntry::default()
+        },
+    )
+    .unwrap();
+    let err = dev.handle_interrupts().unwrap_err().to_string();
+    assert!(err.contains("client 22 source 0x42"), "{err}");
+    drop(dev);
+    assert_clean(&gpu);
+}

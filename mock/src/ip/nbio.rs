@@ -153,6 +153,21 @@ impl Nbio {
     }
 }
 
+/// RAS status bits of `BIF_BX0_BIF_DOORBELL_INT_CNTL` and the bits that clear them.
+pub const RAS_BITS: [(&str, &str); 2] = [
+    (
+        "RAS_ATHUB_ERR_EVENT_INTERRUPT_STATUS",
+        "RAS_ATHUB_ERR_EVENT_INTERRUPT_CLEAR",
+    ),
+    ("RAS_CNTLR_INTERRUPT_STATUS", "RAS_CNTLR_INTERRUPT_CLEAR"),
+];
+
+fn nbio_field(hw: &Hw<'_>, reg: Reg<'_>, name: &str) -> Option<am_autogen::regs::Field> {
+    am_autogen::regs::table(reg.info.table, reg.info.version)?
+        .by_name(reg.info.name)?
+        .field(name)
+}
+
 /// Data registers of the indirect windows that are not modelled.
 const SMN_DATA: &[&str] = &["BIF_BX0_PCIE_DATA"];
 
@@ -204,6 +219,22 @@ impl IpModel for Nbio {
             "BIF_BX0_PCIE_DATA2" => {
                 let (aid, dword) = self.index2_target()?;
                 self.aid_reg(hw, aid, dword, Some(value))?;
+            }
+            "BIF_BX0_BIF_DOORBELL_INT_CNTL" => {
+                // Status bits are the hardware's; a write of a CLEAR bit clears its status and
+                // does not stay set.
+                let old = hw.regs.get(reg.id);
+                let mut v = value;
+                for (status, clear) in RAS_BITS {
+                    let (Some(st), Some(cl)) =
+                        (nbio_field(hw, reg, status), nbio_field(hw, reg, clear))
+                    else {
+                        continue;
+                    };
+                    let keep = if cl.get(value) != 0 { 0 } else { st.get(old) };
+                    v = cl.set(st.set(v, keep), 0);
+                }
+                hw.regs.set(reg.id, v);
             }
             // The flush register has several names (PF and VF views of one dword).
             _ if hw
