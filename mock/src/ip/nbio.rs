@@ -162,7 +162,7 @@ pub const RAS_BITS: [(&str, &str); 2] = [
     ("RAS_CNTLR_INTERRUPT_STATUS", "RAS_CNTLR_INTERRUPT_CLEAR"),
 ];
 
-fn nbio_field(hw: &Hw<'_>, reg: Reg<'_>, name: &str) -> Option<am_autogen::regs::Field> {
+fn nbio_field(reg: Reg<'_>, name: &str) -> Option<am_autogen::regs::Field> {
     am_autogen::regs::table(reg.info.table, reg.info.version)?
         .by_name(reg.info.name)?
         .field(name)
@@ -226,8 +226,7 @@ impl IpModel for Nbio {
                 let old = hw.regs.get(reg.id);
                 let mut v = value;
                 for (status, clear) in RAS_BITS {
-                    let (Some(st), Some(cl)) =
-                        (nbio_field(hw, reg, status), nbio_field(hw, reg, clear))
+                    let (Some(st), Some(cl)) = (nbio_field(reg, status), nbio_field(reg, clear))
                     else {
                         continue;
                     };
