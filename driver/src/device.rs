@@ -40,8 +40,9 @@ pub struct Options {
     /// `AM_POWER_LIMIT=W`: set the SMU power limit (watts) and leave clocks unpinned,
     /// instead of pinning every clock to its highest level.
     pub power_limit_w: Option<u32>,
-    /// Open only to reset: a hive member with foreign firmware is left alone quietly (the
-    /// caller resets the whole hive) instead of being refused with an error.
+    /// Open only to reset (`am reset`, `am hive-reset`): discovery, registers and `init_sw`,
+    /// but no bring-up at all — not even of a hive member running foreign firmware, which a
+    /// normal open refuses. Only [`AmDevice::mode1_reset`] is meant to follow.
     pub reset_mode: bool,
     /// Where firmware is looked up (`$AM_FIRMWARE_PATH`, then `/lib/firmware/amdgpu`).
     pub firmware: Locator,
@@ -94,6 +95,8 @@ pub enum BootKind {
     AfterMode1Reset,
     /// SR-IOV VF: the PF owns PSP and SMU; SOC, GMC, IH, GFX and SDMA were initialised.
     Vf,
+    /// Opened in reset mode: nothing was initialised.
+    ResetOnly,
 }
 
 impl BootKind {
@@ -104,6 +107,7 @@ impl BootKind {
             BootKind::Warm => "warm",
             BootKind::AfterMode1Reset => "mode1-reset",
             BootKind::Vf => "vf",
+            BootKind::ResetOnly => "reset-only",
         }
     }
 }
@@ -310,7 +314,14 @@ impl AmDevice {
                 sdma: Sdma::init_sw(&ctx)?,
             })
         })?;
-        let (kind, reason) = boot(&ctx, &mut blocks, &opts, &mut clock)?;
+        let (kind, reason) = if opts.reset_mode {
+            (
+                BootKind::ResetOnly,
+                Some("opened for reset only".to_string()),
+            )
+        } else {
+            boot(&ctx, &mut blocks, &opts, &mut clock)?
+        };
         let phases = clock.phases;
         let (r, w) = ctx.reg_accesses();
         let report = BootReport {
@@ -333,7 +344,8 @@ impl AmDevice {
             report,
             lease: Mutex::new(lease),
             error_state: None,
-            finalized: false,
+            // A device opened only to be reset has nothing to finalise.
+            finalized: kind == BootKind::ResetOnly,
         })
     }
 
@@ -426,22 +438,27 @@ impl AmDevice {
         Ok(())
     }
 
-    /// Mode1 reset of the whole ASIC through the SMU (`am reset`, `am hive-reset`). The
-    /// device must be opened again afterwards.
-    pub fn mode1_reset(mut self) -> Result<()> {
+    /// Mode1 reset of the whole ASIC through the SMU (`am reset`, `am hive-reset`), with
+    /// bus mastering off around it. Returns `false` when the SMU firmware was not running
+    /// (nothing to reset: the device is already as a reset leaves it). The device must be
+    /// opened again afterwards.
+    pub fn mode1_reset(mut self) -> Result<bool> {
         if self.ctx.is_vf {
             return Err(Error::BadState {
                 device: self.ctx.name.clone(),
                 reason: "a VF cannot reset the GPU: the PF owns the SMU".into(),
             });
         }
+        // Nothing left to finalise afterwards: the reset takes the firmware and the queues.
+        self.finalized = true;
+        if !self.blocks.smu.is_alive(&self.ctx)? {
+            return Ok(false);
+        }
         self.ctx.pci.set_bus_master(false)?;
         let in_hive = self.ctx.mc.is_hive();
         let r = self.blocks.smu.mode1_reset(&self.ctx, in_hive);
         self.ctx.pci.set_bus_master(true)?;
-        // Nothing left to finalise: the reset took the firmware and the queues with it.
-        self.finalized = true;
-        r
+        r.map(|()| true)
     }
 
     /// Finalise: stop SDMA and GFX, clocks to their lowest level, drain interrupts, and
