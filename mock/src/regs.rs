@@ -94,7 +94,6 @@ pub struct RegisterMap {
     aliases: Vec<Alias>,
     /// Segments of every instance: (start, hw_id, instance, segment index).
     segments: Vec<(u64, u16, u8, usize)>,
-    bar_dwords: u64,
 }
 
 /// Registers at fixed BAR5 dwords that the driver reads before it knows any IP base
@@ -148,10 +147,7 @@ fn block_of(table: RegIp, name: &str) -> Block {
 impl RegisterMap {
     /// The map of `profile`: every register of every instance that lands inside BAR5.
     pub fn build(profile: &Profile) -> Self {
-        let mut map = RegisterMap {
-            bar_dwords: profile.bar5_size / 4,
-            ..Default::default()
-        };
+        let mut map = RegisterMap::default();
         let nbio = profile
             .ips
             .iter()
@@ -182,7 +178,9 @@ impl RegisterMap {
                     continue;
                 };
                 let addr = base + u64::from(r.offset);
-                if addr >= map.bar_dwords {
+                // Past BAR5 a register is still reachable through the RSMU window (a 32-bit
+                // byte index).
+                if addr * 4 > u64::from(u32::MAX) {
                     continue;
                 }
                 map.insert(RegInfo {
