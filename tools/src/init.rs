@@ -21,7 +21,8 @@ pub struct InitArgs {
 /// What one open of the driver did.
 #[derive(Debug, Serialize)]
 pub struct BootSummary {
-    /// `cold`, `warm`, `mode1-reset` (foreign firmware was reset first) or `vf`.
+    /// `cold`, `warm`, `mode1-reset` (foreign firmware was reset first), `vf`, or
+    /// `reset-only` (opened by `am reset`: nothing brought up).
     pub boot_kind: String,
     /// Why a full boot was done where a warm one might have been.
     pub full_boot_reason: Option<String>,
@@ -234,6 +235,7 @@ pub fn kind_words(kind: &str) -> &'static str {
         "warm" => "warm boot (firmware kept: GFX and SDMA only)",
         "mode1-reset" => "full boot after a mode1 reset of foreign firmware",
         "vf" => "VF boot (the PF owns PSP and SMU)",
+        "reset-only" => "for reset only (nothing brought up)",
         _ => "boot",
     }
 }

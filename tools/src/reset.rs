@@ -1,8 +1,9 @@
 //! `am reset DEVICE [--json]`: mode1 reset of the whole ASIC through the SMU.
 //!
-//! The driver is opened in reset mode (a hive member with foreign firmware is not refused)
-//! and then asks the SMU for a mode1 reset. Whatever ran on the device — firmware, queues —
-//! is gone afterwards; the next open does a full boot.
+//! The driver is opened in reset mode (discovery, registers and `init_sw`, nothing brought
+//! up) and asks the SMU for a mode1 reset, with bus mastering off around it. Whatever ran on
+//! the device — firmware, queues — is gone afterwards. If the SMU firmware is not running
+//! there is nothing to reset, and the report says so.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -11,7 +12,7 @@ use am_driver::{AmDevice, Options, PciDevice};
 use serde::Serialize;
 
 use crate::device::open_device;
-use crate::init::{BootSummary, Membership, kind_words, ms, print_boot};
+use crate::init::{BootSummary, Membership, kind_words, ms};
 
 /// Arguments of `am reset`.
 #[derive(Debug, clap::Args)]
@@ -35,7 +36,11 @@ pub struct ResetReport {
     /// VF/PF, MC layout, hive.
     #[serde(flatten)]
     pub membership: Membership,
-    /// Wall time of the mode1 reset (including the SMU's settle time), milliseconds.
+    /// Whether the SMU firmware was running: a mode1 reset was done. `false`: nothing to
+    /// reset, the device is already as a reset leaves it.
+    pub smu_was_running: bool,
+    /// Wall time of `mode1_reset` (the SMU probe, the message and its settle time),
+    /// milliseconds.
     pub reset_ms: f64,
 }
 
@@ -60,11 +65,13 @@ pub fn reset_once(pci: Arc<dyn PciDevice>, mut opts: Options) -> anyhow::Result<
         backend,
         open: BootSummary::from_report(dev.boot_report()),
         membership,
+        smu_was_running: false,
         reset_ms: 0.0,
     };
     let t = Instant::now();
-    dev.mode1_reset()?;
+    let smu_was_running = dev.mode1_reset()?;
     Ok(ResetReport {
+        smu_was_running,
         reset_ms: ms(t.elapsed()),
         ..report
     })
@@ -78,19 +85,25 @@ pub fn run(args: ResetArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r)?);
     } else {
-        println!(
-            "{}  mode1 reset through the SMU in {:.3} ms: the next open does a full boot",
-            r.device, r.reset_ms
-        );
+        if r.smu_was_running {
+            println!(
+                "{}  mode1 reset through the SMU in {:.3} ms: firmware and queues are gone",
+                r.device, r.reset_ms
+            );
+        } else {
+            println!(
+                "{}  the SMU firmware is not running: nothing to reset (checked in {:.3} ms)",
+                r.device, r.reset_ms
+            );
+        }
         println!("  backend      {}", r.backend);
         println!("  function     {}", r.membership.describe());
         println!(
-            "  opened by    {} in {:.3} ms, {} register accesses",
+            "  opened       {} in {:.3} ms, {} register accesses",
             kind_words(&r.open.boot_kind),
             r.open.duration_ms,
             r.open.reg_accesses
         );
-        print_boot(&r.open);
     }
     Ok(())
 }
@@ -109,18 +122,20 @@ mod tests {
     }
 
     #[test]
-    fn after_a_reset_the_next_open_is_a_full_boot() {
-        // Index 302: this test's own device. A clean init first, so that without the reset
-        // the next open would be warm.
+    fn reset_mode_brings_nothing_up_and_the_report_says_what_the_smu_did() {
+        // Index 302: this test's own device, brought up and finalised first so that its
+        // firmware runs.
         let pci = am_mock::open("navi31", 302).unwrap();
         assert!(init_once(pci.clone(), opts()).unwrap().finalised);
-        let r = reset_once(pci.clone(), opts()).unwrap();
-        assert_eq!(r.open.boot_kind, "warm");
-        assert_eq!(r.membership.function, "PF");
-        let next = init_once(pci, opts()).unwrap();
-        assert_ne!(next.boot.boot_kind, "warm");
-        assert!(next.boot.full_boot_reason.is_some());
         let gpu = am_mock::gpu("navi31", 302).unwrap();
+        let r = reset_once(pci, opts()).unwrap();
+        assert_eq!(r.open.boot_kind, "reset-only");
+        let names: Vec<&str> = r.open.phases.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["init_sw"]);
+        assert_eq!(r.membership.function, "PF");
+        // A mode1 reset leaves the mock's SMU firmware dead until the PSP runs again: the
+        // report claims a reset exactly when the device went through one.
+        assert_eq!(r.smu_was_running, !gpu.with_smu(|s| s.alive()));
         assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
     }
 

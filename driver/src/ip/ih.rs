@@ -133,7 +133,10 @@ impl Ih {
                 &[("CLIENT18_IS_STORM_CLIENT", 1)],
             )?;
             ctx.update(osssys::IH_INT_FLOOD_CNTL, 0, &[("FLOOD_CNTL_ENABLE", 1)])?;
-            ctx.update(osssys::IH_MSI_STORM_CTRL, 0, &[("DELAY", 3)])?;
+            // OSSSYS 4.4.5 (MI350X) has 4.4.2's register file, without this register.
+            if ctx.regs.has(osssys::IH_MSI_STORM_CTRL) {
+                ctx.update(osssys::IH_MSI_STORM_CTRL, 0, &[("DELAY", 3)])?;
+            }
         }
         for (n, ring) in self.rings.iter().enumerate() {
             let mut f = vec![("RB_ENABLE", 1)];
