@@ -1,6 +1,7 @@
 //! `am init`, `am reset` and `am bench boot` end to end on the mock profiles. Each run is a
-//! process of its own, so each sees a fresh mock device (a warm boot needs a second open in
-//! the same process: the unit tests of `init.rs` cover it).
+//! process of its own with a fresh `mock:` device; a warm boot needs the device to outlive the
+//! first run, so it goes through a mock served by `am serve` (and the unit tests of
+//! `init.rs` open twice in one process).
 
 #![allow(clippy::unwrap_used)]
 
@@ -188,4 +189,51 @@ fn bench_boot_takes_the_profiles_it_is_given() {
     assert_eq!(results.len(), 2);
     assert!(results.iter().all(|r| r["profile"] == "navi31"));
     assert!(results.iter().all(|r| r["iterations"] == 2));
+}
+
+/// An `am serve` child, killed (by its own pid) when dropped.
+struct Server(std::process::Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_second_init_through_am_serve_is_a_warm_boot() {
+    use std::io::{BufRead, BufReader};
+
+    // The served mock lives in the server's process, so it outlives each `am init` as a GPU
+    // outlives a driver instance.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(["serve", "--listen", "127.0.0.1:0", "mock:navi31"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let server = Server(child);
+    let mut lines = BufReader::new(stdout).lines();
+    let line = lines.next().unwrap().unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("am serve: listening on ")
+        .unwrap()
+        .to_string();
+    // Keep reading: with the pipe closed the server would die at its next line of output.
+    std::thread::spawn(move || lines.for_each(drop));
+
+    let spec = format!("remote:{addr}:0");
+    let first = json_of(&am(&["init", &spec, "--json"], &[]));
+    let second = json_of(&am(&["init", &spec, "--json"], &[]));
+    drop(server);
+    assert_eq!(first["backend"], "remote");
+    assert_eq!(first["boot_kind"], "cold");
+    assert_eq!(second["boot_kind"], "warm");
+    assert_eq!(second["full_boot_reason"], Value::Null);
+    let names = phase_names(&second);
+    assert!(!names.iter().any(|n| n == "psp" || n == "smu"), "{names:?}");
+    assert_eq!(second["firmware"], serde_json::json!([]));
 }
