@@ -20,7 +20,9 @@ use am_firmware::{FirmwareSet, IpVersions, Locator, SosVariant};
 use crate::ctx::{CountingBar, Ctx, McLayout, Timeouts, Vram};
 use crate::discovery::Discovery;
 use crate::hwip::HwIp;
-use crate::ip::{gfx::Gfx, gmc::Gmc, ih::Ih, psp::Psp, sdma::Sdma, smu::Smu, soc::Soc};
+use crate::ip::gfx::{ComputeQueueDesc, Gfx, QueueId};
+use crate::ip::sdma::{Sdma, SdmaQueueDesc, SdmaQueueId};
+use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, smu::Smu, soc::Soc};
 use crate::irq::{self, IrqEvent};
 use crate::mm::{MemoryManager, MmConfig, PteFormat};
 use crate::pci::{Bar, PciDevice};
@@ -399,6 +401,27 @@ impl AmDevice {
         self.blocks.gfx.reset_mec(&self.ctx, &self.blocks.gmc)?;
         self.error_state = None;
         Ok(())
+    }
+
+    /// Start a compute queue on MEC1 (on every XCC for an AQL queue of a multi-XCC part).
+    pub fn create_compute_queue(&mut self, desc: &ComputeQueueDesc) -> Result<QueueId> {
+        let b = &mut self.blocks;
+        b.gfx.setup_compute_queue(&self.ctx, &b.soc, desc)
+    }
+
+    /// Dequeue a compute queue started with [`AmDevice::create_compute_queue`].
+    pub fn remove_compute_queue(&mut self, id: QueueId) -> Result<()> {
+        self.blocks.gfx.remove_compute_queue(&self.ctx, id)
+    }
+
+    /// Start the ring of an SDMA engine.
+    pub fn create_sdma_queue(&mut self, desc: &SdmaQueueDesc) -> Result<SdmaQueueId> {
+        self.blocks.sdma.setup_queue(&self.ctx, desc)
+    }
+
+    /// Stop a ring started with [`AmDevice::create_sdma_queue`].
+    pub fn remove_sdma_queue(&mut self, id: SdmaQueueId) -> Result<()> {
+        self.blocks.sdma.remove_queue(&self.ctx, id)
     }
 
     /// Mode1 reset of the whole ASIC through the SMU (`am reset`, `am hive-reset`). The

@@ -95,6 +95,9 @@ pub struct RegisterMap {
     /// Segments of every instance: (start, hw_id, instance, segment index).
     segments: Vec<(u64, u16, u8, usize)>,
     bar_dwords: u64,
+    /// Registers whose address lies past BAR5 (reached only through the indirect SMN
+    /// windows), by dword address; the first name placed at a dword wins.
+    far: HashMap<u64, RegInfo>,
 }
 
 /// Registers at fixed BAR5 dwords that the driver reads before it knows any IP base
@@ -182,10 +185,7 @@ impl RegisterMap {
                     continue;
                 };
                 let addr = base + u64::from(r.offset);
-                if addr >= map.bar_dwords {
-                    continue;
-                }
-                map.insert(RegInfo {
+                let info = RegInfo {
                     name: r.name,
                     table: t.ip,
                     version: t.version,
@@ -194,7 +194,12 @@ impl RegisterMap {
                     addr,
                     default: r.default,
                     block: block_of(t.ip, r.name),
-                });
+                };
+                if addr >= map.bar_dwords {
+                    map.far.entry(addr).or_insert(info);
+                } else {
+                    map.insert(info);
+                }
             }
         }
         map.segments.sort_unstable();
@@ -221,6 +226,19 @@ impl RegisterMap {
         self.by_addr.insert(info.addr, id);
         names.entry(info.name).or_insert(id);
         self.infos.push(info);
+    }
+
+    /// The register at a dword address past BAR5 (reached through RSMU or PCIE INDEX2).
+    pub fn far_at(&self, addr: u64) -> Option<&RegInfo> {
+        self.far.get(&addr)
+    }
+
+    /// The dword address of a register past BAR5, by table, name and instance.
+    pub fn find_far(&self, ip: RegIp, name: &str, instance: u8) -> Option<u64> {
+        self.far
+            .values()
+            .find(|i| i.table == ip && i.name == name && i.instance == instance)
+            .map(|i| i.addr)
     }
 
     /// The register at a BAR5 dword address.
