@@ -107,8 +107,45 @@ struct State {
     /// Registers outside the map, in lenient mode only.
     unknown: HashMap<u64, u32>,
     doorbells: HashMap<u64, u64>,
+    /// Rings of doorbells that a running queue owns, in order.
+    doorbell_rings: Vec<DoorbellRing>,
     /// Access granted by the test hook rather than through the mailbox.
     vf_access_hook: bool,
+}
+
+/// The queue a doorbell belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DoorbellOwner {
+    /// An active compute HQD (`CP_HQD_PQ_DOORBELL_CONTROL`).
+    Compute {
+        /// XCC instance.
+        xcc: u8,
+        /// MEC.
+        me: u8,
+        /// Pipe.
+        pipe: u8,
+        /// Queue.
+        queue: u8,
+    },
+    /// A running SDMA ring (`DOORBELL_OFFSET`).
+    Sdma {
+        /// Engine.
+        engine: u8,
+        /// Ring of the engine.
+        queue: u8,
+    },
+}
+
+/// A doorbell write that reached a running queue. Nothing executes it yet (no packet
+/// engines): it is recorded for tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DoorbellRing {
+    /// Byte offset in BAR2.
+    pub offset: u64,
+    /// Value written (zero-extended for a 32-bit write).
+    pub value: u64,
+    /// Who owns the doorbell.
+    pub owner: DoorbellOwner,
 }
 
 impl State {
@@ -146,6 +183,7 @@ fn power_on(profile: &Profile, map: &RegisterMap, st: &mut State, vram: &Vram, s
         sysmem,
     };
     crate::ip::gmc::Gmc::power_on(&mut hw);
+    crate::ip::sdma::Sdma::power_on(&mut hw);
 }
 
 /// A mock GPU: the device model that outlives driver instances.
@@ -189,6 +227,7 @@ impl MockGpu {
             models: Models::new(&profile),
             unknown: HashMap::new(),
             doorbells: HashMap::new(),
+            doorbell_rings: Vec::new(),
             vf_access_hook: false,
         };
         let sysmem = SysArena::default();
@@ -284,6 +323,16 @@ impl MockGpu {
     /// The compute queues the CP holds active (`CP_HQD_ACTIVE`), by (xcc, me, pipe, queue).
     pub fn active_queues(&self) -> Vec<crate::ip::gfx::ActiveQueue> {
         lock(&self.shared.state).models.gfx.active_queues()
+    }
+
+    /// The SDMA rings the engines hold enabled, by (engine, queue).
+    pub fn active_sdma_queues(&self) -> Vec<crate::ip::sdma::SdmaQueue> {
+        lock(&self.shared.state).models.sdma.active_queues()
+    }
+
+    /// Doorbell writes that reached a running queue, in order (kept across resets).
+    pub fn doorbell_rings(&self) -> Vec<DoorbellRing> {
+        lock(&self.shared.state).doorbell_rings.clone()
     }
 
     /// Tell the GFX model the MEC firmware's RS64 start address (see
@@ -542,8 +591,15 @@ impl Shared {
                 b[..size].copy_from_slice(data);
                 let value = u64::from_le_bytes(b);
                 st.doorbells.insert(offset, value);
+                if let Some(owner) = doorbell_owner(&st.models, offset) {
+                    st.doorbell_rings.push(DoorbellRing {
+                        offset,
+                        value,
+                        owner,
+                    });
+                    return Ok(());
+                }
                 drop(st);
-                // No queue model owns a doorbell yet: every ring is a write nobody hears.
                 self.violate(self.bar_violation(
                     2,
                     offset,
@@ -673,6 +729,12 @@ impl Shared {
             (None, _) => model.read8(&mut hw, reg, byte).map(u32::from),
             (Some(v), _) => model.write8(&mut hw, reg, byte, v as u8).map(|()| v),
         };
+        if let (Some(v), Block::Gfx, "GRBM_SOFT_RESET") = (write, info.block, info.name) {
+            // The SOC21 GRBM also resets the SDMA engines that live in GC.
+            st.models
+                .sdma
+                .grbm_soft_reset(&self.map, &mut st.regs, id, v);
+        }
         if st.models.smu.take_mode1_request() {
             // The SMU took a mode1 reset: the whole ASIC goes down before the access returns.
             self.reset_locked(st, ResetKind::Mode1);
@@ -718,6 +780,31 @@ impl Shared {
         st.doorbells.clear();
         st.vf_access_hook = false;
     }
+}
+
+/// The running queue whose doorbell dword `offset / 4` is, if any.
+fn doorbell_owner(models: &Models, offset: u64) -> Option<DoorbellOwner> {
+    let dword = u32::try_from(offset / 4).ok()?;
+    if let Some(q) = models
+        .gfx
+        .active_queues()
+        .into_iter()
+        .find(|q| q.doorbell_enabled && q.doorbell_offset == dword)
+    {
+        return Some(DoorbellOwner::Compute {
+            xcc: q.xcc,
+            me: q.me,
+            pipe: q.pipe,
+            queue: q.queue,
+        });
+    }
+    models
+        .sdma
+        .doorbell_owner(dword)
+        .map(|q| DoorbellOwner::Sdma {
+            engine: q.engine,
+            queue: q.queue,
+        })
 }
 
 /// A driver instance's handle on a [`MockGpu`].

@@ -25,7 +25,9 @@ pub mod walker;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use device::{Access, MockBar, MockDevice, MockGpu, Mode, Space, Violation};
+pub use device::{
+    Access, DoorbellOwner, DoorbellRing, MockBar, MockDevice, MockGpu, Mode, Space, Violation,
+};
 pub use error::{Error, Result};
 pub use profile::{PROFILES, Profile};
 
