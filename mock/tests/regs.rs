@@ -220,7 +220,9 @@ fn flr_resets_registers_but_keeps_scratch() {
 }
 
 #[test]
-fn indirect_smn_windows_are_refused_not_faked() {
+fn indirect_smn_windows_refuse_an_index_with_no_register() {
+    // Index 0: RSMU byte address 0 is no register past BAR5; PCIE INDEX2 0 is MM_INDEX of
+    // AID 0, which is reached directly.
     let gpu = MockGpu::new("navi31").unwrap();
     let mmio = gpu.open().bar(5).unwrap();
     let v43 = IpVersion::new(4, 3, 0);

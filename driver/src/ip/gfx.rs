@@ -513,7 +513,7 @@ impl Gfx {
                 "ring size {:#x} is not a power of two from 256 B to 8 MiB",
                 d.ring_size
             ))
-        } else if d.ring % 256 != 0 || d.eop_addr % 256 != 0 {
+        } else if !d.ring.is_multiple_of(256) || !d.eop_addr.is_multiple_of(256) {
             Some(format!(
                 "ring {:#x} and EOP buffer {:#x} must be 256-byte aligned",
                 d.ring, d.eop_addr
@@ -523,7 +523,7 @@ impl Gfx {
                 "EOP size {:#x} is not a power of two of at least 8 bytes",
                 d.eop_size
             ))
-        } else if d.rptr_addr % 4 != 0 || d.wptr_addr % 8 != 0 {
+        } else if !d.rptr_addr.is_multiple_of(4) || !d.wptr_addr.is_multiple_of(8) {
             Some(format!(
                 "rptr write-back {:#x} must be 4-byte and wptr poll {:#x} 8-byte aligned",
                 d.rptr_addr, d.wptr_addr

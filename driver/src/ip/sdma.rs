@@ -358,9 +358,9 @@ impl Sdma {
                 "ring size {:#x} is not a power of two from 256 B to 1 MiB",
                 desc.ring_size
             ))
-        } else if desc.ring % 256 != 0 {
+        } else if !desc.ring.is_multiple_of(256) {
             Some(format!("ring {:#x} is not 256-byte aligned", desc.ring))
-        } else if desc.rptr_addr % 4 != 0 || desc.wptr_addr % 8 != 0 {
+        } else if !desc.rptr_addr.is_multiple_of(4) || !desc.wptr_addr.is_multiple_of(8) {
             Some(format!(
                 "rptr write-back {:#x} must be 4-byte and wptr poll {:#x} 8-byte aligned",
                 desc.rptr_addr, desc.wptr_addr

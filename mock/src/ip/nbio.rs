@@ -60,7 +60,7 @@ impl Nbio {
     fn rsmu_target(&self, hw: &Hw<'_>) -> Result<((u8, u64), u32), Fault> {
         let dword = u64::from(self.rsmu_index) / 4;
         match hw.map.far_at(dword) {
-            Some(info) if self.rsmu_index % 4 == 0 => Ok(((0, dword), info.default)),
+            Some(info) if self.rsmu_index.is_multiple_of(4) => Ok(((0, dword), info.default)),
             _ => Err(Fault::new(format!(
                 "BIF_BX_PF0_RSMU_DATA with RSMU index {:#x}: no register of this profile past BAR5 at that byte address",
                 self.rsmu_index
@@ -78,7 +78,7 @@ impl Nbio {
         };
         let byte = full & 0xffff_ffff;
         let dword = byte / 4;
-        if byte % 4 != 0 {
+        if !byte.is_multiple_of(4) {
             return Err(Fault::new(format!(
                 "BIF_BX0_PCIE_DATA2 with PCIE INDEX2 {full:#x}: unaligned register address"
             )));
@@ -108,7 +108,7 @@ impl Nbio {
         }
         let addr =
             (u64::from(self.mm_index_hi) << 31) | u64::from(self.mm_index & !MM_INDEX_MEMORY);
-        if addr % 4 != 0 || !hw.vram.contains(addr, 4) {
+        if !addr.is_multiple_of(4) || !hw.vram.contains(addr, 4) {
             return Err(Fault::new(format!(
                 "MM_DATA VRAM address {addr:#x} is unaligned or beyond VRAM ({:#x} bytes)",
                 hw.vram.size()

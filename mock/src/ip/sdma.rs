@@ -252,7 +252,7 @@ impl Sdma {
         }
         let rptr = pair("RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI");
         let rptr_addr = if f("RPTR_WRITEBACK_ENABLE")? != 0 {
-            if rptr == 0 || rptr % 4 != 0 {
+            if rptr == 0 || !rptr.is_multiple_of(4) {
                 return Err(Fault::new(format!(
                     "{label}: read-pointer write-back enabled with {prefix}RB_RPTR_ADDR = {rptr:#x}"
                 )));
@@ -267,7 +267,7 @@ impl Sdma {
             .find_map(|n| field_of(hw.map, reg.id, n));
         let wptr_poll_addr = match poll_field {
             Some(pf) if pf.get(value) != 0 => {
-                if poll == 0 || poll % 8 != 0 {
+                if poll == 0 || !poll.is_multiple_of(8) {
                     return Err(Fault::new(format!(
                         "{label}: write-pointer polling enabled with {prefix}RB_WPTR_POLL_ADDR = {poll:#x}"
                     )));
