@@ -337,3 +337,50 @@ fn mi300x_sdma_ring_uses_the_engine_instance() {
     assert!(gpu.active_sdma_queues().is_empty());
     no_violations(&gpu);
 }
+
+#[test]
+fn mi350x_vf_starts_the_mec_without_waiting_for_the_pf_s_rlc() {
+    // The PF brought the RLC up; the VF does not poll it (nothing marks it loaded here).
+    let gpu = am_mock::gpu("mi350x-vf", 159).unwrap();
+    let mut dev = open(&gpu);
+    assert_eq!(dev.boot_report().kind, BootKind::Vf);
+    dev.create_compute_queue(&compute(0, 0, true)).unwrap();
+    let xccs = gpu
+        .profile()
+        .ips
+        .iter()
+        .filter(|i| i.hw_id == am_autogen::hwid::GC_HWID)
+        .count();
+    assert!(xccs > 1);
+    assert_eq!(gpu.active_queues().len(), xccs);
+    dev.fini().unwrap();
+    assert!(gpu.active_queues().is_empty());
+    no_violations(&gpu);
+}
+
+#[test]
+fn queues_left_by_an_unfinished_instance_are_replaced_cleanly() {
+    let gpu = rig("navi31", 160);
+    let mut dev = open(&gpu);
+    dev.create_compute_queue(&compute(0, 1, false)).unwrap();
+    dev.create_sdma_queue(&sdma(0)).unwrap();
+    // The instance dies without fini: its queues stay, SCRATCH_REG6 says "not clean".
+    std::mem::forget(dev);
+    gpu.with_psp(|p| p.mark_rlc_for_test(true, true));
+    let mut dev = open(&gpu);
+    assert_ne!(dev.boot_report().kind, BootKind::Warm);
+    let mut moved = compute(0, 1, false);
+    moved.ring += 0x10000;
+    dev.create_compute_queue(&moved).unwrap();
+    let mut moved_sdma = sdma(0);
+    moved_sdma.ring += 0x10000;
+    dev.create_sdma_queue(&moved_sdma).unwrap();
+    let q = gpu.active_queues();
+    assert_eq!(q.len(), 1);
+    assert_eq!(q[0].pq_base, moved.ring);
+    let s = gpu.active_sdma_queues();
+    assert_eq!(s.len(), 1);
+    assert_eq!(s[0].rb_base, moved_sdma.ring);
+    dev.fini().unwrap();
+    no_violations(&gpu);
+}

@@ -460,7 +460,9 @@ impl Gfx {
             ctx.vram.write(paddr, &bytes)?;
             // The CP reads the MQD from VRAM: make the copy visible before it starts.
             soc.hdp_flush(ctx)?;
-            grbm_select(ctx, xcc, 1, desc.pipe, desc.queue, 0)?;
+            // An HQD left active (by an instance that did not finish) is dequeued before it
+            // is loaded again; this also selects it.
+            dequeue(ctx, xcc, id)?;
             let base = ctx.regs.reg(gc::CP_MQD_BASE_ADDR)?.addr(xcc)?;
             for &off in &self.burst {
                 ctx.regs

@@ -273,14 +273,15 @@ impl Sdma {
                 }
                 ctx.update(page, inst, &f)?;
             }
-            let reset = if mcu {
-                "RESET"
+            // Un-halt; from SDMA 6 on also release the (second) thread's reset.
+            let run: &[(&str, u64)] = if mcu {
+                &[("HALT", 0), ("RESET", 0)]
             } else if v.major >= 6 {
-                "TH1_RESET"
+                &[("HALT", 0), ("TH1_RESET", 0)]
             } else {
-                "RESET"
+                &[("HALT", 0)]
             };
-            ctx.update(r.ucode_cntl, inst, &[("HALT", 0), (reset, 0)])?;
+            ctx.update(r.ucode_cntl, inst, run)?;
             let mut cntl = vec![("TRAP_ENABLE", 1)];
             if (v.major, v.minor) <= (5, 2) {
                 cntl.push(("UTC_L1_ENABLE", 1));
@@ -377,6 +378,10 @@ impl Sdma {
             ctx.wreg(lo, inst, v as u32)?;
             ctx.wreg(hi, inst, (v >> 32) as u32)
         };
+        // A ring left running (by an instance that did not finish) is stopped first: its
+        // base and addresses must not change under it.
+        ctx.update(r.rb_cntl, inst, &[("RB_ENABLE", 0)])?;
+        ctx.update(r.ib_cntl, inst, &[("IB_ENABLE", 0)])?;
         ctx.wreg(r.minor_ptr_update, inst, 1)?;
         pair(r.rb_rptr, r.rb_rptr_hi, 0)?;
         pair(r.rb_wptr, r.rb_wptr_hi, 0)?;
