@@ -24,7 +24,7 @@ use crate::ip::gfx::{ComputeQueueDesc, Gfx, QueueId};
 use crate::ip::sdma::{Sdma, SdmaQueueDesc, SdmaQueueId};
 use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, smu::Smu, soc::Soc};
 use crate::irq::{self, IrqEvent};
-use crate::mm::{MemoryManager, MmConfig, PteFormat};
+use crate::mm::{MapFlags, MemoryManager, MmConfig, PteFormat, VirtMapping};
 use crate::pci::{Bar, PciDevice};
 use crate::regs::{Regs, gc, mmhub};
 use crate::vf::{Mailbox, MailboxTimings, VfLease};
@@ -42,8 +42,9 @@ pub struct Options {
     /// `AM_POWER_LIMIT=W`: set the SMU power limit (watts) and leave clocks unpinned,
     /// instead of pinning every clock to its highest level.
     pub power_limit_w: Option<u32>,
-    /// Open only to reset: a hive member with foreign firmware is left alone quietly (the
-    /// caller resets the whole hive) instead of being refused with an error.
+    /// Open only to reset (`am reset`, `am hive-reset`): discovery, registers and `init_sw`,
+    /// but no bring-up at all — not even of a hive member running foreign firmware, which a
+    /// normal open refuses. Only [`AmDevice::mode1_reset`] is meant to follow.
     pub reset_mode: bool,
     /// Where firmware is looked up (`$AM_FIRMWARE_PATH`, then `/lib/firmware/amdgpu`).
     pub firmware: Locator,
@@ -96,6 +97,8 @@ pub enum BootKind {
     AfterMode1Reset,
     /// SR-IOV VF: the PF owns PSP and SMU; SOC, GMC, IH, GFX and SDMA were initialised.
     Vf,
+    /// Opened in reset mode: nothing was initialised.
+    ResetOnly,
 }
 
 impl BootKind {
@@ -106,6 +109,7 @@ impl BootKind {
             BootKind::Warm => "warm",
             BootKind::AfterMode1Reset => "mode1-reset",
             BootKind::Vf => "vf",
+            BootKind::ResetOnly => "reset-only",
         }
     }
 }
@@ -285,7 +289,7 @@ impl AmDevice {
             },
             &vram,
         )?;
-        mm.tables.vram_offset = mc.fb_base + mc.xgmi_paddr_base;
+        mm.tables.vram_offset = mc.xgmi_paddr_base;
         let ctx = Ctx {
             name: name.clone(),
             pci: pci.clone(),
@@ -312,7 +316,14 @@ impl AmDevice {
                 sdma: Sdma::init_sw(&ctx)?,
             })
         })?;
-        let (kind, reason) = boot(&ctx, &mut blocks, &opts, &mut clock)?;
+        let (kind, reason) = if opts.reset_mode {
+            (
+                BootKind::ResetOnly,
+                Some("opened for reset only".to_string()),
+            )
+        } else {
+            boot(&ctx, &mut blocks, &opts, &mut clock)?
+        };
         let phases = clock.phases;
         let (r, w) = ctx.reg_accesses();
         let report = BootReport {
@@ -335,7 +346,8 @@ impl AmDevice {
             report,
             lease: Mutex::new(lease),
             error_state: None,
-            finalized: false,
+            // A device opened only to be reset has nothing to finalise.
+            finalized: kind == BootKind::ResetOnly,
         })
     }
 
@@ -364,6 +376,26 @@ impl AmDevice {
         self.ctx.mc
     }
 
+    /// Allocate `size` bytes of VRAM, map them at a fresh GPU virtual address of VM context
+    /// 0, and flush the TLBs so the GPU sees the mapping.
+    pub fn valloc(&self, size: u64, contiguous: bool) -> Result<VirtMapping> {
+        let m = self.ctx.mm().valloc(
+            &self.ctx.vram,
+            size,
+            crate::mm::PAGE_SIZE,
+            MapFlags::VRAM,
+            contiguous,
+        )?;
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)?;
+        Ok(m)
+    }
+
+    /// Unmap and free a [`valloc`](Self::valloc) mapping, then flush the TLBs.
+    pub fn vfree(&self, m: &VirtMapping) -> Result<()> {
+        self.ctx.mm().vfree(&self.ctx.vram, m)?;
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)
+    }
+
     /// The error the GPU reported, if the device is in its error state.
     pub fn error_state(&self) -> Option<&str> {
         self.error_state.as_deref()
@@ -377,11 +409,16 @@ impl AmDevice {
         let mut events = Vec::with_capacity(entries.len());
         let mut first_fault = None;
         for e in entries {
-            let ev = irq::decode(&self.ctx, &self.blocks.gmc, &mut self.blocks.smu, &e)?;
-            if ev.is_fatal() && first_fault.is_none() {
-                first_fault = Some(ev.to_string());
+            events.push(irq::decode(&self.ctx, &self.blocks.gmc, &e)?);
+        }
+        if let Some(ras) = irq::check_ras(&self.ctx, &mut self.blocks.smu)? {
+            events.push(ras);
+        }
+        for ev in &events {
+            if ev.is_fatal() {
+                tracing::error!("{}: {ev}", self.ctx.name);
+                first_fault.get_or_insert_with(|| ev.to_string());
             }
-            events.push(ev);
         }
         if let Some(detail) = first_fault {
             tracing::error!("{}: GPU fault: {detail}", self.ctx.name);
@@ -424,22 +461,27 @@ impl AmDevice {
         self.blocks.sdma.remove_queue(&self.ctx, id)
     }
 
-    /// Mode1 reset of the whole ASIC through the SMU (`am reset`, `am hive-reset`). The
-    /// device must be opened again afterwards.
-    pub fn mode1_reset(mut self) -> Result<()> {
+    /// Mode1 reset of the whole ASIC through the SMU (`am reset`, `am hive-reset`), with
+    /// bus mastering off around it. Returns `false` when the SMU firmware was not running
+    /// (nothing to reset: the device is already as a reset leaves it). The device must be
+    /// opened again afterwards.
+    pub fn mode1_reset(mut self) -> Result<bool> {
         if self.ctx.is_vf {
             return Err(Error::BadState {
                 device: self.ctx.name.clone(),
                 reason: "a VF cannot reset the GPU: the PF owns the SMU".into(),
             });
         }
+        // Nothing left to finalise afterwards: the reset takes the firmware and the queues.
+        self.finalized = true;
+        if !self.blocks.smu.is_alive(&self.ctx)? {
+            return Ok(false);
+        }
         self.ctx.pci.set_bus_master(false)?;
         let in_hive = self.ctx.mc.is_hive();
         let r = self.blocks.smu.mode1_reset(&self.ctx, in_hive);
         self.ctx.pci.set_bus_master(true)?;
-        // Nothing left to finalise: the reset took the firmware and the queues with it.
-        self.finalized = true;
-        r
+        r.map(|()| true)
     }
 
     /// Finalise: stop SDMA and GFX, clocks to their lowest level, drain interrupts, and

@@ -1,44 +1,287 @@
-//! Decoding interrupt entries into what happened and where.
+//! Decoding interrupt entries (and the RAS status bits) into what happened and where.
+//!
+//! - SQ interrupts (`SQ_INTERRUPT_ID`): the encoding says auto, wave or error; an error
+//!   carries its kind (EDC_FUE, ILLEGAL_INST, MEMVIOL, EDC_FED) and is fatal. On GC ≥ 11
+//!   the encoding is context dword 1 bits 7:6 and the error type dword 0 bits 24:21; on GC 9
+//!   the encoding is dword 0 bits 27:26 and the error type bits 23:20 of the value
+//!   reassembled from dwords 0 and 1 (`gfx_v9_0`/`gfx_v11_0` SQ interrupt layouts).
+//! - UTCL2 page faults (GC hub, client GFX/UTCL2) and VM faults (MM hub, client VMC): the
+//!   hub's protection-fault status and address are read, decoded and cleared.
+//! - CP privileged register/instruction faults: fatal.
+//! - CP end-of-pipe and SDMA traps: normal completion signals.
+//! - RAS: `BIF_BX0_BIF_DOORBELL_INT_CNTL` ATHUB/controller status bits, then (PF only) the
+//!   SMU's ACA banks; fatal.
+//! - Anything else is reported and, as the reference driver does, treated as fatal: an
+//!   interrupt nobody asked for means the GPU is somewhere the driver does not know.
 
 use std::fmt;
 
+use am_autogen::ih as src;
+
 use crate::Result;
 use crate::ctx::Ctx;
-use crate::ip::gmc::{Gmc, VmFault};
+use crate::ip::gmc::{Gmc, Hub, VmFault};
 use crate::ip::ih::IhEntry;
 use crate::ip::smu::Smu;
+use crate::regs::nbio;
+
+/// Kinds of SQ error interrupts, by their 4-bit type.
+const SQ_ERRORS: [&str; 4] = ["EDC_FUE", "ILLEGAL_INST", "MEMVIOL", "EDC_FED"];
 
 /// A decoded interrupt.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum IrqEvent {
     /// A page fault of a GPU memory hub.
     PageFault(VmFault),
-    /// Anything the driver does not act on.
-    Other(IhEntry),
+    /// An SQ (shader) interrupt.
+    Sq {
+        /// XCC/SE node the wave ran on.
+        node: u8,
+        /// `auto`, `wave` or `error`.
+        encoding: &'static str,
+        /// For errors: EDC_FUE, ILLEGAL_INST, MEMVIOL or EDC_FED.
+        error: Option<&'static str>,
+        /// The context dwords.
+        data: [u32; 4],
+    },
+    /// The CP refused a privileged register access or instruction.
+    CpPrivFault {
+        /// `register` or `instruction`.
+        what: &'static str,
+        /// Ring id of the offending queue.
+        ring: u8,
+        /// Node id.
+        node: u8,
+    },
+    /// End of pipe of a compute queue (a fence/signal).
+    CpEop {
+        /// Ring id.
+        ring: u8,
+    },
+    /// An SDMA trap (a fence/signal).
+    SdmaTrap {
+        /// Client id of the engine.
+        client: u8,
+    },
+    /// A RAS (uncorrectable hardware error) event.
+    Ras {
+        /// Which status bits were set.
+        sources: Vec<&'static str>,
+        /// ACA bank summaries (empty on a VF: the PF owns the SMU).
+        banks: Vec<String>,
+    },
+    /// An interrupt the driver did not expect.
+    Unknown(IhEntry),
 }
 
 impl IrqEvent {
     /// Whether the event puts the device in its error state.
     pub fn is_fatal(&self) -> bool {
-        matches!(self, IrqEvent::PageFault(_))
+        match self {
+            IrqEvent::Sq { error, .. } => error.is_some(),
+            IrqEvent::CpEop { .. } | IrqEvent::SdmaTrap { .. } => false,
+            IrqEvent::PageFault(_)
+            | IrqEvent::CpPrivFault { .. }
+            | IrqEvent::Ras { .. }
+            | IrqEvent::Unknown(_) => true,
+        }
     }
 }
 
 impl fmt::Display for IrqEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            IrqEvent::PageFault(p) => write!(
+            IrqEvent::PageFault(p) => write!(f, "{p}"),
+            IrqEvent::Sq {
+                node,
+                encoding,
+                error,
+                data,
+            } => {
+                write!(f, "SQ {encoding} interrupt on node {node}")?;
+                if let Some(e) = error {
+                    write!(f, ": {e}")?;
+                }
+                write!(f, " (context {:#x} {:#x})", data[0], data[1])
+            }
+            IrqEvent::CpPrivFault { what, ring, node } => {
+                write!(
+                    f,
+                    "CP privileged {what} fault on ring {ring} of node {node}"
+                )
+            }
+            IrqEvent::CpEop { ring } => write!(f, "CP end of pipe on ring {ring}"),
+            IrqEvent::SdmaTrap { client } => write!(f, "SDMA trap (client {client})"),
+            IrqEvent::Ras { sources, banks } => {
+                write!(f, "RAS fatal hardware error: {}", sources.join(", "))?;
+                for b in banks {
+                    write!(f, "; {b}")?;
+                }
+                Ok(())
+            }
+            IrqEvent::Unknown(e) => write!(
                 f,
-                "page fault at VA {:#x} on {:?} (status {:#x})",
-                p.va, p.hub, p.status
+                "unexpected interrupt: client {} source {:#x} ring {} vmid {} node {} context [{:#x}, {:#x}, {:#x}, {:#x}]",
+                e.client,
+                e.source,
+                e.ring,
+                e.vmid,
+                e.node,
+                e.data[0],
+                e.data[1],
+                e.data[2],
+                e.data[3]
             ),
-            IrqEvent::Other(e) => write!(f, "interrupt client {} source {}", e.client, e.source),
         }
     }
 }
 
-/// Decode one entry; page faults read (and clear) the hub's fault registers, RAS events the
-/// SMU's ACA banks.
-pub fn decode(_ctx: &Ctx, _gmc: &Gmc, _smu: &mut Smu, e: &IhEntry) -> Result<IrqEvent> {
-    Ok(IrqEvent::Other(*e))
+fn bits(v: u32, lo: u32, hi: u32) -> u32 {
+    (v >> lo) & ((1 << (hi - lo + 1)) - 1)
+}
+
+fn sq_event(gc_major: u8, e: &IhEntry) -> IrqEvent {
+    let [c0, c1, ..] = e.data;
+    let (enc, err) = if gc_major >= 11 {
+        (bits(c1, 6, 7), bits(c0, 21, 24))
+    } else {
+        let packed = (c0 & 0xfff) | ((c0 >> 16) & 0xf000) | ((c1 << 16) & 0xff_0000);
+        (bits(c0, 26, 27), bits(packed, 20, 23))
+    };
+    let encoding = ["auto", "wave", "error", "reserved"][enc as usize];
+    IrqEvent::Sq {
+        node: e.node,
+        encoding,
+        error: (enc == 2).then(|| SQ_ERRORS.get(err as usize).copied().unwrap_or("unknown")),
+        data: e.data,
+    }
+}
+
+/// Decode one entry; page faults read (and clear) the hub's fault registers.
+pub fn decode(ctx: &Ctx, gmc: &Gmc, e: &IhEntry) -> Result<IrqEvent> {
+    let gc = ctx.gc_major();
+    let client = u32::from(e.client);
+    let source = u32::from(e.source);
+    let (gfx_clients, sq, eop, priv_reg, priv_instr): (&[u32], u32, u32, u32, u32) = if gc >= 11 {
+        use src::gfx_11_0_0::*;
+        (
+            &[src::SOC21_IH_CLIENTID_GRBM_CP, src::SOC21_IH_CLIENTID_GFX],
+            GFX_11_0_0__SRCID__SQ_INTERRUPT_ID,
+            GFX_11_0_0__SRCID__CP_EOP_INTERRUPT,
+            GFX_11_0_0__SRCID__CP_PRIV_REG_FAULT,
+            GFX_11_0_0__SRCID__CP_PRIV_INSTR_FAULT,
+        )
+    } else {
+        use src::gfx_9_0::*;
+        (
+            &[
+                src::SOC15_IH_CLIENTID_GRBM_CP,
+                src::SOC15_IH_CLIENTID_SE0SH,
+                src::SOC15_IH_CLIENTID_SE1SH,
+                src::SOC15_IH_CLIENTID_SE2SH,
+                src::SOC15_IH_CLIENTID_SE3SH,
+            ],
+            GFX_9_0__SRCID__SQ_INTERRUPT_ID,
+            GFX_9_0__SRCID__CP_EOP_INTERRUPT,
+            GFX_9_0__SRCID__CP_PRIV_REG_FAULT,
+            GFX_9_0__SRCID__CP_PRIV_INSTR_FAULT,
+        )
+    };
+    let gc_fault = if gc >= 11 {
+        client == src::SOC21_IH_CLIENTID_GFX
+            && source == src::gfx_11_0_0::GFX_11_0_0__SRCID__UTCL2_FAULT
+    } else {
+        client == src::SOC15_IH_CLIENTID_UTCL2
+    };
+    let mm_fault =
+        client == src::SOC15_IH_CLIENTID_VMC && source == src::vmc_1_0::VMC_1_0__SRCID__VM_FAULT;
+    if gc_fault || mm_fault {
+        let hub = if gc_fault {
+            Hub::Gc(e.node)
+        } else {
+            Hub::Mm(e.node)
+        };
+        let fault = match gmc.take_fault(ctx, hub)? {
+            Some(f) => f,
+            // Status already cleared (a second entry for one latched fault): the entry
+            // still carries the address.
+            None => VmFault {
+                hub,
+                va: (u64::from(e.data[0]) << 12) | (u64::from(e.data[1] & 0xf) << 44),
+                status: 0,
+                fields: vec![],
+            },
+        };
+        return Ok(IrqEvent::PageFault(fault));
+    }
+    let sdma_trap = (gc >= 11
+        && client == src::SOC21_IH_CLIENTID_GFX
+        && source == src::gfx_11_0_0::GFX_11_0_0__SRCID__SDMA_TRAP)
+        || (gc < 11
+            && [
+                src::SOC15_IH_CLIENTID_SDMA0,
+                src::SOC15_IH_CLIENTID_SDMA1,
+                src::SOC15_IH_CLIENTID_SDMA2,
+                src::SOC15_IH_CLIENTID_SDMA3,
+            ]
+            .contains(&client)
+            && source == src::sdma0_4_0::SDMA0_4_0__SRCID__SDMA_TRAP);
+    if sdma_trap {
+        return Ok(IrqEvent::SdmaTrap { client: e.client });
+    }
+    if gfx_clients.contains(&client) {
+        if source == sq {
+            return Ok(sq_event(gc, e));
+        }
+        if source == eop {
+            return Ok(IrqEvent::CpEop { ring: e.ring });
+        }
+        if source == priv_reg || source == priv_instr {
+            return Ok(IrqEvent::CpPrivFault {
+                what: if source == priv_reg {
+                    "register"
+                } else {
+                    "instruction"
+                },
+                ring: e.ring,
+                node: e.node,
+            });
+        }
+    }
+    Ok(IrqEvent::Unknown(*e))
+}
+
+/// The RAS status bits of the BIF: a fatal error somewhere in the ASIC. Reads the ACA
+/// banks through the SMU (PF only), clears the bits, and returns the event.
+pub fn check_ras(ctx: &Ctx, smu: &mut Smu) -> Result<Option<IrqEvent>> {
+    if !ctx.regs.has(nbio::BIF_BX0_BIF_DOORBELL_INT_CNTL) {
+        return Ok(None);
+    }
+    let reg = ctx.regs.reg(nbio::BIF_BX0_BIF_DOORBELL_INT_CNTL)?;
+    let v = reg.read(0)?;
+    let athub = reg.field(v, "RAS_ATHUB_ERR_EVENT_INTERRUPT_STATUS")?;
+    let cntlr = reg.field(v, "RAS_CNTLR_INTERRUPT_STATUS")?;
+    if athub == 0 && cntlr == 0 {
+        return Ok(None);
+    }
+    let mut sources = vec![];
+    if athub != 0 {
+        sources.push("RAS_ATHUB_ERR_EVENT");
+    }
+    if cntlr != 0 {
+        sources.push("RAS_CNTLR");
+    }
+    let banks = if ctx.is_vf {
+        vec![]
+    } else {
+        smu.read_aca_banks(ctx)?
+    };
+    reg.write_fields(
+        0,
+        &[
+            ("RAS_CNTLR_INTERRUPT_CLEAR", u64::from(cntlr != 0)),
+            ("RAS_ATHUB_ERR_EVENT_INTERRUPT_CLEAR", u64::from(athub != 0)),
+        ],
+    )?;
+    Ok(Some(IrqEvent::Ras { sources, banks }))
 }

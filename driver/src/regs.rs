@@ -216,6 +216,35 @@ impl Regs {
         })
     }
 
+    /// Look a register up by its name in the table family `family` (for names built at run
+    /// time, such as a hub's `GCVM_…`/`MMVM_…` or an engine's `SDMA0_…`/`SDMA1_…`).
+    pub fn named(&self, family: RegIp, name: &str) -> Result<Register<'_>> {
+        let ip = match family {
+            RegIp::Mp if name.starts_with("MP1") => HwIp::MP1,
+            f => BLOCKS.iter().find(|b| b.1 == f).map_or(HwIp::GC, |b| b.0),
+        };
+        let block = self.blocks.get(&ip).ok_or_else(|| Error::NoIpInstance {
+            device: self.device.clone(),
+            ip: hwip::name(ip).to_string(),
+            instance: 0,
+            present: " (discovery does not list the block)".into(),
+        })?;
+        let table = block.table.ok_or_else(|| Error::NoRegisterTable {
+            device: self.device.clone(),
+            ip: block.label(),
+        })?;
+        let def = table.by_name(name).ok_or_else(|| Error::NoSuchRegister {
+            device: self.device.clone(),
+            register: name.to_string(),
+            ip: block.label(),
+        })?;
+        Ok(Register {
+            regs: self,
+            block,
+            def,
+        })
+    }
+
     /// Read the register at a dword address: directly in BAR5, else through the RSMU
     /// index/data pair.
     pub fn rreg(&self, addr: u64) -> Result<u32> {

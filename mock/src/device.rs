@@ -183,6 +183,7 @@ fn power_on(profile: &Profile, map: &RegisterMap, st: &mut State, vram: &Vram, s
         sysmem,
     };
     crate::ip::gmc::Gmc::power_on(&mut hw);
+    crate::ip::nbio::Nbio::power_on(&mut hw);
     crate::ip::sdma::Sdma::power_on(&mut hw);
 }
 
@@ -318,6 +319,39 @@ impl MockGpu {
     pub fn peek(&self, ip: RegIp, name: &str, instance: u8) -> Option<u32> {
         let id = self.shared.map.find(ip, name, instance)?;
         Some(lock(&self.shared.state).regs.get(id))
+    }
+
+    /// Test hook: a fatal hardware error latches the RAS status bits of
+    /// `BIF_BX0_BIF_DOORBELL_INT_CNTL` (ATHUB error event and/or RAS controller), as the
+    /// BIF does before it interrupts. Returns whether the profile has the register.
+    pub fn raise_ras(&self, athub: bool, cntlr: bool) -> bool {
+        let Some(id) = self
+            .shared
+            .map
+            .find(RegIp::Nbio, "BIF_BX0_BIF_DOORBELL_INT_CNTL", 0)
+        else {
+            return false;
+        };
+        let info = self.shared.map.info(id);
+        let Some(def) =
+            am_autogen::regs::table(info.table, info.version).and_then(|t| t.by_name(info.name))
+        else {
+            return false;
+        };
+        let mut st = lock(&self.shared.state);
+        let mut v = st.regs.get(id);
+        for ((status, _), on) in crate::ip::nbio::RAS_BITS.iter().zip([athub, cntlr]) {
+            if let (true, Some(f)) = (on, def.field(status)) {
+                v = f.set(v, 1);
+            }
+        }
+        st.regs.set(id, v);
+        true
+    }
+
+    /// HDP flushes so far and the VRAM write generation the last one covered.
+    pub fn hdp_flushes(&self) -> (u64, u64) {
+        lock(&self.shared.state).models.nbio.hdp_flushes()
     }
 
     /// The compute queues the CP holds active (`CP_HQD_ACTIVE`), by (xcc, me, pipe, queue).

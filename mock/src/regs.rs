@@ -94,10 +94,6 @@ pub struct RegisterMap {
     aliases: Vec<Alias>,
     /// Segments of every instance: (start, hw_id, instance, segment index).
     segments: Vec<(u64, u16, u8, usize)>,
-    bar_dwords: u64,
-    /// Registers whose address lies past BAR5 (reached only through the indirect SMN
-    /// windows), by dword address; the first name placed at a dword wins.
-    far: HashMap<u64, RegInfo>,
 }
 
 /// Registers at fixed BAR5 dwords that the driver reads before it knows any IP base
@@ -151,10 +147,7 @@ fn block_of(table: RegIp, name: &str) -> Block {
 impl RegisterMap {
     /// The map of `profile`: every register of every instance that lands inside BAR5.
     pub fn build(profile: &Profile) -> Self {
-        let mut map = RegisterMap {
-            bar_dwords: profile.bar5_size / 4,
-            ..Default::default()
-        };
+        let mut map = RegisterMap::default();
         let nbio = profile
             .ips
             .iter()
@@ -185,7 +178,12 @@ impl RegisterMap {
                     continue;
                 };
                 let addr = base + u64::from(r.offset);
-                let info = RegInfo {
+                // Past BAR5 a register is still reachable through the RSMU window (a 32-bit
+                // byte index).
+                if addr * 4 > u64::from(u32::MAX) {
+                    continue;
+                }
+                map.insert(RegInfo {
                     name: r.name,
                     table: t.ip,
                     version: t.version,
@@ -194,12 +192,7 @@ impl RegisterMap {
                     addr,
                     default: r.default,
                     block: block_of(t.ip, r.name),
-                };
-                if addr >= map.bar_dwords {
-                    map.far.entry(addr).or_insert(info);
-                } else {
-                    map.insert(info);
-                }
+                });
             }
         }
         map.segments.sort_unstable();
@@ -226,19 +219,6 @@ impl RegisterMap {
         self.by_addr.insert(info.addr, id);
         names.entry(info.name).or_insert(id);
         self.infos.push(info);
-    }
-
-    /// The register at a dword address past BAR5 (reached through RSMU or PCIE INDEX2).
-    pub fn far_at(&self, addr: u64) -> Option<&RegInfo> {
-        self.far.get(&addr)
-    }
-
-    /// The dword address of a register past BAR5, by table, name and instance.
-    pub fn find_far(&self, ip: RegIp, name: &str, instance: u8) -> Option<u64> {
-        self.far
-            .values()
-            .find(|i| i.table == ip && i.name == name && i.instance == instance)
-            .map(|i| i.addr)
     }
 
     /// The register at a BAR5 dword address.

@@ -220,28 +220,101 @@ fn flr_resets_registers_but_keeps_scratch() {
 }
 
 #[test]
-fn indirect_smn_windows_refuse_an_index_with_no_register() {
-    // Index 0: RSMU byte address 0 is no register past BAR5; PCIE INDEX2 0 is MM_INDEX of
-    // AID 0, which is reached directly.
+fn rsmu_reaches_registers_past_bar5_and_refuses_holes() {
     let gpu = MockGpu::new("navi31").unwrap();
     let mmio = gpu.open().bar(5).unwrap();
     let v43 = IpVersion::new(4, 3, 0);
     let nbio = am_autogen::hwid::NBIF_HWID;
-    let rsmu = addr(&gpu, RegIp::Nbio, v43, nbio, 0, "BIF_BX_PF0_RSMU_DATA");
-    let pcie2 = addr(&gpu, RegIp::Nbio, v43, nbio, 0, "BIF_BX0_PCIE_DATA2");
-    assert!(mmio.read32(rsmu).is_err());
-    assert!(mmio.write32(pcie2, 1).is_err());
+    let index = addr(&gpu, RegIp::Nbio, v43, nbio, 0, "BIF_BX_PF0_RSMU_INDEX");
+    let data = addr(&gpu, RegIp::Nbio, v43, nbio, 0, "BIF_BX_PF0_RSMU_DATA");
+    let strap = addr(&gpu, RegIp::Nbio, v43, nbio, 0, "RCC_DEV0_EPF2_STRAP2");
+    assert!(strap >= mmio.len(), "the strap register lies past BAR5");
+    mmio.write32(index, strap as u32).unwrap();
+    mmio.write32(data, 0xabc).unwrap();
+    assert_eq!(mmio.read32(data).unwrap(), 0xabc);
+    assert_eq!(
+        gpu.peek(RegIp::Nbio, "RCC_DEV0_EPF2_STRAP2", 0),
+        Some(0xabc)
+    );
+    // An index where no register lives is a violation, not a stored value.
+    mmio.write32(index, 0xffff_fff0).unwrap();
+    assert!(mmio.read32(data).is_err());
     let v = gpu.violations();
     assert!(
-        v[0].reason.contains("BIF_BX_PF0_RSMU_DATA"),
+        v.last().unwrap().reason.contains("no register there"),
         "{}",
-        v[0].reason
+        v.last().unwrap()
     );
+}
+
+#[test]
+fn pcie_index2_gives_each_aid_its_own_registers() {
+    let gpu = MockGpu::new("mi300x").unwrap();
+    let mmio = gpu.open().bar(5).unwrap();
+    let v79 = IpVersion::new(7, 9, 0);
+    let nbio = am_autogen::hwid::NBIF_HWID;
+    let index = addr(&gpu, RegIp::Nbio, v79, nbio, 0, "BIF_BX0_PCIE_INDEX2");
+    let index_hi = addr(&gpu, RegIp::Nbio, v79, nbio, 0, "BIF_BX0_PCIE_INDEX2_HI");
+    let data = addr(&gpu, RegIp::Nbio, v79, nbio, 0, "BIF_BX0_PCIE_DATA2");
+    let fence = addr(&gpu, RegIp::Nbio, v79, nbio, 0, "XCC_DOORBELL_FENCE");
+    // AID 0: the plain byte address.
+    mmio.write32(index, fence as u32).unwrap();
+    mmio.write32(index_hi, 0).unwrap();
+    mmio.write32(data, 0x5).unwrap();
+    // AID 2: bit 34 plus the AID in bits 33:32.
+    mmio.write32(index_hi, (1 << 2) | 2).unwrap();
+    mmio.write32(data, 0x100).unwrap();
+    assert_eq!(mmio.read32(data).unwrap(), 0x100);
+    assert_eq!(
+        gpu.peek(RegIp::Nbio, "XCC_DOORBELL_FENCE", 0),
+        Some(0x5),
+        "AID 0 keeps its own value"
+    );
+    mmio.write32(index_hi, (1 << 2) | 1).unwrap();
+    assert_eq!(
+        mmio.read32(data).unwrap(),
+        0,
+        "AID 1 starts at the reset default"
+    );
+    mmio.write32(index_hi, 1).unwrap();
     assert!(
-        v[1].reason.contains("BIF_BX0_PCIE_DATA2"),
-        "{}",
-        v[1].reason
+        mmio.read32(data).is_err(),
+        "high bits without the AID-select bit"
     );
+}
+
+#[test]
+fn hdp_flush_goes_through_the_remapped_register() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let mmio = gpu.open().bar(5).unwrap();
+    let v43 = IpVersion::new(4, 3, 0);
+    let nbio = am_autogen::hwid::NBIF_HWID;
+    let remap = addr(
+        &gpu,
+        RegIp::Nbio,
+        v43,
+        nbio,
+        0,
+        "BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL",
+    );
+    let target = u64::from(mmio.read32(remap).unwrap());
+    assert_eq!(
+        target,
+        addr(
+            &gpu,
+            RegIp::Nbio,
+            v43,
+            nbio,
+            0,
+            "BIF_BX_PF0_HDP_MEM_COHERENCY_FLUSH_CNTL"
+        )
+    );
+    assert_eq!(gpu.hdp_flushes().0, 0);
+    gpu.open().bar(0).unwrap().write32(0x1000, 7).unwrap();
+    mmio.write32(target, 0).unwrap();
+    let (n, generation) = gpu.hdp_flushes();
+    assert_eq!(n, 1);
+    assert_eq!(generation, gpu.vram().generation());
 }
 
 #[test]

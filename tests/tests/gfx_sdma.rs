@@ -339,26 +339,6 @@ fn mi300x_sdma_ring_uses_the_engine_instance() {
 }
 
 #[test]
-fn mi350x_vf_starts_the_mec_without_waiting_for_the_pf_s_rlc() {
-    // The PF brought the RLC up; the VF does not poll it (nothing marks it loaded here).
-    let gpu = am_mock::gpu("mi350x-vf", 159).unwrap();
-    let mut dev = open(&gpu);
-    assert_eq!(dev.boot_report().kind, BootKind::Vf);
-    dev.create_compute_queue(&compute(0, 0, true)).unwrap();
-    let xccs = gpu
-        .profile()
-        .ips
-        .iter()
-        .filter(|i| i.hw_id == am_autogen::hwid::GC_HWID)
-        .count();
-    assert!(xccs > 1);
-    assert_eq!(gpu.active_queues().len(), xccs);
-    dev.fini().unwrap();
-    assert!(gpu.active_queues().is_empty());
-    no_violations(&gpu);
-}
-
-#[test]
 fn queues_left_by_an_unfinished_instance_are_replaced_cleanly() {
     let gpu = rig("navi31", 160);
     let mut dev = open(&gpu);

@@ -19,8 +19,7 @@ use am_firmware::{FirmwareSet, PlanOptions, Role};
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
 use crate::ip::gmc::Gmc;
-use crate::ip::sdma::route_doorbell;
-use crate::ip::soc::Soc;
+use crate::ip::soc::{DoorbellRoute, Soc};
 use crate::mm::Pool;
 use crate::regs::{gc, mmhub, select_table};
 use crate::{Error, Result};
@@ -199,7 +198,7 @@ impl Gfx {
     }
 
     /// Full init (or, on a warm boot, only a MEC reset).
-    pub fn init_hw(&mut self, ctx: &Ctx, gmc: &Gmc, _soc: &Soc, warm: bool) -> Result<()> {
+    pub fn init_hw(&mut self, ctx: &Ctx, gmc: &Gmc, soc: &Soc, warm: bool) -> Result<()> {
         self.wait_rlc(ctx)?;
         gmc.init_gc_hubs(ctx)?;
         if warm {
@@ -218,10 +217,17 @@ impl Gfx {
             )?;
             ctx.wreg(gc::RLC_SPM_MC_CNTL, xcc, 0xf)?;
         }
-        if !is_nbio_7_9(ctx) {
+        if !soc.per_aid_doorbells() {
             // S2A ports of the CP doorbells: port 0 (gfx rings) and port 3 (MEC).
-            route_doorbell(ctx, 0, 0x3, 0x3, 0, 0, 0)?;
-            route_doorbell(ctx, 3, 0x6, 0x3, 0, 0, 0)?;
+            for (port, awid) in [(0, 0x3), (3, 0x6)] {
+                let route = DoorbellRoute {
+                    awid,
+                    awaddr_31_28: 0x3,
+                    offset: 0,
+                    size: 0,
+                };
+                soc.doorbell_enable(ctx, port, route, 0)?;
+            }
         }
         let gc_ver = ctx.version(HwIp::GC)?;
         let gc943 = matches!(
@@ -729,12 +735,6 @@ fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
         ),
     )?;
     Ok(())
-}
-
-/// Whether NBIO is 7.9 (MI300: doorbells routed per AID).
-pub(crate) fn is_nbio_7_9(ctx: &Ctx) -> bool {
-    ctx.version(HwIp::NBIO)
-        .is_ok_and(|v| v.major == 7 && v.minor == 9)
 }
 
 /// Dword offsets from `CP_MQD_BASE_ADDR` of the registers up to `CP_HQD_PQ_WPTR_HI` (the MQD

@@ -15,8 +15,7 @@ use am_autogen::doorbell::AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0;
 use crate::ctx::Ctx;
 use crate::discovery::IpVersion;
 use crate::hwip::HwIp;
-use crate::ip::gfx::is_nbio_7_9;
-use crate::ip::soc::Soc;
+use crate::ip::soc::{DoorbellRoute, Soc};
 use crate::regs::{Reg, gc, nbio, sdma};
 use crate::{Error, Result};
 
@@ -255,7 +254,7 @@ impl Sdma {
     }
 
     /// Per engine: watchdog, UTCL1, un-halt, trap enable; then doorbell routing.
-    pub fn init_hw(&mut self, ctx: &Ctx, _soc: &Soc) -> Result<()> {
+    pub fn init_hw(&mut self, ctx: &Ctx, soc: &Soc) -> Result<()> {
         let v = self.version;
         let mcu = v.major >= 7;
         for (_, inst, r) in self.engines() {
@@ -288,7 +287,7 @@ impl Sdma {
             }
             ctx.update(r.cntl, inst, &cntl)?;
         }
-        if is_nbio_7_9(ctx) {
+        if soc.per_aid_doorbells() {
             // Each AID routes its four engines' doorbells: a BIF entry and an S2A port each.
             const PORTS: [(u8, u32, u32, u32); 4] = [
                 (1, 0xe, 0xe, 0x1),
@@ -317,19 +316,23 @@ impl Sdma {
                         ),
                     ])?;
                     r.write(0, v)?;
-                    route_doorbell(ctx, port, awid, awaddr, offset, 4, aid)?;
+                    let route = DoorbellRoute {
+                        awid,
+                        awaddr_31_28: awaddr,
+                        offset,
+                        size: 4,
+                    };
+                    soc.doorbell_enable(ctx, port, route, aid)?;
                 }
             }
         } else {
-            route_doorbell(
-                ctx,
-                2,
-                0xe,
-                0x3,
-                AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0 * 2,
-                4,
-                0,
-            )?;
+            let route = DoorbellRoute {
+                awid: 0xe,
+                awaddr_31_28: 0x3,
+                offset: AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0 * 2,
+                size: 4,
+            };
+            soc.doorbell_enable(ctx, 2, route, 0)?;
         }
         Ok(())
     }
@@ -493,44 +496,4 @@ fn doorbell_entry(n: u8) -> Option<Reg> {
         nbio::DOORBELL0_CTRL_ENTRY_16,
     ];
     ENTRIES.get(usize::from(n).checked_sub(1)?).copied()
-}
-
-/// Route a doorbell range to an engine through an S2A port of the NBIO: enable, AXI id,
-/// address bits 31:28, range offset and size. On NBIO 7.9 the ports of AIDs other than 0 are
-/// reached through PCIE INDEX2.
-///
-/// SOC-level (the reference driver keeps it in its SOC block); GFX (ports 0 and 3) and SDMA
-/// (port 2, or 1/2/5/6 per AID on NBIO 7.9) call it.
-pub(crate) fn route_doorbell(
-    ctx: &Ctx,
-    port: u8,
-    awid: u32,
-    awaddr_31_28: u32,
-    offset: u32,
-    size: u32,
-    aid: u8,
-) -> Result<()> {
-    let reg = match port {
-        0 => nbio::S2A_DOORBELL_ENTRY_0_CTRL,
-        1 => nbio::S2A_DOORBELL_ENTRY_1_CTRL,
-        2 => nbio::S2A_DOORBELL_ENTRY_2_CTRL,
-        3 => nbio::S2A_DOORBELL_ENTRY_3_CTRL,
-        5 => nbio::S2A_DOORBELL_ENTRY_5_CTRL,
-        6 => nbio::S2A_DOORBELL_ENTRY_6_CTRL,
-        other => return Err(bad(ctx, format!("no S2A doorbell port {other}"))),
-    };
-    let r = ctx.regs.reg(reg)?;
-    let f = |name: &str| format!("S2A_DOORBELL_PORT{port}_{name}");
-    let v = r.encode(&[
-        (f("ENABLE").as_str(), 1),
-        (f("AWID").as_str(), u64::from(awid)),
-        (f("RANGE_SIZE").as_str(), u64::from(size)),
-        (f("AWADDR_31_28_VALUE").as_str(), u64::from(awaddr_31_28)),
-        (f("RANGE_OFFSET").as_str(), u64::from(offset)),
-    ])?;
-    if aid == 0 {
-        r.write(0, v)
-    } else {
-        ctx.regs.wreg_pcie(r.addr(0)?, aid, v)
-    }
 }

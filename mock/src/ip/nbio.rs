@@ -1,17 +1,17 @@
 //! NBIO (BIF, RCC) and HDP: the SOC-level registers.
 //!
-//! Modelled now: the MM_INDEX/MM_INDEX_HI/MM_DATA window onto VRAM, the VRAM size in
-//! `RCC_CONFIG_MEMSIZE` and the VF bit of `RCC_IOV_FUNC_IDENTIFIER`, and two indirect windows
-//! onto SMN space as register storage:
-//! - RSMU (`BIF_BX_PF0_RSMU_INDEX` = byte address, `…_RSMU_DATA`): only registers of the
-//!   profile whose address lies past BAR5;
-//! - PCIE INDEX2 (`BIF_BX0_PCIE_INDEX2` = byte address bits 31:0, `…_INDEX2_HI` = bits
-//!   39:32; bit 34 set selects the AID in bits 33:32): a register past BAR5 of AID 0, or any
-//!   register of the profile on another AID (each AID has its own copy; the map holds AID 0's).
-//!   An AID 0 register inside BAR5 is refused: the driver reaches it directly.
-//!
-//! Values are stored (registers past BAR5 start at their reset value); no behaviour is
-//! attached to them. `BIF_BX0_PCIE_DATA` (the non-2 window) is refused: nothing uses it.
+//! Modelled:
+//! - the MM_INDEX/MM_INDEX_HI/MM_DATA window onto VRAM, the VRAM size in
+//!   `RCC_CONFIG_MEMSIZE` and the VF bit of `RCC_IOV_FUNC_IDENTIFIER`;
+//! - the RSMU window (`BIF_BX_PF0_RSMU_INDEX` = byte address, `…_DATA`) onto registers past
+//!   BAR5, and PCIE INDEX2 (`BIF_BX0_PCIE_INDEX2`/`_HI`, `…_DATA2`) onto the registers of
+//!   every AID (`addr | aid << 32 | 1 << 34`; without bit 34, AID 0). Registers reached
+//!   this way are plain storage (no model behaviour), each AID other than 0 with its own
+//!   copy starting at the reset default; an address where the map has no register is a
+//!   fault. The legacy `BIF_BX0_PCIE_INDEX/DATA` pair is refused.
+//! - HDP flush: at power-on `BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL` holds the byte address of
+//!   `BIF_BX_PF0_HDP_MEM_COHERENCY_FLUSH_CNTL` (as the `*_default.h` of older NBIOs show);
+//!   a write there is a flush, counted with the VRAM write generation it covers.
 
 use std::collections::HashMap;
 
@@ -31,8 +31,11 @@ pub struct Nbio {
     rsmu_index: u32,
     pcie_index2: u32,
     pcie_index2_hi: u32,
-    /// Registers reached through the SMN windows: (AID, dword address) → value.
-    smn: HashMap<(u8, u64), u32>,
+    /// Registers of AIDs 1..3 written through PCIE INDEX2: (aid, dword) → value.
+    aid_regs: HashMap<(u8, u64), u32>,
+    /// HDP flushes so far, and the VRAM write generation of the last one.
+    hdp_flushes: u64,
+    hdp_generation: u64,
 }
 
 impl Nbio {
@@ -46,56 +49,88 @@ impl Nbio {
             rsmu_index: 0,
             pcie_index2: 0,
             pcie_index2_hi: 0,
-            smn: HashMap::new(),
+            aid_regs: HashMap::new(),
+            hdp_flushes: 0,
+            hdp_generation: 0,
         }
     }
 
-    /// A register reached through an SMN window: its value on `aid`, if the driver wrote it
-    /// (else `None`; the reset value applies). For tests.
-    pub fn smn_value(&self, aid: u8, dword: u64) -> Option<u32> {
-        self.smn.get(&(aid, dword)).copied()
-    }
-
-    /// The (AID, dword) an RSMU data access reaches, with the register's reset value.
-    fn rsmu_target(&self, hw: &Hw<'_>) -> Result<((u8, u64), u32), Fault> {
-        let dword = u64::from(self.rsmu_index) / 4;
-        match hw.map.far_at(dword) {
-            Some(info) if self.rsmu_index.is_multiple_of(4) => Ok(((0, dword), info.default)),
-            _ => Err(Fault::new(format!(
-                "BIF_BX_PF0_RSMU_DATA with RSMU index {:#x}: no register of this profile past BAR5 at that byte address",
-                self.rsmu_index
-            ))),
+    /// What firmware leaves in NBIO at power-on: the HDP flush remap register points at the
+    /// BIF's HDP flush register.
+    pub fn power_on(hw: &mut Hw<'_>) {
+        if let Some(id) = hw
+            .map
+            .find(RegIp::Nbio, "BIF_BX_PF0_HDP_MEM_COHERENCY_FLUSH_CNTL", 0)
+        {
+            let byte = hw.map.info(id).addr * 4;
+            hw.set(
+                RegIp::Nbio,
+                "BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL",
+                0,
+                byte as u32,
+            );
         }
     }
 
-    /// The (AID, dword) a PCIE DATA2 access reaches, with the register's reset value.
-    fn pcie_target(&self, hw: &Hw<'_>) -> Result<((u8, u64), u32), Fault> {
+    /// `(number of HDP flushes, VRAM write generation at the last one)`.
+    pub fn hdp_flushes(&self) -> (u64, u64) {
+        (self.hdp_flushes, self.hdp_generation)
+    }
+
+    /// A register of AID `aid` at `dword` (PCIE INDEX2): AID 0 is this register file.
+    fn aid_reg(
+        &mut self,
+        hw: &mut Hw<'_>,
+        aid: u8,
+        dword: u64,
+        write: Option<u32>,
+    ) -> Result<u32, Fault> {
+        let id = hw.map.at(dword).ok_or_else(|| {
+            Fault::new(format!(
+                "indirect access to dword {dword:#x} of AID {aid}: no register there"
+            ))
+        })?;
+        if aid == 0 {
+            return Ok(match write {
+                Some(v) => {
+                    hw.regs.set(id, v);
+                    v
+                }
+                None => hw.regs.get(id),
+            });
+        }
+        if aid >= hw.profile.num_aid.max(1) {
+            return Err(Fault::new(format!(
+                "PCIE INDEX2 names AID {aid}; the device has {}",
+                hw.profile.num_aid
+            )));
+        }
+        let default = hw.map.info(id).default;
+        let slot = self.aid_regs.entry((aid, dword)).or_insert(default);
+        if let Some(v) = write {
+            *slot = v;
+        }
+        Ok(*slot)
+    }
+
+    /// The (aid, dword) PCIE INDEX2 selects.
+    fn index2_target(&self) -> Result<(u8, u64), Fault> {
         let full = u64::from(self.pcie_index2_hi) << 32 | u64::from(self.pcie_index2);
+        if full % 4 != 0 {
+            return Err(Fault::new(format!(
+                "PCIE INDEX2 {full:#x} is not dword-aligned"
+            )));
+        }
         let aid = if full & (1 << 34) != 0 {
             ((full >> 32) & 3) as u8
+        } else if full >> 32 != 0 {
+            return Err(Fault::new(format!(
+                "PCIE INDEX2 {full:#x}: high bits set without the AID-select bit 34"
+            )));
         } else {
             0
         };
-        let byte = full & 0xffff_ffff;
-        let dword = byte / 4;
-        if !byte.is_multiple_of(4) {
-            return Err(Fault::new(format!(
-                "BIF_BX0_PCIE_DATA2 with PCIE INDEX2 {full:#x}: unaligned register address"
-            )));
-        }
-        if let Some(info) = hw.map.far_at(dword) {
-            return Ok(((aid, dword), info.default));
-        }
-        match hw.map.at(dword) {
-            Some(id) if aid != 0 => Ok(((aid, dword), hw.map.info(id).default)),
-            Some(id) => Err(Fault::new(format!(
-                "BIF_BX0_PCIE_DATA2: PCIE INDEX2 to {} of AID 0, which is inside BAR5: access it directly",
-                hw.map.info(id).name
-            ))),
-            None => Err(Fault::new(format!(
-                "BIF_BX0_PCIE_DATA2 with PCIE INDEX2 {full:#x}: no register of this profile at dword {dword:#x}"
-            ))),
-        }
+        Ok((aid, (full & 0xffff_ffff) / 4))
     }
 
     /// VRAM byte address selected by MM_INDEX/MM_INDEX_HI.
@@ -108,7 +143,7 @@ impl Nbio {
         }
         let addr =
             (u64::from(self.mm_index_hi) << 31) | u64::from(self.mm_index & !MM_INDEX_MEMORY);
-        if !addr.is_multiple_of(4) || !hw.vram.contains(addr, 4) {
+        if addr % 4 != 0 || !hw.vram.contains(addr, 4) {
             return Err(Fault::new(format!(
                 "MM_DATA VRAM address {addr:#x} is unaligned or beyond VRAM ({:#x} bytes)",
                 hw.vram.size()
@@ -118,7 +153,22 @@ impl Nbio {
     }
 }
 
-/// Data registers of the indirect SMN windows.
+/// RAS status bits of `BIF_BX0_BIF_DOORBELL_INT_CNTL` and the bits that clear them.
+pub const RAS_BITS: [(&str, &str); 2] = [
+    (
+        "RAS_ATHUB_ERR_EVENT_INTERRUPT_STATUS",
+        "RAS_ATHUB_ERR_EVENT_INTERRUPT_CLEAR",
+    ),
+    ("RAS_CNTLR_INTERRUPT_STATUS", "RAS_CNTLR_INTERRUPT_CLEAR"),
+];
+
+fn nbio_field(reg: Reg<'_>, name: &str) -> Option<am_autogen::regs::Field> {
+    am_autogen::regs::table(reg.info.table, reg.info.version)?
+        .by_name(reg.info.name)?
+        .field(name)
+}
+
+/// Data registers of the indirect windows that are not modelled.
 const SMN_DATA: &[&str] = &["BIF_BX0_PCIE_DATA"];
 
 fn refuse_smn_window(hw: &Hw<'_>, reg: Reg<'_>) -> Result<(), Fault> {
@@ -140,19 +190,16 @@ impl IpModel for Nbio {
             "BIF_BX_PF0_MM_INDEX" => self.mm_index,
             "BIF_BX_PF0_MM_INDEX_HI" => self.mm_index_hi,
             "BIF_BX_PF0_MM_DATA" => hw.vram.read32(self.mm_address(hw)?),
-            "RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE" => self.vram_mib,
-            "RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER" => u32::from(self.is_vf),
             "BIF_BX_PF0_RSMU_INDEX" => self.rsmu_index,
+            "BIF_BX_PF0_RSMU_DATA" => self.aid_reg(hw, 0, u64::from(self.rsmu_index / 4), None)?,
             "BIF_BX0_PCIE_INDEX2" => self.pcie_index2,
             "BIF_BX0_PCIE_INDEX2_HI" => self.pcie_index2_hi,
-            "BIF_BX_PF0_RSMU_DATA" => {
-                let (key, default) = self.rsmu_target(hw)?;
-                self.smn.get(&key).copied().unwrap_or(default)
-            }
             "BIF_BX0_PCIE_DATA2" => {
-                let (key, default) = self.pcie_target(hw)?;
-                self.smn.get(&key).copied().unwrap_or(default)
+                let (aid, dword) = self.index2_target()?;
+                self.aid_reg(hw, aid, dword, None)?
             }
+            "RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE" => self.vram_mib,
+            "RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER" => u32::from(self.is_vf),
             _ => hw.regs.get(reg.id),
         })
     }
@@ -164,15 +211,39 @@ impl IpModel for Nbio {
             "BIF_BX_PF0_MM_INDEX_HI" => self.mm_index_hi = value,
             "BIF_BX_PF0_MM_DATA" => hw.vram.write32(self.mm_address(hw)?, value),
             "BIF_BX_PF0_RSMU_INDEX" => self.rsmu_index = value,
-            "BIF_BX0_PCIE_INDEX2" => self.pcie_index2 = value,
-            "BIF_BX0_PCIE_INDEX2_HI" => self.pcie_index2_hi = value & 0xff,
             "BIF_BX_PF0_RSMU_DATA" => {
-                let (key, _) = self.rsmu_target(hw)?;
-                self.smn.insert(key, value);
+                self.aid_reg(hw, 0, u64::from(self.rsmu_index / 4), Some(value))?;
             }
+            "BIF_BX0_PCIE_INDEX2" => self.pcie_index2 = value,
+            "BIF_BX0_PCIE_INDEX2_HI" => self.pcie_index2_hi = value,
             "BIF_BX0_PCIE_DATA2" => {
-                let (key, _) = self.pcie_target(hw)?;
-                self.smn.insert(key, value);
+                let (aid, dword) = self.index2_target()?;
+                self.aid_reg(hw, aid, dword, Some(value))?;
+            }
+            "BIF_BX0_BIF_DOORBELL_INT_CNTL" => {
+                // Status bits are the hardware's; a write of a CLEAR bit clears its status and
+                // does not stay set.
+                let old = hw.regs.get(reg.id);
+                let mut v = value;
+                for (status, clear) in RAS_BITS {
+                    let (Some(st), Some(cl)) = (nbio_field(reg, status), nbio_field(reg, clear))
+                    else {
+                        continue;
+                    };
+                    let keep = if cl.get(value) != 0 { 0 } else { st.get(old) };
+                    v = cl.set(st.set(v, keep), 0);
+                }
+                hw.regs.set(reg.id, v);
+            }
+            // The flush register has several names (PF and VF views of one dword).
+            _ if hw
+                .map
+                .find(RegIp::Nbio, "BIF_BX_PF0_HDP_MEM_COHERENCY_FLUSH_CNTL", 0)
+                == Some(reg.id) =>
+            {
+                self.hdp_flushes += 1;
+                self.hdp_generation = hw.vram.generation();
+                hw.regs.set(reg.id, value);
             }
             "RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE" | "RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER" => {
                 return Err(Fault::new(format!("{} is read-only", reg.name())));
@@ -188,6 +259,6 @@ impl IpModel for Nbio {
         self.rsmu_index = 0;
         self.pcie_index2 = 0;
         self.pcie_index2_hi = 0;
-        self.smn.clear();
+        self.aid_regs.clear();
     }
 }
