@@ -362,6 +362,22 @@ impl AmDevice {
         self.ctx.mc
     }
 
+    /// Run `f` on the PSP (a ring command after boot, e.g. the spatial partition).
+    pub fn with_psp<T>(
+        &mut self,
+        f: impl FnOnce(&Ctx, &mut crate::ip::psp::Psp) -> Result<T>,
+    ) -> Result<T> {
+        f(&self.ctx, &mut self.blocks.psp)
+    }
+
+    /// Run `f` on the SMU (metrics, power limit, ACA banks: `am smi`).
+    pub fn with_smu<T>(
+        &mut self,
+        f: impl FnOnce(&Ctx, &mut crate::ip::smu::Smu) -> Result<T>,
+    ) -> Result<T> {
+        f(&self.ctx, &mut self.blocks.smu)
+    }
+
     /// The error the GPU reported, if the device is in its error state.
     pub fn error_state(&self) -> Option<&str> {
         self.error_state.as_deref()
