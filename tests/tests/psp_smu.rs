@@ -89,11 +89,7 @@ fn no_violations(gpu: &MockGpu) {
 /// The clocks the driver pins, as the mock names them: (clock id, DPM min, DPM max).
 fn pinned_clocks(gpu: &MockGpu, mi300x: bool) -> Vec<(u32, u32, u32)> {
     let ids: Vec<u32> = if mi300x {
-        vec![
-            clk_13_0_6::SOCCLK,
-            clk_13_0_6::UCLK,
-            clk_13_0_6::FCLK,
-        ]
+        vec![clk_13_0_6::SOCCLK, clk_13_0_6::UCLK, clk_13_0_6::FCLK]
     } else {
         vec![
             s0::PPCLK_GFXCLK,
@@ -142,7 +138,7 @@ fn cold_boot(profile: &str, index: u32, ips: IpVersions) {
         .collect();
     assert_eq!(dev.boot_report().firmware, listed);
     assert_eq!(gpu.with_psp(|p| p.rlc_autoload_requested()), !mi300x);
-    assert_eq!(gpu.with_psp(|p| p.rlc_firmware_loaded()), true);
+    assert!(gpu.with_psp(|p| p.rlc_firmware_loaded()));
 
     // SMU: the driver table is in VRAM's MC range, every pinned clock at its top level.
     let table = gpu.with_smu(|s| s.driver_table());
@@ -295,7 +291,10 @@ fn psp_ring_command_faults_name_the_command() {
         Error::PspCommand {
             command, status, ..
         } => {
-            assert!(command.contains("GFX_CMD_ID_SRIOV_SPATIAL_PART"), "{command}");
+            assert!(
+                command.contains("GFX_CMD_ID_SRIOV_SPATIAL_PART"),
+                "{command}"
+            );
             assert_eq!(status, 0xffff_0002);
         }
         e => panic!("{e}"),
@@ -352,7 +351,8 @@ fn smu_error_response_names_the_message() {
 fn smu_late_answer_within_the_timeout_boots_and_later_than_it_times_out() {
     let gpu = am_mock::gpu("navi31", 110).unwrap();
     gpu.with_smu(|s| s.faults.late_polls = 3);
-    let mut dev = AmDevice::open_with(am_mock::open("navi31", 110).unwrap(), opts()).unwrap();
+    // Short waits: the owed answer never comes, and `Drop` still talks to the SMU.
+    let mut dev = AmDevice::open_with(am_mock::open("navi31", 110).unwrap(), short_opts()).unwrap();
     assert_eq!(dev.boot_report().kind, BootKind::Cold);
     no_violations(&gpu);
 
@@ -404,10 +404,7 @@ fn power_limit_leaves_clocks_unpinned() {
             .collect::<Vec<_>>()
     });
     assert_eq!(ppt, vec![(300, s0::PPSMC_Result_OK)]);
-    assert_eq!(
-        dev.with_smu(|ctx, smu| smu.power_limit(ctx)).unwrap(),
-        300
-    );
+    assert_eq!(dev.with_smu(|ctx, smu| smu.power_limit(ctx)).unwrap(), 300);
     for (clk, min, max) in pinned_clocks(&gpu, false) {
         assert_eq!(gpu.with_smu(|s| s.soft_limits(clk)), Some((min, max)));
     }

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use am_autogen::psp_gfx::{
     GFX_CMD_ID_AUTOLOAD_RLC, GFX_CMD_ID_LOAD_IP_FW, GFX_CMD_ID_LOAD_TOC, GFX_CMD_ID_SETUP_TMR,
-    GFX_CMD_ID_SRIOV_SPATIAL_PART, psp_gfx_cmd_load_ip_fw, psp_gfx_cmd_load_toc,
-    psp_gfx_cmd_resp, psp_gfx_cmd_setup_tmr, psp_gfx_cmd_sriov_spatial_part, psp_gfx_rb_frame,
+    GFX_CMD_ID_SRIOV_SPATIAL_PART, psp_gfx_cmd_load_ip_fw, psp_gfx_cmd_load_toc, psp_gfx_cmd_resp,
+    psp_gfx_cmd_setup_tmr, psp_gfx_cmd_sriov_spatial_part, psp_gfx_rb_frame,
 };
 use am_firmware::{BootloaderCmd, FirmwareSet, LoadPlan, PlanOptions, PspStep, SosVariant};
 use zerocopy::{FromBytes, IntoBytes};

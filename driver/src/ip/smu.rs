@@ -384,14 +384,18 @@ impl Smu {
     pub fn mode1_reset(&mut self, ctx: &Ctx, in_hive: bool) -> Result<()> {
         let family = self.family(ctx)?;
         let v = self.mp1.unwrap_or(IpVersion::new(0, 0, 0));
-        let debug_channel = v.major >= 14 || matches!((v.major, v.minor, v.rev), (13, 0, 0 | 7 | 10));
+        let debug_channel =
+            v.major >= 14 || matches!((v.major, v.minor, v.rev), (13, 0, 0 | 7 | 10));
         if debug_channel {
             ctx.wreg(mp::MP1_SMN_C2PMSG_53, 0, 0)?;
             ctx.wreg(mp::MP1_SMN_C2PMSG_75, 0, DEBUG_MSG_MODE1_RESET)?;
             ctx.wreg(mp::MP1_SMN_C2PMSG_54, 0, 0)?;
         } else {
             let (msg, param) = if family == Family::V13_0_6 {
-                (Msg::GfxDriverReset, s6::PPSMC_RESET_TYPE_DRIVER_MODE_1_RESET)
+                (
+                    Msg::GfxDriverReset,
+                    s6::PPSMC_RESET_TYPE_DRIVER_MODE_1_RESET,
+                )
             } else {
                 (Msg::Mode1Reset, 0)
             };
