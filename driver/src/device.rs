@@ -365,9 +365,9 @@ impl AmDevice {
     /// Run `f` on the PSP (a ring command after boot, e.g. the spatial partition).
     pub fn with_psp<T>(
         &mut self,
-        f: impl FnOnce(&Ctx, &mut crate::ip::psp::Psp) -> Result<T>,
+        f: impl FnOnce(&Ctx, &Soc, &mut crate::ip::psp::Psp) -> Result<T>,
     ) -> Result<T> {
-        f(&self.ctx, &mut self.blocks.psp)
+        f(&self.ctx, &self.blocks.soc, &mut self.blocks.psp)
     }
 
     /// Run `f` on the SMU (metrics, power limit, ACA banks: `am smi`).
@@ -581,7 +581,7 @@ fn boot(
                 clock.run("soc", || b.soc.init_hw(ctx))?;
                 clock.run("gmc", || b.gmc.init_hw(ctx, &b.soc))?;
                 clock.run("ih", || b.ih.init_hw(ctx))?;
-                clock.run("psp", || b.psp.init_hw(ctx))?;
+                clock.run("psp", || b.psp.init_hw(ctx, &b.soc))?;
                 clock.run("smu", || b.smu.init_hw(ctx))?;
                 kind
             }
@@ -593,7 +593,7 @@ fn boot(
     clock.run("sdma", || b.sdma.init_hw(ctx, &b.soc))?;
     if !ctx.is_vf {
         if ctx.xccs().len() > 1 && !warm {
-            clock.run("partition", || b.psp.spatial_partition(ctx, 1))?;
+            clock.run("partition", || b.psp.spatial_partition(ctx, &b.soc, 1))?;
         }
         clock.run("clocks", || match opts.power_limit_w {
             Some(w) => b.smu.set_power_limit(ctx, w),

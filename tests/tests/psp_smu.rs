@@ -278,7 +278,8 @@ fn psp_ring_command_faults_name_the_command() {
     let mut o = opts();
     o.timeouts.psp = Duration::from_millis(50);
     let mut dev = AmDevice::open_with(am_mock::open("mi300x", 107).unwrap(), o).unwrap();
-    let part = |dev: &mut AmDevice| dev.with_psp(|ctx, psp| psp.spatial_partition(ctx, 1));
+    let part =
+        |dev: &mut AmDevice| dev.with_psp(|ctx, soc, psp| psp.spatial_partition(ctx, soc, 1));
 
     gpu.with_psp(|p| p.faults.late_polls = 5);
     part(&mut dev).unwrap();

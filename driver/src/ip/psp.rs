@@ -18,6 +18,7 @@ use am_firmware::{BootloaderCmd, FirmwareSet, LoadPlan, PlanOptions, PspStep, So
 use zerocopy::{FromBytes, IntoBytes};
 
 use crate::ctx::Ctx;
+use crate::ip::soc::Soc;
 use crate::mm::Pool;
 use crate::regs::{Reg, mp};
 use crate::{Error, Result};
@@ -107,6 +108,8 @@ pub struct Psp {
     /// Ring write pointer in dwords (modulo the ring), once this instance created the ring.
     wptr: Option<u32>,
     fence_value: u32,
+    /// The TMR size the PSP asked for in its LOAD_TOC answer (else the reserved size).
+    tmr_size: u32,
     loaded: Vec<(String, usize)>,
 }
 
@@ -125,6 +128,7 @@ impl Psp {
             regs,
             wptr: None,
             fence_value: 0,
+            tmr_size: TMR_SIZE as u32,
             loaded: vec![],
         };
         // A VF's PSP belongs to the PF: nothing to plan or allocate.
@@ -170,20 +174,22 @@ impl Psp {
         Ok(ctx.rreg(self.regs.c81, 0)? != 0)
     }
 
-    /// Bootloader, ring, TOC/TMR, every IP firmware, RLC autoload or REG_LIST.
-    pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
+    /// Bootloader, ring, TOC/TMR, every IP firmware, RLC autoload or REG_LIST. `soc`
+    /// flushes HDP so that what the CPU wrote through BAR0 reaches VRAM before the PSP
+    /// reads it.
+    pub fn init_hw(&mut self, ctx: &Ctx, soc: &Soc) -> Result<()> {
         let (Some(plan), Some(bufs)) = (self.plan.take(), self.bufs) else {
             return Err(Error::BadState {
                 device: ctx.name.clone(),
                 reason: "PSP init_hw without a firmware load plan (no firmware was found)".into(),
             });
         };
-        let r = self.run_plan(ctx, &plan, &bufs);
+        let r = self.run_plan(ctx, soc, &plan, &bufs);
         self.plan = Some(plan);
         r
     }
 
-    fn run_plan(&mut self, ctx: &Ctx, plan: &LoadPlan, bufs: &Buffers) -> Result<()> {
+    fn run_plan(&mut self, ctx: &Ctx, soc: &Soc, plan: &LoadPlan, bufs: &Buffers) -> Result<()> {
         self.loaded.clear();
         // A live sOS (it survived the last driver instance) already took its components.
         let sos_alive = self.is_sos_alive(ctx)?;
@@ -194,7 +200,7 @@ impl Psp {
             } = step
             {
                 if !sos_alive {
-                    self.bootloader(ctx, bufs, *command, payload.bytes())?;
+                    self.bootloader(ctx, soc, bufs, *command, payload.bytes())?;
                     self.loaded.push((step.name(), payload.len()));
                 }
                 continue;
@@ -204,7 +210,7 @@ impl Psp {
                 self.ring_create(ctx, bufs)?;
                 ring = true;
             }
-            self.ring_step(ctx, bufs, step)?;
+            self.ring_step(ctx, soc, bufs, step)?;
             self.loaded
                 .push((step.name(), step.payload().map_or(0, |p| p.len())));
         }
@@ -235,6 +241,7 @@ impl Psp {
     fn bootloader(
         &self,
         ctx: &Ctx,
+        soc: &Soc,
         bufs: &Buffers,
         command: BootloaderCmd,
         bytes: &[u8],
@@ -254,6 +261,7 @@ impl Psp {
         let mut buf = vec![0u8; PSP_1_MEG as usize];
         buf[..bytes.len()].copy_from_slice(bytes);
         ctx.vram.write(bufs.msg1, &buf)?;
+        soc.hdp_flush(ctx)?;
         ctx.wreg(self.regs.c36, 0, (ctx.mc.mc(bufs.msg1) >> 20) as u32)?;
         ctx.wreg(self.regs.c35, 0, command.0)?;
         // After the sOS the bootloader hands over: C2PMSG_81 says when it runs.
@@ -314,7 +322,7 @@ impl Psp {
         Ok(())
     }
 
-    fn ring_step(&mut self, ctx: &Ctx, bufs: &Buffers, step: &PspStep) -> Result<()> {
+    fn ring_step(&mut self, ctx: &Ctx, soc: &Soc, bufs: &Buffers, step: &PspStep) -> Result<()> {
         match step {
             PspStep::Bootloader { .. } => Ok(()),
             PspStep::LoadToc { payload } => {
@@ -327,6 +335,7 @@ impl Psp {
                 };
                 let resp = self.submit(
                     ctx,
+                    soc,
                     bufs,
                     &Command {
                         id: GFX_CMD_ID_LOAD_TOC,
@@ -343,6 +352,9 @@ impl Psp {
                         ),
                     });
                 }
+                if tmr_size > 0 {
+                    self.tmr_size = tmr_size as u32;
+                }
                 Ok(())
             }
             PspStep::SetupTmr => {
@@ -352,9 +364,10 @@ impl Psp {
                         reason: "GFX_CMD_ID_SETUP_TMR without a TMR allocated".into(),
                     });
                 };
-                let body = setup_tmr_body(ctx.mc.mc(tmr), tmr, TMR_SIZE as u32);
+                let body = setup_tmr_body(ctx.mc.mc(tmr), tmr, self.tmr_size);
                 self.submit(
                     ctx,
+                    soc,
                     bufs,
                     &Command {
                         id: GFX_CMD_ID_SETUP_TMR,
@@ -376,6 +389,7 @@ impl Psp {
                 };
                 self.submit(
                     ctx,
+                    soc,
                     bufs,
                     &Command {
                         id: GFX_CMD_ID_LOAD_IP_FW,
@@ -388,6 +402,7 @@ impl Psp {
             PspStep::AutoloadRlc => self
                 .submit(
                     ctx,
+                    soc,
                     bufs,
                     &Command {
                         id: GFX_CMD_ID_AUTOLOAD_RLC,
@@ -417,7 +432,13 @@ impl Psp {
 
     /// Put one command on the ring and wait for its fence; the command buffer as the PSP
     /// left it (status checked).
-    fn submit(&mut self, ctx: &Ctx, bufs: &Buffers, cmd: &Command<'_>) -> Result<psp_gfx_cmd_resp> {
+    fn submit(
+        &mut self,
+        ctx: &Ctx,
+        soc: &Soc,
+        bufs: &Buffers,
+        cmd: &Command<'_>,
+    ) -> Result<psp_gfx_cmd_resp> {
         let Some(wptr) = self.wptr else {
             return Err(Error::BadState {
                 device: ctx.name.clone(),
@@ -459,6 +480,7 @@ impl Psp {
         };
         ctx.vram
             .write(bufs.ring + u64::from(wptr) * 4, frame.as_bytes())?;
+        soc.hdp_flush(ctx)?;
         let next = (wptr + FRAME_DW) % (RING_SIZE / 4);
         self.wptr = Some(next);
         ctx.wreg(self.regs.c67, 0, next)?;
@@ -494,7 +516,7 @@ impl Psp {
     }
 
     /// `SRIOV_SPATIAL_PART` with `mode` (1 = SPX).
-    pub fn spatial_partition(&mut self, ctx: &Ctx, mode: u32) -> Result<()> {
+    pub fn spatial_partition(&mut self, ctx: &Ctx, soc: &Soc, mode: u32) -> Result<()> {
         let Some(bufs) = self.bufs else {
             return Err(Error::BadState {
                 device: ctx.name.clone(),
@@ -510,6 +532,7 @@ impl Psp {
         };
         self.submit(
             ctx,
+            soc,
             &bufs,
             &Command {
                 id: GFX_CMD_ID_SRIOV_SPATIAL_PART,
