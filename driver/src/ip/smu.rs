@@ -556,3 +556,40 @@ impl Smu {
         Ok(lines)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mp1_version_uses_its_family_table() {
+        let f = |a, b, c| Family::of(IpVersion::new(a, b, c));
+        assert_eq!(f(13, 0, 0), Some(Family::V13_0_0));
+        assert_eq!(f(13, 0, 10), Some(Family::V13_0_0));
+        assert_eq!(f(13, 0, 6), Some(Family::V13_0_6));
+        // MI350 (13.0.14) speaks 13.0.6's messages.
+        assert_eq!(f(13, 0, 14), Some(Family::V13_0_6));
+        assert_eq!(f(14, 0, 2), Some(Family::V14_0_2));
+        assert_eq!(f(11, 0, 7), None);
+    }
+
+    #[test]
+    fn message_ids_differ_per_version() {
+        assert_eq!(
+            Family::V13_0_0.id(Msg::TransferTableSmu2Dram),
+            Some(s0::PPSMC_MSG_TransferTableSmu2Dram)
+        );
+        assert_eq!(
+            Family::V13_0_6.id(Msg::GetMetricsTable),
+            Some(s6::PPSMC_MSG_GetMetricsTable)
+        );
+        assert_ne!(
+            Family::V13_0_0.id(Msg::SetDriverDramAddrHigh),
+            Family::V13_0_6.id(Msg::SetDriverDramAddrHigh)
+        );
+        // 13.0.6 resets through GfxDriverReset; it has no Mode1Reset message.
+        assert_eq!(Family::V13_0_6.id(Msg::Mode1Reset), None);
+        assert_eq!(Family::V13_0_0.id(Msg::GfxDriverReset), None);
+        assert_eq!(Msg::SetSoftMaxByFreq.name(), "SetSoftMaxByFreq");
+    }
+}
