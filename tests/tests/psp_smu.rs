@@ -510,3 +510,42 @@ fn live_firmware_with_forced_reset_is_mode1_reset_then_full_boot() {
     dev.fini().unwrap();
     no_violations(&gpu);
 }
+
+/// A full boot that finds the sOS and its ring alive (the SMU does not answer, so the boot
+/// does not take it for foreign firmware) destroys the ring first; faults on that command
+/// name it.
+#[test]
+fn psp_ring_destroy_faults_name_the_command() {
+    let gpu = am_mock::gpu("navi31", 117).unwrap();
+    let pci = am_mock::open("navi31", 117).unwrap();
+    AmDevice::open_with(pci.clone(), opts())
+        .unwrap()
+        .fini()
+        .unwrap();
+    assert!(gpu.with_psp(|p| p.sos_alive() && p.ring_exists()));
+    gpu.with_smu(|s| s.faults.no_answer = true);
+    let mut o = short_opts();
+    o.force_reset = true;
+
+    gpu.with_psp(|p| p.faults.no_answer = true);
+    let err = AmDevice::open_with(pci.clone(), o.clone()).unwrap_err();
+    assert!(
+        matches!(&err, Error::Timeout { what, .. } if what.contains("GFX_CTRL_CMD_ID_DESTROY_RINGS") && what.contains("C2PMSG_64")),
+        "{err}"
+    );
+
+    gpu.with_psp(|p| {
+        p.faults.no_answer = false;
+        p.faults.error_status = Some(0x7);
+    });
+    match AmDevice::open_with(pci, o).unwrap_err() {
+        Error::PspCommand {
+            command, status, ..
+        } => {
+            assert_eq!(command, "GFX_CTRL_CMD_ID_DESTROY_RINGS");
+            assert_eq!(status, 0x7);
+        }
+        e => panic!("{e}"),
+    }
+    no_violations(&gpu);
+}
