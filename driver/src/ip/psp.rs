@@ -19,7 +19,7 @@ use zerocopy::{FromBytes, IntoBytes};
 
 use crate::ctx::Ctx;
 use crate::ip::soc::Soc;
-use crate::mm::Pool;
+use crate::mm::{Pool, VramAccess};
 use crate::regs::{Reg, mp};
 use crate::{Error, Result};
 
@@ -108,6 +108,9 @@ pub struct Psp {
     /// Ring write pointer in dwords (modulo the ring), once this instance created the ring.
     wptr: Option<u32>,
     fence_value: u32,
+    /// Bytes at the start of the staging buffer that may be non-zero (`None`: unknown, as
+    /// VRAM is before the first copy).
+    msg1_dirty: Option<u64>,
     /// The TMR size the PSP asked for in its LOAD_TOC answer (else the reserved size).
     tmr_size: u32,
     loaded: Vec<(String, usize)>,
@@ -128,6 +131,7 @@ impl Psp {
             regs,
             wptr: None,
             fence_value: 0,
+            msg1_dirty: None,
             tmr_size: TMR_SIZE as u32,
             loaded: vec![],
         };
@@ -239,7 +243,7 @@ impl Psp {
     }
 
     fn bootloader(
-        &self,
+        &mut self,
         ctx: &Ctx,
         soc: &Soc,
         bufs: &Buffers,
@@ -258,9 +262,14 @@ impl Psp {
             });
         }
         // The bootloader reads the whole MiB: what lies beyond the component must be zero.
-        let mut buf = vec![0u8; PSP_1_MEG as usize];
-        buf[..bytes.len()].copy_from_slice(bytes);
-        ctx.vram.write(bufs.msg1, &buf)?;
+        // Only the part an earlier copy (or whatever VRAM held) may have dirtied is cleared.
+        ctx.vram.write(bufs.msg1, bytes)?;
+        let len = bytes.len() as u64;
+        let dirty = self.msg1_dirty.unwrap_or(PSP_1_MEG).min(PSP_1_MEG);
+        if dirty > len {
+            ctx.vram.zero(bufs.msg1 + len, dirty - len)?;
+        }
+        self.msg1_dirty = Some(len);
         soc.hdp_flush(ctx)?;
         ctx.wreg(self.regs.c36, 0, (ctx.mc.mc(bufs.msg1) >> 20) as u32)?;
         ctx.wreg(self.regs.c35, 0, command.0)?;
@@ -415,7 +424,7 @@ impl Psp {
     }
 
     /// Copy a firmware image to the staging buffer; its MC address.
-    fn stage(&self, ctx: &Ctx, bufs: &Buffers, bytes: &[u8], what: &str) -> Result<u64> {
+    fn stage(&mut self, ctx: &Ctx, bufs: &Buffers, bytes: &[u8], what: &str) -> Result<u64> {
         if bytes.len() as u64 > bufs.msg1_size {
             return Err(Error::BadState {
                 device: ctx.name.clone(),
@@ -427,6 +436,7 @@ impl Psp {
             });
         }
         ctx.vram.write(bufs.msg1, bytes)?;
+        self.msg1_dirty = self.msg1_dirty.map(|d| d.max(bytes.len() as u64));
         Ok(ctx.mc.mc(bufs.msg1))
     }
 
