@@ -396,6 +396,22 @@ impl AmDevice {
         self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)
     }
 
+    /// Run `f` on the PSP (a ring command after boot, e.g. the spatial partition).
+    pub fn with_psp<T>(
+        &mut self,
+        f: impl FnOnce(&Ctx, &Soc, &mut crate::ip::psp::Psp) -> Result<T>,
+    ) -> Result<T> {
+        f(&self.ctx, &self.blocks.soc, &mut self.blocks.psp)
+    }
+
+    /// Run `f` on the SMU (metrics, power limit, ACA banks: `am smi`).
+    pub fn with_smu<T>(
+        &mut self,
+        f: impl FnOnce(&Ctx, &mut crate::ip::smu::Smu) -> Result<T>,
+    ) -> Result<T> {
+        f(&self.ctx, &mut self.blocks.smu)
+    }
+
     /// The error the GPU reported, if the device is in its error state.
     pub fn error_state(&self) -> Option<&str> {
         self.error_state.as_deref()
@@ -630,7 +646,7 @@ fn boot(
                 clock.run("soc", || b.soc.init_hw(ctx))?;
                 clock.run("gmc", || b.gmc.init_hw(ctx, &b.soc))?;
                 clock.run("ih", || b.ih.init_hw(ctx))?;
-                clock.run("psp", || b.psp.init_hw(ctx))?;
+                clock.run("psp", || b.psp.init_hw(ctx, &b.soc))?;
                 clock.run("smu", || b.smu.init_hw(ctx))?;
                 kind
             }
@@ -642,7 +658,7 @@ fn boot(
     clock.run("sdma", || b.sdma.init_hw(ctx, &b.soc))?;
     if !ctx.is_vf {
         if ctx.xccs().len() > 1 && !warm {
-            clock.run("partition", || b.psp.spatial_partition(ctx, 1))?;
+            clock.run("partition", || b.psp.spatial_partition(ctx, &b.soc, 1))?;
         }
         clock.run("clocks", || match opts.power_limit_w {
             Some(w) => b.smu.set_power_limit(ctx, w),
