@@ -15,9 +15,6 @@ fn opts() -> Options {
 }
 
 fn open(gpu: &MockGpu) -> AmDevice {
-    // GFX waits for the RLC, which only the PSP's firmware load starts; while the PSP block
-    // of this branch loads nothing the RLC is marked up here (a no-op once the PSP runs).
-    gpu.with_psp(|p| p.mark_rlc_for_test(true, true));
     AmDevice::open_with(gpu.open(), opts()).unwrap()
 }
 

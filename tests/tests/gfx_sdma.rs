@@ -2,10 +2,9 @@
 //! GFX and SDMA on the mock: MEC start, compute queues (banked per XCC, AQL on every XCC),
 //! dequeue on fini, warm boot and recovery, SDMA rings and doorbells.
 //!
-//! The PSP block is another helper's work and is a stub in this branch, so the RLC never
-//! comes up by itself: the tests mark the RLC as loaded and autoloaded with the mock's hook
-//! (`Psp::mark_rlc_for_test`) before opening, and tell the mock the MEC firmware's start
-//! address (from the real firmware's load plan) so that it checks the program counter.
+//! Every boot loads the real firmware through the PSP, which starts the RLC; the navi31 mock
+//! is told the MEC firmware's start address (from the firmware's load plan) so that it
+//! checks the program counter against it.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -39,10 +38,9 @@ fn mec_start() -> u64 {
         .unwrap()
 }
 
-/// The mock device `profile:index` with the RLC up and (navi31) the MEC start address known.
+/// The mock device `profile:index`, on navi31 with the MEC start address known.
 fn rig(profile: &str, index: u32) -> MockGpu {
     let gpu = am_mock::gpu(profile, index).unwrap();
-    gpu.with_psp(|p| p.mark_rlc_for_test(true, true));
     if profile == "navi31" {
         gpu.set_mec_ucode_start(Some(mec_start()));
     }
@@ -262,22 +260,25 @@ fn recover_resets_the_mec_and_clears_its_queues() {
 }
 
 #[test]
-fn open_waits_for_the_rlc_and_names_it() {
-    // No RLC: nothing marks it loaded (the PSP stub loads nothing).
-    let gpu = am_mock::gpu("navi31", 155).unwrap();
-    let e = AmDevice::open_with(gpu.open(), opts()).unwrap_err();
-    match &e {
-        Error::Timeout { what, .. } => {
-            assert!(
-                what.contains("RLC autoload") && what.contains("RLC_RLCS_BOOTLOAD_STATUS"),
-                "{what}"
-            );
+fn a_warm_boot_over_dead_firmware_waits_for_the_rlc_and_names_it() {
+    // A clean previous instance, then an FLR: the scratch registers survive (warm boot) but
+    // the firmware and the RLC are gone, so the RLC never reports ready.
+    for (profile, index, register) in [
+        ("navi31", 155, "RLC_RLCS_BOOTLOAD_STATUS"),
+        ("mi300x", 156, "CP_STAT"),
+    ] {
+        let gpu = rig(profile, index);
+        open(&gpu).fini().unwrap();
+        let pci = gpu.open();
+        pci.reset().unwrap();
+        let e = AmDevice::open_with(pci, opts()).unwrap_err();
+        match &e {
+            Error::Timeout { what, .. } => {
+                assert!(what.contains("RLC") && what.contains(register), "{what}");
+            }
+            other => panic!("{other}"),
         }
-        other => panic!("{other}"),
     }
-    let gpu = am_mock::gpu("mi300x", 156).unwrap();
-    let e = AmDevice::open_with(gpu.open(), opts()).unwrap_err();
-    assert!(e.to_string().contains("CP_STAT"), "{e}");
 }
 
 #[test]
@@ -346,7 +347,6 @@ fn queues_left_by_an_unfinished_instance_are_replaced_cleanly() {
     dev.create_sdma_queue(&sdma(0)).unwrap();
     // The instance dies without fini: its queues stay, SCRATCH_REG6 says "not clean".
     std::mem::forget(dev);
-    gpu.with_psp(|p| p.mark_rlc_for_test(true, true));
     let mut dev = open(&gpu);
     assert_ne!(dev.boot_report().kind, BootKind::Warm);
     let mut moved = compute(0, 1, false);
