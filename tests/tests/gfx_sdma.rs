@@ -176,6 +176,19 @@ fn mi300x_aql_queue_is_set_on_every_xcc_and_pm4_on_one() {
     let mut dev = open(&gpu);
     assert_eq!(dev.boot_report().kind, BootKind::Cold);
     no_violations(&gpu);
+    for xcc in 0..8u8 {
+        let peek = |name| gpu.peek(RegIp::Gc, name, xcc).unwrap();
+        // Per-XCC doorbell range, golden GB_ADDR_CONFIG, clock gating left on (the mock
+        // refuses CG writes outside RLC safe mode, so these went through it).
+        assert_eq!(peek("CP_MEC_DOORBELL_RANGE_LOWER"), 0x100 * u32::from(xcc));
+        assert_eq!(
+            peek("CP_MEC_DOORBELL_RANGE_UPPER"),
+            0x100 * u32::from(xcc) + 0xf8
+        );
+        assert_eq!(peek("GB_ADDR_CONFIG"), 0x2a11_4042);
+        assert_eq!(peek("RLC_CGCG_CGLS_CTRL") & 0x3, 0x3, "CGCG_EN, CGLS_EN");
+        assert_eq!(peek("RLC_SAFE_MODE") & 0x1f, 0, "safe mode left");
+    }
     let aql = compute(0, 0, true);
     dev.create_compute_queue(&aql).unwrap();
     let q = gpu.active_queues();
