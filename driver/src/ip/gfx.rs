@@ -285,7 +285,7 @@ impl Gfx {
             for &xcc in &self.xccs {
                 ctx.wreg(gc::GRBM_SOFT_RESET, xcc, reset)?;
             }
-            std::thread::sleep(CP_SETTLE);
+            settle();
             for &xcc in &self.xccs {
                 ctx.wreg(gc::GRBM_SOFT_RESET, xcc, 0)?;
             }
@@ -665,7 +665,7 @@ impl Gfx {
                 ctx.wreg(gc::CP_MEC_CNTL, xcc, 0)?;
             }
         }
-        std::thread::sleep(CP_SETTLE);
+        settle();
         Ok(())
     }
 
@@ -695,6 +695,15 @@ impl Gfx {
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
         }
         Ok(())
+    }
+}
+
+/// Wait [`CP_SETTLE`] as `udelay` does: spinning, since a sleep this short costs a scheduler
+/// round trip (often milliseconds on a busy machine).
+fn settle() {
+    let start = std::time::Instant::now();
+    while start.elapsed() < CP_SETTLE {
+        std::hint::spin_loop();
     }
 }
 
