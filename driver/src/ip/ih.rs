@@ -125,8 +125,9 @@ impl Ih {
             Self::reg(ctx, "IH_RB_RPTR", sfx)?.write(0, 0)?;
             Self::reg(ctx, "IH_DOORBELL_RPTR", sfx)?.write_fields(0, &[("ENABLE", 0)])?;
         }
+        // OSSSYS 4.4.x (MI300, MI350) has no storm/flood control to set up.
         let v = ctx.version(HwIp::OSSSYS)?;
-        if (v.major, v.minor, v.rev) != (4, 4, 2) {
+        if (v.major, v.minor) != (4, 4) {
             ctx.update(
                 osssys::IH_STORM_CLIENT_LIST_CNTL,
                 0,
