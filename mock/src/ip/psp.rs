@@ -245,6 +245,20 @@ impl Psp {
         self.rlc_autoload_requested |= autoload_requested;
     }
 
+    /// Test hook (through [`crate::MockGpu::run_foreign_firmware`]): the sOS of another
+    /// driver runs, as `amdgpu` leaves it — `C2PMSG_81` non-zero, `C2PMSG_64` ready, the RLC
+    /// firmware loaded — without any load in this model's log. No ring is left (the driver
+    /// only looks at `C2PMSG_81` before deciding to reset).
+    pub(crate) fn run_foreign_sos(&mut self, hw: &mut Hw<'_>) {
+        self.sos_alive = true;
+        self.pending = None;
+        self.rlc_firmware_loaded = true;
+        self.rlc_autoload_requested = true;
+        self.tmr_set = true;
+        hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_81", 0, SOS_ALIVE);
+        hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_64", 0, GFX_FLAG_RESPONSE);
+    }
+
     fn check(&self, reg: Reg<'_>) -> Result<(), Fault> {
         if self.pf_owned {
             return Err(Fault::new(format!(
