@@ -32,6 +32,11 @@ use crate::{Error, Result};
 /// instance that reads it back (and a clean `SCRATCH_REG6`) may warm boot.
 pub const AM_VERSION: u32 = 0xA000_0008;
 
+/// The boot reason of a reset-mode open that found foreign firmware on a hive member and
+/// initialised no hardware.
+const LEFT_FOR_HIVE_RESET: &str =
+    "firmware of another driver runs on this hive member: left untouched for the hive reset";
+
 /// How a device is to be opened.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -157,6 +162,8 @@ pub struct AmDevice {
     lease: Mutex<Option<VfLease>>,
     error_state: Option<String>,
     finalized: bool,
+    /// A reset-mode open that initialised no hardware (see [`AmDevice::left_for_reset`]).
+    left_for_reset: bool,
 }
 
 impl std::fmt::Debug for AmDevice {
@@ -216,8 +223,9 @@ fn vf_handshake(
     Ok((true, Some(lease)))
 }
 
-/// Where VRAM sits in MC space, and the XGMI hive segment of this device.
-fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
+/// Where VRAM sits in MC space, and the XGMI hive segment of this device (`am info` reads it
+/// too, without opening the device).
+pub fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
     let pick = |a, b| if regs.has(a) { a } else { b };
     let base = regs
         .reg(pick(
@@ -236,9 +244,18 @@ fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
         fb_top: (u64::from(top & 0xff_ffff) << 24) | 0xff_ffff,
         ..McLayout::default()
     };
-    if regs.has(mmhub::MC_VM_XGMI_LFB_CNTL) {
-        let cntl = regs.reg(mmhub::MC_VM_XGMI_LFB_CNTL)?;
-        let size = regs.reg(mmhub::MC_VM_XGMI_LFB_SIZE)?;
+    // Linux reads the hive layout from GC instance 0 (`gfxhub_v1_1/v1_2_get_xgmi_info`);
+    // firmware programs it in every hub, so the MMHUB copy serves where GC has none.
+    let lfb = if regs.has(gc::MC_VM_XGMI_LFB_CNTL) {
+        Some((gc::MC_VM_XGMI_LFB_CNTL, gc::MC_VM_XGMI_LFB_SIZE))
+    } else if regs.has(mmhub::MC_VM_XGMI_LFB_CNTL) {
+        Some((mmhub::MC_VM_XGMI_LFB_CNTL, mmhub::MC_VM_XGMI_LFB_SIZE))
+    } else {
+        None
+    };
+    if let Some((cntl, size)) = lfb {
+        let cntl = regs.reg(cntl)?;
+        let size = regs.reg(size)?;
         let c = cntl.read(0)?;
         let s = size.read(0)?;
         let seg = u64::from(size.field(s, "PF_LFB_SIZE")?) << 24;
@@ -315,7 +332,7 @@ impl AmDevice {
         let (r, w) = ctx.reg_accesses();
         let report = BootReport {
             kind,
-            reason,
+            reason: reason.clone(),
             phases,
             firmware: blocks.psp.loaded().to_vec(),
             reg_accesses: r + w,
@@ -327,13 +344,17 @@ impl AmDevice {
             report.duration,
             report.reg_accesses
         );
+        let left_for_reset = opts.reset_mode && reason.as_deref() == Some(LEFT_FOR_HIVE_RESET);
         Ok(AmDevice {
             ctx,
             blocks,
             report,
             lease: Mutex::new(lease),
             error_state: None,
-            finalized: false,
+            // Nothing was brought up, so nothing is to be finalised (dropping it must not
+            // message the foreign SMU or write the scratch registers).
+            finalized: left_for_reset,
+            left_for_reset,
         })
     }
 
@@ -360,6 +381,13 @@ impl AmDevice {
     /// Where VRAM is in MC space, and the hive this device belongs to.
     pub fn mc_layout(&self) -> McLayout {
         self.ctx.mc
+    }
+
+    /// Whether this is a reset-mode open ([`Options::reset_mode`]) of a hive member that runs
+    /// another driver's firmware: no hardware was initialised, and the device is only good
+    /// for [`mode1_reset`](Self::mode1_reset) (dropping it touches nothing).
+    pub fn left_for_reset(&self) -> bool {
+        self.left_for_reset
     }
 
     /// The error the GPU reported, if the device is in its error state.
@@ -544,10 +572,7 @@ fn boot(
                 if foreign {
                     if ctx.mc.is_hive() {
                         if opts.reset_mode {
-                            return Ok((
-                                BootKind::Cold,
-                                Some("hive member left for hive reset".into()),
-                            ));
+                            return Ok((BootKind::Cold, Some(LEFT_FOR_HIVE_RESET.into())));
                         }
                         return Err(Error::HiveMalformed {
                             device: ctx.name.clone(),
