@@ -50,6 +50,7 @@ fn each_member_reads_its_region_of_the_hive() {
         let d = Discovery::read(&*pci).unwrap();
         let mc = read_mc_layout(&Regs::new(&*pci, &d).unwrap()).unwrap();
         assert!(mc.is_hive());
+        assert_eq!(mc.xgmi_region(), Some(r as u32));
         assert_eq!(mc.xgmi_regions, 4);
         assert_eq!(mc.xgmi_seg_size, SEG);
         assert_eq!(mc.xgmi_paddr_base, r as u64 * SEG);
@@ -72,6 +73,7 @@ fn each_member_reads_its_region_of_the_hive() {
     let d = Discovery::read(&*pci).unwrap();
     let mc = read_mc_layout(&Regs::new(&*pci, &d).unwrap()).unwrap();
     assert!(!mc.is_hive());
+    assert_eq!(mc.xgmi_region(), None);
     assert_eq!((mc.xgmi_regions, mc.xgmi_paddr_base), (0, 0));
 }
 

@@ -41,7 +41,7 @@ pub const SUPPORTED_IDS: [u16; 3] = [0x74a1, 0x75a0, 0x75b0];
 #[derive(Debug, Serialize, PartialEq, Eq)]
 pub struct HiveReport {
     /// `PF_LFB_REGION`: this device's region id.
-    pub region: u64,
+    pub region: u32,
     /// Devices in the hive (`PF_MAX_REGION + 1`).
     pub regions: u32,
     /// Bytes of each member's segment.
@@ -51,8 +51,8 @@ pub struct HiveReport {
 impl HiveReport {
     /// The hive part of a layout; `None` outside a hive.
     pub fn from_layout(mc: &McLayout) -> Option<Self> {
-        mc.is_hive().then(|| HiveReport {
-            region: mc.xgmi_paddr_base / mc.xgmi_seg_size,
+        mc.xgmi_region().map(|region| HiveReport {
+            region,
             regions: mc.xgmi_regions,
             segment_size: mc.xgmi_seg_size,
         })

@@ -557,7 +557,7 @@ mod tests {
 
     #[test]
     fn hive_members_report_their_region() {
-        for i in 0..4u64 {
+        for i in 0..4u32 {
             let r = info(&format!("mock:mi300x-hive4:{}", 248 + i));
             assert_eq!(
                 r.hive,
