@@ -184,3 +184,48 @@ fn foreign_firmware_hook_leaves_sos_and_smu_running() {
     assert!(gpu.with_psp(|p| p.log().is_empty()));
     assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
 }
+
+/// Send one SMU message the way the driver does and return (response, result).
+fn smu_msg(gpu: &MockGpu, mmio: &dyn am_driver::Bar, msg: u32, param: u32) -> (u32, u32) {
+    mmio.write32(mp(gpu, "MP1_SMN_C2PMSG_90"), 0).unwrap();
+    mmio.write32(mp(gpu, "MP1_SMN_C2PMSG_82"), param).unwrap();
+    mmio.write32(mp(gpu, "MP1_SMN_C2PMSG_66"), msg).unwrap();
+    (
+        mmio.read32(mp(gpu, "MP1_SMN_C2PMSG_90")).unwrap(),
+        mmio.read32(mp(gpu, "MP1_SMN_C2PMSG_82")).unwrap(),
+    )
+}
+
+#[test]
+fn firmware_reaches_a_members_vram_through_its_own_segment() {
+    let hive = MockGpu::new_hive("mi300x", 4).unwrap();
+    let gpu = &hive[1];
+    let dev = gpu.open();
+    let mmio = dev.bar(5).unwrap();
+    let table = 0x40_0000u64;
+    let seg = u64::from(SEG_UNITS) << 24;
+    let metrics = |mc: u64| {
+        smu_msg(
+            gpu,
+            &*mmio,
+            s6::PPSMC_MSG_SetDriverDramAddrHigh,
+            (mc >> 32) as u32,
+        );
+        smu_msg(gpu, &*mmio, s6::PPSMC_MSG_SetDriverDramAddrLow, mc as u32);
+        smu_msg(gpu, &*mmio, s6::PPSMC_MSG_GetMetricsTable, 0).0
+    };
+    // Region 1: VRAM offset `table` is MC address fb_base + 1 × segment + table.
+    assert_eq!(metrics(FB_BASE + seg + table), 1);
+    let mut head = [0u8; 4];
+    dev.bar(0).unwrap().read_bytes(table, &mut head).unwrap();
+    assert_ne!(
+        head, [0; 4],
+        "the metrics table landed at the member's own offset"
+    );
+    // Region 0's segment is another GPU's memory (over XGMI, not modelled): the SMU
+    // cannot write there, and this member's VRAM is not touched.
+    gpu.vram().write(table, &[0u8; 64]);
+    assert_eq!(metrics(FB_BASE + table), s6::PPSMC_Result_Failed);
+    dev.bar(0).unwrap().read_bytes(table, &mut head).unwrap();
+    assert_eq!(head, [0; 4]);
+}
