@@ -60,11 +60,6 @@ fn each_member_reads_its_region_of_the_hive() {
         // ...and through the open.
         let dev = AmDevice::open_with(pci, opts()).unwrap();
         assert_eq!(dev.mc_layout(), mc);
-        assert_eq!(
-            dev.ctx().mm().tables.vram_offset,
-            FB_BASE + r as u64 * SEG,
-            "page-table entries carry the member's segment"
-        );
         dev.fini().unwrap();
         assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
     }
