@@ -253,3 +253,27 @@ fn discovery_before_access_sees_the_gated_vram_and_says_so() {
     assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
     assert!(requests(&gpu).is_empty());
 }
+
+#[test]
+fn a_stale_pf_event_is_acknowledged_before_the_first_request_of_the_open() {
+    let gpu = am_mock::gpu(PROFILE, 266).unwrap();
+    // An event a previous instance never acknowledged.
+    gpu.with_vf_pf(|pf| pf.post_stale_event(1)).unwrap();
+    let dev = AmDevice::open_with(gpu.open(), opts()).unwrap();
+    assert_eq!(dev.boot_report().kind, BootKind::Vf);
+    let log = log(&gpu);
+    assert_eq!(
+        &log[..3],
+        &[
+            M::StaleEvent { event: 1 },
+            M::EventAck { event: 1 },
+            M::Request {
+                request: INIT_DATA,
+                data: [0, 2, 0]
+            },
+        ]
+    );
+    drop(dev);
+    assert_eq!(releases(&gpu), 1);
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
