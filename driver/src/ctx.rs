@@ -241,6 +241,12 @@ impl McLayout {
     pub fn is_hive(&self) -> bool {
         self.xgmi_seg_size > 0 && self.xgmi_regions > 1
     }
+
+    /// This device's region id in its hive (`PF_LFB_REGION`), `None` outside a hive.
+    pub fn xgmi_region(&self) -> Option<u32> {
+        self.is_hive()
+            .then(|| (self.xgmi_paddr_base / self.xgmi_seg_size) as u32)
+    }
 }
 
 /// The shared context of one device: handed by reference to every IP block.

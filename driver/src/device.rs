@@ -222,8 +222,9 @@ fn vf_handshake(
     Ok((true, Some(lease)))
 }
 
-/// Where VRAM sits in MC space, and the XGMI hive segment of this device.
-fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
+/// Where VRAM sits in MC space, and the XGMI hive segment of this device (`am info` reads it
+/// too, without opening the device).
+pub fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
     let pick = |a, b| if regs.has(a) { a } else { b };
     let base = regs
         .reg(pick(
@@ -242,9 +243,18 @@ fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
         fb_top: (u64::from(top & 0xff_ffff) << 24) | 0xff_ffff,
         ..McLayout::default()
     };
-    if regs.has(mmhub::MC_VM_XGMI_LFB_CNTL) {
-        let cntl = regs.reg(mmhub::MC_VM_XGMI_LFB_CNTL)?;
-        let size = regs.reg(mmhub::MC_VM_XGMI_LFB_SIZE)?;
+    // Linux reads the hive layout from GC instance 0 (`gfxhub_v1_1/v1_2_get_xgmi_info`);
+    // firmware programs it in every hub, so the MMHUB copy serves where GC has none.
+    let lfb = if regs.has(gc::MC_VM_XGMI_LFB_CNTL) {
+        Some((gc::MC_VM_XGMI_LFB_CNTL, gc::MC_VM_XGMI_LFB_SIZE))
+    } else if regs.has(mmhub::MC_VM_XGMI_LFB_CNTL) {
+        Some((mmhub::MC_VM_XGMI_LFB_CNTL, mmhub::MC_VM_XGMI_LFB_SIZE))
+    } else {
+        None
+    };
+    if let Some((cntl, size)) = lfb {
+        let cntl = regs.reg(cntl)?;
+        let size = regs.reg(size)?;
         let c = cntl.read(0)?;
         let s = size.read(0)?;
         let seg = u64::from(size.field(s, "PF_LFB_SIZE")?) << 24;
@@ -319,7 +329,7 @@ impl AmDevice {
         let (kind, reason) = if opts.reset_mode {
             (
                 BootKind::ResetOnly,
-                Some("opened for reset only".to_string()),
+                Some("opened for a reset: nothing initialised".to_string()),
             )
         } else {
             boot(&ctx, &mut blocks, &opts, &mut clock)?
@@ -328,7 +338,7 @@ impl AmDevice {
         let (r, w) = ctx.reg_accesses();
         let report = BootReport {
             kind,
-            reason,
+            reason: reason.clone(),
             phases,
             firmware: blocks.psp.loaded().to_vec(),
             reg_accesses: r + w,
@@ -410,6 +420,13 @@ impl AmDevice {
         f: impl FnOnce(&Ctx, &mut crate::ip::smu::Smu) -> Result<T>,
     ) -> Result<T> {
         f(&self.ctx, &mut self.blocks.smu)
+    }
+
+    /// Whether this is a reset-mode open ([`Options::reset_mode`]): no hardware was
+    /// initialised, and the device is only good for [`mode1_reset`](Self::mode1_reset)
+    /// (dropping it touches nothing).
+    pub fn left_for_reset(&self) -> bool {
+        self.report.kind == BootKind::ResetOnly
     }
 
     /// The error the GPU reported, if the device is in its error state.
@@ -624,12 +641,6 @@ fn boot(
                 let mut kind = BootKind::Cold;
                 if foreign {
                     if ctx.mc.is_hive() {
-                        if opts.reset_mode {
-                            return Ok((
-                                BootKind::Cold,
-                                Some("hive member left for hive reset".into()),
-                            ));
-                        }
                         return Err(Error::HiveMalformed {
                             device: ctx.name.clone(),
                             regions: ctx.mc.xgmi_regions,

@@ -15,7 +15,7 @@ use am_driver::{Bar, BarInfo, Error as DrvError, PciDevice, SysMem};
 
 use crate::config::ConfigSpace;
 use crate::discovery;
-use crate::hive::Hive;
+use crate::hive::{Hive, Member};
 use crate::ip::{Fault, Hw, Models, Reg, ResetKind};
 use crate::profile::{Profile, RegIp};
 use crate::regs::{Block, RegValues, RegisterMap};
@@ -164,7 +164,7 @@ pub(crate) struct Shared {
     sysmem: SysArena,
     state: Mutex<State>,
     violations: Mutex<Vec<Violation>>,
-    hive: Option<Arc<Hive>>,
+    member: Option<Member>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -172,8 +172,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Register values firmware leaves behind at power-on, on top of the reset defaults.
-fn power_on(profile: &Profile, map: &RegisterMap, st: &mut State, vram: &Vram, sysmem: &SysArena) {
+/// Register values firmware leaves behind at power-on, on top of the reset defaults (the FB
+/// location and, in a hive, the XGMI layout).
+fn power_on(
+    profile: &Profile,
+    map: &RegisterMap,
+    st: &mut State,
+    vram: &Vram,
+    sysmem: &SysArena,
+    member: Option<&Member>,
+) {
     let mut hw = Hw {
         profile,
         map,
@@ -182,7 +190,7 @@ fn power_on(profile: &Profile, map: &RegisterMap, st: &mut State, vram: &Vram, s
         vram,
         sysmem,
     };
-    crate::ip::gmc::Gmc::power_on(&mut hw);
+    crate::ip::gmc::Gmc::power_on(&mut hw, member);
     crate::ip::nbio::Nbio::power_on(&mut hw);
     crate::ip::sdma::Sdma::power_on(&mut hw);
 }
@@ -216,9 +224,31 @@ impl MockGpu {
         profile: Profile,
         index: u32,
         mode: Mode,
-        hive: Option<Arc<Hive>>,
+        member: Option<Member>,
     ) -> crate::Result<Self> {
         let map = RegisterMap::build(&profile);
+        let name = match &member {
+            Some(m) => {
+                let hive_name = m.hive.spec_profile();
+                let bad = |reason: String| crate::Error::BadHive {
+                    name: hive_name.clone(),
+                    reason,
+                };
+                if profile.is_vf {
+                    return Err(bad(
+                        "hive members are PFs; a VF's hive belongs to its host".into()
+                    ));
+                }
+                if map.find(RegIp::Mmhub, "MC_VM_XGMI_LFB_CNTL", 0).is_none() {
+                    return Err(bad(format!(
+                        "profile {} has no XGMI (its MMHUB has no MC_VM_XGMI_LFB_CNTL)",
+                        profile.name
+                    )));
+                }
+                format!("mock:{hive_name}:{index}")
+            }
+            None => format!("mock:{}:{index}", profile.name),
+        };
         let vram = Vram::new(profile.vram_size);
         let table = discovery::build(&profile)?;
         vram.write(discovery::offset(&profile), &table);
@@ -232,9 +262,9 @@ impl MockGpu {
             vf_access_hook: false,
         };
         let sysmem = SysArena::default();
-        power_on(&profile, &map, &mut state, &vram, &sysmem);
+        power_on(&profile, &map, &mut state, &vram, &sysmem, member.as_ref());
         let shared = Shared {
-            name: format!("mock:{}:{index}", profile.name),
+            name,
             profile,
             map,
             mode,
@@ -242,7 +272,7 @@ impl MockGpu {
             sysmem,
             state: Mutex::new(state),
             violations: Mutex::new(Vec::new()),
-            hive,
+            member,
         };
         Ok(Self {
             shared: Arc::new(shared),
@@ -289,7 +319,47 @@ impl MockGpu {
 
     /// The hive this device belongs to.
     pub fn hive(&self) -> Option<&Arc<Hive>> {
-        self.shared.hive.as_ref()
+        self.shared.member.as_ref().map(|m| &m.hive)
+    }
+
+    /// This device's place in its hive (hive and region id), if it is a member.
+    pub fn hive_member(&self) -> Option<&Member> {
+        self.shared.member.as_ref()
+    }
+
+    /// A fresh hive of `members` strict devices of `profile` (regions 0..members, device
+    /// indices 0..members, hive id 0), not shared with the process-wide registry. The
+    /// segment size is the profile's VRAM rounded up to 16 MiB (chosen: each member's VRAM
+    /// fills its segment).
+    pub fn new_hive(profile: &str, members: u8) -> crate::Result<Vec<Self>> {
+        let hive = Arc::new(Hive::new(profile, members, 0)?);
+        (0..members)
+            .map(|region| {
+                Self::build(
+                    Profile::by_name(profile)?,
+                    hive.device_index(region),
+                    Mode::Strict,
+                    Some(Member {
+                        hive: hive.clone(),
+                        region,
+                    }),
+                )
+            })
+            .collect()
+    }
+
+    /// Test hook: the device as `amdgpu` leaves it when it is unbound — the PSP's sOS runs
+    /// (`C2PMSG_81` non-zero, ring answer flag in `C2PMSG_64`) and the SMU firmware runs and
+    /// answers with its features enabled — while this driver's scratch registers say nothing
+    /// of it. A PF only (on a VF the PSP and SMU belong to the host).
+    pub fn run_foreign_firmware(&self) {
+        if self.shared.profile.is_vf {
+            return;
+        }
+        self.with_models(|m, hw| {
+            m.psp.run_foreign_sos(hw);
+            m.smu.run_foreign_firmware();
+        });
     }
 
     /// Test hook standing in for the PF: grant (or take back) a VF's access to its MMIO and
@@ -810,7 +880,14 @@ impl Shared {
         }
         st.regs = regs;
         st.models.reset(kind);
-        power_on(&self.profile, &self.map, st, &self.vram, &self.sysmem);
+        power_on(
+            &self.profile,
+            &self.map,
+            st,
+            &self.vram,
+            &self.sysmem,
+            self.member.as_ref(),
+        );
         st.doorbells.clear();
         st.vf_access_hook = false;
     }

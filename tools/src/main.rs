@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod device;
 mod fw;
+mod hive_reset;
 mod info;
 mod list;
 mod serve;
@@ -28,6 +29,8 @@ enum Command {
     /// amdgpu firmware: list what a device needs, check a file, write synthetic sets.
     #[command(subcommand)]
     Fw(fw::FwCommand),
+    /// Mode1-reset every GPU of an XGMI hive (default: every MI300X/MI350X here).
+    HiveReset(hive_reset::HiveResetArgs),
     /// Identity, VRAM, IP versions, shader counts and boot state of a device (reads only).
     Info(info::InfoArgs),
     /// List the AMD GPUs on this machine's PCI bus (and on remote servers).
@@ -48,6 +51,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Fw(cmd) => fw::run(cmd),
+        Command::HiveReset(args) => hive_reset::run(args).map(|()| ExitCode::SUCCESS),
         Command::Info(args) => info::run(args).map(|()| ExitCode::SUCCESS),
         Command::List(args) => list::run(args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => serve::run(args).map(|()| ExitCode::SUCCESS),

@@ -309,6 +309,14 @@ impl Smu {
         std::mem::take(&mut self.mode1_requested)
     }
 
+    /// Test hook (through [`crate::MockGpu::run_foreign_firmware`]): the firmware runs with
+    /// its features enabled, as another driver leaves it.
+    pub(crate) fn run_foreign_firmware(&mut self) {
+        self.dead = false;
+        self.boot();
+        self.features_enabled = true;
+    }
+
     fn check(&self, reg: Reg<'_>) -> Result<(), Fault> {
         if self.pf_owned {
             return Err(Fault::new(format!(
