@@ -26,6 +26,9 @@ pub struct Timeouts {
     pub smu_alive: Duration,
     /// Everything else: RLC autoload, TLB-flush acks, queue (de)activation.
     pub reg: Duration,
+    /// How long the ASIC is left alone after a mode1 reset request (500 ms; not waited in
+    /// a hive). Tests shorten it: the mock resets before the request's write returns.
+    pub mode1_settle: Duration,
 }
 
 impl Default for Timeouts {
@@ -35,6 +38,7 @@ impl Default for Timeouts {
             smu: Duration::from_secs(10),
             smu_alive: Duration::from_millis(100),
             reg: Duration::from_secs(2),
+            mode1_settle: Duration::from_millis(500),
         }
     }
 }
@@ -236,6 +240,12 @@ impl McLayout {
     /// Whether the device is a member of an XGMI hive.
     pub fn is_hive(&self) -> bool {
         self.xgmi_seg_size > 0 && self.xgmi_regions > 1
+    }
+
+    /// This device's region id in its hive (`PF_LFB_REGION`), `None` outside a hive.
+    pub fn xgmi_region(&self) -> Option<u32> {
+        self.is_hive()
+            .then(|| (self.xgmi_paddr_base / self.xgmi_seg_size) as u32)
     }
 }
 

@@ -20,7 +20,9 @@ use am_firmware::{FirmwareSet, IpVersions, Locator, SosVariant};
 use crate::ctx::{CountingBar, Ctx, McLayout, Timeouts, Vram};
 use crate::discovery::Discovery;
 use crate::hwip::HwIp;
-use crate::ip::{gfx::Gfx, gmc::Gmc, ih::Ih, psp::Psp, sdma::Sdma, smu::Smu, soc::Soc};
+use crate::ip::gfx::{ComputeQueueDesc, Gfx, QueueId};
+use crate::ip::sdma::{Sdma, SdmaQueueDesc, SdmaQueueId};
+use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, smu::Smu, soc::Soc};
 use crate::irq::{self, IrqEvent};
 use crate::mm::{MapFlags, MemoryManager, MmConfig, PteFormat, VirtMapping};
 use crate::pci::{Bar, PciDevice};
@@ -220,8 +222,9 @@ fn vf_handshake(
     Ok((true, Some(lease)))
 }
 
-/// Where VRAM sits in MC space, and the XGMI hive segment of this device.
-fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
+/// Where VRAM sits in MC space, and the XGMI hive segment of this device (`am info` reads it
+/// too, without opening the device).
+pub fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
     let pick = |a, b| if regs.has(a) { a } else { b };
     let base = regs
         .reg(pick(
@@ -240,9 +243,18 @@ fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
         fb_top: (u64::from(top & 0xff_ffff) << 24) | 0xff_ffff,
         ..McLayout::default()
     };
-    if regs.has(mmhub::MC_VM_XGMI_LFB_CNTL) {
-        let cntl = regs.reg(mmhub::MC_VM_XGMI_LFB_CNTL)?;
-        let size = regs.reg(mmhub::MC_VM_XGMI_LFB_SIZE)?;
+    // Linux reads the hive layout from GC instance 0 (`gfxhub_v1_1/v1_2_get_xgmi_info`);
+    // firmware programs it in every hub, so the MMHUB copy serves where GC has none.
+    let lfb = if regs.has(gc::MC_VM_XGMI_LFB_CNTL) {
+        Some((gc::MC_VM_XGMI_LFB_CNTL, gc::MC_VM_XGMI_LFB_SIZE))
+    } else if regs.has(mmhub::MC_VM_XGMI_LFB_CNTL) {
+        Some((mmhub::MC_VM_XGMI_LFB_CNTL, mmhub::MC_VM_XGMI_LFB_SIZE))
+    } else {
+        None
+    };
+    if let Some((cntl, size)) = lfb {
+        let cntl = regs.reg(cntl)?;
+        let size = regs.reg(size)?;
         let c = cntl.read(0)?;
         let s = size.read(0)?;
         let seg = u64::from(size.field(s, "PF_LFB_SIZE")?) << 24;
@@ -317,7 +329,7 @@ impl AmDevice {
         let (kind, reason) = if opts.reset_mode {
             (
                 BootKind::ResetOnly,
-                Some("opened for reset only".to_string()),
+                Some("opened for a reset: nothing initialised".to_string()),
             )
         } else {
             boot(&ctx, &mut blocks, &opts, &mut clock)?
@@ -326,7 +338,7 @@ impl AmDevice {
         let (r, w) = ctx.reg_accesses();
         let report = BootReport {
             kind,
-            reason,
+            reason: reason.clone(),
             phases,
             firmware: blocks.psp.loaded().to_vec(),
             reg_accesses: r + w,
@@ -394,6 +406,29 @@ impl AmDevice {
         self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)
     }
 
+    /// Run `f` on the PSP (a ring command after boot, e.g. the spatial partition).
+    pub fn with_psp<T>(
+        &mut self,
+        f: impl FnOnce(&Ctx, &Soc, &mut crate::ip::psp::Psp) -> Result<T>,
+    ) -> Result<T> {
+        f(&self.ctx, &self.blocks.soc, &mut self.blocks.psp)
+    }
+
+    /// Run `f` on the SMU (metrics, power limit, ACA banks: `am smi`).
+    pub fn with_smu<T>(
+        &mut self,
+        f: impl FnOnce(&Ctx, &mut crate::ip::smu::Smu) -> Result<T>,
+    ) -> Result<T> {
+        f(&self.ctx, &mut self.blocks.smu)
+    }
+
+    /// Whether this is a reset-mode open ([`Options::reset_mode`]): no hardware was
+    /// initialised, and the device is only good for [`mode1_reset`](Self::mode1_reset)
+    /// (dropping it touches nothing).
+    pub fn left_for_reset(&self) -> bool {
+        self.report.kind == BootKind::ResetOnly
+    }
+
     /// The error the GPU reported, if the device is in its error state.
     pub fn error_state(&self) -> Option<&str> {
         self.error_state.as_deref()
@@ -436,6 +471,27 @@ impl AmDevice {
         self.blocks.gfx.reset_mec(&self.ctx, &self.blocks.gmc)?;
         self.error_state = None;
         Ok(())
+    }
+
+    /// Start a compute queue on MEC1 (on every XCC for an AQL queue of a multi-XCC part).
+    pub fn create_compute_queue(&mut self, desc: &ComputeQueueDesc) -> Result<QueueId> {
+        let b = &mut self.blocks;
+        b.gfx.setup_compute_queue(&self.ctx, &b.soc, desc)
+    }
+
+    /// Dequeue a compute queue started with [`AmDevice::create_compute_queue`].
+    pub fn remove_compute_queue(&mut self, id: QueueId) -> Result<()> {
+        self.blocks.gfx.remove_compute_queue(&self.ctx, id)
+    }
+
+    /// Start the ring of an SDMA engine.
+    pub fn create_sdma_queue(&mut self, desc: &SdmaQueueDesc) -> Result<SdmaQueueId> {
+        self.blocks.sdma.setup_queue(&self.ctx, desc)
+    }
+
+    /// Stop a ring started with [`AmDevice::create_sdma_queue`].
+    pub fn remove_sdma_queue(&mut self, id: SdmaQueueId) -> Result<()> {
+        self.blocks.sdma.remove_queue(&self.ctx, id)
     }
 
     /// Mode1 reset of the whole ASIC through the SMU (`am reset`, `am hive-reset`), with
@@ -585,12 +641,6 @@ fn boot(
                 let mut kind = BootKind::Cold;
                 if foreign {
                     if ctx.mc.is_hive() {
-                        if opts.reset_mode {
-                            return Ok((
-                                BootKind::Cold,
-                                Some("hive member left for hive reset".into()),
-                            ));
-                        }
                         return Err(Error::HiveMalformed {
                             device: ctx.name.clone(),
                             regions: ctx.mc.xgmi_regions,
@@ -607,7 +657,7 @@ fn boot(
                 clock.run("soc", || b.soc.init_hw(ctx))?;
                 clock.run("gmc", || b.gmc.init_hw(ctx, &b.soc))?;
                 clock.run("ih", || b.ih.init_hw(ctx))?;
-                clock.run("psp", || b.psp.init_hw(ctx))?;
+                clock.run("psp", || b.psp.init_hw(ctx, &b.soc))?;
                 clock.run("smu", || b.smu.init_hw(ctx))?;
                 kind
             }
@@ -619,7 +669,7 @@ fn boot(
     clock.run("sdma", || b.sdma.init_hw(ctx, &b.soc))?;
     if !ctx.is_vf {
         if ctx.xccs().len() > 1 && !warm {
-            clock.run("partition", || b.psp.spatial_partition(ctx, 1))?;
+            clock.run("partition", || b.psp.spatial_partition(ctx, &b.soc, 1))?;
         }
         clock.run("clocks", || match opts.power_limit_w {
             Some(w) => b.smu.set_power_limit(ctx, w),

@@ -4,6 +4,7 @@ pub mod ctx;
 mod device;
 pub mod discovery;
 mod error;
+pub mod hive;
 pub mod hwip;
 pub mod ip;
 pub mod irq;
@@ -17,7 +18,7 @@ mod testutil;
 pub mod vf;
 
 pub use ctx::{Ctx, McLayout, Timeouts, Vram};
-pub use device::{AM_VERSION, AmDevice, BootKind, BootReport, Options, Phase};
+pub use device::{AM_VERSION, AmDevice, BootKind, BootReport, Options, Phase, read_mc_layout};
 pub use discovery::{Discovery, IpVersion};
 pub use error::{Error, Result};
 pub use hwip::HwIp;

@@ -15,7 +15,7 @@ use am_driver::{Bar, BarInfo, Error as DrvError, PciDevice, SysMem};
 
 use crate::config::ConfigSpace;
 use crate::discovery;
-use crate::hive::Hive;
+use crate::hive::{Hive, Member};
 use crate::ip::{Fault, Hw, Models, Reg, ResetKind};
 use crate::profile::{Profile, RegIp};
 use crate::regs::{Block, RegValues, RegisterMap};
@@ -107,8 +107,45 @@ struct State {
     /// Registers outside the map, in lenient mode only.
     unknown: HashMap<u64, u32>,
     doorbells: HashMap<u64, u64>,
+    /// Rings of doorbells that a running queue owns, in order.
+    doorbell_rings: Vec<DoorbellRing>,
     /// Access granted by the test hook rather than through the mailbox.
     vf_access_hook: bool,
+}
+
+/// The queue a doorbell belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DoorbellOwner {
+    /// An active compute HQD (`CP_HQD_PQ_DOORBELL_CONTROL`).
+    Compute {
+        /// XCC instance.
+        xcc: u8,
+        /// MEC.
+        me: u8,
+        /// Pipe.
+        pipe: u8,
+        /// Queue.
+        queue: u8,
+    },
+    /// A running SDMA ring (`DOORBELL_OFFSET`).
+    Sdma {
+        /// Engine.
+        engine: u8,
+        /// Ring of the engine.
+        queue: u8,
+    },
+}
+
+/// A doorbell write that reached a running queue. Nothing executes it yet (no packet
+/// engines): it is recorded for tests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DoorbellRing {
+    /// Byte offset in BAR2.
+    pub offset: u64,
+    /// Value written (zero-extended for a 32-bit write).
+    pub value: u64,
+    /// Who owns the doorbell.
+    pub owner: DoorbellOwner,
 }
 
 impl State {
@@ -127,7 +164,7 @@ pub(crate) struct Shared {
     sysmem: SysArena,
     state: Mutex<State>,
     violations: Mutex<Vec<Violation>>,
-    hive: Option<Arc<Hive>>,
+    member: Option<Member>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -135,8 +172,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Register values firmware leaves behind at power-on, on top of the reset defaults.
-fn power_on(profile: &Profile, map: &RegisterMap, st: &mut State, vram: &Vram, sysmem: &SysArena) {
+/// Register values firmware leaves behind at power-on, on top of the reset defaults (the FB
+/// location and, in a hive, the XGMI layout).
+fn power_on(
+    profile: &Profile,
+    map: &RegisterMap,
+    st: &mut State,
+    vram: &Vram,
+    sysmem: &SysArena,
+    member: Option<&Member>,
+) {
     let mut hw = Hw {
         profile,
         map,
@@ -145,8 +190,9 @@ fn power_on(profile: &Profile, map: &RegisterMap, st: &mut State, vram: &Vram, s
         vram,
         sysmem,
     };
-    crate::ip::gmc::Gmc::power_on(&mut hw);
+    crate::ip::gmc::Gmc::power_on(&mut hw, member);
     crate::ip::nbio::Nbio::power_on(&mut hw);
+    crate::ip::sdma::Sdma::power_on(&mut hw);
 }
 
 /// A mock GPU: the device model that outlives driver instances.
@@ -178,9 +224,31 @@ impl MockGpu {
         profile: Profile,
         index: u32,
         mode: Mode,
-        hive: Option<Arc<Hive>>,
+        member: Option<Member>,
     ) -> crate::Result<Self> {
         let map = RegisterMap::build(&profile);
+        let name = match &member {
+            Some(m) => {
+                let hive_name = m.hive.spec_profile();
+                let bad = |reason: String| crate::Error::BadHive {
+                    name: hive_name.clone(),
+                    reason,
+                };
+                if profile.is_vf {
+                    return Err(bad(
+                        "hive members are PFs; a VF's hive belongs to its host".into()
+                    ));
+                }
+                if map.find(RegIp::Mmhub, "MC_VM_XGMI_LFB_CNTL", 0).is_none() {
+                    return Err(bad(format!(
+                        "profile {} has no XGMI (its MMHUB has no MC_VM_XGMI_LFB_CNTL)",
+                        profile.name
+                    )));
+                }
+                format!("mock:{hive_name}:{index}")
+            }
+            None => format!("mock:{}:{index}", profile.name),
+        };
         let vram = Vram::new(profile.vram_size);
         let table = discovery::build(&profile)?;
         vram.write(discovery::offset(&profile), &table);
@@ -190,12 +258,13 @@ impl MockGpu {
             models: Models::new(&profile),
             unknown: HashMap::new(),
             doorbells: HashMap::new(),
+            doorbell_rings: Vec::new(),
             vf_access_hook: false,
         };
         let sysmem = SysArena::default();
-        power_on(&profile, &map, &mut state, &vram, &sysmem);
+        power_on(&profile, &map, &mut state, &vram, &sysmem, member.as_ref());
         let shared = Shared {
-            name: format!("mock:{}:{index}", profile.name),
+            name,
             profile,
             map,
             mode,
@@ -203,7 +272,7 @@ impl MockGpu {
             sysmem,
             state: Mutex::new(state),
             violations: Mutex::new(Vec::new()),
-            hive,
+            member,
         };
         Ok(Self {
             shared: Arc::new(shared),
@@ -250,7 +319,47 @@ impl MockGpu {
 
     /// The hive this device belongs to.
     pub fn hive(&self) -> Option<&Arc<Hive>> {
-        self.shared.hive.as_ref()
+        self.shared.member.as_ref().map(|m| &m.hive)
+    }
+
+    /// This device's place in its hive (hive and region id), if it is a member.
+    pub fn hive_member(&self) -> Option<&Member> {
+        self.shared.member.as_ref()
+    }
+
+    /// A fresh hive of `members` strict devices of `profile` (regions 0..members, device
+    /// indices 0..members, hive id 0), not shared with the process-wide registry. The
+    /// segment size is the profile's VRAM rounded up to 16 MiB (chosen: each member's VRAM
+    /// fills its segment).
+    pub fn new_hive(profile: &str, members: u8) -> crate::Result<Vec<Self>> {
+        let hive = Arc::new(Hive::new(profile, members, 0)?);
+        (0..members)
+            .map(|region| {
+                Self::build(
+                    Profile::by_name(profile)?,
+                    hive.device_index(region),
+                    Mode::Strict,
+                    Some(Member {
+                        hive: hive.clone(),
+                        region,
+                    }),
+                )
+            })
+            .collect()
+    }
+
+    /// Test hook: the device as `amdgpu` leaves it when it is unbound — the PSP's sOS runs
+    /// (`C2PMSG_81` non-zero, ring answer flag in `C2PMSG_64`) and the SMU firmware runs and
+    /// answers with its features enabled — while this driver's scratch registers say nothing
+    /// of it. A PF only (on a VF the PSP and SMU belong to the host).
+    pub fn run_foreign_firmware(&self) {
+        if self.shared.profile.is_vf {
+            return;
+        }
+        self.with_models(|m, hw| {
+            m.psp.run_foreign_sos(hw);
+            m.smu.run_foreign_firmware();
+        });
     }
 
     /// Test hook standing in for the PF: grant (or take back) a VF's access to its MMIO and
@@ -318,6 +427,16 @@ impl MockGpu {
     /// The compute queues the CP holds active (`CP_HQD_ACTIVE`), by (xcc, me, pipe, queue).
     pub fn active_queues(&self) -> Vec<crate::ip::gfx::ActiveQueue> {
         lock(&self.shared.state).models.gfx.active_queues()
+    }
+
+    /// The SDMA rings the engines hold enabled, by (engine, queue).
+    pub fn active_sdma_queues(&self) -> Vec<crate::ip::sdma::SdmaQueue> {
+        lock(&self.shared.state).models.sdma.active_queues()
+    }
+
+    /// Doorbell writes that reached a running queue, in order (kept across resets).
+    pub fn doorbell_rings(&self) -> Vec<DoorbellRing> {
+        lock(&self.shared.state).doorbell_rings.clone()
     }
 
     /// Tell the GFX model the MEC firmware's RS64 start address (see
@@ -576,8 +695,15 @@ impl Shared {
                 b[..size].copy_from_slice(data);
                 let value = u64::from_le_bytes(b);
                 st.doorbells.insert(offset, value);
+                if let Some(owner) = doorbell_owner(&st.models, offset) {
+                    st.doorbell_rings.push(DoorbellRing {
+                        offset,
+                        value,
+                        owner,
+                    });
+                    return Ok(());
+                }
                 drop(st);
-                // No queue model owns a doorbell yet: every ring is a write nobody hears.
                 self.violate(self.bar_violation(
                     2,
                     offset,
@@ -707,6 +833,12 @@ impl Shared {
             (None, _) => model.read8(&mut hw, reg, byte).map(u32::from),
             (Some(v), _) => model.write8(&mut hw, reg, byte, v as u8).map(|()| v),
         };
+        if let (Some(v), Block::Gfx, "GRBM_SOFT_RESET") = (write, info.block, info.name) {
+            // The SOC21 GRBM also resets the SDMA engines that live in GC.
+            st.models
+                .sdma
+                .grbm_soft_reset(&self.map, &mut st.regs, id, v);
+        }
         if st.models.smu.take_mode1_request() {
             // The SMU took a mode1 reset: the whole ASIC goes down before the access returns.
             self.reset_locked(st, ResetKind::Mode1);
@@ -748,10 +880,42 @@ impl Shared {
         }
         st.regs = regs;
         st.models.reset(kind);
-        power_on(&self.profile, &self.map, st, &self.vram, &self.sysmem);
+        power_on(
+            &self.profile,
+            &self.map,
+            st,
+            &self.vram,
+            &self.sysmem,
+            self.member.as_ref(),
+        );
         st.doorbells.clear();
         st.vf_access_hook = false;
     }
+}
+
+/// The running queue whose doorbell dword `offset / 4` is, if any.
+fn doorbell_owner(models: &Models, offset: u64) -> Option<DoorbellOwner> {
+    let dword = u32::try_from(offset / 4).ok()?;
+    if let Some(q) = models
+        .gfx
+        .active_queues()
+        .into_iter()
+        .find(|q| q.doorbell_enabled && q.doorbell_offset == dword)
+    {
+        return Some(DoorbellOwner::Compute {
+            xcc: q.xcc,
+            me: q.me,
+            pipe: q.pipe,
+            queue: q.queue,
+        });
+    }
+    models
+        .sdma
+        .doorbell_owner(dword)
+        .map(|q| DoorbellOwner::Sdma {
+            engine: q.engine,
+            queue: q.queue,
+        })
 }
 
 /// A driver instance's handle on a [`MockGpu`].

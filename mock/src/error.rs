@@ -22,6 +22,14 @@ pub enum Error {
         /// What is inconsistent.
         reason: String,
     },
+    /// A hive profile (`PROFILE-hiveN`) or member index that cannot be built.
+    #[error("mock hive {name:?}: {reason}")]
+    BadHive {
+        /// The hive profile name as given.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// The mock's result type.
@@ -33,6 +41,7 @@ impl From<Error> for am_driver::Error {
             spec: match &e {
                 Error::UnknownProfile { name, .. } => format!("mock:{name}"),
                 Error::BadProfile { profile, .. } => format!("mock:{profile}"),
+                Error::BadHive { name, .. } => format!("mock:{name}"),
             },
             reason: e.to_string(),
         }

@@ -25,8 +25,11 @@ pub mod walker;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-pub use device::{Access, MockBar, MockDevice, MockGpu, Mode, Space, Violation};
+pub use device::{
+    Access, DoorbellOwner, DoorbellRing, MockBar, MockDevice, MockGpu, Mode, Space, Violation,
+};
 pub use error::{Error, Result};
+pub use hive::{Hive, Member};
 pub use profile::{PROFILES, Profile};
 
 /// Devices opened through [`open`], per (profile, index), kept for the life of the process
@@ -37,13 +40,64 @@ fn registry() -> &'static Mutex<HashMap<(String, u32), MockGpu>> {
     REGISTRY.get_or_init(Default::default)
 }
 
+/// Hives of the process-wide devices, per (hive profile name, hive id), so that every member
+/// of one hive holds the same [`hive::Hive`].
+type HiveRegistry = Mutex<HashMap<(String, u32), Arc<hive::Hive>>>;
+
+fn hives() -> &'static HiveRegistry {
+    static HIVES: OnceLock<HiveRegistry> = OnceLock::new();
+    HIVES.get_or_init(Default::default)
+}
+
+/// Environment variable: when `1`, process-wide PF devices start as `amdgpu` leaves them
+/// ([`MockGpu::run_foreign_firmware`]), so a command run in its own process (the CLI tests)
+/// meets foreign firmware.
+pub const FOREIGN_FIRMWARE_ENV: &str = "AM_MOCK_FOREIGN_FIRMWARE";
+
+/// A new strict device for the registry: a plain profile, or member `index % N` of hive
+/// `index / N` for a hive profile `PROFILE-hiveN`.
+fn create(profile: &str, index: u32) -> Result<MockGpu> {
+    let Some((base, n)) = hive::parse_profile(profile) else {
+        return MockGpu::with_mode(profile, index, Mode::Strict);
+    };
+    let members: u8 = n.parse().map_err(|_| Error::BadHive {
+        name: profile.to_string(),
+        reason: format!("{n:?} after -hive is not a member count"),
+    })?;
+    let m = hive::Hive::new(base, members, 0)?.num_devices;
+    let id = index / u32::from(m);
+    let region = (index % u32::from(m)) as u8;
+    let h = {
+        let mut hives = hives().lock().unwrap_or_else(|p| p.into_inner());
+        match hives.get(&(profile.to_string(), id)) {
+            Some(h) => h.clone(),
+            None => {
+                let h = Arc::new(hive::Hive::new(base, m, id)?);
+                hives.insert((profile.to_string(), id), h.clone());
+                h
+            }
+        }
+    };
+    MockGpu::build(
+        Profile::by_name(base)?,
+        index,
+        Mode::Strict,
+        Some(hive::Member { hive: h, region }),
+    )
+}
+
 /// The process-wide mock device `mock:PROFILE:INDEX`, created strict on first use.
+/// `PROFILE` may name a hive (`mi300x-hive4`, see [`hive`]): index `i` is then region
+/// `i % 4` of hive `i / 4`.
 pub fn gpu(profile: &str, index: u32) -> Result<MockGpu> {
     let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
     if let Some(g) = reg.get(&(profile.to_string(), index)) {
         return Ok(g.clone());
     }
-    let g = MockGpu::with_mode(profile, index, Mode::Strict)?;
+    let g = create(profile, index)?;
+    if std::env::var(FOREIGN_FIRMWARE_ENV).is_ok_and(|v| v.trim() == "1") && !g.profile().is_vf {
+        g.run_foreign_firmware();
+    }
     reg.insert((profile.to_string(), index), g.clone());
     Ok(g)
 }
@@ -54,7 +108,8 @@ pub fn open(profile: &str, index: u32) -> am_driver::Result<Arc<dyn am_driver::P
     Ok(dev)
 }
 
-/// Open a device given as `mock:PROFILE[:INDEX]` (the spec the tools accept).
+/// Open a device given as `mock:PROFILE[:INDEX]` (the spec the tools accept; `PROFILE` may
+/// be a hive profile such as `mi300x-hive4`).
 pub fn open_spec(spec: &str) -> am_driver::Result<Arc<dyn am_driver::PciDevice>> {
     let bad = |reason: &str| am_driver::Error::BadDeviceSpec {
         spec: spec.to_string(),

@@ -103,3 +103,45 @@ fn pf_profiles_have_no_vf_mailbox() {
     let gpu = MockGpu::new("navi31").unwrap();
     assert!(gpu.with_vf_pf(|_| ()).is_none());
 }
+
+/// BAR5 byte offset of an MP register (MP0 and MP1 names share the MP0 instance's bases).
+fn mp(gpu: &MockGpu, name: &str) -> u64 {
+    use am_autogen::hwid::MP0_HWID;
+    use am_autogen::regs::{RegIp, table};
+    let ver = gpu.profile().version(MP0_HWID).unwrap();
+    let r = table(RegIp::Mp, ver).unwrap().by_name(name).unwrap();
+    let i = gpu.profile().instances(MP0_HWID).next().unwrap();
+    (i.bases[usize::from(r.base_idx())] + u64::from(r.offset())) * 4
+}
+
+#[test]
+fn psp_and_smu_accesses_after_init_access_are_violations() {
+    let gpu = MockGpu::new("mi350x-vf").unwrap();
+    let mmio = gpu.open().bar(5).unwrap();
+    // Gated: the PF answers all-ones and the access reaches nothing.
+    assert_eq!(
+        mmio.read32(mp(&gpu, "MP1_SMN_C2PMSG_90")).unwrap(),
+        u32::MAX
+    );
+    assert!(gpu.violations().is_empty());
+    request(&*mmio, 6, 2, Some(7));
+    request(&*mmio, 1, 0, Some(1));
+    for (name, owner) in [
+        ("MP0_SMN_C2PMSG_81", "PSP"),
+        ("MP0_SMN_C2PMSG_35", "PSP"),
+        ("MP1_SMN_C2PMSG_90", "SMU"),
+        ("MP1_SMN_C2PMSG_66", "SMU"),
+    ] {
+        assert!(mmio.read32(mp(&gpu, name)).is_err(), "{name} read");
+        assert!(mmio.write32(mp(&gpu, name), 0).is_err(), "{name} write");
+        let v = gpu.take_violations();
+        assert_eq!(v.len(), 2, "{name}: {v:?}");
+        for x in &v {
+            assert!(x.register.as_deref().unwrap().starts_with(name), "{x}");
+            assert!(
+                x.reason.contains(&format!("the {owner} belongs to the PF")),
+                "{x}"
+            );
+        }
+    }
+}

@@ -9,6 +9,8 @@ fn opts() -> Options {
     let mut o = Options::from_env("test").unwrap();
     o.force_reset = false;
     o.power_limit_w = None;
+    // The 500 ms a mode1 reset waits for the hardware is real time the mock does not need.
+    o.timeouts.mode1_settle = std::time::Duration::ZERO;
     o
 }
 
@@ -223,9 +225,19 @@ fn mi300x_sq_error_uses_the_gfx9_layout() {
 fn ras_status_is_a_fatal_event_and_is_cleared() {
     let gpu = am_mock::gpu("mi300x", 49).unwrap();
     let mut dev = open(&gpu);
+    // STATUS (index 1) with VAL and UC set, IPID (index 5) naming hardware id 0x2e.
+    let mut bank = [0u64; 8];
+    bank[1] = (1 << 63) | (1 << 61) | 0x1234;
+    bank[5] = 0x2e << 32;
+    gpu.with_smu(|s| s.push_aca_bank(true, bank));
     assert!(gpu.raise_ras(false, true));
     let err = dev.handle_interrupts().unwrap_err().to_string();
     assert!(err.contains("RAS fatal hardware error: RAS_CNTLR"), "{err}");
+    assert!(
+        err.contains("UE bank 0: STATUS=0xa000000000001234"),
+        "{err}"
+    );
+    assert!(err.contains("IPID=0x0000002e00000000"), "{err}");
     let reg = gpu
         .peek(
             am_mock::profile::RegIp::Nbio,

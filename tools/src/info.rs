@@ -2,17 +2,22 @@
 //!
 //! Reads only: config space, `RCC_CONFIG_MEMSIZE`, `RCC_IOV_FUNC_IDENTIFIER`, the discovery
 //! table (through BAR0, or the `MM_INDEX`/`MM_DATA` window on a small BAR, whose index
-//! registers it writes), and `SCRATCH_REG6/7` of the first live GC instance.
+//! registers it writes), the XGMI hive layout (`MC_VM_XGMI_LFB_CNTL/SIZE`) and, on a PF,
+//! `SCRATCH_REG6/7` of the first live GC instance. On a VF it first asks the PF for init
+//! access through the mailbox (`IDH_REQ_GPU_INIT_DATA`, `IDH_REQ_GPU_INIT_ACCESS`) and gives
+//! it back (`IDH_REL_GPU_INIT_ACCESS`) once the report is read.
 
 use std::collections::BTreeMap;
 
 use am_driver::discovery::{self, Discovery};
 use am_driver::pci::ids::known_gpu;
 use am_driver::regs::{Regs, gc};
-use am_driver::{HwIp, IpVersion, PciDevice, hwip};
+use am_driver::vf::{Mailbox, MailboxTimings};
+use am_driver::{HwIp, IpVersion, PciDevice, hwip, read_mc_layout};
 use serde::Serialize;
 
 use crate::device::open_device;
+use crate::hive_reset::HiveReport;
 
 /// Arguments of `am info`.
 #[derive(Debug, clap::Args)]
@@ -43,6 +48,12 @@ pub struct InfoReport {
     pub product_name: String,
     /// `PF` or `VF` (`RCC_IOV_FUNC_IDENTIFIER` bit 0).
     pub function: String,
+    /// VF only: what became of the init access asked of the PF (`granted and released`),
+    /// or why it was not granted.
+    pub vf_access: Option<String>,
+    /// XGMI hive membership (`MC_VM_XGMI_LFB_CNTL/SIZE`); `null` outside a hive or when
+    /// the registers could not be read.
+    pub hive: Option<HiveReport>,
     /// BAR0 size in bytes.
     pub bar0_size: u64,
     /// Discovery results; absent when discovery failed (see `error`).
@@ -268,6 +279,11 @@ impl BootState {
 /// Gather the report for an open device. Failures past identification are recorded in
 /// `error` so the rest of the report is still printed.
 pub fn gather(dev: &dyn PciDevice) -> anyhow::Result<InfoReport> {
+    gather_with(dev, MailboxTimings::default())
+}
+
+/// [`gather`] with the VF mailbox's timings given (tests shorten them).
+pub fn gather_with(dev: &dyn PciDevice, timings: MailboxTimings) -> anyhow::Result<InfoReport> {
     let vendor_id = dev.vendor_id()?;
     let device_id = dev.device_id()?;
     let bar0_size = dev.bar_info(0)?.size;
@@ -281,24 +297,46 @@ pub fn gather(dev: &dyn PciDevice) -> anyhow::Result<InfoReport> {
             .map_or("unknown AMD GPU", |g| g.name)
             .to_string(),
         function: if is_vf { "VF" } else { "PF" }.to_string(),
+        vf_access: None,
+        hive: None,
         bar0_size,
         discovery: None,
         boot_state: None,
         error: None,
     };
+    // The PF gates a VF's registers and VRAM until it grants init access; the lease is
+    // given back when it goes out of scope, after the last read.
+    let _lease = if is_vf {
+        let mb = Mailbox::new(dev.name(), dev.bar(5)?).with_timings(timings);
+        match mb
+            .request_init_data()
+            .and_then(|()| mb.request_init_access())
+        {
+            Ok(lease) => {
+                report.vf_access = Some("granted and released".into());
+                Some(lease)
+            }
+            Err(e) => {
+                report.vf_access = Some(format!("not granted: {e}"));
+                report.error = Some(format!("init access not granted by the PF: {e}"));
+                return Ok(report);
+            }
+        }
+    } else {
+        None
+    };
     let d = match Discovery::read(dev) {
         Ok(d) => d,
         Err(e) => {
-            let hint = if is_vf {
-                " (`am info` does not ask the PF for init access)"
-            } else {
-                ""
-            };
-            report.error = Some(format!("{e}{hint}"));
+            report.error = Some(e.to_string());
             return Ok(report);
         }
     };
     report.discovery = Some(discovery_report(&d, device_id));
+    match Regs::new(dev, &d).and_then(|r| read_mc_layout(&r)) {
+        Ok(mc) => report.hive = HiveReport::from_layout(&mc),
+        Err(e) => report.error = Some(e.to_string()),
+    }
     // A VF's scratch registers belong to its PF's boot protocol, not to AM.
     if !is_vf {
         match boot_state(dev, &d) {
@@ -315,7 +353,20 @@ fn print_text(r: &InfoReport) {
         r.device, r.product_name, r.vendor_id, r.device_id
     );
     println!("  backend      {}", r.backend);
-    println!("  function     {}", r.function);
+    match &r.vf_access {
+        Some(a) => println!("  function     {} (init access {a})", r.function),
+        None => println!("  function     {}", r.function),
+    }
+    match &r.hive {
+        Some(h) => println!(
+            "  XGMI hive    region {} of {} ({} GiB segments)",
+            h.region,
+            h.regions,
+            h.segment_size >> 30
+        ),
+        None if r.discovery.is_some() => println!("  XGMI hive    none"),
+        None => {}
+    }
     if let Some(d) = &r.discovery {
         if let Some(t) = &d.gfx_target {
             println!("  target       {t}");
@@ -455,13 +506,69 @@ mod tests {
     }
 
     #[test]
-    fn mi350x_vf_is_a_vf_whose_discovery_is_gated() {
-        let r = info("mock:mi350x-vf");
+    fn mi350x_vf_asks_for_init_access_reads_discovery_and_gives_access_back() {
+        let gpu = am_mock::gpu("mi350x-vf", 246).unwrap();
+        let r = info("mock:mi350x-vf:246");
+        assert_eq!(r.function, "VF");
+        assert_eq!(r.vf_access.as_deref(), Some("granted and released"));
+        assert_eq!(r.error, None);
+        let d = r.discovery.unwrap();
+        assert_eq!(d.ip_versions["GC"], "9.5.0");
+        assert_eq!(d.xcc_count, 8);
+        assert!(r.hive.is_none());
+        // The scratch registers are the PF's business: not read on a VF.
+        assert!(r.boot_state.is_none());
+        let requests: Vec<u32> = gpu
+            .with_vf_pf(|pf| {
+                pf.log()
+                    .iter()
+                    .filter_map(|m| match m {
+                        am_mock::vf_pf::MailboxMessage::Request { request, .. } => Some(*request),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap();
+        assert_eq!(
+            requests,
+            vec![6, 1, 2],
+            "INIT_DATA, INIT_ACCESS, then the release"
+        );
+        assert!(!gpu.with_vf_pf(|pf| pf.access_granted()).unwrap());
+        assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+    }
+
+    #[test]
+    fn a_vf_whose_pf_does_not_answer_says_access_was_not_granted() {
+        let gpu = am_mock::gpu("mi350x-vf", 247).unwrap();
+        gpu.with_vf_pf(|pf| pf.faults.drop_acks = 1).unwrap();
+        let timings = MailboxTimings {
+            ack_timeout: std::time::Duration::from_millis(5),
+            ack_poll: std::time::Duration::from_millis(1),
+            ..MailboxTimings::default()
+        };
+        let r = gather_with(&*open_device("mock:mi350x-vf:247").unwrap(), timings).unwrap();
         assert_eq!(r.function, "VF");
         assert!(r.discovery.is_none());
-        assert!(r.boot_state.is_none());
         let e = r.error.unwrap();
-        assert!(e.contains("gated"), "{e}");
+        assert!(e.contains("init access not granted"), "{e}");
+        assert!(e.contains("was not acknowledged"), "{e}");
+    }
+
+    #[test]
+    fn hive_members_report_their_region() {
+        for i in 0..4u32 {
+            let r = info(&format!("mock:mi300x-hive4:{}", 248 + i));
+            assert_eq!(
+                r.hive,
+                Some(HiveReport {
+                    region: i,
+                    regions: 4,
+                    segment_size: 192 << 30
+                })
+            );
+        }
+        assert!(info("mock:mi300x:248").hive.is_none());
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod bench;
 mod bench_boot;
 mod device;
 mod fw;
+mod hive_reset;
 mod info;
 mod init;
 mod list;
@@ -31,6 +32,8 @@ enum Command {
     /// amdgpu firmware: list what a device needs, check a file, write synthetic sets.
     #[command(subcommand)]
     Fw(fw::FwCommand),
+    /// Mode1-reset every GPU of an XGMI hive (default: every MI300X/MI350X here).
+    HiveReset(hive_reset::HiveResetArgs),
     /// Identity, VRAM, IP versions, shader counts and boot state of a device (reads only).
     Info(info::InfoArgs),
     /// Bring a device up (boot kind, phases, firmware loaded), then finalise it.
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Fw(cmd) => fw::run(cmd),
+        Command::HiveReset(args) => hive_reset::run(args).map(|()| ExitCode::SUCCESS),
         Command::Info(args) => info::run(args).map(|()| ExitCode::SUCCESS),
         Command::Init(args) => init::run(args).map(|()| ExitCode::SUCCESS),
         Command::List(args) => list::run(args).map(|()| ExitCode::SUCCESS),

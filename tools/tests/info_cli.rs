@@ -51,15 +51,41 @@ fn mi300x_json_reports_8_xccs_on_4_aids() {
 }
 
 #[test]
-fn vf_json_says_vf_and_why_discovery_failed() {
+fn vf_json_says_vf_and_that_init_access_was_granted_and_released() {
     let out = Command::new(env!("CARGO_BIN_EXE_am"))
         .args(["info", "mock:mi350x-vf", "--json"])
         .output()
         .unwrap();
-    assert!(!out.status.success());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["function"], "VF");
-    assert!(j["error"].as_str().unwrap().contains("gated"));
+    assert_eq!(j["vf_access"], "granted and released");
+    assert_eq!(j["ip_versions"]["GC"], "9.5.0");
+    assert_eq!(j["hive"], serde_json::Value::Null);
+    assert_eq!(j["boot_state"], serde_json::Value::Null);
+}
+
+#[test]
+fn a_hive_member_says_which_region_it_is() {
+    let out = Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(["info", "mock:mi300x-hive4:1"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("  XGMI hive    region 1 of 4 (192 GiB segments)"),
+        "{text}"
+    );
+    let j = info_json("mock:mi300x-hive4:2");
+    assert_eq!(j["hive"]["region"], 2);
+    assert_eq!(j["hive"]["regions"], 4);
+    assert_eq!(j["hive"]["segment_size"], 192u64 << 30);
+    let j = info_json("mock:mi300x");
+    assert_eq!(j["hive"], serde_json::Value::Null);
 }
 
 /// A served `am serve` child, killed (by its own pid) when dropped.

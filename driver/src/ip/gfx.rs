@@ -1,39 +1,776 @@
 //! GFX: RLC autoload wait, GC hubs, MEC, golden registers, apertures, compute queues.
+//!
+//! The compute engine (MEC1) is started from the firmware the PSP loaded: on RS64 parts
+//! (GC ≥ 10) its program counter is pointed at the MEC firmware's `ucode_start_addr` and the
+//! pipe is toggled through reset; on GC 9 `CP_MEC_CNTL` halts and un-halts it. Compute queues
+//! are hardware queue descriptors (HQDs) selected through `GRBM_GFX_CNTL` (me 1, pipe,
+//! queue): the driver builds the compute MQD, copies it to VRAM and writes its register image
+//! `CP_MQD_BASE_ADDR..=CP_HQD_PQ_WPTR_HI` into the selected HQD, then sets `CP_HQD_ACTIVE`.
+//! An AQL queue on a multi-XCC part is set on every XCC (each XCC's MQD is one stride
+//! further).
 
-use am_firmware::FirmwareSet;
+use std::time::Duration;
 
-use crate::Result;
+use am_autogen::doorbell::AMDGPU_NAVI10_DOORBELL_MEC_RING0;
+use am_autogen::mqd::{v9::v9_mqd, v11::v11_compute_mqd};
+use am_autogen::regs::RegIp;
+use am_firmware::{FirmwareSet, PlanOptions, Role};
+
 use crate::ctx::Ctx;
+use crate::hwip::HwIp;
 use crate::ip::gmc::Gmc;
-use crate::ip::soc::Soc;
+use crate::ip::soc::{DoorbellRoute, Soc};
+use crate::mm::Pool;
+use crate::regs::{gc, mmhub, select_table};
+use crate::{Error, Result};
+
+/// Queues per MEC pipe.
+pub const MEC_QUEUES: u8 = 8;
+/// MEC pipes compute queues may use on GC 9 (F32 MEC: every pipe of MEC1 runs).
+const GC9_MEC_PIPES: u8 = 4;
+/// MEC pipes on RS64 parts: the firmware plan loads only pipe 0's stack, so only pipe 0 runs.
+const RS64_MEC_PIPES: u8 = 1;
+/// One MQD slot (the compute MQD is 2 KiB; 4 KiB keeps the per-XCC stride the CP expects).
+const MQD_SLOT: u64 = 0x1000;
+/// The first compute ring's doorbell (64-bit slots), the default for the runtime.
+pub const MEC_RING0_DOORBELL: u32 = AMDGPU_NAVI10_DOORBELL_MEC_RING0;
+/// `PACKET3(PACKET3_SET_RESOURCES…)`-style MQD header the CP firmware expects (Linux writes
+/// the same constant).
+const MQD_HEADER: u32 = 0xC031_0800;
+/// Settle time after a CP soft reset and after un-halting the MEC (Linux: `udelay(50)`).
+const CP_SETTLE: Duration = Duration::from_micros(50);
+/// The GB_ADDR_CONFIG golden value of GC 9.4.3 / 9.5.0.
+const GB_ADDR_CONFIG_GC943: u32 = 0x2a11_4042;
+
+/// What the runtime needs to start a compute queue. Addresses are what the CP uses (MC
+/// addresses of VRAM, or GPU virtual addresses of VM context 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ComputeQueueDesc {
+    /// Ring base (256-byte aligned).
+    pub ring: u64,
+    /// Ring size in bytes: a power of two, 256 B to 8 MiB.
+    pub ring_size: u64,
+    /// Where the CP writes the read pointer back.
+    pub rptr_addr: u64,
+    /// Where the CP polls the write pointer.
+    pub wptr_addr: u64,
+    /// End-of-pipe buffer (256-byte aligned).
+    pub eop_addr: u64,
+    /// End-of-pipe buffer size in bytes: a power of two, at least 8.
+    pub eop_size: u64,
+    /// Doorbell slot (64-bit units in BAR2), e.g. [`MEC_RING0_DOORBELL`].
+    pub doorbell: u32,
+    /// An AQL (HSA) queue instead of a PM4 ring; on multi-XCC parts set on every XCC.
+    pub aql: bool,
+    /// MEC1 pipe.
+    pub pipe: u8,
+    /// Queue within the pipe.
+    pub queue: u8,
+}
+
+/// A compute queue this driver started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueId {
+    /// MEC1 pipe.
+    pub pipe: u8,
+    /// Queue within the pipe.
+    pub queue: u8,
+}
+
+#[derive(Clone, Debug)]
+struct StartedQueue {
+    id: QueueId,
+    /// The XCCs whose HQD holds it.
+    xccs: Vec<u8>,
+}
 
 /// GFX state.
 #[derive(Debug)]
-pub struct Gfx {}
+pub struct Gfx {
+    /// The MEC firmware's RS64 start address (GC ≥ 10), from the firmware plan.
+    mec_start: Option<u64>,
+    /// Live XCCs.
+    xccs: Vec<u8>,
+    /// MEC1 pipes this driver uses.
+    pipes: u8,
+    /// Boot-pool area of the MQD slots: `((pipe * MEC_QUEUES + queue) * xccs + xcc_index)`.
+    mqd_paddr: u64,
+    /// Offsets (dwords from `CP_MQD_BASE_ADDR`) of the registers of the MQD burst; holes of
+    /// the register file are skipped.
+    burst: Vec<u32>,
+    /// Queues started by this instance.
+    queues: Vec<StartedQueue>,
+}
+
+fn bad(ctx: &Ctx, reason: String) -> Error {
+    Error::BadState {
+        device: ctx.name.clone(),
+        reason,
+    }
+}
+
+/// Fill the fields every compute MQD version names alike.
+macro_rules! fill_mqd {
+    ($m:expr, $f:expr) => {{
+        let f: &MqdFields = $f;
+        let m = $m;
+        m.set_header(MQD_HEADER);
+        m.set_cp_mqd_base_addr_lo(f.mqd_mc as u32);
+        m.set_cp_mqd_base_addr_hi((f.mqd_mc >> 32) as u32);
+        m.set_cp_hqd_pipe_priority(0x2);
+        m.set_cp_hqd_queue_priority(0xf);
+        m.set_cp_hqd_quantum(0x111);
+        m.set_cp_hqd_persistent_state(f.persistent_state);
+        m.set_cp_hqd_pq_base_lo((f.ring >> 8) as u32);
+        m.set_cp_hqd_pq_base_hi((f.ring >> 40) as u32);
+        m.set_cp_hqd_pq_rptr_report_addr_lo(f.rptr as u32);
+        m.set_cp_hqd_pq_rptr_report_addr_hi((f.rptr >> 32) as u32);
+        m.set_cp_hqd_pq_wptr_poll_addr_lo(f.wptr as u32);
+        m.set_cp_hqd_pq_wptr_poll_addr_hi((f.wptr >> 32) as u32);
+        m.set_cp_hqd_pq_doorbell_control(f.doorbell_control);
+        m.set_cp_hqd_pq_control(f.pq_control);
+        m.set_cp_hqd_ib_control(f.ib_control);
+        m.set_cp_hqd_hq_status0(0x2000_4000);
+        m.set_cp_mqd_control(f.mqd_control);
+        m.set_cp_hqd_vmid(0);
+        m.set_cp_hqd_aql_control(u32::from(f.aql));
+        m.set_cp_hqd_eop_base_addr_lo((f.eop >> 8) as u32);
+        m.set_cp_hqd_eop_base_addr_hi((f.eop >> 40) as u32);
+        m.set_cp_hqd_eop_control(f.eop_control);
+        m.set_compute_static_thread_mgmt_se0(u32::MAX);
+        m.set_compute_static_thread_mgmt_se1(u32::MAX);
+        m.set_compute_static_thread_mgmt_se2(u32::MAX);
+        m.set_compute_static_thread_mgmt_se3(u32::MAX);
+    }};
+}
+
+/// The values of one MQD, encoded with the device's register fields.
+struct MqdFields {
+    mqd_mc: u64,
+    ring: u64,
+    rptr: u64,
+    wptr: u64,
+    eop: u64,
+    aql: bool,
+    persistent_state: u32,
+    doorbell_control: u32,
+    pq_control: u32,
+    ib_control: u32,
+    mqd_control: u32,
+    eop_control: u32,
+}
+
+/// log2 of a power of two, or `None`.
+fn log2_exact(v: u64) -> Option<u32> {
+    v.is_power_of_two().then(|| v.trailing_zeros())
+}
 
 impl Gfx {
-    /// Take what GFX needs from the firmware (MEC RS64 start address).
-    pub fn init_sw(_ctx: &Ctx, _fw: Option<&FirmwareSet>) -> Result<Self> {
-        Ok(Gfx {})
+    /// Take what GFX needs from the firmware (MEC RS64 start address) and reserve the MQD
+    /// slots in the boot pool.
+    pub fn init_sw(ctx: &Ctx, fw: Option<&FirmwareSet>) -> Result<Self> {
+        let gc = ctx.version(HwIp::GC)?;
+        let rs64 = gc.major >= 10;
+        let mec_start = match fw {
+            Some(fw) if rs64 => {
+                let plan = fw
+                    .plan(PlanOptions::default())
+                    .map_err(|source| Error::Firmware {
+                        device: ctx.name.clone(),
+                        source,
+                    })?;
+                plan.ucode_start(Role::Mec)
+            }
+            _ => None,
+        };
+        let xccs = ctx.xccs();
+        let pipes = if rs64 { RS64_MEC_PIPES } else { GC9_MEC_PIPES };
+        let slots = u64::from(pipes) * u64::from(MEC_QUEUES) * xccs.len() as u64;
+        let mqd_paddr = ctx.palloc(slots * MQD_SLOT, MQD_SLOT, Pool::Boot)?;
+        Ok(Gfx {
+            mec_start,
+            xccs,
+            pipes,
+            mqd_paddr,
+            burst: mqd_burst(ctx, gc)?,
+            queues: Vec::new(),
+        })
     }
 
     /// Full init (or, on a warm boot, only a MEC reset).
-    pub fn init_hw(&mut self, _ctx: &Ctx, _gmc: &Gmc, _soc: &Soc, _warm: bool) -> Result<()> {
-        Ok(())
+    pub fn init_hw(&mut self, ctx: &Ctx, gmc: &Gmc, soc: &Soc, warm: bool) -> Result<()> {
+        self.wait_rlc(ctx)?;
+        gmc.init_gc_hubs(ctx)?;
+        if warm {
+            return self.reset_mec(ctx, gmc);
+        }
+        self.config_mec(ctx)?;
+        for &xcc in &self.xccs {
+            // Golden settings: the kernel ORs bit 29 into TCP_CNTL and gives no value.
+            let tcp = ctx.rreg(gc::TCP_CNTL, xcc)?;
+            ctx.wreg(gc::TCP_CNTL, xcc, tcp | 0x2000_0000)?;
+            ctx.wreg(gc::RLC_CNTL, xcc, 0x1)?;
+            ctx.update(
+                gc::RLC_SRM_CNTL,
+                xcc,
+                &[("SRM_ENABLE", 1), ("AUTO_INCR_ADDR", 1)],
+            )?;
+            ctx.wreg(gc::RLC_SPM_MC_CNTL, xcc, 0xf)?;
+        }
+        if !soc.per_aid_doorbells() {
+            // S2A ports of the CP doorbells: port 0 (gfx rings) and port 3 (MEC).
+            for (port, awid) in [(0, 0x3), (3, 0x6)] {
+                let route = DoorbellRoute {
+                    awid,
+                    awaddr_31_28: 0x3,
+                    offset: 0,
+                    size: 0,
+                };
+                soc.doorbell_enable(ctx, port, route, 0)?;
+            }
+        }
+        let gc_ver = ctx.version(HwIp::GC)?;
+        let gc943 = matches!(
+            (gc_ver.major, gc_ver.minor, gc_ver.rev),
+            (9, 4, 3) | (9, 5, 0)
+        );
+        for (i, &xcc) in self.xccs.iter().enumerate() {
+            if gc943 {
+                ctx.wreg(gc::GB_ADDR_CONFIG, xcc, GB_ADDR_CONFIG_GC943)?;
+                ctx.update(gc::TCP_UTCL1_CNTL2, xcc, &[("SPARE", 1)])?;
+            }
+            ctx.update(gc::GRBM_CNTL, xcc, &[("READ_TIMEOUT", 0xff)])?;
+            let sh_mem_config = self.sh_mem_config(ctx)?;
+            let bases = ctx
+                .regs
+                .reg(gc::SH_MEM_BASES)?
+                .encode(&[("SHARED_BASE", 1), ("PRIVATE_BASE", 2)])?;
+            for vmid in 0..16 {
+                grbm_select(ctx, xcc, 0, 0, 0, vmid)?;
+                ctx.wreg(gc::SH_MEM_CONFIG, xcc, sh_mem_config)?;
+                // LDS aperture at 0x1000_0000_0000_0000, scratch at 0x2000_0000_0000_0000.
+                ctx.wreg(gc::SH_MEM_BASES, xcc, bases)?;
+            }
+            grbm_select(ctx, xcc, 0, 0, 0, 0)?;
+            let lower = 0x100 * i as u32;
+            ctx.wreg(gc::CP_MEC_DOORBELL_RANGE_LOWER, xcc, lower)?;
+            ctx.wreg(gc::CP_MEC_DOORBELL_RANGE_UPPER, xcc, lower + 0xf8)?;
+        }
+        self.enable_mec(ctx)
     }
 
     /// Dequeue every queue this instance started and halt the MEC.
-    pub fn fini_hw(&mut self, _ctx: &Ctx) -> Result<()> {
-        Ok(())
+    pub fn fini_hw(&mut self, ctx: &Ctx) -> Result<()> {
+        let started = std::mem::take(&mut self.queues);
+        let mut result = Ok(());
+        for q in &started {
+            for &xcc in &q.xccs {
+                result = result.and(dequeue(ctx, xcc, q.id));
+            }
+        }
+        for &xcc in &self.xccs {
+            result = result.and(grbm_select(ctx, xcc, 0, 0, 0, 0));
+        }
+        result.and(self.halt_mec(ctx))
     }
 
     /// Dequeue every HQD, soft reset the CP, reconfigure and re-enable the MEC.
-    pub fn reset_mec(&mut self, _ctx: &Ctx, _gmc: &Gmc) -> Result<()> {
+    pub fn reset_mec(&mut self, ctx: &Ctx, _gmc: &Gmc) -> Result<()> {
+        self.dequeue_all(ctx)?;
+        if ctx.gc_major() < 12 {
+            let reset = ctx
+                .regs
+                .reg(gc::GRBM_SOFT_RESET)?
+                .encode(&[("SOFT_RESET_CP", 1), ("SOFT_RESET_CPC", 1)])?;
+            for &xcc in &self.xccs {
+                ctx.wreg(gc::GRBM_SOFT_RESET, xcc, reset)?;
+            }
+            settle();
+            for &xcc in &self.xccs {
+                ctx.wreg(gc::GRBM_SOFT_RESET, xcc, 0)?;
+            }
+        }
+        self.queues.clear();
+        self.config_mec(ctx)?;
+        self.enable_mec(ctx)
+    }
+
+    /// GFX clock gating (what the reference driver sets): ATC L2 clock gating, then per XCC
+    /// inside RLC safe mode coarse- and medium-grain clock gating, CP idle polling and
+    /// context interrupts.
+    pub fn set_clockgating(&self, ctx: &Ctx) -> Result<()> {
+        if ctx.regs.has(mmhub::MM_ATC_L2_MISC_CG) {
+            let v = ctx
+                .regs
+                .reg(mmhub::MM_ATC_L2_MISC_CG)?
+                .encode(&[("ENABLE", 1), ("MEM_LS_ENABLE", 1)])?;
+            ctx.wreg(mmhub::MM_ATC_L2_MISC_CG, 0, v)?;
+        }
+        let major = ctx.gc_major();
+        let safe_mode = ctx.regs.reg(gc::RLC_SAFE_MODE)?;
+        let enter = safe_mode.encode(&[("MESSAGE", 1), ("CMD", 1)])?;
+        let exit = safe_mode.encode(&[("MESSAGE", 0), ("CMD", 1)])?;
+        let cmd = safe_mode.fields_mask(&["CMD"])?;
+        for &xcc in &self.xccs {
+            ctx.wreg(gc::RLC_SAFE_MODE, xcc, enter)?;
+            ctx.wait_reg(
+                gc::RLC_SAFE_MODE,
+                xcc,
+                cmd,
+                0,
+                ctx.timeouts.reg,
+                &format!("RLC safe mode entry on XCC {xcc}"),
+            )?;
+            ctx.update(
+                gc::RLC_CGCG_CGLS_CTRL,
+                xcc,
+                &[
+                    ("CGCG_GFX_IDLE_THRESHOLD", 0x36),
+                    ("CGCG_EN", 1),
+                    ("CGLS_REP_COMPANSAT_DELAY", 0xf),
+                    ("CGLS_EN", 1),
+                ],
+            )?;
+            ctx.update(
+                gc::CP_RB_WPTR_POLL_CNTL,
+                xcc,
+                &[("POLL_FREQUENCY", 0x100), ("IDLE_POLL_COUNT", 0x90)],
+            )?;
+            ctx.update(
+                gc::CP_INT_CNTL,
+                xcc,
+                &[
+                    ("CNTX_BUSY_INT_ENABLE", 1),
+                    ("CNTX_EMPTY_INT_ENABLE", 1),
+                    ("CMP_BUSY_INT_ENABLE", 1),
+                ],
+            )?;
+            if major >= 10 {
+                ctx.update(gc::SDMA0_RLC_CGCG_CTRL, xcc, &[("CGCG_INT_ENABLE", 1)])?;
+                ctx.update(gc::SDMA1_RLC_CGCG_CTRL, xcc, &[("CGCG_INT_ENABLE", 1)])?;
+            }
+            let mut overrides = vec![
+                ("GFXIP_FGCG_OVERRIDE", 0),
+                ("GRBM_CGTT_SCLK_OVERRIDE", 0),
+                ("RLC_CGTT_SCLK_OVERRIDE", 0),
+                ("GFXIP_MGCG_OVERRIDE", 0),
+                ("GFXIP_CGLS_OVERRIDE", 0),
+                ("GFXIP_CGCG_OVERRIDE", 0),
+            ];
+            if major == 9 {
+                overrides.extend([("GFXIP_MGLS_OVERRIDE", 0), ("GFXIP_REP_FGCG_OVERRIDE", 0)]);
+            } else if major >= 11 {
+                overrides.extend([
+                    ("PERFMON_CLOCK_STATE", 1),
+                    ("GFXIP_REPEATER_FGCG_OVERRIDE", 0),
+                ]);
+            }
+            ctx.update(gc::RLC_CGTT_MGCG_OVERRIDE, xcc, &overrides)?;
+            ctx.wreg(gc::RLC_SAFE_MODE, xcc, exit)?;
+        }
         Ok(())
     }
 
-    /// GFX clock gating.
-    pub fn set_clockgating(&self, _ctx: &Ctx) -> Result<()> {
+    /// Start a compute queue: build its MQD, copy it to VRAM, load the HQD selected by
+    /// (me 1, `pipe`, `queue`) and activate it — on every XCC for an AQL queue, on the first
+    /// XCC otherwise.
+    pub fn setup_compute_queue(
+        &mut self,
+        ctx: &Ctx,
+        soc: &Soc,
+        desc: &ComputeQueueDesc,
+    ) -> Result<QueueId> {
+        let id = QueueId {
+            pipe: desc.pipe,
+            queue: desc.queue,
+        };
+        self.check_desc(ctx, desc)?;
+        if self.queues.iter().any(|q| q.id == id) {
+            return Err(bad(
+                ctx,
+                format!(
+                    "compute queue (pipe {}, queue {}) is already started",
+                    id.pipe, id.queue
+                ),
+            ));
+        }
+        let major = ctx.gc_major();
+        let nx = self.xccs.len();
+        let targets: Vec<u8> = if desc.aql {
+            self.xccs.clone()
+        } else {
+            self.xccs.iter().take(1).copied().collect()
+        };
+        let regs = &ctx.regs;
+        let ring_dwords = desc.ring_size / 4;
+        let queue_size = u64::from(log2_exact(ring_dwords).unwrap_or(0)).saturating_sub(1);
+        let eop_size = u64::from(log2_exact(desc.eop_size / 4).unwrap_or(0)).saturating_sub(1);
+        for (xi, &xcc) in targets.iter().enumerate() {
+            let paddr = self.mqd_slot(id, xi);
+            let mut pq = vec![
+                ("RPTR_BLOCK_SIZE", 5),
+                ("UNORD_DISPATCH", 0),
+                ("QUEUE_SIZE", queue_size),
+            ];
+            if desc.aql {
+                // Only one XCC reports the read pointer of a queue spread over several.
+                let no_update = u64::from(xi != 0 || nx == 1);
+                pq.extend([
+                    ("QUEUE_FULL_EN", 1),
+                    ("SLOT_BASED_WPTR", 2),
+                    ("NO_UPDATE_RPTR", no_update),
+                ]);
+            }
+            let f = MqdFields {
+                mqd_mc: ctx.mc.mc(paddr),
+                ring: desc.ring,
+                rptr: desc.rptr_addr,
+                wptr: desc.wptr_addr,
+                eop: desc.eop_addr,
+                aql: desc.aql,
+                persistent_state: regs
+                    .reg(gc::CP_HQD_PERSISTENT_STATE)?
+                    .encode(&[("PRELOAD_SIZE", 0x55), ("PRELOAD_REQ", 1)])?,
+                doorbell_control: regs.reg(gc::CP_HQD_PQ_DOORBELL_CONTROL)?.encode(&[
+                    ("DOORBELL_OFFSET", u64::from(desc.doorbell) * 2),
+                    ("DOORBELL_EN", 1),
+                ])?,
+                pq_control: regs.reg(gc::CP_HQD_PQ_CONTROL)?.encode(&pq)?,
+                ib_control: regs
+                    .reg(gc::CP_HQD_IB_CONTROL)?
+                    .encode(&[("MIN_IB_AVAIL_SIZE", 3)])?,
+                mqd_control: regs.reg(gc::CP_MQD_CONTROL)?.encode(&[("PRIV_STATE", 1)])?,
+                eop_control: regs
+                    .reg(gc::CP_HQD_EOP_CONTROL)?
+                    .encode(&[("EOP_SIZE", eop_size)])?,
+            };
+            let dw: [u32; 512] = if major >= 10 {
+                let mut m = v11_compute_mqd { dw: [0; 512] };
+                fill_mqd!(&mut m, &f);
+                m.set_compute_static_thread_mgmt_se4(u32::MAX);
+                m.set_compute_static_thread_mgmt_se5(u32::MAX);
+                m.set_compute_static_thread_mgmt_se6(u32::MAX);
+                m.set_compute_static_thread_mgmt_se7(u32::MAX);
+                m.dw
+            } else {
+                let mut m = v9_mqd { dw: [0; 512] };
+                fill_mqd!(&mut m, &f);
+                if desc.aql && nx > 1 {
+                    m.set_compute_tg_chunk_size(1);
+                    m.set_compute_current_logic_xcc_id(xi as u32);
+                    m.set_cp_mqd_stride_size(MQD_SLOT as u32);
+                }
+                m.dw
+            };
+            let bytes: Vec<u8> = dw.iter().flat_map(|d| d.to_le_bytes()).collect();
+            ctx.vram.write(paddr, &bytes)?;
+            // The CP reads the MQD from VRAM: make the copy visible before it starts.
+            soc.hdp_flush(ctx)?;
+            // An HQD left active (by an instance that did not finish) is dequeued before it
+            // is loaded again; this also selects it.
+            dequeue(ctx, xcc, id)?;
+            let base = ctx.regs.reg(gc::CP_MQD_BASE_ADDR)?.addr(xcc)?;
+            for &off in &self.burst {
+                ctx.regs
+                    .wreg(base + u64::from(off), dw[0x80 + off as usize])?;
+            }
+            ctx.wreg(gc::CP_HQD_ACTIVE, xcc, 1)?;
+            grbm_select(ctx, xcc, 0, 0, 0, 0)?;
+        }
+        self.queues.push(StartedQueue { id, xccs: targets });
+        Ok(id)
+    }
+
+    /// Stop a compute queue this instance started (on every XCC that holds it).
+    pub fn remove_compute_queue(&mut self, ctx: &Ctx, id: QueueId) -> Result<()> {
+        let pos = self.queues.iter().position(|q| q.id == id).ok_or_else(|| {
+            bad(
+                ctx,
+                format!(
+                    "compute queue (pipe {}, queue {}) was not started by this driver",
+                    id.pipe, id.queue
+                ),
+            )
+        })?;
+        let q = self.queues.remove(pos);
+        for &xcc in &q.xccs {
+            dequeue(ctx, xcc, id)?;
+            grbm_select(ctx, xcc, 0, 0, 0, 0)?;
+        }
         Ok(())
     }
+
+    /// The compute queues this instance started.
+    pub fn queues(&self) -> Vec<QueueId> {
+        self.queues.iter().map(|q| q.id).collect()
+    }
+
+    fn check_desc(&self, ctx: &Ctx, d: &ComputeQueueDesc) -> Result<()> {
+        let why = if d.pipe >= self.pipes {
+            Some(format!(
+                "MEC pipe {} is not running (this GC runs pipes 0..{})",
+                d.pipe, self.pipes
+            ))
+        } else if d.queue >= MEC_QUEUES {
+            Some(format!(
+                "queue {} is past the {MEC_QUEUES} queues of a pipe",
+                d.queue
+            ))
+        } else if !(256..=8 << 20).contains(&d.ring_size) || !d.ring_size.is_power_of_two() {
+            Some(format!(
+                "ring size {:#x} is not a power of two from 256 B to 8 MiB",
+                d.ring_size
+            ))
+        } else if !d.ring.is_multiple_of(256) || !d.eop_addr.is_multiple_of(256) {
+            Some(format!(
+                "ring {:#x} and EOP buffer {:#x} must be 256-byte aligned",
+                d.ring, d.eop_addr
+            ))
+        } else if d.eop_size < 8 || !d.eop_size.is_power_of_two() {
+            Some(format!(
+                "EOP size {:#x} is not a power of two of at least 8 bytes",
+                d.eop_size
+            ))
+        } else if !d.rptr_addr.is_multiple_of(4) || !d.wptr_addr.is_multiple_of(8) {
+            Some(format!(
+                "rptr write-back {:#x} must be 4-byte and wptr poll {:#x} 8-byte aligned",
+                d.rptr_addr, d.wptr_addr
+            ))
+        } else {
+            None
+        };
+        match why {
+            Some(w) => Err(bad(ctx, format!("compute queue: {w}"))),
+            None => Ok(()),
+        }
+    }
+
+    fn mqd_slot(&self, id: QueueId, xcc_index: usize) -> u64 {
+        let q = u64::from(id.pipe) * u64::from(MEC_QUEUES) + u64::from(id.queue);
+        self.mqd_paddr + (q * self.xccs.len() as u64 + xcc_index as u64) * MQD_SLOT
+    }
+
+    fn sh_mem_config(&self, ctx: &Ctx) -> Result<u32> {
+        let gc_ver = ctx.version(HwIp::GC)?;
+        // SH_MEM_ADDRESS_MODE_64 = 0, SH_MEM_ALIGNMENT_MODE_UNALIGNED = 3.
+        let mut f = vec![("ADDRESS_MODE", 0), ("ALIGNMENT_MODE", 3)];
+        if gc_ver.major >= 10 {
+            f.push(("INITIAL_INST_PREFETCH", 3));
+        } else {
+            f.push(("RETRY_DISABLE", 1));
+        }
+        if gc_ver.major == 9 && gc_ver.minor == 4 {
+            f.push(("F8_MODE", 1));
+        }
+        ctx.regs.reg(gc::SH_MEM_CONFIG)?.encode(&f)
+    }
+
+    /// Wait until the RLC runs: `RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE` where the GC has
+    /// it (RLC autoload, GC ≥ 11), else an idle `CP_STAT`. A VF does not wait: the PF
+    /// brought the RLC up.
+    fn wait_rlc(&self, ctx: &Ctx) -> Result<()> {
+        if ctx.is_vf {
+            return Ok(());
+        }
+        for &xcc in &self.xccs {
+            if ctx.regs.has(gc::RLC_RLCS_BOOTLOAD_STATUS) {
+                let mask = ctx
+                    .regs
+                    .reg(gc::RLC_RLCS_BOOTLOAD_STATUS)?
+                    .fields_mask(&["BOOTLOAD_COMPLETE"])?;
+                ctx.wait_reg(
+                    gc::RLC_RLCS_BOOTLOAD_STATUS,
+                    xcc,
+                    mask,
+                    mask,
+                    ctx.timeouts.reg,
+                    &format!("RLC autoload on XCC {xcc}"),
+                )?;
+            } else if ctx.regs.has(gc::CP_STAT) {
+                ctx.wait_reg(
+                    gc::CP_STAT,
+                    xcc,
+                    u32::MAX,
+                    0,
+                    ctx.timeouts.reg,
+                    &format!("RLC start (idle CP) on XCC {xcc}"),
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Point the MEC at its firmware and hold it halted: the RS64 program counter of each
+    /// pipe and a pipe reset toggle on GC ≥ 10; on GC 9 halt both MECs and invalidate their
+    /// instruction cache.
+    fn config_mec(&self, ctx: &Ctx) -> Result<()> {
+        let rs64 = ctx.gc_major() >= 10;
+        for &xcc in &self.xccs {
+            if !rs64 {
+                ctx.update(
+                    gc::CP_MEC_CNTL,
+                    xcc,
+                    &[
+                        ("MEC_INVALIDATE_ICACHE", 1),
+                        ("MEC_ME1_PIPE0_RESET", 1),
+                        ("MEC_ME2_PIPE0_RESET", 1),
+                        ("MEC_ME1_HALT", 1),
+                        ("MEC_ME2_HALT", 1),
+                    ],
+                )?;
+                continue;
+            }
+            let start = self.mec_start.ok_or_else(|| {
+                bad(
+                    ctx,
+                    "the MEC firmware gives no RS64 start address (ucode_start_addr)".into(),
+                )
+            })?;
+            // The program counter counts dwords.
+            let pc = start >> 2;
+            for pipe in 0..self.pipes {
+                grbm_select(ctx, xcc, 1, pipe, 0, 0)?;
+                ctx.wreg(gc::CP_MEC_RS64_PRGRM_CNTR_START, xcc, pc as u32)?;
+                ctx.wreg(gc::CP_MEC_RS64_PRGRM_CNTR_START_HI, xcc, (pc >> 32) as u32)?;
+            }
+            grbm_select(ctx, xcc, 0, 0, 0, 0)?;
+            let resets: Vec<String> = (0..self.pipes)
+                .map(|p| format!("MEC_PIPE{p}_RESET"))
+                .collect();
+            let set: Vec<(&str, u64)> = resets.iter().map(|n| (n.as_str(), 1)).collect();
+            let clear: Vec<(&str, u64)> = resets.iter().map(|n| (n.as_str(), 0)).collect();
+            ctx.update(gc::CP_MEC_RS64_CNTL, xcc, &set)?;
+            ctx.update(gc::CP_MEC_RS64_CNTL, xcc, &clear)?;
+        }
+        Ok(())
+    }
+
+    /// Let the MEC run.
+    fn enable_mec(&self, ctx: &Ctx) -> Result<()> {
+        for &xcc in &self.xccs {
+            if ctx.gc_major() >= 10 {
+                let names: Vec<(String, u64)> = (0..self.pipes)
+                    .flat_map(|p| {
+                        [
+                            (format!("MEC_PIPE{p}_RESET"), 0),
+                            (format!("MEC_PIPE{p}_ACTIVE"), 1),
+                        ]
+                    })
+                    .chain([("MEC_HALT".to_string(), 0)])
+                    .collect();
+                let fields: Vec<(&str, u64)> =
+                    names.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+                ctx.update(gc::CP_MEC_RS64_CNTL, xcc, &fields)?;
+            } else {
+                ctx.wreg(gc::CP_MEC_CNTL, xcc, 0)?;
+            }
+        }
+        settle();
+        Ok(())
+    }
+
+    fn halt_mec(&self, ctx: &Ctx) -> Result<()> {
+        for &xcc in &self.xccs {
+            if ctx.gc_major() >= 10 {
+                ctx.update(gc::CP_MEC_RS64_CNTL, xcc, &[("MEC_HALT", 1)])?;
+            } else {
+                ctx.update(
+                    gc::CP_MEC_CNTL,
+                    xcc,
+                    &[("MEC_ME1_HALT", 1), ("MEC_ME2_HALT", 1)],
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Dequeue every active HQD of the pipes this driver uses, whoever started it.
+    fn dequeue_all(&self, ctx: &Ctx) -> Result<()> {
+        for &xcc in &self.xccs {
+            for pipe in 0..self.pipes {
+                for queue in 0..MEC_QUEUES {
+                    dequeue(ctx, xcc, QueueId { pipe, queue })?;
+                }
+            }
+            grbm_select(ctx, xcc, 0, 0, 0, 0)?;
+        }
+        Ok(())
+    }
+}
+
+/// Wait [`CP_SETTLE`] as `udelay` does: spinning, since a sleep this short costs a scheduler
+/// round trip (often milliseconds on a busy machine).
+fn settle() {
+    let start = std::time::Instant::now();
+    while start.elapsed() < CP_SETTLE {
+        std::hint::spin_loop();
+    }
+}
+
+/// Select (me, pipe, queue, vmid) for the banked CP registers of `xcc`.
+fn grbm_select(ctx: &Ctx, xcc: u8, me: u8, pipe: u8, queue: u8, vmid: u8) -> Result<()> {
+    ctx.regs.reg(gc::GRBM_GFX_CNTL)?.write_fields(
+        xcc,
+        &[
+            ("MEID", u64::from(me)),
+            ("PIPEID", u64::from(pipe)),
+            ("QUEUEID", u64::from(queue)),
+            ("VMID", u64::from(vmid)),
+        ],
+    )
+}
+
+/// Dequeue one HQD of `xcc` if it is active: reset its waves, wait until it is inactive.
+/// Leaves the queue selected.
+fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
+    grbm_select(ctx, xcc, 1, id.pipe, id.queue, 0)?;
+    if ctx.rreg(gc::CP_HQD_ACTIVE, xcc)? & 1 == 0 {
+        return Ok(());
+    }
+    // 1 = drain the pipe, 2 = reset the waves.
+    ctx.wreg(gc::CP_HQD_DEQUEUE_REQUEST, xcc, 2)?;
+    if ctx.regs.has(gc::SPI_COMPUTE_QUEUE_RESET) {
+        ctx.wreg(gc::SPI_COMPUTE_QUEUE_RESET, xcc, 1)?;
+    }
+    ctx.wait_reg(
+        gc::CP_HQD_ACTIVE,
+        xcc,
+        1,
+        0,
+        ctx.timeouts.reg,
+        &format!(
+            "dequeue of compute queue (xcc {xcc}, pipe {}, queue {})",
+            id.pipe, id.queue
+        ),
+    )?;
+    Ok(())
+}
+
+/// Dword offsets from `CP_MQD_BASE_ADDR` of the registers up to `CP_HQD_PQ_WPTR_HI` (the MQD
+/// register image, dwords 0x80.. of the MQD). Offsets without a register are holes of the
+/// register file, skipped.
+fn mqd_burst(ctx: &Ctx, gc_ver: crate::discovery::IpVersion) -> Result<Vec<u32>> {
+    let first = ctx.regs.reg(gc::CP_MQD_BASE_ADDR)?.def();
+    let last = ctx.regs.reg(gc::CP_HQD_PQ_WPTR_HI)?.def();
+    let table = select_table(RegIp::Gc, gc_ver).ok_or_else(|| Error::NoRegisterTable {
+        device: ctx.name.clone(),
+        ip: format!("GC {gc_ver}"),
+    })?;
+    let mut offs: Vec<u32> = table
+        .iter()
+        .filter(|r| {
+            r.base_idx() == first.base_idx()
+                && (first.offset()..=last.offset()).contains(&r.offset())
+        })
+        .map(|r| r.offset() - first.offset())
+        .collect();
+    offs.sort_unstable();
+    offs.dedup();
+    if offs.len() > 512 - 0x80 {
+        return Err(bad(
+            ctx,
+            "the MQD register image is longer than the MQD".to_string(),
+        ));
+    }
+    Ok(offs)
 }

@@ -125,18 +125,16 @@ impl Ih {
             Self::reg(ctx, "IH_RB_RPTR", sfx)?.write(0, 0)?;
             Self::reg(ctx, "IH_DOORBELL_RPTR", sfx)?.write_fields(0, &[("ENABLE", 0)])?;
         }
+        // OSSSYS 4.4.x (MI300, MI350) has no storm/flood control to set up.
         let v = ctx.version(HwIp::OSSSYS)?;
-        if (v.major, v.minor, v.rev) != (4, 4, 2) {
+        if (v.major, v.minor) != (4, 4) {
             ctx.update(
                 osssys::IH_STORM_CLIENT_LIST_CNTL,
                 0,
                 &[("CLIENT18_IS_STORM_CLIENT", 1)],
             )?;
             ctx.update(osssys::IH_INT_FLOOD_CNTL, 0, &[("FLOOD_CNTL_ENABLE", 1)])?;
-            // OSSSYS 4.4.5 (MI350X) has 4.4.2's register file, without this register.
-            if ctx.regs.has(osssys::IH_MSI_STORM_CTRL) {
-                ctx.update(osssys::IH_MSI_STORM_CTRL, 0, &[("DELAY", 3)])?;
-            }
+            ctx.update(osssys::IH_MSI_STORM_CTRL, 0, &[("DELAY", 3)])?;
         }
         for (n, ring) in self.rings.iter().enumerate() {
             let mut f = vec![("RB_ENABLE", 1)];

@@ -1,40 +1,603 @@
 //! PSP (MP0): bootloader, ring, firmware loads, spatial partition.
+//!
+//! The sequence is `am_firmware`'s load plan walked step by step: the sOS components go
+//! through the bootloader mailbox (`C2PMSG_35`/`C2PMSG_36`), everything else is a command
+//! (`psp_gfx_cmd_resp`) submitted as a 64-byte `psp_gfx_rb_frame` on the kernel-mode ring,
+//! completed when the PSP writes the frame's fence value. Every wait is bounded by
+//! `ctx.timeouts.psp` and its error names the step.
 
-use am_firmware::{FirmwareSet, SosVariant};
+use std::mem::{offset_of, size_of};
+use std::time::Duration;
 
-use crate::Result;
+use am_autogen::psp_gfx::{
+    GFX_CMD_ID_AUTOLOAD_RLC, GFX_CMD_ID_LOAD_IP_FW, GFX_CMD_ID_LOAD_TOC, GFX_CMD_ID_SETUP_TMR,
+    GFX_CMD_ID_SRIOV_SPATIAL_PART, psp_gfx_cmd_load_ip_fw, psp_gfx_cmd_load_toc, psp_gfx_cmd_resp,
+    psp_gfx_cmd_setup_tmr, psp_gfx_cmd_sriov_spatial_part, psp_gfx_rb_frame,
+};
+use am_firmware::{BootloaderCmd, FirmwareSet, LoadPlan, PlanOptions, PspStep, SosVariant};
+use zerocopy::{FromBytes, IntoBytes};
+
 use crate::ctx::Ctx;
+use crate::ip::soc::Soc;
+use crate::mm::{Pool, VramAccess};
+use crate::regs::{Reg, mp};
+use crate::{Error, Result};
+
+/// `PSP_1_MEG`: the bootloader takes a component from a 1 MiB-aligned, 1 MiB buffer.
+const PSP_1_MEG: u64 = 1 << 20;
+/// Ring size in bytes (64 frames), as amdgpu's `PSP_RING_SIZE`.
+const RING_SIZE: u32 = 0x1000;
+/// One frame in dwords (the write pointer counts dwords).
+const FRAME_DW: u32 = (size_of::<psp_gfx_rb_frame>() / 4) as u32;
+/// The largest TMR the driver reserves; a TOC asking for more is refused.
+pub const TMR_SIZE: u64 = 0x0130_0000;
+/// `PSP_TMR_ALIGNMENT`.
+const TMR_ALIGN: u64 = 1 << 20;
+/// `PSP_RING_TYPE__KM`.
+const RING_TYPE_KM: u32 = 2;
+/// `GFX_CTRL_CMD_ID_DESTROY_RINGS`.
+const DESTROY_RINGS: u32 = 0x0003_0000;
+/// The ready / response flag of `C2PMSG_35` and `C2PMSG_64` (`GFX_FLAG_RESPONSE`).
+const RESPONSE: u32 = 0x8000_0000;
+/// How long the sOS takes to tear a ring down before it answers (amdgpu sleeps 20 ms).
+const DESTROY_SETTLE: Duration = Duration::from_millis(20);
+
+/// The mailbox registers, named `MP0_SMN_C2PMSG_n` before MP0 14 and `MPASP_SMN_C2PMSG_n`
+/// from it on.
+#[derive(Clone, Copy, Debug)]
+struct Mailbox {
+    c35: Reg,
+    c36: Reg,
+    c64: Reg,
+    c67: Reg,
+    c69: Reg,
+    c70: Reg,
+    c71: Reg,
+    c81: Reg,
+}
+
+const MP0_MAILBOX: Mailbox = Mailbox {
+    c35: mp::MP0_SMN_C2PMSG_35,
+    c36: mp::MP0_SMN_C2PMSG_36,
+    c64: mp::MP0_SMN_C2PMSG_64,
+    c67: mp::MP0_SMN_C2PMSG_67,
+    c69: mp::MP0_SMN_C2PMSG_69,
+    c70: mp::MP0_SMN_C2PMSG_70,
+    c71: mp::MP0_SMN_C2PMSG_71,
+    c81: mp::MP0_SMN_C2PMSG_81,
+};
+
+const MPASP_MAILBOX: Mailbox = Mailbox {
+    c35: mp::MPASP_SMN_C2PMSG_35,
+    c36: mp::MPASP_SMN_C2PMSG_36,
+    c64: mp::MPASP_SMN_C2PMSG_64,
+    c67: mp::MPASP_SMN_C2PMSG_67,
+    c69: mp::MPASP_SMN_C2PMSG_69,
+    c70: mp::MPASP_SMN_C2PMSG_70,
+    c71: mp::MPASP_SMN_C2PMSG_71,
+    c81: mp::MPASP_SMN_C2PMSG_81,
+};
+
+/// VRAM the PSP works with (physical addresses, all from the boot pool).
+#[derive(Clone, Copy, Debug)]
+struct Buffers {
+    /// Component / firmware staging buffer (1 MiB aligned, a whole number of MiB).
+    msg1: u64,
+    msg1_size: u64,
+    ring: u64,
+    cmd: u64,
+    fence: u64,
+    /// The TMR, when the plan sets one up.
+    tmr: Option<u64>,
+}
+
+/// A command ready to go on the ring: its id, the bytes of its `cmd` union member and a
+/// name for errors.
+struct Command<'a> {
+    id: u32,
+    body: &'a [u8],
+    name: String,
+}
 
 /// PSP state: the load plan and what was loaded.
 #[derive(Debug)]
 pub struct Psp {
+    plan: Option<LoadPlan>,
+    bufs: Option<Buffers>,
+    regs: Mailbox,
+    /// Ring write pointer in dwords (modulo the ring), once this instance created the ring.
+    wptr: Option<u32>,
+    fence_value: u32,
+    /// Bytes at the start of the staging buffer that may be non-zero (`None`: unknown, as
+    /// VRAM is before the first copy).
+    msg1_dirty: Option<u64>,
+    /// The TMR size the PSP asked for in its LOAD_TOC answer (else the reserved size).
+    tmr_size: u32,
     loaded: Vec<(String, usize)>,
 }
 
 impl Psp {
     /// Plan the loads and allocate the buffers (1 MiB bootloader buffer, ring, command and
     /// fence buffers, TMR).
-    pub fn init_sw(_ctx: &Ctx, _fw: Option<&FirmwareSet>, _sos: SosVariant) -> Result<Self> {
-        Ok(Psp { loaded: vec![] })
+    pub fn init_sw(ctx: &Ctx, fw: Option<&FirmwareSet>, sos: SosVariant) -> Result<Self> {
+        let regs = if ctx.regs.has(mp::MP0_SMN_C2PMSG_35) {
+            MP0_MAILBOX
+        } else {
+            MPASP_MAILBOX
+        };
+        let mut psp = Psp {
+            plan: None,
+            bufs: None,
+            regs,
+            wptr: None,
+            fence_value: 0,
+            msg1_dirty: None,
+            tmr_size: TMR_SIZE as u32,
+            loaded: vec![],
+        };
+        // A VF's PSP belongs to the PF: nothing to plan or allocate.
+        let (false, Some(fw)) = (ctx.is_vf, fw) else {
+            return Ok(psp);
+        };
+        let plan = fw
+            .plan(PlanOptions { sos })
+            .map_err(|source| Error::Firmware {
+                device: ctx.name.clone(),
+                source,
+            })?;
+        let largest = plan
+            .steps
+            .iter()
+            .filter_map(|s| s.payload().map(|p| p.len() as u64))
+            .max()
+            .unwrap_or(0);
+        let msg1_size = largest.div_ceil(PSP_1_MEG).max(1) * PSP_1_MEG;
+        let msg1 = ctx.palloc(msg1_size, PSP_1_MEG, Pool::Boot)?;
+        let ring = ctx.palloc(u64::from(RING_SIZE), 0x1000, Pool::Boot)?;
+        let cmd = ctx.palloc(0x1000, 0x1000, Pool::Boot)?;
+        let fence = ctx.palloc(0x1000, 0x1000, Pool::Boot)?;
+        let tmr = if plan.steps.contains(&PspStep::SetupTmr) {
+            Some(ctx.palloc(TMR_SIZE, TMR_ALIGN, Pool::Boot)?)
+        } else {
+            None
+        };
+        psp.bufs = Some(Buffers {
+            msg1,
+            msg1_size,
+            ring,
+            cmd,
+            fence,
+            tmr,
+        });
+        psp.plan = Some(plan);
+        Ok(psp)
     }
 
     /// Whether the sOS runs (`C2PMSG_81 != 0`).
-    pub fn is_sos_alive(&self, _ctx: &Ctx) -> Result<bool> {
-        Ok(false)
+    pub fn is_sos_alive(&self, ctx: &Ctx) -> Result<bool> {
+        Ok(ctx.rreg(self.regs.c81, 0)? != 0)
     }
 
-    /// Bootloader, ring, TOC/TMR, every IP firmware, RLC autoload or REG_LIST.
-    pub fn init_hw(&mut self, _ctx: &Ctx) -> Result<()> {
+    /// Bootloader, ring, TOC/TMR, every IP firmware, RLC autoload or REG_LIST. `soc`
+    /// flushes HDP so that what the CPU wrote through BAR0 reaches VRAM before the PSP
+    /// reads it.
+    pub fn init_hw(&mut self, ctx: &Ctx, soc: &Soc) -> Result<()> {
+        let (Some(plan), Some(bufs)) = (self.plan.take(), self.bufs) else {
+            return Err(Error::BadState {
+                device: ctx.name.clone(),
+                reason: "PSP init_hw without a firmware load plan (no firmware was found)".into(),
+            });
+        };
+        let r = self.run_plan(ctx, soc, &plan, &bufs);
+        self.plan = Some(plan);
+        r
+    }
+
+    fn run_plan(&mut self, ctx: &Ctx, soc: &Soc, plan: &LoadPlan, bufs: &Buffers) -> Result<()> {
+        self.loaded.clear();
+        // A live sOS (it survived the last driver instance) already took its components.
+        let sos_alive = self.is_sos_alive(ctx)?;
+        let mut ring = false;
+        for step in &plan.steps {
+            if let PspStep::Bootloader {
+                command, payload, ..
+            } = step
+            {
+                if !sos_alive {
+                    self.bootloader(ctx, soc, bufs, *command, payload.bytes())?;
+                    self.loaded.push((step.name(), payload.len()));
+                }
+                continue;
+            }
+            if !ring {
+                self.wait_sos(ctx)?;
+                self.ring_create(ctx, bufs)?;
+                ring = true;
+            }
+            self.ring_step(ctx, soc, bufs, step)?;
+            self.loaded
+                .push((step.name(), step.payload().map_or(0, |p| p.len())));
+        }
         Ok(())
+    }
+
+    /// Wait for the bootloader's ready bit; a status in its low bits is an error naming
+    /// `what` the driver was about to do.
+    fn wait_bootloader(&self, ctx: &Ctx, what: &str) -> Result<()> {
+        let v = ctx.wait_reg(
+            self.regs.c35,
+            0,
+            RESPONSE,
+            RESPONSE,
+            ctx.timeouts.psp,
+            &format!("PSP bootloader ready (C2PMSG_35 bit 31) for {what}"),
+        )?;
+        if v & 0xffff != 0 {
+            return Err(Error::PspCommand {
+                device: ctx.name.clone(),
+                command: what.to_string(),
+                status: v & 0xffff,
+            });
+        }
+        Ok(())
+    }
+
+    fn bootloader(
+        &mut self,
+        ctx: &Ctx,
+        soc: &Soc,
+        bufs: &Buffers,
+        command: BootloaderCmd,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let name = command.full_name();
+        self.wait_bootloader(ctx, &name)?;
+        if bytes.len() as u64 > PSP_1_MEG {
+            return Err(Error::BadState {
+                device: ctx.name.clone(),
+                reason: format!(
+                    "{name}: component of {:#x} bytes does not fit the 1 MiB bootloader buffer",
+                    bytes.len()
+                ),
+            });
+        }
+        // The bootloader reads the whole MiB: what lies beyond the component must be zero.
+        // Only the part an earlier copy (or whatever VRAM held) may have dirtied is cleared.
+        ctx.vram.write(bufs.msg1, bytes)?;
+        let len = bytes.len() as u64;
+        let dirty = self.msg1_dirty.unwrap_or(PSP_1_MEG).min(PSP_1_MEG);
+        if dirty > len {
+            ctx.vram.zero(bufs.msg1 + len, dirty - len)?;
+        }
+        self.msg1_dirty = Some(len);
+        soc.hdp_flush(ctx)?;
+        ctx.wreg(self.regs.c36, 0, (ctx.mc.mc(bufs.msg1) >> 20) as u32)?;
+        ctx.wreg(self.regs.c35, 0, command.0)?;
+        // After the sOS the bootloader hands over: C2PMSG_81 says when it runs.
+        if command != BootloaderCmd::LOAD_SOSDRV {
+            self.wait_bootloader(ctx, &name)?;
+        }
+        Ok(())
+    }
+
+    fn wait_sos(&self, ctx: &Ctx) -> Result<()> {
+        let r = ctx.regs.reg(self.regs.c81)?;
+        ctx.poll(
+            ctx.timeouts.psp,
+            "PSP sOS alive (C2PMSG_81 != 0) after PSP_BL__LOAD_SOSDRV",
+            || {
+                let v = r.read(0)?;
+                Ok((v != 0, v))
+            },
+        )
+        .map(drop)
+    }
+
+    /// Wait for the sOS's answer in `C2PMSG_64`; a status in its low bits is an error.
+    fn wait_ring_answer(&self, ctx: &Ctx, what: &str) -> Result<()> {
+        let v = ctx.wait_reg(
+            self.regs.c64,
+            0,
+            RESPONSE,
+            RESPONSE,
+            ctx.timeouts.psp,
+            &format!("PSP answer (C2PMSG_64 bit 31) to {what}"),
+        )?;
+        if v & 0xffff != 0 {
+            return Err(Error::PspCommand {
+                device: ctx.name.clone(),
+                command: what.to_string(),
+                status: v & 0xffff,
+            });
+        }
+        Ok(())
+    }
+
+    fn ring_create(&mut self, ctx: &Ctx, bufs: &Buffers) -> Result<()> {
+        if ctx.rreg(self.regs.c71, 0)? != 0 {
+            ctx.wreg(self.regs.c64, 0, DESTROY_RINGS)?;
+            std::thread::sleep(DESTROY_SETTLE.min(ctx.timeouts.psp));
+            self.wait_ring_answer(ctx, "GFX_CTRL_CMD_ID_DESTROY_RINGS")?;
+        }
+        self.wait_ring_answer(ctx, "ring create (sOS ready)")?;
+        ctx.vram.write(bufs.ring, &[0u8; RING_SIZE as usize])?;
+        let mc = ctx.mc.mc(bufs.ring);
+        ctx.wreg(self.regs.c69, 0, mc as u32)?;
+        ctx.wreg(self.regs.c70, 0, (mc >> 32) as u32)?;
+        ctx.wreg(self.regs.c71, 0, RING_SIZE)?;
+        ctx.wreg(self.regs.c64, 0, RING_TYPE_KM << 16)?;
+        self.wait_ring_answer(ctx, "ring create (PSP_RING_TYPE__KM)")?;
+        self.wptr = Some(0);
+        Ok(())
+    }
+
+    fn ring_step(&mut self, ctx: &Ctx, soc: &Soc, bufs: &Buffers, step: &PspStep) -> Result<()> {
+        match step {
+            PspStep::Bootloader { .. } => Ok(()),
+            PspStep::LoadToc { payload } => {
+                let bytes = payload.bytes();
+                let mc = self.stage(ctx, bufs, bytes, "GFX_CMD_ID_LOAD_TOC")?;
+                let c = psp_gfx_cmd_load_toc {
+                    toc_phy_addr_lo: mc as u32,
+                    toc_phy_addr_hi: (mc >> 32) as u32,
+                    toc_size: bytes.len() as u32,
+                };
+                let resp = self.submit(
+                    ctx,
+                    soc,
+                    bufs,
+                    &Command {
+                        id: GFX_CMD_ID_LOAD_TOC,
+                        body: c.as_bytes(),
+                        name: "GFX_CMD_ID_LOAD_TOC".into(),
+                    },
+                )?;
+                let tmr_size = u64::from(resp.resp.tmr_size);
+                if tmr_size > TMR_SIZE {
+                    return Err(Error::BadState {
+                        device: ctx.name.clone(),
+                        reason: format!(
+                            "GFX_CMD_ID_LOAD_TOC: the PSP asks for a TMR of {tmr_size:#x} bytes, more than the {TMR_SIZE:#x} the driver reserves"
+                        ),
+                    });
+                }
+                if tmr_size > 0 {
+                    self.tmr_size = tmr_size as u32;
+                }
+                Ok(())
+            }
+            PspStep::SetupTmr => {
+                let Some(tmr) = bufs.tmr else {
+                    return Err(Error::BadState {
+                        device: ctx.name.clone(),
+                        reason: "GFX_CMD_ID_SETUP_TMR without a TMR allocated".into(),
+                    });
+                };
+                let body = setup_tmr_body(ctx.mc.mc(tmr), tmr, self.tmr_size);
+                self.submit(
+                    ctx,
+                    soc,
+                    bufs,
+                    &Command {
+                        id: GFX_CMD_ID_SETUP_TMR,
+                        body: &body,
+                        name: "GFX_CMD_ID_SETUP_TMR".into(),
+                    },
+                )
+                .map(drop)
+            }
+            PspStep::LoadIpFw { fw_type, payload } => {
+                let name = format!("GFX_CMD_ID_LOAD_IP_FW({})", fw_type.full_name());
+                let bytes = payload.bytes();
+                let mc = self.stage(ctx, bufs, bytes, &name)?;
+                let c = psp_gfx_cmd_load_ip_fw {
+                    fw_phy_addr_lo: mc as u32,
+                    fw_phy_addr_hi: (mc >> 32) as u32,
+                    fw_size: bytes.len() as u32,
+                    fw_type: fw_type.0,
+                };
+                self.submit(
+                    ctx,
+                    soc,
+                    bufs,
+                    &Command {
+                        id: GFX_CMD_ID_LOAD_IP_FW,
+                        body: c.as_bytes(),
+                        name,
+                    },
+                )
+                .map(drop)
+            }
+            PspStep::AutoloadRlc => self
+                .submit(
+                    ctx,
+                    soc,
+                    bufs,
+                    &Command {
+                        id: GFX_CMD_ID_AUTOLOAD_RLC,
+                        body: &[],
+                        name: "GFX_CMD_ID_AUTOLOAD_RLC".into(),
+                    },
+                )
+                .map(drop),
+        }
+    }
+
+    /// Copy a firmware image to the staging buffer; its MC address.
+    fn stage(&mut self, ctx: &Ctx, bufs: &Buffers, bytes: &[u8], what: &str) -> Result<u64> {
+        if bytes.len() as u64 > bufs.msg1_size {
+            return Err(Error::BadState {
+                device: ctx.name.clone(),
+                reason: format!(
+                    "{what}: {:#x} bytes do not fit the {:#x}-byte staging buffer",
+                    bytes.len(),
+                    bufs.msg1_size
+                ),
+            });
+        }
+        ctx.vram.write(bufs.msg1, bytes)?;
+        self.msg1_dirty = self.msg1_dirty.map(|d| d.max(bytes.len() as u64));
+        Ok(ctx.mc.mc(bufs.msg1))
+    }
+
+    /// Put one command on the ring and wait for its fence; the command buffer as the PSP
+    /// left it (status checked).
+    fn submit(
+        &mut self,
+        ctx: &Ctx,
+        soc: &Soc,
+        bufs: &Buffers,
+        cmd: &Command<'_>,
+    ) -> Result<psp_gfx_cmd_resp> {
+        let Some(wptr) = self.wptr else {
+            return Err(Error::BadState {
+                device: ctx.name.clone(),
+                reason: format!(
+                    "{}: the PSP ring was not created by this driver instance",
+                    cmd.name
+                ),
+            });
+        };
+        let mut buf = vec![0u8; size_of::<psp_gfx_cmd_resp>()];
+        put32(
+            &mut buf,
+            offset_of!(psp_gfx_cmd_resp, buf_size),
+            size_of::<psp_gfx_cmd_resp>() as u32,
+        );
+        put32(&mut buf, offset_of!(psp_gfx_cmd_resp, cmd_id), cmd.id);
+        let at = offset_of!(psp_gfx_cmd_resp, cmd);
+        buf[at..at + cmd.body.len()].copy_from_slice(cmd.body);
+        ctx.vram.write(bufs.cmd, &buf)?;
+        ctx.vram.write32(bufs.fence, 0)?;
+
+        self.fence_value = self.fence_value.wrapping_add(1).max(1);
+        let fence_value = self.fence_value;
+        let cmd_mc = ctx.mc.mc(bufs.cmd);
+        let fence_mc = ctx.mc.mc(bufs.fence);
+        let frame = psp_gfx_rb_frame {
+            cmd_buf_addr_lo: cmd_mc as u32,
+            cmd_buf_addr_hi: (cmd_mc >> 32) as u32,
+            cmd_buf_size: size_of::<psp_gfx_cmd_resp>() as u32,
+            fence_addr_lo: fence_mc as u32,
+            fence_addr_hi: (fence_mc >> 32) as u32,
+            fence_value,
+            sid_lo: 0,
+            sid_hi: 0,
+            vmid: 0,
+            frame_type: 0,
+            reserved1: [0; 2],
+            reserved2: [0; 7],
+        };
+        ctx.vram
+            .write(bufs.ring + u64::from(wptr) * 4, frame.as_bytes())?;
+        soc.hdp_flush(ctx)?;
+        let next = (wptr + FRAME_DW) % (RING_SIZE / 4);
+        self.wptr = Some(next);
+        ctx.wreg(self.regs.c67, 0, next)?;
+
+        // The fence is in memory; reading the write pointer between looks lets the PSP
+        // (and the mock's clock) move on.
+        let c67 = ctx.regs.reg(self.regs.c67)?;
+        ctx.poll(
+            ctx.timeouts.psp,
+            &format!("PSP fence of {} (value {fence_value})", cmd.name),
+            || {
+                let v = ctx.vram.read32(bufs.fence)?;
+                if v != fence_value {
+                    c67.read(0)?;
+                }
+                Ok((v == fence_value, v))
+            },
+        )?;
+        let mut out = vec![0u8; size_of::<psp_gfx_cmd_resp>()];
+        ctx.vram.read(bufs.cmd, &mut out)?;
+        let resp = psp_gfx_cmd_resp::read_from_bytes(&out).map_err(|_| Error::BadState {
+            device: ctx.name.clone(),
+            reason: format!("{}: short command buffer read", cmd.name),
+        })?;
+        if resp.resp.status != 0 {
+            return Err(Error::PspCommand {
+                device: ctx.name.clone(),
+                command: cmd.name.clone(),
+                status: resp.resp.status,
+            });
+        }
+        Ok(resp)
     }
 
     /// `SRIOV_SPATIAL_PART` with `mode` (1 = SPX).
-    pub fn spatial_partition(&mut self, _ctx: &Ctx, _mode: u32) -> Result<()> {
-        Ok(())
+    pub fn spatial_partition(&mut self, ctx: &Ctx, soc: &Soc, mode: u32) -> Result<()> {
+        let Some(bufs) = self.bufs else {
+            return Err(Error::BadState {
+                device: ctx.name.clone(),
+                reason: "GFX_CMD_ID_SRIOV_SPATIAL_PART: the PSP has no buffers (VF or no firmware)"
+                    .into(),
+            });
+        };
+        let c = psp_gfx_cmd_sriov_spatial_part {
+            mode,
+            override_ips: 0,
+            override_xcds_avail: 0,
+            override_this_aid: 0,
+        };
+        self.submit(
+            ctx,
+            soc,
+            &bufs,
+            &Command {
+                id: GFX_CMD_ID_SRIOV_SPATIAL_PART,
+                body: c.as_bytes(),
+                name: format!("GFX_CMD_ID_SRIOV_SPATIAL_PART(mode {mode})"),
+            },
+        )
+        .map(drop)
     }
 
     /// What was loaded, in order: `(step name, bytes)`.
     pub fn loaded(&self) -> &[(String, usize)] {
         &self.loaded
     }
+
+    /// The firmware load plan this instance follows (`None` on a VF).
+    pub fn plan(&self) -> Option<&LoadPlan> {
+        self.plan.as_ref()
+    }
+}
+
+fn put32(buf: &mut [u8], at: usize, v: u32) {
+    buf[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// The `cmd_setup_tmr` member: the TMR's MC address and size, and (with `virt_phy_addr`)
+/// its physical address, as amdgpu sends it.
+fn setup_tmr_body(mc: u64, paddr: u64, size: u32) -> Vec<u8> {
+    let mut b = vec![0u8; size_of::<psp_gfx_cmd_setup_tmr>()];
+    put32(
+        &mut b,
+        offset_of!(psp_gfx_cmd_setup_tmr, buf_phy_addr_lo),
+        mc as u32,
+    );
+    put32(
+        &mut b,
+        offset_of!(psp_gfx_cmd_setup_tmr, buf_phy_addr_hi),
+        (mc >> 32) as u32,
+    );
+    put32(&mut b, offset_of!(psp_gfx_cmd_setup_tmr, buf_size), size);
+    // tmr_flags: bit 1 = virt_phy_addr (the system address below is meaningful).
+    put32(
+        &mut b,
+        offset_of!(psp_gfx_cmd_setup_tmr, __bindgen_anon_1),
+        1 << 1,
+    );
+    put32(
+        &mut b,
+        offset_of!(psp_gfx_cmd_setup_tmr, system_phy_addr_lo),
+        paddr as u32,
+    );
+    put32(
+        &mut b,
+        offset_of!(psp_gfx_cmd_setup_tmr, system_phy_addr_hi),
+        (paddr >> 32) as u32,
+    );
+    b
 }

@@ -11,8 +11,12 @@
 //!   MEC must not be halted and, on GC 11, the pipe's `CP_MEC_RS64_PRGRM_CNTR_START`/`_HI`
 //!   must hold the MEC firmware's start address); `CP_HQD_DEQUEUE_REQUEST = 2` deactivates it. Queues outlive
 //!   driver handles and are cleared by `GRBM_SOFT_RESET.SOFT_RESET_CP`, FLR and mode1.
+//! - RLC safe mode: a write of `RLC_SAFE_MODE` with `CMD` set is acknowledged at once (`CMD`
+//!   reads 0) once the RLC runs, and `MESSAGE` enters (1) or leaves (0) safe mode on that XCC;
+//!   before the RLC runs nothing answers. Clock-gating controls (`RLC_CGCG_CGLS_CTRL`,
+//!   `RLC_CGTT_MGCG_OVERRIDE`) written outside safe mode are violations.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::psp::Psp;
 use super::{Fault, Hw, IpModel, Reg, ResetKind};
@@ -60,6 +64,8 @@ pub struct Gfx {
     rlc_firmware_loaded: bool,
     /// The MEC firmware's RS64 start address (`ucode_start_addr`), when a test told it.
     mec_ucode_start: Option<u64>,
+    /// XCCs whose RLC is in safe mode.
+    safe_mode: BTreeSet<u8>,
 }
 
 fn field(hw: &Hw<'_>, id: RegId, name: &str) -> Result<am_autogen::regs::Field, Fault> {
@@ -285,6 +291,28 @@ impl IpModel for Gfx {
             self.banks.insert((me, pipe, queue, reg.id), value);
             return Ok(());
         }
+        match name {
+            "RLC_SAFE_MODE" => {
+                let cmd = field(hw, reg.id, "CMD")?;
+                let running = self.rlc_autoload_requested || self.rlc_firmware_loaded;
+                if cmd.get(value) != 0 && running {
+                    if field(hw, reg.id, "MESSAGE")?.get(value) != 0 {
+                        self.safe_mode.insert(xcc);
+                    } else {
+                        self.safe_mode.remove(&xcc);
+                    }
+                    // The RLC acknowledges the command.
+                    hw.regs.set(reg.id, cmd.set(value, 0));
+                    return Ok(());
+                }
+            }
+            "RLC_CGCG_CGLS_CTRL" | "RLC_CGTT_MGCG_OVERRIDE" if !self.safe_mode.contains(&xcc) => {
+                return Err(Fault::new(format!(
+                    "{name} of XCC {xcc} written outside RLC safe mode"
+                )));
+            }
+            _ => {}
+        }
         hw.regs.set(reg.id, value);
         if name == "GRBM_SOFT_RESET" && field(hw, reg.id, "SOFT_RESET_CP")?.get(value) != 0 {
             self.reset_cp(hw, xcc);
@@ -298,6 +326,7 @@ impl IpModel for Gfx {
         self.active.clear();
         self.rlc_autoload_requested = false;
         self.rlc_firmware_loaded = false;
+        self.safe_mode.clear();
         // `mec_ucode_start` describes the firmware files, not device state: kept.
     }
 }

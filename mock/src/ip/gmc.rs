@@ -18,6 +18,7 @@ use std::collections::HashMap;
 
 use super::ih::IhEntry;
 use super::{Fault, Hw, IpModel, Reg, ResetKind};
+use crate::hive::Member;
 use crate::profile::RegIp;
 use crate::regs::RegId;
 use crate::walker::{self, Access, Context, FaultKind, PageFault, PhysTarget, PteFormat};
@@ -143,7 +144,9 @@ pub fn fb_aperture(hw: &Hw<'_>, hub: Hub, mc: u64) -> Option<u64> {
     if mc < base || mc > top {
         return None;
     }
-    let local = mc - base - xgmi_offset(hw, hub);
+    // In a hive the aperture spans every member's segment; another member's segment is
+    // reached over XGMI, which is not modelled (the caller walks the GART and faults).
+    let local = (mc - base).checked_sub(xgmi_offset(hw, hub))?;
     hw.vram.contains(local, 1).then_some(local)
 }
 
@@ -208,12 +211,18 @@ pub fn fault_ih_entry(hw: &Hw<'_>, hub: Hub, vmid: u8, f: &PageFault, access: Ac
     }
 }
 
+/// The XGMI layout registers firmware programs and the driver only reads.
+const XGMI_LFB: [&str; 2] = ["MC_VM_XGMI_LFB_CNTL", "MC_VM_XGMI_LFB_SIZE"];
+
 impl Gmc {
     /// What firmware leaves in the hubs at power-on (and again after a reset): the FB
-    /// location, in 16 MiB units, on every GC and MM hub instance.
-    pub fn power_on(hw: &mut Hw<'_>) {
+    /// location, in 16 MiB units, on every GC and MM hub instance; in a hive also the XGMI
+    /// layout (`MC_VM_XGMI_LFB_CNTL`, `MC_VM_XGMI_LFB_SIZE`), and the FB location then spans
+    /// the segments of all members.
+    pub fn power_on(hw: &mut Hw<'_>, member: Option<&Member>) {
+        let aperture = member.map_or(hw.profile.vram_size, |m| m.hive.aperture_size());
         let base = (FB_BASE >> 24) as u32;
-        let top = ((FB_BASE + hw.profile.vram_size - 1) >> 24) as u32;
+        let top = ((FB_BASE + aperture - 1) >> 24) as u32;
         let hubs: Vec<(RegIp, u8)> = hw
             .profile
             .ips
@@ -230,7 +239,35 @@ impl Gmc {
                     hw.set(table, top_reg, instance, top);
                 }
             }
+            if let Some(m) = member {
+                set_xgmi_layout(hw, Hub { ip, instance }, m);
+            }
         }
+    }
+}
+
+/// Program a hub's XGMI LFB registers with a member's place in its hive (fields from the
+/// hub's generated `sh_mask`; a hub without the registers is left alone).
+fn set_xgmi_layout(hw: &mut Hw<'_>, hub: Hub, m: &Member) {
+    let encode = |hw: &Hw<'_>, id, fields: &[(&str, u32)]| {
+        fields.iter().fold(0u32, |v, &(name, value)| {
+            field(hw, id, name).map_or(v, |f| f.set(v, value))
+        })
+    };
+    if let Some(id) = hub_reg(hw, hub, XGMI_LFB[0]) {
+        let v = encode(
+            hw,
+            id,
+            &[
+                ("PF_LFB_REGION", u32::from(m.region)),
+                ("PF_MAX_REGION", m.hive.max_region()),
+            ],
+        );
+        hw.regs.set(id, v);
+    }
+    if let Some(id) = hub_reg(hw, hub, XGMI_LFB[1]) {
+        let v = encode(hw, id, &[("PF_LFB_SIZE", m.hive.lfb_size())]);
+        hw.regs.set(id, v);
     }
 }
 
@@ -420,7 +457,14 @@ impl IpModel for Gmc {
 
     fn write(&mut self, hw: &mut Hw<'_>, reg: Reg<'_>, value: u32) -> Result<(), Fault> {
         let hub = Self::hub_of(&reg);
-        match base_name(reg.name()) {
+        let name = base_name(reg.name());
+        if XGMI_LFB.contains(&name) {
+            return Err(Fault::new(format!(
+                "{}: firmware programs the XGMI hive layout; the driver only reads it",
+                reg.name()
+            )));
+        }
+        match name {
             "VM_INVALIDATE_ENG17_SEM" => {
                 if value & 1 == 0 {
                     self.hubs.entry(hub).or_default().sem_held = false;

@@ -19,7 +19,7 @@ use std::mem::{offset_of, size_of};
 use zerocopy::FromBytes;
 
 use super::{Fault, Hw, IpModel, Reg, ResetKind};
-use crate::ip::gmc::FB_BASE;
+use crate::ip::gmc::{Hub, fb_aperture};
 use crate::profile::{Profile, RegIp};
 
 /// The bootloader's component buffer is 1 MiB (`PSP_1_MEG`): the driver zeroes it and copies
@@ -36,13 +36,19 @@ pub const SOS_ALIVE: u32 = 0x0031_0024;
 /// Largest firmware a LOAD_IP_FW may carry (no IP firmware comes near 16 MiB).
 const MAX_FW_SIZE: u32 = 16 << 20;
 
+/// Where an MC address the PSP or SMU is handed lands in this device's VRAM: MMHUB 0's FB
+/// aperture, minus the device's XGMI segment offset in a hive (`gmc::fb_aperture`); else
+/// `None` (system memory).
+fn vram_offset(hw: &Hw<'_>, addr: u64, len: u64) -> Option<u64> {
+    let off = fb_aperture(hw, Hub::mm(0), addr)?;
+    hw.vram.contains(off, len).then_some(off)
+}
+
 /// Read `len` bytes of device-visible memory at MC/bus address `addr`: VRAM through its MC
 /// range, else system memory (bus mastering must be on).
 pub(crate) fn mem_read(hw: &Hw<'_>, addr: u64, buf: &mut [u8]) -> Result<(), String> {
     let len = buf.len() as u64;
-    if let Some(off) = addr.checked_sub(FB_BASE)
-        && hw.vram.contains(off, len)
-    {
+    if let Some(off) = vram_offset(hw, addr, len) {
         hw.vram.read(off, buf);
         return Ok(());
     }
@@ -61,9 +67,7 @@ pub(crate) fn mem_read(hw: &Hw<'_>, addr: u64, buf: &mut [u8]) -> Result<(), Str
 /// Write device-visible memory at MC/bus address `addr` (see [`mem_read`]).
 pub(crate) fn mem_write(hw: &Hw<'_>, addr: u64, data: &[u8]) -> Result<(), String> {
     let len = data.len() as u64;
-    if let Some(off) = addr.checked_sub(FB_BASE)
-        && hw.vram.contains(off, len)
-    {
+    if let Some(off) = vram_offset(hw, addr, len) {
         hw.vram.write(off, data);
         return Ok(());
     }
@@ -243,6 +247,20 @@ impl Psp {
     pub fn mark_rlc_for_test(&mut self, firmware_loaded: bool, autoload_requested: bool) {
         self.rlc_firmware_loaded |= firmware_loaded;
         self.rlc_autoload_requested |= autoload_requested;
+    }
+
+    /// Test hook (through [`crate::MockGpu::run_foreign_firmware`]): the sOS of another
+    /// driver runs, as `amdgpu` leaves it — `C2PMSG_81` non-zero, `C2PMSG_64` ready, the RLC
+    /// firmware loaded — without any load in this model's log. No ring is left (the driver
+    /// only looks at `C2PMSG_81` before deciding to reset).
+    pub(crate) fn run_foreign_sos(&mut self, hw: &mut Hw<'_>) {
+        self.sos_alive = true;
+        self.pending = None;
+        self.rlc_firmware_loaded = true;
+        self.rlc_autoload_requested = true;
+        self.tmr_set = true;
+        hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_81", 0, SOS_ALIVE);
+        hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_64", 0, GFX_FLAG_RESPONSE);
     }
 
     fn check(&self, reg: Reg<'_>) -> Result<(), Fault> {

@@ -200,6 +200,9 @@ pub struct Smu {
     pending: Option<Answer>,
     mode1_requested: bool,
     metrics_counter: u32,
+    /// ACA (MCA) error banks the firmware holds: uncorrectable and correctable, each bank
+    /// eight 64-bit registers (STATUS at 1, ADDR 2, MISC0 3, IPID 5, SYND 6).
+    aca: [Vec<[u64; 8]>; 2],
     /// Fault injection.
     pub faults: SmuFaults,
     log: Vec<SmuMessage>,
@@ -226,6 +229,7 @@ impl Smu {
             pending: None,
             mode1_requested: false,
             metrics_counter: 0,
+            aca: [Vec::new(), Vec::new()],
             faults: SmuFaults::default(),
             log: Vec::new(),
         };
@@ -258,6 +262,12 @@ impl Smu {
         if self.mp1 == Some(Mp1::V13_0_6) {
             self.soft.push((u32::MAX, MI300X_GFXCLK.0, MI300X_GFXCLK.1));
         }
+    }
+
+    /// Test hook: the firmware records an ACA error bank (uncorrectable if `ue`), as after a
+    /// RAS event; the driver reads it through the MCA dump messages (13.0.6 family).
+    pub fn push_aca_bank(&mut self, ue: bool, regs: [u64; 8]) {
+        self.aca[usize::from(!ue)].push(regs);
     }
 
     /// Every message taken, in order (kept across resets).
@@ -297,6 +307,14 @@ impl Smu {
     /// takes the request after the access).
     pub fn take_mode1_request(&mut self) -> bool {
         std::mem::take(&mut self.mode1_requested)
+    }
+
+    /// Test hook (through [`crate::MockGpu::run_foreign_firmware`]): the firmware runs with
+    /// its features enabled, as another driver leaves it.
+    pub(crate) fn run_foreign_firmware(&mut self) {
+        self.dead = false;
+        self.boot();
+        self.features_enabled = true;
     }
 
     fn check(&self, reg: Reg<'_>) -> Result<(), Fault> {
@@ -520,6 +538,24 @@ impl Smu {
                     Ok(0)
                 }
                 s6::PPSMC_MSG_GfxDriverReset => Err(s6::PPSMC_Result_CmdRejectedPrereq),
+                s6::PPSMC_MSG_QueryValidMcaCount => Ok(self.aca[0].len() as u32),
+                s6::PPSMC_MSG_QueryValidMcaCeCount => Ok(self.aca[1].len() as u32),
+                s6::PPSMC_MSG_McaBankDumpDW | s6::PPSMC_MSG_McaBankCeDumpDW => {
+                    // param: bank << 16 | byte offset of the dword within the bank.
+                    let kind = usize::from(msg == s6::PPSMC_MSG_McaBankCeDumpDW);
+                    let (bank, byte) = ((param >> 16) as usize, (param & 0xffff) as usize);
+                    match self.aca[kind].get(bank) {
+                        Some(regs) if byte % 4 == 0 && byte < 64 => {
+                            let r = regs[byte / 8];
+                            Ok(if byte % 8 == 0 {
+                                r as u32
+                            } else {
+                                (r >> 32) as u32
+                            })
+                        }
+                        _ => Err(s6::PPSMC_Result_CmdRejectedPrereq),
+                    }
+                }
                 _ => {
                     return Err(Fault::new(format!(
                         "message {msg:#x} (param {param:#x}) is not in the MP1 13.0.6 table the model answers"

@@ -1,0 +1,222 @@
+//! SDMA model: engines halted at power-on, ring enable checks, registers frozen while a ring
+//! runs, GRBM soft reset, rings as doorbell owners; RLC safe mode.
+
+#![allow(clippy::unwrap_used)] // unwrap is how a test says "this must work"
+
+use std::sync::Arc;
+
+use am_autogen::regs::{RegIp, table};
+use am_driver::{Bar, PciDevice};
+use am_mock::MockGpu;
+
+struct Rig {
+    gpu: MockGpu,
+    bar5: Arc<dyn Bar>,
+    bar2: Arc<dyn Bar>,
+    /// Table of the SDMA registers and their name prefix for engine 0's ring.
+    ip: RegIp,
+    ring: &'static str,
+    engine: &'static str,
+}
+
+impl Rig {
+    fn new(profile: &str) -> Self {
+        let gpu = MockGpu::new(profile).unwrap();
+        let dev = gpu.open();
+        let (ip, ring, engine) = if profile == "navi31" {
+            (RegIp::Gc, "SDMA0_QUEUE0_", "SDMA0_")
+        } else {
+            (RegIp::Sdma, "SDMA_GFX_", "SDMA_")
+        };
+        Rig {
+            bar5: dev.bar(5).unwrap(),
+            bar2: dev.bar(2).unwrap(),
+            gpu,
+            ip,
+            ring,
+            engine,
+        }
+    }
+
+    fn addr(&self, ip: RegIp, name: &str, inst: u8) -> u64 {
+        let map = self.gpu.register_map();
+        let id = map
+            .find(ip, name, inst)
+            .unwrap_or_else(|| panic!("{name} instance {inst}"));
+        map.info(id).addr * 4
+    }
+
+    fn fields(&self, ip: RegIp, name: &str, fields: &[(&str, u32)]) -> u32 {
+        let map = self.gpu.register_map();
+        let info = map.info(map.find(ip, name, 0).unwrap());
+        let reg = table(ip, info.version).unwrap().by_name(name).unwrap();
+        fields.iter().fold(0, |v, (f, x)| {
+            reg.field(f)
+                .unwrap_or_else(|| panic!("{name}.{f}"))
+                .set(v, *x)
+        })
+    }
+
+    /// Write a ring register of engine 0.
+    fn ring_wr(&self, suffix: &str, v: u32) -> bool {
+        let name = format!("{}{suffix}", self.ring);
+        self.bar5.write32(self.addr(self.ip, &name, 0), v).is_ok()
+    }
+
+    fn ring_fields(&self, suffix: &str, f: &[(&str, u32)]) -> u32 {
+        self.fields(self.ip, &format!("{}{suffix}", self.ring), f)
+    }
+
+    fn unhalt(&self) {
+        let name = format!("{}F32_CNTL", self.engine);
+        self.bar5.write32(self.addr(self.ip, &name, 0), 0).unwrap();
+    }
+
+    fn enable(&self, extra: &[(&str, u32)]) -> bool {
+        let mut f = vec![("RB_ENABLE", 1), ("RB_SIZE", 10)];
+        f.extend_from_slice(extra);
+        let v = self.ring_fields("RB_CNTL", &f);
+        self.ring_wr("RB_CNTL", v)
+    }
+
+    fn program(&self) {
+        assert!(self.ring_wr("RB_BASE", (0x80_0010_0000u64 >> 8) as u32));
+        assert!(self.ring_wr("RB_BASE_HI", (0x80_0010_0000u64 >> 40) as u32));
+        assert!(self.ring_wr("RB_RPTR_ADDR_LO", 0x2000));
+        assert!(self.ring_wr("RB_WPTR_POLL_ADDR_LO", 0x2008));
+        let off = self.ring_fields("DOORBELL_OFFSET", &[("OFFSET", 0x200)]);
+        assert!(self.ring_wr("DOORBELL_OFFSET", off));
+        let en = self.ring_fields("DOORBELL", &[("ENABLE", 1)]);
+        assert!(self.ring_wr("DOORBELL", en));
+    }
+
+    fn last_reason(&self) -> String {
+        self.gpu.take_violations().last().unwrap().reason.clone()
+    }
+}
+
+#[test]
+fn engines_start_halted_and_a_halted_engine_runs_no_ring() {
+    for profile in ["navi31", "mi300x"] {
+        let r = Rig::new(profile);
+        r.program();
+        assert!(!r.enable(&[]), "{profile}");
+        assert!(r.last_reason().contains("halted"), "{profile}");
+        assert!(r.gpu.active_sdma_queues().is_empty());
+        r.unhalt();
+        assert!(r.enable(&[]), "{profile}");
+        let q = r.gpu.active_sdma_queues();
+        assert_eq!(q.len(), 1, "{profile}");
+        assert_eq!(q[0].rb_base, 0x80_0010_0000);
+        assert_eq!(q[0].rb_size, 4 << 10);
+        assert_eq!(q[0].doorbell_offset, 0x200);
+        assert!(r.gpu.violations().is_empty());
+    }
+}
+
+#[test]
+fn a_ring_needs_a_base_a_size_and_its_write_back_addresses() {
+    let r = Rig::new("navi31");
+    r.unhalt();
+    assert!(!r.enable(&[]));
+    assert!(r.last_reason().contains("without a ring base"));
+    r.program();
+    let small = r.ring_fields("RB_CNTL", &[("RB_ENABLE", 1), ("RB_SIZE", 5)]);
+    assert!(!r.ring_wr("RB_CNTL", small));
+    assert!(r.last_reason().contains("at least 256"));
+    assert!(r.ring_wr("RB_RPTR_ADDR_LO", 0));
+    assert!(!r.enable(&[("RPTR_WRITEBACK_ENABLE", 1)]));
+    assert!(r.last_reason().contains("read-pointer write-back"));
+    assert!(r.ring_wr("RB_RPTR_ADDR_LO", 0x2000));
+    assert!(r.ring_wr("RB_WPTR_POLL_ADDR_LO", 0x2004));
+    assert!(!r.enable(&[("F32_WPTR_POLL_ENABLE", 1)]));
+    assert!(r.last_reason().contains("write-pointer polling"));
+    assert!(r.ring_wr("RB_WPTR_POLL_ADDR_LO", 0x2008));
+    assert!(r.enable(&[("RPTR_WRITEBACK_ENABLE", 1), ("F32_WPTR_POLL_ENABLE", 1)]));
+    let q = r.gpu.active_sdma_queues()[0];
+    assert_eq!(
+        (q.rptr_addr, q.wptr_poll_addr),
+        (Some(0x2000), Some(0x2008))
+    );
+    assert!(r.gpu.violations().is_empty());
+}
+
+#[test]
+fn a_running_ring_keeps_its_base_until_stopped() {
+    let r = Rig::new("mi300x");
+    r.unhalt();
+    r.program();
+    assert!(r.enable(&[]));
+    assert!(!r.ring_wr("RB_BASE", 0x1234));
+    assert!(r.last_reason().contains("while SDMA ring"));
+    assert!(!r.ring_wr("DOORBELL_OFFSET", 0));
+    r.gpu.take_violations();
+    assert!(r.ring_wr("RB_CNTL", 0));
+    assert!(r.gpu.active_sdma_queues().is_empty());
+    assert!(r.ring_wr("RB_BASE", 0x1234));
+}
+
+#[test]
+fn a_running_ring_owns_its_doorbell() {
+    let r = Rig::new("navi31");
+    // Nobody owns dword 0x200 yet.
+    assert!(r.bar2.write32(0x200 * 4, 1).is_err());
+    assert!(r.last_reason().contains("owned by no queue"));
+    r.unhalt();
+    r.program();
+    assert!(r.enable(&[]));
+    r.bar2.write_bytes(0x200 * 4, &9u64.to_le_bytes()).unwrap();
+    let rings = r.gpu.doorbell_rings();
+    assert_eq!(rings.len(), 1);
+    assert_eq!(rings[0].value, 9);
+    assert!(matches!(
+        rings[0].owner,
+        am_mock::DoorbellOwner::Sdma {
+            engine: 0,
+            queue: 0
+        }
+    ));
+    assert!(r.gpu.violations().is_empty());
+}
+
+#[test]
+fn grbm_soft_reset_of_an_engine_stops_its_rings() {
+    let r = Rig::new("navi31");
+    r.unhalt();
+    r.program();
+    assert!(r.enable(&[]));
+    let sdma1 = r.fields(RegIp::Gc, "GRBM_SOFT_RESET", &[("SOFT_RESET_SDMA1", 1)]);
+    let grbm = r.addr(RegIp::Gc, "GRBM_SOFT_RESET", 0);
+    r.bar5.write32(grbm, sdma1).unwrap();
+    assert_eq!(
+        r.gpu.active_sdma_queues().len(),
+        1,
+        "another engine's reset"
+    );
+    let sdma0 = r.fields(RegIp::Gc, "GRBM_SOFT_RESET", &[("SOFT_RESET_SDMA0", 1)]);
+    r.bar5.write32(grbm, sdma0).unwrap();
+    r.bar5.write32(grbm, 0).unwrap();
+    assert!(r.gpu.active_sdma_queues().is_empty());
+    let cntl = r.addr(RegIp::Gc, "SDMA0_QUEUE0_RB_CNTL", 0);
+    assert_eq!(r.bar5.read32(cntl).unwrap() & 1, 0, "RB_ENABLE reads 0");
+}
+
+#[test]
+fn rlc_safe_mode_is_acknowledged_and_guards_clock_gating() {
+    let r = Rig::new("navi31");
+    let safe = r.addr(RegIp::Gc, "RLC_SAFE_MODE", 0);
+    let cgcg = r.addr(RegIp::Gc, "RLC_CGCG_CGLS_CTRL", 0);
+    let enter = r.fields(RegIp::Gc, "RLC_SAFE_MODE", &[("CMD", 1), ("MESSAGE", 1)]);
+    // No RLC running: nothing acknowledges.
+    r.bar5.write32(safe, enter).unwrap();
+    assert_eq!(r.bar5.read32(safe).unwrap() & 1, 1);
+    assert!(r.bar5.write32(cgcg, 1).is_err());
+    assert!(r.last_reason().contains("outside RLC safe mode"));
+    r.gpu.with_psp(|p| p.mark_rlc_for_test(true, true));
+    r.bar5.write32(safe, enter).unwrap();
+    assert_eq!(r.bar5.read32(safe).unwrap() & 1, 0, "CMD acknowledged");
+    r.bar5.write32(cgcg, 1).unwrap();
+    let exit = r.fields(RegIp::Gc, "RLC_SAFE_MODE", &[("CMD", 1)]);
+    r.bar5.write32(safe, exit).unwrap();
+    assert!(r.bar5.write32(cgcg, 0).is_err());
+}
