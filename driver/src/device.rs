@@ -510,6 +510,10 @@ impl AmDevice {
         if !self.blocks.smu.is_alive(&self.ctx)? {
             return Ok(false);
         }
+        // The scratch registers outlive a mode1 reset but the firmware does not: without
+        // this, a device that was finalised cleanly before the reset would be warm booted
+        // on dead firmware. Written before the reset, while the device still answers.
+        self.ctx.wreg(gc::SCRATCH_REG7, 0, 0)?;
         self.ctx.pci.set_bus_master(false)?;
         let in_hive = self.ctx.mc.is_hive();
         let r = self.blocks.smu.mode1_reset(&self.ctx, in_hive);

@@ -110,6 +110,8 @@ pub struct Membership {
 pub struct HiveSummary {
     /// Devices (regions) of the hive.
     pub regions: u32,
+    /// This device's region (`PF_LFB_REGION`).
+    pub region: u32,
     /// Segment size in bytes.
     pub segment_size: u64,
     /// This device's segment start in the hive's physical address space, hex.
@@ -125,6 +127,7 @@ impl Membership {
             fb_top: format!("{:#x}", mc.fb_top),
             hive: mc.is_hive().then(|| HiveSummary {
                 regions: mc.xgmi_regions,
+                region: mc.xgmi_region().unwrap_or(0),
                 segment_size: mc.xgmi_seg_size,
                 paddr_base: format!("{:#x}", mc.xgmi_paddr_base),
             }),
@@ -135,7 +138,8 @@ impl Membership {
     pub fn describe(&self) -> String {
         let hive = match &self.hive {
             Some(h) => format!(
-                "member of an XGMI hive of {} ({} MiB segments, this one at {})",
+                "region {} of an XGMI hive of {} ({} MiB segments, this one at {})",
+                h.region,
                 h.regions,
                 h.segment_size >> 20,
                 h.paddr_base
@@ -223,7 +227,7 @@ pub fn print_boot(b: &BootSummary) {
             b.firmware_bytes
         );
         for f in &b.firmware {
-            println!("    {:<24} {:>9} bytes", f.step, f.bytes);
+            println!("    {:<32} {:>9} bytes", f.step, f.bytes);
         }
     }
 }
@@ -358,7 +362,10 @@ mod tests {
             },
         );
         let h = member.hive.as_ref().unwrap();
-        assert_eq!((h.regions, h.paddr_base.as_str()), (8, "0x800000000"));
+        assert_eq!(
+            (h.regions, h.region, h.paddr_base.as_str()),
+            (8, 1, "0x800000000")
+        );
         assert!(
             member.describe().contains("hive of 8"),
             "{}",

@@ -140,6 +140,33 @@ mod tests {
     }
 
     #[test]
+    fn the_open_after_a_reset_is_a_full_boot_even_after_a_clean_fini() {
+        // A clean fini leaves SCRATCH_REG7/6 asking for a warm boot, and the scratch
+        // registers survive the reset; the firmware does not.
+        let pci = am_mock::open("navi31", 305).unwrap();
+        assert!(init_once(pci.clone(), opts()).unwrap().finalised);
+        assert!(reset_once(pci.clone(), opts()).unwrap().smu_was_running);
+        let next = init_once(pci, opts()).unwrap();
+        assert_eq!(next.boot.boot_kind, "cold");
+        let why = next.boot.full_boot_reason.unwrap();
+        assert!(why.contains("SCRATCH_REG7 = 0x0"), "{why}");
+        assert!(!next.boot.firmware.is_empty());
+        let gpu = am_mock::gpu("navi31", 305).unwrap();
+        assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+    }
+
+    #[test]
+    fn a_hive_member_is_left_to_the_hive_reset() {
+        let pci = am_mock::open("mi300x-hive2", 304).unwrap();
+        let e = reset_once(pci, opts()).unwrap_err().to_string();
+        assert!(e.contains("XGMI hive of 2 devices"), "{e}");
+        assert!(e.contains("am hive-reset"), "{e}");
+        // Refused before any SMU message: nothing was reset.
+        let gpu = am_mock::gpu("mi300x-hive2", 304).unwrap();
+        assert!(gpu.with_smu(|s| s.alive()));
+    }
+
+    #[test]
     fn a_vf_cannot_reset_the_gpu() {
         let pci = am_mock::open("mi350x-vf", 303).unwrap();
         let e = reset_once(pci, opts()).unwrap_err().to_string();

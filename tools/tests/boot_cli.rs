@@ -90,6 +90,23 @@ fn init_of_a_vf_is_a_vf_boot_without_psp_or_smu() {
 }
 
 #[test]
+fn init_of_a_hive_member_names_its_hive_and_region() {
+    let j = json_of(&am(&["init", "mock:mi300x-hive4:1", "--json"], &[]));
+    assert_eq!(j["boot_kind"], "cold");
+    assert_eq!(j["hive"]["regions"], 4);
+    assert_eq!(j["hive"]["region"], 1);
+    assert_eq!(j["finalised"], true);
+}
+
+#[test]
+fn reset_of_a_hive_member_points_to_the_hive_reset() {
+    let out = am(&["reset", "mock:mi300x-hive4:2"], &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("am hive-reset"), "{err}");
+}
+
+#[test]
 fn init_text_names_the_boot_kind_and_the_finalisation() {
     let out = am(&["init", "mock:mi300x"], &[]);
     assert!(out.status.success());
