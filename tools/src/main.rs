@@ -46,7 +46,27 @@ enum Command {
     Serve(serve::ServeArgs),
 }
 
+/// `am … | head`: once the reader has gone, printing fails with a broken pipe. That is the
+/// reader's choice, not an error of ours: leave quietly with the status a shell reports for
+/// SIGPIPE (128 + 13) instead of a panic and a backtrace.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     // A server's connections and refusals are worth seeing by default; other commands print
     // their own results and log only warnings.

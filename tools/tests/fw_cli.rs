@@ -257,3 +257,20 @@ fn fw_list_with_a_wrong_pin_reports_the_mismatch() {
     );
     assert_eq!(v["complete"], false);
 }
+
+#[test]
+fn a_reader_that_goes_away_ends_the_command_quietly() {
+    // The reader closes its end before `am` writes a byte: the first write fails with a
+    // broken pipe, which must end the command with the SIGPIPE status and no panic.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(["fw", "list", "--profile", "mi300x", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
