@@ -814,8 +814,9 @@ impl Shared {
         let reg = Reg { id, info };
         if info.block == Block::Gfx {
             // RLC bring-up status follows what the PSP did.
-            let crate::ip::Models { gfx, psp, .. } = &mut st.models;
+            let crate::ip::Models { gfx, psp, nbio, .. } = &mut st.models;
             gfx.observe_psp(psp);
+            gfx.observe_hdp(nbio.hdp_flushes().1);
         }
         let model = st.models.model(info.block);
         let mut hw = Hw {

@@ -323,3 +323,33 @@ fn navi31_activation_with_an_unwritten_program_counter_is_a_violation() {
     assert!(v[0].reason.contains("never written"), "{v:?}");
     assert!(r.gpu.active_queues().is_empty());
 }
+
+#[test]
+fn a_queue_on_an_mqd_written_after_the_last_hdp_flush_is_a_violation() {
+    let r = Rig::new("navi31");
+    r.mec(0, false);
+    let mqd_vram = 0x30_0000;
+    let mqd = am_mock::ip::gmc::FB_BASE + mqd_vram;
+    let nbio = |name| {
+        let map = r.gpu.register_map();
+        map.info(map.find(RegIp::Nbio, name, 0).unwrap()).addr * 4
+    };
+    let bar0 = r.dev.bar(0).unwrap();
+    bar0.write_bytes(mqd_vram, &[0x5a; 64]).unwrap();
+    r.select(0, 1, 0, 4);
+    r.program_hqd(0, 0x1_0010_0000, 9, 0x44, mqd);
+    assert!(!r.try_wr("CP_HQD_ACTIVE", 0, 1));
+    let v = r.gpu.take_violations();
+    assert!(v[0].reason.contains("after the last HDP flush"), "{}", v[0]);
+    assert!(r.gpu.active_queues().is_empty());
+    // The flush: a write to the register the remap register points at.
+    let flush = u64::from(
+        r.bar5
+            .read32(nbio("BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL"))
+            .unwrap(),
+    );
+    r.bar5.write32(flush, 0).unwrap();
+    r.wr("CP_HQD_ACTIVE", 0, 1);
+    assert_eq!(r.gpu.active_queues().len(), 1);
+    assert!(r.gpu.violations().is_empty(), "{:?}", r.gpu.violations());
+}
