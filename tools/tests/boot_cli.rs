@@ -254,3 +254,35 @@ fn a_second_init_through_am_serve_is_a_warm_boot() {
     assert!(!names.iter().any(|n| n == "psp" || n == "smu"), "{names:?}");
     assert_eq!(second["firmware"], serde_json::json!([]));
 }
+
+#[test]
+fn what_init_loads_through_the_psp_is_what_fw_list_plans() {
+    for profile in ["navi31", "mi300x"] {
+        let plan = json_of(&am(&["fw", "list", "--profile", profile, "--json"], &[]));
+        let boot = json_of(&am(&["init", &format!("mock:{profile}:7"), "--json"], &[]));
+        let planned: Vec<(String, u64)> = plan["psp_load_order"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["name"].as_str().unwrap().to_string(),
+                    s["size"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        let loaded: Vec<(String, u64)> = boot["firmware"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["step"].as_str().unwrap().to_string(),
+                    s["bytes"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert!(!planned.is_empty(), "{profile}");
+        assert_eq!(loaded, planned, "{profile}");
+    }
+}
