@@ -590,7 +590,11 @@ fn load_firmware(ctx: &Ctx, opts: &Options) -> Result<Option<FirmwareSet>> {
 
 /// Whether the last driver instance left a state a warm boot can build on; the reason for a
 /// full boot otherwise.
-fn warm_boot_check(ctx: &Ctx, opts: &Options) -> Result<std::result::Result<(), String>> {
+fn warm_boot_check(
+    ctx: &Ctx,
+    psp: &Psp,
+    opts: &Options,
+) -> Result<std::result::Result<(), String>> {
     if opts.force_reset {
         return Ok(Err("AM_RESET=1".into()));
     }
@@ -618,6 +622,13 @@ fn warm_boot_check(ctx: &Ctx, opts: &Options) -> Result<std::result::Result<(), 
             fault_status.name()
         )));
     }
+    // The scratch registers survive a function-level reset (VFIO resets on open) and a
+    // mode1 reset; the firmware does not. A warm boot needs it running.
+    if !psp.is_sos_alive(ctx)? {
+        return Ok(Err(
+            "the scratch registers say this driver booted the device, but the PSP sOS is not running: it was reset since".into(),
+        ));
+    }
     Ok(Ok(()))
 }
 
@@ -634,7 +645,7 @@ fn boot(
         clock.run("ih", || b.ih.init_hw(ctx))?;
         BootKind::Vf
     } else {
-        match warm_boot_check(ctx, opts)? {
+        match warm_boot_check(ctx, &b.psp, opts)? {
             Ok(()) => BootKind::Warm,
             Err(why) => {
                 tracing::info!("{}: full boot: {why}", ctx.name);

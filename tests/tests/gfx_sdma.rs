@@ -273,23 +273,39 @@ fn recover_resets_the_mec_and_clears_its_queues() {
 }
 
 #[test]
-fn a_warm_boot_over_dead_firmware_waits_for_the_rlc_and_names_it() {
-    // A clean previous instance, then an FLR: the scratch registers survive (warm boot) but
-    // the firmware and the RLC are gone, so the RLC never reports ready.
-    for (profile, index, register) in [
-        ("navi31", 155, "RLC_RLCS_BOOTLOAD_STATUS"),
-        ("mi300x", 156, "CP_STAT"),
-    ] {
+fn a_reset_since_the_last_instance_makes_the_next_open_a_full_boot() {
+    // A clean previous instance, then an FLR: the scratch registers survive but the firmware
+    // does not, so the state machine must not warm boot over it.
+    for (profile, index) in [("navi31", 155), ("mi300x", 156)] {
         let gpu = rig(profile, index);
         open(&gpu).fini().unwrap();
         let pci = gpu.open();
         pci.reset().unwrap();
-        let e = AmDevice::open_with(pci, opts()).unwrap_err();
+        let dev = AmDevice::open_with(pci, opts()).unwrap();
+        assert_eq!(dev.boot_report().kind, BootKind::Cold, "{profile}");
+        let why = dev.boot_report().reason.clone().unwrap();
+        assert!(why.contains("PSP sOS is not running"), "{profile}: {why}");
+        dev.fini().unwrap();
+        no_violations(&gpu);
+    }
+}
+
+#[test]
+fn a_warm_boot_whose_rlc_never_comes_up_names_the_register_it_waited_on() {
+    // The sOS runs but the RLC has lost its firmware: the RLC wait times out and says where.
+    for (profile, index, register) in [
+        ("navi31", 161, "RLC_RLCS_BOOTLOAD_STATUS"),
+        ("mi300x", 162, "CP_STAT"),
+    ] {
+        let gpu = rig(profile, index);
+        open(&gpu).fini().unwrap();
+        gpu.with_psp(|p| p.drop_rlc_for_test());
+        let e = AmDevice::open_with(gpu.open(), opts()).unwrap_err();
         match &e {
             Error::Timeout { what, .. } => {
                 assert!(what.contains("RLC") && what.contains(register), "{what}");
             }
-            other => panic!("{other}"),
+            other => panic!("{profile}: {other}"),
         }
     }
 }

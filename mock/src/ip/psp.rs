@@ -249,6 +249,13 @@ impl Psp {
         self.rlc_autoload_requested |= autoload_requested;
     }
 
+    /// Test hook: the RLC loses its firmware while the sOS keeps running (as after a
+    /// GFX-only reset): RLC autoload reads incomplete until the PSP loads it again.
+    pub fn drop_rlc_for_test(&mut self) {
+        self.rlc_firmware_loaded = false;
+        self.rlc_autoload_requested = false;
+    }
+
     /// Test hook (through [`crate::MockGpu::run_foreign_firmware`]): the sOS of another
     /// driver runs, as `amdgpu` leaves it — `C2PMSG_81` non-zero, `C2PMSG_64` ready, the RLC
     /// firmware loaded — without any load in this model's log. No ring is left (the driver
