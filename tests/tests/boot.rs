@@ -2,6 +2,7 @@
 //! The boot state machine on the mock: cold, warm, malformed state, and the SOC/GMC/IH
 //! programming each boot leaves behind.
 
+use am_driver::PciDevice;
 use am_driver::{AmDevice, BootKind, Options};
 use am_mock::MockGpu;
 
@@ -288,4 +289,32 @@ fn eop_and_sdma_traps_are_not_errors() {
     assert!(err.contains("client 22 source 0x42"), "{err}");
     drop(dev);
     assert_clean(&gpu);
+}
+
+#[test]
+fn foreign_firmware_is_mode1_reset_then_a_full_boot() {
+    for (profile, index) in [("navi31", 51), ("mi300x", 52)] {
+        let gpu = am_mock::gpu(profile, index).unwrap();
+        // As amdgpu leaves a device: its sOS and SMU run; SCRATCH_REG7 is not ours.
+        gpu.run_foreign_firmware();
+        let dev = open(&gpu);
+        assert_eq!(
+            dev.boot_report().kind,
+            BootKind::AfterMode1Reset,
+            "{profile}"
+        );
+        let phases: Vec<&str> = dev.boot_report().phases.iter().map(|p| p.name).collect();
+        let reset = phases.iter().position(|&p| p == "mode1_reset").unwrap();
+        let psp = phases.iter().position(|&p| p == "psp").unwrap();
+        assert!(reset < psp, "{profile}: {phases:?}");
+        // Bus mastering is back on after the reset.
+        assert_ne!(
+            gpu.open().config_read(0x04, 2).unwrap() & 0x4,
+            0,
+            "{profile}"
+        );
+        assert!(!dev.boot_report().firmware.is_empty());
+        dev.fini().unwrap();
+        assert_clean(&gpu);
+    }
 }
