@@ -645,7 +645,12 @@ fn boot(
         clock.run("ih", || b.ih.init_hw(ctx))?;
         BootKind::Vf
     } else {
-        match warm_boot_check(ctx, &b.psp, opts)? {
+        let check = warm_boot_check(ctx, &b.psp, opts)?;
+        // From here until `fini` the device is "in use": an open that fails part-way leaves
+        // SCRATCH_REG6 = 1, so the next instance does a full boot instead of building on a
+        // half-initialised device.
+        ctx.wreg(gc::SCRATCH_REG6, 0, 1)?;
+        match check {
             Ok(()) => BootKind::Warm,
             Err(why) => {
                 tracing::info!("{}: full boot: {why}", ctx.name);

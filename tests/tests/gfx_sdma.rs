@@ -393,3 +393,21 @@ fn queues_left_by_an_unfinished_instance_are_replaced_cleanly() {
     dev.fini().unwrap();
     no_violations(&gpu);
 }
+
+#[test]
+fn an_open_that_fails_part_way_makes_the_next_one_a_full_boot() {
+    let gpu = rig("navi31", 163);
+    open(&gpu).fini().unwrap();
+    // A warm boot that dies in GFX: the RLC lost its firmware.
+    gpu.with_psp(|p| p.drop_rlc_for_test());
+    assert!(AmDevice::open_with(gpu.open(), opts()).is_err());
+    assert_eq!(gpu.peek(RegIp::Gc, "SCRATCH_REG6", 0), Some(1));
+    // The next open does not build on it: a full boot (the firmware still runs, so it is
+    // reset first) that loads the RLC again and succeeds.
+    let dev = AmDevice::open_with(gpu.open(), opts()).unwrap();
+    assert_eq!(dev.boot_report().kind, BootKind::AfterMode1Reset);
+    let why = dev.boot_report().reason.clone().unwrap();
+    assert!(why.contains("SCRATCH_REG6 = 0x1"), "{why}");
+    dev.fini().unwrap();
+    no_violations(&gpu);
+}
