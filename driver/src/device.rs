@@ -429,6 +429,11 @@ impl AmDevice {
         self.report.kind == BootKind::ResetOnly
     }
 
+    /// How many times the interrupt ring overflowed (entries were lost) since open.
+    pub fn ih_overflows(&self) -> u64 {
+        self.blocks.ih.overflows
+    }
+
     /// The error the GPU reported, if the device is in its error state.
     pub fn error_state(&self) -> Option<&str> {
         self.error_state.as_deref()

@@ -318,3 +318,37 @@ fn foreign_firmware_is_mode1_reset_then_a_full_boot() {
         assert_clean(&gpu);
     }
 }
+
+#[test]
+fn an_overflowed_interrupt_ring_is_drained_counted_and_cleared() {
+    use am_mock::ip::ih::{IhEntry, Posted};
+    let gpu = am_mock::gpu("navi31", 53).unwrap();
+    let mut dev = open(&gpu);
+    let eop = IhEntry {
+        client_id: am_autogen::ih::SOC21_IH_CLIENTID_GFX as u8,
+        src_id: am_autogen::ih::gfx_11_0_0::GFX_11_0_0__SRCID__CP_EOP_INTERRUPT as u8,
+        ..IhEntry::default()
+    };
+    // 256 KiB of 32-byte entries: the ring holds 8191 before it is full.
+    let mut written = 0;
+    loop {
+        match gpu.post_interrupt(0, eop).unwrap() {
+            Posted::Written { .. } => written += 1,
+            Posted::Overflow => break,
+            Posted::Disabled => panic!("ring 0 is not enabled"),
+        }
+    }
+    assert_eq!(written, 8191);
+    let events = dev.handle_interrupts().unwrap();
+    assert_eq!(events.len(), 8191);
+    assert_eq!(dev.ih_overflows(), 1);
+    // Cleared: the ring takes entries again and the next drain sees exactly those.
+    assert!(matches!(
+        gpu.post_interrupt(0, eop).unwrap(),
+        Posted::Written { .. }
+    ));
+    assert_eq!(dev.handle_interrupts().unwrap().len(), 1);
+    assert_eq!(dev.ih_overflows(), 1);
+    drop(dev);
+    assert_clean(&gpu);
+}
