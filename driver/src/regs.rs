@@ -193,27 +193,7 @@ impl Regs {
 
     /// Look a register up in the table of the block's discovered version.
     pub fn reg(&self, name: Reg) -> Result<Register<'_>> {
-        let ip = block_of(name);
-        let block = self.blocks.get(&ip).ok_or_else(|| Error::NoIpInstance {
-            device: self.device.clone(),
-            ip: hwip::name(ip).to_string(),
-            instance: 0,
-            present: " (discovery does not list the block)".into(),
-        })?;
-        let table = block.table.ok_or_else(|| Error::NoRegisterTable {
-            device: self.device.clone(),
-            ip: block.label(),
-        })?;
-        let def = table.get(name).ok_or_else(|| Error::NoSuchRegister {
-            device: self.device.clone(),
-            register: name.name().to_string(),
-            ip: block.label(),
-        })?;
-        Ok(Register {
-            regs: self,
-            block,
-            def,
-        })
+        self.lookup(block_of(name), name.name(), |t| t.get(name))
     }
 
     /// Look a register up by its name in the table family `family` (for names built at run
@@ -223,6 +203,17 @@ impl Regs {
             RegIp::Mp if name.starts_with("MP1") => HwIp::MP1,
             f => BLOCKS.iter().find(|b| b.1 == f).map_or(HwIp::GC, |b| b.0),
         };
+        self.lookup(ip, name, |t| t.by_name(name))
+    }
+
+    /// The register `find` picks from the table of block `ip`, or an error naming what is
+    /// missing: the block, its table, or the register in it.
+    fn lookup(
+        &self,
+        ip: HwIp,
+        name: &str,
+        find: impl FnOnce(&'static RegTable) -> Option<RegDef>,
+    ) -> Result<Register<'_>> {
         let block = self.blocks.get(&ip).ok_or_else(|| Error::NoIpInstance {
             device: self.device.clone(),
             ip: hwip::name(ip).to_string(),
@@ -233,7 +224,7 @@ impl Regs {
             device: self.device.clone(),
             ip: block.label(),
         })?;
-        let def = table.by_name(name).ok_or_else(|| Error::NoSuchRegister {
+        let def = find(table).ok_or_else(|| Error::NoSuchRegister {
             device: self.device.clone(),
             register: name.to_string(),
             ip: block.label(),

@@ -224,22 +224,8 @@ impl Psp {
     /// Wait for the bootloader's ready bit; a status in its low bits is an error naming
     /// `what` the driver was about to do.
     fn wait_bootloader(&self, ctx: &Ctx, what: &str) -> Result<()> {
-        let v = ctx.wait_reg(
-            self.regs.c35,
-            0,
-            RESPONSE,
-            RESPONSE,
-            ctx.timeouts.psp,
-            &format!("PSP bootloader ready (C2PMSG_35 bit 31) for {what}"),
-        )?;
-        if v & 0xffff != 0 {
-            return Err(Error::PspCommand {
-                device: ctx.name.clone(),
-                command: what.to_string(),
-                status: v & 0xffff,
-            });
-        }
-        Ok(())
+        let awaited = format!("PSP bootloader ready (C2PMSG_35 bit 31) for {what}");
+        wait_response(ctx, self.regs.c35, &awaited, what)
     }
 
     fn bootloader(
@@ -295,22 +281,8 @@ impl Psp {
 
     /// Wait for the sOS's answer in `C2PMSG_64`; a status in its low bits is an error.
     fn wait_ring_answer(&self, ctx: &Ctx, what: &str) -> Result<()> {
-        let v = ctx.wait_reg(
-            self.regs.c64,
-            0,
-            RESPONSE,
-            RESPONSE,
-            ctx.timeouts.psp,
-            &format!("PSP answer (C2PMSG_64 bit 31) to {what}"),
-        )?;
-        if v & 0xffff != 0 {
-            return Err(Error::PspCommand {
-                device: ctx.name.clone(),
-                command: what.to_string(),
-                status: v & 0xffff,
-            });
-        }
-        Ok(())
+        let awaited = format!("PSP answer (C2PMSG_64 bit 31) to {what}");
+        wait_response(ctx, self.regs.c64, &awaited, what)
     }
 
     fn ring_create(&mut self, ctx: &Ctx, bufs: &Buffers) -> Result<()> {
@@ -600,4 +572,18 @@ fn setup_tmr_body(mc: u64, paddr: u64, size: u32) -> Vec<u8> {
         (paddr >> 32) as u32,
     );
     b
+}
+
+/// Wait for the response bit (31) of a PSP mailbox register; a status in its low 16 bits is
+/// an error naming `command`.
+fn wait_response(ctx: &Ctx, reg: Reg, awaited: &str, command: &str) -> Result<()> {
+    let v = ctx.wait_reg(reg, 0, RESPONSE, RESPONSE, ctx.timeouts.psp, awaited)?;
+    if v & 0xffff != 0 {
+        return Err(Error::PspCommand {
+            device: ctx.name.clone(),
+            command: command.to_string(),
+            status: v & 0xffff,
+        });
+    }
+    Ok(())
 }
