@@ -121,7 +121,7 @@ pub struct Phase {
     pub name: &'static str,
     /// Wall time.
     pub duration: Duration,
-    /// Register reads and writes during the phase.
+    /// Register reads during the phase.
     pub reg_reads: u64,
     /// Register writes during the phase.
     pub reg_writes: u64,
