@@ -181,17 +181,7 @@ impl Vram {
     }
 
     fn indirect(&self, at: u64, write: Option<u32>) -> Result<u32> {
-        const MM_INDEX: u64 = 0x0;
-        const MM_DATA: u64 = 0x1;
-        const MM_INDEX_HI: u64 = 0x6;
-        let at = at & !3;
-        self.mmio.write32(MM_INDEX_HI * 4, (at >> 31) as u32)?;
-        self.mmio
-            .write32(MM_INDEX * 4, (at as u32 & 0x7fff_ffff) | 0x8000_0000)?;
-        match write {
-            Some(v) => self.mmio.write32(MM_DATA * 4, v).map(|()| v),
-            None => self.mmio.read32(MM_DATA * 4),
-        }
+        crate::discovery::mm_window(&*self.mmio, at, write)
     }
 }
 
@@ -325,7 +315,7 @@ impl Ctx {
         mask: u32,
         want: u32,
         timeout: Duration,
-        what: &str,
+        what: impl std::fmt::Display,
     ) -> Result<u32> {
         let r = self.regs.reg(reg)?;
         self.poll(timeout, what, || {
@@ -353,7 +343,7 @@ impl Ctx {
     pub fn poll(
         &self,
         timeout: Duration,
-        what: &str,
+        what: impl std::fmt::Display,
         mut probe: impl FnMut() -> Result<(bool, u32)>,
     ) -> Result<u32> {
         let start = Instant::now();

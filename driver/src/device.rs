@@ -160,7 +160,7 @@ pub struct AmDevice {
     blocks: Blocks,
     report: BootReport,
     /// The VF's init-access lease (released exactly once: `fini`, `Drop`, or a failed open).
-    lease: Mutex<Option<VfLease>>,
+    lease: Option<VfLease>,
     error_state: Option<String>,
     finalized: bool,
 }
@@ -354,7 +354,7 @@ impl AmDevice {
             ctx,
             blocks,
             report,
-            lease: Mutex::new(lease),
+            lease,
             error_state: None,
             // A device opened only to be reset has nothing to finalise.
             finalized: kind == BootKind::ResetOnly,
@@ -549,7 +549,7 @@ impl AmDevice {
             let err = u32::from(self.error_state.is_some());
             result = result.and(ctx.wreg(gc::SCRATCH_REG6, 0, err));
         }
-        if let Some(mut lease) = self.lease.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        if let Some(mut lease) = self.lease.take() {
             lease.release();
         }
         result

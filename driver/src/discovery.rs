@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use zerocopy::FromBytes;
 
 use crate::hwip::{self, HwIp};
-use crate::{Error, PciDevice, Result};
+use crate::{Bar, Error, PciDevice, Result};
 
 /// `mmRCC_CONFIG_MEMSIZE`: VRAM size in MiB, a dword index in BAR5 valid before discovery.
 pub const RCC_CONFIG_MEMSIZE: u64 = 0xde3;
@@ -431,13 +431,22 @@ pub fn is_vf(dev: &dyn PciDevice) -> Result<bool> {
 pub fn read_vram_indirect(dev: &dyn PciDevice, addr: u64, buf: &mut [u8]) -> Result<()> {
     let mmio = dev.bar(5)?;
     for (i, chunk) in buf.chunks_mut(4).enumerate() {
-        let at = addr + (i as u64) * 4;
-        mmio.write32(MM_INDEX_HI * 4, (at >> 31) as u32)?;
-        mmio.write32(MM_INDEX * 4, (at as u32 & 0x7fff_ffff) | 0x8000_0000)?;
-        let word = mmio.read32(MM_DATA * 4)?.to_le_bytes();
+        let word = mm_window(&*mmio, addr + (i as u64) * 4, None)?.to_le_bytes();
         chunk.copy_from_slice(&word[..chunk.len()]);
     }
     Ok(())
+}
+
+/// One dword of VRAM at `at` (rounded down to a dword) through the `MM_INDEX`/`MM_DATA`
+/// window: read it, or write `write` and return it.
+pub fn mm_window(mmio: &dyn Bar, at: u64, write: Option<u32>) -> Result<u32> {
+    let at = at & !3;
+    mmio.write32(MM_INDEX_HI * 4, (at >> 31) as u32)?;
+    mmio.write32(MM_INDEX * 4, (at as u32 & 0x7fff_ffff) | 0x8000_0000)?;
+    match write {
+        Some(v) => mmio.write32(MM_DATA * 4, v).map(|()| v),
+        None => mmio.read32(MM_DATA * 4),
+    }
 }
 
 impl Discovery {

@@ -139,8 +139,14 @@ pub struct RawFile {
     pub path: PathBuf,
     /// The content, decompressed.
     pub data: Vec<u8>,
-    /// SHA-256 of `data`.
-    pub sha256: Sha256Digest,
+}
+
+impl RawFile {
+    /// SHA-256 of `data` (computed on each call: opening a device needs no hash unless a
+    /// pin asks for one).
+    pub fn sha256(&self) -> Sha256Digest {
+        sha256(&self.data)
+    }
 }
 
 /// The firmware search path and the pins to check files against.
@@ -206,21 +212,20 @@ impl Locator {
             searched: self.searched(),
         })?;
         let data = read_maybe_zst(&path)?;
-        let digest = sha256(&data);
-        if let Some(pin) = self.pins.get(name)
-            && *pin != digest
-        {
-            return Err(FirmwareError::HashMismatch {
-                path,
-                expected: hex(pin),
-                found: hex(&digest),
-            });
+        if let Some(pin) = self.pins.get(name) {
+            let digest = sha256(&data);
+            if *pin != digest {
+                return Err(FirmwareError::HashMismatch {
+                    path,
+                    expected: hex(pin),
+                    found: hex(&digest),
+                });
+            }
         }
         Ok(RawFile {
             name: name.to_string(),
             path,
             data,
-            sha256: digest,
         })
     }
 

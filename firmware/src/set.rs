@@ -17,8 +17,6 @@ pub struct LoadedFile {
     pub path: PathBuf,
     /// Its content (decompressed), shared with the payloads of a load plan.
     pub data: Arc<[u8]>,
-    /// SHA-256 of `data`.
-    pub sha256: Sha256Digest,
     /// What its headers say.
     pub image: Image,
 }
@@ -31,9 +29,13 @@ impl LoadedFile {
             spec,
             path: raw.path,
             data: raw.data.into(),
-            sha256: raw.sha256,
             image,
         })
+    }
+
+    /// SHA-256 of `data`, computed on each call.
+    pub fn sha256(&self) -> Sha256Digest {
+        crate::locate::sha256(&self.data)
     }
 
     /// Finds, reads, verifies and parses `spec`.

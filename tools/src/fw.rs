@@ -349,7 +349,7 @@ fn print_list_human(
             "SHA-256 (sha256sum format: save it and pass it to --pins to check these files later):"
         );
         for f in found {
-            println!("  {}  {}", hex(&f.sha256), f.spec.name);
+            println!("  {}  {}", hex(&f.sha256()), f.spec.name);
         }
     }
 }
@@ -373,7 +373,7 @@ fn print_list_json(
                     "header_version": version(&f.image),
                     "ucode_version": f.image.header.ucode_version,
                     "size": f.data.len(),
-                    "sha256": hex(&f.sha256),
+                    "sha256": hex(&f.sha256()),
                     "pinned": locator.pins().get(&spec.name).is_some(),
                 }),
                 Entry::Missing => json!({"status": "missing"}),

@@ -9,6 +9,9 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod common;
+use common::Server;
+
 /// Runs `am` with the boot-state environment cleared (so a caller's `AM_RESET=1` or
 /// `AM_POWER_LIMIT` does not change what the tests see).
 fn am(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -208,41 +211,12 @@ fn bench_boot_takes_the_profiles_it_is_given() {
     assert!(results.iter().all(|r| r["iterations"] == 2));
 }
 
-/// An `am serve` child, killed (by its own pid) when dropped.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn a_second_init_through_am_serve_is_a_warm_boot() {
-    use std::io::{BufRead, BufReader};
-
     // The served mock lives in the server's process, so it outlives each `am init` as a GPU
     // outlives a driver instance.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_am"))
-        .args(["serve", "--listen", "127.0.0.1:0", "mock:navi31"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let server = Server(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let line = lines.next().unwrap().unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("am serve: listening on ")
-        .unwrap()
-        .to_string();
-    // Keep reading: with the pipe closed the server would die at its next line of output.
-    std::thread::spawn(move || lines.for_each(drop));
-
-    let spec = format!("remote:{addr}:0");
+    let server = Server::start(&["mock:navi31"], &[]);
+    let spec = server.spec(0);
     let first = json_of(&am(&["init", &spec, "--json"], &[]));
     let second = json_of(&am(&["init", &spec, "--json"], &[]));
     drop(server);

@@ -4,12 +4,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::symlink;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use serde_json::Value;
+
+mod common;
+use common::Server;
 
 fn am(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_am"));
@@ -239,42 +241,13 @@ fn by_default_a_vf_of_the_bus_is_listed_but_not_reset() {
     );
 }
 
-/// A served `am serve` child, killed (by its own pid) when dropped.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-// Needs the real `Psp::is_sos_alive`/`Smu::is_alive`/`Smu::mode1_reset` (helper "pspsmu"):
-// with the stubs, the first run finds no foreign firmware.
 #[test]
 fn foreign_firmware_is_left_for_the_reset_and_every_member_boots_afterwards() {
     // The server process holds the hive, started as amdgpu leaves it.
-    let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
     let specs = members(256);
-    args.extend(specs.iter().map(String::as_str));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_am"))
-        .args(&args)
-        .env("AM_MOCK_FOREIGN_FIRMWARE", "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let _server = Server(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let line = lines.next().unwrap().unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("am serve: listening on ")
-        .unwrap()
-        .to_string();
-    std::thread::spawn(move || lines.for_each(drop));
-    let remote: Vec<String> = (0..4).map(|i| format!("remote:{addr}:{i}")).collect();
+    let specs: Vec<&str> = specs.iter().map(String::as_str).collect();
+    let server = Server::start(&specs, &[("AM_MOCK_FOREIGN_FIRMWARE", "1")]);
+    let remote: Vec<String> = (0..4).map(|i| server.spec(i)).collect();
     let mut args = vec!["hive-reset", "--json"];
     args.extend(remote.iter().map(String::as_str));
 

@@ -4,6 +4,9 @@
 
 use std::process::Command;
 
+mod common;
+use common::Server;
+
 fn info_json(spec: &str) -> serde_json::Value {
     let out = Command::new(env!("CARGO_BIN_EXE_am"))
         .args(["info", spec, "--json"])
@@ -88,39 +91,10 @@ fn a_hive_member_says_which_region_it_is() {
     assert_eq!(j["hive"], serde_json::Value::Null);
 }
 
-/// A served `am serve` child, killed (by its own pid) when dropped.
-struct Server(std::process::Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn remote_info_answers_as_the_served_mock_does() {
-    use std::io::{BufRead, BufReader};
-
-    let mut child = Command::new(env!("CARGO_BIN_EXE_am"))
-        .args(["serve", "--listen", "127.0.0.1:0", "mock:navi31"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let server = Server(child);
-    let mut lines = BufReader::new(stdout).lines();
-    let line = lines.next().unwrap().unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("am serve: listening on ")
-        .unwrap()
-        .to_string();
-    // Keep reading: with the pipe closed the server would die at its next line of output.
-    std::thread::spawn(move || lines.for_each(drop));
-
-    let mut remote = info_json(&format!("remote:{addr}:0"));
+    let server = Server::start(&["mock:navi31"], &[]);
+    let mut remote = info_json(&server.spec(0));
     let mut local = info_json("mock:navi31");
     drop(server);
     assert_eq!(remote["backend"], "remote");

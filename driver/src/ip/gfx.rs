@@ -319,7 +319,7 @@ impl Gfx {
                 cmd,
                 0,
                 ctx.timeouts.reg,
-                &format!("RLC safe mode entry on XCC {xcc}"),
+                format_args!("RLC safe mode entry on XCC {xcc}"),
             )?;
             ctx.update(
                 gc::RLC_CGCG_CGLS_CTRL,
@@ -584,7 +584,7 @@ impl Gfx {
                     mask,
                     mask,
                     ctx.timeouts.reg,
-                    &format!("RLC autoload on XCC {xcc}"),
+                    format_args!("RLC autoload on XCC {xcc}"),
                 )?;
             } else if ctx.regs.has(gc::CP_STAT) {
                 ctx.wait_reg(
@@ -593,7 +593,7 @@ impl Gfx {
                     u32::MAX,
                     0,
                     ctx.timeouts.reg,
-                    &format!("RLC start (idle CP) on XCC {xcc}"),
+                    format_args!("RLC start (idle CP) on XCC {xcc}"),
                 )?;
             }
         }
@@ -738,7 +738,7 @@ fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
         1,
         0,
         ctx.timeouts.reg,
-        &format!(
+        format_args!(
             "dequeue of compute queue (xcc {xcc}, pipe {}, queue {})",
             id.pipe, id.queue
         ),

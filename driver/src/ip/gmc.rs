@@ -15,7 +15,7 @@ use crate::ctx::Ctx;
 use crate::hwip::HwIp;
 use crate::ip::soc::Soc;
 use crate::mm::{MTYPE_UC, PAGE_SIZE, Pool, PteFormat};
-use crate::regs::Register;
+use crate::regs::{Reg, Register};
 
 /// Last GPU virtual address of VM context 0 (47-bit canonical user range).
 const VM_END: u64 = 0x7fff_ffff_ffff;
@@ -96,6 +96,51 @@ pub struct Gmc {
     /// MM hubs stay valid across a warm boot (SOC/GMC are not re-initialised then).
     gc_ready: AtomicBool,
     mm_instances: Vec<u8>,
+    /// Invalidation engine 17 of every hub, MM hubs first, resolved once: a TLB flush
+    /// follows every mapping change.
+    engines: Vec<InvalidationEngine>,
+}
+
+/// The registers of one hub's invalidation engine 17, and its request without the vmid.
+#[derive(Debug)]
+struct InvalidationEngine {
+    hub: Hub,
+    sem: Reg,
+    req: Reg,
+    ack: Reg,
+    /// `VM_L2_BANK_SELECT_RESERVED_CID2` of an MM hub on GC ≥ 11 (private invalidation).
+    cid2: Option<Reg>,
+    /// Every invalidate bit, `PER_VMID_INVALIDATE_REQ` clear.
+    req_flags: u32,
+    /// `PER_VMID_INVALIDATE_REQ` for vmid 0 (shifted left by the vmid).
+    req_vmid0: u32,
+}
+
+impl InvalidationEngine {
+    fn new(ctx: &Ctx, hub: Hub) -> Result<Self> {
+        let reg = |name| hub_reg(ctx, hub, name).map(|r| r.def().reg());
+        let req = hub_reg(ctx, hub, "VM_INVALIDATE_ENG17_REQ")?;
+        let cid2 = (matches!(hub, Hub::Mm(_)) && ctx.gc_major() >= 11)
+            .then(|| reg("VM_L2_BANK_SELECT_RESERVED_CID2"))
+            .transpose()?;
+        Ok(InvalidationEngine {
+            hub,
+            sem: reg("VM_INVALIDATE_ENG17_SEM")?,
+            req: req.def().reg(),
+            ack: reg("VM_INVALIDATE_ENG17_ACK")?,
+            cid2,
+            req_flags: req.encode(&[
+                ("FLUSH_TYPE", 0),
+                ("INVALIDATE_L2_PTES", 1),
+                ("INVALIDATE_L2_PDE0", 1),
+                ("INVALIDATE_L2_PDE1", 1),
+                ("INVALIDATE_L2_PDE2", 1),
+                ("INVALIDATE_L1_PTES", 1),
+                ("CLEAR_PROTECTION_FAULT_STATUS_ADDR", 0),
+            ])?,
+            req_vmid0: req.encode(&[("PER_VMID_INVALIDATE_REQ", 1)])?,
+        })
+    }
 }
 
 /// A hub register by hub-relative name (`VM_L2_CNTL`, `MC_VM_AGP_BASE`): the prefixed
@@ -119,11 +164,19 @@ const LO_HI: (&str, &str) = ("_LO32", "_HI32");
 impl Gmc {
     /// Allocate the scratch and dummy pages (boot pool: a warm boot finds them again).
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
+        let mm_instances: Vec<u8> = ctx.regs.instances(HwIp::MMHUB).into_iter().collect();
+        let hubs = mm_instances
+            .iter()
+            .map(|&i| Hub::Mm(i))
+            .chain(ctx.xccs().into_iter().map(Hub::Gc));
         Ok(Gmc {
             memscratch: ctx.palloc(PAGE_SIZE, PAGE_SIZE, Pool::Boot)?,
             dummy_page: ctx.palloc(PAGE_SIZE, PAGE_SIZE, Pool::Boot)?,
             gc_ready: AtomicBool::new(false),
-            mm_instances: ctx.regs.instances(HwIp::MMHUB).into_iter().collect(),
+            engines: hubs
+                .map(|h| InvalidationEngine::new(ctx, h))
+                .collect::<Result<_>>()?,
+            mm_instances,
         })
     }
 
@@ -303,50 +356,38 @@ impl Gmc {
     /// programmed them) every GC hub.
     pub fn flush_tlb(&self, ctx: &Ctx, soc: &Soc, vmid: u8) -> Result<()> {
         soc.hdp_flush(ctx)?;
-        let mut hubs: Vec<Hub> = self.mm_instances.iter().map(|&i| Hub::Mm(i)).collect();
-        if self.gc_ready.load(Ordering::Acquire) {
-            hubs.extend(ctx.xccs().into_iter().map(Hub::Gc));
-        }
-        for hub in hubs {
-            self.invalidate(ctx, hub, vmid)?;
+        let gc_ready = self.gc_ready.load(Ordering::Acquire);
+        for e in &self.engines {
+            if matches!(e.hub, Hub::Mm(_)) || gc_ready {
+                self.invalidate(ctx, e, vmid)?;
+            }
         }
         Ok(())
     }
 
-    fn invalidate(&self, ctx: &Ctx, hub: Hub, vmid: u8) -> Result<()> {
-        let i = hub.instance();
+    fn invalidate(&self, ctx: &Ctx, e: &InvalidationEngine, vmid: u8) -> Result<()> {
+        let (hub, i) = (e.hub, e.hub.instance());
         let to = ctx.timeouts.reg;
         let is_mm = matches!(hub, Hub::Mm(_));
-        let sem = hub_reg(ctx, hub, "VM_INVALIDATE_ENG17_SEM")?;
+        let sem = ctx.regs.reg(e.sem)?;
         if is_mm {
             ctx.poll(
                 to,
-                &format!("the TLB invalidation semaphore of the {hub}"),
+                format_args!("the TLB invalidation semaphore of the {hub}"),
                 || {
                     let v = sem.read(i)?;
                     Ok((v & 1 == 1, v))
                 },
             )?;
         }
-        let req = hub_reg(ctx, hub, "VM_INVALIDATE_ENG17_REQ")?;
-        req.write_fields(
-            i,
-            &[
-                ("FLUSH_TYPE", 0),
-                ("PER_VMID_INVALIDATE_REQ", 1 << vmid),
-                ("INVALIDATE_L2_PTES", 1),
-                ("INVALIDATE_L2_PDE0", 1),
-                ("INVALIDATE_L2_PDE1", 1),
-                ("INVALIDATE_L2_PDE2", 1),
-                ("INVALIDATE_L1_PTES", 1),
-                ("CLEAR_PROTECTION_FAULT_STATUS_ADDR", 0),
-            ],
-        )?;
-        let ack = hub_reg(ctx, hub, "VM_INVALIDATE_ENG17_ACK")?;
+        ctx.regs
+            .reg(e.req)?
+            .write(i, e.req_flags | e.req_vmid0 << vmid)?;
+        let ack = ctx.regs.reg(e.ack)?;
         let bit = 1u32 << vmid;
         ctx.poll(
             to,
-            &format!("the TLB invalidation ack of vmid {vmid} on the {hub}"),
+            format_args!("the TLB invalidation ack of vmid {vmid} on the {hub}"),
             || {
                 let v = ack.read(i)?;
                 Ok((v & bit == bit, v))
@@ -354,8 +395,8 @@ impl Gmc {
         )?;
         if is_mm {
             sem.write(i, 0)?;
-            if ctx.gc_major() >= 11 {
-                let r = hub_reg(ctx, hub, "VM_L2_BANK_SELECT_RESERVED_CID2")?;
+            if let Some(cid2) = e.cid2 {
+                let r = ctx.regs.reg(cid2)?;
                 r.update(i, &[("RESERVED_CACHE_PRIVATE_INVALIDATION", 1)])?;
                 // The read-back makes sure the invalidation has landed.
                 r.read(i)?;
@@ -394,12 +435,5 @@ impl Gmc {
             status,
             fields,
         }))
-    }
-
-    /// Every hub, MM first.
-    pub fn hubs(&self, ctx: &Ctx) -> Vec<Hub> {
-        let mut v: Vec<Hub> = self.mm_instances.iter().map(|&i| Hub::Mm(i)).collect();
-        v.extend(ctx.xccs().into_iter().map(Hub::Gc));
-        v
     }
 }

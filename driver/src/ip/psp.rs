@@ -472,7 +472,7 @@ impl Psp {
         let c67 = ctx.regs.reg(self.regs.c67)?;
         ctx.poll(
             ctx.timeouts.psp,
-            &format!("PSP fence of {} (value {fence_value})", cmd.name),
+            format_args!("PSP fence of {} (value {fence_value})", cmd.name),
             || {
                 let v = ctx.vram.read32(bufs.fence)?;
                 if v != fence_value {

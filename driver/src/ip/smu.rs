@@ -304,7 +304,7 @@ impl Smu {
         if let Some(prev) = previous {
             ctx.poll(
                 timeout,
-                &format!(
+                format_args!(
                     "SMU message {} to be sent: the SMU still owes the answer to {prev} (MP1_SMN_C2PMSG_90)",
                     msg.name()
                 ),
@@ -321,7 +321,7 @@ impl Smu {
         let response = ctx
             .poll(
                 timeout,
-                &format!(
+                format_args!(
                     "SMU message {} (param {param:#x}) answer in MP1_SMN_C2PMSG_90",
                     msg.name()
                 ),

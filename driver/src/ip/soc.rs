@@ -4,7 +4,7 @@ use crate::ctx::Ctx;
 use crate::hwip::HwIp;
 use am_autogen::regs::RegIp;
 
-use crate::regs::{Regs, hdp, nbio};
+use crate::regs::{hdp, nbio};
 use crate::{IpVersion, Result};
 
 /// NBIO 7.9/7.9.1 (MI300/MI350): doorbell and interrupt setup per AID through PCIE INDEX2.
@@ -113,7 +113,7 @@ impl Soc {
             (&f("RANGE_OFFSET"), u64::from(offset)),
         ])?;
         if self.per_aid_doorbells() {
-            wreg_aid(&ctx.regs, reg.addr(0)?, aid, value)
+            ctx.regs.wreg_pcie(reg.addr(0)?, aid, value)
         } else {
             reg.write(0, value)
         }
@@ -133,14 +133,5 @@ impl Soc {
             )?;
         }
         Ok(())
-    }
-}
-
-/// Kept for the blocks that program per-AID registers.
-pub fn wreg_aid(regs: &Regs, addr: u64, aid: u8, value: u32) -> Result<()> {
-    if aid == 0 {
-        regs.wreg(addr, value)
-    } else {
-        regs.wreg_pcie(addr, aid, value)
     }
 }
