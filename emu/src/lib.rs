@@ -18,7 +18,7 @@ mod wave;
 pub use code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
 pub use memory::{Fault, HostMemory, Memory};
 pub use program::Program;
-pub use wave::{HwDispatch, Launch, dispatch, dispatch_hw};
+pub use wave::{HwDispatch, Launch, Partition, dispatch, dispatch_hw};
 
 /// Instruction-set architectures the emulator knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

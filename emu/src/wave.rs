@@ -239,7 +239,7 @@ const MAX_LDS: u32 = 64 * 1024;
 /// (`COMPUTE_PGM_LO/HI`, `COMPUTE_PGM_RSRC1/2/3`, `COMPUTE_USER_DATA_*`, the dispatch
 /// initiator's wave32 bit) plus the grid. The mock's PM4 `DISPATCH_DIRECT` path fills this
 /// from its registers; [`dispatch`] fills it from an ELF kernel descriptor.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HwDispatch {
     /// Name used in errors (kernel symbol, or a description of the dispatch).
     pub name: String,
@@ -265,6 +265,40 @@ pub struct HwDispatch {
     pub scratch_bytes: u32,
     /// Watchdog, as [`Launch::instruction_limit`].
     pub instruction_limit: Option<u64>,
+    /// The share of the grid this dispatch runs, for a grid spread over several XCCs.
+    pub partition: Partition,
+}
+
+/// Which workgroups of a grid one XCC runs. Multi-XCC parts deal the workgroups of a
+/// dispatch out in chunks of `chunk` (`COMPUTE_TG_CHUNK_SIZE`) round-robin over the `count`
+/// XCCs of the partition: workgroup `n` (linear, x fastest) runs on XCC
+/// `(n / chunk) % count`. The default (`count` 1) is the whole grid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Partition {
+    /// This XCC's logical index in the partition (`COMPUTE_CURRENT_LOGIC_XCC_ID`).
+    pub index: u32,
+    /// XCCs in the partition.
+    pub count: u32,
+    /// Workgroups per chunk (at least 1).
+    pub chunk: u32,
+}
+
+impl Default for Partition {
+    fn default() -> Self {
+        Partition {
+            index: 0,
+            count: 1,
+            chunk: 1,
+        }
+    }
+}
+
+impl Partition {
+    /// Whether linear workgroup `n` belongs to this XCC.
+    pub fn runs(&self, n: u64) -> bool {
+        let count = u64::from(self.count.max(1));
+        (n / u64::from(self.chunk.max(1))) % count == u64::from(self.index) % count
+    }
 }
 
 /// Runs `kernel` of `program` over the whole grid, workgroup after workgroup, and returns
@@ -330,6 +364,7 @@ pub fn dispatch(
             .saturating_add(launch.dynamic_lds),
         scratch_bytes: private_size,
         instruction_limit: launch.instruction_limit,
+        partition: Partition::default(),
     };
     dispatch_hw(program, code_base, &hw, mem)
 }
@@ -399,6 +434,11 @@ pub fn dispatch_hw(
     for gz in 0..groups[2] {
         for gy in 0..groups[1] {
             for gx in 0..groups[0] {
+                let linear = u64::from(gx)
+                    + u64::from(groups[0]) * (u64::from(gy) + u64::from(groups[1]) * u64::from(gz));
+                if !hw.partition.runs(linear) {
+                    continue;
+                }
                 let gid = [gx, gy, gz];
                 // Work-items of this (possibly partial) workgroup.
                 let size: [u32; 3] = std::array::from_fn(|d| {

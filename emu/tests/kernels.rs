@@ -525,6 +525,7 @@ fn hardware_level_dispatch_runs_code_uploaded_elsewhere() {
         lds_bytes: 0,
         scratch_bytes: 0,
         instruction_limit: None,
+        partition: am_emu::Partition::default(),
     };
     am_emu::dispatch_hw(&prog, upload_at, &hw, &mut mem).unwrap();
     let c = download_f32(&mut mem, pc, n as usize);
@@ -534,6 +535,52 @@ fn hardware_level_dispatch_runs_code_uploaded_elsewhere() {
     hw.user_sgprs = vec![0; 17];
     let err = am_emu::dispatch_hw(&prog, upload_at, &hw, &mut mem).unwrap_err();
     assert!(err.to_string().contains("USER_SGPR"), "{err}");
+}
+
+/// A grid spread over XCCs: each XCC runs the chunks of workgroups dealt to it
+/// (`(n / chunk) % count == index`), and nothing else.
+#[test]
+fn a_partition_runs_only_its_share_of_the_workgroups() {
+    let (co, _) = kernels();
+    let k = co.kernel("vadd").unwrap();
+    let prog = am_emu::Program::new(&co, am_emu::Isa::Gfx1100).unwrap();
+    // vadd indexes with a fixed workgroup size of 256.
+    let (wg, groups) = (256u32, 12u32);
+    let n = wg * groups;
+    let a: Vec<f32> = (0..n).map(|k| k as f32 + 1.0).collect();
+    let mut mem = HostMemory::new();
+    let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &a));
+    let pc = mem.alloc(4 * n as usize);
+    let mut args = Args::default().ptr(pa).ptr(pb).ptr(pc).u32(n).0;
+    args.resize(k.descriptor.kernarg_size as usize, 0);
+    let kernarg = mem.alloc_bytes(&args);
+    let hw = am_emu::HwDispatch {
+        name: "vadd (xcc 1 of 3)".into(),
+        entry: k.entry,
+        rsrc1: k.descriptor.compute_pgm_rsrc1,
+        rsrc2: k.descriptor.compute_pgm_rsrc2,
+        user_sgprs: vec![kernarg as u32, (kernarg >> 32) as u32],
+        wave_size: 32,
+        grid: [n, 1, 1],
+        workgroup: [wg, 1, 1],
+        partition: am_emu::Partition {
+            index: 1,
+            count: 3,
+            chunk: 2,
+        },
+        ..Default::default()
+    };
+    let stats = am_emu::dispatch_hw(&prog, co.text_address, &hw, &mut mem).unwrap();
+    // Chunks of two: workgroups 2, 3 and 8, 9 belong to XCC 1 of 3.
+    assert_eq!(stats.workgroups, 4);
+    let c = download_f32(&mut mem, pc, n as usize);
+    for g in 0..groups {
+        let mine = matches!(g, 2 | 3 | 8 | 9);
+        for i in g * wg..(g + 1) * wg {
+            let want = if mine { 2.0 * a[i as usize] } else { 0.0 };
+            assert_eq!(c[i as usize], want, "c[{i}] of workgroup {g}");
+        }
+    }
 }
 
 /// `-cl-denorms-are-zero` sets FLOAT_DENORM_MODE_32 = 0 in COMPUTE_PGM_RSRC1: f32 denormal
