@@ -165,6 +165,9 @@ pub(crate) struct Shared {
     state: Mutex<State>,
     violations: Mutex<Vec<Violation>>,
     member: Option<Member>,
+    /// Per GC instance, the dwords `CP_MQD_BASE_ADDR ..= CP_HQD_PQ_WPTR_HI`: the window a
+    /// driver may write the MQD image over, whose reserved dwords hardware ignores.
+    hqd_windows: Vec<(u64, u64)>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -263,6 +266,13 @@ impl MockGpu {
         };
         let sysmem = SysArena::default();
         power_on(&profile, &map, &mut state, &vram, &sysmem, member.as_ref());
+        let hqd_windows = (0..=u8::MAX)
+            .map_while(|xcc| {
+                let lo = map.find(RegIp::Gc, "CP_MQD_BASE_ADDR", xcc)?;
+                let hi = map.find(RegIp::Gc, "CP_HQD_PQ_WPTR_HI", xcc)?;
+                Some((map.info(lo).addr, map.info(hi).addr))
+            })
+            .collect();
         let shared = Shared {
             name,
             profile,
@@ -273,6 +283,7 @@ impl MockGpu {
             state: Mutex::new(state),
             violations: Mutex::new(Vec::new()),
             member,
+            hqd_windows,
         };
         Ok(Self {
             shared: Arc::new(shared),
@@ -419,8 +430,8 @@ impl MockGpu {
         true
     }
 
-    /// HDP flushes so far and the VRAM write generation the last one covered.
-    pub fn hdp_flushes(&self) -> (u64, u64) {
+    /// HDP flushes so far (through the CPU's flush register or an engine's request).
+    pub fn hdp_flushes(&self) -> u64 {
         lock(&self.shared.state).models.nbio.hdp_flushes()
     }
 
@@ -651,7 +662,7 @@ impl Shared {
             ));
         }
         match write {
-            Some(data) => self.vram.write(offset, data),
+            Some(data) => self.vram.cpu_write(offset, data),
             None => self.vram.read(offset, buf),
         }
         Ok(())
@@ -764,6 +775,17 @@ impl Shared {
             ));
         }
         let dword = offset / 4;
+        if self.map.at(dword).is_none()
+            && size == 4
+            && self
+                .hqd_windows
+                .iter()
+                .any(|&(lo, hi)| (lo..=hi).contains(&dword))
+        {
+            // A reserved dword between the HQD registers: hardware ignores the write (a
+            // driver may write the whole MQD image over the window) and reads 0.
+            return Ok(0);
+        }
         let Some(id) = self.map.at(dword) else {
             let reason = match self.map.segment_of(dword) {
                 Some((hw, inst, seg, within)) => format!(
@@ -814,9 +836,8 @@ impl Shared {
         let reg = Reg { id, info };
         if info.block == Block::Gfx {
             // RLC bring-up status follows what the PSP did.
-            let crate::ip::Models { gfx, psp, nbio, .. } = &mut st.models;
+            let crate::ip::Models { gfx, psp, .. } = &mut st.models;
             gfx.observe_psp(psp);
-            gfx.observe_hdp(nbio.hdp_flushes().1);
         }
         let model = st.models.model(info.block);
         let mut hw = Hw {

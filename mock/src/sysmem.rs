@@ -9,9 +9,11 @@ use am_driver::{Error as DrvError, SysMem};
 
 const PAGE: u64 = SYSMEM_PAGE_SIZE as u64;
 
-/// First bus address handed out. Far above any BAR and above 4 GiB, so a driver that
-/// truncates a bus address to 32 bits, or mixes it up with a VRAM offset, sees it fail.
-pub const SYSMEM_BUS_BASE: u64 = 0x0000_7f00_0000_0000;
+/// First bus address handed out: 10 TiB, above every BAR and far above 4 GiB (a driver that
+/// truncates a bus address to 32 bits, or mixes it up with a VRAM offset, sees it fail),
+/// and inside the 44-bit DMA mask Linux gives GC 10/11/12 parts (48 bits on GC 9.4.3+), as
+/// the host's DMA allocator keeps addresses inside the device's mask.
+pub const SYSMEM_BUS_BASE: u64 = 0x0000_0a00_0000_0000;
 
 #[derive(Debug)]
 struct Region {

@@ -1,11 +1,28 @@
 //! Sparse VRAM: a profile has up to 288 GiB of it, tests touch a few MiB.
 //!
-//! Memory is kept in 2 MiB chunks allocated on the first write; reading a chunk nobody wrote
-//! returns zeros. (Real memory holds whatever it held; a driver must clear what it relies
-//! on, and the mock does not check that it does.)
+//! Memory is kept in 2 MiB chunks allocated (zeroed) on the first write; reading a chunk
+//! nobody wrote returns zeros. (Real memory holds whatever it held; a driver must clear what
+//! it relies on, and the mock does not check that it does.)
+//!
+//! VRAM is shared by the CPU side (BAR0, the MM window, firmware models) and the engine
+//! threads (CP, SDMA, shaders), so the hot paths take no lock: the chunk table is an array
+//! of atomic pointers, chunks never move or go away while the device lives, and bytes are
+//! copied through raw pointers. Two agents touching the same bytes at the same time without
+//! synchronising is a race on hardware too; the mock keeps such races from tearing aligned
+//! 32- and 64-bit values (signals, fences, pointers) by doing those accesses atomically.
+//!
+//! Two records ride along with the bytes:
+//! - **Write generations** (for the GMC's TLB snapshot): every 4 KiB page remembers the epoch
+//!   of its last write; [`Vram::snapshot`] closes an epoch, so a page written after a
+//!   snapshot has a larger generation than it.
+//! - **CPU writes the HDP still holds**: writes through BAR0 ([`Vram::cpu_write`]) are
+//!   remembered, byte-exact, until the next HDP flush ([`Vram::hdp_flush`]). An engine that
+//!   reads such bytes ([`Vram::unflushed`]) would see stale memory on hardware.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
+use std::ptr::NonNull;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
 /// Granule of the write generations the GMC's TLB snapshot checks (a page-table page).
 pub const GEN_PAGE: u64 = 0x1000;
@@ -13,27 +30,98 @@ pub const GEN_PAGE: u64 = 0x1000;
 /// Size of one backing chunk.
 pub const CHUNK_SIZE: u64 = 2 << 20;
 
-/// Device memory, shared by the BAR0 window, MM_INDEX/MM_DATA and (later) the engines.
-///
-/// It has its own lock, independent of the register file's, so an engine thread can copy
-/// memory while the CPU touches registers.
-#[derive(Debug)]
+const PAGES_PER_CHUNK: usize = (CHUNK_SIZE / GEN_PAGE) as usize;
+
+/// One 2 MiB chunk: its bytes and the write generation of each of its pages.
+struct Chunk {
+    data: NonNull<u8>,
+    gens: Box<[AtomicU64]>,
+}
+
+impl Chunk {
+    fn layout() -> std::alloc::Layout {
+        // 2 MiB is a power of two and far below isize::MAX: the layout always exists.
+        std::alloc::Layout::from_size_align(CHUNK_SIZE as usize, 4096)
+            .unwrap_or_else(|_| std::alloc::Layout::new::<u8>())
+    }
+
+    fn new() -> Box<Chunk> {
+        let layout = Self::layout();
+        // SAFETY: the layout has a non-zero size. `alloc_zeroed` returns memory the kernel
+        // hands out zeroed and lazily (untouched pages cost nothing).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let data = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        Box::new(Chunk {
+            data,
+            gens: (0..PAGES_PER_CHUNK).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // SAFETY: `data` came from `alloc_zeroed` with this layout and is freed once, here.
+        unsafe { std::alloc::dealloc(self.data.as_ptr(), Self::layout()) }
+    }
+}
+
+/// Device memory, shared by the BAR0 window, MM_INDEX/MM_DATA, the firmware models and the
+/// engines.
 pub struct Vram {
     size: u64,
-    chunks: Mutex<HashMap<u64, Box<[u8]>>>,
-    /// Write generation: a counter bumped by every write, and the generation of the last
-    /// write to each 4 KiB page. The GMC compares the pages its walker visits with the
-    /// generation of the hub's last invalidation (`ip::gmc`, TLB snapshot semantics).
-    gens: Mutex<(u64, HashMap<u64, u64>)>,
+    /// One slot per 2 MiB of VRAM; null until the first write there.
+    chunks: Box<[AtomicPtr<Chunk>]>,
+    resident: AtomicU64,
+    /// The current write epoch (see [`Vram::snapshot`]).
+    epoch: AtomicU64,
+    /// Byte ranges `[start, end)` written through BAR0 since the last HDP flush.
+    hdp: Mutex<BTreeMap<u64, u64>>,
+    hdp_pending: AtomicBool,
+}
+
+impl std::fmt::Debug for Vram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Vram")
+            .field("size", &self.size)
+            .field("resident", &self.resident_bytes())
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: the raw chunk pointers are owned by the `Vram` (created by `Chunk::new`, freed in
+// `Drop`) and only ever reached through its methods, which bound every access.
+unsafe impl Send for Vram {}
+// SAFETY: as above; concurrent access goes through atomics (the table, generations, aligned
+// words) or raw copies whose overlap with other agents' accesses is the device's race, not
+// a dangling or out-of-bounds access.
+unsafe impl Sync for Vram {}
+
+impl Drop for Vram {
+    fn drop(&mut self) {
+        for slot in self.chunks.iter() {
+            let p = slot.swap(std::ptr::null_mut(), Ordering::AcqRel);
+            if !p.is_null() {
+                // SAFETY: every non-null slot holds a pointer from `Box::into_raw`, taken out
+                // of the table exactly once here.
+                drop(unsafe { Box::from_raw(p) });
+            }
+        }
+    }
 }
 
 impl Vram {
     /// VRAM of `size` bytes, all untouched.
     pub fn new(size: u64) -> Self {
+        let n = size.div_ceil(CHUNK_SIZE) as usize;
         Self {
             size,
-            chunks: Mutex::new(HashMap::new()),
-            gens: Mutex::new((0, HashMap::new())),
+            chunks: (0..n)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect(),
+            resident: AtomicU64::new(0),
+            epoch: AtomicU64::new(1),
+            hdp: Mutex::new(BTreeMap::new()),
+            hdp_pending: AtomicBool::new(false),
         }
     }
 
@@ -49,80 +137,341 @@ impl Vram {
 
     /// Bytes of host memory actually backing VRAM (a multiple of [`CHUNK_SIZE`]).
     pub fn resident_bytes(&self) -> u64 {
-        self.lock().len() as u64 * CHUNK_SIZE
+        self.resident.load(Ordering::Relaxed)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Box<[u8]>>> {
-        // A panic while holding the lock cannot leave a chunk half-initialised in a way that
-        // matters more than the panic itself; keep serving the memory.
-        self.chunks.lock().unwrap_or_else(|p| p.into_inner())
+    /// The chunk at index `idx`, if it was ever written.
+    fn chunk(&self, idx: usize) -> Option<&Chunk> {
+        let p = self.chunks.get(idx)?.load(Ordering::Acquire);
+        // SAFETY: a non-null slot points to a live chunk that stays until `Vram` drops.
+        (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    /// Copy bytes out; the caller has checked the range with [`Vram::contains`]. Bytes
-    /// outside VRAM read as zero rather than panicking.
-    pub fn read(&self, offset: u64, buf: &mut [u8]) {
-        let chunks = self.lock();
-        let mut done = 0usize;
-        while done < buf.len() {
-            let addr = offset + done as u64;
-            let (idx, within) = (addr / CHUNK_SIZE, (addr % CHUNK_SIZE) as usize);
-            let n = (buf.len() - done).min(CHUNK_SIZE as usize - within);
-            match chunks.get(&idx) {
-                Some(c) => buf[done..done + n].copy_from_slice(&c[within..within + n]),
-                None => buf[done..done + n].fill(0),
+    /// The chunk at index `idx`, allocated (zeroed) if it was never written.
+    fn chunk_mut(&self, idx: usize) -> Option<&Chunk> {
+        let slot = self.chunks.get(idx)?;
+        let p = slot.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: as in `chunk`.
+            return Some(unsafe { &*p });
+        }
+        let fresh = Box::into_raw(Chunk::new());
+        match slot.compare_exchange(
+            std::ptr::null_mut(),
+            fresh,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => {
+                self.resident.fetch_add(CHUNK_SIZE, Ordering::Relaxed);
+                // SAFETY: just stored; lives until `Vram` drops.
+                Some(unsafe { &*fresh })
             }
-            done += n;
+            Err(other) => {
+                // Another thread allocated it first: ours was never shared.
+                // SAFETY: `fresh` came from `Box::into_raw` above and was not published.
+                drop(unsafe { Box::from_raw(fresh) });
+                // SAFETY: as in `chunk`.
+                Some(unsafe { &*other })
+            }
         }
     }
 
-    /// The current write generation (a write after this call has a larger one).
-    pub fn generation(&self) -> u64 {
-        self.gens.lock().unwrap_or_else(|p| p.into_inner()).0
+    /// Split `[offset, offset + len)` into per-chunk pieces: (chunk index, offset in the
+    /// chunk, position in the caller's buffer, length). Bytes beyond VRAM are left out.
+    fn pieces(
+        &self,
+        offset: u64,
+        len: usize,
+    ) -> impl Iterator<Item = (usize, usize, usize, usize)> {
+        let end = offset.saturating_add(len as u64).min(self.size);
+        let mut at = offset;
+        std::iter::from_fn(move || {
+            if at >= end {
+                return None;
+            }
+            let idx = (at / CHUNK_SIZE) as usize;
+            let within = (at % CHUNK_SIZE) as usize;
+            let n = ((end - at) as usize).min(CHUNK_SIZE as usize - within);
+            let piece = (idx, within, (at - offset) as usize, n);
+            at += n as u64;
+            Some(piece)
+        })
+    }
+
+    /// Copy bytes out; the caller has checked the range with [`Vram::contains`]. Bytes
+    /// outside VRAM or never written read as zero.
+    pub fn read(&self, offset: u64, buf: &mut [u8]) {
+        if buf.len() == 4 && offset % 4 == 0 && self.contains(offset, 4) {
+            buf.copy_from_slice(&self.read32(offset).to_le_bytes());
+            return;
+        }
+        if buf.len() == 8 && offset % 8 == 0 && self.contains(offset, 8) {
+            buf.copy_from_slice(&self.read64(offset).to_le_bytes());
+            return;
+        }
+        let covered = self
+            .pieces(offset, buf.len())
+            .fold(0, |_, (idx, within, pos, n)| {
+                match self.chunk(idx) {
+                    // SAFETY: `within + n <= CHUNK_SIZE` and `pos + n <= buf.len()` by
+                    // construction of `pieces`; the chunk is live and the two regions are
+                    // distinct allocations.
+                    Some(c) => unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            c.data.as_ptr().add(within),
+                            buf.as_mut_ptr().add(pos),
+                            n,
+                        )
+                    },
+                    None => buf[pos..pos + n].fill(0),
+                }
+                pos + n
+            });
+        buf[covered..].fill(0);
+    }
+
+    /// Record a write to `[offset, offset + len)` in the page generations.
+    fn mark(&self, chunk: &Chunk, within: usize, n: usize) {
+        let generation = self.epoch.load(Ordering::Acquire);
+        let first = within / GEN_PAGE as usize;
+        let last = (within + n.max(1) - 1) / GEN_PAGE as usize;
+        for g in &chunk.gens[first..=last] {
+            g.store(generation, Ordering::Release);
+        }
+    }
+
+    /// Copy bytes in, allocating chunks on first write; bytes outside VRAM are dropped.
+    /// This is a write by the device or a firmware model (it does not pass the HDP).
+    pub fn write(&self, offset: u64, data: &[u8]) {
+        if data.len() == 4 && offset % 4 == 0 && self.contains(offset, 4) {
+            let mut b = [0u8; 4];
+            b.copy_from_slice(data);
+            self.write32(offset, u32::from_le_bytes(b));
+            return;
+        }
+        if data.len() == 8 && offset % 8 == 0 && self.contains(offset, 8) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(data);
+            self.write64(offset, u64::from_le_bytes(b));
+            return;
+        }
+        for (idx, within, pos, n) in self.pieces(offset, data.len()) {
+            let Some(c) = self.chunk_mut(idx) else {
+                continue;
+            };
+            // SAFETY: bounds as in `read`; source and destination are distinct allocations.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr().add(pos),
+                    c.data.as_ptr().add(within),
+                    n,
+                )
+            };
+            self.mark(c, within, n);
+        }
+    }
+
+    /// A CPU write through BAR0: it lands in VRAM and stays in the HDP's view until the
+    /// next HDP flush (see [`Vram::unflushed`]).
+    pub fn cpu_write(&self, offset: u64, data: &[u8]) {
+        self.write(offset, data);
+        if data.is_empty() {
+            return;
+        }
+        let (mut start, mut end) = (offset, offset.saturating_add(data.len() as u64));
+        let mut set = self.hdp.lock().unwrap_or_else(|p| p.into_inner());
+        // Merge with every range that touches [start, end).
+        let touching: Vec<(u64, u64)> = set
+            .range(..=end)
+            .rev()
+            .take_while(|&(_, &e)| e >= start)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in touching {
+            set.remove(&s);
+            start = start.min(s);
+            end = end.max(e);
+        }
+        set.insert(start, end);
+        self.hdp_pending.store(true, Ordering::Release);
+    }
+
+    /// An HDP flush: every CPU write so far is visible to the GPU.
+    pub fn hdp_flush(&self) {
+        let mut set = self.hdp.lock().unwrap_or_else(|p| p.into_inner());
+        set.clear();
+        self.hdp_pending.store(false, Ordering::Release);
+    }
+
+    /// The first byte range of `[offset, offset + len)` that the CPU wrote through BAR0 and
+    /// no HDP flush has covered yet, if any.
+    pub fn unflushed(&self, offset: u64, len: u64) -> Option<(u64, u64)> {
+        if !self.hdp_pending.load(Ordering::Acquire) || len == 0 {
+            return None;
+        }
+        let end = offset.saturating_add(len);
+        let set = self.hdp.lock().unwrap_or_else(|p| p.into_inner());
+        let (&s, &e) = set.range(..end).next_back()?;
+        (e > offset).then(|| (s.max(offset), e.min(end)))
+    }
+
+    /// Close the current write epoch and return it: every write so far has a generation
+    /// of at most the returned value, every later write a larger one. The GMC takes one at
+    /// each TLB invalidation.
+    pub fn snapshot(&self) -> u64 {
+        self.epoch.fetch_add(1, Ordering::AcqRel)
     }
 
     /// Generation of the last write to the 4 KiB page holding `offset` (0: never written).
     pub fn page_generation(&self, offset: u64) -> u64 {
-        let g = self.gens.lock().unwrap_or_else(|p| p.into_inner());
-        g.1.get(&(offset / GEN_PAGE)).copied().unwrap_or(0)
+        let idx = (offset / CHUNK_SIZE) as usize;
+        let page = ((offset % CHUNK_SIZE) / GEN_PAGE) as usize;
+        self.chunk(idx)
+            .map_or(0, |c| c.gens[page].load(Ordering::Acquire))
     }
 
-    /// Copy bytes in, allocating chunks on first write; bytes outside VRAM are dropped.
-    pub fn write(&self, offset: u64, data: &[u8]) {
-        if !data.is_empty() {
-            let mut g = self.gens.lock().unwrap_or_else(|p| p.into_inner());
-            g.0 += 1;
-            let generation = g.0;
-            let last = offset.saturating_add(data.len() as u64 - 1);
-            for page in offset / GEN_PAGE..=last / GEN_PAGE {
-                g.1.insert(page, generation);
+    /// The aligned word at `offset` as an atomic, if VRAM there was ever written.
+    fn word<T>(&self, offset: u64) -> Option<*const T> {
+        let c = self.chunk((offset / CHUNK_SIZE) as usize)?;
+        // SAFETY: the caller checked alignment and bounds; the offset is inside the chunk.
+        Some(unsafe { c.data.as_ptr().add((offset % CHUNK_SIZE) as usize) } as *const T)
+    }
+
+    /// Read a little-endian dword (atomically when aligned). Outside VRAM: 0.
+    pub fn read32(&self, offset: u64) -> u32 {
+        if offset % 4 != 0 || !self.contains(offset, 4) {
+            let mut b = [0u8; 4];
+            if self.contains(offset, 4) {
+                self.read_unaligned(offset, &mut b);
+            }
+            return u32::from_le_bytes(b);
+        }
+        match self.word::<AtomicU32>(offset) {
+            // SAFETY: aligned, in bounds, live for the lifetime of `self`.
+            Some(p) => u32::from_le(unsafe { &*p }.load(Ordering::Acquire)),
+            None => 0,
+        }
+    }
+
+    /// Read a little-endian qword (atomically when aligned). Outside VRAM: 0.
+    pub fn read64(&self, offset: u64) -> u64 {
+        if offset % 8 != 0 || !self.contains(offset, 8) {
+            let mut b = [0u8; 8];
+            if self.contains(offset, 8) {
+                self.read_unaligned(offset, &mut b);
+            }
+            return u64::from_le_bytes(b);
+        }
+        match self.word::<AtomicU64>(offset) {
+            // SAFETY: aligned, in bounds, live for the lifetime of `self`.
+            Some(p) => u64::from_le(unsafe { &*p }.load(Ordering::Acquire)),
+            None => 0,
+        }
+    }
+
+    fn read_unaligned(&self, offset: u64, buf: &mut [u8]) {
+        for (idx, within, pos, n) in self.pieces(offset, buf.len()) {
+            match self.chunk(idx) {
+                // SAFETY: bounds by construction of `pieces`.
+                Some(c) => unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        c.data.as_ptr().add(within),
+                        buf.as_mut_ptr().add(pos),
+                        n,
+                    )
+                },
+                None => buf[pos..pos + n].fill(0),
             }
         }
-        let mut chunks = self.lock();
-        let mut done = 0usize;
-        while done < data.len() {
-            let addr = offset + done as u64;
-            if addr >= self.size {
-                break;
-            }
-            let (idx, within) = (addr / CHUNK_SIZE, (addr % CHUNK_SIZE) as usize);
-            let n = (data.len() - done).min(CHUNK_SIZE as usize - within);
-            let chunk = chunks
-                .entry(idx)
-                .or_insert_with(|| vec![0u8; CHUNK_SIZE as usize].into_boxed_slice());
-            chunk[within..within + n].copy_from_slice(&data[done..done + n]);
+    }
+
+    fn write_unaligned(&self, offset: u64, data: &[u8]) {
+        for (idx, within, pos, n) in self.pieces(offset, data.len()) {
+            let Some(c) = self.chunk_mut(idx) else {
+                continue;
+            };
+            // SAFETY: bounds by construction of `pieces`.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    data.as_ptr().add(pos),
+                    c.data.as_ptr().add(within),
+                    n,
+                )
+            };
+            self.mark(c, within, n);
+        }
+    }
+
+    /// Write a little-endian dword (atomically when aligned); dropped outside VRAM.
+    pub fn write32(&self, offset: u64, value: u32) {
+        if offset % 4 != 0 || !self.contains(offset, 4) {
+            self.write_unaligned(offset, &value.to_le_bytes());
+            return;
+        }
+        let idx = (offset / CHUNK_SIZE) as usize;
+        if let Some(c) = self.chunk_mut(idx) {
+            let within = (offset % CHUNK_SIZE) as usize;
+            // SAFETY: aligned and in bounds of the live chunk.
+            let p = unsafe { c.data.as_ptr().add(within) } as *const AtomicU32;
+            // SAFETY: as above.
+            unsafe { &*p }.store(value.to_le(), Ordering::Release);
+            self.mark(c, within, 4);
+        }
+    }
+
+    /// Write a little-endian qword (atomically when aligned); dropped outside VRAM.
+    pub fn write64(&self, offset: u64, value: u64) {
+        if offset % 8 != 0 || !self.contains(offset, 8) {
+            self.write_unaligned(offset, &value.to_le_bytes());
+            return;
+        }
+        let idx = (offset / CHUNK_SIZE) as usize;
+        if let Some(c) = self.chunk_mut(idx) {
+            let within = (offset % CHUNK_SIZE) as usize;
+            // SAFETY: aligned and in bounds of the live chunk.
+            let p = unsafe { c.data.as_ptr().add(within) } as *const AtomicU64;
+            // SAFETY: as above.
+            unsafe { &*p }.store(value.to_le(), Ordering::Release);
+            self.mark(c, within, 8);
+        }
+    }
+
+    /// Copy `len` bytes from `src` to `dst` inside VRAM (an engine's copy), as `memmove`
+    /// would. Both ranges must lie inside VRAM (checked by the caller).
+    pub fn copy_within(&self, src: u64, dst: u64, len: u64) {
+        // Through a buffer small enough to stay in the CPU's cache: the copy costs about
+        // one pass over DRAM, like memcpy, and overlapping ranges work.
+        const STEP: u64 = 64 << 10;
+        let mut buf = vec![0u8; STEP.min(len) as usize];
+        let backwards = dst > src && dst < src + len;
+        let mut done = 0u64;
+        while done < len {
+            let n = STEP.min(len - done);
+            let at = if backwards { len - done - n } else { done };
+            let b = &mut buf[..n as usize];
+            self.read(src + at, b);
+            self.write(dst + at, b);
             done += n;
         }
     }
 
-    /// Read a little-endian dword.
-    pub fn read32(&self, offset: u64) -> u32 {
-        let mut b = [0u8; 4];
-        self.read(offset, &mut b);
-        u32::from_le_bytes(b)
-    }
-
-    /// Write a little-endian dword.
-    pub fn write32(&self, offset: u64, value: u32) {
-        self.write(offset, &value.to_le_bytes());
+    /// Fill `[offset, offset + len)` with the little-endian dword `pattern`, repeated
+    /// (`len` need not be a multiple of 4: the last copy is cut short).
+    pub fn fill(&self, offset: u64, len: u64, pattern: u32) {
+        const STEP: usize = 64 << 10;
+        let buf: Vec<u8> = pattern
+            .to_le_bytes()
+            .iter()
+            .copied()
+            .cycle()
+            .take(STEP.min(len as usize))
+            .collect();
+        let mut done = 0u64;
+        while done < len {
+            let n = (STEP as u64).min(len - done) as usize;
+            self.write(offset + done, &buf[..n]);
+            done += n as u64;
+        }
     }
 }

@@ -319,7 +319,7 @@ mod tests {
                 (0x10_0000, 0x90_0000, 0x8000, MapFlags::VRAM),
                 (0x40_0000, 0x120_0000, 0x20_0000, MapFlags::VRAM),
                 (1 << 30, 1 << 30, 1 << 30, MapFlags::VRAM),
-                (0x80_0000, 0x7700_0000_0000, 0x3000, MapFlags::SYSTEM),
+                (0x80_0000, 0x0a00_0000_0000, 0x3000, MapFlags::SYSTEM),
             ];
             for (off, pa, len, flags) in maps {
                 pt.map(&mem, &mut alloc, va0 + off, &[(pa, len)], flags)
@@ -333,7 +333,7 @@ mod tests {
                 start_page: va0 >> 12,
                 end_page: (va0 >> 12) + (1 << 28),
                 vram_offset: 0,
-                flush_generation: vram.generation(),
+                flush_generation: vram.snapshot(),
             };
             for (off, _, len, _) in maps {
                 for va in [va0 + off, va0 + off + len - 8, va0 + off + len / 2 + 0x123] {

@@ -309,12 +309,12 @@ fn hdp_flush_goes_through_the_remapped_register() {
             "BIF_BX_PF0_HDP_MEM_COHERENCY_FLUSH_CNTL"
         )
     );
-    assert_eq!(gpu.hdp_flushes().0, 0);
+    assert_eq!(gpu.hdp_flushes(), 0);
     gpu.open().bar(0).unwrap().write32(0x1000, 7).unwrap();
+    assert_eq!(gpu.vram().unflushed(0x1000, 4), Some((0x1000, 0x1004)));
     mmio.write32(target, 0).unwrap();
-    let (n, generation) = gpu.hdp_flushes();
-    assert_eq!(n, 1);
-    assert_eq!(generation, gpu.vram().generation());
+    assert_eq!(gpu.hdp_flushes(), 1);
+    assert_eq!(gpu.vram().unflushed(0x1000, 4), None);
 }
 
 #[test]

@@ -87,16 +87,46 @@ fn navi31_version_and_dpm_levels() {
     assert_eq!(levels, [500, 1500, 2500]);
     let uclk = s0::PPCLK_UCLK << 16;
     assert_eq!(d.ok(s0::PPSMC_MSG_GetDpmFreqByIndex, uclk | 0xff), 4);
-    // Soft limits are checked against the table.
+    // Soft limits inside the table are taken as they are.
     assert_eq!(d.ok(s0::PPSMC_MSG_SetSoftMaxByFreq, gfx | 2000), 0);
-    assert_eq!(
-        d.msg(s0::PPSMC_MSG_SetSoftMaxByFreq, gfx | 3000).unwrap().0,
-        s0::PPSMC_Result_Failed
-    );
     assert_eq!(
         gpu.with_smu(|s| s.soft_limits(s0::PPCLK_GFXCLK)),
         Some((500, 2000))
     );
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
+
+/// Drivers written for hardware send 0 and 0xffff to mean "lowest" and "highest": the
+/// firmware clamps a soft limit outside the DPM range to it instead of failing.
+#[test]
+fn soft_limits_outside_the_dpm_range_are_clamped() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let d = Drv::new(&gpu);
+    let gfx = s0::PPCLK_GFXCLK << 16;
+    let soft = || gpu.with_smu(|s| s.soft_limits(s0::PPCLK_GFXCLK));
+    assert_eq!(d.ok(s0::PPSMC_MSG_SetSoftMaxByFreq, gfx | 0xffff), 0);
+    assert_eq!(d.ok(s0::PPSMC_MSG_SetSoftMinByFreq, gfx), 0);
+    assert_eq!(soft(), Some((500, 2500)));
+    // "Highest" as the minimum pins the clock at the top level, maximum included.
+    assert_eq!(d.ok(s0::PPSMC_MSG_SetSoftMaxByFreq, gfx | 1500), 0);
+    assert_eq!(d.ok(s0::PPSMC_MSG_SetSoftMinByFreq, gfx | 0xffff), 0);
+    assert_eq!(soft(), Some((2500, 2500)));
+    // "Lowest" as the maximum brings the minimum down with it.
+    assert_eq!(d.ok(s0::PPSMC_MSG_SetSoftMaxByFreq, gfx), 0);
+    assert_eq!(soft(), Some((500, 500)));
+    let mi = MockGpu::new("mi300x").unwrap();
+    let d = Drv::new(&mi);
+    assert_eq!(d.ok(s6::PPSMC_MSG_SetSoftMaxGfxClk, 0xffff), 0);
+    assert_eq!(d.ok(s6::PPSMC_MSG_SetSoftMinGfxClk, 0), 0);
+    assert_eq!(mi.with_smu(|s| s.soft_limits(u32::MAX)), Some((500, 2100)));
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+    assert!(mi.violations().is_empty(), "{:?}", mi.violations());
+}
+
+#[test]
+fn navi31_power_limit() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let d = Drv::new(&gpu);
     // Power limit.
     assert_eq!(d.ok(s0::PPSMC_MSG_GetPptLimit, 0), 355);
     d.ok(s0::PPSMC_MSG_SetPptLimit, 300);

@@ -251,8 +251,19 @@ impl PageTables {
             },
         )?;
         let offset = if flags.system { 0 } else { self.vram_offset };
+        let dma_bits = self.format.dma_bits();
         let mut pieces = Vec::with_capacity(ranges.len());
         for (addr, len) in merge(ranges) {
+            if flags.system && addr.checked_add(len).is_none_or(|e| e > 1 << dma_bits) {
+                return Err(err(
+                    va,
+                    total,
+                    format!(
+                        "system bus address range {addr:#x}+{len:#x} is beyond the GPU's \
+                         {dma_bits}-bit DMA range: the device cannot reach it"
+                    ),
+                ));
+            }
             let hw = addr
                 .checked_add(offset)
                 .filter(|a| a.checked_add(len).is_some_and(|e| e <= 1 << VA_BITS));

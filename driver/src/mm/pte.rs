@@ -88,6 +88,17 @@ impl PteFormat {
         }
     }
 
+    /// Width of the system bus addresses the GPU can reach (its DMA mask): Linux sets
+    /// `DMA_BIT_MASK(44)` for GC 10, 11 and 12 (`gmc_v10_0.c`, `gmc_v11_0.c`,
+    /// `gmc_v12_0.c`) and 48 bits for GC ≥ 9.4.2 (`gmc_v9_0.c`; the GC 9 parts this driver
+    /// supports are 9.4.3 and 9.5.0).
+    pub const fn dma_bits(self) -> u32 {
+        match self {
+            PteFormat::Gfx9 => 48,
+            _ => 44,
+        }
+    }
+
     /// `VM_CONTEXTn_CNTL.PAGE_TABLE_DEPTH` for a PDB2 root: GFX9 stops the hardware walk at
     /// PDB0 and translates further from there.
     pub const fn page_table_depth(self) -> u32 {

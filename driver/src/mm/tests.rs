@@ -507,3 +507,44 @@ fn tables_come_from_the_boot_pool_while_booting() {
         t.entry_addr
     );
 }
+
+/// The GPU reaches system memory only inside its DMA mask (44 bits on GC 10/11/12, 48 on
+/// GC 9.4.3+): mapping a bus address beyond it is refused, naming the range.
+#[test]
+fn system_pages_beyond_the_dma_mask_are_refused() {
+    for (format, bits) in [
+        (PteFormat::Gfx10, 44),
+        (PteFormat::Gfx12, 44),
+        (PteFormat::Gfx9, 48),
+    ] {
+        let (mem, mut mm) = setup(format, GIB);
+        let inside = (1u64 << bits) - PAGE_SIZE;
+        mm.map(&mem, VA_BASE, &[(inside, PAGE_SIZE)], MapFlags::SYSTEM)
+            .unwrap();
+        if bits < 48 {
+            let beyond = 1u64 << bits;
+            let e = mm
+                .map(
+                    &mem,
+                    VA_BASE + PAGE_SIZE,
+                    &[(beyond, PAGE_SIZE)],
+                    MapFlags::SYSTEM,
+                )
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains(&format!("{bits}-bit DMA range")),
+                "{format:?}: {e}"
+            );
+            assert!(e.contains(&format!("{beyond:#x}")), "{format:?}: {e}");
+        }
+        // VRAM addresses are not bus addresses: the mask does not apply to them.
+        mm.map(
+            &mem,
+            VA_BASE + 2 * PAGE_SIZE,
+            &[(1 << 20, PAGE_SIZE)],
+            MapFlags::VRAM,
+        )
+        .unwrap();
+    }
+}

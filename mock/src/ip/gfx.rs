@@ -62,8 +62,6 @@ pub struct Gfx {
     /// What the PSP did (copied in by the device before each GC access).
     rlc_autoload_requested: bool,
     rlc_firmware_loaded: bool,
-    /// VRAM write generation covered by the last HDP flush (from the NBIO model).
-    hdp_generation: u64,
     /// The MEC firmware's RS64 start address (`ucode_start_addr`), when a test told it.
     mec_ucode_start: Option<u64>,
     /// XCCs whose RLC is in safe mode.
@@ -103,11 +101,6 @@ impl Gfx {
     pub fn observe_psp(&mut self, psp: &Psp) {
         self.rlc_autoload_requested = psp.rlc_autoload_requested();
         self.rlc_firmware_loaded = psp.rlc_firmware_loaded();
-    }
-
-    /// Copy the VRAM write generation the last HDP flush covered (NBIO model).
-    pub fn observe_hdp(&mut self, generation: u64) {
-        self.hdp_generation = generation;
     }
 
     /// Tell the model the MEC firmware's RS64 start address (`ucode_start_addr` of the
@@ -217,15 +210,6 @@ impl Gfx {
         let db_id = find(hw, "CP_HQD_PQ_DOORBELL_CONTROL", xcc)?;
         let q = size_field.get(pq_control);
         let mqd_base = u64::from(b("CP_MQD_BASE_ADDR_HI")) << 32 | u64::from(b("CP_MQD_BASE_ADDR"));
-        // CPU writes through BAR0 sit in the HDP until a flush: an MQD written after the last
-        // flush is not what the CP would read.
-        if let Some(off) = super::gmc::fb_aperture(hw, super::gmc::Hub::gc(xcc), mqd_base)
-            && hw.vram.page_generation(off) > self.hdp_generation
-        {
-            return Err(Fault::new(format!(
-                "queue (xcc {xcc}, me {me}, pipe {pipe}, queue {queue}) activated on the MQD at MC {mqd_base:#x}, written after the last HDP flush: the CP would not see it"
-            )));
-        }
         let entry = ActiveQueue {
             xcc,
             me,

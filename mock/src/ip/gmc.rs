@@ -476,7 +476,7 @@ impl IpModel for Gmc {
                 let req = field(hw, reg.id, "PER_VMID_INVALIDATE_REQ")
                     .ok_or_else(|| Fault::new("no PER_VMID_INVALIDATE_REQ field"))?;
                 let vmids = req.get(value);
-                let generation = hw.vram.generation();
+                let generation = hw.vram.snapshot();
                 let st = self.hubs.entry(hub).or_default();
                 for (vmid, slot) in st.flushed.iter_mut().enumerate() {
                     if vmids & (1 << vmid) != 0 {

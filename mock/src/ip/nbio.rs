@@ -11,7 +11,10 @@
 //!   fault. The legacy `BIF_BX0_PCIE_INDEX/DATA` pair is refused.
 //! - HDP flush: at power-on `BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL` holds the byte address of
 //!   `BIF_BX_PF0_HDP_MEM_COHERENCY_FLUSH_CNTL` (as the `*_default.h` of older NBIOs show);
-//!   a write there is a flush, counted with the VRAM write generation it covers.
+//!   a write there is a flush (the CPU's path). Engines flush through
+//!   `BIF_BX_PF0_GPU_HDP_FLUSH_REQ`: a write there flushes and the same bits read back from
+//!   `…_GPU_HDP_FLUSH_DONE` (the CP's and SDMA's write-then-wait packets poll it). A flush
+//!   makes every CPU write through BAR0 so far visible to the GPU ([`crate::vram::Vram`]).
 
 use std::collections::HashMap;
 
@@ -33,9 +36,8 @@ pub struct Nbio {
     pcie_index2_hi: u32,
     /// Registers of AIDs 1..3 written through PCIE INDEX2: (aid, dword) → value.
     aid_regs: HashMap<(u8, u64), u32>,
-    /// HDP flushes so far, and the VRAM write generation of the last one.
+    /// HDP flushes so far.
     hdp_flushes: u64,
-    hdp_generation: u64,
 }
 
 impl Nbio {
@@ -51,7 +53,6 @@ impl Nbio {
             pcie_index2_hi: 0,
             aid_regs: HashMap::new(),
             hdp_flushes: 0,
-            hdp_generation: 0,
         }
     }
 
@@ -72,9 +73,9 @@ impl Nbio {
         }
     }
 
-    /// `(number of HDP flushes, VRAM write generation at the last one)`.
-    pub fn hdp_flushes(&self) -> (u64, u64) {
-        (self.hdp_flushes, self.hdp_generation)
+    /// HDP flushes so far (CPU and engine requests).
+    pub fn hdp_flushes(&self) -> u64 {
+        self.hdp_flushes
     }
 
     /// A register of AID `aid` at `dword` (PCIE INDEX2): AID 0 is this register file.
@@ -242,8 +243,16 @@ impl IpModel for Nbio {
                 == Some(reg.id) =>
             {
                 self.hdp_flushes += 1;
-                self.hdp_generation = hw.vram.generation();
+                hw.vram.hdp_flush();
                 hw.regs.set(reg.id, value);
+            }
+            name if name.ends_with("GPU_HDP_FLUSH_REQ") => {
+                // The flush completes at once: DONE reports the requested bits.
+                self.hdp_flushes += 1;
+                hw.vram.hdp_flush();
+                hw.regs.set(reg.id, value);
+                let done = format!("{}DONE", &name[..name.len() - "REQ".len()]);
+                hw.set(RegIp::Nbio, &done, reg.info.instance, value);
             }
             "RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE" | "RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER" => {
                 return Err(Fault::new(format!("{} is read-only", reg.name())));

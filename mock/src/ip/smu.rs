@@ -338,7 +338,11 @@ impl Smu {
         }
     }
 
-    /// SetSoftMin/Max: the frequency must lie in the clock's DPM range and keep min ≤ max.
+    /// SetSoftMin/Max: the firmware clamps the frequency to the clock's DPM range (drivers
+    /// send 0 and 0xffff to mean "lowest" and "highest"). A new minimum above the current
+    /// maximum raises the maximum with it, and a new maximum below the minimum lowers the
+    /// minimum (chosen: the firmware's handling of a crossed pair is not documented; this
+    /// keeps min ≤ max without refusing what drivers send).
     fn soft_limit(&mut self, param: u32, is_min: bool, gfx: bool) -> Result<u32, u32> {
         let (clk, freq) = if gfx {
             (u32::MAX, param & 0xffff)
@@ -352,13 +356,11 @@ impl Smu {
             Some(c) => (c.levels[0], c.levels[c.levels.len() - 1]),
             None => MI300X_GFXCLK,
         };
-        if freq < tmin || freq > tmax || (is_min && freq > hi) || (!is_min && freq < lo) {
-            return Err(s0::PPSMC_Result_Failed);
-        }
+        let freq = freq.clamp(tmin, tmax);
         if is_min {
-            self.set_soft(clk, Some(freq), None);
+            self.set_soft(clk, Some(freq), Some(hi.max(freq)));
         } else {
-            self.set_soft(clk, None, Some(freq));
+            self.set_soft(clk, Some(lo.min(freq)), Some(freq));
         }
         Ok(0)
     }
