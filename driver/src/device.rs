@@ -25,7 +25,7 @@ use crate::ip::sdma::{Sdma, SdmaQueueDesc, SdmaQueueId};
 use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, smu::Smu, soc::Soc};
 use crate::irq::{self, IrqEvent};
 use crate::mm::{MapFlags, MemoryManager, MmConfig, PteFormat, VirtMapping};
-use crate::pci::{Bar, PciDevice};
+use crate::pci::{Bar, PciDevice, SysMem};
 use crate::regs::{Regs, gc, mmhub};
 use crate::vf::{Mailbox, MailboxTimings, VfLease};
 use crate::{Error, Result};
@@ -398,6 +398,57 @@ impl AmDevice {
         )?;
         self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)?;
         Ok(m)
+    }
+
+    /// Map system memory the device can reach (from [`PciDevice::alloc_sysmem`]) at a fresh
+    /// GPU virtual address of VM context 0, page by page at its bus addresses, and flush
+    /// the TLBs. `uncached` maps it `MTYPE_UC` (reads always go to memory). A bus address
+    /// beyond the GPU's DMA mask is refused.
+    pub fn map_sysmem(&self, mem: &dyn SysMem, uncached: bool) -> Result<VirtMapping> {
+        let size = (mem.len() as u64).next_multiple_of(crate::mm::PAGE_SIZE);
+        let pages: Vec<(u64, u64)> = mem
+            .bus_addrs()
+            .iter()
+            .map(|&b| (b, crate::pci::SYSMEM_PAGE_SIZE as u64))
+            .collect();
+        let flags = MapFlags {
+            uncached,
+            ..MapFlags::SYSTEM
+        };
+        let va = {
+            let mut mm = self.ctx.mm();
+            let va = mm.alloc_va(size, crate::mm::PAGE_SIZE)?;
+            if let Err(e) = mm.map(&self.ctx.vram, va, &pages, flags) {
+                mm.free_va(va)?;
+                return Err(e);
+            }
+            va
+        };
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)?;
+        Ok(VirtMapping {
+            va,
+            size,
+            paddrs: pages,
+            flags,
+        })
+    }
+
+    /// Unmap a [`map_sysmem`](Self::map_sysmem) mapping (the memory stays the caller's) and
+    /// flush the TLBs.
+    pub fn unmap_sysmem(&self, m: &VirtMapping) -> Result<()> {
+        {
+            let mut mm = self.ctx.mm();
+            mm.unmap(&self.ctx.vram, m.va, m.size)?;
+            mm.free_va(m.va)?;
+        }
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)
+    }
+
+    /// Make the CPU's writes through BAR0 so far visible to the GPU (an HDP flush): needed
+    /// before the GPU reads what the CPU wrote there (a ring before its doorbell, kernel
+    /// arguments, code).
+    pub fn hdp_flush(&self) -> Result<()> {
+        self.blocks.soc.hdp_flush(&self.ctx)
     }
 
     /// Unmap and free a [`valloc`](Self::valloc) mapping, then flush the TLBs.

@@ -58,6 +58,21 @@ pub enum IrqEvent {
         /// Ring id.
         ring: u8,
     },
+    /// The CP met a packet it cannot execute (unknown opcode, malformed packet); the queue
+    /// stopped.
+    CpBadOpcode {
+        /// Ring id of the queue (queue 6:4, me 3:2, pipe 1:0).
+        ring: u8,
+        /// Node id.
+        node: u8,
+    },
+    /// An SDMA engine met an illegal command; its ring stopped.
+    SdmaIllegal {
+        /// Client id of the engine.
+        client: u8,
+        /// Node id (the AID on multi-die parts).
+        node: u8,
+    },
     /// An SDMA trap (a fence/signal).
     SdmaTrap {
         /// Client id of the engine.
@@ -82,6 +97,8 @@ impl IrqEvent {
             IrqEvent::CpEop { .. } | IrqEvent::SdmaTrap { .. } => false,
             IrqEvent::PageFault(_)
             | IrqEvent::CpPrivFault { .. }
+            | IrqEvent::CpBadOpcode { .. }
+            | IrqEvent::SdmaIllegal { .. }
             | IrqEvent::Ras { .. }
             | IrqEvent::Unknown(_) => true,
         }
@@ -111,6 +128,17 @@ impl fmt::Display for IrqEvent {
                 )
             }
             IrqEvent::CpEop { ring } => write!(f, "CP end of pipe on ring {ring}"),
+            IrqEvent::CpBadOpcode { ring, node } => write!(
+                f,
+                "CP bad opcode on ring {ring} (me {}, pipe {}, queue {}) of node {node}: the queue stopped",
+                (ring >> 2) & 3,
+                ring & 3,
+                (ring >> 4) & 7
+            ),
+            IrqEvent::SdmaIllegal { client, node } => write!(
+                f,
+                "SDMA illegal command (client {client}, node {node}): the ring stopped"
+            ),
             IrqEvent::SdmaTrap { client } => write!(f, "SDMA trap (client {client})"),
             IrqEvent::Ras { sources, banks } => {
                 write!(f, "RAS fatal hardware error: {}", sources.join(", "))?;
@@ -162,31 +190,34 @@ pub fn decode(ctx: &Ctx, gmc: &Gmc, e: &IhEntry) -> Result<IrqEvent> {
     let gc = ctx.gc_major();
     let client = u32::from(e.client);
     let source = u32::from(e.source);
-    let (gfx_clients, sq, eop, priv_reg, priv_instr): (&[u32], u32, u32, u32, u32) = if gc >= 11 {
-        use src::gfx_11_0_0::*;
-        (
-            &[src::SOC21_IH_CLIENTID_GRBM_CP, src::SOC21_IH_CLIENTID_GFX],
-            GFX_11_0_0__SRCID__SQ_INTERRUPT_ID,
-            GFX_11_0_0__SRCID__CP_EOP_INTERRUPT,
-            GFX_11_0_0__SRCID__CP_PRIV_REG_FAULT,
-            GFX_11_0_0__SRCID__CP_PRIV_INSTR_FAULT,
-        )
-    } else {
-        use src::gfx_9_0::*;
-        (
-            &[
-                src::SOC15_IH_CLIENTID_GRBM_CP,
-                src::SOC15_IH_CLIENTID_SE0SH,
-                src::SOC15_IH_CLIENTID_SE1SH,
-                src::SOC15_IH_CLIENTID_SE2SH,
-                src::SOC15_IH_CLIENTID_SE3SH,
-            ],
-            GFX_9_0__SRCID__SQ_INTERRUPT_ID,
-            GFX_9_0__SRCID__CP_EOP_INTERRUPT,
-            GFX_9_0__SRCID__CP_PRIV_REG_FAULT,
-            GFX_9_0__SRCID__CP_PRIV_INSTR_FAULT,
-        )
-    };
+    let (gfx_clients, sq, eop, priv_reg, priv_instr, bad_op): (&[u32], u32, u32, u32, u32, u32) =
+        if gc >= 11 {
+            use src::gfx_11_0_0::*;
+            (
+                &[src::SOC21_IH_CLIENTID_GRBM_CP, src::SOC21_IH_CLIENTID_GFX],
+                GFX_11_0_0__SRCID__SQ_INTERRUPT_ID,
+                GFX_11_0_0__SRCID__CP_EOP_INTERRUPT,
+                GFX_11_0_0__SRCID__CP_PRIV_REG_FAULT,
+                GFX_11_0_0__SRCID__CP_PRIV_INSTR_FAULT,
+                GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR,
+            )
+        } else {
+            use src::gfx_9_0::*;
+            (
+                &[
+                    src::SOC15_IH_CLIENTID_GRBM_CP,
+                    src::SOC15_IH_CLIENTID_SE0SH,
+                    src::SOC15_IH_CLIENTID_SE1SH,
+                    src::SOC15_IH_CLIENTID_SE2SH,
+                    src::SOC15_IH_CLIENTID_SE3SH,
+                ],
+                GFX_9_0__SRCID__SQ_INTERRUPT_ID,
+                GFX_9_0__SRCID__CP_EOP_INTERRUPT,
+                GFX_9_0__SRCID__CP_PRIV_REG_FAULT,
+                GFX_9_0__SRCID__CP_PRIV_INSTR_FAULT,
+                GFX_9_0__SRCID__CP_BAD_OPCODE_ERROR,
+            )
+        };
     let gc_fault = if gc >= 11 {
         client == src::SOC21_IH_CLIENTID_GFX
             && source == src::gfx_11_0_0::GFX_11_0_0__SRCID__UTCL2_FAULT
@@ -229,12 +260,35 @@ pub fn decode(ctx: &Ctx, gmc: &Gmc, e: &IhEntry) -> Result<IrqEvent> {
     if sdma_trap {
         return Ok(IrqEvent::SdmaTrap { client: e.client });
     }
+    // Linux takes SDMA 4.x illegal instructions on the SRBMWRITE source
+    // (`sdma_v4_0`/`sdma_v4_4_2` `illegal_inst_irq`).
+    if gc < 11
+        && [
+            src::SOC15_IH_CLIENTID_SDMA0,
+            src::SOC15_IH_CLIENTID_SDMA1,
+            src::SOC15_IH_CLIENTID_SDMA2,
+            src::SOC15_IH_CLIENTID_SDMA3,
+        ]
+        .contains(&client)
+        && source == src::sdma0_4_0::SDMA0_4_0__SRCID__SDMA_SRBMWRITE
+    {
+        return Ok(IrqEvent::SdmaIllegal {
+            client: e.client,
+            node: e.node,
+        });
+    }
     if gfx_clients.contains(&client) {
         if source == sq {
             return Ok(sq_event(gc, e));
         }
         if source == eop {
             return Ok(IrqEvent::CpEop { ring: e.ring });
+        }
+        if source == bad_op {
+            return Ok(IrqEvent::CpBadOpcode {
+                ring: e.ring,
+                node: e.node,
+            });
         }
         if source == priv_reg || source == priv_instr {
             return Ok(IrqEvent::CpPrivFault {

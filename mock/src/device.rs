@@ -7,14 +7,15 @@
 //! carry their own locks, always taken after `state` when both are needed, so a future
 //! engine thread can move memory while the CPU holds neither; `violations` is taken last.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use am_driver::{Bar, BarInfo, Error as DrvError, PciDevice, SysMem};
 
 use crate::config::ConfigSpace;
 use crate::discovery;
+use crate::engine::{Engines, QueueKey, QueueStatus, Wake};
 use crate::hive::{Hive, Member};
 use crate::ip::{Fault, Hw, Models, Reg, ResetKind};
 use crate::profile::{Profile, RegIp};
@@ -107,8 +108,9 @@ struct State {
     /// Registers outside the map, in lenient mode only.
     unknown: HashMap<u64, u32>,
     doorbells: HashMap<u64, u64>,
-    /// Rings of doorbells that a running queue owns, in order.
-    doorbell_rings: Vec<DoorbellRing>,
+    /// Rings of doorbells that a running queue owns, in order (the last
+    /// [`DOORBELL_RECORD`]).
+    doorbell_rings: VecDeque<DoorbellRing>,
     /// Access granted by the test hook rather than through the mailbox.
     vf_access_hook: bool,
 }
@@ -136,8 +138,11 @@ pub enum DoorbellOwner {
     },
 }
 
-/// A doorbell write that reached a running queue. Nothing executes it yet (no packet
-/// engines): it is recorded for tests.
+/// Doorbell rings kept for tests (the oldest are dropped beyond this).
+pub const DOORBELL_RECORD: usize = 4096;
+
+/// A doorbell write that reached a running queue (its engine takes the value as the write
+/// pointer); the last [`DOORBELL_RECORD`] are kept for tests.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DoorbellRing {
     /// Byte offset in BAR2.
@@ -156,12 +161,16 @@ impl State {
 }
 
 pub(crate) struct Shared {
+    /// This device, for the engine threads (which must not keep it alive).
+    me: Weak<Shared>,
     name: String,
     profile: Profile,
     map: RegisterMap,
     mode: Mode,
-    vram: Vram,
-    sysmem: SysArena,
+    pub(crate) vram: Vram,
+    pub(crate) sysmem: SysArena,
+    /// The CP and SDMA engines.
+    pub(crate) engines: Engines,
     state: Mutex<State>,
     violations: Mutex<Vec<Violation>>,
     member: Option<Member>,
@@ -261,10 +270,11 @@ impl MockGpu {
             models: Models::new(&profile),
             unknown: HashMap::new(),
             doorbells: HashMap::new(),
-            doorbell_rings: Vec::new(),
+            doorbell_rings: VecDeque::new(),
             vf_access_hook: false,
         };
-        let sysmem = SysArena::default();
+        let wake = Arc::new(Wake::default());
+        let sysmem = SysArena::new(wake.clone());
         power_on(&profile, &map, &mut state, &vram, &sysmem, member.as_ref());
         let hqd_windows = (0..=u8::MAX)
             .map_while(|xcc| {
@@ -273,7 +283,10 @@ impl MockGpu {
                 Some((map.info(lo).addr, map.info(hi).addr))
             })
             .collect();
-        let shared = Shared {
+        let bus_master = state.config.bus_master();
+        let shared = Arc::new_cyclic(|me| Shared {
+            me: me.clone(),
+            engines: Engines::new(wake),
             name,
             profile,
             map,
@@ -284,10 +297,9 @@ impl MockGpu {
             violations: Mutex::new(Vec::new()),
             member,
             hqd_windows,
-        };
-        Ok(Self {
-            shared: Arc::new(shared),
-        })
+        });
+        shared.engines.set_bus_master(bus_master);
+        Ok(Self { shared })
     }
 
     /// A driver-side handle (one "driver instance").
@@ -445,9 +457,52 @@ impl MockGpu {
         lock(&self.shared.state).models.sdma.active_queues()
     }
 
-    /// Doorbell writes that reached a running queue, in order (kept across resets).
+    /// Doorbell writes that reached a running queue, in order (kept across resets; the
+    /// last [`DOORBELL_RECORD`]).
     pub fn doorbell_rings(&self) -> Vec<DoorbellRing> {
-        lock(&self.shared.state).doorbell_rings.clone()
+        lock(&self.shared.state)
+            .doorbell_rings
+            .iter()
+            .copied()
+            .collect()
+    }
+
+    /// The queues the engines run, with what each is doing.
+    pub fn queues(&self) -> Vec<(QueueKey, QueueStatus)> {
+        self.shared.engines.status()
+    }
+
+    /// Wait until every running queue is idle (its read pointer at its write pointer, no
+    /// indirect buffer or wait under way) or halted. `Err` names the queues still busy
+    /// after `timeout`.
+    pub fn wait_queues_idle(&self, timeout: std::time::Duration) -> Result<(), String> {
+        let until = std::time::Instant::now() + timeout;
+        loop {
+            let busy: Vec<String> = self
+                .queues()
+                .into_iter()
+                .filter(|(_, s)| s.halted.is_none() && (s.rptr != s.wptr || s.waiting || s.busy))
+                .map(|(_, s)| s.name)
+                .collect();
+            if busy.is_empty() {
+                return Ok(());
+            }
+            if std::time::Instant::now() >= until {
+                return Err(format!("still busy after {timeout:?}: {}", busy.join(", ")));
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        }
+    }
+
+    /// Set the watchdog: the wave-instructions one dispatch may execute before its queue is
+    /// taken for hung (default [`crate::engine::DEFAULT_WATCHDOG`]).
+    pub fn set_watchdog(&self, instructions: u64) {
+        self.shared.engines.set_watchdog(instructions);
+    }
+
+    /// The GPU clock now (100 MHz ticks), as a timestamp packet would write it.
+    pub fn gpu_clock(&self) -> u64 {
+        self.shared.engines.clock.now()
     }
 
     /// Tell the GFX model the MEC firmware's RS64 start address (see
@@ -662,7 +717,10 @@ impl Shared {
             ));
         }
         match write {
-            Some(data) => self.vram.cpu_write(offset, data),
+            Some(data) => {
+                self.vram.cpu_write(offset, data);
+                self.engines.memory_changed();
+            }
             None => self.vram.read(offset, buf),
         }
         Ok(())
@@ -707,11 +765,16 @@ impl Shared {
                 let value = u64::from_le_bytes(b);
                 st.doorbells.insert(offset, value);
                 if let Some(owner) = doorbell_owner(&st.models, offset) {
-                    st.doorbell_rings.push(DoorbellRing {
+                    if st.doorbell_rings.len() >= DOORBELL_RECORD {
+                        st.doorbell_rings.pop_front();
+                    }
+                    st.doorbell_rings.push_back(DoorbellRing {
                         offset,
                         value,
                         owner,
                     });
+                    drop(st);
+                    self.engines.ring((offset / 4) as u32, value);
                     return Ok(());
                 }
                 drop(st);
@@ -833,38 +896,7 @@ impl Shared {
                 }),
             };
         }
-        let reg = Reg { id, info };
-        if info.block == Block::Gfx {
-            // RLC bring-up status follows what the PSP did.
-            let crate::ip::Models { gfx, psp, .. } = &mut st.models;
-            gfx.observe_psp(psp);
-        }
-        let model = st.models.model(info.block);
-        let mut hw = Hw {
-            profile: &self.profile,
-            map: &self.map,
-            regs: &mut st.regs,
-            config: &st.config,
-            vram: &self.vram,
-            sysmem: &self.sysmem,
-        };
-        let byte = (offset % 4) as u8;
-        let result: Result<u32, Fault> = match (write, size) {
-            (None, 4) => model.read(&mut hw, reg),
-            (Some(v), 4) => model.write(&mut hw, reg, v).map(|()| v),
-            (None, _) => model.read8(&mut hw, reg, byte).map(u32::from),
-            (Some(v), _) => model.write8(&mut hw, reg, byte, v as u8).map(|()| v),
-        };
-        if let (Some(v), Block::Gfx, "GRBM_SOFT_RESET") = (write, info.block, info.name) {
-            // The SOC21 GRBM also resets the SDMA engines that live in GC.
-            st.models
-                .sdma
-                .grbm_soft_reset(&self.map, &mut st.regs, id, v);
-        }
-        if st.models.smu.take_mode1_request() {
-            // The SMU took a mode1 reset: the whole ASIC goes down before the access returns.
-            self.reset_locked(st, ResetKind::Mode1);
-        }
+        let result = self.model_access(st, id, (offset % 4) as u8, size, write);
         drop(guard);
         match result {
             Ok(v) => Ok(v),
@@ -880,6 +912,73 @@ impl Shared {
                 )
             }),
         }
+    }
+
+    /// One register access through its model, with what follows it: the GRBM's soft reset
+    /// of the SDMA engines in GC, a mode1 reset the SMU took, the engines following the
+    /// queue registers, hub views going stale after a GMC write, blocked queues looking
+    /// again after any write. The state lock is held.
+    fn model_access(
+        &self,
+        st: &mut State,
+        id: usize,
+        byte: u8,
+        size: usize,
+        write: Option<u32>,
+    ) -> Result<u32, Fault> {
+        let info = self.map.info(id);
+        let reg = Reg { id, info };
+        if info.block == Block::Gfx {
+            // RLC bring-up status follows what the PSP did.
+            let crate::ip::Models { gfx, psp, .. } = &mut st.models;
+            gfx.observe_psp(psp);
+        }
+        let model = st.models.model(info.block);
+        let mut hw = Hw {
+            profile: &self.profile,
+            map: &self.map,
+            regs: &mut st.regs,
+            config: &st.config,
+            vram: &self.vram,
+            sysmem: &self.sysmem,
+        };
+        let result: Result<u32, Fault> = match (write, size) {
+            (None, 4) => model.read(&mut hw, reg),
+            (Some(v), 4) => model.write(&mut hw, reg, v).map(|()| v),
+            (None, _) => model.read8(&mut hw, reg, byte).map(u32::from),
+            (Some(v), _) => model.write8(&mut hw, reg, byte, v as u8).map(|()| v),
+        };
+        let Some(v) = write else {
+            return result;
+        };
+        if let (Block::Gfx, "GRBM_SOFT_RESET") = (info.block, info.name) {
+            // The SOC21 GRBM also resets the SDMA engines that live in GC.
+            st.models
+                .sdma
+                .grbm_soft_reset(&self.map, &mut st.regs, id, v);
+        }
+        if st.models.smu.take_mode1_request() {
+            // The SMU took a mode1 reset: the whole ASIC goes down before the access returns.
+            self.reset_locked(st, ResetKind::Mode1);
+        }
+        match info.block {
+            Block::Gfx | Block::Sdma => self.sync_engines(st),
+            Block::Gmc => self.engines.vm_changed(),
+            _ => {}
+        }
+        self.engines.memory_changed();
+        result
+    }
+
+    /// Start and stop queue workers to match the queues the models hold active.
+    fn sync_engines(&self, st: &State) {
+        self.engines.sync(
+            &self.me,
+            &self.profile,
+            &st.models.gfx.active_queues(),
+            &st.models.sdma.active_queues(),
+            &self.name,
+        );
     }
 
     /// Function-level reset: registers back to their defaults except the scratch registers
@@ -912,6 +1011,193 @@ impl Shared {
         );
         st.doorbells.clear();
         st.vf_access_hook = false;
+        self.engines.stop_all();
+        self.engines.vm_changed();
+    }
+
+    // ---- what the engines reach ----
+
+    /// The device name.
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// GC major version of the profile.
+    pub(crate) fn gc_major(&self) -> u8 {
+        self.profile
+            .version(am_autogen::hwid::GC_HWID)
+            .map_or(9, |v| v.major)
+    }
+
+    /// The shader ISA of the profile, or why its code cannot run.
+    pub(crate) fn isa(&self) -> Result<am_emu::Isa, String> {
+        match self.profile.version(am_autogen::hwid::GC_HWID) {
+            Some(v) if v.major == 11 => Ok(am_emu::Isa::Gfx1100),
+            Some(v) => Err(format!(
+                "no CDNA emulation yet: GC {v} ({}) code cannot run on the mock",
+                self.profile.gfx_target
+            )),
+            None => Err("the profile has no GC".into()),
+        }
+    }
+
+    /// A hub's view for an engine.
+    pub(crate) fn hub_view(
+        &self,
+        hub: crate::ip::gmc::Hub,
+        vmid: u8,
+    ) -> Result<crate::ip::gmc::HubView, String> {
+        let mut guard = lock(&self.state);
+        let st = &mut *guard;
+        let hw = Hw {
+            profile: &self.profile,
+            map: &self.map,
+            regs: &mut st.regs,
+            config: &st.config,
+            vram: &self.vram,
+            sysmem: &self.sysmem,
+        };
+        st.models.gmc.view(&hw, hub, vmid).map_err(|f| f.0)
+    }
+
+    /// The register at `dword` as the CP of `xcc` sees it: a GC register of another XCC's
+    /// instance is this XCC's copy (each XCC's CP addresses its own registers at the
+    /// offsets of XCC 0).
+    pub(crate) fn gc_reg_for_xcc(&self, dword: u64, xcc: u8) -> Option<usize> {
+        let id = self.map.at(dword)?;
+        let info = self.map.info(id);
+        if info.table == RegIp::Gc && info.instance != xcc {
+            return self.map.find(RegIp::Gc, info.name, xcc);
+        }
+        Some(id)
+    }
+
+    /// A GC register of `xcc` by name.
+    pub(crate) fn gc_reg(&self, name: &str, xcc: u8) -> Option<usize> {
+        self.map.find(RegIp::Gc, name, xcc)
+    }
+
+    /// A register's value without side effects.
+    pub(crate) fn peek_reg(&self, id: usize) -> u32 {
+        lock(&self.state).regs.get(id)
+    }
+
+    /// A field of a GC register, from the generated `sh_mask`.
+    pub(crate) fn field_of(
+        &self,
+        reg: &str,
+        field: &str,
+    ) -> Result<am_autogen::regs::Field, String> {
+        let id = self
+            .map
+            .find(RegIp::Gc, reg, 0)
+            .ok_or_else(|| format!("the profile has no {reg}"))?;
+        let info = self.map.info(id);
+        am_autogen::regs::table(info.table, info.version)
+            .and_then(|t| t.by_name(info.name))
+            .and_then(|r| r.field(field))
+            .ok_or_else(|| format!("{reg} has no field {field}"))
+    }
+
+    /// A register access by an engine (the CP of `xcc`, or SDMA): through the register's
+    /// model as a driver's access would be. A refused access is recorded as a violation.
+    pub(crate) fn engine_reg(
+        &self,
+        xcc: u8,
+        dword: u64,
+        write: Option<u32>,
+    ) -> Result<u32, String> {
+        let Some(id) = self.gc_reg_for_xcc(dword, xcc) else {
+            return Err(format!("no register at dword {dword:#x}"));
+        };
+        let mut guard = lock(&self.state);
+        let r = self.model_access(&mut guard, id, 0, 4, write);
+        drop(guard);
+        r.map_err(|Fault(reason)| {
+            let label = self.reg_label(id);
+            let message = format!("{label}: {reason}");
+            self.record(Violation {
+                space: Space::Bar(5),
+                offset: self.map.info(id).addr * 4,
+                access: if write.is_some() {
+                    Access::Write
+                } else {
+                    Access::Read
+                },
+                size: 4,
+                value: write.map(u64::from),
+                register: Some(label),
+                reason: format!("engine access: {reason}"),
+            });
+            message
+        })
+    }
+
+    /// An engine's access faulted: latch it in the hub, post the IH entry if enabled.
+    pub(crate) fn report_fault(
+        &self,
+        hub: crate::ip::gmc::Hub,
+        vmid: u8,
+        f: &crate::walker::PageFault,
+        access: crate::walker::Access,
+        client: u32,
+    ) {
+        let mut guard = lock(&self.state);
+        let st = &mut *guard;
+        let mut hw = Hw {
+            profile: &self.profile,
+            map: &self.map,
+            regs: &mut st.regs,
+            config: &st.config,
+            vram: &self.vram,
+            sysmem: &self.sysmem,
+        };
+        let r = crate::ip::gmc::Gmc::report_fault(
+            &mut st.models,
+            &mut hw,
+            hub,
+            vmid,
+            f,
+            access,
+            client,
+        );
+        drop(guard);
+        if let Err(fault) = r {
+            self.engine_violation(&format!("GMC: {}", fault.0));
+        }
+    }
+
+    /// Post an interrupt from an engine to IH ring 0.
+    pub(crate) fn post_ih(&self, entry: crate::ip::ih::IhEntry) {
+        let mut guard = lock(&self.state);
+        let st = &mut *guard;
+        let mut hw = Hw {
+            profile: &self.profile,
+            map: &self.map,
+            regs: &mut st.regs,
+            config: &st.config,
+            vram: &self.vram,
+            sysmem: &self.sysmem,
+        };
+        let crate::ip::Models { gmc, ih, .. } = &mut st.models;
+        let r = ih.post(&mut hw, gmc, 0, entry);
+        drop(guard);
+        if let Err(fault) = r {
+            self.engine_violation(&format!("IH: {}", fault.0));
+        }
+    }
+
+    /// Record what an engine found wrong in how the driver programmed it.
+    pub(crate) fn engine_violation(&self, reason: &str) {
+        self.record(Violation {
+            space: Space::Dma,
+            offset: 0,
+            access: Access::Read,
+            size: 0,
+            value: None,
+            register: None,
+            reason: reason.to_string(),
+        });
     }
 }
 
@@ -1001,7 +1287,10 @@ impl PciDevice for MockDevice {
     }
 
     fn config_write(&self, offset: u16, size: u8, value: u32) -> am_driver::Result<()> {
-        let r = lock(&self.shared.state).config.write(offset, size, value);
+        let mut st = lock(&self.shared.state);
+        let r = st.config.write(offset, size, value);
+        self.shared.engines.set_bus_master(st.config.bus_master());
+        drop(st);
         r.ok_or_else(|| self.config_violation(offset, size, Access::Write, Some(u64::from(value))))
     }
 

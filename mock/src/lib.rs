@@ -11,6 +11,7 @@
 pub mod config;
 mod device;
 pub mod discovery;
+pub mod engine;
 mod error;
 pub mod hive;
 pub mod ip;
@@ -26,8 +27,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use device::{
-    Access, DoorbellOwner, DoorbellRing, MockBar, MockDevice, MockGpu, Mode, Space, Violation,
+    Access, DOORBELL_RECORD, DoorbellOwner, DoorbellRing, MockBar, MockDevice, MockGpu, Mode,
+    Space, Violation,
 };
+pub use engine::{QueueKey, QueueKind, QueueStatus};
 pub use error::{Error, Result};
 pub use hive::{Hive, Member};
 pub use profile::{PROFILES, Profile};

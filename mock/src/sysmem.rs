@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use crate::engine::Wake;
+
 use am_driver::pci::SYSMEM_PAGE_SIZE;
 use am_driver::{Error as DrvError, SysMem};
 
@@ -30,6 +32,8 @@ impl Region {
 #[derive(Debug, Default)]
 pub struct SysArena {
     inner: Mutex<ArenaInner>,
+    /// Queues blocked on memory: a CPU write to system memory wakes them.
+    wake: Arc<Wake>,
 }
 
 #[derive(Debug, Default)]
@@ -59,6 +63,14 @@ impl std::fmt::Display for DmaFault {
 }
 
 impl SysArena {
+    /// An empty arena whose CPU-side writes wake `wake`'s sleepers.
+    pub fn new(wake: Arc<Wake>) -> Self {
+        SysArena {
+            inner: Mutex::default(),
+            wake,
+        }
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, ArenaInner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -90,6 +102,7 @@ impl SysArena {
             device: device.to_string(),
             region,
             bus_addrs,
+            wake: self.wake.clone(),
         })
     }
 
@@ -111,6 +124,27 @@ impl SysArena {
             let n = (buf.len() - done).min(SYSMEM_PAGE_SIZE - within);
             let at = idx * SYSMEM_PAGE_SIZE + within;
             buf[done..done + n].copy_from_slice(&region.lock()[at..at + n]);
+            done += n;
+        }
+        Ok(())
+    }
+
+    /// Run `f` on the bytes of `[bus, bus + len)` page by page, with each piece's offset
+    /// from `bus` (a DMA read without a bounce buffer).
+    pub fn with_pages(
+        &self,
+        bus: u64,
+        len: usize,
+        mut f: impl FnMut(usize, &[u8]),
+    ) -> Result<(), DmaFault> {
+        let mut done = 0usize;
+        while done < len {
+            let addr = bus + done as u64;
+            let (region, idx) = self.resolve(addr)?;
+            let within = (addr % PAGE) as usize;
+            let n = (len - done).min(SYSMEM_PAGE_SIZE - within);
+            let at = idx * SYSMEM_PAGE_SIZE + within;
+            f(done, &region.lock()[at..at + n]);
             done += n;
         }
         Ok(())
@@ -138,6 +172,7 @@ pub struct MockSysMem {
     device: String,
     region: Arc<Region>,
     bus_addrs: Vec<u64>,
+    wake: Arc<Wake>,
 }
 
 impl MockSysMem {
@@ -174,6 +209,7 @@ impl SysMem for MockSysMem {
     fn write_bytes(&self, offset: u64, data: &[u8]) -> am_driver::Result<()> {
         let at = self.check(offset, data.len())?;
         self.region.lock()[at..at + data.len()].copy_from_slice(data);
+        self.wake.notify();
         Ok(())
     }
 }

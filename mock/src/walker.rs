@@ -164,6 +164,17 @@ pub struct Translation {
     pub entry: u64,
 }
 
+impl Translation {
+    /// Whether the page allows read, write and execute.
+    pub fn perms(&self) -> [bool; 3] {
+        [
+            self.entry & READABLE != 0,
+            self.entry & WRITEABLE != 0,
+            self.entry & EXECUTABLE != 0,
+        ]
+    }
+}
+
 /// Translate `va` through `ctx`, reading tables from `vram`.
 pub fn translate(
     ctx: &Context,

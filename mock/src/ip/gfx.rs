@@ -46,6 +46,20 @@ pub struct ActiveQueue {
     pub doorbell_enabled: bool,
     /// `CP_MQD_BASE_ADDR`/`_HI`.
     pub mqd_base: u64,
+    /// `CP_HQD_PQ_RPTR_REPORT_ADDR`/`_HI`: where the CP writes its read pointer back.
+    pub rptr_report_addr: u64,
+    /// `CP_HQD_PQ_WPTR_POLL_ADDR`/`_HI`: where the CP reads the write pointer when it polls.
+    pub wptr_poll_addr: u64,
+    /// `CP_PQ_WPTR_POLL_CNTL.EN` of the XCC: the CP polls write pointers in memory.
+    pub wptr_poll_enabled: bool,
+    /// `CP_HQD_AQL_CONTROL` non-zero: an AQL (HSA) queue of 64-byte packets.
+    pub aql: bool,
+    /// `CP_HQD_PQ_RPTR` at activation (ring offset).
+    pub rptr: u32,
+    /// `CP_HQD_PQ_WPTR_LO`/`_HI` at activation.
+    pub wptr: u64,
+    /// `COMPUTE_TG_CHUNK_SIZE` of the XCC (0 where the register is absent or unset).
+    pub tg_chunk: u32,
 }
 
 /// Queue key: (xcc, me, pipe, queue).
@@ -201,7 +215,7 @@ impl Gfx {
                 "queue (xcc {xcc}, me {me}, pipe {pipe}, queue {queue}) activated while the MEC is halted: {why}"
             )));
         }
-        let b = |name| self.bank(hw, me, pipe, queue, name, xcc);
+        let b = |name: &str| self.bank(hw, me, pipe, queue, name, xcc);
         let pq_base =
             (u64::from(b("CP_HQD_PQ_BASE_HI")) << 32 | u64::from(b("CP_HQD_PQ_BASE"))) << 8;
         let pq_control = b("CP_HQD_PQ_CONTROL");
@@ -210,7 +224,23 @@ impl Gfx {
         let db_id = find(hw, "CP_HQD_PQ_DOORBELL_CONTROL", xcc)?;
         let q = size_field.get(pq_control);
         let mqd_base = u64::from(b("CP_MQD_BASE_ADDR_HI")) << 32 | u64::from(b("CP_MQD_BASE_ADDR"));
+        let pair = |lo: &str, hi: &str| u64::from(b(hi)) << 32 | u64::from(b(lo));
+        let xcc_reg = |name: &str| hw.map.find(RegIp::Gc, name, xcc).map(|id| hw.regs.get(id));
+        let poll_en = match hw.map.find(RegIp::Gc, "CP_PQ_WPTR_POLL_CNTL", xcc) {
+            Some(id) => field(hw, id, "EN")?.get(hw.regs.get(id)) != 0,
+            None => false,
+        };
         let entry = ActiveQueue {
+            rptr_report_addr: pair(
+                "CP_HQD_PQ_RPTR_REPORT_ADDR",
+                "CP_HQD_PQ_RPTR_REPORT_ADDR_HI",
+            ),
+            wptr_poll_addr: pair("CP_HQD_PQ_WPTR_POLL_ADDR", "CP_HQD_PQ_WPTR_POLL_ADDR_HI"),
+            wptr_poll_enabled: poll_en,
+            aql: b("CP_HQD_AQL_CONTROL") != 0,
+            rptr: b("CP_HQD_PQ_RPTR"),
+            wptr: pair("CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ_WPTR_HI"),
+            tg_chunk: xcc_reg("COMPUTE_TG_CHUNK_SIZE").unwrap_or(0),
             xcc,
             me,
             pipe,

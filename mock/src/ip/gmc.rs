@@ -271,7 +271,133 @@ fn set_xgmi_layout(hw: &mut Hw<'_>, hub: Hub, m: &Member) {
     }
 }
 
+/// What an engine needs of a hub to resolve its addresses, read from the registers once:
+/// the FB and AGP apertures (VM context 0 only) and the VM context of one vmid with the
+/// hub's TLB snapshot. An engine keeps a view until the GMC's registers change.
+#[derive(Clone, Copy, Debug)]
+pub struct HubView {
+    /// The hub.
+    pub hub: Hub,
+    /// The vmid whose context this is.
+    pub vmid: u8,
+    /// FB aperture `[base, top]` (MC) and the XGMI offset subtracted inside it.
+    fb: Option<(u64, u64, u64)>,
+    /// AGP aperture `[bot, top]` (MC) and the bus address of `bot`.
+    agp: Option<(u64, u64, u64)>,
+    /// The VM context, `None` if disabled or never invalidated.
+    pub context: Option<Context>,
+}
+
+/// Where an address resolved to, and how far the same mapping goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resolved {
+    /// Where the first byte lands.
+    pub target: PhysTarget,
+    /// Bytes from the address to the end of the page (or aperture) that mapped it.
+    pub span: u64,
+    /// Read, write, execute allowed.
+    pub perms: [bool; 3],
+}
+
+impl HubView {
+    /// Resolve `addr` as a client of the hub would for `access`: VM context 0 tries the FB
+    /// aperture, then the AGP aperture, then the page tables (the GART); other vmids walk
+    /// their tables. A fault is what the walker found.
+    pub fn resolve(
+        &self,
+        vram: &crate::vram::Vram,
+        addr: u64,
+        access: Access,
+    ) -> Result<Resolved, PageFault> {
+        if self.vmid == 0 {
+            if let Some((base, top, xgmi)) = self.fb
+                && (base..=top).contains(&addr)
+                && let Some(local) = (addr - base).checked_sub(xgmi)
+                && vram.contains(local, 1)
+            {
+                return Ok(Resolved {
+                    target: PhysTarget::Vram(local),
+                    span: (top - addr + 1).min(vram.size() - local),
+                    perms: [true; 3],
+                });
+            }
+            if let Some((bot, top, bus)) = self.agp
+                && (bot..=top).contains(&addr)
+            {
+                return Ok(Resolved {
+                    target: PhysTarget::System(bus + (addr - bot)),
+                    span: top - addr + 1,
+                    perms: [true; 3],
+                });
+            }
+        }
+        let Some(ctx) = &self.context else {
+            return Err(PageFault {
+                va: addr,
+                kind: FaultKind::Invalid,
+                shift: 39,
+                entry: 0,
+            });
+        };
+        let t = walker::translate(ctx, vram, addr, access)?;
+        let span = t.page_size - (addr & (t.page_size - 1));
+        Ok(Resolved {
+            target: t.target,
+            span,
+            perms: t.perms(),
+        })
+    }
+}
+
 impl Gmc {
+    /// A [`HubView`] of `hub` for `vmid`, as the registers and TLB snapshot are now.
+    pub fn view(&self, hw: &Hw<'_>, hub: Hub, vmid: u8) -> Result<HubView, Fault> {
+        let reg = |name: &str| get_reg(hw, hub, name).map(|r| u64::from(r.1)).ok();
+        let fb = match (reg("MC_VM_FB_LOCATION_BASE"), reg("MC_VM_FB_LOCATION_TOP")) {
+            (Some(b), Some(t)) => Some((b << 24, t << 24 | 0xff_ffff, xgmi_offset(hw, hub))),
+            _ => None,
+        };
+        let agp = match (
+            reg("MC_VM_AGP_BOT"),
+            reg("MC_VM_AGP_TOP"),
+            reg("MC_VM_AGP_BASE"),
+        ) {
+            (Some(b), Some(t), Some(base)) if b & 0xff_ffff <= t & 0xff_ffff => Some((
+                (b & 0xff_ffff) << 24,
+                (t & 0xff_ffff) << 24 | 0xff_ffff,
+                (base & 0xff_ffff) << 24,
+            )),
+            _ => None,
+        };
+        Ok(HubView {
+            hub,
+            vmid,
+            fb,
+            agp,
+            context: self.context(hw, hub, vmid)?,
+        })
+    }
+
+    /// An engine's access faulted: latch the hub's fault registers and, if the context
+    /// enables that fault's interrupt, post the page-fault IH entry to ring 0.
+    pub fn report_fault(
+        models: &mut super::Models,
+        hw: &mut Hw<'_>,
+        hub: Hub,
+        vmid: u8,
+        f: &PageFault,
+        access: Access,
+        client: u32,
+    ) -> Result<(), Fault> {
+        let super::Models { gmc, ih, .. } = models;
+        Self::latch_fault(hw, hub, vmid, f, access, client)?;
+        if Self::fault_interrupt_enabled(hw, hub, vmid, f, access) {
+            let entry = fault_ih_entry(hw, hub, vmid, f, access);
+            ih.post(hw, gmc, 0, entry)?;
+        }
+        Ok(())
+    }
+
     /// The VM context `vmid` of `hub` as its registers and the last invalidation set it.
     pub fn context(&self, hw: &Hw<'_>, hub: Hub, vmid: u8) -> Result<Option<Context>, Fault> {
         let cntl = format!("VM_CONTEXT{vmid}_CNTL");
@@ -523,13 +649,17 @@ impl crate::MockGpu {
         client: u32,
     ) -> Result<Result<walker::Translation, PageFault>, Fault> {
         let r = self.with_models(|m, hw| {
-            let super::Models { gmc, ih, .. } = m;
-            let r = gmc.translate(hw, hub, vmid, va, access, client)?;
-            if let Err(f) = &r
-                && Gmc::fault_interrupt_enabled(hw, hub, vmid, f, access)
-            {
-                let entry = fault_ih_entry(hw, hub, vmid, f, access);
-                ih.post(hw, gmc, 0, entry)?;
+            let r = match m.gmc.view(hw, hub, vmid)?.context {
+                Some(ctx) => walker::translate(&ctx, hw.vram, va, access),
+                None => Err(PageFault {
+                    va,
+                    kind: FaultKind::Invalid,
+                    shift: 39,
+                    entry: 0,
+                }),
+            };
+            if let Err(f) = &r {
+                Gmc::report_fault(m, hw, hub, vmid, f, access, client)?;
             }
             Ok(r)
         });

@@ -54,6 +54,10 @@ pub struct SdmaQueue {
     pub privileged: bool,
     /// `IB_CNTL.IB_ENABLE` (as last written).
     pub ib_enabled: bool,
+    /// `RB_RPTR`/`_HI` at enable (bytes).
+    pub rptr: u64,
+    /// `RB_WPTR`/`_HI` at enable (bytes).
+    pub wptr: u64,
 }
 
 /// SDMA model state.
@@ -295,6 +299,8 @@ impl Sdma {
             vmid: f("RB_VMID")? as u8,
             privileged: f("RB_PRIV")? != 0,
             ib_enabled: doorbell("IB_CNTL", "IB_ENABLE")? != 0,
+            rptr: pair("RB_RPTR", "RB_RPTR_HI"),
+            wptr: pair("RB_WPTR", "RB_WPTR_HI"),
         };
         self.active.insert((engine, queue), q);
         Ok(())
