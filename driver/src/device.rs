@@ -282,6 +282,9 @@ impl AmDevice {
         if let Err(e) = pci.resize_bar(0) {
             tracing::debug!("{name}: BAR0 not resized: {e}");
         }
+        // The engines reach system memory (rings, signals, host buffers) by DMA, which the
+        // function does only with bus mastering on; nothing else turns it on for us.
+        pci.set_bus_master(true)?;
         let mmio = Arc::new(CountingBar::new(pci.bar(5)?));
         let (is_vf, lease) = vf_handshake(&*pci, mmio.clone(), &opts.mailbox)?;
         // From here on the lease is released if anything fails (its Drop).

@@ -14,7 +14,10 @@
 //! Two records ride along with the bytes:
 //! - **Write generations** (for the GMC's TLB snapshot): every 4 KiB page remembers the epoch
 //!   of its last write; [`Vram::snapshot`] closes an epoch, so a page written after a
-//!   snapshot has a larger generation than it.
+//!   snapshot has a larger generation than it. Pages the page-table walker has read are
+//!   *watched*: the first write to one in an epoch first saves its old bytes, so a walk
+//!   for a TLB snapshot older than the write still reads the tables as they were
+//!   ([`Vram::read_as_of`]), as a TLB that has not been invalidated keeps translating.
 //! - **CPU writes the HDP still holds**: writes through BAR0 ([`Vram::cpu_write`]) are
 //!   remembered, byte-exact, until the next HDP flush ([`Vram::hdp_flush`]). An engine that
 //!   reads such bytes ([`Vram::unflushed`]) would see stale memory on hardware.
@@ -32,11 +35,25 @@ pub const CHUNK_SIZE: u64 = 2 << 20;
 
 const PAGES_PER_CHUNK: usize = (CHUNK_SIZE / GEN_PAGE) as usize;
 
-/// One 2 MiB chunk: its bytes and the write generation of each of its pages.
+/// One 2 MiB chunk: its bytes, the write generation of each of its pages, and which of
+/// its pages the walker has read as page tables.
 struct Chunk {
     data: NonNull<u8>,
     gens: Box<[AtomicU64]>,
+    watched: [AtomicU64; PAGES_PER_CHUNK / 64],
 }
+
+/// The bytes of a watched page from before a write: valid for snapshots in
+/// `[since, until)`.
+struct Shadow {
+    since: u64,
+    until: u64,
+    bytes: Box<[u8]>,
+}
+
+/// Old versions kept per page (a page rewritten more often than this between two flushes
+/// loses its oldest version, and a walk that needed it faults as stale).
+const SHADOWS_PER_PAGE: usize = 4;
 
 impl Chunk {
     fn layout() -> std::alloc::Layout {
@@ -54,6 +71,7 @@ impl Chunk {
         Box::new(Chunk {
             data,
             gens: (0..PAGES_PER_CHUNK).map(|_| AtomicU64::new(0)).collect(),
+            watched: std::array::from_fn(|_| AtomicU64::new(0)),
         })
     }
 }
@@ -77,6 +95,8 @@ pub struct Vram {
     /// Byte ranges `[start, end)` written through BAR0 since the last HDP flush.
     hdp: Mutex<BTreeMap<u64, u64>>,
     hdp_pending: AtomicBool,
+    /// Old versions of watched pages, by page index.
+    shadows: Mutex<std::collections::HashMap<u64, Vec<Shadow>>>,
 }
 
 impl std::fmt::Debug for Vram {
@@ -122,6 +142,7 @@ impl Vram {
             epoch: AtomicU64::new(1),
             hdp: Mutex::new(BTreeMap::new()),
             hdp_pending: AtomicBool::new(false),
+            shadows: Mutex::new(std::collections::HashMap::new()),
         }
     }
 
@@ -231,6 +252,69 @@ impl Vram {
         buf[covered..].fill(0);
     }
 
+    /// Before a write to `[within, within + n)` of chunk `idx`: a watched page written for
+    /// the first time in this epoch keeps its old bytes for older snapshots.
+    fn before_write(&self, idx: usize, chunk: &Chunk, within: usize, n: usize) {
+        let epoch = self.epoch.load(Ordering::Acquire);
+        let first = within / GEN_PAGE as usize;
+        let last = (within + n.max(1) - 1) / GEN_PAGE as usize;
+        for p in first..=last {
+            let watched = chunk.watched[p / 64].load(Ordering::Acquire) & (1 << (p % 64)) != 0;
+            let since = chunk.gens[p].load(Ordering::Acquire);
+            if !watched || since >= epoch {
+                continue;
+            }
+            let mut bytes = vec![0u8; GEN_PAGE as usize].into_boxed_slice();
+            // SAFETY: page `p` lies inside the live chunk; `bytes` is a distinct allocation.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    chunk.data.as_ptr().add(p * GEN_PAGE as usize),
+                    bytes.as_mut_ptr(),
+                    GEN_PAGE as usize,
+                )
+            };
+            let page = idx as u64 * PAGES_PER_CHUNK as u64 + p as u64;
+            let mut shadows = self.shadows.lock().unwrap_or_else(|e| e.into_inner());
+            let list = shadows.entry(page).or_default();
+            if list.len() >= SHADOWS_PER_PAGE {
+                list.remove(0);
+            }
+            list.push(Shadow {
+                since,
+                until: epoch,
+                bytes,
+            });
+        }
+    }
+
+    /// The walker reads `buf.len()` bytes of a page-table page (inside one 4 KiB page) as a
+    /// TLB snapshot taken at `generation` sees them: the bytes now if the page was not
+    /// written since, else the version saved before the first write after it. `None` if
+    /// no such version exists (the table was written after the snapshot and was not a
+    /// table the walker had read before). The page becomes watched.
+    pub fn read_as_of(&self, offset: u64, buf: &mut [u8], generation: u64) -> Option<()> {
+        let idx = (offset / CHUNK_SIZE) as usize;
+        let p = ((offset % CHUNK_SIZE) / GEN_PAGE) as usize;
+        let Some(chunk) = self.chunk_mut(idx) else {
+            buf.fill(0);
+            return Some(());
+        };
+        chunk.watched[p / 64].fetch_or(1 << (p % 64), Ordering::AcqRel);
+        if chunk.gens[p].load(Ordering::Acquire) <= generation {
+            self.read(offset, buf);
+            return Some(());
+        }
+        let page = idx as u64 * PAGES_PER_CHUNK as u64 + p as u64;
+        let shadows = self.shadows.lock().unwrap_or_else(|e| e.into_inner());
+        let s = shadows
+            .get(&page)?
+            .iter()
+            .find(|s| s.since <= generation && generation < s.until)?;
+        let at = (offset % GEN_PAGE) as usize;
+        buf.copy_from_slice(s.bytes.get(at..at + buf.len())?);
+        Some(())
+    }
+
     /// Record a write to `[offset, offset + len)` in the page generations.
     fn mark(&self, chunk: &Chunk, within: usize, n: usize) {
         let generation = self.epoch.load(Ordering::Acquire);
@@ -260,6 +344,7 @@ impl Vram {
             let Some(c) = self.chunk_mut(idx) else {
                 continue;
             };
+            self.before_write(idx, c, within, n);
             // SAFETY: bounds as in `read`; source and destination are distinct allocations.
             unsafe {
                 std::ptr::copy_nonoverlapping(
@@ -391,6 +476,7 @@ impl Vram {
             let Some(c) = self.chunk_mut(idx) else {
                 continue;
             };
+            self.before_write(idx, c, within, n);
             // SAFETY: bounds by construction of `pieces`.
             unsafe {
                 std::ptr::copy_nonoverlapping(
@@ -412,6 +498,7 @@ impl Vram {
         let idx = (offset / CHUNK_SIZE) as usize;
         if let Some(c) = self.chunk_mut(idx) {
             let within = (offset % CHUNK_SIZE) as usize;
+            self.before_write(idx, c, within, 4);
             // SAFETY: aligned and in bounds of the live chunk.
             let p = unsafe { c.data.as_ptr().add(within) } as *const AtomicU32;
             // SAFETY: as above.
@@ -429,6 +516,7 @@ impl Vram {
         let idx = (offset / CHUNK_SIZE) as usize;
         if let Some(c) = self.chunk_mut(idx) {
             let within = (offset % CHUNK_SIZE) as usize;
+            self.before_write(idx, c, within, 8);
             // SAFETY: aligned and in bounds of the live chunk.
             let p = unsafe { c.data.as_ptr().add(within) } as *const AtomicU64;
             // SAFETY: as above.

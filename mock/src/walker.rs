@@ -207,10 +207,11 @@ pub fn translate(
     let mut last_shift = 12 + ctx.block_size;
     loop {
         let at = table + ((rel >> shift) & 511) * 8;
-        if vram.page_generation(at) > ctx.flush_generation {
+        let mut e = [0u8; 8];
+        if vram.read_as_of(at, &mut e, ctx.flush_generation).is_none() {
             return Err(fault(FaultKind::Stale, shift, 0));
         }
-        let entry = u64::from(vram.read32(at)) | u64::from(vram.read32(at + 4)) << 32;
+        let entry = u64::from_le_bytes(e);
         if entry & VALID == 0 {
             return Err(fault(FaultKind::Invalid, shift, entry));
         }

@@ -206,6 +206,13 @@ fn expected(xcc: u8, queue: u8) -> ActiveQueue {
         doorbell_offset: 0x40 + u32::from(queue),
         doorbell_enabled: true,
         mqd_base: 0x20_0000,
+        rptr_report_addr: 0,
+        wptr_poll_addr: 0,
+        wptr_poll_enabled: false,
+        aql: false,
+        rptr: 0,
+        wptr: 0,
+        tg_chunk: 0,
     }
 }
 

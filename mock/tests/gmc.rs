@@ -298,10 +298,20 @@ fn a_mapping_written_after_the_flush_faults_until_the_next_flush() {
     assert!(r.access(hub, VA, Access::Read).is_err());
     r.flush(hub);
     assert!(r.access(hub, VA, Access::Read).is_ok());
+    // A new entry in a table the walker has read: the snapshot still sees the table as it
+    // was at the flush (an invalid entry there), while the unchanged entry beside it keeps
+    // translating, as a TLB that was not invalidated does.
     r.map(VA + 0x1000, 0x200_0000, 0x1000, MapFlags::VRAM);
     let f = r.access(hub, VA + 0x1000, Access::Read).unwrap_err();
-    assert_eq!(f.kind, FaultKind::Stale);
+    assert_eq!(f.kind, FaultKind::Invalid);
+    assert!(r.access(hub, VA, Access::Read).is_ok());
+    // A new table (another 2 MiB range) written after the flush is not in the snapshot:
+    // the directory entry that now points to it was invalid at the flush.
+    r.map(VA + 0x40_0000, 0x300_0000, 0x1000, MapFlags::VRAM);
+    let f = r.access(hub, VA + 0x40_0000, Access::Read).unwrap_err();
+    assert_eq!((f.kind, f.level_name()), (FaultKind::Invalid, "PDB0"));
     r.flush(hub);
+    assert!(r.access(hub, VA + 0x40_0000, Access::Read).is_ok());
     let t = r.access(hub, VA + 0x1000, Access::Read).unwrap();
     assert_eq!(t.target, PhysTarget::Vram(0x200_0000));
     // Another hub keeps its own snapshot: the GC hub was never flushed.

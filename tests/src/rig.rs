@@ -185,6 +185,7 @@ impl Rig {
         Queue {
             kind: if aql { Kind::Aql } else { Kind::Pm4 },
             ring,
+            ring_size,
             gart,
             _eop: Some(eop),
             doorbell,
@@ -208,6 +209,7 @@ impl Rig {
         Queue {
             kind: Kind::Sdma,
             ring,
+            ring_size,
             gart,
             _eop: None,
             doorbell: id.doorbell,
@@ -248,6 +250,8 @@ pub struct Queue {
     pub kind: Kind,
     /// The ring.
     pub ring: Buf,
+    /// Its size in bytes (the buffer may be larger).
+    pub ring_size: u64,
     /// Read pointer at +0x80 (compute) or +0 (SDMA); write pointer at +0x38 or +8.
     pub gart: Buf,
     _eop: Option<Buf>,
@@ -263,7 +267,7 @@ impl Queue {
     /// Write `dwords` at the write pointer (wrapping around the ring) without telling the
     /// GPU.
     pub fn write(&mut self, rig: &Rig, dwords: &[u32], flush: bool) {
-        let ring_dw = self.ring.size / 4;
+        let ring_dw = self.ring_size / 4;
         let unit = match self.kind {
             Kind::Pm4 => 1,
             Kind::Aql => 16,
@@ -273,10 +277,14 @@ impl Queue {
             Kind::Sdma => self.put / 4,
             _ => self.put * unit,
         };
-        for (i, chunk) in dwords.chunks(1).enumerate() {
-            let at = (pos + i as u64) % ring_dw;
-            let bytes = chunk[0].to_le_bytes();
-            rig.write_noflush(&self.ring, at * 4, &bytes);
+        // Up to the end of the ring, then from its start.
+        let at = pos % ring_dw;
+        let first = dwords.len().min((ring_dw - at) as usize);
+        for (part, off) in [(&dwords[..first], at), (&dwords[first..], 0)] {
+            if !part.is_empty() {
+                let bytes: Vec<u8> = part.iter().flat_map(|d| d.to_le_bytes()).collect();
+                rig.write_noflush(&self.ring, off * 4, &bytes);
+            }
         }
         if flush {
             rig.dev.hdp_flush().unwrap();
@@ -288,10 +296,11 @@ impl Queue {
         };
     }
 
-    /// Ring the doorbell for everything written so far.
+    /// Ring the doorbell for everything written so far (the write pointer in memory is
+    /// written first, without an HDP flush of its own).
     pub fn ring_doorbell(&self, rig: &Rig) {
         let wptr_off = if self.kind == Kind::Sdma { 8 } else { 0x38 };
-        rig.write(&self.gart, wptr_off, &self.put.to_le_bytes());
+        rig.write_noflush(&self.gart, wptr_off, &self.put.to_le_bytes());
         let value = match self.kind {
             Kind::Aql => self.put - 1,
             _ => self.put,

@@ -127,3 +127,144 @@ fn navi31_every_pm4_packet() {
 fn mi300x_every_pm4_packet() {
     every_packet("mi300x");
 }
+
+/// A ring of 64 dwords takes 40 packets of 5 dwords: the write pointer wraps three times
+/// and packets straddle the end of the ring.
+#[test]
+fn the_ring_wraps_around() {
+    let mut r = Rig::new("navi31");
+    let mut q = r.compute_queue(1, false, 256);
+    let out = r.vram(0x1000);
+    for batch in 0..8u32 {
+        let mut p = vec![];
+        for i in 0..5u32 {
+            let k = batch * 5 + i;
+            p.extend(pm4::write_mem(out.va + 4 * u64::from(k), &[k + 100]));
+        }
+        q.submit(&r, &p);
+        r.idle();
+    }
+    for k in 0..40u32 {
+        assert_eq!(r.u32_at(&out, 4 * u64::from(k)), k + 100, "slot {k}");
+    }
+    assert_eq!(q.put, 200);
+    assert_eq!(
+        q.rptr(&r) & 0xffff_ffff,
+        200 % 64,
+        "the read pointer is a ring offset"
+    );
+    clean(&r);
+}
+
+/// Ring → IB1 → IB2, each with its size; PRED_EXEC inside an IB runs the next dwords only
+/// on the XCCs its mask names (a single-XCC queue is XCC 0).
+#[test]
+fn nested_indirect_buffers_and_pred_exec() {
+    for profile in ["navi31", "mi300x"] {
+        let mut r = Rig::new(profile);
+        let mut q = r.compute_queue(2, false, 0x1000);
+        let out = r.vram(0x1000);
+        let ib2 = r.vram(0x1000);
+        let ib1 = r.vram(0x1000);
+        let inner = pm4::write_mem(out.va + 8, &[2]);
+        r.write_u32s(&ib2, 0, &inner);
+        let mut outer = pm4::write_mem(out.va, &[1]);
+        let mine = pm4::write_mem(out.va + 16, &[3]);
+        let theirs = pm4::write_mem(out.va + 24, &[4]);
+        outer.extend(pm4::pred_exec(0b01, mine.len()));
+        outer.extend(&mine);
+        outer.extend(pm4::pred_exec(0b10, theirs.len()));
+        outer.extend(&theirs);
+        outer.extend(pm4::indirect(ib2.va, inner.len()));
+        outer.extend(pm4::write_mem(out.va + 32, &[5]));
+        r.write_u32s(&ib1, 0, &outer);
+        let mut p = pm4::indirect(ib1.va, outer.len());
+        p.extend(pm4::release_mem(out.va + 40, 6, 1, 0, 0));
+        q.submit(&r, &p);
+        r.wait_u32(&out, 40, |v| v == 6, T);
+        let got: Vec<u32> = (0..5).map(|i| r.u32_at(&out, 8 * i)).collect();
+        assert_eq!(
+            got,
+            [1, 2, 3, 0, 5],
+            "{profile}: IB1, IB2, PRED_EXEC for XCC 0 only, back in IB1"
+        );
+        clean(&r);
+    }
+}
+
+/// A third level of indirect buffer, PRED_EXEC on the ring, an unknown opcode and a packet
+/// of the wrong length each stop the queue with an error naming the packet, the queue and
+/// the GPU address; the driver decodes the CP's bad-opcode interrupt.
+#[test]
+fn bad_packets_halt_the_queue() {
+    let third_level = |r: &Rig| {
+        let ib3 = r.vram(0x1000);
+        r.write_u32s(&ib3, 0, &pm4::nop(1));
+        let ib2 = r.vram(0x1000);
+        let l2 = pm4::indirect(ib3.va, 2);
+        r.write_u32s(&ib2, 0, &l2);
+        let ib1 = r.vram(0x1000);
+        let l1 = pm4::indirect(ib2.va, l2.len());
+        r.write_u32s(&ib1, 0, &l1);
+        // The buffers stay mapped (the mapping is not freed when `Buf` goes).
+        pm4::indirect(ib1.va, l1.len())
+    };
+    let cases: Vec<(&str, Box<dyn Fn(&Rig) -> Vec<u32>>, &str)> = vec![
+        ("third IB level", Box::new(third_level), "two IB levels"),
+        (
+            "PRED_EXEC on the ring",
+            Box::new(|_| pm4::pred_exec(1, 0)),
+            "only takes effect inside an indirect buffer",
+        ),
+        (
+            "unknown opcode",
+            Box::new(|_| vec![pm4::header(0xee, 2), 0, 0]),
+            "unknown PM4 opcode 0xee",
+        ),
+        (
+            "short RELEASE_MEM",
+            Box::new(|_| vec![pm4::header(0x49, 6), 0, 0, 0, 0, 0, 0]),
+            "RELEASE_MEM with 6 body dwords",
+        ),
+        (
+            "type-0 packet",
+            Box::new(|_| vec![0x0000_1234]),
+            "type-0 packet",
+        ),
+    ];
+    for (name, packet, expect) in cases {
+        let mut r = Rig::new("navi31");
+        let mut q = r.compute_queue(0, false, 0x1000);
+        let p = packet(&r);
+        q.submit(&r, &p);
+        let deadline = std::time::Instant::now() + T;
+        let halted = loop {
+            if let Some(h) = r.gpu.queues()[0].1.halted.clone() {
+                break h;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{name}: the queue never stopped"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        };
+        assert!(halted.contains(expect), "{name}: {halted}");
+        assert!(
+            halted.contains("PM4 compute queue (me 1, pipe 0, queue 0"),
+            "{name}: {halted}"
+        );
+        assert!(halted.contains("GPU address 0x"), "{name}: {halted}");
+        let v = r.gpu.take_violations();
+        assert_eq!(v.len(), 1, "{name}: {v:#?}");
+        assert!(v[0].reason.contains(expect), "{name}: {}", v[0]);
+        let err = r.dev.handle_interrupts().unwrap_err().to_string();
+        assert!(
+            err.contains("CP bad opcode on ring 4 (me 1, pipe 0, queue 0)"),
+            "{name}: {err}"
+        );
+        // A doorbell to the halted queue changes nothing.
+        q.submit(&r, &pm4::nop(1));
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(r.gpu.queues()[0].1.halted.is_some());
+    }
+}
