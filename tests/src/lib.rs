@@ -4,6 +4,7 @@
 //! of the mock's decoders.
 #![allow(clippy::unwrap_used)]
 
+pub mod kernels;
 pub mod pm4;
 pub mod rig;
 pub mod sdma;
