@@ -437,3 +437,21 @@ fn accesses_crossing_chunk_and_page_boundaries() {
     let end = mem.bus_addrs()[1] + SYSMEM_PAGE_SIZE as u64;
     assert!(gpu.dma_read(end, &mut c).is_err());
 }
+
+/// System memory the device can reach lies inside the 44-bit DMA mask Linux gives GC 10-12
+/// parts (and so inside MI300's 48 bits): a driver that checks the mask when it maps a bus
+/// address finds every page the mock hands out inside it.
+#[test]
+fn system_memory_bus_addresses_lie_inside_the_dma_mask() {
+    for profile in ["navi31", "mi300x"] {
+        let gpu = MockGpu::new(profile).unwrap();
+        let dev = gpu.open();
+        for size in [4096, 3 << 20] {
+            let m = dev.alloc_sysmem(size, size > 4096).unwrap();
+            for &b in m.bus_addrs() {
+                assert!(b + 4096 <= 1 << 44, "{profile}: bus address {b:#x}");
+                assert!(b >= 1 << 32, "{profile}: above 4 GiB, so truncation shows");
+            }
+        }
+    }
+}

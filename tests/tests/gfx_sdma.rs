@@ -129,10 +129,16 @@ fn navi31_boots_and_runs_a_compute_queue_until_fini() {
     let mqd = q.mqd_base - FB;
     let lo = gpu.vram().read32(mqd + 0x80 * 4 + 8 * 4);
     assert_eq!(u64::from(lo) << 8, desc.ring, "MQD cp_hqd_pq_base_lo");
-    // Its doorbell is owned now: ringing it is recorded, not a violation.
+    // Its doorbell is owned now: ringing it is recorded, not a violation, and the CP runs
+    // what the ring holds (seven one-dword type-2 fillers).
+    for i in 0..7 {
+        gpu.vram().write32(desc.ring - FB + 4 * i, 0x8000_0000);
+    }
     let bar2 = gpu.open().bar(2).unwrap();
     bar2.write_bytes(u64::from(desc.doorbell) * 8, &7u64.to_le_bytes())
         .unwrap();
+    gpu.wait_queues_idle(Duration::from_secs(10)).unwrap();
+    assert_eq!(gpu.queues()[0].1.packets, 7);
     let rings = gpu.doorbell_rings();
     assert_eq!(rings.len(), 1);
     assert_eq!(
@@ -331,7 +337,14 @@ fn navi31_sdma_rings_start_ring_their_doorbells_and_stop() {
     }
     assert_eq!(q[1].doorbell_offset, 0x10a * 2);
     let bar2 = gpu.open().bar(2).unwrap();
+    // 16 dwords of zeros: SDMA NOPs.
     bar2.write_bytes(0x10a * 8, &0x40u64.to_le_bytes()).unwrap();
+    gpu.wait_queues_idle(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        gpu.queues().iter().map(|q| q.1.packets).sum::<u64>(),
+        16,
+        "the ring's zeros run as NOPs"
+    );
     assert_eq!(
         gpu.doorbell_rings().last().unwrap().owner,
         DoorbellOwner::Sdma {

@@ -1649,3 +1649,42 @@ pub(super) fn halt(sh: &Shared, ctl: &QueueCtl, f: Failure) {
     }
     ctl.set_status(|s| s.halted = Some(f.message));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{compare, packet_len};
+
+    /// The seven compare functions of WAIT_REG_MEM/POLL_REGMEM (7 is reserved).
+    #[test]
+    fn wait_functions() {
+        let table = [
+            (0, [true, true, true]),
+            (1, [true, false, false]),
+            (2, [true, true, false]),
+            (3, [false, true, false]),
+            (4, [true, false, true]),
+            (5, [false, true, true]),
+            (6, [false, false, true]),
+        ];
+        for (func, want) in table {
+            // value < reference, value == reference, value > reference
+            let got = [4, 5, 6].map(|v| compare(func, v, 5).unwrap());
+            assert_eq!(got, want, "function {func}");
+        }
+        assert_eq!(compare(7, 0, 0), None);
+    }
+
+    /// Packet lengths from headers: count + 2 dwords, the one-dword NOP filler, type 2.
+    #[test]
+    fn packet_lengths() {
+        assert_eq!(packet_len(0xc003_3700), Ok(5), "WRITE_DATA, count 3");
+        assert_eq!(packet_len(0xffff_1000), Ok(1), "PACKET3(NOP, 0x3FFF)");
+        assert_eq!(
+            packet_len(0xfffe_1000),
+            Ok(0x4000),
+            "the longest NOP, count 0x3FFE"
+        );
+        assert_eq!(packet_len(0x8000_0000), Ok(1), "type-2 filler");
+        assert!(packet_len(0x4000_0000).unwrap_err().contains("type-1"));
+    }
+}
