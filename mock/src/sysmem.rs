@@ -1,7 +1,7 @@
 //! System memory handed to the driver (`alloc_sysmem`), with bus addresses the mock resolves
 //! itself so its engines can DMA to and from it.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::engine::Wake;
@@ -41,7 +41,7 @@ struct ArenaInner {
     next_bus: u64,
     /// Bus page → (region, page index within the region). Weak: when the driver drops its
     /// `SysMem` the pages disappear from the bus, and a later DMA to them is caught.
-    pages: BTreeMap<u64, (Weak<Region>, usize)>,
+    pages: HashMap<u64, (Weak<Region>, usize)>,
 }
 
 /// Why a DMA access to system memory failed.

@@ -526,20 +526,54 @@ impl Vram {
     }
 
     /// Copy `len` bytes from `src` to `dst` inside VRAM (an engine's copy), as `memmove`
-    /// would. Both ranges must lie inside VRAM (checked by the caller).
+    /// would: chunk to chunk, one pass over memory. Both ranges must lie inside VRAM
+    /// (checked by the caller; bytes beyond it are left alone).
     pub fn copy_within(&self, src: u64, dst: u64, len: u64) {
-        // Through a buffer small enough to stay in the CPU's cache: the copy costs about
-        // one pass over DRAM, like memcpy, and overlapping ranges work.
-        const STEP: u64 = 64 << 10;
-        let mut buf = vec![0u8; STEP.min(len) as usize];
+        let len = len
+            .min(self.size.saturating_sub(src))
+            .min(self.size.saturating_sub(dst));
         let backwards = dst > src && dst < src + len;
         let mut done = 0u64;
         while done < len {
-            let n = STEP.min(len - done);
-            let at = if backwards { len - done - n } else { done };
-            let b = &mut buf[..n as usize];
-            self.read(src + at, b);
-            self.write(dst + at, b);
+            // The next piece that stays inside one chunk on both sides.
+            let left = len - done;
+            let (s, d) = if backwards {
+                (src + left, dst + left)
+            } else {
+                (src + done, dst + done)
+            };
+            let room = |a: u64| -> u64 {
+                if backwards {
+                    match a % CHUNK_SIZE {
+                        0 => CHUNK_SIZE,
+                        r => r,
+                    }
+                } else {
+                    CHUNK_SIZE - a % CHUNK_SIZE
+                }
+            };
+            let n = left.min(room(s)).min(room(d));
+            let (s, d) = if backwards { (s - n, d - n) } else { (s, d) };
+            let (si, di) = ((s / CHUNK_SIZE) as usize, (d / CHUNK_SIZE) as usize);
+            let (sw, dw) = ((s % CHUNK_SIZE) as usize, (d % CHUNK_SIZE) as usize);
+            let Some(to) = self.chunk_mut(di) else {
+                return;
+            };
+            self.before_write(di, to, dw, n as usize);
+            match self.chunk(si) {
+                // SAFETY: both ranges lie inside live chunks (`n` is bounded by the room
+                // left in each); `ptr::copy` allows them to overlap (same chunk).
+                Some(from) => unsafe {
+                    std::ptr::copy(
+                        from.data.as_ptr().add(sw),
+                        to.data.as_ptr().add(dw),
+                        n as usize,
+                    )
+                },
+                // SAFETY: the destination range lies inside the live chunk.
+                None => unsafe { std::ptr::write_bytes(to.data.as_ptr().add(dw), 0, n as usize) },
+            }
+            self.mark(to, dw, n as usize);
             done += n;
         }
     }

@@ -162,6 +162,20 @@ pub struct Translation {
     pub frag: u8,
     /// The page entry.
     pub entry: u64,
+    /// The last-level table the walk ended in, when the page is one of its 4 KiB pages:
+    /// the other pages of that table translate with one entry read ([`translate_in`]).
+    pub leaf_table: Option<LeafTable>,
+}
+
+/// A last-level page table a walk went through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeafTable {
+    /// VRAM offset of the table.
+    pub table: u64,
+    /// First virtual address it maps.
+    pub first_va: u64,
+    /// Last virtual address it maps.
+    pub last_va: u64,
 }
 
 impl Translation {
@@ -225,8 +239,17 @@ pub fn translate(
             ctx.format.is_leaf(entry)
         };
         if leaf {
+            let leaf_table = (shift == 12).then(|| {
+                let first = va - (rel & ((1u64 << 21) - 1));
+                LeafTable {
+                    table,
+                    first_va: first,
+                    last_va: first + (1u64 << 21) - 1,
+                }
+            });
             return page_of(entry, shift, rel, access)
                 .map(|(addr, size)| Translation {
+                    leaf_table,
                     target: if entry & SYSTEM != 0 {
                         PhysTarget::System(addr)
                     } else {
@@ -257,6 +280,54 @@ pub fn translate(
             shift -= 9;
         }
     }
+}
+
+/// Translate `va` through a last-level table an earlier walk of the same context found
+/// (`lt`, from [`Translation::leaf_table`]): one entry read instead of a walk from the root.
+/// `va` must lie in the table's range. The entry is read as the context's TLB snapshot
+/// sees it, as in [`translate`].
+pub fn translate_in(
+    ctx: &Context,
+    vram: &Vram,
+    lt: &LeafTable,
+    va: u64,
+    access: Access,
+) -> Result<Translation, PageFault> {
+    let fault = |kind, entry| PageFault {
+        va,
+        kind,
+        shift: 12,
+        entry,
+    };
+    if va < lt.first_va || va > lt.last_va {
+        return Err(fault(FaultKind::OutOfRange, 0));
+    }
+    let at = lt.table + ((va - lt.first_va) >> 12) * 8;
+    let mut e = [0u8; 8];
+    if vram.read_as_of(at, &mut e, ctx.flush_generation).is_none() {
+        return Err(fault(FaultKind::Stale, 0));
+    }
+    let entry = u64::from_le_bytes(e);
+    if entry & VALID == 0 {
+        return Err(fault(FaultKind::Invalid, entry));
+    }
+    let (addr, size) = page_of(entry, 12, va, access).map_err(|k| fault(k, entry))?;
+    let target = if entry & SYSTEM != 0 {
+        PhysTarget::System(addr)
+    } else {
+        let local = addr
+            .checked_sub(ctx.vram_offset)
+            .filter(|a| vram.contains(*a, 8))
+            .ok_or(fault(FaultKind::BadAddress, entry))?;
+        PhysTarget::Vram(local)
+    };
+    Ok(Translation {
+        target,
+        page_size: size,
+        frag: ((entry >> FRAG_SHIFT) & FRAG_BITS) as u8,
+        entry,
+        leaf_table: Some(*lt),
+    })
 }
 
 /// Address and size of the page `entry` maps at `shift`, checked against `access`.

@@ -14,6 +14,29 @@ pub enum BenchCommand {
     Emu(EmuArgs),
     /// Full and warm boot of the mock profiles (in-process): wall time and register accesses.
     Boot(BootArgs),
+    /// The mock's packet engines: SDMA copy bandwidth against memcpy, CP packet throughput,
+    /// doorbell-to-fence latency.
+    Engines(EnginesArgs),
+}
+
+/// Options of `am bench engines`.
+#[derive(Args, Debug)]
+pub struct EnginesArgs {
+    /// MiB per SDMA copy.
+    #[arg(long, default_value_t = 64)]
+    mib: u64,
+    /// NOP packets per CP run.
+    #[arg(long, default_value_t = 200_000)]
+    nops: u64,
+    /// Empty submissions timed for the latency.
+    #[arg(long, default_value_t = 1000)]
+    samples: usize,
+    /// Timed runs of each copy and of the NOP ring (the best counts).
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `am bench boot`.
@@ -50,6 +73,9 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Emu(args) => emu(args),
         BenchCommand::Boot(args) => {
             crate::bench_boot::run(args.profiles, args.iterations, args.json)
+        }
+        BenchCommand::Engines(a) => {
+            crate::bench_engines::run(a.mib, a.nops, a.samples, a.repeat.max(1), a.json)
         }
     }
 }

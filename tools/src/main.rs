@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_boot;
+mod bench_engines;
 mod device;
 mod fw;
 mod hive_reset;

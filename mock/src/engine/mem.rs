@@ -83,6 +83,8 @@ pub struct GpuMem<'a> {
     epoch: u64,
     tlb: [Option<TlbEntry>; TLB_ENTRIES],
     next: usize,
+    /// The last-level table of the last walk.
+    leaf: Option<crate::walker::LeafTable>,
     /// Set when the queue is stopped: accesses fail with [`MemError::Cancelled`].
     cancel: Option<Arc<AtomicBool>>,
 }
@@ -98,6 +100,7 @@ impl<'a> GpuMem<'a> {
             epoch,
             tlb: [None; TLB_ENTRIES],
             next: 0,
+            leaf: None,
             cancel: None,
         })
     }
@@ -132,6 +135,7 @@ impl<'a> GpuMem<'a> {
                 .map_err(|reason| MemError::Dma { addr: 0, reason })?;
             self.epoch = epoch;
             self.tlb = [None; TLB_ENTRIES];
+            self.leaf = None;
         }
         Ok(())
     }
@@ -165,7 +169,7 @@ impl<'a> GpuMem<'a> {
         }
         let res = self
             .view
-            .resolve(&self.sh.vram, addr, access)
+            .resolve_with(&self.sh.vram, addr, access, &mut self.leaf)
             .map_err(|fault| MemError::Fault { fault, access })?;
         self.tlb[self.next] = Some(TlbEntry {
             start: addr,

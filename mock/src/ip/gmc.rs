@@ -309,6 +309,19 @@ impl HubView {
         addr: u64,
         access: Access,
     ) -> Result<Resolved, PageFault> {
+        self.resolve_with(vram, addr, access, &mut None)
+    }
+
+    /// [`HubView::resolve`] with the last-level table of an earlier walk (`leaf`, updated):
+    /// a page of the same table translates with one entry read, as the UTCL2's page-directory
+    /// cache does.
+    pub fn resolve_with(
+        &self,
+        vram: &crate::vram::Vram,
+        addr: u64,
+        access: Access,
+        leaf: &mut Option<walker::LeafTable>,
+    ) -> Result<Resolved, PageFault> {
         if self.vmid == 0 {
             if let Some((base, top, xgmi)) = self.fb
                 && (base..=top).contains(&addr)
@@ -339,7 +352,13 @@ impl HubView {
                 entry: 0,
             });
         };
-        let t = walker::translate(ctx, vram, addr, access)?;
+        let t = match leaf {
+            Some(lt) if (lt.first_va..=lt.last_va).contains(&addr) => {
+                walker::translate_in(ctx, vram, lt, addr, access)?
+            }
+            _ => walker::translate(ctx, vram, addr, access)?,
+        };
+        *leaf = t.leaf_table;
         let span = t.page_size - (addr & (t.page_size - 1));
         Ok(Resolved {
             target: t.target,
