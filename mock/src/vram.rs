@@ -223,11 +223,11 @@ impl Vram {
     /// Copy bytes out; the caller has checked the range with [`Vram::contains`]. Bytes
     /// outside VRAM or never written read as zero.
     pub fn read(&self, offset: u64, buf: &mut [u8]) {
-        if buf.len() == 4 && offset % 4 == 0 && self.contains(offset, 4) {
+        if buf.len() == 4 && offset.is_multiple_of(4) && self.contains(offset, 4) {
             buf.copy_from_slice(&self.read32(offset).to_le_bytes());
             return;
         }
-        if buf.len() == 8 && offset % 8 == 0 && self.contains(offset, 8) {
+        if buf.len() == 8 && offset.is_multiple_of(8) && self.contains(offset, 8) {
             buf.copy_from_slice(&self.read64(offset).to_le_bytes());
             return;
         }
@@ -328,13 +328,13 @@ impl Vram {
     /// Copy bytes in, allocating chunks on first write; bytes outside VRAM are dropped.
     /// This is a write by the device or a firmware model (it does not pass the HDP).
     pub fn write(&self, offset: u64, data: &[u8]) {
-        if data.len() == 4 && offset % 4 == 0 && self.contains(offset, 4) {
+        if data.len() == 4 && offset.is_multiple_of(4) && self.contains(offset, 4) {
             let mut b = [0u8; 4];
             b.copy_from_slice(data);
             self.write32(offset, u32::from_le_bytes(b));
             return;
         }
-        if data.len() == 8 && offset % 8 == 0 && self.contains(offset, 8) {
+        if data.len() == 8 && offset.is_multiple_of(8) && self.contains(offset, 8) {
             let mut b = [0u8; 8];
             b.copy_from_slice(data);
             self.write64(offset, u64::from_le_bytes(b));
@@ -425,7 +425,7 @@ impl Vram {
 
     /// Read a little-endian dword (atomically when aligned). Outside VRAM: 0.
     pub fn read32(&self, offset: u64) -> u32 {
-        if offset % 4 != 0 || !self.contains(offset, 4) {
+        if !offset.is_multiple_of(4) || !self.contains(offset, 4) {
             let mut b = [0u8; 4];
             if self.contains(offset, 4) {
                 self.read_unaligned(offset, &mut b);
@@ -441,7 +441,7 @@ impl Vram {
 
     /// Read a little-endian qword (atomically when aligned). Outside VRAM: 0.
     pub fn read64(&self, offset: u64) -> u64 {
-        if offset % 8 != 0 || !self.contains(offset, 8) {
+        if !offset.is_multiple_of(8) || !self.contains(offset, 8) {
             let mut b = [0u8; 8];
             if self.contains(offset, 8) {
                 self.read_unaligned(offset, &mut b);
@@ -491,7 +491,7 @@ impl Vram {
 
     /// Write a little-endian dword (atomically when aligned); dropped outside VRAM.
     pub fn write32(&self, offset: u64, value: u32) {
-        if offset % 4 != 0 || !self.contains(offset, 4) {
+        if !offset.is_multiple_of(4) || !self.contains(offset, 4) {
             self.write_unaligned(offset, &value.to_le_bytes());
             return;
         }
@@ -509,7 +509,7 @@ impl Vram {
 
     /// Write a little-endian qword (atomically when aligned); dropped outside VRAM.
     pub fn write64(&self, offset: u64, value: u64) {
-        if offset % 8 != 0 || !self.contains(offset, 8) {
+        if !offset.is_multiple_of(8) || !self.contains(offset, 8) {
             self.write_unaligned(offset, &value.to_le_bytes());
             return;
         }

@@ -209,7 +209,8 @@ fn bad_packets_halt_the_queue() {
         // The buffers stay mapped (the mapping is not freed when `Buf` goes).
         pm4::indirect(ib1.va, l1.len())
     };
-    let cases: Vec<(&str, Box<dyn Fn(&Rig) -> Vec<u32>>, &str)> = vec![
+    type Packet = Box<dyn Fn(&Rig) -> Vec<u32>>;
+    let cases: Vec<(&str, Packet, &str)> = vec![
         ("third IB level", Box::new(third_level), "two IB levels"),
         (
             "PRED_EXEC on the ring",

@@ -179,7 +179,10 @@ pub fn run(mib: u64, nops: u64, samples: usize, repeat: usize, json: bool) -> an
     // Real data on both sources: memory nobody wrote would copy as a cheap fill.
     b.dev.ctx().vram.write(a.paddr.context("VRAM")?, &src)?;
     b.dev.hdp_flush()?;
-    sys.sys.as_ref().context("system memory")?.write_bytes(0, &src)?;
+    sys.sys
+        .as_ref()
+        .context("system memory")?
+        .write_bytes(0, &src)?;
     drop(src);
     let sdma = b.dev.create_sdma_queue(&SdmaQueueDesc {
         engine: 0,
@@ -194,7 +197,12 @@ pub fn run(mib: u64, nops: u64, samples: usize, repeat: usize, json: bool) -> an
         fence += 1;
         let mut p = vec![1, (bytes - 1) as u32, 0, src as u32, (src >> 32) as u32];
         p.extend([c.va as u32, (c.va >> 32) as u32]);
-        p.extend([5, (gart.va + 0x100) as u32, ((gart.va + 0x100) >> 32) as u32, fence as u32]);
+        p.extend([
+            5,
+            (gart.va + 0x100) as u32,
+            ((gart.va + 0x100) >> 32) as u32,
+            fence as u32,
+        ]);
         p.push(0);
         if (put % ring_size) + 4 * p.len() as u64 > ring_size {
             put = put.next_multiple_of(ring_size);
@@ -238,7 +246,11 @@ pub fn run(mib: u64, nops: u64, samples: usize, repeat: usize, json: bool) -> an
         if cput % ring_dw + p.len() as u64 > ring_dw {
             // Fill to the end of the ring with one-dword NOPs and start over.
             let fill = ring_dw - cput % ring_dw;
-            b.write(&cp_ring, 4 * (cput % ring_dw), &vec![0xffff_1000; fill as usize])?;
+            b.write(
+                &cp_ring,
+                4 * (cput % ring_dw),
+                &vec![0xffff_1000; fill as usize],
+            )?;
             cput += fill;
         }
         b.write(&cp_ring, 4 * (cput % ring_dw), &p)?;
@@ -262,7 +274,12 @@ pub fn run(mib: u64, nops: u64, samples: usize, repeat: usize, json: bool) -> an
     }
 
     let report = EnginesReport {
-        build: if cfg!(debug_assertions) { "debug" } else { "release" }.into(),
+        build: if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+        .into(),
         copy_bytes: bytes,
         memcpy_gbps: gbps(bytes, memcpy),
         sdma_vram_to_vram_gbps: gbps(bytes, v2v),

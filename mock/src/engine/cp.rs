@@ -637,8 +637,8 @@ impl Cp {
         }
         let r = match data_sel {
             0 => Ok(()),
-            1 if addr % 4 == 0 => mem.write32(addr, data as u32),
-            2 | 3 if addr % 8 == 0 => {
+            1 if addr.is_multiple_of(4) => mem.write32(addr, data as u32),
+            2 | 3 if addr.is_multiple_of(8) => {
                 let v = if data_sel == 3 {
                     sh.engines.clock.now()
                 } else {
@@ -698,7 +698,7 @@ impl Cp {
         let value = match (mem_space, operation) {
             (1, 0) => {
                 let addr = qword(b[1], b[2]);
-                if addr % 4 != 0 {
+                if !addr.is_multiple_of(4) {
                     return self.bad(
                         cfg,
                         at,
@@ -822,7 +822,7 @@ impl Cp {
                 qword(lo, hi)
             }
             1 | 2 => {
-                if src_addr % n != 0 {
+                if !src_addr.is_multiple_of(n) {
                     return self.bad(
                         cfg,
                         at,
@@ -863,7 +863,7 @@ impl Cp {
                 Exec::Next
             }
             1 | 2 | 5 => {
-                if dst % n != 0 {
+                if !dst.is_multiple_of(n) {
                     return self.bad(cfg, at, format!("COPY_DATA to unaligned address {dst:#x}"));
                 }
                 let r = if wide {
@@ -909,7 +909,7 @@ impl Cp {
                 Exec::Next
             }
             1 | 2 | 5 => {
-                if addr % 4 != 0 {
+                if !addr.is_multiple_of(4) {
                     return self.bad(
                         cfg,
                         at,
@@ -1057,6 +1057,9 @@ impl Cp {
             count: cfg.xccs.len().max(1) as u32,
             chunk: cfg.tg_chunk,
         };
+        // `HwDispatch` grows fields as the emulator learns more of the launch state; the
+        // ones not named here keep their defaults.
+        #[allow(clippy::needless_update)]
         let hw = am_emu::HwDispatch {
             name: format!("dispatch of the program at {entry:#x}"),
             entry,
@@ -1446,6 +1449,7 @@ impl Cp {
             return Exec::Next;
         }
         for (lane, &xcc) in cfg.xccs.iter().enumerate() {
+            #[allow(clippy::needless_update)]
             let hw = am_emu::HwDispatch {
                 name: format!("AQL dispatch of the kernel at {kernel_object:#x}"),
                 entry,

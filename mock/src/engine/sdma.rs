@@ -190,7 +190,7 @@ impl Sdma {
                     return self.bad(sh, cfg, at, not_modelled(&format!("sub-op {sub:#x}")));
                 }
                 let dst = qword(dw[1], dw[2]);
-                if dst % 4 != 0 {
+                if !dst.is_multiple_of(4) {
                     return self.bad(sh, cfg, at, format!("WRITE to unaligned address {dst:#x}"));
                 }
                 let bytes: Vec<u8> = dw[4..].iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -215,7 +215,7 @@ impl Sdma {
             }
             op::SDMA_OP_FENCE => {
                 let addr = qword(dw[1], dw[2]);
-                if addr % 4 != 0 {
+                if !addr.is_multiple_of(4) {
                     return self.bad(sh, cfg, at, format!("FENCE to unaligned address {addr:#x}"));
                 }
                 match mem.write32(addr, dw[3]) {
@@ -232,7 +232,7 @@ impl Sdma {
                 op::SDMA_SUBOP_TIMESTAMP_SET => Exec::Next,
                 op::SDMA_SUBOP_TIMESTAMP_GET | op::SDMA_SUBOP_TIMESTAMP_GET_GLOBAL => {
                     let addr = qword(dw[1], dw[2]);
-                    if addr % 8 != 0 {
+                    if !addr.is_multiple_of(8) {
                         return self.bad(
                             sh,
                             cfg,
@@ -257,7 +257,7 @@ impl Sdma {
                         "INDIRECT inside an indirect buffer: SDMA has one IB level",
                     );
                 }
-                if (at.ring_dw + 6) % 8 != 0 {
+                if !(at.ring_dw + 6).is_multiple_of(8) {
                     return self.bad(
                         sh,
                         cfg,
@@ -283,7 +283,7 @@ impl Sdma {
                 }
                 let base = qword(dw[1], dw[2]);
                 let len = u64::from(bits(dw[3], 0, 20));
-                if base % 4 != 0 {
+                if !base.is_multiple_of(4) {
                     return self.bad(
                         sh,
                         cfg,
@@ -315,7 +315,7 @@ impl Sdma {
         let (reference, mask) = (dw[3], dw[4]);
         let value = if mem_poll {
             let addr = qword(dw[1], dw[2]);
-            if addr % 4 != 0 {
+            if !addr.is_multiple_of(4) {
                 return self.bad(
                     sh,
                     cfg,
@@ -499,7 +499,7 @@ impl Runner for Sdma {
                     poll: cfg.wptr_poll.is_some(),
                 };
             }
-            if avail > ring_dw || self.wptr % 4 != 0 {
+            if avail > ring_dw || !self.wptr.is_multiple_of(4) {
                 let e = self.bad(
                     sh,
                     cfg,
