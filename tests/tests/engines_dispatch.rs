@@ -181,13 +181,23 @@ fn a_hung_kernel_is_stopped_and_the_device_recovers() {
     assert!(r.gpu.violations().is_empty(), "{:#?}", r.gpu.violations());
 }
 
-/// An AQL queue on all eight XCCs of mi300x: a PM4-IB vendor packet runs its IB on every XCC
+/// An AQL queue on all eight XCCs: a PM4-IB vendor packet runs its IB on every XCC
 /// (PRED_EXEC picks XCC 3 alone for one write), a barrier-AND waits for a signal the CPU
 /// releases, completion signals count down, and the read index is written back. A kernel
 /// dispatch for gfx942 stops the queue: there is no CDNA emulation yet.
 #[test]
 fn mi300x_aql_queue_runs_vendor_and_barrier_packets() {
-    let mut r = Rig::new("mi300x");
+    aql_queue("mi300x");
+}
+
+/// The same on the MI350X VF (the PF owns PSP and SMU; the queues are the VF's).
+#[test]
+fn mi350x_vf_aql_queue_runs_vendor_and_barrier_packets() {
+    aql_queue("mi350x-vf");
+}
+
+fn aql_queue(profile: &str) {
+    let mut r = Rig::new(profile);
     let mut q = r.compute_queue(0, true, 0x1000);
     assert_eq!(r.gpu.active_queues().len(), 8, "one HQD per XCC");
     let out = r.vram(0x1000);
@@ -221,5 +231,5 @@ fn mi300x_aql_queue_runs_vendor_and_barrier_packets() {
     let kd = r.vram(0x1000);
     q.submit(&r, &aql_dispatch([64, 1, 1], [64, 1, 1], kd.va, 0, 0));
     let h = halted(&r);
-    assert!(h.contains("no CDNA emulation yet"), "{h}");
+    assert!(h.contains("no CDNA emulation yet"), "{profile}: {h}");
 }
