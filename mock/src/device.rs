@@ -764,7 +764,7 @@ impl Shared {
                 b[..size].copy_from_slice(data);
                 let value = u64::from_le_bytes(b);
                 st.doorbells.insert(offset, value);
-                if let Some(owner) = doorbell_owner(&st.models, offset) {
+                if let Some(owner) = self.engines.ring((offset / 4) as u32, value) {
                     if st.doorbell_rings.len() >= DOORBELL_RECORD {
                         st.doorbell_rings.pop_front();
                     }
@@ -773,8 +773,6 @@ impl Shared {
                         value,
                         owner,
                     });
-                    drop(st);
-                    self.engines.ring((offset / 4) as u32, value);
                     return Ok(());
                 }
                 drop(st);
@@ -1199,31 +1197,6 @@ impl Shared {
             reason: reason.to_string(),
         });
     }
-}
-
-/// The running queue whose doorbell dword `offset / 4` is, if any.
-fn doorbell_owner(models: &Models, offset: u64) -> Option<DoorbellOwner> {
-    let dword = u32::try_from(offset / 4).ok()?;
-    if let Some(q) = models
-        .gfx
-        .active_queues()
-        .into_iter()
-        .find(|q| q.doorbell_enabled && q.doorbell_offset == dword)
-    {
-        return Some(DoorbellOwner::Compute {
-            xcc: q.xcc,
-            me: q.me,
-            pipe: q.pipe,
-            queue: q.queue,
-        });
-    }
-    models
-        .sdma
-        .doorbell_owner(dword)
-        .map(|q| DoorbellOwner::Sdma {
-            engine: q.engine,
-            queue: q.queue,
-        })
 }
 
 /// A driver instance's handle on a [`MockGpu`].

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
-use crate::device::Shared;
+use crate::device::{DoorbellOwner, Shared};
 use crate::ip::gfx::ActiveQueue;
 use crate::ip::gmc::Hub;
 use crate::ip::sdma::SdmaQueue;
@@ -264,6 +264,8 @@ pub const DEFAULT_WATCHDOG: u64 = 1 << 31;
 /// All engines of a device.
 pub(crate) struct Engines {
     queues: Mutex<BTreeMap<QueueKey, Arc<QueueCtl>>>,
+    /// The running queues by doorbell dword (rebuilt by every [`Engines::sync`]).
+    by_doorbell: Mutex<std::collections::HashMap<u32, (DoorbellOwner, Arc<QueueCtl>)>>,
     /// Bumped by every write to a GMC register and every reset: engines re-read their
     /// hub views.
     vm_epoch: AtomicU64,
@@ -283,6 +285,7 @@ impl Engines {
     pub(crate) fn new(wake: Arc<Wake>) -> Engines {
         Engines {
             queues: Mutex::new(BTreeMap::new()),
+            by_doorbell: Mutex::new(std::collections::HashMap::new()),
             vm_epoch: AtomicU64::new(0),
             bus_master: AtomicBool::new(false),
             wake,
@@ -326,12 +329,9 @@ impl Engines {
     }
 
     /// A doorbell write to dword `dword`: the queue that owns it takes `value` as its write
-    /// pointer. Returns whether a running queue owns it.
-    pub fn ring(&self, dword: u32, value: u64) -> bool {
-        let queues = lock(&self.queues);
-        let Some(q) = queues.values().find(|q| q.config().doorbell == Some(dword)) else {
-            return false;
-        };
+    /// pointer. Returns the owner, if a running queue owns it.
+    pub fn ring(&self, dword: u32, value: u64) -> Option<DoorbellOwner> {
+        let (owner, q) = lock(&self.by_doorbell).get(&dword).cloned()?;
         q.doorbell.store(value, Ordering::Release);
         q.rung.store(true, Ordering::Release);
         // The write pointer in ring units: an AQL doorbell names the last packet written.
@@ -342,7 +342,7 @@ impl Engines {
         };
         q.set_status(|s| s.wptr = s.wptr.max(wptr));
         q.kick();
-        true
+        Some(owner)
     }
 
     /// Bring the running queues in line with what the register models hold active: start
@@ -429,6 +429,28 @@ impl Engines {
             }
             queues.insert(key, ctl);
         }
+        let mut by_doorbell = lock(&self.by_doorbell);
+        by_doorbell.clear();
+        for ctl in queues.values() {
+            let cfg = ctl.config();
+            let Some(dword) = cfg.doorbell else {
+                continue;
+            };
+            let (a, b, c) = cfg.slot;
+            let owner = match cfg.kind {
+                QueueKind::Sdma => DoorbellOwner::Sdma {
+                    engine: a,
+                    queue: b,
+                },
+                _ => DoorbellOwner::Compute {
+                    xcc: cfg.xccs.first().copied().unwrap_or(0),
+                    me: a,
+                    pipe: b,
+                    queue: c,
+                },
+            };
+            by_doorbell.entry(dword).or_insert((owner, ctl.clone()));
+        }
     }
 
     /// Every running queue's status.
@@ -447,6 +469,7 @@ impl Engines {
             ctl.kick();
         }
         queues.clear();
+        lock(&self.by_doorbell).clear();
         self.wake.notify_all_now();
     }
 }

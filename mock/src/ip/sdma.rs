@@ -151,14 +151,6 @@ impl Sdma {
         self.active.values().copied().collect()
     }
 
-    /// The running ring that owns doorbell dword `dword`, if any.
-    pub fn doorbell_owner(&self, dword: u32) -> Option<SdmaQueue> {
-        self.active
-            .values()
-            .find(|q| q.doorbell_enabled && q.doorbell_offset == dword)
-            .copied()
-    }
-
     /// `GRBM_SOFT_RESET` written (SDMA ≥ 5, engines in GC): the engines whose
     /// `SOFT_RESET_SDMA<e>` bit is set lose their rings.
     pub fn grbm_soft_reset(
