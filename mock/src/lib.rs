@@ -111,6 +111,12 @@ pub fn open(profile: &str, index: u32) -> am_driver::Result<Arc<dyn am_driver::P
     Ok(dev)
 }
 
+/// Let [`am_driver::pci::open_spec`] open `mock:PROFILE[:INDEX]` specs (as [`open`] does).
+/// Idempotent.
+pub fn register() {
+    am_driver::pci::register_mock(open);
+}
+
 /// Open a device given as `mock:PROFILE[:INDEX]` (the spec the tools accept; `PROFILE` may
 /// be a hive profile such as `mi300x-hive4`).
 pub fn open_spec(spec: &str) -> am_driver::Result<Arc<dyn am_driver::PciDevice>> {

@@ -4,19 +4,10 @@
 use std::sync::Arc;
 
 use am_driver::PciDevice;
-use am_driver::pci::remote::{RemoteOptions, RemotePciDevice};
-use am_driver::pci::{DeviceSpec, open_pci};
 
-/// Open the device a spec names, with the backend the spec selects.
+/// Open the device a spec names, with the backend the spec selects (the mock backend is
+/// registered first, so `mock:` specs open too).
 pub fn open_device(spec: &str) -> anyhow::Result<Arc<dyn PciDevice>> {
-    Ok(match DeviceSpec::parse(spec)? {
-        DeviceSpec::Pci(bdf) => open_pci(bdf)?,
-        DeviceSpec::Remote { host, port, index } => Arc::new(RemotePciDevice::connect(
-            &host,
-            port,
-            index,
-            &RemoteOptions::default(),
-        )?),
-        DeviceSpec::Mock { profile, index } => am_mock::open(&profile, index)?,
-    })
+    am_mock::register();
+    Ok(am_driver::pci::open_spec(spec)?)
 }

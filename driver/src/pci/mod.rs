@@ -20,7 +20,7 @@ pub mod spec;
 pub mod sysfs;
 pub mod vfio;
 
-pub use spec::{Bdf, DeviceSpec, open_pci};
+pub use spec::{Bdf, DeviceSpec, open_pci, open_spec, register_mock};
 
 /// PCI vendor id of AMD/ATI.
 pub const AMD_VENDOR_ID: u16 = 0x1002;

@@ -245,6 +245,44 @@ pub fn open_pci(bdf: Bdf) -> Result<std::sync::Arc<dyn super::PciDevice>> {
     }
 }
 
+/// How `mock:` specs are opened: the mock crate registers its opener
+/// (`am_mock::register()`), since the driver never depends on the mock.
+pub type MockOpener = fn(&str, u32) -> Result<std::sync::Arc<dyn super::PciDevice>>;
+
+static MOCK_OPENER: std::sync::OnceLock<MockOpener> = std::sync::OnceLock::new();
+
+/// Register the opener of `mock:PROFILE[:N]` specs (the first registration wins).
+pub fn register_mock(opener: MockOpener) {
+    let _ = MOCK_OPENER.set(opener);
+}
+
+/// Open the device a spec names with the backend the spec selects: a PCI BDF ([`open_pci`]:
+/// sysfs, or VFIO when `VFIO` is set), `remote:HOST:PORT[:N]` (the remote PCI client), or
+/// `mock:PROFILE[:N]` (through the opener the mock registered).
+pub fn open_spec(spec: &str) -> Result<std::sync::Arc<dyn super::PciDevice>> {
+    Ok(match DeviceSpec::parse(spec)? {
+        DeviceSpec::Pci(bdf) => open_pci(bdf)?,
+        DeviceSpec::Remote { host, port, index } => {
+            std::sync::Arc::new(super::remote::RemotePciDevice::connect(
+                &host,
+                port,
+                index,
+                &super::remote::RemoteOptions::default(),
+            )?)
+        }
+        DeviceSpec::Mock { profile, index } => match MOCK_OPENER.get() {
+            Some(open) => open(&profile, index)?,
+            None => {
+                return Err(Error::BadDeviceSpec {
+                    spec: spec.to_string(),
+                    reason: "mock devices need the mock backend: call am_mock::register() first"
+                        .into(),
+                });
+            }
+        },
+    })
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
