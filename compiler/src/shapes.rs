@@ -1,0 +1,1 @@
+//! Kernel shapes that matter on these GPUs (filled in below).

@@ -1,0 +1,1 @@
+//! Tuning seam (filled in below).
