@@ -632,11 +632,11 @@ impl L<'_> {
                 let Type::Ptr { elem, .. } = self.k.types[v.index()] else {
                     return Ok(());
                 };
+                let aspace = if self.gpu { ", addrspace(5)" } else { "" };
                 let _ = writeln!(
                     self.entry,
-                    "  {r} = alloca [{len} x {}], align 16{}",
-                    self.mty(elem),
-                    self.aspace(Space::Private)
+                    "  {r} = alloca [{len} x {}], align 16{aspace}",
+                    self.mty(elem)
                 );
                 set(self, r.clone());
             }
