@@ -537,13 +537,10 @@ impl Kernel {
         out
     }
 
-    /// Bytes of explicit kernel arguments.
+    /// Bytes of explicit kernel arguments (the end of the last one; the code object's
+    /// `kernarg_segment_size`).
     pub fn args_size(&self) -> u32 {
-        self.arg_layout()
-            .last()
-            .map(|&(o, s)| o + s)
-            .unwrap_or(0)
-            .next_multiple_of(8)
+        self.arg_layout().last().map(|&(o, s)| o + s).unwrap_or(0)
     }
 
     /// Whether the kernel has a barrier anywhere.

@@ -196,7 +196,7 @@ pub fn const_text(s: Scalar, bits: u64) -> String {
                 if bits == canonical_nan(s) {
                     "nan".into()
                 } else {
-                    format!("nan:{bits:#x}")
+                    format!("nan.{bits:#x}")
                 }
             } else if x.is_infinite() {
                 (if x < 0.0 { "-inf" } else { "inf" }).into()
@@ -251,7 +251,7 @@ pub fn parse_const(s: Scalar, t: &str) -> Option<u64> {
             Some(bits)
         }
         _ => {
-            if let Some(h) = t.strip_prefix("nan:0x") {
+            if let Some(h) = t.strip_prefix("nan.0x") {
                 let b = u64::from_str_radix(h, 16).ok()?;
                 return (b <= mask && crate::float::to_f64(s, b).is_nan()).then_some(b);
             }
@@ -745,7 +745,8 @@ impl Parser {
 
     fn new_value_named(&mut self, n: String, t: Type, pos: usize) -> Result<Value, Error> {
         let save = self.lx.pos;
-        self.lx.pos = pos;
+        // Just after the result's name: an error points at the name.
+        self.lx.pos = pos.saturating_sub(1);
         let r = self.new_value(n, t);
         if r.is_ok() {
             self.lx.pos = save;
