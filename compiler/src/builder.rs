@@ -294,6 +294,7 @@ impl KernelBuilder {
             workgroup: self.workgroup,
             body,
             types: self.types,
+            names: vec![],
         };
         crate::verify::verify(&k)?;
         Ok(k)
@@ -308,6 +309,7 @@ impl KernelBuilder {
             workgroup: self.workgroup,
             body,
             types: self.types,
+            names: vec![],
         }
     }
 }

@@ -1,6 +1,7 @@
 //! [`Compiler`]: kernel → program bytes, through a cache in memory and on disk.
 //!
-//! The key is SHA-256 of the compiler's version, the target and the kernel's text form. A
+//! The key is SHA-256 of the compiler's version, the target and the kernel's text form (values
+//! numbered, not named). A
 //! disk entry (`DIR/KEY.bin`) carries a header with the key, the payload length and the
 //! payload's SHA-256; an entry whose header, length or hash does not match (a truncated write,
 //! a flipped bit, another version's file) is ignored and rebuilt, never trusted. Entries are
@@ -17,7 +18,8 @@ use crate::ir::Kernel;
 use crate::{Error, Target};
 
 /// Part of every cache key: a new compiler (or a change of its output format) makes new keys.
-pub const COMPILER_VERSION: &str = concat!("am-compiler ", env!("CARGO_PKG_VERSION"), " llvm22 format1");
+pub const COMPILER_VERSION: &str =
+    concat!("am-compiler ", env!("CARGO_PKG_VERSION"), " llvm22 format1");
 
 const MAGIC: &[u8; 8] = b"AMCACHE1";
 const HEADER: usize = 8 + 32 + 8 + 32;
@@ -90,7 +92,7 @@ impl Cache {
         h.update([0]);
         h.update(target.name().as_bytes());
         h.update([0]);
-        h.update(crate::text::print(k).as_bytes());
+        h.update(crate::text::print_canonical(k).as_bytes());
         h.finalize().into()
     }
 
@@ -193,7 +195,13 @@ impl Compiler {
     /// both). A disk error when storing is logged, not returned: the program is still good.
     pub fn compile(&self, k: &Kernel, target: Target) -> Result<Arc<Compiled>, Error> {
         let key = Cache::key(k, target);
-        if let Some(c) = self.cache.mem.lock().ok().and_then(|m| m.get(&key).cloned()) {
+        if let Some(c) = self
+            .cache
+            .mem
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).cloned())
+        {
             self.cache.memory_hits.fetch_add(1, Ordering::Relaxed);
             return Ok(c);
         }

@@ -78,8 +78,12 @@ fn machine(target: Target) -> (String, String, String) {
     match target {
         Target::Cpu => {
             // SAFETY: both return caller-owned strings, disposed by take_message.
-            let (cpu, features) =
-                unsafe { (take_message(LLVMGetHostCPUName()), take_message(LLVMGetHostCPUFeatures())) };
+            let (cpu, features) = unsafe {
+                (
+                    take_message(LLVMGetHostCPUName()),
+                    take_message(LLVMGetHostCPUFeatures()),
+                )
+            };
             (host_triple(), cpu, features)
         }
         t => {

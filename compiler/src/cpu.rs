@@ -282,7 +282,8 @@ impl CpuProgram {
                     handles.push(h);
                 }
                 for h in handles {
-                    h.join().map_err(|_| fail("a worker thread panicked".into()))?;
+                    h.join()
+                        .map_err(|_| fail("a worker thread panicked".into()))?;
                 }
                 Ok(())
             });
@@ -317,7 +318,8 @@ impl CpuProgram {
                     handles.push(h);
                 }
                 for h in handles {
-                    h.join().map_err(|_| fail("a work-item thread panicked".into()))?;
+                    h.join()
+                        .map_err(|_| fail("a work-item thread panicked".into()))?;
                 }
                 Ok::<(), Error>(())
             })?;

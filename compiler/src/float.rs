@@ -11,7 +11,9 @@ pub fn f16_to_f32(h: u16) -> f32 {
     match exp {
         0 => sign * man * 2f32.powi(-24),
         31 if man == 0.0 => sign * f32::INFINITY,
-        31 => f32::from_bits(0x7f80_0000 | (u32::from(h & 0x8000) << 16) | (u32::from(h & 0x3ff) << 13)),
+        31 => f32::from_bits(
+            0x7f80_0000 | (u32::from(h & 0x8000) << 16) | (u32::from(h & 0x3ff) << 13),
+        ),
         e => sign * (1024.0 + man) * 2f32.powi(i32::from(e) - 25),
     }
 }

@@ -120,7 +120,10 @@ pub struct DType {
 impl DType {
     /// A scalar type.
     pub const fn scalar(s: Scalar) -> DType {
-        DType { scalar: s, lanes: 1 }
+        DType {
+            scalar: s,
+            lanes: 1,
+        }
     }
     /// A vector type.
     pub const fn vec(s: Scalar, lanes: u8) -> DType {
@@ -506,6 +509,9 @@ pub struct Kernel {
     pub body: Vec<Inst>,
     /// The type of every value, indexed by [`Value`].
     pub types: Vec<Type>,
+    /// Names of values from the text form (empty: printed as `%N`), indexed by [`Value`];
+    /// may be shorter than `types`. Parameters are named by [`Param::name`].
+    pub names: Vec<String>,
 }
 
 impl Kernel {

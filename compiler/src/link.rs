@@ -10,7 +10,7 @@
 //! microseconds.
 
 use goblin::elf::Elf;
-use goblin::elf::header::{ET_DYN, ET_REL, EM_AMDGPU};
+use goblin::elf::header::{EM_AMDGPU, ET_DYN, ET_REL};
 use goblin::elf::section_header::*;
 use goblin::elf::sym::{STB_LOCAL, STT_SECTION};
 
@@ -123,7 +123,9 @@ pub fn link(obj: &[u8], what: &str) -> Result<Vec<u8>, Error> {
         }
         let name = elf.shdr_strtab.get_at(sh.sh_name).unwrap_or("").to_string();
         if sh.sh_flags & u64::from(SHF_WRITE) != 0 {
-            return Err(bad(format!("writable section {name} is not supported in a code object")));
+            return Err(bad(format!(
+                "writable section {name} is not supported in a code object"
+            )));
         }
         let p = Placed {
             obj: i,
@@ -158,7 +160,9 @@ pub fn link(obj: &[u8], what: &str) -> Result<Vec<u8>, Error> {
             && s.st_shndx == 0
         {
             let n = elf.strtab.get_at(s.st_name).unwrap_or("?");
-            return Err(bad(format!("undefined symbol {n} (a library call LLVM could not inline?)")));
+            return Err(bad(format!(
+                "undefined symbol {n} (a library call LLVM could not inline?)"
+            )));
         }
     }
     let sym_name = |i: usize| -> String {
@@ -187,9 +191,16 @@ pub fn link(obj: &[u8], what: &str) -> Result<Vec<u8>, Error> {
     for p in notes.iter_mut() {
         place(p, &mut off, 0);
     }
-    let note_range = notes
-        .first()
-        .map(|n| (n.offset, notes.last().map(|l| l.offset + l.data.len() as u64).unwrap_or(0) - n.offset));
+    let note_range = notes.first().map(|n| {
+        (
+            n.offset,
+            notes
+                .last()
+                .map(|l| l.offset + l.data.len() as u64)
+                .unwrap_or(0)
+                - n.offset,
+        )
+    });
     off = align_up(off, 8);
     let dynsym_off = off;
     off += 24 * ndyn as u64;
@@ -233,10 +244,17 @@ pub fn link(obj: &[u8], what: &str) -> Result<Vec<u8>, Error> {
     let (symtab_idx, strtab_idx, shstrtab_idx) = (idx + 1, idx + 2, idx + 3);
     let shnum = idx + 4;
 
-    let placed: Vec<&Placed> = notes.iter().chain(rodata.iter()).chain(text.iter()).collect();
+    let placed: Vec<&Placed> = notes
+        .iter()
+        .chain(rodata.iter())
+        .chain(text.iter())
+        .collect();
     let by_obj = |i: usize| placed.iter().find(|p| p.obj == i).copied();
     let sym_addr = |i: usize| -> Result<(u64, u16), Error> {
-        let s = elf.syms.get(i).ok_or_else(|| bad(format!("relocation names symbol {i}")))?;
+        let s = elf
+            .syms
+            .get(i)
+            .ok_or_else(|| bad(format!("relocation names symbol {i}")))?;
         if s.st_shndx == SHN_ABS {
             return Ok((s.st_value, SHN_ABS as u16));
         }
@@ -252,7 +270,11 @@ pub fn link(obj: &[u8], what: &str) -> Result<Vec<u8>, Error> {
     // Relocations.
     let mut datas: Vec<Vec<u8>> = placed.iter().map(|p| p.data.clone()).collect();
     for (rel_idx, relocs) in &elf.shdr_relocs {
-        let Some(target) = elf.section_headers.get(*rel_idx).map(|s| s.sh_info as usize) else {
+        let Some(target) = elf
+            .section_headers
+            .get(*rel_idx)
+            .map(|s| s.sh_info as usize)
+        else {
             continue;
         };
         let Some(pi) = placed.iter().position(|p| p.obj == target) else {
@@ -260,7 +282,11 @@ pub fn link(obj: &[u8], what: &str) -> Result<Vec<u8>, Error> {
         };
         for r in relocs.iter() {
             let (s, _) = sym_addr(r.r_sym)?;
-            let s = if elf.syms.get(r.r_sym).is_some_and(|x| x.st_type() == STT_SECTION) {
+            let s = if elf
+                .syms
+                .get(r.r_sym)
+                .is_some_and(|x| x.st_type() == STT_SECTION)
+            {
                 by_obj(elf.syms.get(r.r_sym).map(|x| x.st_shndx).unwrap_or(0))
                     .map(|p| p.addr)
                     .unwrap_or(s)
@@ -296,7 +322,10 @@ pub fn link(obj: &[u8], what: &str) -> Result<Vec<u8>, Error> {
     let mut dynsym = vec![0u8; 24];
     let mut dyn_syms = vec![];
     for &(g, name_off) in &dyn_names {
-        let s = &elf.syms.get(g).ok_or_else(|| bad("symbol vanished".into()))?;
+        let s = &elf
+            .syms
+            .get(g)
+            .ok_or_else(|| bad("symbol vanished".into()))?;
         let (value, shndx) = sym_addr(g)?;
         let sym = Sym {
             name: sym_name(g),
@@ -379,26 +408,154 @@ pub fn link(obj: &[u8], what: &str) -> Result<Vec<u8>, Error> {
         entsize: u64,
     }
     let mut shs: Vec<Sh> = vec![];
-    let mut add = |shstr: &mut Strtab, name: &str, kind, flags, addr, offset, size, link, info, align, entsize| {
+    let mut add = |shstr: &mut Strtab,
+                   name: &str,
+                   kind,
+                   flags,
+                   addr,
+                   offset,
+                   size,
+                   link,
+                   info,
+                   align,
+                   entsize| {
         let name = shstr.add(name);
-        shs.push(Sh { name, kind, flags, addr, offset, size, link, info, align, entsize });
+        shs.push(Sh {
+            name,
+            kind,
+            flags,
+            addr,
+            offset,
+            size,
+            link,
+            info,
+            align,
+            entsize,
+        });
     };
     let a = u64::from(SHF_ALLOC);
     for p in &notes {
-        add(&mut shstr, &p.name, p.kind, p.flags, p.addr, p.offset, p.data.len() as u64, 0, 0, p.align, 0);
+        add(
+            &mut shstr,
+            &p.name,
+            p.kind,
+            p.flags,
+            p.addr,
+            p.offset,
+            p.data.len() as u64,
+            0,
+            0,
+            p.align,
+            0,
+        );
     }
-    add(&mut shstr, ".dynsym", SHT_DYNSYM, a, dynsym_off, dynsym_off, dynsym.len() as u64, dynstr_idx as u32, 1, 8, 24);
-    add(&mut shstr, ".hash", SHT_HASH, a, hash_off, hash_off, hash.len() as u64, dynsym_idx as u32, 0, 4, 4);
-    add(&mut shstr, ".dynstr", SHT_STRTAB, a, dynstr_off, dynstr_off, dynstr.0.len() as u64, 0, 0, 1, 0);
+    add(
+        &mut shstr,
+        ".dynsym",
+        SHT_DYNSYM,
+        a,
+        dynsym_off,
+        dynsym_off,
+        dynsym.len() as u64,
+        dynstr_idx as u32,
+        1,
+        8,
+        24,
+    );
+    add(
+        &mut shstr,
+        ".hash",
+        SHT_HASH,
+        a,
+        hash_off,
+        hash_off,
+        hash.len() as u64,
+        dynsym_idx as u32,
+        0,
+        4,
+        4,
+    );
+    add(
+        &mut shstr,
+        ".dynstr",
+        SHT_STRTAB,
+        a,
+        dynstr_off,
+        dynstr_off,
+        dynstr.0.len() as u64,
+        0,
+        0,
+        1,
+        0,
+    );
     for p in rodata.iter().chain(text.iter()) {
-        add(&mut shstr, &p.name, p.kind, p.flags, p.addr, p.offset, p.data.len() as u64, 0, 0, p.align, 0);
+        add(
+            &mut shstr,
+            &p.name,
+            p.kind,
+            p.flags,
+            p.addr,
+            p.offset,
+            p.data.len() as u64,
+            0,
+            0,
+            p.align,
+            0,
+        );
     }
-    add(&mut shstr, ".dynamic", SHT_DYNAMIC, a | u64::from(SHF_WRITE), dyn_addr, dyn_off, dyn_len, dynstr_idx as u32, 0, 8, 16);
-    add(&mut shstr, ".symtab", SHT_SYMTAB, 0, 0, symtab_off, symtab.len() as u64, strtab_idx as u32, nlocal, 8, 24);
-    add(&mut shstr, ".strtab", SHT_STRTAB, 0, 0, strtab_off, strtab.0.len() as u64, 0, 0, 1, 0);
+    add(
+        &mut shstr,
+        ".dynamic",
+        SHT_DYNAMIC,
+        a | u64::from(SHF_WRITE),
+        dyn_addr,
+        dyn_off,
+        dyn_len,
+        dynstr_idx as u32,
+        0,
+        8,
+        16,
+    );
+    add(
+        &mut shstr,
+        ".symtab",
+        SHT_SYMTAB,
+        0,
+        0,
+        symtab_off,
+        symtab.len() as u64,
+        strtab_idx as u32,
+        nlocal,
+        8,
+        24,
+    );
+    add(
+        &mut shstr,
+        ".strtab",
+        SHT_STRTAB,
+        0,
+        0,
+        strtab_off,
+        strtab.0.len() as u64,
+        0,
+        0,
+        1,
+        0,
+    );
     let shstr_name = shstr.add(".shstrtab");
     let shstr_len = shstr.0.len() as u64;
-    shs.push(Sh { name: shstr_name, kind: SHT_STRTAB, flags: 0, addr: 0, offset: shstrtab_off, size: shstr_len, link: 0, info: 0, align: 1, entsize: 0 });
+    shs.push(Sh {
+        name: shstr_name,
+        kind: SHT_STRTAB,
+        flags: 0,
+        addr: 0,
+        offset: shstrtab_off,
+        size: shstr_len,
+        link: 0,
+        info: 0,
+        align: 1,
+        entsize: 0,
+    });
     let _ = (hash_idx, dynamic_idx, symtab_idx, shstrtab_idx);
     let shoff = align_up(shstrtab_off + shstr_len, 8);
 

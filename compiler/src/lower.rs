@@ -209,7 +209,9 @@ impl L<'_> {
         let mut acc = "poison".to_string();
         for i in 0..lanes {
             let e = self.tmp();
-            self.emit(format!("{e} = extractelement <{lanes} x {in_s}> {x}, i32 {i}"));
+            self.emit(format!(
+                "{e} = extractelement <{lanes} x {in_s}> {x}, i32 {i}"
+            ));
             let r = f(self, e);
             let n = self.tmp();
             self.emit(format!(
@@ -259,7 +261,9 @@ impl L<'_> {
     fn intrinsic(&mut self, name: &str, d: DType, args: &[&str], extra: &str) -> String {
         let t = self.ty(d);
         let suffix = if d.lanes == 1 {
-            self.sty(d.scalar).replace("half", "f16").replace("bfloat", "bf16")
+            self.sty(d.scalar)
+                .replace("half", "f16")
+                .replace("bfloat", "bf16")
         } else {
             format!("v{}{}", d.lanes, self.sty(d.scalar))
                 .replace("half", "f16")
@@ -375,7 +379,11 @@ impl L<'_> {
             self.op(index)
         } else {
             let t = self.tmp();
-            let ext = if di.scalar.is_signed() { "sext" } else { "zext" };
+            let ext = if di.scalar.is_signed() {
+                "sext"
+            } else {
+                "zext"
+            };
             self.emit(format!("{t} = {ext} {} to i64", self.top(index)));
             t
         };
@@ -439,7 +447,11 @@ impl L<'_> {
                     for v in [a, b, c] {
                         let (x, fd) = self.arith(*v);
                         let t = self.tmp();
-                        self.emit(format!("{t} = fpext {} {x} to {}", self.ty(fd), self.ty(dd)));
+                        self.emit(format!(
+                            "{t} = fpext {} {x} to {}",
+                            self.ty(fd),
+                            self.ty(dd)
+                        ));
                         ws.push(t);
                     }
                     let s = self.intrinsic("fma", dd, &[&ws[0], &ws[1], &ws[2]], "");
@@ -505,7 +517,11 @@ impl L<'_> {
                 let x = if self.ty(d) == self.ty(rdt) {
                     self.op(*a)
                 } else {
-                    self.emit(format!("{r} = bitcast {} to {}", self.top(*a), self.ty(rdt)));
+                    self.emit(format!(
+                        "{r} = bitcast {} to {}",
+                        self.top(*a),
+                        self.ty(rdt)
+                    ));
                     r.clone()
                 };
                 set(self, x);
@@ -514,8 +530,15 @@ impl L<'_> {
                 let mut acc = "poison".to_string();
                 let t = self.ty(rdt);
                 for (n, &v) in vs.iter().enumerate() {
-                    let x = if n + 1 == vs.len() { r.clone() } else { self.tmp() };
-                    self.emit(format!("{x} = insertelement {t} {acc}, {}, i32 {n}", self.top(v)));
+                    let x = if n + 1 == vs.len() {
+                        r.clone()
+                    } else {
+                        self.tmp()
+                    };
+                    self.emit(format!(
+                        "{x} = insertelement {t} {acc}, {}, i32 {n}",
+                        self.top(v)
+                    ));
                     acc = x;
                 }
                 set(self, r.clone());
@@ -530,10 +553,16 @@ impl L<'_> {
                 let mt = self.mty(rdt);
                 if rdt.scalar == Scalar::Bool {
                     let t = self.tmp();
-                    self.emit(format!("{t} = load i8, ptr{} {a}, align 1", self.aspace(space)));
+                    self.emit(format!(
+                        "{t} = load i8, ptr{} {a}, align 1",
+                        self.aspace(space)
+                    ));
                     self.emit(format!("{r} = icmp ne i8 {t}, 0"));
                 } else {
-                    self.emit(format!("{r} = load {mt}, ptr{} {a}, align {align}", self.aspace(space)));
+                    self.emit(format!(
+                        "{r} = load {mt}, ptr{} {a}, align {align}",
+                        self.aspace(space)
+                    ));
                 }
                 set(self, r.clone());
             }
@@ -618,10 +647,17 @@ impl L<'_> {
                     set(self, g);
                 } else {
                     let (layout, _) = self.k.local_layout();
-                    let off = layout.iter().find(|(x, _)| *x == v).map(|x| x.1).unwrap_or(0);
+                    let off = layout
+                        .iter()
+                        .find(|(x, _)| *x == v)
+                        .map(|x| x.1)
+                        .unwrap_or(0);
                     let p = self.tmp();
                     let t = self.tmp();
-                    let _ = writeln!(self.entry, "  {p} = getelementptr i8, ptr %ctx, i64 {CTX_LDS}");
+                    let _ = writeln!(
+                        self.entry,
+                        "  {p} = getelementptr i8, ptr %ctx, i64 {CTX_LDS}"
+                    );
                     let _ = writeln!(self.entry, "  {t} = load ptr, ptr {p}, align 8");
                     let _ = writeln!(self.entry, "  {r} = getelementptr i8, ptr {t}, i64 {off}");
                     set(self, r.clone());
@@ -648,9 +684,13 @@ impl L<'_> {
                     self.emit("fence syncscope(\"workgroup\") acquire".into());
                 } else {
                     let (p, f, q, d) = (self.tmp(), self.tmp(), self.tmp(), self.tmp());
-                    self.emit(format!("{p} = getelementptr i8, ptr %ctx, i64 {CTX_BARRIER_FN}"));
+                    self.emit(format!(
+                        "{p} = getelementptr i8, ptr %ctx, i64 {CTX_BARRIER_FN}"
+                    ));
                     self.emit(format!("{f} = load ptr, ptr {p}, align 8"));
-                    self.emit(format!("{q} = getelementptr i8, ptr %ctx, i64 {CTX_BARRIER_DATA}"));
+                    self.emit(format!(
+                        "{q} = getelementptr i8, ptr %ctx, i64 {CTX_BARRIER_DATA}"
+                    ));
                     self.emit(format!("{d} = load ptr, ptr {q}, align 8"));
                     self.emit(format!("call void {f}(ptr {d})"));
                 }
@@ -694,7 +734,10 @@ impl L<'_> {
             }
             Op::If { cond, body } => {
                 let (then, end) = (self.label("then"), self.label("endif"));
-                self.emit(format!("br i1 {}, label %{then}, label %{end}", self.op(*cond)));
+                self.emit(format!(
+                    "br i1 {}, label %{then}, label %{end}",
+                    self.op(*cond)
+                ));
                 let _ = writeln!(self.out, "{then}:");
                 self.body(body)?;
                 self.emit(format!("br label %{end}"));
@@ -816,7 +859,10 @@ impl L<'_> {
             }
             BinOp::Shl | BinOp::Shr => {
                 let m = self.tmp();
-                self.emit(format!("{m} = and {t} {y}, {}", self.num(d, f64::from(s.bits() - 1))));
+                self.emit(format!(
+                    "{m} = and {t} {y}, {}",
+                    self.num(d, f64::from(s.bits() - 1))
+                ));
                 let name = match (op, sg) {
                     (BinOp::Shl, _) => "shl",
                     (_, true) => "ashr",
@@ -911,7 +957,7 @@ impl L<'_> {
             if self.host_half(ts) {
                 let dd = to.with_scalar(Scalar::F64);
                 self.emit(format!("{r} = {name} {ft} {x} to {}", self.ty(dd)));
-                return self.from_f64_host(r, to);
+                return self.round_f64_to_host_half(r, to);
             }
             self.emit(format!("{r} = {name} {ft} {x} to {tt}"));
             return r;
@@ -951,16 +997,24 @@ impl L<'_> {
                 let w = if fd.scalar == Scalar::F64 {
                     y
                 } else {
-                    self.emit(format!("{r} = fpext {} {y} to {}", self.ty(fd), self.ty(dd)));
+                    self.emit(format!(
+                        "{r} = fpext {} {y} to {}",
+                        self.ty(fd),
+                        self.ty(dd)
+                    ));
                     r
                 };
-                return self.from_f64_host(w, to);
+                return self.round_f64_to_host_half(w, to);
             }
             let f32d = to.with_scalar(Scalar::F32);
             let w = match fd.scalar {
                 Scalar::F32 => y,
                 Scalar::F64 => {
-                    self.emit(format!("{r} = fptrunc {} {y} to {}", self.ty(fd), self.ty(f32d)));
+                    self.emit(format!(
+                        "{r} = fptrunc {} {y} to {}",
+                        self.ty(fd),
+                        self.ty(f32d)
+                    ));
                     r
                 }
                 _ => y,
@@ -977,11 +1031,16 @@ impl L<'_> {
         }
         // GPU (or host f32/f64). bf16 from f64 and f16 <-> bf16 round through f32.
         let through_f32 = (ts == Scalar::BF16 && fs == Scalar::F64)
-            || (matches!(ts, Scalar::BF16 | Scalar::F16) && matches!(fs, Scalar::BF16 | Scalar::F16));
+            || (matches!(ts, Scalar::BF16 | Scalar::F16)
+                && matches!(fs, Scalar::BF16 | Scalar::F16));
         if through_f32 {
             let f32d = to.with_scalar(Scalar::F32);
             let m = self.tmp();
-            let op1 = if fs == Scalar::F64 { "fptrunc" } else { "fpext" };
+            let op1 = if fs == Scalar::F64 {
+                "fptrunc"
+            } else {
+                "fpext"
+            };
             self.emit(format!("{m} = {op1} {ft} {x} to {}", self.ty(f32d)));
             self.emit(format!("{r} = fptrunc {} {m} to {tt}", self.ty(f32d)));
             return r;
@@ -996,7 +1055,7 @@ impl L<'_> {
     }
 
     /// f64 lanes to a host half type.
-    fn from_f64_host(&mut self, x: String, to: DType) -> String {
+    fn round_f64_to_host_half(&mut self, x: String, to: DType) -> String {
         if to.scalar == Scalar::F16 {
             self.lanes(&x, to.lanes, "double", "i16", &|l, e| {
                 let t = l.tmp();
@@ -1007,7 +1066,11 @@ impl L<'_> {
             let f = self.tmp();
             let dd = to.with_scalar(Scalar::F64);
             let fd = to.with_scalar(Scalar::F32);
-            self.emit(format!("{f} = fptrunc {} {x} to {}", self.ty(dd), self.ty(fd)));
+            self.emit(format!(
+                "{f} = fptrunc {} {x} to {}",
+                self.ty(dd),
+                self.ty(fd)
+            ));
             self.unarith(f, to)
         }
     }

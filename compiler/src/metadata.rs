@@ -60,7 +60,10 @@ fn num(m: &Mp, key: &str) -> u32 {
 }
 
 fn text(m: &Mp, key: &str) -> String {
-    get(m, key).and_then(|v| v.as_str()).unwrap_or("").to_string()
+    get(m, key)
+        .and_then(|v| v.as_str())
+        .unwrap_or("")
+        .to_string()
 }
 
 /// The kernels described in a code object's metadata note. `what` names it in errors.

@@ -122,7 +122,14 @@ fn matmul_start(name: &str, t: u32) -> (KernelBuilder, [Value; 4], Value, Value,
     (b, [pa, pb, pc, n], acc, row, col)
 }
 
-fn matmul_end(mut b: KernelBuilder, pc: Value, n: Value, acc: Value, row: Value, col: Value) -> Kernel {
+fn matmul_end(
+    mut b: KernelBuilder,
+    pc: Value,
+    n: Value,
+    acc: Value,
+    row: Value,
+    col: Value,
+) -> Kernel {
     let z = b.const_u32(0);
     let r = b.load_elem(acc, z);
     let rn = b.mul(row, n);

@@ -7,9 +7,9 @@
 //! }
 //! ```
 //!
-//! Parameters print by name, other values as `%N` (their index). Parsing numbers values in
-//! order of definition, so `parse(print(k)) == k` for kernels numbered that way (the builder
-//! and the parser both do).
+//! Parameters print by name, other values by the name they had in the text they were parsed
+//! from, else as `%N` (their index). Parsing numbers values in order of definition, so
+//! `parse(print(k)) == k` for kernels numbered that way (the builder and the parser both do).
 
 use std::fmt::Write;
 
@@ -18,12 +18,35 @@ use crate::ir::*;
 
 /// The text form of a kernel.
 pub fn print(k: &Kernel) -> String {
+    print_with_names(k, true)
+}
+
+/// The text form with every value numbered (`%N`) whatever its name: two kernels that differ
+/// only in value names print the same (the cache key).
+pub fn print_canonical(k: &Kernel) -> String {
+    print_with_names(k, false)
+}
+
+fn print_with_names(k: &Kernel, names: bool) -> String {
+    let unnamed;
+    let k = if names || k.names.is_empty() {
+        k
+    } else {
+        unnamed = Kernel {
+            names: vec![],
+            ..k.clone()
+        };
+        &unnamed
+    };
     let mut s = String::new();
     let params: Vec<String> = k
         .params
         .iter()
         .map(|p| {
-            let t = k.type_of(p.value).map(|t| t.to_string()).unwrap_or_default();
+            let t = k
+                .type_of(p.value)
+                .map(|t| t.to_string())
+                .unwrap_or_default();
             let na = if p.noalias { " noalias" } else { "" };
             format!("%{}: {t}{na}", p.name)
         })
@@ -51,7 +74,10 @@ pub fn print_inst(k: &Kernel, i: &Inst) -> String {
 fn name(k: &Kernel, v: Value) -> String {
     match k.params.iter().find(|p| p.value == v) {
         Some(p) => format!("%{}", p.name),
-        None => format!("%{}", v.0),
+        None => match k.names.get(v.index()).filter(|n| !n.is_empty()) {
+            Some(n) => format!("%{n}"),
+            None => format!("%{}", v.0),
+        },
     }
 }
 
@@ -369,6 +395,7 @@ fn lex(src: &str, file: &str) -> Result<Lexer, Error> {
 struct Parser {
     lx: Lexer,
     types: Vec<Type>,
+    names: Vec<String>,
     scopes: Vec<Vec<(String, Value)>>,
 }
 
@@ -416,7 +443,10 @@ impl Parser {
                 self.lx.pos += 1;
                 Ok(w)
             }
-            other => self.err(format!("expected a word, found {}", describe(other.as_ref()))),
+            other => self.err(format!(
+                "expected a word, found {}",
+                describe(other.as_ref())
+            )),
         }
     }
     fn keyword(&mut self, kw: &str) -> Result<(), Error> {
@@ -447,6 +477,10 @@ impl Parser {
             return self.err(format!("value %{name} is defined twice"));
         }
         self.types.push(t);
+        // Numbers are what the printer gives unnamed values: keep only real names.
+        let keep = !name.chars().all(|c| c.is_ascii_digit());
+        self.names
+            .push(if keep { name.clone() } else { String::new() });
         let v = Value(self.types.len() as u32 - 1);
         if let Some(s) = self.scopes.last_mut() {
             s.push((name, v));
@@ -455,18 +489,19 @@ impl Parser {
     }
     fn use_value(&mut self) -> Result<Value, Error> {
         match self.next() {
-            Some(Tok::Var(n)) => {
-                match self.scopes.iter().rev().flatten().find(|(m, _)| *m == n) {
-                    Some(&(_, v)) => Ok(v),
-                    None => {
-                        self.lx.pos -= 1;
-                        self.err(format!("value %{n} is not defined here"))
-                    }
+            Some(Tok::Var(n)) => match self.scopes.iter().rev().flatten().find(|(m, _)| *m == n) {
+                Some(&(_, v)) => Ok(v),
+                None => {
+                    self.lx.pos -= 1;
+                    self.err(format!("value %{n} is not defined here"))
                 }
-            }
+            },
             other => {
                 self.lx.pos -= 1;
-                self.err(format!("expected a value, found {}", describe(other.as_ref())))
+                self.err(format!(
+                    "expected a value, found {}",
+                    describe(other.as_ref())
+                ))
             }
         }
     }
@@ -737,7 +772,9 @@ impl Parser {
             }
             (None, Some(_)) => {
                 self.lx.pos = op_pos;
-                return self.err(format!("`{op_word}` defines a value: write `%name = {op_word} …`"));
+                return self.err(format!(
+                    "`{op_word}` defines a value: write `%name = {op_word} …`"
+                ));
             }
         };
         Ok(Inst { result, op })
@@ -803,6 +840,7 @@ pub fn parse_unverified(src: &str, file: &str) -> Result<Kernel, Error> {
     let mut p = Parser {
         lx: lex(src, file)?,
         types: vec![],
+        names: vec![],
         scopes: vec![vec![]],
     };
     p.keyword("kernel")?;
@@ -824,6 +862,9 @@ pub fn parse_unverified(src: &str, file: &str) -> Result<Kernel, Error> {
             p.lx.pos += 1;
         }
         let value = p.new_value(pname.clone(), t)?;
+        if let Some(n) = p.names.last_mut() {
+            n.clear();
+        }
         params.push(Param {
             name: pname,
             value,
@@ -849,5 +890,10 @@ pub fn parse_unverified(src: &str, file: &str) -> Result<Kernel, Error> {
         workgroup: [x, y, z],
         body,
         types: p.types,
+        names: if p.names.iter().all(|n| n.is_empty()) {
+            vec![]
+        } else {
+            p.names
+        },
     })
 }

@@ -20,7 +20,12 @@ pub trait KernelTimer {
     /// # Safety
     /// The pointers in `args` must be valid for everything the kernel accesses (as for a
     /// launch).
-    unsafe fn time(&self, program: &Compiled, groups: [u32; 3], args: &[u8]) -> Result<Duration, Error>;
+    unsafe fn time(
+        &self,
+        program: &Compiled,
+        groups: [u32; 3],
+        args: &[u8],
+    ) -> Result<Duration, Error>;
 }
 
 /// Times kernels on the host through the CPU backend (wall clock, best of three).
@@ -30,7 +35,12 @@ impl KernelTimer for CpuTimer {
     fn target(&self) -> Target {
         Target::Cpu
     }
-    unsafe fn time(&self, program: &Compiled, groups: [u32; 3], args: &[u8]) -> Result<Duration, Error> {
+    unsafe fn time(
+        &self,
+        program: &Compiled,
+        groups: [u32; 3],
+        args: &[u8],
+    ) -> Result<Duration, Error> {
         let p = CpuProgram::load(&program.bytes)?;
         let mut best = Duration::MAX;
         for _ in 0..3 {

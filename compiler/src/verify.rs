@@ -13,7 +13,9 @@ pub const MAX_PRIVATE_BYTES: u32 = 16384;
 pub const MAX_LOCAL_BYTES: u32 = 65536;
 
 fn ident_ok(s: &str) -> bool {
-    s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    s.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -62,7 +64,10 @@ impl V<'_> {
         if !self.visible(v) {
             return self.fail(
                 i,
-                format!("uses %{} which is not defined before it in an enclosing body", v.0),
+                format!(
+                    "uses %{} which is not defined before it in an enclosing body",
+                    v.0
+                ),
             );
         }
         match self.k.type_of(v) {
@@ -74,7 +79,10 @@ impl V<'_> {
     fn val(&self, i: &Inst, v: Value) -> Result<DType, Error> {
         match self.operand(i, v)? {
             Type::Val(d) => Ok(d),
-            t => self.fail(i, format!("operand %{} is a pointer ({t}), not a value", v.0)),
+            t => self.fail(
+                i,
+                format!("operand %{} is a pointer ({t}), not a value", v.0),
+            ),
         }
     }
 
@@ -111,7 +119,10 @@ impl V<'_> {
         if let Some(d) = rd
             && !DType::valid_lanes(d.lanes)
         {
-            return self.fail(i, format!("{} lanes: vectors have 2, 3, 4, 8 or 16", d.lanes));
+            return self.fail(
+                i,
+                format!("{} lanes: vectors have 2, 3, 4, 8 or 16", d.lanes),
+            );
         }
         match &i.op {
             Op::Const(bits) => {
@@ -191,17 +202,28 @@ impl V<'_> {
                     return self.fail(i, "bools compare only with eq and ne");
                 }
                 if need_rd()? != da.with_scalar(Scalar::Bool) {
-                    return self.fail(i, format!("a comparison of {da} gives bool lanes, not {rt}"));
+                    return self.fail(
+                        i,
+                        format!("a comparison of {da} gives bool lanes, not {rt}"),
+                    );
                 }
             }
             Op::Where(c, a, b) => {
                 let dc = self.val(i, *c)?;
                 let (da, db) = (self.val(i, *a)?, self.val(i, *b)?);
                 if dc.scalar != Scalar::Bool || (dc.lanes != 1 && dc.lanes != da.lanes) {
-                    return self.fail(i, format!("the condition must be bool (or bool lanes of the operands), not {dc}"));
+                    return self.fail(
+                        i,
+                        format!(
+                            "the condition must be bool (or bool lanes of the operands), not {dc}"
+                        ),
+                    );
                 }
                 if da != db || need_rd()? != da {
-                    return self.fail(i, format!("operand and result types differ: {da}, {db}, {rt}"));
+                    return self.fail(
+                        i,
+                        format!("operand and result types differ: {da}, {db}, {rt}"),
+                    );
                 }
             }
             Op::Cast(a) => {
@@ -218,7 +240,14 @@ impl V<'_> {
                     return self.fail(i, "bool has no bit layout to reinterpret");
                 }
                 if d.bytes() != r.bytes() {
-                    return self.fail(i, format!("bitcast between sizes: {d} ({} bytes) to {r} ({} bytes)", d.bytes(), r.bytes()));
+                    return self.fail(
+                        i,
+                        format!(
+                            "bitcast between sizes: {d} ({} bytes) to {r} ({} bytes)",
+                            d.bytes(),
+                            r.bytes()
+                        ),
+                    );
                 }
             }
             Op::Vector(vs) => {
@@ -229,7 +258,8 @@ impl V<'_> {
                 for &v in vs {
                     let d = self.val(i, v)?;
                     if d != DType::scalar(r.scalar) {
-                        return self.fail(i, format!("lane %{} is {d}, not {}", v.0, r.scalar.name()));
+                        return self
+                            .fail(i, format!("lane %{} is {d}, not {}", v.0, r.scalar.name()));
                     }
                 }
             }
@@ -278,7 +308,10 @@ impl V<'_> {
             }
             Op::Local { len } | Op::Private { len } => {
                 if !top {
-                    return self.fail(i, "local and private arrays are declared at the kernel's top level");
+                    return self.fail(
+                        i,
+                        "local and private arrays are declared at the kernel's top level",
+                    );
                 }
                 let Type::Ptr { elem, .. } = rt else {
                     return self.fail(i, "the result must be a pointer");
@@ -292,7 +325,10 @@ impl V<'_> {
                 if matches!(i.op, Op::Private { .. })
                     && u64::from(elem.bytes()) * u64::from(*len) > u64::from(MAX_PRIVATE_BYTES)
                 {
-                    return self.fail(i, format!("a private array of more than {MAX_PRIVATE_BYTES} bytes"));
+                    return self.fail(
+                        i,
+                        format!("a private array of more than {MAX_PRIVATE_BYTES} bytes"),
+                    );
                 }
             }
             Op::Barrier => {}
@@ -305,7 +341,10 @@ impl V<'_> {
             } => {
                 let (ds, de) = (self.val(i, *start)?, self.val(i, *end)?);
                 if !ds.scalar.is_int() || ds.lanes != 1 || ds != de {
-                    return self.fail(i, format!("range bounds must be one integer type, not {ds} and {de}"));
+                    return self.fail(
+                        i,
+                        format!("range bounds must be one integer type, not {ds} and {de}"),
+                    );
                 }
                 if self.k.type_of(*var) != Some(Type::Val(ds)) {
                     return self.fail(i, format!("the loop variable must be {ds}"));
@@ -331,7 +370,14 @@ impl V<'_> {
         Ok(())
     }
 
-    fn access(&self, i: &Inst, ptr: Value, index: Value, d: DType, align: u32) -> Result<(Space, DType), Error> {
+    fn access(
+        &self,
+        i: &Inst,
+        ptr: Value,
+        index: Value,
+        d: DType,
+        align: u32,
+    ) -> Result<(Space, DType), Error> {
         let Type::Ptr { space, elem } = self.operand(i, ptr)? else {
             return self.fail(i, format!("%{} is not a pointer", ptr.0));
         };
@@ -341,7 +387,10 @@ impl V<'_> {
         }
         let fits = d == elem || (elem.lanes == 1 && d.scalar == elem.scalar);
         if !fits {
-            return self.fail(i, format!("{d} does not match the pointer's elements ({elem})"));
+            return self.fail(
+                i,
+                format!("{d} does not match the pointer's elements ({elem})"),
+            );
         }
         if d.scalar == Scalar::Bool && d.lanes > 1 {
             return self.fail(i, "bool vectors have no memory layout");
@@ -363,31 +412,55 @@ pub fn verify(k: &Kernel) -> Result<(), Error> {
     if !ident_ok(&k.name) {
         return v.kernel_fail(format!("`{}` is not a valid kernel name", k.name));
     }
-    if k.workgroup.contains(&0) || k.workgroup.iter().map(|&x| u64::from(x)).product::<u64>() > u64::from(MAX_WORKGROUP) {
-        return v.kernel_fail(format!("workgroup {:?}: each size ≥ 1, at most {MAX_WORKGROUP} work-items", k.workgroup));
+    if k.workgroup.contains(&0)
+        || k.workgroup.iter().map(|&x| u64::from(x)).product::<u64>() > u64::from(MAX_WORKGROUP)
+    {
+        return v.kernel_fail(format!(
+            "workgroup {:?}: each size ≥ 1, at most {MAX_WORKGROUP} work-items",
+            k.workgroup
+        ));
     }
     for (n, p) in k.params.iter().enumerate() {
         if !ident_ok(&p.name) || k.params[..n].iter().any(|q| q.name == p.name) {
-            return v.kernel_fail(format!("parameter name `{}` is invalid or repeated", p.name));
+            return v.kernel_fail(format!(
+                "parameter name `{}` is invalid or repeated",
+                p.name
+            ));
         }
         match k.type_of(p.value) {
             Some(Type::Val(d)) if d.lanes == 1 => {}
-            Some(Type::Ptr { space: Space::Global, elem }) if !(elem.scalar == Scalar::Bool && elem.lanes > 1) => {}
-            t => return v.kernel_fail(format!("parameter %{} has type {}: parameters are scalars or global pointers", p.name, t.map(|t| t.to_string()).unwrap_or_else(|| "none".into()))),
+            Some(Type::Ptr {
+                space: Space::Global,
+                elem,
+            }) if !(elem.scalar == Scalar::Bool && elem.lanes > 1) => {}
+            t => {
+                return v.kernel_fail(format!(
+                    "parameter %{} has type {}: parameters are scalars or global pointers",
+                    p.name,
+                    t.map(|t| t.to_string()).unwrap_or_else(|| "none".into())
+                ));
+            }
         }
         if p.noalias && !matches!(k.type_of(p.value), Some(Type::Ptr { .. })) {
-            return v.kernel_fail(format!("parameter %{} is noalias but not a pointer", p.name));
+            return v.kernel_fail(format!(
+                "parameter %{} is noalias but not a pointer",
+                p.name
+            ));
         }
         match v.defined.get_mut(p.value.index()) {
             Some(d) if !*d => *d = true,
-            _ => return v.kernel_fail(format!("parameter %{} has a bad or repeated value", p.name)),
+            _ => {
+                return v.kernel_fail(format!("parameter %{} has a bad or repeated value", p.name));
+            }
         }
         v.scopes[0].push(p.value);
     }
     v.body(&k.body, true)?;
     let (_, lds) = k.local_layout();
     if lds > MAX_LOCAL_BYTES {
-        return v.kernel_fail(format!("local arrays take {lds} bytes, more than {MAX_LOCAL_BYTES}"));
+        return v.kernel_fail(format!(
+            "local arrays take {lds} bytes, more than {MAX_LOCAL_BYTES}"
+        ));
     }
     Ok(())
 }

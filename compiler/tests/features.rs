@@ -54,7 +54,11 @@ fn run_multi(k: &Kernel, a: Vec<u8>, b: Vec<u8>, n: usize, outs: &[DType]) -> Ve
                 Scalar::F64 => f64::from_le_bytes(b.try_into().unwrap()).is_nan(),
                 _ => false,
             };
-            assert!(x == y || (nan(x) && nan(y)), "{}: output {o} element {i}: gpu {x:?} cpu {y:?}", k.name);
+            assert!(
+                x == y || (nan(x) && nan(y)),
+                "{}: output {o} element {i}: gpu {x:?} cpu {y:?}",
+                k.name
+            );
         }
     }
     g
@@ -73,8 +77,22 @@ fn cmp(op: CmpOp) -> impl Fn(&mut KernelBuilder, Value, Value) -> Value {
 fn f32_inputs(n: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
     let mut r = Rng(seed);
     let edges = [
-        0.0f32, -0.0, 1.0, -1.0, 0.5, 3.0, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, 1e-40,
-        -1e-40, f32::MAX, f32::MIN_POSITIVE, 1e30, -7.25, 2.5,
+        0.0f32,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        3.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        1e-40,
+        -1e-40,
+        f32::MAX,
+        f32::MIN_POSITIVE,
+        1e30,
+        -7.25,
+        2.5,
     ];
     let mut a = vec![];
     let mut b = vec![];
@@ -175,15 +193,34 @@ fn f32_arithmetic_comparisons_and_where_are_exact() {
         let got: Vec<f32> = from_bytes(&out[k]);
         for i in 0..a.len() {
             let want = r(a[i], b[i]);
-            assert!(same_f32(got[i], want), "f32 op {k} of ({}, {}): {} want {want}", a[i], b[i], got[i]);
+            assert!(
+                same_f32(got[i], want),
+                "f32 op {k} of ({}, {}): {} want {want}",
+                a[i],
+                b[i],
+                got[i]
+            );
         }
     }
-    let crefs: [fn(f32, f32) -> bool; 6] =
-        [|x, y| x < y, |x, y| x <= y, |x, y| x > y, |x, y| x >= y, |x, y| x == y, |x, y| x != y];
+    let crefs: [fn(f32, f32) -> bool; 6] = [
+        |x, y| x < y,
+        |x, y| x <= y,
+        |x, y| x > y,
+        |x, y| x >= y,
+        |x, y| x == y,
+        |x, y| x != y,
+    ];
     for (c, r) in crefs.iter().enumerate() {
         let got = &out[13 + c];
         for i in 0..a.len() {
-            assert_eq!(got[i], u8::from(r(a[i], b[i])), "{:?} of ({}, {})", CmpOp::ALL[c], a[i], b[i]);
+            assert_eq!(
+                got[i],
+                u8::from(r(a[i], b[i])),
+                "{:?} of ({}, {})",
+                CmpOp::ALL[c],
+                a[i],
+                b[i]
+            );
         }
     }
 }
@@ -195,7 +232,15 @@ fn f32_transcendentals_are_within_their_bounds() {
     let k = multi("f32math", f, &[(f, &e), (f, &l), (f, &s)]);
     let mut r = Rng(5);
     let n = 1024;
-    let a: Vec<f32> = (0..n).map(|i| if i % 2 == 0 { r.f32(-30.0, 30.0) } else { r.f32(0.0, 1e6) }).collect();
+    let a: Vec<f32> = (0..n)
+        .map(|i| {
+            if i % 2 == 0 {
+                r.f32(-30.0, 30.0)
+            } else {
+                r.f32(0.0, 1e6)
+            }
+        })
+        .collect();
     let b: Vec<f32> = (0..n).map(|_| r.f32(-10.0, 10.0)).collect();
     // sin's argument comes from b (|x| ≤ 10): the GPU scales it by 1/2π before v_sin_f32.
     let k2 = multi("f32sin", f, &[(f, &s)]);
@@ -209,7 +254,11 @@ fn f32_transcendentals_are_within_their_bounds() {
     };
     for backend in ["gfx1100", "cpu"] {
         let run = |k: &Kernel, a: Vec<Arg>| {
-            if backend == "cpu" { run_cpu(k, groups, &a) } else { run_gpu(k, groups, &a) }
+            if backend == "cpu" {
+                run_cpu(k, groups, &a)
+            } else {
+                run_gpu(k, groups, &a)
+            }
         };
         let out = run(&k, args(&a, &b, 3));
         let sin_out = run(&k2, args(&b, &b, 1));
@@ -218,27 +267,59 @@ fn f32_transcendentals_are_within_their_bounds() {
         for i in 0..n {
             let x = a[i];
             let we = f64::from(x).exp2() as f32;
-            assert!(ulps(ex[i], we) <= 2, "{backend}: exp2({x}) = {} want {we} (2 ulp)", ex[i]);
+            assert!(
+                ulps(ex[i], we) <= 2,
+                "{backend}: exp2({x}) = {} want {we} (2 ulp)",
+                ex[i]
+            );
             if x > 0.0 {
                 let wl = f64::from(x).log2() as f32;
-                assert!(ulps(lg[i], wl) <= 2, "{backend}: log2({x}) = {} want {wl} (2 ulp)", lg[i]);
+                assert!(
+                    ulps(lg[i], wl) <= 2,
+                    "{backend}: log2({x}) = {} want {wl} (2 ulp)",
+                    lg[i]
+                );
             }
             let ws = f64::from(b[i]).sin();
-            assert!((f64::from(sn[i]) - ws).abs() <= 2e-6, "{backend}: sin({}) = {} want {ws} (±2e-6)", b[i], sn[i]);
+            assert!(
+                (f64::from(sn[i]) - ws).abs() <= 2e-6,
+                "{backend}: sin({}) = {} want {ws} (±2e-6)",
+                b[i],
+                sn[i]
+            );
         }
     }
 }
 
 #[test]
 fn f64_arithmetic_is_exact() {
-    let (a2, m2, d2, mi, sq) = (op2(BinOp::Add), op2(BinOp::Mul), op2(BinOp::Div), op2(BinOp::Min), op1(UnOp::Sqrt));
+    let (a2, m2, d2, mi, sq) = (
+        op2(BinOp::Add),
+        op2(BinOp::Mul),
+        op2(BinOp::Div),
+        op2(BinOp::Min),
+        op1(UnOp::Sqrt),
+    );
     let fma = |b: &mut KernelBuilder, x, y| b.fma(x, y, y);
     let d = DType::F64;
-    let k = multi("f64ops", d, &[(d, &a2), (d, &m2), (d, &d2), (d, &mi), (d, &sq), (d, &fma)]);
+    let k = multi(
+        "f64ops",
+        d,
+        &[(d, &a2), (d, &m2), (d, &d2), (d, &mi), (d, &sq), (d, &fma)],
+    );
     let (a, b) = f32_inputs(400, 2);
     // No −0.0 operands: the emulator's v_min_f64 does not order −0 below +0 (its f32 form
     // does, as LLVM's lowering of minimumnum assumes); that is the emulator's to fix.
-    let a: Vec<f64> = a.iter().map(|&x| if x == 0.0 { 0.0 } else { f64::from(x) * 1.000_000_1 }).collect();
+    let a: Vec<f64> = a
+        .iter()
+        .map(|&x| {
+            if x == 0.0 {
+                0.0
+            } else {
+                f64::from(x) * 1.000_000_1
+            }
+        })
+        .collect();
     let b: Vec<f32> = b.iter().map(|&x| if x == 0.0 { 0.0 } else { x }).collect();
     let b: Vec<f64> = b.iter().map(|&x| f64::from(x) / 3.0).collect();
     let out = run_multi(&k, bytes_of(&a), bytes_of(&b), a.len(), &[d; 6]);
@@ -254,7 +335,13 @@ fn f64_arithmetic_is_exact() {
         let got: Vec<f64> = from_bytes(&out[k]);
         for i in 0..a.len() {
             let w = r(a[i], b[i]);
-            assert!(got[i].to_bits() == w.to_bits() || (got[i].is_nan() && w.is_nan()), "f64 op {k} of ({}, {}): {} want {w}", a[i], b[i], got[i]);
+            assert!(
+                got[i].to_bits() == w.to_bits() || (got[i].is_nan() && w.is_nan()),
+                "f64 op {k} of ({}, {}): {} want {w}",
+                a[i],
+                b[i],
+                got[i]
+            );
         }
     }
 }
@@ -262,26 +349,65 @@ fn f64_arithmetic_is_exact() {
 #[test]
 fn f16_and_bf16_arithmetic_round_once() {
     for (s, to, from) in [
-        (Scalar::F16, f32_to_f16 as fn(f32) -> u16, f16_to_f32 as fn(u16) -> f32),
+        (
+            Scalar::F16,
+            f32_to_f16 as fn(f32) -> u16,
+            f16_to_f32 as fn(u16) -> f32,
+        ),
         (Scalar::BF16, f32_to_bf16, bf16_to_f32),
     ] {
         let d = DType::scalar(s);
-        let (a2, m2, d2, ma, sq) = (op2(BinOp::Add), op2(BinOp::Mul), op2(BinOp::Div), op2(BinOp::Max), op1(UnOp::Sqrt));
+        let (a2, m2, d2, ma, sq) = (
+            op2(BinOp::Add),
+            op2(BinOp::Mul),
+            op2(BinOp::Div),
+            op2(BinOp::Max),
+            op1(UnOp::Sqrt),
+        );
         let lt = cmp(CmpOp::Lt);
         let up = |b: &mut KernelBuilder, x, _| b.cast(x, DType::F32);
-        let k = multi(&format!("{}ops", s.name()), d, &[(d, &a2), (d, &m2), (d, &d2), (d, &ma), (d, &sq), (DType::BOOL, &lt), (DType::F32, &up)]);
+        let k = multi(
+            &format!("{}ops", s.name()),
+            d,
+            &[
+                (d, &a2),
+                (d, &m2),
+                (d, &d2),
+                (d, &ma),
+                (d, &sq),
+                (DType::BOOL, &lt),
+                (DType::F32, &up),
+            ],
+        );
         let (fa, fb) = f32_inputs(300, 3);
         let a: Vec<u16> = fa.iter().map(|&x| to(x)).collect();
         let b: Vec<u16> = fb.iter().map(|&x| to(x * 0.37)).collect();
-        let out = run_multi(&k, bytes_of(&a), bytes_of(&b), a.len(), &[d, d, d, d, d, DType::BOOL, DType::F32]);
-        let refs: [&dyn Fn(f32, f32) -> f32; 5] = [&|x, y| x + y, &|x, y| x * y, &|x, y| x / y, &|x, y| min_num(x.into(), y.into(), true) as f32, &|x, _| x.sqrt()];
+        let out = run_multi(
+            &k,
+            bytes_of(&a),
+            bytes_of(&b),
+            a.len(),
+            &[d, d, d, d, d, DType::BOOL, DType::F32],
+        );
+        let refs: [&dyn Fn(f32, f32) -> f32; 5] = [
+            &|x, y| x + y,
+            &|x, y| x * y,
+            &|x, y| x / y,
+            &|x, y| min_num(x.into(), y.into(), true) as f32,
+            &|x, _| x.sqrt(),
+        ];
         for (k, r) in refs.iter().enumerate() {
             let got: Vec<u16> = from_bytes(&out[k]);
             for i in 0..a.len() {
                 let (x, y) = (from(a[i]), from(b[i]));
                 let w = to(r(x, y));
                 let both_nan = from(got[i]).is_nan() && from(w).is_nan();
-                assert!(got[i] == w || both_nan, "{} op {k} of ({x}, {y}): {:#x} want {w:#x}", s.name(), got[i]);
+                assert!(
+                    got[i] == w || both_nan,
+                    "{} op {k} of ({x}, {y}): {:#x} want {w:#x}",
+                    s.name(),
+                    got[i]
+                );
             }
         }
         for i in 0..a.len() {
@@ -310,7 +436,16 @@ macro_rules! int_case {
             outs.push((DType::BOOL, &lt));
             let k = multi(concat!(stringify!($t), "ops"), d, &outs);
             let mut r = Rng(7);
-            let edges: [$t; 8] = [0, 1, 2, <$t>::MAX, <$t>::MIN, (<$t>::MAX / 3), 7, (0 as $t).wrapping_sub(1)];
+            let edges: [$t; 8] = [
+                0,
+                1,
+                2,
+                <$t>::MAX,
+                <$t>::MIN,
+                (<$t>::MAX / 3),
+                7,
+                (0 as $t).wrapping_sub(1),
+            ];
             let mut a: Vec<$t> = vec![];
             let mut b: Vec<$t> = vec![];
             for &x in &edges {
@@ -323,7 +458,11 @@ macro_rules! int_case {
             while a.len() < 300 {
                 a.push(r.next() as $t);
                 // Small divisors and shift amounts too.
-                b.push(if a.len() % 3 == 0 { (r.next() % (bits * 2)) as $t } else { r.next() as $t });
+                b.push(if a.len() % 3 == 0 {
+                    (r.next() % (bits * 2)) as $t
+                } else {
+                    r.next() as $t
+                });
             }
             let sizes: Vec<DType> = outs.iter().map(|o| o.0).collect();
             let out = run_multi(&k, bytes_of(&a), bytes_of(&b), a.len(), &sizes);
@@ -343,16 +482,36 @@ macro_rules! int_case {
                 Box::new(move |x: $t, y: $t| x.wrapping_shr(sh(y))),
                 Box::new(|x: $t, _| (0 as $t).wrapping_sub(x)),
                 Box::new(|x: $t, _| !x),
-                Box::new(|x: $t, _| if x < (0 as $t).wrapping_sub(0) || (x as i128) < 0 { (0 as $t).wrapping_sub(x) } else { x }),
+                Box::new(|x: $t, _| {
+                    if x < (0 as $t).wrapping_sub(0) || (x as i128) < 0 {
+                        (0 as $t).wrapping_sub(x)
+                    } else {
+                        x
+                    }
+                }),
             ];
             for (k, rf) in refs.iter().enumerate() {
                 let got: Vec<$t> = from_bytes(&out[k]);
                 for i in 0..a.len() {
-                    assert_eq!(got[i], rf(a[i], b[i]), "{} op {k} of ({}, {})", stringify!($t), a[i], b[i]);
+                    assert_eq!(
+                        got[i],
+                        rf(a[i], b[i]),
+                        "{} op {k} of ({}, {})",
+                        stringify!($t),
+                        a[i],
+                        b[i]
+                    );
                 }
             }
             for i in 0..a.len() {
-                assert_eq!(out[15][i], u8::from(a[i] < b[i]), "{} < of ({}, {})", stringify!($t), a[i], b[i]);
+                assert_eq!(
+                    out[15][i],
+                    u8::from(a[i] < b[i]),
+                    "{} < of ({}, {})",
+                    stringify!($t),
+                    a[i],
+                    b[i]
+                );
             }
         }
     };
@@ -367,21 +526,67 @@ int_case!(u16_integer_ops_are_exact, u16, Scalar::U16);
 #[test]
 fn casts_and_bitcasts_match_rust_as() {
     let to = |d: DType| move |b: &mut KernelBuilder, x, _| b.cast(x, d);
-    let (c_i32, c_u8, c_i64, c_f64, c_bool, c_u32) = (to(DType::I32), to(DType::scalar(Scalar::U8)), to(DType::I64), to(DType::F64), to(DType::BOOL), to(DType::U32));
+    let (c_i32, c_u8, c_i64, c_f64, c_bool, c_u32) = (
+        to(DType::I32),
+        to(DType::scalar(Scalar::U8)),
+        to(DType::I64),
+        to(DType::F64),
+        to(DType::BOOL),
+        to(DType::U32),
+    );
     let bc = |b: &mut KernelBuilder, x, _| b.bitcast(x, DType::U32);
     let c_f16 = to(DType::F16);
-    let k = multi("casts", DType::F32, &[(DType::I32, &c_i32), (DType::scalar(Scalar::U8), &c_u8), (DType::I64, &c_i64), (DType::F64, &c_f64), (DType::BOOL, &c_bool), (DType::U32, &c_u32), (DType::U32, &bc), (DType::F16, &c_f16)]);
+    let k = multi(
+        "casts",
+        DType::F32,
+        &[
+            (DType::I32, &c_i32),
+            (DType::scalar(Scalar::U8), &c_u8),
+            (DType::I64, &c_i64),
+            (DType::F64, &c_f64),
+            (DType::BOOL, &c_bool),
+            (DType::U32, &c_u32),
+            (DType::U32, &bc),
+            (DType::F16, &c_f16),
+        ],
+    );
     let (mut a, b) = f32_inputs(300, 4);
-    a.extend([3e9f32, -3e9, 255.5, 256.0, -0.9, 65519.0, 65520.0, 1e-7, 6e-8]);
+    a.extend([
+        3e9f32, -3e9, 255.5, 256.0, -0.9, 65519.0, 65520.0, 1e-7, 6e-8,
+    ]);
     let b = [b, vec![0.0; 9]].concat();
-    let out = run_multi(&k, bytes_of(&a), bytes_of(&b), a.len(), &[DType::I32, DType::scalar(Scalar::U8), DType::I64, DType::F64, DType::BOOL, DType::U32, DType::U32, DType::F16]);
-    let (i32s, u8s, i64s, f64s, bools, u32s, bits, halves): (Vec<i32>, &Vec<u8>, Vec<i64>, Vec<f64>, &Vec<u8>, Vec<u32>, Vec<u32>, Vec<u16>) = (
-        from_bytes(&out[0]), &out[1], from_bytes(&out[2]), from_bytes(&out[3]), &out[4], from_bytes(&out[5]), from_bytes(&out[6]), from_bytes(&out[7]));
+    let out = run_multi(
+        &k,
+        bytes_of(&a),
+        bytes_of(&b),
+        a.len(),
+        &[
+            DType::I32,
+            DType::scalar(Scalar::U8),
+            DType::I64,
+            DType::F64,
+            DType::BOOL,
+            DType::U32,
+            DType::U32,
+            DType::F16,
+        ],
+    );
+    let i32s: Vec<i32> = from_bytes(&out[0]);
+    let u8s = &out[1];
+    let i64s: Vec<i64> = from_bytes(&out[2]);
+    let f64s: Vec<f64> = from_bytes(&out[3]);
+    let bools = &out[4];
+    let u32s: Vec<u32> = from_bytes(&out[5]);
+    let bits: Vec<u32> = from_bytes(&out[6]);
+    let halves: Vec<u16> = from_bytes(&out[7]);
     for (i, &x) in a.iter().enumerate() {
         assert_eq!(i32s[i], x as i32, "f32 {x} → i32");
         assert_eq!(u8s[i], x as u8, "f32 {x} → u8");
         assert_eq!(i64s[i], x as i64, "f32 {x} → i64");
-        assert!(same_f32(f64s[i] as f32, x) && (x.is_nan() || f64s[i] == f64::from(x)), "f32 {x} → f64");
+        assert!(
+            same_f32(f64s[i] as f32, x) && (x.is_nan() || f64s[i] == f64::from(x)),
+            "f32 {x} → f64"
+        );
         assert_eq!(bools[i], u8::from(x != 0.0), "f32 {x} → bool");
         assert_eq!(u32s[i], x as u32, "f32 {x} → u32");
         assert_eq!(bits[i], x.to_bits(), "bitcast {x}");
@@ -391,15 +596,70 @@ fn casts_and_bitcasts_match_rust_as() {
     }
     // Integer ↔ integer and integer → float.
     let ti = |d: DType| move |b: &mut KernelBuilder, x, _| b.cast(x, d);
-    let (i8c, u16c, i64c, u64c, f32c, f64c, bc2) = (ti(DType::scalar(Scalar::I8)), ti(DType::scalar(Scalar::U16)), ti(DType::I64), ti(DType::scalar(Scalar::U64)), ti(DType::F32), ti(DType::F64), ti(DType::BOOL));
-    let k = multi("intcasts", DType::I32, &[(DType::scalar(Scalar::I8), &i8c), (DType::scalar(Scalar::U16), &u16c), (DType::I64, &i64c), (DType::scalar(Scalar::U64), &u64c), (DType::F32, &f32c), (DType::F64, &f64c), (DType::BOOL, &bc2)]);
+    let (i8c, u16c, i64c, u64c, f32c, f64c, bc2) = (
+        ti(DType::scalar(Scalar::I8)),
+        ti(DType::scalar(Scalar::U16)),
+        ti(DType::I64),
+        ti(DType::scalar(Scalar::U64)),
+        ti(DType::F32),
+        ti(DType::F64),
+        ti(DType::BOOL),
+    );
+    let k = multi(
+        "intcasts",
+        DType::I32,
+        &[
+            (DType::scalar(Scalar::I8), &i8c),
+            (DType::scalar(Scalar::U16), &u16c),
+            (DType::I64, &i64c),
+            (DType::scalar(Scalar::U64), &u64c),
+            (DType::F32, &f32c),
+            (DType::F64, &f64c),
+            (DType::BOOL, &bc2),
+        ],
+    );
     let mut r = Rng(9);
-    let a: Vec<i32> = (0..200).map(|i| if i < 4 { [0, -1, i32::MIN, i32::MAX][i] } else { r.next() as i32 >> (i % 31) }).collect();
-    let out = run_multi(&k, bytes_of(&a), bytes_of(&a), a.len(), &[DType::scalar(Scalar::I8), DType::scalar(Scalar::U16), DType::I64, DType::scalar(Scalar::U64), DType::F32, DType::F64, DType::BOOL]);
-    let (i8s, u16s, i64s, u64s, f32s, f64s): (Vec<i8>, Vec<u16>, Vec<i64>, Vec<u64>, Vec<f32>, Vec<f64>) = (from_bytes(&out[0]), from_bytes(&out[1]), from_bytes(&out[2]), from_bytes(&out[3]), from_bytes(&out[4]), from_bytes(&out[5]));
+    let a: Vec<i32> = (0..200)
+        .map(|i| {
+            if i < 4 {
+                [0, -1, i32::MIN, i32::MAX][i]
+            } else {
+                r.next() as i32 >> (i % 31)
+            }
+        })
+        .collect();
+    let out = run_multi(
+        &k,
+        bytes_of(&a),
+        bytes_of(&a),
+        a.len(),
+        &[
+            DType::scalar(Scalar::I8),
+            DType::scalar(Scalar::U16),
+            DType::I64,
+            DType::scalar(Scalar::U64),
+            DType::F32,
+            DType::F64,
+            DType::BOOL,
+        ],
+    );
+    let i8s: Vec<i8> = from_bytes(&out[0]);
+    let u16s: Vec<u16> = from_bytes(&out[1]);
+    let i64s: Vec<i64> = from_bytes(&out[2]);
+    let u64s: Vec<u64> = from_bytes(&out[3]);
+    let f32s: Vec<f32> = from_bytes(&out[4]);
+    let f64s: Vec<f64> = from_bytes(&out[5]);
     for (i, &x) in a.iter().enumerate() {
-        assert_eq!((i8s[i], u16s[i], i64s[i], u64s[i]), (x as i8, x as u16, x as i64, x as u64), "i32 {x} → ints");
-        assert_eq!((f32s[i].to_bits(), f64s[i]), ((x as f32).to_bits(), x as f64), "i32 {x} → floats");
+        assert_eq!(
+            (i8s[i], u16s[i], i64s[i], u64s[i]),
+            (x as i8, x as u16, x as i64, x as u64),
+            "i32 {x} → ints"
+        );
+        assert_eq!(
+            (f32s[i].to_bits(), f64s[i]),
+            ((x as f32).to_bits(), x as f64),
+            "i32 {x} → floats"
+        );
         assert_eq!(out[6][i], u8::from(x != 0), "i32 {x} → bool");
     }
 }
@@ -423,8 +683,20 @@ fn vectors_load_and_store_128_bits_and_compute_per_lane() {
     let s = b.add(p, rev);
     b.store(po, e, s, 16);
     let k = b.finish().unwrap();
-    let asm = String::from_utf8(codegen::compile_ir(&lower::lower(&k, Target::Gfx1100).unwrap(), Target::Gfx1100, "vec4", codegen::Output::Assembly).unwrap()).unwrap();
-    assert!(asm.contains("global_load_b128") && asm.contains("global_store_b128"), "no 128-bit accesses in:\n{asm}");
+    let asm = String::from_utf8(
+        codegen::compile_ir(
+            &lower::lower(&k, Target::Gfx1100).unwrap(),
+            Target::Gfx1100,
+            "vec4",
+            codegen::Output::Assembly,
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        asm.contains("global_load_b128") && asm.contains("global_store_b128"),
+        "no 128-bit accesses in:\n{asm}"
+    );
     let n = 4 * 128;
     let mut r = Rng(3);
     let a: Vec<f32> = (0..n).map(|_| r.f32(-4.0, 4.0)).collect();
@@ -434,7 +706,11 @@ fn vectors_load_and_store_128_bits_and_compute_per_lane() {
     for q in 0..n / 4 {
         for l in 0..4 {
             let j = 4 * q + l;
-            assert_eq!(o[j], a[j] * bb[j] + a[4 * q + 3 - l], "lane {l} of vector {q}");
+            assert_eq!(
+                o[j],
+                a[j] * bb[j] + a[4 * q + 3 - l],
+                "lane {l} of vector {q}"
+            );
         }
     }
 }
@@ -476,11 +752,20 @@ fn ranges_private_memory_and_nested_ifs_compute_row_sums() {
     });
     let k = b.finish().unwrap();
     let (rows, m) = (64usize, 37u32);
-    let a: Vec<i32> = (0..rows * m as usize).map(|x| (x as i32 * 7919) % 1000 - 500).collect();
+    let a: Vec<i32> = (0..rows * m as usize)
+        .map(|x| (x as i32 * 7919) % 1000 - 500)
+        .collect();
     let out = run_both(&k, [2, 1, 1], &[buf(&a), zeros(4 * rows), scalar(m)]);
     let o: Vec<i32> = from_bytes(&out[1]);
     for r in 0..rows {
-        let want: i32 = if r % 2 == 1 { (0..m as usize).step_by(2).map(|j| a[r * m as usize + j]).sum() } else { -1 };
+        let want: i32 = if r % 2 == 1 {
+            (0..m as usize)
+                .step_by(2)
+                .map(|j| a[r * m as usize + j])
+                .sum()
+        } else {
+            -1
+        };
         assert_eq!(o[r], want, "row {r}");
     }
 }
@@ -491,7 +776,10 @@ fn work_item_and_group_ids_in_three_dimensions() {
     let groups = [3u32, 2, 2];
     let mut b = KernelBuilder::new("ids", wg);
     let po = b.param_ptr("o", DType::U32, true);
-    let ids: Vec<Value> = [Dim::X, Dim::Y, Dim::Z].iter().flat_map(|&d| [b.local_id(d), b.group_id(d)]).collect();
+    let ids: Vec<Value> = [Dim::X, Dim::Y, Dim::Z]
+        .iter()
+        .flat_map(|&d| [b.local_id(d), b.group_id(d)])
+        .collect();
     let gx = b.global_id(Dim::X);
     let gy = b.global_id(Dim::Y);
     let gz = b.global_id(Dim::Z);
@@ -517,7 +805,14 @@ fn work_item_and_group_ids_in_three_dimensions() {
         for y in 0..h {
             for x in 0..w {
                 let lin = ((z * h + y) * w + x) as usize;
-                let want = [x % wg[0], x / wg[0], y % wg[1], y / wg[1], z % wg[2], z / wg[2]];
+                let want = [
+                    x % wg[0],
+                    x / wg[0],
+                    y % wg[1],
+                    y / wg[1],
+                    z % wg[2],
+                    z / wg[2],
+                ];
                 assert_eq!(o[6 * lin..6 * lin + 6], want, "work-item ({x}, {y}, {z})");
             }
         }
@@ -529,7 +824,15 @@ fn atomics_in_global_and_local_memory() {
     // Every work-item adds, subtracts, takes min/max/and/or/xor of its value into counters in
     // global memory, f32-adds into one, and adds into a local counter that work-item 0 of each
     // group adds to global memory after a barrier.
-    let ops = [AtomicOp::Add, AtomicOp::Sub, AtomicOp::Min, AtomicOp::Max, AtomicOp::And, AtomicOp::Or, AtomicOp::Xor];
+    let ops = [
+        AtomicOp::Add,
+        AtomicOp::Sub,
+        AtomicOp::Min,
+        AtomicOp::Max,
+        AtomicOp::And,
+        AtomicOp::Or,
+        AtomicOp::Xor,
+    ];
     let mut b = KernelBuilder::new("atomics", [WG, 1, 1]);
     let pv = b.param_ptr("v", DType::I32, true);
     let pc = b.param_ptr("c", DType::I32, true);
@@ -571,7 +874,11 @@ fn atomics_in_global_and_local_memory() {
     let mut r = Rng(21);
     let v: Vec<i32> = (0..n).map(|_| (r.next() as i32) >> 8).collect();
     let init = [0i32, 0, i32::MAX, i32::MIN, -1, 0, 0];
-    let out = run_both(&k, [groups, 1, 1], &[buf(&v), buf(&init), buf(&[0f32]), zeros(4 * n)]);
+    let out = run_both(
+        &k,
+        [groups, 1, 1],
+        &[buf(&v), buf(&init), buf(&[0f32]), zeros(4 * n)],
+    );
     let c: Vec<i32> = from_bytes(&out[1]);
     let f: Vec<f32> = from_bytes(&out[2]);
     let x: Vec<u32> = from_bytes(&out[3]);
@@ -589,8 +896,8 @@ fn atomics_in_global_and_local_memory() {
     let fsum: f32 = v.iter().map(|&x| (x as f32 / 16.0).trunc()).sum();
     assert_eq!(f[0], fsum, "f32 atomic add");
     // x[i] = local id (exchange), x[0] gets each group's local count (64) added.
-    for i in 1..n {
-        assert_eq!(x[i], (i % WG as usize) as u32, "exchange at {i}");
+    for (i, &xi) in x.iter().enumerate().skip(1) {
+        assert_eq!(xi, (i % WG as usize) as u32, "exchange at {i}");
     }
     assert_eq!(x[0], groups * WG, "local atomic counts summed into x[0]");
 }
@@ -623,7 +930,17 @@ kernel saxpy(%x: ptr<global, f32> noalias, %y: ptr<global, f32>, %h: ptr<global,
     let n = 100usize;
     let x: Vec<f32> = (0..n).map(|i| i as f32 / 7.0).collect();
     let y: Vec<f32> = (0..n).map(|i| 100.0 - i as f32).collect();
-    let out = run_both(&k, [2, 1, 1], &[buf(&x), buf(&y), zeros(2 * n), scalar(1.5f32), scalar(n as u32)]);
+    let out = run_both(
+        &k,
+        [2, 1, 1],
+        &[
+            buf(&x),
+            buf(&y),
+            zeros(2 * n),
+            scalar(1.5f32),
+            scalar(n as u32),
+        ],
+    );
     let yo: Vec<f32> = from_bytes(&out[1]);
     let ho: Vec<u16> = from_bytes(&out[2]);
     for i in 0..n {

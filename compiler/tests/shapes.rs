@@ -16,7 +16,11 @@ fn lds_reduction_sums_each_workgroup() {
     let n = 256 * 3 + 100;
     let x: Vec<f32> = (0..n).map(|i| ((i * 37) % 101) as f32 - 50.0).collect();
     let groups = (n as u32).div_ceil(256);
-    let out = run_both(&k, [groups, 1, 1], &[buf(&x), zeros(4 * groups as usize), scalar(n as u32)]);
+    let out = run_both(
+        &k,
+        [groups, 1, 1],
+        &[buf(&x), zeros(4 * groups as usize), scalar(n as u32)],
+    );
     let o: Vec<f32> = from_bytes(&out[1]);
     for g in 0..groups as usize {
         // Small integers: every order of summation is exact.
@@ -60,13 +64,26 @@ fn tiled_matmul_equals_naive_and_reference() {
 
 #[test]
 fn launch_sizes_follow_wave_size_and_compute_units() {
-    let navi = DeviceInfo { target: Target::Gfx1100, compute_units: 96 };
-    let mi300 = DeviceInfo { target: Target::Gfx942, compute_units: 304 };
+    let navi = DeviceInfo {
+        target: Target::Gfx1100,
+        compute_units: 96,
+    };
+    let mi300 = DeviceInfo {
+        target: Target::Gfx942,
+        compute_units: 304,
+    };
     assert_eq!(launch_1d(1 << 20, &navi), (256, 4096));
-    assert_eq!(launch_1d(1000, &navi), (32, 32), "small n: one wave per CU first");
+    assert_eq!(
+        launch_1d(1000, &navi),
+        (32, 32),
+        "small n: one wave per CU first"
+    );
     assert_eq!(launch_1d(1000, &mi300), (64, 16), "wave64 minimum");
     assert_eq!(launch_1d(1 << 20, &mi300), (256, 4096));
-    let cpu = DeviceInfo { target: Target::Cpu, compute_units: 2 };
+    let cpu = DeviceInfo {
+        target: Target::Cpu,
+        compute_units: 2,
+    };
     assert_eq!(launch_1d(100, &cpu), (50, 2));
     assert_eq!(launch_1d(1 << 20, &cpu), (64, 16384));
 }
@@ -84,17 +101,36 @@ enum E {
 }
 
 fn expr() -> impl Strategy<Value = E> {
-    let leaf = prop_oneof![Just(E::A), Just(E::B), (-8i32..8).prop_map(|c| E::C(c as f32 * 0.75))];
+    let leaf = prop_oneof![
+        Just(E::A),
+        Just(E::B),
+        (-8i32..8).prop_map(|c| E::C(c as f32 * 0.75))
+    ];
     leaf.prop_recursive(4, 24, 3, |inner| {
         prop_oneof![
-            (0u8..6, inner.clone(), inner.clone()).prop_map(|(o, x, y)| E::Bin(o, Box::new(x), Box::new(y))),
+            (0u8..6, inner.clone(), inner.clone()).prop_map(|(o, x, y)| E::Bin(
+                o,
+                Box::new(x),
+                Box::new(y)
+            )),
             (0u8..4, inner.clone()).prop_map(|(o, x)| E::Un(o, Box::new(x))),
-            (inner.clone(), inner.clone(), inner).prop_map(|(c, x, y)| E::Where(Box::new(c), Box::new(x), Box::new(y))),
+            (inner.clone(), inner.clone(), inner).prop_map(|(c, x, y)| E::Where(
+                Box::new(c),
+                Box::new(x),
+                Box::new(y)
+            )),
         ]
     })
 }
 
-const BINS: [BinOp; 6] = [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div, BinOp::Min, BinOp::Max];
+const BINS: [BinOp; 6] = [
+    BinOp::Add,
+    BinOp::Sub,
+    BinOp::Mul,
+    BinOp::Div,
+    BinOp::Min,
+    BinOp::Max,
+];
 const UNS: [UnOp; 4] = [UnOp::Neg, UnOp::Abs, UnOp::Sqrt, UnOp::Trunc];
 
 fn build(b: &mut KernelBuilder, e: &E, a: Value, bv: Value) -> Value {
@@ -134,9 +170,17 @@ fn eval(e: &E, a: f32, b: f32) -> f32 {
                 3 => x / y,
                 4 | 5 => {
                     let max = *o == 5;
-                    if x.is_nan() { y } else if y.is_nan() { x } else if x == y {
+                    if x.is_nan() {
+                        y
+                    } else if y.is_nan() {
+                        x
+                    } else if x == y {
                         if x.is_sign_negative() != max { x } else { y }
-                    } else if (x < y) != max { x } else { y }
+                    } else if (x < y) != max {
+                        x
+                    } else {
+                        y
+                    }
                 }
                 _ => unreachable!(),
             }
@@ -145,7 +189,13 @@ fn eval(e: &E, a: f32, b: f32) -> f32 {
             let x = eval(x, a, b);
             [-x, x.abs(), x.sqrt(), x.trunc()][*o as usize]
         }
-        E::Where(c, x, y) => if eval(c, a, b) > 0.0 { eval(x, a, b) } else { eval(y, a, b) },
+        E::Where(c, x, y) => {
+            if eval(c, a, b) > 0.0 {
+                eval(x, a, b)
+            } else {
+                eval(y, a, b)
+            }
+        }
     }
 }
 

@@ -14,6 +14,19 @@ pub enum BenchCommand {
     Emu(EmuArgs),
     /// Full and warm boot of the mock profiles (in-process): wall time and register accesses.
     Boot(BootArgs),
+    /// Compile latency (cold, cache hits, per stage) and matmul instructions per output.
+    Compile(CompileBenchArgs),
+}
+
+/// Options of `am bench compile`.
+#[derive(Args, Debug)]
+pub struct CompileBenchArgs {
+    /// Compilations per measurement (cache hits: at least 1000).
+    #[arg(long, default_value_t = 30)]
+    iterations: u32,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `am bench boot`.
@@ -51,6 +64,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Boot(args) => {
             crate::bench_boot::run(args.profiles, args.iterations, args.json)
         }
+        BenchCommand::Compile(args) => crate::bench_compile::run(args.iterations, args.json),
     }
 }
 

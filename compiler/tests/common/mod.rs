@@ -36,7 +36,11 @@ pub fn from_bytes<T: Copy + Default>(b: &[u8]) -> Vec<T> {
     let mut v = vec![T::default(); n];
     // SAFETY: v has room for n values of T; T is a plain number type.
     unsafe {
-        std::ptr::copy_nonoverlapping(b.as_ptr(), v.as_mut_ptr() as *mut u8, n * std::mem::size_of::<T>())
+        std::ptr::copy_nonoverlapping(
+            b.as_ptr(),
+            v.as_mut_ptr() as *mut u8,
+            n * std::mem::size_of::<T>(),
+        )
     };
     v
 }
@@ -53,8 +57,12 @@ fn kernarg(k: &Kernel, ptrs: &[u64], args: &[Arg]) -> Vec<u8> {
     for (i, (arg, (off, size))) in args.iter().zip(layout).enumerate() {
         let off = off as usize;
         match (arg, k.types[k.params[i].value.index()]) {
-            (Arg::Buf(_), Type::Ptr { .. }) => a[off..off + 8].copy_from_slice(&ptrs[i].to_le_bytes()),
-            (Arg::Scalar(b), Type::Val(_)) => a[off..off + size as usize].copy_from_slice(&b[..size as usize]),
+            (Arg::Buf(_), Type::Ptr { .. }) => {
+                a[off..off + 8].copy_from_slice(&ptrs[i].to_le_bytes())
+            }
+            (Arg::Scalar(b), Type::Val(_)) => {
+                a[off..off + size as usize].copy_from_slice(&b[..size as usize])
+            }
             _ => panic!("argument {i} of {} does not match its parameter", k.name),
         }
     }
@@ -63,12 +71,19 @@ fn kernarg(k: &Kernel, ptrs: &[u64], args: &[Arg]) -> Vec<u8> {
 
 /// Runs `k` on the emulated gfx1100 over `groups` workgroups; returns the buffers after.
 pub fn run_gpu(k: &Kernel, groups: [u32; 3], args: &[Arg]) -> Vec<Vec<u8>> {
-    let c = compiler().compile(k, Target::Gfx1100).unwrap_or_else(|e| panic!("{e}"));
+    let c = compiler()
+        .compile(k, Target::Gfx1100)
+        .unwrap_or_else(|e| panic!("{e}"));
     run_code_object(&c.bytes, k, groups, args).0
 }
 
 /// Runs a code object's kernel on the emulator; returns the buffers and the wave-instructions.
-pub fn run_code_object(bytes: &[u8], k: &Kernel, groups: [u32; 3], args: &[Arg]) -> (Vec<Vec<u8>>, u64) {
+pub fn run_code_object(
+    bytes: &[u8],
+    k: &Kernel,
+    groups: [u32; 3],
+    args: &[Arg],
+) -> (Vec<Vec<u8>>, u64) {
     let co = CodeObject::parse(bytes, &k.name).unwrap_or_else(|e| panic!("{e}"));
     let prog = Program::new(&co, Isa::Gfx1100).unwrap_or_else(|e| panic!("{e}"));
     let kern = co.kernel(&k.name).unwrap_or_else(|e| panic!("{e}"));
@@ -82,11 +97,19 @@ pub fn run_code_object(bytes: &[u8], k: &Kernel, groups: [u32; 3], args: &[Arg])
         .collect();
     let mut ka = kernarg(k, &ptrs, args);
     // Compiled code loads kernel arguments in blocks past their end, as on hardware.
-    ka.resize((ka.len().max(kern.descriptor.kernarg_size as usize)).next_multiple_of(64) + 64, 0);
+    ka.resize(
+        (ka.len().max(kern.descriptor.kernarg_size as usize)).next_multiple_of(64) + 64,
+        0,
+    );
     let ka_addr = mem.alloc_bytes(&ka);
     let grid = [0, 1, 2].map(|d| groups[d] * k.workgroup[d]);
-    let stats = am_emu::dispatch(&prog, kern, &Launch::new(grid, k.workgroup, ka_addr), &mut mem)
-        .unwrap_or_else(|e| panic!("{}: {e}", k.name));
+    let stats = am_emu::dispatch(
+        &prog,
+        kern,
+        &Launch::new(grid, k.workgroup, ka_addr),
+        &mut mem,
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", k.name));
     let out = args
         .iter()
         .zip(&ptrs)
@@ -100,7 +123,9 @@ pub fn run_code_object(bytes: &[u8], k: &Kernel, groups: [u32; 3], args: &[Arg])
 
 /// Runs `k` on the CPU backend; returns the buffers after.
 pub fn run_cpu(k: &Kernel, groups: [u32; 3], args: &[Arg]) -> Vec<Vec<u8>> {
-    let c = compiler().compile(k, Target::Cpu).unwrap_or_else(|e| panic!("{e}"));
+    let c = compiler()
+        .compile(k, Target::Cpu)
+        .unwrap_or_else(|e| panic!("{e}"));
     let p = CpuProgram::load(&c.bytes).unwrap_or_else(|e| panic!("{e}"));
     // 16-byte aligned copies of the buffers (vector accesses).
     let mut bufs: Vec<Vec<u128>> = args
@@ -109,7 +134,9 @@ pub fn run_cpu(k: &Kernel, groups: [u32; 3], args: &[Arg]) -> Vec<Vec<u8>> {
             Arg::Buf(b) => {
                 let mut v = vec![0u128; b.len().div_ceil(16) + 1];
                 // SAFETY: v has at least b.len() bytes.
-                unsafe { std::ptr::copy_nonoverlapping(b.as_ptr(), v.as_mut_ptr() as *mut u8, b.len()) };
+                unsafe {
+                    std::ptr::copy_nonoverlapping(b.as_ptr(), v.as_mut_ptr() as *mut u8, b.len())
+                };
                 v
             }
             Arg::Scalar(_) => vec![],
@@ -137,7 +164,11 @@ pub fn run_both(k: &Kernel, groups: [u32; 3], args: &[Arg]) -> Vec<Vec<u8>> {
     let g = run_gpu(k, groups, args);
     let c = run_cpu(k, groups, args);
     for (i, (a, b)) in g.iter().zip(&c).enumerate() {
-        assert!(a == b, "{}: buffer {i} differs between the emulated gfx1100 and the cpu", k.name);
+        assert!(
+            a == b,
+            "{}: buffer {i} differs between the emulated gfx1100 and the cpu",
+            k.name
+        );
     }
     g
 }
@@ -163,7 +194,11 @@ pub fn ulps(a: f32, b: f32) -> u64 {
     }
     let key = |x: f32| {
         let i = x.to_bits() as i32;
-        if i < 0 { i64::from(i32::MIN) - i64::from(i) } else { i64::from(i) }
+        if i < 0 {
+            i64::from(i32::MIN) - i64::from(i)
+        } else {
+            i64::from(i)
+        }
     };
     (key(a) - key(b)).unsigned_abs()
 }
