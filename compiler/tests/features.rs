@@ -949,3 +949,65 @@ kernel saxpy(%x: ptr<global, f32> noalias, %y: ptr<global, f32>, %h: ptr<global,
         assert_eq!(ho[i], f32_to_f16(w), "f16 copy at {i}");
     }
 }
+
+#[test]
+fn vectors_of_halves_bytes_and_bools_in_memory() {
+    // h[i] (f16x4) + h[i] * 0.5 → f16x4 and its f32x4 widening; u8x16 bytes + 1 (a 128-bit
+    // access); a bool array read back and negated.
+    let h4 = DType::vec(Scalar::F16, 4);
+    let f4 = DType::vec(Scalar::F32, 4);
+    let b16 = DType::vec(Scalar::U8, 16);
+    let mut b = KernelBuilder::new("vmix", [32, 1, 1]);
+    let ph = b.param_ptr("h", DType::F16, true);
+    let pho = b.param_ptr("ho", DType::F16, true);
+    let pf = b.param_ptr("f", DType::F32, true);
+    let pu = b.param_ptr("u", DType::scalar(Scalar::U8), true);
+    let pbl = b.param_ptr("bl", DType::BOOL, true);
+    let i = b.global_id(Dim::X);
+    let four = b.const_u32(4);
+    let e = b.mul(i, four);
+    let x = b.load(ph, e, h4, 8);
+    let half = b.constant(h4, u64::from(f32_to_f16(0.5)));
+    let m = b.mul(x, half);
+    let s = b.add(x, m);
+    b.store(pho, e, s, 8);
+    let w = b.cast(s, f4);
+    b.store(pf, e, w, 16);
+    let sixteen = b.const_u32(16);
+    let eb = b.mul(i, sixteen);
+    let bytes = b.load(pu, eb, b16, 16);
+    let one = b.constant(b16, 1);
+    let inc = b.add(bytes, one);
+    b.store(pu, eb, inc, 16);
+    let flag = b.load_elem(pbl, i);
+    let not = b.unary(UnOp::Not, flag);
+    b.store_elem(pbl, i, not);
+    let k = b.finish().unwrap();
+    let n = 64usize;
+    let mut r = Rng(8);
+    let hs: Vec<u16> = (0..4 * n)
+        .map(|_| f32_to_f16(r.f32(-100.0, 100.0)))
+        .collect();
+    let us: Vec<u8> = (0..16 * n).map(|_| r.next() as u8).collect();
+    let bl: Vec<u8> = (0..n).map(|i| u8::from(i % 3 == 0)).collect();
+    let out = run_both(
+        &k,
+        [2, 1, 1],
+        &[buf(&hs), zeros(8 * n), zeros(16 * n), buf(&us), buf(&bl)],
+    );
+    let ho: Vec<u16> = from_bytes(&out[1]);
+    let fo: Vec<f32> = from_bytes(&out[2]);
+    for j in 0..4 * n {
+        let x = f16_to_f32(hs[j]);
+        let m = f16_to_f32(f32_to_f16(x * 0.5));
+        let want = f32_to_f16(x + m);
+        assert_eq!(ho[j], want, "f16 lane {j}: {x} + {x}*0.5");
+        assert_eq!(fo[j], f16_to_f32(want), "f32 widening of lane {j}");
+    }
+    for j in 0..16 * n {
+        assert_eq!(out[3][j], us[j].wrapping_add(1), "byte {j}");
+    }
+    for j in 0..n {
+        assert_eq!(out[4][j], u8::from(j % 3 != 0), "bool {j}");
+    }
+}
