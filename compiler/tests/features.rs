@@ -1007,7 +1007,7 @@ fn vectors_of_halves_bytes_and_bools_in_memory() {
     for j in 0..16 * n {
         assert_eq!(out[3][j], us[j].wrapping_add(1), "byte {j}");
     }
-    for j in 0..n {
-        assert_eq!(out[4][j], u8::from(j % 3 != 0), "bool {j}");
+    for (j, &flag) in out[4].iter().enumerate() {
+        assert_eq!(flag, u8::from(j % 3 != 0), "bool {j}");
     }
 }
