@@ -131,11 +131,14 @@ impl CpuProgram {
             target: Target::Cpu,
             message,
         };
-        let cname = CString::new(name.clone()).map_err(|_| bad("NUL in name".into()))?;
+        let cname = CString::new(crate::lower::host_symbol(&name))
+            .map_err(|_| bad("NUL in name".into()))?;
         crate::codegen::init();
         // SAFETY: the JIT, generator and buffer are created and handed to each other as the
         // ORC C API documents (AddGenerator and AddObjectFile take ownership); every error is
-        // consumed; on failure the JIT is disposed before returning.
+        // consumed; on failure the JIT is disposed before returning. The address looked up is
+        // the entry of the function `lower` emitted as `void (ptr, ptr)`, which is `KernelFn`;
+        // its code lives as long as the JIT, which the returned `CpuProgram` owns.
         unsafe {
             let mut jit: LLVMOrcLLJITRef = ptr::null_mut();
             let e = LLVMOrcCreateLLJIT(&mut jit, ptr::null_mut());

@@ -24,6 +24,12 @@ pub(crate) const CTX_LDS: u32 = 24;
 pub(crate) const CTX_BARRIER_FN: u32 = 32;
 pub(crate) const CTX_BARRIER_DATA: u32 = 40;
 
+/// The host symbol of a kernel: prefixed, so that a kernel called like a libm function
+/// (`sinf`) does not stand in for it.
+pub(crate) fn host_symbol(kernel: &str) -> String {
+    format!("am.kernel.{kernel}")
+}
+
 /// The LLVM IR of `k` for `target` (the kernel is verified first). The text has no
 /// `target datalayout` line: [`crate::codegen`] adds the target machine's.
 pub fn lower(k: &Kernel, target: Target) -> Result<String, Error> {
@@ -335,7 +341,7 @@ impl L<'_> {
             let _ = writeln!(
                 self.out,
                 "define void @{}(ptr %args, ptr %ctx) #0 {{\nentry:",
-                k.name
+                host_symbol(&k.name)
             );
         }
         self.out.push_str(&self.entry.clone());

@@ -1011,3 +1011,63 @@ fn vectors_of_halves_bytes_and_bools_in_memory() {
         assert_eq!(flag, u8::from(j % 3 != 0), "bool {j}");
     }
 }
+
+#[test]
+fn private_arrays_indexed_by_data_and_a_kernel_named_like_libm() {
+    // A per-work-item histogram of 8 bins indexed by the data (private memory that cannot
+    // live in fixed registers), in a kernel called `sinf` that also calls sin.
+    let mut b = KernelBuilder::new("sinf", [32, 1, 1]);
+    let pa = b.param_ptr("a", DType::U32, true);
+    let po = b.param_ptr("o", DType::U32, true);
+    let ps = b.param_ptr("s", DType::F32, true);
+    let hist = b.private(DType::U32, 8);
+    let i = b.global_id(Dim::X);
+    let (z, eight, seven, sixteen) = (
+        b.const_u32(0),
+        b.const_u32(8),
+        b.const_u32(7),
+        b.const_u32(16),
+    );
+    b.range(z, eight, 1, |b, j| b.store_elem(hist, j, z));
+    let base = b.mul(i, sixteen);
+    b.range(z, sixteen, 1, |b, j| {
+        let at = b.add(base, j);
+        let v = b.load_elem(pa, at);
+        let bin = b.binary(BinOp::And, v, seven);
+        let c = b.load_elem(hist, bin);
+        let one = b.const_u32(1);
+        let c1 = b.add(c, one);
+        b.store_elem(hist, bin, c1);
+    });
+    let ob = b.mul(i, eight);
+    b.range(z, eight, 1, |b, j| {
+        let c = b.load_elem(hist, j);
+        let at = b.add(ob, j);
+        b.store_elem(po, at, c);
+    });
+    let f = b.cast(i, DType::F32);
+    let sn = b.unary(UnOp::Sin, f);
+    b.store_elem(ps, i, sn);
+    let k = b.finish().unwrap();
+    let n = 64usize;
+    let mut r = Rng(12);
+    let a: Vec<u32> = (0..16 * n).map(|_| r.next() as u32).collect();
+    let gpu = run_gpu(&k, [2, 1, 1], &[buf(&a), zeros(32 * n), zeros(4 * n)]);
+    let cpu = run_cpu(&k, [2, 1, 1], &[buf(&a), zeros(32 * n), zeros(4 * n)]);
+    for out in [&gpu, &cpu] {
+        let o: Vec<u32> = from_bytes(&out[1]);
+        let s: Vec<f32> = from_bytes(&out[2]);
+        for w in 0..n {
+            let mut want = [0u32; 8];
+            for v in &a[16 * w..16 * w + 16] {
+                want[(v & 7) as usize] += 1;
+            }
+            assert_eq!(o[8 * w..8 * w + 8], want, "histogram of work-item {w}");
+            assert!(
+                (f64::from(s[w]) - (w as f64).sin()).abs() <= 1e-5,
+                "sin({w}) = {}",
+                s[w]
+            );
+        }
+    }
+}
