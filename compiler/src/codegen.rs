@@ -143,14 +143,7 @@ fn target_machine(target: Target, kernel: &str) -> Result<Machine, Error> {
 
 /// The data layout string of `target`'s machine (the `target datalayout` line of the IR).
 pub fn datalayout(target: Target) -> Result<String, Error> {
-    let tm = target_machine(target, "-")?;
-    // SAFETY: tm is live; the data layout is created and disposed here, its string copied.
-    unsafe {
-        let dl = LLVMCreateTargetDataLayout(tm.0);
-        let s = take_message(LLVMCopyStringRepOfTargetData(dl));
-        LLVMDisposeTargetData(dl);
-        Ok(s)
-    }
+    Ok(datalayout_of(&target_machine(target, "-")?))
 }
 
 /// Optimises the LLVM IR `ir` (from [`crate::lower::lower`]) with the O3 pipeline and generates

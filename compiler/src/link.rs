@@ -234,14 +234,14 @@ pub fn link(obj: &[u8], what: &str) -> Result<Vec<u8>, Error> {
         p.out = idx;
         idx += 1;
     }
-    let (dynsym_idx, hash_idx, dynstr_idx) = (idx, idx + 1, idx + 2);
+    let (dynsym_idx, dynstr_idx) = (idx, idx + 2);
     idx += 3;
     for p in rodata.iter_mut().chain(text.iter_mut()) {
         p.out = idx;
         idx += 1;
     }
-    let dynamic_idx = idx;
-    let (symtab_idx, strtab_idx, shstrtab_idx) = (idx + 1, idx + 2, idx + 3);
+    // Then .dynamic (idx), .symtab, .strtab, .shstrtab.
+    let (strtab_idx, shstrtab_idx) = (idx + 2, idx + 3);
     let shnum = idx + 4;
 
     let placed: Vec<&Placed> = notes
@@ -556,7 +556,6 @@ pub fn link(obj: &[u8], what: &str) -> Result<Vec<u8>, Error> {
         align: 1,
         entsize: 0,
     });
-    let _ = (hash_idx, dynamic_idx, symtab_idx, shstrtab_idx);
     let shoff = align_up(shstrtab_off + shstr_len, 8);
 
     // The file.

@@ -2,9 +2,9 @@
 //! launch sizes chosen per device, workgroup reductions through local memory (LDS), and
 //! matrix multiplication tiled through local memory (with the naive loop to compare).
 
+use crate::Target;
 use crate::builder::KernelBuilder;
 use crate::ir::*;
-use crate::{Error, Target};
 
 /// What launch choices depend on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -195,10 +195,4 @@ pub fn matmul_naive(t: u32) -> Kernel {
         b.store_elem(acc, z, f);
     });
     matmul_end(b, pc, n, acc, row, col)
-}
-
-/// Checks a shape kernel (for callers that want the verifier's error rather than a log line).
-pub fn verified(k: Kernel) -> Result<Kernel, Error> {
-    crate::verify::verify(&k)?;
-    Ok(k)
 }
