@@ -17,6 +17,8 @@ pub enum BenchCommand {
     /// The mock's packet engines: SDMA copy bandwidth against memcpy, CP packet throughput,
     /// doorbell-to-fence latency.
     Engines(EnginesArgs),
+    /// Compile latency (cold, cache hits, per stage) and matmul instructions per output.
+    Compile(CompileBenchArgs),
 }
 
 /// Options of `am bench engines`.
@@ -34,6 +36,17 @@ pub struct EnginesArgs {
     /// Timed runs of each copy and of the NOP ring (the best counts).
     #[arg(long, default_value_t = 5)]
     repeat: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `am bench compile`.
+#[derive(Args, Debug)]
+pub struct CompileBenchArgs {
+    /// Compilations per measurement (cache hits: at least 1000).
+    #[arg(long, default_value_t = 30)]
+    iterations: u32,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -77,6 +90,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Engines(a) => {
             crate::bench_engines::run(a.mib, a.nops, a.samples, a.repeat.max(1), a.json)
         }
+        BenchCommand::Compile(args) => crate::bench_compile::run(args.iterations, args.json),
     }
 }
 

@@ -6,7 +6,9 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_boot;
+mod bench_compile;
 mod bench_engines;
+mod compile;
 mod device;
 mod fw;
 mod hive_reset;
@@ -30,6 +32,8 @@ enum Command {
     /// Measure the speed of the project's engines (see docs/BENCHMARKS.md).
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Compile a kernel written in the IR's text form (code object, LLVM IR or assembly).
+    Compile(compile::CompileArgs),
     /// amdgpu firmware: list what a device needs, check a file, write synthetic sets.
     #[command(subcommand)]
     Fw(fw::FwCommand),
@@ -78,6 +82,7 @@ fn main() -> ExitCode {
     });
     let result = match cli.command {
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Compile(args) => compile::run(args).map(|()| ExitCode::SUCCESS),
         Command::Fw(cmd) => fw::run(cmd),
         Command::HiveReset(args) => hive_reset::run(args).map(|()| ExitCode::SUCCESS),
         Command::Info(args) => info::run(args).map(|()| ExitCode::SUCCESS),

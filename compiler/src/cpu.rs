@@ -1,0 +1,333 @@
+//! The CPU backend: the same IR compiled for the host and run over a grid — the `cpu` device
+//! of the tensor layer and the reference of the tests.
+//!
+//! A CPU program image is a small header (kernel name, workgroup size, local memory bytes,
+//! whether it has barriers, argument bytes) followed by the host object LLVM generated. It
+//! is loaded into an LLVM ORC JIT (which relocates it and resolves libm's functions from the
+//! process) and called as `void NAME(const u8 *args, Ctx *ctx)` once per work-item. The
+//! argument bytes have the GPU kernel-argument layout ([`Kernel::arg_layout`]) with host
+//! pointers.
+//!
+//! Kernels without barriers run their workgroups in parallel on the host's cores, work-items
+//! of a workgroup one after another. Kernels with barriers run each work-item of a workgroup
+//! on its own thread, meeting at a `std::sync::Barrier` (slower, but exact).
+
+use std::ffi::{CString, c_void};
+use std::ptr;
+use std::sync::Barrier;
+
+use llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy;
+use llvm_sys::orc2::lljit::*;
+use llvm_sys::orc2::*;
+
+use crate::codegen::take_error;
+use crate::ir::Kernel;
+use crate::lower::{CTX_BARRIER_DATA, CTX_BARRIER_FN, CTX_GROUP_ID, CTX_LDS, CTX_LOCAL_ID};
+use crate::{Error, Target};
+
+const MAGIC: &[u8; 8] = b"AMCPU\0\0\x01";
+
+/// The work-item context a host kernel reads (offsets in `lower`).
+#[repr(C)]
+struct Ctx {
+    local_id: [u32; 3],
+    group_id: [u32; 3],
+    lds: *mut u8,
+    barrier_fn: extern "C" fn(*const c_void),
+    barrier_data: *const c_void,
+}
+
+const _: () = {
+    assert!(std::mem::offset_of!(Ctx, local_id) == CTX_LOCAL_ID as usize);
+    assert!(std::mem::offset_of!(Ctx, group_id) == CTX_GROUP_ID as usize);
+    assert!(std::mem::offset_of!(Ctx, lds) == CTX_LDS as usize);
+    assert!(std::mem::offset_of!(Ctx, barrier_fn) == CTX_BARRIER_FN as usize);
+    assert!(std::mem::offset_of!(Ctx, barrier_data) == CTX_BARRIER_DATA as usize);
+};
+
+type KernelFn = unsafe extern "C" fn(*const u8, *mut Ctx);
+
+extern "C" fn barrier_wait(data: *const c_void) {
+    // SAFETY: `data` is the `&Barrier` that `launch` put in this work-item's context; the
+    // barrier outlives every work-item thread of the workgroup (a thread scope).
+    let b = unsafe { &*(data as *const Barrier) };
+    b.wait();
+}
+
+extern "C" fn no_barrier(_: *const c_void) {}
+
+/// Builds a CPU program image from a kernel and its host object.
+pub(crate) fn package(k: &Kernel, obj: &[u8]) -> Vec<u8> {
+    let mut v = MAGIC.to_vec();
+    for x in k.workgroup {
+        v.extend(x.to_le_bytes());
+    }
+    v.extend(k.local_layout().1.to_le_bytes());
+    v.extend(u32::from(k.has_barrier()).to_le_bytes());
+    v.extend(k.args_size().to_le_bytes());
+    v.extend((k.name.len() as u32).to_le_bytes());
+    v.extend(k.name.as_bytes());
+    v.extend(obj);
+    v
+}
+
+/// A kernel loaded for the host.
+pub struct CpuProgram {
+    jit: LLVMOrcLLJITRef,
+    func: KernelFn,
+    name: String,
+    workgroup: [u32; 3],
+    lds_bytes: u32,
+    has_barrier: bool,
+    args_size: u32,
+}
+
+// SAFETY: the JIT is only touched by `load` (before the value exists) and `drop` (with
+// exclusive access); launches only call the compiled function, which has no state of its own.
+unsafe impl Send for CpuProgram {}
+// SAFETY: as above: shared use only calls the function, whose code is immutable.
+unsafe impl Sync for CpuProgram {}
+
+impl Drop for CpuProgram {
+    fn drop(&mut self) {
+        // SAFETY: `jit` was created by LLVMOrcCreateLLJIT and is disposed once, here; the
+        // returned error (if any) is consumed.
+        unsafe {
+            let e = LLVMOrcDisposeLLJIT(self.jit);
+            if !e.is_null() {
+                tracing::warn!("disposing the JIT of {}: {}", self.name, take_error(e));
+            }
+        }
+    }
+}
+
+fn u32_at(b: &[u8], o: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?))
+}
+
+impl CpuProgram {
+    /// Loads a CPU program image (what [`crate::Compiler::compile`] returns for
+    /// [`Target::Cpu`]).
+    pub fn load(image: &[u8]) -> Result<CpuProgram, Error> {
+        let bad = |reason: String| Error::CodeObject {
+            kernel: "(cpu program)".into(),
+            reason,
+        };
+        if image.get(..8) != Some(&MAGIC[..]) {
+            return Err(bad("not a CPU program image".into()));
+        }
+        let h = |o| u32_at(image, o).ok_or_else(|| bad("truncated header".into()));
+        let workgroup = [h(8)?, h(12)?, h(16)?];
+        let (lds_bytes, has_barrier, args_size, name_len) = (h(20)?, h(24)? != 0, h(28)?, h(32)?);
+        let name_end = 36 + name_len as usize;
+        let name = image
+            .get(36..name_end)
+            .and_then(|n| std::str::from_utf8(n).ok())
+            .ok_or_else(|| bad("bad kernel name".into()))?
+            .to_string();
+        let obj = &image[name_end.min(image.len())..];
+        let err = |message: String| Error::Llvm {
+            kernel: name.clone(),
+            target: Target::Cpu,
+            message,
+        };
+        let cname = CString::new(crate::lower::host_symbol(&name))
+            .map_err(|_| bad("NUL in name".into()))?;
+        crate::codegen::init();
+        // SAFETY: the JIT, generator and buffer are created and handed to each other as the
+        // ORC C API documents (AddGenerator and AddObjectFile take ownership); every error is
+        // consumed; on failure the JIT is disposed before returning. The address looked up is
+        // the entry of the function `lower` emitted as `void (ptr, ptr)`, which is `KernelFn`;
+        // its code lives as long as the JIT, which the returned `CpuProgram` owns.
+        unsafe {
+            let mut jit: LLVMOrcLLJITRef = ptr::null_mut();
+            let e = LLVMOrcCreateLLJIT(&mut jit, ptr::null_mut());
+            if !e.is_null() {
+                return Err(err(take_error(e)));
+            }
+            let fail = |jit: LLVMOrcLLJITRef, msg: String| {
+                let e = LLVMOrcDisposeLLJIT(jit);
+                if !e.is_null() {
+                    take_error(e);
+                }
+                Err(err(msg))
+            };
+            let jd = LLVMOrcLLJITGetMainJITDylib(jit);
+            let mut generator: LLVMOrcDefinitionGeneratorRef = ptr::null_mut();
+            let e = LLVMOrcCreateDynamicLibrarySearchGeneratorForProcess(
+                &mut generator,
+                LLVMOrcLLJITGetGlobalPrefix(jit),
+                None,
+                ptr::null_mut(),
+            );
+            if !e.is_null() {
+                return fail(jit, take_error(e));
+            }
+            LLVMOrcJITDylibAddGenerator(jd, generator);
+            let buf = LLVMCreateMemoryBufferWithMemoryRangeCopy(
+                obj.as_ptr() as *const _,
+                obj.len(),
+                cname.as_ptr(),
+            );
+            let e = LLVMOrcLLJITAddObjectFile(jit, jd, buf);
+            if !e.is_null() {
+                return fail(jit, take_error(e));
+            }
+            let mut addr: LLVMOrcExecutorAddress = 0;
+            let e = LLVMOrcLLJITLookup(jit, &mut addr, cname.as_ptr());
+            if !e.is_null() {
+                return fail(jit, take_error(e));
+            }
+            if addr == 0 {
+                return fail(jit, format!("symbol {name} has address 0"));
+            }
+            let func: KernelFn = std::mem::transmute::<usize, KernelFn>(addr as usize);
+            Ok(CpuProgram {
+                jit,
+                func,
+                name,
+                workgroup,
+                lds_bytes,
+                has_barrier,
+                args_size,
+            })
+        }
+    }
+
+    /// Kernel name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Work-items per workgroup the kernel was compiled for.
+    pub fn workgroup(&self) -> [u32; 3] {
+        self.workgroup
+    }
+
+    /// Bytes of kernel arguments the kernel reads.
+    pub fn args_size(&self) -> u32 {
+        self.args_size
+    }
+
+    /// Runs the kernel over `groups` workgroups with argument bytes `args` (layout of
+    /// [`Kernel::arg_layout`]).
+    ///
+    /// # Safety
+    /// Every pointer in `args` must be valid for all the reads and writes the kernel makes
+    /// through it for this grid (as for a GPU dispatch, nothing checks the indices), and no
+    /// other thread may access that memory during the launch except through atomics.
+    pub unsafe fn launch(&self, groups: [u32; 3], args: &[u8]) -> Result<(), Error> {
+        let fail = |reason: String| Error::Launch {
+            kernel: self.name.clone(),
+            reason,
+        };
+        if args.len() < self.args_size as usize {
+            return Err(fail(format!(
+                "{} argument bytes given, the kernel reads {}",
+                args.len(),
+                self.args_size
+            )));
+        }
+        let total = groups.iter().map(|&g| u64::from(g)).product::<u64>();
+        if total == 0 {
+            return Ok(());
+        }
+        let group_at = |g: u64| {
+            let x = (g % u64::from(groups[0])) as u32;
+            let y = ((g / u64::from(groups[0])) % u64::from(groups[1])) as u32;
+            let z = (g / (u64::from(groups[0]) * u64::from(groups[1]))) as u32;
+            [x, y, z]
+        };
+        let lds_words = (self.lds_bytes as usize).div_ceil(16).max(1);
+        let [wx, wy, wz] = self.workgroup;
+        let func = self.func;
+        if !self.has_barrier {
+            let threads = std::thread::available_parallelism()
+                .map(|n| n.get() as u64)
+                .unwrap_or(1)
+                .min(total)
+                .min(64);
+            let run = |first: u64, step: u64| {
+                let mut lds = vec![0u128; lds_words];
+                let mut ctx = Ctx {
+                    local_id: [0; 3],
+                    group_id: [0; 3],
+                    lds: lds.as_mut_ptr() as *mut u8,
+                    barrier_fn: no_barrier,
+                    barrier_data: ptr::null(),
+                };
+                let mut g = first;
+                while g < total {
+                    ctx.group_id = group_at(g);
+                    for z in 0..wz {
+                        for y in 0..wy {
+                            for x in 0..wx {
+                                ctx.local_id = [x, y, z];
+                                // SAFETY: the caller guarantees the argument pointers; ctx
+                                // and the LDS buffer live across the call.
+                                unsafe { func(args.as_ptr(), &mut ctx) };
+                            }
+                        }
+                    }
+                    g += step;
+                }
+            };
+            if threads <= 1 {
+                run(0, 1);
+                return Ok(());
+            }
+            return std::thread::scope(|s| {
+                let mut handles = vec![];
+                for t in 0..threads {
+                    let h = std::thread::Builder::new()
+                        .spawn_scoped(s, move || run(t, threads))
+                        .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
+                    handles.push(h);
+                }
+                for h in handles {
+                    h.join()
+                        .map_err(|_| fail("a worker thread panicked".into()))?;
+                }
+                Ok(())
+            });
+        }
+        // Barriers: one thread per work-item of a workgroup.
+        let n = (wx * wy * wz) as usize;
+        for g in 0..total {
+            let group_id = group_at(g);
+            let mut lds = vec![0u128; lds_words];
+            let lds_addr = lds.as_mut_ptr() as usize;
+            let barrier = Barrier::new(n);
+            std::thread::scope(|s| {
+                let mut handles = vec![];
+                for i in 0..n as u32 {
+                    let local_id = [i % wx, (i / wx) % wy, i / (wx * wy)];
+                    let barrier = &barrier;
+                    let h = std::thread::Builder::new()
+                        .stack_size(256 << 10)
+                        .spawn_scoped(s, move || {
+                            let mut ctx = Ctx {
+                                local_id,
+                                group_id,
+                                lds: lds_addr as *mut u8,
+                                barrier_fn: barrier_wait,
+                                barrier_data: barrier as *const Barrier as *const c_void,
+                            };
+                            // SAFETY: the caller guarantees the argument pointers; the LDS
+                            // buffer and the barrier outlive this scope.
+                            unsafe { func(args.as_ptr(), &mut ctx) };
+                        })
+                        .map_err(|e| fail(format!("cannot start a work-item thread: {e}")))?;
+                    handles.push(h);
+                }
+                for h in handles {
+                    h.join()
+                        .map_err(|_| fail("a work-item thread panicked".into()))?;
+                }
+                Ok::<(), Error>(())
+            })?;
+            drop(lds);
+        }
+        Ok(())
+    }
+}
