@@ -331,6 +331,16 @@ impl MemoryManager {
         })
     }
 
+    /// Each allocator (boot, page-table and main VRAM pools, GPU virtual space) by name with
+    /// its free blocks: equal before and after a sequence of allocations and frees when
+    /// everything was returned.
+    pub fn free_lists(&self) -> Vec<(String, Vec<(u64, u64)>)> {
+        [&self.boot, &self.ptable, &self.main, &self.va]
+            .into_iter()
+            .map(|t| (t.name().to_string(), t.free_blocks()))
+            .collect()
+    }
+
     /// Ends boot mode: page tables now come from the page-table pool.
     pub fn finish_boot(&mut self) {
         self.booting = false;

@@ -1,0 +1,837 @@
+//! A device: a GPU booted by the driver, with a compute queue (PM4 on GFX10+, AQL on every XCC
+//! of multi-XCC parts) and an SDMA queue, signals, kernel-argument memory and scratch.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use am_driver::ip::gfx::{ComputeQueueDesc, MEC_RING0_DOORBELL};
+use am_driver::ip::sdma::SdmaQueueDesc;
+use am_driver::regs::{gc, nbio};
+use am_driver::{AmDevice, Bar, HwIp, Options, PciDevice};
+
+use crate::memory::{Allocation, Backing, Buffer, MemKind};
+use crate::queue::{Handle, HwQueue, HwQueueParts, Queue, QueueCell, QueueKind};
+use crate::signal::{SIGNAL_SIZE, Signal, SignalPool};
+use crate::{Error, Result};
+
+/// What a device is, as the runtime and the compiler need it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Device name (its spec or BDF).
+    pub name: String,
+    /// Shader ISA (`gfx1100`, `gfx942`, `gfx950`).
+    pub target: String,
+    /// GC major version.
+    pub gc_major: u8,
+    /// XCCs.
+    pub xccs: u32,
+    /// Compute units in all.
+    pub cus: u32,
+    /// LDS bytes a workgroup may use.
+    pub lds_bytes: u32,
+    /// VRAM bytes.
+    pub vram_bytes: u64,
+    /// BAR0 covers all of VRAM (the CPU reaches any VRAM buffer).
+    pub large_bar: bool,
+    /// An SR-IOV virtual function.
+    pub is_vf: bool,
+    /// The compute queue takes AQL packets (multi-XCC parts), else PM4.
+    pub aql: bool,
+}
+
+/// SH register offsets (dword address − 0x2C00) the dispatch path sets.
+#[derive(Clone, Debug)]
+pub(crate) struct ShRegs {
+    pub pgm_lo: u32,
+    pub rsrc1: u32,
+    pub rsrc3: u32,
+    pub tmpring: u32,
+    pub scratch_base: Option<u32>,
+    pub user_data: u32,
+    pub start_x: u32,
+    pub num_thread_x: u32,
+}
+
+/// Kernel-argument memory: a ring in system memory, reused once the GPU is past it.
+pub(crate) struct KernargRing {
+    buf: Buffer,
+    next: u64,
+    /// Times the ring started over (arguments of an older lap may have been overwritten).
+    laps: u64,
+}
+
+/// Where a command buffer's kernel arguments lie in the ring: the lap and offset of the
+/// first, to tell whether they are still there when it is submitted again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct KernargMark {
+    lap: u64,
+    at: u64,
+}
+
+/// Scratch for kernels with private memory.
+pub(crate) struct Scratch {
+    pub buf: Buffer,
+    pub per_item: u32,
+    pub tmpring: u32,
+}
+
+pub(crate) struct Inner {
+    pub(crate) name: String,
+    pub(crate) info: DeviceInfo,
+    drv: Mutex<Option<AmDevice>>,
+    pub(crate) vram: am_driver::Vram,
+    pub(crate) doorbells: Arc<dyn Bar>,
+    pci: Arc<dyn PciDevice>,
+    pub(crate) sh: ShRegs,
+    /// The GPU-side HDP flush pair (`GPU_HDP_FLUSH_REQ`, `_DONE` dwords).
+    pub(crate) hdp: Option<(u32, u32)>,
+    hdp_dirty: AtomicBool,
+    /// The default compute and copy queues, then any added.
+    pub(crate) compute0: Arc<QueueCell>,
+    pub(crate) copy0: Arc<QueueCell>,
+    pub(crate) extra: Mutex<Vec<Arc<QueueCell>>>,
+    signals: Mutex<Vec<Arc<SignalPool>>>,
+    kernargs: Mutex<Option<KernargRing>>,
+    pub(crate) scratch: Mutex<Option<Scratch>>,
+    /// Scratch buffers replaced by larger ones, kept until the work that may use them ends.
+    retired: Mutex<Vec<Buffer>>,
+    pub(crate) profiling: AtomicBool,
+    pub(crate) trace: Mutex<Vec<crate::trace::Pending>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Inner {
+    /// Run `f` on the driver.
+    pub(crate) fn with_driver<T>(
+        &self,
+        f: impl FnOnce(&mut AmDevice) -> am_driver::Result<T>,
+    ) -> Result<T> {
+        let mut g = lock(&self.drv);
+        let d = g.as_mut().ok_or_else(|| Error::State {
+            device: self.name.clone(),
+            reason: "the device is closed".into(),
+        })?;
+        Ok(f(d)?)
+    }
+
+    /// The CPU wrote VRAM through BAR0: flush the HDP before the GPU reads.
+    pub(crate) fn flush_hdp_if_dirty(&self) -> Result<()> {
+        if self.hdp_dirty.swap(false, Ordering::AcqRel) {
+            self.with_driver(|d| d.hdp_flush())?;
+        }
+        Ok(())
+    }
+}
+
+/// A GPU this process runs work on. Cloning shares it.
+#[derive(Clone)]
+pub struct Device(pub(crate) Arc<Inner>);
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Device({})", self.0.name)
+    }
+}
+
+/// Size of each queue's ring.
+const RING_SIZE: u64 = 1 << 20;
+/// Kernel-argument ring.
+const KERNARG_RING: u64 = 16 << 20;
+/// Signals per pool page.
+const SIGNAL_POOL: u64 = 0x1000;
+/// Scratch slots per CU a dispatch may use (the hardware's wave slots that can hold scratch).
+const SCRATCH_SLOTS_PER_CU: u64 = 32;
+/// Bytes after each launch's kernel arguments that compiled code may read.
+const KERNARG_SLACK: u64 = 256;
+/// How often a CPU wait looks at the interrupt ring for faults.
+const FAULT_POLL: Duration = Duration::from_millis(20);
+
+impl Device {
+    /// Open the device a spec names (`0000:03:00.0`, `mock:navi31[:N]` once the mock backend
+    /// is registered, `remote:HOST:PORT[:N]`) with the driver's options from the environment
+    /// (`AM_RESET`, `AM_POWER_LIMIT`, …).
+    pub fn open(spec: &str) -> Result<Device> {
+        let pci = am_driver::pci::open_spec(spec)?;
+        Device::open_with(pci, Options::from_env(spec)?)
+    }
+
+    /// Boot `pci` with the driver and set up queues, signals and argument memory.
+    pub fn open_with(pci: Arc<dyn PciDevice>, opts: Options) -> Result<Device> {
+        let drv = AmDevice::open_with(pci.clone(), opts)?;
+        let ctx = drv.ctx();
+        let name = ctx.name.clone();
+        let gc_ver = ctx.version(HwIp::GC)?;
+        let xccs = ctx.xccs().len() as u32;
+        let target = match (gc_ver.major, gc_ver.minor) {
+            (11, _) => "gfx1100",
+            (9, 4) => "gfx942",
+            (9, 5) => "gfx950",
+            (12, _) => "gfx1201",
+            _ => "unknown",
+        };
+        let info = DeviceInfo {
+            name: name.clone(),
+            target: target.into(),
+            gc_major: gc_ver.major,
+            xccs,
+            cus: ctx.discovery.cu_count().unwrap_or(0) as u32,
+            lds_bytes: 64 << 10,
+            vram_bytes: ctx.discovery.vram_size,
+            large_bar: ctx.discovery.large_bar,
+            is_vf: ctx.is_vf,
+            aql: xccs > 1,
+        };
+        let sh_off = |r| -> Result<u32> { Ok(ctx.regs.reg(r)?.addr(0)? as u32 - 0x2c00) };
+        let sh = ShRegs {
+            pgm_lo: sh_off(gc::COMPUTE_PGM_LO)?,
+            rsrc1: sh_off(gc::COMPUTE_PGM_RSRC1)?,
+            rsrc3: sh_off(gc::COMPUTE_PGM_RSRC3)?,
+            tmpring: sh_off(gc::COMPUTE_TMPRING_SIZE)?,
+            scratch_base: if ctx.regs.has(gc::COMPUTE_DISPATCH_SCRATCH_BASE_LO) {
+                Some(sh_off(gc::COMPUTE_DISPATCH_SCRATCH_BASE_LO)?)
+            } else {
+                None
+            },
+            user_data: sh_off(gc::COMPUTE_USER_DATA_0)?,
+            start_x: sh_off(gc::COMPUTE_START_X)?,
+            num_thread_x: sh_off(gc::COMPUTE_NUM_THREAD_X)?,
+        };
+        let reg_dword = |r| {
+            ctx.regs
+                .reg(r)
+                .and_then(|x| x.addr(0))
+                .ok()
+                .map(|a| a as u32)
+        };
+        let hdp = reg_dword(nbio::BIF_BX_PF0_GPU_HDP_FLUSH_REQ)
+            .zip(reg_dword(nbio::BIF_BX_PF0_GPU_HDP_FLUSH_DONE));
+        let vram = ctx.vram.clone();
+        let doorbells = ctx.doorbells.clone();
+        let inner = Arc::new(Inner {
+            name,
+            info,
+            drv: Mutex::new(Some(drv)),
+            vram,
+            doorbells,
+            pci,
+            sh,
+            hdp,
+            hdp_dirty: AtomicBool::new(false),
+            compute0: QueueCell::new(true, 0),
+            copy0: QueueCell::new(false, 0),
+            extra: Mutex::new(Vec::new()),
+            signals: Mutex::new(Vec::new()),
+            kernargs: Mutex::new(None),
+            scratch: Mutex::new(None),
+            retired: Mutex::new(Vec::new()),
+            profiling: AtomicBool::new(false),
+            trace: Mutex::new(Vec::new()),
+        });
+        let dev = Device(inner);
+        dev.setup()?;
+        Ok(dev)
+    }
+
+    fn setup(&self) -> Result<()> {
+        let kernargs = self.alloc(KERNARG_RING, MemKind::System { uncached: true })?;
+        *lock(&self.0.kernargs) = Some(KernargRing {
+            buf: kernargs,
+            next: 0,
+            laps: 0,
+        });
+        self.start_queue(&self.0.compute0, None)?;
+        self.start_queue(&self.0.copy0, None)?;
+        Ok(())
+    }
+
+    /// Start the queue of `cell` on a fresh ring. `timeline` carries an earlier queue's
+    /// timeline and last value over (a recovery), so fences of before stay meaningful.
+    fn start_queue(&self, cell: &QueueCell, timeline: Option<(Signal, u64)>) -> Result<()> {
+        let (timeline, last) = match timeline {
+            Some(t) => t,
+            None => (self.new_signal()?, 0),
+        };
+        let ring = self.alloc(RING_SIZE, MemKind::System { uncached: true })?;
+        let ctl = self.alloc(0x1000, MemKind::System { uncached: true })?;
+        let gfx9 = self.0.info.gc_major < 10;
+        let parts = if cell.compute {
+            let aql = self.0.info.aql;
+            let eop = self.alloc(0x1000, MemKind::Vram)?;
+            let doorbell = MEC_RING0_DOORBELL + u32::from(cell.slot);
+            let desc = ComputeQueueDesc {
+                ring: ring.va(),
+                ring_size: RING_SIZE,
+                rptr_addr: ctl.va() + crate::queue::COMPUTE_RPTR,
+                wptr_addr: ctl.va() + crate::queue::COMPUTE_WPTR,
+                eop_addr: eop.va(),
+                eop_size: 0x1000,
+                doorbell,
+                aql,
+                pipe: 0,
+                queue: cell.slot,
+            };
+            let id = self.0.with_driver(|d| d.create_compute_queue(&desc))?;
+            HwQueueParts {
+                kind: if aql { QueueKind::Aql } else { QueueKind::Pm4 },
+                name: format!(
+                    "{} {} compute queue {}",
+                    self.0.name,
+                    if aql { "AQL" } else { "PM4" },
+                    cell.slot
+                ),
+                ring,
+                ctl,
+                doorbell,
+                handle: Handle::Compute(id),
+                // The EOP buffer lives as long as the queue.
+                keep: vec![eop],
+                timeline,
+                last,
+                ibs: if aql {
+                    Some(self.alloc(4 << 20, MemKind::System { uncached: true })?)
+                } else {
+                    None
+                },
+                gfx9,
+            }
+        } else {
+            let desc = SdmaQueueDesc {
+                engine: cell.slot,
+                ring: ring.va(),
+                ring_size: RING_SIZE,
+                rptr_addr: ctl.va() + crate::queue::SDMA_RPTR,
+                wptr_addr: ctl.va() + crate::queue::SDMA_WPTR,
+            };
+            let id = self.0.with_driver(|d| d.create_sdma_queue(&desc))?;
+            HwQueueParts {
+                kind: QueueKind::Sdma,
+                name: format!("{} SDMA{} copy queue", self.0.name, cell.slot),
+                ring,
+                ctl,
+                doorbell: id.doorbell,
+                handle: Handle::Sdma(id),
+                keep: vec![],
+                timeline,
+                last,
+                ibs: None,
+                gfx9,
+            }
+        };
+        // A timeline carried over ends where its queue stopped: what was submitted before
+        // will not run, and waiting for it must not hang.
+        if last > 0 {
+            parts.timeline.set(last)?;
+        }
+        *cell.lock() = Some(HwQueue::new(parts));
+        Ok(())
+    }
+
+    /// The default compute queue.
+    pub fn compute_queue(&self) -> Queue {
+        Queue {
+            dev: self.clone(),
+            cell: self.0.compute0.clone(),
+        }
+    }
+
+    /// The default copy queue (SDMA engine 0).
+    pub fn copy_queue(&self) -> Queue {
+        Queue {
+            dev: self.clone(),
+            cell: self.0.copy0.clone(),
+        }
+    }
+
+    /// Start another compute queue (the next MEC queue of pipe 0, its own doorbell).
+    pub fn new_compute_queue(&self) -> Result<Queue> {
+        self.new_queue(true)
+    }
+
+    /// Start another copy queue (the ring of the next SDMA engine; the driver refuses an
+    /// engine the device does not have).
+    pub fn new_copy_queue(&self) -> Result<Queue> {
+        self.new_queue(false)
+    }
+
+    fn new_queue(&self, compute: bool) -> Result<Queue> {
+        let mut extra = lock(&self.0.extra);
+        let slot = 1 + extra.iter().filter(|c| c.compute == compute).count();
+        let slot = u8::try_from(slot).map_err(|_| Error::State {
+            device: self.0.name.clone(),
+            reason: "too many queues".into(),
+        })?;
+        let cell = QueueCell::new(compute, slot);
+        self.start_queue(&cell, None)?;
+        extra.push(cell.clone());
+        Ok(Queue {
+            dev: self.clone(),
+            cell,
+        })
+    }
+
+    /// Every queue: the defaults first.
+    pub(crate) fn cells(&self) -> Vec<Arc<QueueCell>> {
+        let mut v = vec![self.0.compute0.clone(), self.0.copy0.clone()];
+        v.extend(lock(&self.0.extra).iter().cloned());
+        v
+    }
+
+    /// Record per-dispatch GPU timestamps from now on (or stop); see [`Device::profile`].
+    pub fn set_profiling(&self, on: bool) {
+        self.0.profiling.store(on, Ordering::Relaxed);
+    }
+
+    /// Device name.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// What the device is.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.0.info
+    }
+
+    /// Allocate `size` bytes (rounded up to 4 KiB) mapped at a fresh GPU virtual address.
+    pub fn alloc(&self, size: u64, kind: MemKind) -> Result<Buffer> {
+        let size = size.max(1);
+        let (mapping, backing) = match kind {
+            MemKind::Vram => (
+                self.0.with_driver(|d| d.valloc(size, false))?,
+                Backing::Vram,
+            ),
+            MemKind::System { uncached } => {
+                let mem = self.0.pci.alloc_sysmem(size as usize, false)?;
+                let m = self.0.with_driver(|d| d.map_sysmem(&*mem, uncached))?;
+                (m, Backing::Sys(mem))
+            }
+        };
+        Ok(Buffer::new(
+            Allocation {
+                dev: Arc::downgrade(&self.0),
+                mapping,
+                backing,
+                kind,
+            },
+            size,
+        ))
+    }
+
+    /// Write `data` into `buf` at `offset` from the CPU: system memory directly, VRAM through
+    /// BAR0 (flushed through the HDP before the next submission) or, where BAR0 does not
+    /// reach, through the copy queue from a staging buffer.
+    pub fn write(&self, buf: &Buffer, offset: u64, data: &[u8]) -> Result<()> {
+        buf.check(offset, data.len() as u64)?;
+        if let Some((mem, base)) = buf.sysmem() {
+            mem.write_bytes(base + offset, data)?;
+            return Ok(());
+        }
+        if self.0.info.large_bar {
+            let mut done = 0usize;
+            for (p, n) in buf.vram_ranges(offset, data.len() as u64) {
+                self.0.vram.write(p, &data[done..done + n as usize])?;
+                done += n as usize;
+            }
+            self.0.hdp_dirty.store(true, Ordering::Release);
+            return Ok(());
+        }
+        self.copy_in(buf, offset, data)
+    }
+
+    /// Read `buf` at `offset` into `out` from the CPU (the inverse of [`Device::write`]).
+    pub fn read(&self, buf: &Buffer, offset: u64, out: &mut [u8]) -> Result<()> {
+        buf.check(offset, out.len() as u64)?;
+        if let Some((mem, base)) = buf.sysmem() {
+            mem.read_bytes(base + offset, out)?;
+            return Ok(());
+        }
+        if self.0.info.large_bar {
+            let mut done = 0usize;
+            for (p, n) in buf.vram_ranges(offset, out.len() as u64) {
+                self.0.vram.read(p, &mut out[done..done + n as usize])?;
+                done += n as usize;
+            }
+            return Ok(());
+        }
+        self.copy_out(buf, offset, out)
+    }
+
+    /// Staging size of [`Device::copy_in`]/[`Device::copy_out`].
+    const STAGING: u64 = 4 << 20;
+
+    /// Write `data` into `buf` through the copy queue: the bytes go to a system-memory
+    /// staging buffer, SDMA copies them (4 MiB at a time), and the call returns when they
+    /// have landed.
+    pub fn copy_in(&self, buf: &Buffer, offset: u64, data: &[u8]) -> Result<()> {
+        buf.check(offset, data.len() as u64)?;
+        let staging = self.alloc(
+            Self::STAGING.min(data.len() as u64),
+            MemKind::System { uncached: false },
+        )?;
+        for (i, chunk) in data.chunks(Self::STAGING as usize).enumerate() {
+            self.write(&staging, 0, chunk)?;
+            let mut c = crate::CopyCommands::new(self);
+            c.copy(
+                &buf.view(offset + (i as u64) * Self::STAGING, chunk.len() as u64)?,
+                &staging.view(0, chunk.len() as u64)?,
+            )?;
+            c.submit()?.wait()?;
+        }
+        Ok(())
+    }
+
+    /// Read `buf` into `out` through the copy queue and a staging buffer.
+    pub fn copy_out(&self, buf: &Buffer, offset: u64, out: &mut [u8]) -> Result<()> {
+        buf.check(offset, out.len() as u64)?;
+        let staging = self.alloc(
+            Self::STAGING.min(out.len() as u64),
+            MemKind::System { uncached: false },
+        )?;
+        for (i, chunk) in out.chunks_mut(Self::STAGING as usize).enumerate() {
+            let mut c = crate::CopyCommands::new(self);
+            c.copy(
+                &staging.view(0, chunk.len() as u64)?,
+                &buf.view(offset + (i as u64) * Self::STAGING, chunk.len() as u64)?,
+            )?;
+            c.submit()?.wait()?;
+            self.read(&staging, 0, chunk)?;
+        }
+        Ok(())
+    }
+
+    /// A fresh signal (value 0).
+    pub fn new_signal(&self) -> Result<Signal> {
+        let mut pools = lock(&self.0.signals);
+        for p in pools.iter() {
+            if let Some(s) = p.take() {
+                return Ok(s);
+            }
+        }
+        let buf = self.alloc(SIGNAL_POOL, MemKind::System { uncached: true })?;
+        let pool = SignalPool::new(buf);
+        let s = pool.take().ok_or_else(|| Error::State {
+            device: self.0.name.clone(),
+            reason: "a fresh signal pool has no signal".into(),
+        })?;
+        pools.push(pool);
+        Ok(s)
+    }
+
+    /// Signals handed out and not dropped (for leak checks).
+    pub fn signals_in_use(&self) -> usize {
+        let pools = lock(&self.0.signals);
+        pools.len() * (SIGNAL_POOL / SIGNAL_SIZE) as usize
+            - pools.iter().map(|p| p.available()).sum::<usize>()
+    }
+
+    /// Load kernel `name` of a code object.
+    pub fn load(&self, code_object: &[u8], name: &str) -> Result<crate::Program> {
+        crate::Program::load(self, code_object, name)
+    }
+
+    /// Kernel-argument memory for one launch: `bytes` written at an `align`ed address with
+    /// slack after them (compiled code may read past the end of its arguments with wide
+    /// scalar loads). The ring starts over (after the GPU has finished everything submitted)
+    /// when it runs out. Returns the GPU address and where in the ring it lies.
+    pub(crate) fn kernarg(&self, bytes: &[u8], align: u64) -> Result<(u64, KernargMark)> {
+        let len = bytes.len() as u64 + KERNARG_SLACK;
+        let mut g = lock(&self.0.kernargs);
+        let closed = || Error::State {
+            device: self.0.name.clone(),
+            reason: "no kernel-argument memory (closed?)".into(),
+        };
+        let ring = g.as_mut().ok_or_else(closed)?;
+        if len > ring.buf.size() {
+            return Err(Error::State {
+                device: self.0.name.clone(),
+                reason: format!(
+                    "{} bytes of kernel arguments exceed the {KERNARG_RING}-byte ring",
+                    bytes.len()
+                ),
+            });
+        }
+        let mut at = ring.next.next_multiple_of(align.max(16));
+        if at + len > ring.buf.size() {
+            drop(g);
+            self.synchronize()?;
+            g = lock(&self.0.kernargs);
+            let ring = g.as_mut().ok_or_else(closed)?;
+            ring.next = 0;
+            ring.laps += 1;
+            at = 0;
+        }
+        let ring = g.as_mut().ok_or_else(closed)?;
+        ring.next = at + len;
+        let (mem, base) = ring.buf.sysmem().ok_or_else(|| Error::State {
+            device: self.0.name.clone(),
+            reason: "kernel-argument memory is not system memory".into(),
+        })?;
+        mem.write_bytes(base + at, bytes)?;
+        Ok((ring.buf.va() + at, KernargMark { lap: ring.laps, at }))
+    }
+
+    /// Whether arguments written at `mark` are still in the ring (not overwritten by a later
+    /// lap).
+    pub(crate) fn kernarg_valid(&self, mark: KernargMark) -> bool {
+        let g = lock(&self.0.kernargs);
+        let Some(ring) = g.as_ref() else { return false };
+        ring.laps == mark.lap || (ring.laps == mark.lap + 1 && ring.next <= mark.at)
+    }
+
+    /// Scratch for a launch of `per_item` bytes of private memory per work-item: the buffer
+    /// (grown as needed, sized for every wave slot of every CU) and the `COMPUTE_TMPRING_SIZE`
+    /// value.
+    pub(crate) fn scratch(&self, per_item: u32) -> Result<Option<(u64, u32)>> {
+        if per_item == 0 {
+            return Ok(None);
+        }
+        let mut g = lock(&self.0.scratch);
+        if let Some(s) = g.as_ref()
+            && s.per_item >= per_item
+        {
+            return Ok(Some((s.buf.va(), s.tmpring)));
+        }
+        // 64 lanes per wave; WAVESIZE in 256-byte units on GC ≥ 10, 1 KiB on GC 9.
+        let unit: u64 = if self.0.info.gc_major >= 10 {
+            256
+        } else {
+            1024
+        };
+        let per_lane = u64::from(per_item).next_multiple_of(unit / 64);
+        let wave_bytes = (64 * per_lane).next_multiple_of(unit);
+        let waves = SCRATCH_SLOTS_PER_CU * u64::from(self.0.info.cus.max(1));
+        let buf = self.alloc(waves * wave_bytes, MemKind::Vram)?;
+        if let Some(old) = g.take() {
+            lock(&self.0.retired).push(old.buf);
+        }
+        let tmpring = self.0.with_driver(|d| {
+            d.ctx()
+                .regs
+                .reg(gc::COMPUTE_TMPRING_SIZE)?
+                .encode(&[("WAVES", waves.min(0xfff)), ("WAVESIZE", wave_bytes / unit)])
+        })?;
+        let r = (buf.va(), tmpring);
+        *g = Some(Scratch {
+            buf,
+            per_item: per_lane as u32,
+            tmpring,
+        });
+        Ok(Some(r))
+    }
+
+    /// The profiled launches that have finished since the last call (see
+    /// [`Device::set_profiling`]), in submission order.
+    pub fn profile(&self) -> Result<Vec<crate::trace::Event>> {
+        let mut pending = lock(&self.0.trace);
+        let mut done = Vec::new();
+        let mut left = Vec::new();
+        for p in pending.drain(..) {
+            match p.finished()? {
+                Some(e) => done.push(e),
+                None => left.push(p),
+            }
+        }
+        *pending = left;
+        Ok(done)
+    }
+
+    /// Copy `src` of device `from` into `dst` of this device through host memory (devices
+    /// with no shared hive), `len` bytes from the start of each, staged in 4 MiB pieces.
+    pub fn copy_between(&self, dst: &Buffer, from: &Device, src: &Buffer, len: u64) -> Result<()> {
+        dst.check(0, len)?;
+        src.check(0, len)?;
+        let mut piece = vec![0u8; Self::STAGING.min(len) as usize];
+        let mut done = 0u64;
+        while done < len {
+            let n = (len - done).min(Self::STAGING) as usize;
+            from.read(src, done, &mut piece[..n])?;
+            self.write(dst, done, &piece[..n])?;
+            done += n as u64;
+        }
+        Ok(())
+    }
+
+    /// Wait until everything submitted so far to any queue has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        for cell in self.cells() {
+            let pending = cell.lock().as_ref().map(|q| (q.timeline.clone(), q.last));
+            if let Some((signal, last)) = pending
+                && last > 0
+            {
+                self.wait(&signal, last, crate::queue::DEFAULT_TIMEOUT)?;
+            }
+            if let Some(q) = cell.lock().as_mut() {
+                let done = q.timeline.value()?;
+                q.inflight.retain(|(v, _)| *v > done);
+            }
+        }
+        lock(&self.0.retired).clear();
+        Ok(())
+    }
+
+    /// Wait until `signal` reaches `value` (≥). Faults the GPU reports meanwhile end the wait
+    /// with [`Error::GpuFault`]; a timeout is a hang ([`Error::Hang`]) naming the queue that
+    /// still has work, its read pointer and the packet there.
+    pub fn wait(&self, signal: &Signal, value: u64, timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        let mut next_check = start + FAULT_POLL;
+        let mut spins = 0u32;
+        loop {
+            if signal.value()? >= value {
+                return Ok(());
+            }
+            let now = Instant::now();
+            if now >= next_check {
+                self.check_faults("waiting for a signal")?;
+                next_check = now + FAULT_POLL;
+            }
+            if now.duration_since(start) > timeout {
+                return Err(self.hang(signal, value, now.duration_since(start)));
+            }
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else if spins < 1024 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    fn hang(&self, signal: &Signal, value: u64, waited: Duration) -> Error {
+        let mut report = None;
+        for cell in self.cells() {
+            let g = cell.lock();
+            let Some(q) = g.as_ref() else { continue };
+            let rptr = q.rptr().unwrap_or(0);
+            if rptr < q.put || report.is_none() {
+                report = Some((q.name.clone(), rptr, q.describe_at_rptr()));
+                if rptr < q.put {
+                    break;
+                }
+            }
+        }
+        let (queue, rptr, last_packet) = report.unwrap_or_default();
+        Error::Hang {
+            device: self.0.name.clone(),
+            queue,
+            awaited: value,
+            current: signal.value().unwrap_or(0),
+            waited_ms: waited.as_millis() as u64,
+            rptr,
+            last_packet,
+        }
+    }
+
+    /// Drain the interrupt ring; a fault the GPU reported is an error.
+    pub fn check_faults(&self, during: &str) -> Result<()> {
+        match self.0.with_driver(|d| d.handle_interrupts()) {
+            Err(Error::Driver(am_driver::Error::GpuFault { detail, .. })) => Err(Error::GpuFault {
+                device: self.0.name.clone(),
+                during: during.into(),
+                in_flight: self.in_flight(),
+                detail,
+            }),
+            Err(e) => Err(e),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    /// The kernels of unfinished submissions, by queue, for reports.
+    fn in_flight(&self) -> String {
+        let mut parts = Vec::new();
+        for cell in self.cells() {
+            let g = cell.lock();
+            let Some(q) = g.as_ref() else { continue };
+            let k = q.kernels_in_flight();
+            if !k.is_empty() {
+                parts.push(format!("{} on {}", k.join(", "), q.name));
+            }
+        }
+        if parts.is_empty() {
+            "no kernel in flight".into()
+        } else {
+            format!("kernels in flight: {}", parts.join("; "))
+        }
+    }
+
+    /// Run `f` on the driver (what the runtime does not wrap: registers, SMU, memory
+    /// manager state).
+    pub fn with_driver<T>(
+        &self,
+        f: impl FnOnce(&mut AmDevice) -> am_driver::Result<T>,
+    ) -> Result<T> {
+        self.0.with_driver(f)
+    }
+
+    /// Make the device usable after a hang or a fault: the driver resets the MEC (every
+    /// compute queue goes) and clears its error state; the runtime stops its copy queues and
+    /// starts every queue again on a fresh ring. Work submitted before and not finished is
+    /// dropped: its fences read as done.
+    pub fn recover(&self) -> Result<()> {
+        self.0.with_driver(|d| d.recover())?;
+        let cells = self.cells();
+        let mut carried = Vec::with_capacity(cells.len());
+        for cell in &cells {
+            let old = cell.lock().take();
+            if let Some(q) = old {
+                if let Handle::Sdma(id) = q.handle {
+                    self.0.with_driver(|d| d.remove_sdma_queue(id))?;
+                }
+                carried.push(Some((q.timeline, q.last)));
+            } else {
+                carried.push(None);
+            }
+        }
+        for (cell, timeline) in cells.iter().zip(carried) {
+            self.start_queue(cell, timeline)?;
+        }
+        lock(&self.0.retired).clear();
+        Ok(())
+    }
+
+    /// Stop the queues and finalise the driver (also what dropping the last handle does).
+    pub fn close(self) -> Result<()> {
+        self.0.shutdown()
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) -> Result<()> {
+        let mut first = Ok(());
+        let mut cells = vec![self.compute0.clone(), self.copy0.clone()];
+        cells.extend(lock(&self.extra).iter().cloned());
+        for cell in cells.iter().rev() {
+            let q = cell.lock().take();
+            if let Some(q) = q {
+                let r = match q.handle {
+                    Handle::Compute(id) => self.with_driver(|d| d.remove_compute_queue(id)),
+                    Handle::Sdma(id) => self.with_driver(|d| d.remove_sdma_queue(id)),
+                };
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+        }
+        let drv = lock(&self.drv).take();
+        if let Some(d) = drv {
+            let r = d.fini().map_err(Error::from);
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::warn!("{}: closing: {e}", self.name);
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Buffers: GPU virtual ranges of VM context 0 with the memory behind them.
+//!
+//! - [`MemKind::Vram`]: device-local VRAM. The CPU reaches it through BAR0 when BAR0 covers
+//!   it (an HDP flush before the GPU reads what the CPU wrote), else through SDMA copies with a
+//!   system-memory staging buffer.
+//! - [`MemKind::System`]: system memory the device reaches by DMA (snooped; `uncached` maps it
+//!   `MTYPE_UC`). The CPU reads and writes it directly.
+//!
+//! A [`Buffer`] is a handle: cloning it, or taking a [`Buffer::view`] of a sub-range, shares the
+//! memory, which is returned (unmapped, freed) when the last handle goes.
+
+use std::sync::{Arc, Weak};
+
+use am_driver::SysMem;
+use am_driver::mm::VirtMapping;
+
+use crate::device::Inner;
+use crate::{Error, Result};
+
+/// Where a buffer's memory is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemKind {
+    /// Device-local VRAM.
+    Vram,
+    /// System memory; `uncached` maps it so the GPU never caches it.
+    System {
+        /// `MTYPE_UC`.
+        uncached: bool,
+    },
+}
+
+pub(crate) enum Backing {
+    /// VRAM: the physical ranges in VA order.
+    Vram,
+    /// System memory.
+    Sys(Arc<dyn SysMem>),
+}
+
+/// The memory of a buffer and its views.
+pub(crate) struct Allocation {
+    pub(crate) dev: Weak<Inner>,
+    pub(crate) mapping: VirtMapping,
+    pub(crate) backing: Backing,
+    pub(crate) kind: MemKind,
+}
+
+impl Drop for Allocation {
+    fn drop(&mut self) {
+        let Some(dev) = self.dev.upgrade() else {
+            return;
+        };
+        let r = match self.backing {
+            Backing::Vram => dev.with_driver(|d| d.vfree(&self.mapping)),
+            Backing::Sys(_) => dev.with_driver(|d| d.unmap_sysmem(&self.mapping)),
+        };
+        if let Err(e) = r {
+            tracing::warn!(
+                "{}: freeing the buffer at {:#x}: {e}",
+                dev.name,
+                self.mapping.va
+            );
+        }
+    }
+}
+
+/// A range of GPU memory (a whole allocation or a view of one).
+#[derive(Clone)]
+pub struct Buffer {
+    pub(crate) alloc: Arc<Allocation>,
+    offset: u64,
+    size: u64,
+}
+
+impl std::fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Buffer")
+            .field("va", &format_args!("{:#x}", self.va()))
+            .field("size", &self.size)
+            .field("kind", &self.alloc.kind)
+            .finish()
+    }
+}
+
+impl Buffer {
+    pub(crate) fn new(alloc: Allocation, size: u64) -> Buffer {
+        Buffer {
+            alloc: Arc::new(alloc),
+            offset: 0,
+            size,
+        }
+    }
+
+    /// GPU virtual address of the first byte.
+    pub fn va(&self) -> u64 {
+        self.alloc.mapping.va + self.offset
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Where the memory is.
+    pub fn kind(&self) -> MemKind {
+        self.alloc.kind
+    }
+
+    /// A view of `[offset, offset + size)` sharing this buffer's memory.
+    pub fn view(&self, offset: u64, size: u64) -> Result<Buffer> {
+        self.check(offset, size)?;
+        Ok(Buffer {
+            alloc: self.alloc.clone(),
+            offset: self.offset + offset,
+            size,
+        })
+    }
+
+    /// Whether the buffer is memory of `dev`.
+    pub fn belongs_to(&self, dev: &crate::Device) -> bool {
+        std::ptr::eq(self.alloc.dev.as_ptr(), Arc::as_ptr(&dev.0))
+    }
+
+    fn device_name(&self) -> String {
+        self.alloc
+            .dev
+            .upgrade()
+            .map_or_else(|| "(closed device)".to_string(), |d| d.name.clone())
+    }
+
+    pub(crate) fn check(&self, offset: u64, len: u64) -> Result<()> {
+        if offset.checked_add(len).is_none_or(|e| e > self.size) {
+            return Err(Error::Buffer {
+                device: self.device_name(),
+                va: self.va(),
+                size: self.size,
+                reason: format!("access of {len} bytes at offset {offset:#x} is outside it"),
+            });
+        }
+        Ok(())
+    }
+
+    /// The VRAM physical ranges `[offset, offset + len)` of this buffer covers, in order.
+    pub(crate) fn vram_ranges(&self, offset: u64, len: u64) -> Vec<(u64, u64)> {
+        let mut at = self.offset + offset;
+        let mut left = len;
+        let mut out = Vec::new();
+        let mut base = 0u64;
+        for &(p, n) in &self.alloc.mapping.paddrs {
+            if left == 0 {
+                break;
+            }
+            if at < base + n {
+                let within = at - base;
+                let k = (n - within).min(left);
+                out.push((p + within, k));
+                at += k;
+                left -= k;
+            }
+            base += n;
+        }
+        out
+    }
+
+    /// The system memory behind the buffer and the offset of this view in it.
+    pub(crate) fn sysmem(&self) -> Option<(&Arc<dyn SysMem>, u64)> {
+        match &self.alloc.backing {
+            Backing::Sys(m) => Some((m, self.offset)),
+            Backing::Vram => None,
+        }
+    }
+}
