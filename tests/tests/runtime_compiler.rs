@@ -1,0 +1,56 @@
+//! Kernels from `am-compiler` (its IR through LLVM 22 and its own linker) load and run
+//! through the runtime on the mock with the results the CPU backend gives.
+#![allow(clippy::unwrap_used)]
+
+use am_compiler::{Compiler, DType, Target, shapes};
+use am_runtime::{Arg, ComputeCommands, MemKind};
+use am_tests::runtime::{download, open, upload};
+
+#[test]
+fn compiled_elementwise_and_reduction_kernels_run_on_navi31() {
+    let (gpu, dev) = open("navi31");
+    let compiler = Compiler::with_cache(am_compiler::Cache::new(None));
+    let n = 1000u32;
+    let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let b: Vec<f32> = (0..n).map(|i| 3.0 - i as f32).collect();
+    let (ba, bb) = (upload(&dev, &a), upload(&dev, &b));
+    let bc = dev.alloc(4 * u64::from(n), MemKind::Vram).unwrap();
+
+    let add = shapes::elementwise_add(DType::F32, 64);
+    let code = compiler.compile(&add, Target::Gfx1100).unwrap();
+    let prog = dev.load(&code.bytes, &add.name).unwrap();
+    assert_eq!(prog.explicit_args().count(), 4);
+    let mut c = ComputeCommands::new(&dev);
+    c.exec(
+        &prog,
+        &[(&ba).into(), (&bb).into(), (&bc).into(), Arg::U32(n)],
+        [n.div_ceil(64), 1, 1],
+        [64, 1, 1],
+    )
+    .unwrap();
+
+    let sum = shapes::reduce_sum(256);
+    let code = compiler.compile(&sum, Target::Gfx1100).unwrap();
+    let prog = dev.load(&code.bytes, &sum.name).unwrap();
+    let out = dev.alloc(16, MemKind::Vram).unwrap();
+    let groups = n.div_ceil(256);
+    // Parameters in order: x, out, n.
+    let args = [(&ba).into(), (&out).into(), Arg::U32(n)];
+    c.exec(&prog, &args, [groups, 1, 1], [256, 1, 1]).unwrap();
+    c.submit().unwrap().wait().unwrap();
+
+    let got: Vec<f32> = download(&dev, &bc, n as usize);
+    for i in 0..n as usize {
+        assert_eq!(got[i], a[i] + b[i], "c[{i}]");
+    }
+    let sums: Vec<f32> = download(&dev, &out, groups as usize);
+    for g in 0..groups as usize {
+        let want: f32 = a[g * 256..((g + 1) * 256).min(n as usize)].iter().sum();
+        assert!(
+            (sums[g] - want).abs() <= want.abs() * 1e-5,
+            "group {g}: {} vs {want}",
+            sums[g]
+        );
+    }
+    assert!(gpu.violations().is_empty(), "{:#?}", gpu.violations());
+}
