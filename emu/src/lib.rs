@@ -8,6 +8,7 @@
 //! in one module per ISA ([`rdna3`]); [`Isa`] selects it, and the dispatcher, wave scheduling,
 //! LDS, scratch and memory are shared.
 
+pub mod cdna3;
 pub mod code_object;
 pub mod float;
 pub mod memory;
