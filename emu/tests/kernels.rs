@@ -543,7 +543,7 @@ fn hardware_level_dispatch_runs_code_uploaded_elsewhere() {
 fn a_partition_runs_only_its_share_of_the_workgroups() {
     let (co, _) = kernels();
     let k = co.kernel("vadd").unwrap();
-    let prog = am_emu::Program::new(&co, am_emu::Isa::Gfx1100).unwrap();
+    let prog = am_emu::Program::new(co, am_emu::Isa::Gfx1100).unwrap();
     // vadd indexes with a fixed workgroup size of 256.
     let (wg, groups) = (256u32, 12u32);
     let n = wg * groups;
