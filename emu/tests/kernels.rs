@@ -525,7 +525,7 @@ fn hardware_level_dispatch_runs_code_uploaded_elsewhere() {
         lds_bytes: 0,
         scratch_bytes: 0,
         instruction_limit: None,
-        partition: am_emu::Partition::default(),
+        ..Default::default()
     };
     am_emu::dispatch_hw(&prog, upload_at, &hw, &mut mem).unwrap();
     let c = download_f32(&mut mem, pc, n as usize);

@@ -5,15 +5,15 @@
 //! masks) is resolved once before the lane loop, and nothing is allocated per instruction.
 
 use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
-use super::opcodes::{ds, flat, smem, sop1, sop2, sopc, sopk, sopp, valu, vop3p};
+use super::opcodes::{self, ds, flat, smem, sop1, sop2, sopc, sopk, sopp, valu, vop3p};
 use crate::float::{bf16_to_f32, f16_to_f32, f32_to_f16, f64_to_f16};
-use crate::program::INVALID_OP;
+use crate::program::{INVALID_OP, UNIMPL_OP};
 use crate::wave::{CONST_ROW, Ctx, DPP_ROW, Wave, WaveState};
 use crate::{Error, Fault};
 
 /// How a source operand's constants are read.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Ty {
+pub(crate) enum Ty {
     /// 32-bit: inline floats as f32 bits.
     B32,
     /// 16-bit: inline floats as f16 bits.
@@ -61,7 +61,7 @@ fn inline_const(code: u16, ty: Ty) -> Option<u64> {
 
 /// A resolved vector source: a VGPR row or a uniform value.
 #[derive(Clone, Copy)]
-enum Src {
+pub(crate) enum Src {
     V(usize),
     K(u64),
 }
@@ -75,7 +75,7 @@ const PRIVATE_BASE: u64 = 0x0002_0000_0000_0000;
 impl Wave {
     /// Scalar value of an operand (32 bits).
     #[inline]
-    fn sread(&self, code: u16, lit: u32) -> u32 {
+    pub(crate) fn sread(&self, code: u16, lit: u32) -> u32 {
         match code {
             0..=127 => self.s[code as usize],
             LITERAL => lit,
@@ -90,7 +90,7 @@ impl Wave {
 
     /// Scalar 64-bit value of an operand.
     #[inline]
-    fn sread64(&self, code: u16, lit: u32, ty: Ty) -> u64 {
+    pub(crate) fn sread64(&self, code: u16, lit: u32, ty: Ty) -> u64 {
         match code {
             0..=126 => self.s[code as usize] as u64 | (self.s[code as usize + 1] as u64) << 32,
             LITERAL if ty == Ty::F64 => (lit as u64) << 32,
@@ -105,7 +105,7 @@ impl Wave {
     }
 
     #[inline]
-    fn src(&self, code: u16, lit: u32, ty: Ty) -> Src {
+    pub(crate) fn src(&self, code: u16, lit: u32, ty: Ty) -> Src {
         if code >= VGPR0 {
             Src::V((code - VGPR0) as usize * 64)
         } else if matches!(ty, Ty::I64 | Ty::F64) {
@@ -122,7 +122,7 @@ impl Wave {
     }
 
     #[inline]
-    fn rd(&self, s: Src, lane: usize) -> u32 {
+    pub(crate) fn rd(&self, s: Src, lane: usize) -> u32 {
         match s {
             Src::V(b) => self.v[b + lane],
             Src::K(k) => k as u32,
@@ -130,7 +130,7 @@ impl Wave {
     }
 
     #[inline]
-    fn wr(&mut self, dst: u16, lane: usize, v: u32) {
+    pub(crate) fn wr(&mut self, dst: u16, lane: usize, v: u32) {
         let row = (dst.wrapping_sub(VGPR0)) as usize;
         if let Some(r) = self.v.get_mut(row * 64 + lane) {
             *r = v;
@@ -138,13 +138,24 @@ impl Wave {
     }
 
     #[inline]
-    fn wr64(&mut self, dst: u16, lane: usize, v: u64) {
+    pub(crate) fn wr64(&mut self, dst: u16, lane: usize, v: u64) {
         self.wr(dst, lane, v as u32);
         self.wr(dst + 1, lane, (v >> 32) as u32);
     }
 
+    /// A 16-bit VALU result into half `hi` of the destination; with [`flag::ZERO_HI`]
+    /// (GFX9) a low-half result clears the high half.
     #[inline]
-    fn wr16(&mut self, dst: u16, lane: usize, hi: bool, v: u16) {
+    pub(crate) fn wr16v(&mut self, i: &Inst, lane: usize, hi: bool, v: u16) {
+        if !hi && i.flags & flag::ZERO_HI != 0 {
+            self.wr(i.dst, lane, v as u32);
+        } else {
+            self.wr16(i.dst, lane, hi, v);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn wr16(&mut self, dst: u16, lane: usize, hi: bool, v: u16) {
         let row = (dst.wrapping_sub(VGPR0)) as usize;
         if let Some(r) = self.v.get_mut(row * 64 + lane) {
             *r = if hi {
@@ -156,22 +167,22 @@ impl Wave {
     }
 }
 
-fn pc_of(ctx: &Ctx<'_>, idx: usize) -> u64 {
+pub(crate) fn pc_of(ctx: &Ctx<'_>, idx: usize) -> u64 {
     ctx.code_base + 4 * ctx.prog.offsets.get(idx).copied().unwrap_or(0) as u64
 }
 
-fn unimplemented(ctx: &Ctx<'_>, idx: usize, i: &Inst) -> Error {
+pub(crate) fn unimplemented(ctx: &Ctx<'_>, idx: usize, _i: &Inst) -> Error {
     Error::Unimplemented {
         pc: pc_of(ctx, idx),
-        text: i.to_string(),
+        text: ctx.prog.text(idx),
         dwords: ctx.prog.dwords(idx),
     }
 }
 
-fn fault(ctx: &Ctx<'_>, idx: usize, i: &Inst, lane: u32, f: Fault) -> Error {
+pub(crate) fn fault(ctx: &Ctx<'_>, idx: usize, _i: &Inst, lane: u32, f: Fault) -> Error {
     Error::MemoryFault {
         pc: pc_of(ctx, idx),
-        text: i.to_string(),
+        text: ctx.prog.text(idx),
         lane,
         fault: f,
     }
@@ -197,6 +208,12 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
             });
         }
         let res = match i.enc {
+            Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
+                if matches!(i.dpp, Dpp::Sdwa { .. }) =>
+            {
+                crate::cdna3::exec::sdwa(w, i, idx, ctx)
+            }
+            Encoding::Ext => crate::cdna3::exec::ext(w, i, idx, ctx),
             Encoding::Vopc => vopc(w, i, idx, ctx),
             Encoding::Vop3 if i.op < 0x100 => vopc(w, i, idx, ctx),
             Encoding::Vop1 | Encoding::Vop2 | Encoding::Vop3 | Encoding::Vop3sd => {
@@ -216,10 +233,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
             Encoding::Vop3p => vop3p_op(w, i, idx, ctx),
             Encoding::Ds => ds_op(w, i, idx, ctx),
             Encoding::Flat | Encoding::Global | Encoding::Scratch => flat_op(w, i, idx, ctx),
-            Encoding::Mubuf => match i.name() {
-                "buffer_gl0_inv" | "buffer_gl1_inv" => Ok(()),
-                _ => Err(unimplemented(ctx, idx, i)),
-            },
+            Encoding::Mubuf => mubuf_op(w, i, idx, ctx),
             Encoding::Mtbuf => Err(unimplemented(ctx, idx, i)),
         };
         if let Err(e) = res {
@@ -640,13 +654,20 @@ fn hwreg_fields(k: u32) -> (usize, u32, u32) {
     ((k & 0x3f) as usize, (k >> 6) & 31, ((k >> 11) & 31) + 1)
 }
 
-/// HW_REG_MODE (id 1): round [3:0], denorm [7:4], dx10 clamp [8], ieee [9].
+/// HW_REG_MODE (id 1): round [3:0], denorm [7:4], dx10 clamp [8], ieee [9]. On CDNA,
+/// HW_REG_HW_ID (4) and HW_REG_XCC_ID (20) report where the wave runs.
 fn read_hwreg(w: &Wave, id: usize) -> u32 {
-    if id == 1 {
-        let m = &w.mode;
-        m.round as u32 | (m.denorm as u32) << 4 | (m.dx10_clamp as u32) << 8 | (m.ieee as u32) << 9
-    } else {
-        w.hwreg[id]
+    match id {
+        1 => {
+            let m = &w.mode;
+            m.round as u32
+                | (m.denorm as u32) << 4
+                | (m.dx10_clamp as u32) << 8
+                | (m.ieee as u32) << 9
+        }
+        4 if w.isa.is_cdna() => w.hw_id,
+        20 if w.isa.is_cdna() => w.xcc_id,
+        _ => w.hwreg[id],
     }
 }
 
@@ -691,6 +712,13 @@ fn sopp_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<bool, Er
         return Err(Error::InvalidInstruction {
             pc: pc_of(ctx, idx),
             reason: ctx.prog.invalid_reason(idx),
+            dwords: ctx.prog.dwords(idx),
+        });
+    }
+    if i.op == UNIMPL_OP {
+        return Err(Error::Unimplemented {
+            pc: pc_of(ctx, idx),
+            text: format!("{} ({})", ctx.prog.text(idx), ctx.prog.invalid_reason(idx)),
             dwords: ctx.prog.dwords(idx),
         });
     }
@@ -792,7 +820,7 @@ fn smem_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
 
 /// Active lanes in `m`, low to high.
 #[inline]
-fn for_lanes(mut m: u64, mut f: impl FnMut(usize)) {
+pub(crate) fn for_lanes(mut m: u64, mut f: impl FnMut(usize)) {
     while m != 0 {
         let l = m.trailing_zeros() as usize;
         m &= m - 1;
@@ -801,7 +829,7 @@ fn for_lanes(mut m: u64, mut f: impl FnMut(usize)) {
 }
 
 /// Stages the DPP-permuted src0 in the DPP row and returns the lanes allowed to write.
-fn apply_dpp(w: &mut Wave, i: &Inst) -> u64 {
+pub(crate) fn apply_dpp(w: &mut Wave, i: &Inst) -> u64 {
     let exec = w.exec();
     let src_row = (i.src[0].wrapping_sub(VGPR0)) as usize;
     let lanes = w.lanes as usize;
@@ -849,6 +877,43 @@ fn apply_dpp(w: &mut Wave, i: &Inst) -> u64 {
                 }
                 (from, ok)
             }
+            Dpp::Gfx9 {
+                ctrl,
+                row_mask,
+                bank_mask,
+                bound_ctrl,
+            } => {
+                let c = ctrl as usize;
+                let (row, l16) = (lane / 16, lane % 16);
+                let ok = row_mask >> (row % 4) & 1 != 0 && bank_mask >> ((l16 / 4) % 4) & 1 != 0;
+                let in_row = |s: Option<usize>| s.map(|s| row * 16 + s);
+                let from: Option<usize> = match c {
+                    0..=0xff => in_row(Some(l16 / 4 * 4 + ((c >> (2 * (l16 % 4))) & 3))),
+                    0x101..=0x10f => in_row((l16 + (c & 0xf) < 16).then(|| l16 + (c & 0xf))),
+                    0x111..=0x11f => in_row(l16.checked_sub(c & 0xf)),
+                    0x121..=0x12f => in_row(Some((l16 + 16 - (c & 0xf)) % 16)),
+                    // Whole-wave shifts and rotates by one lane.
+                    0x130 => (lane + 1 < lanes).then_some(lane + 1),
+                    0x134 => Some((lane + 1) % lanes),
+                    0x138 => lane.checked_sub(1),
+                    0x13c => Some((lane + lanes - 1) % lanes),
+                    0x140 => in_row(Some(15 - l16)),
+                    0x141 => in_row(Some(l16 / 8 * 8 + 7 - l16 % 8)),
+                    // Lane 15 of each row to the next row; lane 31 to rows 2 and 3.
+                    0x142 => (row >= 1).then(|| row * 16 - 1),
+                    0x143 => (row >= 2).then_some(31),
+                    // row_newbcast: lane n of each row to the whole row.
+                    0x150..=0x15f => in_row(Some(c & 0xf)),
+                    _ => None,
+                };
+                let from = from.filter(|&f| f < lanes && exec >> f & 1 != 0);
+                if from.is_none() && !bound_ctrl {
+                    write &= !(1u64 << lane);
+                }
+                (from, ok)
+            }
+            // SDWA is staged by its own path, never here.
+            Dpp::Sdwa { .. } => (Some(lane), true),
         };
         if !row_ok {
             write &= !(1u64 << lane);
@@ -860,49 +925,50 @@ fn apply_dpp(w: &mut Wave, i: &Inst) -> u64 {
 }
 
 /// Everything resolved once per VALU instruction.
-struct Valu {
+pub(crate) struct Valu {
     /// Row base (`row * 64`) of each source; uniform sources are broadcast into const rows.
-    r: [usize; 3],
+    pub r: [usize; 3],
     /// Per-source `(and, xor)` masks implementing abs/neg on the sign bit of the type.
-    m: [(u64, u64); 3],
+    pub m: [(u64, u64); 3],
     /// Per-source 16-bit half shift.
-    sh: [u32; 3],
-    exec: u64,
+    pub sh: [u32; 3],
+    /// Lanes that execute (EXEC, narrowed by DPP masks).
+    pub exec: u64,
 }
 
 impl Valu {
     #[inline(always)]
-    fn f32(&self, w: &Wave, k: usize, lane: usize) -> f32 {
+    pub(crate) fn f32(&self, w: &Wave, k: usize, lane: usize) -> f32 {
         let (a, x) = self.m[k];
         f32::from_bits((w.v[self.r[k] + lane] & a as u32) ^ x as u32)
     }
     #[inline(always)]
-    fn u32(&self, w: &Wave, k: usize, lane: usize) -> u32 {
+    pub(crate) fn u32(&self, w: &Wave, k: usize, lane: usize) -> u32 {
         w.v[self.r[k] + lane]
     }
     #[inline(always)]
-    fn u16(&self, w: &Wave, k: usize, lane: usize) -> u16 {
+    pub(crate) fn u16(&self, w: &Wave, k: usize, lane: usize) -> u16 {
         let (a, x) = self.m[k];
         (((w.v[self.r[k] + lane] >> self.sh[k]) as u16) & a as u16) ^ x as u16
     }
     #[inline(always)]
-    fn f16(&self, w: &Wave, k: usize, lane: usize) -> f32 {
+    pub(crate) fn f16(&self, w: &Wave, k: usize, lane: usize) -> f32 {
         f16_to_f32(self.u16(w, k, lane))
     }
     #[inline(always)]
-    fn u64(&self, w: &Wave, k: usize, lane: usize) -> u64 {
+    pub(crate) fn u64(&self, w: &Wave, k: usize, lane: usize) -> u64 {
         let b = self.r[k];
         w.v[b + lane] as u64 | (w.v.get(b + 64 + lane).copied().unwrap_or(0) as u64) << 32
     }
     #[inline(always)]
-    fn f64(&self, w: &Wave, k: usize, lane: usize) -> f64 {
+    pub(crate) fn f64(&self, w: &Wave, k: usize, lane: usize) -> f64 {
         let (a, x) = self.m[k];
         f64::from_bits((self.u64(w, k, lane) & a) ^ x)
     }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum K {
+pub(crate) enum K {
     I32,
     F32,
     I16,
@@ -911,13 +977,13 @@ enum K {
     F64,
 }
 
-fn prep(w: &mut Wave, i: &Inst, kinds: [K; 3]) -> Valu {
+pub(crate) fn prep(w: &mut Wave, i: &Inst, kinds: [K; 3]) -> Valu {
     prep_n(w, i, kinds, 3)
 }
 
 /// Resolves the first `n` sources of a VALU instruction.
 #[inline(always)]
-fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
+pub(crate) fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
     let exec = if i.dpp != Dpp::None {
         apply_dpp(w, i)
     } else {
@@ -1004,7 +1070,7 @@ fn full_mask(lanes: u32) -> u64 {
 /// Calls `f` for every lane set in `exec`, with a single call site so the lane body inlines
 /// into a counted loop (the EXEC test is a well-predicted branch).
 #[inline(always)]
-fn each_lane(exec: u64, lanes: u32, mut f: impl FnMut(usize)) {
+pub(crate) fn each_lane(exec: u64, lanes: u32, mut f: impl FnMut(usize)) {
     for l in 0..lanes as usize {
         if exec >> l & 1 != 0 {
             f(l);
@@ -1016,7 +1082,7 @@ fn each_lane(exec: u64, lanes: u32, mut f: impl FnMut(usize)) {
 /// is rounded to f64 with round-to-odd (see [`add_round_odd`]), and the final rounding to f32
 /// is then exact because f64 carries more than 2·24 + 2 bits.
 #[inline(always)]
-fn fma32(a: f32, b: f32, c: f32) -> f32 {
+pub(crate) fn fma32(a: f32, b: f32, c: f32) -> f32 {
     add_round_odd(a as f64 * b as f64, c as f64) as f32
 }
 
@@ -1024,7 +1090,7 @@ fn fma32(a: f32, b: f32, c: f32) -> f32 {
 /// last bit is 1. A later rounding to a narrower format is then the correct rounding of the
 /// exact sum.
 #[inline(always)]
-fn add_round_odd(p: f64, c: f64) -> f64 {
+pub(crate) fn add_round_odd(p: f64, c: f64) -> f64 {
     let s = p + c;
     let bb = s - p;
     let err = (p - (s - bb)) + (c - bb);
@@ -1068,7 +1134,7 @@ fn ftz(x: f32, flush: bool) -> f32 {
     }
 }
 
-fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) -> f32) {
+pub(crate) fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) -> f32) {
     let kinds = [K::F32; 3];
     let v = prep_n(w, i, kinds, N);
     let flush = w.mode.flush32();
@@ -1099,7 +1165,7 @@ fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) -> f32) {
     });
 }
 
-fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
+pub(crate) fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
     let v = prep_n(w, i, [K::I32; 3], N);
     let d = (i.dst.wrapping_sub(VGPR0) as usize).min(DPP_ROW) * 64;
     let lanes = w.lanes as usize;
@@ -1146,7 +1212,7 @@ fn vf16<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
         if flush && h & 0x7c00 == 0 {
             h &= 0x8000;
         }
-        w.wr16(i.dst, l, hi, h);
+        w.wr16v(i, l, hi, h);
     });
 }
 
@@ -1159,11 +1225,11 @@ fn vu16<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u16; N]) -> u16) {
     let hi = i.opsel & 8 != 0;
     for_lanes(v.exec, |l| {
         let a: [u16; N] = std::array::from_fn(|k| v.u16(w, k, l));
-        w.wr16(i.dst, l, hi, f(a));
+        w.wr16v(i, l, hi, f(a));
     });
 }
 
-fn vf64<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
+pub(crate) fn vf64<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
     let v = prep_n(w, i, [K::F64; 3], N);
     for_lanes(v.exec, |l| {
         let a: [f64; N] = std::array::from_fn(|k| v.f64(w, k, l));
@@ -1182,14 +1248,19 @@ fn vf64<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
 }
 
 /// Generic lane loop with explicit operand kinds, for mixed-type instructions.
-fn vmix(w: &mut Wave, i: &Inst, kinds: [K; 3], mut f: impl FnMut(&mut Wave, &Valu, usize)) {
+pub(crate) fn vmix(
+    w: &mut Wave,
+    i: &Inst,
+    kinds: [K; 3],
+    mut f: impl FnMut(&mut Wave, &Valu, usize),
+) {
     let v = prep(w, i, kinds);
     each_lane(v.exec, w.lanes, |l| f(w, &v, l));
 }
 
 /// IEEE-754 maxNum/minNum as the hardware does them: a NaN operand yields the other, and
 /// +0 is greater than -0.
-fn fmax(a: f32, b: f32) -> f32 {
+pub(crate) fn fmax(a: f32, b: f32) -> f32 {
     if a.is_nan() {
         return if b.is_nan() { f32::NAN } else { b };
     }
@@ -1203,7 +1274,7 @@ fn fmax(a: f32, b: f32) -> f32 {
     }
 }
 
-fn fmin(a: f32, b: f32) -> f32 {
+pub(crate) fn fmin(a: f32, b: f32) -> f32 {
     if a.is_nan() {
         return if b.is_nan() { f32::NAN } else { b };
     }
@@ -1413,7 +1484,13 @@ fn div_fixup(q: f32, b: f32, a: f32) -> f32 {
     }
 }
 
-fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+pub(crate) fn valu_op(
+    w: &mut Wave,
+    i: &Inst,
+    op: u16,
+    idx: usize,
+    ctx: &Ctx<'_>,
+) -> Result<(), Error> {
     use valu::*;
     match op {
         NOP => {}
@@ -1601,7 +1678,7 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
             let hi = i.opsel & 8 != 0;
             vmix(w, i, [K::F32; 3], |w, v, l| {
                 let r = f32_to_f16(v.f32(w, 0, l));
-                w.wr16(i.dst, l, hi, r);
+                w.wr16v(i, l, hi, r);
             })
         }
         CVT_PK_RTZ_F16_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
@@ -1847,7 +1924,7 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
         LDEXP_F16 => vmix(w, i, [K::F16, K::I16, K::I32], |w, v, l| {
             let x = v.f16(w, 0, l) as f64
                 * f64::powi(2.0, (v.u16(w, 1, l) as i16 as i32).clamp(-100, 100));
-            w.wr16(i.dst, l, i.opsel & 8 != 0, f64_to_f16(x));
+            w.wr16v(i, l, i.opsel & 8 != 0, f64_to_f16(x));
         }),
         FRACT_F16 => vf16(w, i, |[a]| {
             if a.is_infinite() {
@@ -1881,7 +1958,7 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
             let hi = i.opsel & 8 != 0;
             vmix(w, i, [K::F16, K::F16, K::I32], |w, v, l| {
                 let r = v.u16(w, (m >> l & 1) as usize, l);
-                w.wr16(i.dst, l, hi, r);
+                w.wr16v(i, l, hi, r);
             });
         }
         CVT_NEAREST_I32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
@@ -2227,7 +2304,7 @@ fn cmp_info(op: u16) -> Option<CmpInfo> {
     clippy::nonminimal_bool,
     clippy::double_comparisons
 )]
-fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+pub(crate) fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
     let Some(c) = cmp_info(i.op) else {
         return Err(unimplemented(ctx, idx, i));
     };
@@ -2347,6 +2424,15 @@ fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> 
     });
     if c.x {
         w.set_exec(res);
+        // GFX9 (CDNA) v_cmpx also writes its destination (VCC in the 32-bit encoding).
+        if w.isa.is_cdna() {
+            let dst = if i.enc == Encoding::Vopc {
+                VCC_LO
+            } else {
+                i.dst
+            };
+            w.set_mask(dst, res);
+        }
     } else {
         let dst = if i.enc == Encoding::Vopc {
             VCC_LO
@@ -2821,7 +2907,7 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
 
 /// Read-modify-write of an atomic `op` on type `ty` ("u32", "i64", "f32", "b64", …):
 /// `x` is the data operand, `y` the compare value of cmpswap/cmpstore.
-fn atomic_op(op: &str, ty: &str, old: u64, x: u64, y: u64) -> Option<u64> {
+pub(crate) fn atomic_op(op: &str, ty: &str, old: u64, x: u64, y: u64) -> Option<u64> {
     let wide = ty.ends_with("64");
     let mask = if wide { u64::MAX } else { 0xffff_ffff };
     let (old, x, y) = (old & mask, x & mask, y & mask);
@@ -2913,10 +2999,10 @@ fn atomic_op(op: &str, ty: &str, old: u64, x: u64, y: u64) -> Option<u64> {
 // ---------------------------------------------------------------------------------------
 // FLAT / GLOBAL / SCRATCH
 
-fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
-    let exec = w.exec();
-    let op = i.op;
-    let (n, load): (usize, Option<bool>) = match op {
+/// Size and direction of a FLAT-numbered memory opcode: `Some(true)` loads, `Some(false)`
+/// stores, `None` is an atomic (or nothing known).
+fn mem_kind(op: u16) -> (usize, Option<bool>) {
+    match op {
         flat::LOAD_U8
         | flat::LOAD_I8
         | flat::LOAD_D16_U8
@@ -2937,7 +3023,12 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
         flat::STORE_B96 => (12, Some(false)),
         flat::STORE_B128 => (16, Some(false)),
         _ => (0, None),
-    };
+    }
+}
+
+fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    let exec = w.exec();
+    let (n, load) = mem_kind(i.op);
     let vaddr = (i.src[0] - VGPR0) as usize * 64;
     let data = (i.src[1] - VGPR0) as usize * 64;
     let scratch = i.enc == Encoding::Scratch;
@@ -2949,6 +3040,23 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
         w.sread64(i.saddr, 0, Ty::I64)
     };
     let mut err: Option<(u32, Fault)> = None;
+    // Whole-wave fast path: every lane active and a global (not generic) address that grows
+    // by the access size from lane to lane, so the wave's access is one block of memory.
+    if load.is_some() && n >= 4 && exec == full_mask(w.lanes) && i.enc == Encoding::Global {
+        let lanes = w.lanes as usize;
+        let addr_of = |w: &Wave, l: usize| -> u64 {
+            if i.saddr != NULL {
+                sbase.wrapping_add(w.v[vaddr + l] as u64)
+            } else {
+                w.v[vaddr + l] as u64 | (w.v.get(vaddr + 64 + l).copied().unwrap_or(0) as u64) << 32
+            }
+            .wrapping_add(i.imm as i64 as u64)
+        };
+        let a0 = addr_of(w, 0);
+        if (1..lanes).all(|l| addr_of(w, l) == a0.wrapping_add((n * l) as u64)) {
+            return block_access(w, i, idx, ctx, a0, n, load == Some(true), data);
+        }
+    }
     let private = w.private_size;
     for_lanes(exec, |l| {
         if err.is_some() {
@@ -2969,75 +3077,7 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
             }
         }
         .wrapping_add(i.imm as i64 as u64);
-        let r: Result<(), Fault> = (|| {
-            let mut b = [0u8; 16];
-            match load {
-                Some(true) => {
-                    match aperture(i.enc, addr, scratch) {
-                        Aperture::Private(a) => {
-                            scratch_access(w, l, a, &mut b[..n], None, private)?
-                        }
-                        Aperture::Lds(a) => lds_read(ctx.lds, a, &mut b[..n])?,
-                        Aperture::Global => ctx.mem.read(addr, &mut b[..n])?,
-                    }
-                    let dst = i.dst;
-                    match op {
-                        flat::LOAD_U8 => w.wr(dst, l, b[0] as u32),
-                        flat::LOAD_I8 => w.wr(dst, l, b[0] as i8 as i32 as u32),
-                        flat::LOAD_U16 => w.wr(dst, l, u16::from_le_bytes([b[0], b[1]]) as u32),
-                        flat::LOAD_I16 => {
-                            w.wr(dst, l, i16::from_le_bytes([b[0], b[1]]) as i32 as u32)
-                        }
-                        flat::LOAD_D16_U8 => w.wr16(dst, l, false, b[0] as u16),
-                        flat::LOAD_D16_I8 => w.wr16(dst, l, false, b[0] as i8 as i16 as u16),
-                        flat::LOAD_D16_HI_U8 => w.wr16(dst, l, true, b[0] as u16),
-                        flat::LOAD_D16_HI_I8 => w.wr16(dst, l, true, b[0] as i8 as i16 as u16),
-                        flat::LOAD_D16_B16 => {
-                            w.wr16(dst, l, false, u16::from_le_bytes([b[0], b[1]]))
-                        }
-                        flat::LOAD_D16_HI_B16 => {
-                            w.wr16(dst, l, true, u16::from_le_bytes([b[0], b[1]]))
-                        }
-                        _ => {
-                            for k in 0..n / 4 {
-                                let v = u32::from_le_bytes([
-                                    b[4 * k],
-                                    b[4 * k + 1],
-                                    b[4 * k + 2],
-                                    b[4 * k + 3],
-                                ]);
-                                w.wr(dst + k as u16, l, v);
-                            }
-                        }
-                    }
-                    Ok(())
-                }
-                Some(false) => {
-                    let lo = w.v[data + l].to_le_bytes();
-                    match op {
-                        flat::STORE_D16_HI_B8 => b[0] = lo[2],
-                        flat::STORE_D16_HI_B16 => b[..2].copy_from_slice(&lo[2..4]),
-                        _ => {
-                            for k in 0..n.div_ceil(4) {
-                                let v = w.v.get(data + 64 * k + l).copied().unwrap_or(0);
-                                let m = (n - 4 * k).min(4);
-                                b[4 * k..4 * k + m].copy_from_slice(&v.to_le_bytes()[..m]);
-                            }
-                        }
-                    }
-                    match aperture(i.enc, addr, scratch) {
-                        Aperture::Private(a) => {
-                            let mut tmp = b;
-                            scratch_access(w, l, a, &mut tmp[..n], Some(&b[..n]), private)
-                        }
-                        Aperture::Lds(a) => lds_write(ctx.lds, a, &b[..n]),
-                        Aperture::Global => ctx.mem.write(addr, &b[..n]),
-                    }
-                }
-                None => flat_atomic(w, i, l, addr, data, ctx),
-            }
-        })();
-        if let Err(f) = r {
+        if let Err(f) = lane_access(w, i, i.op, l, addr, data, ctx, private) {
             err = Some((l as u32, f));
         }
     });
@@ -3046,6 +3086,218 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
         Some((l, f)) => Err(fault(ctx, idx, i, l, f)),
         None => Ok(()),
     }
+}
+
+/// A whole wave of dword-or-wider loads or stores at consecutive addresses, as one access of
+/// `lanes * n` bytes (lane `l`'s data is at `a0 + n * l`, its registers at `data` or `dst`).
+#[allow(clippy::too_many_arguments)]
+fn block_access(
+    w: &mut Wave,
+    i: &Inst,
+    idx: usize,
+    ctx: &mut Ctx<'_>,
+    a0: u64,
+    n: usize,
+    load: bool,
+    data: usize,
+) -> Result<(), Error> {
+    let lanes = w.lanes as usize;
+    let words = n / 4;
+    let mut buf = [0u8; 64 * 16];
+    let bytes = &mut buf[..lanes * n];
+    if load {
+        if let Err(f) = ctx.mem.read(a0, bytes) {
+            // Report the first lane whose access fails, as the lane-by-lane path would.
+            let lane = ((f.addr.wrapping_sub(a0)) / n as u64).min(lanes as u64 - 1) as u32;
+            return Err(fault(ctx, idx, i, lane, f));
+        }
+        let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
+        for k in 0..words {
+            let Some(row) = w.v.get_mut((dst + k) * 64..(dst + k) * 64 + lanes) else {
+                break;
+            };
+            for (l, r) in row.iter_mut().enumerate() {
+                let at = l * n + 4 * k;
+                *r = u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+            }
+        }
+        // Registers past the file (a malformed destination) are dropped as `wr` drops them.
+        if dst + words > DPP_ROW {
+            for r in DPP_ROW.max(dst)..dst + words {
+                if let Some(row) = w.v.get_mut(r * 64..r * 64 + lanes) {
+                    row.fill(0);
+                }
+            }
+        }
+        Ok(())
+    } else {
+        for k in 0..words {
+            for l in 0..lanes {
+                let v = w.v.get(data + 64 * k + l).copied().unwrap_or(0);
+                bytes[l * n + 4 * k..l * n + 4 * k + 4].copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        ctx.mem.write(a0, bytes).map_err(|f| {
+            let lane = ((f.addr.wrapping_sub(a0)) / n as u64).min(lanes as u64 - 1) as u32;
+            fault(ctx, idx, i, lane, f)
+        })
+    }
+}
+
+/// One lane's load, store or atomic of memory opcode `op` (FLAT numbering) at `addr`.
+#[allow(clippy::too_many_arguments)]
+fn lane_access(
+    w: &mut Wave,
+    i: &Inst,
+    op: u16,
+    l: usize,
+    addr: u64,
+    data: usize,
+    ctx: &mut Ctx<'_>,
+    private: usize,
+) -> Result<(), Fault> {
+    let (n, load) = mem_kind(op);
+    let scratch = i.enc == Encoding::Scratch;
+    let mut b = [0u8; 16];
+    match load {
+        Some(true) => {
+            match aperture(i.enc, addr, scratch) {
+                Aperture::Private(a) => scratch_access(w, l, a, &mut b[..n], None, private)?,
+                Aperture::Lds(a) => lds_read(ctx.lds, a, &mut b[..n])?,
+                Aperture::Global => ctx.mem.read(addr, &mut b[..n])?,
+            }
+            let dst = i.dst;
+            match op {
+                flat::LOAD_U8 => w.wr(dst, l, b[0] as u32),
+                flat::LOAD_I8 => w.wr(dst, l, b[0] as i8 as i32 as u32),
+                flat::LOAD_U16 => w.wr(dst, l, u16::from_le_bytes([b[0], b[1]]) as u32),
+                flat::LOAD_I16 => w.wr(dst, l, i16::from_le_bytes([b[0], b[1]]) as i32 as u32),
+                flat::LOAD_D16_U8 => w.wr16(dst, l, false, b[0] as u16),
+                flat::LOAD_D16_I8 => w.wr16(dst, l, false, b[0] as i8 as i16 as u16),
+                flat::LOAD_D16_HI_U8 => w.wr16(dst, l, true, b[0] as u16),
+                flat::LOAD_D16_HI_I8 => w.wr16(dst, l, true, b[0] as i8 as i16 as u16),
+                flat::LOAD_D16_B16 => w.wr16(dst, l, false, u16::from_le_bytes([b[0], b[1]])),
+                flat::LOAD_D16_HI_B16 => w.wr16(dst, l, true, u16::from_le_bytes([b[0], b[1]])),
+                _ => {
+                    for k in 0..n / 4 {
+                        let v = u32::from_le_bytes([
+                            b[4 * k],
+                            b[4 * k + 1],
+                            b[4 * k + 2],
+                            b[4 * k + 3],
+                        ]);
+                        w.wr(dst + k as u16, l, v);
+                    }
+                }
+            }
+            Ok(())
+        }
+        Some(false) => {
+            let lo = w.v.get(data + l).copied().unwrap_or(0).to_le_bytes();
+            match op {
+                flat::STORE_D16_HI_B8 => b[0] = lo[2],
+                flat::STORE_D16_HI_B16 => b[..2].copy_from_slice(&lo[2..4]),
+                _ => {
+                    for k in 0..n.div_ceil(4) {
+                        let v = w.v.get(data + 64 * k + l).copied().unwrap_or(0);
+                        let m = (n - 4 * k).min(4);
+                        b[4 * k..4 * k + m].copy_from_slice(&v.to_le_bytes()[..m]);
+                    }
+                }
+            }
+            match aperture(i.enc, addr, scratch) {
+                Aperture::Private(a) => {
+                    let mut tmp = b;
+                    scratch_access(w, l, a, &mut tmp[..n], Some(&b[..n]), private)
+                }
+                Aperture::Lds(a) => lds_write(ctx.lds, a, &b[..n]),
+                Aperture::Global => ctx.mem.write(addr, &b[..n]),
+            }
+        }
+        None => flat_atomic(w, i, l, addr, data, ctx),
+    }
+}
+
+/// MUBUF: untyped buffer loads, stores and atomics through a buffer resource (V#, four SGPRs:
+/// base address in bits 47:0, stride in 61:48, `num_records` in the third dword, ADD_TID_ENABLE
+/// in bit 23 of the fourth). A lane's address is base + soffset + offset + stride * index,
+/// offset being the instruction offset plus the VGPR offset (`offen`) and index the VGPR index
+/// (`idxen`) plus the lane id (ADD_TID_ENABLE). Range checking: with stride 0 an access whose
+/// offset + size exceeds `num_records` bytes is out of range, otherwise an index at or past
+/// `num_records`; out-of-range loads return 0, stores and atomics are dropped. Swizzled
+/// buffers and format conversions are not modelled.
+fn mubuf_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    let name = i.name();
+    if name.starts_with("buffer_gl") {
+        return Ok(());
+    }
+    let Some(op) = name
+        .strip_prefix("buffer_")
+        .and_then(lookup_flat)
+        .filter(|_| !name.contains("format"))
+    else {
+        return Err(unimplemented(ctx, idx, i));
+    };
+    let rs = |k: u16| w.sread(i.srsrc + k, 0);
+    let (d0, d1, d2, d3) = (rs(0), rs(1), rs(2), rs(3));
+    let base = d0 as u64 | ((d1 & 0xffff) as u64) << 32;
+    let stride = ((d1 >> 16) & 0x3fff) as u64;
+    let records = d2 as u64;
+    let add_tid = d3 & (1 << 23) != 0;
+    let soffset = w.sread(i.saddr, 0) as u64;
+    let (n, load) = mem_kind(op);
+    let size = if load.is_none() {
+        if name.ends_with("64") { 8 } else { 4 }
+    } else {
+        n
+    };
+    let (offen, idxen) = (i.flags & flag::OFFEN != 0, i.flags & flag::IDXEN != 0);
+    let vaddr = (i.src[0] - VGPR0) as usize * 64;
+    let data = (i.dst.wrapping_sub(VGPR0)) as usize * 64;
+    let exec = w.exec();
+    let mut err: Option<(u32, Fault)> = None;
+    let private = w.private_size;
+    // The data registers are `vdata` (stores and atomics read them, loads write them).
+    let mut li = *i;
+    li.src[1] = i.dst;
+    for_lanes(exec, |l| {
+        if err.is_some() {
+            return;
+        }
+        let vgpr = |k: usize| w.v.get(vaddr + 64 * k + l).copied().unwrap_or(0) as u64;
+        let index = if idxen { vgpr(0) } else { 0 } + if add_tid { l as u64 } else { 0 };
+        let offset = if offen { vgpr(usize::from(idxen)) } else { 0 } + i.imm as u64;
+        let in_range = if stride == 0 {
+            offset + size as u64 <= records
+        } else {
+            index < records
+        };
+        if !in_range {
+            if load == Some(true) {
+                for k in 0..n.div_ceil(4) {
+                    w.wr(i.dst + k as u16, l, 0);
+                }
+            }
+            return;
+        }
+        let addr = base
+            .wrapping_add(soffset)
+            .wrapping_add(offset)
+            .wrapping_add(stride.wrapping_mul(index));
+        if let Err(f) = lane_access(w, &li, op, l, addr, data, ctx, private) {
+            err = Some((l as u32, f));
+        }
+    });
+    match err {
+        Some((_, f)) if f.reason == "unimplemented" => Err(unimplemented(ctx, idx, i)),
+        Some((l, f)) => Err(fault(ctx, idx, i, l, f)),
+        None => Ok(()),
+    }
+}
+
+/// The FLAT opcode of a memory mnemonic without segment prefix (`load_b32`).
+fn lookup_flat(n: &str) -> Option<u16> {
+    opcodes::flat::NAMES.iter().find(|e| e.1 == n).map(|e| e.0)
 }
 
 /// Where a memory instruction's address goes.
@@ -3116,7 +3368,9 @@ fn flat_atomic(
     }
     let name = i.name();
     let wide = name.ends_with("64");
-    let base = name.trim_start_matches("atomic_");
+    let base = name
+        .trim_start_matches("buffer_")
+        .trim_start_matches("atomic_");
     let x = w.v[data + l] as u64
         | if wide {
             (w.v[data + 64 + l] as u64) << 32
@@ -3131,19 +3385,17 @@ fn flat_atomic(
             0
         };
     let n = if wide { 8 } else { 4 };
-    let mut b = [0u8; 8];
-    ctx.mem.read(addr, &mut b[..n])?;
-    let old = u64::from_le_bytes(b);
     let (op, ty) = base.rsplit_once('_').unwrap_or((base, ""));
-    let Some(new) = atomic_op(op, ty, old, x, y) else {
+    if atomic_op(op, ty, 0, x, y).is_none() {
         return Err(Fault {
             addr,
             write: true,
             reason: "unimplemented".into(),
         });
-    };
-    let new = if wide { new } else { new & 0xffff_ffff };
-    ctx.mem.write(addr, &new.to_le_bytes()[..n])?;
+    }
+    let old = ctx.mem.atomic_rmw(addr, n, &mut |old| {
+        atomic_op(op, ty, old, x, y).unwrap_or(old)
+    })?;
     if i.flags & flag::GLC != 0 {
         w.wr(i.dst, l, old as u32);
         if wide {

@@ -1,7 +1,7 @@
 //! RDNA3 (gfx1100): decoder, disassembler and instruction semantics.
 
 pub mod decode;
-mod exec;
+pub(crate) mod exec;
 pub mod opcodes;
 mod print;
 

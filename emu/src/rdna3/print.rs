@@ -216,6 +216,9 @@ fn dpp_text(d: Dpp) -> String {
                 if fi { " fi:1" } else { "" }
             )
         }
+        // CDNA forms only appear in lowered instructions, which print through their own ISA.
+        Dpp::Gfx9 { ctrl, .. } => format!(" dpp_ctrl:{ctrl:#x}"),
+        Dpp::Sdwa { .. } => " sdwa".into(),
     }
 }
 
@@ -520,6 +523,7 @@ impl fmt::Display for Inst {
                     }
                 }
             }
+            Ext => {}
             Mubuf | Mtbuf => {
                 if shp.len() > 0 {
                     ops.push(operand(self.dst, shp.regs(0), None, lit));
