@@ -134,6 +134,11 @@ impl Program {
         };
     }
 
+    /// The ISA the program was decoded for.
+    pub fn isa(&self) -> Isa {
+        self.isa
+    }
+
     /// Instruction index at a code virtual address, given where the code lives.
     pub(crate) fn index_of(&self, code_base: u64, addr: u64) -> Option<usize> {
         let off = addr.checked_sub(code_base)?;

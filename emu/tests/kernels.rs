@@ -408,8 +408,13 @@ fn check_atomics_and_lane_shuffles_are_consistent(
         let ws = k.0.kernel("atomics").unwrap().descriptor.wave_size() as usize;
         let src = i - t % ws + ((t ^ 5) % ws);
         assert_eq!(sh[i], src as u32 * 3, "bpermute lane {i}");
-        // permlanex16 with identity selectors reads the same lane of the other row.
-        assert_eq!(xp[i], (i ^ 16) as u32, "permlanex16 lane {i}");
+        if k.1.isa().is_cdna() {
+            // wave_rol:1 reads the next lane of the wave64, the last lane the first.
+            assert_eq!(xp[i], (i - t + (t + 1) % 64) as u32, "wave_rol:1 lane {i}");
+        } else {
+            // permlanex16 with identity selectors reads the same lane of the other row.
+            assert_eq!(xp[i], (i ^ 16) as u32, "permlanex16 lane {i}");
+        }
     }
 }
 
@@ -486,6 +491,33 @@ fn all_kernels_match_reference_in_wave64() {
     check_loops_with_divergent_lanes_count_collatz_steps(k);
     check_f16_fma_matches_reference(k);
     check_atomics_and_lane_shuffles_are_consistent(k);
+}
+
+/// The same kernels compiled for CDNA3 (gfx942) and CDNA4 (gfx950): wave64, the GFX9
+/// encodings, lowered onto the shared semantics.
+fn all_kernels_match_reference_on(isa: am_emu::Isa) {
+    let k = kernels_for(isa);
+    assert_eq!(k.0.kernel("reduce").unwrap().descriptor.wave_size(), 64);
+    check_reduce_through_lds_with_barriers_sums_each_workgroup(k);
+    check_vadd_matches_reference_with_partial_last_workgroup(k);
+    check_saxpy_matches_reference(k);
+    check_tiled_matmul_matches_reference(k);
+    check_exp_log_sqrt_division_within_ulp_bounds(k);
+    check_integer_division_and_modulo_are_exact(k);
+    check_sixty_four_bit_address_arithmetic_is_exact(k);
+    check_loops_with_divergent_lanes_count_collatz_steps(k);
+    check_f16_fma_matches_reference(k);
+    check_atomics_and_lane_shuffles_are_consistent(k);
+}
+
+#[test]
+fn all_kernels_match_reference_on_gfx942() {
+    all_kernels_match_reference_on(am_emu::Isa::Gfx942);
+}
+
+#[test]
+fn all_kernels_match_reference_on_gfx950() {
+    all_kernels_match_reference_on(am_emu::Isa::Gfx950);
 }
 
 /// The register-level entry point the mock's PM4 path uses: code read from (another) GPU

@@ -59,6 +59,8 @@ pub fn operand(code: u16, n: u16, literal: u32) -> String {
         252 => "src_execz".into(),
         253 => "src_scc".into(),
         254 => "src_lds_direct".into(),
+        // A literal whose value an inline constant could encode is marked as such.
+        LITERAL if crate::rdna3::print::is_inline32(literal) => format!("lit(0x{literal:x})"),
         LITERAL => format!("0x{literal:x}"),
         VGPR0..AGPR0 => range("v", code - VGPR0),
         AGPR0..=767 => range("a", code - AGPR0),

@@ -3,7 +3,7 @@
 pub mod decode;
 pub(crate) mod exec;
 pub mod opcodes;
-mod print;
+pub(crate) mod print;
 
 pub use decode::{Dpp, Encoding, Inst, decode};
 pub(crate) use exec::run;
