@@ -314,6 +314,7 @@ pub fn lower(i: &raw::Inst) -> Result<Inst, String> {
                     return none();
                 };
                 o = Inst::new(Encoding::Vop1, op);
+                o.len = i.len;
                 o.dst = i.dst;
                 o.src[0] = sc(i.src[0]);
                 return Ok(o);

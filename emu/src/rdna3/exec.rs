@@ -8,7 +8,7 @@ use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::opcodes::{self, ds, flat, smem, sop1, sop2, sopc, sopk, sopp, valu, vop3p};
 use crate::float::{bf16_to_f32, f16_to_f32, f32_to_f16, f64_to_f16};
 use crate::program::{INVALID_OP, UNIMPL_OP};
-use crate::wave::{CONST_ROW, Ctx, DPP_ROW, Wave, WaveState};
+use crate::wave::{CONST_ROW, Ctx, DPP_ROW, VGPR_ROWS, Wave, WaveState};
 use crate::{Error, Fault};
 
 /// How a source operand's constants are read.
@@ -1139,7 +1139,7 @@ pub(crate) fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) 
     let v = prep_n(w, i, kinds, N);
     let flush = w.mode.flush32();
     let plain = i.omod == 0 && !i.clamp && !flush;
-    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(DPP_ROW) * 64;
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
     let lanes = w.lanes as usize;
     if plain && v.exec == full_mask(w.lanes) {
         // Dense EXEC, no modifiers on the result: a straight loop of constant length over
@@ -1167,7 +1167,7 @@ pub(crate) fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) 
 
 pub(crate) fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
     let v = prep_n(w, i, [K::I32; 3], N);
-    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(DPP_ROW) * 64;
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
     let lanes = w.lanes as usize;
     if v.exec == full_mask(w.lanes) {
         if lanes == 32 {

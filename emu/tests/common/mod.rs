@@ -67,12 +67,7 @@ pub fn compile_cl_for(isa: Isa, src: &str, extra: &[&str]) -> (TempHsaco, Vec<u8
     std::fs::write(&cl, src).unwrap();
     run_tool(
         Command::new("clang-22")
-            .args([
-                "-x",
-                "cl",
-                "-cl-std=CL2.0",
-                "--target=amdgcn-amd-amdhsa",
-            ])
+            .args(["-x", "cl", "-cl-std=CL2.0", "--target=amdgcn-amd-amdhsa"])
             .arg(format!("-mcpu={}", isa.name()))
             .args(["-nogpulib", "-O3", "-c"])
             .args(extra)
