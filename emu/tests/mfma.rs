@@ -36,17 +36,6 @@ enum In {
     F64,
 }
 
-impl In {
-    fn bytes(self) -> usize {
-        match self {
-            In::F16 | In::Bf16 => 2,
-            In::I8 | In::Fp8 | In::Bf8 => 1,
-            In::F32 => 4,
-            In::F64 => 8,
-        }
-    }
-}
-
 /// 8-bit floats written from the format definitions (not the emulator's decoder): E4M3 and
 /// E5M2, FNUZ on gfx942 (biases 8 and 16, 0x80 is NaN), OCP on gfx950 (biases 7 and 15).
 fn f8(x: u8, exp_bits: u32, fnuz: bool) -> f64 {
