@@ -350,3 +350,221 @@ fn cdna_instructions_match_isa_reference_on_gfx950() {
     let all: Vec<_> = CASES.iter().chain(CASES950).copied().collect();
     run_cases(Isa::Gfx950, &all);
 }
+
+/// Kernels of the dispatch tests: hardware ids through `s_getreg`, and (gfx950) a workgroup
+/// using more LDS than gfx942 has.
+const DISPATCH_CL: &str = r#"
+kernel void ids(global uint *out) {
+  uint t = __builtin_amdgcn_workitem_id_x();
+  uint i = __builtin_amdgcn_workgroup_id_x() * 256 + t;
+  // hwreg(HW_REG_XCC_ID, 0, 32) and hwreg(HW_REG_HW_ID, 0, 4): WAVE_ID.
+  uint xcc = __builtin_amdgcn_s_getreg(20 | (31 << 11));
+  uint wave = __builtin_amdgcn_s_getreg(4 | (3 << 11));
+  out[i] = xcc << 8 | wave;
+}
+#ifdef __gfx950__
+// 96 KiB of LDS: each of 256 work-items fills 96 words, then reads another item's words.
+kernel void big_lds(global uint *out) {
+  local uint buf[24576];
+  uint t = __builtin_amdgcn_workitem_id_x();
+  for (uint k = 0; k < 96; k++) buf[k * 256 + t] = t * 1000 + k;
+  __builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");
+  __builtin_amdgcn_s_barrier();
+  __builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");
+  uint s = 0;
+  for (uint k = 0; k < 96; k++) s += buf[k * 256 + (255 - t)];
+  out[t] = s;
+}
+#endif
+"#;
+
+fn dispatch_kernels(isa: Isa) -> (CodeObject, Program) {
+    let (_, bytes) = compile_cl_for(isa, DISPATCH_CL, &[]);
+    let co = CodeObject::parse(&bytes, "dispatch").unwrap();
+    let prog = Program::new(&co, isa).unwrap();
+    (co, prog)
+}
+
+/// `s_getreg` of HW_REG_XCC_ID reads the dispatch's XCC id (by default its partition index),
+/// and HW_REG_HW_ID's WAVE_ID the wave's index in its workgroup.
+#[test]
+fn getreg_reads_the_xcc_id_and_wave_id_of_the_dispatch() {
+    let (co, prog) = dispatch_kernels(Isa::Gfx942);
+    let k = co.kernel("ids").unwrap();
+    for (xcc, part, want_xcc) in [(None, 1u32, 1u32), (Some(6), 1, 6)] {
+        let mut mem = HostMemory::new();
+        let out = mem.alloc(4 * 512);
+        let mut a = Args::default().ptr(out).0;
+        a.resize(k.descriptor.kernarg_size.max(64) as usize, 0);
+        let kernarg = mem.alloc_bytes(&a);
+        let hw = am_emu::HwDispatch {
+            name: "ids".into(),
+            entry: k.entry,
+            rsrc1: k.descriptor.compute_pgm_rsrc1,
+            rsrc2: k.descriptor.compute_pgm_rsrc2,
+            rsrc3: k.descriptor.compute_pgm_rsrc3,
+            user_sgprs: vec![kernarg as u32, (kernarg >> 32) as u32],
+            wave_size: 64,
+            grid: [512, 1, 1],
+            workgroup: [256, 1, 1],
+            partition: am_emu::Partition {
+                index: part,
+                count: 2,
+                chunk: 1,
+            },
+            xcc_id: xcc,
+            ..Default::default()
+        };
+        let stats = am_emu::dispatch_hw(&prog, co.text_address, &hw, &mut mem).unwrap();
+        assert_eq!(stats.workgroups, 1, "XCC {part} of 2 runs workgroup {part}");
+        let got = download_u32(&mut mem, out, 512);
+        for (i, &g) in got.iter().enumerate() {
+            let want = if i / 256 == part as usize {
+                want_xcc << 8 | (i % 256 / 64) as u32
+            } else {
+                0
+            };
+            assert_eq!(g, want, "xcc_id {xcc:?}, out[{i}]");
+        }
+    }
+}
+
+/// gfx950 workgroups may use 160 KiB of LDS; the same request is refused on gfx942 (64 KiB).
+#[test]
+fn gfx950_has_160_kib_of_lds_and_gfx942_64() {
+    let (co, prog) = dispatch_kernels(Isa::Gfx950);
+    let k = co.kernel("big_lds").unwrap();
+    assert!(k.descriptor.group_segment_fixed_size > 64 * 1024);
+    let mut mem = HostMemory::new();
+    let out = mem.alloc(4 * 256);
+    launch(
+        &(co.clone(), prog),
+        "big_lds",
+        [256, 1, 1],
+        [256, 1, 1],
+        Args::default().ptr(out),
+        &mut mem,
+    );
+    let got = download_u32(&mut mem, out, 256);
+    for (t, &g) in got.iter().enumerate() {
+        let want: u32 = (0..96).map(|k| (255 - t as u32) * 1000 + k).sum();
+        assert_eq!(g, want, "out[{t}]");
+    }
+    // The same code object as gfx942 code would need more LDS than a gfx942 workgroup has.
+    let prog942 = Program::new(&co, Isa::Gfx942).unwrap();
+    let kernarg = mem.alloc(64);
+    let l = am_emu::Launch::new([256, 1, 1], [256, 1, 1], kernarg);
+    let err = am_emu::dispatch(&prog942, k, &l, &mut mem).unwrap_err();
+    assert!(err.to_string().contains("65536"), "{err}");
+}
+
+/// Workgroups spread over threads give the same results and statistics as one thread.
+#[test]
+fn parallel_dispatch_matches_sequential_dispatch() {
+    use am_emu::{SharedHostMemory, SharedMemory};
+    for isa in [Isa::Gfx942, Isa::Gfx1100] {
+        let k = kernels_for(isa);
+        let (n, groups) = (32usize, 4usize);
+        let mut r = Rng(5);
+        let a: Vec<f32> = (0..n * n).map(|_| r.f32(-1.0, 1.0)).collect();
+        let b: Vec<f32> = (0..n * n).map(|_| r.f32(-1.0, 1.0)).collect();
+        let red: Vec<f32> = (0..256 * groups).map(|_| r.f32(0.0, 1.0)).collect();
+        let bytes = |v: &[f32]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        // Sequential, on HostMemory.
+        let mut mem = HostMemory::new();
+        let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
+        let pc = mem.alloc(4 * n * n);
+        let s1 = launch(
+            k,
+            "matmul",
+            [n as u32, n as u32, 1],
+            [16, 16, 1],
+            Args::default().ptr(pa).ptr(pb).ptr(pc).u32(n as u32),
+            &mut mem,
+        );
+        let pin = upload(&mut mem, &red);
+        let pout = mem.alloc(4 * groups);
+        launch(
+            k,
+            "reduce",
+            [256 * groups as u32, 1, 1],
+            [256, 1, 1],
+            Args::default().ptr(pin).ptr(pout),
+            &mut mem,
+        );
+        let seq_c = mem.bytes(pc, 4 * n * n).unwrap();
+        let seq_r = mem.bytes(pout, 4 * groups).unwrap();
+        // Parallel, on SharedHostMemory with 3 threads.
+        let mut sm = SharedHostMemory::new();
+        let (qa, qb) = (sm.alloc_bytes(&bytes(&a)), sm.alloc_bytes(&bytes(&b)));
+        let qc = sm.alloc(4 * n * n);
+        let qin = sm.alloc_bytes(&bytes(&red));
+        let qout = sm.alloc(4 * groups);
+        let run =
+            |sm: &mut SharedHostMemory, name: &str, grid: [u32; 3], wg: [u32; 3], args: Args| {
+                let kd = k.0.kernel(name).unwrap();
+                let mut a = args.0;
+                a.resize(kd.descriptor.kernarg_size as usize + 64, 0);
+                let kernarg = sm.alloc_bytes(&a);
+                let mem: &dyn SharedMemory = sm;
+                am_emu::dispatch_parallel(&k.1, kd, &am_emu::Launch::new(grid, wg, kernarg), mem, 3)
+                    .unwrap()
+            };
+        let s2 = run(
+            &mut sm,
+            "matmul",
+            [n as u32, n as u32, 1],
+            [16, 16, 1],
+            Args::default().ptr(qa).ptr(qb).ptr(qc).u32(n as u32),
+        );
+        run(
+            &mut sm,
+            "reduce",
+            [256 * groups as u32, 1, 1],
+            [256, 1, 1],
+            Args::default().ptr(qin).ptr(qout),
+        );
+        assert_eq!(s1, s2, "{isa:?}: same statistics");
+        assert_eq!(sm.bytes(qc, 4 * n * n).unwrap(), seq_c, "{isa:?}: matmul");
+        assert_eq!(
+            sm.bytes(qout, 4 * groups).unwrap(),
+            seq_r,
+            "{isa:?}: reduce"
+        );
+    }
+}
+
+/// Atomics from workgroups on several threads at once: the counter sees every increment.
+#[test]
+fn parallel_atomics_see_every_increment() {
+    use am_emu::{SharedHostMemory, SharedMemory};
+    let k = kernels_for(Isa::Gfx942);
+    let n = 64 * 16;
+    let mut sm = SharedHostMemory::new();
+    let counter = sm.alloc(4);
+    let bufs: Vec<u64> = (0..4).map(|_| sm.alloc(4 * n)).collect();
+    let mx = sm.alloc_bytes(&i32::MIN.to_le_bytes());
+    let kd = k.0.kernel("atomics").unwrap();
+    let mut a = Args::default()
+        .ptr(counter)
+        .ptr(bufs[0])
+        .ptr(bufs[1])
+        .ptr(bufs[2])
+        .ptr(bufs[3])
+        .ptr(mx)
+        .0;
+    a.resize(kd.descriptor.kernarg_size as usize + 64, 0);
+    let kernarg = sm.alloc_bytes(&a);
+    let mem: &dyn SharedMemory = &sm;
+    am_emu::dispatch_parallel(
+        &k.1,
+        kd,
+        &am_emu::Launch::new([n as u32, 1, 1], [64, 1, 1], kernarg),
+        mem,
+        4,
+    )
+    .unwrap();
+    let total: u32 = (0..n as u32).map(|i| 1 + (i & 3)).sum();
+    let got = u32::from_le_bytes(sm.bytes(counter, 4).unwrap().try_into().unwrap());
+    assert_eq!(got, total, "every atomic add counted once");
+}

@@ -555,6 +555,10 @@ pub(crate) fn sdwa(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
     else {
         return Err(unimplemented(ctx, idx, i));
     };
+    if dst_sel > super::decode::sel::DWORD || dst_unused > 2 {
+        // Reserved encodings.
+        return Err(unimplemented(ctx, idx, i));
+    }
     let lanes = w.lanes as usize;
     let nsrc = if i.enc == Encoding::Vop1 { 1 } else { 2 };
     let mut j = *i;
