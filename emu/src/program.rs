@@ -31,9 +31,14 @@ pub(crate) const INVALID_OP: u16 = u16::MAX;
 /// Opcode marking a valid instruction whose semantics the interpreter lacks.
 pub(crate) const UNIMPL_OP: u16 = u16::MAX - 1;
 
-/// Registers past the first register of an operand that an instruction can reach (the 32
-/// results of a two-block 32x32 MFMA).
-const WIDEST_OPERAND: usize = 32;
+/// The widest operand of an instruction, from its LLVM operand shape (registers).
+fn widest(shape: &str) -> usize {
+    shape
+        .split(',')
+        .filter_map(|t| t.parse::<usize>().ok())
+        .max()
+        .unwrap_or(1)
+}
 
 impl Program {
     /// Decodes all of `.text` of a code object for `isa`.
@@ -74,18 +79,26 @@ impl Program {
             m.len = len;
             Ok(m)
         };
+        let mut widths: Vec<usize> = Vec::new();
         let mut at = 0usize;
         while at < words.len() {
             let idx = p.insts.len() as u32;
             p.index[at] = idx;
             p.offsets.push(at as u32);
+            let mut width = 1;
             let decoded: Result<Inst, (String, u16, u8)> = match crate::cdna3::target(isa) {
-                None => decode(&words[at..]).map_err(|e| (e.to_string(), INVALID_OP, 1)),
+                None => decode(&words[at..])
+                    .inspect(|i| width = widest(crate::rdna3::decode::shape(i.enc, i.op)))
+                    .map_err(|e| (e.to_string(), INVALID_OP, 1)),
                 Some(t) => match crate::cdna3::decode(t, &words[at..]) {
-                    Ok(raw) => crate::cdna3::lower(&raw).map_err(|why| (why, UNIMPL_OP, raw.len)),
+                    Ok(raw) => {
+                        width = widest(raw.shape);
+                        crate::cdna3::lower(&raw).map_err(|why| (why, UNIMPL_OP, raw.len))
+                    }
                     Err(e) => Err((e.to_string(), INVALID_OP, 1)),
                 },
             };
+            widths.push(width);
             match decoded {
                 Ok(i) => {
                     at += i.len as usize;
@@ -104,34 +117,32 @@ impl Program {
         p.invalid
             .push((p.insts.len() as u32, "end of .text".into()));
         p.insts.push(marker(INVALID_OP, 1)?);
+        widths.push(1);
         p.words = words;
-        p.count_rows();
+        p.count_rows(&widths);
         Ok(p)
     }
 
-    /// The VGPR and AccVGPR rows the instructions name (plus the widest operand), so a wave
-    /// start clears what the program can read instead of the whole register file.
-    fn count_rows(&mut self) {
+    /// The VGPR and AccVGPR rows the instructions name, each operand taken as wide as the
+    /// instruction's widest (plus two rows to spare), so a wave start clears what the program
+    /// can reach instead of the whole register file.
+    fn count_rows(&mut self, widths: &[usize]) {
         let (mut v, mut a) = (0usize, 0usize);
-        for i in &self.insts {
+        for (i, &wd) in self.insts.iter().zip(widths) {
             let codes = [
                 i.dst, i.sdst, i.src[0], i.src[1], i.src[2], i.y.dst, i.y.src[0], i.y.src[1],
             ];
             for c in codes {
                 let c = c as usize;
                 if (256..512).contains(&c) {
-                    v = v.max(c - 256 + 1);
+                    v = v.max(c - 256 + wd);
                 } else if (512..768).contains(&c) {
-                    a = a.max(c - 512 + 1);
+                    a = a.max(c - 512 + wd);
                 }
             }
         }
-        self.vgpr_rows = (v + WIDEST_OPERAND).min(256);
-        self.agpr_rows = if a == 0 {
-            0
-        } else {
-            (a + WIDEST_OPERAND).min(256)
-        };
+        self.vgpr_rows = (v + 2).min(256);
+        self.agpr_rows = if a == 0 { 0 } else { (a + 2).min(256) };
     }
 
     /// The ISA the program was decoded for.

@@ -245,6 +245,8 @@ pub(crate) struct Ctx<'a> {
     pub instructions: u64,
     /// Wave-instructions this workgroup may still execute.
     pub budget: u64,
+    /// Staging for whole-wave memory accesses (64 lanes x 16 bytes).
+    pub buf: &'a mut [u8],
 }
 
 /// A dispatch as the command processor sees it: the register state the driver programmed
@@ -414,6 +416,8 @@ struct Plan {
     mode: Mode,
     /// Waves of a full workgroup.
     waves: usize,
+    /// VGPR and AccVGPR rows zeroed at each wave start.
+    rows: (usize, usize),
 }
 
 fn plan(program: &Program, code_base: u64, hw: &HwDispatch) -> Result<Plan, Error> {
@@ -475,7 +479,26 @@ fn plan(program: &Program, code_base: u64, hw: &HwDispatch) -> Result<Plan, Erro
             dx10_clamp: rsrc1 & (1 << 21) != 0,
         },
         waves: (wg_items as u32).div_ceil(hw.wave_size) as usize,
+        rows: register_rows(program, hw),
     })
+}
+
+/// The VGPR and AccVGPR rows a wave start zeroes: those the program names, no more than
+/// the kernel allocates (`COMPUTE_PGM_RSRC1.VGPRS`, in granules of 8 registers, or 4 for gfx11
+/// wave64; on CDNA the count covers VGPRs and AccVGPRs together). Registers past the
+/// allocation keep what the previous wave on this thread left there, which only a program
+/// reading registers it never wrote (and never allocated) could notice.
+fn register_rows(program: &Program, hw: &HwDispatch) -> (usize, usize) {
+    let granule = if program.isa == Isa::Gfx1100 && hw.wave_size == 64 {
+        4
+    } else {
+        8
+    };
+    let allocated = ((hw.rsrc1 & 0x3f) as usize + 1) * granule;
+    (
+        program.vgpr_rows.min(allocated),
+        program.agpr_rows.min(allocated),
+    )
 }
 
 /// The workgroups this dispatch runs (its partition's share), as linear indices in order.
@@ -489,6 +512,7 @@ fn my_groups(plan: &Plan, hw: &HwDispatch) -> impl Iterator<Item = u64> {
 struct Core {
     waves: Vec<Wave>,
     lds: Vec<u8>,
+    buf: Vec<u8>,
 }
 
 impl Core {
@@ -496,6 +520,7 @@ impl Core {
         Core {
             waves: (0..plan.waves).map(|_| Wave::new()).collect(),
             lds: vec![0u8; hw.lds_bytes as usize],
+            buf: vec![0u8; 64 * 16],
         }
     }
 
@@ -524,7 +549,7 @@ impl Core {
         let n_waves = items.div_ceil(hw.wave_size) as usize;
         self.lds.fill(0);
         for (w_idx, w) in self.waves.iter_mut().enumerate().take(n_waves) {
-            init_wave(w, w_idx as u32, size, gid, hw, plan.mode, program);
+            init_wave(w, w_idx as u32, size, gid, hw, plan, program);
             w.pc = plan.entry_idx;
         }
         let mut ctx = Ctx {
@@ -534,6 +559,7 @@ impl Core {
             prog: program,
             instructions: 0,
             budget,
+            buf: &mut self.buf,
         };
         run_workgroup(&mut self.waves[..n_waves], &mut ctx)?;
         Ok((ctx.instructions, n_waves as u64))
@@ -666,21 +692,22 @@ fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
 /// Sets up a wave's registers as the hardware does from the dispatch state: user SGPRs,
 /// then system SGPRs (workgroup ids, workgroup info, private segment wave offset), work-item
 /// ids in v0 (gfx11 and gfx90a+ pack x, y, z into bits 0-9, 10-19, 20-29), EXEC for the live
-/// lanes. VGPRs and AccVGPRs the program can reach are zeroed (see `Program::vgpr_rows`).
+/// lanes. VGPRs and AccVGPRs the program can reach are zeroed (see [`register_rows`]).
 fn init_wave(
     w: &mut Wave,
     w_idx: u32,
     size: [u32; 3],
     gid: [u32; 3],
     hw: &HwDispatch,
-    mode: Mode,
+    plan: &Plan,
     prog: &Program,
 ) {
     let lanes = hw.wave_size;
     let private_size = hw.scratch_bytes as usize;
+    let mode = plan.mode;
     w.s = [0; 128];
-    w.v[..prog.vgpr_rows * 64].fill(0);
-    w.v[AGPR_ROW * 64..(AGPR_ROW + prog.agpr_rows) * 64].fill(0);
+    w.v[..plan.rows.0 * 64].fill(0);
+    w.v[AGPR_ROW * 64..(AGPR_ROW + plan.rows.1) * 64].fill(0);
     w.scc = false;
     w.lanes = lanes;
     w.state = WaveState::Running;
@@ -713,17 +740,28 @@ fn init_wave(
         w.s[next] = 0;
     }
     let items = size[0] * size[1] * size[2];
-    let mut exec = 0u64;
-    for lane in 0..lanes {
-        let flat = w_idx * lanes + lane;
-        if flat >= items {
-            continue;
+    // Work-item ids counted up from the wave's first (no divisions per lane).
+    let first = w_idx * lanes;
+    let mut x = first % size[0];
+    let mut y = (first / size[0]) % size[1];
+    let mut z = first / (size[0] * size[1]);
+    let live = items.saturating_sub(first).min(lanes);
+    for lane in 0..live as usize {
+        w.v[lane] = x | (y << 10) | (z << 20);
+        x += 1;
+        if x == size[0] {
+            x = 0;
+            y += 1;
+            if y == size[1] {
+                y = 0;
+                z += 1;
+            }
         }
-        exec |= 1 << lane;
-        let x = flat % size[0];
-        let y = (flat / size[0]) % size[1];
-        let z = flat / (size[0] * size[1]);
-        w.v[lane as usize] = x | (y << 10) | (z << 20);
     }
+    let exec = if live >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << live) - 1
+    };
     w.set_exec(exec);
 }

@@ -5,7 +5,9 @@
 use crate::Error;
 use crate::float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use crate::rdna3::decode::{Dpp, Encoding, Inst, VGPR0};
-use crate::rdna3::exec::{K, Src, Ty, each_lane, fma32, for_lanes, prep, unimplemented, vopc};
+use crate::rdna3::exec::{
+    K, Src, Ty, each_lane, fma32, for_lanes, prep, unimplemented, vopc, vu64,
+};
 use crate::wave::{Ctx, SDWA_ROW, Wave};
 
 /// CDNA operations without an RDNA3 twin ([`Encoding::Ext`] opcodes).
@@ -216,17 +218,11 @@ pub(crate) fn ext(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(
             if i.dpp != Dpp::None {
                 return Err(unimplemented(ctx, idx, i));
             }
-            let v = prep(w, i, [K::I64; 3]);
-            each_lane(v.exec, w.lanes, |l| {
-                let x = v.u64(w, 0, l);
-                w.wr64(i.dst, l, x);
-            });
+            vu64(w, i, [K::I64; 3], |[a, _, _]| a);
         }
         ExtOp::LshlAddU64 => {
-            let v = prep(w, i, [K::I64, K::I32, K::I64]);
-            each_lane(v.exec, w.lanes, |l| {
-                let r = (v.u64(w, 0, l) << (v.u32(w, 1, l) & 7)).wrapping_add(v.u64(w, 2, l));
-                w.wr64(i.dst, l, r);
+            vu64(w, i, [K::I64, K::I32, K::I64], |[a, b, c]| {
+                (a << (b & 7)).wrapping_add(c)
             });
         }
         ExtOp::FmacF64 => {

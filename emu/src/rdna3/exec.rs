@@ -66,6 +66,9 @@ pub(crate) enum Src {
     K(u64),
 }
 
+/// A row of zeros, the high half of sources that have none.
+static ZERO_ROW: [u32; 64] = [0; 64];
+
 /// Apertures reported by `src_shared_base`/`src_private_base` (the high 32 bits of flat
 /// addresses that reach LDS or scratch). The emulator does not route flat accesses through
 /// them; they only need to be distinct from real memory.
@@ -1057,6 +1060,39 @@ fn dense<const N: usize, const L: usize>(
     }
 }
 
+/// A 32-bit result from the bits of up to three sources of `kinds` (abs/neg applied to the
+/// sign bit of float sources, no denormal flushing, no output modifiers) and the lane index:
+/// with a full EXEC, a straight loop over the register rows the compiler can vectorise.
+#[inline(always)]
+pub(crate) fn vbits<const N: usize>(
+    w: &mut Wave,
+    i: &Inst,
+    kinds: [K; 3],
+    f: impl Fn(usize, [u32; N]) -> u32,
+) {
+    let v = prep_n(w, i, kinds, N);
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
+    let m: [(u32, u32); N] = std::array::from_fn(|k| (v.m[k].0 as u32, v.m[k].1 as u32));
+    if v.exec == full_mask(w.lanes) {
+        let lanes = w.lanes as usize;
+        let mut out = [0u32; 64];
+        {
+            let srcs: [&[u32]; N] = std::array::from_fn(|k| &w.v[v.r[k]..v.r[k] + lanes]);
+            for (l, o) in out.iter_mut().enumerate().take(lanes) {
+                *o = f(l, std::array::from_fn(|k| (srcs[k][l] & m[k].0) ^ m[k].1));
+            }
+        }
+        if let Some(dst) = w.v.get_mut(d..d + lanes) {
+            dst.copy_from_slice(&out[..lanes]);
+        }
+        return;
+    }
+    each_lane(v.exec, w.lanes, |l| {
+        let a: [u32; N] = std::array::from_fn(|k| (w.v[v.r[k] + l] & m[k].0) ^ m[k].1);
+        w.v[d + l] = f(l, a);
+    });
+}
+
 /// EXEC with every lane of the wave set.
 #[inline(always)]
 fn full_mask(lanes: u32) -> u64 {
@@ -1180,6 +1216,50 @@ pub(crate) fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) 
     each_lane(v.exec, w.lanes, |l| {
         let a: [u32; N] = std::array::from_fn(|k| v.u32(w, k, l));
         w.v[d + l] = f(a);
+    });
+}
+
+/// A 64-bit integer result from up to three sources of `kinds` (32-bit sources zero-extended):
+/// with a full EXEC, straight loops over the register rows.
+pub(crate) fn vu64(w: &mut Wave, i: &Inst, kinds: [K; 3], f: impl Fn([u64; 3]) -> u64) {
+    let v = prep(w, i, kinds);
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 2) * 64;
+    let lanes = w.lanes as usize;
+    let wide = kinds.map(|k| matches!(k, K::I64 | K::F64));
+    if v.exec == full_mask(w.lanes) {
+        let mut out = [0u64; 64];
+        {
+            // Each source as (low row, high row); 32-bit sources have a high row of zeros.
+            let rows: [(&[u32], &[u32]); 3] = std::array::from_fn(|k| {
+                let lo = &w.v[v.r[k]..v.r[k] + lanes];
+                let hi = if wide[k] {
+                    &w.v[v.r[k] + 64..v.r[k] + 64 + lanes]
+                } else {
+                    &ZERO_ROW[..lanes]
+                };
+                (lo, hi)
+            });
+            for (l, o) in out.iter_mut().enumerate().take(lanes) {
+                *o = f(std::array::from_fn(|k| {
+                    rows[k].0[l] as u64 | (rows[k].1[l] as u64) << 32
+                }));
+            }
+        }
+        for (l, o) in out.iter().enumerate().take(lanes) {
+            w.v[d + l] = *o as u32;
+            w.v[d + 64 + l] = (*o >> 32) as u32;
+        }
+        return;
+    }
+    each_lane(v.exec, w.lanes, |l| {
+        let a: [u64; 3] = std::array::from_fn(|k| {
+            if wide[k] {
+                v.u64(w, k, l)
+            } else {
+                v.u32(w, k, l) as u64
+            }
+        });
+        w.wr64(i.dst, l, f(a));
     });
 }
 
@@ -1338,7 +1418,13 @@ fn frexp_mant(x: f32) -> f32 {
 }
 
 fn ldexp(x: f32, e: i32) -> f32 {
-    (x as f64 * f64::powi(2.0, e.clamp(-400, 400))) as f32
+    (x as f64 * pow2(e.clamp(-400, 400))) as f32
+}
+
+/// 2^e for e in the normal range of f64 (built from its bits: exact and cheaper than powi).
+#[inline]
+pub(crate) fn pow2(e: i32) -> f64 {
+    f64::from_bits(((e.clamp(-1022, 1023) + 1023) as u64) << 52)
 }
 
 fn round_even(x: f32) -> f32 {
@@ -1504,9 +1590,8 @@ pub(crate) fn valu_op(
             };
             let m = w.mask(mask_code);
             // abs/neg (VOP3) act on the float sign bit of the selected source.
-            vmix(w, i, [K::F32, K::F32, K::I32], |w, v, l| {
-                let r = v.f32(w, (m >> l & 1) as usize, l).to_bits();
-                w.wr(i.dst, l, r);
+            vbits(w, i, [K::F32, K::F32, K::I32], |l, [a, b]| {
+                if m >> l & 1 != 0 { b } else { a }
             });
         }
         ADD_F32 => vf32(w, i, |[a, b]| a + b),
@@ -1540,12 +1625,12 @@ pub(crate) fn valu_op(
             })
         }
         FMAC_F32 => {
-            let dst = i.dst;
-            vmix(w, i, [K::F32, K::F32, K::F32], |w, v, l| {
-                let c = f32::from_bits(w.v[(dst - VGPR0) as usize * 64 + l]);
-                let r = fma32(v.f32(w, 0, l), v.f32(w, 1, l), c);
-                w.wr(dst, l, omod32(i, r, false).to_bits());
-            });
+            // D = S0 * S1 + D: the destination is the third source.
+            let mut j = *i;
+            j.src[2] = i.dst;
+            j.neg &= 3;
+            j.abs &= 3;
+            vf32(w, &j, |[a, b, c]| fma32(a, b, c));
         }
         FMAMK_F32 => vf32(w, i, |[a, b]| fma32(a, f32::from_bits(i.literal), b)),
         FMAAK_F32 => vf32(w, i, |[a, b]| fma32(a, b, f32::from_bits(i.literal))),
@@ -1565,7 +1650,7 @@ pub(crate) fn valu_op(
                 let r = if vcc >> l & 1 != 0 {
                     let e = (c.to_bits() >> 23) & 0xff;
                     let k = if e > 127 { 64 } else { -64 };
-                    (add_round_odd(a as f64 * b as f64, c as f64) * f64::powi(2.0, k)) as f32
+                    (add_round_odd(a as f64 * b as f64, c as f64) * pow2(k)) as f32
                 } else {
                     fma32(a, b, c)
                 };
@@ -1631,6 +1716,11 @@ pub(crate) fn valu_op(
             let r = frexp_exp64(v.f64(w, 0, l));
             w.wr(i.dst, l, r as u32);
         }),
+        LDEXP_F32 if i.omod == 0 && !i.clamp && !w.mode.flush32() => {
+            vbits(w, i, [K::F32, K::I32, K::I32], |_, [a, b]| {
+                ldexp(f32::from_bits(a), b as i32).to_bits()
+            })
+        }
         LDEXP_F32 => vmix(w, i, [K::F32, K::I32, K::I32], |w, v, l| {
             let r = ldexp(v.f32(w, 0, l), v.u32(w, 1, l) as i32);
             w.wr(i.dst, l, omod32(i, r, false).to_bits());
@@ -1658,14 +1748,9 @@ pub(crate) fn valu_op(
         }),
         CVT_F32_I32 => vu32(w, i, |[a]| (a as i32 as f32).to_bits()),
         CVT_F32_U32 => vu32(w, i, |[a]| (a as f32).to_bits()),
-        CVT_I32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
-            let r = cvt_i32(v.f32(w, 0, l));
-            w.wr(i.dst, l, r);
-        }),
-        CVT_U32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
-            let r = cvt_u32(v.f32(w, 0, l));
-            w.wr(i.dst, l, r);
-        }),
+        // A denormal input converts to 0 whether or not it is flushed.
+        CVT_I32_F32 => vbits(w, i, [K::F32; 3], |_, [a]| cvt_i32(f32::from_bits(a))),
+        CVT_U32_F32 => vbits(w, i, [K::F32; 3], |_, [a]| cvt_u32(f32::from_bits(a))),
         CVT_F32_UBYTE0 | CVT_F32_UBYTE1 | CVT_F32_UBYTE2 | CVT_F32_UBYTE3 => {
             let sh = 8 * (op - CVT_F32_UBYTE0) as u32;
             vu32(w, i, |[a]| (((a >> sh) & 0xff) as f32).to_bits())
@@ -1922,8 +2007,7 @@ pub(crate) fn valu_op(
             fmin(fmax(a as f32, b as f32), c as f32) as f64
         }),
         LDEXP_F16 => vmix(w, i, [K::F16, K::I16, K::I32], |w, v, l| {
-            let x = v.f16(w, 0, l) as f64
-                * f64::powi(2.0, (v.u16(w, 1, l) as i16 as i32).clamp(-100, 100));
+            let x = v.f16(w, 0, l) as f64 * pow2((v.u16(w, 1, l) as i16 as i32).clamp(-100, 100));
             w.wr16v(i, l, i.opsel & 8 != 0, f64_to_f16(x));
         }),
         FRACT_F16 => vf16(w, i, |[a]| {
@@ -2085,17 +2169,10 @@ pub(crate) fn valu_op(
         LSHRREV_B16 => vu16(w, i, |[a, b]| b >> (a & 15)),
         ASHRREV_I16 => vu16(w, i, |[a, b]| ((b as i16) >> (a & 15)) as u16),
         // 64-bit
-        LSHLREV_B64 => vmix(w, i, [K::I32, K::I64, K::I32], |w, v, l| {
-            let r = v.u64(w, 1, l) << (v.u32(w, 0, l) & 63);
-            w.wr64(i.dst, l, r);
-        }),
-        LSHRREV_B64 => vmix(w, i, [K::I32, K::I64, K::I32], |w, v, l| {
-            let r = v.u64(w, 1, l) >> (v.u32(w, 0, l) & 63);
-            w.wr64(i.dst, l, r);
-        }),
-        ASHRREV_I64 => vmix(w, i, [K::I32, K::I64, K::I32], |w, v, l| {
-            let r = (v.u64(w, 1, l) as i64) >> (v.u32(w, 0, l) & 63);
-            w.wr64(i.dst, l, r as u64);
+        LSHLREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| b << (a & 63)),
+        LSHRREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| b >> (a & 63)),
+        ASHRREV_I64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| {
+            ((b as i64) >> (a & 63)) as u64
         }),
         ADD_F64 => vf64(w, i, |[a, b]| a + b),
         MUL_F64 => vf64(w, i, |[a, b]| a * b),
@@ -2258,6 +2335,77 @@ fn perm(a: u32, b: u32, c: u32) -> u32 {
     r
 }
 
+/// The mask of a 32-bit compare over a full wave, as straight loops the compiler can
+/// vectorise (float sources get their abs/neg masks, integers are signed when `c.ty` < 6).
+#[allow(
+    clippy::neg_cmp_op_on_partial_ord,
+    clippy::nonminimal_bool,
+    clippy::double_comparisons
+)]
+fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
+    let lanes = w.lanes as usize;
+    let a = &w.v[v.r[0]..v.r[0] + lanes];
+    let b = &w.v[v.r[1]..v.r[1] + lanes];
+    let (m0, m1) = (v.m[0], v.m[1]);
+    fn mask<T: Copy>(
+        a: &[u32],
+        b: &[u32],
+        conv_a: impl Fn(u32) -> T,
+        conv_b: impl Fn(u32) -> T,
+        p: impl Fn(T, T) -> bool,
+    ) -> u64 {
+        let mut r = 0u64;
+        for (l, (&x, &y)) in a.iter().zip(b).enumerate() {
+            r |= (p(conv_a(x), conv_b(y)) as u64) << l;
+        }
+        r
+    }
+    if kind == K::F32 {
+        let fa = |x: u32| f32::from_bits((x & m0.0 as u32) ^ m0.1 as u32);
+        let fb = |x: u32| f32::from_bits((x & m1.0 as u32) ^ m1.1 as u32);
+        return match c.cond {
+            0 => 0,
+            1 => mask(a, b, fa, fb, |x, y| x < y),
+            2 => mask(a, b, fa, fb, |x, y| x == y),
+            3 => mask(a, b, fa, fb, |x, y| x <= y),
+            4 => mask(a, b, fa, fb, |x, y| x > y),
+            5 => mask(a, b, fa, fb, |x, y| x < y || x > y),
+            6 => mask(a, b, fa, fb, |x, y| x >= y),
+            7 => mask(a, b, fa, fb, |x, y| !x.is_nan() && !y.is_nan()),
+            8 => mask(a, b, fa, fb, |x, y| x.is_nan() || y.is_nan()),
+            9 => mask(a, b, fa, fb, |x, y| !(x >= y)),
+            10 => mask(a, b, fa, fb, |x, y| !(x < y || x > y)),
+            11 => mask(a, b, fa, fb, |x, y| !(x > y)),
+            12 => mask(a, b, fa, fb, |x, y| !(x <= y)),
+            13 => mask(a, b, fa, fb, |x, y| x != y),
+            14 => mask(a, b, fa, fb, |x, y| !(x < y)),
+            _ => full_mask(w.lanes),
+        };
+    }
+    let signed = c.ty < 6;
+    let id = |x: u32| x;
+    macro_rules! int {
+        ($p:expr) => {
+            if signed {
+                mask(a, b, |x| x as i32, |x| x as i32, $p)
+            } else {
+                mask(a, b, id, id, $p)
+            }
+        };
+    }
+    match c.cond {
+        0 => 0,
+        1 => int!(|x, y| x < y),
+        2 => int!(|x, y| x == y),
+        3 => int!(|x, y| x <= y),
+        4 => int!(|x, y| x > y),
+        6 => int!(|x, y| x >= y),
+        5 | 16 => int!(|x, y| x != y),
+        15 => full_mask(w.lanes),
+        _ => 0,
+    }
+}
+
 /// Condition and type of a VOPC opcode, from its mnemonic (computed once per opcode).
 #[derive(Clone, Copy)]
 struct CmpInfo {
@@ -2323,6 +2471,10 @@ pub(crate) fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
     };
     let v = prep(w, i, kinds);
     let mut res = 0u64;
+    if v.exec == full_mask(w.lanes) && !c.class && matches!(kind, K::F32 | K::I32) {
+        res = dense_compare(w, &v, kind, c);
+        return finish_compare(w, i, c, res);
+    }
     for_lanes(v.exec, |l| {
         let r = if c.class {
             let x = match kind {
@@ -2422,6 +2574,12 @@ pub(crate) fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
         };
         res |= (r as u64) << l;
     });
+    finish_compare(w, i, c, res)
+}
+
+/// Writes a compare result: EXEC for v_cmpx (and on CDNA its destination too), else the
+/// destination mask.
+fn finish_compare(w: &mut Wave, i: &Inst, c: CmpInfo, res: u64) -> Result<(), Error> {
     if c.x {
         w.set_exec(res);
         // GFX9 (CDNA) v_cmpx also writes its destination (VCC in the 32-bit encoding).
@@ -2686,6 +2844,82 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
         ds::STORE_B128 => (false, true, 16),
         _ => (false, false, 0),
     };
+    // Plain loads and stores whose lanes all stay inside the LDS: straight dword copies
+    // (any out-of-range lane takes the lane-by-lane path below, which reports it).
+    if load || store {
+        let words = n / 4;
+        let len = lds.len();
+        let mut inside = true;
+        for_lanes(exec, |l| {
+            inside &= (w.v[addr_row + l].wrapping_add(off) as usize).saturating_add(n) <= len;
+        });
+        let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
+        if inside && (store || dst + words <= DPP_ROW) && d0 + 64 * words <= DPP_ROW * 64 {
+            for_lanes(exec, |l| {
+                let a = w.v[addr_row + l].wrapping_add(off) as usize;
+                let mem = &mut lds[a..a + n];
+                for (k, c) in mem.chunks_exact_mut(4).enumerate() {
+                    if load {
+                        let b: [u8; 4] = (&*c).try_into().unwrap_or([0; 4]);
+                        w.v[(dst + k) * 64 + l] = u32::from_le_bytes(b);
+                    } else {
+                        c.copy_from_slice(&w.v[d0 + 64 * k + l].to_le_bytes());
+                    }
+                }
+            });
+            return Ok(());
+        }
+    }
+    // The two-address forms likewise, when every lane's two accesses are inside the LDS.
+    let two_addr: Option<(bool, usize, u32)> = match op {
+        ds::LOAD_2ADDR_B32 => Some((true, 4, 1)),
+        ds::LOAD_2ADDR_STRIDE64_B32 => Some((true, 4, 64)),
+        ds::LOAD_2ADDR_B64 => Some((true, 8, 1)),
+        ds::LOAD_2ADDR_STRIDE64_B64 => Some((true, 8, 64)),
+        ds::STORE_2ADDR_B32 => Some((false, 4, 1)),
+        ds::STORE_2ADDR_STRIDE64_B32 => Some((false, 4, 64)),
+        ds::STORE_2ADDR_B64 => Some((false, 8, 1)),
+        ds::STORE_2ADDR_STRIDE64_B64 => Some((false, 8, 64)),
+        _ => None,
+    };
+    if let Some((ld, size, stride)) = two_addr {
+        let (o0, o1) = (
+            i.imm as u32 * stride * size as u32,
+            i.imm2 as u32 * stride * size as u32,
+        );
+        let len = lds.len();
+        let mut inside = true;
+        for_lanes(exec, |l| {
+            let base = w.v[addr_row + l] as usize;
+            inside &= base + o0.max(o1) as usize + size <= len;
+        });
+        let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
+        let words = size / 4;
+        let rows_ok = if ld {
+            dst + 2 * words <= DPP_ROW
+        } else {
+            d0 + 64 * words <= DPP_ROW * 64 && d1 + 64 * words <= DPP_ROW * 64
+        };
+        if inside && rows_ok {
+            for_lanes(exec, |l| {
+                let base = w.v[addr_row + l] as usize;
+                for (h, o) in [o0, o1].into_iter().enumerate() {
+                    let at = base + o as usize;
+                    let mem = &mut lds[at..at + size];
+                    for (k, c) in mem.chunks_exact_mut(4).enumerate() {
+                        if ld {
+                            let b: [u8; 4] = (&*c).try_into().unwrap_or([0; 4]);
+                            w.v[(dst + h * words + k) * 64 + l] = u32::from_le_bytes(b);
+                        } else {
+                            let row = if h == 0 { d0 } else { d1 };
+                            c.copy_from_slice(&w.v[row + 64 * k + l].to_le_bytes());
+                        }
+                    }
+                }
+            });
+            return Ok(());
+        }
+    }
     // "ds_add_rtn_u32" -> ("add", "u32", true), parsed once per instruction.
     let ds_atomic = i.name().strip_prefix("ds_").and_then(|rest| {
         let (op, ty) = rest.rsplit_once('_')?;
@@ -3039,45 +3273,65 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
     } else {
         w.sread64(i.saddr, 0, Ty::I64)
     };
-    let mut err: Option<(u32, Fault)> = None;
-    // Whole-wave fast path: every lane active and a global (not generic) address that grows
-    // by the access size from lane to lane, so the wave's access is one block of memory.
-    if load.is_some() && n >= 4 && exec == full_mask(w.lanes) && i.enc == Encoding::Global {
-        let lanes = w.lanes as usize;
-        let addr_of = |w: &Wave, l: usize| -> u64 {
-            if i.saddr != NULL {
-                sbase.wrapping_add(w.v[vaddr + l] as u64)
-            } else {
-                w.v[vaddr + l] as u64 | (w.v.get(vaddr + 64 + l).copied().unwrap_or(0) as u64) << 32
+    // Every lane's address (inactive lanes' too, unused), one straight loop per form.
+    let mut addrs = [0u64; 64];
+    let imm = i.imm as i64 as u64;
+    let lanes = w.lanes as usize;
+    let lo = &w.v[vaddr..vaddr + lanes];
+    match i.enc {
+        Encoding::Global if i.saddr != NULL => {
+            for (a, &v) in addrs.iter_mut().zip(lo) {
+                *a = sbase.wrapping_add(v as u64).wrapping_add(imm);
             }
-            .wrapping_add(i.imm as i64 as u64)
-        };
-        let a0 = addr_of(w, 0);
-        if (1..lanes).all(|l| addr_of(w, l) == a0.wrapping_add((n * l) as u64)) {
-            return block_access(w, i, idx, ctx, a0, n, load == Some(true), data);
+        }
+        Encoding::Scratch => {
+            let sve = i.flags & flag::SVE != 0;
+            for (a, &v) in addrs.iter_mut().zip(lo) {
+                let v = if sve { v as u64 } else { 0 };
+                *a = (sbase.wrapping_add(v) & 0xffff_ffff).wrapping_add(imm);
+            }
+        }
+        _ => {
+            let hi =
+                w.v.get(vaddr + 64..vaddr + 64 + lanes)
+                    .unwrap_or(&ZERO_ROW[..lanes]);
+            for ((a, &v), &h) in addrs.iter_mut().zip(lo).zip(hi) {
+                *a = (v as u64 | (h as u64) << 32).wrapping_add(imm);
+            }
         }
     }
+    // Plain loads and stores of global memory go through the coalescer; generic addresses in
+    // the LDS or private aperture, scratch and atomics go lane by lane.
+    let global = !scratch
+        && (i.enc != Encoding::Flat || {
+            let mut all = true;
+            for_lanes(exec, |l| {
+                all &= matches!(aperture(i.enc, addrs[l], false), Aperture::Global)
+            });
+            all
+        });
+    if global && load.is_some() {
+        return coalesced(w, i, idx, ctx, exec, &addrs, n, load == Some(true), data);
+    }
+    let atomic = if load.is_none() {
+        match atomic_kind(i) {
+            Some(k) => Some(k),
+            None => return Err(unimplemented(ctx, idx, i)),
+        }
+    } else {
+        None
+    };
+    let mut err: Option<(u32, Fault)> = None;
     let private = w.private_size;
     for_lanes(exec, |l| {
         if err.is_some() {
             return;
         }
-        let addr = match i.enc {
-            Encoding::Global if i.saddr != NULL => sbase.wrapping_add(w.v[vaddr + l] as u64),
-            Encoding::Scratch => {
-                let v = if i.flags & flag::SVE != 0 {
-                    w.v[vaddr + l] as u64
-                } else {
-                    0
-                };
-                sbase.wrapping_add(v) & 0xffff_ffff
-            }
-            _ => {
-                w.v[vaddr + l] as u64 | (w.v.get(vaddr + 64 + l).copied().unwrap_or(0) as u64) << 32
-            }
-        }
-        .wrapping_add(i.imm as i64 as u64);
-        if let Err(f) = lane_access(w, i, i.op, l, addr, data, ctx, private) {
+        let r = match atomic {
+            Some(k) => flat_atomic(w, i, k, l, addrs[l], data, ctx),
+            None => lane_access(w, i, i.op, l, addrs[l], data, ctx, private),
+        };
+        if let Err(f) = r {
             err = Some((l as u32, f));
         }
     });
@@ -3088,63 +3342,148 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
     }
 }
 
-/// A whole wave of dword-or-wider loads or stores at consecutive addresses, as one access of
-/// `lanes * n` bytes (lane `l`'s data is at `a0 + n * l`, its registers at `data` or `dst`).
+/// Global loads or stores of the active lanes as the hardware coalesces them: runs of lanes
+/// whose addresses follow each other by the access size are one memory access each (a
+/// whole-wave copy is one). A faulting run is retried lane by lane, so the error names the
+/// first faulting lane and the lanes before it have done their access, as without
+/// coalescing.
 #[allow(clippy::too_many_arguments)]
-fn block_access(
+fn coalesced(
     w: &mut Wave,
     i: &Inst,
     idx: usize,
     ctx: &mut Ctx<'_>,
-    a0: u64,
+    exec: u64,
+    addrs: &[u64; 64],
     n: usize,
     load: bool,
     data: usize,
 ) -> Result<(), Error> {
     let lanes = w.lanes as usize;
-    let words = n / 4;
-    let mut buf = [0u8; 64 * 16];
-    let bytes = &mut buf[..lanes * n];
-    if load {
-        if let Err(f) = ctx.mem.read(a0, bytes) {
-            // Report the first lane whose access fails, as the lane-by-lane path would.
-            let lane = ((f.addr.wrapping_sub(a0)) / n as u64).min(lanes as u64 - 1) as u32;
-            return Err(fault(ctx, idx, i, lane, f));
+    let mut l = 0usize;
+    while l < lanes {
+        if exec >> l & 1 == 0 {
+            l += 1;
+            continue;
         }
+        let start = l;
+        let a0 = addrs[l];
+        l += 1;
+        while l < lanes
+            && exec >> l & 1 != 0
+            && addrs[l] == a0.wrapping_add(((l - start) * n) as u64)
+        {
+            l += 1;
+        }
+        let len = (l - start) * n;
+        // Whole dwords move between memory and register rows directly.
+        let dwords = matches!(
+            i.op,
+            flat::LOAD_B32
+                | flat::LOAD_B64
+                | flat::LOAD_B96
+                | flat::LOAD_B128
+                | flat::STORE_B32
+                | flat::STORE_B64
+                | flat::STORE_B96
+                | flat::STORE_B128
+        );
         let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
-        for k in 0..words {
-            let Some(row) = w.v.get_mut((dst + k) * 64..(dst + k) * 64 + lanes) else {
-                break;
-            };
-            for (l, r) in row.iter_mut().enumerate() {
-                let at = l * n + 4 * k;
-                *r = u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]]);
+        let r = if load {
+            let r = ctx.mem.read(a0, &mut ctx.buf[..len]);
+            if r.is_ok() {
+                if dwords && dst + n / 4 <= DPP_ROW {
+                    for k in 0..n / 4 {
+                        let row = &mut w.v[(dst + k) * 64 + start..(dst + k) * 64 + l];
+                        for (r, c) in row.iter_mut().zip(ctx.buf[..len].chunks_exact(n)) {
+                            *r = u32::from_le_bytes(
+                                c[4 * k..4 * k + 4].try_into().unwrap_or([0; 4]),
+                            );
+                        }
+                    }
+                } else {
+                    for (k, b) in ctx.buf[..len].chunks_exact(n).enumerate() {
+                        write_loaded(w, i.op, i.dst, start + k, b);
+                    }
+                }
             }
-        }
-        // Registers past the file (a malformed destination) are dropped as `wr` drops them.
-        if dst + words > DPP_ROW {
-            for r in DPP_ROW.max(dst)..dst + words {
-                if let Some(row) = w.v.get_mut(r * 64..r * 64 + lanes) {
-                    row.fill(0);
+            r
+        } else {
+            if dwords && data + 64 * (n / 4) <= DPP_ROW * 64 {
+                for k in 0..n / 4 {
+                    let row = &w.v[data + 64 * k + start..data + 64 * k + l];
+                    for (v, c) in row.iter().zip(ctx.buf[..len].chunks_exact_mut(n)) {
+                        c[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            } else {
+                for k in 0..l - start {
+                    let mut b = [0u8; 16];
+                    store_bytes(w, i.op, data, start + k, &mut b);
+                    ctx.buf[k * n..(k + 1) * n].copy_from_slice(&b[..n]);
+                }
+            }
+            ctx.mem.write(a0, &ctx.buf[..len])
+        };
+        if r.is_err() {
+            // Lane by lane, to find (and report) the first lane that faults.
+            let private = w.private_size;
+            for (lane, &a) in addrs.iter().enumerate().take(l).skip(start) {
+                if let Err(f) = lane_access(w, i, i.op, lane, a, data, ctx, private) {
+                    return Err(fault(ctx, idx, i, lane as u32, f));
                 }
             }
         }
-        Ok(())
-    } else {
-        for k in 0..words {
-            for l in 0..lanes {
-                let v = w.v.get(data + 64 * k + l).copied().unwrap_or(0);
-                bytes[l * n + 4 * k..l * n + 4 * k + 4].copy_from_slice(&v.to_le_bytes());
+    }
+    Ok(())
+}
+
+/// Writes the `n` loaded bytes `b` of lane `l` to its destination registers.
+#[inline]
+fn write_loaded(w: &mut Wave, op: u16, dst: u16, l: usize, b: &[u8]) {
+    match op {
+        flat::LOAD_U8 => w.wr(dst, l, b[0] as u32),
+        flat::LOAD_I8 => w.wr(dst, l, b[0] as i8 as i32 as u32),
+        flat::LOAD_U16 => w.wr(dst, l, u16::from_le_bytes([b[0], b[1]]) as u32),
+        flat::LOAD_I16 => w.wr(dst, l, i16::from_le_bytes([b[0], b[1]]) as i32 as u32),
+        flat::LOAD_D16_U8 => w.wr16(dst, l, false, b[0] as u16),
+        flat::LOAD_D16_I8 => w.wr16(dst, l, false, b[0] as i8 as i16 as u16),
+        flat::LOAD_D16_HI_U8 => w.wr16(dst, l, true, b[0] as u16),
+        flat::LOAD_D16_HI_I8 => w.wr16(dst, l, true, b[0] as i8 as i16 as u16),
+        flat::LOAD_D16_B16 => w.wr16(dst, l, false, u16::from_le_bytes([b[0], b[1]])),
+        flat::LOAD_D16_HI_B16 => w.wr16(dst, l, true, u16::from_le_bytes([b[0], b[1]])),
+        _ => {
+            for (k, c) in b.chunks_exact(4).enumerate() {
+                w.wr(
+                    dst + k as u16,
+                    l,
+                    u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                );
             }
         }
-        ctx.mem.write(a0, bytes).map_err(|f| {
-            let lane = ((f.addr.wrapping_sub(a0)) / n as u64).min(lanes as u64 - 1) as u32;
-            fault(ctx, idx, i, lane, f)
-        })
     }
 }
 
-/// One lane's load, store or atomic of memory opcode `op` (FLAT numbering) at `addr`.
+/// The bytes lane `l` stores (from its data registers at row offset `data`) into `b`.
+#[inline]
+fn store_bytes(w: &Wave, op: u16, data: usize, l: usize, b: &mut [u8; 16]) {
+    let (n, _) = mem_kind(op);
+    let lo = w.v.get(data + l).copied().unwrap_or(0).to_le_bytes();
+    match op {
+        flat::STORE_D16_HI_B8 => b[0] = lo[2],
+        flat::STORE_D16_HI_B16 => b[..2].copy_from_slice(&lo[2..4]),
+        _ => {
+            for k in 0..n.div_ceil(4) {
+                let v = w.v.get(data + 64 * k + l).copied().unwrap_or(0);
+                let m = (n - 4 * k).min(4);
+                b[4 * k..4 * k + m].copy_from_slice(&v.to_le_bytes()[..m]);
+            }
+        }
+    }
+}
+
+/// One lane's load or store of memory opcode `op` (FLAT numbering) at `addr`, through the
+/// LDS or private aperture when the address is in one.
 #[allow(clippy::too_many_arguments)]
 fn lane_access(
     w: &mut Wave,
@@ -3166,45 +3505,11 @@ fn lane_access(
                 Aperture::Lds(a) => lds_read(ctx.lds, a, &mut b[..n])?,
                 Aperture::Global => ctx.mem.read(addr, &mut b[..n])?,
             }
-            let dst = i.dst;
-            match op {
-                flat::LOAD_U8 => w.wr(dst, l, b[0] as u32),
-                flat::LOAD_I8 => w.wr(dst, l, b[0] as i8 as i32 as u32),
-                flat::LOAD_U16 => w.wr(dst, l, u16::from_le_bytes([b[0], b[1]]) as u32),
-                flat::LOAD_I16 => w.wr(dst, l, i16::from_le_bytes([b[0], b[1]]) as i32 as u32),
-                flat::LOAD_D16_U8 => w.wr16(dst, l, false, b[0] as u16),
-                flat::LOAD_D16_I8 => w.wr16(dst, l, false, b[0] as i8 as i16 as u16),
-                flat::LOAD_D16_HI_U8 => w.wr16(dst, l, true, b[0] as u16),
-                flat::LOAD_D16_HI_I8 => w.wr16(dst, l, true, b[0] as i8 as i16 as u16),
-                flat::LOAD_D16_B16 => w.wr16(dst, l, false, u16::from_le_bytes([b[0], b[1]])),
-                flat::LOAD_D16_HI_B16 => w.wr16(dst, l, true, u16::from_le_bytes([b[0], b[1]])),
-                _ => {
-                    for k in 0..n / 4 {
-                        let v = u32::from_le_bytes([
-                            b[4 * k],
-                            b[4 * k + 1],
-                            b[4 * k + 2],
-                            b[4 * k + 3],
-                        ]);
-                        w.wr(dst + k as u16, l, v);
-                    }
-                }
-            }
+            write_loaded(w, op, i.dst, l, &b[..n]);
             Ok(())
         }
         Some(false) => {
-            let lo = w.v.get(data + l).copied().unwrap_or(0).to_le_bytes();
-            match op {
-                flat::STORE_D16_HI_B8 => b[0] = lo[2],
-                flat::STORE_D16_HI_B16 => b[..2].copy_from_slice(&lo[2..4]),
-                _ => {
-                    for k in 0..n.div_ceil(4) {
-                        let v = w.v.get(data + 64 * k + l).copied().unwrap_or(0);
-                        let m = (n - 4 * k).min(4);
-                        b[4 * k..4 * k + m].copy_from_slice(&v.to_le_bytes()[..m]);
-                    }
-                }
-            }
+            store_bytes(w, op, data, l, &mut b);
             match aperture(i.enc, addr, scratch) {
                 Aperture::Private(a) => {
                     let mut tmp = b;
@@ -3214,8 +3519,23 @@ fn lane_access(
                 Aperture::Global => ctx.mem.write(addr, &b[..n]),
             }
         }
-        None => flat_atomic(w, i, l, addr, data, ctx),
+        None => Err(Fault {
+            addr,
+            write: true,
+            reason: "unimplemented".into(),
+        }),
     }
+}
+
+/// An atomic operation and its operand type ("add", "u32") from the mnemonic, once per
+/// instruction.
+fn atomic_kind(i: &Inst) -> Option<(&'static str, &'static str)> {
+    let base = i
+        .name()
+        .trim_start_matches("buffer_")
+        .trim_start_matches("atomic_");
+    let (op, ty) = base.rsplit_once('_')?;
+    atomic_op(op, ty, 0, 0, 0).map(|_| (op, ty))
 }
 
 /// MUBUF: untyped buffer loads, stores and atomics through a buffer resource (V#, four SGPRs:
@@ -3257,6 +3577,14 @@ fn mubuf_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(),
     let exec = w.exec();
     let mut err: Option<(u32, Fault)> = None;
     let private = w.private_size;
+    let atomic = if load.is_none() {
+        match atomic_kind(i) {
+            Some(k) => Some(k),
+            None => return Err(unimplemented(ctx, idx, i)),
+        }
+    } else {
+        None
+    };
     // The data registers are `vdata` (stores and atomics read them, loads write them).
     let mut li = *i;
     li.src[1] = i.dst;
@@ -3284,7 +3612,11 @@ fn mubuf_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(),
             .wrapping_add(soffset)
             .wrapping_add(offset)
             .wrapping_add(stride.wrapping_mul(index));
-        if let Err(f) = lane_access(w, &li, op, l, addr, data, ctx, private) {
+        let r = match atomic {
+            Some(k) => flat_atomic(w, &li, k, l, addr, data, ctx),
+            None => lane_access(w, &li, op, l, addr, data, ctx, private),
+        };
+        if let Err(f) = r {
             err = Some((l as u32, f));
         }
     });
@@ -3354,6 +3686,7 @@ fn scratch_access(
 fn flat_atomic(
     w: &mut Wave,
     i: &Inst,
+    (op, ty): (&'static str, &'static str),
     l: usize,
     addr: u64,
     data: usize,
@@ -3366,11 +3699,7 @@ fn flat_atomic(
             reason: "unimplemented".into(),
         });
     }
-    let name = i.name();
-    let wide = name.ends_with("64");
-    let base = name
-        .trim_start_matches("buffer_")
-        .trim_start_matches("atomic_");
+    let wide = ty.ends_with("64");
     let x = w.v[data + l] as u64
         | if wide {
             (w.v[data + 64 + l] as u64) << 32
@@ -3385,14 +3714,6 @@ fn flat_atomic(
             0
         };
     let n = if wide { 8 } else { 4 };
-    let (op, ty) = base.rsplit_once('_').unwrap_or((base, ""));
-    if atomic_op(op, ty, 0, x, y).is_none() {
-        return Err(Fault {
-            addr,
-            write: true,
-            reason: "unimplemented".into(),
-        });
-    }
     let old = ctx.mem.atomic_rmw(addr, n, &mut |old| {
         atomic_op(op, ty, old, x, y).unwrap_or(old)
     })?;
