@@ -44,8 +44,9 @@ pub struct EmuArgs {
     /// Threads of the all-cores runs (default: the cores this process may use).
     #[arg(long)]
     threads: Option<usize>,
-    /// Multiplies the workgroups of every dispatch.
-    #[arg(long, default_value_t = 1)]
+    /// Multiplies the workgroups of every dispatch (the matrix product's side grows by its
+    /// square root); the default makes each dispatch 0.3 to 3 million wave-instructions.
+    #[arg(long, default_value_t = 16)]
     scale: u32,
     /// Print one JSON object instead of text.
     #[arg(long)]
@@ -120,8 +121,8 @@ struct Case {
     args: Vec<Arg>,
 }
 
-/// The suite. Inputs are deterministic pseudo-random data; workgroups (of 256 work-items)
-/// are chosen so one dispatch is a few million wave-instructions.
+/// The suite at `scale` (workgroups of 256 work-items: `scale` times a base count, the matrix
+/// side `64 * sqrt(scale)`). Inputs are deterministic pseudo-random data.
 fn suite(scale: u32) -> Vec<Case> {
     let mut x = 0x2545_f491_4f6c_dd1du64;
     let mut rnd = move || {
@@ -133,29 +134,30 @@ fn suite(scale: u32) -> Vec<Case> {
     let mut words = |n: usize, f: &mut dyn FnMut(u64) -> u32| -> Vec<u8> {
         (0..n).flat_map(|_| f(rnd()).to_le_bytes()).collect()
     };
-    let g = |n: u32| n * scale.max(1);
+    // Base counts are for scale 16, the default.
+    let g = |n: u32| (n * scale.max(1) / 16).max(1);
     let items = |groups: u32| groups as usize * 256;
-    let matmul_n = 128u32;
+    let matmul_n = 64 * (scale.max(1) as f64).sqrt().max(1.0) as u32;
     vec![
         Case {
             kernel: "copy",
             what: "memory-bound copy, 16 bytes per work-item",
-            groups: g(512),
+            groups: g(8192),
             args: vec![
-                Arg::Bytes(words(4 * items(g(512)), &mut |r| r as u32)),
-                Arg::Buf(16 * items(g(512))),
+                Arg::Bytes(words(4 * items(g(8192)), &mut |r| r as u32)),
+                Arg::Buf(16 * items(g(8192))),
             ],
         },
         Case {
             kernel: "saxpy",
             what: "memory-bound y = a * x + y",
-            groups: g(512),
+            groups: g(8192),
             args: vec![
                 Arg::F32(1.5),
-                Arg::Bytes(words(items(g(512)), &mut |r| {
+                Arg::Bytes(words(items(g(8192)), &mut |r| {
                     ((r >> 40) as f32 / 1e7).to_bits()
                 })),
-                Arg::Bytes(words(items(g(512)), &mut |r| {
+                Arg::Bytes(words(items(g(8192)), &mut |r| {
                     ((r >> 40) as f32 / 1e6).to_bits()
                 })),
             ],
@@ -163,44 +165,44 @@ fn suite(scale: u32) -> Vec<Case> {
         Case {
             kernel: "histogram",
             what: "global atomics, 64 bins",
-            groups: g(256),
+            groups: g(4096),
             args: vec![
-                Arg::Bytes(words(items(g(256)), &mut |r| r as u32)),
+                Arg::Bytes(words(items(g(4096)), &mut |r| r as u32)),
                 Arg::Buf(4 * 64),
             ],
         },
         Case {
             kernel: "reduce",
             what: "LDS tree reduction with barriers",
-            groups: g(256),
+            groups: g(1024),
             args: vec![
-                Arg::Bytes(words(items(g(256)), &mut |r| {
+                Arg::Bytes(words(items(g(1024)), &mut |r| {
                     ((r >> 40) as f32 / 1e7).to_bits()
                 })),
-                Arg::Buf(4 * g(256) as usize),
+                Arg::Buf(4 * g(1024) as usize),
             ],
         },
         Case {
             kernel: "fmath",
             what: "float math: sqrt, exp and FMAs in a loop",
-            groups: g(32),
-            args: vec![Arg::Bytes(words(items(g(32)), &mut |r| {
+            groups: g(256),
+            args: vec![Arg::Bytes(words(items(g(256)), &mut |r| {
                 ((r >> 40) as f32 / 1e6).to_bits()
             }))],
         },
         Case {
             kernel: "int64",
             what: "64-bit integer multiplies, shifts and xors",
-            groups: g(32),
+            groups: g(512),
             args: vec![Arg::Bytes(
-                (0..items(g(32)))
+                (0..items(g(512)))
                     .flat_map(|k| (k as u64 * 7919).to_le_bytes())
                     .collect(),
             )],
         },
         Case {
             kernel: "matmul",
-            what: "16x16 LDS-tiled matrix product, 128x128",
+            what: "16x16 LDS-tiled matrix product",
             groups: (matmul_n / 16) * (matmul_n / 16),
             args: vec![
                 Arg::Bytes(words((matmul_n * matmul_n) as usize, &mut |r| {

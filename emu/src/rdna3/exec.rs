@@ -1038,6 +1038,17 @@ pub(crate) fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
     Valu { r, m, sh, exec }
 }
 
+/// `[g(0), .., g(N - 1)]` as a plain loop (it inlines into lane loops where
+/// `std::array::from_fn` may not).
+#[inline(always)]
+fn arr<T: Copy + Default, const N: usize>(g: impl Fn(usize) -> T) -> [T; N] {
+    let mut a = [T::default(); N];
+    for (k, x) in a.iter_mut().enumerate() {
+        *x = g(k);
+    }
+    a
+}
+
 /// All `L` lanes of a 32-bit operation with a dense EXEC: sources are rows `r[..N]`, the
 /// result goes to row `d`.
 #[inline(always)]
@@ -1052,7 +1063,7 @@ fn dense<const N: usize, const L: usize>(
         let srcs: [&[u32; L]; N] =
             std::array::from_fn(|k| w.v[r[k]..r[k] + L].try_into().unwrap_or(&[0; L]));
         for (l, o) in out.iter_mut().enumerate() {
-            *o = f(std::array::from_fn(|k| srcs[k][l]));
+            *o = f(arr(|k| srcs[k][l]));
         }
     }
     if let Some(dst) = w.v.get_mut(d..d + L) {
@@ -1079,7 +1090,7 @@ pub(crate) fn vbits<const N: usize>(
         {
             let srcs: [&[u32]; N] = std::array::from_fn(|k| &w.v[v.r[k]..v.r[k] + lanes]);
             for (l, o) in out.iter_mut().enumerate().take(lanes) {
-                *o = f(l, std::array::from_fn(|k| (srcs[k][l] & m[k].0) ^ m[k].1));
+                *o = f(l, arr(|k| (srcs[k][l] & m[k].0) ^ m[k].1));
             }
         }
         if let Some(dst) = w.v.get_mut(d..d + lanes) {
@@ -1181,7 +1192,7 @@ pub(crate) fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) 
         // Dense EXEC, no modifiers on the result: a straight loop of constant length over
         // lane slices, which the compiler can vectorise.
         let g = |x: [u32; N]| -> u32 {
-            f(std::array::from_fn(|k| {
+            f(arr(|k| {
                 f32::from_bits((x[k] & v.m[k].0 as u32) ^ v.m[k].1 as u32)
             }))
             .to_bits()
@@ -1222,10 +1233,24 @@ pub(crate) fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) 
 /// A 64-bit integer result from up to three sources of `kinds` (32-bit sources zero-extended):
 /// with a full EXEC, straight loops over the register rows.
 pub(crate) fn vu64(w: &mut Wave, i: &Inst, kinds: [K; 3], f: impl Fn([u64; 3]) -> u64) {
+    vcarry(w, i, kinds, true, |x| (f(x), false));
+}
+
+/// A 32- or 64-bit (`wide`) integer result and a carry bit per lane from up to three integer
+/// sources (32-bit ones zero-extended); returns the carry mask. With a full EXEC, straight
+/// loops over the register rows.
+pub(crate) fn vcarry(
+    w: &mut Wave,
+    i: &Inst,
+    kinds: [K; 3],
+    wide_dst: bool,
+    f: impl Fn([u64; 3]) -> (u64, bool),
+) -> u64 {
     let v = prep(w, i, kinds);
     let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 2) * 64;
     let lanes = w.lanes as usize;
     let wide = kinds.map(|k| matches!(k, K::I64 | K::F64));
+    let mut carry = 0u64;
     if v.exec == full_mask(w.lanes) {
         let mut out = [0u64; 64];
         {
@@ -1240,16 +1265,18 @@ pub(crate) fn vu64(w: &mut Wave, i: &Inst, kinds: [K; 3], f: impl Fn([u64; 3]) -
                 (lo, hi)
             });
             for (l, o) in out.iter_mut().enumerate().take(lanes) {
-                *o = f(std::array::from_fn(|k| {
-                    rows[k].0[l] as u64 | (rows[k].1[l] as u64) << 32
-                }));
+                let (r, c) = f(arr(|k| rows[k].0[l] as u64 | (rows[k].1[l] as u64) << 32));
+                *o = r;
+                carry |= (c as u64) << l;
             }
         }
         for (l, o) in out.iter().enumerate().take(lanes) {
             w.v[d + l] = *o as u32;
-            w.v[d + 64 + l] = (*o >> 32) as u32;
+            if wide_dst {
+                w.v[d + 64 + l] = (*o >> 32) as u32;
+            }
         }
-        return;
+        return carry;
     }
     each_lane(v.exec, w.lanes, |l| {
         let a: [u64; 3] = std::array::from_fn(|k| {
@@ -1259,8 +1286,34 @@ pub(crate) fn vu64(w: &mut Wave, i: &Inst, kinds: [K; 3], f: impl Fn([u64; 3]) -
                 v.u32(w, k, l) as u64
             }
         });
-        w.wr64(i.dst, l, f(a));
+        let (r, c) = f(a);
+        carry |= (c as u64) << l;
+        if wide_dst {
+            w.wr64(i.dst, l, r);
+        } else {
+            w.wr(i.dst, l, r as u32);
+        }
     });
+    carry
+}
+
+/// Two 32-bit sources and a per-lane carry-in (`cin[lane]`, 0 or 1) to a 32-bit result and a
+/// carry-out mask.
+fn vcarry_lanes(
+    w: &mut Wave,
+    i: &Inst,
+    cin: &[u64; 64],
+    f: impl Fn(u64, u64, u64) -> (u32, bool),
+) -> u64 {
+    let v = prep(w, i, [K::I32; 3]);
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
+    let mut carry = 0u64;
+    each_lane(v.exec, w.lanes, |l| {
+        let (r, c) = f(v.u32(w, 0, l) as u64, v.u32(w, 1, l) as u64, cin[l]);
+        carry |= (c as u64) << l;
+        w.v[d + l] = r;
+    });
+    carry
 }
 
 /// f16 operations computed in f64 and rounded once to f16 (products of halves are exact in
@@ -1418,6 +1471,13 @@ fn frexp_mant(x: f32) -> f32 {
 }
 
 fn ldexp(x: f32, e: i32) -> f32 {
+    // A normal result of a normal input only moves the exponent.
+    let b = x.to_bits();
+    let ex = ((b >> 23) & 0xff) as i32;
+    let n = ex.saturating_add(e);
+    if ex != 0 && ex != 255 && n > 0 && n < 255 {
+        return f32::from_bits((b & !(0xff << 23)) | (n as u32) << 23);
+    }
     (x as f64 * pow2(e.clamp(-400, 400))) as f32
 }
 
@@ -1428,7 +1488,14 @@ pub(crate) fn pow2(e: i32) -> f64 {
 }
 
 fn round_even(x: f32) -> f32 {
-    x.round_ties_even()
+    // Below 2^23, adding and taking away 2^23 rounds to an integer, ties to even (the
+    // default rounding); larger magnitudes, infinities and NaN are already integral.
+    const BIG: f32 = 8_388_608.0;
+    if x.abs() < BIG {
+        ((x.abs() + BIG) - BIG).copysign(x)
+    } else {
+        x
+    }
 }
 
 fn fract(x: f32) -> f32 {
@@ -2225,16 +2292,14 @@ pub(crate) fn valu_op(
         }),
         // Carry chains (VOP3SD or VOP2 with VCC).
         ADD_CO_U32 | SUB_CO_U32 | SUBREV_CO_U32 => {
-            let mut carry = 0u64;
-            vmix(w, i, [K::I32; 3], |w, v, l| {
-                let (a, b) = (v.u32(w, 0, l), v.u32(w, 1, l));
+            let carry = vcarry(w, i, [K::I32; 3], false, |[a, b, _]| {
+                let (a, b) = (a as u32, b as u32);
                 let (r, c) = match op {
                     ADD_CO_U32 => a.overflowing_add(b),
                     SUB_CO_U32 => a.overflowing_sub(b),
                     _ => b.overflowing_sub(a),
                 };
-                carry |= (c as u64) << l;
-                w.wr(i.dst, l, r);
+                (r as u64, c)
             });
             let sdst = if i.enc == Encoding::Vop2 {
                 VCC_LO
@@ -2250,35 +2315,30 @@ pub(crate) fn valu_op(
                 (i.src[2], i.sdst)
             };
             let cin = w.mask(cin_code);
-            let mut carry = 0u64;
-            vmix(w, i, [K::I32; 3], |w, v, l| {
-                let (a, b) = (v.u32(w, 0, l) as u64, v.u32(w, 1, l) as u64);
-                let ci = cin >> l & 1;
-                let (r, c) = match op {
-                    ADD_CO_CI_U32 => {
-                        let s = a + b + ci;
-                        (s as u32, s >> 32 != 0)
-                    }
-                    SUB_CO_CI_U32 => (a.wrapping_sub(b).wrapping_sub(ci) as u32, b + ci > a),
-                    _ => (b.wrapping_sub(a).wrapping_sub(ci) as u32, a + ci > b),
-                };
-                carry |= (c as u64) << l;
-                w.wr(i.dst, l, r);
+            // The carry-in comes from a lane mask, not a register: take it by lane index.
+            let mut j = *i;
+            j.src[2] = NULL;
+            let lane_row: [u64; 64] = std::array::from_fn(|l| cin >> l & 1);
+            let carry = vcarry_lanes(w, &j, &lane_row, |a, b, ci| match op {
+                ADD_CO_CI_U32 => {
+                    let s = a + b + ci;
+                    (s as u32, s >> 32 != 0)
+                }
+                SUB_CO_CI_U32 => (a.wrapping_sub(b).wrapping_sub(ci) as u32, b + ci > a),
+                _ => (b.wrapping_sub(a).wrapping_sub(ci) as u32, a + ci > b),
             });
             w.set_mask(sdst, carry);
         }
         MAD_U64_U32 | MAD_I64_I32 => {
-            let mut carry = 0u64;
-            vmix(w, i, [K::I32, K::I32, K::I64], |w, v, l| {
-                let (a, b, c) = (v.u32(w, 0, l), v.u32(w, 1, l), v.u64(w, 2, l));
-                let (r, o) = if op == MAD_U64_U32 {
-                    (a as u64 * b as u64).overflowing_add(c)
-                } else {
-                    let (r, o) = (a as i32 as i64 * b as i32 as i64).overflowing_add(c as i64);
+            let signed = op == MAD_I64_I32;
+            let carry = vcarry(w, i, [K::I32, K::I32, K::I64], true, |[a, b, c]| {
+                if signed {
+                    let (r, o) =
+                        (a as u32 as i32 as i64 * b as u32 as i32 as i64).overflowing_add(c as i64);
                     (r as u64, o)
-                };
-                carry |= (o as u64) << l;
-                w.wr64(i.dst, l, r);
+                } else {
+                    (a * b).overflowing_add(c)
+                }
             });
             w.set_mask(i.sdst, carry);
         }
