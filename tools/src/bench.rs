@@ -223,7 +223,7 @@ fn suite(scale: u32) -> Vec<Case> {
 fn kernarg(args: &[Arg], size: usize, alloc: &mut dyn FnMut(&[u8]) -> u64) -> Vec<u8> {
     let mut k: Vec<u8> = Vec::new();
     let align = |k: &mut Vec<u8>, a: usize| {
-        while k.len() % a != 0 {
+        while !k.len().is_multiple_of(a) {
             k.push(0);
         }
     };
