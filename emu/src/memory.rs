@@ -90,6 +90,8 @@ impl Memory for SharedAccess<'_> {
 pub struct HostMemory {
     regions: Vec<(u64, Vec<u8>)>,
     next: u64,
+    /// The region the last access hit (accesses come in runs on the same buffer).
+    last: usize,
 }
 
 impl HostMemory {
@@ -99,6 +101,7 @@ impl HostMemory {
         HostMemory {
             regions: Vec::new(),
             next: 1 << 32,
+            last: 0,
         }
     }
 
@@ -121,10 +124,18 @@ impl HostMemory {
     }
 
     fn find(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
-        let i = self
+        let hit = self
             .regions
-            .partition_point(|r| r.0 <= addr)
-            .checked_sub(1)?;
+            .get(self.last)
+            .is_some_and(|r| r.0 <= addr && addr - r.0 < r.1.len() as u64);
+        let i = if hit {
+            self.last
+        } else {
+            self.regions
+                .partition_point(|r| r.0 <= addr)
+                .checked_sub(1)?
+        };
+        self.last = i;
         let (base, bytes) = &mut self.regions[i];
         let off = usize::try_from(addr - *base).ok()?;
         bytes.get_mut(off..off.checked_add(len)?)
