@@ -48,6 +48,10 @@ pub struct EmuArgs {
     /// square root); the default makes each dispatch 0.3 to 3 million wave-instructions.
     #[arg(long, default_value_t = 16)]
     scale: u32,
+    /// Seconds a measured round lasts at least: a round repeats the dispatch (as many times
+    /// as the warm-up dispatch says) so short dispatches are timed precisely.
+    #[arg(long, default_value_t = 0.3, value_name = "S")]
+    round: f64,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -256,6 +260,7 @@ fn kernarg(args: &[Arg], size: usize, alloc: &mut dyn FnMut(&[u8]) -> u64) -> Ve
 /// What one benchmark measured.
 struct Measured {
     instructions: u64,
+    reps: u32,
     one_core_cpu: Option<f64>,
     one_core_wall: f64,
     all_cores_wall: f64,
@@ -266,26 +271,33 @@ fn measure(
     k: &am_emu::Kernel,
     case: &Case,
     threads: usize,
+    round: f64,
 ) -> anyhow::Result<Measured> {
     let size = k.descriptor.kernarg_size as usize;
-    // One core: HostMemory, this thread. A warm-up dispatch, then the best of three; this
-    // thread's CPU time (schedstat) is the one-core figure on a shared machine.
+    // One core: HostMemory, this thread. A warm-up dispatch tells how many dispatches make a
+    // round of at least `round` seconds; the best of three rounds counts. This thread's CPU
+    // time (schedstat) is the one-core figure on a shared machine.
     let mut mem = HostMemory::new();
     let ka = kernarg(&case.args, size, &mut |b| mem.alloc_bytes(b));
     let ka = mem.alloc_bytes(&ka);
     let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
-    am_emu::dispatch(prog, k, &launch, &mut mem)?;
-    let (mut wall, mut cpu, mut instructions) = (f64::INFINITY, f64::INFINITY, 0);
+    let t = Instant::now();
+    let instructions = am_emu::dispatch(prog, k, &launch, &mut mem)?.instructions;
+    let reps = (round / t.elapsed().as_secs_f64().max(1e-6))
+        .ceil()
+        .clamp(1.0, 100.0) as u32;
+    let (mut wall, mut cpu) = (f64::INFINITY, f64::INFINITY);
     for _ in 0..3 {
         let (t, c) = (Instant::now(), thread_cpu_ns());
-        let stats = am_emu::dispatch(prog, k, &launch, &mut mem)?;
-        wall = wall.min(t.elapsed().as_secs_f64());
-        if let (Some(a), Some(b)) = (c, thread_cpu_ns()) {
-            cpu = cpu.min(b.saturating_sub(a) as f64 / 1e9);
+        for _ in 0..reps {
+            am_emu::dispatch(prog, k, &launch, &mut mem)?;
         }
-        instructions = stats.instructions;
+        wall = wall.min(t.elapsed().as_secs_f64() / reps as f64);
+        if let (Some(a), Some(b)) = (c, thread_cpu_ns()) {
+            cpu = cpu.min(b.saturating_sub(a) as f64 / 1e9 / reps as f64);
+        }
     }
-    // All cores: the same dispatch with its workgroups spread over threads.
+    // All cores: the same dispatch with its workgroups spread over threads, wall clock.
     let mut shared = SharedHostMemory::new();
     let ka = kernarg(&case.args, size, &mut |b| shared.alloc_bytes(b));
     let ka = shared.alloc_bytes(&ka);
@@ -294,18 +306,21 @@ fn measure(
     let mut all = f64::INFINITY;
     for _ in 0..3 {
         let t = Instant::now();
-        let stats = am_emu::dispatch_parallel(prog, k, &launch, &shared, threads)?;
-        all = all.min(t.elapsed().as_secs_f64());
-        if stats.instructions != instructions {
-            bail!(
-                "{}: {} wave-instructions on {threads} threads but {instructions} on one",
-                case.kernel,
-                stats.instructions
-            );
+        for _ in 0..reps {
+            let stats = am_emu::dispatch_parallel(prog, k, &launch, &shared, threads)?;
+            if stats.instructions != instructions {
+                bail!(
+                    "{}: {} wave-instructions on {threads} threads but {instructions} on one",
+                    case.kernel,
+                    stats.instructions
+                );
+            }
         }
+        all = all.min(t.elapsed().as_secs_f64() / reps as f64);
     }
     Ok(Measured {
         instructions,
+        reps,
         // schedstat can read 0 for runs shorter than its tick: no figure rather than infinity.
         one_core_cpu: (cpu.is_finite() && cpu > 0.0).then_some(cpu),
         one_core_wall: wall,
@@ -351,7 +366,7 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
         let mut rows = vec![];
         for case in &cases {
             let k = co.kernel(case.kernel)?;
-            let m = measure(&prog, k, case, threads)?;
+            let m = measure(&prog, k, case, threads, args.round)?;
             let n = m.instructions as f64;
             let one_core = n / m.one_core_cpu.unwrap_or(m.one_core_wall) / 1e6;
             let all_cores = n / m.all_cores_wall / 1e6;
@@ -371,6 +386,7 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
             }
             rows.push(serde_json::json!({
                 "kernel": case.kernel, "what": case.what, "workgroups": case.groups,
+                "dispatches_per_round": m.reps,
                 "wave_size": k.descriptor.wave_size(), "wave_instructions": m.instructions,
                 "one_core_cpu_seconds": m.one_core_cpu, "one_core_wall_seconds": m.one_core_wall,
                 "one_core_mips": one_core, "all_cores_wall_seconds": m.all_cores_wall,
