@@ -101,6 +101,46 @@ pub fn f32_to_bf16(x: f32) -> u16 {
     (r >> 16) as u16
 }
 
+/// An 8-bit E4M3 float to f32 (exact). `fnuz`: the gfx942 flavour (exponent bias 8, no
+/// infinities, 0x80 is the only NaN); otherwise OCP E4M3FN as gfx950 has it (bias 7, no
+/// infinities, S.1111.111 is NaN).
+pub fn fp8_to_f32(x: u8, fnuz: bool) -> f32 {
+    small_float(x, 4, 3, if fnuz { 8 } else { 7 }, fnuz, false)
+}
+
+/// An 8-bit E5M2 float to f32 (exact). `fnuz`: gfx942 (bias 16, no infinities, 0x80 is the
+/// only NaN); otherwise OCP E5M2 as gfx950 has it (bias 15, IEEE infinities and NaNs).
+pub fn bf8_to_f32(x: u8, fnuz: bool) -> f32 {
+    small_float(x, 5, 2, if fnuz { 16 } else { 15 }, fnuz, !fnuz)
+}
+
+fn small_float(x: u8, ebits: u32, mbits: u32, bias: i32, fnuz: bool, ieee_special: bool) -> f32 {
+    let sign = if x & 0x80 != 0 { -1.0f32 } else { 1.0 };
+    let e = ((x as u32) >> mbits) & ((1 << ebits) - 1);
+    let m = (x as u32) & ((1 << mbits) - 1);
+    let emax = (1 << ebits) - 1;
+    if fnuz && x == 0x80 {
+        return f32::NAN;
+    }
+    if ieee_special && e == emax {
+        return if m == 0 {
+            sign * f32::INFINITY
+        } else {
+            f32::NAN
+        };
+    }
+    if !fnuz && !ieee_special && e == emax && m == (1 << mbits) - 1 {
+        return f32::NAN;
+    }
+    let frac = m as f32 / (1 << mbits) as f32;
+    let v = if e == 0 {
+        frac * (2.0f32).powi(1 - bias)
+    } else {
+        (1.0 + frac) * (2.0f32).powi(e as i32 - bias)
+    };
+    sign * v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

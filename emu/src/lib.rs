@@ -1,13 +1,18 @@
-//! RDNA3 (then CDNA) shader interpreter used by the mock.
+//! RDNA3 and CDNA3/CDNA4 shader interpreter used by the mock.
 //!
 //! Load a code object with [`CodeObject::parse`], predecode it once with [`Program::new`], and
-//! run a kernel with [`dispatch`] over any [`Memory`] (the mock plugs in its page-table walker).
-//! The decoder ([`rdna3::decode`]) is checked against LLVM 22; see `docs/EMU.md`.
+//! run a kernel with [`dispatch`] over any [`Memory`] (the mock plugs in its page-table walker),
+//! or spread its workgroups over threads with [`dispatch_parallel`] over a [`SharedMemory`].
+//! The decoders ([`rdna3::decode`], [`cdna3::decode`]) are checked against LLVM 22; see
+//! `docs/EMU.md`.
 //!
-//! Layout for a second ISA: everything ISA-specific (decoding, disassembly, semantics) lives
-//! in one module per ISA ([`rdna3`]); [`Isa`] selects it, and the dispatcher, wave scheduling,
-//! LDS, scratch and memory are shared.
+//! Layout: each ISA has its own decoder and disassembler ([`rdna3`], [`cdna3`]). The
+//! interpreter's instruction form and semantics are those of [`rdna3`]; CDNA instructions are
+//! lowered onto them when the program is predecoded (`cdna3::lower`), and what only CDNA has
+//! (MFMA and AccVGPRs, packed f32, SDWA, GFX9 DPP) runs in `cdna3::exec`. The dispatcher, wave
+//! scheduling, LDS, scratch and memory are shared.
 
+pub mod cdna3;
 pub mod code_object;
 pub mod float;
 pub mod memory;
@@ -16,15 +21,45 @@ pub mod rdna3;
 mod wave;
 
 pub use code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
-pub use memory::{Fault, HostMemory, Memory};
+pub use memory::{Fault, HostMemory, Memory, SharedHostMemory, SharedMemory};
 pub use program::Program;
-pub use wave::{HwDispatch, Launch, Partition, dispatch, dispatch_hw};
+pub use wave::{
+    HwDispatch, Launch, Partition, dispatch, dispatch_hw, dispatch_hw_parallel, dispatch_parallel,
+};
 
 /// Instruction-set architectures the emulator knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isa {
     /// RDNA3, gfx1100 (Navi31).
     Gfx1100,
+    /// CDNA3, gfx942 (MI300X): wave64, AccVGPRs, 64 KiB of LDS per workgroup.
+    Gfx942,
+    /// CDNA4, gfx950 (MI350X): gfx942 plus new MFMA shapes and conversions, 160 KiB of LDS.
+    Gfx950,
+}
+
+impl Isa {
+    /// Whether this is a CDNA (GFX9-family) target.
+    pub fn is_cdna(self) -> bool {
+        matches!(self, Isa::Gfx942 | Isa::Gfx950)
+    }
+
+    /// LDS bytes a workgroup may allocate.
+    pub fn max_lds(self) -> u32 {
+        match self {
+            Isa::Gfx1100 | Isa::Gfx942 => 64 * 1024,
+            Isa::Gfx950 => 160 * 1024,
+        }
+    }
+
+    /// The LLVM processor name (`-mcpu=`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Gfx1100 => "gfx1100",
+            Isa::Gfx942 => "gfx942",
+            Isa::Gfx950 => "gfx950",
+        }
+    }
 }
 
 /// Errors of the emulator. Every error that concerns an instruction names its PC (GPU
@@ -47,7 +82,7 @@ pub enum Error {
         /// Kernels the code object has.
         available: String,
     },
-    /// Execution reached words that are not a valid gfx1100 instruction.
+    /// Execution reached words that are not a valid instruction of the program's ISA.
     #[error("invalid instruction at pc {pc:#x}: {reason}; dwords {dwords:08x?}")]
     InvalidInstruction {
         /// GPU virtual address.

@@ -27,6 +27,61 @@ pub trait Memory {
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), Fault>;
     /// Writes `data` at `addr`.
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), Fault>;
+    /// Replaces the `len`-byte (4 or 8) little-endian value at `addr` by `f(old)` as one
+    /// atomic step and returns the old value. The provided version reads then writes, which
+    /// is atomic for a memory that one dispatch thread uses; the adapter over a
+    /// [`SharedMemory`] overrides it.
+    fn atomic_rmw(
+        &mut self,
+        addr: u64,
+        len: usize,
+        f: &mut dyn FnMut(u64) -> u64,
+    ) -> Result<u64, Fault> {
+        let mut b = [0u8; 8];
+        let len = len.min(8);
+        self.read(addr, &mut b[..len])?;
+        let old = u64::from_le_bytes(b);
+        self.write(addr, &f(old).to_le_bytes()[..len])?;
+        Ok(old)
+    }
+}
+
+/// GPU virtual memory that the threads of a parallel dispatch
+/// ([`crate::dispatch_hw_parallel`]) use at once. Plain reads and writes of different
+/// workgroups may race as they do on hardware (a racing access sees either value, byte by
+/// byte); [`SharedMemory::atomic_rmw`] must be atomic with respect to every other access.
+pub trait SharedMemory: Sync {
+    /// Fills `buf` from `addr`.
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault>;
+    /// Writes `data` at `addr`.
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Fault>;
+    /// As [`Memory::atomic_rmw`], atomically.
+    fn atomic_rmw(
+        &self,
+        addr: u64,
+        len: usize,
+        f: &mut dyn FnMut(u64) -> u64,
+    ) -> Result<u64, Fault>;
+}
+
+/// One thread's view of a [`SharedMemory`] as a [`Memory`].
+pub(crate) struct SharedAccess<'a>(pub &'a dyn SharedMemory);
+
+impl Memory for SharedAccess<'_> {
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        self.0.read(addr, buf)
+    }
+    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        self.0.write(addr, data)
+    }
+    fn atomic_rmw(
+        &mut self,
+        addr: u64,
+        len: usize,
+        f: &mut dyn FnMut(u64) -> u64,
+    ) -> Result<u64, Fault> {
+        self.0.atomic_rmw(addr, len, f)
+    }
 }
 
 /// A simple memory of separately allocated regions, for tests and tools: every address outside
@@ -35,6 +90,8 @@ pub trait Memory {
 pub struct HostMemory {
     regions: Vec<(u64, Vec<u8>)>,
     next: u64,
+    /// The region the last access hit (accesses come in runs on the same buffer).
+    last: usize,
 }
 
 impl HostMemory {
@@ -44,6 +101,7 @@ impl HostMemory {
         HostMemory {
             regions: Vec::new(),
             next: 1 << 32,
+            last: 0,
         }
     }
 
@@ -66,10 +124,18 @@ impl HostMemory {
     }
 
     fn find(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
-        let i = self
+        let hit = self
             .regions
-            .partition_point(|r| r.0 <= addr)
-            .checked_sub(1)?;
+            .get(self.last)
+            .is_some_and(|r| r.0 <= addr && addr - r.0 < r.1.len() as u64);
+        let i = if hit {
+            self.last
+        } else {
+            self.regions
+                .partition_point(|r| r.0 <= addr)
+                .checked_sub(1)?
+        };
+        self.last = i;
         let (base, bytes) = &mut self.regions[i];
         let off = usize::try_from(addr - *base).ok()?;
         bytes.get_mut(off..off.checked_add(len)?)
@@ -136,5 +202,147 @@ impl Memory for HostMemory {
                 reason: "unmapped".into(),
             }),
         }
+    }
+}
+
+/// A [`SharedMemory`] of separately allocated regions, the multi-threaded sibling of
+/// [`HostMemory`] (same allocation rules: addresses from 4 GiB, 256-byte alignment, an
+/// unmapped gap after each region). Memory is held in atomic 64-bit words, so concurrent
+/// accesses are well defined without `unsafe`; an atomic operation on a 4- or 8-byte value
+/// is a compare-and-swap loop on the word that holds it (aligned values never straddle two).
+#[derive(Default, Debug)]
+pub struct SharedHostMemory {
+    regions: Vec<(u64, usize, Vec<std::sync::atomic::AtomicU64>)>,
+    next: u64,
+}
+
+impl SharedHostMemory {
+    /// An empty memory whose first allocation starts at 4 GiB.
+    pub fn new() -> SharedHostMemory {
+        SharedHostMemory {
+            regions: Vec::new(),
+            next: 1 << 32,
+        }
+    }
+
+    /// Allocates `size` zeroed bytes (256-byte aligned) and returns their address.
+    pub fn alloc(&mut self, size: usize) -> u64 {
+        let addr = self.next;
+        let words = (0..size.div_ceil(8))
+            .map(|_| std::sync::atomic::AtomicU64::new(0))
+            .collect();
+        self.regions.push((addr, size, words));
+        self.next = (addr + size as u64 + 4096 + 255) & !255;
+        addr
+    }
+
+    /// Allocates and fills a region with `data`.
+    pub fn alloc_bytes(&mut self, data: &[u8]) -> u64 {
+        let a = self.alloc(data.len());
+        // The region was just allocated, so this cannot fault.
+        let _ = SharedMemory::write(self, a, data);
+        a
+    }
+
+    /// Copies bytes out (for checking results).
+    pub fn bytes(&self, addr: u64, len: usize) -> Option<Vec<u8>> {
+        let mut v = vec![0; len];
+        SharedMemory::read(self, addr, &mut v).ok()?;
+        Some(v)
+    }
+
+    /// The region words and the byte offset of `addr` in them, if `len` bytes fit.
+    fn find(&self, addr: u64, len: usize) -> Option<(&[std::sync::atomic::AtomicU64], usize)> {
+        let i = self
+            .regions
+            .partition_point(|r| r.0 <= addr)
+            .checked_sub(1)?;
+        let (base, size, words) = &self.regions[i];
+        let off = usize::try_from(addr - *base).ok()?;
+        (off.checked_add(len)? <= *size).then_some((words.as_slice(), off))
+    }
+
+    fn fault(addr: u64, write: bool) -> Fault {
+        Fault {
+            addr,
+            write,
+            reason: "unmapped".into(),
+        }
+    }
+}
+
+impl SharedMemory for SharedHostMemory {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (words, off) = self
+            .find(addr, buf.len())
+            .ok_or_else(|| Self::fault(addr, false))?;
+        let mut at = 0;
+        while at < buf.len() {
+            let (w, b) = ((off + at) / 8, (off + at) % 8);
+            let n = (8 - b).min(buf.len() - at);
+            let v = words[w].load(Relaxed).to_le_bytes();
+            buf[at..at + n].copy_from_slice(&v[b..b + n]);
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let (words, off) = self
+            .find(addr, data.len())
+            .ok_or_else(|| Self::fault(addr, true))?;
+        let mut at = 0;
+        while at < data.len() {
+            let (w, b) = ((off + at) / 8, (off + at) % 8);
+            let n = (8 - b).min(data.len() - at);
+            if n == 8 {
+                let v = u64::from_le_bytes(data[at..at + 8].try_into().unwrap_or([0; 8]));
+                words[w].store(v, Relaxed);
+            } else {
+                // Part of a word: merge without losing another thread's bytes of it.
+                let _ = words[w].fetch_update(Relaxed, Relaxed, |old| {
+                    let mut v = old.to_le_bytes();
+                    v[b..b + n].copy_from_slice(&data[at..at + n]);
+                    Some(u64::from_le_bytes(v))
+                });
+            }
+            at += n;
+        }
+        Ok(())
+    }
+
+    fn atomic_rmw(
+        &self,
+        addr: u64,
+        len: usize,
+        f: &mut dyn FnMut(u64) -> u64,
+    ) -> Result<u64, Fault> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let len = len.clamp(1, 8);
+        let (words, off) = self
+            .find(addr, len)
+            .ok_or_else(|| Self::fault(addr, true))?;
+        let (w, b) = (off / 8, off % 8);
+        if b + len > 8 {
+            return Err(Fault {
+                addr,
+                write: true,
+                reason: format!("misaligned {len}-byte atomic"),
+            });
+        }
+        let mask = if len == 8 {
+            u64::MAX
+        } else {
+            ((1u64 << (8 * len)) - 1) << (8 * b)
+        };
+        let mut old_val = 0;
+        let _ = words[w].fetch_update(SeqCst, SeqCst, |word| {
+            old_val = (word & mask) >> (8 * b);
+            let new = (f(old_val) << (8 * b)) & mask;
+            Some((word & !mask) | new)
+        });
+        Ok(old_val)
     }
 }

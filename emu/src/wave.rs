@@ -1,16 +1,22 @@
 //! Waves, workgroups and the dispatcher: the ISA-independent part of the interpreter.
 
 use crate::code_object::kcp;
-use crate::{Error, Isa, Kernel, Memory, Program, Stats};
+use crate::memory::SharedAccess;
+use crate::{Error, Isa, Kernel, Memory, Program, SharedMemory, Stats};
 
-/// VGPR rows per wave: 256 architectural, one row to stage permuted DPP sources, and three
-/// pairs of rows where scalar and constant sources are broadcast, so the lane loops of vector
-/// instructions read every source the same way.
-pub(crate) const VGPR_ROWS: usize = 263;
+/// VGPR rows per wave: 256 architectural VGPRs, 256 AccVGPRs (CDNA; operand code 512 + n
+/// reaches row 256 + n), one row to stage permuted DPP sources, three pairs of rows where
+/// scalar and constant sources are broadcast (so the lane loops of vector instructions read
+/// every source the same way), and three rows for SDWA's selected sources and result.
+pub(crate) const VGPR_ROWS: usize = 522;
+/// First AccVGPR row.
+pub(crate) const AGPR_ROW: usize = 256;
 /// Row used to stage permuted DPP sources.
-pub(crate) const DPP_ROW: usize = 256;
+pub(crate) const DPP_ROW: usize = 512;
 /// First of the rows where uniform sources are broadcast (two rows per source).
-pub(crate) const CONST_ROW: usize = 257;
+pub(crate) const CONST_ROW: usize = 513;
+/// First of the SDWA staging rows: selected src0, selected src1, result.
+pub(crate) const SDWA_ROW: usize = 519;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum WaveState {
@@ -63,6 +69,12 @@ pub(crate) struct Wave {
     pub scratch: Vec<u8>,
     /// Hardware registers written with `s_setreg` (by hwreg id), read back by `s_getreg`.
     pub hwreg: [u32; 64],
+    /// The program's ISA (a few semantics differ between RDNA3 and CDNA).
+    pub isa: Isa,
+    /// CDNA `HW_REG_HW_ID`: the wave's index in its workgroup in WAVE_ID (bits 3:0).
+    pub hw_id: u32,
+    /// CDNA `HW_REG_XCC_ID`.
+    pub xcc_id: u32,
 }
 
 impl Wave {
@@ -83,6 +95,9 @@ impl Wave {
             private_size: 0,
             scratch: Vec::new(),
             hwreg: [0; 64],
+            isa: Isa::Gfx1100,
+            hw_id: 0,
+            xcc_id: 0,
         }
     }
 
@@ -230,15 +245,15 @@ pub(crate) struct Ctx<'a> {
     pub instructions: u64,
     /// Wave-instructions this workgroup may still execute.
     pub budget: u64,
+    /// Staging for whole-wave memory accesses (64 lanes x 16 bytes).
+    pub buf: &'a mut [u8],
 }
-
-/// LDS of one workgroup on gfx11 (64 KiB per workgroup).
-const MAX_LDS: u32 = 64 * 1024;
 
 /// A dispatch as the command processor sees it: the register state the driver programmed
 /// (`COMPUTE_PGM_LO/HI`, `COMPUTE_PGM_RSRC1/2/3`, `COMPUTE_USER_DATA_*`, the dispatch
 /// initiator's wave32 bit) plus the grid. The mock's PM4 `DISPATCH_DIRECT` path fills this
-/// from its registers; [`dispatch`] fills it from an ELF kernel descriptor.
+/// from its registers, its AQL path from a kernel dispatch packet; [`dispatch`] fills it from
+/// an ELF kernel descriptor.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct HwDispatch {
     /// Name used in errors (kernel symbol, or a description of the dispatch).
@@ -253,13 +268,13 @@ pub struct HwDispatch {
     pub rsrc3: u32,
     /// Values of the user SGPRs s0.. (`COMPUTE_USER_DATA_*`), at most 16 on gfx11.
     pub user_sgprs: Vec<u32>,
-    /// Lanes per wave: 32 or 64.
+    /// Lanes per wave: 32 or 64 (CDNA: always 64).
     pub wave_size: u32,
     /// Grid size in work-items.
     pub grid: [u32; 3],
     /// Workgroup size in work-items.
     pub workgroup: [u32; 3],
-    /// LDS bytes per workgroup.
+    /// LDS bytes per workgroup (at most 64 KiB; 160 KiB on gfx950).
     pub lds_bytes: u32,
     /// Scratch bytes per work-item.
     pub scratch_bytes: u32,
@@ -267,6 +282,10 @@ pub struct HwDispatch {
     pub instruction_limit: Option<u64>,
     /// The share of the grid this dispatch runs, for a grid spread over several XCCs.
     pub partition: Partition,
+    /// What `s_getreg_b32 hwreg(HW_REG_XCC_ID)` returns on CDNA: the physical id of the XCC
+    /// running this share of the grid. `None` reads [`Partition::index`] (the logical id), which
+    /// is the same when the XCCs of a partition are numbered from 0.
+    pub xcc_id: Option<u32>,
 }
 
 /// Which workgroups of a grid one XCC runs. Multi-XCC parts deal the workgroups of a
@@ -310,6 +329,25 @@ pub fn dispatch(
     launch: &Launch,
     mem: &mut dyn Memory,
 ) -> Result<Stats, Error> {
+    let (hw, code_base) = hw_of(program, kernel, launch)?;
+    dispatch_hw(program, code_base, &hw, mem)
+}
+
+/// [`dispatch`] with the workgroups spread over `threads` threads (see
+/// [`dispatch_hw_parallel`]).
+pub fn dispatch_parallel(
+    program: &Program,
+    kernel: &Kernel,
+    launch: &Launch,
+    mem: &dyn SharedMemory,
+    threads: usize,
+) -> Result<Stats, Error> {
+    let (hw, code_base) = hw_of(program, kernel, launch)?;
+    dispatch_hw_parallel(program, code_base, &hw, mem, threads)
+}
+
+/// The register-level dispatch of a kernel described by its code object descriptor.
+fn hw_of(program: &Program, kernel: &Kernel, launch: &Launch) -> Result<(HwDispatch, u64), Error> {
     let kd = &kernel.descriptor;
     let code_base = launch.code_address.unwrap_or(program.text_address);
     let entry = kernel
@@ -365,18 +403,24 @@ pub fn dispatch(
         scratch_bytes: private_size,
         instruction_limit: launch.instruction_limit,
         partition: Partition::default(),
+        xcc_id: None,
     };
-    dispatch_hw(program, code_base, &hw, mem)
+    Ok((hw, code_base))
 }
 
-/// Runs a dispatch given as register state. `code_base` is the GPU virtual address where the
-/// program's first byte lives (see [`Program::from_bytes`]).
-pub fn dispatch_hw(
-    program: &Program,
-    code_base: u64,
-    hw: &HwDispatch,
-    mem: &mut dyn Memory,
-) -> Result<Stats, Error> {
+/// What a dispatch needs once it is validated.
+struct Plan {
+    entry_idx: usize,
+    /// Workgroups per dimension.
+    groups: [u32; 3],
+    mode: Mode,
+    /// Waves of a full workgroup.
+    waves: usize,
+    /// VGPR and AccVGPR rows zeroed at each wave start.
+    rows: (usize, usize),
+}
+
+fn plan(program: &Program, code_base: u64, hw: &HwDispatch) -> Result<Plan, Error> {
     let bad = |reason: String| Error::BadLaunch {
         kernel: hw.name.clone(),
         reason,
@@ -393,16 +437,25 @@ pub fn dispatch_hw(
             hw.wave_size
         )));
     }
+    if program.isa.is_cdna() && hw.wave_size != 64 {
+        return Err(bad(format!(
+            "{} runs wave64 only, not wave{}",
+            program.isa.name(),
+            hw.wave_size
+        )));
+    }
     let wg_items: u64 = hw.workgroup.iter().map(|&x| x as u64).product();
     if wg_items > 1024 {
         return Err(bad(format!(
             "workgroup of {wg_items} work-items exceeds 1024"
         )));
     }
-    if hw.lds_bytes > MAX_LDS {
+    let max_lds = program.isa.max_lds();
+    if hw.lds_bytes > max_lds {
         return Err(bad(format!(
-            "{} bytes of LDS exceed {MAX_LDS}",
-            hw.lds_bytes
+            "{} bytes of LDS exceed {max_lds} ({})",
+            hw.lds_bytes,
+            program.isa.name()
         )));
     }
     let user_count = ((hw.rsrc2 >> 1) & 0x1f) as usize;
@@ -412,61 +465,207 @@ pub fn dispatch_hw(
             hw.user_sgprs.len()
         )));
     }
-    let lanes = hw.wave_size;
     let entry_idx = program
         .index_of(code_base, hw.entry)
         .ok_or(Error::BadPc { pc: hw.entry })?;
-    let Isa::Gfx1100 = program.isa;
-
-    let groups: [u32; 3] = std::array::from_fn(|d| hw.grid[d].div_ceil(hw.workgroup[d]));
-    let mut lds = vec![0u8; hw.lds_bytes as usize];
-    let n_waves_max = (wg_items as u32).div_ceil(lanes) as usize;
-    let mut waves: Vec<Wave> = (0..n_waves_max).map(|_| Wave::new()).collect();
-    let mut stats = Stats::default();
     let rsrc1 = hw.rsrc1;
-    let mode = Mode {
-        round: ((rsrc1 >> 12) & 0xf) as u8,
-        denorm: ((rsrc1 >> 16) & 0xf) as u8,
-        ieee: rsrc1 & (1 << 23) != 0,
-        dx10_clamp: rsrc1 & (1 << 21) != 0,
-    };
+    Ok(Plan {
+        entry_idx,
+        groups: std::array::from_fn(|d| hw.grid[d].div_ceil(hw.workgroup[d])),
+        mode: Mode {
+            round: ((rsrc1 >> 12) & 0xf) as u8,
+            denorm: ((rsrc1 >> 16) & 0xf) as u8,
+            ieee: rsrc1 & (1 << 23) != 0,
+            dx10_clamp: rsrc1 & (1 << 21) != 0,
+        },
+        waves: (wg_items as u32).div_ceil(hw.wave_size) as usize,
+        rows: register_rows(program, hw),
+    })
+}
 
-    for gz in 0..groups[2] {
-        for gy in 0..groups[1] {
-            for gx in 0..groups[0] {
-                let linear = u64::from(gx)
-                    + u64::from(groups[0]) * (u64::from(gy) + u64::from(groups[1]) * u64::from(gz));
-                if !hw.partition.runs(linear) {
-                    continue;
-                }
-                let gid = [gx, gy, gz];
-                // Work-items of this (possibly partial) workgroup.
-                let size: [u32; 3] = std::array::from_fn(|d| {
-                    (hw.grid[d] - gid[d] * hw.workgroup[d]).min(hw.workgroup[d])
-                });
-                let items = size[0] * size[1] * size[2];
-                let n_waves = items.div_ceil(lanes) as usize;
-                lds.fill(0);
-                for (w_idx, w) in waves.iter_mut().enumerate().take(n_waves) {
-                    init_wave(w, w_idx as u32, size, gid, hw, mode);
-                    w.pc = entry_idx;
-                }
-                let mut ctx = Ctx {
-                    mem: &mut *mem,
-                    lds: &mut lds,
-                    code_base,
-                    prog: program,
-                    instructions: 0,
-                    budget: hw
-                        .instruction_limit
-                        .map_or(u64::MAX, |l| l.saturating_sub(stats.instructions)),
-                };
-                run_workgroup(&mut waves[..n_waves], &mut ctx)?;
-                stats.instructions += ctx.instructions;
-                stats.waves += n_waves as u64;
-                stats.workgroups += 1;
-            }
+/// The VGPR and AccVGPR rows a wave start zeroes: those the program names, no more than
+/// the kernel allocates (`COMPUTE_PGM_RSRC1.VGPRS`, in granules of 8 registers, or 4 for gfx11
+/// wave64; on CDNA the count covers VGPRs and AccVGPRs together). Registers past the
+/// allocation keep what the previous wave on this thread left there, which only a program
+/// reading registers it never wrote (and never allocated) could notice.
+fn register_rows(program: &Program, hw: &HwDispatch) -> (usize, usize) {
+    let granule = if program.isa == Isa::Gfx1100 && hw.wave_size == 64 {
+        4
+    } else {
+        8
+    };
+    let allocated = ((hw.rsrc1 & 0x3f) as usize + 1) * granule;
+    (
+        program.vgpr_rows.min(allocated),
+        program.agpr_rows.min(allocated),
+    )
+}
+
+/// The workgroups this dispatch runs (its partition's share), as linear indices in order.
+fn my_groups(plan: &Plan, hw: &HwDispatch) -> impl Iterator<Item = u64> {
+    let total: u64 = plan.groups.iter().map(|&g| u64::from(g)).product();
+    let part = hw.partition;
+    (0..total).filter(move |&n| part.runs(n))
+}
+
+/// A workgroup's waves and LDS, reused from one workgroup to the next.
+struct Core {
+    waves: Vec<Wave>,
+    lds: Vec<u8>,
+    buf: Vec<u8>,
+}
+
+impl Core {
+    fn new(plan: &Plan, hw: &HwDispatch) -> Core {
+        Core {
+            waves: (0..plan.waves).map(|_| Wave::new()).collect(),
+            lds: vec![0u8; hw.lds_bytes as usize],
+            buf: vec![0u8; 64 * 16],
         }
+    }
+
+    /// Runs linear workgroup `n`; returns the wave-instructions and waves it ran.
+    #[allow(clippy::too_many_arguments)]
+    fn run_group(
+        &mut self,
+        program: &Program,
+        code_base: u64,
+        hw: &HwDispatch,
+        plan: &Plan,
+        n: u64,
+        budget: u64,
+        mem: &mut dyn Memory,
+    ) -> Result<(u64, u64), Error> {
+        let g = plan.groups;
+        let gid = [
+            (n % u64::from(g[0])) as u32,
+            (n / u64::from(g[0]) % u64::from(g[1])) as u32,
+            (n / (u64::from(g[0]) * u64::from(g[1]))) as u32,
+        ];
+        // Work-items of this (possibly partial) workgroup.
+        let size: [u32; 3] =
+            std::array::from_fn(|d| (hw.grid[d] - gid[d] * hw.workgroup[d]).min(hw.workgroup[d]));
+        let items = size[0] * size[1] * size[2];
+        let n_waves = items.div_ceil(hw.wave_size) as usize;
+        self.lds.fill(0);
+        for (w_idx, w) in self.waves.iter_mut().enumerate().take(n_waves) {
+            init_wave(w, w_idx as u32, size, gid, hw, plan, program);
+            w.pc = plan.entry_idx;
+        }
+        let mut ctx = Ctx {
+            mem,
+            lds: &mut self.lds,
+            code_base,
+            prog: program,
+            instructions: 0,
+            budget,
+            buf: &mut self.buf,
+        };
+        run_workgroup(&mut self.waves[..n_waves], &mut ctx)?;
+        Ok((ctx.instructions, n_waves as u64))
+    }
+}
+
+/// Runs a dispatch given as register state. `code_base` is the GPU virtual address where the
+/// program's first byte lives (see [`Program::from_bytes`]).
+pub fn dispatch_hw(
+    program: &Program,
+    code_base: u64,
+    hw: &HwDispatch,
+    mem: &mut dyn Memory,
+) -> Result<Stats, Error> {
+    let plan = plan(program, code_base, hw)?;
+    let mut core = Core::new(&plan, hw);
+    let mut stats = Stats::default();
+    for n in my_groups(&plan, hw) {
+        let budget = hw
+            .instruction_limit
+            .map_or(u64::MAX, |l| l.saturating_sub(stats.instructions));
+        let (instructions, waves) =
+            core.run_group(program, code_base, hw, &plan, n, budget, &mut *mem)?;
+        stats.instructions += instructions;
+        stats.waves += waves;
+        stats.workgroups += 1;
+    }
+    Ok(stats)
+}
+
+/// [`dispatch_hw`] with the workgroups spread over `threads` threads (at least 1), each
+/// taking the next workgroup not yet started. Memory is a [`SharedMemory`] the threads use
+/// at once.
+///
+/// Contract: every workgroup runs exactly as [`dispatch_hw`] runs it, so results are the same
+/// whenever workgroups do not race on memory (no workgroup reads what another writes, except
+/// through atomics, whose returned old values then come in another order, as on hardware).
+/// `Stats` are the same. On an error the dispatch stops taking workgroups and returns the
+/// error of the lowest-numbered workgroup that failed; workgroups that had already started
+/// on other threads finish first, so memory may hold their effects too. The instruction
+/// limit counts the wave-instructions of all threads together, checked when each workgroup
+/// starts.
+pub fn dispatch_hw_parallel(
+    program: &Program,
+    code_base: u64,
+    hw: &HwDispatch,
+    mem: &dyn SharedMemory,
+    threads: usize,
+) -> Result<Stats, Error> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    let plan = plan(program, code_base, hw)?;
+    let groups: Vec<u64> = my_groups(&plan, hw).collect();
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    let executed = AtomicU64::new(0);
+    let first_error: Mutex<Option<(usize, Error)>> = Mutex::new(None);
+    let threads = threads.clamp(1, groups.len().max(1));
+    let per_thread: Vec<Stats> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut core = Core::new(&plan, hw);
+                    let mut mem = SharedAccess(mem);
+                    let mut stats = Stats::default();
+                    while !stop.load(Ordering::Relaxed) {
+                        let k = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(&n) = groups.get(k) else { break };
+                        let budget = hw.instruction_limit.map_or(u64::MAX, |l| {
+                            l.saturating_sub(executed.load(Ordering::Relaxed))
+                        });
+                        match core.run_group(program, code_base, hw, &plan, n, budget, &mut mem) {
+                            Ok((instructions, waves)) => {
+                                executed.fetch_add(instructions, Ordering::Relaxed);
+                                stats.instructions += instructions;
+                                stats.waves += waves;
+                                stats.workgroups += 1;
+                            }
+                            Err(e) => {
+                                stop.store(true, Ordering::Relaxed);
+                                let mut slot =
+                                    first_error.lock().unwrap_or_else(|p| p.into_inner());
+                                if slot.as_ref().is_none_or(|(k0, _)| k < *k0) {
+                                    *slot = Some((k, e));
+                                }
+                                break;
+                            }
+                        }
+                    }
+                    stats
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    if let Some((_, e)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        return Err(e);
+    }
+    let mut stats = Stats::default();
+    for t in per_thread {
+        stats.instructions += t.instructions;
+        stats.waves += t.waves;
+        stats.workgroups += t.workgroups;
     }
     Ok(stats)
 }
@@ -492,17 +691,31 @@ fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
 
 /// Sets up a wave's registers as the hardware does from the dispatch state: user SGPRs,
 /// then system SGPRs (workgroup ids, workgroup info, private segment wave offset), work-item
-/// ids in v0 (gfx11 packs x, y, z into bits 0-9, 10-19, 20-29), EXEC for the live lanes.
-fn init_wave(w: &mut Wave, w_idx: u32, size: [u32; 3], gid: [u32; 3], hw: &HwDispatch, mode: Mode) {
+/// ids in v0 (gfx11 and gfx90a+ pack x, y, z into bits 0-9, 10-19, 20-29), EXEC for the live
+/// lanes. VGPRs and AccVGPRs the program can reach are zeroed (see [`register_rows`]).
+fn init_wave(
+    w: &mut Wave,
+    w_idx: u32,
+    size: [u32; 3],
+    gid: [u32; 3],
+    hw: &HwDispatch,
+    plan: &Plan,
+    prog: &Program,
+) {
     let lanes = hw.wave_size;
     let private_size = hw.scratch_bytes as usize;
+    let mode = plan.mode;
     w.s = [0; 128];
-    w.v.fill(0);
+    w.v[..plan.rows.0 * 64].fill(0);
+    w.v[AGPR_ROW * 64..(AGPR_ROW + plan.rows.1) * 64].fill(0);
     w.scc = false;
     w.lanes = lanes;
     w.state = WaveState::Running;
     w.mode = mode;
     w.hwreg = [0; 64];
+    w.isa = prog.isa;
+    w.hw_id = w_idx & 0xf;
+    w.xcc_id = hw.xcc_id.unwrap_or(hw.partition.index);
     w.private_size = private_size;
     w.scratch.clear();
     w.scratch.resize(private_size * lanes as usize, 0);
@@ -527,17 +740,28 @@ fn init_wave(w: &mut Wave, w_idx: u32, size: [u32; 3], gid: [u32; 3], hw: &HwDis
         w.s[next] = 0;
     }
     let items = size[0] * size[1] * size[2];
-    let mut exec = 0u64;
-    for lane in 0..lanes {
-        let flat = w_idx * lanes + lane;
-        if flat >= items {
-            continue;
+    // Work-item ids counted up from the wave's first (no divisions per lane).
+    let first = w_idx * lanes;
+    let mut x = first % size[0];
+    let mut y = (first / size[0]) % size[1];
+    let mut z = first / (size[0] * size[1]);
+    let live = items.saturating_sub(first).min(lanes);
+    for lane in 0..live as usize {
+        w.v[lane] = x | (y << 10) | (z << 20);
+        x += 1;
+        if x == size[0] {
+            x = 0;
+            y += 1;
+            if y == size[1] {
+                y = 0;
+                z += 1;
+            }
         }
-        exec |= 1 << lane;
-        let x = flat % size[0];
-        let y = (flat / size[0]) % size[1];
-        let z = flat / (size[0] * size[1]);
-        w.v[lane as usize] = x | (y << 10) | (z << 20);
     }
+    let exec = if live >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << live) - 1
+    };
     w.set_exec(exec);
 }

@@ -408,8 +408,13 @@ fn check_atomics_and_lane_shuffles_are_consistent(
         let ws = k.0.kernel("atomics").unwrap().descriptor.wave_size() as usize;
         let src = i - t % ws + ((t ^ 5) % ws);
         assert_eq!(sh[i], src as u32 * 3, "bpermute lane {i}");
-        // permlanex16 with identity selectors reads the same lane of the other row.
-        assert_eq!(xp[i], (i ^ 16) as u32, "permlanex16 lane {i}");
+        if k.1.isa().is_cdna() {
+            // wave_rol:1 reads the next lane of the wave64, the last lane the first.
+            assert_eq!(xp[i], (i - t + (t + 1) % 64) as u32, "wave_rol:1 lane {i}");
+        } else {
+            // permlanex16 with identity selectors reads the same lane of the other row.
+            assert_eq!(xp[i], (i ^ 16) as u32, "permlanex16 lane {i}");
+        }
     }
 }
 
@@ -488,6 +493,38 @@ fn all_kernels_match_reference_in_wave64() {
     check_atomics_and_lane_shuffles_are_consistent(k);
 }
 
+/// The same kernels compiled for CDNA3 (gfx942) and CDNA4 (gfx950): wave64, the GFX9
+/// encodings, lowered onto the shared semantics.
+fn all_kernels_match_reference_on(isa: am_emu::Isa) {
+    let k = kernels_for(isa);
+    assert_eq!(k.0.kernel("reduce").unwrap().descriptor.wave_size(), 64);
+    check_reduce_through_lds_with_barriers_sums_each_workgroup(k);
+    check_vadd_matches_reference_with_partial_last_workgroup(k);
+    check_saxpy_matches_reference(k);
+    check_tiled_matmul_matches_reference(k);
+    check_exp_log_sqrt_division_within_ulp_bounds(k);
+    check_integer_division_and_modulo_are_exact(k);
+    check_sixty_four_bit_address_arithmetic_is_exact(k);
+    check_loops_with_divergent_lanes_count_collatz_steps(k);
+    check_f16_fma_matches_reference(k);
+    check_atomics_and_lane_shuffles_are_consistent(k);
+    check_constant_tables_are_read_pc_relative_from_loaded_segments(k);
+    check_generic_pointers_reach_lds_global_and_private_through_calls(k);
+    check_f16_division_sqrt_exp_log_max_match_reference(k);
+    check_halves_round_trip_through_lds(k);
+    check_kernels_read_sizes_from_the_dispatch_packet(k);
+}
+
+#[test]
+fn all_kernels_match_reference_on_gfx942() {
+    all_kernels_match_reference_on(am_emu::Isa::Gfx942);
+}
+
+#[test]
+fn all_kernels_match_reference_on_gfx950() {
+    all_kernels_match_reference_on(am_emu::Isa::Gfx950);
+}
+
 /// The register-level entry point the mock's PM4 path uses: code read from (another) GPU
 /// address, user SGPRs given as `COMPUTE_USER_DATA_*` values.
 #[test]
@@ -525,7 +562,7 @@ fn hardware_level_dispatch_runs_code_uploaded_elsewhere() {
         lds_bytes: 0,
         scratch_bytes: 0,
         instruction_limit: None,
-        partition: am_emu::Partition::default(),
+        ..Default::default()
     };
     am_emu::dispatch_hw(&prog, upload_at, &hw, &mut mem).unwrap();
     let c = download_f32(&mut mem, pc, n as usize);
@@ -630,9 +667,10 @@ fn f32_denormals_flush_only_when_the_descriptor_says_so() {
 
 /// Code that reads its own `__constant` data needs the code object's segments in memory at
 /// the load address; `s_getpc_b64` returns addresses relative to `Launch::code_address`.
-#[test]
-fn constant_tables_are_read_pc_relative_from_loaded_segments() {
-    let (co, prog) = kernels();
+fn check_constant_tables_are_read_pc_relative_from_loaded_segments(
+    k: &'static (am_emu::CodeObject, am_emu::Program),
+) {
+    let (co, prog) = k;
     let k = co.kernel("ctab").unwrap();
     let base = 0x10_0000_0000u64;
     let mut mem = HostMemory::new();
@@ -656,8 +694,9 @@ fn constant_tables_are_read_pc_relative_from_loaded_segments() {
     }
 }
 
-#[test]
-fn generic_pointers_reach_lds_global_and_private_through_calls() {
+fn check_generic_pointers_reach_lds_global_and_private_through_calls(
+    k: &'static (am_emu::CodeObject, am_emu::Program),
+) {
     let n = 64usize;
     let mut mem = HostMemory::new();
     let init: Vec<f32> = (0..n).map(|i| 100.0 * i as f32).collect();
@@ -665,7 +704,7 @@ fn generic_pointers_reach_lds_global_and_private_through_calls() {
     let sel: Vec<u32> = (0..n as u32).map(|i| i * 3 + 1).collect();
     let ps = upload(&mut mem, &sel);
     launch(
-        kernels(),
+        k,
         "genptr",
         [n as u32, 1, 1],
         [64, 1, 1],
@@ -682,8 +721,9 @@ fn generic_pointers_reach_lds_global_and_private_through_calls() {
     }
 }
 
-#[test]
-fn f16_division_sqrt_exp_log_max_match_reference() {
+fn check_f16_division_sqrt_exp_log_max_match_reference(
+    k: &'static (am_emu::CodeObject, am_emu::Program),
+) {
     use am_emu::float::{f16_to_f32, f32_to_f16, f64_to_f16};
     let n = 256usize;
     let mut r = Rng(12);
@@ -708,7 +748,7 @@ fn f16_division_sqrt_exp_log_max_match_reference() {
     let (pa, pb) = (upload(&mut mem, &a), upload(&mut mem, &b));
     let outs: Vec<u64> = (0..5).map(|_| mem.alloc(2 * n)).collect();
     launch(
-        kernels(),
+        k,
         "hmath",
         [n as u32, 1, 1],
         [64, 1, 1],
@@ -755,8 +795,7 @@ fn f16_division_sqrt_exp_log_max_match_reference() {
     }
 }
 
-#[test]
-fn halves_round_trip_through_lds() {
+fn check_halves_round_trip_through_lds(k: &'static (am_emu::CodeObject, am_emu::Program)) {
     use am_emu::float::{f16_to_f32, f32_to_f16, f64_to_f16};
     let n = 128usize;
     let mut r = Rng(13);
@@ -765,7 +804,7 @@ fn halves_round_trip_through_lds() {
     let pi = upload(&mut mem, &input);
     let po = mem.alloc(2 * n);
     launch(
-        kernels(),
+        k,
         "hlds",
         [n as u32, 1, 1],
         [64, 1, 1],
@@ -782,9 +821,10 @@ fn halves_round_trip_through_lds() {
     }
 }
 
-#[test]
-fn kernels_read_sizes_from_the_dispatch_packet() {
-    let (co, prog) = kernels();
+fn check_kernels_read_sizes_from_the_dispatch_packet(
+    k: &'static (am_emu::CodeObject, am_emu::Program),
+) {
+    let (co, prog) = k;
     let k = co.kernel("sizes").unwrap();
     assert!(
         k.descriptor.kernel_code_properties & am_emu::code_object::kcp::ENABLE_SGPR_DISPATCH_PTR
@@ -805,4 +845,29 @@ fn kernels_read_sizes_from_the_dispatch_packet() {
         let want = if (i as u32) < n { 64 * 100_000 + n } else { 0 };
         assert_eq!(g, want, "out[{i}]");
     }
+}
+
+#[test]
+fn constant_tables_are_read_pc_relative_from_loaded_segments() {
+    check_constant_tables_are_read_pc_relative_from_loaded_segments(kernels());
+}
+
+#[test]
+fn generic_pointers_reach_lds_global_and_private_through_calls() {
+    check_generic_pointers_reach_lds_global_and_private_through_calls(kernels());
+}
+
+#[test]
+fn f16_division_sqrt_exp_log_max_match_reference() {
+    check_f16_division_sqrt_exp_log_max_match_reference(kernels());
+}
+
+#[test]
+fn halves_round_trip_through_lds() {
+    check_halves_round_trip_through_lds(kernels());
+}
+
+#[test]
+fn kernels_read_sizes_from_the_dispatch_packet() {
+    check_kernels_read_sizes_from_the_dispatch_packet(kernels());
 }

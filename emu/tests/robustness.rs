@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used)] // unwrap is fine in tests
 
 mod common;
+use am_emu::cdna3::Target;
 use am_emu::rdna3::decode;
 use am_emu::{CodeObject, Error, HostMemory, Isa, Launch, Program};
 use common::*;
@@ -11,6 +12,23 @@ use proptest::prelude::*;
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 20000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn decoding_and_lowering_random_cdna_words_never_panics(w0 in any::<u32>(), w1 in any::<u32>(), w2 in any::<u32>()) {
+        for t in [Target::Gfx942, Target::Gfx950] {
+            if let Ok(i) = am_emu::cdna3::decode(t, &[w0, w1, w2]) {
+                prop_assert!((1..=3).contains(&i.len));
+                let _ = i.to_string();
+            }
+            let _ = am_emu::cdna3::decode(t, &[w0]);
+        }
+        // Predecoding lowers what decodes; nothing may panic.
+        let bytes: Vec<u8> = [w0, w1, w2].iter().flat_map(|w| w.to_le_bytes()).collect();
+        for isa in [Isa::Gfx942, Isa::Gfx950] {
+            let p = Program::from_bytes(&bytes, 0x1000, isa).unwrap();
+            let _ = p.disassemble();
+        }
+    }
 
     #[test]
     fn decoding_random_words_never_panics(w0 in any::<u32>(), w1 in any::<u32>(), w2 in any::<u32>()) {
@@ -27,26 +45,50 @@ proptest! {
 /// must end in `Ok` or an error, never a panic or a hang (the instruction limit stops loops).
 #[test]
 fn executing_random_code_never_panics() {
-    let (co, _) = kernels();
+    random_code_runs(Isa::Gfx1100, 3000);
+}
+
+/// The same on gfx942 and gfx950 code (wave64, the CDNA decoder and lowering, MFMA, SDWA,
+/// DPP, AccVGPRs).
+#[test]
+fn executing_random_cdna_code_never_panics() {
+    random_code_runs(Isa::Gfx942, 1500);
+    random_code_runs(Isa::Gfx950, 1500);
+}
+
+/// `AM_EMU_FUZZ_SCALE=N` runs N times as many random kernels (a longer local fuzz run).
+fn random_code_runs(isa: Isa, kernels_run: usize) {
+    let scale: usize = std::env::var("AM_EMU_FUZZ_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1);
+    let kernels_run = kernels_run * scale.max(1);
+    let decodes = |w: &[u32; 3]| -> Option<usize> {
+        match am_emu::cdna3::target(isa) {
+            None => decode(w).ok().map(|i| i.len as usize),
+            Some(t) => am_emu::cdna3::decode(t, w).ok().map(|i| i.len as usize),
+        }
+    };
+    let (co, _) = kernels_for(isa);
     let k = co.kernel("vadd").unwrap().clone();
     let entry_off = (k.entry - co.text_address) as usize;
     let mut rng = Rng(99);
     let mut outcomes = std::collections::BTreeMap::new();
-    for _ in 0..3000 {
+    for _ in 0..kernels_run {
         let mut co2 = co.clone();
         // Random but decodable instructions, so the semantics (not just the decoder) see
         // random operands.
         let mut words = vec![];
         while words.len() < 24 {
             let w = [rng.next() as u32, rng.next() as u32, rng.next() as u32];
-            if let Ok(i) = decode(&w) {
-                words.extend_from_slice(&w[..i.len as usize]);
+            if let Some(len) = decodes(&w) {
+                words.extend_from_slice(&w[..len]);
             }
         }
         for (k, w) in words.iter().take(24).enumerate() {
             co2.text[entry_off + 4 * k..entry_off + 4 * k + 4].copy_from_slice(&w.to_le_bytes());
         }
-        let prog = Program::new(&co2, Isa::Gfx1100).unwrap();
+        let prog = Program::new(&co2, isa).unwrap();
         let mut mem = HostMemory::new();
         let kernarg = mem.alloc(256);
         let mut l = Launch::new([64, 1, 1], [64, 1, 1], kernarg);
@@ -64,7 +106,7 @@ fn executing_random_code_never_panics() {
     }
     assert!(
         outcomes.len() > 3,
-        "random code should end in several ways: {outcomes:?}"
+        "random {isa:?} code should end in several ways: {outcomes:?}"
     );
 }
 
@@ -138,7 +180,13 @@ fn invalid_instruction_reports_pc_and_dwords() {
 
 #[test]
 fn private_arrays_live_in_per_lane_scratch() {
-    let k = kernels();
+    for isa in [Isa::Gfx1100, Isa::Gfx942, Isa::Gfx950] {
+        private_arrays_on(isa);
+    }
+}
+
+fn private_arrays_on(isa: Isa) {
+    let k = kernels_for(isa);
     let kd = k.0.kernel("priv").unwrap();
     assert!(
         kd.descriptor.private_segment_fixed_size >= 256,
@@ -159,7 +207,7 @@ fn private_arrays_live_in_per_lane_scratch() {
     );
     let out = download_u32(&mut mem, po, n);
     for i in 0..n {
-        assert_eq!(out[i], i as u32 * 1000 + (idx[i] & 63), "lane {i}");
+        assert_eq!(out[i], i as u32 * 1000 + (idx[i] & 63), "{isa:?} lane {i}");
     }
 }
 

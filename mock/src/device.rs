@@ -1031,8 +1031,10 @@ impl Shared {
     pub(crate) fn isa(&self) -> Result<am_emu::Isa, String> {
         match self.profile.version(am_autogen::hwid::GC_HWID) {
             Some(v) if v.major == 11 => Ok(am_emu::Isa::Gfx1100),
+            Some(v) if (v.major, v.minor) == (9, 4) => Ok(am_emu::Isa::Gfx942),
+            Some(v) if (v.major, v.minor) == (9, 5) => Ok(am_emu::Isa::Gfx950),
             Some(v) => Err(format!(
-                "no CDNA emulation yet: GC {v} ({}) code cannot run on the mock",
+                "no emulation of GC {v} ({}): its code cannot run on the mock",
                 self.profile.gfx_target
             )),
             None => Err("the profile has no GC".into()),

@@ -167,6 +167,21 @@ impl Pm4 {
     }
 }
 
+/// The names of the type-3 packets in a PM4 stream, in order (for messages).
+pub fn pm4_names(words: &[u32]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < words.len() {
+        let h = words[i];
+        out.push(pm4_name(h));
+        if h >> 30 != 3 {
+            break;
+        }
+        i += ((h >> 16) & 0x3fff) as usize + 2;
+    }
+    out
+}
+
 /// The name of the PM4 packet a header starts, for messages.
 pub fn pm4_name(h: u32) -> String {
     if h >> 30 != 3 {

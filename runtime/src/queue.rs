@@ -293,6 +293,47 @@ impl HwQueue {
         Ok(buf.va() + at)
     }
 
+    /// An AQL packet for a report: a dispatch's kernel object, or the PM4 packets of a
+    /// vendor packet's IB (when the IB is the queue's own).
+    fn describe_aql(&self, mem: &dyn am_driver::SysMem, at: u64, h: u32) -> String {
+        let mut p = [0u8; 64];
+        if mem.read_bytes(at, &mut p).is_err() {
+            return format!("AQL packet type {}", h & 0xff);
+        }
+        let dw = |i: usize| u32::from_le_bytes(p[4 * i..4 * i + 4].try_into().unwrap_or_default());
+        match (h & 0xff) as u16 {
+            crate::encode::aql::KERNEL_DISPATCH => {
+                format!(
+                    "AQL kernel dispatch of the kernel object {:#x}",
+                    u64::from(dw(9)) << 32 | u64::from(dw(8))
+                )
+            }
+            crate::encode::aql::BARRIER_AND => "AQL barrier-AND".into(),
+            crate::encode::aql::VENDOR => {
+                let ib = u64::from(dw(3) & 0xffff) << 32 | u64::from(dw(2));
+                let dwords = (dw(4) & 0xf_ffff) as usize;
+                let names = self.ibs.as_ref().and_then(|(buf, _)| {
+                    let off = ib.checked_sub(buf.va())?;
+                    let (m, b) = buf.sysmem()?;
+                    let mut words = vec![0u8; dwords * 4];
+                    m.read_bytes(b + off, &mut words).ok()?;
+                    let words: Vec<u32> = words
+                        .chunks(4)
+                        .map(|c| u32::from_le_bytes(c.try_into().unwrap_or_default()))
+                        .collect();
+                    Some(crate::encode::pm4_names(&words).join(", "))
+                });
+                match names {
+                    Some(n) => {
+                        format!("AQL vendor packet running a PM4 IB of {dwords} dwords ({n})")
+                    }
+                    None => format!("AQL vendor packet running the PM4 IB at {ib:#x}"),
+                }
+            }
+            t => format!("AQL packet type {t}"),
+        }
+    }
+
     /// The kernels of submissions not finished yet, oldest first.
     pub(crate) fn kernels_in_flight(&self) -> Vec<String> {
         let done = self.timeline.value().unwrap_or(0);
@@ -322,7 +363,7 @@ impl HwQueue {
         let h = u32::from_le_bytes(b);
         let what = match self.kind {
             QueueKind::Pm4 => crate::encode::pm4_name(h),
-            QueueKind::Aql => format!("AQL packet type {}", h & 0xff),
+            QueueKind::Aql => self.describe_aql(mem.as_ref(), base + at, h),
             QueueKind::Sdma => crate::encode::sdma_name(h),
         };
         format!("{what} (header {h:#010x}) at ring offset {at:#x}")

@@ -183,8 +183,9 @@ fn a_hung_kernel_is_stopped_and_the_device_recovers() {
 
 /// An AQL queue on all eight XCCs: a PM4-IB vendor packet runs its IB on every XCC
 /// (PRED_EXEC picks XCC 3 alone for one write), a barrier-AND waits for a signal the CPU
-/// releases, completion signals count down, and the read index is written back. A kernel
-/// dispatch for gfx942 stops the queue: there is no CDNA emulation yet.
+/// releases, completion signals count down, and the read index is written back. Then a
+/// kernel compiled for the part's ISA, dispatched by an AQL packet, runs its workgroups
+/// spread over the XCCs with exact results.
 #[test]
 fn mi300x_aql_queue_runs_vendor_and_barrier_packets() {
     aql_queue("mi300x");
@@ -227,9 +228,40 @@ fn aql_queue(profile: &str) {
     assert_eq!(q.rptr(&r), 3, "read dispatch id written back");
     assert!(r.gpu.violations().is_empty(), "{:#?}", r.gpu.violations());
 
-    // A gfx942 kernel: the queue stops with a clear error, never a silent success.
-    let kd = r.vram(0x1000);
-    q.submit(&r, &aql_dispatch([64, 1, 1], [64, 1, 1], kd.va, 0, 0));
-    let h = halted(&r);
-    assert!(h.contains("no CDNA emulation yet"), "{profile}: {h}");
+    // A kernel for the part's ISA: y = 2.5·x + y over 1000 elements, 16 workgroups of 64
+    // spread over the eight XCCs.
+    let mcpu = if profile.starts_with("mi350") {
+        "gfx950"
+    } else {
+        "gfx942"
+    };
+    let l = Loaded::new(&r, &compile_cl(SRC, mcpu));
+    let k = l.kernel("axpy");
+    let n = 1000usize;
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.25).collect();
+    let y: Vec<f32> = (0..n).map(|i| 1.0 - i as f32).collect();
+    let (bx, by) = (r.vram(4 * n as u64), r.vram(4 * n as u64));
+    r.write(&bx, 0, &f32s(&x));
+    r.write(&by, 0, &f32s(&y));
+    let args = r.vram(0x1000);
+    let mut a = bx.va.to_le_bytes().to_vec();
+    a.extend(by.va.to_le_bytes());
+    a.extend((n as u32).to_le_bytes());
+    r.write(&args, 0, &a);
+    r.write(&sig, 8, &1u64.to_le_bytes());
+    q.submit(
+        &r,
+        &aql_dispatch([64, 1, 1], [1024, 1, 1], l.descriptor(k), args.va, sig.va),
+    );
+    until("the dispatch completes", || r.u64_at(&sig, 8) == 0);
+    let got = r.read(&by, 0, 4 * n);
+    for i in 0..n {
+        let g = f32::from_le_bytes(got[4 * i..4 * i + 4].try_into().unwrap());
+        assert_eq!(
+            g.to_bits(),
+            2.5f32.mul_add(x[i], y[i]).to_bits(),
+            "{profile}: y[{i}]"
+        );
+    }
+    assert!(r.gpu.violations().is_empty(), "{:#?}", r.gpu.violations());
 }

@@ -16,11 +16,18 @@ fn f32s(n: usize, seed: u64, lo: f32, hi: f32) -> Vec<f32> {
     (0..n).map(|_| r.f32(lo, hi)).collect()
 }
 
-#[test]
-fn emulator_kernels_give_exact_results_on_navi31() {
-    let (gpu, dev) = open("navi31");
-    assert_eq!(dev.info().target, "gfx1100");
-    assert!(!dev.info().aql);
+fn emulator_kernels_give_exact_results(profile: &str) {
+    let (gpu, dev) = open(profile);
+    let (target, aql) = match profile {
+        "navi31" => ("gfx1100", false),
+        "mi300x" => ("gfx942", true),
+        _ => ("gfx950", true),
+    };
+    assert_eq!(
+        (dev.info().target.as_str(), dev.info().aql),
+        (target, aql),
+        "{profile}"
+    );
 
     // vadd over 1000 elements: the last workgroup is partly outside.
     let n = 1000usize;
@@ -94,9 +101,8 @@ fn emulator_kernels_give_exact_results_on_navi31() {
     assert!(gpu.violations().is_empty(), "{:#?}", gpu.violations());
 }
 
-#[test]
-fn reductions_integer_division_scratch_and_dispatch_packet_kernels_are_exact() {
-    let (gpu, dev) = open("navi31");
+fn reductions_integer_division_scratch_and_dispatch_packet_kernels_are_exact(profile: &str) {
+    let (gpu, dev) = open(profile);
     // Workgroup sums through LDS.
     let x = f32s(1024, 7, -1.0, 1.0);
     let bx = upload(&dev, &x);
@@ -283,9 +289,8 @@ fn buffers_views_copies_fills_and_staged_transfers() {
     assert!(gpu.violations().is_empty(), "{:#?}", gpu.violations());
 }
 
-#[test]
-fn cross_queue_waits_order_copy_then_compute_then_copy() {
-    let (gpu, dev) = open("navi31");
+fn cross_queue_waits_order_copy_then_compute_then_copy(profile: &str) {
+    let (gpu, dev) = open(profile);
     let n = 512usize;
     let (a, b) = (f32s(n, 11, -4.0, 4.0), f32s(n, 12, -4.0, 4.0));
     let host_a = dev
@@ -342,9 +347,8 @@ fn cross_queue_waits_order_copy_then_compute_then_copy() {
     assert!(gpu.violations().is_empty(), "{:#?}", gpu.violations());
 }
 
-#[test]
-fn command_buffers_resubmit_to_several_queues_of_their_kind() {
-    let (gpu, dev) = open("navi31");
+fn command_buffers_resubmit_to_several_queues_of_their_kind(profile: &str) {
+    let (gpu, dev) = open(profile);
     let counter = dev.alloc(4096, MemKind::Vram).unwrap();
     dev.write(&counter, 0, &[0u8; 4]).unwrap();
     let atomics = kernel(&dev, "atomics");
@@ -373,9 +377,8 @@ fn command_buffers_resubmit_to_several_queues_of_their_kind() {
     assert!(gpu.violations().is_empty(), "{:#?}", gpu.violations());
 }
 
-#[test]
-fn a_graph_replayed_a_thousand_times_with_changed_arguments_and_values() {
-    let (gpu, dev) = open("navi31");
+fn a_graph_replayed_a_thousand_times_with_changed_arguments_and_values(profile: &str) {
+    let (gpu, dev) = open(profile);
     let n = 256usize;
     // Integers as floats: every sum below is exact.
     let x: Vec<f32> = (0..n).map(|k| (k % 8) as f32).collect();
@@ -442,9 +445,8 @@ fn a_graph_replayed_a_thousand_times_with_changed_arguments_and_values() {
     assert!(gpu.violations().is_empty(), "{:#?}", gpu.violations());
 }
 
-#[test]
-fn a_hang_names_the_queue_and_packet_and_recover_makes_the_device_usable() {
-    let (gpu, dev) = open("navi31");
+fn a_hang_names_the_queue_and_packet_and_recover_makes_the_device_usable(profile: &str) {
+    let (gpu, dev) = open(profile);
     let never = dev.new_signal().unwrap();
     let mut c = ComputeCommands::new(&dev);
     c.wait(&never, 1);
@@ -491,9 +493,8 @@ fn a_hang_names_the_queue_and_packet_and_recover_makes_the_device_usable() {
     assert!(gpu.violations().is_empty(), "{:#?}", gpu.violations());
 }
 
-#[test]
-fn a_page_fault_names_the_address_and_the_kernel() {
-    let (_gpu, dev) = open("navi31");
+fn a_page_fault_names_the_address_and_the_kernel(profile: &str) {
+    let (_gpu, dev) = open(profile);
     let n = 256usize;
     let (ba, bb) = (upload(&dev, &vec![1f32; n]), upload(&dev, &vec![2f32; n]));
     let unmapped = 0x7f00_0000_0000u64;
@@ -537,9 +538,8 @@ fn a_page_fault_names_the_address_and_the_kernel() {
     assert_eq!(download::<f32>(&dev, &bc, n)[n - 1], 3.0);
 }
 
-#[test]
-fn profiling_timestamps_each_launch_and_exports_a_chrome_trace() {
-    let (_gpu, dev) = open("navi31");
+fn profiling_timestamps_each_launch_and_exports_a_chrome_trace(profile: &str) {
+    let (_gpu, dev) = open(profile);
     dev.set_profiling(true);
     let out = dev.alloc(4 * 256, MemKind::Vram).unwrap();
     let spin = kernel(&dev, "spin");
@@ -632,3 +632,30 @@ fn closing_removes_the_queues_and_a_new_open_warm_boots() {
     assert_eq!(download::<u32>(&dev, &x, 1)[0], 5);
     assert!(gpu.violations().is_empty(), "{:#?}", gpu.violations());
 }
+
+/// The tests above on each kind of part: PM4 on navi31 (GFX11), AQL on the eight XCCs of
+/// mi300x (gfx942) and on the MI350X VF (gfx950).
+macro_rules! on_every_part {
+    ($($f:ident),* $(,)?) => {
+        mod navi31 {
+            $( #[test] fn $f() { super::$f("navi31") } )*
+        }
+        mod mi300x {
+            $( #[test] fn $f() { super::$f("mi300x") } )*
+        }
+        mod mi350x_vf {
+            $( #[test] fn $f() { super::$f("mi350x-vf") } )*
+        }
+    };
+}
+
+on_every_part!(
+    emulator_kernels_give_exact_results,
+    reductions_integer_division_scratch_and_dispatch_packet_kernels_are_exact,
+    cross_queue_waits_order_copy_then_compute_then_copy,
+    command_buffers_resubmit_to_several_queues_of_their_kind,
+    a_graph_replayed_a_thousand_times_with_changed_arguments_and_values,
+    a_hang_names_the_queue_and_packet_and_recover_makes_the_device_usable,
+    a_page_fault_names_the_address_and_the_kernel,
+    profiling_timestamps_each_launch_and_exports_a_chrome_trace,
+);

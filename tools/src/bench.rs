@@ -3,14 +3,15 @@
 use std::process::Command;
 use std::time::Instant;
 
-use am_emu::{CodeObject, HostMemory, Isa, Launch, Program};
+use am_emu::{CodeObject, HostMemory, Isa, Launch, Program, SharedHostMemory};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
 /// What to measure.
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
-    /// Shader-emulator throughput in wave-instructions per second on one core.
+    /// Shader-emulator throughput on a suite of kernels (gfx1100, gfx942, gfx950): wave-
+    /// instructions per second per kernel and their geometric mean, on one core and on all.
     Emu(EmuArgs),
     /// Full and warm boot of the mock profiles (in-process): wall time and register accesses.
     Boot(BootArgs),
@@ -69,12 +70,24 @@ pub struct BootArgs {
 /// Options of `am bench emu`.
 #[derive(Args, Debug)]
 pub struct EmuArgs {
-    /// Loop iterations of the `spin` kernel (11 instructions each, 5 of them VALU).
-    #[arg(long, default_value_t = 8000)]
-    iters: u32,
-    /// Workgroups of 256 work-items (8 waves of 32 each).
-    #[arg(long, default_value_t = 8)]
-    workgroups: u32,
+    /// ISA to run (repeatable): gfx1100, gfx942, gfx950; all three by default.
+    #[arg(long = "isa", value_name = "ISA")]
+    isas: Vec<String>,
+    /// Kernel of the suite to run (repeatable): copy, saxpy, histogram, reduce, fmath, int64,
+    /// matmul; all of them by default.
+    #[arg(long = "kernel", value_name = "NAME")]
+    kernels: Vec<String>,
+    /// Threads of the all-cores runs (default: the cores this process may use).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Multiplies the workgroups of every dispatch (the matrix product's side grows by its
+    /// square root); the default makes each dispatch 0.3 to 3 million wave-instructions.
+    #[arg(long, default_value_t = 16)]
+    scale: u32,
+    /// Seconds a measured round lasts at least: a round repeats the dispatch (as many times
+    /// as the warm-up dispatch says) so short dispatches are timed precisely.
+    #[arg(long, default_value_t = 0.3, value_name = "S")]
+    round: f64,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -94,34 +107,28 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     }
 }
 
-/// The emulator's compute-bound kernel, shared with its tests.
-const KERNELS_CL: &str = include_str!("../../emu/tests/kernels/kernels.cl");
+/// The benchmark suite's kernels.
+const BENCH_CL: &str = include_str!("bench_emu.cl");
 
-fn compile_gfx1100(source: &str) -> anyhow::Result<Vec<u8>> {
-    let dir = std::env::temp_dir().join(format!("am-bench-{}", std::process::id()));
+fn compile(source: &str, isa: Isa) -> anyhow::Result<Vec<u8>> {
+    let dir = std::env::temp_dir().join(format!("am-bench-{}-{}", std::process::id(), isa.name()));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let result = (|| {
         let (cl, obj, hsaco) = (dir.join("k.cl"), dir.join("k.o"), dir.join("k.hsaco"));
         std::fs::write(&cl, source)?;
         let clang = Command::new("clang-22")
-            .args([
-                "-x",
-                "cl",
-                "-cl-std=CL2.0",
-                "--target=amdgcn-amd-amdhsa",
-                "-mcpu=gfx1100",
-            ])
+            .args(["-x", "cl", "-cl-std=CL2.0", "--target=amdgcn-amd-amdhsa"])
+            .arg(format!("-mcpu={}", isa.name()))
             .args(["-nogpulib", "-O3", "-c"])
             .arg(&cl)
             .arg("-o")
             .arg(&obj)
             .output()
             .context("running clang-22 (scripts/setup installs it)")?;
-        // The shared kernel file warns about LDS in helper functions; show clang's output only
-        // when it fails.
         if !clang.status.success() {
             bail!(
-                "clang-22 failed to compile the benchmark kernel ({}):\n{}",
+                "clang-22 failed to compile the benchmark kernels for {} ({}):\n{}",
+                isa.name(),
                 clang.status,
                 String::from_utf8_lossy(&clang.stderr)
             );
@@ -134,7 +141,7 @@ fn compile_gfx1100(source: &str) -> anyhow::Result<Vec<u8>> {
             .status()
             .context("running ld.lld-22 (scripts/setup installs it)")?;
         if !lld.success() {
-            bail!("ld.lld-22 failed to link the benchmark kernel ({lld})");
+            bail!("ld.lld-22 failed to link the benchmark kernels ({lld})");
         }
         Ok(std::fs::read(&hsaco)?)
     })();
@@ -142,63 +149,309 @@ fn compile_gfx1100(source: &str) -> anyhow::Result<Vec<u8>> {
     result
 }
 
-fn emu(args: EmuArgs) -> anyhow::Result<()> {
-    let bytes = compile_gfx1100(KERNELS_CL)?;
-    let co = CodeObject::parse(&bytes, "kernels.cl")?;
-    let prog = Program::new(&co, Isa::Gfx1100)?;
-    let k = co.kernel("spin")?;
-    let groups = args.workgroups.max(1);
+/// A kernel argument.
+enum Arg {
+    Buf(usize),
+    Bytes(Vec<u8>),
+    U32(u32),
+    F32(f32),
+}
 
+/// One benchmark: a kernel of the suite, its workgroups and its arguments.
+struct Case {
+    kernel: &'static str,
+    what: &'static str,
+    groups: u32,
+    args: Vec<Arg>,
+}
+
+/// The suite at `scale` (workgroups of 256 work-items: `scale` times a base count, the matrix
+/// side `64 * sqrt(scale)`). Inputs are deterministic pseudo-random data.
+fn suite(scale: u32) -> Vec<Case> {
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut rnd = move || {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    };
+    let mut words = |n: usize, f: &mut dyn FnMut(u64) -> u32| -> Vec<u8> {
+        (0..n).flat_map(|_| f(rnd()).to_le_bytes()).collect()
+    };
+    // Base counts are for scale 16, the default.
+    let g = |n: u32| (n * scale.max(1) / 16).max(1);
+    let items = |groups: u32| groups as usize * 256;
+    let matmul_n = 64 * (scale.max(1) as f64).sqrt().max(1.0) as u32;
+    vec![
+        Case {
+            kernel: "copy",
+            what: "memory-bound copy, 16 bytes per work-item",
+            groups: g(8192),
+            args: vec![
+                Arg::Bytes(words(4 * items(g(8192)), &mut |r| r as u32)),
+                Arg::Buf(16 * items(g(8192))),
+            ],
+        },
+        Case {
+            kernel: "saxpy",
+            what: "memory-bound y = a * x + y",
+            groups: g(8192),
+            args: vec![
+                Arg::F32(1.5),
+                Arg::Bytes(words(items(g(8192)), &mut |r| {
+                    ((r >> 40) as f32 / 1e7).to_bits()
+                })),
+                Arg::Bytes(words(items(g(8192)), &mut |r| {
+                    ((r >> 40) as f32 / 1e6).to_bits()
+                })),
+            ],
+        },
+        Case {
+            kernel: "histogram",
+            what: "global atomics, 64 bins",
+            groups: g(4096),
+            args: vec![
+                Arg::Bytes(words(items(g(4096)), &mut |r| r as u32)),
+                Arg::Buf(4 * 64),
+            ],
+        },
+        Case {
+            kernel: "reduce",
+            what: "LDS tree reduction with barriers",
+            groups: g(1024),
+            args: vec![
+                Arg::Bytes(words(items(g(1024)), &mut |r| {
+                    ((r >> 40) as f32 / 1e7).to_bits()
+                })),
+                Arg::Buf(4 * g(1024) as usize),
+            ],
+        },
+        Case {
+            kernel: "fmath",
+            what: "float math: sqrt, exp and FMAs in a loop",
+            groups: g(256),
+            args: vec![Arg::Bytes(words(items(g(256)), &mut |r| {
+                ((r >> 40) as f32 / 1e6).to_bits()
+            }))],
+        },
+        Case {
+            kernel: "int64",
+            what: "64-bit integer multiplies, shifts and xors",
+            groups: g(512),
+            args: vec![Arg::Bytes(
+                (0..items(g(512)))
+                    .flat_map(|k| (k as u64 * 7919).to_le_bytes())
+                    .collect(),
+            )],
+        },
+        Case {
+            kernel: "matmul",
+            what: "16x16 LDS-tiled matrix product",
+            groups: (matmul_n / 16) * (matmul_n / 16),
+            args: vec![
+                Arg::Bytes(words((matmul_n * matmul_n) as usize, &mut |r| {
+                    ((r >> 40) as f32 / 1e7).to_bits()
+                })),
+                Arg::Bytes(words((matmul_n * matmul_n) as usize, &mut |r| {
+                    ((r >> 40) as f32 / 1e7).to_bits()
+                })),
+                Arg::Buf(4 * (matmul_n * matmul_n) as usize),
+                Arg::U32(matmul_n),
+            ],
+        },
+    ]
+}
+
+/// Lays out the kernel arguments (buffers allocated by `alloc`) with natural alignment, padded
+/// past `kernarg_size` because compiled kernels load their arguments in 32-byte blocks.
+fn kernarg(args: &[Arg], size: usize, alloc: &mut dyn FnMut(&[u8]) -> u64) -> Vec<u8> {
+    let mut k: Vec<u8> = Vec::new();
+    let align = |k: &mut Vec<u8>, a: usize| {
+        while !k.len().is_multiple_of(a) {
+            k.push(0);
+        }
+    };
+    for a in args {
+        match a {
+            Arg::Buf(n) => {
+                let p = alloc(&vec![0u8; *n]);
+                align(&mut k, 8);
+                k.extend(p.to_le_bytes());
+            }
+            Arg::Bytes(b) => {
+                let p = alloc(b);
+                align(&mut k, 8);
+                k.extend(p.to_le_bytes());
+            }
+            Arg::U32(v) => {
+                align(&mut k, 4);
+                k.extend(v.to_le_bytes());
+            }
+            Arg::F32(v) => {
+                align(&mut k, 4);
+                k.extend(v.to_bits().to_le_bytes());
+            }
+        }
+    }
+    k.resize(k.len().max(size) + 64, 0);
+    k
+}
+
+/// What one benchmark measured.
+struct Measured {
+    instructions: u64,
+    reps: u32,
+    one_core_cpu: Option<f64>,
+    one_core_wall: f64,
+    all_cores_wall: f64,
+}
+
+fn measure(
+    prog: &Program,
+    k: &am_emu::Kernel,
+    case: &Case,
+    threads: usize,
+    round: f64,
+) -> anyhow::Result<Measured> {
+    let size = k.descriptor.kernarg_size as usize;
+    // One core: HostMemory, this thread. A warm-up dispatch tells how many dispatches make a
+    // round of at least `round` seconds; the best of three rounds counts. This thread's CPU
+    // time (schedstat) is the one-core figure on a shared machine.
     let mut mem = HostMemory::new();
-    let out = mem.alloc(4 * 256 * groups as usize);
-    // Compiled kernels load kernargs in 32-byte blocks past `kernarg_size`: pad the buffer.
-    let mut kernarg = vec![0u8; (k.descriptor.kernarg_size as usize).max(16) + 64];
-    kernarg[..8].copy_from_slice(&out.to_le_bytes());
-    kernarg[8..12].copy_from_slice(&args.iters.to_le_bytes());
-    let ka = mem.alloc_bytes(&kernarg);
-    let launch = Launch::new([256 * groups, 1, 1], [256, 1, 1], ka);
-
-    // One warm-up dispatch, then the best of three. On a shared machine the wall clock counts
-    // time other processes held the core, so this thread's CPU time (schedstat) is reported
-    // too: it is the one-core figure.
-    am_emu::dispatch(&prog, k, &launch, &mut mem)?;
+    let ka = kernarg(&case.args, size, &mut |b| mem.alloc_bytes(b));
+    let ka = mem.alloc_bytes(&ka);
+    let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
+    let t = Instant::now();
+    let instructions = am_emu::dispatch(prog, k, &launch, &mut mem)?.instructions;
+    let reps = (round / t.elapsed().as_secs_f64().max(1e-6))
+        .ceil()
+        .clamp(1.0, 100.0) as u32;
     let (mut wall, mut cpu) = (f64::INFINITY, f64::INFINITY);
-    let mut instructions = 0;
     for _ in 0..3 {
         let (t, c) = (Instant::now(), thread_cpu_ns());
-        let stats = am_emu::dispatch(&prog, k, &launch, &mut mem)?;
-        wall = wall.min(t.elapsed().as_secs_f64());
+        for _ in 0..reps {
+            am_emu::dispatch(prog, k, &launch, &mut mem)?;
+        }
+        wall = wall.min(t.elapsed().as_secs_f64() / reps as f64);
         if let (Some(a), Some(b)) = (c, thread_cpu_ns()) {
-            cpu = cpu.min(b.saturating_sub(a) as f64 / 1e9);
+            cpu = cpu.min(b.saturating_sub(a) as f64 / 1e9 / reps as f64);
         }
-        instructions = stats.instructions;
     }
-    let n = instructions as f64;
-    // schedstat can read 0 for runs shorter than its tick: no figure rather than infinity.
-    let cpu = (cpu.is_finite() && cpu > 0.0).then_some(cpu);
-    let per_cpu = cpu.map(|c| n / c / 1e6);
-    if args.json {
-        let v = serde_json::json!({
-            "kernel": "spin", "isa": "gfx1100", "wave_size": k.descriptor.wave_size(),
-            "workgroups": groups, "workgroup_size": 256, "iterations": args.iters,
-            "wave_instructions": instructions,
-            "wall_seconds": wall, "wall_mips": n / wall / 1e6,
-            "cpu_seconds": cpu, "cpu_mips": per_cpu,
-        });
-        println!("{}", serde_json::to_string_pretty(&v)?);
-    } else {
-        println!(
-            "emu: spin kernel, {groups} workgroups x 256 work-items (wave{}), {} iterations: {instructions} wave-instructions",
-            k.descriptor.wave_size(),
-            args.iters
-        );
-        println!(
-            "  wall: {wall:.3} s = {:.1} M wave-instructions/s",
-            n / wall / 1e6
-        );
-        if let (Some(c), Some(m)) = (cpu, per_cpu) {
-            println!("  cpu:  {c:.3} s = {m:.1} M wave-instructions/s (one core)");
+    // All cores: the same dispatch with its workgroups spread over threads, wall clock.
+    let mut shared = SharedHostMemory::new();
+    let ka = kernarg(&case.args, size, &mut |b| shared.alloc_bytes(b));
+    let ka = shared.alloc_bytes(&ka);
+    let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
+    am_emu::dispatch_parallel(prog, k, &launch, &shared, threads)?;
+    let mut all = f64::INFINITY;
+    for _ in 0..3 {
+        let t = Instant::now();
+        for _ in 0..reps {
+            let stats = am_emu::dispatch_parallel(prog, k, &launch, &shared, threads)?;
+            if stats.instructions != instructions {
+                bail!(
+                    "{}: {} wave-instructions on {threads} threads but {instructions} on one",
+                    case.kernel,
+                    stats.instructions
+                );
+            }
         }
+        all = all.min(t.elapsed().as_secs_f64() / reps as f64);
+    }
+    Ok(Measured {
+        instructions,
+        reps,
+        // schedstat can read 0 for runs shorter than its tick: no figure rather than infinity.
+        one_core_cpu: (cpu.is_finite() && cpu > 0.0).then_some(cpu),
+        one_core_wall: wall,
+        all_cores_wall: all,
+    })
+}
+
+fn geomean(v: &[f64]) -> Option<f64> {
+    (!v.is_empty()).then(|| (v.iter().map(|x| x.ln()).sum::<f64>() / v.len() as f64).exp())
+}
+
+fn emu(args: EmuArgs) -> anyhow::Result<()> {
+    let isas: Vec<Isa> = if args.isas.is_empty() {
+        vec![Isa::Gfx1100, Isa::Gfx942, Isa::Gfx950]
+    } else {
+        args.isas
+            .iter()
+            .map(|n| match n.as_str() {
+                "gfx1100" => Ok(Isa::Gfx1100),
+                "gfx942" => Ok(Isa::Gfx942),
+                "gfx950" => Ok(Isa::Gfx950),
+                _ => bail!("unknown ISA {n} (gfx1100, gfx942, gfx950)"),
+            })
+            .collect::<anyhow::Result<_>>()?
+    };
+    let cases: Vec<Case> = suite(args.scale)
+        .into_iter()
+        .filter(|c| args.kernels.is_empty() || args.kernels.iter().any(|k| k == c.kernel))
+        .collect();
+    if cases.is_empty() {
+        bail!("no kernel of the suite is named {:?}", args.kernels);
+    }
+    let threads = args
+        .threads
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .max(1);
+    let mut report = vec![];
+    for &isa in &isas {
+        let bytes = compile(BENCH_CL, isa)?;
+        let co = CodeObject::parse(&bytes, "bench_emu.cl")?;
+        let prog = Program::new(&co, isa)?;
+        let (mut one, mut all) = (vec![], vec![]);
+        let mut rows = vec![];
+        for case in &cases {
+            let k = co.kernel(case.kernel)?;
+            let m = measure(&prog, k, case, threads, args.round)?;
+            let n = m.instructions as f64;
+            let one_core = n / m.one_core_cpu.unwrap_or(m.one_core_wall) / 1e6;
+            let all_cores = n / m.all_cores_wall / 1e6;
+            one.push(one_core);
+            all.push(all_cores);
+            if !args.json {
+                println!(
+                    "{:8} {:10} {:>11} wave-instr  one core {:7.1} M/s (wall {:6.1})  {threads} threads {:7.1} M/s   {}",
+                    isa.name(),
+                    case.kernel,
+                    m.instructions,
+                    one_core,
+                    n / m.one_core_wall / 1e6,
+                    all_cores,
+                    case.what
+                );
+            }
+            rows.push(serde_json::json!({
+                "kernel": case.kernel, "what": case.what, "workgroups": case.groups,
+                "dispatches_per_round": m.reps,
+                "wave_size": k.descriptor.wave_size(), "wave_instructions": m.instructions,
+                "one_core_cpu_seconds": m.one_core_cpu, "one_core_wall_seconds": m.one_core_wall,
+                "one_core_mips": one_core, "all_cores_wall_seconds": m.all_cores_wall,
+                "all_cores_mips": all_cores,
+            }));
+        }
+        let (g1, ga) = (geomean(&one), geomean(&all));
+        if !args.json {
+            println!(
+                "{:8} geometric mean: one core {:.1} M wave-instructions/s, {threads} threads {:.1} M/s",
+                isa.name(),
+                g1.unwrap_or(0.0),
+                ga.unwrap_or(0.0)
+            );
+        }
+        report.push(serde_json::json!({
+            "isa": isa.name(), "kernels": rows, "threads": threads,
+            "geomean_one_core_mips": g1, "geomean_all_cores_mips": ga,
+        }));
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "emu": report }))?
+        );
     }
     Ok(())
 }

@@ -49,6 +49,9 @@ pub enum Encoding {
     Mubuf,
     /// Typed buffer memory.
     Mtbuf,
+    /// Not a gfx1100 encoding: an operation only CDNA has (MFMA, packed f32, ...), produced by
+    /// lowering gfx942/gfx950 code; `op` numbers a `cdna3` operation.
+    Ext,
 }
 
 /// DPP (data-parallel primitives) controls of a VALU instruction.
@@ -75,6 +78,29 @@ pub enum Dpp {
         sel: u32,
         /// Fetch inactive lanes.
         fi: bool,
+    },
+    /// GFX9 (CDNA) DPP: the controls of DPP16 with the GFX9 meanings of `ctrl` (wave shifts
+    /// and rotates, row broadcasts, `row_newbcast`), no fetch-inactive.
+    Gfx9 {
+        /// The 9-bit `dpp_ctrl` field.
+        ctrl: u16,
+        /// Rows (groups of 16 lanes) that are written.
+        row_mask: u8,
+        /// Banks (groups of 4 lanes within a row) that are written.
+        bank_mask: u8,
+        /// Out-of-range source lanes read 0 instead of disabling the write.
+        bound_ctrl: bool,
+    },
+    /// GFX9 (CDNA) SDWA: sub-dword selection of src0/src1 and of the destination.
+    Sdwa {
+        /// Destination select: 0-3 byte, 4-5 word, 6 dword.
+        dst_sel: u8,
+        /// Other destination bits: 0 zero, 1 sign-extend, 2 preserve.
+        dst_unused: u8,
+        /// Source selects, as `dst_sel`.
+        src_sel: [u8; 2],
+        /// Sign-extend the selected source instead of zero-extending it.
+        sext: [bool; 2],
     },
 }
 
@@ -105,6 +131,9 @@ pub mod flag {
     pub const IDXEN: u8 = 32;
     /// Scratch: VGPR address enabled (SVE).
     pub const SVE: u8 = 64;
+    /// VALU (CDNA only): a 16-bit result written to the low half zeroes the high half, as
+    /// GFX9 does for most 16-bit operations (RDNA3 preserves it).
+    pub const ZERO_HI: u8 = 128;
 }
 
 /// Operand code of the literal constant (the dword following the instruction).
@@ -219,6 +248,7 @@ pub fn name(enc: Encoding, op: u16) -> Option<&'static str> {
         Flat | Global | Scratch => opcodes::flat::NAMES,
         Mubuf => opcodes::mubuf::NAMES,
         Mtbuf => opcodes::mtbuf::NAMES,
+        Ext => return crate::cdna3::exec::ext_name(op),
     };
     lookup(tab, op)
 }
@@ -250,6 +280,7 @@ pub fn shape(enc: Encoding, op: u16) -> &'static str {
         Scratch => (shapes::SCRATCH, op),
         Mubuf => (shapes::MUBUF, op),
         Mtbuf => (shapes::MTBUF, op),
+        Ext => return "",
     };
     lookup(tab, op).unwrap_or("")
 }
@@ -307,7 +338,7 @@ fn sext(v: u32, n: u32) -> i32 {
 }
 
 impl Inst {
-    fn new(enc: Encoding, op: u16) -> Inst {
+    pub(crate) fn new(enc: Encoding, op: u16) -> Inst {
         Inst {
             enc,
             op,
@@ -404,6 +435,8 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
         shp.split(',').count()
     };
     match enc {
+        // classify() never yields it.
+        Ext => {}
         Sop1 => {
             i.dst = bits(w0, 16, 7) as u16;
             i.src[0] = bits(w0, 0, 8) as u16;

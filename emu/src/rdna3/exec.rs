@@ -5,15 +5,15 @@
 //! masks) is resolved once before the lane loop, and nothing is allocated per instruction.
 
 use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
-use super::opcodes::{ds, flat, smem, sop1, sop2, sopc, sopk, sopp, valu, vop3p};
+use super::opcodes::{self, ds, flat, smem, sop1, sop2, sopc, sopk, sopp, valu, vop3p};
 use crate::float::{bf16_to_f32, f16_to_f32, f32_to_f16, f64_to_f16};
-use crate::program::INVALID_OP;
-use crate::wave::{CONST_ROW, Ctx, DPP_ROW, Wave, WaveState};
+use crate::program::{INVALID_OP, UNIMPL_OP};
+use crate::wave::{CONST_ROW, Ctx, DPP_ROW, VGPR_ROWS, Wave, WaveState};
 use crate::{Error, Fault};
 
 /// How a source operand's constants are read.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Ty {
+pub(crate) enum Ty {
     /// 32-bit: inline floats as f32 bits.
     B32,
     /// 16-bit: inline floats as f16 bits.
@@ -61,10 +61,13 @@ fn inline_const(code: u16, ty: Ty) -> Option<u64> {
 
 /// A resolved vector source: a VGPR row or a uniform value.
 #[derive(Clone, Copy)]
-enum Src {
+pub(crate) enum Src {
     V(usize),
     K(u64),
 }
+
+/// A row of zeros, the high half of sources that have none.
+static ZERO_ROW: [u32; 64] = [0; 64];
 
 /// Apertures reported by `src_shared_base`/`src_private_base` (the high 32 bits of flat
 /// addresses that reach LDS or scratch). The emulator does not route flat accesses through
@@ -75,7 +78,7 @@ const PRIVATE_BASE: u64 = 0x0002_0000_0000_0000;
 impl Wave {
     /// Scalar value of an operand (32 bits).
     #[inline]
-    fn sread(&self, code: u16, lit: u32) -> u32 {
+    pub(crate) fn sread(&self, code: u16, lit: u32) -> u32 {
         match code {
             0..=127 => self.s[code as usize],
             LITERAL => lit,
@@ -90,7 +93,7 @@ impl Wave {
 
     /// Scalar 64-bit value of an operand.
     #[inline]
-    fn sread64(&self, code: u16, lit: u32, ty: Ty) -> u64 {
+    pub(crate) fn sread64(&self, code: u16, lit: u32, ty: Ty) -> u64 {
         match code {
             0..=126 => self.s[code as usize] as u64 | (self.s[code as usize + 1] as u64) << 32,
             LITERAL if ty == Ty::F64 => (lit as u64) << 32,
@@ -105,7 +108,7 @@ impl Wave {
     }
 
     #[inline]
-    fn src(&self, code: u16, lit: u32, ty: Ty) -> Src {
+    pub(crate) fn src(&self, code: u16, lit: u32, ty: Ty) -> Src {
         if code >= VGPR0 {
             Src::V((code - VGPR0) as usize * 64)
         } else if matches!(ty, Ty::I64 | Ty::F64) {
@@ -122,7 +125,7 @@ impl Wave {
     }
 
     #[inline]
-    fn rd(&self, s: Src, lane: usize) -> u32 {
+    pub(crate) fn rd(&self, s: Src, lane: usize) -> u32 {
         match s {
             Src::V(b) => self.v[b + lane],
             Src::K(k) => k as u32,
@@ -130,7 +133,7 @@ impl Wave {
     }
 
     #[inline]
-    fn wr(&mut self, dst: u16, lane: usize, v: u32) {
+    pub(crate) fn wr(&mut self, dst: u16, lane: usize, v: u32) {
         let row = (dst.wrapping_sub(VGPR0)) as usize;
         if let Some(r) = self.v.get_mut(row * 64 + lane) {
             *r = v;
@@ -138,13 +141,24 @@ impl Wave {
     }
 
     #[inline]
-    fn wr64(&mut self, dst: u16, lane: usize, v: u64) {
+    pub(crate) fn wr64(&mut self, dst: u16, lane: usize, v: u64) {
         self.wr(dst, lane, v as u32);
         self.wr(dst + 1, lane, (v >> 32) as u32);
     }
 
+    /// A 16-bit VALU result into half `hi` of the destination; with [`flag::ZERO_HI`]
+    /// (GFX9) a low-half result clears the high half.
     #[inline]
-    fn wr16(&mut self, dst: u16, lane: usize, hi: bool, v: u16) {
+    pub(crate) fn wr16v(&mut self, i: &Inst, lane: usize, hi: bool, v: u16) {
+        if !hi && i.flags & flag::ZERO_HI != 0 {
+            self.wr(i.dst, lane, v as u32);
+        } else {
+            self.wr16(i.dst, lane, hi, v);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn wr16(&mut self, dst: u16, lane: usize, hi: bool, v: u16) {
         let row = (dst.wrapping_sub(VGPR0)) as usize;
         if let Some(r) = self.v.get_mut(row * 64 + lane) {
             *r = if hi {
@@ -156,22 +170,22 @@ impl Wave {
     }
 }
 
-fn pc_of(ctx: &Ctx<'_>, idx: usize) -> u64 {
+pub(crate) fn pc_of(ctx: &Ctx<'_>, idx: usize) -> u64 {
     ctx.code_base + 4 * ctx.prog.offsets.get(idx).copied().unwrap_or(0) as u64
 }
 
-fn unimplemented(ctx: &Ctx<'_>, idx: usize, i: &Inst) -> Error {
+pub(crate) fn unimplemented(ctx: &Ctx<'_>, idx: usize, _i: &Inst) -> Error {
     Error::Unimplemented {
         pc: pc_of(ctx, idx),
-        text: i.to_string(),
+        text: ctx.prog.text(idx),
         dwords: ctx.prog.dwords(idx),
     }
 }
 
-fn fault(ctx: &Ctx<'_>, idx: usize, i: &Inst, lane: u32, f: Fault) -> Error {
+pub(crate) fn fault(ctx: &Ctx<'_>, idx: usize, _i: &Inst, lane: u32, f: Fault) -> Error {
     Error::MemoryFault {
         pc: pc_of(ctx, idx),
-        text: i.to_string(),
+        text: ctx.prog.text(idx),
         lane,
         fault: f,
     }
@@ -197,6 +211,12 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
             });
         }
         let res = match i.enc {
+            Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
+                if matches!(i.dpp, Dpp::Sdwa { .. }) =>
+            {
+                crate::cdna3::exec::sdwa(w, i, idx, ctx)
+            }
+            Encoding::Ext => crate::cdna3::exec::ext(w, i, idx, ctx),
             Encoding::Vopc => vopc(w, i, idx, ctx),
             Encoding::Vop3 if i.op < 0x100 => vopc(w, i, idx, ctx),
             Encoding::Vop1 | Encoding::Vop2 | Encoding::Vop3 | Encoding::Vop3sd => {
@@ -216,10 +236,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
             Encoding::Vop3p => vop3p_op(w, i, idx, ctx),
             Encoding::Ds => ds_op(w, i, idx, ctx),
             Encoding::Flat | Encoding::Global | Encoding::Scratch => flat_op(w, i, idx, ctx),
-            Encoding::Mubuf => match i.name() {
-                "buffer_gl0_inv" | "buffer_gl1_inv" => Ok(()),
-                _ => Err(unimplemented(ctx, idx, i)),
-            },
+            Encoding::Mubuf => mubuf_op(w, i, idx, ctx),
             Encoding::Mtbuf => Err(unimplemented(ctx, idx, i)),
         };
         if let Err(e) = res {
@@ -640,13 +657,20 @@ fn hwreg_fields(k: u32) -> (usize, u32, u32) {
     ((k & 0x3f) as usize, (k >> 6) & 31, ((k >> 11) & 31) + 1)
 }
 
-/// HW_REG_MODE (id 1): round [3:0], denorm [7:4], dx10 clamp [8], ieee [9].
+/// HW_REG_MODE (id 1): round [3:0], denorm [7:4], dx10 clamp [8], ieee [9]. On CDNA,
+/// HW_REG_HW_ID (4) and HW_REG_XCC_ID (20) report where the wave runs.
 fn read_hwreg(w: &Wave, id: usize) -> u32 {
-    if id == 1 {
-        let m = &w.mode;
-        m.round as u32 | (m.denorm as u32) << 4 | (m.dx10_clamp as u32) << 8 | (m.ieee as u32) << 9
-    } else {
-        w.hwreg[id]
+    match id {
+        1 => {
+            let m = &w.mode;
+            m.round as u32
+                | (m.denorm as u32) << 4
+                | (m.dx10_clamp as u32) << 8
+                | (m.ieee as u32) << 9
+        }
+        4 if w.isa.is_cdna() => w.hw_id,
+        20 if w.isa.is_cdna() => w.xcc_id,
+        _ => w.hwreg[id],
     }
 }
 
@@ -691,6 +715,13 @@ fn sopp_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<bool, Er
         return Err(Error::InvalidInstruction {
             pc: pc_of(ctx, idx),
             reason: ctx.prog.invalid_reason(idx),
+            dwords: ctx.prog.dwords(idx),
+        });
+    }
+    if i.op == UNIMPL_OP {
+        return Err(Error::Unimplemented {
+            pc: pc_of(ctx, idx),
+            text: format!("{} ({})", ctx.prog.text(idx), ctx.prog.invalid_reason(idx)),
             dwords: ctx.prog.dwords(idx),
         });
     }
@@ -792,7 +823,7 @@ fn smem_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
 
 /// Active lanes in `m`, low to high.
 #[inline]
-fn for_lanes(mut m: u64, mut f: impl FnMut(usize)) {
+pub(crate) fn for_lanes(mut m: u64, mut f: impl FnMut(usize)) {
     while m != 0 {
         let l = m.trailing_zeros() as usize;
         m &= m - 1;
@@ -801,7 +832,7 @@ fn for_lanes(mut m: u64, mut f: impl FnMut(usize)) {
 }
 
 /// Stages the DPP-permuted src0 in the DPP row and returns the lanes allowed to write.
-fn apply_dpp(w: &mut Wave, i: &Inst) -> u64 {
+pub(crate) fn apply_dpp(w: &mut Wave, i: &Inst) -> u64 {
     let exec = w.exec();
     let src_row = (i.src[0].wrapping_sub(VGPR0)) as usize;
     let lanes = w.lanes as usize;
@@ -849,6 +880,43 @@ fn apply_dpp(w: &mut Wave, i: &Inst) -> u64 {
                 }
                 (from, ok)
             }
+            Dpp::Gfx9 {
+                ctrl,
+                row_mask,
+                bank_mask,
+                bound_ctrl,
+            } => {
+                let c = ctrl as usize;
+                let (row, l16) = (lane / 16, lane % 16);
+                let ok = row_mask >> (row % 4) & 1 != 0 && bank_mask >> ((l16 / 4) % 4) & 1 != 0;
+                let in_row = |s: Option<usize>| s.map(|s| row * 16 + s);
+                let from: Option<usize> = match c {
+                    0..=0xff => in_row(Some(l16 / 4 * 4 + ((c >> (2 * (l16 % 4))) & 3))),
+                    0x101..=0x10f => in_row((l16 + (c & 0xf) < 16).then(|| l16 + (c & 0xf))),
+                    0x111..=0x11f => in_row(l16.checked_sub(c & 0xf)),
+                    0x121..=0x12f => in_row(Some((l16 + 16 - (c & 0xf)) % 16)),
+                    // Whole-wave shifts and rotates by one lane.
+                    0x130 => (lane + 1 < lanes).then_some(lane + 1),
+                    0x134 => Some((lane + 1) % lanes),
+                    0x138 => lane.checked_sub(1),
+                    0x13c => Some((lane + lanes - 1) % lanes),
+                    0x140 => in_row(Some(15 - l16)),
+                    0x141 => in_row(Some(l16 / 8 * 8 + 7 - l16 % 8)),
+                    // Lane 15 of each row to the next row; lane 31 to rows 2 and 3.
+                    0x142 => (row >= 1).then(|| row * 16 - 1),
+                    0x143 => (row >= 2).then_some(31),
+                    // row_newbcast: lane n of each row to the whole row.
+                    0x150..=0x15f => in_row(Some(c & 0xf)),
+                    _ => None,
+                };
+                let from = from.filter(|&f| f < lanes && exec >> f & 1 != 0);
+                if from.is_none() && !bound_ctrl {
+                    write &= !(1u64 << lane);
+                }
+                (from, ok)
+            }
+            // SDWA is staged by its own path, never here.
+            Dpp::Sdwa { .. } => (Some(lane), true),
         };
         if !row_ok {
             write &= !(1u64 << lane);
@@ -860,49 +928,50 @@ fn apply_dpp(w: &mut Wave, i: &Inst) -> u64 {
 }
 
 /// Everything resolved once per VALU instruction.
-struct Valu {
+pub(crate) struct Valu {
     /// Row base (`row * 64`) of each source; uniform sources are broadcast into const rows.
-    r: [usize; 3],
+    pub r: [usize; 3],
     /// Per-source `(and, xor)` masks implementing abs/neg on the sign bit of the type.
-    m: [(u64, u64); 3],
+    pub m: [(u64, u64); 3],
     /// Per-source 16-bit half shift.
-    sh: [u32; 3],
-    exec: u64,
+    pub sh: [u32; 3],
+    /// Lanes that execute (EXEC, narrowed by DPP masks).
+    pub exec: u64,
 }
 
 impl Valu {
     #[inline(always)]
-    fn f32(&self, w: &Wave, k: usize, lane: usize) -> f32 {
+    pub(crate) fn f32(&self, w: &Wave, k: usize, lane: usize) -> f32 {
         let (a, x) = self.m[k];
         f32::from_bits((w.v[self.r[k] + lane] & a as u32) ^ x as u32)
     }
     #[inline(always)]
-    fn u32(&self, w: &Wave, k: usize, lane: usize) -> u32 {
+    pub(crate) fn u32(&self, w: &Wave, k: usize, lane: usize) -> u32 {
         w.v[self.r[k] + lane]
     }
     #[inline(always)]
-    fn u16(&self, w: &Wave, k: usize, lane: usize) -> u16 {
+    pub(crate) fn u16(&self, w: &Wave, k: usize, lane: usize) -> u16 {
         let (a, x) = self.m[k];
         (((w.v[self.r[k] + lane] >> self.sh[k]) as u16) & a as u16) ^ x as u16
     }
     #[inline(always)]
-    fn f16(&self, w: &Wave, k: usize, lane: usize) -> f32 {
+    pub(crate) fn f16(&self, w: &Wave, k: usize, lane: usize) -> f32 {
         f16_to_f32(self.u16(w, k, lane))
     }
     #[inline(always)]
-    fn u64(&self, w: &Wave, k: usize, lane: usize) -> u64 {
+    pub(crate) fn u64(&self, w: &Wave, k: usize, lane: usize) -> u64 {
         let b = self.r[k];
         w.v[b + lane] as u64 | (w.v.get(b + 64 + lane).copied().unwrap_or(0) as u64) << 32
     }
     #[inline(always)]
-    fn f64(&self, w: &Wave, k: usize, lane: usize) -> f64 {
+    pub(crate) fn f64(&self, w: &Wave, k: usize, lane: usize) -> f64 {
         let (a, x) = self.m[k];
         f64::from_bits((self.u64(w, k, lane) & a) ^ x)
     }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum K {
+pub(crate) enum K {
     I32,
     F32,
     I16,
@@ -911,13 +980,13 @@ enum K {
     F64,
 }
 
-fn prep(w: &mut Wave, i: &Inst, kinds: [K; 3]) -> Valu {
+pub(crate) fn prep(w: &mut Wave, i: &Inst, kinds: [K; 3]) -> Valu {
     prep_n(w, i, kinds, 3)
 }
 
 /// Resolves the first `n` sources of a VALU instruction.
 #[inline(always)]
-fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
+pub(crate) fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
     let exec = if i.dpp != Dpp::None {
         apply_dpp(w, i)
     } else {
@@ -969,6 +1038,17 @@ fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
     Valu { r, m, sh, exec }
 }
 
+/// `[g(0), .., g(N - 1)]` as a plain loop (it inlines into lane loops where
+/// `std::array::from_fn` may not).
+#[inline(always)]
+fn arr<T: Copy + Default, const N: usize>(g: impl Fn(usize) -> T) -> [T; N] {
+    let mut a = [T::default(); N];
+    for (k, x) in a.iter_mut().enumerate() {
+        *x = g(k);
+    }
+    a
+}
+
 /// All `L` lanes of a 32-bit operation with a dense EXEC: sources are rows `r[..N]`, the
 /// result goes to row `d`.
 #[inline(always)]
@@ -983,12 +1063,45 @@ fn dense<const N: usize, const L: usize>(
         let srcs: [&[u32; L]; N] =
             std::array::from_fn(|k| w.v[r[k]..r[k] + L].try_into().unwrap_or(&[0; L]));
         for (l, o) in out.iter_mut().enumerate() {
-            *o = f(std::array::from_fn(|k| srcs[k][l]));
+            *o = f(arr(|k| srcs[k][l]));
         }
     }
     if let Some(dst) = w.v.get_mut(d..d + L) {
         dst.copy_from_slice(&out);
     }
+}
+
+/// A 32-bit result from the bits of up to three sources of `kinds` (abs/neg applied to the
+/// sign bit of float sources, no denormal flushing, no output modifiers) and the lane index:
+/// with a full EXEC, a straight loop over the register rows the compiler can vectorise.
+#[inline(always)]
+pub(crate) fn vbits<const N: usize>(
+    w: &mut Wave,
+    i: &Inst,
+    kinds: [K; 3],
+    f: impl Fn(usize, [u32; N]) -> u32,
+) {
+    let v = prep_n(w, i, kinds, N);
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
+    let m: [(u32, u32); N] = std::array::from_fn(|k| (v.m[k].0 as u32, v.m[k].1 as u32));
+    if v.exec == full_mask(w.lanes) {
+        let lanes = w.lanes as usize;
+        let mut out = [0u32; 64];
+        {
+            let srcs: [&[u32]; N] = std::array::from_fn(|k| &w.v[v.r[k]..v.r[k] + lanes]);
+            for (l, o) in out.iter_mut().enumerate().take(lanes) {
+                *o = f(l, arr(|k| (srcs[k][l] & m[k].0) ^ m[k].1));
+            }
+        }
+        if let Some(dst) = w.v.get_mut(d..d + lanes) {
+            dst.copy_from_slice(&out[..lanes]);
+        }
+        return;
+    }
+    each_lane(v.exec, w.lanes, |l| {
+        let a: [u32; N] = std::array::from_fn(|k| (w.v[v.r[k] + l] & m[k].0) ^ m[k].1);
+        w.v[d + l] = f(l, a);
+    });
 }
 
 /// EXEC with every lane of the wave set.
@@ -1004,7 +1117,7 @@ fn full_mask(lanes: u32) -> u64 {
 /// Calls `f` for every lane set in `exec`, with a single call site so the lane body inlines
 /// into a counted loop (the EXEC test is a well-predicted branch).
 #[inline(always)]
-fn each_lane(exec: u64, lanes: u32, mut f: impl FnMut(usize)) {
+pub(crate) fn each_lane(exec: u64, lanes: u32, mut f: impl FnMut(usize)) {
     for l in 0..lanes as usize {
         if exec >> l & 1 != 0 {
             f(l);
@@ -1016,7 +1129,7 @@ fn each_lane(exec: u64, lanes: u32, mut f: impl FnMut(usize)) {
 /// is rounded to f64 with round-to-odd (see [`add_round_odd`]), and the final rounding to f32
 /// is then exact because f64 carries more than 2·24 + 2 bits.
 #[inline(always)]
-fn fma32(a: f32, b: f32, c: f32) -> f32 {
+pub(crate) fn fma32(a: f32, b: f32, c: f32) -> f32 {
     add_round_odd(a as f64 * b as f64, c as f64) as f32
 }
 
@@ -1024,7 +1137,7 @@ fn fma32(a: f32, b: f32, c: f32) -> f32 {
 /// last bit is 1. A later rounding to a narrower format is then the correct rounding of the
 /// exact sum.
 #[inline(always)]
-fn add_round_odd(p: f64, c: f64) -> f64 {
+pub(crate) fn add_round_odd(p: f64, c: f64) -> f64 {
     let s = p + c;
     let bb = s - p;
     let err = (p - (s - bb)) + (c - bb);
@@ -1068,18 +1181,18 @@ fn ftz(x: f32, flush: bool) -> f32 {
     }
 }
 
-fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) -> f32) {
+pub(crate) fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) -> f32) {
     let kinds = [K::F32; 3];
     let v = prep_n(w, i, kinds, N);
     let flush = w.mode.flush32();
     let plain = i.omod == 0 && !i.clamp && !flush;
-    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(DPP_ROW) * 64;
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
     let lanes = w.lanes as usize;
     if plain && v.exec == full_mask(w.lanes) {
         // Dense EXEC, no modifiers on the result: a straight loop of constant length over
         // lane slices, which the compiler can vectorise.
         let g = |x: [u32; N]| -> u32 {
-            f(std::array::from_fn(|k| {
+            f(arr(|k| {
                 f32::from_bits((x[k] & v.m[k].0 as u32) ^ v.m[k].1 as u32)
             }))
             .to_bits()
@@ -1099,9 +1212,9 @@ fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) -> f32) {
     });
 }
 
-fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
+pub(crate) fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
     let v = prep_n(w, i, [K::I32; 3], N);
-    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(DPP_ROW) * 64;
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
     let lanes = w.lanes as usize;
     if v.exec == full_mask(w.lanes) {
         if lanes == 32 {
@@ -1115,6 +1228,92 @@ fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
         let a: [u32; N] = std::array::from_fn(|k| v.u32(w, k, l));
         w.v[d + l] = f(a);
     });
+}
+
+/// A 64-bit integer result from up to three sources of `kinds` (32-bit sources zero-extended):
+/// with a full EXEC, straight loops over the register rows.
+pub(crate) fn vu64(w: &mut Wave, i: &Inst, kinds: [K; 3], f: impl Fn([u64; 3]) -> u64) {
+    vcarry(w, i, kinds, true, |x| (f(x), false));
+}
+
+/// A 32- or 64-bit (`wide`) integer result and a carry bit per lane from up to three integer
+/// sources (32-bit ones zero-extended); returns the carry mask. With a full EXEC, straight
+/// loops over the register rows.
+pub(crate) fn vcarry(
+    w: &mut Wave,
+    i: &Inst,
+    kinds: [K; 3],
+    wide_dst: bool,
+    f: impl Fn([u64; 3]) -> (u64, bool),
+) -> u64 {
+    let v = prep(w, i, kinds);
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 2) * 64;
+    let lanes = w.lanes as usize;
+    let wide = kinds.map(|k| matches!(k, K::I64 | K::F64));
+    let mut carry = 0u64;
+    if v.exec == full_mask(w.lanes) {
+        let mut out = [0u64; 64];
+        {
+            // Each source as (low row, high row); 32-bit sources have a high row of zeros.
+            let rows: [(&[u32], &[u32]); 3] = std::array::from_fn(|k| {
+                let lo = &w.v[v.r[k]..v.r[k] + lanes];
+                let hi = if wide[k] {
+                    &w.v[v.r[k] + 64..v.r[k] + 64 + lanes]
+                } else {
+                    &ZERO_ROW[..lanes]
+                };
+                (lo, hi)
+            });
+            for (l, o) in out.iter_mut().enumerate().take(lanes) {
+                let (r, c) = f(arr(|k| rows[k].0[l] as u64 | (rows[k].1[l] as u64) << 32));
+                *o = r;
+                carry |= (c as u64) << l;
+            }
+        }
+        for (l, o) in out.iter().enumerate().take(lanes) {
+            w.v[d + l] = *o as u32;
+            if wide_dst {
+                w.v[d + 64 + l] = (*o >> 32) as u32;
+            }
+        }
+        return carry;
+    }
+    each_lane(v.exec, w.lanes, |l| {
+        let a: [u64; 3] = std::array::from_fn(|k| {
+            if wide[k] {
+                v.u64(w, k, l)
+            } else {
+                v.u32(w, k, l) as u64
+            }
+        });
+        let (r, c) = f(a);
+        carry |= (c as u64) << l;
+        if wide_dst {
+            w.wr64(i.dst, l, r);
+        } else {
+            w.wr(i.dst, l, r as u32);
+        }
+    });
+    carry
+}
+
+/// Two 32-bit sources and a per-lane carry-in (`cin[lane]`, 0 or 1) to a 32-bit result and a
+/// carry-out mask.
+fn vcarry_lanes(
+    w: &mut Wave,
+    i: &Inst,
+    cin: &[u64; 64],
+    f: impl Fn(u64, u64, u64) -> (u32, bool),
+) -> u64 {
+    let v = prep(w, i, [K::I32; 3]);
+    let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
+    let mut carry = 0u64;
+    each_lane(v.exec, w.lanes, |l| {
+        let (r, c) = f(v.u32(w, 0, l) as u64, v.u32(w, 1, l) as u64, cin[l]);
+        carry |= (c as u64) << l;
+        w.v[d + l] = r;
+    });
+    carry
 }
 
 /// f16 operations computed in f64 and rounded once to f16 (products of halves are exact in
@@ -1146,7 +1345,7 @@ fn vf16<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
         if flush && h & 0x7c00 == 0 {
             h &= 0x8000;
         }
-        w.wr16(i.dst, l, hi, h);
+        w.wr16v(i, l, hi, h);
     });
 }
 
@@ -1159,11 +1358,11 @@ fn vu16<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u16; N]) -> u16) {
     let hi = i.opsel & 8 != 0;
     for_lanes(v.exec, |l| {
         let a: [u16; N] = std::array::from_fn(|k| v.u16(w, k, l));
-        w.wr16(i.dst, l, hi, f(a));
+        w.wr16v(i, l, hi, f(a));
     });
 }
 
-fn vf64<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
+pub(crate) fn vf64<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
     let v = prep_n(w, i, [K::F64; 3], N);
     for_lanes(v.exec, |l| {
         let a: [f64; N] = std::array::from_fn(|k| v.f64(w, k, l));
@@ -1182,14 +1381,19 @@ fn vf64<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f64; N]) -> f64) {
 }
 
 /// Generic lane loop with explicit operand kinds, for mixed-type instructions.
-fn vmix(w: &mut Wave, i: &Inst, kinds: [K; 3], mut f: impl FnMut(&mut Wave, &Valu, usize)) {
+pub(crate) fn vmix(
+    w: &mut Wave,
+    i: &Inst,
+    kinds: [K; 3],
+    mut f: impl FnMut(&mut Wave, &Valu, usize),
+) {
     let v = prep(w, i, kinds);
     each_lane(v.exec, w.lanes, |l| f(w, &v, l));
 }
 
 /// IEEE-754 maxNum/minNum as the hardware does them: a NaN operand yields the other, and
 /// +0 is greater than -0.
-fn fmax(a: f32, b: f32) -> f32 {
+pub(crate) fn fmax(a: f32, b: f32) -> f32 {
     if a.is_nan() {
         return if b.is_nan() { f32::NAN } else { b };
     }
@@ -1203,7 +1407,7 @@ fn fmax(a: f32, b: f32) -> f32 {
     }
 }
 
-fn fmin(a: f32, b: f32) -> f32 {
+pub(crate) fn fmin(a: f32, b: f32) -> f32 {
     if a.is_nan() {
         return if b.is_nan() { f32::NAN } else { b };
     }
@@ -1267,11 +1471,31 @@ fn frexp_mant(x: f32) -> f32 {
 }
 
 fn ldexp(x: f32, e: i32) -> f32 {
-    (x as f64 * f64::powi(2.0, e.clamp(-400, 400))) as f32
+    // A normal result of a normal input only moves the exponent.
+    let b = x.to_bits();
+    let ex = ((b >> 23) & 0xff) as i32;
+    let n = ex.saturating_add(e);
+    if ex != 0 && ex != 255 && n > 0 && n < 255 {
+        return f32::from_bits((b & !(0xff << 23)) | (n as u32) << 23);
+    }
+    (x as f64 * pow2(e.clamp(-400, 400))) as f32
+}
+
+/// 2^e for e in the normal range of f64 (built from its bits: exact and cheaper than powi).
+#[inline]
+pub(crate) fn pow2(e: i32) -> f64 {
+    f64::from_bits(((e.clamp(-1022, 1023) + 1023) as u64) << 52)
 }
 
 fn round_even(x: f32) -> f32 {
-    x.round_ties_even()
+    // Below 2^23, adding and taking away 2^23 rounds to an integer, ties to even (the
+    // default rounding); larger magnitudes, infinities and NaN are already integral.
+    const BIG: f32 = 8_388_608.0;
+    if x.abs() < BIG {
+        ((x.abs() + BIG) - BIG).copysign(x)
+    } else {
+        x
+    }
 }
 
 fn fract(x: f32) -> f32 {
@@ -1413,7 +1637,13 @@ fn div_fixup(q: f32, b: f32, a: f32) -> f32 {
     }
 }
 
-fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+pub(crate) fn valu_op(
+    w: &mut Wave,
+    i: &Inst,
+    op: u16,
+    idx: usize,
+    ctx: &Ctx<'_>,
+) -> Result<(), Error> {
     use valu::*;
     match op {
         NOP => {}
@@ -1427,9 +1657,8 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
             };
             let m = w.mask(mask_code);
             // abs/neg (VOP3) act on the float sign bit of the selected source.
-            vmix(w, i, [K::F32, K::F32, K::I32], |w, v, l| {
-                let r = v.f32(w, (m >> l & 1) as usize, l).to_bits();
-                w.wr(i.dst, l, r);
+            vbits(w, i, [K::F32, K::F32, K::I32], |l, [a, b]| {
+                if m >> l & 1 != 0 { b } else { a }
             });
         }
         ADD_F32 => vf32(w, i, |[a, b]| a + b),
@@ -1463,12 +1692,12 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
             })
         }
         FMAC_F32 => {
-            let dst = i.dst;
-            vmix(w, i, [K::F32, K::F32, K::F32], |w, v, l| {
-                let c = f32::from_bits(w.v[(dst - VGPR0) as usize * 64 + l]);
-                let r = fma32(v.f32(w, 0, l), v.f32(w, 1, l), c);
-                w.wr(dst, l, omod32(i, r, false).to_bits());
-            });
+            // D = S0 * S1 + D: the destination is the third source.
+            let mut j = *i;
+            j.src[2] = i.dst;
+            j.neg &= 3;
+            j.abs &= 3;
+            vf32(w, &j, |[a, b, c]| fma32(a, b, c));
         }
         FMAMK_F32 => vf32(w, i, |[a, b]| fma32(a, f32::from_bits(i.literal), b)),
         FMAAK_F32 => vf32(w, i, |[a, b]| fma32(a, b, f32::from_bits(i.literal))),
@@ -1488,7 +1717,7 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
                 let r = if vcc >> l & 1 != 0 {
                     let e = (c.to_bits() >> 23) & 0xff;
                     let k = if e > 127 { 64 } else { -64 };
-                    (add_round_odd(a as f64 * b as f64, c as f64) * f64::powi(2.0, k)) as f32
+                    (add_round_odd(a as f64 * b as f64, c as f64) * pow2(k)) as f32
                 } else {
                     fma32(a, b, c)
                 };
@@ -1554,6 +1783,11 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
             let r = frexp_exp64(v.f64(w, 0, l));
             w.wr(i.dst, l, r as u32);
         }),
+        LDEXP_F32 if i.omod == 0 && !i.clamp && !w.mode.flush32() => {
+            vbits(w, i, [K::F32, K::I32, K::I32], |_, [a, b]| {
+                ldexp(f32::from_bits(a), b as i32).to_bits()
+            })
+        }
         LDEXP_F32 => vmix(w, i, [K::F32, K::I32, K::I32], |w, v, l| {
             let r = ldexp(v.f32(w, 0, l), v.u32(w, 1, l) as i32);
             w.wr(i.dst, l, omod32(i, r, false).to_bits());
@@ -1581,14 +1815,9 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
         }),
         CVT_F32_I32 => vu32(w, i, |[a]| (a as i32 as f32).to_bits()),
         CVT_F32_U32 => vu32(w, i, |[a]| (a as f32).to_bits()),
-        CVT_I32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
-            let r = cvt_i32(v.f32(w, 0, l));
-            w.wr(i.dst, l, r);
-        }),
-        CVT_U32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
-            let r = cvt_u32(v.f32(w, 0, l));
-            w.wr(i.dst, l, r);
-        }),
+        // A denormal input converts to 0 whether or not it is flushed.
+        CVT_I32_F32 => vbits(w, i, [K::F32; 3], |_, [a]| cvt_i32(f32::from_bits(a))),
+        CVT_U32_F32 => vbits(w, i, [K::F32; 3], |_, [a]| cvt_u32(f32::from_bits(a))),
         CVT_F32_UBYTE0 | CVT_F32_UBYTE1 | CVT_F32_UBYTE2 | CVT_F32_UBYTE3 => {
             let sh = 8 * (op - CVT_F32_UBYTE0) as u32;
             vu32(w, i, |[a]| (((a >> sh) & 0xff) as f32).to_bits())
@@ -1601,7 +1830,7 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
             let hi = i.opsel & 8 != 0;
             vmix(w, i, [K::F32; 3], |w, v, l| {
                 let r = f32_to_f16(v.f32(w, 0, l));
-                w.wr16(i.dst, l, hi, r);
+                w.wr16v(i, l, hi, r);
             })
         }
         CVT_PK_RTZ_F16_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
@@ -1845,9 +2074,8 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
             fmin(fmax(a as f32, b as f32), c as f32) as f64
         }),
         LDEXP_F16 => vmix(w, i, [K::F16, K::I16, K::I32], |w, v, l| {
-            let x = v.f16(w, 0, l) as f64
-                * f64::powi(2.0, (v.u16(w, 1, l) as i16 as i32).clamp(-100, 100));
-            w.wr16(i.dst, l, i.opsel & 8 != 0, f64_to_f16(x));
+            let x = v.f16(w, 0, l) as f64 * pow2((v.u16(w, 1, l) as i16 as i32).clamp(-100, 100));
+            w.wr16v(i, l, i.opsel & 8 != 0, f64_to_f16(x));
         }),
         FRACT_F16 => vf16(w, i, |[a]| {
             if a.is_infinite() {
@@ -1881,7 +2109,7 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
             let hi = i.opsel & 8 != 0;
             vmix(w, i, [K::F16, K::F16, K::I32], |w, v, l| {
                 let r = v.u16(w, (m >> l & 1) as usize, l);
-                w.wr16(i.dst, l, hi, r);
+                w.wr16v(i, l, hi, r);
             });
         }
         CVT_NEAREST_I32_F32 => vmix(w, i, [K::F32; 3], |w, v, l| {
@@ -2008,17 +2236,10 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
         LSHRREV_B16 => vu16(w, i, |[a, b]| b >> (a & 15)),
         ASHRREV_I16 => vu16(w, i, |[a, b]| ((b as i16) >> (a & 15)) as u16),
         // 64-bit
-        LSHLREV_B64 => vmix(w, i, [K::I32, K::I64, K::I32], |w, v, l| {
-            let r = v.u64(w, 1, l) << (v.u32(w, 0, l) & 63);
-            w.wr64(i.dst, l, r);
-        }),
-        LSHRREV_B64 => vmix(w, i, [K::I32, K::I64, K::I32], |w, v, l| {
-            let r = v.u64(w, 1, l) >> (v.u32(w, 0, l) & 63);
-            w.wr64(i.dst, l, r);
-        }),
-        ASHRREV_I64 => vmix(w, i, [K::I32, K::I64, K::I32], |w, v, l| {
-            let r = (v.u64(w, 1, l) as i64) >> (v.u32(w, 0, l) & 63);
-            w.wr64(i.dst, l, r as u64);
+        LSHLREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| b << (a & 63)),
+        LSHRREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| b >> (a & 63)),
+        ASHRREV_I64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| {
+            ((b as i64) >> (a & 63)) as u64
         }),
         ADD_F64 => vf64(w, i, |[a, b]| a + b),
         MUL_F64 => vf64(w, i, |[a, b]| a * b),
@@ -2071,16 +2292,14 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
         }),
         // Carry chains (VOP3SD or VOP2 with VCC).
         ADD_CO_U32 | SUB_CO_U32 | SUBREV_CO_U32 => {
-            let mut carry = 0u64;
-            vmix(w, i, [K::I32; 3], |w, v, l| {
-                let (a, b) = (v.u32(w, 0, l), v.u32(w, 1, l));
+            let carry = vcarry(w, i, [K::I32; 3], false, |[a, b, _]| {
+                let (a, b) = (a as u32, b as u32);
                 let (r, c) = match op {
                     ADD_CO_U32 => a.overflowing_add(b),
                     SUB_CO_U32 => a.overflowing_sub(b),
                     _ => b.overflowing_sub(a),
                 };
-                carry |= (c as u64) << l;
-                w.wr(i.dst, l, r);
+                (r as u64, c)
             });
             let sdst = if i.enc == Encoding::Vop2 {
                 VCC_LO
@@ -2096,35 +2315,30 @@ fn valu_op(w: &mut Wave, i: &Inst, op: u16, idx: usize, ctx: &Ctx<'_>) -> Result
                 (i.src[2], i.sdst)
             };
             let cin = w.mask(cin_code);
-            let mut carry = 0u64;
-            vmix(w, i, [K::I32; 3], |w, v, l| {
-                let (a, b) = (v.u32(w, 0, l) as u64, v.u32(w, 1, l) as u64);
-                let ci = cin >> l & 1;
-                let (r, c) = match op {
-                    ADD_CO_CI_U32 => {
-                        let s = a + b + ci;
-                        (s as u32, s >> 32 != 0)
-                    }
-                    SUB_CO_CI_U32 => (a.wrapping_sub(b).wrapping_sub(ci) as u32, b + ci > a),
-                    _ => (b.wrapping_sub(a).wrapping_sub(ci) as u32, a + ci > b),
-                };
-                carry |= (c as u64) << l;
-                w.wr(i.dst, l, r);
+            // The carry-in comes from a lane mask, not a register: take it by lane index.
+            let mut j = *i;
+            j.src[2] = NULL;
+            let lane_row: [u64; 64] = std::array::from_fn(|l| cin >> l & 1);
+            let carry = vcarry_lanes(w, &j, &lane_row, |a, b, ci| match op {
+                ADD_CO_CI_U32 => {
+                    let s = a + b + ci;
+                    (s as u32, s >> 32 != 0)
+                }
+                SUB_CO_CI_U32 => (a.wrapping_sub(b).wrapping_sub(ci) as u32, b + ci > a),
+                _ => (b.wrapping_sub(a).wrapping_sub(ci) as u32, a + ci > b),
             });
             w.set_mask(sdst, carry);
         }
         MAD_U64_U32 | MAD_I64_I32 => {
-            let mut carry = 0u64;
-            vmix(w, i, [K::I32, K::I32, K::I64], |w, v, l| {
-                let (a, b, c) = (v.u32(w, 0, l), v.u32(w, 1, l), v.u64(w, 2, l));
-                let (r, o) = if op == MAD_U64_U32 {
-                    (a as u64 * b as u64).overflowing_add(c)
-                } else {
-                    let (r, o) = (a as i32 as i64 * b as i32 as i64).overflowing_add(c as i64);
+            let signed = op == MAD_I64_I32;
+            let carry = vcarry(w, i, [K::I32, K::I32, K::I64], true, |[a, b, c]| {
+                if signed {
+                    let (r, o) =
+                        (a as u32 as i32 as i64 * b as u32 as i32 as i64).overflowing_add(c as i64);
                     (r as u64, o)
-                };
-                carry |= (o as u64) << l;
-                w.wr64(i.dst, l, r);
+                } else {
+                    (a * b).overflowing_add(c)
+                }
             });
             w.set_mask(i.sdst, carry);
         }
@@ -2181,6 +2395,77 @@ fn perm(a: u32, b: u32, c: u32) -> u32 {
     r
 }
 
+/// The mask of a 32-bit compare over a full wave, as straight loops the compiler can
+/// vectorise (float sources get their abs/neg masks, integers are signed when `c.ty` < 6).
+#[allow(
+    clippy::neg_cmp_op_on_partial_ord,
+    clippy::nonminimal_bool,
+    clippy::double_comparisons
+)]
+fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
+    let lanes = w.lanes as usize;
+    let a = &w.v[v.r[0]..v.r[0] + lanes];
+    let b = &w.v[v.r[1]..v.r[1] + lanes];
+    let (m0, m1) = (v.m[0], v.m[1]);
+    fn mask<T: Copy>(
+        a: &[u32],
+        b: &[u32],
+        conv_a: impl Fn(u32) -> T,
+        conv_b: impl Fn(u32) -> T,
+        p: impl Fn(T, T) -> bool,
+    ) -> u64 {
+        let mut r = 0u64;
+        for (l, (&x, &y)) in a.iter().zip(b).enumerate() {
+            r |= (p(conv_a(x), conv_b(y)) as u64) << l;
+        }
+        r
+    }
+    if kind == K::F32 {
+        let fa = |x: u32| f32::from_bits((x & m0.0 as u32) ^ m0.1 as u32);
+        let fb = |x: u32| f32::from_bits((x & m1.0 as u32) ^ m1.1 as u32);
+        return match c.cond {
+            0 => 0,
+            1 => mask(a, b, fa, fb, |x, y| x < y),
+            2 => mask(a, b, fa, fb, |x, y| x == y),
+            3 => mask(a, b, fa, fb, |x, y| x <= y),
+            4 => mask(a, b, fa, fb, |x, y| x > y),
+            5 => mask(a, b, fa, fb, |x, y| x < y || x > y),
+            6 => mask(a, b, fa, fb, |x, y| x >= y),
+            7 => mask(a, b, fa, fb, |x, y| !x.is_nan() && !y.is_nan()),
+            8 => mask(a, b, fa, fb, |x, y| x.is_nan() || y.is_nan()),
+            9 => mask(a, b, fa, fb, |x, y| !(x >= y)),
+            10 => mask(a, b, fa, fb, |x, y| !(x < y || x > y)),
+            11 => mask(a, b, fa, fb, |x, y| !(x > y)),
+            12 => mask(a, b, fa, fb, |x, y| !(x <= y)),
+            13 => mask(a, b, fa, fb, |x, y| x != y),
+            14 => mask(a, b, fa, fb, |x, y| !(x < y)),
+            _ => full_mask(w.lanes),
+        };
+    }
+    let signed = c.ty < 6;
+    let id = |x: u32| x;
+    macro_rules! int {
+        ($p:expr) => {
+            if signed {
+                mask(a, b, |x| x as i32, |x| x as i32, $p)
+            } else {
+                mask(a, b, id, id, $p)
+            }
+        };
+    }
+    match c.cond {
+        0 => 0,
+        1 => int!(|x, y| x < y),
+        2 => int!(|x, y| x == y),
+        3 => int!(|x, y| x <= y),
+        4 => int!(|x, y| x > y),
+        6 => int!(|x, y| x >= y),
+        5 | 16 => int!(|x, y| x != y),
+        15 => full_mask(w.lanes),
+        _ => 0,
+    }
+}
+
 /// Condition and type of a VOPC opcode, from its mnemonic (computed once per opcode).
 #[derive(Clone, Copy)]
 struct CmpInfo {
@@ -2227,7 +2512,7 @@ fn cmp_info(op: u16) -> Option<CmpInfo> {
     clippy::nonminimal_bool,
     clippy::double_comparisons
 )]
-fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+pub(crate) fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
     let Some(c) = cmp_info(i.op) else {
         return Err(unimplemented(ctx, idx, i));
     };
@@ -2246,6 +2531,10 @@ fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> 
     };
     let v = prep(w, i, kinds);
     let mut res = 0u64;
+    if v.exec == full_mask(w.lanes) && !c.class && matches!(kind, K::F32 | K::I32) {
+        res = dense_compare(w, &v, kind, c);
+        return finish_compare(w, i, c, res);
+    }
     for_lanes(v.exec, |l| {
         let r = if c.class {
             let x = match kind {
@@ -2345,8 +2634,23 @@ fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> 
         };
         res |= (r as u64) << l;
     });
+    finish_compare(w, i, c, res)
+}
+
+/// Writes a compare result: EXEC for v_cmpx (and on CDNA its destination too), else the
+/// destination mask.
+fn finish_compare(w: &mut Wave, i: &Inst, c: CmpInfo, res: u64) -> Result<(), Error> {
     if c.x {
         w.set_exec(res);
+        // GFX9 (CDNA) v_cmpx also writes its destination (VCC in the 32-bit encoding).
+        if w.isa.is_cdna() {
+            let dst = if i.enc == Encoding::Vopc {
+                VCC_LO
+            } else {
+                i.dst
+            };
+            w.set_mask(dst, res);
+        }
     } else {
         let dst = if i.enc == Encoding::Vopc {
             VCC_LO
@@ -2600,6 +2904,82 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
         ds::STORE_B128 => (false, true, 16),
         _ => (false, false, 0),
     };
+    // Plain loads and stores whose lanes all stay inside the LDS: straight dword copies
+    // (any out-of-range lane takes the lane-by-lane path below, which reports it).
+    if load || store {
+        let words = n / 4;
+        let len = lds.len();
+        let mut inside = true;
+        for_lanes(exec, |l| {
+            inside &= (w.v[addr_row + l].wrapping_add(off) as usize).saturating_add(n) <= len;
+        });
+        let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
+        if inside && (store || dst + words <= DPP_ROW) && d0 + 64 * words <= DPP_ROW * 64 {
+            for_lanes(exec, |l| {
+                let a = w.v[addr_row + l].wrapping_add(off) as usize;
+                let mem = &mut lds[a..a + n];
+                for (k, c) in mem.chunks_exact_mut(4).enumerate() {
+                    if load {
+                        let b: [u8; 4] = (&*c).try_into().unwrap_or([0; 4]);
+                        w.v[(dst + k) * 64 + l] = u32::from_le_bytes(b);
+                    } else {
+                        c.copy_from_slice(&w.v[d0 + 64 * k + l].to_le_bytes());
+                    }
+                }
+            });
+            return Ok(());
+        }
+    }
+    // The two-address forms likewise, when every lane's two accesses are inside the LDS.
+    let two_addr: Option<(bool, usize, u32)> = match op {
+        ds::LOAD_2ADDR_B32 => Some((true, 4, 1)),
+        ds::LOAD_2ADDR_STRIDE64_B32 => Some((true, 4, 64)),
+        ds::LOAD_2ADDR_B64 => Some((true, 8, 1)),
+        ds::LOAD_2ADDR_STRIDE64_B64 => Some((true, 8, 64)),
+        ds::STORE_2ADDR_B32 => Some((false, 4, 1)),
+        ds::STORE_2ADDR_STRIDE64_B32 => Some((false, 4, 64)),
+        ds::STORE_2ADDR_B64 => Some((false, 8, 1)),
+        ds::STORE_2ADDR_STRIDE64_B64 => Some((false, 8, 64)),
+        _ => None,
+    };
+    if let Some((ld, size, stride)) = two_addr {
+        let (o0, o1) = (
+            i.imm as u32 * stride * size as u32,
+            i.imm2 as u32 * stride * size as u32,
+        );
+        let len = lds.len();
+        let mut inside = true;
+        for_lanes(exec, |l| {
+            let base = w.v[addr_row + l] as usize;
+            inside &= base + o0.max(o1) as usize + size <= len;
+        });
+        let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
+        let words = size / 4;
+        let rows_ok = if ld {
+            dst + 2 * words <= DPP_ROW
+        } else {
+            d0 + 64 * words <= DPP_ROW * 64 && d1 + 64 * words <= DPP_ROW * 64
+        };
+        if inside && rows_ok {
+            for_lanes(exec, |l| {
+                let base = w.v[addr_row + l] as usize;
+                for (h, o) in [o0, o1].into_iter().enumerate() {
+                    let at = base + o as usize;
+                    let mem = &mut lds[at..at + size];
+                    for (k, c) in mem.chunks_exact_mut(4).enumerate() {
+                        if ld {
+                            let b: [u8; 4] = (&*c).try_into().unwrap_or([0; 4]);
+                            w.v[(dst + h * words + k) * 64 + l] = u32::from_le_bytes(b);
+                        } else {
+                            let row = if h == 0 { d0 } else { d1 };
+                            c.copy_from_slice(&w.v[row + 64 * k + l].to_le_bytes());
+                        }
+                    }
+                }
+            });
+            return Ok(());
+        }
+    }
     // "ds_add_rtn_u32" -> ("add", "u32", true), parsed once per instruction.
     let ds_atomic = i.name().strip_prefix("ds_").and_then(|rest| {
         let (op, ty) = rest.rsplit_once('_')?;
@@ -2821,7 +3201,7 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
 
 /// Read-modify-write of an atomic `op` on type `ty` ("u32", "i64", "f32", "b64", …):
 /// `x` is the data operand, `y` the compare value of cmpswap/cmpstore.
-fn atomic_op(op: &str, ty: &str, old: u64, x: u64, y: u64) -> Option<u64> {
+pub(crate) fn atomic_op(op: &str, ty: &str, old: u64, x: u64, y: u64) -> Option<u64> {
     let wide = ty.ends_with("64");
     let mask = if wide { u64::MAX } else { 0xffff_ffff };
     let (old, x, y) = (old & mask, x & mask, y & mask);
@@ -2913,10 +3293,10 @@ fn atomic_op(op: &str, ty: &str, old: u64, x: u64, y: u64) -> Option<u64> {
 // ---------------------------------------------------------------------------------------
 // FLAT / GLOBAL / SCRATCH
 
-fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
-    let exec = w.exec();
-    let op = i.op;
-    let (n, load): (usize, Option<bool>) = match op {
+/// Size and direction of a FLAT-numbered memory opcode: `Some(true)` loads, `Some(false)`
+/// stores, `None` is an atomic (or nothing known).
+fn mem_kind(op: u16) -> (usize, Option<bool>) {
+    match op {
         flat::LOAD_U8
         | flat::LOAD_I8
         | flat::LOAD_D16_U8
@@ -2937,7 +3317,12 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
         flat::STORE_B96 => (12, Some(false)),
         flat::STORE_B128 => (16, Some(false)),
         _ => (0, None),
-    };
+    }
+}
+
+fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    let exec = w.exec();
+    let (n, load) = mem_kind(i.op);
     let vaddr = (i.src[0] - VGPR0) as usize * 64;
     let data = (i.src[1] - VGPR0) as usize * 64;
     let scratch = i.enc == Encoding::Scratch;
@@ -2948,95 +3333,64 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
     } else {
         w.sread64(i.saddr, 0, Ty::I64)
     };
+    // Every lane's address (inactive lanes' too, unused), one straight loop per form.
+    let mut addrs = [0u64; 64];
+    let imm = i.imm as i64 as u64;
+    let lanes = w.lanes as usize;
+    let lo = &w.v[vaddr..vaddr + lanes];
+    match i.enc {
+        Encoding::Global if i.saddr != NULL => {
+            for (a, &v) in addrs.iter_mut().zip(lo) {
+                *a = sbase.wrapping_add(v as u64).wrapping_add(imm);
+            }
+        }
+        Encoding::Scratch => {
+            let sve = i.flags & flag::SVE != 0;
+            for (a, &v) in addrs.iter_mut().zip(lo) {
+                let v = if sve { v as u64 } else { 0 };
+                *a = (sbase.wrapping_add(v) & 0xffff_ffff).wrapping_add(imm);
+            }
+        }
+        _ => {
+            let hi =
+                w.v.get(vaddr + 64..vaddr + 64 + lanes)
+                    .unwrap_or(&ZERO_ROW[..lanes]);
+            for ((a, &v), &h) in addrs.iter_mut().zip(lo).zip(hi) {
+                *a = (v as u64 | (h as u64) << 32).wrapping_add(imm);
+            }
+        }
+    }
+    // Plain loads and stores of global memory go through the coalescer; generic addresses in
+    // the LDS or private aperture, scratch and atomics go lane by lane.
+    let global = !scratch
+        && (i.enc != Encoding::Flat || {
+            let mut all = true;
+            for_lanes(exec, |l| {
+                all &= matches!(aperture(i.enc, addrs[l], false), Aperture::Global)
+            });
+            all
+        });
+    if global && load.is_some() {
+        return coalesced(w, i, idx, ctx, exec, &addrs, n, load == Some(true), data);
+    }
+    let atomic = if load.is_none() {
+        match atomic_kind(i) {
+            Some(k) => Some(k),
+            None => return Err(unimplemented(ctx, idx, i)),
+        }
+    } else {
+        None
+    };
     let mut err: Option<(u32, Fault)> = None;
     let private = w.private_size;
     for_lanes(exec, |l| {
         if err.is_some() {
             return;
         }
-        let addr = match i.enc {
-            Encoding::Global if i.saddr != NULL => sbase.wrapping_add(w.v[vaddr + l] as u64),
-            Encoding::Scratch => {
-                let v = if i.flags & flag::SVE != 0 {
-                    w.v[vaddr + l] as u64
-                } else {
-                    0
-                };
-                sbase.wrapping_add(v) & 0xffff_ffff
-            }
-            _ => {
-                w.v[vaddr + l] as u64 | (w.v.get(vaddr + 64 + l).copied().unwrap_or(0) as u64) << 32
-            }
-        }
-        .wrapping_add(i.imm as i64 as u64);
-        let r: Result<(), Fault> = (|| {
-            let mut b = [0u8; 16];
-            match load {
-                Some(true) => {
-                    match aperture(i.enc, addr, scratch) {
-                        Aperture::Private(a) => {
-                            scratch_access(w, l, a, &mut b[..n], None, private)?
-                        }
-                        Aperture::Lds(a) => lds_read(ctx.lds, a, &mut b[..n])?,
-                        Aperture::Global => ctx.mem.read(addr, &mut b[..n])?,
-                    }
-                    let dst = i.dst;
-                    match op {
-                        flat::LOAD_U8 => w.wr(dst, l, b[0] as u32),
-                        flat::LOAD_I8 => w.wr(dst, l, b[0] as i8 as i32 as u32),
-                        flat::LOAD_U16 => w.wr(dst, l, u16::from_le_bytes([b[0], b[1]]) as u32),
-                        flat::LOAD_I16 => {
-                            w.wr(dst, l, i16::from_le_bytes([b[0], b[1]]) as i32 as u32)
-                        }
-                        flat::LOAD_D16_U8 => w.wr16(dst, l, false, b[0] as u16),
-                        flat::LOAD_D16_I8 => w.wr16(dst, l, false, b[0] as i8 as i16 as u16),
-                        flat::LOAD_D16_HI_U8 => w.wr16(dst, l, true, b[0] as u16),
-                        flat::LOAD_D16_HI_I8 => w.wr16(dst, l, true, b[0] as i8 as i16 as u16),
-                        flat::LOAD_D16_B16 => {
-                            w.wr16(dst, l, false, u16::from_le_bytes([b[0], b[1]]))
-                        }
-                        flat::LOAD_D16_HI_B16 => {
-                            w.wr16(dst, l, true, u16::from_le_bytes([b[0], b[1]]))
-                        }
-                        _ => {
-                            for k in 0..n / 4 {
-                                let v = u32::from_le_bytes([
-                                    b[4 * k],
-                                    b[4 * k + 1],
-                                    b[4 * k + 2],
-                                    b[4 * k + 3],
-                                ]);
-                                w.wr(dst + k as u16, l, v);
-                            }
-                        }
-                    }
-                    Ok(())
-                }
-                Some(false) => {
-                    let lo = w.v[data + l].to_le_bytes();
-                    match op {
-                        flat::STORE_D16_HI_B8 => b[0] = lo[2],
-                        flat::STORE_D16_HI_B16 => b[..2].copy_from_slice(&lo[2..4]),
-                        _ => {
-                            for k in 0..n.div_ceil(4) {
-                                let v = w.v.get(data + 64 * k + l).copied().unwrap_or(0);
-                                let m = (n - 4 * k).min(4);
-                                b[4 * k..4 * k + m].copy_from_slice(&v.to_le_bytes()[..m]);
-                            }
-                        }
-                    }
-                    match aperture(i.enc, addr, scratch) {
-                        Aperture::Private(a) => {
-                            let mut tmp = b;
-                            scratch_access(w, l, a, &mut tmp[..n], Some(&b[..n]), private)
-                        }
-                        Aperture::Lds(a) => lds_write(ctx.lds, a, &b[..n]),
-                        Aperture::Global => ctx.mem.write(addr, &b[..n]),
-                    }
-                }
-                None => flat_atomic(w, i, l, addr, data, ctx),
-            }
-        })();
+        let r = match atomic {
+            Some(k) => flat_atomic(w, i, k, l, addrs[l], data, ctx),
+            None => lane_access(w, i, i.op, l, addrs[l], data, ctx, private),
+        };
         if let Err(f) = r {
             err = Some((l as u32, f));
         }
@@ -3046,6 +3400,296 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
         Some((l, f)) => Err(fault(ctx, idx, i, l, f)),
         None => Ok(()),
     }
+}
+
+/// Global loads or stores of the active lanes as the hardware coalesces them: runs of lanes
+/// whose addresses follow each other by the access size are one memory access each (a
+/// whole-wave copy is one). A faulting run is retried lane by lane, so the error names the
+/// first faulting lane and the lanes before it have done their access, as without
+/// coalescing.
+#[allow(clippy::too_many_arguments)]
+fn coalesced(
+    w: &mut Wave,
+    i: &Inst,
+    idx: usize,
+    ctx: &mut Ctx<'_>,
+    exec: u64,
+    addrs: &[u64; 64],
+    n: usize,
+    load: bool,
+    data: usize,
+) -> Result<(), Error> {
+    let lanes = w.lanes as usize;
+    let mut l = 0usize;
+    while l < lanes {
+        if exec >> l & 1 == 0 {
+            l += 1;
+            continue;
+        }
+        let start = l;
+        let a0 = addrs[l];
+        l += 1;
+        while l < lanes
+            && exec >> l & 1 != 0
+            && addrs[l] == a0.wrapping_add(((l - start) * n) as u64)
+        {
+            l += 1;
+        }
+        let len = (l - start) * n;
+        // Whole dwords move between memory and register rows directly.
+        let dwords = matches!(
+            i.op,
+            flat::LOAD_B32
+                | flat::LOAD_B64
+                | flat::LOAD_B96
+                | flat::LOAD_B128
+                | flat::STORE_B32
+                | flat::STORE_B64
+                | flat::STORE_B96
+                | flat::STORE_B128
+        );
+        let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
+        let r = if load {
+            let r = ctx.mem.read(a0, &mut ctx.buf[..len]);
+            if r.is_ok() {
+                if dwords && dst + n / 4 <= DPP_ROW {
+                    for k in 0..n / 4 {
+                        let row = &mut w.v[(dst + k) * 64 + start..(dst + k) * 64 + l];
+                        for (r, c) in row.iter_mut().zip(ctx.buf[..len].chunks_exact(n)) {
+                            *r = u32::from_le_bytes(
+                                c[4 * k..4 * k + 4].try_into().unwrap_or([0; 4]),
+                            );
+                        }
+                    }
+                } else {
+                    for (k, b) in ctx.buf[..len].chunks_exact(n).enumerate() {
+                        write_loaded(w, i.op, i.dst, start + k, b);
+                    }
+                }
+            }
+            r
+        } else {
+            if dwords && data + 64 * (n / 4) <= DPP_ROW * 64 {
+                for k in 0..n / 4 {
+                    let row = &w.v[data + 64 * k + start..data + 64 * k + l];
+                    for (v, c) in row.iter().zip(ctx.buf[..len].chunks_exact_mut(n)) {
+                        c[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            } else {
+                for k in 0..l - start {
+                    let mut b = [0u8; 16];
+                    store_bytes(w, i.op, data, start + k, &mut b);
+                    ctx.buf[k * n..(k + 1) * n].copy_from_slice(&b[..n]);
+                }
+            }
+            ctx.mem.write(a0, &ctx.buf[..len])
+        };
+        if r.is_err() {
+            // Lane by lane, to find (and report) the first lane that faults.
+            let private = w.private_size;
+            for (lane, &a) in addrs.iter().enumerate().take(l).skip(start) {
+                if let Err(f) = lane_access(w, i, i.op, lane, a, data, ctx, private) {
+                    return Err(fault(ctx, idx, i, lane as u32, f));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the `n` loaded bytes `b` of lane `l` to its destination registers.
+#[inline]
+fn write_loaded(w: &mut Wave, op: u16, dst: u16, l: usize, b: &[u8]) {
+    match op {
+        flat::LOAD_U8 => w.wr(dst, l, b[0] as u32),
+        flat::LOAD_I8 => w.wr(dst, l, b[0] as i8 as i32 as u32),
+        flat::LOAD_U16 => w.wr(dst, l, u16::from_le_bytes([b[0], b[1]]) as u32),
+        flat::LOAD_I16 => w.wr(dst, l, i16::from_le_bytes([b[0], b[1]]) as i32 as u32),
+        flat::LOAD_D16_U8 => w.wr16(dst, l, false, b[0] as u16),
+        flat::LOAD_D16_I8 => w.wr16(dst, l, false, b[0] as i8 as i16 as u16),
+        flat::LOAD_D16_HI_U8 => w.wr16(dst, l, true, b[0] as u16),
+        flat::LOAD_D16_HI_I8 => w.wr16(dst, l, true, b[0] as i8 as i16 as u16),
+        flat::LOAD_D16_B16 => w.wr16(dst, l, false, u16::from_le_bytes([b[0], b[1]])),
+        flat::LOAD_D16_HI_B16 => w.wr16(dst, l, true, u16::from_le_bytes([b[0], b[1]])),
+        _ => {
+            for (k, c) in b.chunks_exact(4).enumerate() {
+                w.wr(
+                    dst + k as u16,
+                    l,
+                    u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                );
+            }
+        }
+    }
+}
+
+/// The bytes lane `l` stores (from its data registers at row offset `data`) into `b`.
+#[inline]
+fn store_bytes(w: &Wave, op: u16, data: usize, l: usize, b: &mut [u8; 16]) {
+    let (n, _) = mem_kind(op);
+    let lo = w.v.get(data + l).copied().unwrap_or(0).to_le_bytes();
+    match op {
+        flat::STORE_D16_HI_B8 => b[0] = lo[2],
+        flat::STORE_D16_HI_B16 => b[..2].copy_from_slice(&lo[2..4]),
+        _ => {
+            for k in 0..n.div_ceil(4) {
+                let v = w.v.get(data + 64 * k + l).copied().unwrap_or(0);
+                let m = (n - 4 * k).min(4);
+                b[4 * k..4 * k + m].copy_from_slice(&v.to_le_bytes()[..m]);
+            }
+        }
+    }
+}
+
+/// One lane's load or store of memory opcode `op` (FLAT numbering) at `addr`, through the
+/// LDS or private aperture when the address is in one.
+#[allow(clippy::too_many_arguments)]
+fn lane_access(
+    w: &mut Wave,
+    i: &Inst,
+    op: u16,
+    l: usize,
+    addr: u64,
+    data: usize,
+    ctx: &mut Ctx<'_>,
+    private: usize,
+) -> Result<(), Fault> {
+    let (n, load) = mem_kind(op);
+    let scratch = i.enc == Encoding::Scratch;
+    let mut b = [0u8; 16];
+    match load {
+        Some(true) => {
+            match aperture(i.enc, addr, scratch) {
+                Aperture::Private(a) => scratch_access(w, l, a, &mut b[..n], None, private)?,
+                Aperture::Lds(a) => lds_read(ctx.lds, a, &mut b[..n])?,
+                Aperture::Global => ctx.mem.read(addr, &mut b[..n])?,
+            }
+            write_loaded(w, op, i.dst, l, &b[..n]);
+            Ok(())
+        }
+        Some(false) => {
+            store_bytes(w, op, data, l, &mut b);
+            match aperture(i.enc, addr, scratch) {
+                Aperture::Private(a) => {
+                    let mut tmp = b;
+                    scratch_access(w, l, a, &mut tmp[..n], Some(&b[..n]), private)
+                }
+                Aperture::Lds(a) => lds_write(ctx.lds, a, &b[..n]),
+                Aperture::Global => ctx.mem.write(addr, &b[..n]),
+            }
+        }
+        None => Err(Fault {
+            addr,
+            write: true,
+            reason: "unimplemented".into(),
+        }),
+    }
+}
+
+/// An atomic operation and its operand type ("add", "u32") from the mnemonic, once per
+/// instruction.
+fn atomic_kind(i: &Inst) -> Option<(&'static str, &'static str)> {
+    let base = i
+        .name()
+        .trim_start_matches("buffer_")
+        .trim_start_matches("atomic_");
+    let (op, ty) = base.rsplit_once('_')?;
+    atomic_op(op, ty, 0, 0, 0).map(|_| (op, ty))
+}
+
+/// MUBUF: untyped buffer loads, stores and atomics through a buffer resource (V#, four SGPRs:
+/// base address in bits 47:0, stride in 61:48, `num_records` in the third dword, ADD_TID_ENABLE
+/// in bit 23 of the fourth). A lane's address is base + soffset + offset + stride * index,
+/// offset being the instruction offset plus the VGPR offset (`offen`) and index the VGPR index
+/// (`idxen`) plus the lane id (ADD_TID_ENABLE). Range checking: with stride 0 an access whose
+/// offset + size exceeds `num_records` bytes is out of range, otherwise an index at or past
+/// `num_records`; out-of-range loads return 0, stores and atomics are dropped. Swizzled
+/// buffers and format conversions are not modelled.
+fn mubuf_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    let name = i.name();
+    if name.starts_with("buffer_gl") {
+        return Ok(());
+    }
+    let Some(op) = name
+        .strip_prefix("buffer_")
+        .and_then(lookup_flat)
+        .filter(|_| !name.contains("format"))
+    else {
+        return Err(unimplemented(ctx, idx, i));
+    };
+    let rs = |k: u16| w.sread(i.srsrc + k, 0);
+    let (d0, d1, d2, d3) = (rs(0), rs(1), rs(2), rs(3));
+    let base = d0 as u64 | ((d1 & 0xffff) as u64) << 32;
+    let stride = ((d1 >> 16) & 0x3fff) as u64;
+    let records = d2 as u64;
+    let add_tid = d3 & (1 << 23) != 0;
+    let soffset = w.sread(i.saddr, 0) as u64;
+    let (n, load) = mem_kind(op);
+    let size = if load.is_none() {
+        if name.ends_with("64") { 8 } else { 4 }
+    } else {
+        n
+    };
+    let (offen, idxen) = (i.flags & flag::OFFEN != 0, i.flags & flag::IDXEN != 0);
+    let vaddr = (i.src[0] - VGPR0) as usize * 64;
+    let data = (i.dst.wrapping_sub(VGPR0)) as usize * 64;
+    let exec = w.exec();
+    let mut err: Option<(u32, Fault)> = None;
+    let private = w.private_size;
+    let atomic = if load.is_none() {
+        match atomic_kind(i) {
+            Some(k) => Some(k),
+            None => return Err(unimplemented(ctx, idx, i)),
+        }
+    } else {
+        None
+    };
+    // The data registers are `vdata` (stores and atomics read them, loads write them).
+    let mut li = *i;
+    li.src[1] = i.dst;
+    for_lanes(exec, |l| {
+        if err.is_some() {
+            return;
+        }
+        let vgpr = |k: usize| w.v.get(vaddr + 64 * k + l).copied().unwrap_or(0) as u64;
+        let index = if idxen { vgpr(0) } else { 0 } + if add_tid { l as u64 } else { 0 };
+        let offset = if offen { vgpr(usize::from(idxen)) } else { 0 } + i.imm as u64;
+        let in_range = if stride == 0 {
+            offset + size as u64 <= records
+        } else {
+            index < records
+        };
+        if !in_range {
+            if load == Some(true) {
+                for k in 0..n.div_ceil(4) {
+                    w.wr(i.dst + k as u16, l, 0);
+                }
+            }
+            return;
+        }
+        let addr = base
+            .wrapping_add(soffset)
+            .wrapping_add(offset)
+            .wrapping_add(stride.wrapping_mul(index));
+        let r = match atomic {
+            Some(k) => flat_atomic(w, &li, k, l, addr, data, ctx),
+            None => lane_access(w, &li, op, l, addr, data, ctx, private),
+        };
+        if let Err(f) = r {
+            err = Some((l as u32, f));
+        }
+    });
+    match err {
+        Some((_, f)) if f.reason == "unimplemented" => Err(unimplemented(ctx, idx, i)),
+        Some((l, f)) => Err(fault(ctx, idx, i, l, f)),
+        None => Ok(()),
+    }
+}
+
+/// The FLAT opcode of a memory mnemonic without segment prefix (`load_b32`).
+fn lookup_flat(n: &str) -> Option<u16> {
+    opcodes::flat::NAMES.iter().find(|e| e.1 == n).map(|e| e.0)
 }
 
 /// Where a memory instruction's address goes.
@@ -3102,6 +3746,7 @@ fn scratch_access(
 fn flat_atomic(
     w: &mut Wave,
     i: &Inst,
+    (op, ty): (&'static str, &'static str),
     l: usize,
     addr: u64,
     data: usize,
@@ -3114,9 +3759,7 @@ fn flat_atomic(
             reason: "unimplemented".into(),
         });
     }
-    let name = i.name();
-    let wide = name.ends_with("64");
-    let base = name.trim_start_matches("atomic_");
+    let wide = ty.ends_with("64");
     let x = w.v[data + l] as u64
         | if wide {
             (w.v[data + 64 + l] as u64) << 32
@@ -3131,19 +3774,9 @@ fn flat_atomic(
             0
         };
     let n = if wide { 8 } else { 4 };
-    let mut b = [0u8; 8];
-    ctx.mem.read(addr, &mut b[..n])?;
-    let old = u64::from_le_bytes(b);
-    let (op, ty) = base.rsplit_once('_').unwrap_or((base, ""));
-    let Some(new) = atomic_op(op, ty, old, x, y) else {
-        return Err(Fault {
-            addr,
-            write: true,
-            reason: "unimplemented".into(),
-        });
-    };
-    let new = if wide { new } else { new & 0xffff_ffff };
-    ctx.mem.write(addr, &new.to_le_bytes()[..n])?;
+    let old = ctx.mem.atomic_rmw(addr, n, &mut |old| {
+        atomic_op(op, ty, old, x, y).unwrap_or(old)
+    })?;
     if i.flags & flag::GLC != 0 {
         w.wr(i.dst, l, old as u32);
         if wide {

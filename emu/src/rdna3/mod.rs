@@ -1,9 +1,9 @@
 //! RDNA3 (gfx1100): decoder, disassembler and instruction semantics.
 
 pub mod decode;
-mod exec;
+pub(crate) mod exec;
 pub mod opcodes;
-mod print;
+pub(crate) mod print;
 
 pub use decode::{Dpp, Encoding, Inst, decode};
 pub(crate) use exec::run;

@@ -62,7 +62,7 @@ pub fn operand(code: u16, n: u16, half: Option<bool>, literal: u32) -> String {
 
 /// Whether a 32-bit value is one of the inline constants (integers −16..=64, the f32 values
 /// ±0.5, ±1, ±2, ±4 and 1/(2π)).
-fn is_inline32(v: u32) -> bool {
+pub(crate) fn is_inline32(v: u32) -> bool {
     let i = v as i32;
     (-16..=64).contains(&i)
         || [
@@ -216,6 +216,9 @@ fn dpp_text(d: Dpp) -> String {
                 if fi { " fi:1" } else { "" }
             )
         }
+        // CDNA forms only appear in lowered instructions, which print through their own ISA.
+        Dpp::Gfx9 { ctrl, .. } => format!(" dpp_ctrl:{ctrl:#x}"),
+        Dpp::Sdwa { .. } => " sdwa".into(),
     }
 }
 
@@ -520,6 +523,7 @@ impl fmt::Display for Inst {
                     }
                 }
             }
+            Ext => {}
             Mubuf | Mtbuf => {
                 if shp.len() > 0 {
                     ops.push(operand(self.dst, shp.regs(0), None, lit));

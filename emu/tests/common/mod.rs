@@ -55,6 +55,11 @@ impl Drop for TempHsaco {
 
 /// Compiles OpenCL C for gfx1100 (`extra`: more clang flags) and links a code object.
 pub fn compile_cl(src: &str, extra: &[&str]) -> (TempHsaco, Vec<u8>) {
+    compile_cl_for(Isa::Gfx1100, src, extra)
+}
+
+/// Compiles OpenCL C for `isa` and links a code object.
+pub fn compile_cl_for(isa: Isa, src: &str, extra: &[&str]) -> (TempHsaco, Vec<u8>) {
     let d = temp_dir("cl");
     let cl = d.join("k.cl");
     let obj = d.join("k.o");
@@ -62,13 +67,8 @@ pub fn compile_cl(src: &str, extra: &[&str]) -> (TempHsaco, Vec<u8>) {
     std::fs::write(&cl, src).unwrap();
     run_tool(
         Command::new("clang-22")
-            .args([
-                "-x",
-                "cl",
-                "-cl-std=CL2.0",
-                "--target=amdgcn-amd-amdhsa",
-                "-mcpu=gfx1100",
-            ])
+            .args(["-x", "cl", "-cl-std=CL2.0", "--target=amdgcn-amd-amdhsa"])
+            .arg(format!("-mcpu={}", isa.name()))
             .args(["-nogpulib", "-O3", "-c"])
             .args(extra)
             .arg(&cl)
@@ -125,11 +125,22 @@ pub fn compile_ll(src: &str) -> Vec<u8> {
 
 /// The test kernels, compiled once per test binary.
 pub fn kernels() -> &'static (CodeObject, Program) {
-    static K: std::sync::OnceLock<(CodeObject, Program)> = std::sync::OnceLock::new();
-    K.get_or_init(|| {
-        let (_, bytes) = compile_cl(KERNELS, &[]);
-        let co = CodeObject::parse(&bytes, "kernels.cl").unwrap();
-        let prog = Program::new(&co, Isa::Gfx1100).unwrap();
+    kernels_for(Isa::Gfx1100)
+}
+
+/// The test kernels compiled for `isa`, once per test binary and ISA.
+pub fn kernels_for(isa: Isa) -> &'static (CodeObject, Program) {
+    type Cell = std::sync::OnceLock<(CodeObject, Program)>;
+    static K: [Cell; 3] = [Cell::new(), Cell::new(), Cell::new()];
+    let slot = match isa {
+        Isa::Gfx1100 => 0,
+        Isa::Gfx942 => 1,
+        Isa::Gfx950 => 2,
+    };
+    K[slot].get_or_init(|| {
+        let (_, bytes) = compile_cl_for(isa, KERNELS, &[]);
+        let co = CodeObject::parse(&bytes, &format!("kernels.cl ({})", isa.name())).unwrap();
+        let prog = Program::new(&co, isa).unwrap();
         (co, prog)
     })
 }

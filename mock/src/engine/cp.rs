@@ -1057,9 +1057,6 @@ impl Cp {
             count: cfg.xccs.len().max(1) as u32,
             chunk: cfg.tg_chunk,
         };
-        // `HwDispatch` grows fields as the emulator learns more of the launch state; the
-        // ones not named here keep their defaults.
-        #[allow(clippy::needless_update)]
         let hw = am_emu::HwDispatch {
             name: format!("dispatch of the program at {entry:#x}"),
             entry,
@@ -1074,7 +1071,7 @@ impl Cp {
             scratch_bytes,
             instruction_limit: Some(sh.engines.watchdog()),
             partition,
-            ..Default::default()
+            xcc_id: Some(u32::from(at.xcc)),
         };
         Ok(self.run_shader(sh, mem, cfg, at, &hw))
     }
@@ -1449,7 +1446,6 @@ impl Cp {
             return Exec::Next;
         }
         for (lane, &xcc) in cfg.xccs.iter().enumerate() {
-            #[allow(clippy::needless_update)]
             let hw = am_emu::HwDispatch {
                 name: format!("AQL dispatch of the kernel at {kernel_object:#x}"),
                 entry,
@@ -1472,7 +1468,7 @@ impl Cp {
                     count: cfg.xccs.len() as u32,
                     chunk: cfg.tg_chunk,
                 },
-                ..Default::default()
+                xcc_id: Some(u32::from(xcc)),
             };
             let r = self.run_shader(sh, mem, cfg, At { xcc, lane, ..at }, &hw);
             if !matches!(r, Exec::Next) {
