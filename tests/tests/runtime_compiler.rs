@@ -19,7 +19,9 @@ fn compiled_elementwise_and_reduction_kernels_run_on_navi31() {
     let add = shapes::elementwise_add(DType::F32, 64);
     let code = compiler.compile(&add, Target::Gfx1100).unwrap();
     let prog = dev.load(&code.bytes, &add.name).unwrap();
-    assert_eq!(prog.explicit_args().count(), 4);
+    // The metadata names the arguments after the IR's parameters.
+    let names: Vec<&str> = prog.explicit_args().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["a", "b", "c", "n"]);
     let mut c = ComputeCommands::new(&dev);
     c.exec(
         &prog,
@@ -34,7 +36,8 @@ fn compiled_elementwise_and_reduction_kernels_run_on_navi31() {
     let prog = dev.load(&code.bytes, &sum.name).unwrap();
     let out = dev.alloc(16, MemKind::Vram).unwrap();
     let groups = n.div_ceil(256);
-    // Parameters in order: x, out, n.
+    let names: Vec<&str> = prog.explicit_args().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["x", "out", "n"]);
     let args = [(&ba).into(), (&out).into(), Arg::U32(n)];
     c.exec(&prog, &args, [groups, 1, 1], [256, 1, 1]).unwrap();
     c.submit().unwrap().wait().unwrap();

@@ -8,6 +8,7 @@ mod bench;
 mod bench_boot;
 mod bench_compile;
 mod bench_engines;
+mod bench_runtime;
 mod compile;
 mod device;
 mod fw;
@@ -16,6 +17,7 @@ mod info;
 mod init;
 mod list;
 mod reset;
+mod run;
 mod serve;
 
 /// Userspace AMD GPU driver toolkit: bring AMD GPUs up without the amdgpu kernel driver
@@ -47,6 +49,8 @@ enum Command {
     List(list::ListArgs),
     /// Mode1 reset of the whole GPU through the SMU.
     Reset(reset::ResetArgs),
+    /// Run one kernel of a code object with buffers from files or patterns; print or save them.
+    Run(run::RunArgs),
     /// Export devices over the remote PCI protocol (tinygrad's REMOTE=host:port).
     Serve(serve::ServeArgs),
 }
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         Command::Init(args) => init::run(args).map(|()| ExitCode::SUCCESS),
         Command::List(args) => list::run(args).map(|()| ExitCode::SUCCESS),
         Command::Reset(args) => reset::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Run(args) => run::run(args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => serve::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {

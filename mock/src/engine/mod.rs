@@ -198,6 +198,9 @@ pub(crate) struct QueueCtl {
     stop: Arc<AtomicBool>,
     events: Mutex<u64>,
     cv: Condvar,
+    /// Workers asleep on `cv` (a kick wakes someone only when there is someone to wake:
+    /// the notification is a system call).
+    sleepers: AtomicUsize,
     status: Mutex<QueueStatus>,
 }
 
@@ -208,7 +211,11 @@ impl QueueCtl {
 
     fn kick(&self) {
         *lock(&self.events) += 1;
-        self.cv.notify_all();
+        // A worker going to sleep counts itself while it holds `events`, before it sleeps:
+        // after the increment above either it saw the new count, or it is counted here.
+        if self.sleepers.load(Ordering::Acquire) > 0 {
+            self.cv.notify_all();
+        }
     }
 
     fn events(&self) -> u64 {
@@ -218,7 +225,9 @@ impl QueueCtl {
     fn wait_events(&self, seen: u64, timeout: Duration) {
         let g = lock(&self.events);
         if *g == seen && !self.stop.load(Ordering::Acquire) {
+            self.sleepers.fetch_add(1, Ordering::AcqRel);
             let _ = self.cv.wait_timeout(g, timeout);
+            self.sleepers.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -408,6 +417,7 @@ impl Engines {
                 stop: Arc::new(AtomicBool::new(false)),
                 events: Mutex::new(0),
                 cv: Condvar::new(),
+                sleepers: AtomicUsize::new(0),
                 status: Mutex::new(QueueStatus {
                     name: cfg.name.clone(),
                     rptr: cfg.start.0,
