@@ -9,14 +9,19 @@ mod bench_boot;
 mod bench_compile;
 mod bench_engines;
 mod compile;
+mod decode;
 mod device;
 mod fw;
 mod hive_reset;
 mod info;
 mod init;
+mod inspect;
 mod list;
+mod reg;
 mod reset;
+mod ring;
 mod serve;
+mod vm;
 
 /// Userspace AMD GPU driver toolkit: bring AMD GPUs up without the amdgpu kernel driver
 /// (or on the mock), and inspect what that takes.
@@ -45,10 +50,16 @@ enum Command {
     Init(init::InitArgs),
     /// List the AMD GPUs on this machine's PCI bus (and on remote servers).
     List(list::ListArgs),
+    /// Read and write registers by name or glob, every field decoded.
+    Reg(reg::RegArgs),
     /// Mode1 reset of the whole GPU through the SMU.
     Reset(reset::ResetArgs),
+    /// Live queues (compute, AQL, SDMA) and the packets between their pointers, decoded.
+    Ring(ring::RingArgs),
     /// Export devices over the remote PCI protocol (tinygrad's REMOTE=host:port).
     Serve(serve::ServeArgs),
+    /// Walk the page tables for a GPU virtual address, or show the VM faults (reads only).
+    Vm(vm::VmArgs),
 }
 
 /// `am … | head`: once the reader has gone, printing fails with a broken pipe. That is the
@@ -88,8 +99,11 @@ fn main() -> ExitCode {
         Command::Info(args) => info::run(args).map(|()| ExitCode::SUCCESS),
         Command::Init(args) => init::run(args).map(|()| ExitCode::SUCCESS),
         Command::List(args) => list::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Reg(args) => reg::run(args).map(|()| ExitCode::SUCCESS),
         Command::Reset(args) => reset::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Ring(args) => ring::run(args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => serve::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Vm(args) => vm::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,
