@@ -289,12 +289,15 @@ impl AmDevice {
     pub fn open_with(pci: Arc<dyn PciDevice>, opts: Options) -> Result<Self> {
         let start = Instant::now();
         let name = pci.name().to_string();
-        if let Err(e) = pci.resize_bar(0) {
-            tracing::debug!("{name}: BAR0 not resized: {e}");
+        // An inspecting open leaves the function as it finds it.
+        if !opts.inspect {
+            if let Err(e) = pci.resize_bar(0) {
+                tracing::debug!("{name}: BAR0 not resized: {e}");
+            }
+            // The engines reach system memory (rings, signals, host buffers) by DMA, which
+            // the function does only with bus mastering on; nothing else turns it on for us.
+            pci.set_bus_master(true)?;
         }
-        // The engines reach system memory (rings, signals, host buffers) by DMA, which the
-        // function does only with bus mastering on; nothing else turns it on for us.
-        pci.set_bus_master(true)?;
         let mmio = Arc::new(CountingBar::new(pci.bar(5)?));
         if opts.inspect && crate::vf::is_vf(&*mmio)? {
             return Err(Error::BadState {

@@ -21,6 +21,8 @@ mod reg;
 mod reset;
 mod ring;
 mod serve;
+mod smi;
+mod smi_tui;
 mod vm;
 
 /// Userspace AMD GPU driver toolkit: bring AMD GPUs up without the amdgpu kernel driver
@@ -58,6 +60,9 @@ enum Command {
     Ring(ring::RingArgs),
     /// Export devices over the remote PCI protocol (tinygrad's REMOTE=host:port).
     Serve(serve::ServeArgs),
+    /// GPU monitor: temperatures, power, clocks, activity, VRAM, fan, throttling, firmware
+    /// and holders; --watch redraws it.
+    Smi(smi::SmiArgs),
     /// Walk the page tables for a GPU virtual address, or show the VM faults (reads only).
     Vm(vm::VmArgs),
 }
@@ -103,6 +108,7 @@ fn main() -> ExitCode {
         Command::Reset(args) => reset::run(args).map(|()| ExitCode::SUCCESS),
         Command::Ring(args) => ring::run(args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => serve::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Smi(args) => smi::run(args).map(|()| ExitCode::SUCCESS),
         Command::Vm(args) => vm::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
