@@ -203,6 +203,30 @@ impl Memory for HostMemory {
             }),
         }
     }
+
+    /// As the provided version (read, then write), with one region lookup.
+    fn atomic_rmw(
+        &mut self,
+        addr: u64,
+        len: usize,
+        f: &mut dyn FnMut(u64) -> u64,
+    ) -> Result<u64, Fault> {
+        let len = len.min(8);
+        match self.find(addr, len) {
+            Some(s) => {
+                let mut b = [0u8; 8];
+                b[..len].copy_from_slice(s);
+                let old = u64::from_le_bytes(b);
+                s.copy_from_slice(&f(old).to_le_bytes()[..len]);
+                Ok(old)
+            }
+            None => Err(Fault {
+                addr,
+                write: false,
+                reason: "unmapped".into(),
+            }),
+        }
+    }
 }
 
 /// A [`SharedMemory`] of separately allocated regions, the multi-threaded sibling of
@@ -277,6 +301,19 @@ impl SharedMemory for SharedHostMemory {
         let (words, off) = self
             .find(addr, buf.len())
             .ok_or_else(|| Self::fault(addr, false))?;
+        if off % 8 == 0 {
+            // Whole aligned words (a coalesced wave access), then the tail.
+            let whole = buf.len() / 8 * 8;
+            for (c, w) in buf[..whole].chunks_exact_mut(8).zip(&words[off / 8..]) {
+                c.copy_from_slice(&w.load(Relaxed).to_le_bytes());
+            }
+            if whole < buf.len() {
+                let v = words[(off + whole) / 8].load(Relaxed).to_le_bytes();
+                let n = buf.len() - whole;
+                buf[whole..].copy_from_slice(&v[..n]);
+            }
+            return Ok(());
+        }
         let mut at = 0;
         while at < buf.len() {
             let (w, b) = ((off + at) / 8, (off + at) % 8);
@@ -294,6 +331,16 @@ impl SharedMemory for SharedHostMemory {
             .find(addr, data.len())
             .ok_or_else(|| Self::fault(addr, true))?;
         let mut at = 0;
+        if off % 8 == 0 {
+            // Whole aligned words first (a coalesced wave access); the tail merges below.
+            at = data.len() / 8 * 8;
+            for (c, w) in data[..at].chunks_exact(8).zip(&words[off / 8..]) {
+                w.store(
+                    u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
+                    Relaxed,
+                );
+            }
+        }
         while at < data.len() {
             let (w, b) = ((off + at) / 8, (off + at) % 8);
             let n = (8 - b).min(data.len() - at);

@@ -2880,6 +2880,62 @@ fn lds_write(lds: &mut [u8], addr: u32, data: &[u8]) -> Result<(), Fault> {
     }
 }
 
+/// Dword LDS loads or stores of the lanes in `exec`, every access known to be inside the LDS:
+/// lane `l` accesses `words` dwords at `addrs[l] + offs[h]` for each of `halves` addresses.
+/// Loads go to rows `dst + h * words + k`; stores take their data from row bases
+/// `data[h] + 64 * k`. Stores run lane by lane (lane, then address, then dword), the order of
+/// the lane-by-lane path, so lanes that store to the same place leave the same value.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn lds_dwords(
+    w: &mut Wave,
+    lds: &mut [u8],
+    exec: u64,
+    addrs: &[usize; 64],
+    offs: [usize; 2],
+    halves: usize,
+    words: usize,
+    load: bool,
+    dst: usize,
+    data: [usize; 2],
+) {
+    let lanes = w.lanes as usize;
+    let full = exec == full_mask(w.lanes);
+    let get = |at: usize| -> u32 {
+        lds.get(at..at + 4)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    if load {
+        for (h, &off) in offs.iter().enumerate().take(halves) {
+            for k in 0..words {
+                let o = off + 4 * k;
+                let row = (dst + h * words + k) * 64;
+                let out = &mut w.v[row..row + lanes];
+                if full {
+                    for (r, &a) in out.iter_mut().zip(addrs) {
+                        *r = get(a + o);
+                    }
+                } else {
+                    for_lanes(exec, |l| out[l] = get(addrs[l] + o));
+                }
+            }
+        }
+        return;
+    }
+    for_lanes(exec, |l| {
+        let a = addrs[l];
+        for (&off, &row) in offs.iter().zip(&data).take(halves) {
+            for k in 0..words {
+                let at = a + off + 4 * k;
+                let v = w.v[row + 64 * k + l];
+                if let Some(b) = lds.get_mut(at..at + 4) {
+                    b.copy_from_slice(&v.to_le_bytes());
+                }
+            }
+        }
+    });
+}
+
 fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     if i.flags & flag::GDS != 0 {
         return Err(unimplemented(ctx, idx, i));
@@ -2908,26 +2964,28 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
     // (any out-of-range lane takes the lane-by-lane path below, which reports it).
     if load || store {
         let words = n / 4;
-        let len = lds.len();
-        let mut inside = true;
-        for_lanes(exec, |l| {
-            inside &= (w.v[addr_row + l].wrapping_add(off) as usize).saturating_add(n) <= len;
-        });
         let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
-        if inside && (store || dst + words <= DPP_ROW) && d0 + 64 * words <= DPP_ROW * 64 {
-            for_lanes(exec, |l| {
-                let a = w.v[addr_row + l].wrapping_add(off) as usize;
-                let mem = &mut lds[a..a + n];
-                for (k, c) in mem.chunks_exact_mut(4).enumerate() {
-                    if load {
-                        let b: [u8; 4] = (&*c).try_into().unwrap_or([0; 4]);
-                        w.v[(dst + k) * 64 + l] = u32::from_le_bytes(b);
-                    } else {
-                        c.copy_from_slice(&w.v[d0 + 64 * k + l].to_le_bytes());
-                    }
+        if (store || dst + words <= DPP_ROW) && d0 + 64 * words <= DPP_ROW * 64 {
+            let mut addrs = [0usize; 64];
+            let mut inside = true;
+            let len = lds.len();
+            let lanes = w.lanes as usize;
+            let row = &w.v[addr_row..addr_row + lanes];
+            if exec == full_mask(w.lanes) {
+                for (a, &v) in addrs.iter_mut().zip(row) {
+                    *a = v.wrapping_add(off) as usize;
+                    inside &= a.saturating_add(n) <= len;
                 }
-            });
-            return Ok(());
+            } else {
+                for_lanes(exec, |l| {
+                    addrs[l] = row[l].wrapping_add(off) as usize;
+                    inside &= addrs[l].saturating_add(n) <= len;
+                });
+            }
+            if inside {
+                lds_dwords(w, lds, exec, &addrs, [0, 0], 1, words, load, dst, [d0, d0]);
+                return Ok(());
+            }
         }
     }
     // The two-address forms likewise, when every lane's two accesses are inside the LDS.
@@ -2947,12 +3005,6 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
             i.imm as u32 * stride * size as u32,
             i.imm2 as u32 * stride * size as u32,
         );
-        let len = lds.len();
-        let mut inside = true;
-        for_lanes(exec, |l| {
-            let base = w.v[addr_row + l] as usize;
-            inside &= base + o0.max(o1) as usize + size <= len;
-        });
         let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
         let words = size / 4;
         let rows_ok = if ld {
@@ -2960,24 +3012,29 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
         } else {
             d0 + 64 * words <= DPP_ROW * 64 && d1 + 64 * words <= DPP_ROW * 64
         };
-        if inside && rows_ok {
-            for_lanes(exec, |l| {
-                let base = w.v[addr_row + l] as usize;
-                for (h, o) in [o0, o1].into_iter().enumerate() {
-                    let at = base + o as usize;
-                    let mem = &mut lds[at..at + size];
-                    for (k, c) in mem.chunks_exact_mut(4).enumerate() {
-                        if ld {
-                            let b: [u8; 4] = (&*c).try_into().unwrap_or([0; 4]);
-                            w.v[(dst + h * words + k) * 64 + l] = u32::from_le_bytes(b);
-                        } else {
-                            let row = if h == 0 { d0 } else { d1 };
-                            c.copy_from_slice(&w.v[row + 64 * k + l].to_le_bytes());
-                        }
-                    }
+        if rows_ok {
+            let mut addrs = [0usize; 64];
+            let mut inside = true;
+            let len = lds.len();
+            let lanes = w.lanes as usize;
+            let far = o0.max(o1) as usize + size;
+            let row = &w.v[addr_row..addr_row + lanes];
+            if exec == full_mask(w.lanes) {
+                for (a, &v) in addrs.iter_mut().zip(row) {
+                    *a = v as usize;
+                    inside &= *a + far <= len;
                 }
-            });
-            return Ok(());
+            } else {
+                for_lanes(exec, |l| {
+                    addrs[l] = row[l] as usize;
+                    inside &= addrs[l] + far <= len;
+                });
+            }
+            if inside {
+                let offs = [o0 as usize, o1 as usize];
+                lds_dwords(w, lds, exec, &addrs, offs, 2, words, ld, dst, [d0, d1]);
+                return Ok(());
+            }
         }
     }
     // "ds_add_rtn_u32" -> ("add", "u32", true), parsed once per instruction.
@@ -3589,13 +3646,61 @@ fn lane_access(
 
 /// An atomic operation and its operand type ("add", "u32") from the mnemonic, once per
 /// instruction.
-fn atomic_kind(i: &Inst) -> Option<(&'static str, &'static str)> {
+fn atomic_kind(i: &Inst) -> Option<Atom> {
     let base = i
         .name()
         .trim_start_matches("buffer_")
         .trim_start_matches("atomic_");
     let (op, ty) = base.rsplit_once('_')?;
-    atomic_op(op, ty, 0, 0, 0).map(|_| (op, ty))
+    atomic_op(op, ty, 0, 0, 0).map(|_| Atom {
+        op,
+        ty,
+        fast: atomic_fast(op, ty),
+    })
+}
+
+/// An atomic operation of a memory instruction, resolved once per instruction.
+#[derive(Clone, Copy)]
+struct Atom {
+    op: &'static str,
+    ty: &'static str,
+    /// The common integer operations as a plain function of (old, data), the same as
+    /// [`atomic_op`] gives.
+    fast: Option<fn(u64, u64) -> u64>,
+}
+
+impl Atom {
+    #[inline]
+    fn apply(&self, old: u64, x: u64, y: u64) -> u64 {
+        match self.fast {
+            Some(f) => f(old, x),
+            None => atomic_op(self.op, self.ty, old, x, y).unwrap_or(old),
+        }
+    }
+}
+
+/// [`atomic_op`] of the frequent integer atomics without the mnemonic matching.
+fn atomic_fast(op: &str, ty: &str) -> Option<fn(u64, u64) -> u64> {
+    let f: fn(u64, u64) -> u64 = match (op, ty) {
+        ("add", "u32") => |o, x| (o as u32).wrapping_add(x as u32) as u64,
+        ("sub", "u32") => |o, x| (o as u32).wrapping_sub(x as u32) as u64,
+        ("and", "b32") => |o, x| (o & x) & 0xffff_ffff,
+        ("or", "b32") => |o, x| (o | x) & 0xffff_ffff,
+        ("xor", "b32") => |o, x| (o ^ x) & 0xffff_ffff,
+        ("swap", "b32") => |_, x| x & 0xffff_ffff,
+        ("min", "u32") => |o, x| (o as u32).min(x as u32) as u64,
+        ("max", "u32") => |o, x| (o as u32).max(x as u32) as u64,
+        ("min", "i32") => |o, x| (o as u32 as i32).min(x as u32 as i32) as u32 as u64,
+        ("max", "i32") => |o, x| (o as u32 as i32).max(x as u32 as i32) as u32 as u64,
+        ("add", "u64") => |o, x| o.wrapping_add(x),
+        ("sub", "u64") => |o, x| o.wrapping_sub(x),
+        ("and", "b64") => |o, x| o & x,
+        ("or", "b64") => |o, x| o | x,
+        ("xor", "b64") => |o, x| o ^ x,
+        ("swap", "b64") => |_, x| x,
+        _ => return None,
+    };
+    Some(f)
 }
 
 /// MUBUF: untyped buffer loads, stores and atomics through a buffer resource (V#, four SGPRs:
@@ -3746,7 +3851,7 @@ fn scratch_access(
 fn flat_atomic(
     w: &mut Wave,
     i: &Inst,
-    (op, ty): (&'static str, &'static str),
+    atom: Atom,
     l: usize,
     addr: u64,
     data: usize,
@@ -3759,7 +3864,7 @@ fn flat_atomic(
             reason: "unimplemented".into(),
         });
     }
-    let wide = ty.ends_with("64");
+    let wide = atom.ty.ends_with("64");
     let x = w.v[data + l] as u64
         | if wide {
             (w.v[data + 64 + l] as u64) << 32
@@ -3774,9 +3879,9 @@ fn flat_atomic(
             0
         };
     let n = if wide { 8 } else { 4 };
-    let old = ctx.mem.atomic_rmw(addr, n, &mut |old| {
-        atomic_op(op, ty, old, x, y).unwrap_or(old)
-    })?;
+    let old = ctx
+        .mem
+        .atomic_rmw(addr, n, &mut |old| atom.apply(old, x, y))?;
     if i.flags & flag::GLC != 0 {
         w.wr(i.dst, l, old as u32);
         if wide {
@@ -3789,6 +3894,39 @@ fn flat_atomic(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_atomics_match_the_general_ones() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let ops = ["add", "sub", "and", "or", "xor", "swap", "min", "max"];
+        let tys = ["u32", "i32", "b32", "u64", "i64", "b64"];
+        let mut checked = 0;
+        for op in ops {
+            for ty in tys {
+                let Some(f) = atomic_fast(op, ty) else {
+                    continue;
+                };
+                checked += 1;
+                for k in 0..2000 {
+                    let (mut o, mut d) = (next(), next());
+                    if k % 3 == 0 {
+                        o &= 0xffff_ffff;
+                    }
+                    if k % 5 == 0 {
+                        d = o.wrapping_add(k);
+                    }
+                    assert_eq!(Some(f(o, d)), atomic_op(op, ty, o, d, next()), "{op}_{ty}");
+                }
+            }
+        }
+        assert_eq!(checked, 16);
+    }
 
     #[test]
     fn fma32_matches_the_library_fused_multiply_add() {
