@@ -795,7 +795,15 @@ fn smem_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
         smem::GL1_INV | smem::DCACHE_INV => return Ok(()),
         _ => return Err(unimplemented(ctx, idx, i)),
     };
-    let base = if i.name().starts_with("s_buffer") {
+    let buffer = matches!(
+        i.op,
+        smem::BUFFER_LOAD_B32
+            | smem::BUFFER_LOAD_B64
+            | smem::BUFFER_LOAD_B128
+            | smem::BUFFER_LOAD_B256
+            | smem::BUFFER_LOAD_B512
+    );
+    let base = if buffer {
         // Buffer resource: base address in bits [47:0].
         w.sread64(i.src[0], 0, Ty::I64) & 0xffff_ffff_ffff
     } else {
@@ -1252,7 +1260,7 @@ pub(crate) fn vcarry(
     let wide = kinds.map(|k| matches!(k, K::I64 | K::F64));
     let mut carry = 0u64;
     if v.exec == full_mask(w.lanes) {
-        let mut out = [0u64; 64];
+        let (mut lo, mut hi) = ([0u32; 64], [0u32; 64]);
         {
             // Each source as (low row, high row); 32-bit sources have a high row of zeros.
             let rows: [(&[u32], &[u32]); 3] = std::array::from_fn(|k| {
@@ -1264,17 +1272,16 @@ pub(crate) fn vcarry(
                 };
                 (lo, hi)
             });
-            for (l, o) in out.iter_mut().enumerate().take(lanes) {
+            for (l, (o, h)) in lo.iter_mut().zip(hi.iter_mut()).enumerate().take(lanes) {
                 let (r, c) = f(arr(|k| rows[k].0[l] as u64 | (rows[k].1[l] as u64) << 32));
-                *o = r;
+                *o = r as u32;
+                *h = (r >> 32) as u32;
                 carry |= (c as u64) << l;
             }
         }
-        for (l, o) in out.iter().enumerate().take(lanes) {
-            w.v[d + l] = *o as u32;
-            if wide_dst {
-                w.v[d + 64 + l] = (*o >> 32) as u32;
-            }
+        w.v[d..d + lanes].copy_from_slice(&lo[..lanes]);
+        if wide_dst {
+            w.v[d + 64..d + 64 + lanes].copy_from_slice(&hi[..lanes]);
         }
         return carry;
     }
@@ -1305,9 +1312,23 @@ fn vcarry_lanes(
     cin: &[u64; 64],
     f: impl Fn(u64, u64, u64) -> (u32, bool),
 ) -> u64 {
-    let v = prep(w, i, [K::I32; 3]);
+    let v = prep_n(w, i, [K::I32; 3], 2);
     let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
     let mut carry = 0u64;
+    let lanes = w.lanes as usize;
+    if v.exec == full_mask(w.lanes) {
+        let mut out = [0u32; 64];
+        {
+            let (a, b) = (&w.v[v.r[0]..v.r[0] + lanes], &w.v[v.r[1]..v.r[1] + lanes]);
+            for (l, ((o, &x), &y)) in out.iter_mut().zip(a).zip(b).enumerate() {
+                let (r, c) = f(x as u64, y as u64, cin[l]);
+                *o = r;
+                carry |= (c as u64) << l;
+            }
+        }
+        w.v[d..d + lanes].copy_from_slice(&out[..lanes]);
+        return carry;
+    }
     each_lane(v.exec, w.lanes, |l| {
         let (r, c) = f(v.u32(w, 0, l) as u64, v.u32(w, 1, l) as u64, cin[l]);
         carry |= (c as u64) << l;
@@ -1471,13 +1492,9 @@ fn frexp_mant(x: f32) -> f32 {
 }
 
 fn ldexp(x: f32, e: i32) -> f32 {
-    // A normal result of a normal input only moves the exponent.
-    let b = x.to_bits();
-    let ex = ((b >> 23) & 0xff) as i32;
-    let n = ex.saturating_add(e);
-    if ex != 0 && ex != 255 && n > 0 && n < 255 {
-        return f32::from_bits((b & !(0xff << 23)) | (n as u32) << 23);
-    }
+    // x * 2^e is exact in f64 for every f32 x and |e| <= 400 (and beyond 400 every nonzero
+    // f32 result overflows or underflows anyway), so the one rounding to f32 is correct;
+    // branch-free, so lane loops vectorise.
     (x as f64 * pow2(e.clamp(-400, 400))) as f32
 }
 
