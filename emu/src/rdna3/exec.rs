@@ -515,23 +515,23 @@ fn sop1_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Erro
             jump(w, ctx, a64)?;
         }
         sop1::AND_SAVEEXEC_B32..=sop1::OR_NOT1_SAVEEXEC_B64 => {
-            let n = i.name();
-            let wide = is64(n);
+            let Some((wide, kind)) = saveexec_kind(i.op) else {
+                return Err(unimplemented(ctx, idx, i));
+            };
             let s = if wide { a64 } else { a as u64 };
             let e = w.exec();
-            let new = match n.trim_end_matches("_b32").trim_end_matches("_b64") {
-                "s_and_saveexec" => s & e,
-                "s_or_saveexec" => s | e,
-                "s_xor_saveexec" => s ^ e,
-                "s_nand_saveexec" => !(s & e),
-                "s_nor_saveexec" => !(s | e),
-                "s_xnor_saveexec" => !(s ^ e),
+            let new = match kind {
+                0 => s & e,
+                1 => s | e,
+                2 => s ^ e,
+                3 => !(s & e),
+                4 => !(s | e),
+                5 => !(s ^ e),
                 // not0/not1 invert the first/second operand of (S0 op EXEC).
-                "s_and_not0_saveexec" => !s & e,
-                "s_or_not0_saveexec" => !s | e,
-                "s_and_not1_saveexec" => s & !e,
-                "s_or_not1_saveexec" => s | !e,
-                _ => return Err(unimplemented(ctx, idx, i)),
+                6 => !s & e,
+                7 => !s | e,
+                8 => s & !e,
+                _ => s | !e,
             };
             let new = if wide { new } else { new & 0xffff_ffff };
             if wide {
@@ -573,6 +573,35 @@ fn sop1_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Erro
         _ => return Err(unimplemented(ctx, idx, i)),
     }
     Ok(())
+}
+
+/// Width and operation (an index into the list below) of an `s_*_saveexec_*` opcode, from its
+/// mnemonic, computed once per opcode.
+fn saveexec_kind(op: u16) -> Option<(bool, u8)> {
+    static TABLE: std::sync::OnceLock<Vec<Option<(bool, u8)>>> = std::sync::OnceLock::new();
+    let t = TABLE.get_or_init(|| {
+        (0..=sop1::OR_NOT1_SAVEEXEC_B64)
+            .map(|op| {
+                let n = super::decode::name(Encoding::Sop1, op)?;
+                let kind = [
+                    "s_and_saveexec",
+                    "s_or_saveexec",
+                    "s_xor_saveexec",
+                    "s_nand_saveexec",
+                    "s_nor_saveexec",
+                    "s_xnor_saveexec",
+                    "s_and_not0_saveexec",
+                    "s_or_not0_saveexec",
+                    "s_and_not1_saveexec",
+                    "s_or_not1_saveexec",
+                ]
+                .iter()
+                .position(|k| *k == n.trim_end_matches("_b32").trim_end_matches("_b64"))?;
+                Some((n.ends_with("_b64"), kind as u8))
+            })
+            .collect()
+    });
+    t.get(op as usize).copied().flatten()
 }
 
 fn jump(w: &mut Wave, ctx: &Ctx<'_>, addr: u64) -> Result<(), Error> {
@@ -3494,6 +3523,15 @@ fn coalesced(
     data: usize,
 ) -> Result<(), Error> {
     let lanes = w.lanes as usize;
+    // A whole wave at consecutive addresses (the common case) is one run, found by a straight
+    // loop instead of the lane-by-lane scan.
+    let whole = exec == full_mask(w.lanes) && {
+        let mut ok = true;
+        for (l, &a) in addrs[..lanes].iter().enumerate() {
+            ok &= a == addrs[0].wrapping_add((l * n) as u64);
+        }
+        ok
+    };
     let mut l = 0usize;
     while l < lanes {
         if exec >> l & 1 == 0 {
@@ -3503,6 +3541,9 @@ fn coalesced(
         let start = l;
         let a0 = addrs[l];
         l += 1;
+        if whole {
+            l = lanes;
+        }
         while l < lanes
             && exec >> l & 1 != 0
             && addrs[l] == a0.wrapping_add(((l - start) * n) as u64)
@@ -3527,13 +3568,12 @@ fn coalesced(
             let r = ctx.mem.read(a0, &mut ctx.buf[..len]);
             if r.is_ok() {
                 if dwords && dst + n / 4 <= DPP_ROW {
-                    for k in 0..n / 4 {
-                        let row = &mut w.v[(dst + k) * 64 + start..(dst + k) * 64 + l];
-                        for (r, c) in row.iter_mut().zip(ctx.buf[..len].chunks_exact(n)) {
-                            *r = u32::from_le_bytes(
-                                c[4 * k..4 * k + 4].try_into().unwrap_or([0; 4]),
-                            );
-                        }
+                    let (v, b) = (&mut w.v[..], &ctx.buf[..len]);
+                    match n {
+                        4 => bytes_to_rows::<1>(v, dst, start, l, b),
+                        8 => bytes_to_rows::<2>(v, dst, start, l, b),
+                        12 => bytes_to_rows::<3>(v, dst, start, l, b),
+                        _ => bytes_to_rows::<4>(v, dst, start, l, b),
                     }
                 } else {
                     for (k, b) in ctx.buf[..len].chunks_exact(n).enumerate() {
@@ -3544,11 +3584,12 @@ fn coalesced(
             r
         } else {
             if dwords && data + 64 * (n / 4) <= DPP_ROW * 64 {
-                for k in 0..n / 4 {
-                    let row = &w.v[data + 64 * k + start..data + 64 * k + l];
-                    for (v, c) in row.iter().zip(ctx.buf[..len].chunks_exact_mut(n)) {
-                        c[4 * k..4 * k + 4].copy_from_slice(&v.to_le_bytes());
-                    }
+                let (v, b) = (&w.v[..], &mut ctx.buf[..len]);
+                match n {
+                    4 => rows_to_bytes::<1>(v, data, start, l, b),
+                    8 => rows_to_bytes::<2>(v, data, start, l, b),
+                    12 => rows_to_bytes::<3>(v, data, start, l, b),
+                    _ => rows_to_bytes::<4>(v, data, start, l, b),
                 }
             } else {
                 for k in 0..l - start {
@@ -3570,6 +3611,30 @@ fn coalesced(
         }
     }
     Ok(())
+}
+
+/// Lanes `start..end` of `W` dword rows from `dst` (a row index) loaded from `b`, `4 * W`
+/// bytes per lane.
+#[inline(always)]
+fn bytes_to_rows<const W: usize>(v: &mut [u32], dst: usize, start: usize, end: usize, b: &[u8]) {
+    for k in 0..W {
+        let row = &mut v[(dst + k) * 64 + start..(dst + k) * 64 + end];
+        for (r, c) in row.iter_mut().zip(b.chunks_exact(4 * W)) {
+            *r = u32::from_le_bytes([c[4 * k], c[4 * k + 1], c[4 * k + 2], c[4 * k + 3]]);
+        }
+    }
+}
+
+/// Lanes `start..end` of `W` dword rows from row base `data` (`row * 64`) into `b`, `4 * W`
+/// bytes per lane.
+#[inline(always)]
+fn rows_to_bytes<const W: usize>(v: &[u32], data: usize, start: usize, end: usize, b: &mut [u8]) {
+    for k in 0..W {
+        let row = &v[data + 64 * k + start..data + 64 * k + end];
+        for (x, c) in row.iter().zip(b.chunks_exact_mut(4 * W)) {
+            c[4 * k..4 * k + 4].copy_from_slice(&x.to_le_bytes());
+        }
+    }
 }
 
 /// Writes the `n` loaded bytes `b` of lane `l` to its destination registers.
