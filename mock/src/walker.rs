@@ -395,6 +395,7 @@ mod tests {
                 format: drv,
                 root,
                 vram_offset: 0,
+                xgmi_seg_size: 0,
                 va_base: va0,
             };
             let maps: [(u64, u64, u64, MapFlags); 5] = [
