@@ -181,6 +181,33 @@ impl ComputeCommands {
         self.exec_at(prog, kernarg, grid, block)
     }
 
+    /// [`ComputeCommands::exec`] with the kernel-argument bytes already laid out (at least
+    /// the kernel's `kernarg_size`; hidden arguments are the caller's).
+    pub fn exec_raw(
+        &mut self,
+        prog: &Program,
+        args: &[u8],
+        grid: [u32; 3],
+        block: [u32; 3],
+    ) -> Result<&mut Self> {
+        if args.len() < prog.kernarg_size as usize {
+            return Err(Error::Program {
+                device: self.dev.name().into(),
+                kernel: prog.name.clone(),
+                reason: format!(
+                    "{} bytes of arguments; the kernel takes {}",
+                    args.len(),
+                    prog.kernarg_size
+                ),
+            });
+        }
+        let (kernarg, mark) = self.dev.kernarg(args, u64::from(prog.kernarg_align))?;
+        if self.kernargs.is_none() {
+            self.kernargs = Some(mark);
+        }
+        self.exec_at(prog, kernarg, grid, block)
+    }
+
     /// [`ComputeCommands::exec`] with the kernel arguments already in GPU memory at `kernarg`.
     pub fn exec_at(
         &mut self,
@@ -189,6 +216,15 @@ impl ComputeCommands {
         grid: [u32; 3],
         block: [u32; 3],
     ) -> Result<&mut Self> {
+        if let Some(w) = prog.workgroup
+            && w != block
+        {
+            return Err(Error::Program {
+                device: self.dev.name().into(),
+                kernel: prog.name.clone(),
+                reason: format!("compiled for workgroups of {w:?}, launched with {block:?}"),
+            });
+        }
         let items = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
         if items == 0 || items > 1024 || grid.contains(&0) {
             return Err(Error::Program {

@@ -169,6 +169,9 @@ pub struct Program {
     pub args: Vec<ArgInfo>,
     /// Register counts from the metadata (SGPRs, VGPRs), where it gives them.
     pub registers: (u32, u32),
+    /// The workgroup size the kernel was compiled for (`.reqd_workgroup_size`), if fixed:
+    /// launches must use it.
+    pub workgroup: Option<[u32; 3]>,
     /// The explicit arguments' indices in `args`.
     explicit: Vec<usize>,
     /// The hidden arguments the runtime fills: offset, size, what.
@@ -362,6 +365,15 @@ impl Program {
                 num(k, ".sgpr_count").unwrap_or(0),
                 num(k, ".vgpr_count").unwrap_or(0),
             ),
+            workgroup: map_get(k, ".reqd_workgroup_size")
+                .and_then(|v| v.as_array())
+                .and_then(|a| {
+                    let d: Vec<u32> = a
+                        .iter()
+                        .filter_map(|x| x.as_u64().and_then(|n| u32::try_from(n).ok()))
+                        .collect();
+                    <[u32; 3]>::try_from(d).ok()
+                }),
             explicit: (0..args.len()).filter(|&i| !args[i].hidden()).collect(),
             hidden: args
                 .iter()

@@ -3,10 +3,12 @@
 //!
 //! - **dispatch**: host CPU time (this thread's CPU clock) per launch of an empty
 //!   kernel — a fresh command buffer encoded and submitted per launch, encoding alone, and a
-//!   pre-encoded buffer resubmitted — and the wall-clock latency from submitting an empty
-//!   kernel to the CPU seeing its fence.
-//! - **graph**: host CPU time of a graph replay per kernel it holds, with no change and
-//!   with one argument of every launch changed.
+//!   pre-encoded buffer resubmitted — in batches queued behind a busy kernel (as launches of
+//!   a program running ahead of the GPU are), and the wall-clock latency from submitting an
+//!   empty kernel to an idle queue to the CPU seeing its fence.
+//! - **graph**: host CPU time of a graph replay per kernel it holds (rounds of replays of
+//!   ten executables of the graph, the median round), with no change and with one argument
+//!   of every launch changed.
 //! - **copy**: SDMA copies through `CopyCommands` (VRAM → VRAM, system memory → VRAM),
 //!   submission to fence, against `memcpy` of the same size.
 
@@ -19,6 +21,8 @@ use serde::Serialize;
 
 /// Launches per timed batch (the ring and the emulator keep up between batches).
 const BATCH: usize = 500;
+/// Executables of the graph replayed in one timed round.
+const GRAPHS: usize = 10;
 
 /// CPU time of this thread in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`: exact, unlike
 /// schedstat, which moves only at scheduler ticks).
@@ -30,6 +34,63 @@ fn thread_cpu_ns() -> anyhow::Result<u64> {
 fn open(spec: &str) -> anyhow::Result<Device> {
     am_mock::register();
     Device::open(spec).with_context(|| format!("opening {spec}"))
+}
+
+/// A kernel that keeps one wave busy for `n` dependent steps (a multiplicative recurrence
+/// the compiler cannot fold), for `dev`'s target, loaded.
+fn busy_kernel(dev: &Device) -> anyhow::Result<Program> {
+    let target: Target = dev.info().target.parse().context("the device's target")?;
+    let mut b = KernelBuilder::new("busy", [target.wave_size(), 1, 1]);
+    let out = b.param_ptr("out", DType::U32, true);
+    let n = b.param("n", DType::U32);
+    let acc = b.private(DType::U32, 1);
+    let zero = b.const_u32(0);
+    let one = b.const_u32(1);
+    b.store_elem(acc, zero, one);
+    b.range(zero, n, 1, |b, i| {
+        let v = b.load_elem(acc, zero);
+        let m = b.const_u32(1_664_525);
+        let x = b.mul(v, m);
+        let y = b.add(x, i);
+        b.store_elem(acc, zero, y);
+    });
+    let id = b.local_id(am_compiler::Dim::X);
+    let v = b.load_elem(acc, zero);
+    b.store_elem(out, id, v);
+    let k = b.finish()?;
+    let code = Compiler::with_cache(am_compiler::Cache::new(None)).compile(&k, target)?;
+    Ok(dev.load(&code.bytes, "busy")?)
+}
+
+/// Keeps the compute queue busy for the time a timed batch takes: what is submitted during
+/// the batch queues up behind it, as launches do when a program runs ahead of the GPU (the
+/// doorbell then finds the queue awake, as hardware's always is).
+struct Busy {
+    prog: Program,
+    out: am_runtime::Buffer,
+    steps: u32,
+}
+
+impl Busy {
+    fn new(dev: &Device) -> anyhow::Result<Busy> {
+        Ok(Busy {
+            prog: busy_kernel(dev)?,
+            out: dev.alloc(4096, MemKind::Vram)?,
+            steps: 200_000,
+        })
+    }
+
+    fn start(&self, dev: &Device) -> anyhow::Result<()> {
+        let mut c = ComputeCommands::new(dev);
+        c.exec(
+            &self.prog,
+            &[(&self.out).into(), Arg::U32(self.steps)],
+            [1, 1, 1],
+            [self.prog.wave_size, 1, 1],
+        )?;
+        c.submit()?;
+        Ok(())
+    }
 }
 
 /// An empty kernel taking one `u32`, for `dev`'s target, loaded.
@@ -95,9 +156,11 @@ pub fn dispatch(spec: &str, launches: usize, samples: usize, json: bool) -> anyh
         c.submit()?;
     }
     dev.synchronize()?;
+    let busy = Busy::new(&dev)?;
 
     let mut cpu = 0u64;
     for b in 0..launches / BATCH {
+        busy.start(&dev)?;
         let t = thread_cpu_ns()?;
         for i in 0..BATCH {
             let mut c = ComputeCommands::new(&dev);
@@ -126,6 +189,7 @@ pub fn dispatch(spec: &str, launches: usize, samples: usize, json: bool) -> anyh
     c.exec(&prog, &[Arg::U32(7)], [1, 1, 1], block)?;
     let mut cpu = 0u64;
     for _ in 0..launches / BATCH {
+        busy.start(&dev)?;
         let t = thread_cpu_ns()?;
         for _ in 0..BATCH {
             c.submit()?;
@@ -196,7 +260,7 @@ pub struct GraphReport {
     pub kernels: usize,
     /// Replays timed.
     pub replays: usize,
-    /// Host CPU ns per kernel of a replay with nothing changed.
+    /// Host CPU ns per kernel of a replay with nothing changed (median replay / kernels).
     pub replay_ns_per_kernel: f64,
     /// Host CPU ns per kernel of a replay with one argument of every launch changed.
     pub replay_patched_ns_per_kernel: f64,
@@ -211,50 +275,73 @@ pub fn graph(spec: &str, kernels: usize, replays: usize, json: bool) -> anyhow::
     let block = [prog.wave_size, 1, 1];
     let kernels = kernels.max(1);
     let q = dev.compute_queue();
-    let mut g = Graph::new(&dev);
+    // Several executables of the same graph, replayed one after the other in a round: a
+    // replay waits for the previous replay of its own executable only, so a round's host
+    // time is launches alone (and the thread clock is read twice per round, not per replay).
+    let mut execs = Vec::with_capacity(GRAPHS);
     let mut nodes = Vec::with_capacity(kernels);
-    for i in 0..kernels {
-        nodes.push(g.exec(&q, &prog, &[Arg::U32(i as u32)], [1, 1, 1], block)?);
-    }
-    let mut exec = g.build()?;
-    exec.launch()?;
-    exec.wait()?;
-    let replays = replays.max(1);
-    let (mut plain, mut patched) = (0u64, 0u64);
-    for r in 0..replays {
-        exec.wait()?;
-        let t = thread_cpu_ns()?;
-        exec.launch()?;
-        plain += thread_cpu_ns()? - t;
-        exec.wait()?;
-        let t = thread_cpu_ns()?;
-        for (i, node) in nodes.iter().enumerate() {
-            exec.set_arg(*node, 0, &Arg::U32((r * kernels + i) as u32))?;
-        }
-        exec.launch()?;
-        patched += thread_cpu_ns()? - t;
-    }
-    exec.wait()?;
-    let mut cmd = 0u64;
-    for _ in 0..replays {
-        let t = thread_cpu_ns()?;
-        let mut c = ComputeCommands::new(&dev);
+    for _ in 0..GRAPHS {
+        let mut g = Graph::new(&dev);
+        nodes.clear();
         for i in 0..kernels {
-            c.exec(&prog, &[Arg::U32(i as u32)], [1, 1, 1], block)?;
+            nodes.push(g.exec(&q, &prog, &[Arg::U32(i as u32)], [1, 1, 1], block)?);
         }
-        c.submit()?;
-        cmd += thread_cpu_ns()? - t;
+        let mut exec = g.build()?;
+        exec.launch()?;
+        execs.push(exec);
+    }
+    dev.synchronize()?;
+    let rounds = replays.max(GRAPHS).div_ceil(GRAPHS);
+    let replays = rounds * GRAPHS;
+    let busy = Busy::new(&dev)?;
+    let (mut plain, mut patched) = (Vec::new(), Vec::new());
+    for r in 0..rounds {
+        dev.synchronize()?;
+        busy.start(&dev)?;
+        let t = thread_cpu_ns()?;
+        for exec in &mut execs {
+            exec.launch()?;
+        }
+        plain.push((thread_cpu_ns()? - t) as f64 / GRAPHS as f64);
+        dev.synchronize()?;
+        busy.start(&dev)?;
+        let t = thread_cpu_ns()?;
+        for exec in &mut execs {
+            for (i, node) in nodes.iter().enumerate() {
+                exec.set_arg(*node, 0, &Arg::U32((r * kernels + i) as u32))?;
+            }
+            exec.launch()?;
+        }
+        patched.push((thread_cpu_ns()? - t) as f64 / GRAPHS as f64);
+    }
+    dev.synchronize()?;
+    let mut cmd = Vec::new();
+    for _ in 0..rounds {
+        busy.start(&dev)?;
+        let t = thread_cpu_ns()?;
+        for _ in 0..GRAPHS {
+            let mut c = ComputeCommands::new(&dev);
+            for i in 0..kernels {
+                c.exec(&prog, &[Arg::U32(i as u32)], [1, 1, 1], block)?;
+            }
+            c.submit()?;
+        }
+        cmd.push((thread_cpu_ns()? - t) as f64 / GRAPHS as f64);
         dev.synchronize()?;
     }
-    let per = (replays * kernels) as f64;
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        percentile(v, 0.5)
+    };
+    let k = kernels as f64;
     let r = GraphReport {
         build: build().into(),
         device: dev.name().into(),
         kernels,
         replays,
-        replay_ns_per_kernel: plain as f64 / per,
-        replay_patched_ns_per_kernel: patched as f64 / per,
-        commands_ns_per_kernel: cmd as f64 / per,
+        replay_ns_per_kernel: median(&mut plain) / k,
+        replay_patched_ns_per_kernel: median(&mut patched) / k,
+        commands_ns_per_kernel: median(&mut cmd) / k,
     };
     if json {
         println!("{}", serde_json::to_string_pretty(&r)?);

@@ -201,6 +201,11 @@ pub(crate) struct QueueCtl {
     /// Workers asleep on `cv` (a kick wakes someone only when there is someone to wake:
     /// the notification is a system call).
     sleepers: AtomicUsize,
+    /// Bumped when the configuration is replaced; `running` is the generation the worker's
+    /// current step was given. A step starts no new packet with a stale configuration (the
+    /// HQDs of an AQL queue are activated XCC by XCC while its worker already runs).
+    generation: AtomicU64,
+    running: AtomicU64,
     status: Mutex<QueueStatus>,
 }
 
@@ -220,6 +225,12 @@ impl QueueCtl {
 
     fn events(&self) -> u64 {
         *lock(&self.events)
+    }
+
+    /// Whether the configuration changed since the current step began: the step should
+    /// return (with progress) before it starts another packet.
+    pub(crate) fn config_stale(&self) -> bool {
+        self.generation.load(Ordering::Acquire) != self.running.load(Ordering::Relaxed)
     }
 
     fn wait_events(&self, seen: u64, timeout: Duration) {
@@ -405,6 +416,7 @@ impl Engines {
                 let mut c = lock(&ctl.config);
                 if **c != cfg {
                     *c = Arc::new(cfg);
+                    ctl.generation.fetch_add(1, Ordering::AcqRel);
                     drop(c);
                     ctl.kick();
                 }
@@ -418,6 +430,8 @@ impl Engines {
                 events: Mutex::new(0),
                 cv: Condvar::new(),
                 sleepers: AtomicUsize::new(0),
+                generation: AtomicU64::new(0),
+                running: AtomicU64::new(0),
                 status: Mutex::new(QueueStatus {
                     name: cfg.name.clone(),
                     rptr: cfg.start.0,
@@ -511,6 +525,9 @@ fn run(me: Weak<Shared>, ctl: Arc<QueueCtl>, mut runner: Box<dyn Runner>) {
         let wake = sh.engines.wake.clone();
         let seen_mem = wake.seq();
         let seen = ctl.events();
+        // The generation first: a replacement after it shows as stale during the step.
+        ctl.running
+            .store(ctl.generation.load(Ordering::Acquire), Ordering::Relaxed);
         let cfg = ctl.config();
         let step = runner.step(&sh, &ctl, &cfg);
         drop(sh);
