@@ -9,7 +9,9 @@ mod bench_boot;
 mod bench_compile;
 mod bench_engines;
 mod compile;
+mod demo;
 mod device;
+mod digits;
 mod fw;
 mod hive_reset;
 mod info;
@@ -34,6 +36,8 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Compile a kernel written in the IR's text form (code object, LLVM IR or assembly).
     Compile(compile::CompileArgs),
+    /// Train an MLP on the 8×8 handwritten digits on a device (the main job).
+    Demo(demo::DemoArgs),
     /// amdgpu firmware: list what a device needs, check a file, write synthetic sets.
     #[command(subcommand)]
     Fw(fw::FwCommand),
@@ -83,6 +87,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Compile(args) => compile::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Demo(args) => demo::run(args).map(|()| ExitCode::SUCCESS),
         Command::Fw(cmd) => fw::run(cmd),
         Command::HiveReset(args) => hive_reset::run(args).map(|()| ExitCode::SUCCESS),
         Command::Info(args) => info::run(args).map(|()| ExitCode::SUCCESS),
