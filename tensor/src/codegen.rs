@@ -102,7 +102,13 @@ pub(crate) fn generate(
             reason: "more elements than a kernel indexes (2^31)".into(),
         }));
     }
-    let (wg, groups) = launch_1d(n as u64, &dev);
+    // On the CPU a launch of several workgroups starts threads: up to 1024 elements run as
+    // one workgroup on the calling thread.
+    let (wg, groups) = if dev.target == am_compiler::Target::Cpu && n <= 1024 {
+        (n.max(1) as u32, 1)
+    } else {
+        launch_1d(n as u64, &dev)
+    };
     let mut b = KernelBuilder::new("k", [wg, 1, 1]);
     let mut params = Vec::with_capacity(roots.len() + 4);
     let mut pvals = Vec::with_capacity(roots.len() + 4);

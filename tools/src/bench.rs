@@ -20,6 +20,23 @@ pub enum BenchCommand {
     Engines(EnginesArgs),
     /// Compile latency (cold, cache hits, per stage) and matmul instructions per output.
     Compile(CompileBenchArgs),
+    /// The demo's training step: host time outside GPU execution uncaptured and captured,
+    /// kernels per step, and the step on the CPU against numpy.
+    Tensor(TensorBenchArgs),
+}
+
+/// Options of `am bench tensor`.
+#[derive(Args, Debug)]
+pub struct TensorBenchArgs {
+    /// Device to time the step on.
+    #[arg(long, default_value = "mock:navi31")]
+    device: String,
+    /// Timed steps of each kind (after two untimed ones).
+    #[arg(long, default_value_t = 20)]
+    steps: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `am bench engines`.
@@ -104,6 +121,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             crate::bench_engines::run(a.mib, a.nops, a.samples, a.repeat.max(1), a.json)
         }
         BenchCommand::Compile(args) => crate::bench_compile::run(args.iterations, args.json),
+        BenchCommand::Tensor(a) => crate::bench_tensor::run(&a.device, a.steps, a.json),
     }
 }
 

@@ -159,6 +159,23 @@ pub fn correct(model: &Mlp, set: &Set, dev: &Device) -> am_tensor::Result<usize>
     Ok(pred.iter().zip(&set.labels).filter(|(p, l)| p == l).count())
 }
 
+/// One training step on images `x` `[batch, 64]` with labels `y` `[batch]`: forward,
+/// cross-entropy, backward, Adam, all realized in one schedule. Returns the loss and the
+/// number of images the model classified right before the update.
+pub fn step(model: &Mlp, opt: &mut Adam, x: &Tensor, y: &Tensor) -> am_tensor::Result<Vec<Tensor>> {
+    let logits = model.forward(x)?;
+    let loss = logits.cross_entropy(y)?;
+    let hit = no_grad(|| -> am_tensor::Result<Tensor> {
+        let l = logits.detach();
+        let top = l.eq(&l.max(&[-1], true)?)?;
+        let label = y.one_hot(CLASSES)?.cast(DType::Bool);
+        top.logical_and(&label)?.sum(&[], false)
+    })?;
+    loss.backward()?;
+    opt.step(&[&loss, &hit])?;
+    Ok(vec![loss, hit])
+}
+
 /// Trains a fresh model on `dev`.
 pub fn train(
     dev: &Device,
@@ -188,19 +205,7 @@ pub fn train(
             let x = Tensor::from_slice(&batch.pixels, &[cfg.batch, PIXELS], dev)?;
             let y = Tensor::from_slice(&batch.labels, &[cfg.batch], dev)?;
             let (t, waited) = (Instant::now(), dev.wait_time());
-            let out = jit.run(&[&x, &y], |inp| {
-                let logits = model.forward(&inp[0])?;
-                let loss = logits.cross_entropy(&inp[1])?;
-                let hit = no_grad(|| -> am_tensor::Result<Tensor> {
-                    let l = logits.detach();
-                    let top = l.eq(&l.max(&[-1], true)?)?;
-                    let label = inp[1].one_hot(CLASSES)?.cast(DType::Bool);
-                    top.logical_and(&label)?.sum(&[], false)
-                })?;
-                loss.backward()?;
-                opt.step(&[&loss, &hit])?;
-                Ok(vec![loss, hit])
-            })?;
+            let out = jit.run(&[&x, &y], |inp| step(&model, &mut opt, &inp[0], &inp[1]))?;
             let wall = t.elapsed();
             let host = wall.saturating_sub(dev.wait_time() - waited);
             if jit.is_captured() && e * steps + s >= 2 {

@@ -8,6 +8,7 @@ mod bench;
 mod bench_boot;
 mod bench_compile;
 mod bench_engines;
+mod bench_tensor;
 mod compile;
 mod demo;
 mod device;
