@@ -41,7 +41,8 @@ pub(crate) struct DeviceInner {
     allocations: AtomicU64,
     schedules: AtomicU64,
     debug: AtomicU32,
-    capture: Mutex<Option<Vec<Launch>>>,
+    /// The thread capturing a step and the launches it made so far.
+    capture: Mutex<Option<(std::thread::ThreadId, Vec<Launch>)>>,
     wait_nanos: AtomicU64,
     exec: Mutex<()>,
 }
@@ -371,7 +372,7 @@ impl Device {
         Ok(ck)
     }
 
-    /// Starts recording launches (a step being captured).
+    /// Starts recording the launches this thread makes (a step being captured).
     pub(crate) fn begin_capture(&self) -> Result<()> {
         let mut c = lock(&self.0.capture);
         if c.is_some() {
@@ -380,13 +381,16 @@ impl Device {
                 self.0.name
             )));
         }
-        *c = Some(Vec::new());
+        *c = Some((std::thread::current().id(), Vec::new()));
         Ok(())
     }
 
     /// Stops recording and returns the launches recorded.
     pub(crate) fn end_capture(&self) -> Vec<Launch> {
-        lock(&self.0.capture).take().unwrap_or_default()
+        lock(&self.0.capture)
+            .take()
+            .map(|(_, l)| l)
+            .unwrap_or_default()
     }
 
     /// Runs `launches` in order and waits for them (recording them while a capture is on).
@@ -395,7 +399,9 @@ impl Device {
             return Ok(());
         }
         let _serial = lock(&self.0.exec);
-        if let Some(c) = lock(&self.0.capture).as_mut() {
+        if let Some((thread, c)) = lock(&self.0.capture).as_mut()
+            && *thread == std::thread::current().id()
+        {
             c.extend(launches.iter().cloned());
         }
         self.0

@@ -262,6 +262,41 @@ impl Node {
     }
 }
 
+impl Op {
+    /// The operands, taken out (the op becomes a buffer).
+    fn take_sources(&mut self) -> Vec<Arc<Node>> {
+        match std::mem::replace(self, Op::Buffer) {
+            Op::Buffer | Op::Const(_) | Op::Index(_) | Op::Rand(_) => vec![],
+            Op::Unary(_, a)
+            | Op::Cast(a)
+            | Op::Reduce(_, a, _)
+            | Op::Reshape(a)
+            | Op::Permute(a, _)
+            | Op::Expand(a)
+            | Op::Pad(a, _)
+            | Op::Shrink(a, _)
+            | Op::Flip(a, _)
+            | Op::Detach(a)
+            | Op::Copy(a) => vec![a],
+            Op::Binary(_, a, b) | Op::Assign(a, b) => vec![a, b],
+            Op::Where(c, a, b) => vec![c, a, b],
+        }
+    }
+}
+
+impl Drop for Node {
+    /// Graphs can be deep (a long chain of operations never realized): the nodes only this
+    /// one holds are dropped from a list rather than recursively, so no stack overflows.
+    fn drop(&mut self) {
+        let mut stack = self.op.take_sources();
+        while let Some(n) = stack.pop() {
+            if let Ok(mut inner) = Arc::try_unwrap(n) {
+                stack.extend(inner.op.take_sources());
+            }
+        }
+    }
+}
+
 /// The nodes reachable from `roots` through operands, operands first; `stop` ends the walk
 /// at a node (it is included, its operands are not).
 pub(crate) fn toposort(roots: &[Arc<Node>], stop: &dyn Fn(&Node) -> bool) -> Vec<Arc<Node>> {

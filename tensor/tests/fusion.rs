@@ -146,3 +146,13 @@ fn assignments_write_in_place() {
     assert_eq!(kernels_of(&dev, &s), 2);
     assert_eq!(s.to_vec::<f32>().unwrap(), st);
 }
+
+#[test]
+fn a_long_unrealized_chain_is_dropped_without_overflowing_the_stack() {
+    let dev = fresh();
+    let mut x = input(&dev, &[2]);
+    for _ in 0..200_000 {
+        x = x.add(1.0).unwrap();
+    }
+    drop(x);
+}

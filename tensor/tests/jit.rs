@@ -6,7 +6,7 @@ mod common;
 
 use am_tensor::nn::{Adam, Linear, Optimizer};
 use am_tensor::{Device, Jit, Tensor};
-use common::{Rng, cpu, navi31};
+use common::{Rng, cpu};
 
 struct Model {
     l1: Linear,
@@ -85,14 +85,29 @@ fn captured_step_equals_uncaptured_steps(dev: &Device) {
     assert!(want[5] < want[0], "the loss went down: {want:?}");
 }
 
+// Each test has a device of its own: the counts it checks are its alone.
+
 #[test]
 fn captured_step_replays_like_running_it_on_the_cpu() {
-    captured_step_equals_uncaptured_steps(&cpu());
+    captured_step_equals_uncaptured_steps(&Device::cpu_with(common::compiler()));
 }
 
 #[test]
 fn captured_step_replays_like_running_it_on_navi31() {
-    captured_step_equals_uncaptured_steps(&navi31());
+    am_mock::register();
+    captured_step_equals_uncaptured_steps(
+        &Device::open_with("mock:navi31", common::compiler()).unwrap(),
+    );
+}
+
+/// The CDNA parts: AQL queues across 8 XCCs (MI300X) and a virtual function (MI350X).
+#[test]
+fn captured_step_replays_like_running_it_on_mi300x_and_mi350x() {
+    am_mock::register();
+    for spec in ["mock:mi300x", "mock:mi350x-vf"] {
+        let dev = Device::open_with(spec, common::compiler()).unwrap();
+        captured_step_equals_uncaptured_steps(&dev);
+    }
 }
 
 #[test]
