@@ -153,4 +153,12 @@ pub enum Error {
     /// A target name that is not known.
     #[error("unknown target `{0}` (known: gfx1100, gfx942, gfx950, cpu)")]
     UnknownTarget(String),
+    /// Timing a kernel on a runtime device failed (loading, launching or waiting).
+    #[error("kernel {kernel} on a device: {reason}")]
+    Device {
+        /// Kernel name.
+        kernel: String,
+        /// The runtime's error.
+        reason: String,
+    },
 }

@@ -300,7 +300,13 @@ impl L<'_> {
         let k = self.k;
         let mut params = vec![];
         for (i, p) in k.params.iter().enumerate() {
-            let name = Self::name(p.value);
+            // GPU kernels name their arguments after the parameters (the code object's
+            // metadata carries the names), unless a name could clash with the lowering's own.
+            let name = if self.gpu && param_name_usable(&p.name, k) {
+                format!("%{}", p.name)
+            } else {
+                Self::name(p.value)
+            };
             self.ops[p.value.index()] = name.clone();
             if self.gpu {
                 let t = match k.types[p.value.index()] {
@@ -1172,3 +1178,19 @@ define internal i16 @am.f2b(float %x) alwaysinline {
 
 declare double @llvm.roundeven.f64(double)
 "#;
+
+/// Whether a parameter's name can be its LLVM argument's name: an identifier that is not
+/// one of the lowering's value (`vN`) or temporary (`tN`) names, unique among the kernel's
+/// parameters.
+fn param_name_usable(name: &str, k: &Kernel) -> bool {
+    let mut chars = name.chars();
+    let ident = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    let ours = name.len() > 1
+        && (name.starts_with('v') || name.starts_with('t'))
+        && name[1..].bytes().all(|b| b.is_ascii_digit());
+    let unique = k.params.iter().filter(|p| p.name == name).count() == 1;
+    ident && !ours && unique
+}

@@ -46,6 +46,12 @@ pub struct Options {
     /// but no bring-up at all — not even of a hive member running foreign firmware, which a
     /// normal open refuses. Only [`AmDevice::mode1_reset`] is meant to follow.
     pub reset_mode: bool,
+    /// Open only to look (`am smi`): discovery, registers and `init_sw` — so every block
+    /// knows the addresses the instance that booted the device allocated (the SMU driver
+    /// table) — but nothing is written: no bring-up, the root page table is not cleared (the
+    /// memory manager zeroes a host-side stand-in), and dropping it touches nothing. A PF
+    /// only: a VF would have to take the PF's lease, which is the holder's.
+    pub inspect: bool,
     /// Where firmware is looked up (`$AM_FIRMWARE_PATH`, then `/lib/firmware/amdgpu`).
     pub firmware: Locator,
     /// Which component set of a two-set sOS package to load.
@@ -77,6 +83,7 @@ impl Options {
             force_reset,
             power_limit_w,
             reset_mode: false,
+            inspect: false,
             firmware,
             sos: SosVariant::default(),
             timeouts: Timeouts::default(),
@@ -99,6 +106,8 @@ pub enum BootKind {
     Vf,
     /// Opened in reset mode: nothing was initialised.
     ResetOnly,
+    /// Opened to look ([`Options::inspect`]): nothing was initialised or written.
+    Inspect,
 }
 
 impl BootKind {
@@ -110,6 +119,7 @@ impl BootKind {
             BootKind::AfterMode1Reset => "mode1-reset",
             BootKind::Vf => "vf",
             BootKind::ResetOnly => "reset-only",
+            BootKind::Inspect => "inspect",
         }
     }
 }
@@ -279,13 +289,22 @@ impl AmDevice {
     pub fn open_with(pci: Arc<dyn PciDevice>, opts: Options) -> Result<Self> {
         let start = Instant::now();
         let name = pci.name().to_string();
-        if let Err(e) = pci.resize_bar(0) {
-            tracing::debug!("{name}: BAR0 not resized: {e}");
+        // An inspecting open leaves the function as it finds it.
+        if !opts.inspect {
+            if let Err(e) = pci.resize_bar(0) {
+                tracing::debug!("{name}: BAR0 not resized: {e}");
+            }
+            // The engines reach system memory (rings, signals, host buffers) by DMA, which
+            // the function does only with bus mastering on; nothing else turns it on for us.
+            pci.set_bus_master(true)?;
         }
-        // The engines reach system memory (rings, signals, host buffers) by DMA, which the
-        // function does only with bus mastering on; nothing else turns it on for us.
-        pci.set_bus_master(true)?;
         let mmio = Arc::new(CountingBar::new(pci.bar(5)?));
+        if opts.inspect && crate::vf::is_vf(&*mmio)? {
+            return Err(Error::BadState {
+                device: name,
+                reason: "a VF cannot be opened to inspect: its PF owns the SMU, and init access is the holder's lease".into(),
+            });
+        }
         let (is_vf, lease) = vf_handshake(&*pci, mmio.clone(), &opts.mailbox)?;
         // From here on the lease is released if anything fails (its Drop).
         let discovery = Discovery::read(&*pci)?;
@@ -293,15 +312,19 @@ impl AmDevice {
         let vram = Vram::new(&name, pci.bar(0)?, mmio.clone(), discovery.vram_size);
         let mc = read_mc_layout(&regs)?;
         let gc = discovery.require_version(HwIp::GC)?;
-        let mut mm = MemoryManager::new(
-            &MmConfig {
-                device: name.clone(),
-                format: PteFormat::for_gc(gc.major),
-                vram_size: discovery.vram_size - discovery.reserved_vram_size(),
-                paddr_base: if is_vf { 1 << 20 } else { 0 },
-            },
-            &vram,
-        )?;
+        let mm_cfg = MmConfig {
+            device: name.clone(),
+            format: PteFormat::for_gc(gc.major),
+            vram_size: discovery.vram_size - discovery.reserved_vram_size(),
+            paddr_base: if is_vf { 1 << 20 } else { 0 },
+        };
+        // An inspecting instance must not clear the root table of the instance that runs
+        // the device: the allocator's bookkeeping is all it needs.
+        let mut mm = if opts.inspect {
+            MemoryManager::new(&mm_cfg, &crate::mm::HostMemory::new(mm_cfg.vram_size))?
+        } else {
+            MemoryManager::new(&mm_cfg, &vram)?
+        };
         mm.tables.vram_offset = mc.xgmi_paddr_base;
         let ctx = Ctx {
             name: name.clone(),
@@ -329,7 +352,12 @@ impl AmDevice {
                 sdma: Sdma::init_sw(&ctx)?,
             })
         })?;
-        let (kind, reason) = if opts.reset_mode {
+        let (kind, reason) = if opts.inspect {
+            (
+                BootKind::Inspect,
+                Some("opened to inspect: nothing initialised or written".to_string()),
+            )
+        } else if opts.reset_mode {
             (
                 BootKind::ResetOnly,
                 Some("opened for a reset: nothing initialised".to_string()),
@@ -359,8 +387,8 @@ impl AmDevice {
             report,
             lease,
             error_state: None,
-            // A device opened only to be reset has nothing to finalise.
-            finalized: kind == BootKind::ResetOnly,
+            // A device opened only to be reset, or to look, has nothing to finalise.
+            finalized: matches!(kind, BootKind::ResetOnly | BootKind::Inspect),
         })
     }
 

@@ -1252,6 +1252,18 @@ impl PciDevice for MockDevice {
         &self.shared.name
     }
 
+    fn dma_read(&self, bus: u64, buf: &mut [u8]) -> am_driver::Result<()> {
+        // The CPU reading host memory, not a DMA of the device: no bus-master check, and a
+        // miss is an error for the reader, not a violation of the device.
+        self.shared
+            .sysmem
+            .read(bus, buf)
+            .map_err(|f| DrvError::Backend {
+                device: self.shared.name.clone(),
+                message: f.to_string(),
+            })
+    }
+
     fn backend(&self) -> &'static str {
         "mock"
     }

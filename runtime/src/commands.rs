@@ -61,7 +61,7 @@ pub struct ComputeCommands {
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Launches {
     /// Kernel names, in order.
-    pub(crate) names: Vec<String>,
+    pub(crate) names: Vec<Arc<str>>,
     /// Their programs' code.
     pub(crate) code: Vec<Buffer>,
 }
@@ -76,7 +76,9 @@ impl ComputeCommands {
                 pending: Pm4::new(gfx9),
             }
         } else {
-            Body::Pm4(Pm4::new(gfx9))
+            let mut p = Pm4::new(gfx9);
+            p.words.reserve(256);
+            Body::Pm4(p)
         };
         ComputeCommands {
             dev: dev.clone(),
@@ -161,8 +163,45 @@ impl ComputeCommands {
         grid: [u32; 3],
         block: [u32; 3],
     ) -> Result<&mut Self> {
-        let bytes = prog.encode_args(&self.dev, args, grid, block)?;
-        let (kernarg, mark) = self.dev.kernarg(&bytes, u64::from(prog.kernarg_align))?;
+        // Arguments are encoded on the stack unless they are large.
+        let n = prog.kernarg_size as usize;
+        let mut stack = [0u8; 512];
+        let mut heap = Vec::new();
+        let bytes: &mut [u8] = if n <= stack.len() {
+            &mut stack[..n]
+        } else {
+            heap.resize(n, 0);
+            &mut heap
+        };
+        prog.encode_args_into(&self.dev, args, grid, block, bytes)?;
+        let (kernarg, mark) = self.dev.kernarg(bytes, u64::from(prog.kernarg_align))?;
+        if self.kernargs.is_none() {
+            self.kernargs = Some(mark);
+        }
+        self.exec_at(prog, kernarg, grid, block)
+    }
+
+    /// [`ComputeCommands::exec`] with the kernel-argument bytes already laid out (at least
+    /// the kernel's `kernarg_size`; hidden arguments are the caller's).
+    pub fn exec_raw(
+        &mut self,
+        prog: &Program,
+        args: &[u8],
+        grid: [u32; 3],
+        block: [u32; 3],
+    ) -> Result<&mut Self> {
+        if args.len() < prog.kernarg_size as usize {
+            return Err(Error::Program {
+                device: self.dev.name().into(),
+                kernel: prog.name.clone(),
+                reason: format!(
+                    "{} bytes of arguments; the kernel takes {}",
+                    args.len(),
+                    prog.kernarg_size
+                ),
+            });
+        }
+        let (kernarg, mark) = self.dev.kernarg(args, u64::from(prog.kernarg_align))?;
         if self.kernargs.is_none() {
             self.kernargs = Some(mark);
         }
@@ -177,6 +216,15 @@ impl ComputeCommands {
         grid: [u32; 3],
         block: [u32; 3],
     ) -> Result<&mut Self> {
+        if let Some(w) = prog.workgroup
+            && w != block
+        {
+            return Err(Error::Program {
+                device: self.dev.name().into(),
+                kernel: prog.name.clone(),
+                reason: format!("compiled for workgroups of {w:?}, launched with {block:?}"),
+            });
+        }
         let items = u64::from(block[0]) * u64::from(block[1]) * u64::from(block[2]);
         if items == 0 || items > 1024 || grid.contains(&0) {
             return Err(Error::Program {
@@ -190,7 +238,7 @@ impl ComputeCommands {
         let scratch = self.dev.scratch(prog.scratch)?;
         self.dispatches += 1;
         let l = Arc::make_mut(&mut self.launches);
-        l.names.push(prog.name.clone());
+        l.names.push(prog.label.clone());
         if !l.code.iter().any(|c| c.va() == prog.code.va()) {
             l.code.push(prog.code.clone());
         }

@@ -385,6 +385,11 @@ impl Device {
         self.0.profiling.store(on, Ordering::Relaxed);
     }
 
+    /// Whether launches are being profiled.
+    pub fn profiling(&self) -> bool {
+        self.0.profiling.load(Ordering::Relaxed)
+    }
+
     /// Device name.
     pub fn name(&self) -> &str {
         &self.0.name

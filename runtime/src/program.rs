@@ -90,17 +90,54 @@ impl From<&Buffer> for Arg {
 }
 
 impl Arg {
-    fn bytes(&self) -> Vec<u8> {
+    /// Its little-endian bytes (scalars in the array's first 4 or 8 bytes).
+    fn le(&self) -> ([u8; 8], usize) {
+        let mut b = [0u8; 8];
+        let n = match self {
+            Arg::Ptr(v) | Arg::U64(v) => {
+                b = v.to_le_bytes();
+                8
+            }
+            Arg::I64(v) => {
+                b = v.to_le_bytes();
+                8
+            }
+            Arg::F64(v) => {
+                b = v.to_le_bytes();
+                8
+            }
+            Arg::U32(v) => {
+                b[..4].copy_from_slice(&v.to_le_bytes());
+                4
+            }
+            Arg::I32(v) => {
+                b[..4].copy_from_slice(&v.to_le_bytes());
+                4
+            }
+            Arg::F32(v) => {
+                b[..4].copy_from_slice(&v.to_le_bytes());
+                4
+            }
+            Arg::Bytes(v) => v.len(),
+        };
+        (b, n)
+    }
+
+    fn bytes(&self) -> &[u8] {
         match self {
-            Arg::Ptr(v) | Arg::U64(v) => v.to_le_bytes().to_vec(),
-            Arg::U32(v) => v.to_le_bytes().to_vec(),
-            Arg::I32(v) => v.to_le_bytes().to_vec(),
-            Arg::F32(v) => v.to_le_bytes().to_vec(),
-            Arg::I64(v) => v.to_le_bytes().to_vec(),
-            Arg::F64(v) => v.to_le_bytes().to_vec(),
-            Arg::Bytes(b) => b.clone(),
+            Arg::Bytes(v) => v,
+            _ => &[],
         }
     }
+}
+
+/// What a hidden argument holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Hidden {
+    BlockCount(usize),
+    GroupSize(usize),
+    GridDims,
+    Zero,
 }
 
 /// A kernel loaded on a device.
@@ -132,6 +169,15 @@ pub struct Program {
     pub args: Vec<ArgInfo>,
     /// Register counts from the metadata (SGPRs, VGPRs), where it gives them.
     pub registers: (u32, u32),
+    /// The workgroup size the kernel was compiled for (`.reqd_workgroup_size`), if fixed:
+    /// launches must use it.
+    pub workgroup: Option<[u32; 3]>,
+    /// The explicit arguments' indices in `args`.
+    explicit: Vec<usize>,
+    /// The hidden arguments the runtime fills: offset, size, what.
+    hidden: Vec<(u32, u32, Hidden)>,
+    /// The name, shared with the command buffers that launch it.
+    pub(crate) label: std::sync::Arc<str>,
 }
 
 fn bad(dev: &Device, kernel: &str, reason: impl Into<String>) -> Error {
@@ -319,6 +365,23 @@ impl Program {
                 num(k, ".sgpr_count").unwrap_or(0),
                 num(k, ".vgpr_count").unwrap_or(0),
             ),
+            workgroup: map_get(k, ".reqd_workgroup_size")
+                .and_then(|v| v.as_array())
+                .and_then(|a| {
+                    let d: Vec<u32> = a
+                        .iter()
+                        .filter_map(|x| x.as_u64().and_then(|n| u32::try_from(n).ok()))
+                        .collect();
+                    <[u32; 3]>::try_from(d).ok()
+                }),
+            explicit: (0..args.len()).filter(|&i| !args[i].hidden()).collect(),
+            hidden: args
+                .iter()
+                .filter(|a| a.hidden())
+                .map(|a| (a.offset, a.size, a.hidden_kind()))
+                .filter(|h| h.2 != Hidden::Zero)
+                .collect(),
+            label: name.into(),
             args,
             code,
         };
@@ -381,23 +444,25 @@ impl Program {
         a: &Arg,
         out: &mut [u8],
     ) -> Result<()> {
-        let b = a.bytes();
-        if b.len() != info.size as usize {
+        let (scalar, n) = a.le();
+        let b = if matches!(a, Arg::Bytes(_)) {
+            a.bytes()
+        } else {
+            &scalar[..n]
+        };
+        if n != info.size as usize {
             return Err(Error::Argument {
                 device: dev.name().to_string(),
                 kernel: self.name.clone(),
                 index: i,
                 reason: format!(
-                    "{a:?} is {} bytes; {} `{}` takes {}",
-                    b.len(),
-                    info.kind,
-                    info.name,
-                    info.size
+                    "{a:?} is {n} bytes; {} `{}` takes {}",
+                    info.kind, info.name, info.size
                 ),
             });
         }
         let at = info.offset as usize;
-        out.get_mut(at..at + b.len())
+        out.get_mut(at..at + n)
             .ok_or_else(|| {
                 bad(
                     dev,
@@ -405,7 +470,7 @@ impl Program {
                     format!("argument {i} lies past kernarg_segment_size"),
                 )
             })?
-            .copy_from_slice(&b);
+            .copy_from_slice(b);
         Ok(())
     }
 
@@ -413,8 +478,9 @@ impl Program {
     /// [`Program::encode_args`] (graphs change arguments this way).
     pub fn set_arg(&self, dev: &Device, out: &mut [u8], index: usize, a: &Arg) -> Result<()> {
         let info = self
-            .explicit_args()
-            .nth(index)
+            .explicit
+            .get(index)
+            .map(|&k| &self.args[k])
             .ok_or_else(|| Error::Argument {
                 device: dev.name().to_string(),
                 kernel: self.name.clone(),
@@ -434,7 +500,7 @@ impl Program {
 
     /// The kernel-argument bytes for `args` and a launch of `grid` workgroups of `block`:
     /// explicit arguments at their offsets (checked against the metadata), hidden ones filled
-    /// (block counts, group sizes, remainders, grid dimensions; the rest 0).
+    /// (block counts, group sizes, grid dimensions; the rest 0).
     pub fn encode_args(
         &self,
         dev: &Device,
@@ -443,21 +509,33 @@ impl Program {
         block: [u32; 3],
     ) -> Result<Vec<u8>> {
         let mut out = vec![0u8; self.kernarg_size as usize];
-        let explicit: Vec<&ArgInfo> = self.explicit_args().collect();
-        if explicit.len() != args.len() {
+        self.encode_args_into(dev, args, grid, block, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`Program::encode_args`] into `out` (`kernarg_size` zeroed bytes).
+    pub(crate) fn encode_args_into(
+        &self,
+        dev: &Device,
+        args: &[Arg],
+        grid: [u32; 3],
+        block: [u32; 3],
+        out: &mut [u8],
+    ) -> Result<()> {
+        if self.explicit.len() != args.len() {
             return Err(Error::Argument {
                 device: dev.name().to_string(),
                 kernel: self.name.clone(),
-                index: args.len().min(explicit.len()),
+                index: args.len().min(self.explicit.len()),
                 reason: format!(
                     "{} arguments given, the kernel takes {}",
                     args.len(),
-                    explicit.len()
+                    self.explicit.len()
                 ),
             });
         }
-        for (i, (a, info)) in args.iter().zip(&explicit).enumerate() {
-            self.put_arg(dev, i, info, a, &mut out)?;
+        for (i, (a, &k)) in args.iter().zip(&self.explicit).enumerate() {
+            self.put_arg(dev, i, &self.args[k], a, out)?;
         }
         let dims = if grid[2] > 1 || block[2] > 1 {
             3u64
@@ -466,23 +544,34 @@ impl Program {
         } else {
             1
         };
-        for info in self.args.iter().filter(|a| a.hidden()) {
-            let v: u64 = match info.kind.as_str() {
-                "hidden_block_count_x" => grid[0].into(),
-                "hidden_block_count_y" => grid[1].into(),
-                "hidden_block_count_z" => grid[2].into(),
-                "hidden_group_size_x" => block[0].into(),
-                "hidden_group_size_y" => block[1].into(),
-                "hidden_group_size_z" => block[2].into(),
-                "hidden_grid_dims" => dims,
-                _ => 0,
+        for &(offset, size, what) in &self.hidden {
+            let v: u64 = match what {
+                Hidden::BlockCount(d) => grid[d].into(),
+                Hidden::GroupSize(d) => block[d].into(),
+                Hidden::GridDims => dims,
+                Hidden::Zero => continue,
             };
-            let at = info.offset as usize;
-            let n = (info.size as usize).min(8);
+            let at = offset as usize;
+            let n = (size as usize).min(8);
             if let Some(slot) = out.get_mut(at..at + n) {
                 slot.copy_from_slice(&v.to_le_bytes()[..n]);
             }
         }
-        Ok(out)
+        Ok(())
+    }
+}
+
+impl ArgInfo {
+    fn hidden_kind(&self) -> Hidden {
+        match self.kind.as_str() {
+            "hidden_block_count_x" => Hidden::BlockCount(0),
+            "hidden_block_count_y" => Hidden::BlockCount(1),
+            "hidden_block_count_z" => Hidden::BlockCount(2),
+            "hidden_group_size_x" => Hidden::GroupSize(0),
+            "hidden_group_size_y" => Hidden::GroupSize(1),
+            "hidden_group_size_z" => Hidden::GroupSize(2),
+            "hidden_grid_dims" => Hidden::GridDims,
+            _ => Hidden::Zero,
+        }
     }
 }

@@ -53,6 +53,9 @@ pub(crate) struct HwQueue {
     pub(crate) doorbell: u32,
     /// Units written so far (dwords, packets or bytes).
     pub(crate) put: u64,
+    /// The engine's read pointer when last read, plus the ring's capacity: writing below it
+    /// overwrites nothing unread.
+    room_until: u64,
     pub(crate) handle: Handle,
     /// Memory the queue needs as long as it runs (its EOP buffer).
     _keep: Vec<Buffer>,
@@ -114,6 +117,7 @@ impl HwQueue {
             ctl: p.ctl,
             doorbell: p.doorbell,
             put: 0,
+            room_until: 0,
             handle: p.handle,
             _keep: p.keep,
             timeline: p.timeline,
@@ -162,7 +166,7 @@ impl HwQueue {
     }
 
     /// Wait until `units` more fit without overwriting what the engine has not read.
-    fn wait_room(&self, units: u64) -> Result<()> {
+    fn wait_room(&mut self, units: u64) -> Result<()> {
         let capacity = self.ring_size / self.unit();
         if units >= capacity {
             return Err(Error::State {
@@ -170,9 +174,16 @@ impl HwQueue {
                 reason: format!("a submission of {units} units does not fit a ring of {capacity}"),
             });
         }
+        // What the engine had read when last looked at bounds the room: only when that is
+        // not enough is the read pointer read again.
+        if self.put + units < self.room_until {
+            return Ok(());
+        }
         let start = Instant::now();
         loop {
-            let used = self.put - self.rptr()?.min(self.put);
+            let rptr = self.rptr()?.min(self.put);
+            self.room_until = rptr + capacity;
+            let used = self.put - rptr;
             if used + units < capacity {
                 return Ok(());
             }
@@ -340,7 +351,7 @@ impl HwQueue {
         self.inflight
             .iter()
             .filter(|(v, _)| *v > done)
-            .flat_map(|(_, k)| k.names.iter().cloned())
+            .flat_map(|(_, k)| k.names.iter().map(|n| n.to_string()))
             .collect()
     }
 

@@ -218,7 +218,11 @@ fn aql_queue(profile: &str) {
     p.extend(aql_barrier(true, &[sig.va + 0x40], sig.va));
     p.extend(aql_pm4_ib(ib.va, pm4::write_mem(0, &[0]).len(), 0));
     q.submit(&r, &p);
-    until("the barrier blocks", || r.gpu.queues()[0].1.waiting);
+    // Waiting alone is not enough: a packet processor also waits on a header it finds not
+    // yet valid. The first packet's completion signal says it has run on every XCC.
+    until("the barrier blocks", || {
+        r.u64_at(&sig, 8) == 1 && r.gpu.queues()[0].1.waiting
+    });
     assert_eq!(r.u32_at(&out, 0), 0x11);
     assert_eq!(r.u32_at(&out, 4), 0x33, "PRED_EXEC ran on XCC 3");
     assert_eq!(r.u64_at(&sig, 8), 1, "the first packet's completion signal");

@@ -441,7 +441,8 @@ fn metrics_are_read_from_the_driver_table() {
     o.power_limit_w = Some(700);
     let mut dev = AmDevice::open_with(am_mock::open("mi300x", 113).unwrap(), o).unwrap();
     match dev.with_smu(|ctx, smu| smu.metrics(ctx)).unwrap() {
-        Metrics::V13_0_6(m) => assert_eq!(m.SocketPowerLimit, 700),
+        // 13.0.6 reports power in Q10 fixed point.
+        Metrics::V13_0_6(m) => assert_eq!(m.SocketPowerLimit, 700 << 10),
         other => panic!("{other:?}"),
     }
     dev.fini().unwrap();

@@ -659,3 +659,36 @@ on_every_part!(
     a_page_fault_names_the_address_and_the_kernel,
     profiling_timestamps_each_launch_and_exports_a_chrome_trace,
 );
+
+#[test]
+fn a_small_bar_stages_vram_access_through_the_copy_queue() {
+    let (gpu, dev) = open("navi31-smallbar");
+    assert!(!dev.info().large_bar);
+    // 300 MiB of VRAM is past what a 256 MiB BAR0 could reach; the runtime never asks.
+    let big = dev.alloc(300 << 20, MemKind::Vram).unwrap();
+    let tail: Vec<u8> = (0..8192u32).map(|i| (i * 13) as u8).collect();
+    dev.write(&big, (300 << 20) - 8192, &tail).unwrap();
+    let mut back = vec![0u8; 8192];
+    dev.read(&big, (300 << 20) - 8192, &mut back).unwrap();
+    assert_eq!(back, tail);
+    // Code, arguments and data all reach the kernel.
+    let n = 256usize;
+    let (a, b) = (f32s(n, 31, -1.0, 1.0), f32s(n, 32, -1.0, 1.0));
+    let (ba, bb) = (upload(&dev, &a), upload(&dev, &b));
+    let bc = dev.alloc(4 * n as u64, MemKind::Vram).unwrap();
+    let vadd = kernel(&dev, "vadd");
+    let mut c = ComputeCommands::new(&dev);
+    c.exec(
+        &vadd,
+        &[(&ba).into(), (&bb).into(), (&bc).into(), Arg::U32(n as u32)],
+        G1,
+        [256, 1, 1],
+    )
+    .unwrap();
+    c.submit().unwrap().wait().unwrap();
+    let got: Vec<f32> = download(&dev, &bc, n);
+    for k in 0..n {
+        assert_eq!(got[k].to_bits(), (a[k] + b[k]).to_bits(), "c[{k}]");
+    }
+    assert!(gpu.violations().is_empty(), "{:#?}", gpu.violations());
+}

@@ -20,9 +20,67 @@ pub enum BenchCommand {
     Engines(EnginesArgs),
     /// Compile latency (cold, cache hits, per stage) and matmul instructions per output.
     Compile(CompileBenchArgs),
+    /// The runtime's host CPU time per kernel launch (encode, submit) and submit-to-fence
+    /// latency of an empty kernel.
+    Dispatch(DispatchArgs),
+    /// The runtime's host CPU time per kernel of a graph replay.
+    Graph(GraphArgs),
+    /// SDMA copy throughput through the runtime's copy queue, against memcpy.
+    Copy(CopyArgs),
     /// The demo's training step: host time outside GPU execution uncaptured and captured,
     /// kernels per step, and the step on the CPU against numpy.
     Tensor(TensorBenchArgs),
+}
+
+/// Options of `am bench dispatch`.
+#[derive(Args, Debug)]
+pub struct DispatchArgs {
+    /// Device spec.
+    #[arg(long, default_value = "mock:navi31")]
+    device: String,
+    /// Launches per measurement (whole batches of 500).
+    #[arg(long, default_value_t = 5000)]
+    launches: usize,
+    /// Submit-to-fence samples.
+    #[arg(long, default_value_t = 500)]
+    samples: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `am bench graph`.
+#[derive(Args, Debug)]
+pub struct GraphArgs {
+    /// Device spec.
+    #[arg(long, default_value = "mock:navi31")]
+    device: String,
+    /// Launches in the graph.
+    #[arg(long, default_value_t = 100)]
+    kernels: usize,
+    /// Replays timed.
+    #[arg(long, default_value_t = 50)]
+    replays: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `am bench copy`.
+#[derive(Args, Debug)]
+pub struct CopyArgs {
+    /// Device spec.
+    #[arg(long, default_value = "mock:navi31")]
+    device: String,
+    /// MiB per copy.
+    #[arg(long, default_value_t = 64)]
+    mib: u64,
+    /// Timed runs of each copy (the best counts).
+    #[arg(long, default_value_t = 5)]
+    repeat: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `am bench tensor`.
@@ -121,6 +179,13 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             crate::bench_engines::run(a.mib, a.nops, a.samples, a.repeat.max(1), a.json)
         }
         BenchCommand::Compile(args) => crate::bench_compile::run(args.iterations, args.json),
+        BenchCommand::Dispatch(a) => {
+            crate::bench_runtime::dispatch(&a.device, a.launches, a.samples, a.json)
+        }
+        BenchCommand::Graph(a) => {
+            crate::bench_runtime::graph(&a.device, a.kernels, a.replays, a.json)
+        }
+        BenchCommand::Copy(a) => crate::bench_runtime::copy(&a.device, a.mib, a.repeat, a.json),
         BenchCommand::Tensor(a) => crate::bench_tensor::run(&a.device, a.steps, a.json),
     }
 }

@@ -8,8 +8,10 @@ mod bench;
 mod bench_boot;
 mod bench_compile;
 mod bench_engines;
+mod bench_runtime;
 mod bench_tensor;
 mod compile;
+mod decode;
 mod demo;
 mod device;
 mod digits;
@@ -17,9 +19,16 @@ mod fw;
 mod hive_reset;
 mod info;
 mod init;
+mod inspect;
 mod list;
+mod reg;
 mod reset;
+mod ring;
+mod run;
 mod serve;
+mod smi;
+mod smi_tui;
+mod vm;
 
 /// Userspace AMD GPU driver toolkit: bring AMD GPUs up without the amdgpu kernel driver
 /// (or on the mock), and inspect what that takes.
@@ -50,10 +59,21 @@ enum Command {
     Init(init::InitArgs),
     /// List the AMD GPUs on this machine's PCI bus (and on remote servers).
     List(list::ListArgs),
+    /// Read and write registers by name or glob, every field decoded.
+    Reg(reg::RegArgs),
     /// Mode1 reset of the whole GPU through the SMU.
     Reset(reset::ResetArgs),
+    /// Run one kernel of a code object with buffers from files or patterns; print or save them.
+    Run(run::RunArgs),
+    /// Live queues (compute, AQL, SDMA) and the packets between their pointers, decoded.
+    Ring(ring::RingArgs),
     /// Export devices over the remote PCI protocol (tinygrad's REMOTE=host:port).
     Serve(serve::ServeArgs),
+    /// GPU monitor: temperatures, power, clocks, activity, VRAM, fan, throttling, firmware
+    /// and holders; --watch redraws it.
+    Smi(smi::SmiArgs),
+    /// Walk the page tables for a GPU virtual address, or show the VM faults (reads only).
+    Vm(vm::VmArgs),
 }
 
 /// `am … | head`: once the reader has gone, printing fails with a broken pipe. That is the
@@ -94,8 +114,13 @@ fn main() -> ExitCode {
         Command::Info(args) => info::run(args).map(|()| ExitCode::SUCCESS),
         Command::Init(args) => init::run(args).map(|()| ExitCode::SUCCESS),
         Command::List(args) => list::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Reg(args) => reg::run(args).map(|()| ExitCode::SUCCESS),
         Command::Reset(args) => reset::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Run(args) => run::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Ring(args) => ring::run(args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => serve::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Smi(args) => smi::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Vm(args) => vm::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {
         Ok(code) => code,

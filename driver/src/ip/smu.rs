@@ -476,6 +476,36 @@ impl Smu {
         Ok(())
     }
 
+    /// The DPM range of every clock the driver pins (`GFXCLK`, `SOCCLK`, `UCLK`, `FCLK`):
+    /// `(name, lowest MHz, highest MHz)`, as the firmware answers (`am smi`).
+    pub fn clock_ranges(&self, ctx: &Ctx) -> Result<Vec<(&'static str, u32, u32)>> {
+        let family = self.family(ctx)?;
+        family
+            .clocks()
+            .iter()
+            .map(|&(clk, name)| {
+                let (lo, hi) = self.dpm_range(ctx, clk, name)?;
+                Ok((name, lo, hi))
+            })
+            .collect()
+    }
+
+    /// The running PMFW version (`GetSmuVersion`): `major.minor.patch` from bytes 2..0.
+    pub fn firmware_version(&self, ctx: &Ctx) -> Result<String> {
+        let v = self.msg(ctx, Msg::GetSmuVersion, 0)?;
+        Ok(format!(
+            "{}.{}.{}",
+            (v >> 16) & 0xff,
+            (v >> 8) & 0xff,
+            v & 0xff
+        ))
+    }
+
+    /// The MP1 version whose message table this SMU speaks.
+    pub fn mp1_version(&self) -> Option<IpVersion> {
+        self.mp1
+    }
+
     /// The power limit the SMU enforces (W).
     pub fn power_limit(&self, ctx: &Ctx) -> Result<u32> {
         self.msg(ctx, Msg::GetPptLimit, 0)

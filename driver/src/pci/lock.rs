@@ -17,6 +17,148 @@ use crate::{Error, Result};
 /// Directory of the lock files.
 pub const LOCK_DIR: &str = "/tmp";
 
+/// Environment variable that moves the lock directory (tests, and machines whose `/tmp` is
+/// private per service).
+pub const LOCK_DIR_ENV: &str = "AM_LOCK_DIR";
+
+/// The lock directory: `$AM_LOCK_DIR` when set, else [`LOCK_DIR`].
+pub fn lock_dir() -> PathBuf {
+    match std::env::var_os(LOCK_DIR_ENV) {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(LOCK_DIR),
+    }
+}
+
+/// A process holding a device lock, found without taking the lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder {
+    /// The device the lock file is named after (`0000:03:00.0`).
+    pub device: String,
+    /// The lock file.
+    pub path: PathBuf,
+    /// The holder's pid: the kernel's (`/proc/locks`), else the one the holder wrote.
+    pub pid: Option<u32>,
+    /// Its command line (`/proc/PID/cmdline`), when readable.
+    pub command: Option<String>,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.pid, &self.command) {
+            (Some(pid), Some(cmd)) => write!(f, "pid {pid} ({cmd})")?,
+            (Some(pid), None) => write!(f, "pid {pid}")?,
+            (None, _) => write!(f, "an unknown process")?,
+        }
+        write!(f, ", lock file {}", self.path.display())
+    }
+}
+
+/// The command line of a process, arguments joined by spaces.
+pub fn process_command(pid: u32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let words: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+/// The pids the kernel lists in `/proc/locks` for an `flock` on the file with this device
+/// number and inode.
+fn kernel_lock_pids(dev: u64, ino: u64) -> Vec<u32> {
+    let Ok(text) = std::fs::read_to_string("/proc/locks") else {
+        return vec![];
+    };
+    let (major, minor) = (libc::major(dev) as u64, libc::minor(dev) as u64);
+    text.lines()
+        .filter_map(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // `N: FLOCK ADVISORY WRITE PID MAJ:MIN:INODE START END` (a blocked waiter has
+            // `->` after the number and is not a holder).
+            if f.get(1) != Some(&"FLOCK") {
+                return None;
+            }
+            let pid = f.get(4)?.parse::<u32>().ok()?;
+            let mut id = f.get(5)?.split(':');
+            let maj = u64::from_str_radix(id.next()?, 16).ok()?;
+            let min = u64::from_str_radix(id.next()?, 16).ok()?;
+            let inode = id.next()?.parse::<u64>().ok()?;
+            (maj == major && min == minor && inode == ino).then_some(pid)
+        })
+        .collect()
+}
+
+/// Who holds the lock of `device` in `dir`, read without taking it: `None` when no process
+/// holds it (or no lock file exists). A process holds it when the kernel lists an `flock`
+/// on the file, or — where `/proc/locks` says nothing — when a shared `flock` attempt
+/// fails.
+pub fn holder_in(dir: &Path, device: &str) -> Result<Option<Holder>> {
+    use std::os::unix::fs::MetadataExt;
+    let path = dir.join(format!("am_{device}.lock"));
+    let mut file = match File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(Error::Io {
+                device: device.to_string(),
+                op: "open",
+                path,
+                source,
+            });
+        }
+    };
+    let meta = file.metadata().map_err(|source| Error::Io {
+        device: device.to_string(),
+        op: "stat",
+        path: path.clone(),
+        source,
+    })?;
+    let kernel = kernel_lock_pids(meta.dev(), meta.ino());
+    let held = if kernel.is_empty() {
+        // SAFETY: `file` is an open descriptor owned by this function; flock has no memory
+        // effects. A shared lock taken here is dropped at once (closing the file).
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+        rc != 0
+    } else {
+        true
+    };
+    if !held {
+        return Ok(None);
+    }
+    let mut text = String::new();
+    let written = file
+        .read_to_string(&mut text)
+        .ok()
+        .and_then(|_| text.trim().parse::<u32>().ok());
+    let pid = kernel.first().copied().or(written);
+    Ok(Some(Holder {
+        device: device.to_string(),
+        path,
+        pid,
+        command: pid.and_then(process_command),
+    }))
+}
+
+/// Every device whose lock in `dir` some process holds, sorted by device.
+pub fn holders_in(dir: &Path) -> Vec<Holder> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return vec![];
+    };
+    let mut devices: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some(name.strip_prefix("am_")?.strip_suffix(".lock")?.to_string())
+        })
+        .collect();
+    devices.sort();
+    devices
+        .iter()
+        .filter_map(|d| holder_in(dir, d).ok().flatten())
+        .collect()
+}
+
 /// A held device lock; dropping it releases the lock (the file stays, so that two processes
 /// never lock two different files of the same name).
 #[derive(Debug)]
@@ -26,9 +168,9 @@ pub struct DeviceLock {
 }
 
 impl DeviceLock {
-    /// Take the lock of `device` (a BDF such as `0000:03:00.0`) in [`LOCK_DIR`].
+    /// Take the lock of `device` (a BDF such as `0000:03:00.0`) in [`lock_dir`].
     pub fn acquire(device: &str) -> Result<Self> {
-        Self::acquire_in(Path::new(LOCK_DIR), device)
+        Self::acquire_in(&lock_dir(), device)
     }
 
     /// Take the lock of `device` in `dir` (tests use a temporary directory).
@@ -110,6 +252,26 @@ mod tests {
             }
             other => panic!("expected Locked, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn holder_is_found_without_taking_the_lock_and_gone_after_drop() {
+        let dir = TempDir::new();
+        assert_eq!(holder_in(dir.path(), "0000:07:00.0").unwrap(), None);
+        let lock = DeviceLock::acquire_in(dir.path(), "0000:07:00.0").unwrap();
+        let h = holder_in(dir.path(), "0000:07:00.0").unwrap().unwrap();
+        assert_eq!(h.pid, Some(std::process::id()));
+        assert_eq!(h.path, lock.path());
+        assert!(h.command.is_some());
+        // Looking did not take the lock from its holder.
+        assert!(matches!(
+            DeviceLock::acquire_in(dir.path(), "0000:07:00.0"),
+            Err(Error::Locked { .. })
+        ));
+        assert_eq!(holders_in(dir.path()), vec![h]);
+        drop(lock);
+        assert_eq!(holder_in(dir.path(), "0000:07:00.0").unwrap(), None);
+        assert!(holders_in(dir.path()).is_empty());
     }
 
     #[test]

@@ -161,6 +161,20 @@ pub trait PciDevice: Send + Sync {
         })
     }
 
+    /// Read system memory the device reaches by DMA, at a bus address, without the device
+    /// taking part (`am ring` reads rings and indirect buffers another process wrote).
+    /// Backends answer only for memory they can see: the mock its whole DMA arena, a remote
+    /// server the allocations it made; the local backends cannot read another process's
+    /// memory, and refuse.
+    fn dma_read(&self, bus: u64, buf: &mut [u8]) -> Result<()> {
+        let _ = (bus, buf);
+        Err(Error::Unsupported {
+            device: self.name().to_string(),
+            op: "system-memory read by bus address",
+            backend: self.backend(),
+        })
+    }
+
     /// PCI vendor id.
     fn vendor_id(&self) -> Result<u16> {
         Ok(self.config_read(0x00, 2)? as u16)

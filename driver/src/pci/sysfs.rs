@@ -237,7 +237,7 @@ impl Default for SysfsOptions {
         Self {
             root: SYSFS_ROOT.into(),
             pagemap: "/proc/self/pagemap".into(),
-            lock_dir: super::lock::LOCK_DIR.into(),
+            lock_dir: super::lock::lock_dir(),
         }
     }
 }

@@ -416,7 +416,7 @@ impl Cp {
                 }
                 continue;
             }
-            if budget == 0 {
+            if budget == 0 || ctl.config_stale() {
                 return Step::Progress;
             }
             self.update_wptr(mem, ctl, cfg);
@@ -1202,7 +1202,7 @@ impl Cp {
                 }
                 continue;
             }
-            if budget == 0 {
+            if budget == 0 || ctl.config_stale() {
                 return Step::Progress;
             }
             budget -= 1;

@@ -198,6 +198,14 @@ pub(crate) struct QueueCtl {
     stop: Arc<AtomicBool>,
     events: Mutex<u64>,
     cv: Condvar,
+    /// Workers asleep on `cv` (a kick wakes someone only when there is someone to wake:
+    /// the notification is a system call).
+    sleepers: AtomicUsize,
+    /// Bumped when the configuration is replaced; `running` is the generation the worker's
+    /// current step was given. A step starts no new packet with a stale configuration (the
+    /// HQDs of an AQL queue are activated XCC by XCC while its worker already runs).
+    generation: AtomicU64,
+    running: AtomicU64,
     status: Mutex<QueueStatus>,
 }
 
@@ -208,17 +216,29 @@ impl QueueCtl {
 
     fn kick(&self) {
         *lock(&self.events) += 1;
-        self.cv.notify_all();
+        // A worker going to sleep counts itself while it holds `events`, before it sleeps:
+        // after the increment above either it saw the new count, or it is counted here.
+        if self.sleepers.load(Ordering::Acquire) > 0 {
+            self.cv.notify_all();
+        }
     }
 
     fn events(&self) -> u64 {
         *lock(&self.events)
     }
 
+    /// Whether the configuration changed since the current step began: the step should
+    /// return (with progress) before it starts another packet.
+    pub(crate) fn config_stale(&self) -> bool {
+        self.generation.load(Ordering::Acquire) != self.running.load(Ordering::Relaxed)
+    }
+
     fn wait_events(&self, seen: u64, timeout: Duration) {
         let g = lock(&self.events);
         if *g == seen && !self.stop.load(Ordering::Acquire) {
+            self.sleepers.fetch_add(1, Ordering::AcqRel);
             let _ = self.cv.wait_timeout(g, timeout);
+            self.sleepers.fetch_sub(1, Ordering::AcqRel);
         }
     }
 
@@ -396,6 +416,7 @@ impl Engines {
                 let mut c = lock(&ctl.config);
                 if **c != cfg {
                     *c = Arc::new(cfg);
+                    ctl.generation.fetch_add(1, Ordering::AcqRel);
                     drop(c);
                     ctl.kick();
                 }
@@ -408,6 +429,9 @@ impl Engines {
                 stop: Arc::new(AtomicBool::new(false)),
                 events: Mutex::new(0),
                 cv: Condvar::new(),
+                sleepers: AtomicUsize::new(0),
+                generation: AtomicU64::new(0),
+                running: AtomicU64::new(0),
                 status: Mutex::new(QueueStatus {
                     name: cfg.name.clone(),
                     rptr: cfg.start.0,
@@ -501,6 +525,9 @@ fn run(me: Weak<Shared>, ctl: Arc<QueueCtl>, mut runner: Box<dyn Runner>) {
         let wake = sh.engines.wake.clone();
         let seen_mem = wake.seq();
         let seen = ctl.events();
+        // The generation first: a replacement after it shows as stale during the step.
+        ctl.running
+            .store(ctl.generation.load(Ordering::Acquire), Ordering::Relaxed);
         let cfg = ctl.config();
         let step = runner.step(&sh, &ctl, &cfg);
         drop(sh);

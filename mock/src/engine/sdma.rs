@@ -476,6 +476,10 @@ impl Runner for Sdma {
                 }
                 continue;
             }
+            if ctl.config_stale() {
+                self.publish(ctl);
+                return Step::Progress;
+            }
             let mut w = self.wptr;
             if let Some(v) = ctl.doorbell() {
                 w = w.max(v);

@@ -153,6 +153,28 @@ const MI300X_DPM: &[DpmClock] = &[
 /// MI300X GFXCLK range (MHz).
 const MI300X_GFXCLK: (u32, u32) = (500, 2100);
 
+/// What the metrics table reports of the parts the model has no physics for: an idle card
+/// at room temperature (chosen plausible values). Temperatures in °C, power in W, activity
+/// in percent.
+mod idle {
+    pub const EDGE_C: u32 = 45;
+    pub const HOTSPOT_C: u32 = 52;
+    pub const MEM_C: u32 = 50;
+    pub const VR_C: u32 = 41;
+    pub const NAVI31_POWER_W: u32 = 35;
+    pub const MI300X_POWER_W: u32 = 90;
+    pub const GFX_BUSY_PCT: u32 = 3;
+    pub const MEM_BUSY_PCT: u32 = 1;
+    pub const FAN_RPM: u16 = 1100;
+    pub const FAN_PWM_PCT: u8 = 30;
+}
+
+/// 13.0.6 reports temperatures, power, frequencies and busy percentages in unsigned Q10
+/// fixed point (Linux `smu_v13_0_6_ppt.c` reads them with `SMUQ10_ROUND`).
+const fn q10(v: u32) -> u32 {
+    v << 10
+}
+
 /// Per-version constants the model answers with (chosen plausible values).
 struct Version {
     /// `GetSmuVersion` (PMFW version major.minor.patch in bytes 2..0).
@@ -189,6 +211,9 @@ struct Answer {
 #[derive(Debug)]
 pub struct Smu {
     pf_owned: bool,
+    /// XCCs and AIDs the 13.0.6 table reports clocks of.
+    xccs: usize,
+    aids: usize,
     mp1: Option<Mp1>,
     /// Firmware killed by a mode1 reset and not restarted since.
     dead: bool,
@@ -220,6 +245,8 @@ impl Smu {
         };
         let mut smu = Self {
             pf_owned: profile.is_vf,
+            xccs: usize::from(profile.num_xcc.max(1)),
+            aids: usize::from(profile.num_aid.max(1)),
             mp1,
             dead: false,
             features_enabled: false,
@@ -385,20 +412,57 @@ impl Smu {
                 sm.AverageGfxclkFrequencyTarget = gfx;
                 sm.AverageGfxclkFrequencyPreDs = gfx;
                 sm.AverageGfxclkFrequencyPostDs = gfx;
+                sm.AverageMemclkFrequencyPreDs = soft(s0::PPCLK_UCLK) as u16;
                 sm.AverageMemclkFrequencyPostDs = soft(s0::PPCLK_UCLK) as u16;
+                sm.AverageFclkFrequencyPreDs = soft(s0::PPCLK_FCLK) as u16;
+                sm.AverageFclkFrequencyPostDs = soft(s0::PPCLK_FCLK) as u16;
                 sm.MetricsCounter = self.metrics_counter;
-                sm.AverageSocketPower = 35;
-                sm.AvgTemperature[0] = 40;
+                sm.AverageSocketPower = idle::NAVI31_POWER_W as u16;
+                sm.dGPU_W_MAX = V13_0_0.ppt.1 as u16;
+                sm.AvgTemperature[s0::TEMP_EDGE as usize] = idle::EDGE_C as u16;
+                sm.AvgTemperature[s0::TEMP_HOTSPOT as usize] = idle::HOTSPOT_C as u16;
+                sm.AvgTemperature[s0::TEMP_MEM as usize] = idle::MEM_C as u16;
+                sm.AvgTemperature[s0::TEMP_VR_GFX as usize] = idle::VR_C as u16;
+                sm.AverageGfxActivity = idle::GFX_BUSY_PCT as u16;
+                sm.AverageUclkActivity = idle::MEM_BUSY_PCT as u16;
+                sm.AvgFanRpm = idle::FAN_RPM;
+                sm.AvgFanPwm = idle::FAN_PWM_PCT;
                 m.as_bytes().to_vec()
             }
             Some(Mp1::V13_0_6) => {
                 let mut m = s6::MetricsTableX_t::new_zeroed();
+                let table = |levels: &[u32]| {
+                    let mut t = [0u32; 4];
+                    for (slot, l) in t.iter_mut().zip(levels) {
+                        *slot = q10(*l);
+                    }
+                    t
+                };
+                let levels = |clk| self.dpm(clk).map_or(&[][..], |c| c.levels);
                 m.AccumulationCounter = self.metrics_counter;
-                m.MaxSocketTemperature = 40;
-                m.SocketPowerLimit = self.ppt_limit;
-                m.MaxSocketPowerLimit = V13_0_6.ppt.1;
-                m.SocketPower = 90;
-                m.GfxclkFrequencyLimit = MI300X_GFXCLK.1;
+                m.MaxSocketTemperature = q10(idle::HOTSPOT_C);
+                m.MaxHbmTemperature = q10(idle::MEM_C);
+                m.MaxVrTemperature = q10(idle::VR_C);
+                m.SocketPowerLimit = q10(self.ppt_limit);
+                m.MaxSocketPowerLimit = q10(V13_0_6.ppt.1);
+                m.SocketPower = q10(idle::MI300X_POWER_W);
+                m.GfxclkFrequencyLimit = q10(MI300X_GFXCLK.1);
+                m.MinGfxclkFrequency = q10(MI300X_GFXCLK.0);
+                m.MaxGfxclkFrequency = q10(MI300X_GFXCLK.1);
+                let gfx = q10(soft(u32::MAX));
+                for f in m.GfxclkFrequency.iter_mut().take(self.xccs) {
+                    *f = gfx;
+                }
+                for f in m.SocclkFrequency.iter_mut().take(self.aids) {
+                    *f = q10(soft(clk_13_0_6::SOCCLK));
+                }
+                m.UclkFrequency = q10(soft(clk_13_0_6::UCLK));
+                m.FclkFrequency = q10(soft(clk_13_0_6::FCLK));
+                m.FclkFrequencyTable = table(levels(clk_13_0_6::FCLK));
+                m.UclkFrequencyTable = table(levels(clk_13_0_6::UCLK));
+                m.SocclkFrequencyTable = table(levels(clk_13_0_6::SOCCLK));
+                m.SocketGfxBusy = q10(idle::GFX_BUSY_PCT);
+                m.DramBandwidthUtilization = q10(idle::MEM_BUSY_PCT);
                 m.as_bytes().to_vec()
             }
             None => return Err(s0::PPSMC_Result_Failed),

@@ -2,6 +2,7 @@
 //! so that they outlive each `am` command as a GPU outlives a driver instance.
 
 #![allow(clippy::unwrap_used)] // unwrap is how a test says "this must work"
+#![allow(dead_code)] // each test file uses its part
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -52,4 +53,83 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A mock device of this process served over the remote protocol on a free local port (a
+/// thread that lives as long as the process), so that `am` commands in child processes see
+/// the state this process gives it. Returns the `remote:` spec of device 0.
+pub fn serve_here(gpu: &am_mock::MockGpu) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let dev: std::sync::Arc<dyn am_driver::PciDevice> = gpu.open();
+    std::thread::spawn(move || {
+        let _ = am_driver::pci::remote::serve(listener, vec![dev], Default::default());
+    });
+    format!("remote:{addr}:0")
+}
+
+/// Driver options for tests: no reset, no power limit, no settle wait after a mode1 reset.
+pub fn opts() -> am_driver::Options {
+    let mut o = am_driver::Options::from_env("test").unwrap();
+    o.force_reset = false;
+    o.power_limit_w = None;
+    o.timeouts.mode1_settle = std::time::Duration::ZERO;
+    o
+}
+
+/// Run `am ARGS…`; its stdout, or a panic with its stderr.
+pub fn am(args: &[&str]) -> String {
+    am_env(args, &[])
+}
+
+/// Run `am ARGS…` with environment variables set; its stdout, or a panic with its stderr.
+pub fn am_env(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "am {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Run `am ARGS…`, which must fail; its stderr.
+pub fn am_fails(args: &[&str], env: &[(&str, &str)]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(args)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "am {args:?} should fail: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    String::from_utf8(out.stderr).unwrap()
+}
+
+/// `am ARGS… --json`, parsed.
+pub fn am_json(args: &[&str]) -> serde_json::Value {
+    let mut a = args.to_vec();
+    a.push("--json");
+    let s = am(&a);
+    serde_json::from_str(&s).unwrap_or_else(|e| panic!("{e}: {s}"))
+}
+
+/// Compare `text` with the golden file `tests/golden/NAME`; `AM_BLESS=1` rewrites it.
+pub fn golden(name: &str, text: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(name);
+    if std::env::var("AM_BLESS").is_ok_and(|v| v == "1") {
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (AM_BLESS=1 writes it)", path.display()));
+    assert_eq!(text, want, "output differs from {}", path.display());
 }

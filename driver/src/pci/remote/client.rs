@@ -541,6 +541,11 @@ impl PciDevice for RemotePciDevice {
         let req = RequestHeader::new(Command::Reset, self.index, 0, [0; 3]);
         self.conn.call(req).map(|_| ())
     }
+
+    fn dma_read(&self, bus: u64, buf: &mut [u8]) -> Result<()> {
+        let req = RequestHeader::new(Command::DmaRead, self.index, 0, [bus, buf.len() as u64, 0]);
+        self.conn.read_into(req, buf)
+    }
 }
 
 fn check_range(device: &str, what: &str, offset: u64, size: usize, len: u64) -> Result<()> {

@@ -51,11 +51,15 @@ pub enum Command {
     ResizeBar = 11,
     /// Liveness check.
     Ping = 12,
+    /// Read system memory the device reaches, by bus address (`arg0` = bus address, `arg1` =
+    /// size): an `am serve` extension, numbered apart from tinygrad's commands, that lets
+    /// `am ring` read rings another client wrote. Answered like SYSMEM_READ.
+    DmaRead = 0x80,
 }
 
 impl Command {
     /// Every command, in wire order.
-    pub const ALL: [Command; 13] = [
+    pub const ALL: [Command; 14] = [
         Command::Probe,
         Command::MapBar,
         Command::MapSysmemFd,
@@ -69,11 +73,12 @@ impl Command {
         Command::SysmemWrite,
         Command::ResizeBar,
         Command::Ping,
+        Command::DmaRead,
     ];
 
     /// The command with this wire number, if there is one.
     pub fn from_wire(cmd: u8) -> Option<Command> {
-        Command::ALL.get(usize::from(cmd)).copied()
+        Command::ALL.into_iter().find(|&c| c as u8 == cmd)
     }
 
     /// The name tinygrad gives the command (`MMIO_READ`, …).
@@ -92,6 +97,7 @@ impl Command {
             Command::SysmemWrite => "SYSMEM_WRITE",
             Command::ResizeBar => "RESIZE_BAR",
             Command::Ping => "PING",
+            Command::DmaRead => "DMA_READ",
         }
     }
 
@@ -191,6 +197,7 @@ impl fmt::Display for RequestHeader {
                 write!(f, "{cmd} handle {} offset {a0:#x} size {a1:#x}", self.bar)
             }
             Command::Reset | Command::Ping => write!(f, "{cmd}"),
+            Command::DmaRead => write!(f, "DMA_READ bus address {a0:#x} size {a1:#x}"),
         }
     }
 }
@@ -432,6 +439,7 @@ mod tests {
             assert_eq!(Command::from_wire(c as u8), Some(c));
         }
         assert_eq!(Command::from_wire(13), None);
+        assert_eq!(Command::from_wire(0x80), Some(Command::DmaRead));
         assert_eq!(Command::from_wire(255), None);
         let silent: Vec<Command> = Command::ALL
             .into_iter()

@@ -63,6 +63,47 @@ struct Shared {
     devices: Vec<Arc<dyn PciDevice>>,
     options: ServeOptions,
     connections: AtomicUsize,
+    /// Every allocation made for any connection, by device index, for DMA_READ (another
+    /// client reading a ring this one wrote); weak, so a closed connection frees its memory.
+    allocations: std::sync::Mutex<Vec<(u32, std::sync::Weak<dyn SysMem>)>>,
+}
+
+impl Shared {
+    /// Read `buf.len()` bytes at bus address `bus` of device `dev_id`: page by page from the
+    /// allocations this server made, else from the device itself.
+    fn dma_read(
+        &self,
+        dev_id: u32,
+        device: &dyn PciDevice,
+        bus: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        let page = SYSMEM_PAGE_SIZE as u64;
+        let live: Vec<Arc<dyn SysMem>> = {
+            let mut all = self.allocations.lock().unwrap_or_else(|p| p.into_inner());
+            all.retain(|(_, w)| w.strong_count() > 0);
+            all.iter()
+                .filter(|(d, _)| *d == dev_id)
+                .filter_map(|(_, w)| w.upgrade())
+                .collect()
+        };
+        let mut done = 0usize;
+        while done < buf.len() {
+            let at = bus + done as u64;
+            let in_page = ((page - at % page) as usize).min(buf.len() - done);
+            let chunk = &mut buf[done..done + in_page];
+            let found = live.iter().find_map(|m| {
+                let i = m.bus_addrs().iter().position(|&b| b == at - at % page)?;
+                Some((m, i as u64 * page + at % page))
+            });
+            match found {
+                Some((m, off)) => m.read_bytes(off, chunk)?,
+                None => device.dma_read(at, chunk)?,
+            }
+            done += in_page;
+        }
+        Ok(())
+    }
 }
 
 /// Counts a connection for as long as its thread runs, however it ends.
@@ -88,6 +129,7 @@ pub fn serve(
             ..options
         },
         connections: AtomicUsize::new(0),
+        allocations: std::sync::Mutex::new(Vec::new()),
     });
     loop {
         let (stream, peer) = match listener.accept() {
@@ -294,6 +336,25 @@ impl<'a> Session<'a> {
                 })
             }
             Command::MapSysmem => self.map_sysmem(req),
+            Command::DmaRead => {
+                let device = self.device(req)?;
+                let size = usize::try_from(req.arg1)
+                    .ok()
+                    .filter(|&n| n as u64 <= self.shared.options.max_payload)
+                    .ok_or_else(|| {
+                        Fault::Refuse(format!(
+                            "DMA_READ of {:#x} bytes exceeds this server's {:#x}-byte limit",
+                            req.arg1, self.shared.options.max_payload
+                        ))
+                    })?;
+                req.arg0.checked_add(req.arg1).ok_or_else(|| {
+                    Fault::Refuse(format!("DMA_READ at {:#x} wraps the address space", req.arg0))
+                })?;
+                let mut data = vec![0u8; size];
+                self.shared
+                    .dma_read(req.dev_id, device.as_ref(), req.arg0, &mut data)?;
+                self.reply(ResponseHeader::ok(size as u64, 0), &data)
+            }
             Command::SysmemRead => {
                 let mem = self.allocation(req)?;
                 let what = format!("system memory handle {}", req.bar);
@@ -529,6 +590,11 @@ impl<'a> Session<'a> {
             .iter()
             .flat_map(|a| a.to_le_bytes())
             .collect();
+        self.shared
+            .allocations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((req.dev_id, Arc::downgrade(&mem)));
         self.sysmem.push(Allocation {
             dev_id: req.dev_id,
             mem,
