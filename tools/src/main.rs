@@ -125,10 +125,27 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("am: {err:#}");
+            eprintln!("am: {}", report(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// An error and its causes on one line, leaving out a cause whose text the line already holds
+/// (errors that quote their source in their own message would otherwise print it twice).
+fn report(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if line.contains(&text) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
 }
 
 /// Logs go to stderr, filtered by `AM_LOG` (e.g. `AM_LOG=debug`), else by `default`.

@@ -133,4 +133,11 @@ fn a_device_that_does_not_exist_is_a_clear_error() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("mock:nosuchgpu"), "{err}");
+    let bad = am(&d, &["demo", "--device", "nonsense"], &[]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(
+        err.matches("expected a PCI address").count(),
+        1,
+        "said once: {err}"
+    );
 }
