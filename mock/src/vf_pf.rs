@@ -129,7 +129,7 @@ pub struct VfPf {
     answer_due: Option<(u64, u32)>,
     /// Faults still to inject.
     pub faults: PfFaults,
-    log: Vec<MailboxMessage>,
+    log: crate::log::BoundedLog<MailboxMessage>,
 }
 
 impl VfPf {
@@ -143,14 +143,14 @@ impl VfPf {
         self.access
     }
 
-    /// The conversation so far.
+    /// The conversation so far (the latest 1024 messages at least).
     pub fn log(&self) -> &[MailboxMessage] {
-        &self.log
+        self.log.as_slice()
     }
 
     /// The conversation so far, leaving the record empty.
     pub fn take_log(&mut self) -> Vec<MailboxMessage> {
-        std::mem::take(&mut self.log)
+        self.log.take()
     }
 
     /// How many polls the VF has made.

@@ -186,7 +186,11 @@ fn mi300x_answers_its_own_table() {
     let mut buf = vec![0u8; size_of::<s6::MetricsTableX_t>()];
     d.vram.read_bytes(TABLE, &mut buf).unwrap();
     let m = s6::MetricsTableX_t::read_from_bytes(&buf).unwrap();
-    assert_eq!((m.AccumulationCounter, m.SocketPowerLimit), (1, 750 << 10), "SocketPowerLimit is Q10 watts");
+    assert_eq!(
+        (m.AccumulationCounter, m.SocketPowerLimit),
+        (1, 750 << 10),
+        "SocketPowerLimit is Q10 watts"
+    );
     assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
 }
 
