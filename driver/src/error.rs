@@ -261,6 +261,14 @@ pub enum Error {
         /// The backend's message.
         message: String,
     },
+    /// No PCI function at the address.
+    #[error("{device}: no PCI device at this address ({path} does not exist)")]
+    NoDevice {
+        /// The BDF.
+        device: String,
+        /// Where sysfs would have it.
+        path: std::path::PathBuf,
+    },
     /// An address range of `am serve --allow` that is not `ADDR[/PREFIX]`.
     #[error("bad address range {text:?}: {reason} (expected ADDR or ADDR/PREFIX, e.g. 10.0.0.0/8)")]
     BadCidr {

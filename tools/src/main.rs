@@ -119,10 +119,24 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("am: {err:#}");
+            eprintln!("am: {}", error_chain(&err));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes, as `{:#}` prints them, without a cause its message already
+/// ends with (an I/O error's text is in the message that wraps it, and is its source too).
+fn error_chain(err: &anyhow::Error) -> String {
+    let mut out = err.to_string();
+    for cause in err.chain().skip(1) {
+        let text = cause.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 /// Logs go to stderr, filtered by `AM_LOG` (e.g. `AM_LOG=debug`), else by `default`.

@@ -162,6 +162,9 @@ struct Shared {
     connections: AtomicUsize,
     /// Refused requests and dropped connections: logged in bursts, the rest counted.
     log_limit: RateLimit,
+    /// Connections and disconnections: a client reconnecting in a loop must not flood the
+    /// log either.
+    connection_log_limit: RateLimit,
     /// Peers refused by the allow list, each logged once.
     refused_peers: Mutex<HashSet<IpAddr>>,
     /// Refused connections lingering so their error arrives (see [`refuse_connection`]).
@@ -233,6 +236,7 @@ pub fn serve(
         },
         connections: AtomicUsize::new(0),
         log_limit: RateLimit::default_for_refusals(),
+        connection_log_limit: RateLimit::default_for_refusals(),
         refused_peers: Mutex::new(HashSet::new()),
         lingering: AtomicUsize::new(0),
         allocations: std::sync::Mutex::new(Vec::new()),
@@ -296,9 +300,10 @@ pub fn serve(
         let spawned = std::thread::Builder::new()
             .name(format!("am-serve {peer}"))
             .spawn(move || {
-                tracing::info!("remote PCI: {peer} connected");
+                slot.0.info(format_args!("remote PCI: {peer} connected"));
                 let why = Session::new(&slot.0, stream, peer).run();
-                tracing::info!("remote PCI: {peer} disconnected: {why}");
+                slot.0
+                    .info(format_args!("remote PCI: {peer} disconnected: {why}"));
             });
         if let Err(e) = spawned {
             shared.warn(format_args!("remote PCI server: no thread for {peer}: {e}"));
@@ -312,6 +317,17 @@ impl Shared {
         let verdict = self.log_limit.check();
         if verdict != Verdict::Suppress {
             tracing::warn!("{line}{}", verdict.suffix());
+        }
+    }
+
+    /// A connection's coming and going, rate-limited like [`Shared::warn`].
+    fn info(&self, line: std::fmt::Arguments<'_>) {
+        if !tracing::enabled!(tracing::Level::INFO) {
+            return;
+        }
+        let verdict = self.connection_log_limit.check();
+        if verdict != Verdict::Suppress {
+            tracing::info!("{line}{}", verdict.suffix());
         }
     }
 }
