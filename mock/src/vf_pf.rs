@@ -302,7 +302,10 @@ impl VfPf {
                     self.faults.drop_acks -= 1;
                     self.log.push(MailboxMessage::AckDropped { request });
                 } else {
-                    self.ack_due = Some((self.polls + 1 + self.faults.ack_delay_polls, request));
+                    self.ack_due = Some((
+                        (self.polls + 1).saturating_add(self.faults.ack_delay_polls),
+                        request,
+                    ));
                 }
             }
             (true, false) => {
@@ -313,7 +316,8 @@ impl VfPf {
         }
         self.trn_valid = valid;
         if !valid && self.trn_ack && self.ack_clear_due.is_none() && !self.faults.ack_stuck {
-            self.ack_clear_due = Some(self.polls + 1 + self.faults.ack_clear_delay_polls);
+            self.ack_clear_due =
+                Some((self.polls + 1).saturating_add(self.faults.ack_clear_delay_polls));
         }
         Ok(())
     }
@@ -348,7 +352,7 @@ impl VfPf {
             self.ack_due = None;
             self.trn_ack = true;
             self.log.push(MailboxMessage::Ack { request });
-            self.answer_due = Some((now + self.faults.event_delay_polls, request));
+            self.answer_due = Some((now.saturating_add(self.faults.event_delay_polls), request));
         }
         if let Some((due, request)) = self.answer_due
             && due <= now
