@@ -18,6 +18,7 @@ use super::protocol::{
     Command, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN, RequestHeader, ResponseHeader,
     decode_probe_filter, encode_error, encode_probe_names, probe_filter_matches,
 };
+use crate::discovery::{MM_INDEX, MM_INDEX_HI};
 use crate::pci::{Bar, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
 use crate::ratelimit::{RateLimit, Verdict};
 use crate::{Error, Result};
@@ -485,11 +486,15 @@ impl<'a> Session<'a> {
                     self.stream.write_all(&encode_error(&msg))
                 }
                 Err(Fault::Refuse(msg) | Fault::Close(msg)) => {
-                    if has_response {
-                        // The client may be waiting: tell it why before hanging up.
-                        let _ = self.stream.write_all(&encode_error(&msg));
-                    }
-                    let _ = self.stream.shutdown(Shutdown::Both);
+                    // The client may be waiting: tell it why before hanging up. After a
+                    // write, which has no answer, its next request reads this instead.
+                    let told = if has_response {
+                        msg.clone()
+                    } else {
+                        format!("{req} failed, so this connection is closed: {msg}")
+                    };
+                    let _ = self.stream.write_all(&encode_error(&told));
+                    self.linger_close();
                     let why = format!("closed after {req}: {msg}");
                     self.shared
                         .warn(format_args!("remote PCI: {}: {why}", self.peer));
@@ -507,10 +512,29 @@ impl<'a> Session<'a> {
     fn hang_up(&mut self, why: &str) -> String {
         let _ = self.stream.set_nonblocking(true);
         let _ = self.stream.write_all(&encode_error(why));
-        let _ = self.stream.shutdown(Shutdown::Both);
+        let _ = self.stream.set_nonblocking(false);
+        self.linger_close();
         self.shared
             .warn(format_args!("remote PCI: {}: {why}", self.peer));
         why.to_string()
+    }
+
+    /// Close our side, then read and drop what the client still sends for a moment before
+    /// the socket goes: closing with unread data sends a reset, which can destroy the error
+    /// response we just wrote before the client reads it (a client pipelines writes).
+    fn linger_close(&mut self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+        let deadline = Instant::now() + REFUSAL_LINGER;
+        let mut sink = [0u8; 4096];
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            if left.is_zero() || self.stream.set_read_timeout(Some(left)).is_err() {
+                break;
+            }
+            match self.stream.read(&mut sink) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
     }
 
     fn set_timeout(&mut self, t: Duration) -> io::Result<()> {
@@ -576,8 +600,16 @@ impl<'a> Session<'a> {
         Instant::now() + self.shared.options.read_timeout + Duration::from_secs(secs)
     }
 
-    /// Refuse what writes, allocates or resets on a `--read-only` server.
-    fn check_read_only(&self, cmd: Command) -> Handled {
+    /// Refuse what writes, allocates or resets on a `--read-only` server. The one write let
+    /// through is a dword to BAR5's `MM_INDEX` or `MM_INDEX_HI`: those only aim the
+    /// `MM_DATA` window, through which a small-BAR device's VRAM (its discovery table) is
+    /// read; `MM_DATA` itself stays refused.
+    fn check_read_only(&self, req: &RequestHeader, cmd: Command) -> Handled {
+        let window_index = cmd == Command::MmioWrite
+            && req.bar == 5
+            && req.arg1 == 4
+            && [MM_INDEX, MM_INDEX_HI].contains(&(req.arg0 / 4))
+            && req.arg0.is_multiple_of(4);
         let reads = matches!(
             cmd,
             Command::Ping
@@ -588,7 +620,7 @@ impl<'a> Session<'a> {
                 | Command::SysmemRead
                 | Command::DmaRead
         );
-        if self.shared.options.read_only && !reads {
+        if self.shared.options.read_only && !reads && !window_index {
             let msg = format!(
                 "{} is refused: this server is read-only (am serve --read-only serves config, \
                  BAR and system-memory reads)",
@@ -608,7 +640,7 @@ impl<'a> Session<'a> {
         let Some(cmd) = req.command() else {
             return Err(Fault::Close(format!("unknown command {}", req.cmd)));
         };
-        self.check_read_only(cmd)?;
+        self.check_read_only(req, cmd)?;
         match cmd {
             Command::Ping => self.reply(ResponseHeader::ok(0, 0), &[]),
             Command::Probe => self.probe(req),
@@ -949,11 +981,17 @@ impl<'a> Session<'a> {
             .iter()
             .flat_map(|a| a.to_le_bytes())
             .collect();
-        self.shared
-            .allocations
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((req.dev_id, Arc::downgrade(&mem)));
+        {
+            let mut all = self
+                .shared
+                .allocations
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            // Forget what closed connections freed: a client allocating in a loop for
+            // hours must not grow this list.
+            all.retain(|(_, w)| w.strong_count() > 0);
+            all.push((req.dev_id, Arc::downgrade(&mem)));
+        }
         self.sysmem.push(Allocation {
             dev_id: req.dev_id,
             mem,
