@@ -19,6 +19,7 @@ use am_firmware::{FirmwareSet, IpVersions, Locator, SosVariant};
 
 use crate::ctx::{CountingBar, Ctx, McLayout, Timeouts, Vram};
 use crate::discovery::Discovery;
+use crate::hive::{PeerVram, check_one_hive};
 use crate::hwip::HwIp;
 use crate::ip::gfx::{ComputeQueueDesc, Gfx, QueueId};
 use crate::ip::sdma::{Sdma, SdmaQueueDesc, SdmaQueueId};
@@ -326,6 +327,7 @@ impl AmDevice {
             MemoryManager::new(&mm_cfg, &vram)?
         };
         mm.tables.vram_offset = mc.xgmi_paddr_base;
+        mm.tables.xgmi_seg_size = mc.xgmi_seg_size;
         let ctx = Ctx {
             name: name.clone(),
             pci: pci.clone(),
@@ -467,12 +469,63 @@ impl AmDevice {
     /// Unmap a [`map_sysmem`](Self::map_sysmem) mapping (the memory stays the caller's) and
     /// flush the TLBs.
     pub fn unmap_sysmem(&self, m: &VirtMapping) -> Result<()> {
+        self.unmap_borrowed(m)
+    }
+
+    /// Unmap memory this device does not own (system memory, a peer's VRAM), give the
+    /// virtual range back and flush the TLBs.
+    fn unmap_borrowed(&self, m: &VirtMapping) -> Result<()> {
         {
             let mut mm = self.ctx.mm();
             mm.unmap(&self.ctx.vram, m.va, m.size)?;
             mm.free_va(m.va)?;
         }
         self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)
+    }
+
+    /// This device's VRAM behind `m` (a [`valloc`](Self::valloc) mapping), as another member
+    /// of its hive maps it with [`map_peer`](Self::map_peer).
+    pub fn peer_vram(&self, m: &VirtMapping) -> PeerVram {
+        PeerVram {
+            device: self.ctx.name.clone(),
+            layout: self.ctx.mc,
+            paddrs: m.paddrs.clone(),
+        }
+    }
+
+    /// Map another hive member's VRAM (`peer`, from its [`peer_vram`](Self::peer_vram)) at
+    /// a fresh GPU virtual address of VM context 0 and flush the TLBs: this device's engines
+    /// and shaders then read and write the peer's memory over XGMI. The entries hold the
+    /// peer's hive physical addresses with VRAM-style flags ([`MapFlags::PEER_VRAM`]). A
+    /// device that is not in one hive with this one is refused ([`Error::NotInOneHive`],
+    /// see [`check_one_hive`]). The mapping's `paddrs` are the peer's VRAM addresses;
+    /// undo it with [`unmap_peer`](Self::unmap_peer).
+    pub fn map_peer(&self, peer: &PeerVram) -> Result<VirtMapping> {
+        check_one_hive(&self.ctx.name, &self.ctx.mc, peer)?;
+        let size: u64 = peer.paddrs.iter().map(|r| r.1).sum();
+        let flags = MapFlags::PEER_VRAM;
+        let va = {
+            let mut mm = self.ctx.mm();
+            let va = mm.alloc_va(size, crate::mm::PAGE_SIZE)?;
+            if let Err(e) = mm.map_hive(&self.ctx.vram, va, &peer.hive_ranges(), flags) {
+                mm.free_va(va)?;
+                return Err(e);
+            }
+            va
+        };
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)?;
+        Ok(VirtMapping {
+            va,
+            size,
+            paddrs: peer.paddrs.clone(),
+            flags,
+        })
+    }
+
+    /// Unmap a [`map_peer`](Self::map_peer) mapping (the memory stays the peer's) and flush
+    /// the TLBs.
+    pub fn unmap_peer(&self, m: &VirtMapping) -> Result<()> {
+        self.unmap_borrowed(m)
     }
 
     /// Make the CPU's writes through BAR0 so far visible to the GPU (an HDP flush): needed

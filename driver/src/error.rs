@@ -449,6 +449,16 @@ pub enum Error {
         /// Devices in the hive.
         regions: u32,
     },
+    /// Another device's VRAM cannot be mapped: the two are not members of one XGMI hive.
+    #[error("{device}: cannot map VRAM of {peer}: {reason}")]
+    NotInOneHive {
+        /// The device that would map it.
+        device: String,
+        /// The device whose VRAM it is.
+        peer: String,
+        /// What their layouts say.
+        reason: String,
+    },
     /// The GPU reported a fault (shader error, page fault, RAS event); the device is in its
     /// error state until [`recover`](crate::AmDevice::recover).
     #[error("{device}: GPU fault: {detail}")]

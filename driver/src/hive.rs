@@ -1,4 +1,14 @@
-//! XGMI hives: resetting every member (`am hive-reset`).
+//! XGMI hives: another member's VRAM ([`PeerVram`], mapped by
+//! [`AmDevice::map_peer`]) and resetting every member (`am hive-reset`).
+//!
+//! Members of a hive share one frame-buffer aperture: member `r`'s VRAM is segment `r`
+//! (`MC_VM_XGMI_LFB_CNTL.PF_LFB_REGION`, segments of `MC_VM_XGMI_LFB_SIZE`), so a VRAM page
+//! entry holding another member's `paddr_base` plus an address of its VRAM reaches that
+//! member's memory over XGMI (Linux: `vram_base_offset = physical_node_id ×
+//! node_segment_size`, added to a peer buffer's address in `amdgpu_vm_bo_update`).
+//! [`check_one_hive`] decides from the two devices' layouts whether that can work. What the
+//! registers cannot tell apart is two hives of the same shape: Linux asks the PSP's XGMI
+//! trusted application for a hive id, which this driver does not load.
 //!
 //! A hive member that runs another driver's firmware cannot be brought up on its own (the
 //! open refuses it with [`Error::HiveMalformed`]): its XGMI links only come back when every
@@ -15,6 +25,83 @@ use crate::ctx::McLayout;
 use crate::device::{AmDevice, Options};
 use crate::pci::PciDevice;
 use crate::{Error, discovery};
+
+/// VRAM of one device, described for another member of its hive to map
+/// ([`AmDevice::peer_vram`], [`AmDevice::map_peer`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerVram {
+    /// The device whose VRAM it is.
+    pub device: String,
+    /// Its layout (its region and the hive's shape).
+    pub layout: McLayout,
+    /// Its VRAM physical `(addr, len)` ranges, in the order they are to be mapped.
+    pub paddrs: Vec<(u64, u64)>,
+}
+
+impl PeerVram {
+    /// The ranges as hive physical addresses: the peer's `paddr_base` plus each address.
+    pub fn hive_ranges(&self) -> Vec<(u64, u64)> {
+        self.paddrs
+            .iter()
+            .map(|&(p, n)| (self.layout.xgmi_paddr_base + p, n))
+            .collect()
+    }
+}
+
+/// Whether `device` (layout `local`) can reach the VRAM of `peer` over XGMI: both members of
+/// a hive of the same number of devices, segment size and aperture base, in different
+/// regions, and every range inside the peer's segment. The error names both devices and
+/// what their layouts say.
+pub fn check_one_hive(device: &str, local: &McLayout, peer: &PeerVram) -> Result<(), Error> {
+    let fail = |reason: String| Error::NotInOneHive {
+        device: device.to_string(),
+        peer: peer.device.clone(),
+        reason,
+    };
+    let p = &peer.layout;
+    let place = |name: &str, mc: &McLayout| match mc.xgmi_region() {
+        Some(r) => format!(
+            "{name} is region {r} of a hive of {} devices ({} GiB segments, aperture at {:#x})",
+            mc.xgmi_regions,
+            mc.xgmi_seg_size >> 30,
+            mc.fb_base
+        ),
+        None => format!("{name} is in no XGMI hive"),
+    };
+    let (Some(r), Some(pr)) = (local.xgmi_region(), p.xgmi_region()) else {
+        return Err(fail(format!(
+            "not members of one XGMI hive: {}; {}",
+            place(device, local),
+            place(&peer.device, p)
+        )));
+    };
+    if (local.xgmi_regions, local.xgmi_seg_size, local.fb_base)
+        != (p.xgmi_regions, p.xgmi_seg_size, p.fb_base)
+    {
+        return Err(fail(format!(
+            "not members of one XGMI hive: {}; {}",
+            place(device, local),
+            place(&peer.device, p)
+        )));
+    }
+    if r == pr {
+        return Err(fail(format!(
+            "both are region {r} of a hive of {} devices: not one hive (or one device twice)",
+            local.xgmi_regions
+        )));
+    }
+    if let Some(&(a, n)) = peer
+        .paddrs
+        .iter()
+        .find(|&&(a, n)| a.checked_add(n).is_none_or(|e| e > p.xgmi_seg_size))
+    {
+        return Err(fail(format!(
+            "VRAM range {a:#x}+{n:#x} is beyond its {:#x}-byte segment",
+            p.xgmi_seg_size
+        )));
+    }
+    Ok(())
+}
 
 /// What happened to one device.
 #[derive(Debug)]
@@ -130,4 +217,95 @@ pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberRe
         }
     }
     out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    const SEG: u64 = 192 << 30;
+
+    fn member(region: u64, regions: u32) -> McLayout {
+        McLayout {
+            fb_base: 0x80_0000_0000,
+            fb_top: 0x80_0000_0000 + u64::from(regions) * SEG - 1,
+            xgmi_paddr_base: region * SEG,
+            xgmi_seg_size: SEG,
+            xgmi_regions: regions,
+        }
+    }
+
+    fn alone() -> McLayout {
+        McLayout {
+            fb_base: 0x80_0000_0000,
+            fb_top: 0x80_0000_0000 + SEG - 1,
+            ..McLayout::default()
+        }
+    }
+
+    fn peer(layout: McLayout, paddrs: Vec<(u64, u64)>) -> PeerVram {
+        PeerVram {
+            device: "mock:b".into(),
+            layout,
+            paddrs,
+        }
+    }
+
+    fn refusal(local: McLayout, p: &PeerVram) -> String {
+        match check_one_hive("mock:a", &local, p) {
+            Err(e @ Error::NotInOneHive { .. }) => e.to_string(),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn members_of_one_hive_map_each_others_vram_at_hive_addresses() {
+        let p = peer(
+            member(3, 4),
+            vec![(0x20_0000, 0x1000), (0x40_0000, 0x20_0000)],
+        );
+        check_one_hive("mock:a", &member(1, 4), &p).unwrap();
+        assert_eq!(
+            p.hive_ranges(),
+            vec![
+                (3 * SEG + 0x20_0000, 0x1000),
+                (3 * SEG + 0x40_0000, 0x20_0000)
+            ]
+        );
+    }
+
+    #[test]
+    fn devices_outside_one_hive_are_refused_naming_both() {
+        let mem = vec![(0x1000, 0x1000)];
+        // Neither in a hive (two navi31).
+        let e = refusal(alone(), &peer(alone(), mem.clone()));
+        assert_eq!(
+            e,
+            "mock:a: cannot map VRAM of mock:b: not members of one XGMI hive: mock:a is in no \
+             XGMI hive; mock:b is in no XGMI hive"
+        );
+        // One in a hive, one not.
+        let e = refusal(member(0, 2), &peer(alone(), mem.clone()));
+        assert!(
+            e.contains("mock:a is region 0 of a hive of 2 devices (192 GiB segments"),
+            "{e}"
+        );
+        assert!(e.contains("mock:b is in no XGMI hive"), "{e}");
+        // Hives of different sizes.
+        let e = refusal(member(0, 2), &peer(member(1, 4), mem.clone()));
+        assert!(
+            e.contains("hive of 2 devices") && e.contains("hive of 4 devices"),
+            "{e}"
+        );
+        // The same region: two hives, or one device twice.
+        let e = refusal(member(1, 4), &peer(member(1, 4), mem));
+        assert!(e.contains("both are region 1"), "{e}");
+        // A range past the peer's segment.
+        let e = refusal(
+            member(0, 2),
+            &peer(member(1, 2), vec![(SEG - 0x1000, 0x2000)]),
+        );
+        assert!(e.contains("beyond its"), "{e}");
+    }
 }

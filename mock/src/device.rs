@@ -315,6 +315,9 @@ impl MockGpu {
             hqd_windows,
         });
         shared.engines.set_bus_master(bus_master);
+        if let Some(m) = &shared.member {
+            m.hive.join(m.region, &shared)?;
+        }
         Ok(Self { shared })
     }
 
@@ -577,6 +580,41 @@ impl MockGpu {
     pub fn dma_write(&self, bus: u64, data: &[u8]) -> am_driver::Result<()> {
         self.shared
             .dma(bus, data.len(), Access::Write, |s| s.write(bus, data))
+    }
+
+    /// Test hook standing in for an engine behind `hub` (SDMA, the CP): read GPU address
+    /// `addr` of `vmid` as the engines do — FB and AGP apertures for vmid 0, the page tables
+    /// with the hub's TLB snapshot, another hive member's VRAM over the fabric, system memory
+    /// by DMA — HDP-checked. A fault is returned, not latched in the hub.
+    pub fn engine_read(
+        &self,
+        hub: crate::ip::gmc::Hub,
+        vmid: u8,
+        addr: u64,
+        buf: &mut [u8],
+    ) -> Result<(), crate::engine::mem::MemError> {
+        self.engine_mem(hub, vmid, addr)?.read(addr, buf)
+    }
+
+    /// Test hook: write as an engine behind `hub` does (see [`MockGpu::engine_read`]).
+    pub fn engine_write(
+        &self,
+        hub: crate::ip::gmc::Hub,
+        vmid: u8,
+        addr: u64,
+        data: &[u8],
+    ) -> Result<(), crate::engine::mem::MemError> {
+        self.engine_mem(hub, vmid, addr)?.write(addr, data)
+    }
+
+    fn engine_mem(
+        &self,
+        hub: crate::ip::gmc::Hub,
+        vmid: u8,
+        addr: u64,
+    ) -> Result<crate::engine::mem::GpuMem<'_>, crate::engine::mem::MemError> {
+        crate::engine::mem::GpuMem::new(&self.shared, hub, vmid)
+            .map_err(|reason| crate::engine::mem::MemError::Dma { addr, reason })
     }
 }
 
@@ -1074,6 +1112,12 @@ impl Shared {
             )),
             None => Err("the profile has no GC".into()),
         }
+    }
+
+    /// The device of region `region` of this device's hive, over the XGMI fabric: `None`
+    /// outside a hive, or when no device holds that region (it was never made, or it went).
+    pub(crate) fn hive_peer(&self, region: u8) -> Option<Arc<Shared>> {
+        self.member.as_ref()?.hive.member(region)
     }
 
     /// A hub's view for an engine.

@@ -14,13 +14,23 @@
 //! Specs: profile `PROFILE-hiveN` (e.g. `mi300x-hive4`) makes hives of N members of
 //! `PROFILE`. Device index `i` of that profile is region `i % N` of hive `i / N`, so
 //! `mock:mi300x-hive4:0..3` is one hive and `mock:mi300x-hive4:200..203` another.
+//!
+//! The XGMI fabric: a hive also knows its members' devices ([`Hive::member`]), by weak
+//! reference: a member joins when it is made and is gone from the fabric when its last handle
+//! goes. An engine of one member that reaches an address in another member's segment (through
+//! the frame-buffer aperture or a VRAM page entry) reads and writes that member's VRAM; a
+//! segment whose member does not exist, or is gone, faults (see `engine::mem`).
+
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use crate::device::Shared;
 
 /// Most members a hive may have: `PF_MAX_REGION` and `PF_LFB_REGION` are 4-bit fields on
 /// MMHUB 1.8 / GC 9.4.3, and MI300X platforms connect at most 8 GPUs by XGMI.
 pub const MAX_MEMBERS: u8 = 8;
 
-/// State shared by the members of one XGMI hive.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// State shared by the members of one XGMI hive: the layout firmware programs, and the
+/// fabric that joins the members' memories.
 pub struct Hive {
     /// The members' profile (`mi300x`).
     pub profile: &'static str,
@@ -31,6 +41,20 @@ pub struct Hive {
     /// Size of each member's segment of the hive's frame-buffer aperture, in bytes (a
     /// multiple of 16 MiB).
     pub segment_size: u64,
+    /// The members' devices by region: weak, so the fabric keeps no member alive.
+    fabric: Mutex<Vec<Weak<Shared>>>,
+}
+
+impl std::fmt::Debug for Hive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hive")
+            .field("profile", &self.profile)
+            .field("id", &self.id)
+            .field("num_devices", &self.num_devices)
+            .field("segment_size", &self.segment_size)
+            .field("live_regions", &self.live_regions())
+            .finish()
+    }
 }
 
 impl Hive {
@@ -50,7 +74,51 @@ impl Hive {
             id,
             num_devices: members,
             segment_size: p.vram_size.next_multiple_of(1 << 24),
+            fabric: Mutex::new((0..members).map(|_| Weak::new()).collect()),
         })
+    }
+
+    fn fabric(&self) -> MutexGuard<'_, Vec<Weak<Shared>>> {
+        self.fabric.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new member takes its place on the fabric. Refused when the region does not exist
+    /// or a live device already holds it.
+    pub(crate) fn join(&self, region: u8, dev: &Arc<Shared>) -> crate::Result<()> {
+        let bad = |reason: String| crate::Error::BadHive {
+            name: self.spec_profile(),
+            reason,
+        };
+        let mut fabric = self.fabric();
+        let slot = fabric.get_mut(usize::from(region)).ok_or_else(|| {
+            bad(format!(
+                "region {region} is beyond the hive's {} members",
+                self.num_devices
+            ))
+        })?;
+        if let Some(other) = slot.upgrade() {
+            return Err(bad(format!(
+                "region {region} is already held by {}",
+                other.name()
+            )));
+        }
+        *slot = Arc::downgrade(dev);
+        Ok(())
+    }
+
+    /// The device holding `region`, if it exists and has not gone.
+    pub(crate) fn member(&self, region: u8) -> Option<Arc<Shared>> {
+        self.fabric().get(usize::from(region))?.upgrade()
+    }
+
+    /// The regions whose devices exist now, ascending.
+    pub fn live_regions(&self) -> Vec<u8> {
+        self.fabric()
+            .iter()
+            .enumerate()
+            .filter(|(_, w)| w.strong_count() > 0)
+            .map(|(r, _)| r as u8)
+            .collect()
     }
 
     /// The profile name its members are opened with (`mi300x-hive4`).
@@ -92,13 +160,22 @@ pub fn parse_profile(name: &str) -> Option<(&str, &str)> {
 }
 
 /// A device's place in a hive: the shared layout and its own region id.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Member {
     /// The hive.
-    pub hive: std::sync::Arc<Hive>,
+    pub hive: Arc<Hive>,
     /// `PF_LFB_REGION`: this member's segment.
     pub region: u8,
 }
+
+impl PartialEq for Member {
+    /// The same region of the same hive.
+    fn eq(&self, other: &Member) -> bool {
+        Arc::ptr_eq(&self.hive, &other.hive) && self.region == other.region
+    }
+}
+
+impl Eq for Member {}
 
 impl Member {
     /// This member's `paddr_base`: where its VRAM starts in the hive's aperture.

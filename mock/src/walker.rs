@@ -79,6 +79,61 @@ pub enum PhysTarget {
     Vram(u64),
     /// System memory bus address.
     System(u64),
+    /// Byte offset in the VRAM of another member of the device's XGMI hive (reached over the
+    /// fabric).
+    Peer {
+        /// The member's region (`PF_LFB_REGION`).
+        region: u8,
+        /// Offset in its VRAM.
+        offset: u64,
+    },
+}
+
+impl PhysTarget {
+    /// The target `n` bytes further on.
+    pub fn offset_by(self, n: u64) -> PhysTarget {
+        match self {
+            PhysTarget::Vram(v) => PhysTarget::Vram(v + n),
+            PhysTarget::System(b) => PhysTarget::System(b + n),
+            PhysTarget::Peer { region, offset } => PhysTarget::Peer {
+                region,
+                offset: offset + n,
+            },
+        }
+    }
+}
+
+/// A hive member's view of the hive's frame-buffer aperture, from its hub's
+/// `MC_VM_XGMI_LFB_CNTL` and `MC_VM_XGMI_LFB_SIZE`: segment `r` is region `r`'s VRAM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct XgmiLayout {
+    /// This member's region (`PF_LFB_REGION`).
+    pub region: u8,
+    /// Regions in the hive (`PF_MAX_REGION + 1`).
+    pub regions: u8,
+    /// Bytes per segment (`PF_LFB_SIZE << 24`).
+    pub segment_size: u64,
+}
+
+impl XgmiLayout {
+    /// The region and offset in its segment of the hive-physical address `addr` (an offset
+    /// from the start of the aperture); `None` past the last segment.
+    pub fn locate(&self, addr: u64) -> Option<(u8, u64)> {
+        if self.segment_size == 0 {
+            return None;
+        }
+        let r = addr / self.segment_size;
+        (r < u64::from(self.regions)).then(|| (r as u8, addr % self.segment_size))
+    }
+
+    /// Where a VRAM address that is not this member's lands: another member's VRAM, or
+    /// `None` (this member's own segment, or past the last).
+    pub fn peer(&self, addr: u64) -> Option<PhysTarget> {
+        match self.locate(addr)? {
+            (r, _) if r == self.region => None,
+            (region, offset) => Some(PhysTarget::Peer { region, offset }),
+        }
+    }
 }
 
 /// A VM context as the registers program it, plus the hub's TLB snapshot.
@@ -99,6 +154,9 @@ pub struct Context {
     pub end_page: u64,
     /// XGMI `paddr_base`: subtracted from addresses in entries to reach local VRAM.
     pub vram_offset: u64,
+    /// The hive layout of the hub, `None` outside a hive: a page entry with an address in
+    /// another member's segment maps that member's VRAM.
+    pub xgmi: Option<XgmiLayout>,
     /// VRAM write generation of the hub's last invalidation: a table page written later is
     /// not in the snapshot.
     pub flush_generation: u64,
@@ -118,6 +176,9 @@ pub enum FaultKind {
     /// An entry points outside VRAM (or a table into system memory), or the context is
     /// programmed with a depth/block size the walker cannot follow.
     BadAddress,
+    /// The address is in the segment of a hive member that does not exist or is gone (found
+    /// when the access reaches the fabric; latched as a walker error).
+    NoMember,
 }
 
 /// A failed translation.
@@ -247,26 +308,19 @@ pub fn translate(
                     last_va: first + (1u64 << 21) - 1,
                 }
             });
-            return page_of(entry, shift, rel, access)
-                .map(|(addr, size)| Translation {
-                    leaf_table,
-                    target: if entry & SYSTEM != 0 {
-                        PhysTarget::System(addr)
-                    } else {
-                        PhysTarget::Vram(addr)
-                    },
-                    page_size: size,
-                    frag: ((entry >> FRAG_SHIFT) & FRAG_BITS) as u8,
+            let (addr, size) =
+                page_of(entry, shift, rel, access).map_err(|kind| fault(kind, shift, entry))?;
+            return Ok(Translation {
+                leaf_table,
+                target: page_target(ctx, vram, entry, addr).ok_or(fault(
+                    FaultKind::BadAddress,
+                    shift,
                     entry,
-                })
-                .map_err(|kind| fault(kind, shift, entry))
-                .and_then(|t| match t.target {
-                    PhysTarget::Vram(a) => Ok(Translation {
-                        target: PhysTarget::Vram(local(a, shift, entry)?),
-                        ..t
-                    }),
-                    PhysTarget::System(_) => Ok(t),
-                });
+                ))?,
+                page_size: size,
+                frag: ((entry >> FRAG_SHIFT) & FRAG_BITS) as u8,
+                entry,
+            });
         }
         if entry & SYSTEM != 0 {
             // Tables in system memory exist on hardware; the mock does not follow them.
@@ -312,15 +366,7 @@ pub fn translate_in(
         return Err(fault(FaultKind::Invalid, entry));
     }
     let (addr, size) = page_of(entry, 12, va, access).map_err(|k| fault(k, entry))?;
-    let target = if entry & SYSTEM != 0 {
-        PhysTarget::System(addr)
-    } else {
-        let local = addr
-            .checked_sub(ctx.vram_offset)
-            .filter(|a| vram.contains(*a, 8))
-            .ok_or(fault(FaultKind::BadAddress, entry))?;
-        PhysTarget::Vram(local)
-    };
+    let target = page_target(ctx, vram, entry, addr).ok_or(fault(FaultKind::BadAddress, entry))?;
     Ok(Translation {
         target,
         page_size: size,
@@ -328,6 +374,23 @@ pub fn translate_in(
         entry,
         leaf_table: Some(*lt),
     })
+}
+
+/// Where the byte at `addr` of the page `entry` maps lands: system memory (`SYSTEM`), this
+/// device's VRAM (the address minus `vram_offset`), or in a hive another member's VRAM (an
+/// address in its segment, as Linux maps a peer's memory: its `vram_base_offset` plus the
+/// offset, VRAM-style). `None`: an address no VRAM answers.
+fn page_target(ctx: &Context, vram: &Vram, entry: u64, addr: u64) -> Option<PhysTarget> {
+    if entry & SYSTEM != 0 {
+        return Some(PhysTarget::System(addr));
+    }
+    if let Some(local) = addr
+        .checked_sub(ctx.vram_offset)
+        .filter(|a| vram.contains(*a, 8))
+    {
+        return Some(PhysTarget::Vram(local));
+    }
+    ctx.xgmi?.peer(addr)
 }
 
 /// Address and size of the page `entry` maps at `shift`, checked against `access`.
@@ -395,6 +458,7 @@ mod tests {
                 format: drv,
                 root,
                 vram_offset: 0,
+                xgmi_seg_size: 0,
                 va_base: va0,
             };
             let maps: [(u64, u64, u64, MapFlags); 5] = [
@@ -416,6 +480,7 @@ mod tests {
                 start_page: va0 >> 12,
                 end_page: (va0 >> 12) + (1 << 28),
                 vram_offset: 0,
+                xgmi: None,
                 flush_generation: vram.snapshot(),
             };
             for (off, _, len, _) in maps {
@@ -447,5 +512,112 @@ mod tests {
                 "{fmt:?}"
             );
         }
+    }
+
+    /// In a hive, an entry's VRAM address says whose memory it is: this member's segment is
+    /// its VRAM, another member's segment that member's VRAM (4 KiB pages and a 2 MiB page,
+    /// as the driver's `map_hive` writes them, and the driver's walk agrees), an address
+    /// past the last segment is no memory at all.
+    #[test]
+    fn hive_entries_reach_the_member_whose_segment_holds_them() {
+        const SEG: u64 = 4 << 30;
+        let vram = Vram::new(SEG);
+        let mem = Mem(&vram);
+        let mut alloc = Bump(0x10_0000);
+        let root = alloc.alloc_table(&mem).unwrap();
+        let va0 = 0x2000_0000_0000u64;
+        // Region 1 of a hive of 3.
+        let pt = PageTables {
+            format: mm::PteFormat::Gfx9,
+            root,
+            vram_offset: SEG,
+            xgmi_seg_size: SEG,
+            va_base: va0,
+        };
+        pt.map(
+            &mem,
+            &mut alloc,
+            va0,
+            &[(0x80_0000, 0x1000)],
+            MapFlags::VRAM,
+        )
+        .unwrap();
+        let peer = MapFlags::PEER_VRAM;
+        pt.map_hive(
+            &mem,
+            &mut alloc,
+            va0 + 0x10_0000,
+            &[(0x30_0000, 0x2000)],
+            peer,
+        )
+        .unwrap();
+        pt.map_hive(
+            &mem,
+            &mut alloc,
+            va0 + 0x40_0000,
+            &[(2 * SEG + 0x20_0000, 0x20_0000)],
+            peer,
+        )
+        .unwrap();
+        pt.map_hive(
+            &mem,
+            &mut alloc,
+            va0 + 0x80_0000,
+            &[(3 * SEG + 0x1000, 0x1000)],
+            peer,
+        )
+        .unwrap();
+        let ctx = Context {
+            format: PteFormat::Gfx9,
+            root: root + SEG,
+            depth: 2,
+            block_size: 9,
+            start_page: va0 >> 12,
+            end_page: (va0 >> 12) + (1 << 28),
+            vram_offset: SEG,
+            xgmi: Some(XgmiLayout {
+                region: 1,
+                regions: 3,
+                segment_size: SEG,
+            }),
+            flush_generation: vram.snapshot(),
+        };
+        let cases = [
+            (va0 + 0x10, PhysTarget::Vram(0x80_0010), 0x1000, None),
+            (
+                va0 + 0x10_1008,
+                PhysTarget::Peer {
+                    region: 0,
+                    offset: 0x30_1008,
+                },
+                0x1000,
+                Some(0),
+            ),
+            (
+                va0 + 0x4a_bcd0,
+                PhysTarget::Peer {
+                    region: 2,
+                    offset: 0x2a_bcd0,
+                },
+                0x20_0000,
+                Some(2),
+            ),
+        ];
+        for (va, want, size, region) in cases {
+            let t = translate(&ctx, &vram, va, Access::Write).unwrap();
+            assert_eq!((t.target, t.page_size), (want, size), "{va:#x}");
+            let d = pt.walk(&mem, va).unwrap().unwrap();
+            let offset = match want {
+                PhysTarget::Vram(o) | PhysTarget::Peer { offset: o, .. } => o,
+                PhysTarget::System(_) => unreachable!(),
+            };
+            assert_eq!(
+                (d.peer_region, d.phys),
+                (region, offset),
+                "driver walk {va:#x}"
+            );
+        }
+        let f = translate(&ctx, &vram, va0 + 0x80_0000, Access::Read).unwrap_err();
+        assert_eq!((f.kind, f.level_name()), (FaultKind::BadAddress, "PTB"));
     }
 }

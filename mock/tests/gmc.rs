@@ -53,6 +53,7 @@ impl Rig {
             format,
             root,
             vram_offset: 0,
+            xgmi_seg_size: 0,
             va_base: VA,
         };
         Rig {

@@ -1,5 +1,7 @@
 //! XGMI hives: members share the hive's LFB layout, each is its own device, a reset of one
-//! resets that member only, and `AM_MOCK_FOREIGN_FIRMWARE`'s hook leaves firmware running.
+//! resets that member only, `AM_MOCK_FOREIGN_FIRMWARE`'s hook leaves firmware running, and
+//! an engine of one member reaches another member's VRAM over the fabric (and faults where no
+//! member answers).
 
 #![allow(clippy::unwrap_used)] // unwrap is how a test says "this must work"
 
@@ -9,10 +11,13 @@ use am_autogen::hwid::MP0_HWID;
 use am_autogen::regs::{RegIp, table};
 use am_autogen::smu::v13_0_6 as s6;
 use am_driver::PciDevice;
-use am_mock::ip::gmc::FB_BASE;
+use am_mock::engine::mem::MemError;
+use am_mock::ip::gmc::{FB_BASE, Hub};
+use am_mock::walker::{Access, FaultKind, PageFault};
 use am_mock::{Error, MockGpu};
 
 const SEG_UNITS: u32 = (192u64 << 30 >> 24) as u32; // MI300X VRAM in 16 MiB units
+const SEG: u64 = (SEG_UNITS as u64) << 24;
 
 fn lfb(gpu: &MockGpu, ip: RegIp, inst: u8) -> (u32, u32) {
     (
@@ -222,10 +227,134 @@ fn firmware_reaches_a_members_vram_through_its_own_segment() {
         head, [0; 4],
         "the metrics table landed at the member's own offset"
     );
-    // Region 0's segment is another GPU's memory (over XGMI, not modelled): the SMU
-    // cannot write there, and this member's VRAM is not touched.
+    // Region 0's segment is another GPU's memory: the SMU (firmware, not an engine) does not
+    // write over XGMI, and this member's VRAM is not touched.
     gpu.vram().write(table, &[0u8; 64]);
     assert_eq!(metrics(FB_BASE + table), s6::PPSMC_Result_Failed);
     dev.bar(0).unwrap().read_bytes(table, &mut head).unwrap();
     assert_eq!(head, [0; 4]);
+}
+
+/// The fault an engine's access of `addr` got, or a panic naming what it got instead.
+fn fault_of(r: Result<(), MemError>, addr: u64) -> (FaultKind, Access) {
+    match r {
+        Err(MemError::Fault {
+            fault: PageFault { va, kind, .. },
+            access,
+        }) if va == addr => (kind, access),
+        other => panic!("{addr:#x}: expected a page fault, got {other:?}"),
+    }
+}
+
+#[test]
+fn an_engine_write_through_the_aperture_lands_in_the_peers_vram() {
+    let hive = MockGpu::new_hive("mi300x", 2).unwrap();
+    let at = 0x20_1000u64;
+    let mc = FB_BASE + SEG + at; // region 1's segment
+    let before = hive[1].vram().page_generation(at);
+    let data = [0xa5u8, 0x5a, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10];
+    // An SDMA engine of member 0 (behind MMHUB 1) writes region 1's segment...
+    hive[0].engine_write(Hub::mm(1), 0, mc, &data).unwrap();
+    // ...which is member 1's VRAM, not member 0's.
+    let mut got = [0u8; 12];
+    hive[1].vram().read(at, &mut got);
+    assert_eq!(
+        got, data,
+        "member 1's VRAM holds what member 0's engine wrote"
+    );
+    hive[0].vram().read(at, &mut got);
+    assert_eq!(
+        got, [0; 12],
+        "member 0's own VRAM at that offset is untouched"
+    );
+    // Member 1's write generations saw the write (its TLB snapshots and program cache
+    // depend on them).
+    assert!(hive[1].vram().page_generation(at) > before);
+    // A shader of member 0 (GC hub of XCC 5) reads it back the same way, and member 1's own
+    // engine finds it at the same MC address, in its own segment.
+    let mut back = [0u8; 12];
+    hive[0].engine_read(Hub::gc(5), 0, mc, &mut back).unwrap();
+    assert_eq!(back, data);
+    let mut own = [0u8; 12];
+    hive[1].engine_read(Hub::mm(0), 0, mc, &mut own).unwrap();
+    assert_eq!(own, data);
+    for g in &hive {
+        assert!(
+            g.violations().is_empty(),
+            "{}: {:?}",
+            g.name(),
+            g.violations()
+        );
+    }
+}
+
+#[test]
+fn a_peers_unflushed_bar0_write_is_stale_to_other_members_too() {
+    let hive = MockGpu::new_hive("mi300x", 2).unwrap();
+    let at = 0x40_0000u64;
+    // Member 1's CPU writes through member 1's BAR0: the bytes sit in member 1's HDP.
+    hive[1].vram().cpu_write(at, &[7u8; 16]);
+    let mut buf = [0u8; 16];
+    match hive[0].engine_read(Hub::mm(0), 0, FB_BASE + SEG + at, &mut buf) {
+        Err(MemError::Unflushed {
+            range,
+            peer: Some(1),
+            ..
+        }) => assert_eq!(range, (at, at + 16)),
+        other => panic!("expected the unflushed range of region 1, got {other:?}"),
+    }
+    // Member 1's HDP flush makes them visible to every member.
+    hive[1].vram().hdp_flush();
+    hive[0]
+        .engine_read(Hub::mm(0), 0, FB_BASE + SEG + at, &mut buf)
+        .unwrap();
+    assert_eq!(buf, [7u8; 16]);
+}
+
+#[test]
+fn a_member_that_is_gone_or_never_made_faults() {
+    let mut hive = MockGpu::new_hive("mi300x", 2).unwrap();
+    let shared = hive[0].hive().unwrap().clone();
+    assert_eq!(shared.live_regions(), vec![0, 1]);
+    // Member 1 goes (its last handle drops): the fabric no longer reaches it.
+    drop(hive.pop());
+    assert_eq!(shared.live_regions(), vec![0]);
+    let mc = FB_BASE + SEG + 0x1000;
+    assert_eq!(
+        fault_of(hive[0].engine_write(Hub::mm(0), 0, mc, &[1; 4]), mc),
+        (FaultKind::NoMember, Access::Write)
+    );
+    let mut buf = [0u8; 4];
+    assert_eq!(
+        fault_of(hive[0].engine_read(Hub::gc(0), 0, mc, &mut buf), mc),
+        (FaultKind::NoMember, Access::Read)
+    );
+    // A process-wide hive whose region 1 was never opened: the same.
+    let alone = am_mock::gpu("mi300x-hive2", 360).unwrap();
+    assert_eq!(alone.hive().unwrap().live_regions(), vec![0]);
+    assert_eq!(
+        fault_of(alone.engine_read(Hub::mm(0), 0, mc, &mut buf), mc),
+        (FaultKind::NoMember, Access::Read)
+    );
+}
+
+#[test]
+fn addresses_outside_the_hives_aperture_are_not_another_members() {
+    // Past the last segment: outside the FB aperture, so VM context 0 (not set up: no
+    // translation at all).
+    let hive = MockGpu::new_hive("mi300x", 2).unwrap();
+    let past = FB_BASE + 2 * SEG + 0x1000;
+    assert_eq!(
+        fault_of(hive[0].engine_write(Hub::mm(0), 0, past, &[1; 4]), past),
+        (FaultKind::Invalid, Access::Write)
+    );
+    // A device outside any hive: right after its VRAM is not a peer's segment either.
+    let single = MockGpu::new("mi300x").unwrap();
+    let after = FB_BASE + SEG + 0x1000;
+    assert_eq!(
+        fault_of(single.engine_write(Hub::mm(0), 0, after, &[1; 4]), after),
+        (FaultKind::Invalid, Access::Write)
+    );
+    // The same address from a hive member is its peer's memory.
+    hive[0].engine_write(Hub::mm(0), 0, after, &[1; 4]).unwrap();
 }

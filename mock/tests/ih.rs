@@ -249,6 +249,7 @@ fn rings_in_system_memory_through_the_agp_aperture_and_the_gart() {
         format: PteFormat::Gfx10,
         root: 0x40_0000,
         vram_offset: 0,
+        xgmi_seg_size: 0,
         va_base: va,
     };
     let mut alloc = OnePage(0x40_1000);

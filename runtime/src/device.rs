@@ -2,7 +2,7 @@
 //! of multi-XCC parts) and an SDMA queue, signals, kernel-argument memory and scratch.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 use am_driver::ip::gfx::{ComputeQueueDesc, MEC_RING0_DOORBELL};
@@ -98,6 +98,9 @@ pub(crate) struct Inner {
     retired: Mutex<Vec<Buffer>>,
     pub(crate) profiling: AtomicBool,
     pub(crate) trace: Mutex<Vec<crate::trace::Pending>>,
+    /// Hive members whose VRAM this device was seen to reach over XGMI ([`Device::map_peer`]):
+    /// what their CPU writes through their BAR0 is flushed before this device's submissions.
+    peers: Mutex<Vec<Weak<Inner>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -118,8 +121,15 @@ impl Inner {
         Ok(f(d)?)
     }
 
-    /// The CPU wrote VRAM through BAR0: flush the HDP before the GPU reads.
+    /// The CPU wrote VRAM through BAR0: flush the HDP before the GPU reads — this device's,
+    /// and those of the hive members whose VRAM it maps (its engines read theirs too).
     pub(crate) fn flush_hdp_if_dirty(&self) -> Result<()> {
+        self.flush_own_hdp()?;
+        let peers: Vec<Arc<Inner>> = lock(&self.peers).iter().filter_map(Weak::upgrade).collect();
+        peers.iter().try_for_each(|p| p.flush_own_hdp())
+    }
+
+    fn flush_own_hdp(&self) -> Result<()> {
         if self.hdp_dirty.swap(false, Ordering::AcqRel) {
             self.with_driver(|d| d.hdp_flush())?;
         }
@@ -230,6 +240,7 @@ impl Device {
             retired: Mutex::new(Vec::new()),
             profiling: AtomicBool::new(false),
             trace: Mutex::new(Vec::new()),
+            peers: Mutex::new(Vec::new()),
         });
         let dev = Device(inner);
         dev.setup()?;
@@ -413,6 +424,14 @@ impl Device {
                 let m = self.0.with_driver(|d| d.map_sysmem(&*mem, uncached))?;
                 (m, Backing::Sys(mem))
             }
+            MemKind::Peer => {
+                return Err(Error::State {
+                    device: self.0.name.clone(),
+                    reason: "peer memory is another hive member's VRAM: allocate it there and \
+                             map it here with Device::map_peer"
+                        .into(),
+                });
+            }
         };
         Ok(Buffer::new(
             Allocation {
@@ -430,6 +449,12 @@ impl Device {
     /// reach, through the copy queue from a staging buffer.
     pub fn write(&self, buf: &Buffer, offset: u64, data: &[u8]) -> Result<()> {
         buf.check(offset, data.len() as u64)?;
+        self.check_own(buf)?;
+        if let Some((original, owner)) = buf.peer_original() {
+            // Through the device that owns the memory (its BAR0 and HDP: flushed before this
+            // device's next submission, as the owner's own).
+            return owner.write(&original, offset, data);
+        }
         if let Some((mem, base)) = buf.sysmem() {
             mem.write_bytes(base + offset, data)?;
             return Ok(());
@@ -449,6 +474,10 @@ impl Device {
     /// Read `buf` at `offset` into `out` from the CPU (the inverse of [`Device::write`]).
     pub fn read(&self, buf: &Buffer, offset: u64, out: &mut [u8]) -> Result<()> {
         buf.check(offset, out.len() as u64)?;
+        self.check_own(buf)?;
+        if let Some((original, owner)) = buf.peer_original() {
+            return owner.read(&original, offset, out);
+        }
         if let Some((mem, base)) = buf.sysmem() {
             mem.read_bytes(base + offset, out)?;
             return Ok(());
@@ -462,6 +491,21 @@ impl Device {
             return Ok(());
         }
         self.copy_out(buf, offset, out)
+    }
+
+    /// A buffer of another device is read and written through that device.
+    fn check_own(&self, buf: &Buffer) -> Result<()> {
+        if buf.belongs_to(self) {
+            return Ok(());
+        }
+        Err(Error::Buffer {
+            device: self.0.name.clone(),
+            va: buf.va(),
+            size: buf.size(),
+            reason: "the buffer belongs to another device: read and write it through that \
+                     device"
+                .into(),
+        })
     }
 
     /// Staging size of [`Device::copy_in`]/[`Device::copy_out`].
@@ -643,11 +687,24 @@ impl Device {
         Ok(done)
     }
 
-    /// Copy `src` of device `from` into `dst` of this device through host memory (devices
-    /// with no shared hive), `len` bytes from the start of each, staged in 4 MiB pieces.
+    /// Copy `src` of device `from` into `dst` of this device, `len` bytes from the start of
+    /// each: over XGMI with this device's copy queue when `src` is VRAM of a member of this
+    /// device's hive ([`Device::map_peer`]), else through host memory, staged in 4 MiB
+    /// pieces. Returns when the bytes have landed.
     pub fn copy_between(&self, dst: &Buffer, from: &Device, src: &Buffer, len: u64) -> Result<()> {
         dst.check(0, len)?;
         src.check(0, len)?;
+        if len > 0 && src.kind() == MemKind::Vram && !Arc::ptr_eq(&self.0, &from.0) {
+            match self.map_peer(src) {
+                Ok(peer) => {
+                    let mut c = crate::CopyCommands::new(self);
+                    c.copy(&dst.view(0, len)?, &peer.view(0, len)?)?;
+                    return c.submit()?.wait();
+                }
+                Err(Error::Driver(am_driver::Error::NotInOneHive { .. })) => {}
+                Err(e) => return Err(e),
+            }
+        }
         let mut piece = vec![0u8; Self::STAGING.min(len) as usize];
         let mut done = 0u64;
         while done < len {
@@ -656,6 +713,123 @@ impl Device {
             self.write(dst, done, &piece[..n])?;
             done += n as u64;
         }
+        Ok(())
+    }
+
+    /// Map `buf`, VRAM of another member of this device's XGMI hive, into this device: the
+    /// returned buffer (same size, [`MemKind::Peer`]) is at a GPU address of this device, for
+    /// its copy commands and as a kernel argument; the CPU reads and writes it through the
+    /// device that owns it ([`Device::read`], [`Device::write`] forward there). The mapping
+    /// keeps `buf`'s memory and its device alive until the last handle on it goes. A buffer
+    /// of this device comes back as it is; a peer mapping is mapped from its original.
+    ///
+    /// Refused ([`Error::Driver`] with `NotInOneHive`, naming both devices) unless the two
+    /// are members of one hive. The first mapping from a device checks, once, that this
+    /// device really reaches that one over XGMI: its copy queue reads a value the other
+    /// device wrote (the registers cannot tell two hives of the same shape apart); a device
+    /// that reaches something else is refused the same way, and one whose read faults is
+    /// recovered ([`Device::recover`]) before the refusal.
+    pub fn map_peer(&self, buf: &Buffer) -> Result<Buffer> {
+        if buf.belongs_to(self) {
+            return Ok(buf.clone());
+        }
+        if let Some((original, _)) = buf.peer_original() {
+            return self.map_peer(&original);
+        }
+        let owner = buf
+            .alloc
+            .dev
+            .upgrade()
+            .map(Device)
+            .ok_or_else(|| Error::State {
+                device: self.0.name.clone(),
+                reason: format!(
+                    "cannot map the buffer at {:#x}: its device is closed",
+                    buf.va()
+                ),
+            })?;
+        if buf.kind() != MemKind::Vram {
+            return Err(Error::Buffer {
+                device: owner.0.name.clone(),
+                va: buf.va(),
+                size: buf.size(),
+                reason: format!(
+                    "{:?} memory: only VRAM is mapped into another hive member ({})",
+                    buf.kind(),
+                    self.0.name
+                ),
+            });
+        }
+        let peer = self.map_allocation(&owner, &buf.alloc)?;
+        self.check_fabric(&owner)?;
+        Ok(buf.same_range_of(peer))
+    }
+
+    /// Map the whole of `alloc` (VRAM of `owner`) into this device.
+    fn map_allocation(&self, owner: &Device, alloc: &Arc<Allocation>) -> Result<Arc<Allocation>> {
+        // One driver at a time: the owner's describes its memory, then this one maps it.
+        let pv = owner.0.with_driver(|d| Ok(d.peer_vram(&alloc.mapping)))?;
+        let mapping = self.0.with_driver(|d| d.map_peer(&pv))?;
+        Ok(Arc::new(Allocation {
+            dev: Arc::downgrade(&self.0),
+            mapping,
+            backing: Backing::Peer {
+                alloc: alloc.clone(),
+                owner: owner.clone(),
+            },
+            kind: MemKind::Peer,
+        }))
+    }
+
+    /// Whether this device's copy queue reads, through a peer mapping, what `owner` wrote
+    /// into its own VRAM (done once per pair; see [`Device::map_peer`]).
+    fn check_fabric(&self, owner: &Device) -> Result<()> {
+        let seen = |dev: &Device| {
+            lock(&self.0.peers)
+                .iter()
+                .any(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(&dev.0)))
+        };
+        if seen(owner) {
+            return Ok(());
+        }
+        let refuse = |reason: String| {
+            Error::Driver(am_driver::Error::NotInOneHive {
+                device: self.0.name.clone(),
+                peer: owner.0.name.clone(),
+                reason,
+            })
+        };
+        let cookie = fabric_cookie(&self.0.name, &owner.0.name);
+        let probe = owner.alloc(cookie.len() as u64, MemKind::Vram)?;
+        owner.write(&probe, 0, &cookie)?;
+        owner.0.flush_hdp_if_dirty()?;
+        let remote = probe.same_range_of(self.map_allocation(owner, &probe.alloc)?);
+        let landing = self.alloc(cookie.len() as u64, MemKind::System { uncached: true })?;
+        let mut c = crate::CopyCommands::new(self);
+        c.copy(&landing, &remote)?;
+        match c.submit()?.wait() {
+            Ok(()) => {}
+            Err(Error::GpuFault { detail, .. }) => {
+                self.recover()?;
+                return Err(refuse(format!(
+                    "this device's read of the other's VRAM over XGMI faulted ({detail}): no \
+                     member of its hive answers there"
+                )));
+            }
+            Err(e) => return Err(e),
+        }
+        let mut got = vec![0u8; cookie.len()];
+        self.read(&landing, 0, &mut got)?;
+        if got != cookie {
+            return Err(refuse(
+                "the hive region where its VRAM should be holds other memory: the two are \
+                 members of different hives of the same shape"
+                    .into(),
+            ));
+        }
+        let mut peers = lock(&self.0.peers);
+        peers.retain(|w| w.strong_count() > 0);
+        peers.push(Arc::downgrade(&owner.0));
         Ok(())
     }
 
@@ -803,6 +977,21 @@ impl Device {
     pub fn close(self) -> Result<()> {
         self.0.shutdown()
     }
+}
+
+/// 16 bytes no other pair of devices (or earlier check) writes: the devices' names, the
+/// time and a process-wide count, mixed.
+fn fabric_cookie(a: &str, b: &str) -> Vec<u8> {
+    use std::hash::{Hash, Hasher};
+    use std::sync::atomic::AtomicU64;
+    static COUNT: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (a, b, COUNT.fetch_add(1, Ordering::Relaxed)).hash(&mut h);
+    std::time::SystemTime::now().hash(&mut h);
+    let x = h.finish();
+    let mut out = x.to_le_bytes().to_vec();
+    out.extend_from_slice(&(!x).rotate_left(17).to_le_bytes());
+    out
 }
 
 impl Inner {

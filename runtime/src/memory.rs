@@ -5,6 +5,10 @@
 //!   system-memory staging buffer.
 //! - [`MemKind::System`]: system memory the device reaches by DMA (snooped; `uncached` maps it
 //!   `MTYPE_UC`). The CPU reads and writes it directly.
+//! - [`MemKind::Peer`]: VRAM of another member of the device's XGMI hive, mapped with
+//!   `Device::map_peer`: the device's engines and kernels reach it over XGMI; the CPU reads
+//!   and writes it through the device that owns it. The mapping keeps that buffer (and its
+//!   device) alive.
 //!
 //! A [`Buffer`] is a handle: cloning it, or taking a [`Buffer::view`] of a sub-range, shares the
 //! memory, which is returned (unmapped, freed) when the last handle goes.
@@ -27,6 +31,9 @@ pub enum MemKind {
         /// `MTYPE_UC`.
         uncached: bool,
     },
+    /// Another XGMI hive member's VRAM, mapped into this device (`Device::map_peer`; not
+    /// something [`Device::alloc`](crate::Device::alloc) makes).
+    Peer,
 }
 
 pub(crate) enum Backing {
@@ -34,6 +41,11 @@ pub(crate) enum Backing {
     Vram,
     /// System memory.
     Sys(Arc<dyn SysMem>),
+    /// A hive member's VRAM allocation (kept while mapped) and its device.
+    Peer {
+        alloc: Arc<Allocation>,
+        owner: crate::Device,
+    },
 }
 
 /// The memory of a buffer and its views.
@@ -52,6 +64,8 @@ impl Drop for Allocation {
         let r = match self.backing {
             Backing::Vram => dev.with_driver(|d| d.vfree(&self.mapping)),
             Backing::Sys(_) => dev.with_driver(|d| d.unmap_sysmem(&self.mapping)),
+            // The peer's allocation goes after this, when the backing drops.
+            Backing::Peer { .. } => dev.with_driver(|d| d.unmap_peer(&self.mapping)),
         };
         if let Err(e) = r {
             tracing::warn!(
@@ -87,6 +101,25 @@ impl Buffer {
             alloc: Arc::new(alloc),
             offset: 0,
             size,
+        }
+    }
+
+    /// The same range of another allocation of the same layout (a peer mapping of this
+    /// buffer's allocation, or the allocation a peer mapping maps).
+    pub(crate) fn same_range_of(&self, alloc: Arc<Allocation>) -> Buffer {
+        Buffer {
+            alloc,
+            offset: self.offset,
+            size: self.size,
+        }
+    }
+
+    /// For a [`MemKind::Peer`] buffer: the same range of the hive member's own buffer, and
+    /// that device.
+    pub(crate) fn peer_original(&self) -> Option<(Buffer, &crate::Device)> {
+        match &self.alloc.backing {
+            Backing::Peer { alloc, owner } => Some((self.same_range_of(alloc.clone()), owner)),
+            _ => None,
         }
     }
 
@@ -165,7 +198,7 @@ impl Buffer {
     pub(crate) fn sysmem(&self) -> Option<(&Arc<dyn SysMem>, u64)> {
         match &self.alloc.backing {
             Backing::Sys(m) => Some((m, self.offset)),
-            Backing::Vram => None,
+            Backing::Vram | Backing::Peer { .. } => None,
         }
     }
 }

@@ -1,3 +1,37 @@
-//! Lazy tensor layer.
+//! `am-tensor`: lazy tensors that run on the host CPU or on any `am` device (the mock
+//! included) through the same code.
 //!
-//! Not built yet: this crate only reserves its place in the dependency chain.
+//! - [`Tensor`]: creation, elementwise math with broadcasting, comparisons and `where`,
+//!   reductions, views (reshape, permute, expand, pad, shrink, flip, cat), matmul,
+//!   activations, softmax and cross-entropy, gather and one-hot; [`Tensor::to`] and
+//!   [`Tensor::to_vec`].
+//! - The scheduler turns the graph below what is realized into few kernels of the
+//!   compiler's IR (elementwise chains and views fused, reductions fused with their inputs
+//!   and outputs, memory of dead intermediates reused); `AM_DEBUG=2` logs each kernel with
+//!   its shape and time.
+//! - Autograd for every operation ([`Tensor::backward`]).
+//! - [`nn`]: `Linear`, `Sgd`, `Adam`, safetensors.
+//! - [`Jit`]: a training step captured on its second run and replayed (a runtime graph on
+//!   GPUs) with new inputs, without scheduling or compiling.
+//!
+//! See `docs/TENSOR.md`.
+
+mod autograd;
+mod codegen;
+mod device;
+mod dtype;
+mod error;
+mod jit;
+pub mod nn;
+mod node;
+mod schedule;
+mod symbolic;
+mod tensor;
+
+pub use codegen::rand_reference;
+pub use device::Device;
+pub use dtype::{DType, Element};
+pub use error::{Error, Result};
+pub use jit::Jit;
+pub use node::no_grad;
+pub use tensor::{Operand, Tensor};

@@ -1,6 +1,7 @@
 //! XGMI hives on the mock: the driver reads each member's place in its hive, refuses a member
-//! that runs foreign firmware, and `am_driver::hive::reset_all` resets a whole hive so that
-//! every member boots afterwards.
+//! that runs foreign firmware, `am_driver::hive::reset_all` resets a whole hive so that
+//! every member boots afterwards, and a member maps another's VRAM (`AmDevice::map_peer`)
+//! for its engines to reach over XGMI — and is refused a device outside its hive.
 //!
 //! Some of these tests depend on the PSP/SMU blocks (`Psp::is_sos_alive`, `Smu::is_alive`,
 //! `Smu::mode1_reset`): they assume their real semantics — sOS alive when `C2PMSG_81 != 0`,
@@ -9,11 +10,15 @@
 #![allow(clippy::unwrap_used)]
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use am_driver::hive::{ResetResult, VF_CANNOT_RESET, reset_all};
+use am_driver::mm::MapFlags;
 use am_driver::regs::Regs;
 use am_driver::{AmDevice, BootKind, Discovery, Error, Options, PciDevice, read_mc_layout};
 use am_mock::MockGpu;
+use am_tests::rig::{Rig, opts as rig_opts};
+use am_tests::sdma;
 
 const HIVE: &str = "mi300x-hive4";
 const SEG: u64 = 192 << 30;
@@ -212,3 +217,107 @@ fn hive_reset_skips_vfs_and_resets_nothing_when_a_device_cannot_be_opened() {
 
 /// `PPSMC_MSG_GfxDriverReset` of MP1 13.0.6 (the MI300X mode1 reset).
 const RESET_MSG: u32 = am_autogen::smu::v13_0_6::PPSMC_MSG_GfxDriverReset;
+
+/// Two booted members of a fresh 2-device hive.
+fn booted_pair() -> (Rig, Rig) {
+    let mut gpus = MockGpu::new_hive("mi300x", 2).unwrap().into_iter();
+    let mut boot = || {
+        let gpu = gpus.next().unwrap();
+        let dev = AmDevice::open_with(gpu.open(), rig_opts()).unwrap();
+        Rig { gpu, dev }
+    };
+    (boot(), boot())
+}
+
+#[test]
+fn an_sdma_engine_reads_and_writes_a_peers_vram_through_the_page_tables() {
+    let (mut a, b) = booted_pair();
+    let mine = a.sysmem(0x3000);
+    let out = a.vram(0x1000);
+    let mut q = a.sdma_queue(0, 0x1000);
+    let before = a.dev.ctx().mm().free_lists();
+    // Member 1's buffer, written by its CPU and flushed through its HDP.
+    let theirs = b.vram(0x3000);
+    let pattern: Vec<u8> = (0..0x3000u32).map(|i| (i * 13 + 5) as u8).collect();
+    b.write(&theirs, 0, &pattern);
+    // Member 0 maps it: the entries hold region 1's hive addresses.
+    let peer = b.dev.peer_vram(&theirs.mapping);
+    let m = a.dev.map_peer(&peer).unwrap();
+    assert_eq!((m.size, m.flags), (0x3000, MapFlags::PEER_VRAM));
+    let t = a
+        .dev
+        .ctx()
+        .mm()
+        .walk(&a.dev.ctx().vram, m.va + 0x1234)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (t.peer_region, t.phys, t.page.addr),
+        (
+            Some(1),
+            theirs.mapping.paddrs[0].0 + 0x1234,
+            SEG + theirs.mapping.paddrs[0].0 + 0x1000
+        )
+    );
+    // Member 0's SDMA copies out of member 1's VRAM, and writes and fills into it.
+    let mut p = sdma::copy(m.va, mine.va, 0x3000);
+    p.extend(sdma::write(m.va + 0x10, &[0x1111_2222, 0x3333_4444]));
+    p.extend(sdma::fill(m.va + 0x2000, 0x5a5a_a5a5, 0x100));
+    p.extend(sdma::fence(out.va, 1));
+    q.submit(&a, &p);
+    a.wait_u32(&out, 0, |v| v == 1, Duration::from_secs(10));
+    assert_eq!(
+        a.read(&mine, 0, 0x3000),
+        pattern,
+        "copied out of the peer's VRAM"
+    );
+    let mut want = pattern.clone();
+    want[0x10..0x18].copy_from_slice(&[0x22, 0x22, 0x11, 0x11, 0x44, 0x44, 0x33, 0x33]);
+    for i in (0x2000..0x2100).step_by(4) {
+        want[i..i + 4].copy_from_slice(&0x5a5a_a5a5u32.to_le_bytes());
+    }
+    assert_eq!(
+        b.read(&theirs, 0, 0x3000),
+        want,
+        "member 1's VRAM as its CPU reads it"
+    );
+    // Member 0's own VRAM at those addresses is not what was written.
+    let mut own = vec![0u8; 8];
+    a.gpu
+        .vram()
+        .read(theirs.mapping.paddrs[0].0 + 0x10, &mut own);
+    assert_ne!(own, want[0x10..0x18]);
+    for g in [&a.gpu, &b.gpu] {
+        assert!(
+            g.violations().is_empty(),
+            "{}: {:?}",
+            g.name(),
+            g.violations()
+        );
+    }
+    // Unmapped, the virtual range and the tables go back.
+    a.dev.unmap_peer(&m).unwrap();
+    assert_eq!(a.dev.ctx().mm().free_lists(), before);
+}
+
+#[test]
+fn map_peer_refuses_devices_outside_one_hive_naming_both() {
+    let open = |profile: &str, index: u32| {
+        let gpu = MockGpu::with_mode(profile, index, am_mock::Mode::Strict).unwrap();
+        let dev = AmDevice::open_with(gpu.open(), rig_opts()).unwrap();
+        Rig { gpu, dev }
+    };
+    for (a, b) in [
+        (open("navi31", 1), open("navi31", 2)),
+        (open("mi300x", 3), booted_pair().1),
+    ] {
+        let theirs = b.dev.valloc(0x1000, true).unwrap();
+        let err = a.dev.map_peer(&b.dev.peer_vram(&theirs)).unwrap_err();
+        assert!(matches!(err, Error::NotInOneHive { .. }), "{err}");
+        let msg = err.to_string();
+        for name in [a.gpu.name(), b.gpu.name()] {
+            assert!(msg.contains(name), "{name} not named: {msg}");
+        }
+        assert!(msg.contains("is in no XGMI hive"), "{msg}");
+    }
+}

@@ -27,6 +27,9 @@ pub enum BenchCommand {
     Graph(GraphArgs),
     /// SDMA copy throughput through the runtime's copy queue, against memcpy.
     Copy(CopyArgs),
+    /// The demo's training step: host time outside GPU execution uncaptured and captured,
+    /// kernels per step, and the step on the CPU against numpy.
+    Tensor(TensorBenchArgs),
 }
 
 /// Options of `am bench dispatch`.
@@ -75,6 +78,20 @@ pub struct CopyArgs {
     /// Timed runs of each copy (the best counts).
     #[arg(long, default_value_t = 5)]
     repeat: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `am bench tensor`.
+#[derive(Args, Debug)]
+pub struct TensorBenchArgs {
+    /// Device to time the step on.
+    #[arg(long, default_value = "mock:navi31")]
+    device: String,
+    /// Timed steps of each kind (after two untimed ones).
+    #[arg(long, default_value_t = 20)]
+    steps: usize,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -169,6 +186,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             crate::bench_runtime::graph(&a.device, a.kernels, a.replays, a.json)
         }
         BenchCommand::Copy(a) => crate::bench_runtime::copy(&a.device, a.mib, a.repeat, a.json),
+        BenchCommand::Tensor(a) => crate::bench_tensor::run(&a.device, a.steps, a.json),
     }
 }
 

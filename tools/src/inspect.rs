@@ -160,15 +160,6 @@ pub enum Phys {
     System(u64),
 }
 
-impl Phys {
-    /// `phys + off`.
-    pub fn add(self, off: u64) -> Phys {
-        match self {
-            Phys::Vram(p) => Phys::Vram(p + off),
-            Phys::System(p) => Phys::System(p + off),
-        }
-    }
-}
 
 /// Whether a VF's registers are gated (`RCC_CONFIG_MEMSIZE`, BAR5 dword 0xde3, reads all
 /// ones until the PF grants init access).

@@ -9,9 +9,12 @@ mod bench_boot;
 mod bench_compile;
 mod bench_engines;
 mod bench_runtime;
+mod bench_tensor;
 mod compile;
 mod decode;
+mod demo;
 mod device;
+mod digits;
 mod fw;
 mod hive_reset;
 mod info;
@@ -43,6 +46,8 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Compile a kernel written in the IR's text form (code object, LLVM IR or assembly).
     Compile(compile::CompileArgs),
+    /// Train an MLP on the 8×8 handwritten digits on a device (the main job).
+    Demo(demo::DemoArgs),
     /// amdgpu firmware: list what a device needs, check a file, write synthetic sets.
     #[command(subcommand)]
     Fw(fw::FwCommand),
@@ -103,6 +108,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Compile(args) => compile::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Demo(args) => demo::run(args).map(|()| ExitCode::SUCCESS),
         Command::Fw(cmd) => fw::run(cmd),
         Command::HiveReset(args) => hive_reset::run(args).map(|()| ExitCode::SUCCESS),
         Command::Info(args) => info::run(args).map(|()| ExitCode::SUCCESS),
@@ -119,24 +125,27 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("am: {}", error_chain(&err));
+            eprintln!("am: {}", report(&err));
             ExitCode::FAILURE
         }
     }
 }
 
-/// The error and its causes, as `{:#}` prints them, without a cause its message already
-/// ends with (an I/O error's text is in the message that wraps it, and is its source too).
-fn error_chain(err: &anyhow::Error) -> String {
-    let mut out = err.to_string();
-    for cause in err.chain().skip(1) {
+/// An error and its causes on one line, leaving out a cause whose text the line already holds
+/// (errors that quote their source in their own message would otherwise print it twice).
+fn report(err: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in err.chain() {
         let text = cause.to_string();
-        if !out.ends_with(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
+        if line.contains(&text) {
+            continue;
         }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
     }
-    out
+    line
 }
 
 /// Logs go to stderr, filtered by `AM_LOG` (e.g. `AM_LOG=debug`), else by `default`.

@@ -145,10 +145,13 @@ pub struct Walk {
     pub levels: Vec<Level>,
     /// Whether a valid page maps the address.
     pub mapped: bool,
-    /// `vram` or `system` when mapped.
+    /// `vram`, `system` or `peer` (another XGMI hive member's VRAM) when mapped.
     pub memory: Option<&'static str>,
-    /// VRAM physical address or system bus address of the byte, hex.
+    /// VRAM physical address (of this device, or of the member `peer_region`) or system bus
+    /// address of the byte, hex.
     pub phys: Option<String>,
+    /// The hive region whose VRAM the page is, when it is another member's.
+    pub peer_region: Option<u64>,
     /// Size of the page that maps it.
     pub page_size: Option<u64>,
     /// Why the walk stopped, when it did not reach a page.
@@ -249,6 +252,7 @@ pub fn walk(t: &Target, hub: Hub, vmid: u8, va: u64) -> anyhow::Result<Walk> {
         mapped: false,
         memory: None,
         phys: None,
+        peer_region: None,
         page_size: None,
         stopped: None,
     };
@@ -324,18 +328,22 @@ pub fn walk(t: &Target, hub: Hub, vmid: u8, va: u64) -> anyhow::Result<Walk> {
                 l.mtype = Some(p.mtype);
                 w.levels.push(l);
                 let size = level.entry_size();
-                let phys = if p.flags.system {
-                    Phys::System(p.addr)
+                let seg = t.mc.xgmi_seg_size;
+                // A VRAM-style entry outside this device's hive segment holds another
+                // member's hive physical address (how a peer's buffer is mapped).
+                let peer =
+                    !p.flags.system && seg > 0 && p.addr.checked_sub(off).is_none_or(|a| a >= seg);
+                let (mem, a) = if p.flags.system {
+                    ("system", p.addr)
+                } else if peer {
+                    w.peer_region = Some(p.addr / seg);
+                    ("peer", p.addr % seg)
                 } else {
-                    Phys::Vram(to_vram(p.addr, "page")?)
-                }
-                .add(rel % size);
+                    ("vram", to_vram(p.addr, "page")?)
+                };
+                let a = a + rel % size;
                 w.mapped = true;
                 w.page_size = Some(size);
-                let (mem, a) = match phys {
-                    Phys::Vram(a) => ("vram", a),
-                    Phys::System(a) => ("system", a),
-                };
                 w.memory = Some(mem);
                 w.phys = Some(format!("{a:#x}"));
                 return Ok(w);
@@ -352,6 +360,11 @@ pub fn translate(t: &Target, vmid: u8, va: u64) -> anyhow::Result<Option<Phys>> 
     let phys = w.phys.as_deref().map(parse_u64).transpose()?;
     Ok(match (w.memory, phys) {
         (Some("vram"), Some(p)) => Some(Phys::Vram(p)),
+        (Some("peer"), Some(p)) => bail!(
+            "{}: {va:#x} is VRAM of another XGMI hive member (region {}, address {p:#x}): read it on that device",
+            t.name(),
+            w.peer_region.unwrap_or_default()
+        ),
         (Some(_), Some(p)) => Some(Phys::System(p)),
         _ => None,
     })
@@ -546,10 +559,10 @@ fn print_walk(w: &Walk) {
     match (&w.phys, w.memory, w.page_size) {
         (Some(p), Some(m), Some(s)) => println!(
             "  => {} {p} ({} page)",
-            if m == "vram" {
-                "VRAM"
-            } else {
-                "system memory, bus address"
+            match (m, w.peer_region) {
+                ("vram", _) => "VRAM".to_string(),
+                ("peer", Some(r)) => format!("VRAM of hive region {r} (another member)"),
+                _ => "system memory, bus address".to_string(),
             },
             size_name(s)
         ),

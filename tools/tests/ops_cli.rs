@@ -289,6 +289,11 @@ fn vm_agrees_with_the_mock_walker(profile: &str, seed: u64) {
             let (mem_kind, phys) = match t.target {
                 PhysTarget::Vram(p) => ("vram", p),
                 PhysTarget::System(p) => ("system", p),
+                PhysTarget::Peer { region, offset } => {
+                    panic!(
+                        "{profile} {va:#x}: a local mapping reached region {region} ({offset:#x})"
+                    )
+                }
             };
             assert_eq!(j["memory"], mem_kind, "{profile} {va:#x}");
             assert_eq!(j["phys"], format!("{phys:#x}"), "{profile} {va:#x}");
@@ -340,6 +345,36 @@ fn vm_agrees_with_the_mock_walker_on_navi31() {
 #[test]
 fn vm_agrees_with_the_mock_walker_on_mi300x() {
     vm_agrees_with_the_mock_walker("mi300x", 23);
+}
+
+#[test]
+fn vm_names_a_hive_peers_vram_where_the_mock_reaches_it() {
+    let mut gpus = MockGpu::new_hive("mi300x", 2).unwrap().into_iter();
+    let (ga, gb) = (gpus.next().unwrap(), gpus.next().unwrap());
+    let a = AmDevice::open_with(ga.open(), opts()).unwrap();
+    let b = AmDevice::open_with(gb.open(), opts()).unwrap();
+    let theirs = b.valloc(0x3000, false).unwrap();
+    let m = a.map_peer(&b.peer_vram(&theirs)).unwrap();
+    let s = serve_here(&ga);
+    let va = m.va + 0x1234;
+    let j = am_json(&["vm", &s, &format!("{va:#x}")]);
+    let t = ga
+        .gpu_access(am_mock::ip::gmc::Hub::gc(0), 0, va, Access::Read, 0)
+        .unwrap()
+        .unwrap();
+    let PhysTarget::Peer { region, offset } = t.target else {
+        panic!("the mock reached {:?}", t.target);
+    };
+    assert_eq!(
+        (j["memory"].as_str(), j["peer_region"].as_u64()),
+        (Some("peer"), Some(u64::from(region)))
+    );
+    assert_eq!(j["phys"], format!("{offset:#x}"));
+    let text = am(&["vm", &s, &format!("{va:#x}")]);
+    assert!(
+        text.contains(&format!("VRAM of hive region {region}")),
+        "{text}"
+    );
 }
 
 #[test]

@@ -12,7 +12,8 @@
 //!
 //! `paddr_base` is 1 MiB on an SR-IOV VF (the first MiB of VF VRAM is not ours); the XGMI
 //! segment offset of a hive is a different thing and only shows up in the entries
-//! ([`PageTables::vram_offset`], set by GMC).
+//! ([`PageTables::vram_offset`], set by GMC). Another hive member's VRAM is mapped by its
+//! hive physical address ([`MemoryManager::map_hive`]).
 
 mod pt;
 mod pte;
@@ -104,6 +105,17 @@ impl MapFlags {
         executable: true,
         system: false,
         snooped: false,
+        uncached: false,
+    };
+    /// Another XGMI hive member's VRAM: readable, writable, executable, snooped, `MTYPE_NC`
+    /// and VRAM-style (no `SYSTEM`), as `gmc_v9_0_get_coherence_flags` maps a peer's VRAM
+    /// on GC 9.4.3 (remote, not local: `MTYPE_NC`; snooped within the hive).
+    pub const PEER_VRAM: MapFlags = MapFlags {
+        readable: true,
+        writable: true,
+        executable: true,
+        system: false,
+        snooped: true,
         uncached: false,
     };
     /// Readable, writable, executable system memory, snooped.
@@ -319,6 +331,7 @@ impl MemoryManager {
             format: cfg.format,
             root,
             vram_offset: 0,
+            xgmi_seg_size: 0,
             va_base: VA_BASE,
         };
         Ok(MemoryManager {
@@ -400,6 +413,19 @@ impl MemoryManager {
     ) -> Result<()> {
         let (t, mut a) = self.split();
         t.map(mem, &mut a, va, ranges, flags)
+    }
+
+    /// Maps `va` to hive physical ranges: another member's VRAM (see
+    /// [`PageTables::map_hive`]).
+    pub fn map_hive(
+        &mut self,
+        mem: &dyn VramAccess,
+        va: u64,
+        ranges: &[(u64, u64)],
+        flags: MapFlags,
+    ) -> Result<()> {
+        let (t, mut a) = self.split();
+        t.map_hive(mem, &mut a, va, ranges, flags)
     }
 
     /// Unmaps `[va, va + size)` and frees emptied tables (see [`PageTables::unmap`]).

@@ -27,8 +27,12 @@ pub trait TableAlloc {
 pub struct Translation {
     /// The address asked about.
     pub va: u64,
-    /// Where it lands: a VRAM physical address, or a system bus address if `flags.system`.
+    /// Where it lands: a VRAM physical address (of this device, or of the hive member
+    /// `peer_region`), or a system bus address if `flags.system`.
     pub phys: u64,
+    /// The hive region whose VRAM the page is, when it is another member's (mapped with
+    /// [`PageTables::map_hive`]).
+    pub peer_region: Option<u32>,
     /// Level of the entry that mapped it.
     pub level: VmLevel,
     /// Size of that page (4 KiB, 2 MiB, 1 GiB).
@@ -51,6 +55,9 @@ pub struct PageTables {
     /// Added to VRAM physical addresses written into entries (the XGMI segment offset
     /// `paddr_base` of GMC; 0 outside a hive).
     pub vram_offset: u64,
+    /// Size of each member's segment of the hive (0 outside a hive): an entry address
+    /// outside this device's segment is another member's VRAM.
+    pub xgmi_seg_size: u64,
     /// Virtual address translated by entry 0 of the root (`VM_CONTEXT0_PAGE_TABLE_START_ADDR`).
     pub va_base: u64,
 }
@@ -140,16 +147,21 @@ impl PageTables {
                     (table, level) = (self.vram_addr(addr)?, child);
                 }
                 PtEntry::Page(page) => {
-                    let base = if page.flags.system {
-                        page.addr
+                    let seg = self.xgmi_seg_size;
+                    let own = page.addr.checked_sub(self.vram_offset).filter(|&a| a < seg);
+                    let (base, peer_region) = if page.flags.system {
+                        (page.addr, None)
+                    } else if seg > 0 && own.is_none() {
+                        (page.addr % seg, Some((page.addr / seg) as u32))
                     } else {
-                        self.vram_addr(page.addr)?
+                        (self.vram_addr(page.addr)?, None)
                     };
                     let page_size = level.entry_size();
                     let phys = base + (va - self.va_base) % page_size;
                     return Ok(Some(Translation {
                         va,
                         phys,
+                        peer_region,
                         level,
                         page_size,
                         page,
@@ -221,6 +233,38 @@ impl PageTables {
         ranges: &[(u64, u64)],
         flags: MapFlags,
     ) -> Result<()> {
+        let offset = if flags.system { 0 } else { self.vram_offset };
+        self.map_at(mem, alloc, va, ranges, flags, offset)
+    }
+
+    /// Maps `[va, va + Σ len)` to ranges of the hive's memory, given as hive physical
+    /// addresses (a member's `paddr_base` plus its VRAM address) and written into the
+    /// entries as they are, VRAM-style (no `SYSTEM`): how another member's VRAM is mapped
+    /// (Linux adds that member's `vram_base_offset` to its VRAM address the same way).
+    pub fn map_hive(
+        &self,
+        mem: &dyn VramAccess,
+        alloc: &mut dyn TableAlloc,
+        va: u64,
+        ranges: &[(u64, u64)],
+        flags: MapFlags,
+    ) -> Result<()> {
+        if flags.system {
+            return Err(err(va, 0, "hive memory is VRAM: it is not mapped SYSTEM"));
+        }
+        self.map_at(mem, alloc, va, ranges, flags, 0)
+    }
+
+    /// [`map`](Self::map) with `offset` added to every range's address.
+    fn map_at(
+        &self,
+        mem: &dyn VramAccess,
+        alloc: &mut dyn TableAlloc,
+        va: u64,
+        ranges: &[(u64, u64)],
+        flags: MapFlags,
+        offset: u64,
+    ) -> Result<()> {
         let total = ranges
             .iter()
             .try_fold(0u64, |a, r| a.checked_add(r.1))
@@ -250,7 +294,6 @@ impl PageTables {
                 Visit::Hole { .. } => Ok(()),
             },
         )?;
-        let offset = if flags.system { 0 } else { self.vram_offset };
         let dma_bits = self.format.dma_bits();
         let mut pieces = Vec::with_capacity(ranges.len());
         for (addr, len) in merge(ranges) {

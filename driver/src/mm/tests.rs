@@ -548,3 +548,40 @@ fn system_pages_beyond_the_dma_mask_are_refused() {
         .unwrap();
     }
 }
+
+/// Another hive member's page: the entry holds its hive physical address as given (not this
+/// device's XGMI offset plus it), VRAM-style (no `SYSTEM`), snooped, `MTYPE_NC`; the walk
+/// names the member's region and its VRAM address. `SYSTEM` flags are refused.
+#[test]
+fn a_peer_page_holds_its_hive_address_vram_style() {
+    const SEG: u64 = 192 * GIB;
+    let (mem, mut mm) = setup(PteFormat::Gfx9, 4 * GIB);
+    mm.tables.vram_offset = 2 * SEG; // this device is region 2
+    mm.tables.xgmi_seg_size = SEG;
+    let va = VA_BASE + 4 * MIB;
+    let hive_addr = SEG + 0x1234_5000; // region 1, VRAM 0x1234_5000
+    mm.map_hive(&mem, va, &[(hive_addr, PAGE_SIZE)], MapFlags::PEER_VRAM)
+        .unwrap();
+    let t = mm.walk(&mem, va + 0x10).unwrap().unwrap();
+    // VALID | SNOOPED | EXECUTABLE | READABLE | WRITEABLE, MTYPE 0 (NC), no SYSTEM.
+    assert_eq!(t.entry, hive_addr | 0x75);
+    assert_eq!((t.peer_region, t.phys), (Some(1), 0x1234_5010));
+    assert_eq!(t.page.flags, MapFlags::PEER_VRAM);
+    // This device's own pages still walk to its own VRAM.
+    mm.map(&mem, va + PAGE_SIZE, &[(0x8000, PAGE_SIZE)], MapFlags::VRAM)
+        .unwrap();
+    let own = mm.walk(&mem, va + PAGE_SIZE).unwrap().unwrap();
+    assert_eq!(
+        (own.peer_region, own.phys, own.page.addr),
+        (None, 0x8000, 2 * SEG + 0x8000)
+    );
+    let e = mm
+        .map_hive(
+            &mem,
+            va + 2 * PAGE_SIZE,
+            &[(hive_addr, PAGE_SIZE)],
+            MapFlags::SYSTEM,
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("not mapped SYSTEM"), "{e}");
+}

@@ -1,5 +1,12 @@
 //! Memory as an engine sees it: GPU addresses of one hub and vmid, resolved through the
-//! apertures and page tables ([`HubView`]) with a small TLB, to VRAM or system memory.
+//! apertures and page tables ([`HubView`]) with a small TLB, to VRAM, system memory or — in
+//! an XGMI hive — another member's VRAM.
+//!
+//! Another member's memory is reached over the fabric ([`crate::hive::Hive::member`]): its
+//! bytes, its write generations (so its TLB snapshots and decoded programs see the writes),
+//! its HDP record (an unflushed BAR0 write of *its* CPU is stale to us too) and its blocked
+//! queues (woken by our writes). A member that does not exist or has gone answers with a
+//! page fault ([`FaultKind::NoMember`]).
 //!
 //! Every read an engine makes of memory the CPU wrote through BAR0 is checked against the
 //! HDP: bytes no flush has covered yet are stale on hardware, so reading them is a
@@ -11,7 +18,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::device::Shared;
 use crate::ip::gmc::{Hub, HubView, Resolved};
-use crate::walker::{Access, PageFault, PhysTarget};
+use crate::vram::Vram;
+use crate::walker::{Access, FaultKind, PageFault, PhysTarget};
 
 /// Why an engine's memory access failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -29,6 +37,8 @@ pub enum MemError {
         addr: u64,
         /// The unflushed VRAM range `[start, end)`.
         range: (u64, u64),
+        /// The hive region whose VRAM (and BAR0, and HDP) it is, when not this device's.
+        peer: Option<u8>,
     },
     /// A system-memory access the bus refused (bus mastering off, no memory there).
     Dma {
@@ -51,12 +61,18 @@ impl std::fmt::Display for MemError {
                 fault.kind,
                 fault.level_name()
             ),
-            MemError::Unflushed { addr, range } => write!(
-                f,
-                "read of {addr:#x} reaches VRAM {:#x}..{:#x}, which the CPU wrote through BAR0 \
-                 after the last HDP flush: the GPU would read stale bytes",
-                range.0, range.1
-            ),
+            MemError::Unflushed { addr, range, peer } => {
+                let whose = match peer {
+                    Some(r) => format!("the VRAM of hive region {r}"),
+                    None => "VRAM".to_string(),
+                };
+                write!(
+                    f,
+                    "read of {addr:#x} reaches {whose} {:#x}..{:#x}, which the CPU wrote \
+                     through BAR0 after the last HDP flush: the GPU would read stale bytes",
+                    range.0, range.1
+                )
+            }
             MemError::Dma { addr, reason } => write!(f, "access of {addr:#x}: {reason}"),
             MemError::Cancelled => write!(f, "the queue was stopped"),
         }
@@ -74,6 +90,27 @@ struct TlbEntry {
 
 const TLB_ENTRIES: usize = 16;
 
+/// Where resolved bytes live.
+enum Place {
+    /// This device's VRAM at this offset.
+    Local(u64),
+    /// Another hive member's VRAM at this offset.
+    Peer(Arc<Shared>, u8, u64),
+    /// System memory at this bus address.
+    System(u64),
+}
+
+impl Place {
+    /// The VRAM and offset of a VRAM place (`sh`: this device), and the peer's region.
+    fn vram<'s>(&'s self, sh: &'s Shared) -> Option<(&'s Vram, u64, Option<u8>)> {
+        match self {
+            Place::Local(v) => Some((&sh.vram, *v, None)),
+            Place::Peer(p, r, v) => Some((&p.vram, *v, Some(*r))),
+            Place::System(_) => None,
+        }
+    }
+}
+
 /// GPU memory of one hub and vmid, for one engine, for the length of one step of its work
 /// (it borrows the device, so a worker holds no reference to it between steps).
 pub struct GpuMem<'a> {
@@ -87,6 +124,20 @@ pub struct GpuMem<'a> {
     leaf: Option<crate::walker::LeafTable>,
     /// Set when the queue is stopped: accesses fail with [`MemError::Cancelled`].
     cancel: Option<Arc<AtomicBool>>,
+    /// Hive members reached during this step, and whether any was written (its blocked
+    /// queues are woken when the step ends).
+    peers: Vec<(u8, Arc<Shared>)>,
+    peer_written: bool,
+}
+
+impl Drop for GpuMem<'_> {
+    fn drop(&mut self) {
+        if self.peer_written {
+            for (_, p) in &self.peers {
+                p.engines.memory_changed();
+            }
+        }
+    }
 }
 
 impl<'a> GpuMem<'a> {
@@ -102,6 +153,8 @@ impl<'a> GpuMem<'a> {
             next: 0,
             leaf: None,
             cancel: None,
+            peers: Vec::new(),
+            peer_written: false,
         })
     }
 
@@ -155,13 +208,8 @@ impl<'a> GpuMem<'a> {
         };
         for e in self.tlb.iter().flatten() {
             if (e.start..e.end).contains(&addr) && e.res.perms[need] {
-                let off = addr - e.start;
-                let target = match e.res.target {
-                    PhysTarget::Vram(v) => PhysTarget::Vram(v + off),
-                    PhysTarget::System(b) => PhysTarget::System(b + off),
-                };
                 return Ok(Resolved {
-                    target,
+                    target: e.res.target.offset_by(addr - e.start),
                     span: e.end - addr,
                     perms: e.res.perms,
                 });
@@ -185,6 +233,70 @@ impl<'a> GpuMem<'a> {
         self.resolve(addr, access).map(|r| r.target)
     }
 
+    /// The place of `len` bytes at `target` (GPU address `addr`, for a fault): another
+    /// member's VRAM is looked up on the fabric and must hold the bytes.
+    fn place(
+        &mut self,
+        addr: u64,
+        target: PhysTarget,
+        len: u64,
+        access: Access,
+    ) -> Result<Place, MemError> {
+        let fault = |kind| MemError::Fault {
+            fault: PageFault {
+                va: addr,
+                kind,
+                shift: 12,
+                entry: 0,
+            },
+            access,
+        };
+        Ok(match target {
+            PhysTarget::Vram(v) => Place::Local(v),
+            PhysTarget::System(bus) => Place::System(bus),
+            PhysTarget::Peer { region, offset } => {
+                let known = self.peers.iter().find(|(r, _)| *r == region);
+                let dev = match known {
+                    Some((_, p)) => p.clone(),
+                    None => {
+                        let p = self
+                            .sh
+                            .hive_peer(region)
+                            .ok_or_else(|| fault(FaultKind::NoMember))?;
+                        self.peers.push((region, p.clone()));
+                        p
+                    }
+                };
+                if !dev.vram.contains(offset, len) {
+                    return Err(fault(FaultKind::BadAddress));
+                }
+                if access == Access::Write {
+                    self.peer_written = true;
+                }
+                Place::Peer(dev, region, offset)
+            }
+        })
+    }
+
+    /// Read `buf.len()` bytes at a resolved `target` (as an earlier access found it; `addr`
+    /// names it in a fault), not HDP-checked: what is there now.
+    pub fn read_target(
+        &mut self,
+        addr: u64,
+        target: PhysTarget,
+        buf: &mut [u8],
+    ) -> Result<(), MemError> {
+        match self.place(addr, target, buf.len() as u64, Access::Read)? {
+            Place::System(bus) => self.sys_read(addr, bus, buf),
+            place => {
+                if let Some((vram, v, _)) = place.vram(self.sh) {
+                    vram.read(v, buf);
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Read `buf.len()` bytes at `addr`. With `hdp`, bytes the CPU wrote through BAR0 and
     /// has not flushed are refused.
     pub fn read_as(
@@ -200,14 +312,23 @@ impl<'a> GpuMem<'a> {
             let r = self.resolve(at, access)?;
             let n = ((buf.len() - done) as u64).min(r.span) as usize;
             let part = &mut buf[done..done + n];
-            match r.target {
-                PhysTarget::Vram(v) => {
-                    if hdp && let Some(range) = self.sh.vram.unflushed(v, n as u64) {
-                        return Err(MemError::Unflushed { addr: at, range });
+            let place = self.place(at, r.target, n as u64, access)?;
+            match place.vram(self.sh) {
+                Some((vram, v, peer)) => {
+                    if hdp && let Some(range) = vram.unflushed(v, n as u64) {
+                        return Err(MemError::Unflushed {
+                            addr: at,
+                            range,
+                            peer,
+                        });
                     }
-                    self.sh.vram.read(v, part);
+                    vram.read(v, part);
                 }
-                PhysTarget::System(bus) => self.sys_read(at, bus, part)?,
+                None => {
+                    if let Place::System(bus) = place {
+                        self.sys_read(at, bus, part)?;
+                    }
+                }
             }
             done += n;
         }
@@ -245,18 +366,7 @@ impl<'a> GpuMem<'a> {
 
     /// Write bytes at `addr`.
     pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemError> {
-        let mut done = 0usize;
-        while done < data.len() {
-            let at = addr.wrapping_add(done as u64);
-            let r = self.resolve(at, Access::Write)?;
-            let n = ((data.len() - done) as u64).min(r.span) as usize;
-            let part = &data[done..done + n];
-            match r.target {
-                PhysTarget::Vram(v) => self.sh.vram.write(v, part),
-                PhysTarget::System(bus) => self.sys_write(at, bus, part)?,
-            }
-            done += n;
-        }
+        self.write_quiet(addr, data)?;
         self.sh.engines.memory_changed();
         Ok(())
     }
@@ -314,6 +424,7 @@ impl<'a> GpuMem<'a> {
                         return Err(MemError::Unflushed {
                             addr: src + done,
                             range,
+                            peer: None,
                         });
                     }
                     self.sh.vram.copy_within(sv, dv, n);
@@ -337,12 +448,17 @@ impl<'a> GpuMem<'a> {
                         })?;
                 }
                 _ => {
+                    // Across devices or kinds of memory: through a bounce buffer (a page
+                    // of a mapping, or up to the end of an aperture segment, at a time).
+                    let n = n.min(COPY_BOUNCE);
                     bounce.resize(n as usize, 0);
                     self.read(src + done, &mut bounce)?;
                     let b = std::mem::take(&mut bounce);
                     let r = self.write_quiet(dst + done, &b);
                     bounce = b;
                     r?;
+                    done += n;
+                    continue;
                 }
             }
             done += n;
@@ -351,15 +467,22 @@ impl<'a> GpuMem<'a> {
         Ok(())
     }
 
+    /// Write bytes at `addr` without waking this device's blocked queues (a shader's store;
+    /// the dispatch wakes them when it ends).
     fn write_quiet(&mut self, addr: u64, data: &[u8]) -> Result<(), MemError> {
         let mut done = 0usize;
         while done < data.len() {
-            let at = addr + done as u64;
+            let at = addr.wrapping_add(done as u64);
             let r = self.resolve(at, Access::Write)?;
             let n = ((data.len() - done) as u64).min(r.span) as usize;
-            match r.target {
-                PhysTarget::Vram(v) => self.sh.vram.write(v, &data[done..done + n]),
-                PhysTarget::System(bus) => self.sys_write(at, bus, &data[done..done + n])?,
+            let part = &data[done..done + n];
+            match self.place(at, r.target, n as u64, Access::Write)? {
+                Place::System(bus) => self.sys_write(at, bus, part)?,
+                place => {
+                    if let Some((vram, v, _)) = place.vram(self.sh) {
+                        vram.write(v, part);
+                    }
+                }
             }
             done += n;
         }
@@ -371,10 +494,11 @@ impl<'a> GpuMem<'a> {
         let mut done = 0u64;
         while done < len {
             let d = self.resolve(dst + done, Access::Write)?;
-            let n = (len - done).min(d.span);
-            match d.target {
-                PhysTarget::Vram(v) => self.sh.vram.fill(v, n, pattern),
-                PhysTarget::System(bus) => {
+            let n = (len - done).min(d.span).min(FILL_STEP);
+            match self.place(dst + done, d.target, n, Access::Write)? {
+                Place::Local(v) => self.sh.vram.fill(v, n, pattern),
+                Place::Peer(p, _, v) => p.vram.fill(v, n, pattern),
+                Place::System(bus) => {
                     let bytes: Vec<u8> = pattern
                         .to_le_bytes()
                         .iter()
@@ -391,6 +515,12 @@ impl<'a> GpuMem<'a> {
         Ok(())
     }
 }
+
+/// Bytes a copy between different memories moves at a time.
+const COPY_BOUNCE: u64 = 1 << 20;
+
+/// Bytes a fill resolves at a time (a peer's segment is one span of 192 GiB).
+const FILL_STEP: u64 = 1 << 30;
 
 /// A shader's view of memory for `am_emu`: reads and writes of one dispatch, the first
 /// failure kept for the engine to report.

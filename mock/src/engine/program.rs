@@ -11,8 +11,9 @@
 //! decode starts at the entry).
 //!
 //! A decoded program is reused while every VRAM page it came from is unwritten since it
-//! was read (page generations) and the GPU's mapping is unchanged; code in system memory is
-//! compared byte for byte.
+//! was read (page generations) and the GPU's mapping is unchanged; code in system memory or
+//! in another hive member's VRAM (whose write epochs are that member's) is compared byte for
+//! byte.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -36,15 +37,15 @@ pub struct Code {
     pub cut: Option<String>,
     /// The GMC epoch of the translation.
     vm_epoch: u64,
-    /// Per page: where it was, and (VRAM) the write epoch it was read in, or (system
-    /// memory) its bytes.
+    /// Per page: where it was, and (this device's VRAM) the write epoch it was read in, or
+    /// (elsewhere) its bytes.
     pages: Vec<(PhysTarget, Source)>,
 }
 
 #[derive(Debug)]
 enum Source {
     Vram(u64),
-    System(Vec<u8>),
+    Bytes(Vec<u8>),
 }
 
 /// Decoded programs by (hub, vmid, entry address).
@@ -91,9 +92,9 @@ fn still_valid(mem: &mut GpuMem<'_>, c: &Code) -> bool {
     }
     c.pages.iter().all(|(target, src)| match (target, src) {
         (PhysTarget::Vram(off), Source::Vram(epoch)) => vram.page_generation(*off) <= *epoch,
-        (PhysTarget::System(bus), Source::System(bytes)) => {
+        (_, Source::Bytes(bytes)) => {
             let mut now = vec![0u8; bytes.len()];
-            mem.shared().sysmem.read(*bus, &mut now).is_ok() && now == *bytes
+            mem.read_target(0, *target, &mut now).is_ok() && now == *bytes
         }
         _ => false,
     })
@@ -133,7 +134,7 @@ fn read(mem: &mut GpuMem<'_>, entry: u64, isa: am_emu::Isa) -> Result<Code, MemE
         }
         let src = match target {
             PhysTarget::Vram(_) => Source::Vram(epoch),
-            PhysTarget::System(_) => Source::System(buf.clone()),
+            PhysTarget::System(_) | PhysTarget::Peer { .. } => Source::Bytes(buf.clone()),
         };
         pages.push((target, src));
         bytes.extend_from_slice(&buf);

@@ -21,7 +21,9 @@ use super::{Fault, Hw, IpModel, Reg, ResetKind};
 use crate::hive::Member;
 use crate::profile::RegIp;
 use crate::regs::RegId;
-use crate::walker::{self, Access, Context, FaultKind, PageFault, PhysTarget, PteFormat};
+use crate::walker::{
+    self, Access, Context, FaultKind, PageFault, PhysTarget, PteFormat, XgmiLayout,
+};
 use am_autogen::hwid::{GC_HWID, MMHUB_HWID};
 use am_autogen::ih as ihsrc;
 use am_autogen::regs::Field;
@@ -145,7 +147,8 @@ pub fn fb_aperture(hw: &Hw<'_>, hub: Hub, mc: u64) -> Option<u64> {
         return None;
     }
     // In a hive the aperture spans every member's segment; another member's segment is
-    // reached over XGMI, which is not modelled (the caller walks the GART and faults).
+    // reached over XGMI by the engines (`HubView`), not by the firmware and IH that use
+    // this (the caller walks the GART and faults).
     let local = (mc - base).checked_sub(xgmi_offset(hw, hub))?;
     hw.vram.contains(local, 1).then_some(local)
 }
@@ -165,6 +168,19 @@ fn xgmi_offset(hw: &Hw<'_>, hub: Hub) -> u64 {
     let region = get_field(hw, hub, "MC_VM_XGMI_LFB_CNTL", "PF_LFB_REGION").unwrap_or(0);
     let size = get_field(hw, hub, "MC_VM_XGMI_LFB_SIZE", "PF_LFB_SIZE").unwrap_or(0);
     u64::from(region) * (u64::from(size) << 24)
+}
+
+/// The hive layout a hub's LFB registers hold; `None` outside a hive (no registers, no
+/// segment size, or a single region).
+fn xgmi_layout(hw: &Hw<'_>, hub: Hub) -> Option<XgmiLayout> {
+    let region = get_field(hw, hub, "MC_VM_XGMI_LFB_CNTL", "PF_LFB_REGION").ok()?;
+    let max = get_field(hw, hub, "MC_VM_XGMI_LFB_CNTL", "PF_MAX_REGION").ok()?;
+    let size = get_field(hw, hub, "MC_VM_XGMI_LFB_SIZE", "PF_LFB_SIZE").ok()?;
+    (size > 0 && max > 0).then(|| XgmiLayout {
+        region: region as u8,
+        regions: max as u8 + 1,
+        segment_size: u64::from(size) << 24,
+    })
 }
 
 /// The IH client and source id of a page fault on `hub` (`gmc_v9_0.c`/`gmc_v11_0.c`
@@ -284,6 +300,8 @@ pub struct HubView {
     fb: Option<(u64, u64, u64)>,
     /// AGP aperture `[bot, top]` (MC) and the bus address of `bot`.
     agp: Option<(u64, u64, u64)>,
+    /// The hive layout (another member's segment of the FB aperture is its VRAM).
+    xgmi: Option<XgmiLayout>,
     /// The VM context, `None` if disabled or never invalidated.
     pub context: Option<Context>,
 }
@@ -301,8 +319,10 @@ pub struct Resolved {
 
 impl HubView {
     /// Resolve `addr` as a client of the hub would for `access`: VM context 0 tries the FB
-    /// aperture, then the AGP aperture, then the page tables (the GART); other vmids walk
-    /// their tables. A fault is what the walker found.
+    /// aperture (this device's VRAM, or in a hive another member's segment), then the AGP
+    /// aperture, then the page tables (the GART); other vmids walk their tables. A fault is
+    /// what the walker found. A peer target is not checked here: the fabric finds whether
+    /// that member exists when the access reaches it.
     pub fn resolve(
         &self,
         vram: &crate::vram::Vram,
@@ -331,6 +351,17 @@ impl HubView {
                 return Ok(Resolved {
                     target: PhysTarget::Vram(local),
                     span: (top - addr + 1).min(vram.size() - local),
+                    perms: [true; 3],
+                });
+            }
+            if let Some((base, top, _)) = self.fb
+                && (base..=top).contains(&addr)
+                && let Some(x) = self.xgmi
+                && let Some(target @ PhysTarget::Peer { offset, .. }) = x.peer(addr - base)
+            {
+                return Ok(Resolved {
+                    target,
+                    span: (top - addr + 1).min(x.segment_size - offset),
                     perms: [true; 3],
                 });
             }
@@ -393,6 +424,7 @@ impl Gmc {
             vmid,
             fb,
             agp,
+            xgmi: xgmi_layout(hw, hub),
             context: self.context(hw, hub, vmid)?,
         })
     }
@@ -440,6 +472,7 @@ impl Gmc {
             start_page: get64(hw, hub, &p("START_ADDR_LO32"), &p("START_ADDR_HI32"))?,
             end_page: get64(hw, hub, &p("END_ADDR_LO32"), &p("END_ADDR_HI32"))?,
             vram_offset: xgmi_offset(hw, hub),
+            xgmi: xgmi_layout(hw, hub),
             flush_generation,
         }))
     }
@@ -478,7 +511,8 @@ impl Gmc {
     /// later ones only set `MORE_FAULTS`. `PERMISSION_FAULTS` has bit 0 for a missing
     /// `VALID`, bits 1/2/3 for missing read/write/execute; `MAPPING_ERROR` is set for an
     /// invalid entry, a VA outside the context or a table not yet invalidated;
-    /// `WALKER_ERROR` for an entry pointing outside VRAM.
+    /// `WALKER_ERROR` for an entry pointing outside VRAM or to a hive member that is not
+    /// there.
     pub fn latch_fault(
         hw: &mut Hw<'_>,
         hub: Hub,
@@ -513,7 +547,10 @@ impl Gmc {
         v = set(
             v,
             "WALKER_ERROR",
-            u32::from(f.kind == FaultKind::BadAddress),
+            u32::from(matches!(
+                f.kind,
+                FaultKind::BadAddress | FaultKind::NoMember
+            )),
         );
         v = set(v, "RW", u32::from(access == Access::Write));
         v = set(v, "VMID", u32::from(vmid));
@@ -540,7 +577,10 @@ impl Gmc {
         let kind = match (f.kind, access) {
             (FaultKind::OutOfRange, _) => "RANGE",
             (FaultKind::Invalid | FaultKind::Stale, _) if f.shift == 12 => "VALID",
-            (FaultKind::Invalid | FaultKind::Stale | FaultKind::BadAddress, _) => "PDE0",
+            (
+                FaultKind::Invalid | FaultKind::Stale | FaultKind::BadAddress | FaultKind::NoMember,
+                _,
+            ) => "PDE0",
             (FaultKind::Permission, Access::Read) => "READ",
             (FaultKind::Permission, Access::Write) => "WRITE",
             (FaultKind::Permission, Access::Execute) => "EXECUTE",

@@ -156,6 +156,10 @@ fn ih_write(
             hw.vram.write(off, data);
             Ok(())
         }
+        PhysTarget::Peer { region, .. } => Err(Fault::new(format!(
+            "IH ring address {addr:#x} is in the VRAM of hive region {region}: the IH writes \
+             this device's memory or system memory only (not modelled)"
+        ))),
         PhysTarget::System(bus) => {
             if !hw.config.bus_master() {
                 return Err(Fault::new(format!(

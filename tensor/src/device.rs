@@ -1,0 +1,640 @@
+//! Devices tensors live on: the host CPU (kernels compiled by the compiler's CPU backend) or
+//! any `am` device (a GPU booted by the driver, the mock included), behind one interface.
+//!
+//! A device owns a pool of buffers (a buffer whose last handle goes returns to the pool and
+//! is handed out again for the same size), the programs it has loaded (by kernel text), the
+//! count of kernels it has launched, and, while a step is being captured, the list of
+//! launches that a replay repeats.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use am_compiler::{Compiler, CpuProgram, Kernel, Target};
+use am_runtime::{Arg, ComputeCommands, MemKind};
+
+use crate::{Error, Result};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Pooled bytes kept for reuse at most (more are freed).
+const POOL_LIMIT: usize = 512 << 20;
+
+/// A device: `cpu` or an `am` device. Cloning shares it.
+#[derive(Clone)]
+pub struct Device(pub(crate) Arc<DeviceInner>);
+
+pub(crate) struct DeviceInner {
+    name: String,
+    backend: Backend,
+    target: Target,
+    compute_units: u32,
+    compiler: Arc<Compiler>,
+    programs: Mutex<HashMap<String, Arc<CompiledKernel>>>,
+    pool: Mutex<Pool>,
+    kernels: AtomicU64,
+    compiles: AtomicU64,
+    allocations: AtomicU64,
+    schedules: AtomicU64,
+    debug: AtomicU32,
+    /// The thread capturing a step and the launches it made so far.
+    capture: Mutex<Option<(std::thread::ThreadId, Vec<Launch>)>>,
+    wait_nanos: AtomicU64,
+    exec: Mutex<()>,
+}
+
+enum Backend {
+    Cpu,
+    Am(am_runtime::Device),
+}
+
+#[derive(Default)]
+struct Pool {
+    free: HashMap<usize, Vec<Storage>>,
+    bytes: usize,
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Device({})", self.0.name)
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.name)
+    }
+}
+
+impl PartialEq for Device {
+    fn eq(&self, other: &Device) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Device {}
+
+/// The level of `AM_DEBUG` (0 when unset or not a number).
+fn debug_from_env() -> u32 {
+    std::env::var("AM_DEBUG")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+impl Device {
+    /// The host CPU, with a compiler caching on disk (`$XDG_CACHE_HOME/am`).
+    pub fn cpu() -> Device {
+        Device::cpu_with(Arc::new(Compiler::new()))
+    }
+
+    /// The host CPU with the given compiler (tests pass one that caches in memory only).
+    pub fn cpu_with(compiler: Arc<Compiler>) -> Device {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        Device::new("cpu".into(), Backend::Cpu, Target::Cpu, cores, compiler)
+    }
+
+    /// Opens the device `spec` names: `cpu`, or an `am` device spec (a PCI BDF,
+    /// `mock:PROFILE[:N]` once the mock backend is registered, `remote:HOST:PORT[:N]`).
+    pub fn open(spec: &str) -> Result<Device> {
+        Device::open_with(spec, Arc::new(Compiler::new()))
+    }
+
+    /// [`Device::open`] with the given compiler.
+    pub fn open_with(spec: &str, compiler: Arc<Compiler>) -> Result<Device> {
+        if spec == "cpu" {
+            return Ok(Device::cpu_with(compiler));
+        }
+        let dev = am_runtime::Device::open(spec).map_err(|source| Error::Runtime {
+            device: spec.to_string(),
+            source: Box::new(source),
+        })?;
+        Device::from_runtime(dev, compiler)
+    }
+
+    /// A tensor device on a runtime device that is already open.
+    pub fn from_runtime(dev: am_runtime::Device, compiler: Arc<Compiler>) -> Result<Device> {
+        let info = dev.info().clone();
+        let target = match info.target.as_str() {
+            "gfx1100" => Target::Gfx1100,
+            "gfx942" => Target::Gfx942,
+            "gfx950" => Target::Gfx950,
+            other => {
+                return Err(Error::Device {
+                    device: info.name.clone(),
+                    reason: format!("the compiler has no code generator for {other}"),
+                });
+            }
+        };
+        let d = Device::new(
+            info.name.clone(),
+            Backend::Am(dev),
+            target,
+            info.cus.max(1),
+            compiler,
+        );
+        d.apply_debug();
+        Ok(d)
+    }
+
+    fn new(
+        name: String,
+        backend: Backend,
+        target: Target,
+        compute_units: u32,
+        compiler: Arc<Compiler>,
+    ) -> Device {
+        Device(Arc::new(DeviceInner {
+            name,
+            backend,
+            target,
+            compute_units,
+            compiler,
+            programs: Mutex::new(HashMap::new()),
+            pool: Mutex::new(Pool::default()),
+            kernels: AtomicU64::new(0),
+            compiles: AtomicU64::new(0),
+            allocations: AtomicU64::new(0),
+            schedules: AtomicU64::new(0),
+            debug: AtomicU32::new(debug_from_env()),
+            capture: Mutex::new(None),
+            wait_nanos: AtomicU64::new(0),
+            exec: Mutex::new(()),
+        }))
+    }
+
+    /// The device's name (`cpu` or the `am` device's spec).
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// What the compiler generates code for on this device.
+    pub fn target(&self) -> Target {
+        self.0.target
+    }
+
+    /// Whether this is the host CPU.
+    pub fn is_cpu(&self) -> bool {
+        matches!(self.0.backend, Backend::Cpu)
+    }
+
+    /// The runtime device under an `am` device.
+    pub fn runtime(&self) -> Option<&am_runtime::Device> {
+        match &self.0.backend {
+            Backend::Am(d) => Some(d),
+            Backend::Cpu => None,
+        }
+    }
+
+    /// Kernels launched so far (replays of captured steps included).
+    pub fn kernels_launched(&self) -> u64 {
+        self.0.kernels.load(Ordering::Relaxed)
+    }
+
+    /// Programs this device has compiled or loaded so far.
+    pub fn programs_built(&self) -> u64 {
+        self.0.compiles.load(Ordering::Relaxed)
+    }
+
+    /// Fresh memory allocations so far (memory from the pool not counted).
+    pub fn allocations(&self) -> u64 {
+        self.0.allocations.load(Ordering::Relaxed)
+    }
+
+    /// Schedules made so far (each realize of work on this device makes one).
+    pub fn schedules(&self) -> u64 {
+        self.0.schedules.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_schedule(&self) {
+        self.0.schedules.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Time spent waiting for the GPU to finish submitted work so far (0 on the CPU, where
+    /// kernels run on the calling thread).
+    pub fn wait_time(&self) -> Duration {
+        Duration::from_nanos(self.0.wait_nanos.load(Ordering::Relaxed))
+    }
+
+    /// The kernel log level (`AM_DEBUG` at creation): 2 prints every kernel with its shape
+    /// and time, 4 also its IR.
+    pub fn debug(&self) -> u32 {
+        self.0.debug.load(Ordering::Relaxed)
+    }
+
+    /// Changes the kernel log level.
+    pub fn set_debug(&self, level: u32) {
+        self.0.debug.store(level, Ordering::Relaxed);
+        self.apply_debug();
+    }
+
+    fn apply_debug(&self) {
+        if let Backend::Am(d) = &self.0.backend {
+            d.set_profiling(self.debug() >= 2);
+        }
+    }
+
+    pub(crate) fn compute_units(&self) -> u32 {
+        self.0.compute_units
+    }
+
+    pub(crate) fn runtime_error(&self, source: am_runtime::Error) -> Error {
+        Error::Runtime {
+            device: self.0.name.clone(),
+            source: Box::new(source),
+        }
+    }
+
+    /// A buffer of at least `bytes` bytes (contents unspecified), from the pool if one fits.
+    pub(crate) fn alloc(&self, bytes: usize) -> Result<Buffer> {
+        let size = bytes.max(1).next_multiple_of(256);
+        let reused = {
+            let mut p = lock(&self.0.pool);
+            let s = p.free.get_mut(&size).and_then(|v| v.pop());
+            if s.is_some() {
+                p.bytes -= size;
+            }
+            s
+        };
+        let storage = match reused {
+            Some(s) => s,
+            None => {
+                self.0.allocations.fetch_add(1, Ordering::Relaxed);
+                match &self.0.backend {
+                    Backend::Cpu => Storage::Host(Mutex::new(vec![0u128; size / 16])),
+                    Backend::Am(d) => Storage::Am(
+                        d.alloc(size as u64, MemKind::Vram)
+                            .map_err(|e| self.runtime_error(e))?,
+                    ),
+                }
+            }
+        };
+        Ok(Buffer(Arc::new(BufferInner {
+            dev: self.clone(),
+            size,
+            storage: Some(storage),
+        })))
+    }
+
+    fn release(&self, size: usize, s: Storage) {
+        let mut p = lock(&self.0.pool);
+        if p.bytes + size <= POOL_LIMIT {
+            p.bytes += size;
+            p.free.entry(size).or_default().push(s);
+        }
+    }
+
+    /// Writes `data` at the start of `buf`.
+    pub(crate) fn write(&self, buf: &Buffer, data: &[u8]) -> Result<()> {
+        match buf.storage() {
+            Storage::Host(m) => {
+                let mut words = lock(m);
+                for (w, chunk) in words.iter_mut().zip(data.chunks(16)) {
+                    let mut b = w.to_le_bytes();
+                    b[..chunk.len()].copy_from_slice(chunk);
+                    *w = u128::from_le_bytes(b);
+                }
+                Ok(())
+            }
+            Storage::Am(b) => {
+                let d = self.runtime().ok_or_else(|| self.not_am())?;
+                d.write(b, 0, data).map_err(|e| self.runtime_error(e))
+            }
+        }
+    }
+
+    /// Reads the first `out.len()` bytes of `buf`.
+    pub(crate) fn read(&self, buf: &Buffer, out: &mut [u8]) -> Result<()> {
+        match buf.storage() {
+            Storage::Host(m) => {
+                let words = lock(m);
+                for (w, chunk) in words.iter().zip(out.chunks_mut(16)) {
+                    chunk.copy_from_slice(&w.to_le_bytes()[..chunk.len()]);
+                }
+                Ok(())
+            }
+            Storage::Am(b) => {
+                let d = self.runtime().ok_or_else(|| self.not_am())?;
+                d.read(b, 0, out).map_err(|e| self.runtime_error(e))
+            }
+        }
+    }
+
+    fn not_am(&self) -> Error {
+        Error::Device {
+            device: self.0.name.clone(),
+            reason: "a GPU buffer on a device that is not an am device".into(),
+        }
+    }
+
+    /// The program of `kernel` on this device: compiled (through the compiler's cache) and
+    /// loaded once, then found by its text.
+    pub(crate) fn program(&self, kernel: &Kernel) -> Result<Arc<CompiledKernel>> {
+        let key = am_compiler::text::print_canonical(kernel);
+        if let Some(p) = lock(&self.0.programs).get(&key) {
+            return Ok(p.clone());
+        }
+        let compile_err = |source| Error::Compile {
+            device: self.0.name.clone(),
+            kernel: kernel.name.clone(),
+            source: Box::new(source),
+        };
+        let compiled = self
+            .0
+            .compiler
+            .compile(kernel, self.0.target)
+            .map_err(compile_err)?;
+        let program = match &self.0.backend {
+            Backend::Cpu => Program::Cpu(CpuProgram::load(&compiled.bytes).map_err(compile_err)?),
+            Backend::Am(d) => Program::Am(
+                d.load(&compiled.bytes, &kernel.name)
+                    .map_err(|e| self.runtime_error(e))?,
+            ),
+        };
+        self.0.compiles.fetch_add(1, Ordering::Relaxed);
+        let ck = Arc::new(CompiledKernel {
+            name: kernel.name.clone(),
+            workgroup: kernel.workgroup[0],
+            layout: kernel.arg_layout(),
+            args_size: kernel.args_size() as usize,
+            program,
+            text: if self.debug() >= 4 {
+                am_compiler::text::print(kernel)
+            } else {
+                String::new()
+            },
+        });
+        lock(&self.0.programs).insert(key, ck.clone());
+        Ok(ck)
+    }
+
+    /// Starts recording the launches this thread makes (a step being captured).
+    pub(crate) fn begin_capture(&self) -> Result<()> {
+        let mut c = lock(&self.0.capture);
+        if c.is_some() {
+            return Err(Error::Capture(format!(
+                "device {} is already capturing a step",
+                self.0.name
+            )));
+        }
+        *c = Some((std::thread::current().id(), Vec::new()));
+        Ok(())
+    }
+
+    /// Stops recording and returns the launches recorded.
+    pub(crate) fn end_capture(&self) -> Vec<Launch> {
+        lock(&self.0.capture)
+            .take()
+            .map(|(_, l)| l)
+            .unwrap_or_default()
+    }
+
+    /// Runs `launches` in order and waits for them (recording them while a capture is on).
+    pub(crate) fn run(&self, launches: &[Launch]) -> Result<()> {
+        if launches.is_empty() {
+            return Ok(());
+        }
+        let _serial = lock(&self.0.exec);
+        if let Some((thread, c)) = lock(&self.0.capture).as_mut()
+            && *thread == std::thread::current().id()
+        {
+            c.extend(launches.iter().cloned());
+        }
+        self.0
+            .kernels
+            .fetch_add(launches.len() as u64, Ordering::Relaxed);
+        let debug = self.debug();
+        match &self.0.backend {
+            Backend::Cpu => {
+                let first = self.kernels_launched() - launches.len() as u64;
+                for (k, l) in launches.iter().enumerate() {
+                    let t = Instant::now();
+                    self.launch_cpu(l)?;
+                    if debug >= 2 {
+                        self.log(first + k as u64 + 1, l, t.elapsed());
+                    }
+                }
+                Ok(())
+            }
+            Backend::Am(d) => {
+                let mut c = ComputeCommands::new(d);
+                for l in launches {
+                    let Program::Am(p) = &l.kernel.program else {
+                        return Err(self.not_am());
+                    };
+                    c.exec(
+                        p,
+                        &l.gpu_args(),
+                        [l.groups, 1, 1],
+                        [l.kernel.workgroup, 1, 1],
+                    )
+                    .map_err(|e| self.runtime_error(e))?;
+                }
+                let fence = c.submit().map_err(|e| self.runtime_error(e))?;
+                let t = Instant::now();
+                let r = fence.wait();
+                self.0
+                    .wait_nanos
+                    .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+                r.map_err(|e| self.runtime_error(e))?;
+                if debug >= 2 {
+                    let events = d.profile().map_err(|e| self.runtime_error(e))?;
+                    let first = self.kernels_launched() - launches.len() as u64;
+                    let recent = events.iter().rev().take(launches.len()).rev();
+                    for (k, (l, e)) in launches.iter().zip(recent).enumerate() {
+                        self.log(first + k as u64 + 1, l, Duration::from_nanos(e.nanos()));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Adds time spent waiting for the GPU (graph replays measure their own waits).
+    pub(crate) fn add_wait(&self, d: Duration) {
+        self.0
+            .wait_nanos
+            .fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn count_kernels(&self, n: usize) {
+        self.0.kernels.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// One line of the kernel log: device, kernel number, name, shape, time.
+    pub(crate) fn log(&self, n: u64, l: &Launch, t: Duration) {
+        eprintln!(
+            "{:<12} {:>6} {:<28} {:<40} {:>10.1} µs",
+            self.0.name,
+            n,
+            l.kernel.name,
+            l.info,
+            t.as_secs_f64() * 1e6
+        );
+        if self.debug() >= 4 && !l.kernel.text.is_empty() {
+            eprintln!("{}", l.kernel.text);
+        }
+    }
+
+    /// Runs one launch on the host.
+    pub(crate) fn launch_cpu(&self, l: &Launch) -> Result<()> {
+        let Program::Cpu(p) = &l.kernel.program else {
+            return Err(Error::Device {
+                device: self.0.name.clone(),
+                reason: "a GPU program launched on the cpu".into(),
+            });
+        };
+        // Each distinct buffer is locked once for the launch; the kernel gets pointers into
+        // the locked memory.
+        let mut distinct: Vec<&Buffer> = Vec::new();
+        for a in &l.args {
+            if let LaunchArg::Buf(b) = a
+                && !distinct.iter().any(|d| Arc::ptr_eq(&d.0, &b.0))
+            {
+                distinct.push(b);
+            }
+        }
+        let mut guards = Vec::with_capacity(distinct.len());
+        for b in &distinct {
+            match b.storage() {
+                Storage::Host(m) => guards.push(lock(m)),
+                Storage::Am(_) => {
+                    return Err(Error::Device {
+                        device: self.0.name.clone(),
+                        reason: "a GPU buffer passed to a cpu kernel".into(),
+                    });
+                }
+            }
+        }
+        let ptrs: Vec<u64> = guards
+            .iter_mut()
+            .map(|g| g.as_mut_ptr() as usize as u64)
+            .collect();
+        let mut bytes = vec![0u8; l.kernel.args_size + 16];
+        for (a, &(off, size)) in l.args.iter().zip(&l.kernel.layout) {
+            let v: u64 = match a {
+                LaunchArg::Buf(b) => {
+                    let i = distinct
+                        .iter()
+                        .position(|d| Arc::ptr_eq(&d.0, &b.0))
+                        .unwrap_or(0);
+                    ptrs[i]
+                }
+                LaunchArg::U32(x) => u64::from(*x),
+            };
+            let off = off as usize;
+            bytes[off..off + size as usize].copy_from_slice(&v.to_le_bytes()[..size as usize]);
+        }
+        // SAFETY: every pointer argument points into a buffer locked above for the whole
+        // launch, and the scheduler generated the kernel to access only elements inside the
+        // shapes those buffers were allocated for (indices of padded regions are clamped to
+        // 0 before loading).
+        unsafe { p.launch([l.groups, 1, 1], &bytes) }.map_err(|source| Error::Compile {
+            device: self.0.name.clone(),
+            kernel: l.kernel.name.clone(),
+            source: Box::new(source),
+        })?;
+        drop(guards);
+        Ok(())
+    }
+}
+
+/// A kernel ready to launch on a device.
+pub(crate) struct CompiledKernel {
+    pub(crate) name: String,
+    pub(crate) workgroup: u32,
+    layout: Vec<(u32, u32)>,
+    args_size: usize,
+    pub(crate) program: Program,
+    text: String,
+}
+
+pub(crate) enum Program {
+    Cpu(CpuProgram),
+    Am(am_runtime::Program),
+}
+
+/// An argument of a launch.
+#[derive(Clone)]
+pub(crate) enum LaunchArg {
+    Buf(Buffer),
+    U32(u32),
+}
+
+/// One kernel launch: the program, its arguments, the number of workgroups.
+#[derive(Clone)]
+pub(crate) struct Launch {
+    pub(crate) kernel: Arc<CompiledKernel>,
+    pub(crate) args: Vec<LaunchArg>,
+    pub(crate) groups: u32,
+    /// Output shape and the reduction sizes, for the log.
+    pub(crate) info: String,
+}
+
+impl Launch {
+    pub(crate) fn gpu_args(&self) -> Vec<Arg> {
+        self.args
+            .iter()
+            .map(|a| match a {
+                LaunchArg::Buf(b) => Arg::Ptr(b.va()),
+                LaunchArg::U32(x) => Arg::U32(*x),
+            })
+            .collect()
+    }
+}
+
+pub(crate) enum Storage {
+    Host(Mutex<Vec<u128>>),
+    Am(am_runtime::Buffer),
+}
+
+/// Device memory holding a tensor's elements. Cloning shares it; the last handle returns
+/// the memory to its device's pool.
+#[derive(Clone)]
+pub(crate) struct Buffer(pub(crate) Arc<BufferInner>);
+
+pub(crate) struct BufferInner {
+    dev: Device,
+    size: usize,
+    storage: Option<Storage>,
+}
+
+impl Drop for BufferInner {
+    fn drop(&mut self) {
+        if let Some(s) = self.storage.take() {
+            self.dev.release(self.size, s);
+        }
+    }
+}
+
+impl Buffer {
+    fn storage(&self) -> &Storage {
+        // Present until the drop.
+        match &self.0.storage {
+            Some(s) => s,
+            None => unreachable!("a buffer's storage is taken only when it is dropped"),
+        }
+    }
+
+    /// Bytes.
+    pub(crate) fn size(&self) -> usize {
+        self.0.size
+    }
+
+    /// The GPU address (0 for host memory).
+    pub(crate) fn va(&self) -> u64 {
+        match self.storage() {
+            Storage::Am(b) => b.va(),
+            Storage::Host(_) => 0,
+        }
+    }
+
+    /// Whether two handles share memory.
+    pub(crate) fn same(&self, other: &Buffer) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}

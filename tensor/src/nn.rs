@@ -1,0 +1,357 @@
+//! Building blocks for training: [`Linear`] layers, the [`Sgd`] and [`Adam`] optimizers
+//! (updates by [`Tensor::assign`], so a captured step updates parameters in place), and
+//! parameters saved to and loaded from safetensors files.
+
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use crate::{DType, Device, Error, Result, Tensor};
+
+/// `y = x · Wᵀ + b`, with `W` of shape `[outputs, inputs]` and `b` of `[outputs]` (the
+/// layout PyTorch uses).
+pub struct Linear {
+    /// `[outputs, inputs]`.
+    pub weight: Tensor,
+    /// `[outputs]`.
+    pub bias: Tensor,
+}
+
+impl Linear {
+    /// A layer initialised as PyTorch does by default: weights and biases uniform in
+    /// `±1/√inputs`, drawn on the device from `seed` (and `seed + 1` for the bias); both
+    /// computed now and marked as requiring gradients.
+    pub fn new(inputs: usize, outputs: usize, seed: u32, dev: &Device) -> Result<Linear> {
+        let bound = 1.0 / (inputs.max(1) as f64).sqrt();
+        let weight = Tensor::uniform(&[outputs, inputs], -bound, bound, seed, dev)?;
+        let bias = Tensor::uniform(&[outputs], -bound, bound, seed.wrapping_add(1), dev)?;
+        Tensor::realize_all(&[&weight, &bias])?;
+        weight.set_requires_grad(true);
+        bias.set_requires_grad(true);
+        Ok(Linear { weight, bias })
+    }
+
+    /// The layer applied to `x` of shape `[…, inputs]`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.matmul(&self.weight.t()?)?.add(&self.bias)
+    }
+
+    /// Weight and bias.
+    pub fn parameters(&self) -> Vec<Tensor> {
+        vec![self.weight.clone(), self.bias.clone()]
+    }
+}
+
+fn grad_of(i: usize, p: &Tensor) -> Result<Tensor> {
+    p.grad().ok_or_else(|| {
+        Error::Autograd(format!(
+            "parameter {i} (shape {:?}) has no gradient: call backward first",
+            p.shape()
+        ))
+    })
+}
+
+/// What optimizers share.
+pub trait Optimizer {
+    /// Makes the update lazily: parameters (and state) become assignments, computed by the
+    /// next realize.
+    fn update(&mut self) -> Result<()>;
+    /// The parameters and state tensors an update assigns.
+    fn tensors(&self) -> Vec<Tensor>;
+    /// The parameters.
+    fn parameters(&self) -> &[Tensor];
+
+    /// Updates and realizes, together with `also` (typically the loss) in one schedule,
+    /// then forgets the gradients.
+    fn step(&mut self, also: &[&Tensor]) -> Result<()> {
+        self.update()?;
+        let state = self.tensors();
+        let mut all: Vec<&Tensor> = also.to_vec();
+        all.extend(state.iter());
+        Tensor::realize_all(&all)?;
+        self.zero_grad();
+        Ok(())
+    }
+
+    /// Forgets the parameters' gradients.
+    fn zero_grad(&self) {
+        for p in self.parameters() {
+            p.zero_grad();
+        }
+    }
+}
+
+/// Stochastic gradient descent, with optional momentum: `v ← μ·v + g`, `p ← p − lr·v`.
+pub struct Sgd {
+    params: Vec<Tensor>,
+    lr: f64,
+    momentum: f64,
+    velocity: Vec<Tensor>,
+}
+
+impl Sgd {
+    /// Plain SGD.
+    pub fn new(params: Vec<Tensor>, lr: f64) -> Sgd {
+        Sgd::with_momentum(params, lr, 0.0)
+    }
+
+    /// SGD with momentum `momentum`.
+    pub fn with_momentum(params: Vec<Tensor>, lr: f64, momentum: f64) -> Sgd {
+        let velocity = if momentum != 0.0 {
+            params.iter().map(|p| p.zeros_like()).collect()
+        } else {
+            vec![]
+        };
+        Sgd {
+            params,
+            lr,
+            momentum,
+            velocity,
+        }
+    }
+}
+
+impl Optimizer for Sgd {
+    fn update(&mut self) -> Result<()> {
+        for (i, p) in self.params.iter().enumerate() {
+            let g = grad_of(i, p)?;
+            let step = if self.momentum != 0.0 {
+                let v = &self.velocity[i];
+                v.assign(&v.mul(self.momentum)?.add(&g)?)?;
+                v.clone()
+            } else {
+                g
+            };
+            p.assign(&crate::no_grad(|| p.sub(&step.mul(self.lr)?))?)?;
+        }
+        Ok(())
+    }
+
+    fn tensors(&self) -> Vec<Tensor> {
+        self.params.iter().chain(&self.velocity).cloned().collect()
+    }
+
+    fn parameters(&self) -> &[Tensor] {
+        &self.params
+    }
+}
+
+/// Adam: `m ← β₁m + (1−β₁)g`, `v ← β₂v + (1−β₂)g²`, `p ← p − lr·m̂/(√v̂ + ε)` with
+/// `m̂ = m/(1−β₁ᵗ)`, `v̂ = v/(1−β₂ᵗ)`. The step count `t` lives on the device, so a
+/// captured step corrects its bias right on every replay.
+pub struct Adam {
+    params: Vec<Tensor>,
+    lr: f64,
+    betas: (f64, f64),
+    eps: f64,
+    m: Vec<Tensor>,
+    v: Vec<Tensor>,
+    t: Tensor,
+}
+
+impl Adam {
+    /// Adam with β = (0.9, 0.999) and ε = 1e-8.
+    pub fn new(params: Vec<Tensor>, lr: f64) -> Result<Adam> {
+        Adam::with(params, lr, (0.9, 0.999), 1e-8)
+    }
+
+    /// Adam with the given β and ε.
+    pub fn with(params: Vec<Tensor>, lr: f64, betas: (f64, f64), eps: f64) -> Result<Adam> {
+        let dev = params
+            .first()
+            .map(|p| p.device())
+            .ok_or_else(|| Error::Autograd("an optimizer needs at least one parameter".into()))?;
+        let m = params.iter().map(|p| p.zeros_like()).collect();
+        let v = params.iter().map(|p| p.zeros_like()).collect();
+        let t = Tensor::zeros(&[1], DType::F32, &dev);
+        Ok(Adam {
+            params,
+            lr,
+            betas,
+            eps,
+            m,
+            v,
+            t,
+        })
+    }
+}
+
+impl Optimizer for Adam {
+    fn update(&mut self) -> Result<()> {
+        let (b1, b2) = self.betas;
+        crate::no_grad(|| {
+            self.t.assign(&self.t.add(1.0)?)?;
+            // βᵗ = 2^(t·log2 β), on the device.
+            let c1 = self.t.mul(b1.log2())?.exp2().neg().add(1.0)?;
+            let c2 = self.t.mul(b2.log2())?.exp2().neg().add(1.0)?;
+            for (i, p) in self.params.iter().enumerate() {
+                let g = grad_of(i, p)?;
+                let (m, v) = (&self.m[i], &self.v[i]);
+                m.assign(&m.mul(b1)?.add(&g.mul(1.0 - b1)?)?)?;
+                v.assign(&v.mul(b2)?.add(&g.square().mul(1.0 - b2)?)?)?;
+                let mhat = m.div(&c1)?;
+                let vhat = v.div(&c2)?;
+                let upd = mhat.div(&vhat.sqrt().add(self.eps)?)?.mul(self.lr)?;
+                p.assign(&p.sub(&upd)?)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn tensors(&self) -> Vec<Tensor> {
+        let mut v: Vec<Tensor> = vec![self.t.clone()];
+        v.extend(self.params.iter().cloned());
+        v.extend(self.m.iter().cloned());
+        v.extend(self.v.iter().cloned());
+        v
+    }
+
+    fn parameters(&self) -> &[Tensor] {
+        &self.params
+    }
+}
+
+/// Writes `tensors` to a safetensors file (computing them first).
+pub fn save(path: &Path, tensors: &[(&str, &Tensor)]) -> Result<()> {
+    let mut header = Map::new();
+    let mut data: Vec<u8> = Vec::new();
+    for (name, t) in tensors {
+        let bytes = t.to_bytes()?;
+        let begin = data.len();
+        data.extend_from_slice(&bytes);
+        header.insert(
+            (*name).to_string(),
+            json!({
+                "dtype": t.dtype().safetensors_name(),
+                "shape": t.shape(),
+                "data_offsets": [begin, data.len()],
+            }),
+        );
+    }
+    let mut h = Value::Object(header).to_string().into_bytes();
+    // The data starts 8-byte aligned: the header is padded with spaces.
+    while !(8 + h.len()).is_multiple_of(8) {
+        h.push(b' ');
+    }
+    let mut file = Vec::with_capacity(8 + h.len() + data.len());
+    file.extend_from_slice(&(h.len() as u64).to_le_bytes());
+    file.extend_from_slice(&h);
+    file.extend_from_slice(&data);
+    std::fs::write(path, file).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Reads every tensor of a safetensors file onto `dev`, in the file's order of data.
+pub fn load(path: &Path, dev: &Device) -> Result<Vec<(String, Tensor)>> {
+    let bytes = std::fs::read(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let bad = |reason: String| Error::Safetensors {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let n = bytes
+        .get(..8)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .ok_or_else(|| bad("shorter than its 8-byte header length".into()))?;
+    let hend = usize::try_from(n)
+        .ok()
+        .and_then(|n| n.checked_add(8))
+        .filter(|&e| e <= bytes.len())
+        .ok_or_else(|| bad(format!("header of {n} bytes runs past the end of the file")))?;
+    let header: Value = serde_json::from_slice(&bytes[8..hend])
+        .map_err(|e| bad(format!("header is not JSON: {e}")))?;
+    let obj = header
+        .as_object()
+        .ok_or_else(|| bad("header is not a JSON object".into()))?;
+    let data = &bytes[hend..];
+    let mut out = Vec::new();
+    for (name, entry) in obj {
+        if name == "__metadata__" {
+            continue;
+        }
+        let field = |k: &str| {
+            entry
+                .get(k)
+                .ok_or_else(|| bad(format!("tensor {name}: no `{k}`")))
+        };
+        let dtype_name = field("dtype")?.as_str().unwrap_or("");
+        let dtype = DType::from_safetensors_name(dtype_name).ok_or_else(|| {
+            bad(format!(
+                "tensor {name}: dtype `{dtype_name}` is not supported"
+            ))
+        })?;
+        let shape: Vec<usize> = field("shape")?
+            .as_array()
+            .and_then(|a| {
+                a.iter()
+                    .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+                    .collect()
+            })
+            .ok_or_else(|| bad(format!("tensor {name}: shape is not a list of sizes")))?;
+        let offs: Vec<usize> = field("data_offsets")?
+            .as_array()
+            .and_then(|a| {
+                a.iter()
+                    .map(|d| d.as_u64().and_then(|d| usize::try_from(d).ok()))
+                    .collect()
+            })
+            .filter(|v: &Vec<usize>| v.len() == 2)
+            .ok_or_else(|| bad(format!("tensor {name}: data_offsets is not [begin, end]")))?;
+        let numel = shape
+            .iter()
+            .try_fold(1usize, |a, &d| a.checked_mul(d))
+            .ok_or_else(|| bad(format!("tensor {name}: shape {shape:?} is too large")))?;
+        let (b, e) = (offs[0], offs[1]);
+        if b > e || e > data.len() || e - b != numel * dtype.size() {
+            return Err(bad(format!(
+                "tensor {name}: data [{b}, {e}) does not hold {numel} {dtype} in {} bytes of data",
+                data.len()
+            )));
+        }
+        out.push((
+            b,
+            name.clone(),
+            Tensor::from_bytes(&data[b..e], &shape, dtype, dev)?,
+        ));
+    }
+    out.sort_by_key(|(b, _, _)| *b);
+    Ok(out.into_iter().map(|(_, n, t)| (n, t)).collect())
+}
+
+/// Loads a safetensors file into existing tensors by name (shapes and dtypes must match),
+/// assigning in place.
+pub fn load_into(path: &Path, tensors: &[(&str, &Tensor)]) -> Result<()> {
+    let Some((_, first)) = tensors.first() else {
+        return Ok(());
+    };
+    let loaded = load(path, &first.device())?;
+    for (name, t) in tensors {
+        let (_, v) = loaded
+            .iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| Error::Safetensors {
+                path: path.to_path_buf(),
+                reason: format!("no tensor named {name}"),
+            })?;
+        if v.shape() != t.shape() || v.dtype() != t.dtype() {
+            return Err(Error::Safetensors {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "tensor {name} is {:?} {}, the model's {:?} {}",
+                    v.shape(),
+                    v.dtype(),
+                    t.shape(),
+                    t.dtype()
+                ),
+            });
+        }
+        t.assign(&v.to(&t.device()))?;
+        t.realize()?;
+    }
+    Ok(())
+}

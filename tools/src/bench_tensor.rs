@@ -1,0 +1,234 @@
+//! `am bench tensor`: the demo's training step on a device (the mock Navi31 by default):
+//! host time outside GPU execution, uncaptured (every step scheduled, its kernels looked up
+//! and encoded) and captured (one runtime graph replayed); kernels per step; and the same
+//! step on the CPU device against numpy (when python3 has it) in the same run.
+
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use am_compiler::{Cache, Compiler};
+use am_tensor::nn::Adam;
+use am_tensor::{Device, Jit, Tensor};
+use anyhow::Context;
+use serde_json::json;
+
+use crate::demo::{self, Mlp};
+use crate::digits::{self, PIXELS};
+
+/// The demo's setup, timed.
+const HIDDEN: usize = 128;
+const BATCH: usize = 32;
+const LR: f64 = 0.01;
+
+/// One device's numbers.
+struct Timing {
+    /// Median wall time of a step.
+    wall: Duration,
+    /// Median host time of a step outside waiting for the device.
+    host: Duration,
+    /// Kernels per step.
+    kernels: f64,
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn batches(dev: &Device, n: usize) -> anyhow::Result<Vec<(Tensor, Tensor)>> {
+    let (train, _) = digits::split()?;
+    let per = train.len() / BATCH;
+    (0..n)
+        .map(|i| {
+            let idx: Vec<usize> = ((i % per) * BATCH..(i % per + 1) * BATCH).collect();
+            let b = train.select(&idx);
+            Ok((
+                Tensor::from_slice(&b.pixels, &[BATCH, PIXELS], dev)?,
+                Tensor::from_slice(&b.labels, &[BATCH], dev)?,
+            ))
+        })
+        .collect()
+}
+
+/// `steps` timed steps (after `warm` untimed ones), captured or not. Returns the timing and
+/// the first step's (cold: compiling) host time.
+fn time_steps(
+    dev: &Device,
+    captured: bool,
+    warm: usize,
+    steps: usize,
+) -> anyhow::Result<(Timing, Duration)> {
+    let model = Mlp::new(HIDDEN, 0, dev)?;
+    let mut opt = Adam::new(model.parameters(), LR)?;
+    let mut jit = Jit::new(dev);
+    let data = batches(dev, warm + steps)?;
+    let (mut walls, mut hosts) = (Vec::new(), Vec::new());
+    let mut first = Duration::ZERO;
+    let mut k_timed = 0;
+    for (i, (x, y)) in data.iter().enumerate() {
+        let (t, waited, k) = (Instant::now(), dev.wait_time(), dev.kernels_launched());
+        let out = if captured {
+            jit.run(&[x, y], |inp| {
+                demo::step(&model, &mut opt, &inp[0], &inp[1])
+            })?
+        } else {
+            demo::step(&model, &mut opt, x, y)?
+        };
+        let wall = t.elapsed();
+        let host = wall.saturating_sub(dev.wait_time() - waited);
+        if i == 0 {
+            first = host;
+        }
+        if i >= warm {
+            walls.push(wall);
+            hosts.push(host);
+            k_timed += dev.kernels_launched() - k;
+        }
+        // Reading the loss is outside the timed step.
+        out[0].item()?;
+    }
+    Ok((
+        Timing {
+            wall: median(walls),
+            host: median(hosts),
+            kernels: k_timed as f64 / steps.max(1) as f64,
+        },
+        first,
+    ))
+}
+
+/// The same step in numpy, timed by python3 (median microseconds), if it has numpy.
+const NUMPY_STEP: &str = r#"
+import json, sys, time
+import numpy as np
+steps = int(sys.argv[1])
+B, I, H, O = 32, 64, 128, 10
+rng = np.random.default_rng(0)
+x = rng.standard_normal((B, I)).astype(np.float32)
+y = rng.integers(0, O, B)
+k1, k2 = 1 / np.sqrt(I), 1 / np.sqrt(H)
+P = [rng.uniform(-k1, k1, (H, I)).astype(np.float32), rng.uniform(-k1, k1, H).astype(np.float32),
+     rng.uniform(-k2, k2, (O, H)).astype(np.float32), rng.uniform(-k2, k2, O).astype(np.float32)]
+M = [np.zeros_like(p) for p in P]
+V = [np.zeros_like(p) for p in P]
+t = 0
+rows = np.arange(B)
+def step():
+    global t
+    pre = x @ P[0].T + P[1]
+    h = np.maximum(pre, 0)
+    z = h @ P[2].T + P[3]
+    e = np.exp(z - z.max(1, keepdims=True))
+    s = e.sum(1, keepdims=True)
+    loss = -np.log(e[rows, y] / s[:, 0]).mean()
+    dz = e / s
+    dz[rows, y] -= 1
+    dz /= B
+    dh = dz @ P[2]
+    dh[pre <= 0] = 0
+    G = [dh.T @ x, dh.sum(0), dz.T @ h, dz.sum(0)]
+    t += 1
+    for p, g, m, v in zip(P, G, M, V):
+        m *= 0.9; m += 0.1 * g
+        v *= 0.999; v += 0.001 * g * g
+        p -= 0.01 * (m / (1 - 0.9 ** t)) / (np.sqrt(v / (1 - 0.999 ** t)) + 1e-8)
+    return loss
+for _ in range(5):
+    step()
+times = []
+for _ in range(steps):
+    t0 = time.perf_counter()
+    step()
+    times.append(time.perf_counter() - t0)
+times.sort()
+print(json.dumps({"numpy": np.__version__, "step_us": times[len(times) // 2] * 1e6}))
+"#;
+
+fn numpy(steps: usize) -> Option<(String, f64)> {
+    let out = Command::new("python3")
+        .args(["-c", NUMPY_STEP, &steps.to_string()])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    Some((j["numpy"].as_str()?.to_string(), j["step_us"].as_f64()?))
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// `am bench tensor`.
+pub fn run(device: &str, steps: usize, json: bool) -> anyhow::Result<()> {
+    am_mock::register();
+    let steps = steps.max(1);
+    // The host first, while nothing else of ours runs.
+    let np = numpy(steps.max(20));
+    let cpu = Device::cpu();
+    let (cpu_plain, _) = time_steps(&cpu, false, 2, steps)?;
+    let (cpu_cap, _) = time_steps(&cpu, true, 2, steps)?;
+    drop(cpu);
+    // A compiler caching in memory only: the first step compiles every kernel.
+    let compiler = Arc::new(Compiler::with_cache(Cache::new(None)));
+    let dev = Device::open_with(device, compiler).with_context(|| format!("opening {device}"))?;
+    // Two untimed steps: the first compiles, the second is captured.
+    let (plain, cold) = time_steps(&dev, false, 2, steps)?;
+    let (cap, _) = time_steps(&dev, true, 2, steps)?;
+    if json {
+        let out = json!({
+            "device": dev.name(),
+            "model": [PIXELS, HIDDEN, 10],
+            "batch": BATCH,
+            "steps": steps,
+            "first_step_host_us": us(cold),
+            "uncaptured": {"wall_us": us(plain.wall), "host_us": us(plain.host), "kernels": plain.kernels},
+            "captured": {"wall_us": us(cap.wall), "host_us": us(cap.host), "kernels": cap.kernels},
+            "cpu": {
+                "uncaptured_wall_us": us(cpu_plain.wall),
+                "captured_wall_us": us(cpu_cap.wall),
+                "kernels": cpu_cap.kernels,
+            },
+            "numpy": np.as_ref().map(|(v, t)| json!({"version": v, "step_us": t})),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "am bench tensor: one training step of the demo (MLP {PIXELS} → {HIDDEN} → 10, batch {BATCH}, \
+         Adam), median of {steps} steps"
+    );
+    println!(
+        "{:<14} uncaptured  {:>5.1} kernels  wall {:>9.2} ms  host outside GPU execution {:>9.1} µs (first step, compiling: {:.0} ms)",
+        dev.name(),
+        plain.kernels,
+        plain.wall.as_secs_f64() * 1e3,
+        us(plain.host),
+        cold.as_secs_f64() * 1e3
+    );
+    println!(
+        "{:<14} captured    {:>5.1} kernels  wall {:>9.2} ms  host outside GPU execution {:>9.1} µs (goal < 50 µs)",
+        "",
+        cap.kernels,
+        cap.wall.as_secs_f64() * 1e3,
+        us(cap.host)
+    );
+    println!(
+        "{:<14} uncaptured  {:>5.1} kernels  wall {:>9.2} ms; captured {:.2} ms",
+        "cpu",
+        cpu_plain.kernels,
+        cpu_plain.wall.as_secs_f64() * 1e3,
+        cpu_cap.wall.as_secs_f64() * 1e3
+    );
+    match np {
+        Some((v, t)) => println!(
+            "{:<14} {:>46.2} ms (the same step written with numpy arrays)",
+            format!("numpy {v}"),
+            t / 1e3
+        ),
+        None => println!("numpy          not available (python3 with numpy not found)"),
+    }
+    Ok(())
+}

@@ -1,0 +1,424 @@
+//! `am demo`: the project's main job. An MLP (64 → 128 → 10) learns the 8×8 handwritten
+//! digits on a device (the mock Navi31 by default) with a captured training step replayed
+//! through a runtime graph, then the same run on the CPU confirms the losses.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use am_tensor::nn::{self, Adam, Linear, Optimizer};
+use am_tensor::{DType, Device, Jit, Tensor, no_grad};
+use anyhow::Context;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use crate::digits::{self, CLASSES, PIXELS, Set, SplitMix};
+
+/// Options of `am demo`.
+#[derive(Args, Debug)]
+pub struct DemoArgs {
+    /// Device to train on: `cpu`, `mock:PROFILE`, a PCI BDF or `remote:HOST:PORT`.
+    #[arg(long, default_value = "mock:navi31")]
+    device: String,
+    /// Passes over the training images.
+    #[arg(long, default_value_t = 6)]
+    epochs: usize,
+    /// Images per step (the last partial batch of an epoch is left out).
+    #[arg(long, default_value_t = 32)]
+    batch: usize,
+    /// Hidden units.
+    #[arg(long, default_value_t = 128)]
+    hidden: usize,
+    /// Adam's learning rate.
+    #[arg(long, default_value_t = 0.01)]
+    lr: f64,
+    /// Seed of the initial weights and of the batch order.
+    #[arg(long, default_value_t = 0)]
+    seed: u32,
+    /// Skip the comparison run on the CPU.
+    #[arg(long)]
+    no_compare: bool,
+    /// Write the trained weights to this safetensors file.
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The training setup.
+#[derive(Clone, Copy, Debug)]
+pub struct Config {
+    /// Passes over the training images.
+    pub epochs: usize,
+    /// Images per step.
+    pub batch: usize,
+    /// Hidden units.
+    pub hidden: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// Seed.
+    pub seed: u32,
+}
+
+/// The network: two linear layers with a ReLU between.
+pub struct Mlp {
+    /// 64 → hidden.
+    pub fc1: Linear,
+    /// hidden → 10.
+    pub fc2: Linear,
+}
+
+impl Mlp {
+    /// Fresh weights from `seed`.
+    pub fn new(hidden: usize, seed: u32, dev: &Device) -> am_tensor::Result<Mlp> {
+        Ok(Mlp {
+            fc1: Linear::new(PIXELS, hidden, seed.wrapping_mul(4), dev)?,
+            fc2: Linear::new(hidden, CLASSES, seed.wrapping_mul(4).wrapping_add(2), dev)?,
+        })
+    }
+
+    /// Logits of images `x` `[n, 64]`.
+    pub fn forward(&self, x: &Tensor) -> am_tensor::Result<Tensor> {
+        self.fc2.forward(&self.fc1.forward(x)?.relu())
+    }
+
+    /// Parameters, in the order they are saved.
+    pub fn parameters(&self) -> Vec<Tensor> {
+        let mut p = self.fc1.parameters();
+        p.extend(self.fc2.parameters());
+        p
+    }
+
+    /// Names of the parameters (PyTorch's for this model).
+    pub const NAMES: [&'static str; 4] = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"];
+}
+
+/// One epoch's numbers.
+#[derive(Clone, Debug)]
+pub struct Epoch {
+    /// Mean loss of its steps.
+    pub loss: f64,
+    /// Share of training images classified right during the epoch's steps.
+    pub train_accuracy: f64,
+    /// Share of test images classified right after the epoch.
+    pub test_accuracy: f64,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+/// A whole run.
+pub struct Run {
+    /// The device's name.
+    pub device: String,
+    /// Per epoch.
+    pub epochs: Vec<Epoch>,
+    /// Every step's loss.
+    pub losses: Vec<f32>,
+    /// Test images classified right at the end.
+    pub test_correct: usize,
+    /// Test images.
+    pub test_total: usize,
+    /// Kernels of the captured step.
+    pub kernels_per_step: usize,
+    /// Kernels the two steps before capture launched.
+    pub kernels_uncaptured: u64,
+    /// Median wall time of a replayed step.
+    pub step: Duration,
+    /// Median host time of a replayed step outside waiting for the device.
+    pub step_host: Duration,
+    /// Wall time of the second (captured, uncached) step.
+    pub step_uncaptured: Duration,
+    /// Host time of that step outside waiting for the device.
+    pub step_uncaptured_host: Duration,
+    /// Wall time of the whole run.
+    pub seconds: f64,
+    /// The trained model.
+    pub model: Mlp,
+}
+
+/// What the training loop reports while it runs.
+pub enum Progress<'a> {
+    /// An epoch starts with this many steps.
+    EpochStart(usize, usize),
+    /// A step finished with this loss.
+    Step(f32),
+    /// An epoch ended.
+    EpochEnd(usize, &'a Epoch),
+}
+
+fn median(v: &mut [Duration]) -> Duration {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+/// Test images `set` classified right by `model`.
+pub fn correct(model: &Mlp, set: &Set, dev: &Device) -> am_tensor::Result<usize> {
+    let x = Tensor::from_slice(&set.pixels, &[set.len(), PIXELS], dev)?;
+    let pred = no_grad(|| model.forward(&x)?.argmax(-1, false))?.to_vec::<i32>()?;
+    Ok(pred.iter().zip(&set.labels).filter(|(p, l)| p == l).count())
+}
+
+/// One training step on images `x` `[batch, 64]` with labels `y` `[batch]`: forward,
+/// cross-entropy, backward, Adam, all realized in one schedule. Returns the loss and the
+/// number of images the model classified right before the update.
+pub fn step(model: &Mlp, opt: &mut Adam, x: &Tensor, y: &Tensor) -> am_tensor::Result<Vec<Tensor>> {
+    let logits = model.forward(x)?;
+    let loss = logits.cross_entropy(y)?;
+    let hit = no_grad(|| -> am_tensor::Result<Tensor> {
+        let l = logits.detach();
+        let top = l.eq(&l.max(&[-1], true)?)?;
+        let label = y.one_hot(CLASSES)?.cast(DType::Bool);
+        top.logical_and(&label)?.sum(&[], false)
+    })?;
+    loss.backward()?;
+    opt.step(&[&loss, &hit])?;
+    Ok(vec![loss, hit])
+}
+
+/// Trains a fresh model on `dev`.
+pub fn train(
+    dev: &Device,
+    train_set: &Set,
+    test_set: &Set,
+    cfg: &Config,
+    progress: &mut dyn FnMut(Progress<'_>),
+) -> am_tensor::Result<Run> {
+    let start = Instant::now();
+    let model = Mlp::new(cfg.hidden, cfg.seed, dev)?;
+    let mut opt = Adam::new(model.parameters(), cfg.lr)?;
+    let mut jit = Jit::new(dev);
+    let mut rng = SplitMix(u64::from(cfg.seed) ^ 0x00de_4d05);
+    let steps = train_set.len() / cfg.batch.max(1);
+    let (mut losses, mut epochs) = (Vec::new(), Vec::new());
+    let (mut walls, mut hosts) = (Vec::new(), Vec::new());
+    let (mut step_uncaptured, mut step_uncaptured_host) = (Duration::ZERO, Duration::ZERO);
+    let kernels_before = dev.kernels_launched();
+    let mut kernels_uncaptured = 0;
+    for e in 0..cfg.epochs {
+        progress(Progress::EpochStart(e, steps));
+        let t_epoch = Instant::now();
+        let order = rng.permutation(train_set.len());
+        let (mut loss_sum, mut hits) = (0.0f64, 0usize);
+        for s in 0..steps {
+            let batch = train_set.select(&order[s * cfg.batch..(s + 1) * cfg.batch]);
+            let x = Tensor::from_slice(&batch.pixels, &[cfg.batch, PIXELS], dev)?;
+            let y = Tensor::from_slice(&batch.labels, &[cfg.batch], dev)?;
+            let (t, waited) = (Instant::now(), dev.wait_time());
+            let out = jit.run(&[&x, &y], |inp| step(&model, &mut opt, &inp[0], &inp[1]))?;
+            let wall = t.elapsed();
+            let host = wall.saturating_sub(dev.wait_time() - waited);
+            if jit.is_captured() && e * steps + s >= 2 {
+                walls.push(wall);
+                hosts.push(host);
+            } else {
+                kernels_uncaptured = dev.kernels_launched() - kernels_before;
+                (step_uncaptured, step_uncaptured_host) = (wall, host);
+            }
+            let loss = out[0].item()?;
+            hits += out[1].item()? as usize;
+            loss_sum += f64::from(loss);
+            losses.push(loss);
+            progress(Progress::Step(loss));
+        }
+        let test_ok = correct(&model, test_set, dev)?;
+        let ep = Epoch {
+            loss: loss_sum / steps.max(1) as f64,
+            train_accuracy: hits as f64 / (steps * cfg.batch).max(1) as f64,
+            test_accuracy: test_ok as f64 / test_set.len().max(1) as f64,
+            seconds: t_epoch.elapsed().as_secs_f64(),
+        };
+        progress(Progress::EpochEnd(e, &ep));
+        epochs.push(ep);
+    }
+    let test_correct = correct(&model, test_set, dev)?;
+    Ok(Run {
+        device: dev.name().to_string(),
+        epochs,
+        losses,
+        test_correct,
+        test_total: test_set.len(),
+        kernels_per_step: jit.kernels().unwrap_or(0),
+        kernels_uncaptured,
+        step: median(&mut walls),
+        step_host: median(&mut hosts),
+        step_uncaptured,
+        step_uncaptured_host,
+        seconds: start.elapsed().as_secs_f64(),
+        model,
+    })
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// `am demo`.
+pub fn run(args: DemoArgs) -> anyhow::Result<()> {
+    am_mock::register();
+    let cfg = Config {
+        epochs: args.epochs,
+        batch: args.batch.max(1),
+        hidden: args.hidden.max(1),
+        lr: args.lr,
+        seed: args.seed,
+    };
+    let (train_set, test_set) = digits::split()?;
+    let dev = Device::open(&args.device).with_context(|| format!("opening {}", args.device))?;
+    if !args.json {
+        println!(
+            "am demo: MLP {PIXELS} → {} → {CLASSES} on the 8×8 digits ({} training, {} test images), \
+             Adam lr {}, batch {}, seed {}, on {} ({})",
+            cfg.hidden,
+            train_set.len(),
+            test_set.len(),
+            cfg.lr,
+            cfg.batch,
+            cfg.seed,
+            dev.name(),
+            dev.target()
+        );
+    }
+    let quiet = args.json;
+    let mut bar: Option<ProgressBar> = None;
+    let epochs = cfg.epochs;
+    let mut report = |p: Progress<'_>| match p {
+        Progress::EpochStart(e, steps) => {
+            if quiet {
+                return;
+            }
+            let b = ProgressBar::new(steps as u64);
+            b.set_style(
+                ProgressStyle::with_template(
+                    "epoch {prefix:>5} [{bar:30}] {pos:>3}/{len:3} {msg} ({elapsed})",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            b.set_prefix(format!("{}/{epochs}", e + 1));
+            bar = Some(b);
+        }
+        Progress::Step(loss) => {
+            if let Some(b) = &bar {
+                b.set_message(format!("loss {loss:.4}"));
+                b.inc(1);
+            }
+        }
+        Progress::EpochEnd(e, ep) => {
+            if let Some(b) = bar.take() {
+                b.finish_and_clear();
+            }
+            if !quiet {
+                println!(
+                    "epoch {:>5}  loss {:.4}  train {:5.1} %  test {:5.1} %  {:.2} s",
+                    format!("{}/{epochs}", e + 1),
+                    ep.loss,
+                    ep.train_accuracy * 100.0,
+                    ep.test_accuracy * 100.0,
+                    ep.seconds
+                );
+            }
+        }
+    };
+    let run = train(&dev, &train_set, &test_set, &cfg, &mut report)?;
+    let accuracy = run.test_correct as f64 / run.test_total.max(1) as f64;
+    let cpu = if args.no_compare || dev.is_cpu() {
+        None
+    } else {
+        let cpu_dev = Device::cpu();
+        Some(train(&cpu_dev, &train_set, &test_set, &cfg, &mut |_| {})?)
+    };
+    let diff = cpu.as_ref().map(|c| {
+        run.losses
+            .iter()
+            .zip(&c.losses)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max)
+    });
+    if let Some(path) = &args.save {
+        let params = run.model.parameters();
+        let named: Vec<(&str, &Tensor)> = Mlp::NAMES.iter().copied().zip(params.iter()).collect();
+        nn::save(path, &named).with_context(|| format!("saving {}", path.display()))?;
+    }
+    if args.json {
+        let epochs: Vec<_> = run
+            .epochs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| {
+                json!({
+                    "epoch": i + 1, "loss": e.loss, "train_accuracy": e.train_accuracy,
+                    "test_accuracy": e.test_accuracy, "seconds": e.seconds,
+                })
+            })
+            .collect();
+        let cpu_json = cpu.as_ref().map(|c| {
+            json!({
+                "test_accuracy": c.test_correct as f64 / c.test_total.max(1) as f64,
+                "seconds": c.seconds,
+                "step_us": micros(c.step),
+                "loss_max_abs_diff": diff,
+                "losses_agree": diff.is_some_and(|d| d <= 1e-4),
+            })
+        });
+        let out = json!({
+            "device": run.device,
+            "target": dev.target().name(),
+            "model": [PIXELS, cfg.hidden, CLASSES],
+            "train_images": train_set.len(),
+            "test_images": test_set.len(),
+            "batch": cfg.batch,
+            "lr": cfg.lr,
+            "seed": cfg.seed,
+            "epochs": epochs,
+            "test_accuracy": accuracy,
+            "test_correct": run.test_correct,
+            "kernels_per_step": run.kernels_per_step,
+            "kernels_first_two_steps": run.kernels_uncaptured,
+            "step_us": micros(run.step),
+            "step_host_us": micros(run.step_host),
+            "uncaptured_step_us": micros(run.step_uncaptured),
+            "uncaptured_step_host_us": micros(run.step_uncaptured_host),
+            "seconds": run.seconds,
+            "cpu": cpu_json,
+            "saved": args.save.as_ref().map(|p| p.display().to_string()),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "test accuracy: {:.1} % ({}/{})",
+        accuracy * 100.0,
+        run.test_correct,
+        run.test_total
+    );
+    println!(
+        "kernels per step: {} (the captured step, replayed as one runtime graph; {} in the first two steps)",
+        run.kernels_per_step, run.kernels_uncaptured
+    );
+    println!(
+        "time per step: {:.2} ms, of which {:.0} µs on the host outside GPU execution (uncaptured: {:.2} ms, host {:.0} µs)",
+        run.step.as_secs_f64() * 1e3,
+        micros(run.step_host),
+        run.step_uncaptured.as_secs_f64() * 1e3,
+        micros(run.step_uncaptured_host),
+    );
+    if let (Some(c), Some(d)) = (&cpu, diff) {
+        println!(
+            "cpu: the same run in {:.2} s ({:.2} ms per step, test accuracy {:.1} %): losses {} (max |Δ| {d:.1e} over {} steps)",
+            c.seconds,
+            c.step.as_secs_f64() * 1e3,
+            c.test_correct as f64 / c.test_total.max(1) as f64 * 100.0,
+            if d <= 1e-4 {
+                "agree to 1e-4"
+            } else {
+                "DIFFER by more than 1e-4"
+            },
+            run.losses.len()
+        );
+    }
+    if let Some(p) = &args.save {
+        println!("saved: {} ({})", p.display(), Mlp::NAMES.join(", "));
+    }
+    Ok(())
+}
