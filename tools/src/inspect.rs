@@ -160,7 +160,6 @@ pub enum Phys {
     System(u64),
 }
 
-
 /// Whether a VF's registers are gated (`RCC_CONFIG_MEMSIZE`, BAR5 dword 0xde3, reads all
 /// ones until the PF grants init access).
 fn vf_gated(pci: &dyn PciDevice) -> anyhow::Result<bool> {
