@@ -313,6 +313,14 @@ pub fn serve(
 }
 
 impl Shared {
+    /// Note an allocation for DMA_READ, forgetting those that closed connections freed: a
+    /// client allocating in a loop for hours must not grow the list.
+    fn remember(&self, dev_id: u32, mem: &Arc<dyn SysMem>) {
+        let mut all = self.allocations.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|(_, w)| w.strong_count() > 0);
+        all.push((dev_id, Arc::downgrade(mem)));
+    }
+
     /// A warning a client can trigger at will: rate-limited, with the count of suppressed ones.
     fn warn(&self, line: std::fmt::Arguments<'_>) {
         let verdict = self.log_limit.check();
@@ -981,17 +989,7 @@ impl<'a> Session<'a> {
             .iter()
             .flat_map(|a| a.to_le_bytes())
             .collect();
-        {
-            let mut all = self
-                .shared
-                .allocations
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            // Forget what closed connections freed: a client allocating in a loop for
-            // hours must not grow this list.
-            all.retain(|(_, w)| w.strong_count() > 0);
-            all.push((req.dev_id, Arc::downgrade(&mem)));
-        }
+        self.shared.remember(req.dev_id, &mem);
         self.sysmem.push(Allocation {
             dev_id: req.dev_id,
             mem,
@@ -1086,5 +1084,58 @@ fn bar_write(bar: &dyn Bar, offset: u64, data: &[u8]) -> Result<()> {
             bar.write64(offset, u64::from_le_bytes([a, b, c, d, e, f, g, h]))
         }
         _ => bar.write_bytes(offset, data),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Page;
+
+    impl SysMem for Page {
+        fn len(&self) -> usize {
+            SYSMEM_PAGE_SIZE
+        }
+        fn bus_addrs(&self) -> &[u64] {
+            &[0x1000]
+        }
+        fn read_bytes(&self, _: u64, _: &mut [u8]) -> Result<()> {
+            Ok(())
+        }
+        fn write_bytes(&self, _: u64, _: &[u8]) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn freed_allocations_are_forgotten_when_the_next_is_noted() {
+        // Found by the soak: every MAP_SYSMEM left an entry for DMA_READ behind, so the
+        // list grew for as long as clients allocated.
+        let shared = Shared {
+            devices: Vec::new(),
+            options: ServeOptions::default(),
+            connections: AtomicUsize::new(0),
+            log_limit: RateLimit::default_for_refusals(),
+            connection_log_limit: RateLimit::default_for_refusals(),
+            refused_peers: Mutex::new(HashSet::new()),
+            lingering: AtomicUsize::new(0),
+            allocations: Mutex::new(Vec::new()),
+        };
+        let kept: Arc<dyn SysMem> = Arc::new(Page);
+        shared.remember(0, &kept);
+        for _ in 0..1000 {
+            let freed: Arc<dyn SysMem> = Arc::new(Page);
+            shared.remember(0, &freed);
+        }
+        let len = shared
+            .allocations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len();
+        assert_eq!(
+            len, 2,
+            "the live allocation and the latest, not 1001 entries"
+        );
     }
 }
