@@ -261,6 +261,22 @@ pub enum Error {
         /// The backend's message.
         message: String,
     },
+    /// No PCI function at the address.
+    #[error("{device}: no PCI device at this address ({path} does not exist)")]
+    NoDevice {
+        /// The BDF.
+        device: String,
+        /// Where sysfs would have it.
+        path: std::path::PathBuf,
+    },
+    /// An address range of `am serve --allow` that is not `ADDR[/PREFIX]`.
+    #[error("bad address range {text:?}: {reason} (expected ADDR or ADDR/PREFIX, e.g. 10.0.0.0/8)")]
+    BadCidr {
+        /// What was given.
+        text: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A remote PCI server did not answer a request in time.
     #[error(
         "{device}: no answer to {request} within {timeout:?}: the server accepted the connection but stopped responding"
@@ -275,7 +291,7 @@ pub enum Error {
     },
     /// A remote PCI server closed the connection.
     #[error(
-        "{device}: the server closed the connection during {request}; it does so when a pipelined write (MMIO_WRITE or SYSMEM_WRITE, which get no answer) fails or a request is malformed, so an earlier write was probably refused: see the server's log"
+        "{device}: the server closed the connection during {request}: a server closes a connection after a failed pipelined write (MMIO_WRITE and SYSMEM_WRITE get no answer), a malformed request or a timeout; its log says which"
     )]
     RemoteClosed {
         /// Device.

@@ -11,6 +11,7 @@ pub mod irq;
 pub mod mm;
 pub mod mmio;
 pub mod pci;
+pub mod ratelimit;
 pub mod regs;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -606,19 +606,17 @@ fn a_failed_write_closes_the_connection_and_the_next_read_says_so() {
     let dev = client(start_one(&fake), 0);
     let bar5 = dev.bar(5).unwrap();
     bar5.write32(READ_ONLY_REG, 1).unwrap();
+    // The next request reads why the write failed; the one after finds the close.
     let err = bar5.read32(0).unwrap_err();
-    assert!(matches!(err, Error::RemoteClosed { .. }), "{err}");
+    assert!(matches!(err, Error::RemoteRefused { .. }), "{err}");
     let msg = err.to_string();
     assert!(
-        msg.contains("closed the connection during MMIO_READ BAR5 offset 0x0"),
+        msg.contains("MMIO_WRITE BAR5 offset 0xffc size 0x4 failed, so this connection is closed: fake0: BAR5 0xffc is read-only"),
         "{msg}"
     );
-    assert!(msg.contains("pipelined write"), "{msg}");
-    let later = dev.ping().unwrap_err().to_string();
-    assert!(
-        later.contains("unusable after an earlier failure"),
-        "{later}"
-    );
+    let later = dev.ping().unwrap_err();
+    assert!(matches!(later, Error::RemoteClosed { .. }), "{later}");
+    assert!(later.to_string().contains("pipelined write"), "{later}");
     // The server goes on serving others.
     let again = client(start_one(&fake), 0);
     again.ping().unwrap();
@@ -741,7 +739,8 @@ fn malformed_requests_get_an_error_or_a_closed_connection() {
     assert!(raw.refused().contains("unknown command 99"));
     assert!(raw.closed());
 
-    // A write that fails has nobody to answer: closed without a response.
+    // A write that fails has no answer of its own: the server leaves the reason where the
+    // client's next request reads it, then closes.
     let mut raw = Raw::connect(addr);
     raw.send(
         Command::MmioWrite as u8,
@@ -750,13 +749,19 @@ fn malformed_requests_get_an_error_or_a_closed_connection() {
         [BAR5_LEN as u64, 4, 0],
         &[1, 2, 3, 4],
     );
-    assert!(raw.answer(0).is_none(), "a failed write gets no response");
+    let msg = raw.refused();
+    assert!(
+        msg.starts_with(
+            "MMIO_WRITE BAR5 offset 0x10000 size 0x4 failed, so this connection is closed"
+        ),
+        "{msg}"
+    );
+    assert!(raw.closed());
     let mut raw = Raw::connect(addr);
     raw.send(Command::SysmemWrite as u8, 0, 0, [0, 4, 0], &[1, 2, 3, 4]);
-    assert!(
-        raw.answer(0).is_none(),
-        "a write to no handle gets no response"
-    );
+    let msg = raw.refused();
+    assert!(msg.contains("there is no system memory handle 0"), "{msg}");
+    assert!(raw.closed());
 
     // More payload than declared: the excess is read as the next header (here an unknown
     // command 0xee) and the connection ends; only the declared bytes reach the BAR.
@@ -889,7 +894,7 @@ fn a_remote_device_can_itself_be_served() {
 }
 
 #[test]
-fn connections_past_the_limit_are_closed_and_freed_slots_are_reused() {
+fn connections_past_the_limit_are_told_the_limit_and_freed_slots_are_reused() {
     let fake = FakeDevice::new("fake0", 0x744c);
     let options = ServeOptions {
         max_connections: 1,
@@ -900,10 +905,13 @@ fn connections_past_the_limit_are_closed_and_freed_slots_are_reused() {
     first.ping();
     let mut second = Raw::connect(addr);
     second.send(Command::Ping as u8, 0, 0, [0; 3], &[]);
+    let msg = second.refused();
     assert!(
-        second.answer(0).is_none(),
-        "a connection past the limit is closed unanswered"
+        msg.contains("already serves 1 connections, its limit")
+            && msg.contains("--max-connections"),
+        "a connection past the limit is told the limit: {msg}"
     );
+    assert!(second.closed(), "and then closed");
     drop(first);
     // The first connection's thread frees its slot when it sees the close; retry until then.
     let served = (0..500).any(|_| {
@@ -911,11 +919,257 @@ fn connections_past_the_limit_are_closed_and_freed_slots_are_reused() {
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let ping = RequestHeader::new(Command::Ping, 0, 0, [0; 3]).encode();
         let mut h = [0u8; 17];
-        let ok = s.write_all(&ping).is_ok() && s.read_exact(&mut h).is_ok();
+        let ok = s.write_all(&ping).is_ok()
+            && s.read_exact(&mut h).is_ok()
+            && ResponseHeader::decode(&h) == ResponseHeader::ok(0, 0);
         if !ok {
             std::thread::sleep(Duration::from_millis(10));
         }
         ok
     });
     assert!(served, "the freed slot was never reused");
+}
+
+#[test]
+fn a_client_past_the_limit_gets_an_error_naming_the_limit_not_an_earlier_write() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        max_connections: 1,
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let held = client(addr, 0);
+    held.ping().unwrap();
+    let err = RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default())
+        .err()
+        .unwrap();
+    let msg = err.to_string();
+    assert!(matches!(err, Error::RemoteRefused { .. }), "{msg}");
+    assert!(
+        msg.contains("already serves 1 connections, its limit (am serve --max-connections)"),
+        "{msg}"
+    );
+    assert!(!msg.contains("earlier write"), "{msg}");
+}
+
+/// Options with short timeouts, for the tests of hostile clients.
+fn short_timeouts(max_connections: usize) -> ServeOptions {
+    ServeOptions {
+        max_connections,
+        read_timeout: Duration::from_millis(500),
+        idle_timeout: Duration::from_millis(500),
+        ..ServeOptions::default()
+    }
+}
+
+#[test]
+fn a_half_sent_header_is_closed_after_the_read_timeout_with_the_reason() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_timeouts(16));
+    let mut raw = Raw::connect(addr);
+    let ping = RequestHeader::new(Command::Ping, 0, 0, [0; 3]).encode();
+    raw.0.write_all(&ping[..10]).unwrap();
+    let msg = raw.refused();
+    assert!(
+        msg.contains("a request header took more than 500ms"),
+        "the server says why it hangs up: {msg}"
+    );
+    assert!(raw.closed());
+}
+
+#[test]
+fn a_stalled_payload_is_closed_after_the_read_timeout() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_timeouts(16));
+    let mut raw = Raw::connect(addr);
+    // An MMIO_WRITE of 4 KiB with 100 bytes of its payload, then nothing.
+    raw.send(Command::MmioWrite as u8, 0, 0, [0, 4096, 0], &[0xab; 100]);
+    let msg = raw.refused();
+    assert!(msg.contains("the payload stalled"), "{msg}");
+    assert!(raw.closed());
+}
+
+#[test]
+fn an_idle_client_keeps_its_connection_while_the_server_has_room() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_timeouts(2));
+    let mut raw = Raw::connect(addr);
+    raw.ping();
+    std::thread::sleep(Duration::from_millis(1500));
+    raw.ping();
+}
+
+#[test]
+fn an_idle_client_is_closed_once_the_server_is_full_and_says_why() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_timeouts(2));
+    let mut idle = Raw::connect(addr);
+    idle.ping();
+    let mut busy = Raw::connect(addr);
+    busy.ping();
+    // `busy` keeps asking; `idle` says nothing while the server is full, past its timeout.
+    for _ in 0..30 {
+        busy.ping();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    idle.send(Command::Ping as u8, 0, 0, [0; 3], &[]);
+    let msg = idle.refused();
+    // The busy one lives on.
+    assert!(
+        msg.contains("without a request while the server was full"),
+        "{msg}"
+    );
+    busy.ping();
+}
+
+#[test]
+fn hostile_clients_delay_a_newcomer_by_at_most_the_timeouts() {
+    // Four slots, all taken by hostile clients: two idle, one stuck halfway through a
+    // header, one that asked for 8 MiB and never reads the answer. A well-behaved client
+    // that retries must get in within the idle and read timeouts plus scheduling slack.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = short_timeouts(4);
+    let bound = options.idle_timeout + options.read_timeout + Duration::from_secs(8);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let mut hostile = Vec::new();
+    for _ in 0..2 {
+        hostile.push(Raw::connect(addr));
+    }
+    let mut half = Raw::connect(addr);
+    let ping = RequestHeader::new(Command::Ping, 0, 0, [0; 3]).encode();
+    half.0.write_all(&ping[..7]).unwrap();
+    hostile.push(half);
+    let mut greedy = Raw::connect(addr);
+    greedy.send(Command::MmioRead as u8, 0, 0, [0, BAR0_LEN as u64, 0], &[]);
+    hostile.push(greedy);
+    // Let the server take all four before the newcomer comes.
+    std::thread::sleep(Duration::from_millis(100));
+
+    let start = std::time::Instant::now();
+    let mut refusals = Vec::new();
+    let served = loop {
+        if start.elapsed() > bound {
+            break false;
+        }
+        match RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default()) {
+            Ok(dev) => break dev.ping().is_ok(),
+            Err(e) => refusals.push(e.to_string()),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let waited = start.elapsed();
+    assert!(
+        served,
+        "a newcomer was locked out for {waited:?} (bound {bound:?}); refusals: {:?}",
+        refusals.last()
+    );
+    assert!(
+        refusals.iter().all(|r| r.contains("its limit")),
+        "every refusal named the limit: {refusals:?}"
+    );
+    drop(hostile);
+}
+
+#[test]
+fn a_peer_outside_the_allow_list_is_refused_with_the_reason() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        allow: vec!["10.0.0.0/8".parse().unwrap()],
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake.clone() as Arc<dyn PciDevice>], options);
+    let err = RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("does not serve 127.0.0.1: the address is outside its --allow list"),
+        "{err}"
+    );
+    let options = ServeOptions {
+        allow: vec![
+            "10.0.0.0/8".parse().unwrap(),
+            "127.0.0.0/8".parse().unwrap(),
+        ],
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    client(addr, 0).ping().unwrap();
+}
+
+#[test]
+fn allow_ranges_parse_and_match_v4_v6_and_mapped_v4() {
+    use am_driver::pci::remote::Cidr;
+    let net: Cidr = "192.168.4.0/22".parse().unwrap();
+    assert!(net.contains("192.168.7.255".parse().unwrap()));
+    assert!(!net.contains("192.168.8.0".parse().unwrap()));
+    assert!(
+        net.contains("::ffff:192.168.5.1".parse().unwrap()),
+        "mapped IPv4"
+    );
+    let one: Cidr = "10.1.2.3".parse().unwrap();
+    assert_eq!(one.to_string(), "10.1.2.3/32");
+    assert!(one.contains("10.1.2.3".parse().unwrap()));
+    assert!(!one.contains("10.1.2.4".parse().unwrap()));
+    let v6: Cidr = "fd00::/8".parse().unwrap();
+    assert!(v6.contains("fd12::1".parse().unwrap()));
+    assert!(!v6.contains("10.1.2.3".parse().unwrap()));
+    let any: Cidr = "0.0.0.0/0".parse().unwrap();
+    assert!(any.contains("8.8.8.8".parse().unwrap()));
+    for bad in ["10.0.0.0/33", "host", "10.0.0.0/x", "::/129"] {
+        let e = bad.parse::<Cidr>().unwrap_err().to_string();
+        assert!(e.contains(&format!("{bad:?}")), "{e}");
+    }
+}
+
+#[test]
+fn a_read_only_server_serves_reads_and_refuses_what_writes() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    fake.bar0.mem.lock().unwrap()[0x40..0x44].copy_from_slice(&0x1234_5678u32.to_le_bytes());
+    let options = ServeOptions {
+        read_only: true,
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake.clone() as Arc<dyn PciDevice>], options);
+    let dev = client(addr, 0);
+    assert_eq!(dev.vendor_id().unwrap(), 0x1002);
+    assert_eq!(dev.bar(0).unwrap().read32(0x40).unwrap(), 0x1234_5678);
+    for (what, err) in [
+        ("CFG_WRITE", dev.config_write(4, 2, 6).unwrap_err()),
+        ("RESET", dev.reset().unwrap_err()),
+        ("MAP_SYSMEM", dev.alloc_sysmem(4096, false).err().unwrap()),
+    ] {
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("{what} is refused: this server is read-only")),
+            "{msg}"
+        );
+    }
+    assert_eq!(
+        fake.resets.load(Ordering::SeqCst),
+        0,
+        "no reset reached the device"
+    );
+    dev.ping().unwrap();
+    // MM_INDEX and MM_INDEX_HI only aim the MM_DATA window (reads of a small BAR's VRAM).
+    let bar5 = dev.bar(5).unwrap();
+    bar5.write32(0, 0x8000_1000).unwrap();
+    bar5.write32(0x18, 0x2).unwrap();
+    dev.ping().unwrap();
+    assert_eq!(
+        fake.bar5.mem.lock().unwrap()[0..4],
+        0x8000_1000u32.to_le_bytes()
+    );
+    // A write has no answer: the connection closes and the next request says why.
+    dev.bar(0).unwrap().write32(0x40, 0).unwrap();
+    let msg = dev.ping().unwrap_err().to_string();
+    assert!(
+        msg.contains("MMIO_WRITE BAR0 offset 0x40 size 0x4 failed, so this connection is closed: MMIO_WRITE is refused: this server is read-only"),
+        "{msg}"
+    );
+    assert_eq!(
+        fake.bar0.mem.lock().unwrap()[0x40..0x44],
+        0x1234_5678u32.to_le_bytes(),
+        "the write never reached the BAR"
+    );
 }

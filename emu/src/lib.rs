@@ -24,7 +24,8 @@ pub use code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
 pub use memory::{Fault, HostMemory, Memory, SharedHostMemory, SharedMemory};
 pub use program::Program;
 pub use wave::{
-    HwDispatch, Launch, Partition, dispatch, dispatch_hw, dispatch_hw_parallel, dispatch_parallel,
+    HwDispatch, Launch, MAX_SCRATCH_PER_LANE, Partition, dispatch, dispatch_hw,
+    dispatch_hw_parallel, dispatch_parallel,
 };
 
 /// Instruction-set architectures the emulator knows.

@@ -9,6 +9,9 @@ use crate::{Error, Isa, Kernel, Memory, Program, SharedMemory, Stats};
 /// scalar and constant sources are broadcast (so the lane loops of vector instructions read
 /// every source the same way), and three rows for SDWA's selected sources and result.
 pub(crate) const VGPR_ROWS: usize = 522;
+/// Most scratch (private segment) a work-item may have: what TMPRING_SIZE.WAVESIZE can
+/// describe for a wave of 64, about 8 MiB a wave.
+pub const MAX_SCRATCH_PER_LANE: u32 = 128 << 10;
 /// First AccVGPR row.
 pub(crate) const AGPR_ROW: usize = 256;
 /// Row used to stage permuted DPP sources.
@@ -456,6 +459,14 @@ fn plan(program: &Program, code_base: u64, hw: &HwDispatch) -> Result<Plan, Erro
             "{} bytes of LDS exceed {max_lds} ({})",
             hw.lds_bytes,
             program.isa.name()
+        )));
+    }
+    // The register and the descriptor field that size scratch are the driver's: hardware
+    // caps a wave's scratch through TMPRING_SIZE.WAVESIZE (8 MiB a wave, 128 KiB a lane).
+    if hw.scratch_bytes > MAX_SCRATCH_PER_LANE {
+        return Err(bad(format!(
+            "{} bytes of scratch per work-item exceed {MAX_SCRATCH_PER_LANE}",
+            hw.scratch_bytes
         )));
     }
     let user_count = ((hw.rsrc2 >> 1) & 0x1f) as usize;

@@ -572,6 +572,16 @@ fn hardware_level_dispatch_runs_code_uploaded_elsewhere() {
     hw.user_sgprs = vec![0; 17];
     let err = am_emu::dispatch_hw(&prog, upload_at, &hw, &mut mem).unwrap_err();
     assert!(err.to_string().contains("USER_SGPR"), "{err}");
+    // A driver-written scratch size is checked before it sizes any wave's scratch (4 GiB a
+    // lane would be 256 GiB a wave).
+    hw.user_sgprs = vec![kernarg as u32, (kernarg >> 32) as u32];
+    hw.scratch_bytes = u32::MAX;
+    let err = am_emu::dispatch_hw(&prog, upload_at, &hw, &mut mem).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("4294967295 bytes of scratch per work-item exceed 131072"),
+        "{err}"
+    );
 }
 
 /// A grid spread over XCCs: each XCC runs the chunks of workgroups dealt to it

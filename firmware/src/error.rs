@@ -23,6 +23,24 @@ pub enum FirmwareError {
         #[source]
         source: std::io::Error,
     },
+    /// The path is not a regular file (a directory, a device, a pipe).
+    #[error("{}: not a regular file but {kind}: a firmware file is a plain or .zst file", path.display())]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead (`a directory`, `a character device` …).
+        kind: String,
+    },
+    /// The file is larger than any firmware file.
+    #[error("{}: {size} bytes is larger than the {limit} bytes of any firmware file", path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A `.zst` file did not decompress.
     #[error("{}: zstd decompression failed: {reason}", path.display())]
     Decompress {

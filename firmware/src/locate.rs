@@ -20,6 +20,9 @@ pub const SYSTEM_FIRMWARE_DIR: &str = "/lib/firmware/amdgpu";
 /// Largest decompressed size accepted from a `.zst` file. The biggest amdgpu blob of the
 /// linux-firmware tree is a few MiB; anything far beyond is a corrupt or hostile file.
 const MAX_DECOMPRESSED: u64 = 64 << 20;
+/// Largest firmware file read, compressed or not: the largest amdgpu firmware files are a
+/// few MiB.
+const MAX_FILE: u64 = 64 << 20;
 
 /// A SHA-256 digest.
 pub type Sha256Digest = [u8; 32];
@@ -254,7 +257,46 @@ pub fn read_maybe_zst(path: &Path) -> Result<Vec<u8>> {
         path: path.to_path_buf(),
         source,
     };
-    let bytes = std::fs::read(path).map_err(io)?;
+    let file = std::fs::File::open(path).map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        let kind = if t.is_dir() {
+            "a directory"
+        } else if t.is_char_device() {
+            "a character device"
+        } else if t.is_block_device() {
+            "a block device"
+        } else if t.is_fifo() {
+            "a pipe"
+        } else if t.is_socket() {
+            "a socket"
+        } else {
+            "not a file"
+        };
+        return Err(FirmwareError::NotAFile {
+            path: path.to_path_buf(),
+            kind: kind.to_string(),
+        });
+    }
+    let too_large = |size| FirmwareError::TooLarge {
+        path: path.to_path_buf(),
+        size,
+        limit: MAX_FILE,
+    };
+    if meta.len() > MAX_FILE {
+        return Err(too_large(meta.len()));
+    }
+    // The size is checked again while reading: a file may grow, and some files (in /proc)
+    // report 0 bytes.
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_FILE + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() as u64 > MAX_FILE {
+        return Err(too_large(bytes.len() as u64));
+    }
     if path.extension().is_some_and(|e| e == "zst") {
         decompress_zst(&bytes).map_err(|reason| FirmwareError::Decompress {
             path: path.to_path_buf(),

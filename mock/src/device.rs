@@ -11,6 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use am_driver::ratelimit::{RateLimit, Verdict};
 use am_driver::{Bar, BarInfo, Error as DrvError, PciDevice, SysMem};
 
 use crate::config::ConfigSpace;
@@ -160,6 +161,18 @@ impl State {
     }
 }
 
+/// Most violations a device keeps (the latest); the count of all of them is kept apart. A
+/// served mock refuses whatever a client sends wrongly, for as long as it runs: the list
+/// must not grow with it.
+pub const MAX_VIOLATIONS: usize = 1024;
+
+/// The violations a device keeps: the latest [`MAX_VIOLATIONS`] and how many there were.
+#[derive(Default)]
+struct Violations {
+    kept: VecDeque<Violation>,
+    total: u64,
+}
+
 pub(crate) struct Shared {
     /// This device, for the engine threads (which must not keep it alive).
     me: Weak<Shared>,
@@ -172,7 +185,9 @@ pub(crate) struct Shared {
     /// The CP and SDMA engines.
     pub(crate) engines: Engines,
     state: Mutex<State>,
-    violations: Mutex<Vec<Violation>>,
+    violations: Mutex<Violations>,
+    /// Violation warnings: a client can trigger them at will.
+    log_limit: RateLimit,
     member: Option<Member>,
     /// Per GC instance, the dwords `CP_MQD_BASE_ADDR ..= CP_HQD_PQ_WPTR_HI`: the window a
     /// driver may write the MQD image over, whose reserved dwords hardware ignores.
@@ -294,7 +309,8 @@ impl MockGpu {
             vram,
             sysmem,
             state: Mutex::new(state),
-            violations: Mutex::new(Vec::new()),
+            violations: Mutex::new(Violations::default()),
+            log_limit: RateLimit::default_for_refusals(),
             member,
             hqd_windows,
         });
@@ -328,14 +344,20 @@ impl MockGpu {
         &self.shared.map
     }
 
-    /// Every violation so far.
+    /// The violations so far (the latest [`MAX_VIOLATIONS`]).
     pub fn violations(&self) -> Vec<Violation> {
-        lock(&self.shared.violations).clone()
+        lock(&self.shared.violations).kept.iter().cloned().collect()
     }
 
-    /// Every violation so far, clearing the list.
+    /// How many violations there were, including those no longer kept.
+    pub fn violation_count(&self) -> u64 {
+        lock(&self.shared.violations).total
+    }
+
+    /// The violations so far (the latest [`MAX_VIOLATIONS`]), clearing the list and count.
     pub fn take_violations(&self) -> Vec<Violation> {
-        std::mem::take(&mut *lock(&self.shared.violations))
+        let v = std::mem::take(&mut *lock(&self.shared.violations));
+        v.kept.into()
     }
 
     /// Device memory.
@@ -598,9 +620,17 @@ impl MockGpu {
 
 impl Shared {
     fn record(&self, v: Violation) -> DrvError {
-        tracing::warn!(device = %self.name, "{v}");
+        let verdict = self.log_limit.check();
+        if verdict != Verdict::Suppress {
+            tracing::warn!(device = %self.name, "{v}{}", verdict.suffix());
+        }
         let message = v.to_string();
-        lock(&self.violations).push(v);
+        let mut list = lock(&self.violations);
+        if list.kept.len() >= MAX_VIOLATIONS {
+            list.kept.pop_front();
+        }
+        list.kept.push_back(v);
+        list.total += 1;
         DrvError::Backend {
             device: self.name.clone(),
             message,
@@ -801,8 +831,8 @@ impl Shared {
                 let mut b = [0u8; 8];
                 b[..size].copy_from_slice(data);
                 let value = u64::from_le_bytes(b);
-                st.doorbells.insert(offset, value);
                 if let Some(owner) = self.engines.ring((offset / 4) as u32, value) {
+                    st.doorbells.insert(offset, value);
                     if st.doorbell_rings.len() >= DOORBELL_RECORD {
                         st.doorbell_rings.pop_front();
                     }
@@ -812,6 +842,11 @@ impl Shared {
                         owner,
                     });
                     return Ok(());
+                }
+                // Only a lenient device keeps what a stray write left (the map is bounded by
+                // the doorbell BAR either way); a strict one refuses it.
+                if self.mode == Mode::Lenient {
+                    st.doorbells.insert(offset, value);
                 }
                 drop(st);
                 self.violate(self.bar_violation(
@@ -1267,9 +1302,10 @@ impl MockDevice {
         }
     }
 
-    /// Every violation so far (of the device, not just this handle).
+    /// The violations so far (of the device, not just this handle; the latest
+    /// [`MAX_VIOLATIONS`]).
     pub fn violations(&self) -> Vec<Violation> {
-        lock(&self.shared.violations).clone()
+        lock(&self.shared.violations).kept.iter().cloned().collect()
     }
 
     fn config_violation(

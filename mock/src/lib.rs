@@ -15,6 +15,7 @@ pub mod engine;
 mod error;
 pub mod hive;
 pub mod ip;
+mod log;
 pub mod profile;
 pub mod regs;
 pub mod sysmem;
@@ -27,8 +28,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use device::{
-    Access, DOORBELL_RECORD, DoorbellOwner, DoorbellRing, MockBar, MockDevice, MockGpu, Mode,
-    Space, Violation,
+    Access, DOORBELL_RECORD, DoorbellOwner, DoorbellRing, MAX_VIOLATIONS, MockBar, MockDevice,
+    MockGpu, Mode, Space, Violation,
 };
 pub use engine::{QueueKey, QueueKind, QueueStatus};
 pub use error::{Error, Result};

@@ -129,7 +129,7 @@ pub struct VfPf {
     answer_due: Option<(u64, u32)>,
     /// Faults still to inject.
     pub faults: PfFaults,
-    log: Vec<MailboxMessage>,
+    log: crate::log::BoundedLog<MailboxMessage>,
 }
 
 impl VfPf {
@@ -143,14 +143,14 @@ impl VfPf {
         self.access
     }
 
-    /// The conversation so far.
+    /// The conversation so far (the latest 1024 messages at least).
     pub fn log(&self) -> &[MailboxMessage] {
-        &self.log
+        self.log.as_slice()
     }
 
     /// The conversation so far, leaving the record empty.
     pub fn take_log(&mut self) -> Vec<MailboxMessage> {
-        std::mem::take(&mut self.log)
+        self.log.take()
     }
 
     /// How many polls the VF has made.
@@ -302,7 +302,10 @@ impl VfPf {
                     self.faults.drop_acks -= 1;
                     self.log.push(MailboxMessage::AckDropped { request });
                 } else {
-                    self.ack_due = Some((self.polls + 1 + self.faults.ack_delay_polls, request));
+                    self.ack_due = Some((
+                        (self.polls + 1).saturating_add(self.faults.ack_delay_polls),
+                        request,
+                    ));
                 }
             }
             (true, false) => {
@@ -313,7 +316,8 @@ impl VfPf {
         }
         self.trn_valid = valid;
         if !valid && self.trn_ack && self.ack_clear_due.is_none() && !self.faults.ack_stuck {
-            self.ack_clear_due = Some(self.polls + 1 + self.faults.ack_clear_delay_polls);
+            self.ack_clear_due =
+                Some((self.polls + 1).saturating_add(self.faults.ack_clear_delay_polls));
         }
         Ok(())
     }
@@ -348,7 +352,7 @@ impl VfPf {
             self.ack_due = None;
             self.trn_ack = true;
             self.log.push(MailboxMessage::Ack { request });
-            self.answer_due = Some((now + self.faults.event_delay_polls, request));
+            self.answer_due = Some((now.saturating_add(self.faults.event_delay_polls), request));
         }
         if let Some((due, request)) = self.answer_due
             && due <= now

@@ -9,5 +9,11 @@ use am_driver::PciDevice;
 /// registered first, so `mock:` specs open too).
 pub fn open_device(spec: &str) -> anyhow::Result<Arc<dyn PciDevice>> {
     am_mock::register();
-    Ok(am_driver::pci::open_spec(spec)?)
+    match am_driver::pci::open_spec(spec) {
+        Ok(d) => Ok(d),
+        Err(e @ am_driver::Error::NoDevice { .. }) => {
+            anyhow::bail!("{e}; `am list` shows the AMD GPUs on this machine")
+        }
+        Err(e) => Err(e.into()),
+    }
 }

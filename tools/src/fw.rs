@@ -485,8 +485,10 @@ fn check(args: CheckArgs) -> anyhow::Result<ExitCode> {
                 let out = json!({"file": args.file, "valid": false, "error": error.to_string()});
                 println!("{}", serde_json::to_string_pretty(&out)?);
             } else {
-                println!("{}: INVALID", args.file.display());
-                println!("error: {error}");
+                // The verdict and the reason are errors: stderr, so a script reading
+                // stdout sees nothing it could mistake for a description.
+                eprintln!("{}: INVALID", args.file.display());
+                eprintln!("error: {error}");
             }
             return Ok(ExitCode::FAILURE);
         }

@@ -152,8 +152,11 @@ fn report(err: &anyhow::Error) -> String {
 fn init_logging(default: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("AM_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colour codes only for a person reading a terminal, never into a log file.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .init();
 }

@@ -2,9 +2,10 @@
 
 use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
+use std::time::Duration;
 
 use am_driver::PciDevice;
-use am_driver::pci::remote::{self, ServeOptions};
+use am_driver::pci::remote::{self, Cidr, ServeOptions};
 use anyhow::{Context, bail};
 
 use crate::device::open_device;
@@ -25,9 +26,24 @@ pub struct ServeArgs {
     /// Most system memory one connection may hold, in MiB (default 4096).
     #[arg(long, value_name = "MIB")]
     pub max_sysmem_per_connection_mib: Option<u64>,
-    /// Most clients served at once (default 16).
+    /// Most clients served at once (default 16); more are told the limit and closed.
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Seconds a request may take to arrive once begun, and a payload may stall (default 10).
+    #[arg(long, value_name = "SECS")]
+    pub read_timeout: Option<u64>,
+    /// Seconds a client may sit without a request while others are turned away (default 30).
+    #[arg(long, value_name = "SECS")]
+    pub idle_timeout: Option<u64>,
+    /// Serve only peers in these address ranges (ADDR or ADDR/PREFIX, e.g. 10.0.0.0/8;
+    /// comma-separated or repeated); others are refused, and logged once per address.
+    #[arg(long, value_name = "CIDR", value_delimiter = ',')]
+    pub allow: Vec<String>,
+    /// Serve reads only (config space, BARs, system memory): enough for `am info` and the
+    /// read-only parts of `am smi`, `am reg`, `am vm` and `am ring`; writes, allocations,
+    /// resets and BAR resizes are refused.
+    #[arg(long)]
+    pub read_only: bool,
     /// Devices to export, as index 0, 1, …: a PCI address (0000:03:00.0; through VFIO when
     /// VFIO=1), mock:PROFILE[:N], or remote:HOST:PORT:N to relay another server's device.
     #[arg(required = true, value_name = "DEVICE")]
@@ -40,7 +56,11 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         listener,
         devices,
         options,
+        warning,
     } = prepare(&args)?;
+    if let Some(w) = warning {
+        tracing::warn!("{w}");
+    }
     let addr = listener
         .local_addr()
         .context("reading the listening address")?;
@@ -64,6 +84,8 @@ pub struct Prepared {
     pub devices: Vec<Arc<dyn PciDevice>>,
     /// The server's limits.
     pub options: ServeOptions,
+    /// What to warn the operator of: a listener beyond loopback open to anyone.
+    pub warning: Option<String>,
 }
 
 /// Everything `run` does before serving: options, devices (opened now and held until exit,
@@ -74,27 +96,52 @@ pub fn prepare(args: &ServeArgs) -> anyhow::Result<Prepared> {
         .listen
         .parse()
         .with_context(|| format!("--listen {:?} is not ADDR:PORT", args.listen))?;
-    if !addr.ip().is_loopback() {
-        tracing::warn!(
-            "listening on {addr}: the remote PCI protocol has no authentication; anyone who \
-             reaches this address can read and write the exported devices"
-        );
-    }
     let devices = args
         .devices
         .iter()
         .map(|spec| open_device(spec))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
+    // The bound address: port 0 has become the port the system picked.
+    let bound = listener
+        .local_addr()
+        .context("reading the listening address")?;
+    let warning = exposure_warning(bound, &options);
     Ok(Prepared {
         listener,
         devices,
         options,
+        warning,
     })
+}
+
+/// The warning for a listener anyone may reach: beyond loopback and without `--allow`.
+fn exposure_warning(bound: SocketAddr, options: &ServeOptions) -> Option<String> {
+    if bound.ip().is_loopback() || !options.allow.is_empty() {
+        return None;
+    }
+    let can = if options.read_only {
+        "read the exported devices' registers, VRAM and config space"
+    } else {
+        "read and write the exported devices' registers, VRAM and config space, reset them, \
+         and program them to DMA to and from this host's memory"
+    };
+    Some(format!(
+        "listening on {bound} without --allow: the remote PCI protocol has no authentication; \
+         anyone who reaches this port can {can}. Limit it with --allow CIDR, or listen on \
+         127.0.0.1 and tunnel"
+    ))
 }
 
 fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
     let defaults = ServeOptions::default();
+    let secs = |flag: &str, v: Option<u64>, default: Duration| -> anyhow::Result<Duration> {
+        match v {
+            None => Ok(default),
+            Some(0) => bail!("--{flag} must be at least 1 second"),
+            Some(v) => Ok(Duration::from_secs(v)),
+        }
+    };
     let mib = |flag: &str, v: Option<u64>, default: u64| -> anyhow::Result<u64> {
         match v {
             None => Ok(default),
@@ -125,6 +172,14 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
             Some(n) => n,
             None => defaults.max_connections,
         },
+        read_timeout: secs("read-timeout", args.read_timeout, defaults.read_timeout)?,
+        idle_timeout: secs("idle-timeout", args.idle_timeout, defaults.idle_timeout)?,
+        allow: args
+            .allow
+            .iter()
+            .map(|c| c.parse::<Cidr>().with_context(|| format!("--allow {c}")))
+            .collect::<anyhow::Result<_>>()?,
+        read_only: args.read_only,
         ..defaults
     })
 }
@@ -261,6 +316,60 @@ mod tests {
         dev.resize_bar(0).unwrap();
         assert_eq!(dev.bar_info(0).unwrap().size, 32 << 30);
         assert_eq!(dev.bar(0).unwrap().len(), 32 << 30);
+    }
+
+    #[test]
+    fn the_warning_beyond_loopback_names_the_bound_port_and_what_anyone_can_do() {
+        let ready = prepare(&args(&["--listen", "0.0.0.0:0", "mock:navi31:9"])).unwrap();
+        let port = ready.listener.local_addr().unwrap().port();
+        let w = ready
+            .warning
+            .expect("a warning for 0.0.0.0 without --allow");
+        assert!(
+            w.contains(&format!("0.0.0.0:{port} without --allow")),
+            "{w}"
+        );
+        assert!(!w.contains(":0 "), "the port is the bound one, not 0: {w}");
+        assert!(w.contains("DMA to and from this host's memory"), "{w}");
+        let limited = prepare(&args(&[
+            "--listen",
+            "0.0.0.0:0",
+            "--allow",
+            "10.0.0.0/8",
+            "mock:navi31:9",
+        ]))
+        .unwrap();
+        assert_eq!(limited.warning, None, "--allow limits who may connect");
+        assert_eq!(limited.options.allow.len(), 1);
+        let local = prepare(&args(&["--listen", "127.0.0.1:0", "mock:navi31:9"])).unwrap();
+        assert_eq!(local.warning, None);
+    }
+
+    #[test]
+    fn allow_read_only_and_timeouts_reach_the_options() {
+        let o = serve_options(&args(&[
+            "--allow",
+            "10.0.0.0/8,192.168.1.7",
+            "--read-only",
+            "--read-timeout",
+            "3",
+            "--idle-timeout",
+            "60",
+            "x",
+        ]))
+        .unwrap();
+        assert_eq!(
+            o.allow.iter().map(|c| c.to_string()).collect::<Vec<_>>(),
+            ["10.0.0.0/8", "192.168.1.7/32"]
+        );
+        assert!(o.read_only);
+        assert_eq!(o.read_timeout, Duration::from_secs(3));
+        assert_eq!(o.idle_timeout, Duration::from_secs(60));
+        let e = serve_options(&args(&["--allow", "10.0.0.0/40", "x"])).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("the prefix must be 0 to 32"),
+            "{e:#}"
+        );
     }
 
     #[test]

@@ -225,9 +225,45 @@ fn fw_check_prints_a_valid_file_and_fails_on_a_truncated_one_naming_file_and_off
     std::fs::write(&bad, &data[..16]).unwrap();
     let out = am(&["fw", "check", bad.to_str().unwrap()], None);
     assert!(!out.status.success());
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&out.stderr);
     assert!(text.contains("gc_11_0_0_rlc.bin: truncated"), "{text}");
     assert!(text.contains("offset 0x0"), "{text}");
+    assert!(
+        out.stdout.is_empty(),
+        "errors go to stderr, not stdout: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn fw_check_refuses_what_is_not_a_regular_file_or_is_too_large() {
+    let dir = TempDir::new("check-kinds");
+    for (path, want) in [
+        (
+            "/dev/zero",
+            "/dev/zero: not a regular file but a character device",
+        ),
+        (
+            dir.0.to_str().unwrap(),
+            "not a regular file but a directory",
+        ),
+    ] {
+        let out = am(&["fw", "check", path], None);
+        assert!(!out.status.success(), "{path}");
+        let text = String::from_utf8_lossy(&out.stderr);
+        assert!(text.contains(want), "{path}: {text}");
+    }
+    // A sparse file of 65 MiB: larger than any firmware, refused before it is read.
+    let big = dir.0.join("gc_11_0_0_mec.bin");
+    let f = std::fs::File::create(&big).unwrap();
+    f.set_len(65 << 20).unwrap();
+    let out = am(&["fw", "check", big.to_str().unwrap()], None);
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("68157440 bytes is larger than the 67108864 bytes of any firmware file"),
+        "{text}"
+    );
 }
 
 #[test]

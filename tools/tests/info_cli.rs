@@ -18,6 +18,33 @@ fn info_json(spec: &str) -> serde_json::Value {
 }
 
 #[test]
+fn info_on_a_missing_pci_address_names_it_once_and_points_at_am_list() {
+    // The issue's address, unless this machine has a device there.
+    let bdf = ["0000:03:00.0", "0000:fe:1f.7"]
+        .into_iter()
+        .find(|b| {
+            !std::path::Path::new("/sys/bus/pci/devices")
+                .join(b)
+                .exists()
+        })
+        .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(["info", bdf])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        format!(
+            "am: {bdf}: no PCI device at this address (/sys/bus/pci/devices/{bdf} does not \
+             exist); `am list` shows the AMD GPUs on this machine"
+        ),
+        "one message, nothing doubled"
+    );
+}
+
+#[test]
 fn navi31_json_reports_gc_11_0_0_and_96_cus() {
     let j = info_json("mock:navi31");
     assert_eq!(j["ip_versions"]["GC"], "11.0.0");

@@ -488,12 +488,10 @@ impl SysfsPci {
         let name = bdf.to_string();
         let dir = device_dir(&opts.root, &bdf);
         if !dir.exists() {
-            return Err(io_err(
-                &name,
-                "open",
-                &dir,
-                std::io::Error::from(std::io::ErrorKind::NotFound),
-            ));
+            return Err(Error::NoDevice {
+                device: name,
+                path: dir,
+            });
         }
         let lock = DeviceLock::acquire_in(&opts.lock_dir, &name)?;
         unbind_driver(&opts.root, &bdf)?;

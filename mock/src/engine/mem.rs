@@ -415,7 +415,9 @@ impl<'a> GpuMem<'a> {
         while done < len {
             let s = self.resolve(src + done, Access::Read)?;
             let d = self.resolve(dst + done, Access::Write)?;
-            let n = (len - done).min(s.span).min(d.span);
+            // A copy's length is the packet's and a span can be a huge page: a MiB at a
+            // time bounds the bounce buffer.
+            let n = (len - done).min(s.span).min(d.span).min(1 << 20);
             match (s.target, d.target) {
                 (PhysTarget::Vram(sv), PhysTarget::Vram(dv)) => {
                     if let Some(range) = self.sh.vram.unflushed(sv, n) {

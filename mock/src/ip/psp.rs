@@ -20,6 +20,7 @@ use zerocopy::FromBytes;
 
 use super::{Fault, Hw, IpModel, Reg, ResetKind};
 use crate::ip::gmc::{Hub, fb_aperture};
+use crate::log::BoundedLog;
 use crate::profile::{Profile, RegIp};
 
 /// The bootloader's component buffer is 1 MiB (`PSP_1_MEG`): the driver zeroes it and copies
@@ -35,6 +36,10 @@ pub const TMR_SIZE: u32 = 0x0130_0000;
 pub const SOS_ALIVE: u32 = 0x0031_0024;
 /// Largest firmware a LOAD_IP_FW may carry (no IP firmware comes near 16 MiB).
 const MAX_FW_SIZE: u32 = 16 << 20;
+/// Largest ring a ring create may ask for. amdgpu and AM make 4 KiB (`PSP_RING_SIZE`, 64
+/// frames); the size comes from a register the driver writes, so it is checked before the
+/// model reads the ring.
+pub const MAX_RING_SIZE: u32 = 64 << 10;
 
 /// Where an MC address the PSP or SMU is handed lands in this device's VRAM: MMHUB 0's FB
 /// aperture, minus the device's XGMI segment offset in a hive (`gmc::fb_aperture`); else
@@ -172,7 +177,7 @@ pub struct Psp {
     pending: Option<(Pending, u32)>,
     /// Fault injection.
     pub faults: PspFaults,
-    log: Vec<PspLoad>,
+    log: BoundedLog<PspLoad>,
 }
 
 fn reg_is(reg: Reg<'_>, n: u32) -> bool {
@@ -208,18 +213,18 @@ impl Psp {
             tmr_set: false,
             pending: None,
             faults: PspFaults::default(),
-            log: Vec::new(),
+            log: BoundedLog::default(),
         }
     }
 
-    /// What the PSP took, in order (kept across resets).
+    /// What the PSP took, in order (kept across resets; the latest 1024 entries at least).
     pub fn log(&self) -> &[PspLoad] {
-        &self.log
+        self.log.as_slice()
     }
 
     /// The log, clearing it.
     pub fn take_log(&mut self) -> Vec<PspLoad> {
-        std::mem::take(&mut self.log)
+        self.log.take()
     }
 
     /// Whether the sOS runs.
@@ -395,9 +400,22 @@ impl Psp {
                     "ring create: size C2PMSG_71 = {size:#x} is not a non-zero multiple of the {frame}-byte frame"
                 )));
             }
-            let mut probe = vec![0u8; size as usize];
-            mem_read(hw, addr, &mut probe)
-                .map_err(|e| Fault::new(format!("ring create: ring buffer: {e}")))?;
+            if size > MAX_RING_SIZE {
+                return Err(Fault::new(format!(
+                    "ring create: size C2PMSG_71 = {size:#x} is larger than the {MAX_RING_SIZE:#x} bytes the PSP takes"
+                )));
+            }
+            // The whole ring must be readable; its first and last frames say so without
+            // copying it.
+            let last = addr.checked_add(u64::from(size - frame)).ok_or_else(|| {
+                Fault::new(format!(
+                    "ring create: ring at {addr:#x} wraps the address space"
+                ))
+            })?;
+            for at in [addr, last] {
+                mem_read(hw, at, &mut [0u8; size_of::<psp_gfx_rb_frame>()])
+                    .map_err(|e| Fault::new(format!("ring create: ring buffer: {e}")))?;
+            }
             self.ring = Some(Ring { addr, size });
             self.rptr = 0;
         } else {
@@ -438,7 +456,14 @@ impl Psp {
             // A refused frame is consumed, as the PSP moves on after an error.
             self.rptr = self.rptr.wrapping_add(frame_dw);
             match self.execute(hw, &frame) {
-                Ok(f) => fences.push(f),
+                Ok(f) => {
+                    // Fences the driver never polled for are overwritten as the ring wraps:
+                    // no more are owed than the ring has frames.
+                    if fences.len() >= (ring_dw / frame_dw) as usize {
+                        fences.remove(0);
+                    }
+                    fences.push(f)
+                }
                 Err(e) => {
                     self.owe(Pending::Fences(fences));
                     return Err(e);

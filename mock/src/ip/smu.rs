@@ -16,6 +16,7 @@ use zerocopy::{FromZeros, IntoBytes};
 
 use super::psp::mem_write;
 use super::{Fault, Hw, IpModel, Reg, ResetKind};
+use crate::log::BoundedLog;
 use crate::profile::{Profile, RegIp};
 
 /// `DEBUGSMU_MSG_Mode1Reset` of the 13.0.0 debug channel.
@@ -230,7 +231,7 @@ pub struct Smu {
     aca: [Vec<[u64; 8]>; 2],
     /// Fault injection.
     pub faults: SmuFaults,
-    log: Vec<SmuMessage>,
+    log: BoundedLog<SmuMessage>,
 }
 
 impl Smu {
@@ -258,7 +259,7 @@ impl Smu {
             metrics_counter: 0,
             aca: [Vec::new(), Vec::new()],
             faults: SmuFaults::default(),
-            log: Vec::new(),
+            log: BoundedLog::new(4096),
         };
         smu.boot();
         smu
@@ -297,14 +298,15 @@ impl Smu {
         self.aca[usize::from(!ue)].push(regs);
     }
 
-    /// Every message taken, in order (kept across resets).
+    /// Every message taken, in order (kept across resets; the latest 4096 at least: a
+    /// monitor sends messages for as long as it runs).
     pub fn log(&self) -> &[SmuMessage] {
-        &self.log
+        self.log.as_slice()
     }
 
     /// The log, clearing it.
     pub fn take_log(&mut self) -> Vec<SmuMessage> {
-        std::mem::take(&mut self.log)
+        self.log.take()
     }
 
     /// Whether the firmware answers (false after a mode1 reset until the PSP's sOS runs).

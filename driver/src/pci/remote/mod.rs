@@ -10,4 +10,4 @@ mod server;
 
 pub use client::{RemoteOptions, RemotePciDevice, probe, probe_amd};
 pub use protocol::{DEFAULT_PORT, ProbeEntry};
-pub use server::{ServeOptions, serve};
+pub use server::{Cidr, ServeOptions, serve};

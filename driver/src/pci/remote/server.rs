@@ -6,17 +6,21 @@
 //! own thread, its own BAR mappings and its own system-memory handles; allocations live
 //! until the connection closes (the protocol has no free).
 
+use std::collections::HashSet;
 use std::io::{self, Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
-use std::sync::Arc;
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::str::FromStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::protocol::{
     Command, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN, RequestHeader, ResponseHeader,
     decode_probe_filter, encode_error, encode_probe_names, probe_filter_matches,
 };
+use crate::discovery::{MM_INDEX, MM_INDEX_HI};
 use crate::pci::{Bar, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
+use crate::ratelimit::{RateLimit, Verdict};
 use crate::{Error, Result};
 
 /// Size of PCIe extended config space.
@@ -27,10 +31,84 @@ const MAX_PROBE_PAYLOAD: u64 = 64 << 10;
 const NUM_BARS: u32 = 6;
 /// Config-space offset of the base class byte.
 const PCI_CLASS_BASE: u16 = 0x0b;
+/// Slowest payload a client may send or take: 1 MiB/s on top of the read timeout. A
+/// 16.8 MB firmware write over a slow link still fits; a client trickling a 1 GiB payload a
+/// byte at a time does not hold its connection for days.
+const MIN_PAYLOAD_RATE: u64 = 1 << 20;
+/// Most peers remembered as refused by `--allow` (each is logged once); past that, refusals
+/// are only rate-limited, so a scan of many addresses cannot grow the set without bound.
+const MAX_REMEMBERED_REFUSED_PEERS: usize = 4096;
+/// Most refused connections lingering at once to be told why (see [`refuse_connection`]).
+const MAX_LINGERING_REFUSALS: usize = 64;
+/// How long a refused connection lingers so its first request is read and its error arrives
+/// before the close (closing with unread data sends a reset that can overtake it).
+const REFUSAL_LINGER: Duration = Duration::from_millis(500);
+
+/// An address range a client may connect from (`ADDR/PREFIX`, or one `ADDR`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    net: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// Whether `ip` is inside this range. IPv4 peers of an IPv6 socket (`::ffff:a.b.c.d`)
+    /// count as the IPv4 address.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        match (self.net, ip.to_canonical()) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Cidr> {
+        let bad = |reason: &str| Error::BadCidr {
+            text: text.to_string(),
+            reason: reason.to_string(),
+        };
+        let (addr, prefix) = match text.split_once('/') {
+            Some((a, p)) => (a, Some(p)),
+            None => (text, None),
+        };
+        let net: IpAddr = addr.parse().map_err(|_| bad("not an IP address"))?;
+        let net = net.to_canonical();
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        let prefix = match prefix {
+            None => max,
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|&p| p <= max)
+                .ok_or_else(|| bad(&format!("the prefix must be 0 to {max}")))?,
+        };
+        Ok(Cidr { net, prefix })
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.net, self.prefix)
+    }
+}
 
 /// Limits of a server. Every size a client sends is checked against them before anything
 /// is allocated or touched.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ServeOptions {
     /// Largest MMIO or system-memory read or write in one request, in bytes. A boot
     /// writes about 16.8 MB of firmware in one MMIO_WRITE; payloads are streamed through a
@@ -42,9 +120,21 @@ pub struct ServeOptions {
     pub max_sysmem_per_connection: u64,
     /// Size of the buffer payloads are streamed through, in bytes.
     pub chunk_size: usize,
-    /// Most connections served at once; more are closed as soon as they are accepted.
+    /// Most connections served at once; more get an error naming the limit and are closed.
     /// With the per-connection memory cap this bounds what clients can make the server hold.
     pub max_connections: usize,
+    /// Once a request's first byte arrived, its header must follow within this, and its
+    /// payload may pause no longer (nor take longer than this plus 1 MiB/s). A response the
+    /// client does not take within it closes the connection too.
+    pub read_timeout: Duration,
+    /// A connection without a request for this long is closed while the server is full, so
+    /// idle clients cannot lock others out; while slots are free it may idle on.
+    pub idle_timeout: Duration,
+    /// Peers allowed to connect; empty allows everyone.
+    pub allow: Vec<Cidr>,
+    /// Serve only what reads: PROBE, MAP_BAR, CFG_READ, MMIO_READ, SYSMEM_READ, DMA_READ and
+    /// PING; everything that writes, allocates or resets is refused.
+    pub read_only: bool,
 }
 
 impl Default for ServeOptions {
@@ -55,6 +145,14 @@ impl Default for ServeOptions {
             max_sysmem_per_connection: 4 << 30,
             chunk_size: 1 << 20,
             max_connections: 16,
+            // A request's bytes follow its first one at once from any client we know: ten
+            // seconds is generous for a congested link and short for a half-sent header.
+            read_timeout: Duration::from_secs(10),
+            // Long enough for a client thinking between phases (compiling, say); only applied
+            // while others are turned away.
+            idle_timeout: Duration::from_secs(30),
+            allow: Vec::new(),
+            read_only: false,
         }
     }
 }
@@ -63,6 +161,15 @@ struct Shared {
     devices: Vec<Arc<dyn PciDevice>>,
     options: ServeOptions,
     connections: AtomicUsize,
+    /// Refused requests and dropped connections: logged in bursts, the rest counted.
+    log_limit: RateLimit,
+    /// Connections and disconnections: a client reconnecting in a loop must not flood the
+    /// log either.
+    connection_log_limit: RateLimit,
+    /// Peers refused by the allow list, each logged once.
+    refused_peers: Mutex<HashSet<IpAddr>>,
+    /// Refused connections lingering so their error arrives (see [`refuse_connection`]).
+    lingering: AtomicUsize,
     /// Every allocation made for any connection, by device index, for DMA_READ (another
     /// client reading a ring this one wrote); weak, so a closed connection frees its memory.
     allocations: std::sync::Mutex<Vec<(u32, std::sync::Weak<dyn SysMem>)>>,
@@ -129,6 +236,10 @@ pub fn serve(
             ..options
         },
         connections: AtomicUsize::new(0),
+        log_limit: RateLimit::default_for_refusals(),
+        connection_log_limit: RateLimit::default_for_refusals(),
+        refused_peers: Mutex::new(HashSet::new()),
+        lingering: AtomicUsize::new(0),
         allocations: std::sync::Mutex::new(Vec::new()),
     });
     loop {
@@ -137,28 +248,133 @@ pub fn serve(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 // Out of file descriptors and the like: refuse this one, keep serving.
-                tracing::warn!("remote PCI server: accept failed: {e}");
+                shared.warn(format_args!("remote PCI server: accept failed: {e}"));
                 std::thread::sleep(Duration::from_millis(50));
                 continue;
             }
         };
+        let opts = &shared.options;
+        if !opts.allow.is_empty() && !opts.allow.iter().any(|c| c.contains(peer.ip())) {
+            let first = {
+                let mut seen = shared
+                    .refused_peers
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner());
+                seen.len() < MAX_REMEMBERED_REFUSED_PEERS && seen.insert(peer.ip())
+            };
+            if first {
+                tracing::warn!(
+                    "remote PCI: {} refused: not in --allow (logged once per address)",
+                    peer.ip()
+                );
+            }
+            refuse_connection(
+                &shared,
+                stream,
+                format!(
+                    "this server does not serve {}: the address is outside its --allow list",
+                    peer.ip()
+                ),
+            );
+            continue;
+        }
         let active = shared.connections.fetch_add(1, Ordering::SeqCst);
         let slot = ConnectionSlot(shared.clone());
         if active >= shared.options.max_connections {
-            tracing::warn!("remote PCI: {peer} refused: {active} connections already (the limit)");
-            drop(stream);
+            let limit = shared.options.max_connections;
+            shared.warn(format_args!(
+                "remote PCI: {peer} refused: {active} connections already (the limit)"
+            ));
+            drop(slot);
+            refuse_connection(
+                &shared,
+                stream,
+                format!(
+                    "this server already serves {limit} connections, its limit \
+                     (am serve --max-connections); idle ones are closed after {:?} \
+                     while others wait: try again",
+                    shared.options.idle_timeout
+                ),
+            );
             continue;
         }
         let spawned = std::thread::Builder::new()
             .name(format!("am-serve {peer}"))
             .spawn(move || {
-                tracing::info!("remote PCI: {peer} connected");
-                let why = Session::new(&slot.0, stream).run();
-                tracing::info!("remote PCI: {peer} disconnected: {why}");
+                slot.0.info(format_args!("remote PCI: {peer} connected"));
+                let why = Session::new(&slot.0, stream, peer).run();
+                slot.0
+                    .info(format_args!("remote PCI: {peer} disconnected: {why}"));
             });
         if let Err(e) = spawned {
-            tracing::warn!("remote PCI server: no thread for {peer}: {e}");
+            shared.warn(format_args!("remote PCI server: no thread for {peer}: {e}"));
         }
+    }
+}
+
+impl Shared {
+    /// Note an allocation for DMA_READ, forgetting those that closed connections freed: a
+    /// client allocating in a loop for hours must not grow the list.
+    fn remember(&self, dev_id: u32, mem: &Arc<dyn SysMem>) {
+        let mut all = self.allocations.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|(_, w)| w.strong_count() > 0);
+        all.push((dev_id, Arc::downgrade(mem)));
+    }
+
+    /// A warning a client can trigger at will: rate-limited, with the count of suppressed ones.
+    fn warn(&self, line: std::fmt::Arguments<'_>) {
+        let verdict = self.log_limit.check();
+        if verdict != Verdict::Suppress {
+            tracing::warn!("{line}{}", verdict.suffix());
+        }
+    }
+
+    /// A connection's coming and going, rate-limited like [`Shared::warn`].
+    fn info(&self, line: std::fmt::Arguments<'_>) {
+        if !tracing::enabled!(tracing::Level::INFO) {
+            return;
+        }
+        let verdict = self.connection_log_limit.check();
+        if verdict != Verdict::Suppress {
+            tracing::info!("{line}{}", verdict.suffix());
+        }
+    }
+}
+
+/// Tell a connection we will not serve why, as an error response (the answer its first
+/// request reads), then close it. The client's first request is read and dropped on a
+/// short-lived thread first: closing a socket with unread data sends a reset, which can
+/// overtake the error. Past [`MAX_LINGERING_REFUSALS`] at once the error is sent and the
+/// socket closed at once, so a flood of connections costs no threads.
+fn refuse_connection(shared: &Arc<Shared>, mut stream: TcpStream, message: String) {
+    let _ = stream.set_nonblocking(true);
+    let _ = stream.write_all(&encode_error(&message));
+    let _ = stream.shutdown(Shutdown::Write);
+    if shared.lingering.fetch_add(1, Ordering::SeqCst) >= MAX_LINGERING_REFUSALS {
+        shared.lingering.fetch_sub(1, Ordering::SeqCst);
+        return;
+    }
+    let counter = shared.clone();
+    let spawned = std::thread::Builder::new()
+        .name("am-serve refusal".to_string())
+        .spawn(move || {
+            let deadline = Instant::now() + REFUSAL_LINGER;
+            let mut sink = [0u8; 4096];
+            let _ = stream.set_nonblocking(false);
+            while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+                if left.is_zero() || stream.set_read_timeout(Some(left)).is_err() {
+                    break;
+                }
+                match stream.read(&mut sink) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {}
+                }
+            }
+            counter.lingering.fetch_sub(1, Ordering::SeqCst);
+        });
+    if spawned.is_err() {
+        // The closure, and its decrement, went with the failed spawn.
+        shared.lingering.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -196,6 +412,9 @@ struct Allocation {
 struct Session<'a> {
     shared: &'a Shared,
     stream: TcpStream,
+    peer: SocketAddr,
+    /// The socket's read timeout as last set (setting it costs a system call).
+    timeout: Option<Duration>,
     bars: Vec<[Option<Arc<dyn Bar>>; NUM_BARS as usize]>,
     sysmem: Vec<Allocation>,
     sysmem_total: u64,
@@ -203,10 +422,12 @@ struct Session<'a> {
 }
 
 impl<'a> Session<'a> {
-    fn new(shared: &'a Shared, stream: TcpStream) -> Session<'a> {
+    fn new(shared: &'a Shared, stream: TcpStream, peer: SocketAddr) -> Session<'a> {
         Session {
             shared,
             stream,
+            peer,
+            timeout: None,
             bars: shared.devices.iter().map(|_| Default::default()).collect(),
             sysmem: Vec::new(),
             sysmem_total: 0,
@@ -216,15 +437,39 @@ impl<'a> Session<'a> {
 
     /// Serve requests until the client leaves or must be cut off; returns why it ended.
     fn run(mut self) -> String {
-        if let Err(e) = self.stream.set_nodelay(true) {
-            return format!("cannot set TCP_NODELAY: {e}");
+        let opts = &self.shared.options;
+        let setup = self
+            .stream
+            .set_nodelay(true)
+            .and_then(|()| self.stream.set_write_timeout(Some(opts.read_timeout)));
+        if let Err(e) = setup {
+            return format!("cannot configure the socket: {e}");
         }
         loop {
             let mut hb = [0u8; REQUEST_HEADER_LEN];
-            if let Err(e) = self.stream.read_exact(&mut hb) {
-                return match e.kind() {
-                    io::ErrorKind::UnexpectedEof => "connection closed".to_string(),
-                    _ => format!("reading a request header: {e}"),
+            match self.wait_for_request(&mut hb[..1]) {
+                Ok(()) => {}
+                Err(Wait::Closed) => return "connection closed".to_string(),
+                Err(Wait::Idle(idle)) => {
+                    let why = format!(
+                        "closed after {idle:?} without a request while the server was full \
+                         ({} connections, its limit)",
+                        self.shared.options.max_connections
+                    );
+                    return self.hang_up(&why);
+                }
+                Err(Wait::Io(e)) => return format!("waiting for a request: {e}"),
+            }
+            let deadline = Instant::now() + self.shared.options.read_timeout;
+            if let Err(e) = self.read_by(&mut hb[1..], deadline) {
+                return if is_timeout(&e) {
+                    let why = format!(
+                        "closed: a request header took more than {:?}",
+                        self.shared.options.read_timeout
+                    );
+                    self.hang_up(&why)
+                } else {
+                    format!("reading a request header: {e}")
                 };
             }
             let req = RequestHeader::decode(&hb);
@@ -233,18 +478,35 @@ impl<'a> Session<'a> {
             let outcome = self.handle(&req);
             let result = match outcome {
                 Ok(()) => continue,
+                Err(Fault::Io(e)) if is_timeout(&e) => {
+                    let why = format!(
+                        "{req}: closed: the payload stalled or the answer was not taken for {:?}",
+                        self.shared.options.read_timeout
+                    );
+                    return self.hang_up(&why);
+                }
                 Err(Fault::Io(e)) => return format!("{req}: {e}"),
                 Err(Fault::Refuse(msg)) if has_response => {
-                    tracing::warn!("remote PCI: refused {req}: {msg}");
+                    self.shared.warn(format_args!(
+                        "remote PCI: {}: refused {req}: {msg}",
+                        self.peer
+                    ));
                     self.stream.write_all(&encode_error(&msg))
                 }
                 Err(Fault::Refuse(msg) | Fault::Close(msg)) => {
-                    if has_response {
-                        // The client may be waiting: tell it why before hanging up.
-                        let _ = self.stream.write_all(&encode_error(&msg));
-                    }
-                    let _ = self.stream.shutdown(Shutdown::Both);
-                    return format!("closed after {req}: {msg}");
+                    // The client may be waiting: tell it why before hanging up. After a
+                    // write, which has no answer, its next request reads this instead.
+                    let told = if has_response {
+                        msg.clone()
+                    } else {
+                        format!("{req} failed, so this connection is closed: {msg}")
+                    };
+                    let _ = self.stream.write_all(&encode_error(&told));
+                    self.linger_close();
+                    let why = format!("closed after {req}: {msg}");
+                    self.shared
+                        .warn(format_args!("remote PCI: {}: {why}", self.peer));
+                    return why;
                 }
             };
             if let Err(e) = result {
@@ -253,10 +515,140 @@ impl<'a> Session<'a> {
         }
     }
 
+    /// Close the connection, leaving `why` as an error response: a client that sends another
+    /// request reads it as that request's answer, which says more than a closed socket.
+    fn hang_up(&mut self, why: &str) -> String {
+        let _ = self.stream.set_nonblocking(true);
+        let _ = self.stream.write_all(&encode_error(why));
+        let _ = self.stream.set_nonblocking(false);
+        self.linger_close();
+        self.shared
+            .warn(format_args!("remote PCI: {}: {why}", self.peer));
+        why.to_string()
+    }
+
+    /// Close our side, then read and drop what the client still sends for a moment before
+    /// the socket goes: closing with unread data sends a reset, which can destroy the error
+    /// response we just wrote before the client reads it (a client pipelines writes).
+    fn linger_close(&mut self) {
+        let _ = self.stream.shutdown(Shutdown::Write);
+        let deadline = Instant::now() + REFUSAL_LINGER;
+        let mut sink = [0u8; 4096];
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            if left.is_zero() || self.stream.set_read_timeout(Some(left)).is_err() {
+                break;
+            }
+            match self.stream.read(&mut sink) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    }
+
+    fn set_timeout(&mut self, t: Duration) -> io::Result<()> {
+        // A zero timeout means "none" to the socket; keep at least a millisecond.
+        let t = Some(t.max(Duration::from_millis(1)));
+        if self.timeout != t {
+            self.stream.set_read_timeout(t)?;
+            self.timeout = t;
+        }
+        Ok(())
+    }
+
+    /// The first byte of the next request. A client may idle as long as it likes while the
+    /// server has room; once it is full, an idle time past `idle_timeout` ends the connection.
+    fn wait_for_request(&mut self, first: &mut [u8]) -> std::result::Result<(), Wait> {
+        let opts = &self.shared.options;
+        let (idle_timeout, max) = (opts.idle_timeout, opts.max_connections);
+        let start = Instant::now();
+        // After the idle timeout, look at the server's load this often: a client turned away
+        // waits at most about idle_timeout plus this.
+        let recheck = (idle_timeout / 4).max(Duration::from_millis(10));
+        self.set_timeout(idle_timeout).map_err(Wait::Io)?;
+        loop {
+            match self.stream.read(first) {
+                Ok(0) => return Err(Wait::Closed),
+                Ok(_) => return Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if is_timeout(&e) => {
+                    if self.shared.connections.load(Ordering::SeqCst) >= max {
+                        return Err(Wait::Idle(start.elapsed()));
+                    }
+                    self.set_timeout(recheck).map_err(Wait::Io)?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Err(Wait::Closed),
+                Err(e) => return Err(Wait::Io(e)),
+            }
+        }
+    }
+
+    /// Fill `buf` before `deadline`, waiting at most the read timeout for each piece.
+    fn read_by(&mut self, buf: &mut [u8], deadline: Instant) -> io::Result<()> {
+        let gap = self.shared.options.read_timeout;
+        let mut done = 0;
+        while done < buf.len() {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| io::Error::from(io::ErrorKind::TimedOut))?;
+            self.set_timeout(left.min(gap))?;
+            match self.stream.read(&mut buf[done..]) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// When a payload of `size` bytes must be in: the read timeout plus [`MIN_PAYLOAD_RATE`].
+    fn payload_deadline(&self, size: usize) -> Instant {
+        let secs = size as u64 / MIN_PAYLOAD_RATE;
+        Instant::now() + self.shared.options.read_timeout + Duration::from_secs(secs)
+    }
+
+    /// Refuse what writes, allocates or resets on a `--read-only` server. The one write let
+    /// through is a dword to BAR5's `MM_INDEX` or `MM_INDEX_HI`: those only aim the
+    /// `MM_DATA` window, through which a small-BAR device's VRAM (its discovery table) is
+    /// read; `MM_DATA` itself stays refused.
+    fn check_read_only(&self, req: &RequestHeader, cmd: Command) -> Handled {
+        let window_index = cmd == Command::MmioWrite
+            && req.bar == 5
+            && req.arg1 == 4
+            && [MM_INDEX, MM_INDEX_HI].contains(&(req.arg0 / 4))
+            && req.arg0.is_multiple_of(4);
+        let reads = matches!(
+            cmd,
+            Command::Ping
+                | Command::Probe
+                | Command::MapBar
+                | Command::CfgRead
+                | Command::MmioRead
+                | Command::SysmemRead
+                | Command::DmaRead
+        );
+        if self.shared.options.read_only && !reads && !window_index {
+            let msg = format!(
+                "{} is refused: this server is read-only (am serve --read-only serves config, \
+                 BAR and system-memory reads)",
+                cmd.name()
+            );
+            // A write's payload is still in the stream: the connection cannot go on.
+            return Err(if cmd.has_response() {
+                Fault::Refuse(msg)
+            } else {
+                Fault::Close(msg)
+            });
+        }
+        Ok(())
+    }
+
     fn handle(&mut self, req: &RequestHeader) -> Handled {
         let Some(cmd) = req.command() else {
             return Err(Fault::Close(format!("unknown command {}", req.cmd)));
         };
+        self.check_read_only(req, cmd)?;
         match cmd {
             Command::Ping => self.reply(ResponseHeader::ok(0, 0), &[]),
             Command::Probe => self.probe(req),
@@ -350,10 +742,12 @@ impl<'a> Session<'a> {
                 req.arg0.checked_add(req.arg1).ok_or_else(|| {
                     Fault::Refuse(format!("DMA_READ at {:#x} wraps the address space", req.arg0))
                 })?;
-                let mut data = vec![0u8; size];
-                self.shared
-                    .dma_read(req.dev_id, device.as_ref(), req.arg0, &mut data)?;
-                self.reply(ResponseHeader::ok(size as u64, 0), &data)
+                // Streamed like the other reads: the size is the client's, and must not
+                // size an allocation.
+                let shared = self.shared;
+                self.stream_out(size, |off, buf| {
+                    shared.dma_read(req.dev_id, device.as_ref(), req.arg0 + off, buf)
+                })
             }
             Command::SysmemRead => {
                 let mem = self.allocation(req)?;
@@ -492,11 +886,12 @@ impl<'a> Session<'a> {
         let chunk = size.min(self.shared.options.chunk_size);
         let mut buf = std::mem::take(&mut self.chunk);
         buf.resize(chunk, 0);
+        let deadline = self.payload_deadline(size);
         let result = (|| {
             let mut done = 0;
             while done < size {
                 let n = (size - done).min(chunk);
-                self.stream.read_exact(&mut buf[..n])?;
+                self.read_by(&mut buf[..n], deadline)?;
                 write(done as u64, &buf[..n]).map_err(|e| Fault::Close(e.to_string()))?;
                 done += n;
             }
@@ -514,7 +909,8 @@ impl<'a> Session<'a> {
             )));
         }
         let mut payload = vec![0u8; req.arg1 as usize];
-        self.stream.read_exact(&mut payload)?;
+        let deadline = self.payload_deadline(payload.len());
+        self.read_by(&mut payload, deadline)?;
         let Some(filter) = decode_probe_filter(&payload) else {
             return Err(Fault::Refuse(format!(
                 "a PROBE filter is (mask, id) pairs of u32, not {} bytes",
@@ -529,7 +925,9 @@ impl<'a> Session<'a> {
                     index: index as u32,
                 }),
                 Ok(false) => {}
-                Err(e) => tracing::warn!("remote PCI: PROBE skips a device: {e}"),
+                Err(e) => self
+                    .shared
+                    .warn(format_args!("remote PCI: PROBE skips a device: {e}")),
             }
         }
         if found.is_empty() {
@@ -556,7 +954,8 @@ impl<'a> Session<'a> {
 
     fn map_sysmem(&mut self, req: &RequestHeader) -> Handled {
         let device = self.device(req)?;
-        let opts = self.shared.options;
+        let shared = self.shared;
+        let opts = &shared.options;
         let size = req.arg0;
         if size == 0 {
             return Err(Fault::Refuse("MAP_SYSMEM of 0 bytes".to_string()));
@@ -590,11 +989,7 @@ impl<'a> Session<'a> {
             .iter()
             .flat_map(|a| a.to_le_bytes())
             .collect();
-        self.shared
-            .allocations
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push((req.dev_id, Arc::downgrade(&mem)));
+        self.shared.remember(req.dev_id, &mem);
         self.sysmem.push(Allocation {
             dev_id: req.dev_id,
             mem,
@@ -605,6 +1000,23 @@ impl<'a> Session<'a> {
             &addrs,
         )
     }
+}
+
+/// Why no request came.
+enum Wait {
+    /// The client closed the connection.
+    Closed,
+    /// Idle for this long while the server was full.
+    Idle(Duration),
+    /// The socket failed.
+    Io(io::Error),
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
 }
 
 /// A write that fails has no response to carry the error: the connection must close.
@@ -672,5 +1084,58 @@ fn bar_write(bar: &dyn Bar, offset: u64, data: &[u8]) -> Result<()> {
             bar.write64(offset, u64::from_le_bytes([a, b, c, d, e, f, g, h]))
         }
         _ => bar.write_bytes(offset, data),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Page;
+
+    impl SysMem for Page {
+        fn len(&self) -> usize {
+            SYSMEM_PAGE_SIZE
+        }
+        fn bus_addrs(&self) -> &[u64] {
+            &[0x1000]
+        }
+        fn read_bytes(&self, _: u64, _: &mut [u8]) -> Result<()> {
+            Ok(())
+        }
+        fn write_bytes(&self, _: u64, _: &[u8]) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn freed_allocations_are_forgotten_when_the_next_is_noted() {
+        // Found by the soak: every MAP_SYSMEM left an entry for DMA_READ behind, so the
+        // list grew for as long as clients allocated.
+        let shared = Shared {
+            devices: Vec::new(),
+            options: ServeOptions::default(),
+            connections: AtomicUsize::new(0),
+            log_limit: RateLimit::default_for_refusals(),
+            connection_log_limit: RateLimit::default_for_refusals(),
+            refused_peers: Mutex::new(HashSet::new()),
+            lingering: AtomicUsize::new(0),
+            allocations: Mutex::new(Vec::new()),
+        };
+        let kept: Arc<dyn SysMem> = Arc::new(Page);
+        shared.remember(0, &kept);
+        for _ in 0..1000 {
+            let freed: Arc<dyn SysMem> = Arc::new(Page);
+            shared.remember(0, &freed);
+        }
+        let len = shared
+            .allocations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len();
+        assert_eq!(
+            len, 2,
+            "the live allocation and the latest, not 1001 entries"
+        );
     }
 }

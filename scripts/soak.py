@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Soak `am serve mock:PROFILE` under a mixed load and watch its resident memory.
+
+Usage: scripts/soak.py [--am PATH] [--minutes N] [--profile navi31] [--out FILE]
+
+Well-behaved clients run `am init`, `am info` and `am smi` against the served mock in a
+loop, and a raw client pings and reads registers. Hostile clients at the same time: one
+floods requests the mock refuses (a register of no IP block), one sends random headers
+with junk payloads, one holds a connection with half a header, one holds an idle
+connection. Every few seconds the server's RSS (VmRSS) is sampled.
+
+The result is flat when the RSS at the end is within --tolerance-mib of the RSS after the
+first minute (the warm-up: the first boots fault in the mock's VRAM pages and firmware).
+Exits 1 if it is not, or if a well-behaved client failed. Figures go to stdout (and --out
+as JSON); docs/RELIABILITY.md records a ten-minute run.
+"""
+
+import argparse
+import json
+import os
+import random
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+REQ = struct.Struct("<BIIQQQ")
+RESP = struct.Struct("<BQQ")
+PING, MMIO_READ = 12, 6
+
+
+def rss_kib(pid):
+    """Resident plus swapped-out memory: a host that reclaims idle pages (DAMON, zswap)
+    moves RSS without the process freeing anything."""
+    total = 0
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(("VmRSS:", "VmSwap:")):
+                total += int(line.split()[1])
+    return total
+
+
+def connect(port):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return s
+
+
+def recv_exact(s, n):
+    buf = b""
+    while len(buf) < n:
+        part = s.recv(n - len(buf))
+        if not part:
+            raise ConnectionError("closed")
+        buf += part
+    return buf
+
+
+def answer(s, data_len=0):
+    status, v0, v1 = RESP.unpack(recv_exact(s, RESP.size))
+    if status != 0:
+        return False, recv_exact(s, v0)
+    return True, recv_exact(s, data_len) if data_len else b""
+
+
+class Counters:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.c = {}
+
+    def add(self, key, n=1):
+        with self.lock:
+            self.c[key] = self.c.get(key, 0) + n
+
+
+def hostile_flood(port, stop, n):
+    # MMIO_READ of BAR5 dword 0x3ffff: in no IP segment, refused and recorded by the mock.
+    while not stop.is_set():
+        try:
+            s = connect(port)
+            while not stop.is_set():
+                s.sendall(REQ.pack(MMIO_READ, 0, 5, 0x3FFFF * 4, 4, 0))
+                ok, _ = answer(s, 4)
+                n.add("flood refused" if not ok else "flood answered")
+        except OSError:
+            n.add("flood reconnects")
+            time.sleep(0.05)
+
+
+def hostile_junk(port, stop, n, seed):
+    rng = random.Random(seed)
+    while not stop.is_set():
+        try:
+            s = connect(port)
+            s.settimeout(2)
+            for _ in range(50):
+                # Reads of device 0 with wild arguments, anything to devices that do not
+                # exist, unknown commands: what a broken or hostile client sends that the
+                # server must refuse. (A valid write or reset of device 0 is the client's
+                # right and would break the well-behaved clients, so it is not sent.)
+                dev = rng.choice([0, 0, 1, 7, 2**32 - 1])
+                if dev == 0:
+                    cmd = rng.choice([0, 1, 3, 6, 8, 9, 12, 0x80, rng.randrange(13, 0x80), rng.randrange(0x81, 256)])
+                else:
+                    cmd = rng.randrange(256)
+                args = [rng.choice([0, 1, 4, 0x1000, 2**32, 2**63, rng.getrandbits(64)]) for _ in range(3)]
+                s.sendall(REQ.pack(cmd, dev, rng.randrange(8), *args) + os.urandom(rng.randrange(64)))
+                n.add("junk sent")
+        except OSError:
+            n.add("junk closed")
+        finally:
+            try:
+                s.close()
+            except Exception:
+                pass
+
+
+def hostile_holder(port, stop, n, half):
+    while not stop.is_set():
+        try:
+            s = connect(port)
+            s.settimeout(120)
+            if half:
+                s.sendall(REQ.pack(PING, 0, 0, 0, 0, 0)[:11])
+            # Wait until the server hangs up on us (read or idle timeout), then come back.
+            while s.recv(4096):
+                pass
+            n.add("half header cut off" if half else "idle cut off")
+        except OSError:
+            n.add("holder errors")
+        time.sleep(0.1)
+
+
+def good_raw(port, stop, n):
+    while not stop.is_set():
+        try:
+            s = connect(port)
+            s.sendall(REQ.pack(PING, 0, 0, 0, 0, 0))
+            ok, msg = answer(s)
+            if not ok and b"its limit" in msg:
+                n.add("good raw turned away at the limit")
+                time.sleep(0.2)
+                continue
+            for _ in range(200):
+                s.sendall(REQ.pack(PING, 0, 0, 0, 0, 0))
+                ok, _ = answer(s)
+                s.sendall(REQ.pack(MMIO_READ, 0, 5, 0xDE3 * 4, 4, 0))  # RCC_CONFIG_MEMSIZE
+                ok2, _ = answer(s, 4)
+                n.add("good raw ok" if ok and ok2 else "good raw FAILED")
+            s.close()
+        except OSError as e:
+            n.add("good raw FAILED")
+            print(f"good raw client: {e}", file=sys.stderr)
+            time.sleep(0.5)
+
+
+def good_tools(am, spec, stop, n, failures):
+    cmds = [["init", spec], ["info", spec], ["smi", spec]]
+    while not stop.is_set():
+        for c in cmds:
+            key = f"am {c[0]}"
+            # A client turned away at the connection limit is told so and tries again, as
+            # a person would; the hostile clients' reconnect loop keeps the server near it.
+            for attempt in range(20):
+                r = subprocess.run([am, *c], capture_output=True, text=True)
+                if r.returncode == 0 or "its limit" not in r.stderr:
+                    break
+                n.add(f"{key} turned away at the limit")
+                time.sleep(0.2)
+            if r.returncode == 0:
+                n.add(f"{key} ok")
+            else:
+                n.add(f"{key} FAILED")
+                failures.append((c, r.stderr[-500:]))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--am", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release", "am"))
+    ap.add_argument("--minutes", type=float, default=10)
+    ap.add_argument("--profile", default="navi31")
+    ap.add_argument("--sample-secs", type=float, default=5)
+    ap.add_argument("--tolerance-mib", type=float, default=8)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+
+    err_path = f"/tmp/am-soak-{os.getpid()}.stderr"
+    with open(err_path, "wb") as err:
+        server = subprocess.Popen(
+            [a.am, "serve", "--listen", "127.0.0.1:0", "--idle-timeout", "5", "--read-timeout", "5", f"mock:{a.profile}"],
+            stdout=subprocess.PIPE, stderr=err, text=True)
+    line = server.stdout.readline()
+    port = int(line.strip().rsplit(":", 1)[1])
+    threading.Thread(target=lambda: server.stdout.read(), daemon=True).start()
+    spec = f"remote:127.0.0.1:{port}:0"
+
+    stop = threading.Event()
+    n = Counters()
+    failures = []
+    threads = [
+        threading.Thread(target=hostile_flood, args=(port, stop, n)),
+        threading.Thread(target=hostile_junk, args=(port, stop, n, 17)),
+        threading.Thread(target=hostile_holder, args=(port, stop, n, True)),
+        threading.Thread(target=hostile_holder, args=(port, stop, n, False)),
+        threading.Thread(target=good_raw, args=(port, stop, n)),
+        threading.Thread(target=good_tools, args=(a.am, spec, stop, n, failures)),
+    ]
+    for t in threads:
+        t.daemon = True
+        t.start()
+
+    samples = []
+    start = time.time()
+    try:
+        while time.time() - start < a.minutes * 60:
+            time.sleep(a.sample_secs)
+            if server.poll() is not None:
+                print(f"the server exited with {server.returncode}", file=sys.stderr)
+                break
+            samples.append((round(time.time() - start, 1), rss_kib(server.pid)))
+            print(f"{samples[-1][0]:7.1f} s  RSS {samples[-1][1] / 1024:8.1f} MiB", flush=True)
+    finally:
+        stop.set()
+        alive = server.poll() is None
+        server.kill()
+        server.wait()
+
+    warm = [r for t, r in samples if t >= min(60, a.minutes * 60 / 2)]
+    base, end = warm[0], warm[-1]
+    stderr_bytes = os.path.getsize(err_path)
+    result = {
+        "minutes": a.minutes,
+        "profile": a.profile,
+        "rss_after_warmup_mib": round(base / 1024, 1),
+        "rss_end_mib": round(end / 1024, 1),
+        "rss_min_mib": round(min(warm) / 1024, 1),
+        "rss_max_mib": round(max(warm) / 1024, 1),
+        "server_stderr_bytes": stderr_bytes,
+        "server_alive_at_end": alive,
+        "counts": dict(sorted(n.c.items())),
+        "good_failures": len(failures),
+    }
+    os.unlink(err_path)
+    print(json.dumps(result, indent=2))
+    if failures:
+        print("first failure:", failures[0], file=sys.stderr)
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump({**result, "samples": samples}, f, indent=1)
+    flat = (end - base) / 1024 <= a.tolerance_mib
+    bad = [k for k in n.c if "FAILED" in k]
+    if not flat or bad or not alive:
+        print(f"soak failed: flat={flat} failed clients={bad} alive={alive}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
