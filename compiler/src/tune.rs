@@ -50,6 +50,8 @@ impl KernelTimer for DeviceTimer {
     fn target(&self) -> Target {
         self.target
     }
+    // SAFETY: the trait's contract (argument pointers valid for the kernel's accesses); the
+    // GPU reaches them through the device's page tables, which the runtime built.
     unsafe fn time(
         &self,
         program: &Compiled,
@@ -94,6 +96,7 @@ impl KernelTimer for CpuTimer {
     fn target(&self) -> Target {
         Target::Cpu
     }
+    // SAFETY: the trait's contract, which the launch below relies on.
     unsafe fn time(
         &self,
         program: &Compiled,

@@ -3,46 +3,14 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-const SAXPY: &str = "kernel saxpy(%x: ptr<global, f32> noalias, %y: ptr<global, f32>, %a: f32, %n: u32) workgroup(64, 1, 1) {
-  %g = group_id x
-  %l = local_id x
-  %w = const u32 64
-  %b = mul %g, %w
-  %i = add %b, %l
-  %in = lt %i, %n
-  if %in {
-    %xv = load %x[%i] : f32
-    %yv = load %y[%i] : f32
-    %r = fma %a, %xv, %yv
-    store %y[%i], %r
-  }
-}
-";
+use std::process::Output;
 
-struct Dir(PathBuf);
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn dir(tag: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!("am-compile-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Dir(d)
-}
+use common::{Dir, SAXPY, am_in, dir};
 
 fn am(d: &Dir, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_am"))
-        .args(args)
-        .current_dir(&d.0)
-        .env("XDG_CACHE_HOME", d.0.join("cache"))
-        .output()
-        .unwrap()
+    am_in(d, args, &[])
 }
 
 #[test]

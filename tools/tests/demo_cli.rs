@@ -4,32 +4,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod common;
 
-struct Dir(PathBuf);
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn dir(tag: &str) -> Dir {
-    let d = std::env::temp_dir().join(format!("am-demo-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    Dir(d)
-}
-
-fn am(d: &Dir, args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_am"))
-        .args(args)
-        .current_dir(&d.0)
-        .env("XDG_CACHE_HOME", d.0.join("cache"))
-        .envs(env.iter().copied())
-        .output()
-        .unwrap()
-}
+use common::{am_in as am, dir};
 
 #[test]
 fn the_demo_reaches_95_percent_on_the_mock_and_agrees_with_the_cpu() {

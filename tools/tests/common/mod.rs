@@ -1,5 +1,6 @@
 //! What several CLI tests share: an `am serve` child holding mock devices in its process,
-//! so that they outlive each `am` command as a GPU outlives a driver instance.
+//! so that they outlive each `am` command as a GPU outlives a driver instance; a scratch
+//! directory per test with its own compile cache; a kernel in the IR's text form.
 
 #![allow(clippy::unwrap_used)] // unwrap is how a test says "this must work"
 #![allow(dead_code)] // each test file uses its part
@@ -132,4 +133,49 @@ pub fn golden(name: &str, text: &str) {
     let want = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (AM_BLESS=1 writes it)", path.display()));
     assert_eq!(text, want, "output differs from {}", path.display());
+}
+
+/// saxpy in the IR's text form (`y = a·x + y` over `n` elements, workgroups of 64).
+pub const SAXPY: &str = "kernel saxpy(%x: ptr<global, f32> noalias, %y: ptr<global, f32>, %a: f32, %n: u32) workgroup(64, 1, 1) {
+  %g = group_id x
+  %l = local_id x
+  %w = const u32 64
+  %b = mul %g, %w
+  %i = add %b, %l
+  %in = lt %i, %n
+  if %in {
+    %xv = load %x[%i] : f32
+    %yv = load %y[%i] : f32
+    %r = fma %a, %xv, %yv
+    store %y[%i], %r
+  }
+}
+";
+
+/// A scratch directory, removed when dropped.
+pub struct Dir(pub std::path::PathBuf);
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A fresh scratch directory named after `tag` and this test process.
+pub fn dir(tag: &str) -> Dir {
+    let d = std::env::temp_dir().join(format!("am-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    Dir(d)
+}
+
+/// Run `am ARGS…` in `d` with `env` set and the compile cache inside `d` (never the user's).
+pub fn am_in(d: &Dir, args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(args)
+        .current_dir(&d.0)
+        .env("XDG_CACHE_HOME", d.0.join("cache"))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap()
 }
