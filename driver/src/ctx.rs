@@ -11,7 +11,7 @@ use crate::hwip::HwIp;
 use crate::mm::{MemoryManager, Pool, VramAccess};
 use crate::pci::{Bar, PciDevice};
 use crate::regs::{Reg, Regs};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// How long the driver waits for the firmware and the engines before it gives up. The
 /// defaults are the reference driver's; tests shorten them so that a model that never
@@ -120,13 +120,15 @@ impl Vram {
 
     fn check(&self, paddr: u64, len: usize) -> Result<()> {
         if paddr.checked_add(len as u64).is_none_or(|e| e > self.size) {
-            return Err(Error::OutOfRange {
-                device: self.device.clone(),
-                what: "VRAM".into(),
-                offset: paddr,
-                size: len as u64,
-                len: self.size,
-            });
+            return Err(Error::new(
+                &self.device,
+                ErrorKind::OutOfRange {
+                    what: "VRAM".into(),
+                    offset: paddr,
+                    size: len as u64,
+                    len: self.size,
+                },
+            ));
         }
         Ok(())
     }
@@ -323,17 +325,18 @@ impl Ctx {
             Ok((v & mask == want, v))
         })
         .map_err(|e| match e {
-            Error::Timeout {
+            Error {
                 device,
-                what,
-                waited,
-                last,
-            } => Error::Timeout {
+                kind: ErrorKind::Timeout { what, waited, last },
+                ..
+            } => Error::new(
                 device,
-                what: format!("{what} ({} = {last:#x})", reg.name()),
-                waited,
-                last,
-            },
+                ErrorKind::Timeout {
+                    what: format!("{what} ({} = {last:#x})", reg.name()),
+                    waited,
+                    last,
+                },
+            ),
             e => e,
         })
     }
@@ -354,12 +357,14 @@ impl Ctx {
                 return Ok(v);
             }
             if start.elapsed() >= timeout {
-                return Err(Error::Timeout {
-                    device: self.name.clone(),
-                    what: what.to_string(),
-                    waited: timeout,
-                    last: v,
-                });
+                return Err(Error::new(
+                    &self.name,
+                    ErrorKind::Timeout {
+                        what: what.to_string(),
+                        waited: timeout,
+                        last: v,
+                    },
+                ));
             }
             n += 1;
             if n > 64 {

@@ -29,7 +29,7 @@ use crate::mm::{MapFlags, MemoryManager, MmConfig, PteFormat, VirtMapping};
 use crate::pci::{Bar, PciDevice, SysMem};
 use crate::regs::{Regs, gc, mmhub};
 use crate::vf::{Mailbox, MailboxTimings, VfLease};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// What `SCRATCH_REG7` holds after a boot by this driver: the state layout version. A later
 /// instance that reads it back (and a clean `SCRATCH_REG6`) may warm boot.
@@ -66,18 +66,18 @@ pub struct Options {
 impl Options {
     /// Options from the environment: `AM_RESET`, `AM_POWER_LIMIT`, `AM_FIRMWARE_PATH`.
     pub fn from_env(device: &str) -> Result<Self> {
-        let firmware = Locator::from_env().map_err(|source| Error::Firmware {
-            device: device.to_string(),
-            source,
-        })?;
+        let firmware = Locator::from_env()
+            .map_err(|source| Error::new(device.to_string(), ErrorKind::Firmware { source }))?;
         let force_reset = std::env::var("AM_RESET").is_ok_and(|v| v.trim() == "1");
         let power_limit_w = match std::env::var("AM_POWER_LIMIT") {
-            Ok(v) if !v.trim().is_empty() => {
-                Some(v.trim().parse::<u32>().map_err(|_| Error::BadState {
-                    device: device.to_string(),
-                    reason: format!("AM_POWER_LIMIT={v:?} is not a whole number of watts"),
-                })?)
-            }
+            Ok(v) if !v.trim().is_empty() => Some(v.trim().parse::<u32>().map_err(|_| {
+                Error::new(
+                    device.to_string(),
+                    ErrorKind::BadState {
+                        reason: format!("AM_POWER_LIMIT={v:?} is not a whole number of watts"),
+                    },
+                )
+            })?),
             _ => None,
         };
         Ok(Options {
@@ -301,10 +301,7 @@ impl AmDevice {
         }
         let mmio = Arc::new(CountingBar::new(pci.bar(5)?));
         if opts.inspect && crate::vf::is_vf(&*mmio)? {
-            return Err(Error::BadState {
-                device: name,
-                reason: "a VF cannot be opened to inspect: its PF owns the SMU, and init access is the holder's lease".into(),
-            });
+            return Err(Error::new(name, ErrorKind::BadState { reason: "a VF cannot be opened to inspect: its PF owns the SMU, and init access is the holder's lease".into() }));
         }
         let (is_vf, lease) = vf_handshake(&*pci, mmio.clone(), &opts.mailbox)?;
         // From here on the lease is released if anything fails (its Drop).
@@ -497,7 +494,7 @@ impl AmDevice {
     /// a fresh GPU virtual address of VM context 0 and flush the TLBs: this device's engines
     /// and shaders then read and write the peer's memory over XGMI. The entries hold the
     /// peer's hive physical addresses with VRAM-style flags ([`MapFlags::PEER_VRAM`]). A
-    /// device that is not in one hive with this one is refused ([`Error::NotInOneHive`],
+    /// device that is not in one hive with this one is refused ([`crate::ErrorKind::NotInOneHive`],
     /// see [`check_one_hive`]). The mapping's `paddrs` are the peer's VRAM addresses;
     /// undo it with [`unmap_peer`](Self::unmap_peer).
     pub fn map_peer(&self, peer: &PeerVram) -> Result<VirtMapping> {
@@ -576,7 +573,7 @@ impl AmDevice {
 
     /// Drain the interrupt rings and decode every entry. A fault (shader error, page fault,
     /// RAS event) puts the device in its error state and is returned as
-    /// [`Error::GpuFault`] naming what happened and where; other events are returned.
+    /// [`crate::ErrorKind::GpuFault`] naming what happened and where; other events are returned.
     pub fn handle_interrupts(&mut self) -> Result<Vec<IrqEvent>> {
         let entries = self.blocks.ih.drain(&self.ctx)?;
         let mut events = Vec::with_capacity(entries.len());
@@ -596,10 +593,7 @@ impl AmDevice {
         if let Some(detail) = first_fault {
             tracing::error!("{}: GPU fault: {detail}", self.ctx.name);
             self.error_state.get_or_insert(detail.clone());
-            return Err(Error::GpuFault {
-                device: self.ctx.name.clone(),
-                detail,
-            });
+            return Err(Error::new(&self.ctx.name, ErrorKind::GpuFault { detail }));
         }
         Ok(events)
     }
@@ -640,10 +634,12 @@ impl AmDevice {
     /// opened again afterwards.
     pub fn mode1_reset(mut self) -> Result<bool> {
         if self.ctx.is_vf {
-            return Err(Error::BadState {
-                device: self.ctx.name.clone(),
-                reason: "a VF cannot reset the GPU: the PF owns the SMU".into(),
-            });
+            return Err(Error::new(
+                &self.ctx.name,
+                ErrorKind::BadState {
+                    reason: "a VF cannot reset the GPU: the PF owns the SMU".into(),
+                },
+            ));
         }
         // Nothing left to finalise afterwards: the reset takes the firmware and the queues.
         self.finalized = true;
@@ -721,10 +717,7 @@ fn load_firmware(ctx: &Ctx, opts: &Options) -> Result<Option<FirmwareSet>> {
             );
             Ok(None)
         }
-        Err(source) => Err(Error::Firmware {
-            device: ctx.name.clone(),
-            source,
-        }),
+        Err(source) => Err(Error::new(&ctx.name, ErrorKind::Firmware { source })),
     }
 }
 
@@ -801,10 +794,12 @@ fn boot(
                 let mut kind = BootKind::Cold;
                 if foreign {
                     if ctx.mc.is_hive() {
-                        return Err(Error::HiveMalformed {
-                            device: ctx.name.clone(),
-                            regions: ctx.mc.xgmi_regions,
-                        });
+                        return Err(Error::new(
+                            &ctx.name,
+                            ErrorKind::HiveMalformed {
+                                regions: ctx.mc.xgmi_regions,
+                            },
+                        ));
                     }
                     clock.run("mode1_reset", || {
                         ctx.pci.set_bus_master(false)?;

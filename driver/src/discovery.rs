@@ -9,14 +9,14 @@
 //! address, since no IP base is known yet.
 //!
 //! Every read is bounds-checked against the table; a malformed table is an
-//! [`Error::MalformedDiscovery`] naming the structure and its offset, never a panic.
+//! [`crate::ErrorKind::MalformedDiscovery`] naming the structure and its offset, never a panic.
 
 use std::collections::BTreeSet;
 
 use zerocopy::FromBytes;
 
 use crate::hwip::{self, HwIp};
-use crate::{Bar, Error, PciDevice, Result};
+use crate::{Bar, Error, ErrorKind, PciDevice, Result};
 
 /// `mmRCC_CONFIG_MEMSIZE`: VRAM size in MiB, a dword index in BAR5 valid before discovery.
 pub const RCC_CONFIG_MEMSIZE: u64 = 0xde3;
@@ -139,12 +139,14 @@ impl Reader<'_> {
         offset: usize,
         reason: impl Into<String>,
     ) -> Error {
-        Error::MalformedDiscovery {
-            device: self.device.to_string(),
-            what: what.into(),
-            offset: offset as u64,
-            reason: reason.into(),
-        }
+        Error::new(
+            self.device.to_string(),
+            ErrorKind::MalformedDiscovery {
+                what: what.into(),
+                offset: offset as u64,
+                reason: reason.into(),
+            },
+        )
     }
 
     /// Read a `T` at `offset`; a structure running past the table is an error naming it.
@@ -197,14 +199,18 @@ impl DiscoveryTable {
     /// the device in errors.
     pub fn parse(device: &str, bytes: &[u8]) -> Result<Self> {
         let r = Reader { device, bytes };
-        let mismatch = |what, offset: usize, found, expected| Error::DiscoverySignature {
-            device: device.to_string(),
-            what,
-            offset: offset as u64,
-            found,
-            expected,
-            head: hex_head(bytes),
-            hint: signature_hint(bytes),
+        let mismatch = |what, offset: usize, found, expected| {
+            Error::new(
+                device.to_string(),
+                ErrorKind::DiscoverySignature {
+                    what,
+                    offset: offset as u64,
+                    found,
+                    expected,
+                    head: hex_head(bytes),
+                    hint: signature_hint(bytes),
+                },
+            )
         };
 
         let bhdr: layout::binary_header = r.get(0, || "binary_header".into())?;
@@ -458,16 +464,18 @@ impl Discovery {
         let mmio = dev.bar(5)?;
         let memsize = mmio.read32(RCC_CONFIG_MEMSIZE * 4)?;
         if memsize == 0 || memsize == u32::MAX {
-            return Err(Error::BadVramSize {
+            return Err(Error::new(
                 device,
-                value: memsize,
-                reason: if memsize == 0 {
-                    "no VRAM size"
-                } else {
-                    "registers are gated (a VF without init access, a device in reset, or BAR5 \
+                ErrorKind::BadVramSize {
+                    value: memsize,
+                    reason: if memsize == 0 {
+                        "no VRAM size"
+                    } else {
+                        "registers are gated (a VF without init access, a device in reset, or BAR5 \
                      not enabled)"
+                    },
                 },
-            });
+            ));
         }
         let vram_size = u64::from(memsize) << 20;
         let vram = dev.bar(0)?;
@@ -533,11 +541,15 @@ impl Discovery {
 
     /// Version of an IP block, or an error naming it.
     pub fn require_version(&self, ip: HwIp) -> Result<IpVersion> {
-        self.version(ip).ok_or_else(|| Error::NoIpInstance {
-            device: self.device.clone(),
-            ip: hwip::name(ip).to_string(),
-            instance: 0,
-            present: String::new(),
+        self.version(ip).ok_or_else(|| {
+            Error::new(
+                &self.device,
+                ErrorKind::NoIpInstance {
+                    ip: hwip::name(ip).to_string(),
+                    instance: 0,
+                    present: String::new(),
+                },
+            )
         })
     }
 

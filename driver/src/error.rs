@@ -1,17 +1,60 @@
-//! The driver's error type.
+//! The driver's error type: the device an error concerns, and what went wrong.
 
+use std::fmt;
 use std::path::PathBuf;
 
-/// Everything that can go wrong in the driver. Each variant names the device (or file) it
-/// concerns, so a message read out of context still says where it came from.
+/// An error of the driver: the device (or file) it concerns and what went wrong. The
+/// message names the device first (`navi31@mock: timed out after …`), so it still says
+/// where it came from when read out of context; match on [`kind`](Self::kind) to tell
+/// errors apart.
+#[derive(Debug)]
+pub struct Error {
+    /// The device (BDF, `remote:…`, `navi31@mock`), or empty for errors that concern no
+    /// device (a device specification or address range that cannot be parsed).
+    pub device: String,
+    /// What went wrong.
+    pub kind: ErrorKind,
+}
+
+impl Error {
+    /// An error of `kind` on `device`.
+    pub fn new(device: impl Into<String>, kind: ErrorKind) -> Self {
+        Self {
+            device: device.into(),
+            kind,
+        }
+    }
+}
+
+impl From<ErrorKind> for Error {
+    fn from(kind: ErrorKind) -> Self {
+        Self::new(String::new(), kind)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.device.is_empty() {
+            write!(f, "{}", self.kind)
+        } else {
+            write!(f, "{}: {}", self.device, self.kind)
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        std::error::Error::source(&self.kind)
+    }
+}
+
+/// What went wrong, without the device (which [`Error`] carries).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum ErrorKind {
     /// An operating-system call on a file failed.
-    #[error("{device}: {op} {path}: {source}")]
+    #[error("{op} {path}: {source}")]
     Io {
-        /// Device the file belongs to.
-        device: String,
         /// What was being done (`open`, `mmap`, `read`, …).
         op: &'static str,
         /// The file.
@@ -21,11 +64,9 @@ pub enum Error {
     },
     /// An access outside a BAR, a system-memory region or config space.
     #[error(
-        "{device}: {what} access of {size} bytes at offset {offset:#x} is outside its {len:#x}-byte range"
+        "{what} access of {size} bytes at offset {offset:#x} is outside its {len:#x}-byte range"
     )]
     OutOfRange {
-        /// Device.
-        device: String,
         /// The region (`BAR5`, `config space`, `system memory`, …).
         what: String,
         /// Offset of the access.
@@ -36,30 +77,24 @@ pub enum Error {
         len: u64,
     },
     /// A BAR the device does not have or that cannot be mapped.
-    #[error("{device}: BAR{bar} is not available: {reason}")]
+    #[error("BAR{bar} is not available: {reason}")]
     NoBar {
-        /// Device.
-        device: String,
         /// BAR index.
         bar: u8,
         /// Why.
         reason: String,
     },
     /// The backend does not offer this operation.
-    #[error("{device}: {op} is not supported by the {backend} backend")]
+    #[error("{op} is not supported by the {backend} backend")]
     Unsupported {
-        /// Device.
-        device: String,
         /// The operation.
         op: &'static str,
         /// The backend (`sysfs`, `vfio`, `remote`, `mock`).
         backend: &'static str,
     },
     /// Another process holds the device.
-    #[error("{device}: device is in use: lock {path} is held{}", holder.map(|p| format!(" by pid {p}")).unwrap_or_default())]
+    #[error("device is in use: lock {path} is held{}", holder.map(|p| format!(" by pid {p}")).unwrap_or_default())]
     Locked {
-        /// Device.
-        device: String,
         /// The lock file.
         path: PathBuf,
         /// The process holding the lock, when it can be told.
@@ -75,11 +110,9 @@ pub enum Error {
     },
     /// The IP discovery table does not carry the signatures the hardware writes.
     #[error(
-        "{device}: discovery signatures mismatch: {what} at table offset {offset:#x} is {found:#010x}, expected {expected:#010x} (table starts {head}){hint}"
+        "discovery signatures mismatch: {what} at table offset {offset:#x} is {found:#010x}, expected {expected:#010x} (table starts {head}){hint}"
     )]
     DiscoverySignature {
-        /// Device.
-        device: String,
         /// Which signature (`binary_header.binary_signature`, `ip_discovery_header.signature`, …).
         what: &'static str,
         /// Byte offset of the signature inside the discovery table.
@@ -94,20 +127,16 @@ pub enum Error {
         hint: &'static str,
     },
     /// `RCC_CONFIG_MEMSIZE` does not give a usable VRAM size.
-    #[error("{device}: RCC_CONFIG_MEMSIZE (BAR5 dword 0xde3) reads {value:#x}: {reason}")]
+    #[error("RCC_CONFIG_MEMSIZE (BAR5 dword 0xde3) reads {value:#x}: {reason}")]
     BadVramSize {
-        /// Device.
-        device: String,
         /// The value read (MiB).
         value: u32,
         /// What that means.
         reason: &'static str,
     },
     /// The IP discovery table is inconsistent: a count, offset or version that cannot be right.
-    #[error("{device}: malformed discovery table: {what} at table offset {offset:#x}: {reason}")]
+    #[error("malformed discovery table: {what} at table offset {offset:#x}: {reason}")]
     MalformedDiscovery {
-        /// Device.
-        device: String,
         /// The structure being read (`die_header of die 2`, `ip_v4 entry 5 of die 0`, …).
         what: String,
         /// Byte offset of that structure inside the table.
@@ -117,10 +146,8 @@ pub enum Error {
     },
     /// An IP block the driver needs is not listed by discovery (or all its instances are
     /// harvested).
-    #[error("{device}: {ip} instance {instance} is not present{present}")]
+    #[error("{ip} instance {instance} is not present{present}")]
     NoIpInstance {
-        /// Device.
-        device: String,
         /// The IP block with its version when known (`GC 11.0.0`, `NBIO`).
         ip: String,
         /// The instance asked for.
@@ -129,28 +156,22 @@ pub enum Error {
         present: String,
     },
     /// No generated register table exists for an IP version this device has.
-    #[error("{device}: no generated register table for {ip}")]
+    #[error("no generated register table for {ip}")]
     NoRegisterTable {
-        /// Device.
-        device: String,
         /// IP block and version (`GC 13.0.0`).
         ip: String,
     },
     /// A register this ASIC's IP version does not have.
-    #[error("{device}: register {register} does not exist on {ip}")]
+    #[error("register {register} does not exist on {ip}")]
     NoSuchRegister {
-        /// Device.
-        device: String,
         /// Register name as in the Linux headers, without the `reg`/`mm` prefix.
         register: String,
         /// IP block and version (`GC 9.4.3`).
         ip: String,
     },
     /// A field the register does not have.
-    #[error("{device}: register {register} on {ip} has no field {field}")]
+    #[error("register {register} on {ip} has no field {field}")]
     NoSuchField {
-        /// Device.
-        device: String,
         /// Register name.
         register: String,
         /// The field asked for.
@@ -159,12 +180,8 @@ pub enum Error {
         ip: String,
     },
     /// A value wider than the field it is written to.
-    #[error(
-        "{device}: value {value:#x} does not fit field {register}.{field} ({width} bits) on {ip}"
-    )]
+    #[error("value {value:#x} does not fit field {register}.{field} ({width} bits) on {ip}")]
     FieldOverflow {
-        /// Device.
-        device: String,
         /// Register name.
         register: String,
         /// Field name.
@@ -178,11 +195,9 @@ pub enum Error {
     },
     /// A register whose base-address segment discovery did not provide for this instance.
     #[error(
-        "{device}: register {register} on {ip} instance {instance} uses base segment {base_idx}, but discovery lists {count} base addresses"
+        "register {register} on {ip} instance {instance} uses base segment {base_idx}, but discovery lists {count} base addresses"
     )]
     NoBaseAddress {
-        /// Device.
-        device: String,
         /// Register name.
         register: String,
         /// IP block and version.
@@ -195,10 +210,8 @@ pub enum Error {
         count: usize,
     },
     /// A register address that neither BAR5 nor the indirect window can reach.
-    #[error("{device}: register {register} at dword {addr:#x} is out of reach: {reason}")]
+    #[error("register {register} at dword {addr:#x} is out of reach: {reason}")]
     RegisterOutOfReach {
-        /// Device.
-        device: String,
         /// Register name (or the raw address when unnamed).
         register: String,
         /// Dword address.
@@ -208,10 +221,8 @@ pub enum Error {
     },
     /// An access whose offset is not aligned as the hardware requires (dword registers,
     /// 64-bit doorbells).
-    #[error("{device}: {what} access at offset {offset:#x} is not {align}-byte aligned")]
+    #[error("{what} access at offset {offset:#x} is not {align}-byte aligned")]
     Misaligned {
-        /// Device.
-        device: String,
         /// The region (`BAR5`, …).
         what: String,
         /// Offset of the access.
@@ -221,10 +232,8 @@ pub enum Error {
     },
     /// A file (sysfs attribute, `/proc/self/pagemap`, …) holds something that cannot be
     /// understood.
-    #[error("{device}: cannot parse {path}: {reason}")]
+    #[error("cannot parse {path}: {reason}")]
     Parse {
-        /// Device.
-        device: String,
         /// The file.
         path: PathBuf,
         /// What is wrong with its contents.
@@ -232,19 +241,15 @@ pub enum Error {
     },
     /// `/proc/self/pagemap` hides physical addresses from this process.
     #[error(
-        "{device}: {path} reports page frame 0 for mapped memory: physical addresses need root (CAP_SYS_ADMIN)"
+        "{path} reports page frame 0 for mapped memory: physical addresses need root (CAP_SYS_ADMIN)"
     )]
     NoPhysAddr {
-        /// Device.
-        device: String,
         /// The pagemap file.
         path: PathBuf,
     },
     /// A VFIO operation failed.
-    #[error("{device}: VFIO {op} ({path}): {source}")]
+    #[error("VFIO {op} ({path}): {source}")]
     Vfio {
-        /// Device.
-        device: String,
         /// What was being done.
         op: &'static str,
         /// The sysfs or `/dev/vfio` path involved.
@@ -254,18 +259,14 @@ pub enum Error {
     },
     /// The backend reported a failure that is not an I/O error on a file (a remote server's
     /// error message, a violation of the mock's hardware contract, …).
-    #[error("{device}: {message}")]
+    #[error("{message}")]
     Backend {
-        /// Device.
-        device: String,
         /// The backend's message.
         message: String,
     },
     /// No PCI function at the address.
-    #[error("{device}: no PCI device at this address ({path} does not exist)")]
+    #[error("no PCI device at this address ({path} does not exist)")]
     NoDevice {
-        /// The BDF.
-        device: String,
         /// Where sysfs would have it.
         path: std::path::PathBuf,
     },
@@ -279,11 +280,9 @@ pub enum Error {
     },
     /// A remote PCI server did not answer a request in time.
     #[error(
-        "{device}: no answer to {request} within {timeout:?}: the server accepted the connection but stopped responding"
+        "no answer to {request} within {timeout:?}: the server accepted the connection but stopped responding"
     )]
     RemoteTimeout {
-        /// Device (`remote:HOST:PORT:N`).
-        device: String,
         /// The request that got no answer (`CFG_READ offset 0x0 size 2`).
         request: String,
         /// How long the client waited.
@@ -291,29 +290,23 @@ pub enum Error {
     },
     /// A remote PCI server closed the connection.
     #[error(
-        "{device}: the server closed the connection during {request}: a server closes a connection after a failed pipelined write (MMIO_WRITE and SYSMEM_WRITE get no answer), a malformed request or a timeout; its log says which"
+        "the server closed the connection during {request}: a server closes a connection after a failed pipelined write (MMIO_WRITE and SYSMEM_WRITE get no answer), a malformed request or a timeout; its log says which"
     )]
     RemoteClosed {
-        /// Device.
-        device: String,
         /// The request that found the connection closed.
         request: String,
     },
     /// A remote PCI server answered a request with an error.
-    #[error("{device}: the server refused {request}: {message}")]
+    #[error("the server refused {request}: {message}")]
     RemoteRefused {
-        /// Device.
-        device: String,
         /// The refused request.
         request: String,
         /// The server's message.
         message: String,
     },
     /// The connection to a remote PCI server failed, or the server broke the protocol.
-    #[error("{device}: {request}: {reason}")]
+    #[error("{request}: {reason}")]
     Remote {
-        /// Device.
-        device: String,
         /// The request (or `connect`).
         request: String,
         /// What went wrong.
@@ -356,21 +349,17 @@ pub enum Error {
     /// `TRN_MSG_ACK` of the VF mailbox stayed set after `TRN_MSG_VALID` was cleared, so no
     /// new request could be sent.
     #[error(
-        "{device}: VF mailbox acknowledgement did not clear within {timeout:?} (TRN_MSG_ACK still set before request {request}); the mailbox is wedged"
+        "VF mailbox acknowledgement did not clear within {timeout:?} (TRN_MSG_ACK still set before request {request}); the mailbox is wedged"
     )]
     VfMailboxAckNotCleared {
-        /// Device.
-        device: String,
         /// The request that was about to be sent.
         request: crate::vf::IdhRequest,
         /// How long the driver waited.
         timeout: std::time::Duration,
     },
     /// The PF did not set `TRN_MSG_ACK` for a VF mailbox request.
-    #[error("{device}: VF mailbox request {request} was not acknowledged within {timeout:?}")]
+    #[error("VF mailbox request {request} was not acknowledged within {timeout:?}")]
     VfMailboxNotAcknowledged {
-        /// Device.
-        device: String,
         /// The request.
         request: crate::vf::IdhRequest,
         /// How long the driver waited.
@@ -378,11 +367,9 @@ pub enum Error {
     },
     /// The PF acknowledged a VF mailbox request but never posted the expected event.
     #[error(
-        "{device}: VF mailbox request {request} did not receive event {event} in {tries} tries of {timeout:?} (last RCV_DW0 {last:#x})"
+        "VF mailbox request {request} did not receive event {event} in {tries} tries of {timeout:?} (last RCV_DW0 {last:#x})"
     )]
     VfMailboxNoEvent {
-        /// Device.
-        device: String,
         /// The request.
         request: crate::vf::IdhRequest,
         /// The event waited for.
@@ -395,10 +382,8 @@ pub enum Error {
         last: u32,
     },
     /// A wait for the hardware or its firmware ran out of time.
-    #[error("{device}: timed out after {waited:?} waiting for {what}")]
+    #[error("timed out after {waited:?} waiting for {what}")]
     Timeout {
-        /// Device.
-        device: String,
         /// What the driver waited for (and the register it polled).
         what: String,
         /// How long it waited.
@@ -407,22 +392,16 @@ pub enum Error {
         last: u32,
     },
     /// A PSP command came back with a non-zero status.
-    #[error("{device}: PSP command {command} failed with status {status:#x}")]
+    #[error("PSP command {command} failed with status {status:#x}")]
     PspCommand {
-        /// Device.
-        device: String,
         /// The command (`LOAD_IP_FW(GFX_FW_TYPE_CP_MEC)`, `SETUP_TMR`, …).
         command: String,
         /// `resp.status` of the command buffer.
         status: u32,
     },
     /// An SMU message was answered with something other than OK.
-    #[error(
-        "{device}: SMU message {message} (param {param:#x}) failed with response {response:#x}"
-    )]
+    #[error("SMU message {message} (param {param:#x}) failed with response {response:#x}")]
     SmuMessage {
-        /// Device.
-        device: String,
         /// The message name.
         message: String,
         /// Its parameter.
@@ -431,29 +410,23 @@ pub enum Error {
         response: u32,
     },
     /// Firmware for the device could not be found or parsed.
-    #[error("{device}: firmware: {source}")]
+    #[error("firmware: {source}")]
     Firmware {
-        /// Device.
-        device: String,
         /// What went wrong.
         source: am_firmware::FirmwareError,
     },
     /// Firmware of another driver runs on a member of an XGMI hive: only a reset of the whole
     /// hive can bring it back.
     #[error(
-        "{device}: malformed state: the device is a member of an XGMI hive ({regions} devices) and runs firmware left by another driver; reset the whole hive with `am hive-reset` first"
+        "malformed state: the device is a member of an XGMI hive ({regions} devices) and runs firmware left by another driver; reset the whole hive with `am hive-reset` first"
     )]
     HiveMalformed {
-        /// Device.
-        device: String,
         /// Devices in the hive.
         regions: u32,
     },
     /// Another device's VRAM cannot be mapped: the two are not members of one XGMI hive.
-    #[error("{device}: cannot map VRAM of {peer}: {reason}")]
+    #[error("cannot map VRAM of {peer}: {reason}")]
     NotInOneHive {
-        /// The device that would map it.
-        device: String,
         /// The device whose VRAM it is.
         peer: String,
         /// What their layouts say.
@@ -461,18 +434,14 @@ pub enum Error {
     },
     /// The GPU reported a fault (shader error, page fault, RAS event); the device is in its
     /// error state until [`recover`](crate::AmDevice::recover).
-    #[error("{device}: GPU fault: {detail}")]
+    #[error("GPU fault: {detail}")]
     GpuFault {
-        /// Device.
-        device: String,
         /// What happened and where.
         detail: String,
     },
     /// The device state does not allow the operation.
-    #[error("{device}: {reason}")]
+    #[error("{reason}")]
     BadState {
-        /// Device.
-        device: String,
         /// Why the operation cannot be done now.
         reason: String,
     },

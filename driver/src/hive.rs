@@ -11,7 +11,7 @@
 //! trusted application for a hive id, which this driver does not load.
 //!
 //! A hive member that runs another driver's firmware cannot be brought up on its own (the
-//! open refuses it with [`Error::HiveMalformed`]): its XGMI links only come back when every
+//! open refuses it with [`crate::ErrorKind::HiveMalformed`]): its XGMI links only come back when every
 //! member is reset. [`reset_all`] opens each device in reset mode ([`Options::reset_mode`],
 //! which leaves such a member untouched instead of refusing it) and then mode1-resets them
 //! all through their SMUs. It is all or nothing: if any device cannot be opened, none is
@@ -24,7 +24,7 @@ use std::sync::Arc;
 use crate::ctx::McLayout;
 use crate::device::{AmDevice, Options};
 use crate::pci::PciDevice;
-use crate::{Error, discovery};
+use crate::{Error, ErrorKind, discovery};
 
 /// VRAM of one device, described for another member of its hive to map
 /// ([`AmDevice::peer_vram`], [`AmDevice::map_peer`]).
@@ -53,10 +53,14 @@ impl PeerVram {
 /// regions, and every range inside the peer's segment. The error names both devices and
 /// what their layouts say.
 pub fn check_one_hive(device: &str, local: &McLayout, peer: &PeerVram) -> Result<(), Error> {
-    let fail = |reason: String| Error::NotInOneHive {
-        device: device.to_string(),
-        peer: peer.device.clone(),
-        reason,
+    let fail = |reason: String| {
+        Error::new(
+            device.to_string(),
+            ErrorKind::NotInOneHive {
+                peer: peer.device.clone(),
+                reason,
+            },
+        )
     };
     let p = &peer.layout;
     let place = |name: &str, mc: &McLayout| match mc.xgmi_region() {
@@ -254,7 +258,12 @@ mod tests {
 
     fn refusal(local: McLayout, p: &PeerVram) -> String {
         match check_one_hive("mock:a", &local, p) {
-            Err(e @ Error::NotInOneHive { .. }) => e.to_string(),
+            Err(
+                e @ Error {
+                    kind: ErrorKind::NotInOneHive { .. },
+                    ..
+                },
+            ) => e.to_string(),
             other => panic!("expected a refusal, got {other:?}"),
         }
     }

@@ -21,6 +21,6 @@ pub mod vf;
 pub use ctx::{Ctx, McLayout, Timeouts, Vram};
 pub use device::{AM_VERSION, AmDevice, BootKind, BootReport, Options, Phase, read_mc_layout};
 pub use discovery::{Discovery, IpVersion};
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use hwip::HwIp;
 pub use pci::{Bar, BarInfo, PciDevice, SysMem};

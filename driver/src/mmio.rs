@@ -10,7 +10,7 @@ use std::os::fd::AsRawFd;
 use std::ptr::NonNull;
 
 use crate::pci::{Bar, SysMem};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// What keeps a mapping alive; dropping it unmaps the memory.
 enum Backing {
@@ -78,21 +78,27 @@ impl MmioRegion {
         len: usize,
     ) -> Result<Self> {
         if len == 0 {
-            return Err(Error::NoBar {
-                device: device.to_string(),
-                bar: 0,
-                reason: format!("{what} at {} has size 0", path.display()),
-            });
+            return Err(Error::new(
+                device.to_string(),
+                ErrorKind::NoBar {
+                    bar: 0,
+                    reason: format!("{what} at {} has size 0", path.display()),
+                },
+            ));
         }
         let map = memmap2::MmapOptions::new()
             .offset(offset)
             .len(len)
             .map_raw(file.as_raw_fd())
-            .map_err(|source| Error::Io {
-                device: device.to_string(),
-                op: "mmap",
-                path: path.to_path_buf(),
-                source,
+            .map_err(|source| {
+                Error::new(
+                    device.to_string(),
+                    ErrorKind::Io {
+                        op: "mmap",
+                        path: path.to_path_buf(),
+                        source,
+                    },
+                )
             })?;
         Ok(Self {
             device: device.to_string(),
@@ -107,24 +113,30 @@ impl MmioRegion {
     /// pages stay put while the GPU uses them. With `hugepage`, the memory comes from 2 MiB
     /// hugetlb pages (physically contiguous per page; `len` must be a multiple of 2 MiB).
     pub fn anonymous(device: &str, what: &str, len: usize, hugepage: bool) -> Result<Self> {
-        let io_err = |op: &'static str, source: std::io::Error| Error::Io {
-            device: device.to_string(),
-            op,
-            path: if hugepage {
-                "/proc/sys/vm/nr_hugepages".into()
-            } else {
-                "anonymous memory".into()
-            },
-            source,
+        let io_err = |op: &'static str, source: std::io::Error| {
+            Error::new(
+                device.to_string(),
+                ErrorKind::Io {
+                    op,
+                    path: if hugepage {
+                        "/proc/sys/vm/nr_hugepages".into()
+                    } else {
+                        "anonymous memory".into()
+                    },
+                    source,
+                },
+            )
         };
         if len == 0 {
-            return Err(Error::OutOfRange {
-                device: device.to_string(),
-                what: what.to_string(),
-                offset: 0,
-                size: 0,
-                len: 0,
-            });
+            return Err(Error::new(
+                device.to_string(),
+                ErrorKind::OutOfRange {
+                    what: what.to_string(),
+                    offset: 0,
+                    size: 0,
+                    len: 0,
+                },
+            ));
         }
         let mut flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE;
         if hugepage {
@@ -181,24 +193,30 @@ impl MmioRegion {
     /// Pointer to `size` bytes at `offset`, after checking bounds (with overflow) and
     /// alignment.
     fn at(&self, offset: u64, size: usize, align: u64) -> Result<*mut u8> {
-        let out_of_range = || Error::OutOfRange {
-            device: self.device.clone(),
-            what: self.what.clone(),
-            offset,
-            size: size as u64,
-            len: self.len as u64,
+        let out_of_range = || {
+            Error::new(
+                &self.device,
+                ErrorKind::OutOfRange {
+                    what: self.what.clone(),
+                    offset,
+                    size: size as u64,
+                    len: self.len as u64,
+                },
+            )
         };
         let end = offset.checked_add(size as u64).ok_or_else(out_of_range)?;
         if end > self.len as u64 {
             return Err(out_of_range());
         }
         if !offset.is_multiple_of(align) {
-            return Err(Error::Misaligned {
-                device: self.device.clone(),
-                what: self.what.clone(),
-                offset,
-                align,
-            });
+            return Err(Error::new(
+                &self.device,
+                ErrorKind::Misaligned {
+                    what: self.what.clone(),
+                    offset,
+                    align,
+                },
+            ));
         }
         // `offset < len <= isize::MAX` was checked above, so the cast is lossless.
         // SAFETY: `offset + size <= len`, so the pointer stays inside the mapping.
@@ -404,22 +422,37 @@ mod tests {
         let (_dir, bar) = file_region(4096);
         assert!(matches!(
             bar.read32(4096),
-            Err(Error::OutOfRange {
-                offset: 4096,
-                size: 4,
-                len: 4096,
+            Err(Error {
+                kind: ErrorKind::OutOfRange {
+                    offset: 4096,
+                    size: 4,
+                    len: 4096,
+                    ..
+                },
                 ..
             })
         ));
         assert!(matches!(
             bar.write64(4092, 0),
-            Err(Error::OutOfRange { .. })
+            Err(Error {
+                kind: ErrorKind::OutOfRange { .. },
+                ..
+            })
         ));
-        assert!(matches!(bar.read8(4096), Err(Error::OutOfRange { .. })));
+        assert!(matches!(
+            bar.read8(4096),
+            Err(Error {
+                kind: ErrorKind::OutOfRange { .. },
+                ..
+            })
+        ));
         let mut buf = [0u8; 2];
         assert!(matches!(
             bar.read_bytes(4095, &mut buf),
-            Err(Error::OutOfRange { .. })
+            Err(Error {
+                kind: ErrorKind::OutOfRange { .. },
+                ..
+            })
         ));
         assert!(bar.read_bytes(4094, &mut buf).is_ok());
     }
@@ -429,15 +462,24 @@ mod tests {
         let (_dir, bar) = file_region(4096);
         assert!(matches!(
             bar.read32(u64::MAX - 3),
-            Err(Error::OutOfRange { .. })
+            Err(Error {
+                kind: ErrorKind::OutOfRange { .. },
+                ..
+            })
         ));
         assert!(matches!(
             bar.write_bytes(u64::MAX, &[1, 2]),
-            Err(Error::OutOfRange { .. })
+            Err(Error {
+                kind: ErrorKind::OutOfRange { .. },
+                ..
+            })
         ));
         assert!(matches!(
             bar.read64(u64::MAX - 7),
-            Err(Error::OutOfRange { .. })
+            Err(Error {
+                kind: ErrorKind::OutOfRange { .. },
+                ..
+            })
         ));
     }
 
@@ -446,18 +488,30 @@ mod tests {
         let (_dir, bar) = file_region(4096);
         assert!(matches!(
             bar.read32(2),
-            Err(Error::Misaligned {
-                offset: 2,
-                align: 4,
+            Err(Error {
+                kind: ErrorKind::Misaligned {
+                    offset: 2,
+                    align: 4,
+                    ..
+                },
                 ..
             })
         ));
-        assert!(matches!(bar.write32(1, 0), Err(Error::Misaligned { .. })));
+        assert!(matches!(
+            bar.write32(1, 0),
+            Err(Error {
+                kind: ErrorKind::Misaligned { .. },
+                ..
+            })
+        ));
         assert!(matches!(
             bar.write64(4, 0),
-            Err(Error::Misaligned {
-                offset: 4,
-                align: 8,
+            Err(Error {
+                kind: ErrorKind::Misaligned {
+                    offset: 4,
+                    align: 8,
+                    ..
+                },
                 ..
             })
         ));
@@ -491,6 +545,12 @@ mod tests {
         assert_eq!(dma.bus_addrs(), &[0x1000, 0x5000]);
         dma.write32(8188, 0x0102_0304).unwrap();
         assert_eq!(dma.read32(8188).unwrap(), 0x0102_0304);
-        assert!(matches!(dma.read32(8190), Err(Error::OutOfRange { .. })));
+        assert!(matches!(
+            dma.read32(8190),
+            Err(Error {
+                kind: ErrorKind::OutOfRange { .. },
+                ..
+            })
+        ));
     }
 }

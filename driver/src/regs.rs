@@ -15,7 +15,7 @@
 //! version that is not newer than the hardware, as the reference driver does) and resolves
 //! one address per (register, instance). Registers are named by the
 //! generated constants ([`gc::SCRATCH_REG7`](crate::regs::gc::SCRATCH_REG7)), so a typo does
-//! not compile; a register the discovered version lacks is an [`Error::NoSuchRegister`]
+//! not compile; a register the discovered version lacks is an [`crate::ErrorKind::NoSuchRegister`]
 //! naming register and version.
 //!
 //! ```
@@ -33,7 +33,7 @@ use am_autogen::regs::{self as generated, RegIp};
 
 use crate::discovery::{Discovery, IpVersion};
 use crate::hwip::{self, HwIp};
-use crate::{Bar, Error, PciDevice, Result};
+use crate::{Bar, Error, ErrorKind, PciDevice, Result};
 
 /// A register's entry in one version's table (offset, base index, fields, reset value).
 pub use am_autogen::regs::Register as RegDef;
@@ -214,20 +214,30 @@ impl Regs {
         name: &str,
         find: impl FnOnce(&'static RegTable) -> Option<RegDef>,
     ) -> Result<Register<'_>> {
-        let block = self.blocks.get(&ip).ok_or_else(|| Error::NoIpInstance {
-            device: self.device.clone(),
-            ip: hwip::name(ip).to_string(),
-            instance: 0,
-            present: " (discovery does not list the block)".into(),
+        let block = self.blocks.get(&ip).ok_or_else(|| {
+            Error::new(
+                &self.device,
+                ErrorKind::NoIpInstance {
+                    ip: hwip::name(ip).to_string(),
+                    instance: 0,
+                    present: " (discovery does not list the block)".into(),
+                },
+            )
         })?;
-        let table = block.table.ok_or_else(|| Error::NoRegisterTable {
-            device: self.device.clone(),
-            ip: block.label(),
+        let table = block.table.ok_or_else(|| {
+            Error::new(
+                &self.device,
+                ErrorKind::NoRegisterTable { ip: block.label() },
+            )
         })?;
-        let def = find(table).ok_or_else(|| Error::NoSuchRegister {
-            device: self.device.clone(),
-            register: name.to_string(),
-            ip: block.label(),
+        let def = find(table).ok_or_else(|| {
+            Error::new(
+                &self.device,
+                ErrorKind::NoSuchRegister {
+                    register: name.to_string(),
+                    ip: block.label(),
+                },
+            )
         })?;
         Ok(Register {
             regs: self,
@@ -268,15 +278,17 @@ impl Regs {
         if addr < self.mmio.len() / 4 {
             Ok(addr * 4)
         } else {
-            Err(Error::RegisterOutOfReach {
-                device: self.device.clone(),
-                register: register.to_string(),
-                addr,
-                reason: format!(
-                    "an index/data register must be inside BAR5 ({:#x} bytes)",
-                    self.mmio.len()
-                ),
-            })
+            Err(Error::new(
+                &self.device,
+                ErrorKind::RegisterOutOfReach {
+                    register: register.to_string(),
+                    addr,
+                    reason: format!(
+                        "an index/data register must be inside BAR5 ({:#x} bytes)",
+                        self.mmio.len()
+                    ),
+                },
+            ))
         }
     }
 
@@ -289,11 +301,15 @@ impl Regs {
     }
 
     fn rsmu_index(&self, addr: u64) -> Result<u32> {
-        u32::try_from(addr * 4).map_err(|_| Error::RegisterOutOfReach {
-            device: self.device.clone(),
-            register: format!("{addr:#x}"),
-            addr,
-            reason: "past BAR5 and past the 32-bit RSMU index".into(),
+        u32::try_from(addr * 4).map_err(|_| {
+            Error::new(
+                &self.device,
+                ErrorKind::RegisterOutOfReach {
+                    register: format!("{addr:#x}"),
+                    addr,
+                    reason: "past BAR5 and past the 32-bit RSMU index".into(),
+                },
+            )
         })
     }
 
@@ -382,35 +398,36 @@ impl Register<'_> {
 
     /// Dword address of the register on one instance of its block.
     pub fn addr(&self, instance: u8) -> Result<u64> {
-        let bases = self
-            .block
-            .bases
-            .get(&instance)
-            .ok_or_else(|| Error::NoIpInstance {
-                device: self.regs.device.clone(),
-                ip: self.block.label(),
-                instance,
-                present: format!(
-                    " (live instances: {})",
-                    self.block
-                        .bases
-                        .keys()
-                        .map(u8::to_string)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-            })?;
-        let base =
-            bases
-                .get(usize::from(self.def.base_idx()))
-                .ok_or_else(|| Error::NoBaseAddress {
-                    device: self.regs.device.clone(),
+        let bases = self.block.bases.get(&instance).ok_or_else(|| {
+            Error::new(
+                &self.regs.device,
+                ErrorKind::NoIpInstance {
+                    ip: self.block.label(),
+                    instance,
+                    present: format!(
+                        " (live instances: {})",
+                        self.block
+                            .bases
+                            .keys()
+                            .map(u8::to_string)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                },
+            )
+        })?;
+        let base = bases.get(usize::from(self.def.base_idx())).ok_or_else(|| {
+            Error::new(
+                &self.regs.device,
+                ErrorKind::NoBaseAddress {
                     register: self.def.name().to_string(),
                     ip: self.block.label(),
                     instance,
                     base_idx: self.def.base_idx(),
                     count: bases.len(),
-                })?;
+                },
+            )
+        })?;
         // Bits above 32 of a 64-bit discovery base are ASIC-specific (AID routing); Linux
         // keeps the low half as the MMIO base, and so do we.
         Ok((base & 0xffff_ffff) + u64::from(self.def.offset()))
@@ -444,11 +461,15 @@ impl Register<'_> {
         self.def
             .fields()
             .find(|f| f.name.eq_ignore_ascii_case(name))
-            .ok_or_else(|| Error::NoSuchField {
-                device: self.regs.device.clone(),
-                register: self.def.name().to_string(),
-                field: name.to_string(),
-                ip: self.block.label(),
+            .ok_or_else(|| {
+                Error::new(
+                    &self.regs.device,
+                    ErrorKind::NoSuchField {
+                        register: self.def.name().to_string(),
+                        field: name.to_string(),
+                        ip: self.block.label(),
+                    },
+                )
             })
     }
 
@@ -462,14 +483,16 @@ impl Register<'_> {
             // run of bits).
             let fits = u32::try_from(v).is_ok_and(|v32| f.get(f.set(0, v32)) == v32);
             if !fits {
-                return Err(Error::FieldOverflow {
-                    device: self.regs.device.clone(),
-                    register: self.def.name().to_string(),
-                    field: f.name.to_string(),
-                    width: f.mask.count_ones(),
-                    value: v,
-                    ip: self.block.label(),
-                });
+                return Err(Error::new(
+                    &self.regs.device,
+                    ErrorKind::FieldOverflow {
+                        register: self.def.name().to_string(),
+                        field: f.name.to_string(),
+                        width: f.mask.count_ones(),
+                        value: v,
+                        ip: self.block.label(),
+                    },
+                ));
             }
             value = f.set(value, v as u32);
         }

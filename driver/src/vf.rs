@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::pci::Bar;
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// `RCC_IOV_FUNC_IDENTIFIER` (BAR5 dword); bit 0 `FUNC_IDENTIFIER` is set on a VF. Readable
 /// before the PF grants access, so it is read before discovery.
@@ -375,14 +375,16 @@ impl Mailbox {
                 );
             }
         }
-        Err(Error::VfMailboxNoEvent {
-            device: self.device.clone(),
-            request,
-            event: wait.event,
-            tries,
-            timeout: wait.timeout,
-            last,
-        })
+        Err(Error::new(
+            &self.device,
+            ErrorKind::VfMailboxNoEvent {
+                request,
+                event: wait.event,
+                tries,
+                timeout: wait.timeout,
+                last,
+            },
+        ))
     }
 
     /// One transmission: wait for the previous ack to drop, write the message, set VALID,
@@ -398,11 +400,13 @@ impl Mailbox {
                 break;
             }
             if self.clock.now() > deadline {
-                return Err(Error::VfMailboxAckNotCleared {
-                    device: self.device.clone(),
-                    request,
-                    timeout: t.ack_clear_timeout,
-                });
+                return Err(Error::new(
+                    &self.device,
+                    ErrorKind::VfMailboxAckNotCleared {
+                        request,
+                        timeout: t.ack_clear_timeout,
+                    },
+                ));
             }
             self.clock.sleep(t.ack_clear_poll);
         }
@@ -418,11 +422,13 @@ impl Mailbox {
         let deadline = self.clock.now() + t.ack_timeout;
         while mmio.read8(MAILBOX_CONTROL_TRN_BYTE)? & TRN_MSG_ACK == 0 {
             if self.clock.now() > deadline {
-                return Err(Error::VfMailboxNotAcknowledged {
-                    device: self.device.clone(),
-                    request,
-                    timeout: t.ack_timeout,
-                });
+                return Err(Error::new(
+                    &self.device,
+                    ErrorKind::VfMailboxNotAcknowledged {
+                        request,
+                        timeout: t.ack_timeout,
+                    },
+                ));
             }
             self.clock.sleep(t.ack_poll);
         }

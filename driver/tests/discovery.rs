@@ -5,7 +5,7 @@
 mod common;
 
 use am_driver::discovery::{DiscoveryTable, HarvestEntry, IpVersion};
-use am_driver::{Discovery, Error, HwIp};
+use am_driver::{Discovery, Error, ErrorKind, HwIp};
 use common::*;
 
 fn discovery(table: &[u8]) -> Discovery {
@@ -126,8 +126,11 @@ fn all_ff_table_says_vram_is_gated() {
     assert!(
         matches!(
             err,
-            Error::DiscoverySignature {
-                found: 0xffff_ffff,
+            Error {
+                kind: ErrorKind::DiscoverySignature {
+                    found: 0xffff_ffff,
+                    ..
+                },
                 ..
             }
         ),
@@ -162,7 +165,11 @@ fn num_ips_past_the_end_is_an_error_with_offset() {
     // die_header.num_ips of die 0.
     t[DIE_OFF + 2..DIE_OFF + 4].copy_from_slice(&0xffffu16.to_le_bytes());
     let err = DiscoveryTable::parse("dev", &t).unwrap_err();
-    let Error::MalformedDiscovery { what, offset, .. } = &err else {
+    let Error {
+        kind: ErrorKind::MalformedDiscovery { what, offset, .. },
+        ..
+    } = &err
+    else {
         panic!("{err}")
     };
     assert!(
@@ -190,7 +197,13 @@ fn truncated_tables_are_errors() {
     for len in [0, 3, 20, IP_OFF + 10, DIE_OFF + 2, DIE_OFF + 30, GC_OFF + 8] {
         let err = DiscoveryTable::parse("dev", &t[..len]).unwrap_err();
         assert!(
-            matches!(err, Error::MalformedDiscovery { .. }),
+            matches!(
+                err,
+                Error {
+                    kind: ErrorKind::MalformedDiscovery { .. },
+                    ..
+                }
+            ),
             "len {len}: {err}"
         );
         assert!(err.to_string().contains("do not fit"), "len {len}: {err}");

@@ -7,7 +7,7 @@ mod common;
 
 use am_autogen::regs::RegIp;
 use am_driver::regs::{RegTable, Regs, gc, select_table};
-use am_driver::{Discovery, Error, HwIp, IpVersion};
+use am_driver::{Discovery, Error, ErrorKind, HwIp, IpVersion};
 use common::*;
 
 fn open(table: &[u8]) -> (FakeDevice, Regs) {
@@ -50,7 +50,13 @@ fn gc_9_4_3_resolves_one_address_per_xcc() {
 fn absent_register_error_names_register_and_version() {
     let (_dev, regs) = open(&mi300x_like(&[]));
     let err = regs.reg(gc::RLC_RLCS_BOOTLOAD_STATUS).unwrap_err();
-    assert!(matches!(err, Error::NoSuchRegister { .. }));
+    assert!(matches!(
+        err,
+        Error {
+            kind: ErrorKind::NoSuchRegister { .. },
+            ..
+        }
+    ));
     assert_eq!(
         err.to_string(),
         "fake:0: register RLC_RLCS_BOOTLOAD_STATUS does not exist on GC 9.4.3"
@@ -97,9 +103,12 @@ fn field_errors_name_register_field_and_version() {
     assert!(
         matches!(
             err,
-            Error::FieldOverflow {
-                width: 2,
-                value: 4,
+            Error {
+                kind: ErrorKind::FieldOverflow {
+                    width: 2,
+                    value: 4,
+                    ..
+                },
                 ..
             }
         ),
@@ -195,7 +204,16 @@ fn registers_past_bar5_go_through_rsmu() {
 fn rsmu_index_past_32_bits_is_an_error() {
     let (_dev, regs) = open(&navi31_like());
     let err = regs.rreg(1 << 31).unwrap_err();
-    assert!(matches!(err, Error::RegisterOutOfReach { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::RegisterOutOfReach { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
 }
 
 #[test]

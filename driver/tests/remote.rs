@@ -15,7 +15,7 @@ use am_driver::pci::remote::protocol::{
 use am_driver::pci::remote::{
     RemoteOptions, RemotePciDevice, ServeOptions, probe, probe_amd, serve,
 };
-use am_driver::{Bar, BarInfo, Error, PciDevice, Result, SysMem};
+use am_driver::{Bar, BarInfo, Error, ErrorKind, PciDevice, Result, SysMem};
 
 const BAR0_LEN: usize = 8 << 20;
 const BAR5_LEN: usize = 64 << 10;
@@ -27,13 +27,15 @@ static OUT_OF_RANGE: AtomicU32 = AtomicU32::new(0);
 
 fn oor(device: &str, what: &str, offset: u64, size: usize, len: usize) -> Error {
     OUT_OF_RANGE.fetch_add(1, Ordering::SeqCst);
-    Error::OutOfRange {
-        device: device.into(),
-        what: what.into(),
-        offset,
-        size: size as u64,
-        len: len as u64,
-    }
+    Error::new(
+        device,
+        ErrorKind::OutOfRange {
+            what: what.into(),
+            offset,
+            size: size as u64,
+            len: len as u64,
+        },
+    )
 }
 
 fn range(offset: u64, size: usize, len: usize) -> Option<std::ops::Range<usize>> {
@@ -92,10 +94,12 @@ impl Bar for FakeBar {
     fn write32(&self, offset: u64, value: u32) -> Result<()> {
         let r = self.access("write32", offset, 4)?;
         if self.index == 5 && offset == READ_ONLY_REG {
-            return Err(Error::Backend {
-                device: self.device.clone(),
-                message: format!("BAR5 {READ_ONLY_REG:#x} is read-only"),
-            });
+            return Err(Error::new(
+                &self.device,
+                ErrorKind::Backend {
+                    message: format!("BAR5 {READ_ONLY_REG:#x} is read-only"),
+                },
+            ));
         }
         self.mem.lock().unwrap()[r].copy_from_slice(&value.to_le_bytes());
         Ok(())
@@ -192,11 +196,13 @@ impl FakeDevice {
         match index {
             0 => Ok(&self.bar0),
             5 => Ok(&self.bar5),
-            _ => Err(Error::NoBar {
-                device: self.name.clone(),
-                bar: index,
-                reason: "the fake has BAR0 and BAR5".into(),
-            }),
+            _ => Err(Error::new(
+                &self.name,
+                ErrorKind::NoBar {
+                    bar: index,
+                    reason: "the fake has BAR0 and BAR5".into(),
+                },
+            )),
         }
     }
 }
@@ -439,12 +445,21 @@ fn bar_accesses_keep_their_width_and_land_where_the_device_holds_them() {
 
     let end = BAR5_LEN as u64;
     match bar5.read32(end - 2) {
-        Err(Error::OutOfRange {
-            offset, size: 4, ..
+        Err(Error {
+            kind: ErrorKind::OutOfRange {
+                offset, size: 4, ..
+            },
+            ..
         }) => assert_eq!(offset, end - 2),
         other => panic!("a read past the BAR end must be OutOfRange, got {other:?}"),
     }
-    assert!(matches!(dev.bar(6), Err(Error::NoBar { bar: 6, .. })));
+    assert!(matches!(
+        dev.bar(6),
+        Err(Error {
+            kind: ErrorKind::NoBar { bar: 6, .. },
+            ..
+        })
+    ));
     assert_eq!(OUT_OF_RANGE.load(Ordering::SeqCst), 0);
     assert_eq!(SERVER_PANICS.load(Ordering::SeqCst), 0);
 }
@@ -501,7 +516,10 @@ fn system_memory_has_the_devices_bus_addresses_and_contents() {
     );
     assert!(matches!(
         a.read32(3 * 4096 - 2),
-        Err(Error::OutOfRange { .. })
+        Err(Error {
+            kind: ErrorKind::OutOfRange { .. },
+            ..
+        })
     ));
 }
 
@@ -515,7 +533,16 @@ fn reset_resize_and_ping_reach_the_device() {
     assert_eq!(fake.resets.load(Ordering::SeqCst), 1);
     assert_eq!(fake.resized.load(Ordering::SeqCst), 1);
     let err = dev.resize_bar(2).unwrap_err();
-    assert!(matches!(err, Error::RemoteRefused { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::RemoteRefused { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("BAR2"), "{err}");
 }
 
@@ -587,7 +614,16 @@ fn a_refused_request_leaves_the_connection_usable() {
     let addr = start(&[FakeDevice::new("fake0", 0x744c)]);
     let dev = client(addr, 0);
     let err = dev.config_read(0xffe, 4).unwrap_err();
-    assert!(matches!(err, Error::RemoteRefused { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::RemoteRefused { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(
         err.to_string().contains("CFG_READ offset 0xffe size 4"),
         "{err}"
@@ -608,14 +644,32 @@ fn a_failed_write_closes_the_connection_and_the_next_read_says_so() {
     bar5.write32(READ_ONLY_REG, 1).unwrap();
     // The next request reads why the write failed; the one after finds the close.
     let err = bar5.read32(0).unwrap_err();
-    assert!(matches!(err, Error::RemoteRefused { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::RemoteRefused { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
     let msg = err.to_string();
     assert!(
         msg.contains("MMIO_WRITE BAR5 offset 0xffc size 0x4 failed, so this connection is closed: fake0: BAR5 0xffc is read-only"),
         "{msg}"
     );
     let later = dev.ping().unwrap_err();
-    assert!(matches!(later, Error::RemoteClosed { .. }), "{later}");
+    assert!(
+        matches!(
+            later,
+            Error {
+                kind: ErrorKind::RemoteClosed { .. },
+                ..
+            }
+        ),
+        "{later}"
+    );
     assert!(later.to_string().contains("pipelined write"), "{later}");
     // The server goes on serving others.
     let again = client(start_one(&fake), 0);
@@ -646,7 +700,16 @@ fn a_silent_server_makes_the_client_time_out_naming_the_request() {
     };
     let dev = RemotePciDevice::connect("127.0.0.1", port, 0, &options).unwrap();
     let err = dev.config_read(0, 2).unwrap_err();
-    assert!(matches!(err, Error::RemoteTimeout { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::RemoteTimeout { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
     let msg = err.to_string();
     assert!(
         msg.contains("no answer to CFG_READ offset 0x0 size 2 within 200ms"),
@@ -944,7 +1007,16 @@ fn a_client_past_the_limit_gets_an_error_naming_the_limit_not_an_earlier_write()
         .err()
         .unwrap();
     let msg = err.to_string();
-    assert!(matches!(err, Error::RemoteRefused { .. }), "{msg}");
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::RemoteRefused { .. },
+                ..
+            }
+        ),
+        "{msg}"
+    );
     assert!(
         msg.contains("already serves 1 connections, its limit (am serve --max-connections)"),
         "{msg}"

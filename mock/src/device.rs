@@ -631,10 +631,7 @@ impl Shared {
         }
         list.kept.push_back(v);
         list.total += 1;
-        DrvError::Backend {
-            device: self.name.clone(),
-            message,
-        }
+        DrvError::new(&self.name, am_driver::ErrorKind::Backend { message })
     }
 
     /// Record a violation; in strict mode it is also the driver's error.
@@ -692,13 +689,15 @@ impl Shared {
     fn check_bar(&self, st: &State, bar: u8, offset: u64, size: usize) -> am_driver::Result<()> {
         let len = st.config.bar_size(bar);
         if offset.checked_add(size as u64).is_none_or(|e| e > len) {
-            return Err(DrvError::OutOfRange {
-                device: self.name.clone(),
-                what: format!("BAR{bar}"),
-                offset,
-                size: size as u64,
-                len,
-            });
+            return Err(DrvError::new(
+                &self.name,
+                am_driver::ErrorKind::OutOfRange {
+                    what: format!("BAR{bar}"),
+                    offset,
+                    size: size as u64,
+                    len,
+                },
+            ));
         }
         Ok(())
     }
@@ -1335,13 +1334,14 @@ impl PciDevice for MockDevice {
     fn dma_read(&self, bus: u64, buf: &mut [u8]) -> am_driver::Result<()> {
         // The CPU reading host memory, not a DMA of the device: no bus-master check, and a
         // miss is an error for the reader, not a violation of the device.
-        self.shared
-            .sysmem
-            .read(bus, buf)
-            .map_err(|f| DrvError::Backend {
-                device: self.shared.name.clone(),
-                message: f.to_string(),
-            })
+        self.shared.sysmem.read(bus, buf).map_err(|f| {
+            DrvError::new(
+                &self.shared.name,
+                am_driver::ErrorKind::Backend {
+                    message: f.to_string(),
+                },
+            )
+        })
     }
 
     fn backend(&self) -> &'static str {
@@ -1364,11 +1364,14 @@ impl PciDevice for MockDevice {
     fn bar_info(&self, index: u8) -> am_driver::Result<BarInfo> {
         let st = lock(&self.shared.state);
         match st.config.bar_size(index) {
-            0 => Err(DrvError::NoBar {
-                device: self.shared.name.clone(),
-                bar: index,
-                reason: "the device has no such BAR (AMD GPUs decode BAR0, BAR2 and BAR5)".into(),
-            }),
+            0 => Err(DrvError::new(
+                &self.shared.name,
+                am_driver::ErrorKind::NoBar {
+                    bar: index,
+                    reason: "the device has no such BAR (AMD GPUs decode BAR0, BAR2 and BAR5)"
+                        .into(),
+                },
+            )),
             size => Ok(BarInfo {
                 index,
                 bus_addr: st.config.bar_addr(index),
@@ -1395,10 +1398,12 @@ impl PciDevice for MockDevice {
             return Ok(());
         }
         if lock(&self.bars)[0].is_some() {
-            return Err(DrvError::Backend {
-                device: self.shared.name.clone(),
-                message: "BAR0 cannot be resized while it is mapped".into(),
-            });
+            return Err(DrvError::new(
+                &self.shared.name,
+                am_driver::ErrorKind::Backend {
+                    message: "BAR0 cannot be resized while it is mapped".into(),
+                },
+            ));
         }
         lock(&self.shared.state).config.resize_bar0_to_max();
         Ok(())

@@ -37,13 +37,13 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl From<Error> for am_driver::Error {
     fn from(e: Error) -> Self {
-        am_driver::Error::BadDeviceSpec {
+        am_driver::Error::from(am_driver::ErrorKind::BadDeviceSpec {
             spec: match &e {
                 Error::UnknownProfile { name, .. } => format!("mock:{name}"),
                 Error::BadProfile { profile, .. } => format!("mock:{profile}"),
                 Error::BadHive { name, .. } => format!("mock:{name}"),
             },
             reason: e.to_string(),
-        }
+        })
     }
 }

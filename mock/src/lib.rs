@@ -121,9 +121,11 @@ pub fn register() {
 /// Open a device given as `mock:PROFILE[:INDEX]` (the spec the tools accept; `PROFILE` may
 /// be a hive profile such as `mi300x-hive4`).
 pub fn open_spec(spec: &str) -> am_driver::Result<Arc<dyn am_driver::PciDevice>> {
-    let bad = |reason: &str| am_driver::Error::BadDeviceSpec {
-        spec: spec.to_string(),
-        reason: reason.to_string(),
+    let bad = |reason: &str| {
+        am_driver::Error::from(am_driver::ErrorKind::BadDeviceSpec {
+            spec: spec.to_string(),
+            reason: reason.to_string(),
+        })
     };
     let rest = spec
         .strip_prefix("mock:")

@@ -180,13 +180,15 @@ impl MockSysMem {
         let total = self.bus_addrs.len() * SYSMEM_PAGE_SIZE;
         match offset.checked_add(len as u64) {
             Some(end) if end <= total as u64 => Ok(offset as usize),
-            _ => Err(DrvError::OutOfRange {
-                device: self.device.clone(),
-                what: "system memory".into(),
-                offset,
-                size: len as u64,
-                len: total as u64,
-            }),
+            _ => Err(DrvError::new(
+                &self.device,
+                am_driver::ErrorKind::OutOfRange {
+                    what: "system memory".into(),
+                    offset,
+                    size: len as u64,
+                    len: total as u64,
+                },
+            )),
         }
     }
 }

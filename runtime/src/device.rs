@@ -701,7 +701,10 @@ impl Device {
                     c.copy(&dst.view(0, len)?, &peer.view(0, len)?)?;
                     return c.submit()?.wait();
                 }
-                Err(Error::Driver(am_driver::Error::NotInOneHive { .. })) => {}
+                Err(Error::Driver(am_driver::Error {
+                    kind: am_driver::ErrorKind::NotInOneHive { .. },
+                    ..
+                })) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -793,11 +796,13 @@ impl Device {
             return Ok(());
         }
         let refuse = |reason: String| {
-            Error::Driver(am_driver::Error::NotInOneHive {
-                device: self.0.name.clone(),
-                peer: owner.0.name.clone(),
-                reason,
-            })
+            Error::Driver(am_driver::Error::new(
+                &self.0.name,
+                am_driver::ErrorKind::NotInOneHive {
+                    peer: owner.0.name.clone(),
+                    reason,
+                },
+            ))
         };
         let cookie = fabric_cookie(&self.0.name, &owner.0.name);
         let probe = owner.alloc(cookie.len() as u64, MemKind::Vram)?;
@@ -909,7 +914,10 @@ impl Device {
     /// Drain the interrupt ring; a fault the GPU reported is an error.
     pub fn check_faults(&self, during: &str) -> Result<()> {
         match self.0.with_driver(|d| d.handle_interrupts()) {
-            Err(Error::Driver(am_driver::Error::GpuFault { detail, .. })) => Err(Error::GpuFault {
+            Err(Error::Driver(am_driver::Error {
+                kind: am_driver::ErrorKind::GpuFault { detail, .. },
+                ..
+            })) => Err(Error::GpuFault {
                 device: self.0.name.clone(),
                 during: during.into(),
                 in_flight: self.in_flight(),

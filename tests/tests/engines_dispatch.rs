@@ -7,7 +7,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use am_driver::Error;
+use am_driver::{Error, ErrorKind};
 use am_tests::kernels::{Loaded, compile_cl, dispatch};
 use am_tests::rig::{Rig, aql_barrier, aql_dispatch, aql_pm4_ib};
 use am_tests::{pm4, sdma};
@@ -130,7 +130,11 @@ fn faulting_dispatch_and_copy_are_decoded_by_the_driver() {
         "{h}"
     );
     let err = r.dev.handle_interrupts().unwrap_err();
-    let Error::GpuFault { detail, .. } = &err else {
+    let Error {
+        kind: ErrorKind::GpuFault { detail, .. },
+        ..
+    } = &err
+    else {
         panic!("{err}")
     };
     let va = buf.va + (1 << 36);

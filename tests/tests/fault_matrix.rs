@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use am_autogen::smu::v13_0_6 as s6;
 use am_driver::pci::remote::{RemoteOptions, RemotePciDevice, ServeOptions, serve};
-use am_driver::{AmDevice, BootKind, Error, Options, PciDevice};
+use am_driver::{AmDevice, BootKind, Error, ErrorKind, Options, PciDevice};
 use am_mock::MockGpu;
 use am_runtime::{Arg, ComputeCommands, Device, MemKind};
 use am_tests::rig::{Rig, opts};
@@ -70,7 +70,7 @@ fn boot_fault_then_recovery(
 }
 
 fn timeout_naming(err: &Error, what: &str) -> bool {
-    matches!(err, Error::Timeout { what: w, .. } if w.contains(what))
+    matches!(err, Error { kind: ErrorKind::Timeout { what: w, .. }, .. } if w.contains(what))
 }
 
 #[test]
@@ -92,7 +92,7 @@ fn psp_error() {
         401,
         |g| g.with_psp(|p| p.faults.error_status = Some(0xffff_000a)),
         |e| {
-            matches!(e, Error::PspCommand { command, status: 0xa, .. }
+            matches!(e, Error { kind: ErrorKind::PspCommand { command, status: 0xa, .. }, .. }
                 if command == "PSP_BL__LOAD_KEY_DATABASE")
         },
         |g| g.with_psp(|p| p.faults = Default::default()),
@@ -131,7 +131,7 @@ fn smu_error() {
         404,
         |g| g.with_smu(|s| s.faults.error_response = Some(s6::PPSMC_Result_CmdRejectedBusy)),
         |e| {
-            matches!(e, Error::SmuMessage { message, response, .. }
+            matches!(e, Error { kind: ErrorKind::SmuMessage { message, response, .. }, .. }
                 if message == "SetDriverDramAddrHigh" && *response == s6::PPSMC_Result_CmdRejectedBusy)
         },
         |g| g.with_smu(|s| s.faults = Default::default()),
@@ -157,7 +157,15 @@ fn vf_mailbox_no_answer() {
         "mi350x-vf",
         406,
         |g| g.with_vf_pf(|pf| pf.faults.drop_acks = u32::MAX).unwrap(),
-        |e| matches!(e, Error::VfMailboxNotAcknowledged { .. }),
+        |e| {
+            matches!(
+                e,
+                Error {
+                    kind: ErrorKind::VfMailboxNotAcknowledged { .. },
+                    ..
+                }
+            )
+        },
         |g| g.with_vf_pf(|pf| pf.faults = Default::default()).unwrap(),
         Next::Open,
     );
@@ -171,7 +179,15 @@ fn vf_mailbox_error() {
         "mi350x-vf",
         407,
         |g| g.with_vf_pf(|pf| pf.faults.ack_stuck = true).unwrap(),
-        |e| matches!(e, Error::VfMailboxAckNotCleared { .. }),
+        |e| {
+            matches!(
+                e,
+                Error {
+                    kind: ErrorKind::VfMailboxAckNotCleared { .. },
+                    ..
+                }
+            )
+        },
         |g| g.with_vf_pf(|pf| pf.faults = Default::default()).unwrap(),
         Next::Open,
     );
@@ -186,7 +202,15 @@ fn vf_mailbox_late_answer() {
             g.with_vf_pf(|pf| pf.faults.event_delay_polls = 1 << 40)
                 .unwrap()
         },
-        |e| matches!(e, Error::VfMailboxNoEvent { tries: 2, .. }),
+        |e| {
+            matches!(
+                e,
+                Error {
+                    kind: ErrorKind::VfMailboxNoEvent { tries: 2, .. },
+                    ..
+                }
+            )
+        },
         |g| g.with_vf_pf(|pf| pf.faults = Default::default()).unwrap(),
         Next::Open,
     );
@@ -261,7 +285,16 @@ fn page_fault_in_a_copy() {
         "{halted}"
     );
     let err = r.dev.handle_interrupts().unwrap_err();
-    assert!(matches!(err, Error::GpuFault { .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::GpuFault { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(err.to_string().contains("0x700000000000"), "{err}");
     r.dev.recover().unwrap();
     // The next copy, on a new queue, lands.

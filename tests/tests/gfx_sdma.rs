@@ -13,7 +13,7 @@ use std::time::Duration;
 use am_autogen::regs::RegIp;
 use am_driver::ip::gfx::{ComputeQueueDesc, MEC_RING0_DOORBELL, QueueId};
 use am_driver::ip::sdma::SdmaQueueDesc;
-use am_driver::{AmDevice, Bar, BootKind, Error, Options, PciDevice};
+use am_driver::{AmDevice, Bar, BootKind, Error, ErrorKind, Options, PciDevice};
 use am_firmware::{FirmwareSet, IpVersions, Locator, PlanOptions, Role};
 use am_mock::{DoorbellOwner, MockGpu};
 
@@ -308,7 +308,10 @@ fn a_warm_boot_whose_rlc_never_comes_up_names_the_register_it_waited_on() {
         gpu.with_psp(|p| p.drop_rlc_for_test());
         let e = AmDevice::open_with(gpu.open(), opts()).unwrap_err();
         match &e {
-            Error::Timeout { what, .. } => {
+            Error {
+                kind: ErrorKind::Timeout { what, .. },
+                ..
+            } => {
                 assert!(what.contains("RLC") && what.contains(register), "{what}");
             }
             other => panic!("{profile}: {other}"),

@@ -15,7 +15,9 @@ use std::time::Duration;
 use am_driver::hive::{ResetResult, VF_CANNOT_RESET, reset_all};
 use am_driver::mm::MapFlags;
 use am_driver::regs::Regs;
-use am_driver::{AmDevice, BootKind, Discovery, Error, Options, PciDevice, read_mc_layout};
+use am_driver::{
+    AmDevice, BootKind, Discovery, Error, ErrorKind, Options, PciDevice, read_mc_layout,
+};
 use am_mock::MockGpu;
 use am_tests::rig::{Rig, opts as rig_opts};
 use am_tests::sdma;
@@ -84,7 +86,13 @@ fn a_member_running_foreign_firmware_is_refused_naming_hive_reset() {
     gpus[1].run_foreign_firmware();
     let err = AmDevice::open_with(gpus[1].open(), opts()).unwrap_err();
     assert!(
-        matches!(err, Error::HiveMalformed { regions: 4, .. }),
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::HiveMalformed { regions: 4, .. },
+                ..
+            }
+        ),
         "{err}"
     );
     assert!(err.to_string().contains("am hive-reset"), "{err}");
@@ -127,7 +135,16 @@ fn hive_reset_resets_every_member_and_each_boots_afterwards() {
     }
     for g in &gpus {
         let err = AmDevice::open_with(g.open(), opts()).unwrap_err();
-        assert!(matches!(err, Error::HiveMalformed { .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                Error {
+                    kind: ErrorKind::HiveMalformed { .. },
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
     let out = reset_all(&pcis(&gpus), &opts());
     assert_eq!(out.len(), 4);
@@ -191,7 +208,10 @@ fn hive_reset_skips_vfs_and_resets_nothing_when_a_device_cannot_be_opened() {
     assert!(
         matches!(
             &out[2].result,
-            ResetResult::Failed(Error::DiscoverySignature { .. })
+            ResetResult::Failed(Error {
+                kind: ErrorKind::DiscoverySignature { .. },
+                ..
+            })
         ),
         "{:?}",
         out[2]
@@ -313,7 +333,16 @@ fn map_peer_refuses_devices_outside_one_hive_naming_both() {
     ] {
         let theirs = b.dev.valloc(0x1000, true).unwrap();
         let err = a.dev.map_peer(&b.dev.peer_vram(&theirs)).unwrap_err();
-        assert!(matches!(err, Error::NotInOneHive { .. }), "{err}");
+        assert!(
+            matches!(
+                err,
+                Error {
+                    kind: ErrorKind::NotInOneHive { .. },
+                    ..
+                }
+            ),
+            "{err}"
+        );
         let msg = err.to_string();
         for name in [a.gpu.name(), b.gpu.name()] {
             assert!(msg.contains(name), "{name} not named: {msg}");

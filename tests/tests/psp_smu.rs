@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use am_autogen::smu::{v13_0_0 as s0, v13_0_6 as s6};
 use am_driver::ip::smu::{ClockLevel, Metrics};
-use am_driver::{AmDevice, BootKind, Error, Options};
+use am_driver::{AmDevice, BootKind, Error, ErrorKind, Options};
 use am_firmware::locate::sha256;
 use am_firmware::{FirmwareSet, IpVersions, Locator, PlanOptions, PspStep};
 use am_mock::MockGpu;
@@ -212,7 +212,10 @@ fn psp_bootloader_never_ready_times_out_naming_the_component() {
     )
     .unwrap_err();
     match &err {
-        Error::Timeout { what, .. } => {
+        Error {
+            kind: ErrorKind::Timeout { what, .. },
+            ..
+        } => {
             assert!(what.contains("PSP_BL__LOAD_KEY_DATABASE"), "{err}");
             assert!(what.contains("C2PMSG_35"), "{err}");
         }
@@ -230,8 +233,11 @@ fn psp_bootloader_error_status_names_the_component() {
     )
     .unwrap_err();
     match &err {
-        Error::PspCommand {
-            command, status, ..
+        Error {
+            kind: ErrorKind::PspCommand {
+                command, status, ..
+            },
+            ..
         } => {
             assert_eq!(command, "PSP_BL__LOAD_KEY_DATABASE", "{err}");
             assert_eq!(*status, 0xa);
@@ -265,7 +271,7 @@ fn psp_answer_later_than_the_timeout_is_a_timeout() {
     )
     .unwrap_err();
     assert!(
-        matches!(&err, Error::Timeout { what, .. } if what.contains("PSP_BL__LOAD_KEY_DATABASE")),
+        matches!(&err, Error { kind: ErrorKind::Timeout { what, .. }, .. } if what.contains("PSP_BL__LOAD_KEY_DATABASE")),
         "{err}"
     );
 }
@@ -289,8 +295,11 @@ fn psp_ring_command_faults_name_the_command() {
         p.faults.error_status = Some(0xffff_0002);
     });
     match part(&mut dev).unwrap_err() {
-        Error::PspCommand {
-            command, status, ..
+        Error {
+            kind: ErrorKind::PspCommand {
+                command, status, ..
+            },
+            ..
         } => {
             assert!(
                 command.contains("GFX_CMD_ID_SRIOV_SPATIAL_PART"),
@@ -307,7 +316,7 @@ fn psp_ring_command_faults_name_the_command() {
     });
     let err = part(&mut dev).unwrap_err();
     assert!(
-        matches!(&err, Error::Timeout { what, .. } if what.contains("PSP fence of GFX_CMD_ID_SRIOV_SPATIAL_PART")),
+        matches!(&err, Error { kind: ErrorKind::Timeout { what, .. }, .. } if what.contains("PSP fence of GFX_CMD_ID_SRIOV_SPATIAL_PART")),
         "{err}"
     );
     no_violations(&gpu);
@@ -323,7 +332,7 @@ fn smu_no_answer_times_out_naming_the_message() {
     )
     .unwrap_err();
     assert!(
-        matches!(&err, Error::Timeout { what, .. } if what.contains("SMU message SetDriverDramAddrHigh")),
+        matches!(&err, Error { kind: ErrorKind::Timeout { what, .. }, .. } if what.contains("SMU message SetDriverDramAddrHigh")),
         "{err}"
     );
 }
@@ -338,8 +347,11 @@ fn smu_error_response_names_the_message() {
     )
     .unwrap_err();
     match &err {
-        Error::SmuMessage {
-            message, response, ..
+        Error {
+            kind: ErrorKind::SmuMessage {
+                message, response, ..
+            },
+            ..
         } => {
             assert_eq!(message, "SetDriverDramAddrHigh");
             assert_eq!(*response, s6::PPSMC_Result_CmdRejectedBusy);
@@ -371,7 +383,7 @@ fn smu_late_answer_within_the_timeout_boots_and_later_than_it_times_out() {
         })
         .unwrap_err();
     assert!(
-        matches!(&err, Error::Timeout { what, .. } if what.contains("SMU message GetPptLimit")),
+        matches!(&err, Error { kind: ErrorKind::Timeout { what, .. }, .. } if what.contains("SMU message GetPptLimit")),
         "{err}"
     );
     let err = dev
@@ -385,7 +397,7 @@ fn smu_late_answer_within_the_timeout_boots_and_later_than_it_times_out() {
         })
         .unwrap_err();
     assert!(
-        matches!(&err, Error::Timeout { what, .. } if what.contains("owes the answer to GetPptLimit")),
+        matches!(&err, Error { kind: ErrorKind::Timeout { what, .. }, .. } if what.contains("owes the answer to GetPptLimit")),
         "{err}"
     );
     no_violations(&gpu);
@@ -414,7 +426,7 @@ fn power_limit_leaves_clocks_unpinned() {
         .with_smu(|ctx, smu| smu.set_power_limit(ctx, 1000))
         .unwrap_err();
     assert!(
-        matches!(&err, Error::SmuMessage { message, param: 1000, .. } if message == "SetPptLimit"),
+        matches!(&err, Error { kind: ErrorKind::SmuMessage { message, param: 1000, .. }, .. } if message == "SetPptLimit"),
         "{err}"
     );
     dev.fini().unwrap();
@@ -531,7 +543,7 @@ fn psp_ring_destroy_faults_name_the_command() {
     gpu.with_psp(|p| p.faults.no_answer = true);
     let err = AmDevice::open_with(pci.clone(), o.clone()).unwrap_err();
     assert!(
-        matches!(&err, Error::Timeout { what, .. } if what.contains("GFX_CTRL_CMD_ID_DESTROY_RINGS") && what.contains("C2PMSG_64")),
+        matches!(&err, Error { kind: ErrorKind::Timeout { what, .. }, .. } if what.contains("GFX_CTRL_CMD_ID_DESTROY_RINGS") && what.contains("C2PMSG_64")),
         "{err}"
     );
 
@@ -540,8 +552,11 @@ fn psp_ring_destroy_faults_name_the_command() {
         p.faults.error_status = Some(0x7);
     });
     match AmDevice::open_with(pci, o).unwrap_err() {
-        Error::PspCommand {
-            command, status, ..
+        Error {
+            kind: ErrorKind::PspCommand {
+                command, status, ..
+            },
+            ..
         } => {
             assert_eq!(command, "GFX_CTRL_CMD_ID_DESTROY_RINGS");
             assert_eq!(status, 0x7);

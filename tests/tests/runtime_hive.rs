@@ -191,7 +191,13 @@ fn refusal(a: &Device, b: &Device, size: u64) -> String {
     let buf = b.alloc(size, MemKind::Vram).unwrap();
     let e = a.map_peer(&buf).unwrap_err();
     assert!(
-        matches!(&e, Error::Driver(am_driver::Error::NotInOneHive { .. })),
+        matches!(
+            &e,
+            Error::Driver(am_driver::Error {
+                kind: am_driver::ErrorKind::NotInOneHive { .. },
+                ..
+            })
+        ),
         "{e}"
     );
     let msg = e.to_string();

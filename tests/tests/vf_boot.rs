@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use am_driver::discovery::DiscoveryTable;
-use am_driver::{AmDevice, BootKind, Discovery, Error, Options, PciDevice};
+use am_driver::{AmDevice, BootKind, Discovery, Error, ErrorKind, Options, PciDevice};
 use am_mock::MockGpu;
 use am_mock::vf_pf::MailboxMessage as M;
 
@@ -166,7 +166,13 @@ fn an_open_that_fails_after_access_was_granted_releases_the_lease_once() {
     gpu.vram().write(at, &[0u8; 10 << 10]);
     let err = AmDevice::open_with(gpu.open(), opts()).unwrap_err();
     assert!(
-        matches!(err, Error::DiscoverySignature { .. }),
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::DiscoverySignature { .. },
+                ..
+            }
+        ),
         "{err}: the failure is after access was granted"
     );
     assert!(
@@ -198,7 +204,13 @@ fn an_open_whose_init_access_is_never_answered_has_no_lease_to_release() {
     gpu.with_vf_pf(|pf| pf.faults.drop_events = 2).unwrap();
     let err = mb.request_init_access().unwrap_err();
     assert!(
-        matches!(err, Error::VfMailboxNoEvent { tries: 2, .. }),
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::VfMailboxNoEvent { tries: 2, .. },
+                ..
+            }
+        ),
         "{err}"
     );
     // The failed request created no lease: nothing is released.
@@ -228,8 +240,11 @@ fn discovery_before_access_sees_the_gated_vram_and_says_so() {
     assert!(
         matches!(
             err,
-            Error::BadVramSize {
-                value: u32::MAX,
+            Error {
+                kind: ErrorKind::BadVramSize {
+                    value: u32::MAX,
+                    ..
+                },
                 ..
             }
         ),

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use am_driver::vf::{Clock, IdhEvent, IdhRequest, Mailbox, VirtualClock};
-use am_driver::{Bar, Error, Result};
+use am_driver::{Bar, Error, ErrorKind, Result};
 use am_mock::vf_pf::{MailboxMessage as M, VfPf};
 
 const DEVICE: &str = "mock:mi350x-vf:0";
@@ -58,10 +58,7 @@ impl PfBar {
 }
 
 fn violation(message: String) -> Error {
-    Error::Backend {
-        device: DEVICE.into(),
-        message,
-    }
+    Error::new(DEVICE, ErrorKind::Backend { message })
 }
 
 impl Bar for PfBar {
@@ -214,8 +211,11 @@ fn unacknowledged_request_fails_at_once_without_retry() {
     assert!(
         matches!(
             err,
-            Error::VfMailboxNotAcknowledged {
-                request: IdhRequest::ReqGpuInitData,
+            Error {
+                kind: ErrorKind::VfMailboxNotAcknowledged {
+                    request: IdhRequest::ReqGpuInitData,
+                    ..
+                },
                 ..
             }
         ),
@@ -253,7 +253,13 @@ fn ack_is_waited_for_up_to_its_deadline() {
     bar.pf().faults.ack_delay_polls = 110;
     let err = mb.request_init_data().unwrap_err();
     assert!(
-        matches!(err, Error::VfMailboxNotAcknowledged { .. }),
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::VfMailboxNotAcknowledged { .. },
+                ..
+            }
+        ),
         "{err:?}"
     );
 }
@@ -264,12 +270,16 @@ fn missing_event_is_retried_then_reported() {
     bar.pf().faults.drop_events = 5;
     let err = mb.request_init_data().unwrap_err();
     match &err {
-        Error::VfMailboxNoEvent {
-            request,
-            event,
-            tries,
-            timeout,
-            last,
+        Error {
+            kind:
+                ErrorKind::VfMailboxNoEvent {
+                    request,
+                    event,
+                    tries,
+                    timeout,
+                    last,
+                    ..
+                },
             ..
         } => {
             assert_eq!(*request, IdhRequest::ReqGpuInitData);
@@ -356,8 +366,11 @@ fn wedged_ack_fails_before_the_request_is_sent() {
     assert!(
         matches!(
             err,
-            Error::VfMailboxAckNotCleared {
-                request: IdhRequest::ReqGpuInitAccess,
+            Error {
+                kind: ErrorKind::VfMailboxAckNotCleared {
+                    request: IdhRequest::ReqGpuInitAccess,
+                    ..
+                },
                 ..
             }
         ),

@@ -11,7 +11,12 @@ pub fn open_device(spec: &str) -> anyhow::Result<Arc<dyn PciDevice>> {
     am_mock::register();
     match am_driver::pci::open_spec(spec) {
         Ok(d) => Ok(d),
-        Err(e @ am_driver::Error::NoDevice { .. }) => {
+        Err(
+            e @ am_driver::Error {
+                kind: am_driver::ErrorKind::NoDevice { .. },
+                ..
+            },
+        ) => {
             anyhow::bail!("{e}; `am list` shows the AMD GPUs on this machine")
         }
         Err(e) => Err(e.into()),

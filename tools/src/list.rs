@@ -364,28 +364,34 @@ mod tests {
             Ok(())
         }
         fn bar_info(&self, index: u8) -> am_driver::Result<am_driver::BarInfo> {
-            Err(am_driver::Error::NoBar {
-                device: self.name().into(),
-                bar: index,
-                reason: "test device".into(),
-            })
+            Err(am_driver::Error::new(
+                self.name(),
+                am_driver::ErrorKind::NoBar {
+                    bar: index,
+                    reason: "test device".into(),
+                },
+            ))
         }
         fn bar(&self, index: u8) -> am_driver::Result<Arc<dyn am_driver::Bar>> {
-            Err(am_driver::Error::NoBar {
-                device: self.name().into(),
-                bar: index,
-                reason: "test device".into(),
-            })
+            Err(am_driver::Error::new(
+                self.name(),
+                am_driver::ErrorKind::NoBar {
+                    bar: index,
+                    reason: "test device".into(),
+                },
+            ))
         }
         fn resize_bar(&self, _: u8) -> am_driver::Result<()> {
             Ok(())
         }
         fn alloc_sysmem(&self, _: usize, _: bool) -> am_driver::Result<Arc<dyn am_driver::SysMem>> {
-            Err(am_driver::Error::Unsupported {
-                device: self.name().into(),
-                op: "alloc_sysmem",
-                backend: "test",
-            })
+            Err(am_driver::Error::new(
+                self.name(),
+                am_driver::ErrorKind::Unsupported {
+                    op: "alloc_sysmem",
+                    backend: "test",
+                },
+            ))
         }
         fn reset(&self) -> am_driver::Result<()> {
             Ok(())

@@ -22,7 +22,7 @@ use crate::ip::gmc::Gmc;
 use crate::ip::soc::{DoorbellRoute, Soc};
 use crate::mm::Pool;
 use crate::regs::{gc, mmhub, select_table};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// Queues per MEC pipe.
 pub const MEC_QUEUES: u8 = 8;
@@ -103,10 +103,7 @@ pub struct Gfx {
 }
 
 fn bad(ctx: &Ctx, reason: String) -> Error {
-    Error::BadState {
-        device: ctx.name.clone(),
-        reason,
-    }
+    Error::new(&ctx.name, ErrorKind::BadState { reason })
 }
 
 /// Fill the fields every compute MQD version names alike.
@@ -175,10 +172,7 @@ impl Gfx {
             Some(fw) if rs64 => {
                 let plan = fw
                     .plan(PlanOptions::default())
-                    .map_err(|source| Error::Firmware {
-                        device: ctx.name.clone(),
-                        source,
-                    })?;
+                    .map_err(|source| Error::new(&ctx.name, ErrorKind::Firmware { source }))?;
                 plan.ucode_start(Role::Mec)
             }
             _ => None,
@@ -752,9 +746,13 @@ fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
 fn mqd_burst(ctx: &Ctx, gc_ver: crate::discovery::IpVersion) -> Result<Vec<u32>> {
     let first = ctx.regs.reg(gc::CP_MQD_BASE_ADDR)?.def();
     let last = ctx.regs.reg(gc::CP_HQD_PQ_WPTR_HI)?.def();
-    let table = select_table(RegIp::Gc, gc_ver).ok_or_else(|| Error::NoRegisterTable {
-        device: ctx.name.clone(),
-        ip: format!("GC {gc_ver}"),
+    let table = select_table(RegIp::Gc, gc_ver).ok_or_else(|| {
+        Error::new(
+            &ctx.name,
+            ErrorKind::NoRegisterTable {
+                ip: format!("GC {gc_ver}"),
+            },
+        )
     })?;
     let mut offs: Vec<u32> = table
         .iter()

@@ -17,7 +17,7 @@ use crate::discovery::IpVersion;
 use crate::hwip::HwIp;
 use crate::ip::soc::{DoorbellRoute, Soc};
 use crate::regs::{Reg, gc, nbio, sdma};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// Doorbell slots between two engines' doorbells.
 const DOORBELL_STRIDE: u32 = 0xA;
@@ -195,10 +195,7 @@ pub struct Sdma {
 }
 
 fn bad(ctx: &Ctx, reason: String) -> Error {
-    Error::BadState {
-        device: ctx.name.clone(),
-        reason,
-    }
+    Error::new(&ctx.name, ErrorKind::BadState { reason })
 }
 
 impl Sdma {

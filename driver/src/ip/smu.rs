@@ -17,7 +17,7 @@ use crate::discovery::IpVersion;
 use crate::hwip::HwIp;
 use crate::mm::Pool;
 use crate::regs::mp;
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// Which DPM level every clock is pinned to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -271,24 +271,32 @@ impl Smu {
     }
 
     fn family(&self, ctx: &Ctx) -> Result<Family> {
-        self.family.ok_or_else(|| Error::BadState {
-            device: ctx.name.clone(),
-            reason: match self.mp1 {
-                Some(v) => format!("the driver has no SMU message table for MP1 {v}"),
-                None => "discovery lists no MP1 (SMU)".into(),
-            },
+        self.family.ok_or_else(|| {
+            Error::new(
+                &ctx.name,
+                ErrorKind::BadState {
+                    reason: match self.mp1 {
+                        Some(v) => format!("the driver has no SMU message table for MP1 {v}"),
+                        None => "discovery lists no MP1 (SMU)".into(),
+                    },
+                },
+            )
         })
     }
 
     fn id(&self, ctx: &Ctx, msg: Msg) -> Result<u32> {
         let family = self.family(ctx)?;
-        family.id(msg).ok_or_else(|| Error::BadState {
-            device: ctx.name.clone(),
-            reason: format!(
-                "SMU message {} does not exist on MP1 {}",
-                msg.name(),
-                self.mp1.map(|v| v.to_string()).unwrap_or_default()
-            ),
+        family.id(msg).ok_or_else(|| {
+            Error::new(
+                &ctx.name,
+                ErrorKind::BadState {
+                    reason: format!(
+                        "SMU message {} does not exist on MP1 {}",
+                        msg.name(),
+                        self.mp1.map(|v| v.to_string()).unwrap_or_default()
+                    ),
+                },
+            )
         })
     }
 
@@ -331,17 +339,25 @@ impl Smu {
                 },
             )
             .inspect_err(|e| {
-                if matches!(e, Error::Timeout { .. }) {
+                if matches!(
+                    e,
+                    Error {
+                        kind: ErrorKind::Timeout { .. },
+                        ..
+                    }
+                ) {
                     *self.unanswered() = Some(msg.name());
                 }
             })?;
         if response != RESULT_OK {
-            return Err(Error::SmuMessage {
-                device: ctx.name.clone(),
-                message: msg.name().to_string(),
-                param,
-                response,
-            });
+            return Err(Error::new(
+                &ctx.name,
+                ErrorKind::SmuMessage {
+                    message: msg.name().to_string(),
+                    param,
+                    response,
+                },
+            ));
         }
         ctx.rreg(mp::MP1_SMN_C2PMSG_82, 0)
     }
@@ -354,18 +370,28 @@ impl Smu {
     pub fn is_alive(&self, ctx: &Ctx) -> Result<bool> {
         match self.send(ctx, Msg::GetSmuVersion, 0, ctx.timeouts.smu_alive) {
             Ok(_) => {}
-            Err(Error::Timeout { .. }) => return Ok(false),
+            Err(Error {
+                kind: ErrorKind::Timeout { .. },
+                ..
+            }) => return Ok(false),
             // An answer, even a refusal, comes from running firmware.
-            Err(Error::SmuMessage { .. }) => {}
+            Err(Error {
+                kind: ErrorKind::SmuMessage { .. },
+                ..
+            }) => {}
             Err(e) => return Err(e),
         }
         Ok(ctx.rreg(mp::MP1_SMN_C2PMSG_90, 0)? != 0)
     }
 
     fn table(&self, ctx: &Ctx) -> Result<u64> {
-        self.table.ok_or_else(|| Error::BadState {
-            device: ctx.name.clone(),
-            reason: "the SMU belongs to the PF: a VF has no SMU driver table".into(),
+        self.table.ok_or_else(|| {
+            Error::new(
+                &ctx.name,
+                ErrorKind::BadState {
+                    reason: "the SMU belongs to the PF: a VF has no SMU driver table".into(),
+                },
+            )
         })
     }
 
@@ -421,10 +447,12 @@ impl Smu {
         }
         let count = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | 0xff)? & DPM_VALUE_MASK;
         if count == 0 {
-            return Err(Error::BadState {
-                device: ctx.name.clone(),
-                reason: format!("SMU reports no DPM levels for {name} (GetDpmFreqByIndex)"),
-            });
+            return Err(Error::new(
+                &ctx.name,
+                ErrorKind::BadState {
+                    reason: format!("SMU reports no DPM levels for {name} (GetDpmFreqByIndex)"),
+                },
+            ));
         }
         let lo = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16)? & DPM_VALUE_MASK;
         let hi = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | (count - 1))? & DPM_VALUE_MASK;
@@ -515,9 +543,13 @@ impl Smu {
     pub fn metrics(&mut self, ctx: &Ctx) -> Result<Metrics> {
         let family = self.family(ctx)?;
         let table = self.table(ctx)?;
-        let short = |what: &str| Error::BadState {
-            device: ctx.name.clone(),
-            reason: format!("SMU metrics: short read of {what}"),
+        let short = |what: &str| {
+            Error::new(
+                &ctx.name,
+                ErrorKind::BadState {
+                    reason: format!("SMU metrics: short read of {what}"),
+                },
+            )
         };
         match family {
             Family::V13_0_0 => {

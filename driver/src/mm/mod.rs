@@ -28,7 +28,7 @@ pub use pte::{MTYPE_UC, PDE_ADDR_MASK, PTE_ADDR_MASK, PageEntry, PtEntry, PteFor
 pub use tlsf::Tlsf;
 
 use crate::pci::Bar;
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// Size of the boot pool at the bottom of VRAM.
 pub const BOOT_POOL_SIZE: u64 = 32 << 20;
@@ -180,13 +180,15 @@ impl HostMemory {
     }
     fn check(&self, paddr: u64) -> Result<()> {
         if !paddr.is_multiple_of(8) || paddr.checked_add(8).is_none_or(|e| e > self.size) {
-            return Err(Error::OutOfRange {
-                device: "host memory".into(),
-                what: "VRAM".into(),
-                offset: paddr,
-                size: 8,
-                len: self.size,
-            });
+            return Err(Error::new(
+                "host memory",
+                ErrorKind::OutOfRange {
+                    what: "VRAM".into(),
+                    offset: paddr,
+                    size: 8,
+                    len: self.size,
+                },
+            ));
         }
         Ok(())
     }
@@ -470,7 +472,10 @@ impl MemoryManager {
                     paddrs.push((p, chunk));
                     rem -= chunk;
                 }
-                Err(Error::OutOfMemory { .. }) if !contiguous && chunk > PAGE_SIZE => {
+                Err(Error {
+                    kind: ErrorKind::OutOfMemory { .. },
+                    ..
+                }) if !contiguous && chunk > PAGE_SIZE => {
                     chunk = (chunk / 2).next_multiple_of(PAGE_SIZE)
                 }
                 Err(e) => {

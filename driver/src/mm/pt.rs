@@ -5,7 +5,7 @@
 
 use super::pte::{PageEntry, PtEntry, PteFormat};
 use super::{MapFlags, VmLevel, VramAccess};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// Bits of GPU virtual address the tree translates (PDB2 covers bits 47:39).
 pub const VA_BITS: u32 = 48;
@@ -95,11 +95,11 @@ fn frag_at(va: u64, pa: u64, len: u64) -> u8 {
 }
 
 fn err(va: u64, size: u64, reason: impl Into<String>) -> Error {
-    Error::Mapping {
+    Error::from(ErrorKind::Mapping {
         va,
         size,
         reason: reason.into(),
-    }
+    })
 }
 
 impl PageTables {

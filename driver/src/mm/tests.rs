@@ -1,3 +1,4 @@
+use crate::ErrorKind;
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
@@ -468,7 +469,16 @@ fn running_out_of_tables_undoes_the_partial_map() {
     let e = mm
         .map(&mem, VA_BASE, &[(PAGE_SIZE, GIB)], MapFlags::VRAM)
         .unwrap_err();
-    assert!(matches!(e, Error::OutOfMemory { .. }), "{e}");
+    assert!(
+        matches!(
+            e,
+            Error {
+                kind: ErrorKind::OutOfMemory { .. },
+                ..
+            }
+        ),
+        "{e}"
+    );
     assert_eq!(mm.tables.mappings(&mem).unwrap(), vec![]);
     assert_eq!(mm.ptable.free_blocks(), pt);
     assert_eq!(mem.nonzero_words(), 0);

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 const SL_BITS: u32 = 4;
 const SL_COUNT: usize = 1 << SL_BITS;
@@ -59,10 +59,10 @@ impl Tlsf {
     pub fn new(name: impl Into<String>, base: u64, size: u64, granule: u64) -> Result<Self> {
         let name = name.into();
         if !granule.is_power_of_two() {
-            return Err(Error::BadAllocation {
+            return Err(Error::from(ErrorKind::BadAllocation {
                 pool: name,
                 reason: format!("granule {granule:#x} is not a power of two"),
-            });
+            }));
         }
         let start = base.div_ceil(granule) * granule;
         let end = base.saturating_add(size) / granule * granule;
@@ -227,13 +227,13 @@ impl Tlsf {
     }
 
     fn exhausted(&self, size: u64, align: u64) -> Error {
-        Error::OutOfMemory {
+        Error::from(ErrorKind::OutOfMemory {
             pool: self.name.clone(),
             size,
             align,
             free: self.free_bytes,
             largest: self.largest_free(),
-        }
+        })
     }
 
     /// Allocates `size` bytes (rounded up to the granule) aligned to `align` (a power of
@@ -241,10 +241,10 @@ impl Tlsf {
     pub fn alloc(&mut self, size: u64, align: u64) -> Result<u64> {
         let align = align.max(self.granule);
         if size == 0 || !align.is_power_of_two() {
-            return Err(Error::BadAllocation {
+            return Err(Error::from(ErrorKind::BadAllocation {
                 pool: self.name.clone(),
                 reason: format!("size {size:#x} with alignment {align:#x}"),
-            });
+            }));
         }
         let size = size
             .checked_next_multiple_of(self.granule)
@@ -299,10 +299,10 @@ impl Tlsf {
         match self.blocks.get(&addr) {
             Some(b) if !b.free => {}
             _ => {
-                return Err(Error::BadAllocation {
+                return Err(Error::from(ErrorKind::BadAllocation {
                     pool: self.name.clone(),
                     reason: format!("free of {addr:#x}, which is not the start of an allocation"),
-                });
+                }));
             }
         }
         let mut start = addr;
@@ -389,7 +389,7 @@ mod tests {
                                 }
                                 live.push((p, sz));
                             }
-                            Err(Error::OutOfMemory { .. }) => {
+                            Err(Error { kind: ErrorKind::OutOfMemory { .. }, .. }) => {
                                 // Good fit may refuse when a block would fit only after
                                 // alignment, but never when a large enough free block is
                                 // certain to fit.

@@ -12,7 +12,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// Directory of the lock files.
 pub const LOCK_DIR: &str = "/tmp";
@@ -100,19 +100,25 @@ pub fn holder_in(dir: &Path, device: &str) -> Result<Option<Holder>> {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => {
-            return Err(Error::Io {
-                device: device.to_string(),
-                op: "open",
-                path,
-                source,
-            });
+            return Err(Error::new(
+                device.to_string(),
+                ErrorKind::Io {
+                    op: "open",
+                    path,
+                    source,
+                },
+            ));
         }
     };
-    let meta = file.metadata().map_err(|source| Error::Io {
-        device: device.to_string(),
-        op: "stat",
-        path: path.clone(),
-        source,
+    let meta = file.metadata().map_err(|source| {
+        Error::new(
+            device.to_string(),
+            ErrorKind::Io {
+                op: "stat",
+                path: path.clone(),
+                source,
+            },
+        )
     })?;
     let kernel = kernel_lock_pids(meta.dev(), meta.ino());
     let held = if kernel.is_empty() {
@@ -176,11 +182,15 @@ impl DeviceLock {
     /// Take the lock of `device` in `dir` (tests use a temporary directory).
     pub fn acquire_in(dir: &Path, device: &str) -> Result<Self> {
         let path = dir.join(format!("am_{device}.lock"));
-        let io = |op: &'static str, source: std::io::Error| Error::Io {
-            device: device.to_string(),
-            op,
-            path: path.clone(),
-            source,
+        let io = |op: &'static str, source: std::io::Error| {
+            Error::new(
+                device.to_string(),
+                ErrorKind::Io {
+                    op,
+                    path: path.clone(),
+                    source,
+                },
+            )
         };
         // Not truncated on open: the current holder's pid must survive a failed attempt.
         // World-writable so that a lock left by root does not lock out a user for good.
@@ -203,11 +213,10 @@ impl DeviceLock {
                     .read_to_string(&mut text)
                     .ok()
                     .and_then(|_| text.trim().parse::<u32>().ok());
-                return Err(Error::Locked {
-                    device: device.to_string(),
-                    path,
-                    holder,
-                });
+                return Err(Error::new(
+                    device.to_string(),
+                    ErrorKind::Locked { path, holder },
+                ));
             }
             return Err(io("flock", err));
         }
@@ -246,7 +255,10 @@ mod tests {
         let text = std::fs::read_to_string(first.path()).unwrap();
         assert_eq!(text.trim(), std::process::id().to_string());
         match DeviceLock::acquire_in(dir.path(), "0000:03:00.0") {
-            Err(Error::Locked { path, holder, .. }) => {
+            Err(Error {
+                kind: ErrorKind::Locked { path, holder, .. },
+                ..
+            }) => {
                 assert_eq!(path, dir.path().join("am_0000:03:00.0.lock"));
                 assert_eq!(holder, Some(std::process::id()));
             }
@@ -266,7 +278,10 @@ mod tests {
         // Looking did not take the lock from its holder.
         assert!(matches!(
             DeviceLock::acquire_in(dir.path(), "0000:07:00.0"),
-            Err(Error::Locked { .. })
+            Err(Error {
+                kind: ErrorKind::Locked { .. },
+                ..
+            })
         ));
         assert_eq!(holders_in(dir.path()), vec![h]);
         drop(lock);
@@ -320,7 +335,10 @@ mod tests {
         let err = DeviceLock::acquire_in(dir.path(), "0000:05:00.0").unwrap_err();
         let msg = err.to_string();
         match err {
-            Error::Locked { holder, .. } => assert_eq!(holder, Some(holder_pid)),
+            Error {
+                kind: ErrorKind::Locked { holder, .. },
+                ..
+            } => assert_eq!(holder, Some(holder_pid)),
             other => panic!("expected Locked, got {other:?}"),
         }
         assert!(msg.contains(&path.display().to_string()), "{msg}");

@@ -8,7 +8,7 @@ pub mod remote;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 pub mod caps;
 #[cfg(test)]
@@ -50,7 +50,7 @@ pub struct BarInfo {
 /// A mapped BAR: bounds-checked access at byte offsets.
 ///
 /// Registers are 32-bit (`read32`/`write32` at dword-aligned offsets), doorbells 64-bit,
-/// VRAM is a byte window. Every access outside the BAR is an [`Error::OutOfRange`].
+/// VRAM is a byte window. Every access outside the BAR is an [`crate::ErrorKind::OutOfRange`].
 pub trait Bar: Send + Sync {
     /// Size of the BAR in bytes.
     fn len(&self) -> u64;
@@ -154,11 +154,13 @@ pub trait PciDevice: Send + Sync {
     /// Wait for an interrupt for at most `timeout`; `Ok(false)` on timeout.
     fn wait_irq(&self, timeout: Duration) -> Result<bool> {
         let _ = timeout;
-        Err(Error::Unsupported {
-            device: self.name().to_string(),
-            op: "interrupt wait",
-            backend: self.backend(),
-        })
+        Err(Error::new(
+            self.name().to_string(),
+            ErrorKind::Unsupported {
+                op: "interrupt wait",
+                backend: self.backend(),
+            },
+        ))
     }
 
     /// Read system memory the device reaches by DMA, at a bus address, without the device
@@ -168,11 +170,13 @@ pub trait PciDevice: Send + Sync {
     /// memory, and refuse.
     fn dma_read(&self, bus: u64, buf: &mut [u8]) -> Result<()> {
         let _ = (bus, buf);
-        Err(Error::Unsupported {
-            device: self.name().to_string(),
-            op: "system-memory read by bus address",
-            backend: self.backend(),
-        })
+        Err(Error::new(
+            self.name().to_string(),
+            ErrorKind::Unsupported {
+                op: "system-memory read by bus address",
+                backend: self.backend(),
+            },
+        ))
     }
 
     /// PCI vendor id.

@@ -13,7 +13,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// A PCI address: domain, bus, device (slot) and function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -31,9 +31,11 @@ pub struct Bdf {
 impl Bdf {
     /// Parse `DDDD:BB:DD.F` or `BB:DD.F` (hexadecimal, as sysfs and lspci write them).
     pub fn parse(s: &str) -> Result<Self> {
-        let bad = |reason: &str| Error::BadDeviceSpec {
-            spec: s.to_string(),
-            reason: reason.to_string(),
+        let bad = |reason: &str| {
+            Error::from(ErrorKind::BadDeviceSpec {
+                spec: s.to_string(),
+                reason: reason.to_string(),
+            })
         };
         let (rest, function) = s
             .rsplit_once('.')
@@ -122,9 +124,11 @@ pub enum DeviceSpec {
 impl DeviceSpec {
     /// Parse a device specification (see the module documentation for the forms).
     pub fn parse(s: &str) -> Result<Self> {
-        let bad = |reason: String| Error::BadDeviceSpec {
-            spec: s.to_string(),
-            reason,
+        let bad = |reason: String| {
+            Error::from(ErrorKind::BadDeviceSpec {
+                spec: s.to_string(),
+                reason,
+            })
         };
         let index = |text: &str| -> Result<u32> {
             text.parse::<u32>()
@@ -273,11 +277,11 @@ pub fn open_spec(spec: &str) -> Result<std::sync::Arc<dyn super::PciDevice>> {
         DeviceSpec::Mock { profile, index } => match MOCK_OPENER.get() {
             Some(open) => open(&profile, index)?,
             None => {
-                return Err(Error::BadDeviceSpec {
+                return Err(Error::from(ErrorKind::BadDeviceSpec {
                     spec: spec.to_string(),
                     reason: "mock devices need the mock backend: call am_mock::register() first"
                         .into(),
-                });
+                }));
             }
         },
     })
@@ -390,7 +394,10 @@ mod tests {
             "1:2:3:4.0",
         ] {
             match DeviceSpec::parse(input) {
-                Err(Error::BadDeviceSpec { spec, reason }) => {
+                Err(Error {
+                    kind: ErrorKind::BadDeviceSpec { spec, reason },
+                    ..
+                }) => {
                     assert_eq!(spec, input);
                     assert!(!reason.is_empty());
                 }

@@ -23,7 +23,7 @@ use super::lock::DeviceLock;
 use super::spec::Bdf;
 use super::{Bar, BarInfo, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
 use crate::mmio::{DmaMemory, MmioRegion};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// The default sysfs root.
 pub const SYSFS_ROOT: &str = "/sys";
@@ -130,18 +130,24 @@ pub fn parse_pagemap_entry(entry: u64) -> PagemapEntry {
 /// a pagemap file.
 pub fn physical_addrs(device: &str, pagemap: &Path, vaddr: usize, len: usize) -> Result<Vec<u64>> {
     let page = SYSMEM_PAGE_SIZE;
-    let io = |op: &'static str, source: std::io::Error| Error::Io {
-        device: device.to_string(),
-        op,
-        path: pagemap.to_path_buf(),
-        source,
+    let io = |op: &'static str, source: std::io::Error| {
+        Error::new(
+            device.to_string(),
+            ErrorKind::Io {
+                op,
+                path: pagemap.to_path_buf(),
+                source,
+            },
+        )
     };
     if !vaddr.is_multiple_of(page) || !len.is_multiple_of(page) {
-        return Err(Error::Parse {
-            device: device.to_string(),
-            path: pagemap.to_path_buf(),
-            reason: format!("range {vaddr:#x}+{len:#x} is not page aligned"),
-        });
+        return Err(Error::new(
+            device.to_string(),
+            ErrorKind::Parse {
+                path: pagemap.to_path_buf(),
+                reason: format!("range {vaddr:#x}+{len:#x} is not page aligned"),
+            },
+        ));
     }
     let file = File::open(pagemap).map_err(|e| io("open", e))?;
     let npages = len / page;
@@ -155,15 +161,19 @@ pub fn physical_addrs(device: &str, pagemap: &Path, vaddr: usize, len: usize) ->
             e.copy_from_slice(b);
             match parse_pagemap_entry(u64::from_le_bytes(e)) {
                 PagemapEntry::Pfn(pfn) => Ok(pfn * page as u64),
-                PagemapEntry::Hidden => Err(Error::NoPhysAddr {
-                    device: device.to_string(),
-                    path: pagemap.to_path_buf(),
-                }),
-                PagemapEntry::NotPresent => Err(Error::Parse {
-                    device: device.to_string(),
-                    path: pagemap.to_path_buf(),
-                    reason: format!("page at {:#x} is not present in RAM", vaddr + i * page),
-                }),
+                PagemapEntry::Hidden => Err(Error::new(
+                    device.to_string(),
+                    ErrorKind::NoPhysAddr {
+                        path: pagemap.to_path_buf(),
+                    },
+                )),
+                PagemapEntry::NotPresent => Err(Error::new(
+                    device.to_string(),
+                    ErrorKind::Parse {
+                        path: pagemap.to_path_buf(),
+                        reason: format!("page at {:#x} is not present in RAM", vaddr + i * page),
+                    },
+                )),
             }
         })
         .collect()
@@ -185,12 +195,16 @@ pub fn alloc_pinned(
     size: usize,
     contiguous: bool,
 ) -> Result<(MmioRegion, Vec<u64>)> {
-    let too_big = || Error::OutOfRange {
-        device: device.to_string(),
-        what: "system memory allocation".to_string(),
-        offset: 0,
-        size: size as u64,
-        len: isize::MAX as u64,
+    let too_big = || {
+        Error::new(
+            device.to_string(),
+            ErrorKind::OutOfRange {
+                what: "system memory allocation".to_string(),
+                offset: 0,
+                size: size as u64,
+                len: isize::MAX as u64,
+            },
+        )
     };
     let hugepage = contiguous && size > SYSMEM_PAGE_SIZE;
     let unit = if hugepage {
@@ -203,20 +217,24 @@ pub fn alloc_pinned(
         .checked_next_multiple_of(unit)
         .ok_or_else(too_big)?;
     if hugepage && len > HUGEPAGE_SIZE {
-        return Err(Error::Backend {
-            device: device.to_string(),
-            message: format!(
-                "a physically contiguous allocation is at most one 2 MiB hugepage, not {size:#x} bytes"
-            ),
-        });
+        return Err(Error::new(
+            device.to_string(),
+            ErrorKind::Backend {
+                message: format!(
+                    "a physically contiguous allocation is at most one 2 MiB hugepage, not {size:#x} bytes"
+                ),
+            },
+        ));
     }
     let region = MmioRegion::anonymous(device, "system memory", len, hugepage)?;
     let addrs = physical_addrs(device, pagemap, region.as_ptr() as usize, len)?;
     if contiguous && !is_contiguous(&addrs) {
-        return Err(Error::Backend {
-            device: device.to_string(),
-            message: format!("{pagemap:?} shows the hugepage is not physically contiguous"),
-        });
+        return Err(Error::new(
+            device.to_string(),
+            ErrorKind::Backend {
+                message: format!("{pagemap:?} shows the hugepage is not physically contiguous"),
+            },
+        ));
     }
     Ok((region, addrs))
 }
@@ -248,12 +266,14 @@ pub fn device_dir(root: &Path, bdf: &Bdf) -> PathBuf {
 }
 
 fn io_err(device: &str, op: &'static str, path: &Path, source: std::io::Error) -> Error {
-    Error::Io {
-        device: device.to_string(),
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
+    Error::new(
+        device.to_string(),
+        ErrorKind::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        },
+    )
 }
 
 fn read_attr(device: &str, path: &Path) -> Result<String> {
@@ -266,20 +286,21 @@ fn write_attr(device: &str, path: &Path, value: &str) -> Result<()> {
 
 fn read_hex_attr(device: &str, path: &Path) -> Result<u64> {
     let text = read_attr(device, path)?;
-    hex_u64(&text).ok_or_else(|| Error::Parse {
-        device: device.to_string(),
-        path: path.to_path_buf(),
-        reason: format!("{:?} is not hexadecimal", text.trim()),
+    hex_u64(&text).ok_or_else(|| {
+        Error::new(
+            device.to_string(),
+            ErrorKind::Parse {
+                path: path.to_path_buf(),
+                reason: format!("{:?} is not hexadecimal", text.trim()),
+            },
+        )
     })
 }
 
 fn read_resources(device: &str, dir: &Path) -> Result<Vec<Resource>> {
     let path = dir.join("resource");
-    parse_resource(&read_attr(device, &path)?).map_err(|reason| Error::Parse {
-        device: device.to_string(),
-        path,
-        reason,
-    })
+    parse_resource(&read_attr(device, &path)?)
+        .map_err(|reason| Error::new(device.to_string(), ErrorKind::Parse { path, reason }))
 }
 
 /// The last path component of a symlink's target (`driver` → `amdgpu`, `iommu_group` → `12`).
@@ -441,13 +462,15 @@ fn check_config_access(
         .map_err(|e| io_err(device, "stat", path, e))?
         .len()
         .clamp(256, 4096);
-    let out_of_range = Error::OutOfRange {
-        device: device.to_string(),
-        what: "config space".to_string(),
-        offset: offset.into(),
-        size: size.into(),
-        len,
-    };
+    let out_of_range = Error::new(
+        device.to_string(),
+        ErrorKind::OutOfRange {
+            what: "config space".to_string(),
+            offset: offset.into(),
+            size: size.into(),
+            len,
+        },
+    );
     if !matches!(size, 1 | 2 | 4) {
         return Err(out_of_range);
     }
@@ -455,12 +478,14 @@ fn check_config_access(
         return Err(out_of_range);
     }
     if !offset.is_multiple_of(u16::from(size)) {
-        return Err(Error::Misaligned {
-            device: device.to_string(),
-            what: "config space".to_string(),
-            offset: offset.into(),
-            align: size.into(),
-        });
+        return Err(Error::new(
+            device.to_string(),
+            ErrorKind::Misaligned {
+                what: "config space".to_string(),
+                offset: offset.into(),
+                align: size.into(),
+            },
+        ));
     }
     Ok(size.into())
 }
@@ -488,10 +513,7 @@ impl SysfsPci {
         let name = bdf.to_string();
         let dir = device_dir(&opts.root, &bdf);
         if !dir.exists() {
-            return Err(Error::NoDevice {
-                device: name,
-                path: dir,
-            });
+            return Err(Error::new(name, ErrorKind::NoDevice { path: dir }));
         }
         let lock = DeviceLock::acquire_in(&opts.lock_dir, &name)?;
         unbind_driver(&opts.root, &bdf)?;
@@ -521,11 +543,13 @@ impl SysfsPci {
     }
 
     fn no_bar(&self, bar: u8, reason: impl Into<String>) -> Error {
-        Error::NoBar {
-            device: self.name.clone(),
-            bar,
-            reason: reason.into(),
-        }
+        Error::new(
+            &self.name,
+            ErrorKind::NoBar {
+                bar,
+                reason: reason.into(),
+            },
+        )
     }
 
     fn resource(&self, index: u8) -> Result<Resource> {
@@ -544,10 +568,12 @@ impl SysfsPci {
     }
 
     fn poisoned(&self) -> Error {
-        Error::Backend {
-            device: self.name.clone(),
-            message: "a thread panicked while holding the BAR table".to_string(),
-        }
+        Error::new(
+            &self.name,
+            ErrorKind::Backend {
+                message: "a thread panicked while holding the BAR table".to_string(),
+            },
+        )
     }
 }
 
@@ -761,7 +787,13 @@ mod tests {
         let pagemap = fs.root().join("pagemap");
         fake_pagemap(&pagemap, 0x1000, &[PAGEMAP_PRESENT]);
         let err = physical_addrs(GPU, &pagemap, 0x1000, 4096).unwrap_err();
-        assert!(matches!(err, Error::NoPhysAddr { .. }));
+        assert!(matches!(
+            err,
+            Error {
+                kind: ErrorKind::NoPhysAddr { .. },
+                ..
+            }
+        ));
         let msg = err.to_string();
         assert!(msg.contains("CAP_SYS_ADMIN") && msg.contains(GPU), "{msg}");
     }
@@ -838,7 +870,10 @@ mod tests {
         let _first = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
         assert!(matches!(
             SysfsPci::open_with(gpu(), opts(&fs)),
-            Err(Error::Locked { .. })
+            Err(Error {
+                kind: ErrorKind::Locked { .. },
+                ..
+            })
         ));
     }
 
@@ -869,15 +904,24 @@ mod tests {
         );
         assert!(matches!(
             dev.config_read(4095, 2),
-            Err(Error::OutOfRange { .. })
+            Err(Error {
+                kind: ErrorKind::OutOfRange { .. },
+                ..
+            })
         ));
         assert!(matches!(
             dev.config_read(0, 3),
-            Err(Error::OutOfRange { .. })
+            Err(Error {
+                kind: ErrorKind::OutOfRange { .. },
+                ..
+            })
         ));
         assert!(matches!(
             dev.config_read(2, 4),
-            Err(Error::Misaligned { .. })
+            Err(Error {
+                kind: ErrorKind::Misaligned { .. },
+                ..
+            })
         ));
     }
 
@@ -894,11 +938,26 @@ mod tests {
         assert!(Arc::ptr_eq(&bar5, &dev.bar(5).unwrap()), "BAR mapped once");
         let file = std::fs::read(fs.device_dir(GPU).join("resource5")).unwrap();
         assert_eq!(&file[0xde3 * 4..0xde3 * 4 + 4], &24576u32.to_le_bytes());
-        assert!(matches!(dev.bar(1), Err(Error::NoBar { bar: 1, .. })));
-        assert!(matches!(dev.bar(6), Err(Error::NoBar { bar: 6, .. })));
+        assert!(matches!(
+            dev.bar(1),
+            Err(Error {
+                kind: ErrorKind::NoBar { bar: 1, .. },
+                ..
+            })
+        ));
+        assert!(matches!(
+            dev.bar(6),
+            Err(Error {
+                kind: ErrorKind::NoBar { bar: 6, .. },
+                ..
+            })
+        ));
         assert!(matches!(
             bar5.read32(1 << 20),
-            Err(Error::OutOfRange { .. })
+            Err(Error {
+                kind: ErrorKind::OutOfRange { .. },
+                ..
+            })
         ));
     }
 
@@ -957,7 +1016,10 @@ mod tests {
         dev.bar(0).unwrap();
         assert!(matches!(
             dev.resize_bar(0),
-            Err(Error::NoBar { bar: 0, .. })
+            Err(Error {
+                kind: ErrorKind::NoBar { bar: 0, .. },
+                ..
+            })
         ));
         dev.resize_bar(5).unwrap();
         assert_eq!(dev.bar_info(5).unwrap().size, 1 << 20);
@@ -998,7 +1060,16 @@ mod tests {
                 assert_eq!(mem.read32(4 * 4096 - 4).unwrap(), 0xabcd);
                 assert!(mem.read32(4 * 4096).is_err());
             }
-            Err(e) => assert!(matches!(e, Error::NoPhysAddr { .. }), "{e}"),
+            Err(e) => assert!(
+                matches!(
+                    e,
+                    Error {
+                        kind: ErrorKind::NoPhysAddr { .. },
+                        ..
+                    }
+                ),
+                "{e}"
+            ),
         }
     }
 
@@ -1021,7 +1092,13 @@ mod tests {
         navi31(&fs);
         fs.write(GPU, "vendor", "amd\n");
         let err = scan(fs.root()).unwrap_err();
-        assert!(matches!(err, Error::Parse { .. }));
+        assert!(matches!(
+            err,
+            Error {
+                kind: ErrorKind::Parse { .. },
+                ..
+            }
+        ));
         assert!(err.to_string().contains("vendor"), "{err}");
     }
 }

@@ -31,7 +31,7 @@ use super::spec::Bdf;
 use super::sysfs::{SysfsOptions, alloc_pinned, device_dir, link_name, remove_siblings};
 use super::{Bar, BarInfo, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
 use crate::mmio::{DmaMemory, MmioRegion};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// `VFIO_TYPE` of `linux/vfio.h`: the ioctl type byte `';'`.
 const VFIO_TYPE: u8 = b';';
@@ -125,15 +125,23 @@ pub fn detect_mode(sysfs_root: &Path) -> VfioMode {
 /// The IOMMU group of a function, from its `iommu_group` link.
 pub fn iommu_group(sysfs_root: &Path, bdf: &Bdf) -> Result<u32> {
     let link = device_dir(sysfs_root, bdf).join("iommu_group");
-    let name = link_name(&link).ok_or_else(|| Error::Parse {
-        device: bdf.to_string(),
-        path: link.clone(),
-        reason: "no IOMMU group link: is the IOMMU (or vfio no-IOMMU mode) enabled?".into(),
+    let name = link_name(&link).ok_or_else(|| {
+        Error::new(
+            bdf.to_string(),
+            ErrorKind::Parse {
+                path: link.clone(),
+                reason: "no IOMMU group link: is the IOMMU (or vfio no-IOMMU mode) enabled?".into(),
+            },
+        )
     })?;
-    name.parse().map_err(|_| Error::Parse {
-        device: bdf.to_string(),
-        path: link,
-        reason: format!("IOMMU group {name:?} is not a number"),
+    name.parse().map_err(|_| {
+        Error::new(
+            bdf.to_string(),
+            ErrorKind::Parse {
+                path: link,
+                reason: format!("IOMMU group {name:?} is not a number"),
+            },
+        )
     })
 }
 
@@ -154,11 +162,15 @@ pub fn bind_vfio_pci(sysfs_root: &Path, bdf: &Bdf) -> Result<bool> {
         return Ok(false);
     }
     let write = |path: PathBuf, value: &str| {
-        std::fs::write(&path, value).map_err(|source| Error::Io {
-            device: name.clone(),
-            op: "write",
-            path,
-            source,
+        std::fs::write(&path, value).map_err(|source| {
+            Error::new(
+                &name,
+                ErrorKind::Io {
+                    op: "write",
+                    path,
+                    source,
+                },
+            )
         })
     };
     super::sysfs::unbind_driver(sysfs_root, bdf)?;
@@ -226,12 +238,14 @@ impl IovaAllocator {
 }
 
 fn io_err(device: &str, op: &'static str, path: &Path, source: std::io::Error) -> Error {
-    Error::Io {
-        device: device.to_string(),
-        op,
-        path: path.to_path_buf(),
-        source,
-    }
+    Error::new(
+        device.to_string(),
+        ErrorKind::Io {
+            op,
+            path: path.to_path_buf(),
+            source,
+        },
+    )
 }
 
 /// Issue an ioctl whose argument is an integer.
@@ -308,19 +322,23 @@ fn open_noiommu(device: &str, bdf: &Bdf, group: &Path) -> Result<(NoIommu, File)
         .map_err(|e| cerr("VFIO_GET_API_VERSION", e))?
         != VFIO_API_VERSION
     {
-        return Err(Error::Backend {
-            device: device.to_string(),
-            message: "unknown VFIO API version".into(),
-        });
+        return Err(Error::new(
+            device.to_string(),
+            ErrorKind::Backend {
+                message: "unknown VFIO API version".into(),
+            },
+        ));
     }
     if ioctl_int(container.as_fd(), VFIO_CHECK_EXTENSION, VFIO_NOIOMMU_IOMMU)
         .map_err(|e| cerr("VFIO_CHECK_EXTENSION", e))?
         != 1
     {
-        return Err(Error::Backend {
-            device: device.to_string(),
-            message: "the vfio module does not offer no-IOMMU mode".into(),
-        });
+        return Err(Error::new(
+            device.to_string(),
+            ErrorKind::Backend {
+                message: "the vfio module does not offer no-IOMMU mode".into(),
+            },
+        ));
     }
     let group_file = open(group)?;
     let gerr = |op, e| io_err(device, op, group, e);
@@ -332,13 +350,15 @@ fn open_noiommu(device: &str, bdf: &Bdf, group: &Path) -> Result<(NoIommu, File)
     unsafe { ioctl_ptr(group_file.as_fd(), VFIO_GROUP_GET_STATUS, &mut status) }
         .map_err(|e| gerr("VFIO_GROUP_GET_STATUS", e))?;
     if status.flags & VFIO_GROUP_FLAGS_VIABLE == 0 {
-        return Err(Error::Backend {
-            device: device.to_string(),
-            message: format!(
-                "VFIO group {} is not viable: bind every device of the group to vfio-pci",
-                group.display()
-            ),
-        });
+        return Err(Error::new(
+            device.to_string(),
+            ErrorKind::Backend {
+                message: format!(
+                    "VFIO group {} is not viable: bind every device of the group to vfio-pci",
+                    group.display()
+                ),
+            },
+        ));
     }
     let mut container_fd: libc::c_int = container.as_raw_fd();
     // SAFETY: VFIO_GROUP_SET_CONTAINER reads one `int` (the container fd) from the pointer.
@@ -423,11 +443,15 @@ impl VfioPci {
         tracing::info!("{name}: VFIO {mode:?}, group {}", group_dev.display());
         let (device, iommu) = match mode {
             VfioMode::Type1 => {
-                let verr = |op, source| Error::Vfio {
-                    device: name.clone(),
-                    op,
-                    path: group_dev.clone(),
-                    source,
+                let verr = |op, source| {
+                    Error::new(
+                        &name,
+                        ErrorKind::Vfio {
+                            op,
+                            path: group_dev.clone(),
+                            source,
+                        },
+                    )
                 };
                 let container =
                     Arc::new(VfioContainer::new(None).map_err(|e| verr("open container", e))?);
@@ -482,11 +506,8 @@ impl VfioPci {
     }
 
     fn region(&self, index: u8) -> Result<RegionInfo> {
-        let no_bar = |reason: String| Error::NoBar {
-            device: self.name.clone(),
-            bar: index,
-            reason,
-        };
+        let no_bar =
+            |reason: String| Error::new(&self.name, ErrorKind::NoBar { bar: index, reason });
         if index > 5 {
             return Err(no_bar("a PCI function has BARs 0 to 5".into()));
         }
@@ -498,13 +519,15 @@ impl VfioPci {
     }
 
     fn config_offset(&self, offset: u16, size: u8) -> Result<u64> {
-        let range = Error::OutOfRange {
-            device: self.name.clone(),
-            what: "config space".into(),
-            offset: offset.into(),
-            size: size.into(),
-            len: self.config.size,
-        };
+        let range = Error::new(
+            &self.name,
+            ErrorKind::OutOfRange {
+                what: "config space".into(),
+                offset: offset.into(),
+                size: size.into(),
+                len: self.config.size,
+            },
+        );
         if !matches!(size, 1 | 2 | 4) {
             return Err(range);
         }
@@ -604,10 +627,14 @@ impl PciDevice for VfioPci {
         // sysfs `resource` like the sysfs backend.
         let text = std::fs::read_to_string(self.dir.join("resource"))
             .map_err(|e| io_err(&self.name, "read", &self.dir.join("resource"), e))?;
-        let resources = super::sysfs::parse_resource(&text).map_err(|reason| Error::Parse {
-            device: self.name.clone(),
-            path: self.dir.join("resource"),
-            reason,
+        let resources = super::sysfs::parse_resource(&text).map_err(|reason| {
+            Error::new(
+                &self.name,
+                ErrorKind::Parse {
+                    path: self.dir.join("resource"),
+                    reason,
+                },
+            )
         })?;
         let bus_addr = resources.get(usize::from(index)).map_or(0, |r| r.start);
         Ok(BarInfo {
@@ -620,24 +647,34 @@ impl PciDevice for VfioPci {
     fn bar(&self, index: u8) -> Result<Arc<dyn Bar>> {
         let info = self.region(index)?;
         if !info.mappable() {
-            return Err(Error::NoBar {
-                device: self.name.clone(),
-                bar: index,
-                reason: "VFIO does not allow mmap of this region".into(),
-            });
+            return Err(Error::new(
+                &self.name,
+                ErrorKind::NoBar {
+                    bar: index,
+                    reason: "VFIO does not allow mmap of this region".into(),
+                },
+            ));
         }
-        let mut bars = self.bars.lock().map_err(|_| Error::Backend {
-            device: self.name.clone(),
-            message: "a thread panicked while holding the BAR table".into(),
+        let mut bars = self.bars.lock().map_err(|_| {
+            Error::new(
+                &self.name,
+                ErrorKind::Backend {
+                    message: "a thread panicked while holding the BAR table".into(),
+                },
+            )
         })?;
         let slot = &mut bars[usize::from(index)];
         if let Some(bar) = slot {
             return Ok(bar.clone());
         }
-        let len = usize::try_from(info.size).map_err(|_| Error::NoBar {
-            device: self.name.clone(),
-            bar: index,
-            reason: "it is larger than the address space".into(),
+        let len = usize::try_from(info.size).map_err(|_| {
+            Error::new(
+                &self.name,
+                ErrorKind::NoBar {
+                    bar: index,
+                    reason: "it is larger than the address space".into(),
+                },
+            )
         })?;
         let region = Arc::new(MmioRegion::map_file(
             &self.name,
@@ -670,29 +707,39 @@ impl PciDevice for VfioPci {
                 let len = size
                     .max(1)
                     .checked_next_multiple_of(SYSMEM_PAGE_SIZE)
-                    .ok_or_else(|| Error::OutOfRange {
-                        device: self.name.clone(),
-                        what: "system memory allocation".into(),
-                        offset: 0,
-                        size: size as u64,
-                        len: isize::MAX as u64,
+                    .ok_or_else(|| {
+                        Error::new(
+                            &self.name,
+                            ErrorKind::OutOfRange {
+                                what: "system memory allocation".into(),
+                                offset: 0,
+                                size: size as u64,
+                                len: isize::MAX as u64,
+                            },
+                        )
                     })?;
                 let region = MmioRegion::anonymous(&self.name, "system memory", len, false)?;
-                let base = iova.alloc(len as u64).ok_or_else(|| Error::Backend {
-                    device: self.name.clone(),
-                    message: format!("IOVA space exhausted allocating {len:#x} bytes"),
+                let base = iova.alloc(len as u64).ok_or_else(|| {
+                    Error::new(
+                        &self.name,
+                        ErrorKind::Backend {
+                            message: format!("IOVA space exhausted allocating {len:#x} bytes"),
+                        },
+                    )
                 })?;
                 // SAFETY: `region` is a private anonymous mapping of `len` bytes that is only
                 // ever accessed through volatile raw-pointer accesses (no references), and it
                 // is unmapped from the IOMMU in `IommuMemory::drop` before `region` is
                 // munmapped (the `mem` field drops after `drop` runs).
                 unsafe { container.vfio_dma_map(base, len, region.as_ptr()) }.map_err(|e| {
-                    Error::Vfio {
-                        device: self.name.clone(),
-                        op: "DMA map",
-                        path: self.device_path.clone(),
-                        source: e,
-                    }
+                    Error::new(
+                        &self.name,
+                        ErrorKind::Vfio {
+                            op: "DMA map",
+                            path: self.device_path.clone(),
+                            source: e,
+                        },
+                    )
                 })?;
                 // One IOVA run: contiguous as the GPU sees it, whatever `contiguous` asked.
                 let addrs = (0..len / SYSMEM_PAGE_SIZE)
@@ -715,11 +762,13 @@ impl PciDevice for VfioPci {
 
     fn wait_irq(&self, timeout: Duration) -> Result<bool> {
         let Some(efd) = &self.irq else {
-            return Err(Error::Unsupported {
-                device: self.name.clone(),
-                op: "interrupt wait (MSI could not be enabled)",
-                backend: "vfio",
-            });
+            return Err(Error::new(
+                &self.name,
+                ErrorKind::Unsupported {
+                    op: "interrupt wait (MSI could not be enabled)",
+                    backend: "vfio",
+                },
+            ));
         };
         let mut fds = [nix::poll::PollFd::new(
             efd.as_fd(),

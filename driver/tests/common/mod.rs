@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use am_autogen::discovery as layout;
 use am_autogen::hwid;
 use am_driver::discovery::DISCOVERY_TMR_SIZE;
-use am_driver::{Bar, BarInfo, Error, PciDevice, Result, SysMem};
+use am_driver::{Bar, BarInfo, Error, ErrorKind, PciDevice, Result, SysMem};
 use std::mem::offset_of;
 use zerocopy::{FromZeros, IntoBytes};
 
@@ -325,13 +325,15 @@ pub struct FakeMmio {
 }
 
 fn oob(what: &str, offset: u64, size: u64, len: u64) -> Error {
-    Error::OutOfRange {
-        device: "fake".into(),
-        what: what.into(),
-        offset,
-        size,
-        len,
-    }
+    Error::new(
+        "fake",
+        ErrorKind::OutOfRange {
+            what: what.into(),
+            offset,
+            size,
+            len,
+        },
+    )
 }
 
 impl Bar for FakeVram {
@@ -459,22 +461,26 @@ impl PciDevice for FakeDevice {
         match index {
             0 => Ok(self.bar0.clone()),
             5 => Ok(self.bar5.clone()),
-            _ => Err(Error::NoBar {
-                device: "fake:0".into(),
-                bar: index,
-                reason: "none".into(),
-            }),
+            _ => Err(Error::new(
+                "fake:0",
+                ErrorKind::NoBar {
+                    bar: index,
+                    reason: "none".into(),
+                },
+            )),
         }
     }
     fn resize_bar(&self, _index: u8) -> Result<()> {
         Ok(())
     }
     fn alloc_sysmem(&self, _size: usize, _contiguous: bool) -> Result<Arc<dyn SysMem>> {
-        Err(Error::Unsupported {
-            device: "fake:0".into(),
-            op: "sysmem",
-            backend: "fake",
-        })
+        Err(Error::new(
+            "fake:0",
+            ErrorKind::Unsupported {
+                op: "sysmem",
+                backend: "fake",
+            },
+        ))
     }
     fn reset(&self) -> Result<()> {
         Ok(())

@@ -11,7 +11,7 @@ use super::protocol::{
     RequestHeader, ResponseHeader, decode_probe_names, encode_probe_filter,
 };
 use crate::pci::{AMD_VENDOR_ID, Bar, BarInfo, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// Payloads up to this size go out in the same `write` as their header, so that a register
 /// write is one TCP segment; larger ones are streamed straight from the caller's slice.
@@ -61,10 +61,14 @@ struct Connection {
 
 impl Connection {
     fn open(device: &str, host: &str, port: u16, options: &RemoteOptions) -> Result<Connection> {
-        let fail = |reason: String| Error::Remote {
-            device: device.to_string(),
-            request: format!("connect to {host}:{port}"),
-            reason,
+        let fail = |reason: String| {
+            Error::new(
+                device.to_string(),
+                ErrorKind::Remote {
+                    request: format!("connect to {host}:{port}"),
+                    reason,
+                },
+            )
         };
         let addrs: Vec<_> = (host, port)
             .to_socket_addrs()
@@ -109,20 +113,24 @@ impl Connection {
     fn io_error(&self, req: &RequestHeader, e: io::Error) -> Error {
         let (device, request) = (self.device.clone(), req.to_string());
         match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::RemoteTimeout {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Error::new(
                 device,
-                request,
-                timeout: self.timeout,
-            },
+                ErrorKind::RemoteTimeout {
+                    request,
+                    timeout: self.timeout,
+                },
+            ),
             io::ErrorKind::UnexpectedEof
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::BrokenPipe => Error::RemoteClosed { device, request },
-            _ => Error::Remote {
+            | io::ErrorKind::BrokenPipe => Error::new(device, ErrorKind::RemoteClosed { request }),
+            _ => Error::new(
                 device,
-                request,
-                reason: e.to_string(),
-            },
+                ErrorKind::Remote {
+                    request,
+                    reason: e.to_string(),
+                },
+            ),
         }
     }
 
@@ -136,31 +144,37 @@ impl Connection {
     ) -> Result<Option<T>> {
         let mut link = self.lock();
         if let Some(cause) = &link.broken {
-            return Err(Error::Remote {
-                device: self.device.clone(),
-                request: req.to_string(),
-                reason: format!("the connection is unusable after an earlier failure: {cause}"),
-            });
+            return Err(Error::new(
+                &self.device,
+                ErrorKind::Remote {
+                    request: req.to_string(),
+                    reason: format!("the connection is unusable after an earlier failure: {cause}"),
+                },
+            ));
         }
         let result = Self::exchange(&mut link.stream, &req, payload, body);
         match result {
             Ok(v) => Ok(v),
-            Err(Exchange::Refused(message)) => Err(Error::RemoteRefused {
-                device: self.device.clone(),
-                request: req.to_string(),
-                message,
-            }),
+            Err(Exchange::Refused(message)) => Err(Error::new(
+                &self.device,
+                ErrorKind::RemoteRefused {
+                    request: req.to_string(),
+                    message,
+                },
+            )),
             Err(Exchange::Io(e)) => {
                 let err = self.io_error(&req, e);
                 link.broken = Some(err.to_string());
                 Err(err)
             }
             Err(Exchange::Protocol(reason)) => {
-                let err = Error::Remote {
-                    device: self.device.clone(),
-                    request: req.to_string(),
-                    reason: format!("the server broke the protocol: {reason}"),
-                };
+                let err = Error::new(
+                    &self.device,
+                    ErrorKind::Remote {
+                        request: req.to_string(),
+                        reason: format!("the server broke the protocol: {reason}"),
+                    },
+                );
                 link.broken = Some(err.to_string());
                 Err(err)
             }
@@ -239,11 +253,13 @@ impl Connection {
     }
 
     fn no_response(&self, req: &RequestHeader) -> Error {
-        Error::Remote {
-            device: self.device.clone(),
-            request: req.to_string(),
-            reason: "a request without a response was used as a call".to_string(),
-        }
+        Error::new(
+            &self.device,
+            ErrorKind::Remote {
+                request: req.to_string(),
+                reason: "a request without a response was used as a call".to_string(),
+            },
+        )
     }
 }
 
@@ -329,10 +345,14 @@ fn probe_on(
                 .map_err(|_| Body::Protocol("PROBE names are not UTF-8".to_string()))
         })?
         .ok_or_else(|| conn.no_response(&req))?;
-    decode_probe_names(&text).ok_or_else(|| Error::Remote {
-        device: conn.device.clone(),
-        request: req.to_string(),
-        reason: format!("PROBE names {text:?} are not \"<name>:<index>\" lines"),
+    decode_probe_names(&text).ok_or_else(|| {
+        Error::new(
+            &conn.device,
+            ErrorKind::Remote {
+                request: req.to_string(),
+                reason: format!("PROBE names {text:?} are not \"<name>:<index>\" lines"),
+            },
+        )
     })
 }
 
@@ -375,14 +395,16 @@ impl RemotePciDevice {
                 .iter()
                 .map(|e| format!("{} ({})", e.index, e.name))
                 .collect();
-            return Err(Error::Remote {
-                device: name,
-                request: "PROBE".to_string(),
-                reason: format!(
-                    "the server exports no AMD GPU with index {index}; it has: {}",
-                    have.join(", ")
-                ),
-            });
+            return Err(Error::new(
+                name,
+                ErrorKind::Remote {
+                    request: "PROBE".to_string(),
+                    reason: format!(
+                        "the server exports no AMD GPU with index {index}; it has: {}",
+                        have.join(", ")
+                    ),
+                },
+            ));
         };
         Ok(RemotePciDevice {
             remote_name: entry.name.clone(),
@@ -409,11 +431,13 @@ impl RemotePciDevice {
     fn bar_index(&self, index: u8) -> Result<usize> {
         let i = usize::from(index);
         if i >= NUM_BARS {
-            return Err(Error::NoBar {
-                device: self.name.clone(),
-                bar: index,
-                reason: format!("a PCI function has BARs 0 to {}", NUM_BARS - 1),
-            });
+            return Err(Error::new(
+                &self.name,
+                ErrorKind::NoBar {
+                    bar: index,
+                    reason: format!("a PCI function has BARs 0 to {}", NUM_BARS - 1),
+                },
+            ));
         }
         Ok(i)
     }
@@ -436,10 +460,14 @@ impl PciDevice for RemotePciDevice {
             [u64::from(offset), u64::from(size), 0],
         );
         let resp = self.conn.call(req)?;
-        u32::try_from(resp.val0).map_err(|_| Error::Remote {
-            device: self.name.clone(),
-            request: req.to_string(),
-            reason: format!("the server answered {:#x}, wider than 32 bits", resp.val0),
+        u32::try_from(resp.val0).map_err(|_| {
+            Error::new(
+                &self.name,
+                ErrorKind::Remote {
+                    request: req.to_string(),
+                    reason: format!("the server answered {:#x}, wider than 32 bits", resp.val0),
+                },
+            )
         })
     }
 
@@ -493,13 +521,15 @@ impl PciDevice for RemotePciDevice {
 
     fn alloc_sysmem(&self, size: usize, contiguous: bool) -> Result<Arc<dyn SysMem>> {
         let pages = size.div_ceil(SYSMEM_PAGE_SIZE);
-        let len = pages
-            .checked_mul(SYSMEM_PAGE_SIZE)
-            .ok_or_else(|| Error::Remote {
-                device: self.name.clone(),
-                request: "MAP_SYSMEM".to_string(),
-                reason: format!("{size} bytes cannot be rounded up to whole pages"),
-            })?;
+        let len = pages.checked_mul(SYSMEM_PAGE_SIZE).ok_or_else(|| {
+            Error::new(
+                &self.name,
+                ErrorKind::Remote {
+                    request: "MAP_SYSMEM".to_string(),
+                    reason: format!("{size} bytes cannot be rounded up to whole pages"),
+                },
+            )
+        })?;
         let args = [len as u64, u64::from(contiguous), 0];
         let req = RequestHeader::new(Command::MapSysmem, self.index, 0, args);
         let want = (pages as u64).saturating_mul(8);
@@ -552,13 +582,15 @@ fn check_range(device: &str, what: &str, offset: u64, size: usize, len: u64) -> 
     let size = size as u64;
     match offset.checked_add(size) {
         Some(end) if end <= len => Ok(()),
-        _ => Err(Error::OutOfRange {
-            device: device.to_string(),
-            what: what.to_string(),
-            offset,
-            size,
-            len,
-        }),
+        _ => Err(Error::new(
+            device.to_string(),
+            ErrorKind::OutOfRange {
+                what: what.to_string(),
+                offset,
+                size,
+                len,
+            },
+        )),
     }
 }
 

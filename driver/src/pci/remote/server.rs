@@ -21,7 +21,7 @@ use super::protocol::{
 use crate::discovery::{MM_INDEX, MM_INDEX_HI};
 use crate::pci::{Bar, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
 use crate::ratelimit::{RateLimit, Verdict};
-use crate::{Error, Result};
+use crate::{Error, ErrorKind, Result};
 
 /// Size of PCIe extended config space.
 const CONFIG_SPACE_LEN: u64 = 4096;
@@ -77,9 +77,11 @@ impl FromStr for Cidr {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Cidr> {
-        let bad = |reason: &str| Error::BadCidr {
-            text: text.to_string(),
-            reason: reason.to_string(),
+        let bad = |reason: &str| {
+            Error::from(ErrorKind::BadCidr {
+                text: text.to_string(),
+                reason: reason.to_string(),
+            })
         };
         let (addr, prefix) = match text.split_once('/') {
             Some((a, p)) => (a, Some(p)),
