@@ -26,9 +26,9 @@ use crate::ip::sdma::{Sdma, SdmaQueueDesc, SdmaQueueId};
 use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, smu::Smu, soc::Soc};
 use crate::irq::{self, IrqEvent};
 use crate::mm::{MapFlags, MemoryManager, MmConfig, PteFormat, VirtMapping};
-use crate::pci::{Bar, PciDevice, SysMem};
+use crate::pci::{PciDevice, SysMem};
 use crate::regs::{Regs, gc, mmhub};
-use crate::vf::{Mailbox, MailboxTimings, VfLease};
+use crate::vf::{MailboxTimings, VfLease, VfMailbox};
 use crate::{Error, ErrorKind, Result};
 
 /// What `SCRATCH_REG7` holds after a boot by this driver: the state layout version. A later
@@ -67,21 +67,23 @@ impl Options {
     /// Options from the environment: `AM_RESET`, `AM_POWER_LIMIT`, `AM_FIRMWARE_PATH`.
     pub fn from_env(device: &str) -> Result<Self> {
         let firmware = Locator::from_env()
-            .map_err(|source| Error::new(device.to_string(), ErrorKind::Firmware { source }))?;
-        let force_reset = std::env::var("AM_RESET").is_ok_and(|v| v.trim() == "1");
+            .map_err(|source| Error::new(device, ErrorKind::Firmware { source }))?;
         let power_limit_w = match std::env::var("AM_POWER_LIMIT") {
-            Ok(v) if !v.trim().is_empty() => Some(v.trim().parse::<u32>().map_err(|_| {
+            Ok(v) if !v.trim().is_empty() => Some(v.trim().parse().map_err(|_| {
+                let (var, reason) = ("AM_POWER_LIMIT", "is not a whole number of watts");
                 Error::new(
-                    device.to_string(),
-                    ErrorKind::BadState {
-                        reason: format!("AM_POWER_LIMIT={v:?} is not a whole number of watts"),
+                    device,
+                    ErrorKind::BadEnv {
+                        var,
+                        value: v,
+                        reason,
                     },
                 )
             })?),
             _ => None,
         };
         Ok(Options {
-            force_reset,
+            force_reset: std::env::var("AM_RESET").is_ok_and(|v| v.trim() == "1"),
             power_limit_w,
             reset_mode: false,
             inspect: false,
@@ -172,7 +174,7 @@ pub struct AmDevice {
     report: BootReport,
     /// The VF's init-access lease (released exactly once: `fini`, `Drop`, or a failed open).
     lease: Option<VfLease>,
-    error_state: Option<String>,
+    error_state: Option<IrqEvent>,
     finalized: bool,
 }
 
@@ -193,44 +195,19 @@ struct PhaseClock<'a> {
     counts: (u64, u64),
 }
 
-impl<'a> PhaseClock<'a> {
-    fn new(ctx: &'a Ctx) -> Self {
-        PhaseClock {
-            ctx,
-            phases: vec![],
-            start: Instant::now(),
-            counts: ctx.reg_accesses(),
-        }
-    }
+impl PhaseClock<'_> {
     fn run<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
         let t = f()?;
-        let now = Instant::now();
-        let counts = self.ctx.reg_accesses();
+        let (now, counts) = (Instant::now(), self.ctx.reg_accesses());
         self.phases.push(Phase {
             name,
             duration: now - self.start,
             reg_reads: counts.0 - self.counts.0,
             reg_writes: counts.1 - self.counts.1,
         });
-        self.start = now;
-        self.counts = counts;
+        (self.start, self.counts) = (now, counts);
         Ok(t)
     }
-}
-
-/// VF detection, then the lease (the PF un-gates MMIO and VRAM only after INIT_ACCESS).
-fn vf_handshake(
-    pci: &dyn PciDevice,
-    mmio: Arc<dyn Bar>,
-    timings: &MailboxTimings,
-) -> Result<(bool, Option<VfLease>)> {
-    if !crate::vf::is_vf(&*mmio)? {
-        return Ok((false, None));
-    }
-    let mb = Mailbox::new(pci.name(), mmio).with_timings(*timings);
-    mb.request_init_data()?;
-    let lease = mb.request_init_access()?;
-    Ok((true, Some(lease)))
 }
 
 /// Where VRAM sits in MC space, and the XGMI hive segment of this device (`am info` reads it
@@ -300,31 +277,39 @@ impl AmDevice {
             pci.set_bus_master(true)?;
         }
         let mmio = Arc::new(CountingBar::new(pci.bar(5)?));
-        if opts.inspect && crate::vf::is_vf(&*mmio)? {
-            return Err(Error::new(name, ErrorKind::BadState { reason: "a VF cannot be opened to inspect: its PF owns the SMU, and init access is the holder's lease".into() }));
+        let is_vf = crate::vf::is_vf(&*mmio)?;
+        if opts.inspect && is_vf {
+            let what = "be opened to inspect (init access is the holder's lease)";
+            return Err(Error::new(name, ErrorKind::PfOnly { what }));
         }
-        let (is_vf, lease) = vf_handshake(&*pci, mmio.clone(), &opts.mailbox)?;
-        // From here on the lease is released if anything fails (its Drop).
+        // The PF un-gates MMIO and VRAM only after INIT_ACCESS; from then on the lease is
+        // released if anything fails (its Drop).
+        let lease = if is_vf {
+            let mb = VfMailbox::new(&name, mmio.clone()).with_timings(opts.mailbox);
+            mb.request_init_data()?;
+            Some(mb.request_init_access()?)
+        } else {
+            None
+        };
         let discovery = Discovery::read(&*pci)?;
         let regs = Regs::with_mmio(&name, mmio.clone(), &discovery)?;
         let vram = Vram::new(&name, pci.bar(0)?, mmio.clone(), discovery.vram_size);
         let mc = read_mc_layout(&regs)?;
-        let gc = discovery.require_version(HwIp::GC)?;
         let mm_cfg = MmConfig {
             device: name.clone(),
-            format: PteFormat::for_gc(gc.major),
+            format: PteFormat::for_gc(discovery.require_version(HwIp::GC)?.major),
             vram_size: discovery.vram_size - discovery.reserved_vram_size(),
             paddr_base: if is_vf { 1 << 20 } else { 0 },
+            vram_offset: mc.xgmi_paddr_base,
+            xgmi_seg_size: mc.xgmi_seg_size,
         };
         // An inspecting instance must not clear the root table of the instance that runs
         // the device: the allocator's bookkeeping is all it needs.
-        let mut mm = if opts.inspect {
+        let mm = if opts.inspect {
             MemoryManager::new(&mm_cfg, &crate::mm::HostMemory::new(mm_cfg.vram_size))?
         } else {
             MemoryManager::new(&mm_cfg, &vram)?
         };
-        mm.tables.vram_offset = mc.xgmi_paddr_base;
-        mm.tables.xgmi_seg_size = mc.xgmi_seg_size;
         let ctx = Ctx {
             name: name.clone(),
             pci: pci.clone(),
@@ -339,7 +324,12 @@ impl AmDevice {
             timeouts: opts.timeouts,
         };
         let firmware = load_firmware(&ctx, &opts)?;
-        let mut clock = PhaseClock::new(&ctx);
+        let mut clock = PhaseClock {
+            ctx: &ctx,
+            phases: vec![],
+            start: Instant::now(),
+            counts: ctx.reg_accesses(),
+        };
         let mut blocks = clock.run("init_sw", || {
             Ok(Blocks {
                 soc: Soc::init_sw(&ctx)?,
@@ -352,15 +342,11 @@ impl AmDevice {
             })
         })?;
         let (kind, reason) = if opts.inspect {
-            (
-                BootKind::Inspect,
-                Some("opened to inspect: nothing initialised or written".to_string()),
-            )
+            let why = "opened to inspect: nothing initialised or written";
+            (BootKind::Inspect, Some(why.into()))
         } else if opts.reset_mode {
-            (
-                BootKind::ResetOnly,
-                Some("opened for a reset: nothing initialised".to_string()),
-            )
+            let why = "opened for a reset: nothing initialised";
+            (BootKind::ResetOnly, Some(why.into()))
         } else {
             boot(&ctx, &mut blocks, &opts, &mut clock)?
         };
@@ -368,7 +354,7 @@ impl AmDevice {
         let (r, w) = ctx.reg_accesses();
         let report = BootReport {
             kind,
-            reason: reason.clone(),
+            reason,
             phases,
             firmware: blocks.psp.loaded().to_vec(),
             reg_accesses: r + w,
@@ -445,10 +431,28 @@ impl AmDevice {
             uncached,
             ..MapFlags::SYSTEM
         };
+        self.map_borrowed(size, pages, flags, false)
+    }
+
+    /// Map memory this device does not own (system memory, or a peer's VRAM at its hive
+    /// addresses when `hive`) at a fresh GPU virtual address, and flush the TLBs.
+    fn map_borrowed(
+        &self,
+        size: u64,
+        paddrs: Vec<(u64, u64)>,
+        flags: MapFlags,
+        hive: bool,
+    ) -> Result<VirtMapping> {
         let va = {
             let mut mm = self.ctx.mm();
             let va = mm.alloc_va(size, crate::mm::PAGE_SIZE)?;
-            if let Err(e) = mm.map(&self.ctx.vram, va, &pages, flags) {
+            let (vram, ranges) = (&self.ctx.vram, &paddrs);
+            let mapped = if hive {
+                mm.map_hive(vram, va, ranges, flags)
+            } else {
+                mm.map(vram, va, ranges, flags)
+            };
+            if let Err(e) = mapped {
                 mm.free_va(va)?;
                 return Err(e);
             }
@@ -458,7 +462,7 @@ impl AmDevice {
         Ok(VirtMapping {
             va,
             size,
-            paddrs: pages,
+            paddrs,
             flags,
         })
     }
@@ -500,23 +504,9 @@ impl AmDevice {
     pub fn map_peer(&self, peer: &PeerVram) -> Result<VirtMapping> {
         check_one_hive(&self.ctx.name, &self.ctx.mc, peer)?;
         let size: u64 = peer.paddrs.iter().map(|r| r.1).sum();
-        let flags = MapFlags::PEER_VRAM;
-        let va = {
-            let mut mm = self.ctx.mm();
-            let va = mm.alloc_va(size, crate::mm::PAGE_SIZE)?;
-            if let Err(e) = mm.map_hive(&self.ctx.vram, va, &peer.hive_ranges(), flags) {
-                mm.free_va(va)?;
-                return Err(e);
-            }
-            va
-        };
-        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)?;
-        Ok(VirtMapping {
-            va,
-            size,
-            paddrs: peer.paddrs.clone(),
-            flags,
-        })
+        let mut m = self.map_borrowed(size, peer.hive_ranges(), MapFlags::PEER_VRAM, true)?;
+        m.paddrs.clone_from(&peer.paddrs);
+        Ok(m)
     }
 
     /// Unmap a [`map_peer`](Self::map_peer) mapping (the memory stays the peer's) and flush
@@ -566,34 +556,27 @@ impl AmDevice {
         self.blocks.ih.overflows
     }
 
-    /// The error the GPU reported, if the device is in its error state.
-    pub fn error_state(&self) -> Option<&str> {
-        self.error_state.as_deref()
+    /// The fault the GPU reported, if the device is in its error state.
+    pub fn error_state(&self) -> Option<&IrqEvent> {
+        self.error_state.as_ref()
     }
 
     /// Drain the interrupt rings and decode every entry. A fault (shader error, page fault,
     /// RAS event) puts the device in its error state and is returned as
     /// [`crate::ErrorKind::GpuFault`] naming what happened and where; other events are returned.
     pub fn handle_interrupts(&mut self) -> Result<Vec<IrqEvent>> {
-        let entries = self.blocks.ih.drain(&self.ctx)?;
-        let mut events = Vec::with_capacity(entries.len());
-        let mut first_fault = None;
-        for e in entries {
-            events.push(irq::decode(&self.ctx, &self.blocks.gmc, &e)?);
+        let (ctx, b) = (&self.ctx, &mut self.blocks);
+        let mut events = (b.ih.drain(ctx)?.iter())
+            .map(|e| irq::decode(ctx, &b.gmc, e))
+            .collect::<Result<Vec<_>>>()?;
+        events.extend(irq::check_ras(ctx, &mut b.smu)?);
+        for ev in events.iter().filter(|ev| ev.is_fatal()) {
+            tracing::error!("{}: {ev}", ctx.name);
         }
-        if let Some(ras) = irq::check_ras(&self.ctx, &mut self.blocks.smu)? {
-            events.push(ras);
-        }
-        for ev in &events {
-            if ev.is_fatal() {
-                tracing::error!("{}: {ev}", self.ctx.name);
-                first_fault.get_or_insert_with(|| ev.to_string());
-            }
-        }
-        if let Some(detail) = first_fault {
-            tracing::error!("{}: GPU fault: {detail}", self.ctx.name);
-            self.error_state.get_or_insert(detail.clone());
-            return Err(Error::new(&self.ctx.name, ErrorKind::GpuFault { detail }));
+        if let Some(fault) = events.iter().find(|ev| ev.is_fatal()).cloned() {
+            tracing::error!("{}: GPU fault: {fault}", ctx.name);
+            self.error_state.get_or_insert(fault.clone());
+            return Err(ctx.err(ErrorKind::GpuFault(fault)));
         }
         Ok(events)
     }
@@ -634,12 +617,8 @@ impl AmDevice {
     /// opened again afterwards.
     pub fn mode1_reset(mut self) -> Result<bool> {
         if self.ctx.is_vf {
-            return Err(Error::new(
-                &self.ctx.name,
-                ErrorKind::BadState {
-                    reason: "a VF cannot reset the GPU: the PF owns the SMU".into(),
-                },
-            ));
+            let what = "reset the GPU";
+            return Err(self.ctx.err(ErrorKind::PfOnly { what }));
         }
         // Nothing left to finalise afterwards: the reset takes the firmware and the queues.
         self.finalized = true;
@@ -650,11 +629,8 @@ impl AmDevice {
         // this, a device that was finalised cleanly before the reset would be warm booted
         // on dead firmware. Written before the reset, while the device still answers.
         self.ctx.wreg(gc::SCRATCH_REG7, 0, 0)?;
-        self.ctx.pci.set_bus_master(false)?;
-        let in_hive = self.ctx.mc.is_hive();
-        let r = self.blocks.smu.mode1_reset(&self.ctx, in_hive);
-        self.ctx.pci.set_bus_master(true)?;
-        r.map(|()| true)
+        mode1_reset(&self.ctx, &mut self.blocks.smu, self.ctx.mc.is_hive())?;
+        Ok(true)
     }
 
     /// Finalise: stop SDMA and GFX, clocks to their lowest level, drain interrupts, and
@@ -717,29 +693,34 @@ fn load_firmware(ctx: &Ctx, opts: &Options) -> Result<Option<FirmwareSet>> {
             );
             Ok(None)
         }
-        Err(source) => Err(Error::new(&ctx.name, ErrorKind::Firmware { source })),
+        Err(source) => Err(ctx.err(ErrorKind::Firmware { source })),
     }
 }
 
-/// Whether the last driver instance left a state a warm boot can build on; the reason for a
-/// full boot otherwise.
-fn warm_boot_check(
-    ctx: &Ctx,
-    psp: &Psp,
-    opts: &Options,
-) -> Result<std::result::Result<(), String>> {
+/// Mode1 reset through the SMU with bus mastering off around it, so no DMA of the dying
+/// firmware lands while the ASIC resets.
+fn mode1_reset(ctx: &Ctx, smu: &mut Smu, in_hive: bool) -> Result<()> {
+    ctx.pci.set_bus_master(false)?;
+    let r = smu.mode1_reset(ctx, in_hive);
+    ctx.pci.set_bus_master(true)?;
+    r
+}
+
+/// Why the last driver instance did not leave a state a warm boot can build on, or `None`
+/// if it did.
+fn full_boot_reason(ctx: &Ctx, psp: &Psp, opts: &Options) -> Result<Option<String>> {
     if opts.force_reset {
-        return Ok(Err("AM_RESET=1".into()));
+        return Ok(Some("AM_RESET=1".into()));
     }
     let version = ctx.rreg(gc::SCRATCH_REG7, 0)?;
     if version != AM_VERSION {
-        return Ok(Err(format!(
+        return Ok(Some(format!(
             "SCRATCH_REG7 = {version:#x}: no previous instance of this driver"
         )));
     }
     let live = ctx.rreg(gc::SCRATCH_REG6, 0)?;
     if live != 0 {
-        return Ok(Err(format!(
+        return Ok(Some(format!(
             "malformed state: SCRATCH_REG6 = {live:#x}, the previous driver instance did not finish cleanly"
         )));
     }
@@ -750,19 +731,16 @@ fn warm_boot_check(
     };
     let status = ctx.rreg(fault_status, 0)?;
     if status != 0 {
-        return Ok(Err(format!(
+        return Ok(Some(format!(
             "malformed state: {} = {status:#x}, a page fault is pending",
             fault_status.name()
         )));
     }
     // The scratch registers survive a function-level reset (VFIO resets on open) and a
     // mode1 reset; the firmware does not. A warm boot needs it running.
-    if !psp.is_sos_alive(ctx)? {
-        return Ok(Err(
-            "the scratch registers say this driver booted the device, but the PSP sOS is not running: it was reset since".into(),
-        ));
-    }
-    Ok(Ok(()))
+    Ok((!psp.is_sos_alive(ctx)?).then(|| {
+        "the scratch registers say this driver booted the device, but the PSP sOS is not running: it was reset since".into()
+    }))
 }
 
 fn boot(
@@ -771,53 +749,45 @@ fn boot(
     opts: &Options,
     clock: &mut PhaseClock<'_>,
 ) -> Result<(BootKind, Option<String>)> {
-    let mut reason = None;
-    let kind = if ctx.is_vf {
-        clock.run("soc", || b.soc.init_hw(ctx))?;
-        clock.run("gmc", || b.gmc.init_hw(ctx, &b.soc))?;
-        clock.run("ih", || b.ih.init_hw(ctx))?;
-        BootKind::Vf
+    let reason = if ctx.is_vf {
+        None
     } else {
-        let check = warm_boot_check(ctx, &b.psp, opts)?;
+        let reason = full_boot_reason(ctx, &b.psp, opts)?;
         // From here until `fini` the device is "in use": an open that fails part-way leaves
         // SCRATCH_REG6 = 1, so the next instance does a full boot instead of building on a
         // half-initialised device.
         ctx.wreg(gc::SCRATCH_REG6, 0, 1)?;
-        match check {
-            Ok(()) => BootKind::Warm,
-            Err(why) => {
-                tracing::info!("{}: full boot: {why}", ctx.name);
-                reason = Some(why);
-                let foreign = clock.run("probe", || {
-                    Ok(b.psp.is_sos_alive(ctx)? && b.smu.is_alive(ctx)?)
-                })?;
-                let mut kind = BootKind::Cold;
-                if foreign {
-                    if ctx.mc.is_hive() {
-                        return Err(Error::new(
-                            &ctx.name,
-                            ErrorKind::HiveMalformed {
-                                regions: ctx.mc.xgmi_regions,
-                            },
-                        ));
-                    }
-                    clock.run("mode1_reset", || {
-                        ctx.pci.set_bus_master(false)?;
-                        let r = b.smu.mode1_reset(ctx, false);
-                        ctx.pci.set_bus_master(true)?;
-                        r
-                    })?;
-                    kind = BootKind::AfterMode1Reset;
-                }
-                clock.run("soc", || b.soc.init_hw(ctx))?;
-                clock.run("gmc", || b.gmc.init_hw(ctx, &b.soc))?;
-                clock.run("ih", || b.ih.init_hw(ctx))?;
-                clock.run("psp", || b.psp.init_hw(ctx, &b.soc))?;
-                clock.run("smu", || b.smu.init_hw(ctx))?;
-                kind
+        reason
+    };
+    let kind = match &reason {
+        _ if ctx.is_vf => BootKind::Vf,
+        None => BootKind::Warm,
+        Some(why) => {
+            tracing::info!("{}: full boot: {why}", ctx.name);
+            let foreign = clock.run("probe", || {
+                Ok(b.psp.is_sos_alive(ctx)? && b.smu.is_alive(ctx)?)
+            })?;
+            if foreign && ctx.mc.is_hive() {
+                let regions = ctx.mc.xgmi_regions;
+                return Err(ctx.err(ErrorKind::HiveMalformed { regions }));
+            }
+            if foreign {
+                clock.run("mode1_reset", || mode1_reset(ctx, &mut b.smu, false))?;
+                BootKind::AfterMode1Reset
+            } else {
+                BootKind::Cold
             }
         }
     };
+    if kind != BootKind::Warm {
+        clock.run("soc", || b.soc.init_hw(ctx))?;
+        clock.run("gmc", || b.gmc.init_hw(ctx, &b.soc))?;
+        clock.run("ih", || b.ih.init_hw(ctx))?;
+    }
+    if !matches!(kind, BootKind::Warm | BootKind::Vf) {
+        clock.run("psp", || b.psp.init_hw(ctx, &b.soc))?;
+        clock.run("smu", || b.smu.init_hw(ctx))?;
+    }
     ctx.mm().finish_boot();
     let warm = kind == BootKind::Warm;
     clock.run("gfx", || b.gfx.init_hw(ctx, &b.gmc, &b.soc, warm))?;
@@ -834,8 +804,8 @@ fn boot(
             b.soc.set_clockgating(ctx)?;
             b.gfx.set_clockgating(ctx)
         })?;
+        // SCRATCH_REG6 stays 1 (written above) until `fini` clears it.
         ctx.wreg(gc::SCRATCH_REG7, 0, AM_VERSION)?;
-        ctx.wreg(gc::SCRATCH_REG6, 0, 1)?;
     }
     Ok((kind, reason))
 }

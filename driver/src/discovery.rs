@@ -20,8 +20,6 @@ use crate::{Bar, Error, ErrorKind, PciDevice, Result};
 
 /// `mmRCC_CONFIG_MEMSIZE`: VRAM size in MiB, a dword index in BAR5 valid before discovery.
 pub const RCC_CONFIG_MEMSIZE: u64 = 0xde3;
-/// `RCC_IOV_FUNC_IDENTIFIER`: bit 0 is set on an SR-IOV virtual function.
-pub const RCC_IOV_FUNC_IDENTIFIER: u64 = 0xde5;
 /// `mmMM_INDEX`: VRAM byte address (bit 31 selects VRAM) for the `MM_DATA` window.
 pub const MM_INDEX: u64 = 0x0;
 /// `mmMM_DATA`: the dword of VRAM `MM_INDEX`/`MM_INDEX_HI` point at.
@@ -140,7 +138,7 @@ impl Reader<'_> {
         reason: impl Into<String>,
     ) -> Error {
         Error::new(
-            self.device.to_string(),
+            self.device,
             ErrorKind::MalformedDiscovery {
                 what: what.into(),
                 offset: offset as u64,
@@ -185,8 +183,7 @@ fn hex_head(bytes: &[u8]) -> String {
 /// Explain what a table full of one byte value means.
 fn signature_hint(bytes: &[u8]) -> &'static str {
     if !bytes.is_empty() && bytes.iter().all(|&b| b == 0xff) {
-        "; it reads all 0xFF: VRAM is gated (a VF without init access, a device in reset, \
-         or BAR0 not enabled)"
+        "; it reads all 0xFF: VRAM is gated (a VF without init access, a device in reset, or BAR0 not enabled)"
     } else if !bytes.is_empty() && bytes.iter().all(|&b| b == 0) {
         "; it reads all zeros: the firmware has not written a discovery table"
     } else {
@@ -201,7 +198,7 @@ impl DiscoveryTable {
         let r = Reader { device, bytes };
         let mismatch = |what, offset: usize, found, expected| {
             Error::new(
-                device.to_string(),
+                device,
                 ErrorKind::DiscoverySignature {
                     what,
                     offset: offset as u64,
@@ -426,12 +423,6 @@ pub struct Discovery {
     pub table: DiscoveryTable,
 }
 
-/// Whether the function is an SR-IOV VF (`RCC_IOV_FUNC_IDENTIFIER` bit 0). Valid before
-/// discovery: a VF must ask its PF for access before VRAM reads anything but 0xFF.
-pub fn is_vf(dev: &dyn PciDevice) -> Result<bool> {
-    Ok(dev.bar(5)?.read32(RCC_IOV_FUNC_IDENTIFIER * 4)? & 1 != 0)
-}
-
 /// Read `len` bytes of VRAM at `addr` through the `MM_INDEX`/`MM_DATA` window of BAR5 (one
 /// dword at a time), for devices whose BAR0 does not reach that far.
 pub fn read_vram_indirect(dev: &dyn PciDevice, addr: u64, buf: &mut [u8]) -> Result<()> {
@@ -471,8 +462,7 @@ impl Discovery {
                     reason: if memsize == 0 {
                         "no VRAM size"
                     } else {
-                        "registers are gated (a VF without init access, a device in reset, or BAR5 \
-                     not enabled)"
+                        "registers are gated (a VF without init access, a device in reset, or BAR5 not enabled)"
                     },
                 },
             ));
@@ -501,7 +491,7 @@ impl Discovery {
 
     /// Entries for one IP block (all its hardware ids), in table order.
     pub fn entries(&self, ip: HwIp) -> impl Iterator<Item = &IpEntry> {
-        let hw_id = hwip::hw_id(ip);
+        let hw_id = ip.hw_id();
         self.table
             .ips
             .iter()
@@ -510,7 +500,7 @@ impl Discovery {
 
     /// Instances of an IP block that are fused off.
     pub fn harvested(&self, ip: HwIp) -> BTreeSet<u8> {
-        let hw_id = hwip::hw_id(ip);
+        let hw_id = ip.hw_id();
         self.table
             .harvest
             .iter()

@@ -3,13 +3,15 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::irq::IrqEvent;
+
 /// An error of the driver: the device (or file) it concerns and what went wrong. The
-/// message names the device first (`navi31@mock: timed out after …`), so it still says
+/// message names the device first (`mock:navi31:0: timed out after …`), so it still says
 /// where it came from when read out of context; match on [`kind`](Self::kind) to tell
 /// errors apart.
 #[derive(Debug)]
 pub struct Error {
-    /// The device (BDF, `remote:…`, `navi31@mock`), or empty for errors that concern no
+    /// The device (BDF, `remote:…`, `mock:navi31:0`), or empty for errors that concern no
     /// device (a device specification or address range that cannot be parsed).
     pub device: String,
     /// What went wrong.
@@ -23,6 +25,13 @@ impl Error {
             device: device.into(),
             kind,
         }
+    }
+}
+
+impl crate::Ctx {
+    /// An error of `kind` on this device.
+    pub fn err(&self, kind: ErrorKind) -> Error {
+        Error::new(&self.name, kind)
     }
 }
 
@@ -434,12 +443,26 @@ pub enum ErrorKind {
     },
     /// The GPU reported a fault (shader error, page fault, RAS event); the device is in its
     /// error state until [`recover`](crate::AmDevice::recover).
-    #[error("GPU fault: {detail}")]
-    GpuFault {
-        /// What happened and where.
-        detail: String,
+    #[error("GPU fault: {0}")]
+    GpuFault(IrqEvent),
+    /// An operation only the PF may do (it owns the SMU and the init-access lease).
+    #[error("a VF cannot {what}: its PF owns the SMU")]
+    PfOnly {
+        /// The operation (`reset the GPU`, `be opened to inspect`).
+        what: &'static str,
     },
-    /// The device state does not allow the operation.
+    /// An environment variable whose value cannot be used.
+    #[error("{var}={value:?} {reason}")]
+    BadEnv {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong with it (`is not a whole number of watts`).
+        reason: &'static str,
+    },
+    /// The device state does not allow the operation (free-form: the reasons are many and
+    /// nothing matches on them).
     #[error("{reason}")]
     BadState {
         /// Why the operation cannot be done now.
@@ -449,3 +472,38 @@ pub enum ErrorKind {
 
 /// The driver's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_names_the_device_first_and_nothing_when_there_is_none() {
+        let what = "reset the GPU";
+        let e = Error::new("mock:navi31:0", ErrorKind::PfOnly { what });
+        assert_eq!(
+            e.to_string(),
+            "mock:navi31:0: a VF cannot reset the GPU: its PF owns the SMU"
+        );
+        let e = Error::from(ErrorKind::BadCidr {
+            text: "10.0.0.0/33".into(),
+            reason: "the prefix is longer than the address".into(),
+        });
+        assert!(e.to_string().starts_with("bad address range"), "{e}");
+    }
+
+    #[test]
+    fn the_source_is_the_kinds_source() {
+        let io = std::io::Error::other("gone");
+        let e = Error::new(
+            "0000:03:00.0",
+            ErrorKind::Io {
+                op: "open",
+                path: "/sys/bus/pci/devices/0000:03:00.0/resource0".into(),
+                source: io,
+            },
+        );
+        let source = std::error::Error::source(&e).map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("gone"));
+    }
+}

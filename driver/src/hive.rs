@@ -24,7 +24,7 @@ use std::sync::Arc;
 use crate::ctx::McLayout;
 use crate::device::{AmDevice, Options};
 use crate::pci::PciDevice;
-use crate::{Error, ErrorKind, discovery};
+use crate::{Error, ErrorKind};
 
 /// VRAM of one device, described for another member of its hive to map
 /// ([`AmDevice::peer_vram`], [`AmDevice::map_peer`]).
@@ -55,7 +55,7 @@ impl PeerVram {
 pub fn check_one_hive(device: &str, local: &McLayout, peer: &PeerVram) -> Result<(), Error> {
     let fail = |reason: String| {
         Error::new(
-            device.to_string(),
+            device,
             ErrorKind::NotInOneHive {
                 peer: peer.device.clone(),
                 reason,
@@ -72,22 +72,18 @@ pub fn check_one_hive(device: &str, local: &McLayout, peer: &PeerVram) -> Result
         ),
         None => format!("{name} is in no XGMI hive"),
     };
-    let (Some(r), Some(pr)) = (local.xgmi_region(), p.xgmi_region()) else {
+    let shape = |mc: &McLayout| (mc.xgmi_regions, mc.xgmi_seg_size, mc.fb_base);
+    let (Some(r), Some(pr), true) = (
+        local.xgmi_region(),
+        p.xgmi_region(),
+        shape(local) == shape(p),
+    ) else {
         return Err(fail(format!(
             "not members of one XGMI hive: {}; {}",
             place(device, local),
             place(&peer.device, p)
         )));
     };
-    if (local.xgmi_regions, local.xgmi_seg_size, local.fb_base)
-        != (p.xgmi_regions, p.xgmi_seg_size, p.fb_base)
-    {
-        return Err(fail(format!(
-            "not members of one XGMI hive: {}; {}",
-            place(device, local),
-            place(&peer.device, p)
-        )));
-    }
     if r == pr {
         return Err(fail(format!(
             "both are region {r} of a hive of {} devices: not one hive (or one device twice)",
@@ -163,7 +159,7 @@ pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberRe
     let mut out: Vec<MemberReset> = Vec::with_capacity(devices.len());
     for (i, pci) in devices.iter().enumerate() {
         let name = pci.name();
-        match discovery::is_vf(&**pci) {
+        match pci.bar(5).and_then(|mmio| crate::vf::is_vf(&*mmio)) {
             Ok(true) => {
                 out.push(MemberReset::new(
                     name,

@@ -5,11 +5,6 @@ use am_autogen::hwid as ids;
 
 pub use am_autogen::hwid::HwIp;
 
-/// Discovery hardware id of an IP block (`hw_id_map` of `amdgpu_discovery.c`).
-pub fn hw_id(ip: HwIp) -> Option<u16> {
-    ip.hw_id()
-}
-
 /// The block's short name as Linux prints it (`GC`, `MMHUB`, …).
 pub fn name(ip: HwIp) -> &'static str {
     ip.name().trim_end_matches("_HWIP")

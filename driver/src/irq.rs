@@ -25,8 +25,50 @@ use crate::ip::ih::IhEntry;
 use crate::ip::smu::Smu;
 use crate::regs::nbio;
 
-/// Kinds of SQ error interrupts, by their 4-bit type.
-const SQ_ERRORS: [&str; 4] = ["EDC_FUE", "ILLEGAL_INST", "MEMVIOL", "EDC_FED"];
+/// What an SQ interrupt reports: its encoding, and for an error its 4-bit type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqKind {
+    /// An automatic interrupt (thread trace, performance counters).
+    Auto,
+    /// A wave's `s_sendmsg` interrupt.
+    Wave,
+    /// An error: fatal.
+    Error(SqError),
+    /// Encoding 3, which the hardware does not use.
+    Reserved,
+}
+
+/// The type of an SQ error interrupt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SqError {
+    /// `EDC_FUE`: an uncorrectable ECC error.
+    EdcFue,
+    /// `ILLEGAL_INST`: the wave ran an illegal instruction.
+    IllegalInst,
+    /// `MEMVIOL`: a memory violation.
+    Memviol,
+    /// `EDC_FED`: an ECC error was detected.
+    EdcFed,
+    /// A type this driver does not know.
+    Other(u8),
+}
+
+/// The error types in the order of their 4-bit codes.
+const SQ_ERRORS: [(SqError, &str); 4] = [
+    (SqError::EdcFue, "EDC_FUE"),
+    (SqError::IllegalInst, "ILLEGAL_INST"),
+    (SqError::Memviol, "MEMVIOL"),
+    (SqError::EdcFed, "EDC_FED"),
+];
+
+impl fmt::Display for SqError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match SQ_ERRORS.iter().find(|(e, _)| e == self) {
+            Some((_, name)) => write!(f, "{name}"),
+            None => write!(f, "unknown type {self:?}"),
+        }
+    }
+}
 
 /// A decoded interrupt.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,10 +79,8 @@ pub enum IrqEvent {
     Sq {
         /// XCC/SE node the wave ran on.
         node: u8,
-        /// `auto`, `wave` or `error`.
-        encoding: &'static str,
-        /// For errors: EDC_FUE, ILLEGAL_INST, MEMVIOL or EDC_FED.
-        error: Option<&'static str>,
+        /// What it reports.
+        kind: SqKind,
         /// The context dwords.
         data: [u32; 4],
     },
@@ -93,7 +133,7 @@ impl IrqEvent {
     /// Whether the event puts the device in its error state.
     pub fn is_fatal(&self) -> bool {
         match self {
-            IrqEvent::Sq { error, .. } => error.is_some(),
+            IrqEvent::Sq { kind, .. } => matches!(kind, SqKind::Error(_)),
             IrqEvent::CpEop { .. } | IrqEvent::SdmaTrap { .. } => false,
             IrqEvent::PageFault(_)
             | IrqEvent::CpPrivFault { .. }
@@ -109,13 +149,14 @@ impl fmt::Display for IrqEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             IrqEvent::PageFault(p) => write!(f, "{p}"),
-            IrqEvent::Sq {
-                node,
-                encoding,
-                error,
-                data,
-            } => {
-                write!(f, "SQ {encoding} interrupt on node {node}")?;
+            IrqEvent::Sq { node, kind, data } => {
+                let (name, error) = match kind {
+                    SqKind::Auto => ("auto", None),
+                    SqKind::Wave => ("wave", None),
+                    SqKind::Error(e) => ("error", Some(e)),
+                    SqKind::Reserved => ("reserved", None),
+                };
+                write!(f, "SQ {name} interrupt on node {node}")?;
                 if let Some(e) = error {
                     write!(f, ": {e}")?;
                 }
@@ -176,11 +217,19 @@ fn sq_event(gc_major: u8, e: &IhEntry) -> IrqEvent {
         let packed = (c0 & 0xfff) | ((c0 >> 16) & 0xf000) | ((c1 << 16) & 0xff_0000);
         (bits(c0, 26, 27), bits(packed, 20, 23))
     };
-    let encoding = ["auto", "wave", "error", "reserved"][enc as usize];
+    let kind = match enc {
+        0 => SqKind::Auto,
+        1 => SqKind::Wave,
+        2 => SqKind::Error(
+            SQ_ERRORS
+                .get(err as usize)
+                .map_or(SqError::Other(err as u8), |e| e.0),
+        ),
+        _ => SqKind::Reserved,
+    };
     IrqEvent::Sq {
         node: e.node,
-        encoding,
-        error: (enc == 2).then(|| SQ_ERRORS.get(err as usize).copied().unwrap_or("unknown")),
+        kind,
         data: e.data,
     }
 }
@@ -245,33 +294,25 @@ pub fn decode(ctx: &Ctx, gmc: &Gmc, e: &IhEntry) -> Result<IrqEvent> {
         };
         return Ok(IrqEvent::PageFault(fault));
     }
-    let sdma_trap = (gc >= 11
-        && client == src::SOC21_IH_CLIENTID_GFX
-        && source == src::gfx_11_0_0::GFX_11_0_0__SRCID__SDMA_TRAP)
-        || (gc < 11
-            && [
-                src::SOC15_IH_CLIENTID_SDMA0,
-                src::SOC15_IH_CLIENTID_SDMA1,
-                src::SOC15_IH_CLIENTID_SDMA2,
-                src::SOC15_IH_CLIENTID_SDMA3,
-            ]
-            .contains(&client)
-            && source == src::sdma0_4_0::SDMA0_4_0__SRCID__SDMA_TRAP);
-    if sdma_trap {
-        return Ok(IrqEvent::SdmaTrap { client: e.client });
-    }
-    // Linux takes SDMA 4.x illegal instructions on the SRBMWRITE source
-    // (`sdma_v4_0`/`sdma_v4_4_2` `illegal_inst_irq`).
-    if gc < 11
+    use src::sdma0_4_0::{SDMA0_4_0__SRCID__SDMA_SRBMWRITE, SDMA0_4_0__SRCID__SDMA_TRAP};
+    let sdma4 = gc < 11
         && [
             src::SOC15_IH_CLIENTID_SDMA0,
             src::SOC15_IH_CLIENTID_SDMA1,
             src::SOC15_IH_CLIENTID_SDMA2,
             src::SOC15_IH_CLIENTID_SDMA3,
         ]
-        .contains(&client)
-        && source == src::sdma0_4_0::SDMA0_4_0__SRCID__SDMA_SRBMWRITE
-    {
+        .contains(&client);
+    let sdma_trap = (gc >= 11
+        && client == src::SOC21_IH_CLIENTID_GFX
+        && source == src::gfx_11_0_0::GFX_11_0_0__SRCID__SDMA_TRAP)
+        || (sdma4 && source == SDMA0_4_0__SRCID__SDMA_TRAP);
+    if sdma_trap {
+        return Ok(IrqEvent::SdmaTrap { client: e.client });
+    }
+    // Linux takes SDMA 4.x illegal instructions on the SRBMWRITE source
+    // (`sdma_v4_0`/`sdma_v4_4_2` `illegal_inst_irq`).
+    if sdma4 && source == SDMA0_4_0__SRCID__SDMA_SRBMWRITE {
         return Ok(IrqEvent::SdmaIllegal {
             client: e.client,
             node: e.node,

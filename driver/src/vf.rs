@@ -6,7 +6,7 @@
 //! dwords (`RCV_DW0..3`) and a control register used byte-wide, one byte per direction.
 //! The protocol is polled; it only asks for access and never for a GPU or PCI reset.
 //!
-//! Open on a VF: [`Mailbox::request_init_data`], then [`Mailbox::request_init_access`],
+//! Open on a VF: [`VfMailbox::request_init_data`], then [`VfMailbox::request_init_access`],
 //! which returns the [`VfLease`] the device keeps for its whole life. Dropping the lease (or
 //! [`VfLease::release`]) gives access back with `IDH_REL_GPU_INIT_ACCESS`, exactly once,
 //! also when an open fails after the lease was taken.
@@ -48,111 +48,81 @@ pub fn is_vf(mmio: &dyn Bar) -> Result<bool> {
     Ok(v & 1 != 0)
 }
 
-/// Requests from the VF to the PF (`enum idh_request`, `mxgpu_nv.h`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum IdhRequest {
-    /// Ask for MMIO and VRAM access (answered by [`IdhEvent::ReadyToAccessGpu`]).
-    ReqGpuInitAccess = 1,
-    /// Give the init access back (no answer).
-    RelGpuInitAccess = 2,
-    /// Ask for access for teardown (not used by this driver).
-    ReqGpuFiniAccess = 3,
-    /// Give the teardown access back (not used by this driver).
-    RelGpuFiniAccess = 4,
-    /// Ask the PF for a reset (never sent by this driver).
-    ReqGpuResetAccess = 5,
-    /// Ask the PF to prepare the init data (answered by
-    /// [`IdhEvent::ReqGpuInitDataReady`]).
-    ReqGpuInitData = 6,
-}
-
-impl IdhRequest {
-    /// The code written to `TRN_DW0`.
-    pub fn code(self) -> u32 {
-        self as u32
-    }
-
-    /// The Linux name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::ReqGpuInitAccess => "IDH_REQ_GPU_INIT_ACCESS",
-            Self::RelGpuInitAccess => "IDH_REL_GPU_INIT_ACCESS",
-            Self::ReqGpuFiniAccess => "IDH_REQ_GPU_FINI_ACCESS",
-            Self::RelGpuFiniAccess => "IDH_REL_GPU_FINI_ACCESS",
-            Self::ReqGpuResetAccess => "IDH_REQ_GPU_RESET_ACCESS",
-            Self::ReqGpuInitData => "IDH_REQ_GPU_INIT_DATA",
+/// A mailbox message enum: its codes, Linux names and `code (NAME)` display.
+macro_rules! idh_messages {
+    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $v:ident = $code:literal $linux:literal,)* }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[repr(u32)]
+        pub enum $name {
+            $($(#[$vdoc])* $v = $code,)*
         }
-    }
-}
 
-impl fmt::Display for IdhRequest {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#x} ({})", self.code(), self.name())
-    }
-}
+        impl $name {
+            /// The code in the mailbox dword.
+            pub fn code(self) -> u32 {
+                self as u32
+            }
 
-/// Events from the PF to the VF (`enum idh_event`, `mxgpu_nv.h`), read from `RCV_DW0`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum IdhEvent {
-    /// The PF cleared its message buffer.
-    ClrMsgBuf = 0,
-    /// The VF may access MMIO and VRAM.
-    ReadyToAccessGpu = 1,
-    /// The PF is about to reset the function.
-    FlrNotification = 2,
-    /// The PF finished a function reset.
-    FlrNotificationCmpl = 3,
-    /// The last request succeeded.
-    Success = 4,
-    /// The last request failed.
-    Fail = 5,
-    /// The PF asks whether the VF is alive.
-    QueryAlive = 6,
-    /// The init data (critical region) is ready.
-    ReqGpuInitDataReady = 7,
-}
+            /// The message of a code, if it is one this driver knows.
+            pub fn from_code(code: u32) -> Option<Self> {
+                [$(Self::$v),*].into_iter().find(|m| m.code() == code)
+            }
 
-impl IdhEvent {
-    /// The code the PF writes to `RCV_DW0`.
-    pub fn code(self) -> u32 {
-        self as u32
-    }
-
-    /// The event of a `RCV_DW0` value, if it is one this driver knows.
-    pub fn from_code(code: u32) -> Option<Self> {
-        Some(match code {
-            0 => Self::ClrMsgBuf,
-            1 => Self::ReadyToAccessGpu,
-            2 => Self::FlrNotification,
-            3 => Self::FlrNotificationCmpl,
-            4 => Self::Success,
-            5 => Self::Fail,
-            6 => Self::QueryAlive,
-            7 => Self::ReqGpuInitDataReady,
-            _ => return None,
-        })
-    }
-
-    /// The Linux name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::ClrMsgBuf => "IDH_CLR_MSG_BUF",
-            Self::ReadyToAccessGpu => "IDH_READY_TO_ACCESS_GPU",
-            Self::FlrNotification => "IDH_FLR_NOTIFICATION",
-            Self::FlrNotificationCmpl => "IDH_FLR_NOTIFICATION_CMPL",
-            Self::Success => "IDH_SUCCESS",
-            Self::Fail => "IDH_FAIL",
-            Self::QueryAlive => "IDH_QUERY_ALIVE",
-            Self::ReqGpuInitDataReady => "IDH_REQ_GPU_INIT_DATA_READY",
+            /// The Linux name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Self::$v => $linux,)*
+                }
+            }
         }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "{:#x} ({})", self.code(), self.name())
+            }
+        }
+    };
+}
+
+idh_messages! {
+    /// Requests from the VF to the PF (`enum idh_request`, `mxgpu_nv.h`), written to `TRN_DW0`.
+    IdhRequest {
+        /// Ask for MMIO and VRAM access (answered by [`IdhEvent::ReadyToAccessGpu`]).
+        ReqGpuInitAccess = 1 "IDH_REQ_GPU_INIT_ACCESS",
+        /// Give the init access back (no answer).
+        RelGpuInitAccess = 2 "IDH_REL_GPU_INIT_ACCESS",
+        /// Ask for access for teardown (not used by this driver).
+        ReqGpuFiniAccess = 3 "IDH_REQ_GPU_FINI_ACCESS",
+        /// Give the teardown access back (not used by this driver).
+        RelGpuFiniAccess = 4 "IDH_REL_GPU_FINI_ACCESS",
+        /// Ask the PF for a reset (never sent by this driver).
+        ReqGpuResetAccess = 5 "IDH_REQ_GPU_RESET_ACCESS",
+        /// Ask the PF to prepare the init data (answered by
+        /// [`IdhEvent::ReqGpuInitDataReady`]).
+        ReqGpuInitData = 6 "IDH_REQ_GPU_INIT_DATA",
     }
 }
 
-impl fmt::Display for IdhEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:#x} ({})", self.code(), self.name())
+idh_messages! {
+    /// Events from the PF to the VF (`enum idh_event`, `mxgpu_nv.h`), read from `RCV_DW0`.
+    IdhEvent {
+        /// The PF cleared its message buffer.
+        ClrMsgBuf = 0 "IDH_CLR_MSG_BUF",
+        /// The VF may access MMIO and VRAM.
+        ReadyToAccessGpu = 1 "IDH_READY_TO_ACCESS_GPU",
+        /// The PF is about to reset the function.
+        FlrNotification = 2 "IDH_FLR_NOTIFICATION",
+        /// The PF finished a function reset.
+        FlrNotificationCmpl = 3 "IDH_FLR_NOTIFICATION_CMPL",
+        /// The last request succeeded.
+        Success = 4 "IDH_SUCCESS",
+        /// The last request failed.
+        Fail = 5 "IDH_FAIL",
+        /// The PF asks whether the VF is alive.
+        QueryAlive = 6 "IDH_QUERY_ALIVE",
+        /// The init data (critical region) is ready.
+        ReqGpuInitDataReady = 7 "IDH_REQ_GPU_INIT_DATA_READY",
     }
 }
 
@@ -172,12 +142,6 @@ pub trait Clock: Send + Sync {
 /// The machine's monotonic clock.
 #[derive(Debug)]
 pub struct SystemClock(Instant);
-
-impl Default for SystemClock {
-    fn default() -> Self {
-        Self(Instant::now())
-    }
-}
 
 impl Clock for SystemClock {
     fn now(&self) -> Duration {
@@ -254,36 +218,22 @@ impl Default for MailboxTimings {
     }
 }
 
-/// The answer a request waits for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct EventWait {
-    /// The event expected in `RCV_DW0`.
-    pub event: IdhEvent,
-    /// How many times the request is sent when the event does not come (at least once).
-    pub tries: u32,
-    /// How long each try waits for the event.
-    pub timeout: Duration,
-}
-
 /// The VF side of the VF/PF mailbox in BAR5.
 #[derive(Clone)]
-pub struct Mailbox {
+pub struct VfMailbox {
     device: String,
     mmio: Arc<dyn Bar>,
     timings: MailboxTimings,
     clock: Arc<dyn Clock>,
 }
 
-impl fmt::Debug for Mailbox {
+impl fmt::Debug for VfMailbox {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Mailbox")
-            .field("device", &self.device)
-            .field("timings", &self.timings)
-            .finish_non_exhaustive()
+        write!(f, "VfMailbox({}, {:?})", self.device, self.timings)
     }
 }
 
-impl Mailbox {
+impl VfMailbox {
     /// The mailbox of `device` in its BAR5 `mmio`, with the default timings on the system
     /// clock.
     pub fn new(device: impl Into<String>, mmio: Arc<dyn Bar>) -> Self {
@@ -291,7 +241,7 @@ impl Mailbox {
             device: device.into(),
             mmio,
             timings: MailboxTimings::default(),
-            clock: Arc::new(SystemClock::default()),
+            clock: Arc::new(SystemClock(Instant::now())),
         }
     }
 
@@ -307,18 +257,13 @@ impl Mailbox {
         self
     }
 
-    /// The timings in use.
-    pub fn timings(&self) -> &MailboxTimings {
-        &self.timings
-    }
-
     /// `IDH_REQ_GPU_INIT_DATA` (data2 = v2 critical region) until
     /// `IDH_REQ_GPU_INIT_DATA_READY`: the first message of a VF open.
     pub fn request_init_data(&self) -> Result<()> {
         self.send(
             IdhRequest::ReqGpuInitData,
             [0, GPU_CRIT_REGION_V2, 0],
-            Some(self.init_wait(IdhEvent::ReqGpuInitDataReady)),
+            Some(IdhEvent::ReqGpuInitDataReady),
         )
     }
 
@@ -329,7 +274,7 @@ impl Mailbox {
         self.send(
             IdhRequest::ReqGpuInitAccess,
             [0; 3],
-            Some(self.init_wait(IdhEvent::ReadyToAccessGpu)),
+            Some(IdhEvent::ReadyToAccessGpu),
         )?;
         Ok(VfLease {
             mailbox: self.clone(),
@@ -337,20 +282,13 @@ impl Mailbox {
         })
     }
 
-    fn init_wait(&self, event: IdhEvent) -> EventWait {
-        EventWait {
-            event,
-            tries: self.timings.init_tries,
-            timeout: self.timings.init_event_timeout,
-        }
-    }
-
-    /// Send `request` with `data` (`TRN_DW1..3`) and, with `wait`, poll for its event.
+    /// Send `request` with `data` (`TRN_DW1..3`) and, with `event`, poll for that answer
+    /// ([`MailboxTimings::init_event_timeout`] per try, up to `init_tries` tries).
     ///
     /// A stale pending event is acknowledged first. Only the event wait is retried: a
     /// mailbox whose ack does not clear, or a request the PF does not acknowledge, fails at
     /// once.
-    pub fn send(&self, request: IdhRequest, data: [u32; 3], wait: Option<EventWait>) -> Result<()> {
+    fn send(&self, request: IdhRequest, data: [u32; 3], event: Option<IdhEvent>) -> Result<()> {
         let mmio = &*self.mmio;
         if mmio.read8(MAILBOX_CONTROL_RCV_BYTE)? & RCV_MSG_VALID != 0 {
             // An event left from an earlier exchange would otherwise stay pending while the
@@ -358,14 +296,17 @@ impl Mailbox {
             tracing::debug!("{}: acknowledging a stale VF mailbox event", self.device);
             mmio.write8(MAILBOX_CONTROL_RCV_BYTE, RCV_MSG_ACK)?;
         }
-        let Some(wait) = wait else {
+        let Some(event) = event else {
             return self.transmit(request, data);
         };
-        let tries = wait.tries.max(1);
+        let (tries, timeout) = (
+            self.timings.init_tries.max(1),
+            self.timings.init_event_timeout,
+        );
         let mut last = 0;
         for attempt in 1..=tries {
             self.transmit(request, data)?;
-            if self.poll_event(wait, &mut last)? {
+            if self.poll_event(event, timeout, &mut last)? {
                 return Ok(());
             }
             if attempt < tries {
@@ -379,9 +320,9 @@ impl Mailbox {
             &self.device,
             ErrorKind::VfMailboxNoEvent {
                 request,
-                event: wait.event,
+                event,
                 tries,
-                timeout: wait.timeout,
+                timeout,
                 last,
             },
         ))
@@ -435,14 +376,14 @@ impl Mailbox {
         mmio.write8(MAILBOX_CONTROL_TRN_BYTE, 0)
     }
 
-    /// Poll `RCV_DW0` for `wait.event`; acknowledge it when it comes. `Ok(false)` on timeout,
+    /// Poll `RCV_DW0` for `event`; acknowledge it when it comes. `Ok(false)` on timeout,
     /// with the last value seen in `last`.
-    fn poll_event(&self, wait: EventWait, last: &mut u32) -> Result<bool> {
+    fn poll_event(&self, event: IdhEvent, timeout: Duration, last: &mut u32) -> Result<bool> {
         let mmio = &*self.mmio;
-        let deadline = self.clock.now() + wait.timeout;
+        let deadline = self.clock.now() + timeout;
         while self.clock.now() <= deadline {
             *last = mmio.read32(MAILBOX_MSGBUF_RCV_DW0 * 4)?;
-            if *last == wait.event.code() {
+            if *last == event.code() {
                 mmio.write8(MAILBOX_CONTROL_RCV_BYTE, RCV_MSG_ACK)?;
                 return Ok(true);
             }
@@ -459,7 +400,7 @@ impl Mailbox {
 /// driver is going away either way, and the PF reclaims the VF's access when it resets it.
 #[derive(Debug)]
 pub struct VfLease {
-    mailbox: Mailbox,
+    mailbox: VfMailbox,
     released: bool,
 }
 
@@ -574,7 +515,7 @@ mod tests {
     fn unacknowledged_request_waits_the_ack_timeout_once() {
         let bar = Arc::new(DeafPf::default());
         let clock = Arc::new(VirtualClock::new());
-        let mb = Mailbox::new("0000:01:00.0", bar.clone()).with_clock(clock.clone());
+        let mb = VfMailbox::new("0000:01:00.0", bar.clone()).with_clock(clock.clone());
         let err = mb.request_init_data().unwrap_err();
         assert_eq!(
             err.to_string(),

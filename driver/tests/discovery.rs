@@ -5,7 +5,7 @@
 mod common;
 
 use am_driver::discovery::{DiscoveryTable, HarvestEntry, IpVersion};
-use am_driver::{Discovery, Error, ErrorKind, HwIp};
+use am_driver::{Discovery, Error, ErrorKind, HwIp, PciDevice};
 use common::*;
 
 fn discovery(table: &[u8]) -> Discovery {
@@ -243,9 +243,9 @@ fn vram_size_all_ones_is_an_error() {
 #[test]
 fn vf_bit_is_read_from_rcc_iov_func_identifier() {
     let dev = FakeDevice::new(256, 256 << 20, &navi31_like());
-    assert!(!am_driver::discovery::is_vf(&dev).unwrap());
+    assert!(!am_driver::vf::is_vf(&*dev.bar(5).unwrap()).unwrap());
     dev.bar5.regs.lock().unwrap()[0xde5] = 1;
-    assert!(am_driver::discovery::is_vf(&dev).unwrap());
+    assert!(am_driver::vf::is_vf(&*dev.bar(5).unwrap()).unwrap());
 }
 
 #[test]

@@ -915,13 +915,13 @@ impl Device {
     pub fn check_faults(&self, during: &str) -> Result<()> {
         match self.0.with_driver(|d| d.handle_interrupts()) {
             Err(Error::Driver(am_driver::Error {
-                kind: am_driver::ErrorKind::GpuFault { detail, .. },
+                kind: am_driver::ErrorKind::GpuFault(event),
                 ..
             })) => Err(Error::GpuFault {
                 device: self.0.name.clone(),
                 during: during.into(),
                 in_flight: self.in_flight(),
-                detail,
+                detail: event.to_string(),
             }),
             Err(e) => Err(e),
             Ok(_) => Ok(()),

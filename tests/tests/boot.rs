@@ -3,17 +3,10 @@
 //! programming each boot leaves behind.
 
 use am_driver::PciDevice;
-use am_driver::{AmDevice, BootKind, Options};
+use am_driver::irq::{IrqEvent, SqError, SqKind};
+use am_driver::{AmDevice, BootKind};
 use am_mock::MockGpu;
-
-fn opts() -> Options {
-    let mut o = Options::from_env("test").unwrap();
-    o.force_reset = false;
-    o.power_limit_w = None;
-    // The 500 ms a mode1 reset waits for the hardware is real time the mock does not need.
-    o.timeouts.mode1_settle = std::time::Duration::ZERO;
-    o
-}
+use am_tests::rig::opts;
 
 fn open(gpu: &MockGpu) -> AmDevice {
     AmDevice::open_with(gpu.open(), opts()).unwrap()
@@ -188,7 +181,13 @@ fn sq_interrupts_are_decoded_and_only_errors_are_fatal() {
         err.contains("SQ error interrupt on node 0: MEMVIOL"),
         "{err}"
     );
-    assert!(dev.error_state().unwrap().contains("MEMVIOL"));
+    assert!(matches!(
+        dev.error_state(),
+        Some(IrqEvent::Sq {
+            kind: SqKind::Error(SqError::Memviol),
+            ..
+        })
+    ));
     dev.recover().unwrap();
     drop(dev);
     assert_clean(&gpu);

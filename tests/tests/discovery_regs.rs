@@ -85,7 +85,7 @@ fn register_gc_9_4_3_lacks_is_an_error_naming_the_version() {
 #[test]
 fn vf_discovery_is_gated_until_the_pf_grants_access() {
     let (gpu, dev) = open("mi350x-vf");
-    assert!(am_driver::discovery::is_vf(&*dev).unwrap());
+    assert!(am_driver::vf::is_vf(&*dev.bar(5).unwrap()).unwrap());
     let msg = Discovery::read(&*dev).unwrap_err().to_string();
     assert!(msg.contains("gated"), "{msg}");
     gpu.grant_vf_access(true);

@@ -7,6 +7,7 @@
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use am_driver::irq::IrqEvent;
 use am_driver::{Error, ErrorKind};
 use am_tests::kernels::{Loaded, compile_cl, dispatch};
 use am_tests::rig::{Rig, aql_barrier, aql_dispatch, aql_pm4_ib};
@@ -131,12 +132,13 @@ fn faulting_dispatch_and_copy_are_decoded_by_the_driver() {
     );
     let err = r.dev.handle_interrupts().unwrap_err();
     let Error {
-        kind: ErrorKind::GpuFault { detail, .. },
+        kind: ErrorKind::GpuFault(fault @ IrqEvent::PageFault(_)),
         ..
     } = &err
     else {
-        panic!("{err}")
+        panic!("not a page fault: {err}")
     };
+    let detail = fault.to_string();
     let va = buf.va + (1 << 36);
     assert!(
         detail.contains(&format!("{:#x}", va >> 12 << 12)),

@@ -289,7 +289,7 @@ fn page_fault_in_a_copy() {
         matches!(
             err,
             Error {
-                kind: ErrorKind::GpuFault { .. },
+                kind: ErrorKind::GpuFault(_),
                 ..
             }
         ),

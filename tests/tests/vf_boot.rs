@@ -7,21 +7,15 @@
 use std::time::Duration;
 
 use am_driver::discovery::DiscoveryTable;
-use am_driver::{AmDevice, BootKind, Discovery, Error, ErrorKind, Options, PciDevice};
+use am_driver::{AmDevice, BootKind, Discovery, Error, ErrorKind, PciDevice};
 use am_mock::MockGpu;
 use am_mock::vf_pf::MailboxMessage as M;
+use am_tests::rig::opts;
 
 const PROFILE: &str = "mi350x-vf";
 const INIT_ACCESS: u32 = 1;
 const REL_INIT_ACCESS: u32 = 2;
 const INIT_DATA: u32 = 6;
-
-fn opts() -> Options {
-    let mut o = Options::from_env("test").unwrap();
-    o.force_reset = false;
-    o.power_limit_w = None;
-    o
-}
 
 fn log(gpu: &MockGpu) -> Vec<M> {
     gpu.with_vf_pf(|pf| pf.log().to_vec()).unwrap()
@@ -199,7 +193,7 @@ fn an_open_whose_init_access_is_never_answered_has_no_lease_to_release() {
     // INIT_DATA is answered; both tries of INIT_ACCESS lose their answer (the PF still
     // grants access, but the VF never learns it and holds no lease).
     let pci = gpu.open();
-    let mb = am_driver::vf::Mailbox::new(pci.name(), pci.bar(5).unwrap()).with_timings(o.mailbox);
+    let mb = am_driver::vf::VfMailbox::new(pci.name(), pci.bar(5).unwrap()).with_timings(o.mailbox);
     mb.request_init_data().unwrap();
     gpu.with_vf_pf(|pf| pf.faults.drop_events = 2).unwrap();
     let err = mb.request_init_access().unwrap_err();
@@ -234,7 +228,7 @@ fn an_open_whose_init_access_is_never_answered_has_no_lease_to_release() {
 fn discovery_before_access_sees_the_gated_vram_and_says_so() {
     let gpu = am_mock::gpu(PROFILE, 264).unwrap();
     let pci = gpu.open();
-    assert!(am_driver::discovery::is_vf(&*pci).unwrap());
+    assert!(am_driver::vf::is_vf(&*pci.bar(5).unwrap()).unwrap());
     // The VRAM size register is gated like the rest of MMIO.
     let err = Discovery::read(&*pci).unwrap_err();
     assert!(

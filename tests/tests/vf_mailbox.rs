@@ -8,7 +8,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use am_driver::vf::{Clock, IdhEvent, IdhRequest, Mailbox, VirtualClock};
+use am_driver::vf::{Clock, IdhEvent, IdhRequest, VfMailbox, VirtualClock};
 use am_driver::{Bar, Error, ErrorKind, Result};
 use am_mock::vf_pf::{MailboxMessage as M, VfPf};
 
@@ -94,10 +94,10 @@ impl Bar for PfBar {
 }
 
 /// A mailbox with the default (sheet) timings on a virtual clock.
-fn setup() -> (Arc<PfBar>, Arc<VirtualClock>, Mailbox) {
+fn setup() -> (Arc<PfBar>, Arc<VirtualClock>, VfMailbox) {
     let bar = Arc::new(PfBar::default());
     let clock = Arc::new(VirtualClock::new());
-    let mb = Mailbox::new(DEVICE, bar.clone()).with_clock(clock.clone());
+    let mb = VfMailbox::new(DEVICE, bar.clone()).with_clock(clock.clone());
     (bar, clock, mb)
 }
 
@@ -416,7 +416,7 @@ struct Opened {
     _lease: am_driver::vf::VfLease,
 }
 
-fn open(mb: &Mailbox, mmio: &dyn Bar) -> Result<Opened> {
+fn open(mb: &VfMailbox, mmio: &dyn Bar) -> Result<Opened> {
     mb.request_init_data()?;
     let lease = mb.request_init_access()?;
     // Discovery: outside the mailbox, which this BAR refuses.

@@ -9,10 +9,10 @@
 
 use std::collections::BTreeMap;
 
-use am_driver::discovery::{self, Discovery};
+use am_driver::discovery::Discovery;
 use am_driver::pci::ids::known_gpu;
 use am_driver::regs::{Regs, gc};
-use am_driver::vf::{Mailbox, MailboxTimings};
+use am_driver::vf::{MailboxTimings, VfMailbox};
 use am_driver::{HwIp, IpVersion, PciDevice, hwip, read_mc_layout};
 use serde::Serialize;
 
@@ -287,7 +287,7 @@ pub fn gather_with(dev: &dyn PciDevice, timings: MailboxTimings) -> anyhow::Resu
     let vendor_id = dev.vendor_id()?;
     let device_id = dev.device_id()?;
     let bar0_size = dev.bar_info(0)?.size;
-    let is_vf = discovery::is_vf(dev)?;
+    let is_vf = am_driver::vf::is_vf(&*dev.bar(5)?)?;
     let mut report = InfoReport {
         device: dev.name().to_string(),
         backend: dev.backend().to_string(),
@@ -307,7 +307,7 @@ pub fn gather_with(dev: &dyn PciDevice, timings: MailboxTimings) -> anyhow::Resu
     // The PF gates a VF's registers and VRAM until it grants init access; the lease is
     // given back when it goes out of scope, after the last read.
     let _lease = if is_vf {
-        let mb = Mailbox::new(dev.name(), dev.bar(5)?).with_timings(timings);
+        let mb = VfMailbox::new(dev.name(), dev.bar(5)?).with_timings(timings);
         match mb
             .request_init_data()
             .and_then(|()| mb.request_init_access())

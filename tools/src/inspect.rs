@@ -12,7 +12,7 @@ use am_driver::discovery::{self, Discovery};
 use am_driver::pci::lock::{self, Holder};
 use am_driver::pci::{DeviceSpec, ids::known_gpu};
 use am_driver::regs::Regs;
-use am_driver::vf::{Mailbox, MailboxTimings, VfLease};
+use am_driver::vf::{MailboxTimings, VfLease, VfMailbox};
 use am_driver::{McLayout, PciDevice, read_mc_layout};
 use anyhow::{Context, bail};
 
@@ -67,12 +67,13 @@ impl Target {
         }
         let pci = open_device(spec)?;
         let device_id = pci.device_id()?;
-        let is_vf = discovery::is_vf(&*pci)?;
+        let is_vf = am_driver::vf::is_vf(&*pci.bar(5)?)?;
         // The PF gates a VF's MMIO until it grants init access; when another instance holds
         // that lease the registers already answer, and asking (then releasing) would take
         // the lease from under it.
         let lease = if is_vf && vf_gated(&*pci)? {
-            let mb = Mailbox::new(pci.name(), pci.bar(5)?).with_timings(MailboxTimings::default());
+            let mb =
+                VfMailbox::new(pci.name(), pci.bar(5)?).with_timings(MailboxTimings::default());
             mb.request_init_data()
                 .with_context(|| format!("{spec}: init data not granted by the PF"))?;
             Some(

@@ -154,7 +154,10 @@ fn reset_of_a_vf_is_refused() {
     let out = am(&["reset", "mock:mi350x-vf"], &[]);
     assert!(!out.status.success());
     let err = String::from_utf8(out.stderr).unwrap();
-    assert!(err.contains("the PF owns the SMU"), "{err}");
+    assert!(
+        err.contains("a VF cannot reset the GPU: its PF owns the SMU"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -103,7 +103,7 @@ pub struct Gfx {
 }
 
 fn bad(ctx: &Ctx, reason: String) -> Error {
-    Error::new(&ctx.name, ErrorKind::BadState { reason })
+    ctx.err(ErrorKind::BadState { reason })
 }
 
 /// Fill the fields every compute MQD version names alike.
@@ -172,7 +172,7 @@ impl Gfx {
             Some(fw) if rs64 => {
                 let plan = fw
                     .plan(PlanOptions::default())
-                    .map_err(|source| Error::new(&ctx.name, ErrorKind::Firmware { source }))?;
+                    .map_err(|source| ctx.err(ErrorKind::Firmware { source }))?;
                 plan.ucode_start(Role::Mec)
             }
             _ => None,
@@ -747,12 +747,9 @@ fn mqd_burst(ctx: &Ctx, gc_ver: crate::discovery::IpVersion) -> Result<Vec<u32>>
     let first = ctx.regs.reg(gc::CP_MQD_BASE_ADDR)?.def();
     let last = ctx.regs.reg(gc::CP_HQD_PQ_WPTR_HI)?.def();
     let table = select_table(RegIp::Gc, gc_ver).ok_or_else(|| {
-        Error::new(
-            &ctx.name,
-            ErrorKind::NoRegisterTable {
-                ip: format!("GC {gc_ver}"),
-            },
-        )
+        ctx.err(ErrorKind::NoRegisterTable {
+            ip: format!("GC {gc_ver}"),
+        })
     })?;
     let mut offs: Vec<u32> = table
         .iter()

@@ -21,7 +21,7 @@ use crate::ctx::Ctx;
 use crate::ip::soc::Soc;
 use crate::mm::{Pool, VramAccess};
 use crate::regs::{Reg, mp};
-use crate::{Error, ErrorKind, Result};
+use crate::{ErrorKind, Result};
 
 /// `PSP_1_MEG`: the bootloader takes a component from a 1 MiB-aligned, 1 MiB buffer.
 const PSP_1_MEG: u64 = 1 << 20;
@@ -141,7 +141,7 @@ impl Psp {
         };
         let plan = fw
             .plan(PlanOptions { sos })
-            .map_err(|source| Error::new(&ctx.name, ErrorKind::Firmware { source }))?;
+            .map_err(|source| ctx.err(ErrorKind::Firmware { source }))?;
         let largest = plan
             .steps
             .iter()
@@ -180,13 +180,9 @@ impl Psp {
     /// reads it.
     pub fn init_hw(&mut self, ctx: &Ctx, soc: &Soc) -> Result<()> {
         let (Some(plan), Some(bufs)) = (self.plan.take(), self.bufs) else {
-            return Err(Error::new(
-                &ctx.name,
-                ErrorKind::BadState {
-                    reason: "PSP init_hw without a firmware load plan (no firmware was found)"
-                        .into(),
-                },
-            ));
+            return Err(ctx.err(ErrorKind::BadState {
+                reason: "PSP init_hw without a firmware load plan (no firmware was found)".into(),
+            }));
         };
         let r = self.run_plan(ctx, soc, &plan, &bufs);
         self.plan = Some(plan);
@@ -239,15 +235,12 @@ impl Psp {
         let name = command.full_name();
         self.wait_bootloader(ctx, &name)?;
         if bytes.len() as u64 > PSP_1_MEG {
-            return Err(Error::new(
-                &ctx.name,
-                ErrorKind::BadState {
-                    reason: format!(
-                        "{name}: component of {:#x} bytes does not fit the 1 MiB bootloader buffer",
-                        bytes.len()
-                    ),
-                },
-            ));
+            return Err(ctx.err(ErrorKind::BadState {
+                reason: format!(
+                    "{name}: component of {:#x} bytes does not fit the 1 MiB bootloader buffer",
+                    bytes.len()
+                ),
+            }));
         }
         // The bootloader reads the whole MiB: what lies beyond the component must be zero.
         // Only the part an earlier copy (or whatever VRAM held) may have dirtied is cleared.
@@ -328,9 +321,7 @@ impl Psp {
                 )?;
                 let tmr_size = u64::from(resp.resp.tmr_size);
                 if tmr_size > TMR_SIZE {
-                    return Err(Error::new(
-                        &ctx.name,
-                        ErrorKind::BadState {
+                    return Err(ctx.err(ErrorKind::BadState {
                             reason: format!(
                                 "GFX_CMD_ID_LOAD_TOC: the PSP asks for a TMR of {tmr_size:#x} bytes, more than the {TMR_SIZE:#x} the driver reserves"
                             ),
@@ -344,12 +335,9 @@ impl Psp {
             }
             PspStep::SetupTmr => {
                 let Some(tmr) = bufs.tmr else {
-                    return Err(Error::new(
-                        &ctx.name,
-                        ErrorKind::BadState {
-                            reason: "GFX_CMD_ID_SETUP_TMR without a TMR allocated".into(),
-                        },
-                    ));
+                    return Err(ctx.err(ErrorKind::BadState {
+                        reason: "GFX_CMD_ID_SETUP_TMR without a TMR allocated".into(),
+                    }));
                 };
                 let body = setup_tmr_body(ctx.mc.mc(tmr), tmr, self.tmr_size);
                 self.submit(
@@ -404,16 +392,13 @@ impl Psp {
     /// Copy a firmware image to the staging buffer; its MC address.
     fn stage(&mut self, ctx: &Ctx, bufs: &Buffers, bytes: &[u8], what: &str) -> Result<u64> {
         if bytes.len() as u64 > bufs.msg1_size {
-            return Err(Error::new(
-                &ctx.name,
-                ErrorKind::BadState {
-                    reason: format!(
-                        "{what}: {:#x} bytes do not fit the {:#x}-byte staging buffer",
-                        bytes.len(),
-                        bufs.msg1_size
-                    ),
-                },
-            ));
+            return Err(ctx.err(ErrorKind::BadState {
+                reason: format!(
+                    "{what}: {:#x} bytes do not fit the {:#x}-byte staging buffer",
+                    bytes.len(),
+                    bufs.msg1_size
+                ),
+            }));
         }
         ctx.vram.write(bufs.msg1, bytes)?;
         self.msg1_dirty = self.msg1_dirty.map(|d| d.max(bytes.len() as u64));
@@ -430,15 +415,12 @@ impl Psp {
         cmd: &Command<'_>,
     ) -> Result<psp_gfx_cmd_resp> {
         let Some(wptr) = self.wptr else {
-            return Err(Error::new(
-                &ctx.name,
-                ErrorKind::BadState {
-                    reason: format!(
-                        "{}: the PSP ring was not created by this driver instance",
-                        cmd.name
-                    ),
-                },
-            ));
+            return Err(ctx.err(ErrorKind::BadState {
+                reason: format!(
+                    "{}: the PSP ring was not created by this driver instance",
+                    cmd.name
+                ),
+            }));
         };
         let mut buf = vec![0u8; size_of::<psp_gfx_cmd_resp>()];
         put32(
@@ -494,21 +476,15 @@ impl Psp {
         let mut out = vec![0u8; size_of::<psp_gfx_cmd_resp>()];
         ctx.vram.read(bufs.cmd, &mut out)?;
         let resp = psp_gfx_cmd_resp::read_from_bytes(&out).map_err(|_| {
-            Error::new(
-                &ctx.name,
-                ErrorKind::BadState {
-                    reason: format!("{}: short command buffer read", cmd.name),
-                },
-            )
+            ctx.err(ErrorKind::BadState {
+                reason: format!("{}: short command buffer read", cmd.name),
+            })
         })?;
         if resp.resp.status != 0 {
-            return Err(Error::new(
-                &ctx.name,
-                ErrorKind::PspCommand {
-                    command: cmd.name.clone(),
-                    status: resp.resp.status,
-                },
-            ));
+            return Err(ctx.err(ErrorKind::PspCommand {
+                command: cmd.name.clone(),
+                status: resp.resp.status,
+            }));
         }
         Ok(resp)
     }
@@ -516,14 +492,10 @@ impl Psp {
     /// `SRIOV_SPATIAL_PART` with `mode` (1 = SPX).
     pub fn spatial_partition(&mut self, ctx: &Ctx, soc: &Soc, mode: u32) -> Result<()> {
         let Some(bufs) = self.bufs else {
-            return Err(Error::new(
-                &ctx.name,
-                ErrorKind::BadState {
-                    reason:
-                        "GFX_CMD_ID_SRIOV_SPATIAL_PART: the PSP has no buffers (VF or no firmware)"
-                            .into(),
-                },
-            ));
+            return Err(ctx.err(ErrorKind::BadState {
+                reason: "GFX_CMD_ID_SRIOV_SPATIAL_PART: the PSP has no buffers (VF or no firmware)"
+                    .into(),
+            }));
         };
         let c = psp_gfx_cmd_sriov_spatial_part {
             mode,
@@ -598,13 +570,10 @@ fn setup_tmr_body(mc: u64, paddr: u64, size: u32) -> Vec<u8> {
 fn wait_response(ctx: &Ctx, reg: Reg, awaited: &str, command: &str) -> Result<()> {
     let v = ctx.wait_reg(reg, 0, RESPONSE, RESPONSE, ctx.timeouts.psp, awaited)?;
     if v & 0xffff != 0 {
-        return Err(Error::new(
-            &ctx.name,
-            ErrorKind::PspCommand {
-                command: command.to_string(),
-                status: v & 0xffff,
-            },
-        ));
+        return Err(ctx.err(ErrorKind::PspCommand {
+            command: command.to_string(),
+            status: v & 0xffff,
+        }));
     }
     Ok(())
 }

@@ -195,7 +195,7 @@ pub struct Sdma {
 }
 
 fn bad(ctx: &Ctx, reason: String) -> Error {
-    Error::new(&ctx.name, ErrorKind::BadState { reason })
+    ctx.err(ErrorKind::BadState { reason })
 }
 
 impl Sdma {

@@ -272,31 +272,25 @@ impl Smu {
 
     fn family(&self, ctx: &Ctx) -> Result<Family> {
         self.family.ok_or_else(|| {
-            Error::new(
-                &ctx.name,
-                ErrorKind::BadState {
-                    reason: match self.mp1 {
-                        Some(v) => format!("the driver has no SMU message table for MP1 {v}"),
-                        None => "discovery lists no MP1 (SMU)".into(),
-                    },
+            ctx.err(ErrorKind::BadState {
+                reason: match self.mp1 {
+                    Some(v) => format!("the driver has no SMU message table for MP1 {v}"),
+                    None => "discovery lists no MP1 (SMU)".into(),
                 },
-            )
+            })
         })
     }
 
     fn id(&self, ctx: &Ctx, msg: Msg) -> Result<u32> {
         let family = self.family(ctx)?;
         family.id(msg).ok_or_else(|| {
-            Error::new(
-                &ctx.name,
-                ErrorKind::BadState {
-                    reason: format!(
-                        "SMU message {} does not exist on MP1 {}",
-                        msg.name(),
-                        self.mp1.map(|v| v.to_string()).unwrap_or_default()
-                    ),
-                },
-            )
+            ctx.err(ErrorKind::BadState {
+                reason: format!(
+                    "SMU message {} does not exist on MP1 {}",
+                    msg.name(),
+                    self.mp1.map(|v| v.to_string()).unwrap_or_default()
+                ),
+            })
         })
     }
 
@@ -350,14 +344,11 @@ impl Smu {
                 }
             })?;
         if response != RESULT_OK {
-            return Err(Error::new(
-                &ctx.name,
-                ErrorKind::SmuMessage {
-                    message: msg.name().to_string(),
-                    param,
-                    response,
-                },
-            ));
+            return Err(ctx.err(ErrorKind::SmuMessage {
+                message: msg.name().to_string(),
+                param,
+                response,
+            }));
         }
         ctx.rreg(mp::MP1_SMN_C2PMSG_82, 0)
     }
@@ -386,12 +377,9 @@ impl Smu {
 
     fn table(&self, ctx: &Ctx) -> Result<u64> {
         self.table.ok_or_else(|| {
-            Error::new(
-                &ctx.name,
-                ErrorKind::BadState {
-                    reason: "the SMU belongs to the PF: a VF has no SMU driver table".into(),
-                },
-            )
+            ctx.err(ErrorKind::BadState {
+                reason: "the SMU belongs to the PF: a VF has no SMU driver table".into(),
+            })
         })
     }
 
@@ -447,12 +435,9 @@ impl Smu {
         }
         let count = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | 0xff)? & DPM_VALUE_MASK;
         if count == 0 {
-            return Err(Error::new(
-                &ctx.name,
-                ErrorKind::BadState {
-                    reason: format!("SMU reports no DPM levels for {name} (GetDpmFreqByIndex)"),
-                },
-            ));
+            return Err(ctx.err(ErrorKind::BadState {
+                reason: format!("SMU reports no DPM levels for {name} (GetDpmFreqByIndex)"),
+            }));
         }
         let lo = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16)? & DPM_VALUE_MASK;
         let hi = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | (count - 1))? & DPM_VALUE_MASK;
@@ -544,12 +529,9 @@ impl Smu {
         let family = self.family(ctx)?;
         let table = self.table(ctx)?;
         let short = |what: &str| {
-            Error::new(
-                &ctx.name,
-                ErrorKind::BadState {
-                    reason: format!("SMU metrics: short read of {what}"),
-                },
-            )
+            ctx.err(ErrorKind::BadState {
+                reason: format!("SMU metrics: short read of {what}"),
+            })
         };
         match family {
             Family::V13_0_0 => {

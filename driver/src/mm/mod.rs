@@ -12,7 +12,7 @@
 //!
 //! `paddr_base` is 1 MiB on an SR-IOV VF (the first MiB of VF VRAM is not ours); the XGMI
 //! segment offset of a hive is a different thing and only shows up in the entries
-//! ([`PageTables::vram_offset`], set by GMC). Another hive member's VRAM is mapped by its
+//! ([`PageTables::vram_offset`], from [`MmConfig`]). Another hive member's VRAM is mapped by its
 //! hive physical address ([`MemoryManager::map_hive`]).
 
 mod pt;
@@ -52,14 +52,9 @@ pub enum VmLevel {
 }
 
 impl VmLevel {
-    /// Position of this level's index in a virtual address.
+    /// Position of this level's index in a virtual address: 9 bits per level above 4 KiB.
     pub const fn shift(self) -> u32 {
-        match self {
-            VmLevel::Pdb2 => 39,
-            VmLevel::Pdb1 => 30,
-            VmLevel::Pdb0 => 21,
-            VmLevel::Ptb => 12,
-        }
+        39 - 9 * self as u32
     }
     /// Bytes one entry covers.
     pub const fn entry_size(self) -> u64 {
@@ -103,6 +98,13 @@ impl MapFlags {
         readable: true,
         writable: true,
         executable: true,
+        ..MapFlags::NONE
+    };
+    /// No access at all (the base the others build on).
+    pub const NONE: MapFlags = MapFlags {
+        readable: false,
+        writable: false,
+        executable: false,
         system: false,
         snooped: false,
         uncached: false,
@@ -111,21 +113,13 @@ impl MapFlags {
     /// and VRAM-style (no `SYSTEM`), as `gmc_v9_0_get_coherence_flags` maps a peer's VRAM
     /// on GC 9.4.3 (remote, not local: `MTYPE_NC`; snooped within the hive).
     pub const PEER_VRAM: MapFlags = MapFlags {
-        readable: true,
-        writable: true,
-        executable: true,
-        system: false,
         snooped: true,
-        uncached: false,
+        ..MapFlags::VRAM
     };
     /// Readable, writable, executable system memory, snooped.
     pub const SYSTEM: MapFlags = MapFlags {
-        readable: true,
-        writable: true,
-        executable: true,
         system: true,
-        snooped: true,
-        uncached: false,
+        ..MapFlags::PEER_VRAM
     };
 }
 
@@ -232,6 +226,10 @@ pub struct MmConfig {
     pub vram_size: u64,
     /// First allocatable physical address: 0, or 1 MiB on a VF.
     pub paddr_base: u64,
+    /// [`PageTables::vram_offset`]: this device's XGMI segment offset (0 outside a hive).
+    pub vram_offset: u64,
+    /// [`PageTables::xgmi_seg_size`] (0 outside a hive).
+    pub xgmi_seg_size: u64,
 }
 
 /// A GPU virtual range with the physical memory behind it, as [`MemoryManager::valloc`]
@@ -264,24 +262,8 @@ pub struct MemoryManager {
     booting: bool,
 }
 
-/// Frees `paddr` into whichever pool holds it.
-fn free_in(pools: [&mut Tlsf; 3], paddr: u64) -> Result<()> {
-    let [boot, ptable, main] = pools;
-    let pool = [boot, ptable]
-        .into_iter()
-        .find(|p| p.contains(paddr))
-        .unwrap_or(main);
-    pool.free(paddr)
-}
-
-struct PtAlloc<'a> {
-    boot: &'a mut Tlsf,
-    ptable: &'a mut Tlsf,
-    main: &'a mut Tlsf,
-    booting: bool,
-}
-
-impl TableAlloc for PtAlloc<'_> {
+/// Page tables come from the boot pool while booting, then from the page-table pool.
+impl TableAlloc for MemoryManager {
     fn alloc_table(&mut self, mem: &dyn VramAccess) -> Result<u64> {
         let t = if self.booting {
             self.boot.alloc(PAGE_SIZE, PAGE_SIZE)?
@@ -295,7 +277,7 @@ impl TableAlloc for PtAlloc<'_> {
         Ok(t)
     }
     fn free_table(&mut self, paddr: u64) -> Result<()> {
-        free_in([&mut *self.boot, &mut *self.ptable, &mut *self.main], paddr)
+        self.pfree(paddr)
     }
 }
 
@@ -332,8 +314,8 @@ impl MemoryManager {
         let tables = PageTables {
             format: cfg.format,
             root,
-            vram_offset: 0,
-            xgmi_seg_size: 0,
+            vram_offset: cfg.vram_offset,
+            xgmi_seg_size: cfg.xgmi_seg_size,
             va_base: VA_BASE,
         };
         Ok(MemoryManager {
@@ -376,7 +358,14 @@ impl MemoryManager {
 
     /// Frees VRAM allocated with [`palloc`](Self::palloc), whichever pool it came from.
     pub fn pfree(&mut self, paddr: u64) -> Result<()> {
-        free_in([&mut self.boot, &mut self.ptable, &mut self.main], paddr)
+        let pool = if self.boot.contains(paddr) {
+            Pool::Boot
+        } else if self.ptable.contains(paddr) {
+            Pool::PageTable
+        } else {
+            Pool::Main
+        };
+        self.pool(pool).free(paddr)
     }
 
     /// Allocates GPU virtual space, aligned to the largest power of two not above `size` (so
@@ -395,16 +384,6 @@ impl MemoryManager {
         self.va.free(va)
     }
 
-    fn split(&mut self) -> (&PageTables, PtAlloc<'_>) {
-        let alloc = PtAlloc {
-            boot: &mut self.boot,
-            ptable: &mut self.ptable,
-            main: &mut self.main,
-            booting: self.booting,
-        };
-        (&self.tables, alloc)
-    }
-
     /// Maps `va` to the physical ranges (see [`PageTables::map`]).
     pub fn map(
         &mut self,
@@ -413,8 +392,8 @@ impl MemoryManager {
         ranges: &[(u64, u64)],
         flags: MapFlags,
     ) -> Result<()> {
-        let (t, mut a) = self.split();
-        t.map(mem, &mut a, va, ranges, flags)
+        let t = self.tables;
+        t.map(mem, self, va, ranges, flags)
     }
 
     /// Maps `va` to hive physical ranges: another member's VRAM (see
@@ -426,14 +405,14 @@ impl MemoryManager {
         ranges: &[(u64, u64)],
         flags: MapFlags,
     ) -> Result<()> {
-        let (t, mut a) = self.split();
-        t.map_hive(mem, &mut a, va, ranges, flags)
+        let t = self.tables;
+        t.map_hive(mem, self, va, ranges, flags)
     }
 
     /// Unmaps `[va, va + size)` and frees emptied tables (see [`PageTables::unmap`]).
     pub fn unmap(&mut self, mem: &dyn VramAccess, va: u64, size: u64) -> Result<()> {
-        let (t, mut a) = self.split();
-        t.unmap(mem, &mut a, va, size)
+        let t = self.tables;
+        t.unmap(mem, self, va, size)
     }
 
     /// What maps `va`, if anything.

@@ -102,6 +102,13 @@ fn err(va: u64, size: u64, reason: impl Into<String>) -> Error {
     })
 }
 
+/// The level under `level`: a table entry in a PTB is a corrupt tree.
+fn below(level: VmLevel, va: u64) -> Result<VmLevel> {
+    level
+        .child()
+        .ok_or_else(|| err(va, 0, "a PTB entry decoded as a table"))
+}
+
 impl PageTables {
     fn rel(&self, va: u64, size: u64) -> Result<(u64, u64)> {
         let r = va
@@ -141,9 +148,7 @@ impl PageTables {
             match self.format.decode(level, entry) {
                 PtEntry::Invalid => return Ok(None),
                 PtEntry::Table { addr } => {
-                    let child = level
-                        .child()
-                        .ok_or_else(|| err(va, 0, "a PTB entry decoded as a table"))?;
+                    let child = below(level, va)?;
                     (table, level) = (self.vram_addr(addr)?, child);
                 }
                 PtEntry::Page(page) => {
@@ -196,9 +201,7 @@ impl PageTables {
                     page,
                 })?,
                 PtEntry::Table { addr } => {
-                    let child = level
-                        .child()
-                        .ok_or_else(|| err(va, 0, "a PTB entry decoded as a table"))?;
+                    let child = below(level, va)?;
                     self.visit(mem, self.vram_addr(addr)?, child, va, chunk_end, f)?;
                 }
             }
@@ -302,8 +305,7 @@ impl PageTables {
                     va,
                     total,
                     format!(
-                        "system bus address range {addr:#x}+{len:#x} is beyond the GPU's \
-                         {dma_bits}-bit DMA range: the device cannot reach it"
+                        "system bus address range {addr:#x}+{len:#x} is beyond the GPU's {dma_bits}-bit DMA range: the device cannot reach it"
                     ),
                 ));
             }
@@ -376,9 +378,7 @@ impl PageTables {
                 }
                 mem.write64(at, self.format.encode_pte(level, pa, flags, frag.frag))?;
             } else {
-                let child_level = level
-                    .child()
-                    .ok_or_else(|| err(va, 0, "no level below the PTB"))?;
+                let child_level = below(level, va)?;
                 let child = match self.format.decode(level, mem.read64(at)?) {
                     PtEntry::Table { addr } => self.vram_addr(addr)?,
                     PtEntry::Invalid => {
@@ -478,9 +478,7 @@ impl PageTables {
                 PtEntry::Page(_) => mem.write64(at, 0)?,
                 PtEntry::Table { addr } => {
                     let child = self.vram_addr(addr)?;
-                    let child_level = level
-                        .child()
-                        .ok_or_else(|| err(va, 0, "no level below the PTB"))?;
+                    let child_level = below(level, va)?;
                     self.unmap_in(mem, alloc, child, child_level, va, chunk_end)?;
                     let mut empty = true;
                     for i in 0..ENTRIES {

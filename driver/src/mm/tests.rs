@@ -16,6 +16,8 @@ fn setup(format: PteFormat, vram_size: u64) -> (HostMemory, MemoryManager) {
         format,
         vram_size,
         paddr_base: 0,
+        vram_offset: 0,
+        xgmi_seg_size: 0,
     };
     let mut mm = MemoryManager::new(&cfg, &mem).unwrap();
     mm.finish_boot();
@@ -236,6 +238,8 @@ fn pools_start_at_paddr_base_and_name_themselves_when_full() {
         format: PteFormat::Gfx9,
         vram_size: GIB,
         paddr_base: MIB,
+        vram_offset: 0,
+        xgmi_seg_size: 0,
     };
     let mut mm = MemoryManager::new(&cfg, &mem).unwrap();
     assert_eq!(
@@ -492,6 +496,8 @@ fn tables_come_from_the_boot_pool_while_booting() {
         format: PteFormat::Gfx9,
         vram_size: GIB,
         paddr_base: 0,
+        vram_offset: 0,
+        xgmi_seg_size: 0,
     };
     let mut mm = MemoryManager::new(&cfg, &mem).unwrap();
     mm.map(&mem, VA_BASE, &[(0x10_0000, PAGE_SIZE)], MapFlags::VRAM)
