@@ -23,15 +23,7 @@ use crate::profile::{Profile, RegIp};
 use crate::regs::{Block, RegValues, RegisterMap};
 use crate::sysmem::{DmaFault, SysArena};
 use crate::vram::Vram;
-
-/// Read or write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Access {
-    /// A read.
-    Read,
-    /// A write.
-    Write,
-}
+use crate::walker::Access;
 
 /// Where a violating access went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +65,7 @@ impl fmt::Display for Violation {
         let dir = match self.access {
             Access::Read => "read",
             Access::Write => "write",
+            Access::Execute => "fetch",
         };
         write!(
             f,

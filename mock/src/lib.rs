@@ -28,13 +28,14 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 pub use device::{
-    Access, DOORBELL_RECORD, DoorbellOwner, DoorbellRing, MAX_VIOLATIONS, MockBar, MockDevice,
-    MockGpu, Mode, Space, Violation,
+    DOORBELL_RECORD, DoorbellOwner, DoorbellRing, MAX_VIOLATIONS, MockBar, MockDevice, MockGpu,
+    Mode, Space, Violation,
 };
 pub use engine::{QueueKey, QueueKind, QueueStatus};
 pub use error::{Error, Result};
 pub use hive::{Hive, Member};
 pub use profile::{PROFILES, Profile};
+pub use walker::Access;
 
 /// Devices opened through [`open`], per (profile, index), kept for the life of the process
 /// so that a second `open` of the same spec reaches the same device, as a second driver
@@ -121,18 +122,13 @@ pub fn register() {
 /// Open a device given as `mock:PROFILE[:INDEX]` (the spec the tools accept; `PROFILE` may
 /// be a hive profile such as `mi300x-hive4`).
 pub fn open_spec(spec: &str) -> am_driver::Result<Arc<dyn am_driver::PciDevice>> {
-    let bad = |reason: &str| {
-        am_driver::Error::from(am_driver::ErrorKind::BadDeviceSpec {
-            spec: spec.to_string(),
-            reason: reason.to_string(),
-        })
-    };
-    let rest = spec
-        .strip_prefix("mock:")
-        .ok_or_else(|| bad("a mock device is written mock:PROFILE[:INDEX]"))?;
-    let (profile, index) = match rest.split_once(':') {
-        Some((p, i)) => (p, i.parse().map_err(|_| bad("the index must be a number"))?),
-        None => (rest, 0),
-    };
-    open(profile, index)
+    match am_driver::pci::DeviceSpec::parse(spec)? {
+        am_driver::pci::DeviceSpec::Mock { profile, index } => open(&profile, index),
+        _ => Err(am_driver::Error::from(
+            am_driver::ErrorKind::BadDeviceSpec {
+                spec: spec.to_string(),
+                reason: "a mock device is written mock:PROFILE[:INDEX]".into(),
+            },
+        )),
+    }
 }

@@ -61,7 +61,8 @@ impl PteFormat {
     }
 }
 
-/// What the access wants.
+/// What an access wants: a GPU memory access through the page tables, or (read and write
+/// only) a host access that broke the hardware contract ([`crate::Violation`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     /// A read.

@@ -16,17 +16,10 @@ use am_driver::ip::sdma::SdmaQueueDesc;
 use am_driver::{AmDevice, Bar, BootKind, Error, ErrorKind, Options, PciDevice};
 use am_firmware::{FirmwareSet, IpVersions, Locator, PlanOptions, Role};
 use am_mock::{DoorbellOwner, MockGpu};
+use am_tests::rig::opts;
 
 /// VRAM's MC address on the mock (`FB_LOCATION_BASE` = 0x8000 << 24).
 const FB: u64 = 0x80_0000_0000;
-
-fn opts() -> Options {
-    let mut o = Options::from_env("test").unwrap();
-    o.force_reset = false;
-    o.power_limit_w = None;
-    o.timeouts.reg = Duration::from_millis(100);
-    o
-}
 
 fn mec_start() -> u64 {
     let loc = Locator::new(vec![PathBuf::from("/lib/firmware/amdgpu")]);
@@ -48,7 +41,19 @@ fn rig(profile: &str, index: u32) -> MockGpu {
 }
 
 fn open(gpu: &MockGpu) -> AmDevice {
-    AmDevice::open_with(gpu.open(), opts()).unwrap()
+    open_pci(gpu.open())
+}
+
+fn open_pci(pci: Arc<dyn PciDevice>) -> AmDevice {
+    AmDevice::open_with(pci, short_reg_opts()).unwrap()
+}
+
+/// The rig's options with register waits short enough that a wait that never ends fails
+/// quickly.
+fn short_reg_opts() -> Options {
+    let mut o = opts();
+    o.timeouts.reg = Duration::from_millis(100);
+    o
 }
 
 fn compute(pipe: u8, queue: u8, aql: bool) -> ComputeQueueDesc {
@@ -287,7 +292,7 @@ fn a_reset_since_the_last_instance_makes_the_next_open_a_full_boot() {
         open(&gpu).fini().unwrap();
         let pci = gpu.open();
         pci.reset().unwrap();
-        let dev = AmDevice::open_with(pci, opts()).unwrap();
+        let dev = open_pci(pci);
         assert_eq!(dev.boot_report().kind, BootKind::Cold, "{profile}");
         let why = dev.boot_report().reason.clone().unwrap();
         assert!(why.contains("PSP sOS is not running"), "{profile}: {why}");
@@ -306,7 +311,7 @@ fn a_warm_boot_whose_rlc_never_comes_up_names_the_register_it_waited_on() {
         let gpu = rig(profile, index);
         open(&gpu).fini().unwrap();
         gpu.with_psp(|p| p.drop_rlc_for_test());
-        let e = AmDevice::open_with(gpu.open(), opts()).unwrap_err();
+        let e = AmDevice::open_with(gpu.open(), short_reg_opts()).unwrap_err();
         match &e {
             Error {
                 kind: ErrorKind::Timeout { what, .. },
@@ -416,11 +421,11 @@ fn an_open_that_fails_part_way_makes_the_next_one_a_full_boot() {
     open(&gpu).fini().unwrap();
     // A warm boot that dies in GFX: the RLC lost its firmware.
     gpu.with_psp(|p| p.drop_rlc_for_test());
-    assert!(AmDevice::open_with(gpu.open(), opts()).is_err());
+    assert!(AmDevice::open_with(gpu.open(), short_reg_opts()).is_err());
     assert_eq!(gpu.peek(RegIp::Gc, "SCRATCH_REG6", 0), Some(1));
     // The next open does not build on it: a full boot (the firmware still runs, so it is
     // reset first) that loads the RLC again and succeeds.
-    let dev = AmDevice::open_with(gpu.open(), opts()).unwrap();
+    let dev = AmDevice::open_with(gpu.open(), short_reg_opts()).unwrap();
     assert_eq!(dev.boot_report().kind, BootKind::AfterMode1Reset);
     let why = dev.boot_report().reason.clone().unwrap();
     assert!(why.contains("SCRATCH_REG6 = 0x1"), "{why}");

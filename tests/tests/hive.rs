@@ -15,23 +15,14 @@ use std::time::Duration;
 use am_driver::hive::{ResetResult, VF_CANNOT_RESET, reset_all};
 use am_driver::mm::MapFlags;
 use am_driver::regs::Regs;
-use am_driver::{
-    AmDevice, BootKind, Discovery, Error, ErrorKind, Options, PciDevice, read_mc_layout,
-};
+use am_driver::{AmDevice, BootKind, Discovery, Error, ErrorKind, PciDevice, read_mc_layout};
 use am_mock::MockGpu;
-use am_tests::rig::{Rig, opts as rig_opts};
+use am_tests::rig::{Rig, opts};
 use am_tests::sdma;
 
 const HIVE: &str = "mi300x-hive4";
 const SEG: u64 = 192 << 30;
 const FB_BASE: u64 = 0x80_0000_0000;
-
-fn opts() -> Options {
-    let mut o = Options::from_env("test").unwrap();
-    o.force_reset = false;
-    o.power_limit_w = None;
-    o
-}
 
 /// Members `first..first + 4` of a 4-device hive (`first` a multiple of 4).
 fn hive(first: u32) -> Vec<MockGpu> {
@@ -243,7 +234,7 @@ fn booted_pair() -> (Rig, Rig) {
     let mut gpus = MockGpu::new_hive("mi300x", 2).unwrap().into_iter();
     let mut boot = || {
         let gpu = gpus.next().unwrap();
-        let dev = AmDevice::open_with(gpu.open(), rig_opts()).unwrap();
+        let dev = AmDevice::open_with(gpu.open(), opts()).unwrap();
         Rig { gpu, dev }
     };
     (boot(), boot())
@@ -324,7 +315,7 @@ fn an_sdma_engine_reads_and_writes_a_peers_vram_through_the_page_tables() {
 fn map_peer_refuses_devices_outside_one_hive_naming_both() {
     let open = |profile: &str, index: u32| {
         let gpu = MockGpu::with_mode(profile, index, am_mock::Mode::Strict).unwrap();
-        let dev = AmDevice::open_with(gpu.open(), rig_opts()).unwrap();
+        let dev = AmDevice::open_with(gpu.open(), opts()).unwrap();
         Rig { gpu, dev }
     };
     for (a, b) in [

@@ -24,18 +24,17 @@ fn locator() -> Locator {
 }
 
 /// Options of a test: the Debian firmware, no environment, no 500 ms mode1 wait.
-fn opts() -> Options {
-    let mut o = Options::from_env("test").unwrap();
-    o.force_reset = false;
-    o.power_limit_w = None;
-    o.firmware = locator();
-    o.timeouts.mode1_settle = Duration::ZERO;
-    o
+/// The test rig's options, with firmware from the test's own locator.
+fn fw_opts() -> Options {
+    Options {
+        firmware: locator(),
+        ..am_tests::rig::opts()
+    }
 }
 
 /// Options whose waits give up quickly (fault cases).
 fn short_opts() -> Options {
-    let mut o = opts();
+    let mut o = fw_opts();
     o.timeouts.psp = Duration::from_millis(50);
     o.timeouts.smu = Duration::from_millis(50);
     o.timeouts.smu_alive = Duration::from_millis(20);
@@ -118,7 +117,7 @@ fn cold_boot(profile: &str, index: u32, ips: IpVersions) {
     let mi300x = profile == "mi300x";
     let gpu = am_mock::gpu(profile, index).unwrap();
     let pci = am_mock::open(profile, index).unwrap();
-    let dev = AmDevice::open_with(pci, opts()).unwrap();
+    let dev = AmDevice::open_with(pci, fw_opts()).unwrap();
     assert_eq!(dev.boot_report().kind, BootKind::Cold);
     no_violations(&gpu);
 
@@ -177,12 +176,12 @@ fn mi300x_cold_boot_loads_the_firmware_plan_and_pins_clocks() {
 fn warm_boot_loads_nothing() {
     let gpu = am_mock::gpu("navi31", 102).unwrap();
     let pci = am_mock::open("navi31", 102).unwrap();
-    AmDevice::open_with(pci.clone(), opts())
+    AmDevice::open_with(pci.clone(), fw_opts())
         .unwrap()
         .fini()
         .unwrap();
     let before = gpu.with_psp(|p| p.log().len());
-    let dev = AmDevice::open_with(pci, opts()).unwrap();
+    let dev = AmDevice::open_with(pci, fw_opts()).unwrap();
     assert_eq!(dev.boot_report().kind, BootKind::Warm);
     assert!(dev.boot_report().firmware.is_empty());
     assert_eq!(gpu.with_psp(|p| p.log().len()), before);
@@ -251,7 +250,7 @@ fn psp_late_answers_within_the_timeout_boot() {
     let gpu = am_mock::gpu("navi31", 105).unwrap();
     gpu.with_psp(|p| p.faults.late_polls = 5);
     let pci = am_mock::open("navi31", 105).unwrap();
-    let dev = AmDevice::open_with(pci, opts()).unwrap();
+    let dev = AmDevice::open_with(pci, fw_opts()).unwrap();
     assert_eq!(dev.boot_report().kind, BootKind::Cold);
     assert_eq!(
         gpu.with_psp(|p| p.log().to_vec()),
@@ -281,7 +280,7 @@ fn psp_answer_later_than_the_timeout_is_a_timeout() {
 #[test]
 fn psp_ring_command_faults_name_the_command() {
     let gpu = am_mock::gpu("mi300x", 107).unwrap();
-    let mut o = opts();
+    let mut o = fw_opts();
     o.timeouts.psp = Duration::from_millis(50);
     let mut dev = AmDevice::open_with(am_mock::open("mi300x", 107).unwrap(), o).unwrap();
     let part =
@@ -406,7 +405,7 @@ fn smu_late_answer_within_the_timeout_boots_and_later_than_it_times_out() {
 #[test]
 fn power_limit_leaves_clocks_unpinned() {
     let gpu = am_mock::gpu("navi31", 111).unwrap();
-    let mut o = opts();
+    let mut o = fw_opts();
     o.power_limit_w = Some(300);
     let mut dev = AmDevice::open_with(am_mock::open("navi31", 111).unwrap(), o).unwrap();
     let ppt = gpu.with_smu(|s| {
@@ -436,7 +435,7 @@ fn power_limit_leaves_clocks_unpinned() {
 #[test]
 fn metrics_are_read_from_the_driver_table() {
     let gpu = am_mock::gpu("navi31", 112).unwrap();
-    let mut dev = AmDevice::open_with(am_mock::open("navi31", 112).unwrap(), opts()).unwrap();
+    let mut dev = AmDevice::open_with(am_mock::open("navi31", 112).unwrap(), fw_opts()).unwrap();
     let m1 = dev.with_smu(|ctx, smu| smu.metrics(ctx)).unwrap();
     assert!(matches!(m1, Metrics::V13_0_0(_)));
     // Clocks are pinned at the top: GFXCLK 2500 MHz in the mock's table.
@@ -449,7 +448,7 @@ fn metrics_are_read_from_the_driver_table() {
     dev.fini().unwrap();
 
     let gpu6 = am_mock::gpu("mi300x", 113).unwrap();
-    let mut o = opts();
+    let mut o = fw_opts();
     o.power_limit_w = Some(700);
     let mut dev = AmDevice::open_with(am_mock::open("mi300x", 113).unwrap(), o).unwrap();
     match dev.with_smu(|ctx, smu| smu.metrics(ctx)).unwrap() {
@@ -466,7 +465,7 @@ fn metrics_are_read_from_the_driver_table() {
 fn navi31_mode1_reset_goes_through_the_debug_channel() {
     let gpu = am_mock::gpu("navi31", 114).unwrap();
     let pci = am_mock::open("navi31", 114).unwrap();
-    let dev = AmDevice::open_with(pci.clone(), opts()).unwrap();
+    let dev = AmDevice::open_with(pci.clone(), fw_opts()).unwrap();
     dev.mode1_reset().unwrap();
     let last = gpu.with_smu(|s| s.log().last().cloned()).unwrap();
     // Debug-channel messages are logged with bit 31 set: DEBUGSMU_MSG_Mode1Reset = 2.
@@ -474,7 +473,7 @@ fn navi31_mode1_reset_goes_through_the_debug_channel() {
     assert!(!gpu.with_smu(|s| s.alive()));
     assert!(!gpu.with_psp(|p| p.sos_alive()));
     // The next driver instance finds a reset device and boots it from the bootloader.
-    let dev = AmDevice::open_with(pci, opts()).unwrap();
+    let dev = AmDevice::open_with(pci, fw_opts()).unwrap();
     assert_eq!(dev.boot_report().kind, BootKind::Cold);
     assert!(gpu.with_smu(|s| s.alive()));
     dev.fini().unwrap();
@@ -484,7 +483,7 @@ fn navi31_mode1_reset_goes_through_the_debug_channel() {
 #[test]
 fn mi300x_mode1_reset_is_gfx_driver_reset() {
     let gpu = am_mock::gpu("mi300x", 115).unwrap();
-    let dev = AmDevice::open_with(am_mock::open("mi300x", 115).unwrap(), opts()).unwrap();
+    let dev = AmDevice::open_with(am_mock::open("mi300x", 115).unwrap(), fw_opts()).unwrap();
     dev.mode1_reset().unwrap();
     let last = gpu.with_smu(|s| s.log().last().cloned()).unwrap();
     assert_eq!(
@@ -502,12 +501,12 @@ fn mi300x_mode1_reset_is_gfx_driver_reset() {
 fn live_firmware_with_forced_reset_is_mode1_reset_then_full_boot() {
     let gpu = am_mock::gpu("navi31", 116).unwrap();
     let pci = am_mock::open("navi31", 116).unwrap();
-    AmDevice::open_with(pci.clone(), opts())
+    AmDevice::open_with(pci.clone(), fw_opts())
         .unwrap()
         .fini()
         .unwrap();
     gpu.with_psp(|p| p.take_log());
-    let mut o = opts();
+    let mut o = fw_opts();
     o.force_reset = true;
     let dev = AmDevice::open_with(pci, o).unwrap();
     assert_eq!(dev.boot_report().kind, BootKind::AfterMode1Reset);
@@ -531,7 +530,7 @@ fn live_firmware_with_forced_reset_is_mode1_reset_then_full_boot() {
 fn psp_ring_destroy_faults_name_the_command() {
     let gpu = am_mock::gpu("navi31", 117).unwrap();
     let pci = am_mock::open("navi31", 117).unwrap();
-    AmDevice::open_with(pci.clone(), opts())
+    AmDevice::open_with(pci.clone(), fw_opts())
         .unwrap()
         .fini()
         .unwrap();

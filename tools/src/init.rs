@@ -287,12 +287,12 @@ pub fn run(args: InitArgs) -> anyhow::Result<()> {
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// The environment's options without `AM_RESET`/`AM_POWER_LIMIT`, so that a caller's
-    /// shell cannot turn a warm boot into a full one.
-    fn opts() -> Options {
+    /// shell cannot turn a warm boot into a full one (the unit tests of every command use it).
+    pub(crate) fn opts() -> Options {
         let mut o = Options::from_env("test").unwrap();
         o.force_reset = false;
         o.power_limit_w = None;

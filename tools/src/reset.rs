@@ -113,13 +113,7 @@ pub fn run(args: ResetArgs) -> anyhow::Result<()> {
 mod tests {
     use super::*;
     use crate::init::init_once;
-
-    fn opts() -> Options {
-        let mut o = Options::from_env("test").unwrap();
-        o.force_reset = false;
-        o.power_limit_w = None;
-        o
-    }
+    use crate::init::tests::opts;
 
     #[test]
     fn reset_mode_brings_nothing_up_and_the_report_says_what_the_smu_did() {

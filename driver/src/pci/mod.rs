@@ -51,6 +51,8 @@ pub struct BarInfo {
 ///
 /// Registers are 32-bit (`read32`/`write32` at dword-aligned offsets), doorbells 64-bit,
 /// VRAM is a byte window. Every access outside the BAR is an [`crate::ErrorKind::OutOfRange`].
+/// An implementation provides the byte copies; the sized accesses default to one copy each,
+/// and a backend whose hardware needs a single access of that width overrides them.
 pub trait Bar: Send + Sync {
     /// Size of the BAR in bytes.
     fn len(&self) -> u64;
@@ -59,9 +61,15 @@ pub trait Bar: Send + Sync {
         self.len() == 0
     }
     /// Read a 32-bit value.
-    fn read32(&self, offset: u64) -> Result<u32>;
+    fn read32(&self, offset: u64) -> Result<u32> {
+        let mut b = [0u8; 4];
+        self.read_bytes(offset, &mut b)?;
+        Ok(u32::from_le_bytes(b))
+    }
     /// Write a 32-bit value.
-    fn write32(&self, offset: u64, value: u32) -> Result<()>;
+    fn write32(&self, offset: u64, value: u32) -> Result<()> {
+        self.write_bytes(offset, &value.to_le_bytes())
+    }
     /// Read a 64-bit value (doorbells, 64-bit VRAM words).
     fn read64(&self, offset: u64) -> Result<u64> {
         let mut b = [0u8; 8];

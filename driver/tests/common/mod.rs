@@ -340,14 +340,6 @@ impl Bar for FakeVram {
     fn len(&self) -> u64 {
         self.len
     }
-    fn read32(&self, offset: u64) -> Result<u32> {
-        let mut b = [0u8; 4];
-        self.read_bytes(offset, &mut b)?;
-        Ok(u32::from_le_bytes(b))
-    }
-    fn write32(&self, offset: u64, value: u32) -> Result<()> {
-        self.write_bytes(offset, &value.to_le_bytes())
-    }
     fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         if offset + buf.len() as u64 > self.len {
             return Err(oob("BAR0", offset, buf.len() as u64, self.len));

@@ -619,16 +619,6 @@ impl Bar for RemoteBar {
         self.size
     }
 
-    fn read32(&self, offset: u64) -> Result<u32> {
-        let mut b = [0u8; 4];
-        self.read_bytes(offset, &mut b)?;
-        Ok(u32::from_le_bytes(b))
-    }
-
-    fn write32(&self, offset: u64, value: u32) -> Result<()> {
-        self.write_bytes(offset, &value.to_le_bytes())
-    }
-
     fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.check(offset, buf.len())?;
         let req = self.request(Command::MmioRead, offset, buf.len());
