@@ -814,10 +814,10 @@ impl Device {
         c.copy(&landing, &remote)?;
         match c.submit()?.wait() {
             Ok(()) => {}
-            Err(Error::GpuFault { detail, .. }) => {
+            Err(Error::GpuFault { event, .. }) => {
                 self.recover()?;
                 return Err(refuse(format!(
-                    "this device's read of the other's VRAM over XGMI faulted ({detail}): no \
+                    "this device's read of the other's VRAM over XGMI faulted ({event}): no \
                      member of its hive answers there"
                 )));
             }
@@ -921,7 +921,7 @@ impl Device {
                 device: self.0.name.clone(),
                 during: during.into(),
                 in_flight: self.in_flight(),
-                detail: event.to_string(),
+                event: Box::new(event),
             }),
             Err(e) => Err(e),
             Ok(_) => Ok(()),

@@ -29,7 +29,7 @@ pub enum Error {
         last_packet: String,
     },
     /// The GPU reported a fault (page fault, shader error, bad packet) while work ran.
-    #[error("{device}: GPU fault while {during} ({in_flight}): {detail}")]
+    #[error("{device}: GPU fault while {during} ({in_flight}): {event}")]
     GpuFault {
         /// Device.
         device: String,
@@ -38,8 +38,8 @@ pub enum Error {
         /// The kernels of unfinished submissions, by queue (`kernels in flight: …`, or
         /// `no kernel in flight`).
         in_flight: String,
-        /// The decoded interrupt(s).
-        detail: String,
+        /// The decoded interrupt.
+        event: Box<am_driver::irq::IrqEvent>,
     },
     /// A code object the runtime cannot load, or a kernel it cannot launch.
     #[error("{device}: kernel {kernel}: {reason}")]

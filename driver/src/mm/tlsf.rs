@@ -41,6 +41,10 @@ pub struct Tlsf {
     sl_bitmap: [u16; FL_COUNT],
 }
 
+fn bad(pool: String, reason: String) -> Error {
+    Error::from(ErrorKind::BadAllocation { pool, reason })
+}
+
 /// First- and second-level list index of a block size.
 fn mapping(size: u64) -> (usize, usize) {
     let fl = 63 - size.leading_zeros();
@@ -59,10 +63,10 @@ impl Tlsf {
     pub fn new(name: impl Into<String>, base: u64, size: u64, granule: u64) -> Result<Self> {
         let name = name.into();
         if !granule.is_power_of_two() {
-            return Err(Error::from(ErrorKind::BadAllocation {
-                pool: name,
-                reason: format!("granule {granule:#x} is not a power of two"),
-            }));
+            return Err(bad(
+                name,
+                format!("granule {granule:#x} is not a power of two"),
+            ));
         }
         let start = base.div_ceil(granule) * granule;
         let end = base.saturating_add(size) / granule * granule;
@@ -241,10 +245,8 @@ impl Tlsf {
     pub fn alloc(&mut self, size: u64, align: u64) -> Result<u64> {
         let align = align.max(self.granule);
         if size == 0 || !align.is_power_of_two() {
-            return Err(Error::from(ErrorKind::BadAllocation {
-                pool: self.name.clone(),
-                reason: format!("size {size:#x} with alignment {align:#x}"),
-            }));
+            let reason = format!("size {size:#x} with alignment {align:#x}");
+            return Err(bad(self.name.clone(), reason));
         }
         let size = size
             .checked_next_multiple_of(self.granule)
@@ -299,10 +301,8 @@ impl Tlsf {
         match self.blocks.get(&addr) {
             Some(b) if !b.free => {}
             _ => {
-                return Err(Error::from(ErrorKind::BadAllocation {
-                    pool: self.name.clone(),
-                    reason: format!("free of {addr:#x}, which is not the start of an allocation"),
-                }));
+                let reason = format!("free of {addr:#x}, which is not the start of an allocation");
+                return Err(bad(self.name.clone(), reason));
             }
         }
         let mut start = addr;
