@@ -344,13 +344,17 @@ impl AmDevice {
         let firmware = load_firmware(&ctx, &opts)?;
         let mut clock = PhaseClock::new(&ctx);
         let mut blocks = clock.run("init_sw", || {
+            let plan = crate::ip::psp::load_plan(&ctx, firmware.as_ref(), opts.sos)?;
+            let mec_start = plan
+                .as_ref()
+                .and_then(|p| p.ucode_start(am_firmware::Role::Mec));
             Ok(Blocks {
                 soc: Soc::init_sw(&ctx)?,
                 gmc: Gmc::init_sw(&ctx)?,
                 ih: Ih::init_sw(&ctx)?,
-                psp: Psp::init_sw(&ctx, firmware.as_ref(), opts.sos)?,
+                psp: Psp::init_sw(&ctx, plan)?,
                 smu: Smu::init_sw(&ctx)?,
-                gfx: Gfx::init_sw(&ctx, firmware.as_ref())?,
+                gfx: Gfx::init_sw(&ctx, mec_start)?,
                 sdma: Sdma::init_sw(&ctx)?,
             })
         })?;
@@ -608,7 +612,7 @@ impl AmDevice {
     /// the CP, re-enable it) and clear the error.
     pub fn recover(&mut self) -> Result<()> {
         let _ = self.blocks.ih.drain(&self.ctx)?;
-        self.blocks.gfx.reset_mec(&self.ctx, &self.blocks.gmc)?;
+        self.blocks.gfx.reset_mec(&self.ctx)?;
         self.error_state = None;
         Ok(())
     }
@@ -781,7 +785,7 @@ fn boot(
     let mut reason = None;
     let kind = if ctx.is_vf {
         clock.run("soc", || b.soc.init_hw(ctx))?;
-        clock.run("gmc", || b.gmc.init_hw(ctx, &b.soc))?;
+        clock.run("gmc", || b.gmc.init_hw(ctx))?;
         clock.run("ih", || b.ih.init_hw(ctx))?;
         BootKind::Vf
     } else {
@@ -815,7 +819,7 @@ fn boot(
                     kind = BootKind::AfterMode1Reset;
                 }
                 clock.run("soc", || b.soc.init_hw(ctx))?;
-                clock.run("gmc", || b.gmc.init_hw(ctx, &b.soc))?;
+                clock.run("gmc", || b.gmc.init_hw(ctx))?;
                 clock.run("ih", || b.ih.init_hw(ctx))?;
                 clock.run("psp", || b.psp.init_hw(ctx, &b.soc))?;
                 clock.run("smu", || b.smu.init_hw(ctx))?;
@@ -825,7 +829,7 @@ fn boot(
     };
     ctx.mm().finish_boot();
     let warm = kind == BootKind::Warm;
-    clock.run("gfx", || b.gfx.init_hw(ctx, &b.gmc, &b.soc, warm))?;
+    clock.run("gfx", || b.gfx.init_hw(ctx, &mut b.gmc, &b.soc, warm))?;
     clock.run("sdma", || b.sdma.init_hw(ctx, &b.soc))?;
     if !ctx.is_vf {
         if ctx.xccs().len() > 1 && !warm {
