@@ -150,6 +150,11 @@ impl IpVersion {
     pub const fn new(major: u8, minor: u8, rev: u8) -> Self {
         IpVersion { major, minor, rev }
     }
+
+    /// The form firmware file and header names use: `11_0_0`.
+    pub fn file_tag(self) -> String {
+        format!("{}_{}_{}", self.major, self.minor, self.rev)
+    }
 }
 
 impl fmt::Display for IpVersion {

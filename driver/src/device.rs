@@ -706,10 +706,7 @@ impl Drop for AmDevice {
 /// Firmware for the device's IP versions. A VF still parses what it finds (the PF loaded
 /// it) but does not need it: missing files are only logged there.
 fn load_firmware(ctx: &Ctx, opts: &Options) -> Result<Option<FirmwareSet>> {
-    let v = |ip| -> Result<am_firmware::IpVersion> {
-        let v = ctx.version(ip)?;
-        Ok(am_firmware::IpVersion(v.major, v.minor, v.rev))
-    };
+    let v = |ip| ctx.version(ip);
     let ips = IpVersions {
         gc: v(HwIp::GC)?,
         mp0: v(HwIp::MP0)?,
