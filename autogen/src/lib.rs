@@ -38,6 +38,7 @@ mod generated {
     pub mod mqd;
     pub mod pm4;
     pub mod psp_gfx;
+    pub mod regs_fields;
     pub mod regs_gc;
     pub mod regs_hdp;
     pub mod regs_mmhub;

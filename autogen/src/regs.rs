@@ -40,6 +40,9 @@ pub enum RegError {
     },
 }
 
+/// Field types of the typed registers, and `alt`: registers sharing a field type.
+pub use crate::generated::regs_fields as fields;
+pub use crate::generated::regs_fields::alt;
 pub use crate::generated::regs_gc as gc;
 pub use crate::generated::regs_hdp as hdp;
 pub use crate::generated::regs_mmhub as mmhub;
@@ -147,6 +150,11 @@ impl IpVersion {
     pub const fn new(major: u8, minor: u8, rev: u8) -> Self {
         IpVersion { major, minor, rev }
     }
+
+    /// The form firmware file and header names use: `11_0_0`.
+    pub fn file_tag(self) -> String {
+        format!("{}_{}_{}", self.major, self.minor, self.rev)
+    }
 }
 
 impl fmt::Display for IpVersion {
@@ -187,10 +195,20 @@ pub fn tables() -> impl Iterator<Item = &'static RegTable> {
 }
 
 /// A register name of one IP, valid for any version of it; resolve it with a [`RegTable`].
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Reg(pub(crate) RegIp, pub(crate) u16);
+///
+/// `F` is the register's field type for the registers of `autogen/typed-regs.txt`
+/// ([`fields`]): [`Fields<F>`] has a setter per field. Other registers are `Reg<()>`.
+pub struct Reg<F = ()>(
+    pub(crate) RegIp,
+    pub(crate) u16,
+    core::marker::PhantomData<fn() -> F>,
+);
 
-impl Reg {
+impl<F> Reg<F> {
+    pub(crate) const fn new(ip: RegIp, id: u16) -> Self {
+        Reg(ip, id, core::marker::PhantomData)
+    }
+
     /// The IP the register belongs to.
     pub const fn ip(self) -> RegIp {
         self.0
@@ -201,15 +219,48 @@ impl Reg {
         let (names, offs) = self.0.name_pool();
         pool_str(names, offs, usize::from(self.1))
     }
+
+    /// The same register without its field type.
+    pub const fn untyped(self) -> Reg {
+        Reg::new(self.0, self.1)
+    }
 }
 
-impl fmt::Debug for Reg {
+impl<F> Clone for Reg<F> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<F> Copy for Reg<F> {}
+impl<F, G> PartialEq<Reg<G>> for Reg<F> {
+    fn eq(&self, o: &Reg<G>) -> bool {
+        (self.0, self.1) == (o.0, o.1)
+    }
+}
+impl<F> Eq for Reg<F> {}
+impl<F> PartialOrd for Reg<F> {
+    fn partial_cmp(&self, o: &Self) -> Option<core::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl<F> Ord for Reg<F> {
+    fn cmp(&self, o: &Self) -> core::cmp::Ordering {
+        (self.0, self.1).cmp(&(o.0, o.1))
+    }
+}
+impl<F> core::hash::Hash for Reg<F> {
+    fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
+        (self.0, self.1).hash(h)
+    }
+}
+
+impl<F> fmt::Debug for Reg<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}::{}", self.0, self.name())
     }
 }
 
-impl fmt::Display for Reg {
+impl<F> fmt::Display for Reg<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -281,7 +332,7 @@ impl RegTable {
 
     /// Resolves a typed register name in O(1); `None` if this version lacks it or `reg`
     /// belongs to another IP.
-    pub fn get(&'static self, reg: Reg) -> Option<Register> {
+    pub fn get<F>(&'static self, reg: Reg<F>) -> Option<Register> {
         if reg.0 != self.ip {
             return None;
         }
@@ -290,9 +341,9 @@ impl RegTable {
     }
 
     /// Like [`get`](Self::get), with an error naming the register and IP version.
-    pub fn resolve(&'static self, reg: Reg) -> Result<Register, RegError> {
+    pub fn resolve<F>(&'static self, reg: Reg<F>) -> Result<Register, RegError> {
         self.get(reg).ok_or(RegError::Missing {
-            reg,
+            reg: reg.untyped(),
             ip: self.ip,
             version: self.version,
         })
@@ -336,7 +387,7 @@ impl Register {
 
     /// The version-independent name of this register.
     pub fn reg(&self) -> Reg {
-        Reg(
+        Reg::new(
             self.table.ip,
             self.table.ids.get(self.i()).copied().unwrap_or(u16::MAX),
         )
@@ -438,5 +489,118 @@ impl Field {
     /// `reg` with this field set to `val` (bits of `val` beyond the field are dropped).
     pub const fn set(&self, reg: u32, val: u32) -> u32 {
         (reg & !self.mask) | ((val << self.shift) & self.mask)
+    }
+}
+
+/// The fields of one register value being built: `F`'s setters (generated, one per field
+/// name) look the field up in the resolved register's version, so a field the version lacks,
+/// or a value wider than its field, is a [`FieldError`] when the value is taken.
+#[must_use]
+pub struct Fields<F> {
+    reg: Register,
+    value: u32,
+    mask: u32,
+    err: Option<FieldError>,
+    _f: core::marker::PhantomData<fn() -> F>,
+}
+
+/// A register value with named fields set: the value and the bits those fields cover.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Encoded {
+    /// The fields' values in place, every other bit 0.
+    pub value: u32,
+    /// The bits of the fields named.
+    pub mask: u32,
+}
+
+/// A typed field the resolved IP version cannot take.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    /// The version's register has no such field.
+    #[error("register {reg} has no field {field} on {ip} {version}")]
+    Missing {
+        /// The register.
+        reg: Reg,
+        /// The field asked for.
+        field: &'static str,
+        /// IP of the table.
+        ip: RegIp,
+        /// Version of the table.
+        version: IpVersion,
+    },
+    /// The value is wider than the field.
+    #[error("{value:#x} does not fit the {width}-bit field {field} of {reg} on {ip} {version}")]
+    Overflow {
+        /// The register.
+        reg: Reg,
+        /// The field.
+        field: &'static str,
+        /// The value asked for.
+        value: u32,
+        /// The field's width in bits.
+        width: u32,
+        /// IP of the table.
+        ip: RegIp,
+        /// Version of the table.
+        version: IpVersion,
+    },
+}
+
+impl<F> Fields<F> {
+    /// No field set yet, for register `reg` (the caller resolved it from a `Reg<F>`).
+    pub fn new(reg: Register) -> Self {
+        Fields {
+            reg,
+            value: 0,
+            mask: 0,
+            err: None,
+            _f: core::marker::PhantomData,
+        }
+    }
+
+    /// Set field `name` to `v` (the generated setters call this).
+    pub fn set(mut self, name: &'static str, v: u32) -> Self {
+        if self.err.is_some() {
+            return self;
+        }
+        let t = self.reg.table;
+        match self.reg.field(name) {
+            // A value fits when it survives a trip through the field (masks need not be one
+            // run of bits).
+            Some(f) if f.get(f.set(0, v)) == v => {
+                self.value = f.set(self.value, v);
+                self.mask |= f.mask;
+            }
+            Some(f) => {
+                self.err = Some(FieldError::Overflow {
+                    reg: self.reg.reg(),
+                    field: f.name,
+                    value: v,
+                    width: f.mask.count_ones(),
+                    ip: t.ip,
+                    version: t.version,
+                })
+            }
+            None => {
+                self.err = Some(FieldError::Missing {
+                    reg: self.reg.reg(),
+                    field: name,
+                    ip: t.ip,
+                    version: t.version,
+                })
+            }
+        }
+        self
+    }
+
+    /// The value built, or the first field that failed.
+    pub fn finish(self) -> Result<Encoded, FieldError> {
+        match self.err {
+            Some(e) => Err(e),
+            None => Ok(Encoded {
+                value: self.value,
+                mask: self.mask,
+            }),
+        }
     }
 }

@@ -2,7 +2,7 @@
 
 #![allow(clippy::unwrap_used)]
 
-use am_autogen::regs::{self, IpVersion, RegIp, gc, mp, nbio, osssys};
+use am_autogen::regs::{self, IpVersion, RegIp, gc, mmhub, mp, nbio, osssys};
 
 fn gc11() -> &'static regs::RegTable {
     regs::table(RegIp::Gc, IpVersion::new(11, 0, 0)).unwrap()
@@ -175,4 +175,133 @@ fn missing_register_error_names_register_and_version() {
     let e = regs::require_table(RegIp::Gc, IpVersion::new(9, 4, 2)).unwrap_err();
     assert_eq!(e.to_string(), "no register table for GC 9.4.2");
     assert_eq!(gc11().resolve(gc::CP_HQD_ACTIVE).unwrap().offset(), 0x1fab);
+}
+
+#[test]
+fn typed_fields_resolve_per_version() {
+    use regs::{FieldError, Fields};
+    // SH_MEM_CONFIG.ALIGNMENT_MODE: bits 3:2 on GC 11, 4:3 on GC 9.4.3 (their sh_mask headers).
+    let build = |t: &'static regs::RegTable| {
+        Fields::<regs::fields::SH_MEM_CONFIG>::new(t.get(gc::SH_MEM_CONFIG).unwrap())
+            .alignment_mode(3)
+            .finish()
+    };
+    let e = build(gc11()).unwrap();
+    assert_eq!((e.value, e.mask), (3 << 2, 3 << 2));
+    assert_eq!(build(gc943()).unwrap().value, 3 << 3);
+    // INITIAL_INST_PREFETCH exists from GC 10 on: a run-time error naming all three parts.
+    let f = |t: &'static regs::RegTable| {
+        Fields::<regs::fields::SH_MEM_CONFIG>::new(t.get(gc::SH_MEM_CONFIG).unwrap())
+            .initial_inst_prefetch(3)
+            .finish()
+    };
+    assert!(f(gc11()).is_ok());
+    let err = f(gc943()).unwrap_err();
+    assert!(matches!(err, FieldError::Missing { .. }));
+    assert_eq!(
+        err.to_string(),
+        "register SH_MEM_CONFIG has no field INITIAL_INST_PREFETCH on GC 9.4.3"
+    );
+    // A value wider than its field is refused, not truncated.
+    let wide = Fields::<regs::fields::GRBM_GFX_CNTL>::new(gc11().get(gc::GRBM_GFX_CNTL).unwrap())
+        .pipeid(4)
+        .finish()
+        .unwrap_err();
+    assert!(
+        matches!(
+            wide,
+            FieldError::Overflow {
+                value: 4,
+                width: 2,
+                ..
+            }
+        ),
+        "{wide}"
+    );
+}
+
+#[test]
+fn typed_and_untyped_names_are_the_same_register() {
+    assert_eq!(gc::GRBM_CNTL.untyped(), gc::GRBM_CNTL);
+    assert_eq!(gc11().by_name("GRBM_CNTL").unwrap().reg(), gc::GRBM_CNTL);
+    // An alt list holds one field type over the names versions give a register.
+    assert_eq!(regs::alt::VM_L2_CNTL[0], gc::GCVM_L2_CNTL);
+    assert!(regs::alt::VM_L2_CNTL.contains(&mmhub::VM_L2_CNTL));
+}
+
+/// Offsets of `name(n)` for n in `ns`, in a table, relative to `name(0)`; `None` if a name
+/// is missing.
+fn stride(
+    t: &'static regs::RegTable,
+    name: &dyn Fn(u32) -> String,
+    ns: std::ops::Range<u32>,
+) -> Option<Vec<u32>> {
+    let base = t.by_name(&name(0))?;
+    ns.map(|n| {
+        let r = t.by_name(&name(n))?;
+        // Same segment, and the same field layout as entry 0.
+        let same = r.base_idx() == base.base_idx()
+            && r.fields()
+                .map(|f| (f.shift, f.mask))
+                .eq(base.fields().map(|f| (f.shift, f.mask)));
+        same.then(|| r.offset() - base.offset())
+    })
+    .collect()
+}
+
+/// A register array: the name of entry n, the entries, the stride in dwords.
+type RegArray = (&'static dyn Fn(u32) -> String, std::ops::Range<u32>, u32);
+
+#[test]
+fn register_arrays_the_driver_indexes_have_one_stride_and_layout() {
+    // The driver writes entry/engine n at entry 0's address + n × stride with entry 0's
+    // fields (ip/soc.rs, ip/sdma.rs, ip/gmc.rs); every table that has them must agree.
+    let mut checked = 0;
+    for t in regs::tables() {
+        let arrays: [RegArray; 5] = [
+            (&|n| format!("S2A_DOORBELL_ENTRY_{n}_CTRL"), 0..16, 1),
+            (&|n| format!("DOORBELL0_CTRL_ENTRY_{n}"), 0..17, 1),
+            (
+                &|n| format!("VM_INVALIDATE_ENG{n}_ADDR_RANGE_LO32"),
+                0..18,
+                2,
+            ),
+            (
+                &|n| format!("GCVM_INVALIDATE_ENG{n}_ADDR_RANGE_LO32"),
+                0..18,
+                2,
+            ),
+            (
+                &|n| format!("MMVM_INVALIDATE_ENG{n}_ADDR_RANGE_LO32"),
+                0..18,
+                2,
+            ),
+        ];
+        for (name, ns, step) in arrays {
+            if t.by_name(&name(0)).is_none() {
+                continue;
+            }
+            let want: Vec<u32> = ns.clone().map(|n| n * step).collect();
+            assert_eq!(
+                stride(t, name, ns),
+                Some(want),
+                "{} {}: {}",
+                t.ip(),
+                t.version(),
+                name(0)
+            );
+            checked += 1;
+        }
+        // HI32 follows its LO32 in every invalidation engine.
+        for p in ["", "GC", "MM"] {
+            for n in 0..18 {
+                let lo = t.by_name(&format!("{p}VM_INVALIDATE_ENG{n}_ADDR_RANGE_LO32"));
+                let hi = t.by_name(&format!("{p}VM_INVALIDATE_ENG{n}_ADDR_RANGE_HI32"));
+                if let (Some(lo), Some(hi)) = (lo, hi) {
+                    assert_eq!(hi.offset(), lo.offset() + 1, "{} {}", t.ip(), t.version());
+                }
+            }
+        }
+    }
+    assert!(checked >= 8, "only {checked} arrays found");
 }

@@ -10,7 +10,7 @@ use crate::discovery::{Discovery, IpVersion};
 use crate::hwip::HwIp;
 use crate::mm::{MemoryManager, Pool, VramAccess};
 use crate::pci::{Bar, PciDevice};
-use crate::regs::{Reg, Regs};
+use crate::regs::{Fields, Reg, Regs};
 use crate::{Error, ErrorKind, Result};
 
 /// How long the driver waits for the firmware and the engines before it gives up. The
@@ -283,6 +283,16 @@ impl Ctx {
         self.discovery.require_version(ip)
     }
 
+    /// A [`crate::ErrorKind::BadState`] of this device.
+    pub(crate) fn bad(&self, reason: impl Into<String>) -> Error {
+        Error::new(
+            &self.name,
+            ErrorKind::BadState {
+                reason: reason.into(),
+            },
+        )
+    }
+
     /// The GC major version (9, 11, 12).
     pub fn gc_major(&self) -> u8 {
         self.discovery.version(HwIp::GC).map_or(0, |v| v.major)
@@ -294,25 +304,47 @@ impl Ctx {
     }
 
     /// Read a register of instance `inst`.
-    pub fn rreg(&self, reg: Reg, inst: u8) -> Result<u32> {
+    pub fn rreg<F>(&self, reg: Reg<F>, inst: u8) -> Result<u32> {
         self.regs.reg(reg)?.read(inst)
     }
 
     /// Write a register of instance `inst`.
-    pub fn wreg(&self, reg: Reg, inst: u8, value: u32) -> Result<()> {
+    pub fn wreg<F>(&self, reg: Reg<F>, inst: u8, value: u32) -> Result<()> {
         self.regs.reg(reg)?.write(inst, value)
     }
 
-    /// Read-modify-write fields of a register by name.
-    pub fn update(&self, reg: Reg, inst: u8, fields: &[(&str, u64)]) -> Result<u32> {
-        self.regs.reg(reg)?.update(inst, fields)
+    /// The value of the fields `set` names, every other bit 0.
+    pub fn encode<F>(&self, reg: Reg<F>, set: impl FnOnce(Fields<F>) -> Fields<F>) -> Result<u32> {
+        Ok(self.regs.encode(reg, set)?.value)
+    }
+
+    /// Write the fields `set` names, every other bit 0.
+    pub fn write<F>(
+        &self,
+        reg: Reg<F>,
+        inst: u8,
+        set: impl FnOnce(Fields<F>) -> Fields<F>,
+    ) -> Result<()> {
+        self.wreg(reg, inst, self.encode(reg, set)?)
+    }
+
+    /// Read, change the fields `set` names, write back; the value written.
+    pub fn update<F>(
+        &self,
+        reg: Reg<F>,
+        inst: u8,
+        set: impl FnOnce(Fields<F>) -> Fields<F>,
+    ) -> Result<u32> {
+        let e = self.regs.encode(reg, set)?;
+        let v = self.rreg(reg, inst)? & !e.mask | e.value;
+        self.wreg(reg, inst, v).map(|()| v)
     }
 
     /// Poll `reg` of `inst` until `value & mask == want`, for at most `timeout`. The error
     /// names `what` the driver waited for and the register's last value.
-    pub fn wait_reg(
+    pub fn wait_reg<F>(
         &self,
-        reg: Reg,
+        reg: Reg<F>,
         inst: u8,
         mask: u32,
         want: u32,

@@ -331,13 +331,17 @@ impl AmDevice {
             counts: ctx.reg_accesses(),
         };
         let mut blocks = clock.run("init_sw", || {
+            let plan = crate::ip::psp::load_plan(&ctx, firmware.as_ref(), opts.sos)?;
+            let mec_start = plan
+                .as_ref()
+                .and_then(|p| p.ucode_start(am_firmware::Role::Mec));
             Ok(Blocks {
                 soc: Soc::init_sw(&ctx)?,
                 gmc: Gmc::init_sw(&ctx)?,
                 ih: Ih::init_sw(&ctx)?,
-                psp: Psp::init_sw(&ctx, firmware.as_ref(), opts.sos)?,
+                psp: Psp::init_sw(&ctx, plan)?,
                 smu: Smu::init_sw(&ctx)?,
-                gfx: Gfx::init_sw(&ctx, firmware.as_ref())?,
+                gfx: Gfx::init_sw(&ctx, mec_start)?,
                 sdma: Sdma::init_sw(&ctx)?,
             })
         })?;
@@ -585,7 +589,7 @@ impl AmDevice {
     /// the CP, re-enable it) and clear the error.
     pub fn recover(&mut self) -> Result<()> {
         let _ = self.blocks.ih.drain(&self.ctx)?;
-        self.blocks.gfx.reset_mec(&self.ctx, &self.blocks.gmc)?;
+        self.blocks.gfx.reset_mec(&self.ctx)?;
         self.error_state = None;
         Ok(())
     }
@@ -674,10 +678,7 @@ impl Drop for AmDevice {
 /// Firmware for the device's IP versions. A VF still parses what it finds (the PF loaded
 /// it) but does not need it: missing files are only logged there.
 fn load_firmware(ctx: &Ctx, opts: &Options) -> Result<Option<FirmwareSet>> {
-    let v = |ip| -> Result<am_firmware::IpVersion> {
-        let v = ctx.version(ip)?;
-        Ok(am_firmware::IpVersion(v.major, v.minor, v.rev))
-    };
+    let v = |ip| ctx.version(ip);
     let ips = IpVersions {
         gc: v(HwIp::GC)?,
         mp0: v(HwIp::MP0)?,
@@ -781,7 +782,7 @@ fn boot(
     };
     if kind != BootKind::Warm {
         clock.run("soc", || b.soc.init_hw(ctx))?;
-        clock.run("gmc", || b.gmc.init_hw(ctx, &b.soc))?;
+        clock.run("gmc", || b.gmc.init_hw(ctx))?;
         clock.run("ih", || b.ih.init_hw(ctx))?;
     }
     if !matches!(kind, BootKind::Warm | BootKind::Vf) {
@@ -790,7 +791,7 @@ fn boot(
     }
     ctx.mm().finish_boot();
     let warm = kind == BootKind::Warm;
-    clock.run("gfx", || b.gfx.init_hw(ctx, &b.gmc, &b.soc, warm))?;
+    clock.run("gfx", || b.gfx.init_hw(ctx, &mut b.gmc, &b.soc, warm))?;
     clock.run("sdma", || b.sdma.init_hw(ctx, &b.soc))?;
     if !ctx.is_vf {
         if ctx.xccs().len() > 1 && !warm {

@@ -12,6 +12,16 @@ use std::ptr::NonNull;
 use crate::pci::{Bar, SysMem};
 use crate::{Error, ErrorKind, Result};
 
+/// The low half of a 64-bit value written to a register pair (`*_LO`, `*_LO32`).
+pub(crate) const fn lo32(v: u64) -> u32 {
+    v as u32
+}
+
+/// The high half of a 64-bit value written to a register pair (`*_HI`, `*_HI32`).
+pub(crate) const fn hi32(v: u64) -> u32 {
+    (v >> 32) as u32
+}
+
 /// What keeps a mapping alive; dropping it unmaps the memory.
 enum Backing {
     /// A file mapping (sysfs `resourceN`, a VFIO device fd at a region offset).

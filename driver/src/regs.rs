@@ -18,12 +18,26 @@
 //! not compile; a register the discovered version lacks is an [`crate::ErrorKind::NoSuchRegister`]
 //! naming register and version.
 //!
+//! Registers of `autogen/typed-regs.txt` carry a field type: [`Regs::encode`] and the
+//! [`Ctx`](crate::ctx::Ctx) helpers take a closure over [`Fields`] with one setter per field,
+//! resolved for the discovered version at run time (a field that version lacks is an
+//! [`crate::ErrorKind::NoSuchField`] naming register, field and version).
+//!
 //! ```
 //! let _ = am_driver::regs::gc::SCRATCH_REG7;
+//! fn set(f: am_driver::regs::Fields<am_driver::regs::fields::GRBM_CNTL>) {
+//!     let _ = f.read_timeout(0xff);
+//! }
 //! ```
 //! ```compile_fail
 //! // A misspelt register is a compile error, not a run-time surprise.
 //! let _ = am_driver::regs::gc::SCRATCH_REG77;
+//! ```
+//! ```compile_fail
+//! // So is a misspelt field.
+//! fn set(f: am_driver::regs::Fields<am_driver::regs::fields::GRBM_CNTL>) {
+//!     let _ = f.read_timeout_(0xff);
+//! }
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,11 +47,15 @@ use am_autogen::regs::{self as generated, RegIp};
 
 use crate::discovery::{Discovery, IpVersion};
 use crate::hwip::{self, HwIp};
+use crate::mmio::{hi32, lo32};
 use crate::{Bar, Error, ErrorKind, PciDevice, Result};
 
 /// A register's entry in one version's table (offset, base index, fields, reset value).
 pub use am_autogen::regs::Register as RegDef;
-pub use am_autogen::regs::{Field, Reg, RegTable, gc, hdp, mmhub, mp, nbio, osssys, sdma, smuio};
+pub use am_autogen::regs::{
+    Encoded, Field, Fields, Reg, RegTable, alt, fields, gc, hdp, mmhub, mp, nbio, osssys, sdma,
+    smuio,
+};
 
 /// One block's tables at its discovered version, and the bases of its live instances.
 #[derive(Debug)]
@@ -71,7 +89,7 @@ const BLOCKS: &[(HwIp, RegIp)] = &[
 
 /// The block whose instance bases a register is relative to: its table family's block, and
 /// for the shared `mp` tables MP1 for `MP1_*` registers, MP0 for the rest.
-fn block_of(reg: Reg) -> HwIp {
+fn block_of<F>(reg: Reg<F>) -> HwIp {
     match reg.ip() {
         RegIp::Gc => HwIp::GC,
         RegIp::Mmhub => HwIp::MMHUB,
@@ -187,13 +205,41 @@ impl Regs {
     }
 
     /// Whether the device's version of the block has this register.
-    pub fn has(&self, name: Reg) -> bool {
+    pub fn has<F>(&self, name: Reg<F>) -> bool {
         self.reg(name).is_ok()
     }
 
     /// Look a register up in the table of the block's discovered version.
-    pub fn reg(&self, name: Reg) -> Result<Register<'_>> {
+    pub fn reg<F>(&self, name: Reg<F>) -> Result<Register<'_>> {
         self.lookup(block_of(name), name.name(), |t| t.get(name))
+    }
+
+    /// The first of `alts` the device has (registers renamed between versions).
+    pub fn first<F>(&self, alts: impl IntoIterator<Item = Reg<F>>) -> Result<Reg<F>> {
+        let mut alts = alts.into_iter().peekable();
+        let first = alts.peek().copied();
+        match alts.find(|r| self.has(*r)).or(first) {
+            Some(r) => self.reg(r).map(|_| r),
+            None => Err(Error::new(
+                &self.device,
+                ErrorKind::NoSuchRegister {
+                    register: "(none listed)".into(),
+                    ip: String::new(),
+                },
+            )),
+        }
+    }
+
+    /// The value of the fields `set` names (every other bit 0) and the bits they cover.
+    pub fn encode<F>(
+        &self,
+        reg: Reg<F>,
+        set: impl FnOnce(Fields<F>) -> Fields<F>,
+    ) -> Result<Encoded> {
+        let r = self.reg(reg)?;
+        set(Fields::new(r.def))
+            .finish()
+            .map_err(|e| r.field_error(e))
     }
 
     /// Look a register up by its name in the table family `family` (for names built at run
@@ -249,36 +295,43 @@ impl Regs {
     /// Read the register at a dword address: directly in BAR5, else through the RSMU
     /// index/data pair.
     pub fn rreg(&self, addr: u64) -> Result<u32> {
-        if addr < self.mmio.len() / 4 {
-            return self.mmio.read32(addr * 4);
-        }
-        let index = self.rsmu_index(addr)?;
-        let idx = self.reg(nbio::BIF_BX_PF0_RSMU_INDEX)?.addr(0)?;
-        let data = self.reg(nbio::BIF_BX_PF0_RSMU_DATA)?.addr(0)?;
-        let _guard = self.indirect.lock().unwrap_or_else(|e| e.into_inner());
-        self.direct_write("BIF_BX_PF0_RSMU_INDEX", idx, index)?;
-        self.direct_read("BIF_BX_PF0_RSMU_DATA", data)
+        self.access(addr, None)
     }
 
     /// Write the register at a dword address (direct or through RSMU).
     pub fn wreg(&self, addr: u64, value: u32) -> Result<()> {
+        self.access(addr, Some(value)).map(drop)
+    }
+
+    fn access(&self, addr: u64, write: Option<u32>) -> Result<u32> {
         if addr < self.mmio.len() / 4 {
-            return self.mmio.write32(addr * 4, value);
+            return match write {
+                Some(v) => self.mmio.write32(addr * 4, v).map(|()| v),
+                None => self.mmio.read32(addr * 4),
+            };
         }
-        let index = self.rsmu_index(addr)?;
+        let index = u32::try_from(addr * 4).map_err(|_| {
+            Error::new(
+                &self.device,
+                ErrorKind::RegisterOutOfReach {
+                    register: format!("{addr:#x}"),
+                    addr,
+                    reason: "past BAR5 and past the 32-bit RSMU index".into(),
+                },
+            )
+        })?;
         let idx = self.reg(nbio::BIF_BX_PF0_RSMU_INDEX)?.addr(0)?;
         let data = self.reg(nbio::BIF_BX_PF0_RSMU_DATA)?.addr(0)?;
         let _guard = self.indirect.lock().unwrap_or_else(|e| e.into_inner());
-        self.direct_write("BIF_BX_PF0_RSMU_INDEX", idx, index)?;
-        self.direct_write("BIF_BX_PF0_RSMU_DATA", data, value)
+        self.direct("BIF_BX_PF0_RSMU_INDEX", idx, Some(index))?;
+        self.direct("BIF_BX_PF0_RSMU_DATA", data, write)
     }
 
-    /// The index/data registers themselves must sit inside BAR5: they are the way past it.
-    fn direct_check(&self, register: &str, addr: u64) -> Result<u64> {
-        if addr < self.mmio.len() / 4 {
-            Ok(addr * 4)
-        } else {
-            Err(Error::new(
+    /// An access to an index/data register, which must itself be inside BAR5: it is the
+    /// way past it.
+    fn direct(&self, register: &str, addr: u64, write: Option<u32>) -> Result<u32> {
+        if addr >= self.mmio.len() / 4 {
+            return Err(Error::new(
                 &self.device,
                 ErrorKind::RegisterOutOfReach {
                     register: register.to_string(),
@@ -288,29 +341,12 @@ impl Regs {
                         self.mmio.len()
                     ),
                 },
-            ))
+            ));
         }
-    }
-
-    fn direct_read(&self, register: &str, addr: u64) -> Result<u32> {
-        self.mmio.read32(self.direct_check(register, addr)?)
-    }
-
-    fn direct_write(&self, register: &str, addr: u64, value: u32) -> Result<()> {
-        self.mmio.write32(self.direct_check(register, addr)?, value)
-    }
-
-    fn rsmu_index(&self, addr: u64) -> Result<u32> {
-        u32::try_from(addr * 4).map_err(|_| {
-            Error::new(
-                &self.device,
-                ErrorKind::RegisterOutOfReach {
-                    register: format!("{addr:#x}"),
-                    addr,
-                    reason: "past BAR5 and past the 32-bit RSMU index".into(),
-                },
-            )
-        })
+        match write {
+            Some(v) => self.mmio.write32(addr * 4, v).map(|()| v),
+            None => self.mmio.read32(addr * 4),
+        }
     }
 
     /// The PCIE INDEX2 address of a register on an AID: `reg * 4`, plus on AIDs other than
@@ -324,45 +360,37 @@ impl Regs {
         }
     }
 
-    fn pcie_index2<T>(
-        &self,
-        addr: u64,
-        aid: u8,
-        access: impl FnOnce(u64) -> Result<T>,
-    ) -> Result<T> {
+    /// Access a register of an AID through PCIE INDEX2/DATA2 (dword address `addr`).
+    fn pcie_index2(&self, addr: u64, aid: u8, write: Option<u32>) -> Result<u32> {
         let full = Self::pcie_index2_addr(addr, aid);
         let index = self.reg(nbio::BIF_BX0_PCIE_INDEX2)?.addr(0)?;
-        let hi = (full >> 32) as u32;
-        let index_hi = if hi != 0 {
-            Some(self.reg(nbio::BIF_BX0_PCIE_INDEX2_HI)?.addr(0)?)
-        } else {
-            None
+        let data = self.reg(nbio::BIF_BX0_PCIE_DATA2)?.addr(0)?;
+        let hi = hi32(full);
+        let index_hi = match hi {
+            0 => None,
+            _ => Some(self.reg(nbio::BIF_BX0_PCIE_INDEX2_HI)?.addr(0)?),
         };
         let _guard = self.indirect.lock().unwrap_or_else(|e| e.into_inner());
-        self.direct_write("BIF_BX0_PCIE_INDEX2", index, full as u32)?;
+        self.direct("BIF_BX0_PCIE_INDEX2", index, Some(lo32(full)))?;
         if let Some(index_hi) = index_hi {
-            self.direct_write("BIF_BX0_PCIE_INDEX2_HI", index_hi, hi & 0xff)?;
+            self.direct("BIF_BX0_PCIE_INDEX2_HI", index_hi, Some(hi & 0xff))?;
         }
-        let result = access(self.reg(nbio::BIF_BX0_PCIE_DATA2)?.addr(0)?);
+        let result = self.direct("BIF_BX0_PCIE_DATA2", data, write);
         // The high index stays latched: clear it so a later plain access goes to AID 0.
         if let Some(index_hi) = index_hi {
-            self.direct_write("BIF_BX0_PCIE_INDEX2_HI", index_hi, 0)?;
+            self.direct("BIF_BX0_PCIE_INDEX2_HI", index_hi, Some(0))?;
         }
         result
     }
 
     /// Read a register of an AID through PCIE INDEX2/DATA2 (dword address `addr`).
     pub fn rreg_pcie(&self, addr: u64, aid: u8) -> Result<u32> {
-        self.pcie_index2(addr, aid, |data| {
-            self.direct_read("BIF_BX0_PCIE_DATA2", data)
-        })
+        self.pcie_index2(addr, aid, None)
     }
 
     /// Write a register of an AID through PCIE INDEX2/DATA2 (dword address `addr`).
     pub fn wreg_pcie(&self, addr: u64, aid: u8, value: u32) -> Result<()> {
-        self.pcie_index2(addr, aid, |data| {
-            self.direct_write("BIF_BX0_PCIE_DATA2", data, value)
-        })
+        self.pcie_index2(addr, aid, Some(value)).map(drop)
     }
 }
 
@@ -455,6 +483,40 @@ impl Register<'_> {
         let value = (self.read(instance)? & keep) | self.encode(fields)?;
         self.write(instance, value)?;
         Ok(value)
+    }
+
+    fn field_error(&self, e: am_autogen::regs::FieldError) -> Error {
+        use am_autogen::regs::FieldError as E;
+        let (device, register, ip) = (
+            self.regs.device.clone(),
+            self.name().into(),
+            self.ip_label(),
+        );
+        match e {
+            E::Missing { field, .. } => Error::new(
+                device,
+                ErrorKind::NoSuchField {
+                    register,
+                    field: field.into(),
+                    ip,
+                },
+            ),
+            E::Overflow {
+                field,
+                value,
+                width,
+                ..
+            } => Error::new(
+                device,
+                ErrorKind::FieldOverflow {
+                    register,
+                    field: field.into(),
+                    width,
+                    value: value.into(),
+                    ip,
+                },
+            ),
+        }
     }
 
     fn field_def(&self, name: &str) -> Result<Field> {

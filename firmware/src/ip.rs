@@ -4,22 +4,9 @@ use std::fmt;
 
 use crate::error::{FirmwareError, Result};
 
-/// An IP block version as IP discovery reports it: (major, minor, revision).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct IpVersion(pub u8, pub u8, pub u8);
-
-impl IpVersion {
-    /// The form firmware file names use: `11_0_0`.
-    pub fn file_tag(self) -> String {
-        format!("{}_{}_{}", self.0, self.1, self.2)
-    }
-}
-
-impl fmt::Display for IpVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{}.{}", self.0, self.1, self.2)
-    }
-}
+/// An IP block version as IP discovery reports it (one type with the register tables' and
+/// the driver's).
+pub use am_autogen::regs::IpVersion;
 
 /// The IP versions that decide which firmware the driver loads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,24 +24,24 @@ pub struct IpVersions {
 impl IpVersions {
     /// Radeon RX 7900 XTX (gfx1100).
     pub const NAVI31: Self = Self {
-        gc: IpVersion(11, 0, 0),
-        mp0: IpVersion(13, 0, 0),
-        mp1: IpVersion(13, 0, 0),
-        sdma: IpVersion(6, 0, 0),
+        gc: IpVersion::new(11, 0, 0),
+        mp0: IpVersion::new(13, 0, 0),
+        mp1: IpVersion::new(13, 0, 0),
+        sdma: IpVersion::new(6, 0, 0),
     };
     /// Instinct MI300X (gfx942).
     pub const MI300X: Self = Self {
-        gc: IpVersion(9, 4, 3),
-        mp0: IpVersion(13, 0, 6),
-        mp1: IpVersion(13, 0, 6),
-        sdma: IpVersion(4, 4, 2),
+        gc: IpVersion::new(9, 4, 3),
+        mp0: IpVersion::new(13, 0, 6),
+        mp1: IpVersion::new(13, 0, 6),
+        sdma: IpVersion::new(4, 4, 2),
     };
     /// Instinct MI350X (gfx950).
     pub const MI350X: Self = Self {
-        gc: IpVersion(9, 5, 0),
-        mp0: IpVersion(13, 0, 14),
-        mp1: IpVersion(13, 0, 14),
-        sdma: IpVersion(4, 4, 5),
+        gc: IpVersion::new(9, 5, 0),
+        mp0: IpVersion::new(13, 0, 14),
+        mp1: IpVersion::new(13, 0, 14),
+        sdma: IpVersion::new(4, 4, 5),
     };
 
     /// The named profiles, in the order tools list them.
@@ -97,12 +84,12 @@ impl IpVersions {
             format!("sdma_{}.bin", self.sdma.file_tag()),
         ));
         let gc = self.gc.file_tag();
-        if self.gc >= IpVersion(12, 0, 0) {
+        if self.gc >= IpVersion::new(12, 0, 0) {
             files.push(FileSpec::new(Role::Pfp, format!("gc_{gc}_pfp.bin")));
             files.push(FileSpec::new(Role::Me, format!("gc_{gc}_me.bin")));
         }
         files.push(FileSpec::new(Role::Mec, format!("gc_{gc}_mec.bin")));
-        if self.gc >= IpVersion(11, 0, 0) {
+        if self.gc >= IpVersion::new(11, 0, 0) {
             files.push(FileSpec::new(Role::Imu, format!("gc_{gc}_imu.bin")));
         }
         files.push(FileSpec::new(Role::Rlc, format!("gc_{gc}_rlc.bin")));
@@ -112,7 +99,7 @@ impl IpVersions {
     /// MP1 13.0.12 boots its SMU firmware from the IFWI; everything else gets it from the
     /// driver (through PSP on GC ≥ 11, as P2S tables before that).
     pub fn loads_smu_firmware(&self) -> bool {
-        self.mp1 != IpVersion(13, 0, 12)
+        self.mp1 != IpVersion::new(13, 0, 12)
     }
 }
 

@@ -434,6 +434,14 @@ impl<'a> Reader<'a> {
         })
     }
 
+    /// The region that a header at the start of the file describes by a little-endian `u32`
+    /// byte offset (from the file start) at `offset_field` and a `u32` size at `size_field`.
+    fn span(&self, what: &str, offset_field: usize, size_field: usize) -> Result<Region> {
+        let offset: u32 = self.read(offset_field, what)?;
+        let len: u32 = self.read(size_field, what)?;
+        self.region(what, offset_field, offset.into(), len.into())
+    }
+
     fn unknown_version(&self, kind: Kind, header: &common_firmware_header) -> FirmwareError {
         FirmwareError::UnknownVersion {
             file: self.file.to_string(),
@@ -467,11 +475,10 @@ pub fn parse_as(kind: Kind, name: &str, data: &[u8]) -> Result<Image> {
             ),
         });
     }
-    let ucode = r.region(
+    let ucode = r.span(
         "ucode array",
         offset_of!(common_firmware_header, ucode_array_offset_bytes),
-        header.ucode_array_offset_bytes.into(),
-        header.ucode_size_bytes.into(),
+        offset_of!(common_firmware_header, ucode_size_bytes),
     )?;
     let body = match kind {
         Kind::PspSos => Body::PspSos(parse_psp_sos(&r, &header)?),
@@ -659,12 +666,12 @@ fn parse_smc(r: &Reader<'_>, h: &common_firmware_header) -> Result<Smc> {
         (1, 0) => Vec::new(),
         (2, 0) => {
             // smu_v11_0_set_pptable_v2_0(): offsets count from the file start.
-            let v: smc_firmware_header_v2_0 = r.read(0, "smc_firmware_header_v2_0")?;
-            let region = r.region(
+            // The whole header must be there, not only the fields read below.
+            r.read::<smc_firmware_header_v2_0>(0, "smc_firmware_header_v2_0")?;
+            let region = r.span(
                 "soft pptable",
                 offset_of!(smc_firmware_header_v2_0, ppt_offset_bytes),
-                v.ppt_offset_bytes.into(),
-                v.ppt_size_bytes.into(),
+                offset_of!(smc_firmware_header_v2_0, ppt_size_bytes),
             )?;
             vec![SoftPpTable { id: None, region }]
         }
@@ -731,11 +738,10 @@ fn parse_sdma(r: &Reader<'_>, h: &common_firmware_header) -> Result<Sdma> {
                 array,
                 v.ctx_ucode_size_bytes.into(),
             )?;
-            let ctl = r.region(
+            let ctl = r.span(
                 "control thread ucode",
                 offset_of!(sdma_firmware_header_v2_0, ctl_ucode_offset),
-                v.ctl_ucode_offset.into(),
-                v.ctl_ucode_size_bytes.into(),
+                offset_of!(sdma_firmware_header_v2_0, ctl_ucode_size_bytes),
             )?;
             Ok(Sdma::V2 {
                 feature_version: v.ucode_feature_version,
@@ -853,97 +859,92 @@ fn parse_rlc(r: &Reader<'_>, h: &common_firmware_header) -> Result<Rlc> {
     };
     // All RLC offsets count from the file start (gfx_v9_0_init_rlc_microcode and friends).
     let v0: rlc_firmware_header_v2_0 = r.read(0, "rlc_firmware_header_v2_0")?;
-    let reg_list_format = r.region(
+    let reg_list_format = r.span(
         "register list format array",
         offset_of!(rlc_firmware_header_v2_0, reg_list_format_array_offset_bytes),
-        v0.reg_list_format_array_offset_bytes.into(),
-        v0.reg_list_format_size_bytes.into(),
+        offset_of!(rlc_firmware_header_v2_0, reg_list_format_size_bytes),
     )?;
-    let reg_list = r.region(
+    let reg_list = r.span(
         "register list array",
         offset_of!(rlc_firmware_header_v2_0, reg_list_array_offset_bytes),
-        v0.reg_list_array_offset_bytes.into(),
-        v0.reg_list_size_bytes.into(),
+        offset_of!(rlc_firmware_header_v2_0, reg_list_size_bytes),
     )?;
-    r.region(
+    r.span(
         "separate register list format array",
         offset_of!(
             rlc_firmware_header_v2_0,
             reg_list_format_separate_array_offset_bytes
         ),
-        v0.reg_list_format_separate_array_offset_bytes.into(),
-        v0.reg_list_format_separate_size_bytes.into(),
+        offset_of!(
+            rlc_firmware_header_v2_0,
+            reg_list_format_separate_size_bytes
+        ),
     )?;
-    r.region(
+    r.span(
         "separate register list array",
         offset_of!(
             rlc_firmware_header_v2_0,
             reg_list_separate_array_offset_bytes
         ),
-        v0.reg_list_separate_array_offset_bytes.into(),
-        v0.reg_list_separate_size_bytes.into(),
+        offset_of!(rlc_firmware_header_v2_0, reg_list_separate_size_bytes),
     )?;
     let restore_lists = if minor >= 1 {
-        let v: rlc_firmware_header_v2_1 = r.read(0, "rlc_firmware_header_v2_1")?;
+        // The whole header must be there, not only the fields read below.
+        r.read::<rlc_firmware_header_v2_1>(0, "rlc_firmware_header_v2_1")?;
         Some(RestoreLists {
-            cntl: r.region(
+            cntl: r.span(
                 "save_restore_list_cntl",
                 offset_of!(
                     rlc_firmware_header_v2_1,
                     save_restore_list_cntl_offset_bytes
                 ),
-                v.save_restore_list_cntl_offset_bytes.into(),
-                v.save_restore_list_cntl_size_bytes.into(),
+                offset_of!(rlc_firmware_header_v2_1, save_restore_list_cntl_size_bytes),
             )?,
-            gpm: r.region(
+            gpm: r.span(
                 "save_restore_list_gpm",
                 offset_of!(rlc_firmware_header_v2_1, save_restore_list_gpm_offset_bytes),
-                v.save_restore_list_gpm_offset_bytes.into(),
-                v.save_restore_list_gpm_size_bytes.into(),
+                offset_of!(rlc_firmware_header_v2_1, save_restore_list_gpm_size_bytes),
             )?,
-            srm: r.region(
+            srm: r.span(
                 "save_restore_list_srm",
                 offset_of!(rlc_firmware_header_v2_1, save_restore_list_srm_offset_bytes),
-                v.save_restore_list_srm_offset_bytes.into(),
-                v.save_restore_list_srm_size_bytes.into(),
+                offset_of!(rlc_firmware_header_v2_1, save_restore_list_srm_size_bytes),
             )?,
         })
     } else {
         None
     };
     let iram_dram = if minor >= 2 {
-        let v: rlc_firmware_header_v2_2 = r.read(0, "rlc_firmware_header_v2_2")?;
+        // The whole header must be there, not only the fields read below.
+        r.read::<rlc_firmware_header_v2_2>(0, "rlc_firmware_header_v2_2")?;
         Some((
-            r.region(
+            r.span(
                 "RLC IRAM",
                 offset_of!(rlc_firmware_header_v2_2, rlc_iram_ucode_offset_bytes),
-                v.rlc_iram_ucode_offset_bytes.into(),
-                v.rlc_iram_ucode_size_bytes.into(),
+                offset_of!(rlc_firmware_header_v2_2, rlc_iram_ucode_size_bytes),
             )?,
-            r.region(
+            r.span(
                 "RLC DRAM",
                 offset_of!(rlc_firmware_header_v2_2, rlc_dram_ucode_offset_bytes),
-                v.rlc_dram_ucode_offset_bytes.into(),
-                v.rlc_dram_ucode_size_bytes.into(),
+                offset_of!(rlc_firmware_header_v2_2, rlc_dram_ucode_size_bytes),
             )?,
         ))
     } else {
         None
     };
     let rlcp_rlcv = if minor >= 3 {
-        let v: rlc_firmware_header_v2_3 = r.read(0, "rlc_firmware_header_v2_3")?;
+        // The whole header must be there, not only the fields read below.
+        r.read::<rlc_firmware_header_v2_3>(0, "rlc_firmware_header_v2_3")?;
         Some((
-            r.region(
+            r.span(
                 "RLC P",
                 offset_of!(rlc_firmware_header_v2_3, rlcp_ucode_offset_bytes),
-                v.rlcp_ucode_offset_bytes.into(),
-                v.rlcp_ucode_size_bytes.into(),
+                offset_of!(rlc_firmware_header_v2_3, rlcp_ucode_size_bytes),
             )?,
-            r.region(
+            r.span(
                 "RLC V",
                 offset_of!(rlc_firmware_header_v2_3, rlcv_ucode_offset_bytes),
-                v.rlcv_ucode_offset_bytes.into(),
-                v.rlcv_ucode_size_bytes.into(),
+                offset_of!(rlc_firmware_header_v2_3, rlcv_ucode_size_bytes),
             )?,
         ))
     } else {
@@ -967,18 +968,16 @@ fn parse_mes(r: &Reader<'_>, h: &common_firmware_header) -> Result<Mes> {
     // Both offsets count from the file start (amdgpu_mes_init_microcode).
     Ok(Mes {
         ucode_version: v.mes_ucode_version,
-        ucode: r.region(
+        ucode: r.span(
             "MES instructions",
             offset_of!(mes_firmware_header_v1_0, mes_ucode_offset_bytes),
-            v.mes_ucode_offset_bytes.into(),
-            v.mes_ucode_size_bytes.into(),
+            offset_of!(mes_firmware_header_v1_0, mes_ucode_size_bytes),
         )?,
         data_version: v.mes_ucode_data_version,
-        data: r.region(
+        data: r.span(
             "MES data",
             offset_of!(mes_firmware_header_v1_0, mes_ucode_data_offset_bytes),
-            v.mes_ucode_data_offset_bytes.into(),
-            v.mes_ucode_data_size_bytes.into(),
+            offset_of!(mes_firmware_header_v1_0, mes_ucode_data_size_bytes),
         )?,
         uc_start_addr: u64::from(v.mes_uc_start_addr_hi) << 32 | u64::from(v.mes_uc_start_addr_lo),
         data_start_addr: u64::from(v.mes_data_start_addr_hi) << 32

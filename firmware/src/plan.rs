@@ -171,7 +171,7 @@ const SOS_ORDER: [(PspFwType, BootloaderCmd); 8] = [
 /// The component sent with `PSP_BL__LOAD_TOS_SPL_TABLE`: the SPL from MP0 14 on, the KDB
 /// before (what the reference driver does and the fact sheet records).
 pub fn spl_component(mp0: IpVersion) -> PspFwType {
-    if mp0 >= IpVersion(14, 0, 0) {
+    if mp0 >= IpVersion::new(14, 0, 0) {
         PspFwType::SPL
     } else {
         PspFwType::KDB
@@ -181,21 +181,21 @@ pub fn spl_component(mp0: IpVersion) -> PspFwType {
 /// MP0 versions whose TMR the PSP sets up at boot.
 fn boot_time_tmr(mp0: IpVersion) -> bool {
     matches!(
-        mp0,
-        IpVersion(13, 0, 6) | IpVersion(13, 0, 14) | IpVersion(14, 0, 2) | IpVersion(14, 0, 3)
+        (mp0.major, mp0.minor, mp0.rev),
+        (13, 0, 6 | 14) | (14, 0, 2 | 3)
     )
 }
 
 /// MP0 versions that load firmware into the boot-time TMR without SETUP_TMR.
 fn autoload_tmr(mp0: IpVersion) -> bool {
-    !matches!(mp0, IpVersion(13, 0, 6) | IpVersion(13, 0, 14))
+    !matches!((mp0.major, mp0.minor, mp0.rev), (13, 0, 6 | 14))
 }
 
 impl FirmwareSet {
     /// The ordered PSP load sequence for this set.
     pub fn plan(&self, options: PlanOptions) -> Result<LoadPlan> {
         let ips = self.ips;
-        let gc11 = ips.gc >= IpVersion(11, 0, 0);
+        let gc11 = ips.gc >= IpVersion::new(11, 0, 0);
         let mut steps = Vec::new();
         let mut ucode_start = Vec::new();
 

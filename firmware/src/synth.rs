@@ -55,7 +55,7 @@ pub fn write_set(dir: &Path, ips: &IpVersions) -> Result<Vec<PathBuf>> {
 
 /// The content of one synthetic file.
 pub fn build(spec: &FileSpec, ips: &IpVersions) -> Vec<u8> {
-    let gc11 = ips.gc >= IpVersion(11, 0, 0);
+    let gc11 = ips.gc >= IpVersion::new(11, 0, 0);
     // A sOS package with a primary and an auxiliary set has 16 descriptors: more than fit
     // below 0x100 (the real MP0 13.0.6 file starts its ucode array at 0x200 too).
     let array = if spec.role == Role::Sos {
@@ -103,8 +103,8 @@ impl Builder {
         h.header_size_bytes = header_size as u32;
         h.header_version_major = major;
         h.header_version_minor = minor;
-        h.ip_version_major = ip.0.into();
-        h.ip_version_minor = ip.1.into();
+        h.ip_version_major = ip.major.into();
+        h.ip_version_minor = ip.minor.into();
         h.ucode_version = SYNTH_UCODE_VERSION;
         h.ucode_array_offset_bytes = self.array;
         h
@@ -181,7 +181,11 @@ fn sos(b: &mut Builder, ips: &IpVersions, gc11: bool) {
         ]
     };
     // MP0 13.0.6 packages carry a primary and an auxiliary set (v2.1), as the real one.
-    let sets = if ips.mp0 == IpVersion(13, 0, 6) { 2 } else { 1 };
+    let sets = if ips.mp0 == IpVersion::new(13, 0, 6) {
+        2
+    } else {
+        1
+    };
     let mut descs = Vec::new();
     for s in 0..sets {
         for &(fw_type, len) in set {
@@ -260,7 +264,7 @@ fn smu(b: &mut Builder, ips: &IpVersions, gc11: bool) {
 }
 
 fn sdma(b: &mut Builder, ips: &IpVersions) {
-    match ips.sdma.0 {
+    match ips.sdma.major {
         0..=4 => {
             let mut h = sdma_firmware_header_v1_0::new_zeroed();
             h.header = b.common(size_of::<sdma_firmware_header_v1_0>(), 1, 0, ips.sdma);

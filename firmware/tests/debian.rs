@@ -225,10 +225,10 @@ fn rdna4_debian_set_loads_pfp_me_spl_and_no_setup_tmr() {
     // gfx1201 (RX 9070): GC 12.0.1, MP0/MP1 14.0.3, SDMA 7.0.1 — not a named profile, but
     // its files are in the same package and exercise the GC ≥ 12 / MP0 ≥ 14 rules.
     let ips = IpVersions {
-        gc: IpVersion(12, 0, 1),
-        mp0: IpVersion(14, 0, 3),
-        mp1: IpVersion(14, 0, 3),
-        sdma: IpVersion(7, 0, 1),
+        gc: IpVersion::new(12, 0, 1),
+        mp0: IpVersion::new(14, 0, 3),
+        mp1: IpVersion::new(14, 0, 3),
+        sdma: IpVersion::new(7, 0, 1),
     };
     let set = FirmwareSet::load(ips, &system_locator()).unwrap();
     let plan = set.plan(PlanOptions::default()).unwrap();

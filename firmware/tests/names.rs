@@ -42,10 +42,10 @@ fn file_names_imply_their_header_kind() {
 #[test]
 fn gc_12_adds_pfp_and_me_and_mp1_13_0_12_drops_the_smu_file() {
     let ips = IpVersions {
-        gc: IpVersion(12, 0, 0),
-        mp0: IpVersion(14, 0, 2),
-        mp1: IpVersion(14, 0, 2),
-        sdma: IpVersion(7, 0, 0),
+        gc: IpVersion::new(12, 0, 0),
+        mp0: IpVersion::new(14, 0, 2),
+        mp1: IpVersion::new(14, 0, 2),
+        sdma: IpVersion::new(7, 0, 0),
     };
     let roles: Vec<Role> = ips.files().iter().map(|f| f.role).collect();
     assert_eq!(
@@ -62,7 +62,7 @@ fn gc_12_adds_pfp_and_me_and_mp1_13_0_12_drops_the_smu_file() {
         ]
     );
     let mi300a_like = IpVersions {
-        mp1: IpVersion(13, 0, 12),
+        mp1: IpVersion::new(13, 0, 12),
         ..IpVersions::MI300X
     };
     let names: Vec<String> = mi300a_like.files().into_iter().map(|f| f.name).collect();

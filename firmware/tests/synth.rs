@@ -149,7 +149,7 @@ fn synthetic_headers_carry_the_ip_version_and_their_regions_fit() {
         };
         assert_eq!(
             (image.header.ip_version_major, image.header.ip_version_minor),
-            (u16::from(ip.0), u16::from(ip.1)),
+            (u16::from(ip.major), u16::from(ip.minor)),
             "{}",
             spec.name
         );

@@ -7,6 +7,7 @@ mod bind;
 mod cexpr;
 mod gc950;
 mod regs;
+mod typed;
 
 use anyhow::{Context, Result, bail};
 use std::fmt::Write as _;

@@ -10,14 +10,14 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 /// One IP block's register versions.
-struct IpSpec {
+pub struct IpSpec {
     /// Module name (`gc`) and the `RegIp` variant (`Gc`).
     module: &'static str,
     variant: &'static str,
     versions: &'static [VersionSpec],
 }
 
-struct VersionSpec {
+pub struct VersionSpec {
     version: (u8, u8, u8),
     /// Path prefix under `include/asic_reg/`, e.g. `gc/gc_11_0_0`.
     prefix: &'static str,
@@ -426,6 +426,7 @@ pub fn generate(
     header: &dyn Fn(&[&str], &str) -> String,
 ) -> Result<Stats> {
     let mut stats = Stats { ips: vec![] };
+    let mut loaded = Vec::new();
     for ip in IPS {
         let mut versions = Vec::new();
         for v in ip.versions {
@@ -435,6 +436,16 @@ pub fn generate(
             }
             versions.push((v, ver));
         }
+        loaded.push((ip, versions));
+    }
+    let typed = crate::typed::Typed::new(
+        &loaded
+            .iter()
+            .map(|(ip, vs)| (ip.module, vs.iter().map(|(_, v)| v).collect()))
+            .collect::<Vec<_>>(),
+    )?;
+    typed.write(out_dir, header)?;
+    for (ip, versions) in &loaded {
         let union: BTreeSet<&str> = versions
             .iter()
             .flat_map(|(_, v)| v.regs.keys().map(String::as_str))
@@ -483,9 +494,19 @@ pub fn generate(
                 vers.join(", ")
             ),
         );
-        let _ = writeln!(s, "use crate::regs::{{Reg, RegIp}};\n");
+        let any_typed = union.iter().any(|n| typed.type_of(ip.module, n).is_some());
+        let _ = writeln!(
+            s,
+            "use crate::regs::{{Reg, RegIp{}}};\n\n\
+             const fn r<F>(i: u16) -> Reg<F> {{\n    Reg::new(RegIp::{}, i)\n}}\n",
+            if any_typed { ", fields" } else { "" },
+            ip.variant
+        );
         for (i, n) in union.iter().enumerate() {
-            let _ = writeln!(s, "pub const {n}: Reg = Reg(RegIp::{}, {i});", ip.variant);
+            match typed.type_of(ip.module, n) {
+                Some(t) => writeln!(s, "pub const {n}: Reg<fields::{t}> = r({i});"),
+                None => writeln!(s, "pub const {n}: Reg = r({i});"),
+            }?;
         }
         s.push_str(
             "\n/// The tables and name pools behind the constants above.\npub(crate) mod data {\n",
@@ -503,7 +524,7 @@ pub fn generate(
 
         let mut ip_stats = Vec::new();
         let mut table_names = Vec::new();
-        for (spec, ver) in &versions {
+        for (spec, ver) in versions.iter() {
             let (a, b, c) = spec.version;
             let tname = format!("V{a}_{b}_{c}");
             table_names.push(tname.clone());

@@ -14,21 +14,22 @@ use std::time::Duration;
 use am_autogen::doorbell::AMDGPU_NAVI10_DOORBELL_MEC_RING0;
 use am_autogen::mqd::{v9::v9_mqd, v11::v11_compute_mqd};
 use am_autogen::regs::RegIp;
-use am_firmware::{FirmwareSet, PlanOptions, Role};
 
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
 use crate::ip::gmc::Gmc;
 use crate::ip::soc::{DoorbellRoute, Soc};
 use crate::mm::Pool;
+use crate::mmio::{hi32, lo32};
 use crate::regs::{gc, mmhub, select_table};
-use crate::{Error, ErrorKind, Result};
+use crate::{ErrorKind, Result};
 
 /// Queues per MEC pipe.
 pub const MEC_QUEUES: u8 = 8;
 /// MEC pipes compute queues may use on GC 9 (F32 MEC: every pipe of MEC1 runs).
 const GC9_MEC_PIPES: u8 = 4;
-/// MEC pipes on RS64 parts: the firmware plan loads only pipe 0's stack, so only pipe 0 runs.
+/// MEC pipes on RS64 parts: the firmware plan loads only pipe 0's stack, so only pipe 0 runs
+/// (`config_mec` and `enable_mec` reset and activate pipe 0).
 const RS64_MEC_PIPES: u8 = 1;
 /// One MQD slot (the compute MQD is 2 KiB; 4 KiB keeps the per-XCC stride the CP expects).
 const MQD_SLOT: u64 = 0x1000;
@@ -102,28 +103,24 @@ pub struct Gfx {
     queues: Vec<StartedQueue>,
 }
 
-fn bad(ctx: &Ctx, reason: String) -> Error {
-    ctx.err(ErrorKind::BadState { reason })
-}
-
 /// Fill the fields every compute MQD version names alike.
 macro_rules! fill_mqd {
     ($m:expr, $f:expr) => {{
         let f: &MqdFields = $f;
         let m = $m;
         m.set_header(MQD_HEADER);
-        m.set_cp_mqd_base_addr_lo(f.mqd_mc as u32);
-        m.set_cp_mqd_base_addr_hi((f.mqd_mc >> 32) as u32);
+        m.set_cp_mqd_base_addr_lo(lo32(f.mqd_mc));
+        m.set_cp_mqd_base_addr_hi(hi32(f.mqd_mc));
         m.set_cp_hqd_pipe_priority(0x2);
         m.set_cp_hqd_queue_priority(0xf);
         m.set_cp_hqd_quantum(0x111);
         m.set_cp_hqd_persistent_state(f.persistent_state);
-        m.set_cp_hqd_pq_base_lo((f.ring >> 8) as u32);
-        m.set_cp_hqd_pq_base_hi((f.ring >> 40) as u32);
-        m.set_cp_hqd_pq_rptr_report_addr_lo(f.rptr as u32);
-        m.set_cp_hqd_pq_rptr_report_addr_hi((f.rptr >> 32) as u32);
-        m.set_cp_hqd_pq_wptr_poll_addr_lo(f.wptr as u32);
-        m.set_cp_hqd_pq_wptr_poll_addr_hi((f.wptr >> 32) as u32);
+        m.set_cp_hqd_pq_base_lo(lo32(f.ring >> 8));
+        m.set_cp_hqd_pq_base_hi(hi32(f.ring >> 8));
+        m.set_cp_hqd_pq_rptr_report_addr_lo(lo32(f.rptr));
+        m.set_cp_hqd_pq_rptr_report_addr_hi(hi32(f.rptr));
+        m.set_cp_hqd_pq_wptr_poll_addr_lo(lo32(f.wptr));
+        m.set_cp_hqd_pq_wptr_poll_addr_hi(hi32(f.wptr));
         m.set_cp_hqd_pq_doorbell_control(f.doorbell_control);
         m.set_cp_hqd_pq_control(f.pq_control);
         m.set_cp_hqd_ib_control(f.ib_control);
@@ -131,8 +128,8 @@ macro_rules! fill_mqd {
         m.set_cp_mqd_control(f.mqd_control);
         m.set_cp_hqd_vmid(0);
         m.set_cp_hqd_aql_control(u32::from(f.aql));
-        m.set_cp_hqd_eop_base_addr_lo((f.eop >> 8) as u32);
-        m.set_cp_hqd_eop_base_addr_hi((f.eop >> 40) as u32);
+        m.set_cp_hqd_eop_base_addr_lo(lo32(f.eop >> 8));
+        m.set_cp_hqd_eop_base_addr_hi(hi32(f.eop >> 8));
         m.set_cp_hqd_eop_control(f.eop_control);
         m.set_compute_static_thread_mgmt_se0(u32::MAX);
         m.set_compute_static_thread_mgmt_se1(u32::MAX);
@@ -163,22 +160,16 @@ fn log2_exact(v: u64) -> Option<u32> {
 }
 
 impl Gfx {
-    /// Take what GFX needs from the firmware (MEC RS64 start address) and reserve the MQD
-    /// slots in the boot pool.
-    pub fn init_sw(ctx: &Ctx, fw: Option<&FirmwareSet>) -> Result<Self> {
+    /// Reserve the MQD slots in the boot pool. `mec_start` is the MEC firmware's RS64 start
+    /// address from the PSP's load plan (GC ≥ 10).
+    pub fn init_sw(ctx: &Ctx, mec_start: Option<u64>) -> Result<Self> {
         let gc = ctx.version(HwIp::GC)?;
-        let rs64 = gc.major >= 10;
-        let mec_start = match fw {
-            Some(fw) if rs64 => {
-                let plan = fw
-                    .plan(PlanOptions::default())
-                    .map_err(|source| ctx.err(ErrorKind::Firmware { source }))?;
-                plan.ucode_start(Role::Mec)
-            }
-            _ => None,
-        };
         let xccs = ctx.xccs();
-        let pipes = if rs64 { RS64_MEC_PIPES } else { GC9_MEC_PIPES };
+        let pipes = if gc.major >= 10 {
+            RS64_MEC_PIPES
+        } else {
+            GC9_MEC_PIPES
+        };
         let slots = u64::from(pipes) * u64::from(MEC_QUEUES) * xccs.len() as u64;
         let mqd_paddr = ctx.palloc(slots * MQD_SLOT, MQD_SLOT, Pool::Boot)?;
         Ok(Gfx {
@@ -191,12 +182,13 @@ impl Gfx {
         })
     }
 
-    /// Full init (or, on a warm boot, only a MEC reset).
-    pub fn init_hw(&mut self, ctx: &Ctx, gmc: &Gmc, soc: &Soc, warm: bool) -> Result<()> {
+    /// Full init (or, on a warm boot, only a MEC reset). The GC hubs belong to GMC, which
+    /// programs them here, once the RLC runs.
+    pub fn init_hw(&mut self, ctx: &Ctx, gmc: &mut Gmc, soc: &Soc, warm: bool) -> Result<()> {
         self.wait_rlc(ctx)?;
         gmc.init_gc_hubs(ctx)?;
         if warm {
-            return self.reset_mec(ctx, gmc);
+            return self.reset_mec(ctx);
         }
         self.config_mec(ctx)?;
         for &xcc in &self.xccs {
@@ -204,11 +196,7 @@ impl Gfx {
             let tcp = ctx.rreg(gc::TCP_CNTL, xcc)?;
             ctx.wreg(gc::TCP_CNTL, xcc, tcp | 0x2000_0000)?;
             ctx.wreg(gc::RLC_CNTL, xcc, 0x1)?;
-            ctx.update(
-                gc::RLC_SRM_CNTL,
-                xcc,
-                &[("SRM_ENABLE", 1), ("AUTO_INCR_ADDR", 1)],
-            )?;
+            ctx.update(gc::RLC_SRM_CNTL, xcc, |f| f.srm_enable(1).auto_incr_addr(1))?;
             ctx.wreg(gc::RLC_SPM_MC_CNTL, xcc, 0xf)?;
         }
         if !soc.per_aid_doorbells() {
@@ -223,26 +211,32 @@ impl Gfx {
                 soc.doorbell_enable(ctx, port, route, 0)?;
             }
         }
-        let gc_ver = ctx.version(HwIp::GC)?;
-        let gc943 = matches!(
-            (gc_ver.major, gc_ver.minor, gc_ver.rev),
-            (9, 4, 3) | (9, 5, 0)
-        );
+        let v = ctx.version(HwIp::GC)?;
+        let gc943 = matches!((v.major, v.minor, v.rev), (9, 4, 3) | (9, 5, 0));
+        // SH_MEM_ADDRESS_MODE_64 = 0, SH_MEM_ALIGNMENT_MODE_UNALIGNED = 3.
+        let sh_mem_config = ctx.encode(gc::SH_MEM_CONFIG, |f| {
+            let f = f.address_mode(0).alignment_mode(3);
+            let f = match v.major {
+                10.. => f.initial_inst_prefetch(3),
+                _ => f.retry_disable(1),
+            };
+            if (v.major, v.minor) == (9, 4) {
+                f.f8_mode(1)
+            } else {
+                f
+            }
+        })?;
+        // LDS aperture at 0x1000_0000_0000_0000, scratch at 0x2000_0000_0000_0000.
+        let bases = ctx.encode(gc::SH_MEM_BASES, |f| f.shared_base(1).private_base(2))?;
         for (i, &xcc) in self.xccs.iter().enumerate() {
             if gc943 {
                 ctx.wreg(gc::GB_ADDR_CONFIG, xcc, GB_ADDR_CONFIG_GC943)?;
-                ctx.update(gc::TCP_UTCL1_CNTL2, xcc, &[("SPARE", 1)])?;
+                ctx.update(gc::TCP_UTCL1_CNTL2, xcc, |f| f.spare(1))?;
             }
-            ctx.update(gc::GRBM_CNTL, xcc, &[("READ_TIMEOUT", 0xff)])?;
-            let sh_mem_config = self.sh_mem_config(ctx)?;
-            let bases = ctx
-                .regs
-                .reg(gc::SH_MEM_BASES)?
-                .encode(&[("SHARED_BASE", 1), ("PRIVATE_BASE", 2)])?;
+            ctx.update(gc::GRBM_CNTL, xcc, |f| f.read_timeout(0xff))?;
             for vmid in 0..16 {
                 grbm_select(ctx, xcc, 0, 0, 0, vmid)?;
                 ctx.wreg(gc::SH_MEM_CONFIG, xcc, sh_mem_config)?;
-                // LDS aperture at 0x1000_0000_0000_0000, scratch at 0x2000_0000_0000_0000.
                 ctx.wreg(gc::SH_MEM_BASES, xcc, bases)?;
             }
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
@@ -269,13 +263,12 @@ impl Gfx {
     }
 
     /// Dequeue every HQD, soft reset the CP, reconfigure and re-enable the MEC.
-    pub fn reset_mec(&mut self, ctx: &Ctx, _gmc: &Gmc) -> Result<()> {
+    pub fn reset_mec(&mut self, ctx: &Ctx) -> Result<()> {
         self.dequeue_all(ctx)?;
         if ctx.gc_major() < 12 {
-            let reset = ctx
-                .regs
-                .reg(gc::GRBM_SOFT_RESET)?
-                .encode(&[("SOFT_RESET_CP", 1), ("SOFT_RESET_CPC", 1)])?;
+            let reset = ctx.encode(gc::GRBM_SOFT_RESET, |f| {
+                f.soft_reset_cp(1).soft_reset_cpc(1)
+            })?;
             for &xcc in &self.xccs {
                 ctx.wreg(gc::GRBM_SOFT_RESET, xcc, reset)?;
             }
@@ -294,17 +287,14 @@ impl Gfx {
     /// context interrupts.
     pub fn set_clockgating(&self, ctx: &Ctx) -> Result<()> {
         if ctx.regs.has(mmhub::MM_ATC_L2_MISC_CG) {
-            let v = ctx
-                .regs
-                .reg(mmhub::MM_ATC_L2_MISC_CG)?
-                .encode(&[("ENABLE", 1), ("MEM_LS_ENABLE", 1)])?;
-            ctx.wreg(mmhub::MM_ATC_L2_MISC_CG, 0, v)?;
+            ctx.write(mmhub::MM_ATC_L2_MISC_CG, 0, |f| {
+                f.enable(1).mem_ls_enable(1)
+            })?;
         }
         let major = ctx.gc_major();
-        let safe_mode = ctx.regs.reg(gc::RLC_SAFE_MODE)?;
-        let enter = safe_mode.encode(&[("MESSAGE", 1), ("CMD", 1)])?;
-        let exit = safe_mode.encode(&[("MESSAGE", 0), ("CMD", 1)])?;
-        let cmd = safe_mode.fields_mask(&["CMD"])?;
+        let safe_mode = |enter| ctx.encode(gc::RLC_SAFE_MODE, |f| f.message(enter).cmd(1));
+        let (enter, exit) = (safe_mode(1)?, safe_mode(0)?);
+        let cmd = ctx.regs.encode(gc::RLC_SAFE_MODE, |f| f.cmd(1))?.mask;
         for &xcc in &self.xccs {
             ctx.wreg(gc::RLC_SAFE_MODE, xcc, enter)?;
             ctx.wait_reg(
@@ -315,51 +305,38 @@ impl Gfx {
                 ctx.timeouts.reg,
                 format_args!("RLC safe mode entry on XCC {xcc}"),
             )?;
-            ctx.update(
-                gc::RLC_CGCG_CGLS_CTRL,
-                xcc,
-                &[
-                    ("CGCG_GFX_IDLE_THRESHOLD", 0x36),
-                    ("CGCG_EN", 1),
-                    ("CGLS_REP_COMPANSAT_DELAY", 0xf),
-                    ("CGLS_EN", 1),
-                ],
-            )?;
-            ctx.update(
-                gc::CP_RB_WPTR_POLL_CNTL,
-                xcc,
-                &[("POLL_FREQUENCY", 0x100), ("IDLE_POLL_COUNT", 0x90)],
-            )?;
-            ctx.update(
-                gc::CP_INT_CNTL,
-                xcc,
-                &[
-                    ("CNTX_BUSY_INT_ENABLE", 1),
-                    ("CNTX_EMPTY_INT_ENABLE", 1),
-                    ("CMP_BUSY_INT_ENABLE", 1),
-                ],
-            )?;
+            ctx.update(gc::RLC_CGCG_CGLS_CTRL, xcc, |f| {
+                f.cgcg_gfx_idle_threshold(0x36)
+                    .cgcg_en(1)
+                    .cgls_rep_compansat_delay(0xf)
+                    .cgls_en(1)
+            })?;
+            ctx.update(gc::CP_RB_WPTR_POLL_CNTL, xcc, |f| {
+                f.poll_frequency(0x100).idle_poll_count(0x90)
+            })?;
+            ctx.update(gc::CP_INT_CNTL, xcc, |f| {
+                f.cntx_busy_int_enable(1)
+                    .cntx_empty_int_enable(1)
+                    .cmp_busy_int_enable(1)
+            })?;
             if major >= 10 {
-                ctx.update(gc::SDMA0_RLC_CGCG_CTRL, xcc, &[("CGCG_INT_ENABLE", 1)])?;
-                ctx.update(gc::SDMA1_RLC_CGCG_CTRL, xcc, &[("CGCG_INT_ENABLE", 1)])?;
+                ctx.update(gc::SDMA0_RLC_CGCG_CTRL, xcc, |f| f.cgcg_int_enable(1))?;
+                ctx.update(gc::SDMA1_RLC_CGCG_CTRL, xcc, |f| f.cgcg_int_enable(1))?;
             }
-            let mut overrides = vec![
-                ("GFXIP_FGCG_OVERRIDE", 0),
-                ("GRBM_CGTT_SCLK_OVERRIDE", 0),
-                ("RLC_CGTT_SCLK_OVERRIDE", 0),
-                ("GFXIP_MGCG_OVERRIDE", 0),
-                ("GFXIP_CGLS_OVERRIDE", 0),
-                ("GFXIP_CGCG_OVERRIDE", 0),
-            ];
-            if major == 9 {
-                overrides.extend([("GFXIP_MGLS_OVERRIDE", 0), ("GFXIP_REP_FGCG_OVERRIDE", 0)]);
-            } else if major >= 11 {
-                overrides.extend([
-                    ("PERFMON_CLOCK_STATE", 1),
-                    ("GFXIP_REPEATER_FGCG_OVERRIDE", 0),
-                ]);
-            }
-            ctx.update(gc::RLC_CGTT_MGCG_OVERRIDE, xcc, &overrides)?;
+            ctx.update(gc::RLC_CGTT_MGCG_OVERRIDE, xcc, |f| {
+                let f = f
+                    .gfxip_fgcg_override(0)
+                    .grbm_cgtt_sclk_override(0)
+                    .rlc_cgtt_sclk_override(0)
+                    .gfxip_mgcg_override(0)
+                    .gfxip_cgls_override(0)
+                    .gfxip_cgcg_override(0);
+                match major {
+                    9 => f.gfxip_mgls_override(0).gfxip_rep_fgcg_override(0),
+                    11.. => f.perfmon_clock_state(1).gfxip_repeater_fgcg_override(0),
+                    _ => f,
+                }
+            })?;
             ctx.wreg(gc::RLC_SAFE_MODE, xcc, exit)?;
         }
         Ok(())
@@ -380,13 +357,10 @@ impl Gfx {
         };
         self.check_desc(ctx, desc)?;
         if self.queues.iter().any(|q| q.id == id) {
-            return Err(bad(
-                ctx,
-                format!(
-                    "compute queue (pipe {}, queue {}) is already started",
-                    id.pipe, id.queue
-                ),
-            ));
+            return Err(ctx.bad(format!(
+                "compute queue (pipe {}, queue {}) is already started",
+                id.pipe, id.queue
+            )));
         }
         let major = ctx.gc_major();
         let nx = self.xccs.len();
@@ -395,26 +369,25 @@ impl Gfx {
         } else {
             self.xccs.iter().take(1).copied().collect()
         };
-        let regs = &ctx.regs;
-        let ring_dwords = desc.ring_size / 4;
-        let queue_size = u64::from(log2_exact(ring_dwords).unwrap_or(0)).saturating_sub(1);
-        let eop_size = u64::from(log2_exact(desc.eop_size / 4).unwrap_or(0)).saturating_sub(1);
+        let queue_size = log2_exact(desc.ring_size / 4)
+            .unwrap_or(0)
+            .saturating_sub(1);
+        let eop_size = log2_exact(desc.eop_size / 4).unwrap_or(0).saturating_sub(1);
         for (xi, &xcc) in targets.iter().enumerate() {
             let paddr = self.mqd_slot(id, xi);
-            let mut pq = vec![
-                ("RPTR_BLOCK_SIZE", 5),
-                ("UNORD_DISPATCH", 0),
-                ("QUEUE_SIZE", queue_size),
-            ];
-            if desc.aql {
+            let pq_control = ctx.encode(gc::CP_HQD_PQ_CONTROL, |f| {
+                let f = f
+                    .rptr_block_size(5)
+                    .unord_dispatch(0)
+                    .queue_size(queue_size);
+                if !desc.aql {
+                    return f;
+                }
                 // Only one XCC reports the read pointer of a queue spread over several.
-                let no_update = u64::from(xi != 0 || nx == 1);
-                pq.extend([
-                    ("QUEUE_FULL_EN", 1),
-                    ("SLOT_BASED_WPTR", 2),
-                    ("NO_UPDATE_RPTR", no_update),
-                ]);
-            }
+                f.queue_full_en(1)
+                    .slot_based_wptr(2)
+                    .no_update_rptr((xi != 0 || nx == 1).into())
+            })?;
             let f = MqdFields {
                 mqd_mc: ctx.mc.mc(paddr),
                 ring: desc.ring,
@@ -422,21 +395,17 @@ impl Gfx {
                 wptr: desc.wptr_addr,
                 eop: desc.eop_addr,
                 aql: desc.aql,
-                persistent_state: regs
-                    .reg(gc::CP_HQD_PERSISTENT_STATE)?
-                    .encode(&[("PRELOAD_SIZE", 0x55), ("PRELOAD_REQ", 1)])?,
-                doorbell_control: regs.reg(gc::CP_HQD_PQ_DOORBELL_CONTROL)?.encode(&[
-                    ("DOORBELL_OFFSET", u64::from(desc.doorbell) * 2),
-                    ("DOORBELL_EN", 1),
-                ])?,
-                pq_control: regs.reg(gc::CP_HQD_PQ_CONTROL)?.encode(&pq)?,
-                ib_control: regs
-                    .reg(gc::CP_HQD_IB_CONTROL)?
-                    .encode(&[("MIN_IB_AVAIL_SIZE", 3)])?,
-                mqd_control: regs.reg(gc::CP_MQD_CONTROL)?.encode(&[("PRIV_STATE", 1)])?,
-                eop_control: regs
-                    .reg(gc::CP_HQD_EOP_CONTROL)?
-                    .encode(&[("EOP_SIZE", eop_size)])?,
+                persistent_state: ctx.encode(gc::CP_HQD_PERSISTENT_STATE, |f| {
+                    f.preload_size(0x55).preload_req(1)
+                })?,
+                doorbell_control: ctx.encode(gc::CP_HQD_PQ_DOORBELL_CONTROL, |f| {
+                    f.doorbell_offset(desc.doorbell.saturating_mul(2))
+                        .doorbell_en(1)
+                })?,
+                pq_control,
+                ib_control: ctx.encode(gc::CP_HQD_IB_CONTROL, |f| f.min_ib_avail_size(3))?,
+                mqd_control: ctx.encode(gc::CP_MQD_CONTROL, |f| f.priv_state(1))?,
+                eop_control: ctx.encode(gc::CP_HQD_EOP_CONTROL, |f| f.eop_size(eop_size))?,
             };
             let dw: [u32; 512] = if major >= 10 {
                 let mut m = v11_compute_mqd { dw: [0; 512] };
@@ -478,13 +447,10 @@ impl Gfx {
     /// Stop a compute queue this instance started (on every XCC that holds it).
     pub fn remove_compute_queue(&mut self, ctx: &Ctx, id: QueueId) -> Result<()> {
         let pos = self.queues.iter().position(|q| q.id == id).ok_or_else(|| {
-            bad(
-                ctx,
-                format!(
-                    "compute queue (pipe {}, queue {}) was not started by this driver",
-                    id.pipe, id.queue
-                ),
-            )
+            ctx.bad(format!(
+                "compute queue (pipe {}, queue {}) was not started by this driver",
+                id.pipe, id.queue
+            ))
         })?;
         let q = self.queues.remove(pos);
         for &xcc in &q.xccs {
@@ -534,7 +500,7 @@ impl Gfx {
             None
         };
         match why {
-            Some(w) => Err(bad(ctx, format!("compute queue: {w}"))),
+            Some(w) => Err(ctx.bad(format!("compute queue: {w}"))),
             None => Ok(()),
         }
     }
@@ -542,21 +508,6 @@ impl Gfx {
     fn mqd_slot(&self, id: QueueId, xcc_index: usize) -> u64 {
         let q = u64::from(id.pipe) * u64::from(MEC_QUEUES) + u64::from(id.queue);
         self.mqd_paddr + (q * self.xccs.len() as u64 + xcc_index as u64) * MQD_SLOT
-    }
-
-    fn sh_mem_config(&self, ctx: &Ctx) -> Result<u32> {
-        let gc_ver = ctx.version(HwIp::GC)?;
-        // SH_MEM_ADDRESS_MODE_64 = 0, SH_MEM_ALIGNMENT_MODE_UNALIGNED = 3.
-        let mut f = vec![("ADDRESS_MODE", 0), ("ALIGNMENT_MODE", 3)];
-        if gc_ver.major >= 10 {
-            f.push(("INITIAL_INST_PREFETCH", 3));
-        } else {
-            f.push(("RETRY_DISABLE", 1));
-        }
-        if gc_ver.major == 9 && gc_ver.minor == 4 {
-            f.push(("F8_MODE", 1));
-        }
-        ctx.regs.reg(gc::SH_MEM_CONFIG)?.encode(&f)
     }
 
     /// Wait until the RLC runs: `RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE` where the GC has
@@ -570,8 +521,8 @@ impl Gfx {
             if ctx.regs.has(gc::RLC_RLCS_BOOTLOAD_STATUS) {
                 let mask = ctx
                     .regs
-                    .reg(gc::RLC_RLCS_BOOTLOAD_STATUS)?
-                    .fields_mask(&["BOOTLOAD_COMPLETE"])?;
+                    .encode(gc::RLC_RLCS_BOOTLOAD_STATUS, |f| f.bootload_complete(1))?
+                    .mask;
                 ctx.wait_reg(
                     gc::RLC_RLCS_BOOTLOAD_STATUS,
                     xcc,
@@ -601,40 +552,28 @@ impl Gfx {
         let rs64 = ctx.gc_major() >= 10;
         for &xcc in &self.xccs {
             if !rs64 {
-                ctx.update(
-                    gc::CP_MEC_CNTL,
-                    xcc,
-                    &[
-                        ("MEC_INVALIDATE_ICACHE", 1),
-                        ("MEC_ME1_PIPE0_RESET", 1),
-                        ("MEC_ME2_PIPE0_RESET", 1),
-                        ("MEC_ME1_HALT", 1),
-                        ("MEC_ME2_HALT", 1),
-                    ],
-                )?;
+                ctx.update(gc::CP_MEC_CNTL, xcc, |f| {
+                    f.mec_invalidate_icache(1)
+                        .mec_me1_pipe0_reset(1)
+                        .mec_me2_pipe0_reset(1)
+                        .mec_me1_halt(1)
+                        .mec_me2_halt(1)
+                })?;
                 continue;
             }
             let start = self.mec_start.ok_or_else(|| {
-                bad(
-                    ctx,
-                    "the MEC firmware gives no RS64 start address (ucode_start_addr)".into(),
-                )
+                ctx.bad("the MEC firmware gives no RS64 start address (ucode_start_addr)")
             })?;
             // The program counter counts dwords.
             let pc = start >> 2;
             for pipe in 0..self.pipes {
                 grbm_select(ctx, xcc, 1, pipe, 0, 0)?;
-                ctx.wreg(gc::CP_MEC_RS64_PRGRM_CNTR_START, xcc, pc as u32)?;
-                ctx.wreg(gc::CP_MEC_RS64_PRGRM_CNTR_START_HI, xcc, (pc >> 32) as u32)?;
+                ctx.wreg(gc::CP_MEC_RS64_PRGRM_CNTR_START, xcc, lo32(pc))?;
+                ctx.wreg(gc::CP_MEC_RS64_PRGRM_CNTR_START_HI, xcc, hi32(pc))?;
             }
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
-            let resets: Vec<String> = (0..self.pipes)
-                .map(|p| format!("MEC_PIPE{p}_RESET"))
-                .collect();
-            let set: Vec<(&str, u64)> = resets.iter().map(|n| (n.as_str(), 1)).collect();
-            let clear: Vec<(&str, u64)> = resets.iter().map(|n| (n.as_str(), 0)).collect();
-            ctx.update(gc::CP_MEC_RS64_CNTL, xcc, &set)?;
-            ctx.update(gc::CP_MEC_RS64_CNTL, xcc, &clear)?;
+            ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(1))?;
+            ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(0))?;
         }
         Ok(())
     }
@@ -643,18 +582,9 @@ impl Gfx {
     fn enable_mec(&self, ctx: &Ctx) -> Result<()> {
         for &xcc in &self.xccs {
             if ctx.gc_major() >= 10 {
-                let names: Vec<(String, u64)> = (0..self.pipes)
-                    .flat_map(|p| {
-                        [
-                            (format!("MEC_PIPE{p}_RESET"), 0),
-                            (format!("MEC_PIPE{p}_ACTIVE"), 1),
-                        ]
-                    })
-                    .chain([("MEC_HALT".to_string(), 0)])
-                    .collect();
-                let fields: Vec<(&str, u64)> =
-                    names.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-                ctx.update(gc::CP_MEC_RS64_CNTL, xcc, &fields)?;
+                ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| {
+                    f.mec_pipe0_reset(0).mec_pipe0_active(1).mec_halt(0)
+                })?;
             } else {
                 ctx.wreg(gc::CP_MEC_CNTL, xcc, 0)?;
             }
@@ -666,13 +596,9 @@ impl Gfx {
     fn halt_mec(&self, ctx: &Ctx) -> Result<()> {
         for &xcc in &self.xccs {
             if ctx.gc_major() >= 10 {
-                ctx.update(gc::CP_MEC_RS64_CNTL, xcc, &[("MEC_HALT", 1)])?;
+                ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| f.mec_halt(1))?;
             } else {
-                ctx.update(
-                    gc::CP_MEC_CNTL,
-                    xcc,
-                    &[("MEC_ME1_HALT", 1), ("MEC_ME2_HALT", 1)],
-                )?;
+                ctx.update(gc::CP_MEC_CNTL, xcc, |f| f.mec_me1_halt(1).mec_me2_halt(1))?;
             }
         }
         Ok(())
@@ -703,15 +629,12 @@ fn settle() {
 
 /// Select (me, pipe, queue, vmid) for the banked CP registers of `xcc`.
 fn grbm_select(ctx: &Ctx, xcc: u8, me: u8, pipe: u8, queue: u8, vmid: u8) -> Result<()> {
-    ctx.regs.reg(gc::GRBM_GFX_CNTL)?.write_fields(
-        xcc,
-        &[
-            ("MEID", u64::from(me)),
-            ("PIPEID", u64::from(pipe)),
-            ("QUEUEID", u64::from(queue)),
-            ("VMID", u64::from(vmid)),
-        ],
-    )
+    ctx.write(gc::GRBM_GFX_CNTL, xcc, |f| {
+        f.meid(me.into())
+            .pipeid(pipe.into())
+            .queueid(queue.into())
+            .vmid(vmid.into())
+    })
 }
 
 /// Dequeue one HQD of `xcc` if it is active: reset its waves, wait until it is inactive.
@@ -762,10 +685,7 @@ fn mqd_burst(ctx: &Ctx, gc_ver: crate::discovery::IpVersion) -> Result<Vec<u32>>
     offs.sort_unstable();
     offs.dedup();
     if offs.len() > 512 - 0x80 {
-        return Err(bad(
-            ctx,
-            "the MQD register image is longer than the MQD".to_string(),
-        ));
+        return Err(ctx.bad("the MQD register image is longer than the MQD"));
     }
     Ok(offs)
 }

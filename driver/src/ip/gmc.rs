@@ -1,12 +1,12 @@
 //! GMC: the MM and GC hubs (apertures, L2 and L1 TLB controls, VM context 0), TLB flushes
 //! and the protection-fault registers.
 //!
-//! Register names differ by generation: GC 11 calls the GC hub's registers `GCVM_…` /
-//! `GCMC_VM_…` and MMHUB 3.0 `MMVM_…` / `MMMC_VM_…`, while GC 9.4.3 and MMHUB 1.8 use
-//! plain `VM_…` / `MC_VM_…` in each block's own table. Registers are therefore named here
-//! by their hub-relative name and resolved with the hub's prefix first.
-
-use std::sync::atomic::{AtomicBool, Ordering};
+//! GMC owns every hub. It programs the MM hubs in `init_hw`; the GC hub of each XCC only
+//! works once the RLC runs, so GFX asks for it ([`Gmc::init_gc_hubs`]) after the RLC
+//! autoload. Register names differ by generation: GC 11 calls the GC hub's registers
+//! `GCVM_…` / `GCMC_VM_…` and MMHUB 3.0 `MMVM_…` / `MMMC_VM_…`, while GC 9.4.3 and MMHUB 1.8
+//! use plain `VM_…` / `MC_VM_…`; each register is an `alt` list of those names, and a hub
+//! takes the one of its IP that the device has ([`Hub::reg`]).
 
 use am_autogen::regs::RegIp;
 
@@ -15,10 +15,13 @@ use crate::ctx::Ctx;
 use crate::hwip::HwIp;
 use crate::ip::soc::Soc;
 use crate::mm::{MTYPE_UC, PAGE_SIZE, Pool, PteFormat};
-use crate::regs::{Reg, Register};
+use crate::mmio::{hi32, lo32};
+use crate::regs::{Fields, Reg, alt, fields};
 
 /// Last GPU virtual address of VM context 0 (47-bit canonical user range).
 const VM_END: u64 = 0x7fff_ffff_ffff;
+/// Dwords between two invalidation engines' `ADDR_RANGE_LO32` registers (LO32, HI32).
+const ENG_ADDR_RANGE_STRIDE: u64 = 2;
 
 /// A GPU memory hub.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,23 +33,49 @@ pub enum Hub {
 }
 
 impl Hub {
-    fn family(self) -> RegIp {
-        match self {
-            Hub::Mm(_) => RegIp::Mmhub,
-            Hub::Gc(_) => RegIp::Gc,
-        }
-    }
-    fn prefix(self) -> &'static str {
-        match self {
-            Hub::Mm(_) => "MM",
-            Hub::Gc(_) => "GC",
-        }
-    }
     /// Register instance.
     pub fn instance(self) -> u8 {
         match self {
             Hub::Mm(i) | Hub::Gc(i) => i,
         }
+    }
+
+    /// This hub's register among `alts`: its IP's, under the name the device's version uses.
+    pub fn reg<F>(self, ctx: &Ctx, alts: &[Reg<F>]) -> Result<Reg<F>> {
+        let ip = match self {
+            Hub::Mm(_) => RegIp::Mmhub,
+            Hub::Gc(_) => RegIp::Gc,
+        };
+        ctx.regs
+            .first(alts.iter().copied().filter(|r| r.ip() == ip))
+    }
+
+    fn wreg<F>(self, ctx: &Ctx, alts: &[Reg<F>], v: u32) -> Result<()> {
+        ctx.wreg(self.reg(ctx, alts)?, self.instance(), v)
+    }
+
+    fn write<F>(
+        self,
+        ctx: &Ctx,
+        alts: &[Reg<F>],
+        set: impl FnOnce(Fields<F>) -> Fields<F>,
+    ) -> Result<()> {
+        ctx.write(self.reg(ctx, alts)?, self.instance(), set)
+    }
+
+    fn update<F>(
+        self,
+        ctx: &Ctx,
+        alts: &[Reg<F>],
+        set: impl FnOnce(Fields<F>) -> Fields<F>,
+    ) -> Result<u32> {
+        ctx.update(self.reg(ctx, alts)?, self.instance(), set)
+    }
+
+    /// Write a 64-bit value to a low/high register pair.
+    fn wreg64<F, G>(self, ctx: &Ctx, lo: &[Reg<F>], hi: &[Reg<G>], v: u64) -> Result<()> {
+        self.wreg(ctx, lo, lo32(v))?;
+        self.wreg(ctx, hi, hi32(v))
     }
 }
 
@@ -93,8 +122,8 @@ pub struct Gmc {
     memscratch: u64,
     /// Physical address of the page faulting accesses are redirected to.
     dummy_page: u64,
-    /// MM hubs stay valid across a warm boot (SOC/GMC are not re-initialised then).
-    gc_ready: AtomicBool,
+    /// Whether the GC hubs are programmed (TLB flushes skip them until then).
+    gc_ready: bool,
     mm_instances: Vec<u8>,
     /// Invalidation engine 17 of every hub, MM hubs first, resolved once: a TLB flush
     /// follows every mapping change.
@@ -105,11 +134,11 @@ pub struct Gmc {
 #[derive(Debug)]
 struct InvalidationEngine {
     hub: Hub,
-    sem: Reg,
-    req: Reg,
-    ack: Reg,
+    sem: Reg<fields::VM_INVALIDATE_ENG17_SEM>,
+    req: Reg<fields::VM_INVALIDATE_ENG17_REQ>,
+    ack: Reg<fields::VM_INVALIDATE_ENG17_ACK>,
     /// `VM_L2_BANK_SELECT_RESERVED_CID2` of an MM hub on GC ≥ 11 (private invalidation).
-    cid2: Option<Reg>,
+    cid2: Option<Reg<fields::VM_L2_BANK_SELECT_RESERVED_CID2>>,
     /// Every invalidate bit, `PER_VMID_INVALIDATE_REQ` clear.
     req_flags: u32,
     /// `PER_VMID_INVALIDATE_REQ` for vmid 0 (shifted left by the vmid).
@@ -118,48 +147,29 @@ struct InvalidationEngine {
 
 impl InvalidationEngine {
     fn new(ctx: &Ctx, hub: Hub) -> Result<Self> {
-        let reg = |name| hub_reg(ctx, hub, name).map(|r| r.def().reg());
-        let req = hub_reg(ctx, hub, "VM_INVALIDATE_ENG17_REQ")?;
-        let cid2 = (matches!(hub, Hub::Mm(_)) && ctx.gc_major() >= 11)
-            .then(|| reg("VM_L2_BANK_SELECT_RESERVED_CID2"))
-            .transpose()?;
+        let req = hub.reg(ctx, &alt::VM_INVALIDATE_ENG17_REQ)?;
+        let private = matches!(hub, Hub::Mm(_)) && ctx.gc_major() >= 11;
         Ok(InvalidationEngine {
             hub,
-            sem: reg("VM_INVALIDATE_ENG17_SEM")?,
-            req: req.def().reg(),
-            ack: reg("VM_INVALIDATE_ENG17_ACK")?,
-            cid2,
-            req_flags: req.encode(&[
-                ("FLUSH_TYPE", 0),
-                ("INVALIDATE_L2_PTES", 1),
-                ("INVALIDATE_L2_PDE0", 1),
-                ("INVALIDATE_L2_PDE1", 1),
-                ("INVALIDATE_L2_PDE2", 1),
-                ("INVALIDATE_L1_PTES", 1),
-                ("CLEAR_PROTECTION_FAULT_STATUS_ADDR", 0),
-            ])?,
-            req_vmid0: req.encode(&[("PER_VMID_INVALIDATE_REQ", 1)])?,
+            sem: hub.reg(ctx, &alt::VM_INVALIDATE_ENG17_SEM)?,
+            req,
+            ack: hub.reg(ctx, &alt::VM_INVALIDATE_ENG17_ACK)?,
+            cid2: private
+                .then(|| hub.reg(ctx, &alt::VM_L2_BANK_SELECT_RESERVED_CID2))
+                .transpose()?,
+            req_flags: ctx.encode(req, |f| {
+                f.flush_type(0)
+                    .invalidate_l2_ptes(1)
+                    .invalidate_l2_pde0(1)
+                    .invalidate_l2_pde1(1)
+                    .invalidate_l2_pde2(1)
+                    .invalidate_l1_ptes(1)
+                    .clear_protection_fault_status_addr(0)
+            })?,
+            req_vmid0: ctx.encode(req, |f| f.per_vmid_invalidate_req(1))?,
         })
     }
 }
-
-/// A hub register by hub-relative name (`VM_L2_CNTL`, `MC_VM_AGP_BASE`): the prefixed
-/// name first (`GCVM_L2_CNTL`), then the plain one.
-pub fn hub_reg<'a>(ctx: &'a Ctx, hub: Hub, name: &str) -> Result<Register<'a>> {
-    let prefixed = format!("{}{name}", hub.prefix());
-    ctx.regs
-        .named(hub.family(), &prefixed)
-        .or_else(|_| ctx.regs.named(hub.family(), name))
-}
-
-/// Write a 64-bit value to a `<name><lo>`/`<name><hi>` register pair.
-fn write_pair(ctx: &Ctx, hub: Hub, name: &str, sfx: (&str, &str), value: u64) -> Result<()> {
-    let i = hub.instance();
-    hub_reg(ctx, hub, &format!("{name}{}", sfx.0))?.write(i, value as u32)?;
-    hub_reg(ctx, hub, &format!("{name}{}", sfx.1))?.write(i, (value >> 32) as u32)
-}
-
-const LO_HI: (&str, &str) = ("_LO32", "_HI32");
 
 impl Gmc {
     /// Allocate the scratch and dummy pages (boot pool: a warm boot finds them again).
@@ -172,7 +182,7 @@ impl Gmc {
         Ok(Gmc {
             memscratch: ctx.palloc(PAGE_SIZE, PAGE_SIZE, Pool::Boot)?,
             dummy_page: ctx.palloc(PAGE_SIZE, PAGE_SIZE, Pool::Boot)?,
-            gc_ready: AtomicBool::new(false),
+            gc_ready: false,
             engines: hubs
                 .map(|h| InvalidationEngine::new(ctx, h))
                 .collect::<Result<_>>()?,
@@ -181,91 +191,92 @@ impl Gmc {
     }
 
     /// Program every MM hub instance.
-    pub fn init_hw(&mut self, ctx: &Ctx, _soc: &Soc) -> Result<()> {
+    pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
         for &i in &self.mm_instances {
             self.init_hub(ctx, Hub::Mm(i))?;
         }
         Ok(())
     }
 
-    /// Program the GC hub of every XCC (called by GFX).
-    pub fn init_gc_hubs(&self, ctx: &Ctx) -> Result<()> {
+    /// Program the GC hub of every XCC (GFX calls this once the RLC runs).
+    pub fn init_gc_hubs(&mut self, ctx: &Ctx) -> Result<()> {
         for x in ctx.xccs() {
             self.init_hub(ctx, Hub::Gc(x))?;
         }
-        self.gc_ready.store(true, Ordering::Release);
+        self.gc_ready = true;
         Ok(())
     }
 
     fn init_hub(&self, ctx: &Ctx, hub: Hub) -> Result<()> {
-        let i = hub.instance();
-        let r = |name: &str| hub_reg(ctx, hub, name);
         let gc9 = ctx.gc_major() < 10;
         let format = PteFormat::for_gc(ctx.gc_major());
         let xgmi = |paddr: u64| paddr + ctx.mc.xgmi_paddr_base;
 
         // AGP off (bottom above top), system aperture = the FB range.
-        r("MC_VM_AGP_BASE")?.write(i, 0)?;
-        r("MC_VM_AGP_BOT")?.write(i, (0xffff_ffff_ffff_u64 >> 24) as u32)?;
-        r("MC_VM_AGP_TOP")?.write(i, 0)?;
-        r("MC_VM_SYSTEM_APERTURE_LOW_ADDR")?.write(i, (ctx.mc.fb_base >> 18) as u32)?;
-        r("MC_VM_SYSTEM_APERTURE_HIGH_ADDR")?.write(i, (ctx.mc.fb_top >> 18) as u32)?;
-        write_pair(
+        hub.wreg(ctx, &alt::MC_VM_AGP_BASE, 0)?;
+        hub.wreg(
             ctx,
-            hub,
-            "MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR",
-            ("_LSB", "_MSB"),
+            &alt::MC_VM_AGP_BOT,
+            (0xffff_ffff_ffff_u64 >> 24) as u32,
+        )?;
+        hub.wreg(ctx, &alt::MC_VM_AGP_TOP, 0)?;
+        hub.wreg(
+            ctx,
+            &alt::MC_VM_SYSTEM_APERTURE_LOW_ADDR,
+            (ctx.mc.fb_base >> 18) as u32,
+        )?;
+        hub.wreg(
+            ctx,
+            &alt::MC_VM_SYSTEM_APERTURE_HIGH_ADDR,
+            (ctx.mc.fb_top >> 18) as u32,
+        )?;
+        hub.wreg64(
+            ctx,
+            &alt::MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB,
+            &alt::MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB,
             xgmi(self.memscratch) >> 12,
         )?;
-        write_pair(
+        hub.wreg64(
             ctx,
-            hub,
-            "VM_L2_PROTECTION_FAULT_DEFAULT_ADDR",
-            LO_HI,
+            &alt::VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32,
+            &alt::VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32,
             xgmi(self.dummy_page) >> 12,
         )?;
-        r("VM_L2_PROTECTION_FAULT_CNTL2")?
-            .update(i, &[("ACTIVE_PAGE_MIGRATION_PTE_READ_RETRY", 1)])?;
+        hub.update(ctx, &alt::VM_L2_PROTECTION_FAULT_CNTL2, |f| {
+            f.active_page_migration_pte_read_retry(1)
+        })?;
 
         // L1 TLB and L2 cache.
-        r("MC_VM_MX_L1_TLB_CNTL")?.update(
-            i,
-            &[
-                ("ENABLE_L1_TLB", 1),
-                ("SYSTEM_ACCESS_MODE", 3),
-                ("ENABLE_ADVANCED_DRIVER_MODEL", 1),
-                ("SYSTEM_APERTURE_UNMAPPED_ACCESS", 0),
-                ("MTYPE", u64::from(MTYPE_UC)),
-            ],
-        )?;
-        r("VM_L2_CNTL")?.update(
-            i,
-            &[
-                ("ENABLE_L2_CACHE", 1),
-                ("ENABLE_DEFAULT_PAGE_OUT_TO_SYSTEM_MEMORY", 1),
-                ("L2_PDE0_CACHE_TAG_GENERATION_MODE", 0),
-                ("PDE_FAULT_CLASSIFICATION", 0),
-                ("CONTEXT1_IDENTITY_ACCESS_MODE", 1),
-                ("IDENTITY_MODE_FRAGMENT_SIZE", 0),
-                ("ENABLE_L2_FRAGMENT_PROCESSING", u64::from(gc9)),
-            ],
-        )?;
-        r("VM_L2_CNTL2")?.update(
-            i,
-            &[("INVALIDATE_ALL_L1_TLBS", 1), ("INVALIDATE_L2_CACHE", 1)],
-        )?;
-        r("VM_L2_CNTL3")?.write_fields(
-            i,
-            &[
-                ("L2_CACHE_4K_ASSOCIATIVITY", 1),
-                ("L2_CACHE_BIGK_ASSOCIATIVITY", 1),
-                ("BANK_SELECT", if gc9 { 12 } else { 9 }),
-                ("L2_CACHE_BIGK_FRAGMENT_SIZE", if gc9 { 9 } else { 6 }),
-            ],
-        )?;
-        r("VM_L2_CNTL4")?.write_fields(i, &[("L2_CACHE_4K_PARTITION_COUNT", 1)])?;
+        hub.update(ctx, &alt::MC_VM_MX_L1_TLB_CNTL, |f| {
+            f.enable_l1_tlb(1)
+                .system_access_mode(3)
+                .enable_advanced_driver_model(1)
+                .system_aperture_unmapped_access(0)
+                .mtype(MTYPE_UC.into())
+        })?;
+        hub.update(ctx, &alt::VM_L2_CNTL, |f| {
+            f.enable_l2_cache(1)
+                .enable_default_page_out_to_system_memory(1)
+                .l2_pde0_cache_tag_generation_mode(0)
+                .pde_fault_classification(0)
+                .context1_identity_access_mode(1)
+                .identity_mode_fragment_size(0)
+                .enable_l2_fragment_processing(gc9.into())
+        })?;
+        hub.update(ctx, &alt::VM_L2_CNTL2, |f| {
+            f.invalidate_all_l1_tlbs(1).invalidate_l2_cache(1)
+        })?;
+        hub.write(ctx, &alt::VM_L2_CNTL3, |f| {
+            f.l2_cache_4k_associativity(1)
+                .l2_cache_bigk_associativity(1)
+                .bank_select(if gc9 { 12 } else { 9 })
+                .l2_cache_bigk_fragment_size(if gc9 { 9 } else { 6 })
+        })?;
+        hub.write(ctx, &alt::VM_L2_CNTL4, |f| f.l2_cache_4k_partition_count(1))?;
         if !gc9 {
-            r("VM_L2_CNTL5")?.write_fields(i, &[("WALKER_PRIORITY_CLIENT_ID", 0x1ff)])?;
+            hub.write(ctx, &alt::VM_L2_CNTL5, |f| {
+                f.walker_priority_client_id(0x1ff)
+            })?;
         }
 
         // VM context 0: the driver's page tables.
@@ -273,92 +284,90 @@ impl Gmc {
             let mm = ctx.mm();
             (mm.tables.root, mm.tables.va_base)
         };
-        write_pair(
+        hub.wreg64(
             ctx,
-            hub,
-            "VM_CONTEXT0_PAGE_TABLE_START_ADDR",
-            LO_HI,
+            &alt::VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32,
+            &alt::VM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32,
             va_base >> 12,
         )?;
-        write_pair(
+        hub.wreg64(
             ctx,
-            hub,
-            "VM_CONTEXT0_PAGE_TABLE_END_ADDR",
-            LO_HI,
+            &alt::VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32,
+            &alt::VM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32,
             VM_END >> 12,
         )?;
-        write_pair(
+        hub.wreg64(
             ctx,
-            hub,
-            "VM_CONTEXT0_PAGE_TABLE_BASE_ADDR",
-            LO_HI,
+            &alt::VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32,
+            &alt::VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32,
             xgmi(root) | 1,
         )?;
-        let cntl = r("VM_CONTEXT0_CNTL")?;
-        let mut fields: Vec<(String, u64)> = [
-            "PDE0",
-            "DUMMY_PAGE",
-            "RANGE",
-            "VALID",
-            "READ",
-            "WRITE",
-            "EXECUTE",
-        ]
-        .iter()
-        .flat_map(|k| {
-            [
-                (format!("{k}_PROTECTION_FAULT_ENABLE_INTERRUPT"), 1),
-                (format!("{k}_PROTECTION_FAULT_ENABLE_DEFAULT"), 1),
-            ]
-        })
-        .collect();
-        fields.push(("ENABLE_CONTEXT".into(), 1));
-        fields.push((
-            "PAGE_TABLE_DEPTH".into(),
-            u64::from(format.page_table_depth()),
-        ));
-        fields.push((
-            "PAGE_TABLE_BLOCK_SIZE".into(),
-            u64::from(format.page_table_block_size()),
-        ));
-        let fields: Vec<(&str, u64)> = fields.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-        cntl.write(i, 0x0180_0000 | cntl.encode(&fields)?)?;
+        let cntl = hub.reg(ctx, &alt::VM_CONTEXT0_CNTL)?;
+        let faults = ctx.encode(cntl, |f| {
+            f.enable_context(1)
+                .page_table_depth(format.page_table_depth())
+                .page_table_block_size(format.page_table_block_size())
+                .pde0_protection_fault_enable_interrupt(1)
+                .pde0_protection_fault_enable_default(1)
+                .dummy_page_protection_fault_enable_interrupt(1)
+                .dummy_page_protection_fault_enable_default(1)
+                .range_protection_fault_enable_interrupt(1)
+                .range_protection_fault_enable_default(1)
+                .valid_protection_fault_enable_interrupt(1)
+                .valid_protection_fault_enable_default(1)
+                .read_protection_fault_enable_interrupt(1)
+                .read_protection_fault_enable_default(1)
+                .write_protection_fault_enable_interrupt(1)
+                .write_protection_fault_enable_default(1)
+                .execute_protection_fault_enable_interrupt(1)
+                .execute_protection_fault_enable_default(1)
+        })?;
+        ctx.wreg(cntl, hub.instance(), 0x0180_0000 | faults)?;
 
         // Identity aperture off, every invalidation engine covering the whole range.
-        write_pair(
+        hub.wreg64(
             ctx,
-            hub,
-            "VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR",
-            LO_HI,
+            &alt::VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32,
+            &alt::VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32,
             0xf_ffff_ffff,
         )?;
-        write_pair(
+        hub.wreg64(
             ctx,
-            hub,
-            "VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR",
-            LO_HI,
+            &alt::VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32,
+            &alt::VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32,
             0,
         )?;
-        write_pair(ctx, hub, "VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET", LO_HI, 0)?;
+        hub.wreg64(
+            ctx,
+            &alt::VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32,
+            &alt::VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32,
+            0,
+        )?;
+        // The 18 engines' range registers are an array (engine n at ENG0 + 2n dwords).
+        let i = hub.instance();
+        let lo = ctx
+            .regs
+            .reg(hub.reg(ctx, &alt::VM_INVALIDATE_ENG0_ADDR_RANGE_LO32)?)?
+            .addr(i)?;
+        let hi = ctx
+            .regs
+            .reg(hub.reg(ctx, &alt::VM_INVALIDATE_ENG0_ADDR_RANGE_HI32)?)?
+            .addr(i)?;
         for eng in 0..18 {
-            write_pair(
-                ctx,
-                hub,
-                &format!("VM_INVALIDATE_ENG{eng}_ADDR_RANGE"),
-                LO_HI,
-                0x1f_ffff_ffff,
-            )?;
+            ctx.regs
+                .wreg(lo + eng * ENG_ADDR_RANGE_STRIDE, lo32(0x1f_ffff_ffff))?;
+            ctx.regs
+                .wreg(hi + eng * ENG_ADDR_RANGE_STRIDE, hi32(0x1f_ffff_ffff))?;
         }
         Ok(())
     }
 
     /// HDP flush, then invalidate `vmid` with engine 17 on every MM hub and (once GFX has
-    /// programmed them) every GC hub.
+    /// had them programmed) every GC hub.
     pub fn flush_tlb(&self, ctx: &Ctx, soc: &Soc, vmid: u8) -> Result<()> {
         soc.hdp_flush(ctx)?;
-        let gc_ready = self.gc_ready.load(Ordering::Acquire);
         for e in &self.engines {
-            if matches!(e.hub, Hub::Mm(_)) || gc_ready {
+            if matches!(e.hub, Hub::Mm(_)) || self.gc_ready {
                 self.invalidate(ctx, e, vmid)?;
             }
         }
@@ -380,9 +389,7 @@ impl Gmc {
                 },
             )?;
         }
-        ctx.regs
-            .reg(e.req)?
-            .write(i, e.req_flags | e.req_vmid0 << vmid)?;
+        ctx.wreg(e.req, i, e.req_flags | e.req_vmid0 << vmid)?;
         let ack = ctx.regs.reg(e.ack)?;
         let bit = 1u32 << vmid;
         ctx.poll(
@@ -396,10 +403,9 @@ impl Gmc {
         if is_mm {
             sem.write(i, 0)?;
             if let Some(cid2) = e.cid2 {
-                let r = ctx.regs.reg(cid2)?;
-                r.update(i, &[("RESERVED_CACHE_PRIVATE_INVALIDATION", 1)])?;
+                ctx.update(cid2, i, |f| f.reserved_cache_private_invalidation(1))?;
                 // The read-back makes sure the invalidation has landed.
-                r.read(i)?;
+                ctx.rreg(cid2, i)?;
             }
         }
         Ok(())
@@ -409,21 +415,23 @@ impl Gmc {
     /// clear it.
     pub fn take_fault(&self, ctx: &Ctx, hub: Hub) -> Result<Option<VmFault>> {
         let i = hub.instance();
-        let name = if ctx.gc_major() >= 12 {
-            "VM_L2_PROTECTION_FAULT_STATUS_LO32"
+        let st = if ctx.gc_major() >= 12 {
+            hub.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_STATUS_LO32)?
+                .untyped()
         } else {
-            "VM_L2_PROTECTION_FAULT_STATUS"
+            hub.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_STATUS)?.untyped()
         };
-        let st = hub_reg(ctx, hub, name)?;
+        let st = ctx.regs.reg(st)?;
         let status = st.read(i)?;
         if status == 0 {
             return Ok(None);
         }
-        let lo = hub_reg(ctx, hub, "VM_L2_PROTECTION_FAULT_ADDR_LO32")?.read(i)?;
-        let hi = hub_reg(ctx, hub, "VM_L2_PROTECTION_FAULT_ADDR_HI32")?.read(i)?;
+        let lo = ctx.rreg(hub.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_ADDR_LO32)?, i)?;
+        let hi = ctx.rreg(hub.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_ADDR_HI32)?, i)?;
         let va = ((u64::from(hi) << 32) | u64::from(lo)) << 12;
-        hub_reg(ctx, hub, "VM_L2_PROTECTION_FAULT_CNTL")?
-            .update(i, &[("CLEAR_PROTECTION_FAULT_STATUS_ADDR", 1)])?;
+        hub.update(ctx, &alt::VM_L2_PROTECTION_FAULT_CNTL, |f| {
+            f.clear_protection_fault_status_addr(1)
+        })?;
         let fields = st
             .decode(status)
             .into_iter()

@@ -4,12 +4,12 @@
 //! entry is 8 dwords. The read pointer lives in `IH_RB_RPTR` only, so a later driver
 //! instance (warm boot) continues where the last one stopped.
 
-use am_autogen::regs::osssys;
-
 use crate::Result;
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
 use crate::mm::Pool;
+use crate::mmio::{hi32, lo32};
+use crate::regs::{alt, osssys};
 
 /// Ring size in bytes.
 pub const RING_SIZE: u64 = 256 << 10;
@@ -53,7 +53,6 @@ impl IhEntry {
 struct Ring {
     base: u64,
     wptr_wb: u64,
-    suffix: &'static str,
 }
 
 /// IH state: the rings.
@@ -76,82 +75,70 @@ impl std::fmt::Debug for Ih {
 impl Ih {
     /// Allocate the rings and write-back slots (boot pool).
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
-        let ring = |suffix| -> Result<Ring> {
+        let ring = || -> Result<Ring> {
             Ok(Ring {
                 base: ctx.palloc(RING_SIZE, 4096, Pool::Boot)?,
                 wptr_wb: ctx.palloc(4096, 4096, Pool::Boot)?,
-                suffix,
             })
         };
         Ok(Ih {
-            rings: [ring("")?, ring("_RING1")?],
+            rings: [ring()?, ring()?],
             overflows: 0,
         })
     }
 
-    fn reg<'a>(ctx: &'a Ctx, name: &str, suffix: &str) -> Result<crate::regs::Register<'a>> {
-        ctx.regs
-            .named(am_autogen::regs::RegIp::Osssys, &format!("{name}{suffix}"))
-    }
-
-    /// Program and enable the rings.
+    /// Program and enable the rings (ring `n`'s registers are the `n`th of each `alt`).
     pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
-        let rb_size = u64::from((RING_SIZE / 4).trailing_zeros());
+        let rb_size = (RING_SIZE / 4).trailing_zeros();
         for (n, ring) in self.rings.iter().enumerate() {
-            let sfx = ring.suffix;
             let base = ctx.mc.mc(ring.base) >> 8;
-            Self::reg(ctx, "IH_RB_BASE", sfx)?.write(0, base as u32)?;
-            Self::reg(ctx, &format!("IH_RB_BASE_HI{sfx}"), "")?.write(0, (base >> 32) as u32)?;
-            let mut f = vec![
-                ("MC_SPACE", 4),
-                ("WPTR_OVERFLOW_CLEAR", 1),
-                ("RB_SIZE", rb_size),
-                ("MC_SNOOP", 1),
-                ("MC_RO", 0),
-                ("MC_VMID", 0),
-            ];
-            if n == 0 {
-                f.extend([("WPTR_OVERFLOW_ENABLE", 1), ("RPTR_REARM", 1)]);
-            } else {
-                f.push(("RB_FULL_DRAIN_ENABLE", 1));
-            }
-            Self::reg(ctx, "IH_RB_CNTL", sfx)?.write_fields(0, &f)?;
+            ctx.wreg(alt::IH_RB_BASE[n], 0, lo32(base))?;
+            ctx.wreg(alt::IH_RB_BASE_HI[n], 0, hi32(base))?;
+            ctx.write(alt::IH_RB_CNTL[n], 0, |f| {
+                let f = f
+                    .mc_space(4)
+                    .wptr_overflow_clear(1)
+                    .rb_size(rb_size)
+                    .mc_snoop(1)
+                    .mc_ro(0)
+                    .mc_vmid(0);
+                match n {
+                    0 => f.wptr_overflow_enable(1).rptr_rearm(1),
+                    _ => f.rb_full_drain_enable(1),
+                }
+            })?;
             if n == 0 {
                 let wb = ctx.mc.mc(ring.wptr_wb);
-                ctx.wreg(osssys::IH_RB_WPTR_ADDR_LO, 0, wb as u32)?;
-                ctx.wreg(osssys::IH_RB_WPTR_ADDR_HI, 0, (wb >> 32) as u32)?;
+                ctx.wreg(osssys::IH_RB_WPTR_ADDR_LO, 0, lo32(wb))?;
+                ctx.wreg(osssys::IH_RB_WPTR_ADDR_HI, 0, hi32(wb))?;
             }
-            Self::reg(ctx, "IH_RB_WPTR", sfx)?.write(0, 0)?;
-            Self::reg(ctx, "IH_RB_RPTR", sfx)?.write(0, 0)?;
-            Self::reg(ctx, "IH_DOORBELL_RPTR", sfx)?.write_fields(0, &[("ENABLE", 0)])?;
+            ctx.wreg(alt::IH_RB_WPTR[n], 0, 0)?;
+            ctx.wreg(alt::IH_RB_RPTR[n], 0, 0)?;
+            ctx.write(alt::IH_DOORBELL_RPTR[n], 0, |f| f.enable(0))?;
         }
         // OSSSYS 4.4.x (MI300, MI350) has no storm/flood control to set up.
         let v = ctx.version(HwIp::OSSSYS)?;
         if (v.major, v.minor) != (4, 4) {
-            ctx.update(
-                osssys::IH_STORM_CLIENT_LIST_CNTL,
-                0,
-                &[("CLIENT18_IS_STORM_CLIENT", 1)],
-            )?;
-            ctx.update(osssys::IH_INT_FLOOD_CNTL, 0, &[("FLOOD_CNTL_ENABLE", 1)])?;
-            ctx.update(osssys::IH_MSI_STORM_CTRL, 0, &[("DELAY", 3)])?;
+            ctx.update(osssys::IH_STORM_CLIENT_LIST_CNTL, 0, |f| {
+                f.client18_is_storm_client(1)
+            })?;
+            ctx.update(osssys::IH_INT_FLOOD_CNTL, 0, |f| f.flood_cntl_enable(1))?;
+            ctx.update(osssys::IH_MSI_STORM_CTRL, 0, |f| f.delay(3))?;
         }
-        for (n, ring) in self.rings.iter().enumerate() {
-            let mut f = vec![("RB_ENABLE", 1)];
-            if n == 0 {
-                f.push(("ENABLE_INTR", 1));
-            }
-            Self::reg(ctx, "IH_RB_CNTL", ring.suffix)?.update(0, &f)?;
-        }
+        ctx.update(alt::IH_RB_CNTL[0], 0, |f| f.rb_enable(1).enable_intr(1))?;
+        ctx.update(alt::IH_RB_CNTL[1], 0, |f| f.rb_enable(1))?;
         Ok(())
     }
 
     /// Every entry of ring 0 written since the last drain, in order; the read pointer then
     /// catches up and an overflow is cleared (and counted: entries were lost).
     pub fn drain(&mut self, ctx: &Ctx) -> Result<Vec<IhEntry>> {
-        let wptr_reg = ctx.regs.reg(osssys::IH_RB_WPTR)?;
-        let wptr = wptr_reg.read(0)?;
-        let mask = wptr_reg.fields_mask(&["OFFSET"])?;
+        let wptr = ctx.rreg(osssys::IH_RB_WPTR, 0)?;
+        let mask = ctx.regs.encode(osssys::IH_RB_WPTR, |f| f.offset(0))?.mask;
+        let overflow = ctx
+            .regs
+            .encode(osssys::IH_RB_WPTR, |f| f.rb_overflow(0))?
+            .mask;
         let w = u64::from(wptr & mask) % RING_SIZE;
         let mut r = u64::from(ctx.rreg(osssys::IH_RB_RPTR, 0)? & mask) % RING_SIZE;
         let mut out = vec![];
@@ -167,10 +154,10 @@ impl Ih {
             r = (r + ENTRY_SIZE) % RING_SIZE;
         }
         ctx.wreg(osssys::IH_RB_RPTR, 0, w as u32)?;
-        if wptr_reg.field(wptr, "RB_OVERFLOW")? != 0 {
+        if wptr & overflow != 0 {
             self.overflows += 1;
             tracing::warn!("{}: IH ring 0 overflowed: interrupts were lost", ctx.name);
-            ctx.update(osssys::IH_RB_CNTL, 0, &[("WPTR_OVERFLOW_CLEAR", 1)])?;
+            ctx.update(osssys::IH_RB_CNTL, 0, |f| f.wptr_overflow_clear(1))?;
         }
         Ok(out)
     }

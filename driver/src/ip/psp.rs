@@ -20,7 +20,8 @@ use zerocopy::{FromBytes, IntoBytes};
 use crate::ctx::Ctx;
 use crate::ip::soc::Soc;
 use crate::mm::{Pool, VramAccess};
-use crate::regs::{Reg, mp};
+use crate::mmio::{hi32, lo32};
+use crate::regs::{Reg, alt, mp};
 use crate::{ErrorKind, Result};
 
 /// `PSP_1_MEG`: the bootloader takes a component from a 1 MiB-aligned, 1 MiB buffer.
@@ -42,42 +43,6 @@ const RESPONSE: u32 = 0x8000_0000;
 /// How long the sOS takes to tear a ring down before it answers (amdgpu sleeps 20 ms).
 const DESTROY_SETTLE: Duration = Duration::from_millis(20);
 
-/// The mailbox registers, named `MP0_SMN_C2PMSG_n` before MP0 14 and `MPASP_SMN_C2PMSG_n`
-/// from it on.
-#[derive(Clone, Copy, Debug)]
-struct Mailbox {
-    c35: Reg,
-    c36: Reg,
-    c64: Reg,
-    c67: Reg,
-    c69: Reg,
-    c70: Reg,
-    c71: Reg,
-    c81: Reg,
-}
-
-const MP0_MAILBOX: Mailbox = Mailbox {
-    c35: mp::MP0_SMN_C2PMSG_35,
-    c36: mp::MP0_SMN_C2PMSG_36,
-    c64: mp::MP0_SMN_C2PMSG_64,
-    c67: mp::MP0_SMN_C2PMSG_67,
-    c69: mp::MP0_SMN_C2PMSG_69,
-    c70: mp::MP0_SMN_C2PMSG_70,
-    c71: mp::MP0_SMN_C2PMSG_71,
-    c81: mp::MP0_SMN_C2PMSG_81,
-};
-
-const MPASP_MAILBOX: Mailbox = Mailbox {
-    c35: mp::MPASP_SMN_C2PMSG_35,
-    c36: mp::MPASP_SMN_C2PMSG_36,
-    c64: mp::MPASP_SMN_C2PMSG_64,
-    c67: mp::MPASP_SMN_C2PMSG_67,
-    c69: mp::MPASP_SMN_C2PMSG_69,
-    c70: mp::MPASP_SMN_C2PMSG_70,
-    c71: mp::MPASP_SMN_C2PMSG_71,
-    c81: mp::MPASP_SMN_C2PMSG_81,
-};
-
 /// VRAM the PSP works with (physical addresses, all from the boot pool).
 #[derive(Clone, Copy, Debug)]
 struct Buffers {
@@ -91,20 +56,14 @@ struct Buffers {
     tmr: Option<u64>,
 }
 
-/// A command ready to go on the ring: its id, the bytes of its `cmd` union member and a
-/// name for errors.
-struct Command<'a> {
-    id: u32,
-    body: &'a [u8],
-    name: String,
-}
-
 /// PSP state: the load plan and what was loaded.
 #[derive(Debug)]
 pub struct Psp {
     plan: Option<LoadPlan>,
     bufs: Option<Buffers>,
-    regs: Mailbox,
+    /// Which name the mailbox registers have in each `alt::C2PMSG_*`: 0 for
+    /// `MP0_SMN_C2PMSG_n` (before MP0 14), 1 for `MPASP_SMN_C2PMSG_n`.
+    mbox: usize,
     /// Ring write pointer in dwords (modulo the ring), once this instance created the ring.
     wptr: Option<u32>,
     fence_value: u32,
@@ -117,18 +76,13 @@ pub struct Psp {
 }
 
 impl Psp {
-    /// Plan the loads and allocate the buffers (1 MiB bootloader buffer, ring, command and
-    /// fence buffers, TMR).
-    pub fn init_sw(ctx: &Ctx, fw: Option<&FirmwareSet>, sos: SosVariant) -> Result<Self> {
-        let regs = if ctx.regs.has(mp::MP0_SMN_C2PMSG_35) {
-            MP0_MAILBOX
-        } else {
-            MPASP_MAILBOX
-        };
+    /// Allocate the buffers for `plan` (1 MiB bootloader buffer, ring, command and fence
+    /// buffers, TMR); see [`load_plan`].
+    pub fn init_sw(ctx: &Ctx, plan: Option<LoadPlan>) -> Result<Self> {
         let mut psp = Psp {
             plan: None,
             bufs: None,
-            regs,
+            mbox: usize::from(!ctx.regs.has(mp::MP0_SMN_C2PMSG_35)),
             wptr: None,
             fence_value: 0,
             msg1_dirty: None,
@@ -136,12 +90,9 @@ impl Psp {
             loaded: vec![],
         };
         // A VF's PSP belongs to the PF: nothing to plan or allocate.
-        let (false, Some(fw)) = (ctx.is_vf, fw) else {
+        let (false, Some(plan)) = (ctx.is_vf, plan) else {
             return Ok(psp);
         };
-        let plan = fw
-            .plan(PlanOptions { sos })
-            .map_err(|source| ctx.err(ErrorKind::Firmware { source }))?;
         let largest = plan
             .steps
             .iter()
@@ -172,7 +123,7 @@ impl Psp {
 
     /// Whether the sOS runs (`C2PMSG_81 != 0`).
     pub fn is_sos_alive(&self, ctx: &Ctx) -> Result<bool> {
-        Ok(ctx.rreg(self.regs.c81, 0)? != 0)
+        Ok(ctx.rreg(alt::C2PMSG_81[self.mbox], 0)? != 0)
     }
 
     /// Bootloader, ring, TOC/TMR, every IP firmware, RLC autoload or REG_LIST. `soc`
@@ -180,9 +131,7 @@ impl Psp {
     /// reads it.
     pub fn init_hw(&mut self, ctx: &Ctx, soc: &Soc) -> Result<()> {
         let (Some(plan), Some(bufs)) = (self.plan.take(), self.bufs) else {
-            return Err(ctx.err(ErrorKind::BadState {
-                reason: "PSP init_hw without a firmware load plan (no firmware was found)".into(),
-            }));
+            return Err(ctx.bad("PSP init_hw without a firmware load plan (no firmware was found)"));
         };
         let r = self.run_plan(ctx, soc, &plan, &bufs);
         self.plan = Some(plan);
@@ -221,7 +170,7 @@ impl Psp {
     /// `what` the driver was about to do.
     fn wait_bootloader(&self, ctx: &Ctx, what: &str) -> Result<()> {
         let awaited = format!("PSP bootloader ready (C2PMSG_35 bit 31) for {what}");
-        wait_response(ctx, self.regs.c35, &awaited, what)
+        wait_response(ctx, alt::C2PMSG_35[self.mbox], &awaited, what)
     }
 
     fn bootloader(
@@ -235,12 +184,10 @@ impl Psp {
         let name = command.full_name();
         self.wait_bootloader(ctx, &name)?;
         if bytes.len() as u64 > PSP_1_MEG {
-            return Err(ctx.err(ErrorKind::BadState {
-                reason: format!(
-                    "{name}: component of {:#x} bytes does not fit the 1 MiB bootloader buffer",
-                    bytes.len()
-                ),
-            }));
+            return Err(ctx.bad(format!(
+                "{name}: component of {:#x} bytes does not fit the 1 MiB bootloader buffer",
+                bytes.len()
+            )));
         }
         // The bootloader reads the whole MiB: what lies beyond the component must be zero.
         // Only the part an earlier copy (or whatever VRAM held) may have dirtied is cleared.
@@ -252,8 +199,12 @@ impl Psp {
         }
         self.msg1_dirty = Some(len);
         soc.hdp_flush(ctx)?;
-        ctx.wreg(self.regs.c36, 0, (ctx.mc.mc(bufs.msg1) >> 20) as u32)?;
-        ctx.wreg(self.regs.c35, 0, command.0)?;
+        ctx.wreg(
+            alt::C2PMSG_36[self.mbox],
+            0,
+            (ctx.mc.mc(bufs.msg1) >> 20) as u32,
+        )?;
+        ctx.wreg(alt::C2PMSG_35[self.mbox], 0, command.0)?;
         // After the sOS the bootloader hands over: C2PMSG_81 says when it runs.
         if command != BootloaderCmd::LOAD_SOSDRV {
             self.wait_bootloader(ctx, &name)?;
@@ -262,7 +213,7 @@ impl Psp {
     }
 
     fn wait_sos(&self, ctx: &Ctx) -> Result<()> {
-        let r = ctx.regs.reg(self.regs.c81)?;
+        let r = ctx.regs.reg(alt::C2PMSG_81[self.mbox])?;
         ctx.poll(
             ctx.timeouts.psp,
             "PSP sOS alive (C2PMSG_81 != 0) after PSP_BL__LOAD_SOSDRV",
@@ -277,22 +228,22 @@ impl Psp {
     /// Wait for the sOS's answer in `C2PMSG_64`; a status in its low bits is an error.
     fn wait_ring_answer(&self, ctx: &Ctx, what: &str) -> Result<()> {
         let awaited = format!("PSP answer (C2PMSG_64 bit 31) to {what}");
-        wait_response(ctx, self.regs.c64, &awaited, what)
+        wait_response(ctx, alt::C2PMSG_64[self.mbox], &awaited, what)
     }
 
     fn ring_create(&mut self, ctx: &Ctx, bufs: &Buffers) -> Result<()> {
-        if ctx.rreg(self.regs.c71, 0)? != 0 {
-            ctx.wreg(self.regs.c64, 0, DESTROY_RINGS)?;
+        if ctx.rreg(alt::C2PMSG_71[self.mbox], 0)? != 0 {
+            ctx.wreg(alt::C2PMSG_64[self.mbox], 0, DESTROY_RINGS)?;
             std::thread::sleep(DESTROY_SETTLE.min(ctx.timeouts.psp));
             self.wait_ring_answer(ctx, "GFX_CTRL_CMD_ID_DESTROY_RINGS")?;
         }
         self.wait_ring_answer(ctx, "ring create (sOS ready)")?;
         ctx.vram.write(bufs.ring, &[0u8; RING_SIZE as usize])?;
         let mc = ctx.mc.mc(bufs.ring);
-        ctx.wreg(self.regs.c69, 0, mc as u32)?;
-        ctx.wreg(self.regs.c70, 0, (mc >> 32) as u32)?;
-        ctx.wreg(self.regs.c71, 0, RING_SIZE)?;
-        ctx.wreg(self.regs.c64, 0, RING_TYPE_KM << 16)?;
+        ctx.wreg(alt::C2PMSG_69[self.mbox], 0, lo32(mc))?;
+        ctx.wreg(alt::C2PMSG_70[self.mbox], 0, hi32(mc))?;
+        ctx.wreg(alt::C2PMSG_71[self.mbox], 0, RING_SIZE)?;
+        ctx.wreg(alt::C2PMSG_64[self.mbox], 0, RING_TYPE_KM << 16)?;
         self.wait_ring_answer(ctx, "ring create (PSP_RING_TYPE__KM)")?;
         self.wptr = Some(0);
         Ok(())
@@ -305,28 +256,21 @@ impl Psp {
                 let bytes = payload.bytes();
                 let mc = self.stage(ctx, bufs, bytes, "GFX_CMD_ID_LOAD_TOC")?;
                 let c = psp_gfx_cmd_load_toc {
-                    toc_phy_addr_lo: mc as u32,
-                    toc_phy_addr_hi: (mc >> 32) as u32,
+                    toc_phy_addr_lo: lo32(mc),
+                    toc_phy_addr_hi: hi32(mc),
                     toc_size: bytes.len() as u32,
                 };
                 let resp = self.submit(
                     ctx,
                     soc,
                     bufs,
-                    &Command {
-                        id: GFX_CMD_ID_LOAD_TOC,
-                        body: c.as_bytes(),
-                        name: "GFX_CMD_ID_LOAD_TOC".into(),
-                    },
+                    (GFX_CMD_ID_LOAD_TOC, c.as_bytes(), "GFX_CMD_ID_LOAD_TOC"),
                 )?;
                 let tmr_size = u64::from(resp.resp.tmr_size);
                 if tmr_size > TMR_SIZE {
-                    return Err(ctx.err(ErrorKind::BadState {
-                            reason: format!(
-                                "GFX_CMD_ID_LOAD_TOC: the PSP asks for a TMR of {tmr_size:#x} bytes, more than the {TMR_SIZE:#x} the driver reserves"
-                            ),
-                        },
-                    ));
+                    return Err(ctx.bad(format!(
+                            "GFX_CMD_ID_LOAD_TOC: the PSP asks for a TMR of {tmr_size:#x} bytes, more than the {TMR_SIZE:#x} the driver reserves"
+                        )));
                 }
                 if tmr_size > 0 {
                     self.tmr_size = tmr_size as u32;
@@ -335,20 +279,14 @@ impl Psp {
             }
             PspStep::SetupTmr => {
                 let Some(tmr) = bufs.tmr else {
-                    return Err(ctx.err(ErrorKind::BadState {
-                        reason: "GFX_CMD_ID_SETUP_TMR without a TMR allocated".into(),
-                    }));
+                    return Err(ctx.bad("GFX_CMD_ID_SETUP_TMR without a TMR allocated"));
                 };
                 let body = setup_tmr_body(ctx.mc.mc(tmr), tmr, self.tmr_size);
                 self.submit(
                     ctx,
                     soc,
                     bufs,
-                    &Command {
-                        id: GFX_CMD_ID_SETUP_TMR,
-                        body: &body,
-                        name: "GFX_CMD_ID_SETUP_TMR".into(),
-                    },
+                    (GFX_CMD_ID_SETUP_TMR, &body, "GFX_CMD_ID_SETUP_TMR"),
                 )
                 .map(drop)
             }
@@ -357,33 +295,20 @@ impl Psp {
                 let bytes = payload.bytes();
                 let mc = self.stage(ctx, bufs, bytes, &name)?;
                 let c = psp_gfx_cmd_load_ip_fw {
-                    fw_phy_addr_lo: mc as u32,
-                    fw_phy_addr_hi: (mc >> 32) as u32,
+                    fw_phy_addr_lo: lo32(mc),
+                    fw_phy_addr_hi: hi32(mc),
                     fw_size: bytes.len() as u32,
                     fw_type: fw_type.0,
                 };
-                self.submit(
-                    ctx,
-                    soc,
-                    bufs,
-                    &Command {
-                        id: GFX_CMD_ID_LOAD_IP_FW,
-                        body: c.as_bytes(),
-                        name,
-                    },
-                )
-                .map(drop)
+                self.submit(ctx, soc, bufs, (GFX_CMD_ID_LOAD_IP_FW, c.as_bytes(), &name))
+                    .map(drop)
             }
             PspStep::AutoloadRlc => self
                 .submit(
                     ctx,
                     soc,
                     bufs,
-                    &Command {
-                        id: GFX_CMD_ID_AUTOLOAD_RLC,
-                        body: &[],
-                        name: "GFX_CMD_ID_AUTOLOAD_RLC".into(),
-                    },
+                    (GFX_CMD_ID_AUTOLOAD_RLC, &[], "GFX_CMD_ID_AUTOLOAD_RLC"),
                 )
                 .map(drop),
         }
@@ -392,13 +317,11 @@ impl Psp {
     /// Copy a firmware image to the staging buffer; its MC address.
     fn stage(&mut self, ctx: &Ctx, bufs: &Buffers, bytes: &[u8], what: &str) -> Result<u64> {
         if bytes.len() as u64 > bufs.msg1_size {
-            return Err(ctx.err(ErrorKind::BadState {
-                reason: format!(
-                    "{what}: {:#x} bytes do not fit the {:#x}-byte staging buffer",
-                    bytes.len(),
-                    bufs.msg1_size
-                ),
-            }));
+            return Err(ctx.bad(format!(
+                "{what}: {:#x} bytes do not fit the {:#x}-byte staging buffer",
+                bytes.len(),
+                bufs.msg1_size
+            )));
         }
         ctx.vram.write(bufs.msg1, bytes)?;
         self.msg1_dirty = self.msg1_dirty.map(|d| d.max(bytes.len() as u64));
@@ -412,15 +335,12 @@ impl Psp {
         ctx: &Ctx,
         soc: &Soc,
         bufs: &Buffers,
-        cmd: &Command<'_>,
+        (id, body, name): (u32, &[u8], &str),
     ) -> Result<psp_gfx_cmd_resp> {
         let Some(wptr) = self.wptr else {
-            return Err(ctx.err(ErrorKind::BadState {
-                reason: format!(
-                    "{}: the PSP ring was not created by this driver instance",
-                    cmd.name
-                ),
-            }));
+            return Err(ctx.bad(format!(
+                "{name}: the PSP ring was not created by this driver instance"
+            )));
         };
         let mut buf = vec![0u8; size_of::<psp_gfx_cmd_resp>()];
         put32(
@@ -428,9 +348,9 @@ impl Psp {
             offset_of!(psp_gfx_cmd_resp, buf_size),
             size_of::<psp_gfx_cmd_resp>() as u32,
         );
-        put32(&mut buf, offset_of!(psp_gfx_cmd_resp, cmd_id), cmd.id);
+        put32(&mut buf, offset_of!(psp_gfx_cmd_resp, cmd_id), id);
         let at = offset_of!(psp_gfx_cmd_resp, cmd);
-        buf[at..at + cmd.body.len()].copy_from_slice(cmd.body);
+        buf[at..at + body.len()].copy_from_slice(body);
         ctx.vram.write(bufs.cmd, &buf)?;
         ctx.vram.write32(bufs.fence, 0)?;
 
@@ -439,11 +359,11 @@ impl Psp {
         let cmd_mc = ctx.mc.mc(bufs.cmd);
         let fence_mc = ctx.mc.mc(bufs.fence);
         let frame = psp_gfx_rb_frame {
-            cmd_buf_addr_lo: cmd_mc as u32,
-            cmd_buf_addr_hi: (cmd_mc >> 32) as u32,
+            cmd_buf_addr_lo: lo32(cmd_mc),
+            cmd_buf_addr_hi: hi32(cmd_mc),
             cmd_buf_size: size_of::<psp_gfx_cmd_resp>() as u32,
-            fence_addr_lo: fence_mc as u32,
-            fence_addr_hi: (fence_mc >> 32) as u32,
+            fence_addr_lo: lo32(fence_mc),
+            fence_addr_hi: hi32(fence_mc),
             fence_value,
             sid_lo: 0,
             sid_hi: 0,
@@ -457,14 +377,14 @@ impl Psp {
         soc.hdp_flush(ctx)?;
         let next = (wptr + FRAME_DW) % (RING_SIZE / 4);
         self.wptr = Some(next);
-        ctx.wreg(self.regs.c67, 0, next)?;
+        ctx.wreg(alt::C2PMSG_67[self.mbox], 0, next)?;
 
         // The fence is in memory; reading the write pointer between looks lets the PSP
         // (and the mock's clock) move on.
-        let c67 = ctx.regs.reg(self.regs.c67)?;
+        let c67 = ctx.regs.reg(alt::C2PMSG_67[self.mbox])?;
         ctx.poll(
             ctx.timeouts.psp,
-            format_args!("PSP fence of {} (value {fence_value})", cmd.name),
+            format_args!("PSP fence of {name} (value {fence_value})"),
             || {
                 let v = ctx.vram.read32(bufs.fence)?;
                 if v != fence_value {
@@ -475,14 +395,11 @@ impl Psp {
         )?;
         let mut out = vec![0u8; size_of::<psp_gfx_cmd_resp>()];
         ctx.vram.read(bufs.cmd, &mut out)?;
-        let resp = psp_gfx_cmd_resp::read_from_bytes(&out).map_err(|_| {
-            ctx.err(ErrorKind::BadState {
-                reason: format!("{}: short command buffer read", cmd.name),
-            })
-        })?;
+        let resp = psp_gfx_cmd_resp::read_from_bytes(&out)
+            .map_err(|_| ctx.bad(format!("{name}: short command buffer read")))?;
         if resp.resp.status != 0 {
             return Err(ctx.err(ErrorKind::PspCommand {
-                command: cmd.name.clone(),
+                command: name.to_string(),
                 status: resp.resp.status,
             }));
         }
@@ -492,10 +409,8 @@ impl Psp {
     /// `SRIOV_SPATIAL_PART` with `mode` (1 = SPX).
     pub fn spatial_partition(&mut self, ctx: &Ctx, soc: &Soc, mode: u32) -> Result<()> {
         let Some(bufs) = self.bufs else {
-            return Err(ctx.err(ErrorKind::BadState {
-                reason: "GFX_CMD_ID_SRIOV_SPATIAL_PART: the PSP has no buffers (VF or no firmware)"
-                    .into(),
-            }));
+            return Err(ctx
+                .bad("GFX_CMD_ID_SRIOV_SPATIAL_PART: the PSP has no buffers (VF or no firmware)"));
         };
         let c = psp_gfx_cmd_sriov_spatial_part {
             mode,
@@ -503,15 +418,12 @@ impl Psp {
             override_xcds_avail: 0,
             override_this_aid: 0,
         };
+        let name = format!("GFX_CMD_ID_SRIOV_SPATIAL_PART(mode {mode})");
         self.submit(
             ctx,
             soc,
             &bufs,
-            &Command {
-                id: GFX_CMD_ID_SRIOV_SPATIAL_PART,
-                body: c.as_bytes(),
-                name: format!("GFX_CMD_ID_SRIOV_SPATIAL_PART(mode {mode})"),
-            },
+            (GFX_CMD_ID_SRIOV_SPATIAL_PART, c.as_bytes(), &name),
         )
         .map(drop)
     }
@@ -538,12 +450,12 @@ fn setup_tmr_body(mc: u64, paddr: u64, size: u32) -> Vec<u8> {
     put32(
         &mut b,
         offset_of!(psp_gfx_cmd_setup_tmr, buf_phy_addr_lo),
-        mc as u32,
+        lo32(mc),
     );
     put32(
         &mut b,
         offset_of!(psp_gfx_cmd_setup_tmr, buf_phy_addr_hi),
-        (mc >> 32) as u32,
+        hi32(mc),
     );
     put32(&mut b, offset_of!(psp_gfx_cmd_setup_tmr, buf_size), size);
     // tmr_flags: bit 1 = virt_phy_addr (the system address below is meaningful).
@@ -555,19 +467,19 @@ fn setup_tmr_body(mc: u64, paddr: u64, size: u32) -> Vec<u8> {
     put32(
         &mut b,
         offset_of!(psp_gfx_cmd_setup_tmr, system_phy_addr_lo),
-        paddr as u32,
+        lo32(paddr),
     );
     put32(
         &mut b,
         offset_of!(psp_gfx_cmd_setup_tmr, system_phy_addr_hi),
-        (paddr >> 32) as u32,
+        hi32(paddr),
     );
     b
 }
 
 /// Wait for the response bit (31) of a PSP mailbox register; a status in its low 16 bits is
 /// an error naming `command`.
-fn wait_response(ctx: &Ctx, reg: Reg, awaited: &str, command: &str) -> Result<()> {
+fn wait_response<F>(ctx: &Ctx, reg: Reg<F>, awaited: &str, command: &str) -> Result<()> {
     let v = ctx.wait_reg(reg, 0, RESPONSE, RESPONSE, ctx.timeouts.psp, awaited)?;
     if v & 0xffff != 0 {
         return Err(ctx.err(ErrorKind::PspCommand {
@@ -576,4 +488,12 @@ fn wait_response(ctx: &Ctx, reg: Reg, awaited: &str, command: &str) -> Result<()
         }));
     }
     Ok(())
+}
+
+/// The PSP's firmware load plan, built once for the whole bring-up (GFX takes the MEC's RS64
+/// start address from it); `None` without firmware.
+pub fn load_plan(ctx: &Ctx, fw: Option<&FirmwareSet>, sos: SosVariant) -> Result<Option<LoadPlan>> {
+    fw.map(|fw| fw.plan(PlanOptions { sos }))
+        .transpose()
+        .map_err(|source| ctx.err(ErrorKind::Firmware { source }))
 }

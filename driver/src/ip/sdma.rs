@@ -12,17 +12,20 @@
 
 use am_autogen::doorbell::AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0;
 
+use crate::Result;
 use crate::ctx::Ctx;
 use crate::discovery::IpVersion;
 use crate::hwip::HwIp;
 use crate::ip::soc::{DoorbellRoute, Soc};
-use crate::regs::{Reg, gc, nbio, sdma};
-use crate::{Error, ErrorKind, Result};
+use crate::mmio::{hi32, lo32};
+use crate::regs::{Reg, alt, gc, nbio};
 
 /// Doorbell slots between two engines' doorbells.
 const DOORBELL_STRIDE: u32 = 0xA;
 /// Watchdog: queue hang count in units of 100 ms (10 s).
-const QUEUE_HANG_COUNT: u64 = 100;
+const QUEUE_HANG_COUNT: u32 = 100;
+/// NBIO 7.9 routes doorbells through `DOORBELL0_CTRL_ENTRY_1..=16` (four per AID).
+const DOORBELL_ENTRIES: u8 = 16;
 
 /// What the runtime needs to start an SDMA ring. Addresses are what the engine uses (MC
 /// addresses of VRAM, or GPU virtual addresses of VM context 0).
@@ -49,240 +52,102 @@ pub struct SdmaQueueId {
     pub doorbell: u32,
 }
 
-/// The registers of one engine's ring.
+/// One engine: its number, its register instance, and its place in the `alt::SDMA_*` lists
+/// (SDMA0 and SDMA1 of the GC block, then the SDMA 4.4 block; lists without that place are
+/// registers the layout lacks).
 #[derive(Clone, Copy, Debug)]
-struct RingRegs {
-    rb_cntl: Reg,
-    rb_base: Reg,
-    rb_base_hi: Reg,
-    rb_rptr: Reg,
-    rb_rptr_hi: Reg,
-    rb_wptr: Reg,
-    rb_wptr_hi: Reg,
-    rptr_addr_lo: Reg,
-    rptr_addr_hi: Reg,
-    wptr_poll_lo: Reg,
-    wptr_poll_hi: Reg,
-    doorbell: Reg,
-    doorbell_offset: Reg,
-    ib_cntl: Reg,
-    minor_ptr_update: Reg,
-}
-
-/// The engine-wide registers.
-#[derive(Clone, Copy, Debug)]
-struct EngineRegs {
-    cntl: Reg,
-    /// `F32_CNTL` (SDMA < 7) or `MCU_CNTL`.
-    ucode_cntl: Reg,
-    utcl1_cntl: Reg,
-    utcl1_page: Option<Reg>,
-    watchdog: Option<Reg>,
-}
-
-/// Ring registers of `SDMA0_QUEUE0_*` / `SDMA1_QUEUE0_*` (GC table).
-fn gc_ring(engine: u8) -> Option<RingRegs> {
-    Some(match engine {
-        0 => RingRegs {
-            rb_cntl: gc::SDMA0_QUEUE0_RB_CNTL,
-            rb_base: gc::SDMA0_QUEUE0_RB_BASE,
-            rb_base_hi: gc::SDMA0_QUEUE0_RB_BASE_HI,
-            rb_rptr: gc::SDMA0_QUEUE0_RB_RPTR,
-            rb_rptr_hi: gc::SDMA0_QUEUE0_RB_RPTR_HI,
-            rb_wptr: gc::SDMA0_QUEUE0_RB_WPTR,
-            rb_wptr_hi: gc::SDMA0_QUEUE0_RB_WPTR_HI,
-            rptr_addr_lo: gc::SDMA0_QUEUE0_RB_RPTR_ADDR_LO,
-            rptr_addr_hi: gc::SDMA0_QUEUE0_RB_RPTR_ADDR_HI,
-            wptr_poll_lo: gc::SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_LO,
-            wptr_poll_hi: gc::SDMA0_QUEUE0_RB_WPTR_POLL_ADDR_HI,
-            doorbell: gc::SDMA0_QUEUE0_DOORBELL,
-            doorbell_offset: gc::SDMA0_QUEUE0_DOORBELL_OFFSET,
-            ib_cntl: gc::SDMA0_QUEUE0_IB_CNTL,
-            minor_ptr_update: gc::SDMA0_QUEUE0_MINOR_PTR_UPDATE,
-        },
-        1 => RingRegs {
-            rb_cntl: gc::SDMA1_QUEUE0_RB_CNTL,
-            rb_base: gc::SDMA1_QUEUE0_RB_BASE,
-            rb_base_hi: gc::SDMA1_QUEUE0_RB_BASE_HI,
-            rb_rptr: gc::SDMA1_QUEUE0_RB_RPTR,
-            rb_rptr_hi: gc::SDMA1_QUEUE0_RB_RPTR_HI,
-            rb_wptr: gc::SDMA1_QUEUE0_RB_WPTR,
-            rb_wptr_hi: gc::SDMA1_QUEUE0_RB_WPTR_HI,
-            rptr_addr_lo: gc::SDMA1_QUEUE0_RB_RPTR_ADDR_LO,
-            rptr_addr_hi: gc::SDMA1_QUEUE0_RB_RPTR_ADDR_HI,
-            wptr_poll_lo: gc::SDMA1_QUEUE0_RB_WPTR_POLL_ADDR_LO,
-            wptr_poll_hi: gc::SDMA1_QUEUE0_RB_WPTR_POLL_ADDR_HI,
-            doorbell: gc::SDMA1_QUEUE0_DOORBELL,
-            doorbell_offset: gc::SDMA1_QUEUE0_DOORBELL_OFFSET,
-            ib_cntl: gc::SDMA1_QUEUE0_IB_CNTL,
-            minor_ptr_update: gc::SDMA1_QUEUE0_MINOR_PTR_UPDATE,
-        },
-        _ => return None,
-    })
-}
-
-/// Engine registers of `SDMA0_*` / `SDMA1_*` (GC table).
-fn gc_engine_regs(engine: u8, mcu: bool) -> Option<EngineRegs> {
-    Some(match engine {
-        0 => EngineRegs {
-            cntl: gc::SDMA0_CNTL,
-            ucode_cntl: if mcu {
-                gc::SDMA0_MCU_CNTL
-            } else {
-                gc::SDMA0_F32_CNTL
-            },
-            utcl1_cntl: gc::SDMA0_UTCL1_CNTL,
-            utcl1_page: Some(gc::SDMA0_UTCL1_PAGE),
-            watchdog: Some(gc::SDMA0_WATCHDOG_CNTL),
-        },
-        1 => EngineRegs {
-            cntl: gc::SDMA1_CNTL,
-            ucode_cntl: if mcu {
-                gc::SDMA1_MCU_CNTL
-            } else {
-                gc::SDMA1_F32_CNTL
-            },
-            utcl1_cntl: gc::SDMA1_UTCL1_CNTL,
-            utcl1_page: Some(gc::SDMA1_UTCL1_PAGE),
-            watchdog: Some(gc::SDMA1_WATCHDOG_CNTL),
-        },
-        _ => return None,
-    })
-}
-
-const SDMA4_RING: RingRegs = RingRegs {
-    rb_cntl: sdma::SDMA_GFX_RB_CNTL,
-    rb_base: sdma::SDMA_GFX_RB_BASE,
-    rb_base_hi: sdma::SDMA_GFX_RB_BASE_HI,
-    rb_rptr: sdma::SDMA_GFX_RB_RPTR,
-    rb_rptr_hi: sdma::SDMA_GFX_RB_RPTR_HI,
-    rb_wptr: sdma::SDMA_GFX_RB_WPTR,
-    rb_wptr_hi: sdma::SDMA_GFX_RB_WPTR_HI,
-    rptr_addr_lo: sdma::SDMA_GFX_RB_RPTR_ADDR_LO,
-    rptr_addr_hi: sdma::SDMA_GFX_RB_RPTR_ADDR_HI,
-    wptr_poll_lo: sdma::SDMA_GFX_RB_WPTR_POLL_ADDR_LO,
-    wptr_poll_hi: sdma::SDMA_GFX_RB_WPTR_POLL_ADDR_HI,
-    doorbell: sdma::SDMA_GFX_DOORBELL,
-    doorbell_offset: sdma::SDMA_GFX_DOORBELL_OFFSET,
-    ib_cntl: sdma::SDMA_GFX_IB_CNTL,
-    minor_ptr_update: sdma::SDMA_GFX_MINOR_PTR_UPDATE,
-};
-
-const SDMA4_ENGINE: EngineRegs = EngineRegs {
-    cntl: sdma::SDMA_CNTL,
-    ucode_cntl: sdma::SDMA_F32_CNTL,
-    utcl1_cntl: sdma::SDMA_UTCL1_CNTL,
-    utcl1_page: None,
-    watchdog: None,
-};
-
-/// The register layout of the device's SDMA version.
-#[derive(Clone, Debug)]
-enum Layout {
-    /// SDMA ≥ 5: engines `SDMA0..` in the GC block (instance 0).
-    InGc { engines: u8, mcu: bool },
-    /// SDMA 4.x: one `SDMA_*` block per discovery instance.
-    PerInstance { instances: Vec<u8> },
+struct Engine {
+    id: u8,
+    inst: u8,
+    k: usize,
 }
 
 /// SDMA state.
 #[derive(Debug)]
 pub struct Sdma {
     version: IpVersion,
-    layout: Layout,
+    engines: Vec<Engine>,
     /// Rings started by this instance.
     queues: Vec<SdmaQueueId>,
-}
-
-fn bad(ctx: &Ctx, reason: String) -> Error {
-    ctx.err(ErrorKind::BadState { reason })
 }
 
 impl Sdma {
     /// Nothing to allocate until a queue is made; the layout follows the SDMA version.
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
         let version = ctx.version(HwIp::SDMA0)?;
-        let layout = if version.major >= 5 {
-            let engines = [HwIp::SDMA0, HwIp::SDMA1, HwIp::SDMA2, HwIp::SDMA3]
+        let engines = if version.major >= 5 {
+            let n = [HwIp::SDMA0, HwIp::SDMA1, HwIp::SDMA2, HwIp::SDMA3]
                 .iter()
                 .filter(|ip| ctx.discovery.version(**ip).is_some())
-                .count() as u8;
-            Layout::InGc {
-                engines: engines.min(2),
-                mcu: version.major >= 7,
-            }
+                .count()
+                .min(2) as u8;
+            (0..n)
+                .map(|id| Engine {
+                    id,
+                    inst: 0,
+                    k: id.into(),
+                })
+                .collect()
         } else {
-            Layout::PerInstance {
-                instances: ctx.regs.instances(HwIp::SDMA0).into_iter().collect(),
-            }
+            let inst = ctx.regs.instances(HwIp::SDMA0);
+            inst.into_iter()
+                .map(|i| Engine {
+                    id: i,
+                    inst: i,
+                    k: 2,
+                })
+                .collect()
         };
         Ok(Sdma {
             version,
-            layout,
+            engines,
             queues: Vec::new(),
         })
     }
 
-    /// The engines (register instance and register set) of this device.
-    fn engines(&self) -> Vec<(u8, u8, EngineRegs)> {
-        match &self.layout {
-            Layout::InGc { engines, mcu } => (0..*engines)
-                .filter_map(|e| gc_engine_regs(e, *mcu).map(|r| (e, 0, r)))
-                .collect(),
-            Layout::PerInstance { instances } => {
-                instances.iter().map(|&i| (i, i, SDMA4_ENGINE)).collect()
-            }
-        }
-    }
-
     /// The engine numbers queues may use.
     pub fn engine_ids(&self) -> Vec<u8> {
-        self.engines().into_iter().map(|(e, _, _)| e).collect()
+        self.engines.iter().map(|e| e.id).collect()
     }
 
-    fn ring(&self, engine: u8) -> Option<(RingRegs, u8)> {
-        match &self.layout {
-            Layout::InGc { engines, .. } if engine < *engines => gc_ring(engine).map(|r| (r, 0)),
-            Layout::PerInstance { instances } if instances.contains(&engine) => {
-                Some((SDMA4_RING, engine))
-            }
-            _ => None,
-        }
+    fn engine(&self, id: u8) -> Option<Engine> {
+        self.engines.iter().copied().find(|e| e.id == id)
     }
 
     /// Per engine: watchdog, UTCL1, un-halt, trap enable; then doorbell routing.
     pub fn init_hw(&mut self, ctx: &Ctx, soc: &Soc) -> Result<()> {
         let v = self.version;
         let mcu = v.major >= 7;
-        for (_, inst, r) in self.engines() {
-            if let Some(w) = r.watchdog {
-                ctx.update(w, inst, &[("QUEUE_HANG_COUNT", QUEUE_HANG_COUNT)])?;
+        for &Engine { inst: i, k, .. } in &self.engines {
+            if let Some(&w) = alt::SDMA_WATCHDOG_CNTL.get(k) {
+                ctx.update(w, i, |f| f.queue_hang_count(QUEUE_HANG_COUNT))?;
             }
             if v.major >= 6 {
-                ctx.update(r.utcl1_cntl, inst, &[("RESP_MODE", 3), ("REDO_DELAY", 9)])?;
+                ctx.update(alt::SDMA_UTCL1_CNTL[k], i, |f| f.resp_mode(3).redo_delay(9))?;
             }
-            if let Some(page) = r.utcl1_page {
+            if let Some(&page) = alt::SDMA_UTCL1_PAGE.get(k) {
                 // Reads no-allocate, writes bypass the L2.
-                let mut f = vec![("RD_L2_POLICY", 2), ("WR_L2_POLICY", 3)];
-                if !mcu {
-                    f.push(("LLC_NOALLOC", 1));
-                }
-                ctx.update(page, inst, &f)?;
+                ctx.update(page, i, |f| {
+                    let f = f.rd_l2_policy(2).wr_l2_policy(3);
+                    if mcu { f } else { f.llc_noalloc(1) }
+                })?;
             }
             // Un-halt; from SDMA 6 on also release the (second) thread's reset.
-            let run: &[(&str, u64)] = if mcu {
-                &[("HALT", 0), ("RESET", 0)]
-            } else if v.major >= 6 {
-                &[("HALT", 0), ("TH1_RESET", 0)]
-            } else {
-                &[("HALT", 0)]
+            match alt::SDMA_MCU_CNTL.get(k) {
+                Some(&r) if mcu => ctx.update(r, i, |f| f.halt(0).reset(0))?,
+                _ if v.major >= 6 => {
+                    ctx.update(alt::SDMA_F32_CNTL[k], i, |f| f.halt(0).th1_reset(0))?
+                }
+                _ => ctx.update(alt::SDMA_F32_CNTL[k], i, |f| f.halt(0))?,
             };
-            ctx.update(r.ucode_cntl, inst, run)?;
-            let mut cntl = vec![("TRAP_ENABLE", 1)];
-            if (v.major, v.minor) <= (5, 2) {
-                cntl.push(("UTC_L1_ENABLE", 1));
-            }
-            ctx.update(r.cntl, inst, &cntl)?;
+            ctx.update(alt::SDMA_CNTL[k], i, |f| {
+                let f = f.trap_enable(1);
+                if (v.major, v.minor) <= (5, 2) {
+                    f.utc_l1_enable(1)
+                } else {
+                    f
+                }
+            })?;
         }
         if soc.per_aid_doorbells() {
             // Each AID routes its four engines' doorbells: a BIF entry and an S2A port each.
@@ -293,26 +158,23 @@ impl Sdma {
                 (6, 0xa, 0xa, 0x9),
             ];
             let aids = ctx.regs.instances(HwIp::MMHUB).len() as u8;
+            // DOORBELL0_CTRL_ENTRY_n is n dwords after entry 0, with entry 0's field layout.
+            let entry0 = ctx.regs.reg(nbio::DOORBELL0_CTRL_ENTRY_0)?.addr(0)?;
             for aid in 0..aids {
                 for (k, &(port, awid, offset, awaddr)) in PORTS.iter().enumerate() {
                     let entry = k as u8 + 1 + 4 * aid;
-                    let reg = doorbell_entry(entry).ok_or_else(|| {
-                        bad(
-                            ctx,
-                            format!("no DOORBELL0_CTRL_ENTRY_{entry} for AID {aid}"),
-                        )
-                    })?;
+                    if entry > DOORBELL_ENTRIES {
+                        return Err(
+                            ctx.bad(format!("no DOORBELL0_CTRL_ENTRY_{entry} for AID {aid}"))
+                        );
+                    }
                     let first = AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0
                         + u32::from(entry - 1) * DOORBELL_STRIDE;
-                    let r = ctx.regs.reg(reg)?;
-                    let v = r.encode(&[
-                        (format!("BIF_DOORBELL{entry}_RANGE_SIZE_ENTRY").as_str(), 20),
-                        (
-                            format!("BIF_DOORBELL{entry}_RANGE_OFFSET_ENTRY").as_str(),
-                            u64::from(first) * 2,
-                        ),
-                    ])?;
-                    r.write(0, v)?;
+                    let v = ctx.encode(nbio::DOORBELL0_CTRL_ENTRY_0, |f| {
+                        f.bif_doorbell0_range_size_entry(20)
+                            .bif_doorbell0_range_offset_entry(first * 2)
+                    })?;
+                    ctx.regs.wreg(entry0 + u64::from(entry), v)?;
                     let route = DoorbellRoute {
                         awid,
                         awaddr_31_28: awaddr,
@@ -337,21 +199,18 @@ impl Sdma {
     /// Start the ring of one engine: pointers, base, write-back and poll addresses, doorbell,
     /// then `RB_CNTL` (size, write-back, enable, privileged) and `IB_CNTL`.
     pub fn setup_queue(&mut self, ctx: &Ctx, desc: &SdmaQueueDesc) -> Result<SdmaQueueId> {
-        let (r, inst) = self.ring(desc.engine).ok_or_else(|| {
-            bad(
-                ctx,
-                format!(
-                    "SDMA engine {} does not exist (engines: {:?})",
-                    desc.engine,
-                    self.engine_ids()
-                ),
-            )
+        let Engine { inst: i, k, .. } = self.engine(desc.engine).ok_or_else(|| {
+            ctx.bad(format!(
+                "SDMA engine {} does not exist (engines: {:?})",
+                desc.engine,
+                self.engine_ids()
+            ))
         })?;
         if self.queues.iter().any(|q| q.engine == desc.engine) {
-            return Err(bad(
-                ctx,
-                format!("SDMA engine {}'s ring is already started", desc.engine),
-            ));
+            return Err(ctx.bad(format!(
+                "SDMA engine {}'s ring is already started",
+                desc.engine
+            )));
         }
         let why = if !(256..=1 << 20).contains(&desc.ring_size) || !desc.ring_size.is_power_of_two()
         {
@@ -370,47 +229,66 @@ impl Sdma {
             None
         };
         if let Some(w) = why {
-            return Err(bad(ctx, format!("SDMA queue: {w}")));
+            return Err(ctx.bad(format!("SDMA queue: {w}")));
         }
         let doorbell =
             AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0 + u32::from(desc.engine) * DOORBELL_STRIDE;
         let pair = |lo: Reg, hi: Reg, v: u64| -> Result<()> {
-            ctx.wreg(lo, inst, v as u32)?;
-            ctx.wreg(hi, inst, (v >> 32) as u32)
+            ctx.wreg(lo, i, lo32(v))?;
+            ctx.wreg(hi, i, hi32(v))
         };
         // A ring left running (by an instance that did not finish) is stopped first: its
         // base and addresses must not change under it.
-        ctx.update(r.rb_cntl, inst, &[("RB_ENABLE", 0)])?;
-        ctx.update(r.ib_cntl, inst, &[("IB_ENABLE", 0)])?;
-        ctx.wreg(r.minor_ptr_update, inst, 1)?;
-        pair(r.rb_rptr, r.rb_rptr_hi, 0)?;
-        pair(r.rb_wptr, r.rb_wptr_hi, 0)?;
-        pair(r.rb_base, r.rb_base_hi, desc.ring >> 8)?;
-        pair(r.rptr_addr_lo, r.rptr_addr_hi, desc.rptr_addr)?;
-        pair(r.wptr_poll_lo, r.wptr_poll_hi, desc.wptr_addr)?;
-        ctx.update(
-            r.doorbell_offset,
-            inst,
-            &[("OFFSET", u64::from(doorbell) * 2)],
+        ctx.update(alt::SDMA_RB_CNTL[k], i, |f| f.rb_enable(0))?;
+        ctx.update(alt::SDMA_IB_CNTL[k], i, |f| f.ib_enable(0))?;
+        ctx.wreg(alt::SDMA_MINOR_PTR_UPDATE[k], i, 1)?;
+        pair(
+            alt::SDMA_RB_RPTR[k].untyped(),
+            alt::SDMA_RB_RPTR_HI[k].untyped(),
+            0,
         )?;
-        ctx.update(r.doorbell, inst, &[("ENABLE", 1)])?;
-        ctx.wreg(r.minor_ptr_update, inst, 0)?;
-        let rb_size = u64::from((desc.ring_size / 4).trailing_zeros());
-        let mut cntl = vec![
-            ("RB_VMID", 0),
-            ("RPTR_WRITEBACK_ENABLE", 1),
-            ("RPTR_WRITEBACK_TIMER", 4),
-            ("RB_ENABLE", 1),
-            ("RB_PRIV", 1),
-            ("RB_SIZE", rb_size),
-        ];
-        if self.version.major >= 7 {
-            cntl.push(("MCU_WPTR_POLL_ENABLE", 1));
-        } else if self.version.major >= 5 {
-            cntl.push(("F32_WPTR_POLL_ENABLE", 1));
-        }
-        ctx.regs.reg(r.rb_cntl)?.write_fields(inst, &cntl)?;
-        ctx.update(r.ib_cntl, inst, &[("IB_ENABLE", 1)])?;
+        pair(
+            alt::SDMA_RB_WPTR[k].untyped(),
+            alt::SDMA_RB_WPTR_HI[k].untyped(),
+            0,
+        )?;
+        pair(
+            alt::SDMA_RB_BASE[k].untyped(),
+            alt::SDMA_RB_BASE_HI[k].untyped(),
+            desc.ring >> 8,
+        )?;
+        pair(
+            alt::SDMA_RB_RPTR_ADDR_LO[k].untyped(),
+            alt::SDMA_RB_RPTR_ADDR_HI[k].untyped(),
+            desc.rptr_addr,
+        )?;
+        pair(
+            alt::SDMA_RB_WPTR_POLL_ADDR_LO[k].untyped(),
+            alt::SDMA_RB_WPTR_POLL_ADDR_HI[k].untyped(),
+            desc.wptr_addr,
+        )?;
+        ctx.update(alt::SDMA_DOORBELL_OFFSET[k], i, |f| {
+            f.offset(doorbell.saturating_mul(2))
+        })?;
+        ctx.update(alt::SDMA_DOORBELL[k], i, |f| f.enable(1))?;
+        ctx.wreg(alt::SDMA_MINOR_PTR_UPDATE[k], i, 0)?;
+        let rb_size = (desc.ring_size / 4).trailing_zeros();
+        let major = self.version.major;
+        ctx.write(alt::SDMA_RB_CNTL[k], i, |f| {
+            let f = f
+                .rb_vmid(0)
+                .rptr_writeback_enable(1)
+                .rptr_writeback_timer(4)
+                .rb_enable(1)
+                .rb_priv(1)
+                .rb_size(rb_size);
+            match major {
+                7.. => f.mcu_wptr_poll_enable(1),
+                5 | 6 => f.f32_wptr_poll_enable(1),
+                _ => f,
+            }
+        })?;
+        ctx.update(alt::SDMA_IB_CNTL[k], i, |f| f.ib_enable(1))?;
         let id = SdmaQueueId {
             engine: desc.engine,
             doorbell,
@@ -422,13 +300,10 @@ impl Sdma {
     /// Stop one ring this instance started.
     pub fn remove_queue(&mut self, ctx: &Ctx, id: SdmaQueueId) -> Result<()> {
         let pos = self.queues.iter().position(|q| *q == id).ok_or_else(|| {
-            bad(
-                ctx,
-                format!(
-                    "SDMA engine {}'s ring was not started by this driver",
-                    id.engine
-                ),
-            )
+            ctx.bad(format!(
+                "SDMA engine {}'s ring was not started by this driver",
+                id.engine
+            ))
         })?;
         self.queues.remove(pos);
         self.stop(ctx, id.engine)
@@ -440,13 +315,13 @@ impl Sdma {
     }
 
     fn stop(&self, ctx: &Ctx, engine: u8) -> Result<()> {
-        let Some((r, inst)) = self.ring(engine) else {
+        let Some(Engine { inst: i, k, .. }) = self.engine(engine) else {
             return Ok(());
         };
-        ctx.update(r.rb_cntl, inst, &[("RB_ENABLE", 0)])?;
-        ctx.update(r.ib_cntl, inst, &[("IB_ENABLE", 0)])?;
-        ctx.update(r.doorbell, inst, &[("ENABLE", 0)])?;
-        ctx.update(r.doorbell_offset, inst, &[("OFFSET", 0)])?;
+        ctx.update(alt::SDMA_RB_CNTL[k], i, |f| f.rb_enable(0))?;
+        ctx.update(alt::SDMA_IB_CNTL[k], i, |f| f.ib_enable(0))?;
+        ctx.update(alt::SDMA_DOORBELL[k], i, |f| f.enable(0))?;
+        ctx.update(alt::SDMA_DOORBELL_OFFSET[k], i, |f| f.offset(0))?;
         Ok(())
     }
 
@@ -459,38 +334,13 @@ impl Sdma {
             result = result.and(self.stop(ctx, q.engine));
         }
         if self.version.major >= 6 && !started.is_empty() {
-            let r = ctx.regs.reg(gc::GRBM_SOFT_RESET)?;
-            let names: Vec<String> = started
-                .iter()
-                .map(|q| format!("SOFT_RESET_SDMA{}", q.engine))
-                .collect();
-            let fields: Vec<(&str, u64)> = names.iter().map(|n| (n.as_str(), 1)).collect();
-            result = result.and(r.write_fields(0, &fields));
-            result = result.and(r.write(0, 0));
+            let ran = |e| started.iter().any(|q| q.engine == e);
+            result = result.and(ctx.write(gc::GRBM_SOFT_RESET, 0, |f| {
+                let f = if ran(0) { f.soft_reset_sdma0(1) } else { f };
+                if ran(1) { f.soft_reset_sdma1(1) } else { f }
+            }));
+            result = result.and(ctx.wreg(gc::GRBM_SOFT_RESET, 0, 0));
         }
         result
     }
-}
-
-/// `DOORBELL0_CTRL_ENTRY_n` (NBIO 7.9), n = 1..=16.
-fn doorbell_entry(n: u8) -> Option<Reg> {
-    const ENTRIES: [Reg; 16] = [
-        nbio::DOORBELL0_CTRL_ENTRY_1,
-        nbio::DOORBELL0_CTRL_ENTRY_2,
-        nbio::DOORBELL0_CTRL_ENTRY_3,
-        nbio::DOORBELL0_CTRL_ENTRY_4,
-        nbio::DOORBELL0_CTRL_ENTRY_5,
-        nbio::DOORBELL0_CTRL_ENTRY_6,
-        nbio::DOORBELL0_CTRL_ENTRY_7,
-        nbio::DOORBELL0_CTRL_ENTRY_8,
-        nbio::DOORBELL0_CTRL_ENTRY_9,
-        nbio::DOORBELL0_CTRL_ENTRY_10,
-        nbio::DOORBELL0_CTRL_ENTRY_11,
-        nbio::DOORBELL0_CTRL_ENTRY_12,
-        nbio::DOORBELL0_CTRL_ENTRY_13,
-        nbio::DOORBELL0_CTRL_ENTRY_14,
-        nbio::DOORBELL0_CTRL_ENTRY_15,
-        nbio::DOORBELL0_CTRL_ENTRY_16,
-    ];
-    ENTRIES.get(usize::from(n).checked_sub(1)?).copied()
 }

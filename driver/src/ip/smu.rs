@@ -16,6 +16,7 @@ use crate::ctx::Ctx;
 use crate::discovery::IpVersion;
 use crate::hwip::HwIp;
 use crate::mm::Pool;
+use crate::mmio::{hi32, lo32};
 use crate::regs::mp;
 use crate::{Error, ErrorKind, Result};
 
@@ -272,11 +273,9 @@ impl Smu {
 
     fn family(&self, ctx: &Ctx) -> Result<Family> {
         self.family.ok_or_else(|| {
-            ctx.err(ErrorKind::BadState {
-                reason: match self.mp1 {
-                    Some(v) => format!("the driver has no SMU message table for MP1 {v}"),
-                    None => "discovery lists no MP1 (SMU)".into(),
-                },
+            ctx.bad(match self.mp1 {
+                Some(v) => format!("the driver has no SMU message table for MP1 {v}"),
+                None => "discovery lists no MP1 (SMU)".into(),
             })
         })
     }
@@ -284,13 +283,11 @@ impl Smu {
     fn id(&self, ctx: &Ctx, msg: Msg) -> Result<u32> {
         let family = self.family(ctx)?;
         family.id(msg).ok_or_else(|| {
-            ctx.err(ErrorKind::BadState {
-                reason: format!(
-                    "SMU message {} does not exist on MP1 {}",
-                    msg.name(),
-                    self.mp1.map(|v| v.to_string()).unwrap_or_default()
-                ),
-            })
+            ctx.bad(format!(
+                "SMU message {} does not exist on MP1 {}",
+                msg.name(),
+                self.mp1.map(|v| v.to_string()).unwrap_or_default()
+            ))
         })
     }
 
@@ -376,18 +373,15 @@ impl Smu {
     }
 
     fn table(&self, ctx: &Ctx) -> Result<u64> {
-        self.table.ok_or_else(|| {
-            ctx.err(ErrorKind::BadState {
-                reason: "the SMU belongs to the PF: a VF has no SMU driver table".into(),
-            })
-        })
+        self.table
+            .ok_or_else(|| ctx.bad("the SMU belongs to the PF: a VF has no SMU driver table"))
     }
 
     /// Driver table address, features.
     pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
         let mc = ctx.mc.mc(self.table(ctx)?);
-        self.msg(ctx, Msg::SetDriverDramAddrHigh, (mc >> 32) as u32)?;
-        self.msg(ctx, Msg::SetDriverDramAddrLow, mc as u32)?;
+        self.msg(ctx, Msg::SetDriverDramAddrHigh, hi32(mc))?;
+        self.msg(ctx, Msg::SetDriverDramAddrLow, lo32(mc))?;
         self.msg(ctx, Msg::EnableAllSmuFeatures, 0)?;
         Ok(())
     }
@@ -435,9 +429,9 @@ impl Smu {
         }
         let count = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | 0xff)? & DPM_VALUE_MASK;
         if count == 0 {
-            return Err(ctx.err(ErrorKind::BadState {
-                reason: format!("SMU reports no DPM levels for {name} (GetDpmFreqByIndex)"),
-            }));
+            return Err(ctx.bad(format!(
+                "SMU reports no DPM levels for {name} (GetDpmFreqByIndex)"
+            )));
         }
         let lo = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16)? & DPM_VALUE_MASK;
         let hi = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | (count - 1))? & DPM_VALUE_MASK;
@@ -526,39 +520,29 @@ impl Smu {
 
     /// Have the SMU write its metrics table into the driver table and read it.
     pub fn metrics(&mut self, ctx: &Ctx) -> Result<Metrics> {
-        let family = self.family(ctx)?;
-        let table = self.table(ctx)?;
-        let short = |what: &str| {
-            ctx.err(ErrorKind::BadState {
-                reason: format!("SMU metrics: short read of {what}"),
-            })
-        };
-        match family {
+        Ok(match self.family(ctx)? {
             Family::V13_0_0 => {
                 self.msg(ctx, Msg::TransferTableSmu2Dram, s0::TABLE_SMU_METRICS)?;
-                let mut b = vec![0u8; size_of::<s0::SmuMetricsExternal_t>()];
-                ctx.vram.read(table, &mut b)?;
-                let m = s0::SmuMetricsExternal_t::read_from_bytes(&b)
-                    .map_err(|_| short("SmuMetricsExternal_t"))?;
-                Ok(Metrics::V13_0_0(Box::new(m)))
+                Metrics::V13_0_0(self.read_table(ctx, "SmuMetricsExternal_t")?)
             }
             Family::V13_0_6 => {
                 self.msg(ctx, Msg::GetMetricsTable, 0)?;
-                let mut b = vec![0u8; size_of::<s6::MetricsTableX_t>()];
-                ctx.vram.read(table, &mut b)?;
-                let m = s6::MetricsTableX_t::read_from_bytes(&b)
-                    .map_err(|_| short("MetricsTableX_t"))?;
-                Ok(Metrics::V13_0_6(Box::new(m)))
+                Metrics::V13_0_6(self.read_table(ctx, "MetricsTableX_t")?)
             }
             Family::V14_0_2 => {
                 self.msg(ctx, Msg::TransferTableSmu2Dram, s14::TABLE_SMU_METRICS)?;
-                let mut b = vec![0u8; size_of::<s14::SmuMetricsExternal_t>()];
-                ctx.vram.read(table, &mut b)?;
-                let m = s14::SmuMetricsExternal_t::read_from_bytes(&b)
-                    .map_err(|_| short("SmuMetricsExternal_t"))?;
-                Ok(Metrics::V14_0_2(Box::new(m)))
+                Metrics::V14_0_2(self.read_table(ctx, "SmuMetricsExternal_t")?)
             }
-        }
+        })
+    }
+
+    /// The table the SMU wrote into the driver table, as a `T`.
+    fn read_table<T: FromBytes>(&self, ctx: &Ctx, what: &str) -> Result<Box<T>> {
+        let mut b = vec![0u8; size_of::<T>()];
+        ctx.vram.read(self.table(ctx)?, &mut b)?;
+        T::read_from_bytes(&b)
+            .map(Box::new)
+            .map_err(|_| ctx.bad(format!("SMU metrics: short read of {what}")))
     }
 
     /// Read the ACA error banks after a RAS event, as text lines.

@@ -2,8 +2,6 @@
 
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
-use am_autogen::regs::RegIp;
-
 use crate::regs::{hdp, nbio};
 use crate::{IpVersion, Result};
 
@@ -50,7 +48,6 @@ impl Soc {
 
     /// Doorbell aperture, XCC doorbell fence (NBIO 7.9), interrupt monitor mask.
     pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
-        let regs = &ctx.regs;
         if is_nbio_7_9(self.nbio) {
             // Fence the doorbells of harvested XCCs (only the eight slots of AID 0..3 exist).
             let live = ctx
@@ -58,22 +55,20 @@ impl Soc {
                 .iter()
                 .filter(|&&x| x < 8)
                 .fold(0u32, |m, &x| m | 1 << x);
-            let fence = regs.reg(nbio::XCC_DOORBELL_FENCE)?;
-            fence.write(0, 0xff & !live)?;
-            let slave = fence.encode(&[("SHUB_SLV_MODE", 1)])?;
+            ctx.wreg(nbio::XCC_DOORBELL_FENCE, 0, 0xff & !live)?;
+            let slave = ctx.encode(nbio::XCC_DOORBELL_FENCE, |f| f.shub_slv_mode(1))?;
+            let fence = ctx.regs.reg(nbio::XCC_DOORBELL_FENCE)?.addr(0)?;
             for aid in 1..ctx.discovery.aid_count().max(1) as u8 {
-                regs.wreg_pcie(fence.addr(0)?, aid, slave)?;
+                ctx.regs.wreg_pcie(fence, aid, slave)?;
             }
-            regs.reg(nbio::BIFC_GFX_INT_MONITOR_MASK)?.write(0, 0x7ff)?;
-            regs.reg(nbio::BIFC_DOORBELL_ACCESS_EN_PF)?
-                .write(0, 0xfffff)?;
+            ctx.wreg(nbio::BIFC_GFX_INT_MONITOR_MASK, 0, 0x7ff)?;
+            ctx.wreg(nbio::BIFC_DOORBELL_ACCESS_EN_PF, 0, 0xfffff)?;
         } else {
-            regs.reg(nbio::RCC_DEV0_EPF2_STRAP2)?
-                .update(0, &[("STRAP_NO_SOFT_RESET_DEV0_F2", 0)])?;
+            ctx.update(nbio::RCC_DEV0_EPF2_STRAP2, 0, |f| {
+                f.strap_no_soft_reset_dev0_f2(0)
+            })?;
         }
-        regs.reg(nbio::RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN)?
-            .write(0, 1)?;
-        Ok(())
+        ctx.wreg(nbio::RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN, 0, 1)
     }
 
     /// Make CPU writes through BAR0 visible to the GPU: a write of 0 to the register whose
@@ -92,30 +87,21 @@ impl Soc {
         route: DoorbellRoute,
         aid: u8,
     ) -> Result<()> {
-        let DoorbellRoute {
-            awid,
-            awaddr_31_28,
-            offset,
-            size,
-        } = route;
-        let name = if ctx.gc_major() >= 12 {
-            format!("GDC_S2A0_S2A_DOORBELL_ENTRY_{port}_CTRL")
-        } else {
-            format!("S2A_DOORBELL_ENTRY_{port}_CTRL")
-        };
-        let reg = ctx.regs.named(RegIp::Nbio, &name)?;
-        let f = |n: &str| format!("S2A_DOORBELL_PORT{port}_{n}");
-        let value = reg.encode(&[
-            (&f("ENABLE"), 1),
-            (&f("AWID"), u64::from(awid)),
-            (&f("RANGE_SIZE"), u64::from(size)),
-            (&f("AWADDR_31_28_VALUE"), u64::from(awaddr_31_28)),
-            (&f("RANGE_OFFSET"), u64::from(offset)),
-        ])?;
+        // The entries are an array of one layout: entry n is n dwords after entry 0, and its
+        // fields sit where entry 0's do (`S2A_DOORBELL_PORT<n>_*`).
+        let entry0 = nbio::S2A_DOORBELL_ENTRY_0_CTRL;
+        let addr = ctx.regs.reg(entry0)?.addr(0)? + u64::from(port);
+        let value = ctx.encode(entry0, |f| {
+            f.s2a_doorbell_port0_enable(1)
+                .s2a_doorbell_port0_awid(route.awid)
+                .s2a_doorbell_port0_range_size(route.size)
+                .s2a_doorbell_port0_awaddr_31_28_value(route.awaddr_31_28)
+                .s2a_doorbell_port0_range_offset(route.offset)
+        })?;
         if self.per_aid_doorbells() {
-            ctx.regs.wreg_pcie(reg.addr(0)?, aid, value)
+            ctx.regs.wreg_pcie(addr, aid, value)
         } else {
-            reg.write(0, value)
+            ctx.regs.wreg(addr, value)
         }
     }
 
@@ -123,14 +109,9 @@ impl Soc {
     pub fn set_clockgating(&self, ctx: &Ctx) -> Result<()> {
         let v = ctx.version(HwIp::HDP)?;
         if (v.major, v.minor, v.rev) >= (5, 2, 1) {
-            ctx.update(
-                hdp::HDP_MEM_POWER_CTRL,
-                0,
-                &[
-                    ("ATOMIC_MEM_POWER_CTRL_EN", 1),
-                    ("ATOMIC_MEM_POWER_DS_EN", 1),
-                ],
-            )?;
+            ctx.update(hdp::HDP_MEM_POWER_CTRL, 0, |f| {
+                f.atomic_mem_power_ctrl_en(1).atomic_mem_power_ds_en(1)
+            })?;
         }
         Ok(())
     }
