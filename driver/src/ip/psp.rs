@@ -493,7 +493,15 @@ fn wait_response<F>(ctx: &Ctx, reg: Reg<F>, awaited: &str, command: &str) -> Res
 /// The PSP's firmware load plan, built once for the whole bring-up (GFX takes the MEC's RS64
 /// start address from it); `None` without firmware.
 pub fn load_plan(ctx: &Ctx, fw: Option<&FirmwareSet>, sos: SosVariant) -> Result<Option<LoadPlan>> {
-    fw.map(|fw| fw.plan(PlanOptions { sos }))
-        .transpose()
-        .map_err(|source| ctx.err(ErrorKind::Firmware { source }))
+    let Some(fw) = fw else { return Ok(None) };
+    match fw.plan(PlanOptions { sos }) {
+        Ok(plan) => Ok(Some(plan)),
+        // A VF's PSP belongs to the PF, which loaded the firmware: a plan the VF's files do
+        // not make costs it nothing but the MEC start address.
+        Err(e) if ctx.is_vf => {
+            tracing::debug!("{}: no firmware load plan on the VF: {e}", ctx.name);
+            Ok(None)
+        }
+        Err(source) => Err(ctx.err(ErrorKind::Firmware { source })),
+    }
 }
