@@ -18,6 +18,7 @@ pub mod float;
 pub mod memory;
 mod program;
 pub mod rdna3;
+pub mod rdna4;
 mod wave;
 
 pub use code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
