@@ -78,6 +78,9 @@ pub enum Encoding {
     /// Not a gfx1100 encoding: an operation only CDNA has (MFMA, packed f32, ...), produced by
     /// lowering gfx942/gfx950 code; `op` numbers a `cdna3` operation.
     Ext,
+    /// Not a gfx1100 encoding: an operation only gfx12 has, produced by lowering gfx1200
+    /// code; `op` numbers an `rdna4` operation.
+    Rdna4,
 }
 
 /// DPP (data-parallel primitives) controls of a VALU instruction.
@@ -288,6 +291,7 @@ pub fn name_in(rdna: Gen, enc: Encoding, op: u16) -> Option<&'static str> {
         Mubuf => table!(rdna, mubuf::NAMES),
         Mtbuf => table!(rdna, mtbuf::NAMES),
         Ext => return crate::cdna3::exec::ext_name(op),
+        Rdna4 => return crate::rdna4::exec::op_name(op),
     };
     lookup(tab, op)
 }
@@ -325,7 +329,7 @@ pub fn shape_in(rdna: Gen, enc: Encoding, op: u16) -> &'static str {
         Scratch => (table!(rdna, shapes::SCRATCH), op),
         Mubuf => (table!(rdna, shapes::MUBUF), op),
         Mtbuf => (table!(rdna, shapes::MTBUF), op),
-        Ext => return "",
+        Ext | Rdna4 => return "",
     };
     lookup(tab, op).unwrap_or("")
 }
@@ -548,7 +552,7 @@ pub fn decode_in(rdna: Gen, words: &[u32]) -> Result<Inst, DecodeError> {
     };
     match enc {
         // classify() never yields it.
-        Ext => {}
+        Ext | Rdna4 => {}
         Sop1 => {
             i.dst = bits(w0, 16, 7) as u16;
             i.src[0] = bits(w0, 0, 8) as u16;

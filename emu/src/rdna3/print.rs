@@ -619,7 +619,7 @@ impl fmt::Display for Inst {
                     }
                 }
             }
-            Ext => {}
+            Ext | Rdna4 => {}
             Mubuf | Mtbuf => {
                 if shp.len() > 0 {
                     ops.push(operand(self.dst, shp.regs(0), None, lit));
