@@ -40,8 +40,19 @@ const RENAMES: &[(&str, &str)] = &[
 ];
 
 /// gfx12 instructions that become a gfx11 `s_nop`: the barrier signal (its wait carries the
-/// barrier) and the cache write-back/invalidate of the emulator's coherent memory.
-const NOPS: &[&str] = &["s_barrier_signal", "inv", "wb", "wbinv"];
+/// barrier), the cache write-back/invalidate of the emulator's coherent memory, and the
+/// prefetches (hints with no architectural effect).
+const NOPS: &[&str] = &[
+    "s_barrier_signal",
+    "inv",
+    "wb",
+    "wbinv",
+    "s_prefetch_inst",
+    "s_prefetch_inst_pc_rel",
+    "s_prefetch_data",
+    "s_prefetch_data_pc_rel",
+    "s_buffer_prefetch_data",
+];
 
 /// The gfx11 name of a gfx12 mnemonic: a listed rename, or the `_num` IEEE-2019 min/max
 /// spelling of gfx11's min/max (`v_max_num_f32`, `v_pk_min_num_f16`, `ds_max_num_rtn_f32`,
