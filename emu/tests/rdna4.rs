@@ -2,8 +2,8 @@
 //! (compiled by clang-22), each run by 64 one-lane workgroups so scalar instructions see every
 //! input, and compared bit for bit with references written from the RDNA4 ISA description:
 //! scalar f32 arithmetic, conversions and compares, 64-bit scalar arithmetic, the OCP
-//! fp8/bf8 conversions and dot products, NaN-propagating minimum/maximum; and the
-//! sub-dword scalar loads the compiler emits for uniform `constant` reads.
+//! fp8/bf8 conversions and dot products, NaN-propagating minimum/maximum; the sub-dword
+//! scalar loads the compiler emits for uniform `constant` reads; and WMMA in gfx12's layout.
 
 #![allow(clippy::unwrap_used)] // unwrap is fine in tests
 
@@ -324,4 +324,179 @@ fn scalar_sub_dword_loads_extend_as_their_type_says() {
         "s_load_i16 sign-extends"
     );
     assert_eq!(out[3], shorts[1] as u32, "s_load_u16 zero-extends");
+}
+
+/// gfx12 WMMA kernels: each lane loads its fragments of row-major A (16×16), B (16×16) and
+/// C by the layout `rdna4::exec` documents (A[i][k] in lane i + 16·k[2], element
+/// k[1:0] | k[3] << 2; C/D[m][n] in lane n + 16·(m / 8), register m mod 8), runs one WMMA
+/// through the compiler builtin and stores D the same way.
+const WMMA_CL: &str = r#"
+#pragma OPENCL EXTENSION cl_khr_fp16 : enable
+typedef half h8 __attribute__((ext_vector_type(8)));
+typedef float f8 __attribute__((ext_vector_type(8)));
+typedef int i8v __attribute__((ext_vector_type(8)));
+typedef int i2 __attribute__((ext_vector_type(2)));
+#define LANE uint l = __builtin_amdgcn_workitem_id_x(), x = l % 16, hi = l / 16;
+#define KOF(e) ((uint)((e) & 3) | (hi << 2) | ((uint)((e) >> 2) << 3))
+kernel void wmma_f16(global const half *A, global const half *B, global const float *C,
+                     global float *D) {
+  LANE h8 a, b; f8 c;
+  for (int e = 0; e < 8; e++) { a[e] = A[x * 16 + KOF(e)]; b[e] = B[KOF(e) * 16 + x]; }
+  for (int r = 0; r < 8; r++) c[r] = C[(r + 8 * hi) * 16 + x];
+  f8 d = __builtin_amdgcn_wmma_f32_16x16x16_f16_w32_gfx12(a, b, c);
+  for (int r = 0; r < 8; r++) D[(r + 8 * hi) * 16 + x] = d[r];
+}
+kernel void wmma_f16_out(global const half *A, global const half *B, global const half *C,
+                         global half *D) {
+  LANE h8 a, b, c;
+  for (int e = 0; e < 8; e++) { a[e] = A[x * 16 + KOF(e)]; b[e] = B[KOF(e) * 16 + x]; }
+  for (int r = 0; r < 8; r++) c[r] = C[(r + 8 * hi) * 16 + x];
+  h8 d = __builtin_amdgcn_wmma_f16_16x16x16_f16_w32_gfx12(a, b, c);
+  for (int r = 0; r < 8; r++) D[(r + 8 * hi) * 16 + x] = d[r];
+}
+kernel void wmma_iu8(global const uchar *A, global const uchar *B, global const int *C,
+                     global int *D) {
+  LANE uchar a[8], b[8]; i8v c;
+  for (int e = 0; e < 8; e++) { a[e] = A[x * 16 + KOF(e)]; b[e] = B[KOF(e) * 16 + x]; }
+  i2 av = (i2)(a[0] | a[1] << 8 | a[2] << 16 | a[3] << 24, a[4] | a[5] << 8 | a[6] << 16 | a[7] << 24);
+  i2 bv = (i2)(b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24, b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24);
+  for (int r = 0; r < 8; r++) c[r] = C[(r + 8 * hi) * 16 + x];
+  i8v d = __builtin_amdgcn_wmma_i32_16x16x16_iu8_w32_gfx12(true, av, false, bv, c, false);
+  for (int r = 0; r < 8; r++) D[(r + 8 * hi) * 16 + x] = d[r];
+}
+kernel void wmma_fp8_bf8(global const uchar *A, global const uchar *B, global const float *C,
+                         global float *D) {
+  LANE uchar a[8], b[8]; f8 c;
+  for (int e = 0; e < 8; e++) { a[e] = A[x * 16 + KOF(e)]; b[e] = B[KOF(e) * 16 + x]; }
+  i2 av = (i2)(a[0] | a[1] << 8 | a[2] << 16 | a[3] << 24, a[4] | a[5] << 8 | a[6] << 16 | a[7] << 24);
+  i2 bv = (i2)(b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24, b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24);
+  for (int r = 0; r < 8; r++) c[r] = C[(r + 8 * hi) * 16 + x];
+  f8 d = __builtin_amdgcn_wmma_f32_16x16x16_fp8_bf8_w32_gfx12(av, bv, c);
+  for (int r = 0; r < 8; r++) D[(r + 8 * hi) * 16 + x] = d[r];
+}
+"#;
+
+/// A random 8-bit float that is neither NaN nor infinite.
+fn finite_f8(r: &mut Rng, exp_bits: u32) -> u8 {
+    loop {
+        let b = r.next() as u8;
+        if f8(b, exp_bits).is_finite() {
+            return b;
+        }
+    }
+}
+
+/// D = A·B + C in the documented order: from C, one f32 fused multiply-add per k.
+fn matmul_f32(a: &[f32], b: &[f32], c: &[f32]) -> Vec<f32> {
+    let mut d = vec![0f32; 256];
+    for m in 0..16 {
+        for n in 0..16 {
+            let mut acc = c[m * 16 + n];
+            for k in 0..16 {
+                acc = a[m * 16 + k].mul_add(b[k * 16 + n], acc);
+            }
+            d[m * 16 + n] = acc;
+        }
+    }
+    d
+}
+
+#[test]
+fn wmma_computes_d_equals_a_times_b_plus_c_in_the_gfx12_layout() {
+    use am_emu::float::{f16_to_f32, f32_to_f16};
+    for isa in [Isa::Gfx1200, Isa::Gfx1201] {
+        let (_, bytes) = compile_cl_for(isa, WMMA_CL, &[]);
+        let co = CodeObject::parse(&bytes, "wmma").unwrap();
+        let k = (co.clone(), Program::new(&co, isa).unwrap());
+        let mut r = Rng(0x3a3a);
+        let run = |name: &str, a: u64, b: u64, c: u64, d: u64, mem: &mut HostMemory| {
+            launch(
+                &k,
+                name,
+                [32, 1, 1],
+                [32, 1, 1],
+                Args::default().ptr(a).ptr(b).ptr(c).ptr(d),
+                mem,
+            );
+        };
+        // f16 inputs, f32 and f16 accumulators.
+        let ah: Vec<u16> = (0..256).map(|_| f32_to_f16(r.f32(-4.0, 4.0))).collect();
+        let bh: Vec<u16> = (0..256).map(|_| f32_to_f16(r.f32(-4.0, 4.0))).collect();
+        let c32: Vec<f32> = (0..256).map(|_| r.f32(-8.0, 8.0)).collect();
+        let c16: Vec<u16> = c32.iter().map(|&x| f32_to_f16(x)).collect();
+        let af: Vec<f32> = ah.iter().map(|&h| f16_to_f32(h)).collect();
+        let bf: Vec<f32> = bh.iter().map(|&h| f16_to_f32(h)).collect();
+        let mut mem = HostMemory::new();
+        let (pa, pb, pc, pd) = (
+            upload(&mut mem, &ah),
+            upload(&mut mem, &bh),
+            upload(&mut mem, &c32),
+            mem.alloc(4 * 256),
+        );
+        run("wmma_f16", pa, pb, pc, pd, &mut mem);
+        let want = matmul_f32(&af, &bf, &c32);
+        let got = download_u32(&mut mem, pd, 256);
+        for e in 0..256 {
+            assert_eq!(
+                got[e],
+                want[e].to_bits(),
+                "{isa:?} f16→f32 D[{}][{}]",
+                e / 16,
+                e % 16
+            );
+        }
+        let (pc, pd) = (upload(&mut mem, &c16), mem.alloc(2 * 256));
+        run("wmma_f16_out", pa, pb, pc, pd, &mut mem);
+        let c16f: Vec<f32> = c16.iter().map(|&h| f16_to_f32(h)).collect();
+        let want: Vec<u16> = matmul_f32(&af, &bf, &c16f)
+            .iter()
+            .map(|&x| f32_to_f16(x))
+            .collect();
+        let got = download_u16(&mut mem, pd, 256);
+        assert_eq!(got, want, "{isa:?} f16→f16");
+        // Signed A times unsigned B, i32 accumulator.
+        let a8: Vec<u8> = (0..256).map(|_| r.next() as u8).collect();
+        let b8: Vec<u8> = (0..256).map(|_| r.next() as u8).collect();
+        let ci: Vec<i32> = (0..256).map(|_| r.next() as i32 >> 8).collect();
+        let (pa, pb, pc, pd) = (
+            mem.alloc_bytes(&a8),
+            mem.alloc_bytes(&b8),
+            upload(&mut mem, &ci),
+            mem.alloc(4 * 256),
+        );
+        run("wmma_iu8", pa, pb, pc, pd, &mut mem);
+        let got = download_u32(&mut mem, pd, 256);
+        for m in 0..16 {
+            for n in 0..16 {
+                let dot: i32 = (0..16)
+                    .map(|k| a8[m * 16 + k] as i8 as i32 * b8[k * 16 + n] as i32)
+                    .sum();
+                let want = ci[m * 16 + n].wrapping_add(dot);
+                assert_eq!(got[m * 16 + n] as i32, want, "{isa:?} iu8 D[{m}][{n}]");
+            }
+        }
+        // fp8 (E4M3) times bf8 (E5M2).
+        let a8: Vec<u8> = (0..256).map(|_| finite_f8(&mut r, 4)).collect();
+        let b8: Vec<u8> = (0..256).map(|_| finite_f8(&mut r, 5)).collect();
+        let (pa, pb, pc, pd) = (
+            mem.alloc_bytes(&a8),
+            mem.alloc_bytes(&b8),
+            upload(&mut mem, &c32),
+            mem.alloc(4 * 256),
+        );
+        run("wmma_fp8_bf8", pa, pb, pc, pd, &mut mem);
+        let af: Vec<f32> = a8.iter().map(|&x| f8(x, 4)).collect();
+        let bf: Vec<f32> = b8.iter().map(|&x| f8(x, 5)).collect();
+        let want = matmul_f32(&af, &bf, &c32);
+        let got = download_u32(&mut mem, pd, 256);
+        for e in 0..256 {
+            assert_eq!(
+                got[e],
+                want[e].to_bits(),
+                "{isa:?} fp8×bf8 D[{}][{}]",
+                e / 16,
+                e % 16
+            );
+        }
+    }
 }
