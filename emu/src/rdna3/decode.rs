@@ -204,7 +204,8 @@ pub struct Inst {
     pub literal: u32,
     /// SOPP/SOPK immediate, SMEM/FLAT/DS/MUBUF offset (sign-extended where signed).
     pub imm: i32,
-    /// DS `offset1`; MTBUF format.
+    /// DS `offset1`; MTBUF format (bits 6:0); gfx12 SMEM, VFLAT and VBUFFER cache policy in
+    /// bits 14:8 (see [`Inst::cpol`]).
     pub imm2: u16,
     /// SMEM `soffset`, FLAT `saddr`, MUBUF `soffset` (operand codes); [`NULL`] when absent.
     pub saddr: u16,
@@ -231,9 +232,6 @@ pub struct Inst {
     pub y: VopdY,
     /// The generation whose opcode numbers `op` uses.
     pub rdna: Gen,
-    /// gfx12 memory cache policy: `th` in bits 2:0, `scope` in bits 4:3 (SMEM: 1:0 and 4:3),
-    /// bit 5 SMEM `nv`, bit 6 SMEM `scale_offset`.
-    pub cpol: u8,
 }
 
 /// Why a word sequence is not an instruction.
@@ -442,13 +440,23 @@ impl Inst {
                 src: [NULL; 2],
             },
             rdna: Gen::Gfx11,
-            cpol: 0,
         }
     }
 
     /// Mnemonic without encoding suffix.
     pub fn name(&self) -> &'static str {
         name_in(self.rdna, self.enc, self.op).unwrap_or("?")
+    }
+
+    /// gfx12 memory cache policy: `th` in bits 2:0, `scope` in bits 4:3 (SMEM: `th` in 1:0),
+    /// bit 5 SMEM `nv`, bit 6 SMEM `scale_offset`. Kept in [`Inst::imm2`] so the instruction
+    /// stays as small as gfx11's, which the interpreter's instruction array is made of.
+    pub fn cpol(&self) -> u8 {
+        (self.imm2 >> 8) as u8 & 0x7f
+    }
+
+    fn set_cpol(&mut self, v: u32) {
+        self.imm2 = (self.imm2 & 0xff) | ((v & 0x7f) as u16) << 8;
     }
 }
 
@@ -582,10 +590,12 @@ pub fn decode_in(rdna: Gen, words: &[u32]) -> Result<Inst, DecodeError> {
             i.len = 2;
             i.src[0] = (bits(w0, 0, 6) << 1) as u16;
             i.dst = bits(w0, 6, 7) as u16;
-            i.cpol = (bits(w0, 23, 2)
-                | bits(w0, 21, 2) << 3
-                | bits(w0, 20, 1) << 5
-                | bits(w1, 24, 1) << 6) as u8;
+            i.set_cpol(
+                bits(w0, 23, 2)
+                    | bits(w0, 21, 2) << 3
+                    | bits(w0, 20, 1) << 5
+                    | bits(w1, 24, 1) << 6,
+            );
             i.imm = sext(bits(w1, 0, 24), 24);
             i.saddr = bits(w1, 25, 7) as u16;
         }
@@ -714,7 +724,7 @@ pub fn decode_in(rdna: Gen, words: &[u32]) -> Result<Inst, DecodeError> {
             i.len = 3;
             i.imm = sext(bits(w2, 8, 24), 24);
             i.flags = bits(w1, 17, 1) as u8 * flag::SVE;
-            i.cpol = (bits(w1, 20, 3) | bits(w1, 18, 2) << 3) as u8;
+            i.set_cpol(bits(w1, 20, 3) | bits(w1, 18, 2) << 3);
             i.src = [
                 VGPR0 + bits(w2, 0, 8) as u16,
                 VGPR0 + bits(w1, 23, 8) as u16,
@@ -728,8 +738,8 @@ pub fn decode_in(rdna: Gen, words: &[u32]) -> Result<Inst, DecodeError> {
             i.len = 3;
             i.imm = bits(w2, 8, 24) as i32;
             i.flags = (bits(w1, 30, 1) as u8 * flag::OFFEN) | (bits(w1, 31, 1) as u8 * flag::IDXEN);
-            i.cpol = (bits(w1, 20, 3) | bits(w1, 18, 2) << 3) as u8;
             i.imm2 = bits(w1, 23, 7) as u16;
+            i.set_cpol(bits(w1, 20, 3) | bits(w1, 18, 2) << 3);
             i.src[0] = VGPR0 + bits(w2, 0, 8) as u16;
             i.dst = VGPR0 + bits(w1, 0, 8) as u16;
             i.srsrc = bits(w1, 9, 9) as u16;

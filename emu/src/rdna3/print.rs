@@ -548,12 +548,12 @@ impl fmt::Display for Inst {
                 }
             }
             Flat | Global | Scratch if matches!(name, "wb" | "inv" | "wbinv") => {
-                tail.push_str(&cpol_text(self.cpol, Access::Load));
+                tail.push_str(&cpol_text(self.cpol(), Access::Load));
             }
             Flat | Global | Scratch => {
                 let atomic = name.contains("atomic");
                 let returns = if rdna == Gen::Gfx12 {
-                    self.cpol & 1 != 0
+                    self.cpol() & 1 != 0
                 } else {
                     self.flags & flag::GLC != 0
                 };
@@ -607,7 +607,7 @@ impl fmt::Display for Inst {
                     tail.push_str(&format!(" offset:{}", self.imm));
                 }
                 if rdna == Gen::Gfx12 {
-                    tail.push_str(&cpol_text(self.cpol, Access::of(name)));
+                    tail.push_str(&cpol_text(self.cpol(), Access::of(name)));
                 }
                 for (b, s) in [
                     (flag::GLC, " glc"),
@@ -633,15 +633,16 @@ impl fmt::Display for Inst {
                     });
                     ops.push(operand(self.srsrc, 4, None, lit));
                     ops.push(operand(self.saddr, 1, None, lit));
-                    let fmt = crate::rdna4::opcodes::BUF_FORMATS
+                    let format = self.imm2 & 0x7f;
+                    let format_name = crate::rdna4::opcodes::BUF_FORMATS
                         .iter()
-                        .find(|e| e.0 == self.imm2);
-                    match fmt {
-                        _ if self.enc != Mtbuf || self.imm2 == 1 => {}
+                        .find(|e| e.0 == format);
+                    match format_name {
+                        _ if self.enc != Mtbuf || format == 1 => {}
                         Some((_, n)) if rdna == Gen::Gfx12 => {
                             tail.push_str(&format!(" format:[{n}]"));
                         }
-                        _ => tail.push_str(&format!(" format:{}", self.imm2)),
+                        _ => tail.push_str(&format!(" format:{format}")),
                     }
                     if idxen_first && self.flags & flag::IDXEN != 0 {
                         tail.push_str(" idxen");
@@ -656,7 +657,7 @@ impl fmt::Display for Inst {
                         tail.push_str(&format!(" offset:{}", self.imm));
                     }
                     if rdna == Gen::Gfx12 {
-                        tail.push_str(&cpol_text(self.cpol, Access::of(name)));
+                        tail.push_str(&cpol_text(self.cpol(), Access::of(name)));
                     }
                     for (b, s) in [
                         (flag::GLC, " glc"),
@@ -740,11 +741,11 @@ impl Inst {
         } else {
             ops.push(hex(self.imm));
         }
-        if self.cpol & 0x40 != 0 {
+        if self.cpol() & 0x40 != 0 {
             tail.push_str(" scale_offset");
         }
-        tail.push_str(&cpol_text(self.cpol & 0x1b, Access::Load));
-        if self.cpol & 0x20 != 0 {
+        tail.push_str(&cpol_text(self.cpol() & 0x1b, Access::Load));
+        if self.cpol() & 0x20 != 0 {
             tail.push_str(" nv");
         }
     }

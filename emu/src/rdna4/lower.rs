@@ -141,7 +141,7 @@ pub fn lower(i: &Inst) -> Result<Inst, String> {
             };
         }
         Encoding::Flat | Encoding::Global | Encoding::Scratch | Encoding::Mubuf
-            if name.contains("atomic") && i.cpol & 1 != 0 =>
+            if name.contains("atomic") && i.cpol() & 1 != 0 =>
         {
             o.flags |= flag::GLC;
         }
