@@ -87,7 +87,7 @@ fn machine(target: Target) -> (String, String, String) {
             (host_triple(), cpu, features)
         }
         t => {
-            let features = if t == Target::Gfx1100 {
+            let features = if t.wave_size() == 32 {
                 "+wavefrontsize32"
             } else {
                 "+wavefrontsize64"

@@ -42,13 +42,24 @@ pub enum Target {
     Gfx942,
     /// CDNA4 (MI350X), wave64.
     Gfx950,
+    /// RDNA4 (Navi44), wave32.
+    Gfx1200,
+    /// RDNA4 (Navi48), wave32: the same ISA as gfx1200.
+    Gfx1201,
     /// The host CPU (the `cpu` device and the reference for tests).
     Cpu,
 }
 
 impl Target {
     /// Every target.
-    pub const ALL: [Target; 4] = [Target::Gfx1100, Target::Gfx942, Target::Gfx950, Target::Cpu];
+    pub const ALL: [Target; 6] = [
+        Target::Gfx1100,
+        Target::Gfx942,
+        Target::Gfx950,
+        Target::Gfx1200,
+        Target::Gfx1201,
+        Target::Cpu,
+    ];
 
     /// The name used on the command line and in cache keys.
     pub fn name(self) -> &'static str {
@@ -56,6 +67,8 @@ impl Target {
             Target::Gfx1100 => "gfx1100",
             Target::Gfx942 => "gfx942",
             Target::Gfx950 => "gfx950",
+            Target::Gfx1200 => "gfx1200",
+            Target::Gfx1201 => "gfx1201",
             Target::Cpu => "cpu",
         }
     }
@@ -65,10 +78,10 @@ impl Target {
         self != Target::Cpu
     }
 
-    /// Lanes per wave (gfx1100 runs wave32, the CDNA parts wave64; 1 on the CPU).
+    /// Lanes per wave (the RDNA parts run wave32, the CDNA parts wave64; 1 on the CPU).
     pub fn wave_size(self) -> u32 {
         match self {
-            Target::Gfx1100 => 32,
+            Target::Gfx1100 | Target::Gfx1200 | Target::Gfx1201 => 32,
             Target::Gfx942 | Target::Gfx950 => 64,
             Target::Cpu => 1,
         }
@@ -151,7 +164,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A target name that is not known.
-    #[error("unknown target `{0}` (known: gfx1100, gfx942, gfx950, cpu)")]
+    #[error("unknown target `{0}` (known: gfx1100, gfx942, gfx950, gfx1200, gfx1201, cpu)")]
     UnknownTarget(String),
     /// Timing a kernel on a runtime device failed (loading, launching or waiting).
     #[error("kernel {kernel} on a device: {reason}")]

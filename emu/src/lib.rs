@@ -1,4 +1,4 @@
-//! RDNA3 and CDNA3/CDNA4 shader interpreter used by the mock.
+//! RDNA3, RDNA4 and CDNA3/CDNA4 shader interpreter used by the mock.
 //!
 //! Load a code object with [`CodeObject::parse`], predecode it once with [`Program::new`], and
 //! run a kernel with [`dispatch`] over any [`Memory`] (the mock plugs in its page-table walker),
@@ -6,11 +6,13 @@
 //! The decoders ([`rdna3::decode`], [`cdna3::decode`]) are checked against LLVM 22; see
 //! `docs/EMU.md`.
 //!
-//! Layout: each ISA has its own decoder and disassembler ([`rdna3`], [`cdna3`]). The
-//! interpreter's instruction form and semantics are those of [`rdna3`]; CDNA instructions are
-//! lowered onto them when the program is predecoded (`cdna3::lower`), and what only CDNA has
-//! (MFMA and AccVGPRs, packed f32, SDWA, GFX9 DPP) runs in `cdna3::exec`. The dispatcher, wave
-//! scheduling, LDS, scratch and memory are shared.
+//! Layout: each ISA family has its own decoder and disassembler ([`rdna3`], [`cdna3`]; RDNA4
+//! is a generation of [`rdna3`]'s decoder with [`rdna4`]'s tables). The interpreter's
+//! instruction form and semantics are those of gfx11 ([`rdna3`]); CDNA and gfx12 instructions
+//! are lowered onto them when the program is predecoded (`cdna3::lower`, `rdna4::lower`), and
+//! what only CDNA has (MFMA and AccVGPRs, packed f32, SDWA, GFX9 DPP) runs in `cdna3::exec`,
+//! what only gfx12 has in `rdna4::exec`. The dispatcher, wave scheduling, LDS, scratch and
+//! memory are shared.
 
 pub mod cdna3;
 pub mod code_object;
@@ -18,6 +20,7 @@ pub mod float;
 pub mod memory;
 mod program;
 pub mod rdna3;
+pub mod rdna4;
 mod wave;
 
 pub use code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
@@ -37,6 +40,10 @@ pub enum Isa {
     Gfx942,
     /// CDNA4, gfx950 (MI350X): gfx942 plus new MFMA shapes and conversions, 160 KiB of LDS.
     Gfx950,
+    /// RDNA4, gfx1200 (Navi44): gfx11's semantics with gfx12's encodings and additions.
+    Gfx1200,
+    /// RDNA4, gfx1201 (Navi48): the same ISA as gfx1200.
+    Gfx1201,
 }
 
 impl Isa {
@@ -45,10 +52,15 @@ impl Isa {
         matches!(self, Isa::Gfx942 | Isa::Gfx950)
     }
 
+    /// Whether this is an RDNA4 (gfx12) target.
+    pub fn is_gfx12(self) -> bool {
+        matches!(self, Isa::Gfx1200 | Isa::Gfx1201)
+    }
+
     /// LDS bytes a workgroup may allocate.
     pub fn max_lds(self) -> u32 {
         match self {
-            Isa::Gfx1100 | Isa::Gfx942 => 64 * 1024,
+            Isa::Gfx1100 | Isa::Gfx942 | Isa::Gfx1200 | Isa::Gfx1201 => 64 * 1024,
             Isa::Gfx950 => 160 * 1024,
         }
     }
@@ -59,6 +71,8 @@ impl Isa {
             Isa::Gfx1100 => "gfx1100",
             Isa::Gfx942 => "gfx942",
             Isa::Gfx950 => "gfx950",
+            Isa::Gfx1200 => "gfx1200",
+            Isa::Gfx1201 => "gfx1201",
         }
     }
 }

@@ -1,7 +1,9 @@
 //! A predecoded program: every instruction of `.text` decoded once into the interpreter's
-//! [`Inst`] form (CDNA code is decoded by its own decoder and lowered), plus a map from dword
-//! offset to instruction index for branches and `s_setpc_b64`.
+//! [`Inst`] form (CDNA code is decoded by its own decoder and lowered, gfx12 code by the gfx12
+//! generation of the RDNA decoder and lowered), plus a map from dword offset to instruction
+//! index for branches and `s_setpc_b64`.
 
+use crate::rdna3::decode::{Gen, decode_in, shape_in};
 use crate::rdna3::{Inst, decode};
 use crate::{CodeObject, Error, Isa};
 
@@ -87,6 +89,13 @@ impl Program {
             p.offsets.push(at as u32);
             let mut width = 1;
             let decoded: Result<Inst, (String, u16, u8)> = match crate::cdna3::target(isa) {
+                None if isa.is_gfx12() => match decode_in(Gen::Gfx12, &words[at..]) {
+                    Ok(raw) => {
+                        width = widest(shape_in(Gen::Gfx12, raw.enc, raw.op));
+                        crate::rdna4::lower(&raw).map_err(|why| (why, UNIMPL_OP, raw.len))
+                    }
+                    Err(e) => Err((e.to_string(), INVALID_OP, 1)),
+                },
                 None => decode(&words[at..])
                     .inspect(|i| width = widest(crate::rdna3::decode::shape(i.enc, i.op)))
                     .map_err(|e| (e.to_string(), INVALID_OP, 1)),
@@ -182,6 +191,13 @@ impl Program {
             return "?".into();
         };
         match crate::cdna3::target(self.isa) {
+            None if self.isa.is_gfx12() => {
+                let at = self.offsets.get(idx).copied().unwrap_or(0) as usize;
+                match decode_in(Gen::Gfx12, self.words.get(at..).unwrap_or(&[])) {
+                    Ok(raw) => raw.to_string(),
+                    Err(e) => format!("<{e}>"),
+                }
+            }
             None => i.to_string(),
             Some(t) => {
                 let at = self.offsets.get(idx).copied().unwrap_or(0) as usize;

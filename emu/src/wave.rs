@@ -486,8 +486,10 @@ fn plan(program: &Program, code_base: u64, hw: &HwDispatch) -> Result<Plan, Erro
         mode: Mode {
             round: ((rsrc1 >> 12) & 0xf) as u8,
             denorm: ((rsrc1 >> 16) & 0xf) as u8,
-            ieee: rsrc1 & (1 << 23) != 0,
-            dx10_clamp: rsrc1 & (1 << 21) != 0,
+            // gfx12 has neither bit (RSRC1 bits 21 and 23 mean other things there): its
+            // min/max are IEEE 754-2019 maximumNumber/minimumNumber, gfx11's non-IEEE ones.
+            ieee: rsrc1 & (1 << 23) != 0 && !program.isa.is_gfx12(),
+            dx10_clamp: rsrc1 & (1 << 21) != 0 && !program.isa.is_gfx12(),
         },
         waves: (wg_items as u32).div_ceil(hw.wave_size) as usize,
         rows: register_rows(program, hw),
@@ -495,12 +497,12 @@ fn plan(program: &Program, code_base: u64, hw: &HwDispatch) -> Result<Plan, Erro
 }
 
 /// The VGPR and AccVGPR rows a wave start zeroes: those the program names, no more than
-/// the kernel allocates (`COMPUTE_PGM_RSRC1.VGPRS`, in granules of 8 registers, or 4 for gfx11
-/// wave64; on CDNA the count covers VGPRs and AccVGPRs together). Registers past the
+/// the kernel allocates (`COMPUTE_PGM_RSRC1.VGPRS`, in granules of 8 registers, or 4 for
+/// gfx11 and gfx12 wave64; on CDNA the count covers VGPRs and AccVGPRs together). Registers past the
 /// allocation keep what the previous wave on this thread left there, which only a program
 /// reading registers it never wrote (and never allocated) could notice.
 fn register_rows(program: &Program, hw: &HwDispatch) -> (usize, usize) {
-    let granule = if program.isa == Isa::Gfx1100 && hw.wave_size == 64 {
+    let granule = if !program.isa.is_cdna() && hw.wave_size == 64 {
         4
     } else {
         8
@@ -749,6 +751,12 @@ fn init_wave(
     if rsrc2 & 1 != 0 && next < 106 {
         // Private segment wave offset: scratch is per wave in the emulator, so 0.
         w.s[next] = 0;
+    }
+    if prog.isa.is_gfx12() {
+        // gfx12's architected SGPRs (AMDGPUUsage): workgroup id x in TTMP9, y and z in the low
+        // and high halves of TTMP7, whatever the descriptor enables.
+        w.s[108 + 9] = gid[0];
+        w.s[108 + 7] = (gid[1] & 0xffff) | gid[2] << 16;
     }
     let items = size[0] * size[1] * size[2];
     // Work-item ids counted up from the wave's first (no divisions per lane).

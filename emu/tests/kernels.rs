@@ -472,15 +472,16 @@ fn atomics_and_lane_shuffles_are_consistent() {
 /// pairs for lane masks.
 #[test]
 fn all_kernels_match_reference_in_wave64() {
-    static K64: std::sync::OnceLock<(am_emu::CodeObject, am_emu::Program)> =
-        std::sync::OnceLock::new();
-    let k = K64.get_or_init(|| {
-        let (_, bytes) = compile_cl(KERNELS, &["-mwavefrontsize64"]);
-        let co = am_emu::CodeObject::parse(&bytes, "kernels.cl wave64").unwrap();
-        assert_eq!(co.kernel("reduce").unwrap().descriptor.wave_size(), 64);
-        let prog = am_emu::Program::new(&co, am_emu::Isa::Gfx1100).unwrap();
-        (co, prog)
-    });
+    all_kernels_match_reference_in_wave64_on(am_emu::Isa::Gfx1100);
+}
+
+fn all_kernels_match_reference_in_wave64_on(isa: am_emu::Isa) {
+    let (_, bytes) = compile_cl_for(isa, KERNELS, &["-mwavefrontsize64"]);
+    let co = am_emu::CodeObject::parse(&bytes, "kernels.cl wave64").unwrap();
+    assert_eq!(co.kernel("reduce").unwrap().descriptor.wave_size(), 64);
+    let prog = am_emu::Program::new(&co, isa).unwrap();
+    // The checks take a 'static code object, as the once-compiled suites are.
+    let k: &'static _ = Box::leak(Box::new((co, prog)));
     check_reduce_through_lds_with_barriers_sums_each_workgroup(k);
     check_vadd_matches_reference_with_partial_last_workgroup(k);
     check_saxpy_matches_reference(k);
@@ -494,10 +495,12 @@ fn all_kernels_match_reference_in_wave64() {
 }
 
 /// The same kernels compiled for CDNA3 (gfx942) and CDNA4 (gfx950): wave64, the GFX9
-/// encodings, lowered onto the shared semantics.
+/// encodings, lowered onto the shared semantics; or for RDNA4 (gfx1200, gfx1201): wave32,
+/// the gfx12 encodings, lowered likewise.
 fn all_kernels_match_reference_on(isa: am_emu::Isa) {
     let k = kernels_for(isa);
-    assert_eq!(k.0.kernel("reduce").unwrap().descriptor.wave_size(), 64);
+    let wave = if isa.is_cdna() { 64 } else { 32 };
+    assert_eq!(k.0.kernel("reduce").unwrap().descriptor.wave_size(), wave);
     check_reduce_through_lds_with_barriers_sums_each_workgroup(k);
     check_vadd_matches_reference_with_partial_last_workgroup(k);
     check_saxpy_matches_reference(k);
@@ -523,6 +526,26 @@ fn all_kernels_match_reference_on_gfx942() {
 #[test]
 fn all_kernels_match_reference_on_gfx950() {
     all_kernels_match_reference_on(am_emu::Isa::Gfx950);
+}
+
+#[test]
+fn all_kernels_match_reference_on_gfx1200() {
+    all_kernels_match_reference_on(am_emu::Isa::Gfx1200);
+}
+
+#[test]
+fn all_kernels_match_reference_on_gfx1201() {
+    all_kernels_match_reference_on(am_emu::Isa::Gfx1201);
+}
+
+#[test]
+fn all_kernels_match_reference_on_gfx1200_in_wave64() {
+    all_kernels_match_reference_in_wave64_on(am_emu::Isa::Gfx1200);
+}
+
+#[test]
+fn all_kernels_match_reference_on_gfx1201_in_wave64() {
+    all_kernels_match_reference_in_wave64_on(am_emu::Isa::Gfx1201);
 }
 
 /// The register-level entry point the mock's PM4 path uses: code read from (another) GPU

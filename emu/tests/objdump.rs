@@ -23,6 +23,10 @@ const SYMBOLIC: &[&str] = &[
 /// CDNA mnemonics whose operand LLVM prints symbolically (see `tests/vectors_cdna.rs`).
 const CDNA_SYMBOLIC: &[&str] = &["s_set_gpr_idx_on", "s_set_gpr_idx_mode"];
 
+/// gfx12 mnemonics whose operand LLVM prints symbolically when it can (see
+/// `tests/vectors.rs`).
+const GFX12_SYMBOLIC: &[&str] = &["s_wait_alu"];
+
 fn objdump_agrees(hsaco: &std::path::Path, bytes: &[u8]) -> usize {
     objdump_agrees_for(am_emu::Isa::Gfx1100, hsaco, bytes)
 }
@@ -63,7 +67,10 @@ fn objdump_agrees_for(isa: am_emu::Isa, hsaco: &std::path::Path, bytes: &[u8]) -
             continue;
         };
         let mnemonic = asm.split_whitespace().next().unwrap_or("");
-        let same = if SYMBOLIC.contains(&mnemonic) || CDNA_SYMBOLIC.contains(&mnemonic) {
+        let same = if SYMBOLIC.contains(&mnemonic)
+            || CDNA_SYMBOLIC.contains(&mnemonic)
+            || GFX12_SYMBOLIC.contains(&mnemonic)
+        {
             mine.split_whitespace().next() == Some(mnemonic)
         } else {
             mine.replace(".l", "") == asm.replace(".l", "")
@@ -94,6 +101,17 @@ fn decoder_agrees_with_llvm_objdump_on_compiled_kernels() {
 fn decoder_agrees_with_llvm_objdump_on_wave64_kernels() {
     let (path, bytes) = compile_cl(KERNELS, &["-mwavefrontsize64"]);
     objdump_agrees(&path, &bytes);
+}
+
+#[test]
+fn decoder_agrees_with_llvm_objdump_on_gfx1200_and_gfx1201_kernels() {
+    for isa in [am_emu::Isa::Gfx1200, am_emu::Isa::Gfx1201] {
+        for extra in [&[][..], &["-mwavefrontsize64"][..]] {
+            let (path, bytes) = compile_cl_for(isa, KERNELS, extra);
+            let n = objdump_agrees_for(isa, &path, &bytes);
+            assert!(n > 500, "only {n} {isa:?} {extra:?} instructions compared");
+        }
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 
 mod common;
 use am_emu::cdna3::Target;
-use am_emu::rdna3::decode;
+use am_emu::rdna3::decode::{self, Gen, decode};
 use am_emu::{CodeObject, Error, HostMemory, Isa, Launch, Program};
 use common::*;
 use proptest::prelude::*;
@@ -39,6 +39,18 @@ proptest! {
         // Truncated input is an error, not a panic.
         let _ = decode(&[w0]);
     }
+
+    #[test]
+    fn decoding_and_lowering_random_gfx12_words_never_panics(w0 in any::<u32>(), w1 in any::<u32>(), w2 in any::<u32>()) {
+        if let Ok(i) = decode::decode_in(Gen::Gfx12, &[w0, w1, w2]) {
+            prop_assert!((1..=3).contains(&i.len));
+            let _ = i.to_string();
+        }
+        let _ = decode::decode_in(Gen::Gfx12, &[w0]);
+        let bytes: Vec<u8> = [w0, w1, w2].iter().flat_map(|w| w.to_le_bytes()).collect();
+        let p = Program::from_bytes(&bytes, 0x1000, Isa::Gfx1200).unwrap();
+        let _ = p.disassemble();
+    }
 }
 
 /// The test kernels with their first instructions replaced by random words: executing them
@@ -56,6 +68,12 @@ fn executing_random_cdna_code_never_panics() {
     random_code_runs(Isa::Gfx950, 1500);
 }
 
+/// The same on gfx1200 code (the gfx12 encodings, lowering and gfx12-only operations).
+#[test]
+fn executing_random_gfx12_code_never_panics() {
+    random_code_runs(Isa::Gfx1200, 1500);
+}
+
 /// `AM_EMU_FUZZ_SCALE=N` runs N times as many random kernels (a longer local fuzz run).
 fn random_code_runs(isa: Isa, kernels_run: usize) {
     let scale: usize = std::env::var("AM_EMU_FUZZ_SCALE")
@@ -65,6 +83,9 @@ fn random_code_runs(isa: Isa, kernels_run: usize) {
     let kernels_run = kernels_run * scale.max(1);
     let decodes = |w: &[u32; 3]| -> Option<usize> {
         match am_emu::cdna3::target(isa) {
+            None if isa.is_gfx12() => decode::decode_in(Gen::Gfx12, w)
+                .ok()
+                .map(|i| i.len as usize),
             None => decode(w).ok().map(|i| i.len as usize),
             Some(t) => am_emu::cdna3::decode(t, w).ok().map(|i| i.len as usize),
         }
@@ -180,7 +201,7 @@ fn invalid_instruction_reports_pc_and_dwords() {
 
 #[test]
 fn private_arrays_live_in_per_lane_scratch() {
-    for isa in [Isa::Gfx1100, Isa::Gfx942, Isa::Gfx950] {
+    for isa in [Isa::Gfx1100, Isa::Gfx942, Isa::Gfx950, Isa::Gfx1200] {
         private_arrays_on(isa);
     }
 }

@@ -1,9 +1,9 @@
-//! Decodes every LLVM-assembled vector in `tests/vectors/gfx1100.txt` and checks that our
-//! disassembly matches LLVM's text.
+//! Decodes every LLVM-assembled vector in `tests/vectors/gfx1100.txt` and
+//! `tests/vectors/gfx1200.txt` and checks that our disassembly matches LLVM's text.
 
 #![allow(clippy::unwrap_used)] // unwrap is fine in tests
 
-use am_emu::rdna3::decode;
+use am_emu::rdna3::decode::{self, Gen};
 
 fn parse(line: &str) -> Option<(String, Vec<u32>)> {
     let (text, enc) = line.split_once(" ; encoding: [")?;
@@ -39,21 +39,42 @@ const SYMBOLIC: &[&str] = &[
     "ds_swizzle_b32",
 ];
 
+/// gfx12 adds `s_wait_alu`, whose operand LLVM prints as `depctr_*` fields when it can.
+const SYMBOLIC_GFX12: &[&str] = &["s_wait_alu"];
+
 #[test]
 fn llvm_vectors_decode_to_llvm_text() {
-    let src = include_str!("vectors/gfx1100.txt");
+    let n = vectors_agree(Gen::Gfx11, include_str!("vectors/gfx1100.txt"));
+    assert!(n > 5000, "only {n} vectors read");
+}
+
+#[test]
+fn gfx12_llvm_vectors_decode_to_llvm_text() {
+    let n = vectors_agree(Gen::Gfx12, include_str!("vectors/gfx1200.txt"));
+    assert!(n > 5000, "only {n} vectors read");
+}
+
+/// Decodes and prints every vector of a file; returns how many agreed.
+fn vectors_agree(rdna: Gen, src: &str) -> usize {
     let mut bad = vec![];
     let mut n = 0;
     let mut symbolic = 0;
     for line in src.lines().filter(|l| !l.starts_with('#')) {
         let (text, words) = parse(line).unwrap();
         n += 1;
-        match decode(&words) {
+        match decode::decode_in(rdna, &words) {
             Ok(i) => {
                 let ours = i.to_string();
                 if i.len as usize != words.len() {
                     bad.push(format!("{text}: length {} != {}", i.len, words.len()));
-                } else if let Some(m) = SYMBOLIC.iter().find(|m| text.starts_with(&format!("{m} ")))
+                } else if let Some(m) = SYMBOLIC
+                    .iter()
+                    .chain(if rdna == Gen::Gfx12 {
+                        SYMBOLIC_GFX12
+                    } else {
+                        &[]
+                    })
+                    .find(|m| text.starts_with(&format!("{m} ")))
                 {
                     // Symbolic operands: check the mnemonic and the raw 16-bit field.
                     symbolic += 1;
@@ -77,44 +98,19 @@ fn llvm_vectors_decode_to_llvm_text() {
     }
     assert!(
         bad.is_empty(),
-        "{} of {n} vectors disagree with LLVM",
+        "{} of {n} {rdna:?} vectors disagree with LLVM",
         bad.len()
     );
-    assert!(n > 5000, "only {n} vectors read");
     eprintln!(
-        "{n} vectors agree with LLVM ({symbolic} with symbolic operands compared by raw field)"
+        "{n} {rdna:?} vectors agree with LLVM ({symbolic} with symbolic operands compared by raw field)"
     );
+    n
 }
 
 /// Every opcode the decoder knows (the generated tables) has at least one LLVM vector.
 #[test]
 fn every_known_opcode_has_a_vector() {
-    use am_emu::rdna3::decode::{Encoding, classify};
     use am_emu::rdna3::opcodes as o;
-    use std::collections::HashSet;
-    let mut seen: HashSet<(String, u16)> = HashSet::new();
-    for line in include_str!("vectors/gfx1100.txt")
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-    {
-        let (_, words) = parse(line).unwrap();
-        let i = decode(&words).unwrap();
-        let key = match i.enc {
-            Encoding::Vop1
-            | Encoding::Vop2
-            | Encoding::Vopc
-            | Encoding::Vop3
-            | Encoding::Vop3sd => "valu".to_string(),
-            Encoding::Flat | Encoding::Global | Encoding::Scratch => "flat".to_string(),
-            e => format!("{e:?}").to_lowercase(),
-        };
-        if i.enc == Encoding::Vopd {
-            seen.insert(("valu".into(), i.op));
-            seen.insert(("valu".into(), i.y.op));
-        }
-        seen.insert((key, i.op));
-        let _ = classify(words[0]);
-    }
     let tables: [(&str, &[(u16, &str)]); 12] = [
         ("sop1", o::sop1::NAMES),
         ("sop2", o::sop2::NAMES),
@@ -129,6 +125,53 @@ fn every_known_opcode_has_a_vector() {
         ("mubuf", o::mubuf::NAMES),
         ("mtbuf", o::mtbuf::NAMES),
     ];
+    every_opcode_has_a_vector(Gen::Gfx11, include_str!("vectors/gfx1100.txt"), tables);
+}
+
+/// The same for gfx12's tables and vectors.
+#[test]
+fn every_known_gfx12_opcode_has_a_vector() {
+    use am_emu::rdna4::opcodes as o;
+    let tables: [(&str, &[(u16, &str)]); 12] = [
+        ("sop1", o::sop1::NAMES),
+        ("sop2", o::sop2::NAMES),
+        ("sopk", o::sopk::NAMES),
+        ("sopc", o::sopc::NAMES),
+        ("sopp", o::sopp::NAMES),
+        ("smem", o::smem::NAMES),
+        ("valu", o::valu::NAMES),
+        ("vop3p", o::vop3p::NAMES),
+        ("ds", o::ds::NAMES),
+        ("flat", o::flat::NAMES),
+        ("mubuf", o::mubuf::NAMES),
+        ("mtbuf", o::mtbuf::NAMES),
+    ];
+    every_opcode_has_a_vector(Gen::Gfx12, include_str!("vectors/gfx1200.txt"), tables);
+}
+
+fn every_opcode_has_a_vector(rdna: Gen, src: &str, tables: [(&str, &[(u16, &str)]); 12]) {
+    use am_emu::rdna3::decode::{Encoding, classify_in};
+    use std::collections::HashSet;
+    let mut seen: HashSet<(String, u16)> = HashSet::new();
+    for line in src.lines().filter(|l| !l.starts_with('#')) {
+        let (_, words) = parse(line).unwrap();
+        let i = decode::decode_in(rdna, &words).unwrap();
+        let key = match i.enc {
+            Encoding::Vop1
+            | Encoding::Vop2
+            | Encoding::Vopc
+            | Encoding::Vop3
+            | Encoding::Vop3sd => "valu".to_string(),
+            Encoding::Flat | Encoding::Global | Encoding::Scratch => "flat".to_string(),
+            e => format!("{e:?}").to_lowercase(),
+        };
+        if i.enc == Encoding::Vopd {
+            seen.insert(("valu".into(), i.op));
+            seen.insert(("valu".into(), i.y.op));
+        }
+        seen.insert((key, i.op));
+        let _ = classify_in(rdna, words[0]);
+    }
     let mut missing = vec![];
     let mut total = 0;
     for (key, names) in tables {
@@ -141,7 +184,7 @@ fn every_known_opcode_has_a_vector() {
     }
     assert!(
         missing.is_empty(),
-        "{} of {total} opcodes have no vector: {missing:?}",
+        "{} of {total} {rdna:?} opcodes have no vector: {missing:?}",
         missing.len()
     );
 }

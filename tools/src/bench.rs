@@ -145,7 +145,8 @@ pub struct BootArgs {
 /// Options of `am bench emu`.
 #[derive(Args, Debug)]
 pub struct EmuArgs {
-    /// ISA to run (repeatable): gfx1100, gfx942, gfx950; all three by default.
+    /// ISA to run (repeatable): gfx1100, gfx942, gfx950, gfx1200, gfx1201; the first three by
+    /// default.
     #[arg(long = "isa", value_name = "ISA")]
     isas: Vec<String>,
     /// Kernel of the suite to run (repeatable): copy, saxpy, histogram, reduce, fmath, int64,
@@ -465,7 +466,9 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
                 "gfx1100" => Ok(Isa::Gfx1100),
                 "gfx942" => Ok(Isa::Gfx942),
                 "gfx950" => Ok(Isa::Gfx950),
-                _ => bail!("unknown ISA {n} (gfx1100, gfx942, gfx950)"),
+                "gfx1200" => Ok(Isa::Gfx1200),
+                "gfx1201" => Ok(Isa::Gfx1201),
+                _ => bail!("unknown ISA {n} (gfx1100, gfx942, gfx950, gfx1200, gfx1201)"),
             })
             .collect::<anyhow::Result<_>>()?
     };

@@ -77,15 +77,40 @@ pub fn run_gpu(k: &Kernel, groups: [u32; 3], args: &[Arg]) -> Vec<Vec<u8>> {
     run_code_object(&c.bytes, k, groups, args).0
 }
 
-/// Runs a code object's kernel on the emulator; returns the buffers and the wave-instructions.
+/// Runs `k` compiled for an RDNA4 `target` (gfx1200 or gfx1201) on the emulator.
+pub fn run_gpu_on(target: Target, k: &Kernel, groups: [u32; 3], args: &[Arg]) -> Vec<Vec<u8>> {
+    let isa = match target {
+        Target::Gfx1200 => Isa::Gfx1200,
+        Target::Gfx1201 => Isa::Gfx1201,
+        t => panic!("run_gpu_on takes an RDNA4 target, not {t}"),
+    };
+    let c = compiler()
+        .compile(k, target)
+        .unwrap_or_else(|e| panic!("{e}"));
+    run_code_object_on(isa, &c.bytes, k, groups, args).0
+}
+
+/// Runs a code object's kernel on the emulated gfx1100; returns the buffers and the
+/// wave-instructions.
 pub fn run_code_object(
     bytes: &[u8],
     k: &Kernel,
     groups: [u32; 3],
     args: &[Arg],
 ) -> (Vec<Vec<u8>>, u64) {
+    run_code_object_on(Isa::Gfx1100, bytes, k, groups, args)
+}
+
+/// Runs a code object's kernel on the emulator for `isa`.
+pub fn run_code_object_on(
+    isa: Isa,
+    bytes: &[u8],
+    k: &Kernel,
+    groups: [u32; 3],
+    args: &[Arg],
+) -> (Vec<Vec<u8>>, u64) {
     let co = CodeObject::parse(bytes, &k.name).unwrap_or_else(|e| panic!("{e}"));
-    let prog = Program::new(&co, Isa::Gfx1100).unwrap_or_else(|e| panic!("{e}"));
+    let prog = Program::new(&co, isa).unwrap_or_else(|e| panic!("{e}"));
     let kern = co.kernel(&k.name).unwrap_or_else(|e| panic!("{e}"));
     let mut mem = HostMemory::new();
     let ptrs: Vec<u64> = args

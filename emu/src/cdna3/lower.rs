@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// gfx11 opcode numbers by mnemonic, per table.
-fn gfx11(table: &'static str, name: &str) -> Option<u16> {
+pub(crate) fn gfx11(table: &'static str, name: &str) -> Option<u16> {
     static MAP: OnceLock<HashMap<(&'static str, &'static str), u16>> = OnceLock::new();
     let map = MAP.get_or_init(|| {
         let tables: [(&'static str, &'static [(u16, &'static str)]); 11] = [

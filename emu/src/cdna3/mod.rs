@@ -9,13 +9,13 @@ pub mod opcodes;
 mod print;
 
 pub use decode::{Encoding, Extra, Inst, Target, decode};
-pub(crate) use lower::lower;
+pub(crate) use lower::{gfx11, lower};
 pub use print::operand;
 
 /// The CDNA target of an ISA (`None` for RDNA3).
 pub fn target(isa: crate::Isa) -> Option<Target> {
     match isa {
-        crate::Isa::Gfx1100 => None,
+        crate::Isa::Gfx1100 | crate::Isa::Gfx1200 | crate::Isa::Gfx1201 => None,
         crate::Isa::Gfx942 => Some(Target::Gfx942),
         crate::Isa::Gfx950 => Some(Target::Gfx950),
     }

@@ -1,12 +1,38 @@
-//! gfx1100 instruction decoder: raw dwords to a compact [`Inst`].
+//! gfx1100 and gfx1200/gfx1201 instruction decoder: raw dwords to a compact [`Inst`].
 //!
-//! Field positions follow the RDNA3 ISA reference; opcode numbers, mnemonics and operand
-//! shapes come from the tables in [`super::opcodes`], which are generated from LLVM 22.
+//! Field positions follow the RDNA3 and RDNA4 ISA references; opcode numbers, mnemonics and
+//! operand shapes come from the tables in [`super::opcodes`] (gfx11) and
+//! [`crate::rdna4::opcodes`] (gfx12), which are generated from LLVM 22. gfx12 keeps gfx11's
+//! SALU, VALU and DS encodings (with other opcode numbers) and replaces the memory encodings:
+//! its SMEM, VFLAT/VGLOBAL/VSCRATCH and VBUFFER words decode into the same [`Inst`] fields.
 
-use super::opcodes::{self, shapes};
+use super::opcodes;
 
 /// Pseudo VALU opcode of VOPD's `v_dual_dot2acc_f32_bf16`, which has no VOP1/2/3 form.
 pub const VOPD_DOT2ACC_F32_BF16: u16 = 0xFFFF;
+/// Pseudo VALU opcode of VOPD's `v_dual_dot2acc_f32_f16` on gfx12 (no VOP1/2/3 form there).
+pub const VOPD_DOT2ACC_F32_F16: u16 = 0xFFFE;
+
+/// The RDNA generation whose opcode numbers and encodings an [`Inst`] uses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Gen {
+    /// gfx11 (RDNA3): the interpreter's own numbering.
+    #[default]
+    Gfx11,
+    /// gfx12 (RDNA4): decoded and printed with gfx1200's tables, lowered to gfx11 to run.
+    Gfx12,
+}
+
+/// The generated tables of a generation, by their module path.
+macro_rules! table {
+    ($rdna:expr, $($path:tt)*) => {
+        match $rdna {
+            Gen::Gfx11 => super::opcodes::$($path)*,
+            Gen::Gfx12 => crate::rdna4::opcodes::$($path)*,
+        }
+    };
+}
+pub(crate) use table;
 
 /// Instruction encodings of gfx1100.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -52,6 +78,9 @@ pub enum Encoding {
     /// Not a gfx1100 encoding: an operation only CDNA has (MFMA, packed f32, ...), produced by
     /// lowering gfx942/gfx950 code; `op` numbers a `cdna3` operation.
     Ext,
+    /// Not a gfx1100 encoding: an operation only gfx12 has, produced by lowering gfx1200
+    /// code; `op` numbers an `rdna4` operation.
+    Rdna4,
 }
 
 /// DPP (data-parallel primitives) controls of a VALU instruction.
@@ -175,7 +204,8 @@ pub struct Inst {
     pub literal: u32,
     /// SOPP/SOPK immediate, SMEM/FLAT/DS/MUBUF offset (sign-extended where signed).
     pub imm: i32,
-    /// DS `offset1`; MTBUF format.
+    /// DS `offset1`; MTBUF format (bits 6:0); gfx12 SMEM, VFLAT and VBUFFER cache policy in
+    /// bits 14:8 (see [`Inst::cpol`]).
     pub imm2: u16,
     /// SMEM `soffset`, FLAT `saddr`, MUBUF `soffset` (operand codes); [`NULL`] when absent.
     pub saddr: u16,
@@ -200,6 +230,8 @@ pub struct Inst {
     pub dpp: Dpp,
     /// Second half of a VOPD instruction.
     pub y: VopdY,
+    /// The generation whose opcode numbers `op` uses.
+    pub rdna: Gen,
 }
 
 /// Why a word sequence is not an instruction.
@@ -229,58 +261,73 @@ fn lookup<'a>(tab: &'a [(u16, &'a str)], op: u16) -> Option<&'a str> {
         .map(|i| tab[i].1)
 }
 
-/// Mnemonic of an opcode (without `_e32`/`_e64`/`_dpp` suffix), if LLVM knows it.
+/// Mnemonic of a gfx11 opcode (without `_e32`/`_e64`/`_dpp` suffix), if LLVM knows it.
 pub fn name(enc: Encoding, op: u16) -> Option<&'static str> {
+    name_in(Gen::Gfx11, enc, op)
+}
+
+/// Mnemonic of an opcode of a generation, if LLVM knows it.
+pub fn name_in(rdna: Gen, enc: Encoding, op: u16) -> Option<&'static str> {
     use Encoding::*;
     if enc == Vopd && op == VOPD_DOT2ACC_F32_BF16 {
         return Some("v_dot2acc_f32_bf16");
     }
+    if enc == Vopd && op == VOPD_DOT2ACC_F32_F16 {
+        return Some("v_dot2acc_f32_f16");
+    }
     let tab = match enc {
-        Sop1 => opcodes::sop1::NAMES,
-        Sop2 => opcodes::sop2::NAMES,
-        Sopk => opcodes::sopk::NAMES,
-        Sopc => opcodes::sopc::NAMES,
-        Sopp => opcodes::sopp::NAMES,
-        Smem => opcodes::smem::NAMES,
-        Vop1 | Vop2 | Vopc | Vop3 | Vop3sd | Vopd => opcodes::valu::NAMES,
-        Vop3p => opcodes::vop3p::NAMES,
-        Ds => opcodes::ds::NAMES,
-        Flat | Global | Scratch => opcodes::flat::NAMES,
-        Mubuf => opcodes::mubuf::NAMES,
-        Mtbuf => opcodes::mtbuf::NAMES,
+        Sop1 => table!(rdna, sop1::NAMES),
+        Sop2 => table!(rdna, sop2::NAMES),
+        Sopk => table!(rdna, sopk::NAMES),
+        Sopc => table!(rdna, sopc::NAMES),
+        Sopp => table!(rdna, sopp::NAMES),
+        Smem => table!(rdna, smem::NAMES),
+        Vop1 | Vop2 | Vopc | Vop3 | Vop3sd | Vopd => table!(rdna, valu::NAMES),
+        Vop3p => table!(rdna, vop3p::NAMES),
+        Ds => table!(rdna, ds::NAMES),
+        Flat | Global | Scratch => table!(rdna, flat::NAMES),
+        Mubuf => table!(rdna, mubuf::NAMES),
+        Mtbuf => table!(rdna, mtbuf::NAMES),
         Ext => return crate::cdna3::exec::ext_name(op),
+        Rdna4 => return crate::rdna4::exec::op_name(op),
     };
     lookup(tab, op)
 }
 
-/// Operand shape (see [`opcodes::shapes`]) of an instruction in the encoding it was written in.
+/// Operand shape (see [`opcodes::shapes`]) of a gfx11 instruction in the encoding it was
+/// written in.
 pub fn shape(enc: Encoding, op: u16) -> &'static str {
+    shape_in(Gen::Gfx11, enc, op)
+}
+
+/// Operand shape of an instruction of a generation in the encoding it was written in.
+pub fn shape_in(rdna: Gen, enc: Encoding, op: u16) -> &'static str {
     use Encoding::*;
     let (tab, op) = match enc {
-        Sop1 => (shapes::SOP1, op),
-        Sop2 => (shapes::SOP2, op),
-        Sopk => (shapes::SOPK, op),
-        Sopc => (shapes::SOPC, op),
-        Sopp => (shapes::SOPP, op),
-        Smem => (shapes::SMEM, op),
-        Vop1 => (shapes::VOP1, op.wrapping_sub(0x180)),
-        Vop2 => (shapes::VOP2, op.wrapping_sub(0x100)),
-        Vopc => (shapes::VOPC, op),
-        Vop3 | Vop3sd => (shapes::VOP3, op),
+        Sop1 => (table!(rdna, shapes::SOP1), op),
+        Sop2 => (table!(rdna, shapes::SOP2), op),
+        Sopk => (table!(rdna, shapes::SOPK), op),
+        Sopc => (table!(rdna, shapes::SOPC), op),
+        Sopp => (table!(rdna, shapes::SOPP), op),
+        Smem => (table!(rdna, shapes::SMEM), op),
+        Vop1 => (table!(rdna, shapes::VOP1), op.wrapping_sub(0x180)),
+        Vop2 => (table!(rdna, shapes::VOP2), op.wrapping_sub(0x100)),
+        Vopc => (table!(rdna, shapes::VOPC), op),
+        Vop3 | Vop3sd => (table!(rdna, shapes::VOP3), op),
         Vopd => {
-            return lookup(shapes::VOP3, op)
-                .or_else(|| lookup(shapes::VOP2, op.wrapping_sub(0x100)))
-                .or_else(|| lookup(shapes::VOP1, op.wrapping_sub(0x180)))
+            return lookup(table!(rdna, shapes::VOP3), op)
+                .or_else(|| lookup(table!(rdna, shapes::VOP2), op.wrapping_sub(0x100)))
+                .or_else(|| lookup(table!(rdna, shapes::VOP1), op.wrapping_sub(0x180)))
                 .unwrap_or("");
         }
-        Vop3p => (shapes::VOP3P, op),
-        Ds => (shapes::DS, op),
-        Flat => (shapes::FLAT, op),
-        Global => (shapes::GLOBAL, op),
-        Scratch => (shapes::SCRATCH, op),
-        Mubuf => (shapes::MUBUF, op),
-        Mtbuf => (shapes::MTBUF, op),
-        Ext => return "",
+        Vop3p => (table!(rdna, shapes::VOP3P), op),
+        Ds => (table!(rdna, shapes::DS), op),
+        Flat => (table!(rdna, shapes::FLAT), op),
+        Global => (table!(rdna, shapes::GLOBAL), op),
+        Scratch => (table!(rdna, shapes::SCRATCH), op),
+        Mubuf => (table!(rdna, shapes::MUBUF), op),
+        Mtbuf => (table!(rdna, shapes::MTBUF), op),
+        Ext | Rdna4 => return "",
     };
     lookup(tab, op).unwrap_or("")
 }
@@ -317,12 +364,40 @@ pub fn is_vop3sd(op: u16) -> bool {
     )
 }
 
-/// Number of destination operands LLVM prints for a VALU op in the VOP3 encoding.
+/// [`is_vop3sd`] for a generation (gfx12 renamed the 64-bit multiply-adds `v_mad_co_*`).
+pub fn is_vop3sd_in(rdna: Gen, op: u16) -> bool {
+    match rdna {
+        Gen::Gfx11 => is_vop3sd(op),
+        Gen::Gfx12 => {
+            use crate::rdna4::opcodes::valu::*;
+            matches!(
+                op,
+                ADD_CO_CI_U32
+                    | SUB_CO_CI_U32
+                    | SUBREV_CO_CI_U32
+                    | DIV_SCALE_F32
+                    | DIV_SCALE_F64
+                    | MAD_CO_U64_U32
+                    | MAD_CO_I64_I32
+                    | ADD_CO_U32
+                    | SUB_CO_U32
+                    | SUBREV_CO_U32
+            )
+        }
+    }
+}
+
+/// Number of destination operands LLVM prints for a gfx11 VALU op in the VOP3 encoding.
 pub fn valu_dst_count(op: u16) -> usize {
-    let n = name(Encoding::Vop3, op).unwrap_or("");
+    valu_dst_count_in(Gen::Gfx11, op)
+}
+
+/// [`valu_dst_count`] for a generation.
+pub fn valu_dst_count_in(rdna: Gen, op: u16) -> usize {
+    let n = name_in(rdna, Encoding::Vop3, op).unwrap_or("");
     if n.starts_with("v_cmpx_") || n == "v_nop" || n == "v_pipeflush" {
         0
-    } else if is_vop3sd(op) {
+    } else if is_vop3sd_in(rdna, op) {
         2
     } else {
         1
@@ -364,18 +439,60 @@ impl Inst {
                 dst: NULL,
                 src: [NULL; 2],
             },
+            rdna: Gen::Gfx11,
         }
     }
 
     /// Mnemonic without encoding suffix.
     pub fn name(&self) -> &'static str {
-        name(self.enc, self.op).unwrap_or("?")
+        name_in(self.rdna, self.enc, self.op).unwrap_or("?")
+    }
+
+    /// gfx12 memory cache policy: `th` in bits 2:0, `scope` in bits 4:3 (SMEM: `th` in 1:0),
+    /// bit 5 SMEM `nv`, bit 6 SMEM `scale_offset`. Kept in [`Inst::imm2`] so the instruction
+    /// stays as small as gfx11's, which the interpreter's instruction array is made of.
+    pub fn cpol(&self) -> u8 {
+        (self.imm2 >> 8) as u8 & 0x7f
+    }
+
+    fn set_cpol(&mut self, v: u32) {
+        self.imm2 = (self.imm2 & 0xff) | ((v & 0x7f) as u16) << 8;
     }
 }
 
-/// Classifies the first dword of an instruction.
+/// Classifies the first dword of a gfx11 instruction.
 pub fn classify(w: u32) -> Option<(Encoding, u16)> {
+    classify_in(Gen::Gfx11, w)
+}
+
+/// Classifies the first dword of an instruction of a generation.
+pub fn classify_in(rdna: Gen, w: u32) -> Option<(Encoding, u16)> {
     use Encoding::*;
+    if rdna == Gen::Gfx12 {
+        // The memory encodings gfx12 replaced; the rest are gfx11's.
+        let r = match w {
+            _ if w >> 26 == 0x3D => (Smem, bits(w, 13, 6)),
+            _ if w >> 26 == 0x3B => match bits(w, 24, 2) {
+                0 => (Flat, bits(w, 14, 8)),
+                1 => (Scratch, bits(w, 14, 8)),
+                2 => (Global, bits(w, 14, 8)),
+                _ => return None,
+            },
+            _ if w >> 26 == 0x31 && bits(w, 18, 4) == 8 && bits(w, 21, 1) == 1 => {
+                (Mtbuf, bits(w, 14, 4))
+            }
+            _ if w >> 26 == 0x31 => (Mubuf, bits(w, 14, 8)),
+            _ if matches!(w >> 26, 0x37 | 0x38 | 0x3A) => return None,
+            _ => {
+                return classify_in(Gen::Gfx11, w).map(|(e, op)| match e {
+                    Vop3 | Vop3sd if is_vop3sd_in(rdna, op) => (Vop3sd, op),
+                    Vop3 | Vop3sd => (Vop3, op),
+                    _ => (e, op),
+                });
+            }
+        };
+        return Some((r.0, r.1 as u16));
+    }
     let r = match w {
         _ if w >> 23 == 0x17D => (Sop1, bits(w, 8, 8)),
         _ if w >> 23 == 0x17E => (Sopc, bits(w, 16, 7)),
@@ -406,29 +523,36 @@ pub fn classify(w: u32) -> Option<(Encoding, u16)> {
     Some((r.0, r.1 as u16))
 }
 
-/// Decodes the instruction at the start of `words`.
+/// Decodes the gfx11 instruction at the start of `words`.
 pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
+    decode_in(Gen::Gfx11, words)
+}
+
+/// Decodes the instruction of a generation at the start of `words`.
+pub fn decode_in(rdna: Gen, words: &[u32]) -> Result<Inst, DecodeError> {
     use Encoding::*;
     let w0 = *words.first().ok_or(DecodeError::Truncated(Sopp, 1))?;
-    let (enc, op) = classify(w0).ok_or(DecodeError::UnknownEncoding)?;
+    let (enc, op) = classify_in(rdna, w0).ok_or(DecodeError::UnknownEncoding)?;
     let known = match enc {
         Vopd => true,
-        Flat => opcodes::FLAT_OPS.contains(&op),
-        Global => opcodes::GLOBAL_OPS.contains(&op),
-        Scratch => opcodes::SCRATCH_OPS.contains(&op),
-        _ => name(enc, op).is_some(),
+        Flat => table!(rdna, FLAT_OPS).contains(&op),
+        Global => table!(rdna, GLOBAL_OPS).contains(&op),
+        Scratch => table!(rdna, SCRATCH_OPS).contains(&op),
+        _ => name_in(rdna, enc, op).is_some(),
     };
     if !known {
         return Err(DecodeError::UnknownOpcode(enc, op));
     }
     let mut i = Inst::new(enc, op);
+    i.rdna = rdna;
+    let valu = |c: &str| name_in(rdna, Vop3, op) == Some(c);
     let word = |n: usize| {
         words
             .get(n)
             .copied()
             .ok_or(DecodeError::Truncated(enc, n as u8 + 1))
     };
-    let shp = shape(enc, op);
+    let shp = shape_in(rdna, enc, op);
     let nops = if shp.is_empty() {
         0
     } else {
@@ -436,7 +560,7 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
     };
     match enc {
         // classify() never yields it.
-        Ext => {}
+        Ext | Rdna4 => {}
         Sop1 => {
             i.dst = bits(w0, 16, 7) as u16;
             i.src[0] = bits(w0, 0, 8) as u16;
@@ -453,13 +577,27 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
         Sopk => {
             i.dst = bits(w0, 16, 7) as u16;
             i.imm = bits(w0, 0, 16) as i32;
-            if op == opcodes::sopk::SETREG_IMM32_B32 {
+            if i.name() == "s_setreg_imm32_b32" {
                 i.literal = word(1)?;
                 i.len = 2;
             }
         }
         Sopp => {
             i.imm = bits(w0, 0, 16) as i32;
+        }
+        Smem if rdna == Gen::Gfx12 => {
+            let w1 = word(1)?;
+            i.len = 2;
+            i.src[0] = (bits(w0, 0, 6) << 1) as u16;
+            i.dst = bits(w0, 6, 7) as u16;
+            i.set_cpol(
+                bits(w0, 23, 2)
+                    | bits(w0, 21, 2) << 3
+                    | bits(w0, 20, 1) << 5
+                    | bits(w1, 24, 1) << 6,
+            );
+            i.imm = sext(bits(w1, 0, 24), 24);
+            i.saddr = bits(w1, 25, 7) as u16;
         }
         Smem => {
             let w1 = word(1)?;
@@ -472,7 +610,7 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
         }
         Vop1 => {
             i.dst = bits(w0, 17, 8) as u16;
-            if op != opcodes::valu::READFIRSTLANE_B32 {
+            if !valu("v_readfirstlane_b32") {
                 i.dst += VGPR0;
             }
             i.src[0] = bits(w0, 0, 9) as u16;
@@ -481,13 +619,11 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
             i.dst = VGPR0 + bits(w0, 17, 8) as u16;
             i.src[0] = bits(w0, 0, 9) as u16;
             i.src[1] = VGPR0 + bits(w0, 9, 8) as u16;
-            if matches!(
-                op,
-                opcodes::valu::FMAMK_F32
-                    | opcodes::valu::FMAAK_F32
-                    | opcodes::valu::FMAMK_F16
-                    | opcodes::valu::FMAAK_F16
-            ) {
+            if valu("v_fmamk_f32")
+                || valu("v_fmaak_f32")
+                || valu("v_fmamk_f16")
+                || valu("v_fmaak_f16")
+            {
                 i.literal = word(1)?;
                 i.len = 2;
             }
@@ -501,7 +637,7 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
             let w1 = word(1)?;
             i.len = 2;
             i.dst = bits(w0, 0, 8) as u16;
-            if valu_name_is_vector_dst(op) {
+            if valu_name_is_vector_dst(rdna, op) {
                 i.dst += VGPR0;
             }
             if enc == Vop3sd {
@@ -539,8 +675,14 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
             i.len = 2;
             let opx = bits(w0, 22, 4) as u8;
             let opy = bits(w0, 17, 5) as u8;
-            let vx = opcodes::VOPD_X.iter().find(|e| e.0 == opx).map(|e| e.1);
-            let vy = opcodes::VOPD_Y.iter().find(|e| e.0 == opy).map(|e| e.1);
+            let vx = table!(rdna, VOPD_X)
+                .iter()
+                .find(|e| e.0 == opx)
+                .map(|e| e.1);
+            let vy = table!(rdna, VOPD_Y)
+                .iter()
+                .find(|e| e.0 == opy)
+                .map(|e| e.1);
             let (Some(vx), Some(vy)) = (vx, vy) else {
                 return Err(DecodeError::UnknownOpcode(
                     enc,
@@ -557,7 +699,8 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
                 dst: VGPR0 + ((bits(w1, 17, 7) << 1) | ((dstx & 1) ^ 1)) as u16,
                 src: [bits(w1, 0, 9) as u16, VGPR0 + bits(w1, 9, 8) as u16],
             };
-            let k = |op: u16| matches!(op, opcodes::valu::FMAMK_F32 | opcodes::valu::FMAAK_F32);
+            let k =
+                |op: u16| matches!(name_in(rdna, Vop3, op), Some("v_fmamk_f32" | "v_fmaak_f32"));
             if i.src[0] == LITERAL || i.y.src[0] == LITERAL || k(vx) || k(vy) {
                 i.literal = word(2)?;
                 i.len = 3;
@@ -575,6 +718,32 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
                 VGPR0 + bits(w1, 16, 8) as u16,
             ];
             i.dst = VGPR0 + bits(w1, 24, 8) as u16;
+        }
+        Flat | Global | Scratch if rdna == Gen::Gfx12 => {
+            let (w1, w2) = (word(1)?, word(2)?);
+            i.len = 3;
+            i.imm = sext(bits(w2, 8, 24), 24);
+            i.flags = bits(w1, 17, 1) as u8 * flag::SVE;
+            i.set_cpol(bits(w1, 20, 3) | bits(w1, 18, 2) << 3);
+            i.src = [
+                VGPR0 + bits(w2, 0, 8) as u16,
+                VGPR0 + bits(w1, 23, 8) as u16,
+                NULL,
+            ];
+            i.saddr = bits(w0, 0, 7) as u16;
+            i.dst = VGPR0 + bits(w1, 0, 8) as u16;
+        }
+        Mubuf | Mtbuf if rdna == Gen::Gfx12 => {
+            let (w1, w2) = (word(1)?, word(2)?);
+            i.len = 3;
+            i.imm = bits(w2, 8, 24) as i32;
+            i.flags = (bits(w1, 30, 1) as u8 * flag::OFFEN) | (bits(w1, 31, 1) as u8 * flag::IDXEN);
+            i.imm2 = bits(w1, 23, 7) as u16;
+            i.set_cpol(bits(w1, 20, 3) | bits(w1, 18, 2) << 3);
+            i.src[0] = VGPR0 + bits(w2, 0, 8) as u16;
+            i.dst = VGPR0 + bits(w1, 0, 8) as u16;
+            i.srsrc = bits(w1, 9, 9) as u16;
+            i.saddr = bits(w0, 0, 7) as u16;
         }
         Flat | Global | Scratch => {
             let w1 = word(1)?;
@@ -624,14 +793,18 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
         Sop2 => 2,
         Sopc => 2,
         Vop1 | Vop2 | Vopc => 1,
-        Vop3 | Vop3sd => nops.saturating_sub(valu_dst_count(op)).min(3),
+        Vop3 | Vop3sd => nops.saturating_sub(valu_dst_count_in(rdna, op)).min(3),
         Vop3p => nops.saturating_sub(1).min(3),
         _ => 0,
     };
     if matches!(enc, Sop1) && nops == 1 {
         // s_getpc_b64 (dst only) vs s_setpc_b64 (src only): the shape cannot tell, the name can.
         let n = i.name();
-        if n.starts_with("s_setpc") || n.starts_with("s_rfe") || n.starts_with("s_sendmsg") {
+        if n.starts_with("s_setpc")
+            || n.starts_with("s_rfe")
+            || n.starts_with("s_sendmsg")
+            || SOP1_SOURCE_ONLY.contains(&n)
+        {
             i.dst = NULL;
         } else {
             i.src[0] = NULL;
@@ -673,7 +846,11 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
             };
         }
         i.src[0] = s0;
-    } else if i.src.iter().take(nsrc).any(|&s| s == LITERAL) {
+    } else if matches!(enc, Sop2) && matches!(i.name(), "s_fmamk_f32" | "s_fmaak_f32")
+        || i.src.iter().take(nsrc).any(|&s| s == LITERAL) && !(enc == Vop2 && i.len == 2)
+    {
+        // s_fmamk/s_fmaak always carry their constant; a VOP2 fmamk/fmaak whose src0 is the
+        // literal shares the constant that the instruction already has.
         i.literal = word(extra)?;
         extra += 1;
     }
@@ -684,10 +861,21 @@ pub fn decode(words: &[u32]) -> Result<Inst, DecodeError> {
     Ok(i)
 }
 
-/// VALU ops whose VOP3 `vdst` field names an SGPR (compares, lane reads).
-fn valu_name_is_vector_dst(op: u16) -> bool {
-    let n = name(Encoding::Vop3, op).unwrap_or("");
-    !(op < 0x100 || n == "v_readlane_b32" || n == "v_readfirstlane_b32")
+/// gfx12 SOP1 instructions whose one operand is a source.
+const SOP1_SOURCE_ONLY: &[&str] = &[
+    "s_alloc_vgpr",
+    "s_sleep_var",
+    "s_barrier_signal",
+    "s_barrier_signal_isfirst",
+    "s_barrier_init",
+    "s_barrier_join",
+];
+
+/// VALU ops whose VOP3 `vdst` field names an SGPR (compares, lane reads, gfx12's `v_s_*`
+/// transcendentals).
+fn valu_name_is_vector_dst(rdna: Gen, op: u16) -> bool {
+    let n = name_in(rdna, Encoding::Vop3, op).unwrap_or("");
+    !(op < 0x100 || n == "v_readlane_b32" || n == "v_readfirstlane_b32" || n.starts_with("v_s_"))
 }
 
 /// In the 32-bit encodings, a 16-bit operand names the high half of `v(n - 128)` when its

@@ -217,6 +217,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 crate::cdna3::exec::sdwa(w, i, idx, ctx)
             }
             Encoding::Ext => crate::cdna3::exec::ext(w, i, idx, ctx),
+            Encoding::Rdna4 => crate::rdna4::exec::run(w, i, idx, ctx),
             Encoding::Vopc => vopc(w, i, idx, ctx),
             Encoding::Vop3 if i.op < 0x100 => vopc(w, i, idx, ctx),
             Encoding::Vop1 | Encoding::Vop2 | Encoding::Vop3 | Encoding::Vop3sd => {

@@ -3,9 +3,9 @@
 //! (`hwreg(...)`, `sendmsg(...)`, `depctr_*`) print as plain numbers.
 
 use super::decode::{
-    Dpp, Encoding, Inst, LITERAL, NULL, VGPR0, flag, shape, shape_is_16, shape_regs, valu_dst_count,
+    Dpp, Encoding, Gen, Inst, LITERAL, NULL, VGPR0, flag, shape_in, shape_is_16, shape_regs, table,
+    valu_dst_count_in,
 };
-use super::opcodes::shapes;
 use std::fmt::{self, Write};
 
 /// Name of a register range starting at operand code `code` and `n` registers long
@@ -102,18 +102,83 @@ impl Shape<'_> {
     }
 }
 
-fn has_e32(op: u16) -> bool {
+fn has_e32(rdna: Gen, op: u16) -> bool {
     let find = |t: &[(u16, &str)], o: u16| t.binary_search_by_key(&o, |e| e.0).is_ok();
     match op {
-        0..=0xff => find(shapes::VOPC, op),
-        0x100..=0x13f => find(shapes::VOP2, op - 0x100),
-        0x180..=0x1ff => find(shapes::VOP1, op - 0x180),
+        0..=0xff => find(table!(rdna, shapes::VOPC), op),
+        0x100..=0x13f => find(table!(rdna, shapes::VOP2), op - 0x100),
+        0x180..=0x1ff => find(table!(rdna, shapes::VOP1), op - 0x180),
         _ => false,
     }
 }
 
-fn has_e64(op: u16) -> bool {
-    shapes::VOP3.binary_search_by_key(&op, |e| e.0).is_ok()
+fn has_e64(rdna: Gen, op: u16) -> bool {
+    table!(rdna, shapes::VOP3)
+        .binary_search_by_key(&op, |e| e.0)
+        .is_ok()
+}
+
+/// What a gfx12 memory instruction does, for the names of its temporal hint.
+#[derive(PartialEq)]
+enum Access {
+    Load,
+    Store,
+    Atomic,
+}
+
+impl Access {
+    fn of(name: &str) -> Access {
+        if name.contains("atomic") {
+            Access::Atomic
+        } else if name.contains("store") {
+            Access::Store
+        } else {
+            Access::Load
+        }
+    }
+}
+
+/// gfx12 cache policy (`th` bits 2:0, `scope` bits 4:3 of [`Inst::cpol`]) as LLVM prints it.
+fn cpol_text(cpol: u8, access: Access) -> String {
+    let (th, scope) = (cpol & 7, (cpol >> 3) & 3);
+    let sys = scope == 3;
+    let hint = match (access, th) {
+        (_, 0) => None,
+        (Access::Atomic, 1) => Some("TH_ATOMIC_RETURN".to_string()),
+        (Access::Atomic, 2) => Some("TH_ATOMIC_NT".into()),
+        (Access::Atomic, 3) => Some("TH_ATOMIC_NT_RETURN".into()),
+        (Access::Atomic, 4 | 5) if sys => Some("TH_ATOMIC_CASCADE_RT".into()),
+        (Access::Atomic, _) if sys => Some("TH_ATOMIC_CASCADE_NT".into()),
+        (Access::Atomic, t) => Some(format!("TH_ATOMIC_0x{t:x}")),
+        (Access::Load, 7) => Some("0x7".into()),
+        (a, t) => {
+            let p = if a == Access::Store { "STORE" } else { "LOAD" };
+            let n = match t {
+                1 => "NT",
+                2 => "HT",
+                3 if sys => "BYPASS",
+                3 if a == Access::Store => "WB",
+                3 => "LU",
+                4 => "NT_RT",
+                5 => "RT_NT",
+                6 => "NT_HT",
+                _ => "NT_WB",
+            };
+            Some(format!("TH_{p}_{n}"))
+        }
+    };
+    let mut out = String::new();
+    if let Some(h) = hint {
+        let _ = write!(out, " th:{h}");
+    }
+    if scope != 0 {
+        let _ = write!(
+            out,
+            " scope:SCOPE_{}",
+            ["CU", "SE", "DEV", "SYS"][scope as usize]
+        );
+    }
+    out
 }
 
 /// LLVM prints 16-bit immediates that are inline integers in decimal, others in hex.
@@ -230,14 +295,15 @@ fn bits_list(v: u8, n: usize) -> String {
 impl fmt::Display for Inst {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = self.name();
-        let shp = Shape(shape(self.enc, self.op));
+        let rdna = self.rdna;
+        let shp = Shape(shape_in(rdna, self.enc, self.op));
         let lit = self.literal;
         let mut ops: Vec<String> = vec![];
         let mut tail = String::new();
         use Encoding::*;
         let mnemonic = match self.enc {
             Vop1 | Vop2 | Vopc => {
-                if self.dpp == Dpp::None && !has_e64(self.op) {
+                if self.dpp == Dpp::None && !has_e64(rdna, self.op) {
                     name.to_string()
                 } else if self.dpp == Dpp::None {
                     format!("{name}_e32")
@@ -245,7 +311,7 @@ impl fmt::Display for Inst {
                     format!("{name}_dpp")
                 }
             }
-            Vop3 | Vop3sd if has_e32(self.op) => {
+            Vop3 | Vop3sd if has_e32(rdna, self.op) => {
                 if self.dpp == Dpp::None {
                     format!("{name}_e64")
                 } else {
@@ -262,6 +328,18 @@ impl fmt::Display for Inst {
             Sop1 if name.starts_with("s_sendmsg_rtn") => {
                 ops.push(operand(self.dst, shp.regs(0), None, lit));
                 ops.push(format!("sendmsg({})", self.imm));
+            }
+            Sop2 if name == "s_fmamk_f32" || name == "s_fmaak_f32" => {
+                ops.push(operand(self.dst, 1, None, lit));
+                ops.push(operand(self.src[0], 1, None, lit));
+                let k = format!("0x{lit:x}");
+                if name == "s_fmamk_f32" {
+                    ops.push(k);
+                    ops.push(operand(self.src[1], 1, None, lit));
+                } else {
+                    ops.push(operand(self.src[1], 1, None, lit));
+                    ops.push(k);
+                }
             }
             Sop1 | Sop2 | Sopc => {
                 let mut k = 0;
@@ -313,6 +391,7 @@ impl fmt::Display for Inst {
                 let imm = self.imm as u32;
                 match name {
                     "s_barrier"
+                    | "s_barrier_leave"
                     | "s_wakeup"
                     | "s_icache_inv"
                     | "s_ttracedata"
@@ -328,6 +407,11 @@ impl fmt::Display for Inst {
                         }
                     }
                     "s_waitcnt" => ops.push(waitcnt(imm)),
+                    // gfx12's split counters.
+                    _ if name.starts_with("s_wait_") && name.contains("cnt") => {
+                        ops.push(format!("0x{imm:x}"))
+                    }
+                    "s_wait_alu" => ops.push(format!("0x{imm:x}")),
                     "s_delay_alu" => ops.push(delay_alu(imm)),
                     "s_clause" | "s_set_inst_prefetch_distance" => ops.push(format!("0x{imm:x}")),
                     "s_sendmsg" | "s_sendmsghalt" => ops.push(format!("sendmsg({imm})")),
@@ -346,6 +430,7 @@ impl fmt::Display for Inst {
                     _ => ops.push(u16_imm(imm)),
                 }
             }
+            Smem if rdna == Gen::Gfx12 => self.fmt_smem12(&shp, &mut ops, &mut tail),
             Smem => {
                 if shp.len() > 0 {
                     if name.starts_with("s_atc_probe") {
@@ -462,14 +547,22 @@ impl fmt::Display for Inst {
                     tail.push_str(" gds");
                 }
             }
+            Flat | Global | Scratch if matches!(name, "wb" | "inv" | "wbinv") => {
+                tail.push_str(&cpol_text(self.cpol(), Access::Load));
+            }
             Flat | Global | Scratch => {
                 let atomic = name.contains("atomic");
+                let returns = if rdna == Gen::Gfx12 {
+                    self.cpol() & 1 != 0
+                } else {
+                    self.flags & flag::GLC != 0
+                };
                 // Atomics: the widths follow from the name (the shape table holds one of the
                 // returning / non-returning spellings); glc makes them return the old value.
                 let w = if name.ends_with("64") { 2 } else { 1 };
                 let data_regs = if name.contains("cmpswap") { 2 * w } else { w };
                 let load = if atomic {
-                    self.flags & flag::GLC != 0
+                    returns
                 } else {
                     shp.len() > 0 && !name.contains("store")
                 };
@@ -513,6 +606,9 @@ impl fmt::Display for Inst {
                 if self.imm != 0 {
                     tail.push_str(&format!(" offset:{}", self.imm));
                 }
+                if rdna == Gen::Gfx12 {
+                    tail.push_str(&cpol_text(self.cpol(), Access::of(name)));
+                }
                 for (b, s) in [
                     (flag::GLC, " glc"),
                     (flag::SLC, " slc"),
@@ -523,11 +619,13 @@ impl fmt::Display for Inst {
                     }
                 }
             }
-            Ext => {}
+            Ext | Rdna4 => {}
             Mubuf | Mtbuf => {
                 if shp.len() > 0 {
                     ops.push(operand(self.dst, shp.regs(0), None, lit));
                     let both = self.flags & flag::OFFEN != 0 && self.flags & flag::IDXEN != 0;
+                    // gfx12 prints `idxen` before `offen`.
+                    let idxen_first = rdna == Gen::Gfx12;
                     ops.push(if self.flags & (flag::OFFEN | flag::IDXEN) == 0 {
                         "off".into()
                     } else {
@@ -535,17 +633,31 @@ impl fmt::Display for Inst {
                     });
                     ops.push(operand(self.srsrc, 4, None, lit));
                     ops.push(operand(self.saddr, 1, None, lit));
-                    if self.enc == Mtbuf && self.imm2 != 1 {
-                        tail.push_str(&format!(" format:{}", self.imm2));
+                    let format = self.imm2 & 0x7f;
+                    let format_name = crate::rdna4::opcodes::BUF_FORMATS
+                        .iter()
+                        .find(|e| e.0 == format);
+                    match format_name {
+                        _ if self.enc != Mtbuf || format == 1 => {}
+                        Some((_, n)) if rdna == Gen::Gfx12 => {
+                            tail.push_str(&format!(" format:[{n}]"));
+                        }
+                        _ => tail.push_str(&format!(" format:{format}")),
+                    }
+                    if idxen_first && self.flags & flag::IDXEN != 0 {
+                        tail.push_str(" idxen");
                     }
                     if self.flags & flag::OFFEN != 0 {
                         tail.push_str(" offen");
                     }
-                    if self.flags & flag::IDXEN != 0 {
+                    if !idxen_first && self.flags & flag::IDXEN != 0 {
                         tail.push_str(" idxen");
                     }
                     if self.imm != 0 {
                         tail.push_str(&format!(" offset:{}", self.imm));
+                    }
+                    if rdna == Gen::Gfx12 {
+                        tail.push_str(&cpol_text(self.cpol(), Access::of(name)));
                     }
                     for (b, s) in [
                         (flag::GLC, " glc"),
@@ -569,7 +681,7 @@ impl fmt::Display for Inst {
 
 impl Inst {
     fn vopd_half(&self, op: u16, dst: u16, src: [u16; 2]) -> String {
-        let name = super::decode::name(Encoding::Vopd, op).unwrap_or("?");
+        let name = super::decode::name_in(self.rdna, Encoding::Vopd, op).unwrap_or("?");
         let base = name.trim_start_matches("v_");
         let mut s = format!("v_dual_{base} {}", operand(dst, 1, None, self.literal));
         let n = match base {
@@ -592,6 +704,52 @@ impl Inst {
         s
     }
 
+    /// gfx12 SMEM: `sdata, sbase, offset` or `sdata, sbase, soffset offset:N`; the prefetches
+    /// name their count (the `sdata` field) last.
+    fn fmt_smem12(&self, shp: &Shape<'_>, ops: &mut Vec<String>, tail: &mut String) {
+        let name = self.name();
+        let lit = self.literal;
+        let hex = |v: i32| {
+            if v < 0 {
+                format!("-0x{:x}", -(v as i64))
+            } else {
+                format!("0x{v:x}")
+            }
+        };
+        if name.starts_with("s_prefetch") || name.starts_with("s_buffer_prefetch") {
+            if !name.ends_with("_pc_rel") {
+                let n = if name.starts_with("s_buffer") { 4 } else { 2 };
+                ops.push(operand(self.src[0], n, None, lit));
+            }
+            ops.push(hex(self.imm));
+            ops.push(operand(self.saddr, 1, None, lit));
+            ops.push(format!("{}", self.dst));
+            return;
+        }
+        if name == "s_dcache_inv" {
+            return;
+        }
+        if name.starts_with("s_atc_probe") {
+            ops.push(format!("{}", self.dst));
+        } else {
+            ops.push(operand(self.dst, shp.regs(0), None, lit));
+        }
+        ops.push(operand(self.src[0], shp.regs(1), None, lit));
+        if self.saddr != NULL {
+            ops.push(operand(self.saddr, 1, None, lit));
+            tail.push_str(&format!(" offset:{}", hex(self.imm)));
+        } else {
+            ops.push(hex(self.imm));
+        }
+        if self.cpol() & 0x40 != 0 {
+            tail.push_str(" scale_offset");
+        }
+        tail.push_str(&cpol_text(self.cpol() & 0x1b, Access::Load));
+        if self.cpol() & 0x20 != 0 {
+            tail.push_str(" nv");
+        }
+    }
+
     fn fmt_valu(&self, shp: &Shape<'_>, ops: &mut Vec<String>, tail: &mut String) {
         use Encoding::*;
         let lit = self.literal;
@@ -612,7 +770,7 @@ impl Inst {
                 _ => 1,
             }
         } else {
-            valu_dst_count(self.op)
+            valu_dst_count_in(self.rdna, self.op)
         };
         let mut k = 0;
         if ndst >= 1 {

@@ -117,7 +117,7 @@ kernel void priv(global const uint *idx, global uint *out) {
 
 // Global and LDS atomics (the atomic optimizer turns the uniform-address add into a wave
 // reduction with DPP and lane reads), ds_bpermute and a cross-row lane shuffle: permlanex16
-// on RDNA3, a DPP wave rotate (wave_rol:1) on CDNA, which has no permlane.
+// on RDNA3 and RDNA4, a DPP wave rotate (wave_rol:1) on CDNA, which has no permlane.
 kernel void atomics(global uint *counter, global uint *old, global uint *lds_old,
                     global uint *shuf, global uint *xperm, global int *mx) {
   local uint lcount;
@@ -129,7 +129,7 @@ kernel void atomics(global uint *counter, global uint *old, global uint *lds_old
   lds_old[i] = __atomic_fetch_add(&lcount, i, __ATOMIC_RELAXED);
   __atomic_fetch_max(mx, (int)(i * 7919u % 1000u) - 500, __ATOMIC_RELAXED);
   shuf[i] = __builtin_amdgcn_ds_bpermute((int)((t ^ 5) * 4), (int)(i * 3));
-#ifdef __GFX11__
+#if defined(__GFX11__) || defined(__GFX12__)
   xperm[i] = __builtin_amdgcn_permlanex16(0u, i, 0x76543210u, 0xfedcba98u, false, false);
 #else
   xperm[i] = __builtin_amdgcn_update_dpp(0u, i, 0x134, 0xf, 0xf, false);
