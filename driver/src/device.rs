@@ -256,6 +256,33 @@ pub fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
     Ok(mc)
 }
 
+/// Refuse a GC generation whose bring-up the driver does not have yet, before anything is
+/// written: GC 12 (RDNA4) needs PSP 14, SMU 14.0.2/3, GMC 12, IH 7, NBIF 6.3.1 and SDMA 7
+/// sequences. Inspecting opens (`am info`) and reset-only opens still work.
+fn refuse_without_bring_up(name: &str, discovery: &Discovery) -> Result<()> {
+    let gc = discovery.require_version(HwIp::GC)?;
+    if gc.major < 12 {
+        return Ok(());
+    }
+    let v = |ip| {
+        discovery
+            .version(ip)
+            .map_or_else(|| "absent".to_string(), |v| v.to_string())
+    };
+    let reason = format!(
+        "GC {gc} has no bring-up in this driver yet: the GC 12 sequence (PSP {}, SMU {}, GMC 12 \
+         with MMHUB {}, IH {}, NBIF {}, SDMA {}) is not written; `am info` reads the device \
+         without it",
+        v(HwIp::MP0),
+        v(HwIp::MP1),
+        v(HwIp::MMHUB),
+        v(HwIp::OSSSYS),
+        v(HwIp::NBIO),
+        v(HwIp::SDMA0),
+    );
+    Err(Error::new(name, ErrorKind::BadState { reason }))
+}
+
 impl AmDevice {
     /// Bring the device up with options from the environment.
     pub fn open(pci: Arc<dyn PciDevice>) -> Result<Self> {
@@ -292,6 +319,9 @@ impl AmDevice {
             None
         };
         let discovery = Discovery::read(&*pci)?;
+        if !opts.inspect && !opts.reset_mode {
+            refuse_without_bring_up(&name, &discovery)?;
+        }
         let regs = Regs::with_mmio(&name, mmio.clone(), &discovery)?;
         let vram = Vram::new(&name, pci.bar(0)?, mmio.clone(), discovery.vram_size);
         let mc = read_mc_layout(&regs)?;

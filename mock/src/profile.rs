@@ -109,7 +109,14 @@ pub struct Profile {
 }
 
 /// Every profile `mock:NAME` accepts.
-pub const PROFILES: &[&str] = &["navi31", "navi31-smallbar", "mi300x", "mi350x-vf"];
+pub const PROFILES: &[&str] = &[
+    "navi31",
+    "navi31-smallbar",
+    "navi48",
+    "navi44",
+    "mi300x",
+    "mi350x-vf",
+];
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -146,6 +153,8 @@ impl Profile {
         match name {
             "navi31" => Ok(navi31(false)),
             "navi31-smallbar" => Ok(navi31(true)),
+            "navi48" => Ok(navi4x(Navi4x::Navi48)),
+            "navi44" => Ok(navi4x(Navi4x::Navi44)),
             "mi300x" => Ok(mi300x()),
             "mi350x-vf" => Ok(mi350x_vf()),
             _ => Err(crate::Error::UnknownProfile {
@@ -281,6 +290,129 @@ fn navi31(small_bar: bool) -> Profile {
             num_cu_per_sh: 8,
             num_rb_per_se: 4,
             num_tccs: 24,
+            wave_size: 32,
+            max_waves_per_simd: 16,
+            max_scratch_slots_per_cu: 32,
+            lds_kib: 64,
+        },
+        ips,
+        harvest: Vec::new(),
+        base_addr_64_bit: false,
+    }
+}
+
+/// The two RDNA4 dies.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Navi4x {
+    /// Navi 48: RX 9070 XT, gfx1201.
+    Navi48,
+    /// Navi 44: RX 9060 XT, gfx1200.
+    Navi44,
+}
+
+/// Navi 48 (RX 9070 XT, gfx1201 = GC 12.0.1) and Navi 44 (RX 9060 XT, gfx1200 = GC 12.0.0):
+/// one die, the SOC21 apertures of navi31 (tinygrad's GC 12.0.0 mock uses the same bases).
+///
+/// IP versions are those Linux 6.12's discovery code pairs with GC 12.0.x: SDMA 7.0.0/7.0.1,
+/// MMHUB and ATHUB 4.1.0, NBIF 6.3.1, MP0/MP1 14.0.2 (Navi 44) or 14.0.3 (Navi 48), HDP and
+/// OSSSYS 7.0.0, SMUIO 14.0.2. Tables: GC 12.0.1 and MP 14.0.3 use the 12.0.0 and 14.0.2
+/// headers (Linux drives both versions with the same `gfx_v12_0` and `psp_v14_0`/
+/// `smu_v14_0_2` code and ships one header each); NBIF 6.3.1 has no generated table, so the
+/// mock places the NBIO 7.11 registers there as a stand-in (see `docs/MOCK.md`).
+fn navi4x(part: Navi4x) -> Profile {
+    const GC: &[u64] = &[0x1260, 0xA000, 0x1C000, 0x2402C00];
+    const MMHUB: &[u64] = &[0x1A000, 0x2408800];
+    const NBIO: &[u64] = &[0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000];
+    const MP: &[u64] = &[0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00];
+    // The MP 14.0.2 header moved the MP1 mailbox to segment 1 (`MP1_SMN_C2PMSG_66` at
+    // 1 + 0x82 where 13.0.0 had 0 + 0x282); segment 1 at 0x16200 keeps it on the SOC21 dword
+    // 0x16282 (chosen: no discovery dump of these parts was found).
+    const MP1: &[u64] = &[0x16000, 0x16200, 0xE00000, 0xE40000, 0x243FC00];
+    const HDP: &[u64] = &[0xF20, 0x240A400];
+    const OSSSYS: &[u64] = &[0x10A0, 0x240A000];
+    const SMUIO: &[u64] = &[0x16800, 0x16A00, 0x440000, 0x2401000];
+    const ATHUB: &[u64] = &[0xC00, 0x2408C00];
+    let navi48 = part == Navi4x::Navi48;
+    let (gc, mp, sdma) = if navi48 {
+        (v(12, 0, 1), v(14, 0, 3), v(7, 0, 1))
+    } else {
+        (v(12, 0, 0), v(14, 0, 2), v(7, 0, 0))
+    };
+    let ips = vec![
+        ip(hwid::GC_HWID, 0, 0, gc, GC, table(RegIp::Gc, v(12, 0, 0))),
+        // SDMA 7 registers are in the GC 12 header, as SDMA 6's are in GC 11's.
+        ip(hwid::SDMA0_HWID, 0, 0, sdma, GC, None),
+        ip(hwid::SDMA1_HWID, 0, 0, sdma, GC, None),
+        ip(
+            hwid::MMHUB_HWID,
+            0,
+            0,
+            v(4, 1, 0),
+            MMHUB,
+            table(RegIp::Mmhub, v(4, 1, 0)),
+        ),
+        ip(hwid::ATHUB_HWID, 0, 0, v(4, 1, 0), ATHUB, None),
+        ip(
+            hwid::NBIF_HWID,
+            0,
+            0,
+            v(6, 3, 1),
+            NBIO,
+            table(RegIp::Nbio, v(7, 11, 0)),
+        ),
+        ip(hwid::MP0_HWID, 0, 0, mp, MP, table(RegIp::Mp, v(14, 0, 2))),
+        ip(hwid::MP1_HWID, 0, 0, mp, MP1, None),
+        ip(
+            hwid::HDP_HWID,
+            0,
+            0,
+            v(7, 0, 0),
+            HDP,
+            table(RegIp::Hdp, v(7, 0, 0)),
+        ),
+        ip(
+            hwid::OSSSYS_HWID,
+            0,
+            0,
+            v(7, 0, 0),
+            OSSSYS,
+            table(RegIp::Osssys, v(7, 0, 0)),
+        ),
+        ip(hwid::SMUIO_HWID, 0, 0, v(14, 0, 2), SMUIO, None),
+    ];
+    // Navi 48: 4 SEs x 2 SAs x 8 CUs = 64 CUs; Navi 44 is half of it (2 SEs, 32 CUs: the
+    // counts of tinygrad's gfx1200 mock). L2 channels: 16 and 8 (chosen, one per 512 KiB of
+    // the 8 MiB and 4 MiB L2).
+    let (num_se, num_tccs) = if navi48 { (4, 16) } else { (2, 8) };
+    let vram = if navi48 { 16 * GIB } else { 8 * GIB };
+    Profile {
+        name: if navi48 { "navi48" } else { "navi44" },
+        description: if navi48 {
+            "Radeon RX 9070 XT (gfx1201), 16 GiB, BAR0 resizable to cover it"
+        } else {
+            "Radeon RX 9060 XT (gfx1200), 8 GiB, BAR0 resizable to cover it"
+        },
+        device_id: if navi48 { 0x7550 } else { 0x7590 },
+        subsystem_id: if navi48 { 0x7550 } else { 0x7590 },
+        revision: 0xc0,
+        class: [0x03, 0x00, 0x00],
+        gfx_target: if navi48 { "gfx1201" } else { "gfx1200" },
+        is_vf: false,
+        vram_size: vram,
+        bar0_size: 256 * MIB,
+        bar0_max: vram,
+        bar2_size: 2 * MIB,
+        bar5_size: MIB,
+        num_xcc: 1,
+        num_aid: 1,
+        gc: GcConfig {
+            info_major: 1,
+            info_minor: 0,
+            num_se,
+            num_sh_per_se: 2,
+            num_cu_per_sh: 8,
+            num_rb_per_se: 4,
+            num_tccs,
             wave_size: 32,
             max_waves_per_simd: 16,
             max_scratch_slots_per_cu: 32,

@@ -173,8 +173,22 @@ impl RegisterMap {
         }
         for inst in &profile.ips {
             let Some(t) = inst.regs else { continue };
+            // The shared MP table: `MP1_*` registers sit at MP1's bases (as the driver places
+            // them), the rest at MP0's. Up to MP 13 both lists are equal; MP 14 moved the
+            // MP1 mailbox to segment 1, which MP1's own list places.
+            let mp1 = (t.ip == RegIp::Mp)
+                .then(|| {
+                    profile
+                        .instances(am_autogen::hwid::MP1_HWID)
+                        .find(|i| i.instance == inst.instance)
+                })
+                .flatten();
             for r in tables::registers(t.ip, t.version) {
-                let Some(&base) = inst.bases.get(usize::from(r.base_idx)) else {
+                let (owner, bases) = match mp1 {
+                    Some(m) if r.name.starts_with("MP1") => (m, &m.bases),
+                    _ => (inst, &inst.bases),
+                };
+                let Some(&base) = bases.get(usize::from(r.base_idx)) else {
                     continue;
                 };
                 let addr = base + u64::from(r.offset);
@@ -187,7 +201,7 @@ impl RegisterMap {
                     name: r.name,
                     table: t.ip,
                     version: t.version,
-                    hw_id: inst.hw_id,
+                    hw_id: owner.hw_id,
                     instance: inst.instance,
                     addr,
                     default: r.default,

@@ -216,18 +216,21 @@ fn expected(xcc: u8, queue: u8) -> ActiveQueue {
     }
 }
 
+/// GC 11 and GC 12 (navi48: the same RS64 MEC and HQD registers) alike.
 #[test]
 fn navi31_activation_records_the_queue_and_dequeue_ends_it() {
-    let r = Rig::new("navi31");
-    r.mec(0, false);
-    r.activate(0, 2);
-    assert_eq!(r.gpu.active_queues(), vec![expected(0, 2)]);
-    assert_eq!(r.rd("CP_HQD_ACTIVE", 0), 1);
-    r.wr("SPI_COMPUTE_QUEUE_RESET", 0, 1);
-    r.wr("CP_HQD_DEQUEUE_REQUEST", 0, 2);
-    assert_eq!(r.rd("CP_HQD_ACTIVE", 0), 0);
-    assert!(r.gpu.active_queues().is_empty());
-    assert!(r.gpu.violations().is_empty(), "{:?}", r.gpu.violations());
+    for profile in ["navi31", "navi48"] {
+        let r = Rig::new(profile);
+        r.mec(0, false);
+        r.activate(0, 2);
+        assert_eq!(r.gpu.active_queues(), vec![expected(0, 2)], "{profile}");
+        assert_eq!(r.rd("CP_HQD_ACTIVE", 0), 1);
+        r.wr("SPI_COMPUTE_QUEUE_RESET", 0, 1);
+        r.wr("CP_HQD_DEQUEUE_REQUEST", 0, 2);
+        assert_eq!(r.rd("CP_HQD_ACTIVE", 0), 0);
+        assert!(r.gpu.active_queues().is_empty());
+        assert!(r.gpu.violations().is_empty(), "{:?}", r.gpu.violations());
+    }
 }
 
 #[test]

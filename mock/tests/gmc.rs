@@ -255,7 +255,18 @@ const RO: MapFlags = MapFlags {
 
 #[test]
 fn navi31_translates_4k_frag_huge_and_system_pages_after_flush() {
-    let mut r = Rig::new("navi31", PteFormat::Gfx10);
+    translates_4k_frag_huge_and_system_pages("navi31", PteFormat::Gfx10);
+}
+
+/// GC 12 (navi48): the same mappings in the GFX12 PTE format (leaf bit 63 above the last
+/// level, moved MTYPE/FRAG fields), walked by the mock's walker on the GC 12 hub.
+#[test]
+fn navi48_translates_gfx12_page_tables_after_flush() {
+    translates_4k_frag_huge_and_system_pages("navi48", PteFormat::Gfx12);
+}
+
+fn translates_4k_frag_huge_and_system_pages(profile: &str, format: PteFormat) {
+    let mut r = Rig::new(profile, format);
     let hub = Hub::gc(0);
     r.program_context0(hub);
     r.map(VA, 0x100_0000, 0x4000, MapFlags::VRAM);

@@ -172,7 +172,23 @@ fn a_disabled_ring_drops_and_an_unreachable_ring_is_a_violation() {
 
 #[test]
 fn an_injected_page_fault_lands_in_ring0_with_the_vmc_client() {
-    let r = Rig::new("mi300x");
+    let _ = injected_page_fault_lands_in_ring0("mi300x", 2);
+}
+
+/// IH 7 (OSSSYS 7.0.0, navi48): the same ring registers and entry layout, MMHUB 4.1 faults.
+#[test]
+fn navi48_ih7_ring0_takes_an_mmhub_page_fault() {
+    let r = injected_page_fault_lands_in_ring0("navi48", 0);
+    // MMHUB 4.1 latches the fault in the low half of its split status register.
+    let lo = r
+        .gpu
+        .peek(RegIp::Mmhub, "MMVM_L2_PROTECTION_FAULT_STATUS_LO32", 0)
+        .unwrap();
+    assert_ne!(lo, 0, "MMVM_L2_PROTECTION_FAULT_STATUS_LO32 latched");
+}
+
+fn injected_page_fault_lands_in_ring0(profile: &str, hub: u8) -> Rig {
+    let r = Rig::new(profile);
     let mc = FB_BASE + RING;
     r.wr("IH_RB_BASE", (mc >> 8) as u32);
     r.wr("IH_RB_BASE_HI", (mc >> 40) as u32);
@@ -183,7 +199,7 @@ fn an_injected_page_fault_lands_in_ring0_with_the_vmc_client() {
     r.wr("IH_RB_CNTL", cntl);
     let va = 0x7fff_1234_5000;
     r.gpu
-        .inject_page_fault(Hub::mm(2), 5, va, Access::Read)
+        .inject_page_fault(Hub::mm(hub), 5, va, Access::Read)
         .unwrap();
     let e = r.entry(0);
     assert_eq!(e.client_id as u32, am_autogen::ih::SOC15_IH_CLIENTID_VMC);
@@ -191,12 +207,13 @@ fn an_injected_page_fault_lands_in_ring0_with_the_vmc_client() {
         e.src_id as u32,
         am_autogen::ih::vmc_1_0::VMC_1_0__SRCID__VM_FAULT
     );
-    assert_eq!((e.vmid, e.node_id), (5, 2));
+    assert_eq!((e.vmid, e.node_id), (5, hub), "{profile}");
     assert_eq!(
         u64::from(e.src_data[0]) << 12 | u64::from(e.src_data[1] & 0xf) << 44,
         va
     );
     assert_eq!(r.rd("IH_RB_WPTR") & !3, 32);
+    r
 }
 
 struct OnePage(u64);

@@ -20,6 +20,8 @@ fn config_space_identifies_each_profile() {
     for (profile, device_id, subclass) in [
         ("navi31", 0x744c, 0x00),
         ("navi31-smallbar", 0x744c, 0x00),
+        ("navi48", 0x7550, 0x00),
+        ("navi44", 0x7590, 0x00),
         ("mi300x", 0x74a1, 0x80),
         ("mi350x-vf", 0x75b0, 0x80),
     ] {
@@ -44,7 +46,7 @@ fn config_space_identifies_each_profile() {
         let status = d.config_read(0x06, 2).unwrap();
         assert_ne!(status & 0x10, 0, "{profile}: capability list bit");
     }
-    assert_eq!(PROFILES.len(), 4);
+    assert_eq!(PROFILES.len(), 6);
 }
 
 #[test]

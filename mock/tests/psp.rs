@@ -15,7 +15,7 @@ use am_autogen::psp_gfx::{
 use am_autogen::regs::{RegIp, table};
 use am_driver::{Bar, PciDevice};
 use am_firmware::locate::sha256;
-use am_firmware::{FirmwareSet, IpVersions, Locator, PlanOptions, PspStep};
+use am_firmware::{FirmwareSet, GfxFwType, IpVersions, Locator, PlanOptions, PspStep};
 use am_mock::MockGpu;
 use am_mock::ip::gmc::FB_BASE;
 use am_mock::ip::psp::{BL_BUFFER, PspLoad, TMR_SIZE};
@@ -50,14 +50,20 @@ impl Drv {
         }
     }
 
-    /// BAR5 byte offset from the generated MP table and the profile's MP0 bases.
+    /// BAR5 byte offset from the MP table the profile places at its MP0 bases: `MP0_SMN_`
+    /// names before MP0 14, `MPASP_SMN_` from 14 on (MP 14.0.3 is served by 14.0.2's table).
     fn reg(&self, n: u32) -> u64 {
-        let ver = self.gpu.profile().version(MP0_HWID).unwrap();
-        let r = table(RegIp::Mp, ver)
-            .unwrap()
-            .by_name(&format!("MP0_SMN_C2PMSG_{n}"))
-            .unwrap();
         let i = self.gpu.profile().instances(MP0_HWID).next().unwrap();
+        let t = i.regs.unwrap();
+        let prefix = if t.version.major >= 14 {
+            "MPASP"
+        } else {
+            "MP0"
+        };
+        let r = table(t.ip, t.version)
+            .unwrap()
+            .by_name(&format!("{prefix}_SMN_C2PMSG_{n}"))
+            .unwrap();
         (i.bases[usize::from(r.base_idx())] + u64::from(r.offset())) * 4
     }
 
@@ -177,6 +183,34 @@ fn boot_sos(d: &Drv) {
 #[test]
 fn navi31_full_load_of_the_debian_firmware_matches_the_plan() {
     full_load("navi31", IpVersions::NAVI31, true);
+}
+
+/// The PSP 14 handshake of a GC 12 driver (`MPASP_SMN_C2PMSG_*`): Debian's
+/// `psp_14_0_3`/`gc_12_0_1` (navi48) and `psp_14_0_2`/`gc_12_0_0` (navi44) firmware, each step
+/// of the plan logged as the plan says, RLC autoload ending it.
+#[test]
+fn navi48_full_load_of_the_debian_firmware_matches_the_plan() {
+    full_load("navi48", navi4x_ips("navi48"), true);
+}
+
+#[test]
+fn navi44_full_load_of_the_debian_firmware_matches_the_plan() {
+    full_load("navi44", navi4x_ips("navi44"), true);
+}
+
+/// The firmware-deciding IP versions of a profile, as discovery gives them to the driver.
+fn navi4x_ips(profile: &str) -> IpVersions {
+    let p = am_mock::Profile::by_name(profile).unwrap();
+    let v = |hw| {
+        let v = p.version(hw).unwrap();
+        am_firmware::IpVersion(v.major, v.minor, v.rev)
+    };
+    IpVersions {
+        gc: v(am_autogen::hwid::GC_HWID),
+        mp0: v(MP0_HWID),
+        mp1: v(am_autogen::hwid::MP1_HWID),
+        sdma: v(am_autogen::hwid::SDMA0_HWID),
+    }
 }
 
 #[test]
@@ -490,4 +524,23 @@ fn mi300x_boot_and_spatial_partition() {
         Some(PspLoad::SpatialPartition { mode: 1 })
     );
     assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
+
+/// PSP 14 sets the TMR up when the sOS starts: firmware goes in without SETUP_TMR, and a
+/// SETUP_TMR (what a PSP 13 driver would send) is refused naming the MP0 version.
+#[test]
+fn navi48_psp14_has_a_boot_time_tmr_and_refuses_setup_tmr() {
+    let gpu = MockGpu::new("navi48").unwrap();
+    let mut d = Drv::new(&gpu);
+    boot_sos(&d);
+    d.ring_create().unwrap();
+    assert_eq!(
+        d.load_ip_fw(GfxFwType::SDMA_UCODE_TH0.0, &[7; 256])
+            .unwrap()
+            .0,
+        0
+    );
+    let err = d.submit(GFX_CMD_ID_SETUP_TMR, &[]).unwrap_err();
+    assert!(err.contains("on MP0 14.0.3"), "{err}");
+    assert!(err.contains("without SETUP_TMR"), "{err}");
 }

@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use am_autogen::hwid::{GC_HWID, MP0_HWID};
+use am_autogen::hwid::{GC_HWID, MP0_HWID, MP1_HWID};
 use am_autogen::regs::{IpVersion, RegIp, table};
-use am_autogen::smu::{v13_0_0 as s0, v13_0_6 as s6};
+use am_autogen::smu::{v13_0_0 as s0, v13_0_6 as s6, v14_0_2 as s14};
 use am_driver::{Bar, PciDevice};
 use am_mock::MockGpu;
 use am_mock::ip::gmc::FB_BASE;
@@ -33,10 +33,13 @@ impl Drv {
         }
     }
 
+    /// BAR5 byte offset of an `MP1_*` register: the MP table of the profile's MP0 instance
+    /// (MP 14.0.3 is served by the 14.0.2 table) at the MP1 instance's bases.
     fn reg(&self, name: &str) -> u64 {
-        let ver = self.gpu.profile().version(MP0_HWID).unwrap();
-        let r = table(RegIp::Mp, ver).unwrap().by_name(name).unwrap();
-        let i = self.gpu.profile().instances(MP0_HWID).next().unwrap();
+        let t = self.gpu.profile().instances(MP0_HWID).next().unwrap().regs;
+        let t = t.unwrap();
+        let r = table(t.ip, t.version).unwrap().by_name(name).unwrap();
+        let i = self.gpu.profile().instances(MP1_HWID).next().unwrap();
         (i.bases[usize::from(r.base_idx())] + u64::from(r.offset())) * 4
     }
 
@@ -168,6 +171,50 @@ fn navi31_metrics_land_in_the_driver_table() {
     assert_eq!(m.SmuMetrics.MetricsCounter, 1);
     assert_eq!(m.SmuMetrics.CurrClock[s0::PPCLK_GFXCLK as usize], 1500);
     assert_eq!(m.SmuMetrics.AverageGfxclkFrequencyTarget, 1500);
+}
+
+/// What a GC 12 driver sends on boot (`smu_v14_0_2`): version checks, the driver table,
+/// features, DPM levels, soft limits and the metrics table, on both RDNA4 profiles (MP1
+/// 14.0.3 on navi48, 14.0.2 on navi44: one message table).
+#[test]
+fn navi4x_boot_messages_answer_from_the_14_0_2_table() {
+    for profile in ["navi48", "navi44"] {
+        let gpu = MockGpu::new(profile).unwrap();
+        let d = Drv::new(&gpu);
+        assert_eq!(d.ok(s14::PPSMC_MSG_TestMessage, 41), 42, "{profile}");
+        assert_eq!(d.ok(s14::PPSMC_MSG_GetSmuVersion, 0), 0x0068_1400);
+        assert_eq!(d.ok(s14::PPSMC_MSG_GetDriverIfVersion, 0), 0x2e);
+        let mc = FB_BASE + TABLE;
+        d.ok(s14::PPSMC_MSG_SetDriverDramAddrHigh, (mc >> 32) as u32);
+        d.ok(s14::PPSMC_MSG_SetDriverDramAddrLow, mc as u32);
+        assert_eq!(d.ok(s14::PPSMC_MSG_GetRunningSmuFeaturesLow, 0), 0);
+        d.ok(s14::PPSMC_MSG_EnableAllSmuFeatures, 0);
+        assert_eq!(
+            d.ok(s14::PPSMC_MSG_GetRunningSmuFeaturesLow, 0),
+            u32::MAX,
+            "{profile}: features on after EnableAllSmuFeatures"
+        );
+        let gfx = s14::PPCLK_GFXCLK << 16;
+        assert_eq!(d.ok(s14::PPSMC_MSG_GetDpmFreqByIndex, gfx | 0xff), 3);
+        assert_eq!(d.ok(s14::PPSMC_MSG_GetMaxDpmFreq, gfx), 2970);
+        d.ok(s14::PPSMC_MSG_SetSoftMaxByFreq, gfx | 2000);
+        assert_eq!(d.ok(s14::PPSMC_MSG_GetPptLimit, 0), 304);
+        d.ok(s14::PPSMC_MSG_TransferTableSmu2Dram, s14::TABLE_SMU_METRICS);
+        let mut buf = vec![0u8; size_of::<s14::SmuMetricsExternal_t>()];
+        d.vram.read_bytes(TABLE, &mut buf).unwrap();
+        let m = s14::SmuMetricsExternal_t::read_from_bytes(&buf).unwrap();
+        assert_eq!(m.SmuMetrics.MetricsCounter, 1, "{profile}");
+        assert_eq!(m.SmuMetrics.CurrClock[s14::PPCLK_GFXCLK as usize], 2000);
+        assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+    }
+}
+
+#[test]
+fn navi48_refuses_a_message_its_model_does_not_answer() {
+    let gpu = MockGpu::new("navi48").unwrap();
+    let d = Drv::new(&gpu);
+    let err = d.msg(s14::PPSMC_MSG_Mode3Reset, 0).unwrap_err();
+    assert!(err.contains("not in the MP1 14.0.2 table"), "{err}");
 }
 
 #[test]

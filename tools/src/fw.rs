@@ -7,7 +7,7 @@ use am_firmware::locate::{self, hex};
 use am_firmware::parse::{self, Body, Gfx, Image, Kind, Region, Sdma, SosVariant};
 use am_firmware::plan::{LoadPlan, PlanOptions, PspStep};
 use am_firmware::set::{FirmwareSet, LoadedFile};
-use am_firmware::{FileSpec, FirmwareError, IpVersions, Locator, Pins};
+use am_firmware::{FileSpec, FirmwareError, IpVersion, IpVersions, Locator, Pins};
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
@@ -27,6 +27,10 @@ pub enum FwCommand {
 pub enum Profile {
     /// Radeon RX 7900 XTX: GC 11.0.0, MP0/MP1 13.0.0, SDMA 6.0.0.
     Navi31,
+    /// Radeon RX 9070 XT: GC 12.0.1, MP0/MP1 14.0.3, SDMA 7.0.1.
+    Navi48,
+    /// Radeon RX 9060 XT: GC 12.0.0, MP0/MP1 14.0.2, SDMA 7.0.0.
+    Navi44,
     /// Instinct MI300X: GC 9.4.3, MP0/MP1 13.0.6, SDMA 4.4.2.
     Mi300x,
     /// Instinct MI350X: GC 9.5.0, MP0/MP1 13.0.14, SDMA 4.4.5.
@@ -37,6 +41,8 @@ impl Profile {
     fn name(self) -> &'static str {
         match self {
             Profile::Navi31 => "navi31",
+            Profile::Navi48 => "navi48",
+            Profile::Navi44 => "navi44",
             Profile::Mi300x => "mi300x",
             Profile::Mi350x => "mi350x",
         }
@@ -45,6 +51,20 @@ impl Profile {
     fn ips(self) -> IpVersions {
         match self {
             Profile::Navi31 => IpVersions::NAVI31,
+            // The mock profiles' versions (`am_mock::Profile`); am-firmware has no named
+            // constants for the RDNA4 parts yet.
+            Profile::Navi48 => IpVersions {
+                gc: IpVersion(12, 0, 1),
+                mp0: IpVersion(14, 0, 3),
+                mp1: IpVersion(14, 0, 3),
+                sdma: IpVersion(7, 0, 1),
+            },
+            Profile::Navi44 => IpVersions {
+                gc: IpVersion(12, 0, 0),
+                mp0: IpVersion(14, 0, 2),
+                mp1: IpVersion(14, 0, 2),
+                sdma: IpVersion(7, 0, 0),
+            },
             Profile::Mi300x => IpVersions::MI300X,
             Profile::Mi350x => IpVersions::MI350X,
         }

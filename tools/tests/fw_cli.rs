@@ -72,6 +72,43 @@ fn step_names(v: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The RDNA4 parts: Debian's `psp_14_0_x`, `smu_14_0_x`, `sdma_7_0_x` and `gc_12_0_x` files,
+/// PFP and ME included (GC 12), and a load order that ends in RLC autoload without SETUP_TMR
+/// (PSP 14 sets the TMR up at boot).
+#[test]
+fn fw_list_rdna4_json_finds_the_debian_gc12_set() {
+    for (profile, gc, mp, sdma) in [
+        ("navi48", "12_0_1", "14_0_3", "7_0_1"),
+        ("navi44", "12_0_0", "14_0_2", "7_0_0"),
+    ] {
+        let v = json_of(&am(&["fw", "list", "--profile", profile, "--json"], None));
+        assert_eq!(v["ip_versions"]["gc"], gc.replace('_', "."), "{profile}");
+        assert_all_found_with_versions(
+            &v,
+            &[
+                &format!("psp_{mp}_sos.bin"),
+                &format!("smu_{mp}.bin"),
+                &format!("sdma_{sdma}.bin"),
+                &format!("gc_{gc}_pfp.bin"),
+                &format!("gc_{gc}_me.bin"),
+                &format!("gc_{gc}_mec.bin"),
+                &format!("gc_{gc}_imu.bin"),
+                &format!("gc_{gc}_rlc.bin"),
+            ],
+        );
+        let steps = step_names(&v);
+        assert_eq!(
+            steps.last().unwrap(),
+            "GFX_CMD_ID_AUTOLOAD_RLC",
+            "{profile}"
+        );
+        assert!(
+            !steps.iter().any(|s| s == "GFX_CMD_ID_SETUP_TMR"),
+            "{profile}: {steps:?}"
+        );
+    }
+}
+
 #[test]
 fn fw_list_navi31_json_finds_the_debian_set_with_versions_and_load_order() {
     let v = json_of(&am(&["fw", "list", "--profile", "navi31", "--json"], None));

@@ -136,3 +136,49 @@ fn remote_info_answers_as_the_served_mock_does() {
     assert_eq!(remote, local);
     assert_eq!(remote["gc"]["cu_count"], 96);
 }
+
+#[test]
+fn rdna4_json_reports_gc_12_ip_versions_and_cus() {
+    for (spec, gc, target, cus, mp) in [
+        ("mock:navi48", "12.0.1", "gfx1201", 64, "14.0.3"),
+        ("mock:navi44", "12.0.0", "gfx1200", 32, "14.0.2"),
+    ] {
+        let j = info_json(spec);
+        assert_eq!(j["ip_versions"]["GC"], gc, "{spec}");
+        assert_eq!(j["ip_versions"]["MP0"], mp, "{spec}");
+        assert_eq!(
+            j["ip_versions"]["SDMA0"].as_str().unwrap()[..2],
+            *"7.",
+            "{spec}"
+        );
+        assert_eq!(j["gfx_target"], target, "{spec}");
+        assert_eq!(j["gc"]["cu_count"], cus, "{spec}");
+        assert_eq!(j["gc"]["wave_size"], 32, "{spec}");
+        assert_eq!(j["error"], serde_json::Value::Null, "{spec}");
+    }
+}
+
+/// The driver has no GC 12 bring-up yet: `am init` refuses at once, before writing anything,
+/// naming the device, GC 12.0.1 and the blocks whose sequences are missing — no panic, no
+/// timeout.
+#[test]
+fn init_of_navi48_is_refused_naming_the_missing_gc12_bring_up() {
+    let out = Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(["init", "mock:navi48"])
+        .env("AM_RESET", "1")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "nothing on stdout");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for want in [
+        "mock:navi48:0",
+        "GC 12.0.1 has no bring-up",
+        "PSP 14.0.3",
+        "SMU 14.0.3",
+        "NBIF 6.3.1",
+        "SDMA 7.0.1",
+    ] {
+        assert!(err.contains(want), "{want:?} missing from: {err}");
+    }
+}

@@ -167,6 +167,19 @@ impl Sdma {
         let v6 = sh.gc_major() >= 10;
         let h = dw[0];
         let (o, sub) = (bits(h, 0, 8), bits(h, 8, 8));
+        // SDMA 7 (GC 12) changed packet fields (`sdma_v7_0_0_pkt_open.h`) this engine does
+        // not decode yet: refuse rather than run them as SDMA 6 packets.
+        if sh.gc_major() >= 12 {
+            let version = sh
+                .ip_version(am_autogen::hwid::SDMA0_HWID)
+                .map_or_else(|| "?".into(), |v| v.to_string());
+            let why = format!(
+                "SDMA {version} packets are not modelled (the engine decodes SDMA 4 and 6); \
+                 {} (header {h:#010x}) not run",
+                op_name(o)
+            );
+            return self.bad(sh, cfg, at, why);
+        }
         let not_modelled =
             |what: &str| format!("{} {what} (header {h:#010x}) is not modelled", op_name(o));
         match o {

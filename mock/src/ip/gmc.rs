@@ -121,6 +121,17 @@ fn field(hw: &Hw<'_>, id: RegId, name: &str) -> Option<Field> {
         .field(name)
 }
 
+/// The hub's protection-fault status register: GC 12 and MMHUB 4.1 split it into
+/// `VM_L2_PROTECTION_FAULT_STATUS_LO32`/`_HI32` (the fields the model latches are in the low
+/// half), earlier hubs have one `VM_L2_PROTECTION_FAULT_STATUS`.
+fn fault_status_name(hw: &Hw<'_>, hub: Hub) -> &'static str {
+    if hub_reg(hw, hub, "VM_L2_PROTECTION_FAULT_STATUS").is_some() {
+        "VM_L2_PROTECTION_FAULT_STATUS"
+    } else {
+        "VM_L2_PROTECTION_FAULT_STATUS_LO32"
+    }
+}
+
 fn get_reg(hw: &Hw<'_>, hub: Hub, base: &str) -> Result<(RegId, u32), Fault> {
     let id = hub_reg(hw, hub, base)
         .ok_or_else(|| Fault::new(format!("{hub:?} has no register {base}")))?;
@@ -521,7 +532,7 @@ impl Gmc {
         access: Access,
         client: u32,
     ) -> Result<(), Fault> {
-        let (id, old) = get_reg(hw, hub, "VM_L2_PROTECTION_FAULT_STATUS")?;
+        let (id, old) = get_reg(hw, hub, fault_status_name(hw, hub))?;
         let set = |v: u32, name: &str, val: u32| match field(hw, id, name) {
             Some(fl) => fl.set(v, val),
             None => v,
@@ -678,7 +689,7 @@ impl IpModel for Gmc {
                 if field(hw, reg.id, "CLEAR_PROTECTION_FAULT_STATUS_ADDR")
                     .is_some_and(|f| f.get(value) != 0)
                 {
-                    let (st, _) = get_reg(hw, hub, "VM_L2_PROTECTION_FAULT_STATUS")?;
+                    let (st, _) = get_reg(hw, hub, fault_status_name(hw, hub))?;
                     hw.regs.set(st, 0);
                 }
             }

@@ -174,6 +174,10 @@ pub struct Psp {
     rlc_firmware_loaded: bool,
     /// Whether SETUP_TMR was executed: IP firmware (other than the SMU's) goes into the TMR.
     tmr_set: bool,
+    /// MP0 14: the sOS sets the TMR up itself when it starts, and firmware is loaded into it
+    /// without SETUP_TMR (`psp_v14_0` has a boot-time TMR and RLC autoload, so Linux's
+    /// `psp_hw_start` skips `psp_tmr_load`; `am_firmware`'s plan does the same).
+    boot_time_tmr: bool,
     pending: Option<(Pending, u32)>,
     /// Fault injection.
     pub faults: PspFaults,
@@ -185,6 +189,22 @@ fn reg_is(reg: Reg<'_>, n: u32) -> bool {
         .strip_prefix("MP0_SMN_C2PMSG_")
         .or_else(|| reg.name().strip_prefix("MPASP_SMN_C2PMSG_"))
         .is_some_and(|s| s.parse() == Ok(n))
+}
+
+/// The name of mailbox register `C2PMSG_n` on the profile's MP0: `MP0_SMN_` before MP0 14,
+/// `MPASP_SMN_` from 14 on (the `mp_14_0_2` headers renamed the PSP's side of the block).
+pub(crate) fn c2pmsg(hw: &Hw<'_>, n: u32) -> String {
+    let mpasp = hw
+        .profile
+        .version(am_autogen::hwid::MP0_HWID)
+        .is_some_and(|v| v.major >= 14);
+    format!("{}_SMN_C2PMSG_{n}", if mpasp { "MPASP" } else { "MP0" })
+}
+
+fn mp0_version(hw: &Hw<'_>) -> String {
+    hw.profile
+        .version(am_autogen::hwid::MP0_HWID)
+        .map_or_else(|| "?".into(), |v| v.to_string())
 }
 
 fn cmd_name(id: u32) -> String {
@@ -211,10 +231,19 @@ impl Psp {
             rlc_autoload_requested: false,
             rlc_firmware_loaded: false,
             tmr_set: false,
+            boot_time_tmr: profile
+                .version(am_autogen::hwid::MP0_HWID)
+                .is_some_and(|v| v.major >= 14),
             pending: None,
             faults: PspFaults::default(),
             log: BoundedLog::default(),
         }
+    }
+
+    /// Whether IP firmware has a TMR to go into: after SETUP_TMR, or from the sOS's start
+    /// where the TMR is set up at boot.
+    fn tmr_ready(&self) -> bool {
+        self.tmr_set || (self.boot_time_tmr && self.sos_alive)
     }
 
     /// What the PSP took, in order (kept across resets; the latest 1024 entries at least).
@@ -271,8 +300,8 @@ impl Psp {
         self.rlc_firmware_loaded = true;
         self.rlc_autoload_requested = true;
         self.tmr_set = true;
-        hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_81", 0, SOS_ALIVE);
-        hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_64", 0, GFX_FLAG_RESPONSE);
+        hw.set(RegIp::Mp, &c2pmsg(hw, 81), 0, SOS_ALIVE);
+        hw.set(RegIp::Mp, &c2pmsg(hw, 64), 0, GFX_FLAG_RESPONSE);
     }
 
     fn check(&self, reg: Reg<'_>) -> Result<(), Fault> {
@@ -346,7 +375,7 @@ impl Psp {
         if self.components.contains(&cmd) {
             return Err(Fault::new(format!("PSP_BL__{name} loaded twice")));
         }
-        let addr = u64::from(hw.get(RegIp::Mp, "MP0_SMN_C2PMSG_36", 0)) << 20;
+        let addr = u64::from(hw.get(RegIp::Mp, &c2pmsg(hw, 36), 0)) << 20;
         let mut buf = vec![0u8; BL_BUFFER];
         mem_read(hw, addr, &mut buf)
             .map_err(|e| Fault::new(format!("PSP_BL__{name}: component buffer: {e}")))?;
@@ -362,13 +391,13 @@ impl Psp {
             sha256: am_firmware::locate::sha256(&buf),
         });
         self.components.push(cmd);
-        hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_35", 0, value);
+        hw.set(RegIp::Mp, &c2pmsg(hw, 35), 0, value);
         if cmd == BootloaderCmd::LOAD_SOSDRV {
             self.sos_alive = !self.faults.no_answer;
             if self.sos_alive {
-                hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_81", 0, SOS_ALIVE);
+                hw.set(RegIp::Mp, &c2pmsg(hw, 81), 0, SOS_ALIVE);
                 // The sOS is ready for a ring command.
-                hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_64", 0, GFX_FLAG_RESPONSE);
+                hw.set(RegIp::Mp, &c2pmsg(hw, 64), 0, GFX_FLAG_RESPONSE);
             }
         } else {
             self.owe(Pending::BootloaderReady);
@@ -390,9 +419,9 @@ impl Psp {
                     "ring create while a ring exists (destroy it first)",
                 ));
             }
-            let lo = hw.get(RegIp::Mp, "MP0_SMN_C2PMSG_69", 0);
-            let hi = hw.get(RegIp::Mp, "MP0_SMN_C2PMSG_70", 0);
-            let size = hw.get(RegIp::Mp, "MP0_SMN_C2PMSG_71", 0);
+            let lo = hw.get(RegIp::Mp, &c2pmsg(hw, 69), 0);
+            let hi = hw.get(RegIp::Mp, &c2pmsg(hw, 70), 0);
+            let size = hw.get(RegIp::Mp, &c2pmsg(hw, 71), 0);
             let addr = u64::from(hi) << 32 | u64::from(lo);
             let frame = size_of::<psp_gfx_rb_frame>() as u32;
             if size == 0 || !size.is_multiple_of(frame) {
@@ -423,7 +452,7 @@ impl Psp {
                 "C2PMSG_64 = {value:#x}: neither ring create (PSP_RING_TYPE__KM << 16) nor DESTROY_RINGS"
             )));
         }
-        hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_64", 0, value);
+        hw.set(RegIp::Mp, &c2pmsg(hw, 64), 0, value);
         self.owe(Pending::RingAnswer);
         Ok(())
     }
@@ -442,7 +471,7 @@ impl Psp {
                 "write pointer {wptr:#x} is not on a frame boundary ({frame_dw} dwords)"
             )));
         }
-        hw.set(RegIp::Mp, "MP0_SMN_C2PMSG_67", 0, wptr);
+        hw.set(RegIp::Mp, &c2pmsg(hw, 67), 0, wptr);
         let mut fences = match self.pending.take() {
             Some((Pending::Fences(f), _)) => f,
             _ => Vec::new(),
@@ -505,7 +534,7 @@ impl Psp {
                     )));
                 }
                 // Only the SMU firmware precedes the TMR (it is loaded before SETUP_TMR).
-                if !self.tmr_set && fw_type != GfxFwType::SMU {
+                if !self.tmr_ready() && fw_type != GfxFwType::SMU {
                     return Err(Fault::new(format!(
                         "{name} {} before GFX_CMD_ID_SETUP_TMR",
                         fw_type.full_name()
@@ -555,12 +584,19 @@ impl Psp {
                     sha256: am_firmware::locate::sha256(&toc),
                 }
             }
+            GFX_CMD_ID_SETUP_TMR if self.boot_time_tmr => {
+                return Err(Fault::new(format!(
+                    "{name} on MP0 {}: this sOS set the TMR up at boot; a PSP 14 driver loads \
+                     into it without SETUP_TMR",
+                    mp0_version(hw)
+                )));
+            }
             GFX_CMD_ID_SETUP_TMR => {
                 self.tmr_set = true;
                 PspLoad::SetupTmr
             }
             GFX_CMD_ID_AUTOLOAD_RLC => {
-                if !self.tmr_set {
+                if !self.tmr_ready() {
                     return Err(Fault::new(format!(
                         "{name} before GFX_CMD_ID_SETUP_TMR: no firmware is loaded"
                     )));

@@ -3,7 +3,7 @@
 //!
 //! Protocol: the driver clears `C2PMSG_90`, writes the argument to `C2PMSG_82` and the
 //! message to `C2PMSG_66`; the answer is `C2PMSG_90 = 1` (`PPSMC_Result_OK`) or an error
-//! code, with the result in `C2PMSG_82`. On 13.0.0 the debug channel (`C2PMSG_53` argument,
+//! code, with the result in `C2PMSG_82`. On 13.0.0 and 14.0.2 the debug channel (`C2PMSG_53` argument,
 //! `C2PMSG_75` message, `C2PMSG_54` response, written last) takes mode1 reset (message 2).
 //! Message ids come from `am_autogen::smu`; a message the version's table does not know, or
 //! that the model does not handle, is a [`Fault`].
@@ -11,7 +11,7 @@
 //! DPM tables, versions and power limits are chosen plausible values (documented in
 //! `docs/MOCK.md`), not measurements.
 
-use am_autogen::smu::{v13_0_0 as s0, v13_0_6 as s6};
+use am_autogen::smu::{v13_0_0 as s0, v13_0_6 as s6, v14_0_2 as s14};
 use zerocopy::{FromZeros, IntoBytes};
 
 use super::psp::mem_write;
@@ -46,6 +46,8 @@ pub enum Mp1 {
     V13_0_0,
     /// 13.0.6 (MI300X; also serves 13.0.14).
     V13_0_6,
+    /// 14.0.2 (navi44; also serves navi48's 14.0.3, driven by the same `smu_v14_0_2` code).
+    V14_0_2,
 }
 
 /// Fault injection (test hook, kept across resets).
@@ -114,6 +116,31 @@ const NAVI31_DPM: &[DpmClock] = &[
         id: s0::PPCLK_DCLK_0,
         name: "DCLK0",
         levels: &[500, 1400],
+    },
+];
+
+/// navi48/navi44 (14.0.2/14.0.3) DPM tables: chosen plausible values for an RX 9070 XT
+/// class part.
+const NAVI4X_DPM: &[DpmClock] = &[
+    DpmClock {
+        id: s14::PPCLK_GFXCLK,
+        name: "GFXCLK",
+        levels: &[600, 1600, 2970],
+    },
+    DpmClock {
+        id: s14::PPCLK_SOCCLK,
+        name: "SOCCLK",
+        levels: &[600, 1000, 1300],
+    },
+    DpmClock {
+        id: s14::PPCLK_UCLK,
+        name: "UCLK",
+        levels: &[96, 772, 1258],
+    },
+    DpmClock {
+        id: s14::PPCLK_FCLK,
+        name: "FCLK",
+        levels: &[400, 1400, 2000],
     },
 ];
 
@@ -201,6 +228,13 @@ const V13_0_6: Version = Version {
     dpm: MI300X_DPM,
 };
 
+const V14_0_2: Version = Version {
+    smu_version: 0x0068_1400, // 104.20.0
+    driver_if: 0x2e,
+    ppt: (304, 334),
+    dpm: NAVI4X_DPM,
+};
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Answer {
     response: u32,
@@ -242,6 +276,9 @@ impl Smu {
             Some(v) if (v.major, v.minor) == (13, 0) && matches!(v.rev, 6 | 14) => {
                 Some(Mp1::V13_0_6)
             }
+            Some(v) if (v.major, v.minor) == (14, 0) && matches!(v.rev, 2 | 3) => {
+                Some(Mp1::V14_0_2)
+            }
             _ => None,
         };
         let mut smu = Self {
@@ -269,6 +306,7 @@ impl Smu {
         match self.mp1? {
             Mp1::V13_0_0 => Some(&V13_0_0),
             Mp1::V13_0_6 => Some(&V13_0_6),
+            Mp1::V14_0_2 => Some(&V14_0_2),
         }
     }
 
@@ -431,6 +469,35 @@ impl Smu {
                 sm.AvgFanPwm = idle::FAN_PWM_PCT;
                 m.as_bytes().to_vec()
             }
+            Some(Mp1::V14_0_2) => {
+                let mut m = s14::SmuMetricsExternal_t::new_zeroed();
+                let sm = &mut m.SmuMetrics;
+                for c in NAVI4X_DPM {
+                    if let Some(slot) = sm.CurrClock.get_mut(c.id as usize) {
+                        *slot = soft(c.id);
+                    }
+                }
+                let gfx = soft(s14::PPCLK_GFXCLK) as u16;
+                sm.AverageGfxclkFrequencyTarget = gfx;
+                sm.AverageGfxclkFrequencyPreDs = gfx;
+                sm.AverageGfxclkFrequencyPostDs = gfx;
+                sm.AverageMemclkFrequencyPreDs = soft(s14::PPCLK_UCLK) as u16;
+                sm.AverageMemclkFrequencyPostDs = soft(s14::PPCLK_UCLK) as u16;
+                sm.AverageFclkFrequencyPreDs = soft(s14::PPCLK_FCLK) as u16;
+                sm.AverageFclkFrequencyPostDs = soft(s14::PPCLK_FCLK) as u16;
+                sm.MetricsCounter = self.metrics_counter;
+                sm.AverageSocketPower = idle::NAVI31_POWER_W as u16;
+                sm.dGPU_W_MAX = V14_0_2.ppt.1 as u16;
+                sm.AvgTemperature[s14::TEMP_EDGE as usize] = idle::EDGE_C as u16;
+                sm.AvgTemperature[s14::TEMP_HOTSPOT as usize] = idle::HOTSPOT_C as u16;
+                sm.AvgTemperature[s14::TEMP_MEM as usize] = idle::MEM_C as u16;
+                sm.AvgTemperature[s14::TEMP_VR_GFX as usize] = idle::VR_C as u16;
+                sm.AverageGfxActivity = idle::GFX_BUSY_PCT as u16;
+                sm.AverageUclkActivity = idle::MEM_BUSY_PCT as u16;
+                sm.AvgFanRpm = idle::FAN_RPM;
+                sm.AvgFanPwm = idle::FAN_PWM_PCT;
+                m.as_bytes().to_vec()
+            }
             Some(Mp1::V13_0_6) => {
                 let mut m = s6::MetricsTableX_t::new_zeroed();
                 let table = |levels: &[u32]| {
@@ -554,6 +621,60 @@ impl Smu {
                     )));
                 }
             },
+            Some(Mp1::V14_0_2) => match msg {
+                s14::PPSMC_MSG_TestMessage => Ok(param.wrapping_add(1)),
+                s14::PPSMC_MSG_GetSmuVersion => Ok(v.smu_version),
+                s14::PPSMC_MSG_GetDriverIfVersion => Ok(v.driver_if),
+                s14::PPSMC_MSG_SetAllowedFeaturesMaskLow
+                | s14::PPSMC_MSG_SetAllowedFeaturesMaskHigh
+                | s14::PPSMC_MSG_SetToolsDramAddrHigh
+                | s14::PPSMC_MSG_SetToolsDramAddrLow
+                | s14::PPSMC_MSG_SetSystemVirtualDramAddrHigh
+                | s14::PPSMC_MSG_SetSystemVirtualDramAddrLow
+                | s14::PPSMC_MSG_SetWorkloadMask
+                | s14::PPSMC_MSG_AllowGfxOff
+                | s14::PPSMC_MSG_DisallowGfxOff
+                | s14::PPSMC_MSG_PrepareMp1ForUnload => Ok(0),
+                s14::PPSMC_MSG_EnableAllSmuFeatures => {
+                    self.features_enabled = true;
+                    Ok(0)
+                }
+                s14::PPSMC_MSG_DisableAllSmuFeatures => {
+                    self.features_enabled = false;
+                    Ok(0)
+                }
+                s14::PPSMC_MSG_GetRunningSmuFeaturesLow
+                | s14::PPSMC_MSG_GetRunningSmuFeaturesHigh => Ok(on),
+                s14::PPSMC_MSG_SetDriverDramAddrHigh => {
+                    self.driver_table = u64::from(param) << 32 | (self.driver_table & 0xffff_ffff);
+                    Ok(0)
+                }
+                s14::PPSMC_MSG_SetDriverDramAddrLow => {
+                    self.driver_table = (self.driver_table & !0xffff_ffff) | u64::from(param);
+                    Ok(0)
+                }
+                s14::PPSMC_MSG_TransferTableSmu2Dram if param == s14::TABLE_SMU_METRICS => {
+                    self.write_metrics(hw)
+                }
+                s14::PPSMC_MSG_TransferTableSmu2Dram => Err(s14::PPSMC_Result_CmdRejectedPrereq),
+                s14::PPSMC_MSG_GetDpmFreqByIndex => self.dpm_by_index(param),
+                s14::PPSMC_MSG_GetMinDpmFreq | s14::PPSMC_MSG_GetMaxDpmFreq => {
+                    match self.dpm(param >> 16) {
+                        Some(c) if msg == s14::PPSMC_MSG_GetMinDpmFreq => Ok(c.levels[0]),
+                        Some(c) => Ok(c.levels[c.levels.len() - 1]),
+                        None => Err(s14::PPSMC_Result_CmdRejectedPrereq),
+                    }
+                }
+                s14::PPSMC_MSG_SetSoftMinByFreq => self.soft_limit(param, true, false),
+                s14::PPSMC_MSG_SetSoftMaxByFreq => self.soft_limit(param, false, false),
+                s14::PPSMC_MSG_SetPptLimit => self.set_ppt(param),
+                s14::PPSMC_MSG_GetPptLimit => Ok(self.ppt_limit),
+                _ => {
+                    return Err(Fault::new(format!(
+                        "message {msg:#x} (param {param:#x}) is not in the MP1 14.0.2 table the model answers"
+                    )));
+                }
+            },
             Some(Mp1::V13_0_6) => match msg {
                 s6::PPSMC_MSG_TestMessage => Ok(param.wrapping_add(1)),
                 s6::PPSMC_MSG_GetSmuVersion => Ok(v.smu_version),
@@ -656,7 +777,7 @@ impl Smu {
             )));
         }
         // A dead SMU comes back once the PSP's sOS runs again (it loads or restarts PMFW).
-        if self.dead && hw.get(RegIp::Mp, "MP0_SMN_C2PMSG_81", 0) != 0 {
+        if self.dead && hw.get(RegIp::Mp, &super::psp::c2pmsg(hw, 81), 0) != 0 {
             self.dead = false;
             self.boot();
         }
@@ -722,7 +843,8 @@ impl IpModel for Smu {
         self.check(reg)?;
         match reg_num(reg) {
             Some(66) => return self.message(hw, value),
-            Some(54) if self.mp1 == Some(Mp1::V13_0_0) => {
+            // 14.0.2 has no Mode1Reset message: it takes mode1 on the debug channel too.
+            Some(54) if matches!(self.mp1, Some(Mp1::V13_0_0 | Mp1::V14_0_2)) => {
                 hw.regs.set(reg.id, value);
                 let msg = hw.get(RegIp::Mp, "MP1_SMN_C2PMSG_75", 0);
                 if msg != DEBUG_MSG_MODE1_RESET {
