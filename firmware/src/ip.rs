@@ -43,10 +43,26 @@ impl IpVersions {
         mp1: IpVersion::new(13, 0, 14),
         sdma: IpVersion::new(4, 4, 5),
     };
+    /// Radeon RX 9070 XT (Navi 48, gfx1201).
+    pub const NAVI48: Self = Self {
+        gc: IpVersion::new(12, 0, 1),
+        mp0: IpVersion::new(14, 0, 3),
+        mp1: IpVersion::new(14, 0, 3),
+        sdma: IpVersion::new(7, 0, 1),
+    };
+    /// Navi 44 (gfx1200).
+    pub const NAVI44: Self = Self {
+        gc: IpVersion::new(12, 0, 0),
+        mp0: IpVersion::new(14, 0, 2),
+        mp1: IpVersion::new(14, 0, 2),
+        sdma: IpVersion::new(7, 0, 0),
+    };
 
     /// The named profiles, in the order tools list them.
-    pub const PROFILES: [(&'static str, Self); 3] = [
+    pub const PROFILES: [(&'static str, Self); 5] = [
         ("navi31", Self::NAVI31),
+        ("navi48", Self::NAVI48),
+        ("navi44", Self::NAVI44),
         ("mi300x", Self::MI300X),
         ("mi350x", Self::MI350X),
     ];

@@ -111,7 +111,7 @@ fn driver_discovery_reads_the_gc12_ip_versions_and_shader_config() {
 #[test]
 fn firmware_plan_names_debians_gc12_files() {
     for p in &PARTS {
-        let v = |(a, b, c): (u8, u8, u8)| am_firmware::IpVersion(a, b, c);
+        let v = |(a, b, c): (u8, u8, u8)| am_firmware::IpVersion::new(a, b, c);
         let ips = IpVersions {
             gc: v(p.gc),
             mp0: v(p.mp),

@@ -201,10 +201,7 @@ fn navi44_full_load_of_the_debian_firmware_matches_the_plan() {
 /// The firmware-deciding IP versions of a profile, as discovery gives them to the driver.
 fn navi4x_ips(profile: &str) -> IpVersions {
     let p = am_mock::Profile::by_name(profile).unwrap();
-    let v = |hw| {
-        let v = p.version(hw).unwrap();
-        am_firmware::IpVersion(v.major, v.minor, v.rev)
-    };
+    let v = |hw| p.version(hw).unwrap();
     IpVersions {
         gc: v(am_autogen::hwid::GC_HWID),
         mp0: v(MP0_HWID),

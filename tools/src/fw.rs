@@ -7,7 +7,7 @@ use am_firmware::locate::{self, hex};
 use am_firmware::parse::{self, Body, Gfx, Image, Kind, Region, Sdma, SosVariant};
 use am_firmware::plan::{LoadPlan, PlanOptions, PspStep};
 use am_firmware::set::{FirmwareSet, LoadedFile};
-use am_firmware::{FileSpec, FirmwareError, IpVersion, IpVersions, Locator, Pins};
+use am_firmware::{FileSpec, FirmwareError, IpVersions, Locator, Pins};
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
@@ -51,20 +51,8 @@ impl Profile {
     fn ips(self) -> IpVersions {
         match self {
             Profile::Navi31 => IpVersions::NAVI31,
-            // The mock profiles' versions (`am_mock::Profile`); am-firmware has no named
-            // constants for the RDNA4 parts yet.
-            Profile::Navi48 => IpVersions {
-                gc: IpVersion(12, 0, 1),
-                mp0: IpVersion(14, 0, 3),
-                mp1: IpVersion(14, 0, 3),
-                sdma: IpVersion(7, 0, 1),
-            },
-            Profile::Navi44 => IpVersions {
-                gc: IpVersion(12, 0, 0),
-                mp0: IpVersion(14, 0, 2),
-                mp1: IpVersion(14, 0, 2),
-                sdma: IpVersion(7, 0, 0),
-            },
+            Profile::Navi48 => IpVersions::NAVI48,
+            Profile::Navi44 => IpVersions::NAVI44,
             Profile::Mi300x => IpVersions::MI300X,
             Profile::Mi350x => IpVersions::MI350X,
         }
