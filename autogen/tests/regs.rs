@@ -305,3 +305,31 @@ fn register_arrays_the_driver_indexes_have_one_stride_and_layout() {
     }
     assert!(checked >= 8, "only {checked} arrays found");
 }
+
+#[test]
+fn hub_register_pairs_are_adjacent() {
+    // The driver writes a hub's 64-bit pairs (ip/gmc.rs `wreg64`) as the LO32/LSB register
+    // and the dword after it; every GC and MMHUB table must place the high half there.
+    let mut checked = 0;
+    for t in regs::tables().filter(|t| matches!(t.ip(), RegIp::Gc | RegIp::Mmhub)) {
+        for lo in t.iter().filter(|r| r.name().contains("VM_")) {
+            let hi = match lo.name() {
+                n if n.ends_with("_LO32") => n.replace("_LO32", "_HI32"),
+                n if n.ends_with("_LSB") => format!("{}_MSB", &n[..n.len() - 4]),
+                _ => continue,
+            };
+            let Some(hi) = t.by_name(&hi) else { continue };
+            assert_eq!(
+                (hi.base_idx(), hi.offset()),
+                (lo.base_idx(), lo.offset() + 1),
+                "{} {}: {} and {}",
+                t.ip(),
+                t.version(),
+                lo.name(),
+                hi.name()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 100, "only {checked} pairs found");
+}

@@ -352,18 +352,19 @@ pub fn check_ras(ctx: &Ctx, smu: &mut Smu) -> Result<Option<IrqEvent>> {
     if !ctx.regs.has(nbio::BIF_BX0_BIF_DOORBELL_INT_CNTL) {
         return Ok(None);
     }
-    let reg = ctx.regs.reg(nbio::BIF_BX0_BIF_DOORBELL_INT_CNTL)?;
-    let v = reg.read(0)?;
-    let athub = reg.field(v, "RAS_ATHUB_ERR_EVENT_INTERRUPT_STATUS")?;
-    let cntlr = reg.field(v, "RAS_CNTLR_INTERRUPT_STATUS")?;
-    if athub == 0 && cntlr == 0 {
+    let reg = nbio::BIF_BX0_BIF_DOORBELL_INT_CNTL;
+    let v = ctx.rreg(reg, 0)?;
+    // Both status fields are one bit: setting each to 1 gives its mask.
+    let athub = v & ctx.encode(reg, |f| f.ras_athub_err_event_interrupt_status(1))? != 0;
+    let cntlr = v & ctx.encode(reg, |f| f.ras_cntlr_interrupt_status(1))? != 0;
+    if !athub && !cntlr {
         return Ok(None);
     }
     let mut sources = vec![];
-    if athub != 0 {
+    if athub {
         sources.push("RAS_ATHUB_ERR_EVENT");
     }
-    if cntlr != 0 {
+    if cntlr {
         sources.push("RAS_CNTLR");
     }
     let banks = if ctx.is_vf {
@@ -371,12 +372,9 @@ pub fn check_ras(ctx: &Ctx, smu: &mut Smu) -> Result<Option<IrqEvent>> {
     } else {
         smu.read_aca_banks(ctx)?
     };
-    reg.write_fields(
-        0,
-        &[
-            ("RAS_CNTLR_INTERRUPT_CLEAR", u64::from(cntlr != 0)),
-            ("RAS_ATHUB_ERR_EVENT_INTERRUPT_CLEAR", u64::from(athub != 0)),
-        ],
-    )?;
+    ctx.write(reg, 0, |f| {
+        f.ras_cntlr_interrupt_clear(cntlr.into())
+            .ras_athub_err_event_interrupt_clear(athub.into())
+    })?;
     Ok(Some(IrqEvent::Ras { sources, banks }))
 }

@@ -200,7 +200,7 @@ impl Device {
             pgm_lo: sh_off(gc::COMPUTE_PGM_LO)?,
             rsrc1: sh_off(gc::COMPUTE_PGM_RSRC1)?,
             rsrc3: sh_off(gc::COMPUTE_PGM_RSRC3)?,
-            tmpring: sh_off(gc::COMPUTE_TMPRING_SIZE)?,
+            tmpring: sh_off(gc::COMPUTE_TMPRING_SIZE.untyped())?,
             scratch_base: if ctx.regs.has(gc::COMPUTE_DISPATCH_SCRATCH_BASE_LO) {
                 Some(sh_off(gc::COMPUTE_DISPATCH_SCRATCH_BASE_LO)?)
             } else {
@@ -657,10 +657,11 @@ impl Device {
             lock(&self.0.retired).push(old.buf);
         }
         let tmpring = self.0.with_driver(|d| {
-            d.ctx()
-                .regs
-                .reg(gc::COMPUTE_TMPRING_SIZE)?
-                .encode(&[("WAVES", waves.min(0xfff)), ("WAVESIZE", wave_bytes / unit)])
+            // A size past u32 is past the field too: `wavesize` reports the overflow.
+            let wavesize = u32::try_from(wave_bytes / unit).unwrap_or(u32::MAX);
+            d.ctx().encode(gc::COMPUTE_TMPRING_SIZE, |f| {
+                f.waves(waves.min(0xfff) as u32).wavesize(wavesize)
+            })
         })?;
         let r = (buf.va(), tmpring);
         *g = Some(Scratch {

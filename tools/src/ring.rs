@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 
-use am_autogen::regs::RegIp;
+use am_autogen::regs::{Reg, RegIp};
 use am_driver::HwIp;
 use am_driver::regs::gc;
 use anyhow::{Context, bail};
@@ -118,22 +118,19 @@ fn dwords(bytes: &[u8]) -> Vec<u32> {
 
 /// Select an HQD of `xcc` for the banked CP registers.
 fn select(t: &Target, xcc: u8, pipe: u8, queue: u8) -> anyhow::Result<()> {
-    t.regs.reg(gc::GRBM_GFX_CNTL)?.write_fields(
-        xcc,
-        &[
-            ("MEID", 1),
-            ("PIPEID", u64::from(pipe)),
-            ("QUEUEID", u64::from(queue)),
-            ("VMID", 0),
-        ],
-    )?;
+    let v = t.regs.encode(gc::GRBM_GFX_CNTL, |f| {
+        f.meid(1).pipeid(pipe.into()).queueid(queue.into()).vmid(0)
+    })?;
+    t.regs.reg(gc::GRBM_GFX_CNTL)?.write(xcc, v.value)?;
     Ok(())
 }
 
 fn compute_queues(t: &Target) -> anyhow::Result<Vec<QueueInfo>> {
     let mut out: Vec<QueueInfo> = vec![];
-    let gcf = RegIp::Gc;
-    let r = |n: &str, x: u8| -> anyhow::Result<u32> { Ok(t.regs.named(gcf, n)?.read(x)?) };
+    let r = |n: Reg, x: u8| -> anyhow::Result<u32> { Ok(t.regs.reg(n)?.read(x)?) };
+    let pair = |lo: Reg, hi: Reg, x: u8| -> anyhow::Result<u64> {
+        Ok(u64::from(r(hi, x)?) << 32 | u64::from(r(lo, x)?))
+    };
     let has_aql = t.regs.has(gc::CP_HQD_AQL_CONTROL);
     let xccs: Vec<u8> = t.regs.instances(HwIp::GC).into_iter().collect();
     let mut scan = || -> anyhow::Result<()> {
@@ -141,34 +138,30 @@ fn compute_queues(t: &Target) -> anyhow::Result<Vec<QueueInfo>> {
             for pipe in 0..4u8 {
                 for queue in 0..8u8 {
                     select(t, x, pipe, queue)?;
-                    if r("CP_HQD_ACTIVE", x)? & 1 == 0 {
+                    if r(gc::CP_HQD_ACTIVE, x)? & 1 == 0 {
                         continue;
                     }
-                    let ring_va = pair(t, "CP_HQD_PQ_BASE", "CP_HQD_PQ_BASE_HI", gcf, x)? << 8;
+                    let ring_va = pair(gc::CP_HQD_PQ_BASE, gc::CP_HQD_PQ_BASE_HI, x)? << 8;
                     let control = t.regs.reg(gc::CP_HQD_PQ_CONTROL)?;
                     let c = control.read(x)?;
                     let ring_size = 4u64 << (control.field(c, "QUEUE_SIZE")? + 1);
-                    let aql = has_aql && r("CP_HQD_AQL_CONTROL", x)? & 1 != 0;
+                    let aql = has_aql && r(gc::CP_HQD_AQL_CONTROL, x)? & 1 != 0;
                     let db = t.regs.reg(gc::CP_HQD_PQ_DOORBELL_CONTROL)?;
                     let d = db.read(x)?;
-                    let vmid = r("CP_HQD_VMID", x)? & 0xf;
+                    let vmid = r(gc::CP_HQD_VMID, x)? & 0xf;
                     let rptr_addr = pair(
-                        t,
-                        "CP_HQD_PQ_RPTR_REPORT_ADDR",
-                        "CP_HQD_PQ_RPTR_REPORT_ADDR_HI",
-                        gcf,
+                        gc::CP_HQD_PQ_RPTR_REPORT_ADDR,
+                        gc::CP_HQD_PQ_RPTR_REPORT_ADDR_HI,
                         x,
                     )?;
                     let wptr_addr = pair(
-                        t,
-                        "CP_HQD_PQ_WPTR_POLL_ADDR",
-                        "CP_HQD_PQ_WPTR_POLL_ADDR_HI",
-                        gcf,
+                        gc::CP_HQD_PQ_WPTR_POLL_ADDR,
+                        gc::CP_HQD_PQ_WPTR_POLL_ADDR_HI,
                         x,
                     )?;
                     let regs_ptrs = (
-                        u64::from(r("CP_HQD_PQ_RPTR", x)?),
-                        pair(t, "CP_HQD_PQ_WPTR_LO", "CP_HQD_PQ_WPTR_HI", gcf, x)?,
+                        u64::from(r(gc::CP_HQD_PQ_RPTR, x)?),
+                        pair(gc::CP_HQD_PQ_WPTR_LO, gc::CP_HQD_PQ_WPTR_HI, x)?,
                     );
                     // A multi-XCC AQL queue is one queue on every XCC: list it once.
                     if let Some(q) = out

@@ -14,6 +14,27 @@
 
 use crate::regs::Fields;
 
+/// Fields of `nbio::BIF_BX0_BIF_DOORBELL_INT_CNTL`.
+#[derive(Clone, Copy, Debug)]
+pub struct BIF_BX0_BIF_DOORBELL_INT_CNTL;
+#[rustfmt::skip]
+impl Fields<BIF_BX0_BIF_DOORBELL_INT_CNTL> {
+    pub fn doorbell_interrupt_clear(self, v: u32) -> Self { self.set("DOORBELL_INTERRUPT_CLEAR", v) }
+    pub fn doorbell_interrupt_disable(self, v: u32) -> Self { self.set("DOORBELL_INTERRUPT_DISABLE", v) }
+    pub fn doorbell_interrupt_status(self, v: u32) -> Self { self.set("DOORBELL_INTERRUPT_STATUS", v) }
+    pub fn ras_athub_err_event_interrupt_clear(self, v: u32) -> Self { self.set("RAS_ATHUB_ERR_EVENT_INTERRUPT_CLEAR", v) }
+    pub fn ras_athub_err_event_interrupt_disable(self, v: u32) -> Self { self.set("RAS_ATHUB_ERR_EVENT_INTERRUPT_DISABLE", v) }
+    pub fn ras_athub_err_event_interrupt_status(self, v: u32) -> Self { self.set("RAS_ATHUB_ERR_EVENT_INTERRUPT_STATUS", v) }
+    pub fn ras_cntlr_err_event_interrupt_enable(self, v: u32) -> Self { self.set("RAS_CNTLR_ERR_EVENT_INTERRUPT_ENABLE", v) }
+    pub fn ras_cntlr_interrupt_clear(self, v: u32) -> Self { self.set("RAS_CNTLR_INTERRUPT_CLEAR", v) }
+    pub fn ras_cntlr_interrupt_disable(self, v: u32) -> Self { self.set("RAS_CNTLR_INTERRUPT_DISABLE", v) }
+    pub fn ras_cntlr_interrupt_status(self, v: u32) -> Self { self.set("RAS_CNTLR_INTERRUPT_STATUS", v) }
+    pub fn set_ath_ras_intr_status_when_rb_enable(self, v: u32) -> Self { self.set("SET_ATH_RAS_INTR_STATUS_WHEN_RB_ENABLE", v) }
+    pub fn set_db_intr_status_when_rb_enable(self, v: u32) -> Self { self.set("SET_DB_INTR_STATUS_WHEN_RB_ENABLE", v) }
+    pub fn set_ioh_ras_intr_status_when_rb_enable(self, v: u32) -> Self { self.set("SET_IOH_RAS_INTR_STATUS_WHEN_RB_ENABLE", v) }
+    pub fn timeout_err_event_interrupt_enable(self, v: u32) -> Self { self.set("TIMEOUT_ERR_EVENT_INTERRUPT_ENABLE", v) }
+}
+
 /// Fields of `mp::MP0_SMN_C2PMSG_35`, `mp::MPASP_SMN_C2PMSG_35`.
 #[derive(Clone, Copy, Debug)]
 pub struct C2PMSG_35;
@@ -76,6 +97,15 @@ pub struct C2PMSG_81;
 #[rustfmt::skip]
 impl Fields<C2PMSG_81> {
     pub fn content(self, v: u32) -> Self { self.set("CONTENT", v) }
+}
+
+/// Fields of `gc::COMPUTE_TMPRING_SIZE`.
+#[derive(Clone, Copy, Debug)]
+pub struct COMPUTE_TMPRING_SIZE;
+#[rustfmt::skip]
+impl Fields<COMPUTE_TMPRING_SIZE> {
+    pub fn waves(self, v: u32) -> Self { self.set("WAVES", v) }
+    pub fn wavesize(self, v: u32) -> Self { self.set("WAVESIZE", v) }
 }
 
 /// Fields of `gc::CP_HQD_EOP_CONTROL`.

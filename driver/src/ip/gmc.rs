@@ -72,11 +72,21 @@ impl Hub {
         ctx.update(self.reg(ctx, alts)?, self.instance(), set)
     }
 
-    /// Write a 64-bit value to a low/high register pair.
-    fn wreg64<F, G>(self, ctx: &Ctx, lo: &[Reg<F>], hi: &[Reg<G>], v: u64) -> Result<()> {
-        self.wreg(ctx, lo, lo32(v))?;
-        self.wreg(ctx, hi, hi32(v))
+    fn addr<F>(self, ctx: &Ctx, alts: &[Reg<F>]) -> Result<u64> {
+        ctx.regs.reg(self.reg(ctx, alts)?)?.addr(self.instance())
     }
+
+    /// Write a 64-bit value to a `LO32`/`HI32` (or `LSB`/`MSB`) pair, named by its low half.
+    fn wreg64<F>(self, ctx: &Ctx, lo: &[Reg<F>], v: u64) -> Result<()> {
+        wreg64(ctx, self.addr(ctx, lo)?, v)
+    }
+}
+
+/// Write a 64-bit value at `addr` and `addr + 1`: the high half of every hub register pair is
+/// the dword after the low half, in every table (`autogen/tests/regs.rs` checks).
+fn wreg64(ctx: &Ctx, addr: u64, v: u64) -> Result<()> {
+    ctx.regs.wreg(addr, lo32(v))?;
+    ctx.regs.wreg(addr + 1, hi32(v))
 }
 
 impl std::fmt::Display for Hub {
@@ -233,13 +243,11 @@ impl Gmc {
         hub.wreg64(
             ctx,
             &alt::MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB,
-            &alt::MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_MSB,
             xgmi(self.memscratch) >> 12,
         )?;
         hub.wreg64(
             ctx,
             &alt::VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32,
-            &alt::VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_HI32,
             xgmi(self.dummy_page) >> 12,
         )?;
         hub.update(ctx, &alt::VM_L2_PROTECTION_FAULT_CNTL2, |f| {
@@ -287,19 +295,16 @@ impl Gmc {
         hub.wreg64(
             ctx,
             &alt::VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32,
-            &alt::VM_CONTEXT0_PAGE_TABLE_START_ADDR_HI32,
             va_base >> 12,
         )?;
         hub.wreg64(
             ctx,
             &alt::VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32,
-            &alt::VM_CONTEXT0_PAGE_TABLE_END_ADDR_HI32,
             VM_END >> 12,
         )?;
         hub.wreg64(
             ctx,
             &alt::VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32,
-            &alt::VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_HI32,
             xgmi(root) | 1,
         )?;
         let cntl = hub.reg(ctx, &alt::VM_CONTEXT0_CNTL)?;
@@ -328,36 +333,18 @@ impl Gmc {
         hub.wreg64(
             ctx,
             &alt::VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32,
-            &alt::VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_HI32,
             0xf_ffff_ffff,
         )?;
         hub.wreg64(
             ctx,
             &alt::VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32,
-            &alt::VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_HI32,
             0,
         )?;
-        hub.wreg64(
-            ctx,
-            &alt::VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32,
-            &alt::VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_HI32,
-            0,
-        )?;
+        hub.wreg64(ctx, &alt::VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32, 0)?;
         // The 18 engines' range registers are an array (engine n at ENG0 + 2n dwords).
-        let i = hub.instance();
-        let lo = ctx
-            .regs
-            .reg(hub.reg(ctx, &alt::VM_INVALIDATE_ENG0_ADDR_RANGE_LO32)?)?
-            .addr(i)?;
-        let hi = ctx
-            .regs
-            .reg(hub.reg(ctx, &alt::VM_INVALIDATE_ENG0_ADDR_RANGE_HI32)?)?
-            .addr(i)?;
+        let eng0 = hub.addr(ctx, &alt::VM_INVALIDATE_ENG0_ADDR_RANGE_LO32)?;
         for eng in 0..18 {
-            ctx.regs
-                .wreg(lo + eng * ENG_ADDR_RANGE_STRIDE, lo32(0x1f_ffff_ffff))?;
-            ctx.regs
-                .wreg(hi + eng * ENG_ADDR_RANGE_STRIDE, hi32(0x1f_ffff_ffff))?;
+            wreg64(ctx, eng0 + eng * ENG_ADDR_RANGE_STRIDE, 0x1f_ffff_ffff)?;
         }
         Ok(())
     }
@@ -426,8 +413,8 @@ impl Gmc {
         if status == 0 {
             return Ok(None);
         }
-        let lo = ctx.rreg(hub.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_ADDR_LO32)?, i)?;
-        let hi = ctx.rreg(hub.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_ADDR_HI32)?, i)?;
+        let addr = hub.addr(ctx, &alt::VM_L2_PROTECTION_FAULT_ADDR_LO32)?;
+        let (lo, hi) = (ctx.regs.rreg(addr)?, ctx.regs.rreg(addr + 1)?);
         let va = ((u64::from(hi) << 32) | u64::from(lo)) << 12;
         hub.update(ctx, &alt::VM_L2_PROTECTION_FAULT_CNTL, |f| {
             f.clear_protection_fault_status_addr(1)
