@@ -270,9 +270,7 @@ fn refuse_without_bring_up(name: &str, discovery: &Discovery) -> Result<()> {
             .map_or_else(|| "absent".to_string(), |v| v.to_string())
     };
     let reason = format!(
-        "GC {gc} has no bring-up in this driver yet: the GC 12 sequence (PSP {}, SMU {}, GMC 12 \
-         with MMHUB {}, IH {}, NBIF {}, SDMA {}) is not written; `am info` reads the device \
-         without it",
+        "GC {gc} has no bring-up in this driver yet: the GC 12 sequence (PSP {}, SMU {}, GMC 12 with MMHUB {}, IH {}, NBIF {}, SDMA {}) is not written; `am info` reads the device without it",
         v(HwIp::MP0),
         v(HwIp::MP1),
         v(HwIp::MMHUB),
