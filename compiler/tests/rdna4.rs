@@ -23,29 +23,7 @@ fn rdna4_targets_are_wave32_and_parse_by_name() {
 fn rdna4_work_item_and_group_ids_in_three_dimensions_match_the_cpu() {
     let wg = [4u32, 2, 2];
     let groups = [3u32, 2, 3];
-    let mut b = KernelBuilder::new("ids", wg);
-    let po = b.param_ptr("o", DType::U32, true);
-    let ids: Vec<Value> = [Dim::X, Dim::Y, Dim::Z]
-        .iter()
-        .flat_map(|&d| [b.local_id(d), b.group_id(d)])
-        .collect();
-    let gx = b.global_id(Dim::X);
-    let gy = b.global_id(Dim::Y);
-    let gz = b.global_id(Dim::Z);
-    let w = b.const_u32(wg[0] * groups[0]);
-    let h = b.const_u32(wg[1] * groups[1]);
-    let zy = b.mul(gz, h);
-    let zy = b.add(zy, gy);
-    let lin = b.mul(zy, w);
-    let lin = b.add(lin, gx);
-    let six = b.const_u32(6);
-    let base = b.mul(lin, six);
-    for (n, &v) in ids.iter().enumerate() {
-        let off = b.const_u32(n as u32);
-        let at = b.add(base, off);
-        b.store_elem(po, at, v);
-    }
-    let k = b.finish().unwrap();
+    let k = ids_kernel(wg, groups);
     let total = (0..3).map(|d| wg[d] * groups[d]).product::<u32>() as usize;
     let args = [zeros(4 * 6 * total)];
     let want = run_cpu(&k, groups, &args);

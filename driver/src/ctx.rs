@@ -285,12 +285,9 @@ impl Ctx {
 
     /// A [`crate::ErrorKind::BadState`] of this device.
     pub(crate) fn bad(&self, reason: impl Into<String>) -> Error {
-        Error::new(
-            &self.name,
-            ErrorKind::BadState {
-                reason: reason.into(),
-            },
-        )
+        self.err(ErrorKind::BadState {
+            reason: reason.into(),
+        })
     }
 
     /// The GC major version (9, 11, 12).
@@ -389,14 +386,11 @@ impl Ctx {
                 return Ok(v);
             }
             if start.elapsed() >= timeout {
-                return Err(Error::new(
-                    &self.name,
-                    ErrorKind::Timeout {
-                        what: what.to_string(),
-                        waited: timeout,
-                        last: v,
-                    },
-                ));
+                return Err(self.err(ErrorKind::Timeout {
+                    what: what.to_string(),
+                    waited: timeout,
+                    last: v,
+                }));
             }
             n += 1;
             if n > 64 {

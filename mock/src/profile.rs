@@ -192,17 +192,22 @@ impl Profile {
     }
 }
 
+/// The SOC21 apertures (sienna_cichlid_ip_offset.h kept these bases), shared by navi31 and
+/// the RDNA4 parts.
+mod soc21 {
+    pub(super) const GC: &[u64] = &[0x1260, 0xA000, 0x1C000, 0x2402C00];
+    pub(super) const MMHUB: &[u64] = &[0x1A000, 0x2408800];
+    pub(super) const NBIO: &[u64] = &[0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000];
+    pub(super) const MP: &[u64] = &[0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00];
+    pub(super) const HDP: &[u64] = &[0xF20, 0x240A400];
+    pub(super) const OSSSYS: &[u64] = &[0x10A0, 0x240A000];
+    pub(super) const SMUIO: &[u64] = &[0x16800, 0x16A00, 0x440000, 0x2401000];
+    pub(super) const ATHUB: &[u64] = &[0xC00, 0x2408C00];
+}
+
 /// Navi 31 (RX 7900 XTX): gfx1100, one die, SOC21 register layout.
 fn navi31(small_bar: bool) -> Profile {
-    // sienna_cichlid_ip_offset.h: the SOC21 apertures kept these bases.
-    const GC: &[u64] = &[0x1260, 0xA000, 0x1C000, 0x2402C00];
-    const MMHUB: &[u64] = &[0x1A000, 0x2408800];
-    const NBIO: &[u64] = &[0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000];
-    const MP: &[u64] = &[0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00];
-    const HDP: &[u64] = &[0xF20, 0x240A400];
-    const OSSSYS: &[u64] = &[0x10A0, 0x240A000];
-    const SMUIO: &[u64] = &[0x16800, 0x16A00, 0x440000, 0x2401000];
-    const ATHUB: &[u64] = &[0xC00, 0x2408C00];
+    use soc21::*;
     let ips = vec![
         ip(
             hwid::GC_HWID,
@@ -320,18 +325,11 @@ enum Navi4x {
 /// `smu_v14_0_2` code and ships one header each); NBIF 6.3.1 has no generated table, so the
 /// mock places the NBIO 7.11 registers there as a stand-in (see `docs/MOCK.md`).
 fn navi4x(part: Navi4x) -> Profile {
-    const GC: &[u64] = &[0x1260, 0xA000, 0x1C000, 0x2402C00];
-    const MMHUB: &[u64] = &[0x1A000, 0x2408800];
-    const NBIO: &[u64] = &[0x0, 0x14, 0xD20, 0x10400, 0x241B000, 0x4040000];
-    const MP: &[u64] = &[0x16000, 0xDC0000, 0xE00000, 0xE40000, 0x243FC00];
+    use soc21::*;
     // The MP 14.0.2 header moved the MP1 mailbox to segment 1 (`MP1_SMN_C2PMSG_66` at
     // 1 + 0x82 where 13.0.0 had 0 + 0x282); segment 1 at 0x16200 keeps it on the SOC21 dword
     // 0x16282 (chosen: no discovery dump of these parts was found).
     const MP1: &[u64] = &[0x16000, 0x16200, 0xE00000, 0xE40000, 0x243FC00];
-    const HDP: &[u64] = &[0xF20, 0x240A400];
-    const OSSSYS: &[u64] = &[0x10A0, 0x240A000];
-    const SMUIO: &[u64] = &[0x16800, 0x16A00, 0x440000, 0x2401000];
-    const ATHUB: &[u64] = &[0xC00, 0x2408C00];
     let navi48 = part == Navi4x::Navi48;
     let (gc, mp, sdma) = if navi48 {
         (v(12, 0, 1), v(14, 0, 3), v(7, 0, 1))

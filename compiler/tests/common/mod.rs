@@ -227,3 +227,32 @@ pub fn ulps(a: f32, b: f32) -> u64 {
     };
     (key(a) - key(b)).unsigned_abs()
 }
+
+/// A kernel writing, per work-item at `6 × linear global id`, its local and group id in x, y
+/// and z (`o[6n..6n+6] = [lx, gx, ly, gy, lz, gz]`), for a grid of `groups` workgroups of `wg`.
+pub fn ids_kernel(wg: [u32; 3], groups: [u32; 3]) -> Kernel {
+    use am_compiler::{DType, Dim, KernelBuilder, Value};
+    let mut b = KernelBuilder::new("ids", wg);
+    let po = b.param_ptr("o", DType::U32, true);
+    let ids: Vec<Value> = [Dim::X, Dim::Y, Dim::Z]
+        .iter()
+        .flat_map(|&d| [b.local_id(d), b.group_id(d)])
+        .collect();
+    let gx = b.global_id(Dim::X);
+    let gy = b.global_id(Dim::Y);
+    let gz = b.global_id(Dim::Z);
+    let w = b.const_u32(wg[0] * groups[0]);
+    let h = b.const_u32(wg[1] * groups[1]);
+    let zy = b.mul(gz, h);
+    let zy = b.add(zy, gy);
+    let lin = b.mul(zy, w);
+    let lin = b.add(lin, gx);
+    let six = b.const_u32(6);
+    let base = b.mul(lin, six);
+    for (n, &v) in ids.iter().enumerate() {
+        let off = b.const_u32(n as u32);
+        let at = b.add(base, off);
+        b.store_elem(po, at, v);
+    }
+    b.finish().unwrap()
+}
