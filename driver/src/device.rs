@@ -36,7 +36,7 @@ use crate::{Error, ErrorKind, Result};
 pub const AM_VERSION: u32 = 0xA000_0008;
 
 /// How a device is to be opened.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     /// `AM_RESET=1`: always a full boot (a warm boot is not even considered).
     pub force_reset: bool,
@@ -66,31 +66,25 @@ pub struct Options {
 impl Options {
     /// Options from the environment: `AM_RESET`, `AM_POWER_LIMIT`, `AM_FIRMWARE_PATH`.
     pub fn from_env(device: &str) -> Result<Self> {
-        let firmware = Locator::from_env()
-            .map_err(|source| Error::new(device, ErrorKind::Firmware { source }))?;
-        let power_limit_w = match std::env::var("AM_POWER_LIMIT") {
-            Ok(v) if !v.trim().is_empty() => Some(v.trim().parse().map_err(|_| {
+        let err = |kind| Error::new(device, kind);
+        let firmware = Locator::from_env().map_err(|source| err(ErrorKind::Firmware { source }))?;
+        let limit = std::env::var("AM_POWER_LIMIT").unwrap_or_default();
+        let power_limit_w = match limit.trim() {
+            "" => None,
+            watts => Some(watts.parse().map_err(|_| {
                 let (var, reason) = ("AM_POWER_LIMIT", "is not a whole number of watts");
-                Error::new(
-                    device,
-                    ErrorKind::BadEnv {
-                        var,
-                        value: v,
-                        reason,
-                    },
-                )
+                err(ErrorKind::BadEnv {
+                    var,
+                    value: limit.clone(),
+                    reason,
+                })
             })?),
-            _ => None,
         };
         Ok(Options {
             force_reset: std::env::var("AM_RESET").is_ok_and(|v| v.trim() == "1"),
             power_limit_w,
-            reset_mode: false,
-            inspect: false,
             firmware,
-            sos: SosVariant::default(),
-            timeouts: Timeouts::default(),
-            mailbox: MailboxTimings::default(),
+            ..Options::default()
         })
     }
 }
@@ -213,19 +207,12 @@ impl PhaseClock<'_> {
 /// Where VRAM sits in MC space, and the XGMI hive segment of this device (`am info` reads it
 /// too, without opening the device).
 pub fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
-    let pick = |a, b| if regs.has(a) { a } else { b };
-    let base = regs
-        .reg(pick(
-            mmhub::MMMC_VM_FB_LOCATION_BASE,
-            mmhub::MC_VM_FB_LOCATION_BASE,
-        ))?
-        .read(0)?;
-    let top = regs
-        .reg(pick(
-            mmhub::MMMC_VM_FB_LOCATION_TOP,
-            mmhub::MC_VM_FB_LOCATION_TOP,
-        ))?
-        .read(0)?;
+    let read = |a, b| regs.reg(if regs.has(a) { a } else { b })?.read(0);
+    let base = read(
+        mmhub::MMMC_VM_FB_LOCATION_BASE,
+        mmhub::MC_VM_FB_LOCATION_BASE,
+    )?;
+    let top = read(mmhub::MMMC_VM_FB_LOCATION_TOP, mmhub::MC_VM_FB_LOCATION_TOP)?;
     let mut mc = McLayout {
         fb_base: u64::from(base & 0xff_ffff) << 24,
         fb_top: (u64::from(top & 0xff_ffff) << 24) | 0xff_ffff,
@@ -233,19 +220,14 @@ pub fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
     };
     // Linux reads the hive layout from GC instance 0 (`gfxhub_v1_1/v1_2_get_xgmi_info`);
     // firmware programs it in every hub, so the MMHUB copy serves where GC has none.
-    let lfb = if regs.has(gc::MC_VM_XGMI_LFB_CNTL) {
-        Some((gc::MC_VM_XGMI_LFB_CNTL, gc::MC_VM_XGMI_LFB_SIZE))
-    } else if regs.has(mmhub::MC_VM_XGMI_LFB_CNTL) {
-        Some((mmhub::MC_VM_XGMI_LFB_CNTL, mmhub::MC_VM_XGMI_LFB_SIZE))
-    } else {
-        None
-    };
-    if let Some((cntl, size)) = lfb {
-        let cntl = regs.reg(cntl)?;
-        let size = regs.reg(size)?;
+    let lfb = [
+        (gc::MC_VM_XGMI_LFB_CNTL, gc::MC_VM_XGMI_LFB_SIZE),
+        (mmhub::MC_VM_XGMI_LFB_CNTL, mmhub::MC_VM_XGMI_LFB_SIZE),
+    ];
+    if let Some(&(cntl, size)) = lfb.iter().find(|(cntl, _)| regs.has(*cntl)) {
+        let (cntl, size) = (regs.reg(cntl)?, regs.reg(size)?);
         let c = cntl.read(0)?;
-        let s = size.read(0)?;
-        let seg = u64::from(size.field(s, "PF_LFB_SIZE")?) << 24;
+        let seg = u64::from(size.field(size.read(0)?, "PF_LFB_SIZE")?) << 24;
         let max = cntl.field(c, "PF_MAX_REGION")?;
         if seg > 0 && max > 0 {
             mc.xgmi_seg_size = seg;

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 
+use am_autogen::hwid as ids;
 use am_driver::discovery::Discovery;
 use am_driver::pci::ids::known_gpu;
 use am_driver::regs::{Regs, gc};
@@ -189,7 +190,7 @@ fn discovery_report(d: &Discovery, device_id: u16) -> DiscoveryReport {
             ip_versions.insert(hwip::name(ip).to_string(), v.to_string());
         }
     }
-    let name = |hw_id: u16| hwip::hw_id_name(hw_id).map_or(format!("HWID{hw_id}"), str::to_string);
+    let name = |hw_id: u16| hw_id_name(hw_id).map_or(format!("HWID{hw_id}"), str::to_string);
     let ip_blocks = d
         .table
         .ips
@@ -440,6 +441,55 @@ pub fn run(args: InfoArgs) -> anyhow::Result<()> {
         ),
         None => Ok(()),
     }
+}
+
+/// Names of the discovery hardware ids (`soc15_hw_ip.h`) `am info` prints; others print as
+/// `HWID<n>`.
+const HW_ID_NAMES: &[(u16, &str)] = &[
+    (ids::MP1_HWID, "MP1"),
+    (ids::MP2_HWID, "MP2"),
+    (ids::THM_HWID, "THM"),
+    (ids::SMUIO_HWID, "SMUIO"),
+    (ids::FUSE_HWID, "FUSE"),
+    (ids::CLKA_HWID, "CLKA"),
+    (ids::PWR_HWID, "PWR"),
+    (ids::GC_HWID, "GC"),
+    (ids::UVD_HWID, "VCN"),
+    (ids::DCI_HWID, "DCI"),
+    (ids::DMU_HWID, "DMU"),
+    (ids::DCO_HWID, "DCO"),
+    (ids::DIO_HWID, "DIO"),
+    (ids::VPE_HWID, "VPE"),
+    (ids::IOHC_HWID, "IOHC"),
+    (ids::MMHUB_HWID, "MMHUB"),
+    (ids::ATHUB_HWID, "ATHUB"),
+    (ids::OSSSYS_HWID, "OSSSYS"),
+    (ids::HDP_HWID, "HDP"),
+    (ids::SDMA0_HWID, "SDMA0"),
+    (ids::SDMA1_HWID, "SDMA1"),
+    (ids::SDMA2_HWID, "SDMA2"),
+    (ids::SDMA3_HWID, "SDMA3"),
+    (ids::ISP_HWID, "ISP"),
+    (ids::DF_HWID, "DF"),
+    (ids::CLKB_HWID, "CLKB"),
+    (ids::FCH_HWID, "FCH"),
+    (ids::PCIE_HWID, "PCIE"),
+    (ids::LSDMA_HWID, "LSDMA"),
+    (ids::IOAGR_HWID, "IOAGR"),
+    (ids::NBIF_HWID, "NBIF"),
+    (ids::IOAPIC_HWID, "IOAPIC"),
+    (ids::SYSTEMHUB_HWID, "SYSTEMHUB"),
+    (ids::UMC_HWID, "UMC"),
+    (ids::XGMI_HWID, "XGMI"),
+    (ids::MP0_HWID, "MP0"),
+];
+
+/// Name of a discovery hardware id, when the table above knows it.
+fn hw_id_name(hw_id: u16) -> Option<&'static str> {
+    HW_ID_NAMES
+        .iter()
+        .find(|(id, _)| *id == hw_id)
+        .map(|(_, n)| *n)
 }
 
 #[cfg(test)]
