@@ -229,22 +229,60 @@ fn rlc_safe_mode_is_acknowledged_and_guards_clock_gating() {
     assert!(r.bar5.write32(cgcg, 0).is_err());
 }
 
-/// The SDMA 7 ring registers work (navi48), but its packets are not decoded yet: the engine
-/// refuses the first one naming the SDMA version rather than run it as an SDMA 6 packet.
+/// SDMA 7 (navi48) runs the SDMA 6 packet formats, as Linux's `sdma_v7_0.c` (built on
+/// `sdma_v6_0_0_pkt_open.h`) and tinygrad on an RX 9070 use them: a `COPY_LINEAR` with the
+/// `CPV` bit Linux sets, a `CONSTANT_FILL` with SDMA 7's compress bit and a `FENCE`.
 #[test]
-fn navi48_sdma7_packets_are_refused_naming_the_version() {
+fn navi48_sdma7_runs_the_sdma6_packet_formats() {
     let r = Rig::new("navi48");
+    let bar0 = r.gpu.open().bar(0).unwrap();
+    // VRAM offset → MC address (the frame buffer starts at MC 0x80_0000_0000).
+    let mc = |vram: u64| 0x80_0000_0000 + vram;
+    let (src, dst, fill, fence) = (0x20_0000u64, 0x20_1000u64, 0x20_2000u64, 0x20_3000u64);
+    let data: Vec<u8> = (0..256u32).map(|i| (i * 7 + 3) as u8).collect();
+    bar0.write_bytes(src, &data).unwrap();
+    let lo = |a: u64| a as u32;
+    let hi = |a: u64| (a >> 32) as u32;
+    let copy = 1 | (1 << 19); // COPY, sub-op COPY_LINEAR, CPV
+    let const_fill = 11 | (2 << 30) | (1 << 16); // dword pattern, COMPRESS
+    let packets = [
+        copy,
+        255,
+        0,
+        lo(mc(src)),
+        hi(mc(src)),
+        lo(mc(dst)),
+        hi(mc(dst)),
+        const_fill,
+        lo(mc(fill)),
+        hi(mc(fill)),
+        0xdead_beef,
+        63,
+        5 | (3 << 16), // FENCE, MTYPE UC
+        lo(mc(fence)),
+        hi(mc(fence)),
+        0x1234_5678,
+    ];
+    let ring: Vec<u8> = packets.iter().flat_map(|d| d.to_le_bytes()).collect();
+    bar0.write_bytes(0x10_0000, &ring).unwrap();
+    r.gpu.vram().hdp_flush(); // what the driver's HDP flush does before the doorbell
     r.unhalt();
     r.program();
     assert!(r.enable(&[]));
-    // The ring's memory (VRAM 0x10_0000 behind MC 0x80_0010_0000) is untouched and reads 0:
-    // a NOP. The write pointer is in bytes.
-    r.bar2.write_bytes(0x200 * 4, &4u64.to_le_bytes()).unwrap();
-    let _ = r.gpu.wait_queues_idle(std::time::Duration::from_secs(10));
-    let v = r.gpu.violations();
+    let wptr = ring.len() as u64;
+    r.bar2.write_bytes(0x200 * 4, &wptr.to_le_bytes()).unwrap();
+    r.gpu
+        .wait_queues_idle(std::time::Duration::from_secs(10))
+        .unwrap();
+    assert!(r.gpu.violations().is_empty(), "{:?}", r.gpu.violations());
+    let mut out = vec![0u8; 256];
+    bar0.read_bytes(dst, &mut out).unwrap();
+    assert_eq!(out, data, "COPY_LINEAR");
+    let mut filled = vec![0u8; 64];
+    bar0.read_bytes(fill, &mut filled).unwrap();
     assert!(
-        v.iter()
-            .any(|v| v.reason.contains("SDMA 7.0.1 packets are not modelled")),
-        "{v:?}"
+        filled.chunks(4).all(|c| c == 0xdead_beefu32.to_le_bytes()),
+        "CONSTANT_FILL"
     );
+    assert_eq!(bar0.read32(fence).unwrap(), 0x1234_5678, "FENCE");
 }

@@ -1,5 +1,7 @@
-//! An SDMA ring: SDMA 6 (navi31, `sdma_v6_0_0_pkt_open.h`) and SDMA 4.4 (MI300,
-//! `vega10_sdma_pkt_open.h`) packets. Pointers are in bytes: the doorbell carries the
+//! An SDMA ring: SDMA 6 (navi31, `sdma_v6_0_0_pkt_open.h`), SDMA 7 (navi48/navi44: the same
+//! packet formats — Linux's `sdma_v7_0.c` builds its packets from the SDMA 6 header and
+//! tinygrad drives an RX 9070 with them) and SDMA 4.4 (MI300, `vega10_sdma_pkt_open.h`)
+//! packets. Pointers are in bytes: the doorbell carries the
 //! write pointer, the read pointer is written back as a 64-bit byte count.
 //!
 //! Packets (header: op 7:0, sub-op 15:8):
@@ -9,9 +11,14 @@
 //!   with the 28-bit context), `POLL_REGMEM` (memory or register, `(value & mask) FUNC
 //!   (reference & mask)`; with `HDP_FLUSH` it writes the reference to the register at
 //!   `ADDR_HI` and polls the one at `ADDR_LO`), `TIMESTAMP` (set: ignored; get and get-global:
-//!   the 64-bit GPU clock), `GCR_REQ` (SDMA 6 only; caches are coherent in the mock),
+//!   the 64-bit GPU clock), `GCR_REQ` (SDMA 6 and 7; caches are coherent in the mock),
 //!   `INDIRECT` (one level; the packet must end on an 8-dword boundary of the ring, which is
 //!   why drivers pad before it).
+//! - Header bits that only steer caches or compression are accepted and change nothing: the
+//!   mock's memory is coherent and never compressed (`COPY_LINEAR`'s `CPV`, which Linux sets
+//!   on SDMA 7, and SDMA 7's `CONSTANT_FILL` `COMPRESS` bit 16). Newer Linux appends an eighth,
+//!   compression-control dword to an SDMA 7 `COPY_LINEAR`; the mock decodes the seven-dword
+//!   form of Linux 6.12 and tinygrad, and a zero eighth dword then runs as a `NOP`.
 //! - Anything else halts the ring with an error naming the opcode, ring and address, and on
 //!   SDMA 4.4 posts the interrupt Linux handles illegal instructions on
 //!   (`SDMA_SRBMWRITE`).
@@ -167,19 +174,6 @@ impl Sdma {
         let v6 = sh.gc_major() >= 10;
         let h = dw[0];
         let (o, sub) = (bits(h, 0, 8), bits(h, 8, 8));
-        // SDMA 7 (GC 12) changed packet fields (`sdma_v7_0_0_pkt_open.h`) this engine does
-        // not decode yet: refuse rather than run them as SDMA 6 packets.
-        if sh.gc_major() >= 12 {
-            let version = sh
-                .ip_version(am_autogen::hwid::SDMA0_HWID)
-                .map_or_else(|| "?".into(), |v| v.to_string());
-            let why = format!(
-                "SDMA {version} packets are not modelled (the engine decodes SDMA 4 and 6); \
-                 {} (header {h:#010x}) not run",
-                op_name(o)
-            );
-            return self.bad(sh, cfg, at, why);
-        }
         let not_modelled =
             |what: &str| format!("{} {what} (header {h:#010x}) is not modelled", op_name(o));
         match o {
