@@ -1092,11 +1092,6 @@ impl Shared {
             .map_or(9, |v| v.major)
     }
 
-    /// Version of the profile's first instance of a hardware id.
-    pub(crate) fn ip_version(&self, hw_id: u16) -> Option<crate::profile::IpVersion> {
-        self.profile.version(hw_id)
-    }
-
     /// The shader ISA of the profile, or why its code cannot run.
     pub(crate) fn isa(&self) -> Result<am_emu::Isa, String> {
         match self.profile.version(am_autogen::hwid::GC_HWID) {
