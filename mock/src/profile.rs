@@ -322,8 +322,9 @@ enum Navi4x {
 /// MMHUB and ATHUB 4.1.0, NBIF 6.3.1, MP0/MP1 14.0.2 (Navi 44) or 14.0.3 (Navi 48), HDP and
 /// OSSSYS 7.0.0, SMUIO 14.0.2. Tables: GC 12.0.1 and MP 14.0.3 use the 12.0.0 and 14.0.2
 /// headers (Linux drives both versions with the same `gfx_v12_0` and `psp_v14_0`/
-/// `smu_v14_0_2` code and ships one header each); NBIF 6.3.1 has no generated table, so the
-/// mock places the NBIO 7.11 registers there as a stand-in (see `docs/MOCK.md`).
+/// `smu_v14_0_2` code and ships one header each); NBIF 6.3.1 has its own header
+/// (`nbif_6_3_1_offset.h`), whose segment offsets on the SOC21 bases put `MM_INDEX`/`MM_DATA`
+/// at BAR5 dwords 0/1 as on every part.
 fn navi4x(part: Navi4x) -> Profile {
     use soc21::*;
     // The MP 14.0.2 header moved the MP1 mailbox to segment 1 (`MP1_SMN_C2PMSG_66` at
@@ -356,7 +357,7 @@ fn navi4x(part: Navi4x) -> Profile {
             0,
             v(6, 3, 1),
             NBIO,
-            table(RegIp::Nbio, v(7, 11, 0)),
+            table(RegIp::Nbio, v(6, 3, 1)),
         ),
         ip(hwid::MP0_HWID, 0, 0, mp, MP, table(RegIp::Mp, v(14, 0, 2))),
         ip(hwid::MP1_HWID, 0, 0, mp, MP1, None),

@@ -104,13 +104,13 @@ const IPS: &[IpSpec] = &[
                 patch: None,
             },
             VersionSpec {
-                version: (7, 9, 0),
-                prefix: "nbio/nbio_7_9_0",
+                version: (6, 3, 1),
+                prefix: "nbif/nbif_6_3_1",
                 patch: None,
             },
             VersionSpec {
-                version: (7, 11, 0),
-                prefix: "nbio/nbio_7_11_0",
+                version: (7, 9, 0),
+                prefix: "nbio/nbio_7_9_0",
                 patch: None,
             },
         ],
