@@ -52,7 +52,7 @@ pub fn is_vf(mmio: &dyn Bar) -> Result<bool> {
 macro_rules! idh_messages {
     ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $v:ident = $code:literal $linux:literal,)* }) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         #[repr(u32)]
         pub enum $name {
             $($(#[$vdoc])* $v = $code,)*
@@ -81,18 +81,13 @@ macro_rules! idh_messages {
 }
 
 idh_messages! {
-    /// Requests from the VF to the PF (`enum idh_request`, `mxgpu_nv.h`), written to `TRN_DW0`.
+    /// The requests this driver sends from the VF to the PF (of `enum idh_request`,
+    /// `mxgpu_nv.h`, which also has teardown and reset requests), written to `TRN_DW0`.
     IdhRequest {
         /// Ask for MMIO and VRAM access (answered by [`IdhEvent::ReadyToAccessGpu`]).
         ReqGpuInitAccess = 1 "IDH_REQ_GPU_INIT_ACCESS",
         /// Give the init access back (no answer).
         RelGpuInitAccess = 2 "IDH_REL_GPU_INIT_ACCESS",
-        /// Ask for access for teardown (not used by this driver).
-        ReqGpuFiniAccess = 3 "IDH_REQ_GPU_FINI_ACCESS",
-        /// Give the teardown access back (not used by this driver).
-        RelGpuFiniAccess = 4 "IDH_REL_GPU_FINI_ACCESS",
-        /// Ask the PF for a reset (never sent by this driver).
-        ReqGpuResetAccess = 5 "IDH_REQ_GPU_RESET_ACCESS",
         /// Ask the PF to prepare the init data (answered by
         /// [`IdhEvent::ReqGpuInitDataReady`]).
         ReqGpuInitData = 6 "IDH_REQ_GPU_INIT_DATA",
@@ -100,22 +95,12 @@ idh_messages! {
 }
 
 idh_messages! {
-    /// Events from the PF to the VF (`enum idh_event`, `mxgpu_nv.h`), read from `RCV_DW0`.
+    /// The events this driver waits for from the PF (of `enum idh_event`, `mxgpu_nv.h`,
+    /// which also has FLR notifications, success/fail and alive queries), read from
+    /// `RCV_DW0`.
     IdhEvent {
-        /// The PF cleared its message buffer.
-        ClrMsgBuf = 0 "IDH_CLR_MSG_BUF",
         /// The VF may access MMIO and VRAM.
         ReadyToAccessGpu = 1 "IDH_READY_TO_ACCESS_GPU",
-        /// The PF is about to reset the function.
-        FlrNotification = 2 "IDH_FLR_NOTIFICATION",
-        /// The PF finished a function reset.
-        FlrNotificationCmpl = 3 "IDH_FLR_NOTIFICATION_CMPL",
-        /// The last request succeeded.
-        Success = 4 "IDH_SUCCESS",
-        /// The last request failed.
-        Fail = 5 "IDH_FAIL",
-        /// The PF asks whether the VF is alive.
-        QueryAlive = 6 "IDH_QUERY_ALIVE",
         /// The init data (critical region) is ready.
         ReqGpuInitDataReady = 7 "IDH_REQ_GPU_INIT_DATA_READY",
     }
@@ -461,8 +446,6 @@ mod tests {
         }
         assert_eq!(E::ReadyToAccessGpu.code(), 1);
         assert_eq!(E::ReqGpuInitDataReady.code(), 7);
-        assert_eq!(E::ClrMsgBuf.code(), 0);
-        assert_eq!(E::QueryAlive.code(), 6);
         assert_eq!(R::ReqGpuInitData.to_string(), "0x6 (IDH_REQ_GPU_INIT_DATA)");
     }
 

@@ -121,15 +121,10 @@ impl Psp {
     /// flushes HDP so that what the CPU wrote through BAR0 reaches VRAM before the PSP
     /// reads it.
     pub fn init_hw(&mut self, ctx: &Ctx, soc: &Soc) -> Result<()> {
-        let (Some(plan), Some(bufs)) = (self.plan.take(), self.bufs) else {
+        // A clone (the payloads are shared, not copied) leaves `self` free to change.
+        let (Some(plan), Some(bufs)) = (self.plan.clone(), self.bufs) else {
             return Err(ctx.bad("PSP init_hw without a firmware load plan (no firmware was found)"));
         };
-        let r = self.run_plan(ctx, soc, &plan, &bufs);
-        self.plan = Some(plan);
-        r
-    }
-
-    fn run_plan(&mut self, ctx: &Ctx, soc: &Soc, plan: &LoadPlan, bufs: &Buffers) -> Result<()> {
         self.loaded.clear();
         // A live sOS (it survived the last driver instance) already took its components.
         let sos_alive = self.is_sos_alive(ctx)?;
@@ -142,14 +137,14 @@ impl Psp {
                 if sos_alive {
                     continue;
                 }
-                self.bootloader(ctx, soc, bufs, *command, payload.bytes())?;
+                self.bootloader(ctx, soc, &bufs, *command, payload.bytes())?;
             } else {
                 if !ring {
                     self.wait_sos(ctx)?;
-                    self.ring_create(ctx, bufs)?;
+                    self.ring_create(ctx, &bufs)?;
                     ring = true;
                 }
-                self.ring_step(ctx, soc, bufs, step)?;
+                self.ring_step(ctx, soc, &bufs, step)?;
             }
             self.loaded
                 .push((step.name(), step.payload().map_or(0, |p| p.len())));

@@ -2,9 +2,10 @@
 //!
 //! A message is `C2PMSG_90 = 0` (response), `C2PMSG_82 = param`, `C2PMSG_66 = id`; the SMU
 //! answers in `C2PMSG_90` (1 = `PPSMC_Result_OK`) with the result in `C2PMSG_82`. Message
-//! ids differ per MP1 version: they come from the generated `am_autogen::smu` tables
-//! (13.0.0, 13.0.6 — which also serves 13.0.12/13.0.14 — and 14.0.2), and [`Family::id`]
-//! says once per table which messages it has.
+//! ids differ per MP1 version: they come from the generated `am_autogen::smu` tables of
+//! 13.0.0 (whose ids and clock ids 14.0.2 shares: tests check) and 13.0.6 (which also serves
+//! 13.0.12/13.0.14); `Family::id` says once per table which messages it has. 14.0.2's own
+//! table types its metrics.
 
 use std::mem::size_of;
 use std::sync::{Mutex, MutexGuard};
