@@ -8,6 +8,8 @@
 //! use plain `VM_…` / `MC_VM_…`; each register is an `alt` list of those names, and a hub
 //! takes the one of its IP that the device has ([`Hub::reg`]).
 
+use std::fmt;
+
 use am_autogen::regs::RegIp;
 
 use crate::Result;
@@ -87,8 +89,8 @@ fn wreg64(ctx: &Ctx, addr: u64, v: u64) -> Result<()> {
     ctx.regs.wreg(addr + 1, hi32(v))
 }
 
-impl std::fmt::Display for Hub {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for Hub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Hub::Mm(i) => write!(f, "MMHUB{i}"),
             Hub::Gc(i) => write!(f, "GC hub of XCC{i}"),
@@ -109,8 +111,8 @@ pub struct VmFault {
     pub fields: Vec<(&'static str, u32)>,
 }
 
-impl std::fmt::Display for VmFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for VmFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "page fault at VA {:#x} on the {} (status {:#x}",

@@ -46,9 +46,9 @@ const DESTROY_SETTLE: Duration = Duration::from_millis(20);
 /// VRAM the PSP works with (physical addresses, all from the boot pool).
 #[derive(Clone, Copy, Debug)]
 struct Buffers {
-    /// Component / firmware staging buffer (1 MiB aligned, a whole number of MiB).
+    /// Component / firmware staging buffer (1 MiB aligned, a whole number of MiB, as large
+    /// as the plan's largest payload).
     msg1: u64,
-    msg1_size: u64,
     ring: u64,
     cmd: u64,
     fence: u64,
@@ -91,7 +91,6 @@ impl Psp {
                 * PSP_1_MEG;
             Ok(Buffers {
                 msg1: alloc(msg1_size, PSP_1_MEG)?,
-                msg1_size,
                 ring: alloc(u64::from(RING_SIZE), 0x1000)?,
                 cmd: alloc(0x1000, 0x1000)?,
                 fence: alloc(0x1000, 0x1000)?,
@@ -244,7 +243,7 @@ impl Psp {
         let (id, body) = match step {
             PspStep::Bootloader { .. } => return Ok(()),
             PspStep::LoadToc { payload } => {
-                let mc = self.stage(ctx, bufs, payload.bytes(), &name)?;
+                let mc = self.stage(ctx, bufs, payload.bytes())?;
                 let c = psp_gfx_cmd_load_toc {
                     toc_phy_addr_lo: lo32(mc),
                     toc_phy_addr_hi: hi32(mc),
@@ -272,7 +271,7 @@ impl Psp {
             }
             PspStep::LoadIpFw { fw_type, payload } => {
                 name = format!("GFX_CMD_ID_LOAD_IP_FW({name})");
-                let mc = self.stage(ctx, bufs, payload.bytes(), &name)?;
+                let mc = self.stage(ctx, bufs, payload.bytes())?;
                 let c = psp_gfx_cmd_load_ip_fw {
                     fw_phy_addr_lo: lo32(mc),
                     fw_phy_addr_hi: hi32(mc),
@@ -295,15 +294,9 @@ impl Psp {
         Ok(())
     }
 
-    /// Copy a firmware image to the staging buffer; its MC address.
-    fn stage(&mut self, ctx: &Ctx, bufs: &Buffers, bytes: &[u8], what: &str) -> Result<u64> {
-        if bytes.len() as u64 > bufs.msg1_size {
-            return Err(ctx.bad(format!(
-                "{what}: {:#x} bytes do not fit the {:#x}-byte staging buffer",
-                bytes.len(),
-                bufs.msg1_size
-            )));
-        }
+    /// Copy a firmware image of the plan to the staging buffer (sized for the plan's largest
+    /// payload in `init_sw`); its MC address.
+    fn stage(&mut self, ctx: &Ctx, bufs: &Buffers, bytes: &[u8]) -> Result<u64> {
         ctx.vram.write(bufs.msg1, bytes)?;
         self.msg1_dirty = self.msg1_dirty.map(|d| d.max(bytes.len() as u64));
         Ok(ctx.mc.mc(bufs.msg1))
