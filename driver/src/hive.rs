@@ -130,22 +130,6 @@ pub struct MemberReset {
     pub result: ResetResult,
 }
 
-impl MemberReset {
-    fn new(device: &str, is_vf: bool, result: ResetResult) -> Self {
-        MemberReset {
-            device: device.to_string(),
-            is_vf,
-            layout: None,
-            found: None,
-            result,
-        }
-    }
-}
-
-/// Why a PF whose SMU firmware does not run is not reset.
-pub const SMU_NOT_RUNNING: &str =
-    "the SMU firmware was not running: nothing to reset (the device is as a reset leaves it)";
-
 /// Why a VF is left alone.
 pub const VF_CANNOT_RESET: &str = "a VF cannot reset the GPU: its PF owns the SMU";
 
@@ -155,39 +139,38 @@ pub const VF_CANNOT_RESET: &str = "a VF cannot reset the GPU: its PF owns the SM
 pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberReset> {
     let mut opts = opts.clone();
     opts.reset_mode = true;
-    let mut opened: Vec<(usize, AmDevice)> = Vec::new();
-    let mut out: Vec<MemberReset> = Vec::with_capacity(devices.len());
-    for (i, pci) in devices.iter().enumerate() {
-        let name = pci.name();
+    let mut opened = vec![];
+    let mut out = vec![];
+    for pci in devices {
+        let mut m = MemberReset {
+            device: pci.name().to_string(),
+            is_vf: false,
+            layout: None,
+            found: None,
+            result: ResetResult::Reset,
+        };
         match pci.bar(5).and_then(|mmio| crate::vf::is_vf(&*mmio)) {
             Ok(true) => {
-                out.push(MemberReset::new(
-                    name,
-                    true,
-                    ResetResult::Skipped(VF_CANNOT_RESET.into()),
-                ));
-                continue;
+                m.is_vf = true;
+                m.result = ResetResult::Skipped(VF_CANNOT_RESET.into());
             }
-            Ok(false) => {}
-            Err(e) => {
-                out.push(MemberReset::new(name, false, ResetResult::Failed(e)));
-                continue;
-            }
+            Ok(false) => match AmDevice::open_with(pci.clone(), opts.clone()) {
+                Ok(dev) => {
+                    let report = dev.boot_report();
+                    let reason = report.reason.as_ref().map(|r| format!(": {r}"));
+                    m.found = Some(format!(
+                        "{} boot{}",
+                        report.kind.name(),
+                        reason.unwrap_or_default()
+                    ));
+                    m.layout = Some(dev.mc_layout());
+                    opened.push((out.len(), dev));
+                }
+                Err(e) => m.result = ResetResult::Failed(e),
+            },
+            Err(e) => m.result = ResetResult::Failed(e),
         }
-        match AmDevice::open_with(pci.clone(), opts.clone()) {
-            Ok(dev) => {
-                let report = dev.boot_report();
-                let mut m = MemberReset::new(name, false, ResetResult::Reset);
-                m.layout = Some(dev.mc_layout());
-                m.found = Some(match &report.reason {
-                    Some(r) => format!("{} boot: {r}", report.kind.name()),
-                    None => format!("{} boot", report.kind.name()),
-                });
-                out.push(m);
-                opened.push((i, dev));
-            }
-            Err(e) => out.push(MemberReset::new(name, false, ResetResult::Failed(e))),
-        }
+        out.push(m);
     }
     let failed: Vec<&str> = out
         .iter()
@@ -208,13 +191,13 @@ pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberRe
     }
     for (i, dev) in opened {
         tracing::info!("{}: mode1 reset", out[i].device);
-        match dev.mode1_reset() {
-            Ok(true) => {}
-            Ok(false) => {
-                out[i].result = ResetResult::Skipped(SMU_NOT_RUNNING.into());
-            }
-            Err(e) => out[i].result = ResetResult::Failed(e),
-        }
+        out[i].result = match dev.mode1_reset() {
+            Ok(true) => ResetResult::Reset,
+            Ok(false) => ResetResult::Skipped(
+                "the SMU firmware was not running: nothing to reset (the device is as a reset leaves it)".into(),
+            ),
+            Err(e) => ResetResult::Failed(e),
+        };
     }
     out
 }

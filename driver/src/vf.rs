@@ -19,31 +19,31 @@ use std::time::{Duration, Instant};
 use crate::pci::Bar;
 use crate::{Error, ErrorKind, Result};
 
-/// `RCC_IOV_FUNC_IDENTIFIER` (BAR5 dword); bit 0 `FUNC_IDENTIFIER` is set on a VF. Readable
-/// before the PF grants access, so it is read before discovery.
-pub const RCC_IOV_FUNC_IDENTIFIER: u64 = 0xde5;
-/// `MAILBOX_MSGBUF_TRN_DW0` (BAR5 dword): the request; `TRN_DW1..3` follow with its data.
-pub const MAILBOX_MSGBUF_TRN_DW0: u64 = 0xe56;
-/// `MAILBOX_MSGBUF_RCV_DW0` (BAR5 dword): the PF's last event; `RCV_DW1..3` follow.
-pub const MAILBOX_MSGBUF_RCV_DW0: u64 = 0xe5a;
-/// `MAILBOX_CONTROL` (BAR5 dword), accessed one byte at a time.
-pub const MAILBOX_CONTROL: u64 = 0xe5e;
-/// Byte address of the TRN half of `MAILBOX_CONTROL` (`NV_MAIBOX_CONTROL_TRN_OFFSET_BYTE`).
-pub const MAILBOX_CONTROL_TRN_BYTE: u64 = MAILBOX_CONTROL * 4;
-/// Byte address of the RCV half of `MAILBOX_CONTROL` (`NV_MAIBOX_CONTROL_RCV_OFFSET_BYTE`).
-pub const MAILBOX_CONTROL_RCV_BYTE: u64 = MAILBOX_CONTROL * 4 + 1;
+/// `RCC_IOV_FUNC_IDENTIFIER` (BAR5 byte address); bit 0 `FUNC_IDENTIFIER` is set on a VF.
+/// Readable before the PF grants access, so it is read before discovery.
+const RCC_IOV_FUNC_IDENTIFIER: u64 = 0xde5 * 4;
+/// `MAILBOX_MSGBUF_TRN_DW0` (BAR5 byte address): the request; `TRN_DW1..3` follow with its
+/// data.
+const TRN_DW0: u64 = 0xe56 * 4;
+/// `MAILBOX_MSGBUF_RCV_DW0` (BAR5 byte address): the PF's last event.
+const RCV_DW0: u64 = 0xe5a * 4;
+/// The TRN byte of `MAILBOX_CONTROL` (dword 0xe5e, accessed one byte at a time:
+/// `NV_MAIBOX_CONTROL_TRN_OFFSET_BYTE`).
+const TRN: u64 = 0xe5e * 4;
+/// The RCV byte of `MAILBOX_CONTROL` (`NV_MAIBOX_CONTROL_RCV_OFFSET_BYTE`).
+const RCV: u64 = TRN + 1;
 /// TRN byte bit 0: the VF's request in `TRN_DW0..3` is valid.
-pub const TRN_MSG_VALID: u8 = 1 << 0;
+const TRN_MSG_VALID: u8 = 1 << 0;
 /// TRN byte bit 1: the PF has taken the request.
-pub const TRN_MSG_ACK: u8 = 1 << 1;
+const TRN_MSG_ACK: u8 = 1 << 1;
 /// RCV byte bit 0: an event from the PF is pending.
-pub const RCV_MSG_VALID: u8 = 1 << 0;
+const RCV_MSG_VALID: u8 = 1 << 0;
 /// Value written to the RCV byte to acknowledge the pending event.
-pub const RCV_MSG_ACK: u8 = 1 << 1;
+const RCV_MSG_ACK: u8 = 1 << 1;
 
 /// Whether the function behind `mmio` (BAR5) is an SR-IOV VF.
 pub fn is_vf(mmio: &dyn Bar) -> Result<bool> {
-    let v = mmio.read32(RCC_IOV_FUNC_IDENTIFIER * 4)?;
+    let v = mmio.read32(RCC_IOV_FUNC_IDENTIFIER)?;
     tracing::debug!("RCC_IOV_FUNC_IDENTIFIER = {v:#x}");
     Ok(v & 1 != 0)
 }
@@ -52,7 +52,7 @@ pub fn is_vf(mmio: &dyn Bar) -> Result<bool> {
 macro_rules! idh_messages {
     ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $v:ident = $code:literal $linux:literal,)* }) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
         #[repr(u32)]
         pub enum $name {
             $($(#[$vdoc])* $v = $code,)*
@@ -62,11 +62,6 @@ macro_rules! idh_messages {
             /// The code in the mailbox dword.
             pub fn code(self) -> u32 {
                 self as u32
-            }
-
-            /// The message of a code, if it is one this driver knows.
-            pub fn from_code(code: u32) -> Option<Self> {
-                [$(Self::$v),*].into_iter().find(|m| m.code() == code)
             }
 
             /// The Linux name.
@@ -86,18 +81,13 @@ macro_rules! idh_messages {
 }
 
 idh_messages! {
-    /// Requests from the VF to the PF (`enum idh_request`, `mxgpu_nv.h`), written to `TRN_DW0`.
+    /// The requests this driver sends from the VF to the PF (of `enum idh_request`,
+    /// `mxgpu_nv.h`, which also has teardown and reset requests), written to `TRN_DW0`.
     IdhRequest {
         /// Ask for MMIO and VRAM access (answered by [`IdhEvent::ReadyToAccessGpu`]).
         ReqGpuInitAccess = 1 "IDH_REQ_GPU_INIT_ACCESS",
         /// Give the init access back (no answer).
         RelGpuInitAccess = 2 "IDH_REL_GPU_INIT_ACCESS",
-        /// Ask for access for teardown (not used by this driver).
-        ReqGpuFiniAccess = 3 "IDH_REQ_GPU_FINI_ACCESS",
-        /// Give the teardown access back (not used by this driver).
-        RelGpuFiniAccess = 4 "IDH_REL_GPU_FINI_ACCESS",
-        /// Ask the PF for a reset (never sent by this driver).
-        ReqGpuResetAccess = 5 "IDH_REQ_GPU_RESET_ACCESS",
         /// Ask the PF to prepare the init data (answered by
         /// [`IdhEvent::ReqGpuInitDataReady`]).
         ReqGpuInitData = 6 "IDH_REQ_GPU_INIT_DATA",
@@ -105,22 +95,12 @@ idh_messages! {
 }
 
 idh_messages! {
-    /// Events from the PF to the VF (`enum idh_event`, `mxgpu_nv.h`), read from `RCV_DW0`.
+    /// The events this driver waits for from the PF (of `enum idh_event`, `mxgpu_nv.h`,
+    /// which also has FLR notifications, success/fail and alive queries), read from
+    /// `RCV_DW0`.
     IdhEvent {
-        /// The PF cleared its message buffer.
-        ClrMsgBuf = 0 "IDH_CLR_MSG_BUF",
         /// The VF may access MMIO and VRAM.
         ReadyToAccessGpu = 1 "IDH_READY_TO_ACCESS_GPU",
-        /// The PF is about to reset the function.
-        FlrNotification = 2 "IDH_FLR_NOTIFICATION",
-        /// The PF finished a function reset.
-        FlrNotificationCmpl = 3 "IDH_FLR_NOTIFICATION_CMPL",
-        /// The last request succeeded.
-        Success = 4 "IDH_SUCCESS",
-        /// The last request failed.
-        Fail = 5 "IDH_FAIL",
-        /// The PF asks whether the VF is alive.
-        QueryAlive = 6 "IDH_QUERY_ALIVE",
         /// The init data (critical region) is ready.
         ReqGpuInitDataReady = 7 "IDH_REQ_GPU_INIT_DATA_READY",
     }
@@ -128,7 +108,7 @@ idh_messages! {
 
 /// `data2` of `IDH_REQ_GPU_INIT_DATA`: the PF is to lay out the critical region in its v2
 /// format (`amdgv_sriovmsg.h`).
-pub const GPU_CRIT_REGION_V2: u32 = 2;
+const GPU_CRIT_REGION_V2: u32 = 2;
 
 /// A monotonic clock the mailbox waits on. The system clock sleeps; [`VirtualClock`] only
 /// advances, so tests can run the real timeouts in microseconds.
@@ -289,25 +269,26 @@ impl VfMailbox {
     /// mailbox whose ack does not clear, or a request the PF does not acknowledge, fails at
     /// once.
     fn send(&self, request: IdhRequest, data: [u32; 3], event: Option<IdhEvent>) -> Result<()> {
-        let mmio = &*self.mmio;
-        if mmio.read8(MAILBOX_CONTROL_RCV_BYTE)? & RCV_MSG_VALID != 0 {
+        let (mmio, t) = (&*self.mmio, &self.timings);
+        if mmio.read8(RCV)? & RCV_MSG_VALID != 0 {
             // An event left from an earlier exchange would otherwise stay pending while the
             // PF posts ours.
             tracing::debug!("{}: acknowledging a stale VF mailbox event", self.device);
-            mmio.write8(MAILBOX_CONTROL_RCV_BYTE, RCV_MSG_ACK)?;
+            mmio.write8(RCV, RCV_MSG_ACK)?;
         }
         let Some(event) = event else {
             return self.transmit(request, data);
         };
-        let (tries, timeout) = (
-            self.timings.init_tries.max(1),
-            self.timings.init_event_timeout,
-        );
+        let (tries, timeout) = (t.init_tries.max(1), t.init_event_timeout);
         let mut last = 0;
         for attempt in 1..=tries {
             self.transmit(request, data)?;
-            if self.poll_event(event, timeout, &mut last)? {
-                return Ok(());
+            let seen = self.wait(timeout, t.event_poll, || {
+                last = mmio.read32(RCV_DW0)?;
+                Ok(last == event.code())
+            })?;
+            if seen {
+                return mmio.write8(RCV, RCV_MSG_ACK);
             }
             if attempt < tries {
                 tracing::debug!(
@@ -316,16 +297,13 @@ impl VfMailbox {
                 );
             }
         }
-        Err(Error::new(
-            &self.device,
-            ErrorKind::VfMailboxNoEvent {
-                request,
-                event,
-                tries,
-                timeout,
-                last,
-            },
-        ))
+        Err(self.err(ErrorKind::VfMailboxNoEvent {
+            request,
+            event,
+            tries,
+            timeout,
+            last,
+        }))
     }
 
     /// One transmission: wait for the previous ack to drop, write the message, set VALID,
@@ -334,62 +312,51 @@ impl VfMailbox {
         let (mmio, t) = (&*self.mmio, &self.timings);
         // Clearing VALID is what makes the hardware drop the PF's ack of the last message;
         // until it has, a fresh VALID would see the old ack and look acknowledged at once.
-        let deadline = self.clock.now() + t.ack_clear_timeout;
-        loop {
-            mmio.write8(MAILBOX_CONTROL_TRN_BYTE, 0)?;
-            if mmio.read8(MAILBOX_CONTROL_TRN_BYTE)? & TRN_MSG_ACK == 0 {
-                break;
-            }
-            if self.clock.now() > deadline {
-                return Err(Error::new(
-                    &self.device,
-                    ErrorKind::VfMailboxAckNotCleared {
-                        request,
-                        timeout: t.ack_clear_timeout,
-                    },
-                ));
-            }
-            self.clock.sleep(t.ack_clear_poll);
+        let cleared = self.wait(t.ack_clear_timeout, t.ack_clear_poll, || {
+            mmio.write8(TRN, 0)?;
+            Ok(mmio.read8(TRN)? & TRN_MSG_ACK == 0)
+        })?;
+        if !cleared {
+            let timeout = t.ack_clear_timeout;
+            return Err(self.err(ErrorKind::VfMailboxAckNotCleared { request, timeout }));
         }
-
         for (i, dw) in [request.code(), data[0], data[1], data[2]]
             .into_iter()
             .enumerate()
         {
-            mmio.write32((MAILBOX_MSGBUF_TRN_DW0 + i as u64) * 4, dw)?;
+            mmio.write32(TRN_DW0 + 4 * i as u64, dw)?;
         }
-        mmio.write8(MAILBOX_CONTROL_TRN_BYTE, TRN_MSG_VALID)?;
-
-        let deadline = self.clock.now() + t.ack_timeout;
-        while mmio.read8(MAILBOX_CONTROL_TRN_BYTE)? & TRN_MSG_ACK == 0 {
-            if self.clock.now() > deadline {
-                return Err(Error::new(
-                    &self.device,
-                    ErrorKind::VfMailboxNotAcknowledged {
-                        request,
-                        timeout: t.ack_timeout,
-                    },
-                ));
-            }
-            self.clock.sleep(t.ack_poll);
+        mmio.write8(TRN, TRN_MSG_VALID)?;
+        let acked = self.wait(t.ack_timeout, t.ack_poll, || {
+            Ok(mmio.read8(TRN)? & TRN_MSG_ACK != 0)
+        })?;
+        if !acked {
+            let timeout = t.ack_timeout;
+            return Err(self.err(ErrorKind::VfMailboxNotAcknowledged { request, timeout }));
         }
-        mmio.write8(MAILBOX_CONTROL_TRN_BYTE, 0)
+        mmio.write8(TRN, 0)
     }
 
-    /// Poll `RCV_DW0` for `event`; acknowledge it when it comes. `Ok(false)` on timeout,
-    /// with the last value seen in `last`.
-    fn poll_event(&self, event: IdhEvent, timeout: Duration, last: &mut u32) -> Result<bool> {
-        let mmio = &*self.mmio;
+    /// Look at `done` every `poll` until it holds (`true`) or `timeout` has passed
+    /// (`false`).
+    fn wait(
+        &self,
+        timeout: Duration,
+        poll: Duration,
+        mut done: impl FnMut() -> Result<bool>,
+    ) -> Result<bool> {
         let deadline = self.clock.now() + timeout;
-        while self.clock.now() <= deadline {
-            *last = mmio.read32(MAILBOX_MSGBUF_RCV_DW0 * 4)?;
-            if *last == event.code() {
-                mmio.write8(MAILBOX_CONTROL_RCV_BYTE, RCV_MSG_ACK)?;
-                return Ok(true);
+        while !done()? {
+            if self.clock.now() > deadline {
+                return Ok(false);
             }
-            self.clock.sleep(self.timings.event_poll);
+            self.clock.sleep(poll);
         }
-        Ok(false)
+        Ok(true)
+    }
+
+    fn err(&self, kind: ErrorKind) -> Error {
+        Error::new(&self.device, kind)
     }
 }
 
@@ -443,7 +410,7 @@ mod tests {
             0x8_0000
         }
         fn read32(&self, offset: u64) -> Result<u32> {
-            assert_eq!(offset, RCC_IOV_FUNC_IDENTIFIER * 4);
+            assert_eq!(offset, RCC_IOV_FUNC_IDENTIFIER);
             Ok(self.0)
         }
         fn write32(&self, _: u64, _: u32) -> Result<()> {
@@ -479,10 +446,6 @@ mod tests {
         }
         assert_eq!(E::ReadyToAccessGpu.code(), 1);
         assert_eq!(E::ReqGpuInitDataReady.code(), 7);
-        for code in 0..8 {
-            assert_eq!(E::from_code(code).unwrap().code(), code);
-        }
-        assert_eq!(E::from_code(8), None);
         assert_eq!(R::ReqGpuInitData.to_string(), "0x6 (IDH_REQ_GPU_INIT_DATA)");
     }
 

@@ -8,6 +8,8 @@
 //! use plain `VM_…` / `MC_VM_…`; each register is an `alt` list of those names, and a hub
 //! takes the one of its IP that the device has ([`Hub::reg`]).
 
+use std::fmt;
+
 use am_autogen::regs::RegIp;
 
 use crate::Result;
@@ -20,8 +22,6 @@ use crate::regs::{Fields, Reg, alt, fields};
 
 /// Last GPU virtual address of VM context 0 (47-bit canonical user range).
 const VM_END: u64 = 0x7fff_ffff_ffff;
-/// Dwords between two invalidation engines' `ADDR_RANGE_LO32` registers (LO32, HI32).
-const ENG_ADDR_RANGE_STRIDE: u64 = 2;
 
 /// A GPU memory hub.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,8 +89,8 @@ fn wreg64(ctx: &Ctx, addr: u64, v: u64) -> Result<()> {
     ctx.regs.wreg(addr + 1, hi32(v))
 }
 
-impl std::fmt::Display for Hub {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for Hub {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Hub::Mm(i) => write!(f, "MMHUB{i}"),
             Hub::Gc(i) => write!(f, "GC hub of XCC{i}"),
@@ -111,8 +111,8 @@ pub struct VmFault {
     pub fields: Vec<(&'static str, u32)>,
 }
 
-impl std::fmt::Display for VmFault {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Display for VmFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "page fault at VA {:#x} on the {} (status {:#x}",
@@ -134,7 +134,6 @@ pub struct Gmc {
     dummy_page: u64,
     /// Whether the GC hubs are programmed (TLB flushes skip them until then).
     gc_ready: bool,
-    mm_instances: Vec<u8>,
     /// Invalidation engine 17 of every hub, MM hubs first, resolved once: a TLB flush
     /// follows every mapping change.
     engines: Vec<InvalidationEngine>,
@@ -184,11 +183,8 @@ impl InvalidationEngine {
 impl Gmc {
     /// Allocate the scratch and dummy pages (boot pool: a warm boot finds them again).
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
-        let mm_instances: Vec<u8> = ctx.regs.instances(HwIp::MMHUB).into_iter().collect();
-        let hubs = mm_instances
-            .iter()
-            .map(|&i| Hub::Mm(i))
-            .chain(ctx.xccs().into_iter().map(Hub::Gc));
+        let mm = ctx.regs.instances(HwIp::MMHUB).into_iter().map(Hub::Mm);
+        let hubs = mm.chain(ctx.xccs().into_iter().map(Hub::Gc));
         Ok(Gmc {
             memscratch: ctx.palloc(PAGE_SIZE, PAGE_SIZE, Pool::Boot)?,
             dummy_page: ctx.palloc(PAGE_SIZE, PAGE_SIZE, Pool::Boot)?,
@@ -196,24 +192,28 @@ impl Gmc {
             engines: hubs
                 .map(|h| InvalidationEngine::new(ctx, h))
                 .collect::<Result<_>>()?,
-            mm_instances,
         })
     }
 
     /// Program every MM hub instance.
     pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
-        for &i in &self.mm_instances {
-            self.init_hub(ctx, Hub::Mm(i))?;
-        }
-        Ok(())
+        self.init_hubs(ctx, false)
     }
 
     /// Program the GC hub of every XCC (GFX calls this once the RLC runs).
     pub fn init_gc_hubs(&mut self, ctx: &Ctx) -> Result<()> {
-        for x in ctx.xccs() {
-            self.init_hub(ctx, Hub::Gc(x))?;
-        }
+        self.init_hubs(ctx, true)?;
         self.gc_ready = true;
+        Ok(())
+    }
+
+    /// Program every GC (`gc`) or every MM hub.
+    fn init_hubs(&self, ctx: &Ctx, gc: bool) -> Result<()> {
+        for e in &self.engines {
+            if matches!(e.hub, Hub::Gc(_)) == gc {
+                self.init_hub(ctx, e.hub)?;
+            }
+        }
         Ok(())
     }
 
@@ -344,7 +344,7 @@ impl Gmc {
         // The 18 engines' range registers are an array (engine n at ENG0 + 2n dwords).
         let eng0 = hub.addr(ctx, &alt::VM_INVALIDATE_ENG0_ADDR_RANGE_LO32)?;
         for eng in 0..18 {
-            wreg64(ctx, eng0 + eng * ENG_ADDR_RANGE_STRIDE, 0x1f_ffff_ffff)?;
+            wreg64(ctx, eng0 + 2 * eng, 0x1f_ffff_ffff)?;
         }
         Ok(())
     }
@@ -362,33 +362,17 @@ impl Gmc {
     }
 
     fn invalidate(&self, ctx: &Ctx, e: &InvalidationEngine, vmid: u8) -> Result<()> {
-        let (hub, i) = (e.hub, e.hub.instance());
-        let to = ctx.timeouts.reg;
+        let (hub, i, to) = (e.hub, e.hub.instance(), ctx.timeouts.reg);
         let is_mm = matches!(hub, Hub::Mm(_));
-        let sem = ctx.regs.reg(e.sem)?;
         if is_mm {
-            ctx.poll(
-                to,
-                format_args!("the TLB invalidation semaphore of the {hub}"),
-                || {
-                    let v = sem.read(i)?;
-                    Ok((v & 1 == 1, v))
-                },
-            )?;
+            let what = format_args!("the TLB invalidation semaphore of the {hub}");
+            ctx.wait_reg(e.sem, i, 1, 1, to, what)?;
         }
         ctx.wreg(e.req, i, e.req_flags | e.req_vmid0 << vmid)?;
-        let ack = ctx.regs.reg(e.ack)?;
-        let bit = 1u32 << vmid;
-        ctx.poll(
-            to,
-            format_args!("the TLB invalidation ack of vmid {vmid} on the {hub}"),
-            || {
-                let v = ack.read(i)?;
-                Ok((v & bit == bit, v))
-            },
-        )?;
+        let what = format_args!("the TLB invalidation ack of vmid {vmid} on the {hub}");
+        ctx.wait_reg(e.ack, i, 1 << vmid, 1 << vmid, to, what)?;
         if is_mm {
-            sem.write(i, 0)?;
+            ctx.wreg(e.sem, i, 0)?;
             if let Some(cid2) = e.cid2 {
                 ctx.update(cid2, i, |f| f.reserved_cache_private_invalidation(1))?;
                 // The read-back makes sure the invalidation has landed.

@@ -15,13 +15,13 @@ use am_autogen::psp_gfx::{
     psp_gfx_cmd_setup_tmr, psp_gfx_cmd_sriov_spatial_part, psp_gfx_rb_frame,
 };
 use am_firmware::{BootloaderCmd, FirmwareSet, LoadPlan, PlanOptions, PspStep, SosVariant};
-use zerocopy::{FromBytes, IntoBytes};
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use crate::ctx::Ctx;
 use crate::ip::soc::Soc;
 use crate::mm::{Pool, VramAccess};
 use crate::mmio::{hi32, lo32};
-use crate::regs::{Reg, alt, mp};
+use crate::regs::{alt, mp};
 use crate::{ErrorKind, Result};
 
 /// `PSP_1_MEG`: the bootloader takes a component from a 1 MiB-aligned, 1 MiB buffer.
@@ -46,9 +46,9 @@ const DESTROY_SETTLE: Duration = Duration::from_millis(20);
 /// VRAM the PSP works with (physical addresses, all from the boot pool).
 #[derive(Clone, Copy, Debug)]
 struct Buffers {
-    /// Component / firmware staging buffer (1 MiB aligned, a whole number of MiB).
+    /// Component / firmware staging buffer (1 MiB aligned, a whole number of MiB, as large
+    /// as the plan's largest payload).
     msg1: u64,
-    msg1_size: u64,
     ring: u64,
     cmd: u64,
     fence: u64,
@@ -79,46 +79,36 @@ impl Psp {
     /// Allocate the buffers for `plan` (1 MiB bootloader buffer, ring, command and fence
     /// buffers, TMR); see [`load_plan`].
     pub fn init_sw(ctx: &Ctx, plan: Option<LoadPlan>) -> Result<Self> {
-        let mut psp = Psp {
-            plan: None,
-            bufs: None,
+        // A VF's PSP belongs to the PF: nothing to plan or allocate.
+        let plan = plan.filter(|_| !ctx.is_vf);
+        let alloc = |size, align| ctx.palloc(size, align, Pool::Boot);
+        let bufs = plan.as_ref().map(|plan| -> Result<Buffers> {
+            let steps = &plan.steps;
+            let largest = steps.iter().filter_map(|s| s.payload()).map(|p| p.len());
+            let msg1_size = (largest.max().unwrap_or(0) as u64)
+                .div_ceil(PSP_1_MEG)
+                .max(1)
+                * PSP_1_MEG;
+            Ok(Buffers {
+                msg1: alloc(msg1_size, PSP_1_MEG)?,
+                ring: alloc(u64::from(RING_SIZE), 0x1000)?,
+                cmd: alloc(0x1000, 0x1000)?,
+                fence: alloc(0x1000, 0x1000)?,
+                tmr: (steps.contains(&PspStep::SetupTmr))
+                    .then(|| alloc(TMR_SIZE, TMR_ALIGN))
+                    .transpose()?,
+            })
+        });
+        Ok(Psp {
+            plan,
+            bufs: bufs.transpose()?,
             mbox: usize::from(!ctx.regs.has(mp::MP0_SMN_C2PMSG_35)),
             wptr: None,
             fence_value: 0,
             msg1_dirty: None,
             tmr_size: TMR_SIZE as u32,
             loaded: vec![],
-        };
-        // A VF's PSP belongs to the PF: nothing to plan or allocate.
-        let (false, Some(plan)) = (ctx.is_vf, plan) else {
-            return Ok(psp);
-        };
-        let largest = plan
-            .steps
-            .iter()
-            .filter_map(|s| s.payload().map(|p| p.len() as u64))
-            .max()
-            .unwrap_or(0);
-        let msg1_size = largest.div_ceil(PSP_1_MEG).max(1) * PSP_1_MEG;
-        let msg1 = ctx.palloc(msg1_size, PSP_1_MEG, Pool::Boot)?;
-        let ring = ctx.palloc(u64::from(RING_SIZE), 0x1000, Pool::Boot)?;
-        let cmd = ctx.palloc(0x1000, 0x1000, Pool::Boot)?;
-        let fence = ctx.palloc(0x1000, 0x1000, Pool::Boot)?;
-        let tmr = if plan.steps.contains(&PspStep::SetupTmr) {
-            Some(ctx.palloc(TMR_SIZE, TMR_ALIGN, Pool::Boot)?)
-        } else {
-            None
-        };
-        psp.bufs = Some(Buffers {
-            msg1,
-            msg1_size,
-            ring,
-            cmd,
-            fence,
-            tmr,
-        });
-        psp.plan = Some(plan);
-        Ok(psp)
+        })
     }
 
     /// Whether the sOS runs (`C2PMSG_81 != 0`).
@@ -130,15 +120,10 @@ impl Psp {
     /// flushes HDP so that what the CPU wrote through BAR0 reaches VRAM before the PSP
     /// reads it.
     pub fn init_hw(&mut self, ctx: &Ctx, soc: &Soc) -> Result<()> {
-        let (Some(plan), Some(bufs)) = (self.plan.take(), self.bufs) else {
+        // A clone (the payloads are shared, not copied) leaves `self` free to change.
+        let (Some(plan), Some(bufs)) = (self.plan.clone(), self.bufs) else {
             return Err(ctx.bad("PSP init_hw without a firmware load plan (no firmware was found)"));
         };
-        let r = self.run_plan(ctx, soc, &plan, &bufs);
-        self.plan = Some(plan);
-        r
-    }
-
-    fn run_plan(&mut self, ctx: &Ctx, soc: &Soc, plan: &LoadPlan, bufs: &Buffers) -> Result<()> {
         self.loaded.clear();
         // A live sOS (it survived the last driver instance) already took its components.
         let sos_alive = self.is_sos_alive(ctx)?;
@@ -148,29 +133,43 @@ impl Psp {
                 command, payload, ..
             } = step
             {
-                if !sos_alive {
-                    self.bootloader(ctx, soc, bufs, *command, payload.bytes())?;
-                    self.loaded.push((step.name(), payload.len()));
+                if sos_alive {
+                    continue;
                 }
-                continue;
+                self.bootloader(ctx, soc, &bufs, *command, payload.bytes())?;
+            } else {
+                if !ring {
+                    self.wait_sos(ctx)?;
+                    self.ring_create(ctx, &bufs)?;
+                    ring = true;
+                }
+                self.ring_step(ctx, soc, &bufs, step)?;
             }
-            if !ring {
-                self.wait_sos(ctx)?;
-                self.ring_create(ctx, bufs)?;
-                ring = true;
-            }
-            self.ring_step(ctx, soc, bufs, step)?;
             self.loaded
                 .push((step.name(), step.payload().map_or(0, |p| p.len())));
         }
         Ok(())
     }
 
-    /// Wait for the bootloader's ready bit; a status in its low bits is an error naming
-    /// `what` the driver was about to do.
-    fn wait_bootloader(&self, ctx: &Ctx, what: &str) -> Result<()> {
-        let awaited = format!("PSP bootloader ready (C2PMSG_35 bit 31) for {what}");
-        wait_response(ctx, alt::C2PMSG_35[self.mbox], &awaited, what)
+    /// Wait for the response bit (31) of the bootloader's `C2PMSG_35` or (`ring`) the sOS's
+    /// `C2PMSG_64`; a status in its low 16 bits is an error naming `what` the driver was
+    /// about to do.
+    fn wait_response(&self, ctx: &Ctx, ring: bool, what: &str) -> Result<()> {
+        let (reg, awaited) = if ring {
+            let awaited = format!("PSP answer (C2PMSG_64 bit 31) to {what}");
+            (alt::C2PMSG_64[self.mbox].untyped(), awaited)
+        } else {
+            let awaited = format!("PSP bootloader ready (C2PMSG_35 bit 31) for {what}");
+            (alt::C2PMSG_35[self.mbox].untyped(), awaited)
+        };
+        let v = ctx.wait_reg(reg, 0, RESPONSE, RESPONSE, ctx.timeouts.psp, awaited)?;
+        if v & 0xffff != 0 {
+            return Err(ctx.err(ErrorKind::PspCommand {
+                command: what.to_string(),
+                status: v & 0xffff,
+            }));
+        }
+        Ok(())
     }
 
     fn bootloader(
@@ -182,32 +181,28 @@ impl Psp {
         bytes: &[u8],
     ) -> Result<()> {
         let name = command.full_name();
-        self.wait_bootloader(ctx, &name)?;
-        if bytes.len() as u64 > PSP_1_MEG {
+        self.wait_response(ctx, false, &name)?;
+        let len = bytes.len() as u64;
+        if len > PSP_1_MEG {
             return Err(ctx.bad(format!(
-                "{name}: component of {:#x} bytes does not fit the 1 MiB bootloader buffer",
-                bytes.len()
+                "{name}: component of {len:#x} bytes does not fit the 1 MiB bootloader buffer"
             )));
         }
         // The bootloader reads the whole MiB: what lies beyond the component must be zero.
         // Only the part an earlier copy (or whatever VRAM held) may have dirtied is cleared.
         ctx.vram.write(bufs.msg1, bytes)?;
-        let len = bytes.len() as u64;
         let dirty = self.msg1_dirty.unwrap_or(PSP_1_MEG).min(PSP_1_MEG);
         if dirty > len {
             ctx.vram.zero(bufs.msg1 + len, dirty - len)?;
         }
         self.msg1_dirty = Some(len);
         soc.hdp_flush(ctx)?;
-        ctx.wreg(
-            alt::C2PMSG_36[self.mbox],
-            0,
-            (ctx.mc.mc(bufs.msg1) >> 20) as u32,
-        )?;
+        let mc = ctx.mc.mc(bufs.msg1);
+        ctx.wreg(alt::C2PMSG_36[self.mbox], 0, (mc >> 20) as u32)?;
         ctx.wreg(alt::C2PMSG_35[self.mbox], 0, command.0)?;
         // After the sOS the bootloader hands over: C2PMSG_81 says when it runs.
         if command != BootloaderCmd::LOAD_SOSDRV {
-            self.wait_bootloader(ctx, &name)?;
+            self.wait_response(ctx, false, &name)?;
         }
         Ok(())
     }
@@ -225,152 +220,124 @@ impl Psp {
         .map(drop)
     }
 
-    /// Wait for the sOS's answer in `C2PMSG_64`; a status in its low bits is an error.
-    fn wait_ring_answer(&self, ctx: &Ctx, what: &str) -> Result<()> {
-        let awaited = format!("PSP answer (C2PMSG_64 bit 31) to {what}");
-        wait_response(ctx, alt::C2PMSG_64[self.mbox], &awaited, what)
-    }
-
     fn ring_create(&mut self, ctx: &Ctx, bufs: &Buffers) -> Result<()> {
         if ctx.rreg(alt::C2PMSG_71[self.mbox], 0)? != 0 {
             ctx.wreg(alt::C2PMSG_64[self.mbox], 0, DESTROY_RINGS)?;
             std::thread::sleep(DESTROY_SETTLE.min(ctx.timeouts.psp));
-            self.wait_ring_answer(ctx, "GFX_CTRL_CMD_ID_DESTROY_RINGS")?;
+            self.wait_response(ctx, true, "GFX_CTRL_CMD_ID_DESTROY_RINGS")?;
         }
-        self.wait_ring_answer(ctx, "ring create (sOS ready)")?;
+        self.wait_response(ctx, true, "ring create (sOS ready)")?;
         ctx.vram.write(bufs.ring, &[0u8; RING_SIZE as usize])?;
         let mc = ctx.mc.mc(bufs.ring);
         ctx.wreg(alt::C2PMSG_69[self.mbox], 0, lo32(mc))?;
         ctx.wreg(alt::C2PMSG_70[self.mbox], 0, hi32(mc))?;
         ctx.wreg(alt::C2PMSG_71[self.mbox], 0, RING_SIZE)?;
         ctx.wreg(alt::C2PMSG_64[self.mbox], 0, RING_TYPE_KM << 16)?;
-        self.wait_ring_answer(ctx, "ring create (PSP_RING_TYPE__KM)")?;
+        self.wait_response(ctx, true, "ring create (PSP_RING_TYPE__KM)")?;
         self.wptr = Some(0);
         Ok(())
     }
 
     fn ring_step(&mut self, ctx: &Ctx, soc: &Soc, bufs: &Buffers, step: &PspStep) -> Result<()> {
-        match step {
-            PspStep::Bootloader { .. } => Ok(()),
+        let mut name = step.name();
+        let (id, body) = match step {
+            PspStep::Bootloader { .. } => return Ok(()),
             PspStep::LoadToc { payload } => {
-                let bytes = payload.bytes();
-                let mc = self.stage(ctx, bufs, bytes, "GFX_CMD_ID_LOAD_TOC")?;
+                let mc = self.stage(ctx, bufs, payload.bytes())?;
                 let c = psp_gfx_cmd_load_toc {
                     toc_phy_addr_lo: lo32(mc),
                     toc_phy_addr_hi: hi32(mc),
-                    toc_size: bytes.len() as u32,
+                    toc_size: payload.len() as u32,
                 };
-                let resp = self.submit(
-                    ctx,
-                    soc,
-                    bufs,
-                    (GFX_CMD_ID_LOAD_TOC, c.as_bytes(), "GFX_CMD_ID_LOAD_TOC"),
-                )?;
-                let tmr_size = u64::from(resp.resp.tmr_size);
-                if tmr_size > TMR_SIZE {
-                    return Err(ctx.bad(format!(
-                            "GFX_CMD_ID_LOAD_TOC: the PSP asks for a TMR of {tmr_size:#x} bytes, more than the {TMR_SIZE:#x} the driver reserves"
-                        )));
-                }
-                if tmr_size > 0 {
-                    self.tmr_size = tmr_size as u32;
-                }
-                Ok(())
+                (GFX_CMD_ID_LOAD_TOC, c.as_bytes().to_vec())
             }
             PspStep::SetupTmr => {
-                let Some(tmr) = bufs.tmr else {
-                    return Err(ctx.bad("GFX_CMD_ID_SETUP_TMR without a TMR allocated"));
-                };
-                let body = setup_tmr_body(ctx.mc.mc(tmr), tmr, self.tmr_size);
-                self.submit(
-                    ctx,
-                    soc,
-                    bufs,
-                    (GFX_CMD_ID_SETUP_TMR, &body, "GFX_CMD_ID_SETUP_TMR"),
-                )
-                .map(drop)
+                let tmr = bufs
+                    .tmr
+                    .ok_or_else(|| ctx.bad("GFX_CMD_ID_SETUP_TMR without a TMR allocated"))?;
+                // The dwords of `psp_gfx_cmd_setup_tmr`, as amdgpu fills them: the TMR's MC
+                // address and size, `tmr_flags` bit 1 (`virt_phy_addr`: the system address
+                // that follows is meaningful), its physical address.
+                let mc = ctx.mc.mc(tmr);
+                let c = [
+                    lo32(mc),
+                    hi32(mc),
+                    self.tmr_size,
+                    1 << 1,
+                    lo32(tmr),
+                    hi32(tmr),
+                ];
+                (GFX_CMD_ID_SETUP_TMR, c.as_bytes().to_vec())
             }
             PspStep::LoadIpFw { fw_type, payload } => {
-                let name = format!("GFX_CMD_ID_LOAD_IP_FW({})", fw_type.full_name());
-                let bytes = payload.bytes();
-                let mc = self.stage(ctx, bufs, bytes, &name)?;
+                name = format!("GFX_CMD_ID_LOAD_IP_FW({name})");
+                let mc = self.stage(ctx, bufs, payload.bytes())?;
                 let c = psp_gfx_cmd_load_ip_fw {
                     fw_phy_addr_lo: lo32(mc),
                     fw_phy_addr_hi: hi32(mc),
-                    fw_size: bytes.len() as u32,
+                    fw_size: payload.len() as u32,
                     fw_type: fw_type.0,
                 };
-                self.submit(ctx, soc, bufs, (GFX_CMD_ID_LOAD_IP_FW, c.as_bytes(), &name))
-                    .map(drop)
+                (GFX_CMD_ID_LOAD_IP_FW, c.as_bytes().to_vec())
             }
-            PspStep::AutoloadRlc => self
-                .submit(
-                    ctx,
-                    soc,
-                    bufs,
-                    (GFX_CMD_ID_AUTOLOAD_RLC, &[], "GFX_CMD_ID_AUTOLOAD_RLC"),
-                )
-                .map(drop),
+            PspStep::AutoloadRlc => (GFX_CMD_ID_AUTOLOAD_RLC, vec![]),
+        };
+        let tmr_size = self.submit(ctx, soc, bufs, id, &body, &name)?.resp.tmr_size;
+        if let (PspStep::LoadToc { .. }, 1..) = (step, tmr_size) {
+            if u64::from(tmr_size) > TMR_SIZE {
+                return Err(ctx.bad(format!(
+                    "{name}: the PSP asks for a TMR of {tmr_size:#x} bytes, more than the {TMR_SIZE:#x} the driver reserves"
+                )));
+            }
+            self.tmr_size = tmr_size;
         }
+        Ok(())
     }
 
-    /// Copy a firmware image to the staging buffer; its MC address.
-    fn stage(&mut self, ctx: &Ctx, bufs: &Buffers, bytes: &[u8], what: &str) -> Result<u64> {
-        if bytes.len() as u64 > bufs.msg1_size {
-            return Err(ctx.bad(format!(
-                "{what}: {:#x} bytes do not fit the {:#x}-byte staging buffer",
-                bytes.len(),
-                bufs.msg1_size
-            )));
-        }
+    /// Copy a firmware image of the plan to the staging buffer (sized for the plan's largest
+    /// payload in `init_sw`); its MC address.
+    fn stage(&mut self, ctx: &Ctx, bufs: &Buffers, bytes: &[u8]) -> Result<u64> {
         ctx.vram.write(bufs.msg1, bytes)?;
         self.msg1_dirty = self.msg1_dirty.map(|d| d.max(bytes.len() as u64));
         Ok(ctx.mc.mc(bufs.msg1))
     }
 
-    /// Put one command on the ring and wait for its fence; the command buffer as the PSP
-    /// left it (status checked).
+    /// Put command `id` with `body` (a `psp_gfx_commands` member) on the ring and wait for
+    /// its fence; the command buffer as the PSP left it (status checked).
     fn submit(
         &mut self,
         ctx: &Ctx,
         soc: &Soc,
         bufs: &Buffers,
-        (id, body, name): (u32, &[u8], &str),
+        id: u32,
+        body: &[u8],
+        name: &str,
     ) -> Result<psp_gfx_cmd_resp> {
         let Some(wptr) = self.wptr else {
             return Err(ctx.bad(format!(
                 "{name}: the PSP ring was not created by this driver instance"
             )));
         };
-        let mut buf = vec![0u8; size_of::<psp_gfx_cmd_resp>()];
-        put32(
-            &mut buf,
-            offset_of!(psp_gfx_cmd_resp, buf_size),
-            size_of::<psp_gfx_cmd_resp>() as u32,
-        );
-        put32(&mut buf, offset_of!(psp_gfx_cmd_resp, cmd_id), id);
-        let at = offset_of!(psp_gfx_cmd_resp, cmd);
-        buf[at..at + body.len()].copy_from_slice(body);
+        const CMD_SIZE: usize = size_of::<psp_gfx_cmd_resp>();
+        // `buf_size`, `buf_version`, `cmd_id`, the response fields zero, then `cmd`.
+        let mut buf = [CMD_SIZE as u32, 0, id].as_bytes().to_vec();
+        buf.resize(offset_of!(psp_gfx_cmd_resp, cmd), 0);
+        buf.extend_from_slice(body);
+        buf.resize(CMD_SIZE, 0);
         ctx.vram.write(bufs.cmd, &buf)?;
         ctx.vram.write32(bufs.fence, 0)?;
 
         self.fence_value = self.fence_value.wrapping_add(1).max(1);
         let fence_value = self.fence_value;
-        let cmd_mc = ctx.mc.mc(bufs.cmd);
-        let fence_mc = ctx.mc.mc(bufs.fence);
+        let (cmd_mc, fence_mc) = (ctx.mc.mc(bufs.cmd), ctx.mc.mc(bufs.fence));
         let frame = psp_gfx_rb_frame {
             cmd_buf_addr_lo: lo32(cmd_mc),
             cmd_buf_addr_hi: hi32(cmd_mc),
-            cmd_buf_size: size_of::<psp_gfx_cmd_resp>() as u32,
+            cmd_buf_size: CMD_SIZE as u32,
             fence_addr_lo: lo32(fence_mc),
             fence_addr_hi: hi32(fence_mc),
             fence_value,
-            sid_lo: 0,
-            sid_hi: 0,
-            vmid: 0,
-            frame_type: 0,
-            reserved1: [0; 2],
-            reserved2: [0; 7],
+            ..FromZeros::new_zeroed()
         };
         ctx.vram
             .write(bufs.ring + u64::from(wptr) * 4, frame.as_bytes())?;
@@ -393,9 +360,8 @@ impl Psp {
                 Ok((v == fence_value, v))
             },
         )?;
-        let mut out = vec![0u8; size_of::<psp_gfx_cmd_resp>()];
-        ctx.vram.read(bufs.cmd, &mut out)?;
-        let resp = psp_gfx_cmd_resp::read_from_bytes(&out)
+        ctx.vram.read(bufs.cmd, &mut buf)?;
+        let resp = psp_gfx_cmd_resp::read_from_bytes(&buf)
             .map_err(|_| ctx.bad(format!("{name}: short command buffer read")))?;
         if resp.resp.status != 0 {
             return Err(ctx.err(ErrorKind::PspCommand {
@@ -414,81 +380,21 @@ impl Psp {
         };
         let c = psp_gfx_cmd_sriov_spatial_part {
             mode,
-            override_ips: 0,
-            override_xcds_avail: 0,
-            override_this_aid: 0,
+            ..FromZeros::new_zeroed()
         };
         let name = format!("GFX_CMD_ID_SRIOV_SPATIAL_PART(mode {mode})");
-        self.submit(
-            ctx,
-            soc,
-            &bufs,
-            (GFX_CMD_ID_SRIOV_SPATIAL_PART, c.as_bytes(), &name),
-        )
-        .map(drop)
+        let id = GFX_CMD_ID_SRIOV_SPATIAL_PART;
+        self.submit(ctx, soc, &bufs, id, c.as_bytes(), &name)
+            .map(drop)
     }
 
     /// What was loaded, in order: `(step name, bytes)`.
     pub fn loaded(&self) -> &[(String, usize)] {
         &self.loaded
     }
-
-    /// The firmware load plan this instance follows (`None` on a VF).
-    pub fn plan(&self) -> Option<&LoadPlan> {
-        self.plan.as_ref()
-    }
 }
 
-fn put32(buf: &mut [u8], at: usize, v: u32) {
-    buf[at..at + 4].copy_from_slice(&v.to_le_bytes());
-}
-
-/// The `cmd_setup_tmr` member: the TMR's MC address and size, and (with `virt_phy_addr`)
-/// its physical address, as amdgpu sends it.
-fn setup_tmr_body(mc: u64, paddr: u64, size: u32) -> Vec<u8> {
-    let mut b = vec![0u8; size_of::<psp_gfx_cmd_setup_tmr>()];
-    put32(
-        &mut b,
-        offset_of!(psp_gfx_cmd_setup_tmr, buf_phy_addr_lo),
-        lo32(mc),
-    );
-    put32(
-        &mut b,
-        offset_of!(psp_gfx_cmd_setup_tmr, buf_phy_addr_hi),
-        hi32(mc),
-    );
-    put32(&mut b, offset_of!(psp_gfx_cmd_setup_tmr, buf_size), size);
-    // tmr_flags: bit 1 = virt_phy_addr (the system address below is meaningful).
-    put32(
-        &mut b,
-        offset_of!(psp_gfx_cmd_setup_tmr, __bindgen_anon_1),
-        1 << 1,
-    );
-    put32(
-        &mut b,
-        offset_of!(psp_gfx_cmd_setup_tmr, system_phy_addr_lo),
-        lo32(paddr),
-    );
-    put32(
-        &mut b,
-        offset_of!(psp_gfx_cmd_setup_tmr, system_phy_addr_hi),
-        hi32(paddr),
-    );
-    b
-}
-
-/// Wait for the response bit (31) of a PSP mailbox register; a status in its low 16 bits is
-/// an error naming `command`.
-fn wait_response<F>(ctx: &Ctx, reg: Reg<F>, awaited: &str, command: &str) -> Result<()> {
-    let v = ctx.wait_reg(reg, 0, RESPONSE, RESPONSE, ctx.timeouts.psp, awaited)?;
-    if v & 0xffff != 0 {
-        return Err(ctx.err(ErrorKind::PspCommand {
-            command: command.to_string(),
-            status: v & 0xffff,
-        }));
-    }
-    Ok(())
-}
+const _: () = assert!(size_of::<psp_gfx_cmd_setup_tmr>() == 6 * 4);
 
 /// The PSP's firmware load plan, built once for the whole bring-up (GFX takes the MEC's RS64
 /// start address from it); `None` without firmware.

@@ -2,11 +2,13 @@
 //!
 //! A message is `C2PMSG_90 = 0` (response), `C2PMSG_82 = param`, `C2PMSG_66 = id`; the SMU
 //! answers in `C2PMSG_90` (1 = `PPSMC_Result_OK`) with the result in `C2PMSG_82`. Message
-//! ids differ per MP1 version: they come from the generated `am_autogen::smu` tables
-//! (13.0.0, 13.0.6 — which also serves 13.0.12/13.0.14 — and 14.0.2).
+//! ids differ per MP1 version: they come from the generated `am_autogen::smu` tables of
+//! 13.0.0 (whose ids and clock ids 14.0.2 shares: tests check) and 13.0.6 (which also serves
+//! 13.0.12/13.0.14); `Family::id` says once per table which messages it has. 14.0.2's own
+//! table types its metrics.
 
 use std::mem::size_of;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use am_autogen::smu::{v13_0_0 as s0, v13_0_6 as s6, v14_0_2 as s14};
@@ -18,7 +20,7 @@ use crate::hwip::HwIp;
 use crate::mm::Pool;
 use crate::mmio::{hi32, lo32};
 use crate::regs::mp;
-use crate::{Error, ErrorKind, Result};
+use crate::{ErrorKind, Result};
 
 /// Which DPM level every clock is pinned to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,59 +42,54 @@ const DEBUG_MSG_MODE1_RESET: u32 = 2;
 const DPM_VALUE_MASK: u32 = 0x7fff_ffff;
 /// At most this many ACA banks are read per kind (the count comes from the firmware).
 const MAX_ACA_BANKS: u32 = 32;
+/// The clocks the driver pins, in the order of [`Family::clocks`].
+const CLOCK_NAMES: [&str; 4] = ["GFXCLK", "SOCCLK", "UCLK", "FCLK"];
+/// Stand-in id for 13.0.6's GFXCLK, which the firmware ranges with GetMin/MaxGfxDpmFreq and
+/// pins with SetSoftMin/MaxGfxClk instead of a DPM table.
+const GFXCLK_13_0_6: u32 = u32::MAX;
 
-/// 13.0.6 `PPCLK_e` of `smu13_driver_if_v13_0_6.h` (the generated module lacks the enum).
-mod clk_13_0_6 {
-    pub const SOCCLK: u32 = 2;
-    pub const UCLK: u32 = 3;
-    pub const FCLK: u32 = 4;
-}
-
-macro_rules! messages {
-    ($($name:ident),* $(,)?) => {
-        /// The SMU messages the driver sends (Linux `PPSMC_MSG_*` names).
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-        pub enum Msg {
-            $(
-                #[doc = concat!("`PPSMC_MSG_", stringify!($name), "`.")]
-                $name,
-            )*
-        }
-
-        impl Msg {
-            /// The message's name without the `PPSMC_MSG_` prefix.
-            pub fn name(self) -> &'static str {
-                match self {
-                    $(Msg::$name => stringify!($name),)*
-                }
-            }
-        }
-    };
-}
-
-messages!(
+/// The SMU messages the driver sends (Linux `PPSMC_MSG_*` names; `Debug` prints the name).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Msg {
+    /// `PPSMC_MSG_GetSmuVersion`.
     GetSmuVersion,
+    /// `PPSMC_MSG_SetDriverDramAddrHigh`.
     SetDriverDramAddrHigh,
+    /// `PPSMC_MSG_SetDriverDramAddrLow`.
     SetDriverDramAddrLow,
+    /// `PPSMC_MSG_EnableAllSmuFeatures`.
     EnableAllSmuFeatures,
+    /// `PPSMC_MSG_GetDpmFreqByIndex`.
     GetDpmFreqByIndex,
+    /// `PPSMC_MSG_SetSoftMinByFreq`.
     SetSoftMinByFreq,
+    /// `PPSMC_MSG_SetSoftMaxByFreq`.
     SetSoftMaxByFreq,
+    /// `PPSMC_MSG_GetMinGfxDpmFreq`.
     GetMinGfxDpmFreq,
+    /// `PPSMC_MSG_GetMaxGfxDpmFreq`.
     GetMaxGfxDpmFreq,
+    /// `PPSMC_MSG_SetSoftMinGfxClk`.
     SetSoftMinGfxClk,
+    /// `PPSMC_MSG_SetSoftMaxGfxClk`.
     SetSoftMaxGfxClk,
+    /// `PPSMC_MSG_SetPptLimit`.
     SetPptLimit,
+    /// `PPSMC_MSG_GetPptLimit`.
     GetPptLimit,
+    /// `PPSMC_MSG_TransferTableSmu2Dram`.
     TransferTableSmu2Dram,
+    /// `PPSMC_MSG_GetMetricsTable`.
     GetMetricsTable,
-    Mode1Reset,
-    GfxDriverReset,
+    /// `PPSMC_MSG_QueryValidMcaCount`.
     QueryValidMcaCount,
+    /// `PPSMC_MSG_QueryValidMcaCeCount`.
     QueryValidMcaCeCount,
+    /// `PPSMC_MSG_McaBankDumpDW`.
     McaBankDumpDW,
+    /// `PPSMC_MSG_McaBankCeDumpDW`.
     McaBankCeDumpDW,
-);
+}
 
 /// The message table family of an MP1 version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,89 +115,59 @@ impl Family {
     /// The message id, or `None` if this version's table has no such message.
     fn id(self, msg: Msg) -> Option<u32> {
         use Msg::*;
-        let id = match self {
-            Family::V13_0_0 => match msg {
-                GetSmuVersion => s0::PPSMC_MSG_GetSmuVersion,
-                SetDriverDramAddrHigh => s0::PPSMC_MSG_SetDriverDramAddrHigh,
-                SetDriverDramAddrLow => s0::PPSMC_MSG_SetDriverDramAddrLow,
-                EnableAllSmuFeatures => s0::PPSMC_MSG_EnableAllSmuFeatures,
-                GetDpmFreqByIndex => s0::PPSMC_MSG_GetDpmFreqByIndex,
-                SetSoftMinByFreq => s0::PPSMC_MSG_SetSoftMinByFreq,
-                SetSoftMaxByFreq => s0::PPSMC_MSG_SetSoftMaxByFreq,
-                SetPptLimit => s0::PPSMC_MSG_SetPptLimit,
-                GetPptLimit => s0::PPSMC_MSG_GetPptLimit,
-                TransferTableSmu2Dram => s0::PPSMC_MSG_TransferTableSmu2Dram,
-                Mode1Reset => s0::PPSMC_MSG_Mode1Reset,
-                _ => return None,
-            },
-            Family::V13_0_6 => match msg {
-                GetSmuVersion => s6::PPSMC_MSG_GetSmuVersion,
-                SetDriverDramAddrHigh => s6::PPSMC_MSG_SetDriverDramAddrHigh,
-                SetDriverDramAddrLow => s6::PPSMC_MSG_SetDriverDramAddrLow,
-                EnableAllSmuFeatures => s6::PPSMC_MSG_EnableAllSmuFeatures,
-                GetDpmFreqByIndex => s6::PPSMC_MSG_GetDpmFreqByIndex,
-                SetSoftMinByFreq => s6::PPSMC_MSG_SetSoftMinByFreq,
-                SetSoftMaxByFreq => s6::PPSMC_MSG_SetSoftMaxByFreq,
+        // The messages every table has, then the table's own.
+        macro_rules! table {
+            ($m:ident, $($own:tt)*) => {
+                match msg {
+                    GetSmuVersion => $m::PPSMC_MSG_GetSmuVersion,
+                    SetDriverDramAddrHigh => $m::PPSMC_MSG_SetDriverDramAddrHigh,
+                    SetDriverDramAddrLow => $m::PPSMC_MSG_SetDriverDramAddrLow,
+                    EnableAllSmuFeatures => $m::PPSMC_MSG_EnableAllSmuFeatures,
+                    GetDpmFreqByIndex => $m::PPSMC_MSG_GetDpmFreqByIndex,
+                    SetSoftMinByFreq => $m::PPSMC_MSG_SetSoftMinByFreq,
+                    SetSoftMaxByFreq => $m::PPSMC_MSG_SetSoftMaxByFreq,
+                    SetPptLimit => $m::PPSMC_MSG_SetPptLimit,
+                    GetPptLimit => $m::PPSMC_MSG_GetPptLimit,
+                    $($own)*
+                    _ => return None,
+                }
+            };
+        }
+        Some(match self {
+            // 14.0.2 numbers these messages as 13.0.0 does (a test checks).
+            Family::V13_0_0 | Family::V14_0_2 => {
+                table!(s0, TransferTableSmu2Dram => s0::PPSMC_MSG_TransferTableSmu2Dram,)
+            }
+            Family::V13_0_6 => table!(s6,
                 GetMinGfxDpmFreq => s6::PPSMC_MSG_GetMinGfxDpmFreq,
                 GetMaxGfxDpmFreq => s6::PPSMC_MSG_GetMaxGfxDpmFreq,
                 SetSoftMinGfxClk => s6::PPSMC_MSG_SetSoftMinGfxClk,
                 SetSoftMaxGfxClk => s6::PPSMC_MSG_SetSoftMaxGfxClk,
-                SetPptLimit => s6::PPSMC_MSG_SetPptLimit,
-                GetPptLimit => s6::PPSMC_MSG_GetPptLimit,
                 GetMetricsTable => s6::PPSMC_MSG_GetMetricsTable,
-                GfxDriverReset => s6::PPSMC_MSG_GfxDriverReset,
                 QueryValidMcaCount => s6::PPSMC_MSG_QueryValidMcaCount,
                 QueryValidMcaCeCount => s6::PPSMC_MSG_QueryValidMcaCeCount,
                 McaBankDumpDW => s6::PPSMC_MSG_McaBankDumpDW,
                 McaBankCeDumpDW => s6::PPSMC_MSG_McaBankCeDumpDW,
-                _ => return None,
-            },
-            Family::V14_0_2 => match msg {
-                GetSmuVersion => s14::PPSMC_MSG_GetSmuVersion,
-                SetDriverDramAddrHigh => s14::PPSMC_MSG_SetDriverDramAddrHigh,
-                SetDriverDramAddrLow => s14::PPSMC_MSG_SetDriverDramAddrLow,
-                EnableAllSmuFeatures => s14::PPSMC_MSG_EnableAllSmuFeatures,
-                GetDpmFreqByIndex => s14::PPSMC_MSG_GetDpmFreqByIndex,
-                SetSoftMinByFreq => s14::PPSMC_MSG_SetSoftMinByFreq,
-                SetSoftMaxByFreq => s14::PPSMC_MSG_SetSoftMaxByFreq,
-                SetPptLimit => s14::PPSMC_MSG_SetPptLimit,
-                GetPptLimit => s14::PPSMC_MSG_GetPptLimit,
-                TransferTableSmu2Dram => s14::PPSMC_MSG_TransferTableSmu2Dram,
-                _ => return None,
-            },
-        };
-        Some(id)
+            ),
+        })
     }
 
-    /// The clocks pinned by [`Smu::set_clocks`]: (`PPCLK_*` id, name). GFXCLK of 13.0.6
-    /// has no DPM table and is handled by its own messages ([`GFXCLK_13_0_6`]).
-    fn clocks(self) -> &'static [(u32, &'static str)] {
+    /// The `PPCLK_*` ids of [`CLOCK_NAMES`]. GFXCLK of 13.0.6 has no DPM table and is
+    /// handled by its own messages ([`GFXCLK_13_0_6`]).
+    fn clocks(self) -> [u32; 4] {
         match self {
-            Family::V13_0_0 => &[
-                (s0::PPCLK_GFXCLK, "GFXCLK"),
-                (s0::PPCLK_SOCCLK, "SOCCLK"),
-                (s0::PPCLK_UCLK, "UCLK"),
-                (s0::PPCLK_FCLK, "FCLK"),
+            // 14.0.2's `PPCLK_e` begins as 13.0.0's does (a test checks).
+            Family::V13_0_0 | Family::V14_0_2 => [
+                s0::PPCLK_GFXCLK,
+                s0::PPCLK_SOCCLK,
+                s0::PPCLK_UCLK,
+                s0::PPCLK_FCLK,
             ],
-            Family::V13_0_6 => &[
-                (GFXCLK_13_0_6, "GFXCLK"),
-                (clk_13_0_6::SOCCLK, "SOCCLK"),
-                (clk_13_0_6::UCLK, "UCLK"),
-                (clk_13_0_6::FCLK, "FCLK"),
-            ],
-            Family::V14_0_2 => &[
-                (s14::PPCLK_GFXCLK, "GFXCLK"),
-                (s14::PPCLK_SOCCLK, "SOCCLK"),
-                (s14::PPCLK_UCLK, "UCLK"),
-                (s14::PPCLK_FCLK, "FCLK"),
-            ],
+            // `PPCLK_e` of `smu13_driver_if_v13_0_6.h` (the generated module lacks the enum).
+            Family::V13_0_6 => [GFXCLK_13_0_6, 2, 3, 4],
         }
     }
 }
-
-/// Stand-in id for 13.0.6's GFXCLK, which the firmware ranges with GetMin/MaxGfxDpmFreq and
-/// pins with SetSoftMin/MaxGfxClk instead of a DPM table.
-const GFXCLK_13_0_6: u32 = u32::MAX;
 
 /// The SMU metrics table, typed by the MP1 version that wrote it.
 #[derive(Clone, Debug)]
@@ -226,17 +193,10 @@ impl Metrics {
 
     /// Current GFXCLK in MHz where the table has it as a plain value (`CurrClock`).
     pub fn gfxclk_mhz(&self) -> Option<u32> {
+        let gfx = s0::PPCLK_GFXCLK as usize;
         match self {
-            Metrics::V13_0_0(m) => m
-                .SmuMetrics
-                .CurrClock
-                .get(s0::PPCLK_GFXCLK as usize)
-                .copied(),
-            Metrics::V14_0_2(m) => m
-                .SmuMetrics
-                .CurrClock
-                .get(s14::PPCLK_GFXCLK as usize)
-                .copied(),
+            Metrics::V13_0_0(m) => m.SmuMetrics.CurrClock.get(gfx).copied(),
+            Metrics::V14_0_2(m) => m.SmuMetrics.CurrClock.get(gfx).copied(),
             Metrics::V13_0_6(_) => None,
         }
     }
@@ -246,103 +206,74 @@ impl Metrics {
 #[derive(Debug)]
 pub struct Smu {
     mp1: Option<IpVersion>,
-    family: Option<Family>,
     /// Physical address of the driver table (none on a VF).
     table: Option<u64>,
     /// A message that timed out: the next one waits for its answer first (writing a new
     /// message over an unanswered one is a protocol error).
-    unanswered: Mutex<Option<&'static str>>,
+    unanswered: Mutex<Option<Msg>>,
 }
 
 impl Smu {
     /// Allocate the driver table.
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
-        let mp1 = ctx.discovery.version(HwIp::MP1);
-        let table = if ctx.is_vf {
-            None
-        } else {
-            Some(ctx.palloc(DRIVER_TABLE_SIZE, 0x1000, Pool::Boot)?)
-        };
         Ok(Smu {
-            mp1,
-            family: mp1.and_then(Family::of),
-            table,
+            mp1: ctx.discovery.version(HwIp::MP1),
+            table: (!ctx.is_vf)
+                .then(|| ctx.palloc(DRIVER_TABLE_SIZE, 0x1000, Pool::Boot))
+                .transpose()?,
             unanswered: Mutex::new(None),
         })
     }
 
     fn family(&self, ctx: &Ctx) -> Result<Family> {
-        self.family.ok_or_else(|| {
-            ctx.bad(match self.mp1 {
-                Some(v) => format!("the driver has no SMU message table for MP1 {v}"),
-                None => "discovery lists no MP1 (SMU)".into(),
-            })
-        })
+        let v = self
+            .mp1
+            .ok_or_else(|| ctx.bad("discovery lists no MP1 (SMU)"))?;
+        Family::of(v)
+            .ok_or_else(|| ctx.bad(format!("the driver has no SMU message table for MP1 {v}")))
     }
 
-    fn id(&self, ctx: &Ctx, msg: Msg) -> Result<u32> {
-        let family = self.family(ctx)?;
-        family.id(msg).ok_or_else(|| {
-            ctx.bad(format!(
-                "SMU message {} does not exist on MP1 {}",
-                msg.name(),
-                self.mp1.map(|v| v.to_string()).unwrap_or_default()
-            ))
-        })
-    }
-
-    fn unanswered(&self) -> std::sync::MutexGuard<'_, Option<&'static str>> {
+    fn unanswered(&self) -> MutexGuard<'_, Option<Msg>> {
         self.unanswered.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Wait (at most `timeout`) for `C2PMSG_90` to hold an answer.
+    fn answer(&self, ctx: &Ctx, timeout: Duration, what: std::fmt::Arguments) -> Result<u32> {
+        let r = ctx.regs.reg(mp::MP1_SMN_C2PMSG_90)?;
+        ctx.poll(timeout, what, || {
+            let v = r.read(0)?;
+            Ok((v != 0, v))
+        })
     }
 
     /// Send one message and wait for its answer (`timeout`); the result in `C2PMSG_82`.
     pub fn send(&self, ctx: &Ctx, msg: Msg, param: u32, timeout: Duration) -> Result<u32> {
-        let id = self.id(ctx, msg)?;
-        let resp_reg = ctx.regs.reg(mp::MP1_SMN_C2PMSG_90)?;
+        let family = self.family(ctx)?;
+        let id = family.id(msg).ok_or_else(|| {
+            ctx.bad(format!(
+                "SMU message {msg:?} is not in the MP1 {family:?} message table"
+            ))
+        })?;
         let previous = *self.unanswered();
         if let Some(prev) = previous {
-            ctx.poll(
-                timeout,
-                format_args!(
-                    "SMU message {} to be sent: the SMU still owes the answer to {prev} (MP1_SMN_C2PMSG_90)",
-                    msg.name()
-                ),
-                || {
-                    let v = resp_reg.read(0)?;
-                    Ok((v != 0, v))
-                },
-            )?;
+            self.answer(ctx, timeout, format_args!("SMU message {msg:?} to be sent: the SMU still owes the answer to {prev:?} (MP1_SMN_C2PMSG_90)"))?;
             *self.unanswered() = None;
         }
-        ctx.wreg(mp::MP1_SMN_C2PMSG_90, 0, 0)?;
-        ctx.wreg(mp::MP1_SMN_C2PMSG_82, 0, param)?;
-        ctx.wreg(mp::MP1_SMN_C2PMSG_66, 0, id)?;
-        let response = ctx
-            .poll(
+        post(ctx, id, param)?;
+        let response = self
+            .answer(
+                ctx,
                 timeout,
-                format_args!(
-                    "SMU message {} (param {param:#x}) answer in MP1_SMN_C2PMSG_90",
-                    msg.name()
-                ),
-                || {
-                    let v = resp_reg.read(0)?;
-                    Ok((v != 0, v))
-                },
+                format_args!("SMU message {msg:?} (param {param:#x}) answer in MP1_SMN_C2PMSG_90"),
             )
             .inspect_err(|e| {
-                if matches!(
-                    e,
-                    Error {
-                        kind: ErrorKind::Timeout { .. },
-                        ..
-                    }
-                ) {
-                    *self.unanswered() = Some(msg.name());
+                if matches!(e.kind, ErrorKind::Timeout { .. }) {
+                    *self.unanswered() = Some(msg);
                 }
             })?;
         if response != RESULT_OK {
             return Err(ctx.err(ErrorKind::SmuMessage {
-                message: msg.name().to_string(),
+                message: format!("{msg:?}"),
                 param,
                 response,
             }));
@@ -356,18 +287,13 @@ impl Smu {
 
     /// Whether the SMU firmware runs (answers GetSmuVersion within `smu_alive`).
     pub fn is_alive(&self, ctx: &Ctx) -> Result<bool> {
-        match self.send(ctx, Msg::GetSmuVersion, 0, ctx.timeouts.smu_alive) {
-            Ok(_) => {}
-            Err(Error {
-                kind: ErrorKind::Timeout { .. },
-                ..
-            }) => return Ok(false),
-            // An answer, even a refusal, comes from running firmware.
-            Err(Error {
-                kind: ErrorKind::SmuMessage { .. },
-                ..
-            }) => {}
-            Err(e) => return Err(e),
+        if let Err(e) = self.send(ctx, Msg::GetSmuVersion, 0, ctx.timeouts.smu_alive) {
+            match e.kind {
+                ErrorKind::Timeout { .. } => return Ok(false),
+                // An answer, even a refusal, comes from running firmware.
+                ErrorKind::SmuMessage { .. } => {}
+                _ => return Err(e),
+            }
         }
         Ok(ctx.rreg(mp::MP1_SMN_C2PMSG_90, 0)? != 0)
     }
@@ -388,32 +314,20 @@ impl Smu {
 
     /// Mode1 reset of the ASIC (waits `timeouts.mode1_settle`, 500 ms, unless in a hive).
     ///
-    /// The request is not answered: the ASIC, SMU included, resets under it.
+    /// The request is not answered: the ASIC, SMU included, resets under it. 13.0.6 takes
+    /// it as `GfxDriverReset`, the others through the debug channel.
     pub fn mode1_reset(&mut self, ctx: &Ctx, in_hive: bool) -> Result<()> {
         let family = self.family(ctx)?;
-        let v = self.mp1.unwrap_or(IpVersion::new(0, 0, 0));
-        let debug_channel =
-            v.major >= 14 || matches!((v.major, v.minor, v.rev), (13, 0, 0 | 7 | 10));
-        if debug_channel {
+        if family == Family::V13_0_6 {
+            let reset = s6::PPSMC_RESET_TYPE_DRIVER_MODE_1_RESET;
+            post(ctx, s6::PPSMC_MSG_GfxDriverReset, reset)?;
+        } else {
             ctx.wreg(mp::MP1_SMN_C2PMSG_53, 0, 0)?;
             ctx.wreg(mp::MP1_SMN_C2PMSG_75, 0, DEBUG_MSG_MODE1_RESET)?;
             ctx.wreg(mp::MP1_SMN_C2PMSG_54, 0, 0)?;
-        } else {
-            let (msg, param) = if family == Family::V13_0_6 {
-                (
-                    Msg::GfxDriverReset,
-                    s6::PPSMC_RESET_TYPE_DRIVER_MODE_1_RESET,
-                )
-            } else {
-                (Msg::Mode1Reset, 0)
-            };
-            let id = self.id(ctx, msg)?;
-            ctx.wreg(mp::MP1_SMN_C2PMSG_90, 0, 0)?;
-            ctx.wreg(mp::MP1_SMN_C2PMSG_82, 0, param)?;
-            ctx.wreg(mp::MP1_SMN_C2PMSG_66, 0, id)?;
         }
         *self.unanswered() = None;
-        tracing::info!("{}: mode1 reset requested (MP1 {v})", ctx.name);
+        tracing::info!("{}: mode1 reset requested (MP1 {family:?})", ctx.name);
         if !in_hive {
             std::thread::sleep(ctx.timeouts.mode1_settle);
         }
@@ -424,63 +338,54 @@ impl Smu {
     fn dpm_range(&self, ctx: &Ctx, clk: u32, name: &str) -> Result<(u32, u32)> {
         if clk == GFXCLK_13_0_6 {
             let lo = self.msg(ctx, Msg::GetMinGfxDpmFreq, 0)?;
-            let hi = self.msg(ctx, Msg::GetMaxGfxDpmFreq, 0)?;
-            return Ok((lo, hi));
+            return Ok((lo, self.msg(ctx, Msg::GetMaxGfxDpmFreq, 0)?));
         }
-        let count = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | 0xff)? & DPM_VALUE_MASK;
+        let level = |l: u32| -> Result<u32> {
+            Ok(self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | l)? & DPM_VALUE_MASK)
+        };
+        let count = level(0xff)?;
         if count == 0 {
             return Err(ctx.bad(format!(
                 "SMU reports no DPM levels for {name} (GetDpmFreqByIndex)"
             )));
         }
-        let lo = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16)? & DPM_VALUE_MASK;
-        let hi = self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | (count - 1))? & DPM_VALUE_MASK;
-        Ok((lo, hi))
+        Ok((level(0)?, level(count - 1)?))
     }
 
-    /// Set one soft limit of a clock (`min` or max) to `freq` MHz.
-    fn set_limit(&self, ctx: &Ctx, clk: u32, min: bool, freq: u32) -> Result<()> {
-        let freq = freq & 0xffff;
-        let (msg, param) = match (clk == GFXCLK_13_0_6, min) {
-            (true, true) => (Msg::SetSoftMinGfxClk, freq),
-            (true, false) => (Msg::SetSoftMaxGfxClk, freq),
-            (false, true) => (Msg::SetSoftMinByFreq, clk << 16 | freq),
-            (false, false) => (Msg::SetSoftMaxByFreq, clk << 16 | freq),
-        };
-        self.msg(ctx, msg, param).map(drop)
-    }
-
-    /// Pin every clock to a level. The SMU refuses a floor above the ceiling (and the
-    /// reverse), so going up moves the ceiling first and going down the floor first.
-    pub fn set_clocks(&mut self, ctx: &Ctx, level: ClockLevel) -> Result<()> {
+    /// Set each clock's soft limits in the order `limits` gives from its DPM range
+    /// (`(min, MHz)`: the floor if `min`, else the ceiling).
+    fn set_limits(&self, ctx: &Ctx, limits: impl Fn(u32, u32) -> [(bool, u32); 2]) -> Result<()> {
         let family = self.family(ctx)?;
-        for &(clk, name) in family.clocks() {
+        for (clk, name) in family.clocks().into_iter().zip(CLOCK_NAMES) {
             let (lo, hi) = self.dpm_range(ctx, clk, name)?;
-            match level {
-                ClockLevel::Max => {
-                    self.set_limit(ctx, clk, false, hi)?;
-                    self.set_limit(ctx, clk, true, hi)?;
-                }
-                ClockLevel::Min => {
-                    self.set_limit(ctx, clk, true, lo)?;
-                    self.set_limit(ctx, clk, false, lo)?;
-                }
+            for (min, freq) in limits(lo, hi) {
+                let freq = freq & 0xffff;
+                let (msg, param) = match (clk == GFXCLK_13_0_6, min) {
+                    (true, true) => (Msg::SetSoftMinGfxClk, freq),
+                    (true, false) => (Msg::SetSoftMaxGfxClk, freq),
+                    (false, true) => (Msg::SetSoftMinByFreq, clk << 16 | freq),
+                    (false, false) => (Msg::SetSoftMaxByFreq, clk << 16 | freq),
+                };
+                self.msg(ctx, msg, param)?;
             }
         }
         Ok(())
     }
 
+    /// Pin every clock to a level. The SMU refuses a floor above the ceiling (and the
+    /// reverse), so going up moves the ceiling first and going down the floor first.
+    pub fn set_clocks(&mut self, ctx: &Ctx, level: ClockLevel) -> Result<()> {
+        self.set_limits(ctx, |lo, hi| match level {
+            ClockLevel::Max => [(false, hi), (true, hi)],
+            ClockLevel::Min => [(true, lo), (false, lo)],
+        })
+    }
+
     /// Set the power limit and leave clocks unpinned (floor at the lowest level, ceiling
     /// at the highest: each step is valid whatever the limits were).
     pub fn set_power_limit(&mut self, ctx: &Ctx, watts: u32) -> Result<()> {
-        let family = self.family(ctx)?;
         self.msg(ctx, Msg::SetPptLimit, watts)?;
-        for &(clk, name) in family.clocks() {
-            let (lo, hi) = self.dpm_range(ctx, clk, name)?;
-            self.set_limit(ctx, clk, true, lo)?;
-            self.set_limit(ctx, clk, false, hi)?;
-        }
-        Ok(())
+        self.set_limits(ctx, |lo, hi| [(true, lo), (false, hi)])
     }
 
     /// The DPM range of every clock the driver pins (`GFXCLK`, `SOCCLK`, `UCLK`, `FCLK`):
@@ -489,8 +394,9 @@ impl Smu {
         let family = self.family(ctx)?;
         family
             .clocks()
-            .iter()
-            .map(|&(clk, name)| {
+            .into_iter()
+            .zip(CLOCK_NAMES)
+            .map(|(clk, name)| {
                 let (lo, hi) = self.dpm_range(ctx, clk, name)?;
                 Ok((name, lo, hi))
             })
@@ -499,13 +405,8 @@ impl Smu {
 
     /// The running PMFW version (`GetSmuVersion`): `major.minor.patch` from bytes 2..0.
     pub fn firmware_version(&self, ctx: &Ctx) -> Result<String> {
-        let v = self.msg(ctx, Msg::GetSmuVersion, 0)?;
-        Ok(format!(
-            "{}.{}.{}",
-            (v >> 16) & 0xff,
-            (v >> 8) & 0xff,
-            v & 0xff
-        ))
+        let [_, major, minor, patch] = self.msg(ctx, Msg::GetSmuVersion, 0)?.to_be_bytes();
+        Ok(format!("{major}.{minor}.{patch}"))
     }
 
     /// The MP1 version whose message table this SMU speaks.
@@ -523,26 +424,29 @@ impl Smu {
         Ok(match self.family(ctx)? {
             Family::V13_0_0 => {
                 self.msg(ctx, Msg::TransferTableSmu2Dram, s0::TABLE_SMU_METRICS)?;
-                Metrics::V13_0_0(self.read_table(ctx, "SmuMetricsExternal_t")?)
+                Metrics::V13_0_0(self.read_table(ctx)?)
             }
             Family::V13_0_6 => {
                 self.msg(ctx, Msg::GetMetricsTable, 0)?;
-                Metrics::V13_0_6(self.read_table(ctx, "MetricsTableX_t")?)
+                Metrics::V13_0_6(self.read_table(ctx)?)
             }
             Family::V14_0_2 => {
                 self.msg(ctx, Msg::TransferTableSmu2Dram, s14::TABLE_SMU_METRICS)?;
-                Metrics::V14_0_2(self.read_table(ctx, "SmuMetricsExternal_t")?)
+                Metrics::V14_0_2(self.read_table(ctx)?)
             }
         })
     }
 
     /// The table the SMU wrote into the driver table, as a `T`.
-    fn read_table<T: FromBytes>(&self, ctx: &Ctx, what: &str) -> Result<Box<T>> {
+    fn read_table<T: FromBytes>(&self, ctx: &Ctx) -> Result<Box<T>> {
         let mut b = vec![0u8; size_of::<T>()];
         ctx.vram.read(self.table(ctx)?, &mut b)?;
-        T::read_from_bytes(&b)
-            .map(Box::new)
-            .map_err(|_| ctx.bad(format!("SMU metrics: short read of {what}")))
+        T::read_from_bytes(&b).map(Box::new).map_err(|_| {
+            ctx.bad(format!(
+                "SMU metrics: short read of {}",
+                std::any::type_name::<T>()
+            ))
+        })
     }
 
     /// Read the ACA error banks after a RAS event, as text lines.
@@ -566,8 +470,7 @@ impl Smu {
             ("UE", Msg::QueryValidMcaCount, Msg::McaBankDumpDW),
             ("CE", Msg::QueryValidMcaCeCount, Msg::McaBankCeDumpDW),
         ] {
-            let count = self.msg(ctx, count_msg, 0)?.min(MAX_ACA_BANKS);
-            for bank in 0..count {
+            for bank in 0..self.msg(ctx, count_msg, 0)?.min(MAX_ACA_BANKS) {
                 let mut line = format!("{kind} bank {bank}:");
                 for (name, idx) in REGS {
                     let at = (bank & 0xffff) << 16 | (idx * 8);
@@ -583,6 +486,13 @@ impl Smu {
         }
         Ok(lines)
     }
+}
+
+/// Write a message to the mailbox (response cleared, param, id last: the id starts it).
+fn post(ctx: &Ctx, id: u32, param: u32) -> Result<()> {
+    ctx.wreg(mp::MP1_SMN_C2PMSG_90, 0, 0)?;
+    ctx.wreg(mp::MP1_SMN_C2PMSG_82, 0, param)?;
+    ctx.wreg(mp::MP1_SMN_C2PMSG_66, 0, id)
 }
 
 #[cfg(test)]
@@ -615,9 +525,52 @@ mod tests {
             Family::V13_0_0.id(Msg::SetDriverDramAddrHigh),
             Family::V13_0_6.id(Msg::SetDriverDramAddrHigh)
         );
-        // 13.0.6 resets through GfxDriverReset; it has no Mode1Reset message.
-        assert_eq!(Family::V13_0_6.id(Msg::Mode1Reset), None);
-        assert_eq!(Family::V13_0_0.id(Msg::GfxDriverReset), None);
-        assert_eq!(Msg::SetSoftMaxByFreq.name(), "SetSoftMaxByFreq");
+        // Only 13.0.6 ranges GFXCLK with its own messages.
+        assert_eq!(Family::V13_0_0.id(Msg::GetMinGfxDpmFreq), None);
+        assert_eq!(Family::V14_0_2.id(Msg::GetMetricsTable), None);
+        assert_eq!(format!("{:?}", Msg::SetSoftMaxByFreq), "SetSoftMaxByFreq");
+    }
+
+    #[test]
+    fn rdna_message_ids_are_the_same_in_13_0_0_and_14_0_2() {
+        let ids = [
+            (Msg::GetSmuVersion, s14::PPSMC_MSG_GetSmuVersion),
+            (
+                Msg::SetDriverDramAddrHigh,
+                s14::PPSMC_MSG_SetDriverDramAddrHigh,
+            ),
+            (
+                Msg::SetDriverDramAddrLow,
+                s14::PPSMC_MSG_SetDriverDramAddrLow,
+            ),
+            (
+                Msg::EnableAllSmuFeatures,
+                s14::PPSMC_MSG_EnableAllSmuFeatures,
+            ),
+            (Msg::GetDpmFreqByIndex, s14::PPSMC_MSG_GetDpmFreqByIndex),
+            (Msg::SetSoftMinByFreq, s14::PPSMC_MSG_SetSoftMinByFreq),
+            (Msg::SetSoftMaxByFreq, s14::PPSMC_MSG_SetSoftMaxByFreq),
+            (Msg::SetPptLimit, s14::PPSMC_MSG_SetPptLimit),
+            (Msg::GetPptLimit, s14::PPSMC_MSG_GetPptLimit),
+            (
+                Msg::TransferTableSmu2Dram,
+                s14::PPSMC_MSG_TransferTableSmu2Dram,
+            ),
+        ];
+        for (msg, id) in ids {
+            assert_eq!(Family::V14_0_2.id(msg), Some(id), "{msg:?}");
+        }
+    }
+
+    #[test]
+    fn rdna_clock_ids_are_the_same_in_13_0_0_and_14_0_2() {
+        let s14 = [
+            s14::PPCLK_GFXCLK,
+            s14::PPCLK_SOCCLK,
+            s14::PPCLK_UCLK,
+            s14::PPCLK_FCLK,
+        ];
+        assert_eq!(Family::V14_0_2.clocks(), s14);
+        assert_eq!(Family::V13_0_0.clocks(), s14);
     }
 }
