@@ -200,6 +200,7 @@ fn bits(v: u32, lo: u32, hi: u32) -> u32 {
 }
 
 fn sq_kind(gc_major: u8, [c0, c1, ..]: [u32; 4]) -> SqKind {
+    use {SqError::*, SqKind::*};
     let (encoding, error) = if gc_major >= 11 {
         (bits(c1, 6, 7), bits(c0, 21, 24))
     } else {
@@ -207,14 +208,14 @@ fn sq_kind(gc_major: u8, [c0, c1, ..]: [u32; 4]) -> SqKind {
         (bits(c0, 26, 27), bits(packed, 20, 23))
     };
     match (encoding, error) {
-        (0, _) => SqKind::Auto,
-        (1, _) => SqKind::Wave,
-        (2, 0) => SqKind::Error(SqError::EdcFue),
-        (2, 1) => SqKind::Error(SqError::IllegalInst),
-        (2, 2) => SqKind::Error(SqError::Memviol),
-        (2, 3) => SqKind::Error(SqError::EdcFed),
-        (2, t) => SqKind::Error(SqError::Other(t as u8)),
-        _ => SqKind::Reserved,
+        (0, _) => Auto,
+        (1, _) => Wave,
+        (2, 0) => Error(EdcFue),
+        (2, 1) => Error(IllegalInst),
+        (2, 2) => Error(Memviol),
+        (2, 3) => Error(EdcFed),
+        (2, t) => Error(Other(t as u8)),
+        _ => Reserved,
     }
 }
 
@@ -224,6 +225,7 @@ fn sq_kind(gc_major: u8, [c0, c1, ..]: [u32; 4]) -> SqKind {
 /// test pins it); their clients differ (SOC15: GRBM_CP and the SE shader clients; SOC21:
 /// GRBM_CP and GFX).
 pub fn decode(ctx: &Ctx, gmc: &Gmc, e: &IhEntry) -> Result<IrqEvent> {
+    use IrqEvent::*;
     let gc11 = ctx.gc_major() >= 11;
     let (client, source) = (u32::from(e.client), u32::from(e.source));
     let hub = match (gc11, client, source) {
@@ -241,7 +243,7 @@ pub fn decode(ctx: &Ctx, gmc: &Gmc, e: &IhEntry) -> Result<IrqEvent> {
             status: 0,
             fields: vec![],
         });
-        return Ok(IrqEvent::PageFault(fault));
+        return Ok(PageFault(fault));
     }
     let sdma4 = !gc11
         && matches!(
@@ -262,33 +264,33 @@ pub fn decode(ctx: &Ctx, gmc: &Gmc, e: &IhEntry) -> Result<IrqEvent> {
     let (ring, node) = (e.ring, e.node);
     Ok(match source {
         GFX_11_0_0__SRCID__SDMA_TRAP if gc11 && client == SOC21_IH_CLIENTID_GFX => {
-            IrqEvent::SdmaTrap { client: e.client }
+            SdmaTrap { client: e.client }
         }
-        SDMA0_4_0__SRCID__SDMA_TRAP if sdma4 => IrqEvent::SdmaTrap { client: e.client },
+        SDMA0_4_0__SRCID__SDMA_TRAP if sdma4 => SdmaTrap { client: e.client },
         // Linux takes SDMA 4.x illegal instructions on the SRBMWRITE source
         // (`sdma_v4_0`/`sdma_v4_4_2` `illegal_inst_irq`).
-        SDMA0_4_0__SRCID__SDMA_SRBMWRITE if sdma4 => IrqEvent::SdmaIllegal {
+        SDMA0_4_0__SRCID__SDMA_SRBMWRITE if sdma4 => SdmaIllegal {
             client: e.client,
             node,
         },
-        GFX_9_0__SRCID__SQ_INTERRUPT_ID if gfx => IrqEvent::Sq {
+        GFX_9_0__SRCID__SQ_INTERRUPT_ID if gfx => Sq {
             node,
             kind: sq_kind(ctx.gc_major(), e.data),
             data: e.data,
         },
-        GFX_9_0__SRCID__CP_EOP_INTERRUPT if gfx => IrqEvent::CpEop { ring },
-        GFX_9_0__SRCID__CP_BAD_OPCODE_ERROR if gfx => IrqEvent::CpBadOpcode { ring, node },
-        GFX_9_0__SRCID__CP_PRIV_REG_FAULT if gfx => IrqEvent::CpPrivFault {
+        GFX_9_0__SRCID__CP_EOP_INTERRUPT if gfx => CpEop { ring },
+        GFX_9_0__SRCID__CP_BAD_OPCODE_ERROR if gfx => CpBadOpcode { ring, node },
+        GFX_9_0__SRCID__CP_PRIV_REG_FAULT if gfx => CpPrivFault {
             what: "register",
             ring,
             node,
         },
-        GFX_9_0__SRCID__CP_PRIV_INSTR_FAULT if gfx => IrqEvent::CpPrivFault {
+        GFX_9_0__SRCID__CP_PRIV_INSTR_FAULT if gfx => CpPrivFault {
             what: "instruction",
             ring,
             node,
         },
-        _ => IrqEvent::Unknown(*e),
+        _ => Unknown(*e),
     })
 }
 

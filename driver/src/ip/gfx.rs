@@ -22,7 +22,8 @@ use crate::ip::gmc::Gmc;
 use crate::ip::soc::{DoorbellRoute, Soc};
 use crate::mm::Pool;
 use crate::mmio::{hi32, lo32};
-use crate::regs::{Reg, gc, mmhub, select_table};
+use crate::regs::gc::*;
+use crate::regs::{Reg, mmhub, select_table};
 use crate::{IpVersion, Result};
 
 /// Queues per MEC pipe.
@@ -130,14 +131,10 @@ impl Gfx {
         self.config_mec(ctx)?;
         for &xcc in &self.xccs {
             // Golden settings: the kernel ORs bit 29 into TCP_CNTL and gives no value.
-            ctx.wreg(
-                gc::TCP_CNTL,
-                xcc,
-                ctx.rreg(gc::TCP_CNTL, xcc)? | 0x2000_0000,
-            )?;
-            ctx.wreg(gc::RLC_CNTL, xcc, 0x1)?;
-            ctx.update(gc::RLC_SRM_CNTL, xcc, |f| f.srm_enable(1).auto_incr_addr(1))?;
-            ctx.wreg(gc::RLC_SPM_MC_CNTL, xcc, 0xf)?;
+            ctx.wreg(TCP_CNTL, xcc, ctx.rreg(TCP_CNTL, xcc)? | 0x2000_0000)?;
+            ctx.wreg(RLC_CNTL, xcc, 0x1)?;
+            ctx.update(RLC_SRM_CNTL, xcc, |f| f.srm_enable(1).auto_incr_addr(1))?;
+            ctx.wreg(RLC_SPM_MC_CNTL, xcc, 0xf)?;
         }
         if !soc.per_aid_doorbells() {
             // S2A ports of the CP doorbells: port 0 (gfx rings) and port 3 (MEC).
@@ -153,7 +150,7 @@ impl Gfx {
         }
         let v = ctx.version(HwIp::GC)?;
         // SH_MEM_ADDRESS_MODE_64 = 0, SH_MEM_ALIGNMENT_MODE_UNALIGNED = 3.
-        let sh_mem_config = ctx.encode(gc::SH_MEM_CONFIG, |f| {
+        let sh_mem_config = ctx.encode(SH_MEM_CONFIG, |f| {
             let f = f.address_mode(0).alignment_mode(3);
             let f = match v.major {
                 10.. => f.initial_inst_prefetch(3),
@@ -166,23 +163,23 @@ impl Gfx {
             }
         })?;
         // LDS aperture at 0x1000_0000_0000_0000, scratch at 0x2000_0000_0000_0000.
-        let bases = ctx.encode(gc::SH_MEM_BASES, |f| f.shared_base(1).private_base(2))?;
+        let bases = ctx.encode(SH_MEM_BASES, |f| f.shared_base(1).private_base(2))?;
         for (i, &xcc) in self.xccs.iter().enumerate() {
             // GC 9.4.3 and 9.5.0 golden settings.
             if matches!((v.major, v.minor, v.rev), (9, 4, 3) | (9, 5, 0)) {
-                ctx.wreg(gc::GB_ADDR_CONFIG, xcc, GB_ADDR_CONFIG_GC943)?;
-                ctx.update(gc::TCP_UTCL1_CNTL2, xcc, |f| f.spare(1))?;
+                ctx.wreg(GB_ADDR_CONFIG, xcc, GB_ADDR_CONFIG_GC943)?;
+                ctx.update(TCP_UTCL1_CNTL2, xcc, |f| f.spare(1))?;
             }
-            ctx.update(gc::GRBM_CNTL, xcc, |f| f.read_timeout(0xff))?;
+            ctx.update(GRBM_CNTL, xcc, |f| f.read_timeout(0xff))?;
             for vmid in 0..16 {
                 grbm_select(ctx, xcc, 0, 0, 0, vmid)?;
-                ctx.wreg(gc::SH_MEM_CONFIG, xcc, sh_mem_config)?;
-                ctx.wreg(gc::SH_MEM_BASES, xcc, bases)?;
+                ctx.wreg(SH_MEM_CONFIG, xcc, sh_mem_config)?;
+                ctx.wreg(SH_MEM_BASES, xcc, bases)?;
             }
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
             let lower = 0x100 * i as u32;
-            ctx.wreg(gc::CP_MEC_DOORBELL_RANGE_LOWER, xcc, lower)?;
-            ctx.wreg(gc::CP_MEC_DOORBELL_RANGE_UPPER, xcc, lower + 0xf8)?;
+            ctx.wreg(CP_MEC_DOORBELL_RANGE_LOWER, xcc, lower)?;
+            ctx.wreg(CP_MEC_DOORBELL_RANGE_UPPER, xcc, lower + 0xf8)?;
         }
         self.enable_mec(ctx)
     }
@@ -199,9 +196,9 @@ impl Gfx {
             result = result.and(grbm_select(ctx, xcc, 0, 0, 0, 0));
             result = result.and(
                 if ctx.gc_major() >= 10 {
-                    ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| f.mec_halt(1))
+                    ctx.update(CP_MEC_RS64_CNTL, xcc, |f| f.mec_halt(1))
                 } else {
-                    ctx.update(gc::CP_MEC_CNTL, xcc, |f| f.mec_me1_halt(1).mec_me2_halt(1))
+                    ctx.update(CP_MEC_CNTL, xcc, |f| f.mec_me1_halt(1).mec_me2_halt(1))
                 }
                 .map(drop),
             );
@@ -221,15 +218,13 @@ impl Gfx {
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
         }
         if ctx.gc_major() < 12 {
-            let reset = ctx.encode(gc::GRBM_SOFT_RESET, |f| {
-                f.soft_reset_cp(1).soft_reset_cpc(1)
-            })?;
+            let reset = ctx.encode(GRBM_SOFT_RESET, |f| f.soft_reset_cp(1).soft_reset_cpc(1))?;
             for &xcc in &self.xccs {
-                ctx.wreg(gc::GRBM_SOFT_RESET, xcc, reset)?;
+                ctx.wreg(GRBM_SOFT_RESET, xcc, reset)?;
             }
             settle();
             for &xcc in &self.xccs {
-                ctx.wreg(gc::GRBM_SOFT_RESET, xcc, 0)?;
+                ctx.wreg(GRBM_SOFT_RESET, xcc, 0)?;
             }
         }
         self.queues.clear();
@@ -247,37 +242,36 @@ impl Gfx {
             })?;
         }
         let major = ctx.gc_major();
-        let safe_mode = gc::RLC_SAFE_MODE;
-        let cmd = ctx.regs.encode(safe_mode, |f| f.cmd(1))?.mask;
+        let cmd = ctx.regs.encode(RLC_SAFE_MODE, |f| f.cmd(1))?.mask;
         for &xcc in &self.xccs {
-            ctx.write(safe_mode, xcc, |f| f.message(1).cmd(1))?;
+            ctx.write(RLC_SAFE_MODE, xcc, |f| f.message(1).cmd(1))?;
             ctx.wait_reg(
-                safe_mode,
+                RLC_SAFE_MODE,
                 xcc,
                 cmd,
                 0,
                 ctx.timeouts.reg,
                 format_args!("RLC safe mode entry on XCC {xcc}"),
             )?;
-            ctx.update(gc::RLC_CGCG_CGLS_CTRL, xcc, |f| {
+            ctx.update(RLC_CGCG_CGLS_CTRL, xcc, |f| {
                 f.cgcg_gfx_idle_threshold(0x36)
                     .cgcg_en(1)
                     .cgls_rep_compansat_delay(0xf)
                     .cgls_en(1)
             })?;
-            ctx.update(gc::CP_RB_WPTR_POLL_CNTL, xcc, |f| {
+            ctx.update(CP_RB_WPTR_POLL_CNTL, xcc, |f| {
                 f.poll_frequency(0x100).idle_poll_count(0x90)
             })?;
-            ctx.update(gc::CP_INT_CNTL, xcc, |f| {
+            ctx.update(CP_INT_CNTL, xcc, |f| {
                 f.cntx_busy_int_enable(1)
                     .cntx_empty_int_enable(1)
                     .cmp_busy_int_enable(1)
             })?;
             if major >= 10 {
-                ctx.update(gc::SDMA0_RLC_CGCG_CTRL, xcc, |f| f.cgcg_int_enable(1))?;
-                ctx.update(gc::SDMA1_RLC_CGCG_CTRL, xcc, |f| f.cgcg_int_enable(1))?;
+                ctx.update(SDMA0_RLC_CGCG_CTRL, xcc, |f| f.cgcg_int_enable(1))?;
+                ctx.update(SDMA1_RLC_CGCG_CTRL, xcc, |f| f.cgcg_int_enable(1))?;
             }
-            ctx.update(gc::RLC_CGTT_MGCG_OVERRIDE, xcc, |f| {
+            ctx.update(RLC_CGTT_MGCG_OVERRIDE, xcc, |f| {
                 let f = f
                     .gfxip_fgcg_override(0)
                     .grbm_cgtt_sclk_override(0)
@@ -291,7 +285,7 @@ impl Gfx {
                     _ => f,
                 }
             })?;
-            ctx.write(safe_mode, xcc, |f| f.message(0).cmd(1))?;
+            ctx.write(RLC_SAFE_MODE, xcc, |f| f.message(0).cmd(1))?;
         }
         Ok(())
     }
@@ -356,20 +350,20 @@ impl Gfx {
         // Both sizes are powers of two (checked above): log2 of their dwords, minus one.
         let queue_size = (d.ring_size / 4).trailing_zeros() - 1;
         let eop_size = (d.eop_size / 4).trailing_zeros() - 1;
-        let persistent_state = ctx.encode(gc::CP_HQD_PERSISTENT_STATE, |f| {
+        let persistent_state = ctx.encode(CP_HQD_PERSISTENT_STATE, |f| {
             f.preload_size(0x55).preload_req(1)
         })?;
-        let doorbell_control = ctx.encode(gc::CP_HQD_PQ_DOORBELL_CONTROL, |f| {
+        let doorbell_control = ctx.encode(CP_HQD_PQ_DOORBELL_CONTROL, |f| {
             f.doorbell_offset(d.doorbell.saturating_mul(2))
                 .doorbell_en(1)
         })?;
-        let ib_control = ctx.encode(gc::CP_HQD_IB_CONTROL, |f| f.min_ib_avail_size(3))?;
-        let mqd_control = ctx.encode(gc::CP_MQD_CONTROL, |f| f.priv_state(1))?;
-        let eop_control = ctx.encode(gc::CP_HQD_EOP_CONTROL, |f| f.eop_size(eop_size))?;
+        let ib_control = ctx.encode(CP_HQD_IB_CONTROL, |f| f.min_ib_avail_size(3))?;
+        let mqd_control = ctx.encode(CP_MQD_CONTROL, |f| f.priv_state(1))?;
+        let eop_control = ctx.encode(CP_HQD_EOP_CONTROL, |f| f.eop_size(eop_size))?;
         for (xi, &xcc) in self.targets(d.aql).iter().enumerate() {
             let paddr = self.mqd_slot(id, xi);
             let mqd_mc = ctx.mc.mc(paddr);
-            let pq_control = ctx.encode(gc::CP_HQD_PQ_CONTROL, |f| {
+            let pq_control = ctx.encode(CP_HQD_PQ_CONTROL, |f| {
                 let f = f
                     .rptr_block_size(5)
                     .unord_dispatch(0)
@@ -437,11 +431,11 @@ impl Gfx {
             // An HQD left active (by an instance that did not finish) is dequeued before it
             // is loaded again; this also selects it.
             dequeue(ctx, xcc, id)?;
-            let base = ctx.regs.reg(gc::CP_MQD_BASE_ADDR)?.addr(xcc)?;
+            let base = ctx.regs.reg(CP_MQD_BASE_ADDR)?.addr(xcc)?;
             for &off in &self.burst {
                 ctx.regs.wreg(base + off as u64, dw[0x80 + off])?;
             }
-            ctx.wreg(gc::CP_HQD_ACTIVE, xcc, 1)?;
+            ctx.wreg(CP_HQD_ACTIVE, xcc, 1)?;
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
         }
         self.queues.push((id, d.aql));
@@ -478,15 +472,15 @@ impl Gfx {
     /// it (RLC autoload, GC ≥ 11), else an idle `CP_STAT`. A VF does not wait: the PF
     /// brought the RLC up.
     fn wait_rlc(&self, ctx: &Ctx) -> Result<()> {
-        let status = gc::RLC_RLCS_BOOTLOAD_STATUS;
+        let status = RLC_RLCS_BOOTLOAD_STATUS;
         if ctx.is_vf {
             return Ok(());
         }
         let (reg, mask, want, what) = if ctx.regs.has(status) {
             let done = ctx.regs.encode(status, |f| f.bootload_complete(1))?.mask;
             (status.untyped(), done, done, "RLC autoload")
-        } else if ctx.regs.has(gc::CP_STAT) {
-            (gc::CP_STAT, u32::MAX, 0, "RLC start (idle CP)")
+        } else if ctx.regs.has(CP_STAT) {
+            (CP_STAT, u32::MAX, 0, "RLC start (idle CP)")
         } else {
             return Ok(());
         };
@@ -509,7 +503,7 @@ impl Gfx {
     fn config_mec(&self, ctx: &Ctx) -> Result<()> {
         for &xcc in &self.xccs {
             if ctx.gc_major() < 10 {
-                ctx.update(gc::CP_MEC_CNTL, xcc, |f| {
+                ctx.update(CP_MEC_CNTL, xcc, |f| {
                     f.mec_invalidate_icache(1)
                         .mec_me1_pipe0_reset(1)
                         .mec_me2_pipe0_reset(1)
@@ -525,14 +519,14 @@ impl Gfx {
             for pipe in 0..self.pipes {
                 grbm_select(ctx, xcc, 1, pipe, 0, 0)?;
                 let (lo, hi) = (
-                    gc::CP_MEC_RS64_PRGRM_CNTR_START,
-                    gc::CP_MEC_RS64_PRGRM_CNTR_START_HI,
+                    CP_MEC_RS64_PRGRM_CNTR_START,
+                    CP_MEC_RS64_PRGRM_CNTR_START_HI,
                 );
                 wreg64(ctx, lo, hi, xcc, start >> 2)?;
             }
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
-            ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(1))?;
-            ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(0))?;
+            ctx.update(CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(1))?;
+            ctx.update(CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(0))?;
         }
         Ok(())
     }
@@ -541,11 +535,11 @@ impl Gfx {
     fn enable_mec(&self, ctx: &Ctx) -> Result<()> {
         for &xcc in &self.xccs {
             if ctx.gc_major() >= 10 {
-                ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| {
+                ctx.update(CP_MEC_RS64_CNTL, xcc, |f| {
                     f.mec_pipe0_reset(0).mec_pipe0_active(1).mec_halt(0)
                 })?;
             } else {
-                ctx.wreg(gc::CP_MEC_CNTL, xcc, 0)?;
+                ctx.wreg(CP_MEC_CNTL, xcc, 0)?;
             }
         }
         settle();
@@ -609,7 +603,7 @@ fn settle() {
 
 /// Select (me, pipe, queue, vmid) for the banked CP registers of `xcc`.
 fn grbm_select(ctx: &Ctx, xcc: u8, me: u8, pipe: u8, queue: u8, vmid: u8) -> Result<()> {
-    ctx.write(gc::GRBM_GFX_CNTL, xcc, |f| {
+    ctx.write(GRBM_GFX_CNTL, xcc, |f| {
         f.meid(me.into())
             .pipeid(pipe.into())
             .queueid(queue.into())
@@ -621,16 +615,16 @@ fn grbm_select(ctx: &Ctx, xcc: u8, me: u8, pipe: u8, queue: u8, vmid: u8) -> Res
 /// Leaves the queue selected.
 fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
     grbm_select(ctx, xcc, 1, id.pipe, id.queue, 0)?;
-    if ctx.rreg(gc::CP_HQD_ACTIVE, xcc)? & 1 == 0 {
+    if ctx.rreg(CP_HQD_ACTIVE, xcc)? & 1 == 0 {
         return Ok(());
     }
     // 1 = drain the pipe, 2 = reset the waves.
-    ctx.wreg(gc::CP_HQD_DEQUEUE_REQUEST, xcc, 2)?;
-    if ctx.regs.has(gc::SPI_COMPUTE_QUEUE_RESET) {
-        ctx.wreg(gc::SPI_COMPUTE_QUEUE_RESET, xcc, 1)?;
+    ctx.wreg(CP_HQD_DEQUEUE_REQUEST, xcc, 2)?;
+    if ctx.regs.has(SPI_COMPUTE_QUEUE_RESET) {
+        ctx.wreg(SPI_COMPUTE_QUEUE_RESET, xcc, 1)?;
     }
     ctx.wait_reg(
-        gc::CP_HQD_ACTIVE,
+        CP_HQD_ACTIVE,
         xcc,
         1,
         0,
@@ -647,8 +641,8 @@ fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
 /// register image, dwords 0x80.. of the MQD). Offsets without a register are holes of the
 /// register file, skipped. The table is the one `ctx.regs` found the two registers in.
 fn mqd_burst(ctx: &Ctx, gc: IpVersion) -> Result<Vec<usize>> {
-    let first = ctx.regs.reg(gc::CP_MQD_BASE_ADDR)?.def();
-    let last = ctx.regs.reg(gc::CP_HQD_PQ_WPTR_HI)?.def();
+    let first = ctx.regs.reg(CP_MQD_BASE_ADDR)?.def();
+    let last = ctx.regs.reg(CP_HQD_PQ_WPTR_HI)?.def();
     let range = first.offset()..=last.offset();
     let mut offs: Vec<usize> = (select_table(RegIp::Gc, gc)
         .into_iter()

@@ -18,7 +18,8 @@ use crate::discovery::IpVersion;
 use crate::hwip::HwIp;
 use crate::ip::gfx::{refuse, ring_problems, wreg64};
 use crate::ip::soc::{DoorbellRoute, Soc};
-use crate::regs::{alt, gc, nbio};
+use crate::regs::alt::*;
+use crate::regs::{gc, nbio};
 
 /// Doorbell slots between two engines' doorbells.
 const DOORBELL_STRIDE: u32 = 0xA;
@@ -82,7 +83,7 @@ impl Sdma {
         })
     }
 
-    /// An engine's register instance and its place in the `alt::SDMA_*` lists (SDMA0 and
+    /// An engine's register instance and its place in the `SDMA_*` lists (SDMA0 and
     /// SDMA1 of the GC block, then the SDMA 4.4 block; lists without that place are
     /// registers the layout lacks).
     fn regs(&self, engine: u8) -> (u8, usize) {
@@ -99,13 +100,13 @@ impl Sdma {
         let mcu = v.major >= 7;
         for &e in &self.engines {
             let (i, k) = self.regs(e);
-            if let Some(&w) = alt::SDMA_WATCHDOG_CNTL.get(k) {
+            if let Some(&w) = SDMA_WATCHDOG_CNTL.get(k) {
                 ctx.update(w, i, |f| f.queue_hang_count(QUEUE_HANG_COUNT))?;
             }
             if v.major >= 6 {
-                ctx.update(alt::SDMA_UTCL1_CNTL[k], i, |f| f.resp_mode(3).redo_delay(9))?;
+                ctx.update(SDMA_UTCL1_CNTL[k], i, |f| f.resp_mode(3).redo_delay(9))?;
             }
-            if let Some(&page) = alt::SDMA_UTCL1_PAGE.get(k) {
+            if let Some(&page) = SDMA_UTCL1_PAGE.get(k) {
                 // Reads no-allocate, writes bypass the L2.
                 ctx.update(page, i, |f| {
                     let f = f.rd_l2_policy(2).wr_l2_policy(3);
@@ -113,14 +114,14 @@ impl Sdma {
                 })?;
             }
             // Un-halt; from SDMA 6 on also release the (second) thread's reset.
-            match alt::SDMA_MCU_CNTL.get(k) {
+            match SDMA_MCU_CNTL.get(k) {
                 Some(&r) if mcu => ctx.update(r, i, |f| f.halt(0).reset(0))?,
-                _ => ctx.update(alt::SDMA_F32_CNTL[k], i, |f| {
+                _ => ctx.update(SDMA_F32_CNTL[k], i, |f| {
                     let f = f.halt(0);
                     if v.major >= 6 { f.th1_reset(0) } else { f }
                 })?,
             };
-            ctx.update(alt::SDMA_CNTL[k], i, |f| {
+            ctx.update(SDMA_CNTL[k], i, |f| {
                 let f = f.trap_enable(1);
                 if (v.major, v.minor) <= (5, 2) {
                     f.utc_l1_enable(1)
@@ -197,29 +198,23 @@ impl Sdma {
         let doorbell = doorbell(engine);
         // A ring left running (by an instance that did not finish) is stopped first: its
         // base and addresses must not change under it.
-        ctx.update(alt::SDMA_RB_CNTL[k], i, |f| f.rb_enable(0))?;
-        ctx.update(alt::SDMA_IB_CNTL[k], i, |f| f.ib_enable(0))?;
-        ctx.wreg(alt::SDMA_MINOR_PTR_UPDATE[k], i, 1)?;
-        wreg64(ctx, alt::SDMA_RB_RPTR[k], alt::SDMA_RB_RPTR_HI[k], i, 0)?;
-        wreg64(ctx, alt::SDMA_RB_WPTR[k], alt::SDMA_RB_WPTR_HI[k], i, 0)?;
-        wreg64(
-            ctx,
-            alt::SDMA_RB_BASE[k],
-            alt::SDMA_RB_BASE_HI[k],
-            i,
-            d.ring >> 8,
-        )?;
-        let rptr = alt::SDMA_RB_RPTR_ADDR_LO[k];
-        wreg64(ctx, rptr, alt::SDMA_RB_RPTR_ADDR_HI[k], i, d.rptr_addr)?;
-        let wptr = alt::SDMA_RB_WPTR_POLL_ADDR_LO[k];
-        wreg64(ctx, wptr, alt::SDMA_RB_WPTR_POLL_ADDR_HI[k], i, d.wptr_addr)?;
-        ctx.update(alt::SDMA_DOORBELL_OFFSET[k], i, |f| {
+        ctx.update(SDMA_RB_CNTL[k], i, |f| f.rb_enable(0))?;
+        ctx.update(SDMA_IB_CNTL[k], i, |f| f.ib_enable(0))?;
+        ctx.wreg(SDMA_MINOR_PTR_UPDATE[k], i, 1)?;
+        wreg64(ctx, SDMA_RB_RPTR[k], SDMA_RB_RPTR_HI[k], i, 0)?;
+        wreg64(ctx, SDMA_RB_WPTR[k], SDMA_RB_WPTR_HI[k], i, 0)?;
+        wreg64(ctx, SDMA_RB_BASE[k], SDMA_RB_BASE_HI[k], i, d.ring >> 8)?;
+        let rptr = SDMA_RB_RPTR_ADDR_LO[k];
+        wreg64(ctx, rptr, SDMA_RB_RPTR_ADDR_HI[k], i, d.rptr_addr)?;
+        let wptr = SDMA_RB_WPTR_POLL_ADDR_LO[k];
+        wreg64(ctx, wptr, SDMA_RB_WPTR_POLL_ADDR_HI[k], i, d.wptr_addr)?;
+        ctx.update(SDMA_DOORBELL_OFFSET[k], i, |f| {
             f.offset(doorbell.saturating_mul(2))
         })?;
-        ctx.update(alt::SDMA_DOORBELL[k], i, |f| f.enable(1))?;
-        ctx.wreg(alt::SDMA_MINOR_PTR_UPDATE[k], i, 0)?;
+        ctx.update(SDMA_DOORBELL[k], i, |f| f.enable(1))?;
+        ctx.wreg(SDMA_MINOR_PTR_UPDATE[k], i, 0)?;
         let major = self.version.major;
-        ctx.write(alt::SDMA_RB_CNTL[k], i, |f| {
+        ctx.write(SDMA_RB_CNTL[k], i, |f| {
             let f = f
                 .rb_vmid(0)
                 .rptr_writeback_enable(1)
@@ -233,7 +228,7 @@ impl Sdma {
                 _ => f,
             }
         })?;
-        ctx.update(alt::SDMA_IB_CNTL[k], i, |f| f.ib_enable(1))?;
+        ctx.update(SDMA_IB_CNTL[k], i, |f| f.ib_enable(1))?;
         let id = SdmaQueueId { engine, doorbell };
         self.queues.push(id);
         Ok(id)
@@ -253,10 +248,10 @@ impl Sdma {
 
     fn stop(&self, ctx: &Ctx, engine: u8) -> Result<()> {
         let (i, k) = self.regs(engine);
-        ctx.update(alt::SDMA_RB_CNTL[k], i, |f| f.rb_enable(0))?;
-        ctx.update(alt::SDMA_IB_CNTL[k], i, |f| f.ib_enable(0))?;
-        ctx.update(alt::SDMA_DOORBELL[k], i, |f| f.enable(0))?;
-        ctx.update(alt::SDMA_DOORBELL_OFFSET[k], i, |f| f.offset(0))?;
+        ctx.update(SDMA_RB_CNTL[k], i, |f| f.rb_enable(0))?;
+        ctx.update(SDMA_IB_CNTL[k], i, |f| f.ib_enable(0))?;
+        ctx.update(SDMA_DOORBELL[k], i, |f| f.enable(0))?;
+        ctx.update(SDMA_DOORBELL_OFFSET[k], i, |f| f.offset(0))?;
         Ok(())
     }
 

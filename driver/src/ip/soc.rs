@@ -56,7 +56,7 @@ impl Soc {
             ctx.wreg(nbio::XCC_DOORBELL_FENCE, 0, 0xff & !live)?;
             let slave = ctx.encode(nbio::XCC_DOORBELL_FENCE, |f| f.shub_slv_mode(1))?;
             let fence = ctx.regs.reg(nbio::XCC_DOORBELL_FENCE)?.addr(0)?;
-            for aid in 1..ctx.discovery.aid_count().max(1) as u8 {
+            for aid in 1..ctx.discovery.aid_count() as u8 {
                 ctx.regs.wreg_pcie(fence, aid, slave)?;
             }
             ctx.wreg(nbio::BIFC_GFX_INT_MONITOR_MASK, 0, 0x7ff)?;
