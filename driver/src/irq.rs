@@ -16,7 +16,7 @@
 
 use std::fmt;
 
-use am_autogen::ih as src;
+use am_autogen::ih::{gfx_9_0::*, gfx_11_0_0::*, sdma0_4_0::*, vmc_1_0::*, *};
 
 use crate::Result;
 use crate::ctx::Ctx;
@@ -53,20 +53,16 @@ pub enum SqError {
     Other(u8),
 }
 
-/// The error types in the order of their 4-bit codes.
-const SQ_ERRORS: [(SqError, &str); 4] = [
-    (SqError::EdcFue, "EDC_FUE"),
-    (SqError::IllegalInst, "ILLEGAL_INST"),
-    (SqError::Memviol, "MEMVIOL"),
-    (SqError::EdcFed, "EDC_FED"),
-];
-
 impl fmt::Display for SqError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match SQ_ERRORS.iter().find(|(e, _)| e == self) {
-            Some((_, name)) => write!(f, "{name}"),
-            None => write!(f, "unknown type {self:?}"),
-        }
+        let name = match self {
+            Self::EdcFue => "EDC_FUE",
+            Self::IllegalInst => "ILLEGAL_INST",
+            Self::Memviol => "MEMVIOL",
+            Self::EdcFed => "EDC_FED",
+            Self::Other(t) => return write!(f, "unknown type {t}"),
+        };
+        f.write_str(name)
     }
 }
 
@@ -130,17 +126,13 @@ pub enum IrqEvent {
 }
 
 impl IrqEvent {
-    /// Whether the event puts the device in its error state.
+    /// Whether the event puts the device in its error state: every event but completion
+    /// signals and SQ interrupts other than errors.
     pub fn is_fatal(&self) -> bool {
         match self {
-            IrqEvent::Sq { kind, .. } => matches!(kind, SqKind::Error(_)),
-            IrqEvent::CpEop { .. } | IrqEvent::SdmaTrap { .. } => false,
-            IrqEvent::PageFault(_)
-            | IrqEvent::CpPrivFault { .. }
-            | IrqEvent::CpBadOpcode { .. }
-            | IrqEvent::SdmaIllegal { .. }
-            | IrqEvent::Ras { .. }
-            | IrqEvent::Unknown(_) => true,
+            Self::Sq { kind, .. } => matches!(kind, SqKind::Error(_)),
+            Self::CpEop { .. } | Self::SdmaTrap { .. } => false,
+            _ => true,
         }
     }
 }
@@ -148,47 +140,44 @@ impl IrqEvent {
 impl fmt::Display for IrqEvent {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            IrqEvent::PageFault(p) => write!(f, "{p}"),
-            IrqEvent::Sq { node, kind, data } => {
-                let (name, error) = match kind {
-                    SqKind::Auto => ("auto", None),
-                    SqKind::Wave => ("wave", None),
-                    SqKind::Error(e) => ("error", Some(e)),
-                    SqKind::Reserved => ("reserved", None),
+            Self::PageFault(p) => write!(f, "{p}"),
+            Self::Sq { node, kind, data } => {
+                let name = match kind {
+                    SqKind::Auto => "auto",
+                    SqKind::Wave => "wave",
+                    SqKind::Error(_) => "error",
+                    SqKind::Reserved => "reserved",
                 };
                 write!(f, "SQ {name} interrupt on node {node}")?;
-                if let Some(e) = error {
+                if let SqKind::Error(e) = kind {
                     write!(f, ": {e}")?;
                 }
                 write!(f, " (context {:#x} {:#x})", data[0], data[1])
             }
-            IrqEvent::CpPrivFault { what, ring, node } => {
+            Self::CpPrivFault { what, ring, node } => {
                 write!(
                     f,
                     "CP privileged {what} fault on ring {ring} of node {node}"
                 )
             }
-            IrqEvent::CpEop { ring } => write!(f, "CP end of pipe on ring {ring}"),
-            IrqEvent::CpBadOpcode { ring, node } => write!(
+            Self::CpEop { ring } => write!(f, "CP end of pipe on ring {ring}"),
+            Self::CpBadOpcode { ring, node } => write!(
                 f,
                 "CP bad opcode on ring {ring} (me {}, pipe {}, queue {}) of node {node}: the queue stopped",
                 (ring >> 2) & 3,
                 ring & 3,
-                (ring >> 4) & 7
+                ring >> 4 & 7
             ),
-            IrqEvent::SdmaIllegal { client, node } => write!(
+            Self::SdmaIllegal { client, node } => write!(
                 f,
                 "SDMA illegal command (client {client}, node {node}): the ring stopped"
             ),
-            IrqEvent::SdmaTrap { client } => write!(f, "SDMA trap (client {client})"),
-            IrqEvent::Ras { sources, banks } => {
+            Self::SdmaTrap { client } => write!(f, "SDMA trap (client {client})"),
+            Self::Ras { sources, banks } => {
                 write!(f, "RAS fatal hardware error: {}", sources.join(", "))?;
-                for b in banks {
-                    write!(f, "; {b}")?;
-                }
-                Ok(())
+                banks.iter().try_for_each(|b| write!(f, "; {b}"))
             }
-            IrqEvent::Unknown(e) => write!(
+            Self::Unknown(e) => write!(
                 f,
                 "unexpected interrupt: client {} source {:#x} ring {} vmid {} node {} context [{:#x}, {:#x}, {:#x}, {:#x}]",
                 e.client,
@@ -205,154 +194,113 @@ impl fmt::Display for IrqEvent {
     }
 }
 
+/// Bits `lo..=hi` of `v`.
 fn bits(v: u32, lo: u32, hi: u32) -> u32 {
     (v >> lo) & ((1 << (hi - lo + 1)) - 1)
 }
 
-fn sq_event(gc_major: u8, e: &IhEntry) -> IrqEvent {
-    let [c0, c1, ..] = e.data;
-    let (enc, err) = if gc_major >= 11 {
+fn sq_kind(gc_major: u8, [c0, c1, ..]: [u32; 4]) -> SqKind {
+    use {SqError::*, SqKind::*};
+    let (encoding, error) = if gc_major >= 11 {
         (bits(c1, 6, 7), bits(c0, 21, 24))
     } else {
         let packed = (c0 & 0xfff) | ((c0 >> 16) & 0xf000) | ((c1 << 16) & 0xff_0000);
         (bits(c0, 26, 27), bits(packed, 20, 23))
     };
-    let kind = match enc {
-        0 => SqKind::Auto,
-        1 => SqKind::Wave,
-        2 => SqKind::Error(
-            SQ_ERRORS
-                .get(err as usize)
-                .map_or(SqError::Other(err as u8), |e| e.0),
-        ),
-        _ => SqKind::Reserved,
-    };
-    IrqEvent::Sq {
-        node: e.node,
-        kind,
-        data: e.data,
+    match (encoding, error) {
+        (0, _) => Auto,
+        (1, _) => Wave,
+        (2, 0) => Error(EdcFue),
+        (2, 1) => Error(IllegalInst),
+        (2, 2) => Error(Memviol),
+        (2, 3) => Error(EdcFed),
+        (2, t) => Error(Other(t as u8)),
+        _ => Reserved,
     }
 }
 
 /// Decode one entry; page faults read (and clear) the hub's fault registers.
+///
+/// GC 9 and GC 11 number the CP and SQ sources alike (the `gfx_9_0` names serve both; a
+/// test pins it); their clients differ (SOC15: GRBM_CP and the SE shader clients; SOC21:
+/// GRBM_CP and GFX).
 pub fn decode(ctx: &Ctx, gmc: &Gmc, e: &IhEntry) -> Result<IrqEvent> {
-    let gc = ctx.gc_major();
-    let client = u32::from(e.client);
-    let source = u32::from(e.source);
-    let (gfx_clients, sq, eop, priv_reg, priv_instr, bad_op): (&[u32], u32, u32, u32, u32, u32) =
-        if gc >= 11 {
-            use src::gfx_11_0_0::*;
-            (
-                &[src::SOC21_IH_CLIENTID_GRBM_CP, src::SOC21_IH_CLIENTID_GFX],
-                GFX_11_0_0__SRCID__SQ_INTERRUPT_ID,
-                GFX_11_0_0__SRCID__CP_EOP_INTERRUPT,
-                GFX_11_0_0__SRCID__CP_PRIV_REG_FAULT,
-                GFX_11_0_0__SRCID__CP_PRIV_INSTR_FAULT,
-                GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR,
-            )
-        } else {
-            use src::gfx_9_0::*;
-            (
-                &[
-                    src::SOC15_IH_CLIENTID_GRBM_CP,
-                    src::SOC15_IH_CLIENTID_SE0SH,
-                    src::SOC15_IH_CLIENTID_SE1SH,
-                    src::SOC15_IH_CLIENTID_SE2SH,
-                    src::SOC15_IH_CLIENTID_SE3SH,
-                ],
-                GFX_9_0__SRCID__SQ_INTERRUPT_ID,
-                GFX_9_0__SRCID__CP_EOP_INTERRUPT,
-                GFX_9_0__SRCID__CP_PRIV_REG_FAULT,
-                GFX_9_0__SRCID__CP_PRIV_INSTR_FAULT,
-                GFX_9_0__SRCID__CP_BAD_OPCODE_ERROR,
-            )
-        };
-    let gc_fault = if gc >= 11 {
-        client == src::SOC21_IH_CLIENTID_GFX
-            && source == src::gfx_11_0_0::GFX_11_0_0__SRCID__UTCL2_FAULT
-    } else {
-        client == src::SOC15_IH_CLIENTID_UTCL2
+    use IrqEvent::*;
+    let gc11 = ctx.gc_major() >= 11;
+    let (client, source) = (u32::from(e.client), u32::from(e.source));
+    let hub = match (gc11, client, source) {
+        (true, SOC21_IH_CLIENTID_GFX, GFX_11_0_0__SRCID__UTCL2_FAULT)
+        | (false, SOC15_IH_CLIENTID_UTCL2, _) => Some(Hub::Gc(e.node)),
+        (_, SOC15_IH_CLIENTID_VMC, VMC_1_0__SRCID__VM_FAULT) => Some(Hub::Mm(e.node)),
+        _ => None,
     };
-    let mm_fault =
-        client == src::SOC15_IH_CLIENTID_VMC && source == src::vmc_1_0::VMC_1_0__SRCID__VM_FAULT;
-    if gc_fault || mm_fault {
-        let hub = if gc_fault {
-            Hub::Gc(e.node)
-        } else {
-            Hub::Mm(e.node)
-        };
-        let fault = match gmc.take_fault(ctx, hub)? {
-            Some(f) => f,
-            // Status already cleared (a second entry for one latched fault): the entry
-            // still carries the address.
-            None => VmFault {
-                hub,
-                va: (u64::from(e.data[0]) << 12) | (u64::from(e.data[1] & 0xf) << 44),
-                status: 0,
-                fields: vec![],
-            },
-        };
-        return Ok(IrqEvent::PageFault(fault));
-    }
-    use src::sdma0_4_0::{SDMA0_4_0__SRCID__SDMA_SRBMWRITE, SDMA0_4_0__SRCID__SDMA_TRAP};
-    let sdma4 = gc < 11
-        && [
-            src::SOC15_IH_CLIENTID_SDMA0,
-            src::SOC15_IH_CLIENTID_SDMA1,
-            src::SOC15_IH_CLIENTID_SDMA2,
-            src::SOC15_IH_CLIENTID_SDMA3,
-        ]
-        .contains(&client);
-    let sdma_trap = (gc >= 11
-        && client == src::SOC21_IH_CLIENTID_GFX
-        && source == src::gfx_11_0_0::GFX_11_0_0__SRCID__SDMA_TRAP)
-        || (sdma4 && source == SDMA0_4_0__SRCID__SDMA_TRAP);
-    if sdma_trap {
-        return Ok(IrqEvent::SdmaTrap { client: e.client });
-    }
-    // Linux takes SDMA 4.x illegal instructions on the SRBMWRITE source
-    // (`sdma_v4_0`/`sdma_v4_4_2` `illegal_inst_irq`).
-    if sdma4 && source == SDMA0_4_0__SRCID__SDMA_SRBMWRITE {
-        return Ok(IrqEvent::SdmaIllegal {
-            client: e.client,
-            node: e.node,
+    if let Some(hub) = hub {
+        // Status already cleared (a second entry for one latched fault): the entry still
+        // carries the address.
+        let fault = gmc.take_fault(ctx, hub)?.unwrap_or_else(|| VmFault {
+            hub,
+            va: (u64::from(e.data[0]) << 12) | (u64::from(e.data[1] & 0xf) << 44),
+            status: 0,
+            fields: vec![],
         });
+        return Ok(PageFault(fault));
     }
-    if gfx_clients.contains(&client) {
-        if source == sq {
-            return Ok(sq_event(gc, e));
+    let sdma4 = !gc11
+        && matches!(
+            client,
+            SOC15_IH_CLIENTID_SDMA0
+                | SOC15_IH_CLIENTID_SDMA1
+                | SOC15_IH_CLIENTID_SDMA2
+                | SOC15_IH_CLIENTID_SDMA3
+        );
+    let gfx = if gc11 {
+        matches!(client, SOC21_IH_CLIENTID_GRBM_CP | SOC21_IH_CLIENTID_GFX)
+    } else {
+        matches!(
+            client,
+            SOC15_IH_CLIENTID_GRBM_CP | SOC15_IH_CLIENTID_SE0SH..=SOC15_IH_CLIENTID_SE3SH
+        )
+    };
+    let (ring, node) = (e.ring, e.node);
+    Ok(match source {
+        GFX_11_0_0__SRCID__SDMA_TRAP if gc11 && client == SOC21_IH_CLIENTID_GFX => {
+            SdmaTrap { client: e.client }
         }
-        if source == eop {
-            return Ok(IrqEvent::CpEop { ring: e.ring });
-        }
-        if source == bad_op {
-            return Ok(IrqEvent::CpBadOpcode {
-                ring: e.ring,
-                node: e.node,
-            });
-        }
-        if source == priv_reg || source == priv_instr {
-            return Ok(IrqEvent::CpPrivFault {
-                what: if source == priv_reg {
-                    "register"
-                } else {
-                    "instruction"
-                },
-                ring: e.ring,
-                node: e.node,
-            });
-        }
-    }
-    Ok(IrqEvent::Unknown(*e))
+        SDMA0_4_0__SRCID__SDMA_TRAP if sdma4 => SdmaTrap { client: e.client },
+        // Linux takes SDMA 4.x illegal instructions on the SRBMWRITE source
+        // (`sdma_v4_0`/`sdma_v4_4_2` `illegal_inst_irq`).
+        SDMA0_4_0__SRCID__SDMA_SRBMWRITE if sdma4 => SdmaIllegal {
+            client: e.client,
+            node,
+        },
+        GFX_9_0__SRCID__SQ_INTERRUPT_ID if gfx => Sq {
+            node,
+            kind: sq_kind(ctx.gc_major(), e.data),
+            data: e.data,
+        },
+        GFX_9_0__SRCID__CP_EOP_INTERRUPT if gfx => CpEop { ring },
+        GFX_9_0__SRCID__CP_BAD_OPCODE_ERROR if gfx => CpBadOpcode { ring, node },
+        GFX_9_0__SRCID__CP_PRIV_REG_FAULT if gfx => CpPrivFault {
+            what: "register",
+            ring,
+            node,
+        },
+        GFX_9_0__SRCID__CP_PRIV_INSTR_FAULT if gfx => CpPrivFault {
+            what: "instruction",
+            ring,
+            node,
+        },
+        _ => Unknown(*e),
+    })
 }
 
 /// The RAS status bits of the BIF: a fatal error somewhere in the ASIC. Reads the ACA
 /// banks through the SMU (PF only), clears the bits, and returns the event.
 pub fn check_ras(ctx: &Ctx, smu: &mut Smu) -> Result<Option<IrqEvent>> {
-    if !ctx.regs.has(nbio::BIF_BX0_BIF_DOORBELL_INT_CNTL) {
+    let reg = nbio::BIF_BX0_BIF_DOORBELL_INT_CNTL;
+    if !ctx.regs.has(reg) {
         return Ok(None);
     }
-    let reg = nbio::BIF_BX0_BIF_DOORBELL_INT_CNTL;
     let v = ctx.rreg(reg, 0)?;
     // Both status fields are one bit: setting each to 1 gives its mask.
     let athub = v & ctx.encode(reg, |f| f.ras_athub_err_event_interrupt_status(1))? != 0;
@@ -360,13 +308,7 @@ pub fn check_ras(ctx: &Ctx, smu: &mut Smu) -> Result<Option<IrqEvent>> {
     if !athub && !cntlr {
         return Ok(None);
     }
-    let mut sources = vec![];
-    if athub {
-        sources.push("RAS_ATHUB_ERR_EVENT");
-    }
-    if cntlr {
-        sources.push("RAS_CNTLR");
-    }
+    let sources = [(athub, "RAS_ATHUB_ERR_EVENT"), (cntlr, "RAS_CNTLR")];
     let banks = if ctx.is_vf {
         vec![]
     } else {
@@ -376,5 +318,45 @@ pub fn check_ras(ctx: &Ctx, smu: &mut Smu) -> Result<Option<IrqEvent>> {
         f.ras_cntlr_interrupt_clear(cntlr.into())
             .ras_athub_err_event_interrupt_clear(athub.into())
     })?;
-    Ok(Some(IrqEvent::Ras { sources, banks }))
+    Ok(Some(IrqEvent::Ras {
+        sources: sources.iter().filter(|s| s.0).map(|s| s.1).collect(),
+        banks,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use am_autogen::ih::{gfx_9_0 as gc9, gfx_11_0_0 as gc11};
+
+    #[test]
+    fn gc9_and_gc11_number_the_cp_and_sq_sources_alike() {
+        let pairs = [
+            (
+                gc9::GFX_9_0__SRCID__SQ_INTERRUPT_ID,
+                gc11::GFX_11_0_0__SRCID__SQ_INTERRUPT_ID,
+            ),
+            (
+                gc9::GFX_9_0__SRCID__CP_EOP_INTERRUPT,
+                gc11::GFX_11_0_0__SRCID__CP_EOP_INTERRUPT,
+            ),
+            (
+                gc9::GFX_9_0__SRCID__CP_BAD_OPCODE_ERROR,
+                gc11::GFX_11_0_0__SRCID__CP_BAD_OPCODE_ERROR,
+            ),
+            (
+                gc9::GFX_9_0__SRCID__CP_PRIV_REG_FAULT,
+                gc11::GFX_11_0_0__SRCID__CP_PRIV_REG_FAULT,
+            ),
+            (
+                gc9::GFX_9_0__SRCID__CP_PRIV_INSTR_FAULT,
+                gc11::GFX_11_0_0__SRCID__CP_PRIV_INSTR_FAULT,
+            ),
+        ];
+        for (gc9, gc11) in pairs {
+            assert_eq!(
+                gc9, gc11,
+                "a CP/SQ source id differs between GC 9 and GC 11"
+            );
+        }
+    }
 }

@@ -14,6 +14,7 @@ use std::time::Duration;
 use am_autogen::doorbell::AMDGPU_NAVI10_DOORBELL_MEC_RING0;
 use am_autogen::mqd::{v9::v9_mqd, v11::v11_compute_mqd};
 use am_autogen::regs::RegIp;
+use zerocopy::IntoBytes;
 
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
@@ -21,8 +22,9 @@ use crate::ip::gmc::Gmc;
 use crate::ip::soc::{DoorbellRoute, Soc};
 use crate::mm::Pool;
 use crate::mmio::{hi32, lo32};
-use crate::regs::{gc, mmhub, select_table};
-use crate::{ErrorKind, Result};
+use crate::regs::gc::*;
+use crate::regs::{Reg, mmhub, select_table};
+use crate::{IpVersion, Result};
 
 /// Queues per MEC pipe.
 pub const MEC_QUEUES: u8 = 8;
@@ -70,19 +72,12 @@ pub struct ComputeQueueDesc {
 }
 
 /// A compute queue this driver started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueId {
     /// MEC1 pipe.
     pub pipe: u8,
     /// Queue within the pipe.
     pub queue: u8,
-}
-
-#[derive(Clone, Debug)]
-struct StartedQueue {
-    id: QueueId,
-    /// The XCCs whose HQD holds it.
-    xccs: Vec<u8>,
 }
 
 /// GFX state.
@@ -98,65 +93,9 @@ pub struct Gfx {
     mqd_paddr: u64,
     /// Offsets (dwords from `CP_MQD_BASE_ADDR`) of the registers of the MQD burst; holes of
     /// the register file are skipped.
-    burst: Vec<u32>,
-    /// Queues started by this instance.
-    queues: Vec<StartedQueue>,
-}
-
-/// Fill the fields every compute MQD version names alike.
-macro_rules! fill_mqd {
-    ($m:expr, $f:expr) => {{
-        let f: &MqdFields = $f;
-        let m = $m;
-        m.set_header(MQD_HEADER);
-        m.set_cp_mqd_base_addr_lo(lo32(f.mqd_mc));
-        m.set_cp_mqd_base_addr_hi(hi32(f.mqd_mc));
-        m.set_cp_hqd_pipe_priority(0x2);
-        m.set_cp_hqd_queue_priority(0xf);
-        m.set_cp_hqd_quantum(0x111);
-        m.set_cp_hqd_persistent_state(f.persistent_state);
-        m.set_cp_hqd_pq_base_lo(lo32(f.ring >> 8));
-        m.set_cp_hqd_pq_base_hi(hi32(f.ring >> 8));
-        m.set_cp_hqd_pq_rptr_report_addr_lo(lo32(f.rptr));
-        m.set_cp_hqd_pq_rptr_report_addr_hi(hi32(f.rptr));
-        m.set_cp_hqd_pq_wptr_poll_addr_lo(lo32(f.wptr));
-        m.set_cp_hqd_pq_wptr_poll_addr_hi(hi32(f.wptr));
-        m.set_cp_hqd_pq_doorbell_control(f.doorbell_control);
-        m.set_cp_hqd_pq_control(f.pq_control);
-        m.set_cp_hqd_ib_control(f.ib_control);
-        m.set_cp_hqd_hq_status0(0x2000_4000);
-        m.set_cp_mqd_control(f.mqd_control);
-        m.set_cp_hqd_vmid(0);
-        m.set_cp_hqd_aql_control(u32::from(f.aql));
-        m.set_cp_hqd_eop_base_addr_lo(lo32(f.eop >> 8));
-        m.set_cp_hqd_eop_base_addr_hi(hi32(f.eop >> 8));
-        m.set_cp_hqd_eop_control(f.eop_control);
-        m.set_compute_static_thread_mgmt_se0(u32::MAX);
-        m.set_compute_static_thread_mgmt_se1(u32::MAX);
-        m.set_compute_static_thread_mgmt_se2(u32::MAX);
-        m.set_compute_static_thread_mgmt_se3(u32::MAX);
-    }};
-}
-
-/// The values of one MQD, encoded with the device's register fields.
-struct MqdFields {
-    mqd_mc: u64,
-    ring: u64,
-    rptr: u64,
-    wptr: u64,
-    eop: u64,
-    aql: bool,
-    persistent_state: u32,
-    doorbell_control: u32,
-    pq_control: u32,
-    ib_control: u32,
-    mqd_control: u32,
-    eop_control: u32,
-}
-
-/// log2 of a power of two, or `None`.
-fn log2_exact(v: u64) -> Option<u32> {
-    v.is_power_of_two().then(|| v.trailing_zeros())
+    burst: Vec<usize>,
+    /// Queues started by this instance, and whether each is AQL (then set on every XCC).
+    queues: Vec<(QueueId, bool)>,
 }
 
 impl Gfx {
@@ -171,12 +110,11 @@ impl Gfx {
             GC9_MEC_PIPES
         };
         let slots = u64::from(pipes) * u64::from(MEC_QUEUES) * xccs.len() as u64;
-        let mqd_paddr = ctx.palloc(slots * MQD_SLOT, MQD_SLOT, Pool::Boot)?;
         Ok(Gfx {
             mec_start,
             xccs,
             pipes,
-            mqd_paddr,
+            mqd_paddr: ctx.palloc(slots * MQD_SLOT, MQD_SLOT, Pool::Boot)?,
             burst: mqd_burst(ctx, gc)?,
             queues: Vec::new(),
         })
@@ -193,11 +131,10 @@ impl Gfx {
         self.config_mec(ctx)?;
         for &xcc in &self.xccs {
             // Golden settings: the kernel ORs bit 29 into TCP_CNTL and gives no value.
-            let tcp = ctx.rreg(gc::TCP_CNTL, xcc)?;
-            ctx.wreg(gc::TCP_CNTL, xcc, tcp | 0x2000_0000)?;
-            ctx.wreg(gc::RLC_CNTL, xcc, 0x1)?;
-            ctx.update(gc::RLC_SRM_CNTL, xcc, |f| f.srm_enable(1).auto_incr_addr(1))?;
-            ctx.wreg(gc::RLC_SPM_MC_CNTL, xcc, 0xf)?;
+            ctx.wreg(TCP_CNTL, xcc, ctx.rreg(TCP_CNTL, xcc)? | 0x2000_0000)?;
+            ctx.wreg(RLC_CNTL, xcc, 0x1)?;
+            ctx.update(RLC_SRM_CNTL, xcc, |f| f.srm_enable(1).auto_incr_addr(1))?;
+            ctx.wreg(RLC_SPM_MC_CNTL, xcc, 0xf)?;
         }
         if !soc.per_aid_doorbells() {
             // S2A ports of the CP doorbells: port 0 (gfx rings) and port 3 (MEC).
@@ -212,9 +149,8 @@ impl Gfx {
             }
         }
         let v = ctx.version(HwIp::GC)?;
-        let gc943 = matches!((v.major, v.minor, v.rev), (9, 4, 3) | (9, 5, 0));
         // SH_MEM_ADDRESS_MODE_64 = 0, SH_MEM_ALIGNMENT_MODE_UNALIGNED = 3.
-        let sh_mem_config = ctx.encode(gc::SH_MEM_CONFIG, |f| {
+        let sh_mem_config = ctx.encode(SH_MEM_CONFIG, |f| {
             let f = f.address_mode(0).alignment_mode(3);
             let f = match v.major {
                 10.. => f.initial_inst_prefetch(3),
@@ -227,54 +163,68 @@ impl Gfx {
             }
         })?;
         // LDS aperture at 0x1000_0000_0000_0000, scratch at 0x2000_0000_0000_0000.
-        let bases = ctx.encode(gc::SH_MEM_BASES, |f| f.shared_base(1).private_base(2))?;
+        let bases = ctx.encode(SH_MEM_BASES, |f| f.shared_base(1).private_base(2))?;
         for (i, &xcc) in self.xccs.iter().enumerate() {
-            if gc943 {
-                ctx.wreg(gc::GB_ADDR_CONFIG, xcc, GB_ADDR_CONFIG_GC943)?;
-                ctx.update(gc::TCP_UTCL1_CNTL2, xcc, |f| f.spare(1))?;
+            // GC 9.4.3 and 9.5.0 golden settings.
+            if matches!((v.major, v.minor, v.rev), (9, 4, 3) | (9, 5, 0)) {
+                ctx.wreg(GB_ADDR_CONFIG, xcc, GB_ADDR_CONFIG_GC943)?;
+                ctx.update(TCP_UTCL1_CNTL2, xcc, |f| f.spare(1))?;
             }
-            ctx.update(gc::GRBM_CNTL, xcc, |f| f.read_timeout(0xff))?;
+            ctx.update(GRBM_CNTL, xcc, |f| f.read_timeout(0xff))?;
             for vmid in 0..16 {
                 grbm_select(ctx, xcc, 0, 0, 0, vmid)?;
-                ctx.wreg(gc::SH_MEM_CONFIG, xcc, sh_mem_config)?;
-                ctx.wreg(gc::SH_MEM_BASES, xcc, bases)?;
+                ctx.wreg(SH_MEM_CONFIG, xcc, sh_mem_config)?;
+                ctx.wreg(SH_MEM_BASES, xcc, bases)?;
             }
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
             let lower = 0x100 * i as u32;
-            ctx.wreg(gc::CP_MEC_DOORBELL_RANGE_LOWER, xcc, lower)?;
-            ctx.wreg(gc::CP_MEC_DOORBELL_RANGE_UPPER, xcc, lower + 0xf8)?;
+            ctx.wreg(CP_MEC_DOORBELL_RANGE_LOWER, xcc, lower)?;
+            ctx.wreg(CP_MEC_DOORBELL_RANGE_UPPER, xcc, lower + 0xf8)?;
         }
         self.enable_mec(ctx)
     }
 
     /// Dequeue every queue this instance started and halt the MEC.
     pub fn fini_hw(&mut self, ctx: &Ctx) -> Result<()> {
-        let started = std::mem::take(&mut self.queues);
         let mut result = Ok(());
-        for q in &started {
-            for &xcc in &q.xccs {
-                result = result.and(dequeue(ctx, xcc, q.id));
+        for (id, aql) in std::mem::take(&mut self.queues) {
+            for &xcc in self.targets(aql) {
+                result = result.and(dequeue(ctx, xcc, id));
             }
         }
         for &xcc in &self.xccs {
             result = result.and(grbm_select(ctx, xcc, 0, 0, 0, 0));
+            result = result.and(
+                if ctx.gc_major() >= 10 {
+                    ctx.update(CP_MEC_RS64_CNTL, xcc, |f| f.mec_halt(1))
+                } else {
+                    ctx.update(CP_MEC_CNTL, xcc, |f| f.mec_me1_halt(1).mec_me2_halt(1))
+                }
+                .map(drop),
+            );
         }
-        result.and(self.halt_mec(ctx))
+        result
     }
 
-    /// Dequeue every HQD, soft reset the CP, reconfigure and re-enable the MEC.
+    /// Dequeue every active HQD of the pipes this driver uses (whoever started it), soft
+    /// reset the CP, reconfigure and re-enable the MEC.
     pub fn reset_mec(&mut self, ctx: &Ctx) -> Result<()> {
-        self.dequeue_all(ctx)?;
+        for &xcc in &self.xccs {
+            for pipe in 0..self.pipes {
+                for queue in 0..MEC_QUEUES {
+                    dequeue(ctx, xcc, QueueId { pipe, queue })?;
+                }
+            }
+            grbm_select(ctx, xcc, 0, 0, 0, 0)?;
+        }
         if ctx.gc_major() < 12 {
-            let reset = ctx.encode(gc::GRBM_SOFT_RESET, |f| {
-                f.soft_reset_cp(1).soft_reset_cpc(1)
-            })?;
+            let reset = ctx.encode(GRBM_SOFT_RESET, |f| f.soft_reset_cp(1).soft_reset_cpc(1))?;
             for &xcc in &self.xccs {
-                ctx.wreg(gc::GRBM_SOFT_RESET, xcc, reset)?;
+                ctx.wreg(GRBM_SOFT_RESET, xcc, reset)?;
             }
             settle();
             for &xcc in &self.xccs {
-                ctx.wreg(gc::GRBM_SOFT_RESET, xcc, 0)?;
+                ctx.wreg(GRBM_SOFT_RESET, xcc, 0)?;
             }
         }
         self.queues.clear();
@@ -292,38 +242,36 @@ impl Gfx {
             })?;
         }
         let major = ctx.gc_major();
-        let safe_mode = |enter| ctx.encode(gc::RLC_SAFE_MODE, |f| f.message(enter).cmd(1));
-        let (enter, exit) = (safe_mode(1)?, safe_mode(0)?);
-        let cmd = ctx.regs.encode(gc::RLC_SAFE_MODE, |f| f.cmd(1))?.mask;
+        let cmd = ctx.regs.encode(RLC_SAFE_MODE, |f| f.cmd(1))?.mask;
         for &xcc in &self.xccs {
-            ctx.wreg(gc::RLC_SAFE_MODE, xcc, enter)?;
+            ctx.write(RLC_SAFE_MODE, xcc, |f| f.message(1).cmd(1))?;
             ctx.wait_reg(
-                gc::RLC_SAFE_MODE,
+                RLC_SAFE_MODE,
                 xcc,
                 cmd,
                 0,
                 ctx.timeouts.reg,
                 format_args!("RLC safe mode entry on XCC {xcc}"),
             )?;
-            ctx.update(gc::RLC_CGCG_CGLS_CTRL, xcc, |f| {
+            ctx.update(RLC_CGCG_CGLS_CTRL, xcc, |f| {
                 f.cgcg_gfx_idle_threshold(0x36)
                     .cgcg_en(1)
                     .cgls_rep_compansat_delay(0xf)
                     .cgls_en(1)
             })?;
-            ctx.update(gc::CP_RB_WPTR_POLL_CNTL, xcc, |f| {
+            ctx.update(CP_RB_WPTR_POLL_CNTL, xcc, |f| {
                 f.poll_frequency(0x100).idle_poll_count(0x90)
             })?;
-            ctx.update(gc::CP_INT_CNTL, xcc, |f| {
+            ctx.update(CP_INT_CNTL, xcc, |f| {
                 f.cntx_busy_int_enable(1)
                     .cntx_empty_int_enable(1)
                     .cmp_busy_int_enable(1)
             })?;
             if major >= 10 {
-                ctx.update(gc::SDMA0_RLC_CGCG_CTRL, xcc, |f| f.cgcg_int_enable(1))?;
-                ctx.update(gc::SDMA1_RLC_CGCG_CTRL, xcc, |f| f.cgcg_int_enable(1))?;
+                ctx.update(SDMA0_RLC_CGCG_CTRL, xcc, |f| f.cgcg_int_enable(1))?;
+                ctx.update(SDMA1_RLC_CGCG_CTRL, xcc, |f| f.cgcg_int_enable(1))?;
             }
-            ctx.update(gc::RLC_CGTT_MGCG_OVERRIDE, xcc, |f| {
+            ctx.update(RLC_CGTT_MGCG_OVERRIDE, xcc, |f| {
                 let f = f
                     .gfxip_fgcg_override(0)
                     .grbm_cgtt_sclk_override(0)
@@ -337,7 +285,7 @@ impl Gfx {
                     _ => f,
                 }
             })?;
-            ctx.wreg(gc::RLC_SAFE_MODE, xcc, exit)?;
+            ctx.write(RLC_SAFE_MODE, xcc, |f| f.message(0).cmd(1))?;
         }
         Ok(())
     }
@@ -349,38 +297,78 @@ impl Gfx {
         &mut self,
         ctx: &Ctx,
         soc: &Soc,
-        desc: &ComputeQueueDesc,
+        d: &ComputeQueueDesc,
     ) -> Result<QueueId> {
         let id = QueueId {
-            pipe: desc.pipe,
-            queue: desc.queue,
+            pipe: d.pipe,
+            queue: d.queue,
         };
-        self.check_desc(ctx, desc)?;
-        if self.queues.iter().any(|q| q.id == id) {
-            return Err(ctx.bad(format!(
-                "compute queue (pipe {}, queue {}) is already started",
-                id.pipe, id.queue
-            )));
-        }
-        let major = ctx.gc_major();
+        refuse(
+            ctx,
+            "compute queue",
+            [
+                (
+                    self.queues.iter().any(|q| q.0 == id),
+                    format!("(pipe {}, queue {}) is already started", d.pipe, d.queue),
+                ),
+                (
+                    d.pipe >= self.pipes,
+                    format!(
+                        "MEC pipe {} is not running (this GC runs pipes 0..{})",
+                        d.pipe, self.pipes
+                    ),
+                ),
+                (
+                    d.queue >= MEC_QUEUES,
+                    format!(
+                        "queue {} is past the {MEC_QUEUES} queues of a pipe",
+                        d.queue
+                    ),
+                ),
+                (
+                    d.eop_size < 8 || !d.eop_size.is_power_of_two(),
+                    format!(
+                        "EOP size {:#x} is not a power of two of at least 8 bytes",
+                        d.eop_size
+                    ),
+                ),
+                (
+                    !d.eop_addr.is_multiple_of(256),
+                    format!("EOP buffer {:#x} is not 256-byte aligned", d.eop_addr),
+                ),
+            ]
+            .into_iter()
+            .chain(ring_problems(
+                d.ring,
+                d.ring_size,
+                8 << 20,
+                d.rptr_addr,
+                d.wptr_addr,
+            )),
+        )?;
         let nx = self.xccs.len();
-        let targets: Vec<u8> = if desc.aql {
-            self.xccs.clone()
-        } else {
-            self.xccs.iter().take(1).copied().collect()
-        };
-        let queue_size = log2_exact(desc.ring_size / 4)
-            .unwrap_or(0)
-            .saturating_sub(1);
-        let eop_size = log2_exact(desc.eop_size / 4).unwrap_or(0).saturating_sub(1);
-        for (xi, &xcc) in targets.iter().enumerate() {
+        // Both sizes are powers of two (checked above): log2 of their dwords, minus one.
+        let queue_size = (d.ring_size / 4).trailing_zeros() - 1;
+        let eop_size = (d.eop_size / 4).trailing_zeros() - 1;
+        let persistent_state = ctx.encode(CP_HQD_PERSISTENT_STATE, |f| {
+            f.preload_size(0x55).preload_req(1)
+        })?;
+        let doorbell_control = ctx.encode(CP_HQD_PQ_DOORBELL_CONTROL, |f| {
+            f.doorbell_offset(d.doorbell.saturating_mul(2))
+                .doorbell_en(1)
+        })?;
+        let ib_control = ctx.encode(CP_HQD_IB_CONTROL, |f| f.min_ib_avail_size(3))?;
+        let mqd_control = ctx.encode(CP_MQD_CONTROL, |f| f.priv_state(1))?;
+        let eop_control = ctx.encode(CP_HQD_EOP_CONTROL, |f| f.eop_size(eop_size))?;
+        for (xi, &xcc) in self.targets(d.aql).iter().enumerate() {
             let paddr = self.mqd_slot(id, xi);
-            let pq_control = ctx.encode(gc::CP_HQD_PQ_CONTROL, |f| {
+            let mqd_mc = ctx.mc.mc(paddr);
+            let pq_control = ctx.encode(CP_HQD_PQ_CONTROL, |f| {
                 let f = f
                     .rptr_block_size(5)
                     .unord_dispatch(0)
                     .queue_size(queue_size);
-                if !desc.aql {
+                if !d.aql {
                     return f;
                 }
                 // Only one XCC reports the read pointer of a queue spread over several.
@@ -388,121 +376,91 @@ impl Gfx {
                     .slot_based_wptr(2)
                     .no_update_rptr((xi != 0 || nx == 1).into())
             })?;
-            let f = MqdFields {
-                mqd_mc: ctx.mc.mc(paddr),
-                ring: desc.ring,
-                rptr: desc.rptr_addr,
-                wptr: desc.wptr_addr,
-                eop: desc.eop_addr,
-                aql: desc.aql,
-                persistent_state: ctx.encode(gc::CP_HQD_PERSISTENT_STATE, |f| {
-                    f.preload_size(0x55).preload_req(1)
-                })?,
-                doorbell_control: ctx.encode(gc::CP_HQD_PQ_DOORBELL_CONTROL, |f| {
-                    f.doorbell_offset(desc.doorbell.saturating_mul(2))
-                        .doorbell_en(1)
-                })?,
-                pq_control,
-                ib_control: ctx.encode(gc::CP_HQD_IB_CONTROL, |f| f.min_ib_avail_size(3))?,
-                mqd_control: ctx.encode(gc::CP_MQD_CONTROL, |f| f.priv_state(1))?,
-                eop_control: ctx.encode(gc::CP_HQD_EOP_CONTROL, |f| f.eop_size(eop_size))?,
-            };
-            let dw: [u32; 512] = if major >= 10 {
+            // The fields both compute MQD versions name alike (VMID and the rest stay 0).
+            macro_rules! fill_mqd {
+                ($m:expr) => {{
+                    let m = &mut $m;
+                    m.set_header(MQD_HEADER);
+                    m.set_cp_mqd_base_addr_lo(lo32(mqd_mc));
+                    m.set_cp_mqd_base_addr_hi(hi32(mqd_mc));
+                    m.set_cp_hqd_pipe_priority(0x2);
+                    m.set_cp_hqd_queue_priority(0xf);
+                    m.set_cp_hqd_quantum(0x111);
+                    m.set_cp_hqd_persistent_state(persistent_state);
+                    m.set_cp_hqd_pq_base_lo(lo32(d.ring >> 8));
+                    m.set_cp_hqd_pq_base_hi(hi32(d.ring >> 8));
+                    m.set_cp_hqd_pq_rptr_report_addr_lo(lo32(d.rptr_addr));
+                    m.set_cp_hqd_pq_rptr_report_addr_hi(hi32(d.rptr_addr));
+                    m.set_cp_hqd_pq_wptr_poll_addr_lo(lo32(d.wptr_addr));
+                    m.set_cp_hqd_pq_wptr_poll_addr_hi(hi32(d.wptr_addr));
+                    m.set_cp_hqd_pq_doorbell_control(doorbell_control);
+                    m.set_cp_hqd_pq_control(pq_control);
+                    m.set_cp_hqd_ib_control(ib_control);
+                    m.set_cp_hqd_hq_status0(0x2000_4000);
+                    m.set_cp_mqd_control(mqd_control);
+                    m.set_cp_hqd_aql_control(d.aql.into());
+                    m.set_cp_hqd_eop_base_addr_lo(lo32(d.eop_addr >> 8));
+                    m.set_cp_hqd_eop_base_addr_hi(hi32(d.eop_addr >> 8));
+                    m.set_cp_hqd_eop_control(eop_control);
+                    m.set_compute_static_thread_mgmt_se0(u32::MAX);
+                    m.set_compute_static_thread_mgmt_se1(u32::MAX);
+                    m.set_compute_static_thread_mgmt_se2(u32::MAX);
+                    m.set_compute_static_thread_mgmt_se3(u32::MAX);
+                    m.dw
+                }};
+            }
+            let dw = if ctx.gc_major() >= 10 {
                 let mut m = v11_compute_mqd { dw: [0; 512] };
-                fill_mqd!(&mut m, &f);
                 m.set_compute_static_thread_mgmt_se4(u32::MAX);
                 m.set_compute_static_thread_mgmt_se5(u32::MAX);
                 m.set_compute_static_thread_mgmt_se6(u32::MAX);
                 m.set_compute_static_thread_mgmt_se7(u32::MAX);
-                m.dw
+                fill_mqd!(m)
             } else {
                 let mut m = v9_mqd { dw: [0; 512] };
-                fill_mqd!(&mut m, &f);
-                if desc.aql && nx > 1 {
+                if d.aql && nx > 1 {
                     m.set_compute_tg_chunk_size(1);
                     m.set_compute_current_logic_xcc_id(xi as u32);
                     m.set_cp_mqd_stride_size(MQD_SLOT as u32);
                 }
-                m.dw
+                fill_mqd!(m)
             };
-            let bytes: Vec<u8> = dw.iter().flat_map(|d| d.to_le_bytes()).collect();
-            ctx.vram.write(paddr, &bytes)?;
+            ctx.vram.write(paddr, dw.as_bytes())?;
             // The CP reads the MQD from VRAM: make the copy visible before it starts.
             soc.hdp_flush(ctx)?;
             // An HQD left active (by an instance that did not finish) is dequeued before it
             // is loaded again; this also selects it.
             dequeue(ctx, xcc, id)?;
-            let base = ctx.regs.reg(gc::CP_MQD_BASE_ADDR)?.addr(xcc)?;
+            let base = ctx.regs.reg(CP_MQD_BASE_ADDR)?.addr(xcc)?;
             for &off in &self.burst {
-                ctx.regs
-                    .wreg(base + u64::from(off), dw[0x80 + off as usize])?;
+                ctx.regs.wreg(base + off as u64, dw[0x80 + off])?;
             }
-            ctx.wreg(gc::CP_HQD_ACTIVE, xcc, 1)?;
+            ctx.wreg(CP_HQD_ACTIVE, xcc, 1)?;
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
         }
-        self.queues.push(StartedQueue { id, xccs: targets });
+        self.queues.push((id, d.aql));
         Ok(id)
     }
 
     /// Stop a compute queue this instance started (on every XCC that holds it).
     pub fn remove_compute_queue(&mut self, ctx: &Ctx, id: QueueId) -> Result<()> {
-        let pos = self.queues.iter().position(|q| q.id == id).ok_or_else(|| {
+        let pos = self.queues.iter().position(|q| q.0 == id).ok_or_else(|| {
             ctx.bad(format!(
                 "compute queue (pipe {}, queue {}) was not started by this driver",
                 id.pipe, id.queue
             ))
         })?;
-        let q = self.queues.remove(pos);
-        for &xcc in &q.xccs {
+        let (_, aql) = self.queues.remove(pos);
+        for &xcc in self.targets(aql) {
             dequeue(ctx, xcc, id)?;
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
         }
         Ok(())
     }
 
-    /// The compute queues this instance started.
-    pub fn queues(&self) -> Vec<QueueId> {
-        self.queues.iter().map(|q| q.id).collect()
-    }
-
-    fn check_desc(&self, ctx: &Ctx, d: &ComputeQueueDesc) -> Result<()> {
-        let why = if d.pipe >= self.pipes {
-            Some(format!(
-                "MEC pipe {} is not running (this GC runs pipes 0..{})",
-                d.pipe, self.pipes
-            ))
-        } else if d.queue >= MEC_QUEUES {
-            Some(format!(
-                "queue {} is past the {MEC_QUEUES} queues of a pipe",
-                d.queue
-            ))
-        } else if !(256..=8 << 20).contains(&d.ring_size) || !d.ring_size.is_power_of_two() {
-            Some(format!(
-                "ring size {:#x} is not a power of two from 256 B to 8 MiB",
-                d.ring_size
-            ))
-        } else if !d.ring.is_multiple_of(256) || !d.eop_addr.is_multiple_of(256) {
-            Some(format!(
-                "ring {:#x} and EOP buffer {:#x} must be 256-byte aligned",
-                d.ring, d.eop_addr
-            ))
-        } else if d.eop_size < 8 || !d.eop_size.is_power_of_two() {
-            Some(format!(
-                "EOP size {:#x} is not a power of two of at least 8 bytes",
-                d.eop_size
-            ))
-        } else if !d.rptr_addr.is_multiple_of(4) || !d.wptr_addr.is_multiple_of(8) {
-            Some(format!(
-                "rptr write-back {:#x} must be 4-byte and wptr poll {:#x} 8-byte aligned",
-                d.rptr_addr, d.wptr_addr
-            ))
-        } else {
-            None
-        };
-        match why {
-            Some(w) => Err(ctx.bad(format!("compute queue: {w}"))),
-            None => Ok(()),
-        }
+    /// The XCCs whose HQD holds a queue: every XCC for an AQL queue, else the first.
+    fn targets(&self, aql: bool) -> &[u8] {
+        &self.xccs[..if aql { self.xccs.len() } else { 1 }]
     }
 
     fn mqd_slot(&self, id: QueueId, xcc_index: usize) -> u64 {
@@ -514,33 +472,27 @@ impl Gfx {
     /// it (RLC autoload, GC ≥ 11), else an idle `CP_STAT`. A VF does not wait: the PF
     /// brought the RLC up.
     fn wait_rlc(&self, ctx: &Ctx) -> Result<()> {
+        let status = RLC_RLCS_BOOTLOAD_STATUS;
         if ctx.is_vf {
             return Ok(());
         }
+        let (reg, mask, want, what) = if ctx.regs.has(status) {
+            let done = ctx.regs.encode(status, |f| f.bootload_complete(1))?.mask;
+            (status.untyped(), done, done, "RLC autoload")
+        } else if ctx.regs.has(CP_STAT) {
+            (CP_STAT, u32::MAX, 0, "RLC start (idle CP)")
+        } else {
+            return Ok(());
+        };
         for &xcc in &self.xccs {
-            if ctx.regs.has(gc::RLC_RLCS_BOOTLOAD_STATUS) {
-                let mask = ctx
-                    .regs
-                    .encode(gc::RLC_RLCS_BOOTLOAD_STATUS, |f| f.bootload_complete(1))?
-                    .mask;
-                ctx.wait_reg(
-                    gc::RLC_RLCS_BOOTLOAD_STATUS,
-                    xcc,
-                    mask,
-                    mask,
-                    ctx.timeouts.reg,
-                    format_args!("RLC autoload on XCC {xcc}"),
-                )?;
-            } else if ctx.regs.has(gc::CP_STAT) {
-                ctx.wait_reg(
-                    gc::CP_STAT,
-                    xcc,
-                    u32::MAX,
-                    0,
-                    ctx.timeouts.reg,
-                    format_args!("RLC start (idle CP) on XCC {xcc}"),
-                )?;
-            }
+            ctx.wait_reg(
+                reg,
+                xcc,
+                mask,
+                want,
+                ctx.timeouts.reg,
+                format_args!("{what} on XCC {xcc}"),
+            )?;
         }
         Ok(())
     }
@@ -549,10 +501,9 @@ impl Gfx {
     /// pipe and a pipe reset toggle on GC ≥ 10; on GC 9 halt both MECs and invalidate their
     /// instruction cache.
     fn config_mec(&self, ctx: &Ctx) -> Result<()> {
-        let rs64 = ctx.gc_major() >= 10;
         for &xcc in &self.xccs {
-            if !rs64 {
-                ctx.update(gc::CP_MEC_CNTL, xcc, |f| {
+            if ctx.gc_major() < 10 {
+                ctx.update(CP_MEC_CNTL, xcc, |f| {
                     f.mec_invalidate_icache(1)
                         .mec_me1_pipe0_reset(1)
                         .mec_me2_pipe0_reset(1)
@@ -565,15 +516,17 @@ impl Gfx {
                 ctx.bad("the MEC firmware gives no RS64 start address (ucode_start_addr)")
             })?;
             // The program counter counts dwords.
-            let pc = start >> 2;
             for pipe in 0..self.pipes {
                 grbm_select(ctx, xcc, 1, pipe, 0, 0)?;
-                ctx.wreg(gc::CP_MEC_RS64_PRGRM_CNTR_START, xcc, lo32(pc))?;
-                ctx.wreg(gc::CP_MEC_RS64_PRGRM_CNTR_START_HI, xcc, hi32(pc))?;
+                let (lo, hi) = (
+                    CP_MEC_RS64_PRGRM_CNTR_START,
+                    CP_MEC_RS64_PRGRM_CNTR_START_HI,
+                );
+                wreg64(ctx, lo, hi, xcc, start >> 2)?;
             }
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
-            ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(1))?;
-            ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(0))?;
+            ctx.update(CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(1))?;
+            ctx.update(CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(0))?;
         }
         Ok(())
     }
@@ -582,40 +535,61 @@ impl Gfx {
     fn enable_mec(&self, ctx: &Ctx) -> Result<()> {
         for &xcc in &self.xccs {
             if ctx.gc_major() >= 10 {
-                ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| {
+                ctx.update(CP_MEC_RS64_CNTL, xcc, |f| {
                     f.mec_pipe0_reset(0).mec_pipe0_active(1).mec_halt(0)
                 })?;
             } else {
-                ctx.wreg(gc::CP_MEC_CNTL, xcc, 0)?;
+                ctx.wreg(CP_MEC_CNTL, xcc, 0)?;
             }
         }
         settle();
         Ok(())
     }
+}
 
-    fn halt_mec(&self, ctx: &Ctx) -> Result<()> {
-        for &xcc in &self.xccs {
-            if ctx.gc_major() >= 10 {
-                ctx.update(gc::CP_MEC_RS64_CNTL, xcc, |f| f.mec_halt(1))?;
-            } else {
-                ctx.update(gc::CP_MEC_CNTL, xcc, |f| f.mec_me1_halt(1).mec_me2_halt(1))?;
-            }
-        }
-        Ok(())
+/// The first of `problems` that holds, as an error about `what`.
+pub(crate) fn refuse(
+    ctx: &Ctx,
+    what: &str,
+    problems: impl IntoIterator<Item = (bool, String)>,
+) -> Result<()> {
+    match problems.into_iter().find(|p| p.0) {
+        Some((_, why)) => Err(ctx.bad(format!("{what}: {why}"))),
+        None => Ok(()),
     }
+}
 
-    /// Dequeue every active HQD of the pipes this driver uses, whoever started it.
-    fn dequeue_all(&self, ctx: &Ctx) -> Result<()> {
-        for &xcc in &self.xccs {
-            for pipe in 0..self.pipes {
-                for queue in 0..MEC_QUEUES {
-                    dequeue(ctx, xcc, QueueId { pipe, queue })?;
-                }
-            }
-            grbm_select(ctx, xcc, 0, 0, 0, 0)?;
-        }
-        Ok(())
-    }
+/// Write a 64-bit value to a register pair (low dword, then high).
+pub(crate) fn wreg64<A, B>(ctx: &Ctx, lo: Reg<A>, hi: Reg<B>, inst: u8, value: u64) -> Result<()> {
+    ctx.wreg(lo, inst, lo32(value))?;
+    ctx.wreg(hi, inst, hi32(value))
+}
+
+/// What is wrong with a ring (compute or SDMA): its size (a power of two from 256 B to
+/// `max`), its alignment, and that of its read-pointer write-back and write-pointer poll.
+pub(crate) fn ring_problems(
+    ring: u64,
+    size: u64,
+    max: u64,
+    rptr: u64,
+    wptr: u64,
+) -> [(bool, String); 3] {
+    [
+        (
+            !(256..=max).contains(&size) || !size.is_power_of_two(),
+            format!("ring size {size:#x} is not a power of two from 256 B to {max:#x} B"),
+        ),
+        (
+            !ring.is_multiple_of(256),
+            format!("ring {ring:#x} is not 256-byte aligned"),
+        ),
+        (
+            !rptr.is_multiple_of(4) || !wptr.is_multiple_of(8),
+            format!(
+                "rptr write-back {rptr:#x} must be 4-byte and wptr poll {wptr:#x} 8-byte aligned"
+            ),
+        ),
+    ]
 }
 
 /// Wait [`CP_SETTLE`] as `udelay` does: spinning, since a sleep this short costs a scheduler
@@ -629,7 +603,7 @@ fn settle() {
 
 /// Select (me, pipe, queue, vmid) for the banked CP registers of `xcc`.
 fn grbm_select(ctx: &Ctx, xcc: u8, me: u8, pipe: u8, queue: u8, vmid: u8) -> Result<()> {
-    ctx.write(gc::GRBM_GFX_CNTL, xcc, |f| {
+    ctx.write(GRBM_GFX_CNTL, xcc, |f| {
         f.meid(me.into())
             .pipeid(pipe.into())
             .queueid(queue.into())
@@ -641,16 +615,16 @@ fn grbm_select(ctx: &Ctx, xcc: u8, me: u8, pipe: u8, queue: u8, vmid: u8) -> Res
 /// Leaves the queue selected.
 fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
     grbm_select(ctx, xcc, 1, id.pipe, id.queue, 0)?;
-    if ctx.rreg(gc::CP_HQD_ACTIVE, xcc)? & 1 == 0 {
+    if ctx.rreg(CP_HQD_ACTIVE, xcc)? & 1 == 0 {
         return Ok(());
     }
     // 1 = drain the pipe, 2 = reset the waves.
-    ctx.wreg(gc::CP_HQD_DEQUEUE_REQUEST, xcc, 2)?;
-    if ctx.regs.has(gc::SPI_COMPUTE_QUEUE_RESET) {
-        ctx.wreg(gc::SPI_COMPUTE_QUEUE_RESET, xcc, 1)?;
+    ctx.wreg(CP_HQD_DEQUEUE_REQUEST, xcc, 2)?;
+    if ctx.regs.has(SPI_COMPUTE_QUEUE_RESET) {
+        ctx.wreg(SPI_COMPUTE_QUEUE_RESET, xcc, 1)?;
     }
     ctx.wait_reg(
-        gc::CP_HQD_ACTIVE,
+        CP_HQD_ACTIVE,
         xcc,
         1,
         0,
@@ -659,32 +633,26 @@ fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
             "dequeue of compute queue (xcc {xcc}, pipe {}, queue {})",
             id.pipe, id.queue
         ),
-    )?;
-    Ok(())
+    )
+    .map(drop)
 }
 
 /// Dword offsets from `CP_MQD_BASE_ADDR` of the registers up to `CP_HQD_PQ_WPTR_HI` (the MQD
 /// register image, dwords 0x80.. of the MQD). Offsets without a register are holes of the
-/// register file, skipped.
-fn mqd_burst(ctx: &Ctx, gc_ver: crate::discovery::IpVersion) -> Result<Vec<u32>> {
-    let first = ctx.regs.reg(gc::CP_MQD_BASE_ADDR)?.def();
-    let last = ctx.regs.reg(gc::CP_HQD_PQ_WPTR_HI)?.def();
-    let table = select_table(RegIp::Gc, gc_ver).ok_or_else(|| {
-        ctx.err(ErrorKind::NoRegisterTable {
-            ip: format!("GC {gc_ver}"),
-        })
-    })?;
-    let mut offs: Vec<u32> = table
-        .iter()
-        .filter(|r| {
-            r.base_idx() == first.base_idx()
-                && (first.offset()..=last.offset()).contains(&r.offset())
-        })
-        .map(|r| r.offset() - first.offset())
-        .collect();
+/// register file, skipped. The table is the one `ctx.regs` found the two registers in.
+fn mqd_burst(ctx: &Ctx, gc: IpVersion) -> Result<Vec<usize>> {
+    let first = ctx.regs.reg(CP_MQD_BASE_ADDR)?.def();
+    let last = ctx.regs.reg(CP_HQD_PQ_WPTR_HI)?.def();
+    let range = first.offset()..=last.offset();
+    let mut offs: Vec<usize> = (select_table(RegIp::Gc, gc)
+        .into_iter()
+        .flat_map(|t| t.iter()))
+    .filter(|r| r.base_idx() == first.base_idx() && range.contains(&r.offset()))
+    .map(|r| (r.offset() - first.offset()) as usize)
+    .collect();
     offs.sort_unstable();
     offs.dedup();
-    if offs.len() > 512 - 0x80 {
+    if offs.last().is_some_and(|&o| 0x80 + o >= 512) {
         return Err(ctx.bad("the MQD register image is longer than the MQD"));
     }
     Ok(offs)

@@ -4,11 +4,13 @@
 //! entry is 8 dwords. The read pointer lives in `IH_RB_RPTR` only, so a later driver
 //! instance (warm boot) continues where the last one stopped.
 
+use zerocopy::IntoBytes;
+
 use crate::Result;
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
+use crate::ip::gfx::wreg64;
 use crate::mm::Pool;
-use crate::mmio::{hi32, lo32};
 use crate::regs::{alt, osssys};
 
 /// Ring size in bytes.
@@ -50,26 +52,19 @@ impl IhEntry {
     }
 }
 
+/// One ring and the slot its write pointer is written back to (VRAM physical addresses).
+#[derive(Debug)]
 struct Ring {
     base: u64,
     wptr_wb: u64,
 }
 
 /// IH state: the rings.
+#[derive(Debug)]
 pub struct Ih {
     rings: [Ring; 2],
     /// How many times ring 0 overflowed (entries were lost) since open.
     pub overflows: u64,
-}
-
-impl std::fmt::Debug for Ih {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ih")
-            .field("ring0", &format_args!("{:#x}", self.rings[0].base))
-            .field("ring1", &format_args!("{:#x}", self.rings[1].base))
-            .field("overflows", &self.overflows)
-            .finish()
-    }
 }
 
 impl Ih {
@@ -89,16 +84,14 @@ impl Ih {
 
     /// Program and enable the rings (ring `n`'s registers are the `n`th of each `alt`).
     pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
-        let rb_size = (RING_SIZE / 4).trailing_zeros();
         for (n, ring) in self.rings.iter().enumerate() {
             let base = ctx.mc.mc(ring.base) >> 8;
-            ctx.wreg(alt::IH_RB_BASE[n], 0, lo32(base))?;
-            ctx.wreg(alt::IH_RB_BASE_HI[n], 0, hi32(base))?;
+            wreg64(ctx, alt::IH_RB_BASE[n], alt::IH_RB_BASE_HI[n], 0, base)?;
             ctx.write(alt::IH_RB_CNTL[n], 0, |f| {
                 let f = f
                     .mc_space(4)
                     .wptr_overflow_clear(1)
-                    .rb_size(rb_size)
+                    .rb_size((RING_SIZE / 4).trailing_zeros())
                     .mc_snoop(1)
                     .mc_ro(0)
                     .mc_vmid(0);
@@ -108,9 +101,8 @@ impl Ih {
                 }
             })?;
             if n == 0 {
-                let wb = ctx.mc.mc(ring.wptr_wb);
-                ctx.wreg(osssys::IH_RB_WPTR_ADDR_LO, 0, lo32(wb))?;
-                ctx.wreg(osssys::IH_RB_WPTR_ADDR_HI, 0, hi32(wb))?;
+                let (lo, hi) = (osssys::IH_RB_WPTR_ADDR_LO, osssys::IH_RB_WPTR_ADDR_HI);
+                wreg64(ctx, lo, hi, 0, ctx.mc.mc(ring.wptr_wb))?;
             }
             ctx.wreg(alt::IH_RB_WPTR[n], 0, 0)?;
             ctx.wreg(alt::IH_RB_RPTR[n], 0, 0)?;
@@ -142,14 +134,10 @@ impl Ih {
         let w = u64::from(wptr & mask) % RING_SIZE;
         let mut r = u64::from(ctx.rreg(osssys::IH_RB_RPTR, 0)? & mask) % RING_SIZE;
         let mut out = vec![];
-        let ring = self.rings[0].base;
         while r != w {
-            let mut b = [0u8; ENTRY_SIZE as usize];
-            ctx.vram.read(ring + r, &mut b)?;
+            // The entry is little-endian dwords, as the host's.
             let mut dw = [0u32; 8];
-            for (d, c) in dw.iter_mut().zip(b.chunks_exact(4)) {
-                *d = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            }
+            ctx.vram.read(self.rings[0].base + r, dw.as_mut_bytes())?;
             out.push(IhEntry::from_dwords(dw));
             r = (r + ENTRY_SIZE) % RING_SIZE;
         }

@@ -1,17 +1,12 @@
 //! SOC: NBIO doorbell apertures, XCC doorbell fences, HDP flush, SOC clock gating.
 
+use crate::Result;
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
 use crate::regs::{hdp, nbio};
-use crate::{IpVersion, Result};
-
-/// NBIO 7.9/7.9.1 (MI300/MI350): doorbell and interrupt setup per AID through PCIE INDEX2.
-fn is_nbio_7_9(v: IpVersion) -> bool {
-    (v.major, v.minor) == (7, 9) && v.rev <= 1
-}
 
 /// Where an S2A doorbell port sends a range of doorbells.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug)]
 pub struct DoorbellRoute {
     /// The engine's AXI write id.
     pub awid: u32,
@@ -26,7 +21,9 @@ pub struct DoorbellRoute {
 /// SOC/NBIO state.
 #[derive(Debug)]
 pub struct Soc {
-    nbio: IpVersion,
+    /// NBIO 7.9/7.9.1 (MI300/MI350): doorbell and interrupt setup per AID through PCIE
+    /// INDEX2.
+    per_aid: bool,
     /// Byte offset in BAR5 of the HDP flush register (firmware leaves it in
     /// `BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL`).
     hdp_flush_offset: u64,
@@ -35,20 +32,21 @@ pub struct Soc {
 impl Soc {
     /// Nothing to allocate.
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
+        let v = ctx.version(HwIp::NBIO)?;
         Ok(Soc {
-            nbio: ctx.version(HwIp::NBIO)?,
+            per_aid: (v.major, v.minor) == (7, 9) && v.rev <= 1,
             hdp_flush_offset: u64::from(ctx.rreg(nbio::BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL, 0)?),
         })
     }
 
     /// Whether the NBIO routes doorbells per AID (NBIO 7.9).
     pub fn per_aid_doorbells(&self) -> bool {
-        is_nbio_7_9(self.nbio)
+        self.per_aid
     }
 
     /// Doorbell aperture, XCC doorbell fence (NBIO 7.9), interrupt monitor mask.
     pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
-        if is_nbio_7_9(self.nbio) {
+        if self.per_aid {
             // Fence the doorbells of harvested XCCs (only the eight slots of AID 0..3 exist).
             let live = ctx
                 .xccs()
@@ -58,7 +56,7 @@ impl Soc {
             ctx.wreg(nbio::XCC_DOORBELL_FENCE, 0, 0xff & !live)?;
             let slave = ctx.encode(nbio::XCC_DOORBELL_FENCE, |f| f.shub_slv_mode(1))?;
             let fence = ctx.regs.reg(nbio::XCC_DOORBELL_FENCE)?.addr(0)?;
-            for aid in 1..ctx.discovery.aid_count().max(1) as u8 {
+            for aid in 1..ctx.discovery.aid_count() as u8 {
                 ctx.regs.wreg_pcie(fence, aid, slave)?;
             }
             ctx.wreg(nbio::BIFC_GFX_INT_MONITOR_MASK, 0, 0x7ff)?;
@@ -98,7 +96,7 @@ impl Soc {
                 .s2a_doorbell_port0_awaddr_31_28_value(route.awaddr_31_28)
                 .s2a_doorbell_port0_range_offset(route.offset)
         })?;
-        if self.per_aid_doorbells() {
+        if self.per_aid {
             ctx.regs.wreg_pcie(addr, aid, value)
         } else {
             ctx.regs.wreg(addr, value)
