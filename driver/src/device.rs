@@ -334,7 +334,7 @@ impl AmDevice {
         // An inspecting instance must not clear the root table of the instance that runs
         // the device: the allocator's bookkeeping is all it needs.
         let mm = if opts.inspect {
-            MemoryManager::new(&mm_cfg, &crate::mm::HostMemory::new(mm_cfg.vram_size))?
+            MemoryManager::new(&mm_cfg, &crate::mm::NoVram)?
         } else {
             MemoryManager::new(&mm_cfg, &vram)?
         };
@@ -479,12 +479,7 @@ impl AmDevice {
             let mut mm = self.ctx.mm();
             let va = mm.alloc_va(size, crate::mm::PAGE_SIZE)?;
             let (vram, ranges) = (&self.ctx.vram, &paddrs);
-            let mapped = if hive {
-                mm.map_hive(vram, va, ranges, flags)
-            } else {
-                mm.map(vram, va, ranges, flags)
-            };
-            if let Err(e) = mapped {
+            if let Err(e) = mm.map(vram, va, ranges, flags, hive) {
                 mm.free_va(va)?;
                 return Err(e);
             }
