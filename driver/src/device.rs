@@ -480,7 +480,7 @@ impl AmDevice {
             let va = mm.alloc_va(size, crate::mm::PAGE_SIZE)?;
             let (vram, ranges) = (&self.ctx.vram, &paddrs);
             if let Err(e) = mm.map(vram, va, ranges, flags, hive) {
-                mm.free_va(va)?;
+                mm.va.free(va)?;
                 return Err(e);
             }
             va
@@ -506,7 +506,7 @@ impl AmDevice {
         {
             let mut mm = self.ctx.mm();
             mm.unmap(&self.ctx.vram, m.va, m.size)?;
-            mm.free_va(m.va)?;
+            mm.va.free(m.va)?;
         }
         self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)
     }

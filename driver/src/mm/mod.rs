@@ -125,9 +125,6 @@ impl VramAccess for Arc<dyn Bar> {
     fn write64(&self, paddr: u64, value: u64) -> Result<()> {
         Bar::write64(&**self, paddr, value)
     }
-    fn zero(&self, paddr: u64, len: u64) -> Result<()> {
-        self.write_bytes(paddr, &vec![0; len as usize])
-    }
 }
 
 /// VRAM left alone: reads are zero and writes vanish. For an inspecting instance, whose
@@ -226,21 +223,18 @@ impl MemoryManager {
     /// The manager starts in boot mode: page tables come from the boot pool until
     /// [`finish_boot`](Self::finish_boot).
     pub fn new(cfg: &MmConfig, mem: &dyn VramAccess) -> Result<Self> {
-        let pool = |name: &str, start: u64, end: u64| {
-            let name = format!("{} {name}", cfg.device);
-            Tlsf::new(name, start, end.saturating_sub(start), PAGE_SIZE)
-        };
+        let pool = |name: &str, range| Tlsf::new(format!("{} {name}", cfg.device), range);
         let boot_end = BOOT_POOL_SIZE.min(cfg.vram_size);
         let pt_size = (cfg.vram_size / 512).next_multiple_of(1 << 20);
         let pt_end = (boot_end + pt_size).min(cfg.vram_size);
-        let mut boot = pool("boot pool", cfg.paddr_base, boot_end)?;
+        let mut boot = pool("boot pool", cfg.paddr_base..boot_end);
         let root = boot.alloc(PAGE_SIZE, PAGE_SIZE)?;
         mem.zero(root, PAGE_SIZE)?;
         Ok(MemoryManager {
             boot,
-            ptable: pool("page-table pool", boot_end, pt_end)?,
-            main: pool("VRAM", pt_end, cfg.vram_size)?,
-            va: pool("GPU VA space", VA_BASE, VA_BASE + VA_SIZE)?,
+            ptable: pool("page-table pool", boot_end..pt_end),
+            main: pool("VRAM", pt_end..cfg.vram_size),
+            va: pool("GPU VA space", VA_BASE..VA_BASE + VA_SIZE),
             tables: PageTables {
                 format: cfg.format,
                 root,
@@ -292,11 +286,6 @@ impl MemoryManager {
         self.va.alloc(size, align.max(1 << size.max(1).ilog2()))
     }
 
-    /// Returns GPU virtual space.
-    pub fn free_va(&mut self, va: u64) -> Result<()> {
-        self.va.free(va)
-    }
-
     /// Maps `va` to the physical ranges, or to hive physical ranges (another member's VRAM)
     /// when `hive` (see [`PageTables::map`]).
     pub fn map(
@@ -342,7 +331,7 @@ impl MemoryManager {
                     let mapped = self.map(mem, va, &paddrs, flags, false);
                     mapped
                         .map(|()| va)
-                        .or_else(|e| self.free_va(va).and(Err(e)))
+                        .or_else(|e| self.va.free(va).and(Err(e)))
                 });
             }
             chunk = chunk.min(size - placed);
@@ -379,7 +368,7 @@ impl MemoryManager {
     /// Unmaps and frees a [`valloc`](Self::valloc) mapping.
     pub fn vfree(&mut self, mem: &dyn VramAccess, m: &VirtMapping) -> Result<()> {
         self.unmap(mem, m.va, m.size)?;
-        self.free_va(m.va)?;
+        self.va.free(m.va)?;
         self.free_main(&m.paddrs)
     }
 }

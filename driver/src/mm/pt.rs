@@ -5,9 +5,7 @@
 
 use std::ops::Range;
 
-use super::pte::{PageEntry, PtEntry, PteFormat};
-use super::{MapFlags, VmLevel, VramAccess};
-use crate::{Error, ErrorKind, Result};
+use super::*;
 use VmLevel::{Pdb2, Ptb};
 
 /// Bits of GPU virtual address the tree translates (PDB2 covers bits 47:39).
@@ -74,18 +72,12 @@ struct Slot {
     end: u64,
 }
 
-/// Largest fragment the 5-bit `FRAG` field holds.
-const MAX_FRAG: u32 = 31;
-
 /// Largest aligned, physically contiguous power-of-two run starting at `va`/`pa` within
 /// `len` bytes, as a `FRAG` value (log2 of 4 KiB pages).
 fn frag_at(va: u64, pa: u64, len: u64) -> u8 {
-    let pages = (len / PAGE_SIZE).max(1);
-    let f = (va / PAGE_SIZE)
-        .trailing_zeros()
-        .min((pa / PAGE_SIZE).trailing_zeros())
-        .min(pages.ilog2());
-    f.min(MAX_FRAG) as u8
+    let aligned = ((va | pa) / PAGE_SIZE).trailing_zeros();
+    // 31: the largest value of the 5-bit field.
+    aligned.min((len / PAGE_SIZE).max(1).ilog2()).min(31) as u8
 }
 
 fn err(va: u64, size: u64, reason: impl Into<String>) -> Error {
@@ -365,7 +357,7 @@ impl PageTables {
 
 /// Joins ranges that continue each other, so a fragment can span them.
 fn merge(ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    let mut out: Vec<(u64, u64)> = vec![];
     for &(a, l) in ranges.iter().filter(|r| r.1 > 0) {
         match out.last_mut() {
             Some(last) if last.0 + last.1 == a => last.1 += l,

@@ -14,7 +14,7 @@
 //! [`PteFormat::decode`] is a pure function of the format, the level and the entry value, so
 //! the mock's page-table walker and tests can read raw table bytes with the same rules.
 
-use super::{MapFlags, VmLevel};
+use super::*;
 use VmLevel::{Pdb0, Pdb1, Ptb};
 use am_autogen::vm::*;
 

@@ -13,30 +13,24 @@
 //! block's physical predecessor is the previous key.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 
-use crate::{Error, ErrorKind, Result};
+use super::*;
 
 const SL_BITS: u32 = 4;
 
-/// Index of the free list of a block size: first level (the most significant bit) times 16
-/// plus the second level (the next four bits).
+/// Index of the free list of a block size (at least 4 KiB): first level (the most
+/// significant bit) times 16 plus the second level (the next four bits).
 fn list_index(size: u64) -> usize {
     let fl = size.ilog2();
-    let sl = if fl >= SL_BITS {
-        size >> (fl - SL_BITS)
-    } else {
-        size << (SL_BITS - fl)
-    };
-    ((fl << SL_BITS) as usize) | (sl as usize & ((1 << SL_BITS) - 1))
+    (fl << SL_BITS | (size >> (fl - SL_BITS)) as u32 & 15) as usize
 }
 
-/// A TLSF allocator over `[base, base + size)`.
+/// A TLSF allocator over an address range.
 #[derive(Debug)]
 pub struct Tlsf {
     name: String,
-    base: u64,
-    size: u64,
-    granule: u64,
+    range: Range<u64>,
     /// Every block by start address: `(size, free)`.
     blocks: BTreeMap<u64, (u64, bool)>,
     /// Starts of the free blocks of each size class, the next one to hand out last.
@@ -45,26 +39,22 @@ pub struct Tlsf {
 
 impl Tlsf {
     /// An allocator named `name` (used in errors, e.g. "0000:03:00.0 boot pool") over
-    /// `[base, base + size)`. Every allocation is a multiple of `granule` (a power of two)
-    /// and aligned to at least it; `base` and `size` are rounded inward to it.
-    pub fn new(name: impl Into<String>, base: u64, size: u64, granule: u64) -> Result<Self> {
-        let start = base.div_ceil(granule.max(1)) * granule;
-        let end = base.saturating_add(size) / granule.max(1) * granule;
+    /// `range`. Every allocation is a multiple of the 4 KiB GPU page and aligned to at
+    /// least it; the range is rounded inward to it (and is empty if it ends before it
+    /// starts).
+    pub fn new(name: impl Into<String>, range: Range<u64>) -> Self {
+        let start = range.start.next_multiple_of(PAGE_SIZE);
+        let end = (range.end / PAGE_SIZE * PAGE_SIZE).max(start);
         let mut t = Tlsf {
             name: name.into(),
-            base: start,
-            size: end.saturating_sub(start),
-            granule,
+            range: start..end,
             blocks: BTreeMap::new(),
             lists: vec![vec![]; 64 << SL_BITS],
         };
-        if !granule.is_power_of_two() {
-            return Err(t.bad(format!("granule {granule:#x} is not a power of two")));
+        if end > start {
+            t.link(start, end - start);
         }
-        if t.size > 0 {
-            t.link(start, t.size);
-        }
-        Ok(t)
+        t
     }
 
     /// The name given at creation.
@@ -73,15 +63,15 @@ impl Tlsf {
     }
     /// First managed address.
     pub fn base(&self) -> u64 {
-        self.base
+        self.range.start
     }
     /// Managed bytes.
     pub fn size(&self) -> u64 {
-        self.size
+        self.range.end - self.range.start
     }
     /// Whether `addr` lies in the managed range.
     pub fn contains(&self, addr: u64) -> bool {
-        addr >= self.base && addr - self.base < self.size
+        self.range.contains(&addr)
     }
     /// Bytes currently free.
     pub fn free_bytes(&self) -> u64 {
@@ -116,19 +106,18 @@ impl Tlsf {
         })
     }
 
-    /// Allocates `size` bytes (rounded up to the granule) aligned to `align` (a power of
-    /// two; at least the granule). Returns the start address.
+    /// Allocates `size` bytes (rounded up to 4 KiB) aligned to `align` (a power of two;
+    /// at least 4 KiB). Returns the start address.
     pub fn alloc(&mut self, size: u64, align: u64) -> Result<u64> {
-        let align = align.max(self.granule);
+        let align = align.max(PAGE_SIZE);
         if size == 0 || !align.is_power_of_two() {
             return Err(self.bad(format!("size {size:#x} with alignment {align:#x}")));
         }
-        let rounded = size.checked_next_multiple_of(self.granule);
+        let rounded = size.checked_next_multiple_of(PAGE_SIZE);
         // Any block in the list we pick must fit even after skipping to an aligned start,
         // so search from the padded size rounded up to the next list boundary.
-        let need = rounded.and_then(|s| s.checked_add(align - self.granule));
-        let need =
-            need.and_then(|n| n.checked_next_multiple_of(1 << n.ilog2().saturating_sub(SL_BITS)));
+        let need = rounded.and_then(|s| s.checked_add(align - PAGE_SIZE));
+        let need = need.and_then(|n| n.checked_next_multiple_of(1 << (n.ilog2() - SL_BITS)));
         let found = need.and_then(|n| self.lists[list_index(n)..].iter_mut().find_map(Vec::pop));
         let (Some(size), Some(block)) = (rounded, found) else {
             return Err(Error::from(ErrorKind::OutOfMemory {
@@ -180,7 +169,7 @@ mod tests {
 
     #[test]
     fn exhaustion_names_pool_and_size() {
-        let mut t = Tlsf::new("test boot pool", 0, 1 << 20, 0x1000).unwrap();
+        let mut t = Tlsf::new("test boot pool", 0..1 << 20);
         t.alloc(1 << 20, 0x1000).unwrap();
         let e = t.alloc(0x2000, 0x1000).unwrap_err().to_string();
         assert!(e.contains("test boot pool") && e.contains("0x2000"), "{e}");
@@ -188,7 +177,7 @@ mod tests {
 
     #[test]
     fn double_free_is_an_error() {
-        let mut t = Tlsf::new("p", 0x1000, 1 << 20, 0x1000).unwrap();
+        let mut t = Tlsf::new("p", 0x1000..0x10_1000);
         let a = t.alloc(0x3000, 0x1000).unwrap();
         t.free(a).unwrap();
         assert!(t.free(a).is_err());
@@ -197,7 +186,7 @@ mod tests {
 
     #[test]
     fn base_offsets_allocations() {
-        let mut t = Tlsf::new("vf", 1 << 20, 31 << 20, 0x1000).unwrap();
+        let mut t = Tlsf::new("vf", 1 << 20..32 << 20);
         let a = t.alloc(0x1000, 0x1000).unwrap();
         assert_eq!(a, 1 << 20);
         let b = t.alloc(2 << 20, 2 << 20).unwrap();
@@ -221,7 +210,7 @@ mod tests {
         #[test]
         fn random_alloc_free_never_overlaps_and_coalesces(ops in prop::collection::vec(op(), 1..200)) {
             let (base, size) = (0x10_0000u64, 0x80_0000u64);
-            let mut t = Tlsf::new("prop", base, size, 0x1000).unwrap();
+            let mut t = Tlsf::new("prop", base..base + size);
             let mut live: Vec<(u64, u64)> = vec![];
             for op in ops {
                 match op {
