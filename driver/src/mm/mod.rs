@@ -335,8 +335,10 @@ impl MemoryManager {
                 });
             }
             chunk = chunk.min(size - placed);
-            let chunk_align = if chunk >= 2 << 20 { 2 << 20 } else { PAGE_SIZE };
-            match self.main.alloc(chunk, chunk_align) {
+            match self
+                .main
+                .alloc(chunk, if chunk >= 2 << 20 { 2 << 20 } else { PAGE_SIZE })
+            {
                 Ok(p) => {
                     paddrs.push((p, chunk));
                     placed += chunk;
@@ -357,19 +359,18 @@ impl MemoryManager {
                 paddrs,
                 flags,
             }),
-            Err(e) => self.free_main(&paddrs).and(Err(e)),
+            Err(e) => paddrs
+                .iter()
+                .try_for_each(|&(p, _)| self.main.free(p))
+                .and(Err(e)),
         }
-    }
-
-    fn free_main(&mut self, paddrs: &[(u64, u64)]) -> Result<()> {
-        paddrs.iter().try_for_each(|&(p, _)| self.main.free(p))
     }
 
     /// Unmaps and frees a [`valloc`](Self::valloc) mapping.
     pub fn vfree(&mut self, mem: &dyn VramAccess, m: &VirtMapping) -> Result<()> {
         self.unmap(mem, m.va, m.size)?;
         self.va.free(m.va)?;
-        self.free_main(&m.paddrs)
+        m.paddrs.iter().try_for_each(|&(p, _)| self.main.free(p))
     }
 }
 

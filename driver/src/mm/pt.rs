@@ -2,6 +2,10 @@
 //!
 //! The table bytes are the only state: every operation reads the entries it needs through
 //! [`VramAccess`], so what the driver believes is mapped is exactly what the GPU will find.
+//!
+//! Every operation is one descent of the tree (`each`): a closure sees each entry covering
+//! the requested range and either handles it (writes a page, clears it, records it) or names
+//! the table below to descend into; unmapping frees the tables it empties on the way back up.
 
 use std::ops::Range;
 

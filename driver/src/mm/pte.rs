@@ -166,33 +166,32 @@ impl PteFormat {
     /// Reads an entry found at `level` the way the hardware walker does.
     pub fn decode(self, level: VmLevel, entry: u64) -> PtEntry {
         let has = |b: u64| entry & b != 0;
+        let field = |mask: u64| ((entry & mask) >> mask.trailing_zeros()) as u8;
         let is_page = match (self, level) {
             (_, Ptb) => true,
             (Gfx9, Pdb0) => !has(AMDGPU_PTE_TF),
             _ => has(self.page_bit(level)),
         };
-        if !has(AMDGPU_PTE_VALID) {
-            return PtEntry::Invalid;
-        } else if !is_page {
-            return PtEntry::Table {
+        let mtype = field(self.mtype_mask());
+        match (has(AMDGPU_PTE_VALID), is_page) {
+            (false, _) => PtEntry::Invalid,
+            (_, false) => PtEntry::Table {
                 addr: entry & PDE_ADDR_MASK,
-            };
-        }
-        let mask = self.mtype_mask();
-        let mtype = ((entry & mask) >> mask.trailing_zeros()) as u8;
-        PtEntry::Page(PageEntry {
-            addr: entry & PTE_ADDR_MASK,
-            flags: MapFlags {
-                readable: has(AMDGPU_PTE_READABLE),
-                writable: has(AMDGPU_PTE_WRITEABLE),
-                executable: has(AMDGPU_PTE_EXECUTABLE),
-                system: has(AMDGPU_PTE_SYSTEM),
-                snooped: has(AMDGPU_PTE_SNOOPED),
-                uncached: mtype == MTYPE_UC,
             },
-            mtype,
-            frag: ((entry & AMDGPU_PTE_FRAG_MASK) >> AMDGPU_PTE_FRAG_SHIFT) as u8,
-        })
+            _ => PtEntry::Page(PageEntry {
+                addr: entry & PTE_ADDR_MASK,
+                flags: MapFlags {
+                    readable: has(AMDGPU_PTE_READABLE),
+                    writable: has(AMDGPU_PTE_WRITEABLE),
+                    executable: has(AMDGPU_PTE_EXECUTABLE),
+                    system: has(AMDGPU_PTE_SYSTEM),
+                    snooped: has(AMDGPU_PTE_SNOOPED),
+                    uncached: mtype == MTYPE_UC,
+                },
+                mtype,
+                frag: field(AMDGPU_PTE_FRAG_MASK),
+            }),
+        }
     }
 }
 
