@@ -316,7 +316,7 @@ impl AmDevice {
         // An inspecting instance must not clear the root table of the instance that runs
         // the device: the allocator's bookkeeping is all it needs.
         let mm = if opts.inspect {
-            MemoryManager::new(&mm_cfg, &crate::mm::HostMemory::new(mm_cfg.vram_size))?
+            MemoryManager::new(&mm_cfg, &crate::mm::NoVram)?
         } else {
             MemoryManager::new(&mm_cfg, &vram)?
         };
@@ -461,13 +461,8 @@ impl AmDevice {
             let mut mm = self.ctx.mm();
             let va = mm.alloc_va(size, crate::mm::PAGE_SIZE)?;
             let (vram, ranges) = (&self.ctx.vram, &paddrs);
-            let mapped = if hive {
-                mm.map_hive(vram, va, ranges, flags)
-            } else {
-                mm.map(vram, va, ranges, flags)
-            };
-            if let Err(e) = mapped {
-                mm.free_va(va)?;
+            if let Err(e) = mm.map(vram, va, ranges, flags, hive) {
+                mm.va.free(va)?;
                 return Err(e);
             }
             va
@@ -493,7 +488,7 @@ impl AmDevice {
         {
             let mut mm = self.ctx.mm();
             mm.unmap(&self.ctx.vram, m.va, m.size)?;
-            mm.free_va(m.va)?;
+            mm.va.free(m.va)?;
         }
         self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)
     }

@@ -470,7 +470,7 @@ mod tests {
                 (0x80_0000, 0x0a00_0000_0000, 0x3000, MapFlags::SYSTEM),
             ];
             for (off, pa, len, flags) in maps {
-                pt.map(&mem, &mut alloc, va0 + off, &[(pa, len)], flags)
+                pt.map(&mem, &mut alloc, va0 + off, &[(pa, len)], flags, false)
                     .unwrap();
             }
             let ctx = Context {
@@ -517,7 +517,7 @@ mod tests {
 
     /// In a hive, an entry's VRAM address says whose memory it is: this member's segment is
     /// its VRAM, another member's segment that member's VRAM (4 KiB pages and a 2 MiB page,
-    /// as the driver's `map_hive` writes them, and the driver's walk agrees), an address
+    /// as the driver's `map` with `hive` writes them, and the driver's walk agrees), an address
     /// past the last segment is no memory at all.
     #[test]
     fn hive_entries_reach_the_member_whose_segment_holds_them() {
@@ -541,31 +541,35 @@ mod tests {
             va0,
             &[(0x80_0000, 0x1000)],
             MapFlags::VRAM,
+            false,
         )
         .unwrap();
         let peer = MapFlags::PEER_VRAM;
-        pt.map_hive(
+        pt.map(
             &mem,
             &mut alloc,
             va0 + 0x10_0000,
             &[(0x30_0000, 0x2000)],
             peer,
+            true,
         )
         .unwrap();
-        pt.map_hive(
+        pt.map(
             &mem,
             &mut alloc,
             va0 + 0x40_0000,
             &[(2 * SEG + 0x20_0000, 0x20_0000)],
             peer,
+            true,
         )
         .unwrap();
-        pt.map_hive(
+        pt.map(
             &mem,
             &mut alloc,
             va0 + 0x80_0000,
             &[(3 * SEG + 0x1000, 0x1000)],
             peer,
+            true,
         )
         .unwrap();
         let ctx = Context {

@@ -184,7 +184,7 @@ impl Rig {
 
     fn map(&mut self, va: u64, pa: u64, len: u64, flags: MapFlags) {
         self.pt
-            .map(&self.bar0, &mut self.alloc, va, &[(pa, len)], flags)
+            .map(&self.bar0, &mut self.alloc, va, &[(pa, len)], flags, false)
             .unwrap();
     }
 

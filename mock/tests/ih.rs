@@ -277,6 +277,7 @@ fn rings_in_system_memory_through_the_agp_aperture_and_the_gart() {
         va,
         &[(bus + 0x1000, 0x1000)],
         MapFlags::SYSTEM,
+        false,
     )
     .unwrap();
     let ctx = |n: &str, v: u32| {

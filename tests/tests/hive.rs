@@ -259,6 +259,7 @@ fn an_sdma_engine_reads_and_writes_a_peers_vram_through_the_page_tables() {
         .dev
         .ctx()
         .mm()
+        .tables
         .walk(&a.dev.ctx().vram, m.va + 0x1234)
         .unwrap()
         .unwrap();

@@ -13,19 +13,17 @@
 //! `paddr_base` is 1 MiB on an SR-IOV VF (the first MiB of VF VRAM is not ours); the XGMI
 //! segment offset of a hive is a different thing and only shows up in the entries
 //! ([`PageTables::vram_offset`], from [`MmConfig`]). Another hive member's VRAM is mapped by its
-//! hive physical address ([`MemoryManager::map_hive`]).
+//! hive physical address ([`MemoryManager::map`] with `hive`).
 
 mod pt;
 mod pte;
 mod tlsf;
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use pt::{ENTRIES, PAGE_SIZE, PageTables, TableAlloc, Translation, VA_BITS};
-pub use pte::{MTYPE_UC, PDE_ADDR_MASK, PTE_ADDR_MASK, PageEntry, PtEntry, PteFormat};
-pub use tlsf::Tlsf;
+pub use pt::*;
+pub use pte::*;
+pub use tlsf::*;
 
 use crate::pci::Bar;
 use crate::{Error, ErrorKind, Result};
@@ -62,16 +60,7 @@ impl VmLevel {
     }
     /// The level below, if any.
     pub const fn child(self) -> Option<VmLevel> {
-        match self {
-            VmLevel::Pdb2 => Some(VmLevel::Pdb1),
-            VmLevel::Pdb1 => Some(VmLevel::Pdb0),
-            VmLevel::Pdb0 => Some(VmLevel::Ptb),
-            VmLevel::Ptb => None,
-        }
-    }
-    /// Whether the driver maps huge pages at this level (1 GiB in PDB1, 2 MiB in PDB0).
-    pub const fn can_be_page(self) -> bool {
-        matches!(self, VmLevel::Pdb1 | VmLevel::Pdb0)
+        [Some(Self::Pdb1), Some(Self::Pdb0), Some(Self::Ptb), None][self as usize]
     }
 }
 
@@ -98,13 +87,6 @@ impl MapFlags {
         readable: true,
         writable: true,
         executable: true,
-        ..MapFlags::NONE
-    };
-    /// No access at all (the base the others build on).
-    pub const NONE: MapFlags = MapFlags {
-        readable: false,
-        writable: false,
-        executable: false,
         system: false,
         snooped: false,
         uncached: false,
@@ -143,63 +125,18 @@ impl VramAccess for Arc<dyn Bar> {
     fn write64(&self, paddr: u64, value: u64) -> Result<()> {
         Bar::write64(&**self, paddr, value)
     }
-    fn zero(&self, paddr: u64, len: u64) -> Result<()> {
-        let page = [0u8; PAGE_SIZE as usize];
-        (0..len.div_ceil(PAGE_SIZE)).try_for_each(|i| {
-            let n = (len - i * PAGE_SIZE).min(PAGE_SIZE) as usize;
-            self.write_bytes(paddr + i * PAGE_SIZE, &page[..n])
-        })
-    }
 }
 
-/// Sparse host-side stand-in for VRAM (tests, tools): 8-byte words in a hash map, zero until
-/// written, bounds-checked against `size`.
-#[derive(Debug, Default)]
-pub struct HostMemory {
-    size: u64,
-    words: RefCell<HashMap<u64, u64>>,
-}
+/// VRAM left alone: reads are zero and writes vanish. For an inspecting instance, whose
+/// allocator bookkeeping must not clear the tables of the instance that runs the device.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoVram;
 
-impl HostMemory {
-    /// `size` bytes of zeroed memory.
-    pub fn new(size: u64) -> Self {
-        HostMemory {
-            size,
-            words: RefCell::default(),
-        }
+impl VramAccess for NoVram {
+    fn read64(&self, _: u64) -> Result<u64> {
+        Ok(0)
     }
-    /// Number of non-zero words (tests use it to see that tables were cleared).
-    pub fn nonzero_words(&self) -> usize {
-        self.words.borrow().values().filter(|&&w| w != 0).count()
-    }
-    fn check(&self, paddr: u64) -> Result<()> {
-        if !paddr.is_multiple_of(8) || paddr.checked_add(8).is_none_or(|e| e > self.size) {
-            return Err(Error::new(
-                "host memory",
-                ErrorKind::OutOfRange {
-                    what: "VRAM".into(),
-                    offset: paddr,
-                    size: 8,
-                    len: self.size,
-                },
-            ));
-        }
-        Ok(())
-    }
-}
-
-impl VramAccess for HostMemory {
-    fn read64(&self, paddr: u64) -> Result<u64> {
-        self.check(paddr)?;
-        Ok(self.words.borrow().get(&paddr).copied().unwrap_or(0))
-    }
-    fn write64(&self, paddr: u64, value: u64) -> Result<()> {
-        self.check(paddr)?;
-        if value == 0 {
-            self.words.borrow_mut().remove(&paddr);
-        } else {
-            self.words.borrow_mut().insert(paddr, value);
-        }
+    fn write64(&self, _: u64, _: u64) -> Result<()> {
         Ok(())
     }
 }
@@ -286,44 +223,25 @@ impl MemoryManager {
     /// The manager starts in boot mode: page tables come from the boot pool until
     /// [`finish_boot`](Self::finish_boot).
     pub fn new(cfg: &MmConfig, mem: &dyn VramAccess) -> Result<Self> {
-        let d = &cfg.device;
+        let pool = |name: &str, range| Tlsf::new(format!("{} {name}", cfg.device), range);
         let boot_end = BOOT_POOL_SIZE.min(cfg.vram_size);
         let pt_size = (cfg.vram_size / 512).next_multiple_of(1 << 20);
         let pt_end = (boot_end + pt_size).min(cfg.vram_size);
-        let mut boot = Tlsf::new(
-            format!("{d} boot pool"),
-            cfg.paddr_base,
-            boot_end.saturating_sub(cfg.paddr_base),
-            PAGE_SIZE,
-        )?;
-        let ptable = Tlsf::new(
-            format!("{d} page-table pool"),
-            boot_end,
-            pt_end - boot_end,
-            PAGE_SIZE,
-        )?;
-        let main = Tlsf::new(
-            format!("{d} VRAM"),
-            pt_end,
-            cfg.vram_size - pt_end,
-            PAGE_SIZE,
-        )?;
-        let va = Tlsf::new(format!("{d} GPU VA space"), VA_BASE, VA_SIZE, PAGE_SIZE)?;
+        let mut boot = pool("boot pool", cfg.paddr_base..boot_end);
         let root = boot.alloc(PAGE_SIZE, PAGE_SIZE)?;
         mem.zero(root, PAGE_SIZE)?;
-        let tables = PageTables {
-            format: cfg.format,
-            root,
-            vram_offset: cfg.vram_offset,
-            xgmi_seg_size: cfg.xgmi_seg_size,
-            va_base: VA_BASE,
-        };
         Ok(MemoryManager {
             boot,
-            ptable,
-            main,
-            va,
-            tables,
+            ptable: pool("page-table pool", boot_end..pt_end),
+            main: pool("VRAM", pt_end..cfg.vram_size),
+            va: pool("GPU VA space", VA_BASE..VA_BASE + VA_SIZE),
+            tables: PageTables {
+                format: cfg.format,
+                root,
+                vram_offset: cfg.vram_offset,
+                xgmi_seg_size: cfg.xgmi_seg_size,
+                va_base: VA_BASE,
+            },
             booting: true,
         })
     }
@@ -343,81 +261,49 @@ impl MemoryManager {
         self.booting = false;
     }
 
-    fn pool(&mut self, pool: Pool) -> &mut Tlsf {
+    /// Allocates `size` bytes of VRAM from `pool`, aligned to `align` (at least 4 KiB).
+    pub fn palloc(&mut self, size: u64, align: u64, pool: Pool) -> Result<u64> {
         match pool {
             Pool::Boot => &mut self.boot,
             Pool::PageTable => &mut self.ptable,
             Pool::Main => &mut self.main,
         }
-    }
-
-    /// Allocates `size` bytes of VRAM from `pool`, aligned to `align` (at least 4 KiB).
-    pub fn palloc(&mut self, size: u64, align: u64, pool: Pool) -> Result<u64> {
-        self.pool(pool).alloc(size, align)
+        .alloc(size, align)
     }
 
     /// Frees VRAM allocated with [`palloc`](Self::palloc), whichever pool it came from.
     pub fn pfree(&mut self, paddr: u64) -> Result<()> {
-        let pool = if self.boot.contains(paddr) {
-            Pool::Boot
-        } else if self.ptable.contains(paddr) {
-            Pool::PageTable
-        } else {
-            Pool::Main
-        };
-        self.pool(pool).free(paddr)
+        let mut pools = [&mut self.boot, &mut self.ptable].into_iter();
+        pools
+            .find(|p| p.contains(paddr))
+            .unwrap_or(&mut self.main)
+            .free(paddr)
     }
 
     /// Allocates GPU virtual space, aligned to the largest power of two not above `size` (so
     /// big buffers can use huge pages and large fragments) and at least to `align`.
     pub fn alloc_va(&mut self, size: u64, align: u64) -> Result<u64> {
-        let natural = if size == 0 {
-            1
-        } else {
-            1 << (63 - size.leading_zeros())
-        };
-        self.va.alloc(size, align.max(natural))
+        self.va.alloc(size, align.max(1 << size.max(1).ilog2()))
     }
 
-    /// Returns GPU virtual space.
-    pub fn free_va(&mut self, va: u64) -> Result<()> {
-        self.va.free(va)
-    }
-
-    /// Maps `va` to the physical ranges (see [`PageTables::map`]).
+    /// Maps `va` to the physical ranges, or to hive physical ranges (another member's VRAM)
+    /// when `hive` (see [`PageTables::map`]).
     pub fn map(
         &mut self,
         mem: &dyn VramAccess,
         va: u64,
         ranges: &[(u64, u64)],
         flags: MapFlags,
+        hive: bool,
     ) -> Result<()> {
         let t = self.tables;
-        t.map(mem, self, va, ranges, flags)
-    }
-
-    /// Maps `va` to hive physical ranges: another member's VRAM (see
-    /// [`PageTables::map_hive`]).
-    pub fn map_hive(
-        &mut self,
-        mem: &dyn VramAccess,
-        va: u64,
-        ranges: &[(u64, u64)],
-        flags: MapFlags,
-    ) -> Result<()> {
-        let t = self.tables;
-        t.map_hive(mem, self, va, ranges, flags)
+        t.map(mem, self, va, ranges, flags, hive)
     }
 
     /// Unmaps `[va, va + size)` and frees emptied tables (see [`PageTables::unmap`]).
     pub fn unmap(&mut self, mem: &dyn VramAccess, va: u64, size: u64) -> Result<()> {
         let t = self.tables;
         t.unmap(mem, self, va, size)
-    }
-
-    /// What maps `va`, if anything.
-    pub fn walk(&self, mem: &dyn VramAccess, va: u64) -> Result<Option<Translation>> {
-        self.tables.walk(mem, va)
     }
 
     /// Allocates `size` bytes (rounded up to 4 KiB) of VRAM and GPU virtual space and maps
@@ -437,19 +323,25 @@ impl MemoryManager {
             ..flags
         };
         let mut paddrs = vec![];
-        let mut rem = size;
-        let mut chunk = if contiguous {
-            size
-        } else {
-            1 << (63 - size.leading_zeros())
-        };
-        while rem > 0 {
-            chunk = chunk.min(rem);
-            let chunk_align = if chunk >= 2 << 20 { 2 << 20 } else { PAGE_SIZE };
-            match self.main.alloc(chunk, chunk_align) {
+        let mut placed = 0;
+        let mut chunk = if contiguous { size } else { 1 << size.ilog2() };
+        let va = loop {
+            if placed == size {
+                break self.alloc_va(size, align).and_then(|va| {
+                    let mapped = self.map(mem, va, &paddrs, flags, false);
+                    mapped
+                        .map(|()| va)
+                        .or_else(|e| self.va.free(va).and(Err(e)))
+                });
+            }
+            chunk = chunk.min(size - placed);
+            match self
+                .main
+                .alloc(chunk, if chunk >= 2 << 20 { 2 << 20 } else { PAGE_SIZE })
+            {
                 Ok(p) => {
                     paddrs.push((p, chunk));
-                    rem -= chunk;
+                    placed += chunk;
                 }
                 Err(Error {
                     kind: ErrorKind::OutOfMemory { .. },
@@ -457,36 +349,27 @@ impl MemoryManager {
                 }) if !contiguous && chunk > PAGE_SIZE => {
                     chunk = (chunk / 2).next_multiple_of(PAGE_SIZE)
                 }
-                Err(e) => {
-                    paddrs.iter().try_for_each(|&(p, _)| self.main.free(p))?;
-                    return Err(e);
-                }
+                Err(e) => break Err(e),
             }
-        }
-        let done =
-            self.alloc_va(size, align)
-                .and_then(|va| match self.map(mem, va, &paddrs, flags) {
-                    Ok(()) => Ok(va),
-                    Err(e) => self.free_va(va).and(Err(e)),
-                });
-        match done {
+        };
+        match va {
             Ok(va) => Ok(VirtMapping {
                 va,
                 size,
                 paddrs,
                 flags,
             }),
-            Err(e) => {
-                paddrs.iter().try_for_each(|&(p, _)| self.main.free(p))?;
-                Err(e)
-            }
+            Err(e) => paddrs
+                .iter()
+                .try_for_each(|&(p, _)| self.main.free(p))
+                .and(Err(e)),
         }
     }
 
     /// Unmaps and frees a [`valloc`](Self::valloc) mapping.
     pub fn vfree(&mut self, mem: &dyn VramAccess, m: &VirtMapping) -> Result<()> {
         self.unmap(mem, m.va, m.size)?;
-        self.free_va(m.va)?;
+        self.va.free(m.va)?;
         m.paddrs.iter().try_for_each(|&(p, _)| self.main.free(p))
     }
 }

@@ -2,10 +2,15 @@
 //!
 //! The table bytes are the only state: every operation reads the entries it needs through
 //! [`VramAccess`], so what the driver believes is mapped is exactly what the GPU will find.
+//!
+//! Every operation is one descent of the tree (`each`): a closure sees each entry covering
+//! the requested range and either handles it (writes a page, clears it, records it) or names
+//! the table below to descend into; unmapping frees the tables it empties on the way back up.
 
-use super::pte::{PageEntry, PtEntry, PteFormat};
-use super::{MapFlags, VmLevel, VramAccess};
-use crate::{Error, ErrorKind, Result};
+use std::ops::Range;
+
+use super::*;
+use VmLevel::{Pdb2, Ptb};
 
 /// Bits of GPU virtual address the tree translates (PDB2 covers bits 47:39).
 pub const VA_BITS: u32 = 48;
@@ -31,7 +36,7 @@ pub struct Translation {
     /// `peer_region`), or a system bus address if `flags.system`.
     pub phys: u64,
     /// The hive region whose VRAM the page is, when it is another member's (mapped with
-    /// [`PageTables::map_hive`]).
+    /// [`PageTables::map`] with `hive`).
     pub peer_region: Option<u32>,
     /// Level of the entry that mapped it.
     pub level: VmLevel,
@@ -62,36 +67,21 @@ pub struct PageTables {
     pub va_base: u64,
 }
 
-enum Visit {
-    Hole {
-        va: u64,
-    },
-    Leaf {
-        va: u64,
-        level: VmLevel,
-        page: PageEntry,
-    },
+/// One entry a traversal reaches: at VRAM address `at` in a `level` table, covering the
+/// relative virtual range `[va, end)` of the request.
+struct Slot {
+    at: u64,
+    level: VmLevel,
+    va: u64,
+    end: u64,
 }
-
-/// The fragment run being written: entries up to `run_end` carry `frag`.
-struct Frag {
-    piece_end: u64,
-    run_end: u64,
-    frag: u8,
-}
-
-/// Largest fragment the 5-bit `FRAG` field holds.
-const MAX_FRAG: u32 = 31;
 
 /// Largest aligned, physically contiguous power-of-two run starting at `va`/`pa` within
 /// `len` bytes, as a `FRAG` value (log2 of 4 KiB pages).
 fn frag_at(va: u64, pa: u64, len: u64) -> u8 {
-    let pages = (len / PAGE_SIZE).max(1);
-    let f = (va / PAGE_SIZE)
-        .trailing_zeros()
-        .min((pa / PAGE_SIZE).trailing_zeros())
-        .min(63 - pages.leading_zeros());
-    f.min(MAX_FRAG) as u8
+    let aligned = ((va | pa) / PAGE_SIZE).trailing_zeros();
+    // 31: the largest value of the 5-bit field.
+    aligned.min((len / PAGE_SIZE).max(1).ilog2()).min(31) as u8
 }
 
 fn err(va: u64, size: u64, reason: impl Into<String>) -> Error {
@@ -102,132 +92,145 @@ fn err(va: u64, size: u64, reason: impl Into<String>) -> Error {
     })
 }
 
-/// The level under `level`: a table entry in a PTB is a corrupt tree.
-fn below(level: VmLevel, va: u64) -> Result<VmLevel> {
-    level
-        .child()
-        .ok_or_else(|| err(va, 0, "a PTB entry decoded as a table"))
-}
-
 impl PageTables {
-    fn rel(&self, va: u64, size: u64) -> Result<(u64, u64)> {
+    /// `[va, va + size)` relative to `va_base`, checked against the tree's reach.
+    fn rel(&self, va: u64, size: u64) -> Result<Range<u64>> {
         let r = va
             .checked_sub(self.va_base)
-            .filter(|r| r.is_multiple_of(PAGE_SIZE) && size.is_multiple_of(PAGE_SIZE) && size > 0);
+            .filter(|r| (r | size).is_multiple_of(PAGE_SIZE) && size > 0);
         let r = r.ok_or_else(|| err(va, size, "not 4 KiB aligned, empty, or below the VM base"))?;
         match r.checked_add(size) {
-            Some(end) if end <= 1 << VA_BITS => Ok((r, end)),
+            Some(end) if end <= 1 << VA_BITS => Ok(r..end),
             _ => Err(err(va, size, format!("beyond the {VA_BITS}-bit VM"))),
         }
     }
 
     fn vram_addr(&self, addr: u64) -> Result<u64> {
-        addr.checked_sub(self.vram_offset).ok_or_else(|| {
-            err(
-                0,
-                0,
-                format!(
-                    "entry address {addr:#x} is below the XGMI offset {:#x}",
-                    self.vram_offset
-                ),
-            )
+        let off = self.vram_offset;
+        addr.checked_sub(off).ok_or_else(|| {
+            let reason = format!("entry address {addr:#x} is below the XGMI offset {off:#x}");
+            err(0, 0, reason)
         })
     }
 
-    fn entry_addr(table: u64, level: VmLevel, rel: u64) -> u64 {
-        table + ((rel >> level.shift()) & (ENTRIES - 1)) * 8
-    }
-
-    /// Translates `va`, or `None` if it is not mapped.
-    pub fn walk(&self, mem: &dyn VramAccess, va: u64) -> Result<Option<Translation>> {
-        let (rel, _) = self.rel(va & !(PAGE_SIZE - 1), PAGE_SIZE)?;
-        let (mut table, mut level) = (self.root, VmLevel::Pdb2);
-        loop {
-            let at = Self::entry_addr(table, level, rel);
-            let entry = mem.read64(at)?;
-            match self.format.decode(level, entry) {
-                PtEntry::Invalid => return Ok(None),
-                PtEntry::Table { addr } => {
-                    let child = below(level, va)?;
-                    (table, level) = (self.vram_addr(addr)?, child);
-                }
-                PtEntry::Page(page) => {
-                    let seg = self.xgmi_seg_size;
-                    let own = page.addr.checked_sub(self.vram_offset).filter(|&a| a < seg);
-                    let (base, peer_region) = if page.flags.system {
-                        (page.addr, None)
-                    } else if seg > 0 && own.is_none() {
-                        (page.addr % seg, Some((page.addr / seg) as u32))
-                    } else {
-                        (self.vram_addr(page.addr)?, None)
-                    };
-                    let page_size = level.entry_size();
-                    let phys = base + (va - self.va_base) % page_size;
-                    return Ok(Some(Translation {
-                        va,
-                        phys,
-                        peer_region,
-                        level,
-                        page_size,
-                        page,
-                        entry,
-                        entry_addr: at,
-                    }));
-                }
-            }
-        }
-    }
-
-    fn visit(
+    /// Calls `f` on each entry covering `range` (relative VA) from the root down: `f`
+    /// returns the table to descend into, if any. With `prune`, a table left without a valid
+    /// entry after the descent is unhooked and returned to it.
+    fn each(
         &self,
         mem: &dyn VramAccess,
-        table: u64,
-        level: VmLevel,
-        mut va: u64,
-        end: u64,
-        f: &mut dyn FnMut(Visit) -> Result<()>,
+        prune: &mut Option<&mut dyn TableAlloc>,
+        (table, level): (u64, VmLevel),
+        range: Range<u64>,
+        f: &mut dyn FnMut(&Slot) -> Result<Option<u64>>,
     ) -> Result<()> {
         let size = level.entry_size();
-        while va < end {
-            let chunk_end = end.min((va | (size - 1)) + 1);
-            match self
-                .format
-                .decode(level, mem.read64(Self::entry_addr(table, level, va))?)
-            {
-                PtEntry::Invalid => f(Visit::Hole { va })?,
-                PtEntry::Page(page) => f(Visit::Leaf {
-                    va: va & !(size - 1),
-                    level,
-                    page,
-                })?,
-                PtEntry::Table { addr } => {
-                    let child = below(level, va)?;
-                    self.visit(mem, self.vram_addr(addr)?, child, va, chunk_end, f)?;
+        let mut va = range.start;
+        while va < range.end {
+            let s = Slot {
+                at: table + ((va >> level.shift()) & (ENTRIES - 1)) * 8,
+                level,
+                va,
+                end: range.end.min((va | (size - 1)) + 1),
+            };
+            if let Some(child) = f(&s)? {
+                let below = level
+                    .child()
+                    .ok_or_else(|| err(self.va_base + va, 0, "a PTB entry decoded as a table"))?;
+                self.each(mem, prune, (child, below), va..s.end, f)?;
+                if let Some(alloc) = prune {
+                    let mut i = 0;
+                    while i < ENTRIES
+                        && self.format.decode(below, mem.read64(child + i * 8)?) == PtEntry::Invalid
+                    {
+                        i += 1;
+                    }
+                    if i == ENTRIES {
+                        mem.write64(s.at, 0)?;
+                        alloc.free_table(child)?;
+                    }
                 }
             }
-            va = chunk_end;
+            va = s.end;
         }
         Ok(())
     }
 
-    /// Every page entry of the tree as `(va, translation of va)`, in VA order.
-    pub fn mappings(&self, mem: &dyn VramAccess) -> Result<Vec<Translation>> {
-        let mut leaves = vec![];
-        self.visit(mem, self.root, VmLevel::Pdb2, 0, 1 << VA_BITS, &mut |v| {
-            if let Visit::Leaf { va, .. } = v {
-                leaves.push(self.va_base + va);
+    /// Calls `f` with each page entry and each hole (as read and decoded) of `range`; see
+    /// [`each`](Self::each) for `prune`.
+    fn visit(
+        &self,
+        mem: &dyn VramAccess,
+        prune: &mut Option<&mut dyn TableAlloc>,
+        range: Range<u64>,
+        f: &mut dyn FnMut(&Slot, u64, PtEntry) -> Result<()>,
+    ) -> Result<()> {
+        let root = (self.root, Pdb2);
+        self.each(mem, prune, root, range, &mut |s| {
+            let raw = mem.read64(s.at)?;
+            match self.format.decode(s.level, raw) {
+                PtEntry::Table { addr } => self.vram_addr(addr).map(Some),
+                e => f(s, raw, e).map(|()| None),
             }
+        })
+    }
+
+    /// Translates `va`, or `None` if it is not mapped.
+    pub fn walk(&self, mem: &dyn VramAccess, va: u64) -> Result<Option<Translation>> {
+        let page = self
+            .pages(mem, self.rel(va & !(PAGE_SIZE - 1), PAGE_SIZE)?)?
+            .pop();
+        Ok(page.map(|t| Translation {
+            va,
+            phys: t.phys + va % PAGE_SIZE,
+            ..t
+        }))
+    }
+
+    /// Every page entry of the tree as the translation of its first address, in VA order.
+    pub fn mappings(&self, mem: &dyn VramAccess) -> Result<Vec<Translation>> {
+        self.pages(mem, 0..1 << VA_BITS)
+    }
+
+    /// The translation of the first address of each page entry in `range`.
+    fn pages(&self, mem: &dyn VramAccess, range: Range<u64>) -> Result<Vec<Translation>> {
+        let mut pages = vec![];
+        let (off, seg) = (self.vram_offset, self.xgmi_seg_size);
+        self.visit(mem, &mut None, range, &mut |s, entry, e| {
+            let PtEntry::Page(page) = e else {
+                return Ok(());
+            };
+            let (base, peer_region) = if page.flags.system {
+                (page.addr, None)
+            } else if seg > 0 && !(off..off + seg).contains(&page.addr) {
+                (page.addr % seg, Some((page.addr / seg) as u32))
+            } else {
+                (self.vram_addr(page.addr)?, None)
+            };
+            let page_size = s.level.entry_size();
+            pages.push(Translation {
+                va: self.va_base + s.va,
+                phys: base + s.va % page_size,
+                peer_region,
+                level: s.level,
+                page_size,
+                page,
+                entry,
+                entry_addr: s.at,
+            });
             Ok(())
         })?;
-        leaves
-            .into_iter()
-            .filter_map(|va| self.walk(mem, va).transpose())
-            .collect()
+        Ok(pages)
     }
 
     /// Maps `[va, va + Σ len)` to the `(addr, len)` ranges in order: VRAM physical
     /// addresses, or system bus addresses when `flags.system`. Uses 1 GiB and 2 MiB pages and
     /// `FRAG` where the ranges allow. Refuses to touch a page that is already mapped.
+    ///
+    /// With `hive`, the ranges are the hive's memory, given as hive physical addresses (a
+    /// member's `paddr_base` plus its VRAM address) and written into the entries as they
+    /// are, VRAM-style (no `SYSTEM`): how another member's VRAM is mapped (Linux adds that
+    /// member's `vram_base_offset` to its VRAM address the same way).
     pub fn map(
         &self,
         mem: &dyn VramAccess,
@@ -235,175 +238,75 @@ impl PageTables {
         va: u64,
         ranges: &[(u64, u64)],
         flags: MapFlags,
+        hive: bool,
     ) -> Result<()> {
-        let offset = if flags.system { 0 } else { self.vram_offset };
-        self.map_at(mem, alloc, va, ranges, flags, offset)
-    }
-
-    /// Maps `[va, va + Σ len)` to ranges of the hive's memory, given as hive physical
-    /// addresses (a member's `paddr_base` plus its VRAM address) and written into the
-    /// entries as they are, VRAM-style (no `SYSTEM`): how another member's VRAM is mapped
-    /// (Linux adds that member's `vram_base_offset` to its VRAM address the same way).
-    pub fn map_hive(
-        &self,
-        mem: &dyn VramAccess,
-        alloc: &mut dyn TableAlloc,
-        va: u64,
-        ranges: &[(u64, u64)],
-        flags: MapFlags,
-    ) -> Result<()> {
-        if flags.system {
+        if hive && flags.system {
             return Err(err(va, 0, "hive memory is VRAM: it is not mapped SYSTEM"));
         }
-        self.map_at(mem, alloc, va, ranges, flags, 0)
-    }
-
-    /// [`map`](Self::map) with `offset` added to every range's address.
-    fn map_at(
-        &self,
-        mem: &dyn VramAccess,
-        alloc: &mut dyn TableAlloc,
-        va: u64,
-        ranges: &[(u64, u64)],
-        flags: MapFlags,
-        offset: u64,
-    ) -> Result<()> {
-        let total = ranges
-            .iter()
-            .try_fold(0u64, |a, r| a.checked_add(r.1))
-            .ok_or_else(|| err(va, 0, "size overflows"))?;
-        let (start, end) = self.rel(va, total)?;
-        for &(addr, len) in ranges {
-            if addr % PAGE_SIZE != 0 || len % PAGE_SIZE != 0 {
-                return Err(err(
-                    va,
-                    total,
-                    format!("physical range {addr:#x}+{len:#x} is not 4 KiB aligned"),
-                ));
-            }
-        }
-        self.visit(
-            mem,
-            self.root,
-            VmLevel::Pdb2,
-            start,
-            end,
-            &mut |v| match v {
-                Visit::Leaf { va: at, .. } => Err(err(
-                    va,
-                    total,
-                    format!("{:#x} is already mapped", self.va_base + at.max(start)),
-                )),
-                Visit::Hole { .. } => Ok(()),
-            },
-        )?;
+        let offset = if flags.system || hive {
+            0
+        } else {
+            self.vram_offset
+        };
+        let total = ranges.iter().try_fold(0u64, |a, r| a.checked_add(r.1));
+        let total = total.ok_or_else(|| err(va, 0, "size overflows"))?;
+        let bad = |reason: String| err(va, total, reason);
+        let range = self.rel(va, total)?;
         let dma_bits = self.format.dma_bits();
-        let mut pieces = Vec::with_capacity(ranges.len());
-        for (addr, len) in merge(ranges) {
-            if flags.system && addr.checked_add(len).is_none_or(|e| e > 1 << dma_bits) {
-                return Err(err(
-                    va,
-                    total,
-                    format!(
-                        "system bus address range {addr:#x}+{len:#x} is beyond the GPU's {dma_bits}-bit DMA range: the device cannot reach it"
-                    ),
-                ));
-            }
-            let hw = addr
-                .checked_add(offset)
-                .filter(|a| a.checked_add(len).is_some_and(|e| e <= 1 << VA_BITS));
-            let hw = hw.ok_or_else(|| {
-                err(
-                    va,
-                    total,
-                    format!("physical range {addr:#x}+{len:#x} is beyond 48 bits"),
+        // A system page must lie within the GPU's DMA reach, any page within 48 bits.
+        let reach = if flags.system { dma_bits } else { VA_BITS };
+        for &(addr, len) in ranges {
+            let end = addr.checked_add(offset).and_then(|a| a.checked_add(len));
+            let r = format!("{addr:#x}+{len:#x}");
+            let reason = if addr % PAGE_SIZE + len % PAGE_SIZE > 0 {
+                format!("physical range {r} is not 4 KiB aligned")
+            } else if end.is_some_and(|e| e <= 1 << reach) {
+                continue;
+            } else if flags.system {
+                format!(
+                    "system bus address range {r} is beyond the GPU's {dma_bits}-bit DMA range: the device cannot reach it"
                 )
-            })?;
-            pieces.push((hw, len));
-        }
-        let mut rel = start;
-        for (hw, len) in pieces {
-            let mut frag = Frag {
-                piece_end: rel + len,
-                run_end: 0,
-                frag: 0,
-            };
-            if let Err(e) = self.map_in(
-                mem,
-                alloc,
-                self.root,
-                VmLevel::Pdb2,
-                rel,
-                hw,
-                rel + len,
-                flags,
-                &mut frag,
-            ) {
-                // Leave nothing half-mapped: the range was empty before this call.
-                self.unmap_in(mem, alloc, self.root, VmLevel::Pdb2, start, rel + len)?;
-                return Err(e);
-            }
-            rel += len;
-        }
-        Ok(())
-    }
-
-    /// `frag` carries the current fragment run across the tables of one physical range.
-    #[allow(clippy::too_many_arguments)]
-    fn map_in(
-        &self,
-        mem: &dyn VramAccess,
-        alloc: &mut dyn TableAlloc,
-        table: u64,
-        level: VmLevel,
-        mut va: u64,
-        mut pa: u64,
-        end: u64,
-        flags: MapFlags,
-        frag: &mut Frag,
-    ) -> Result<()> {
-        let size = level.entry_size();
-        while va < end {
-            let chunk_end = end.min((va | (size - 1)) + 1);
-            let at = Self::entry_addr(table, level, va);
-            let leaf = level == VmLevel::Ptb
-                || (level.can_be_page()
-                    && va.is_multiple_of(size)
-                    && pa.is_multiple_of(size)
-                    && chunk_end - va == size);
-            if leaf {
-                if va >= frag.run_end {
-                    frag.frag = frag_at(va, pa, frag.piece_end - va);
-                    frag.run_end = va + (PAGE_SIZE << frag.frag);
-                }
-                mem.write64(at, self.format.encode_pte(level, pa, flags, frag.frag))?;
             } else {
-                let child_level = below(level, va)?;
-                let child = match self.format.decode(level, mem.read64(at)?) {
-                    PtEntry::Table { addr } => self.vram_addr(addr)?,
+                format!("physical range {r} is beyond 48 bits")
+            };
+            return Err(bad(reason));
+        }
+        self.visit(mem, &mut None, range.clone(), &mut |s, _, e| match e {
+            PtEntry::Page(_) => Err(bad(format!("{:#x} is already mapped", self.va_base + s.va))),
+            _ => Ok(()),
+        })?;
+        let mut piece = range.start..range.start;
+        for (addr, len) in merge(ranges) {
+            piece = piece.end..piece.end + len;
+            // The fragment run being written: entries up to `run_end` carry `frag`.
+            let (mut run_end, mut frag) = (0, 0);
+            let root = (self.root, Pdb2);
+            let mapped = self.each(mem, &mut None, root, piece.clone(), &mut |s| {
+                // A whole entry of a level that holds pages, over an aligned address.
+                let size = s.level.entry_size();
+                let pa = addr + offset + (s.va - piece.start);
+                if s.level != Pdb2 && s.end - s.va == size && pa.is_multiple_of(size) {
+                    if s.va >= run_end {
+                        frag = frag_at(s.va, pa, piece.end - s.va);
+                        run_end = s.va + (PAGE_SIZE << frag);
+                    }
+                    mem.write64(s.at, self.format.encode_pte(s.level, pa, flags, frag))?;
+                    return Ok(None);
+                }
+                match self.format.decode(s.level, mem.read64(s.at)?) {
+                    PtEntry::Table { addr } => self.vram_addr(addr).map(Some),
                     PtEntry::Invalid => {
                         let t = alloc.alloc_table(mem)?;
-                        mem.write64(at, self.format.encode_pde(level, t + self.vram_offset))?;
-                        t
+                        mem.write64(s.at, self.format.encode_pde(s.level, t + self.vram_offset))?;
+                        Ok(Some(t))
                     }
                     PtEntry::Page(_) => {
-                        return Err(err(self.va_base + va, 0, "already mapped by a huge page"));
+                        Err(err(self.va_base + s.va, 0, "already mapped by a huge page"))
                     }
-                };
-                self.map_in(
-                    mem,
-                    alloc,
-                    child,
-                    child_level,
-                    va,
-                    pa,
-                    chunk_end,
-                    flags,
-                    frag,
-                )?;
-            }
-            pa += chunk_end - va;
-            va = chunk_end;
+                }
+            });
+            // Leave nothing half-mapped: the range was empty before this call.
+            mapped.or_else(|e| self.clear(mem, alloc, range.start..piece.end).and(Err(e)))?;
         }
         Ok(())
     }
@@ -419,91 +322,46 @@ impl PageTables {
         va: u64,
         size: u64,
     ) -> Result<()> {
-        let (start, end) = self.rel(va, size)?;
-        self.visit(
-            mem,
-            self.root,
-            VmLevel::Pdb2,
-            start,
-            end,
-            &mut |v| match v {
-                Visit::Hole { va: h, .. } => Err(err(
-                    va,
-                    size,
-                    format!("{:#x} is not mapped", self.va_base + h),
-                )),
-                Visit::Leaf {
-                    va: at,
-                    level,
-                    page,
-                } => {
-                    let run = level.entry_size().max(PAGE_SIZE << page.frag);
-                    let run_start = at & !(run - 1);
-                    if run_start < start || run_start + run > end {
-                        let what = if level == VmLevel::Ptb {
-                            "fragment"
-                        } else {
-                            "huge page"
-                        };
-                        let base = self.va_base;
-                        Err(err(
-                            va,
-                            size,
-                            format!("would split the {what} {:#x}+{run:#x}", base + run_start),
-                        ))
-                    } else {
-                        Ok(())
-                    }
+        let range = self.rel(va, size)?;
+        self.visit(mem, &mut None, range.clone(), &mut |s, _, e| {
+            let reason = if let PtEntry::Page(page) = e {
+                let run = s.level.entry_size().max(PAGE_SIZE << page.frag);
+                let run_start = s.va & !(run - 1);
+                if run_start >= range.start && run_start + run <= range.end {
+                    return Ok(());
                 }
-            },
-        )?;
-        self.unmap_in(mem, alloc, self.root, VmLevel::Pdb2, start, end)
+                let what = if s.level == Ptb {
+                    "fragment"
+                } else {
+                    "huge page"
+                };
+                let at = self.va_base + run_start;
+                format!("would split the {what} {at:#x}+{run:#x}")
+            } else {
+                format!("{:#x} is not mapped", self.va_base + s.va)
+            };
+            Err(err(va, size, reason))
+        })?;
+        self.clear(mem, alloc, range)
     }
 
-    fn unmap_in(
+    /// Clears every page entry in `range` and frees the tables left empty.
+    fn clear(
         &self,
         mem: &dyn VramAccess,
         alloc: &mut dyn TableAlloc,
-        table: u64,
-        level: VmLevel,
-        mut va: u64,
-        end: u64,
+        range: Range<u64>,
     ) -> Result<()> {
-        let size = level.entry_size();
-        while va < end {
-            let chunk_end = end.min((va | (size - 1)) + 1);
-            let at = Self::entry_addr(table, level, va);
-            match self.format.decode(level, mem.read64(at)?) {
-                PtEntry::Invalid => {}
-                PtEntry::Page(_) => mem.write64(at, 0)?,
-                PtEntry::Table { addr } => {
-                    let child = self.vram_addr(addr)?;
-                    let child_level = below(level, va)?;
-                    self.unmap_in(mem, alloc, child, child_level, va, chunk_end)?;
-                    let mut empty = true;
-                    for i in 0..ENTRIES {
-                        if self.format.decode(child_level, mem.read64(child + i * 8)?)
-                            != PtEntry::Invalid
-                        {
-                            empty = false;
-                            break;
-                        }
-                    }
-                    if empty {
-                        mem.write64(at, 0)?;
-                        alloc.free_table(child)?;
-                    }
-                }
-            }
-            va = chunk_end;
-        }
-        Ok(())
+        self.visit(mem, &mut Some(alloc), range, &mut |s, _, e| match e {
+            PtEntry::Page(_) => mem.write64(s.at, 0),
+            _ => Ok(()),
+        })
     }
 }
 
 /// Joins ranges that continue each other, so a fragment can span them.
 fn merge(ranges: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+    let mut out: Vec<(u64, u64)> = vec![];
     for &(a, l) in ranges.iter().filter(|r| r.1 > 0) {
         match out.last_mut() {
             Some(last) if last.0 + last.1 == a => last.1 += l,

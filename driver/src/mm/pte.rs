@@ -14,16 +14,9 @@
 //! [`PteFormat::decode`] is a pure function of the format, the level and the entry value, so
 //! the mock's page-table walker and tests can read raw table bytes with the same rules.
 
-use super::{MapFlags, VmLevel};
-
-use am_autogen::vm::{
-    AMDGPU_MTYPE_NC, AMDGPU_PDE_BFS, AMDGPU_PDE_PTE, AMDGPU_PDE_PTE_GFX12, AMDGPU_PTE_EXECUTABLE,
-    AMDGPU_PTE_FRAG, AMDGPU_PTE_FRAG_MASK, AMDGPU_PTE_FRAG_SHIFT, AMDGPU_PTE_IS_PTE,
-    AMDGPU_PTE_MTYPE_GFX12, AMDGPU_PTE_MTYPE_GFX12_MASK, AMDGPU_PTE_MTYPE_NV10,
-    AMDGPU_PTE_MTYPE_NV10_MASK, AMDGPU_PTE_MTYPE_VG10, AMDGPU_PTE_MTYPE_VG10_MASK,
-    AMDGPU_PTE_READABLE, AMDGPU_PTE_SNOOPED, AMDGPU_PTE_SYSTEM, AMDGPU_PTE_TF, AMDGPU_PTE_VALID,
-    AMDGPU_PTE_WRITEABLE,
-};
+use super::*;
+use VmLevel::{Pdb0, Pdb1, Ptb};
+use am_autogen::vm::*;
 
 /// `MTYPE_UC`: 3 in every `MTYPE` enum that applies (`vega10_enum.h:1042`,
 /// `navi10_enum.h:309`, `soc21_enum.h:168`, `soc24_enum.h:282`). The other mappings use
@@ -50,6 +43,7 @@ pub enum PteFormat {
     /// GC 12.x.
     Gfx12,
 }
+use PteFormat::{Gfx9, Gfx10, Gfx12};
 
 /// What one entry of a page table or directory says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -82,9 +76,9 @@ impl PteFormat {
     /// The format of a GC IP version.
     pub fn for_gc(major: u8) -> Self {
         match major {
-            12.. => PteFormat::Gfx12,
-            10 | 11 => PteFormat::Gfx10,
-            _ => PteFormat::Gfx9,
+            12.. => Gfx12,
+            10 | 11 => Gfx10,
+            _ => Gfx9,
         }
     }
 
@@ -94,7 +88,7 @@ impl PteFormat {
     /// supports are 9.4.3 and 9.5.0).
     pub const fn dma_bits(self) -> u32 {
         match self {
-            PteFormat::Gfx9 => 48,
+            Gfx9 => 48,
             _ => 44,
         }
     }
@@ -103,7 +97,7 @@ impl PteFormat {
     /// PDB0 and translates further from there.
     pub const fn page_table_depth(self) -> u32 {
         match self {
-            PteFormat::Gfx9 => 2,
+            Gfx9 => 2,
             _ => 3,
         }
     }
@@ -112,25 +106,28 @@ impl PteFormat {
     /// entry) under translate-further, else 0.
     pub const fn page_table_block_size(self) -> u32 {
         match self {
-            PteFormat::Gfx9 => 9,
+            Gfx9 => 9,
             _ => 0,
         }
     }
 
-    /// Places `mtype` in this format's `MTYPE` field.
-    const fn with_mtype(self, mtype: u64) -> u64 {
+    /// This format's `MTYPE` field.
+    const fn mtype_mask(self) -> u64 {
         match self {
-            PteFormat::Gfx9 => AMDGPU_PTE_MTYPE_VG10(0, mtype),
-            PteFormat::Gfx10 => AMDGPU_PTE_MTYPE_NV10(0, mtype),
-            PteFormat::Gfx12 => AMDGPU_PTE_MTYPE_GFX12(0, mtype),
+            Gfx9 => AMDGPU_PTE_MTYPE_VG10_MASK,
+            Gfx10 => AMDGPU_PTE_MTYPE_NV10_MASK,
+            Gfx12 => AMDGPU_PTE_MTYPE_GFX12_MASK,
         }
     }
 
-    const fn mtype_mask(self) -> u64 {
-        match self {
-            PteFormat::Gfx9 => AMDGPU_PTE_MTYPE_VG10_MASK,
-            PteFormat::Gfx10 => AMDGPU_PTE_MTYPE_NV10_MASK,
-            PteFormat::Gfx12 => AMDGPU_PTE_MTYPE_GFX12_MASK,
+    /// The bit that marks a page entry at `level` (0 where the level alone decides: a GFX9
+    /// PDB0 entry is a page unless it carries `TF`).
+    const fn page_bit(self, level: VmLevel) -> u64 {
+        match (self, level) {
+            (Gfx12, Ptb) => AMDGPU_PTE_IS_PTE,
+            (_, Ptb) | (Gfx9, Pdb0) => 0,
+            (Gfx12, _) => AMDGPU_PDE_PTE_GFX12,
+            _ => AMDGPU_PDE_PTE,
         }
     }
 
@@ -138,8 +135,8 @@ impl PteFormat {
     pub fn encode_pde(self, level: VmLevel, addr: u64) -> u64 {
         let e = (addr & PDE_ADDR_MASK) | AMDGPU_PTE_VALID;
         match (self, level) {
-            (PteFormat::Gfx9, VmLevel::Pdb1) => e | AMDGPU_PDE_BFS(GFX9_PDB1_BFS),
-            (PteFormat::Gfx9, VmLevel::Pdb0) => e | AMDGPU_PTE_TF,
+            (Gfx9, Pdb1) => e | AMDGPU_PDE_BFS(GFX9_PDB1_BFS),
+            (Gfx9, Pdb0) => e | AMDGPU_PTE_TF,
             _ => e,
         }
     }
@@ -149,62 +146,52 @@ impl PteFormat {
     pub fn encode_pte(self, level: VmLevel, addr: u64, flags: MapFlags, frag: u8) -> u64 {
         let bit = |on: bool, b: u64| if on { b } else { 0 };
         let mtype = if flags.uncached {
-            u64::from(MTYPE_UC)
+            MTYPE_UC.into()
         } else {
             AMDGPU_MTYPE_NC
         };
-        let mut e = (addr & PTE_ADDR_MASK)
+        let mask = self.mtype_mask();
+        (addr & PTE_ADDR_MASK)
             | AMDGPU_PTE_VALID
             | bit(flags.system, AMDGPU_PTE_SYSTEM)
             | bit(flags.snooped, AMDGPU_PTE_SNOOPED)
             | bit(flags.readable, AMDGPU_PTE_READABLE)
             | bit(flags.writable, AMDGPU_PTE_WRITEABLE)
             | bit(flags.executable, AMDGPU_PTE_EXECUTABLE)
-            | AMDGPU_PTE_FRAG(u64::from(frag))
-            | self.with_mtype(mtype);
-        e |= match (self, level) {
-            (_, VmLevel::Ptb) | (PteFormat::Gfx9, VmLevel::Pdb0) => 0,
-            (PteFormat::Gfx9 | PteFormat::Gfx10, _) => AMDGPU_PDE_PTE,
-            (PteFormat::Gfx12, _) => AMDGPU_PDE_PTE_GFX12,
-        };
-        if self == PteFormat::Gfx12 && level == VmLevel::Ptb {
-            e |= AMDGPU_PTE_IS_PTE;
-        }
-        e
+            | AMDGPU_PTE_FRAG(frag.into())
+            | ((mtype << mask.trailing_zeros()) & mask)
+            | self.page_bit(level)
     }
 
     /// Reads an entry found at `level` the way the hardware walker does.
     pub fn decode(self, level: VmLevel, entry: u64) -> PtEntry {
-        if entry & AMDGPU_PTE_VALID == 0 {
-            return PtEntry::Invalid;
-        }
-        let is_page = match (self, level) {
-            (_, VmLevel::Ptb) => true,
-            (PteFormat::Gfx9, VmLevel::Pdb0) => entry & AMDGPU_PTE_TF == 0,
-            (PteFormat::Gfx9 | PteFormat::Gfx10, _) => entry & AMDGPU_PDE_PTE != 0,
-            (PteFormat::Gfx12, _) => entry & AMDGPU_PDE_PTE_GFX12 != 0,
-        };
-        if !is_page {
-            return PtEntry::Table {
-                addr: entry & PDE_ADDR_MASK,
-            };
-        }
-        let mask = self.mtype_mask();
-        let mtype = ((entry & mask) >> mask.trailing_zeros()) as u8;
         let has = |b: u64| entry & b != 0;
-        PtEntry::Page(PageEntry {
-            addr: entry & PTE_ADDR_MASK,
-            flags: MapFlags {
-                readable: has(AMDGPU_PTE_READABLE),
-                writable: has(AMDGPU_PTE_WRITEABLE),
-                executable: has(AMDGPU_PTE_EXECUTABLE),
-                system: has(AMDGPU_PTE_SYSTEM),
-                snooped: has(AMDGPU_PTE_SNOOPED),
-                uncached: mtype == MTYPE_UC,
+        let field = |mask: u64| ((entry & mask) >> mask.trailing_zeros()) as u8;
+        let is_page = match (self, level) {
+            (_, Ptb) => true,
+            (Gfx9, Pdb0) => !has(AMDGPU_PTE_TF),
+            _ => has(self.page_bit(level)),
+        };
+        let mtype = field(self.mtype_mask());
+        match (has(AMDGPU_PTE_VALID), is_page) {
+            (false, _) => PtEntry::Invalid,
+            (_, false) => PtEntry::Table {
+                addr: entry & PDE_ADDR_MASK,
             },
-            mtype,
-            frag: ((entry & AMDGPU_PTE_FRAG_MASK) >> AMDGPU_PTE_FRAG_SHIFT) as u8,
-        })
+            _ => PtEntry::Page(PageEntry {
+                addr: entry & PTE_ADDR_MASK,
+                flags: MapFlags {
+                    readable: has(AMDGPU_PTE_READABLE),
+                    writable: has(AMDGPU_PTE_WRITEABLE),
+                    executable: has(AMDGPU_PTE_EXECUTABLE),
+                    system: has(AMDGPU_PTE_SYSTEM),
+                    snooped: has(AMDGPU_PTE_SNOOPED),
+                    uncached: mtype == MTYPE_UC,
+                },
+                mtype,
+                frag: field(AMDGPU_PTE_FRAG_MASK),
+            }),
+        }
     }
 }
 

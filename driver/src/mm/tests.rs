@@ -1,9 +1,64 @@
-use crate::ErrorKind;
-use std::collections::BTreeMap;
+use crate::{Error, ErrorKind};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
 
 use proptest::prelude::*;
 
 use super::*;
+
+/// Sparse host-side stand-in for VRAM: 8-byte words in a hash map, zero until
+/// written, bounds-checked against `size`.
+#[derive(Debug, Default)]
+pub struct HostMemory {
+    size: u64,
+    words: RefCell<HashMap<u64, u64>>,
+}
+
+impl HostMemory {
+    /// `size` bytes of zeroed memory.
+    pub fn new(size: u64) -> Self {
+        HostMemory {
+            size,
+            words: RefCell::default(),
+        }
+    }
+    /// Number of non-zero words (tests use it to see that tables were cleared; a zero
+    /// written is not stored).
+    pub fn nonzero_words(&self) -> usize {
+        self.words.borrow().len()
+    }
+    fn check(&self, paddr: u64) -> Result<()> {
+        if !paddr.is_multiple_of(8) || paddr.checked_add(8).is_none_or(|e| e > self.size) {
+            return Err(Error::new(
+                "host memory",
+                ErrorKind::OutOfRange {
+                    what: "VRAM".into(),
+                    offset: paddr,
+                    size: 8,
+                    len: self.size,
+                },
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl VramAccess for HostMemory {
+    fn read64(&self, paddr: u64) -> Result<u64> {
+        self.check(paddr)?;
+        Ok(self.words.borrow().get(&paddr).copied().unwrap_or(0))
+    }
+    fn write64(&self, paddr: u64, value: u64) -> Result<()> {
+        self.check(paddr)?;
+        let mut words = self.words.borrow_mut();
+        if value == 0 {
+            words.remove(&paddr);
+        } else {
+            words.insert(paddr, value);
+        }
+        Ok(())
+    }
+}
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -38,6 +93,7 @@ fn gfx9_tree_entries_for_a_known_page() {
         VA_BASE + rel,
         &[(0x1234_5000, PAGE_SIZE)],
         MapFlags::VRAM,
+        false,
     )
     .unwrap();
     // The three tables below the root come from the page-table pool, in allocation order.
@@ -67,7 +123,11 @@ fn gfx9_tree_entries_for_a_known_page() {
         0x1234_5000 | 0x71,
         "PTE: VALID|EXE|READ|WRITE"
     );
-    let t = mm.walk(&mem, VA_BASE + rel + 0x123).unwrap().unwrap();
+    let t = mm
+        .tables
+        .walk(&mem, VA_BASE + rel + 0x123)
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (t.phys, t.level, t.page_size, t.page.frag),
         (0x1234_5123, VmLevel::Ptb, PAGE_SIZE, 0)
@@ -81,9 +141,9 @@ fn gfx12_ptes_carry_is_pte_and_system_flags() {
         uncached: true,
         ..MapFlags::SYSTEM
     };
-    mm.map(&mem, VA_BASE, &[(0xdead_0000, PAGE_SIZE)], flags)
+    mm.map(&mem, VA_BASE, &[(0xdead_0000, PAGE_SIZE)], flags, false)
         .unwrap();
-    let t = mm.walk(&mem, VA_BASE).unwrap().unwrap();
+    let t = mm.tables.walk(&mem, VA_BASE).unwrap().unwrap();
     // VALID|SYSTEM|SNOOPED|EXE|READ|WRITE = 0x77, MTYPE_UC 3 << 54, IS_PTE 1 << 63.
     assert_eq!(t.entry, 0xdead_0000 | 0x77 | (3 << 54) | (1 << 63));
     assert_eq!((t.phys, t.page.flags), (0xdead_0000, flags));
@@ -95,7 +155,8 @@ fn fragments_follow_aligned_contiguous_runs() {
     let frags = |mm: &MemoryManager, va: u64, pages: u64| -> Vec<u8> {
         (0..pages)
             .map(|i| {
-                mm.walk(&mem, va + i * PAGE_SIZE)
+                mm.tables
+                    .walk(&mem, va + i * PAGE_SIZE)
                     .unwrap()
                     .unwrap()
                     .page
@@ -104,8 +165,14 @@ fn fragments_follow_aligned_contiguous_runs() {
             .collect()
     };
     // 64 KiB, VA and PA 64 KiB-aligned: one fragment of 16 pages.
-    mm.map(&mem, VA_BASE, &[(0x10_0000, 0x1_0000)], MapFlags::VRAM)
-        .unwrap();
+    mm.map(
+        &mem,
+        VA_BASE,
+        &[(0x10_0000, 0x1_0000)],
+        MapFlags::VRAM,
+        false,
+    )
+    .unwrap();
     assert_eq!(frags(&mm, VA_BASE, 16), vec![4; 16]);
     // 3 pages at a 16 KiB-aligned VA: a 2-page run, then a single page.
     mm.map(
@@ -113,6 +180,7 @@ fn fragments_follow_aligned_contiguous_runs() {
         VA_BASE + 0x4_0000,
         &[(0x20_0000, 0x3000)],
         MapFlags::VRAM,
+        false,
     )
     .unwrap();
     assert_eq!(frags(&mm, VA_BASE + 0x4_0000, 3), vec![1, 1, 0]);
@@ -122,6 +190,7 @@ fn fragments_follow_aligned_contiguous_runs() {
         VA_BASE + 0x8_0000,
         &[(0x30_1000, 0x1_0000)],
         MapFlags::VRAM,
+        false,
     )
     .unwrap();
     assert_eq!(frags(&mm, VA_BASE + 0x8_0000, 16), vec![0; 16]);
@@ -131,6 +200,7 @@ fn fragments_follow_aligned_contiguous_runs() {
         VA_BASE + 0x10_0000,
         &[(0x40_0000, 0x4000), (0x40_4000, 0x4000)],
         MapFlags::VRAM,
+        false,
     )
     .unwrap();
     assert_eq!(frags(&mm, VA_BASE + 0x10_0000, 8), vec![3; 8]);
@@ -146,9 +216,10 @@ fn huge_pages_for_aligned_2mib_and_1gib_runs() {
             VA_BASE + 2 * MIB,
             &[(6 * MIB, 2 * MIB)],
             MapFlags::VRAM,
+            false,
         )
         .unwrap();
-        let t = mm.walk(&mem, VA_BASE + 3 * MIB).unwrap().unwrap();
+        let t = mm.tables.walk(&mem, VA_BASE + 3 * MIB).unwrap().unwrap();
         assert_eq!(
             (t.level, t.page_size, t.phys, t.page.frag),
             (VmLevel::Pdb0, 2 * MIB, 7 * MIB, 9),
@@ -160,9 +231,16 @@ fn huge_pages_for_aligned_2mib_and_1gib_runs() {
             "{f:?}: only PDB1 and PDB0 tables, no PTB"
         );
 
-        mm.map(&mem, VA_BASE + GIB, &[(2 * GIB, GIB)], MapFlags::VRAM)
-            .unwrap();
+        mm.map(
+            &mem,
+            VA_BASE + GIB,
+            &[(2 * GIB, GIB)],
+            MapFlags::VRAM,
+            false,
+        )
+        .unwrap();
         let t = mm
+            .tables
             .walk(&mem, VA_BASE + GIB + 12345 * PAGE_SIZE)
             .unwrap()
             .unwrap();
@@ -178,10 +256,15 @@ fn huge_pages_for_aligned_2mib_and_1gib_runs() {
             VA_BASE + 8 * MIB,
             &[(9 * MIB, 2 * MIB)],
             MapFlags::VRAM,
+            false,
         )
         .unwrap();
         assert_eq!(
-            mm.walk(&mem, VA_BASE + 8 * MIB).unwrap().unwrap().level,
+            mm.tables
+                .walk(&mem, VA_BASE + 8 * MIB)
+                .unwrap()
+                .unwrap()
+                .level,
             VmLevel::Ptb,
             "{f:?}"
         );
@@ -196,11 +279,12 @@ fn map_over_a_mapping_fails_and_changes_nothing() {
         VA_BASE + 0x5000,
         &[(0x10_0000, 0x1000)],
         MapFlags::VRAM,
+        false,
     )
     .unwrap();
     let before = mm.tables.mappings(&mem).unwrap();
     let e = mm
-        .map(&mem, VA_BASE, &[(0x20_0000, 0x8000)], MapFlags::VRAM)
+        .map(&mem, VA_BASE, &[(0x20_0000, 0x8000)], MapFlags::VRAM, false)
         .unwrap_err();
     assert!(e.to_string().contains("already mapped"), "{e}");
     assert_eq!(mm.tables.mappings(&mem).unwrap(), before);
@@ -209,13 +293,14 @@ fn map_over_a_mapping_fails_and_changes_nothing() {
 #[test]
 fn unmap_refuses_holes_and_split_runs() {
     let (mem, mut mm) = setup(PteFormat::Gfx10, GIB);
-    mm.map(&mem, VA_BASE, &[(0, 2 * MIB)], MapFlags::VRAM)
+    mm.map(&mem, VA_BASE, &[(0, 2 * MIB)], MapFlags::VRAM, false)
         .unwrap();
     mm.map(
         &mem,
         VA_BASE + 4 * MIB,
         &[(0x40_0000, 0x4000)],
         MapFlags::VRAM,
+        false,
     )
     .unwrap();
     let before = mm.tables.mappings(&mem).unwrap();
@@ -283,7 +368,7 @@ fn valloc_and_vfree_return_everything() {
     );
     assert_eq!(m.paddrs.iter().map(|p| p.1).sum::<u64>(), 5 * MIB + 0x1000);
     assert_eq!(
-        mm.walk(&mem, m.va).unwrap().unwrap().level,
+        mm.tables.walk(&mem, m.va).unwrap().unwrap().level,
         VmLevel::Pdb0,
         "the first 4 MiB piece uses 2 MiB pages"
     );
@@ -415,7 +500,7 @@ proptest! {
                     };
                     let flags = flags_of(flags);
                     let free = (0..pages).all(|i| !model.contains_key(&(va + i * PAGE_SIZE)));
-                    let r = mm.map(&mem, va, &ranges, flags);
+                    let r = mm.map(&mem, va, &ranges, flags, false);
                     prop_assert_eq!(r.is_ok(), free, "map {:#x}+{} pages: {:?}", va, pages, r);
                     if r.is_ok() {
                         let mut v = va;
@@ -452,7 +537,7 @@ proptest! {
         }
         // Walk every page of the window and some outside it.
         for p in (WIN - 4 * PAGE_SIZE..WIN + (WIN_PAGES + 4) * PAGE_SIZE).step_by(PAGE_SIZE as usize) {
-            let got = mm.walk(&mem, p + 8).unwrap().map(|t| (t.phys - 8, t.page.flags));
+            let got = mm.tables.walk(&mem, p + 8).unwrap().map(|t| (t.phys - 8, t.page.flags));
             prop_assert_eq!(got, model.get(&p).copied(), "walk {:#x}", p);
         }
         for (s, e) in mappings {
@@ -471,7 +556,7 @@ fn running_out_of_tables_undoes_the_partial_map() {
     let pt = mm.ptable.free_blocks();
     // 1 GiB with a PA one page off 2 MiB alignment needs 512 PTBs.
     let e = mm
-        .map(&mem, VA_BASE, &[(PAGE_SIZE, GIB)], MapFlags::VRAM)
+        .map(&mem, VA_BASE, &[(PAGE_SIZE, GIB)], MapFlags::VRAM, false)
         .unwrap_err();
     assert!(
         matches!(
@@ -500,9 +585,15 @@ fn tables_come_from_the_boot_pool_while_booting() {
         xgmi_seg_size: 0,
     };
     let mut mm = MemoryManager::new(&cfg, &mem).unwrap();
-    mm.map(&mem, VA_BASE, &[(0x10_0000, PAGE_SIZE)], MapFlags::VRAM)
-        .unwrap();
-    let t = mm.walk(&mem, VA_BASE).unwrap().unwrap();
+    mm.map(
+        &mem,
+        VA_BASE,
+        &[(0x10_0000, PAGE_SIZE)],
+        MapFlags::VRAM,
+        false,
+    )
+    .unwrap();
+    let t = mm.tables.walk(&mem, VA_BASE).unwrap().unwrap();
     assert!(
         mm.boot.contains(t.entry_addr),
         "PTB at {:#x} is not in the boot pool",
@@ -514,9 +605,10 @@ fn tables_come_from_the_boot_pool_while_booting() {
         VA_BASE + GIB,
         &[(0x10_0000, PAGE_SIZE)],
         MapFlags::VRAM,
+        false,
     )
     .unwrap();
-    let t = mm.walk(&mem, VA_BASE + GIB).unwrap().unwrap();
+    let t = mm.tables.walk(&mem, VA_BASE + GIB).unwrap().unwrap();
     assert!(
         mm.ptable.contains(t.entry_addr),
         "PTB at {:#x} is not in the page-table pool",
@@ -535,8 +627,14 @@ fn system_pages_beyond_the_dma_mask_are_refused() {
     ] {
         let (mem, mut mm) = setup(format, GIB);
         let inside = (1u64 << bits) - PAGE_SIZE;
-        mm.map(&mem, VA_BASE, &[(inside, PAGE_SIZE)], MapFlags::SYSTEM)
-            .unwrap();
+        mm.map(
+            &mem,
+            VA_BASE,
+            &[(inside, PAGE_SIZE)],
+            MapFlags::SYSTEM,
+            false,
+        )
+        .unwrap();
         if bits < 48 {
             let beyond = 1u64 << bits;
             let e = mm
@@ -545,6 +643,7 @@ fn system_pages_beyond_the_dma_mask_are_refused() {
                     VA_BASE + PAGE_SIZE,
                     &[(beyond, PAGE_SIZE)],
                     MapFlags::SYSTEM,
+                    false,
                 )
                 .unwrap_err()
                 .to_string();
@@ -560,6 +659,7 @@ fn system_pages_beyond_the_dma_mask_are_refused() {
             VA_BASE + 2 * PAGE_SIZE,
             &[(1 << 20, PAGE_SIZE)],
             MapFlags::VRAM,
+            false,
         )
         .unwrap();
     }
@@ -576,27 +676,40 @@ fn a_peer_page_holds_its_hive_address_vram_style() {
     mm.tables.xgmi_seg_size = SEG;
     let va = VA_BASE + 4 * MIB;
     let hive_addr = SEG + 0x1234_5000; // region 1, VRAM 0x1234_5000
-    mm.map_hive(&mem, va, &[(hive_addr, PAGE_SIZE)], MapFlags::PEER_VRAM)
-        .unwrap();
-    let t = mm.walk(&mem, va + 0x10).unwrap().unwrap();
+    mm.map(
+        &mem,
+        va,
+        &[(hive_addr, PAGE_SIZE)],
+        MapFlags::PEER_VRAM,
+        true,
+    )
+    .unwrap();
+    let t = mm.tables.walk(&mem, va + 0x10).unwrap().unwrap();
     // VALID | SNOOPED | EXECUTABLE | READABLE | WRITEABLE, MTYPE 0 (NC), no SYSTEM.
     assert_eq!(t.entry, hive_addr | 0x75);
     assert_eq!((t.peer_region, t.phys), (Some(1), 0x1234_5010));
     assert_eq!(t.page.flags, MapFlags::PEER_VRAM);
     // This device's own pages still walk to its own VRAM.
-    mm.map(&mem, va + PAGE_SIZE, &[(0x8000, PAGE_SIZE)], MapFlags::VRAM)
-        .unwrap();
-    let own = mm.walk(&mem, va + PAGE_SIZE).unwrap().unwrap();
+    mm.map(
+        &mem,
+        va + PAGE_SIZE,
+        &[(0x8000, PAGE_SIZE)],
+        MapFlags::VRAM,
+        false,
+    )
+    .unwrap();
+    let own = mm.tables.walk(&mem, va + PAGE_SIZE).unwrap().unwrap();
     assert_eq!(
         (own.peer_region, own.phys, own.page.addr),
         (None, 0x8000, 2 * SEG + 0x8000)
     );
     let e = mm
-        .map_hive(
+        .map(
             &mem,
             va + 2 * PAGE_SIZE,
             &[(hive_addr, PAGE_SIZE)],
             MapFlags::SYSTEM,
+            true,
         )
         .unwrap_err();
     assert!(e.to_string().contains("not mapped SYSTEM"), "{e}");
