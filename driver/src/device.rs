@@ -460,8 +460,7 @@ impl AmDevice {
         let va = {
             let mut mm = self.ctx.mm();
             let va = mm.alloc_va(size, crate::mm::PAGE_SIZE)?;
-            let (vram, ranges) = (&self.ctx.vram, &paddrs);
-            if let Err(e) = mm.map(vram, va, ranges, flags, hive) {
+            if let Err(e) = mm.map(&self.ctx.vram, va, &paddrs, flags, hive) {
                 mm.va.free(va)?;
                 return Err(e);
             }
