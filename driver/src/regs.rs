@@ -237,13 +237,13 @@ impl Regs {
                 present,
             })
         })?;
-        let ip = block.label();
         let table = block
             .table
-            .ok_or_else(|| self.err(ErrorKind::NoRegisterTable { ip: ip.clone() }))?;
-        let register = name.to_string();
-        let def =
-            find(table).ok_or_else(|| self.err(ErrorKind::NoSuchRegister { register, ip }))?;
+            .ok_or_else(|| self.err(ErrorKind::NoRegisterTable { ip: block.label() }));
+        let def = find(table?).ok_or_else(|| {
+            let (register, ip) = (name.into(), block.label());
+            self.err(ErrorKind::NoSuchRegister { register, ip })
+        })?;
         Ok(Register {
             regs: self,
             block,
@@ -367,10 +367,10 @@ impl Register<'_> {
 
     /// Dword address of the register on one instance of its block.
     pub fn addr(&self, instance: u8) -> Result<u64> {
-        let (ip, bases) = (self.ip_label(), &self.block.bases);
+        let (ip, bases) = (|| self.ip_label(), &self.block.bases);
         let Some(segments) = bases.get(&instance) else {
             let live: Vec<_> = bases.keys().map(u8::to_string).collect();
-            let present = format!(" (live instances: {})", live.join(", "));
+            let (ip, present) = (ip(), format!(" (live instances: {})", live.join(", ")));
             return Err(self.regs.err(ErrorKind::NoIpInstance {
                 ip,
                 instance,
@@ -379,7 +379,7 @@ impl Register<'_> {
         };
         let (base_idx, count) = (self.def.base_idx(), segments.len());
         let base = segments.get(usize::from(base_idx)).ok_or_else(|| {
-            let register = self.name().into();
+            let (register, ip) = (self.name().into(), ip());
             self.regs.err(ErrorKind::NoBaseAddress {
                 register,
                 ip,
@@ -403,70 +403,61 @@ impl Register<'_> {
         self.regs.wreg(self.addr(instance)?, value)
     }
 
-    fn field_error(&self, e: am_autogen::regs::FieldError) -> Error {
-        use am_autogen::regs::FieldError as E;
-        let (register, ip) = (self.name().into(), self.ip_label());
-        self.regs.err(match e {
-            E::Missing { field, .. } => ErrorKind::NoSuchField {
+    /// A field this version lacks, or (with `overflow`: value and field width) a value wider
+    /// than the field.
+    fn field_err(&self, field: &str, overflow: Option<(u64, u32)>) -> Error {
+        let (register, field, ip) = (self.name().into(), field.into(), self.ip_label());
+        self.regs.err(match overflow {
+            None => ErrorKind::NoSuchField {
                 register,
-                field: field.into(),
+                field,
                 ip,
             },
+            Some((value, width)) => ErrorKind::FieldOverflow {
+                register,
+                field,
+                width,
+                value,
+                ip,
+            },
+        })
+    }
+
+    fn field_error(&self, e: am_autogen::regs::FieldError) -> Error {
+        use am_autogen::regs::FieldError as E;
+        match e {
+            E::Missing { field, .. } => self.field_err(field, None),
             E::Overflow {
                 field,
                 value,
                 width,
                 ..
-            } => {
-                let (field, value) = (field.into(), value.into());
-                ErrorKind::FieldOverflow {
-                    register,
-                    field,
-                    width,
-                    value,
-                    ip,
-                }
-            }
-        })
+            } => self.field_err(field, Some((value.into(), width))),
+        }
     }
 
     fn field_def(&self, name: &str) -> Result<Field> {
         let mut fields = self.def.fields();
         fields
             .find(|f| f.name.eq_ignore_ascii_case(name))
-            .ok_or_else(|| {
-                let (register, field, ip) = (self.name().into(), name.into(), self.ip_label());
-                self.regs.err(ErrorKind::NoSuchField {
-                    register,
-                    field,
-                    ip,
-                })
-            })
+            .ok_or_else(|| self.field_err(name, None))
     }
 
     /// The value with the named fields set (names as in `*_sh_mask.h`, any case); a value
     /// wider than its field is an error.
     pub fn encode(&self, fields: &[(&str, u64)]) -> Result<u32> {
-        let mut value = 0u32;
-        for &(name, v) in fields {
+        fields.iter().try_fold(0, |value, &(name, v)| {
             let f = self.field_def(name)?;
             // A value fits when it survives a trip through the field (masks need not be one
             // run of bits).
-            if !u32::try_from(v).is_ok_and(|v32| f.get(f.set(0, v32)) == v32) {
-                let (register, field, width) =
-                    (self.name().into(), f.name.into(), f.mask.count_ones());
-                let ip = self.ip_label();
-                return Err(self.regs.err(ErrorKind::FieldOverflow {
-                    register,
-                    field,
-                    width,
-                    value: v,
-                    ip,
-                }));
+            match u32::try_from(v)
+                .ok()
+                .filter(|&v32| f.get(f.set(0, v32)) == v32)
+            {
+                Some(v32) => Ok(f.set(value, v32)),
+                None => Err(self.field_err(f.name, Some((v, f.mask.count_ones())))),
             }
-            value = f.set(value, v as u32);
-        }
-        Ok(value)
+        })
     }
 
     /// Every field of a value, in bit order.
