@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::discovery::{Discovery, IpVersion};
+use crate::discovery::{Discovery, IpVersion, mm_read, mm_window};
 use crate::hwip::HwIp;
 use crate::mm::{MemoryManager, Pool, VramAccess};
 use crate::pci::{Bar, PciDevice};
@@ -52,49 +52,42 @@ pub(crate) struct CountingBar {
 
 impl CountingBar {
     pub(crate) fn new(inner: Arc<dyn Bar>) -> Self {
+        let (reads, writes) = Default::default();
         CountingBar {
             inner,
-            reads: AtomicU64::new(0),
-            writes: AtomicU64::new(0),
+            reads,
+            writes,
         }
     }
 
     /// `(reads, writes)` so far.
     pub(crate) fn counts(&self) -> (u64, u64) {
-        (
-            self.reads.load(Ordering::Relaxed),
-            self.writes.load(Ordering::Relaxed),
-        )
+        let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        (count(&self.reads), count(&self.writes))
     }
+}
+
+/// `Bar` methods that count one access on `$counter`, then pass it on.
+macro_rules! counted {
+    ($($method:ident($($arg:ident: $ty:ty),*) -> $ret:ty, $counter:ident;)*) => {$(
+        fn $method(&self, $($arg: $ty),*) -> Result<$ret> {
+            self.$counter.fetch_add(1, Ordering::Relaxed);
+            self.inner.$method($($arg),*)
+        }
+    )*};
 }
 
 impl Bar for CountingBar {
     fn len(&self) -> u64 {
         self.inner.len()
     }
-    fn read32(&self, offset: u64) -> Result<u32> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        self.inner.read32(offset)
-    }
-    fn write32(&self, offset: u64, value: u32) -> Result<()> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        self.inner.write32(offset, value)
-    }
-    fn read8(&self, offset: u64) -> Result<u8> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        self.inner.read8(offset)
-    }
-    fn write8(&self, offset: u64, value: u8) -> Result<()> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        self.inner.write8(offset, value)
-    }
-    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.reads.fetch_add(1, Ordering::Relaxed);
-        self.inner.read_bytes(offset, buf)
-    }
-    fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
-        self.writes.fetch_add(1, Ordering::Relaxed);
-        self.inner.write_bytes(offset, data)
+    counted! {
+        read32(offset: u64) -> u32, reads;
+        write32(offset: u64, value: u32) -> (), writes;
+        read8(offset: u64) -> u8, reads;
+        write8(offset: u64, value: u8) -> (), writes;
+        read_bytes(offset: u64, buf: &mut [u8]) -> (), reads;
+        write_bytes(offset: u64, data: &[u8]) -> (), writes;
     }
 }
 
@@ -110,66 +103,61 @@ pub struct Vram {
 
 impl Vram {
     pub(crate) fn new(device: &str, bar: Arc<dyn Bar>, mmio: Arc<dyn Bar>, size: u64) -> Self {
+        let device = device.to_string();
         Vram {
-            device: device.to_string(),
+            device,
             bar,
             mmio,
             size,
         }
     }
 
-    fn check(&self, paddr: u64, len: usize) -> Result<()> {
-        if paddr.checked_add(len as u64).is_none_or(|e| e > self.size) {
-            return Err(Error::new(
+    /// Check that `len` bytes at `paddr` are VRAM; whether BAR0 reaches them.
+    fn in_bar(&self, offset: u64, len: usize) -> Result<bool> {
+        let (size, len) = (len as u64, self.size);
+        match offset.checked_add(size).filter(|&end| end <= len) {
+            Some(end) => Ok(end <= self.bar.len()),
+            None => Err(Error::new(
                 &self.device,
                 ErrorKind::OutOfRange {
                     what: "VRAM".into(),
-                    offset: paddr,
-                    size: len as u64,
-                    len: self.size,
+                    offset,
+                    size,
+                    len,
                 },
-            ));
+            )),
         }
-        Ok(())
     }
 
     /// Copy `data` to VRAM at physical address `paddr`.
     pub fn write(&self, paddr: u64, data: &[u8]) -> Result<()> {
-        self.check(paddr, data.len())?;
-        if paddr + data.len() as u64 <= self.bar.len() {
+        if self.in_bar(paddr, data.len())? {
             return self.bar.write_bytes(paddr, data);
         }
         // Beyond BAR0: read-modify-write dwords through MM_INDEX/MM_DATA.
-        for (i, chunk) in data.chunks(4).enumerate() {
-            let at = paddr + i as u64 * 4;
+        for (at, chunk) in (paddr..).step_by(4).zip(data.chunks(4)) {
             let mut word = [0u8; 4];
             if chunk.len() < 4 {
-                self.indirect(at, None).map(|w| word = w.to_le_bytes())?;
+                word = mm_window(&*self.mmio, at, None)?.to_le_bytes();
             }
             word[..chunk.len()].copy_from_slice(chunk);
-            self.indirect(at, Some(u32::from_le_bytes(word)))?;
+            mm_window(&*self.mmio, at, Some(u32::from_le_bytes(word)))?;
         }
         Ok(())
     }
 
     /// Copy VRAM at `paddr` into `buf`.
     pub fn read(&self, paddr: u64, buf: &mut [u8]) -> Result<()> {
-        self.check(paddr, buf.len())?;
-        if paddr + buf.len() as u64 <= self.bar.len() {
-            return self.bar.read_bytes(paddr, buf);
+        match self.in_bar(paddr, buf.len())? {
+            true => self.bar.read_bytes(paddr, buf),
+            false => mm_read(&*self.mmio, paddr, buf),
         }
-        for (i, chunk) in buf.chunks_mut(4).enumerate() {
-            let w = self.indirect(paddr + i as u64 * 4, None)?.to_le_bytes();
-            chunk.copy_from_slice(&w[..chunk.len()]);
-        }
-        Ok(())
     }
 
     /// Read a little-endian dword.
     pub fn read32(&self, paddr: u64) -> Result<u32> {
         let mut b = [0u8; 4];
-        self.read(paddr, &mut b)?;
-        Ok(u32::from_le_bytes(b))
+        self.read(paddr, &mut b).map(|()| u32::from_le_bytes(b))
     }
 
     /// Write a little-endian dword.
@@ -181,30 +169,21 @@ impl Vram {
     pub fn size(&self) -> u64 {
         self.size
     }
-
-    fn indirect(&self, at: u64, write: Option<u32>) -> Result<u32> {
-        crate::discovery::mm_window(&*self.mmio, at, write)
-    }
 }
 
 impl VramAccess for Vram {
     fn read64(&self, paddr: u64) -> Result<u64> {
         let mut b = [0u8; 8];
-        self.read(paddr, &mut b)?;
-        Ok(u64::from_le_bytes(b))
+        self.read(paddr, &mut b).map(|()| u64::from_le_bytes(b))
     }
     fn write64(&self, paddr: u64, value: u64) -> Result<()> {
         self.write(paddr, &value.to_le_bytes())
     }
     fn zero(&self, paddr: u64, len: u64) -> Result<()> {
         let page = [0u8; 4096];
-        let mut off = 0;
-        while off < len {
-            let n = (len - off).min(4096) as usize;
-            self.write(paddr + off, &page[..n])?;
-            off += n as u64;
-        }
-        Ok(())
+        (0..len)
+            .step_by(4096)
+            .try_for_each(|off| self.write(paddr + off, &page[..(len - off).min(4096) as usize]))
     }
 }
 
@@ -269,11 +248,11 @@ pub struct Ctx {
 
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Ctx")
-            .field("name", &self.name)
+        let mut ctx = f.debug_struct("Ctx");
+        ctx.field("name", &self.name)
             .field("mc", &self.mc)
-            .field("is_vf", &self.is_vf)
-            .finish_non_exhaustive()
+            .field("is_vf", &self.is_vf);
+        ctx.finish_non_exhaustive()
     }
 }
 
@@ -349,24 +328,12 @@ impl Ctx {
         what: impl std::fmt::Display,
     ) -> Result<u32> {
         let r = self.regs.reg(reg)?;
-        self.poll(timeout, what, || {
-            let v = r.read(inst)?;
-            Ok((v & mask == want, v))
-        })
-        .map_err(|e| match e {
-            Error {
-                device,
-                kind: ErrorKind::Timeout { what, waited, last },
-                ..
-            } => Error::new(
-                device,
-                ErrorKind::Timeout {
-                    what: format!("{what} ({} = {last:#x})", reg.name()),
-                    waited,
-                    last,
-                },
-            ),
-            e => e,
+        let probe = || r.read(inst).map(|v| (v & mask == want, v));
+        self.poll(timeout, what, probe).map_err(|mut e| {
+            if let ErrorKind::Timeout { what, last, .. } = &mut e.kind {
+                *what = format!("{what} ({} = {last:#x})", reg.name());
+            }
+            e
         })
     }
 
@@ -386,11 +353,8 @@ impl Ctx {
                 return Ok(v);
             }
             if start.elapsed() >= timeout {
-                return Err(self.err(ErrorKind::Timeout {
-                    what: what.to_string(),
-                    waited: timeout,
-                    last: v,
-                }));
+                let (what, waited, last) = (what.to_string(), timeout, v);
+                return Err(self.err(ErrorKind::Timeout { what, waited, last }));
             }
             n += 1;
             if n > 64 {

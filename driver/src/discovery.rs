@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use zerocopy::FromBytes;
 
 use crate::hwip::{self, HwIp};
+use crate::mmio::access32;
 use crate::{Bar, Error, ErrorKind, PciDevice, Result};
 
 /// `mmRCC_CONFIG_MEMSIZE`: VRAM size in MiB, a dword index in BAR5 valid before discovery.
@@ -83,16 +84,12 @@ pub struct GcInfo {
     pub num_sh_per_se: u32,
     /// Compute units per shader array (v1: two per WGP).
     pub num_cu_per_sh: u32,
-    /// Render backends per shader engine.
-    pub num_rb_per_se: u32,
     /// Wave size (32 or 64).
     pub wave_size: u32,
     /// Maximum waves per SIMD.
     pub max_waves_per_simd: u32,
     /// LDS size per CU, as the table gives it (KiB).
     pub lds_size: u32,
-    /// GPRs.
-    pub num_gprs: u32,
 }
 
 impl GcInfo {
@@ -105,13 +102,9 @@ impl GcInfo {
 /// The parsed discovery table, independent of where it was read from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DiscoveryTable {
-    /// `binary_header` version (major, minor).
-    pub binary_version: (u16, u16),
     /// Whether `binary_checksum` matches the byte sum of the binary (a warning only: the
     /// reference driver does not check it).
     pub checksum_valid: bool,
-    /// `ip_discovery_header.version`.
-    pub ip_discovery_version: u16,
     /// Whether `ip_v4` entries carry 64-bit base addresses.
     pub base_addr_64_bit: bool,
     /// Number of dies.
@@ -131,63 +124,78 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn malformed(
-        &self,
-        what: impl Into<String>,
-        offset: usize,
-        reason: impl Into<String>,
-    ) -> Error {
+    fn malformed(&self, what: impl Into<String>, offset: usize, reason: String) -> Error {
+        let (what, offset) = (what.into(), offset as u64);
         Error::new(
             self.device,
             ErrorKind::MalformedDiscovery {
-                what: what.into(),
-                offset: offset as u64,
-                reason: reason.into(),
+                what,
+                offset,
+                reason,
             },
         )
     }
 
-    /// Read a `T` at `offset`; a structure running past the table is an error naming it.
-    fn get<T: FromBytes>(&self, offset: usize, what: impl Fn() -> String) -> Result<T> {
-        let size = size_of::<T>();
-        let bytes = offset
-            .checked_add(size)
-            .and_then(|end| self.bytes.get(offset..end))
+    /// The `len` bytes at `offset`; a structure running past the table is an error naming it.
+    fn slice(&self, offset: usize, len: usize, what: impl Fn() -> String) -> Result<&[u8]> {
+        let end = offset.checked_add(len);
+        end.and_then(|end| self.bytes.get(offset..end))
             .ok_or_else(|| {
+                let size = self.bytes.len();
                 self.malformed(
                     what(),
                     offset,
-                    format!(
-                        "{size} bytes do not fit in the {}-byte table",
-                        self.bytes.len()
-                    ),
+                    format!("{len} bytes do not fit in the {size}-byte table"),
                 )
-            })?;
-        T::read_from_bytes(bytes).map_err(|_| self.malformed(what(), offset, "unreadable bytes"))
+            })
     }
 
-    fn u32_at(&self, offset: usize, what: impl Fn() -> String) -> Result<u32> {
-        self.get::<[u8; 4]>(offset, what).map(u32::from_le_bytes)
+    /// Read a `T` at `offset`.
+    fn get<T: FromBytes>(&self, offset: usize, what: impl Fn() -> String) -> Result<T> {
+        let bytes = self.slice(offset, size_of::<T>(), &what)?;
+        T::read_from_bytes(bytes)
+            .map_err(|_| self.malformed(what(), offset, "unreadable bytes".into()))
     }
 
-    fn u64_at(&self, offset: usize, what: impl Fn() -> String) -> Result<u64> {
-        self.get::<[u8; 8]>(offset, what).map(u64::from_le_bytes)
+    /// A header's signature (or table id), or an error naming it, with what the table holds.
+    fn signature(
+        &self,
+        what: &'static str,
+        offset: usize,
+        found: u32,
+        expected: u32,
+    ) -> Result<()> {
+        if found == expected {
+            return Ok(());
+        }
+        let head: Vec<_> = self
+            .bytes
+            .iter()
+            .take(16)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let (offset, head, hint) = (offset as u64, head.join(" "), signature_hint(self.bytes));
+        let kind = ErrorKind::DiscoverySignature {
+            what,
+            offset,
+            found,
+            expected,
+            head,
+            hint,
+        };
+        Err(Error::new(self.device, kind))
     }
-}
-
-fn hex_head(bytes: &[u8]) -> String {
-    let head: Vec<String> = bytes.iter().take(16).map(|b| format!("{b:02x}")).collect();
-    head.join(" ")
 }
 
 /// Explain what a table full of one byte value means.
 fn signature_hint(bytes: &[u8]) -> &'static str {
-    if !bytes.is_empty() && bytes.iter().all(|&b| b == 0xff) {
-        "; it reads all 0xFF: VRAM is gated (a VF without init access, a device in reset, or BAR0 not enabled)"
-    } else if !bytes.is_empty() && bytes.iter().all(|&b| b == 0) {
-        "; it reads all zeros: the firmware has not written a discovery table"
-    } else {
-        ""
+    match bytes.first() {
+        Some(&b) if bytes.iter().any(|&x| x != b) => "",
+        Some(0xff) => {
+            "; it reads all 0xFF: VRAM is gated (a VF without init access, a device in reset, or BAR0 not enabled)"
+        }
+        Some(0) => "; it reads all zeros: the firmware has not written a discovery table",
+        _ => "",
     }
 }
 
@@ -196,82 +204,51 @@ impl DiscoveryTable {
     /// the device in errors.
     pub fn parse(device: &str, bytes: &[u8]) -> Result<Self> {
         let r = Reader { device, bytes };
-        let mismatch = |what, offset: usize, found, expected| {
-            Error::new(
-                device,
-                ErrorKind::DiscoverySignature {
-                    what,
-                    offset: offset as u64,
-                    found,
-                    expected,
-                    head: hex_head(bytes),
-                    hint: signature_hint(bytes),
-                },
-            )
-        };
-
         let bhdr: layout::binary_header = r.get(0, || "binary_header".into())?;
-        let signature = bhdr.binary_signature;
-        if signature != layout::BINARY_SIGNATURE {
-            return Err(mismatch(
-                "binary_header.binary_signature",
-                0,
-                signature,
-                layout::BINARY_SIGNATURE,
-            ));
-        }
-        let checksum_valid = binary_checksum_valid(&bhdr, bytes);
-
+        r.signature(
+            "binary_header.binary_signature",
+            0,
+            bhdr.binary_signature,
+            layout::BINARY_SIGNATURE,
+        )?;
         let table_list = bhdr.table_list;
-        let ip_off = usize::from(table_list[layout::IP_DISCOVERY as usize].offset);
+        let table_offset = |table: u32| usize::from(table_list[table as usize].offset);
+
+        let ip_off = table_offset(layout::IP_DISCOVERY);
         let ihdr: layout::ip_discovery_header = r.get(ip_off, || "ip_discovery_header".into())?;
-        let ip_signature = ihdr.signature;
-        if ip_signature != layout::DISCOVERY_TABLE_SIGNATURE {
-            return Err(mismatch(
-                "ip_discovery_header.signature",
-                ip_off,
-                ip_signature,
-                layout::DISCOVERY_TABLE_SIGNATURE,
-            ));
-        }
-        let ip_discovery_version = ihdr.version;
+        r.signature(
+            "ip_discovery_header.signature",
+            ip_off,
+            ihdr.signature,
+            layout::DISCOVERY_TABLE_SIGNATURE,
+        )?;
         // The 64-bit flag shares its byte with the padding of versions 1-3 (`discovery.h`).
         let flags: layout::ip_discovery_header__bindgen_ty_1__bindgen_ty_1 = r.get(
             ip_off + std::mem::offset_of!(layout::ip_discovery_header, __bindgen_anon_1),
             || "ip_discovery_header flags".into(),
         )?;
-        let base_addr_64_bit = ip_discovery_version >= 4 && flags.base_addr_64_bit() != 0;
-        let num_dies = ihdr.num_dies;
-        let die_info = ihdr.die_info;
+        let base_addr_64_bit = { ihdr.version } >= 4 && flags.base_addr_64_bit() != 0;
+        let (num_dies, die_info) = (ihdr.num_dies, ihdr.die_info);
         if usize::from(num_dies) > die_info.len() {
-            return Err(r.malformed(
-                "ip_discovery_header",
-                ip_off,
-                format!("num_dies is {num_dies}, at most {} fit", die_info.len()),
-            ));
+            let reason = format!("num_dies is {num_dies}, at most {} fit", die_info.len());
+            return Err(r.malformed("ip_discovery_header", ip_off, reason));
         }
 
         let mut ips = Vec::new();
-        for (die, info) in die_info.iter().take(usize::from(num_dies)).enumerate() {
-            let die = die as u16;
+        for (die, info) in (0..).zip(&die_info[..usize::from(num_dies)]) {
             let die_off = usize::from(info.die_offset);
             let dhdr: layout::die_header = r.get(die_off, || format!("die_header of die {die}"))?;
             let mut off = die_off + size_of::<layout::die_header>();
             for n in 0..dhdr.num_ips {
-                let what = || format!("ip_v4 entry {n} of die {die}");
-                let ip: layout::ip_v4 = r.get(off, what)?;
-                let base_size = if base_addr_64_bit { 8 } else { 4 };
-                let bases_off = off + IP_ENTRY_HEAD;
-                let mut bases = Vec::with_capacity(usize::from(ip.num_base_address));
-                for k in 0..usize::from(ip.num_base_address) {
-                    let at = bases_off + k * base_size;
-                    let what = || format!("base address {k} of ip_v4 entry {n} of die {die}");
-                    bases.push(if base_addr_64_bit {
-                        r.u64_at(at, what)?
-                    } else {
-                        u64::from(r.u32_at(at, what)?)
-                    });
-                }
+                let ip: layout::ip_v4 = r.get(off, || format!("ip_v4 entry {n} of die {die}"))?;
+                let width = if base_addr_64_bit { 8 } else { 4 };
+                let len = usize::from(ip.num_base_address) * width;
+                let what = || format!("base addresses of ip_v4 entry {n} of die {die}");
+                let raw = r.slice(off + IP_ENTRY_HEAD, len, what)?;
+                off += IP_ENTRY_HEAD + len;
+                // Little-endian, 4 or 8 bytes each.
+                let le = |b: &[u8]| b.iter().rev().fold(0, |v, &byte| v << 8 | u64::from(byte));
+                let bases = raw.chunks(width).map(le).collect();
                 ips.push(IpEntry {
                     die,
                     hw_id: ip.hw_id,
@@ -281,25 +258,16 @@ impl DiscoveryTable {
                     sub_revision: ip.sub_revision(),
                     bases,
                 });
-                off = bases_off + usize::from(ip.num_base_address) * base_size;
             }
         }
 
-        let harvest = parse_harvest(
-            &r,
-            usize::from(table_list[layout::HARVEST_INFO as usize].offset),
-        )?;
-        let gc_info = parse_gc_info(&r, usize::from(table_list[layout::GC as usize].offset))?;
-
         Ok(Self {
-            binary_version: (bhdr.version_major, bhdr.version_minor),
-            checksum_valid,
-            ip_discovery_version,
+            checksum_valid: binary_checksum_valid(&bhdr, bytes),
             base_addr_64_bit,
             num_dies,
             ips,
-            harvest,
-            gc_info,
+            harvest: parse_harvest(&r, table_offset(layout::HARVEST_INFO))?,
+            gc_info: parse_gc_info(&r, table_offset(layout::GC))?,
         })
     }
 }
@@ -308,14 +276,10 @@ impl DiscoveryTable {
 /// field.
 fn binary_checksum_valid(bhdr: &layout::binary_header, bytes: &[u8]) -> bool {
     let start = std::mem::offset_of!(layout::binary_header, binary_checksum) + 2;
-    let size = usize::from(bhdr.binary_size);
-    let Some(data) = bytes.get(start..size.max(start)) else {
-        return false;
-    };
-    let sum = data
-        .iter()
-        .fold(0u16, |acc, &b| acc.wrapping_add(u16::from(b)));
-    sum == bhdr.binary_checksum
+    let data = bytes.get(start..usize::from(bhdr.binary_size).max(start));
+    data.is_some_and(|d| {
+        d.iter().fold(0u16, |sum, &b| sum.wrapping_add(b.into())) == bhdr.binary_checksum
+    })
 }
 
 /// The harvest table: a header, then 32 `{hw_id, instance}` entries ending at the first
@@ -325,17 +289,13 @@ fn parse_harvest(r: &Reader<'_>, off: usize) -> Result<Vec<HarvestEntry>> {
         return Ok(Vec::new());
     }
     let table: layout::harvest_table = r.get(off, || "harvest_table".into())?;
-    let signature = table.header.signature;
-    if signature != layout::HARVEST_TABLE_SIGNATURE {
-        return Err(r.malformed(
-            "harvest_table",
-            off,
-            format!(
-                "signature is {signature:#010x}, expected {:#010x} (\"HARV\")",
-                layout::HARVEST_TABLE_SIGNATURE
-            ),
-        ));
-    }
+    let (signature, expected) = (table.header.signature, layout::HARVEST_TABLE_SIGNATURE);
+    r.signature(
+        "harvest_table.signature (\"HARV\")",
+        off,
+        signature,
+        expected,
+    )?;
     let list = table.list;
     Ok(list
         .iter()
@@ -353,60 +313,39 @@ fn parse_gc_info(r: &Reader<'_>, off: usize) -> Result<Option<GcInfo>> {
         return Ok(None);
     }
     let hdr: layout::gpu_info_header = r.get(off, || "gc_info header".into())?;
-    let table_id = hdr.table_id;
-    if table_id != layout::GC_TABLE_ID {
-        return Err(r.malformed(
-            "gc_info header",
-            off,
-            format!(
-                "table_id is {table_id:#x}, expected {:#x} (\"GC\")",
-                layout::GC_TABLE_ID
-            ),
-        ));
-    }
+    r.signature(
+        "gc_info header table_id (\"GC\")",
+        off,
+        hdr.table_id,
+        layout::GC_TABLE_ID,
+    )?;
     let version = (hdr.version_major, hdr.version_minor);
-    let info = match version.0 {
-        1 => {
-            let v1: layout::gc_info_v1_0 = r.get(off, || "gc_info_v1_0".into())?;
+    // The two versions share the fields the driver reads, but not their places.
+    macro_rules! gc_info {
+        ($t:ident, $sh_per_se:ident, |$g:ident| $cu_per_sh:expr) => {{
+            let $g: layout::$t = r.get(off, || stringify!($t).into())?;
             GcInfo {
                 version,
-                num_se: v1.gc_num_se,
-                num_sh_per_se: v1.gc_num_sa_per_se,
-                // A WGP is two CUs.
-                num_cu_per_sh: v1
-                    .gc_num_wgp0_per_sa
-                    .saturating_add(v1.gc_num_wgp1_per_sa)
-                    .saturating_mul(2),
-                num_rb_per_se: v1.gc_num_rb_per_se,
-                wave_size: v1.gc_wave_size,
-                max_waves_per_simd: v1.gc_max_waves_per_simd,
-                lds_size: v1.gc_lds_size,
-                num_gprs: v1.gc_num_gprs,
+                num_se: $g.gc_num_se,
+                num_sh_per_se: $g.$sh_per_se,
+                num_cu_per_sh: $cu_per_sh,
+                wave_size: $g.gc_wave_size,
+                max_waves_per_simd: $g.gc_max_waves_per_simd,
+                lds_size: $g.gc_lds_size,
             }
-        }
-        2 => {
-            let v2: layout::gc_info_v2_0 = r.get(off, || "gc_info_v2_0".into())?;
-            GcInfo {
-                version,
-                num_se: v2.gc_num_se,
-                num_sh_per_se: v2.gc_num_sh_per_se,
-                num_cu_per_sh: v2.gc_num_cu_per_sh,
-                num_rb_per_se: v2.gc_num_rb_per_se,
-                wave_size: v2.gc_wave_size,
-                max_waves_per_simd: v2.gc_max_waves_per_simd,
-                lds_size: v2.gc_lds_size,
-                num_gprs: v2.gc_num_gprs,
-            }
-        }
+        }};
+    }
+    Ok(Some(match version.0 {
+        // A WGP is two CUs.
+        1 => gc_info!(gc_info_v1_0, gc_num_sa_per_se, |g| (g.gc_num_wgp0_per_sa)
+            .saturating_add(g.gc_num_wgp1_per_sa)
+            .saturating_mul(2)),
+        2 => gc_info!(gc_info_v2_0, gc_num_sh_per_se, |g| g.gc_num_cu_per_sh),
         _ => {
-            return Err(r.malformed(
-                "gc_info header",
-                off,
-                format!("version {}.{} is neither 1.x nor 2.x", version.0, version.1),
-            ));
+            let reason = format!("version {}.{} is neither 1.x nor 2.x", version.0, version.1);
+            return Err(r.malformed("gc_info header", off, reason));
         }
-    };
-    Ok(Some(info))
+    }))
 }
 
 /// Everything discovery tells about a device: VRAM, how to reach it, and its IP blocks.
@@ -426,24 +365,24 @@ pub struct Discovery {
 /// Read `len` bytes of VRAM at `addr` through the `MM_INDEX`/`MM_DATA` window of BAR5 (one
 /// dword at a time), for devices whose BAR0 does not reach that far.
 pub fn read_vram_indirect(dev: &dyn PciDevice, addr: u64, buf: &mut [u8]) -> Result<()> {
-    let mmio = dev.bar(5)?;
-    for (i, chunk) in buf.chunks_mut(4).enumerate() {
-        let word = mm_window(&*mmio, addr + (i as u64) * 4, None)?.to_le_bytes();
-        chunk.copy_from_slice(&word[..chunk.len()]);
+    mm_read(&*dev.bar(5)?, addr, buf)
+}
+
+/// [`read_vram_indirect`] through a given BAR5 mapping.
+pub(crate) fn mm_read(mmio: &dyn Bar, addr: u64, buf: &mut [u8]) -> Result<()> {
+    for (at, chunk) in (addr..).step_by(4).zip(buf.chunks_mut(4)) {
+        chunk.copy_from_slice(&mm_window(mmio, at, None)?.to_le_bytes()[..chunk.len()]);
     }
     Ok(())
 }
 
 /// One dword of VRAM at `at` (rounded down to a dword) through the `MM_INDEX`/`MM_DATA`
 /// window: read it, or write `write` and return it.
-pub fn mm_window(mmio: &dyn Bar, at: u64, write: Option<u32>) -> Result<u32> {
+pub(crate) fn mm_window(mmio: &dyn Bar, at: u64, write: Option<u32>) -> Result<u32> {
     let at = at & !3;
     mmio.write32(MM_INDEX_HI * 4, (at >> 31) as u32)?;
     mmio.write32(MM_INDEX * 4, (at as u32 & 0x7fff_ffff) | 0x8000_0000)?;
-    match write {
-        Some(v) => mmio.write32(MM_DATA * 4, v).map(|()| v),
-        None => mmio.read32(MM_DATA * 4),
-    }
+    access32(mmio, MM_DATA * 4, write)
 }
 
 impl Discovery {
@@ -453,21 +392,18 @@ impl Discovery {
     pub fn read(dev: &dyn PciDevice) -> Result<Self> {
         let device = dev.name().to_string();
         let mmio = dev.bar(5)?;
-        let memsize = mmio.read32(RCC_CONFIG_MEMSIZE * 4)?;
-        if memsize == 0 || memsize == u32::MAX {
-            return Err(Error::new(
-                device,
-                ErrorKind::BadVramSize {
-                    value: memsize,
-                    reason: if memsize == 0 {
-                        "no VRAM size"
-                    } else {
-                        "registers are gated (a VF without init access, a device in reset, or BAR5 not enabled)"
-                    },
-                },
-            ));
+        let value = mmio.read32(RCC_CONFIG_MEMSIZE * 4)?;
+        let reason = match value {
+            0 => "no VRAM size",
+            u32::MAX => {
+                "registers are gated (a VF without init access, a device in reset, or BAR5 not enabled)"
+            }
+            _ => "",
+        };
+        if !reason.is_empty() {
+            return Err(Error::new(device, ErrorKind::BadVramSize { value, reason }));
         }
-        let vram_size = u64::from(memsize) << 20;
+        let vram_size = u64::from(value) << 20;
         let vram = dev.bar(0)?;
         let large_bar = vram.len() >= vram_size;
         let table_addr = vram_size.saturating_sub(DISCOVERY_TMR_OFFSET);
@@ -475,7 +411,7 @@ impl Discovery {
         if large_bar {
             vram.read_bytes(table_addr, &mut bytes)?;
         } else {
-            read_vram_indirect(dev, table_addr, &mut bytes)?;
+            mm_read(&*mmio, table_addr, &mut bytes)?;
         }
         let table = DiscoveryTable::parse(&device, &bytes)?;
         if !table.checksum_valid {
@@ -490,7 +426,7 @@ impl Discovery {
     }
 
     /// Entries for one IP block (all its hardware ids), in table order.
-    pub fn entries(&self, ip: HwIp) -> impl Iterator<Item = &IpEntry> {
+    fn entries(&self, ip: HwIp) -> impl Iterator<Item = &IpEntry> {
         let hw_id = ip.hw_id();
         self.table
             .ips
@@ -498,23 +434,17 @@ impl Discovery {
             .filter(move |e| Some(e.hw_id) == hw_id)
     }
 
-    /// Instances of an IP block that are fused off.
-    pub fn harvested(&self, ip: HwIp) -> BTreeSet<u8> {
-        let hw_id = ip.hw_id();
-        self.table
-            .harvest
-            .iter()
-            .filter(|h| Some(h.hw_id) == hw_id)
-            .map(|h| h.instance)
-            .collect()
-    }
-
     /// Live (listed and not harvested) instances of an IP block, ascending.
     pub fn instances(&self, ip: HwIp) -> BTreeSet<u8> {
-        let harvested = self.harvested(ip);
+        let fused = |e: &IpEntry| {
+            self.table.harvest.contains(&HarvestEntry {
+                hw_id: e.hw_id,
+                instance: e.instance,
+            })
+        };
         self.entries(ip)
+            .filter(|e| !fused(e))
             .map(|e| e.instance)
-            .filter(|i| !harvested.contains(i))
             .collect()
     }
 
@@ -525,17 +455,17 @@ impl Discovery {
 
     /// Version of an IP block: that of its lowest live instance.
     pub fn version(&self, ip: HwIp) -> Option<IpVersion> {
-        let first = *self.instances(ip).first()?;
-        self.entry(ip, first).map(|e| e.version)
+        Some(self.entry(ip, *self.instances(ip).first()?)?.version)
     }
 
     /// Version of an IP block, or an error naming it.
     pub fn require_version(&self, ip: HwIp) -> Result<IpVersion> {
         self.version(ip).ok_or_else(|| {
+            let ip = hwip::name(ip).to_string();
             Error::new(
                 &self.device,
                 ErrorKind::NoIpInstance {
-                    ip: hwip::name(ip).to_string(),
+                    ip,
                     instance: 0,
                     present: String::new(),
                 },
@@ -555,8 +485,7 @@ impl Discovery {
 
     /// Total CUs: per-XCC count from `gc_info` times live XCCs.
     pub fn cu_count(&self) -> Option<u64> {
-        let gc = self.table.gc_info?;
-        Some(gc.cus_per_xcc() * self.xcc_count().max(1) as u64)
+        Some(self.table.gc_info?.cus_per_xcc() * self.xcc_count().max(1) as u64)
     }
 
     /// VRAM the firmware reserves at the top (discovery table, TMR): 384 MiB on GC 9.4/9.5,

@@ -22,7 +22,16 @@ pub(crate) const fn hi32(v: u64) -> u32 {
     (v >> 32) as u32
 }
 
+/// One dword access at byte `offset` of a BAR: read it, or write `write` and return it.
+pub(crate) fn access32(bar: &dyn Bar, offset: u64, write: Option<u32>) -> Result<u32> {
+    match write {
+        Some(v) => bar.write32(offset, v).map(|()| v),
+        None => bar.read32(offset),
+    }
+}
+
 /// What keeps a mapping alive; dropping it unmaps the memory.
+#[derive(Debug)]
 enum Backing {
     /// A file mapping (sysfs `resourceN`, a VFIO device fd at a region offset).
     #[allow(dead_code, reason = "held for its Drop, which unmaps")]
@@ -48,6 +57,7 @@ impl Drop for Backing {
 /// A mapped region of device or DMA memory with checked volatile access at byte offsets.
 ///
 /// Implements [`Bar`] (for BARs) and is the storage of system memory handed to the GPU.
+#[derive(Debug)]
 pub struct MmioRegion {
     device: String,
     what: String,
@@ -64,16 +74,6 @@ unsafe impl Send for MmioRegion {}
 // SAFETY: see `Send`: no `&self` method hands out references or mutates Rust-visible state.
 unsafe impl Sync for MmioRegion {}
 
-impl std::fmt::Debug for MmioRegion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MmioRegion")
-            .field("device", &self.device)
-            .field("what", &self.what)
-            .field("len", &self.len)
-            .finish()
-    }
-}
-
 impl MmioRegion {
     /// Map `len` bytes of `file` at `offset`, shared and read-write (a sysfs `resourceN` file
     /// at offset 0, a VFIO device fd at a region's offset).
@@ -88,33 +88,30 @@ impl MmioRegion {
         len: usize,
     ) -> Result<Self> {
         if len == 0 {
-            return Err(Error::new(
-                device.to_string(),
-                ErrorKind::NoBar {
-                    bar: 0,
-                    reason: format!("{what} at {} has size 0", path.display()),
-                },
-            ));
+            let reason = format!("{what} at {} has size 0", path.display());
+            return Err(Error::new(device, ErrorKind::NoBar { bar: 0, reason }));
         }
-        let map = memmap2::MmapOptions::new()
+        let options = memmap2::MmapOptions::new()
             .offset(offset)
             .len(len)
-            .map_raw(file.as_raw_fd())
-            .map_err(|source| {
-                Error::new(
-                    device.to_string(),
-                    ErrorKind::Io {
-                        op: "mmap",
-                        path: path.to_path_buf(),
-                        source,
-                    },
-                )
-            })?;
+            .map_raw(file.as_raw_fd());
+        let map = options.map_err(|source| {
+            let path = path.to_path_buf();
+            Error::new(
+                device,
+                ErrorKind::Io {
+                    op: "mmap",
+                    path,
+                    source,
+                },
+            )
+        })?;
+        let (ptr, len) = (map.as_mut_ptr(), map.len());
         Ok(Self {
-            device: device.to_string(),
-            what: what.to_string(),
-            ptr: map.as_mut_ptr(),
-            len: map.len(),
+            device: device.into(),
+            what: what.into(),
+            ptr,
+            len,
             _backing: Backing::File(map),
         })
     }
@@ -123,27 +120,28 @@ impl MmioRegion {
     /// pages stay put while the GPU uses them. With `hugepage`, the memory comes from 2 MiB
     /// hugetlb pages (physically contiguous per page; `len` must be a multiple of 2 MiB).
     pub fn anonymous(device: &str, what: &str, len: usize, hugepage: bool) -> Result<Self> {
-        let io_err = |op: &'static str, source: std::io::Error| {
+        let path = match hugepage {
+            true => "/proc/sys/vm/nr_hugepages",
+            false => "anonymous memory",
+        };
+        let io_err = |op, source| {
             Error::new(
-                device.to_string(),
+                device,
                 ErrorKind::Io {
                     op,
-                    path: if hugepage {
-                        "/proc/sys/vm/nr_hugepages".into()
-                    } else {
-                        "anonymous memory".into()
-                    },
+                    path: path.into(),
                     source,
                 },
             )
         };
         if len == 0 {
+            let (what, offset, size) = (what.into(), 0, 0);
             return Err(Error::new(
-                device.to_string(),
+                device,
                 ErrorKind::OutOfRange {
-                    what: what.to_string(),
-                    offset: 0,
-                    size: 0,
+                    what,
+                    offset,
+                    size,
                     len: 0,
                 },
             ));
@@ -176,10 +174,11 @@ impl MmioRegion {
         if unsafe { libc::mlock(ptr.as_ptr().cast(), len) } != 0 {
             return Err(io_err("mlock", std::io::Error::last_os_error()));
         }
+        let (device, what, ptr) = (device.into(), what.into(), ptr.as_ptr());
         Ok(Self {
-            device: device.to_string(),
-            what: what.to_string(),
-            ptr: ptr.as_ptr(),
+            device,
+            what,
+            ptr,
             len,
             _backing: backing,
         })
@@ -203,26 +202,25 @@ impl MmioRegion {
     /// Pointer to `size` bytes at `offset`, after checking bounds (with overflow) and
     /// alignment.
     fn at(&self, offset: u64, size: usize, align: u64) -> Result<*mut u8> {
-        let out_of_range = || {
-            Error::new(
+        let (what, len, size) = (|| self.what.clone(), self.len as u64, size as u64);
+        if offset.checked_add(size).is_none_or(|end| end > len) {
+            let what = what();
+            return Err(Error::new(
                 &self.device,
                 ErrorKind::OutOfRange {
-                    what: self.what.clone(),
+                    what,
                     offset,
-                    size: size as u64,
-                    len: self.len as u64,
+                    size,
+                    len,
                 },
-            )
-        };
-        let end = offset.checked_add(size as u64).ok_or_else(out_of_range)?;
-        if end > self.len as u64 {
-            return Err(out_of_range());
+            ));
         }
         if !offset.is_multiple_of(align) {
+            let what = what();
             return Err(Error::new(
                 &self.device,
                 ErrorKind::Misaligned {
-                    what: self.what.clone(),
+                    what,
                     offset,
                     align,
                 },
@@ -235,8 +233,9 @@ impl MmioRegion {
 
     /// Volatile read of one naturally aligned `T`.
     fn load<T: Copy>(&self, offset: u64) -> Result<T> {
-        let size = std::mem::size_of::<T>();
-        let p = self.at(offset, size, size as u64)?.cast::<T>();
+        let p = self
+            .at(offset, size_of::<T>(), size_of::<T>() as u64)?
+            .cast::<T>();
         // SAFETY: `at` checked that `size_of::<T>()` bytes at `p` lie inside the live mapping
         // and that `p` is aligned for `T` (the mapping itself is page aligned). The access is
         // volatile and creates no reference to device memory.
@@ -245,52 +244,30 @@ impl MmioRegion {
 
     /// Volatile write of one naturally aligned `T` as a single access.
     fn store<T: Copy>(&self, offset: u64, value: T) -> Result<()> {
-        let size = std::mem::size_of::<T>();
-        let p = self.at(offset, size, size as u64)?.cast::<T>();
+        let p = self
+            .at(offset, size_of::<T>(), size_of::<T>() as u64)?
+            .cast::<T>();
         // SAFETY: as in `load`: in bounds, aligned, volatile, no reference created.
         unsafe { p.write_volatile(value) };
         Ok(())
     }
 
-    /// Copy `buf.len()` bytes out of the region, 8 bytes per access where aligned.
-    pub fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let base = self.at(offset, buf.len(), 1)?;
+    /// Walk `len` bytes at `offset` in the widest accesses alignment allows: `access(p, i,
+    /// wide)` for byte `i` of the walk at `p`, 8 bytes at an 8-aligned `p` when `wide`, else one.
+    fn walk(
+        &self,
+        offset: u64,
+        len: usize,
+        mut access: impl FnMut(*mut u8, usize, bool),
+    ) -> Result<()> {
+        let base = self.at(offset, len, 1)?;
         let mut i = 0;
-        while i < buf.len() {
-            // SAFETY: `at` checked `offset + buf.len() <= len`, and `i < buf.len()`.
+        while i < len {
+            // SAFETY: `at` checked `offset + len <= self.len`, and `i < len`.
             let p = unsafe { base.add(i) };
-            if (p as usize).is_multiple_of(8) && buf.len() - i >= 8 {
-                // SAFETY: 8 bytes at `p` are in bounds (checked above) and `p` is 8-aligned.
-                let v = unsafe { p.cast::<u64>().read_volatile() };
-                buf[i..i + 8].copy_from_slice(&v.to_ne_bytes());
-                i += 8;
-            } else {
-                // SAFETY: one byte at `p` is in bounds.
-                buf[i] = unsafe { p.read_volatile() };
-                i += 1;
-            }
-        }
-        Ok(())
-    }
-
-    /// Copy `data` into the region, 8 bytes per access where aligned.
-    pub fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
-        let base = self.at(offset, data.len(), 1)?;
-        let mut i = 0;
-        while i < data.len() {
-            // SAFETY: `at` checked `offset + data.len() <= len`, and `i < data.len()`.
-            let p = unsafe { base.add(i) };
-            if (p as usize).is_multiple_of(8) && data.len() - i >= 8 {
-                let mut word = [0u8; 8];
-                word.copy_from_slice(&data[i..i + 8]);
-                // SAFETY: 8 bytes at `p` are in bounds and `p` is 8-aligned.
-                unsafe { p.cast::<u64>().write_volatile(u64::from_ne_bytes(word)) };
-                i += 8;
-            } else {
-                // SAFETY: one byte at `p` is in bounds.
-                unsafe { p.write_volatile(data[i]) };
-                i += 1;
-            }
+            let wide = (p as usize).is_multiple_of(8) && len - i >= 8;
+            access(p, i, wide);
+            i += if wide { 8 } else { 1 };
         }
         Ok(())
     }
@@ -301,28 +278,49 @@ impl Bar for MmioRegion {
         self.len as u64
     }
     fn read32(&self, offset: u64) -> Result<u32> {
-        self.load::<u32>(offset)
+        self.load(offset)
     }
     fn write32(&self, offset: u64, value: u32) -> Result<()> {
-        self.store::<u32>(offset, value)
+        self.store(offset, value)
     }
     fn read64(&self, offset: u64) -> Result<u64> {
-        self.load::<u64>(offset)
+        self.load(offset)
     }
     fn write64(&self, offset: u64, value: u64) -> Result<()> {
-        self.store::<u64>(offset, value)
+        self.store(offset, value)
     }
     fn read8(&self, offset: u64) -> Result<u8> {
-        self.load::<u8>(offset)
+        self.load(offset)
     }
     fn write8(&self, offset: u64, value: u8) -> Result<()> {
-        self.store::<u8>(offset, value)
+        self.store(offset, value)
     }
+    /// Copies 8 bytes per access where aligned.
     fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        MmioRegion::read_bytes(self, offset, buf)
+        self.walk(offset, buf.len(), |p, i, wide| {
+            if wide {
+                // SAFETY: `walk` hands out 8 in-bounds bytes at an 8-aligned `p`.
+                let word = unsafe { p.cast::<u64>().read_volatile() };
+                buf[i..i + 8].copy_from_slice(&word.to_ne_bytes());
+            } else {
+                // SAFETY: `walk` hands out one in-bounds byte at `p`.
+                buf[i] = unsafe { p.read_volatile() };
+            }
+        })
     }
+    /// Copies 8 bytes per access where aligned.
     fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
-        MmioRegion::write_bytes(self, offset, data)
+        self.walk(offset, data.len(), |p, i, wide| {
+            if wide {
+                let mut word = [0u8; 8];
+                word.copy_from_slice(&data[i..i + 8]);
+                // SAFETY: `walk` hands out 8 in-bounds bytes at an 8-aligned `p`.
+                unsafe { p.cast::<u64>().write_volatile(u64::from_ne_bytes(word)) };
+            } else {
+                // SAFETY: `walk` hands out one in-bounds byte at `p`.
+                unsafe { p.write_volatile(data[i]) };
+            }
+        })
     }
 }
 

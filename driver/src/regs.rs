@@ -47,7 +47,7 @@ use am_autogen::regs::{self as generated, RegIp};
 
 use crate::discovery::{Discovery, IpVersion};
 use crate::hwip::{self, HwIp};
-use crate::mmio::{hi32, lo32};
+use crate::mmio::{access32, hi32, lo32};
 use crate::{Bar, Error, ErrorKind, PciDevice, Result};
 
 /// A register's entry in one version's table (offset, base index, fields, reset value).
@@ -58,7 +58,6 @@ pub use am_autogen::regs::{
 };
 
 /// One block's tables at its discovered version, and the bases of its live instances.
-#[derive(Debug)]
 struct Block {
     ip: HwIp,
     version: IpVersion,
@@ -87,19 +86,12 @@ const BLOCKS: &[(HwIp, RegIp)] = &[
     (HwIp::SDMA0, RegIp::Sdma),
 ];
 
-/// The block whose instance bases a register is relative to: its table family's block, and
-/// for the shared `mp` tables MP1 for `MP1_*` registers, MP0 for the rest.
-fn block_of<F>(reg: Reg<F>) -> HwIp {
-    match reg.ip() {
-        RegIp::Gc => HwIp::GC,
-        RegIp::Mmhub => HwIp::MMHUB,
-        RegIp::Osssys => HwIp::OSSSYS,
-        RegIp::Nbio => HwIp::NBIO,
-        RegIp::Mp if reg.name().starts_with("MP1") => HwIp::MP1,
-        RegIp::Mp => HwIp::MP0,
-        RegIp::Hdp => HwIp::HDP,
-        RegIp::Smuio => HwIp::SMUIO,
-        RegIp::Sdma => HwIp::SDMA0,
+/// The block whose instance bases a register of table family `family` is relative to: the
+/// family's block, and for the shared `mp` tables MP1 for `MP1_*` registers, MP0 for the rest.
+fn block_of(family: RegIp, name: &str) -> HwIp {
+    match family {
+        RegIp::Mp if name.starts_with("MP1") => HwIp::MP1,
+        f => BLOCKS.iter().find(|b| b.1 == f).map_or(HwIp::GC, |b| b.0),
     }
 }
 
@@ -108,9 +100,8 @@ fn block_of<F>(reg: Reg<F>) -> HwIp {
 /// hardware, as the reference driver's `import_module` does.
 pub fn select_table(ip: RegIp, version: IpVersion) -> Option<&'static RegTable> {
     generated::table(ip, version).or_else(|| {
-        ip.tables()
-            .iter()
-            .copied()
+        let older = ip.tables().iter().copied();
+        older
             .filter(|t| t.version().major == version.major && t.version() <= version)
             .max_by_key(|t| t.version())
     })
@@ -126,15 +117,6 @@ pub struct Regs {
     indirect: Mutex<()>,
 }
 
-impl std::fmt::Debug for Regs {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Regs")
-            .field("device", &self.device)
-            .field("blocks", &self.blocks)
-            .finish()
-    }
-}
-
 impl Regs {
     /// Resolve the register tables for every IP block discovery lists. Blocks without a
     /// generated table are kept (their registers are errors naming the version).
@@ -144,51 +126,37 @@ impl Regs {
 
     /// [`Regs::new`] over a given BAR5 mapping (the driver hands in a counting wrapper).
     pub fn with_mmio(device: &str, mmio: Arc<dyn Bar>, discovery: &Discovery) -> Result<Self> {
-        let mut blocks = BTreeMap::new();
-        for &(ip, family) in BLOCKS {
-            let Some(version) = discovery.version(ip) else {
-                continue;
-            };
-            let bases = discovery
-                .instances(ip)
-                .into_iter()
-                .filter_map(|i| discovery.entry(ip, i).map(|e| (i, e.bases.clone())))
-                .collect();
+        let blocks = BLOCKS.iter().filter_map(|&(ip, family)| {
+            let version = discovery.version(ip)?;
+            let instances = discovery.instances(ip).into_iter();
+            let bases = instances.filter_map(|i| Some((i, discovery.entry(ip, i)?.bases.clone())));
             let table = select_table(family, version);
-            match table {
-                Some(t) => tracing::debug!(
-                    "{}: {} {version} uses the {} register table",
-                    device,
-                    hwip::name(ip),
-                    t.source()
-                ),
-                None => tracing::debug!(
-                    "{}: no register table for {} {version}",
-                    device,
-                    hwip::name(ip)
-                ),
-            }
-            blocks.insert(
+            let source = table.map_or("no", |t| t.source());
+            tracing::debug!(
+                "{device}: {} {version} uses {source} register table",
+                hwip::name(ip)
+            );
+            Some((
                 ip,
                 Block {
                     ip,
                     version,
                     table,
-                    bases,
+                    bases: bases.collect(),
                 },
-            );
-        }
+            ))
+        });
+        let (device, blocks, indirect) = (device.to_string(), blocks.collect(), Mutex::new(()));
         Ok(Self {
-            device: device.to_string(),
+            device,
             mmio,
             blocks,
-            indirect: Mutex::new(()),
+            indirect,
         })
     }
 
-    /// The device these registers belong to.
-    pub fn device(&self) -> &str {
-        &self.device
+    fn err(&self, kind: ErrorKind) -> Error {
+        Error::new(&self.device, kind)
     }
 
     /// Discovered version of a block.
@@ -198,8 +166,8 @@ impl Regs {
 
     /// Live instances of a block.
     pub fn instances(&self, ip: HwIp) -> BTreeSet<u8> {
-        self.blocks
-            .get(&ip)
+        let block = self.blocks.get(&ip);
+        block
             .map(|b| b.bases.keys().copied().collect())
             .unwrap_or_default()
     }
@@ -211,23 +179,25 @@ impl Regs {
 
     /// Look a register up in the table of the block's discovered version.
     pub fn reg<F>(&self, name: Reg<F>) -> Result<Register<'_>> {
-        self.lookup(block_of(name), name.name(), |t| t.get(name))
+        self.lookup(block_of(name.ip(), name.name()), name.name(), |t| {
+            t.get(name)
+        })
     }
 
-    /// The first of `alts` the device has (registers renamed between versions).
+    /// The first of `alts` the device has (registers renamed between versions); when it has
+    /// none, the error of the first.
     pub fn first<F>(&self, alts: impl IntoIterator<Item = Reg<F>>) -> Result<Reg<F>> {
-        let mut alts = alts.into_iter().peekable();
-        let first = alts.peek().copied();
-        match alts.find(|r| self.has(*r)).or(first) {
-            Some(r) => self.reg(r).map(|_| r),
-            None => Err(Error::new(
-                &self.device,
-                ErrorKind::NoSuchRegister {
-                    register: "(none listed)".into(),
-                    ip: String::new(),
-                },
-            )),
+        let mut missing = None;
+        for r in alts {
+            match self.reg(r) {
+                Ok(_) => return Ok(r),
+                Err(e) => _ = missing.get_or_insert(e),
+            }
         }
+        Err(missing.unwrap_or_else(|| {
+            let (register, ip) = ("(none listed)".into(), String::new());
+            self.err(ErrorKind::NoSuchRegister { register, ip })
+        }))
     }
 
     /// The value of the fields `set` names (every other bit 0) and the bits they cover.
@@ -245,11 +215,7 @@ impl Regs {
     /// Look a register up by its name in the table family `family` (for names built at run
     /// time, such as a hub's `GCVM_…`/`MMVM_…` or an engine's `SDMA0_…`/`SDMA1_…`).
     pub fn named(&self, family: RegIp, name: &str) -> Result<Register<'_>> {
-        let ip = match family {
-            RegIp::Mp if name.starts_with("MP1") => HwIp::MP1,
-            f => BLOCKS.iter().find(|b| b.1 == f).map_or(HwIp::GC, |b| b.0),
-        };
-        self.lookup(ip, name, |t| t.by_name(name))
+        self.lookup(block_of(family, name), name, |t| t.by_name(name))
     }
 
     /// The register `find` picks from the table of block `ip`, or an error naming what is
@@ -261,29 +227,22 @@ impl Regs {
         find: impl FnOnce(&'static RegTable) -> Option<RegDef>,
     ) -> Result<Register<'_>> {
         let block = self.blocks.get(&ip).ok_or_else(|| {
-            Error::new(
-                &self.device,
-                ErrorKind::NoIpInstance {
-                    ip: hwip::name(ip).to_string(),
-                    instance: 0,
-                    present: " (discovery does not list the block)".into(),
-                },
-            )
+            let (ip, present) = (
+                hwip::name(ip).into(),
+                " (discovery does not list the block)".into(),
+            );
+            self.err(ErrorKind::NoIpInstance {
+                ip,
+                instance: 0,
+                present,
+            })
         })?;
-        let table = block.table.ok_or_else(|| {
-            Error::new(
-                &self.device,
-                ErrorKind::NoRegisterTable { ip: block.label() },
-            )
-        })?;
-        let def = find(table).ok_or_else(|| {
-            Error::new(
-                &self.device,
-                ErrorKind::NoSuchRegister {
-                    register: name.to_string(),
-                    ip: block.label(),
-                },
-            )
+        let table = block
+            .table
+            .ok_or_else(|| self.err(ErrorKind::NoRegisterTable { ip: block.label() }));
+        let def = find(table?).ok_or_else(|| {
+            let (register, ip) = (name.into(), block.label());
+            self.err(ErrorKind::NoSuchRegister { register, ip })
         })?;
         Ok(Register {
             regs: self,
@@ -305,81 +264,63 @@ impl Regs {
 
     fn access(&self, addr: u64, write: Option<u32>) -> Result<u32> {
         if addr < self.mmio.len() / 4 {
-            return match write {
-                Some(v) => self.mmio.write32(addr * 4, v).map(|()| v),
-                None => self.mmio.read32(addr * 4),
-            };
+            return access32(&*self.mmio, addr * 4, write);
         }
         let index = u32::try_from(addr * 4).map_err(|_| {
-            Error::new(
-                &self.device,
-                ErrorKind::RegisterOutOfReach {
-                    register: format!("{addr:#x}"),
-                    addr,
-                    reason: "past BAR5 and past the 32-bit RSMU index".into(),
-                },
-            )
+            let (register, reason) = (
+                format!("{addr:#x}"),
+                "past BAR5 and past the 32-bit RSMU index".into(),
+            );
+            self.err(ErrorKind::RegisterOutOfReach {
+                register,
+                addr,
+                reason,
+            })
         })?;
-        let idx = self.reg(nbio::BIF_BX_PF0_RSMU_INDEX)?.addr(0)?;
-        let data = self.reg(nbio::BIF_BX_PF0_RSMU_DATA)?.addr(0)?;
         let _guard = self.indirect.lock().unwrap_or_else(|e| e.into_inner());
-        self.direct("BIF_BX_PF0_RSMU_INDEX", idx, Some(index))?;
-        self.direct("BIF_BX_PF0_RSMU_DATA", data, write)
+        self.direct(nbio::BIF_BX_PF0_RSMU_INDEX, Some(index))?;
+        self.direct(nbio::BIF_BX_PF0_RSMU_DATA, write)
     }
 
-    /// An access to an index/data register, which must itself be inside BAR5: it is the
-    /// way past it.
-    fn direct(&self, register: &str, addr: u64, write: Option<u32>) -> Result<u32> {
-        if addr >= self.mmio.len() / 4 {
-            return Err(Error::new(
-                &self.device,
-                ErrorKind::RegisterOutOfReach {
-                    register: register.to_string(),
-                    addr,
-                    reason: format!(
-                        "an index/data register must be inside BAR5 ({:#x} bytes)",
-                        self.mmio.len()
-                    ),
-                },
-            ));
+    /// An access to an index/data register (instance 0), which must itself be inside BAR5:
+    /// it is the way past it.
+    fn direct<F>(&self, reg: Reg<F>, write: Option<u32>) -> Result<u32> {
+        let (addr, len) = (self.reg(reg)?.addr(0)?, self.mmio.len());
+        if addr >= len / 4 {
+            let register = reg.name().into();
+            let reason = format!("an index/data register must be inside BAR5 ({len:#x} bytes)");
+            return Err(self.err(ErrorKind::RegisterOutOfReach {
+                register,
+                addr,
+                reason,
+            }));
         }
-        match write {
-            Some(v) => self.mmio.write32(addr * 4, v).map(|()| v),
-            None => self.mmio.read32(addr * 4),
-        }
+        access32(&*self.mmio, addr * 4, write)
     }
 
     /// The PCIE INDEX2 address of a register on an AID: `reg * 4`, plus on AIDs other than
     /// 0 the AID in bits 32–33 and bit 34 set (NBIO 7.9).
     pub fn pcie_index2_addr(addr: u64, aid: u8) -> u64 {
-        let byte = addr * 4;
-        if aid == 0 {
-            byte
-        } else {
-            byte | (u64::from(aid & 3) << 32) | (1 << 34)
+        match aid {
+            0 => addr * 4,
+            _ => (addr * 4) | (u64::from(aid & 3) << 32) | (1 << 34),
         }
     }
 
     /// Access a register of an AID through PCIE INDEX2/DATA2 (dword address `addr`).
     fn pcie_index2(&self, addr: u64, aid: u8, write: Option<u32>) -> Result<u32> {
         let full = Self::pcie_index2_addr(addr, aid);
-        let index = self.reg(nbio::BIF_BX0_PCIE_INDEX2)?.addr(0)?;
-        let data = self.reg(nbio::BIF_BX0_PCIE_DATA2)?.addr(0)?;
-        let hi = hi32(full);
-        let index_hi = match hi {
-            0 => None,
-            _ => Some(self.reg(nbio::BIF_BX0_PCIE_INDEX2_HI)?.addr(0)?),
+        // Only AIDs other than 0 need the high index; then it is cleared again after the
+        // access: it stays latched, and a later plain access must go to AID 0.
+        let set_hi = |v| match hi32(full) {
+            0 => Ok(0),
+            _ => self.direct(nbio::BIF_BX0_PCIE_INDEX2_HI, Some(v)),
         };
         let _guard = self.indirect.lock().unwrap_or_else(|e| e.into_inner());
-        self.direct("BIF_BX0_PCIE_INDEX2", index, Some(lo32(full)))?;
-        if let Some(index_hi) = index_hi {
-            self.direct("BIF_BX0_PCIE_INDEX2_HI", index_hi, Some(hi & 0xff))?;
-        }
-        let result = self.direct("BIF_BX0_PCIE_DATA2", data, write);
-        // The high index stays latched: clear it so a later plain access goes to AID 0.
-        if let Some(index_hi) = index_hi {
-            self.direct("BIF_BX0_PCIE_INDEX2_HI", index_hi, Some(0))?;
-        }
+        self.direct(nbio::BIF_BX0_PCIE_INDEX2, Some(lo32(full)))?;
+        set_hi(hi32(full) & 0xff)?;
+        let result = self.direct(nbio::BIF_BX0_PCIE_DATA2, write);
+        set_hi(0)?;
         result
     }
 
@@ -404,7 +345,7 @@ pub struct Register<'a> {
 
 impl std::fmt::Debug for Register<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} on {}", self.def.name(), self.block.label())
+        write!(f, "{} on {}", self.name(), self.ip_label())
     }
 }
 
@@ -426,35 +367,26 @@ impl Register<'_> {
 
     /// Dword address of the register on one instance of its block.
     pub fn addr(&self, instance: u8) -> Result<u64> {
-        let bases = self.block.bases.get(&instance).ok_or_else(|| {
-            Error::new(
-                &self.regs.device,
-                ErrorKind::NoIpInstance {
-                    ip: self.block.label(),
-                    instance,
-                    present: format!(
-                        " (live instances: {})",
-                        self.block
-                            .bases
-                            .keys()
-                            .map(u8::to_string)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                },
-            )
-        })?;
-        let base = bases.get(usize::from(self.def.base_idx())).ok_or_else(|| {
-            Error::new(
-                &self.regs.device,
-                ErrorKind::NoBaseAddress {
-                    register: self.def.name().to_string(),
-                    ip: self.block.label(),
-                    instance,
-                    base_idx: self.def.base_idx(),
-                    count: bases.len(),
-                },
-            )
+        let (ip, bases) = (|| self.ip_label(), &self.block.bases);
+        let Some(segments) = bases.get(&instance) else {
+            let live: Vec<_> = bases.keys().map(u8::to_string).collect();
+            let (ip, present) = (ip(), format!(" (live instances: {})", live.join(", ")));
+            return Err(self.regs.err(ErrorKind::NoIpInstance {
+                ip,
+                instance,
+                present,
+            }));
+        };
+        let (base_idx, count) = (self.def.base_idx(), segments.len());
+        let base = segments.get(usize::from(base_idx)).ok_or_else(|| {
+            let (register, ip) = (self.name().into(), ip());
+            self.regs.err(ErrorKind::NoBaseAddress {
+                register,
+                ip,
+                instance,
+                base_idx,
+                count,
+            })
         })?;
         // Bits above 32 of a 64-bit discovery base are ASIC-specific (AID routing); Linux
         // keeps the low half as the MMIO base, and so do we.
@@ -471,94 +403,61 @@ impl Register<'_> {
         self.regs.wreg(self.addr(instance)?, value)
     }
 
-    /// Write the named fields; every other bit is written as 0.
-    pub fn write_fields(&self, instance: u8, fields: &[(&str, u64)]) -> Result<()> {
-        self.write(instance, self.encode(fields)?)
-    }
-
-    /// Read, change the named fields, write back; returns the value written.
-    pub fn update(&self, instance: u8, fields: &[(&str, u64)]) -> Result<u32> {
-        let names: Vec<&str> = fields.iter().map(|(n, _)| *n).collect();
-        let keep = !self.fields_mask(&names)?;
-        let value = (self.read(instance)? & keep) | self.encode(fields)?;
-        self.write(instance, value)?;
-        Ok(value)
+    /// A field this version lacks, or (with `overflow`: value and field width) a value wider
+    /// than the field.
+    fn field_err(&self, field: &str, overflow: Option<(u64, u32)>) -> Error {
+        let (register, field, ip) = (self.name().into(), field.into(), self.ip_label());
+        self.regs.err(match overflow {
+            None => ErrorKind::NoSuchField {
+                register,
+                field,
+                ip,
+            },
+            Some((value, width)) => ErrorKind::FieldOverflow {
+                register,
+                field,
+                width,
+                value,
+                ip,
+            },
+        })
     }
 
     fn field_error(&self, e: am_autogen::regs::FieldError) -> Error {
         use am_autogen::regs::FieldError as E;
-        let (device, register, ip) = (
-            self.regs.device.clone(),
-            self.name().into(),
-            self.ip_label(),
-        );
         match e {
-            E::Missing { field, .. } => Error::new(
-                device,
-                ErrorKind::NoSuchField {
-                    register,
-                    field: field.into(),
-                    ip,
-                },
-            ),
+            E::Missing { field, .. } => self.field_err(field, None),
             E::Overflow {
                 field,
                 value,
                 width,
                 ..
-            } => Error::new(
-                device,
-                ErrorKind::FieldOverflow {
-                    register,
-                    field: field.into(),
-                    width,
-                    value: value.into(),
-                    ip,
-                },
-            ),
+            } => self.field_err(field, Some((value.into(), width))),
         }
     }
 
     fn field_def(&self, name: &str) -> Result<Field> {
-        self.def
-            .fields()
+        let mut fields = self.def.fields();
+        fields
             .find(|f| f.name.eq_ignore_ascii_case(name))
-            .ok_or_else(|| {
-                Error::new(
-                    &self.regs.device,
-                    ErrorKind::NoSuchField {
-                        register: self.def.name().to_string(),
-                        field: name.to_string(),
-                        ip: self.block.label(),
-                    },
-                )
-            })
+            .ok_or_else(|| self.field_err(name, None))
     }
 
     /// The value with the named fields set (names as in `*_sh_mask.h`, any case); a value
     /// wider than its field is an error.
     pub fn encode(&self, fields: &[(&str, u64)]) -> Result<u32> {
-        let mut value = 0u32;
-        for &(name, v) in fields {
+        fields.iter().try_fold(0, |value, &(name, v)| {
             let f = self.field_def(name)?;
             // A value fits when it survives a trip through the field (masks need not be one
             // run of bits).
-            let fits = u32::try_from(v).is_ok_and(|v32| f.get(f.set(0, v32)) == v32);
-            if !fits {
-                return Err(Error::new(
-                    &self.regs.device,
-                    ErrorKind::FieldOverflow {
-                        register: self.def.name().to_string(),
-                        field: f.name.to_string(),
-                        width: f.mask.count_ones(),
-                        value: v,
-                        ip: self.block.label(),
-                    },
-                ));
+            match u32::try_from(v)
+                .ok()
+                .filter(|&v32| f.get(f.set(0, v32)) == v32)
+            {
+                Some(v32) => Ok(f.set(value, v32)),
+                None => Err(self.field_err(f.name, Some((v, f.mask.count_ones())))),
             }
-            value = f.set(value, v as u32);
-        }
-        Ok(value)
+        })
     }
 
     /// Every field of a value, in bit order.
@@ -575,6 +474,6 @@ impl Register<'_> {
     pub fn fields_mask(&self, names: &[&str]) -> Result<u32> {
         names
             .iter()
-            .try_fold(0u32, |m, n| Ok(m | self.field_def(n)?.mask))
+            .try_fold(0, |m, n| Ok(m | self.field_def(n)?.mask))
     }
 }

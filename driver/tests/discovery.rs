@@ -73,10 +73,6 @@ fn harvested_instances_are_excluded() {
         ]
     );
     assert_eq!(
-        d.harvested(HwIp::GC).into_iter().collect::<Vec<_>>(),
-        vec![0, 5]
-    );
-    assert_eq!(
         d.instances(HwIp::GC).into_iter().collect::<Vec<_>>(),
         vec![1, 2, 3, 4, 6, 7]
     );

@@ -117,12 +117,14 @@ fn field_errors_name_register_field_and_version() {
 }
 
 #[test]
-fn update_changes_only_the_named_fields() {
+fn fields_mask_and_encode_change_only_the_named_fields() {
     let (dev, regs) = open(&navi31_like());
     let r = regs.reg(gc::GRBM_GFX_CNTL).unwrap();
     let addr = r.addr(0).unwrap() as usize;
     dev.bar5.regs.lock().unwrap()[addr] = 0xffff_0000 | (5 << 4) | 1;
-    let written = r.update(0, &[("QUEUEID", 6), ("PIPEID", 2)]).unwrap();
+    let keep = r.read(0).unwrap() & !r.fields_mask(&["QUEUEID", "PIPEID"]).unwrap();
+    let written = keep | r.encode(&[("QUEUEID", 6), ("PIPEID", 2)]).unwrap();
+    r.write(0, written).unwrap();
     assert_eq!(written, 0xffff_0000 | (6 << 8) | (5 << 4) | 2);
     assert_eq!(dev.bar5.regs.lock().unwrap()[addr], written);
 }

@@ -55,11 +55,13 @@ fn fields_written_by_name_are_the_bits_the_mock_holds() {
     let d = Discovery::read(&*dev).unwrap();
     let regs = Regs::new(&*dev, &d).unwrap();
     let r = regs.reg(gc::GRBM_GFX_CNTL).unwrap();
-    r.write_fields(0, &[("MEID", 1), ("PIPEID", 3), ("QUEUEID", 5)])
-        .unwrap();
+    let value = r.encode(&[("MEID", 1), ("PIPEID", 3), ("QUEUEID", 5)]);
+    r.write(0, value.unwrap()).unwrap();
     let held = gpu.peek(RegIp::Gc, "GRBM_GFX_CNTL", 0).unwrap();
     assert_eq!(held, (1 << 2) | 3 | (5 << 8));
-    r.update(0, &[("QUEUEID", 2)]).unwrap();
+    let keep = held & !r.fields_mask(&["QUEUEID"]).unwrap();
+    r.write(0, keep | r.encode(&[("QUEUEID", 2)]).unwrap())
+        .unwrap();
     let held = gpu.peek(RegIp::Gc, "GRBM_GFX_CNTL", 0).unwrap();
     assert_eq!(
         r.decode(held)[..4],
