@@ -289,6 +289,12 @@ impl Ctx {
         self.regs.reg(reg)?.write(inst, value)
     }
 
+    /// Write a 64-bit value to a register pair (low dword, then high).
+    pub fn wreg64<A, B>(&self, lo: Reg<A>, hi: Reg<B>, inst: u8, value: u64) -> Result<()> {
+        self.wreg(lo, inst, crate::mmio::lo32(value))?;
+        self.wreg(hi, inst, crate::mmio::hi32(value))
+    }
+
     /// The value of the fields `set` names, every other bit 0.
     pub fn encode<F>(&self, reg: Reg<F>, set: impl FnOnce(Fields<F>) -> Fields<F>) -> Result<u32> {
         Ok(self.regs.encode(reg, set)?.value)

@@ -107,24 +107,31 @@ fn vectors_agree(rdna: Gen, src: &str) -> usize {
     n
 }
 
+/// The name tables of an RDNA generation's `opcodes` module, per encoding.
+macro_rules! opcode_tables {
+    ($o:ident) => {
+        [
+            ("sop1", $o::sop1::NAMES),
+            ("sop2", $o::sop2::NAMES),
+            ("sopk", $o::sopk::NAMES),
+            ("sopc", $o::sopc::NAMES),
+            ("sopp", $o::sopp::NAMES),
+            ("smem", $o::smem::NAMES),
+            ("valu", $o::valu::NAMES),
+            ("vop3p", $o::vop3p::NAMES),
+            ("ds", $o::ds::NAMES),
+            ("flat", $o::flat::NAMES),
+            ("mubuf", $o::mubuf::NAMES),
+            ("mtbuf", $o::mtbuf::NAMES),
+        ]
+    };
+}
+
 /// Every opcode the decoder knows (the generated tables) has at least one LLVM vector.
 #[test]
 fn every_known_opcode_has_a_vector() {
     use am_emu::rdna3::opcodes as o;
-    let tables: [(&str, &[(u16, &str)]); 12] = [
-        ("sop1", o::sop1::NAMES),
-        ("sop2", o::sop2::NAMES),
-        ("sopk", o::sopk::NAMES),
-        ("sopc", o::sopc::NAMES),
-        ("sopp", o::sopp::NAMES),
-        ("smem", o::smem::NAMES),
-        ("valu", o::valu::NAMES),
-        ("vop3p", o::vop3p::NAMES),
-        ("ds", o::ds::NAMES),
-        ("flat", o::flat::NAMES),
-        ("mubuf", o::mubuf::NAMES),
-        ("mtbuf", o::mtbuf::NAMES),
-    ];
+    let tables = opcode_tables!(o);
     every_opcode_has_a_vector(Gen::Gfx11, include_str!("vectors/gfx1100.txt"), tables);
 }
 
@@ -132,20 +139,7 @@ fn every_known_opcode_has_a_vector() {
 #[test]
 fn every_known_gfx12_opcode_has_a_vector() {
     use am_emu::rdna4::opcodes as o;
-    let tables: [(&str, &[(u16, &str)]); 12] = [
-        ("sop1", o::sop1::NAMES),
-        ("sop2", o::sop2::NAMES),
-        ("sopk", o::sopk::NAMES),
-        ("sopc", o::sopc::NAMES),
-        ("sopp", o::sopp::NAMES),
-        ("smem", o::smem::NAMES),
-        ("valu", o::valu::NAMES),
-        ("vop3p", o::vop3p::NAMES),
-        ("ds", o::ds::NAMES),
-        ("flat", o::flat::NAMES),
-        ("mubuf", o::mubuf::NAMES),
-        ("mtbuf", o::mtbuf::NAMES),
-    ];
+    let tables = opcode_tables!(o);
     every_opcode_has_a_vector(Gen::Gfx12, include_str!("vectors/gfx1200.txt"), tables);
 }
 

@@ -23,7 +23,7 @@ use crate::ip::soc::{DoorbellRoute, Soc};
 use crate::mm::Pool;
 use crate::mmio::{hi32, lo32};
 use crate::regs::gc::*;
-use crate::regs::{Reg, mmhub, select_table};
+use crate::regs::{mmhub, select_table};
 use crate::{IpVersion, Result};
 
 /// Queues per MEC pipe.
@@ -522,7 +522,7 @@ impl Gfx {
                     CP_MEC_RS64_PRGRM_CNTR_START,
                     CP_MEC_RS64_PRGRM_CNTR_START_HI,
                 );
-                wreg64(ctx, lo, hi, xcc, start >> 2)?;
+                ctx.wreg64(lo, hi, xcc, start >> 2)?;
             }
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
             ctx.update(CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(1))?;
@@ -557,12 +557,6 @@ pub(crate) fn refuse(
         Some((_, why)) => Err(ctx.bad(format!("{what}: {why}"))),
         None => Ok(()),
     }
-}
-
-/// Write a 64-bit value to a register pair (low dword, then high).
-pub(crate) fn wreg64<A, B>(ctx: &Ctx, lo: Reg<A>, hi: Reg<B>, inst: u8, value: u64) -> Result<()> {
-    ctx.wreg(lo, inst, lo32(value))?;
-    ctx.wreg(hi, inst, hi32(value))
 }
 
 /// What is wrong with a ring (compute or SDMA): its size (a power of two from 256 B to

@@ -9,7 +9,6 @@ use zerocopy::IntoBytes;
 use crate::Result;
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
-use crate::ip::gfx::wreg64;
 use crate::mm::Pool;
 use crate::regs::{alt, osssys};
 
@@ -86,7 +85,7 @@ impl Ih {
     pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
         for (n, ring) in self.rings.iter().enumerate() {
             let base = ctx.mc.mc(ring.base) >> 8;
-            wreg64(ctx, alt::IH_RB_BASE[n], alt::IH_RB_BASE_HI[n], 0, base)?;
+            ctx.wreg64(alt::IH_RB_BASE[n], alt::IH_RB_BASE_HI[n], 0, base)?;
             ctx.write(alt::IH_RB_CNTL[n], 0, |f| {
                 let f = f
                     .mc_space(4)
@@ -102,7 +101,7 @@ impl Ih {
             })?;
             if n == 0 {
                 let (lo, hi) = (osssys::IH_RB_WPTR_ADDR_LO, osssys::IH_RB_WPTR_ADDR_HI);
-                wreg64(ctx, lo, hi, 0, ctx.mc.mc(ring.wptr_wb))?;
+                ctx.wreg64(lo, hi, 0, ctx.mc.mc(ring.wptr_wb))?;
             }
             ctx.wreg(alt::IH_RB_WPTR[n], 0, 0)?;
             ctx.wreg(alt::IH_RB_RPTR[n], 0, 0)?;

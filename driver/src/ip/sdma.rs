@@ -16,7 +16,7 @@ use crate::Result;
 use crate::ctx::Ctx;
 use crate::discovery::IpVersion;
 use crate::hwip::HwIp;
-use crate::ip::gfx::{refuse, ring_problems, wreg64};
+use crate::ip::gfx::{refuse, ring_problems};
 use crate::ip::soc::{DoorbellRoute, Soc};
 use crate::regs::alt::*;
 use crate::regs::{gc, nbio};
@@ -201,13 +201,13 @@ impl Sdma {
         ctx.update(SDMA_RB_CNTL[k], i, |f| f.rb_enable(0))?;
         ctx.update(SDMA_IB_CNTL[k], i, |f| f.ib_enable(0))?;
         ctx.wreg(SDMA_MINOR_PTR_UPDATE[k], i, 1)?;
-        wreg64(ctx, SDMA_RB_RPTR[k], SDMA_RB_RPTR_HI[k], i, 0)?;
-        wreg64(ctx, SDMA_RB_WPTR[k], SDMA_RB_WPTR_HI[k], i, 0)?;
-        wreg64(ctx, SDMA_RB_BASE[k], SDMA_RB_BASE_HI[k], i, d.ring >> 8)?;
+        ctx.wreg64(SDMA_RB_RPTR[k], SDMA_RB_RPTR_HI[k], i, 0)?;
+        ctx.wreg64(SDMA_RB_WPTR[k], SDMA_RB_WPTR_HI[k], i, 0)?;
+        ctx.wreg64(SDMA_RB_BASE[k], SDMA_RB_BASE_HI[k], i, d.ring >> 8)?;
         let rptr = SDMA_RB_RPTR_ADDR_LO[k];
-        wreg64(ctx, rptr, SDMA_RB_RPTR_ADDR_HI[k], i, d.rptr_addr)?;
+        ctx.wreg64(rptr, SDMA_RB_RPTR_ADDR_HI[k], i, d.rptr_addr)?;
         let wptr = SDMA_RB_WPTR_POLL_ADDR_LO[k];
-        wreg64(ctx, wptr, SDMA_RB_WPTR_POLL_ADDR_HI[k], i, d.wptr_addr)?;
+        ctx.wreg64(wptr, SDMA_RB_WPTR_POLL_ADDR_HI[k], i, d.wptr_addr)?;
         ctx.update(SDMA_DOORBELL_OFFSET[k], i, |f| {
             f.offset(doorbell.saturating_mul(2))
         })?;

@@ -215,6 +215,26 @@ pub fn launch(
         .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
+/// Runs kernel `name(a, b, c, out)` over 64 lanes in workgroups of `wg` lanes, on fresh
+/// memory holding the three 64-dword inputs, and returns the 64 output dwords.
+pub fn run_abc(
+    k: &(CodeObject, Program),
+    name: &str,
+    wg: u32,
+    [a, b, c]: &[Vec<u32>; 3],
+) -> Vec<u32> {
+    let mut mem = HostMemory::new();
+    let (pa, pb, pc) = (
+        upload(&mut mem, a),
+        upload(&mut mem, b),
+        upload(&mut mem, c),
+    );
+    let po = mem.alloc(4 * 64);
+    let args = Args::default().ptr(pa).ptr(pb).ptr(pc).ptr(po);
+    launch(k, name, [64, 1, 1], [wg, 1, 1], args, &mut mem);
+    download_u32(&mut mem, po, 64)
+}
+
 pub fn upload<T: Copy>(mem: &mut HostMemory, data: &[T]) -> u64 {
     // SAFETY: T is a plain numeric type in these tests; viewing it as bytes is sound.
     let bytes = unsafe {
