@@ -9,7 +9,7 @@ pub mod hwip;
 pub mod ip;
 pub mod irq;
 pub mod mm;
-pub mod mmio;
+mod mmio;
 pub mod pci;
 pub mod ratelimit;
 pub mod regs;

@@ -16,6 +16,7 @@ pub mod caps;
 mod fake_sysfs;
 pub mod ids;
 pub mod lock;
+pub mod mapping;
 pub mod spec;
 pub mod sysfs;
 pub mod vfio;

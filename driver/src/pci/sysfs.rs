@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use super::lock::DeviceLock;
 use super::spec::Bdf;
 use super::{Bar, BarInfo, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
-use crate::mmio::{DmaMemory, MmioRegion};
+use crate::pci::mapping::{DmaMemory, MmioRegion};
 use crate::{Error, ErrorKind, Result};
 
 /// The default sysfs root.

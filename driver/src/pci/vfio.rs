@@ -30,7 +30,7 @@ use super::lock::DeviceLock;
 use super::spec::Bdf;
 use super::sysfs::{SysfsOptions, alloc_pinned, device_dir, link_name, remove_siblings};
 use super::{Bar, BarInfo, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
-use crate::mmio::{DmaMemory, MmioRegion};
+use crate::pci::mapping::{DmaMemory, MmioRegion};
 use crate::{Error, ErrorKind, Result};
 
 /// `VFIO_TYPE` of `linux/vfio.h`: the ioctl type byte `';'`.
