@@ -27,7 +27,7 @@ use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, smu::Smu, soc::Soc};
 use crate::irq::{self, IrqEvent};
 use crate::mm::{MapFlags, MemoryManager, MmConfig, PteFormat, VirtMapping};
 use crate::pci::{PciDevice, SysMem};
-use crate::regs::{Regs, gc, mmhub};
+use crate::regs::{Regs, alt, gc};
 use crate::vf::{MailboxTimings, VfLease, VfMailbox};
 use crate::{Error, ErrorKind, Result};
 
@@ -207,32 +207,31 @@ impl PhaseClock<'_> {
 /// Where VRAM sits in MC space, and the XGMI hive segment of this device (`am info` reads it
 /// too, without opening the device).
 pub fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
-    let read = |a, b| regs.reg(if regs.has(a) { a } else { b })?.read(0);
-    let base = read(
-        mmhub::MMMC_VM_FB_LOCATION_BASE,
-        mmhub::MC_VM_FB_LOCATION_BASE,
-    )?;
-    let top = read(mmhub::MMMC_VM_FB_LOCATION_TOP, mmhub::MC_VM_FB_LOCATION_TOP)?;
+    let (base, top) = (
+        regs.first(alt::FB_LOCATION_BASE)?,
+        regs.first(alt::FB_LOCATION_TOP)?,
+    );
+    let base = regs.get(base, regs.reg(base)?.read(0)?, |f| f.fb_base(0))?;
+    let top = regs.get(top, regs.reg(top)?.read(0)?, |f| f.fb_top(0))?;
     let mut mc = McLayout {
-        fb_base: u64::from(base & 0xff_ffff) << 24,
-        fb_top: (u64::from(top & 0xff_ffff) << 24) | 0xff_ffff,
+        fb_base: u64::from(base) << 24,
+        fb_top: (u64::from(top) << 24) | 0xff_ffff,
         ..McLayout::default()
     };
     // Linux reads the hive layout from GC instance 0 (`gfxhub_v1_1/v1_2_get_xgmi_info`);
     // firmware programs it in every hub, so the MMHUB copy serves where GC has none.
-    let lfb = [
-        (gc::MC_VM_XGMI_LFB_CNTL, gc::MC_VM_XGMI_LFB_SIZE),
-        (mmhub::MC_VM_XGMI_LFB_CNTL, mmhub::MC_VM_XGMI_LFB_SIZE),
-    ];
-    if let Some(&(cntl, size)) = lfb.iter().find(|(cntl, _)| regs.has(*cntl)) {
-        let (cntl, size) = (regs.reg(cntl)?, regs.reg(size)?);
-        let c = cntl.read(0)?;
-        let seg = u64::from(size.field(size.read(0)?, "PF_LFB_SIZE")?) << 24;
-        let max = cntl.field(c, "PF_MAX_REGION")?;
+    if let (Ok(cntl), Ok(size)) = (
+        regs.first(alt::XGMI_LFB_CNTL),
+        regs.first(alt::XGMI_LFB_SIZE),
+    ) {
+        let c = regs.reg(cntl)?.read(0)?;
+        let seg = regs.get(size, regs.reg(size)?.read(0)?, |f| f.pf_lfb_size(0))?;
+        let seg = u64::from(seg) << 24;
+        let max = regs.get(cntl, c, |f| f.pf_max_region(0))?;
         if seg > 0 && max > 0 {
             mc.xgmi_seg_size = seg;
             mc.xgmi_regions = max + 1;
-            mc.xgmi_paddr_base = u64::from(cntl.field(c, "PF_LFB_REGION")?) * seg;
+            mc.xgmi_paddr_base = u64::from(regs.get(cntl, c, |f| f.pf_lfb_region(0))?) * seg;
         }
     }
     Ok(mc)

@@ -212,6 +212,20 @@ impl Regs {
             .map_err(|e| r.field_error(e))
     }
 
+    /// The field `pick` names (the value it sets there does not matter) of `value`, a value
+    /// of `reg`.
+    pub fn get<F>(
+        &self,
+        reg: Reg<F>,
+        value: u32,
+        pick: impl FnOnce(Fields<F>) -> Fields<F>,
+    ) -> Result<u32> {
+        let mask = self.encode(reg, pick)?.mask;
+        Ok((value & mask)
+            .checked_shr(mask.trailing_zeros())
+            .unwrap_or(0))
+    }
+
     /// Look a register up by its name in the table family `family` (for names built at run
     /// time, such as a hub's `GCVM_…`/`MMVM_…` or an engine's `SDMA0_…`/`SDMA1_…`).
     pub fn named(&self, family: RegIp, name: &str) -> Result<Register<'_>> {
@@ -403,77 +417,33 @@ impl Register<'_> {
         self.regs.wreg(self.addr(instance)?, value)
     }
 
-    /// A field this version lacks, or (with `overflow`: value and field width) a value wider
-    /// than the field.
-    fn field_err(&self, field: &str, overflow: Option<(u64, u32)>) -> Error {
-        let (register, field, ip) = (self.name().into(), field.into(), self.ip_label());
-        self.regs.err(match overflow {
-            None => ErrorKind::NoSuchField {
-                register,
-                field,
-                ip,
-            },
-            Some((value, width)) => ErrorKind::FieldOverflow {
-                register,
-                field,
-                width,
-                value,
-                ip,
-            },
-        })
-    }
-
+    /// A field this version lacks, or a value wider than the field.
     fn field_error(&self, e: am_autogen::regs::FieldError) -> Error {
         use am_autogen::regs::FieldError as E;
-        match e {
-            E::Missing { field, .. } => self.field_err(field, None),
+        let (register, ip) = (self.name().into(), self.ip_label());
+        self.regs.err(match e {
+            E::Missing { field, .. } => ErrorKind::NoSuchField {
+                register,
+                field: field.into(),
+                ip,
+            },
             E::Overflow {
                 field,
                 value,
                 width,
                 ..
-            } => self.field_err(field, Some((value.into(), width))),
-        }
-    }
-
-    fn field_def(&self, name: &str) -> Result<Field> {
-        let mut fields = self.def.fields();
-        fields
-            .find(|f| f.name.eq_ignore_ascii_case(name))
-            .ok_or_else(|| self.field_err(name, None))
-    }
-
-    /// The value with the named fields set (names as in `*_sh_mask.h`, any case); a value
-    /// wider than its field is an error.
-    pub fn encode(&self, fields: &[(&str, u64)]) -> Result<u32> {
-        fields.iter().try_fold(0, |value, &(name, v)| {
-            let f = self.field_def(name)?;
-            // A value fits when it survives a trip through the field (masks need not be one
-            // run of bits).
-            match u32::try_from(v)
-                .ok()
-                .filter(|&v32| f.get(f.set(0, v32)) == v32)
-            {
-                Some(v32) => Ok(f.set(value, v32)),
-                None => Err(self.field_err(f.name, Some((v, f.mask.count_ones())))),
-            }
+            } => ErrorKind::FieldOverflow {
+                register,
+                field: field.into(),
+                width,
+                value: value.into(),
+                ip,
+            },
         })
     }
 
     /// Every field of a value, in bit order.
     pub fn decode(&self, value: u32) -> Vec<(&'static str, u32)> {
         self.def.fields().map(|f| (f.name, f.get(value))).collect()
-    }
-
-    /// One field of a value.
-    pub fn field(&self, value: u32, name: &str) -> Result<u32> {
-        Ok(self.field_def(name)?.get(value))
-    }
-
-    /// The bits the named fields cover.
-    pub fn fields_mask(&self, names: &[&str]) -> Result<u32> {
-        names
-            .iter()
-            .try_fold(0, |m, n| Ok(m | self.field_def(n)?.mask))
     }
 }

@@ -1,5 +1,5 @@
-//! Registers: table resolution per discovered version, addresses per instance, fields by
-//! name, indirect access.
+//! Registers: table resolution per discovered version, addresses per instance, typed
+//! fields, indirect access.
 
 #![allow(clippy::unwrap_used)]
 
@@ -68,15 +68,16 @@ fn absent_register_error_names_register_and_version() {
 }
 
 #[test]
-fn fields_encode_and_decode_by_name() {
+fn typed_fields_encode_decode_and_get() {
     let (_dev, regs) = open(&navi31_like());
-    let r = regs.reg(gc::GRBM_GFX_CNTL).unwrap();
-    let v = r
-        .encode(&[("MEID", 1), ("PIPEID", 2), ("QUEUEID", 3), ("CTXID", 7)])
+    let reg = gc::GRBM_GFX_CNTL;
+    let e = regs
+        .encode(reg, |f| f.meid(1).pipeid(2).queueid(3).ctxid(7))
         .unwrap();
-    assert_eq!(v, (1 << 2) | 2 | (3 << 8) | (7 << 11));
+    assert_eq!(e.value, (1 << 2) | 2 | (3 << 8) | (7 << 11));
+    assert_eq!(e.mask, 0x3fff & !0xf0);
     assert_eq!(
-        r.decode(v),
+        regs.reg(reg).unwrap().decode(e.value),
         vec![
             ("PIPEID", 2),
             ("MEID", 1),
@@ -85,21 +86,25 @@ fn fields_encode_and_decode_by_name() {
             ("CTXID", 7)
         ]
     );
-    assert_eq!(r.field(v, "queueid").unwrap(), 3);
-    assert_eq!(r.fields_mask(&["PIPEID", "VMID"]).unwrap(), 0xf3);
+    assert_eq!(regs.get(reg, e.value, |f| f.queueid(0)).unwrap(), 3);
+    assert_eq!(regs.get(reg, e.value, |f| f.ctxid(0)).unwrap(), 7);
+    let mask = regs.encode(reg, |f| f.pipeid(0).vmid(0)).unwrap().mask;
+    assert_eq!(mask, 0xf3);
 }
 
 #[test]
 fn field_errors_name_register_field_and_version() {
     let (_dev, regs) = open(&mi300x_like(&[]));
-    let r = regs.reg(gc::GRBM_GFX_CNTL).unwrap();
+    let reg = gc::GRBM_GFX_CNTL;
     // CTXID is a GC 11 field.
-    let err = r.encode(&[("CTXID", 1)]).unwrap_err();
+    let err = regs.encode(reg, |f| f.ctxid(1)).unwrap_err();
     assert_eq!(
         err.to_string(),
         "fake:0: register GRBM_GFX_CNTL on GC 9.4.3 has no field CTXID"
     );
-    let err = r.encode(&[("PIPEID", 4)]).unwrap_err();
+    let err = regs.get(reg, 0, |f| f.ctxid(0)).unwrap_err();
+    assert!(err.to_string().ends_with("has no field CTXID"), "{err}");
+    let err = regs.encode(reg, |f| f.pipeid(4)).unwrap_err();
     assert!(
         matches!(
             err,
@@ -117,13 +122,14 @@ fn field_errors_name_register_field_and_version() {
 }
 
 #[test]
-fn fields_mask_and_encode_change_only_the_named_fields() {
+fn an_encoded_mask_changes_only_the_named_fields() {
     let (dev, regs) = open(&navi31_like());
-    let r = regs.reg(gc::GRBM_GFX_CNTL).unwrap();
+    let reg = gc::GRBM_GFX_CNTL;
+    let r = regs.reg(reg).unwrap();
     let addr = r.addr(0).unwrap() as usize;
     dev.bar5.regs.lock().unwrap()[addr] = 0xffff_0000 | (5 << 4) | 1;
-    let keep = r.read(0).unwrap() & !r.fields_mask(&["QUEUEID", "PIPEID"]).unwrap();
-    let written = keep | r.encode(&[("QUEUEID", 6), ("PIPEID", 2)]).unwrap();
+    let e = regs.encode(reg, |f| f.queueid(6).pipeid(2)).unwrap();
+    let written = r.read(0).unwrap() & !e.mask | e.value;
     r.write(0, written).unwrap();
     assert_eq!(written, 0xffff_0000 | (6 << 8) | (5 << 4) | 2);
     assert_eq!(dev.bar5.regs.lock().unwrap()[addr], written);
@@ -250,16 +256,16 @@ mod roundtrip {
         #[test]
         fn encode_then_decode_gives_the_fields_back(
             navi in any::<bool>(),
-            pipe in 0u64..4, me in 0u64..4, vmid in 0u64..16, queue in 0u64..8,
+            pipe in 0u32..4, me in 0u32..4, vmid in 0u32..16, queue in 0u32..8,
         ) {
             let (_dev, regs) = open(&if navi { navi31_like() } else { mi300x_like(&[]) });
-            let r = regs.reg(gc::GRBM_GFX_CNTL).unwrap();
-            let fields = [("PIPEID", pipe), ("MEID", me), ("VMID", vmid), ("QUEUEID", queue)];
-            let v = r.encode(&fields).unwrap();
-            for (name, want) in fields {
-                prop_assert_eq!(u64::from(r.field(v, name).unwrap()), want);
-            }
-            prop_assert_eq!(v & !r.fields_mask(&["PIPEID", "MEID", "VMID", "QUEUEID"]).unwrap(), 0);
+            let reg = gc::GRBM_GFX_CNTL;
+            let e = regs.encode(reg, |f| f.pipeid(pipe).meid(me).vmid(vmid).queueid(queue)).unwrap();
+            prop_assert_eq!(regs.get(reg, e.value, |f| f.pipeid(0)).unwrap(), pipe);
+            prop_assert_eq!(regs.get(reg, e.value, |f| f.meid(0)).unwrap(), me);
+            prop_assert_eq!(regs.get(reg, e.value, |f| f.vmid(0)).unwrap(), vmid);
+            prop_assert_eq!(regs.get(reg, e.value, |f| f.queueid(0)).unwrap(), queue);
+            prop_assert_eq!(e.value & !e.mask, 0);
         }
     }
 }

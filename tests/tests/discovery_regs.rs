@@ -50,22 +50,23 @@ fn scratch_reg7_of_each_xcc_is_that_xccs_register_in_the_mock() {
 }
 
 #[test]
-fn fields_written_by_name_are_the_bits_the_mock_holds() {
+fn typed_fields_are_the_bits_the_mock_holds() {
     let (gpu, dev) = open("navi31");
     let d = Discovery::read(&*dev).unwrap();
     let regs = Regs::new(&*dev, &d).unwrap();
-    let r = regs.reg(gc::GRBM_GFX_CNTL).unwrap();
-    let value = r.encode(&[("MEID", 1), ("PIPEID", 3), ("QUEUEID", 5)]);
-    r.write(0, value.unwrap()).unwrap();
+    let reg = gc::GRBM_GFX_CNTL;
+    let value = regs
+        .encode(reg, |f| f.meid(1).pipeid(3).queueid(5))
+        .unwrap();
+    regs.reg(reg).unwrap().write(0, value.value).unwrap();
     let held = gpu.peek(RegIp::Gc, "GRBM_GFX_CNTL", 0).unwrap();
     assert_eq!(held, (1 << 2) | 3 | (5 << 8));
-    let keep = held & !r.fields_mask(&["QUEUEID"]).unwrap();
-    r.write(0, keep | r.encode(&[("QUEUEID", 2)]).unwrap())
-        .unwrap();
-    let held = gpu.peek(RegIp::Gc, "GRBM_GFX_CNTL", 0).unwrap();
+    assert_eq!(value.mask, 0b1111 | (0b111 << 8));
+    assert_eq!(regs.get(reg, held, |f| f.queueid(0)).unwrap(), 5);
+    assert_eq!(regs.get(reg, held, |f| f.meid(0)).unwrap(), 1);
     assert_eq!(
-        r.decode(held)[..4],
-        [("PIPEID", 3), ("MEID", 1), ("VMID", 0), ("QUEUEID", 2)]
+        regs.reg(reg).unwrap().decode(held)[..4],
+        [("PIPEID", 3), ("MEID", 1), ("VMID", 0), ("QUEUEID", 5)]
     );
 }
 

@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 
 use am_autogen::regs::RegIp;
-use am_driver::HwIp;
-use am_driver::regs::{Register, Regs, select_table};
+use am_driver::regs::{Field, Register, Regs, select_table};
+use am_driver::{ErrorKind, HwIp};
 use anyhow::{Context, bail};
 use serde::Serialize;
 
@@ -210,6 +210,66 @@ pub struct RegValue {
     pub before: Option<String>,
     /// Every field of the value.
     pub fields: Vec<FieldValue>,
+}
+
+/// Fields by name, for registers whose names the tools take from the user (`am reg`) or
+/// build at run time (`am ring`'s SDMA engines, `am vm`'s VM contexts); the driver names its
+/// fields through the generated typed setters. Names as in `*_sh_mask.h`, any case.
+pub trait ByName {
+    /// The named field, or an error naming register, field and version.
+    fn field_def(&self, name: &str) -> anyhow::Result<Field>;
+
+    /// One field of a value.
+    fn field(&self, value: u32, name: &str) -> anyhow::Result<u32> {
+        Ok(self.field_def(name)?.get(value))
+    }
+
+    /// The bits the named fields cover.
+    fn fields_mask(&self, names: &[&str]) -> anyhow::Result<u32> {
+        names
+            .iter()
+            .try_fold(0, |m, n| Ok(m | self.field_def(n)?.mask))
+    }
+
+    /// The value with the named fields set, every other bit 0; a value wider than its field
+    /// is an error.
+    fn encode(&self, fields: &[(&str, u64)]) -> anyhow::Result<u32>;
+}
+
+impl ByName for Register<'_> {
+    fn field_def(&self, name: &str) -> anyhow::Result<Field> {
+        let def = self.def();
+        let mut fields = def.fields();
+        fields
+            .find(|f| f.name.eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                let (register, field, ip) = (self.name().into(), name.into(), self.ip_label());
+                ErrorKind::NoSuchField {
+                    register,
+                    field,
+                    ip,
+                }
+                .into()
+            })
+    }
+
+    fn encode(&self, fields: &[(&str, u64)]) -> anyhow::Result<u32> {
+        fields.iter().try_fold(0, |value, &(name, v)| {
+            let f = self.field_def(name)?;
+            // A value fits when it survives a trip through the field.
+            match u32::try_from(v).ok().filter(|&v| f.get(f.set(0, v)) == v) {
+                Some(v) => Ok(f.set(value, v)),
+                None => Err(ErrorKind::FieldOverflow {
+                    register: self.name().into(),
+                    field: f.name.into(),
+                    width: f.mask.count_ones(),
+                    value: v,
+                    ip: self.ip_label(),
+                }
+                .into()),
+            }
+        })
+    }
 }
 
 fn fields_of(r: &Register<'_>, v: u32) -> Vec<FieldValue> {
@@ -455,6 +515,27 @@ mod tests {
         assert!(!glob("SCRATCH_REG?", "SCRATCH_REG10"));
         assert!(!glob("CP_HQD_*", "CP_MQD_BASE_ADDR"));
         assert!(glob("*", "ANYTHING"));
+    }
+
+    #[test]
+    fn fields_by_name_encode_read_and_refuse_as_the_tables_say() {
+        let dev = am_mock::open("navi31", 0).unwrap();
+        let d = am_driver::Discovery::read(&*dev).unwrap();
+        let regs = Regs::new(&*dev, &d).unwrap();
+        let r = regs.reg(am_driver::regs::gc::GRBM_GFX_CNTL).unwrap();
+        let v = r
+            .encode(&[("meid", 1), ("PIPEID", 2), ("QUEUEID", 3)])
+            .unwrap();
+        assert_eq!(v, (1 << 2) | 2 | (3 << 8));
+        assert_eq!(r.field(v, "queueid").unwrap(), 3);
+        assert_eq!(r.fields_mask(&["PIPEID", "VMID"]).unwrap(), 0xf3);
+        let err = r.encode(&[("NOPE", 1)]).unwrap_err().to_string();
+        assert_eq!(err, "register GRBM_GFX_CNTL on GC 11.0.0 has no field NOPE");
+        let err = r.encode(&[("PIPEID", 4)]).unwrap_err().to_string();
+        assert!(
+            err.contains("does not fit field GRBM_GFX_CNTL.PIPEID (2 bits)"),
+            "{err}"
+        );
     }
 
     #[test]

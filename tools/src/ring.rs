@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::decode::{self, Env, Packet};
 use crate::inspect::Target;
-use crate::reg::all_names;
+use crate::reg::{ByName, all_names};
 use crate::vm;
 
 /// Arguments of `am ring`.
@@ -142,12 +142,14 @@ fn compute_queues(t: &Target) -> anyhow::Result<Vec<QueueInfo>> {
                         continue;
                     }
                     let ring_va = pair(gc::CP_HQD_PQ_BASE, gc::CP_HQD_PQ_BASE_HI, x)? << 8;
-                    let control = t.regs.reg(gc::CP_HQD_PQ_CONTROL)?;
-                    let c = control.read(x)?;
-                    let ring_size = 4u64 << (control.field(c, "QUEUE_SIZE")? + 1);
+                    let control = r(gc::CP_HQD_PQ_CONTROL.untyped(), x)?;
+                    let size = t
+                        .regs
+                        .get(gc::CP_HQD_PQ_CONTROL, control, |f| f.queue_size(0));
+                    let ring_size = 4u64 << (size? + 1);
                     let aql = has_aql && r(gc::CP_HQD_AQL_CONTROL, x)? & 1 != 0;
-                    let db = t.regs.reg(gc::CP_HQD_PQ_DOORBELL_CONTROL)?;
-                    let d = db.read(x)?;
+                    let db = gc::CP_HQD_PQ_DOORBELL_CONTROL;
+                    let d = r(db.untyped(), x)?;
                     let vmid = r(gc::CP_HQD_VMID, x)? & 0xf;
                     let rptr_addr = pair(
                         gc::CP_HQD_PQ_RPTR_REPORT_ADDR,
@@ -210,8 +212,8 @@ fn compute_queues(t: &Target) -> anyhow::Result<Vec<QueueInfo>> {
                         unit,
                         pointers_from: from,
                         pending,
-                        doorbell: u64::from(db.field(d, "DOORBELL_OFFSET")?) / 2,
-                        doorbell_enabled: db.field(d, "DOORBELL_EN")? != 0,
+                        doorbell: u64::from(t.regs.get(db, d, |f| f.doorbell_offset(0))?) / 2,
+                        doorbell_enabled: t.regs.get(db, d, |f| f.doorbell_en(0))? != 0,
                         vmid,
                         packets: None,
                         error: None,

@@ -14,6 +14,7 @@ use anyhow::{Context, bail};
 use serde::Serialize;
 
 use crate::inspect::{Phys, Target, parse_u64};
+use crate::reg::ByName;
 
 /// Arguments of `am vm`.
 #[derive(Debug, clap::Args)]
@@ -474,10 +475,9 @@ pub fn faults(t: &Target) -> anyhow::Result<Faults> {
         });
     }
     let wptr_reg = t.regs.reg(osssys::IH_RB_WPTR)?;
-    let mask = wptr_reg.fields_mask(&["OFFSET"])?;
-    let cntl = t.regs.reg(osssys::IH_RB_CNTL)?;
-    let c = cntl.read(0)?;
-    let ring_size = 4u64 << cntl.field(c, "RB_SIZE")?;
+    let mask = t.regs.encode(osssys::IH_RB_WPTR, |f| f.offset(0))?.mask;
+    let c = t.regs.reg(osssys::IH_RB_CNTL)?.read(0)?;
+    let ring_size = 4u64 << t.regs.get(osssys::IH_RB_CNTL, c, |f| f.rb_size(0))?;
     let w = u64::from(wptr_reg.read(0)? & mask) % ring_size;
     let mut r = u64::from(t.regs.reg(osssys::IH_RB_RPTR)?.read(0)? & mask) % ring_size;
     let base_mc = (u64::from(t.regs.reg(osssys::IH_RB_BASE_HI)?.read(0)?) << 32

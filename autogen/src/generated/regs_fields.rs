@@ -305,6 +305,22 @@ impl Fields<DOORBELL0_CTRL_ENTRY_0> {
     pub fn doorbell0_fence_enable_entry(self, v: u32) -> Self { self.set("DOORBELL0_FENCE_ENABLE_ENTRY", v) }
 }
 
+/// Fields of `mmhub::MMMC_VM_FB_LOCATION_BASE`, `mmhub::MC_VM_FB_LOCATION_BASE`.
+#[derive(Clone, Copy, Debug)]
+pub struct FB_LOCATION_BASE;
+#[rustfmt::skip]
+impl Fields<FB_LOCATION_BASE> {
+    pub fn fb_base(self, v: u32) -> Self { self.set("FB_BASE", v) }
+}
+
+/// Fields of `mmhub::MMMC_VM_FB_LOCATION_TOP`, `mmhub::MC_VM_FB_LOCATION_TOP`.
+#[derive(Clone, Copy, Debug)]
+pub struct FB_LOCATION_TOP;
+#[rustfmt::skip]
+impl Fields<FB_LOCATION_TOP> {
+    pub fn fb_top(self, v: u32) -> Self { self.set("FB_TOP", v) }
+}
+
 /// Fields of `gc::GRBM_CNTL`.
 #[derive(Clone, Copy, Debug)]
 pub struct GRBM_CNTL;
@@ -1332,6 +1348,23 @@ impl Fields<XCC_DOORBELL_FENCE> {
     pub fn xcc_7_doorbell_fence(self, v: u32) -> Self { self.set("XCC_7_DOORBELL_FENCE", v) }
 }
 
+/// Fields of `gc::MC_VM_XGMI_LFB_CNTL`, `mmhub::MC_VM_XGMI_LFB_CNTL`.
+#[derive(Clone, Copy, Debug)]
+pub struct XGMI_LFB_CNTL;
+#[rustfmt::skip]
+impl Fields<XGMI_LFB_CNTL> {
+    pub fn pf_lfb_region(self, v: u32) -> Self { self.set("PF_LFB_REGION", v) }
+    pub fn pf_max_region(self, v: u32) -> Self { self.set("PF_MAX_REGION", v) }
+}
+
+/// Fields of `gc::MC_VM_XGMI_LFB_SIZE`, `mmhub::MC_VM_XGMI_LFB_SIZE`.
+#[derive(Clone, Copy, Debug)]
+pub struct XGMI_LFB_SIZE;
+#[rustfmt::skip]
+impl Fields<XGMI_LFB_SIZE> {
+    pub fn pf_lfb_size(self, v: u32) -> Self { self.set("PF_LFB_SIZE", v) }
+}
+
 /// Registers that share a field type, in the order the list gives them.
 pub mod alt {
     use super::*;
@@ -1344,6 +1377,12 @@ pub mod alt {
     pub const C2PMSG_70: [Reg<C2PMSG_70>; 2] = [mp::MP0_SMN_C2PMSG_70, mp::MPASP_SMN_C2PMSG_70];
     pub const C2PMSG_71: [Reg<C2PMSG_71>; 2] = [mp::MP0_SMN_C2PMSG_71, mp::MPASP_SMN_C2PMSG_71];
     pub const C2PMSG_81: [Reg<C2PMSG_81>; 2] = [mp::MP0_SMN_C2PMSG_81, mp::MPASP_SMN_C2PMSG_81];
+    pub const FB_LOCATION_BASE: [Reg<FB_LOCATION_BASE>; 2] = [
+        mmhub::MMMC_VM_FB_LOCATION_BASE,
+        mmhub::MC_VM_FB_LOCATION_BASE,
+    ];
+    pub const FB_LOCATION_TOP: [Reg<FB_LOCATION_TOP>; 2] =
+        [mmhub::MMMC_VM_FB_LOCATION_TOP, mmhub::MC_VM_FB_LOCATION_TOP];
     pub const IH_DOORBELL_RPTR: [Reg<IH_DOORBELL_RPTR>; 2] =
         [osssys::IH_DOORBELL_RPTR, osssys::IH_DOORBELL_RPTR_RING1];
     pub const IH_RB_BASE: [Reg<IH_RB_BASE>; 2] = [osssys::IH_RB_BASE, osssys::IH_RB_BASE_RING1];
@@ -1631,4 +1670,8 @@ pub mod alt {
         gc::GCVM_L2_PROTECTION_FAULT_STATUS_LO32,
         mmhub::MMVM_L2_PROTECTION_FAULT_STATUS_LO32,
     ];
+    pub const XGMI_LFB_CNTL: [Reg<XGMI_LFB_CNTL>; 2] =
+        [gc::MC_VM_XGMI_LFB_CNTL, mmhub::MC_VM_XGMI_LFB_CNTL];
+    pub const XGMI_LFB_SIZE: [Reg<XGMI_LFB_SIZE>; 2] =
+        [gc::MC_VM_XGMI_LFB_SIZE, mmhub::MC_VM_XGMI_LFB_SIZE];
 }
