@@ -13,7 +13,6 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::pci::Bar;
@@ -110,8 +109,8 @@ idh_messages! {
 /// format (`amdgv_sriovmsg.h`).
 const GPU_CRIT_REGION_V2: u32 = 2;
 
-/// A monotonic clock the mailbox waits on. The system clock sleeps; [`VirtualClock`] only
-/// advances, so tests can run the real timeouts in microseconds.
+/// A monotonic clock the mailbox waits on. The system clock sleeps; a test's clock can just
+/// advance, so tests run the real timeouts in microseconds.
 pub trait Clock: Send + Sync {
     /// Time since an arbitrary, fixed origin.
     fn now(&self) -> Duration;
@@ -129,28 +128,6 @@ impl Clock for SystemClock {
     }
     fn sleep(&self, d: Duration) {
         std::thread::sleep(d);
-    }
-}
-
-/// A clock whose `sleep` returns at once after moving time forward: for tests and
-/// simulations, where the device model, not wall time, decides when things happen.
-#[derive(Debug, Default)]
-pub struct VirtualClock(AtomicU64);
-
-impl VirtualClock {
-    /// A clock at time zero.
-    pub fn new() -> Self {
-        Self::default()
-    }
-}
-
-impl Clock for VirtualClock {
-    fn now(&self) -> Duration {
-        Duration::from_nanos(self.0.load(Ordering::Relaxed))
-    }
-    fn sleep(&self, d: Duration) {
-        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
-        self.0.fetch_add(ns, Ordering::Relaxed);
     }
 }
 
@@ -400,7 +377,6 @@ impl Drop for VfLease {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
 
     /// BAR5 with only `RCC_IOV_FUNC_IDENTIFIER`.
     struct FuncId(u32);
@@ -447,57 +423,5 @@ mod tests {
         assert_eq!(E::ReadyToAccessGpu.code(), 1);
         assert_eq!(E::ReqGpuInitDataReady.code(), 7);
         assert_eq!(R::ReqGpuInitData.to_string(), "0x6 (IDH_REQ_GPU_INIT_DATA)");
-    }
-
-    /// A mailbox whose PF never acknowledges: the TRN byte keeps what the VF wrote.
-    #[derive(Default)]
-    struct DeafPf(Mutex<Vec<(u64, u32)>>);
-
-    impl Bar for DeafPf {
-        fn len(&self) -> u64 {
-            0x8_0000
-        }
-        fn read32(&self, _: u64) -> Result<u32> {
-            Ok(0)
-        }
-        fn write32(&self, offset: u64, value: u32) -> Result<()> {
-            self.0.lock().unwrap().push((offset, value));
-            Ok(())
-        }
-        fn read_bytes(&self, _: u64, buf: &mut [u8]) -> Result<()> {
-            buf.fill(0);
-            Ok(())
-        }
-        fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
-            self.0.lock().unwrap().push((offset, u32::from(data[0])));
-            Ok(())
-        }
-    }
-
-    #[test]
-    fn unacknowledged_request_waits_the_ack_timeout_once() {
-        let bar = Arc::new(DeafPf::default());
-        let clock = Arc::new(VirtualClock::new());
-        let mb = VfMailbox::new("0000:01:00.0", bar.clone()).with_clock(clock.clone());
-        let err = mb.request_init_data().unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "0000:01:00.0: VF mailbox request 0x6 (IDH_REQ_GPU_INIT_DATA) was not acknowledged within 500ms"
-        );
-        // One transmission, no retry: the request dword was written once.
-        let dw0_writes = bar
-            .0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|w| w.0 == 0xe56 * 4)
-            .count();
-        assert_eq!(dw0_writes, 1);
-        // The deadline is the sheet's 0.5 s, overrun by at most one 5 ms poll.
-        let t = clock.now();
-        assert!(
-            t > Duration::from_millis(500) && t <= Duration::from_millis(510),
-            "{t:?}"
-        );
     }
 }

@@ -5,12 +5,35 @@
 //! the PF model counts polls, so every test is deterministic and runs in microseconds.
 #![allow(clippy::unwrap_used)]
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use am_driver::vf::{Clock, IdhEvent, IdhRequest, VfMailbox, VirtualClock};
+use am_driver::vf::{Clock, IdhEvent, IdhRequest, VfMailbox};
 use am_driver::{Bar, Error, ErrorKind, Result};
 use am_mock::vf_pf::{MailboxMessage as M, VfPf};
+
+/// A clock whose `sleep` returns at once after moving time forward: the PF model, not wall
+/// time, decides when things happen.
+#[derive(Debug, Default)]
+struct VirtualClock(AtomicU64);
+
+impl VirtualClock {
+    /// A clock at time zero.
+    fn new() -> Self {
+        Self::default()
+    }
+}
+
+impl Clock for VirtualClock {
+    fn now(&self) -> Duration {
+        Duration::from_nanos(self.0.load(Ordering::Relaxed))
+    }
+    fn sleep(&self, d: Duration) {
+        let ns = u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        self.0.fetch_add(ns, Ordering::Relaxed);
+    }
+}
 
 const DEVICE: &str = "mock:mi350x-vf:0";
 const TRN: u64 = 0xe5e * 4;

@@ -141,13 +141,12 @@ impl VramAccess for NoVram {
     }
 }
 
-/// The three physical pools.
+/// The physical pools a block allocates from (page tables come from their own pool, which
+/// only the page-table code uses).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pool {
     /// Bottom 32 MiB: boot-time allocations that survive into later driver instances.
     Boot,
-    /// Page tables (after boot).
-    PageTable,
     /// Everything else.
     Main,
 }
@@ -265,7 +264,6 @@ impl MemoryManager {
     pub fn palloc(&mut self, size: u64, align: u64, pool: Pool) -> Result<u64> {
         match pool {
             Pool::Boot => &mut self.boot,
-            Pool::PageTable => &mut self.ptable,
             Pool::Main => &mut self.main,
         }
         .alloc(size, align)
