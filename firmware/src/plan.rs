@@ -23,7 +23,7 @@ pub struct Payload {
     pub file: String,
     /// Where in the file they start.
     pub offset: usize,
-    data: Arc<[u8]>,
+    data: Arc<Vec<u8>>,
     len: usize,
 }
 

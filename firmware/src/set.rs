@@ -16,7 +16,7 @@ pub struct LoadedFile {
     /// Where it was read from.
     pub path: PathBuf,
     /// Its content (decompressed), shared with the payloads of a load plan.
-    pub data: Arc<[u8]>,
+    pub data: Arc<Vec<u8>>,
     /// What its headers say.
     pub image: Image,
 }
@@ -28,7 +28,7 @@ impl LoadedFile {
         Ok(Self {
             spec,
             path: raw.path,
-            data: raw.data.into(),
+            data: Arc::new(raw.data),
             image,
         })
     }
