@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use am_driver::ip::gfx::{ComputeQueueDesc, MEC_RING0_DOORBELL};
 use am_driver::ip::sdma::SdmaQueueDesc;
 use am_driver::regs::{gc, nbio};
-use am_driver::{AmDevice, Bar, HwIp, IpVersion, Options, PciDevice};
+use am_driver::{AmDevice, Bar, HwIp, Options, PciDevice};
 
 use crate::memory::{Allocation, Backing, Buffer, MemKind};
 use crate::queue::{Handle, HwQueue, HwQueueParts, Queue, QueueCell, QueueKind};
@@ -20,7 +20,7 @@ use crate::{Error, Result};
 pub struct DeviceInfo {
     /// Device name (its spec or BDF).
     pub name: String,
-    /// Shader ISA (`gfx1100`, `gfx942`, `gfx950`).
+    /// Shader ISA (`gfx1100`, `gfx942`, `gfx950`, `gfx1200`, `gfx1201`).
     pub target: String,
     /// GC major version.
     pub gc_major: u8,
@@ -176,7 +176,14 @@ impl Device {
         let name = ctx.name.clone();
         let gc_ver = ctx.version(HwIp::GC)?;
         let xccs = ctx.xccs().len() as u32;
-        let target = gfx_target(gc_ver);
+        let target = match (gc_ver.major, gc_ver.minor, gc_ver.rev) {
+            (11, ..) => "gfx1100",
+            (9, 4, _) => "gfx942",
+            (9, 5, _) => "gfx950",
+            (12, 0, 0) => "gfx1200",
+            (12, ..) => "gfx1201",
+            _ => "unknown",
+        };
         let info = DeviceInfo {
             name: name.clone(),
             target: target.into(),
@@ -1030,31 +1037,5 @@ impl Drop for Inner {
         if let Err(e) = self.shutdown() {
             tracing::warn!("{}: closing: {e}", self.name);
         }
-    }
-}
-
-/// The compiler target of a GC version. GC 12.0.0 (Navi 44) is gfx1200 and GC 12.0.1
-/// (Navi 48) gfx1201: two targets whose code objects a loader keeps apart.
-fn gfx_target(gc: IpVersion) -> &'static str {
-    match (gc.major, gc.minor, gc.rev) {
-        (11, _, _) => "gfx1100",
-        (9, 4, _) => "gfx942",
-        (9, 5, _) => "gfx950",
-        (12, 0, 0) => "gfx1200",
-        (12, _, _) => "gfx1201",
-        _ => "unknown",
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gc_12_0_0_is_gfx1200_and_gc_12_0_1_gfx1201() {
-        assert_eq!(gfx_target(IpVersion::new(12, 0, 0)), "gfx1200");
-        assert_eq!(gfx_target(IpVersion::new(12, 0, 1)), "gfx1201");
-        assert_eq!(gfx_target(IpVersion::new(11, 0, 0)), "gfx1100");
-        assert_eq!(gfx_target(IpVersion::new(9, 4, 3)), "gfx942");
     }
 }

@@ -193,6 +193,10 @@ fn bench_boot_reports_full_and_warm_of_each_pf_profile_and_vf() {
     let want = [
         ("navi31", "full", "cold"),
         ("navi31", "warm", "warm"),
+        ("navi48", "full", "cold"),
+        ("navi48", "warm", "warm"),
+        ("navi44", "full", "cold"),
+        ("navi44", "warm", "warm"),
         ("mi300x", "full", "cold"),
         ("mi300x", "warm", "warm"),
         ("mi350x-vf", "vf", "vf"),
