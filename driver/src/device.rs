@@ -237,31 +237,6 @@ pub fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
     Ok(mc)
 }
 
-/// Refuse a GC generation whose bring-up the driver does not have yet, before anything is
-/// written: GC 12 (RDNA4) needs PSP 14, SMU 14.0.2/3, GMC 12, IH 7, NBIF 6.3.1 and SDMA 7
-/// sequences. Inspecting opens (`am info`) and reset-only opens still work.
-fn refuse_without_bring_up(name: &str, discovery: &Discovery) -> Result<()> {
-    let gc = discovery.require_version(HwIp::GC)?;
-    if gc.major < 12 {
-        return Ok(());
-    }
-    let v = |ip| {
-        discovery
-            .version(ip)
-            .map_or_else(|| "absent".to_string(), |v| v.to_string())
-    };
-    let reason = format!(
-        "GC {gc} has no bring-up in this driver yet: the GC 12 sequence (PSP {}, SMU {}, GMC 12 with MMHUB {}, IH {}, NBIF {}, SDMA {}) is not written; `am info` reads the device without it",
-        v(HwIp::MP0),
-        v(HwIp::MP1),
-        v(HwIp::MMHUB),
-        v(HwIp::OSSSYS),
-        v(HwIp::NBIO),
-        v(HwIp::SDMA0),
-    );
-    Err(Error::new(name, ErrorKind::BadState { reason }))
-}
-
 impl AmDevice {
     /// Bring the device up with options from the environment.
     pub fn open(pci: Arc<dyn PciDevice>) -> Result<Self> {
@@ -298,9 +273,6 @@ impl AmDevice {
             None
         };
         let discovery = Discovery::read(&*pci)?;
-        if !opts.inspect && !opts.reset_mode {
-            refuse_without_bring_up(&name, &discovery)?;
-        }
         let regs = Regs::with_mmio(&name, mmio.clone(), &discovery)?;
         let vram = Vram::new(&name, pci.bar(0)?, mmio.clone(), discovery.vram_size);
         let mc = read_mc_layout(&regs)?;
@@ -341,16 +313,14 @@ impl AmDevice {
         };
         let mut blocks = clock.run("init_sw", || {
             let plan = crate::ip::psp::load_plan(&ctx, firmware.as_ref(), opts.sos)?;
-            let mec_start = plan
-                .as_ref()
-                .and_then(|p| p.ucode_start(am_firmware::Role::Mec));
+            let ucode_start = plan.as_ref().map(|p| p.ucode_start.clone());
             Ok(Blocks {
                 soc: Soc::init_sw(&ctx)?,
                 gmc: Gmc::init_sw(&ctx)?,
                 ih: Ih::init_sw(&ctx)?,
                 psp: Psp::init_sw(&ctx, plan)?,
                 smu: Smu::init_sw(&ctx)?,
-                gfx: Gfx::init_sw(&ctx, mec_start)?,
+                gfx: Gfx::init_sw(&ctx, ucode_start.as_deref().unwrap_or_default())?,
                 sdma: Sdma::init_sw(&ctx)?,
             })
         })?;
@@ -728,11 +698,7 @@ fn full_boot_reason(ctx: &Ctx, psp: &Psp, opts: &Options) -> Result<Option<Strin
             "malformed state: SCRATCH_REG6 = {live:#x}, the previous driver instance did not finish cleanly"
         )));
     }
-    let fault_status = if ctx.regs.has(gc::GCVM_L2_PROTECTION_FAULT_STATUS) {
-        gc::GCVM_L2_PROTECTION_FAULT_STATUS
-    } else {
-        gc::VM_L2_PROTECTION_FAULT_STATUS
-    };
+    let fault_status = crate::ip::gmc::Hub::Gc(0).fault_status(ctx)?;
     let status = ctx.rreg(fault_status, 0)?;
     if status != 0 {
         return Ok(Some(format!(

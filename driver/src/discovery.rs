@@ -272,11 +272,14 @@ impl DiscoveryTable {
     }
 }
 
-/// `binary_checksum` is the 16-bit byte sum of the `binary_size` bytes after the checksum
-/// field.
+/// `binary_checksum` is the 16-bit byte sum of the bytes after the checksum field, up to
+/// `binary_size`. A size that ends inside the header covers no table (Linux's
+/// `amdgpu_discovery_init` then sums a wrapped-around length and refuses the binary): not
+/// valid, even with a zero checksum.
 fn binary_checksum_valid(bhdr: &layout::binary_header, bytes: &[u8]) -> bool {
     let start = std::mem::offset_of!(layout::binary_header, binary_checksum) + 2;
-    let data = bytes.get(start..usize::from(bhdr.binary_size).max(start));
+    let end = usize::from(bhdr.binary_size);
+    let data = (end > start).then(|| bytes.get(start..end)).flatten();
     data.is_some_and(|d| {
         d.iter().fold(0u16, |sum, &b| sum.wrapping_add(b.into())) == bhdr.binary_checksum
     })

@@ -156,6 +156,19 @@ fn bad_checksum_is_reported_not_fatal() {
 }
 
 #[test]
+fn a_binary_size_inside_the_header_is_no_valid_checksum() {
+    // tinygrad's mock GPU leaves binary_size and binary_checksum 0: an empty sum equals the
+    // zero checksum, but no table is covered (Linux refuses such a binary).
+    let mut t = navi31_like();
+    t[8..12].fill(0);
+    let table = DiscoveryTable::parse("dev", &t).unwrap();
+    assert!(
+        !table.checksum_valid,
+        "binary_size 0 covers nothing, so the checksum cannot be valid"
+    );
+}
+
+#[test]
 fn num_ips_past_the_end_is_an_error_with_offset() {
     let mut t = navi31_like();
     // die_header.num_ips of die 0.

@@ -1,8 +1,8 @@
 //! gfx12-only semantics (gfx1200, gfx1201): instruction sequences written as inline assembly
 //! (compiled by clang-22), each run by 64 one-lane workgroups so scalar instructions see every
 //! input, and compared bit for bit with references written from the RDNA4 ISA description:
-//! scalar f32 arithmetic, conversions and compares, 64-bit scalar arithmetic, the OCP
-//! fp8/bf8 conversions and dot products, NaN-propagating minimum/maximum; the sub-dword
+//! scalar f32 arithmetic, conversions, compares and transcendentals, 64-bit scalar
+//! arithmetic, the OCP fp8/bf8 conversions and dot products, NaN-propagating minimum/maximum; the sub-dword
 //! scalar loads the compiler emits for uniform `constant` reads; and WMMA in gfx12's layout.
 
 #![allow(clippy::unwrap_used)] // unwrap is fine in tests
@@ -123,6 +123,32 @@ const CASES: &[(&str, &str, Ref)] = &[
         "s_cmp_lt_f32 s0, s1\ns_cselect_b32 s3, 1, 0\ns_cmp_nge_f32 s0, s1\ns_cselect_b32 s4, 2, 0\n\
          s_or_b32 s3, s3, s4\nv_mov_b32 %0, s3",
         |a, b, _| u32::from(f(a) < f(b)) | if f(a) >= f(b) { 0 } else { 2 },
+    ),
+    // The scalar twins of v_exp/log/rcp/rsq/sqrt_f32, with the vector forms' precision.
+    (
+        "v_s_exp_f32",
+        "v_s_exp_f32 s3, s0\nv_mov_b32 %0, s3",
+        |a, _, _| ((f(a) as f64).exp2() as f32).to_bits(),
+    ),
+    (
+        "v_s_log_f32",
+        "v_s_log_f32 s3, s0\nv_mov_b32 %0, s3",
+        |a, _, _| ((f(a) as f64).log2() as f32).to_bits(),
+    ),
+    (
+        "v_s_rcp_f32",
+        "v_s_rcp_f32 s3, s0\nv_mov_b32 %0, s3",
+        |a, _, _| ((1.0 / f(a) as f64) as f32).to_bits(),
+    ),
+    (
+        "v_s_rsq_f32",
+        "v_s_rsq_f32 s3, |s0|\nv_mov_b32 %0, s3",
+        |a, _, _| ((1.0 / (f(a).abs() as f64).sqrt()) as f32).to_bits(),
+    ),
+    (
+        "v_s_sqrt_f32",
+        "v_s_sqrt_f32 s3, s0\nv_mov_b32 %0, s3",
+        |a, _, _| f(a).sqrt().to_bits(),
     ),
     (
         "s_add_nc_u64_mul_u64",

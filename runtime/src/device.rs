@@ -20,7 +20,7 @@ use crate::{Error, Result};
 pub struct DeviceInfo {
     /// Device name (its spec or BDF).
     pub name: String,
-    /// Shader ISA (`gfx1100`, `gfx942`, `gfx950`).
+    /// Shader ISA (`gfx1100`, `gfx942`, `gfx950`, `gfx1200`, `gfx1201`).
     pub target: String,
     /// GC major version.
     pub gc_major: u8,
@@ -176,11 +176,12 @@ impl Device {
         let name = ctx.name.clone();
         let gc_ver = ctx.version(HwIp::GC)?;
         let xccs = ctx.xccs().len() as u32;
-        let target = match (gc_ver.major, gc_ver.minor) {
-            (11, _) => "gfx1100",
-            (9, 4) => "gfx942",
-            (9, 5) => "gfx950",
-            (12, _) => "gfx1201",
+        let target = match (gc_ver.major, gc_ver.minor, gc_ver.rev) {
+            (11, ..) => "gfx1100",
+            (9, 4, _) => "gfx942",
+            (9, 5, _) => "gfx950",
+            (12, 0, 0) => "gfx1200",
+            (12, ..) => "gfx1201",
             _ => "unknown",
         };
         let info = DeviceInfo {

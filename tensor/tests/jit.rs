@@ -110,6 +110,16 @@ fn captured_step_replays_like_running_it_on_mi300x_and_mi350x() {
     }
 }
 
+/// RDNA4: PM4 queues on gfx1201 (navi48) and gfx1200 (navi44).
+#[test]
+fn captured_step_replays_like_running_it_on_navi48_and_navi44() {
+    am_mock::register();
+    for spec in ["mock:navi48", "mock:navi44"] {
+        let dev = Device::open_with(spec, common::compiler()).unwrap();
+        captured_step_equals_uncaptured_steps(&dev);
+    }
+}
+
 #[test]
 fn a_replay_refuses_inputs_of_another_shape() {
     let dev = cpu();

@@ -17,10 +17,12 @@ pub fn code_object(mcpu: &str) -> &'static [u8] {
     static GFX1100: OnceLock<Vec<u8>> = OnceLock::new();
     static GFX942: OnceLock<Vec<u8>> = OnceLock::new();
     static GFX950: OnceLock<Vec<u8>> = OnceLock::new();
+    static GFX1201: OnceLock<Vec<u8>> = OnceLock::new();
     let cell = match mcpu {
         "gfx1100" => &GFX1100,
         "gfx942" => &GFX942,
         "gfx950" => &GFX950,
+        "gfx1201" => &GFX1201,
         other => panic!("no test kernels for {other}"),
     };
     cell.get_or_init(|| compile_cl(KERNELS_CL, mcpu))

@@ -34,6 +34,20 @@ fn navi31_cold_then_warm() {
 }
 
 #[test]
+fn rdna4_cold_then_warm() {
+    for (profile, index) in [("navi48", 54), ("navi44", 55)] {
+        let gpu = am_mock::gpu(profile, index).unwrap();
+        let dev = open(&gpu);
+        assert_eq!(dev.boot_report().kind, BootKind::Cold, "{profile}");
+        dev.fini().unwrap();
+        let dev = open(&gpu);
+        assert_eq!(dev.boot_report().kind, BootKind::Warm, "{profile}");
+        drop(dev);
+        assert_clean(&gpu);
+    }
+}
+
+#[test]
 fn mi300x_cold_boot_programs_every_hub() {
     let gpu = am_mock::gpu("mi300x", 41).unwrap();
     let dev = open(&gpu);
@@ -46,7 +60,7 @@ fn mi300x_cold_boot_programs_every_hub() {
 fn a_mapping_is_visible_to_the_mm_hub_after_the_flush() {
     use am_mock::ip::gmc::Hub;
     use am_mock::walker::{Access, PhysTarget};
-    for (profile, index) in [("navi31", 42), ("mi300x", 43)] {
+    for (profile, index) in [("navi31", 42), ("mi300x", 43), ("navi48", 56)] {
         let gpu = am_mock::gpu(profile, index).unwrap();
         let dev = open(&gpu);
         let m = dev.valloc(3 << 20, false).unwrap();
@@ -292,7 +306,13 @@ fn eop_and_sdma_traps_are_not_errors() {
 
 #[test]
 fn foreign_firmware_is_mode1_reset_then_a_full_boot() {
-    for (profile, index) in [("navi31", 51), ("mi300x", 52)] {
+    let profiles = [
+        ("navi31", 51),
+        ("mi300x", 52),
+        ("navi48", 57),
+        ("navi44", 58),
+    ];
+    for (profile, index) in profiles {
         let gpu = am_mock::gpu(profile, index).unwrap();
         // As amdgpu leaves a device: its sOS and SMU run; SCRATCH_REG7 is not ours.
         gpu.run_foreign_firmware();

@@ -173,6 +173,49 @@ fn mi300x_cold_boot_loads_the_firmware_plan_and_pins_clocks() {
 }
 
 #[test]
+fn navi48_cold_boot_loads_the_firmware_plan_and_pins_clocks() {
+    cold_boot("navi48", 118, IpVersions::NAVI48);
+}
+
+#[test]
+fn navi44_cold_boot_loads_the_firmware_plan_and_pins_clocks() {
+    cold_boot("navi44", 119, IpVersions::NAVI44);
+}
+
+/// GC 12 starts the PFP and ME cores as well as the MEC: each program counter holds its
+/// firmware's `ucode_start_addr` in dwords.
+#[test]
+fn gc12_boot_points_pfp_and_me_at_their_firmware() {
+    use am_firmware::Role;
+    use am_mock::profile::RegIp;
+    let gpu = am_mock::gpu("navi48", 120).unwrap();
+    let dev = AmDevice::open_with(am_mock::open("navi48", 120).unwrap(), fw_opts()).unwrap();
+    let plan = plan(IpVersions::NAVI48);
+    for (role, lo, hi) in [
+        (
+            Role::Pfp,
+            "CP_PFP_PRGRM_CNTR_START",
+            "CP_PFP_PRGRM_CNTR_START_HI",
+        ),
+        (
+            Role::Me,
+            "CP_ME_PRGRM_CNTR_START",
+            "CP_ME_PRGRM_CNTR_START_HI",
+        ),
+    ] {
+        let start = plan.ucode_start(role).unwrap();
+        let (lo, hi) = (gpu.peek(RegIp::Gc, lo, 0), gpu.peek(RegIp::Gc, hi, 0));
+        let pc = u64::from(hi.unwrap()) << 32 | u64::from(lo.unwrap());
+        assert_eq!(pc, start >> 2, "{role:?}");
+    }
+    // Each pipe reset was toggled back off (`CP_ME_CNTL` bits 16..=21: CE, PFP, ME pipes).
+    let me_cntl = gpu.peek(RegIp::Gc, "CP_ME_CNTL", 0).unwrap();
+    assert_eq!(me_cntl & 0x3f_0000, 0, "CP_ME_CNTL = {me_cntl:#x}");
+    dev.fini().unwrap();
+    no_violations(&gpu);
+}
+
+#[test]
 fn warm_boot_loads_nothing() {
     let gpu = am_mock::gpu("navi31", 102).unwrap();
     let pci = am_mock::open("navi31", 102).unwrap();

@@ -20,6 +20,7 @@ fn emulator_kernels_give_exact_results(profile: &str) {
     let (gpu, dev) = open(profile);
     let (target, aql) = match profile {
         "navi31" => ("gfx1100", false),
+        "navi48" => ("gfx1201", false),
         "mi300x" => ("gfx942", true),
         _ => ("gfx950", true),
     };
@@ -633,8 +634,8 @@ fn closing_removes_the_queues_and_a_new_open_warm_boots() {
     assert!(gpu.violations().is_empty(), "{:#?}", gpu.violations());
 }
 
-/// The tests above on each kind of part: PM4 on navi31 (GFX11), AQL on the eight XCCs of
-/// mi300x (gfx942) and on the MI350X VF (gfx950).
+/// The tests above on each kind of part: PM4 on navi31 (GFX11) and navi48 (GFX12), AQL on
+/// the eight XCCs of mi300x (gfx942) and on the MI350X VF (gfx950).
 macro_rules! on_every_part {
     ($($f:ident),* $(,)?) => {
         mod navi31 {
@@ -645,6 +646,9 @@ macro_rules! on_every_part {
         }
         mod mi350x_vf {
             $( #[test] fn $f() { super::$f("mi350x-vf") } )*
+        }
+        mod navi48 {
+            $( #[test] fn $f() { super::$f("navi48") } )*
         }
     };
 }

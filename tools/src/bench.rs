@@ -131,7 +131,8 @@ pub struct CompileBenchArgs {
 /// Options of `am bench boot`.
 #[derive(Args, Debug)]
 pub struct BootArgs {
-    /// Mock profile to boot (repeatable); navi31, mi300x and mi350x-vf by default.
+    /// Mock profile to boot (repeatable); navi31, navi48, navi44, mi300x and mi350x-vf by
+    /// default.
     #[arg(long = "profile", value_name = "P")]
     profiles: Vec<String>,
     /// Boots of each kind per profile, each on a fresh mock device.

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::init::ms;
 
 /// Profiles measured when none is named.
-pub const DEFAULT_PROFILES: &[&str] = &["navi31", "mi300x", "mi350x-vf"];
+pub const DEFAULT_PROFILES: &[&str] = &["navi31", "navi48", "navi44", "mi300x", "mi350x-vf"];
 
 /// One measured open.
 struct Sample {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use am_autogen::smu::v13_0_0 as s0;
+use am_autogen::smu::{v13_0_0 as s0, v14_0_2 as s14};
 use am_driver::ip::smu::{Metrics, Smu};
 use am_driver::mm::{PtEntry, VmLevel};
 use am_driver::pci::lock;
@@ -134,6 +134,31 @@ fn q10(v: u32) -> u32 {
     (v + 512) >> 10
 }
 
+/// `THROTTLER_*_BIT` names of MP1 14.0.2, by bit.
+const THROTTLERS_14_0_2: [&str; 21] = [
+    "TEMP_EDGE",
+    "TEMP_HOTSPOT",
+    "TEMP_HOTSPOT_GFX",
+    "TEMP_HOTSPOT_SOC",
+    "TEMP_MEM",
+    "TEMP_VR_GFX",
+    "TEMP_VR_SOC",
+    "TEMP_VR_MEM0",
+    "TEMP_VR_MEM1",
+    "TEMP_LIQUID0",
+    "TEMP_LIQUID1",
+    "TEMP_PLX",
+    "TDC_GFX",
+    "TDC_SOC",
+    "PPT0",
+    "PPT1",
+    "PPT2",
+    "PPT3",
+    "FIT",
+    "GFX_APCC_PLUS",
+    "GFX_DVO",
+];
+
 /// `THROTTLER_*_BIT` names of MP1 13.0.0, by bit.
 const THROTTLERS_13_0_0: [&str; 22] = [
     "TEMP_EDGE",
@@ -166,20 +191,22 @@ pub fn apply_metrics(r: &mut SmiReport, m: &Metrics) {
     let clock = |r: &mut SmiReport, k: &str, v: u32| {
         r.clocks.entry(k.to_string()).or_default().mhz = Some(v);
     };
-    match m {
-        Metrics::V13_0_0(x) => {
-            let s = &x.SmuMetrics;
+    // The RDNA tables (13.0.0, 14.0.2) name these fields alike; their enums number
+    // temperatures and clocks alike too (tests in the driver's smu.rs check the clocks).
+    macro_rules! rdna {
+        ($s:expr, $m:ident, $throttlers:expr) => {{
+            let s = $s;
             let t = |i: u32| s.AvgTemperature.get(i as usize).map(|&v| u32::from(v));
-            r.temp_edge = t(s0::TEMP_EDGE);
-            r.temp_hotspot = t(s0::TEMP_HOTSPOT);
-            r.temp_mem = t(s0::TEMP_MEM);
+            r.temp_edge = t($m::TEMP_EDGE);
+            r.temp_hotspot = t($m::TEMP_HOTSPOT);
+            r.temp_mem = t($m::TEMP_MEM);
             r.power_w = Some(u32::from(s.AverageSocketPower));
             r.power_max_w = (s.dGPU_W_MAX != 0).then_some(u32::from(s.dGPU_W_MAX));
             let c = |i: u32| s.CurrClock.get(i as usize).copied().unwrap_or(0);
-            clock(r, "gfx", c(s0::PPCLK_GFXCLK));
-            clock(r, "mem", c(s0::PPCLK_UCLK));
-            clock(r, "soc", c(s0::PPCLK_SOCCLK));
-            clock(r, "fclk", c(s0::PPCLK_FCLK));
+            clock(r, "gfx", c($m::PPCLK_GFXCLK));
+            clock(r, "mem", c($m::PPCLK_UCLK));
+            clock(r, "soc", c($m::PPCLK_SOCCLK));
+            clock(r, "fclk", c($m::PPCLK_FCLK));
             r.gfx_activity = Some(u32::from(s.AverageGfxActivity));
             r.mem_activity = Some(u32::from(s.AverageUclkActivity));
             r.fan_rpm = Some(u32::from(s.AvgFanRpm));
@@ -189,9 +216,13 @@ pub fn apply_metrics(r: &mut SmiReport, m: &Metrics) {
                 .iter()
                 .enumerate()
                 .filter(|(_, p)| **p > 0)
-                .map(|(i, p)| format!("{} {p}%", THROTTLERS_13_0_0.get(i).unwrap_or(&"?")))
+                .map(|(i, p)| format!("{} {p}%", $throttlers.get(i).unwrap_or(&"?")))
                 .collect();
-        }
+        }};
+    }
+    match m {
+        Metrics::V13_0_0(x) => rdna!(&x.SmuMetrics, s0, THROTTLERS_13_0_0),
+        Metrics::V14_0_2(x) => rdna!(&x.SmuMetrics, s14, THROTTLERS_14_0_2),
         Metrics::V13_0_6(x) => {
             r.temp_hotspot = Some(q10(x.MaxSocketTemperature));
             r.temp_mem = Some(q10(x.MaxHbmTemperature));
@@ -216,11 +247,6 @@ pub fn apply_metrics(r: &mut SmiReport, m: &Metrics) {
                 if acc > 0 {
                     r.throttle.push(format!("{name} (residency {acc})"));
                 }
-            }
-        }
-        Metrics::V14_0_2(_) => {
-            if let Some(g) = m.gfxclk_mhz() {
-                clock(r, "gfx", g);
             }
         }
     }

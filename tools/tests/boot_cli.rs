@@ -72,6 +72,21 @@ fn init_navi31_json_is_a_cold_full_boot_with_its_phases_then_finalised() {
     assert_eq!(j["error"], Value::Null);
 }
 
+/// GC 12 (RDNA4) boots as navi31 does: cold through PSP 14 and SMU 14, the firmware of
+/// Debian's package loaded, then finalised.
+#[test]
+fn init_of_rdna4_is_a_cold_boot_then_finalised() {
+    for spec in ["mock:navi48", "mock:navi44"] {
+        let j = json_of(&am(&["init", spec, "--json"], &[]));
+        assert_eq!(j["boot_kind"], "cold", "{spec}");
+        let names = phase_names(&j);
+        assert!(names.iter().any(|n| n == "psp"), "{spec}: {names:?}");
+        assert!(!j["firmware"].as_array().unwrap().is_empty(), "{spec}");
+        assert_eq!(j["finalised"], true, "{spec}");
+        assert_eq!(j["error"], Value::Null, "{spec}");
+    }
+}
+
 #[test]
 fn init_with_am_reset_says_why_it_did_a_full_boot() {
     let j = json_of(&am(
@@ -178,6 +193,10 @@ fn bench_boot_reports_full_and_warm_of_each_pf_profile_and_vf() {
     let want = [
         ("navi31", "full", "cold"),
         ("navi31", "warm", "warm"),
+        ("navi48", "full", "cold"),
+        ("navi48", "warm", "warm"),
+        ("navi44", "full", "cold"),
+        ("navi44", "warm", "warm"),
         ("mi300x", "full", "cold"),
         ("mi300x", "warm", "warm"),
         ("mi350x-vf", "vf", "vf"),

@@ -157,28 +157,3 @@ fn rdna4_json_reports_gc_12_ip_versions_and_cus() {
         assert_eq!(j["error"], serde_json::Value::Null, "{spec}");
     }
 }
-
-/// The driver has no GC 12 bring-up yet: `am init` refuses at once, before writing anything,
-/// naming the device, GC 12.0.1 and the blocks whose sequences are missing — no panic, no
-/// timeout.
-#[test]
-fn init_of_navi48_is_refused_naming_the_missing_gc12_bring_up() {
-    let out = Command::new(env!("CARGO_BIN_EXE_am"))
-        .args(["init", "mock:navi48"])
-        .env("AM_RESET", "1")
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(out.stdout.is_empty(), "nothing on stdout");
-    let err = String::from_utf8_lossy(&out.stderr);
-    for want in [
-        "mock:navi48:0",
-        "GC 12.0.1 has no bring-up",
-        "PSP 14.0.3",
-        "SMU 14.0.3",
-        "NBIF 6.3.1",
-        "SDMA 7.0.1",
-    ] {
-        assert!(err.contains(want), "{want:?} missing from: {err}");
-    }
-}

@@ -86,6 +86,22 @@ fn smi_numbers_equal_the_metrics_the_mock_smu_writes() {
     assert_eq!(j["gfx_per_xcc_mhz"], serde_json::json!(per_xcc));
     assert_eq!(j["clocks"]["fclk"]["mhz"], q(m.FclkFrequency));
     assert_eq!(j["fan_rpm"], serde_json::Value::Null);
+
+    // RDNA4: MP1 14.0.3 writes 14.0.2's table.
+    let (_g, mut d4, s4) = booted("navi48");
+    let j = &am_json(&["smi", &s4])[0];
+    let Metrics::V14_0_2(m) = d4.with_smu(|c, smu| smu.metrics(c)).unwrap() else {
+        panic!("navi48 speaks MP1 14.0.2's table")
+    };
+    let sm = &m.SmuMetrics;
+    use am_autogen::smu::v14_0_2 as s14;
+    assert_eq!(j["temp_edge"], sm.AvgTemperature[s14::TEMP_EDGE as usize]);
+    assert_eq!(j["power_w"], sm.AverageSocketPower);
+    assert_eq!(j["gfx_activity"], sm.AverageGfxActivity);
+    assert_eq!(
+        j["clocks"]["mem"]["mhz"],
+        sm.CurrClock[s14::PPCLK_UCLK as usize]
+    );
 }
 
 #[test]

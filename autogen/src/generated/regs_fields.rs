@@ -272,6 +272,32 @@ impl Fields<CP_MEC_RS64_CNTL> {
     pub fn spare(self, v: u32) -> Self { self.set("SPARE", v) }
 }
 
+/// Fields of `gc::CP_ME_CNTL`.
+#[derive(Clone, Copy, Debug)]
+pub struct CP_ME_CNTL;
+#[rustfmt::skip]
+impl Fields<CP_ME_CNTL> {
+    pub fn ce_halt(self, v: u32) -> Self { self.set("CE_HALT", v) }
+    pub fn ce_invalidate_icache(self, v: u32) -> Self { self.set("CE_INVALIDATE_ICACHE", v) }
+    pub fn ce_pipe0_reset(self, v: u32) -> Self { self.set("CE_PIPE0_RESET", v) }
+    pub fn ce_pipe1_reset(self, v: u32) -> Self { self.set("CE_PIPE1_RESET", v) }
+    pub fn ce_step(self, v: u32) -> Self { self.set("CE_STEP", v) }
+    pub fn me_halt(self, v: u32) -> Self { self.set("ME_HALT", v) }
+    pub fn me_invalidate_icache(self, v: u32) -> Self { self.set("ME_INVALIDATE_ICACHE", v) }
+    pub fn me_pipe0_disable(self, v: u32) -> Self { self.set("ME_PIPE0_DISABLE", v) }
+    pub fn me_pipe0_reset(self, v: u32) -> Self { self.set("ME_PIPE0_RESET", v) }
+    pub fn me_pipe1_disable(self, v: u32) -> Self { self.set("ME_PIPE1_DISABLE", v) }
+    pub fn me_pipe1_reset(self, v: u32) -> Self { self.set("ME_PIPE1_RESET", v) }
+    pub fn me_step(self, v: u32) -> Self { self.set("ME_STEP", v) }
+    pub fn pfp_halt(self, v: u32) -> Self { self.set("PFP_HALT", v) }
+    pub fn pfp_invalidate_icache(self, v: u32) -> Self { self.set("PFP_INVALIDATE_ICACHE", v) }
+    pub fn pfp_pipe0_disable(self, v: u32) -> Self { self.set("PFP_PIPE0_DISABLE", v) }
+    pub fn pfp_pipe0_reset(self, v: u32) -> Self { self.set("PFP_PIPE0_RESET", v) }
+    pub fn pfp_pipe1_disable(self, v: u32) -> Self { self.set("PFP_PIPE1_DISABLE", v) }
+    pub fn pfp_pipe1_reset(self, v: u32) -> Self { self.set("PFP_PIPE1_RESET", v) }
+    pub fn pfp_step(self, v: u32) -> Self { self.set("PFP_STEP", v) }
+}
+
 /// Fields of `gc::CP_MQD_CONTROL`.
 #[derive(Clone, Copy, Debug)]
 pub struct CP_MQD_CONTROL;
@@ -691,7 +717,7 @@ impl Fields<RLC_SRM_CNTL> {
     pub fn srm_gpm_fifo_reset(self, v: u32) -> Self { self.set("SRM_GPM_FIFO_RESET", v) }
 }
 
-/// Fields of `nbio::S2A_DOORBELL_ENTRY_0_CTRL`.
+/// Fields of `nbio::S2A_DOORBELL_ENTRY_0_CTRL`, `nbio::GDC_S2A0_S2A_DOORBELL_ENTRY_0_CTRL`.
 #[derive(Clone, Copy, Debug)]
 pub struct S2A_DOORBELL_ENTRY_0_CTRL;
 #[rustfmt::skip]
@@ -699,6 +725,7 @@ impl Fields<S2A_DOORBELL_ENTRY_0_CTRL> {
     pub fn s2a_doorbell_port0_64bit_support_dis(self, v: u32) -> Self { self.set("S2A_DOORBELL_PORT0_64BIT_SUPPORT_DIS", v) }
     pub fn s2a_doorbell_port0_awaddr_31_28_value(self, v: u32) -> Self { self.set("S2A_DOORBELL_PORT0_AWADDR_31_28_VALUE", v) }
     pub fn s2a_doorbell_port0_awid(self, v: u32) -> Self { self.set("S2A_DOORBELL_PORT0_AWID", v) }
+    pub fn s2a_doorbell_port0_drop_en(self, v: u32) -> Self { self.set("S2A_DOORBELL_PORT0_DROP_EN", v) }
     pub fn s2a_doorbell_port0_enable(self, v: u32) -> Self { self.set("S2A_DOORBELL_PORT0_ENABLE", v) }
     pub fn s2a_doorbell_port0_fence_enable(self, v: u32) -> Self { self.set("S2A_DOORBELL_PORT0_FENCE_ENABLE", v) }
     pub fn s2a_doorbell_port0_need_deduct_range_offset(self, v: u32) -> Self { self.set("S2A_DOORBELL_PORT0_NEED_DEDUCT_RANGE_OFFSET", v) }
@@ -1434,6 +1461,10 @@ pub mod alt {
         gc::MC_VM_SYSTEM_APERTURE_LOW_ADDR,
         mmhub::MMMC_VM_SYSTEM_APERTURE_LOW_ADDR,
         mmhub::MC_VM_SYSTEM_APERTURE_LOW_ADDR,
+    ];
+    pub const S2A_DOORBELL_ENTRY_0_CTRL: [Reg<S2A_DOORBELL_ENTRY_0_CTRL>; 2] = [
+        nbio::S2A_DOORBELL_ENTRY_0_CTRL,
+        nbio::GDC_S2A0_S2A_DOORBELL_ENTRY_0_CTRL,
     ];
     pub const SDMA_CNTL: [Reg<SDMA_CNTL>; 3] = [gc::SDMA0_CNTL, gc::SDMA1_CNTL, sdma::SDMA_CNTL];
     pub const SDMA_DOORBELL: [Reg<SDMA_DOORBELL>; 3] = [

@@ -2,7 +2,8 @@
 //!
 //! The compute engine (MEC1) is started from the firmware the PSP loaded: on RS64 parts
 //! (GC ≥ 10) its program counter is pointed at the MEC firmware's `ucode_start_addr` and the
-//! pipe is toggled through reset; on GC 9 `CP_MEC_CNTL` halts and un-halts it. Compute queues
+//! pipe is toggled through reset — on GC 12 the PFP and ME cores too, whose firmware the plan
+//! loads there; on GC 9 `CP_MEC_CNTL` halts and un-halts it. Compute queues
 //! are hardware queue descriptors (HQDs) selected through `GRBM_GFX_CNTL` (me 1, pipe,
 //! queue): the driver builds the compute MQD, copies it to VRAM and writes its register image
 //! `CP_MQD_BASE_ADDR..=CP_HQD_PQ_WPTR_HI` into the selected HQD, then sets `CP_HQD_ACTIVE`.
@@ -14,6 +15,7 @@ use std::time::Duration;
 use am_autogen::doorbell::AMDGPU_NAVI10_DOORBELL_MEC_RING0;
 use am_autogen::mqd::{v9::v9_mqd, v11::v11_compute_mqd};
 use am_autogen::regs::RegIp;
+use am_firmware::Role;
 use zerocopy::IntoBytes;
 
 use crate::ctx::Ctx;
@@ -23,7 +25,7 @@ use crate::ip::soc::{DoorbellRoute, Soc};
 use crate::mm::Pool;
 use crate::mmio::{hi32, lo32};
 use crate::regs::gc::*;
-use crate::regs::{mmhub, select_table};
+use crate::regs::{Fields, Reg, mmhub, select_table};
 use crate::{IpVersion, Result};
 
 /// Queues per MEC pipe.
@@ -83,8 +85,9 @@ pub struct QueueId {
 /// GFX state.
 #[derive(Debug)]
 pub struct Gfx {
-    /// The MEC firmware's RS64 start address (GC ≥ 10), from the firmware plan.
-    mec_start: Option<u64>,
+    /// The RS64 start addresses of the CP cores (MEC on GC ≥ 10, PFP and ME too on GC 12),
+    /// from the firmware plan.
+    ucode_start: Vec<(Role, u64)>,
     /// Live XCCs.
     xccs: Vec<u8>,
     /// MEC1 pipes this driver uses.
@@ -99,9 +102,9 @@ pub struct Gfx {
 }
 
 impl Gfx {
-    /// Reserve the MQD slots in the boot pool. `mec_start` is the MEC firmware's RS64 start
-    /// address from the PSP's load plan (GC ≥ 10).
-    pub fn init_sw(ctx: &Ctx, mec_start: Option<u64>) -> Result<Self> {
+    /// Reserve the MQD slots in the boot pool. `ucode_start` are the RS64 start addresses
+    /// of the PSP's load plan (`LoadPlan::ucode_start`).
+    pub fn init_sw(ctx: &Ctx, ucode_start: &[(Role, u64)]) -> Result<Self> {
         let gc = ctx.version(HwIp::GC)?;
         let xccs = ctx.xccs();
         let pipes = if gc.major >= 10 {
@@ -111,7 +114,7 @@ impl Gfx {
         };
         let slots = u64::from(pipes) * u64::from(MEC_QUEUES) * xccs.len() as u64;
         Ok(Gfx {
-            mec_start,
+            ucode_start: ucode_start.to_vec(),
             xccs,
             pipes,
             mqd_paddr: ctx.palloc(slots * MQD_SLOT, MQD_SLOT, Pool::Boot)?,
@@ -498,9 +501,11 @@ impl Gfx {
     }
 
     /// Point the MEC at its firmware and hold it halted: the RS64 program counter of each
-    /// pipe and a pipe reset toggle on GC ≥ 10; on GC 9 halt both MECs and invalidate their
-    /// instruction cache.
+    /// pipe and a pipe reset toggle on GC ≥ 10 (and of the PFP and ME where the plan loads
+    /// them: GC 12, as tinygrad's `_config_mec` and Linux's `gfx_v12_0_config_gfx_rs64`);
+    /// on GC 9 halt both MECs and invalidate their instruction cache.
     fn config_mec(&self, ctx: &Ctx) -> Result<()> {
+        let start = |role| self.ucode_start.iter().find(|s| s.0 == role).map(|s| s.1);
         for &xcc in &self.xccs {
             if ctx.gc_major() < 10 {
                 ctx.update(CP_MEC_CNTL, xcc, |f| {
@@ -512,21 +517,29 @@ impl Gfx {
                 })?;
                 continue;
             }
-            let start = self.mec_start.ok_or_else(|| {
+            if let Some(pfp) = start(Role::Pfp) {
+                let pc = (CP_PFP_PRGRM_CNTR_START, CP_PFP_PRGRM_CNTR_START_HI);
+                start_rs64(ctx, xcc, (0, 1), pc, pfp, CP_ME_CNTL, |f, v| {
+                    f.pfp_pipe0_reset(v)
+                })?;
+            }
+            if let Some(me) = start(Role::Me) {
+                let pc = (CP_ME_PRGRM_CNTR_START, CP_ME_PRGRM_CNTR_START_HI);
+                start_rs64(ctx, xcc, (0, 1), pc, me, CP_ME_CNTL, |f, v| {
+                    f.me_pipe0_reset(v)
+                })?;
+            }
+            let mec = start(Role::Mec).ok_or_else(|| {
                 ctx.bad("the MEC firmware gives no RS64 start address (ucode_start_addr)")
             })?;
-            // The program counter counts dwords.
-            for pipe in 0..self.pipes {
-                grbm_select(ctx, xcc, 1, pipe, 0, 0)?;
-                let (lo, hi) = (
-                    CP_MEC_RS64_PRGRM_CNTR_START,
-                    CP_MEC_RS64_PRGRM_CNTR_START_HI,
-                );
-                ctx.wreg64(lo, hi, xcc, start >> 2)?;
-            }
-            grbm_select(ctx, xcc, 0, 0, 0, 0)?;
-            ctx.update(CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(1))?;
-            ctx.update(CP_MEC_RS64_CNTL, xcc, |f| f.mec_pipe0_reset(0))?;
+            let pc = (
+                CP_MEC_RS64_PRGRM_CNTR_START,
+                CP_MEC_RS64_PRGRM_CNTR_START_HI,
+            );
+            let cntl = CP_MEC_RS64_CNTL;
+            start_rs64(ctx, xcc, (1, self.pipes), pc, mec, cntl, |f, v| {
+                f.mec_pipe0_reset(v)
+            })?;
         }
         Ok(())
     }
@@ -593,6 +606,26 @@ fn settle() {
     while start.elapsed() < CP_SETTLE {
         std::hint::spin_loop();
     }
+}
+
+/// Point the program counter (`pc`, in dwords) of pipes `0..pipes` of RS64 core `me` at
+/// `start` and toggle the pipe 0 reset bit of its control register (`reset`).
+fn start_rs64<F>(
+    ctx: &Ctx,
+    xcc: u8,
+    (me, pipes): (u8, u8),
+    pc: (Reg, Reg),
+    start: u64,
+    cntl: Reg<F>,
+    reset: impl Fn(Fields<F>, u32) -> Fields<F>,
+) -> Result<()> {
+    for pipe in 0..pipes {
+        grbm_select(ctx, xcc, me, pipe, 0, 0)?;
+        ctx.wreg64(pc.0, pc.1, xcc, start >> 2)?;
+    }
+    grbm_select(ctx, xcc, 0, 0, 0, 0)?;
+    ctx.update(cntl, xcc, |f| reset(f, 1))?;
+    ctx.update(cntl, xcc, |f| reset(f, 0)).map(drop)
 }
 
 /// Select (me, pipe, queue, vmid) for the banked CP registers of `xcc`.

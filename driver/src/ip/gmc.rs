@@ -76,6 +76,18 @@ impl Hub {
         ctx.regs.reg(self.reg(ctx, alts)?)?.addr(self.instance())
     }
 
+    /// The L2 protection-fault status register: GC 12 and MMHUB 4.1 split it into
+    /// `_LO32`/`_HI32`, and the low half holds the fields of the older single register.
+    pub fn fault_status(self, ctx: &Ctx) -> Result<Reg> {
+        Ok(if ctx.gc_major() >= 12 {
+            self.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_STATUS_LO32)?
+                .untyped()
+        } else {
+            self.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_STATUS)?
+                .untyped()
+        })
+    }
+
     /// Write a 64-bit value to a `LO32`/`HI32` (or `LSB`/`MSB`) pair, named by its low half.
     fn wreg64<F>(self, ctx: &Ctx, lo: &[Reg<F>], v: u64) -> Result<()> {
         wreg64(ctx, self.addr(ctx, lo)?, v)
@@ -386,13 +398,7 @@ impl Gmc {
     /// clear it.
     pub fn take_fault(&self, ctx: &Ctx, hub: Hub) -> Result<Option<VmFault>> {
         let i = hub.instance();
-        let st = if ctx.gc_major() >= 12 {
-            hub.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_STATUS_LO32)?
-                .untyped()
-        } else {
-            hub.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_STATUS)?.untyped()
-        };
-        let st = ctx.regs.reg(st)?;
+        let st = ctx.regs.reg(hub.fault_status(ctx)?)?;
         let status = st.read(i)?;
         if status == 0 {
             return Ok(None);

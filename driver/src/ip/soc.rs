@@ -3,7 +3,7 @@
 use crate::Result;
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
-use crate::regs::{hdp, nbio};
+use crate::regs::{alt, hdp, nbio};
 
 /// Where an S2A doorbell port sends a range of doorbells.
 #[derive(Clone, Copy, Debug)]
@@ -76,7 +76,7 @@ impl Soc {
     }
 
     /// Route a range of doorbells to an engine through S2A port `port`
-    /// (`S2A_DOORBELL_ENTRY_<port>_CTRL`, on NBIO 7.9 written on AID `aid` through PCIE
+    /// (`[GDC_S2A0_]S2A_DOORBELL_ENTRY_<port>_CTRL`, on NBIO 7.9 written on AID `aid` through PCIE
     /// INDEX2): `offset`/`size` in doorbell units, `awid` the engine's id.
     pub fn doorbell_enable(
         &self,
@@ -86,8 +86,9 @@ impl Soc {
         aid: u8,
     ) -> Result<()> {
         // The entries are an array of one layout: entry n is n dwords after entry 0, and its
-        // fields sit where entry 0's do (`S2A_DOORBELL_PORT<n>_*`).
-        let entry0 = nbio::S2A_DOORBELL_ENTRY_0_CTRL;
+        // fields sit where entry 0's do (`S2A_DOORBELL_PORT<n>_*`). NBIF 6.3.1 names them
+        // `GDC_S2A0_S2A_DOORBELL_ENTRY_<n>_CTRL` (Linux's `nbif_v6_3_1_sdma_doorbell_range`).
+        let entry0 = ctx.regs.first(alt::S2A_DOORBELL_ENTRY_0_CTRL)?;
         let addr = ctx.regs.reg(entry0)?.addr(0)? + u64::from(port);
         let value = ctx.encode(entry0, |f| {
             f.s2a_doorbell_port0_enable(1)

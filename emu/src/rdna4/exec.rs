@@ -1,6 +1,6 @@
 //! Semantics only gfx12 has among the instructions compute kernels use: the sub-dword and
-//! 96-bit scalar loads, 64-bit scalar add/sub/multiply, scalar f32 arithmetic, conversions
-//! and compares, the OCP fp8/bf8 to f32 conversions, the fp8/bf8 dot products, the
+//! 96-bit scalar loads, 64-bit scalar add/sub/multiply, scalar f32 arithmetic, conversions,
+//! compares and transcendentals, the OCP fp8/bf8 to f32 conversions, the fp8/bf8 dot products, the
 //! NaN-propagating `v_minimum/v_maximum_f32` and wave32 WMMA. Everything else gfx12 runs
 //! through `rdna3::exec` after [`super::lower`].
 
@@ -28,6 +28,8 @@ enum Kind {
     SCvt,
     /// `s_cmp_*_f32`: `imm` indexes [`S_CMP`].
     SCmpF32,
+    /// `v_s_{exp,log,rcp,rsq,sqrt}_f32` (`imm` 0-4): the VALU transcendentals on a scalar.
+    STrans,
     /// `v_cvt_f32_fp8/bf8` (`imm` bit 0: bf8), byte chosen by `byte_sel` (`imm` bits 5:4).
     CvtF32F8,
     /// `v_cvt_pk_f32_fp8/bf8` (`imm` bit 0: bf8), word chosen by `op_sel[0]`.
@@ -171,6 +173,11 @@ impl Op {
             "s_fmac_f32" => k(Kind::SFma, 0),
             "s_fmamk_f32" => k(Kind::SFma, 1),
             "s_fmaak_f32" => k(Kind::SFma, 2),
+            "v_s_exp_f32" => k(Kind::STrans, 0),
+            "v_s_log_f32" => k(Kind::STrans, 1),
+            "v_s_rcp_f32" => k(Kind::STrans, 2),
+            "v_s_rsq_f32" => k(Kind::STrans, 3),
+            "v_s_sqrt_f32" => k(Kind::STrans, 4),
             "v_maximum_f32" => k(Kind::MinMaxF32, 0),
             "v_minimum_f32" => k(Kind::MinMaxF32, 1),
             _ => None,
@@ -185,6 +192,7 @@ const KINDS: &[(Kind, &str)] = &[
     (Kind::SFma, "s_fma*_f32 (gfx12)"),
     (Kind::SCvt, "s_cvt_* (gfx12)"),
     (Kind::SCmpF32, "s_cmp_*_f32 (gfx12)"),
+    (Kind::STrans, "v_s_*_f32"),
     (Kind::CvtF32F8, "v_cvt_f32_fp8/bf8"),
     (Kind::CvtPkF32F8, "v_cvt_pk_f32_fp8/bf8"),
     (Kind::Dot4F32F8, "v_dot4_f32_fp8/bf8"),
@@ -347,6 +355,28 @@ pub(crate) fn run(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Resu
                 "neq" => o != Some(Equal),
                 _ => o != Some(Less),
             };
+        }
+        Kind::STrans => {
+            if i.omod != 0 || i.clamp {
+                return Err(unimplemented(ctx, idx, i));
+            }
+            let mut x = f32::from_bits(w.sread(i.src[0], lit));
+            if i.abs & 1 != 0 {
+                x = x.abs();
+            }
+            if i.neg & 1 != 0 {
+                x = -x;
+            }
+            // The vector instructions' definitions (`rdna3::exec`), on one value.
+            let x = ftz(w, x) as f64;
+            let r = match p {
+                0 => x.exp2(),
+                1 => x.log2(),
+                2 => 1.0 / x,
+                3 => 1.0 / x.sqrt(),
+                _ => x.sqrt(),
+            };
+            w.sset(i.dst, ftz(w, r as f32).to_bits());
         }
         Kind::CvtF32F8 | Kind::CvtPkF32F8 => {
             if i.dpp != Dpp::None || i.omod != 0 || i.clamp {
