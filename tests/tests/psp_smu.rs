@@ -504,23 +504,26 @@ fn metrics_are_read_from_the_driver_table() {
     no_violations(&gpu6);
 }
 
+/// MP1 13.0.0 (navi31) and 14.0.3 (navi48) both reset through the debug channel.
 #[test]
-fn navi31_mode1_reset_goes_through_the_debug_channel() {
-    let gpu = am_mock::gpu("navi31", 114).unwrap();
-    let pci = am_mock::open("navi31", 114).unwrap();
-    let dev = AmDevice::open_with(pci.clone(), fw_opts()).unwrap();
-    dev.mode1_reset().unwrap();
-    let last = gpu.with_smu(|s| s.log().last().cloned()).unwrap();
-    // Debug-channel messages are logged with bit 31 set: DEBUGSMU_MSG_Mode1Reset = 2.
-    assert_eq!(last.msg, 0x8000_0002);
-    assert!(!gpu.with_smu(|s| s.alive()));
-    assert!(!gpu.with_psp(|p| p.sos_alive()));
-    // The next driver instance finds a reset device and boots it from the bootloader.
-    let dev = AmDevice::open_with(pci, fw_opts()).unwrap();
-    assert_eq!(dev.boot_report().kind, BootKind::Cold);
-    assert!(gpu.with_smu(|s| s.alive()));
-    dev.fini().unwrap();
-    no_violations(&gpu);
+fn rdna_mode1_reset_goes_through_the_debug_channel() {
+    for (profile, index) in [("navi31", 114), ("navi48", 121)] {
+        let gpu = am_mock::gpu(profile, index).unwrap();
+        let pci = am_mock::open(profile, index).unwrap();
+        let dev = AmDevice::open_with(pci.clone(), fw_opts()).unwrap();
+        dev.mode1_reset().unwrap();
+        let last = gpu.with_smu(|s| s.log().last().cloned()).unwrap();
+        // Debug-channel messages are logged with bit 31 set: DEBUGSMU_MSG_Mode1Reset = 2.
+        assert_eq!(last.msg, 0x8000_0002, "{profile}");
+        assert!(!gpu.with_smu(|s| s.alive()), "{profile}");
+        assert!(!gpu.with_psp(|p| p.sos_alive()), "{profile}");
+        // The next driver instance finds a reset device and boots it from the bootloader.
+        let dev = AmDevice::open_with(pci, fw_opts()).unwrap();
+        assert_eq!(dev.boot_report().kind, BootKind::Cold, "{profile}");
+        assert!(gpu.with_smu(|s| s.alive()), "{profile}");
+        dev.fini().unwrap();
+        no_violations(&gpu);
+    }
 }
 
 #[test]
