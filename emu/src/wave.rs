@@ -81,7 +81,7 @@ pub(crate) struct Wave {
 }
 
 impl Wave {
-    fn new() -> Wave {
+    pub(crate) fn new() -> Wave {
         Wave {
             s: [0; 128],
             v: vec![0; VGPR_ROWS * 64],
