@@ -3107,6 +3107,9 @@ fn lds_dwords(
     }
 }
 
+/// DS (LDS) instructions; built for AVX2 too, as [`dense`] (address checks and row copies
+/// are lane loops).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     if i.flags & flag::GDS != 0 {
         return Err(unimplemented(ctx, idx, i));
