@@ -81,7 +81,7 @@ pub(crate) struct Wave {
 }
 
 impl Wave {
-    fn new() -> Wave {
+    pub(crate) fn new() -> Wave {
         Wave {
             s: [0; 128],
             v: vec![0; VGPR_ROWS * 64],
@@ -765,15 +765,22 @@ fn init_wave(
     let mut y = (first / size[0]) % size[1];
     let mut z = first / (size[0] * size[1]);
     let live = items.saturating_sub(first).min(lanes);
-    for lane in 0..live as usize {
-        w.v[lane] = x | (y << 10) | (z << 20);
-        x += 1;
-        if x == size[0] {
-            x = 0;
-            y += 1;
-            if y == size[1] {
-                y = 0;
-                z += 1;
+    if size[1] == 1 && size[2] == 1 {
+        // A one-dimensional workgroup: x counts up from the wave's first work-item.
+        for (lane, v) in w.v[..live as usize].iter_mut().enumerate() {
+            *v = first + lane as u32;
+        }
+    } else {
+        for v in &mut w.v[..live as usize] {
+            *v = x | (y << 10) | (z << 20);
+            x += 1;
+            if x == size[0] {
+                x = 0;
+                y += 1;
+                if y == size[1] {
+                    y = 0;
+                    z += 1;
+                }
             }
         }
     }

@@ -1088,8 +1088,9 @@ fn arr<T: Copy + Default, const N: usize>(g: impl Fn(usize) -> T) -> [T; N] {
 }
 
 /// All `L` lanes of a 32-bit operation with a dense EXEC: sources are rows `r[..N]`, the
-/// result goes to row `d`.
-#[inline(always)]
+/// result goes to row `d`. Compiled twice, for baseline x86-64 and for AVX2 with FMA (twice
+/// the lanes per vector instruction), the second chosen at run time when the CPU has them.
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 fn dense<const N: usize, const L: usize>(
     w: &mut Wave,
     r: &[usize; 3],
@@ -1111,8 +1112,9 @@ fn dense<const N: usize, const L: usize>(
 
 /// A 32-bit result from the bits of up to three sources of `kinds` (abs/neg applied to the
 /// sign bit of float sources, no denormal flushing, no output modifiers) and the lane index:
-/// with a full EXEC, a straight loop over the register rows the compiler can vectorise.
-#[inline(always)]
+/// with a full EXEC, a straight loop over the register rows the compiler can vectorise (built
+/// for AVX2 too, as [`dense`]).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 pub(crate) fn vbits<const N: usize>(
     w: &mut Wave,
     i: &Inst,
@@ -1220,8 +1222,13 @@ fn ftz(x: f32, flush: bool) -> f32 {
 }
 
 pub(crate) fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) -> f32) {
-    let kinds = [K::F32; 3];
-    let v = prep_n(w, i, kinds, N);
+    let v = prep_n(w, i, [K::F32; 3], N);
+    vf32_prepped(w, i, v, f);
+}
+
+/// [`vf32`] once the sources are resolved.
+#[inline(always)]
+fn vf32_prepped<const N: usize>(w: &mut Wave, i: &Inst, v: Valu, f: impl Fn([f32; N]) -> f32) {
     let flush = w.mode.flush32();
     let plain = i.omod == 0 && !i.clamp && !flush;
     let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
@@ -1250,6 +1257,87 @@ pub(crate) fn vf32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([f32; N]) 
     });
 }
 
+/// The f32 fused multiply-adds D = a * b + c: `v_fma_f32`, `v_fmac_f32` (c is the
+/// destination), `v_fmamk_f32` (b is the literal) and `v_fmaak_f32` (c is the literal). With
+/// a full EXEC and no result modifiers, on a CPU with FMA, each lane is one hardware fused
+/// multiply-add ([`fma_rows`]); otherwise [`fma32`]. Both round once, so the results are the
+/// same bits.
+fn vfma(w: &mut Wave, i: &Inst, op: u16) {
+    let mut j = *i;
+    if op == valu::FMAC_F32 {
+        j.src[2] = i.dst;
+        j.neg &= 3;
+        j.abs &= 3;
+    }
+    let two = op == valu::FMAMK_F32 || op == valu::FMAAK_F32;
+    let mut v = prep_n(w, &j, [K::F32; 3], if two { 2 } else { 3 });
+    let k = f32::from_bits(i.literal);
+    let lanes = w.lanes as usize;
+    let plain = i.omod == 0 && !i.clamp && !w.mode.flush32();
+    if plain && v.exec == full_mask(w.lanes) && fma_available() {
+        if two {
+            // The literal as a broadcast row in the third source's staging row.
+            let row = (CONST_ROW + 4) * 64;
+            w.v[row..row + lanes].fill(i.literal);
+            if op == valu::FMAMK_F32 {
+                v.r = [v.r[0], row, v.r[1]];
+                v.m = [v.m[0], (u64::MAX, 0), v.m[1]];
+            } else {
+                v.r[2] = row;
+                v.m[2] = (u64::MAX, 0);
+            }
+        }
+        let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
+        let m = v.m.map(|(a, x)| (a as u32, x as u32));
+        if lanes == 32 {
+            fma_rows::<32>(w, v.r, m, d);
+        } else {
+            fma_rows::<64>(w, v.r, m, d);
+        }
+        return;
+    }
+    match op {
+        valu::FMAMK_F32 => vf32_prepped(w, &j, v, |[a, b]| fma32(a, k, b)),
+        valu::FMAAK_F32 => vf32_prepped(w, &j, v, |[a, b]| fma32(a, b, k)),
+        _ => vf32_prepped(w, &j, v, |[a, b, c]| fma32(a, b, c)),
+    }
+}
+
+/// Whether the CPU does f32 fused multiply-adds in hardware (and AVX2, which the clone of
+/// [`fma_rows`] that uses them is built for).
+#[inline]
+fn fma_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Row `d` = rows `r[0]` × `r[1]` + `r[2]` as f32 fused multiply-adds over `L` lanes, each
+/// source's sign bit modified by its `(and, xor)` mask: the same bits as [`fma32`] (a NaN result
+/// is a NaN in both, its payload the host's choice in both). Called when [`fma_available`], so the
+/// AVX2+FMA clone runs and `mul_add` is one instruction per 8 lanes (the baseline clone would
+/// call the C library's `fmaf`: the same results, slowly).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+fn fma_rows<const L: usize>(w: &mut Wave, r: [usize; 3], m: [(u32, u32); 3], d: usize) {
+    let mut out = [0u32; L];
+    {
+        let s: [&[u32; L]; 3] =
+            std::array::from_fn(|k| w.v[r[k]..r[k] + L].try_into().unwrap_or(&[0; L]));
+        for (l, o) in out.iter_mut().enumerate() {
+            let x: [f32; 3] = std::array::from_fn(|k| f32::from_bits((s[k][l] & m[k].0) ^ m[k].1));
+            *o = x[0].mul_add(x[1], x[2]).to_bits();
+        }
+    }
+    if let Some(dst) = w.v.get_mut(d..d + L) {
+        dst.copy_from_slice(&out);
+    }
+}
+
 pub(crate) fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
     let v = prep_n(w, i, [K::I32; 3], N);
     let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
@@ -1276,7 +1364,8 @@ pub(crate) fn vu64(w: &mut Wave, i: &Inst, kinds: [K; 3], f: impl Fn([u64; 3]) -
 
 /// A 32- or 64-bit (`wide`) integer result and a carry bit per lane from up to three integer
 /// sources (32-bit ones zero-extended); returns the carry mask. With a full EXEC, straight
-/// loops over the register rows.
+/// loops over the register rows (built for AVX2 too, as [`dense`]).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 pub(crate) fn vcarry(
     w: &mut Wave,
     i: &Inst,
@@ -1738,17 +1827,7 @@ pub(crate) fn valu_op(
                 }
             })
         }
-        FMAC_F32 => {
-            // D = S0 * S1 + D: the destination is the third source.
-            let mut j = *i;
-            j.src[2] = i.dst;
-            j.neg &= 3;
-            j.abs &= 3;
-            vf32(w, &j, |[a, b, c]| fma32(a, b, c));
-        }
-        FMAMK_F32 => vf32(w, i, |[a, b]| fma32(a, f32::from_bits(i.literal), b)),
-        FMAAK_F32 => vf32(w, i, |[a, b]| fma32(a, b, f32::from_bits(i.literal))),
-        FMA_F32 => vf32(w, i, |[a, b, c]| fma32(a, b, c)),
+        FMAC_F32 | FMAMK_F32 | FMAAK_F32 | FMA_F32 => vfma(w, i, op),
         MIN3_F32 => vf32(w, i, |[a, b, c]| fmin(fmin(a, b), c)),
         MAX3_F32 => vf32(w, i, |[a, b, c]| fmax(fmax(a, b), c)),
         MED3_F32 => vf32(w, i, |[a, b, c]| fmed3(a, b, c)),
@@ -2449,6 +2528,7 @@ fn perm(a: u32, b: u32, c: u32) -> u32 {
     clippy::nonminimal_bool,
     clippy::double_comparisons
 )]
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
     let lanes = w.lanes as usize;
     let a = &w.v[v.r[0]..v.r[0] + lanes];
@@ -2932,6 +3012,12 @@ fn lds_write(lds: &mut [u8], addr: u32, data: &[u8]) -> Result<(), Fault> {
 /// Loads go to rows `dst + h * words + k`; stores take their data from row bases
 /// `data[h] + 64 * k`. Stores run lane by lane (lane, then address, then dword), the order of
 /// the lane-by-lane path, so lanes that store to the same place leave the same value.
+///
+/// Each row of 16 lanes whose lanes are all active and whose addresses are consecutive dwords
+/// (a row-major tile) or all the same (a broadcast) moves as one 64-byte slice or one value;
+/// other rows go lane by lane. A row's stores as a slice keep the lane order's result because
+/// its lanes write different dwords (one-dword stores whose two addresses' 64-byte ranges do
+/// not overlap) and rows run in lane order.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn lds_dwords(
@@ -2947,7 +3033,20 @@ fn lds_dwords(
     data: [usize; 2],
 ) {
     let lanes = w.lanes as usize;
-    let full = exec == full_mask(w.lanes);
+    // Per row of 16 lanes: all active, consecutive dwords, all the same address.
+    let mut seq = [false; 4];
+    let mut same = [false; 4];
+    for g in 0..lanes / 16 {
+        let row = &addrs[16 * g..16 * g + 16];
+        let (mut s, mut u) = (true, true);
+        for (k, &a) in row.iter().enumerate() {
+            s &= a == row[0].wrapping_add(4 * k);
+            u &= a == row[0];
+        }
+        let active = (exec >> (16 * g)) & 0xffff == 0xffff;
+        seq[g] = active && s;
+        same[g] = active && u;
+    }
     let get = |at: usize| -> u32 {
         lds.get(at..at + 4)
             .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -2958,31 +3057,59 @@ fn lds_dwords(
                 let o = off + 4 * k;
                 let row = (dst + h * words + k) * 64;
                 let out = &mut w.v[row..row + lanes];
-                if full {
-                    for (r, &a) in out.iter_mut().zip(addrs) {
-                        *r = get(a + o);
+                for g in 0..lanes / 16 {
+                    let at = addrs[16 * g].wrapping_add(o);
+                    let out = &mut out[16 * g..16 * g + 16];
+                    if seq[g]
+                        && let Some(b) = lds.get(at..at.saturating_add(64))
+                    {
+                        for (r, c) in out.iter_mut().zip(b.chunks_exact(4)) {
+                            *r = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                        }
+                    } else if same[g] {
+                        out.fill(get(at));
+                    } else {
+                        let m = exec >> (16 * g) & 0xffff;
+                        for_lanes(m, |l| out[l] = get(addrs[16 * g + l] + o));
                     }
-                } else {
-                    for_lanes(exec, |l| out[l] = get(addrs[l] + o));
                 }
             }
         }
         return;
     }
-    for_lanes(exec, |l| {
-        let a = addrs[l];
-        for (&off, &row) in offs.iter().zip(&data).take(halves) {
-            for k in 0..words {
-                let at = a + off + 4 * k;
-                let v = w.v[row + 64 * k + l];
-                if let Some(b) = lds.get_mut(at..at + 4) {
-                    b.copy_from_slice(&v.to_le_bytes());
+    let apart = halves == 1 || offs[0].abs_diff(offs[1]) >= 64;
+    for g in 0..lanes / 16 {
+        if words == 1 && apart && seq[g] {
+            for (&off, &row) in offs.iter().zip(&data).take(halves) {
+                let at = addrs[16 * g].wrapping_add(off);
+                let src = &w.v[row + 16 * g..row + 16 * g + 16];
+                if let Some(b) = lds.get_mut(at..at.saturating_add(64)) {
+                    for (c, v) in b.chunks_exact_mut(4).zip(src) {
+                        c.copy_from_slice(&v.to_le_bytes());
+                    }
                 }
             }
+            continue;
         }
-    });
+        for_lanes(exec >> (16 * g) & 0xffff, |l| {
+            let l = 16 * g + l;
+            let a = addrs[l];
+            for (&off, &row) in offs.iter().zip(&data).take(halves) {
+                for k in 0..words {
+                    let at = a + off + 4 * k;
+                    let v = w.v[row + 64 * k + l];
+                    if let Some(b) = lds.get_mut(at..at + 4) {
+                        b.copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+            }
+        });
+    }
 }
 
+/// DS (LDS) instructions; built for AVX2 too, as [`dense`] (address checks and row copies
+/// are lane loops).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     if i.flags & flag::GDS != 0 {
         return Err(unimplemented(ctx, idx, i));
@@ -3977,6 +4104,124 @@ fn flat_atomic(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fma_rows_match_fma32_bit_for_bit() {
+        let special = [
+            0.0f32,
+            -0.0,
+            1.0,
+            -1.5,
+            f32::MIN_POSITIVE,
+            -1e-45,
+            f32::MAX,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::from_bits(0x7fc0_0001),
+            f32::from_bits(0xffc0_0abc),
+            f32::from_bits(0x7f80_0123),
+            3.0e-39,
+            16_777_217.0,
+        ];
+        let mut vals = vec![];
+        for &a in &special {
+            for &b in &special {
+                for &c in &special {
+                    vals.push([a, b, c]);
+                }
+            }
+        }
+        let mut w = Wave::new();
+        for chunk in vals.chunks(64) {
+            for (l, x) in chunk.iter().enumerate() {
+                for (k, v) in x.iter().enumerate() {
+                    w.v[64 * k + l] = v.to_bits();
+                }
+            }
+            // src1 negated, as `-v` does.
+            fma_rows::<64>(&mut w, [0, 64, 128], [(!0, 0), (!0, 1 << 31), (!0, 0)], 192);
+            for (l, x) in chunk.iter().enumerate() {
+                let (got, want) = (w.v[192 + l], fma32(x[0], -x[1], x[2]));
+                // Which NaN comes out of two NaN operands depends on the host's operand order.
+                let same = got == want.to_bits() || (want.is_nan() && f32::from_bits(got).is_nan());
+                assert!(
+                    same,
+                    "fma({:?}, -{:?}, {:?}): {got:#x}, not {want:?}",
+                    x[0], x[1], x[2]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn lds_row_paths_match_lane_by_lane() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        const LDS: usize = 4096;
+        for case in 0..3000 {
+            let lanes = if case % 2 == 0 { 64 } else { 32 };
+            let exec = match case % 3 {
+                0 => u64::MAX,
+                1 => next() | 0xffff_0000_ffff,
+                _ => next(),
+            } & if lanes == 64 { u64::MAX } else { 0xffff_ffff };
+            let (halves, words) = (1 + (next() % 2) as usize, 1 + (next() % 2) as usize);
+            let offs = [4 * (next() % 24) as usize, 4 * (next() % 24) as usize];
+            // Per row of 16 lanes: consecutive dwords, one address, or scattered dwords.
+            let mut addrs = [0usize; 64];
+            for g in 0..lanes / 16 {
+                let base = 4 * (next() % 512) as usize;
+                let kind = next() % 3;
+                for k in 0..16 {
+                    addrs[16 * g + k] = match kind {
+                        0 => base + 4 * k,
+                        1 => base,
+                        _ => 4 * (next() % 512) as usize,
+                    };
+                }
+            }
+            let load = next() % 2 == 0;
+            let lds0: Vec<u8> = (0..LDS).map(|_| next() as u8).collect();
+            let mut w = Wave::new();
+            w.lanes = lanes as u32;
+            for r in w.v.iter_mut().take(64 * 16) {
+                *r = next() as u32;
+            }
+            let (dst, data) = (8, [0, 4 * 64]);
+            let mut want_v = w.v.clone();
+            let mut want_lds = lds0.clone();
+            for_lanes(exec, |l| {
+                for h in 0..halves {
+                    for k in 0..words {
+                        let at = addrs[l] + offs[h] + 4 * k;
+                        if load {
+                            let b = &want_lds[at..at + 4];
+                            want_v[(dst + h * words + k) * 64 + l] =
+                                u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                        } else {
+                            let v = w.v[data[h] + 64 * k + l];
+                            want_lds[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                        }
+                    }
+                }
+            });
+            let mut lds = lds0.clone();
+            lds_dwords(
+                &mut w, &mut lds, exec, &addrs, offs, halves, words, load, dst, data,
+            );
+            assert!(
+                w.v == want_v && lds == want_lds,
+                "case {case}: {} of {words} dword(s) at {halves} address(es) {offs:?}, \
+                 EXEC {exec:#x}, wave{lanes}, addresses {addrs:?}",
+                if load { "load" } else { "store" }
+            );
+        }
+    }
 
     #[test]
     fn fast_atomics_match_the_general_ones() {
