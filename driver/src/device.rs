@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use am_firmware::{FirmwareSet, IpVersions, Locator, SosVariant};
+use am_firmware::{FirmwareSet, IpVersions, Locator, Role, SosVariant};
 
 use crate::ctx::{CountingBar, Ctx, McLayout, Timeouts, Vram};
 use crate::discovery::Discovery;
@@ -313,14 +313,15 @@ impl AmDevice {
         };
         let mut blocks = clock.run("init_sw", || {
             let plan = crate::ip::psp::load_plan(&ctx, firmware.as_ref(), opts.sos)?;
-            let ucode_start = plan.as_ref().map(|p| p.ucode_start.clone());
+            let ucode_start = [Role::Pfp, Role::Me, Role::Mec]
+                .map(|role| plan.as_ref().and_then(|p| p.ucode_start(role)));
             Ok(Blocks {
                 soc: Soc::init_sw(&ctx)?,
                 gmc: Gmc::init_sw(&ctx)?,
                 ih: Ih::init_sw(&ctx)?,
                 psp: Psp::init_sw(&ctx, plan)?,
                 smu: Smu::init_sw(&ctx)?,
-                gfx: Gfx::init_sw(&ctx, ucode_start.as_deref().unwrap_or_default())?,
+                gfx: Gfx::init_sw(&ctx, ucode_start)?,
                 sdma: Sdma::init_sw(&ctx)?,
             })
         })?;

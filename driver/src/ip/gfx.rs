@@ -15,7 +15,6 @@ use std::time::Duration;
 use am_autogen::doorbell::AMDGPU_NAVI10_DOORBELL_MEC_RING0;
 use am_autogen::mqd::{v9::v9_mqd, v11::v11_compute_mqd};
 use am_autogen::regs::RegIp;
-use am_firmware::Role;
 use zerocopy::IntoBytes;
 
 use crate::ctx::Ctx;
@@ -85,9 +84,9 @@ pub struct QueueId {
 /// GFX state.
 #[derive(Debug)]
 pub struct Gfx {
-    /// The RS64 start addresses of the CP cores (MEC on GC ≥ 10, PFP and ME too on GC 12),
-    /// from the firmware plan.
-    ucode_start: Vec<(Role, u64)>,
+    /// The RS64 start addresses of the CP cores `[PFP, ME, MEC]` from the firmware plan
+    /// (MEC on GC ≥ 10, PFP and ME too on GC 12).
+    ucode_start: [Option<u64>; 3],
     /// Live XCCs.
     xccs: Vec<u8>,
     /// MEC1 pipes this driver uses.
@@ -102,9 +101,9 @@ pub struct Gfx {
 }
 
 impl Gfx {
-    /// Reserve the MQD slots in the boot pool. `ucode_start` are the RS64 start addresses
-    /// of the PSP's load plan (`LoadPlan::ucode_start`).
-    pub fn init_sw(ctx: &Ctx, ucode_start: &[(Role, u64)]) -> Result<Self> {
+    /// Reserve the MQD slots in the boot pool. `ucode_start` are the RS64 start addresses of
+    /// `[PFP, ME, MEC]` from the PSP's load plan (`LoadPlan::ucode_start`).
+    pub fn init_sw(ctx: &Ctx, ucode_start: [Option<u64>; 3]) -> Result<Self> {
         let gc = ctx.version(HwIp::GC)?;
         let xccs = ctx.xccs();
         let pipes = if gc.major >= 10 {
@@ -114,7 +113,7 @@ impl Gfx {
         };
         let slots = u64::from(pipes) * u64::from(MEC_QUEUES) * xccs.len() as u64;
         Ok(Gfx {
-            ucode_start: ucode_start.to_vec(),
+            ucode_start,
             xccs,
             pipes,
             mqd_paddr: ctx.palloc(slots * MQD_SLOT, MQD_SLOT, Pool::Boot)?,
@@ -505,7 +504,7 @@ impl Gfx {
     /// them: GC 12, as tinygrad's `_config_mec` and Linux's `gfx_v12_0_config_gfx_rs64`);
     /// on GC 9 halt both MECs and invalidate their instruction cache.
     fn config_mec(&self, ctx: &Ctx) -> Result<()> {
-        let start = |role| self.ucode_start.iter().find(|s| s.0 == role).map(|s| s.1);
+        let [pfp, me, mec] = self.ucode_start;
         for &xcc in &self.xccs {
             if ctx.gc_major() < 10 {
                 ctx.update(CP_MEC_CNTL, xcc, |f| {
@@ -517,19 +516,19 @@ impl Gfx {
                 })?;
                 continue;
             }
-            if let Some(pfp) = start(Role::Pfp) {
+            if let Some(pfp) = pfp {
                 let pc = (CP_PFP_PRGRM_CNTR_START, CP_PFP_PRGRM_CNTR_START_HI);
                 start_rs64(ctx, xcc, (0, 1), pc, pfp, CP_ME_CNTL, |f, v| {
                     f.pfp_pipe0_reset(v)
                 })?;
             }
-            if let Some(me) = start(Role::Me) {
+            if let Some(me) = me {
                 let pc = (CP_ME_PRGRM_CNTR_START, CP_ME_PRGRM_CNTR_START_HI);
                 start_rs64(ctx, xcc, (0, 1), pc, me, CP_ME_CNTL, |f, v| {
                     f.me_pipe0_reset(v)
                 })?;
             }
-            let mec = start(Role::Mec).ok_or_else(|| {
+            let mec = mec.ok_or_else(|| {
                 ctx.bad("the MEC firmware gives no RS64 start address (ucode_start_addr)")
             })?;
             let pc = (
