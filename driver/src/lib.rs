@@ -11,7 +11,6 @@ pub mod irq;
 pub mod mm;
 mod mmio;
 pub mod pci;
-pub mod ratelimit;
 pub mod regs;
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]

@@ -11,7 +11,7 @@ use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
-use am_driver::ratelimit::{RateLimit, Verdict};
+use am_driver::pci::remote::ratelimit::{RateLimit, Verdict};
 use am_driver::{Bar, BarInfo, Error as DrvError, PciDevice, SysMem};
 
 use crate::config::ConfigSpace;

@@ -2,10 +2,12 @@
 //! of tinygrad's `REMOTE=host:port` (`docs/REMOTE.md`).
 //!
 //! [`protocol`] frames requests and responses, [`RemotePciDevice`] is the client backend,
-//! [`serve`] exports any [`PciDevice`](crate::PciDevice) — a real one or the mock.
+//! [`serve`] exports any [`PciDevice`](crate::PciDevice) — a real one or the mock — and
+//! [`ratelimit`] bounds the log lines its peers (and the mock they reach) can trigger.
 
 mod client;
 pub mod protocol;
+pub mod ratelimit;
 mod server;
 
 pub use client::{RemoteOptions, RemotePciDevice, probe, probe_amd};

@@ -18,9 +18,9 @@ use super::protocol::{
     Command, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN, RequestHeader, ResponseHeader,
     decode_probe_filter, encode_error, encode_probe_names, probe_filter_matches,
 };
+use super::ratelimit::{RateLimit, Verdict};
 use crate::discovery::{MM_INDEX, MM_INDEX_HI};
 use crate::pci::{Bar, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
-use crate::ratelimit::{RateLimit, Verdict};
 use crate::{Error, ErrorKind, Result};
 
 /// Size of PCIe extended config space.
