@@ -26,7 +26,7 @@ const GRAPHS: usize = 10;
 
 /// CPU time of this thread in nanoseconds (`CLOCK_THREAD_CPUTIME_ID`: exact, unlike
 /// schedstat, which moves only at scheduler ticks).
-fn thread_cpu_ns() -> anyhow::Result<u64> {
+pub(crate) fn thread_cpu_ns() -> anyhow::Result<u64> {
     let t = cpu_time::ThreadTime::try_now().context("reading this thread's CPU clock")?;
     Ok(t.as_duration().as_nanos() as u64)
 }

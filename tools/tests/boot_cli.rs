@@ -210,6 +210,7 @@ fn bench_boot_reports_full_and_warm_of_each_pf_profile_and_vf() {
         assert_eq!(r["iterations"], 1);
         assert!(r["reg_accesses_median"].as_u64().unwrap() > 0, "{r}");
         assert!(r["wall_ms_min"].is_f64(), "{r}");
+        assert!(r["cpu_ms_min"].as_f64().unwrap() > 0.0, "{r}");
     }
 }
 
