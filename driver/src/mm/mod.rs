@@ -19,13 +19,10 @@ mod pt;
 mod pte;
 mod tlsf;
 
-use std::sync::Arc;
-
 pub use pt::*;
 pub use pte::*;
 pub use tlsf::*;
 
-use crate::pci::Bar;
 use crate::{Error, ErrorKind, Result};
 
 /// Size of the boot pool at the bottom of VRAM.
@@ -114,16 +111,6 @@ pub trait VramAccess {
     /// Zeroes `len` bytes (a multiple of 8) at `paddr`.
     fn zero(&self, paddr: u64, len: u64) -> Result<()> {
         (0..len / 8).try_for_each(|i| self.write64(paddr + i * 8, 0))
-    }
-}
-
-/// VRAM through BAR0 (large BAR, or any BAR when the tables sit in its visible part).
-impl VramAccess for Arc<dyn Bar> {
-    fn read64(&self, paddr: u64) -> Result<u64> {
-        Bar::read64(&**self, paddr)
-    }
-    fn write64(&self, paddr: u64, value: u64) -> Result<()> {
-        Bar::write64(&**self, paddr, value)
     }
 }
 
