@@ -275,9 +275,8 @@ impl DiscoveryTable {
 /// valid, even with a zero checksum.
 fn binary_checksum_valid(bhdr: &layout::binary_header, bytes: &[u8]) -> bool {
     let start = std::mem::offset_of!(layout::binary_header, binary_checksum) + 2;
-    let end = usize::from(bhdr.binary_size);
-    let data = (end > start).then(|| bytes.get(start..end)).flatten();
-    data.is_some_and(|d| {
+    let data = bytes.get(start..usize::from(bhdr.binary_size));
+    data.filter(|d| !d.is_empty()).is_some_and(|d| {
         d.iter().fold(0u16, |sum, &b| sum.wrapping_add(b.into())) == bhdr.binary_checksum
     })
 }
@@ -430,11 +429,10 @@ impl Discovery {
     /// Version of an IP block, or an error naming it.
     pub fn require_version(&self, ip: HwIp) -> Result<IpVersion> {
         self.version(ip).ok_or_else(|| {
-            let ip = hwip::name(ip).to_string();
             Error::new(
                 &self.device,
                 ErrorKind::NoIpInstance {
-                    ip,
+                    ip: hwip::name(ip).into(),
                     instance: 0,
                     present: String::new(),
                 },

@@ -199,8 +199,13 @@ impl TableAlloc for MemoryManager {
         mem.zero(t, PAGE_SIZE)?;
         Ok(t)
     }
+    /// A table goes back to whichever pool it came from.
     fn free_table(&mut self, paddr: u64) -> Result<()> {
-        self.pfree(paddr)
+        let mut pools = [&mut self.boot, &mut self.ptable].into_iter();
+        pools
+            .find(|p| p.contains(paddr))
+            .unwrap_or(&mut self.main)
+            .free(paddr)
     }
 }
 
@@ -254,15 +259,6 @@ impl MemoryManager {
             Pool::Main => &mut self.main,
         }
         .alloc(size, align)
-    }
-
-    /// Frees VRAM allocated with [`palloc`](Self::palloc), whichever pool it came from.
-    pub fn pfree(&mut self, paddr: u64) -> Result<()> {
-        let mut pools = [&mut self.boot, &mut self.ptable].into_iter();
-        pools
-            .find(|p| p.contains(paddr))
-            .unwrap_or(&mut self.main)
-            .free(paddr)
     }
 
     /// Allocates GPU virtual space, aligned to the largest power of two not above `size` (so
