@@ -6,9 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::discovery::{Discovery, IpVersion, mm_read, mm_window};
+use crate::discovery::{Discovery, IpVersion, MM_DATA, MM_INDEX, MM_INDEX_HI};
 use crate::hwip::HwIp;
 use crate::mm::{MemoryManager, Pool, VramAccess};
+use crate::mmio::access32;
 use crate::pci::{Bar, PciDevice};
 use crate::regs::{Fields, Reg, Regs};
 use crate::{Error, ErrorKind, Result};
@@ -102,8 +103,9 @@ pub struct Vram {
 }
 
 impl Vram {
-    pub(crate) fn new(device: &str, bar: Arc<dyn Bar>, mmio: Arc<dyn Bar>, size: u64) -> Self {
-        let device = device.to_string();
+    /// VRAM of `device` (named in errors): `size` bytes, BAR0 `bar`, the window in BAR5 `mmio`.
+    pub fn new(device: &str, bar: Arc<dyn Bar>, mmio: Arc<dyn Bar>, size: u64) -> Self {
+        let device = device.into();
         Vram {
             device,
             bar,
@@ -138,20 +140,33 @@ impl Vram {
         for (at, chunk) in (paddr..).step_by(4).zip(data.chunks(4)) {
             let mut word = [0u8; 4];
             if chunk.len() < 4 {
-                word = mm_window(&*self.mmio, at, None)?.to_le_bytes();
+                word = self.window(at, None)?.to_le_bytes();
             }
             word[..chunk.len()].copy_from_slice(chunk);
-            mm_window(&*self.mmio, at, Some(u32::from_le_bytes(word)))?;
+            self.window(at, Some(u32::from_le_bytes(word)))?;
         }
         Ok(())
     }
 
     /// Copy VRAM at `paddr` into `buf`.
     pub fn read(&self, paddr: u64, buf: &mut [u8]) -> Result<()> {
-        match self.in_bar(paddr, buf.len())? {
-            true => self.bar.read_bytes(paddr, buf),
-            false => mm_read(&*self.mmio, paddr, buf),
+        if self.in_bar(paddr, buf.len())? {
+            return self.bar.read_bytes(paddr, buf);
         }
+        for (at, chunk) in (paddr..).step_by(4).zip(buf.chunks_mut(4)) {
+            chunk.copy_from_slice(&self.window(at, None)?.to_le_bytes()[..chunk.len()]);
+        }
+        Ok(())
+    }
+
+    /// One dword of VRAM at `at` (rounded down to a dword) through the `MM_INDEX`/`MM_DATA`
+    /// window: read it, or write `write` and return it.
+    fn window(&self, at: u64, write: Option<u32>) -> Result<u32> {
+        let at = at & !3;
+        self.mmio.write32(MM_INDEX_HI * 4, (at >> 31) as u32)?;
+        self.mmio
+            .write32(MM_INDEX * 4, (at as u32 & 0x7fff_ffff) | 0x8000_0000)?;
+        access32(&*self.mmio, MM_DATA * 4, write)
     }
 
     /// Read a little-endian dword.
@@ -163,11 +178,6 @@ impl Vram {
     /// Write a little-endian dword.
     pub fn write32(&self, paddr: u64, value: u32) -> Result<()> {
         self.write(paddr, &value.to_le_bytes())
-    }
-
-    /// Size of VRAM in bytes.
-    pub fn size(&self) -> u64 {
-        self.size
     }
 }
 

@@ -12,12 +12,12 @@
 //! [`crate::ErrorKind::MalformedDiscovery`] naming the structure and its offset, never a panic.
 
 use std::collections::BTreeSet;
+use std::fmt::Display;
 
 use zerocopy::FromBytes;
 
 use crate::hwip::{self, HwIp};
-use crate::mmio::access32;
-use crate::{Bar, Error, ErrorKind, PciDevice, Result};
+use crate::{Error, ErrorKind, PciDevice, Result, Vram};
 
 /// `mmRCC_CONFIG_MEMSIZE`: VRAM size in MiB, a dword index in BAR5 valid before discovery.
 pub const RCC_CONFIG_MEMSIZE: u64 = 0xde3;
@@ -124,49 +124,50 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn malformed(&self, what: impl Into<String>, offset: usize, reason: String) -> Error {
-        let (what, offset) = (what.into(), offset as u64);
+    fn malformed(&self, what: impl Display, offset: usize, reason: String) -> Error {
         Error::new(
             self.device,
             ErrorKind::MalformedDiscovery {
-                what,
-                offset,
+                what: what.to_string(),
+                offset: offset as u64,
                 reason,
             },
         )
     }
 
     /// The `len` bytes at `offset`; a structure running past the table is an error naming it.
-    fn slice(&self, offset: usize, len: usize, what: impl Fn() -> String) -> Result<&[u8]> {
-        let end = offset.checked_add(len);
-        end.and_then(|end| self.bytes.get(offset..end))
-            .ok_or_else(|| {
-                let size = self.bytes.len();
-                self.malformed(
-                    what(),
-                    offset,
-                    format!("{len} bytes do not fit in the {size}-byte table"),
-                )
-            })
+    fn slice(&self, offset: usize, len: usize, what: impl Display) -> Result<&[u8]> {
+        let bytes = self.bytes.get(offset..).and_then(|b| b.get(..len));
+        bytes.ok_or_else(|| {
+            let reason = format!(
+                "{len} bytes do not fit in the {}-byte table",
+                self.bytes.len()
+            );
+            self.malformed(what, offset, reason)
+        })
     }
 
     /// Read a `T` at `offset`.
-    fn get<T: FromBytes>(&self, offset: usize, what: impl Fn() -> String) -> Result<T> {
+    fn get<T: FromBytes>(&self, offset: usize, what: impl Display) -> Result<T> {
         let bytes = self.slice(offset, size_of::<T>(), &what)?;
         T::read_from_bytes(bytes)
-            .map_err(|_| self.malformed(what(), offset, "unreadable bytes".into()))
+            .map_err(|_| self.malformed(what, offset, "unreadable bytes".into()))
     }
 
-    /// A header's signature (or table id), or an error naming it, with what the table holds.
-    fn signature(
+    /// Read a header at `offset` whose signature (or table id) `sig` must be `expected`. The
+    /// error names the field (`what`; the structure is its part before the first `.` or
+    /// space) and shows what the table holds.
+    fn header<T: FromBytes>(
         &self,
-        what: &'static str,
         offset: usize,
-        found: u32,
+        what: &'static str,
+        sig: impl FnOnce(&T) -> u32,
         expected: u32,
-    ) -> Result<()> {
+    ) -> Result<T> {
+        let header: T = self.get(offset, what.split(['.', ' ']).next().unwrap_or(what))?;
+        let found = sig(&header);
         if found == expected {
-            return Ok(());
+            return Ok(header);
         }
         let head: Vec<_> = self
             .bytes
@@ -174,14 +175,13 @@ impl Reader<'_> {
             .take(16)
             .map(|b| format!("{b:02x}"))
             .collect();
-        let (offset, head, hint) = (offset as u64, head.join(" "), signature_hint(self.bytes));
         let kind = ErrorKind::DiscoverySignature {
             what,
-            offset,
+            offset: offset as u64,
             found,
             expected,
-            head,
-            hint,
+            head: head.join(" "),
+            hint: signature_hint(self.bytes),
         };
         Err(Error::new(self.device, kind))
     }
@@ -204,51 +204,48 @@ impl DiscoveryTable {
     /// the device in errors.
     pub fn parse(device: &str, bytes: &[u8]) -> Result<Self> {
         let r = Reader { device, bytes };
-        let bhdr: layout::binary_header = r.get(0, || "binary_header".into())?;
-        r.signature(
-            "binary_header.binary_signature",
+        let bhdr = r.header::<layout::binary_header>(
             0,
-            bhdr.binary_signature,
+            "binary_header.binary_signature",
+            |h| h.binary_signature,
             layout::BINARY_SIGNATURE,
         )?;
         let table_list = bhdr.table_list;
         let table_offset = |table: u32| usize::from(table_list[table as usize].offset);
 
         let ip_off = table_offset(layout::IP_DISCOVERY);
-        let ihdr: layout::ip_discovery_header = r.get(ip_off, || "ip_discovery_header".into())?;
-        r.signature(
-            "ip_discovery_header.signature",
+        let ihdr = r.header::<layout::ip_discovery_header>(
             ip_off,
-            ihdr.signature,
+            "ip_discovery_header.signature",
+            |h| h.signature,
             layout::DISCOVERY_TABLE_SIGNATURE,
         )?;
         // The 64-bit flag shares its byte with the padding of versions 1-3 (`discovery.h`).
         let flags: layout::ip_discovery_header__bindgen_ty_1__bindgen_ty_1 = r.get(
             ip_off + std::mem::offset_of!(layout::ip_discovery_header, __bindgen_anon_1),
-            || "ip_discovery_header flags".into(),
+            "ip_discovery_header flags",
         )?;
         let base_addr_64_bit = { ihdr.version } >= 4 && flags.base_addr_64_bit() != 0;
+        let width = if base_addr_64_bit { 8 } else { 4 };
         let (num_dies, die_info) = (ihdr.num_dies, ihdr.die_info);
-        if usize::from(num_dies) > die_info.len() {
+        let dies = die_info.get(..usize::from(num_dies)).ok_or_else(|| {
             let reason = format!("num_dies is {num_dies}, at most {} fit", die_info.len());
-            return Err(r.malformed("ip_discovery_header", ip_off, reason));
-        }
+            r.malformed("ip_discovery_header", ip_off, reason)
+        })?;
 
         let mut ips = Vec::new();
-        for (die, info) in (0..).zip(&die_info[..usize::from(num_dies)]) {
-            let die_off = usize::from(info.die_offset);
-            let dhdr: layout::die_header = r.get(die_off, || format!("die_header of die {die}"))?;
-            let mut off = die_off + size_of::<layout::die_header>();
+        for (die, info) in (0..).zip(dies) {
+            let mut off = usize::from(info.die_offset);
+            let dhdr: layout::die_header = r.get(off, format_args!("die_header of die {die}"))?;
+            off += size_of::<layout::die_header>();
             for n in 0..dhdr.num_ips {
-                let ip: layout::ip_v4 = r.get(off, || format!("ip_v4 entry {n} of die {die}"))?;
-                let width = if base_addr_64_bit { 8 } else { 4 };
+                let ip: layout::ip_v4 = r.get(off, format_args!("ip_v4 entry {n} of die {die}"))?;
                 let len = usize::from(ip.num_base_address) * width;
-                let what = || format!("base addresses of ip_v4 entry {n} of die {die}");
+                let what = format_args!("base addresses of ip_v4 entry {n} of die {die}");
                 let raw = r.slice(off + IP_ENTRY_HEAD, len, what)?;
                 off += IP_ENTRY_HEAD + len;
                 // Little-endian, 4 or 8 bytes each.
                 let le = |b: &[u8]| b.iter().rev().fold(0, |v, &byte| v << 8 | u64::from(byte));
-                let bases = raw.chunks(width).map(le).collect();
                 ips.push(IpEntry {
                     die,
                     hw_id: ip.hw_id,
@@ -256,7 +253,7 @@ impl DiscoveryTable {
                     version: IpVersion::new(ip.major, ip.minor, ip.revision),
                     variant: ip.variant(),
                     sub_revision: ip.sub_revision(),
-                    bases,
+                    bases: raw.chunks(width).map(le).collect(),
                 });
             }
         }
@@ -278,9 +275,8 @@ impl DiscoveryTable {
 /// valid, even with a zero checksum.
 fn binary_checksum_valid(bhdr: &layout::binary_header, bytes: &[u8]) -> bool {
     let start = std::mem::offset_of!(layout::binary_header, binary_checksum) + 2;
-    let end = usize::from(bhdr.binary_size);
-    let data = (end > start).then(|| bytes.get(start..end)).flatten();
-    data.is_some_and(|d| {
+    let data = bytes.get(start..usize::from(bhdr.binary_size));
+    data.filter(|d| !d.is_empty()).is_some_and(|d| {
         d.iter().fold(0u16, |sum, &b| sum.wrapping_add(b.into())) == bhdr.binary_checksum
     })
 }
@@ -291,13 +287,11 @@ fn parse_harvest(r: &Reader<'_>, off: usize) -> Result<Vec<HarvestEntry>> {
     if off == 0 {
         return Ok(Vec::new());
     }
-    let table: layout::harvest_table = r.get(off, || "harvest_table".into())?;
-    let (signature, expected) = (table.header.signature, layout::HARVEST_TABLE_SIGNATURE);
-    r.signature(
-        "harvest_table.signature (\"HARV\")",
+    let table = r.header::<layout::harvest_table>(
         off,
-        signature,
-        expected,
+        "harvest_table.signature (\"HARV\")",
+        |t| t.header.signature,
+        layout::HARVEST_TABLE_SIGNATURE,
     )?;
     let list = table.list;
     Ok(list
@@ -315,18 +309,17 @@ fn parse_gc_info(r: &Reader<'_>, off: usize) -> Result<Option<GcInfo>> {
     if off == 0 {
         return Ok(None);
     }
-    let hdr: layout::gpu_info_header = r.get(off, || "gc_info header".into())?;
-    r.signature(
-        "gc_info header table_id (\"GC\")",
+    let hdr = r.header::<layout::gpu_info_header>(
         off,
-        hdr.table_id,
+        "gc_info header.table_id (\"GC\")",
+        |h| h.table_id,
         layout::GC_TABLE_ID,
     )?;
     let version = (hdr.version_major, hdr.version_minor);
     // The two versions share the fields the driver reads, but not their places.
     macro_rules! gc_info {
         ($t:ident, $sh_per_se:ident, |$g:ident| $cu_per_sh:expr) => {{
-            let $g: layout::$t = r.get(off, || stringify!($t).into())?;
+            let $g: layout::$t = r.get(off, stringify!($t))?;
             GcInfo {
                 version,
                 num_se: $g.gc_num_se,
@@ -365,29 +358,6 @@ pub struct Discovery {
     pub table: DiscoveryTable,
 }
 
-/// Read `len` bytes of VRAM at `addr` through the `MM_INDEX`/`MM_DATA` window of BAR5 (one
-/// dword at a time), for devices whose BAR0 does not reach that far.
-pub fn read_vram_indirect(dev: &dyn PciDevice, addr: u64, buf: &mut [u8]) -> Result<()> {
-    mm_read(&*dev.bar(5)?, addr, buf)
-}
-
-/// [`read_vram_indirect`] through a given BAR5 mapping.
-pub(crate) fn mm_read(mmio: &dyn Bar, addr: u64, buf: &mut [u8]) -> Result<()> {
-    for (at, chunk) in (addr..).step_by(4).zip(buf.chunks_mut(4)) {
-        chunk.copy_from_slice(&mm_window(mmio, at, None)?.to_le_bytes()[..chunk.len()]);
-    }
-    Ok(())
-}
-
-/// One dword of VRAM at `at` (rounded down to a dword) through the `MM_INDEX`/`MM_DATA`
-/// window: read it, or write `write` and return it.
-pub(crate) fn mm_window(mmio: &dyn Bar, at: u64, write: Option<u32>) -> Result<u32> {
-    let at = at & !3;
-    mmio.write32(MM_INDEX_HI * 4, (at >> 31) as u32)?;
-    mmio.write32(MM_INDEX * 4, (at as u32 & 0x7fff_ffff) | 0x8000_0000)?;
-    access32(mmio, MM_DATA * 4, write)
-}
-
 impl Discovery {
     /// Read VRAM size and the discovery table from a device, without initialising it.
     ///
@@ -406,16 +376,11 @@ impl Discovery {
         if !reason.is_empty() {
             return Err(Error::new(device, ErrorKind::BadVramSize { value, reason }));
         }
-        let vram_size = u64::from(value) << 20;
-        let vram = dev.bar(0)?;
-        let large_bar = vram.len() >= vram_size;
-        let table_addr = vram_size.saturating_sub(DISCOVERY_TMR_OFFSET);
+        let (vram_size, bar0) = (u64::from(value) << 20, dev.bar(0)?);
+        let large_bar = bar0.len() >= vram_size;
         let mut bytes = vec![0u8; DISCOVERY_TMR_SIZE];
-        if large_bar {
-            vram.read_bytes(table_addr, &mut bytes)?;
-        } else {
-            mm_read(&*mmio, table_addr, &mut bytes)?;
-        }
+        let vram = Vram::new(&device, bar0, mmio, vram_size);
+        vram.read(vram_size - DISCOVERY_TMR_OFFSET, &mut bytes)?;
         let table = DiscoveryTable::parse(&device, &bytes)?;
         if !table.checksum_valid {
             tracing::warn!("{device}: discovery binary checksum does not match");
@@ -464,11 +429,10 @@ impl Discovery {
     /// Version of an IP block, or an error naming it.
     pub fn require_version(&self, ip: HwIp) -> Result<IpVersion> {
         self.version(ip).ok_or_else(|| {
-            let ip = hwip::name(ip).to_string();
             Error::new(
                 &self.device,
                 ErrorKind::NoIpInstance {
-                    ip,
+                    ip: hwip::name(ip).into(),
                     instance: 0,
                     present: String::new(),
                 },

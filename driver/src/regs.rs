@@ -195,8 +195,10 @@ impl Regs {
             }
         }
         Err(missing.unwrap_or_else(|| {
-            let (register, ip) = ("(none listed)".into(), String::new());
-            self.err(ErrorKind::NoSuchRegister { register, ip })
+            self.err(ErrorKind::NoSuchRegister {
+                register: "(none listed)".into(),
+                ip: String::new(),
+            })
         }))
     }
 
@@ -241,22 +243,20 @@ impl Regs {
         find: impl FnOnce(&'static RegTable) -> Option<RegDef>,
     ) -> Result<Register<'_>> {
         let block = self.blocks.get(&ip).ok_or_else(|| {
-            let (ip, present) = (
-                hwip::name(ip).into(),
-                " (discovery does not list the block)".into(),
-            );
             self.err(ErrorKind::NoIpInstance {
-                ip,
+                ip: hwip::name(ip).into(),
                 instance: 0,
-                present,
+                present: " (discovery does not list the block)".into(),
             })
         })?;
         let table = block
             .table
-            .ok_or_else(|| self.err(ErrorKind::NoRegisterTable { ip: block.label() }));
-        let def = find(table?).ok_or_else(|| {
-            let (register, ip) = (name.into(), block.label());
-            self.err(ErrorKind::NoSuchRegister { register, ip })
+            .ok_or_else(|| self.err(ErrorKind::NoRegisterTable { ip: block.label() }))?;
+        let def = find(table).ok_or_else(|| {
+            self.err(ErrorKind::NoSuchRegister {
+                register: name.into(),
+                ip: block.label(),
+            })
         })?;
         Ok(Register {
             regs: self,
@@ -281,14 +281,10 @@ impl Regs {
             return access32(&*self.mmio, addr * 4, write);
         }
         let index = u32::try_from(addr * 4).map_err(|_| {
-            let (register, reason) = (
-                format!("{addr:#x}"),
-                "past BAR5 and past the 32-bit RSMU index".into(),
-            );
             self.err(ErrorKind::RegisterOutOfReach {
-                register,
+                register: format!("{addr:#x}"),
                 addr,
-                reason,
+                reason: "past BAR5 and past the 32-bit RSMU index".into(),
             })
         })?;
         let _guard = self.indirect.lock().unwrap_or_else(|e| e.into_inner());
@@ -301,12 +297,10 @@ impl Regs {
     fn direct<F>(&self, reg: Reg<F>, write: Option<u32>) -> Result<u32> {
         let (addr, len) = (self.reg(reg)?.addr(0)?, self.mmio.len());
         if addr >= len / 4 {
-            let register = reg.name().into();
-            let reason = format!("an index/data register must be inside BAR5 ({len:#x} bytes)");
             return Err(self.err(ErrorKind::RegisterOutOfReach {
-                register,
+                register: reg.name().into(),
                 addr,
-                reason,
+                reason: format!("an index/data register must be inside BAR5 ({len:#x} bytes)"),
             }));
         }
         access32(&*self.mmio, addr * 4, write)
@@ -357,12 +351,6 @@ pub struct Register<'a> {
     def: RegDef,
 }
 
-impl std::fmt::Debug for Register<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} on {}", self.name(), self.ip_label())
-    }
-}
-
 impl Register<'_> {
     /// The register's name (without the `reg`/`mm` prefix).
     pub fn name(&self) -> &'static str {
@@ -381,25 +369,23 @@ impl Register<'_> {
 
     /// Dword address of the register on one instance of its block.
     pub fn addr(&self, instance: u8) -> Result<u64> {
-        let (ip, bases) = (|| self.ip_label(), &self.block.bases);
-        let Some(segments) = bases.get(&instance) else {
+        let bases = &self.block.bases;
+        let segments = bases.get(&instance).ok_or_else(|| {
             let live: Vec<_> = bases.keys().map(u8::to_string).collect();
-            let (ip, present) = (ip(), format!(" (live instances: {})", live.join(", ")));
-            return Err(self.regs.err(ErrorKind::NoIpInstance {
-                ip,
+            self.regs.err(ErrorKind::NoIpInstance {
+                ip: self.ip_label(),
                 instance,
-                present,
-            }));
-        };
-        let (base_idx, count) = (self.def.base_idx(), segments.len());
+                present: format!(" (live instances: {})", live.join(", ")),
+            })
+        })?;
+        let base_idx = self.def.base_idx();
         let base = segments.get(usize::from(base_idx)).ok_or_else(|| {
-            let (register, ip) = (self.name().into(), ip());
             self.regs.err(ErrorKind::NoBaseAddress {
-                register,
-                ip,
+                register: self.name().into(),
+                ip: self.ip_label(),
                 instance,
                 base_idx,
-                count,
+                count: segments.len(),
             })
         })?;
         // Bits above 32 of a 64-bit discovery base are ASIC-specific (AID routing); Linux

@@ -49,7 +49,7 @@ fn gc_9_4_3_resolves_one_address_per_xcc() {
 #[test]
 fn absent_register_error_names_register_and_version() {
     let (_dev, regs) = open(&mi300x_like(&[]));
-    let err = regs.reg(gc::RLC_RLCS_BOOTLOAD_STATUS).unwrap_err();
+    let err = regs.reg(gc::RLC_RLCS_BOOTLOAD_STATUS).err().unwrap();
     assert!(matches!(
         err,
         Error {
@@ -185,7 +185,7 @@ fn block_without_table_is_an_error_naming_its_version() {
         Gc::None,
     );
     let (_dev, regs) = open(&t);
-    let msg = regs.reg(gc::SCRATCH_REG7).unwrap_err().to_string();
+    let msg = regs.reg(gc::SCRATCH_REG7).err().unwrap().to_string();
     assert_eq!(msg, "fake:0: no generated register table for GC 13.0.0");
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use am_autogen::regs::{RegIp, table};
 use am_driver::mm::{MapFlags, PageTables, PteFormat, TableAlloc, VramAccess};
-use am_driver::{Bar, PciDevice};
+use am_driver::{Bar, PciDevice, Vram};
 use am_mock::ip::gmc::{FB_BASE, Hub};
 use am_mock::ip::ih::IhEntry;
 use am_mock::walker::{Access, FaultKind, PhysTarget};
@@ -37,6 +37,8 @@ struct Rig {
     _dev: Arc<MockDevice>,
     bar0: Arc<dyn Bar>,
     bar5: Arc<dyn Bar>,
+    /// VRAM as far as BAR0 reaches, for the page tables.
+    vram: Vram,
     pt: PageTables,
     alloc: Bump,
 }
@@ -47,8 +49,9 @@ impl Rig {
         let dev = gpu.open();
         let bar0 = dev.bar(0).unwrap();
         let bar5 = dev.bar(5).unwrap();
+        let vram = Vram::new("mock", bar0.clone(), bar5.clone(), bar0.len());
         let mut alloc = Bump(ROOT);
-        let root = alloc.alloc_table(&bar0).unwrap();
+        let root = alloc.alloc_table(&vram).unwrap();
         let pt = PageTables {
             format,
             root,
@@ -61,6 +64,7 @@ impl Rig {
             _dev: dev,
             bar0,
             bar5,
+            vram,
             pt,
             alloc,
         }
@@ -184,7 +188,7 @@ impl Rig {
 
     fn map(&mut self, va: u64, pa: u64, len: u64, flags: MapFlags) {
         self.pt
-            .map(&self.bar0, &mut self.alloc, va, &[(pa, len)], flags, false)
+            .map(&self.vram, &mut self.alloc, va, &[(pa, len)], flags, false)
             .unwrap();
     }
 
@@ -288,7 +292,7 @@ fn translates_4k_frag_huge_and_system_pages(profile: &str, format: PteFormat) {
 
     // The walker agrees with the driver's reading of its own tables.
     for va in [VA + 0x3000, VA + 0x20_0000 + 0x1f_f000, VA + 0x10_0000] {
-        let d = r.pt.walk(&r.bar0, va).unwrap().unwrap();
+        let d = r.pt.walk(&r.vram, va).unwrap().unwrap();
         let m = r.access(hub, va, Access::Read).unwrap();
         let want = if d.page.flags.system {
             PhysTarget::System(d.phys)
@@ -406,7 +410,7 @@ fn invalid_entries_fault_at_their_level() {
     r.map(VA + (1 << 30), 0x200_0000, 0x1000, MapFlags::VRAM);
     r.flush(hub);
     // PTB entry of VA.
-    let leaf = r.pt.walk(&r.bar0, VA).unwrap().unwrap();
+    let leaf = r.pt.walk(&r.vram, VA).unwrap().unwrap();
     r.bar0.write64(leaf.entry_addr, 0).unwrap();
     // PDB1 entry of the second GiB: root entry 0 → PDB1 table, index 1.
     let pdb1 = r.bar0.read64(r.pt.root).unwrap() & 0x0000_ffff_ffff_f000;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use am_autogen::regs::{RegIp, table};
 use am_driver::mm::{MapFlags, PageTables, PteFormat, TableAlloc, VramAccess};
-use am_driver::{Bar, PciDevice};
+use am_driver::{Bar, PciDevice, Vram};
 use am_mock::ip::gmc::{FB_BASE, Hub};
 use am_mock::ip::ih::{IhEntry, Posted};
 use am_mock::walker::Access;
@@ -270,9 +270,10 @@ fn rings_in_system_memory_through_the_agp_aperture_and_the_gart() {
         va_base: va,
     };
     let mut alloc = OnePage(0x40_1000);
-    r.bar0.zero(pt.root, 0x1000).unwrap();
+    let vram = Vram::new("mock", r.bar0.clone(), r.bar5.clone(), r.bar0.len());
+    vram.zero(pt.root, 0x1000).unwrap();
     pt.map(
-        &r.bar0,
+        &vram,
         &mut alloc,
         va,
         &[(bus + 0x1000, 0x1000)],

@@ -77,7 +77,8 @@ fn register_gc_9_4_3_lacks_is_an_error_naming_the_version() {
     let regs = Regs::new(&*dev, &d).unwrap();
     let msg = regs
         .reg(gc::RLC_RLCS_BOOTLOAD_STATUS)
-        .unwrap_err()
+        .err()
+        .unwrap()
         .to_string();
     assert!(
         msg.ends_with("register RLC_RLCS_BOOTLOAD_STATUS does not exist on GC 9.4.3"),

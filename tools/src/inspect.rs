@@ -8,12 +8,12 @@
 
 use std::sync::Arc;
 
-use am_driver::discovery::{self, Discovery};
+use am_driver::discovery::Discovery;
 use am_driver::pci::lock::{self, Holder};
 use am_driver::pci::{DeviceSpec, ids::known_gpu};
 use am_driver::regs::Regs;
 use am_driver::vf::{MailboxTimings, VfLease, VfMailbox};
-use am_driver::{McLayout, PciDevice, read_mc_layout};
+use am_driver::{McLayout, PciDevice, Vram, read_mc_layout};
 use anyhow::{Context, bail};
 
 use crate::device::open_device;
@@ -109,21 +109,8 @@ impl Target {
 
     /// Read VRAM at a physical address: BAR0 where it reaches, the `MM_INDEX` window beyond.
     pub fn vram_read(&self, paddr: u64, buf: &mut [u8]) -> anyhow::Result<()> {
-        let end = paddr.checked_add(buf.len() as u64);
-        if end.is_none_or(|e| e > self.discovery.vram_size) {
-            bail!(
-                "{}: VRAM address {paddr:#x}+{:#x} is past the end of VRAM ({:#x})",
-                self.name(),
-                buf.len(),
-                self.discovery.vram_size
-            );
-        }
-        let bar = self.pci.bar(0)?;
-        if paddr + buf.len() as u64 <= bar.len() {
-            bar.read_bytes(paddr, buf)?;
-        } else {
-            discovery::read_vram_indirect(&*self.pci, paddr, buf)?;
-        }
+        let (bar0, bar5) = (self.pci.bar(0)?, self.pci.bar(5)?);
+        Vram::new(self.name(), bar0, bar5, self.discovery.vram_size).read(paddr, buf)?;
         Ok(())
     }
 

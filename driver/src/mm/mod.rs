@@ -19,13 +19,10 @@ mod pt;
 mod pte;
 mod tlsf;
 
-use std::sync::Arc;
-
 pub use pt::*;
 pub use pte::*;
 pub use tlsf::*;
 
-use crate::pci::Bar;
 use crate::{Error, ErrorKind, Result};
 
 /// Size of the boot pool at the bottom of VRAM.
@@ -117,16 +114,6 @@ pub trait VramAccess {
     }
 }
 
-/// VRAM through BAR0 (large BAR, or any BAR when the tables sit in its visible part).
-impl VramAccess for Arc<dyn Bar> {
-    fn read64(&self, paddr: u64) -> Result<u64> {
-        Bar::read64(&**self, paddr)
-    }
-    fn write64(&self, paddr: u64, value: u64) -> Result<()> {
-        Bar::write64(&**self, paddr, value)
-    }
-}
-
 /// VRAM left alone: reads are zero and writes vanish. For an inspecting instance, whose
 /// allocator bookkeeping must not clear the tables of the instance that runs the device.
 #[derive(Clone, Copy, Debug, Default)]
@@ -212,8 +199,13 @@ impl TableAlloc for MemoryManager {
         mem.zero(t, PAGE_SIZE)?;
         Ok(t)
     }
+    /// A table goes back to whichever pool it came from.
     fn free_table(&mut self, paddr: u64) -> Result<()> {
-        self.pfree(paddr)
+        let mut pools = [&mut self.boot, &mut self.ptable].into_iter();
+        pools
+            .find(|p| p.contains(paddr))
+            .unwrap_or(&mut self.main)
+            .free(paddr)
     }
 }
 
@@ -267,15 +259,6 @@ impl MemoryManager {
             Pool::Main => &mut self.main,
         }
         .alloc(size, align)
-    }
-
-    /// Frees VRAM allocated with [`palloc`](Self::palloc), whichever pool it came from.
-    pub fn pfree(&mut self, paddr: u64) -> Result<()> {
-        let mut pools = [&mut self.boot, &mut self.ptable].into_iter();
-        pools
-            .find(|p| p.contains(paddr))
-            .unwrap_or(&mut self.main)
-            .free(paddr)
     }
 
     /// Allocates GPU virtual space, aligned to the largest power of two not above `size` (so
