@@ -55,14 +55,13 @@ pub enum SqError {
 
 impl fmt::Display for SqError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
+        f.write_str(match self {
             Self::EdcFue => "EDC_FUE",
             Self::IllegalInst => "ILLEGAL_INST",
             Self::Memviol => "MEMVIOL",
             Self::EdcFed => "EDC_FED",
             Self::Other(t) => return write!(f, "unknown type {t}"),
-        };
-        f.write_str(name)
+        })
     }
 }
 

@@ -136,22 +136,19 @@ impl Sdma {
             offset,
             size: 4,
         };
-        if !soc.per_aid_doorbells() {
+        if !soc.per_aid {
             let route = route(0xe, 0x3, AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0 * 2);
             return soc.doorbell_enable(ctx, 2, route, 0);
         }
         // Each AID routes its four engines' doorbells: a BIF entry and an S2A port each
-        // (port, awid, offset, awaddr bits 31:28).
-        const PORTS: [(u8, u32, u32, u32); 4] = [
-            (1, 0xe, 0xe, 0x1),
-            (2, 0x8, 0x8, 0x2),
-            (5, 0x9, 0x9, 0x8),
-            (6, 0xa, 0xa, 0x9),
-        ];
+        // (port, awid, awaddr bits 31:28); the range offset is the awid (as Linux's
+        // `nbio_v7_9_sdma_doorbell_range` sets them).
+        const PORTS: [(u8, u32, u32); 4] =
+            [(1, 0xe, 0x1), (2, 0x8, 0x2), (5, 0x9, 0x8), (6, 0xa, 0x9)];
         // DOORBELL0_CTRL_ENTRY_n is n dwords after entry 0, with entry 0's field layout.
         let entry0 = ctx.regs.reg(nbio::DOORBELL0_CTRL_ENTRY_0)?.addr(0)?;
         for aid in 0..ctx.regs.instances(HwIp::MMHUB).len() as u8 {
-            for (k, &(port, awid, offset, awaddr)) in (1..).zip(&PORTS) {
+            for (k, &(port, awid, awaddr)) in (1..).zip(&PORTS) {
                 let entry = 4 * aid + k;
                 if entry > DOORBELL_ENTRIES {
                     return Err(ctx.bad(format!("no DOORBELL0_CTRL_ENTRY_{entry} for AID {aid}")));
@@ -162,7 +159,7 @@ impl Sdma {
                         .bif_doorbell0_range_offset_entry(first * 2)
                 })?;
                 ctx.regs.wreg(entry0 + u64::from(entry), v)?;
-                soc.doorbell_enable(ctx, port, route(awid, awaddr, offset), aid)?;
+                soc.doorbell_enable(ctx, port, route(awid, awaddr, awid), aid)?;
             }
         }
         Ok(())
@@ -204,10 +201,18 @@ impl Sdma {
         ctx.wreg64(SDMA_RB_RPTR[k], SDMA_RB_RPTR_HI[k], i, 0)?;
         ctx.wreg64(SDMA_RB_WPTR[k], SDMA_RB_WPTR_HI[k], i, 0)?;
         ctx.wreg64(SDMA_RB_BASE[k], SDMA_RB_BASE_HI[k], i, d.ring >> 8)?;
-        let rptr = SDMA_RB_RPTR_ADDR_LO[k];
-        ctx.wreg64(rptr, SDMA_RB_RPTR_ADDR_HI[k], i, d.rptr_addr)?;
-        let wptr = SDMA_RB_WPTR_POLL_ADDR_LO[k];
-        ctx.wreg64(wptr, SDMA_RB_WPTR_POLL_ADDR_HI[k], i, d.wptr_addr)?;
+        ctx.wreg64(
+            SDMA_RB_RPTR_ADDR_LO[k],
+            SDMA_RB_RPTR_ADDR_HI[k],
+            i,
+            d.rptr_addr,
+        )?;
+        ctx.wreg64(
+            SDMA_RB_WPTR_POLL_ADDR_LO[k],
+            SDMA_RB_WPTR_POLL_ADDR_HI[k],
+            i,
+            d.wptr_addr,
+        )?;
         ctx.update(SDMA_DOORBELL_OFFSET[k], i, |f| {
             f.offset(doorbell.saturating_mul(2))
         })?;
@@ -266,8 +271,8 @@ impl Sdma {
         if self.version.major >= 6 && !started.is_empty() {
             let ran = |e| started.iter().any(|q| q.engine == e);
             result = result.and(ctx.write(gc::GRBM_SOFT_RESET, 0, |f| {
-                let f = if ran(0) { f.soft_reset_sdma0(1) } else { f };
-                if ran(1) { f.soft_reset_sdma1(1) } else { f }
+                f.soft_reset_sdma0(ran(0).into())
+                    .soft_reset_sdma1(ran(1).into())
             }));
             result = result.and(ctx.wreg(gc::GRBM_SOFT_RESET, 0, 0));
         }

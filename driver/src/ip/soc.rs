@@ -3,7 +3,8 @@
 use crate::Result;
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
-use crate::regs::{alt, hdp, nbio};
+use crate::regs::nbio::*;
+use crate::regs::{alt, hdp};
 
 /// Where an S2A doorbell port sends a range of doorbells.
 #[derive(Clone, Copy, Debug)]
@@ -21,9 +22,9 @@ pub struct DoorbellRoute {
 /// SOC/NBIO state.
 #[derive(Debug)]
 pub struct Soc {
-    /// NBIO 7.9/7.9.1 (MI300/MI350): doorbell and interrupt setup per AID through PCIE
-    /// INDEX2.
-    per_aid: bool,
+    /// NBIO 7.9/7.9.1 (MI300/MI350): doorbells routed and interrupts set up per AID
+    /// (through PCIE INDEX2).
+    pub(crate) per_aid: bool,
     /// Byte offset in BAR5 of the HDP flush register (firmware leaves it in
     /// `BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL`).
     hdp_flush_offset: u64,
@@ -35,13 +36,8 @@ impl Soc {
         let v = ctx.version(HwIp::NBIO)?;
         Ok(Soc {
             per_aid: (v.major, v.minor) == (7, 9) && v.rev <= 1,
-            hdp_flush_offset: u64::from(ctx.rreg(nbio::BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL, 0)?),
+            hdp_flush_offset: u64::from(ctx.rreg(BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL, 0)?),
         })
-    }
-
-    /// Whether the NBIO routes doorbells per AID (NBIO 7.9).
-    pub fn per_aid_doorbells(&self) -> bool {
-        self.per_aid
     }
 
     /// Doorbell aperture, XCC doorbell fence (NBIO 7.9), interrupt monitor mask.
@@ -53,20 +49,20 @@ impl Soc {
                 .iter()
                 .filter(|&&x| x < 8)
                 .fold(0u32, |m, &x| m | 1 << x);
-            ctx.wreg(nbio::XCC_DOORBELL_FENCE, 0, 0xff & !live)?;
-            let slave = ctx.encode(nbio::XCC_DOORBELL_FENCE, |f| f.shub_slv_mode(1))?;
-            let fence = ctx.regs.reg(nbio::XCC_DOORBELL_FENCE)?.addr(0)?;
+            ctx.wreg(XCC_DOORBELL_FENCE, 0, 0xff & !live)?;
+            let slave = ctx.encode(XCC_DOORBELL_FENCE, |f| f.shub_slv_mode(1))?;
+            let fence = ctx.regs.reg(XCC_DOORBELL_FENCE)?.addr(0)?;
             for aid in 1..ctx.discovery.aid_count() as u8 {
                 ctx.regs.wreg_pcie(fence, aid, slave)?;
             }
-            ctx.wreg(nbio::BIFC_GFX_INT_MONITOR_MASK, 0, 0x7ff)?;
-            ctx.wreg(nbio::BIFC_DOORBELL_ACCESS_EN_PF, 0, 0xfffff)?;
+            ctx.wreg(BIFC_GFX_INT_MONITOR_MASK, 0, 0x7ff)?;
+            ctx.wreg(BIFC_DOORBELL_ACCESS_EN_PF, 0, 0xfffff)?;
         } else {
-            ctx.update(nbio::RCC_DEV0_EPF2_STRAP2, 0, |f| {
+            ctx.update(RCC_DEV0_EPF2_STRAP2, 0, |f| {
                 f.strap_no_soft_reset_dev0_f2(0)
             })?;
         }
-        ctx.wreg(nbio::RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN, 0, 1)
+        ctx.wreg(RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN, 0, 1)
     }
 
     /// Make CPU writes through BAR0 visible to the GPU: a write of 0 to the register whose
