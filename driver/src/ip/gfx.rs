@@ -20,7 +20,7 @@ use crate::Result;
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
 use crate::ip::gmc::Gmc;
-use crate::ip::soc::{DoorbellRoute, Soc};
+use crate::ip::soc::Soc;
 use crate::mm::Pool;
 use crate::mmio::{hi32, lo32};
 use crate::regs::gc::*;
@@ -103,19 +103,21 @@ impl Gfx {
     /// Reserve the MQD slots in the boot pool. `ucode_start` are the RS64 start addresses of
     /// `[PFP, ME, MEC]` from the PSP's load plan (`LoadPlan::ucode_start`).
     pub fn init_sw(ctx: &Ctx, ucode_start: [Option<u64>; 3]) -> Result<Self> {
-        let gc = ctx.version(HwIp::GC)?;
         let xccs = ctx.xccs();
-        let pipes = if gc.major >= 10 {
+        let pipes = if ctx.version(HwIp::GC)?.major >= 10 {
             RS64_MEC_PIPES
         } else {
             GC9_MEC_PIPES
         };
-        let slots = u64::from(pipes * MEC_QUEUES) * xccs.len() as u64;
         Ok(Gfx {
+            mqd_paddr: ctx.palloc(
+                u64::from(pipes * MEC_QUEUES) * xccs.len() as u64 * MQD_SLOT,
+                MQD_SLOT,
+                Pool::Boot,
+            )?,
             ucode_start,
             xccs,
             pipes,
-            mqd_paddr: ctx.palloc(slots * MQD_SLOT, MQD_SLOT, Pool::Boot)?,
             burst: mqd_burst(ctx)?,
             queues: Vec::new(),
         })
@@ -140,13 +142,7 @@ impl Gfx {
         if !soc.per_aid {
             // S2A ports of the CP doorbells: port 0 (gfx rings) and port 3 (MEC).
             for (port, awid) in [(0, 0x3), (3, 0x6)] {
-                let route = DoorbellRoute {
-                    awid,
-                    awaddr_31_28: 0x3,
-                    offset: 0,
-                    size: 0,
-                };
-                soc.doorbell_enable(ctx, port, route, 0)?;
+                soc.doorbell_enable(ctx, (port, 0), awid, 0x3, (0, 0))?;
             }
         }
         let v = ctx.version(HwIp::GC)?;
@@ -194,8 +190,7 @@ impl Gfx {
             }
         }
         for &xcc in &self.xccs {
-            result = result.and(grbm_select(ctx, xcc, 0, 0, 0, 0));
-            result = result.and(
+            result = result.and(grbm_select(ctx, xcc, 0, 0, 0, 0)).and(
                 if ctx.gc_major() >= 10 {
                     ctx.update(CP_MEC_RS64_CNTL, xcc, |f| f.mec_halt(1))
                 } else {
@@ -443,13 +438,14 @@ impl Gfx {
 
     /// Stop a compute queue this instance started (on every XCC that holds it).
     pub fn remove_compute_queue(&mut self, ctx: &Ctx, id: QueueId) -> Result<()> {
-        let pos = self.queues.iter().position(|q| q.0 == id).ok_or_else(|| {
-            ctx.bad(format!(
-                "compute queue (pipe {}, queue {}) was not started by this driver",
-                id.pipe, id.queue
-            ))
-        })?;
-        let (_, aql) = self.queues.remove(pos);
+        let (_, aql) = self
+            .queues
+            .remove(self.queues.iter().position(|q| q.0 == id).ok_or_else(|| {
+                ctx.bad(format!(
+                    "compute queue (pipe {}, queue {}) was not started by this driver",
+                    id.pipe, id.queue
+                ))
+            })?);
         for &xcc in self.targets(aql) {
             dequeue(ctx, xcc, id)?;
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
@@ -464,8 +460,9 @@ impl Gfx {
 
     fn mqd_slot(&self, id: QueueId, xcc_index: usize) -> u64 {
         // Pipe and queue are in range (`setup_compute_queue` checked them).
-        let q = u64::from(id.pipe * MEC_QUEUES + id.queue);
-        self.mqd_paddr + (q * self.xccs.len() as u64 + xcc_index as u64) * MQD_SLOT
+        let nx = self.xccs.len() as u64;
+        self.mqd_paddr
+            + (u64::from(id.pipe * MEC_QUEUES + id.queue) * nx + xcc_index as u64) * MQD_SLOT
     }
 
     /// Wait until the RLC runs: `RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE` where the GC has
@@ -524,19 +521,17 @@ impl Gfx {
                     f.me_pipe0_reset(v)
                 })?;
             }
-            let mec = mec.ok_or_else(|| {
-                ctx.bad("the MEC firmware gives no RS64 start address (ucode_start_addr)")
-            })?;
-            let pc = (
-                CP_MEC_RS64_PRGRM_CNTR_START,
-                CP_MEC_RS64_PRGRM_CNTR_START_HI,
-            );
             start_rs64(
                 ctx,
                 xcc,
                 (1, self.pipes),
-                pc,
-                mec,
+                (
+                    CP_MEC_RS64_PRGRM_CNTR_START,
+                    CP_MEC_RS64_PRGRM_CNTR_START_HI,
+                ),
+                mec.ok_or_else(|| {
+                    ctx.bad("the MEC firmware gives no RS64 start address (ucode_start_addr)")
+                })?,
                 CP_MEC_RS64_CNTL,
                 |f, v| f.mec_pipe0_reset(v),
             )?;
@@ -566,8 +561,8 @@ pub(crate) fn refuse(
     what: &str,
     problems: impl IntoIterator<Item = (bool, String)>,
 ) -> Result<()> {
-    let first = problems.into_iter().find(|p| p.0);
-    first.map_or(Ok(()), |(_, why)| Err(ctx.bad(format!("{what}: {why}"))))
+    (problems.into_iter().find(|p| p.0))
+        .map_or(Ok(()), |(_, why)| Err(ctx.bad(format!("{what}: {why}"))))
 }
 
 /// What is wrong with a ring (compute or SDMA): its size (a power of two from 256 B to
@@ -612,14 +607,14 @@ fn start_rs64<F>(
     ctx: &Ctx,
     xcc: u8,
     (me, pipes): (u8, u8),
-    pc: (Reg, Reg),
+    (pc, pc_hi): (Reg, Reg),
     start: u64,
     cntl: Reg<F>,
     reset: impl Fn(Fields<F>, u32) -> Fields<F>,
 ) -> Result<()> {
     for pipe in 0..pipes {
         grbm_select(ctx, xcc, me, pipe, 0, 0)?;
-        ctx.wreg64(pc.0, pc.1, xcc, start >> 2)?;
+        ctx.wreg64(pc, pc_hi, xcc, start >> 2)?;
     }
     grbm_select(ctx, xcc, 0, 0, 0, 0)?;
     for v in [1, 0] {
@@ -640,8 +635,8 @@ fn grbm_select(ctx: &Ctx, xcc: u8, me: u8, pipe: u8, queue: u8, vmid: u8) -> Res
 
 /// Dequeue one HQD of `xcc` if it is active: reset its waves, wait until it is inactive.
 /// Leaves the queue selected.
-fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
-    grbm_select(ctx, xcc, 1, id.pipe, id.queue, 0)?;
+fn dequeue(ctx: &Ctx, xcc: u8, QueueId { pipe, queue }: QueueId) -> Result<()> {
+    grbm_select(ctx, xcc, 1, pipe, queue, 0)?;
     if ctx.rreg(CP_HQD_ACTIVE, xcc)? & 1 == 0 {
         return Ok(());
     }
@@ -656,10 +651,7 @@ fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
         1,
         0,
         ctx.timeouts.reg,
-        format_args!(
-            "dequeue of compute queue (xcc {xcc}, pipe {}, queue {})",
-            id.pipe, id.queue
-        ),
+        format_args!("dequeue of compute queue (xcc {xcc}, pipe {pipe}, queue {queue})"),
     )
     .map(drop)
 }
@@ -669,8 +661,7 @@ fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
 /// register file, skipped. The table is the one `ctx.regs` found the two registers in.
 fn mqd_burst(ctx: &Ctx) -> Result<Vec<usize>> {
     let first = ctx.regs.reg(CP_MQD_BASE_ADDR)?.def();
-    let last = ctx.regs.reg(CP_HQD_PQ_WPTR_HI)?.def();
-    let range = first.offset()..=last.offset();
+    let range = first.offset()..=ctx.regs.reg(CP_HQD_PQ_WPTR_HI)?.def().offset();
     let mut offs: Vec<usize> = (first.table().iter())
         .filter(|r| r.base_idx() == first.base_idx() && range.contains(&r.offset()))
         .map(|r| (r.offset() - first.offset()) as usize)

@@ -129,7 +129,7 @@ pub struct Gmc {
     engines: Vec<InvalidationEngine>,
 }
 
-/// The registers of one hub's invalidation engine 17, and its request without the vmid.
+/// The registers of one hub's invalidation engine 17, and its request.
 #[derive(Debug)]
 struct InvalidationEngine {
     hub: Hub,
@@ -138,26 +138,24 @@ struct InvalidationEngine {
     ack: Reg<fields::VM_INVALIDATE_ENG17_ACK>,
     /// `VM_L2_BANK_SELECT_RESERVED_CID2` of an MM hub on GC ≥ 11 (private invalidation).
     cid2: Option<Reg<fields::VM_L2_BANK_SELECT_RESERVED_CID2>>,
-    /// Every invalidate bit, `PER_VMID_INVALIDATE_REQ` clear.
-    req_flags: u32,
-    /// `PER_VMID_INVALIDATE_REQ` for vmid 0 (shifted left by the vmid).
-    req_vmid0: u32,
+    /// Every invalidate bit, for VM context 0 (the only one this driver programs).
+    request: u32,
 }
 
 impl InvalidationEngine {
     fn new(ctx: &Ctx, hub: Hub) -> Result<Self> {
         let req = hub.reg(ctx, &VM_INVALIDATE_ENG17_REQ)?;
-        let private = matches!(hub, Hub::Mm(_)) && ctx.gc_major() >= 11;
         Ok(InvalidationEngine {
             hub,
             sem: hub.reg(ctx, &VM_INVALIDATE_ENG17_SEM)?,
             req,
             ack: hub.reg(ctx, &VM_INVALIDATE_ENG17_ACK)?,
-            cid2: private
+            cid2: (matches!(hub, Hub::Mm(_)) && ctx.gc_major() >= 11)
                 .then(|| hub.reg(ctx, &VM_L2_BANK_SELECT_RESERVED_CID2))
                 .transpose()?,
-            req_flags: ctx.encode(req, |f| {
-                f.flush_type(0)
+            request: ctx.encode(req, |f| {
+                f.per_vmid_invalidate_req(1)
+                    .flush_type(0)
                     .invalidate_l2_ptes(1)
                     .invalidate_l2_pde0(1)
                     .invalidate_l2_pde1(1)
@@ -165,7 +163,6 @@ impl InvalidationEngine {
                     .invalidate_l1_ptes(1)
                     .clear_protection_fault_status_addr(0)
             })?,
-            req_vmid0: ctx.encode(req, |f| f.per_vmid_invalidate_req(1))?,
         })
     }
 }
@@ -173,13 +170,12 @@ impl InvalidationEngine {
 impl Gmc {
     /// Allocate the scratch and dummy pages (boot pool: a warm boot finds them again).
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
-        let mm = ctx.regs.instances(HwIp::MMHUB).into_iter().map(Hub::Mm);
-        let hubs = mm.chain(ctx.xccs().into_iter().map(Hub::Gc));
         Ok(Gmc {
             memscratch: ctx.palloc(PAGE_SIZE, PAGE_SIZE, Pool::Boot)?,
             dummy_page: ctx.palloc(PAGE_SIZE, PAGE_SIZE, Pool::Boot)?,
             gc_ready: false,
-            engines: hubs
+            engines: (ctx.regs.instances(HwIp::MMHUB).into_iter().map(Hub::Mm))
+                .chain(ctx.xccs().into_iter().map(Hub::Gc))
                 .map(|h| InvalidationEngine::new(ctx, h))
                 .collect::<Result<_>>()?,
         })
@@ -325,28 +321,40 @@ impl Gmc {
         Ok(())
     }
 
-    /// HDP flush, then invalidate `vmid` with engine 17 on every MM hub and (once GFX has
+    /// HDP flush, then invalidate VM context 0 with engine 17 on every MM hub and (once GFX has
     /// had them programmed) every GC hub.
-    pub fn flush_tlb(&self, ctx: &Ctx, soc: &Soc, vmid: u8) -> Result<()> {
+    pub fn flush_tlb(&self, ctx: &Ctx, soc: &Soc) -> Result<()> {
         soc.hdp_flush(ctx)?;
         for e in &self.engines {
             if matches!(e.hub, Hub::Mm(_)) || self.gc_ready {
-                self.invalidate(ctx, e, vmid)?;
+                self.invalidate(ctx, e)?;
             }
         }
         Ok(())
     }
 
-    fn invalidate(&self, ctx: &Ctx, e: &InvalidationEngine, vmid: u8) -> Result<()> {
+    fn invalidate(&self, ctx: &Ctx, e: &InvalidationEngine) -> Result<()> {
         let (hub, i, to) = (e.hub, e.hub.instance(), ctx.timeouts.reg);
         let is_mm = matches!(hub, Hub::Mm(_));
         if is_mm {
-            let what = format_args!("the TLB invalidation semaphore of the {hub}");
-            ctx.wait_reg(e.sem, i, 1, 1, to, what)?;
+            ctx.wait_reg(
+                e.sem,
+                i,
+                1,
+                1,
+                to,
+                format_args!("the TLB invalidation semaphore of the {hub}"),
+            )?;
         }
-        ctx.wreg(e.req, i, e.req_flags | e.req_vmid0 << vmid)?;
-        let what = format_args!("the TLB invalidation ack of vmid {vmid} on the {hub}");
-        ctx.wait_reg(e.ack, i, 1 << vmid, 1 << vmid, to, what)?;
+        ctx.wreg(e.req, i, e.request)?;
+        ctx.wait_reg(
+            e.ack,
+            i,
+            1,
+            1,
+            to,
+            format_args!("the TLB invalidation ack of VM context 0 on the {hub}"),
+        )?;
         if is_mm {
             ctx.wreg(e.sem, i, 0)?;
             if let Some(cid2) = e.cid2 {
@@ -369,20 +377,16 @@ impl Gmc {
         }
         let addr = hub.addr(ctx, &VM_L2_PROTECTION_FAULT_ADDR_LO32)?;
         let (lo, hi) = (ctx.regs.rreg(addr)?, ctx.regs.rreg(addr + 1)?);
-        let va = u64::from(hi) << 44 | u64::from(lo) << 12;
         ctx.update(hub.reg(ctx, &VM_L2_PROTECTION_FAULT_CNTL)?, i, |f| {
             f.clear_protection_fault_status_addr(1)
         })?;
-        let fields = st
-            .decode(status)
-            .into_iter()
-            .filter(|(_, v)| *v != 0)
-            .collect();
         Ok(Some(VmFault {
             hub,
-            va,
+            va: u64::from(hi) << 44 | u64::from(lo) << 12,
             status,
-            fields,
+            fields: (st.decode(status).into_iter())
+                .filter(|f| f.1 != 0)
+                .collect(),
         }))
     }
 }

@@ -64,7 +64,7 @@ pub struct Ih {
 }
 
 impl Ih {
-    /// Allocate the rings and write-back slots (boot pool).
+    /// Allocate the rings and ring 0's write-back slot (boot pool).
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
         let boot = |size| ctx.palloc(size, 4096, Pool::Boot);
         Ok(Ih {
@@ -77,8 +77,12 @@ impl Ih {
     /// Program and enable the rings (ring `n`'s registers are the `n`th of each `alt`).
     pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
         for (n, &ring) in self.rings.iter().enumerate() {
-            let base = ctx.mc.mc(ring) >> 8;
-            ctx.wreg64(alt::IH_RB_BASE[n], alt::IH_RB_BASE_HI[n], 0, base)?;
+            ctx.wreg64(
+                alt::IH_RB_BASE[n],
+                alt::IH_RB_BASE_HI[n],
+                0,
+                ctx.mc.mc(ring) >> 8,
+            )?;
             ctx.write(alt::IH_RB_CNTL[n], 0, |f| {
                 let f = f
                     .mc_space(4)
@@ -93,8 +97,12 @@ impl Ih {
                 }
             })?;
             if n == 0 {
-                let (lo, hi) = (IH_RB_WPTR_ADDR_LO, IH_RB_WPTR_ADDR_HI);
-                ctx.wreg64(lo, hi, 0, ctx.mc.mc(self.wptr_wb))?;
+                ctx.wreg64(
+                    IH_RB_WPTR_ADDR_LO,
+                    IH_RB_WPTR_ADDR_HI,
+                    0,
+                    ctx.mc.mc(self.wptr_wb),
+                )?;
             }
             ctx.wreg(alt::IH_RB_WPTR[n], 0, 0)?;
             ctx.wreg(alt::IH_RB_RPTR[n], 0, 0)?;

@@ -6,19 +6,6 @@ use crate::hwip::HwIp;
 use crate::regs::nbio::*;
 use crate::regs::{alt, hdp};
 
-/// Where an S2A doorbell port sends a range of doorbells.
-#[derive(Clone, Copy, Debug)]
-pub struct DoorbellRoute {
-    /// The engine's AXI write id.
-    pub awid: u32,
-    /// Bits 31:28 of the address the doorbell write is forwarded to.
-    pub awaddr_31_28: u32,
-    /// First doorbell of the range (doorbell units).
-    pub offset: u32,
-    /// Number of doorbells in the range.
-    pub size: u32,
-}
-
 /// SOC/NBIO state.
 #[derive(Debug)]
 pub struct Soc {
@@ -46,9 +33,9 @@ impl Soc {
             // Fence the doorbells of harvested XCCs (only the eight slots of AID 0..3 exist).
             let live = ctx
                 .xccs()
-                .iter()
-                .filter(|&&x| x < 8)
-                .fold(0u32, |m, &x| m | 1 << x);
+                .into_iter()
+                .filter(|&x| x < 8)
+                .fold(0u32, |m, x| m | 1 << x);
             ctx.wreg(XCC_DOORBELL_FENCE, 0, 0xff & !live)?;
             let slave = ctx.encode(XCC_DOORBELL_FENCE, |f| f.shub_slv_mode(1))?;
             let fence = ctx.regs.reg(XCC_DOORBELL_FENCE)?.addr(0)?;
@@ -73,13 +60,15 @@ impl Soc {
 
     /// Route a range of doorbells to an engine through S2A port `port`
     /// (`[GDC_S2A0_]S2A_DOORBELL_ENTRY_<port>_CTRL`, on NBIO 7.9 written on AID `aid` through PCIE
-    /// INDEX2): `offset`/`size` in doorbell units, `awid` the engine's id.
+    /// INDEX2): `awid` is the engine's AXI write id, `awaddr_31_28` bits 31:28 of the address
+    /// the doorbell write is forwarded to, `(offset, size)` the range in doorbell units.
     pub fn doorbell_enable(
         &self,
         ctx: &Ctx,
-        port: u8,
-        route: DoorbellRoute,
-        aid: u8,
+        (port, aid): (u8, u8),
+        awid: u32,
+        awaddr_31_28: u32,
+        (offset, size): (u32, u32),
     ) -> Result<()> {
         // The entries are an array of one layout: entry n is n dwords after entry 0, and its
         // fields sit where entry 0's do (`S2A_DOORBELL_PORT<n>_*`). NBIF 6.3.1 names them
@@ -88,10 +77,10 @@ impl Soc {
         let addr = ctx.regs.reg(entry0)?.addr(0)? + u64::from(port);
         let value = ctx.encode(entry0, |f| {
             f.s2a_doorbell_port0_enable(1)
-                .s2a_doorbell_port0_awid(route.awid)
-                .s2a_doorbell_port0_range_size(route.size)
-                .s2a_doorbell_port0_awaddr_31_28_value(route.awaddr_31_28)
-                .s2a_doorbell_port0_range_offset(route.offset)
+                .s2a_doorbell_port0_awid(awid)
+                .s2a_doorbell_port0_range_size(size)
+                .s2a_doorbell_port0_awaddr_31_28_value(awaddr_31_28)
+                .s2a_doorbell_port0_range_offset(offset)
         })?;
         if self.per_aid {
             ctx.regs.wreg_pcie(addr, aid, value)
