@@ -126,7 +126,28 @@ impl Gfx {
     /// Full init (or, on a warm boot, only a MEC reset). The GC hubs belong to GMC, which
     /// programs them here, once the RLC runs.
     pub fn init_hw(&mut self, ctx: &Ctx, gmc: &mut Gmc, soc: &Soc, warm: bool) -> Result<()> {
-        self.wait_rlc(ctx)?;
+        // The RLC runs: `RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE` where the GC has it (RLC
+        // autoload, GC ≥ 11), else an idle `CP_STAT` (every GC has it). A VF does not wait:
+        // the PF brought the RLC up.
+        let status = RLC_RLCS_BOOTLOAD_STATUS;
+        if !ctx.is_vf {
+            let (reg, mask, want, what) = if ctx.regs.has(status) {
+                let done = ctx.regs.encode(status, |f| f.bootload_complete(1))?.mask;
+                (status.untyped(), done, done, "RLC autoload")
+            } else {
+                (CP_STAT, u32::MAX, 0, "RLC start (idle CP)")
+            };
+            for &xcc in &self.xccs {
+                ctx.wait_reg(
+                    reg,
+                    xcc,
+                    mask,
+                    want,
+                    ctx.timeouts.reg,
+                    format_args!("{what} on XCC {xcc}"),
+                )?;
+            }
+        }
         gmc.init_gc_hubs(ctx)?;
         if warm {
             return self.reset_mec(ctx);
@@ -346,7 +367,10 @@ impl Gfx {
         // Both sizes are powers of two (checked above): log2 of their dwords, minus one.
         let log2_dwords_minus_1 = |bytes: u64| (bytes / 4).trailing_zeros() - 1;
         for (xi, &xcc) in self.targets(aql).iter().enumerate() {
-            let paddr = self.mqd_slot(id, xi);
+            // Slot ((pipe × MEC_QUEUES + queue) × XCCs + XCC index); pipe and queue are in
+            // range (checked above).
+            let q = u64::from(pipe * MEC_QUEUES + queue);
+            let paddr = self.mqd_paddr + (q * nx as u64 + xi as u64) * MQD_SLOT;
             let mqd_mc = ctx.mc.mc(paddr);
             // The fields both compute MQD versions name alike (VMID and the rest stay 0).
             macro_rules! fill_mqd {
@@ -456,40 +480,6 @@ impl Gfx {
     /// The XCCs whose HQD holds a queue: every XCC for an AQL queue, else the first.
     fn targets(&self, aql: bool) -> &[u8] {
         if aql { &self.xccs } else { &self.xccs[..1] }
-    }
-
-    fn mqd_slot(&self, id: QueueId, xcc_index: usize) -> u64 {
-        // Pipe and queue are in range (`setup_compute_queue` checked them).
-        let nx = self.xccs.len() as u64;
-        self.mqd_paddr
-            + (u64::from(id.pipe * MEC_QUEUES + id.queue) * nx + xcc_index as u64) * MQD_SLOT
-    }
-
-    /// Wait until the RLC runs: `RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE` where the GC has
-    /// it (RLC autoload, GC ≥ 11), else an idle `CP_STAT` (every GC has it). A VF does not
-    /// wait: the PF brought the RLC up.
-    fn wait_rlc(&self, ctx: &Ctx) -> Result<()> {
-        let status = RLC_RLCS_BOOTLOAD_STATUS;
-        if ctx.is_vf {
-            return Ok(());
-        }
-        let (reg, mask, want, what) = if ctx.regs.has(status) {
-            let done = ctx.regs.encode(status, |f| f.bootload_complete(1))?.mask;
-            (status.untyped(), done, done, "RLC autoload")
-        } else {
-            (CP_STAT, u32::MAX, 0, "RLC start (idle CP)")
-        };
-        for &xcc in &self.xccs {
-            ctx.wait_reg(
-                reg,
-                xcc,
-                mask,
-                want,
-                ctx.timeouts.reg,
-                format_args!("{what} on XCC {xcc}"),
-            )?;
-        }
-        Ok(())
     }
 
     /// Point the MEC at its firmware and hold it halted: the RS64 program counter of each

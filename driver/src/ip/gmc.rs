@@ -325,42 +325,39 @@ impl Gmc {
     /// had them programmed) every GC hub.
     pub fn flush_tlb(&self, ctx: &Ctx, soc: &Soc) -> Result<()> {
         soc.hdp_flush(ctx)?;
+        let to = ctx.timeouts.reg;
         for e in &self.engines {
-            if matches!(e.hub, Hub::Mm(_)) || self.gc_ready {
-                self.invalidate(ctx, e)?;
+            let (hub, i) = (e.hub, e.hub.instance());
+            let is_mm = matches!(hub, Hub::Mm(_));
+            if !is_mm && !self.gc_ready {
+                continue;
             }
-        }
-        Ok(())
-    }
-
-    fn invalidate(&self, ctx: &Ctx, e: &InvalidationEngine) -> Result<()> {
-        let (hub, i, to) = (e.hub, e.hub.instance(), ctx.timeouts.reg);
-        let is_mm = matches!(hub, Hub::Mm(_));
-        if is_mm {
+            if is_mm {
+                ctx.wait_reg(
+                    e.sem,
+                    i,
+                    1,
+                    1,
+                    to,
+                    format_args!("the TLB invalidation semaphore of the {hub}"),
+                )?;
+            }
+            ctx.wreg(e.req, i, e.request)?;
             ctx.wait_reg(
-                e.sem,
+                e.ack,
                 i,
                 1,
                 1,
                 to,
-                format_args!("the TLB invalidation semaphore of the {hub}"),
+                format_args!("the TLB invalidation ack of VM context 0 on the {hub}"),
             )?;
-        }
-        ctx.wreg(e.req, i, e.request)?;
-        ctx.wait_reg(
-            e.ack,
-            i,
-            1,
-            1,
-            to,
-            format_args!("the TLB invalidation ack of VM context 0 on the {hub}"),
-        )?;
-        if is_mm {
-            ctx.wreg(e.sem, i, 0)?;
-            if let Some(cid2) = e.cid2 {
-                ctx.update(cid2, i, |f| f.reserved_cache_private_invalidation(1))?;
-                // The read-back makes sure the invalidation has landed.
-                ctx.rreg(cid2, i)?;
+            if is_mm {
+                ctx.wreg(e.sem, i, 0)?;
+                if let Some(cid2) = e.cid2 {
+                    ctx.update(cid2, i, |f| f.reserved_cache_private_invalidation(1))?;
+                    // The read-back makes sure the invalidation has landed.
+                    ctx.rreg(cid2, i)?;
+                }
             }
         }
         Ok(())
