@@ -396,7 +396,7 @@ impl AmDevice {
             MapFlags::VRAM,
             contiguous,
         )?;
-        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)?;
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc)?;
         Ok(m)
     }
 
@@ -436,7 +436,7 @@ impl AmDevice {
             }
             va
         };
-        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)?;
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc)?;
         Ok(VirtMapping {
             va,
             size,
@@ -459,7 +459,7 @@ impl AmDevice {
             mm.unmap(&self.ctx.vram, m.va, m.size)?;
             mm.va.free(m.va)?;
         }
-        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc)
     }
 
     /// This device's VRAM behind `m` (a [`valloc`](Self::valloc) mapping), as another member
@@ -503,7 +503,7 @@ impl AmDevice {
     /// Unmap and free a [`valloc`](Self::valloc) mapping, then flush the TLBs.
     pub fn vfree(&self, m: &VirtMapping) -> Result<()> {
         self.ctx.mm().vfree(&self.ctx.vram, m)?;
-        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc, 0)
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc)
     }
 
     /// Run `f` on the PSP (a ring command after boot, e.g. the spatial partition).

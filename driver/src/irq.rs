@@ -55,14 +55,13 @@ pub enum SqError {
 
 impl fmt::Display for SqError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
+        f.write_str(match self {
             Self::EdcFue => "EDC_FUE",
             Self::IllegalInst => "ILLEGAL_INST",
             Self::Memviol => "MEMVIOL",
             Self::EdcFed => "EDC_FED",
             Self::Other(t) => return write!(f, "unknown type {t}"),
-        };
-        f.write_str(name)
+        })
     }
 }
 
@@ -142,13 +141,16 @@ impl fmt::Display for IrqEvent {
         match self {
             Self::PageFault(p) => write!(f, "{p}"),
             Self::Sq { node, kind, data } => {
-                let name = match kind {
-                    SqKind::Auto => "auto",
-                    SqKind::Wave => "wave",
-                    SqKind::Error(_) => "error",
-                    SqKind::Reserved => "reserved",
-                };
-                write!(f, "SQ {name} interrupt on node {node}")?;
+                write!(
+                    f,
+                    "SQ {} interrupt on node {node}",
+                    match kind {
+                        SqKind::Auto => "auto",
+                        SqKind::Wave => "wave",
+                        SqKind::Error(_) => "error",
+                        SqKind::Reserved => "reserved",
+                    }
+                )?;
                 if let SqKind::Error(e) = kind {
                     write!(f, ": {e}")?;
                 }
@@ -237,13 +239,14 @@ pub fn decode(ctx: &Ctx, gmc: &Gmc, e: &IhEntry) -> Result<IrqEvent> {
     if let Some(hub) = hub {
         // Status already cleared (a second entry for one latched fault): the entry still
         // carries the address.
-        let fault = gmc.take_fault(ctx, hub)?.unwrap_or_else(|| VmFault {
-            hub,
-            va: (u64::from(e.data[0]) << 12) | (u64::from(e.data[1] & 0xf) << 44),
-            status: 0,
-            fields: vec![],
-        });
-        return Ok(PageFault(fault));
+        return Ok(PageFault(gmc.take_fault(ctx, hub)?.unwrap_or_else(|| {
+            VmFault {
+                hub,
+                va: (u64::from(e.data[0]) << 12) | (u64::from(e.data[1] & 0xf) << 44),
+                status: 0,
+                fields: vec![],
+            }
+        })));
     }
     let sdma4 = !gc11
         && matches!(

@@ -14,18 +14,17 @@ use std::time::Duration;
 
 use am_autogen::doorbell::AMDGPU_NAVI10_DOORBELL_MEC_RING0;
 use am_autogen::mqd::{v9::v9_mqd, v11::v11_compute_mqd};
-use am_autogen::regs::RegIp;
 use zerocopy::IntoBytes;
 
+use crate::Result;
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
 use crate::ip::gmc::Gmc;
-use crate::ip::soc::{DoorbellRoute, Soc};
+use crate::ip::soc::Soc;
 use crate::mm::Pool;
 use crate::mmio::{hi32, lo32};
 use crate::regs::gc::*;
-use crate::regs::{Fields, Reg, mmhub, select_table};
-use crate::{IpVersion, Result};
+use crate::regs::{Fields, Reg, mmhub};
 
 /// Queues per MEC pipe.
 pub const MEC_QUEUES: u8 = 8;
@@ -104,20 +103,22 @@ impl Gfx {
     /// Reserve the MQD slots in the boot pool. `ucode_start` are the RS64 start addresses of
     /// `[PFP, ME, MEC]` from the PSP's load plan (`LoadPlan::ucode_start`).
     pub fn init_sw(ctx: &Ctx, ucode_start: [Option<u64>; 3]) -> Result<Self> {
-        let gc = ctx.version(HwIp::GC)?;
         let xccs = ctx.xccs();
-        let pipes = if gc.major >= 10 {
+        let pipes = if ctx.version(HwIp::GC)?.major >= 10 {
             RS64_MEC_PIPES
         } else {
             GC9_MEC_PIPES
         };
-        let slots = u64::from(pipes) * u64::from(MEC_QUEUES) * xccs.len() as u64;
         Ok(Gfx {
+            mqd_paddr: ctx.palloc(
+                u64::from(pipes * MEC_QUEUES) * xccs.len() as u64 * MQD_SLOT,
+                MQD_SLOT,
+                Pool::Boot,
+            )?,
             ucode_start,
             xccs,
             pipes,
-            mqd_paddr: ctx.palloc(slots * MQD_SLOT, MQD_SLOT, Pool::Boot)?,
-            burst: mqd_burst(ctx, gc)?,
+            burst: mqd_burst(ctx)?,
             queues: Vec::new(),
         })
     }
@@ -125,7 +126,28 @@ impl Gfx {
     /// Full init (or, on a warm boot, only a MEC reset). The GC hubs belong to GMC, which
     /// programs them here, once the RLC runs.
     pub fn init_hw(&mut self, ctx: &Ctx, gmc: &mut Gmc, soc: &Soc, warm: bool) -> Result<()> {
-        self.wait_rlc(ctx)?;
+        // The RLC runs: `RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE` where the GC has it (RLC
+        // autoload, GC ≥ 11), else an idle `CP_STAT` (every GC has it). A VF does not wait:
+        // the PF brought the RLC up.
+        let status = RLC_RLCS_BOOTLOAD_STATUS;
+        if !ctx.is_vf {
+            let (reg, mask, want, what) = if ctx.regs.has(status) {
+                let done = ctx.regs.encode(status, |f| f.bootload_complete(1))?.mask;
+                (status.untyped(), done, done, "RLC autoload")
+            } else {
+                (CP_STAT, u32::MAX, 0, "RLC start (idle CP)")
+            };
+            for &xcc in &self.xccs {
+                ctx.wait_reg(
+                    reg,
+                    xcc,
+                    mask,
+                    want,
+                    ctx.timeouts.reg,
+                    format_args!("{what} on XCC {xcc}"),
+                )?;
+            }
+        }
         gmc.init_gc_hubs(ctx)?;
         if warm {
             return self.reset_mec(ctx);
@@ -138,16 +160,10 @@ impl Gfx {
             ctx.update(RLC_SRM_CNTL, xcc, |f| f.srm_enable(1).auto_incr_addr(1))?;
             ctx.wreg(RLC_SPM_MC_CNTL, xcc, 0xf)?;
         }
-        if !soc.per_aid_doorbells() {
+        if !soc.per_aid {
             // S2A ports of the CP doorbells: port 0 (gfx rings) and port 3 (MEC).
             for (port, awid) in [(0, 0x3), (3, 0x6)] {
-                let route = DoorbellRoute {
-                    awid,
-                    awaddr_31_28: 0x3,
-                    offset: 0,
-                    size: 0,
-                };
-                soc.doorbell_enable(ctx, port, route, 0)?;
+                soc.doorbell_enable(ctx, (port, 0), awid, 0x3, (0, 0))?;
             }
         }
         let v = ctx.version(HwIp::GC)?;
@@ -195,8 +211,7 @@ impl Gfx {
             }
         }
         for &xcc in &self.xccs {
-            result = result.and(grbm_select(ctx, xcc, 0, 0, 0, 0));
-            result = result.and(
+            result = result.and(grbm_select(ctx, xcc, 0, 0, 0, 0)).and(
                 if ctx.gc_major() >= 10 {
                     ctx.update(CP_MEC_RS64_CNTL, xcc, |f| f.mec_halt(1))
                 } else {
@@ -301,83 +316,62 @@ impl Gfx {
         soc: &Soc,
         d: &ComputeQueueDesc,
     ) -> Result<QueueId> {
-        let id = QueueId {
-            pipe: d.pipe,
-            queue: d.queue,
-        };
+        let ComputeQueueDesc {
+            ring,
+            ring_size,
+            rptr_addr,
+            wptr_addr,
+            eop_addr,
+            eop_size,
+            doorbell,
+            aql,
+            pipe,
+            queue,
+        } = *d;
+        let (id, pipes) = (QueueId { pipe, queue }, self.pipes);
         refuse(
             ctx,
             "compute queue",
             [
                 (
                     self.queues.iter().any(|q| q.0 == id),
-                    format!("(pipe {}, queue {}) is already started", d.pipe, d.queue),
+                    format!("(pipe {pipe}, queue {queue}) is already started"),
                 ),
                 (
-                    d.pipe >= self.pipes,
-                    format!(
-                        "MEC pipe {} is not running (this GC runs pipes 0..{})",
-                        d.pipe, self.pipes
-                    ),
+                    pipe >= pipes,
+                    format!("MEC pipe {pipe} is not running (this GC runs pipes 0..{pipes})"),
                 ),
                 (
-                    d.queue >= MEC_QUEUES,
-                    format!(
-                        "queue {} is past the {MEC_QUEUES} queues of a pipe",
-                        d.queue
-                    ),
+                    queue >= MEC_QUEUES,
+                    format!("queue {queue} is past the {MEC_QUEUES} queues of a pipe"),
                 ),
                 (
-                    d.eop_size < 8 || !d.eop_size.is_power_of_two(),
-                    format!(
-                        "EOP size {:#x} is not a power of two of at least 8 bytes",
-                        d.eop_size
-                    ),
+                    eop_size < 8 || !eop_size.is_power_of_two(),
+                    format!("EOP size {eop_size:#x} is not a power of two of at least 8 bytes"),
                 ),
                 (
-                    !d.eop_addr.is_multiple_of(256),
-                    format!("EOP buffer {:#x} is not 256-byte aligned", d.eop_addr),
+                    !eop_addr.is_multiple_of(256),
+                    format!("EOP buffer {eop_addr:#x} is not 256-byte aligned"),
                 ),
             ]
             .into_iter()
             .chain(ring_problems(
-                d.ring,
-                d.ring_size,
+                ring,
+                ring_size,
                 8 << 20,
-                d.rptr_addr,
-                d.wptr_addr,
+                rptr_addr,
+                wptr_addr,
             )),
         )?;
         let nx = self.xccs.len();
         // Both sizes are powers of two (checked above): log2 of their dwords, minus one.
-        let queue_size = (d.ring_size / 4).trailing_zeros() - 1;
-        let eop_size = (d.eop_size / 4).trailing_zeros() - 1;
-        let persistent_state = ctx.encode(CP_HQD_PERSISTENT_STATE, |f| {
-            f.preload_size(0x55).preload_req(1)
-        })?;
-        let doorbell_control = ctx.encode(CP_HQD_PQ_DOORBELL_CONTROL, |f| {
-            f.doorbell_offset(d.doorbell.saturating_mul(2))
-                .doorbell_en(1)
-        })?;
-        let ib_control = ctx.encode(CP_HQD_IB_CONTROL, |f| f.min_ib_avail_size(3))?;
-        let mqd_control = ctx.encode(CP_MQD_CONTROL, |f| f.priv_state(1))?;
-        let eop_control = ctx.encode(CP_HQD_EOP_CONTROL, |f| f.eop_size(eop_size))?;
-        for (xi, &xcc) in self.targets(d.aql).iter().enumerate() {
-            let paddr = self.mqd_slot(id, xi);
+        let log2_dwords_minus_1 = |bytes: u64| (bytes / 4).trailing_zeros() - 1;
+        for (xi, &xcc) in self.targets(aql).iter().enumerate() {
+            // Slot ((pipe × MEC_QUEUES + queue) × XCCs + XCC index); pipe and queue are in
+            // range (checked above).
+            let q = u64::from(pipe * MEC_QUEUES + queue);
+            let paddr = self.mqd_paddr + (q * nx as u64 + xi as u64) * MQD_SLOT;
             let mqd_mc = ctx.mc.mc(paddr);
-            let pq_control = ctx.encode(CP_HQD_PQ_CONTROL, |f| {
-                let f = f
-                    .rptr_block_size(5)
-                    .unord_dispatch(0)
-                    .queue_size(queue_size);
-                if !d.aql {
-                    return f;
-                }
-                // Only one XCC reports the read pointer of a queue spread over several.
-                f.queue_full_en(1)
-                    .slot_based_wptr(2)
-                    .no_update_rptr((xi != 0 || nx == 1).into())
-            })?;
             // The fields both compute MQD versions name alike (VMID and the rest stay 0).
             macro_rules! fill_mqd {
                 ($m:expr) => {{
@@ -388,22 +382,44 @@ impl Gfx {
                     m.set_cp_hqd_pipe_priority(0x2);
                     m.set_cp_hqd_queue_priority(0xf);
                     m.set_cp_hqd_quantum(0x111);
-                    m.set_cp_hqd_persistent_state(persistent_state);
-                    m.set_cp_hqd_pq_base_lo(lo32(d.ring >> 8));
-                    m.set_cp_hqd_pq_base_hi(hi32(d.ring >> 8));
-                    m.set_cp_hqd_pq_rptr_report_addr_lo(lo32(d.rptr_addr));
-                    m.set_cp_hqd_pq_rptr_report_addr_hi(hi32(d.rptr_addr));
-                    m.set_cp_hqd_pq_wptr_poll_addr_lo(lo32(d.wptr_addr));
-                    m.set_cp_hqd_pq_wptr_poll_addr_hi(hi32(d.wptr_addr));
-                    m.set_cp_hqd_pq_doorbell_control(doorbell_control);
-                    m.set_cp_hqd_pq_control(pq_control);
-                    m.set_cp_hqd_ib_control(ib_control);
+                    m.set_cp_hqd_persistent_state(ctx.encode(CP_HQD_PERSISTENT_STATE, |f| {
+                        f.preload_size(0x55).preload_req(1)
+                    })?);
+                    m.set_cp_hqd_pq_base_lo(lo32(ring >> 8));
+                    m.set_cp_hqd_pq_base_hi(hi32(ring >> 8));
+                    m.set_cp_hqd_pq_rptr_report_addr_lo(lo32(rptr_addr));
+                    m.set_cp_hqd_pq_rptr_report_addr_hi(hi32(rptr_addr));
+                    m.set_cp_hqd_pq_wptr_poll_addr_lo(lo32(wptr_addr));
+                    m.set_cp_hqd_pq_wptr_poll_addr_hi(hi32(wptr_addr));
+                    m.set_cp_hqd_pq_doorbell_control(
+                        ctx.encode(CP_HQD_PQ_DOORBELL_CONTROL, |f| {
+                            f.doorbell_offset(doorbell.saturating_mul(2)).doorbell_en(1)
+                        })?,
+                    );
+                    m.set_cp_hqd_pq_control(ctx.encode(CP_HQD_PQ_CONTROL, |f| {
+                        let f = f
+                            .rptr_block_size(5)
+                            .unord_dispatch(0)
+                            .queue_size(log2_dwords_minus_1(ring_size));
+                        if !aql {
+                            return f;
+                        }
+                        // Only one XCC reports the read pointer of a queue spread over several.
+                        f.queue_full_en(1)
+                            .slot_based_wptr(2)
+                            .no_update_rptr((xi != 0 || nx == 1).into())
+                    })?);
+                    m.set_cp_hqd_ib_control(
+                        ctx.encode(CP_HQD_IB_CONTROL, |f| f.min_ib_avail_size(3))?,
+                    );
                     m.set_cp_hqd_hq_status0(0x2000_4000);
-                    m.set_cp_mqd_control(mqd_control);
-                    m.set_cp_hqd_aql_control(d.aql.into());
-                    m.set_cp_hqd_eop_base_addr_lo(lo32(d.eop_addr >> 8));
-                    m.set_cp_hqd_eop_base_addr_hi(hi32(d.eop_addr >> 8));
-                    m.set_cp_hqd_eop_control(eop_control);
+                    m.set_cp_mqd_control(ctx.encode(CP_MQD_CONTROL, |f| f.priv_state(1))?);
+                    m.set_cp_hqd_aql_control(aql.into());
+                    m.set_cp_hqd_eop_base_addr_lo(lo32(eop_addr >> 8));
+                    m.set_cp_hqd_eop_base_addr_hi(hi32(eop_addr >> 8));
+                    m.set_cp_hqd_eop_control(ctx.encode(CP_HQD_EOP_CONTROL, |f| {
+                        f.eop_size(log2_dwords_minus_1(eop_size))
+                    })?);
                     m.set_compute_static_thread_mgmt_se0(u32::MAX);
                     m.set_compute_static_thread_mgmt_se1(u32::MAX);
                     m.set_compute_static_thread_mgmt_se2(u32::MAX);
@@ -420,7 +436,7 @@ impl Gfx {
                 fill_mqd!(m)
             } else {
                 let mut m = v9_mqd { dw: [0; 512] };
-                if d.aql && nx > 1 {
+                if aql && nx > 1 {
                     m.set_compute_tg_chunk_size(1);
                     m.set_compute_current_logic_xcc_id(xi as u32);
                     m.set_cp_mqd_stride_size(MQD_SLOT as u32);
@@ -440,19 +456,20 @@ impl Gfx {
             ctx.wreg(CP_HQD_ACTIVE, xcc, 1)?;
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
         }
-        self.queues.push((id, d.aql));
+        self.queues.push((id, aql));
         Ok(id)
     }
 
     /// Stop a compute queue this instance started (on every XCC that holds it).
     pub fn remove_compute_queue(&mut self, ctx: &Ctx, id: QueueId) -> Result<()> {
-        let pos = self.queues.iter().position(|q| q.0 == id).ok_or_else(|| {
-            ctx.bad(format!(
-                "compute queue (pipe {}, queue {}) was not started by this driver",
-                id.pipe, id.queue
-            ))
-        })?;
-        let (_, aql) = self.queues.remove(pos);
+        let (_, aql) = self
+            .queues
+            .remove(self.queues.iter().position(|q| q.0 == id).ok_or_else(|| {
+                ctx.bad(format!(
+                    "compute queue (pipe {}, queue {}) was not started by this driver",
+                    id.pipe, id.queue
+                ))
+            })?);
         for &xcc in self.targets(aql) {
             dequeue(ctx, xcc, id)?;
             grbm_select(ctx, xcc, 0, 0, 0, 0)?;
@@ -462,41 +479,7 @@ impl Gfx {
 
     /// The XCCs whose HQD holds a queue: every XCC for an AQL queue, else the first.
     fn targets(&self, aql: bool) -> &[u8] {
-        &self.xccs[..if aql { self.xccs.len() } else { 1 }]
-    }
-
-    fn mqd_slot(&self, id: QueueId, xcc_index: usize) -> u64 {
-        let q = u64::from(id.pipe) * u64::from(MEC_QUEUES) + u64::from(id.queue);
-        self.mqd_paddr + (q * self.xccs.len() as u64 + xcc_index as u64) * MQD_SLOT
-    }
-
-    /// Wait until the RLC runs: `RLC_RLCS_BOOTLOAD_STATUS.BOOTLOAD_COMPLETE` where the GC has
-    /// it (RLC autoload, GC ≥ 11), else an idle `CP_STAT`. A VF does not wait: the PF
-    /// brought the RLC up.
-    fn wait_rlc(&self, ctx: &Ctx) -> Result<()> {
-        let status = RLC_RLCS_BOOTLOAD_STATUS;
-        if ctx.is_vf {
-            return Ok(());
-        }
-        let (reg, mask, want, what) = if ctx.regs.has(status) {
-            let done = ctx.regs.encode(status, |f| f.bootload_complete(1))?.mask;
-            (status.untyped(), done, done, "RLC autoload")
-        } else if ctx.regs.has(CP_STAT) {
-            (CP_STAT, u32::MAX, 0, "RLC start (idle CP)")
-        } else {
-            return Ok(());
-        };
-        for &xcc in &self.xccs {
-            ctx.wait_reg(
-                reg,
-                xcc,
-                mask,
-                want,
-                ctx.timeouts.reg,
-                format_args!("{what} on XCC {xcc}"),
-            )?;
-        }
-        Ok(())
+        if aql { &self.xccs } else { &self.xccs[..1] }
     }
 
     /// Point the MEC at its firmware and hold it halted: the RS64 program counter of each
@@ -528,17 +511,20 @@ impl Gfx {
                     f.me_pipe0_reset(v)
                 })?;
             }
-            let mec = mec.ok_or_else(|| {
-                ctx.bad("the MEC firmware gives no RS64 start address (ucode_start_addr)")
-            })?;
-            let pc = (
-                CP_MEC_RS64_PRGRM_CNTR_START,
-                CP_MEC_RS64_PRGRM_CNTR_START_HI,
-            );
-            let cntl = CP_MEC_RS64_CNTL;
-            start_rs64(ctx, xcc, (1, self.pipes), pc, mec, cntl, |f, v| {
-                f.mec_pipe0_reset(v)
-            })?;
+            start_rs64(
+                ctx,
+                xcc,
+                (1, self.pipes),
+                (
+                    CP_MEC_RS64_PRGRM_CNTR_START,
+                    CP_MEC_RS64_PRGRM_CNTR_START_HI,
+                ),
+                mec.ok_or_else(|| {
+                    ctx.bad("the MEC firmware gives no RS64 start address (ucode_start_addr)")
+                })?,
+                CP_MEC_RS64_CNTL,
+                |f, v| f.mec_pipe0_reset(v),
+            )?;
         }
         Ok(())
     }
@@ -565,10 +551,8 @@ pub(crate) fn refuse(
     what: &str,
     problems: impl IntoIterator<Item = (bool, String)>,
 ) -> Result<()> {
-    match problems.into_iter().find(|p| p.0) {
-        Some((_, why)) => Err(ctx.bad(format!("{what}: {why}"))),
-        None => Ok(()),
-    }
+    (problems.into_iter().find(|p| p.0))
+        .map_or(Ok(()), |(_, why)| Err(ctx.bad(format!("{what}: {why}"))))
 }
 
 /// What is wrong with a ring (compute or SDMA): its size (a power of two from 256 B to
@@ -613,18 +597,20 @@ fn start_rs64<F>(
     ctx: &Ctx,
     xcc: u8,
     (me, pipes): (u8, u8),
-    pc: (Reg, Reg),
+    (pc, pc_hi): (Reg, Reg),
     start: u64,
     cntl: Reg<F>,
     reset: impl Fn(Fields<F>, u32) -> Fields<F>,
 ) -> Result<()> {
     for pipe in 0..pipes {
         grbm_select(ctx, xcc, me, pipe, 0, 0)?;
-        ctx.wreg64(pc.0, pc.1, xcc, start >> 2)?;
+        ctx.wreg64(pc, pc_hi, xcc, start >> 2)?;
     }
     grbm_select(ctx, xcc, 0, 0, 0, 0)?;
-    ctx.update(cntl, xcc, |f| reset(f, 1))?;
-    ctx.update(cntl, xcc, |f| reset(f, 0)).map(drop)
+    for v in [1, 0] {
+        ctx.update(cntl, xcc, |f| reset(f, v))?;
+    }
+    Ok(())
 }
 
 /// Select (me, pipe, queue, vmid) for the banked CP registers of `xcc`.
@@ -639,8 +625,8 @@ fn grbm_select(ctx: &Ctx, xcc: u8, me: u8, pipe: u8, queue: u8, vmid: u8) -> Res
 
 /// Dequeue one HQD of `xcc` if it is active: reset its waves, wait until it is inactive.
 /// Leaves the queue selected.
-fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
-    grbm_select(ctx, xcc, 1, id.pipe, id.queue, 0)?;
+fn dequeue(ctx: &Ctx, xcc: u8, QueueId { pipe, queue }: QueueId) -> Result<()> {
+    grbm_select(ctx, xcc, 1, pipe, queue, 0)?;
     if ctx.rreg(CP_HQD_ACTIVE, xcc)? & 1 == 0 {
         return Ok(());
     }
@@ -655,10 +641,7 @@ fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
         1,
         0,
         ctx.timeouts.reg,
-        format_args!(
-            "dequeue of compute queue (xcc {xcc}, pipe {}, queue {})",
-            id.pipe, id.queue
-        ),
+        format_args!("dequeue of compute queue (xcc {xcc}, pipe {pipe}, queue {queue})"),
     )
     .map(drop)
 }
@@ -666,16 +649,13 @@ fn dequeue(ctx: &Ctx, xcc: u8, id: QueueId) -> Result<()> {
 /// Dword offsets from `CP_MQD_BASE_ADDR` of the registers up to `CP_HQD_PQ_WPTR_HI` (the MQD
 /// register image, dwords 0x80.. of the MQD). Offsets without a register are holes of the
 /// register file, skipped. The table is the one `ctx.regs` found the two registers in.
-fn mqd_burst(ctx: &Ctx, gc: IpVersion) -> Result<Vec<usize>> {
+fn mqd_burst(ctx: &Ctx) -> Result<Vec<usize>> {
     let first = ctx.regs.reg(CP_MQD_BASE_ADDR)?.def();
-    let last = ctx.regs.reg(CP_HQD_PQ_WPTR_HI)?.def();
-    let range = first.offset()..=last.offset();
-    let mut offs: Vec<usize> = (select_table(RegIp::Gc, gc)
-        .into_iter()
-        .flat_map(|t| t.iter()))
-    .filter(|r| r.base_idx() == first.base_idx() && range.contains(&r.offset()))
-    .map(|r| (r.offset() - first.offset()) as usize)
-    .collect();
+    let range = first.offset()..=ctx.regs.reg(CP_HQD_PQ_WPTR_HI)?.def().offset();
+    let mut offs: Vec<usize> = (first.table().iter())
+        .filter(|r| r.base_idx() == first.base_idx() && range.contains(&r.offset()))
+        .map(|r| (r.offset() - first.offset()) as usize)
+        .collect();
     offs.sort_unstable();
     offs.dedup();
     if offs.last().is_some_and(|&o| 0x80 + o >= 512) {

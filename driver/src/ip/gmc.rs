@@ -16,9 +16,10 @@ use crate::Result;
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
 use crate::ip::soc::Soc;
-use crate::mm::{MTYPE_UC, PAGE_SIZE, Pool, PteFormat};
+use crate::mm::{MTYPE_UC, PAGE_SIZE, Pool};
 use crate::mmio::{hi32, lo32};
-use crate::regs::{Fields, Reg, alt, fields};
+use crate::regs::alt::*;
+use crate::regs::{Reg, fields};
 
 /// Last GPU virtual address of VM context 0 (47-bit canonical user range).
 const VM_END: u64 = 0x7fff_ffff_ffff;
@@ -50,28 +51,6 @@ impl Hub {
             .first(alts.iter().copied().filter(|r| r.ip() == ip))
     }
 
-    fn wreg<F>(self, ctx: &Ctx, alts: &[Reg<F>], v: u32) -> Result<()> {
-        ctx.wreg(self.reg(ctx, alts)?, self.instance(), v)
-    }
-
-    fn write<F>(
-        self,
-        ctx: &Ctx,
-        alts: &[Reg<F>],
-        set: impl FnOnce(Fields<F>) -> Fields<F>,
-    ) -> Result<()> {
-        ctx.write(self.reg(ctx, alts)?, self.instance(), set)
-    }
-
-    fn update<F>(
-        self,
-        ctx: &Ctx,
-        alts: &[Reg<F>],
-        set: impl FnOnce(Fields<F>) -> Fields<F>,
-    ) -> Result<u32> {
-        ctx.update(self.reg(ctx, alts)?, self.instance(), set)
-    }
-
     fn addr<F>(self, ctx: &Ctx, alts: &[Reg<F>]) -> Result<u64> {
         ctx.regs.reg(self.reg(ctx, alts)?)?.addr(self.instance())
     }
@@ -80,11 +59,10 @@ impl Hub {
     /// `_LO32`/`_HI32`, and the low half holds the fields of the older single register.
     pub fn fault_status(self, ctx: &Ctx) -> Result<Reg> {
         Ok(if ctx.gc_major() >= 12 {
-            self.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_STATUS_LO32)?
+            self.reg(ctx, &VM_L2_PROTECTION_FAULT_STATUS_LO32)?
                 .untyped()
         } else {
-            self.reg(ctx, &alt::VM_L2_PROTECTION_FAULT_STATUS)?
-                .untyped()
+            self.reg(ctx, &VM_L2_PROTECTION_FAULT_STATUS)?.untyped()
         })
     }
 
@@ -151,7 +129,7 @@ pub struct Gmc {
     engines: Vec<InvalidationEngine>,
 }
 
-/// The registers of one hub's invalidation engine 17, and its request without the vmid.
+/// The registers of one hub's invalidation engine 17, and its request.
 #[derive(Debug)]
 struct InvalidationEngine {
     hub: Hub,
@@ -160,26 +138,24 @@ struct InvalidationEngine {
     ack: Reg<fields::VM_INVALIDATE_ENG17_ACK>,
     /// `VM_L2_BANK_SELECT_RESERVED_CID2` of an MM hub on GC ≥ 11 (private invalidation).
     cid2: Option<Reg<fields::VM_L2_BANK_SELECT_RESERVED_CID2>>,
-    /// Every invalidate bit, `PER_VMID_INVALIDATE_REQ` clear.
-    req_flags: u32,
-    /// `PER_VMID_INVALIDATE_REQ` for vmid 0 (shifted left by the vmid).
-    req_vmid0: u32,
+    /// Every invalidate bit, for VM context 0 (the only one this driver programs).
+    request: u32,
 }
 
 impl InvalidationEngine {
     fn new(ctx: &Ctx, hub: Hub) -> Result<Self> {
-        let req = hub.reg(ctx, &alt::VM_INVALIDATE_ENG17_REQ)?;
-        let private = matches!(hub, Hub::Mm(_)) && ctx.gc_major() >= 11;
+        let req = hub.reg(ctx, &VM_INVALIDATE_ENG17_REQ)?;
         Ok(InvalidationEngine {
             hub,
-            sem: hub.reg(ctx, &alt::VM_INVALIDATE_ENG17_SEM)?,
+            sem: hub.reg(ctx, &VM_INVALIDATE_ENG17_SEM)?,
             req,
-            ack: hub.reg(ctx, &alt::VM_INVALIDATE_ENG17_ACK)?,
-            cid2: private
-                .then(|| hub.reg(ctx, &alt::VM_L2_BANK_SELECT_RESERVED_CID2))
+            ack: hub.reg(ctx, &VM_INVALIDATE_ENG17_ACK)?,
+            cid2: (matches!(hub, Hub::Mm(_)) && ctx.gc_major() >= 11)
+                .then(|| hub.reg(ctx, &VM_L2_BANK_SELECT_RESERVED_CID2))
                 .transpose()?,
-            req_flags: ctx.encode(req, |f| {
-                f.flush_type(0)
+            request: ctx.encode(req, |f| {
+                f.per_vmid_invalidate_req(1)
+                    .flush_type(0)
                     .invalidate_l2_ptes(1)
                     .invalidate_l2_pde0(1)
                     .invalidate_l2_pde1(1)
@@ -187,7 +163,6 @@ impl InvalidationEngine {
                     .invalidate_l1_ptes(1)
                     .clear_protection_fault_status_addr(0)
             })?,
-            req_vmid0: ctx.encode(req, |f| f.per_vmid_invalidate_req(1))?,
         })
     }
 }
@@ -195,13 +170,12 @@ impl InvalidationEngine {
 impl Gmc {
     /// Allocate the scratch and dummy pages (boot pool: a warm boot finds them again).
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
-        let mm = ctx.regs.instances(HwIp::MMHUB).into_iter().map(Hub::Mm);
-        let hubs = mm.chain(ctx.xccs().into_iter().map(Hub::Gc));
         Ok(Gmc {
             memscratch: ctx.palloc(PAGE_SIZE, PAGE_SIZE, Pool::Boot)?,
             dummy_page: ctx.palloc(PAGE_SIZE, PAGE_SIZE, Pool::Boot)?,
             gc_ready: false,
-            engines: hubs
+            engines: (ctx.regs.instances(HwIp::MMHUB).into_iter().map(Hub::Mm))
+                .chain(ctx.xccs().into_iter().map(Hub::Gc))
                 .map(|h| InvalidationEngine::new(ctx, h))
                 .collect::<Result<_>>()?,
         })
@@ -214,67 +188,63 @@ impl Gmc {
 
     /// Program the GC hub of every XCC (GFX calls this once the RLC runs).
     pub fn init_gc_hubs(&mut self, ctx: &Ctx) -> Result<()> {
-        self.init_hubs(ctx, true)?;
-        self.gc_ready = true;
-        Ok(())
+        self.init_hubs(ctx, true)
     }
 
-    /// Program every GC (`gc`) or every MM hub.
-    fn init_hubs(&self, ctx: &Ctx, gc: bool) -> Result<()> {
+    /// Program every GC (`gc`) or every MM hub; TLB flushes include the GC hubs from then on.
+    fn init_hubs(&mut self, ctx: &Ctx, gc: bool) -> Result<()> {
         for e in &self.engines {
             if matches!(e.hub, Hub::Gc(_)) == gc {
                 self.init_hub(ctx, e.hub)?;
             }
         }
+        self.gc_ready |= gc;
         Ok(())
     }
 
     fn init_hub(&self, ctx: &Ctx, hub: Hub) -> Result<()> {
-        let gc9 = ctx.gc_major() < 10;
-        let format = PteFormat::for_gc(ctx.gc_major());
+        let (gc9, i) = (ctx.gc_major() < 10, hub.instance());
+        let tables = ctx.mm().tables;
         let xgmi = |paddr: u64| paddr + ctx.mc.xgmi_paddr_base;
 
-        // AGP off (bottom above top), system aperture = the FB range.
-        hub.wreg(ctx, &alt::MC_VM_AGP_BASE, 0)?;
-        hub.wreg(
-            ctx,
-            &alt::MC_VM_AGP_BOT,
-            (0xffff_ffff_ffff_u64 >> 24) as u32,
-        )?;
-        hub.wreg(ctx, &alt::MC_VM_AGP_TOP, 0)?;
-        hub.wreg(
-            ctx,
-            &alt::MC_VM_SYSTEM_APERTURE_LOW_ADDR,
+        // AGP off (bottom: the last 16 MiB unit of the 48-bit space, above top), system
+        // aperture = the FB range.
+        ctx.wreg(hub.reg(ctx, &MC_VM_AGP_BASE)?, i, 0)?;
+        ctx.wreg(hub.reg(ctx, &MC_VM_AGP_BOT)?, i, 0xff_ffff)?;
+        ctx.wreg(hub.reg(ctx, &MC_VM_AGP_TOP)?, i, 0)?;
+        ctx.wreg(
+            hub.reg(ctx, &MC_VM_SYSTEM_APERTURE_LOW_ADDR)?,
+            i,
             (ctx.mc.fb_base >> 18) as u32,
         )?;
-        hub.wreg(
-            ctx,
-            &alt::MC_VM_SYSTEM_APERTURE_HIGH_ADDR,
+        ctx.wreg(
+            hub.reg(ctx, &MC_VM_SYSTEM_APERTURE_HIGH_ADDR)?,
+            i,
             (ctx.mc.fb_top >> 18) as u32,
         )?;
         hub.wreg64(
             ctx,
-            &alt::MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB,
+            &MC_VM_SYSTEM_APERTURE_DEFAULT_ADDR_LSB,
             xgmi(self.memscratch) >> 12,
         )?;
         hub.wreg64(
             ctx,
-            &alt::VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32,
+            &VM_L2_PROTECTION_FAULT_DEFAULT_ADDR_LO32,
             xgmi(self.dummy_page) >> 12,
         )?;
-        hub.update(ctx, &alt::VM_L2_PROTECTION_FAULT_CNTL2, |f| {
+        ctx.update(hub.reg(ctx, &VM_L2_PROTECTION_FAULT_CNTL2)?, i, |f| {
             f.active_page_migration_pte_read_retry(1)
         })?;
 
         // L1 TLB and L2 cache.
-        hub.update(ctx, &alt::MC_VM_MX_L1_TLB_CNTL, |f| {
+        ctx.update(hub.reg(ctx, &MC_VM_MX_L1_TLB_CNTL)?, i, |f| {
             f.enable_l1_tlb(1)
                 .system_access_mode(3)
                 .enable_advanced_driver_model(1)
                 .system_aperture_unmapped_access(0)
                 .mtype(MTYPE_UC.into())
         })?;
-        hub.update(ctx, &alt::VM_L2_CNTL, |f| {
+        ctx.update(hub.reg(ctx, &VM_L2_CNTL)?, i, |f| {
             f.enable_l2_cache(1)
                 .enable_default_page_out_to_system_memory(1)
                 .l2_pde0_cache_tag_generation_mode(0)
@@ -283,47 +253,41 @@ impl Gmc {
                 .identity_mode_fragment_size(0)
                 .enable_l2_fragment_processing(gc9.into())
         })?;
-        hub.update(ctx, &alt::VM_L2_CNTL2, |f| {
+        ctx.update(hub.reg(ctx, &VM_L2_CNTL2)?, i, |f| {
             f.invalidate_all_l1_tlbs(1).invalidate_l2_cache(1)
         })?;
-        hub.write(ctx, &alt::VM_L2_CNTL3, |f| {
+        ctx.write(hub.reg(ctx, &VM_L2_CNTL3)?, i, |f| {
             f.l2_cache_4k_associativity(1)
                 .l2_cache_bigk_associativity(1)
                 .bank_select(if gc9 { 12 } else { 9 })
                 .l2_cache_bigk_fragment_size(if gc9 { 9 } else { 6 })
         })?;
-        hub.write(ctx, &alt::VM_L2_CNTL4, |f| f.l2_cache_4k_partition_count(1))?;
+        ctx.write(hub.reg(ctx, &VM_L2_CNTL4)?, i, |f| {
+            f.l2_cache_4k_partition_count(1)
+        })?;
         if !gc9 {
-            hub.write(ctx, &alt::VM_L2_CNTL5, |f| {
+            ctx.write(hub.reg(ctx, &VM_L2_CNTL5)?, i, |f| {
                 f.walker_priority_client_id(0x1ff)
             })?;
         }
 
         // VM context 0: the driver's page tables.
-        let (root, va_base) = {
-            let mm = ctx.mm();
-            (mm.tables.root, mm.tables.va_base)
-        };
         hub.wreg64(
             ctx,
-            &alt::VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32,
-            va_base >> 12,
+            &VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32,
+            tables.va_base >> 12,
         )?;
+        hub.wreg64(ctx, &VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32, VM_END >> 12)?;
         hub.wreg64(
             ctx,
-            &alt::VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32,
-            VM_END >> 12,
+            &VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32,
+            xgmi(tables.root) | 1,
         )?;
-        hub.wreg64(
-            ctx,
-            &alt::VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32,
-            xgmi(root) | 1,
-        )?;
-        let cntl = hub.reg(ctx, &alt::VM_CONTEXT0_CNTL)?;
+        let cntl = hub.reg(ctx, &VM_CONTEXT0_CNTL)?;
         let faults = ctx.encode(cntl, |f| {
             f.enable_context(1)
-                .page_table_depth(format.page_table_depth())
-                .page_table_block_size(format.page_table_block_size())
+                .page_table_depth(tables.format.page_table_depth())
+                .page_table_block_size(tables.format.page_table_block_size())
                 .pde0_protection_fault_enable_interrupt(1)
                 .pde0_protection_fault_enable_default(1)
                 .dummy_page_protection_fault_enable_interrupt(1)
@@ -339,56 +303,61 @@ impl Gmc {
                 .execute_protection_fault_enable_interrupt(1)
                 .execute_protection_fault_enable_default(1)
         })?;
-        ctx.wreg(cntl, hub.instance(), 0x0180_0000 | faults)?;
+        ctx.wreg(cntl, i, 0x0180_0000 | faults)?;
 
         // Identity aperture off, every invalidation engine covering the whole range.
         hub.wreg64(
             ctx,
-            &alt::VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32,
+            &VM_L2_CONTEXT1_IDENTITY_APERTURE_LOW_ADDR_LO32,
             0xf_ffff_ffff,
         )?;
-        hub.wreg64(
-            ctx,
-            &alt::VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32,
-            0,
-        )?;
-        hub.wreg64(ctx, &alt::VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32, 0)?;
+        hub.wreg64(ctx, &VM_L2_CONTEXT1_IDENTITY_APERTURE_HIGH_ADDR_LO32, 0)?;
+        hub.wreg64(ctx, &VM_L2_CONTEXT_IDENTITY_PHYSICAL_OFFSET_LO32, 0)?;
         // The 18 engines' range registers are an array (engine n at ENG0 + 2n dwords).
-        let eng0 = hub.addr(ctx, &alt::VM_INVALIDATE_ENG0_ADDR_RANGE_LO32)?;
+        let eng0 = hub.addr(ctx, &VM_INVALIDATE_ENG0_ADDR_RANGE_LO32)?;
         for eng in 0..18 {
             wreg64(ctx, eng0 + 2 * eng, 0x1f_ffff_ffff)?;
         }
         Ok(())
     }
 
-    /// HDP flush, then invalidate `vmid` with engine 17 on every MM hub and (once GFX has
+    /// HDP flush, then invalidate VM context 0 with engine 17 on every MM hub and (once GFX has
     /// had them programmed) every GC hub.
-    pub fn flush_tlb(&self, ctx: &Ctx, soc: &Soc, vmid: u8) -> Result<()> {
+    pub fn flush_tlb(&self, ctx: &Ctx, soc: &Soc) -> Result<()> {
         soc.hdp_flush(ctx)?;
+        let to = ctx.timeouts.reg;
         for e in &self.engines {
-            if matches!(e.hub, Hub::Mm(_)) || self.gc_ready {
-                self.invalidate(ctx, e, vmid)?;
+            let (hub, i) = (e.hub, e.hub.instance());
+            let is_mm = matches!(hub, Hub::Mm(_));
+            if !is_mm && !self.gc_ready {
+                continue;
             }
-        }
-        Ok(())
-    }
-
-    fn invalidate(&self, ctx: &Ctx, e: &InvalidationEngine, vmid: u8) -> Result<()> {
-        let (hub, i, to) = (e.hub, e.hub.instance(), ctx.timeouts.reg);
-        let is_mm = matches!(hub, Hub::Mm(_));
-        if is_mm {
-            let what = format_args!("the TLB invalidation semaphore of the {hub}");
-            ctx.wait_reg(e.sem, i, 1, 1, to, what)?;
-        }
-        ctx.wreg(e.req, i, e.req_flags | e.req_vmid0 << vmid)?;
-        let what = format_args!("the TLB invalidation ack of vmid {vmid} on the {hub}");
-        ctx.wait_reg(e.ack, i, 1 << vmid, 1 << vmid, to, what)?;
-        if is_mm {
-            ctx.wreg(e.sem, i, 0)?;
-            if let Some(cid2) = e.cid2 {
-                ctx.update(cid2, i, |f| f.reserved_cache_private_invalidation(1))?;
-                // The read-back makes sure the invalidation has landed.
-                ctx.rreg(cid2, i)?;
+            if is_mm {
+                ctx.wait_reg(
+                    e.sem,
+                    i,
+                    1,
+                    1,
+                    to,
+                    format_args!("the TLB invalidation semaphore of the {hub}"),
+                )?;
+            }
+            ctx.wreg(e.req, i, e.request)?;
+            ctx.wait_reg(
+                e.ack,
+                i,
+                1,
+                1,
+                to,
+                format_args!("the TLB invalidation ack of VM context 0 on the {hub}"),
+            )?;
+            if is_mm {
+                ctx.wreg(e.sem, i, 0)?;
+                if let Some(cid2) = e.cid2 {
+                    ctx.update(cid2, i, |f| f.reserved_cache_private_invalidation(1))?;
+                    // The read-back makes sure the invalidation has landed.
+                    ctx.rreg(cid2, i)?;
+                }
             }
         }
         Ok(())
@@ -403,22 +372,18 @@ impl Gmc {
         if status == 0 {
             return Ok(None);
         }
-        let addr = hub.addr(ctx, &alt::VM_L2_PROTECTION_FAULT_ADDR_LO32)?;
+        let addr = hub.addr(ctx, &VM_L2_PROTECTION_FAULT_ADDR_LO32)?;
         let (lo, hi) = (ctx.regs.rreg(addr)?, ctx.regs.rreg(addr + 1)?);
-        let va = ((u64::from(hi) << 32) | u64::from(lo)) << 12;
-        hub.update(ctx, &alt::VM_L2_PROTECTION_FAULT_CNTL, |f| {
+        ctx.update(hub.reg(ctx, &VM_L2_PROTECTION_FAULT_CNTL)?, i, |f| {
             f.clear_protection_fault_status_addr(1)
         })?;
-        let fields = st
-            .decode(status)
-            .into_iter()
-            .filter(|(_, v)| *v != 0)
-            .collect();
         Ok(Some(VmFault {
             hub,
-            va,
+            va: u64::from(hi) << 44 | u64::from(lo) << 12,
             status,
-            fields,
+            fields: (st.decode(status).into_iter())
+                .filter(|f| f.1 != 0)
+                .collect(),
         }))
     }
 }

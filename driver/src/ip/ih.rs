@@ -10,7 +10,8 @@ use crate::Result;
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
 use crate::mm::Pool;
-use crate::regs::{alt, osssys};
+use crate::regs::alt;
+use crate::regs::osssys::*;
 
 /// Ring size in bytes.
 pub const RING_SIZE: u64 = 256 << 10;
@@ -51,41 +52,37 @@ impl IhEntry {
     }
 }
 
-/// One ring and the slot its write pointer is written back to (VRAM physical addresses).
-#[derive(Debug)]
-struct Ring {
-    base: u64,
-    wptr_wb: u64,
-}
-
 /// IH state: the rings.
 #[derive(Debug)]
 pub struct Ih {
-    rings: [Ring; 2],
+    /// The two rings (VRAM physical addresses).
+    rings: [u64; 2],
+    /// Where ring 0's write pointer is written back (ring 1's is not).
+    wptr_wb: u64,
     /// How many times ring 0 overflowed (entries were lost) since open.
     pub overflows: u64,
 }
 
 impl Ih {
-    /// Allocate the rings and write-back slots (boot pool).
+    /// Allocate the rings and ring 0's write-back slot (boot pool).
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
-        let ring = || -> Result<Ring> {
-            Ok(Ring {
-                base: ctx.palloc(RING_SIZE, 4096, Pool::Boot)?,
-                wptr_wb: ctx.palloc(4096, 4096, Pool::Boot)?,
-            })
-        };
+        let boot = |size| ctx.palloc(size, 4096, Pool::Boot);
         Ok(Ih {
-            rings: [ring()?, ring()?],
+            rings: [boot(RING_SIZE)?, boot(RING_SIZE)?],
+            wptr_wb: boot(4096)?,
             overflows: 0,
         })
     }
 
     /// Program and enable the rings (ring `n`'s registers are the `n`th of each `alt`).
     pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
-        for (n, ring) in self.rings.iter().enumerate() {
-            let base = ctx.mc.mc(ring.base) >> 8;
-            ctx.wreg64(alt::IH_RB_BASE[n], alt::IH_RB_BASE_HI[n], 0, base)?;
+        for (n, &ring) in self.rings.iter().enumerate() {
+            ctx.wreg64(
+                alt::IH_RB_BASE[n],
+                alt::IH_RB_BASE_HI[n],
+                0,
+                ctx.mc.mc(ring) >> 8,
+            )?;
             ctx.write(alt::IH_RB_CNTL[n], 0, |f| {
                 let f = f
                     .mc_space(4)
@@ -100,8 +97,12 @@ impl Ih {
                 }
             })?;
             if n == 0 {
-                let (lo, hi) = (osssys::IH_RB_WPTR_ADDR_LO, osssys::IH_RB_WPTR_ADDR_HI);
-                ctx.wreg64(lo, hi, 0, ctx.mc.mc(ring.wptr_wb))?;
+                ctx.wreg64(
+                    IH_RB_WPTR_ADDR_LO,
+                    IH_RB_WPTR_ADDR_HI,
+                    0,
+                    ctx.mc.mc(self.wptr_wb),
+                )?;
             }
             ctx.wreg(alt::IH_RB_WPTR[n], 0, 0)?;
             ctx.wreg(alt::IH_RB_RPTR[n], 0, 0)?;
@@ -110,11 +111,11 @@ impl Ih {
         // OSSSYS 4.4.x (MI300, MI350) has no storm/flood control to set up.
         let v = ctx.version(HwIp::OSSSYS)?;
         if (v.major, v.minor) != (4, 4) {
-            ctx.update(osssys::IH_STORM_CLIENT_LIST_CNTL, 0, |f| {
+            ctx.update(IH_STORM_CLIENT_LIST_CNTL, 0, |f| {
                 f.client18_is_storm_client(1)
             })?;
-            ctx.update(osssys::IH_INT_FLOOD_CNTL, 0, |f| f.flood_cntl_enable(1))?;
-            ctx.update(osssys::IH_MSI_STORM_CTRL, 0, |f| f.delay(3))?;
+            ctx.update(IH_INT_FLOOD_CNTL, 0, |f| f.flood_cntl_enable(1))?;
+            ctx.update(IH_MSI_STORM_CTRL, 0, |f| f.delay(3))?;
         }
         ctx.update(alt::IH_RB_CNTL[0], 0, |f| f.rb_enable(1).enable_intr(1))?;
         ctx.update(alt::IH_RB_CNTL[1], 0, |f| f.rb_enable(1))?;
@@ -124,27 +125,23 @@ impl Ih {
     /// Every entry of ring 0 written since the last drain, in order; the read pointer then
     /// catches up and an overflow is cleared (and counted: entries were lost).
     pub fn drain(&mut self, ctx: &Ctx) -> Result<Vec<IhEntry>> {
-        let wptr = ctx.rreg(osssys::IH_RB_WPTR, 0)?;
-        let mask = ctx.regs.encode(osssys::IH_RB_WPTR, |f| f.offset(0))?.mask;
-        let overflow = ctx
-            .regs
-            .encode(osssys::IH_RB_WPTR, |f| f.rb_overflow(0))?
-            .mask;
+        let wptr = ctx.rreg(IH_RB_WPTR, 0)?;
+        let mask = ctx.regs.encode(IH_RB_WPTR, |f| f.offset(0))?.mask;
         let w = u64::from(wptr & mask) % RING_SIZE;
-        let mut r = u64::from(ctx.rreg(osssys::IH_RB_RPTR, 0)? & mask) % RING_SIZE;
+        let mut r = u64::from(ctx.rreg(IH_RB_RPTR, 0)? & mask) % RING_SIZE;
         let mut out = vec![];
         while r != w {
             // The entry is little-endian dwords, as the host's.
             let mut dw = [0u32; 8];
-            ctx.vram.read(self.rings[0].base + r, dw.as_mut_bytes())?;
+            ctx.vram.read(self.rings[0] + r, dw.as_mut_bytes())?;
             out.push(IhEntry::from_dwords(dw));
             r = (r + ENTRY_SIZE) % RING_SIZE;
         }
-        ctx.wreg(osssys::IH_RB_RPTR, 0, w as u32)?;
-        if wptr & overflow != 0 {
+        ctx.wreg(IH_RB_RPTR, 0, w as u32)?;
+        if ctx.regs.get(IH_RB_WPTR, wptr, |f| f.rb_overflow(0))? != 0 {
             self.overflows += 1;
             tracing::warn!("{}: IH ring 0 overflowed: interrupts were lost", ctx.name);
-            ctx.update(osssys::IH_RB_CNTL, 0, |f| f.wptr_overflow_clear(1))?;
+            ctx.update(IH_RB_CNTL, 0, |f| f.wptr_overflow_clear(1))?;
         }
         Ok(out)
     }

@@ -17,7 +17,7 @@ use crate::ctx::Ctx;
 use crate::discovery::IpVersion;
 use crate::hwip::HwIp;
 use crate::ip::gfx::{refuse, ring_problems};
-use crate::ip::soc::{DoorbellRoute, Soc};
+use crate::ip::soc::Soc;
 use crate::regs::alt::*;
 use crate::regs::{gc, nbio};
 
@@ -71,8 +71,9 @@ impl Sdma {
             let ips = [HwIp::SDMA0, HwIp::SDMA1, HwIp::SDMA2, HwIp::SDMA3];
             let n = ips
                 .iter()
-                .filter(|ip| ctx.discovery.version(**ip).is_some());
-            (0..n.count().min(2) as u8).collect()
+                .filter(|ip| ctx.discovery.version(**ip).is_some())
+                .count();
+            (0..n.min(2) as u8).collect()
         } else {
             ctx.regs.instances(HwIp::SDMA0).into_iter().collect()
         };
@@ -130,39 +131,29 @@ impl Sdma {
                 }
             })?;
         }
-        let route = |awid, awaddr_31_28, offset| DoorbellRoute {
-            awid,
-            awaddr_31_28,
-            offset,
-            size: 4,
-        };
-        if !soc.per_aid_doorbells() {
-            let route = route(0xe, 0x3, AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0 * 2);
-            return soc.doorbell_enable(ctx, 2, route, 0);
+        if !soc.per_aid {
+            let range = (AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0 * 2, 4);
+            return soc.doorbell_enable(ctx, (2, 0), 0xe, 0x3, range);
         }
         // Each AID routes its four engines' doorbells: a BIF entry and an S2A port each
-        // (port, awid, offset, awaddr bits 31:28).
-        const PORTS: [(u8, u32, u32, u32); 4] = [
-            (1, 0xe, 0xe, 0x1),
-            (2, 0x8, 0x8, 0x2),
-            (5, 0x9, 0x9, 0x8),
-            (6, 0xa, 0xa, 0x9),
-        ];
+        // (port, awid, awaddr bits 31:28); the range offset is the awid (as Linux's
+        // `nbio_v7_9_sdma_doorbell_range` sets them).
+        const PORTS: [(u8, u32, u32); 4] =
+            [(1, 0xe, 0x1), (2, 0x8, 0x2), (5, 0x9, 0x8), (6, 0xa, 0x9)];
         // DOORBELL0_CTRL_ENTRY_n is n dwords after entry 0, with entry 0's field layout.
         let entry0 = ctx.regs.reg(nbio::DOORBELL0_CTRL_ENTRY_0)?.addr(0)?;
         for aid in 0..ctx.regs.instances(HwIp::MMHUB).len() as u8 {
-            for (k, &(port, awid, offset, awaddr)) in (1..).zip(&PORTS) {
+            for (k, &(port, awid, awaddr)) in (1..).zip(&PORTS) {
                 let entry = 4 * aid + k;
                 if entry > DOORBELL_ENTRIES {
                     return Err(ctx.bad(format!("no DOORBELL0_CTRL_ENTRY_{entry} for AID {aid}")));
                 }
-                let first = doorbell(entry - 1);
                 let v = ctx.encode(nbio::DOORBELL0_CTRL_ENTRY_0, |f| {
                     f.bif_doorbell0_range_size_entry(20)
-                        .bif_doorbell0_range_offset_entry(first * 2)
+                        .bif_doorbell0_range_offset_entry(doorbell(entry - 1) * 2)
                 })?;
                 ctx.regs.wreg(entry0 + u64::from(entry), v)?;
-                soc.doorbell_enable(ctx, port, route(awid, awaddr, offset), aid)?;
+                soc.doorbell_enable(ctx, (port, aid), awid, awaddr, (awid, 4))?;
             }
         }
         Ok(())
@@ -204,16 +195,23 @@ impl Sdma {
         ctx.wreg64(SDMA_RB_RPTR[k], SDMA_RB_RPTR_HI[k], i, 0)?;
         ctx.wreg64(SDMA_RB_WPTR[k], SDMA_RB_WPTR_HI[k], i, 0)?;
         ctx.wreg64(SDMA_RB_BASE[k], SDMA_RB_BASE_HI[k], i, d.ring >> 8)?;
-        let rptr = SDMA_RB_RPTR_ADDR_LO[k];
-        ctx.wreg64(rptr, SDMA_RB_RPTR_ADDR_HI[k], i, d.rptr_addr)?;
-        let wptr = SDMA_RB_WPTR_POLL_ADDR_LO[k];
-        ctx.wreg64(wptr, SDMA_RB_WPTR_POLL_ADDR_HI[k], i, d.wptr_addr)?;
+        ctx.wreg64(
+            SDMA_RB_RPTR_ADDR_LO[k],
+            SDMA_RB_RPTR_ADDR_HI[k],
+            i,
+            d.rptr_addr,
+        )?;
+        ctx.wreg64(
+            SDMA_RB_WPTR_POLL_ADDR_LO[k],
+            SDMA_RB_WPTR_POLL_ADDR_HI[k],
+            i,
+            d.wptr_addr,
+        )?;
         ctx.update(SDMA_DOORBELL_OFFSET[k], i, |f| {
             f.offset(doorbell.saturating_mul(2))
         })?;
         ctx.update(SDMA_DOORBELL[k], i, |f| f.enable(1))?;
         ctx.wreg(SDMA_MINOR_PTR_UPDATE[k], i, 0)?;
-        let major = self.version.major;
         ctx.write(SDMA_RB_CNTL[k], i, |f| {
             let f = f
                 .rb_vmid(0)
@@ -222,7 +220,7 @@ impl Sdma {
                 .rb_enable(1)
                 .rb_priv(1)
                 .rb_size((d.ring_size / 4).trailing_zeros());
-            match major {
+            match self.version.major {
                 7.. => f.mcu_wptr_poll_enable(1),
                 5 | 6 => f.f32_wptr_poll_enable(1),
                 _ => f,
@@ -236,13 +234,13 @@ impl Sdma {
 
     /// Stop one ring this instance started.
     pub fn remove_queue(&mut self, ctx: &Ctx, id: SdmaQueueId) -> Result<()> {
-        let pos = self.queues.iter().position(|q| *q == id).ok_or_else(|| {
-            ctx.bad(format!(
-                "SDMA engine {}'s ring was not started by this driver",
-                id.engine
-            ))
-        })?;
-        self.queues.remove(pos);
+        self.queues
+            .remove(self.queues.iter().position(|q| *q == id).ok_or_else(|| {
+                ctx.bad(format!(
+                    "SDMA engine {}'s ring was not started by this driver",
+                    id.engine
+                ))
+            })?);
         self.stop(ctx, id.engine)
     }
 
@@ -265,11 +263,12 @@ impl Sdma {
         }
         if self.version.major >= 6 && !started.is_empty() {
             let ran = |e| started.iter().any(|q| q.engine == e);
-            result = result.and(ctx.write(gc::GRBM_SOFT_RESET, 0, |f| {
-                let f = if ran(0) { f.soft_reset_sdma0(1) } else { f };
-                if ran(1) { f.soft_reset_sdma1(1) } else { f }
-            }));
-            result = result.and(ctx.wreg(gc::GRBM_SOFT_RESET, 0, 0));
+            result = result
+                .and(ctx.write(gc::GRBM_SOFT_RESET, 0, |f| {
+                    f.soft_reset_sdma0(ran(0).into())
+                        .soft_reset_sdma1(ran(1).into())
+                }))
+                .and(ctx.wreg(gc::GRBM_SOFT_RESET, 0, 0));
         }
         result
     }

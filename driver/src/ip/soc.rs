@@ -3,27 +3,15 @@
 use crate::Result;
 use crate::ctx::Ctx;
 use crate::hwip::HwIp;
-use crate::regs::{alt, hdp, nbio};
-
-/// Where an S2A doorbell port sends a range of doorbells.
-#[derive(Clone, Copy, Debug)]
-pub struct DoorbellRoute {
-    /// The engine's AXI write id.
-    pub awid: u32,
-    /// Bits 31:28 of the address the doorbell write is forwarded to.
-    pub awaddr_31_28: u32,
-    /// First doorbell of the range (doorbell units).
-    pub offset: u32,
-    /// Number of doorbells in the range.
-    pub size: u32,
-}
+use crate::regs::nbio::*;
+use crate::regs::{alt, hdp};
 
 /// SOC/NBIO state.
 #[derive(Debug)]
 pub struct Soc {
-    /// NBIO 7.9/7.9.1 (MI300/MI350): doorbell and interrupt setup per AID through PCIE
-    /// INDEX2.
-    per_aid: bool,
+    /// NBIO 7.9/7.9.1 (MI300/MI350): doorbells routed and interrupts set up per AID
+    /// (through PCIE INDEX2).
+    pub(crate) per_aid: bool,
     /// Byte offset in BAR5 of the HDP flush register (firmware leaves it in
     /// `BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL`).
     hdp_flush_offset: u64,
@@ -35,13 +23,8 @@ impl Soc {
         let v = ctx.version(HwIp::NBIO)?;
         Ok(Soc {
             per_aid: (v.major, v.minor) == (7, 9) && v.rev <= 1,
-            hdp_flush_offset: u64::from(ctx.rreg(nbio::BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL, 0)?),
+            hdp_flush_offset: u64::from(ctx.rreg(BIF_BX0_REMAP_HDP_MEM_FLUSH_CNTL, 0)?),
         })
-    }
-
-    /// Whether the NBIO routes doorbells per AID (NBIO 7.9).
-    pub fn per_aid_doorbells(&self) -> bool {
-        self.per_aid
     }
 
     /// Doorbell aperture, XCC doorbell fence (NBIO 7.9), interrupt monitor mask.
@@ -50,23 +33,23 @@ impl Soc {
             // Fence the doorbells of harvested XCCs (only the eight slots of AID 0..3 exist).
             let live = ctx
                 .xccs()
-                .iter()
-                .filter(|&&x| x < 8)
-                .fold(0u32, |m, &x| m | 1 << x);
-            ctx.wreg(nbio::XCC_DOORBELL_FENCE, 0, 0xff & !live)?;
-            let slave = ctx.encode(nbio::XCC_DOORBELL_FENCE, |f| f.shub_slv_mode(1))?;
-            let fence = ctx.regs.reg(nbio::XCC_DOORBELL_FENCE)?.addr(0)?;
+                .into_iter()
+                .filter(|&x| x < 8)
+                .fold(0u32, |m, x| m | 1 << x);
+            ctx.wreg(XCC_DOORBELL_FENCE, 0, 0xff & !live)?;
+            let slave = ctx.encode(XCC_DOORBELL_FENCE, |f| f.shub_slv_mode(1))?;
+            let fence = ctx.regs.reg(XCC_DOORBELL_FENCE)?.addr(0)?;
             for aid in 1..ctx.discovery.aid_count() as u8 {
                 ctx.regs.wreg_pcie(fence, aid, slave)?;
             }
-            ctx.wreg(nbio::BIFC_GFX_INT_MONITOR_MASK, 0, 0x7ff)?;
-            ctx.wreg(nbio::BIFC_DOORBELL_ACCESS_EN_PF, 0, 0xfffff)?;
+            ctx.wreg(BIFC_GFX_INT_MONITOR_MASK, 0, 0x7ff)?;
+            ctx.wreg(BIFC_DOORBELL_ACCESS_EN_PF, 0, 0xfffff)?;
         } else {
-            ctx.update(nbio::RCC_DEV0_EPF2_STRAP2, 0, |f| {
+            ctx.update(RCC_DEV0_EPF2_STRAP2, 0, |f| {
                 f.strap_no_soft_reset_dev0_f2(0)
             })?;
         }
-        ctx.wreg(nbio::RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN, 0, 1)
+        ctx.wreg(RCC_DEV0_EPF0_RCC_DOORBELL_APER_EN, 0, 1)
     }
 
     /// Make CPU writes through BAR0 visible to the GPU: a write of 0 to the register whose
@@ -77,13 +60,15 @@ impl Soc {
 
     /// Route a range of doorbells to an engine through S2A port `port`
     /// (`[GDC_S2A0_]S2A_DOORBELL_ENTRY_<port>_CTRL`, on NBIO 7.9 written on AID `aid` through PCIE
-    /// INDEX2): `offset`/`size` in doorbell units, `awid` the engine's id.
+    /// INDEX2): `awid` is the engine's AXI write id, `awaddr_31_28` bits 31:28 of the address
+    /// the doorbell write is forwarded to, `(offset, size)` the range in doorbell units.
     pub fn doorbell_enable(
         &self,
         ctx: &Ctx,
-        port: u8,
-        route: DoorbellRoute,
-        aid: u8,
+        (port, aid): (u8, u8),
+        awid: u32,
+        awaddr_31_28: u32,
+        (offset, size): (u32, u32),
     ) -> Result<()> {
         // The entries are an array of one layout: entry n is n dwords after entry 0, and its
         // fields sit where entry 0's do (`S2A_DOORBELL_PORT<n>_*`). NBIF 6.3.1 names them
@@ -92,10 +77,10 @@ impl Soc {
         let addr = ctx.regs.reg(entry0)?.addr(0)? + u64::from(port);
         let value = ctx.encode(entry0, |f| {
             f.s2a_doorbell_port0_enable(1)
-                .s2a_doorbell_port0_awid(route.awid)
-                .s2a_doorbell_port0_range_size(route.size)
-                .s2a_doorbell_port0_awaddr_31_28_value(route.awaddr_31_28)
-                .s2a_doorbell_port0_range_offset(route.offset)
+                .s2a_doorbell_port0_awid(awid)
+                .s2a_doorbell_port0_range_size(size)
+                .s2a_doorbell_port0_awaddr_31_28_value(awaddr_31_28)
+                .s2a_doorbell_port0_range_offset(offset)
         })?;
         if self.per_aid {
             ctx.regs.wreg_pcie(addr, aid, value)
