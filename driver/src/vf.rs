@@ -191,21 +191,15 @@ impl fmt::Debug for VfMailbox {
 }
 
 impl VfMailbox {
-    /// The mailbox of `device` in its BAR5 `mmio`, with the default timings on the system
+    /// The mailbox of `device` in its BAR5 `mmio`, waiting with `timings` on the system
     /// clock.
-    pub fn new(device: impl Into<String>, mmio: Arc<dyn Bar>) -> Self {
+    pub fn new(device: impl Into<String>, mmio: Arc<dyn Bar>, timings: MailboxTimings) -> Self {
         Self {
             device: device.into(),
             mmio,
-            timings: MailboxTimings::default(),
+            timings,
             clock: Arc::new(SystemClock(Instant::now())),
         }
-    }
-
-    /// The same mailbox with other timings.
-    pub fn with_timings(mut self, timings: MailboxTimings) -> Self {
-        self.timings = timings;
-        self
     }
 
     /// The same mailbox waiting on another clock.
@@ -233,10 +227,7 @@ impl VfMailbox {
             [0; 3],
             Some(IdhEvent::ReadyToAccessGpu),
         )?;
-        Ok(VfLease {
-            mailbox: self.clone(),
-            released: false,
-        })
+        Ok(VfLease(Some(self.clone())))
     }
 
     /// Send `request` with `data` (`TRN_DW1..3`) and, with `event`, poll for that answer
@@ -343,18 +334,12 @@ impl VfMailbox {
 /// drop, whichever comes first. A release that fails is logged and otherwise ignored: the
 /// driver is going away either way, and the PF reclaims the VF's access when it resets it.
 #[derive(Debug)]
-pub struct VfLease {
-    mailbox: VfMailbox,
-    released: bool,
-}
+pub struct VfLease(Option<VfMailbox>);
 
 impl VfLease {
     /// Give MMIO and VRAM access back to the PF. Later calls (and the drop) do nothing.
     pub fn release(&mut self) {
-        if std::mem::replace(&mut self.released, true) {
-            return;
-        }
-        let mb = &self.mailbox;
+        let Some(mb) = self.0.take() else { return };
         match mb.send(IdhRequest::RelGpuInitAccess, [0; 3], None) {
             Ok(()) => tracing::debug!("{}: VF init access released", mb.device),
             Err(e) => tracing::warn!("{}: releasing VF init access failed: {e}", mb.device),
@@ -363,7 +348,7 @@ impl VfLease {
 
     /// Whether the lease has been given back.
     pub fn is_released(&self) -> bool {
-        self.released
+        self.0.is_none()
     }
 }
 
