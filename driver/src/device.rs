@@ -23,8 +23,8 @@ use crate::hive::{PeerVram, check_one_hive};
 use crate::hwip::HwIp;
 use crate::ip::gfx::{ComputeQueueDesc, Gfx, QueueId};
 use crate::ip::sdma::{Sdma, SdmaQueueDesc, SdmaQueueId};
-use crate::ip::smu::ClockLevel;
-use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, smu::Smu, soc::Soc};
+use crate::ip::smu::{ClockLevel, Smu};
+use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, soc::Soc};
 use crate::irq::{self, IrqEvent};
 use crate::mm::{
     MapFlags, MemoryManager, MmConfig, NoVram, PAGE_SIZE, PteFormat, VirtMapping, VramAccess,
@@ -327,7 +327,7 @@ impl AmDevice {
             kind,
             reason,
             phases: clock.phases,
-            firmware: blocks.psp.loaded().to_vec(),
+            firmware: blocks.psp.loaded.clone(),
             reg_accesses: r + w,
             duration: start.elapsed(),
         };

@@ -118,13 +118,10 @@ pub trait Clock: Send + Sync {
     fn sleep(&self, d: Duration);
 }
 
-/// The machine's monotonic clock.
-#[derive(Debug)]
-pub struct SystemClock(Instant);
-
-impl Clock for SystemClock {
+/// The machine's monotonic clock, from the instant the mailbox was made.
+impl Clock for Instant {
     fn now(&self) -> Duration {
-        self.0.elapsed()
+        self.elapsed()
     }
     fn sleep(&self, d: Duration) {
         std::thread::sleep(d);
@@ -198,7 +195,7 @@ impl VfMailbox {
             device: device.into(),
             mmio,
             timings,
-            clock: Arc::new(SystemClock(Instant::now())),
+            clock: Arc::new(Instant::now()),
         }
     }
 
@@ -280,25 +277,23 @@ impl VfMailbox {
         let (mmio, t) = (&*self.mmio, &self.timings);
         // Clearing VALID is what makes the hardware drop the PF's ack of the last message;
         // until it has, a fresh VALID would see the old ack and look acknowledged at once.
-        let cleared = self.wait(t.ack_clear_timeout, t.ack_clear_poll, || {
+        if !self.wait(t.ack_clear_timeout, t.ack_clear_poll, || {
             mmio.write8(TRN, 0)?;
             Ok(mmio.read8(TRN)? & TRN_MSG_ACK == 0)
-        })?;
-        if !cleared {
+        })? {
             let timeout = t.ack_clear_timeout;
             return Err(self.err(ErrorKind::VfMailboxAckNotCleared { request, timeout }));
         }
-        for (i, dw) in [request.code(), data[0], data[1], data[2]]
-            .into_iter()
-            .enumerate()
+        for (at, dw) in (TRN_DW0..)
+            .step_by(4)
+            .zip([request.code(), data[0], data[1], data[2]])
         {
-            mmio.write32(TRN_DW0 + 4 * i as u64, dw)?;
+            mmio.write32(at, dw)?;
         }
         mmio.write8(TRN, TRN_MSG_VALID)?;
-        let acked = self.wait(t.ack_timeout, t.ack_poll, || {
+        if !self.wait(t.ack_timeout, t.ack_poll, || {
             Ok(mmio.read8(TRN)? & TRN_MSG_ACK != 0)
-        })?;
-        if !acked {
+        })? {
             let timeout = t.ack_timeout;
             return Err(self.err(ErrorKind::VfMailboxNotAcknowledged { request, timeout }));
         }

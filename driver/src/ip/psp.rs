@@ -72,7 +72,8 @@ pub struct Psp {
     msg1_dirty: Option<u64>,
     /// The TMR size the PSP asked for in its LOAD_TOC answer (else the reserved size).
     tmr_size: u32,
-    loaded: Vec<(String, usize)>,
+    /// What was loaded, in order: `(step name, bytes)`.
+    pub(crate) loaded: Vec<(String, usize)>,
 }
 
 impl Psp {
@@ -135,7 +136,6 @@ impl Psp {
                 self.bootloader(ctx, soc, &bufs, *command, payload.bytes())?;
             } else {
                 if !ring {
-                    self.wait_sos(ctx)?;
                     self.ring_create(ctx, &bufs)?;
                     ring = true;
                 }
@@ -201,20 +201,11 @@ impl Psp {
         Ok(())
     }
 
-    fn wait_sos(&self, ctx: &Ctx) -> Result<()> {
-        let r = ctx.regs.reg(alt::C2PMSG_81[self.mbox])?;
-        ctx.poll(
-            ctx.timeouts.psp,
-            "PSP sOS alive (C2PMSG_81 != 0) after PSP_BL__LOAD_SOSDRV",
-            || {
-                let v = r.read(0)?;
-                Ok((v != 0, v))
-            },
-        )
-        .map(drop)
-    }
-
+    /// Wait for the sOS, then (re)create the kernel-mode ring.
     fn ring_create(&mut self, ctx: &Ctx, bufs: &Buffers) -> Result<()> {
+        let r = ctx.regs.reg(alt::C2PMSG_81[self.mbox])?;
+        let what = "PSP sOS alive (C2PMSG_81 != 0) after PSP_BL__LOAD_SOSDRV";
+        ctx.poll(ctx.timeouts.psp, what, || r.read(0).map(|v| (v != 0, v)))?;
         if ctx.rreg(alt::C2PMSG_71[self.mbox], 0)? != 0 {
             ctx.wreg(alt::C2PMSG_64[self.mbox], 0, DESTROY_RINGS)?;
             std::thread::sleep(DESTROY_SETTLE.min(ctx.timeouts.psp));
@@ -360,11 +351,6 @@ impl Psp {
         let name = format!("GFX_CMD_ID_SRIOV_SPATIAL_PART(mode {mode})");
         let id = GFX_CMD_ID_SRIOV_SPATIAL_PART;
         self.submit(ctx, soc, &bufs, id, &[mode], &name).map(drop)
-    }
-
-    /// What was loaded, in order: `(step name, bytes)`.
-    pub fn loaded(&self) -> &[(String, usize)] {
-        &self.loaded
     }
 }
 
