@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use am_firmware::{FirmwareSet, IpVersions, Locator, Role, SosVariant};
+use am_firmware::{FirmwareSet, IpVersions, LoadPlan, Locator, PlanOptions, Role, SosVariant};
 
 use crate::ctx::{CountingBar, Ctx, McLayout, Timeouts, Vram};
 use crate::discovery::Discovery;
@@ -23,9 +23,12 @@ use crate::hive::{PeerVram, check_one_hive};
 use crate::hwip::HwIp;
 use crate::ip::gfx::{ComputeQueueDesc, Gfx, QueueId};
 use crate::ip::sdma::{Sdma, SdmaQueueDesc, SdmaQueueId};
-use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, smu::Smu, soc::Soc};
+use crate::ip::smu::{ClockLevel, Smu};
+use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, soc::Soc};
 use crate::irq::{self, IrqEvent};
-use crate::mm::{MapFlags, MemoryManager, MmConfig, PteFormat, VirtMapping};
+use crate::mm::{
+    MapFlags, MemoryManager, MmConfig, NoVram, PAGE_SIZE, PteFormat, VirtMapping, VramAccess,
+};
 use crate::pci::{PciDevice, SysMem};
 use crate::regs::{Regs, alt, gc};
 use crate::vf::{MailboxTimings, VfLease, VfMailbox};
@@ -68,16 +71,12 @@ impl Options {
     pub fn from_env(device: &str) -> Result<Self> {
         let err = |kind| Error::new(device, kind);
         let firmware = Locator::from_env().map_err(|source| err(ErrorKind::Firmware { source }))?;
-        let limit = std::env::var("AM_POWER_LIMIT").unwrap_or_default();
-        let power_limit_w = match limit.trim() {
+        let value = std::env::var("AM_POWER_LIMIT").unwrap_or_default();
+        let power_limit_w = match value.trim() {
             "" => None,
             watts => Some(watts.parse().map_err(|_| {
                 let (var, reason) = ("AM_POWER_LIMIT", "is not a whole number of watts");
-                err(ErrorKind::BadEnv {
-                    var,
-                    value: limit.clone(),
-                    reason,
-                })
+                err(ErrorKind::BadEnv { var, value, reason })
             })?),
         };
         Ok(Options {
@@ -151,6 +150,7 @@ pub struct BootReport {
     pub duration: Duration,
 }
 
+#[derive(Debug)]
 struct Blocks {
     soc: Soc,
     gmc: Gmc,
@@ -162,6 +162,7 @@ struct Blocks {
 }
 
 /// A GPU this process drives.
+#[derive(Debug)]
 pub struct AmDevice {
     ctx: Ctx,
     blocks: Blocks,
@@ -170,16 +171,6 @@ pub struct AmDevice {
     lease: Option<VfLease>,
     error_state: Option<IrqEvent>,
     finalized: bool,
-}
-
-impl std::fmt::Debug for AmDevice {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AmDevice")
-            .field("ctx", &self.ctx)
-            .field("boot", &self.report.kind)
-            .field("error_state", &self.error_state)
-            .finish_non_exhaustive()
-    }
 }
 
 struct PhaseClock<'a> {
@@ -265,17 +256,19 @@ impl AmDevice {
         }
         // The PF un-gates MMIO and VRAM only after INIT_ACCESS; from then on the lease is
         // released if anything fails (its Drop).
-        let lease = if is_vf {
-            let mb = VfMailbox::new(&name, mmio.clone()).with_timings(opts.mailbox);
+        let lease = (is_vf.then(|| {
+            let mb = VfMailbox::new(&name, mmio.clone(), opts.mailbox);
             mb.request_init_data()?;
-            Some(mb.request_init_access()?)
-        } else {
-            None
-        };
+            mb.request_init_access()
+        }))
+        .transpose()?;
         let discovery = Discovery::read(&*pci)?;
         let regs = Regs::with_mmio(&name, mmio.clone(), &discovery)?;
         let vram = Vram::new(&name, pci.bar(0)?, mmio.clone(), discovery.vram_size);
         let mc = read_mc_layout(&regs)?;
+        // An inspecting instance must not clear the root table of the instance that runs
+        // the device: the allocator's bookkeeping is all it needs.
+        let root_table: &dyn VramAccess = if opts.inspect { &NoVram } else { &vram };
         let mm_cfg = MmConfig {
             device: name.clone(),
             format: PteFormat::for_gc(discovery.require_version(HwIp::GC)?.major),
@@ -284,13 +277,7 @@ impl AmDevice {
             vram_offset: mc.xgmi_paddr_base,
             xgmi_seg_size: mc.xgmi_seg_size,
         };
-        // An inspecting instance must not clear the root table of the instance that runs
-        // the device: the allocator's bookkeeping is all it needs.
-        let mm = if opts.inspect {
-            MemoryManager::new(&mm_cfg, &crate::mm::NoVram)?
-        } else {
-            MemoryManager::new(&mm_cfg, &vram)?
-        };
+        let mm = MemoryManager::new(&mm_cfg, root_table)?;
         let ctx = Ctx {
             name: name.clone(),
             pci: pci.clone(),
@@ -304,7 +291,7 @@ impl AmDevice {
             is_vf,
             timeouts: opts.timeouts,
         };
-        let firmware = load_firmware(&ctx, &opts)?;
+        let plan = load_plan(&ctx, &opts)?;
         let mut clock = PhaseClock {
             ctx: &ctx,
             phases: vec![],
@@ -312,7 +299,6 @@ impl AmDevice {
             counts: ctx.reg_accesses(),
         };
         let mut blocks = clock.run("init_sw", || {
-            let plan = crate::ip::psp::load_plan(&ctx, firmware.as_ref(), opts.sos)?;
             let ucode_start = [Role::Pfp, Role::Me, Role::Mec]
                 .map(|role| plan.as_ref().and_then(|p| p.ucode_start(role)));
             Ok(Blocks {
@@ -325,22 +311,23 @@ impl AmDevice {
                 sdma: Sdma::init_sw(&ctx)?,
             })
         })?;
-        let (kind, reason) = if opts.inspect {
-            let why = "opened to inspect: nothing initialised or written";
-            (BootKind::Inspect, Some(why.into()))
-        } else if opts.reset_mode {
-            let why = "opened for a reset: nothing initialised";
-            (BootKind::ResetOnly, Some(why.into()))
-        } else {
-            boot(&ctx, &mut blocks, &opts, &mut clock)?
+        let (kind, reason) = match (opts.inspect, opts.reset_mode) {
+            (true, _) => {
+                let why = "opened to inspect: nothing initialised or written";
+                (BootKind::Inspect, Some(why.into()))
+            }
+            (_, true) => {
+                let why = "opened for a reset: nothing initialised";
+                (BootKind::ResetOnly, Some(why.into()))
+            }
+            _ => boot(&ctx, &mut blocks, &opts, &mut clock)?,
         };
-        let phases = clock.phases;
         let (r, w) = ctx.reg_accesses();
         let report = BootReport {
             kind,
             reason,
-            phases,
-            firmware: blocks.psp.loaded().to_vec(),
+            phases: clock.phases,
+            firmware: blocks.psp.loaded.clone(),
             reg_accesses: r + w,
             duration: start.elapsed(),
         };
@@ -389,15 +376,18 @@ impl AmDevice {
     /// Allocate `size` bytes of VRAM, map them at a fresh GPU virtual address of VM context
     /// 0, and flush the TLBs so the GPU sees the mapping.
     pub fn valloc(&self, size: u64, contiguous: bool) -> Result<VirtMapping> {
-        let m = self.ctx.mm().valloc(
-            &self.ctx.vram,
-            size,
-            crate::mm::PAGE_SIZE,
-            MapFlags::VRAM,
-            contiguous,
-        )?;
-        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc)?;
+        let (vram, flags) = (&self.ctx.vram, MapFlags::VRAM);
+        let m = self
+            .ctx
+            .mm()
+            .valloc(vram, size, PAGE_SIZE, flags, contiguous)?;
+        self.flush_tlb()?;
         Ok(m)
+    }
+
+    /// Flush HDP and the TLBs of VM context 0, so the GPU sees a changed mapping.
+    fn flush_tlb(&self) -> Result<()> {
+        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc)
     }
 
     /// Map system memory the device can reach (from [`PciDevice::alloc_sysmem`]) at a fresh
@@ -405,12 +395,9 @@ impl AmDevice {
     /// the TLBs. `uncached` maps it `MTYPE_UC` (reads always go to memory). A bus address
     /// beyond the GPU's DMA mask is refused.
     pub fn map_sysmem(&self, mem: &dyn SysMem, uncached: bool) -> Result<VirtMapping> {
-        let size = (mem.len() as u64).next_multiple_of(crate::mm::PAGE_SIZE);
-        let pages: Vec<(u64, u64)> = mem
-            .bus_addrs()
-            .iter()
-            .map(|&b| (b, crate::pci::SYSMEM_PAGE_SIZE as u64))
-            .collect();
+        let size = (mem.len() as u64).next_multiple_of(PAGE_SIZE);
+        let page = crate::pci::SYSMEM_PAGE_SIZE as u64;
+        let pages = mem.bus_addrs().iter().map(|&b| (b, page)).collect();
         let flags = MapFlags {
             uncached,
             ..MapFlags::SYSTEM
@@ -427,16 +414,14 @@ impl AmDevice {
         flags: MapFlags,
         hive: bool,
     ) -> Result<VirtMapping> {
-        let va = {
-            let mut mm = self.ctx.mm();
-            let va = mm.alloc_va(size, crate::mm::PAGE_SIZE)?;
-            if let Err(e) = mm.map(&self.ctx.vram, va, &paddrs, flags, hive) {
-                mm.va.free(va)?;
-                return Err(e);
-            }
-            va
-        };
-        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc)?;
+        let mut mm = self.ctx.mm();
+        let va = mm.alloc_va(size, PAGE_SIZE)?;
+        if let Err(e) = mm.map(&self.ctx.vram, va, &paddrs, flags, hive) {
+            mm.va.free(va)?;
+            return Err(e);
+        }
+        drop(mm);
+        self.flush_tlb()?;
         Ok(VirtMapping {
             va,
             size,
@@ -445,21 +430,14 @@ impl AmDevice {
         })
     }
 
-    /// Unmap a [`map_sysmem`](Self::map_sysmem) mapping (the memory stays the caller's) and
-    /// flush the TLBs.
-    pub fn unmap_sysmem(&self, m: &VirtMapping) -> Result<()> {
-        self.unmap_borrowed(m)
-    }
-
-    /// Unmap memory this device does not own (system memory, a peer's VRAM), give the
-    /// virtual range back and flush the TLBs.
-    fn unmap_borrowed(&self, m: &VirtMapping) -> Result<()> {
-        {
-            let mut mm = self.ctx.mm();
-            mm.unmap(&self.ctx.vram, m.va, m.size)?;
-            mm.va.free(m.va)?;
-        }
-        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc)
+    /// Unmap a [`map_sysmem`](Self::map_sysmem) or [`map_peer`](Self::map_peer) mapping
+    /// (the memory stays its owner's), give the virtual range back and flush the TLBs.
+    pub fn unmap_borrowed(&self, m: &VirtMapping) -> Result<()> {
+        let mut mm = self.ctx.mm();
+        mm.unmap(&self.ctx.vram, m.va, m.size)?;
+        mm.va.free(m.va)?;
+        drop(mm);
+        self.flush_tlb()
     }
 
     /// This device's VRAM behind `m` (a [`valloc`](Self::valloc) mapping), as another member
@@ -478,19 +456,13 @@ impl AmDevice {
     /// peer's hive physical addresses with VRAM-style flags ([`MapFlags::PEER_VRAM`]). A
     /// device that is not in one hive with this one is refused ([`crate::ErrorKind::NotInOneHive`],
     /// see [`check_one_hive`]). The mapping's `paddrs` are the peer's VRAM addresses;
-    /// undo it with [`unmap_peer`](Self::unmap_peer).
+    /// undo it with [`unmap_borrowed`](Self::unmap_borrowed).
     pub fn map_peer(&self, peer: &PeerVram) -> Result<VirtMapping> {
         check_one_hive(&self.ctx.name, &self.ctx.mc, peer)?;
         let size: u64 = peer.paddrs.iter().map(|r| r.1).sum();
         let mut m = self.map_borrowed(size, peer.hive_ranges(), MapFlags::PEER_VRAM, true)?;
         m.paddrs.clone_from(&peer.paddrs);
         Ok(m)
-    }
-
-    /// Unmap a [`map_peer`](Self::map_peer) mapping (the memory stays the peer's) and flush
-    /// the TLBs.
-    pub fn unmap_peer(&self, m: &VirtMapping) -> Result<()> {
-        self.unmap_borrowed(m)
     }
 
     /// Make the CPU's writes through BAR0 so far visible to the GPU (an HDP flush): needed
@@ -503,30 +475,17 @@ impl AmDevice {
     /// Unmap and free a [`valloc`](Self::valloc) mapping, then flush the TLBs.
     pub fn vfree(&self, m: &VirtMapping) -> Result<()> {
         self.ctx.mm().vfree(&self.ctx.vram, m)?;
-        self.blocks.gmc.flush_tlb(&self.ctx, &self.blocks.soc)
+        self.flush_tlb()
     }
 
     /// Run `f` on the PSP (a ring command after boot, e.g. the spatial partition).
-    pub fn with_psp<T>(
-        &mut self,
-        f: impl FnOnce(&Ctx, &Soc, &mut crate::ip::psp::Psp) -> Result<T>,
-    ) -> Result<T> {
+    pub fn with_psp<T>(&mut self, f: impl FnOnce(&Ctx, &Soc, &mut Psp) -> Result<T>) -> Result<T> {
         f(&self.ctx, &self.blocks.soc, &mut self.blocks.psp)
     }
 
     /// Run `f` on the SMU (metrics, power limit, ACA banks: `am smi`).
-    pub fn with_smu<T>(
-        &mut self,
-        f: impl FnOnce(&Ctx, &mut crate::ip::smu::Smu) -> Result<T>,
-    ) -> Result<T> {
+    pub fn with_smu<T>(&mut self, f: impl FnOnce(&Ctx, &mut Smu) -> Result<T>) -> Result<T> {
         f(&self.ctx, &mut self.blocks.smu)
-    }
-
-    /// Whether this is a reset-mode open ([`Options::reset_mode`]): no hardware was
-    /// initialised, and the device is only good for [`mode1_reset`](Self::mode1_reset)
-    /// (dropping it touches nothing).
-    pub fn left_for_reset(&self) -> bool {
-        self.report.kind == BootKind::ResetOnly
     }
 
     /// How many times the interrupt ring overflowed (entries were lost) since open.
@@ -549,14 +508,13 @@ impl AmDevice {
             .collect::<Result<Vec<_>>>()?;
         events.extend(irq::check_ras(ctx, &mut b.smu)?);
         for ev in events.iter().filter(|ev| ev.is_fatal()) {
-            tracing::error!("{}: {ev}", ctx.name);
+            tracing::error!("{}: GPU fault: {ev}", ctx.name);
         }
-        if let Some(fault) = events.iter().find(|ev| ev.is_fatal()).cloned() {
-            tracing::error!("{}: GPU fault: {fault}", ctx.name);
-            self.error_state.get_or_insert(fault.clone());
-            return Err(ctx.err(ErrorKind::GpuFault(fault)));
-        }
-        Ok(events)
+        let Some(fault) = events.iter().find(|ev| ev.is_fatal()) else {
+            return Ok(events);
+        };
+        self.error_state.get_or_insert(fault.clone());
+        Err(ctx.err(ErrorKind::GpuFault(fault.clone())))
     }
 
     /// Leave the error state: drain interrupts, reset the MEC (dequeue every HQD, soft reset
@@ -623,21 +581,26 @@ impl AmDevice {
             return Ok(());
         }
         self.finalized = true;
-        let ctx = &self.ctx;
-        let b = &mut self.blocks;
-        let mut result = b.sdma.fini_hw(ctx).and(b.gfx.fini_hw(ctx));
-        if !ctx.is_vf {
-            result = result.and(b.smu.set_clocks(ctx, crate::ip::smu::ClockLevel::Min));
-        }
-        result = result.and(b.ih.drain(ctx).map(drop));
-        if !ctx.is_vf {
-            let err = u32::from(self.error_state.is_some());
-            result = result.and(ctx.wreg(gc::SCRATCH_REG6, 0, err));
-        }
-        if let Some(mut lease) = self.lease.take() {
-            lease.release();
-        }
-        result
+        let (ctx, b, pf) = (&self.ctx, &mut self.blocks, !self.ctx.is_vf);
+        // Every step runs whatever the others did; the first error is returned.
+        let results = [
+            b.sdma.fini_hw(ctx),
+            b.gfx.fini_hw(ctx),
+            if pf {
+                b.smu.set_clocks(ctx, ClockLevel::Min)
+            } else {
+                Ok(())
+            },
+            b.ih.drain(ctx).map(drop),
+            if pf {
+                ctx.wreg(gc::SCRATCH_REG6, 0, self.error_state.is_some().into())
+            } else {
+                Ok(())
+            },
+        ];
+        // Dropping the lease gives the init access back.
+        self.lease = None;
+        results.into_iter().collect()
     }
 }
 
@@ -649,9 +612,10 @@ impl Drop for AmDevice {
     }
 }
 
-/// Firmware for the device's IP versions. A VF still parses what it finds (the PF loaded
-/// it) but does not need it: missing files are only logged there.
-fn load_firmware(ctx: &Ctx, opts: &Options) -> Result<Option<FirmwareSet>> {
+/// The firmware load plan for the device's IP versions, built once for the whole bring-up
+/// (the PSP walks it, GFX takes the CP start addresses from it). A VF still builds what it
+/// can but needs none of it (the PF loaded the firmware): a failure is only logged there.
+fn load_plan(ctx: &Ctx, opts: &Options) -> Result<Option<LoadPlan>> {
     let v = |ip| ctx.version(ip);
     let ips = IpVersions {
         gc: v(HwIp::GC)?,
@@ -659,11 +623,13 @@ fn load_firmware(ctx: &Ctx, opts: &Options) -> Result<Option<FirmwareSet>> {
         mp1: v(HwIp::MP1)?,
         sdma: v(HwIp::SDMA0)?,
     };
-    match FirmwareSet::load(ips, &opts.firmware) {
-        Ok(set) => Ok(Some(set)),
+    let plan = FirmwareSet::load(ips, &opts.firmware)
+        .and_then(|set| set.plan(PlanOptions { sos: opts.sos }));
+    match plan {
+        Ok(plan) => Ok(Some(plan)),
         Err(e) if ctx.is_vf => {
             tracing::info!(
-                "{}: VF: firmware not parsed ({e}); the PF loaded it",
+                "{}: VF: no firmware load plan ({e}); the PF loaded it",
                 ctx.name
             );
             Ok(None)
@@ -738,29 +704,30 @@ fn boot(
             let foreign = clock.run("probe", || {
                 Ok(b.psp.is_sos_alive(ctx)? && b.smu.is_alive(ctx)?)
             })?;
-            if foreign && ctx.mc.is_hive() {
-                let regions = ctx.mc.xgmi_regions;
-                return Err(ctx.err(ErrorKind::HiveMalformed { regions }));
-            }
-            if foreign {
-                clock.run("mode1_reset", || mode1_reset(ctx, &mut b.smu, false))?;
-                BootKind::AfterMode1Reset
-            } else {
-                BootKind::Cold
+            match (foreign, ctx.mc.is_hive()) {
+                (false, _) => BootKind::Cold,
+                (true, true) => {
+                    let regions = ctx.mc.xgmi_regions;
+                    return Err(ctx.err(ErrorKind::HiveMalformed { regions }));
+                }
+                (true, false) => {
+                    clock.run("mode1_reset", || mode1_reset(ctx, &mut b.smu, false))?;
+                    BootKind::AfterMode1Reset
+                }
             }
         }
     };
-    if kind != BootKind::Warm {
+    let warm = kind == BootKind::Warm;
+    if !warm {
         clock.run("soc", || b.soc.init_hw(ctx))?;
         clock.run("gmc", || b.gmc.init_hw(ctx))?;
         clock.run("ih", || b.ih.init_hw(ctx))?;
     }
-    if !matches!(kind, BootKind::Warm | BootKind::Vf) {
+    if !warm && !ctx.is_vf {
         clock.run("psp", || b.psp.init_hw(ctx, &b.soc))?;
         clock.run("smu", || b.smu.init_hw(ctx))?;
     }
     ctx.mm().finish_boot();
-    let warm = kind == BootKind::Warm;
     clock.run("gfx", || b.gfx.init_hw(ctx, &mut b.gmc, &b.soc, warm))?;
     clock.run("sdma", || b.sdma.init_hw(ctx, &b.soc))?;
     if !ctx.is_vf {
@@ -769,7 +736,7 @@ fn boot(
         }
         clock.run("clocks", || match opts.power_limit_w {
             Some(w) => b.smu.set_power_limit(ctx, w),
-            None => b.smu.set_clocks(ctx, crate::ip::smu::ClockLevel::Max),
+            None => b.smu.set_clocks(ctx, ClockLevel::Max),
         })?;
         clock.run("clockgating", || {
             b.soc.set_clockgating(ctx)?;

@@ -2,8 +2,10 @@
 
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use crate::irq::IrqEvent;
+use crate::vf::{IdhEvent, IdhRequest};
 
 /// An error of the driver: the device (or file) it concerns and what went wrong. The
 /// message names the device first (`mock:navi31:0: timed out after …`), so it still says
@@ -43,11 +45,10 @@ impl From<ErrorKind> for Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.device.is_empty() {
-            write!(f, "{}", self.kind)
-        } else {
-            write!(f, "{}: {}", self.device, self.kind)
+        if !self.device.is_empty() {
+            write!(f, "{}: ", self.device)?;
         }
+        write!(f, "{}", self.kind)
     }
 }
 
@@ -277,7 +278,7 @@ pub enum ErrorKind {
     #[error("no PCI device at this address ({path} does not exist)")]
     NoDevice {
         /// Where sysfs would have it.
-        path: std::path::PathBuf,
+        path: PathBuf,
     },
     /// An address range of `am serve --allow` that is not `ADDR[/PREFIX]`.
     #[error("bad address range {text:?}: {reason} (expected ADDR or ADDR/PREFIX, e.g. 10.0.0.0/8)")]
@@ -295,7 +296,7 @@ pub enum ErrorKind {
         /// The request that got no answer (`CFG_READ offset 0x0 size 2`).
         request: String,
         /// How long the client waited.
-        timeout: std::time::Duration,
+        timeout: Duration,
     },
     /// A remote PCI server closed the connection.
     #[error(
@@ -362,17 +363,17 @@ pub enum ErrorKind {
     )]
     VfMailboxAckNotCleared {
         /// The request that was about to be sent.
-        request: crate::vf::IdhRequest,
+        request: IdhRequest,
         /// How long the driver waited.
-        timeout: std::time::Duration,
+        timeout: Duration,
     },
     /// The PF did not set `TRN_MSG_ACK` for a VF mailbox request.
     #[error("VF mailbox request {request} was not acknowledged within {timeout:?}")]
     VfMailboxNotAcknowledged {
         /// The request.
-        request: crate::vf::IdhRequest,
+        request: IdhRequest,
         /// How long the driver waited.
-        timeout: std::time::Duration,
+        timeout: Duration,
     },
     /// The PF acknowledged a VF mailbox request but never posted the expected event.
     #[error(
@@ -380,13 +381,13 @@ pub enum ErrorKind {
     )]
     VfMailboxNoEvent {
         /// The request.
-        request: crate::vf::IdhRequest,
+        request: IdhRequest,
         /// The event waited for.
-        event: crate::vf::IdhEvent,
+        event: IdhEvent,
         /// How many times the request was sent.
         tries: u32,
         /// The event wait of each try.
-        timeout: std::time::Duration,
+        timeout: Duration,
         /// The last value read from `RCV_DW0`.
         last: u32,
     },
@@ -396,7 +397,7 @@ pub enum ErrorKind {
         /// What the driver waited for (and the register it polled).
         what: String,
         /// How long it waited.
-        waited: std::time::Duration,
+        waited: Duration,
         /// The last value it read.
         last: u32,
     },

@@ -137,8 +137,10 @@ pub const VF_CANNOT_RESET: &str = "a VF cannot reset the GPU: its PF owns the SM
 /// are opened with `opts` (its `reset_mode` is set here). Returns one entry per device, in
 /// order.
 pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberReset> {
-    let mut opts = opts.clone();
-    opts.reset_mode = true;
+    let opts = Options {
+        reset_mode: true,
+        ..opts.clone()
+    };
     let mut opened = vec![];
     let mut out = vec![];
     for pci in devices {
@@ -156,11 +158,11 @@ pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberRe
             }
             Ok(false) => match AmDevice::open_with(pci.clone(), opts.clone()) {
                 Ok(dev) => {
-                    let report = dev.boot_report();
-                    let reason = report.reason.as_ref().map(|r| format!(": {r}"));
+                    let r = dev.boot_report();
+                    let reason = r.reason.as_ref().map(|r| format!(": {r}"));
                     m.found = Some(format!(
                         "{} boot{}",
-                        report.kind.name(),
+                        r.kind.name(),
                         reason.unwrap_or_default()
                     ));
                     m.layout = Some(dev.mc_layout());
@@ -172,31 +174,27 @@ pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberRe
         }
         out.push(m);
     }
-    let failed: Vec<&str> = out
-        .iter()
+    let failed = (out.iter())
         .filter(|m| matches!(m.result, ResetResult::Failed(_)))
         .map(|m| m.device.as_str())
-        .collect();
-    if !failed.is_empty() {
-        let why = format!(
-            "not reset: {} could not be opened, and a hive is reset whole or not at all",
-            failed.join(", ")
-        );
-        for (i, _) in &opened {
-            out[*i].result = ResetResult::Skipped(why.clone());
-        }
-        // Dropping finalises what the open brought up; members left for the reset are
-        // dropped untouched.
-        return out;
-    }
+        .collect::<Vec<_>>()
+        .join(", ");
     for (i, dev) in opened {
-        tracing::info!("{}: mode1 reset", out[i].device);
-        out[i].result = match dev.mode1_reset() {
-            Ok(true) => ResetResult::Reset,
-            Ok(false) => ResetResult::Skipped(
-                "the SMU firmware was not running: nothing to reset (the device is as a reset leaves it)".into(),
-            ),
-            Err(e) => ResetResult::Failed(e),
+        out[i].result = match failed.is_empty() {
+            // Dropped untouched: a reset-mode open has nothing to finalise.
+            false => ResetResult::Skipped(format!(
+                "not reset: {failed} could not be opened, and a hive is reset whole or not at all"
+            )),
+            true => {
+                tracing::info!("{}: mode1 reset", out[i].device);
+                match dev.mode1_reset() {
+                    Ok(true) => ResetResult::Reset,
+                    Ok(false) => ResetResult::Skipped(
+                        "the SMU firmware was not running: nothing to reset (the device is as a reset leaves it)".into(),
+                    ),
+                    Err(e) => ResetResult::Failed(e),
+                }
+            }
         };
     }
     out

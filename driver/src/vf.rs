@@ -118,13 +118,10 @@ pub trait Clock: Send + Sync {
     fn sleep(&self, d: Duration);
 }
 
-/// The machine's monotonic clock.
-#[derive(Debug)]
-pub struct SystemClock(Instant);
-
-impl Clock for SystemClock {
+/// The machine's monotonic clock, from the instant the mailbox was made.
+impl Clock for Instant {
     fn now(&self) -> Duration {
-        self.0.elapsed()
+        self.elapsed()
     }
     fn sleep(&self, d: Duration) {
         std::thread::sleep(d);
@@ -191,21 +188,15 @@ impl fmt::Debug for VfMailbox {
 }
 
 impl VfMailbox {
-    /// The mailbox of `device` in its BAR5 `mmio`, with the default timings on the system
+    /// The mailbox of `device` in its BAR5 `mmio`, waiting with `timings` on the system
     /// clock.
-    pub fn new(device: impl Into<String>, mmio: Arc<dyn Bar>) -> Self {
+    pub fn new(device: impl Into<String>, mmio: Arc<dyn Bar>, timings: MailboxTimings) -> Self {
         Self {
             device: device.into(),
             mmio,
-            timings: MailboxTimings::default(),
-            clock: Arc::new(SystemClock(Instant::now())),
+            timings,
+            clock: Arc::new(Instant::now()),
         }
-    }
-
-    /// The same mailbox with other timings.
-    pub fn with_timings(mut self, timings: MailboxTimings) -> Self {
-        self.timings = timings;
-        self
     }
 
     /// The same mailbox waiting on another clock.
@@ -233,10 +224,7 @@ impl VfMailbox {
             [0; 3],
             Some(IdhEvent::ReadyToAccessGpu),
         )?;
-        Ok(VfLease {
-            mailbox: self.clone(),
-            released: false,
-        })
+        Ok(VfLease(Some(self.clone())))
     }
 
     /// Send `request` with `data` (`TRN_DW1..3`) and, with `event`, poll for that answer
@@ -289,25 +277,23 @@ impl VfMailbox {
         let (mmio, t) = (&*self.mmio, &self.timings);
         // Clearing VALID is what makes the hardware drop the PF's ack of the last message;
         // until it has, a fresh VALID would see the old ack and look acknowledged at once.
-        let cleared = self.wait(t.ack_clear_timeout, t.ack_clear_poll, || {
+        if !self.wait(t.ack_clear_timeout, t.ack_clear_poll, || {
             mmio.write8(TRN, 0)?;
             Ok(mmio.read8(TRN)? & TRN_MSG_ACK == 0)
-        })?;
-        if !cleared {
+        })? {
             let timeout = t.ack_clear_timeout;
             return Err(self.err(ErrorKind::VfMailboxAckNotCleared { request, timeout }));
         }
-        for (i, dw) in [request.code(), data[0], data[1], data[2]]
-            .into_iter()
-            .enumerate()
+        for (at, dw) in (TRN_DW0..)
+            .step_by(4)
+            .zip([request.code(), data[0], data[1], data[2]])
         {
-            mmio.write32(TRN_DW0 + 4 * i as u64, dw)?;
+            mmio.write32(at, dw)?;
         }
         mmio.write8(TRN, TRN_MSG_VALID)?;
-        let acked = self.wait(t.ack_timeout, t.ack_poll, || {
+        if !self.wait(t.ack_timeout, t.ack_poll, || {
             Ok(mmio.read8(TRN)? & TRN_MSG_ACK != 0)
-        })?;
-        if !acked {
+        })? {
             let timeout = t.ack_timeout;
             return Err(self.err(ErrorKind::VfMailboxNotAcknowledged { request, timeout }));
         }
@@ -343,18 +329,12 @@ impl VfMailbox {
 /// drop, whichever comes first. A release that fails is logged and otherwise ignored: the
 /// driver is going away either way, and the PF reclaims the VF's access when it resets it.
 #[derive(Debug)]
-pub struct VfLease {
-    mailbox: VfMailbox,
-    released: bool,
-}
+pub struct VfLease(Option<VfMailbox>);
 
 impl VfLease {
     /// Give MMIO and VRAM access back to the PF. Later calls (and the drop) do nothing.
     pub fn release(&mut self) {
-        if std::mem::replace(&mut self.released, true) {
-            return;
-        }
-        let mb = &self.mailbox;
+        let Some(mb) = self.0.take() else { return };
         match mb.send(IdhRequest::RelGpuInitAccess, [0; 3], None) {
             Ok(()) => tracing::debug!("{}: VF init access released", mb.device),
             Err(e) => tracing::warn!("{}: releasing VF init access failed: {e}", mb.device),
@@ -363,7 +343,7 @@ impl VfLease {
 
     /// Whether the lease has been given back.
     pub fn is_released(&self) -> bool {
-        self.released
+        self.0.is_none()
     }
 }
 

@@ -63,9 +63,9 @@ impl Drop for Allocation {
         };
         let r = match self.backing {
             Backing::Vram => dev.with_driver(|d| d.vfree(&self.mapping)),
-            Backing::Sys(_) => dev.with_driver(|d| d.unmap_sysmem(&self.mapping)),
+            Backing::Sys(_) => dev.with_driver(|d| d.unmap_borrowed(&self.mapping)),
             // The peer's allocation goes after this, when the backing drops.
-            Backing::Peer { .. } => dev.with_driver(|d| d.unmap_peer(&self.mapping)),
+            Backing::Peer { .. } => dev.with_driver(|d| d.unmap_borrowed(&self.mapping)),
         };
         if let Err(e) = r {
             tracing::warn!(

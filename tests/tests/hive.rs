@@ -95,7 +95,7 @@ fn a_member_running_foreign_firmware_is_refused_naming_hive_reset() {
     let mut o = opts();
     o.reset_mode = true;
     let dev = AmDevice::open_with(gpus[1].open(), o).unwrap();
-    assert!(dev.left_for_reset());
+    assert_eq!(dev.boot_report().kind, BootKind::ResetOnly);
     let smu_log = gpus[1].with_smu(|s| s.log().len());
     let scratch6 = gpus[1].peek(am_autogen::regs::RegIp::Gc, "SCRATCH_REG6", 0);
     drop(dev);
@@ -308,7 +308,7 @@ fn an_sdma_engine_reads_and_writes_a_peers_vram_through_the_page_tables() {
         );
     }
     // Unmapped, the virtual range and the tables go back.
-    a.dev.unmap_peer(&m).unwrap();
+    a.dev.unmap_borrowed(&m).unwrap();
     assert_eq!(a.dev.ctx().mm().free_lists(), before);
 }
 

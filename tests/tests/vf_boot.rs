@@ -193,7 +193,7 @@ fn an_open_whose_init_access_is_never_answered_has_no_lease_to_release() {
     // INIT_DATA is answered; both tries of INIT_ACCESS lose their answer (the PF still
     // grants access, but the VF never learns it and holds no lease).
     let pci = gpu.open();
-    let mb = am_driver::vf::VfMailbox::new(pci.name(), pci.bar(5).unwrap()).with_timings(o.mailbox);
+    let mb = am_driver::vf::VfMailbox::new(pci.name(), pci.bar(5).unwrap(), o.mailbox);
     mb.request_init_data().unwrap();
     gpu.with_vf_pf(|pf| pf.faults.drop_events = 2).unwrap();
     let err = mb.request_init_access().unwrap_err();

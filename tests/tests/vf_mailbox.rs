@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use am_driver::vf::{Clock, IdhEvent, IdhRequest, VfMailbox};
+use am_driver::vf::{Clock, IdhEvent, IdhRequest, MailboxTimings, VfMailbox};
 use am_driver::{Bar, Error, ErrorKind, Result};
 use am_mock::vf_pf::{MailboxMessage as M, VfPf};
 
@@ -120,7 +120,8 @@ impl Bar for PfBar {
 fn setup() -> (Arc<PfBar>, Arc<VirtualClock>, VfMailbox) {
     let bar = Arc::new(PfBar::default());
     let clock = Arc::new(VirtualClock::new());
-    let mb = VfMailbox::new(DEVICE, bar.clone()).with_clock(clock.clone());
+    let mb =
+        VfMailbox::new(DEVICE, bar.clone(), MailboxTimings::default()).with_clock(clock.clone());
     (bar, clock, mb)
 }
 

@@ -308,7 +308,7 @@ pub fn gather_with(dev: &dyn PciDevice, timings: MailboxTimings) -> anyhow::Resu
     // The PF gates a VF's registers and VRAM until it grants init access; the lease is
     // given back when it goes out of scope, after the last read.
     let _lease = if is_vf {
-        let mb = VfMailbox::new(dev.name(), dev.bar(5)?).with_timings(timings);
+        let mb = VfMailbox::new(dev.name(), dev.bar(5)?, timings);
         match mb
             .request_init_data()
             .and_then(|()| mb.request_init_access())

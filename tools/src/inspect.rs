@@ -72,8 +72,7 @@ impl Target {
         // that lease the registers already answer, and asking (then releasing) would take
         // the lease from under it.
         let lease = if is_vf && vf_gated(&*pci)? {
-            let mb =
-                VfMailbox::new(pci.name(), pci.bar(5)?).with_timings(MailboxTimings::default());
+            let mb = VfMailbox::new(pci.name(), pci.bar(5)?, MailboxTimings::default());
             mb.request_init_data()
                 .with_context(|| format!("{spec}: init data not granted by the PF"))?;
             Some(

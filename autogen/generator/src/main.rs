@@ -547,8 +547,10 @@ fn smu(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
     let mut s = file_header(
         &src_refs,
         "SMU (MP1) firmware interface per version: message ids (`PPSMC_MSG_*`), result codes,\n\
-         clock enums (`PPCLK_e`), feature bits and the metrics/driver tables.",
+         clock enums (`PPCLK_e`), feature bits and the metrics/driver tables; `Msg` names a message\n\
+         of any of them, and each version's `msg_id` looks its id up.",
     );
+    let mut msgs = std::collections::BTreeSet::new();
     for (name, ppsmc, driver_if, doc) in sets {
         let pa = format!("{p}{ppsmc}");
         let pb = format!("{p}{driver_if}");
@@ -572,9 +574,40 @@ fn smu(amd: &Path, prelude: &Path, out: &Out) -> Result<()> {
             block: &block,
             also: &also,
         };
-        s.push_str(&nested(name, doc, &bind::bind(amd, prelude, &spec)?));
+        let body = bind::bind(amd, prelude, &spec)?;
+        let ids = msg_consts(&body);
+        let mut arms = String::new();
+        for m in &ids {
+            let _ = writeln!(arms, "super::Msg::{m} => PPSMC_MSG_{m},");
+            msgs.insert(m.clone());
+        }
+        let lookup = format!(
+            "/// This version's id of `msg` (its `PPSMC_MSG_*`), or `None` if it has no such message.\n\
+             pub const fn msg_id(msg: super::Msg) -> Option<u32> {{\n\
+             Some(match msg {{\n{arms}_ => return None,\n}})\n}}\n"
+        );
+        s.push_str(&nested(name, doc, &format!("{body}{lookup}")));
     }
+    s.push_str(
+        "/// Every SMU message of the versions above, named as `PPSMC_MSG_*` without the prefix\n\
+         /// (`Debug` prints that name); each version's `msg_id` gives its id.\n\
+         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]\n\
+         pub enum Msg {\n",
+    );
+    for m in &msgs {
+        let _ = writeln!(s, "{m},");
+    }
+    s.push_str("}\n");
     out.write("smu", &s)
+}
+
+/// The `PPSMC_MSG_*` constants of a bound SMU header, without the prefix, in header order.
+fn msg_consts(body: &str) -> Vec<String> {
+    body.lines()
+        .filter_map(|l| l.trim().strip_prefix("pub const PPSMC_MSG_"))
+        .filter_map(|l| l.split_once(": u32 ="))
+        .map(|(name, _)| name.to_string())
+        .collect()
 }
 
 fn main() -> Result<()> {

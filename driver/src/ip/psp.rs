@@ -14,7 +14,7 @@ use am_autogen::psp_gfx::{
     GFX_CMD_ID_SRIOV_SPATIAL_PART, psp_gfx_cmd_load_ip_fw, psp_gfx_cmd_load_toc, psp_gfx_cmd_resp,
     psp_gfx_cmd_setup_tmr, psp_gfx_cmd_sriov_spatial_part, psp_gfx_rb_frame,
 };
-use am_firmware::{BootloaderCmd, FirmwareSet, LoadPlan, PlanOptions, PspStep, SosVariant};
+use am_firmware::{BootloaderCmd, LoadPlan, Payload, PspStep};
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use crate::ctx::Ctx;
@@ -59,8 +59,8 @@ struct Buffers {
 /// PSP state: the load plan and what was loaded.
 #[derive(Debug)]
 pub struct Psp {
-    plan: Option<LoadPlan>,
-    bufs: Option<Buffers>,
+    /// The load plan and the buffers allocated for it (none on a VF or without firmware).
+    plan: Option<(LoadPlan, Buffers)>,
     /// Which name the mailbox registers have in each `alt::C2PMSG_*`: 0 for
     /// `MP0_SMN_C2PMSG_n` (before MP0 14), 1 for `MPASP_SMN_C2PMSG_n`.
     mbox: usize,
@@ -72,36 +72,33 @@ pub struct Psp {
     msg1_dirty: Option<u64>,
     /// The TMR size the PSP asked for in its LOAD_TOC answer (else the reserved size).
     tmr_size: u32,
-    loaded: Vec<(String, usize)>,
+    /// What was loaded, in order: `(step name, bytes)`.
+    pub(crate) loaded: Vec<(String, usize)>,
 }
 
 impl Psp {
     /// Allocate the buffers for `plan` (1 MiB bootloader buffer, ring, command and fence
-    /// buffers, TMR); see [`load_plan`].
+    /// buffers, TMR), the plan `AmDevice` built for the whole bring-up.
     pub fn init_sw(ctx: &Ctx, plan: Option<LoadPlan>) -> Result<Self> {
-        // A VF's PSP belongs to the PF: nothing to plan or allocate.
-        let plan = plan.filter(|_| !ctx.is_vf);
         let alloc = |size, align| ctx.palloc(size, align, Pool::Boot);
-        let bufs = plan.as_ref().map(|plan| -> Result<Buffers> {
+        // A VF's PSP belongs to the PF: nothing to plan or allocate.
+        let plan = plan.filter(|_| !ctx.is_vf).map(|plan| -> Result<_> {
             let steps = &plan.steps;
             let largest = steps.iter().filter_map(|s| s.payload()).map(|p| p.len());
-            let msg1_size = (largest.max().unwrap_or(0) as u64)
-                .div_ceil(PSP_1_MEG)
-                .max(1)
-                * PSP_1_MEG;
-            Ok(Buffers {
-                msg1: alloc(msg1_size, PSP_1_MEG)?,
+            let msg1_size = (largest.max().unwrap_or(0) as u64).max(1);
+            let bufs = Buffers {
+                msg1: alloc(msg1_size.next_multiple_of(PSP_1_MEG), PSP_1_MEG)?,
                 ring: alloc(u64::from(RING_SIZE), 0x1000)?,
                 cmd: alloc(0x1000, 0x1000)?,
                 fence: alloc(0x1000, 0x1000)?,
                 tmr: (steps.contains(&PspStep::SetupTmr))
                     .then(|| alloc(TMR_SIZE, TMR_ALIGN))
                     .transpose()?,
-            })
+            };
+            Ok((plan, bufs))
         });
         Ok(Psp {
-            plan,
-            bufs: bufs.transpose()?,
+            plan: plan.transpose()?,
             mbox: usize::from(!ctx.regs.has(mp::MP0_SMN_C2PMSG_35)),
             wptr: None,
             fence_value: 0,
@@ -121,7 +118,7 @@ impl Psp {
     /// reads it.
     pub fn init_hw(&mut self, ctx: &Ctx, soc: &Soc) -> Result<()> {
         // A clone (the payloads are shared, not copied) leaves `self` free to change.
-        let (Some(plan), Some(bufs)) = (self.plan.clone(), self.bufs) else {
+        let Some((plan, bufs)) = self.plan.clone() else {
             return Err(ctx.bad("PSP init_hw without a firmware load plan (no firmware was found)"));
         };
         self.loaded.clear();
@@ -139,7 +136,6 @@ impl Psp {
                 self.bootloader(ctx, soc, &bufs, *command, payload.bytes())?;
             } else {
                 if !ring {
-                    self.wait_sos(ctx)?;
                     self.ring_create(ctx, &bufs)?;
                     ring = true;
                 }
@@ -155,21 +151,19 @@ impl Psp {
     /// `C2PMSG_64`; a status in its low 16 bits is an error naming `what` the driver was
     /// about to do.
     fn wait_response(&self, ctx: &Ctx, ring: bool, what: &str) -> Result<()> {
-        let (reg, awaited) = if ring {
-            let awaited = format!("PSP answer (C2PMSG_64 bit 31) to {what}");
-            (alt::C2PMSG_64[self.mbox].untyped(), awaited)
-        } else {
-            let awaited = format!("PSP bootloader ready (C2PMSG_35 bit 31) for {what}");
-            (alt::C2PMSG_35[self.mbox].untyped(), awaited)
+        let (reg, awaited) = match ring {
+            true => (
+                alt::C2PMSG_64[self.mbox].untyped(),
+                "PSP answer (C2PMSG_64 bit 31) to",
+            ),
+            false => (
+                alt::C2PMSG_35[self.mbox].untyped(),
+                "PSP bootloader ready (C2PMSG_35 bit 31) for",
+            ),
         };
-        let v = ctx.wait_reg(reg, 0, RESPONSE, RESPONSE, ctx.timeouts.psp, awaited)?;
-        if v & 0xffff != 0 {
-            return Err(ctx.err(ErrorKind::PspCommand {
-                command: what.to_string(),
-                status: v & 0xffff,
-            }));
-        }
-        Ok(())
+        let (to, awaited) = (ctx.timeouts.psp, format!("{awaited} {what}"));
+        let v = ctx.wait_reg(reg, 0, RESPONSE, RESPONSE, to, awaited)?;
+        check(ctx, what, v & 0xffff)
     }
 
     fn bootloader(
@@ -207,20 +201,11 @@ impl Psp {
         Ok(())
     }
 
-    fn wait_sos(&self, ctx: &Ctx) -> Result<()> {
-        let r = ctx.regs.reg(alt::C2PMSG_81[self.mbox])?;
-        ctx.poll(
-            ctx.timeouts.psp,
-            "PSP sOS alive (C2PMSG_81 != 0) after PSP_BL__LOAD_SOSDRV",
-            || {
-                let v = r.read(0)?;
-                Ok((v != 0, v))
-            },
-        )
-        .map(drop)
-    }
-
+    /// Wait for the sOS, then (re)create the kernel-mode ring.
     fn ring_create(&mut self, ctx: &Ctx, bufs: &Buffers) -> Result<()> {
+        let r = ctx.regs.reg(alt::C2PMSG_81[self.mbox])?;
+        let what = "PSP sOS alive (C2PMSG_81 != 0) after PSP_BL__LOAD_SOSDRV";
+        ctx.poll(ctx.timeouts.psp, what, || r.read(0).map(|v| (v != 0, v)))?;
         if ctx.rreg(alt::C2PMSG_71[self.mbox], 0)? != 0 {
             ctx.wreg(alt::C2PMSG_64[self.mbox], 0, DESTROY_RINGS)?;
             std::thread::sleep(DESTROY_SETTLE.min(ctx.timeouts.psp));
@@ -240,26 +225,19 @@ impl Psp {
 
     fn ring_step(&mut self, ctx: &Ctx, soc: &Soc, bufs: &Buffers, step: &PspStep) -> Result<()> {
         let mut name = step.name();
+        // Each command body as its dwords.
         let (id, body) = match step {
             PspStep::Bootloader { .. } => return Ok(()),
-            PspStep::LoadToc { payload } => {
-                let mc = self.stage(ctx, bufs, payload.bytes())?;
-                let c = psp_gfx_cmd_load_toc {
-                    toc_phy_addr_lo: lo32(mc),
-                    toc_phy_addr_hi: hi32(mc),
-                    toc_size: payload.len() as u32,
-                };
-                (GFX_CMD_ID_LOAD_TOC, c.as_bytes().to_vec())
-            }
+            PspStep::LoadToc { payload } => (GFX_CMD_ID_LOAD_TOC, self.stage(ctx, bufs, payload)?),
             PspStep::SetupTmr => {
                 let tmr = bufs
                     .tmr
                     .ok_or_else(|| ctx.bad("GFX_CMD_ID_SETUP_TMR without a TMR allocated"))?;
-                // The dwords of `psp_gfx_cmd_setup_tmr`, as amdgpu fills them: the TMR's MC
-                // address and size, `tmr_flags` bit 1 (`virt_phy_addr`: the system address
-                // that follows is meaningful), its physical address.
+                // `psp_gfx_cmd_setup_tmr` as amdgpu fills it: the TMR's MC address and size,
+                // `tmr_flags` bit 1 (`virt_phy_addr`: the system address that follows is
+                // meaningful), its physical address.
                 let mc = ctx.mc.mc(tmr);
-                let c = [
+                let c = vec![
                     lo32(mc),
                     hi32(mc),
                     self.tmr_size,
@@ -267,18 +245,13 @@ impl Psp {
                     lo32(tmr),
                     hi32(tmr),
                 ];
-                (GFX_CMD_ID_SETUP_TMR, c.as_bytes().to_vec())
+                (GFX_CMD_ID_SETUP_TMR, c)
             }
             PspStep::LoadIpFw { fw_type, payload } => {
                 name = format!("GFX_CMD_ID_LOAD_IP_FW({name})");
-                let mc = self.stage(ctx, bufs, payload.bytes())?;
-                let c = psp_gfx_cmd_load_ip_fw {
-                    fw_phy_addr_lo: lo32(mc),
-                    fw_phy_addr_hi: hi32(mc),
-                    fw_size: payload.len() as u32,
-                    fw_type: fw_type.0,
-                };
-                (GFX_CMD_ID_LOAD_IP_FW, c.as_bytes().to_vec())
+                let mut c = self.stage(ctx, bufs, payload)?;
+                c.push(fw_type.0);
+                (GFX_CMD_ID_LOAD_IP_FW, c)
             }
             PspStep::AutoloadRlc => (GFX_CMD_ID_AUTOLOAD_RLC, vec![]),
         };
@@ -295,11 +268,13 @@ impl Psp {
     }
 
     /// Copy a firmware image of the plan to the staging buffer (sized for the plan's largest
-    /// payload in `init_sw`); its MC address.
-    fn stage(&mut self, ctx: &Ctx, bufs: &Buffers, bytes: &[u8]) -> Result<u64> {
-        ctx.vram.write(bufs.msg1, bytes)?;
-        self.msg1_dirty = self.msg1_dirty.map(|d| d.max(bytes.len() as u64));
-        Ok(ctx.mc.mc(bufs.msg1))
+    /// payload in `init_sw`): its MC address and size, as the dwords `psp_gfx_cmd_load_toc`
+    /// is and `psp_gfx_cmd_load_ip_fw` begins with.
+    fn stage(&mut self, ctx: &Ctx, bufs: &Buffers, payload: &Payload) -> Result<Vec<u32>> {
+        ctx.vram.write(bufs.msg1, payload.bytes())?;
+        self.msg1_dirty = self.msg1_dirty.map(|d| d.max(payload.len() as u64));
+        let mc = ctx.mc.mc(bufs.msg1);
+        Ok(vec![lo32(mc), hi32(mc), payload.len() as u32])
     }
 
     /// Put command `id` with `body` (a `psp_gfx_commands` member) on the ring and wait for
@@ -310,7 +285,7 @@ impl Psp {
         soc: &Soc,
         bufs: &Buffers,
         id: u32,
-        body: &[u8],
+        body: &[u32],
         name: &str,
     ) -> Result<psp_gfx_cmd_resp> {
         let Some(wptr) = self.wptr else {
@@ -322,7 +297,7 @@ impl Psp {
         // `buf_size`, `buf_version`, `cmd_id`, the response fields zero, then `cmd`.
         let mut buf = [CMD_SIZE as u32, 0, id].as_bytes().to_vec();
         buf.resize(offset_of!(psp_gfx_cmd_resp, cmd), 0);
-        buf.extend_from_slice(body);
+        buf.extend_from_slice(body.as_bytes());
         buf.resize(CMD_SIZE, 0);
         ctx.vram.write(bufs.cmd, &buf)?;
         ctx.vram.write32(bufs.fence, 0)?;
@@ -344,11 +319,11 @@ impl Psp {
         soc.hdp_flush(ctx)?;
         let next = (wptr + FRAME_DW) % (RING_SIZE / 4);
         self.wptr = Some(next);
-        ctx.wreg(alt::C2PMSG_67[self.mbox], 0, next)?;
+        let c67 = ctx.regs.reg(alt::C2PMSG_67[self.mbox])?;
+        c67.write(0, next)?;
 
         // The fence is in memory; reading the write pointer between looks lets the PSP
         // (and the mock's clock) move on.
-        let c67 = ctx.regs.reg(alt::C2PMSG_67[self.mbox])?;
         ctx.poll(
             ctx.timeouts.psp,
             format_args!("PSP fence of {name} (value {fence_value})"),
@@ -363,51 +338,35 @@ impl Psp {
         ctx.vram.read(bufs.cmd, &mut buf)?;
         let resp = psp_gfx_cmd_resp::read_from_bytes(&buf)
             .map_err(|_| ctx.bad(format!("{name}: short command buffer read")))?;
-        if resp.resp.status != 0 {
-            return Err(ctx.err(ErrorKind::PspCommand {
-                command: name.to_string(),
-                status: resp.resp.status,
-            }));
-        }
-        Ok(resp)
+        check(ctx, name, resp.resp.status).map(|()| resp)
     }
 
     /// `SRIOV_SPATIAL_PART` with `mode` (1 = SPX).
     pub fn spatial_partition(&mut self, ctx: &Ctx, soc: &Soc, mode: u32) -> Result<()> {
-        let Some(bufs) = self.bufs else {
+        let Some((_, bufs)) = self.plan else {
             return Err(ctx
                 .bad("GFX_CMD_ID_SRIOV_SPATIAL_PART: the PSP has no buffers (VF or no firmware)"));
         };
-        let c = psp_gfx_cmd_sriov_spatial_part {
-            mode,
-            ..FromZeros::new_zeroed()
-        };
+        // `psp_gfx_cmd_sriov_spatial_part` begins with `mode`; no override follows.
         let name = format!("GFX_CMD_ID_SRIOV_SPATIAL_PART(mode {mode})");
         let id = GFX_CMD_ID_SRIOV_SPATIAL_PART;
-        self.submit(ctx, soc, &bufs, id, c.as_bytes(), &name)
-            .map(drop)
-    }
-
-    /// What was loaded, in order: `(step name, bytes)`.
-    pub fn loaded(&self) -> &[(String, usize)] {
-        &self.loaded
+        self.submit(ctx, soc, &bufs, id, &[mode], &name).map(drop)
     }
 }
 
+// The command bodies written as dwords have the layout of their structs.
 const _: () = assert!(size_of::<psp_gfx_cmd_setup_tmr>() == 6 * 4);
+const _: () = assert!(size_of::<psp_gfx_cmd_load_toc>() == 3 * 4);
+const _: () = assert!(offset_of!(psp_gfx_cmd_load_ip_fw, fw_type) == 3 * 4);
+const _: () = assert!(offset_of!(psp_gfx_cmd_sriov_spatial_part, mode) == 0);
 
-/// The PSP's firmware load plan, built once for the whole bring-up (GFX takes the MEC's RS64
-/// start address from it); `None` without firmware.
-pub fn load_plan(ctx: &Ctx, fw: Option<&FirmwareSet>, sos: SosVariant) -> Result<Option<LoadPlan>> {
-    let Some(fw) = fw else { return Ok(None) };
-    match fw.plan(PlanOptions { sos }) {
-        Ok(plan) => Ok(Some(plan)),
-        // A VF's PSP belongs to the PF, which loaded the firmware: a plan the VF's files do
-        // not make costs it nothing but the MEC start address.
-        Err(e) if ctx.is_vf => {
-            tracing::debug!("{}: no firmware load plan on the VF: {e}", ctx.name);
-            Ok(None)
-        }
-        Err(source) => Err(ctx.err(ErrorKind::Firmware { source })),
+/// Whether a PSP `status` of `command` is success (0); any other value is its error.
+fn check(ctx: &Ctx, command: &str, status: u32) -> Result<()> {
+    match status {
+        0 => Ok(()),
+        _ => Err(ctx.err(ErrorKind::PspCommand {
+            command: command.into(),
+            status,
+        })),
     }
 }

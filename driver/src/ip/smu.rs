@@ -1,16 +1,16 @@
 //! SMU (MP1): messages, features, clocks, power limit, mode1 reset, metrics, ACA banks.
 //!
 //! A message is `C2PMSG_90 = 0` (response), `C2PMSG_82 = param`, `C2PMSG_66 = id`; the SMU
-//! answers in `C2PMSG_90` (1 = `PPSMC_Result_OK`) with the result in `C2PMSG_82`. Message
-//! ids differ per MP1 version: they come from the generated `am_autogen::smu` tables of
-//! 13.0.0 (whose ids and clock ids 14.0.2 shares: tests check) and 13.0.6 (which also serves
-//! 13.0.12/13.0.14); `Family::id` says once per table which messages it has. 14.0.2's own
-//! table types its metrics.
+//! answers in `C2PMSG_90` (1 = `PPSMC_Result_OK`) with the result in `C2PMSG_82`. A message
+//! is named by the generated [`Msg`] (its `PPSMC_MSG_*` name); its id differs per MP1
+//! version and comes from the generated `am_autogen::smu` table of the version's family:
+//! 13.0.0, 13.0.6 (which also serves 13.0.12/13.0.14) or 14.0.2 (whose clock ids are
+//! 13.0.0's: a test checks).
 
 use std::mem::size_of;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+pub use am_autogen::smu::Msg;
 use am_autogen::smu::{v13_0_0 as s0, v13_0_6 as s6, v14_0_2 as s14};
 use zerocopy::FromBytes;
 
@@ -48,49 +48,6 @@ const CLOCK_NAMES: [&str; 4] = ["GFXCLK", "SOCCLK", "UCLK", "FCLK"];
 /// pins with SetSoftMin/MaxGfxClk instead of a DPM table.
 const GFXCLK_13_0_6: u32 = u32::MAX;
 
-/// The SMU messages the driver sends (Linux `PPSMC_MSG_*` names; `Debug` prints the name).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Msg {
-    /// `PPSMC_MSG_GetSmuVersion`.
-    GetSmuVersion,
-    /// `PPSMC_MSG_SetDriverDramAddrHigh`.
-    SetDriverDramAddrHigh,
-    /// `PPSMC_MSG_SetDriverDramAddrLow`.
-    SetDriverDramAddrLow,
-    /// `PPSMC_MSG_EnableAllSmuFeatures`.
-    EnableAllSmuFeatures,
-    /// `PPSMC_MSG_GetDpmFreqByIndex`.
-    GetDpmFreqByIndex,
-    /// `PPSMC_MSG_SetSoftMinByFreq`.
-    SetSoftMinByFreq,
-    /// `PPSMC_MSG_SetSoftMaxByFreq`.
-    SetSoftMaxByFreq,
-    /// `PPSMC_MSG_GetMinGfxDpmFreq`.
-    GetMinGfxDpmFreq,
-    /// `PPSMC_MSG_GetMaxGfxDpmFreq`.
-    GetMaxGfxDpmFreq,
-    /// `PPSMC_MSG_SetSoftMinGfxClk`.
-    SetSoftMinGfxClk,
-    /// `PPSMC_MSG_SetSoftMaxGfxClk`.
-    SetSoftMaxGfxClk,
-    /// `PPSMC_MSG_SetPptLimit`.
-    SetPptLimit,
-    /// `PPSMC_MSG_GetPptLimit`.
-    GetPptLimit,
-    /// `PPSMC_MSG_TransferTableSmu2Dram`.
-    TransferTableSmu2Dram,
-    /// `PPSMC_MSG_GetMetricsTable`.
-    GetMetricsTable,
-    /// `PPSMC_MSG_QueryValidMcaCount`.
-    QueryValidMcaCount,
-    /// `PPSMC_MSG_QueryValidMcaCeCount`.
-    QueryValidMcaCeCount,
-    /// `PPSMC_MSG_McaBankDumpDW`.
-    McaBankDumpDW,
-    /// `PPSMC_MSG_McaBankCeDumpDW`.
-    McaBankCeDumpDW,
-}
-
 /// The message table family of an MP1 version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Family {
@@ -114,42 +71,11 @@ impl Family {
 
     /// The message id, or `None` if this version's table has no such message.
     fn id(self, msg: Msg) -> Option<u32> {
-        use Msg::*;
-        // The messages every table has, then the table's own.
-        macro_rules! table {
-            ($m:ident, $($own:tt)*) => {
-                match msg {
-                    GetSmuVersion => $m::PPSMC_MSG_GetSmuVersion,
-                    SetDriverDramAddrHigh => $m::PPSMC_MSG_SetDriverDramAddrHigh,
-                    SetDriverDramAddrLow => $m::PPSMC_MSG_SetDriverDramAddrLow,
-                    EnableAllSmuFeatures => $m::PPSMC_MSG_EnableAllSmuFeatures,
-                    GetDpmFreqByIndex => $m::PPSMC_MSG_GetDpmFreqByIndex,
-                    SetSoftMinByFreq => $m::PPSMC_MSG_SetSoftMinByFreq,
-                    SetSoftMaxByFreq => $m::PPSMC_MSG_SetSoftMaxByFreq,
-                    SetPptLimit => $m::PPSMC_MSG_SetPptLimit,
-                    GetPptLimit => $m::PPSMC_MSG_GetPptLimit,
-                    $($own)*
-                    _ => return None,
-                }
-            };
+        match self {
+            Family::V13_0_0 => s0::msg_id(msg),
+            Family::V13_0_6 => s6::msg_id(msg),
+            Family::V14_0_2 => s14::msg_id(msg),
         }
-        Some(match self {
-            // 14.0.2 numbers these messages as 13.0.0 does (a test checks).
-            Family::V13_0_0 | Family::V14_0_2 => {
-                table!(s0, TransferTableSmu2Dram => s0::PPSMC_MSG_TransferTableSmu2Dram,)
-            }
-            Family::V13_0_6 => table!(s6,
-                GetMinGfxDpmFreq => s6::PPSMC_MSG_GetMinGfxDpmFreq,
-                GetMaxGfxDpmFreq => s6::PPSMC_MSG_GetMaxGfxDpmFreq,
-                SetSoftMinGfxClk => s6::PPSMC_MSG_SetSoftMinGfxClk,
-                SetSoftMaxGfxClk => s6::PPSMC_MSG_SetSoftMaxGfxClk,
-                GetMetricsTable => s6::PPSMC_MSG_GetMetricsTable,
-                QueryValidMcaCount => s6::PPSMC_MSG_QueryValidMcaCount,
-                QueryValidMcaCeCount => s6::PPSMC_MSG_QueryValidMcaCeCount,
-                McaBankDumpDW => s6::PPSMC_MSG_McaBankDumpDW,
-                McaBankCeDumpDW => s6::PPSMC_MSG_McaBankCeDumpDW,
-            ),
-        })
     }
 
     /// The `PPCLK_*` ids of [`CLOCK_NAMES`]. GFXCLK of 13.0.6 has no DPM table and is
@@ -190,16 +116,6 @@ impl Metrics {
             Metrics::V14_0_2(m) => m.SmuMetrics.MetricsCounter,
         }
     }
-
-    /// Current GFXCLK in MHz where the table has it as a plain value (`CurrClock`).
-    pub fn gfxclk_mhz(&self) -> Option<u32> {
-        let gfx = s0::PPCLK_GFXCLK as usize;
-        match self {
-            Metrics::V13_0_0(m) => m.SmuMetrics.CurrClock.get(gfx).copied(),
-            Metrics::V14_0_2(m) => m.SmuMetrics.CurrClock.get(gfx).copied(),
-            Metrics::V13_0_6(_) => None,
-        }
-    }
 }
 
 /// SMU state: the driver table in VRAM.
@@ -210,7 +126,7 @@ pub struct Smu {
     table: Option<u64>,
     /// A message that timed out: the next one waits for its answer first (writing a new
     /// message over an unanswered one is a protocol error).
-    unanswered: Mutex<Option<Msg>>,
+    unanswered: Option<Msg>,
 }
 
 impl Smu {
@@ -221,7 +137,7 @@ impl Smu {
             table: (!ctx.is_vf)
                 .then(|| ctx.palloc(DRIVER_TABLE_SIZE, 0x1000, Pool::Boot))
                 .transpose()?,
-            unanswered: Mutex::new(None),
+            unanswered: None,
         })
     }
 
@@ -233,44 +149,32 @@ impl Smu {
             .ok_or_else(|| ctx.bad(format!("the driver has no SMU message table for MP1 {v}")))
     }
 
-    fn unanswered(&self) -> MutexGuard<'_, Option<Msg>> {
-        self.unanswered.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Wait (at most `timeout`) for `C2PMSG_90` to hold an answer.
-    fn answer(&self, ctx: &Ctx, timeout: Duration, what: std::fmt::Arguments) -> Result<u32> {
-        let r = ctx.regs.reg(mp::MP1_SMN_C2PMSG_90)?;
-        ctx.poll(timeout, what, || {
-            let v = r.read(0)?;
-            Ok((v != 0, v))
-        })
-    }
-
     /// Send one message and wait for its answer (`timeout`); the result in `C2PMSG_82`.
-    pub fn send(&self, ctx: &Ctx, msg: Msg, param: u32, timeout: Duration) -> Result<u32> {
+    pub fn send(&mut self, ctx: &Ctx, msg: Msg, param: u32, timeout: Duration) -> Result<u32> {
         let family = self.family(ctx)?;
         let id = family.id(msg).ok_or_else(|| {
             ctx.bad(format!(
                 "SMU message {msg:?} is not in the MP1 {family:?} message table"
             ))
         })?;
-        let previous = *self.unanswered();
-        if let Some(prev) = previous {
-            self.answer(ctx, timeout, format_args!("SMU message {msg:?} to be sent: the SMU still owes the answer to {prev:?} (MP1_SMN_C2PMSG_90)"))?;
-            *self.unanswered() = None;
-        }
-        post(ctx, id, param)?;
-        let response = self
-            .answer(
+        if let Some(prev) = self.unanswered {
+            answer(
                 ctx,
                 timeout,
-                format_args!("SMU message {msg:?} (param {param:#x}) answer in MP1_SMN_C2PMSG_90"),
-            )
-            .inspect_err(|e| {
-                if matches!(e.kind, ErrorKind::Timeout { .. }) {
-                    *self.unanswered() = Some(msg);
-                }
-            })?;
+                format_args!(
+                    "SMU message {msg:?} to be sent: the SMU still owes the answer to {prev:?} (MP1_SMN_C2PMSG_90)"
+                ),
+            )?;
+            self.unanswered = None;
+        }
+        post(ctx, id, param)?;
+        let what =
+            format_args!("SMU message {msg:?} (param {param:#x}) answer in MP1_SMN_C2PMSG_90");
+        let response = answer(ctx, timeout, what).inspect_err(|e| {
+            if matches!(e.kind, ErrorKind::Timeout { .. }) {
+                self.unanswered = Some(msg);
+            }
+        })?;
         if response != RESULT_OK {
             return Err(ctx.err(ErrorKind::SmuMessage {
                 message: format!("{msg:?}"),
@@ -281,12 +185,12 @@ impl Smu {
         ctx.rreg(mp::MP1_SMN_C2PMSG_82, 0)
     }
 
-    fn msg(&self, ctx: &Ctx, msg: Msg, param: u32) -> Result<u32> {
+    fn msg(&mut self, ctx: &Ctx, msg: Msg, param: u32) -> Result<u32> {
         self.send(ctx, msg, param, ctx.timeouts.smu)
     }
 
     /// Whether the SMU firmware runs (answers GetSmuVersion within `smu_alive`).
-    pub fn is_alive(&self, ctx: &Ctx) -> Result<bool> {
+    pub fn is_alive(&mut self, ctx: &Ctx) -> Result<bool> {
         if let Err(e) = self.send(ctx, Msg::GetSmuVersion, 0, ctx.timeouts.smu_alive) {
             match e.kind {
                 ErrorKind::Timeout { .. } => return Ok(false),
@@ -326,7 +230,7 @@ impl Smu {
             ctx.wreg(mp::MP1_SMN_C2PMSG_75, 0, DEBUG_MSG_MODE1_RESET)?;
             ctx.wreg(mp::MP1_SMN_C2PMSG_54, 0, 0)?;
         }
-        *self.unanswered() = None;
+        self.unanswered = None;
         tracing::info!("{}: mode1 reset requested (MP1 {family:?})", ctx.name);
         if !in_hive {
             std::thread::sleep(ctx.timeouts.mode1_settle);
@@ -335,12 +239,12 @@ impl Smu {
     }
 
     /// The (lowest, highest) DPM frequency of a clock in MHz.
-    fn dpm_range(&self, ctx: &Ctx, clk: u32, name: &str) -> Result<(u32, u32)> {
+    fn dpm_range(&mut self, ctx: &Ctx, clk: u32, name: &str) -> Result<(u32, u32)> {
         if clk == GFXCLK_13_0_6 {
             let lo = self.msg(ctx, Msg::GetMinGfxDpmFreq, 0)?;
             return Ok((lo, self.msg(ctx, Msg::GetMaxGfxDpmFreq, 0)?));
         }
-        let level = |l: u32| -> Result<u32> {
+        let mut level = |l: u32| -> Result<u32> {
             Ok(self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | l)? & DPM_VALUE_MASK)
         };
         let count = level(0xff)?;
@@ -354,7 +258,11 @@ impl Smu {
 
     /// Set each clock's soft limits in the order `limits` gives from its DPM range
     /// (`(min, MHz)`: the floor if `min`, else the ceiling).
-    fn set_limits(&self, ctx: &Ctx, limits: impl Fn(u32, u32) -> [(bool, u32); 2]) -> Result<()> {
+    fn set_limits(
+        &mut self,
+        ctx: &Ctx,
+        limits: impl Fn(u32, u32) -> [(bool, u32); 2],
+    ) -> Result<()> {
         let family = self.family(ctx)?;
         for (clk, name) in family.clocks().into_iter().zip(CLOCK_NAMES) {
             let (lo, hi) = self.dpm_range(ctx, clk, name)?;
@@ -390,7 +298,7 @@ impl Smu {
 
     /// The DPM range of every clock the driver pins (`GFXCLK`, `SOCCLK`, `UCLK`, `FCLK`):
     /// `(name, lowest MHz, highest MHz)`, as the firmware answers (`am smi`).
-    pub fn clock_ranges(&self, ctx: &Ctx) -> Result<Vec<(&'static str, u32, u32)>> {
+    pub fn clock_ranges(&mut self, ctx: &Ctx) -> Result<Vec<(&'static str, u32, u32)>> {
         let family = self.family(ctx)?;
         family
             .clocks()
@@ -404,7 +312,7 @@ impl Smu {
     }
 
     /// The running PMFW version (`GetSmuVersion`): `major.minor.patch` from bytes 2..0.
-    pub fn firmware_version(&self, ctx: &Ctx) -> Result<String> {
+    pub fn firmware_version(&mut self, ctx: &Ctx) -> Result<String> {
         let [_, major, minor, patch] = self.msg(ctx, Msg::GetSmuVersion, 0)?.to_be_bytes();
         Ok(format!("{major}.{minor}.{patch}"))
     }
@@ -415,7 +323,7 @@ impl Smu {
     }
 
     /// The power limit the SMU enforces (W).
-    pub fn power_limit(&self, ctx: &Ctx) -> Result<u32> {
+    pub fn power_limit(&mut self, ctx: &Ctx) -> Result<u32> {
         self.msg(ctx, Msg::GetPptLimit, 0)
     }
 
@@ -488,6 +396,15 @@ impl Smu {
     }
 }
 
+/// Wait (at most `timeout`) for `C2PMSG_90` to hold an answer.
+fn answer(ctx: &Ctx, timeout: Duration, what: std::fmt::Arguments) -> Result<u32> {
+    let r = ctx.regs.reg(mp::MP1_SMN_C2PMSG_90)?;
+    ctx.poll(timeout, what, || {
+        let v = r.read(0)?;
+        Ok((v != 0, v))
+    })
+}
+
 /// Write a message to the mailbox (response cleared, param, id last: the id starts it).
 fn post(ctx: &Ctx, id: u32, param: u32) -> Result<()> {
     ctx.wreg(mp::MP1_SMN_C2PMSG_90, 0, 0)?;
@@ -525,41 +442,14 @@ mod tests {
             Family::V13_0_0.id(Msg::SetDriverDramAddrHigh),
             Family::V13_0_6.id(Msg::SetDriverDramAddrHigh)
         );
+        assert_eq!(
+            Family::V14_0_2.id(Msg::TransferTableSmu2Dram),
+            Some(s14::PPSMC_MSG_TransferTableSmu2Dram)
+        );
         // Only 13.0.6 ranges GFXCLK with its own messages.
         assert_eq!(Family::V13_0_0.id(Msg::GetMinGfxDpmFreq), None);
         assert_eq!(Family::V14_0_2.id(Msg::GetMetricsTable), None);
         assert_eq!(format!("{:?}", Msg::SetSoftMaxByFreq), "SetSoftMaxByFreq");
-    }
-
-    #[test]
-    fn rdna_message_ids_are_the_same_in_13_0_0_and_14_0_2() {
-        let ids = [
-            (Msg::GetSmuVersion, s14::PPSMC_MSG_GetSmuVersion),
-            (
-                Msg::SetDriverDramAddrHigh,
-                s14::PPSMC_MSG_SetDriverDramAddrHigh,
-            ),
-            (
-                Msg::SetDriverDramAddrLow,
-                s14::PPSMC_MSG_SetDriverDramAddrLow,
-            ),
-            (
-                Msg::EnableAllSmuFeatures,
-                s14::PPSMC_MSG_EnableAllSmuFeatures,
-            ),
-            (Msg::GetDpmFreqByIndex, s14::PPSMC_MSG_GetDpmFreqByIndex),
-            (Msg::SetSoftMinByFreq, s14::PPSMC_MSG_SetSoftMinByFreq),
-            (Msg::SetSoftMaxByFreq, s14::PPSMC_MSG_SetSoftMaxByFreq),
-            (Msg::SetPptLimit, s14::PPSMC_MSG_SetPptLimit),
-            (Msg::GetPptLimit, s14::PPSMC_MSG_GetPptLimit),
-            (
-                Msg::TransferTableSmu2Dram,
-                s14::PPSMC_MSG_TransferTableSmu2Dram,
-            ),
-        ];
-        for (msg, id) in ids {
-            assert_eq!(Family::V14_0_2.id(msg), Some(id), "{msg:?}");
-        }
     }
 
     #[test]
