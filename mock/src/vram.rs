@@ -1,7 +1,7 @@
 //! Sparse VRAM: a profile has up to 288 GiB of it, tests touch a few MiB.
 //!
-//! Memory is kept in 2 MiB chunks mapped (zeroed, page by page on first touch) on the first
-//! write to them; reading a chunk nobody wrote returns zeros. (Real memory holds whatever it held; a driver must clear what
+//! Memory is kept in 2 MiB chunks allocated (zeroed) on the first write; reading a chunk
+//! nobody wrote returns zeros. (Real memory holds whatever it held; a driver must clear what
 //! it relies on, and the mock does not check that it does.)
 //!
 //! VRAM is shared by the CPU side (BAR0, the MM window, firmware models) and the engine
@@ -38,10 +38,7 @@ const PAGES_PER_CHUNK: usize = (CHUNK_SIZE / GEN_PAGE) as usize;
 /// One 2 MiB chunk: its bytes, the write generation of each of its pages, and which of
 /// its pages the walker has read as page tables.
 struct Chunk {
-    /// Start of `_map`, taken once: every access goes through this pointer.
     data: NonNull<u8>,
-    /// The anonymous mapping that owns the bytes (unmapped when the chunk drops).
-    _map: memmap2::MmapMut,
     gens: Box<[AtomicU64]>,
     watched: [AtomicU64; PAGES_PER_CHUNK / 64],
 }
@@ -59,24 +56,30 @@ struct Shadow {
 const SHADOWS_PER_PAGE: usize = 4;
 
 impl Chunk {
-    /// A chunk of zeros. Its bytes are an anonymous mapping of their own, so the kernel
-    /// hands pages out zeroed on first touch and an untouched page costs nothing, whatever
-    /// the heap did before: a 2 MiB `alloc_zeroed` may come from memory the allocator
-    /// reuses (glibc raises its mmap threshold after large frees) and is then cleared in
-    /// full, faulting in all 512 pages for the first write of a page table.
+    fn layout() -> std::alloc::Layout {
+        // 2 MiB is a power of two and far below isize::MAX: the layout always exists.
+        std::alloc::Layout::from_size_align(CHUNK_SIZE as usize, 4096)
+            .unwrap_or_else(|_| std::alloc::Layout::new::<u8>())
+    }
+
     fn new() -> Box<Chunk> {
-        fn out_of_memory() -> ! {
-            std::alloc::handle_alloc_error(std::alloc::Layout::new::<[u8; CHUNK_SIZE as usize]>())
-        }
-        let map = memmap2::MmapMut::map_anon(CHUNK_SIZE as usize);
-        let mut map = map.unwrap_or_else(|_| out_of_memory());
-        let data = NonNull::new(map.as_mut_ptr()).unwrap_or_else(|| out_of_memory());
+        let layout = Self::layout();
+        // SAFETY: the layout has a non-zero size. `alloc_zeroed` returns memory the kernel
+        // hands out zeroed and lazily (untouched pages cost nothing).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let data = NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
         Box::new(Chunk {
             data,
-            _map: map,
             gens: (0..PAGES_PER_CHUNK).map(|_| AtomicU64::new(0)).collect(),
             watched: std::array::from_fn(|_| AtomicU64::new(0)),
         })
+    }
+}
+
+impl Drop for Chunk {
+    fn drop(&mut self) {
+        // SAFETY: `data` came from `alloc_zeroed` with this layout and is freed once, here.
+        unsafe { std::alloc::dealloc(self.data.as_ptr(), Self::layout()) }
     }
 }
 
