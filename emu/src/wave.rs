@@ -528,10 +528,25 @@ struct Core {
     buf: Vec<u8>,
 }
 
+thread_local! {
+    /// Waves kept from one dispatch to the next on this thread, so a dispatch reuses their
+    /// register files (133 KB each) instead of allocating and page-faulting fresh ones.
+    static SPARE_WAVES: std::cell::RefCell<Vec<Wave>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Most waves kept per thread between dispatches (a workgroup of 1024 work-items in wave32).
+const MAX_SPARE_WAVES: usize = 32;
+
 impl Core {
     fn new(plan: &Plan, hw: &HwDispatch) -> Core {
+        let mut waves = SPARE_WAVES.with(|p| {
+            let mut p = p.borrow_mut();
+            let keep = p.len().saturating_sub(plan.waves);
+            p.split_off(keep)
+        });
+        waves.resize_with(plan.waves, Wave::new);
         Core {
-            waves: (0..plan.waves).map(|_| Wave::new()).collect(),
+            waves,
             lds: vec![0u8; hw.lds_bytes as usize],
             buf: vec![0u8; 64 * 16],
         }
@@ -576,6 +591,18 @@ impl Core {
         };
         run_workgroup(&mut self.waves[..n_waves], &mut ctx)?;
         Ok((ctx.instructions, n_waves as u64))
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        let waves = std::mem::take(&mut self.waves);
+        // A thread being torn down has no pool left: the waves are then simply freed.
+        let _ = SPARE_WAVES.try_with(|p| {
+            let mut p = p.borrow_mut();
+            let room = MAX_SPARE_WAVES.saturating_sub(p.len());
+            p.extend(waves.into_iter().take(room));
+        });
     }
 }
 
