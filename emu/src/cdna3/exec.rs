@@ -218,7 +218,7 @@ pub(crate) fn ext(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(
             if i.dpp != Dpp::None {
                 return Err(unimplemented(ctx, idx, i));
             }
-            vu64(w, i, [K::I64; 3], |[a, _, _]| a);
+            vu64(w, i, [K::I64; 3], |[a]| a);
         }
         ExtOp::LshlAddU64 => {
             vu64(w, i, [K::I64, K::I32, K::I64], |[a, b, c]| {

@@ -1369,36 +1369,42 @@ pub(crate) fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) 
     });
 }
 
-/// A 64-bit integer result from up to three sources of `kinds` (32-bit sources zero-extended):
+/// A 64-bit integer result from the `N` sources of `kinds` (32-bit sources zero-extended):
 /// with a full EXEC, straight loops over the register rows.
-pub(crate) fn vu64(w: &mut Wave, i: &Inst, kinds: [K; 3], f: impl Fn([u64; 3]) -> u64) {
+pub(crate) fn vu64<const N: usize>(
+    w: &mut Wave,
+    i: &Inst,
+    kinds: [K; 3],
+    f: impl Fn([u64; N]) -> u64,
+) {
     vcarry(w, i, kinds, true, |x| (f(x), false));
 }
 
-/// A 32- or 64-bit (`wide`) integer result and a carry bit per lane from up to three integer
-/// sources (32-bit ones zero-extended); returns the carry mask. With a full EXEC, straight
-/// loops over the register rows (built for AVX2 too, as [`dense`]).
+/// A 32- or 64-bit (`wide`) integer result and a carry bit per lane from the `N` integer
+/// sources of `kinds` (32-bit ones zero-extended; only those `N` are resolved); returns the
+/// carry mask. With a full EXEC, straight loops over the register rows (built for AVX2 too,
+/// as [`dense`]).
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
-pub(crate) fn vcarry(
+pub(crate) fn vcarry<const N: usize>(
     w: &mut Wave,
     i: &Inst,
     kinds: [K; 3],
     wide_dst: bool,
-    f: impl Fn([u64; 3]) -> (u64, bool),
+    f: impl Fn([u64; N]) -> (u64, bool),
 ) -> u64 {
-    let v = prep(w, i, kinds);
+    let v = prep_n(w, i, kinds, N);
     let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 2) * 64;
     let wide = kinds.map(|k| matches!(k, K::I64 | K::F64));
     let mut carry = 0u64;
     if v.exec == full_mask(w.lanes) {
         return if w.lanes == 64 {
-            carry_rows::<64>(w, &v.r, wide, d, wide_dst, &f)
+            carry_rows::<N, 64>(w, &v.r, wide, d, wide_dst, &f)
         } else {
-            carry_rows::<32>(w, &v.r, wide, d, wide_dst, &f)
+            carry_rows::<N, 32>(w, &v.r, wide, d, wide_dst, &f)
         };
     }
     each_lane(v.exec, w.lanes, |l| {
-        let a: [u64; 3] = std::array::from_fn(|k| {
+        let a: [u64; N] = std::array::from_fn(|k| {
             if wide[k] {
                 v.u64(w, k, l)
             } else {
@@ -1437,18 +1443,18 @@ pub(crate) fn set_row<const L: usize>(v: &mut [u32], at: usize, x: &[u32; L]) {
 /// The full-EXEC body of [`vcarry`] over `L` lanes: each source as a (low, high) pair of
 /// rows, 32-bit sources with a high row of zeros.
 #[inline(always)]
-fn carry_rows<const L: usize>(
+fn carry_rows<const N: usize, const L: usize>(
     w: &mut Wave,
     r: &[usize; 3],
     wide: [bool; 3],
     d: usize,
     wide_dst: bool,
-    f: &impl Fn([u64; 3]) -> (u64, bool),
+    f: &impl Fn([u64; N]) -> (u64, bool),
 ) -> u64 {
     let (mut lo, mut hi) = ([0u32; L], [0u32; L]);
     let mut carry = 0u64;
     {
-        let rows: [(&[u32; L], &[u32; L]); 3] = std::array::from_fn(|k| {
+        let rows: [(&[u32; L], &[u32; L]); N] = std::array::from_fn(|k| {
             let hi = if wide[k] {
                 row::<L>(&w.v, r[k] + 64)
             } else {
@@ -2425,9 +2431,9 @@ pub(crate) fn valu_op(
         LSHRREV_B16 => vu16(w, i, |[a, b]| b >> (a & 15)),
         ASHRREV_I16 => vu16(w, i, |[a, b]| ((b as i16) >> (a & 15)) as u16),
         // 64-bit
-        LSHLREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| b << (a & 63)),
-        LSHRREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| b >> (a & 63)),
-        ASHRREV_I64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| {
+        LSHLREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b]| b << (a & 63)),
+        LSHRREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b]| b >> (a & 63)),
+        ASHRREV_I64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b]| {
             ((b as i64) >> (a & 63)) as u64
         }),
         ADD_F64 => vf64(w, i, |[a, b]| a + b),
@@ -2481,7 +2487,7 @@ pub(crate) fn valu_op(
         }),
         // Carry chains (VOP3SD or VOP2 with VCC).
         ADD_CO_U32 | SUB_CO_U32 | SUBREV_CO_U32 => {
-            let carry = vcarry(w, i, [K::I32; 3], false, |[a, b, _]| {
+            let carry = vcarry(w, i, [K::I32; 3], false, |[a, b]| {
                 let (a, b) = (a as u32, b as u32);
                 let (r, c) = match op {
                     ADD_CO_U32 => a.overflowing_add(b),
@@ -2719,7 +2725,8 @@ pub(crate) fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
     } else {
         [kind; 3]
     };
-    let v = prep(w, i, kinds);
+    // Every comparison has two sources.
+    let v = prep_n(w, i, kinds, 2);
     let mut res = 0u64;
     if v.exec == full_mask(w.lanes) && !c.class && matches!(kind, K::F32 | K::I32) {
         res = dense_compare(w, &v, kind, c);
@@ -3082,7 +3089,7 @@ fn lds_write(lds: &mut [u8], addr: u32, data: &[u8]) -> Result<(), Fault> {
 /// its lanes write different dwords (one-dword stores whose two addresses' 64-byte ranges do
 /// not overlap) and rows run in lane order.
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 fn lds_dwords(
     w: &mut Wave,
     lds: &mut [u8],
