@@ -3726,12 +3726,14 @@ fn coalesced(
     let lanes = w.lanes as usize;
     // A whole wave at consecutive addresses (the common case) is one run, found by a straight
     // loop instead of the lane-by-lane scan.
+    // (Differences from the expected addresses OR-ed together: 64-bit subtractions and ORs
+    // vectorise on baseline x86-64, where 64-bit compares do not.)
     let whole = exec == full_mask(w.lanes) && {
-        let mut ok = true;
+        let mut off = 0u64;
         for (l, &a) in addrs[..lanes].iter().enumerate() {
-            ok &= a == addrs[0].wrapping_add((l * n) as u64);
+            off |= a.wrapping_sub(addrs[0]) ^ (l * n) as u64;
         }
-        ok
+        off == 0
     };
     let mut l = 0usize;
     while l < lanes {
