@@ -4,6 +4,7 @@
 //! index for branches and `s_setpc_b64`.
 
 use crate::rdna3::decode::{Gen, decode_in, shape_in};
+use crate::rdna3::exec::{Atom, atomic_kind};
 use crate::rdna3::{Inst, decode};
 use crate::{CodeObject, Error, Isa};
 
@@ -26,6 +27,9 @@ pub struct Program {
     pub(crate) vgpr_rows: usize,
     /// AccVGPR rows (from a0) any instruction can reach.
     pub(crate) agpr_rows: usize,
+    /// The atomic operation of each FLAT, GLOBAL and MUBUF atomic, by instruction index,
+    /// resolved from its mnemonic once here instead of at every execution.
+    atoms: Vec<Option<Atom>>,
 }
 
 /// Opcode marking an undecodable slot (never a real SOPP opcode).
@@ -71,6 +75,7 @@ impl Program {
             text_address: address,
             vgpr_rows: 1,
             agpr_rows: 0,
+            atoms: Vec::new(),
         };
         let marker = |op: u16, len: u8| -> Result<Inst, Error> {
             let mut m = decode(&[0xBF80_0000]).map_err(|e| Error::CodeObject {
@@ -129,6 +134,7 @@ impl Program {
         widths.push(1);
         p.words = words;
         p.count_rows(&widths);
+        p.atoms = p.insts.iter().map(atomic_kind).collect();
         Ok(p)
     }
 
@@ -152,6 +158,12 @@ impl Program {
         }
         self.vgpr_rows = (v + 2).min(256);
         self.agpr_rows = if a == 0 { 0 } else { (a + 2).min(256) };
+    }
+
+    /// The atomic operation of instruction `idx`, if it is a FLAT, GLOBAL or MUBUF atomic.
+    #[inline]
+    pub(crate) fn atom(&self, idx: usize) -> Option<Atom> {
+        self.atoms.get(idx).copied().flatten()
     }
 
     /// The ISA the program was decoded for.

@@ -419,7 +419,7 @@ struct Plan {
     mode: Mode,
     /// Waves of a full workgroup.
     waves: usize,
-    /// VGPR and AccVGPR rows zeroed at each wave start.
+    /// VGPR and AccVGPR rows zeroed in each wave slot at the start of the dispatch.
     rows: (usize, usize),
 }
 
@@ -496,11 +496,12 @@ fn plan(program: &Program, code_base: u64, hw: &HwDispatch) -> Result<Plan, Erro
     })
 }
 
-/// The VGPR and AccVGPR rows a wave start zeroes: those the program names, no more than
-/// the kernel allocates (`COMPUTE_PGM_RSRC1.VGPRS`, in granules of 8 registers, or 4 for
-/// gfx11 and gfx12 wave64; on CDNA the count covers VGPRs and AccVGPRs together). Registers past the
-/// allocation keep what the previous wave on this thread left there, which only a program
-/// reading registers it never wrote (and never allocated) could notice.
+/// The VGPR and AccVGPR rows a dispatch zeroes in each of its wave slots before the first
+/// wave: those the program names, no more than the kernel allocates (`COMPUTE_PGM_RSRC1.VGPRS`,
+/// in granules of 8 registers, or 4 for gfx11 and gfx12 wave64; on CDNA the count covers VGPRs
+/// and AccVGPRs together). Later waves in a slot, and registers past the allocation, keep what
+/// the previous wave left there, which only a program reading registers it never wrote (their
+/// values are undefined on hardware) could notice.
 fn register_rows(program: &Program, hw: &HwDispatch) -> (usize, usize) {
     let granule = if !program.isa.is_cdna() && hw.wave_size == 64 {
         4
@@ -528,10 +529,31 @@ struct Core {
     buf: Vec<u8>,
 }
 
+thread_local! {
+    /// Waves kept from one dispatch to the next on this thread, so a dispatch reuses their
+    /// register files (133 KB each) instead of allocating and page-faulting fresh ones.
+    static SPARE_WAVES: std::cell::RefCell<Vec<Wave>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Most waves kept per thread between dispatches (a workgroup of 1024 work-items in wave32).
+const MAX_SPARE_WAVES: usize = 32;
+
 impl Core {
     fn new(plan: &Plan, hw: &HwDispatch) -> Core {
+        let mut waves = SPARE_WAVES.with(|p| {
+            let mut p = p.borrow_mut();
+            let keep = p.len().saturating_sub(plan.waves);
+            p.split_off(keep)
+        });
+        waves.resize_with(plan.waves, Wave::new);
+        // The rows the kernel can reach start at zero once per dispatch (a wave from the pool
+        // holds what an earlier dispatch left); see `init_wave` for the waves after the first.
+        for w in &mut waves {
+            w.v[..plan.rows.0 * 64].fill(0);
+            w.v[AGPR_ROW * 64..(AGPR_ROW + plan.rows.1) * 64].fill(0);
+        }
         Core {
-            waves: (0..plan.waves).map(|_| Wave::new()).collect(),
+            waves,
             lds: vec![0u8; hw.lds_bytes as usize],
             buf: vec![0u8; 64 * 16],
         }
@@ -576,6 +598,18 @@ impl Core {
         };
         run_workgroup(&mut self.waves[..n_waves], &mut ctx)?;
         Ok((ctx.instructions, n_waves as u64))
+    }
+}
+
+impl Drop for Core {
+    fn drop(&mut self) {
+        let waves = std::mem::take(&mut self.waves);
+        // A thread being torn down has no pool left: the waves are then simply freed.
+        let _ = SPARE_WAVES.try_with(|p| {
+            let mut p = p.borrow_mut();
+            let room = MAX_SPARE_WAVES.saturating_sub(p.len());
+            p.extend(waves.into_iter().take(room));
+        });
     }
 }
 
@@ -705,7 +739,7 @@ fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
 /// Sets up a wave's registers as the hardware does from the dispatch state: user SGPRs,
 /// then system SGPRs (workgroup ids, workgroup info, private segment wave offset), work-item
 /// ids in v0 (gfx11 and gfx90a+ pack x, y, z into bits 0-9, 10-19, 20-29), EXEC for the live
-/// lanes. VGPRs and AccVGPRs the program can reach are zeroed (see [`register_rows`]).
+/// lanes. Other VGPRs and AccVGPRs are not cleared (see [`register_rows`]).
 fn init_wave(
     w: &mut Wave,
     w_idx: u32,
@@ -718,9 +752,11 @@ fn init_wave(
     let lanes = hw.wave_size;
     let private_size = hw.scratch_bytes as usize;
     let mode = plan.mode;
+    // VGPRs other than the work-item ids are undefined at a wave start (AMDGPUUsage, "Initial
+    // Kernel Execution State"): a wave keeps what the previous wave in its slot left there
+    // (zeros for the first, see `Core::new`) instead of clearing its rows, which for short
+    // waves cost as much as their instructions.
     w.s = [0; 128];
-    w.v[..plan.rows.0 * 64].fill(0);
-    w.v[AGPR_ROW * 64..(AGPR_ROW + plan.rows.1) * 64].fill(0);
     w.scc = false;
     w.lanes = lanes;
     w.state = WaveState::Running;

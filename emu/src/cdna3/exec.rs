@@ -6,7 +6,7 @@ use crate::Error;
 use crate::float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use crate::rdna3::decode::{Dpp, Encoding, Inst, VGPR0};
 use crate::rdna3::exec::{
-    K, Src, Ty, each_lane, fma32, for_lanes, prep, unimplemented, vopc, vu64,
+    K, Src, Ty, each_lane, fma32, for_lanes, prep, row, set_row, unimplemented, vopc, vu64,
 };
 use crate::wave::{Ctx, SDWA_ROW, Wave};
 
@@ -218,7 +218,7 @@ pub(crate) fn ext(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(
             if i.dpp != Dpp::None {
                 return Err(unimplemented(ctx, idx, i));
             }
-            vu64(w, i, [K::I64; 3], |[a, _, _]| a);
+            vu64(w, i, [K::I64; 3], |[a]| a);
         }
         ExtOp::LshlAddU64 => {
             vu64(w, i, [K::I64, K::I32, K::I64], |[a, b, c]| {
@@ -561,11 +561,26 @@ pub(crate) fn sdwa(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
     j.dpp = Dpp::None;
     for k in 0..nsrc {
         let s = w.src(i.src[k], i.literal, Ty::B32);
-        let row = (SDWA_ROW + k) * 64;
-        for l in 0..lanes {
-            let v = w.rd(s, l);
-            w.v[row + l] = select(v, src_sel[k], sext[k]);
+        // Whole rows, the selection resolved once: a straight loop over the lanes.
+        let (shift, width) = sel_field(src_sel[k]);
+        let up = 32 - width;
+        let mut out = [0u32; 64];
+        match s {
+            Src::V(b) => {
+                let src = row::<64>(&w.v, b);
+                if sext[k] {
+                    for (o, &v) in out.iter_mut().zip(src) {
+                        *o = (((v >> shift) << up) as i32 >> up) as u32;
+                    }
+                } else {
+                    for (o, &v) in out.iter_mut().zip(src) {
+                        *o = ((v >> shift) << up) >> up;
+                    }
+                }
+            }
+            Src::K(c) => out = [select(c as u32, src_sel[k], sext[k]); 64],
         }
+        set_row(&mut w.v, (SDWA_ROW + k) * 64, &out);
         j.src[k] = VGPR0 + (SDWA_ROW + k) as u16;
     }
     let vopc_like = i.enc == Encoding::Vopc || (i.enc == Encoding::Vop3 && i.op < 0x100);
@@ -607,6 +622,15 @@ pub(crate) fn sdwa(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
     Ok(())
 }
 
+/// The (shift, width) of an SDWA selection: byte 0-3, word 0-1, or the dword.
+fn sel_field(sel: u8) -> (u32, u32) {
+    match sel {
+        0..=3 => (8 * sel as u32, 8),
+        4 | 5 => (16 * (sel as u32 - 4), 16),
+        _ => (0, 32),
+    }
+}
+
 /// SDWA source selection: byte 0-3 or word 0-1, zero- or sign-extended, or the dword.
 fn select(v: u32, sel: u8, sext: bool) -> u32 {
     match sel {
@@ -629,6 +653,56 @@ fn select(v: u32, sel: u8, sext: bool) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sdwa_row_selection_is_select_lane_by_lane() {
+        let vals = [
+            0u32,
+            0x8070_6050,
+            0xffff_ffff,
+            0x1234_80ff,
+            0x7fff_8000,
+            0x0080_7f01,
+        ];
+        let mut w = Wave::new();
+        w.lanes = 64;
+        w.set_exec(u64::MAX);
+        for l in 0..64 {
+            w.v[l] = vals[l % vals.len()].rotate_left(l as u32);
+        }
+        for sel in 0..=6u8 {
+            for sext in [false, true] {
+                // v_mov_b32_sdwa v1, v0 with this source selection.
+                let mut i = crate::rdna3::decode(&[0x7E02_0300]).unwrap();
+                i.dpp = Dpp::Sdwa {
+                    dst_sel: super::super::decode::sel::DWORD,
+                    dst_unused: 0,
+                    src_sel: [sel, 6],
+                    sext: [sext, false],
+                };
+                let prog = crate::Program::from_bytes(&[0; 4], 0, crate::Isa::Gfx942).unwrap();
+                let mut mem = crate::HostMemory::new();
+                let (mut lds, mut buf) = (vec![], vec![0u8; 1024]);
+                let ctx = Ctx {
+                    mem: &mut mem,
+                    lds: &mut lds,
+                    code_base: 0,
+                    prog: &prog,
+                    instructions: 0,
+                    budget: u64::MAX,
+                    buf: &mut buf,
+                };
+                sdwa(&mut w, &i, 0, &ctx).unwrap();
+                for l in 0..64 {
+                    assert_eq!(
+                        w.v[64 + l],
+                        select(w.v[l], sel, sext),
+                        "sel {sel} sext {sext} lane {l}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn mfma_shapes_parse_from_mnemonics() {

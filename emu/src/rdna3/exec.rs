@@ -1033,7 +1033,6 @@ pub(crate) fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
     let mut r = [0usize; 3];
     let mut m = [(u64::MAX, 0u64); 3];
     let mut sh = [0u32; 3];
-    let lanes = w.lanes as usize;
     for k in 0..n {
         let code = if k == 0 && i.dpp != Dpp::None {
             VGPR0 + DPP_ROW as u16
@@ -1049,10 +1048,11 @@ pub(crate) fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
         r[k] = match w.src(code, i.literal, ty) {
             Src::V(b) => b,
             Src::K(c) => {
+                // Whole rows (a constant length, so the fill is a few vector stores).
                 let row = (CONST_ROW + 2 * k) * 64;
-                w.v[row..row + lanes].fill(c as u32);
+                set_row::<64>(&mut w.v, row, &[c as u32; 64]);
                 if matches!(ty, Ty::I64 | Ty::F64) {
-                    w.v[row + 64..row + 64 + lanes].fill((c >> 32) as u32);
+                    set_row::<64>(&mut w.v, row + 64, &[(c >> 32) as u32; 64]);
                 }
                 row
             }
@@ -1125,16 +1125,10 @@ pub(crate) fn vbits<const N: usize>(
     let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
     let m: [(u32, u32); N] = std::array::from_fn(|k| (v.m[k].0 as u32, v.m[k].1 as u32));
     if v.exec == full_mask(w.lanes) {
-        let lanes = w.lanes as usize;
-        let mut out = [0u32; 64];
-        {
-            let srcs: [&[u32]; N] = std::array::from_fn(|k| &w.v[v.r[k]..v.r[k] + lanes]);
-            for (l, o) in out.iter_mut().enumerate().take(lanes) {
-                *o = f(l, arr(|k| (srcs[k][l] & m[k].0) ^ m[k].1));
-            }
-        }
-        if let Some(dst) = w.v.get_mut(d..d + lanes) {
-            dst.copy_from_slice(&out[..lanes]);
+        if w.lanes == 64 {
+            bits_rows::<N, 64>(w, &v.r, m, d, &f);
+        } else {
+            bits_rows::<N, 32>(w, &v.r, m, d, &f);
         }
         return;
     }
@@ -1142,6 +1136,25 @@ pub(crate) fn vbits<const N: usize>(
         let a: [u32; N] = std::array::from_fn(|k| (w.v[v.r[k] + l] & m[k].0) ^ m[k].1);
         w.v[d + l] = f(l, a);
     });
+}
+
+/// The full-EXEC body of [`vbits`] over `L` lanes.
+#[inline(always)]
+fn bits_rows<const N: usize, const L: usize>(
+    w: &mut Wave,
+    r: &[usize; 3],
+    m: [(u32, u32); N],
+    d: usize,
+    f: &impl Fn(usize, [u32; N]) -> u32,
+) {
+    let mut out = [0u32; L];
+    {
+        let srcs: [&[u32; L]; N] = std::array::from_fn(|k| row::<L>(&w.v, r[k]));
+        for (l, o) in out.iter_mut().enumerate() {
+            *o = f(l, arr(|k| (srcs[k][l] & m[k].0) ^ m[k].1));
+        }
+    }
+    set_row(&mut w.v, d, &out);
 }
 
 /// EXEC with every lane of the wave set.
@@ -1356,56 +1369,42 @@ pub(crate) fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) 
     });
 }
 
-/// A 64-bit integer result from up to three sources of `kinds` (32-bit sources zero-extended):
+/// A 64-bit integer result from the `N` sources of `kinds` (32-bit sources zero-extended):
 /// with a full EXEC, straight loops over the register rows.
-pub(crate) fn vu64(w: &mut Wave, i: &Inst, kinds: [K; 3], f: impl Fn([u64; 3]) -> u64) {
+pub(crate) fn vu64<const N: usize>(
+    w: &mut Wave,
+    i: &Inst,
+    kinds: [K; 3],
+    f: impl Fn([u64; N]) -> u64,
+) {
     vcarry(w, i, kinds, true, |x| (f(x), false));
 }
 
-/// A 32- or 64-bit (`wide`) integer result and a carry bit per lane from up to three integer
-/// sources (32-bit ones zero-extended); returns the carry mask. With a full EXEC, straight
-/// loops over the register rows (built for AVX2 too, as [`dense`]).
+/// A 32- or 64-bit (`wide`) integer result and a carry bit per lane from the `N` integer
+/// sources of `kinds` (32-bit ones zero-extended; only those `N` are resolved); returns the
+/// carry mask. With a full EXEC, straight loops over the register rows (built for AVX2 too,
+/// as [`dense`]).
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
-pub(crate) fn vcarry(
+pub(crate) fn vcarry<const N: usize>(
     w: &mut Wave,
     i: &Inst,
     kinds: [K; 3],
     wide_dst: bool,
-    f: impl Fn([u64; 3]) -> (u64, bool),
+    f: impl Fn([u64; N]) -> (u64, bool),
 ) -> u64 {
-    let v = prep(w, i, kinds);
+    let v = prep_n(w, i, kinds, N);
     let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 2) * 64;
-    let lanes = w.lanes as usize;
     let wide = kinds.map(|k| matches!(k, K::I64 | K::F64));
     let mut carry = 0u64;
     if v.exec == full_mask(w.lanes) {
-        let (mut lo, mut hi) = ([0u32; 64], [0u32; 64]);
-        {
-            // Each source as (low row, high row); 32-bit sources have a high row of zeros.
-            let rows: [(&[u32], &[u32]); 3] = std::array::from_fn(|k| {
-                let lo = &w.v[v.r[k]..v.r[k] + lanes];
-                let hi = if wide[k] {
-                    &w.v[v.r[k] + 64..v.r[k] + 64 + lanes]
-                } else {
-                    &ZERO_ROW[..lanes]
-                };
-                (lo, hi)
-            });
-            for (l, (o, h)) in lo.iter_mut().zip(hi.iter_mut()).enumerate().take(lanes) {
-                let (r, c) = f(arr(|k| rows[k].0[l] as u64 | (rows[k].1[l] as u64) << 32));
-                *o = r as u32;
-                *h = (r >> 32) as u32;
-                carry |= (c as u64) << l;
-            }
-        }
-        w.v[d..d + lanes].copy_from_slice(&lo[..lanes]);
-        if wide_dst {
-            w.v[d + 64..d + 64 + lanes].copy_from_slice(&hi[..lanes]);
-        }
-        return carry;
+        return if w.lanes == 64 {
+            carry_rows::<N, 64>(w, &v.r, wide, d, wide_dst, &f)
+        } else {
+            carry_rows::<N, 32>(w, &v.r, wide, d, wide_dst, &f)
+        };
     }
     each_lane(v.exec, w.lanes, |l| {
-        let a: [u64; 3] = std::array::from_fn(|k| {
+        let a: [u64; N] = std::array::from_fn(|k| {
             if wide[k] {
                 v.u64(w, k, l)
             } else {
@@ -1423,6 +1422,60 @@ pub(crate) fn vcarry(
     carry
 }
 
+/// The `L` lanes of register row base `at` (`row * 64`) as a fixed-size array, so lane loops
+/// and row copies have a constant length (inline moves, no `memcpy` calls); a row past the
+/// register file reads as zeros.
+#[inline(always)]
+pub(crate) fn row<const L: usize>(v: &[u32], at: usize) -> &[u32; L] {
+    v.get(at..)
+        .and_then(|s| s.first_chunk::<L>())
+        .unwrap_or(&[0; L])
+}
+
+/// Writes `L` lanes to register row base `at`, if it is inside the register file.
+#[inline(always)]
+pub(crate) fn set_row<const L: usize>(v: &mut [u32], at: usize, x: &[u32; L]) {
+    if let Some(d) = v.get_mut(at..).and_then(|s| s.first_chunk_mut::<L>()) {
+        *d = *x;
+    }
+}
+
+/// The full-EXEC body of [`vcarry`] over `L` lanes: each source as a (low, high) pair of
+/// rows, 32-bit sources with a high row of zeros.
+#[inline(always)]
+fn carry_rows<const N: usize, const L: usize>(
+    w: &mut Wave,
+    r: &[usize; 3],
+    wide: [bool; 3],
+    d: usize,
+    wide_dst: bool,
+    f: &impl Fn([u64; N]) -> (u64, bool),
+) -> u64 {
+    let (mut lo, mut hi) = ([0u32; L], [0u32; L]);
+    let mut carry = 0u64;
+    {
+        let rows: [(&[u32; L], &[u32; L]); N] = std::array::from_fn(|k| {
+            let hi = if wide[k] {
+                row::<L>(&w.v, r[k] + 64)
+            } else {
+                row::<L>(&ZERO_ROW, 0)
+            };
+            (row::<L>(&w.v, r[k]), hi)
+        });
+        for l in 0..L {
+            let (x, c) = f(arr(|k| rows[k].0[l] as u64 | (rows[k].1[l] as u64) << 32));
+            lo[l] = x as u32;
+            hi[l] = (x >> 32) as u32;
+            carry |= (c as u64) << l;
+        }
+    }
+    set_row(&mut w.v, d, &lo);
+    if wide_dst {
+        set_row(&mut w.v, d + 64, &hi);
+    }
+    carry
+}
+
 /// Two 32-bit sources and a per-lane carry-in (`cin[lane]`, 0 or 1) to a 32-bit result and a
 /// carry-out mask.
 fn vcarry_lanes(
@@ -1434,18 +1487,12 @@ fn vcarry_lanes(
     let v = prep_n(w, i, [K::I32; 3], 2);
     let d = (i.dst.wrapping_sub(VGPR0) as usize).min(VGPR_ROWS - 1) * 64;
     let mut carry = 0u64;
-    let lanes = w.lanes as usize;
     if v.exec == full_mask(w.lanes) {
-        let mut out = [0u32; 64];
-        {
-            let (a, b) = (&w.v[v.r[0]..v.r[0] + lanes], &w.v[v.r[1]..v.r[1] + lanes]);
-            for (l, ((o, &x), &y)) in out.iter_mut().zip(a).zip(b).enumerate() {
-                let (r, c) = f(x as u64, y as u64, cin[l]);
-                *o = r;
-                carry |= (c as u64) << l;
-            }
+        if w.lanes == 64 {
+            carry_in_rows::<64>(w, &v.r, cin, d, &f, &mut carry);
+        } else {
+            carry_in_rows::<32>(w, &v.r, cin, d, &f, &mut carry);
         }
-        w.v[d..d + lanes].copy_from_slice(&out[..lanes]);
         return carry;
     }
     each_lane(v.exec, w.lanes, |l| {
@@ -1454,6 +1501,28 @@ fn vcarry_lanes(
         w.v[d + l] = r;
     });
     carry
+}
+
+/// The full-EXEC body of [`vcarry_lanes`] over `L` lanes.
+#[inline(always)]
+fn carry_in_rows<const L: usize>(
+    w: &mut Wave,
+    r: &[usize; 3],
+    cin: &[u64; 64],
+    d: usize,
+    f: &impl Fn(u64, u64, u64) -> (u32, bool),
+    carry: &mut u64,
+) {
+    let mut out = [0u32; L];
+    {
+        let (a, b) = (row::<L>(&w.v, r[0]), row::<L>(&w.v, r[1]));
+        for l in 0..L {
+            let (x, c) = f(a[l] as u64, b[l] as u64, cin[l]);
+            out[l] = x;
+            *carry |= (c as u64) << l;
+        }
+    }
+    set_row(&mut w.v, d, &out);
 }
 
 /// f16 operations computed in f64 and rounded once to f16 (products of halves are exact in
@@ -2362,9 +2431,9 @@ pub(crate) fn valu_op(
         LSHRREV_B16 => vu16(w, i, |[a, b]| b >> (a & 15)),
         ASHRREV_I16 => vu16(w, i, |[a, b]| ((b as i16) >> (a & 15)) as u16),
         // 64-bit
-        LSHLREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| b << (a & 63)),
-        LSHRREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| b >> (a & 63)),
-        ASHRREV_I64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b, _]| {
+        LSHLREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b]| b << (a & 63)),
+        LSHRREV_B64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b]| b >> (a & 63)),
+        ASHRREV_I64 => vu64(w, i, [K::I32, K::I64, K::I32], |[a, b]| {
             ((b as i64) >> (a & 63)) as u64
         }),
         ADD_F64 => vf64(w, i, |[a, b]| a + b),
@@ -2418,7 +2487,7 @@ pub(crate) fn valu_op(
         }),
         // Carry chains (VOP3SD or VOP2 with VCC).
         ADD_CO_U32 | SUB_CO_U32 | SUBREV_CO_U32 => {
-            let carry = vcarry(w, i, [K::I32; 3], false, |[a, b, _]| {
+            let carry = vcarry(w, i, [K::I32; 3], false, |[a, b]| {
                 let (a, b) = (a as u32, b as u32);
                 let (r, c) = match op {
                     ADD_CO_U32 => a.overflowing_add(b),
@@ -2656,7 +2725,8 @@ pub(crate) fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
     } else {
         [kind; 3]
     };
-    let v = prep(w, i, kinds);
+    // Every comparison has two sources.
+    let v = prep_n(w, i, kinds, 2);
     let mut res = 0u64;
     if v.exec == full_mask(w.lanes) && !c.class && matches!(kind, K::F32 | K::I32) {
         res = dense_compare(w, &v, kind, c);
@@ -3019,7 +3089,7 @@ fn lds_write(lds: &mut [u8], addr: u32, data: &[u8]) -> Result<(), Fault> {
 /// its lanes write different dwords (one-dword stores whose two addresses' 64-byte ranges do
 /// not overlap) and rows run in lane order.
 #[allow(clippy::too_many_arguments)]
-#[inline]
+#[inline(always)]
 fn lds_dwords(
     w: &mut Wave,
     lds: &mut [u8],
@@ -3061,10 +3131,10 @@ fn lds_dwords(
                     let at = addrs[16 * g].wrapping_add(o);
                     let out = &mut out[16 * g..16 * g + 16];
                     if seq[g]
-                        && let Some(b) = lds.get(at..at.saturating_add(64))
+                        && let Some(b) = lds.get(at..).and_then(|b| b.first_chunk::<64>())
                     {
-                        for (r, c) in out.iter_mut().zip(b.chunks_exact(4)) {
-                            *r = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                        for (r, c) in out.iter_mut().zip(b.as_chunks::<4>().0) {
+                            *r = u32::from_le_bytes(*c);
                         }
                     } else if same[g] {
                         out.fill(get(at));
@@ -3083,9 +3153,9 @@ fn lds_dwords(
             for (&off, &row) in offs.iter().zip(&data).take(halves) {
                 let at = addrs[16 * g].wrapping_add(off);
                 let src = &w.v[row + 16 * g..row + 16 * g + 16];
-                if let Some(b) = lds.get_mut(at..at.saturating_add(64)) {
-                    for (c, v) in b.chunks_exact_mut(4).zip(src) {
-                        c.copy_from_slice(&v.to_le_bytes());
+                if let Some(b) = lds.get_mut(at..).and_then(|b| b.first_chunk_mut::<64>()) {
+                    for (c, v) in b.as_chunks_mut::<4>().0.iter_mut().zip(src) {
+                        *c = v.to_le_bytes();
                     }
                 }
             }
@@ -3605,13 +3675,16 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
         return coalesced(w, i, idx, ctx, exec, &addrs, n, load == Some(true), data);
     }
     let atomic = if load.is_none() {
-        match atomic_kind(i) {
+        match ctx.prog.atom(idx) {
             Some(k) => Some(k),
             None => return Err(unimplemented(ctx, idx, i)),
         }
     } else {
         None
     };
+    if let (true, Some(atom)) = (global, atomic) {
+        return global_atomics(w, i, idx, ctx, atom, exec, &addrs, data);
+    }
     let mut err: Option<(u32, Fault)> = None;
     let private = w.private_size;
     for_lanes(exec, |l| {
@@ -3653,12 +3726,14 @@ fn coalesced(
     let lanes = w.lanes as usize;
     // A whole wave at consecutive addresses (the common case) is one run, found by a straight
     // loop instead of the lane-by-lane scan.
+    // (Differences from the expected addresses OR-ed together: 64-bit subtractions and ORs
+    // vectorise on baseline x86-64, where 64-bit compares do not.)
     let whole = exec == full_mask(w.lanes) && {
-        let mut ok = true;
+        let mut off = 0u64;
         for (l, &a) in addrs[..lanes].iter().enumerate() {
-            ok &= a == addrs[0].wrapping_add((l * n) as u64);
+            off |= a.wrapping_sub(addrs[0]) ^ (l * n) as u64;
         }
-        ok
+        off == 0
     };
     let mut l = 0usize;
     while l < lanes {
@@ -3854,9 +3929,15 @@ fn lane_access(
     }
 }
 
-/// An atomic operation and its operand type ("add", "u32") from the mnemonic, once per
-/// instruction.
-fn atomic_kind(i: &Inst) -> Option<Atom> {
+/// An atomic operation and its operand type ("add", "u32") from the mnemonic of a FLAT,
+/// GLOBAL or MUBUF atomic, once per program (see [`crate::Program`]).
+pub(crate) fn atomic_kind(i: &Inst) -> Option<Atom> {
+    if !matches!(
+        i.enc,
+        Encoding::Flat | Encoding::Global | Encoding::Scratch | Encoding::Mubuf
+    ) {
+        return None;
+    }
     let base = i
         .name()
         .trim_start_matches("buffer_")
@@ -3869,9 +3950,9 @@ fn atomic_kind(i: &Inst) -> Option<Atom> {
     })
 }
 
-/// An atomic operation of a memory instruction, resolved once per instruction.
-#[derive(Clone, Copy)]
-struct Atom {
+/// An atomic operation of a memory instruction, resolved once per program.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Atom {
     op: &'static str,
     ty: &'static str,
     /// The common integer operations as a plain function of (old, data), the same as
@@ -3953,7 +4034,7 @@ fn mubuf_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(),
     let mut err: Option<(u32, Fault)> = None;
     let private = w.private_size;
     let atomic = if load.is_none() {
-        match atomic_kind(i) {
+        match ctx.prog.atom(idx) {
             Some(k) => Some(k),
             None => return Err(unimplemented(ctx, idx, i)),
         }
@@ -4099,6 +4180,71 @@ fn flat_atomic(
         }
     }
     Ok(())
+}
+
+/// The atomics of a FLAT or GLOBAL instruction whose active lanes all address global memory,
+/// as one [`Memory::atomic_rmw_batch`] in lane order (what [`flat_atomic`] does lane by lane):
+/// the memory is found once for the run instead of once per lane. On a fault the lanes
+/// before the faulting one have done their atomic (and, with GLC, received its old value).
+#[allow(clippy::too_many_arguments)]
+fn global_atomics(
+    w: &mut Wave,
+    i: &Inst,
+    idx: usize,
+    ctx: &mut Ctx<'_>,
+    atom: Atom,
+    exec: u64,
+    addrs: &[u64; 64],
+    data: usize,
+) -> Result<(), Error> {
+    let wide = atom.ty.ends_with("64");
+    let y_row = data + if wide { 128 } else { 64 };
+    let read = |w: &Wave, row: usize, l: usize| -> u64 {
+        w.v.get(row + l).copied().unwrap_or(0) as u64
+            | if wide {
+                (w.v.get(row + 64 + l).copied().unwrap_or(0) as u64) << 32
+            } else {
+                0
+            }
+    };
+    let (mut at, mut xs, mut ys, mut lane) = ([0u64; 64], [0u64; 64], [0u64; 64], [0u8; 64]);
+    let mut n = 0;
+    for_lanes(exec, |l| {
+        at[n] = addrs[l];
+        xs[n] = read(w, data, l);
+        ys[n] = read(w, y_row, l);
+        lane[n] = l as u8;
+        n += 1;
+    });
+    let mut olds = [0u64; 64];
+    let r = match atom.fast {
+        Some(f) => ctx.mem.atomic_rmw_batch(
+            &at[..n],
+            if wide { 8 } else { 4 },
+            &mut |k, old| f(old, xs[k]),
+            &mut olds[..n],
+        ),
+        None => ctx.mem.atomic_rmw_batch(
+            &at[..n],
+            if wide { 8 } else { 4 },
+            &mut |k, old| atom.apply(old, xs[k], ys[k]),
+            &mut olds[..n],
+        ),
+    };
+    let done = match &r {
+        Ok(()) => n,
+        Err((k, _)) => *k,
+    };
+    if i.flags & flag::GLC != 0 {
+        for k in 0..done {
+            let l = lane[k] as usize;
+            w.wr(i.dst, l, olds[k] as u32);
+            if wide {
+                w.wr(i.dst + 1, l, (olds[k] >> 32) as u32);
+            }
+        }
+    }
+    r.map_err(|(k, f)| fault(ctx, idx, i, lane[k] as u32, f))
 }
 
 #[cfg(test)]
