@@ -136,13 +136,14 @@ impl Vram {
         if self.in_bar(paddr, data.len())? {
             return self.bar.write_bytes(paddr, data);
         }
-        // Beyond BAR0: read-modify-write dwords through MM_INDEX/MM_DATA.
-        for (at, chunk) in (paddr..).step_by(4).zip(data.chunks(4)) {
+        // Beyond BAR0: dword by dword through MM_INDEX/MM_DATA, read-modify-write where the
+        // data covers a dword only in part.
+        for (at, bytes, within) in dwords(paddr, data.len()) {
             let mut word = [0u8; 4];
-            if chunk.len() < 4 {
+            if within.len() < 4 {
                 word = self.window(at, None)?.to_le_bytes();
             }
-            word[..chunk.len()].copy_from_slice(chunk);
+            word[within].copy_from_slice(&data[bytes]);
             self.window(at, Some(u32::from_le_bytes(word)))?;
         }
         Ok(())
@@ -153,16 +154,15 @@ impl Vram {
         if self.in_bar(paddr, buf.len())? {
             return self.bar.read_bytes(paddr, buf);
         }
-        for (at, chunk) in (paddr..).step_by(4).zip(buf.chunks_mut(4)) {
-            chunk.copy_from_slice(&self.window(at, None)?.to_le_bytes()[..chunk.len()]);
+        for (at, bytes, within) in dwords(paddr, buf.len()) {
+            buf[bytes].copy_from_slice(&self.window(at, None)?.to_le_bytes()[within]);
         }
         Ok(())
     }
 
-    /// One dword of VRAM at `at` (rounded down to a dword) through the `MM_INDEX`/`MM_DATA`
-    /// window: read it, or write `write` and return it.
+    /// The dword of VRAM at `at` (a multiple of 4) through the `MM_INDEX`/`MM_DATA` window:
+    /// read it, or write `write` and return it.
     fn window(&self, at: u64, write: Option<u32>) -> Result<u32> {
-        let at = at & !3;
         self.mmio.write32(MM_INDEX_HI * 4, (at >> 31) as u32)?;
         self.mmio
             .write32(MM_INDEX * 4, (at as u32 & 0x7fff_ffff) | 0x8000_0000)?;
@@ -195,6 +195,20 @@ impl VramAccess for Vram {
             .step_by(4096)
             .try_for_each(|off| self.write(paddr + off, &page[..(len - off).min(4096) as usize]))
     }
+}
+
+/// The dwords `len` bytes at `paddr` touch: each dword's address, the range of the bytes it
+/// holds, and where those bytes sit within it (a start or end off a dword covers part of one).
+fn dwords(
+    paddr: u64,
+    len: usize,
+) -> impl Iterator<Item = (u64, std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let end = paddr + len as u64;
+    (paddr & !3..end).step_by(4).map(move |at| {
+        let (lo, hi) = (paddr.max(at), end.min(at + 4));
+        let bytes = (lo - paddr) as usize..(hi - paddr) as usize;
+        (at, bytes, (lo - at) as usize..(hi - at) as usize)
+    })
 }
 
 /// Where VRAM sits in the GPU's (MC) address space.

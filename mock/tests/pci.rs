@@ -202,6 +202,26 @@ fn mm_index_window_reads_and_writes_vram() {
 }
 
 #[test]
+fn the_driver_reaches_unaligned_vram_bytes_past_bar0_through_the_window() {
+    let (gpu, d) = dev("navi31-smallbar");
+    let (bar0, mmio) = (d.bar(0).unwrap(), d.bar(5).unwrap());
+    let vram = am_driver::Vram::new("mock", bar0, mmio, 24 * GIB);
+    let base: u64 = 20 * GIB + 0x1230;
+    gpu.vram().write(base, &[0xaa; 16]);
+    // Seven bytes from byte 3 of a dword: a partial dword at each end, one whole in between.
+    vram.write(base + 3, b"seven!!").unwrap();
+    let mut all = [0u8; 16];
+    gpu.vram().read(base, &mut all);
+    let mut want = [0xaa; 16];
+    want[3..10].copy_from_slice(b"seven!!");
+    assert_eq!(all, want);
+    let mut back = [0u8; 6];
+    vram.read(base + 5, &mut back).unwrap();
+    assert_eq!(&back, b"ven!!\xaa");
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
+
+#[test]
 fn mm_data_without_memory_select_is_a_violation() {
     let (gpu, d) = dev("navi31");
     let mmio = d.bar(5).unwrap();
