@@ -339,7 +339,10 @@ fn cross_queue_waits_order_copy_then_compute_then_copy(profile: &str) {
     );
     inp.submit_to(&copy2).unwrap().wait().unwrap();
     f_out.wait().unwrap();
-    assert!(f_comp.done().unwrap());
+    // The compute queue released `s = 2` before its own fence: the output copy can finish
+    // between the two (engines run on their own), so its fence is waited for, not polled.
+    // The order itself shows in the output: it holds the sums.
+    f_comp.wait().unwrap();
     assert_eq!(s.value().unwrap(), 2);
     let got: Vec<f32> = download(&dev, &host_c, n);
     for k in 0..n {
