@@ -15,7 +15,7 @@ use am_autogen::psp_gfx::{
     psp_gfx_cmd_setup_tmr, psp_gfx_cmd_sriov_spatial_part, psp_gfx_rb_frame,
 };
 use am_firmware::{BootloaderCmd, LoadPlan, Payload, PspStep};
-use zerocopy::{FromBytes, FromZeros, IntoBytes};
+use zerocopy::{FromZeros, IntoBytes};
 
 use crate::ctx::Ctx;
 use crate::ip::soc::Soc;
@@ -335,9 +335,9 @@ impl Psp {
                 Ok((v == fence_value, v))
             },
         )?;
-        ctx.vram.read(bufs.cmd, &mut buf)?;
-        let resp = psp_gfx_cmd_resp::read_from_bytes(&buf)
-            .map_err(|_| ctx.bad(format!("{name}: short command buffer read")))?;
+        let mut out = [0u8; CMD_SIZE];
+        ctx.vram.read(bufs.cmd, &mut out)?;
+        let resp: psp_gfx_cmd_resp = zerocopy::transmute!(out);
         check(ctx, name, resp.resp.status).map(|()| resp)
     }
 
