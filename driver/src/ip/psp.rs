@@ -237,7 +237,7 @@ impl Psp {
                 // `tmr_flags` bit 1 (`virt_phy_addr`: the system address that follows is
                 // meaningful), its physical address.
                 let mc = ctx.mc.mc(tmr);
-                let c = vec![
+                let c = [
                     lo32(mc),
                     hi32(mc),
                     self.tmr_size,
@@ -245,7 +245,7 @@ impl Psp {
                     lo32(tmr),
                     hi32(tmr),
                 ];
-                (GFX_CMD_ID_SETUP_TMR, c)
+                (GFX_CMD_ID_SETUP_TMR, c.into())
             }
             PspStep::LoadIpFw { fw_type, payload } => {
                 name = format!("GFX_CMD_ID_LOAD_IP_FW({name})");

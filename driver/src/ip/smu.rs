@@ -238,24 +238,6 @@ impl Smu {
         Ok(())
     }
 
-    /// The (lowest, highest) DPM frequency of a clock in MHz.
-    fn dpm_range(&mut self, ctx: &Ctx, clk: u32, name: &str) -> Result<(u32, u32)> {
-        if clk == GFXCLK_13_0_6 {
-            let lo = self.msg(ctx, Msg::GetMinGfxDpmFreq, 0)?;
-            return Ok((lo, self.msg(ctx, Msg::GetMaxGfxDpmFreq, 0)?));
-        }
-        let mut level = |l: u32| -> Result<u32> {
-            Ok(self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | l)? & DPM_VALUE_MASK)
-        };
-        let count = level(0xff)?;
-        if count == 0 {
-            return Err(ctx.bad(format!(
-                "SMU reports no DPM levels for {name} (GetDpmFreqByIndex)"
-            )));
-        }
-        Ok((level(0)?, level(count - 1)?))
-    }
-
     /// Set each clock's soft limits in the order `limits` gives from its DPM range
     /// (`(min, MHz)`: the floor if `min`, else the ceiling).
     fn set_limits(
@@ -263,9 +245,8 @@ impl Smu {
         ctx: &Ctx,
         limits: impl Fn(u32, u32) -> [(bool, u32); 2],
     ) -> Result<()> {
-        let family = self.family(ctx)?;
-        for (clk, name) in family.clocks().into_iter().zip(CLOCK_NAMES) {
-            let (lo, hi) = self.dpm_range(ctx, clk, name)?;
+        let clocks = self.family(ctx)?.clocks();
+        for (clk, (_, lo, hi)) in clocks.into_iter().zip(self.clock_ranges(ctx)?) {
             for (min, freq) in limits(lo, hi) {
                 let freq = freq & 0xffff;
                 let (msg, param) = match (clk == GFXCLK_13_0_6, min) {
@@ -299,14 +280,22 @@ impl Smu {
     /// The DPM range of every clock the driver pins (`GFXCLK`, `SOCCLK`, `UCLK`, `FCLK`):
     /// `(name, lowest MHz, highest MHz)`, as the firmware answers (`am smi`).
     pub fn clock_ranges(&mut self, ctx: &Ctx) -> Result<Vec<(&'static str, u32, u32)>> {
-        let family = self.family(ctx)?;
-        family
-            .clocks()
-            .into_iter()
-            .zip(CLOCK_NAMES)
+        let clocks = self.family(ctx)?.clocks().into_iter().zip(CLOCK_NAMES);
+        clocks
             .map(|(clk, name)| {
-                let (lo, hi) = self.dpm_range(ctx, clk, name)?;
-                Ok((name, lo, hi))
+                if clk == GFXCLK_13_0_6 {
+                    let lo = self.msg(ctx, Msg::GetMinGfxDpmFreq, 0)?;
+                    return Ok((name, lo, self.msg(ctx, Msg::GetMaxGfxDpmFreq, 0)?));
+                }
+                let mut level = |l: u32| -> Result<u32> {
+                    Ok(self.msg(ctx, Msg::GetDpmFreqByIndex, clk << 16 | l)? & DPM_VALUE_MASK)
+                };
+                match level(0xff)? {
+                    0 => Err(ctx.bad(format!(
+                        "SMU reports no DPM levels for {name} (GetDpmFreqByIndex)"
+                    ))),
+                    count => Ok((name, level(0)?, level(count - 1)?)),
+                }
             })
             .collect()
     }
