@@ -720,7 +720,7 @@ fn boot(
     let warm = kind == BootKind::Warm;
     if !warm {
         clock.run("soc", || b.soc.init_hw(ctx))?;
-        clock.run("gmc", || b.gmc.init_hw(ctx))?;
+        clock.run("gmc", || b.gmc.init_hw(ctx, false))?;
         clock.run("ih", || b.ih.init_hw(ctx))?;
     }
     if !warm && !ctx.is_vf {

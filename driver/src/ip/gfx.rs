@@ -28,22 +28,10 @@ use crate::regs::{Fields, Reg, mmhub};
 
 /// Queues per MEC pipe.
 pub const MEC_QUEUES: u8 = 8;
-/// MEC pipes compute queues may use on GC 9 (F32 MEC: every pipe of MEC1 runs).
-const GC9_MEC_PIPES: u8 = 4;
-/// MEC pipes on RS64 parts: the firmware plan loads only pipe 0's stack, so only pipe 0 runs
-/// (`config_mec` and `enable_mec` reset and activate pipe 0).
-const RS64_MEC_PIPES: u8 = 1;
 /// One MQD slot (the compute MQD is 2 KiB; 4 KiB keeps the per-XCC stride the CP expects).
 const MQD_SLOT: u64 = 0x1000;
 /// The first compute ring's doorbell (64-bit slots), the default for the runtime.
 pub const MEC_RING0_DOORBELL: u32 = AMDGPU_NAVI10_DOORBELL_MEC_RING0;
-/// `PACKET3(PACKET3_SET_RESOURCES…)`-style MQD header the CP firmware expects (Linux writes
-/// the same constant).
-const MQD_HEADER: u32 = 0xC031_0800;
-/// Settle time after a CP soft reset and after un-halting the MEC (Linux: `udelay(50)`).
-const CP_SETTLE: Duration = Duration::from_micros(50);
-/// The GB_ADDR_CONFIG golden value of GC 9.4.3 / 9.5.0.
-const GB_ADDR_CONFIG_GC943: u32 = 0x2a11_4042;
 
 /// What the runtime needs to start a compute queue. Addresses are what the CP uses (MC
 /// addresses of VRAM, or GPU virtual addresses of VM context 0).
@@ -104,10 +92,13 @@ impl Gfx {
     /// `[PFP, ME, MEC]` from the PSP's load plan (`LoadPlan::ucode_start`).
     pub fn init_sw(ctx: &Ctx, ucode_start: [Option<u64>; 3]) -> Result<Self> {
         let xccs = ctx.xccs();
+        // RS64 parts (GC ≥ 10) run only pipe 0: the firmware plan loads only its stack
+        // (`config_mec` and `enable_mec` reset and activate pipe 0). On GC 9 (F32 MEC) every
+        // pipe of MEC1 runs.
         let pipes = if ctx.version(HwIp::GC)?.major >= 10 {
-            RS64_MEC_PIPES
+            1
         } else {
-            GC9_MEC_PIPES
+            4
         };
         Ok(Gfx {
             mqd_paddr: ctx.palloc(
@@ -132,7 +123,7 @@ impl Gfx {
         let status = RLC_RLCS_BOOTLOAD_STATUS;
         if !ctx.is_vf {
             let (reg, mask, want, what) = if ctx.regs.has(status) {
-                let done = ctx.regs.encode(status, |f| f.bootload_complete(1))?.mask;
+                let done = ctx.encode(status, |f| f.bootload_complete(1))?;
                 (status.untyped(), done, done, "RLC autoload")
             } else {
                 (CP_STAT, u32::MAX, 0, "RLC start (idle CP)")
@@ -148,7 +139,7 @@ impl Gfx {
                 )?;
             }
         }
-        gmc.init_gc_hubs(ctx)?;
+        gmc.init_hw(ctx, true)?;
         if warm {
             return self.reset_mec(ctx);
         }
@@ -185,7 +176,7 @@ impl Gfx {
         for (i, &xcc) in self.xccs.iter().enumerate() {
             // GC 9.4.3 and 9.5.0 golden settings.
             if matches!((v.major, v.minor, v.rev), (9, 4, 3) | (9, 5, 0)) {
-                ctx.wreg(GB_ADDR_CONFIG, xcc, GB_ADDR_CONFIG_GC943)?;
+                ctx.wreg(GB_ADDR_CONFIG, xcc, 0x2a11_4042)?;
                 ctx.update(TCP_UTCL1_CNTL2, xcc, |f| f.spare(1))?;
             }
             ctx.update(GRBM_CNTL, xcc, |f| f.read_timeout(0xff))?;
@@ -259,7 +250,7 @@ impl Gfx {
             })?;
         }
         let major = ctx.gc_major();
-        let cmd = ctx.regs.encode(RLC_SAFE_MODE, |f| f.cmd(1))?.mask;
+        let cmd = ctx.encode(RLC_SAFE_MODE, |f| f.cmd(1))?;
         for &xcc in &self.xccs {
             ctx.write(RLC_SAFE_MODE, xcc, |f| f.message(1).cmd(1))?;
             ctx.wait_reg(
@@ -332,6 +323,7 @@ impl Gfx {
         refuse(
             ctx,
             "compute queue",
+            (ring, ring_size, 8 << 20, rptr_addr, wptr_addr),
             [
                 (
                     self.queues.iter().any(|q| q.0 == id),
@@ -353,15 +345,7 @@ impl Gfx {
                     !eop_addr.is_multiple_of(256),
                     format!("EOP buffer {eop_addr:#x} is not 256-byte aligned"),
                 ),
-            ]
-            .into_iter()
-            .chain(ring_problems(
-                ring,
-                ring_size,
-                8 << 20,
-                rptr_addr,
-                wptr_addr,
-            )),
+            ],
         )?;
         let nx = self.xccs.len();
         // Both sizes are powers of two (checked above): log2 of their dwords, minus one.
@@ -372,76 +356,70 @@ impl Gfx {
             let q = u64::from(pipe * MEC_QUEUES + queue);
             let paddr = self.mqd_paddr + (q * nx as u64 + xi as u64) * MQD_SLOT;
             let mqd_mc = ctx.mc.mc(paddr);
-            // The fields both compute MQD versions name alike (VMID and the rest stay 0).
-            macro_rules! fill_mqd {
-                ($m:expr) => {{
-                    let m = &mut $m;
-                    m.set_header(MQD_HEADER);
-                    m.set_cp_mqd_base_addr_lo(lo32(mqd_mc));
-                    m.set_cp_mqd_base_addr_hi(hi32(mqd_mc));
-                    m.set_cp_hqd_pipe_priority(0x2);
-                    m.set_cp_hqd_queue_priority(0xf);
-                    m.set_cp_hqd_quantum(0x111);
-                    m.set_cp_hqd_persistent_state(ctx.encode(CP_HQD_PERSISTENT_STATE, |f| {
-                        f.preload_size(0x55).preload_req(1)
-                    })?);
-                    m.set_cp_hqd_pq_base_lo(lo32(ring >> 8));
-                    m.set_cp_hqd_pq_base_hi(hi32(ring >> 8));
-                    m.set_cp_hqd_pq_rptr_report_addr_lo(lo32(rptr_addr));
-                    m.set_cp_hqd_pq_rptr_report_addr_hi(hi32(rptr_addr));
-                    m.set_cp_hqd_pq_wptr_poll_addr_lo(lo32(wptr_addr));
-                    m.set_cp_hqd_pq_wptr_poll_addr_hi(hi32(wptr_addr));
-                    m.set_cp_hqd_pq_doorbell_control(
-                        ctx.encode(CP_HQD_PQ_DOORBELL_CONTROL, |f| {
-                            f.doorbell_offset(doorbell.saturating_mul(2)).doorbell_en(1)
-                        })?,
-                    );
-                    m.set_cp_hqd_pq_control(ctx.encode(CP_HQD_PQ_CONTROL, |f| {
-                        let f = f
-                            .rptr_block_size(5)
-                            .unord_dispatch(0)
-                            .queue_size(log2_dwords_minus_1(ring_size));
-                        if !aql {
-                            return f;
-                        }
-                        // Only one XCC reports the read pointer of a queue spread over several.
-                        f.queue_full_en(1)
-                            .slot_based_wptr(2)
-                            .no_update_rptr((xi != 0 || nx == 1).into())
-                    })?);
-                    m.set_cp_hqd_ib_control(
-                        ctx.encode(CP_HQD_IB_CONTROL, |f| f.min_ib_avail_size(3))?,
-                    );
-                    m.set_cp_hqd_hq_status0(0x2000_4000);
-                    m.set_cp_mqd_control(ctx.encode(CP_MQD_CONTROL, |f| f.priv_state(1))?);
-                    m.set_cp_hqd_aql_control(aql.into());
-                    m.set_cp_hqd_eop_base_addr_lo(lo32(eop_addr >> 8));
-                    m.set_cp_hqd_eop_base_addr_hi(hi32(eop_addr >> 8));
-                    m.set_cp_hqd_eop_control(ctx.encode(CP_HQD_EOP_CONTROL, |f| {
-                        f.eop_size(log2_dwords_minus_1(eop_size))
-                    })?);
-                    m.set_compute_static_thread_mgmt_se0(u32::MAX);
-                    m.set_compute_static_thread_mgmt_se1(u32::MAX);
-                    m.set_compute_static_thread_mgmt_se2(u32::MAX);
-                    m.set_compute_static_thread_mgmt_se3(u32::MAX);
-                    m.dw
-                }};
-            }
+            // One fill for both layouts: the v9 MQD (GC 9) has every field set here where the
+            // v11 one (GC ≥ 10; GC 12's v12 is the same here) has it, but SE4..7 (the test
+            // `mqd_layouts_agree` pins this). VMID and the rest stay 0.
+            let mut m = v11_compute_mqd { dw: [0; 512] };
+            // `PACKET3(PACKET3_SET_RESOURCES…)`-style header the CP firmware expects
+            // (Linux writes the same constant).
+            m.set_header(0xC031_0800);
+            m.set_cp_mqd_base_addr_lo(lo32(mqd_mc));
+            m.set_cp_mqd_base_addr_hi(hi32(mqd_mc));
+            m.set_cp_hqd_pipe_priority(0x2);
+            m.set_cp_hqd_queue_priority(0xf);
+            m.set_cp_hqd_quantum(0x111);
+            m.set_cp_hqd_persistent_state(ctx.encode(CP_HQD_PERSISTENT_STATE, |f| {
+                f.preload_size(0x55).preload_req(1)
+            })?);
+            m.set_cp_hqd_pq_base_lo(lo32(ring >> 8));
+            m.set_cp_hqd_pq_base_hi(hi32(ring >> 8));
+            m.set_cp_hqd_pq_rptr_report_addr_lo(lo32(rptr_addr));
+            m.set_cp_hqd_pq_rptr_report_addr_hi(hi32(rptr_addr));
+            m.set_cp_hqd_pq_wptr_poll_addr_lo(lo32(wptr_addr));
+            m.set_cp_hqd_pq_wptr_poll_addr_hi(hi32(wptr_addr));
+            m.set_cp_hqd_pq_doorbell_control(ctx.encode(CP_HQD_PQ_DOORBELL_CONTROL, |f| {
+                f.doorbell_offset(doorbell.saturating_mul(2)).doorbell_en(1)
+            })?);
+            m.set_cp_hqd_pq_control(ctx.encode(CP_HQD_PQ_CONTROL, |f| {
+                let f = f
+                    .rptr_block_size(5)
+                    .unord_dispatch(0)
+                    .queue_size(log2_dwords_minus_1(ring_size));
+                if !aql {
+                    return f;
+                }
+                // Only one XCC reports the read pointer of a queue spread over several.
+                f.queue_full_en(1)
+                    .slot_based_wptr(2)
+                    .no_update_rptr((xi != 0 || nx == 1).into())
+            })?);
+            m.set_cp_hqd_ib_control(ctx.encode(CP_HQD_IB_CONTROL, |f| f.min_ib_avail_size(3))?);
+            m.set_cp_hqd_hq_status0(0x2000_4000);
+            m.set_cp_mqd_control(ctx.encode(CP_MQD_CONTROL, |f| f.priv_state(1))?);
+            m.set_cp_hqd_aql_control(aql.into());
+            m.set_cp_hqd_eop_base_addr_lo(lo32(eop_addr >> 8));
+            m.set_cp_hqd_eop_base_addr_hi(hi32(eop_addr >> 8));
+            m.set_cp_hqd_eop_control(ctx.encode(CP_HQD_EOP_CONTROL, |f| {
+                f.eop_size(log2_dwords_minus_1(eop_size))
+            })?);
+            m.set_compute_static_thread_mgmt_se0(u32::MAX);
+            m.set_compute_static_thread_mgmt_se1(u32::MAX);
+            m.set_compute_static_thread_mgmt_se2(u32::MAX);
+            m.set_compute_static_thread_mgmt_se3(u32::MAX);
             let dw = if ctx.gc_major() >= 10 {
-                let mut m = v11_compute_mqd { dw: [0; 512] };
                 m.set_compute_static_thread_mgmt_se4(u32::MAX);
                 m.set_compute_static_thread_mgmt_se5(u32::MAX);
                 m.set_compute_static_thread_mgmt_se6(u32::MAX);
                 m.set_compute_static_thread_mgmt_se7(u32::MAX);
-                fill_mqd!(m)
+                m.dw
             } else {
-                let mut m = v9_mqd { dw: [0; 512] };
+                let mut m = v9_mqd { dw: m.dw };
                 if aql && nx > 1 {
                     m.set_compute_tg_chunk_size(1);
                     m.set_compute_current_logic_xcc_id(xi as u32);
                     m.set_cp_mqd_stride_size(MQD_SLOT as u32);
                 }
-                fill_mqd!(m)
+                m.dw
             };
             ctx.vram.write(paddr, dw.as_bytes())?;
             // The CP reads the MQD from VRAM: make the copy visible before it starts.
@@ -545,26 +523,16 @@ impl Gfx {
     }
 }
 
-/// The first of `problems` that holds, as an error about `what`.
-pub(crate) fn refuse(
+/// The first of `problems` that holds, then of those of the ring `(base, size, max, rptr,
+/// wptr)` (compute or SDMA): its size (a power of two from 256 B to `max`), its alignment,
+/// and that of its read-pointer write-back and write-pointer poll; as an error about `what`.
+pub(crate) fn refuse<const N: usize>(
     ctx: &Ctx,
     what: &str,
-    problems: impl IntoIterator<Item = (bool, String)>,
+    (ring, size, max, rptr, wptr): (u64, u64, u64, u64, u64),
+    problems: [(bool, String); N],
 ) -> Result<()> {
-    (problems.into_iter().find(|p| p.0))
-        .map_or(Ok(()), |(_, why)| Err(ctx.bad(format!("{what}: {why}"))))
-}
-
-/// What is wrong with a ring (compute or SDMA): its size (a power of two from 256 B to
-/// `max`), its alignment, and that of its read-pointer write-back and write-pointer poll.
-pub(crate) fn ring_problems(
-    ring: u64,
-    size: u64,
-    max: u64,
-    rptr: u64,
-    wptr: u64,
-) -> [(bool, String); 3] {
-    [
+    let ring_problems = [
         (
             !(256..=max).contains(&size) || !size.is_power_of_two(),
             format!("ring size {size:#x} is not a power of two from 256 B to {max:#x} B"),
@@ -579,14 +547,17 @@ pub(crate) fn ring_problems(
                 "rptr write-back {rptr:#x} must be 4-byte and wptr poll {wptr:#x} 8-byte aligned"
             ),
         ),
-    ]
+    ];
+    (problems.into_iter().chain(ring_problems).find(|p| p.0))
+        .map_or(Ok(()), |(_, why)| Err(ctx.bad(format!("{what}: {why}"))))
 }
 
-/// Wait [`CP_SETTLE`] as `udelay` does: spinning, since a sleep this short costs a scheduler
-/// round trip (often milliseconds on a busy machine).
+/// Wait 50 µs after a CP soft reset and after un-halting the MEC (Linux: `udelay(50)`), as
+/// `udelay` does: spinning, since a sleep this short costs a scheduler round trip (often
+/// milliseconds on a busy machine).
 fn settle() {
     let start = std::time::Instant::now();
-    while start.elapsed() < CP_SETTLE {
+    while start.elapsed() < Duration::from_micros(50) {
         std::hint::spin_loop();
     }
 }
@@ -662,4 +633,64 @@ fn mqd_burst(ctx: &Ctx) -> Result<Vec<usize>> {
         return Err(ctx.bad("the MQD register image is longer than the MQD"));
     }
     Ok(offs)
+}
+
+#[cfg(test)]
+mod tests {
+    use am_autogen::mqd::{v9::v9_mqd, v11::v11_compute_mqd, v12::v12_compute_mqd};
+
+    /// `setup_compute_queue` fills every compute MQD through the v11 setters and only then
+    /// takes the v9 view (GC 9) or sets SE4..7 (GC ≥ 10): each field of that common fill must
+    /// sit at the same dword in v9, v11 and v12.
+    #[test]
+    fn mqd_layouts_agree() {
+        macro_rules! common_fill {
+            ($ty:ident) => {{
+                let mut m = $ty { dw: [0; 512] };
+                let mut n = 0;
+                let mut next = || {
+                    n += 1;
+                    n
+                };
+                m.set_header(next());
+                m.set_cp_mqd_base_addr_lo(next());
+                m.set_cp_mqd_base_addr_hi(next());
+                m.set_cp_hqd_pipe_priority(next());
+                m.set_cp_hqd_queue_priority(next());
+                m.set_cp_hqd_quantum(next());
+                m.set_cp_hqd_persistent_state(next());
+                m.set_cp_hqd_pq_base_lo(next());
+                m.set_cp_hqd_pq_base_hi(next());
+                m.set_cp_hqd_pq_rptr_report_addr_lo(next());
+                m.set_cp_hqd_pq_rptr_report_addr_hi(next());
+                m.set_cp_hqd_pq_wptr_poll_addr_lo(next());
+                m.set_cp_hqd_pq_wptr_poll_addr_hi(next());
+                m.set_cp_hqd_pq_doorbell_control(next());
+                m.set_cp_hqd_pq_control(next());
+                m.set_cp_hqd_ib_control(next());
+                m.set_cp_hqd_hq_status0(next());
+                m.set_cp_mqd_control(next());
+                m.set_cp_hqd_aql_control(next());
+                m.set_cp_hqd_eop_base_addr_lo(next());
+                m.set_cp_hqd_eop_base_addr_hi(next());
+                m.set_cp_hqd_eop_control(next());
+                m.set_compute_static_thread_mgmt_se0(next());
+                m.set_compute_static_thread_mgmt_se1(next());
+                m.set_compute_static_thread_mgmt_se2(next());
+                m.set_compute_static_thread_mgmt_se3(next());
+                m.dw
+            }};
+        }
+        let v11 = common_fill!(v11_compute_mqd);
+        assert_eq!(
+            common_fill!(v9_mqd),
+            v11,
+            "v9 places a field of the common fill elsewhere"
+        );
+        assert_eq!(
+            common_fill!(v12_compute_mqd),
+            v11,
+            "v12 places a field of the common fill elsewhere"
+        );
+    }
 }

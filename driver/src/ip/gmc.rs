@@ -2,7 +2,7 @@
 //! and the protection-fault registers.
 //!
 //! GMC owns every hub. It programs the MM hubs in `init_hw`; the GC hub of each XCC only
-//! works once the RLC runs, so GFX asks for it ([`Gmc::init_gc_hubs`]) after the RLC
+//! works once the RLC runs, so GFX asks for it ([`Gmc::init_hw`] with `gc`) after the RLC
 //! autoload. Register names differ by generation: GC 11 calls the GC hub's registers
 //! `GCVM_…` / `GCMC_VM_…` and MMHUB 3.0 `MMVM_…` / `MMMC_VM_…`, while GC 9.4.3 and MMHUB 1.8
 //! use plain `VM_…` / `MC_VM_…`; each register is an `alt` list of those names, and a hub
@@ -20,9 +20,6 @@ use crate::mm::{MTYPE_UC, PAGE_SIZE, Pool};
 use crate::mmio::{hi32, lo32};
 use crate::regs::alt::*;
 use crate::regs::{Reg, fields};
-
-/// Last GPU virtual address of VM context 0 (47-bit canonical user range).
-const VM_END: u64 = 0x7fff_ffff_ffff;
 
 /// A GPU memory hub.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -181,18 +178,9 @@ impl Gmc {
         })
     }
 
-    /// Program every MM hub instance.
-    pub fn init_hw(&mut self, ctx: &Ctx) -> Result<()> {
-        self.init_hubs(ctx, false)
-    }
-
-    /// Program the GC hub of every XCC (GFX calls this once the RLC runs).
-    pub fn init_gc_hubs(&mut self, ctx: &Ctx) -> Result<()> {
-        self.init_hubs(ctx, true)
-    }
-
-    /// Program every GC (`gc`) or every MM hub; TLB flushes include the GC hubs from then on.
-    fn init_hubs(&mut self, ctx: &Ctx, gc: bool) -> Result<()> {
+    /// Program every MM hub instance, or with `gc` the GC hub of every XCC (GFX asks for
+    /// these once the RLC runs); TLB flushes include the GC hubs from then on.
+    pub fn init_hw(&mut self, ctx: &Ctx, gc: bool) -> Result<()> {
         for e in &self.engines {
             if matches!(e.hub, Hub::Gc(_)) == gc {
                 self.init_hub(ctx, e.hub)?;
@@ -277,7 +265,8 @@ impl Gmc {
             &VM_CONTEXT0_PAGE_TABLE_START_ADDR_LO32,
             tables.va_base >> 12,
         )?;
-        hub.wreg64(ctx, &VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32, VM_END >> 12)?;
+        // The last page of the 47-bit canonical user range.
+        hub.wreg64(ctx, &VM_CONTEXT0_PAGE_TABLE_END_ADDR_LO32, 0x7_ffff_ffff)?;
         hub.wreg64(
             ctx,
             &VM_CONTEXT0_PAGE_TABLE_BASE_ADDR_LO32,

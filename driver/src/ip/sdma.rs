@@ -16,17 +16,10 @@ use crate::Result;
 use crate::ctx::Ctx;
 use crate::discovery::IpVersion;
 use crate::hwip::HwIp;
-use crate::ip::gfx::{refuse, ring_problems};
+use crate::ip::gfx::refuse;
 use crate::ip::soc::Soc;
 use crate::regs::alt::*;
 use crate::regs::{gc, nbio};
-
-/// Doorbell slots between two engines' doorbells.
-const DOORBELL_STRIDE: u32 = 0xA;
-/// Watchdog: queue hang count in units of 100 ms (10 s).
-const QUEUE_HANG_COUNT: u32 = 100;
-/// NBIO 7.9 routes doorbells through `DOORBELL0_CTRL_ENTRY_1..=16` (four per AID).
-const DOORBELL_ENTRIES: u8 = 16;
 
 /// What the runtime needs to start an SDMA ring. Addresses are what the engine uses (MC
 /// addresses of VRAM, or GPU virtual addresses of VM context 0).
@@ -102,7 +95,8 @@ impl Sdma {
         for &e in &self.engines {
             let (i, k) = self.regs(e);
             if let Some(&w) = SDMA_WATCHDOG_CNTL.get(k) {
-                ctx.update(w, i, |f| f.queue_hang_count(QUEUE_HANG_COUNT))?;
+                // Queue hang count in units of 100 ms (10 s).
+                ctx.update(w, i, |f| f.queue_hang_count(100))?;
             }
             if v.major >= 6 {
                 ctx.update(SDMA_UTCL1_CNTL[k], i, |f| f.resp_mode(3).redo_delay(9))?;
@@ -145,7 +139,8 @@ impl Sdma {
         for aid in 0..ctx.regs.instances(HwIp::MMHUB).len() as u8 {
             for (k, &(port, awid, awaddr)) in (1..).zip(&PORTS) {
                 let entry = 4 * aid + k;
-                if entry > DOORBELL_ENTRIES {
+                // NBIO 7.9 has `DOORBELL0_CTRL_ENTRY_1..=16`.
+                if entry > 16 {
                     return Err(ctx.bad(format!("no DOORBELL0_CTRL_ENTRY_{entry} for AID {aid}")));
                 }
                 let v = ctx.encode(nbio::DOORBELL0_CTRL_ENTRY_0, |f| {
@@ -166,6 +161,7 @@ impl Sdma {
         refuse(
             ctx,
             "SDMA queue",
+            (d.ring, d.ring_size, 1 << 20, d.rptr_addr, d.wptr_addr),
             [
                 (
                     !engines.contains(&engine),
@@ -175,15 +171,7 @@ impl Sdma {
                     self.queues.iter().any(|q| q.engine == engine),
                     format!("engine {engine}'s ring is already started"),
                 ),
-            ]
-            .into_iter()
-            .chain(ring_problems(
-                d.ring,
-                d.ring_size,
-                1 << 20,
-                d.rptr_addr,
-                d.wptr_addr,
-            )),
+            ],
         )?;
         let (i, k) = self.regs(engine);
         let doorbell = doorbell(engine);
@@ -276,5 +264,5 @@ impl Sdma {
 
 /// Engine `e`'s doorbell slot (64-bit units in BAR2).
 fn doorbell(engine: u8) -> u32 {
-    AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0 + u32::from(engine) * DOORBELL_STRIDE
+    AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0 + u32::from(engine) * 0xA
 }
