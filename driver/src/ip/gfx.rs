@@ -10,21 +10,12 @@
 //! An AQL queue on a multi-XCC part is set on every XCC (each XCC's MQD is one stride
 //! further).
 
-use std::time::Duration;
+use super::*;
 
 use am_autogen::doorbell::AMDGPU_NAVI10_DOORBELL_MEC_RING0;
 use am_autogen::mqd::{v9::v9_mqd, v11::v11_compute_mqd};
-use zerocopy::IntoBytes;
 
-use crate::Result;
-use crate::ctx::Ctx;
-use crate::hwip::HwIp;
-use crate::ip::gmc::Gmc;
-use crate::ip::soc::Soc;
-use crate::mm::Pool;
-use crate::mmio::{hi32, lo32};
 use crate::regs::gc::*;
-use crate::regs::{Fields, Reg, mmhub};
 
 /// Queues per MEC pipe.
 pub const MEC_QUEUES: u8 = 8;

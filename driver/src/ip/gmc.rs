@@ -12,14 +12,9 @@ use std::fmt;
 
 use am_autogen::regs::RegIp;
 
-use crate::Result;
-use crate::ctx::Ctx;
-use crate::hwip::HwIp;
-use crate::ip::soc::Soc;
-use crate::mm::{MTYPE_UC, PAGE_SIZE, Pool};
-use crate::mmio::{hi32, lo32};
+use super::*;
+use crate::mm::{MTYPE_UC, PAGE_SIZE};
 use crate::regs::alt::*;
-use crate::regs::{Reg, fields};
 
 /// A GPU memory hub.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

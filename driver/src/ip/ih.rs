@@ -4,13 +4,8 @@
 //! entry is 8 dwords. The read pointer lives in `IH_RB_RPTR` only, so a later driver
 //! instance (warm boot) continues where the last one stopped.
 
-use zerocopy::IntoBytes;
+use super::*;
 
-use crate::Result;
-use crate::ctx::Ctx;
-use crate::hwip::HwIp;
-use crate::mm::Pool;
-use crate::regs::alt;
 use crate::regs::osssys::*;
 
 /// Ring size in bytes.

@@ -11,3 +11,16 @@ pub mod psp;
 pub mod sdma;
 pub mod smu;
 pub mod soc;
+
+// What the blocks name in common; each takes it with `use super::*`.
+use crate::ctx::Ctx;
+use crate::discovery::IpVersion;
+use crate::hwip::HwIp;
+use crate::mm::Pool;
+use crate::mmio::{hi32, lo32};
+use crate::regs::{Fields, Reg, alt, fields, gc, hdp, mmhub, mp, nbio};
+use crate::{ErrorKind, Result};
+use gmc::Gmc;
+use soc::Soc;
+use std::time::Duration;
+use zerocopy::IntoBytes;

@@ -6,23 +6,14 @@
 //! completed when the PSP writes the frame's fence value. Every wait is bounded by
 //! `ctx.timeouts.psp` and its error names the step.
 
+use super::*;
 use std::mem::{offset_of, size_of};
-use std::time::Duration;
 
-use am_autogen::psp_gfx::{
-    GFX_CMD_ID_AUTOLOAD_RLC, GFX_CMD_ID_LOAD_IP_FW, GFX_CMD_ID_LOAD_TOC, GFX_CMD_ID_SETUP_TMR,
-    GFX_CMD_ID_SRIOV_SPATIAL_PART, psp_gfx_cmd_load_ip_fw, psp_gfx_cmd_load_toc, psp_gfx_cmd_resp,
-    psp_gfx_cmd_setup_tmr, psp_gfx_cmd_sriov_spatial_part, psp_gfx_rb_frame,
-};
+use am_autogen::psp_gfx::*;
 use am_firmware::{BootloaderCmd, LoadPlan, Payload, PspStep};
-use zerocopy::{FromZeros, IntoBytes};
+use zerocopy::FromZeros;
 
-use crate::ctx::Ctx;
-use crate::ip::soc::Soc;
-use crate::mm::{Pool, VramAccess};
-use crate::mmio::{hi32, lo32};
-use crate::regs::{alt, mp};
-use crate::{ErrorKind, Result};
+use crate::mm::VramAccess;
 
 /// `PSP_1_MEG`: the bootloader takes a component from a 1 MiB-aligned, 1 MiB buffer.
 const PSP_1_MEG: u64 = 1 << 20;

@@ -12,14 +12,9 @@
 
 use am_autogen::doorbell::AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0;
 
-use crate::Result;
-use crate::ctx::Ctx;
-use crate::discovery::IpVersion;
-use crate::hwip::HwIp;
+use super::*;
 use crate::ip::gfx::refuse;
-use crate::ip::soc::Soc;
 use crate::regs::alt::*;
-use crate::regs::{gc, nbio};
 
 /// What the runtime needs to start an SDMA ring. Addresses are what the engine uses (MC
 /// addresses of VRAM, or GPU virtual addresses of VM context 0).

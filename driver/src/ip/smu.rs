@@ -7,20 +7,12 @@
 //! 13.0.0, 13.0.6 (which also serves 13.0.12/13.0.14) or 14.0.2 (whose clock ids are
 //! 13.0.0's: a test checks).
 
+use super::*;
 use std::mem::size_of;
-use std::time::Duration;
 
 pub use am_autogen::smu::Msg;
 use am_autogen::smu::{v13_0_0 as s0, v13_0_6 as s6, v14_0_2 as s14};
 use zerocopy::FromBytes;
-
-use crate::ctx::Ctx;
-use crate::discovery::IpVersion;
-use crate::hwip::HwIp;
-use crate::mm::Pool;
-use crate::mmio::{hi32, lo32};
-use crate::regs::mp;
-use crate::{ErrorKind, Result};
 
 /// Which DPM level every clock is pinned to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

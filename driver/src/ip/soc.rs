@@ -1,10 +1,7 @@
 //! SOC: NBIO doorbell apertures, XCC doorbell fences, HDP flush, SOC clock gating.
 
-use crate::Result;
-use crate::ctx::Ctx;
-use crate::hwip::HwIp;
+use super::*;
 use crate::regs::nbio::*;
-use crate::regs::{alt, hdp};
 
 /// SOC/NBIO state.
 #[derive(Debug)]
