@@ -6,13 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::discovery::{Discovery, IpVersion, MM_DATA, MM_INDEX, MM_INDEX_HI};
-use crate::hwip::HwIp;
+use crate::discovery::{MM_DATA, MM_INDEX, MM_INDEX_HI};
 use crate::mm::{MemoryManager, Pool, VramAccess};
-use crate::mmio::access32;
-use crate::pci::{Bar, PciDevice};
 use crate::regs::{Fields, Reg, Regs};
-use crate::{Error, ErrorKind, Result};
+use crate::*;
 
 /// How long the driver waits for the firmware and the engines before it gives up. The
 /// defaults are the reference driver's; tests shorten them so that a model that never

@@ -23,3 +23,7 @@ pub use discovery::{Discovery, IpVersion};
 pub use error::{Error, ErrorKind, Result};
 pub use hwip::HwIp;
 pub use pci::{Bar, BarInfo, PciDevice, SysMem};
+
+// Names most modules use besides the public ones above; a module takes them all with
+// `use crate::*`.
+use mmio::{access32, hi32, lo32};

@@ -1,8 +1,7 @@
 //! Register-access helpers shared by the IP blocks: one dword access of a BAR, and the
 //! halves of a 64-bit value written to a register pair.
 
-use crate::Result;
-use crate::pci::Bar;
+use crate::*;
 
 /// The low half of a 64-bit value written to a register pair (`*_LO`, `*_LO32`).
 pub(crate) const fn lo32(v: u64) -> u32 {

@@ -45,10 +45,7 @@ use std::sync::{Arc, Mutex};
 
 use am_autogen::regs::{self as generated, RegIp};
 
-use crate::discovery::{Discovery, IpVersion};
-use crate::hwip::{self, HwIp};
-use crate::mmio::{access32, hi32, lo32};
-use crate::{Bar, Error, ErrorKind, PciDevice, Result};
+use crate::*;
 
 /// A register's entry in one version's table (offset, base index, fields, reset value).
 pub use am_autogen::regs::Register as RegDef;

@@ -13,13 +13,9 @@ pub mod smu;
 pub mod soc;
 
 // What the blocks name in common; each takes it with `use super::*`.
-use crate::ctx::Ctx;
-use crate::discovery::IpVersion;
-use crate::hwip::HwIp;
 use crate::mm::Pool;
-use crate::mmio::{hi32, lo32};
 use crate::regs::{Fields, Reg, alt, fields, gc, hdp, mmhub, mp, nbio};
-use crate::{ErrorKind, Result};
+use crate::*;
 use gmc::Gmc;
 use soc::Soc;
 use std::time::Duration;

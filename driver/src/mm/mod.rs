@@ -23,7 +23,7 @@ pub use pt::*;
 pub use pte::*;
 pub use tlsf::*;
 
-use crate::{Error, ErrorKind, Result};
+use crate::*;
 
 /// Size of the boot pool at the bottom of VRAM.
 pub const BOOT_POOL_SIZE: u64 = 32 << 20;
