@@ -3229,7 +3229,7 @@ fn lds_dwords(
     w: &mut Wave,
     lds: &mut [u8],
     exec: u64,
-    addrs: &[usize; 64],
+    addrs: &[u32; 64],
     offs: [usize; 2],
     halves: usize,
     words: usize,
@@ -3243,14 +3243,17 @@ fn lds_dwords(
     let mut same = [false; 4];
     for g in 0..lanes / 16 {
         let row = &addrs[16 * g..16 * g + 16];
-        let (mut s, mut u) = (true, true);
+        // Each lane's difference from the expected address OR-ed together (a straight loop
+        // that vectorises, where a chain of `&&` compares does not). The addresses are inside
+        // the LDS, so none wraps.
+        let (mut s, mut u) = (0u32, 0u32);
         for (k, &a) in row.iter().enumerate() {
-            s &= a == row[0].wrapping_add(4 * k);
-            u &= a == row[0];
+            s |= a ^ row[0].wrapping_add(4 * k as u32);
+            u |= a ^ row[0];
         }
         let active = (exec >> (16 * g)) & 0xffff == 0xffff;
-        seq[g] = active && s;
-        same[g] = active && u;
+        seq[g] = active && s == 0;
+        same[g] = active && u == 0;
     }
     let get = |at: usize| -> u32 {
         lds.get(at..at + 4)
@@ -3263,7 +3266,7 @@ fn lds_dwords(
                 let row = (dst + h * words + k) * 64;
                 let out = &mut w.v[row..row + lanes];
                 for g in 0..lanes / 16 {
-                    let at = addrs[16 * g].wrapping_add(o);
+                    let at = addrs[16 * g] as usize + o;
                     let out = &mut out[16 * g..16 * g + 16];
                     if seq[g]
                         && let Some(b) = lds.get(at..).and_then(|b| b.first_chunk::<64>())
@@ -3275,7 +3278,7 @@ fn lds_dwords(
                         out.fill(get(at));
                     } else {
                         let m = exec >> (16 * g) & 0xffff;
-                        for_lanes(m, |l| out[l] = get(addrs[16 * g + l] + o));
+                        for_lanes(m, |l| out[l] = get(addrs[16 * g + l] as usize + o));
                     }
                 }
             }
@@ -3286,7 +3289,7 @@ fn lds_dwords(
     for g in 0..lanes / 16 {
         if words == 1 && apart && seq[g] {
             for (&off, &row) in offs.iter().zip(&data).take(halves) {
-                let at = addrs[16 * g].wrapping_add(off);
+                let at = addrs[16 * g] as usize + off;
                 let src = &w.v[row + 16 * g..row + 16 * g + 16];
                 if let Some(b) = lds.get_mut(at..).and_then(|b| b.first_chunk_mut::<64>()) {
                     for (c, v) in b.as_chunks_mut::<4>().0.iter_mut().zip(src) {
@@ -3298,7 +3301,7 @@ fn lds_dwords(
         }
         for_lanes(exec >> (16 * g) & 0xffff, |l| {
             let l = 16 * g + l;
-            let a = addrs[l];
+            let a = addrs[l] as usize;
             for (&off, &row) in offs.iter().zip(&data).take(halves) {
                 for k in 0..words {
                     let at = a + off + 4 * k;
@@ -3345,22 +3348,19 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
         let words = n / 4;
         let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
         if (store || dst + words <= DPP_ROW) && d0 + 64 * words <= DPP_ROW * 64 {
-            let mut addrs = [0usize; 64];
-            let mut inside = true;
+            // Every lane's address (a fixed-size map of the register row, no zeroed array
+            // first); inactive lanes' are not used.
+            let addrs: [u32; 64] = row::<64>(&w.v, addr_row).map(|v| v.wrapping_add(off));
             let len = lds.len();
             let lanes = w.lanes as usize;
-            let row = &w.v[addr_row..addr_row + lanes];
-            if exec == full_mask(w.lanes) {
-                for (a, &v) in addrs.iter_mut().zip(row) {
-                    *a = v.wrapping_add(off) as usize;
-                    inside &= a.saturating_add(n) <= len;
-                }
+            let inside = if exec == full_mask(w.lanes) {
+                // The highest address decides (a max-reduction vectorises).
+                addrs[..lanes].iter().fold(0, |m, &a| m.max(a)) as usize + n <= len
             } else {
-                for_lanes(exec, |l| {
-                    addrs[l] = row[l].wrapping_add(off) as usize;
-                    inside &= addrs[l].saturating_add(n) <= len;
-                });
-            }
+                let mut ok = true;
+                for_lanes(exec, |l| ok &= addrs[l] as usize + n <= len);
+                ok
+            };
             if inside {
                 lds_dwords(w, lds, exec, &addrs, [0, 0], 1, words, load, dst, [d0, d0]);
                 return Ok(());
@@ -3392,23 +3392,17 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
             d0 + 64 * words <= DPP_ROW * 64 && d1 + 64 * words <= DPP_ROW * 64
         };
         if rows_ok {
-            let mut addrs = [0usize; 64];
-            let mut inside = true;
+            let addrs: [u32; 64] = *row::<64>(&w.v, addr_row);
             let len = lds.len();
             let lanes = w.lanes as usize;
             let far = o0.max(o1) as usize + size;
-            let row = &w.v[addr_row..addr_row + lanes];
-            if exec == full_mask(w.lanes) {
-                for (a, &v) in addrs.iter_mut().zip(row) {
-                    *a = v as usize;
-                    inside &= *a + far <= len;
-                }
+            let inside = if exec == full_mask(w.lanes) {
+                addrs[..lanes].iter().fold(0, |m, &a| m.max(a)) as usize + far <= len
             } else {
-                for_lanes(exec, |l| {
-                    addrs[l] = row[l] as usize;
-                    inside &= addrs[l] + far <= len;
-                });
-            }
+                let mut ok = true;
+                for_lanes(exec, |l| ok &= addrs[l] as usize + far <= len);
+                ok
+            };
             if inside {
                 let offs = [o0 as usize, o1 as usize];
                 lds_dwords(w, lds, exec, &addrs, offs, 2, words, ld, dst, [d0, d1]);
@@ -4466,6 +4460,7 @@ mod tests {
                     };
                 }
             }
+            let addrs: [u32; 64] = addrs.map(|a| a as u32);
             let load = next() % 2 == 0;
             let lds0: Vec<u8> = (0..LDS).map(|_| next() as u8).collect();
             let mut w = Wave::new();
@@ -4479,7 +4474,7 @@ mod tests {
             for_lanes(exec, |l| {
                 for h in 0..halves {
                     for k in 0..words {
-                        let at = addrs[l] + offs[h] + 4 * k;
+                        let at = addrs[l] as usize + offs[h] + 4 * k;
                         if load {
                             let b = &want_lds[at..at + 4];
                             want_v[(dst + h * words + k) * 64 + l] =
