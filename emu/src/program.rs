@@ -5,6 +5,7 @@
 
 use crate::rdna3::decode::{Gen, decode_in, shape_in};
 use crate::rdna3::exec::{Atom, atomic_kind};
+use crate::rdna3::fast::{Fast, classify};
 use crate::rdna3::{Inst, decode};
 use crate::{CodeObject, Error, Isa};
 
@@ -30,6 +31,8 @@ pub struct Program {
     /// The atomic operation of each FLAT, GLOBAL and MUBUF atomic, by instruction index,
     /// resolved from its mnemonic once here instead of at every execution.
     atoms: Vec<Option<Atom>>,
+    /// The hot form of each instruction, by instruction index (`rdna3/fast.rs`).
+    pub(crate) fast: Vec<Fast>,
 }
 
 /// Opcode marking an undecodable slot (never a real SOPP opcode).
@@ -76,6 +79,7 @@ impl Program {
             vgpr_rows: 1,
             agpr_rows: 0,
             atoms: Vec::new(),
+            fast: Vec::new(),
         };
         let marker = |op: u16, len: u8| -> Result<Inst, Error> {
             let mut m = decode(&[0xBF80_0000]).map_err(|e| Error::CodeObject {
@@ -135,6 +139,9 @@ impl Program {
         p.words = words;
         p.count_rows(&widths);
         p.atoms = p.insts.iter().map(atomic_kind).collect();
+        p.fast = (0..p.insts.len())
+            .map(|idx| classify(&p.insts, &p.offsets, &p.index, idx))
+            .collect();
         Ok(p)
     }
 

@@ -3,7 +3,7 @@
 use std::process::Command;
 use std::time::Instant;
 
-use am_emu::{CodeObject, HostMemory, Isa, Launch, Program, SharedHostMemory};
+use am_emu::{CodeObject, HostMemory, Isa, Launch, Memory, Program, SharedHostMemory};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 
@@ -385,6 +385,8 @@ fn kernarg(args: &[Arg], size: usize, alloc: &mut dyn FnMut(&[u8]) -> u64) -> Ve
 /// What one benchmark measured.
 struct Measured {
     instructions: u64,
+    /// FNV-1a of every buffer argument after the first dispatch (one core).
+    output_hash: u64,
     reps: u32,
     one_core_cpu: Option<f64>,
     one_core_wall: f64,
@@ -403,11 +405,26 @@ fn measure(
     // round of at least `round` seconds; the best of three rounds counts. This thread's CPU
     // time (schedstat) is the one-core figure on a shared machine.
     let mut mem = HostMemory::new();
-    let ka = kernarg(&case.args, size, &mut |b| mem.alloc_bytes(b));
+    let mut buffers = vec![];
+    let ka = kernarg(&case.args, size, &mut |b| {
+        let at = mem.alloc_bytes(b);
+        buffers.push((at, b.len()));
+        at
+    });
     let ka = mem.alloc_bytes(&ka);
     let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
     let t = Instant::now();
     let instructions = am_emu::dispatch(prog, k, &launch, &mut mem)?.instructions;
+    // The buffers after the first dispatch, hashed so that two builds can be compared.
+    let mut output_hash = 0xcbf2_9ce4_8422_2325u64;
+    for (at, len) in buffers {
+        let mut b = vec![0u8; len];
+        mem.read(at, &mut b)
+            .map_err(|f| anyhow::anyhow!("{}: reading its output: {f}", case.kernel))?;
+        for x in b {
+            output_hash = (output_hash ^ x as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
     let reps = (round / t.elapsed().as_secs_f64().max(1e-6))
         .ceil()
         .clamp(1.0, 100.0) as u32;
@@ -445,6 +462,7 @@ fn measure(
     }
     Ok(Measured {
         instructions,
+        output_hash,
         reps,
         // schedstat can read 0 for runs shorter than its tick: no figure rather than infinity.
         one_core_cpu: (cpu.is_finite() && cpu > 0.0).then_some(cpu),
@@ -515,6 +533,7 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
                 "kernel": case.kernel, "what": case.what, "workgroups": case.groups,
                 "dispatches_per_round": m.reps,
                 "wave_size": k.descriptor.wave_size(), "wave_instructions": m.instructions,
+                "output_hash": format!("{:016x}", m.output_hash),
                 "one_core_cpu_seconds": m.one_core_cpu, "one_core_wall_seconds": m.one_core_wall,
                 "one_core_mips": one_core, "all_cores_wall_seconds": m.all_cores_wall,
                 "all_cores_mips": all_cores,

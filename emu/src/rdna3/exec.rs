@@ -5,6 +5,7 @@
 //! masks) is resolved once before the lane loop, and nothing is allocated per instruction.
 
 use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
+use super::fast::{self, Fast};
 use super::opcodes::{self, ds, flat, smem, sop1, sop2, sopc, sopk, sopp, valu, vop3p};
 use crate::float::{bf16_to_f32, f16_to_f32, f32_to_f16, f64_to_f16};
 use crate::program::{INVALID_OP, UNIMPL_OP};
@@ -24,7 +25,7 @@ pub(crate) enum Ty {
     F64,
 }
 
-fn inline_const(code: u16, ty: Ty) -> Option<u64> {
+pub(crate) fn inline_const(code: u16, ty: Ty) -> Option<u64> {
     let int = |v: i64| -> u64 {
         match ty {
             Ty::B16 => (v as u64) & 0xffff,
@@ -191,7 +192,9 @@ pub(crate) fn fault(ctx: &Ctx<'_>, idx: usize, _i: &Inst, lane: u32, f: Fault) -
     }
 }
 
-/// Runs a wave until `s_endpgm`, `s_barrier` or an error.
+/// Runs a wave until `s_endpgm`, `s_barrier` or an error. Built for AVX2 too, as [`dense`]:
+/// the lane loops of the hot forms (`fast.rs`) are inlined here.
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     let prog = ctx.prog;
     let mut count = 0u64;
@@ -210,35 +213,167 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 reason: "instruction limit reached".into(),
             });
         }
-        let res = match i.enc {
-            Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
-                if matches!(i.dpp, Dpp::Sdwa { .. }) =>
-            {
-                crate::cdna3::exec::sdwa(w, i, idx, ctx)
+        // The hot forms resolved when the program was predecoded (`fast.rs`); a vector form
+        // with a partial EXEC (or, for floats, denormal flushing) takes the general path.
+        let dense = fast::dense_ok(w);
+        let dense_f32 = dense && !w.mode.flush32();
+        let f = prog.fast.get(idx).unwrap_or(&Fast::Slow);
+        let res = match *f {
+            Fast::Nop => Ok(()),
+            Fast::Branch(t) => {
+                w.pc = t as usize;
+                Ok(())
             }
-            Encoding::Ext => crate::cdna3::exec::ext(w, i, idx, ctx),
-            Encoding::Rdna4 => crate::rdna4::exec::run(w, i, idx, ctx),
-            Encoding::Vopc => vopc(w, i, idx, ctx),
-            Encoding::Vop3 if i.op < 0x100 => vopc(w, i, idx, ctx),
-            Encoding::Vop1 | Encoding::Vop2 | Encoding::Vop3 | Encoding::Vop3sd => {
-                valu_op(w, i, i.op, idx, ctx)
+            Fast::CbranchScc0(t) | Fast::CbranchScc1(t) => {
+                if w.scc == matches!(f, Fast::CbranchScc1(_)) {
+                    w.pc = t as usize;
+                }
+                Ok(())
             }
-            Encoding::Sop2 => sop2_op(w, i, idx, ctx),
-            Encoding::Sop1 => sop1_op(w, i, idx, ctx),
-            Encoding::Sopk => sopk_op(w, i, idx, ctx),
-            Encoding::Sopc => sopc_op(w, i, idx, ctx),
-            Encoding::Sopp => match sopp_op(w, i, idx, ctx) {
-                Ok(true) => break Ok(()),
-                Ok(false) => Ok(()),
-                Err(e) => Err(e),
+            Fast::CbranchVccz(t) | Fast::CbranchVccnz(t) => {
+                if (w.mask(VCC_LO) == 0) == matches!(f, Fast::CbranchVccz(_)) {
+                    w.pc = t as usize;
+                }
+                Ok(())
+            }
+            Fast::CbranchExecz(t) | Fast::CbranchExecnz(t) => {
+                if (w.exec() == 0) == matches!(f, Fast::CbranchExecz(_)) {
+                    w.pc = t as usize;
+                }
+                Ok(())
+            }
+            Fast::Cmp(ref v, c) if dense => {
+                let res = fast::compare(w, v, c);
+                finish_compare(w, i, c, res)
+            }
+            Fast::MovB32(ref v) if dense => fast::u32_op(w, v, |[a]| a),
+            Fast::AddU32(ref v) if dense => fast::u32_op(w, v, |[a, b]| a.wrapping_add(b)),
+            Fast::SubU32(ref v) if dense => fast::u32_op(w, v, |[a, b]| a.wrapping_sub(b)),
+            Fast::SubrevU32(ref v) if dense => fast::u32_op(w, v, |[a, b]| b.wrapping_sub(a)),
+            Fast::AndB32(ref v) if dense => fast::u32_op(w, v, |[a, b]| a & b),
+            Fast::OrB32(ref v) if dense => fast::u32_op(w, v, |[a, b]| a | b),
+            Fast::XorB32(ref v) if dense => fast::u32_op(w, v, |[a, b]| a ^ b),
+            Fast::LshlrevB32(ref v) if dense => fast::u32_op(w, v, |[a, b]| b << (a & 31)),
+            Fast::LshrrevB32(ref v) if dense => fast::u32_op(w, v, |[a, b]| b >> (a & 31)),
+            Fast::AshrrevI32(ref v) if dense => {
+                fast::u32_op(w, v, |[a, b]| ((b as i32) >> (a & 31)) as u32)
+            }
+            Fast::MulLoU32(ref v) if dense => fast::u32_op(w, v, |[a, b]| a.wrapping_mul(b)),
+            Fast::MulHiU32(ref v) if dense => {
+                fast::u32_op(w, v, |[a, b]| ((a as u64 * b as u64) >> 32) as u32)
+            }
+            Fast::MulU32U24(ref v) if dense => {
+                fast::u32_op(w, v, |[a, b]| (a & 0xff_ffff).wrapping_mul(b & 0xff_ffff))
+            }
+            Fast::Add3U32(ref v) if dense => {
+                fast::u32_op(w, v, |[a, b, c]| a.wrapping_add(b).wrapping_add(c))
+            }
+            Fast::LshlOrB32(ref v) if dense => fast::u32_op(w, v, |[a, b, c]| (a << (b & 31)) | c),
+            Fast::LshlAddU32(ref v) if dense => {
+                fast::u32_op(w, v, |[a, b, c]| (a << (b & 31)).wrapping_add(c))
+            }
+            Fast::AndOrB32(ref v) if dense => fast::u32_op(w, v, |[a, b, c]| (a & b) | c),
+            Fast::Or3B32(ref v) if dense => fast::u32_op(w, v, |[a, b, c]| a | b | c),
+            Fast::Xor3B32(ref v) if dense => fast::u32_op(w, v, |[a, b, c]| a ^ b ^ c),
+            Fast::CvtF32U32(ref v) if dense => fast::u32_op(w, v, |[a]| (a as f32).to_bits()),
+            Fast::NotB32(ref v) if dense => fast::u32_op(w, v, |[a]| !a),
+            Fast::MinI32(ref v) if dense => {
+                fast::u32_op(w, v, |[a, b]| (a as i32).min(b as i32) as u32)
+            }
+            Fast::MaxI32(ref v) if dense => {
+                fast::u32_op(w, v, |[a, b]| (a as i32).max(b as i32) as u32)
+            }
+            Fast::MinU32(ref v) if dense => fast::u32_op(w, v, |[a, b]| a.min(b)),
+            Fast::MaxU32(ref v) if dense => fast::u32_op(w, v, |[a, b]| a.max(b)),
+            Fast::BfiB32(ref v) if dense => fast::u32_op(w, v, |[a, b, c]| (a & b) | (!a & c)),
+            Fast::BfeU32(ref v) if dense => fast::u32_op(w, v, |[a, b, c]| {
+                let (off, wd) = (b & 31, c & 31);
+                if wd == 0 {
+                    0
+                } else {
+                    (a >> off) & ((1u32 << wd) - 1)
+                }
+            }),
+            Fast::CvtF32I32(ref v) if dense => {
+                fast::u32_op(w, v, |[a]| (a as i32 as f32).to_bits())
+            }
+            Fast::CvtU32F32(ref v) if dense => {
+                fast::bits_op(w, v, |_, [a]| cvt_u32(f32::from_bits(a)))
+            }
+            Fast::LdexpF32(ref v) if dense_f32 => fast::bits_op(w, v, |_, [a, b]| {
+                ldexp(f32::from_bits(a), b as i32).to_bits()
+            }),
+            Fast::RcpF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| (1.0 / a as f64) as f32),
+            Fast::SqrtF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| a.sqrt()),
+            Fast::ExpF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| (a as f64).exp2() as f32),
+            Fast::LogF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| (a as f64).log2() as f32),
+            Fast::FloorF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| a.floor()),
+            Fast::TruncF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| a.trunc()),
+            Fast::RndneF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| round_even(a)),
+            Fast::FractF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| fract(a)),
+            Fast::AddF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a, b]| a + b),
+            Fast::SubF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a, b]| a - b),
+            Fast::SubrevF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a, b]| b - a),
+            Fast::MulF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a, b]| a * b),
+            Fast::FmaF32(ref v) if dense_f32 && fma_available() => fast::fma_op(w, v),
+            Fast::CndmaskB32(ref v) if dense => {
+                let m = w.mask(v.sd);
+                fast::bits_op(w, v, |l, [a, b]| if m >> l & 1 != 0 { b } else { a })
+            }
+            Fast::CvtI32F32(ref v) if dense => {
+                fast::bits_op(w, v, |_, [a]| cvt_i32(f32::from_bits(a)))
+            }
+            Fast::LshlrevB64(ref v) if dense => {
+                fast::u64_op(w, v, [false, true, false], |[a, b]| (b << (a & 63), false));
+                Ok(())
+            }
+            Fast::LshrrevB64(ref v) if dense => {
+                fast::u64_op(w, v, [false, true, false], |[a, b]| (b >> (a & 63), false));
+                Ok(())
+            }
+            Fast::LshlAddU64(ref v) if dense => {
+                fast::u64_op(w, v, [true, false, true], |[a, b, c]| {
+                    ((a << (b & 7)).wrapping_add(c), false)
+                });
+                Ok(())
+            }
+            Fast::MadU64U32(ref v) if dense => {
+                let carry = fast::u64_op(w, v, [false, false, true], |[a, b, c]| {
+                    (a * b).overflowing_add(c)
+                });
+                w.set_mask(v.sd, carry);
+                Ok(())
+            }
+            _ => match i.enc {
+                Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
+                    if matches!(i.dpp, Dpp::Sdwa { .. }) =>
+                {
+                    crate::cdna3::exec::sdwa(w, i, idx, ctx)
+                }
+                Encoding::Ext => crate::cdna3::exec::ext(w, i, idx, ctx),
+                Encoding::Rdna4 => crate::rdna4::exec::run(w, i, idx, ctx),
+                Encoding::Vopc => vopc(w, i, idx, ctx),
+                Encoding::Vop3 if i.op < 0x100 => vopc(w, i, idx, ctx),
+                Encoding::Vop1 | Encoding::Vop2 | Encoding::Vop3 | Encoding::Vop3sd => {
+                    valu_op(w, i, i.op, idx, ctx)
+                }
+                Encoding::Sop2 => sop2_op(w, i, idx, ctx),
+                Encoding::Sop1 => sop1_op(w, i, idx, ctx),
+                Encoding::Sopk => sopk_op(w, i, idx, ctx),
+                Encoding::Sopc => sopc_op(w, i, idx, ctx),
+                Encoding::Sopp => match sopp_op(w, i, idx, ctx) {
+                    Ok(true) => break Ok(()),
+                    Ok(false) => Ok(()),
+                    Err(e) => Err(e),
+                },
+                Encoding::Smem => smem_op(w, i, idx, ctx),
+                Encoding::Vopd => vopd(w, i, idx, ctx),
+                Encoding::Vop3p => vop3p_op(w, i, idx, ctx),
+                Encoding::Ds => ds_op(w, i, idx, ctx),
+                Encoding::Flat | Encoding::Global | Encoding::Scratch => flat_op(w, i, idx, ctx),
+                Encoding::Mubuf => mubuf_op(w, i, idx, ctx),
+                Encoding::Mtbuf => Err(unimplemented(ctx, idx, i)),
             },
-            Encoding::Smem => smem_op(w, i, idx, ctx),
-            Encoding::Vopd => vopd(w, i, idx, ctx),
-            Encoding::Vop3p => vop3p_op(w, i, idx, ctx),
-            Encoding::Ds => ds_op(w, i, idx, ctx),
-            Encoding::Flat | Encoding::Global | Encoding::Scratch => flat_op(w, i, idx, ctx),
-            Encoding::Mubuf => mubuf_op(w, i, idx, ctx),
-            Encoding::Mtbuf => Err(unimplemented(ctx, idx, i)),
         };
         if let Err(e) = res {
             break Err(e);
@@ -1091,7 +1226,7 @@ fn arr<T: Copy + Default, const N: usize>(g: impl Fn(usize) -> T) -> [T; N] {
 /// result goes to row `d`. Compiled twice, for baseline x86-64 and for AVX2 with FMA (twice
 /// the lanes per vector instruction), the second chosen at run time when the CPU has them.
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
-fn dense<const N: usize, const L: usize>(
+pub(crate) fn dense<const N: usize, const L: usize>(
     w: &mut Wave,
     r: &[usize; 3],
     d: usize,
@@ -1140,7 +1275,7 @@ pub(crate) fn vbits<const N: usize>(
 
 /// The full-EXEC body of [`vbits`] over `L` lanes.
 #[inline(always)]
-fn bits_rows<const N: usize, const L: usize>(
+pub(crate) fn bits_rows<const N: usize, const L: usize>(
     w: &mut Wave,
     r: &[usize; 3],
     m: [(u32, u32); N],
@@ -1159,7 +1294,7 @@ fn bits_rows<const N: usize, const L: usize>(
 
 /// EXEC with every lane of the wave set.
 #[inline(always)]
-fn full_mask(lanes: u32) -> u64 {
+pub(crate) fn full_mask(lanes: u32) -> u64 {
     if lanes == 64 {
         u64::MAX
     } else {
@@ -1319,7 +1454,7 @@ fn vfma(w: &mut Wave, i: &Inst, op: u16) {
 /// Whether the CPU does f32 fused multiply-adds in hardware (and AVX2, which the clone of
 /// [`fma_rows`] that uses them is built for).
 #[inline]
-fn fma_available() -> bool {
+pub(crate) fn fma_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
@@ -1336,7 +1471,7 @@ fn fma_available() -> bool {
 /// AVX2+FMA clone runs and `mul_add` is one instruction per 8 lanes (the baseline clone would
 /// call the C library's `fmaf`: the same results, slowly).
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
-fn fma_rows<const L: usize>(w: &mut Wave, r: [usize; 3], m: [(u32, u32); 3], d: usize) {
+pub(crate) fn fma_rows<const L: usize>(w: &mut Wave, r: [usize; 3], m: [(u32, u32); 3], d: usize) {
     let mut out = [0u32; L];
     {
         let s: [&[u32; L]; 3] =
@@ -1443,7 +1578,7 @@ pub(crate) fn set_row<const L: usize>(v: &mut [u32], at: usize, x: &[u32; L]) {
 /// The full-EXEC body of [`vcarry`] over `L` lanes: each source as a (low, high) pair of
 /// rows, 32-bit sources with a high row of zeros.
 #[inline(always)]
-fn carry_rows<const N: usize, const L: usize>(
+pub(crate) fn carry_rows<const N: usize, const L: usize>(
     w: &mut Wave,
     r: &[usize; 3],
     wide: [bool; 3],
@@ -1648,11 +1783,11 @@ fn fmed3(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
-fn cvt_i32(x: f32) -> u32 {
+pub(crate) fn cvt_i32(x: f32) -> u32 {
     if x.is_nan() { 0 } else { (x as i32) as u32 }
 }
 
-fn cvt_u32(x: f32) -> u32 {
+pub(crate) fn cvt_u32(x: f32) -> u32 {
     if x.is_nan() { 0 } else { x as u32 }
 }
 
@@ -1679,7 +1814,7 @@ fn frexp_mant(x: f32) -> f32 {
     ldexp(x, -frexp_exp(x))
 }
 
-fn ldexp(x: f32, e: i32) -> f32 {
+pub(crate) fn ldexp(x: f32, e: i32) -> f32 {
     // x * 2^e is exact in f64 for every f32 x and |e| <= 400 (and beyond 400 every nonzero
     // f32 result overflows or underflows anyway), so the one rounding to f32 is correct;
     // branch-free, so lane loops vectorise.
@@ -1692,7 +1827,7 @@ pub(crate) fn pow2(e: i32) -> f64 {
     f64::from_bits(((e.clamp(-1022, 1023) + 1023) as u64) << 52)
 }
 
-fn round_even(x: f32) -> f32 {
+pub(crate) fn round_even(x: f32) -> f32 {
     // Below 2^23, adding and taking away 2^23 rounds to an integer, ties to even (the
     // default rounding); larger magnitudes, infinities and NaN are already integral.
     const BIG: f32 = 8_388_608.0;
@@ -1703,7 +1838,7 @@ fn round_even(x: f32) -> f32 {
     }
 }
 
-fn fract(x: f32) -> f32 {
+pub(crate) fn fract(x: f32) -> f32 {
     if x.is_infinite() {
         return f32::NAN;
     }
@@ -2598,7 +2733,7 @@ fn perm(a: u32, b: u32, c: u32) -> u32 {
     clippy::double_comparisons
 )]
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
-fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
+pub(crate) fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
     let lanes = w.lanes as usize;
     let a = &w.v[v.r[0]..v.r[0] + lanes];
     let b = &w.v[v.r[1]..v.r[1] + lanes];
@@ -2663,15 +2798,15 @@ fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
 }
 
 /// Condition and type of a VOPC opcode, from its mnemonic (computed once per opcode).
-#[derive(Clone, Copy)]
-struct CmpInfo {
-    cond: u8,
-    ty: u8,
-    x: bool,
-    class: bool,
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CmpInfo {
+    pub cond: u8,
+    pub ty: u8,
+    pub x: bool,
+    pub class: bool,
 }
 
-fn cmp_info(op: u16) -> Option<CmpInfo> {
+pub(crate) fn cmp_info(op: u16) -> Option<CmpInfo> {
     static TABLE: std::sync::OnceLock<Vec<Option<CmpInfo>>> = std::sync::OnceLock::new();
     let t = TABLE.get_or_init(|| {
         (0..256u16)
@@ -2836,7 +2971,7 @@ pub(crate) fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
 
 /// Writes a compare result: EXEC for v_cmpx (and on CDNA its destination too), else the
 /// destination mask.
-fn finish_compare(w: &mut Wave, i: &Inst, c: CmpInfo, res: u64) -> Result<(), Error> {
+pub(crate) fn finish_compare(w: &mut Wave, i: &Inst, c: CmpInfo, res: u64) -> Result<(), Error> {
     if c.x {
         w.set_exec(res);
         // GFX9 (CDNA) v_cmpx also writes its destination (VCC in the 32-bit encoding).
@@ -3094,7 +3229,7 @@ fn lds_dwords(
     w: &mut Wave,
     lds: &mut [u8],
     exec: u64,
-    addrs: &[usize; 64],
+    addrs: &[u32; 64],
     offs: [usize; 2],
     halves: usize,
     words: usize,
@@ -3108,14 +3243,17 @@ fn lds_dwords(
     let mut same = [false; 4];
     for g in 0..lanes / 16 {
         let row = &addrs[16 * g..16 * g + 16];
-        let (mut s, mut u) = (true, true);
+        // Each lane's difference from the expected address OR-ed together (a straight loop
+        // that vectorises, where a chain of `&&` compares does not). The addresses are inside
+        // the LDS, so none wraps.
+        let (mut s, mut u) = (0u32, 0u32);
         for (k, &a) in row.iter().enumerate() {
-            s &= a == row[0].wrapping_add(4 * k);
-            u &= a == row[0];
+            s |= a ^ row[0].wrapping_add(4 * k as u32);
+            u |= a ^ row[0];
         }
         let active = (exec >> (16 * g)) & 0xffff == 0xffff;
-        seq[g] = active && s;
-        same[g] = active && u;
+        seq[g] = active && s == 0;
+        same[g] = active && u == 0;
     }
     let get = |at: usize| -> u32 {
         lds.get(at..at + 4)
@@ -3128,7 +3266,7 @@ fn lds_dwords(
                 let row = (dst + h * words + k) * 64;
                 let out = &mut w.v[row..row + lanes];
                 for g in 0..lanes / 16 {
-                    let at = addrs[16 * g].wrapping_add(o);
+                    let at = addrs[16 * g] as usize + o;
                     let out = &mut out[16 * g..16 * g + 16];
                     if seq[g]
                         && let Some(b) = lds.get(at..).and_then(|b| b.first_chunk::<64>())
@@ -3140,7 +3278,7 @@ fn lds_dwords(
                         out.fill(get(at));
                     } else {
                         let m = exec >> (16 * g) & 0xffff;
-                        for_lanes(m, |l| out[l] = get(addrs[16 * g + l] + o));
+                        for_lanes(m, |l| out[l] = get(addrs[16 * g + l] as usize + o));
                     }
                 }
             }
@@ -3151,7 +3289,7 @@ fn lds_dwords(
     for g in 0..lanes / 16 {
         if words == 1 && apart && seq[g] {
             for (&off, &row) in offs.iter().zip(&data).take(halves) {
-                let at = addrs[16 * g].wrapping_add(off);
+                let at = addrs[16 * g] as usize + off;
                 let src = &w.v[row + 16 * g..row + 16 * g + 16];
                 if let Some(b) = lds.get_mut(at..).and_then(|b| b.first_chunk_mut::<64>()) {
                     for (c, v) in b.as_chunks_mut::<4>().0.iter_mut().zip(src) {
@@ -3163,7 +3301,7 @@ fn lds_dwords(
         }
         for_lanes(exec >> (16 * g) & 0xffff, |l| {
             let l = 16 * g + l;
-            let a = addrs[l];
+            let a = addrs[l] as usize;
             for (&off, &row) in offs.iter().zip(&data).take(halves) {
                 for k in 0..words {
                     let at = a + off + 4 * k;
@@ -3210,22 +3348,19 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
         let words = n / 4;
         let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
         if (store || dst + words <= DPP_ROW) && d0 + 64 * words <= DPP_ROW * 64 {
-            let mut addrs = [0usize; 64];
-            let mut inside = true;
+            // Every lane's address (a fixed-size map of the register row, no zeroed array
+            // first); inactive lanes' are not used.
+            let addrs: [u32; 64] = row::<64>(&w.v, addr_row).map(|v| v.wrapping_add(off));
             let len = lds.len();
             let lanes = w.lanes as usize;
-            let row = &w.v[addr_row..addr_row + lanes];
-            if exec == full_mask(w.lanes) {
-                for (a, &v) in addrs.iter_mut().zip(row) {
-                    *a = v.wrapping_add(off) as usize;
-                    inside &= a.saturating_add(n) <= len;
-                }
+            let inside = if exec == full_mask(w.lanes) {
+                // The highest address decides (a max-reduction vectorises).
+                addrs[..lanes].iter().fold(0, |m, &a| m.max(a)) as usize + n <= len
             } else {
-                for_lanes(exec, |l| {
-                    addrs[l] = row[l].wrapping_add(off) as usize;
-                    inside &= addrs[l].saturating_add(n) <= len;
-                });
-            }
+                let mut ok = true;
+                for_lanes(exec, |l| ok &= addrs[l] as usize + n <= len);
+                ok
+            };
             if inside {
                 lds_dwords(w, lds, exec, &addrs, [0, 0], 1, words, load, dst, [d0, d0]);
                 return Ok(());
@@ -3257,23 +3392,17 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
             d0 + 64 * words <= DPP_ROW * 64 && d1 + 64 * words <= DPP_ROW * 64
         };
         if rows_ok {
-            let mut addrs = [0usize; 64];
-            let mut inside = true;
+            let addrs: [u32; 64] = *row::<64>(&w.v, addr_row);
             let len = lds.len();
             let lanes = w.lanes as usize;
             let far = o0.max(o1) as usize + size;
-            let row = &w.v[addr_row..addr_row + lanes];
-            if exec == full_mask(w.lanes) {
-                for (a, &v) in addrs.iter_mut().zip(row) {
-                    *a = v as usize;
-                    inside &= *a + far <= len;
-                }
+            let inside = if exec == full_mask(w.lanes) {
+                addrs[..lanes].iter().fold(0, |m, &a| m.max(a)) as usize + far <= len
             } else {
-                for_lanes(exec, |l| {
-                    addrs[l] = row[l] as usize;
-                    inside &= addrs[l] + far <= len;
-                });
-            }
+                let mut ok = true;
+                for_lanes(exec, |l| ok &= addrs[l] as usize + far <= len);
+                ok
+            };
             if inside {
                 let offs = [o0 as usize, o1 as usize];
                 lds_dwords(w, lds, exec, &addrs, offs, 2, words, ld, dst, [d0, d1]);
@@ -4331,6 +4460,7 @@ mod tests {
                     };
                 }
             }
+            let addrs: [u32; 64] = addrs.map(|a| a as u32);
             let load = next() % 2 == 0;
             let lds0: Vec<u8> = (0..LDS).map(|_| next() as u8).collect();
             let mut w = Wave::new();
@@ -4344,7 +4474,7 @@ mod tests {
             for_lanes(exec, |l| {
                 for h in 0..halves {
                     for k in 0..words {
-                        let at = addrs[l] + offs[h] + 4 * k;
+                        let at = addrs[l] as usize + offs[h] + 4 * k;
                         if load {
                             let b = &want_lds[at..at + 4];
                             want_v[(dst + h * words + k) * 64 + l] =

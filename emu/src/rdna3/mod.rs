@@ -2,6 +2,7 @@
 
 pub mod decode;
 pub(crate) mod exec;
+pub(crate) mod fast;
 pub mod opcodes;
 pub(crate) mod print;
 

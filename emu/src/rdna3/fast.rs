@@ -1,0 +1,673 @@
+//! Hot instruction forms resolved once per program: each instruction of a predecoded
+//! [`crate::Program`] gets a [`Fast`] form, which the run loop matches before anything else.
+//! A form names the operation and carries its operands already resolved (register rows,
+//! SGPR numbers, inline constants and literals as values, branch targets as instruction
+//! indices), so such an instruction costs one jump in the run loop and no re-matching on its
+//! encoding, opcode or operand codes. Only instructions whose result does not depend on
+//! anything decided at run time beyond EXEC and the float mode get a form; with a partial
+//! EXEC (or denormal flushing, for float forms) the run loop takes the general path, which
+//! computes the same bits. The lane loops are the general path's own (`dense`, `bits_rows`,
+//! `fma_rows`, `carry_rows`), so a form cannot compute anything the general path would not.
+
+use super::decode::{Dpp, Encoding, Inst, LITERAL, VCC_LO, VGPR0};
+use super::exec::{
+    CmpInfo, K, Ty, Valu, bits_rows, carry_rows, cmp_info, dense_compare, fma_rows, full_mask,
+    inline_const, row, set_row,
+};
+use super::opcodes::{sopp, valu};
+use crate::Error;
+use crate::cdna3::exec::ExtOp;
+use crate::wave::{CONST_ROW, DPP_ROW, Wave};
+
+/// A resolved source operand.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Opnd {
+    /// A register row, as its base index (`row * 64`) in [`Wave::v`].
+    Row(u32),
+    /// An SGPR (a pair for 64-bit sources), read when the instruction runs.
+    Sgpr(u8),
+    /// An inline constant or literal, as the instruction's operand type reads it.
+    Const(u64),
+}
+
+/// The operands of a vector form: up to three sources, their `(and, xor)` sign masks
+/// (abs/neg of float sources) and the destination row base.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Vf {
+    pub s: [Opnd; 3],
+    pub m: [(u32, u32); 3],
+    pub d: u32,
+    /// Scalar destination (carry out) or lane-mask source, as an operand code.
+    pub sd: u16,
+}
+
+/// What the run loop does with an instruction (see the module documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fast {
+    /// The general path.
+    Slow,
+    /// A no-op (`s_nop`, `s_waitcnt`, ...).
+    Nop,
+    /// `s_branch` to an instruction index.
+    Branch(u32),
+    CbranchScc0(u32),
+    CbranchScc1(u32),
+    CbranchVccz(u32),
+    CbranchVccnz(u32),
+    CbranchExecz(u32),
+    CbranchExecnz(u32),
+    // 32-bit integer operations (modifiers do not apply to them).
+    MovB32(Vf),
+    AddU32(Vf),
+    SubU32(Vf),
+    SubrevU32(Vf),
+    AndB32(Vf),
+    OrB32(Vf),
+    XorB32(Vf),
+    LshlrevB32(Vf),
+    LshrrevB32(Vf),
+    AshrrevI32(Vf),
+    MulLoU32(Vf),
+    MulHiU32(Vf),
+    MulU32U24(Vf),
+    Add3U32(Vf),
+    LshlOrB32(Vf),
+    LshlAddU32(Vf),
+    AndOrB32(Vf),
+    Or3B32(Vf),
+    Xor3B32(Vf),
+    CvtF32U32(Vf),
+    NotB32(Vf),
+    MinI32(Vf),
+    MaxI32(Vf),
+    MinU32(Vf),
+    MaxU32(Vf),
+    BfiB32(Vf),
+    BfeU32(Vf),
+    CvtF32I32(Vf),
+    /// f32 to u32 and `v_ldexp_f32` (from the sources' bits).
+    CvtU32F32(Vf),
+    LdexpF32(Vf),
+    // f32 one-source operations without output modifiers.
+    RcpF32(Vf),
+    SqrtF32(Vf),
+    ExpF32(Vf),
+    LogF32(Vf),
+    FloorF32(Vf),
+    TruncF32(Vf),
+    RndneF32(Vf),
+    FractF32(Vf),
+    // f32 operations without output modifiers.
+    AddF32(Vf),
+    SubF32(Vf),
+    SubrevF32(Vf),
+    MulF32(Vf),
+    /// `v_fma_f32`, `v_fmac_f32`, `v_fmamk_f32`, `v_fmaak_f32`, sources in a * b + c order.
+    FmaF32(Vf),
+    /// `v_cndmask_b32` (the lane mask in [`Vf::sd`]).
+    CndmaskB32(Vf),
+    CvtI32F32(Vf),
+    // 64-bit integer operations.
+    LshlrevB64(Vf),
+    LshrrevB64(Vf),
+    LshlAddU64(Vf),
+    /// `v_mad_u64_u32` (carry out to [`Vf::sd`]).
+    MadU64U32(Vf),
+    /// A 32-bit float or integer comparison (not `v_cmpx`, not `v_cmp_class`).
+    Cmp(Vf, CmpInfo),
+}
+
+/// Source operand `code` read as `ty`, if it resolves without run-time state other than an
+/// SGPR (SCC, VCCZ, EXECZ and the apertures take the general path).
+fn opnd(code: u16, lit: u32, ty: Ty) -> Option<Opnd> {
+    let wide = ty == Ty::I64;
+    if code >= VGPR0 {
+        let row = (code - VGPR0) as u32;
+        // Wide sources need their high row inside the register file too.
+        return ((row as usize + wide as usize) < DPP_ROW).then_some(Opnd::Row(row * 64));
+    }
+    if code < 127 || (code == 127 && !wide) {
+        return Some(Opnd::Sgpr(code as u8));
+    }
+    if code == LITERAL {
+        return Some(Opnd::Const(lit as u64));
+    }
+    inline_const(code, ty).map(Opnd::Const)
+}
+
+/// The [`Fast`] form of instruction `idx` of a program (`index` maps dword offsets to
+/// instruction indices, `offsets` the reverse).
+pub(crate) fn classify(insts: &[Inst], offsets: &[u32], index: &[u32], idx: usize) -> Fast {
+    let Some(i) = insts.get(idx) else {
+        return Fast::Slow;
+    };
+    match i.enc {
+        Encoding::Sopp => sopp_form(i, offsets, index, idx),
+        Encoding::Vopc | Encoding::Vop3 if i.op < 0x100 => cmp_form(i).unwrap_or(Fast::Slow),
+        Encoding::Vop1 | Encoding::Vop2 | Encoding::Vop3 | Encoding::Vop3sd if i.op >= 0x100 => {
+            valu_form(i).unwrap_or(Fast::Slow)
+        }
+        Encoding::Ext if i.op == ExtOp::LshlAddU64 as u16 && i.dpp == Dpp::None => {
+            vf(i, [Ty::I64, Ty::B32, Ty::I64], 3, 2, false).map_or(Fast::Slow, Fast::LshlAddU64)
+        }
+        _ => Fast::Slow,
+    }
+}
+
+fn sopp_form(i: &Inst, offsets: &[u32], index: &[u32], idx: usize) -> Fast {
+    let target = || -> Option<u32> {
+        let next = *offsets.get(idx + 1)? as i64;
+        let at = usize::try_from(next + i.imm as u16 as i16 as i64).ok()?;
+        index.get(at).copied().filter(|&t| t != u32::MAX)
+    };
+    let branch = |f: fn(u32) -> Fast| target().map_or(Fast::Slow, f);
+    match i.op {
+        sopp::NOP
+        | sopp::SETKILL
+        | sopp::SLEEP
+        | sopp::SET_INST_PREFETCH_DISTANCE
+        | sopp::CLAUSE
+        | sopp::DELAY_ALU
+        | sopp::WAITCNT_DEPCTR
+        | sopp::WAITCNT
+        | sopp::WAIT_IDLE
+        | sopp::WAIT_EVENT
+        | sopp::SETPRIO
+        | sopp::SENDMSG
+        | sopp::INCPERFLEVEL
+        | sopp::DECPERFLEVEL
+        | sopp::TTRACEDATA
+        | sopp::TTRACEDATA_IMM
+        | sopp::ICACHE_INV
+        | sopp::WAKEUP => Fast::Nop,
+        sopp::BRANCH => branch(Fast::Branch),
+        sopp::CBRANCH_SCC0 => branch(Fast::CbranchScc0),
+        sopp::CBRANCH_SCC1 => branch(Fast::CbranchScc1),
+        sopp::CBRANCH_VCCZ => branch(Fast::CbranchVccz),
+        sopp::CBRANCH_VCCNZ => branch(Fast::CbranchVccnz),
+        sopp::CBRANCH_EXECZ => branch(Fast::CbranchExecz),
+        sopp::CBRANCH_EXECNZ => branch(Fast::CbranchExecnz),
+        _ => Fast::Slow,
+    }
+}
+
+/// Resolves the first `n` sources of `i` as `tys` and its destination (`rows` wide); float
+/// sources (`float`) get their abs/neg masks, integer ones none.
+fn vf(i: &Inst, tys: [Ty; 3], n: usize, rows: usize, float: bool) -> Option<Vf> {
+    if i.dst < VGPR0 || (i.dst - VGPR0) as usize + rows > DPP_ROW {
+        return None;
+    }
+    let mut v = vf_srcs(i, tys, n, float)?;
+    v.d = (i.dst - VGPR0) as u32 * 64;
+    Some(v)
+}
+
+/// The sources of [`vf`], without a destination.
+fn vf_srcs(i: &Inst, tys: [Ty; 3], n: usize, float: bool) -> Option<Vf> {
+    if i.dpp != Dpp::None {
+        return None;
+    }
+    let mut s = [Opnd::Const(0); 3];
+    let mut m = [(u32::MAX, 0u32); 3];
+    for k in 0..n {
+        s[k] = opnd(i.src[k], i.literal, tys[k])?;
+        if float {
+            if i.abs >> k & 1 != 0 && i.enc != Encoding::Vop3sd {
+                m[k].0 = !(1 << 31);
+            }
+            if i.neg >> k & 1 != 0 {
+                m[k].1 = 1 << 31;
+            }
+        }
+    }
+    Some(Vf {
+        s,
+        m,
+        d: 0,
+        sd: i.sdst,
+    })
+}
+
+fn cmp_form(i: &Inst) -> Option<Fast> {
+    let c = cmp_info(i.op)?;
+    // f32, i32 and u32 comparisons.
+    if c.x || c.class || !matches!(c.ty, 1 | 4 | 7) {
+        return None;
+    }
+    let mut v = vf_srcs(i, [Ty::B32; 3], 2, c.ty == 1)?;
+    v.sd = 0;
+    Some(Fast::Cmp(v, c))
+}
+
+fn valu_form(i: &Inst) -> Option<Fast> {
+    use valu::*;
+    const B: [Ty; 3] = [Ty::B32; 3];
+    let int = |n: usize| vf(i, B, n, 1, false);
+    let plain = i.omod == 0 && !i.clamp;
+    let float = |n: usize| if plain { vf(i, B, n, 1, true) } else { None };
+    Some(match i.op {
+        MOV_B32 => Fast::MovB32(int(1)?),
+        ADD_NC_U32 => Fast::AddU32(int(2)?),
+        SUB_NC_U32 => Fast::SubU32(int(2)?),
+        SUBREV_NC_U32 => Fast::SubrevU32(int(2)?),
+        AND_B32 => Fast::AndB32(int(2)?),
+        OR_B32 => Fast::OrB32(int(2)?),
+        XOR_B32 => Fast::XorB32(int(2)?),
+        LSHLREV_B32 => Fast::LshlrevB32(int(2)?),
+        LSHRREV_B32 => Fast::LshrrevB32(int(2)?),
+        ASHRREV_I32 => Fast::AshrrevI32(int(2)?),
+        MUL_LO_U32 => Fast::MulLoU32(int(2)?),
+        MUL_HI_U32 => Fast::MulHiU32(int(2)?),
+        MUL_U32_U24 => Fast::MulU32U24(int(2)?),
+        ADD3_U32 => Fast::Add3U32(int(3)?),
+        LSHL_OR_B32 => Fast::LshlOrB32(int(3)?),
+        LSHL_ADD_U32 => Fast::LshlAddU32(int(3)?),
+        AND_OR_B32 => Fast::AndOrB32(int(3)?),
+        OR3_B32 => Fast::Or3B32(int(3)?),
+        XOR3_B32 => Fast::Xor3B32(int(3)?),
+        CVT_F32_U32 => Fast::CvtF32U32(int(1)?),
+        NOT_B32 => Fast::NotB32(int(1)?),
+        MIN_I32 => Fast::MinI32(int(2)?),
+        MAX_I32 => Fast::MaxI32(int(2)?),
+        MIN_U32 => Fast::MinU32(int(2)?),
+        MAX_U32 => Fast::MaxU32(int(2)?),
+        BFI_B32 => Fast::BfiB32(int(3)?),
+        BFE_U32 => Fast::BfeU32(int(3)?),
+        CVT_F32_I32 => Fast::CvtF32I32(int(1)?),
+        // The general path ignores output modifiers here; so does the form.
+        CVT_U32_F32 => Fast::CvtU32F32(vf(i, B, 1, 1, true)?),
+        LDEXP_F32 if plain => {
+            let mut v = vf(i, B, 2, 1, true)?;
+            // The exponent is an integer source: no sign modifiers.
+            v.m[1] = (u32::MAX, 0);
+            Fast::LdexpF32(v)
+        }
+        RCP_F32 | RCP_IFLAG_F32 => Fast::RcpF32(float(1)?),
+        SQRT_F32 => Fast::SqrtF32(float(1)?),
+        EXP_F32 => Fast::ExpF32(float(1)?),
+        LOG_F32 => Fast::LogF32(float(1)?),
+        FLOOR_F32 => Fast::FloorF32(float(1)?),
+        TRUNC_F32 => Fast::TruncF32(float(1)?),
+        RNDNE_F32 => Fast::RndneF32(float(1)?),
+        FRACT_F32 => Fast::FractF32(float(1)?),
+        ADD_F32 => Fast::AddF32(float(2)?),
+        SUB_F32 => Fast::SubF32(float(2)?),
+        SUBREV_F32 => Fast::SubrevF32(float(2)?),
+        MUL_F32 => Fast::MulF32(float(2)?),
+        FMA_F32 => Fast::FmaF32(float(3)?),
+        FMAC_F32 => {
+            // c is the destination; its modifiers are not those of a third source.
+            let mut j = *i;
+            j.src[2] = i.dst;
+            j.neg &= 3;
+            j.abs &= 3;
+            Fast::FmaF32(if plain { vf(&j, B, 3, 1, true)? } else { None? })
+        }
+        FMAMK_F32 | FMAAK_F32 => {
+            let mut v = float(2)?;
+            let k = Opnd::Const(i.literal as u64);
+            if i.op == FMAMK_F32 {
+                v.s = [v.s[0], k, v.s[1]];
+                v.m = [v.m[0], (u32::MAX, 0), v.m[1]];
+            } else {
+                v.s[2] = k;
+                v.m[2] = (u32::MAX, 0);
+            }
+            Fast::FmaF32(v)
+        }
+        CNDMASK_B32 => {
+            let mut v = vf(i, [Ty::B32; 3], 2, 1, true)?;
+            // The lane mask: VCC in the 32-bit encoding, else the third operand (an SGPR).
+            v.sd = if i.enc == Encoding::Vop2 {
+                VCC_LO
+            } else {
+                i.src[2]
+            };
+            if v.sd >= 127 {
+                return None;
+            }
+            Fast::CndmaskB32(v)
+        }
+        CVT_I32_F32 => Fast::CvtI32F32(vf(i, B, 1, 1, true)?),
+        LSHLREV_B64 => Fast::LshlrevB64(vf(i, [Ty::B32, Ty::I64, Ty::B32], 2, 2, false)?),
+        LSHRREV_B64 => Fast::LshrrevB64(vf(i, [Ty::B32, Ty::I64, Ty::B32], 2, 2, false)?),
+        MAD_U64_U32 => Fast::MadU64U32(vf(i, [Ty::B32, Ty::B32, Ty::I64], 3, 2, false)?),
+        _ => return None,
+    })
+}
+
+/// Whether a vector form can run as its dense loop: every lane of the wave in EXEC.
+#[inline(always)]
+pub(crate) fn dense_ok(w: &Wave) -> bool {
+    w.exec() == full_mask(w.lanes)
+}
+
+/// The value of a uniform source (`None` for a register row).
+#[inline(always)]
+fn uniform(w: &Wave, s: Opnd, wide: bool) -> Option<u64> {
+    match s {
+        Opnd::Row(_) => None,
+        Opnd::Sgpr(c) => {
+            let c = c as usize;
+            Some(if wide {
+                w.s[c] as u64 | (w.s[(c + 1) & 127] as u64) << 32
+            } else {
+                w.s[c] as u64
+            })
+        }
+        Opnd::Const(c) => Some(c),
+    }
+}
+
+/// The row bases of the first `N` sources of `v`, uniform ones broadcast into the staging
+/// rows (two per source, the high half of 64-bit ones in the second) as the general path does.
+#[inline(always)]
+fn stage<const N: usize>(w: &mut Wave, v: &Vf, wide: [bool; 3]) -> [usize; 3] {
+    let mut r = [0usize; 3];
+    for k in 0..N {
+        let Some(c) = uniform(w, v.s[k], wide[k]) else {
+            if let Opnd::Row(b) = v.s[k] {
+                r[k] = b as usize;
+            }
+            continue;
+        };
+        let row = (CONST_ROW + 2 * k) * 64;
+        set_row::<64>(&mut w.v, row, &[c as u32; 64]);
+        if wide[k] {
+            set_row::<64>(&mut w.v, row + 64, &[(c >> 32) as u32; 64]);
+        }
+        r[k] = row;
+    }
+    r
+}
+
+/// All `L` lanes of a two-source 32-bit operation into row base `d`; a source whose `U*` is
+/// set is the uniform `k*` (no broadcast row), otherwise the row at `r*`.
+#[inline(always)]
+fn lanes2<const L: usize, const UA: bool, const UB: bool>(
+    w: &mut Wave,
+    (ra, ka): (usize, u32),
+    (rb, kb): (usize, u32),
+    d: usize,
+    f: &impl Fn([u32; 2]) -> u32,
+) {
+    let mut out = [0u32; L];
+    {
+        let (a, b) = (row::<L>(&w.v, ra), row::<L>(&w.v, rb));
+        for (l, o) in out.iter_mut().enumerate() {
+            *o = f([if UA { ka } else { a[l] }, if UB { kb } else { b[l] }]);
+        }
+    }
+    set_row(&mut w.v, d, &out);
+}
+
+/// All `L` lanes of an `N`-source 32-bit operation over rows `r` into row base `d`.
+#[inline(always)]
+fn lanes<const N: usize, const L: usize>(
+    w: &mut Wave,
+    r: &[usize; 3],
+    d: usize,
+    f: &impl Fn([u32; N]) -> u32,
+) {
+    let mut out = [0u32; L];
+    {
+        let srcs: [&[u32; L]; N] = std::array::from_fn(|k| row::<L>(&w.v, r[k]));
+        for (l, o) in out.iter_mut().enumerate() {
+            *o = f(std::array::from_fn(|k| srcs[k][l]));
+        }
+    }
+    set_row(&mut w.v, d, &out);
+}
+
+/// A 32-bit form over all `L` lanes: two-source forms read a uniform source as a value,
+/// others broadcast it into a staging row.
+#[inline(always)]
+fn u32_lanes<const N: usize, const L: usize>(w: &mut Wave, v: &Vf, f: &impl Fn([u32; N]) -> u32) {
+    let d = v.d as usize;
+    if N == 2 {
+        let g = |x: [u32; 2]| f(std::array::from_fn(|k| x[k]));
+        let (ua, ub) = (uniform(w, v.s[0], false), uniform(w, v.s[1], false));
+        let row_of = |s: Opnd| if let Opnd::Row(b) = s { b as usize } else { 0 };
+        let a = (row_of(v.s[0]), ua.unwrap_or(0) as u32);
+        let b = (row_of(v.s[1]), ub.unwrap_or(0) as u32);
+        match (ua.is_some(), ub.is_some()) {
+            (false, false) => lanes2::<L, false, false>(w, a, b, d, &g),
+            (true, false) => lanes2::<L, true, false>(w, a, b, d, &g),
+            (false, true) => lanes2::<L, false, true>(w, a, b, d, &g),
+            (true, true) => lanes2::<L, true, true>(w, a, b, d, &g),
+        }
+        return;
+    }
+    let r = stage::<N>(w, v, [false; 3]);
+    lanes::<N, L>(w, &r, d, f);
+}
+
+/// A 32-bit integer form over all lanes.
+#[inline(always)]
+pub(crate) fn u32_op<const N: usize>(
+    w: &mut Wave,
+    v: &Vf,
+    f: impl Fn([u32; N]) -> u32,
+) -> Result<(), Error> {
+    if w.lanes == 64 {
+        u32_lanes::<N, 64>(w, v, &f);
+    } else {
+        u32_lanes::<N, 32>(w, v, &f);
+    }
+    Ok(())
+}
+
+/// An f32 form over all lanes (sign masks applied to the sources).
+#[inline(always)]
+pub(crate) fn f32_op<const N: usize>(
+    w: &mut Wave,
+    v: &Vf,
+    f: impl Fn([f32; N]) -> f32,
+) -> Result<(), Error> {
+    let m = v.m;
+    u32_op::<N>(w, v, |x| {
+        f(std::array::from_fn(|k| {
+            f32::from_bits((x[k] & m[k].0) ^ m[k].1)
+        }))
+        .to_bits()
+    })
+}
+
+/// The f32 fused multiply-add over all lanes, one hardware FMA per lane (call only when
+/// the CPU has FMA).
+#[inline(always)]
+pub(crate) fn fma_op(w: &mut Wave, v: &Vf) -> Result<(), Error> {
+    let r = stage::<3>(w, v, [false; 3]);
+    if w.lanes == 64 {
+        fma_rows::<64>(w, r, v.m, v.d as usize);
+    } else {
+        fma_rows::<32>(w, r, v.m, v.d as usize);
+    }
+    Ok(())
+}
+
+/// A form computing from the sources' bits (sign masks applied) and the lane index.
+#[inline(always)]
+pub(crate) fn bits_op<const N: usize>(
+    w: &mut Wave,
+    v: &Vf,
+    f: impl Fn(usize, [u32; N]) -> u32,
+) -> Result<(), Error> {
+    let r = stage::<N>(w, v, [false; 3]);
+    let m: [(u32, u32); N] = std::array::from_fn(|k| v.m[k]);
+    if w.lanes == 64 {
+        bits_rows::<N, 64>(w, &r, m, v.d as usize, &f);
+    } else {
+        bits_rows::<N, 32>(w, &r, m, v.d as usize, &f);
+    }
+    Ok(())
+}
+
+/// A 64-bit integer form (sources `wide` are 64-bit, the others zero-extended) with a 64-bit
+/// result; returns the carry mask.
+#[inline(always)]
+pub(crate) fn u64_op<const N: usize>(
+    w: &mut Wave,
+    v: &Vf,
+    wide: [bool; 3],
+    f: impl Fn([u64; N]) -> (u64, bool),
+) -> u64 {
+    let r = stage::<N>(w, v, wide);
+    if w.lanes == 64 {
+        carry_rows::<N, 64>(w, &r, wide, v.d as usize, true, &f)
+    } else {
+        carry_rows::<N, 32>(w, &r, wide, v.d as usize, true, &f)
+    }
+}
+
+/// A 32-bit comparison over all lanes; returns the lane mask.
+#[inline(always)]
+pub(crate) fn compare(w: &mut Wave, v: &Vf, c: CmpInfo) -> u64 {
+    let r = stage::<2>(w, v, [false; 3]);
+    let valu = Valu {
+        r,
+        m: v.m.map(|(a, x)| (a as u64, x as u64)),
+        sh: [0; 3],
+        exec: w.exec(),
+    };
+    let kind = if c.ty == 1 { K::F32 } else { K::I32 };
+    dense_compare(w, &valu, kind, c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Fast;
+    use crate::wave::{Ctx, Mode, Wave, WaveState};
+    use crate::{HostMemory, Isa, Program};
+
+    /// Random instructions that have a hot form (other than branches), each run with its form
+    /// and again with every form turned off, from the same random registers: the registers,
+    /// SCC and EXEC must come out the same, with a full and a partial EXEC, in wave32 and
+    /// wave64, with and without f32 denormal flushing.
+    fn forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
+        let mut x = seed;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut words: Vec<u32> = vec![];
+        let mut forms = 0;
+        let mut tries = 0;
+        while forms < 400 && tries < 2_000_000 {
+            tries += 1;
+            let w = [next() as u32, next() as u32, next() as u32];
+            let bytes: Vec<u8> = w.iter().flat_map(|d| d.to_le_bytes()).collect();
+            let Ok(p) = Program::from_bytes(&bytes, 0, isa) else {
+                continue;
+            };
+            let (Some(f), Some(i)) = (p.fast.first(), p.insts.first()) else {
+                continue;
+            };
+            let branch = matches!(
+                f,
+                Fast::Branch(_)
+                    | Fast::CbranchScc0(_)
+                    | Fast::CbranchScc1(_)
+                    | Fast::CbranchVccz(_)
+                    | Fast::CbranchVccnz(_)
+                    | Fast::CbranchExecz(_)
+                    | Fast::CbranchExecnz(_)
+            );
+            if *f == Fast::Slow || branch {
+                continue;
+            }
+            words.extend_from_slice(&w[..i.len as usize]);
+            forms += 1;
+        }
+        assert!(
+            forms >= 400,
+            "{isa:?}: only {forms} random instructions with a form"
+        );
+        words.push(endpgm);
+        let bytes: Vec<u8> = words.iter().flat_map(|d| d.to_le_bytes()).collect();
+        let fast = Program::from_bytes(&bytes, 0, isa).expect("program");
+        let mut slow = fast.clone();
+        slow.fast = vec![Fast::Slow; slow.fast.len()];
+        for case in 0..8 {
+            let mut w0 = Wave::new();
+            w0.lanes = lanes;
+            w0.isa = isa;
+            w0.state = WaveState::Running;
+            w0.mode = Mode {
+                round: 0,
+                denorm: if case % 4 == 3 { 0 } else { 0xf },
+                ieee: true,
+                dx10_clamp: true,
+            };
+            for r in w0.v.iter_mut() {
+                // Small integers, f32 specials and random bits.
+                *r = match next() % 4 {
+                    0 => (next() % 64) as u32,
+                    1 => [0, 0x8000_0000, 0x3f80_0000, 0x7f80_0000, 0x7fc0_0000, 1]
+                        [(next() % 6) as usize],
+                    _ => next() as u32,
+                };
+            }
+            for s in w0.s.iter_mut().take(124) {
+                *s = next() as u32;
+            }
+            let exec = if case % 2 == 0 { u64::MAX } else { next() };
+            w0.set_exec(exec);
+            let run = |prog: &Program| -> Wave {
+                let mut w = Wave::new();
+                w.v.copy_from_slice(&w0.v);
+                w.s = w0.s;
+                (w.lanes, w.isa, w.state, w.mode) = (w0.lanes, w0.isa, w0.state, w0.mode);
+                let (mut mem, mut lds, mut buf) =
+                    (HostMemory::new(), vec![0u8; 0], vec![0u8; 1024]);
+                let mut ctx = Ctx {
+                    mem: &mut mem,
+                    lds: &mut lds,
+                    code_base: 0,
+                    prog,
+                    instructions: 0,
+                    budget: 100_000,
+                    buf: &mut buf,
+                };
+                // Errors (an unimplemented corner) must be the same too: compared below.
+                let r = super::super::exec::run(&mut w, &mut ctx);
+                w.hwreg[0] = r.is_ok() as u32;
+                w
+            };
+            let (a, b) = (run(&fast), run(&slow));
+            assert_eq!(a.hwreg[0], b.hwreg[0], "{isa:?} case {case}: outcome");
+            assert_eq!(a.s, b.s, "{isa:?} case {case}: SGPRs");
+            assert_eq!(a.scc, b.scc, "{isa:?} case {case}: SCC");
+            // The staging rows past the register file differ by design.
+            let regs = crate::wave::DPP_ROW * 64;
+            if let Some(l) = (0..regs).find(|&l| a.v[l] != b.v[l]) {
+                panic!(
+                    "{isa:?} case {case}: v{} lane {} is {:#x} with the forms, {:#x} without",
+                    l / 64,
+                    l % 64,
+                    a.v[l],
+                    b.v[l]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn rdna3_forms_match_the_general_path() {
+        forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x9e37_79b9_7f4a_7c15);
+        forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x2545_f491_4f6c_dd1d);
+    }
+
+    #[test]
+    fn cdna3_forms_match_the_general_path() {
+        forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0xbf58_476d_1ce4_e5b9);
+        forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0x94d0_49bb_1331_11eb);
+    }
+
+    #[test]
+    fn rdna4_forms_match_the_general_path() {
+        forms_match_the_general_path(Isa::Gfx1200, 0xbfb0_0000, 32, 0x0123_4567_89ab_cdef);
+    }
+}
