@@ -63,9 +63,11 @@ impl Drop for Allocation {
         };
         let r = match self.backing {
             Backing::Vram => dev.with_driver(|d| d.vfree(&self.mapping)),
-            Backing::Sys(_) => dev.with_driver(|d| d.unmap_borrowed(&self.mapping)),
-            // The peer's allocation goes after this, when the backing drops.
-            Backing::Peer { .. } => dev.with_driver(|d| d.unmap_borrowed(&self.mapping)),
+            // Borrowed pages: the system memory, or the peer's allocation, goes after this,
+            // when the backing drops.
+            Backing::Sys(_) | Backing::Peer { .. } => {
+                dev.with_driver(|d| d.unmap_borrowed(&self.mapping))
+            }
         };
         if let Err(e) = r {
             tracing::warn!(
