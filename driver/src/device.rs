@@ -88,8 +88,10 @@ impl Options {
     }
 }
 
-/// How the device was brought up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How the device was brought up; displayed by its lower-case name for reports (`cold`,
+/// `warm`, `mode1-reset`, `vf`, `reset-only`, `inspect`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, derive_more::Display)]
+#[display(rename_all = "kebab-case")]
 pub enum BootKind {
     /// Everything from the PSP bootloader on.
     Cold,
@@ -97,6 +99,7 @@ pub enum BootKind {
     /// SDMA were initialised.
     Warm,
     /// Firmware of another driver was running: mode1 reset, then a full boot.
+    #[display("mode1-reset")]
     AfterMode1Reset,
     /// SR-IOV VF: the PF owns PSP and SMU; SOC, GMC, IH, GFX and SDMA were initialised.
     Vf,
@@ -104,20 +107,6 @@ pub enum BootKind {
     ResetOnly,
     /// Opened to look ([`Options::inspect`]): nothing was initialised or written.
     Inspect,
-}
-
-impl BootKind {
-    /// Lower-case name for reports (`cold`, `warm`, `mode1-reset`, `vf`).
-    pub fn name(self) -> &'static str {
-        match self {
-            BootKind::Cold => "cold",
-            BootKind::Warm => "warm",
-            BootKind::AfterMode1Reset => "mode1-reset",
-            BootKind::Vf => "vf",
-            BootKind::ResetOnly => "reset-only",
-            BootKind::Inspect => "inspect",
-        }
-    }
 }
 
 /// One phase of the bring-up.
@@ -312,14 +301,14 @@ impl AmDevice {
             })
         })?;
         let (kind, reason) = match (opts.inspect, opts.reset_mode) {
-            (true, _) => {
-                let why = "opened to inspect: nothing initialised or written";
-                (BootKind::Inspect, Some(why.into()))
-            }
-            (_, true) => {
-                let why = "opened for a reset: nothing initialised";
-                (BootKind::ResetOnly, Some(why.into()))
-            }
+            (true, _) => (
+                BootKind::Inspect,
+                Some("opened to inspect: nothing initialised or written".into()),
+            ),
+            (_, true) => (
+                BootKind::ResetOnly,
+                Some("opened for a reset: nothing initialised".into()),
+            ),
             _ => boot(&ctx, &mut blocks, &opts, &mut clock)?,
         };
         let (r, w) = ctx.reg_accesses();
@@ -332,8 +321,7 @@ impl AmDevice {
             duration: start.elapsed(),
         };
         tracing::info!(
-            "{name}: {} boot in {:?}, {} register accesses",
-            kind.name(),
+            "{name}: {kind} boot in {:?}, {} register accesses",
             report.duration,
             report.reg_accesses
         );
@@ -565,7 +553,7 @@ impl AmDevice {
         // this, a device that was finalised cleanly before the reset would be warm booted
         // on dead firmware. Written before the reset, while the device still answers.
         self.ctx.wreg(gc::SCRATCH_REG7, 0, 0)?;
-        mode1_reset(&self.ctx, &mut self.blocks.smu, self.ctx.mc.is_hive())?;
+        mode1_reset(&self.ctx, &mut self.blocks.smu)?;
         Ok(true)
     }
 
@@ -640,9 +628,9 @@ fn load_plan(ctx: &Ctx, opts: &Options) -> Result<Option<LoadPlan>> {
 
 /// Mode1 reset through the SMU with bus mastering off around it, so no DMA of the dying
 /// firmware lands while the ASIC resets.
-fn mode1_reset(ctx: &Ctx, smu: &mut Smu, in_hive: bool) -> Result<()> {
+fn mode1_reset(ctx: &Ctx, smu: &mut Smu) -> Result<()> {
     ctx.pci.set_bus_master(false)?;
-    let r = smu.mode1_reset(ctx, in_hive);
+    let r = smu.mode1_reset(ctx, ctx.mc.is_hive());
     ctx.pci.set_bus_master(true)?;
     r
 }
@@ -711,7 +699,7 @@ fn boot(
                     return Err(ctx.err(ErrorKind::HiveMalformed { regions }));
                 }
                 (true, false) => {
-                    clock.run("mode1_reset", || mode1_reset(ctx, &mut b.smu, false))?;
+                    clock.run("mode1_reset", || mode1_reset(ctx, &mut b.smu))?;
                     BootKind::AfterMode1Reset
                 }
             }

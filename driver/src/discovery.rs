@@ -135,23 +135,17 @@ impl Reader<'_> {
         )
     }
 
-    /// The `len` bytes at `offset`; a structure running past the table is an error naming it.
-    fn slice(&self, offset: usize, len: usize, what: impl Display) -> Result<&[u8]> {
-        let bytes = self.bytes.get(offset..).and_then(|b| b.get(..len));
-        bytes.ok_or_else(|| {
-            let reason = format!(
-                "{len} bytes do not fit in the {}-byte table",
-                self.bytes.len()
-            );
+    /// Read a `T` at `offset`; a structure running past the table is an error naming it.
+    fn get<T: FromBytes>(&self, offset: usize, what: impl Display) -> Result<T> {
+        let read = self
+            .bytes
+            .get(offset..)
+            .and_then(|b| T::read_from_prefix(b).ok());
+        read.map(|(t, _)| t).ok_or_else(|| {
+            let (len, size) = (size_of::<T>(), self.bytes.len());
+            let reason = format!("{len} bytes do not fit in the {size}-byte table");
             self.malformed(what, offset, reason)
         })
-    }
-
-    /// Read a `T` at `offset`.
-    fn get<T: FromBytes>(&self, offset: usize, what: impl Display) -> Result<T> {
-        let bytes = self.slice(offset, size_of::<T>(), &what)?;
-        T::read_from_bytes(bytes)
-            .map_err(|_| self.malformed(what, offset, "unreadable bytes".into()))
     }
 
     /// Read a header at `offset` whose signature (or table id) `sig` must be `expected`. The
@@ -240,12 +234,17 @@ impl DiscoveryTable {
             off += size_of::<layout::die_header>();
             for n in 0..dhdr.num_ips {
                 let ip: layout::ip_v4 = r.get(off, format_args!("ip_v4 entry {n} of die {die}"))?;
-                let len = usize::from(ip.num_base_address) * width;
-                let what = format_args!("base addresses of ip_v4 entry {n} of die {die}");
-                let raw = r.slice(off + IP_ENTRY_HEAD, len, what)?;
-                off += IP_ENTRY_HEAD + len;
-                // Little-endian, 4 or 8 bytes each.
-                let le = |b: &[u8]| b.iter().rev().fold(0, |v, &byte| v << 8 | u64::from(byte));
+                off += IP_ENTRY_HEAD;
+                let mut bases = vec![];
+                for i in 0..ip.num_base_address {
+                    let what = format_args!("base address {i} of ip_v4 entry {n} of die {die}");
+                    bases.push(if base_addr_64_bit {
+                        r.get(off, what)?
+                    } else {
+                        r.get::<u32>(off, what)?.into()
+                    });
+                    off += width;
+                }
                 ips.push(IpEntry {
                     die,
                     hw_id: ip.hw_id,
@@ -253,7 +252,7 @@ impl DiscoveryTable {
                     version: IpVersion::new(ip.major, ip.minor, ip.revision),
                     variant: ip.variant(),
                     sub_revision: ip.sub_revision(),
-                    bases: raw.chunks(width).map(le).collect(),
+                    bases,
                 });
             }
         }

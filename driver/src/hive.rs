@@ -160,11 +160,7 @@ pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberRe
                 Ok(dev) => {
                     let r = dev.boot_report();
                     let reason = r.reason.as_ref().map(|r| format!(": {r}"));
-                    m.found = Some(format!(
-                        "{} boot{}",
-                        r.kind.name(),
-                        reason.unwrap_or_default()
-                    ));
+                    m.found = Some(format!("{} boot{}", r.kind, reason.unwrap_or_default()));
                     m.layout = Some(dev.mc_layout());
                     opened.push((out.len(), dev));
                 }

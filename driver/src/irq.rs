@@ -176,11 +176,12 @@ fn sq_kind(gc_major: u8, [c0, c1, ..]: [u32; 4]) -> SqKind {
     match (encoding, error) {
         (0, _) => Auto,
         (1, _) => Wave,
-        (2, 0) => Error(EdcFue),
-        (2, 1) => Error(IllegalInst),
-        (2, 2) => Error(Memviol),
-        (2, 3) => Error(EdcFed),
-        (2, t) => Error(Other(t as u8)),
+        // Types 0-3, in `SQ_INTERRUPT_ERROR_TYPE` order.
+        (2, t) => Error(
+            *[EdcFue, IllegalInst, Memviol, EdcFed]
+                .get(t as usize)
+                .unwrap_or(&Other(t as u8)),
+        ),
         _ => Reserved,
     }
 }

@@ -262,13 +262,16 @@ impl VfMailbox {
                 );
             }
         }
-        Err(self.err(ErrorKind::VfMailboxNoEvent {
-            request,
-            event,
-            tries,
-            timeout,
-            last,
-        }))
+        Err(Error::new(
+            &self.device,
+            ErrorKind::VfMailboxNoEvent {
+                request,
+                event,
+                tries,
+                timeout,
+                last,
+            },
+        ))
     }
 
     /// One transmission: wait for the previous ack to drop, write the message, set VALID,
@@ -282,7 +285,10 @@ impl VfMailbox {
             Ok(mmio.read8(TRN)? & TRN_MSG_ACK == 0)
         })? {
             let timeout = t.ack_clear_timeout;
-            return Err(self.err(ErrorKind::VfMailboxAckNotCleared { request, timeout }));
+            return Err(Error::new(
+                &self.device,
+                ErrorKind::VfMailboxAckNotCleared { request, timeout },
+            ));
         }
         for (at, dw) in (TRN_DW0..)
             .step_by(4)
@@ -295,7 +301,10 @@ impl VfMailbox {
             Ok(mmio.read8(TRN)? & TRN_MSG_ACK != 0)
         })? {
             let timeout = t.ack_timeout;
-            return Err(self.err(ErrorKind::VfMailboxNotAcknowledged { request, timeout }));
+            return Err(Error::new(
+                &self.device,
+                ErrorKind::VfMailboxNotAcknowledged { request, timeout },
+            ));
         }
         mmio.write8(TRN, 0)
     }
@@ -316,10 +325,6 @@ impl VfMailbox {
             self.clock.sleep(poll);
         }
         Ok(true)
-    }
-
-    fn err(&self, kind: ErrorKind) -> Error {
-        Error::new(&self.device, kind)
     }
 }
 
