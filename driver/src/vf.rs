@@ -51,7 +51,8 @@ pub fn is_vf(mmio: &dyn Bar) -> Result<bool> {
 macro_rules! idh_messages {
     ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $v:ident = $code:literal $linux:literal,)* }) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, derive_more::Display)]
+        #[display("{:#x} ({})", self.code(), self.name())]
         #[repr(u32)]
         pub enum $name {
             $($(#[$vdoc])* $v = $code,)*
@@ -68,12 +69,6 @@ macro_rules! idh_messages {
                 match self {
                     $(Self::$v => $linux,)*
                 }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{:#x} ({})", self.code(), self.name())
             }
         }
     };
