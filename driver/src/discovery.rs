@@ -148,20 +148,15 @@ impl Reader<'_> {
         })
     }
 
-    /// Read a header at `offset` whose signature (or table id) `sig` must be `expected`. The
-    /// error names the field (`what`; the structure is its part before the first `.` or
-    /// space) and shows what the table holds.
-    fn header<T: FromBytes>(
-        &self,
-        offset: usize,
-        what: &'static str,
-        sig: impl FnOnce(&T) -> u32,
-        expected: u32,
-    ) -> Result<T> {
-        let header: T = self.get(offset, what.split(['.', ' ']).next().unwrap_or(what))?;
-        let found = sig(&header);
+    /// Read a header at `offset` whose signature (or table id) must be `expected`: every
+    /// header of `discovery.h` starts with it, as a dword. The error names the field (`what`;
+    /// the structure is its part before the first `.` or space) and shows what the table
+    /// holds.
+    fn header<T: FromBytes>(&self, offset: usize, what: &'static str, expected: u32) -> Result<T> {
+        let structure = what.split(['.', ' ']).next().unwrap_or(what);
+        let found: u32 = self.get(offset, structure)?;
         if found == expected {
-            return Ok(header);
+            return self.get(offset, structure);
         }
         let head: Vec<_> = self
             .bytes
@@ -201,7 +196,6 @@ impl DiscoveryTable {
         let bhdr = r.header::<layout::binary_header>(
             0,
             "binary_header.binary_signature",
-            |h| h.binary_signature,
             layout::BINARY_SIGNATURE,
         )?;
         let table_list = bhdr.table_list;
@@ -211,7 +205,6 @@ impl DiscoveryTable {
         let ihdr = r.header::<layout::ip_discovery_header>(
             ip_off,
             "ip_discovery_header.signature",
-            |h| h.signature,
             layout::DISCOVERY_TABLE_SIGNATURE,
         )?;
         // The 64-bit flag shares its byte with the padding of versions 1-3 (`discovery.h`).
@@ -289,7 +282,6 @@ fn parse_harvest(r: &Reader<'_>, off: usize) -> Result<Vec<HarvestEntry>> {
     let table = r.header::<layout::harvest_table>(
         off,
         "harvest_table.signature (\"HARV\")",
-        |t| t.header.signature,
         layout::HARVEST_TABLE_SIGNATURE,
     )?;
     let list = table.list;
@@ -311,7 +303,6 @@ fn parse_gc_info(r: &Reader<'_>, off: usize) -> Result<Option<GcInfo>> {
     let hdr = r.header::<layout::gpu_info_header>(
         off,
         "gc_info header.table_id (\"GC\")",
-        |h| h.table_id,
         layout::GC_TABLE_ID,
     )?;
     let version = (hdr.version_major, hdr.version_minor);
