@@ -88,8 +88,10 @@ impl Options {
     }
 }
 
-/// How the device was brought up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// How the device was brought up; displayed by its lower-case name for reports (`cold`,
+/// `warm`, `mode1-reset`, `vf`, `reset-only`, `inspect`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, derive_more::Display)]
+#[display(rename_all = "kebab-case")]
 pub enum BootKind {
     /// Everything from the PSP bootloader on.
     Cold,
@@ -97,6 +99,7 @@ pub enum BootKind {
     /// SDMA were initialised.
     Warm,
     /// Firmware of another driver was running: mode1 reset, then a full boot.
+    #[display("mode1-reset")]
     AfterMode1Reset,
     /// SR-IOV VF: the PF owns PSP and SMU; SOC, GMC, IH, GFX and SDMA were initialised.
     Vf,
@@ -106,24 +109,11 @@ pub enum BootKind {
     Inspect,
 }
 
-impl BootKind {
-    /// Lower-case name for reports (`cold`, `warm`, `mode1-reset`, `vf`).
-    pub fn name(self) -> &'static str {
-        match self {
-            BootKind::Cold => "cold",
-            BootKind::Warm => "warm",
-            BootKind::AfterMode1Reset => "mode1-reset",
-            BootKind::Vf => "vf",
-            BootKind::ResetOnly => "reset-only",
-            BootKind::Inspect => "inspect",
-        }
-    }
-}
-
 /// One phase of the bring-up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Phase {
-    /// `discovery`, `init_sw`, `soc`, `gmc`, `ih`, `psp`, `smu`, `gfx`, `sdma`, `clocks`, …
+    /// `init_sw`, `probe`, `mode1_reset`, `soc`, `gmc`, `ih`, `psp`, `smu`, `gfx`, `sdma`,
+    /// `partition`, `clocks`, `clockgating`.
     pub name: &'static str,
     /// Wall time.
     pub duration: Duration,
@@ -171,28 +161,6 @@ pub struct AmDevice {
     lease: Option<VfLease>,
     error_state: Option<IrqEvent>,
     finalized: bool,
-}
-
-struct PhaseClock<'a> {
-    ctx: &'a Ctx,
-    phases: Vec<Phase>,
-    start: Instant,
-    counts: (u64, u64),
-}
-
-impl PhaseClock<'_> {
-    fn run<T>(&mut self, name: &'static str, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        let t = f()?;
-        let (now, counts) = (Instant::now(), self.ctx.reg_accesses());
-        self.phases.push(Phase {
-            name,
-            duration: now - self.start,
-            reg_reads: counts.0 - self.counts.0,
-            reg_writes: counts.1 - self.counts.1,
-        });
-        (self.start, self.counts) = (now, counts);
-        Ok(t)
-    }
 }
 
 /// Where VRAM sits in MC space, and the XGMI hive segment of this device (`am info` reads it
@@ -292,48 +260,53 @@ impl AmDevice {
             timeouts: opts.timeouts,
         };
         let plan = load_plan(&ctx, &opts)?;
-        let mut clock = PhaseClock {
-            ctx: &ctx,
-            phases: vec![],
-            start: Instant::now(),
-            counts: ctx.reg_accesses(),
+        let (mut phases, mut mark) = (vec![], (Instant::now(), ctx.reg_accesses()));
+        // Ends a phase: the time and register accesses since the end of the last one.
+        let mut phase = |name| {
+            let now = (Instant::now(), ctx.reg_accesses());
+            let ((reads, writes), (reads0, writes0)) = (now.1, mark.1);
+            phases.push(Phase {
+                name,
+                duration: now.0 - mark.0,
+                reg_reads: reads - reads0,
+                reg_writes: writes - writes0,
+            });
+            mark = now;
         };
-        let mut blocks = clock.run("init_sw", || {
-            let ucode_start = [Role::Pfp, Role::Me, Role::Mec]
-                .map(|role| plan.as_ref().and_then(|p| p.ucode_start(role)));
-            Ok(Blocks {
-                soc: Soc::init_sw(&ctx)?,
-                gmc: Gmc::init_sw(&ctx)?,
-                ih: Ih::init_sw(&ctx)?,
-                psp: Psp::init_sw(&ctx, plan)?,
-                smu: Smu::init_sw(&ctx)?,
-                gfx: Gfx::init_sw(&ctx, ucode_start)?,
-                sdma: Sdma::init_sw(&ctx)?,
-            })
-        })?;
+        let ucode_start = [Role::Pfp, Role::Me, Role::Mec]
+            .map(|role| plan.as_ref().and_then(|p| p.ucode_start(role)));
+        let mut blocks = Blocks {
+            soc: Soc::init_sw(&ctx)?,
+            gmc: Gmc::init_sw(&ctx)?,
+            ih: Ih::init_sw(&ctx)?,
+            psp: Psp::init_sw(&ctx, plan)?,
+            smu: Smu::init_sw(&ctx)?,
+            gfx: Gfx::init_sw(&ctx, ucode_start)?,
+            sdma: Sdma::init_sw(&ctx)?,
+        };
+        phase("init_sw");
         let (kind, reason) = match (opts.inspect, opts.reset_mode) {
-            (true, _) => {
-                let why = "opened to inspect: nothing initialised or written";
-                (BootKind::Inspect, Some(why.into()))
-            }
-            (_, true) => {
-                let why = "opened for a reset: nothing initialised";
-                (BootKind::ResetOnly, Some(why.into()))
-            }
-            _ => boot(&ctx, &mut blocks, &opts, &mut clock)?,
+            (true, _) => (
+                BootKind::Inspect,
+                Some("opened to inspect: nothing initialised or written".into()),
+            ),
+            (_, true) => (
+                BootKind::ResetOnly,
+                Some("opened for a reset: nothing initialised".into()),
+            ),
+            _ => boot(&ctx, &mut blocks, &opts, &mut phase)?,
         };
         let (r, w) = ctx.reg_accesses();
         let report = BootReport {
             kind,
             reason,
-            phases: clock.phases,
+            phases,
             firmware: blocks.psp.loaded.clone(),
             reg_accesses: r + w,
             duration: start.elapsed(),
         };
         tracing::info!(
-            "{name}: {} boot in {:?}, {} register accesses",
-            kind.name(),
+            "{name}: {kind} boot in {:?}, {} register accesses",
             report.duration,
             report.reg_accesses
         );
@@ -565,7 +538,7 @@ impl AmDevice {
         // this, a device that was finalised cleanly before the reset would be warm booted
         // on dead firmware. Written before the reset, while the device still answers.
         self.ctx.wreg(gc::SCRATCH_REG7, 0, 0)?;
-        mode1_reset(&self.ctx, &mut self.blocks.smu, self.ctx.mc.is_hive())?;
+        mode1_reset(&self.ctx, &mut self.blocks.smu)?;
         Ok(true)
     }
 
@@ -640,9 +613,9 @@ fn load_plan(ctx: &Ctx, opts: &Options) -> Result<Option<LoadPlan>> {
 
 /// Mode1 reset through the SMU with bus mastering off around it, so no DMA of the dying
 /// firmware lands while the ASIC resets.
-fn mode1_reset(ctx: &Ctx, smu: &mut Smu, in_hive: bool) -> Result<()> {
+fn mode1_reset(ctx: &Ctx, smu: &mut Smu) -> Result<()> {
     ctx.pci.set_bus_master(false)?;
-    let r = smu.mode1_reset(ctx, in_hive);
+    let r = smu.mode1_reset(ctx, ctx.mc.is_hive());
     ctx.pci.set_bus_master(true)?;
     r
 }
@@ -684,7 +657,7 @@ fn boot(
     ctx: &Ctx,
     b: &mut Blocks,
     opts: &Options,
-    clock: &mut PhaseClock<'_>,
+    phase: &mut impl FnMut(&'static str),
 ) -> Result<(BootKind, Option<String>)> {
     let reason = if ctx.is_vf {
         None
@@ -701,9 +674,8 @@ fn boot(
         None => BootKind::Warm,
         Some(why) => {
             tracing::info!("{}: full boot: {why}", ctx.name);
-            let foreign = clock.run("probe", || {
-                Ok(b.psp.is_sos_alive(ctx)? && b.smu.is_alive(ctx)?)
-            })?;
+            let foreign = b.psp.is_sos_alive(ctx)? && b.smu.is_alive(ctx)?;
+            phase("probe");
             match (foreign, ctx.mc.is_hive()) {
                 (false, _) => BootKind::Cold,
                 (true, true) => {
@@ -711,7 +683,8 @@ fn boot(
                     return Err(ctx.err(ErrorKind::HiveMalformed { regions }));
                 }
                 (true, false) => {
-                    clock.run("mode1_reset", || mode1_reset(ctx, &mut b.smu, false))?;
+                    mode1_reset(ctx, &mut b.smu)?;
+                    phase("mode1_reset");
                     BootKind::AfterMode1Reset
                 }
             }
@@ -719,29 +692,37 @@ fn boot(
     };
     let warm = kind == BootKind::Warm;
     if !warm {
-        clock.run("soc", || b.soc.init_hw(ctx))?;
-        clock.run("gmc", || b.gmc.init_hw(ctx, false))?;
-        clock.run("ih", || b.ih.init_hw(ctx))?;
+        b.soc.init_hw(ctx)?;
+        phase("soc");
+        b.gmc.init_hw(ctx, false)?;
+        phase("gmc");
+        b.ih.init_hw(ctx)?;
+        phase("ih");
     }
     if !warm && !ctx.is_vf {
-        clock.run("psp", || b.psp.init_hw(ctx, &b.soc))?;
-        clock.run("smu", || b.smu.init_hw(ctx))?;
+        b.psp.init_hw(ctx, &b.soc)?;
+        phase("psp");
+        b.smu.init_hw(ctx)?;
+        phase("smu");
     }
     ctx.mm().finish_boot();
-    clock.run("gfx", || b.gfx.init_hw(ctx, &mut b.gmc, &b.soc, warm))?;
-    clock.run("sdma", || b.sdma.init_hw(ctx, &b.soc))?;
+    b.gfx.init_hw(ctx, &mut b.gmc, &b.soc, warm)?;
+    phase("gfx");
+    b.sdma.init_hw(ctx, &b.soc)?;
+    phase("sdma");
     if !ctx.is_vf {
         if ctx.xccs().len() > 1 && !warm {
-            clock.run("partition", || b.psp.spatial_partition(ctx, &b.soc, 1))?;
+            b.psp.spatial_partition(ctx, &b.soc, 1)?;
+            phase("partition");
         }
-        clock.run("clocks", || match opts.power_limit_w {
+        match opts.power_limit_w {
             Some(w) => b.smu.set_power_limit(ctx, w),
             None => b.smu.set_clocks(ctx, ClockLevel::Max),
-        })?;
-        clock.run("clockgating", || {
-            b.soc.set_clockgating(ctx)?;
-            b.gfx.set_clockgating(ctx)
-        })?;
+        }?;
+        phase("clocks");
+        b.soc.set_clockgating(ctx)?;
+        b.gfx.set_clockgating(ctx)?;
+        phase("clockgating");
         // SCRATCH_REG6 stays 1 (written above) until `fini` clears it.
         ctx.wreg(gc::SCRATCH_REG7, 0, AM_VERSION)?;
     }

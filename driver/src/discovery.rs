@@ -135,39 +135,28 @@ impl Reader<'_> {
         )
     }
 
-    /// The `len` bytes at `offset`; a structure running past the table is an error naming it.
-    fn slice(&self, offset: usize, len: usize, what: impl Display) -> Result<&[u8]> {
-        let bytes = self.bytes.get(offset..).and_then(|b| b.get(..len));
-        bytes.ok_or_else(|| {
-            let reason = format!(
-                "{len} bytes do not fit in the {}-byte table",
-                self.bytes.len()
-            );
+    /// Read a `T` at `offset`; a structure running past the table is an error naming it.
+    fn get<T: FromBytes>(&self, offset: usize, what: impl Display) -> Result<T> {
+        let read = self
+            .bytes
+            .get(offset..)
+            .and_then(|b| T::read_from_prefix(b).ok());
+        read.map(|(t, _)| t).ok_or_else(|| {
+            let (len, size) = (size_of::<T>(), self.bytes.len());
+            let reason = format!("{len} bytes do not fit in the {size}-byte table");
             self.malformed(what, offset, reason)
         })
     }
 
-    /// Read a `T` at `offset`.
-    fn get<T: FromBytes>(&self, offset: usize, what: impl Display) -> Result<T> {
-        let bytes = self.slice(offset, size_of::<T>(), &what)?;
-        T::read_from_bytes(bytes)
-            .map_err(|_| self.malformed(what, offset, "unreadable bytes".into()))
-    }
-
-    /// Read a header at `offset` whose signature (or table id) `sig` must be `expected`. The
-    /// error names the field (`what`; the structure is its part before the first `.` or
-    /// space) and shows what the table holds.
-    fn header<T: FromBytes>(
-        &self,
-        offset: usize,
-        what: &'static str,
-        sig: impl FnOnce(&T) -> u32,
-        expected: u32,
-    ) -> Result<T> {
-        let header: T = self.get(offset, what.split(['.', ' ']).next().unwrap_or(what))?;
-        let found = sig(&header);
+    /// Read a header at `offset` whose signature (or table id) must be `expected`: every
+    /// header of `discovery.h` starts with it, as a dword. The error names the field (`what`;
+    /// the structure is its part before the first `.` or space) and shows what the table
+    /// holds.
+    fn header<T: FromBytes>(&self, offset: usize, what: &'static str, expected: u32) -> Result<T> {
+        let structure = what.split(['.', ' ']).next().unwrap_or(what);
+        let found: u32 = self.get(offset, structure)?;
         if found == expected {
-            return Ok(header);
+            return self.get(offset, structure);
         }
         let head: Vec<_> = self
             .bytes
@@ -207,7 +196,6 @@ impl DiscoveryTable {
         let bhdr = r.header::<layout::binary_header>(
             0,
             "binary_header.binary_signature",
-            |h| h.binary_signature,
             layout::BINARY_SIGNATURE,
         )?;
         let table_list = bhdr.table_list;
@@ -217,7 +205,6 @@ impl DiscoveryTable {
         let ihdr = r.header::<layout::ip_discovery_header>(
             ip_off,
             "ip_discovery_header.signature",
-            |h| h.signature,
             layout::DISCOVERY_TABLE_SIGNATURE,
         )?;
         // The 64-bit flag shares its byte with the padding of versions 1-3 (`discovery.h`).
@@ -240,12 +227,17 @@ impl DiscoveryTable {
             off += size_of::<layout::die_header>();
             for n in 0..dhdr.num_ips {
                 let ip: layout::ip_v4 = r.get(off, format_args!("ip_v4 entry {n} of die {die}"))?;
-                let len = usize::from(ip.num_base_address) * width;
-                let what = format_args!("base addresses of ip_v4 entry {n} of die {die}");
-                let raw = r.slice(off + IP_ENTRY_HEAD, len, what)?;
-                off += IP_ENTRY_HEAD + len;
-                // Little-endian, 4 or 8 bytes each.
-                let le = |b: &[u8]| b.iter().rev().fold(0, |v, &byte| v << 8 | u64::from(byte));
+                off += IP_ENTRY_HEAD;
+                let mut bases = vec![];
+                for i in 0..ip.num_base_address {
+                    let what = format_args!("base address {i} of ip_v4 entry {n} of die {die}");
+                    bases.push(if base_addr_64_bit {
+                        r.get(off, what)?
+                    } else {
+                        r.get::<u32>(off, what)?.into()
+                    });
+                    off += width;
+                }
                 ips.push(IpEntry {
                     die,
                     hw_id: ip.hw_id,
@@ -253,7 +245,7 @@ impl DiscoveryTable {
                     version: IpVersion::new(ip.major, ip.minor, ip.revision),
                     variant: ip.variant(),
                     sub_revision: ip.sub_revision(),
-                    bases: raw.chunks(width).map(le).collect(),
+                    bases,
                 });
             }
         }
@@ -290,7 +282,6 @@ fn parse_harvest(r: &Reader<'_>, off: usize) -> Result<Vec<HarvestEntry>> {
     let table = r.header::<layout::harvest_table>(
         off,
         "harvest_table.signature (\"HARV\")",
-        |t| t.header.signature,
         layout::HARVEST_TABLE_SIGNATURE,
     )?;
     let list = table.list;
@@ -312,7 +303,6 @@ fn parse_gc_info(r: &Reader<'_>, off: usize) -> Result<Option<GcInfo>> {
     let hdr = r.header::<layout::gpu_info_header>(
         off,
         "gc_info header.table_id (\"GC\")",
-        |h| h.table_id,
         layout::GC_TABLE_ID,
     )?;
     let version = (hdr.version_major, hdr.version_minor);

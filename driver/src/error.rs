@@ -1,6 +1,5 @@
 //! The driver's error type: the device an error concerns, and what went wrong.
 
-use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,7 +10,8 @@ use crate::vf::{IdhEvent, IdhRequest};
 /// message names the device first (`mock:navi31:0: timed out after …`), so it still says
 /// where it came from when read out of context; match on [`kind`](Self::kind) to tell
 /// errors apart.
-#[derive(Debug)]
+#[derive(Debug, derive_more::Display)]
+#[display("{device}{}{kind}", if device.is_empty() { "" } else { ": " })]
 pub struct Error {
     /// The device (BDF, `remote:…`, `mock:navi31:0`), or empty for errors that concern no
     /// device (a device specification or address range that cannot be parsed).
@@ -40,15 +40,6 @@ impl crate::Ctx {
 impl From<ErrorKind> for Error {
     fn from(kind: ErrorKind) -> Self {
         Self::new(String::new(), kind)
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if !self.device.is_empty() {
-            write!(f, "{}: ", self.device)?;
-        }
-        write!(f, "{}", self.kind)
     }
 }
 

@@ -53,15 +53,6 @@ impl PeerVram {
 /// regions, and every range inside the peer's segment. The error names both devices and
 /// what their layouts say.
 pub fn check_one_hive(device: &str, local: &McLayout, peer: &PeerVram) -> Result<(), Error> {
-    let fail = |reason: String| {
-        Error::new(
-            device,
-            ErrorKind::NotInOneHive {
-                peer: peer.device.clone(),
-                reason,
-            },
-        )
-    };
     let p = &peer.layout;
     let place = |name: &str, mc: &McLayout| match mc.xgmi_region() {
         Some(r) => format!(
@@ -73,34 +64,28 @@ pub fn check_one_hive(device: &str, local: &McLayout, peer: &PeerVram) -> Result
         None => format!("{name} is in no XGMI hive"),
     };
     let shape = |mc: &McLayout| (mc.xgmi_regions, mc.xgmi_seg_size, mc.fb_base);
-    let (Some(r), Some(pr), true) = (
-        local.xgmi_region(),
-        p.xgmi_region(),
-        shape(local) == shape(p),
-    ) else {
-        return Err(fail(format!(
+    let beyond =
+        (peer.paddrs.iter()).find(|&&(a, n)| a.checked_add(n).is_none_or(|e| e > p.xgmi_seg_size));
+    let reason = match (local.xgmi_region(), p.xgmi_region()) {
+        (Some(r), Some(pr)) if shape(local) == shape(p) => match beyond {
+            _ if r == pr => format!(
+                "both are region {r} of a hive of {} devices: not one hive (or one device twice)",
+                local.xgmi_regions
+            ),
+            Some((a, n)) => format!(
+                "VRAM range {a:#x}+{n:#x} is beyond its {:#x}-byte segment",
+                p.xgmi_seg_size
+            ),
+            None => return Ok(()),
+        },
+        _ => format!(
             "not members of one XGMI hive: {}; {}",
             place(device, local),
             place(&peer.device, p)
-        )));
+        ),
     };
-    if r == pr {
-        return Err(fail(format!(
-            "both are region {r} of a hive of {} devices: not one hive (or one device twice)",
-            local.xgmi_regions
-        )));
-    }
-    if let Some(&(a, n)) = peer
-        .paddrs
-        .iter()
-        .find(|&&(a, n)| a.checked_add(n).is_none_or(|e| e > p.xgmi_seg_size))
-    {
-        return Err(fail(format!(
-            "VRAM range {a:#x}+{n:#x} is beyond its {:#x}-byte segment",
-            p.xgmi_seg_size
-        )));
-    }
-    Ok(())
+    let peer = peer.device.clone();
+    Err(Error::new(device, ErrorKind::NotInOneHive { peer, reason }))
 }
 
 /// What happened to one device.
@@ -160,11 +145,7 @@ pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberRe
                 Ok(dev) => {
                     let r = dev.boot_report();
                     let reason = r.reason.as_ref().map(|r| format!(": {r}"));
-                    m.found = Some(format!(
-                        "{} boot{}",
-                        r.kind.name(),
-                        reason.unwrap_or_default()
-                    ));
+                    m.found = Some(format!("{} boot{}", r.kind, reason.unwrap_or_default()));
                     m.layout = Some(dev.mc_layout());
                     opened.push((out.len(), dev));
                 }

@@ -14,8 +14,6 @@
 //! - Anything else is reported and, as the reference driver does, treated as fatal: an
 //!   interrupt nobody asked for means the GPU is somewhere the driver does not know.
 
-use std::fmt;
-
 use am_autogen::ih::{gfx_9_0::*, gfx_11_0_0::*, sdma0_4_0::*, vmc_1_0::*, *};
 
 use crate::Result;
@@ -26,20 +24,23 @@ use crate::ip::smu::Smu;
 use crate::regs::nbio;
 
 /// What an SQ interrupt reports: its encoding, and for an error its 4-bit type.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, derive_more::Display)]
+#[display(rename_all = "lowercase")]
 pub enum SqKind {
     /// An automatic interrupt (thread trace, performance counters).
     Auto,
     /// A wave's `s_sendmsg` interrupt.
     Wave,
     /// An error: fatal.
+    #[display("error")]
     Error(SqError),
     /// Encoding 3, which the hardware does not use.
     Reserved,
 }
 
-/// The type of an SQ error interrupt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The type of an SQ error interrupt, displayed by its `SQ_INTERRUPT_ERROR_TYPE` name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, derive_more::Display)]
+#[display(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum SqError {
     /// `EDC_FUE`: an uncorrectable ECC error.
     EdcFue,
@@ -50,27 +51,23 @@ pub enum SqError {
     /// `EDC_FED`: an ECC error was detected.
     EdcFed,
     /// A type this driver does not know.
+    #[display("unknown type {_0}")]
     Other(u8),
 }
 
-impl fmt::Display for SqError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::EdcFue => "EDC_FUE",
-            Self::IllegalInst => "ILLEGAL_INST",
-            Self::Memviol => "MEMVIOL",
-            Self::EdcFed => "EDC_FED",
-            Self::Other(t) => return write!(f, "unknown type {t}"),
-        })
-    }
-}
-
-/// A decoded interrupt.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A decoded interrupt; its message says what happened and where.
+#[derive(Clone, Debug, PartialEq, Eq, derive_more::Display)]
 pub enum IrqEvent {
     /// A page fault of a GPU memory hub.
+    #[display("{_0}")]
     PageFault(VmFault),
-    /// An SQ (shader) interrupt.
+    /// An SQ (shader) interrupt; an error's type follows the node.
+    #[display(
+        "SQ {kind} interrupt on node {node}{} (context {:#x} {:#x})",
+        match kind { SqKind::Error(e) => format!(": {e}"), _ => String::new() },
+        data[0],
+        data[1]
+    )]
     Sq {
         /// XCC/SE node the wave ran on.
         node: u8,
@@ -80,6 +77,7 @@ pub enum IrqEvent {
         data: [u32; 4],
     },
     /// The CP refused a privileged register access or instruction.
+    #[display("CP privileged {what} fault on ring {ring} of node {node}")]
     CpPrivFault {
         /// `register` or `instruction`.
         what: &'static str,
@@ -89,12 +87,19 @@ pub enum IrqEvent {
         node: u8,
     },
     /// End of pipe of a compute queue (a fence/signal).
+    #[display("CP end of pipe on ring {ring}")]
     CpEop {
         /// Ring id.
         ring: u8,
     },
     /// The CP met a packet it cannot execute (unknown opcode, malformed packet); the queue
     /// stopped.
+    #[display(
+        "CP bad opcode on ring {ring} (me {}, pipe {}, queue {}) of node {node}: the queue stopped",
+        (ring >> 2) & 3,
+        ring & 3,
+        ring >> 4 & 7
+    )]
     CpBadOpcode {
         /// Ring id of the queue (queue 6:4, me 3:2, pipe 1:0).
         ring: u8,
@@ -102,6 +107,7 @@ pub enum IrqEvent {
         node: u8,
     },
     /// An SDMA engine met an illegal command; its ring stopped.
+    #[display("SDMA illegal command (client {client}, node {node}): the ring stopped")]
     SdmaIllegal {
         /// Client id of the engine.
         client: u8,
@@ -109,11 +115,17 @@ pub enum IrqEvent {
         node: u8,
     },
     /// An SDMA trap (a fence/signal).
+    #[display("SDMA trap (client {client})")]
     SdmaTrap {
         /// Client id of the engine.
         client: u8,
     },
     /// A RAS (uncorrectable hardware error) event.
+    #[display(
+        "RAS fatal hardware error: {}{}",
+        sources.join(", "),
+        banks.iter().map(|b| format!("; {b}")).collect::<String>()
+    )]
     Ras {
         /// Which status bits were set.
         sources: Vec<&'static str>,
@@ -121,6 +133,18 @@ pub enum IrqEvent {
         banks: Vec<String>,
     },
     /// An interrupt the driver did not expect.
+    #[display(
+        "unexpected interrupt: client {} source {:#x} ring {} vmid {} node {} context [{:#x}, {:#x}, {:#x}, {:#x}]",
+        _0.client,
+        _0.source,
+        _0.ring,
+        _0.vmid,
+        _0.node,
+        _0.data[0],
+        _0.data[1],
+        _0.data[2],
+        _0.data[3]
+    )]
     Unknown(IhEntry),
 }
 
@@ -132,66 +156,6 @@ impl IrqEvent {
             Self::Sq { kind, .. } => matches!(kind, SqKind::Error(_)),
             Self::CpEop { .. } | Self::SdmaTrap { .. } => false,
             _ => true,
-        }
-    }
-}
-
-impl fmt::Display for IrqEvent {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::PageFault(p) => write!(f, "{p}"),
-            Self::Sq { node, kind, data } => {
-                write!(
-                    f,
-                    "SQ {} interrupt on node {node}",
-                    match kind {
-                        SqKind::Auto => "auto",
-                        SqKind::Wave => "wave",
-                        SqKind::Error(_) => "error",
-                        SqKind::Reserved => "reserved",
-                    }
-                )?;
-                if let SqKind::Error(e) = kind {
-                    write!(f, ": {e}")?;
-                }
-                write!(f, " (context {:#x} {:#x})", data[0], data[1])
-            }
-            Self::CpPrivFault { what, ring, node } => {
-                write!(
-                    f,
-                    "CP privileged {what} fault on ring {ring} of node {node}"
-                )
-            }
-            Self::CpEop { ring } => write!(f, "CP end of pipe on ring {ring}"),
-            Self::CpBadOpcode { ring, node } => write!(
-                f,
-                "CP bad opcode on ring {ring} (me {}, pipe {}, queue {}) of node {node}: the queue stopped",
-                (ring >> 2) & 3,
-                ring & 3,
-                ring >> 4 & 7
-            ),
-            Self::SdmaIllegal { client, node } => write!(
-                f,
-                "SDMA illegal command (client {client}, node {node}): the ring stopped"
-            ),
-            Self::SdmaTrap { client } => write!(f, "SDMA trap (client {client})"),
-            Self::Ras { sources, banks } => {
-                write!(f, "RAS fatal hardware error: {}", sources.join(", "))?;
-                banks.iter().try_for_each(|b| write!(f, "; {b}"))
-            }
-            Self::Unknown(e) => write!(
-                f,
-                "unexpected interrupt: client {} source {:#x} ring {} vmid {} node {} context [{:#x}, {:#x}, {:#x}, {:#x}]",
-                e.client,
-                e.source,
-                e.ring,
-                e.vmid,
-                e.node,
-                e.data[0],
-                e.data[1],
-                e.data[2],
-                e.data[3]
-            ),
         }
     }
 }
@@ -212,11 +176,12 @@ fn sq_kind(gc_major: u8, [c0, c1, ..]: [u32; 4]) -> SqKind {
     match (encoding, error) {
         (0, _) => Auto,
         (1, _) => Wave,
-        (2, 0) => Error(EdcFue),
-        (2, 1) => Error(IllegalInst),
-        (2, 2) => Error(Memviol),
-        (2, 3) => Error(EdcFed),
-        (2, t) => Error(Other(t as u8)),
+        // Types 0-3, in `SQ_INTERRUPT_ERROR_TYPE` order.
+        (2, t) => Error(
+            *[EdcFue, IllegalInst, Memviol, EdcFed]
+                .get(t as usize)
+                .unwrap_or(&Other(t as u8)),
+        ),
         _ => Reserved,
     }
 }
@@ -330,6 +295,87 @@ pub fn check_ras(ctx: &Ctx, smu: &mut Smu) -> Result<Option<IrqEvent>> {
 #[cfg(test)]
 mod tests {
     use am_autogen::ih::{gfx_9_0 as gc9, gfx_11_0_0 as gc11};
+
+    use super::*;
+
+    #[test]
+    fn every_event_says_what_happened_and_where() {
+        let sq = |kind| IrqEvent::Sq {
+            node: 3,
+            kind,
+            data: [0x10, 0x20, 0, 0],
+        };
+        let entry = IhEntry {
+            client: 10,
+            source: 0x1f,
+            ring: 2,
+            vmid: 1,
+            pasid: 0,
+            node: 4,
+            data: [1, 0xa, 0xff, 0],
+        };
+        let ras = IrqEvent::Ras {
+            sources: vec!["RAS_ATHUB_ERR_EVENT", "RAS_CNTLR"],
+            banks: vec!["bank 0".into(), "bank 1".into()],
+        };
+        let cases = [
+            (
+                sq(SqKind::Auto),
+                "SQ auto interrupt on node 3 (context 0x10 0x20)",
+            ),
+            (
+                sq(SqKind::Wave),
+                "SQ wave interrupt on node 3 (context 0x10 0x20)",
+            ),
+            (
+                sq(SqKind::Reserved),
+                "SQ reserved interrupt on node 3 (context 0x10 0x20)",
+            ),
+            (
+                sq(SqKind::Error(SqError::EdcFue)),
+                "SQ error interrupt on node 3: EDC_FUE (context 0x10 0x20)",
+            ),
+            (
+                sq(SqKind::Error(SqError::Other(9))),
+                "SQ error interrupt on node 3: unknown type 9 (context 0x10 0x20)",
+            ),
+            (
+                IrqEvent::CpPrivFault {
+                    what: "register",
+                    ring: 5,
+                    node: 1,
+                },
+                "CP privileged register fault on ring 5 of node 1",
+            ),
+            (IrqEvent::CpEop { ring: 4 }, "CP end of pipe on ring 4"),
+            (
+                IrqEvent::CpBadOpcode {
+                    ring: 0x26,
+                    node: 2,
+                },
+                "CP bad opcode on ring 38 (me 1, pipe 2, queue 2) of node 2: the queue stopped",
+            ),
+            (
+                IrqEvent::SdmaIllegal { client: 8, node: 1 },
+                "SDMA illegal command (client 8, node 1): the ring stopped",
+            ),
+            (IrqEvent::SdmaTrap { client: 9 }, "SDMA trap (client 9)"),
+            (
+                ras,
+                "RAS fatal hardware error: RAS_ATHUB_ERR_EVENT, RAS_CNTLR; bank 0; bank 1",
+            ),
+            (
+                IrqEvent::Unknown(entry),
+                "unexpected interrupt: client 10 source 0x1f ring 2 vmid 1 node 4 context [0x1, 0xa, 0xff, 0x0]",
+            ),
+        ];
+        for (event, message) in cases {
+            assert_eq!(event.to_string(), message, "{event:?}");
+        }
+        let names =
+            [SqError::IllegalInst, SqError::Memviol, SqError::EdcFed].map(|e| e.to_string());
+        assert_eq!(names, ["ILLEGAL_INST", "MEMVIOL", "EDC_FED"]);
+    }
 
     #[test]
     fn gc9_and_gc11_number_the_cp_and_sq_sources_alike() {

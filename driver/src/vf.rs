@@ -51,7 +51,8 @@ pub fn is_vf(mmio: &dyn Bar) -> Result<bool> {
 macro_rules! idh_messages {
     ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $v:ident = $code:literal $linux:literal,)* }) => {
         $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, derive_more::Display)]
+        #[display("{:#x} ({})", self.code(), self.name())]
         #[repr(u32)]
         pub enum $name {
             $($(#[$vdoc])* $v = $code,)*
@@ -68,12 +69,6 @@ macro_rules! idh_messages {
                 match self {
                     $(Self::$v => $linux,)*
                 }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{:#x} ({})", self.code(), self.name())
             }
         }
     };
@@ -262,13 +257,16 @@ impl VfMailbox {
                 );
             }
         }
-        Err(self.err(ErrorKind::VfMailboxNoEvent {
-            request,
-            event,
-            tries,
-            timeout,
-            last,
-        }))
+        Err(Error::new(
+            &self.device,
+            ErrorKind::VfMailboxNoEvent {
+                request,
+                event,
+                tries,
+                timeout,
+                last,
+            },
+        ))
     }
 
     /// One transmission: wait for the previous ack to drop, write the message, set VALID,
@@ -282,7 +280,10 @@ impl VfMailbox {
             Ok(mmio.read8(TRN)? & TRN_MSG_ACK == 0)
         })? {
             let timeout = t.ack_clear_timeout;
-            return Err(self.err(ErrorKind::VfMailboxAckNotCleared { request, timeout }));
+            return Err(Error::new(
+                &self.device,
+                ErrorKind::VfMailboxAckNotCleared { request, timeout },
+            ));
         }
         for (at, dw) in (TRN_DW0..)
             .step_by(4)
@@ -295,7 +296,10 @@ impl VfMailbox {
             Ok(mmio.read8(TRN)? & TRN_MSG_ACK != 0)
         })? {
             let timeout = t.ack_timeout;
-            return Err(self.err(ErrorKind::VfMailboxNotAcknowledged { request, timeout }));
+            return Err(Error::new(
+                &self.device,
+                ErrorKind::VfMailboxNotAcknowledged { request, timeout },
+            ));
         }
         mmio.write8(TRN, 0)
     }
@@ -316,10 +320,6 @@ impl VfMailbox {
             self.clock.sleep(poll);
         }
         Ok(true)
-    }
-
-    fn err(&self, kind: ErrorKind) -> Error {
-        Error::new(&self.device, kind)
     }
 }
 

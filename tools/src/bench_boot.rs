@@ -134,7 +134,7 @@ pub fn bench_profile(
             bail!(
                 "{}: the open after a clean fini was a {} boot, not warm",
                 gpu.name(),
-                s.kind.name()
+                s.kind
             );
         }
         warm.push(s);
@@ -158,7 +158,7 @@ fn summarise(profile: &str, kind: &str, samples: &[Sample]) -> BootBench {
     let walls: Vec<f64> = samples.iter().map(|s| ms(s.wall)).collect();
     let cpus: Vec<f64> = samples.iter().map(|s| ms(s.cpu)).collect();
     let accesses: Vec<u64> = samples.iter().map(|s| s.reg_accesses).collect();
-    let mut kinds: Vec<String> = samples.iter().map(|s| s.kind.name().to_string()).collect();
+    let mut kinds: Vec<String> = samples.iter().map(|s| s.kind.to_string()).collect();
     kinds.sort();
     kinds.dedup();
     let last = samples.last();

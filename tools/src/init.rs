@@ -72,7 +72,7 @@ impl BootSummary {
             })
             .collect();
         BootSummary {
-            boot_kind: r.kind.name().to_string(),
+            boot_kind: r.kind.to_string(),
             full_boot_reason: r.reason.clone(),
             duration_ms: ms(r.duration),
             reg_accesses: r.reg_accesses,
