@@ -17,22 +17,19 @@ use std::time::{Duration, Instant};
 
 use am_firmware::{FirmwareSet, IpVersions, LoadPlan, Locator, PlanOptions, Role, SosVariant};
 
-use crate::ctx::{CountingBar, Ctx, McLayout, Timeouts, Vram};
-use crate::discovery::Discovery;
+use crate::ctx::CountingBar;
 use crate::hive::{PeerVram, check_one_hive};
-use crate::hwip::HwIp;
 use crate::ip::gfx::{ComputeQueueDesc, Gfx, QueueId};
 use crate::ip::sdma::{Sdma, SdmaQueueDesc, SdmaQueueId};
 use crate::ip::smu::{ClockLevel, Smu};
 use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, soc::Soc};
-use crate::irq::{self, IrqEvent};
+use crate::irq::IrqEvent;
 use crate::mm::{
     MapFlags, MemoryManager, MmConfig, NoVram, PAGE_SIZE, PteFormat, VirtMapping, VramAccess,
 };
-use crate::pci::{PciDevice, SysMem};
 use crate::regs::{Regs, alt, gc};
 use crate::vf::{MailboxTimings, VfLease, VfMailbox};
-use crate::{Error, ErrorKind, Result};
+use crate::*;
 
 /// What `SCRATCH_REG7` holds after a boot by this driver: the state layout version. A later
 /// instance that reads it back (and a clean `SCRATCH_REG6`) may warm boot.

@@ -16,8 +16,7 @@ use std::fmt::Display;
 
 use zerocopy::FromBytes;
 
-use crate::hwip::{self, HwIp};
-use crate::{Error, ErrorKind, PciDevice, Result, Vram};
+use crate::*;
 
 /// `mmRCC_CONFIG_MEMSIZE`: VRAM size in MiB, a dword index in BAR5 valid before discovery.
 pub const RCC_CONFIG_MEMSIZE: u64 = 0xde3;

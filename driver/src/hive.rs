@@ -21,10 +21,7 @@
 
 use std::sync::Arc;
 
-use crate::ctx::McLayout;
-use crate::device::{AmDevice, Options};
-use crate::pci::PciDevice;
-use crate::{Error, ErrorKind};
+use crate::*;
 
 /// VRAM of one device, described for another member of its hive to map
 /// ([`AmDevice::peer_vram`], [`AmDevice::map_peer`]).

@@ -16,8 +16,7 @@
 
 use am_autogen::ih::{gfx_9_0::*, gfx_11_0_0::*, sdma0_4_0::*, vmc_1_0::*, *};
 
-use crate::Result;
-use crate::ctx::Ctx;
+use crate::*;
 use crate::ip::gmc::{Gmc, Hub, VmFault};
 use crate::ip::ih::IhEntry;
 use crate::ip::smu::Smu;

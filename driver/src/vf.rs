@@ -15,8 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::pci::Bar;
-use crate::{Error, ErrorKind, Result};
+use crate::*;
 
 /// `RCC_IOV_FUNC_IDENTIFIER` (BAR5 byte address); bit 0 `FUNC_IDENTIFIER` is set on a VF.
 /// Readable before the PF grants access, so it is read before discovery.
