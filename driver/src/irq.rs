@@ -16,11 +16,11 @@
 
 use am_autogen::ih::{gfx_9_0::*, gfx_11_0_0::*, sdma0_4_0::*, vmc_1_0::*, *};
 
-use crate::*;
 use crate::ip::gmc::{Gmc, Hub, VmFault};
 use crate::ip::ih::IhEntry;
 use crate::ip::smu::Smu;
 use crate::regs::nbio;
+use crate::*;
 
 /// What an SQ interrupt reports: its encoding, and for an error its 4-bit type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, derive_more::Display)]
