@@ -12,9 +12,6 @@ pub mod mm;
 mod mmio;
 pub mod pci;
 pub mod regs;
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod testutil;
 pub mod vf;
 
 pub use ctx::{Ctx, McLayout, Timeouts, Vram};
@@ -27,3 +24,7 @@ pub use pci::{Bar, BarInfo, PciDevice, SysMem};
 // Names most modules use besides the public ones above; a module takes them all with
 // `use crate::*`.
 use mmio::{access32, hi32, lo32};
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod testutil;
