@@ -27,6 +27,16 @@ pub trait Memory {
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), Fault>;
     /// Writes `data` at `addr`.
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), Fault>;
+    /// The `len` bytes at `addr` as one slice, when this memory keeps them in one piece of
+    /// host memory: a coalesced load or store then moves the bytes between that slice and
+    /// the registers directly instead of through a staging buffer and [`Memory::read`] /
+    /// [`Memory::write`]. `None` (the provided version, and for any range not in one piece,
+    /// unmapped ranges among them) sends the access through `read` and `write`, which also
+    /// report faults.
+    fn contiguous(&mut self, _addr: u64, _len: usize) -> Option<&mut [u8]> {
+        None
+    }
+
     /// Replaces the `len`-byte (4 or 8) little-endian value at `addr` by `f(old)` as one
     /// atomic step and returns the old value. The provided version reads then writes, which
     /// is atomic for a memory that one dispatch thread uses; the adapter over a
@@ -223,6 +233,11 @@ impl Memory for HostMemory {
                 reason: "unmapped".into(),
             }),
         }
+    }
+
+    /// Any range inside one region.
+    fn contiguous(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+        self.find(addr, len)
     }
 
     /// As the provided version (read, then write), with one region lookup.
@@ -471,6 +486,32 @@ mod tests {
         fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), Fault> {
             self.0.write(addr, data)
         }
+    }
+
+    #[test]
+    fn host_contiguous_is_a_range_inside_one_region_only() {
+        let mut m = HostMemory::new();
+        let a = m.alloc(64);
+        let b = m.alloc(64);
+        m.contiguous(a + 8, 8)
+            .expect("a range inside the first region")
+            .copy_from_slice(&[7; 8]);
+        assert_eq!(
+            m.bytes(a + 8, 8),
+            Some(vec![7; 8]),
+            "writes through the slice land"
+        );
+        assert_eq!(m.contiguous(a, 64).map(|s| s.len()), Some(64));
+        assert!(m.contiguous(a + 60, 8).is_none(), "past the region's end");
+        assert!(
+            m.contiguous(a, (b - a + 8) as usize).is_none(),
+            "across two regions"
+        );
+        assert!(m.contiguous(b + 4096, 4).is_none(), "unmapped");
+        assert!(
+            Plain(HostMemory::new()).contiguous(a, 4).is_none(),
+            "the provided version"
+        );
     }
 
     #[test]

@@ -3896,17 +3896,27 @@ fn coalesced(
                 | flat::STORE_B128
         );
         let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
+        let rows = dwords
+            && if load {
+                dst + n / 4 <= DPP_ROW
+            } else {
+                data + 64 * (n / 4) <= DPP_ROW * 64
+            };
+        // A memory that holds the run in one piece: the bytes move between it and the
+        // register rows directly (no staging copy).
+        if rows && let Some(m) = ctx.mem.contiguous(a0, len) {
+            if load {
+                dwords_to_rows(&mut w.v, dst, start, l, n, m);
+            } else {
+                rows_to_dwords(&w.v, data, start, l, n, m);
+            }
+            continue;
+        }
         let r = if load {
             let r = ctx.mem.read(a0, &mut ctx.buf[..len]);
             if r.is_ok() {
-                if dwords && dst + n / 4 <= DPP_ROW {
-                    let (v, b) = (&mut w.v[..], &ctx.buf[..len]);
-                    match n {
-                        4 => bytes_to_rows::<1>(v, dst, start, l, b),
-                        8 => bytes_to_rows::<2>(v, dst, start, l, b),
-                        12 => bytes_to_rows::<3>(v, dst, start, l, b),
-                        _ => bytes_to_rows::<4>(v, dst, start, l, b),
-                    }
+                if rows {
+                    dwords_to_rows(&mut w.v, dst, start, l, n, &ctx.buf[..len]);
                 } else {
                     for (k, b) in ctx.buf[..len].chunks_exact(n).enumerate() {
                         write_loaded(w, i.op, i.dst, start + k, b);
@@ -3915,14 +3925,8 @@ fn coalesced(
             }
             r
         } else {
-            if dwords && data + 64 * (n / 4) <= DPP_ROW * 64 {
-                let (v, b) = (&w.v[..], &mut ctx.buf[..len]);
-                match n {
-                    4 => rows_to_bytes::<1>(v, data, start, l, b),
-                    8 => rows_to_bytes::<2>(v, data, start, l, b),
-                    12 => rows_to_bytes::<3>(v, data, start, l, b),
-                    _ => rows_to_bytes::<4>(v, data, start, l, b),
-                }
+            if rows {
+                rows_to_dwords(&w.v, data, start, l, n, &mut ctx.buf[..len]);
             } else {
                 for k in 0..l - start {
                     let mut b = [0u8; 16];
@@ -3943,6 +3947,30 @@ fn coalesced(
         }
     }
     Ok(())
+}
+
+/// Lanes `start..end` of the `n / 4` dword rows from `dst` (a row index) loaded from `b`,
+/// `n` bytes per lane (4, 8, 12 or 16).
+#[inline(always)]
+fn dwords_to_rows(v: &mut [u32], dst: usize, start: usize, end: usize, n: usize, b: &[u8]) {
+    match n {
+        4 => bytes_to_rows::<1>(v, dst, start, end, b),
+        8 => bytes_to_rows::<2>(v, dst, start, end, b),
+        12 => bytes_to_rows::<3>(v, dst, start, end, b),
+        _ => bytes_to_rows::<4>(v, dst, start, end, b),
+    }
+}
+
+/// Lanes `start..end` of the `n / 4` dword rows from row base `data` (`row * 64`) stored
+/// into `b`, `n` bytes per lane (4, 8, 12 or 16).
+#[inline(always)]
+fn rows_to_dwords(v: &[u32], data: usize, start: usize, end: usize, n: usize, b: &mut [u8]) {
+    match n {
+        4 => rows_to_bytes::<1>(v, data, start, end, b),
+        8 => rows_to_bytes::<2>(v, data, start, end, b),
+        12 => rows_to_bytes::<3>(v, data, start, end, b),
+        _ => rows_to_bytes::<4>(v, data, start, end, b),
+    }
 }
 
 /// Lanes `start..end` of `W` dword rows from `dst` (a row index) loaded from `b`, `4 * W`
@@ -4346,6 +4374,36 @@ fn global_atomics(
         n += 1;
     });
     let mut olds = [0u64; 64];
+    // All the lanes' values inside one piece of a memory that offers it (one thread's
+    // memory, see `Memory::contiguous`): replaced in lane order on that slice directly, with
+    // no call through `Memory` per value.
+    let len = if wide { 8 } else { 4 };
+    let (lo, hi) = at[..n]
+        .iter()
+        .fold((u64::MAX, 0), |(a, b), &x| (a.min(x), b.max(x)));
+    let span = hi
+        .checked_sub(lo)
+        .and_then(|s| usize::try_from(s).ok())
+        .and_then(|s| s.checked_add(len));
+    if let Some(m) = span.and_then(|s| ctx.mem.contiguous(lo, s)) {
+        let (at, olds) = (&at[..n], &mut olds[..n]);
+        match (wide, atom.fast) {
+            (false, Some(f)) => rmw_slice::<4>(m, lo, at, olds, |k, o| f(o, xs[k])),
+            (true, Some(f)) => rmw_slice::<8>(m, lo, at, olds, |k, o| f(o, xs[k])),
+            (false, None) => rmw_slice::<4>(m, lo, at, olds, |k, o| atom.apply(o, xs[k], ys[k])),
+            (true, None) => rmw_slice::<8>(m, lo, at, olds, |k, o| atom.apply(o, xs[k], ys[k])),
+        }
+        if i.flags & flag::GLC != 0 {
+            for (k, &old) in olds.iter().enumerate() {
+                let l = lane[k] as usize;
+                w.wr(i.dst, l, old as u32);
+                if wide {
+                    w.wr(i.dst + 1, l, (old >> 32) as u32);
+                }
+            }
+        }
+        return Ok(());
+    }
     let r = match atom.fast {
         Some(f) => ctx.mem.atomic_rmw_batch(
             &at[..n],
@@ -4374,6 +4432,33 @@ fn global_atomics(
         }
     }
     r.map_err(|(k, f)| fault(ctx, idx, i, lane[k] as u32, f))
+}
+
+/// The `L`-byte little-endian values at `at[k]` (addresses from `base`, all inside `m`, which
+/// starts at `base`) replaced by `f(k, old)` in order of `k`, each old value into `olds[k]`.
+#[inline(always)]
+fn rmw_slice<const L: usize>(
+    m: &mut [u8],
+    base: u64,
+    at: &[u64],
+    olds: &mut [u64],
+    f: impl Fn(usize, u64) -> u64,
+) {
+    for (k, (&a, o)) in at.iter().zip(olds.iter_mut()).enumerate() {
+        // In range by construction (the slice spans the lowest to the highest address).
+        let Some(v) = usize::try_from(a - base)
+            .ok()
+            .and_then(|off| m.get_mut(off..))
+            .and_then(|s| s.first_chunk_mut::<L>())
+        else {
+            continue;
+        };
+        let mut b = [0u8; 8];
+        b[..L].copy_from_slice(v);
+        let old = u64::from_le_bytes(b);
+        v.copy_from_slice(&f(k, old).to_le_bytes()[..L]);
+        *o = old;
+    }
 }
 
 #[cfg(test)]
