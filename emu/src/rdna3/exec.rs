@@ -875,6 +875,32 @@ fn sopc_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Erro
 }
 
 /// Returns `true` when the wave stops running (end of program or barrier).
+/// SOPPs that change nothing the emulator models: waits, hints, priorities, messages, traces
+/// and cache invalidations (memory is coherent and instructions complete in order).
+pub(super) fn sopp_is_no_op(op: u16) -> bool {
+    matches!(
+        op,
+        sopp::NOP
+            | sopp::SETKILL
+            | sopp::SLEEP
+            | sopp::SET_INST_PREFETCH_DISTANCE
+            | sopp::CLAUSE
+            | sopp::DELAY_ALU
+            | sopp::WAITCNT_DEPCTR
+            | sopp::WAITCNT
+            | sopp::WAIT_IDLE
+            | sopp::WAIT_EVENT
+            | sopp::SETPRIO
+            | sopp::SENDMSG
+            | sopp::INCPERFLEVEL
+            | sopp::DECPERFLEVEL
+            | sopp::TTRACEDATA
+            | sopp::TTRACEDATA_IMM
+            | sopp::ICACHE_INV
+            | sopp::WAKEUP
+    )
+}
+
 fn sopp_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<bool, Error> {
     if i.op == INVALID_OP {
         return Err(Error::InvalidInstruction {
@@ -915,24 +941,7 @@ fn sopp_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<bool, Er
         sopp::CBRANCH_EXECNZ => branch(w, w.exec() != 0)?,
         sopp::DENORM_MODE => w.mode.denorm = (i.imm & 0xf) as u8,
         sopp::ROUND_MODE => w.mode.round = (i.imm & 0xf) as u8,
-        sopp::NOP
-        | sopp::SETKILL
-        | sopp::SLEEP
-        | sopp::SET_INST_PREFETCH_DISTANCE
-        | sopp::CLAUSE
-        | sopp::DELAY_ALU
-        | sopp::WAITCNT_DEPCTR
-        | sopp::WAITCNT
-        | sopp::WAIT_IDLE
-        | sopp::WAIT_EVENT
-        | sopp::SETPRIO
-        | sopp::SENDMSG
-        | sopp::INCPERFLEVEL
-        | sopp::DECPERFLEVEL
-        | sopp::TTRACEDATA
-        | sopp::TTRACEDATA_IMM
-        | sopp::ICACHE_INV
-        | sopp::WAKEUP => {}
+        op if sopp_is_no_op(op) => {}
         sopp::TRAP => {
             return Err(Error::Stopped {
                 pc: pc_of(ctx, idx),

@@ -12,7 +12,7 @@
 use super::decode::{Dpp, Encoding, Inst, LITERAL, VCC_LO, VGPR0};
 use super::exec::{
     CmpInfo, K, Ty, Valu, bits_rows, carry_rows, cmp_info, dense_compare, fma_rows, full_mask,
-    inline_const, row, set_row,
+    inline_const, row, set_row, sopp_is_no_op,
 };
 use super::opcodes::{sopp, valu};
 use crate::Error;
@@ -162,24 +162,7 @@ fn sopp_form(i: &Inst, offsets: &[u32], index: &[u32], idx: usize) -> Fast {
     };
     let branch = |f: fn(u32) -> Fast| target().map_or(Fast::Slow, f);
     match i.op {
-        sopp::NOP
-        | sopp::SETKILL
-        | sopp::SLEEP
-        | sopp::SET_INST_PREFETCH_DISTANCE
-        | sopp::CLAUSE
-        | sopp::DELAY_ALU
-        | sopp::WAITCNT_DEPCTR
-        | sopp::WAITCNT
-        | sopp::WAIT_IDLE
-        | sopp::WAIT_EVENT
-        | sopp::SETPRIO
-        | sopp::SENDMSG
-        | sopp::INCPERFLEVEL
-        | sopp::DECPERFLEVEL
-        | sopp::TTRACEDATA
-        | sopp::TTRACEDATA_IMM
-        | sopp::ICACHE_INV
-        | sopp::WAKEUP => Fast::Nop,
+        op if sopp_is_no_op(op) => Fast::Nop,
         sopp::BRANCH => branch(Fast::Branch),
         sopp::CBRANCH_SCC0 => branch(Fast::CbranchScc0),
         sopp::CBRANCH_SCC1 => branch(Fast::CbranchScc1),
