@@ -4383,46 +4383,15 @@ fn global_atomics(
         n += 1;
     });
     let mut olds = [0u64; 64];
-    // All the lanes' values inside one piece of a memory that offers it (one thread's
-    // memory, see `Memory::contiguous`): replaced in lane order on that slice directly, with
-    // no call through `Memory` per value.
     let len = if wide { 8 } else { 4 };
-    let (lo, hi) = at[..n]
-        .iter()
-        .fold((u64::MAX, 0), |(a, b), &x| (a.min(x), b.max(x)));
-    let span = hi
-        .checked_sub(lo)
-        .and_then(|s| usize::try_from(s).ok())
-        .and_then(|s| s.checked_add(len));
-    if let Some(m) = span.and_then(|s| ctx.mem.contiguous(lo, s)) {
-        let (at, olds) = (&at[..n], &mut olds[..n]);
-        match (wide, atom.fast) {
-            (false, Some(f)) => rmw_slice::<4>(m, lo, at, olds, |k, o| f(o, xs[k])),
-            (true, Some(f)) => rmw_slice::<8>(m, lo, at, olds, |k, o| f(o, xs[k])),
-            (false, None) => rmw_slice::<4>(m, lo, at, olds, |k, o| atom.apply(o, xs[k], ys[k])),
-            (true, None) => rmw_slice::<8>(m, lo, at, olds, |k, o| atom.apply(o, xs[k], ys[k])),
-        }
-        if i.flags & flag::GLC != 0 {
-            for (k, &old) in olds.iter().enumerate() {
-                let l = lane[k] as usize;
-                w.wr(i.dst, l, old as u32);
-                if wide {
-                    w.wr(i.dst + 1, l, (old >> 32) as u32);
-                }
-            }
-        }
-        return Ok(());
-    }
     let r = match atom.fast {
-        Some(f) => ctx.mem.atomic_rmw_batch(
-            &at[..n],
-            if wide { 8 } else { 4 },
-            &mut |k, old| f(old, xs[k]),
-            &mut olds[..n],
-        ),
+        Some(f) => {
+            ctx.mem
+                .atomic_rmw_batch(&at[..n], len, &mut |k, old| f(old, xs[k]), &mut olds[..n])
+        }
         None => ctx.mem.atomic_rmw_batch(
             &at[..n],
-            if wide { 8 } else { 4 },
+            len,
             &mut |k, old| atom.apply(old, xs[k], ys[k]),
             &mut olds[..n],
         ),
@@ -4441,33 +4410,6 @@ fn global_atomics(
         }
     }
     r.map_err(|(k, f)| fault(ctx, idx, i, lane[k] as u32, f))
-}
-
-/// The `L`-byte little-endian values at `at[k]` (addresses from `base`, all inside `m`, which
-/// starts at `base`) replaced by `f(k, old)` in order of `k`, each old value into `olds[k]`.
-#[inline(always)]
-fn rmw_slice<const L: usize>(
-    m: &mut [u8],
-    base: u64,
-    at: &[u64],
-    olds: &mut [u64],
-    f: impl Fn(usize, u64) -> u64,
-) {
-    for (k, (&a, o)) in at.iter().zip(olds.iter_mut()).enumerate() {
-        // In range by construction (the slice spans the lowest to the highest address).
-        let Some(v) = usize::try_from(a - base)
-            .ok()
-            .and_then(|off| m.get_mut(off..))
-            .and_then(|s| s.first_chunk_mut::<L>())
-        else {
-            continue;
-        };
-        let mut b = [0u8; 8];
-        b[..L].copy_from_slice(v);
-        let old = u64::from_le_bytes(b);
-        v.copy_from_slice(&f(k, old).to_le_bytes()[..L]);
-        *o = old;
-    }
 }
 
 #[cfg(test)]
