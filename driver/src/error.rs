@@ -170,30 +170,10 @@ pub enum ErrorKind {
         /// IP block and version (`GC 9.4.3`).
         ip: String,
     },
-    /// A field the register does not have.
-    #[error("register {register} on {ip} has no field {field}")]
-    NoSuchField {
-        /// Register name.
-        register: String,
-        /// The field asked for.
-        field: String,
-        /// IP block and version.
-        ip: String,
-    },
-    /// A value wider than the field it is written to.
-    #[error("value {value:#x} does not fit field {register}.{field} ({width} bits) on {ip}")]
-    FieldOverflow {
-        /// Register name.
-        register: String,
-        /// Field name.
-        field: String,
-        /// Field width in bits.
-        width: u32,
-        /// The value that does not fit.
-        value: u64,
-        /// IP block and version.
-        ip: String,
-    },
+    /// A field this version's register lacks, or a value wider than the field (names
+    /// register, field and IP version).
+    #[error(transparent)]
+    Field(#[from] am_autogen::regs::FieldError),
     /// A register whose base-address segment discovery did not provide for this instance.
     #[error(
         "register {register} on {ip} instance {instance} uses base segment {base_idx}, but discovery lists {count} base addresses"

@@ -21,7 +21,7 @@
 //! Registers of `autogen/typed-regs.txt` carry a field type: [`Regs::encode`] and the
 //! [`Ctx`](crate::ctx::Ctx) helpers take a closure over [`Fields`] with one setter per field,
 //! resolved for the discovered version at run time (a field that version lacks is an
-//! [`crate::ErrorKind::NoSuchField`] naming register, field and version).
+//! [`crate::ErrorKind::Field`] naming register, field and version).
 //!
 //! ```
 //! let _ = am_driver::regs::gc::SCRATCH_REG7;
@@ -143,12 +143,11 @@ impl Regs {
                 },
             ))
         });
-        let (device, blocks, indirect) = (device.to_string(), blocks.collect(), Mutex::new(()));
         Ok(Self {
-            device,
+            device: device.into(),
             mmio,
-            blocks,
-            indirect,
+            blocks: blocks.collect(),
+            indirect: Mutex::default(),
         })
     }
 
@@ -208,7 +207,7 @@ impl Regs {
         let r = self.reg(reg)?;
         set(Fields::new(r.def))
             .finish()
-            .map_err(|e| r.field_error(e))
+            .map_err(|e| self.err(e.into()))
     }
 
     /// The field `pick` names (the value it sets there does not matter) of `value`, a value
@@ -398,31 +397,6 @@ impl Register<'_> {
     /// Write the register of one instance.
     pub fn write(&self, instance: u8, value: u32) -> Result<()> {
         self.regs.wreg(self.addr(instance)?, value)
-    }
-
-    /// A field this version lacks, or a value wider than the field.
-    fn field_error(&self, e: am_autogen::regs::FieldError) -> Error {
-        use am_autogen::regs::FieldError as E;
-        let (register, ip) = (self.name().into(), self.ip_label());
-        self.regs.err(match e {
-            E::Missing { field, .. } => ErrorKind::NoSuchField {
-                register,
-                field: field.into(),
-                ip,
-            },
-            E::Overflow {
-                field,
-                value,
-                width,
-                ..
-            } => ErrorKind::FieldOverflow {
-                register,
-                field: field.into(),
-                width,
-                value: value.into(),
-                ip,
-            },
-        })
     }
 
     /// Every field of a value, in bit order.

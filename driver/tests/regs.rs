@@ -5,7 +5,7 @@
 
 mod common;
 
-use am_autogen::regs::RegIp;
+use am_autogen::regs::{FieldError, RegIp};
 use am_driver::regs::{RegTable, Regs, gc, select_table};
 use am_driver::{Discovery, Error, ErrorKind, HwIp, IpVersion};
 use common::*;
@@ -100,20 +100,23 @@ fn field_errors_name_register_field_and_version() {
     let err = regs.encode(reg, |f| f.ctxid(1)).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "fake:0: register GRBM_GFX_CNTL on GC 9.4.3 has no field CTXID"
+        "fake:0: register GRBM_GFX_CNTL has no field CTXID on GC 9.4.3"
     );
     let err = regs.get(reg, 0, |f| f.ctxid(0)).unwrap_err();
-    assert!(err.to_string().ends_with("has no field CTXID"), "{err}");
+    assert!(
+        err.to_string().ends_with("has no field CTXID on GC 9.4.3"),
+        "{err}"
+    );
     let err = regs.encode(reg, |f| f.pipeid(4)).unwrap_err();
     assert!(
         matches!(
             err,
             Error {
-                kind: ErrorKind::FieldOverflow {
+                kind: ErrorKind::Field(FieldError::Overflow {
                     width: 2,
                     value: 4,
                     ..
-                },
+                }),
                 ..
             }
         ),

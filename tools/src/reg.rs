@@ -7,9 +7,9 @@
 use std::collections::BTreeSet;
 
 use am_autogen::regs::RegIp;
+use am_driver::HwIp;
 use am_driver::regs::{Field, Register, Regs, select_table};
-use am_driver::{ErrorKind, HwIp};
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use serde::Serialize;
 
 use crate::inspect::{Target, parse_u64};
@@ -243,13 +243,11 @@ impl ByName for Register<'_> {
         fields
             .find(|f| f.name.eq_ignore_ascii_case(name))
             .ok_or_else(|| {
-                let (register, field, ip) = (self.name().into(), name.into(), self.ip_label());
-                ErrorKind::NoSuchField {
-                    register,
-                    field,
-                    ip,
-                }
-                .into()
+                anyhow!(
+                    "register {} on {} has no field {name}",
+                    self.name(),
+                    self.ip_label()
+                )
             })
     }
 
@@ -259,14 +257,13 @@ impl ByName for Register<'_> {
             // A value fits when it survives a trip through the field.
             match u32::try_from(v).ok().filter(|&v| f.get(f.set(0, v)) == v) {
                 Some(v) => Ok(f.set(value, v)),
-                None => Err(ErrorKind::FieldOverflow {
-                    register: self.name().into(),
-                    field: f.name.into(),
-                    width: f.mask.count_ones(),
-                    value: v,
-                    ip: self.ip_label(),
-                }
-                .into()),
+                None => bail!(
+                    "value {v:#x} does not fit field {}.{} ({} bits) on {}",
+                    self.name(),
+                    f.name,
+                    f.mask.count_ones(),
+                    self.ip_label()
+                ),
             }
         })
     }
