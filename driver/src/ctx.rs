@@ -57,12 +57,6 @@ impl CountingBar {
             writes,
         }
     }
-
-    /// `(reads, writes)` so far.
-    pub(crate) fn counts(&self) -> (u64, u64) {
-        let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        (count(&self.reads), count(&self.writes))
-    }
 }
 
 /// `Bar` methods that count one access on `$counter`, then pass it on.
@@ -102,9 +96,8 @@ pub struct Vram {
 impl Vram {
     /// VRAM of `device` (named in errors): `size` bytes, BAR0 `bar`, the window in BAR5 `mmio`.
     pub fn new(device: &str, bar: Arc<dyn Bar>, mmio: Arc<dyn Bar>, size: u64) -> Self {
-        let device = device.into();
         Vram {
-            device,
+            device: device.into(),
             bar,
             mmio,
             size,
@@ -136,10 +129,12 @@ impl Vram {
         // Beyond BAR0: dword by dword through MM_INDEX/MM_DATA, read-modify-write where the
         // data covers a dword only in part.
         for (at, bytes, within) in dwords(paddr, data.len()) {
-            let mut word = [0u8; 4];
-            if within.len() < 4 {
-                word = self.window(at, None)?.to_le_bytes();
+            let mut word = if within.len() < 4 {
+                self.window(at, None)?
+            } else {
+                0
             }
+            .to_le_bytes();
             word[within].copy_from_slice(&data[bytes]);
             self.window(at, Some(u32::from_le_bytes(word)))?;
         }
@@ -312,8 +307,8 @@ impl Ctx {
 
     /// Write a 64-bit value to a register pair (low dword, then high).
     pub fn wreg64<A, B>(&self, lo: Reg<A>, hi: Reg<B>, inst: u8, value: u64) -> Result<()> {
-        self.wreg(lo, inst, crate::mmio::lo32(value))?;
-        self.wreg(hi, inst, crate::mmio::hi32(value))
+        self.wreg(lo, inst, lo32(value))?;
+        self.wreg(hi, inst, hi32(value))
     }
 
     /// The value of the fields `set` names, every other bit 0.
@@ -380,8 +375,11 @@ impl Ctx {
                 return Ok(v);
             }
             if start.elapsed() >= timeout {
-                let (what, waited, last) = (what.to_string(), timeout, v);
-                return Err(self.err(ErrorKind::Timeout { what, waited, last }));
+                return Err(self.err(ErrorKind::Timeout {
+                    what: what.to_string(),
+                    waited: timeout,
+                    last: v,
+                }));
             }
             n += 1;
             if n > 64 {
@@ -405,6 +403,7 @@ impl Ctx {
 
     /// Register accesses so far: `(reads, writes)`.
     pub fn reg_accesses(&self) -> (u64, u64) {
-        self.mmio.counts()
+        let count = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        (count(&self.mmio.reads), count(&self.mmio.writes))
     }
 }

@@ -24,9 +24,7 @@ use crate::ip::sdma::{Sdma, SdmaQueueDesc, SdmaQueueId};
 use crate::ip::smu::{ClockLevel, Smu};
 use crate::ip::{gmc::Gmc, ih::Ih, psp::Psp, soc::Soc};
 use crate::irq::IrqEvent;
-use crate::mm::{
-    MapFlags, MemoryManager, MmConfig, NoVram, PAGE_SIZE, PteFormat, VirtMapping, VramAccess,
-};
+use crate::mm::{MapFlags, MemoryManager, NoVram, PAGE_SIZE, PteFormat, VirtMapping};
 use crate::regs::{Regs, alt, gc};
 use crate::vf::{MailboxTimings, VfLease, VfMailbox};
 use crate::*;
@@ -181,8 +179,7 @@ pub fn read_mc_layout(regs: &Regs) -> Result<McLayout> {
         regs.first(alt::XGMI_LFB_SIZE),
     ) {
         let c = regs.reg(cntl)?.read(0)?;
-        let seg = regs.get(size, regs.reg(size)?.read(0)?, |f| f.pf_lfb_size(0))?;
-        let seg = u64::from(seg) << 24;
+        let seg = u64::from(regs.get(size, regs.reg(size)?.read(0)?, |f| f.pf_lfb_size(0))?) << 24;
         let max = regs.get(cntl, c, |f| f.pf_max_region(0))?;
         if seg > 0 && max > 0 {
             mc.xgmi_seg_size = seg;
@@ -214,7 +211,7 @@ impl AmDevice {
             pci.set_bus_master(true)?;
         }
         let mmio = Arc::new(CountingBar::new(pci.bar(5)?));
-        let is_vf = crate::vf::is_vf(&*mmio)?;
+        let is_vf = vf::is_vf(&*mmio)?;
         if opts.inspect && is_vf {
             let what = "be opened to inspect (init access is the holder's lease)";
             return Err(Error::new(name, ErrorKind::PfOnly { what }));
@@ -231,18 +228,16 @@ impl AmDevice {
         let regs = Regs::with_mmio(&name, mmio.clone(), &discovery)?;
         let vram = Vram::new(&name, pci.bar(0)?, mmio.clone(), discovery.vram_size);
         let mc = read_mc_layout(&regs)?;
-        // An inspecting instance must not clear the root table of the instance that runs
-        // the device: the allocator's bookkeeping is all it needs.
-        let root_table: &dyn VramAccess = if opts.inspect { &NoVram } else { &vram };
-        let mm_cfg = MmConfig {
-            device: name.clone(),
-            format: PteFormat::for_gc(discovery.require_version(HwIp::GC)?.major),
-            vram_size: discovery.vram_size - discovery.reserved_vram_size(),
-            paddr_base: if is_vf { 1 << 20 } else { 0 },
-            vram_offset: mc.xgmi_paddr_base,
-            xgmi_seg_size: mc.xgmi_seg_size,
-        };
-        let mm = MemoryManager::new(&mm_cfg, root_table)?;
+        let mm = MemoryManager::new(
+            &name,
+            // The first MiB of VF VRAM is not ours.
+            if is_vf { 1 << 20 } else { 0 }..discovery.vram_size - discovery.reserved_vram_size(),
+            PteFormat::for_gc(discovery.require_version(HwIp::GC)?.major),
+            &mc,
+            // An inspecting instance must not clear the root table of the instance that
+            // runs the device: the allocator's bookkeeping is all it needs.
+            if opts.inspect { &NoVram } else { &vram },
+        )?;
         let ctx = Ctx {
             name: name.clone(),
             pci: pci.clone(),
@@ -333,24 +328,10 @@ impl AmDevice {
         &self.report
     }
 
-    /// Whether the device is an SR-IOV VF.
-    pub fn is_vf(&self) -> bool {
-        self.ctx.is_vf
-    }
-
-    /// Where VRAM is in MC space, and the hive this device belongs to.
-    pub fn mc_layout(&self) -> McLayout {
-        self.ctx.mc
-    }
-
     /// Allocate `size` bytes of VRAM, map them at a fresh GPU virtual address of VM context
     /// 0, and flush the TLBs so the GPU sees the mapping.
     pub fn valloc(&self, size: u64, contiguous: bool) -> Result<VirtMapping> {
-        let (vram, flags) = (&self.ctx.vram, MapFlags::VRAM);
-        let m = self
-            .ctx
-            .mm()
-            .valloc(vram, size, PAGE_SIZE, flags, contiguous)?;
+        let m = self.ctx.mm().valloc(&self.ctx.vram, size, contiguous)?;
         self.flush_tlb()?;
         Ok(m)
     }
@@ -366,13 +347,17 @@ impl AmDevice {
     /// beyond the GPU's DMA mask is refused.
     pub fn map_sysmem(&self, mem: &dyn SysMem, uncached: bool) -> Result<VirtMapping> {
         let size = (mem.len() as u64).next_multiple_of(PAGE_SIZE);
-        let page = crate::pci::SYSMEM_PAGE_SIZE as u64;
+        let page = pci::SYSMEM_PAGE_SIZE as u64;
         let pages = mem.bus_addrs().iter().map(|&b| (b, page)).collect();
-        let flags = MapFlags {
-            uncached,
-            ..MapFlags::SYSTEM
-        };
-        self.map_borrowed(size, pages, flags, false)
+        self.map_borrowed(
+            size,
+            pages,
+            MapFlags {
+                uncached,
+                ..MapFlags::SYSTEM
+            },
+            false,
+        )
     }
 
     /// Map memory this device does not own (system memory, or a peer's VRAM at its hive
@@ -385,7 +370,7 @@ impl AmDevice {
         hive: bool,
     ) -> Result<VirtMapping> {
         let mut mm = self.ctx.mm();
-        let va = mm.alloc_va(size, PAGE_SIZE)?;
+        let va = mm.alloc_va(size)?;
         if let Err(e) = mm.map(&self.ctx.vram, va, &paddrs, flags, hive) {
             mm.va.free(va)?;
             return Err(e);
@@ -429,7 +414,7 @@ impl AmDevice {
     /// undo it with [`unmap_borrowed`](Self::unmap_borrowed).
     pub fn map_peer(&self, peer: &PeerVram) -> Result<VirtMapping> {
         check_one_hive(&self.ctx.name, &self.ctx.mc, peer)?;
-        let size: u64 = peer.paddrs.iter().map(|r| r.1).sum();
+        let size = peer.paddrs.iter().map(|r| r.1).sum();
         let mut m = self.map_borrowed(size, peer.hive_ranges(), MapFlags::PEER_VRAM, true)?;
         m.paddrs.clone_from(&peer.paddrs);
         Ok(m)
@@ -593,9 +578,9 @@ fn load_plan(ctx: &Ctx, opts: &Options) -> Result<Option<LoadPlan>> {
         mp1: v(HwIp::MP1)?,
         sdma: v(HwIp::SDMA0)?,
     };
-    let plan = FirmwareSet::load(ips, &opts.firmware)
-        .and_then(|set| set.plan(PlanOptions { sos: opts.sos }));
-    match plan {
+    match FirmwareSet::load(ips, &opts.firmware)
+        .and_then(|set| set.plan(PlanOptions { sos: opts.sos }))
+    {
         Ok(plan) => Ok(Some(plan)),
         Err(e) if ctx.is_vf => {
             tracing::info!(
@@ -635,7 +620,7 @@ fn full_boot_reason(ctx: &Ctx, psp: &Psp, opts: &Options) -> Result<Option<Strin
             "malformed state: SCRATCH_REG6 = {live:#x}, the previous driver instance did not finish cleanly"
         )));
     }
-    let fault_status = crate::ip::gmc::Hub::Gc(0).fault_status(ctx)?;
+    let fault_status = ip::gmc::Hub::Gc(0).fault_status(ctx)?;
     let status = ctx.rreg(fault_status, 0)?;
     if status != 0 {
         return Ok(Some(format!(

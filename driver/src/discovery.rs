@@ -368,8 +368,8 @@ impl Discovery {
         let (vram_size, bar0) = (u64::from(value) << 20, dev.bar(0)?);
         let large_bar = bar0.len() >= vram_size;
         let mut bytes = vec![0u8; DISCOVERY_TMR_SIZE];
-        let vram = Vram::new(&device, bar0, mmio, vram_size);
-        vram.read(vram_size - DISCOVERY_TMR_OFFSET, &mut bytes)?;
+        Vram::new(&device, bar0, mmio, vram_size)
+            .read(vram_size - DISCOVERY_TMR_OFFSET, &mut bytes)?;
         let table = DiscoveryTable::parse(&device, &bytes)?;
         if !table.checksum_valid {
             tracing::warn!("{device}: discovery binary checksum does not match");
@@ -393,14 +393,14 @@ impl Discovery {
 
     /// Live (listed and not harvested) instances of an IP block, ascending.
     pub fn instances(&self, ip: HwIp) -> BTreeSet<u8> {
-        let fused = |e: &IpEntry| {
-            self.table.harvest.contains(&HarvestEntry {
-                hw_id: e.hw_id,
-                instance: e.instance,
-            })
-        };
+        let fused = &self.table.harvest;
         self.entries(ip)
-            .filter(|e| !fused(e))
+            .filter(|e| {
+                !fused.contains(&HarvestEntry {
+                    hw_id: e.hw_id,
+                    instance: e.instance,
+                })
+            })
             .map(|e| e.instance)
             .collect()
     }

@@ -49,7 +49,7 @@ impl PeerVram {
 /// a hive of the same number of devices, segment size and aperture base, in different
 /// regions, and every range inside the peer's segment. The error names both devices and
 /// what their layouts say.
-pub fn check_one_hive(device: &str, local: &McLayout, peer: &PeerVram) -> Result<(), Error> {
+pub fn check_one_hive(device: &str, local: &McLayout, peer: &PeerVram) -> Result<()> {
     let p = &peer.layout;
     let place = |name: &str, mc: &McLayout| match mc.xgmi_region() {
         Some(r) => format!(
@@ -81,14 +81,20 @@ pub fn check_one_hive(device: &str, local: &McLayout, peer: &PeerVram) -> Result
             place(&peer.device, p)
         ),
     };
-    let peer = peer.device.clone();
-    Err(Error::new(device, ErrorKind::NotInOneHive { peer, reason }))
+    Err(Error::new(
+        device,
+        ErrorKind::NotInOneHive {
+            peer: peer.device.clone(),
+            reason,
+        },
+    ))
 }
 
 /// What happened to one device.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub enum ResetResult {
     /// The SMU took the mode1 reset.
+    #[default]
     Reset,
     /// Not reset, and why (a VF; another device could not be opened).
     Skipped(String),
@@ -97,7 +103,7 @@ pub enum ResetResult {
 }
 
 /// One device of a hive reset.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub struct MemberReset {
     /// Device name.
     pub device: String,
@@ -128,12 +134,9 @@ pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberRe
     for pci in devices {
         let mut m = MemberReset {
             device: pci.name().to_string(),
-            is_vf: false,
-            layout: None,
-            found: None,
-            result: ResetResult::Reset,
+            ..MemberReset::default()
         };
-        match pci.bar(5).and_then(|mmio| crate::vf::is_vf(&*mmio)) {
+        match pci.bar(5).and_then(|mmio| vf::is_vf(&*mmio)) {
             Ok(true) => {
                 m.is_vf = true;
                 m.result = ResetResult::Skipped(VF_CANNOT_RESET.into());
@@ -143,7 +146,7 @@ pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberRe
                     let r = dev.boot_report();
                     let reason = r.reason.as_ref().map(|r| format!(": {r}"));
                     m.found = Some(format!("{} boot{}", r.kind, reason.unwrap_or_default()));
-                    m.layout = Some(dev.mc_layout());
+                    m.layout = Some(dev.ctx().mc);
                     opened.push((out.len(), dev));
                 }
                 Err(e) => m.result = ResetResult::Failed(e),

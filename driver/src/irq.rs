@@ -166,11 +166,12 @@ fn bits(v: u32, lo: u32, hi: u32) -> u32 {
 
 fn sq_kind(gc_major: u8, [c0, c1, ..]: [u32; 4]) -> SqKind {
     use {SqError::*, SqKind::*};
+    // GC 9 spreads the context id over both dwords (Linux reassembles it); the error type
+    // is its bits 20-23, which are bits 4-7 of the second.
     let (encoding, error) = if gc_major >= 11 {
         (bits(c1, 6, 7), bits(c0, 21, 24))
     } else {
-        let packed = (c0 & 0xfff) | ((c0 >> 16) & 0xf000) | ((c1 << 16) & 0xff_0000);
-        (bits(c0, 26, 27), bits(packed, 20, 23))
+        (bits(c0, 26, 27), bits(c1, 4, 7))
     };
     match (encoding, error) {
         (0, _) => Auto,
@@ -275,7 +276,6 @@ pub fn check_ras(ctx: &Ctx, smu: &mut Smu) -> Result<Option<IrqEvent>> {
     if !athub && !cntlr {
         return Ok(None);
     }
-    let sources = [(athub, "RAS_ATHUB_ERR_EVENT"), (cntlr, "RAS_CNTLR")];
     let banks = if ctx.is_vf {
         vec![]
     } else {
@@ -286,7 +286,11 @@ pub fn check_ras(ctx: &Ctx, smu: &mut Smu) -> Result<Option<IrqEvent>> {
             .ras_athub_err_event_interrupt_clear(athub.into())
     })?;
     Ok(Some(IrqEvent::Ras {
-        sources: sources.iter().filter(|s| s.0).map(|s| s.1).collect(),
+        sources: [(athub, "RAS_ATHUB_ERR_EVENT"), (cntlr, "RAS_CNTLR")]
+            .iter()
+            .filter(|s| s.0)
+            .map(|s| s.1)
+            .collect(),
         banks,
     }))
 }

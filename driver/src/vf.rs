@@ -46,23 +46,19 @@ pub fn is_vf(mmio: &dyn Bar) -> Result<bool> {
     Ok(v & 1 != 0)
 }
 
-/// A mailbox message enum: its codes, Linux names and `code (NAME)` display.
+/// A mailbox message enum: its codes (the discriminants, `as u32`), Linux names and `code (NAME)`
+/// display.
 macro_rules! idh_messages {
     ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $v:ident = $code:literal $linux:literal,)* }) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, derive_more::Display)]
-        #[display("{:#x} ({})", self.code(), self.name())]
+        #[display("{:#x} ({})", *self as u32, self.name())]
         #[repr(u32)]
         pub enum $name {
             $($(#[$vdoc])* $v = $code,)*
         }
 
         impl $name {
-            /// The code in the mailbox dword.
-            pub fn code(self) -> u32 {
-                self as u32
-            }
-
             /// The Linux name.
             pub fn name(self) -> &'static str {
                 match self {
@@ -244,7 +240,7 @@ impl VfMailbox {
             self.transmit(request, data)?;
             let seen = self.wait(timeout, t.event_poll, || {
                 last = mmio.read32(RCV_DW0)?;
-                Ok(last == event.code())
+                Ok(last == event as u32)
             })?;
             if seen {
                 return mmio.write8(RCV, RCV_MSG_ACK);
@@ -278,15 +274,17 @@ impl VfMailbox {
             mmio.write8(TRN, 0)?;
             Ok(mmio.read8(TRN)? & TRN_MSG_ACK == 0)
         })? {
-            let timeout = t.ack_clear_timeout;
             return Err(Error::new(
                 &self.device,
-                ErrorKind::VfMailboxAckNotCleared { request, timeout },
+                ErrorKind::VfMailboxAckNotCleared {
+                    request,
+                    timeout: t.ack_clear_timeout,
+                },
             ));
         }
         for (at, dw) in (TRN_DW0..)
             .step_by(4)
-            .zip([request.code(), data[0], data[1], data[2]])
+            .zip([request as u32, data[0], data[1], data[2]])
         {
             mmio.write32(at, dw)?;
         }
@@ -294,10 +292,12 @@ impl VfMailbox {
         if !self.wait(t.ack_timeout, t.ack_poll, || {
             Ok(mmio.read8(TRN)? & TRN_MSG_ACK != 0)
         })? {
-            let timeout = t.ack_timeout;
             return Err(Error::new(
                 &self.device,
-                ErrorKind::VfMailboxNotAcknowledged { request, timeout },
+                ErrorKind::VfMailboxNotAcknowledged {
+                    request,
+                    timeout: t.ack_timeout,
+                },
             ));
         }
         mmio.write8(TRN, 0)
@@ -397,10 +397,10 @@ mod tests {
             (R::ReqGpuInitData, 6),
         ];
         for (r, code) in reqs {
-            assert_eq!(r.code(), code, "{}", r.name());
+            assert_eq!(r as u32, code, "{}", r.name());
         }
-        assert_eq!(E::ReadyToAccessGpu.code(), 1);
-        assert_eq!(E::ReqGpuInitDataReady.code(), 7);
+        assert_eq!(E::ReadyToAccessGpu as u32, 1);
+        assert_eq!(E::ReqGpuInitDataReady as u32, 7);
         assert_eq!(R::ReqGpuInitData.to_string(), "0x6 (IDH_REQ_GPU_INIT_DATA)");
     }
 }

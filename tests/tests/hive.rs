@@ -57,7 +57,7 @@ fn each_member_reads_its_region_of_the_hive() {
         assert_eq!(mc.mc(0x1000), FB_BASE + r as u64 * SEG + 0x1000);
         // ...and through the open.
         let dev = AmDevice::open_with(pci, opts()).unwrap();
-        assert_eq!(dev.mc_layout(), mc);
+        assert_eq!(dev.ctx().mc, mc);
         dev.fini().unwrap();
         assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
     }
@@ -159,7 +159,7 @@ fn hive_reset_resets_every_member_and_each_boots_afterwards() {
     for g in &gpus {
         let dev = AmDevice::open_with(g.open(), opts()).unwrap();
         assert_eq!(dev.boot_report().kind, BootKind::Cold);
-        assert!(dev.mc_layout().is_hive());
+        assert!(dev.ctx().mc.is_hive());
         dev.fini().unwrap();
         assert!(
             g.violations().is_empty(),

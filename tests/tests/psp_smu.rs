@@ -141,7 +141,7 @@ fn cold_boot(profile: &str, index: u32, ips: IpVersions) {
 
     // SMU: the driver table is in VRAM's MC range, every pinned clock at its top level.
     let table = gpu.with_smu(|s| s.driver_table());
-    let mc = dev.mc_layout();
+    let mc = dev.ctx().mc;
     assert!(table >= mc.fb_base && table < mc.fb_top, "{table:#x}");
     let clocks = pinned_clocks(&gpu, mi300x);
     for &(clk, _, max) in &clocks {

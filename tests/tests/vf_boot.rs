@@ -47,7 +47,7 @@ fn access(gpu: &MockGpu) -> bool {
 fn vf_boot_takes_the_lease_and_touches_neither_psp_nor_smu() {
     let gpu = am_mock::gpu(PROFILE, 260).unwrap();
     let dev = AmDevice::open_with(gpu.open(), opts()).unwrap();
-    assert!(dev.is_vf());
+    assert!(dev.ctx().is_vf);
     assert_eq!(dev.boot_report().kind, BootKind::Vf);
     assert!(access(&gpu), "the lease is held while the device is open");
 

@@ -187,7 +187,7 @@ pub fn init_once(pci: Arc<dyn PciDevice>, opts: Options) -> anyhow::Result<InitR
         device: dev.name().to_string(),
         backend,
         boot: BootSummary::from_report(dev.boot_report()),
-        membership: Membership::of(dev.is_vf(), dev.mc_layout()),
+        membership: Membership::of(dev.ctx().is_vf, dev.ctx().mc),
         finalised: false,
         error: None,
     };

@@ -49,7 +49,7 @@ pub fn reset_once(pci: Arc<dyn PciDevice>, mut opts: Options) -> anyhow::Result<
     opts.reset_mode = true;
     let backend = pci.backend().to_string();
     let dev = AmDevice::open_with(pci, opts)?;
-    let membership = Membership::of(dev.is_vf(), dev.mc_layout());
+    let membership = Membership::of(dev.ctx().is_vf, dev.ctx().mc);
     if let Some(h) = &membership.hive {
         // One member reset alone leaves the others with a hive whose links and shared
         // memory went away under them.

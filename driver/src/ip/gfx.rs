@@ -218,12 +218,12 @@ impl Gfx {
         }
         if ctx.gc_major() < 12 {
             let reset = ctx.encode(GRBM_SOFT_RESET, |f| f.soft_reset_cp(1).soft_reset_cpc(1))?;
-            for &xcc in &self.xccs {
-                ctx.wreg(GRBM_SOFT_RESET, xcc, reset)?;
-            }
-            settle();
-            for &xcc in &self.xccs {
-                ctx.wreg(GRBM_SOFT_RESET, xcc, 0)?;
+            // Set, then clear, each followed by a settle (as Linux's `gfx_v9_0_soft_reset`).
+            for v in [reset, 0] {
+                for &xcc in &self.xccs {
+                    ctx.wreg(GRBM_SOFT_RESET, xcc, v)?;
+                }
+                settle();
             }
         }
         self.queues.clear();
@@ -451,8 +451,8 @@ impl Gfx {
         if aql { &self.xccs } else { &self.xccs[..1] }
     }
 
-    /// Point the MEC at its firmware and hold it halted: the RS64 program counter of each
-    /// pipe and a pipe reset toggle on GC ≥ 10 (and of the PFP and ME where the plan loads
+    /// Point the MEC at its firmware and hold it halted: the RS64 program counter of pipe 0
+    /// (the only pipe RS64 parts run) and a pipe reset toggle on GC ≥ 10 (and of the PFP and ME where the plan loads
     /// them: GC 12, as tinygrad's `_config_mec` and Linux's `gfx_v12_0_config_gfx_rs64`);
     /// on GC 9 halt both MECs and invalidate their instruction cache.
     fn config_mec(&self, ctx: &Ctx) -> Result<()> {
@@ -468,31 +468,39 @@ impl Gfx {
                 })?;
                 continue;
             }
-            if let Some(pfp) = pfp {
-                let pc = (CP_PFP_PRGRM_CNTR_START, CP_PFP_PRGRM_CNTR_START_HI);
-                start_rs64(ctx, xcc, (0, 1), pc, pfp, CP_ME_CNTL, |f, v| {
-                    f.pfp_pipe0_reset(v)
-                })?;
+            for (start, pc, pc_hi, reset) in [
+                (
+                    pfp,
+                    CP_PFP_PRGRM_CNTR_START,
+                    CP_PFP_PRGRM_CNTR_START_HI,
+                    Fields::pfp_pipe0_reset as fn(_, _) -> _,
+                ),
+                (
+                    me,
+                    CP_ME_PRGRM_CNTR_START,
+                    CP_ME_PRGRM_CNTR_START_HI,
+                    Fields::me_pipe0_reset,
+                ),
+            ] {
+                if let Some(start) = start {
+                    start_rs64(ctx, xcc, 0, (pc, pc_hi), start, CP_ME_CNTL, reset)?;
+                }
             }
-            if let Some(me) = me {
-                let pc = (CP_ME_PRGRM_CNTR_START, CP_ME_PRGRM_CNTR_START_HI);
-                start_rs64(ctx, xcc, (0, 1), pc, me, CP_ME_CNTL, |f, v| {
-                    f.me_pipe0_reset(v)
-                })?;
-            }
+            let mec = mec.ok_or_else(|| {
+                ctx.bad("the MEC firmware gives no RS64 start address (ucode_start_addr)")
+            })?;
+            let pc = (
+                CP_MEC_RS64_PRGRM_CNTR_START,
+                CP_MEC_RS64_PRGRM_CNTR_START_HI,
+            );
             start_rs64(
                 ctx,
                 xcc,
-                (1, self.pipes),
-                (
-                    CP_MEC_RS64_PRGRM_CNTR_START,
-                    CP_MEC_RS64_PRGRM_CNTR_START_HI,
-                ),
-                mec.ok_or_else(|| {
-                    ctx.bad("the MEC firmware gives no RS64 start address (ucode_start_addr)")
-                })?,
+                1,
+                pc,
+                mec,
                 CP_MEC_RS64_CNTL,
-                |f, v| f.mec_pipe0_reset(v),
+                Fields::mec_pipe0_reset,
             )?;
         }
         Ok(())
@@ -553,21 +561,20 @@ fn settle() {
     }
 }
 
-/// Point the program counter (`pc`, in dwords) of pipes `0..pipes` of RS64 core `me` at
-/// `start` and toggle the pipe 0 reset bit of its control register (`reset`).
+/// Point the program counter (`pc`, in dwords) of pipe 0 of RS64 core `me` at `start` and
+/// toggle the pipe 0 reset bit of its control register (`reset`). RS64 parts run only pipe 0
+/// (`Gfx::init_sw`).
 fn start_rs64<F>(
     ctx: &Ctx,
     xcc: u8,
-    (me, pipes): (u8, u8),
+    me: u8,
     (pc, pc_hi): (Reg, Reg),
     start: u64,
     cntl: Reg<F>,
     reset: impl Fn(Fields<F>, u32) -> Fields<F>,
 ) -> Result<()> {
-    for pipe in 0..pipes {
-        grbm_select(ctx, xcc, me, pipe, 0, 0)?;
-        ctx.wreg64(pc, pc_hi, xcc, start >> 2)?;
-    }
+    grbm_select(ctx, xcc, me, 0, 0, 0)?;
+    ctx.wreg64(pc, pc_hi, xcc, start >> 2)?;
     grbm_select(ctx, xcc, 0, 0, 0, 0)?;
     for v in [1, 0] {
         ctx.update(cntl, xcc, |f| reset(f, v))?;

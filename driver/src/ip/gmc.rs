@@ -8,8 +8,6 @@
 //! use plain `VM_…` / `MC_VM_…`; each register is an `alt` list of those names, and a hub
 //! takes the one of its IP that the device has ([`Hub::reg`]).
 
-use std::fmt;
-
 use am_autogen::regs::RegIp;
 
 use super::*;
@@ -17,11 +15,13 @@ use crate::mm::{MTYPE_UC, PAGE_SIZE};
 use crate::regs::alt::*;
 
 /// A GPU memory hub.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, derive_more::Display)]
 pub enum Hub {
     /// MMHUB instance (one per AID on MI300).
+    #[display("MMHUB{_0}")]
     Mm(u8),
     /// GC hub of an XCC.
+    #[display("GC hub of XCC{_0}")]
     Gc(u8),
 }
 
@@ -71,17 +71,12 @@ fn wreg64(ctx: &Ctx, addr: u64, v: u64) -> Result<()> {
     ctx.regs.wreg(addr + 1, hi32(v))
 }
 
-impl fmt::Display for Hub {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Hub::Mm(i) => write!(f, "MMHUB{i}"),
-            Hub::Gc(i) => write!(f, "GC hub of XCC{i}"),
-        }
-    }
-}
-
 /// A page fault as the L2 protection-fault registers report it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, derive_more::Display)]
+#[display(
+    "page fault at VA {va:#x} on the {hub} (status {status:#x}{})",
+    fields.iter().map(|(n, v)| format!(" {n}={v:#x}")).collect::<String>()
+)]
 pub struct VmFault {
     /// The hub that faulted.
     pub hub: Hub,
@@ -91,20 +86,6 @@ pub struct VmFault {
     pub status: u32,
     /// Its non-zero fields by name (`VMID`, `RW`, `PERMISSION_FAULTS`, `CID`, …).
     pub fields: Vec<(&'static str, u32)>,
-}
-
-impl fmt::Display for VmFault {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "page fault at VA {:#x} on the {} (status {:#x}",
-            self.va, self.hub, self.status
-        )?;
-        for (n, v) in &self.fields {
-            write!(f, " {n}={v:#x}")?;
-        }
-        write!(f, ")")
-    }
 }
 
 /// GMC state: the pages the hubs point at, and which hubs are programmed.
@@ -134,31 +115,6 @@ struct InvalidationEngine {
     request: u32,
 }
 
-impl InvalidationEngine {
-    fn new(ctx: &Ctx, hub: Hub) -> Result<Self> {
-        let req = hub.reg(ctx, &VM_INVALIDATE_ENG17_REQ)?;
-        Ok(InvalidationEngine {
-            hub,
-            sem: hub.reg(ctx, &VM_INVALIDATE_ENG17_SEM)?,
-            req,
-            ack: hub.reg(ctx, &VM_INVALIDATE_ENG17_ACK)?,
-            cid2: (matches!(hub, Hub::Mm(_)) && ctx.gc_major() >= 11)
-                .then(|| hub.reg(ctx, &VM_L2_BANK_SELECT_RESERVED_CID2))
-                .transpose()?,
-            request: ctx.encode(req, |f| {
-                f.per_vmid_invalidate_req(1)
-                    .flush_type(0)
-                    .invalidate_l2_ptes(1)
-                    .invalidate_l2_pde0(1)
-                    .invalidate_l2_pde1(1)
-                    .invalidate_l2_pde2(1)
-                    .invalidate_l1_ptes(1)
-                    .clear_protection_fault_status_addr(0)
-            })?,
-        })
-    }
-}
-
 impl Gmc {
     /// Allocate the scratch and dummy pages (boot pool: a warm boot finds them again).
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
@@ -168,7 +124,28 @@ impl Gmc {
             gc_ready: false,
             engines: (ctx.regs.instances(HwIp::MMHUB).into_iter().map(Hub::Mm))
                 .chain(ctx.xccs().into_iter().map(Hub::Gc))
-                .map(|h| InvalidationEngine::new(ctx, h))
+                .map(|hub| {
+                    let req = hub.reg(ctx, &VM_INVALIDATE_ENG17_REQ)?;
+                    Ok(InvalidationEngine {
+                        hub,
+                        sem: hub.reg(ctx, &VM_INVALIDATE_ENG17_SEM)?,
+                        req,
+                        ack: hub.reg(ctx, &VM_INVALIDATE_ENG17_ACK)?,
+                        cid2: (matches!(hub, Hub::Mm(_)) && ctx.gc_major() >= 11)
+                            .then(|| hub.reg(ctx, &VM_L2_BANK_SELECT_RESERVED_CID2))
+                            .transpose()?,
+                        request: ctx.encode(req, |f| {
+                            f.per_vmid_invalidate_req(1)
+                                .flush_type(0)
+                                .invalidate_l2_ptes(1)
+                                .invalidate_l2_pde0(1)
+                                .invalidate_l2_pde1(1)
+                                .invalidate_l2_pde2(1)
+                                .invalidate_l1_ptes(1)
+                                .clear_protection_fault_status_addr(0)
+                        })?,
+                    })
+                })
                 .collect::<Result<_>>()?,
         })
     }

@@ -14,6 +14,7 @@ use am_firmware::{BootloaderCmd, LoadPlan, Payload, PspStep};
 use zerocopy::FromZeros;
 
 use crate::mm::VramAccess;
+use crate::regs::alt::*;
 
 /// `PSP_1_MEG`: the bootloader takes a component from a 1 MiB-aligned, 1 MiB buffer.
 const PSP_1_MEG: u64 = 1 << 20;
@@ -101,7 +102,7 @@ impl Psp {
 
     /// Whether the sOS runs (`C2PMSG_81 != 0`).
     pub fn is_sos_alive(&self, ctx: &Ctx) -> Result<bool> {
-        Ok(ctx.rreg(alt::C2PMSG_81[self.mbox], 0)? != 0)
+        Ok(ctx.rreg(C2PMSG_81[self.mbox], 0)? != 0)
     }
 
     /// Bootloader, ring, TOC/TMR, every IP firmware, RLC autoload or REG_LIST. `soc`
@@ -109,9 +110,9 @@ impl Psp {
     /// reads it.
     pub fn init_hw(&mut self, ctx: &Ctx, soc: &Soc) -> Result<()> {
         // A clone (the payloads are shared, not copied) leaves `self` free to change.
-        let Some((plan, bufs)) = self.plan.clone() else {
-            return Err(ctx.bad("PSP init_hw without a firmware load plan (no firmware was found)"));
-        };
+        let (plan, bufs) = (self.plan.clone()).ok_or_else(|| {
+            ctx.bad("PSP init_hw without a firmware load plan (no firmware was found)")
+        })?;
         self.loaded.clear();
         // A live sOS (it survived the last driver instance) already took its components.
         let sos_alive = self.is_sos_alive(ctx)?;
@@ -138,22 +139,19 @@ impl Psp {
         Ok(())
     }
 
-    /// Wait for the response bit (31) of the bootloader's `C2PMSG_35` or (`ring`) the sOS's
-    /// `C2PMSG_64`; a status in its low 16 bits is an error naming `what` the driver was
-    /// about to do.
-    fn wait_response(&self, ctx: &Ctx, ring: bool, what: &str) -> Result<()> {
-        let (reg, awaited) = match ring {
-            true => (
-                alt::C2PMSG_64[self.mbox].untyped(),
-                "PSP answer (C2PMSG_64 bit 31) to",
-            ),
-            false => (
-                alt::C2PMSG_35[self.mbox].untyped(),
-                "PSP bootloader ready (C2PMSG_35 bit 31) for",
-            ),
-        };
-        let (to, awaited) = (ctx.timeouts.psp, format!("{awaited} {what}"));
-        let v = ctx.wait_reg(reg, 0, RESPONSE, RESPONSE, to, awaited)?;
+    /// Wait for the response bit (31) of the mailbox register `reg`: the bootloader's
+    /// `C2PMSG_35` or the sOS's `C2PMSG_64`; a status in its low 16 bits is an error naming
+    /// `what` the driver was about to do.
+    fn wait_response<F>(&self, ctx: &Ctx, reg: [Reg<F>; 2], what: &str) -> Result<()> {
+        let awaited = format_args!("PSP response (bit 31) for {what}");
+        let v = ctx.wait_reg(
+            reg[self.mbox],
+            0,
+            RESPONSE,
+            RESPONSE,
+            ctx.timeouts.psp,
+            awaited,
+        )?;
         check(ctx, what, v & 0xffff)
     }
 
@@ -166,7 +164,7 @@ impl Psp {
         bytes: &[u8],
     ) -> Result<()> {
         let name = command.full_name();
-        self.wait_response(ctx, false, &name)?;
+        self.wait_response(ctx, C2PMSG_35, &name)?;
         let len = bytes.len() as u64;
         if len > PSP_1_MEG {
             return Err(ctx.bad(format!(
@@ -182,34 +180,33 @@ impl Psp {
         }
         self.msg1_dirty = Some(len);
         soc.hdp_flush(ctx)?;
-        let mc = ctx.mc.mc(bufs.msg1);
-        ctx.wreg(alt::C2PMSG_36[self.mbox], 0, (mc >> 20) as u32)?;
-        ctx.wreg(alt::C2PMSG_35[self.mbox], 0, command.0)?;
+        ctx.wreg(C2PMSG_36[self.mbox], 0, (ctx.mc.mc(bufs.msg1) >> 20) as u32)?;
+        ctx.wreg(C2PMSG_35[self.mbox], 0, command.0)?;
         // After the sOS the bootloader hands over: C2PMSG_81 says when it runs.
         if command != BootloaderCmd::LOAD_SOSDRV {
-            self.wait_response(ctx, false, &name)?;
+            self.wait_response(ctx, C2PMSG_35, &name)?;
         }
         Ok(())
     }
 
     /// Wait for the sOS, then (re)create the kernel-mode ring.
     fn ring_create(&mut self, ctx: &Ctx, bufs: &Buffers) -> Result<()> {
-        let r = ctx.regs.reg(alt::C2PMSG_81[self.mbox])?;
+        let r = ctx.regs.reg(C2PMSG_81[self.mbox])?;
         let what = "PSP sOS alive (C2PMSG_81 != 0) after PSP_BL__LOAD_SOSDRV";
         ctx.poll(ctx.timeouts.psp, what, || r.read(0).map(|v| (v != 0, v)))?;
-        if ctx.rreg(alt::C2PMSG_71[self.mbox], 0)? != 0 {
-            ctx.wreg(alt::C2PMSG_64[self.mbox], 0, DESTROY_RINGS)?;
+        if ctx.rreg(C2PMSG_71[self.mbox], 0)? != 0 {
+            ctx.wreg(C2PMSG_64[self.mbox], 0, DESTROY_RINGS)?;
             std::thread::sleep(DESTROY_SETTLE.min(ctx.timeouts.psp));
-            self.wait_response(ctx, true, "GFX_CTRL_CMD_ID_DESTROY_RINGS")?;
+            self.wait_response(ctx, C2PMSG_64, "GFX_CTRL_CMD_ID_DESTROY_RINGS")?;
         }
-        self.wait_response(ctx, true, "ring create (sOS ready)")?;
+        self.wait_response(ctx, C2PMSG_64, "ring create (sOS ready)")?;
         ctx.vram.write(bufs.ring, &[0u8; RING_SIZE as usize])?;
         let mc = ctx.mc.mc(bufs.ring);
-        ctx.wreg(alt::C2PMSG_69[self.mbox], 0, lo32(mc))?;
-        ctx.wreg(alt::C2PMSG_70[self.mbox], 0, hi32(mc))?;
-        ctx.wreg(alt::C2PMSG_71[self.mbox], 0, RING_SIZE)?;
-        ctx.wreg(alt::C2PMSG_64[self.mbox], 0, RING_TYPE_KM << 16)?;
-        self.wait_response(ctx, true, "ring create (PSP_RING_TYPE__KM)")?;
+        ctx.wreg(C2PMSG_69[self.mbox], 0, lo32(mc))?;
+        ctx.wreg(C2PMSG_70[self.mbox], 0, hi32(mc))?;
+        ctx.wreg(C2PMSG_71[self.mbox], 0, RING_SIZE)?;
+        ctx.wreg(C2PMSG_64[self.mbox], 0, RING_TYPE_KM << 16)?;
+        self.wait_response(ctx, C2PMSG_64, "ring create (PSP_RING_TYPE__KM)")?;
         self.wptr = Some(0);
         Ok(())
     }
@@ -279,11 +276,11 @@ impl Psp {
         body: &[u32],
         name: &str,
     ) -> Result<psp_gfx_cmd_resp> {
-        let Some(wptr) = self.wptr else {
-            return Err(ctx.bad(format!(
+        let wptr = self.wptr.ok_or_else(|| {
+            ctx.bad(format!(
                 "{name}: the PSP ring was not created by this driver instance"
-            )));
-        };
+            ))
+        })?;
         const CMD_SIZE: usize = size_of::<psp_gfx_cmd_resp>();
         // `buf_size`, `buf_version`, `cmd_id`, the response fields zero, then `cmd`.
         let mut buf = [CMD_SIZE as u32, 0, id].as_bytes().to_vec();
@@ -310,7 +307,7 @@ impl Psp {
         soc.hdp_flush(ctx)?;
         let next = (wptr + FRAME_DW) % (RING_SIZE / 4);
         self.wptr = Some(next);
-        let c67 = ctx.regs.reg(alt::C2PMSG_67[self.mbox])?;
+        let c67 = ctx.regs.reg(C2PMSG_67[self.mbox])?;
         c67.write(0, next)?;
 
         // The fence is in memory; reading the write pointer between looks lets the PSP

@@ -56,12 +56,12 @@ impl Sdma {
     pub fn init_sw(ctx: &Ctx) -> Result<Self> {
         let version = ctx.version(HwIp::SDMA0)?;
         let engines = if version.major >= 5 {
-            let ips = [HwIp::SDMA0, HwIp::SDMA1, HwIp::SDMA2, HwIp::SDMA3];
-            let n = ips
-                .iter()
-                .filter(|ip| ctx.discovery.version(**ip).is_some())
-                .count();
-            (0..n.min(2) as u8).collect()
+            // The first two engines discovery lists: SDMA0 (its version was read), then a
+            // second one if SDMA1, SDMA2 or SDMA3 is there.
+            let second = [HwIp::SDMA1, HwIp::SDMA2, HwIp::SDMA3]
+                .into_iter()
+                .any(|ip| ctx.discovery.version(ip).is_some());
+            (0..=u8::from(second)).collect()
         } else {
             ctx.regs.instances(HwIp::SDMA0).into_iter().collect()
         };
@@ -124,15 +124,15 @@ impl Sdma {
             let range = (AMDGPU_NAVI10_DOORBELL_sDMA_ENGINE0 * 2, 4);
             return soc.doorbell_enable(ctx, (2, 0), 0xe, 0x3, range);
         }
+        // DOORBELL0_CTRL_ENTRY_n is n dwords after entry 0, with entry 0's field layout.
+        let entry0 = ctx.regs.reg(nbio::DOORBELL0_CTRL_ENTRY_0)?.addr(0)?;
         // Each AID routes its four engines' doorbells: a BIF entry and an S2A port each
         // (port, awid, awaddr bits 31:28); the range offset is the awid (as Linux's
         // `nbio_v7_9_sdma_doorbell_range` sets them).
-        const PORTS: [(u8, u32, u32); 4] =
-            [(1, 0xe, 0x1), (2, 0x8, 0x2), (5, 0x9, 0x8), (6, 0xa, 0x9)];
-        // DOORBELL0_CTRL_ENTRY_n is n dwords after entry 0, with entry 0's field layout.
-        let entry0 = ctx.regs.reg(nbio::DOORBELL0_CTRL_ENTRY_0)?.addr(0)?;
         for aid in 0..ctx.regs.instances(HwIp::MMHUB).len() as u8 {
-            for (k, &(port, awid, awaddr)) in (1..).zip(&PORTS) {
+            for (k, (port, awid, awaddr)) in
+                (1..).zip([(1, 0xe, 0x1), (2, 0x8, 0x2), (5, 0x9, 0x8), (6, 0xa, 0x9)])
+            {
                 let entry = 4 * aid + k;
                 // NBIO 7.9 has `DOORBELL0_CTRL_ENTRY_1..=16`.
                 if entry > 16 {

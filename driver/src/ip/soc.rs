@@ -88,8 +88,7 @@ impl Soc {
 
     /// SOC clock gating: HDP memory power control on HDP ≥ 5.2.1.
     pub fn set_clockgating(&self, ctx: &Ctx) -> Result<()> {
-        let v = ctx.version(HwIp::HDP)?;
-        if (v.major, v.minor, v.rev) >= (5, 2, 1) {
+        if ctx.version(HwIp::HDP)? >= IpVersion::new(5, 2, 1) {
             ctx.update(hdp::HDP_MEM_POWER_CTRL, 0, |f| {
                 f.atomic_mem_power_ctrl_en(1).atomic_mem_power_ds_en(1)
             })?;

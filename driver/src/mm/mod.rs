@@ -12,12 +12,14 @@
 //!
 //! `paddr_base` is 1 MiB on an SR-IOV VF (the first MiB of VF VRAM is not ours); the XGMI
 //! segment offset of a hive is a different thing and only shows up in the entries
-//! ([`PageTables::vram_offset`], from [`MmConfig`]). Another hive member's VRAM is mapped by its
+//! ([`PageTables::vram_offset`], from the [`McLayout`]). Another hive member's VRAM is mapped by its
 //! hive physical address ([`MemoryManager::map`] with `hive`).
 
 mod pt;
 mod pte;
 mod tlsf;
+
+use std::ops::Range;
 
 pub use pt::*;
 pub use pte::*;
@@ -138,23 +140,6 @@ pub enum Pool {
     Main,
 }
 
-/// How VRAM is laid out for the memory manager.
-#[derive(Clone, Debug)]
-pub struct MmConfig {
-    /// Device name for error messages (BDF or mock spec).
-    pub device: String,
-    /// Entry format of the GC version.
-    pub format: PteFormat,
-    /// VRAM the driver may use: total minus the reserved top (64 MiB, 384 MiB on GC 9.4/9.5).
-    pub vram_size: u64,
-    /// First allocatable physical address: 0, or 1 MiB on a VF.
-    pub paddr_base: u64,
-    /// [`PageTables::vram_offset`]: this device's XGMI segment offset (0 outside a hive).
-    pub vram_offset: u64,
-    /// [`PageTables::xgmi_seg_size`] (0 outside a hive).
-    pub xgmi_seg_size: u64,
-}
-
 /// A GPU virtual range with the physical memory behind it, as [`MemoryManager::valloc`]
 /// returns it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -203,34 +188,41 @@ impl TableAlloc for MemoryManager {
     fn free_table(&mut self, paddr: u64) -> Result<()> {
         let mut pools = [&mut self.boot, &mut self.ptable].into_iter();
         pools
-            .find(|p| p.contains(paddr))
+            .find(|p| p.range().contains(&paddr))
             .unwrap_or(&mut self.main)
             .free(paddr)
     }
 }
 
 impl MemoryManager {
-    /// Lays out the pools and allocates the (zeroed) root page table from the boot pool.
-    /// The manager starts in boot mode: page tables come from the boot pool until
+    /// Lays out the pools of `device` (named in errors) over `vram`, the VRAM the driver may
+    /// use (from 1 MiB on a VF, up to the reserved top), and allocates the (zeroed) root page
+    /// table from the boot pool; entries take `mc`'s XGMI segment offset. The manager starts
+    /// in boot mode: page tables come from the boot pool until
     /// [`finish_boot`](Self::finish_boot).
-    pub fn new(cfg: &MmConfig, mem: &dyn VramAccess) -> Result<Self> {
-        let pool = |name: &str, range| Tlsf::new(format!("{} {name}", cfg.device), range);
-        let boot_end = BOOT_POOL_SIZE.min(cfg.vram_size);
-        let pt_size = (cfg.vram_size / 512).next_multiple_of(1 << 20);
-        let pt_end = (boot_end + pt_size).min(cfg.vram_size);
-        let mut boot = pool("boot pool", cfg.paddr_base..boot_end);
+    pub fn new(
+        device: &str,
+        vram: Range<u64>,
+        format: PteFormat,
+        mc: &McLayout,
+        mem: &dyn VramAccess,
+    ) -> Result<Self> {
+        let pool = |name: &str, range| Tlsf::new(format!("{device} {name}"), range);
+        let boot_end = BOOT_POOL_SIZE.min(vram.end);
+        let pt_end = (boot_end + (vram.end / 512).next_multiple_of(1 << 20)).min(vram.end);
+        let mut boot = pool("boot pool", vram.start..boot_end);
         let root = boot.alloc(PAGE_SIZE, PAGE_SIZE)?;
         mem.zero(root, PAGE_SIZE)?;
         Ok(MemoryManager {
             boot,
             ptable: pool("page-table pool", boot_end..pt_end),
-            main: pool("VRAM", pt_end..cfg.vram_size),
+            main: pool("VRAM", pt_end..vram.end),
             va: pool("GPU VA space", VA_BASE..VA_BASE + VA_SIZE),
             tables: PageTables {
-                format: cfg.format,
+                format,
                 root,
-                vram_offset: cfg.vram_offset,
-                xgmi_seg_size: cfg.xgmi_seg_size,
+                vram_offset: mc.xgmi_paddr_base,
+                xgmi_seg_size: mc.xgmi_seg_size,
                 va_base: VA_BASE,
             },
             booting: true,
@@ -262,9 +254,9 @@ impl MemoryManager {
     }
 
     /// Allocates GPU virtual space, aligned to the largest power of two not above `size` (so
-    /// big buffers can use huge pages and large fragments) and at least to `align`.
-    pub fn alloc_va(&mut self, size: u64, align: u64) -> Result<u64> {
-        self.va.alloc(size, align.max(1 << size.max(1).ilog2()))
+    /// big buffers can use huge pages and large fragments).
+    pub fn alloc_va(&mut self, size: u64) -> Result<u64> {
+        self.va.alloc(size, 1 << size.max(1).ilog2())
     }
 
     /// Maps `va` to the physical ranges, or to hive physical ranges (another member's VRAM)
@@ -288,27 +280,21 @@ impl MemoryManager {
     }
 
     /// Allocates `size` bytes (rounded up to 4 KiB) of VRAM and GPU virtual space and maps
-    /// them. Non-contiguous requests take the largest pieces the main pool has (2 MiB-aligned
-    /// from 2 MiB up) so the mapping gets huge pages and fragments.
+    /// them ([`MapFlags::VRAM`]). Non-contiguous requests take the largest pieces the main
+    /// pool has (2 MiB-aligned from 2 MiB up) so the mapping gets huge pages and fragments.
     pub fn valloc(
         &mut self,
         mem: &dyn VramAccess,
         size: u64,
-        align: u64,
-        flags: MapFlags,
         contiguous: bool,
     ) -> Result<VirtMapping> {
-        let size = size.max(1).next_multiple_of(PAGE_SIZE);
-        let flags = MapFlags {
-            system: false,
-            ..flags
-        };
+        let (size, flags) = (size.max(1).next_multiple_of(PAGE_SIZE), MapFlags::VRAM);
         let mut paddrs = vec![];
         let mut placed = 0;
         let mut chunk = if contiguous { size } else { 1 << size.ilog2() };
         let va = loop {
             if placed == size {
-                break self.alloc_va(size, align).and_then(|va| {
+                break self.alloc_va(size).and_then(|va| {
                     let mapped = self.map(mem, va, &paddrs, flags, false);
                     mapped
                         .map(|()| va)

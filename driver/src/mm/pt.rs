@@ -7,8 +7,6 @@
 //! the requested range and either handles it (writes a page, clears it, records it) or names
 //! the table below to descend into; unmapping frees the tables it empties on the way back up.
 
-use std::ops::Range;
-
 use super::*;
 use VmLevel::{Pdb2, Ptb};
 

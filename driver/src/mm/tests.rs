@@ -66,15 +66,8 @@ const FORMATS: [PteFormat; 3] = [PteFormat::Gfx9, PteFormat::Gfx10, PteFormat::G
 
 fn setup(format: PteFormat, vram_size: u64) -> (HostMemory, MemoryManager) {
     let mem = HostMemory::new(vram_size);
-    let cfg = MmConfig {
-        device: "test".into(),
-        format,
-        vram_size,
-        paddr_base: 0,
-        vram_offset: 0,
-        xgmi_seg_size: 0,
-    };
-    let mut mm = MemoryManager::new(&cfg, &mem).unwrap();
+    let mut mm =
+        MemoryManager::new("test", 0..vram_size, format, &McLayout::default(), &mem).unwrap();
     mm.finish_boot();
     (mem, mm)
 }
@@ -98,9 +91,9 @@ fn gfx9_tree_entries_for_a_known_page() {
     .unwrap();
     // The three tables below the root come from the page-table pool, in allocation order.
     let (pdb1, pdb0, ptb) = (
-        mm.ptable.base(),
-        mm.ptable.base() + PAGE_SIZE,
-        mm.ptable.base() + 2 * PAGE_SIZE,
+        mm.ptable.range().start,
+        mm.ptable.range().start + PAGE_SIZE,
+        mm.ptable.range().start + 2 * PAGE_SIZE,
     );
     let root = mm.tables.root;
     assert_eq!(
@@ -318,28 +311,21 @@ fn unmap_refuses_holes_and_split_runs() {
 #[test]
 fn pools_start_at_paddr_base_and_name_themselves_when_full() {
     let mem = HostMemory::new(GIB);
-    let cfg = MmConfig {
-        device: "mock:mi350x-vf".into(),
-        format: PteFormat::Gfx9,
-        vram_size: GIB,
-        paddr_base: MIB,
-        vram_offset: 0,
-        xgmi_seg_size: 0,
-    };
-    let mut mm = MemoryManager::new(&cfg, &mem).unwrap();
+    let mut mm = MemoryManager::new(
+        "mock:mi350x-vf",
+        MIB..GIB,
+        PteFormat::Gfx9,
+        &McLayout::default(),
+        &mem,
+    )
+    .unwrap();
     assert_eq!(
         mm.tables.root, MIB,
         "the root table is the first boot allocation"
     );
-    assert_eq!(
-        (mm.boot.base(), mm.boot.size()),
-        (MIB, BOOT_POOL_SIZE - MIB)
-    );
-    assert_eq!(
-        (mm.ptable.base(), mm.ptable.size()),
-        (BOOT_POOL_SIZE, 2 * MIB)
-    );
-    assert_eq!(mm.main.base() + mm.main.size(), GIB);
+    assert_eq!(mm.boot.range(), MIB..BOOT_POOL_SIZE);
+    assert_eq!(mm.ptable.range(), BOOT_POOL_SIZE..BOOT_POOL_SIZE + 2 * MIB);
+    assert_eq!(mm.main.range().end, GIB);
     let e = mm
         .palloc(BOOT_POOL_SIZE, PAGE_SIZE, Pool::Boot)
         .unwrap_err()
@@ -358,9 +344,7 @@ fn valloc_and_vfree_return_everything() {
         mm.ptable.free_blocks(),
         mm.va.free_blocks(),
     );
-    let m = mm
-        .valloc(&mem, 5 * MIB + 0x1000, PAGE_SIZE, MapFlags::VRAM, false)
-        .unwrap();
+    let m = mm.valloc(&mem, 5 * MIB + 0x1000, false).unwrap();
     assert_eq!(
         m.va % (4 * MIB),
         0,
@@ -576,15 +560,8 @@ fn running_out_of_tables_undoes_the_partial_map() {
 #[test]
 fn tables_come_from_the_boot_pool_while_booting() {
     let mem = HostMemory::new(GIB);
-    let cfg = MmConfig {
-        device: "t".into(),
-        format: PteFormat::Gfx9,
-        vram_size: GIB,
-        paddr_base: 0,
-        vram_offset: 0,
-        xgmi_seg_size: 0,
-    };
-    let mut mm = MemoryManager::new(&cfg, &mem).unwrap();
+    let mut mm =
+        MemoryManager::new("t", 0..GIB, PteFormat::Gfx9, &McLayout::default(), &mem).unwrap();
     mm.map(
         &mem,
         VA_BASE,
@@ -595,7 +572,7 @@ fn tables_come_from_the_boot_pool_while_booting() {
     .unwrap();
     let t = mm.tables.walk(&mem, VA_BASE).unwrap().unwrap();
     assert!(
-        mm.boot.contains(t.entry_addr),
+        mm.boot.range().contains(&t.entry_addr),
         "PTB at {:#x} is not in the boot pool",
         t.entry_addr
     );
@@ -610,7 +587,7 @@ fn tables_come_from_the_boot_pool_while_booting() {
     .unwrap();
     let t = mm.tables.walk(&mem, VA_BASE + GIB).unwrap().unwrap();
     assert!(
-        mm.ptable.contains(t.entry_addr),
+        mm.ptable.range().contains(&t.entry_addr),
         "PTB at {:#x} is not in the page-table pool",
         t.entry_addr
     );

@@ -13,7 +13,6 @@
 //! block's physical predecessor is the previous key.
 
 use std::collections::BTreeMap;
-use std::ops::Range;
 
 use super::*;
 
@@ -61,25 +60,13 @@ impl Tlsf {
     pub fn name(&self) -> &str {
         &self.name
     }
-    /// First managed address.
-    pub fn base(&self) -> u64 {
-        self.range.start
-    }
-    /// Managed bytes.
-    pub fn size(&self) -> u64 {
-        self.range.end - self.range.start
-    }
-    /// Whether `addr` lies in the managed range.
-    pub fn contains(&self, addr: u64) -> bool {
-        self.range.contains(&addr)
+    /// The managed range.
+    pub fn range(&self) -> Range<u64> {
+        self.range.clone()
     }
     /// Bytes currently free.
     pub fn free_bytes(&self) -> u64 {
         self.free_blocks().iter().map(|b| b.1).sum()
-    }
-    /// Size of the largest free block (for error messages).
-    pub fn largest_free(&self) -> u64 {
-        self.free_blocks().iter().map(|b| b.1).max().unwrap_or(0)
     }
 
     /// The free blocks as `(start, size)`, in address order. For debugging and tests: after
@@ -125,18 +112,18 @@ impl Tlsf {
                 size: rounded.unwrap_or(size),
                 align,
                 free: self.free_bytes(),
-                largest: self.largest_free(),
+                largest: self.free_blocks().iter().map(|b| b.1).max().unwrap_or(0),
             }));
         };
         let end = block + self.blocks.get(&block).map_or(0, |b| b.0);
         let start = block.next_multiple_of(align);
-        if start > block {
-            self.link(block, start - block);
+        // The block's parts before and after the allocation stay free.
+        for (from, to) in [(block, start), (start + size, end)] {
+            if to > from {
+                self.link(from, to - from);
+            }
         }
         self.blocks.insert(start, (size, false));
-        if start + size < end {
-            self.link(start + size, end - start - size);
-        }
         Ok(start)
     }
 
@@ -231,7 +218,8 @@ mod tests {
                                 // alignment, but never when a large enough free block is
                                 // certain to fit.
                                 let need = s.next_multiple_of(0x1000) + align;
-                                prop_assert!(t.largest_free() < need + need / 16 + 0x1000);
+                                let largest = t.free_blocks().iter().map(|b| b.1).max().unwrap_or(0);
+                                prop_assert!(largest < need + need / 16 + 0x1000);
                             }
                             Err(e) => prop_assert!(false, "{e}"),
                         }
