@@ -452,9 +452,10 @@ impl Gfx {
     }
 
     /// Point the MEC at its firmware and hold it halted: the RS64 program counter of pipe 0
-    /// (the only pipe RS64 parts run) and a pipe reset toggle on GC ≥ 10 (and of the PFP and ME where the plan loads
-    /// them: GC 12, as tinygrad's `_config_mec` and Linux's `gfx_v12_0_config_gfx_rs64`);
-    /// on GC 9 halt both MECs and invalidate their instruction cache.
+    /// (the only pipe RS64 parts run) and a pipe reset toggle on GC ≥ 10 (and of the PFP and
+    /// ME where the plan loads them: GC 12, as tinygrad's `_config_mec` and Linux's
+    /// `gfx_v12_0_config_gfx_rs64`); on GC 9 halt both MECs and invalidate their instruction
+    /// cache.
     fn config_mec(&self, ctx: &Ctx) -> Result<()> {
         let [pfp, me, mec] = self.ucode_start;
         for &xcc in &self.xccs {
