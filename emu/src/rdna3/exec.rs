@@ -344,6 +344,31 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 w.set_mask(v.sd, carry);
                 Ok(())
             }
+            Fast::Endpgm => {
+                w.state = WaveState::Done;
+                break Ok(());
+            }
+            Fast::GlobalLoad(ref g) if dense => {
+                if fast::global_dwords(w, g, &mut *ctx.mem, true) {
+                    Ok(())
+                } else {
+                    flat_op(w, i, idx, ctx)
+                }
+            }
+            Fast::GlobalStore(ref g) if dense => {
+                if fast::global_dwords(w, g, &mut *ctx.mem, false) {
+                    Ok(())
+                } else {
+                    flat_op(w, i, idx, ctx)
+                }
+            }
+            Fast::SLoad(ref m) => {
+                if fast::scalar_load(w, m, &mut *ctx.mem) {
+                    Ok(())
+                } else {
+                    smem_op(w, i, idx, ctx)
+                }
+            }
             _ => match i.enc {
                 Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
                     if matches!(i.dpp, Dpp::Sdwa { .. }) =>
@@ -3961,7 +3986,14 @@ fn coalesced(
 /// Lanes `start..end` of the `n / 4` dword rows from `dst` (a row index) loaded from `b`,
 /// `n` bytes per lane (4, 8, 12 or 16).
 #[inline(always)]
-fn dwords_to_rows(v: &mut [u32], dst: usize, start: usize, end: usize, n: usize, b: &[u8]) {
+pub(crate) fn dwords_to_rows(
+    v: &mut [u32],
+    dst: usize,
+    start: usize,
+    end: usize,
+    n: usize,
+    b: &[u8],
+) {
     match n {
         4 => bytes_to_rows::<1>(v, dst, start, end, b),
         8 => bytes_to_rows::<2>(v, dst, start, end, b),
@@ -3973,7 +4005,14 @@ fn dwords_to_rows(v: &mut [u32], dst: usize, start: usize, end: usize, n: usize,
 /// Lanes `start..end` of the `n / 4` dword rows from row base `data` (`row * 64`) stored
 /// into `b`, `n` bytes per lane (4, 8, 12 or 16).
 #[inline(always)]
-fn rows_to_dwords(v: &[u32], data: usize, start: usize, end: usize, n: usize, b: &mut [u8]) {
+pub(crate) fn rows_to_dwords(
+    v: &[u32],
+    data: usize,
+    start: usize,
+    end: usize,
+    n: usize,
+    b: &mut [u8],
+) {
     match n {
         4 => rows_to_bytes::<1>(v, data, start, end, b),
         8 => rows_to_bytes::<2>(v, data, start, end, b),
@@ -4364,6 +4403,30 @@ fn global_atomics(
     data: usize,
 ) -> Result<(), Error> {
     let wide = atom.ty.ends_with("64");
+    let lanes = w.lanes as usize;
+    // A full wave of 32-bit integer atomics (a histogram's): the addresses and the data row
+    // go to memory as they are, without gathering the lanes into arrays first.
+    if let (Some(f), false, true) = (atom.fast, wide, exec == full_mask(w.lanes))
+        && let Some(xs) = w.v.get(data..data + lanes)
+    {
+        let mut olds = [0u64; 64];
+        let r = ctx.mem.atomic_rmw_batch(
+            &addrs[..lanes],
+            4,
+            &mut |k, old| f(old, xs[k] as u64),
+            &mut olds[..lanes],
+        );
+        let done = match &r {
+            Ok(()) => lanes,
+            Err((k, _)) => *k,
+        };
+        if i.flags & flag::GLC != 0 {
+            for (l, &old) in olds.iter().enumerate().take(done) {
+                w.wr(i.dst, l, old as u32);
+            }
+        }
+        return r.map_err(|(k, f)| fault(ctx, idx, i, k as u32, f));
+    }
     let y_row = data + if wide { 128 } else { 64 };
     let read = |w: &Wave, row: usize, l: usize| -> u64 {
         w.v.get(row + l).copied().unwrap_or(0) as u64
