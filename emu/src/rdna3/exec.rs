@@ -344,6 +344,13 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 w.set_mask(v.sd, carry);
                 Ok(())
             }
+            Fast::DsLoad(ref d) | Fast::DsStore(ref d) => {
+                if ds_form(w, ctx.lds, d, matches!(f, Fast::DsLoad(_))) {
+                    Ok(())
+                } else {
+                    ds_op(w, i, idx, ctx)
+                }
+            }
             _ => match i.enc {
                 Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
                     if matches!(i.dpp, Dpp::Sdwa { .. }) =>
@@ -3322,6 +3329,40 @@ fn lds_dwords(
             }
         });
     }
+}
+
+/// A dword LDS load or store in its hot form (`fast.rs`): the same row copies as [`ds_op`],
+/// inlined into the run loop with the common shapes' dword counts as constants. Returns
+/// false, having done nothing, when some active lane's access leaves the LDS (the general
+/// path then reports it).
+#[inline(always)]
+pub(crate) fn ds_form(w: &mut Wave, lds: &mut [u8], d: &fast::Ds, load: bool) -> bool {
+    let exec = w.exec();
+    let addrs: [u32; 64] = *row::<64>(&w.v, d.addr as usize);
+    let far = d.offs[0].max(d.offs[1]) as usize + 4 * d.words as usize;
+    let len = lds.len();
+    let inside = if exec == full_mask(w.lanes) {
+        let lanes = w.lanes as usize;
+        addrs[..lanes].iter().fold(0, |m, &a| m.max(a)) as usize + far <= len
+    } else {
+        let mut ok = true;
+        for_lanes(exec, |l| ok &= addrs[l] as usize + far <= len);
+        ok
+    };
+    if !inside {
+        return false;
+    }
+    let offs = [d.offs[0] as usize, d.offs[1] as usize];
+    let (dst, data) = (d.dst as usize, [d.data[0] as usize, d.data[1] as usize]);
+    match (d.halves, d.words) {
+        (1, 1) => lds_dwords(w, lds, exec, &addrs, offs, 1, 1, load, dst, data),
+        (2, 1) => lds_dwords(w, lds, exec, &addrs, offs, 2, 1, load, dst, data),
+        (1, 4) => lds_dwords(w, lds, exec, &addrs, offs, 1, 4, load, dst, data),
+        (h, n) => lds_dwords(
+            w, lds, exec, &addrs, offs, h as usize, n as usize, load, dst, data,
+        ),
+    }
+    true
 }
 
 /// DS (LDS) instructions; built for AVX2 too, as [`dense`] (address checks and row copies
