@@ -3287,9 +3287,13 @@ fn lds_dwords(
                     if seq[g]
                         && let Some(b) = lds.get(at..).and_then(|b| b.first_chunk::<64>())
                     {
-                        for (r, c) in out.iter_mut().zip(b.as_chunks::<4>().0) {
+                        // Through a local array: straight into the row, the compiler moved
+                        // the dwords one by one.
+                        let mut t = [0u32; 16];
+                        for (r, c) in t.iter_mut().zip(b.as_chunks::<4>().0) {
                             *r = u32::from_le_bytes(*c);
                         }
+                        out.copy_from_slice(&t);
                     } else if same[g] {
                         out.fill(get(at));
                     } else {
