@@ -369,6 +369,13 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                     smem_op(w, i, idx, ctx)
                 }
             }
+            Fast::DsLoad(ref d) | Fast::DsStore(ref d) => {
+                if ds_form(w, ctx.lds, d, matches!(f, Fast::DsLoad(_))) {
+                    Ok(())
+                } else {
+                    ds_op(w, i, idx, ctx)
+                }
+            }
             _ => match i.enc {
                 Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
                     if matches!(i.dpp, Dpp::Sdwa { .. }) =>
@@ -3305,9 +3312,13 @@ fn lds_dwords(
                     if seq[g]
                         && let Some(b) = lds.get(at..).and_then(|b| b.first_chunk::<64>())
                     {
-                        for (r, c) in out.iter_mut().zip(b.as_chunks::<4>().0) {
+                        // Through a local array: straight into the row, the compiler moved
+                        // the dwords one by one.
+                        let mut t = [0u32; 16];
+                        for (r, c) in t.iter_mut().zip(b.as_chunks::<4>().0) {
                             *r = u32::from_le_bytes(*c);
                         }
+                        out.copy_from_slice(&t);
                     } else if same[g] {
                         out.fill(get(at));
                     } else {
@@ -3347,6 +3358,40 @@ fn lds_dwords(
             }
         });
     }
+}
+
+/// A dword LDS load or store in its hot form (`fast.rs`): the same row copies as [`ds_op`],
+/// inlined into the run loop with the common shapes' dword counts as constants. Returns
+/// false, having done nothing, when some active lane's access leaves the LDS (the general
+/// path then reports it).
+#[inline(always)]
+pub(crate) fn ds_form(w: &mut Wave, lds: &mut [u8], d: &fast::Ds, load: bool) -> bool {
+    let exec = w.exec();
+    let addrs: [u32; 64] = *row::<64>(&w.v, d.addr as usize);
+    let far = d.offs[0].max(d.offs[1]) as usize + 4 * d.words as usize;
+    let len = lds.len();
+    let inside = if exec == full_mask(w.lanes) {
+        let lanes = w.lanes as usize;
+        addrs[..lanes].iter().fold(0, |m, &a| m.max(a)) as usize + far <= len
+    } else {
+        let mut ok = true;
+        for_lanes(exec, |l| ok &= addrs[l] as usize + far <= len);
+        ok
+    };
+    if !inside {
+        return false;
+    }
+    let offs = [d.offs[0] as usize, d.offs[1] as usize];
+    let (dst, data) = (d.dst as usize, [d.data[0] as usize, d.data[1] as usize]);
+    match (d.halves, d.words) {
+        (1, 1) => lds_dwords(w, lds, exec, &addrs, offs, 1, 1, load, dst, data),
+        (2, 1) => lds_dwords(w, lds, exec, &addrs, offs, 2, 1, load, dst, data),
+        (1, 4) => lds_dwords(w, lds, exec, &addrs, offs, 1, 4, load, dst, data),
+        (h, n) => lds_dwords(
+            w, lds, exec, &addrs, offs, h as usize, n as usize, load, dst, data,
+        ),
+    }
+    true
 }
 
 /// DS (LDS) instructions; built for AVX2 too, as [`dense`] (address checks and row copies

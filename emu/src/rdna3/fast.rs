@@ -9,7 +9,7 @@
 //! computes the same bits. The lane loops are the general path's own (`dense`, `bits_rows`,
 //! `fma_rows`, `carry_rows`), so a form cannot compute anything the general path would not.
 
-use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0};
+use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::exec::{
     CmpInfo, K, Ty, Valu, bits_rows, carry_rows, cmp_info, dense_compare, dwords_to_rows, fma_rows,
     full_mask, inline_const, row, rows_to_dwords, set_row, sopp_is_no_op,
@@ -123,6 +123,28 @@ pub(crate) enum Fast {
     GlobalStore(Gm),
     /// `s_load_b32` to `s_load_b512` (`s_load_dword*`) into SGPRs (see [`scalar_load`]).
     SLoad(Sm),
+    /// A dword LDS load, plain (`ds_load_b32`..`b128`) or two-address (`ds_load_2addr*`).
+    DsLoad(Ds),
+    /// A dword LDS store, plain or two-address.
+    DsStore(Ds),
+}
+
+/// The operands of a dword LDS access: lane `l` accesses `words` dwords at
+/// `v[addr + l] + offs[h]` for each of the `halves` addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ds {
+    /// The address row, as its base index in [`Wave::v`].
+    pub addr: u32,
+    /// The byte offsets of the (one or two) accesses.
+    pub offs: [u32; 2],
+    /// 1 (plain) or 2 (two-address).
+    pub halves: u8,
+    /// Dwords per access (1–4).
+    pub words: u8,
+    /// Loads: the first destination register row (not its base index).
+    pub dst: u32,
+    /// Stores: the row bases of the data of each access.
+    pub data: [u32; 2],
 }
 
 /// The operands of a scalar load: the SGPR pair of the base address, the SGPR of the
@@ -195,6 +217,7 @@ pub(crate) fn classify(insts: &[Inst], offsets: &[u32], index: &[u32], idx: usiz
         }
         Encoding::Global => global_form(i).unwrap_or(Fast::Slow),
         Encoding::Smem => smem_form(i).unwrap_or(Fast::Slow),
+        Encoding::Ds => ds_form(i).unwrap_or(Fast::Slow),
         _ => Fast::Slow,
     }
 }
@@ -520,6 +543,66 @@ fn global_lanes<const L: usize>(
     true
 }
 
+/// The form of a dword LDS load or store (not GDS) whose registers are all inside the
+/// register file; the offsets as `ds_op` computes them.
+fn ds_form(i: &Inst) -> Option<Fast> {
+    use super::opcodes::ds;
+    if i.flags & flag::GDS != 0 {
+        return None;
+    }
+    let reg = |code: u16| code.checked_sub(VGPR0).map(u32::from);
+    let off = i.imm as u32 | (i.imm2 as u32) << 8;
+    // (load, dwords per access, two-address stride in accesses: 0 for the plain forms)
+    let (load, words, stride) = match i.op {
+        ds::LOAD_B32 => (true, 1, 0),
+        ds::LOAD_B64 => (true, 2, 0),
+        ds::LOAD_B96 => (true, 3, 0),
+        ds::LOAD_B128 => (true, 4, 0),
+        ds::STORE_B32 => (false, 1, 0),
+        ds::STORE_B64 => (false, 2, 0),
+        ds::STORE_B96 => (false, 3, 0),
+        ds::STORE_B128 => (false, 4, 0),
+        ds::LOAD_2ADDR_B32 => (true, 1, 1),
+        ds::LOAD_2ADDR_STRIDE64_B32 => (true, 1, 64),
+        ds::LOAD_2ADDR_B64 => (true, 2, 1),
+        ds::LOAD_2ADDR_STRIDE64_B64 => (true, 2, 64),
+        ds::STORE_2ADDR_B32 => (false, 1, 1),
+        ds::STORE_2ADDR_STRIDE64_B32 => (false, 1, 64),
+        ds::STORE_2ADDR_B64 => (false, 2, 1),
+        ds::STORE_2ADDR_STRIDE64_B64 => (false, 2, 64),
+        _ => return None,
+    };
+    let halves = if stride == 0 { 1 } else { 2 };
+    let offs = if stride == 0 {
+        [off; 2]
+    } else {
+        let size = 4 * words * stride;
+        [i.imm as u32 * size, i.imm2 as u32 * size]
+    };
+    let addr = reg(i.src[0]).filter(|&r| (r as usize) < DPP_ROW)?;
+    let rows = DPP_ROW as u32;
+    let mut d = Ds {
+        addr: addr * 64,
+        offs,
+        halves,
+        words: words as u8,
+        dst: 0,
+        data: [0; 2],
+    };
+    if load {
+        d.dst = reg(i.dst).filter(|&r| r + halves as u32 * words <= rows)?;
+        return Some(Fast::DsLoad(d));
+    }
+    for h in 0..halves as usize {
+        let r = reg(i.src[1 + h]).filter(|&r| r + words <= rows)?;
+        d.data[h] = r * 64;
+    }
+    if halves == 1 {
+        d.data[1] = d.data[0];
+    }
+    Some(Fast::DsStore(d))
+}
+
 /// Whether a vector form can run as its dense loop: every lane of the wave in EXEC.
 #[inline(always)]
 pub(crate) fn dense_ok(w: &Wave) -> bool {
@@ -729,6 +812,18 @@ mod tests {
     /// SCC and EXEC must come out the same, with a full and a partial EXEC, in wave32 and
     /// wave64, with and without f32 denormal flushing.
     fn forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
+        forms_match(isa, endpgm, lanes, seed, false);
+    }
+
+    /// `forms_match_the_general_path` for the LDS forms: random DS instructions over 72 KiB of
+    /// LDS, with address registers that are tiles (consecutive dwords per
+    /// lane), broadcasts, random in-range dwords or random bits; the LDS must come out the
+    /// same too.
+    fn lds_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
+        forms_match(isa, endpgm, lanes, seed, true);
+    }
+
+    fn forms_match(isa: Isa, endpgm: u32, lanes: u32, seed: u64, lds_forms: bool) {
         let mut x = seed;
         let mut next = move || {
             x ^= x << 13;
@@ -741,7 +836,14 @@ mod tests {
         let mut tries = 0;
         while forms < 400 && tries < 2_000_000 {
             tries += 1;
-            let w = [next() as u32, next() as u32, next() as u32];
+            let mut w = [next() as u32, next() as u32, next() as u32];
+            if lds_forms {
+                // The DS encoding (bits 31:26 are 0b110110 on gfx9 and gfx11+).
+                // Dword-aligned offsets of at most 15 (times the size and stride of two-address
+                // forms; plain forms: offset0 + 256 * offset1), so that most accesses stay
+                // inside the LDS and the program runs on.
+                w[0] = (w[0] & 0x03ff_0f0c) | 0xd800_0000;
+            }
             let bytes: Vec<u8> = w.iter().flat_map(|d| d.to_le_bytes()).collect();
             let Ok(p) = Program::from_bytes(&bytes, 0, isa) else {
                 continue;
@@ -764,7 +866,8 @@ mod tests {
                     | Fast::GlobalStore(_)
                     | Fast::SLoad(_)
             );
-            if *f == Fast::Slow || branch {
+            let ds = matches!(f, Fast::DsLoad(_) | Fast::DsStore(_));
+            if *f == Fast::Slow || branch || ds != lds_forms {
                 continue;
             }
             words.extend_from_slice(&w[..i.len as usize]);
@@ -799,18 +902,43 @@ mod tests {
                     _ => next() as u32,
                 };
             }
+            if lds_forms {
+                for row in w0.v.chunks_mut(64) {
+                    let base = (next() % 0xff00) as u32 & !3;
+                    // Random bits (an access outside the LDS, which ends the run) only in the
+                    // last two cases.
+                    let kind = next() % if case >= 6 { 8 } else { 7 };
+                    for (l, r) in row.iter_mut().enumerate() {
+                        *r = match kind {
+                            0..=2 => base.wrapping_add(4 * l as u32),
+                            3 | 4 => base,
+                            5 | 6 => (next() % 0xff00) as u32 & !3,
+                            _ => next() as u32,
+                        };
+                    }
+                }
+            }
+            let lds0: Vec<u8> = if lds_forms {
+                // Dwords that are addresses inside it, as the registers loaded from it become
+                // addresses of later instructions.
+                (0..0x1_2000 / 4)
+                    .flat_map(|_| ((next() % 0xff00) as u32 & !3).to_le_bytes())
+                    .collect()
+            } else {
+                vec![]
+            };
             for s in w0.s.iter_mut().take(124) {
                 *s = next() as u32;
             }
             let exec = if case % 2 == 0 { u64::MAX } else { next() };
             w0.set_exec(exec);
-            let run = |prog: &Program| -> Wave {
+            let run = |prog: &Program| -> (Wave, Vec<u8>, Option<String>) {
                 let mut w = Wave::new();
                 w.v.copy_from_slice(&w0.v);
                 w.s = w0.s;
                 (w.lanes, w.isa, w.state, w.mode) = (w0.lanes, w0.isa, w0.state, w0.mode);
                 let (mut mem, mut lds, mut buf) =
-                    (HostMemory::new(), vec![0u8; 0], vec![0u8; 1024]);
+                    (HostMemory::new(), lds0.clone(), vec![0u8; 1024]);
                 let mut ctx = Ctx {
                     mem: &mut mem,
                     lds: &mut lds,
@@ -823,10 +951,17 @@ mod tests {
                 // Errors (an unimplemented corner) must be the same too: compared below.
                 let r = super::super::exec::run(&mut w, &mut ctx);
                 w.hwreg[0] = r.is_ok() as u32;
-                w
+                (w, lds, r.err().map(|e| e.to_string()))
             };
-            let (a, b) = (run(&fast), run(&slow));
+            let ((a, lds_a, err), (b, lds_b, _)) = (run(&fast), run(&slow));
+            if let Some(at) = (0..lds_a.len()).find(|&k| lds_a[k] != lds_b[k]) {
+                panic!("{isa:?} case {case}: LDS byte {at:#x} differs");
+            }
             assert_eq!(a.hwreg[0], b.hwreg[0], "{isa:?} case {case}: outcome");
+            if lds_forms && case < 6 {
+                // Every access inside the LDS: the whole program ran.
+                assert_eq!(a.hwreg[0], 1, "{isa:?} case {case}: {err:?}");
+            }
             assert_eq!(a.s, b.s, "{isa:?} case {case}: SGPRs");
             assert_eq!(a.scc, b.scc, "{isa:?} case {case}: SCC");
             // The staging rows past the register file differ by design.
@@ -1101,5 +1236,14 @@ mod tests {
     #[test]
     fn rdna4_forms_match_the_general_path() {
         forms_match_the_general_path(Isa::Gfx1200, 0xbfb0_0000, 32, 0x0123_4567_89ab_cdef);
+    }
+
+    #[test]
+    fn lds_forms_match_the_general_path_all_isas() {
+        lds_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x5851_f42d_4c95_7f2d);
+        lds_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x1405_7b7e_f767_814f);
+        lds_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x2127_599b_f432_5c37);
+        lds_forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0x9fb2_1c65_1e98_df25);
+        lds_forms_match_the_general_path(Isa::Gfx1200, 0xbfb0_0000, 32, 0x7e37_79b9_7f4a_7c15);
     }
 }
