@@ -218,12 +218,12 @@ impl Gfx {
         }
         if ctx.gc_major() < 12 {
             let reset = ctx.encode(GRBM_SOFT_RESET, |f| f.soft_reset_cp(1).soft_reset_cpc(1))?;
-            // Set, then clear, each followed by a settle (as Linux's `gfx_v9_0_soft_reset`).
-            for v in [reset, 0] {
-                for &xcc in &self.xccs {
-                    ctx.wreg(GRBM_SOFT_RESET, xcc, v)?;
-                }
-                settle();
+            for &xcc in &self.xccs {
+                ctx.wreg(GRBM_SOFT_RESET, xcc, reset)?;
+            }
+            settle();
+            for &xcc in &self.xccs {
+                ctx.wreg(GRBM_SOFT_RESET, xcc, 0)?;
             }
         }
         self.queues.clear();
