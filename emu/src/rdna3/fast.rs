@@ -807,6 +807,33 @@ mod tests {
     use crate::wave::{Ctx, Mode, Wave, WaveState};
     use crate::{HostMemory, Isa, Program};
 
+    /// Run `prog` on a copy of `w0` (registers, lanes, ISA, state, float mode) over `mem` and
+    /// `lds` for at most `budget` wave-instructions: the wave afterwards and the outcome.
+    fn run_copy(
+        w0: &Wave,
+        prog: &Program,
+        mem: &mut HostMemory,
+        lds: &mut [u8],
+        budget: u64,
+    ) -> (Wave, Result<(), crate::Error>) {
+        let mut w = Wave::new();
+        w.v.copy_from_slice(&w0.v);
+        w.s = w0.s;
+        (w.lanes, w.isa, w.state, w.mode) = (w0.lanes, w0.isa, w0.state, w0.mode);
+        let mut buf = vec![0u8; 1024];
+        let mut ctx = Ctx {
+            mem,
+            lds,
+            code_base: 0,
+            prog,
+            instructions: 0,
+            budget,
+            buf: &mut buf,
+        };
+        let r = super::super::exec::run(&mut w, &mut ctx);
+        (w, r)
+    }
+
     /// Random instructions that have a hot form (other than branches), each run with its form
     /// and again with every form turned off, from the same random registers: the registers,
     /// SCC and EXEC must come out the same, with a full and a partial EXEC, in wave32 and
@@ -933,23 +960,9 @@ mod tests {
             let exec = if case % 2 == 0 { u64::MAX } else { next() };
             w0.set_exec(exec);
             let run = |prog: &Program| -> (Wave, Vec<u8>, Option<String>) {
-                let mut w = Wave::new();
-                w.v.copy_from_slice(&w0.v);
-                w.s = w0.s;
-                (w.lanes, w.isa, w.state, w.mode) = (w0.lanes, w0.isa, w0.state, w0.mode);
-                let (mut mem, mut lds, mut buf) =
-                    (HostMemory::new(), lds0.clone(), vec![0u8; 1024]);
-                let mut ctx = Ctx {
-                    mem: &mut mem,
-                    lds: &mut lds,
-                    code_base: 0,
-                    prog,
-                    instructions: 0,
-                    budget: 100_000,
-                    buf: &mut buf,
-                };
+                let mut lds = lds0.clone();
                 // Errors (an unimplemented corner) must be the same too: compared below.
-                let r = super::super::exec::run(&mut w, &mut ctx);
+                let (mut w, r) = run_copy(&w0, prog, &mut HostMemory::new(), &mut lds, 100_000);
                 w.hwreg[0] = r.is_ok() as u32;
                 (w, lds, r.err().map(|e| e.to_string()))
             };
@@ -1063,23 +1076,9 @@ mod tests {
                 let exec = if case == 1 { next() } else { u64::MAX };
                 w0.set_exec(exec);
                 let run = |prog: &Program| -> (Wave, Vec<u8>, String) {
-                    let mut w = Wave::new();
-                    w.v.copy_from_slice(&w0.v);
-                    w.s = w0.s;
-                    (w.lanes, w.isa, w.state, w.mode) = (w0.lanes, w0.isa, w0.state, w0.mode);
                     let mut mem = HostMemory::new();
                     assert_eq!(mem.alloc_bytes(&mem0), a);
-                    let (mut lds, mut buf) = (vec![0u8; 0], vec![0u8; 1024]);
-                    let mut ctx = Ctx {
-                        mem: &mut mem,
-                        lds: &mut lds,
-                        code_base: 0,
-                        prog,
-                        instructions: 0,
-                        budget: 100,
-                        buf: &mut buf,
-                    };
-                    let r = super::super::exec::run(&mut w, &mut ctx);
+                    let (w, r) = run_copy(&w0, prog, &mut mem, &mut [], 100);
                     let bytes = mem.bytes(a, size).expect("memory");
                     (w, bytes, format!("{r:?}"))
                 };
@@ -1176,22 +1175,9 @@ mod tests {
                 };
                 w0.sset64(m.base as u16, at.wrapping_sub(m.imm).wrapping_sub(soff));
                 let run = |prog: &Program| -> (Wave, String) {
-                    let mut w = Wave::new();
-                    w.s = w0.s;
-                    (w.lanes, w.isa, w.state) = (w0.lanes, w0.isa, w0.state);
                     let mut mem = HostMemory::new();
                     assert_eq!(mem.alloc_bytes(&mem0), a);
-                    let (mut lds, mut buf) = (vec![0u8; 0], vec![0u8; 1024]);
-                    let mut ctx = Ctx {
-                        mem: &mut mem,
-                        lds: &mut lds,
-                        code_base: 0,
-                        prog,
-                        instructions: 0,
-                        budget: 100,
-                        buf: &mut buf,
-                    };
-                    let r = super::super::exec::run(&mut w, &mut ctx);
+                    let (w, r) = run_copy(&w0, prog, &mut mem, &mut [], 100);
                     (w, format!("{r:?}"))
                 };
                 let ((wa, ra), (wb, rb)) = (run(&fast), run(&slow));
