@@ -3360,10 +3360,10 @@ fn lds_dwords(
     }
 }
 
-/// A dword LDS load or store in its hot form (`fast.rs`): the same row copies as [`ds_op`],
-/// inlined into the run loop with the common shapes' dword counts as constants. Returns
-/// false, having done nothing, when some active lane's access leaves the LDS (the general
-/// path then reports it).
+/// A dword LDS load or store in its hot form (`fast.rs`): straight row copies, inlined
+/// into the run loop with the common shapes' dword counts as constants. Returns false,
+/// having done nothing, when some active lane's access leaves the LDS; the general path
+/// ([`ds_op`], lane by lane, the forms' reference) then runs it and reports the lane.
 #[inline(always)]
 pub(crate) fn ds_form(w: &mut Wave, lds: &mut [u8], d: &fast::Ds, load: bool) -> bool {
     let exec = w.exec();
@@ -3394,9 +3394,9 @@ pub(crate) fn ds_form(w: &mut Wave, lds: &mut [u8], d: &fast::Ds, load: bool) ->
     true
 }
 
-/// DS (LDS) instructions; built for AVX2 too, as [`dense`] (address checks and row copies
-/// are lane loops).
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+/// DS (LDS) instructions, lane by lane: every instruction without a hot form, and a dword
+/// load or store whose form ([`ds_form`]) found a lane outside the LDS (this path names
+/// it). The forms' equivalence tests take this path as their reference.
 fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     if i.flags & flag::GDS != 0 {
         return Err(unimplemented(ctx, idx, i));
@@ -3421,74 +3421,6 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
         ds::STORE_B128 => (false, true, 16),
         _ => (false, false, 0),
     };
-    // Plain loads and stores whose lanes all stay inside the LDS: straight dword copies
-    // (any out-of-range lane takes the lane-by-lane path below, which reports it).
-    if load || store {
-        let words = n / 4;
-        let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
-        if (store || dst + words <= DPP_ROW) && d0 + 64 * words <= DPP_ROW * 64 {
-            // Every lane's address (a fixed-size map of the register row, no zeroed array
-            // first); inactive lanes' are not used.
-            let addrs: [u32; 64] = row::<64>(&w.v, addr_row).map(|v| v.wrapping_add(off));
-            let len = lds.len();
-            let lanes = w.lanes as usize;
-            let inside = if exec == full_mask(w.lanes) {
-                // The highest address decides (a max-reduction vectorises).
-                addrs[..lanes].iter().fold(0, |m, &a| m.max(a)) as usize + n <= len
-            } else {
-                let mut ok = true;
-                for_lanes(exec, |l| ok &= addrs[l] as usize + n <= len);
-                ok
-            };
-            if inside {
-                lds_dwords(w, lds, exec, &addrs, [0, 0], 1, words, load, dst, [d0, d0]);
-                return Ok(());
-            }
-        }
-    }
-    // The two-address forms likewise, when every lane's two accesses are inside the LDS.
-    let two_addr: Option<(bool, usize, u32)> = match op {
-        ds::LOAD_2ADDR_B32 => Some((true, 4, 1)),
-        ds::LOAD_2ADDR_STRIDE64_B32 => Some((true, 4, 64)),
-        ds::LOAD_2ADDR_B64 => Some((true, 8, 1)),
-        ds::LOAD_2ADDR_STRIDE64_B64 => Some((true, 8, 64)),
-        ds::STORE_2ADDR_B32 => Some((false, 4, 1)),
-        ds::STORE_2ADDR_STRIDE64_B32 => Some((false, 4, 64)),
-        ds::STORE_2ADDR_B64 => Some((false, 8, 1)),
-        ds::STORE_2ADDR_STRIDE64_B64 => Some((false, 8, 64)),
-        _ => None,
-    };
-    if let Some((ld, size, stride)) = two_addr {
-        let (o0, o1) = (
-            i.imm as u32 * stride * size as u32,
-            i.imm2 as u32 * stride * size as u32,
-        );
-        let dst = (i.dst.wrapping_sub(VGPR0)) as usize;
-        let words = size / 4;
-        let rows_ok = if ld {
-            dst + 2 * words <= DPP_ROW
-        } else {
-            d0 + 64 * words <= DPP_ROW * 64 && d1 + 64 * words <= DPP_ROW * 64
-        };
-        if rows_ok {
-            let addrs: [u32; 64] = *row::<64>(&w.v, addr_row);
-            let len = lds.len();
-            let lanes = w.lanes as usize;
-            let far = o0.max(o1) as usize + size;
-            let inside = if exec == full_mask(w.lanes) {
-                addrs[..lanes].iter().fold(0, |m, &a| m.max(a)) as usize + far <= len
-            } else {
-                let mut ok = true;
-                for_lanes(exec, |l| ok &= addrs[l] as usize + far <= len);
-                ok
-            };
-            if inside {
-                let offs = [o0 as usize, o1 as usize];
-                lds_dwords(w, lds, exec, &addrs, offs, 2, words, ld, dst, [d0, d1]);
-                return Ok(());
-            }
-        }
-    }
     // "ds_add_rtn_u32" -> ("add", "u32", true), parsed once per instruction.
     let ds_atomic = i.name().strip_prefix("ds_").and_then(|rest| {
         let (op, ty) = rest.rsplit_once('_')?;
@@ -4461,16 +4393,7 @@ fn global_atomics(
             &mut |k, old| f(old, xs[k] as u64),
             &mut olds[..lanes],
         );
-        let done = match &r {
-            Ok(()) => lanes,
-            Err((k, _)) => *k,
-        };
-        if i.flags & flag::GLC != 0 {
-            for (l, &old) in olds.iter().enumerate().take(done) {
-                w.wr(i.dst, l, old as u32);
-            }
-        }
-        return r.map_err(|(k, f)| fault(ctx, idx, i, k as u32, f));
+        return atomic_results(w, i, idx, ctx, r, &olds[..lanes], false, |k| k);
     }
     let y_row = data + if wide { 128 } else { 64 };
     let read = |w: &Wave, row: usize, l: usize| -> u64 {
@@ -4504,20 +4427,37 @@ fn global_atomics(
             &mut olds[..n],
         ),
     };
+    atomic_results(w, i, idx, ctx, r, &olds[..n], wide, |k| lane[k] as usize)
+}
+
+/// The end of [`global_atomics`]: with GLC, the old values of the atomics done (all of
+/// `olds`, or those before the faulting one) to their lanes (`lane(k)` of the `k`-th
+/// atomic); a fault names its lane.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn atomic_results(
+    w: &mut Wave,
+    i: &Inst,
+    idx: usize,
+    ctx: &Ctx<'_>,
+    r: Result<(), (usize, Fault)>,
+    olds: &[u64],
+    wide: bool,
+    lane: impl Fn(usize) -> usize,
+) -> Result<(), Error> {
     let done = match &r {
-        Ok(()) => n,
+        Ok(()) => olds.len(),
         Err((k, _)) => *k,
     };
     if i.flags & flag::GLC != 0 {
-        for k in 0..done {
-            let l = lane[k] as usize;
-            w.wr(i.dst, l, olds[k] as u32);
+        for (k, &old) in olds[..done].iter().enumerate() {
+            w.wr(i.dst, lane(k), old as u32);
             if wide {
-                w.wr(i.dst + 1, l, (olds[k] >> 32) as u32);
+                w.wr(i.dst + 1, lane(k), (old >> 32) as u32);
             }
         }
     }
-    r.map_err(|(k, f)| fault(ctx, idx, i, lane[k] as u32, f))
+    r.map_err(|(k, f)| fault(ctx, idx, i, lane(k) as u32, f))
 }
 
 #[cfg(test)]
