@@ -154,7 +154,8 @@ pub struct EmuArgs {
     /// matmul; all of them by default.
     #[arg(long = "kernel", value_name = "NAME")]
     kernels: Vec<String>,
-    /// Threads of the all-cores runs (default: the cores this process may use).
+    /// Threads of the all-cores runs (default: the cores this process may use); 0 skips the
+    /// all-cores runs (to profile the one-core path alone).
     #[arg(long)]
     threads: Option<usize>,
     /// Multiplies the workgroups of every dispatch (the matrix product's side grows by its
@@ -390,7 +391,8 @@ struct Measured {
     reps: u32,
     one_core_cpu: Option<f64>,
     one_core_wall: f64,
-    all_cores_wall: f64,
+    /// `None` when the all-cores runs are skipped (`--threads 0`).
+    all_cores_wall: Option<f64>,
 }
 
 fn measure(
@@ -440,6 +442,33 @@ fn measure(
         }
     }
     // All cores: the same dispatch with its workgroups spread over threads, wall clock.
+    let all = if threads == 0 {
+        None
+    } else {
+        Some(all_cores(prog, k, case, threads, reps, instructions)?)
+    };
+    Ok(Measured {
+        instructions,
+        output_hash,
+        reps,
+        // schedstat can read 0 for runs shorter than its tick: no figure rather than infinity.
+        one_core_cpu: (cpu.is_finite() && cpu > 0.0).then_some(cpu),
+        one_core_wall: wall,
+        all_cores_wall: all,
+    })
+}
+
+/// The all-cores figure: the best of three rounds of `reps` dispatches over `threads` threads
+/// on a [`SharedHostMemory`], wall clock; each must run `instructions` wave-instructions.
+fn all_cores(
+    prog: &Program,
+    k: &am_emu::Kernel,
+    case: &Case,
+    threads: usize,
+    reps: u32,
+    instructions: u64,
+) -> anyhow::Result<f64> {
+    let size = k.descriptor.kernarg_size as usize;
     let mut shared = SharedHostMemory::new();
     let ka = kernarg(&case.args, size, &mut |b| shared.alloc_bytes(b));
     let ka = shared.alloc_bytes(&ka);
@@ -460,15 +489,7 @@ fn measure(
         }
         all = all.min(t.elapsed().as_secs_f64() / reps as f64);
     }
-    Ok(Measured {
-        instructions,
-        output_hash,
-        reps,
-        // schedstat can read 0 for runs shorter than its tick: no figure rather than infinity.
-        one_core_cpu: (cpu.is_finite() && cpu > 0.0).then_some(cpu),
-        one_core_wall: wall,
-        all_cores_wall: all,
-    })
+    Ok(all)
 }
 
 fn geomean(v: &[f64]) -> Option<f64> {
@@ -500,8 +521,7 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
     }
     let threads = args
         .threads
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
-        .max(1);
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut report = vec![];
     for &isa in &isas {
         let bytes = compile(BENCH_CL, isa)?;
@@ -514,18 +534,20 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
             let m = measure(&prog, k, case, threads, args.round)?;
             let n = m.instructions as f64;
             let one_core = n / m.one_core_cpu.unwrap_or(m.one_core_wall) / 1e6;
-            let all_cores = n / m.all_cores_wall / 1e6;
+            let all_cores = m.all_cores_wall.map(|t| n / t / 1e6);
             one.push(one_core);
-            all.push(all_cores);
+            all.extend(all_cores);
             if !args.json {
+                let all_text = all_cores.map_or(String::new(), |a| {
+                    format!("  {threads} threads {a:7.1} M/s")
+                });
                 println!(
-                    "{:8} {:10} {:>11} wave-instr  one core {:7.1} M/s (wall {:6.1})  {threads} threads {:7.1} M/s   {}",
+                    "{:8} {:10} {:>11} wave-instr  one core {:7.1} M/s (wall {:6.1}){all_text}   {}",
                     isa.name(),
                     case.kernel,
                     m.instructions,
                     one_core,
                     n / m.one_core_wall / 1e6,
-                    all_cores,
                     case.what
                 );
             }
@@ -541,11 +563,11 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
         }
         let (g1, ga) = (geomean(&one), geomean(&all));
         if !args.json {
+            let all_text = ga.map_or(String::new(), |a| format!(", {threads} threads {a:.1} M/s"));
             println!(
-                "{:8} geometric mean: one core {:.1} M wave-instructions/s, {threads} threads {:.1} M/s",
+                "{:8} geometric mean: one core {:.1} M wave-instructions/s{all_text}",
                 isa.name(),
                 g1.unwrap_or(0.0),
-                ga.unwrap_or(0.0)
             );
         }
         report.push(serde_json::json!({

@@ -64,3 +64,29 @@ fn bench_emu_refuses_an_unknown_isa_or_kernel() {
         assert!(err.contains(args[1]), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn bench_emu_threads_zero_skips_the_all_cores_runs() {
+    let out = Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(["bench", "emu", "--isa", "gfx942", "--kernel", "copy"])
+        .args(["--scale", "1", "--threads", "0", "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "am bench emu --threads 0 failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = &j["emu"][0];
+    assert_eq!(run["threads"], 0);
+    let k = &run["kernels"][0];
+    assert!(k["one_core_mips"].as_f64().unwrap() > 0.0, "{k}");
+    assert!(k["all_cores_mips"].is_null(), "{k}");
+    assert!(k["all_cores_wall_seconds"].is_null(), "{k}");
+    assert!(run["geomean_all_cores_mips"].is_null(), "{run}");
+    assert!(
+        run["geomean_one_core_mips"].as_f64().unwrap() > 0.0,
+        "{run}"
+    );
+}
