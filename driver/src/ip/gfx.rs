@@ -18,7 +18,7 @@ use am_autogen::mqd::{v9::v9_mqd, v11::v11_compute_mqd};
 use crate::regs::gc::*;
 
 /// Queues per MEC pipe.
-pub const MEC_QUEUES: u8 = 8;
+const MEC_QUEUES: u8 = 8;
 /// One MQD slot (the compute MQD is 2 KiB; 4 KiB keeps the per-XCC stride the CP expects).
 const MQD_SLOT: u64 = 0x1000;
 /// The first compute ring's doorbell (64-bit slots), the default for the runtime.

@@ -34,7 +34,7 @@ impl Hub {
     }
 
     /// This hub's register among `alts`: its IP's, under the name the device's version uses.
-    pub fn reg<F>(self, ctx: &Ctx, alts: &[Reg<F>]) -> Result<Reg<F>> {
+    fn reg<F>(self, ctx: &Ctx, alts: &[Reg<F>]) -> Result<Reg<F>> {
         let ip = match self {
             Hub::Mm(_) => RegIp::Mmhub,
             Hub::Gc(_) => RegIp::Gc,
