@@ -376,6 +376,14 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                     ds_op(w, i, idx, ctx)
                 }
             }
+            // emu9-mem forms
+            Fast::GlobalAtomic(ref a) if dense => {
+                if fast::global_atomic(w, a, &mut *ctx.mem) {
+                    Ok(())
+                } else {
+                    flat_op(w, i, idx, ctx)
+                }
+            }
             _ => match i.enc {
                 Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
                     if matches!(i.dpp, Dpp::Sdwa { .. }) =>
@@ -4143,6 +4151,11 @@ pub(crate) struct Atom {
 }
 
 impl Atom {
+    /// The operation and its operand type ("add", "u32").
+    pub(crate) fn names(&self) -> (&'static str, &'static str) {
+        (self.op, self.ty)
+    }
+
     #[inline]
     fn apply(&self, old: u64, x: u64, y: u64) -> u64 {
         match self.fast {
