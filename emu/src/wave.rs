@@ -78,6 +78,9 @@ pub(crate) struct Wave {
     pub hw_id: u32,
     /// CDNA `HW_REG_XCC_ID`.
     pub xcc_id: u32,
+    /// The classification of the address rows the LDS forms used last, one slot per address
+    /// register number modulo the slot count (`rdna3/fast.rs`).
+    pub lds_rows: [crate::rdna3::fast::LdsRows; crate::rdna3::fast::LDS_ROW_SLOTS],
 }
 
 impl Wave {
@@ -101,6 +104,7 @@ impl Wave {
             isa: Isa::Gfx1100,
             hw_id: 0,
             xcc_id: 0,
+            lds_rows: [crate::rdna3::fast::LdsRows::EMPTY; crate::rdna3::fast::LDS_ROW_SLOTS],
         }
     }
 

@@ -376,13 +376,16 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                     ds_op(w, i, idx, ctx)
                 }
             }
-            // emu9-mem forms
             Fast::GlobalAtomic(ref a) if dense => {
                 if fast::global_atomic(w, a, &mut *ctx.mem) {
                     Ok(())
                 } else {
                     flat_op(w, i, idx, ctx)
                 }
+            }
+            Fast::Barrier => {
+                w.state = WaveState::Barrier;
+                break Ok(());
             }
             _ => match i.enc {
                 Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
@@ -3261,24 +3264,25 @@ fn lds_write(lds: &mut [u8], addr: u32, data: &[u8]) -> Result<(), Fault> {
     }
 }
 
-/// Dword LDS loads or stores of the lanes in `exec`, every access known to be inside the LDS:
-/// lane `l` accesses `words` dwords at `addrs[l] + offs[h]` for each of `halves` addresses.
-/// Loads go to rows `dst + h * words + k`; stores take their data from row bases
+/// Dword LDS loads or stores of the lanes in `r.exec` at the addresses `r.addrs`, every
+/// access known to be inside the LDS: lane `l` accesses `words` dwords at
+/// `r.addrs[l] + offs[h]` for each of `halves` addresses.
+/// Loads go to rows `dst + h * words + k` of `v`; stores take their data from row bases
 /// `data[h] + 64 * k`. Stores run lane by lane (lane, then address, then dword), the order of
 /// the lane-by-lane path, so lanes that store to the same place leave the same value.
 ///
-/// Each row of 16 lanes whose lanes are all active and whose addresses are consecutive dwords
-/// (a row-major tile) or all the same (a broadcast) moves as one 64-byte slice or one value;
+/// Each row of 16 lanes that `r` found to be a row-major tile (all active, consecutive
+/// dwords) or a broadcast (all active, one address) moves as one 64-byte slice or one value;
 /// other rows go lane by lane. A row's stores as a slice keep the lane order's result because
 /// its lanes write different dwords (one-dword stores whose two addresses' 64-byte ranges do
 /// not overlap) and rows run in lane order.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn lds_dwords(
-    w: &mut Wave,
+    v: &mut [u32],
+    lanes: usize,
     lds: &mut [u8],
-    exec: u64,
-    addrs: &[u32; 64],
+    r: &fast::LdsRows,
     offs: [usize; 2],
     halves: usize,
     words: usize,
@@ -3286,24 +3290,7 @@ fn lds_dwords(
     dst: usize,
     data: [usize; 2],
 ) {
-    let lanes = w.lanes as usize;
-    // Per row of 16 lanes: all active, consecutive dwords, all the same address.
-    let mut seq = [false; 4];
-    let mut same = [false; 4];
-    for g in 0..lanes / 16 {
-        let row = &addrs[16 * g..16 * g + 16];
-        // Each lane's difference from the expected address OR-ed together (a straight loop
-        // that vectorises, where a chain of `&&` compares does not). The addresses are inside
-        // the LDS, so none wraps.
-        let (mut s, mut u) = (0u32, 0u32);
-        for (k, &a) in row.iter().enumerate() {
-            s |= a ^ row[0].wrapping_add(4 * k as u32);
-            u |= a ^ row[0];
-        }
-        let active = (exec >> (16 * g)) & 0xffff == 0xffff;
-        seq[g] = active && s == 0;
-        same[g] = active && u == 0;
-    }
+    let (addrs, exec, seq, same) = (&r.addrs, r.exec, r.seq, r.same);
     let get = |at: usize| -> u32 {
         lds.get(at..at + 4)
             .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -3313,7 +3300,9 @@ fn lds_dwords(
             for k in 0..words {
                 let o = off + 4 * k;
                 let row = (dst + h * words + k) * 64;
-                let out = &mut w.v[row..row + lanes];
+                let Some(out) = v.get_mut(row..row + lanes) else {
+                    continue;
+                };
                 for g in 0..lanes / 16 {
                     let at = addrs[16 * g] as usize + o;
                     let out = &mut out[16 * g..16 * g + 16];
@@ -3343,7 +3332,7 @@ fn lds_dwords(
         if words == 1 && apart && seq[g] {
             for (&off, &row) in offs.iter().zip(&data).take(halves) {
                 let at = addrs[16 * g] as usize + off;
-                let src = &w.v[row + 16 * g..row + 16 * g + 16];
+                let src = &v[row + 16 * g..row + 16 * g + 16];
                 if let Some(b) = lds.get_mut(at..).and_then(|b| b.first_chunk_mut::<64>()) {
                     for (c, v) in b.as_chunks_mut::<4>().0.iter_mut().zip(src) {
                         *c = v.to_le_bytes();
@@ -3358,7 +3347,7 @@ fn lds_dwords(
             for (&off, &row) in offs.iter().zip(&data).take(halves) {
                 for k in 0..words {
                     let at = a + off + 4 * k;
-                    let v = w.v[row + 64 * k + l];
+                    let v = v[row + 64 * k + l];
                     if let Some(b) = lds.get_mut(at..at + 4) {
                         b.copy_from_slice(&v.to_le_bytes());
                     }
@@ -3369,35 +3358,34 @@ fn lds_dwords(
 }
 
 /// A dword LDS load or store in its hot form (`fast.rs`): straight row copies, inlined
-/// into the run loop with the common shapes' dword counts as constants. Returns false,
-/// having done nothing, when some active lane's access leaves the LDS; the general path
-/// ([`ds_op`], lane by lane, the forms' reference) then runs it and reports the lane.
+/// into the run loop with the common shapes' dword counts as constants. The address row's
+/// classification comes from the wave's [`fast::LdsRows`] slot of the address register when
+/// the slot holds the row as it is now (same lanes, same EXEC), else it is made and kept
+/// there. Returns false, having done nothing to the registers or the LDS, when some active
+/// lane's access leaves the LDS; the general path ([`ds_op`], lane by lane, the forms'
+/// reference) then runs it and reports the lane.
 #[inline(always)]
 pub(crate) fn ds_form(w: &mut Wave, lds: &mut [u8], d: &fast::Ds, load: bool) -> bool {
-    let exec = w.exec();
-    let addrs: [u32; 64] = *row::<64>(&w.v, d.addr as usize);
+    let (exec, lanes) = (w.exec(), w.lanes);
+    let Wave { v, lds_rows, .. } = w;
+    let cur = row::<64>(v, d.addr as usize);
+    let r = &mut lds_rows[d.addr as usize / 64 % fast::LDS_ROW_SLOTS];
+    if !r.holds(cur, exec, lanes) {
+        *r = fast::LdsRows::new(cur, exec, lanes);
+    }
     let far = d.offs[0].max(d.offs[1]) as usize + 4 * d.words as usize;
-    let len = lds.len();
-    let inside = if exec == full_mask(w.lanes) {
-        let lanes = w.lanes as usize;
-        addrs[..lanes].iter().fold(0, |m, &a| m.max(a)) as usize + far <= len
-    } else {
-        let mut ok = true;
-        for_lanes(exec, |l| ok &= addrs[l] as usize + far <= len);
-        ok
-    };
-    if !inside {
+    if exec != 0 && r.max as usize + far > lds.len() {
         return false;
     }
+    let r = &*r;
     let offs = [d.offs[0] as usize, d.offs[1] as usize];
     let (dst, data) = (d.dst as usize, [d.data[0] as usize, d.data[1] as usize]);
+    let n = lanes as usize;
     match (d.halves, d.words) {
-        (1, 1) => lds_dwords(w, lds, exec, &addrs, offs, 1, 1, load, dst, data),
-        (2, 1) => lds_dwords(w, lds, exec, &addrs, offs, 2, 1, load, dst, data),
-        (1, 4) => lds_dwords(w, lds, exec, &addrs, offs, 1, 4, load, dst, data),
-        (h, n) => lds_dwords(
-            w, lds, exec, &addrs, offs, h as usize, n as usize, load, dst, data,
-        ),
+        (1, 1) => lds_dwords(v, n, lds, r, offs, 1, 1, load, dst, data),
+        (2, 1) => lds_dwords(v, n, lds, r, offs, 2, 1, load, dst, data),
+        (1, 4) => lds_dwords(v, n, lds, r, offs, 1, 4, load, dst, data),
+        (h, k) => lds_dwords(v, n, lds, r, offs, h as usize, k as usize, load, dst, data),
     }
     true
 }
@@ -4584,8 +4572,9 @@ mod tests {
                 }
             });
             let mut lds = lds0.clone();
+            let r = fast::LdsRows::new(&addrs, exec, lanes as u32);
             lds_dwords(
-                &mut w, &mut lds, exec, &addrs, offs, halves, words, load, dst, data,
+                &mut w.v, lanes, &mut lds, &r, offs, halves, words, load, dst, data,
             );
             assert!(
                 w.v == want_v && lds == want_lds,

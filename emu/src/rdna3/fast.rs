@@ -12,7 +12,7 @@
 use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::exec::{
     CmpInfo, K, Ty, Valu, bits_rows, carry_rows, cmp_info, dense_compare, dwords_to_rows, fma_rows,
-    full_mask, inline_const, row, rows_to_dwords, set_row, sopp_is_no_op,
+    for_lanes, full_mask, inline_const, row, rows_to_dwords, set_row, sopp_is_no_op,
 };
 use super::opcodes::{sopp, valu};
 use crate::Error;
@@ -127,10 +127,11 @@ pub(crate) enum Fast {
     DsLoad(Ds),
     /// A dword LDS store, plain or two-address.
     DsStore(Ds),
-    // emu9-mem forms
     /// A GLOBAL 32-bit integer atomic (add, sub, and, or, xor, swap, min, max) of a full
     /// wave (see [`global_atomic`]).
     GlobalAtomic(Ga),
+    /// `s_barrier`: the wave waits (`run_workgroup` in `wave.rs` releases it).
+    Barrier,
 }
 
 /// The operands of a dword LDS access: lane `l` accesses `words` dwords at
@@ -279,6 +280,7 @@ fn sopp_form(i: &Inst, offsets: &[u32], index: &[u32], idx: usize) -> Fast {
         sopp::CBRANCH_VCCNZ => branch(Fast::CbranchVccnz),
         sopp::CBRANCH_EXECZ => branch(Fast::CbranchExecz),
         sopp::CBRANCH_EXECNZ => branch(Fast::CbranchExecnz),
+        sopp::BARRIER => Fast::Barrier,
         _ => Fast::Slow,
     }
 }
@@ -1057,6 +1059,87 @@ pub(crate) fn compare(w: &mut Wave, v: &Vf, c: CmpInfo) -> u64 {
     dense_compare(w, &valu, kind, c)
 }
 
+/// How the lanes of one LDS address row fall into rows of 16 lanes (see `lds_dwords` in
+/// `exec.rs`), kept per wave ([`Wave::lds_rows`]) so that an address row read by several LDS
+/// instructions is classified once: gfx942's `matmul` reads each of its two address rows
+/// with eight `ds_read2_b32` per loop iteration. An entry is keyed by the row's contents, the
+/// EXEC and the wave size (not by the register), so a write to the row by any path simply
+/// misses and nothing has to invalidate it; the register only picks the slot.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LdsRows {
+    /// The address row's 64 lanes.
+    pub addrs: [u32; 64],
+    pub exec: u64,
+    /// The wave size (0: an empty entry, which matches nothing).
+    pub lanes: u32,
+    /// The highest address of an active lane (0 with none).
+    pub max: u32,
+    /// Per row of 16 lanes: all active and at consecutive dwords (a row-major tile).
+    pub seq: [bool; 4],
+    /// Per row of 16 lanes: all active and at one address (a broadcast).
+    pub same: [bool; 4],
+}
+
+/// Slots of [`Wave::lds_rows`], chosen by the address register's number.
+pub(crate) const LDS_ROW_SLOTS: usize = 4;
+
+impl LdsRows {
+    pub(crate) const EMPTY: LdsRows = LdsRows {
+        addrs: [0; 64],
+        exec: 0,
+        lanes: 0,
+        max: 0,
+        seq: [false; 4],
+        same: [false; 4],
+    };
+
+    /// Classifies the address row `addrs` of a wave of `lanes` lanes under `exec`.
+    #[inline(always)]
+    pub(crate) fn new(addrs: &[u32; 64], exec: u64, lanes: u32) -> LdsRows {
+        let n = lanes as usize;
+        let max = if exec == full_mask(lanes) {
+            addrs[..n].iter().fold(0, |m, &a| m.max(a))
+        } else {
+            let mut m = 0;
+            for_lanes(exec, |l| m = m.max(addrs[l]));
+            m
+        };
+        let (mut seq, mut same) = ([false; 4], [false; 4]);
+        for g in 0..n / 16 {
+            let row = &addrs[16 * g..16 * g + 16];
+            // Each lane's difference from the expected address OR-ed together (a straight
+            // loop that vectorises, where a chain of `&&` compares does not).
+            let (mut s, mut u) = (0u32, 0u32);
+            for (k, &a) in row.iter().enumerate() {
+                s |= a ^ row[0].wrapping_add(4 * k as u32);
+                u |= a ^ row[0];
+            }
+            let active = (exec >> (16 * g)) & 0xffff == 0xffff;
+            seq[g] = active && s == 0;
+            same[g] = active && u == 0;
+        }
+        LdsRows {
+            addrs: *addrs,
+            exec,
+            lanes,
+            max,
+            seq,
+            same,
+        }
+    }
+
+    /// Whether this entry describes `addrs` under `exec` in a wave of `lanes` lanes.
+    #[inline(always)]
+    pub(crate) fn holds(&self, addrs: &[u32; 64], exec: u64, lanes: u32) -> bool {
+        let d = self
+            .addrs
+            .iter()
+            .zip(addrs)
+            .fold(0, |m, (a, b)| m | (a ^ b));
+        d == 0 && self.exec == exec && self.lanes == lanes
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Fast;
@@ -1148,6 +1231,7 @@ mod tests {
                     | Fast::GlobalLoad(_)
                     | Fast::GlobalStore(_)
                     | Fast::SLoad(_)
+                    | Fast::Barrier
             );
             let ds = matches!(f, Fast::DsLoad(_) | Fast::DsStore(_));
             if *f == Fast::Slow || branch || ds != lds_forms {
@@ -1627,5 +1711,176 @@ mod tests {
         lds_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x2127_599b_f432_5c37);
         lds_forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0x9fb2_1c65_1e98_df25);
         lds_forms_match_the_general_path(Isa::Gfx1200, 0xbfb0_0000, 32, 0x7e37_79b9_7f4a_7c15);
+    }
+
+    /// Gfx942 programs of LDS instructions that reuse four address rows (v1-v4), mixed with
+    /// instructions that change those rows between them (adds and xors, by the forms with a
+    /// full EXEC and by the general path with a partial one; moves of one address row into
+    /// another; LDS loads into an address row) and with EXEC changes, each run with the forms
+    /// and again with every form turned off: registers, SGPRs, LDS and the outcome (error text
+    /// included) must come out the same, so a classification kept for an address row
+    /// ([`super::LdsRows`]) is never used for a row or EXEC it does not describe.
+    #[test]
+    fn lds_row_classification_follows_every_change_of_the_row() {
+        let mut x = 0x6a09_e667_f3bc_c908u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        const LDS: usize = 0x1_0000;
+        let mut kept = 0;
+        for case in 0..12 {
+            let mut words: Vec<u32> = vec![];
+            for _ in 0..300 {
+                let a = 1 + (next() % 4) as u32;
+                let b = 1 + (next() % 4) as u32;
+                let dst = 10 + (next() % 8) as u32;
+                // DS: offsets in bits 15:0, the opcode in 24:17; address, data0, data1 and
+                // destination registers in the second dword.
+                let ds = |off: u32, op: u32, data: [u32; 2], vdst: u32| {
+                    [
+                        off | op << 17 | 0xd800_0000,
+                        a | data[0] << 8 | data[1] << 16 | vdst << 24,
+                    ]
+                };
+                // Dword-aligned byte offsets for the plain forms (offset0 | offset1 << 8).
+                let off = ((next() % 64) as u32 * 4) | ((next() % 32) as u32) << 8;
+                match next() % 12 {
+                    // ds_read2_b32, ds_read_b32, ds_read_b128, ds_write_b32, ds_write2st64_b32
+                    0..=2 => words.extend(ds(off, 0x37, [0; 2], dst)),
+                    3 => words.extend(ds(off, 0x36, [0; 2], dst)),
+                    4 => words.extend(ds(off & 0xfff0, 0xff, [0; 2], dst)),
+                    5 => words.extend(ds(off, 0x0d, [20, 0], 0)),
+                    6 => words.extend(ds(off & 0x0304, 0x0f, [20, 21], 0)),
+                    // ds_read_b32 into an address row
+                    7 => words.extend(ds(off, 0x36, [0; 2], b)),
+                    // v_add_u32 vA, 0|4|64, vA; v_xor_b32 vA, 64, vA; v_mov_b32 vA, vB
+                    8 => words
+                        .push(0x6800_0000 | a << 17 | a << 9 | [0x80, 0x84, 0xc0][a as usize % 3]),
+                    9 => words.push(0x2a00_00c0 | a << 17 | a << 9),
+                    10 => words.push(0x7e00_0200 | a << 17 | (0x100 + b)),
+                    // s_mov_b64 exec, s[10:11] (random) or -1
+                    _ => words.push(if next() % 2 == 0 {
+                        0xbefe_010a
+                    } else {
+                        0xbefe_01c1
+                    }),
+                }
+            }
+            words.push(0xbf81_0000);
+            let bytes: Vec<u8> = words.iter().flat_map(|d| d.to_le_bytes()).collect();
+            let fast = Program::from_bytes(&bytes, 0, Isa::Gfx942).expect("program");
+            let mut slow = fast.clone();
+            slow.fast = vec![Fast::Slow; slow.fast.len()];
+            let mut w0 = Wave::new();
+            w0.lanes = 64;
+            w0.isa = Isa::Gfx942;
+            w0.state = WaveState::Running;
+            for r in w0.v.iter_mut().take(64 * 32) {
+                *r = next() as u32;
+            }
+            // Stored data (v20, v21) are addresses inside the LDS too, as stored dwords may be
+            // loaded into an address row.
+            for r in w0.v.iter_mut().skip(64 * 20).take(128) {
+                *r = (next() % 0x8000) as u32 & !3;
+            }
+            for row in w0.v.chunks_mut(64).take(5).skip(1) {
+                let base = (next() % 0x8000) as u32 & !3;
+                let kind = next() % 4;
+                for (l, r) in row.iter_mut().enumerate() {
+                    *r = match kind {
+                        0 => base + 4 * l as u32,
+                        1 => base + 4 * (l as u32 % 16),
+                        2 => base + 64 * (l as u32 / 16),
+                        // Random dwords, or random bits (a fault) in the last case.
+                        _ if case == 11 => next() as u32,
+                        _ => (next() % 0x8000) as u32 & !3,
+                    };
+                }
+            }
+            // LDS dwords are tile rows' addresses, so that loaded address rows are tiles too.
+            let lds0: Vec<u8> = (0..LDS / 4)
+                .flat_map(|k| ((k as u32 % 0x2000) * 4).to_le_bytes())
+                .collect();
+            w0.s[10] = next() as u32;
+            w0.s[11] = if case % 3 == 0 {
+                u32::MAX
+            } else {
+                next() as u32
+            };
+            w0.set_exec(if case % 2 == 0 { u64::MAX } else { next() });
+            let run = |prog: &Program| {
+                let mut lds = lds0.clone();
+                let (w, r) = run_copy(&w0, prog, &mut HostMemory::new(), &mut lds, 100_000);
+                (w, lds, r.err().map(|e| e.to_string()))
+            };
+            let ((a, lds_a, err_a), (b, lds_b, err_b)) = (run(&fast), run(&slow));
+            assert_eq!(err_a, err_b, "case {case}: outcome");
+            if case < 11 {
+                assert_eq!(err_a, None, "case {case}: every access is inside the LDS");
+            }
+            if let Some(at) = (0..LDS).find(|&k| lds_a[k] != lds_b[k]) {
+                panic!("case {case}: LDS byte {at:#x} differs");
+            }
+            assert_eq!(a.s, b.s, "case {case}: SGPRs");
+            let regs = crate::wave::DPP_ROW * 64;
+            if let Some(l) = (0..regs).find(|&l| a.v[l] != b.v[l]) {
+                panic!(
+                    "case {case}: v{} lane {} is {:#x} with the forms, {:#x} without",
+                    l / 64,
+                    l % 64,
+                    a.v[l],
+                    b.v[l]
+                );
+            }
+            kept += a.lds_rows.iter().filter(|r| r.lanes != 0).count();
+        }
+        assert!(kept > 0, "the LDS forms kept no classification");
+    }
+
+    /// `s_barrier` in its form stops the wave where the general path does: waiting at the
+    /// barrier, the next instruction after it, the instruction counted; resumed, it runs on
+    /// to the end.
+    #[test]
+    fn barrier_form_waits_as_the_general_path_does() {
+        // s_nop, s_barrier, s_nop, s_endpgm
+        for (isa, endpgm, barrier) in [
+            (Isa::Gfx942, 0xbf81_0000u32, 0xbf8a_0000u32),
+            (Isa::Gfx1100, 0xbfb0_0000, 0xbfbd_0000),
+        ] {
+            let words = [0xbf80_0000, barrier, 0xbf80_0000, endpgm];
+            let bytes: Vec<u8> = words.iter().flat_map(|d| d.to_le_bytes()).collect();
+            let fast = Program::from_bytes(&bytes, 0, isa).expect("program");
+            assert_eq!(
+                fast.fast[1],
+                Fast::Barrier,
+                "{isa:?}: s_barrier has its form"
+            );
+            let mut slow = fast.clone();
+            slow.fast = vec![Fast::Slow; slow.fast.len()];
+            let mut w0 = Wave::new();
+            (w0.lanes, w0.isa, w0.state) = (64, isa, WaveState::Running);
+            for prog in [&fast, &slow] {
+                let (mut w, r) = run_copy(&w0, prog, &mut HostMemory::new(), &mut [], 100);
+                assert!(r.is_ok(), "{isa:?}: {r:?}");
+                assert_eq!((w.state, w.pc), (WaveState::Barrier, 2), "{isa:?}: waits");
+                w.state = WaveState::Running;
+                let mut buf = vec![0u8; 16];
+                let mut ctx = Ctx {
+                    mem: &mut HostMemory::new(),
+                    lds: &mut [],
+                    code_base: 0,
+                    prog,
+                    instructions: 0,
+                    budget: 100,
+                    buf: &mut buf,
+                };
+                let r = super::super::exec::run(&mut w, &mut ctx);
+                assert!(r.is_ok(), "{isa:?}: {r:?}");
+                assert_eq!((w.state, ctx.instructions), (WaveState::Done, 2), "{isa:?}");
+            }
+        }
     }
 }
