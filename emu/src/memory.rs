@@ -37,6 +37,16 @@ pub trait Memory {
         None
     }
 
+    /// Whether every `read` and `write` of this memory either completes or fails having
+    /// changed nothing and recorded nothing. A hot form may then move a whole wave's bytes
+    /// with one `read` or `write` through a staging buffer when [`Memory::contiguous`] has
+    /// no slice, and leave a failed access to the general path, which reports the fault of
+    /// the lane it belongs to. False by default (a memory that may write part of a range
+    /// before faulting, or keeps the first fault for its own report, must say false).
+    fn all_or_nothing(&self) -> bool {
+        false
+    }
+
     /// Replaces the `len`-byte (4 or 8) little-endian value at `addr` by `f(old)` as one
     /// atomic step and returns the old value. The provided version reads then writes, which
     /// is atomic for a memory that one dispatch thread uses; the adapter over a
@@ -93,6 +103,10 @@ pub trait SharedMemory: Sync {
         len: usize,
         f: &mut dyn FnMut(u64) -> u64,
     ) -> Result<u64, Fault>;
+    /// As [`Memory::all_or_nothing`]; false by default.
+    fn all_or_nothing(&self) -> bool {
+        false
+    }
 }
 
 /// One thread's view of a [`SharedMemory`] as a [`Memory`].
@@ -112,6 +126,9 @@ impl Memory for SharedAccess<'_> {
         f: &mut dyn FnMut(u64) -> u64,
     ) -> Result<u64, Fault> {
         self.0.atomic_rmw(addr, len, f)
+    }
+    fn all_or_nothing(&self) -> bool {
+        self.0.all_or_nothing()
     }
 }
 
@@ -468,6 +485,11 @@ impl SharedMemory for SharedHostMemory {
             Some((word & !mask) | new)
         });
         Ok(old_val)
+    }
+
+    /// True: `read` and `write` find the whole range in one region before touching a byte.
+    fn all_or_nothing(&self) -> bool {
+        true
     }
 }
 

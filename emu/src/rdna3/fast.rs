@@ -573,14 +573,33 @@ fn global_lanes<const L: usize>(
     if off != 0 {
         return global_runs::<L>(w, g, mem, load);
     }
-    let Some(m) = mem.contiguous(base.wrapping_add(g.imm), L * n) else {
-        return false;
-    };
+    let addr = base.wrapping_add(g.imm);
     let d = g.data as usize;
+    if let Some(m) = mem.contiguous(addr, L * n) {
+        if load {
+            dwords_to_rows(&mut w.v, d / 64, 0, L, n, m);
+        } else {
+            rows_to_dwords(&w.v, d, 0, L, n, m);
+        }
+        return true;
+    }
+    // A memory without slices whose accesses are all or nothing: one `read` or `write` of
+    // the wave's bytes through a staging buffer.
+    if !mem.all_or_nothing() {
+        return false;
+    }
+    let mut staged = [0u8; 64 * 16];
+    let b = &mut staged[..L * n];
     if load {
-        dwords_to_rows(&mut w.v, d / 64, 0, L, n, m);
+        if mem.read(addr, b).is_err() {
+            return false;
+        }
+        dwords_to_rows(&mut w.v, d / 64, 0, L, n, b);
     } else {
-        rows_to_dwords(&w.v, d, 0, L, n, m);
+        rows_to_dwords(&w.v, d, 0, L, n, b);
+        if mem.write(addr, b).is_err() {
+            return false;
+        }
     }
     true
 }
@@ -643,10 +662,10 @@ fn global_runs<const L: usize>(
     if lowest.checked_add(span as u64).is_none() {
         return false;
     }
-    let Some(m) = mem.contiguous(lowest, span) else {
-        return false;
-    };
     let d = g.data as usize;
+    let Some(m) = mem.contiguous(lowest, span) else {
+        return load && staged_runs::<L>(w, d, starts, base, n, mem);
+    };
     for (r, &s) in starts.iter().enumerate() {
         let o = (s - first) as usize;
         let Some(b) = m.get_mut(o..o + RUN * n) else {
@@ -657,6 +676,35 @@ fn global_runs<const L: usize>(
         } else {
             rows_to_dwords(&w.v, d, r * RUN, (r + 1) * RUN, n, b);
         }
+    }
+    true
+}
+
+/// [`global_runs`]' load from a memory without slices whose accesses are all or nothing
+/// ([`crate::Memory::all_or_nothing`]): each run's bytes are read into a staging buffer
+/// (one `read` per run), and only when every read succeeded do they go to the registers.
+/// Returns false, having changed nothing, otherwise.
+#[inline(always)]
+fn staged_runs<const L: usize>(
+    w: &mut Wave,
+    d: usize,
+    starts: &[u32],
+    base: u64,
+    n: usize,
+    mem: &mut dyn crate::Memory,
+) -> bool {
+    if !mem.all_or_nothing() {
+        return false;
+    }
+    let mut staged = [0u8; 64 * 16];
+    let b = &mut staged[..L * n];
+    for (run, &s) in b.chunks_exact_mut(RUN * n).zip(starts) {
+        if mem.read(base.wrapping_add(s as u64), run).is_err() {
+            return false;
+        }
+    }
+    for (r, run) in b.chunks_exact(RUN * n).enumerate() {
+        dwords_to_rows(&mut w.v, d / 64, r * RUN, (r + 1) * RUN, n, run);
     }
     true
 }
@@ -1151,7 +1199,7 @@ mod tests {
     fn run_copy(
         w0: &Wave,
         prog: &Program,
-        mem: &mut HostMemory,
+        mem: &mut dyn crate::Memory,
         lds: &mut [u8],
         budget: u64,
     ) -> (Wave, Result<(), crate::Error>) {
@@ -1339,7 +1387,13 @@ mod tests {
     /// runs of 16 lanes at consecutive elements from random starts (taken too), with the last
     /// run past the end (a fault) or each run's lanes reversed. The registers, the memory and
     /// the outcome (the error too) must be the same.
-    fn global_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
+    fn global_forms_match_the_general_path(
+        isa: Isa,
+        endpgm: u32,
+        lanes: u32,
+        seed: u64,
+        shared: bool,
+    ) {
         use super::{Gm, NO_SADDR};
         let mut x = seed;
         let mut next = move || {
@@ -1436,11 +1490,19 @@ mod tests {
                 let exec = if case == 1 { next() } else { u64::MAX };
                 w0.set_exec(exec);
                 let run = |prog: &Program| -> (Wave, Vec<u8>, String) {
-                    let mut mem = HostMemory::new();
-                    assert_eq!(mem.alloc_bytes(&mem0), a);
-                    let (w, r) = run_copy(&w0, prog, &mut mem, &mut [], 100);
-                    let bytes = mem.bytes(a, size).expect("memory");
-                    (w, bytes, format!("{r:?}"))
+                    let (w, r, bytes) = if shared {
+                        let mut mem = crate::SharedHostMemory::new();
+                        assert_eq!(mem.alloc_bytes(&mem0), a);
+                        let mut access = crate::memory::SharedAccess(&mem);
+                        let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
+                        (w, r, mem.bytes(a, size))
+                    } else {
+                        let mut mem = HostMemory::new();
+                        assert_eq!(mem.alloc_bytes(&mem0), a);
+                        let (w, r) = run_copy(&w0, prog, &mut mem, &mut [], 100);
+                        (w, r, mem.bytes(a, size))
+                    };
+                    (w, bytes.expect("memory"), format!("{r:?}"))
                 };
                 let ((wa, ma, ra), (wb, mb, rb)) = (run(&fast), run(&slow));
                 let what = format!("{isa:?} instruction {k} ({}) case {case}", fast.text(0));
@@ -1682,9 +1744,48 @@ mod tests {
 
     #[test]
     fn global_forms_match_the_general_path_on_every_address_pattern() {
-        global_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x6a09_e667_f3bc_c908);
-        global_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0xbb67_ae85_84ca_a73b);
-        global_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x3c6e_f372_fe94_f82b);
+        global_forms_match_the_general_path(
+            Isa::Gfx942,
+            0xbf81_0000,
+            64,
+            0x6a09_e667_f3bc_c908,
+            false,
+        );
+        global_forms_match_the_general_path(
+            Isa::Gfx1100,
+            0xbfb0_0000,
+            32,
+            0xbb67_ae85_84ca_a73b,
+            false,
+        );
+        global_forms_match_the_general_path(
+            Isa::Gfx1100,
+            0xbfb0_0000,
+            64,
+            0x3c6e_f372_fe94_f82b,
+            false,
+        );
+    }
+
+    /// The same over a [`crate::SharedHostMemory`] (the all-cores path), which has no slices
+    /// but whose accesses are all or nothing, so the forms move the bytes through a staging
+    /// buffer.
+    #[test]
+    fn global_forms_match_the_general_path_over_shared_memory() {
+        global_forms_match_the_general_path(
+            Isa::Gfx942,
+            0xbf81_0000,
+            64,
+            0x510e_527f_ade6_82d1,
+            true,
+        );
+        global_forms_match_the_general_path(
+            Isa::Gfx1100,
+            0xbfb0_0000,
+            32,
+            0x9b05_688c_2b3e_6c1f,
+            true,
+        );
     }
 
     #[test]
