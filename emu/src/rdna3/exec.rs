@@ -305,7 +305,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
             }),
             Fast::RcpF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| (1.0 / a as f64) as f32),
             Fast::SqrtF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| a.sqrt()),
-            Fast::ExpF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| (a as f64).exp2() as f32),
+            Fast::ExpF32(ref v) if dense_f32 => fast::exp_op(w, v),
             Fast::LogF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| (a as f64).log2() as f32),
             Fast::FloorF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| a.floor()),
             Fast::TruncF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| a.trunc()),
@@ -1513,18 +1513,28 @@ pub(crate) fn fma_available() -> bool {
 /// call the C library's `fmaf`: the same results, slowly).
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 pub(crate) fn fma_rows<const L: usize>(w: &mut Wave, r: [usize; 3], m: [(u32, u32); 3], d: usize) {
+    fma_rows_inline::<L>(w, r, m, d);
+}
+
+/// The body of [`fma_rows`], inlined into it and into the run loop's FMA forms, which run only
+/// when [`fma_available`], that is in the run loop's AVX2+FMA clone (the call was 4–6 % of
+/// gfx942 `fmath` and `matmul` profiles).
+#[inline(always)]
+pub(crate) fn fma_rows_inline<const L: usize>(
+    w: &mut Wave,
+    r: [usize; 3],
+    m: [(u32, u32); 3],
+    d: usize,
+) {
     let mut out = [0u32; L];
     {
-        let s: [&[u32; L]; 3] =
-            std::array::from_fn(|k| w.v[r[k]..r[k] + L].try_into().unwrap_or(&[0; L]));
+        let s = [row::<L>(&w.v, r[0]), row(&w.v, r[1]), row(&w.v, r[2])];
         for (l, o) in out.iter_mut().enumerate() {
-            let x: [f32; 3] = std::array::from_fn(|k| f32::from_bits((s[k][l] & m[k].0) ^ m[k].1));
-            *o = x[0].mul_add(x[1], x[2]).to_bits();
+            let x = |k: usize| f32::from_bits((s[k][l] & m[k].0) ^ m[k].1);
+            *o = x(0).mul_add(x(1), x(2)).to_bits();
         }
     }
-    if let Some(dst) = w.v.get_mut(d..d + L) {
-        dst.copy_from_slice(&out);
-    }
+    set_row(&mut w.v, d, &out);
 }
 
 pub(crate) fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
@@ -2768,17 +2778,25 @@ fn perm(a: u32, b: u32, c: u32) -> u32 {
 
 /// The mask of a 32-bit compare over a full wave, as straight loops the compiler can
 /// vectorise (float sources get their abs/neg masks, integers are signed when `c.ty` < 6).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+pub(crate) fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
+    compare_rows(w, v, kind, c)
+}
+
+/// The body of [`dense_compare`], inlined into it and into the run loop's compare form (a call
+/// per compare was 6–7 % of a gfx942 `fmath` profile).
 #[allow(
     clippy::neg_cmp_op_on_partial_ord,
     clippy::nonminimal_bool,
     clippy::double_comparisons
 )]
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
-pub(crate) fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
+#[inline(always)]
+pub(crate) fn compare_rows(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
     let lanes = w.lanes as usize;
     let a = &w.v[v.r[0]..v.r[0] + lanes];
     let b = &w.v[v.r[1]..v.r[1] + lanes];
     let (m0, m1) = (v.m[0], v.m[1]);
+    #[inline(always)]
     fn mask<T: Copy>(
         a: &[u32],
         b: &[u32],
