@@ -141,6 +141,80 @@ fn small_float(x: u8, ebits: u32, mbits: u32, bias: i32, fnuz: bool, ieee_specia
     sign * v
 }
 
+/// Taylor coefficients of 2^r = e^(r ln 2): ln2^n / n!, n = 0..=13 (the n = 14 term is below
+/// 2^-56 of the result for |r| <= 1/2).
+const EXP2_TAYLOR: [f64; 14] = {
+    let mut c = [1.0f64; 14];
+    let mut n = 1;
+    while n < 14 {
+        c[n] = c[n - 1] * std::f64::consts::LN_2 / n as f64;
+        n += 1;
+    }
+    c
+};
+
+/// How close (in f64 units in the last place) the row approximation may come to a point where
+/// its f32 rounding changes before it is no longer trusted: its own error (Taylor truncation
+/// and the polynomial's roundings, a few units of 2^-53 relative) plus libm's (about half an
+/// f64 ulp) is at most a few ulps, far below this, and the exhaustive test below proves the
+/// choice for every input.
+const EXP2_MARGIN_ULPS: u32 = 128;
+
+/// `v_exp_f32` of a row of lanes (f32 bits in, f32 bits out): for every input exactly
+/// `(a as f64).exp2() as f32`, libm's f64 `exp2` rounded to f32, which is what the general path
+/// computes lane by lane. Every lane is computed by the same straight-line f64 code (split
+/// off the nearest integer, a polynomial evaluated with short dependency chains, a power-of-two
+/// scale), which the compiler vectorises, and its rounding to f32 is trusted when the 29 bits
+/// that rounding drops are not within [`EXP2_MARGIN_ULPS`] of the halfway point. Inputs below
+/// -150 give +0 (2^a is below half the smallest f32 denormal) and inputs above 129 count as
+/// 129 (+∞ either way). A lane that is not certain — about one in 2·10^6, and every NaN or
+/// input in [-150, -126) (results at or below the f32 denormal range, whose rounding drops
+/// more bits) — makes the whole row be redone with libm.
+#[inline(always)]
+pub fn exp2_f32_row<const L: usize>(x: &[u32; L]) -> [u32; L] {
+    // Adding 1.5·2^52 rounds an f64 of magnitude below 2^51 to an integer in the low bits.
+    const ROUND: f64 = 6_755_399_441_055_744.0;
+    let c = &EXP2_TAYLOR;
+    let mut out = [0u32; L];
+    let mut unsure = 0u32;
+    for (o, &b) in out.iter_mut().zip(x) {
+        let a = f32::from_bits(b);
+        let zero = a < -150.0;
+        // Not (yet) certain: NaN, and results that are f32 denormals or at their edge.
+        let edge = ((a < -126.0) | a.is_nan()) & !zero;
+        let a = (if zero {
+            0.0
+        } else if a > 129.0 {
+            129.0
+        } else {
+            a
+        }) as f64;
+        let t = a + ROUND;
+        let k = t - ROUND;
+        // Exact: a has at most 24 significant bits and k is the integer nearest to it.
+        let r = a - k;
+        // Estrin's scheme: a chain of 5 multiply-adds instead of Horner's 13.
+        let (r2, q): (f64, [f64; 7]) =
+            (r * r, std::array::from_fn(|j| c[2 * j] + c[2 * j + 1] * r));
+        let r4 = r2 * r2;
+        let s = [q[0] + q[1] * r2, q[2] + q[3] * r2, q[4] + q[5] * r2];
+        let p = (s[0] + s[1] * r4) + (s[2] + q[6] * r4) * (r4 * r4);
+        // 2^k from the integer in t's low bits (k + 1023 is in 873..=1152).
+        let y = p * f64::from_bits(t.to_bits().wrapping_add(1023) << 52);
+        // The 29 bits below an f32 significand, offset so that the halfway point's
+        // neighbourhood is 0..2 * EXP2_MARGIN_ULPS (32-bit lanes, like the other flags).
+        let low = (y.to_bits() as u32 & 0x1fff_ffff).wrapping_sub(0x1000_0000 - EXP2_MARGIN_ULPS);
+        unsure |= ((low < 2 * EXP2_MARGIN_ULPS) | edge) as u32;
+        *o = if zero { 0 } else { (y as f32).to_bits() };
+    }
+    if unsure != 0 {
+        for (o, &b) in out.iter_mut().zip(x) {
+            *o = ((f32::from_bits(b) as f64).exp2() as f32).to_bits();
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -185,5 +259,107 @@ mod tests {
         // Just above the tie between 1.0 and 1+2^-10: f32 would round to the tie, then to even.
         let x = 1.0 + f64::powi(2.0, -11) + f64::powi(2.0, -40);
         assert_eq!(f64_to_f16(x), 0x3c01);
+    }
+
+    /// libm's f64 `exp2` rounded to f32, the general path's `v_exp_f32`.
+    fn exp2_libm(b: u32) -> u32 {
+        ((f32::from_bits(b) as f64).exp2() as f32).to_bits()
+    }
+
+    /// Compares [`exp2_f32_row`] with libm on `inputs` (rows of 64 in order); the count checked.
+    fn exp2_row_matches_libm(inputs: impl Iterator<Item = u32>) -> u64 {
+        let mut checked = 0u64;
+        let mut row = [0u32; 64];
+        let mut n = 0;
+        let check = |row: &[u32; 64], n: usize| {
+            let got = exp2_f32_row::<64>(row);
+            for l in 0..n {
+                let want = exp2_libm(row[l]);
+                assert!(
+                    got[l] == want,
+                    "exp2 of {:#010x} ({}): row gives {:#010x}, libm {want:#010x}",
+                    row[l],
+                    f32::from_bits(row[l]),
+                    got[l]
+                );
+            }
+            n as u64
+        };
+        for b in inputs {
+            row[n] = b;
+            n += 1;
+            if n == 64 {
+                checked += check(&row, n);
+                n = 0;
+            }
+        }
+        if n > 0 {
+            checked += check(&row, n);
+        }
+        checked
+    }
+
+    #[test]
+    fn exp2_row_equals_libm_on_edges_and_a_sample() {
+        let edges = [
+            0u32,
+            0x8000_0000,
+            0x3f80_0000,
+            0xbf80_0000,
+            0x7f80_0000,
+            0xff80_0000,
+            0x7fc0_0000,
+            0x7f80_0001,
+            0xffc0_1234,
+            0x4300_0000,
+            0x42ff_ffff,
+            0x4300_0001,
+            0xc316_0000,
+            0xc315_ffff,
+            0xc316_0001,
+            0xc2fc_0000,
+            0xc2fb_ffff,
+            0xc2fc_0001,
+            0xc317_0000,
+            0x0000_0001,
+            0x8000_0001,
+            0x7f7f_ffff,
+            0xff7f_ffff,
+            0x3f00_0000,
+            0xbf00_0000,
+        ];
+        assert_eq!(exp2_row_matches_libm(edges.into_iter()), edges.len() as u64);
+        // Every 997th bit pattern, and every f32 in [-1, 1) with a coarse step.
+        assert!(exp2_row_matches_libm((0..=u32::MAX).step_by(997)) > 4_000_000);
+        let near_zero = (-(1i32 << 23)..(1 << 23))
+            .step_by(61)
+            .map(|i| (i as f32 / (1 << 23) as f32).to_bits());
+        exp2_row_matches_libm(near_zero);
+    }
+
+    /// All 2^32 inputs (about a minute in a release build on several threads:
+    /// `cargo test --release -p am-emu -- --ignored exp2_row_equals_libm_for_every_f32`).
+    #[test]
+    #[ignore]
+    fn exp2_row_equals_libm_for_every_f32() {
+        let threads = std::thread::available_parallelism().map_or(4, |n| n.get()) as u64;
+        let chunk = (1u64 << 32) / threads;
+        let total: u64 = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (lo, hi) = (
+                        t * chunk,
+                        if t + 1 == threads {
+                            1 << 32
+                        } else {
+                            (t + 1) * chunk
+                        },
+                    );
+                    s.spawn(move || exp2_row_matches_libm((lo..hi).map(|b| b as u32)))
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap_or(0)).sum()
+        });
+        assert_eq!(total, 1u64 << 32);
     }
 }

@@ -305,7 +305,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
             }),
             Fast::RcpF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| (1.0 / a as f64) as f32),
             Fast::SqrtF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| a.sqrt()),
-            Fast::ExpF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| (a as f64).exp2() as f32),
+            Fast::ExpF32(ref v) if dense_f32 => fast::exp_op(w, v),
             Fast::LogF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| (a as f64).log2() as f32),
             Fast::FloorF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| a.floor()),
             Fast::TruncF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a]| a.trunc()),
@@ -1524,18 +1524,28 @@ pub(crate) fn fma_available() -> bool {
 /// call the C library's `fmaf`: the same results, slowly).
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 pub(crate) fn fma_rows<const L: usize>(w: &mut Wave, r: [usize; 3], m: [(u32, u32); 3], d: usize) {
+    fma_rows_inline::<L>(w, r, m, d);
+}
+
+/// The body of [`fma_rows`], inlined into it and into the run loop's FMA forms, which run only
+/// when [`fma_available`], that is in the run loop's AVX2+FMA clone (the call was 4–6 % of
+/// gfx942 `fmath` and `matmul` profiles).
+#[inline(always)]
+pub(crate) fn fma_rows_inline<const L: usize>(
+    w: &mut Wave,
+    r: [usize; 3],
+    m: [(u32, u32); 3],
+    d: usize,
+) {
     let mut out = [0u32; L];
     {
-        let s: [&[u32; L]; 3] =
-            std::array::from_fn(|k| w.v[r[k]..r[k] + L].try_into().unwrap_or(&[0; L]));
+        let s = [row::<L>(&w.v, r[0]), row(&w.v, r[1]), row(&w.v, r[2])];
         for (l, o) in out.iter_mut().enumerate() {
-            let x: [f32; 3] = std::array::from_fn(|k| f32::from_bits((s[k][l] & m[k].0) ^ m[k].1));
-            *o = x[0].mul_add(x[1], x[2]).to_bits();
+            let x = |k: usize| f32::from_bits((s[k][l] & m[k].0) ^ m[k].1);
+            *o = x(0).mul_add(x(1), x(2)).to_bits();
         }
     }
-    if let Some(dst) = w.v.get_mut(d..d + L) {
-        dst.copy_from_slice(&out);
-    }
+    set_row(&mut w.v, d, &out);
 }
 
 pub(crate) fn vu32<const N: usize>(w: &mut Wave, i: &Inst, f: impl Fn([u32; N]) -> u32) {
@@ -1835,8 +1845,32 @@ fn fmed3(a: f32, b: f32, c: f32) -> f32 {
     }
 }
 
+/// f32 → i32 rounding toward zero, saturating, NaN → 0 (what `x as i32` gives, NaN included),
+/// from the bits with 32-bit integer operations only: Rust's saturating cast compiled to a
+/// scalar conversion and two compares per lane (9 % of the run loop in a gfx942 `fmath`
+/// profile), this vectorises. Equal to the cast for every input (exhaustive test).
+#[inline(always)]
 pub(crate) fn cvt_i32(x: f32) -> u32 {
-    if x.is_nan() { 0 } else { (x as i32) as u32 }
+    let b = x.to_bits();
+    let e = (b >> 23) & 0xff;
+    let m = (b & 0x7f_ffff) | 0x80_0000;
+    // |x| = m · 2^(e - 150); for e in 127..=157 the result fits in 31 bits.
+    let mag = if e >= 150 {
+        m.wrapping_shl(e.wrapping_sub(150))
+    } else {
+        m.wrapping_shr(150u32.wrapping_sub(e))
+    };
+    let neg = b >> 31 != 0;
+    let v = if neg { mag.wrapping_neg() } else { mag };
+    let sat = if neg { 0x8000_0000 } else { 0x7fff_ffff };
+    let nan = b & 0x7fff_ffff > 0x7f80_0000;
+    if e < 127 || nan {
+        0
+    } else if e >= 158 {
+        sat
+    } else {
+        v
+    }
 }
 
 pub(crate) fn cvt_u32(x: f32) -> u32 {
@@ -2779,17 +2813,25 @@ fn perm(a: u32, b: u32, c: u32) -> u32 {
 
 /// The mask of a 32-bit compare over a full wave, as straight loops the compiler can
 /// vectorise (float sources get their abs/neg masks, integers are signed when `c.ty` < 6).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+pub(crate) fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
+    compare_rows(w, v, kind, c)
+}
+
+/// The body of [`dense_compare`], inlined into it and into the run loop's compare form (a call
+/// per compare was 6–7 % of a gfx942 `fmath` profile).
 #[allow(
     clippy::neg_cmp_op_on_partial_ord,
     clippy::nonminimal_bool,
     clippy::double_comparisons
 )]
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
-pub(crate) fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
+#[inline(always)]
+pub(crate) fn compare_rows(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
     let lanes = w.lanes as usize;
     let a = &w.v[v.r[0]..v.r[0] + lanes];
     let b = &w.v[v.r[1]..v.r[1] + lanes];
     let (m0, m1) = (v.m[0], v.m[1]);
+    #[inline(always)]
     fn mask<T: Copy>(
         a: &[u32],
         b: &[u32],
@@ -4464,6 +4506,36 @@ fn atomic_results(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cvt_i32_equals_the_saturating_cast_on_a_sample() {
+        let cast = |x: f32| if x.is_nan() { 0 } else { x as i32 as u32 };
+        for b in (0..=u32::MAX).step_by(251).chain([
+            0x4f00_0000,
+            0x4eff_ffff,
+            0xcf00_0000,
+            0xcf00_0001,
+            0x3f80_0000,
+            0x3f7f_ffff,
+            0xbf80_0000,
+            0x7f80_0000,
+            0xff80_0000,
+            0x7fc0_0000,
+            0xff80_0001,
+        ]) {
+            let x = f32::from_bits(b);
+            assert_eq!(cvt_i32(x), cast(x), "v_cvt_i32_f32 of {b:#010x} ({x})");
+        }
+    }
+
+    /// All 2^32 inputs: `cargo test --release -p am-emu --lib -- --ignored cvt_i32`.
+    #[test]
+    #[ignore]
+    fn cvt_i32_equals_the_saturating_cast_for_every_f32() {
+        let cast = |x: f32| if x.is_nan() { 0 } else { x as i32 as u32 };
+        let bad = (0..=u32::MAX).find(|&b| cvt_i32(f32::from_bits(b)) != cast(f32::from_bits(b)));
+        assert_eq!(bad, None, "v_cvt_i32_f32 differs from the cast");
+    }
 
     #[test]
     fn fma_rows_match_fma32_bit_for_bit() {

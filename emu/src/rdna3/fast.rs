@@ -7,12 +7,13 @@
 //! anything decided at run time beyond EXEC and the float mode get a form; with a partial
 //! EXEC (or denormal flushing, for float forms) the run loop takes the general path, which
 //! computes the same bits. The lane loops are the general path's own (`dense`, `bits_rows`,
-//! `fma_rows`, `carry_rows`), so a form cannot compute anything the general path would not.
+//! `fma_rows_inline`, `carry_rows`), so a form cannot compute anything the general path would not.
 
 use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::exec::{
-    CmpInfo, K, Ty, Valu, bits_rows, carry_rows, cmp_info, dense_compare, dwords_to_rows, fma_rows,
-    for_lanes, full_mask, inline_const, row, rows_to_dwords, set_row, sopp_is_no_op,
+    CmpInfo, K, Ty, Valu, bits_rows, carry_rows, cmp_info, compare_rows, dwords_to_rows,
+    fma_rows_inline, for_lanes, full_mask, inline_const, row, rows_to_dwords, set_row,
+    sopp_is_no_op,
 };
 use super::opcodes::{sopp, valu};
 use crate::Error;
@@ -1046,15 +1047,38 @@ pub(crate) fn f32_op<const N: usize>(
     })
 }
 
+/// `v_exp_f32` over all lanes: the sign masks applied, then [`crate::float::exp2_f32_row`],
+/// which gives libm's bits as the general path does, a whole row at a time.
+#[inline(always)]
+pub(crate) fn exp_op(w: &mut Wave, v: &Vf) -> Result<(), Error> {
+    let r = stage::<1>(w, v, [false; 3]);
+    if w.lanes == 64 {
+        exp_lanes::<64>(w, r[0], v.m[0], v.d as usize);
+    } else {
+        exp_lanes::<32>(w, r[0], v.m[0], v.d as usize);
+    }
+    Ok(())
+}
+
+#[inline(always)]
+fn exp_lanes<const L: usize>(w: &mut Wave, src: usize, (and, xor): (u32, u32), d: usize) {
+    let mut x = *row::<L>(&w.v, src);
+    for b in x.iter_mut() {
+        *b = (*b & and) ^ xor;
+    }
+    let out = crate::float::exp2_f32_row(&x);
+    set_row(&mut w.v, d, &out);
+}
+
 /// The f32 fused multiply-add over all lanes, one hardware FMA per lane (call only when
 /// the CPU has FMA).
 #[inline(always)]
 pub(crate) fn fma_op(w: &mut Wave, v: &Vf) -> Result<(), Error> {
     let r = stage::<3>(w, v, [false; 3]);
     if w.lanes == 64 {
-        fma_rows::<64>(w, r, v.m, v.d as usize);
+        fma_rows_inline::<64>(w, r, v.m, v.d as usize);
     } else {
-        fma_rows::<32>(w, r, v.m, v.d as usize);
+        fma_rows_inline::<32>(w, r, v.m, v.d as usize);
     }
     Ok(())
 }
@@ -1104,7 +1128,7 @@ pub(crate) fn compare(w: &mut Wave, v: &Vf, c: CmpInfo) -> u64 {
         exec: w.exec(),
     };
     let kind = if c.ty == 1 { K::F32 } else { K::I32 };
-    dense_compare(w, &valu, kind, c)
+    compare_rows(w, &valu, kind, c)
 }
 
 /// How the lanes of one LDS address row fall into rows of 16 lanes (see `lds_dwords` in
