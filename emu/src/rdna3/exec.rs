@@ -324,7 +324,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 fast::bits_op(w, v, |_, [a]| cvt_i32(f32::from_bits(a)))
             }
             Fast::LshlrevB64(ref v) if dense => {
-                fast::u64_op(w, v, [false, true, false], |[a, b]| (b << (a & 63), false));
+                fast::lshlrev_b64(w, v);
                 Ok(())
             }
             Fast::LshrrevB64(ref v) if dense => {
@@ -332,9 +332,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 Ok(())
             }
             Fast::LshlAddU64(ref v) if dense => {
-                fast::u64_op(w, v, [true, false, true], |[a, b, c]| {
-                    ((a << (b & 7)).wrapping_add(c), false)
-                });
+                fast::lshl_add_u64(w, v);
                 Ok(())
             }
             Fast::MadU64U32(ref v) if dense => {

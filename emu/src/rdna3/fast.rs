@@ -1117,6 +1117,65 @@ pub(crate) fn u64_op<const N: usize>(
     }
 }
 
+/// A 64-bit form whose one register source is the pair at row base `src` and whose other
+/// sources are uniform, `f` having them as values: the form of the address computations
+/// compilers emit (`v_lshlrev_b64` by a constant, `v_lshl_add_u64` of an SGPR-pair base and a
+/// register-pair offset). Only the register pair is read per lane and nothing is broadcast into
+/// staging rows; the lanes get the bits [`u64_op`] gives them.
+#[inline(always)]
+fn u64_uniform<const L: usize>(w: &mut Wave, src: usize, d: usize, f: impl Fn(u64) -> u64) {
+    let (mut lo, mut hi) = ([0u32; L], [0u32; L]);
+    {
+        let (a, b) = (row::<L>(&w.v, src), row::<L>(&w.v, src + 64));
+        for l in 0..L {
+            let x = f(a[l] as u64 | (b[l] as u64) << 32);
+            lo[l] = x as u32;
+            hi[l] = (x >> 32) as u32;
+        }
+    }
+    set_row(&mut w.v, d, &lo);
+    set_row(&mut w.v, d + 64, &hi);
+}
+
+/// `v_lshlrev_b64` with a full EXEC: by a uniform shift through [`u64_uniform`], else
+/// [`u64_op`].
+#[inline(always)]
+pub(crate) fn lshlrev_b64(w: &mut Wave, v: &Vf) {
+    let (Some(a), Opnd::Row(src)) = (uniform(w, v.s[0], false), v.s[1]) else {
+        u64_op(w, v, [false, true, false], |[a, b]| (b << (a & 63), false));
+        return;
+    };
+    // A 32-bit source: the general path reads its low dword.
+    let sh = a as u32 & 63;
+    let (src, d) = (src as usize, v.d as usize);
+    if w.lanes == 64 {
+        u64_uniform::<64>(w, src, d, |x| x << sh);
+    } else {
+        u64_uniform::<32>(w, src, d, |x| x << sh);
+    }
+}
+
+/// `v_lshl_add_u64` with a full EXEC: a uniform base and shift added to a register pair
+/// through [`u64_uniform`], else [`u64_op`].
+#[inline(always)]
+pub(crate) fn lshl_add_u64(w: &mut Wave, v: &Vf) {
+    let (Some(a), Some(b), Opnd::Row(src)) =
+        (uniform(w, v.s[0], true), uniform(w, v.s[1], false), v.s[2])
+    else {
+        u64_op(w, v, [true, false, true], |[a, b, c]| {
+            ((a << (b & 7)).wrapping_add(c), false)
+        });
+        return;
+    };
+    let base = a << (b as u32 & 7);
+    let (src, d) = (src as usize, v.d as usize);
+    if w.lanes == 64 {
+        u64_uniform::<64>(w, src, d, |x| base.wrapping_add(x));
+    } else {
+        u64_uniform::<32>(w, src, d, |x| base.wrapping_add(x));
+    }
+}
+
 /// A 32-bit comparison over all lanes; returns the lane mask.
 #[inline(always)]
 pub(crate) fn compare(w: &mut Wave, v: &Vf, c: CmpInfo) -> u64 {
@@ -1250,7 +1309,7 @@ mod tests {
     /// SCC and EXEC must come out the same, with a full and a partial EXEC, in wave32 and
     /// wave64, with and without f32 denormal flushing.
     fn forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
-        forms_match(isa, endpgm, lanes, seed, false);
+        forms_match(isa, endpgm, lanes, seed, false, &|w| w);
     }
 
     /// `forms_match_the_general_path` for the LDS forms: random DS instructions over 72 KiB of
@@ -1258,10 +1317,18 @@ mod tests {
     /// lane), broadcasts, random in-range dwords or random bits; the LDS must come out the
     /// same too.
     fn lds_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
-        forms_match(isa, endpgm, lanes, seed, true);
+        forms_match(isa, endpgm, lanes, seed, true, &|w| w);
     }
 
-    fn forms_match(isa: Isa, endpgm: u32, lanes: u32, seed: u64, lds_forms: bool) {
+    /// `forms_match` with the random words turned into instructions by `shape` first.
+    fn forms_match(
+        isa: Isa,
+        endpgm: u32,
+        lanes: u32,
+        seed: u64,
+        lds_forms: bool,
+        shape: &dyn Fn([u32; 3]) -> [u32; 3],
+    ) {
         let mut x = seed;
         let mut next = move || {
             x ^= x << 13;
@@ -1274,7 +1341,7 @@ mod tests {
         let mut tries = 0;
         while forms < 400 && tries < 2_000_000 {
             tries += 1;
-            let mut w = [next() as u32, next() as u32, next() as u32];
+            let mut w = shape([next() as u32, next() as u32, next() as u32]);
             if lds_forms {
                 // The DS encoding (bits 31:26 are 0b110110 on gfx9 and gfx11+).
                 // Dword-aligned offsets of at most 15 (times the size and stride of two-address
@@ -1810,6 +1877,39 @@ mod tests {
             0x9b05_688c_2b3e_6c1f,
             true,
         );
+    }
+
+    /// The 64-bit address computations compilers emit (`v_lshlrev_b64`, and on CDNA
+    /// `v_lshl_add_u64`), whose forms take uniform sources as values: random VOP3 words of
+    /// the two with each source an SGPR (pair), an inline constant or a VGPR (pair), so that
+    /// the uniform shapes (`v_lshlrev_b64 v[0:1], 4, v[0:1]`, `v_lshl_add_u64 v[2:3], s[4:5],
+    /// 0, v[0:1]`) and the others (through the staging rows) come in every combination.
+    fn address_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
+        let cdna = matches!(isa, Isa::Gfx942 | Isa::Gfx950);
+        let shape = move |w: [u32; 3]| -> [u32; 3] {
+            let src = |r: u32| match r % 3 {
+                0 => 2 * (r / 3 % 50),
+                1 => [128 + r / 3 % 65, 193 + r / 3 % 16][(r / 7 % 2) as usize],
+                _ => 256 + r / 3 % 200,
+            };
+            let (a, b, c) = (src(w[1]), src(w[1] >> 11), src(w[2]));
+            let vdst = (w[0] >> 8) % 200;
+            let (op, word1) = if cdna && w[0] & 1 == 0 {
+                (0xd208_0000, a | b << 9 | c << 18)
+            } else {
+                (if cdna { 0xd28f_0000 } else { 0xd73c_0000 }, a | b << 9)
+            };
+            [op | vdst, word1, endpgm]
+        };
+        forms_match(isa, endpgm, lanes, seed, false, &shape);
+    }
+
+    #[test]
+    fn address_forms_match_the_general_path_all_isas() {
+        address_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x3c6e_f372_fe94);
+        address_forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0xa54f_f53a_5f1d);
+        address_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x510e_527f_ade6);
+        address_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x1f83_d9ab_fb42);
     }
 
     #[test]
