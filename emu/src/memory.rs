@@ -21,6 +21,51 @@ impl fmt::Display for Fault {
     }
 }
 
+/// A 32-bit integer atomic operation of a wave's lanes ([`Memory::atomic32_lanes`]): the
+/// value at the lane's address becomes `op(old, x)` with the lane's data `x`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Atomic32 {
+    /// Wrapping add.
+    Add,
+    /// Wrapping subtract (`old - x`).
+    Sub,
+    /// Bitwise and.
+    And,
+    /// Bitwise or.
+    Or,
+    /// Bitwise exclusive or.
+    Xor,
+    /// Swap (the new value is `x`).
+    Swap,
+    /// Unsigned minimum.
+    MinU,
+    /// Unsigned maximum.
+    MaxU,
+    /// Signed minimum.
+    MinI,
+    /// Signed maximum.
+    MaxI,
+}
+
+impl Atomic32 {
+    /// The new value of a value `old` that a lane with data `x` replaces.
+    #[inline(always)]
+    pub fn apply(self, old: u32, x: u32) -> u32 {
+        match self {
+            Atomic32::Add => old.wrapping_add(x),
+            Atomic32::Sub => old.wrapping_sub(x),
+            Atomic32::And => old & x,
+            Atomic32::Or => old | x,
+            Atomic32::Xor => old ^ x,
+            Atomic32::Swap => x,
+            Atomic32::MinU => old.min(x),
+            Atomic32::MaxU => old.max(x),
+            Atomic32::MinI => (old as i32).min(x as i32) as u32,
+            Atomic32::MaxI => (old as i32).max(x as i32) as u32,
+        }
+    }
+}
+
 /// GPU virtual memory as the shader sees it.
 pub trait Memory {
     /// Fills `buf` from `addr`.
@@ -85,6 +130,22 @@ pub trait Memory {
         }
         Ok(())
     }
+
+    /// A wave's 32-bit atomics `op` as one call: lane by lane in order, the 4-byte value at
+    /// `addrs[l]` becomes `op(old, xs[l])` and `olds[l]` receives `old`, as
+    /// [`Memory::atomic_rmw_batch`] would leave them. Returns false, having done nothing,
+    /// when this memory has no such batch (the provided version) or any lane's value could
+    /// fault or is not one atomic step here; the caller then takes the value-by-value path,
+    /// which reports the fault of the lane it belongs to.
+    fn atomic32_lanes(
+        &mut self,
+        _op: Atomic32,
+        _addrs: &[u64],
+        _xs: &[u32],
+        _olds: &mut [u32],
+    ) -> bool {
+        false
+    }
 }
 
 /// GPU virtual memory that the threads of a parallel dispatch
@@ -105,6 +166,16 @@ pub trait SharedMemory: Sync {
     ) -> Result<u64, Fault>;
     /// As [`Memory::all_or_nothing`]; false by default.
     fn all_or_nothing(&self) -> bool {
+        false
+    }
+    /// As [`Memory::atomic32_lanes`], each value atomically; false (nothing done) by default.
+    fn atomic32_lanes(
+        &self,
+        _op: Atomic32,
+        _addrs: &[u64],
+        _xs: &[u32],
+        _olds: &mut [u32],
+    ) -> bool {
         false
     }
 }
@@ -129,6 +200,15 @@ impl Memory for SharedAccess<'_> {
     }
     fn all_or_nothing(&self) -> bool {
         self.0.all_or_nothing()
+    }
+    fn atomic32_lanes(
+        &mut self,
+        op: Atomic32,
+        addrs: &[u64],
+        xs: &[u32],
+        olds: &mut [u32],
+    ) -> bool {
+        self.0.atomic32_lanes(op, addrs, xs, olds)
     }
 }
 
@@ -491,6 +571,105 @@ impl SharedMemory for SharedHostMemory {
     fn all_or_nothing(&self) -> bool {
         true
     }
+
+    /// All lanes' values found in one region and checked to sit inside one word each before
+    /// any is touched; then one compare-and-swap loop per word that lanes hit, applying that
+    /// word's lanes in lane order inside it (a histogram's 64 lanes on 64 bins are at most 32
+    /// atomics instead of 64, and the words in address order keep each cache line with this
+    /// thread for a run instead of once per lane). The old values are exactly those of the
+    /// lanes one by one in lane order: lanes on one value are in one atomic step, in lane
+    /// order, and lanes on different values do not see each other. Other threads see a
+    /// word's lanes land together, an order the lanes one by one could also have produced
+    /// for that word; the wave's atomics on different words are unordered on hardware too.
+    /// SeqCst as [`SharedMemory::atomic_rmw`]: on x86-64 every ordering of a read-modify-write
+    /// is the same locked instruction, so a weaker one would buy nothing there.
+    fn atomic32_lanes(&self, op: Atomic32, addrs: &[u64], xs: &[u32], olds: &mut [u32]) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        let n = addrs.len();
+        if n > 64 || xs.len() != n || olds.len() != n {
+            return false;
+        }
+        let (mut first, mut last) = (u64::MAX, 0u64);
+        for &a in addrs {
+            first = first.min(a);
+            last = last.max(a);
+        }
+        if n == 0 {
+            return true;
+        }
+        let Some(span) = usize::try_from(last - first)
+            .ok()
+            .and_then(|s| s.checked_add(4))
+        else {
+            return false;
+        };
+        let Some((words, off)) = self.find(first, span) else {
+            return false;
+        };
+        // One atomic step on word `w` (counted from the first lane's) for the lanes of `mask`,
+        // lowest lane first.
+        let w0 = off / 8;
+        let mut shift = [0u32; 64];
+        let rmw = |w: usize, mask: u64, olds: &mut [u32], shift: &[u32; 64]| {
+            // `find` checked the whole span against the region's size, and the region holds
+            // `size.div_ceil(8)` words, so the word exists.
+            let _ = words[w0 + w].fetch_update(SeqCst, SeqCst, |mut v| {
+                let mut m = mask;
+                while m != 0 {
+                    let l = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    let sh = shift[l];
+                    let old = (v >> sh) as u32;
+                    olds[l] = old;
+                    v = (v & !(0xffff_ffffu64 << sh)) | (op.apply(old, xs[l]) as u64) << sh;
+                }
+                Some(v)
+            });
+        };
+        // The lanes of each word as a mask: per word when the words are few (a histogram's
+        // bins), else from the lanes sorted by word.
+        let words_hit = (off + span - 1) / 8 - w0 + 1;
+        if words_hit <= 64 {
+            let mut masks = [0u64; 64];
+            for (l, &a) in addrs.iter().enumerate() {
+                let o = off + (a - first) as usize;
+                if o % 8 > 4 {
+                    // Across two words: not one atomic step (the general path reports it).
+                    return false;
+                }
+                masks[o / 8 - w0] |= 1 << l;
+                shift[l] = (o % 8 * 8) as u32;
+            }
+            for (w, &m) in masks[..words_hit].iter().enumerate() {
+                if m != 0 {
+                    rmw(w, m, olds, &shift);
+                }
+            }
+        } else {
+            let mut keys = [0u64; 64];
+            for ((k, &a), l) in keys.iter_mut().zip(addrs).zip(0u64..) {
+                let o = off + (a - first) as usize;
+                if o % 8 > 4 {
+                    return false;
+                }
+                *k = ((o / 8 - w0) as u64) << 6 | l;
+                shift[l as usize] = (o % 8 * 8) as u32;
+            }
+            let keys = &mut keys[..n];
+            keys.sort_unstable();
+            let mut at = 0;
+            while at < n {
+                let w = keys[at] >> 6;
+                let mut mask = 0u64;
+                while at < n && keys[at] >> 6 == w {
+                    mask |= 1 << (keys[at] & 63);
+                    at += 1;
+                }
+                rmw(w as usize, mask, olds, &shift);
+            }
+        }
+        true
+    }
 }
 
 #[cfg(test)]
@@ -564,6 +743,134 @@ mod tests {
                 Some(vec![0; 8]),
                 "the batch wrote nothing"
             );
+        }
+    }
+
+    const ALL_OPS: [Atomic32; 10] = [
+        Atomic32::Add,
+        Atomic32::Sub,
+        Atomic32::And,
+        Atomic32::Or,
+        Atomic32::Xor,
+        Atomic32::Swap,
+        Atomic32::MinU,
+        Atomic32::MaxU,
+        Atomic32::MinI,
+        Atomic32::MaxI,
+    ];
+
+    #[test]
+    fn shared_atomic32_lanes_match_one_atomic_at_a_time_in_lane_order() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for op in ALL_OPS {
+            for round in 0..50 {
+                let init: Vec<u8> = (0..2048).map(|_| next() as u8).collect();
+                let (mut host, mut shared) = (HostMemory::new(), SharedHostMemory::new());
+                let a = host.alloc_bytes(&init);
+                assert_eq!(shared.alloc_bytes(&init), a);
+                // Few values, many lanes on each (the lanes counted into their words), or every
+                // third round values over 1 KiB (the lanes sorted); every other round also
+                // unaligned values inside a word, overlapping their neighbours.
+                let addrs: Vec<u64> = (0..64)
+                    .map(|_| {
+                        let words = if round % 3 == 2 { 200 } else { 6 };
+                        let w = a + next() % words * 8 + 64;
+                        w + if round % 2 == 0 {
+                            next() % 2 * 4
+                        } else {
+                            next() % 5
+                        }
+                    })
+                    .collect();
+                let xs: Vec<u32> = (0..64).map(|_| next() as u32).collect();
+                let mut want = [0u64; 64];
+                host.atomic_rmw_batch(
+                    &addrs,
+                    4,
+                    &mut |k, o| op.apply(o as u32, xs[k]) as u64,
+                    &mut want,
+                )
+                .expect("host batch");
+                let mut got = [0u32; 64];
+                assert!(
+                    shared.atomic32_lanes(op, &addrs, &xs, &mut got),
+                    "{op:?}: every lane is inside one word of one region"
+                );
+                for l in 0..64 {
+                    assert_eq!(
+                        got[l] as u64, want[l],
+                        "{op:?} round {round}: old value of lane {l}"
+                    );
+                }
+                assert_eq!(
+                    shared.bytes(a, 2048),
+                    host.bytes(a, 2048),
+                    "{op:?} round {round}: memory"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn shared_atomic32_lanes_do_nothing_when_a_lane_would_fault_or_straddle() {
+        let mut shared = SharedHostMemory::new();
+        let a = shared.alloc(64);
+        let xs = [1u32; 4];
+        let mut olds = [7u32; 4];
+        for bad in [a + 64, a + 5, a - 4] {
+            let addrs = [a, a + 8, bad, a + 16];
+            assert!(
+                !shared.atomic32_lanes(Atomic32::Add, &addrs, &xs, &mut olds),
+                "lane 2 at {bad:#x} cannot be one atomic step"
+            );
+            assert_eq!(
+                shared.bytes(a, 64),
+                Some(vec![0; 64]),
+                "{bad:#x}: memory changed"
+            );
+            assert_eq!(olds, [7; 4], "{bad:#x}: old values written");
+        }
+        assert!(
+            !Plain(HostMemory::new()).atomic32_lanes(Atomic32::Add, &[a], &[1], &mut [0]),
+            "the provided version takes nothing"
+        );
+    }
+
+    #[test]
+    fn shared_atomic32_lanes_stay_atomic_between_threads() {
+        let mut shared = SharedHostMemory::new();
+        let a = shared.alloc(64);
+        let shared = &shared;
+        // 64 lanes on 16 counters, both halves of each word; each call must see each
+        // counter's lanes as consecutive counts, and no increment may be lost.
+        let addrs: Vec<u64> = (0..64u64).map(|l| a + (l * 7) % 16 * 4).collect();
+        let calls = 20_000;
+        std::thread::scope(|s| {
+            for _ in 0..2 {
+                let addrs = &addrs;
+                s.spawn(move || {
+                    let mut olds = [0u32; 64];
+                    for _ in 0..calls {
+                        assert!(shared.atomic32_lanes(Atomic32::Add, addrs, &[1; 64], &mut olds));
+                        for l in 0..64 {
+                            if let Some(p) = (0..l).rev().find(|&p| addrs[p] == addrs[l]) {
+                                assert_eq!(olds[l], olds[p] + 1, "lane {l} after lane {p}");
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let bytes = shared.bytes(a, 64).expect("counters");
+        for (c, v) in bytes.chunks_exact(4).enumerate() {
+            let v = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+            assert_eq!(v, 2 * calls * 4, "counter {c}: increments lost or doubled");
         }
     }
 }

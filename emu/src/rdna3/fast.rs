@@ -18,6 +18,7 @@ use super::exec::{
 use super::opcodes::{sopp, valu};
 use crate::Error;
 use crate::cdna3::exec::ExtOp;
+use crate::memory::Atomic32;
 use crate::wave::{CONST_ROW, DPP_ROW, Wave};
 
 /// A resolved source operand.
@@ -185,21 +186,6 @@ pub(crate) struct Gm {
     pub imm: u64,
 }
 
-/// The 32-bit integer operation of a [`Fast::GlobalAtomic`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum AtomOp {
-    Add,
-    Sub,
-    And,
-    Or,
-    Xor,
-    Swap,
-    MinU,
-    MaxU,
-    MinI,
-    MaxI,
-}
-
 /// The operands of a GLOBAL 32-bit atomic: the address row (a VGPR pair without SADDR, a
 /// 32-bit offset with it), the data row, the destination row of the old values (with GLC,
 /// else [`NO_RETURN`]), the SGPR pair of SADDR, the offset and the operation.
@@ -213,7 +199,7 @@ pub(crate) struct Ga {
     pub(crate) dst: u32,
     /// The SGPR pair holding the base address, or [`NO_SADDR`].
     pub(crate) saddr: u8,
-    pub(crate) op: AtomOp,
+    pub(crate) op: Atomic32,
     /// The instruction offset, sign-extended.
     pub(crate) imm: u64,
 }
@@ -714,16 +700,16 @@ fn staged_runs<const L: usize>(
 fn global_atomic_form(i: &Inst) -> Option<Fast> {
     let atom = super::exec::atomic_kind(i)?;
     let op = match atom.names() {
-        ("add", "u32") => AtomOp::Add,
-        ("sub", "u32") => AtomOp::Sub,
-        ("and", "b32") => AtomOp::And,
-        ("or", "b32") => AtomOp::Or,
-        ("xor", "b32") => AtomOp::Xor,
-        ("swap", "b32") => AtomOp::Swap,
-        ("min", "u32") => AtomOp::MinU,
-        ("max", "u32") => AtomOp::MaxU,
-        ("min", "i32") => AtomOp::MinI,
-        ("max", "i32") => AtomOp::MaxI,
+        ("add", "u32") => Atomic32::Add,
+        ("sub", "u32") => Atomic32::Sub,
+        ("and", "b32") => Atomic32::And,
+        ("or", "b32") => Atomic32::Or,
+        ("xor", "b32") => Atomic32::Xor,
+        ("swap", "b32") => Atomic32::Swap,
+        ("min", "u32") => Atomic32::MinU,
+        ("max", "u32") => Atomic32::MaxU,
+        ("min", "i32") => Atomic32::MinI,
+        ("max", "i32") => Atomic32::MaxI,
         _ => return None,
     };
     let saddr = match i.saddr {
@@ -759,10 +745,11 @@ fn global_atomic_form(i: &Inst) -> Option<Fast> {
 }
 
 /// A GLOBAL 32-bit integer atomic of a full wave whose lanes' values all lie in one piece of
-/// `mem` ([`crate::Memory::contiguous`]): the values are replaced in lane order there, as
+/// `mem` ([`crate::Memory::contiguous`]), or that `mem` takes as one
+/// [`crate::Memory::atomic32_lanes`]: the values are replaced in lane order, as
 /// `atomic_rmw_batch` replaces them, and with GLC the old values go to the destination row.
-/// Returns false, having done nothing, when the lanes' range is not in one piece (the general
-/// path then runs the atomics, or reports the fault).
+/// Returns false, having done nothing, when neither applies (the general path then runs the
+/// atomics, or reports the fault).
 #[inline(always)]
 pub(crate) fn global_atomic(w: &mut Wave, a: &Ga, mem: &mut dyn crate::Memory) -> bool {
     if w.lanes == 64 {
@@ -802,24 +789,31 @@ fn atomic_lanes<const L: usize>(w: &mut Wave, a: &Ga, mem: &mut dyn crate::Memor
     if first.checked_add(span as u64).is_none() {
         return false;
     }
-    let Some(m) = mem.contiguous(first, span) else {
-        return false;
-    };
     let xs = row::<L>(&w.v, a.data as usize);
     let mut olds = [0u32; L];
+    let Some(m) = mem.contiguous(first, span) else {
+        // A memory without slices (the threads' shared memory) may take the wave at once.
+        if !mem.atomic32_lanes(a.op, &addrs, xs, &mut olds) {
+            return false;
+        }
+        if a.dst != NO_RETURN {
+            set_row::<L>(&mut w.v, a.dst as usize, &olds);
+        }
+        return true;
+    };
     match a.op {
-        AtomOp::Add => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.wrapping_add(x)),
-        AtomOp::Sub => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.wrapping_sub(x)),
-        AtomOp::And => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o & x),
-        AtomOp::Or => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o | x),
-        AtomOp::Xor => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o ^ x),
-        AtomOp::Swap => rmw_lanes(m, first, &addrs, xs, &mut olds, |_, x| x),
-        AtomOp::MinU => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.min(x)),
-        AtomOp::MaxU => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.max(x)),
-        AtomOp::MinI => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| {
+        Atomic32::Add => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.wrapping_add(x)),
+        Atomic32::Sub => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.wrapping_sub(x)),
+        Atomic32::And => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o & x),
+        Atomic32::Or => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o | x),
+        Atomic32::Xor => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o ^ x),
+        Atomic32::Swap => rmw_lanes(m, first, &addrs, xs, &mut olds, |_, x| x),
+        Atomic32::MinU => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.min(x)),
+        Atomic32::MaxU => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.max(x)),
+        Atomic32::MinI => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| {
             (o as i32).min(x as i32) as u32
         }),
-        AtomOp::MaxI => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| {
+        Atomic32::MaxI => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| {
             (o as i32).max(x as i32) as u32
         }),
     }
@@ -1628,8 +1622,9 @@ mod tests {
     /// random registers and memory, with the lanes' addresses set up as: dwords among 64 bins
     /// (many lanes on one value, as in a histogram), the same with a partial EXEC, random
     /// bytes anywhere in the memory (unaligned, overlapping), and one lane past the end of the
-    /// memory (a fault). The registers, the memory and the outcome (the error too) must be the
-    /// same.
+    /// memory (a fault), over `HostMemory` and over `SharedHostMemory` (no slices: the form
+    /// goes through `atomic32_lanes`). The registers, the memory and the outcome (the error
+    /// too) must be the same; for the bins, the same over both memories.
     fn global_atomic_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
         use super::{Ga, NO_RETURN, NO_SADDR};
         let mut x = seed;
@@ -1711,11 +1706,42 @@ mod tests {
                     let bytes = mem.bytes(a, size).expect("memory");
                     (w, bytes, format!("{r:?}"))
                 };
+                // The threads' shared memory, which has no slices: the form takes the wave
+                // through `atomic32_lanes` there.
+                let run_shared = |prog: &Program| -> (Wave, Vec<u8>, String) {
+                    let mut mem = crate::SharedHostMemory::new();
+                    assert_eq!(mem.alloc_bytes(&mem0), a);
+                    let mut access = crate::memory::SharedAccess(&mem);
+                    let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
+                    let bytes = mem.bytes(a, size).expect("memory");
+                    (w, bytes, format!("{r:?}"))
+                };
                 let ((wa, ma, ra), (wb, mb, rb)) = (run(&fast), run(&slow));
                 let what = format!("{isa:?} instruction {k} ({}) case {case}", fast.text(0));
                 assert_eq!(ra, rb, "{what}: outcome");
                 assert!(ma == mb, "{what}: memory differs");
                 let regs = crate::wave::DPP_ROW * 64;
+                let ((wc, mc, rc), (wd, md, rd)) = (run_shared(&fast), run_shared(&slow));
+                assert_eq!(rc, rd, "{what}: outcome over shared memory");
+                assert!(mc == md, "{what}: shared memory differs");
+                if let Some(l) = (0..regs).find(|&l| wc.v[l] != wd.v[l]) {
+                    panic!(
+                        "{what}: over shared memory v{} lane {} is {:#x} with the forms, {:#x} \
+                         without",
+                        l / 64,
+                        l % 64,
+                        wc.v[l],
+                        wd.v[l]
+                    );
+                }
+                assert_eq!(wc.s, wd.s, "{what}: SGPRs over shared memory");
+                if case < 2 {
+                    assert!(mc == ma, "{what}: shared memory differs from host memory");
+                    assert!(
+                        wc.v[..regs] == wa.v[..regs],
+                        "{what}: registers differ between the memories"
+                    );
+                }
                 if let Some(l) = (0..regs).find(|&l| wa.v[l] != wb.v[l]) {
                     panic!(
                         "{what}: v{} lane {} is {:#x} with the forms, {:#x} without",
