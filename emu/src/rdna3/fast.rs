@@ -1271,6 +1271,20 @@ mod tests {
     use crate::wave::{Ctx, Mode, Wave, WaveState};
     use crate::{HostMemory, Isa, Program};
 
+    /// The program of `words` followed by `endpgm`, and the same program with every form
+    /// turned off (the general path's reference).
+    fn with_and_without_forms(words: &[u32], endpgm: u32, isa: Isa) -> (Program, Program) {
+        let bytes: Vec<u8> = words
+            .iter()
+            .chain([&endpgm])
+            .flat_map(|d| d.to_le_bytes())
+            .collect();
+        let fast = Program::from_bytes(&bytes, 0, isa).expect("program");
+        let mut slow = fast.clone();
+        slow.fast = vec![Fast::Slow; slow.fast.len()];
+        (fast, slow)
+    }
+
     /// Run `prog` on a copy of `w0` (registers, lanes, ISA, state, float mode) over `mem` and
     /// `lds` for at most `budget` wave-instructions: the wave afterwards and the outcome.
     fn run_copy(
@@ -1377,11 +1391,7 @@ mod tests {
             forms >= 400,
             "{isa:?}: only {forms} random instructions with a form"
         );
-        words.push(endpgm);
-        let bytes: Vec<u8> = words.iter().flat_map(|d| d.to_le_bytes()).collect();
-        let fast = Program::from_bytes(&bytes, 0, isa).expect("program");
-        let mut slow = fast.clone();
-        slow.fast = vec![Fast::Slow; slow.fast.len()];
+        let (fast, slow) = with_and_without_forms(&words, endpgm, isa);
         for case in 0..8 {
             let mut w0 = Wave::new();
             w0.lanes = lanes;
@@ -1517,12 +1527,7 @@ mod tests {
         );
         let size = 1usize << 16;
         for (k, (words, g, load)) in found.iter().enumerate() {
-            let mut words = words.clone();
-            words.push(endpgm);
-            let bytes: Vec<u8> = words.iter().flat_map(|d| d.to_le_bytes()).collect();
-            let fast = Program::from_bytes(&bytes, 0, isa).expect("program");
-            let mut slow = fast.clone();
-            slow.fast = vec![Fast::Slow; slow.fast.len()];
+            let (fast, slow) = with_and_without_forms(words, endpgm, isa);
             let n = 4 * g.dwords as u64;
             for case in 0..7 {
                 let mem0: Vec<u8> = (0..size).map(|_| next() as u8).collect();
@@ -1660,12 +1665,7 @@ mod tests {
         );
         let size = 1usize << 14;
         for (k, (words, g)) in found.iter().enumerate() {
-            let mut words = words.clone();
-            words.push(endpgm);
-            let bytes: Vec<u8> = words.iter().flat_map(|d| d.to_le_bytes()).collect();
-            let fast = Program::from_bytes(&bytes, 0, isa).expect("program");
-            let mut slow = fast.clone();
-            slow.fast = vec![Fast::Slow; slow.fast.len()];
+            let (fast, slow) = with_and_without_forms(words, endpgm, isa);
             for case in 0..4 {
                 let mem0: Vec<u8> = (0..size).map(|_| next() as u8).collect();
                 let mut w0 = Wave::new();
@@ -1805,12 +1805,7 @@ mod tests {
         );
         let size = 1usize << 12;
         for (k, (words, m)) in found.iter().enumerate() {
-            let mut words = words.clone();
-            words.push(endpgm);
-            let bytes: Vec<u8> = words.iter().flat_map(|d| d.to_le_bytes()).collect();
-            let fast = Program::from_bytes(&bytes, 0, isa).expect("program");
-            let mut slow = fast.clone();
-            slow.fast = vec![Fast::Slow; slow.fast.len()];
+            let (fast, slow) = with_and_without_forms(words, endpgm, isa);
             for case in 0..2 {
                 let mem0: Vec<u8> = (0..size).map(|_| next() as u8).collect();
                 let mut w0 = Wave::new();
@@ -2020,11 +2015,7 @@ mod tests {
                     }),
                 }
             }
-            words.push(0xbf81_0000);
-            let bytes: Vec<u8> = words.iter().flat_map(|d| d.to_le_bytes()).collect();
-            let fast = Program::from_bytes(&bytes, 0, Isa::Gfx942).expect("program");
-            let mut slow = fast.clone();
-            slow.fast = vec![Fast::Slow; slow.fast.len()];
+            let (fast, slow) = with_and_without_forms(&words, 0xbf81_0000, Isa::Gfx942);
             let mut w0 = Wave::new();
             w0.lanes = 64;
             w0.isa = Isa::Gfx942;
