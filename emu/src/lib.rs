@@ -31,6 +31,17 @@ pub use wave::{
     dispatch_hw_parallel, dispatch_parallel,
 };
 
+/// A xorshift64 generator of test inputs: the same sequence from the same seed.
+#[cfg(test)]
+pub(crate) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
 /// Instruction-set architectures the emulator knows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isa {

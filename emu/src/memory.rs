@@ -761,13 +761,7 @@ mod tests {
 
     #[test]
     fn shared_atomic32_lanes_match_one_atomic_at_a_time_in_lane_order() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15u64);
         for op in ALL_OPS {
             for round in 0..50 {
                 let init: Vec<u8> = (0..2048).map(|_| next() as u8).collect();

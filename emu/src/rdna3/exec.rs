@@ -4585,13 +4585,7 @@ mod tests {
 
     #[test]
     fn lds_row_paths_match_lane_by_lane() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1du64);
         const LDS: usize = 4096;
         for case in 0..3000 {
             let lanes = if case % 2 == 0 { 64 } else { 32 };
@@ -4616,7 +4610,7 @@ mod tests {
                 }
             }
             let addrs: [u32; 64] = addrs.map(|a| a as u32);
-            let load = next() % 2 == 0;
+            let load = next() & 1 == 0;
             let lds0: Vec<u8> = (0..LDS).map(|_| next() as u8).collect();
             let mut w = Wave::new();
             w.lanes = lanes as u32;
@@ -4657,13 +4651,7 @@ mod tests {
 
     #[test]
     fn fast_atomics_match_the_general_ones() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15u64);
         let ops = ["add", "sub", "and", "or", "xor", "swap", "min", "max"];
         let tys = ["u32", "i32", "b32", "u64", "i64", "b64"];
         let mut checked = 0;
@@ -4690,13 +4678,8 @@ mod tests {
 
     #[test]
     fn fma32_matches_the_library_fused_multiply_add() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u32
-        };
+        let mut bits = crate::xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut next = || bits() as u32;
         for k in 0..200_000 {
             // Mix random bit patterns with values whose product nearly cancels the addend.
             let a = f32::from_bits(next());

@@ -1337,13 +1337,7 @@ mod tests {
         lds_forms: bool,
         shape: &dyn Fn([u32; 3]) -> [u32; 3],
     ) {
-        let mut x = seed;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(seed);
         let mut words: Vec<u32> = vec![];
         let mut forms = 0;
         let mut tries = 0;
@@ -1490,13 +1484,7 @@ mod tests {
         shared: bool,
     ) {
         use super::{Gm, NO_SADDR};
-        let mut x = seed;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(seed);
         let mut found: Vec<(Vec<u32>, Gm, bool)> = vec![];
         let mut tries = 0;
         while found.len() < 60 && tries < 200_000 {
@@ -1632,13 +1620,7 @@ mod tests {
     /// too) must be the same; for the bins, the same over both memories.
     fn global_atomic_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
         use super::{Ga, NO_RETURN, NO_SADDR};
-        let mut x = seed;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(seed);
         let mut found: Vec<(Vec<u32>, Ga)> = vec![];
         let mut tries = 0;
         while found.len() < 60 && tries < 400_000 {
@@ -1775,13 +1757,7 @@ mod tests {
     /// SCC and the outcome must be the same.
     fn scalar_forms_match_the_general_path(isa: Isa, smem: u32, endpgm: u32, seed: u64) {
         use super::{NO_SOFFSET, Sm};
-        let mut x = seed;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(seed);
         let mut found: Vec<(Vec<u32>, Sm)> = vec![];
         let mut tries = 0;
         while found.len() < 60 && tries < 200_000 {
@@ -1968,13 +1944,7 @@ mod tests {
     /// ([`super::LdsRows`]) is never used for a row or EXEC it does not describe.
     #[test]
     fn lds_row_classification_follows_every_change_of_the_row() {
-        let mut x = 0x6a09_e667_f3bc_c908u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::xorshift(0x6a09_e667_f3bc_c908u64);
         const LDS: usize = 0x1_0000;
         let mut kept = 0;
         for case in 0..12 {
@@ -2008,7 +1978,7 @@ mod tests {
                     9 => words.push(0x2a00_00c0 | a << 17 | a << 9),
                     10 => words.push(0x7e00_0200 | a << 17 | (0x100 + b)),
                     // s_mov_b64 exec, s[10:11] (random) or -1
-                    _ => words.push(if next() % 2 == 0 {
+                    _ => words.push(if next() & 1 == 0 {
                         0xbefe_010a
                     } else {
                         0xbefe_01c1
