@@ -1285,6 +1285,46 @@ mod tests {
         (fast, slow)
     }
 
+    /// A wave of `lanes` lanes with random VGPRs and random SGPRs s0 to s123.
+    fn random_wave(isa: Isa, lanes: u32, next: &mut impl FnMut() -> u64) -> Wave {
+        let mut w = Wave::new();
+        (w.lanes, w.isa, w.state) = (lanes, isa, WaveState::Running);
+        for r in w.v.iter_mut() {
+            *r = next() as u32;
+        }
+        for s in w.s.iter_mut().take(124) {
+            *s = next() as u32;
+        }
+        w
+    }
+
+    /// Sets up a GLOBAL instruction's addresses (address row, SADDR pair, offset) so that
+    /// lane `l` reaches `at(l)`: the address row holds the 64-bit address less the offset,
+    /// or with an SADDR pair the pair holds `base` and the row the 32-bit rest.
+    fn set_addresses(
+        w: &mut Wave,
+        (vaddr, saddr, imm): (u32, u8, u64),
+        base: u64,
+        mut at: impl FnMut(u64) -> u64,
+    ) {
+        let vaddr = vaddr as usize;
+        for l in 0..w.lanes as u64 {
+            let at = at(l).wrapping_sub(imm);
+            let v = if saddr == super::NO_SADDR {
+                at
+            } else {
+                at - base
+            };
+            w.v[vaddr + l as usize] = v as u32;
+            if saddr == super::NO_SADDR {
+                w.v[vaddr + 64 + l as usize] = (v >> 32) as u32;
+            }
+        }
+        if saddr != super::NO_SADDR {
+            w.sset64(saddr as u16, base);
+        }
+    }
+
     /// Run `prog` on a copy of `w0` (registers, lanes, ISA, state, float mode) over `mem` and
     /// `lds` for at most `budget` wave-instructions: the wave afterwards and the outcome.
     fn run_copy(
@@ -1483,7 +1523,7 @@ mod tests {
         seed: u64,
         shared: bool,
     ) {
-        use super::{Gm, NO_SADDR};
+        use super::Gm;
         let mut next = crate::xorshift(seed);
         let mut found: Vec<(Vec<u32>, Gm, bool)> = vec![];
         let mut tries = 0;
@@ -1519,14 +1559,7 @@ mod tests {
             let n = 4 * g.dwords as u64;
             for case in 0..7 {
                 let mem0: Vec<u8> = (0..size).map(|_| next() as u8).collect();
-                let mut w0 = Wave::new();
-                (w0.lanes, w0.isa, w0.state) = (lanes, isa, WaveState::Running);
-                for r in w0.v.iter_mut() {
-                    *r = next() as u32;
-                }
-                for s in w0.s.iter_mut().take(124) {
-                    *s = next() as u32;
-                }
+                let mut w0 = random_wave(isa, lanes, &mut next);
                 // HostMemory's first region starts at 4 GiB.
                 let a = 1u64 << 32;
                 let start = if case == 3 {
@@ -1547,24 +1580,14 @@ mod tests {
                         _ => a + 8192 + next() % (size as u64 - 8192 - run_len),
                     })
                     .collect();
-                let vaddr = g.vaddr as usize;
-                for l in 0..lanes as u64 {
+                set_addresses(&mut w0, (g.vaddr, g.saddr, g.imm), a, |l| {
                     let e = if case == 2 { lanes as u64 - 1 - l } else { l };
-                    let at = match case {
+                    match case {
                         4 | 5 => starts[l as usize / 16] + n * (l % 16),
                         6 => starts[l as usize / 16] + n * (15 - l % 16),
                         _ => start + n * e,
-                    };
-                    let at = at.wrapping_sub(g.imm);
-                    let v = if g.saddr == NO_SADDR { at } else { at - a };
-                    w0.v[vaddr + l as usize] = v as u32;
-                    if g.saddr == NO_SADDR {
-                        w0.v[vaddr + 64 + l as usize] = (v >> 32) as u32;
                     }
-                }
-                if g.saddr != NO_SADDR {
-                    w0.sset64(g.saddr as u16, a);
-                }
+                });
                 let exec = if case == 1 { next() } else { u64::MAX };
                 w0.set_exec(exec);
                 let run = |prog: &Program| -> (Wave, Vec<u8>, String) {
@@ -1619,7 +1642,7 @@ mod tests {
     /// goes through `atomic32_lanes`). The registers, the memory and the outcome (the error
     /// too) must be the same; for the bins, the same over both memories.
     fn global_atomic_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
-        use super::{Ga, NO_RETURN, NO_SADDR};
+        use super::{Ga, NO_RETURN};
         let mut next = crate::xorshift(seed);
         let mut found: Vec<(Vec<u32>, Ga)> = vec![];
         let mut tries = 0;
@@ -1650,35 +1673,16 @@ mod tests {
             let (fast, slow) = with_and_without_forms(words, endpgm, isa);
             for case in 0..4 {
                 let mem0: Vec<u8> = (0..size).map(|_| next() as u8).collect();
-                let mut w0 = Wave::new();
-                (w0.lanes, w0.isa, w0.state) = (lanes, isa, WaveState::Running);
-                for r in w0.v.iter_mut() {
-                    *r = next() as u32;
-                }
-                for s in w0.s.iter_mut().take(124) {
-                    *s = next() as u32;
-                }
+                let mut w0 = random_wave(isa, lanes, &mut next);
                 let a = 1u64 << 32;
                 // Above the lowest 8 KiB, so that a negative offset stays inside.
                 let bins = a + 8192 + next() % 1024 * 4;
                 let bad = next() % lanes as u64;
-                let vaddr = g.vaddr as usize;
-                for l in 0..lanes as u64 {
-                    let at = match case {
-                        2 => a + 8192 + next() % (size as u64 - 8192 - 3),
-                        3 if l == bad => a + size as u64 - 2,
-                        _ => bins + next() % 64 * 4,
-                    };
-                    let at = at.wrapping_sub(g.imm);
-                    let v = if g.saddr == NO_SADDR { at } else { at - a };
-                    w0.v[vaddr + l as usize] = v as u32;
-                    if g.saddr == NO_SADDR {
-                        w0.v[vaddr + 64 + l as usize] = (v >> 32) as u32;
-                    }
-                }
-                if g.saddr != NO_SADDR {
-                    w0.sset64(g.saddr as u16, a);
-                }
+                set_addresses(&mut w0, (g.vaddr, g.saddr, g.imm), a, |l| match case {
+                    2 => a + 8192 + next() % (size as u64 - 8192 - 3),
+                    3 if l == bad => a + size as u64 - 2,
+                    _ => bins + next() % 64 * 4,
+                });
                 let exec = if case == 1 { next() } else { u64::MAX };
                 w0.set_exec(exec);
                 let run = |prog: &Program| -> (Wave, Vec<u8>, String) {
