@@ -1285,6 +1285,33 @@ mod tests {
         (fast, slow)
     }
 
+    /// Up to 60 random instructions (in at most `tries` draws) whose first dword has the
+    /// encoding bits 31:26 of `encoding` and random other bits, and whose form `pick` takes:
+    /// each as its dwords and what `pick` returned.
+    fn random_with_form<T>(
+        isa: Isa,
+        encoding: u32,
+        tries: usize,
+        next: &mut impl FnMut() -> u64,
+        pick: impl Fn(&Fast) -> Option<T>,
+    ) -> Vec<(Vec<u32>, T)> {
+        let mut found = vec![];
+        for _ in 0..tries {
+            if found.len() == 60 {
+                break;
+            }
+            let w = [(next() as u32 & 0x03ff_ffff) | encoding, next() as u32, 0];
+            let bytes: Vec<u8> = w.iter().flat_map(|d| d.to_le_bytes()).collect();
+            let Ok(p) = Program::from_bytes(&bytes, 0, isa) else {
+                continue;
+            };
+            if let (Some(t), Some(i)) = (p.fast.first().and_then(&pick), p.insts.first()) {
+                found.push((w[..i.len as usize].to_vec(), t));
+            }
+        }
+        found
+    }
+
     /// A wave of `lanes` lanes with random VGPRs and random SGPRs s0 to s123.
     fn random_wave(isa: Isa, lanes: u32, next: &mut impl FnMut() -> u64) -> Wave {
         let mut w = Wave::new();
@@ -1525,36 +1552,20 @@ mod tests {
     ) {
         use super::Gm;
         let mut next = crate::xorshift(seed);
-        let mut found: Vec<(Vec<u32>, Gm, bool)> = vec![];
-        let mut tries = 0;
-        while found.len() < 60 && tries < 200_000 {
-            tries += 1;
-            // The FLAT encoding (bits 31:26 = 110111 on gfx9 and gfx11), other fields random.
-            let w = [
-                (next() as u32 & 0x03ff_ffff) | 0xdc00_0000,
-                next() as u32,
-                0,
-            ];
-            let bytes: Vec<u8> = w.iter().flat_map(|d| d.to_le_bytes()).collect();
-            let Ok(p) = Program::from_bytes(&bytes, 0, isa) else {
-                continue;
-            };
-            let (Some(f), Some(i)) = (p.fast.first(), p.insts.first()) else {
-                continue;
-            };
-            match *f {
-                Fast::GlobalLoad(g) => found.push((w[..i.len as usize].to_vec(), g, true)),
-                Fast::GlobalStore(g) => found.push((w[..i.len as usize].to_vec(), g, false)),
-                _ => {}
-            }
-        }
+        // The FLAT encoding (bits 31:26 = 110111 on gfx9 and gfx11), other fields random.
+        let found: Vec<(Vec<u32>, (Gm, bool))> =
+            random_with_form(isa, 0xdc00_0000, 200_000, &mut next, |f| match *f {
+                Fast::GlobalLoad(g) => Some((g, true)),
+                Fast::GlobalStore(g) => Some((g, false)),
+                _ => None,
+            });
         assert!(
-            found.len() >= 60 && found.iter().any(|f| f.2) && found.iter().any(|f| !f.2),
+            found.len() >= 60 && found.iter().any(|f| f.1.1) && found.iter().any(|f| !f.1.1),
             "{isa:?}: only {} random GLOBAL loads and stores with a form",
             found.len()
         );
         let size = 1usize << 16;
-        for (k, (words, g, load)) in found.iter().enumerate() {
+        for (k, (words, (g, load))) in found.iter().enumerate() {
             let (fast, slow) = with_and_without_forms(words, endpgm, isa);
             let n = 4 * g.dwords as u64;
             for case in 0..7 {
@@ -1642,25 +1653,12 @@ mod tests {
     /// goes through `atomic32_lanes`). The registers, the memory and the outcome (the error
     /// too) must be the same; for the bins, the same over both memories.
     fn global_atomic_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
-        use super::{Ga, NO_RETURN};
+        use super::NO_RETURN;
         let mut next = crate::xorshift(seed);
-        let mut found: Vec<(Vec<u32>, Ga)> = vec![];
-        let mut tries = 0;
-        while found.len() < 60 && tries < 400_000 {
-            tries += 1;
-            let w = [
-                (next() as u32 & 0x03ff_ffff) | 0xdc00_0000,
-                next() as u32,
-                0,
-            ];
-            let bytes: Vec<u8> = w.iter().flat_map(|d| d.to_le_bytes()).collect();
-            let Ok(p) = Program::from_bytes(&bytes, 0, isa) else {
-                continue;
-            };
-            if let (Some(Fast::GlobalAtomic(g)), Some(i)) = (p.fast.first(), p.insts.first()) {
-                found.push((w[..i.len as usize].to_vec(), *g));
-            }
-        }
+        let found = random_with_form(isa, 0xdc00_0000, 400_000, &mut next, |f| match *f {
+            Fast::GlobalAtomic(g) => Some(g),
+            _ => None,
+        });
         assert!(
             found.len() >= 60
                 && found.iter().any(|f| f.1.dst == NO_RETURN)
@@ -1760,24 +1758,13 @@ mod tests {
     /// memory, reading inside the memory and running past its end (a fault): the registers,
     /// SCC and the outcome must be the same.
     fn scalar_forms_match_the_general_path(isa: Isa, smem: u32, endpgm: u32, seed: u64) {
-        use super::{NO_SOFFSET, Sm};
+        use super::NO_SOFFSET;
         let mut next = crate::xorshift(seed);
-        let mut found: Vec<(Vec<u32>, Sm)> = vec![];
-        let mut tries = 0;
-        while found.len() < 60 && tries < 200_000 {
-            tries += 1;
-            let w = [(next() as u32 & 0x03ff_ffff) | smem, next() as u32, 0];
-            let bytes: Vec<u8> = w.iter().flat_map(|d| d.to_le_bytes()).collect();
-            let Ok(p) = Program::from_bytes(&bytes, 0, isa) else {
-                continue;
-            };
-            if let (Some(Fast::SLoad(m)), Some(i)) = (p.fast.first(), p.insts.first()) {
-                // An offset SGPR inside the base pair could not be set apart from it here.
-                if m.soffset != m.base && m.soffset != m.base + 1 {
-                    found.push((w[..i.len as usize].to_vec(), *m));
-                }
-            }
-        }
+        let found = random_with_form(isa, smem, 200_000, &mut next, |f| match *f {
+            // An offset SGPR inside the base pair could not be set apart from it here.
+            Fast::SLoad(m) if m.soffset != m.base && m.soffset != m.base + 1 => Some(m),
+            _ => None,
+        });
         assert!(
             found.len() >= 60,
             "{isa:?}: only {} random scalar loads with a form",
