@@ -573,10 +573,11 @@ impl SharedMemory for SharedHostMemory {
     }
 
     /// All lanes' values found in one region and checked to sit inside one word each before
-    /// any is touched; then one compare-and-swap loop per word that lanes hit, applying that
-    /// word's lanes in lane order inside it (a histogram's 64 lanes on 64 bins are at most 32
-    /// atomics instead of 64, and the words in address order keep each cache line with this
-    /// thread for a run instead of once per lane). The old values are exactly those of the
+    /// any is touched; then, when the lanes hit at most 64 words, one compare-and-swap loop per
+    /// word, applying that word's lanes in lane order inside it (else one per lane, in lane
+    /// order). A histogram's 64 lanes on 64 bins are at most 32 atomics instead of 64, and the
+    /// words in address order keep each cache line with this thread for a run instead of once
+    /// per lane. The old values are exactly those of the
     /// lanes one by one in lane order: lanes on one value are in one atomic step, in lane
     /// order, and lanes on different values do not see each other. Other threads see a
     /// word's lanes land together, an order the lanes one by one could also have produced
@@ -626,46 +627,31 @@ impl SharedMemory for SharedHostMemory {
                 Some(v)
             });
         };
-        // The lanes of each word as a mask: per word when the words are few (a histogram's
-        // bins), else from the lanes sorted by word.
+        // The lanes of each word as a mask when the words are few (a histogram's bins): one
+        // step per word. Else one step per lane, in lane order (spread lanes rarely share a
+        // word, and each lane alone is exactly the lane-by-lane order).
         let words_hit = (off + span - 1) / 8 - w0 + 1;
-        if words_hit <= 64 {
-            let mut masks = [0u64; 64];
-            for (l, &a) in addrs.iter().enumerate() {
-                let o = off + (a - first) as usize;
-                if o % 8 > 4 {
-                    // Across two words: not one atomic step (the general path reports it).
-                    return false;
-                }
-                masks[o / 8 - w0] |= 1 << l;
-                shift[l] = (o % 8 * 8) as u32;
+        let mut masks = [0u64; 64];
+        for (l, &a) in addrs.iter().enumerate() {
+            let o = off + (a - first) as usize;
+            if o % 8 > 4 {
+                // Across two words: not one atomic step (the general path reports it).
+                return false;
             }
+            shift[l] = (o % 8 * 8) as u32;
+            if words_hit <= 64 {
+                masks[o / 8 - w0] |= 1 << l;
+            }
+        }
+        if words_hit <= 64 {
             for (w, &m) in masks[..words_hit].iter().enumerate() {
                 if m != 0 {
                     rmw(w, m, olds, &shift);
                 }
             }
         } else {
-            let mut keys = [0u64; 64];
-            for ((k, &a), l) in keys.iter_mut().zip(addrs).zip(0u64..) {
-                let o = off + (a - first) as usize;
-                if o % 8 > 4 {
-                    return false;
-                }
-                *k = ((o / 8 - w0) as u64) << 6 | l;
-                shift[l as usize] = (o % 8 * 8) as u32;
-            }
-            let keys = &mut keys[..n];
-            keys.sort_unstable();
-            let mut at = 0;
-            while at < n {
-                let w = keys[at] >> 6;
-                let mut mask = 0u64;
-                while at < n && keys[at] >> 6 == w {
-                    mask |= 1 << (keys[at] & 63);
-                    at += 1;
-                }
-                rmw(w as usize, mask, olds, &shift);
+            for (l, &a) in addrs.iter().enumerate() {
+                rmw((off + (a - first) as usize) / 8 - w0, 1 << l, olds, &shift);
             }
         }
         true
@@ -769,7 +755,7 @@ mod tests {
                 let a = host.alloc_bytes(&init);
                 assert_eq!(shared.alloc_bytes(&init), a);
                 // Few values, many lanes on each (the lanes counted into their words), or every
-                // third round values over 1 KiB (the lanes sorted); every other round also
+                // third round values over 1 KiB (one atomic step per lane); every other round also
                 // unaligned values inside a word, overlapping their neighbours.
                 let addrs: Vec<u64> = (0..64)
                     .map(|_| {

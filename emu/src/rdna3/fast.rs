@@ -791,31 +791,26 @@ fn atomic_lanes<const L: usize>(w: &mut Wave, a: &Ga, mem: &mut dyn crate::Memor
     }
     let xs = row::<L>(&w.v, a.data as usize);
     let mut olds = [0u32; L];
-    let Some(m) = mem.contiguous(first, span) else {
+    match mem.contiguous(first, span) {
+        // One loop per operation, each with its operation inlined.
+        Some(m) => {
+            macro_rules! by_op {
+                ($($op:ident),*) => {
+                    match a.op {
+                        $(Atomic32::$op => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| {
+                            Atomic32::$op.apply(o, x)
+                        }),)*
+                    }
+                };
+            }
+            by_op!(Add, Sub, And, Or, Xor, Swap, MinU, MaxU, MinI, MaxI);
+        }
         // A memory without slices (the threads' shared memory) may take the wave at once.
-        if !mem.atomic32_lanes(a.op, &addrs, xs, &mut olds) {
-            return false;
+        None => {
+            if !mem.atomic32_lanes(a.op, &addrs, xs, &mut olds) {
+                return false;
+            }
         }
-        if a.dst != NO_RETURN {
-            set_row::<L>(&mut w.v, a.dst as usize, &olds);
-        }
-        return true;
-    };
-    match a.op {
-        Atomic32::Add => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.wrapping_add(x)),
-        Atomic32::Sub => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.wrapping_sub(x)),
-        Atomic32::And => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o & x),
-        Atomic32::Or => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o | x),
-        Atomic32::Xor => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o ^ x),
-        Atomic32::Swap => rmw_lanes(m, first, &addrs, xs, &mut olds, |_, x| x),
-        Atomic32::MinU => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.min(x)),
-        Atomic32::MaxU => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| o.max(x)),
-        Atomic32::MinI => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| {
-            (o as i32).min(x as i32) as u32
-        }),
-        Atomic32::MaxI => rmw_lanes(m, first, &addrs, xs, &mut olds, |o, x| {
-            (o as i32).max(x as i32) as u32
-        }),
     }
     if a.dst != NO_RETURN {
         set_row::<L>(&mut w.v, a.dst as usize, &olds);
