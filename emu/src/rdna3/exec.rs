@@ -324,11 +324,11 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 fast::bits_op(w, v, |_, [a]| cvt_i32(f32::from_bits(a)))
             }
             Fast::LshlrevB64(ref v) if dense => {
-                fast::lshlrev_b64(w, v);
+                fast::shift_b64::<true>(w, v);
                 Ok(())
             }
             Fast::LshrrevB64(ref v) if dense => {
-                fast::u64_op(w, v, [false, true, false], |[a, b]| (b >> (a & 63), false));
+                fast::shift_b64::<false>(w, v);
                 Ok(())
             }
             Fast::LshlAddU64(ref v) if dense => {
@@ -336,9 +336,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 Ok(())
             }
             Fast::MadU64U32(ref v) if dense => {
-                let carry = fast::u64_op(w, v, [false, false, true], |[a, b, c]| {
-                    (a * b).overflowing_add(c)
-                });
+                let carry = fast::mad_u64_u32(w, v);
                 w.set_mask(v.sd, carry);
                 Ok(())
             }

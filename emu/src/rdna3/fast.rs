@@ -1126,22 +1126,82 @@ fn u64_uniform<const L: usize>(w: &mut Wave, src: usize, d: usize, f: impl Fn(u6
     set_row(&mut w.v, d + 64, &hi);
 }
 
-/// `v_lshlrev_b64` with a full EXEC: by a uniform shift through [`u64_uniform`], else
-/// [`u64_op`].
+/// `v_lshlrev_b64` (`LEFT`) or `v_lshrrev_b64` with a full EXEC: by a uniform shift through
+/// [`u64_uniform`], else [`u64_op`].
 #[inline(always)]
-pub(crate) fn lshlrev_b64(w: &mut Wave, v: &Vf) {
+pub(crate) fn shift_b64<const LEFT: bool>(w: &mut Wave, v: &Vf) {
     let (Some(a), Opnd::Row(src)) = (uniform(w, v.s[0], false), v.s[1]) else {
-        u64_op(w, v, [false, true, false], |[a, b]| (b << (a & 63), false));
+        u64_op(w, v, [false, true, false], |[a, b]| {
+            (if LEFT { b << (a & 63) } else { b >> (a & 63) }, false)
+        });
         return;
     };
     // A 32-bit source: the general path reads its low dword.
     let sh = a as u32 & 63;
     let (src, d) = (src as usize, v.d as usize);
+    let f = |x: u64| if LEFT { x << sh } else { x >> sh };
     if w.lanes == 64 {
-        u64_uniform::<64>(w, src, d, |x| x << sh);
+        u64_uniform::<64>(w, src, d, f);
     } else {
-        u64_uniform::<32>(w, src, d, |x| x << sh);
+        u64_uniform::<32>(w, src, d, f);
     }
+}
+
+/// `v_mad_u64_u32` with a full EXEC; returns the carry mask. With a uniform addend and one
+/// uniform factor (the 32x32-to-64-bit multiplies compilers emit, `v_mad_u64_u32 v[2:3],
+/// s[8:9], v2, s3, 0`) only the other factor's row is read per lane, and an addend of zero
+/// has no carry to compute; any other shape goes through [`u64_op`].
+#[inline(always)]
+pub(crate) fn mad_u64_u32(w: &mut Wave, v: &Vf) -> u64 {
+    // The factor read per lane and the uniform one, in either order.
+    let (fa, fb) = match (v.s[0], v.s[1]) {
+        (a @ Opnd::Row(_), b) => (a, b),
+        (a, b) => (b, a),
+    };
+    let (Some(c), Opnd::Row(src), Some(k)) = (
+        uniform(w, v.s[2], true),
+        fa,
+        uniform(w, fb, false),
+    ) else {
+        return u64_op(w, v, [false, false, true], |[a, b, c]| {
+            (a * b).overflowing_add(c)
+        });
+    };
+    // 32-bit factors: the general path reads their low dwords.
+    let k = k & 0xffff_ffff;
+    let (src, d) = (src as usize, v.d as usize);
+    if c == 0 {
+        if w.lanes == 64 {
+            u64_uniform::<64>(w, src, d, |x| (x & 0xffff_ffff) * k);
+        } else {
+            u64_uniform::<32>(w, src, d, |x| (x & 0xffff_ffff) * k);
+        }
+        return 0;
+    }
+    if w.lanes == 64 {
+        mad_carry::<64>(w, src, d, k, c)
+    } else {
+        mad_carry::<32>(w, src, d, k, c)
+    }
+}
+
+/// [`mad_u64_u32`] with a non-zero uniform addend `c`: the products of row `src` by `k`,
+/// plus `c`, into the pair at `d`; returns the carry mask.
+#[inline(always)]
+fn mad_carry<const L: usize>(w: &mut Wave, src: usize, d: usize, k: u64, c: u64) -> u64 {
+    let (mut lo, mut hi, mut carry) = ([0u32; L], [0u32; L], 0u64);
+    {
+        let a = row::<L>(&w.v, src);
+        for l in 0..L {
+            let (x, o) = (a[l] as u64 * k).overflowing_add(c);
+            lo[l] = x as u32;
+            hi[l] = (x >> 32) as u32;
+            carry |= (o as u64) << l;
+        }
+    }
+    set_row(&mut w.v, d, &lo);
+    set_row(&mut w.v, d + 64, &hi);
+    carry
 }
 
 /// `v_lshl_add_u64` with a full EXEC: a uniform base and shift added to a register pair
@@ -1862,11 +1922,13 @@ mod tests {
         );
     }
 
-    /// The 64-bit address computations compilers emit (`v_lshlrev_b64`, and on CDNA
-    /// `v_lshl_add_u64`), whose forms take uniform sources as values: random VOP3 words of
-    /// the two with each source an SGPR (pair), an inline constant or a VGPR (pair), so that
-    /// the uniform shapes (`v_lshlrev_b64 v[0:1], 4, v[0:1]`, `v_lshl_add_u64 v[2:3], s[4:5],
-    /// 0, v[0:1]`) and the others (through the staging rows) come in every combination.
+    /// The 64-bit integer forms that take uniform sources as values: the address
+    /// computations compilers emit (`v_lshlrev_b64`, and on CDNA `v_lshl_add_u64`), and
+    /// `v_lshrrev_b64` and `v_mad_u64_u32` (the 64-bit multiplies); random VOP3 words of them
+    /// with each source an SGPR (pair), an inline constant or a VGPR (pair), so that the
+    /// uniform shapes (`v_lshlrev_b64 v[0:1], 4, v[0:1]`, `v_lshl_add_u64 v[2:3], s[4:5], 0,
+    /// v[0:1]`, `v_mad_u64_u32 v[2:3], s[8:9], v2, s3, 0`, with a zero or a non-zero
+    /// addend) and the others (through the staging rows) come in every combination.
     fn address_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
         let cdna = matches!(isa, Isa::Gfx942 | Isa::Gfx950);
         let shape = move |w: [u32; 3]| -> [u32; 3] {
@@ -1877,10 +1939,16 @@ mod tests {
             };
             let (a, b, c) = (src(w[1]), src(w[1] >> 11), src(w[2]));
             let vdst = (w[0] >> 8) % 200;
-            let (op, word1) = if cdna && w[0] & 1 == 0 {
-                (0xd208_0000, a | b << 9 | c << 18)
-            } else {
-                (if cdna { 0xd28f_0000 } else { 0xd73c_0000 }, a | b << 9)
+            // The carry-out of `v_mad_u64_u32`: an SGPR (pair) or VCC.
+            let sdst = [2 * (w[0] >> 20) % 100, 106][(w[0] >> 30) as usize % 2] << 8;
+            let (op, word1) = match (cdna, w[0] % 4) {
+                (true, 0) => (0xd208_0000, a | b << 9 | c << 18),
+                (true, 1) => (0xd28f_0000, a | b << 9),
+                (true, 2) => (0xd290_0000, a | b << 9),
+                (true, _) => (0xd1e8_0000 | sdst, a | b << 9 | c << 18),
+                (false, 0 | 1) => (0xd73c_0000, a | b << 9),
+                (false, 2) => (0xd73d_0000, a | b << 9),
+                (false, _) => (0xd6fe_0000 | sdst, a | b << 9 | c << 18),
             };
             [op | vdst, word1, endpgm]
         };
