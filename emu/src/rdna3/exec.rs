@@ -198,6 +198,10 @@ pub(crate) fn fault(ctx: &Ctx<'_>, idx: usize, _i: &Inst, lane: u32, f: Fault) -
 pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     let prog = ctx.prog;
     let mut count = 0u64;
+    // Fixed for the run: the instruction budget, and the wave size (so the full-EXEC test
+    // below is one compare, with no branch on the wave size).
+    let budget = ctx.budget;
+    let (full, hi_exec) = (full_mask(w.lanes), if w.lanes == 64 { 127 } else { 126 });
     let r = loop {
         let idx = w.pc;
         let Some(i) = prog.insts.get(idx) else {
@@ -207,7 +211,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
         };
         w.pc = idx + 1;
         count += 1;
-        if count > ctx.budget {
+        if count > budget {
             break Err(Error::Stopped {
                 pc: pc_of(ctx, idx),
                 reason: "instruction limit reached".into(),
@@ -215,7 +219,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
         }
         // The hot forms resolved when the program was predecoded (`fast.rs`); a vector form
         // with a partial EXEC (or, for floats, denormal flushing) takes the general path.
-        let dense = fast::dense_ok(w);
+        let dense = (w.s[126] as u64 | (w.s[hi_exec] as u64) << 32) & full == full;
         let dense_f32 = dense && !w.mode.flush32();
         let f = prog.fast.get(idx).unwrap_or(&Fast::Slow);
         let res = match *f {

@@ -899,12 +899,6 @@ fn ds_form(i: &Inst) -> Option<Fast> {
     Some(Fast::DsStore(d))
 }
 
-/// Whether a vector form can run as its dense loop: every lane of the wave in EXEC.
-#[inline(always)]
-pub(crate) fn dense_ok(w: &Wave) -> bool {
-    w.exec() == full_mask(w.lanes)
-}
-
 /// The value of a uniform source (`None` for a register row).
 #[inline(always)]
 fn uniform(w: &Wave, s: Opnd, wide: bool) -> Option<u64> {
@@ -1158,11 +1152,8 @@ pub(crate) fn mad_u64_u32(w: &mut Wave, v: &Vf) -> u64 {
         (a @ Opnd::Row(_), b) => (a, b),
         (a, b) => (b, a),
     };
-    let (Some(c), Opnd::Row(src), Some(k)) = (
-        uniform(w, v.s[2], true),
-        fa,
-        uniform(w, fb, false),
-    ) else {
+    let (Some(c), Opnd::Row(src), Some(k)) = (uniform(w, v.s[2], true), fa, uniform(w, fb, false))
+    else {
         return u64_op(w, v, [false, false, true], |[a, b, c]| {
             (a * b).overflowing_add(c)
         });
