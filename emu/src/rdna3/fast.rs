@@ -1021,6 +1021,9 @@ pub(crate) fn f32_op<const N: usize>(
     v: &Vf,
     f: impl Fn([f32; N]) -> f32,
 ) -> Result<(), Error> {
+    if plain::<N>(v) {
+        return u32_op::<N>(w, v, |x| f(x.map(f32::from_bits)).to_bits());
+    }
     let m = v.m;
     u32_op::<N>(w, v, |x| {
         f(std::array::from_fn(|k| {
@@ -1028,6 +1031,16 @@ pub(crate) fn f32_op<const N: usize>(
         }))
         .to_bits()
     })
+}
+
+/// No sign mask on the first `N` sources (no abs or neg modifier).
+const PLAIN: (u32, u32) = (u32::MAX, 0);
+
+/// Whether the first `N` sources of `v` have no sign modifier, so that a form can run its
+/// loop with the masks known to do nothing (compiled out) instead of applying them per lane.
+#[inline(always)]
+fn plain<const N: usize>(v: &Vf) -> bool {
+    v.m[..N].iter().all(|&m| m == PLAIN)
 }
 
 /// `v_exp_f32` over all lanes: the sign masks applied, then [`crate::float::exp2_f32_row`],
@@ -1058,10 +1071,12 @@ fn exp_lanes<const L: usize>(w: &mut Wave, src: usize, (and, xor): (u32, u32), d
 #[inline(always)]
 pub(crate) fn fma_op(w: &mut Wave, v: &Vf) -> Result<(), Error> {
     let r = stage::<3>(w, v, [false; 3]);
-    if w.lanes == 64 {
-        fma_rows_inline::<64>(w, r, v.m, v.d as usize);
-    } else {
-        fma_rows_inline::<32>(w, r, v.m, v.d as usize);
+    let d = v.d as usize;
+    match (w.lanes == 64, plain::<3>(v)) {
+        (true, true) => fma_rows_inline::<64>(w, r, [PLAIN; 3], d),
+        (true, false) => fma_rows_inline::<64>(w, r, v.m, d),
+        (false, true) => fma_rows_inline::<32>(w, r, [PLAIN; 3], d),
+        (false, false) => fma_rows_inline::<32>(w, r, v.m, d),
     }
     Ok(())
 }
@@ -1074,11 +1089,12 @@ pub(crate) fn bits_op<const N: usize>(
     f: impl Fn(usize, [u32; N]) -> u32,
 ) -> Result<(), Error> {
     let r = stage::<N>(w, v, [false; 3]);
-    let m: [(u32, u32); N] = std::array::from_fn(|k| v.m[k]);
-    if w.lanes == 64 {
-        bits_rows::<N, 64>(w, &r, m, v.d as usize, &f);
-    } else {
-        bits_rows::<N, 32>(w, &r, m, v.d as usize, &f);
+    let d = v.d as usize;
+    match (w.lanes == 64, plain::<N>(v)) {
+        (true, true) => bits_rows::<N, 64>(w, &r, [PLAIN; N], d, &f),
+        (true, false) => bits_rows::<N, 64>(w, &r, std::array::from_fn(|k| v.m[k]), d, &f),
+        (false, true) => bits_rows::<N, 32>(w, &r, [PLAIN; N], d, &f),
+        (false, false) => bits_rows::<N, 32>(w, &r, std::array::from_fn(|k| v.m[k]), d, &f),
     }
     Ok(())
 }
@@ -1944,6 +1960,50 @@ mod tests {
             [op | vdst, word1, endpgm]
         };
         forms_match(isa, endpgm, lanes, seed, false, &shape);
+    }
+
+    /// The float forms with and without sign modifiers (abs and neg, which a form either applies
+    /// per lane or, when a source has none, leaves out of its loop): random VOP3 words of
+    /// `v_cndmask_b32`, `v_cvt_i32_f32`, `v_cvt_u32_f32`, `v_ldexp_f32`, `v_fma_f32` and
+    /// `v_sqrt_f32` with random abs and neg bits and VGPR, SGPR or constant sources.
+    /// (`v_add_f32` and `v_mul_f32` are left out: with a NaN in both sources, which NaN the
+    /// result carries depends on the order the Rust compiler gives the x86 operands, and the
+    /// forms and the general path can differ there; see `docs/EMU.md`.)
+    fn modifier_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
+        let cdna = matches!(isa, Isa::Gfx942 | Isa::Gfx950);
+        // The VOP3 opcode words (bits 31:16) of the six, in that order.
+        let ops: [u32; 6] = if cdna {
+            [0xd100, 0xd148, 0xd147, 0xd288, 0xd1cb, 0xd167]
+        } else {
+            [0xd501, 0xd588, 0xd587, 0xd71c, 0xd613, 0xd5b3]
+        };
+        let shape = move |w: [u32; 3]| -> [u32; 3] {
+            let src = |r: u32| match r % 4 {
+                0 => 2 * (r / 4 % 50),
+                1 => 128 + r / 4 % 81,
+                _ => 256 + r / 4 % 200,
+            };
+            let k = (w[0] % 6) as usize;
+            // The lane mask of `v_cndmask_b32`: an SGPR (pair) or VCC.
+            let c = if k == 0 {
+                [2 * (w[2] % 50), 106][(w[2] >> 8) as usize % 2]
+            } else {
+                src(w[2])
+            };
+            let (abs, neg) = ((w[0] >> 3) & 7, w[0] >> 6 & 7);
+            let word0 = ops[k] << 16 | abs << 8 | (w[0] >> 9) % 200;
+            let word1 = src(w[1]) | src(w[1] >> 11) << 9 | c << 18 | neg << 29;
+            [word0, word1, endpgm]
+        };
+        forms_match(isa, endpgm, lanes, seed, false, &shape);
+    }
+
+    #[test]
+    fn modifier_forms_match_the_general_path_all_isas() {
+        modifier_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x71f3_2a9c_04be);
+        modifier_forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0x5be0_cd19_137e);
+        modifier_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x2b3e_6c1f_9b05);
+        modifier_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x6a09_e667_bb67);
     }
 
     #[test]
