@@ -623,7 +623,7 @@ pub(crate) fn sdwa(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
 }
 
 /// The (shift, width) of an SDWA selection: byte 0-3, word 0-1, or the dword.
-fn sel_field(sel: u8) -> (u32, u32) {
+pub(crate) fn sel_field(sel: u8) -> (u32, u32) {
     match sel {
         0..=3 => (8 * sel as u32, 8),
         4 | 5 => (16 * (sel as u32 - 4), 16),

@@ -387,6 +387,10 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 w.state = WaveState::Barrier;
                 break Ok(());
             }
+            Fast::Salu(ref s, op) => fast::salu(w, s, op),
+            Fast::SdwaAndB32(ref v, [x, y]) if dense => {
+                fast::u32_op(w, v, |[a, b]| x.apply(a) & y.apply(b))
+            }
             _ => match i.enc {
                 Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
                     if matches!(i.dpp, Dpp::Sdwa { .. }) =>
@@ -697,29 +701,7 @@ fn sop1_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Erro
             let Some((wide, kind)) = saveexec_kind(i.op) else {
                 return Err(unimplemented(ctx, idx, i));
             };
-            let s = if wide { a64 } else { a as u64 };
-            let e = w.exec();
-            let new = match kind {
-                0 => s & e,
-                1 => s | e,
-                2 => s ^ e,
-                3 => !(s & e),
-                4 => !(s | e),
-                5 => !(s ^ e),
-                // not0/not1 invert the first/second operand of (S0 op EXEC).
-                6 => !s & e,
-                7 => !s | e,
-                8 => s & !e,
-                _ => s | !e,
-            };
-            let new = if wide { new } else { new & 0xffff_ffff };
-            if wide {
-                w.sset64(i.dst, e);
-            } else {
-                w.sset(i.dst, e as u32);
-            }
-            w.set_exec(new);
-            w.scc = new != 0;
+            saveexec(w, if wide { a64 } else { a as u64 }, i.dst, kind, wide);
         }
         sop1::AND_NOT0_WREXEC_B32
         | sop1::AND_NOT1_WREXEC_B32
@@ -754,9 +736,37 @@ fn sop1_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Erro
     Ok(())
 }
 
+/// `s_*_saveexec_*` of source `s` (`wide`: 64 bits) and operation `kind` (see
+/// [`saveexec_kind`]): EXEC to `dst`, then the new EXEC, and SCC.
+#[inline(always)]
+pub(crate) fn saveexec(w: &mut Wave, s: u64, dst: u16, kind: u8, wide: bool) {
+    let e = w.exec();
+    let new = match kind {
+        0 => s & e,
+        1 => s | e,
+        2 => s ^ e,
+        3 => !(s & e),
+        4 => !(s | e),
+        5 => !(s ^ e),
+        // not0/not1 invert the first/second operand of (S0 op EXEC).
+        6 => !s & e,
+        7 => !s | e,
+        8 => s & !e,
+        _ => s | !e,
+    };
+    let new = if wide { new } else { new & 0xffff_ffff };
+    if wide {
+        w.sset64(dst, e);
+    } else {
+        w.sset(dst, e as u32);
+    }
+    w.set_exec(new);
+    w.scc = new != 0;
+}
+
 /// Width and operation (an index into the list below) of an `s_*_saveexec_*` opcode, from its
 /// mnemonic, computed once per opcode.
-fn saveexec_kind(op: u16) -> Option<(bool, u8)> {
+pub(crate) fn saveexec_kind(op: u16) -> Option<(bool, u8)> {
     static TABLE: std::sync::OnceLock<Vec<Option<(bool, u8)>>> = std::sync::OnceLock::new();
     let t = TABLE.get_or_init(|| {
         (0..=sop1::OR_NOT1_SAVEEXEC_B64)
@@ -1264,9 +1274,9 @@ pub(crate) fn prep_n(w: &mut Wave, i: &Inst, kinds: [K; 3], n: usize) -> Valu {
 }
 
 /// `[g(0), .., g(N - 1)]` as a plain loop (it inlines into lane loops where
-/// `std::array::from_fn` may not).
+/// `std::array::from_fn` may not; the forms' lane loops in `fast.rs` use it too).
 #[inline(always)]
-fn arr<T: Copy + Default, const N: usize>(g: impl Fn(usize) -> T) -> [T; N] {
+pub(crate) fn arr<T: Copy + Default, const N: usize>(g: impl Fn(usize) -> T) -> [T; N] {
     let mut a = [T::default(); N];
     for (k, x) in a.iter_mut().enumerate() {
         *x = g(k);

@@ -11,7 +11,7 @@
 
 use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::exec::{
-    CmpInfo, K, Ty, Valu, bits_rows, carry_rows, cmp_info, compare_rows, dwords_to_rows,
+    CmpInfo, K, Ty, Valu, arr, bits_rows, carry_rows, cmp_info, compare_rows, dwords_to_rows,
     fma_rows_inline, for_lanes, full_mask, inline_const, row, rows_to_dwords, set_row,
     sopp_is_no_op,
 };
@@ -134,6 +134,89 @@ pub(crate) enum Fast {
     GlobalAtomic(Ga),
     /// `s_barrier`: the wave waits (`run_workgroup` in `wave.rs` releases it).
     Barrier,
+    /// A scalar ALU operation (SOP1, SOP2, SOPK, SOPC) and its operands.
+    Salu(Sf, Salu),
+    /// CDNA's `v_and_b32_sdwa` with `dst_sel:DWORD`: the sources' byte or word selections
+    /// (see [`SdwaSel`]), then the AND.
+    SdwaAndB32(Vf, [SdwaSel; 2]),
+}
+
+/// An SDWA source selection as `cdna3::exec::sdwa` applies it to a row: the field at `shift`
+/// moved to the top (`up`: 32 less its width) and back, sign- or zero-extending it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SdwaSel {
+    pub shift: u8,
+    pub up: u8,
+    pub sext: bool,
+}
+
+impl SdwaSel {
+    #[inline(always)]
+    pub(crate) fn apply(self, v: u32) -> u32 {
+        let (shift, up) = (self.shift as u32, self.up as u32);
+        let y = (v >> shift) << up;
+        let (s, z) = (((y as i32) >> up) as u32, y >> up);
+        if self.sext { s } else { z }
+    }
+}
+
+/// The operands of a scalar ALU form: two sources ([`Opnd::Sgpr`], a pair for 64-bit
+/// operations, or [`Opnd::Const`]; never a row) and the destination SGPR (the first of a
+/// pair), one that the general path's `Wave::sset` writes with a plain store.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Sf {
+    pub a: Opnd,
+    pub b: Opnd,
+    pub d: u8,
+}
+
+/// A scalar ALU operation (see [`scalar_form`]), 32-bit unless named 64; SCC as the general
+/// path sets it. `MovB32` is also `s_movk_i32`, `AddI32` `s_addk_i32`, `MulI32`
+/// `s_mulk_i32`, and the 32-bit compares also the `s_cmpk_*` ones.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Salu {
+    MovB32,
+    MovB64,
+    AddU32,
+    SubU32,
+    AddI32,
+    SubI32,
+    AddcU32,
+    SubbU32,
+    MulI32,
+    MulHiU32,
+    LshlB32,
+    LshrB32,
+    AshrI32,
+    AndB32,
+    OrB32,
+    XorB32,
+    AndNot1B32,
+    OrNot1B32,
+    CselectB32,
+    AndB64,
+    OrB64,
+    XorB64,
+    AndNot1B64,
+    OrNot1B64,
+    LshlB64,
+    LshrB64,
+    CselectB64,
+    CmpEq,
+    CmpLg,
+    CmpGtI32,
+    CmpGeI32,
+    CmpLtI32,
+    CmpLeI32,
+    CmpGtU32,
+    CmpGeU32,
+    CmpLtU32,
+    CmpLeU32,
+    CmpEqU64,
+    CmpLgU64,
+    /// `s_*_saveexec_b32` and `_b64`: the operation as `saveexec_kind` numbers it and whether
+    /// it is 64-bit.
+    Saveexec(u8, bool),
 }
 
 /// The operands of a dword LDS access: lane `l` accesses `words` dwords at
@@ -235,6 +318,7 @@ pub(crate) fn classify(insts: &[Inst], offsets: &[u32], index: &[u32], idx: usiz
         return Fast::Slow;
     };
     match i.enc {
+        _ if matches!(i.dpp, Dpp::Sdwa { .. }) => sdwa_form(i).unwrap_or(Fast::Slow),
         Encoding::Sopp => sopp_form(i, offsets, index, idx),
         Encoding::Vopc | Encoding::Vop3 if i.op < 0x100 => cmp_form(i).unwrap_or(Fast::Slow),
         Encoding::Vop1 | Encoding::Vop2 | Encoding::Vop3 | Encoding::Vop3sd if i.op >= 0x100 => {
@@ -246,8 +330,185 @@ pub(crate) fn classify(insts: &[Inst], offsets: &[u32], index: &[u32], idx: usiz
         Encoding::Global => global_form(i).unwrap_or(Fast::Slow),
         Encoding::Smem => smem_form(i).unwrap_or(Fast::Slow),
         Encoding::Ds => ds_form(i).unwrap_or(Fast::Slow),
+        Encoding::Sop1 | Encoding::Sop2 | Encoding::Sopk | Encoding::Sopc => {
+            scalar_form(i).unwrap_or(Fast::Slow)
+        }
+        // The cache invalidations (`buffer_gl0_inv`, `buffer_gl1_inv`, CDNA's `buffer_inv` and
+        // `buffer_wbl2`), no-ops in `mubuf_op` of the emulator's coherent memory, which found
+        // that out from the mnemonic each time (7 % of a gfx1100 `reduce` profile).
+        Encoding::Mubuf if i.name().starts_with("buffer_gl") => Fast::Nop,
         _ => Fast::Slow,
     }
+}
+
+/// The form of `v_and_b32_sdwa` with `dst_sel:DWORD` (histogram's bin index on CDNA): the
+/// general path selects each source into a staging row, then runs `v_and_b32` on those rows,
+/// whose result is the whole destination (`dst_unused` does not apply).
+fn sdwa_form(i: &Inst) -> Option<Fast> {
+    let Dpp::Sdwa {
+        dst_sel,
+        dst_unused,
+        src_sel,
+        sext,
+    } = i.dpp
+    else {
+        return None;
+    };
+    if i.enc != Encoding::Vop2
+        || i.op != valu::AND_B32
+        || dst_sel != crate::cdna3::decode::sel::DWORD
+        || dst_unused > 2
+    {
+        return None;
+    }
+    let mut j = *i;
+    j.dpp = Dpp::None;
+    let v = vf(&j, [Ty::B32; 3], 2, 1, false)?;
+    let sel = |k: usize| {
+        let (shift, width) = crate::cdna3::exec::sel_field(src_sel[k]);
+        SdwaSel {
+            shift: shift as u8,
+            up: (32 - width) as u8,
+            sext: sext[k],
+        }
+    };
+    Some(Fast::SdwaAndB32(v, [sel(0), sel(1)]))
+}
+
+/// The form of a scalar ALU instruction (the operations compilers emit most) whose sources
+/// resolve to an SGPR (pair) or a value as `Wave::sread`/`sread64` read them, and whose
+/// destination is an SGPR `Wave::sset` writes (not `null`): EXEC, VCC and M0 are plain SGPRs
+/// there, and nothing else holds state derived from them (the vector forms check EXEC when
+/// they run; the LDS row classifications are keyed by it). SCC, VCCZ, EXECZ and the apertures
+/// as sources stay general.
+fn scalar_form(i: &Inst) -> Option<Fast> {
+    use super::opcodes::{sop1, sop2, sopc, sopk};
+    let src = |code: u16, ty: Ty| match opnd(code, i.literal, ty)? {
+        Opnd::Row(_) => None,
+        o => Some(o),
+    };
+    // A destination of `dwords` SGPRs.
+    let dst = |dwords: u16| -> Option<u8> {
+        (0..dwords)
+            .all(|k| i.dst + k < 128 && i.dst + k != NULL)
+            .then_some(i.dst as u8)
+    };
+    let sf = |wide: bool, dwords: u16| -> Option<Sf> {
+        let ty = if wide { Ty::I64 } else { Ty::B32 };
+        Some(Sf {
+            a: src(i.src[0], ty)?,
+            b: src(i.src[1], ty)?,
+            d: dst(dwords)?,
+        })
+    };
+    // SOPK: the destination is also the first source, the immediate the second.
+    let k = |signed: bool, writes: bool| -> Option<Sf> {
+        let imm = if signed {
+            i.imm as u16 as i16 as i32 as u32
+        } else {
+            i.imm as u32
+        };
+        Some(Sf {
+            a: src(i.dst, Ty::B32)?,
+            b: Opnd::Const(imm as u64),
+            d: if writes { dst(1)? } else { 0 },
+        })
+    };
+    // SOP1 and SOPC have no second source or no destination: their `null` fields.
+    let one = |wide: bool| -> Option<Sf> {
+        let ty = if wide { Ty::I64 } else { Ty::B32 };
+        Some(Sf {
+            a: src(i.src[0], ty)?,
+            b: Opnd::Const(0),
+            d: dst(1 + wide as u16)?,
+        })
+    };
+    let cmp = |wide: bool| -> Option<Sf> {
+        let ty = if wide { Ty::I64 } else { Ty::B32 };
+        Some(Sf {
+            a: src(i.src[0], ty)?,
+            b: src(i.src[1], ty)?,
+            d: 0,
+        })
+    };
+    Some(match (i.enc, i.op) {
+        (Encoding::Sop1, sop1::MOV_B32) => Fast::Salu(one(false)?, Salu::MovB32),
+        (Encoding::Sop1, sop1::MOV_B64) => Fast::Salu(one(true)?, Salu::MovB64),
+        (Encoding::Sop1, op @ sop1::AND_SAVEEXEC_B32..=sop1::OR_NOT1_SAVEEXEC_B64) => {
+            let (wide, kind) = super::exec::saveexec_kind(op)?;
+            Fast::Salu(one(wide)?, Salu::Saveexec(kind, wide))
+        }
+        (Encoding::Sop2, op) => match op {
+            sop2::ADD_U32 => Fast::Salu(sf(false, 1)?, Salu::AddU32),
+            sop2::SUB_U32 => Fast::Salu(sf(false, 1)?, Salu::SubU32),
+            sop2::ADD_I32 => Fast::Salu(sf(false, 1)?, Salu::AddI32),
+            sop2::SUB_I32 => Fast::Salu(sf(false, 1)?, Salu::SubI32),
+            sop2::ADDC_U32 => Fast::Salu(sf(false, 1)?, Salu::AddcU32),
+            sop2::SUBB_U32 => Fast::Salu(sf(false, 1)?, Salu::SubbU32),
+            sop2::MUL_I32 => Fast::Salu(sf(false, 1)?, Salu::MulI32),
+            sop2::MUL_HI_U32 => Fast::Salu(sf(false, 1)?, Salu::MulHiU32),
+            sop2::LSHL_B32 => Fast::Salu(sf(false, 1)?, Salu::LshlB32),
+            sop2::LSHR_B32 => Fast::Salu(sf(false, 1)?, Salu::LshrB32),
+            sop2::ASHR_I32 => Fast::Salu(sf(false, 1)?, Salu::AshrI32),
+            sop2::AND_B32 => Fast::Salu(sf(false, 1)?, Salu::AndB32),
+            sop2::OR_B32 => Fast::Salu(sf(false, 1)?, Salu::OrB32),
+            sop2::XOR_B32 => Fast::Salu(sf(false, 1)?, Salu::XorB32),
+            sop2::AND_NOT1_B32 => Fast::Salu(sf(false, 1)?, Salu::AndNot1B32),
+            sop2::OR_NOT1_B32 => Fast::Salu(sf(false, 1)?, Salu::OrNot1B32),
+            sop2::CSELECT_B32 => Fast::Salu(sf(false, 1)?, Salu::CselectB32),
+            // The general path reads both sources of these as 64 bits (the shift amount too).
+            sop2::AND_B64 => Fast::Salu(sf(true, 2)?, Salu::AndB64),
+            sop2::OR_B64 => Fast::Salu(sf(true, 2)?, Salu::OrB64),
+            sop2::XOR_B64 => Fast::Salu(sf(true, 2)?, Salu::XorB64),
+            sop2::AND_NOT1_B64 => Fast::Salu(sf(true, 2)?, Salu::AndNot1B64),
+            sop2::OR_NOT1_B64 => Fast::Salu(sf(true, 2)?, Salu::OrNot1B64),
+            sop2::LSHL_B64 => Fast::Salu(sf(true, 2)?, Salu::LshlB64),
+            sop2::LSHR_B64 => Fast::Salu(sf(true, 2)?, Salu::LshrB64),
+            sop2::CSELECT_B64 => Fast::Salu(sf(true, 2)?, Salu::CselectB64),
+            _ => return None,
+        },
+        (Encoding::Sopc, op) => match op {
+            sopc::CMP_EQ_I32 | sopc::CMP_EQ_U32 => Fast::Salu(cmp(false)?, Salu::CmpEq),
+            sopc::CMP_LG_I32 | sopc::CMP_LG_U32 => Fast::Salu(cmp(false)?, Salu::CmpLg),
+            sopc::CMP_GT_I32 => Fast::Salu(cmp(false)?, Salu::CmpGtI32),
+            sopc::CMP_GE_I32 => Fast::Salu(cmp(false)?, Salu::CmpGeI32),
+            sopc::CMP_LT_I32 => Fast::Salu(cmp(false)?, Salu::CmpLtI32),
+            sopc::CMP_LE_I32 => Fast::Salu(cmp(false)?, Salu::CmpLeI32),
+            sopc::CMP_GT_U32 => Fast::Salu(cmp(false)?, Salu::CmpGtU32),
+            sopc::CMP_GE_U32 => Fast::Salu(cmp(false)?, Salu::CmpGeU32),
+            sopc::CMP_LT_U32 => Fast::Salu(cmp(false)?, Salu::CmpLtU32),
+            sopc::CMP_LE_U32 => Fast::Salu(cmp(false)?, Salu::CmpLeU32),
+            sopc::CMP_EQ_U64 => Fast::Salu(cmp(true)?, Salu::CmpEqU64),
+            sopc::CMP_LG_U64 => Fast::Salu(cmp(true)?, Salu::CmpLgU64),
+            _ => return None,
+        },
+        (Encoding::Sopk, op) => match op {
+            sopk::MOVK_I32 => Fast::Salu(
+                Sf {
+                    a: Opnd::Const(i.imm as u16 as i16 as i32 as u32 as u64),
+                    b: Opnd::Const(0),
+                    d: dst(1)?,
+                },
+                Salu::MovB32,
+            ),
+            sopk::ADDK_I32 => Fast::Salu(k(true, true)?, Salu::AddI32),
+            sopk::MULK_I32 => Fast::Salu(k(true, true)?, Salu::MulI32),
+            sopk::CMPK_EQ_I32 => Fast::Salu(k(true, false)?, Salu::CmpEq),
+            sopk::CMPK_LG_I32 => Fast::Salu(k(true, false)?, Salu::CmpLg),
+            sopk::CMPK_GT_I32 => Fast::Salu(k(true, false)?, Salu::CmpGtI32),
+            sopk::CMPK_GE_I32 => Fast::Salu(k(true, false)?, Salu::CmpGeI32),
+            sopk::CMPK_LT_I32 => Fast::Salu(k(true, false)?, Salu::CmpLtI32),
+            sopk::CMPK_LE_I32 => Fast::Salu(k(true, false)?, Salu::CmpLeI32),
+            sopk::CMPK_EQ_U32 => Fast::Salu(k(false, false)?, Salu::CmpEq),
+            sopk::CMPK_LG_U32 => Fast::Salu(k(false, false)?, Salu::CmpLg),
+            sopk::CMPK_GT_U32 => Fast::Salu(k(false, false)?, Salu::CmpGtU32),
+            sopk::CMPK_GE_U32 => Fast::Salu(k(false, false)?, Salu::CmpGeU32),
+            sopk::CMPK_LT_U32 => Fast::Salu(k(false, false)?, Salu::CmpLtU32),
+            sopk::CMPK_LE_U32 => Fast::Salu(k(false, false)?, Salu::CmpLeU32),
+            _ => return None,
+        },
+        _ => return None,
+    })
 }
 
 fn sopp_form(i: &Inst, offsets: &[u32], index: &[u32], idx: usize) -> Fast {
@@ -899,6 +1160,172 @@ fn ds_form(i: &Inst) -> Option<Fast> {
     Some(Fast::DsStore(d))
 }
 
+/// A scalar ALU form: the general path's `sop2_op`, `sop1_op`, `sopc_op` and `sopk_op`
+/// semantics with the operands resolved (SCC from the closures; `None` leaves it). Not inlined
+/// into the run loop: its forty small arms there made LLVM compile the run loop's vector forms
+/// worse (gfx1100's `int64` 13 % slower), and a call costs little beside the general path.
+#[inline(never)]
+pub(crate) fn salu(w: &mut Wave, s: &Sf, op: Salu) -> Result<(), Error> {
+    match op {
+        Salu::MovB32 => s32(w, s, |a, _| (a, None)),
+        Salu::MovB64 => s64(w, s, |a, _| (a, None)),
+        Salu::AddU32 => s32(w, s, |a, b| {
+            let (r, c) = a.overflowing_add(b);
+            (r, Some(c))
+        }),
+        Salu::SubU32 => s32(w, s, |a, b| {
+            let (r, c) = a.overflowing_sub(b);
+            (r, Some(c))
+        }),
+        Salu::AddI32 => s32(w, s, |a, b| {
+            let (r, o) = (a as i32).overflowing_add(b as i32);
+            (r as u32, Some(o))
+        }),
+        Salu::SubI32 => s32(w, s, |a, b| {
+            let (r, o) = (a as i32).overflowing_sub(b as i32);
+            (r as u32, Some(o))
+        }),
+        Salu::AddcU32 => {
+            let c = w.scc as u64;
+            s32(w, s, |a, b| {
+                let x = a as u64 + b as u64 + c;
+                (x as u32, Some(x >> 32 != 0))
+            })
+        }
+        Salu::SubbU32 => {
+            let c = w.scc as u64;
+            s32(w, s, |a, b| {
+                let x = (a as u64).wrapping_sub(b as u64).wrapping_sub(c);
+                (x as u32, Some(b as u64 + c > a as u64))
+            })
+        }
+        Salu::MulI32 => s32(w, s, |a, b| {
+            ((a as i32).wrapping_mul(b as i32) as u32, None)
+        }),
+        Salu::MulHiU32 => s32(w, s, |a, b| (((a as u64 * b as u64) >> 32) as u32, None)),
+        Salu::LshlB32 => s32(w, s, |a, b| nz32(a << (b & 31))),
+        Salu::LshrB32 => s32(w, s, |a, b| nz32(a >> (b & 31))),
+        Salu::AshrI32 => s32(w, s, |a, b| nz32(((a as i32) >> (b & 31)) as u32)),
+        Salu::AndB32 => s32(w, s, |a, b| nz32(a & b)),
+        Salu::OrB32 => s32(w, s, |a, b| nz32(a | b)),
+        Salu::XorB32 => s32(w, s, |a, b| nz32(a ^ b)),
+        Salu::AndNot1B32 => s32(w, s, |a, b| nz32(a & !b)),
+        Salu::OrNot1B32 => s32(w, s, |a, b| nz32(a | !b)),
+        Salu::CselectB32 => {
+            let c = w.scc;
+            s32(w, s, |a, b| (if c { a } else { b }, None))
+        }
+        Salu::AndB64 => s64(w, s, |a, b| nz64(a & b)),
+        Salu::OrB64 => s64(w, s, |a, b| nz64(a | b)),
+        Salu::XorB64 => s64(w, s, |a, b| nz64(a ^ b)),
+        Salu::AndNot1B64 => s64(w, s, |a, b| nz64(a & !b)),
+        Salu::OrNot1B64 => s64(w, s, |a, b| nz64(a | !b)),
+        Salu::LshlB64 => s64(w, s, |a, b| nz64(a << (b & 63))),
+        Salu::LshrB64 => s64(w, s, |a, b| nz64(a >> (b & 63))),
+        Salu::CselectB64 => {
+            let c = w.scc;
+            s64(w, s, |a, b| (if c { a } else { b }, Some(c)))
+        }
+        Salu::CmpEq => scmp(w, s, false, |a, b| a == b),
+        Salu::CmpLg => scmp(w, s, false, |a, b| a != b),
+        Salu::CmpGtI32 => scmp(w, s, false, |a, b| a as i32 > b as i32),
+        Salu::CmpGeI32 => scmp(w, s, false, |a, b| a as i32 >= b as i32),
+        Salu::CmpLtI32 => scmp(w, s, false, |a, b| (a as i32) < b as i32),
+        Salu::CmpLeI32 => scmp(w, s, false, |a, b| a as i32 <= b as i32),
+        Salu::CmpGtU32 => scmp(w, s, false, |a, b| a > b),
+        Salu::CmpGeU32 => scmp(w, s, false, |a, b| a >= b),
+        Salu::CmpLtU32 => scmp(w, s, false, |a, b| a < b),
+        Salu::CmpLeU32 => scmp(w, s, false, |a, b| a <= b),
+        Salu::CmpEqU64 => scmp(w, s, true, |a, b| a == b),
+        Salu::CmpLgU64 => scmp(w, s, true, |a, b| a != b),
+        Salu::Saveexec(kind, wide) => saveexec(w, s, kind, wide),
+    }
+}
+
+/// A 32-bit scalar result and SCC set to "result is non-zero".
+#[inline(always)]
+fn nz32(r: u32) -> (u32, Option<bool>) {
+    (r, Some(r != 0))
+}
+
+/// A 64-bit scalar result and SCC set to "result is non-zero".
+#[inline(always)]
+fn nz64(r: u64) -> (u64, Option<bool>) {
+    (r, Some(r != 0))
+}
+
+/// A scalar form's source as 32 bits.
+#[inline(always)]
+fn sv(w: &Wave, o: Opnd) -> u32 {
+    uniform(w, o, false).unwrap_or(0) as u32
+}
+
+/// A scalar form's source as 64 bits (an SGPR pair).
+#[inline(always)]
+fn sv64(w: &Wave, o: Opnd) -> u64 {
+    uniform(w, o, true).unwrap_or(0)
+}
+
+/// A 32-bit scalar form: `f` of the two sources gives the result and SCC (`None`: unchanged).
+#[inline(always)]
+pub(crate) fn s32(
+    w: &mut Wave,
+    s: &Sf,
+    f: impl Fn(u32, u32) -> (u32, Option<bool>),
+) -> Result<(), Error> {
+    let (r, scc) = f(sv(w, s.a), sv(w, s.b));
+    w.s[s.d as usize & 127] = r;
+    if let Some(c) = scc {
+        w.scc = c;
+    }
+    Ok(())
+}
+
+/// A 64-bit scalar form: `f` of the two sources (pairs) gives the result and SCC.
+#[inline(always)]
+pub(crate) fn s64(
+    w: &mut Wave,
+    s: &Sf,
+    f: impl Fn(u64, u64) -> (u64, Option<bool>),
+) -> Result<(), Error> {
+    let (r, scc) = f(sv64(w, s.a), sv64(w, s.b));
+    let d = s.d as usize;
+    w.s[d & 127] = r as u32;
+    w.s[(d + 1) & 127] = (r >> 32) as u32;
+    if let Some(c) = scc {
+        w.scc = c;
+    }
+    Ok(())
+}
+
+/// A scalar comparison of two 32-bit sources (`wide`: 64-bit) into SCC.
+#[inline(always)]
+pub(crate) fn scmp(
+    w: &mut Wave,
+    s: &Sf,
+    wide: bool,
+    f: impl Fn(u64, u64) -> bool,
+) -> Result<(), Error> {
+    w.scc = if wide {
+        f(sv64(w, s.a), sv64(w, s.b))
+    } else {
+        f(sv(w, s.a) as u64, sv(w, s.b) as u64)
+    };
+    Ok(())
+}
+
+/// `s_*_saveexec_*` through the general path's own [`super::exec::saveexec`].
+#[inline(always)]
+pub(crate) fn saveexec(w: &mut Wave, s: &Sf, kind: u8, wide: bool) -> Result<(), Error> {
+    let x = if wide {
+        sv64(w, s.a)
+    } else {
+        sv(w, s.a) as u64
+    };
+    super::exec::saveexec(w, x, s.d as u16, kind, wide);
+    Ok(())
+}
+
 /// The value of a uniform source (`None` for a register row).
 #[inline(always)]
 fn uniform(w: &Wave, s: Opnd, wide: bool) -> Option<u64> {
@@ -970,7 +1397,7 @@ fn lanes<const N: usize, const L: usize>(
     {
         let srcs: [&[u32; L]; N] = std::array::from_fn(|k| row::<L>(&w.v, r[k]));
         for (l, o) in out.iter_mut().enumerate() {
-            *o = f(std::array::from_fn(|k| srcs[k][l]));
+            *o = f(arr(|k| srcs[k][l]));
         }
     }
     set_row(&mut w.v, d, &out);
@@ -982,7 +1409,7 @@ fn lanes<const N: usize, const L: usize>(
 fn u32_lanes<const N: usize, const L: usize>(w: &mut Wave, v: &Vf, f: &impl Fn([u32; N]) -> u32) {
     let d = v.d as usize;
     if N == 2 {
-        let g = |x: [u32; 2]| f(std::array::from_fn(|k| x[k]));
+        let g = |x: [u32; 2]| f(arr(|k| x[k]));
         let (ua, ub) = (uniform(w, v.s[0], false), uniform(w, v.s[1], false));
         let row_of = |s: Opnd| if let Opnd::Row(b) = s { b as usize } else { 0 };
         let a = (row_of(v.s[0]), ua.unwrap_or(0) as u32);
@@ -1026,10 +1453,7 @@ pub(crate) fn f32_op<const N: usize>(
     }
     let m = v.m;
     u32_op::<N>(w, v, |x| {
-        f(std::array::from_fn(|k| {
-            f32::from_bits((x[k] & m[k].0) ^ m[k].1)
-        }))
-        .to_bits()
+        f(arr(|k| f32::from_bits((x[k] & m[k].0) ^ m[k].1))).to_bits()
     })
 }
 
@@ -1426,7 +1850,7 @@ mod tests {
         let mut w = Wave::new();
         w.v.copy_from_slice(&w0.v);
         w.s = w0.s;
-        (w.lanes, w.isa, w.state, w.mode) = (w0.lanes, w0.isa, w0.state, w0.mode);
+        (w.lanes, w.isa, w.state, w.mode, w.scc) = (w0.lanes, w0.isa, w0.state, w0.mode, w0.scc);
         let mut buf = vec![0u8; 1024];
         let mut ctx = Ctx {
             mem,
@@ -1465,9 +1889,10 @@ mod tests {
         seed: u64,
         lds_forms: bool,
         shape: &dyn Fn([u32; 3]) -> [u32; 3],
-    ) {
+    ) -> Vec<Fast> {
         let mut next = crate::xorshift(seed);
         let mut words: Vec<u32> = vec![];
+        let mut drawn = vec![];
         let mut forms = 0;
         let mut tries = 0;
         while forms < 400 && tries < 2_000_000 {
@@ -1508,6 +1933,7 @@ mod tests {
                 continue;
             }
             words.extend_from_slice(&w[..i.len as usize]);
+            drawn.push(*f);
             forms += 1;
         }
         assert!(
@@ -1595,6 +2021,7 @@ mod tests {
                 );
             }
         }
+        drawn
     }
 
     /// Random GLOBAL dword loads and stores that have a form (FLAT-encoded words with random
@@ -2014,6 +2441,171 @@ mod tests {
         address_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x1f83_d9ab_fb42);
     }
 
+    /// A random scalar ALU word (SOP1, SOP2, SOPK or SOPC, with a random opcode, so that the
+    /// forms of every ISA's numbering come up; `w[1]` is its literal) whose operands are drawn
+    /// from the codes that matter to them: low SGPRs, VCC and EXEC (both halves), M0, `null`,
+    /// inline integers and floats, a literal, SCC, VCCZ and EXECZ.
+    fn salu_word(w: [u32; 3]) -> [u32; 3] {
+        const SPECIAL: [u32; 16] = [
+            0, 1, 2, 3, 4, 5, 106, 107, 124, 125, 126, 127, 251, 252, 253, 255,
+        ];
+        let src = |x: u32| match x % 4 {
+            0 => SPECIAL[(x >> 2) as usize % 16],
+            1 => 128 + (x >> 2) % 81,
+            2 => 240 + (x >> 2) % 9,
+            _ => (x >> 2) % 106,
+        };
+        let dst = |x: u32| {
+            [
+                106,
+                107,
+                124,
+                125,
+                126,
+                127,
+                2 * (x >> 3 & 3),
+                (x >> 3) % 106,
+            ][(x & 7) as usize]
+        };
+        let r = w[2];
+        let (a, b, d) = (src(r >> 3), src(r >> 12), dst(r >> 21));
+        let op = w[0];
+        let word = match (r >> 1) % 4 {
+            0 => 0x8000_0000 | (op % 0x40) << 23 | d << 16 | b << 8 | a,
+            1 => 0xbe80_0000 | d << 16 | (op % 0x40) << 8 | a,
+            2 => 0xbf00_0000 | (op % 0x14) << 16 | b << 8 | a,
+            // SOPK: opcodes above 0x1b would be SOP1, SOPC or SOPP words.
+            _ => 0xb000_0000 | (op % 0x1c) << 23 | d << 16 | (w[1] & 0xffff),
+        };
+        [word, w[1], w[2]]
+    }
+
+    /// Random scalar ALU instructions with a form ([`salu_word`]), half and half with random
+    /// words, so that vector forms run after scalar forms changed EXEC, VCC and SCC, in one
+    /// program; with and without the forms, the registers, SGPRs (EXEC, VCC and M0 among
+    /// them) and SCC must come out the same.
+    fn salu_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
+        let shape = |w: [u32; 3]| if w[2] & 1 == 0 { w } else { salu_word(w) };
+        let drawn = forms_match(isa, endpgm, lanes, seed, false, &shape);
+        let scalar: Vec<super::Sf> = drawn.iter().filter_map(scalar_operands).collect();
+        let saveexec = drawn
+            .iter()
+            .filter(|f| matches!(f, Fast::Salu(_, super::Salu::Saveexec(..))))
+            .count();
+        let exec = scalar.iter().filter(|s| s.d >= 126).count();
+        assert!(
+            scalar.len() >= 100 && saveexec >= 3 && exec >= 3,
+            "{isa:?}: {} scalar forms, {saveexec} saveexec, {exec} writing EXEC",
+            scalar.len()
+        );
+    }
+
+    /// Each of 300 random scalar ALU instructions with a form ([`salu_word`]) alone, with its
+    /// form and without, from random waves with SCC clear and set, a full and a partial EXEC,
+    /// and SGPRs s0-s7 random or among 0, 1 and 2 (so that compares come out both ways):
+    /// SGPRs (EXEC, VCC, M0 among them) and SCC must be the same after it (a program of many
+    /// would overwrite most SCC results before they could differ).
+    fn salu_each_matches_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
+        let mut next = crate::xorshift(seed);
+        let mut kinds = std::collections::BTreeSet::new();
+        let mut n = 0;
+        for _ in 0..200_000 {
+            let w = salu_word([next() as u32, next() as u32, next() as u32]);
+            let bytes: Vec<u8> = w.iter().flat_map(|d| d.to_le_bytes()).collect();
+            let Ok(p) = Program::from_bytes(&bytes, 0, isa) else {
+                continue;
+            };
+            let (Some(f), Some(i)) = (p.fast.first(), p.insts.first()) else {
+                continue;
+            };
+            let Fast::Salu(_, op) = *f else {
+                continue;
+            };
+            kinds.insert(format!("{op:?}").split('(').next().map(str::to_string));
+            let (fast, slow) = with_and_without_forms(&w[..i.len as usize], endpgm, isa);
+            for case in 0..8 {
+                let mut w0 = random_wave(isa, lanes, &mut next);
+                w0.scc = case & 1 != 0;
+                if case & 2 != 0 {
+                    for s in w0.s.iter_mut().take(8) {
+                        *s = (next() % 3) as u32;
+                    }
+                }
+                w0.set_exec(if case & 4 != 0 { u64::MAX } else { next() });
+                let (a, ra) = run_copy(&w0, &fast, &mut HostMemory::new(), &mut [], 10);
+                let (b, rb) = run_copy(&w0, &slow, &mut HostMemory::new(), &mut [], 10);
+                let what = format!("{isa:?} {} case {case}", fast.text(0));
+                assert_eq!(format!("{ra:?}"), format!("{rb:?}"), "{what}: outcome");
+                assert_eq!(a.s, b.s, "{what}: SGPRs");
+                assert_eq!(a.scc, b.scc, "{what}: SCC");
+            }
+            n += 1;
+            if n == 300 {
+                break;
+            }
+        }
+        assert!(
+            n == 300 && kinds.len() >= 30,
+            "{isa:?}: {n} scalar instructions with a form, {} kinds",
+            kinds.len()
+        );
+    }
+
+    /// The operands of a scalar ALU form.
+    fn scalar_operands(f: &Fast) -> Option<super::Sf> {
+        match *f {
+            Fast::Salu(s, _) => Some(s),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn salu_forms_match_the_general_path_all_isas() {
+        salu_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x6c62_272e_07bb_0142);
+        salu_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x62b8_2175_6d28_b80d);
+        salu_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x1bd1_1bda_a9fc_1a22);
+        salu_forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0x4a24_1e0f_2c2d_0e35);
+        salu_forms_match_the_general_path(Isa::Gfx1200, 0xbfb0_0000, 32, 0x9c2f_7c1e_5d4b_a0f3);
+    }
+
+    /// Random CDNA `v_and_b32_sdwa` words (random rows or SGPRs, byte, word and dword
+    /// selections, sign extension, neg, abs, clamp and omod bits, mostly `dst_sel:DWORD`), half
+    /// and half with random words,
+    /// with and without the forms: registers, SGPRs and SCC must come out the same.
+    fn sdwa_forms_match_the_general_path(isa: Isa, seed: u64) {
+        let shape = |w: [u32; 3]| {
+            if w[2] & 1 == 0 {
+                return w;
+            }
+            let r = w[2] >> 1;
+            let dst_sel = if r & 3 != 0 { 6 } else { r >> 2 & 7 };
+            let word0 = 0x2600_00f9 | (w[0] % 200) << 17 | (w[0] >> 8 & 0xff) << 9;
+            let word1 = (w[1] & 0xbfbf_e0ff) | dst_sel << 8 | (r >> 5 & 3) << 11;
+            [word0, word1, w[2]]
+        };
+        let drawn = forms_match(isa, 0xbf81_0000, 64, seed, false, &shape);
+        let n = drawn
+            .iter()
+            .filter(|f| matches!(f, Fast::SdwaAndB32(..)))
+            .count();
+        assert!(n >= 50, "{isa:?}: {n} SDWA forms");
+    }
+
+    #[test]
+    fn sdwa_forms_match_the_general_path_on_cdna() {
+        sdwa_forms_match_the_general_path(Isa::Gfx942, 0x7137_4491_b5c0_fbcf);
+        sdwa_forms_match_the_general_path(Isa::Gfx950, 0xe9b5_dba5_3956_c25b);
+    }
+
+    #[test]
+    fn each_salu_form_matches_the_general_path_all_isas() {
+        salu_each_matches_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x3243_f6a8_885a_308d);
+        salu_each_matches_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x1319_8a2e_0370_7344);
+        salu_each_matches_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0xa409_3822_299f_31d0);
+        salu_each_matches_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0x082e_fa98_ec4e_6c89);
+        salu_each_matches_the_general_path(Isa::Gfx1200, 0xbfb0_0000, 32, 0x4528_21e6_38d0_1377);
+    }
+
     #[test]
     fn rdna3_forms_match_the_general_path() {
         forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x9e37_79b9_7f4a_7c15);
@@ -2155,6 +2747,29 @@ mod tests {
             kept += a.lds_rows.iter().filter(|r| r.lanes != 0).count();
         }
         assert!(kept > 0, "the LDS forms kept no classification");
+    }
+
+    /// The cache invalidations compilers put around barriers (`buffer_gl0_inv`,
+    /// `buffer_gl1_inv`; CDNA's `buffer_inv` and `buffer_wbl2`) have the no-op form, and run
+    /// to the end as the general path runs them.
+    #[test]
+    fn cache_invalidations_are_no_op_forms() {
+        for (isa, endpgm, word) in [
+            (Isa::Gfx1100, 0xbfb0_0000u32, 0xe0ac_0000u32),
+            (Isa::Gfx1100, 0xbfb0_0000, 0xe0b0_0000),
+            (Isa::Gfx942, 0xbf81_0000, 0xe0a4_8000),
+            (Isa::Gfx942, 0xbf81_0000, 0xe0a0_8000),
+        ] {
+            let (fast, slow) = with_and_without_forms(&[word, 0], endpgm, isa);
+            assert_eq!(fast.fast[0], Fast::Nop, "{isa:?} {}", fast.text(0));
+            let mut w0 = Wave::new();
+            (w0.lanes, w0.isa, w0.state) = (64, isa, WaveState::Running);
+            for prog in [&fast, &slow] {
+                let (w, r) = run_copy(&w0, prog, &mut HostMemory::new(), &mut [], 10);
+                assert!(r.is_ok(), "{isa:?} {}: {r:?}", fast.text(0));
+                assert_eq!(w.state, WaveState::Done, "{isa:?} {}", fast.text(0));
+            }
+        }
     }
 
     /// `s_barrier` in its form stops the wave where the general path does: waiting at the
