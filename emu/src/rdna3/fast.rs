@@ -2418,7 +2418,7 @@ mod tests {
                 src(w[2])
             };
             let (abs, neg) = ((w[0] >> 3) & 7, w[0] >> 6 & 7);
-            let word0 = ops[k] << 16 | abs << 8 | (w[0] >> 9) % 200;
+            let word0 = ops[k] << 16 | abs << 8 | ((w[0] >> 9) % 200);
             let word1 = src(w[1]) | src(w[1] >> 11) << 9 | c << 18 | neg << 29;
             [word0, word1, endpgm]
         };
