@@ -1449,7 +1449,7 @@ pub(crate) fn f32_op<const N: usize>(
     f: impl Fn([f32; N]) -> f32,
 ) -> Result<(), Error> {
     if plain::<N>(v) {
-        return u32_op::<N>(w, v, |x| f(x.map(f32::from_bits)).to_bits());
+        return u32_op::<N>(w, v, |x| f(arr(|k| f32::from_bits(x[k]))).to_bits());
     }
     let m = v.m;
     u32_op::<N>(w, v, |x| {
