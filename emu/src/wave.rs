@@ -322,7 +322,11 @@ impl Default for Partition {
 impl Partition {
     /// Whether linear workgroup `n` belongs to this XCC.
     pub fn runs(&self, n: u64) -> bool {
-        let count = u64::from(self.count.max(1));
+        if self.count <= 1 {
+            // The whole grid (no division per workgroup).
+            return true;
+        }
+        let count = u64::from(self.count);
         (n / u64::from(self.chunk.max(1))) % count == u64::from(self.index) % count
     }
 }
@@ -576,11 +580,16 @@ impl Core {
         mem: &mut dyn Memory,
     ) -> Result<(u64, u64), Error> {
         let g = plan.groups;
-        let gid = [
-            (n % u64::from(g[0])) as u32,
-            (n / u64::from(g[0]) % u64::from(g[1])) as u32,
-            (n / (u64::from(g[0]) * u64::from(g[1]))) as u32,
-        ];
+        // A one-dimensional grid (the common case) needs no divisions.
+        let gid = if g[1] == 1 && g[2] == 1 {
+            [n as u32, 0, 0]
+        } else {
+            [
+                (n % u64::from(g[0])) as u32,
+                (n / u64::from(g[0]) % u64::from(g[1])) as u32,
+                (n / (u64::from(g[0]) * u64::from(g[1]))) as u32,
+            ]
+        };
         // Work-items of this (possibly partial) workgroup.
         let size: [u32; 3] =
             std::array::from_fn(|d| (hw.grid[d] - gid[d] * hw.workgroup[d]).min(hw.workgroup[d]));
@@ -799,11 +808,9 @@ fn init_wave(
         w.s[108 + 7] = (gid[1] & 0xffff) | gid[2] << 16;
     }
     let items = size[0] * size[1] * size[2];
-    // Work-item ids counted up from the wave's first (no divisions per lane).
+    // Work-item ids counted up from the wave's first (no divisions per lane, and none at all
+    // for a one-dimensional workgroup).
     let first = w_idx * lanes;
-    let mut x = first % size[0];
-    let mut y = (first / size[0]) % size[1];
-    let mut z = first / (size[0] * size[1]);
     let live = items.saturating_sub(first).min(lanes);
     if size[1] == 1 && size[2] == 1 {
         // A one-dimensional workgroup: x counts up from the wave's first work-item.
@@ -811,6 +818,9 @@ fn init_wave(
             *v = first + lane as u32;
         }
     } else {
+        let mut x = first % size[0];
+        let mut y = (first / size[0]) % size[1];
+        let mut z = first / (size[0] * size[1]);
         for v in &mut w.v[..live as usize] {
             *v = x | (y << 10) | (z << 20);
             x += 1;

@@ -197,58 +197,95 @@ pub(crate) fn fault(ctx: &Ctx<'_>, idx: usize, _i: &Inst, lane: u32, f: Fault) -
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     let prog = ctx.prog;
-    let mut count = 0u64;
-    // Fixed for the run: the instruction budget, and the wave size (so the full-EXEC test
-    // below is one compare, with no branch on the wave size).
+    // Kept in locals (registers) for the run and written back when it ends: the program
+    // counter, and the instructions the budget has left.
     let budget = ctx.budget;
-    let (full, hi_exec) = (full_mask(w.lanes), if w.lanes == 64 { 127 } else { 126 });
+    let mut left = budget;
+    let mut pc = w.pc;
+    // Whether EXEC has every lane of the wave (wave32 tests its low half twice), and whether
+    // f32 forms may run too (no denormal flushing). Only an SGPR or MODE write changes them,
+    // so they are computed again after the instructions that may write one (the general
+    // path, and the forms that write SGPRs), not for each instruction.
+    let hi_exec = if w.lanes == 64 { 127 } else { 126 };
+    let flags = |w: &Wave| {
+        let dense = w.s[126] & w.s[hi_exec] == u32::MAX;
+        (dense, dense && !w.mode.flush32())
+    };
+    let (mut dense, mut dense_f32) = flags(w);
+    let fma = fma_available();
+    // The instruction the budget stopped at counts, as it always has.
+    let mut stopped = 0u64;
     let r = loop {
-        let idx = w.pc;
-        let Some(i) = prog.insts.get(idx) else {
-            break Err(Error::BadPc {
-                pc: pc_of(ctx, idx),
-            });
-        };
-        w.pc = idx + 1;
-        count += 1;
-        if count > budget {
+        let idx = pc;
+        if left == 0 {
+            if idx >= prog.insts.len() {
+                break Err(Error::BadPc {
+                    pc: pc_of(ctx, idx),
+                });
+            }
+            (pc, stopped) = (idx + 1, 1);
             break Err(Error::Stopped {
                 pc: pc_of(ctx, idx),
                 reason: "instruction limit reached".into(),
             });
         }
+        left -= 1;
+        pc = idx + 1;
+        // The general path for instruction `i`, with the program counter synchronised with
+        // the wave around it (it may branch) and the EXEC flags computed again after it. An
+        // index past the program is not an instruction, and does not count as one.
+        macro_rules! general {
+            (|$i:ident| $e:expr) => {{
+                let Some($i) = prog.insts.get(idx) else {
+                    (left, pc) = (left + 1, idx);
+                    break Err(Error::BadPc {
+                        pc: pc_of(ctx, idx),
+                    });
+                };
+                w.pc = pc;
+                let r = $e;
+                pc = w.pc;
+                (dense, dense_f32) = flags(w);
+                r
+            }};
+        }
         // The hot forms resolved when the program was predecoded (`fast.rs`); a vector form
         // with a partial EXEC (or, for floats, denormal flushing) takes the general path.
-        let dense = (w.s[126] as u64 | (w.s[hi_exec] as u64) << 32) & full == full;
-        let dense_f32 = dense && !w.mode.flush32();
         let f = prog.fast.get(idx).unwrap_or(&Fast::Slow);
         let res = match *f {
             Fast::Nop => Ok(()),
             Fast::Branch(t) => {
-                w.pc = t as usize;
+                pc = t as usize;
                 Ok(())
             }
             Fast::CbranchScc0(t) | Fast::CbranchScc1(t) => {
                 if w.scc == matches!(f, Fast::CbranchScc1(_)) {
-                    w.pc = t as usize;
+                    pc = t as usize;
                 }
                 Ok(())
             }
             Fast::CbranchVccz(t) | Fast::CbranchVccnz(t) => {
                 if (w.mask(VCC_LO) == 0) == matches!(f, Fast::CbranchVccz(_)) {
-                    w.pc = t as usize;
+                    pc = t as usize;
                 }
                 Ok(())
             }
             Fast::CbranchExecz(t) | Fast::CbranchExecnz(t) => {
                 if (w.exec() == 0) == matches!(f, Fast::CbranchExecz(_)) {
-                    w.pc = t as usize;
+                    pc = t as usize;
                 }
                 Ok(())
             }
             Fast::Cmp(ref v, c) if dense => {
                 let res = fast::compare(w, v, c);
-                finish_compare(w, i, c, res)
+                let r = match prog.insts.get(idx) {
+                    Some(i) => finish_compare(w, i, c, res),
+                    None => Err(Error::BadPc {
+                        pc: pc_of(ctx, idx),
+                    }),
+                };
+                (dense, dense_f32) = flags(w);
+                r
             }
             Fast::MovB32(ref v) if dense => fast::u32_op(w, v, |[a]| a),
             Fast::AddU32(ref v) if dense => fast::u32_op(w, v, |[a, b]| a.wrapping_add(b)),
@@ -319,7 +356,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
             Fast::SubF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a, b]| a - b),
             Fast::SubrevF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a, b]| b - a),
             Fast::MulF32(ref v) if dense_f32 => fast::f32_op(w, v, |[a, b]| a * b),
-            Fast::FmaF32(ref v) if dense_f32 && fma_available() => fast::fma_op(w, v),
+            Fast::FmaF32(ref v) if dense_f32 && fma => fast::fma_op(w, v),
             Fast::CndmaskB32(ref v) if dense => {
                 let m = w.mask(v.sd);
                 fast::bits_op(w, v, |l, [a, b]| if m >> l & 1 != 0 { b } else { a })
@@ -339,9 +376,16 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 fast::lshl_add_u64(w, v);
                 Ok(())
             }
+            Fast::Carry(ref v, op, cin) if dense => {
+                let carry = fast::carry_op(w, v, op, cin);
+                w.set_mask(v.sd, carry);
+                (dense, dense_f32) = flags(w);
+                Ok(())
+            }
             Fast::MadU64U32(ref v) if dense => {
                 let carry = fast::mad_u64_u32(w, v);
                 w.set_mask(v.sd, carry);
+                (dense, dense_f32) = flags(w);
                 Ok(())
             }
             Fast::Endpgm => {
@@ -352,83 +396,99 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 if fast::global_dwords(w, g, &mut *ctx.mem, true) {
                     Ok(())
                 } else {
-                    flat_op(w, i, idx, ctx)
+                    general!(|i| flat_op(w, i, idx, ctx))
                 }
             }
             Fast::GlobalStore(ref g) if dense => {
                 if fast::global_dwords(w, g, &mut *ctx.mem, false) {
                     Ok(())
                 } else {
-                    flat_op(w, i, idx, ctx)
+                    general!(|i| flat_op(w, i, idx, ctx))
                 }
             }
             Fast::SLoad(ref m) => {
                 if fast::scalar_load(w, m, &mut *ctx.mem) {
+                    (dense, dense_f32) = flags(w);
                     Ok(())
                 } else {
-                    smem_op(w, i, idx, ctx)
+                    general!(|i| smem_op(w, i, idx, ctx))
                 }
             }
             Fast::DsLoad(ref d) | Fast::DsStore(ref d) => {
                 if ds_form(w, ctx.lds, d, matches!(f, Fast::DsLoad(_))) {
                     Ok(())
                 } else {
-                    ds_op(w, i, idx, ctx)
+                    general!(|i| ds_op(w, i, idx, ctx))
                 }
             }
             Fast::GlobalAtomic(ref a) if dense => {
                 if fast::global_atomic(w, a, &mut *ctx.mem) {
                     Ok(())
                 } else {
-                    flat_op(w, i, idx, ctx)
+                    general!(|i| flat_op(w, i, idx, ctx))
                 }
             }
             Fast::Barrier => {
                 w.state = WaveState::Barrier;
                 break Ok(());
             }
-            Fast::Salu(ref s, op) => fast::salu(w, s, op),
+            Fast::Salu(ref s, op) => {
+                let r = fast::salu(w, s, op);
+                (dense, dense_f32) = flags(w);
+                r
+            }
             Fast::SdwaAndB32(ref v, [x, y]) if dense => {
                 fast::u32_op(w, v, |[a, b]| x.apply(a) & y.apply(b))
             }
-            _ => match i.enc {
-                Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
-                    if matches!(i.dpp, Dpp::Sdwa { .. }) =>
-                {
-                    crate::cdna3::exec::sdwa(w, i, idx, ctx)
-                }
-                Encoding::Ext => crate::cdna3::exec::ext(w, i, idx, ctx),
-                Encoding::Rdna4 => crate::rdna4::exec::run(w, i, idx, ctx),
-                Encoding::Vopc => vopc(w, i, idx, ctx),
-                Encoding::Vop3 if i.op < 0x100 => vopc(w, i, idx, ctx),
-                Encoding::Vop1 | Encoding::Vop2 | Encoding::Vop3 | Encoding::Vop3sd => {
-                    valu_op(w, i, i.op, idx, ctx)
-                }
-                Encoding::Sop2 => sop2_op(w, i, idx, ctx),
-                Encoding::Sop1 => sop1_op(w, i, idx, ctx),
-                Encoding::Sopk => sopk_op(w, i, idx, ctx),
-                Encoding::Sopc => sopc_op(w, i, idx, ctx),
-                Encoding::Sopp => match sopp_op(w, i, idx, ctx) {
-                    Ok(true) => break Ok(()),
-                    Ok(false) => Ok(()),
-                    Err(e) => Err(e),
-                },
-                Encoding::Smem => smem_op(w, i, idx, ctx),
-                Encoding::Vopd => vopd(w, i, idx, ctx),
-                Encoding::Vop3p => vop3p_op(w, i, idx, ctx),
-                Encoding::Ds => ds_op(w, i, idx, ctx),
-                Encoding::Flat | Encoding::Global | Encoding::Scratch => flat_op(w, i, idx, ctx),
-                Encoding::Mubuf => mubuf_op(w, i, idx, ctx),
-                Encoding::Mtbuf => Err(unimplemented(ctx, idx, i)),
+            _ => match general!(|i| general(w, i, idx, ctx)) {
+                Ok(true) => break Ok(()),
+                Ok(false) => Ok(()),
+                Err(e) => Err(e),
             },
         };
         if let Err(e) = res {
             break Err(e);
         }
     };
+    w.pc = pc;
+    let count = budget - left + stopped;
     ctx.instructions += count;
     ctx.budget = ctx.budget.saturating_sub(count);
     r
+}
+
+/// The general path of [`run`]: instruction `i` by its encoding; true when the wave leaves
+/// the run loop (`s_endpgm`, `s_barrier`). Out of line, so that the run loop keeps its
+/// registers for the forms.
+#[inline(never)]
+fn general(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<bool, Error> {
+    match i.enc {
+        Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
+            if matches!(i.dpp, Dpp::Sdwa { .. }) =>
+        {
+            crate::cdna3::exec::sdwa(w, i, idx, ctx)
+        }
+        Encoding::Ext => crate::cdna3::exec::ext(w, i, idx, ctx),
+        Encoding::Rdna4 => crate::rdna4::exec::run(w, i, idx, ctx),
+        Encoding::Vopc => vopc(w, i, idx, ctx),
+        Encoding::Vop3 if i.op < 0x100 => vopc(w, i, idx, ctx),
+        Encoding::Vop1 | Encoding::Vop2 | Encoding::Vop3 | Encoding::Vop3sd => {
+            valu_op(w, i, i.op, idx, ctx)
+        }
+        Encoding::Sop2 => sop2_op(w, i, idx, ctx),
+        Encoding::Sop1 => sop1_op(w, i, idx, ctx),
+        Encoding::Sopk => sopk_op(w, i, idx, ctx),
+        Encoding::Sopc => sopc_op(w, i, idx, ctx),
+        Encoding::Sopp => return sopp_op(w, i, idx, ctx),
+        Encoding::Smem => smem_op(w, i, idx, ctx),
+        Encoding::Vopd => vopd(w, i, idx, ctx),
+        Encoding::Vop3p => vop3p_op(w, i, idx, ctx),
+        Encoding::Ds => ds_op(w, i, idx, ctx),
+        Encoding::Flat | Encoding::Global | Encoding::Scratch => flat_op(w, i, idx, ctx),
+        Encoding::Mubuf => mubuf_op(w, i, idx, ctx),
+        Encoding::Mtbuf => Err(unimplemented(ctx, idx, i)),
+    }
+    .map(|()| false)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -2837,23 +2897,50 @@ pub(crate) fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
 )]
 #[inline(always)]
 pub(crate) fn compare_rows(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
-    let lanes = w.lanes as usize;
-    let a = &w.v[v.r[0]..v.r[0] + lanes];
-    let b = &w.v[v.r[1]..v.r[1] + lanes];
+    if w.lanes == 64 {
+        compare_lanes::<64>(w, v, kind, c)
+    } else {
+        compare_lanes::<32>(w, v, kind, c)
+    }
+}
+
+/// A lane mask from per-lane bits given as bytes of 0 or 1, eight lanes per multiply: in an
+/// 8-byte group, the product adds byte j's bit into bit 56 + j.
+#[inline(always)]
+pub(crate) fn pack_bits<const L: usize>(t: &[u8; L]) -> u64 {
+    let mut r = 0u64;
+    for (k, ch) in t.chunks_exact(8).enumerate() {
+        let x = u64::from_le_bytes([ch[0], ch[1], ch[2], ch[3], ch[4], ch[5], ch[6], ch[7]]);
+        r |= (x.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (8 * k);
+    }
+    r
+}
+
+/// [`compare_rows`] for a wave of `L` lanes: each lane's result as a byte (a vector compare
+/// and packs), then eight bytes at a time gathered into eight mask bits by one multiply.
+#[allow(
+    clippy::neg_cmp_op_on_partial_ord,
+    clippy::nonminimal_bool,
+    clippy::double_comparisons
+)]
+#[inline(always)]
+fn compare_lanes<const L: usize>(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
+    let a = row::<L>(&w.v, v.r[0]);
+    let b = row::<L>(&w.v, v.r[1]);
     let (m0, m1) = (v.m[0], v.m[1]);
     #[inline(always)]
-    fn mask<T: Copy>(
-        a: &[u32],
-        b: &[u32],
+    fn mask<T: Copy, const L: usize>(
+        a: &[u32; L],
+        b: &[u32; L],
         conv_a: impl Fn(u32) -> T,
         conv_b: impl Fn(u32) -> T,
         p: impl Fn(T, T) -> bool,
     ) -> u64 {
-        let mut r = 0u64;
-        for (l, (&x, &y)) in a.iter().zip(b).enumerate() {
-            r |= (p(conv_a(x), conv_b(y)) as u64) << l;
+        let mut t = [0u8; L];
+        for (t, (&x, &y)) in t.iter_mut().zip(a.iter().zip(b)) {
+            *t = p(conv_a(x), conv_b(y)) as u8;
         }
-        r
+        pack_bits(&t)
     }
     if kind == K::F32 {
         let fa = |x: u32| f32::from_bits((x & m0.0 as u32) ^ m0.1 as u32);
@@ -4047,25 +4134,46 @@ pub(crate) fn rows_to_dwords(
 }
 
 /// Lanes `start..end` of `W` dword rows from `dst` (a row index) loaded from `b`, `4 * W`
-/// bytes per lane.
+/// bytes per lane. Lane by lane over the `W` rows at once, so that the loop vectorizes as
+/// an interleaved access (whole vectors of bytes read, then shuffled into the rows).
 #[inline(always)]
 fn bytes_to_rows<const W: usize>(v: &mut [u32], dst: usize, start: usize, end: usize, b: &[u8]) {
-    for k in 0..W {
-        let row = &mut v[(dst + k) * 64 + start..(dst + k) * 64 + end];
-        for (r, c) in row.iter_mut().zip(b.chunks_exact(4 * W)) {
-            *r = u32::from_le_bytes([c[4 * k], c[4 * k + 1], c[4 * k + 2], c[4 * k + 3]]);
+    if W == 1 {
+        // One row: a plain copy of dwords.
+        let row = &mut v[dst * 64 + start..dst * 64 + end];
+        for (r, c) in row.iter_mut().zip(b.chunks_exact(4)) {
+            *r = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        return;
+    }
+    let mut rows = v[dst * 64..(dst + W) * 64].chunks_exact_mut(64);
+    let mut rows: [&mut [u32]; W] =
+        std::array::from_fn(|_| &mut rows.next().unwrap_or_default()[start..end]);
+    for (l, c) in b.chunks_exact(4 * W).take(end - start).enumerate() {
+        for (k, r) in rows.iter_mut().enumerate() {
+            let x = c.get(4 * k..).and_then(|s| s.first_chunk::<4>());
+            r[l] = x.map_or(0, |x| u32::from_le_bytes(*x));
         }
     }
 }
 
 /// Lanes `start..end` of `W` dword rows from row base `data` (`row * 64`) into `b`, `4 * W`
-/// bytes per lane.
+/// bytes per lane, lane by lane as [`bytes_to_rows`] reads them.
 #[inline(always)]
 fn rows_to_bytes<const W: usize>(v: &[u32], data: usize, start: usize, end: usize, b: &mut [u8]) {
-    for k in 0..W {
-        let row = &v[data + 64 * k + start..data + 64 * k + end];
-        for (x, c) in row.iter().zip(b.chunks_exact_mut(4 * W)) {
-            c[4 * k..4 * k + 4].copy_from_slice(&x.to_le_bytes());
+    if W == 1 {
+        let row = &v[data + start..data + end];
+        for (x, c) in row.iter().zip(b.chunks_exact_mut(4)) {
+            c.copy_from_slice(&x.to_le_bytes());
+        }
+        return;
+    }
+    let rows: [&[u32]; W] = std::array::from_fn(|k| &v[data + 64 * k + start..data + 64 * k + end]);
+    for (l, c) in b.chunks_exact_mut(4 * W).take(end - start).enumerate() {
+        for (k, r) in rows.iter().enumerate() {
+            if let Some(d) = c.get_mut(4 * k..).and_then(|s| s.first_chunk_mut::<4>()) {
+                *d = r[l].to_le_bytes();
+            }
         }
     }
 }
@@ -4516,6 +4624,177 @@ fn atomic_results(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `compare_rows` (lane results packed eight at a time) against a plain loop that sets one
+    /// mask bit per lane, for every condition, f32 (with abs/neg masks), signed and unsigned
+    /// sources, on both wave sizes.
+    #[test]
+    #[allow(clippy::neg_cmp_op_on_partial_ord, clippy::nonminimal_bool)]
+    fn compare_rows_match_a_lane_by_lane_reference() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            x.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        let special = [
+            0x0000_0000u32,
+            0x8000_0000,
+            0x3f80_0000,
+            0xbf80_0000,
+            0x7f80_0000,
+            0xff80_0000,
+            0x7fc0_0000,
+            0xffc0_0001,
+            0x0000_0001,
+            0x7fff_ffff,
+            0xffff_ffff,
+        ];
+        let mut w = Wave::new();
+        for l in 0..64 {
+            let pick = |r: u64| special[(r % special.len() as u64) as usize];
+            let (r0, r1) = (next(), next());
+            w.v[l] = if r0 & 1 == 0 {
+                pick(r0 >> 8)
+            } else {
+                (r0 >> 16) as u32
+            };
+            // Equal to the first source in about one lane of four.
+            w.v[64 + l] = match r1 % 4 {
+                0 => w.v[l],
+                1 => pick(r1 >> 8),
+                _ => (r1 >> 16) as u32,
+            };
+        }
+        let plain = (u64::MAX, 0);
+        let masks = [[plain, plain], [(0x7fff_ffff, 0), (u64::MAX, 0x8000_0000)]];
+        for lanes in [32u32, 64] {
+            w.lanes = lanes;
+            for cond in 0..=16u8 {
+                for (kind, ty) in [(K::F32, 1u8), (K::I32, 3), (K::I32, 7)] {
+                    for m in masks {
+                        let v = Valu {
+                            r: [0, 64, 0],
+                            m: [m[0], m[1], plain],
+                            sh: [0; 3],
+                            exec: full_mask(lanes),
+                        };
+                        let c = CmpInfo {
+                            cond,
+                            ty,
+                            x: false,
+                            class: false,
+                        };
+                        let mut want = 0u64;
+                        for l in 0..lanes as usize {
+                            let (a, b) = (w.v[l], w.v[64 + l]);
+                            let bit = if kind == K::F32 {
+                                let f = |x: u32, (and, xor): (u64, u64)| {
+                                    f32::from_bits((x & and as u32) ^ xor as u32)
+                                };
+                                let (x, y) = (f(a, m[0]), f(b, m[1]));
+                                match cond {
+                                    0 => false,
+                                    1 => x < y,
+                                    2 => x == y,
+                                    3 => x <= y,
+                                    4 => x > y,
+                                    5 => x < y || x > y,
+                                    6 => x >= y,
+                                    7 => !x.is_nan() && !y.is_nan(),
+                                    8 => x.is_nan() || y.is_nan(),
+                                    9 => !(x >= y),
+                                    10 => !(x < y || x > y),
+                                    11 => !(x > y),
+                                    12 => !(x <= y),
+                                    13 => x != y,
+                                    14 => !(x < y),
+                                    _ => true,
+                                }
+                            } else {
+                                let (x, y) = if ty < 6 {
+                                    (a as i32 as i64, b as i32 as i64)
+                                } else {
+                                    (a as i64, b as i64)
+                                };
+                                match cond {
+                                    1 => x < y,
+                                    2 => x == y,
+                                    3 => x <= y,
+                                    4 => x > y,
+                                    6 => x >= y,
+                                    5 | 16 => x != y,
+                                    15 => true,
+                                    _ => false,
+                                }
+                            };
+                            want |= (bit as u64) << l;
+                        }
+                        let got = compare_rows(&w, &v, kind, c);
+                        assert_eq!(
+                            got, want,
+                            "{lanes} lanes, cond {cond}, ty {ty}, masks {m:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reference for `dwords_to_rows` and `rows_to_dwords`: lane `start + j` of dword row
+    /// `k` is the little-endian dword at byte `n * j + 4 * k` of the buffer.
+    #[test]
+    fn dword_transpositions_match_a_lane_by_lane_reference() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u32
+        };
+        // Full waves, the 16-lane runs of the GLOBAL forms, and ranges with a partial chunk.
+        let ranges = [
+            (0, 64),
+            (0, 32),
+            (16, 32),
+            (48, 64),
+            (3, 29),
+            (0, 7),
+            (5, 6),
+            (8, 8),
+        ];
+        for n in [4usize, 8, 12, 16] {
+            for (start, end) in ranges {
+                let lanes = end - start;
+                let bytes: Vec<u8> = (0..n * lanes).map(|_| next() as u8).collect();
+                let dst = 7;
+                let mut v: Vec<u32> = (0..16 * 64).map(|_| next()).collect();
+                let before = v.clone();
+                dwords_to_rows(&mut v, dst, start, end, n, &bytes);
+                for (at, (&got, &old)) in v.iter().zip(&before).enumerate() {
+                    let (row, lane) = (at / 64, at % 64);
+                    let k = row.wrapping_sub(dst);
+                    let want = if k < n / 4 && (start..end).contains(&lane) {
+                        let o = n * (lane - start) + 4 * k;
+                        u32::from_le_bytes([bytes[o], bytes[o + 1], bytes[o + 2], bytes[o + 3]])
+                    } else {
+                        old
+                    };
+                    assert_eq!(
+                        got, want,
+                        "load of {n} bytes per lane, lanes {start}..{end}: row {row} lane {lane}"
+                    );
+                }
+                let mut out = vec![0xa5u8; n * lanes];
+                rows_to_dwords(&v, dst * 64, start, end, n, &mut out);
+                assert_eq!(
+                    out, bytes,
+                    "store of {n} bytes per lane, lanes {start}..{end}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn cvt_i32_equals_the_saturating_cast_on_a_sample() {

@@ -12,7 +12,7 @@
 use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::exec::{
     CmpInfo, K, Ty, Valu, arr, bits_rows, carry_rows, cmp_info, compare_rows, dwords_to_rows,
-    fma_rows_inline, for_lanes, full_mask, inline_const, row, rows_to_dwords, set_row,
+    fma_rows_inline, for_lanes, full_mask, inline_const, pack_bits, row, rows_to_dwords, set_row,
     sopp_is_no_op,
 };
 use super::opcodes::{sopp, valu};
@@ -115,7 +115,11 @@ pub(crate) enum Fast {
     LshlAddU64(Vf),
     /// `v_mad_u64_u32` (carry out to [`Vf::sd`]).
     MadU64U32(Vf),
-    /// A 32-bit float or integer comparison (not `v_cmpx`, not `v_cmp_class`).
+    /// A 32-bit add or subtract with a carry-out mask to [`Vf::sd`] (`v_add_co_u32`, ...), and
+    /// with a carry-in mask read from the SGPR code given (`v_add_co_ci_u32`, CDNA's
+    /// `v_addc_co_u32`, ...; [`NO_CARRY_IN`] for none).
+    Carry(Vf, CarryOp, u16),
+    /// A 32-bit float or integer comparison (`v_cmp`, `v_cmpx`; not `v_cmp_class`).
     Cmp(Vf, CmpInfo),
     /// `s_endpgm`.
     Endpgm,
@@ -159,6 +163,18 @@ impl SdwaSel {
         if self.sext { s } else { z }
     }
 }
+
+/// The operation of a [`Fast::Carry`] form: `a + b + c`, `a - b - c` or `b - a - c`, with
+/// `c` the lane's carry-in bit (0 without one).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CarryOp {
+    Add,
+    Sub,
+    Subrev,
+}
+
+/// The carry-in code of a [`Fast::Carry`] form without a carry-in.
+pub(crate) const NO_CARRY_IN: u16 = u16::MAX;
 
 /// The operands of a scalar ALU form: two sources ([`Opnd::Sgpr`], a pair for 64-bit
 /// operations, or [`Opnd::Const`]; never a row) and the destination SGPR (the first of a
@@ -572,8 +588,9 @@ fn vf_srcs(i: &Inst, tys: [Ty; 3], n: usize, float: bool) -> Option<Vf> {
 
 fn cmp_form(i: &Inst) -> Option<Fast> {
     let c = cmp_info(i.op)?;
-    // f32, i32 and u32 comparisons.
-    if c.x || c.class || !matches!(c.ty, 1 | 4 | 7) {
+    // f32, i32 and u32 comparisons, `v_cmpx` among them (which `finish_compare` writes to
+    // EXEC, as in the general path).
+    if c.class || !matches!(c.ty, 1 | 4 | 7) {
         return None;
     }
     let mut v = vf_srcs(i, [Ty::B32; 3], 2, c.ty == 1)?;
@@ -674,6 +691,26 @@ fn valu_form(i: &Inst) -> Option<Fast> {
         LSHLREV_B64 => Fast::LshlrevB64(vf(i, [Ty::B32, Ty::I64, Ty::B32], 2, 2, false)?),
         LSHRREV_B64 => Fast::LshrrevB64(vf(i, [Ty::B32, Ty::I64, Ty::B32], 2, 2, false)?),
         MAD_U64_U32 => Fast::MadU64U32(vf(i, [Ty::B32, Ty::B32, Ty::I64], 3, 2, false)?),
+        ADD_CO_U32 | SUB_CO_U32 | SUBREV_CO_U32 | ADD_CO_CI_U32 | SUB_CO_CI_U32
+        | SUBREV_CO_CI_U32 => {
+            // As `valu_op`: the 32-bit encoding's carry-out and carry-in are VCC, the
+            // 64-bit one's are its SDST and third source.
+            let mut v = int(2)?;
+            let vop2 = i.enc == Encoding::Vop2;
+            v.sd = if vop2 { VCC_LO } else { i.sdst };
+            let cin = match i.op {
+                ADD_CO_U32 | SUB_CO_U32 | SUBREV_CO_U32 => NO_CARRY_IN,
+                _ if vop2 => VCC_LO,
+                _ if i.src[2] < 127 => i.src[2],
+                _ => return None,
+            };
+            let op = match i.op {
+                ADD_CO_U32 | ADD_CO_CI_U32 => CarryOp::Add,
+                SUB_CO_U32 | SUB_CO_CI_U32 => CarryOp::Sub,
+                _ => CarryOp::Subrev,
+            };
+            Fast::Carry(v, op, cin)
+        }
         _ => return None,
     })
 }
@@ -1570,15 +1607,47 @@ pub(crate) fn shift_b64<const LEFT: bool>(w: &mut Wave, v: &Vf) {
         });
         return;
     };
-    // A 32-bit source: the general path reads its low dword.
+    // A 32-bit source: the general path reads its low dword. The shift is done on the
+    // dword halves (32-bit lane operations, which vectorize without widening), one loop per
+    // case of the uniform shift.
     let sh = a as u32 & 63;
     let (src, d) = (src as usize, v.d as usize);
-    let f = |x: u64| if LEFT { x << sh } else { x >> sh };
-    if w.lanes == 64 {
-        u64_uniform::<64>(w, src, d, f);
-    } else {
-        u64_uniform::<32>(w, src, d, f);
+    macro_rules! halves {
+        ($f:expr) => {
+            if w.lanes == 64 {
+                u64_halves::<64>(w, src, d, $f)
+            } else {
+                u64_halves::<32>(w, src, d, $f)
+            }
+        };
     }
+    match (LEFT, sh) {
+        (_, 0) => halves!(|lo, hi| (lo, hi)),
+        (true, 1..32) => halves!(|lo, hi| (lo << sh, hi << sh | lo >> (32 - sh))),
+        (true, _) => halves!(|lo, _| (0, lo << (sh - 32))),
+        (false, 1..32) => halves!(|lo, hi| (lo >> sh | hi << (32 - sh), hi >> sh)),
+        (false, _) => halves!(|_, hi| (hi >> (sh - 32), 0)),
+    }
+}
+
+/// [`u64_uniform`] computed on the dword halves of each lane: `f(low, high)` gives the
+/// result's halves.
+#[inline(always)]
+fn u64_halves<const L: usize>(
+    w: &mut Wave,
+    src: usize,
+    d: usize,
+    f: impl Fn(u32, u32) -> (u32, u32),
+) {
+    let (mut lo, mut hi) = ([0u32; L], [0u32; L]);
+    {
+        let (a, b) = (row::<L>(&w.v, src), row::<L>(&w.v, src + 64));
+        for l in 0..L {
+            (lo[l], hi[l]) = f(a[l], b[l]);
+        }
+    }
+    set_row(&mut w.v, d, &lo);
+    set_row(&mut w.v, d + 64, &hi);
 }
 
 /// `v_mad_u64_u32` with a full EXEC; returns the carry mask. With a uniform addend and one
@@ -1635,8 +1704,62 @@ fn mad_carry<const L: usize>(w: &mut Wave, src: usize, d: usize, k: u64, c: u64)
     carry
 }
 
+/// A [`Fast::Carry`] form over all lanes: the results to the destination row, the carry-out
+/// mask returned (each lane's carry, or borrow, as the general path computes it).
+#[inline(always)]
+pub(crate) fn carry_op(w: &mut Wave, v: &Vf, op: CarryOp, cin: u16) -> u64 {
+    let ci = if cin == NO_CARRY_IN { 0 } else { w.mask(cin) };
+    let r = stage::<2>(w, v, [false; 3]);
+    let d = v.d as usize;
+    // In 32-bit lane operations: the carry of `a + b + c` is that of either add, the borrow
+    // of `a - b - c` is `b > a`, or `a - b` below `c`.
+    macro_rules! go {
+        ($l:literal) => {
+            match op {
+                CarryOp::Add => carry_lanes::<$l>(w, r, d, ci, |a, b, c| {
+                    let s = a.wrapping_add(b);
+                    let x = s.wrapping_add(c);
+                    (x, (s < a) | (x < s))
+                }),
+                CarryOp::Sub => carry_lanes::<$l>(w, r, d, ci, |a, b, c| {
+                    let s = a.wrapping_sub(b);
+                    (s.wrapping_sub(c), (a < b) | (s < c))
+                }),
+                CarryOp::Subrev => carry_lanes::<$l>(w, r, d, ci, |a, b, c| {
+                    let s = b.wrapping_sub(a);
+                    (s.wrapping_sub(c), (b < a) | (s < c))
+                }),
+            }
+        };
+    }
+    if w.lanes == 64 { go!(64) } else { go!(32) }
+}
+
+/// [`carry_op`]'s lanes: `f(a, b, carry_in)` gives a lane's result and carry.
+#[inline(always)]
+fn carry_lanes<const L: usize>(
+    w: &mut Wave,
+    r: [usize; 3],
+    d: usize,
+    ci: u64,
+    f: impl Fn(u32, u32, u32) -> (u32, bool),
+) -> u64 {
+    let mut out = [0u32; L];
+    let mut carry = [0u8; L];
+    {
+        let (a, b) = (row::<L>(&w.v, r[0]), row::<L>(&w.v, r[1]));
+        for l in 0..L {
+            let (x, c) = f(a[l], b[l], (ci >> l) as u32 & 1);
+            out[l] = x;
+            carry[l] = c as u8;
+        }
+    }
+    set_row(&mut w.v, d, &out);
+    pack_bits(&carry)
+}
+
 /// `v_lshl_add_u64` with a full EXEC: a uniform base and shift added to a register pair
-/// through [`u64_uniform`], else [`u64_op`].
+/// on its dword halves (see [`u64_halves`]), else [`u64_op`].
 #[inline(always)]
 pub(crate) fn lshl_add_u64(w: &mut Wave, v: &Vf) {
     let (Some(a), Some(b), Opnd::Row(src)) =
@@ -1649,10 +1772,16 @@ pub(crate) fn lshl_add_u64(w: &mut Wave, v: &Vf) {
     };
     let base = a << (b as u32 & 7);
     let (src, d) = (src as usize, v.d as usize);
+    // The 64-bit add on dword halves, the carry from the low half's wrap.
+    let (bl, bh) = (base as u32, (base >> 32) as u32);
+    let f = |lo: u32, hi: u32| {
+        let l = lo.wrapping_add(bl);
+        (l, hi.wrapping_add(bh).wrapping_add((l < bl) as u32))
+    };
     if w.lanes == 64 {
-        u64_uniform::<64>(w, src, d, |x| base.wrapping_add(x));
+        u64_halves::<64>(w, src, d, f);
     } else {
-        u64_uniform::<32>(w, src, d, |x| base.wrapping_add(x));
+        u64_halves::<32>(w, src, d, f);
     }
 }
 
@@ -1753,7 +1882,7 @@ impl LdsRows {
 
 #[cfg(test)]
 mod tests {
-    use super::Fast;
+    use super::{CarryOp, Fast, NO_CARRY_IN};
     use crate::wave::{Ctx, Mode, Wave, WaveState};
     use crate::{HostMemory, Isa, Program};
 
@@ -2396,6 +2525,101 @@ mod tests {
     /// (`v_add_f32` and `v_mul_f32` are left out: with a NaN in both sources, which NaN the
     /// result carries depends on the order the Rust compiler gives the x86 operands, and the
     /// forms and the general path can differ there; see `docs/EMU.md`.)
+    /// The carry forms: `v_add_co_u32`, `v_sub_co_u32`, `v_subrev_co_u32` and their
+    /// carry-in versions, in the 64-bit encoding (carry-out to an SGPR (pair), VCC or null,
+    /// carry-in from an SGPR (pair) or VCC) and in the 32-bit one (VCC).
+    fn carry_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
+        let cdna = matches!(isa, Isa::Gfx942 | Isa::Gfx950);
+        // VOP3 opcode words (bits 31:16) and VOP2 opcodes (bits 30:25), in the order add,
+        // sub, subrev, then the carry-in three.
+        let (vop3, vop2): ([u32; 6], [u32; 6]) = if cdna {
+            (
+                [0xd119, 0xd11a, 0xd11b, 0xd11c, 0xd11d, 0xd11e],
+                [0x19, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e],
+            )
+        } else {
+            // gfx11 has no 32-bit encoding of the three without a carry-in.
+            (
+                [0xd700, 0xd701, 0xd702, 0xd520, 0xd521, 0xd522],
+                [0x20, 0x21, 0x22, 0x20, 0x21, 0x22],
+            )
+        };
+        let shape = move |w: [u32; 3]| -> [u32; 3] {
+            let src = |r: u32| match r % 4 {
+                0 => 2 * (r / 4 % 50),
+                1 => 128 + r / 4 % 81,
+                _ => 256 + r / 4 % 200,
+            };
+            let k = (w[0] % 6) as usize;
+            let mask = |r: u32| [2 * (r % 50), 106, 124][(r >> 8) as usize % 3];
+            let vdst = (w[0] >> 8) % 200;
+            if w[0] >> 28 & 1 == 0 {
+                let word0 = vop3[k] << 16 | mask(w[0] >> 12) << 8 | vdst;
+                let word1 = src(w[1]) | src(w[1] >> 11) << 9 | mask(w[2]) << 18;
+                [word0, word1, endpgm]
+            } else {
+                let word = vop2[k] << 25 | vdst << 17 | (w[1] >> 3) % 200 << 9 | src(w[1]);
+                [word, endpgm, endpgm]
+            }
+        };
+        let drawn = forms_match(isa, endpgm, lanes, seed, false, &shape);
+        for (op, ci) in [
+            (CarryOp::Add, false),
+            (CarryOp::Sub, true),
+            (CarryOp::Subrev, true),
+        ] {
+            assert!(
+                drawn.iter().any(|f| matches!(f, Fast::Carry(_, o, c)
+                    if *o == op && (*c != NO_CARRY_IN) == ci)),
+                "{isa:?}: no {op:?} form (carry-in {ci}) drawn"
+            );
+        }
+    }
+
+    /// The compare forms of `v_cmpx` (f32, i32, u32, every condition; 32-bit encoding), which
+    /// write EXEC (and, on CDNA, VCC): the instructions after one run with the EXEC it left.
+    fn cmpx_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
+        let cdna = matches!(isa, Isa::Gfx942 | Isa::Gfx950);
+        // The first opcode of each group and its conditions: f32, i32, u32.
+        let groups: [(u32, u32); 3] = if cdna {
+            [(0x50, 16), (0xd0, 8), (0xd8, 8)]
+        } else {
+            [(0x90, 16), (0xc0, 8), (0xc8, 8)]
+        };
+        let shape = move |w: [u32; 3]| -> [u32; 3] {
+            let src = |r: u32| match r % 4 {
+                0 => 2 * (r / 4 % 50),
+                1 => 128 + r / 4 % 81,
+                _ => 256 + r / 4 % 200,
+            };
+            let (first, conds) = groups[(w[0] % 3) as usize];
+            let op = first + (w[0] >> 4) % conds;
+            let word = 0x7c00_0000 | op << 17 | (w[1] >> 3) % 200 << 9 | src(w[1]);
+            [word, endpgm, endpgm]
+        };
+        let drawn = forms_match(isa, endpgm, lanes, seed, false, &shape);
+        assert!(
+            drawn.iter().any(|f| matches!(f, Fast::Cmp(_, c) if c.x)),
+            "{isa:?}: no v_cmpx form drawn"
+        );
+    }
+
+    #[test]
+    fn cmpx_forms_match_the_general_path_all_isas() {
+        cmpx_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x1f83_d9ab_fb41);
+        cmpx_forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0x5be0_cd19_8f1c);
+        cmpx_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x6a09_e667_f3bc);
+        cmpx_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0xbb67_ae85_84ca);
+    }
+
+    #[test]
+    fn carry_forms_match_the_general_path_all_isas() {
+        carry_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x3c6e_f372_fe94);
+        carry_forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0xa54f_f53a_5f1d);
+        carry_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x510e_527f_ade6);
+        carry_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x9b05_688c_2b3e);
+    }
+
     fn modifier_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
         let cdna = matches!(isa, Isa::Gfx942 | Isa::Gfx950);
         // The VOP3 opcode words (bits 31:16) of the six, in that order.
