@@ -218,8 +218,10 @@ impl Memory for SharedAccess<'_> {
 pub struct HostMemory {
     regions: Vec<(u64, Vec<u8>)>,
     next: u64,
-    /// The region the last access hit (accesses come in runs on the same buffer).
-    last: usize,
+    /// The regions the last two accesses hit, the latest first (accesses come in runs on
+    /// the same buffer, or alternate between two, as a kernel reading one buffer and
+    /// writing another does).
+    last: [usize; 2],
 }
 
 impl HostMemory {
@@ -229,7 +231,7 @@ impl HostMemory {
         HostMemory {
             regions: Vec::new(),
             next: 1 << 32,
-            last: 0,
+            last: [0; 2],
         }
     }
 
@@ -252,18 +254,24 @@ impl HostMemory {
     }
 
     fn find(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
-        let hit = self
-            .regions
-            .get(self.last)
-            .is_some_and(|r| r.0 <= addr && addr - r.0 < r.1.len() as u64);
-        let i = if hit {
-            self.last
-        } else {
+        let holds = |i: usize| {
             self.regions
-                .partition_point(|r| r.0 <= addr)
-                .checked_sub(1)?
+                .get(i)
+                .is_some_and(|r| r.0 <= addr && addr - r.0 < r.1.len() as u64)
         };
-        self.last = i;
+        let i = if holds(self.last[0]) {
+            self.last[0]
+        } else {
+            let i = if holds(self.last[1]) {
+                self.last[1]
+            } else {
+                self.regions
+                    .partition_point(|r| r.0 <= addr)
+                    .checked_sub(1)?
+            };
+            self.last = [i, self.last[0]];
+            i
+        };
         let (base, bytes) = &mut self.regions[i];
         let off = usize::try_from(addr - *base).ok()?;
         bytes.get_mut(off..off.checked_add(len)?)

@@ -1704,6 +1704,36 @@ fn mad_carry<const L: usize>(w: &mut Wave, src: usize, d: usize, k: u64, c: u64)
     carry
 }
 
+/// `v_lshl_add_u64` of the register pair at row base `a` shifted left by `sh` (0 to 7), plus
+/// the register pair at row base `c` or, with `CU`, the uniform `k`, into row base `d`; on
+/// dword halves, as [`u64_halves`].
+#[inline(always)]
+fn shift_add_lanes<const L: usize, const CU: bool>(
+    w: &mut Wave,
+    a: usize,
+    sh: u32,
+    c: usize,
+    k: u64,
+    d: usize,
+) {
+    let (kl, kh) = (k as u32, (k >> 32) as u32);
+    let (mut lo, mut hi) = ([0u32; L], [0u32; L]);
+    {
+        let (al, ah) = (row::<L>(&w.v, a), row::<L>(&w.v, a + 64));
+        let (cl, ch) = (row::<L>(&w.v, c), row::<L>(&w.v, c + 64));
+        for l in 0..L {
+            // `(x >> 1) >> (31 - sh)` is `x >> (32 - sh)`, and 0 for a shift of 0.
+            let (sl, shi) = (al[l] << sh, ah[l] << sh | (al[l] >> 1) >> (31 - sh));
+            let (bl, bh) = if CU { (kl, kh) } else { (cl[l], ch[l]) };
+            let x = sl.wrapping_add(bl);
+            lo[l] = x;
+            hi[l] = shi.wrapping_add(bh).wrapping_add((x < bl) as u32);
+        }
+    }
+    set_row(&mut w.v, d, &lo);
+    set_row(&mut w.v, d + 64, &hi);
+}
+
 /// A [`Fast::Carry`] form over all lanes: the results to the destination row, the carry-out
 /// mask returned (each lane's carry, or borrow, as the general path computes it).
 #[inline(always)]
@@ -1762,6 +1792,21 @@ fn carry_lanes<const L: usize>(
 /// on its dword halves (see [`u64_halves`]), else [`u64_op`].
 #[inline(always)]
 pub(crate) fn lshl_add_u64(w: &mut Wave, v: &Vf) {
+    if let (Opnd::Row(a), Some(b)) = (v.s[0], uniform(w, v.s[1], false)) {
+        // A register pair shifted by a uniform amount, plus a register pair or a uniform.
+        let (a, sh, d) = (a as usize, b as u32 & 7, v.d as usize);
+        let (c, k) = match (v.s[2], uniform(w, v.s[2], true)) {
+            (Opnd::Row(c), _) => (Some(c as usize), 0),
+            (_, k) => (None, k.unwrap_or(0)),
+        };
+        match (w.lanes == 64, c) {
+            (true, Some(c)) => shift_add_lanes::<64, false>(w, a, sh, c, 0, d),
+            (true, None) => shift_add_lanes::<64, true>(w, a, sh, 0, k, d),
+            (false, Some(c)) => shift_add_lanes::<32, false>(w, a, sh, c, 0, d),
+            (false, None) => shift_add_lanes::<32, true>(w, a, sh, 0, k, d),
+        }
+        return;
+    }
     let (Some(a), Some(b), Opnd::Row(src)) =
         (uniform(w, v.s[0], true), uniform(w, v.s[1], false), v.s[2])
     else {
