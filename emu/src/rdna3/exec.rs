@@ -2890,11 +2890,6 @@ pub(crate) fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
 
 /// The body of [`dense_compare`], inlined into it and into the run loop's compare form (a call
 /// per compare was 6–7 % of a gfx942 `fmath` profile).
-#[allow(
-    clippy::neg_cmp_op_on_partial_ord,
-    clippy::nonminimal_bool,
-    clippy::double_comparisons
-)]
 #[inline(always)]
 pub(crate) fn compare_rows(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
     if w.lanes == 64 {
@@ -4629,7 +4624,11 @@ mod tests {
     /// mask bit per lane, for every condition, f32 (with abs/neg masks), signed and unsigned
     /// sources, on both wave sizes.
     #[test]
-    #[allow(clippy::neg_cmp_op_on_partial_ord, clippy::nonminimal_bool)]
+    #[allow(
+        clippy::neg_cmp_op_on_partial_ord,
+        clippy::nonminimal_bool,
+        clippy::double_comparisons
+    )]
     fn compare_rows_match_a_lane_by_lane_reference() {
         let mut x = 0x2545_f491_4f6c_dd1du64;
         let mut next = move || {

@@ -2603,7 +2603,7 @@ mod tests {
                 let word1 = src(w[1]) | src(w[1] >> 11) << 9 | mask(w[2]) << 18;
                 [word0, word1, endpgm]
             } else {
-                let word = vop2[k] << 25 | vdst << 17 | (w[1] >> 3) % 200 << 9 | src(w[1]);
+                let word = vop2[k] << 25 | vdst << 17 | ((w[1] >> 3) % 200) << 9 | src(w[1]);
                 [word, endpgm, endpgm]
             }
         };
@@ -2639,7 +2639,7 @@ mod tests {
             };
             let (first, conds) = groups[(w[0] % 3) as usize];
             let op = first + (w[0] >> 4) % conds;
-            let word = 0x7c00_0000 | op << 17 | (w[1] >> 3) % 200 << 9 | src(w[1]);
+            let word = 0x7c00_0000 | op << 17 | ((w[1] >> 3) % 200) << 9 | src(w[1]);
             [word, endpgm, endpgm]
         };
         let drawn = forms_match(isa, endpgm, lanes, seed, false, &shape);
