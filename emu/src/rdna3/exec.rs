@@ -4103,6 +4103,16 @@ pub(crate) fn dwords_to_rows(
 ) {
     match n {
         4 => bytes_to_rows::<1>(v, dst, start, end, b),
+        _ => wide_bytes_to_rows(v, dst, start, end, n, b),
+    }
+}
+
+/// [`dwords_to_rows`] of 2 to 4 dwords per lane, out of line: compiled on their own (and for
+/// AVX2 too) their lane loops vectorise as interleaved accesses, which they did not inlined
+/// into the run loop (they were then about 3,000 host instructions per gfx942 `copy` wave).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+fn wide_bytes_to_rows(v: &mut [u32], dst: usize, start: usize, end: usize, n: usize, b: &[u8]) {
+    match n {
         8 => bytes_to_rows::<2>(v, dst, start, end, b),
         12 => bytes_to_rows::<3>(v, dst, start, end, b),
         _ => bytes_to_rows::<4>(v, dst, start, end, b),
@@ -4122,6 +4132,14 @@ pub(crate) fn rows_to_dwords(
 ) {
     match n {
         4 => rows_to_bytes::<1>(v, data, start, end, b),
+        _ => wide_rows_to_bytes(v, data, start, end, n, b),
+    }
+}
+
+/// [`rows_to_dwords`] of 2 to 4 dwords per lane, out of line as [`wide_bytes_to_rows`].
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+fn wide_rows_to_bytes(v: &[u32], data: usize, start: usize, end: usize, n: usize, b: &mut [u8]) {
+    match n {
         8 => rows_to_bytes::<2>(v, data, start, end, b),
         12 => rows_to_bytes::<3>(v, data, start, end, b),
         _ => rows_to_bytes::<4>(v, data, start, end, b),
