@@ -4648,13 +4648,7 @@ mod tests {
         clippy::double_comparisons
     )]
     fn compare_rows_match_a_lane_by_lane_reference() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            x ^= x >> 12;
-            x ^= x << 25;
-            x ^= x >> 27;
-            x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        };
+        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1d);
         let special = [
             0x0000_0000u32,
             0x8000_0000,
@@ -4763,13 +4757,8 @@ mod tests {
     /// `k` is the little-endian dword at byte `n * j + 4 * k` of the buffer.
     #[test]
     fn dword_transpositions_match_a_lane_by_lane_reference() {
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u32
-        };
+        let mut xs = crate::xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut next = move || xs() as u32;
         // Full waves, the 16-lane runs of the GLOBAL forms, and ranges with a partial chunk.
         let ranges = [
             (0, 64),

@@ -2570,6 +2570,29 @@ mod tests {
     /// (`v_add_f32` and `v_mul_f32` are left out: with a NaN in both sources, which NaN the
     /// result carries depends on the order the Rust compiler gives the x86 operands, and the
     /// forms and the general path can differ there; see `docs/EMU.md`.)
+    /// A random source operand code: an even SGPR, an inline constant or a VGPR.
+    fn draw_src(r: u32) -> u32 {
+        match r % 4 {
+            0 => 2 * (r / 4 % 50),
+            1 => 128 + r / 4 % 81,
+            _ => 256 + r / 4 % 200,
+        }
+    }
+
+    /// Runs a form test on gfx942 and gfx950 (wave64) and gfx1100 (wave32 and wave64), each
+    /// with its `s_endpgm` word and one of `seeds`.
+    fn on_all_isas(test: fn(Isa, u32, u32, u64), seeds: [u64; 4]) {
+        let configs = [
+            (Isa::Gfx942, 0xbf81_0000, 64),
+            (Isa::Gfx950, 0xbf81_0000, 64),
+            (Isa::Gfx1100, 0xbfb0_0000, 32),
+            (Isa::Gfx1100, 0xbfb0_0000, 64),
+        ];
+        for ((isa, endpgm, lanes), seed) in configs.into_iter().zip(seeds) {
+            test(isa, endpgm, lanes, seed);
+        }
+    }
+
     /// The carry forms: `v_add_co_u32`, `v_sub_co_u32`, `v_subrev_co_u32` and their
     /// carry-in versions, in the 64-bit encoding (carry-out to an SGPR (pair), VCC or null,
     /// carry-in from an SGPR (pair) or VCC) and in the 32-bit one (VCC).
@@ -2590,20 +2613,15 @@ mod tests {
             )
         };
         let shape = move |w: [u32; 3]| -> [u32; 3] {
-            let src = |r: u32| match r % 4 {
-                0 => 2 * (r / 4 % 50),
-                1 => 128 + r / 4 % 81,
-                _ => 256 + r / 4 % 200,
-            };
             let k = (w[0] % 6) as usize;
             let mask = |r: u32| [2 * (r % 50), 106, 124][(r >> 8) as usize % 3];
             let vdst = (w[0] >> 8) % 200;
             if w[0] >> 28 & 1 == 0 {
                 let word0 = vop3[k] << 16 | mask(w[0] >> 12) << 8 | vdst;
-                let word1 = src(w[1]) | src(w[1] >> 11) << 9 | mask(w[2]) << 18;
+                let word1 = draw_src(w[1]) | draw_src(w[1] >> 11) << 9 | mask(w[2]) << 18;
                 [word0, word1, endpgm]
             } else {
-                let word = vop2[k] << 25 | vdst << 17 | ((w[1] >> 3) % 200) << 9 | src(w[1]);
+                let word = vop2[k] << 25 | vdst << 17 | ((w[1] >> 3) % 200) << 9 | draw_src(w[1]);
                 [word, endpgm, endpgm]
             }
         };
@@ -2632,14 +2650,9 @@ mod tests {
             [(0x90, 16), (0xc0, 8), (0xc8, 8)]
         };
         let shape = move |w: [u32; 3]| -> [u32; 3] {
-            let src = |r: u32| match r % 4 {
-                0 => 2 * (r / 4 % 50),
-                1 => 128 + r / 4 % 81,
-                _ => 256 + r / 4 % 200,
-            };
             let (first, conds) = groups[(w[0] % 3) as usize];
             let op = first + (w[0] >> 4) % conds;
-            let word = 0x7c00_0000 | op << 17 | ((w[1] >> 3) % 200) << 9 | src(w[1]);
+            let word = 0x7c00_0000 | op << 17 | ((w[1] >> 3) % 200) << 9 | draw_src(w[1]);
             [word, endpgm, endpgm]
         };
         let drawn = forms_match(isa, endpgm, lanes, seed, false, &shape);
@@ -2651,18 +2664,28 @@ mod tests {
 
     #[test]
     fn cmpx_forms_match_the_general_path_all_isas() {
-        cmpx_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x1f83_d9ab_fb41);
-        cmpx_forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0x5be0_cd19_8f1c);
-        cmpx_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x6a09_e667_f3bc);
-        cmpx_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0xbb67_ae85_84ca);
+        on_all_isas(
+            cmpx_forms_match_the_general_path,
+            [
+                0x1f83_d9ab_fb41,
+                0x5be0_cd19_8f1c,
+                0x6a09_e667_f3bc,
+                0xbb67_ae85_84ca,
+            ],
+        );
     }
 
     #[test]
     fn carry_forms_match_the_general_path_all_isas() {
-        carry_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x3c6e_f372_fe94);
-        carry_forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0xa54f_f53a_5f1d);
-        carry_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x510e_527f_ade6);
-        carry_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x9b05_688c_2b3e);
+        on_all_isas(
+            carry_forms_match_the_general_path,
+            [
+                0x3c6e_f372_fe94,
+                0xa54f_f53a_5f1d,
+                0x510e_527f_ade6,
+                0x9b05_688c_2b3e,
+            ],
+        );
     }
 
     fn modifier_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
@@ -2674,21 +2697,16 @@ mod tests {
             [0xd501, 0xd588, 0xd587, 0xd71c, 0xd613, 0xd5b3]
         };
         let shape = move |w: [u32; 3]| -> [u32; 3] {
-            let src = |r: u32| match r % 4 {
-                0 => 2 * (r / 4 % 50),
-                1 => 128 + r / 4 % 81,
-                _ => 256 + r / 4 % 200,
-            };
             let k = (w[0] % 6) as usize;
             // The lane mask of `v_cndmask_b32`: an SGPR (pair) or VCC.
             let c = if k == 0 {
                 [2 * (w[2] % 50), 106][(w[2] >> 8) as usize % 2]
             } else {
-                src(w[2])
+                draw_src(w[2])
             };
             let (abs, neg) = ((w[0] >> 3) & 7, w[0] >> 6 & 7);
             let word0 = ops[k] << 16 | abs << 8 | ((w[0] >> 9) % 200);
-            let word1 = src(w[1]) | src(w[1] >> 11) << 9 | c << 18 | neg << 29;
+            let word1 = draw_src(w[1]) | draw_src(w[1] >> 11) << 9 | c << 18 | neg << 29;
             [word0, word1, endpgm]
         };
         forms_match(isa, endpgm, lanes, seed, false, &shape);
@@ -2696,18 +2714,28 @@ mod tests {
 
     #[test]
     fn modifier_forms_match_the_general_path_all_isas() {
-        modifier_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x71f3_2a9c_04be);
-        modifier_forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0x5be0_cd19_137e);
-        modifier_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x2b3e_6c1f_9b05);
-        modifier_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x6a09_e667_bb67);
+        on_all_isas(
+            modifier_forms_match_the_general_path,
+            [
+                0x71f3_2a9c_04be,
+                0x5be0_cd19_137e,
+                0x2b3e_6c1f_9b05,
+                0x6a09_e667_bb67,
+            ],
+        );
     }
 
     #[test]
     fn address_forms_match_the_general_path_all_isas() {
-        address_forms_match_the_general_path(Isa::Gfx942, 0xbf81_0000, 64, 0x3c6e_f372_fe94);
-        address_forms_match_the_general_path(Isa::Gfx950, 0xbf81_0000, 64, 0xa54f_f53a_5f1d);
-        address_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 32, 0x510e_527f_ade6);
-        address_forms_match_the_general_path(Isa::Gfx1100, 0xbfb0_0000, 64, 0x1f83_d9ab_fb42);
+        on_all_isas(
+            address_forms_match_the_general_path,
+            [
+                0x3c6e_f372_fe94,
+                0xa54f_f53a_5f1d,
+                0x510e_527f_ade6,
+                0x1f83_d9ab_fb42,
+            ],
+        );
     }
 
     /// A random scalar ALU word (SOP1, SOP2, SOPK or SOPC, with a random opcode, so that the
