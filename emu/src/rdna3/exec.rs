@@ -4109,7 +4109,7 @@ pub(crate) fn dwords_to_rows(
 
 /// [`dwords_to_rows`] of 2 to 4 dwords per lane, out of line: compiled on their own (and for
 /// AVX2 too) their lane loops vectorise as interleaved accesses, which they did not inlined
-/// into the run loop (there they were about a third of a gfx942 `copy` wave's host
+/// into the run loop (there they were over a quarter of a gfx942 `copy` wave's host
 /// instructions, and moving them out took 12 % off the whole).
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 fn wide_bytes_to_rows(v: &mut [u32], dst: usize, start: usize, end: usize, n: usize, b: &[u8]) {
