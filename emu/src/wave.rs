@@ -813,19 +813,9 @@ fn init_wave(
     let first = w_idx * lanes;
     let live = items.saturating_sub(first).min(lanes);
     if size[1] == 1 && size[2] == 1 {
-        // A one-dimensional workgroup: x counts up from the wave's first work-item (a whole
-        // row at once when every lane is live, which vectorises).
-        match w.v.first_chunk_mut::<64>() {
-            Some(row) if live == 64 => {
-                for (lane, v) in row.iter_mut().enumerate() {
-                    *v = first + lane as u32;
-                }
-            }
-            _ => {
-                for (lane, v) in w.v[..live as usize].iter_mut().enumerate() {
-                    *v = first + lane as u32;
-                }
-            }
+        // A one-dimensional workgroup: x counts up from the wave's first work-item.
+        for (lane, v) in w.v[..live as usize].iter_mut().enumerate() {
+            *v = first + lane as u32;
         }
     } else {
         let mut x = first % size[0];

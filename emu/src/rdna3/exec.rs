@@ -278,12 +278,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
             }
             Fast::Cmp(ref v, c) if dense => {
                 let res = fast::compare(w, v, c);
-                let r = match prog.insts.get(idx) {
-                    Some(i) => finish_compare(w, i, c, res),
-                    None => Err(Error::BadPc {
-                        pc: pc_of(ctx, idx),
-                    }),
-                };
+                let r = finish_compare(w, v.sd, c, res);
                 (dense, dense_f32) = flags(w);
                 r
             }
@@ -3051,7 +3046,7 @@ pub(crate) fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
     let mut res = 0u64;
     if v.exec == full_mask(w.lanes) && !c.class && matches!(kind, K::F32 | K::I32) {
         res = dense_compare(w, &v, kind, c);
-        return finish_compare(w, i, c, res);
+        return finish_compare(w, cmp_dst(i), c, res);
     }
     for_lanes(v.exec, |l| {
         let r = if c.class {
@@ -3152,29 +3147,27 @@ pub(crate) fn vopc(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
         };
         res |= (r as u64) << l;
     });
-    finish_compare(w, i, c, res)
+    finish_compare(w, cmp_dst(i), c, res)
 }
 
-/// Writes a compare result: EXEC for v_cmpx (and on CDNA its destination too), else the
-/// destination mask.
-pub(crate) fn finish_compare(w: &mut Wave, i: &Inst, c: CmpInfo, res: u64) -> Result<(), Error> {
+/// The mask a compare writes (besides EXEC for `v_cmpx`): VCC in the 32-bit encoding, else its
+/// scalar destination.
+pub(crate) fn cmp_dst(i: &Inst) -> u16 {
+    if i.enc == Encoding::Vopc {
+        VCC_LO
+    } else {
+        i.dst
+    }
+}
+
+/// Writes a compare result: EXEC for v_cmpx (and on CDNA its destination `dst` too, see
+/// [`cmp_dst`]), else the destination mask.
+pub(crate) fn finish_compare(w: &mut Wave, dst: u16, c: CmpInfo, res: u64) -> Result<(), Error> {
     if c.x {
         w.set_exec(res);
-        // GFX9 (CDNA) v_cmpx also writes its destination (VCC in the 32-bit encoding).
-        if w.isa.is_cdna() {
-            let dst = if i.enc == Encoding::Vopc {
-                VCC_LO
-            } else {
-                i.dst
-            };
-            w.set_mask(dst, res);
-        }
-    } else {
-        let dst = if i.enc == Encoding::Vopc {
-            VCC_LO
-        } else {
-            i.dst
-        };
+    }
+    // GFX9 (CDNA) v_cmpx also writes its destination.
+    if !c.x || w.isa.is_cdna() {
         w.set_mask(dst, res);
     }
     Ok(())

@@ -11,9 +11,9 @@
 
 use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::exec::{
-    CmpInfo, K, Ty, Valu, arr, bits_rows, carry_rows, cmp_info, compare_rows, dwords_to_rows,
-    fma_rows_inline, for_lanes, full_mask, inline_const, pack_bits, row, rows_to_dwords, set_row,
-    sopp_is_no_op,
+    CmpInfo, K, Ty, Valu, arr, bits_rows, carry_rows, cmp_dst, cmp_info, compare_rows,
+    dwords_to_rows, fma_rows_inline, for_lanes, full_mask, inline_const, pack_bits, row,
+    rows_to_dwords, set_row, sopp_is_no_op,
 };
 use super::opcodes::{sopp, valu};
 use crate::Error;
@@ -594,7 +594,7 @@ fn cmp_form(i: &Inst) -> Option<Fast> {
         return None;
     }
     let mut v = vf_srcs(i, [Ty::B32; 3], 2, c.ty == 1)?;
-    v.sd = 0;
+    v.sd = cmp_dst(i);
     Some(Fast::Cmp(v, c))
 }
 
@@ -1577,28 +1577,8 @@ pub(crate) fn u64_op<const N: usize>(
     }
 }
 
-/// A 64-bit form whose one register source is the pair at row base `src` and whose other
-/// sources are uniform, `f` having them as values: the form of the address computations
-/// compilers emit (`v_lshlrev_b64` by a constant, `v_lshl_add_u64` of an SGPR-pair base and a
-/// register-pair offset). Only the register pair is read per lane and nothing is broadcast into
-/// staging rows; the lanes get the bits [`u64_op`] gives them.
-#[inline(always)]
-fn u64_uniform<const L: usize>(w: &mut Wave, src: usize, d: usize, f: impl Fn(u64) -> u64) {
-    let (mut lo, mut hi) = ([0u32; L], [0u32; L]);
-    {
-        let (a, b) = (row::<L>(&w.v, src), row::<L>(&w.v, src + 64));
-        for l in 0..L {
-            let x = f(a[l] as u64 | (b[l] as u64) << 32);
-            lo[l] = x as u32;
-            hi[l] = (x >> 32) as u32;
-        }
-    }
-    set_row(&mut w.v, d, &lo);
-    set_row(&mut w.v, d + 64, &hi);
-}
-
 /// `v_lshlrev_b64` (`LEFT`) or `v_lshrrev_b64` with a full EXEC: by a uniform shift through
-/// [`u64_uniform`], else [`u64_op`].
+/// [`u64_halves`], else [`u64_op`].
 #[inline(always)]
 pub(crate) fn shift_b64<const LEFT: bool>(w: &mut Wave, v: &Vf) {
     let (Some(a), Opnd::Row(src)) = (uniform(w, v.s[0], false), v.s[1]) else {
@@ -1630,8 +1610,12 @@ pub(crate) fn shift_b64<const LEFT: bool>(w: &mut Wave, v: &Vf) {
     }
 }
 
-/// [`u64_uniform`] computed on the dword halves of each lane: `f(low, high)` gives the
-/// result's halves.
+/// A 64-bit form whose one register source is the pair at row base `src` and whose other
+/// sources are uniform (the address computations compilers emit: a 64-bit shift by a
+/// constant, a pair plus an SGPR-pair base), computed on the dword halves of each lane:
+/// `f(low, high)` gives the result's halves, as 32-bit lane operations that vectorise without
+/// widening. Only the register pair is read per lane and nothing is broadcast into staging
+/// rows; the lanes get the bits [`u64_op`] gives them.
 #[inline(always)]
 fn u64_halves<const L: usize>(
     w: &mut Wave,
@@ -1671,10 +1655,14 @@ pub(crate) fn mad_u64_u32(w: &mut Wave, v: &Vf) -> u64 {
     let k = k & 0xffff_ffff;
     let (src, d) = (src as usize, v.d as usize);
     if c == 0 {
+        let f = |lo: u32, _| {
+            let x = lo as u64 * k;
+            (x as u32, (x >> 32) as u32)
+        };
         if w.lanes == 64 {
-            u64_uniform::<64>(w, src, d, |x| (x & 0xffff_ffff) * k);
+            u64_halves::<64>(w, src, d, f);
         } else {
-            u64_uniform::<32>(w, src, d, |x| (x & 0xffff_ffff) * k);
+            u64_halves::<32>(w, src, d, f);
         }
         return 0;
     }
@@ -1788,8 +1776,8 @@ fn carry_lanes<const L: usize>(
     pack_bits(&carry)
 }
 
-/// `v_lshl_add_u64` with a full EXEC: a uniform base and shift added to a register pair
-/// on its dword halves (see [`u64_halves`]), else [`u64_op`].
+/// `v_lshl_add_u64` with a full EXEC: with a uniform shift and a register pair among the
+/// sources, on dword halves ([`shift_add_lanes`], [`u64_halves`]), else [`u64_op`].
 #[inline(always)]
 pub(crate) fn lshl_add_u64(w: &mut Wave, v: &Vf) {
     if let (Opnd::Row(a), Some(b)) = (v.s[0], uniform(w, v.s[1], false)) {
@@ -1815,9 +1803,11 @@ pub(crate) fn lshl_add_u64(w: &mut Wave, v: &Vf) {
         });
         return;
     };
+    // A uniform base already shifted, added to a register pair: no shift per lane (the
+    // `copy` kernels' addresses; through `shift_add_lanes` with a shift of 0 they cost 6 %
+    // more host instructions).
     let base = a << (b as u32 & 7);
     let (src, d) = (src as usize, v.d as usize);
-    // The 64-bit add on dword halves, the carry from the low half's wrap.
     let (bl, bh) = (base as u32, (base >> 32) as u32);
     let f = |lo: u32, hi: u32| {
         let l = lo.wrapping_add(bl);
@@ -2639,33 +2629,66 @@ mod tests {
         }
     }
 
-    /// The compare forms of `v_cmpx` (f32, i32, u32, every condition; 32-bit encoding), which
-    /// write EXEC (and, on CDNA, VCC): the instructions after one run with the EXEC it left.
-    fn cmpx_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
+    /// The compare forms of `v_cmp` and `v_cmpx` (f32, i32, u32, every condition), in the
+    /// 32-bit encoding (VCC) and the 64-bit one (its scalar destination: an SGPR (pair), VCC
+    /// or `null`). `v_cmpx` writes EXEC (and, on CDNA, the destination too): the instructions
+    /// after one run with the EXEC it left.
+    fn compare_forms_match_the_general_path(isa: Isa, endpgm: u32, lanes: u32, seed: u64) {
         let cdna = matches!(isa, Isa::Gfx942 | Isa::Gfx950);
-        // The first opcode of each group and its conditions: f32, i32, u32.
-        let groups: [(u32, u32); 3] = if cdna {
-            [(0x50, 16), (0xd0, 8), (0xd8, 8)]
+        // The first opcode of each group and its conditions: `v_cmp` f32, i32, u32, then
+        // `v_cmpx` f32, i32, u32; and the VOP3 encoding's bits 31:26.
+        let (groups, vop3): ([(u32, u32); 6], u32) = if cdna {
+            (
+                [
+                    (0x40, 16),
+                    (0xc0, 8),
+                    (0xc8, 8),
+                    (0x50, 16),
+                    (0xd0, 8),
+                    (0xd8, 8),
+                ],
+                0xd000_0000,
+            )
         } else {
-            [(0x90, 16), (0xc0, 8), (0xc8, 8)]
+            (
+                [
+                    (0x10, 16),
+                    (0x40, 8),
+                    (0x48, 8),
+                    (0x90, 16),
+                    (0xc0, 8),
+                    (0xc8, 8),
+                ],
+                0xd400_0000,
+            )
         };
         let shape = move |w: [u32; 3]| -> [u32; 3] {
-            let (first, conds) = groups[(w[0] % 3) as usize];
+            let (first, conds) = groups[(w[0] % 6) as usize];
             let op = first + (w[0] >> 4) % conds;
-            let word = 0x7c00_0000 | op << 17 | ((w[1] >> 3) % 200) << 9 | draw_src(w[1]);
-            [word, endpgm, endpgm]
+            if w[0] >> 28 & 1 == 0 {
+                let word = 0x7c00_0000 | op << 17 | ((w[1] >> 3) % 200) << 9 | draw_src(w[1]);
+                [word, endpgm, endpgm]
+            } else {
+                let sdst = [2 * (w[2] % 50), 106, 124][(w[2] >> 8) as usize % 3];
+                let word1 = draw_src(w[1]) | draw_src(w[1] >> 11) << 9;
+                [vop3 | op << 16 | sdst, word1, endpgm]
+            }
         };
         let drawn = forms_match(isa, endpgm, lanes, seed, false, &shape);
-        assert!(
-            drawn.iter().any(|f| matches!(f, Fast::Cmp(_, c) if c.x)),
-            "{isa:?}: no v_cmpx form drawn"
-        );
+        for x in [false, true] {
+            assert!(
+                drawn
+                    .iter()
+                    .any(|f| matches!(f, Fast::Cmp(v, c) if c.x == x && v.sd < 106)),
+                "{isa:?}: no compare form (v_cmpx {x}) with an SGPR destination drawn"
+            );
+        }
     }
 
     #[test]
-    fn cmpx_forms_match_the_general_path_all_isas() {
+    fn compare_forms_match_the_general_path_all_isas() {
         on_all_isas(
-            cmpx_forms_match_the_general_path,
+            compare_forms_match_the_general_path,
             [
                 0x1f83_d9ab_fb41,
                 0x5be0_cd19_8f1c,
