@@ -66,6 +66,33 @@ impl Atomic32 {
     }
 }
 
+/// The lowest and highest of `addrs` (`(u64::MAX, 0)` for none). Lanes' addresses almost
+/// always share their upper dword: the bounds of the lower dwords then decide, in 32-bit
+/// operations that vectorise (x86-64 has no unsigned 64-bit vector minimum before AVX-512).
+#[inline(always)]
+pub(crate) fn address_bounds(addrs: &[u64]) -> (u64, u64) {
+    let Some(&a0) = addrs.first() else {
+        return (u64::MAX, 0);
+    };
+    let hi0 = (a0 >> 32) as u32;
+    let (mut other, mut lo_min, mut lo_max) = (0u32, u32::MAX, 0u32);
+    for &a in addrs {
+        other |= (a >> 32) as u32 ^ hi0;
+        lo_min = lo_min.min(a as u32);
+        lo_max = lo_max.max(a as u32);
+    }
+    if other == 0 {
+        let hi = u64::from(hi0) << 32;
+        return (hi | u64::from(lo_min), hi | u64::from(lo_max));
+    }
+    let (mut first, mut last) = (u64::MAX, 0u64);
+    for &a in addrs {
+        first = first.min(a);
+        last = last.max(a);
+    }
+    (first, last)
+}
+
 /// GPU virtual memory as the shader sees it.
 pub trait Memory {
     /// Fills `buf` from `addr`.
@@ -212,16 +239,43 @@ impl Memory for SharedAccess<'_> {
     }
 }
 
+/// How many recently used regions [`HostMemory`] checks before searching them all.
+const LAST: usize = 4;
+
+/// A region of [`HostMemory`] an access hit lately: its address, size and index.
+#[derive(Clone, Copy, Debug)]
+struct Recent {
+    base: u64,
+    size: u64,
+    index: usize,
+}
+
+impl Recent {
+    /// An entry no address matches.
+    const NONE: Recent = Recent {
+        base: 0,
+        size: 0,
+        index: 0,
+    };
+}
+
+impl Default for Recent {
+    fn default() -> Self {
+        Recent::NONE
+    }
+}
+
 /// A simple memory of separately allocated regions, for tests and tools: every address outside
 /// a region faults.
 #[derive(Default, Debug)]
 pub struct HostMemory {
     regions: Vec<(u64, Vec<u8>)>,
     next: u64,
-    /// The regions the last two accesses hit, the latest first (accesses come in runs on
-    /// the same buffer, or alternate between two, as a kernel reading one buffer and
-    /// writing another does).
-    last: [usize; 2],
+    /// Regions accesses hit lately (a kernel's accesses go round a few buffers: its
+    /// arguments, what it reads, what it writes), checked before a search of all regions.
+    last: [Recent; LAST],
+    /// The entry of `last` the next miss replaces.
+    oldest: usize,
 }
 
 impl HostMemory {
@@ -231,7 +285,8 @@ impl HostMemory {
         HostMemory {
             regions: Vec::new(),
             next: 1 << 32,
-            last: [0; 2],
+            last: [Recent::NONE; LAST],
+            oldest: 0,
         }
     }
 
@@ -253,28 +308,41 @@ impl HostMemory {
         a
     }
 
+    /// The `len` bytes at `addr`, when they lie inside one region.
+    #[inline]
     fn find(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
-        let holds = |i: usize| {
-            self.regions
-                .get(i)
-                .is_some_and(|r| r.0 <= addr && addr - r.0 < r.1.len() as u64)
+        let i = match self
+            .last
+            .iter()
+            .find(|h| addr.wrapping_sub(h.base) < h.size)
+        {
+            Some(h) => h.index,
+            None => self.miss(addr)?,
         };
-        let i = if holds(self.last[0]) {
-            self.last[0]
-        } else {
-            let i = if holds(self.last[1]) {
-                self.last[1]
-            } else {
-                self.regions
-                    .partition_point(|r| r.0 <= addr)
-                    .checked_sub(1)?
-            };
-            self.last = [i, self.last[0]];
-            i
-        };
-        let (base, bytes) = &mut self.regions[i];
+        let (base, bytes) = self.regions.get_mut(i)?;
         let off = usize::try_from(addr - *base).ok()?;
         bytes.get_mut(off..off.checked_add(len)?)
+    }
+
+    /// The region holding `addr` when no recent one does; it replaces the oldest of them.
+    #[inline(never)]
+    fn miss(&mut self, addr: u64) -> Option<usize> {
+        let i = self
+            .regions
+            .partition_point(|r| r.0 <= addr)
+            .checked_sub(1)?;
+        let (base, bytes) = &self.regions[i];
+        let size = bytes.len() as u64;
+        if addr - base >= size {
+            return None;
+        }
+        self.last[self.oldest] = Recent {
+            base: *base,
+            size,
+            index: i,
+        };
+        self.oldest = (self.oldest + 1) % LAST;
+        Some(i)
     }
 
     /// Places `data` at a fixed address (for loading code object segments), failing if it
@@ -299,6 +367,8 @@ impl HostMemory {
             });
         }
         self.regions.insert(at, (addr, data.to_vec()));
+        // The regions after `at` moved up one index.
+        self.last = [Recent::NONE; LAST];
         if end > self.next {
             self.next = (end + 4096 + 255) & !255;
         }
@@ -486,8 +556,9 @@ impl SharedMemory for SharedHostMemory {
         if off % 8 == 0 {
             // Whole aligned words (a coalesced wave access), then the tail.
             let whole = buf.len() / 8 * 8;
-            for (c, w) in buf[..whole].chunks_exact_mut(8).zip(&words[off / 8..]) {
-                c.copy_from_slice(&w.load(Relaxed).to_le_bytes());
+            let (chunks, _) = buf.as_chunks_mut::<8>();
+            for (c, w) in chunks.iter_mut().zip(&words[off / 8..]) {
+                *c = w.load(Relaxed).to_le_bytes();
             }
             if whole < buf.len() {
                 let v = words[(off + whole) / 8].load(Relaxed).to_le_bytes();
@@ -516,11 +587,9 @@ impl SharedMemory for SharedHostMemory {
         if off % 8 == 0 {
             // Whole aligned words first (a coalesced wave access); the tail merges below.
             at = data.len() / 8 * 8;
-            for (c, w) in data[..at].chunks_exact(8).zip(&words[off / 8..]) {
-                w.store(
-                    u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]),
-                    Relaxed,
-                );
+            let (chunks, _) = data.as_chunks::<8>();
+            for (c, w) in chunks.iter().zip(&words[off / 8..]) {
+                w.store(u64::from_le_bytes(*c), Relaxed);
             }
         }
         while at < data.len() {
@@ -593,19 +662,39 @@ impl SharedMemory for SharedHostMemory {
     /// SeqCst as [`SharedMemory::atomic_rmw`]: on x86-64 every ordering of a read-modify-write
     /// is the same locked instruction, so a weaker one would buy nothing there.
     fn atomic32_lanes(&self, op: Atomic32, addrs: &[u64], xs: &[u32], olds: &mut [u32]) -> bool {
+        // One copy of the loops per operation, each with its operation inlined.
+        macro_rules! by_op {
+            ($($op:ident),*) => {
+                match op {
+                    $(Atomic32::$op => {
+                        self.lanes32(addrs, xs, olds, |o, x| Atomic32::$op.apply(o, x))
+                    })*
+                }
+            };
+        }
+        by_op!(Add, Sub, And, Or, Xor, Swap, MinU, MaxU, MinI, MaxI)
+    }
+}
+
+impl SharedHostMemory {
+    /// [`SharedMemory::atomic32_lanes`] with the operation `op`.
+    #[inline(always)]
+    fn lanes32(
+        &self,
+        addrs: &[u64],
+        xs: &[u32],
+        olds: &mut [u32],
+        op: impl Fn(u32, u32) -> u32,
+    ) -> bool {
         use std::sync::atomic::Ordering::SeqCst;
         let n = addrs.len();
         if n > 64 || xs.len() != n || olds.len() != n {
             return false;
         }
-        let (mut first, mut last) = (u64::MAX, 0u64);
-        for &a in addrs {
-            first = first.min(a);
-            last = last.max(a);
-        }
         if n == 0 {
             return true;
         }
+        let (first, last) = address_bounds(addrs);
         let Some(span) = usize::try_from(last - first)
             .ok()
             .and_then(|s| s.checked_add(4))
@@ -615,9 +704,22 @@ impl SharedMemory for SharedHostMemory {
         let Some((words, off)) = self.find(first, span) else {
             return false;
         };
+        let w0 = off / 8;
+        let words_hit = (off + span - 1) / 8 - w0 + 1;
+        if words_hit <= 64 && off % 4 == 0 {
+            // The lanes' byte offsets from word `w0`'s start (the span is at most 512 bytes).
+            let mut rel = [0u32; 64];
+            let mut misaligned = 0;
+            for (r, &a) in rel.iter_mut().zip(addrs) {
+                *r = (a - first) as u32 + (off % 8) as u32;
+                misaligned |= *r;
+            }
+            if misaligned % 4 == 0 {
+                return self.aligned_lanes(&words[w0..], &rel[..n], xs, olds, op);
+            }
+        }
         // One atomic step on word `w` (counted from the first lane's) for the lanes of `mask`,
         // lowest lane first.
-        let w0 = off / 8;
         let mut shift = [0u32; 64];
         let rmw = |w: usize, mask: u64, olds: &mut [u32], shift: &[u32; 64]| {
             // `find` checked the whole span against the region's size, and the region holds
@@ -630,7 +732,7 @@ impl SharedMemory for SharedHostMemory {
                     let sh = shift[l];
                     let old = (v >> sh) as u32;
                     olds[l] = old;
-                    v = (v & !(0xffff_ffffu64 << sh)) | (op.apply(old, xs[l]) as u64) << sh;
+                    v = (v & !(0xffff_ffffu64 << sh)) | (op(old, xs[l]) as u64) << sh;
                 }
                 Some(v)
             });
@@ -638,7 +740,6 @@ impl SharedMemory for SharedHostMemory {
         // The lanes of each word as a mask when the words are few (a histogram's bins): one
         // step per word. Else one step per lane, in lane order (spread lanes rarely share a
         // word, and each lane alone is exactly the lane-by-lane order).
-        let words_hit = (off + span - 1) / 8 - w0 + 1;
         let mut masks = [0u64; 64];
         for (l, &a) in addrs.iter().enumerate() {
             let o = off + (a - first) as usize;
@@ -661,6 +762,53 @@ impl SharedMemory for SharedHostMemory {
             for (l, &a) in addrs.iter().enumerate() {
                 rmw((off + (a - first) as usize) / 8 - w0, 1 << l, olds, &shift);
             }
+        }
+        true
+    }
+
+    /// [`SharedHostMemory::lanes32`] when every lane's value is a whole half of one of the
+    /// (at most 64) `words`: lane `l`'s at byte `rel[l]` of them, a multiple of 4. One
+    /// compare-and-swap loop per word, applying its lower half's lanes and then its upper
+    /// half's, each in lane order (lanes on different halves do not see each other). The
+    /// lanes are grouped by word and half in one pass, without the per-lane shifts of the
+    /// general grouping.
+    #[inline(always)]
+    fn aligned_lanes(
+        &self,
+        words: &[std::sync::atomic::AtomicU64],
+        rel: &[u32],
+        xs: &[u32],
+        olds: &mut [u32],
+        op: impl Fn(u32, u32) -> u32,
+    ) -> bool {
+        use std::sync::atomic::Ordering::SeqCst;
+        let mut masks = [0u64; 64];
+        let mut upper = 0u64;
+        for (l, &r) in rel.iter().enumerate() {
+            masks[(r / 8) as usize % 64] |= 1 << l;
+            upper |= u64::from(r / 4 % 2) << l;
+        }
+        // The lanes of `m`, lowest first, applied to `half`; each lane's old value to `olds`.
+        let apply = |mut half: u32, mut m: u64, olds: &mut [u32]| {
+            while m != 0 {
+                let l = m.trailing_zeros() as usize;
+                m &= m - 1;
+                if let (Some(o), Some(&x)) = (olds.get_mut(l), xs.get(l)) {
+                    *o = half;
+                    half = op(half, x);
+                }
+            }
+            half
+        };
+        for (word, &m) in words.iter().zip(&masks) {
+            if m == 0 {
+                continue;
+            }
+            let _ = word.fetch_update(SeqCst, SeqCst, |v| {
+                let lo = apply(v as u32, m & !upper, olds);
+                let hi = apply((v >> 32) as u32, m & upper, olds);
+                Some(u64::from(lo) | u64::from(hi) << 32)
+            });
         }
         true
     }
@@ -752,6 +900,29 @@ mod tests {
         Atomic32::MinI,
         Atomic32::MaxI,
     ];
+
+    #[test]
+    fn address_bounds_are_the_lowest_and_highest_address() {
+        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1d);
+        for round in 0..200 {
+            let n = round % 65;
+            // Mostly one upper dword; every fourth round lanes on both sides of a 4 GiB
+            // boundary, and every eighth any 64-bit values.
+            let base = 7u64 << 32;
+            let addrs: Vec<u64> = (0..n)
+                .map(|_| match round % 8 {
+                    7 => next(),
+                    3 => base - 512 + next() % 1024,
+                    _ => base + next() % (1 << 32),
+                })
+                .collect();
+            let want = (
+                addrs.iter().copied().min().unwrap_or(u64::MAX),
+                addrs.iter().copied().max().unwrap_or(0),
+            );
+            assert_eq!(address_bounds(&addrs), want, "round {round}: {addrs:x?}");
+        }
+    }
 
     #[test]
     fn shared_atomic32_lanes_match_one_atomic_at_a_time_in_lane_order() {

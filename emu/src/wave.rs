@@ -537,22 +537,29 @@ struct Core {
     buf: Vec<u8>,
 }
 
-thread_local! {
-    /// Waves kept from one dispatch to the next on this thread, so a dispatch reuses their
-    /// register files (133 KB each) instead of allocating and page-faulting fresh ones.
-    static SPARE_WAVES: std::cell::RefCell<Vec<Wave>> = const { std::cell::RefCell::new(Vec::new()) };
-}
+/// Waves kept from one dispatch to the next, so a dispatch reuses their register files
+/// (133 KB each) instead of allocating and page-faulting fresh ones. One pool for the process,
+/// not one per thread: a parallel dispatch's threads live only as long as the dispatch, and
+/// with a pool per thread each of them started with fresh waves.
+static SPARE_WAVES: std::sync::Mutex<Vec<Wave>> = std::sync::Mutex::new(Vec::new());
 
-/// Most waves kept per thread between dispatches (a workgroup of 1024 work-items in wave32).
-const MAX_SPARE_WAVES: usize = 32;
+/// Most waves the pool keeps (8.5 MB: a workgroup of 1024 work-items in wave32 on two
+/// threads, or one of 256 in wave64 on sixteen).
+const MAX_SPARE_WAVES: usize = 64;
+
+fn spare_waves() -> std::sync::MutexGuard<'static, Vec<Wave>> {
+    // A thread that panicked while holding the pool left whole waves in it (`Vec` pushes and
+    // splits do not leave half-made elements), so the pool stays usable.
+    SPARE_WAVES.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 impl Core {
     fn new(plan: &Plan, hw: &HwDispatch) -> Core {
-        let mut waves = SPARE_WAVES.with(|p| {
-            let mut p = p.borrow_mut();
+        let mut waves = {
+            let mut p = spare_waves();
             let keep = p.len().saturating_sub(plan.waves);
             p.split_off(keep)
-        });
+        };
         waves.resize_with(plan.waves, Wave::new);
         // The rows the kernel can reach start at zero once per dispatch (a wave from the pool
         // holds what an earlier dispatch left); see `init_wave` for the waves after the first.
@@ -617,12 +624,9 @@ impl Core {
 impl Drop for Core {
     fn drop(&mut self) {
         let waves = std::mem::take(&mut self.waves);
-        // A thread being torn down has no pool left: the waves are then simply freed.
-        let _ = SPARE_WAVES.try_with(|p| {
-            let mut p = p.borrow_mut();
-            let room = MAX_SPARE_WAVES.saturating_sub(p.len());
-            p.extend(waves.into_iter().take(room));
-        });
+        let mut p = spare_waves();
+        let room = MAX_SPARE_WAVES.saturating_sub(p.len());
+        p.extend(waves.into_iter().take(room));
     }
 }
 
@@ -651,15 +655,16 @@ pub fn dispatch_hw(
 }
 
 /// [`dispatch_hw`] with the workgroups spread over `threads` threads (at least 1), each
-/// taking the next workgroup not yet started. Memory is a [`SharedMemory`] the threads use
-/// at once.
+/// claiming the next workgroups not yet started (a few at a time). Memory is a
+/// [`SharedMemory`] the threads use at once.
 ///
 /// Contract: every workgroup runs exactly as [`dispatch_hw`] runs it, so results are the same
 /// whenever workgroups do not race on memory (no workgroup reads what another writes, except
 /// through atomics, whose returned old values then come in another order, as on hardware).
 /// `Stats` are the same. On an error the dispatch stops taking workgroups and returns the
-/// error of the lowest-numbered workgroup that failed; workgroups that had already started
-/// on other threads finish first, so memory may hold their effects too. The instruction
+/// error of the lowest-numbered workgroup that failed, the one [`dispatch_hw`] returns: every
+/// workgroup numbered below it runs; some above it, already started or claimed on other
+/// threads, may run too, so memory may hold their effects. The instruction
 /// limit counts the wave-instructions of all threads together, checked when each workgroup
 /// starts.
 pub fn dispatch_hw_parallel(
@@ -670,14 +675,24 @@ pub fn dispatch_hw_parallel(
     threads: usize,
 ) -> Result<Stats, Error> {
     use std::sync::Mutex;
-    use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
     let plan = plan(program, code_base, hw)?;
     let groups: Vec<u64> = my_groups(&plan, hw).collect();
-    let next = AtomicUsize::new(0);
-    let stop = AtomicBool::new(false);
+    let threads = threads.clamp(1, groups.len().max(1));
+    // Workgroups are claimed a few at a time: a short workgroup runs in a microsecond or two,
+    // about what moving the counter's cache line between cores costs, and at least 16 claims
+    // per thread keep the threads' shares even. The counter has a cache line of its own, so
+    // the flags the threads only read do not move with it.
+    let chunk = (groups.len() / (threads * 16)).clamp(1, 8);
+    let next = Aligned(AtomicUsize::new(0));
+    // The lowest index (in `groups`) of a workgroup that failed so far, `usize::MAX` for none.
+    // Claims go up in order, so every workgroup below a failed one has been claimed; a thread
+    // skips only the workgroups of its claim above the lowest failure, and so every workgroup
+    // below the first failing one runs, as in the one-thread dispatch.
+    let failed = AtomicUsize::new(usize::MAX);
+    // All threads' wave-instructions so far, kept only when there is a limit to check.
     let executed = AtomicU64::new(0);
     let first_error: Mutex<Option<(usize, Error)>> = Mutex::new(None);
-    let threads = threads.clamp(1, groups.len().max(1));
     let per_thread: Vec<Stats> = std::thread::scope(|s| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
@@ -685,27 +700,37 @@ pub fn dispatch_hw_parallel(
                     let mut core = Core::new(&plan, hw);
                     let mut mem = SharedAccess(mem);
                     let mut stats = Stats::default();
-                    while !stop.load(Ordering::Relaxed) {
-                        let k = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(&n) = groups.get(k) else { break };
-                        let budget = hw.instruction_limit.map_or(u64::MAX, |l| {
-                            l.saturating_sub(executed.load(Ordering::Relaxed))
-                        });
-                        match core.run_group(program, code_base, hw, &plan, n, budget, &mut mem) {
-                            Ok((instructions, waves)) => {
-                                executed.fetch_add(instructions, Ordering::Relaxed);
-                                stats.instructions += instructions;
-                                stats.waves += waves;
-                                stats.workgroups += 1;
+                    'claims: while failed.load(Ordering::Relaxed) == usize::MAX {
+                        let start = next.0.fetch_add(chunk, Ordering::Relaxed);
+                        for k in start..start + chunk {
+                            if k > failed.load(Ordering::Relaxed) {
+                                break 'claims;
                             }
-                            Err(e) => {
-                                stop.store(true, Ordering::Relaxed);
-                                let mut slot =
-                                    first_error.lock().unwrap_or_else(|p| p.into_inner());
-                                if slot.as_ref().is_none_or(|(k0, _)| k < *k0) {
-                                    *slot = Some((k, e));
+                            let Some(&n) = groups.get(k) else {
+                                break 'claims;
+                            };
+                            let budget = hw.instruction_limit.map_or(u64::MAX, |l| {
+                                l.saturating_sub(executed.load(Ordering::Relaxed))
+                            });
+                            match core.run_group(program, code_base, hw, &plan, n, budget, &mut mem)
+                            {
+                                Ok((instructions, waves)) => {
+                                    if hw.instruction_limit.is_some() {
+                                        executed.fetch_add(instructions, Ordering::Relaxed);
+                                    }
+                                    stats.instructions += instructions;
+                                    stats.waves += waves;
+                                    stats.workgroups += 1;
                                 }
-                                break;
+                                Err(e) => {
+                                    failed.fetch_min(k, Ordering::Relaxed);
+                                    let mut slot =
+                                        first_error.lock().unwrap_or_else(|p| p.into_inner());
+                                    if slot.as_ref().is_none_or(|(k0, _)| k < *k0) {
+                                        *slot = Some((k, e));
+                                    }
+                                    break 'claims;
+                                }
                             }
                         }
                     }
@@ -730,6 +755,10 @@ pub fn dispatch_hw_parallel(
     Ok(stats)
 }
 
+/// A value on a cache line of its own (two lines: some cores fetch lines in pairs).
+#[repr(align(128))]
+struct Aligned<T>(T);
+
 fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
     loop {
         for w in waves.iter_mut() {
@@ -748,6 +777,18 @@ fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
         }
     }
 }
+
+/// 0 to 63: lane numbers to add to a wave's first work-item id (a loop over a table
+/// vectorises, one counting lanes did not: 64 host instructions a wave).
+const LANE_IDS: [u32; 64] = {
+    let mut ids = [0u32; 64];
+    let mut l = 0;
+    while l < 64 {
+        ids[l] = l as u32;
+        l += 1;
+    }
+    ids
+};
 
 /// Sets up a wave's registers as the hardware does from the dispatch state: user SGPRs,
 /// then system SGPRs (workgroup ids, workgroup info, private segment wave offset), work-item
@@ -814,8 +855,8 @@ fn init_wave(
     let live = items.saturating_sub(first).min(lanes);
     if size[1] == 1 && size[2] == 1 {
         // A one-dimensional workgroup: x counts up from the wave's first work-item.
-        for (lane, v) in w.v[..live as usize].iter_mut().enumerate() {
-            *v = first + lane as u32;
+        for (v, &lane) in w.v[..live as usize].iter_mut().zip(&LANE_IDS) {
+            *v = first + lane;
         }
     } else {
         let mut x = first % size[0];

@@ -554,3 +554,62 @@ fn parallel_atomics_see_every_increment() {
     let got = u32::from_le_bytes(sm.bytes(counter, 4).unwrap().try_into().unwrap());
     assert_eq!(got, total, "every atomic add counted once");
 }
+
+/// A parallel dispatch whose later workgroups fault returns the fault of the lowest-numbered
+/// failing workgroup, the one the one-thread dispatch returns, whatever the thread count
+/// (the threads claim several workgroups at a time); with an instruction limit it stops.
+#[test]
+fn parallel_dispatch_reports_the_first_failing_workgroup() {
+    use am_emu::{Error, Launch, Memory, SharedHostMemory, SharedMemory};
+    let k = kernels_for(Isa::Gfx942);
+    let kd = k.0.kernel("vadd").unwrap();
+    let groups = 300;
+    let n = 256 * groups;
+    // The output holds the first `good` workgroups' results; it is the last region, so every
+    // later workgroup's store is unmapped.
+    let good = 137;
+    let input: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let kernarg_len = kd.descriptor.kernarg_size as usize + 64;
+    let kernarg = |a: u64, b: u64, c: u64| {
+        let mut v = Args::default().ptr(a).ptr(b).ptr(c).u32(n as u32).0;
+        v.resize(kernarg_len, 0);
+        v
+    };
+    let launch = |at: u64| Launch::new([n as u32, 1, 1], [256, 1, 1], at);
+    let mut hm = HostMemory::new();
+    let (a, b) = (hm.alloc_bytes(&input), hm.alloc_bytes(&input));
+    let ka = hm.alloc(kernarg_len);
+    let c = hm.alloc(4 * 256 * good);
+    Memory::write(&mut hm, ka, &kernarg(a, b, c)).unwrap();
+    let want = am_emu::dispatch(&k.1, kd, &launch(ka), &mut hm).unwrap_err();
+    let first_bad = c + 4 * 256 * good as u64;
+    assert!(
+        matches!(&want, Error::MemoryFault { fault, lane: 0, .. } if fault.addr == first_bad),
+        "{want}"
+    );
+    for threads in [2, 3, 8] {
+        let mut sm = SharedHostMemory::new();
+        let (sa, sb) = (sm.alloc_bytes(&input), sm.alloc_bytes(&input));
+        let ska = sm.alloc(kernarg_len);
+        let sc = sm.alloc(4 * 256 * good);
+        assert_eq!((sa, sb, ska, sc), (a, b, ka, c), "same allocations");
+        SharedMemory::write(&sm, ska, &kernarg(a, b, c)).unwrap();
+        let mem: &dyn SharedMemory = &sm;
+        let got = am_emu::dispatch_parallel(&k.1, kd, &launch(ska), mem, threads).unwrap_err();
+        assert_eq!(got.to_string(), want.to_string(), "{threads} threads");
+        // The workgroups before the first failing one all stored their sums.
+        let out = sm.bytes(sc, 4 * 256 * good).unwrap();
+        for (i, w) in out.chunks_exact(4).enumerate() {
+            let sum = f32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            assert_eq!(sum, 2.0 * i as f32, "{threads} threads: c[{i}]");
+        }
+        // With a limit far below the dispatch's instructions, it stops.
+        let mut l = launch(ska);
+        l.instruction_limit = Some(1000);
+        let err = am_emu::dispatch_parallel(&k.1, kd, &l, mem, threads).unwrap_err();
+        assert!(
+            matches!(err, Error::Stopped { ref reason, .. } if reason.contains("limit")),
+            "{threads} threads: {err}"
+        );
+    }
+}

@@ -4106,11 +4106,72 @@ pub(crate) fn dwords_to_rows(
 /// instructions, and moving them out took 12 % off the whole).
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 fn wide_bytes_to_rows(v: &mut [u32], dst: usize, start: usize, end: usize, n: usize, b: &[u8]) {
-    match n {
-        8 => bytes_to_rows::<2>(v, dst, start, end, b),
-        12 => bytes_to_rows::<3>(v, dst, start, end, b),
-        _ => bytes_to_rows::<4>(v, dst, start, end, b),
+    let done = start == 0
+        && match (end, n) {
+            (64, 8) => wave_bytes_to_rows::<64, 2, 128, 128>(v, dst, b),
+            (64, 12) => wave_bytes_to_rows::<64, 3, 192, 192>(v, dst, b),
+            (64, 16) => wave_bytes_to_rows::<64, 4, 256, 256>(v, dst, b),
+            (32, 8) => wave_bytes_to_rows::<32, 2, 96, 64>(v, dst, b),
+            (32, 12) => wave_bytes_to_rows::<32, 3, 160, 96>(v, dst, b),
+            (32, 16) => wave_bytes_to_rows::<32, 4, 224, 128>(v, dst, b),
+            _ => false,
+        };
+    if !done {
+        match n {
+            8 => bytes_to_rows::<2>(v, dst, start, end, b),
+            12 => bytes_to_rows::<3>(v, dst, start, end, b),
+            _ => bytes_to_rows::<4>(v, dst, start, end, b),
+        }
     }
+}
+
+/// [`bytes_to_rows`] of a whole wave of `L` lanes and `W` rows: the rows span `R` =
+/// 64 × (`W` − 1) + `L` dwords from row `dst`'s start, the bytes `B` = `L` × `W` dwords.
+/// Every index is inside arrays of known sizes, so the loop has no bounds checks and
+/// vectorises as one interleaved access. False, having done nothing, when the rows or bytes
+/// are too few.
+#[inline(always)]
+fn wave_bytes_to_rows<const L: usize, const W: usize, const R: usize, const B: usize>(
+    v: &mut [u32],
+    dst: usize,
+    b: &[u8],
+) -> bool {
+    let (words, _) = b.as_chunks::<4>();
+    let rows: Option<&mut [u32; R]> = v
+        .get_mut(dst * 64..dst * 64 + R)
+        .and_then(|r| r.try_into().ok());
+    let words: Option<&[[u8; 4]; B]> = words.get(..B).and_then(|w| w.try_into().ok());
+    let (Some(rows), Some(words)) = (rows, words) else {
+        return false;
+    };
+    for l in 0..L {
+        for k in 0..W {
+            rows[k * 64 + l] = u32::from_le_bytes(words[l * W + k]);
+        }
+    }
+    true
+}
+
+/// [`rows_to_bytes`] of a whole wave from row base `data`, as [`wave_bytes_to_rows`] reads
+/// them.
+#[inline(always)]
+fn wave_rows_to_bytes<const L: usize, const W: usize, const R: usize, const B: usize>(
+    v: &[u32],
+    data: usize,
+    b: &mut [u8],
+) -> bool {
+    let (words, _) = b.as_chunks_mut::<4>();
+    let rows: Option<&[u32; R]> = v.get(data..data + R).and_then(|r| r.try_into().ok());
+    let words: Option<&mut [[u8; 4]; B]> = words.get_mut(..B).and_then(|w| w.try_into().ok());
+    let (Some(rows), Some(words)) = (rows, words) else {
+        return false;
+    };
+    for l in 0..L {
+        for k in 0..W {
+            words[l * W + k] = rows[k * 64 + l].to_le_bytes();
+        }
+    }
+    true
 }
 
 /// Lanes `start..end` of the `n / 4` dword rows from row base `data` (`row * 64`) stored
@@ -4133,10 +4194,22 @@ pub(crate) fn rows_to_dwords(
 /// [`rows_to_dwords`] of 2 to 4 dwords per lane, out of line as [`wide_bytes_to_rows`].
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 fn wide_rows_to_bytes(v: &[u32], data: usize, start: usize, end: usize, n: usize, b: &mut [u8]) {
-    match n {
-        8 => rows_to_bytes::<2>(v, data, start, end, b),
-        12 => rows_to_bytes::<3>(v, data, start, end, b),
-        _ => rows_to_bytes::<4>(v, data, start, end, b),
+    let done = start == 0
+        && match (end, n) {
+            (64, 8) => wave_rows_to_bytes::<64, 2, 128, 128>(v, data, b),
+            (64, 12) => wave_rows_to_bytes::<64, 3, 192, 192>(v, data, b),
+            (64, 16) => wave_rows_to_bytes::<64, 4, 256, 256>(v, data, b),
+            (32, 8) => wave_rows_to_bytes::<32, 2, 96, 64>(v, data, b),
+            (32, 12) => wave_rows_to_bytes::<32, 3, 160, 96>(v, data, b),
+            (32, 16) => wave_rows_to_bytes::<32, 4, 224, 128>(v, data, b),
+            _ => false,
+        };
+    if !done {
+        match n {
+            8 => rows_to_bytes::<2>(v, data, start, end, b),
+            12 => rows_to_bytes::<3>(v, data, start, end, b),
+            _ => rows_to_bytes::<4>(v, data, start, end, b),
+        }
     }
 }
 

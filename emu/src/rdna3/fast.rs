@@ -788,8 +788,9 @@ fn smem_form(i: &Inst) -> Option<Fast> {
 }
 
 /// A scalar load from a piece of `mem` that holds its dwords in one slice
-/// ([`crate::Memory::contiguous`]), straight into the SGPRs; false, having done nothing,
-/// when the memory does not (the general path then reads, or reports the fault).
+/// ([`crate::Memory::contiguous`]), straight into the SGPRs, or from a memory whose reads
+/// are all or nothing; false, having done nothing, otherwise or when the read faults (the
+/// general path then reads, or reports the fault).
 #[inline(always)]
 pub(crate) fn scalar_load(w: &mut Wave, m: &Sm, mem: &mut dyn crate::Memory) -> bool {
     let b = m.base as usize;
@@ -801,11 +802,23 @@ pub(crate) fn scalar_load(w: &mut Wave, m: &Sm, mem: &mut dyn crate::Memory) -> 
     let base = w.s[b] as u64 | (w.s[b + 1] as u64) << 32;
     let addr = base.wrapping_add(m.imm).wrapping_add(soff) & !3;
     let n = m.dwords as usize;
-    let Some(bytes) = mem.contiguous(addr, 4 * n) else {
+    let d = m.dst as usize;
+    if let Some(bytes) = mem.contiguous(addr, 4 * n) {
+        for (s, c) in w.s[d..d + n].iter_mut().zip(bytes.chunks_exact(4)) {
+            *s = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        return true;
+    }
+    // A memory without slices whose reads are all or nothing (the threads' shared memory):
+    // one `read` through a staging buffer; a fault goes to the general path, which reports it.
+    let mut staged = [0u8; 64];
+    let Some(b) = staged.get_mut(..4 * n) else {
         return false;
     };
-    let d = m.dst as usize;
-    for (s, c) in w.s[d..d + n].iter_mut().zip(bytes.chunks_exact(4)) {
+    if !mem.all_or_nothing() || mem.read(addr, b).is_err() {
+        return false;
+    }
+    for (s, c) in w.s[d..d + n].iter_mut().zip(b.chunks_exact(4)) {
         *s = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
     }
     true
@@ -1047,8 +1060,12 @@ fn global_atomic_form(i: &Inst) -> Option<Fast> {
 /// [`crate::Memory::atomic32_lanes`]: the values are replaced in lane order, as
 /// `atomic_rmw_batch` replaces them, and with GLC the old values go to the destination row.
 /// Returns false, having done nothing, when neither applies (the general path then runs the
-/// atomics, or reports the fault).
-#[inline(always)]
+/// atomics, or reports the fault). Out of line: a wave's atomics cost far more than a call,
+/// and inlined into the run loop they changed how the loop's other forms compiled (3.5 more
+/// host instructions per wave-instruction on gfx942 `fmath`, which has no atomics). Built for
+/// AVX2 too, as the run loop is (the baseline build took 50 more per wave-instruction on
+/// gfx942 `histogram`).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 pub(crate) fn global_atomic(w: &mut Wave, a: &Ga, mem: &mut dyn crate::Memory) -> bool {
     if w.lanes == 64 {
         atomic_lanes::<64>(w, a, mem)
@@ -1073,11 +1090,7 @@ fn atomic_lanes<const L: usize>(w: &mut Wave, a: &Ga, mem: &mut dyn crate::Memor
             *x = base.wrapping_add(l as u64);
         }
     }
-    let (mut first, mut last) = (u64::MAX, 0u64);
-    for &x in &addrs {
-        first = first.min(x);
-        last = last.max(x);
-    }
+    let (first, last) = crate::memory::address_bounds(&addrs);
     let Some(span) = usize::try_from(last - first)
         .ok()
         .and_then(|s| s.checked_add(4))
@@ -1127,6 +1140,27 @@ fn rmw_lanes<const L: usize>(
     olds: &mut [u32; L],
     f: impl Fn(u32, u32) -> u32,
 ) {
+    // Aligned values (the usual case): the lanes' offsets as 32-bit numbers, computed and
+    // checked in vector operations, then one dword index per lane.
+    if first.is_multiple_of(4) && m.len() <= u32::MAX as usize {
+        let mut rel = [0u32; L];
+        let mut misaligned = 0;
+        for (r, &a) in rel.iter_mut().zip(addrs) {
+            *r = a.wrapping_sub(first) as u32;
+            misaligned |= *r;
+        }
+        if misaligned % 4 == 0 {
+            let (words, _) = m.as_chunks_mut::<4>();
+            for ((&r, &x), old) in rel.iter().zip(xs).zip(olds.iter_mut()) {
+                if let Some(v) = words.get_mut((r / 4) as usize) {
+                    let prev = u32::from_le_bytes(*v);
+                    *v = f(prev, x).to_le_bytes();
+                    *old = prev;
+                }
+            }
+            return;
+        }
+    }
     for ((&a, &x), old) in addrs.iter().zip(xs).zip(olds.iter_mut()) {
         let o = (a - first) as usize;
         if let Some(v) = m.get_mut(o..).and_then(|s| s.first_chunk_mut::<4>()) {
@@ -2454,11 +2488,24 @@ mod tests {
                     let (w, r) = run_copy(&w0, prog, &mut mem, &mut [], 100);
                     (w, format!("{r:?}"))
                 };
+                // The threads' shared memory, which has no slices: the form reads through a
+                // staging buffer there.
+                let run_shared = |prog: &Program| -> (Wave, String) {
+                    let mut mem = crate::SharedHostMemory::new();
+                    assert_eq!(mem.alloc_bytes(&mem0), a);
+                    let mut access = crate::memory::SharedAccess(&mem);
+                    let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
+                    (w, format!("{r:?}"))
+                };
                 let ((wa, ra), (wb, rb)) = (run(&fast), run(&slow));
                 let what = format!("{isa:?} instruction {k} ({}) case {case}", fast.text(0));
                 assert_eq!(ra, rb, "{what}: outcome");
                 assert_eq!(wa.s, wb.s, "{what}: SGPRs");
                 assert_eq!(wa.scc, wb.scc, "{what}: SCC");
+                for (wc, rc) in [run_shared(&fast), run_shared(&slow)] {
+                    assert_eq!(rc, ra, "{what}: outcome over shared memory");
+                    assert_eq!(wc.s, wa.s, "{what}: SGPRs over shared memory");
+                }
                 if case == 0 {
                     assert!(ra.starts_with("Ok") && wa.s != w0.s, "{what}: {ra}");
                 } else {
