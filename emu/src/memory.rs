@@ -242,27 +242,13 @@ impl Memory for SharedAccess<'_> {
 /// How many recently used regions [`HostMemory`] checks before searching them all.
 const LAST: usize = 4;
 
-/// A region of [`HostMemory`] an access hit lately: its address, size and index.
-#[derive(Clone, Copy, Debug)]
+/// A region of [`HostMemory`] an access hit lately: its address, size and index. The
+/// default entry (size 0) matches no address.
+#[derive(Clone, Copy, Debug, Default)]
 struct Recent {
     base: u64,
     size: u64,
     index: usize,
-}
-
-impl Recent {
-    /// An entry no address matches.
-    const NONE: Recent = Recent {
-        base: 0,
-        size: 0,
-        index: 0,
-    };
-}
-
-impl Default for Recent {
-    fn default() -> Self {
-        Recent::NONE
-    }
 }
 
 /// A simple memory of separately allocated regions, for tests and tools: every address outside
@@ -285,7 +271,7 @@ impl HostMemory {
         HostMemory {
             regions: Vec::new(),
             next: 1 << 32,
-            last: [Recent::NONE; LAST],
+            last: [Recent::default(); LAST],
             oldest: 0,
         }
     }
@@ -370,7 +356,7 @@ impl HostMemory {
         }
         self.regions.insert(at, (addr, data.to_vec()));
         // The regions after `at` moved up one index.
-        self.last = [Recent::NONE; LAST];
+        self.last = [Recent::default(); LAST];
         if end > self.next {
             self.next = (end + 4096 + 255) & !255;
         }
@@ -730,7 +716,7 @@ impl SharedHostMemory {
                 misaligned |= *r;
             }
             if misaligned % 4 == 0 {
-                return self.aligned_lanes(&words[w0..], &rel[..n], xs, olds, op);
+                return Self::aligned_lanes(&words[w0..], &rel[..n], xs, olds, op);
             }
         }
         // One atomic step on word `w` (counted from the first lane's) for the lanes of `mask`,
@@ -789,7 +775,6 @@ impl SharedHostMemory {
     /// general grouping.
     #[inline(always)]
     fn aligned_lanes(
-        &self,
         words: &[std::sync::atomic::AtomicU64],
         rel: &[u32],
         xs: &[u32],
@@ -920,19 +905,19 @@ mod tests {
     fn host_lookups_through_recent_regions_match_a_search_of_all() {
         let mut next = crate::xorshift(0x6a09_e667_f3bc_c908);
         let mut mem = HostMemory::new();
-        // Regions of 0 to 3000 bytes, each filled with its number; one mapped below the
+        // Regions of 0 to 3000 bytes, each filled with its own byte; one mapped below the
         // others halfway (the recent regions' indices then move).
-        let mut regions: Vec<(u64, usize)> = Vec::new();
+        let mut regions: Vec<(u64, usize, u8)> = Vec::new();
         for r in 0..12u8 {
             if r == 6 {
-                let data = vec![0xeeu8; 100];
-                mem.map(1 << 20, &data).expect("map below the allocations");
-                regions.push((1 << 20, 100));
+                mem.map(1 << 20, &[0xee; 100])
+                    .expect("map below the allocations");
+                regions.push((1 << 20, 100, 0xee));
             }
             let size = (next() % 3001) as usize;
-            regions.push((mem.alloc_bytes(&vec![r; size]), size));
+            regions.push((mem.alloc_bytes(&vec![r; size]), size, r));
             for _ in 0..300 {
-                let &(base, size) = &regions[(next() % regions.len() as u64) as usize];
+                let &(base, size, _) = &regions[(next() % regions.len() as u64) as usize];
                 // Inside, at the end (empty and one byte), or just before the start.
                 let (addr, len) = match next() % 4 {
                     0 => (base + size as u64, 0),
@@ -943,24 +928,12 @@ mod tests {
                         (base + off, (next() % (size as u64 - off + 1)) as usize)
                     }
                 };
-                let want = regions.iter().find_map(|&(b, n)| {
-                    (addr >= b && addr - b <= n as u64 && addr - b + len as u64 <= n as u64)
-                        .then(|| addr - b)
-                });
-                let got = mem.bytes(addr, len);
-                assert_eq!(got.is_some(), want.is_some(), "{len} bytes at {addr:#x}");
-                if let (Some(got), Some(_)) = (got, want) {
-                    let owner = regions
-                        .iter()
-                        .position(|&(b, n)| addr >= b && addr - b <= n as u64)
-                        .expect("owner");
-                    let fill = if regions[owner].0 == 1 << 20 {
-                        0xee
-                    } else {
-                        regions[..owner].iter().filter(|r| r.0 != 1 << 20).count() as u8
-                    };
-                    assert!(got.iter().all(|&b| b == fill), "{len} bytes at {addr:#x}");
-                }
+                // The fill of the region holding all `len` bytes, if one does.
+                let want = regions
+                    .iter()
+                    .find(|&&(b, n, _)| addr >= b && addr - b + len as u64 <= n as u64)
+                    .map(|&(_, _, fill)| vec![fill; len]);
+                assert_eq!(mem.bytes(addr, len), want, "{len} bytes at {addr:#x}");
             }
         }
     }
