@@ -542,10 +542,21 @@ impl SharedMemory for SharedHostMemory {
             .find(addr, buf.len())
             .ok_or_else(|| Self::fault(addr, false))?;
         if off % 8 == 0 {
-            // Whole aligned words (a coalesced wave access), then the tail.
+            // Whole aligned words (a coalesced wave access), four at a time (atomic loads do
+            // not vectorise; unrolled, a word costs about 2.5 host instructions instead of 4),
+            // then the tail.
             let whole = buf.len() / 8 * 8;
             let (chunks, _) = buf.as_chunks_mut::<8>();
-            for (c, w) in chunks.iter_mut().zip(&words[off / 8..]) {
+            let src = words.get(off / 8..).unwrap_or_default();
+            let (c4, c1) = chunks.as_chunks_mut::<4>();
+            let (s4, _) = src.as_chunks::<4>();
+            for (c, w) in c4.iter_mut().zip(s4) {
+                for k in 0..4 {
+                    c[k] = w[k].load(Relaxed).to_le_bytes();
+                }
+            }
+            let done = 4 * c4.len();
+            for (c, w) in c1.iter_mut().zip(src.get(done..).unwrap_or_default()) {
                 *c = w.load(Relaxed).to_le_bytes();
             }
             if whole < buf.len() {
@@ -576,7 +587,16 @@ impl SharedMemory for SharedHostMemory {
             // Whole aligned words first (a coalesced wave access); the tail merges below.
             at = data.len() / 8 * 8;
             let (chunks, _) = data.as_chunks::<8>();
-            for (c, w) in chunks.iter().zip(&words[off / 8..]) {
+            let dst = words.get(off / 8..).unwrap_or_default();
+            let (c4, c1) = chunks.as_chunks::<4>();
+            let (d4, _) = dst.as_chunks::<4>();
+            for (c, w) in c4.iter().zip(d4) {
+                for k in 0..4 {
+                    w[k].store(u64::from_le_bytes(c[k]), Relaxed);
+                }
+            }
+            let done = 4 * c4.len();
+            for (c, w) in c1.iter().zip(dst.get(done..).unwrap_or_default()) {
                 w.store(u64::from_le_bytes(*c), Relaxed);
             }
         }
@@ -959,6 +979,44 @@ mod tests {
             );
             assert_eq!(address_bounds(&addrs), want, "round {round}: {addrs:x?}");
         }
+    }
+
+    #[test]
+    fn shared_reads_and_writes_match_host_memory_at_every_offset_and_length() {
+        // Offsets in and across words, lengths from nothing to past four-word blocks (the
+        // unrolled aligned loops) with every tail; each write lands on what earlier ones left.
+        let mut next = crate::xorshift(0x2545_f491_4f6c_dd1d);
+        let init: Vec<u8> = (0..640).map(|_| next() as u8).collect();
+        let (mut host, mut shared) = (HostMemory::new(), SharedHostMemory::new());
+        let a = host.alloc_bytes(&init);
+        assert_eq!(shared.alloc_bytes(&init), a);
+        for off in 0..17u64 {
+            for len in (0..90).chain([255, 256, 257, 300, 623 - off as usize]) {
+                let data: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+                Memory::write(&mut host, a + off, &data).expect("host write");
+                SharedMemory::write(&shared, a + off, &data).expect("shared write");
+                let (mut h, mut s) = (vec![0u8; len], vec![1u8; len]);
+                Memory::read(&mut host, a + off, &mut h).expect("host read");
+                SharedMemory::read(&shared, a + off, &mut s).expect("shared read");
+                assert_eq!(s, h, "read of {len} bytes at +{off}");
+                assert_eq!(s, data, "read of {len} bytes at +{off} after writing them");
+            }
+        }
+        assert_eq!(shared.bytes(a, 640), host.bytes(a, 640), "whole region");
+        let mut b = [0u8; 16];
+        assert!(
+            SharedMemory::read(&shared, a + 632, &mut b).is_err(),
+            "read past the end"
+        );
+        assert!(
+            SharedMemory::write(&shared, a + 632, &b).is_err(),
+            "write past the end"
+        );
+        assert_eq!(
+            shared.bytes(a, 640),
+            host.bytes(a, 640),
+            "a faulting write changed nothing"
+        );
     }
 
     #[test]

@@ -11,7 +11,8 @@ use clap::{Args, Subcommand};
 #[derive(Subcommand, Debug)]
 pub enum BenchCommand {
     /// Shader-emulator throughput on a suite of kernels (gfx1100, gfx942, gfx950): wave-
-    /// instructions per second per kernel and their geometric mean, on one core and on all.
+    /// instructions per second per kernel and their geometric mean, on one core and on all
+    /// (against as many independent one-core runs at once, the machine's own ceiling).
     Emu(EmuArgs),
     /// Full and warm boot of the mock profiles (in-process): wall time and register accesses.
     Boot(BootArgs),
@@ -154,8 +155,9 @@ pub struct EmuArgs {
     /// matmul; all of them by default.
     #[arg(long = "kernel", value_name = "NAME")]
     kernels: Vec<String>,
-    /// Threads of the all-cores runs (default: the cores this process may use); 0 skips the
-    /// all-cores runs (to profile the one-core path alone).
+    /// Threads of the all-cores runs and of their anchor, as many independent one-core runs
+    /// at once (default: the cores this process may use); 0 skips both (to profile the
+    /// one-core path alone).
     #[arg(long)]
     threads: Option<usize>,
     /// Multiplies the workgroups of every dispatch (the matrix product's side grows by its
@@ -393,6 +395,8 @@ struct Measured {
     one_core_wall: f64,
     /// `None` when the all-cores runs are skipped (`--threads 0`).
     all_cores_wall: Option<f64>,
+    /// The machine's ceiling for `all_cores_wall` (see [`independent`]); `None` as it.
+    independent_wall: Option<f64>,
 }
 
 fn measure(
@@ -442,10 +446,13 @@ fn measure(
         }
     }
     // All cores: the same dispatch with its workgroups spread over threads, wall clock.
-    let all = if threads == 0 {
-        None
+    let (all, independent_wall) = if threads == 0 {
+        (None, None)
     } else {
-        Some(all_cores(prog, k, case, threads, reps, instructions)?)
+        (
+            Some(all_cores(prog, k, case, threads, reps, instructions)?),
+            Some(independent(prog, k, case, threads, reps, instructions)?),
+        )
     };
     Ok(Measured {
         instructions,
@@ -455,7 +462,66 @@ fn measure(
         one_core_cpu: (cpu.is_finite() && cpu > 0.0).then_some(cpu),
         one_core_wall: wall,
         all_cores_wall: all,
+        independent_wall,
     })
+}
+
+/// The anchor of the all-cores figure: what this machine gives `threads` copies of the
+/// one-core run at once, each on its own [`HostMemory`] with its own buffers (nothing shared,
+/// no atomics between them), so that cores, caches and memory bandwidth limit it but nothing
+/// the parallel dispatch does. Every thread runs its warm-up dispatch, then all start
+/// together and run three rounds of `reps` dispatches; the slowest thread's time counts.
+/// Returns the wall seconds per dispatch of the threads together (comparable with
+/// [`all_cores`]).
+fn independent(
+    prog: &Program,
+    k: &am_emu::Kernel,
+    case: &Case,
+    threads: usize,
+    reps: u32,
+    instructions: u64,
+) -> anyhow::Result<f64> {
+    let size = k.descriptor.kernarg_size as usize;
+    let start = std::sync::Barrier::new(threads);
+    let times: Vec<anyhow::Result<f64>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                s.spawn(|| -> anyhow::Result<f64> {
+                    let mut mem = HostMemory::new();
+                    let ka = kernarg(&case.args, size, &mut |b| mem.alloc_bytes(b));
+                    let ka = mem.alloc_bytes(&ka);
+                    let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
+                    let warm = am_emu::dispatch(prog, k, &launch, &mut mem);
+                    // Every thread reaches the start, whatever its warm-up gave.
+                    start.wait();
+                    let n = warm?.instructions;
+                    if n != instructions {
+                        bail!(
+                            "{}: {n} wave-instructions in an independent run but {instructions} in the first",
+                            case.kernel
+                        );
+                    }
+                    let t = Instant::now();
+                    for _ in 0..3 * reps {
+                        am_emu::dispatch(prog, k, &launch, &mut mem)?;
+                    }
+                    Ok(t.elapsed().as_secs_f64())
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("an independent run panicked")))
+            })
+            .collect()
+    });
+    let mut slowest = 0f64;
+    for t in times {
+        slowest = slowest.max(t?);
+    }
+    Ok(slowest / (3 * reps) as f64 / threads as f64)
 }
 
 /// The all-cores figure: the best of three rounds of `reps` dispatches over `threads` threads
@@ -527,7 +593,7 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
         let bytes = compile(BENCH_CL, isa)?;
         let co = CodeObject::parse(&bytes, "bench_emu.cl")?;
         let prog = Program::new(&co, isa)?;
-        let (mut one, mut all) = (vec![], vec![]);
+        let (mut one, mut all, mut ind) = (vec![], vec![], vec![]);
         let mut rows = vec![];
         for case in &cases {
             let k = co.kernel(case.kernel)?;
@@ -535,12 +601,17 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
             let n = m.instructions as f64;
             let one_core = n / m.one_core_cpu.unwrap_or(m.one_core_wall) / 1e6;
             let all_cores = m.all_cores_wall.map(|t| n / t / 1e6);
+            let independent = m.independent_wall.map(|t| n / t / 1e6);
             one.push(one_core);
             all.extend(all_cores);
+            ind.extend(independent);
             if !args.json {
-                let all_text = all_cores.map_or(String::new(), |a| {
-                    format!("  {threads} threads {a:7.1} M/s")
-                });
+                let all_text = match (all_cores, independent) {
+                    (Some(a), Some(i)) => {
+                        format!("  {threads} threads {a:7.1} M/s ({threads} independent {i:7.1})")
+                    }
+                    _ => String::new(),
+                };
                 println!(
                     "{:8} {:10} {:>11} wave-instr  one core {:7.1} M/s (wall {:6.1}){all_text}   {}",
                     isa.name(),
@@ -559,11 +630,17 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
                 "one_core_cpu_seconds": m.one_core_cpu, "one_core_wall_seconds": m.one_core_wall,
                 "one_core_mips": one_core, "all_cores_wall_seconds": m.all_cores_wall,
                 "all_cores_mips": all_cores,
+                "independent_wall_seconds": m.independent_wall, "independent_mips": independent,
             }));
         }
-        let (g1, ga) = (geomean(&one), geomean(&all));
+        let (g1, ga, gi) = (geomean(&one), geomean(&all), geomean(&ind));
         if !args.json {
-            let all_text = ga.map_or(String::new(), |a| format!(", {threads} threads {a:.1} M/s"));
+            let all_text = match (ga, gi) {
+                (Some(a), Some(i)) => {
+                    format!(", {threads} threads {a:.1} M/s ({threads} independent {i:.1})")
+                }
+                _ => String::new(),
+            };
             println!(
                 "{:8} geometric mean: one core {:.1} M wave-instructions/s{all_text}",
                 isa.name(),
@@ -573,6 +650,7 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
         report.push(serde_json::json!({
             "isa": isa.name(), "kernels": rows, "threads": threads,
             "geomean_one_core_mips": g1, "geomean_all_cores_mips": ga,
+            "geomean_independent_mips": gi,
         }));
     }
     if args.json {

@@ -1,5 +1,6 @@
 //! `am bench emu`: the kernel suite runs on each ISA it is given and reports every kernel's
-//! wave-instructions and throughput, and their geometric mean (a structure test; the numbers
+//! wave-instructions and throughput (one core, all cores, and the independent runs that
+//! anchor all cores), and their geometric mean (a structure test; the numbers
 //! themselves are for docs/BENCHMARKS.md, not asserted).
 
 #![allow(clippy::unwrap_used)]
@@ -45,9 +46,11 @@ fn bench_emu_reports_each_kernel_and_the_geometric_mean_per_isa() {
             assert!(k["wave_instructions"].as_u64().unwrap() > 0, "{isa} {k}");
             assert!(k["one_core_mips"].as_f64().is_some(), "{isa} {k}");
             assert!(k["all_cores_mips"].as_f64().is_some(), "{isa} {k}");
+            assert!(k["independent_mips"].as_f64().unwrap() > 0.0, "{isa} {k}");
         }
         assert!(run["geomean_one_core_mips"].as_f64().is_some(), "{isa}");
         assert!(run["geomean_all_cores_mips"].as_f64().is_some(), "{isa}");
+        assert!(run["geomean_independent_mips"].as_f64().is_some(), "{isa}");
     }
 }
 
@@ -66,7 +69,7 @@ fn bench_emu_refuses_an_unknown_isa_or_kernel() {
 }
 
 #[test]
-fn bench_emu_threads_zero_skips_the_all_cores_runs() {
+fn bench_emu_threads_zero_skips_the_all_cores_and_independent_runs() {
     let out = Command::new(env!("CARGO_BIN_EXE_am"))
         .args(["bench", "emu", "--isa", "gfx942", "--kernel", "copy"])
         .args(["--scale", "1", "--threads", "0", "--json"])
@@ -85,6 +88,8 @@ fn bench_emu_threads_zero_skips_the_all_cores_runs() {
     assert!(k["all_cores_mips"].is_null(), "{k}");
     assert!(k["all_cores_wall_seconds"].is_null(), "{k}");
     assert!(run["geomean_all_cores_mips"].is_null(), "{run}");
+    assert!(k["independent_mips"].is_null(), "{k}");
+    assert!(run["geomean_independent_mips"].is_null(), "{run}");
     assert!(
         run["geomean_one_core_mips"].as_f64().unwrap() > 0.0,
         "{run}"

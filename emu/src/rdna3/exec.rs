@@ -388,14 +388,14 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 break Ok(());
             }
             Fast::GlobalLoad(ref g) if dense => {
-                if fast::global_dwords(w, g, &mut *ctx.mem, true) {
+                if fast::global_dwords(w, g, &mut *ctx.mem, &mut *ctx.buf, true) {
                     Ok(())
                 } else {
                     general!(|i| flat_op(w, i, idx, ctx))
                 }
             }
             Fast::GlobalStore(ref g) if dense => {
-                if fast::global_dwords(w, g, &mut *ctx.mem, false) {
+                if fast::global_dwords(w, g, &mut *ctx.mem, &mut *ctx.buf, false) {
                     Ok(())
                 } else {
                     general!(|i| flat_op(w, i, idx, ctx))

@@ -832,11 +832,17 @@ pub(crate) fn scalar_load(w: &mut Wave, m: &Sm, mem: &mut dyn crate::Memory) -> 
 /// their 32-bit halves, eight lanes per AVX2 operation: consecutive low dwords that do not
 /// carry into the high dword, and one high dword (or the SADDR base) for all.
 #[inline(always)]
-pub(crate) fn global_dwords(w: &mut Wave, g: &Gm, mem: &mut dyn crate::Memory, load: bool) -> bool {
+pub(crate) fn global_dwords(
+    w: &mut Wave,
+    g: &Gm,
+    mem: &mut dyn crate::Memory,
+    staging: &mut [u8],
+    load: bool,
+) -> bool {
     if w.lanes == 64 {
-        global_lanes::<64>(w, g, mem, load)
+        global_lanes::<64>(w, g, mem, staging, load)
     } else {
-        global_lanes::<32>(w, g, mem, load)
+        global_lanes::<32>(w, g, mem, staging, load)
     }
 }
 
@@ -845,13 +851,14 @@ fn global_lanes<const L: usize>(
     w: &mut Wave,
     g: &Gm,
     mem: &mut dyn crate::Memory,
+    staging: &mut [u8],
     load: bool,
 ) -> bool {
     let n = 4 * g.dwords as usize;
     let lo = row::<L>(&w.v, g.vaddr as usize);
     let lo0 = lo[0];
     if lo0 as usize + (L - 1) * n > u32::MAX as usize {
-        return global_runs::<L>(w, g, mem, load);
+        return global_runs::<L>(w, g, mem, staging, load);
     }
     let mut off = 0u32;
     for (l, &a) in lo.iter().enumerate() {
@@ -869,7 +876,7 @@ fn global_lanes<const L: usize>(
         (w.s[c] as u64 | (w.s[c + 1] as u64) << 32).wrapping_add(lo0 as u64)
     };
     if off != 0 {
-        return global_runs::<L>(w, g, mem, load);
+        return global_runs::<L>(w, g, mem, staging, load);
     }
     let addr = base.wrapping_add(g.imm);
     let d = g.data as usize;
@@ -882,12 +889,14 @@ fn global_lanes<const L: usize>(
         return true;
     }
     // A memory without slices whose accesses are all or nothing: one `read` or `write` of
-    // the wave's bytes through a staging buffer.
+    // the wave's bytes through the staging buffer (the core's, which is not cleared for
+    // each access as a local array would be: every byte used is written first).
     if !mem.all_or_nothing() {
         return false;
     }
-    let mut staged = [0u8; 64 * 16];
-    let b = &mut staged[..L * n];
+    let Some(b) = staging.get_mut(..L * n) else {
+        return false;
+    };
     if load {
         if mem.read(addr, b).is_err() {
             return false;
@@ -916,6 +925,7 @@ fn global_runs<const L: usize>(
     w: &mut Wave,
     g: &Gm,
     mem: &mut dyn crate::Memory,
+    staging: &mut [u8],
     load: bool,
 ) -> bool {
     let n = 4 * g.dwords as usize;
@@ -962,7 +972,7 @@ fn global_runs<const L: usize>(
     }
     let d = g.data as usize;
     let Some(m) = mem.contiguous(lowest, span) else {
-        return load && staged_runs::<L>(w, d, starts, base, n, mem);
+        return load && staged_runs::<L>(w, d, starts, base, n, mem, staging);
     };
     for (r, &s) in starts.iter().enumerate() {
         let o = (s - first) as usize;
@@ -990,12 +1000,14 @@ fn staged_runs<const L: usize>(
     base: u64,
     n: usize,
     mem: &mut dyn crate::Memory,
+    staging: &mut [u8],
 ) -> bool {
     if !mem.all_or_nothing() {
         return false;
     }
-    let mut staged = [0u8; 64 * 16];
-    let b = &mut staged[..L * n];
+    let Some(b) = staging.get_mut(..L * n) else {
+        return false;
+    };
     for (run, &s) in b.chunks_exact_mut(RUN * n).zip(starts) {
         if mem.read(base.wrapping_add(s as u64), run).is_err() {
             return false;
