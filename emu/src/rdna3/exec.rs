@@ -3417,43 +3417,15 @@ fn lds_dwords(
     dst: usize,
     data: [usize; 2],
 ) {
-    let (addrs, exec, seq, same) = (&r.addrs, r.exec, r.seq, r.same);
-    let get = |at: usize| -> u32 {
-        lds.get(at..at + 4)
-            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    };
     if load {
-        for (h, &off) in offs.iter().enumerate().take(halves) {
-            for k in 0..words {
-                let o = off + 4 * k;
-                let row = (dst + h * words + k) * 64;
-                let Some(out) = v.get_mut(row..row + lanes) else {
-                    continue;
-                };
-                for g in 0..lanes / 16 {
-                    let at = addrs[16 * g] as usize + o;
-                    let out = &mut out[16 * g..16 * g + 16];
-                    if seq[g]
-                        && let Some(b) = lds.get(at..).and_then(|b| b.first_chunk::<64>())
-                    {
-                        // Through a local array: straight into the row, the compiler moved
-                        // the dwords one by one.
-                        let mut t = [0u32; 16];
-                        for (r, c) in t.iter_mut().zip(b.as_chunks::<4>().0) {
-                            *r = u32::from_le_bytes(*c);
-                        }
-                        out.copy_from_slice(&t);
-                    } else if same[g] {
-                        out.fill(get(at));
-                    } else {
-                        let m = exec >> (16 * g) & 0xffff;
-                        for_lanes(m, |l| out[l] = get(addrs[16 * g + l] as usize + o));
-                    }
-                }
-            }
+        if lanes == 64 {
+            lds_loads::<64>(v, lds, r, offs, halves, words, dst);
+        } else {
+            lds_loads::<32>(v, lds, r, offs, halves, words, dst);
         }
         return;
     }
+    let (addrs, exec, seq) = (&r.addrs, r.exec, r.seq);
     let apart = halves == 1 || offs[0].abs_diff(offs[1]) >= 64;
     for g in 0..lanes / 16 {
         if words == 1 && apart && seq[g] {
@@ -3481,6 +3453,60 @@ fn lds_dwords(
                 }
             }
         });
+    }
+}
+
+/// [`lds_dwords`]' loads over the `L` lanes of a wave: row `dst + h * words + k` gets, in each
+/// row of 16 lanes, one 64-byte slice (a tile row), one value (a broadcast) or the active
+/// lanes one by one. The rows are fixed-size arrays (the lane count a constant), so the
+/// loops have no bounds checks on lanes: about a third of the host instructions of the loop
+/// over a run-time lane count (gfx942 `matmul`'s `ds_read2_b32`).
+#[inline(always)]
+fn lds_loads<const L: usize>(
+    v: &mut [u32],
+    lds: &[u8],
+    r: &fast::LdsRows,
+    offs: [usize; 2],
+    halves: usize,
+    words: usize,
+    dst: usize,
+) {
+    let get = |at: usize| -> u32 {
+        lds.get(at..at + 4)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    };
+    for (h, &off) in offs.iter().enumerate().take(halves) {
+        for k in 0..words {
+            let o = off + 4 * k;
+            let row = (dst + h * words + k) * 64;
+            let Some(out) = v.get_mut(row..).and_then(|s| s.first_chunk_mut::<L>()) else {
+                continue;
+            };
+            let (rows, _) = out.as_chunks_mut::<16>();
+            let (firsts, _) = r.addrs.as_chunks::<16>();
+            for (g, (out, a)) in rows.iter_mut().zip(firsts).enumerate() {
+                let at = a[0] as usize + o;
+                if r.seq[g]
+                    && let Some(b) = lds.get(at..).and_then(|b| b.first_chunk::<64>())
+                {
+                    // Through a local array (straight into the row, the compiler moved the
+                    // dwords one by one).
+                    let mut t = [0u32; 16];
+                    for (x, c) in t.iter_mut().zip(b.as_chunks::<4>().0) {
+                        *x = u32::from_le_bytes(*c);
+                    }
+                    *out = t;
+                } else if r.same[g] {
+                    *out = [get(at); 16];
+                } else {
+                    for_lanes(r.exec >> (16 * g) & 0xffff, |l| {
+                        if let (Some(x), Some(&a)) = (out.get_mut(l), a.get(l)) {
+                            *x = get(a as usize + o);
+                        }
+                    });
+                }
+            }
+        }
     }
 }
 
