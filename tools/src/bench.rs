@@ -399,78 +399,156 @@ struct Measured {
     independent_wall: Option<f64>,
 }
 
-fn measure(
+/// Rounds of each figure; the best counts.
+const ROUNDS: usize = 3;
+
+/// One kernel's one-core and all-cores setups, warmed up, with the best round times so far.
+struct Bench<'a> {
+    prog: &'a Program,
+    k: &'a am_emu::Kernel,
+    case: &'a Case,
+    mem: HostMemory,
+    launch: Launch,
+    shared: Option<(SharedHostMemory, Launch)>,
+    m: Measured,
+}
+
+impl<'a> Bench<'a> {
+    /// Lays out the kernel's buffers and runs the warm-up dispatch, which gives the
+    /// wave-instructions, the output hash and how many dispatches make a round of at least
+    /// `round` seconds.
+    fn new(
+        prog: &'a Program,
+        k: &'a am_emu::Kernel,
+        case: &'a Case,
+        threads: usize,
+        round: f64,
+    ) -> anyhow::Result<Bench<'a>> {
+        let size = k.descriptor.kernarg_size as usize;
+        let mut mem = HostMemory::new();
+        let mut buffers = vec![];
+        let ka = kernarg(&case.args, size, &mut |b| {
+            let at = mem.alloc_bytes(b);
+            buffers.push((at, b.len()));
+            at
+        });
+        let ka = mem.alloc_bytes(&ka);
+        let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
+        let t = Instant::now();
+        let instructions = am_emu::dispatch(prog, k, &launch, &mut mem)?.instructions;
+        let reps = (round / t.elapsed().as_secs_f64().max(1e-6))
+            .ceil()
+            .clamp(1.0, 100.0) as u32;
+        // The buffers after the first dispatch, hashed so that two builds can be compared.
+        let mut output_hash = 0xcbf2_9ce4_8422_2325u64;
+        for (at, len) in buffers {
+            let mut b = vec![0u8; len];
+            mem.read(at, &mut b)
+                .map_err(|f| anyhow::anyhow!("{}: reading its output: {f}", case.kernel))?;
+            for x in b {
+                output_hash = (output_hash ^ x as u64).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        let shared = if threads == 0 {
+            None
+        } else {
+            let mut shared = SharedHostMemory::new();
+            let ka = kernarg(&case.args, size, &mut |b| shared.alloc_bytes(b));
+            let ka = shared.alloc_bytes(&ka);
+            let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
+            am_emu::dispatch_parallel(prog, k, &launch, &shared, threads)?;
+            Some((shared, launch))
+        };
+        let some = |x: f64| (threads > 0).then_some(x);
+        Ok(Bench {
+            prog,
+            k,
+            case,
+            mem,
+            launch,
+            shared,
+            m: Measured {
+                instructions,
+                output_hash,
+                reps,
+                one_core_cpu: None,
+                one_core_wall: f64::INFINITY,
+                all_cores_wall: some(f64::INFINITY),
+                independent_wall: some(f64::INFINITY),
+            },
+        })
+    }
+
+    /// One round of each figure: `reps` dispatches on one core (this thread's CPU time, the
+    /// one-core figure on a shared machine, and wall time), on all cores, and as many
+    /// independent one-core runs at once; each figure keeps its best round.
+    fn round(&mut self, threads: usize) -> anyhow::Result<()> {
+        let (prog, k, reps) = (self.prog, self.k, self.m.reps);
+        let (t, c) = (Instant::now(), thread_cpu_ns());
+        for _ in 0..reps {
+            am_emu::dispatch(prog, k, &self.launch, &mut self.mem)?;
+        }
+        let m = &mut self.m;
+        m.one_core_wall = m.one_core_wall.min(t.elapsed().as_secs_f64() / reps as f64);
+        // schedstat can read 0 for runs shorter than its tick: no figure rather than 0.
+        if let (Some(a), Some(b)) = (c, thread_cpu_ns())
+            && b > a
+        {
+            let cpu = (b - a) as f64 / 1e9 / reps as f64;
+            m.one_core_cpu = Some(m.one_core_cpu.map_or(cpu, |x| x.min(cpu)));
+        }
+        if let Some((shared, launch)) = &self.shared {
+            let all = all_cores(
+                prog,
+                k,
+                self.case,
+                shared,
+                launch,
+                threads,
+                reps,
+                m.instructions,
+            )?;
+            let ind = independent(prog, k, self.case, threads, reps, m.instructions)?;
+            m.all_cores_wall = m.all_cores_wall.map(|x| x.min(all));
+            m.independent_wall = m.independent_wall.map(|x| x.min(ind));
+        }
+        Ok(())
+    }
+}
+
+/// The all-cores figure: one round of `reps` dispatches over `threads` threads on a
+/// [`SharedHostMemory`], wall clock per dispatch; each must run `instructions`
+/// wave-instructions.
+#[allow(clippy::too_many_arguments)]
+fn all_cores(
     prog: &Program,
     k: &am_emu::Kernel,
     case: &Case,
+    shared: &SharedHostMemory,
+    launch: &Launch,
     threads: usize,
-    round: f64,
-) -> anyhow::Result<Measured> {
-    let size = k.descriptor.kernarg_size as usize;
-    // One core: HostMemory, this thread. A warm-up dispatch tells how many dispatches make a
-    // round of at least `round` seconds; the best of three rounds counts. This thread's CPU
-    // time (schedstat) is the one-core figure on a shared machine.
-    let mut mem = HostMemory::new();
-    let mut buffers = vec![];
-    let ka = kernarg(&case.args, size, &mut |b| {
-        let at = mem.alloc_bytes(b);
-        buffers.push((at, b.len()));
-        at
-    });
-    let ka = mem.alloc_bytes(&ka);
-    let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
+    reps: u32,
+    instructions: u64,
+) -> anyhow::Result<f64> {
     let t = Instant::now();
-    let instructions = am_emu::dispatch(prog, k, &launch, &mut mem)?.instructions;
-    // The buffers after the first dispatch, hashed so that two builds can be compared.
-    let mut output_hash = 0xcbf2_9ce4_8422_2325u64;
-    for (at, len) in buffers {
-        let mut b = vec![0u8; len];
-        mem.read(at, &mut b)
-            .map_err(|f| anyhow::anyhow!("{}: reading its output: {f}", case.kernel))?;
-        for x in b {
-            output_hash = (output_hash ^ x as u64).wrapping_mul(0x0100_0000_01b3);
+    for _ in 0..reps {
+        let stats = am_emu::dispatch_parallel(prog, k, launch, shared, threads)?;
+        if stats.instructions != instructions {
+            bail!(
+                "{}: {} wave-instructions on {threads} threads but {instructions} on one",
+                case.kernel,
+                stats.instructions
+            );
         }
     }
-    let reps = (round / t.elapsed().as_secs_f64().max(1e-6))
-        .ceil()
-        .clamp(1.0, 100.0) as u32;
-    let (mut wall, mut cpu) = (f64::INFINITY, f64::INFINITY);
-    for _ in 0..3 {
-        let (t, c) = (Instant::now(), thread_cpu_ns());
-        for _ in 0..reps {
-            am_emu::dispatch(prog, k, &launch, &mut mem)?;
-        }
-        wall = wall.min(t.elapsed().as_secs_f64() / reps as f64);
-        if let (Some(a), Some(b)) = (c, thread_cpu_ns()) {
-            cpu = cpu.min(b.saturating_sub(a) as f64 / 1e9 / reps as f64);
-        }
-    }
-    // All cores: the same dispatch with its workgroups spread over threads, wall clock.
-    let (all, independent_wall) = if threads == 0 {
-        (None, None)
-    } else {
-        (
-            Some(all_cores(prog, k, case, threads, reps, instructions)?),
-            Some(independent(prog, k, case, threads, reps, instructions)?),
-        )
-    };
-    Ok(Measured {
-        instructions,
-        output_hash,
-        reps,
-        // schedstat can read 0 for runs shorter than its tick: no figure rather than infinity.
-        one_core_cpu: (cpu.is_finite() && cpu > 0.0).then_some(cpu),
-        one_core_wall: wall,
-        all_cores_wall: all,
-        independent_wall,
-    })
+    Ok(t.elapsed().as_secs_f64() / reps as f64)
 }
 
 /// The anchor of the all-cores figure: what this machine gives `threads` copies of the
 /// one-core run at once, each on its own [`HostMemory`] with its own buffers (nothing shared,
 /// no atomics between them), so that cores, caches and memory bandwidth limit it but nothing
 /// the parallel dispatch does. Every thread runs its warm-up dispatch, then all start
-/// together and run three rounds of `reps` dispatches; the slowest thread's time counts.
+/// together and run one round of `reps` dispatches; the slowest thread's time counts.
 /// Returns the wall seconds per dispatch of the threads together (comparable with
 /// [`all_cores`]).
 fn independent(
@@ -502,7 +580,7 @@ fn independent(
                         );
                     }
                     let t = Instant::now();
-                    for _ in 0..3 * reps {
+                    for _ in 0..reps {
                         am_emu::dispatch(prog, k, &launch, &mut mem)?;
                     }
                     Ok(t.elapsed().as_secs_f64())
@@ -521,41 +599,7 @@ fn independent(
     for t in times {
         slowest = slowest.max(t?);
     }
-    Ok(slowest / (3 * reps) as f64 / threads as f64)
-}
-
-/// The all-cores figure: the best of three rounds of `reps` dispatches over `threads` threads
-/// on a [`SharedHostMemory`], wall clock; each must run `instructions` wave-instructions.
-fn all_cores(
-    prog: &Program,
-    k: &am_emu::Kernel,
-    case: &Case,
-    threads: usize,
-    reps: u32,
-    instructions: u64,
-) -> anyhow::Result<f64> {
-    let size = k.descriptor.kernarg_size as usize;
-    let mut shared = SharedHostMemory::new();
-    let ka = kernarg(&case.args, size, &mut |b| shared.alloc_bytes(b));
-    let ka = shared.alloc_bytes(&ka);
-    let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
-    am_emu::dispatch_parallel(prog, k, &launch, &shared, threads)?;
-    let mut all = f64::INFINITY;
-    for _ in 0..3 {
-        let t = Instant::now();
-        for _ in 0..reps {
-            let stats = am_emu::dispatch_parallel(prog, k, &launch, &shared, threads)?;
-            if stats.instructions != instructions {
-                bail!(
-                    "{}: {} wave-instructions on {threads} threads but {instructions} on one",
-                    case.kernel,
-                    stats.instructions
-                );
-            }
-        }
-        all = all.min(t.elapsed().as_secs_f64() / reps as f64);
-    }
-    Ok(all)
+    Ok(slowest / reps as f64 / threads as f64)
 }
 
 fn geomean(v: &[f64]) -> Option<f64> {
@@ -595,9 +639,26 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
         let prog = Program::new(&co, isa)?;
         let (mut one, mut all, mut ind) = (vec![], vec![], vec![]);
         let mut rows = vec![];
+        // Every kernel warmed up, then the rounds in turn over the kernels (a round of each,
+        // three times), so that a slow spell of a shared machine falls on one round of
+        // several kernels rather than on every round of one.
+        let mut benches = vec![];
         for case in &cases {
-            let k = co.kernel(case.kernel)?;
-            let m = measure(&prog, k, case, threads, args.round)?;
+            benches.push(Bench::new(
+                &prog,
+                co.kernel(case.kernel)?,
+                case,
+                threads,
+                args.round,
+            )?);
+        }
+        for _ in 0..ROUNDS {
+            for b in &mut benches {
+                b.round(threads)?;
+            }
+        }
+        for b in &benches {
+            let (m, case, k) = (&b.m, b.case, b.k);
             let n = m.instructions as f64;
             let one_core = n / m.one_core_cpu.unwrap_or(m.one_core_wall) / 1e6;
             let all_cores = m.all_cores_wall.map(|t| n / t / 1e6);
