@@ -830,7 +830,9 @@ pub(crate) fn scalar_load(w: &mut Wave, m: &Sm, mem: &mut dyn crate::Memory) -> 
 /// coalescer does for such a wave. Returns false, having done nothing, for any other wave
 /// (the general path then runs the instruction). The lanes' addresses are checked on
 /// their 32-bit halves, eight lanes per AVX2 operation: consecutive low dwords that do not
-/// carry into the high dword, and one high dword (or the SADDR base) for all.
+/// carry into the high dword, and one high dword (or the SADDR base) for all. Over a memory
+/// without slices the bytes go through `staging` (the core's buffer, 1 KiB: a wave of 64
+/// lanes of 16 bytes).
 #[inline(always)]
 pub(crate) fn global_dwords(
     w: &mut Wave,
