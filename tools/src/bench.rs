@@ -253,6 +253,26 @@ struct Case {
     args: Vec<Arg>,
 }
 
+impl Case {
+    /// The case's arguments laid out through `alloc` (which copies bytes into the memory and
+    /// returns their address): its dispatch, and each buffer argument's address and length.
+    fn lay_out(
+        &self,
+        kernarg_size: usize,
+        alloc: &mut dyn FnMut(&[u8]) -> u64,
+    ) -> (Launch, Vec<(u64, usize)>) {
+        let mut buffers = vec![];
+        let ka = kernarg(&self.args, kernarg_size, &mut |b| {
+            let at = alloc(b);
+            buffers.push((at, b.len()));
+            at
+        });
+        let ka = alloc(&ka);
+        let launch = Launch::new([256 * self.groups, 1, 1], [256, 1, 1], ka);
+        (launch, buffers)
+    }
+}
+
 /// The suite at `scale` (workgroups of 256 work-items: `scale` times a base count, the matrix
 /// side `64 * sqrt(scale)`). Inputs are deterministic pseudo-random data.
 fn suite(scale: u32) -> Vec<Case> {
@@ -410,13 +430,16 @@ struct Bench<'a> {
     mem: HostMemory,
     launch: Launch,
     shared: Option<(SharedHostMemory, Launch)>,
+    /// The independent runs' memories, one per thread (none with `--threads 0`).
+    copies: Vec<(HostMemory, Launch)>,
     m: Measured,
 }
 
 impl<'a> Bench<'a> {
     /// Lays out the kernel's buffers and runs the warm-up dispatch, which gives the
     /// wave-instructions, the output hash and how many dispatches make a round of at least
-    /// `round` seconds.
+    /// `round` seconds; then lays out and warms up the all-cores memory and the independent
+    /// runs' memories, each of whose dispatches must run as many wave-instructions.
     fn new(
         prog: &'a Program,
         k: &'a am_emu::Kernel,
@@ -426,14 +449,7 @@ impl<'a> Bench<'a> {
     ) -> anyhow::Result<Bench<'a>> {
         let size = k.descriptor.kernarg_size as usize;
         let mut mem = HostMemory::new();
-        let mut buffers = vec![];
-        let ka = kernarg(&case.args, size, &mut |b| {
-            let at = mem.alloc_bytes(b);
-            buffers.push((at, b.len()));
-            at
-        });
-        let ka = mem.alloc_bytes(&ka);
-        let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
+        let (launch, buffers) = case.lay_out(size, &mut |b| mem.alloc_bytes(b));
         let t = Instant::now();
         let instructions = am_emu::dispatch(prog, k, &launch, &mut mem)?.instructions;
         let reps = (round / t.elapsed().as_secs_f64().max(1e-6))
@@ -453,12 +469,23 @@ impl<'a> Bench<'a> {
             None
         } else {
             let mut shared = SharedHostMemory::new();
-            let ka = kernarg(&case.args, size, &mut |b| shared.alloc_bytes(b));
-            let ka = shared.alloc_bytes(&ka);
-            let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
+            let (launch, _) = case.lay_out(size, &mut |b| shared.alloc_bytes(b));
             am_emu::dispatch_parallel(prog, k, &launch, &shared, threads)?;
             Some((shared, launch))
         };
+        let mut copies = vec![];
+        for _ in 0..threads {
+            let mut mem = HostMemory::new();
+            let (launch, _) = case.lay_out(size, &mut |b| mem.alloc_bytes(b));
+            let n = am_emu::dispatch(prog, k, &launch, &mut mem)?.instructions;
+            if n != instructions {
+                bail!(
+                    "{}: {n} wave-instructions in an independent run but {instructions} in the first",
+                    case.kernel
+                );
+            }
+            copies.push((mem, launch));
+        }
         let some = |x: f64| (threads > 0).then_some(x);
         Ok(Bench {
             prog,
@@ -467,6 +494,7 @@ impl<'a> Bench<'a> {
             mem,
             launch,
             shared,
+            copies,
             m: Measured {
                 instructions,
                 output_hash,
@@ -508,7 +536,7 @@ impl<'a> Bench<'a> {
                 reps,
                 m.instructions,
             )?;
-            let ind = independent(prog, k, self.case, threads, reps, m.instructions)?;
+            let ind = independent(prog, k, &mut self.copies, reps)?;
             m.all_cores_wall = m.all_cores_wall.map(|x| x.min(all));
             m.independent_wall = m.independent_wall.map(|x| x.min(ind));
         }
@@ -544,44 +572,31 @@ fn all_cores(
     Ok(t.elapsed().as_secs_f64() / reps as f64)
 }
 
-/// The anchor of the all-cores figure: what this machine gives `threads` copies of the
-/// one-core run at once, each on its own [`HostMemory`] with its own buffers (nothing shared,
-/// no atomics between them), so that cores, caches and memory bandwidth limit it but nothing
-/// the parallel dispatch does. Every thread runs its warm-up dispatch, then all start
-/// together and run one round of `reps` dispatches; the slowest thread's time counts.
+/// The anchor of the all-cores figure: what this machine gives as many copies of the
+/// one-core run at once as there are `copies` (warmed-up memories, one per thread, each with
+/// its own buffers: nothing shared, no atomics between them), so that cores, caches and
+/// memory bandwidth limit it but nothing the parallel dispatch does. The threads start
+/// together and each runs one round of `reps` dispatches; the slowest thread's time counts.
 /// Returns the wall seconds per dispatch of the threads together (comparable with
 /// [`all_cores`]).
 fn independent(
     prog: &Program,
     k: &am_emu::Kernel,
-    case: &Case,
-    threads: usize,
+    copies: &mut [(HostMemory, Launch)],
     reps: u32,
-    instructions: u64,
 ) -> anyhow::Result<f64> {
-    let size = k.descriptor.kernarg_size as usize;
+    let threads = copies.len();
     let start = std::sync::Barrier::new(threads);
     let times: Vec<anyhow::Result<f64>> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| -> anyhow::Result<f64> {
-                    let mut mem = HostMemory::new();
-                    let ka = kernarg(&case.args, size, &mut |b| mem.alloc_bytes(b));
-                    let ka = mem.alloc_bytes(&ka);
-                    let launch = Launch::new([256 * case.groups, 1, 1], [256, 1, 1], ka);
-                    let warm = am_emu::dispatch(prog, k, &launch, &mut mem);
-                    // Every thread reaches the start, whatever its warm-up gave.
+        let workers: Vec<_> = copies
+            .iter_mut()
+            .map(|(mem, launch)| {
+                let start = &start;
+                s.spawn(move || -> anyhow::Result<f64> {
                     start.wait();
-                    let n = warm?.instructions;
-                    if n != instructions {
-                        bail!(
-                            "{}: {n} wave-instructions in an independent run but {instructions} in the first",
-                            case.kernel
-                        );
-                    }
                     let t = Instant::now();
                     for _ in 0..reps {
-                        am_emu::dispatch(prog, k, &launch, &mut mem)?;
+                        am_emu::dispatch(prog, k, launch, mem)?;
                     }
                     Ok(t.elapsed().as_secs_f64())
                 })
