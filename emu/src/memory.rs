@@ -66,6 +66,32 @@ impl Atomic32 {
     }
 }
 
+impl Atomic32 {
+    /// The operand `x` with `op(old, x) == old` for every `old`; none for a swap.
+    pub(crate) fn identity(self) -> Option<u32> {
+        match self {
+            Atomic32::Add | Atomic32::Sub | Atomic32::Or | Atomic32::Xor | Atomic32::MaxU => {
+                Some(0)
+            }
+            Atomic32::And | Atomic32::MinU => Some(u32::MAX),
+            Atomic32::MinI => Some(i32::MAX as u32),
+            Atomic32::MaxI => Some(i32::MIN as u32),
+            Atomic32::Swap => None,
+        }
+    }
+
+    /// The one operand that does what `a` and then `b` do: `op(op(old, a), b)` is
+    /// `op(old, combine(a, b))` for every `old` (`old - a - b` is `old - (a + b)`; every other
+    /// operation is its own combination, a swap keeping the last value).
+    #[inline(always)]
+    pub(crate) fn combine(self, a: u32, b: u32) -> u32 {
+        match self {
+            Atomic32::Sub => a.wrapping_add(b),
+            _ => self.apply(a, b),
+        }
+    }
+}
+
 /// The lowest and highest of `addrs` (`(u64::MAX, 0)` for none). Lanes' addresses almost
 /// always share their upper dword: the bounds of the lower dwords then decide, in 32-bit
 /// operations that vectorise (x86-64 has no unsigned 64-bit vector minimum before AVX-512).
@@ -173,6 +199,22 @@ pub trait Memory {
     ) -> bool {
         false
     }
+
+    /// Posts a wave's 32-bit atomics without return (`op` of `xs[l]` on the 4-byte value at
+    /// `addrs[l]`, in lane order): the memory may hold them and perform them later, as the
+    /// hardware's memory performs them after the wave has gone on, but it performs them
+    /// before this memory's next access to any of their bytes, at [`Memory::flush_posted`],
+    /// and within a bounded number of reads. Returns false, having held nothing, when this
+    /// memory holds no atomics (the provided version) or not these (the caller then performs
+    /// them, which also reports a lane's fault).
+    fn post_atomic32(&mut self, _op: Atomic32, _addrs: &[u64], _xs: &[u32]) -> bool {
+        false
+    }
+
+    /// Performs every atomic [`Memory::post_atomic32`] holds: a wave that waits for its
+    /// memory operations (`s_waitcnt` and its kin) has them performed, as hardware has once
+    /// the counter drops.
+    fn flush_posted(&mut self) {}
 }
 
 /// GPU virtual memory that the threads of a parallel dispatch
@@ -205,17 +247,95 @@ pub trait SharedMemory: Sync {
     ) -> bool {
         false
     }
+
+    /// Whether `[addr, addr + len)` lies in one piece of this memory where 4-byte aligned
+    /// [`SharedMemory::atomic32_lanes`] and [`SharedMemory::atomic_rmw`] cannot fault: a
+    /// thread may then hold its atomics without return there and perform them later (see
+    /// [`Memory::post_atomic32`]). False by default (no atomics are held).
+    fn covers(&self, _addr: u64, _len: usize) -> bool {
+        false
+    }
 }
 
-/// One thread's view of a [`SharedMemory`] as a [`Memory`].
-pub(crate) struct SharedAccess<'a>(pub &'a dyn SharedMemory);
+/// One thread's view of a [`SharedMemory`] as a [`Memory`]. It holds the thread's posted
+/// atomics ([`Memory::post_atomic32`]) in a window of 512 bytes until they must be performed.
+pub(crate) struct SharedAccess<'a> {
+    mem: &'a dyn SharedMemory,
+    posted: Posted,
+}
+
+/// Atomics without return that a [`SharedAccess`] holds: one operand for each 4-byte value of
+/// the window `[base, base + 512)`, such that `op` applied once with it does what every posted
+/// lane's `op` on that value does in turn. A value no lane hit holds `op`'s identity.
+struct Posted {
+    /// Whether any atomic is held.
+    any: bool,
+    op: Atomic32,
+    base: u64,
+    vals: [u32; POSTED_VALUES],
+    /// The bytes `[lo, hi)` the held lanes hit, which [`SharedMemory::covers`] vouched for.
+    lo: u64,
+    hi: u64,
+    /// Reads through the access since the window took its first atomic.
+    reads: u32,
+}
+
+/// Values of a [`Posted`] window: 512 bytes from a 256-byte boundary take any wave whose
+/// lanes span at most 256 bytes (a histogram's 64 bins).
+const POSTED_VALUES: usize = 128;
+
+/// Reads after which a thread performs its posted atomics though nothing asked for them: a
+/// wave of another thread that waits in a loop for one of them (reading what it waits for)
+/// then sees it while this thread's waves go on.
+const READS_BEFORE_FLUSH: u32 = 1024;
+
+impl<'a> SharedAccess<'a> {
+    pub(crate) fn new(mem: &'a dyn SharedMemory) -> SharedAccess<'a> {
+        SharedAccess {
+            mem,
+            posted: Posted {
+                any: false,
+                op: Atomic32::Add,
+                base: 0,
+                vals: [0; POSTED_VALUES],
+                lo: 0,
+                hi: 0,
+                reads: 0,
+            },
+        }
+    }
+
+    /// Performs the held atomics if any lies in `[addr, addr + len)`: the thread's accesses
+    /// see its own atomics, in the order it made them.
+    #[inline(always)]
+    fn before(&mut self, addr: u64, len: usize) {
+        let p = &self.posted;
+        if p.any && addr < p.hi && addr.saturating_add(len as u64) > p.lo {
+            self.flush_posted();
+        }
+    }
+}
+
+impl Drop for SharedAccess<'_> {
+    fn drop(&mut self) {
+        self.flush_posted();
+    }
+}
 
 impl Memory for SharedAccess<'_> {
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
-        self.0.read(addr, buf)
+        if self.posted.any {
+            self.posted.reads += 1;
+            if self.posted.reads >= READS_BEFORE_FLUSH {
+                self.flush_posted();
+            }
+            self.before(addr, buf.len());
+        }
+        self.mem.read(addr, buf)
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), Fault> {
-        self.0.write(addr, data)
+        self.before(addr, data.len());
+        self.mem.write(addr, data)
     }
     fn atomic_rmw(
         &mut self,
@@ -223,10 +343,11 @@ impl Memory for SharedAccess<'_> {
         len: usize,
         f: &mut dyn FnMut(u64) -> u64,
     ) -> Result<u64, Fault> {
-        self.0.atomic_rmw(addr, len, f)
+        self.before(addr, len);
+        self.mem.atomic_rmw(addr, len, f)
     }
     fn all_or_nothing(&self) -> bool {
-        self.0.all_or_nothing()
+        self.mem.all_or_nothing()
     }
     fn atomic32_lanes(
         &mut self,
@@ -235,8 +356,120 @@ impl Memory for SharedAccess<'_> {
         xs: &[u32],
         olds: &mut [u32],
     ) -> bool {
-        self.0.atomic32_lanes(op, addrs, xs, olds)
+        if self.posted.any {
+            let (first, last) = address_bounds(addrs);
+            self.before(
+                first,
+                (last.saturating_sub(first) as usize).saturating_add(4),
+            );
+        }
+        self.mem.atomic32_lanes(op, addrs, xs, olds)
     }
+
+    /// Held when the operation has an identity (not a swap), every lane's value is 4-byte
+    /// aligned, the lanes span at most 256 bytes and fit the window (else the window held
+    /// so far is performed first and a new one starts at the 256-byte boundary at or below
+    /// the lowest lane), and the memory [`SharedMemory::covers`] them.
+    fn post_atomic32(&mut self, op: Atomic32, addrs: &[u64], xs: &[u32]) -> bool {
+        post_lanes(self, op, addrs, xs)
+    }
+
+    fn flush_posted(&mut self) {
+        let p = &mut self.posted;
+        if !p.any {
+            return;
+        }
+        (p.any, p.reads) = (false, 0);
+        let (op, base) = (p.op, p.base);
+        let identity = op.identity().unwrap_or_default();
+        let mut addrs = [0u64; POSTED_VALUES];
+        let mut xs = [0u32; POSTED_VALUES];
+        let mut n = 0;
+        let (k0, k1) = ((p.lo - base) / 4, (p.hi - base) / 4);
+        for k in k0 as usize..(k1 as usize).min(POSTED_VALUES) {
+            // A value left at the identity changes nothing.
+            if p.vals[k] != identity {
+                (addrs[n], xs[n]) = (base + 4 * k as u64, p.vals[k]);
+                n += 1;
+            }
+        }
+        let mut olds = [0u32; 64];
+        for (a, x) in addrs[..n].chunks(64).zip(xs[..n].chunks(64)) {
+            if !self.mem.atomic32_lanes(op, a, x, &mut olds[..a.len()]) {
+                for (&a, &x) in a.iter().zip(x) {
+                    // `covers` vouched for every value, so none faults.
+                    let _ = self
+                        .mem
+                        .atomic_rmw(a, 4, &mut |o| u64::from(op.apply(o as u32, x)));
+                }
+            }
+        }
+    }
+}
+
+/// [`SharedAccess`]'s [`Memory::post_atomic32`], built for AVX2 too (the lanes' bounds and
+/// offsets take unsigned 32-bit vector minimums, which the baseline x86-64 lacks).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+fn post_lanes(access: &mut SharedAccess<'_>, op: Atomic32, addrs: &[u64], xs: &[u32]) -> bool {
+    const WINDOW: u64 = 4 * POSTED_VALUES as u64;
+    let Some(identity) = op.identity() else {
+        return false;
+    };
+    let n = addrs.len();
+    if n == 0 || n > 64 || xs.len() != n {
+        return false;
+    }
+    let (first, last) = address_bounds(addrs);
+    if last - first > WINDOW / 2 - 4 || last > u64::MAX - WINDOW {
+        return false;
+    }
+    let p = &access.posted;
+    if p.any && (p.op != op || first < p.base || last + 4 > p.base + WINDOW) {
+        access.flush_posted();
+    }
+    let p = &mut access.posted;
+    if !p.any {
+        (p.op, p.base, p.reads) = (op, first & !255, 0);
+        p.vals = [identity; POSTED_VALUES];
+    }
+    // Every lane lies in the window, so its offset is below 512.
+    let mut offs = [0u32; 64];
+    let mut bits = 0;
+    for (o, &a) in offs.iter_mut().zip(addrs) {
+        *o = (a - p.base) as u32;
+        bits |= *o;
+    }
+    if bits % 4 != 0 {
+        return false;
+    }
+    let (lo, hi) = if p.any {
+        (p.lo.min(first), p.hi.max(last + 4))
+    } else {
+        (first, last + 4)
+    };
+    if (lo, hi) != (p.lo, p.hi) || !p.any {
+        if !access.mem.covers(lo, (hi - lo) as usize) {
+            return false;
+        }
+        (p.lo, p.hi) = (lo, hi);
+    }
+    // One loop per operation, each with its combination inlined.
+    macro_rules! by_op {
+        ($($op:ident),*) => {
+            match op {
+                $(Atomic32::$op => {
+                    for (&o, &x) in offs[..n].iter().zip(xs) {
+                        let v = &mut p.vals[(o / 4) as usize % POSTED_VALUES];
+                        *v = Atomic32::$op.combine(*v, x);
+                    }
+                })*
+                Atomic32::Swap => return false,
+            }
+        };
+    }
+    by_op!(Add, Sub, And, Or, Xor, MinU, MaxU, MinI, MaxI);
+    p.any = true;
+    true
 }
 
 /// How many recently used regions [`HostMemory`] checks before searching them all.
@@ -671,6 +904,10 @@ impl SharedMemory for SharedHostMemory {
     /// is the same locked instruction, so a weaker one would buy nothing there.
     fn atomic32_lanes(&self, op: Atomic32, addrs: &[u64], xs: &[u32], olds: &mut [u32]) -> bool {
         shared_atomic32_lanes(self, op, addrs, xs, olds)
+    }
+
+    fn covers(&self, addr: u64, len: usize) -> bool {
+        self.find(addr, len).is_some()
     }
 }
 
@@ -1126,5 +1363,154 @@ mod tests {
             let v = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
             assert_eq!(v, 2 * calls * 4, "counter {c}: increments lost or doubled");
         }
+    }
+
+    /// Every operation's identity changes no value, and its combination of two operands
+    /// does what the two do in turn, over random values and the edges.
+    #[test]
+    fn atomic_identities_and_combinations_hold_for_every_operation() {
+        use Atomic32::*;
+        let mut next = crate::xorshift(0x5eed);
+        let edges = [0u32, 1, 0x7fff_ffff, 0x8000_0000, 0xffff_fffe, u32::MAX];
+        for op in [Add, Sub, And, Or, Xor, Swap, MinU, MaxU, MinI, MaxI] {
+            for k in 0..20_000 {
+                let mut pick = || {
+                    let r = next();
+                    if r.is_multiple_of(4) {
+                        edges[(r >> 8) as usize % edges.len()]
+                    } else {
+                        (r >> 16) as u32
+                    }
+                };
+                let (old, a, b) = (pick(), pick(), pick());
+                if let Some(id) = op.identity() {
+                    assert_eq!(op.apply(old, id), old, "{op:?} identity on {old:#x}");
+                }
+                assert_eq!(
+                    op.apply(op.apply(old, a), b),
+                    op.apply(old, op.combine(a, b)),
+                    "{op:?} draw {k}: {old:#x}, {a:#x}, {b:#x}"
+                );
+            }
+        }
+        assert_eq!(Swap.identity(), None, "a swap has no identity");
+    }
+
+    /// Random waves of posted atomics (several operations, lanes on a few values, two
+    /// windows) leave the memory as the same atomics lane by lane in order would; until
+    /// performed, another view of the memory sees none of them; and they are performed by an
+    /// overlapping read, write or atomic of the same access, by another window or operation,
+    /// by `flush_posted`, after `READS_BEFORE_FLUSH` other reads, and when the access ends.
+    #[test]
+    fn posted_atomics_are_held_until_the_access_touches_them_or_ends() {
+        use Atomic32::*;
+        let mut next = crate::xorshift(0x90_57ed);
+        let mut shared = SharedHostMemory::new();
+        let a = shared.alloc(2048);
+        let other = shared.alloc(64);
+        let mut host = HostMemory::new();
+        assert_eq!(host.alloc(2048), a);
+        let fill: Vec<u8> = (0..2048).map(|_| next() as u8).collect();
+        SharedMemory::write(&shared, a, &fill).expect("fill");
+        host.write(a, &fill).expect("fill");
+        let view = |m: &SharedHostMemory| m.bytes(a, 2048).expect("memory");
+        // How each round ends the holding: the expected outcome is checked after it.
+        for round in 0..60 {
+            let ops = [Add, Sub, And, Or, Xor, MinU, MaxU, MinI, MaxI];
+            let op = ops[round % ops.len()];
+            // Two waves on the same 16 values of one window (both halves of words, lanes
+            // repeated), the second window 256 bytes on for odd rounds.
+            let window = a + 512 * (round as u64 % 3) + 4 * (next() % 8);
+            let mut access = SharedAccess::new(&shared);
+            let start = view(&shared);
+            for wave in 0..2 {
+                let base = window + if round % 2 == 1 { 256 * wave } else { 0 };
+                let addrs: Vec<u64> = (0..64).map(|_| base + 4 * (next() % 16)).collect();
+                let xs: Vec<u32> = (0..64).map(|_| (next() >> 20) as u32).collect();
+                assert!(
+                    access.post_atomic32(op, &addrs, &xs),
+                    "round {round}: not held"
+                );
+                let mut olds = vec![0u64; 64];
+                host.atomic_rmw_batch(
+                    &addrs,
+                    4,
+                    &mut |k, o| u64::from(op.apply(o as u32, xs[k])),
+                    &mut olds,
+                )
+                .expect("the same atomics on host memory");
+            }
+            assert!(
+                view(&shared) == start,
+                "round {round}: held atomics are not seen by another view"
+            );
+            // A read elsewhere leaves them held.
+            let mut b = [0u8; 8];
+            access.read(other, &mut b).expect("read");
+            assert!(view(&shared) == start, "round {round}: a read elsewhere");
+            match round % 6 {
+                0 => access.read(window, &mut b).map(|_| ()).expect("read"),
+                1 => {
+                    let v = host.bytes(window + 4, 4).expect("value");
+                    access.write(window + 4, &v).expect("write");
+                }
+                2 => {
+                    access
+                        .atomic_rmw(window, 4, &mut |o| o)
+                        .map(|_| ())
+                        .expect("atomic");
+                }
+                3 => access.flush_posted(),
+                4 => {
+                    // One read elsewhere was made above.
+                    for k in 1..READS_BEFORE_FLUSH {
+                        assert!(
+                            view(&shared) == start,
+                            "round {round}: performed after {k} reads"
+                        );
+                        access.read(other, &mut b).expect("read");
+                    }
+                }
+                _ => {
+                    // Another operation's atomic elsewhere performs the window first, then is
+                    // itself held.
+                    let o = if op == Add { Or } else { Add };
+                    assert!(access.post_atomic32(o, &[a + 2044], &[0]));
+                }
+            }
+            if round % 6 != 5 {
+                assert!(
+                    view(&shared) == host.bytes(a, 2048).expect("host"),
+                    "round {round}: performed as lane by lane"
+                );
+            }
+            drop(access);
+            assert!(
+                view(&shared) == host.bytes(a, 2048).expect("host"),
+                "round {round}: performed when the access ends"
+            );
+        }
+    }
+
+    /// Atomics the window cannot take are not held, and leave nothing held: a swap, a lane
+    /// not 4-byte aligned, lanes spanning more than 256 bytes, a lane past the region's end.
+    #[test]
+    fn atomics_the_window_cannot_take_are_not_held() {
+        let mut shared = SharedHostMemory::new();
+        let a = shared.alloc(1024);
+        let mut access = SharedAccess::new(&shared);
+        let cases: [(Atomic32, Vec<u64>); 4] = [
+            (Atomic32::Swap, vec![a, a + 4]),
+            (Atomic32::Add, vec![a, a + 6]),
+            (Atomic32::Add, vec![a, a + 256]),
+            (Atomic32::Add, vec![a + 1016, a + 1024]),
+        ];
+        for (op, addrs) in &cases {
+            let xs = vec![1u32; addrs.len()];
+            assert!(!access.post_atomic32(*op, addrs, &xs), "{op:?} {addrs:x?}");
+            assert!(!access.posted.any, "{op:?} {addrs:x?}: something held");
+        }
+        assert!(access.post_atomic32(Atomic32::Add, &[a, a + 252], &[1, 2]));
+        assert!(access.posted.any);
     }
 }

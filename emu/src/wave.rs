@@ -81,6 +81,9 @@ pub(crate) struct Wave {
     /// The classification of the address rows the LDS forms used last, one slot per address
     /// register number modulo the slot count (`rdna3/fast.rs`).
     pub lds_rows: [crate::rdna3::fast::LdsRows; crate::rdna3::fast::LDS_ROW_SLOTS],
+    /// Whether the memory may hold atomics this wave posted ([`crate::Memory::post_atomic32`]),
+    /// which its next wait on memory counters has performed.
+    pub posted: bool,
 }
 
 impl Wave {
@@ -105,6 +108,7 @@ impl Wave {
             hw_id: 0,
             xcc_id: 0,
             lds_rows: [crate::rdna3::fast::LdsRows::EMPTY; crate::rdna3::fast::LDS_ROW_SLOTS],
+            posted: false,
         }
     }
 
@@ -661,7 +665,10 @@ pub fn dispatch_hw(
 /// Contract: every workgroup runs exactly as [`dispatch_hw`] runs it, so results are the same
 /// whenever workgroups do not race on memory (no workgroup reads what another writes, except
 /// through atomics, whose returned old values then come in another order, as on hardware).
-/// `Stats` are the same. On an error the dispatch stops taking workgroups and returns the
+/// A thread may hold its waves' atomics without return and perform them later
+/// ([`crate::Memory::post_atomic32`]): by the posting wave's next wait on memory counters,
+/// before the thread touches their bytes again, within a bounded number of reads, and before
+/// this function returns. `Stats` are the same. On an error the dispatch stops taking workgroups and returns the
 /// error of the lowest-numbered workgroup that failed, the one [`dispatch_hw`] returns: every
 /// workgroup numbered below it runs; some above it, already started or claimed on other
 /// threads, may run too, so memory may hold their effects. The instruction
@@ -698,7 +705,7 @@ pub fn dispatch_hw_parallel(
             .map(|_| {
                 s.spawn(|| {
                     let mut core = Core::new(&plan, hw);
-                    let mut mem = SharedAccess(mem);
+                    let mut mem = SharedAccess::new(mem);
                     let mut stats = Stats::default();
                     'claims: while failed.load(Ordering::Relaxed) == usize::MAX {
                         let start = next.0.fetch_add(chunk, Ordering::Relaxed);
@@ -734,6 +741,9 @@ pub fn dispatch_hw_parallel(
                             }
                         }
                     }
+                    // The dispatch ends: this thread's posted atomics are performed before
+                    // it returns (dropping `mem` would too, on a panic as well).
+                    mem.flush_posted();
                     stats
                 })
             })
@@ -814,6 +824,7 @@ fn init_wave(
     w.scc = false;
     w.lanes = lanes;
     w.state = WaveState::Running;
+    w.posted = false;
     w.mode = mode;
     w.hwreg = [0; 64];
     w.isa = prog.isa;

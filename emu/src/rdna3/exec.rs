@@ -254,6 +254,12 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
         let f = prog.fast.get(idx).unwrap_or(&Fast::Slow);
         let res = match *f {
             Fast::Nop => Ok(()),
+            Fast::Wait => {
+                if w.posted {
+                    wait_for_posted(w, ctx);
+                }
+                Ok(())
+            }
             Fast::Branch(t) => {
                 pc = t as usize;
                 Ok(())
@@ -457,6 +463,9 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
 /// registers for the forms.
 #[inline(never)]
 fn general(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<bool, Error> {
+    if w.posted && waits_for_memory(i) {
+        wait_for_posted(w, ctx);
+    }
     match i.enc {
         Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
             if matches!(i.dpp, Dpp::Sdwa { .. }) =>
@@ -980,6 +989,27 @@ fn sopc_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Erro
         _ => return Err(unimplemented(ctx, idx, i)),
     };
     Ok(())
+}
+
+/// Whether `i` waits for the wave's vector memory operations to complete: `s_waitcnt` (RDNA4's
+/// `s_wait_*` lower to it), `s_waitcnt_vscnt`, `s_waitcnt_vmcnt` and `s_wait_idle`. Whatever
+/// counter and count it names, it is taken to wait for all of them (the emulator's
+/// operations complete in order, and a wait that the hardware would let pass early only
+/// performs the posted atomics sooner).
+pub(super) fn waits_for_memory(i: &Inst) -> bool {
+    match i.enc {
+        Encoding::Sopp => matches!(i.op, sopp::WAITCNT | sopp::WAIT_IDLE),
+        Encoding::Sopk => matches!(i.op, sopk::WAITCNT_VSCNT | sopk::WAITCNT_VMCNT),
+        _ => false,
+    }
+}
+
+/// A wave's wait on its memory operations: the atomics it posted are performed
+/// ([`crate::Memory::flush_posted`]).
+#[cold]
+pub(super) fn wait_for_posted(w: &mut Wave, ctx: &mut Ctx<'_>) {
+    ctx.mem.flush_posted();
+    w.posted = false;
 }
 
 /// Returns `true` when the wave stops running (end of program or barrier).

@@ -48,8 +48,11 @@ pub(crate) struct Vf {
 pub(crate) enum Fast {
     /// The general path.
     Slow,
-    /// A no-op (`s_nop`, `s_waitcnt`, ...).
+    /// A no-op (`s_nop`, `s_sleep`, ...).
     Nop,
+    /// A wait on the wave's memory operations (`s_waitcnt`, `s_wait_idle`): a no-op unless
+    /// the wave posted atomics ([`crate::Memory::post_atomic32`]), which it performs.
+    Wait,
     /// `s_branch` to an instruction index.
     Branch(u32),
     CbranchScc0(u32),
@@ -535,6 +538,7 @@ fn sopp_form(i: &Inst, offsets: &[u32], index: &[u32], idx: usize) -> Fast {
     };
     let branch = |f: fn(u32) -> Fast| target().map_or(Fast::Slow, f);
     match i.op {
+        sopp::WAITCNT | sopp::WAIT_IDLE => Fast::Wait,
         op if sopp_is_no_op(op) => Fast::Nop,
         sopp::ENDPGM => Fast::Endpgm,
         sopp::BRANCH => branch(Fast::Branch),
@@ -1130,8 +1134,13 @@ fn atomic_lanes<const L: usize>(w: &mut Wave, a: &Ga, mem: &mut dyn crate::Memor
             }
             by_op!(Add, Sub, And, Or, Xor, Swap, MinU, MaxU, MinI, MaxI);
         }
-        // A memory without slices (the threads' shared memory) may take the wave at once.
+        // A memory without slices (the threads' shared memory) may hold atomics without
+        // return until the wave waits for them, or take the wave at once.
         None => {
+            if a.dst == NO_RETURN && mem.post_atomic32(a.op, &addrs, xs) {
+                w.posted = true;
+                return true;
+            }
             if !mem.atomic32_lanes(a.op, &addrs, xs, &mut olds) {
                 return false;
             }
@@ -2306,7 +2315,7 @@ mod tests {
                     let (w, r, bytes) = if shared {
                         let mut mem = crate::SharedHostMemory::new();
                         assert_eq!(mem.alloc_bytes(&mem0), a);
-                        let mut access = crate::memory::SharedAccess(&mem);
+                        let mut access = crate::memory::SharedAccess::new(&mem);
                         let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
                         (w, r, mem.bytes(a, size))
                     } else {
@@ -2392,21 +2401,36 @@ mod tests {
                     (w, bytes, format!("{r:?}"))
                 };
                 // The threads' shared memory, which has no slices: the form takes the wave
-                // through `atomic32_lanes` there.
-                let run_shared = |prog: &Program| -> (Wave, Vec<u8>, String) {
+                // through `atomic32_lanes` there, or posts it when it returns nothing. Also
+                // whether the memory was still as it started when the wave ended (the
+                // atomics held), before the access ends as a dispatch's thread does.
+                let run_shared = |prog: &Program| -> (Wave, Vec<u8>, String, bool) {
                     let mut mem = crate::SharedHostMemory::new();
                     assert_eq!(mem.alloc_bytes(&mem0), a);
-                    let mut access = crate::memory::SharedAccess(&mem);
+                    let mut access = crate::memory::SharedAccess::new(&mem);
                     let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
+                    let held = mem.bytes(a, size).expect("memory") == mem0;
+                    drop(access);
                     let bytes = mem.bytes(a, size).expect("memory");
-                    (w, bytes, format!("{r:?}"))
+                    (w, bytes, format!("{r:?}"), held)
                 };
                 let ((wa, ma, ra), (wb, mb, rb)) = (run(&fast), run(&slow));
                 let what = format!("{isa:?} instruction {k} ({}) case {case}", fast.text(0));
                 assert_eq!(ra, rb, "{what}: outcome");
                 assert!(ma == mb, "{what}: memory differs");
                 let regs = crate::wave::DPP_ROW * 64;
-                let ((wc, mc, rc), (wd, md, rd)) = (run_shared(&fast), run_shared(&slow));
+                let ((wc, mc, rc, held), (wd, md, rd, held_slow)) =
+                    (run_shared(&fast), run_shared(&slow));
+                // A full wave's atomics without return on the bins are posted by the form;
+                // the general path, and the form with a partial EXEC, perform them at once.
+                if case < 2 {
+                    assert_eq!(
+                        held,
+                        case == 0 && g.dst == NO_RETURN && g.op != crate::Atomic32::Swap,
+                        "{what}: the form held the atomics"
+                    );
+                    assert!(!held_slow, "{what}: the general path held the atomics");
+                }
                 assert_eq!(rc, rd, "{what}: outcome over shared memory");
                 assert!(mc == md, "{what}: shared memory differs");
                 if let Some(l) = (0..regs).find(|&l| wc.v[l] != wd.v[l]) {
@@ -2507,7 +2531,7 @@ mod tests {
                 let run_shared = |prog: &Program| -> (Wave, String) {
                     let mut mem = crate::SharedHostMemory::new();
                     assert_eq!(mem.alloc_bytes(&mem0), a);
-                    let mut access = crate::memory::SharedAccess(&mem);
+                    let mut access = crate::memory::SharedAccess::new(&mem);
                     let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
                     (w, format!("{r:?}"))
                 };
@@ -3128,6 +3152,79 @@ mod tests {
             kept += a.lds_rows.iter().filter(|r| r.lanes != 0).count();
         }
         assert!(kept > 0, "the LDS forms kept no classification");
+    }
+
+    /// A full wave's GLOBAL atomic add without return over the threads' shared memory is
+    /// held, and performed by the wave's next wait on memory counters (`s_waitcnt` as a form,
+    /// and through the general path; RDNA3's `s_waitcnt_vscnt`, which the general path runs),
+    /// or when the access ends, as a dispatch's thread does, if no wait follows.
+    #[test]
+    fn posted_atomics_are_performed_by_the_waves_wait() {
+        // global_atomic_add(_u32) v1, v2, s[0:1]; the waits; s_endpgm.
+        let gfx942_add = [0xdd08_8000u32, 0x0000_0201];
+        let gfx1100_add = [0xdcd6_0000u32, 0x0000_0201];
+        for (isa, endpgm, add, wait) in [
+            (
+                Isa::Gfx942,
+                0xbf81_0000u32,
+                gfx942_add,
+                Some(0xbf8c_0f70u32),
+            ),
+            (Isa::Gfx942, 0xbf81_0000, gfx942_add, None),
+            (Isa::Gfx1100, 0xbfb0_0000, gfx1100_add, Some(0xbf89_03f7)),
+            (Isa::Gfx1100, 0xbfb0_0000, gfx1100_add, Some(0xbc7c_0000)),
+            (Isa::Gfx1100, 0xbfb0_0000, gfx1100_add, None),
+        ] {
+            let words: Vec<u32> = add.iter().copied().chain(wait).collect();
+            let (fast, slow) = with_and_without_forms(&words, endpgm, isa);
+            assert!(matches!(fast.fast[0], Fast::GlobalAtomic(_)), "{isa:?}");
+            let lanes = if isa == Isa::Gfx942 { 64 } else { 32 };
+            let mut mem = crate::SharedHostMemory::new();
+            let a = mem.alloc(256);
+            let mut w0 = Wave::new();
+            (w0.lanes, w0.isa, w0.state) = (lanes, isa, WaveState::Running);
+            w0.set_exec(u64::MAX >> (64 - lanes));
+            (w0.s[0], w0.s[1]) = (a as u32, (a >> 32) as u32);
+            for l in 0..lanes as usize {
+                // Lanes l and l + 16 (and so on) on one of 16 bins, adding 1 to 4.
+                (w0.v[64 + l], w0.v[128 + l]) = (4 * (l as u32 % 16), 1 + l as u32 % 4);
+            }
+            let expected: Vec<u8> = (0..64u32)
+                .flat_map(|b| {
+                    let n = if b < 16 { lanes / 16 * (1 + b % 4) } else { 0 };
+                    n.to_le_bytes()
+                })
+                .collect();
+            for (prog, form) in [(&fast, true), (&slow, false)] {
+                let what = format!("{isa:?} wait {wait:x?}, forms {form}");
+                let before = mem.bytes(a, 256).expect("memory");
+                let mut access = crate::memory::SharedAccess::new(&mem);
+                let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 10);
+                assert!(r.is_ok(), "{what}: {r:?}");
+                let mid = mem.bytes(a, 256).expect("memory");
+                drop(access);
+                let after = mem.bytes(a, 256).expect("memory");
+                let add = |m: &[u8]| -> Vec<u8> {
+                    m.chunks(4)
+                        .zip(expected.chunks(4))
+                        .flat_map(|(x, e)| {
+                            let v = u32::from_le_bytes(x.try_into().expect("4"));
+                            let d = u32::from_le_bytes(e.try_into().expect("4"));
+                            v.wrapping_add(d).to_le_bytes()
+                        })
+                        .collect()
+                };
+                assert_eq!(
+                    after,
+                    add(&before),
+                    "{what}: the bins after the access ended"
+                );
+                let held = form && wait.is_none();
+                let mid_expected = if held { before.clone() } else { add(&before) };
+                assert_eq!(mid, mid_expected, "{what}: the bins when the wave ended");
+                assert_eq!(w.posted, held, "{what}: the wave's posted flag");
+            }
+        }
     }
 
     /// The cache invalidations compilers put around barriers (`buffer_gl0_inv`,
