@@ -284,9 +284,10 @@ struct Posted {
 /// lanes span at most 256 bytes (a histogram's 64 bins).
 const POSTED_VALUES: usize = 128;
 
-/// Reads after which a thread performs its posted atomics though nothing asked for them: a
-/// wave of another thread that waits in a loop for one of them (reading what it waits for)
-/// then sees it while this thread's waves go on.
+/// Reads (atomics count as reads) after which a thread performs its posted atomics though
+/// nothing asked for them: a wave of another thread that waits in a loop for one of them
+/// (reading what it waits for) then sees it while this thread's waves go on reading or
+/// spinning on a lock.
 const READS_BEFORE_FLUSH: u32 = 1024;
 
 impl<'a> SharedAccess<'a> {
@@ -314,6 +315,19 @@ impl<'a> SharedAccess<'a> {
             self.flush_posted();
         }
     }
+
+    /// [`SharedAccess::before`] for an access that reads (a read or an atomic), which also
+    /// counts towards [`READS_BEFORE_FLUSH`].
+    #[inline(always)]
+    fn before_read(&mut self, addr: u64, len: usize) {
+        if self.posted.any {
+            self.posted.reads += 1;
+            if self.posted.reads >= READS_BEFORE_FLUSH {
+                self.flush_posted();
+            }
+            self.before(addr, len);
+        }
+    }
 }
 
 impl Drop for SharedAccess<'_> {
@@ -324,13 +338,7 @@ impl Drop for SharedAccess<'_> {
 
 impl Memory for SharedAccess<'_> {
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
-        if self.posted.any {
-            self.posted.reads += 1;
-            if self.posted.reads >= READS_BEFORE_FLUSH {
-                self.flush_posted();
-            }
-            self.before(addr, buf.len());
-        }
+        self.before_read(addr, buf.len());
         self.mem.read(addr, buf)
     }
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), Fault> {
@@ -343,7 +351,7 @@ impl Memory for SharedAccess<'_> {
         len: usize,
         f: &mut dyn FnMut(u64) -> u64,
     ) -> Result<u64, Fault> {
-        self.before(addr, len);
+        self.before_read(addr, len);
         self.mem.atomic_rmw(addr, len, f)
     }
     fn all_or_nothing(&self) -> bool {
@@ -358,7 +366,7 @@ impl Memory for SharedAccess<'_> {
     ) -> bool {
         if self.posted.any {
             let (first, last) = address_bounds(addrs);
-            self.before(
+            self.before_read(
                 first,
                 (last.saturating_sub(first) as usize).saturating_add(4),
             );
@@ -1400,7 +1408,8 @@ mod tests {
     /// windows) leave the memory as the same atomics lane by lane in order would; until
     /// performed, another view of the memory sees none of them; and they are performed by an
     /// overlapping read, write or atomic of the same access, by another window or operation,
-    /// by `flush_posted`, after `READS_BEFORE_FLUSH` other reads, and when the access ends.
+    /// by `flush_posted`, after `READS_BEFORE_FLUSH` other reads and atomics, and when the
+    /// access ends.
     #[test]
     fn posted_atomics_are_held_until_the_access_touches_them_or_ends() {
         use Atomic32::*;
@@ -1462,13 +1471,17 @@ mod tests {
                 }
                 3 => access.flush_posted(),
                 4 => {
-                    // One read elsewhere was made above.
+                    // One read elsewhere was made above; atomics elsewhere count as reads.
                     for k in 1..READS_BEFORE_FLUSH {
                         assert!(
                             view(&shared) == start,
                             "round {round}: performed after {k} reads"
                         );
-                        access.read(other, &mut b).expect("read");
+                        if k % 2 == 0 {
+                            access.read(other, &mut b).expect("read");
+                        } else {
+                            access.atomic_rmw(other, 4, &mut |o| o).expect("atomic");
+                        }
                     }
                 }
                 _ => {
