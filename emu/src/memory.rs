@@ -1427,8 +1427,9 @@ mod tests {
         for round in 0..60 {
             let ops = [Add, Sub, And, Or, Xor, MinU, MaxU, MinI, MaxI];
             let op = ops[round % ops.len()];
-            // Two waves on the same 16 values of one window (both halves of words, lanes
-            // repeated), the second window 256 bytes on for odd rounds.
+            // Two waves of lanes on 16 values (both halves of words, lanes repeated): on the
+            // same values in even rounds, the second wave 256 bytes on in odd rounds (the held
+            // bytes grow inside the window).
             let window = a + 512 * (round as u64 % 3) + 4 * (next() % 8);
             let mut access = SharedAccess::new(&shared);
             let start = view(&shared);
