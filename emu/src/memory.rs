@@ -64,9 +64,7 @@ impl Atomic32 {
             Atomic32::MaxI => (old as i32).max(x as i32) as u32,
         }
     }
-}
 
-impl Atomic32 {
     /// The operand `x` with `op(old, x) == old` for every `old`; none for a swap.
     pub(crate) fn identity(self) -> Option<u32> {
         match self {
@@ -437,7 +435,8 @@ fn post_lanes(access: &mut SharedAccess<'_>, op: Atomic32, addrs: &[u64], xs: &[
     }
     let p = &mut access.posted;
     if !p.any {
-        (p.op, p.base, p.reads) = (op, first & !255, 0);
+        // A new window (`reads` is 0 while nothing is held).
+        (p.op, p.base, p.lo, p.hi) = (op, first & !255, first, first);
         p.vals = [identity; POSTED_VALUES];
     }
     // Every lane lies in the window, so its offset is below 512.
@@ -450,12 +449,8 @@ fn post_lanes(access: &mut SharedAccess<'_>, op: Atomic32, addrs: &[u64], xs: &[
     if bits % 4 != 0 {
         return false;
     }
-    let (lo, hi) = if p.any {
-        (p.lo.min(first), p.hi.max(last + 4))
-    } else {
-        (first, last + 4)
-    };
-    if (lo, hi) != (p.lo, p.hi) || !p.any {
+    let (lo, hi) = (p.lo.min(first), p.hi.max(last + 4));
+    if (lo, hi) != (p.lo, p.hi) {
         if !access.mem.covers(lo, (hi - lo) as usize) {
             return false;
         }

@@ -668,8 +668,8 @@ pub fn dispatch_hw(
 /// A thread may hold its waves' atomics without return and perform them later
 /// ([`crate::Memory::post_atomic32`]): by the posting wave's next wait on memory counters,
 /// before the thread touches their bytes again, within a bounded number of reads, and before
-/// this function returns. `Stats` are the same. On an error the dispatch stops taking workgroups and returns the
-/// error of the lowest-numbered workgroup that failed, the one [`dispatch_hw`] returns: every
+/// this function returns. `Stats` are the same. On an error the dispatch stops taking
+/// workgroups and returns the error of the lowest-numbered workgroup that failed, the one [`dispatch_hw`] returns: every
 /// workgroup numbered below it runs; some above it, already started or claimed on other
 /// threads, may run too, so memory may hold their effects. The instruction
 /// limit counts the wave-instructions of all threads together, checked when each workgroup
@@ -705,6 +705,8 @@ pub fn dispatch_hw_parallel(
             .map(|_| {
                 s.spawn(|| {
                     let mut core = Core::new(&plan, hw);
+                    // Dropped when the thread's part ends, on a panic too, which performs the
+                    // atomics it still holds before the dispatch returns.
                     let mut mem = SharedAccess::new(mem);
                     let mut stats = Stats::default();
                     'claims: while failed.load(Ordering::Relaxed) == usize::MAX {
@@ -741,9 +743,6 @@ pub fn dispatch_hw_parallel(
                             }
                         }
                     }
-                    // The dispatch ends: this thread's posted atomics are performed before
-                    // it returns (dropping `mem` would too, on a panic as well).
-                    mem.flush_posted();
                     stats
                 })
             })

@@ -255,9 +255,7 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
         let res = match *f {
             Fast::Nop => Ok(()),
             Fast::Wait => {
-                if w.posted {
-                    wait_for_posted(w, ctx);
-                }
+                wait_for_memory(w, ctx);
                 Ok(())
             }
             Fast::Branch(t) => {
@@ -463,9 +461,6 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
 /// registers for the forms.
 #[inline(never)]
 fn general(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<bool, Error> {
-    if w.posted && waits_for_memory(i) {
-        wait_for_posted(w, ctx);
-    }
     match i.enc {
         Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
             if matches!(i.dpp, Dpp::Sdwa { .. }) =>
@@ -865,7 +860,7 @@ fn jump(w: &mut Wave, ctx: &Ctx<'_>, addr: u64) -> Result<(), Error> {
     Ok(())
 }
 
-fn sopk_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+fn sopk_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     let k = i.imm as u32;
     let sk = i.imm as u16 as i16 as i32;
     let d = w.sread(i.dst, 0);
@@ -924,11 +919,8 @@ fn sopk_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Erro
             let target = pc_of(ctx, idx + 1).wrapping_add((sk as i64 * 4) as u64);
             jump(w, ctx, target)?;
         }
-        sopk::VERSION
-        | sopk::WAITCNT_VSCNT
-        | sopk::WAITCNT_VMCNT
-        | sopk::WAITCNT_EXPCNT
-        | sopk::WAITCNT_LGKMCNT => {}
+        sopk::WAITCNT_VSCNT | sopk::WAITCNT_VMCNT => wait_for_memory(w, ctx),
+        sopk::VERSION | sopk::WAITCNT_EXPCNT | sopk::WAITCNT_LGKMCNT => {}
         _ => return Err(unimplemented(ctx, idx, i)),
     }
     Ok(())
@@ -991,30 +983,23 @@ fn sopc_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Erro
     Ok(())
 }
 
-/// Whether `i` waits for the wave's vector memory operations to complete: `s_waitcnt` (RDNA4's
-/// `s_wait_*` lower to it), `s_waitcnt_vscnt`, `s_waitcnt_vmcnt` and `s_wait_idle`. Whatever
-/// counter and count it names, it is taken to wait for all of them (the emulator's
-/// operations complete in order, and a wait that the hardware would let pass early only
-/// performs the posted atomics sooner).
-pub(super) fn waits_for_memory(i: &Inst) -> bool {
-    match i.enc {
-        Encoding::Sopp => matches!(i.op, sopp::WAITCNT | sopp::WAIT_IDLE),
-        Encoding::Sopk => matches!(i.op, sopk::WAITCNT_VSCNT | sopk::WAITCNT_VMCNT),
-        _ => false,
+/// A wave's wait on its vector memory operations (`s_waitcnt`, RDNA4's `s_wait_*` lowered to
+/// it, `s_waitcnt_vscnt`, `s_waitcnt_vmcnt`, `s_wait_idle`): the atomics it posted are
+/// performed ([`crate::Memory::flush_posted`]). Whatever counter and count the wait names, it
+/// is taken to wait for all of them (the emulator's operations complete in order, and a wait
+/// that the hardware would let pass early only performs the posted atomics sooner).
+#[inline(always)]
+pub(super) fn wait_for_memory(w: &mut Wave, ctx: &mut Ctx<'_>) {
+    if w.posted {
+        ctx.mem.flush_posted();
+        w.posted = false;
     }
 }
 
-/// A wave's wait on its memory operations: the atomics it posted are performed
-/// ([`crate::Memory::flush_posted`]).
-#[cold]
-pub(super) fn wait_for_posted(w: &mut Wave, ctx: &mut Ctx<'_>) {
-    ctx.mem.flush_posted();
-    w.posted = false;
-}
-
 /// Returns `true` when the wave stops running (end of program or barrier).
-/// SOPPs that change nothing the emulator models: waits, hints, priorities, messages, traces
-/// and cache invalidations (memory is coherent and instructions complete in order).
+/// SOPPs that change nothing the emulator models: ALU and event waits, hints, priorities,
+/// messages, traces and cache invalidations (memory is coherent and instructions complete in
+/// order). The waits on memory counters are not among them: see [`wait_for_memory`].
 pub(super) fn sopp_is_no_op(op: u16) -> bool {
     matches!(
         op,
@@ -1025,8 +1010,6 @@ pub(super) fn sopp_is_no_op(op: u16) -> bool {
             | sopp::CLAUSE
             | sopp::DELAY_ALU
             | sopp::WAITCNT_DEPCTR
-            | sopp::WAITCNT
-            | sopp::WAIT_IDLE
             | sopp::WAIT_EVENT
             | sopp::SETPRIO
             | sopp::SENDMSG
@@ -1039,7 +1022,7 @@ pub(super) fn sopp_is_no_op(op: u16) -> bool {
     )
 }
 
-fn sopp_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<bool, Error> {
+fn sopp_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<bool, Error> {
     if i.op == INVALID_OP {
         return Err(Error::InvalidInstruction {
             pc: pc_of(ctx, idx),
@@ -1079,6 +1062,7 @@ fn sopp_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<bool, Er
         sopp::CBRANCH_EXECNZ => branch(w, w.exec() != 0)?,
         sopp::DENORM_MODE => w.mode.denorm = (i.imm & 0xf) as u8,
         sopp::ROUND_MODE => w.mode.round = (i.imm & 0xf) as u8,
+        sopp::WAITCNT | sopp::WAIT_IDLE => wait_for_memory(w, ctx),
         op if sopp_is_no_op(op) => {}
         sopp::TRAP => {
             return Err(Error::Stopped {

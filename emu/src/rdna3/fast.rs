@@ -3155,9 +3155,9 @@ mod tests {
     }
 
     /// A full wave's GLOBAL atomic add without return over the threads' shared memory is
-    /// held, and performed by the wave's next wait on memory counters (`s_waitcnt` as a form,
-    /// and through the general path; RDNA3's `s_waitcnt_vscnt`, which the general path runs),
-    /// or when the access ends, as a dispatch's thread does, if no wait follows.
+    /// held, and performed by the wave's next wait on memory counters (`s_waitcnt` as a form
+    /// and through the general path; RDNA3's `s_waitcnt_vscnt`, which only the general path
+    /// runs), or when the access ends, as a dispatch's thread does, if no wait follows.
     #[test]
     fn posted_atomics_are_performed_by_the_waves_wait() {
         // global_atomic_add(_u32) v1, v2, s[0:1]; the waits; s_endpgm.
@@ -3178,6 +3178,9 @@ mod tests {
             let words: Vec<u32> = add.iter().copied().chain(wait).collect();
             let (fast, slow) = with_and_without_forms(&words, endpgm, isa);
             assert!(matches!(fast.fast[0], Fast::GlobalAtomic(_)), "{isa:?}");
+            // The atomic's form, with the wait (and `s_endpgm`) through the general path.
+            let mut mixed = fast.clone();
+            mixed.fast[1..].fill(Fast::Slow);
             let lanes = if isa == Isa::Gfx942 { 64 } else { 32 };
             let mut mem = crate::SharedHostMemory::new();
             let a = mem.alloc(256);
@@ -3195,8 +3198,12 @@ mod tests {
                     n.to_le_bytes()
                 })
                 .collect();
-            for (prog, form) in [(&fast, true), (&slow, false)] {
-                let what = format!("{isa:?} wait {wait:x?}, forms {form}");
+            for (prog, form, name) in [
+                (&fast, true, "forms"),
+                (&mixed, true, "the atomic's form only"),
+                (&slow, false, "no forms"),
+            ] {
+                let what = format!("{isa:?} wait {wait:x?}, {name}");
                 let before = mem.bytes(a, 256).expect("memory");
                 let mut access = crate::memory::SharedAccess::new(&mem);
                 let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 10);
