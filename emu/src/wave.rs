@@ -660,7 +660,9 @@ pub fn dispatch_hw(
 
 /// [`dispatch_hw`] with the workgroups spread over `threads` threads (at least 1), each
 /// claiming the next workgroups not yet started (a few at a time). Memory is a
-/// [`SharedMemory`] the threads use at once.
+/// [`SharedMemory`] the threads use at once. The calling thread is one of them; the others
+/// are threads of a pool kept for the process (one pool for each thread count asked for).
+/// A panic on any of them reaches the caller once all have ended.
 ///
 /// Contract: every workgroup runs exactly as [`dispatch_hw`] runs it, so results are the same
 /// whenever workgroups do not race on memory (no workgroup reads what another writes, except
@@ -700,68 +702,90 @@ pub fn dispatch_hw_parallel(
     // All threads' wave-instructions so far, kept only when there is a limit to check.
     let executed = AtomicU64::new(0);
     let first_error: Mutex<Option<(usize, Error)>> = Mutex::new(None);
-    let per_thread: Vec<Stats> = std::thread::scope(|s| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let mut core = Core::new(&plan, hw);
-                    // Dropped when the thread's part ends, on a panic too, which performs the
-                    // atomics it still holds before the dispatch returns.
-                    let mut mem = SharedAccess::new(mem);
-                    let mut stats = Stats::default();
-                    'claims: while failed.load(Ordering::Relaxed) == usize::MAX {
-                        let start = next.0.fetch_add(chunk, Ordering::Relaxed);
-                        for k in start..start + chunk {
-                            if k > failed.load(Ordering::Relaxed) {
-                                break 'claims;
-                            }
-                            let Some(&n) = groups.get(k) else {
-                                break 'claims;
-                            };
-                            let budget = hw.instruction_limit.map_or(u64::MAX, |l| {
-                                l.saturating_sub(executed.load(Ordering::Relaxed))
-                            });
-                            match core.run_group(program, code_base, hw, &plan, n, budget, &mut mem)
-                            {
-                                Ok((instructions, waves)) => {
-                                    if hw.instruction_limit.is_some() {
-                                        executed.fetch_add(instructions, Ordering::Relaxed);
-                                    }
-                                    stats.instructions += instructions;
-                                    stats.waves += waves;
-                                    stats.workgroups += 1;
-                                }
-                                Err(e) => {
-                                    failed.fetch_min(k, Ordering::Relaxed);
-                                    let mut slot =
-                                        first_error.lock().unwrap_or_else(|p| p.into_inner());
-                                    if slot.as_ref().is_none_or(|(k0, _)| k < *k0) {
-                                        *slot = Some((k, e));
-                                    }
-                                    break 'claims;
-                                }
-                            }
+    let total = Mutex::new(Stats::default());
+    // One thread's part: workgroups claimed until none is left or one failed.
+    let work = || {
+        let mut core = Core::new(&plan, hw);
+        // Dropped when the thread's part ends, on a panic too, which performs the atomics it
+        // still holds before the dispatch returns.
+        let mut mem = SharedAccess::new(mem);
+        let mut stats = Stats::default();
+        'claims: while failed.load(Ordering::Relaxed) == usize::MAX {
+            let start = next.0.fetch_add(chunk, Ordering::Relaxed);
+            for k in start..start + chunk {
+                if k > failed.load(Ordering::Relaxed) {
+                    break 'claims;
+                }
+                let Some(&n) = groups.get(k) else {
+                    break 'claims;
+                };
+                let budget = hw.instruction_limit.map_or(u64::MAX, |l| {
+                    l.saturating_sub(executed.load(Ordering::Relaxed))
+                });
+                match core.run_group(program, code_base, hw, &plan, n, budget, &mut mem) {
+                    Ok((instructions, waves)) => {
+                        if hw.instruction_limit.is_some() {
+                            executed.fetch_add(instructions, Ordering::Relaxed);
                         }
+                        stats.instructions += instructions;
+                        stats.waves += waves;
+                        stats.workgroups += 1;
                     }
-                    stats
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
+                    Err(e) => {
+                        failed.fetch_min(k, Ordering::Relaxed);
+                        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                        if slot.as_ref().is_none_or(|(k0, _)| k < *k0) {
+                            *slot = Some((k, e));
+                        }
+                        break 'claims;
+                    }
+                }
+            }
+        }
+        let mut t = total.lock().unwrap_or_else(|p| p.into_inner());
+        t.instructions += stats.instructions;
+        t.waves += stats.waves;
+        t.workgroups += stats.workgroups;
+    };
+    // The calling thread is one of the threads; the others are jobs on a pool of exactly
+    // that many threads, which outlive the dispatch (starting and joining two threads took
+    // about 140 µs on a 2-core VM, a third of a `--scale 1` `copy` dispatch on one core). A
+    // pool with more threads than jobs would have its idle threads spin for work on the
+    // cores the dispatch runs on. The scope returns when all jobs have ended, and re-raises
+    // a panic of any of them. Without a pool, the caller runs every workgroup.
+    match (threads > 1).then(|| helper_pool(threads - 1)).flatten() {
+        Some(pool) => pool.in_place_scope(|s| {
+            for _ in 1..threads {
+                s.spawn(|_| work());
+            }
+            work();
+        }),
+        None => work(),
+    }
     if let Some((_, e)) = first_error.into_inner().unwrap_or_else(|p| p.into_inner()) {
         return Err(e);
     }
-    let mut stats = Stats::default();
-    for t in per_thread {
-        stats.instructions += t.instructions;
-        stats.waves += t.waves;
-        stats.workgroups += t.workgroups;
-    }
+    let stats = total.into_inner().unwrap_or_else(|p| p.into_inner());
     Ok(stats)
+}
+
+/// The pool of `n` threads that helps the parallel dispatches asking for `n + 1` threads,
+/// made on first use and kept for the process; `None` when the threads cannot be started.
+fn helper_pool(n: usize) -> Option<std::sync::Arc<rayon::ThreadPool>> {
+    type Pools = Vec<(usize, std::sync::Arc<rayon::ThreadPool>)>;
+    static POOLS: std::sync::Mutex<Pools> = std::sync::Mutex::new(Vec::new());
+    let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {
+        return Some(p.clone());
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(|i| format!("am-emu-{i}"))
+        .build()
+        .ok()?;
+    let pool = std::sync::Arc::new(pool);
+    pools.push((n, pool.clone()));
+    Some(pool)
 }
 
 /// A value on a cache line of its own (two lines: some cores fetch lines in pairs).

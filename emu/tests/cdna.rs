@@ -613,3 +613,120 @@ fn parallel_dispatch_reports_the_first_failing_workgroup() {
         );
     }
 }
+
+/// A [`am_emu::SharedMemory`] that notes which threads touch it and panics on a read of one
+/// address (a fault of the host, not of the kernel).
+struct Watched<'a> {
+    mem: &'a am_emu::SharedHostMemory,
+    caller: std::thread::ThreadId,
+    threads: std::sync::Mutex<std::collections::HashSet<std::thread::ThreadId>>,
+    /// Names of the threads other than the caller.
+    names: std::sync::Mutex<std::collections::HashSet<String>>,
+    panic_at: Option<u64>,
+}
+
+impl Watched<'_> {
+    fn note(&self) {
+        let me = std::thread::current();
+        if self.threads.lock().unwrap().insert(me.id()) && me.id() != self.caller {
+            let name = me.name().unwrap_or("(unnamed)").to_string();
+            self.names.lock().unwrap().insert(name);
+        }
+    }
+}
+
+impl am_emu::SharedMemory for Watched<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), am_emu::Fault> {
+        self.note();
+        if self
+            .panic_at
+            .is_some_and(|p| (addr..addr + buf.len() as u64).contains(&p))
+        {
+            panic!("host fault reading {addr:#x}");
+        }
+        self.mem.read(addr, buf)
+    }
+    fn write(&self, addr: u64, data: &[u8]) -> Result<(), am_emu::Fault> {
+        self.note();
+        self.mem.write(addr, data)
+    }
+    fn atomic_rmw(
+        &self,
+        addr: u64,
+        len: usize,
+        f: &mut dyn FnMut(u64) -> u64,
+    ) -> Result<u64, am_emu::Fault> {
+        self.note();
+        self.mem.atomic_rmw(addr, len, f)
+    }
+    fn all_or_nothing(&self) -> bool {
+        true
+    }
+}
+
+/// The dispatching thread is one of a parallel dispatch's threads (one thread is the caller
+/// alone), the others are the emulator's pool threads, no more threads than asked touch
+/// memory, and a panic on any thread reaches the caller instead of leaving that thread's
+/// workgroups out of the statistics.
+#[test]
+fn parallel_dispatch_runs_on_the_caller_and_re_raises_panics() {
+    use am_emu::{Launch, SharedHostMemory, SharedMemory};
+    let k = kernels_for(Isa::Gfx942);
+    let kd = k.0.kernel("vadd").unwrap();
+    let groups = 64;
+    let n = 256 * groups;
+    let input: Vec<u8> = (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let mut sm = SharedHostMemory::new();
+    let (a, b) = (sm.alloc_bytes(&input), sm.alloc_bytes(&input));
+    let c = sm.alloc(4 * n);
+    let mut args = Args::default().ptr(a).ptr(b).ptr(c).u32(n as u32).0;
+    args.resize(kd.descriptor.kernarg_size as usize + 64, 0);
+    let ka = sm.alloc_bytes(&args);
+    let launch = Launch::new([n as u32, 1, 1], [256, 1, 1], ka);
+    let caller = std::thread::current().id();
+    let watched = |panic_at| Watched {
+        mem: &sm,
+        caller,
+        threads: Default::default(),
+        names: Default::default(),
+        panic_at,
+    };
+    for threads in [1, 2, 3] {
+        let w = watched(None);
+        let mem: &dyn SharedMemory = &w;
+        let stats = am_emu::dispatch_parallel(&k.1, kd, &launch, mem, threads).unwrap();
+        assert_eq!(stats.workgroups, groups as u64, "{threads} threads");
+        let seen = w.threads.into_inner().unwrap();
+        assert!(
+            seen.len() <= threads,
+            "{threads} threads: {} touched memory",
+            seen.len()
+        );
+        let names = w.names.into_inner().unwrap();
+        assert!(
+            names.iter().all(|n| n.starts_with("am-emu-")),
+            "{threads} threads: others are pool threads: {names:?}"
+        );
+        if threads == 1 {
+            assert_eq!(seen, [caller].into(), "one thread is the caller");
+        }
+        let out = sm.bytes(c, 4 * n).unwrap();
+        for (i, v) in out.chunks_exact(4).enumerate() {
+            let sum = f32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+            assert_eq!(sum, 2.0 * i as f32, "{threads} threads: c[{i}]");
+        }
+    }
+    // A read of the last workgroup's input panics, on whichever thread runs it.
+    let last = a + 4 * 256 * (groups as u64 - 1);
+    for threads in [1, 2, 3] {
+        let w = watched(Some(last));
+        let mem: &dyn SharedMemory = &w;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            am_emu::dispatch_parallel(&k.1, kd, &launch, mem, threads)
+        }));
+        assert!(
+            r.is_err(),
+            "{threads} threads: the panic reaches the caller, got {r:?}"
+        );
+    }
+}
