@@ -753,7 +753,12 @@ pub fn dispatch_hw_parallel(
     // pool with more threads than jobs would have its idle threads spin for work on the
     // cores the dispatch runs on. The scope returns when all jobs have ended, and re-raises
     // a panic of any of them. Without a pool, the caller runs every workgroup.
-    match (threads > 1).then(|| helper_pool(threads - 1)).flatten() {
+    let pool = if threads > 1 {
+        helper_pool(threads - 1)
+    } else {
+        None
+    };
+    match pool {
         Some(pool) => pool.in_place_scope(|s| {
             for _ in 1..threads {
                 s.spawn(|_| work());

@@ -618,20 +618,20 @@ fn parallel_dispatch_reports_the_first_failing_workgroup() {
 /// address (a fault of the host, not of the kernel).
 struct Watched<'a> {
     mem: &'a am_emu::SharedHostMemory,
-    caller: std::thread::ThreadId,
-    threads: std::sync::Mutex<std::collections::HashSet<std::thread::ThreadId>>,
-    /// Names of the threads other than the caller.
-    names: std::sync::Mutex<std::collections::HashSet<String>>,
+    /// The threads that touched the memory, with their names.
+    threads: std::sync::Mutex<std::collections::HashMap<std::thread::ThreadId, String>>,
     panic_at: Option<u64>,
 }
 
 impl Watched<'_> {
     fn note(&self) {
         let me = std::thread::current();
-        if self.threads.lock().unwrap().insert(me.id()) && me.id() != self.caller {
-            let name = me.name().unwrap_or("(unnamed)").to_string();
-            self.names.lock().unwrap().insert(name);
-        }
+        let name = me.name().unwrap_or("(unnamed)");
+        self.threads
+            .lock()
+            .unwrap()
+            .entry(me.id())
+            .or_insert_with(|| name.to_string());
     }
 }
 
@@ -686,9 +686,7 @@ fn parallel_dispatch_runs_on_the_caller_and_re_raises_panics() {
     let caller = std::thread::current().id();
     let watched = |panic_at| Watched {
         mem: &sm,
-        caller,
         threads: Default::default(),
-        names: Default::default(),
         panic_at,
     };
     for threads in [1, 2, 3] {
@@ -702,13 +700,14 @@ fn parallel_dispatch_runs_on_the_caller_and_re_raises_panics() {
             "{threads} threads: {} touched memory",
             seen.len()
         );
-        let names = w.names.into_inner().unwrap();
         assert!(
-            names.iter().all(|n| n.starts_with("am-emu-")),
-            "{threads} threads: others are pool threads: {names:?}"
+            seen.iter()
+                .all(|(id, name)| *id == caller || name.starts_with("am-emu-")),
+            "{threads} threads: others are pool threads: {seen:?}"
         );
         if threads == 1 {
-            assert_eq!(seen, [caller].into(), "one thread is the caller");
+            let ids: Vec<_> = seen.keys().collect();
+            assert_eq!(ids, [&caller], "one thread is the caller");
         }
         let out = sm.bytes(c, 4 * n).unwrap();
         for (i, v) in out.chunks_exact(4).enumerate() {
