@@ -24,7 +24,9 @@ pub mod rdna4;
 mod wave;
 
 pub use code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
-pub use memory::{Atomic32, Fault, HostMemory, Memory, SharedHostMemory, SharedMemory};
+pub use memory::{
+    Atomic32, Fault, HostMemory, Memory, SharedHostMemory, SharedMemory, SharedRegion,
+};
 pub use program::Program;
 pub use wave::{
     HwDispatch, Launch, MAX_SCRATCH_PER_LANE, Partition, dispatch, dispatch_hw,

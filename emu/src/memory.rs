@@ -2,6 +2,7 @@
 //! plug in its page-table walker.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// A failed access: the address and what was attempted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -253,13 +254,112 @@ pub trait SharedMemory: Sync {
     fn covers(&self, _addr: u64, _len: usize) -> bool {
         false
     }
+
+    /// The region that holds `addr`, when this memory keeps it as atomic 64-bit words that
+    /// plain accesses may load and store directly (relaxed, whole words; part of a word only
+    /// by a compare-and-swap that keeps the word's other bytes), and the region stays this
+    /// memory's, in place and at its size, as long as `self` is borrowed: a thread's
+    /// [`Memory`] view looks a region up once and keeps it for the dispatch. `None` by
+    /// default (every access goes through [`SharedMemory::read`] and
+    /// [`SharedMemory::write`]).
+    fn region(&self, _addr: u64) -> Option<SharedRegion<'_>> {
+        None
+    }
+}
+
+/// A region of a [`SharedMemory`] as the atomic words that hold it
+/// ([`SharedMemory::region`]): byte `i` of the region is byte `i % 8` of `words[i / 8]`,
+/// little-endian.
+#[derive(Clone, Copy, Debug)]
+pub struct SharedRegion<'a> {
+    /// Address of the region's first byte.
+    pub base: u64,
+    /// Its size in bytes; `words` holds at least `size.div_ceil(8)` words.
+    pub size: usize,
+    /// The words.
+    pub words: &'a [AtomicU64],
+}
+
+impl SharedRegion<'_> {
+    /// The default entry of a cache of regions: size 0, which holds no address.
+    const NONE: SharedRegion<'static> = SharedRegion {
+        base: 0,
+        size: 0,
+        words: &[],
+    };
+}
+
+/// Fills `buf` from `words`, one relaxed load per word, for as many whole words as both
+/// hold (a wave's coalesced access: four words a time, as atomic loads do not vectorise;
+/// unrolled, a word costs about 2.5 host instructions instead of 4).
+#[inline(always)]
+fn load_words(words: &[AtomicU64], buf: &mut [u8]) {
+    let (chunks, _) = buf.as_chunks_mut::<8>();
+    let (c4, c1) = chunks.as_chunks_mut::<4>();
+    let (s4, _) = words.as_chunks::<4>();
+    for (c, w) in c4.iter_mut().zip(s4) {
+        for k in 0..4 {
+            c[k] = w[k].load(Relaxed).to_le_bytes();
+        }
+    }
+    let done = 4 * c4.len();
+    for (c, w) in c1.iter_mut().zip(words.get(done..).unwrap_or_default()) {
+        *c = w.load(Relaxed).to_le_bytes();
+    }
+}
+
+/// Fills `buf` (whole dwords) from `words`, starting at byte `off` (0 or 4) of the first:
+/// the upper half of the first word when `off` is 4, the whole words, and the lower half of
+/// the last word when `buf` ends in its middle.
+#[inline(always)]
+fn load_dwords(words: &[AtomicU64], off: usize, buf: &mut [u8]) {
+    let (mut ws, mut at) = (words, 0);
+    if off == 4
+        && let (Some((w, more)), Some(head)) = (ws.split_first(), buf.first_chunk_mut::<4>())
+    {
+        *head = ((w.load(Relaxed) >> 32) as u32).to_le_bytes();
+        (ws, at) = (more, 4);
+    }
+    let whole = (buf.len() - at) / 8;
+    let (body, tail) = buf[at..].split_at_mut(8 * whole);
+    load_words(ws, body);
+    if let (Some(w), Some(t)) = (ws.get(whole), tail.first_chunk_mut::<4>()) {
+        *t = (w.load(Relaxed) as u32).to_le_bytes();
+    }
+}
+
+/// Stores `data`'s whole words into `words`, one relaxed store per word, as [`load_words`].
+#[inline(always)]
+fn store_words(words: &[AtomicU64], data: &[u8]) {
+    let (chunks, _) = data.as_chunks::<8>();
+    let (c4, c1) = chunks.as_chunks::<4>();
+    let (d4, _) = words.as_chunks::<4>();
+    for (c, w) in c4.iter().zip(d4) {
+        for k in 0..4 {
+            w[k].store(u64::from_le_bytes(c[k]), Relaxed);
+        }
+    }
+    let done = 4 * c4.len();
+    for (c, w) in c1.iter().zip(words.get(done..).unwrap_or_default()) {
+        w.store(u64::from_le_bytes(*c), Relaxed);
+    }
 }
 
 /// One thread's view of a [`SharedMemory`] as a [`Memory`]. It holds the thread's posted
-/// atomics ([`Memory::post_atomic32`]) in a window of 512 bytes until they must be performed.
+/// atomics ([`Memory::post_atomic32`]) in a window of 512 bytes until they must be performed,
+/// and moves whole dwords of the regions the memory keeps as words ([`SharedMemory::region`])
+/// itself, without a call of the memory per access.
 pub(crate) struct SharedAccess<'a> {
     mem: &'a dyn SharedMemory,
     posted: Posted,
+    /// Regions reads and writes found lately ([`SharedMemory::region`]), checked before the
+    /// memory is asked again: a kernel's accesses go round a few buffers (its arguments,
+    /// what it reads, what it writes), so one kept region would be missed on most accesses.
+    recent: [SharedRegion<'a>; LAST],
+    /// The entry of `recent` the next region found replaces.
+    oldest: usize,
+    /// The memory's [`SharedMemory::all_or_nothing`], asked once.
+    all_or_nothing: bool,
 }
 
 /// Atomics without return that a [`SharedAccess`] holds: one operand for each 4-byte value of
@@ -301,7 +401,47 @@ impl<'a> SharedAccess<'a> {
                 hi: 0,
                 reads: 0,
             },
+            recent: [SharedRegion::NONE; LAST],
+            oldest: 0,
+            all_or_nothing: mem.all_or_nothing(),
         }
+    }
+
+    /// The words that hold `[addr, addr + len)`, from the one holding `addr`, and `addr`'s
+    /// byte in it, when the range lies inside one region the memory keeps as words.
+    #[inline(always)]
+    fn words(&mut self, addr: u64, len: usize) -> Option<(&'a [AtomicU64], usize)> {
+        let r = self.region(addr)?;
+        let off = usize::try_from(addr.wrapping_sub(r.base)).ok()?;
+        if off.checked_add(len)? > r.size {
+            return None;
+        }
+        Some((r.words.get(off / 8..)?, off % 8))
+    }
+
+    /// The region that holds `addr`: a recent one, else the memory's, which then replaces
+    /// the oldest recent one.
+    #[inline(always)]
+    fn region(&mut self, addr: u64) -> Option<SharedRegion<'a>> {
+        match self
+            .recent
+            .iter()
+            .find(|r| addr.wrapping_sub(r.base) < r.size as u64)
+        {
+            Some(r) => Some(*r),
+            None => self.region_miss(addr),
+        }
+    }
+
+    /// [`SharedAccess::region`] when no recent region holds `addr`.
+    #[inline(never)]
+    fn region_miss(&mut self, addr: u64) -> Option<SharedRegion<'a>> {
+        let r = self.mem.region(addr)?;
+        if addr.wrapping_sub(r.base) < r.size as u64 {
+            self.recent[self.oldest] = r;
+            self.oldest = (self.oldest + 1) % LAST;
+        }
+        Some(r)
     }
 
     /// Performs the held atomics if any lies in `[addr, addr + len)`: the thread's accesses
@@ -311,6 +451,19 @@ impl<'a> SharedAccess<'a> {
         let p = &self.posted;
         if p.any && addr < p.hi && addr.saturating_add(len as u64) > p.lo {
             self.flush_posted();
+        }
+    }
+
+    /// [`SharedAccess::before`] or, for an access that reads, [`SharedAccess::before_read`],
+    /// when atomics are held; out of line, so that an access without them saves no
+    /// registers for the call.
+    #[cold]
+    #[inline(never)]
+    fn before_posted(&mut self, addr: u64, len: usize, read: bool) {
+        if read {
+            self.before_read(addr, len);
+        } else {
+            self.before(addr, len);
         }
     }
 
@@ -335,12 +488,34 @@ impl Drop for SharedAccess<'_> {
 }
 
 impl Memory for SharedAccess<'_> {
+    /// Whole dwords at a dword boundary inside a region the memory keeps as words
+    /// ([`SharedMemory::region`], looked up in the recent ones first) are loaded here, the
+    /// rest by the memory's `read`.
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
-        self.before_read(addr, buf.len());
+        if self.posted.any {
+            self.before_posted(addr, buf.len(), true);
+        }
+        if buf.len().is_multiple_of(4)
+            && let Some((words, off)) = self.words(addr, buf.len())
+            && off.is_multiple_of(4)
+        {
+            load_dwords(words, off, buf);
+            return Ok(());
+        }
         self.mem.read(addr, buf)
     }
+    /// Whole words at a word boundary as [`SharedAccess::read`]; the rest by the memory's
+    /// `write`, which merges parts of words.
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), Fault> {
-        self.before(addr, data.len());
+        if self.posted.any {
+            self.before_posted(addr, data.len(), false);
+        }
+        if data.len().is_multiple_of(8)
+            && let Some((words, 0)) = self.words(addr, data.len())
+        {
+            store_words(words, data);
+            return Ok(());
+        }
         self.mem.write(addr, data)
     }
     fn atomic_rmw(
@@ -353,7 +528,7 @@ impl Memory for SharedAccess<'_> {
         self.mem.atomic_rmw(addr, len, f)
     }
     fn all_or_nothing(&self) -> bool {
-        self.mem.all_or_nothing()
+        self.all_or_nothing
     }
     fn atomic32_lanes(
         &mut self,
@@ -475,7 +650,8 @@ fn post_lanes(access: &mut SharedAccess<'_>, op: Atomic32, addrs: &[u64], xs: &[
     true
 }
 
-/// How many recently used regions [`HostMemory`] checks before searching them all.
+/// How many recently used regions [`HostMemory`] and [`SharedAccess`] check before searching
+/// them all.
 const LAST: usize = 4;
 
 /// A region of [`HostMemory`] an access hit lately: its address, size and index. The
@@ -712,7 +888,7 @@ impl Memory for HostMemory {
 /// is a compare-and-swap loop on the word that holds it (aligned values never straddle two).
 #[derive(Default, Debug)]
 pub struct SharedHostMemory {
-    regions: Vec<(u64, usize, Vec<std::sync::atomic::AtomicU64>)>,
+    regions: Vec<(u64, usize, Vec<AtomicU64>)>,
     next: u64,
 }
 
@@ -728,9 +904,7 @@ impl SharedHostMemory {
     /// Allocates `size` zeroed bytes (256-byte aligned) and returns their address.
     pub fn alloc(&mut self, size: usize) -> u64 {
         let addr = self.next;
-        let words = (0..size.div_ceil(8))
-            .map(|_| std::sync::atomic::AtomicU64::new(0))
-            .collect();
+        let words = (0..size.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
         self.regions.push((addr, size, words));
         self.next = (addr + size as u64 + 4096 + 255) & !255;
         addr
@@ -752,7 +926,7 @@ impl SharedHostMemory {
     }
 
     /// The region words and the byte offset of `addr` in them, if `len` bytes fit.
-    fn find(&self, addr: u64, len: usize) -> Option<(&[std::sync::atomic::AtomicU64], usize)> {
+    fn find(&self, addr: u64, len: usize) -> Option<(&[AtomicU64], usize)> {
         let i = self
             .regions
             .partition_point(|r| r.0 <= addr)
@@ -773,28 +947,13 @@ impl SharedHostMemory {
 
 impl SharedMemory for SharedHostMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
-        use std::sync::atomic::Ordering::Relaxed;
         let (words, off) = self
             .find(addr, buf.len())
             .ok_or_else(|| Self::fault(addr, false))?;
         if off % 8 == 0 {
-            // Whole aligned words (a coalesced wave access), four at a time (atomic loads do
-            // not vectorise; unrolled, a word costs about 2.5 host instructions instead of 4),
-            // then the tail.
+            // Whole aligned words (a coalesced wave access), then the tail.
             let whole = buf.len() / 8 * 8;
-            let (chunks, _) = buf.as_chunks_mut::<8>();
-            let src = words.get(off / 8..).unwrap_or_default();
-            let (c4, c1) = chunks.as_chunks_mut::<4>();
-            let (s4, _) = src.as_chunks::<4>();
-            for (c, w) in c4.iter_mut().zip(s4) {
-                for k in 0..4 {
-                    c[k] = w[k].load(Relaxed).to_le_bytes();
-                }
-            }
-            let done = 4 * c4.len();
-            for (c, w) in c1.iter_mut().zip(src.get(done..).unwrap_or_default()) {
-                *c = w.load(Relaxed).to_le_bytes();
-            }
+            load_words(words.get(off / 8..).unwrap_or_default(), buf);
             if whole < buf.len() {
                 let v = words[(off + whole) / 8].load(Relaxed).to_le_bytes();
                 let n = buf.len() - whole;
@@ -814,7 +973,6 @@ impl SharedMemory for SharedHostMemory {
     }
 
     fn write(&self, addr: u64, data: &[u8]) -> Result<(), Fault> {
-        use std::sync::atomic::Ordering::Relaxed;
         let (words, off) = self
             .find(addr, data.len())
             .ok_or_else(|| Self::fault(addr, true))?;
@@ -822,19 +980,7 @@ impl SharedMemory for SharedHostMemory {
         if off % 8 == 0 {
             // Whole aligned words first (a coalesced wave access); the tail merges below.
             at = data.len() / 8 * 8;
-            let (chunks, _) = data.as_chunks::<8>();
-            let dst = words.get(off / 8..).unwrap_or_default();
-            let (c4, c1) = chunks.as_chunks::<4>();
-            let (d4, _) = dst.as_chunks::<4>();
-            for (c, w) in c4.iter().zip(d4) {
-                for k in 0..4 {
-                    w[k].store(u64::from_le_bytes(c[k]), Relaxed);
-                }
-            }
-            let done = 4 * c4.len();
-            for (c, w) in c1.iter().zip(dst.get(done..).unwrap_or_default()) {
-                w.store(u64::from_le_bytes(*c), Relaxed);
-            }
+            store_words(words.get(off / 8..).unwrap_or_default(), data);
         }
         while at < data.len() {
             let (w, b) = ((off + at) / 8, (off + at) % 8);
@@ -911,6 +1057,20 @@ impl SharedMemory for SharedHostMemory {
 
     fn covers(&self, addr: u64, len: usize) -> bool {
         self.find(addr, len).is_some()
+    }
+
+    /// Every region: they are only added, through `&mut self`.
+    fn region(&self, addr: u64) -> Option<SharedRegion<'_>> {
+        let i = self
+            .regions
+            .partition_point(|r| r.0 <= addr)
+            .checked_sub(1)?;
+        let (base, size, words) = &self.regions[i];
+        (addr - base < *size as u64).then_some(SharedRegion {
+            base: *base,
+            size: *size,
+            words,
+        })
     }
 }
 
@@ -1035,7 +1195,7 @@ impl SharedHostMemory {
     /// general grouping.
     #[inline(always)]
     fn aligned_lanes(
-        words: &[std::sync::atomic::AtomicU64],
+        words: &[AtomicU64],
         rel: &[u32],
         xs: &[u32],
         olds: &mut [u32],
@@ -1521,5 +1681,193 @@ mod tests {
         }
         assert!(access.post_atomic32(Atomic32::Add, &[a, a + 252], &[1, 2]));
         assert!(access.posted.any);
+    }
+
+    /// A [`SharedHostMemory`] that counts the calls a [`SharedAccess`] makes of it.
+    struct Counted {
+        mem: SharedHostMemory,
+        /// Whether it offers its regions (else every access goes through `read` and `write`).
+        regions: bool,
+        reads: std::sync::atomic::AtomicUsize,
+        writes: std::sync::atomic::AtomicUsize,
+        lookups: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Counted {
+        fn new(mem: SharedHostMemory, regions: bool) -> Counted {
+            Counted {
+                mem,
+                regions,
+                reads: Default::default(),
+                writes: Default::default(),
+                lookups: Default::default(),
+            }
+        }
+        /// Reads, writes and region lookups so far.
+        fn calls(&self) -> [usize; 3] {
+            [&self.reads, &self.writes, &self.lookups].map(|c| c.load(Relaxed))
+        }
+    }
+
+    impl SharedMemory for Counted {
+        fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), Fault> {
+            self.reads.fetch_add(1, Relaxed);
+            self.mem.read(addr, buf)
+        }
+        fn write(&self, addr: u64, data: &[u8]) -> Result<(), Fault> {
+            self.writes.fetch_add(1, Relaxed);
+            self.mem.write(addr, data)
+        }
+        fn atomic_rmw(
+            &self,
+            addr: u64,
+            len: usize,
+            f: &mut dyn FnMut(u64) -> u64,
+        ) -> Result<u64, Fault> {
+            self.mem.atomic_rmw(addr, len, f)
+        }
+        fn all_or_nothing(&self) -> bool {
+            true
+        }
+        fn region(&self, addr: u64) -> Option<SharedRegion<'_>> {
+            self.lookups.fetch_add(1, Relaxed);
+            self.regions.then(|| self.mem.region(addr)).flatten()
+        }
+    }
+
+    #[test]
+    fn shared_regions_are_the_words_of_the_one_holding_the_address() {
+        let mut shared = SharedHostMemory::new();
+        let a = shared.alloc_bytes(&(0..100).collect::<Vec<u8>>());
+        let empty = shared.alloc(0);
+        let c = shared.alloc(64);
+        for addr in [a, a + 37, a + 99] {
+            let r = shared.region(addr).expect("inside the first region");
+            assert_eq!((r.base, r.size), (a, 100), "region of {addr:#x}");
+            assert!(
+                r.words.len() >= 13,
+                "{} words hold 100 bytes",
+                r.words.len()
+            );
+            for i in 0..100 {
+                let byte = r.words[i / 8].load(Relaxed).to_le_bytes()[i % 8];
+                assert_eq!(
+                    byte,
+                    i as u8,
+                    "byte {i} is byte {} of word {}",
+                    i % 8,
+                    i / 8
+                );
+            }
+        }
+        let r = shared.region(c + 63).expect("the last region");
+        assert_eq!((r.base, r.size), (c, 64));
+        for addr in [a - 1, a + 100, empty, c + 64, c + (1 << 40)] {
+            assert!(shared.region(addr).is_none(), "no region holds {addr:#x}");
+        }
+    }
+
+    #[test]
+    fn access_moves_whole_dwords_through_the_words_and_the_rest_through_the_memory() {
+        let mut next = crate::xorshift(0x3c6e_f372_fe94_f82b);
+        for regions in [true, false] {
+            let (mut host, mut shared) = (HostMemory::new(), SharedHostMemory::new());
+            // Six regions (more than an access keeps) of 0 to 700 random bytes.
+            let mut bases = Vec::new();
+            for _ in 0..6 {
+                let init: Vec<u8> = (0..next() % 701).map(|_| next() as u8).collect();
+                let b = host.alloc_bytes(&init);
+                assert_eq!(shared.alloc_bytes(&init), b);
+                bases.push((b, init.len() as u64));
+            }
+            let counted = Counted::new(shared, regions);
+            let mut access = SharedAccess::new(&counted);
+            for round in 0..4000 {
+                let (base, size) = bases[(next() % 6) as usize];
+                // Whole words, whole dwords or any bytes; now and then running past the end.
+                let unit = [8, 4, 1][(next() % 3) as usize];
+                let off = next() % (size + 1) / unit * unit;
+                let room = if round % 16 == 0 { size + 9 } else { size } - off;
+                let len = (next() % (room + 1) / unit * unit) as usize;
+                let (addr, write) = (base + off, next().is_multiple_of(2));
+                let inside = off + len as u64 <= size;
+                let before = counted.calls();
+                let (want, got) = if write {
+                    let data: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+                    (host.write(addr, &data), access.write(addr, &data))
+                } else {
+                    let (mut h, mut s) = (vec![0u8; len], vec![1u8; len]);
+                    let want = host.read(addr, &mut h);
+                    let got = access.read(addr, &mut s);
+                    if want.is_ok() {
+                        assert_eq!(s, h, "round {round}: {len} bytes read at {addr:#x}");
+                    }
+                    (want, got)
+                };
+                let kind = if write { "write" } else { "read" };
+                let what = format!("round {round}: {len}-byte {kind} at {addr:#x}");
+                assert_eq!(
+                    got.map_err(|f| (f.addr, f.write)),
+                    want.map_err(|f| (f.addr, f.write)),
+                    "{what}"
+                );
+                let [reads, writes, _] = counted.calls();
+                // The address inside the region (an empty access at its end is not) and the
+                // bytes too.
+                let direct = regions
+                    && off < size
+                    && inside
+                    && off.is_multiple_of(4)
+                    && len.is_multiple_of(4);
+                let direct = direct && (!write || off.is_multiple_of(8) && len.is_multiple_of(8));
+                let through = if write {
+                    writes - before[1]
+                } else {
+                    reads - before[0]
+                };
+                assert_eq!(through, usize::from(!direct), "{what}: calls of the memory");
+            }
+            for &(b, size) in &bases {
+                assert_eq!(
+                    counted.mem.bytes(b, size as usize),
+                    host.bytes(b, size as usize),
+                    "region at {b:#x}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn access_keeps_the_last_regions_it_found() {
+        let mut shared = SharedHostMemory::new();
+        let bases: Vec<u64> = (0..LAST as u64 + 1).map(|_| shared.alloc(64)).collect();
+        let counted = Counted::new(shared, true);
+        let mut access = SharedAccess::new(&counted);
+        let mut b = [0u8; 8];
+        let mut lookups = |access: &mut SharedAccess<'_>, r: usize| {
+            let before = counted.calls()[2];
+            access.read(bases[r] + 8, &mut b).expect("read");
+            counted.calls()[2] - before
+        };
+        for r in 0..LAST {
+            assert_eq!(lookups(&mut access, r), 1, "region {r} is looked up first");
+        }
+        for r in (0..LAST).rev() {
+            assert_eq!(lookups(&mut access, r), 0, "region {r} is kept");
+        }
+        // One more region replaces the one found first; the others stay.
+        assert_eq!(lookups(&mut access, LAST), 1, "a new region");
+        for r in 1..=LAST {
+            assert_eq!(lookups(&mut access, r), 0, "region {r} is kept");
+        }
+        assert_eq!(lookups(&mut access, 0), 1, "region 0 was replaced");
+        // An address in no region is looked up every time (and read through the memory,
+        // which reports the fault).
+        for _ in 0..2 {
+            let before = counted.calls();
+            assert!(access.read(bases[0] + 64, &mut b).is_err(), "unmapped");
+            let after = counted.calls();
+            assert_eq!((after[0] - before[0], after[2] - before[2]), (1, 1));
+        }
     }
 }
