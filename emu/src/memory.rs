@@ -925,13 +925,19 @@ impl SharedHostMemory {
         Some(v)
     }
 
-    /// The region words and the byte offset of `addr` in them, if `len` bytes fit.
-    fn find(&self, addr: u64, len: usize) -> Option<(&[AtomicU64], usize)> {
+    /// The last region starting at or below `addr` (which may end before it).
+    #[inline]
+    fn at_or_below(&self, addr: u64) -> Option<&(u64, usize, Vec<AtomicU64>)> {
         let i = self
             .regions
             .partition_point(|r| r.0 <= addr)
             .checked_sub(1)?;
-        let (base, size, words) = &self.regions[i];
+        self.regions.get(i)
+    }
+
+    /// The region words and the byte offset of `addr` in them, if `len` bytes fit.
+    fn find(&self, addr: u64, len: usize) -> Option<(&[AtomicU64], usize)> {
+        let (base, size, words) = self.at_or_below(addr)?;
         let off = usize::try_from(addr - *base).ok()?;
         (off.checked_add(len)? <= *size).then_some((words.as_slice(), off))
     }
@@ -1061,11 +1067,7 @@ impl SharedMemory for SharedHostMemory {
 
     /// Every region: they are only added, through `&mut self`.
     fn region(&self, addr: u64) -> Option<SharedRegion<'_>> {
-        let i = self
-            .regions
-            .partition_point(|r| r.0 <= addr)
-            .checked_sub(1)?;
-        let (base, size, words) = &self.regions[i];
+        let (base, size, words) = self.at_or_below(addr)?;
         (addr - base < *size as u64).then_some(SharedRegion {
             base: *base,
             size: *size,
