@@ -21,7 +21,7 @@ Steps, each check reported PASS / FAIL:
      gives otherwise (RLC bootload status; --as-is keeps it). The mock's register traffic is
      traced (accesses per IP block, the last registers of a failed boot) so a failure shows
      where the two models part.
-docs/REMOTE.md ("Cross-check: tinygrad's mock GPU") says what it showed and, for each place
+docs/CONFORMANCE.md ("Our driver on tinygrad's mock GPU") says what it showed and, for each place
 where the mock is not what hardware is, which side Linux takes; such places print as NOTE.
 
 Exit status: 0 all checks pass; 2 only `am init` failed; 1 otherwise.
@@ -104,7 +104,7 @@ except ValueError: err = r.stderr.strip()
 check("info", r.returncode != 0 and "gc_info header table_id" in err,
       f"discovery refused as Linux refuses it ('invalid ip discovery gc table id'): {err}")
 
-print("   patching the mock's discovery table into what firmware leaves (see docs/REMOTE.md)")
+print("   patching the mock's discovery table into what firmware leaves (see docs/CONFORMANCE.md)")
 def fix_discovery():
   """gc_info table_id 'GC' (the mock writes the table index 1), binary_size, and the GC table and
   binary checksums Linux verifies (the mock leaves them 0)."""
@@ -193,7 +193,7 @@ def fix_rlc_bootload():
   gfx.read = lambda reg: read(reg) | (1 << 31) if reg == status else read(reg)
   print("     RLC_RLCS_BOOTLOAD_STATUS 0x2 -> 0x80000002 (BOOTLOAD_COMPLETE)")
 if "--as-is" not in sys.argv:
-  print("   fixing the mock's model where hardware answers otherwise (see docs/REMOTE.md)")
+  print("   fixing the mock's model where hardware answers otherwise (see docs/CONFORMANCE.md)")
   fix_rlc_bootload()
 
 print("3. am init twice (boot, then fini; an 'ERROR: expected str, bytes or os.PathLike object' from the server is RESIZE_BAR)")

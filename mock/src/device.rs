@@ -991,6 +991,16 @@ impl Shared {
     ) -> Result<u32, Fault> {
         let info = self.map.info(id);
         let reg = Reg { id, info };
+        // A mode1 reset the SMU took and answered goes ahead once the driver has read the
+        // answer; an access outside MP1 (the mailbox exchange) finds the ASIC already reset.
+        let reads_mode1_answer = st.models.smu.mode1_pending().is_some_and(|n| {
+            write.is_none()
+                && info.block == Block::Smu
+                && info.name.strip_prefix("MP1_SMN_C2PMSG_") == Some(&n.to_string())
+        });
+        if st.models.smu.mode1_pending().is_some() && info.block != Block::Smu {
+            self.reset_locked(st, ResetKind::Mode1);
+        }
         if info.block == Block::Gfx {
             // RLC bring-up status follows what the PSP did.
             let crate::ip::Models { gfx, psp, .. } = &mut st.models;
@@ -1011,6 +1021,10 @@ impl Shared {
             (None, _) => model.read8(&mut hw, reg, byte).map(u32::from),
             (Some(v), _) => model.write8(&mut hw, reg, byte, v as u8).map(|()| v),
         };
+        if reads_mode1_answer {
+            self.reset_locked(st, ResetKind::Mode1);
+            return result;
+        }
         let Some(v) = write else {
             return result;
         };
@@ -1019,10 +1033,6 @@ impl Shared {
             st.models
                 .sdma
                 .grbm_soft_reset(&self.map, &mut st.regs, id, v);
-        }
-        if st.models.smu.take_mode1_request() {
-            // The SMU took a mode1 reset: the whole ASIC goes down before the access returns.
-            self.reset_locked(st, ResetKind::Mode1);
         }
         match info.block {
             Block::Gfx | Block::Sdma => self.sync_engines(st),
@@ -1039,7 +1049,7 @@ impl Shared {
             &self.me,
             &self.profile,
             &st.models.gfx.active_queues(),
-            &st.models.sdma.active_queues(),
+            &st.models.sdma.running_queues(),
             &self.name,
         );
     }

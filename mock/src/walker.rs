@@ -13,7 +13,9 @@
 //! level carrying `TF` (bit 56) points to one more table of `2^block_size` 4 KiB entries
 //! ("translate further"); without it, it maps a page of `2^(12 + block_size)` bytes. `FRAG`
 //! (bits 11:7) and `PDE_BFS` (bits 63:59) only tune the TLB: they do not change where an
-//! address lands, so the walker reports `FRAG` and otherwise ignores both.
+//! address lands, so the walker reports `FRAG` and otherwise ignores both. A page's address
+//! need not be aligned to its size: the offset in the page is added to the address as written
+//! (see [`page_of`]).
 
 use crate::vram::Vram;
 
@@ -405,7 +407,12 @@ fn page_of(entry: u64, shift: u32, rel: u64, access: Access) -> Result<(u64, u64
         return Err(FaultKind::Permission);
     }
     let size = 1u64 << shift;
-    let base = entry & PAGE_ADDR & !(size - 1);
+    // The page's address is taken as written, aligned to 4 KiB only: the offset inside the
+    // page is added to it. Linux never writes a huge-page entry with an address that is not
+    // a multiple of its size, but tinygrad's AM driver maps 4 KiB-aligned VRAM (its kernel
+    // arguments) with 2 MiB entries and runs kernels that read it on real Navi 31 and MI300X,
+    // and no AMD document says the walker drops those bits.
+    let base = entry & PAGE_ADDR;
     Ok((base + (rel & (size - 1)), size))
 }
 
@@ -624,5 +631,66 @@ mod tests {
         }
         let f = translate(&ctx, &vram, va0 + 0x80_0000, Access::Read).unwrap_err();
         assert_eq!((f.kind, f.level_name()), (FaultKind::BadAddress, "PTB"));
+    }
+
+    /// A 2 MiB entry above the last level whose address is 4 KiB-aligned only (tinygrad's AM
+    /// maps its kernel-argument buffer at VRAM 0x2034000 this way, and kernels read it on real
+    /// Navi 31): every byte of the page lands at the address as written plus its offset in
+    /// the page, in every entry format.
+    #[test]
+    fn a_huge_page_address_not_aligned_to_its_size_is_used_as_written() {
+        for (drv, fmt) in [
+            (mm::PteFormat::Gfx9, PteFormat::Gfx9),
+            (mm::PteFormat::Gfx10, PteFormat::Gfx10),
+            (mm::PteFormat::Gfx12, PteFormat::Gfx12),
+        ] {
+            let vram = Vram::new(256 << 20);
+            let mem = Mem(&vram);
+            let mut alloc = Bump(0x10_0000);
+            let root = alloc.alloc_table(&mem).unwrap();
+            let va0 = 0x2000_0000_0000u64;
+            let pt = PageTables {
+                format: drv,
+                root,
+                vram_offset: 0,
+                xgmi_seg_size: 0,
+                va_base: va0,
+            };
+            pt.map(
+                &mem,
+                &mut alloc,
+                va0,
+                &[(0x200_0000, 0x20_0000)],
+                MapFlags::VRAM,
+                false,
+            )
+            .unwrap();
+            let d = pt.walk(&mem, va0).unwrap().unwrap();
+            assert_eq!(
+                d.page_size, 0x20_0000,
+                "{fmt:?}: the driver maps one 2 MiB page"
+            );
+            // The same entry moved to 0x2034000: the address field holds bits 47:12.
+            mem.write64(d.entry_addr, d.entry + 0x3_4000).unwrap();
+            let ctx = Context {
+                format: fmt,
+                root,
+                depth: drv.page_table_depth(),
+                block_size: drv.page_table_block_size(),
+                start_page: va0 >> 12,
+                end_page: (va0 >> 12) + (1 << 28),
+                vram_offset: 0,
+                xgmi: None,
+                flush_generation: vram.snapshot(),
+            };
+            for off in [0u64, 8, 0x1234, 0x1f_fff8] {
+                let t = translate(&ctx, &vram, va0 + off, Access::Read).unwrap();
+                assert_eq!(
+                    (t.target, t.page_size),
+                    (PhysTarget::Vram(0x203_4000 + off), 0x20_0000),
+                    "{fmt:?} offset {off:#x}"
+                );
+            }
+        }
     }
 }

@@ -156,6 +156,11 @@ fn mode1_reset_of_one_member_resets_that_member_only() {
         s6::PPSMC_MSG_GfxDriverReset,
     )
     .unwrap();
+    // Answered first (smu_v13_0_6_mode1_reset waits for it); the reset follows that read.
+    assert_eq!(
+        mmio.read32(mp(victim, "MP1_SMN_C2PMSG_90")).unwrap(),
+        s6::PPSMC_Result_OK
+    );
     assert!(!victim.with_psp(|p| p.sos_alive()));
     assert!(!victim.with_smu(|s| s.alive()));
     assert_eq!(mmio.read32(mp(victim, "MP0_SMN_C2PMSG_81")).unwrap(), 0);

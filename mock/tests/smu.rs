@@ -267,10 +267,17 @@ fn navi31_mode1_reset_kills_firmware_and_keeps_scratch() {
     d.mmio.write32(d.reg("MP0_SMN_C2PMSG_35"), 0x20000).unwrap();
     assert_ne!(d.mmio.read32(c2p81).unwrap(), 0, "sOS alive");
     d.ok(s0::PPSMC_MSG_SetPptLimit, 300);
-    // Mode1 through the debug channel (13.0.0): argument, message, then the response.
+    // Mode1 through the debug channel (13.0.0) in Linux's order: argument, message, then the
+    // cleared response. Linux does not wait for the answer: its next access finds the reset.
     d.wr(53, 0).unwrap();
     d.wr(75, am_mock::ip::smu::DEBUG_MSG_MODE1_RESET).unwrap();
     d.wr(54, 0).unwrap();
+    assert!(gpu.with_smu(|s| s.alive()), "answered, not reset yet");
+    assert_eq!(
+        d.mmio.read32(c2p81).unwrap(),
+        0,
+        "the next access finds the ASIC reset: sOS dead"
+    );
     assert!(!gpu.with_smu(|s| s.alive()));
     assert!(!gpu.with_psp(|p| p.sos_alive()));
     assert_eq!(d.mmio.read32(c2p81).unwrap(), 0, "sOS dead");
@@ -288,16 +295,72 @@ fn navi31_mode1_reset_kills_firmware_and_keeps_scratch() {
     assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
 }
 
+/// `GfxDriverReset` is answered, then the ASIC resets: Linux's `smu_v13_0_6_mode1_reset`
+/// waits for the answer before it sleeps.
 #[test]
-fn mi300x_gfx_driver_reset_is_mode1() {
+fn mi300x_gfx_driver_reset_is_answered_then_mode1() {
     let gpu = MockGpu::new("mi300x").unwrap();
     let d = Drv::new(&gpu);
     d.ok(s6::PPSMC_MSG_SetPptLimit, 700);
     d.wr(90, 0).unwrap();
     d.wr(82, s6::PPSMC_RESET_TYPE_DRIVER_MODE_1_RESET).unwrap();
     d.wr(66, s6::PPSMC_MSG_GfxDriverReset).unwrap();
-    assert!(!gpu.with_smu(|s| s.alive()));
+    assert!(
+        gpu.with_smu(|s| s.alive()),
+        "no reset before the answer is read"
+    );
+    assert_eq!(d.rd(90).unwrap(), s6::PPSMC_Result_OK, "answered");
+    assert!(
+        !gpu.with_smu(|s| s.alive()),
+        "reset once the answer was read"
+    );
     assert_eq!(d.rd(90).unwrap(), 0, "registers back to their defaults");
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
+
+/// The debug channel takes its request once message and cleared response are both in
+/// place, in either order: tinygrad's AM clears 54 first, then writes 53 and 75 and polls
+/// 54 for 1 (on real Navi 31); the ASIC resets after that read. 13.0.0 and 14.0.3 alike.
+#[test]
+fn debug_channel_mode1_in_tinygrads_order_is_answered_at_54_then_reset() {
+    for profile in ["navi31", "navi48"] {
+        let gpu = MockGpu::new(profile).unwrap();
+        let d = Drv::new(&gpu);
+        d.mmio.write32(scratch7(&gpu), 0x1234).unwrap();
+        d.wr(54, 0).unwrap();
+        d.wr(53, 0).unwrap();
+        assert_eq!(d.rd(54).unwrap(), 0, "{profile}: no message yet, no answer");
+        d.wr(75, am_mock::ip::smu::DEBUG_MSG_MODE1_RESET).unwrap();
+        assert!(
+            gpu.with_smu(|s| s.alive()),
+            "{profile}: not reset before the answer"
+        );
+        assert_eq!(d.rd(54).unwrap(), 1, "{profile}: answered at C2PMSG_54");
+        assert!(
+            !gpu.with_smu(|s| s.alive()),
+            "{profile}: reset after the answer"
+        );
+        assert_eq!(
+            d.rd(54).unwrap(),
+            0,
+            "{profile}: registers back to their defaults"
+        );
+        assert_eq!(
+            d.mmio.read32(scratch7(&gpu)).unwrap(),
+            0x1234,
+            "{profile}: scratch kept"
+        );
+        let last = gpu.with_smu(|s| s.log().last().cloned()).unwrap();
+        assert_eq!(
+            last.msg,
+            0x8000_0000 | am_mock::ip::smu::DEBUG_MSG_MODE1_RESET
+        );
+        assert!(
+            gpu.violations().is_empty(),
+            "{profile}: {:?}",
+            gpu.violations()
+        );
+    }
 }
 
 #[test]
@@ -350,6 +413,11 @@ fn smu_answers_again_once_the_sos_runs_after_mode1() {
     d.ok(s0::PPSMC_MSG_SetPptLimit, 300);
     d.wr(90, 0).unwrap();
     d.wr(66, s0::PPSMC_MSG_Mode1Reset).unwrap();
+    assert_eq!(
+        d.rd(90).unwrap(),
+        s0::PPSMC_Result_OK,
+        "answered, then reset"
+    );
     assert!(
         d.msg(s0::PPSMC_MSG_GetSmuVersion, 0)
             .unwrap_err()

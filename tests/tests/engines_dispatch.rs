@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use am_driver::irq::IrqEvent;
+use am_driver::mm::VramAccess;
 use am_driver::{Error, ErrorKind};
 use am_tests::kernels::{Loaded, compile_cl, dispatch};
 use am_tests::rig::{Rig, aql_barrier, aql_dispatch, aql_pm4_ib};
@@ -109,6 +110,80 @@ fn a_compiled_kernel_runs_through_dispatch_direct() {
         }
     }
     assert_eq!(r.gpu.queues()[0].1.dispatches, 2);
+    assert!(r.gpu.violations().is_empty(), "{:#?}", r.gpu.violations());
+}
+
+/// A 2 MiB page entry whose address is aligned to 4 KiB only, as tinygrad's AM maps its
+/// kernel-argument buffer (VRAM 0x2034000 with 2 MiB entries) and runs kernels with it on real
+/// Navi 31: the CP's COPY_DATA, an SDMA copy, and a kernel's scalar (kernel-argument) and
+/// vector loads all read the byte at the entry's address plus the offset in the page.
+#[test]
+fn a_huge_page_at_an_address_not_aligned_to_its_size_reads_from_that_address() {
+    const SHIFT: u64 = 0x3_4000;
+    let mut r = Rig::new("navi31");
+    let mut cq = r.compute_queue(0, false, 0x4000);
+    let mut sq = r.sdma_queue(0, 0x4000);
+    let l = Loaded::new(&r, gfx1100());
+    // 4 MiB of contiguous VRAM: the driver maps it with two 2 MiB entries.
+    let big = r.vram(4 << 20);
+    let words: Vec<u32> = (0..1u32 << 20).collect();
+    r.write_u32s(&big, 0, &words);
+    // Kernel arguments and inputs where the moved page puts them: offset SHIFT + off.
+    let n = 64u32;
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 3.0).collect();
+    r.write(&big, SHIFT + 0x3000, &f32s(&x));
+    let y = r.vram(0x1000);
+    r.write(&y, 0, &[0; 0x1000]);
+    let out = r.vram(0x1000);
+    let mut a = (big.va + 0x3000).to_le_bytes().to_vec();
+    a.extend(y.va.to_le_bytes());
+    a.extend(n.to_le_bytes());
+    r.write(&big, SHIFT + 0x2000, &a);
+    // Move the first 2 MiB entry SHIFT bytes further (its address field holds bits 47:12).
+    let ctx = r.dev.ctx();
+    let t = ctx.mm().tables.walk(&ctx.vram, big.va).unwrap().unwrap();
+    assert_eq!(t.page_size, 2 << 20, "the driver mapped a 2 MiB page");
+    ctx.vram.write64(t.entry_addr, t.entry + SHIFT).unwrap();
+    // Any mapping flushes the TLBs; this one also gives the SDMA copy its destination.
+    let sdma_out = r.vram(0x1000);
+    let mut p = pm4::copy_data(1, big.va + 0x100, 5, out.va, false);
+    p.extend(dispatch(
+        &r,
+        &l,
+        l.kernel("axpy"),
+        big.va + 0x2000,
+        [1, 1, 1],
+        [64, 1, 1],
+    ));
+    p.extend(pm4::release_mem(out.va + 8, 1, 1, 0, 0));
+    cq.submit(&r, &p);
+    let mut c = sdma::copy(big.va + 0x1000, sdma_out.va, 64);
+    c.extend(sdma::fence(sdma_out.va + 0x100, 1));
+    sq.submit(&r, &c);
+    r.wait_u32(&out, 8, |v| v == 1, T);
+    r.wait_u32(&sdma_out, 0x100, |v| v == 1, T);
+    let at = |off: u64| ((SHIFT + off) / 4) as u32;
+    assert_eq!(
+        r.u32_at(&out, 0),
+        at(0x100),
+        "COPY_DATA read through the page"
+    );
+    for i in 0..16u64 {
+        assert_eq!(
+            r.u32_at(&sdma_out, 4 * i),
+            at(0x1000 + 4 * i),
+            "SDMA dword {i}"
+        );
+    }
+    let got = r.read(&y, 0, 4 * n as usize);
+    for i in 0..n as usize {
+        let v = f32::from_le_bytes(got[4 * i..4 * i + 4].try_into().unwrap());
+        assert_eq!(
+            v.to_bits(),
+            (2.5f32 * x[i]).to_bits(),
+            "y[{i}]: kernel arguments and x read through the page"
+        );
+    }
     assert!(r.gpu.violations().is_empty(), "{:#?}", r.gpu.violations());
 }
 

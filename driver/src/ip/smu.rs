@@ -27,7 +27,7 @@ const DRIVER_TABLE_SIZE: u64 = 0x1_0000;
 /// `PPSMC_Result_OK`, the same in every version.
 const RESULT_OK: u32 = 1;
 /// `DEBUGSMU_MSG_Mode1Reset` of the debug channel (`C2PMSG_53` param, `C2PMSG_75` message,
-/// `C2PMSG_54` response written last).
+/// `C2PMSG_54` response).
 const DEBUG_MSG_MODE1_RESET: u32 = 2;
 /// Bit 31 of a `GetDpmFreqByIndex` answer flags a fine-grained clock; the rest is the value.
 const DPM_VALUE_MASK: u32 = 0x7fff_ffff;
@@ -151,6 +151,7 @@ impl Smu {
         if let Some(prev) = self.unanswered {
             answer(
                 ctx,
+                mp::MP1_SMN_C2PMSG_90,
                 timeout,
                 format_args!(
                     "SMU message {msg:?} to be sent: the SMU still owes the answer to {prev:?} (MP1_SMN_C2PMSG_90)"
@@ -161,6 +162,7 @@ impl Smu {
         post(ctx, id, param)?;
         let response = answer(
             ctx,
+            mp::MP1_SMN_C2PMSG_90,
             timeout,
             format_args!("SMU message {msg:?} (param {param:#x}) answer in MP1_SMN_C2PMSG_90"),
         )
@@ -210,25 +212,47 @@ impl Smu {
         Ok(())
     }
 
-    /// Mode1 reset of the ASIC (waits `timeouts.mode1_settle`, 500 ms, unless in a hive).
+    /// Mode1 reset of the ASIC: the request, its answer, then (unless in a hive) a wait of
+    /// `timeouts.mode1_settle` (500 ms) while the ASIC resets.
     ///
-    /// The request is not answered: the ASIC, SMU included, resets under it. 13.0.6 takes
-    /// it as `GfxDriverReset`, the others through the debug channel.
+    /// PMFW answers before it resets the ASIC: Linux's `smu_v13_0_6_mode1_reset` waits for
+    /// the answer, then sleeps. 13.0.6 takes it as `GfxDriverReset`, the others through the
+    /// debug channel. Linux (`__smu_cmn_send_debug_msg`) writes argument, message, then the
+    /// cleared response, and does not wait; PMFW, which polls, may take the message before
+    /// that last write and answer into a register the write then clears. tinygrad's AM clears
+    /// the response first, writes argument and message, and waits for `C2PMSG_54` = 1 on
+    /// real Navi 31; this does the same, so an SMU that never answers is an error here
+    /// rather than a reset that silently did not happen.
     pub fn mode1_reset(&mut self, ctx: &Ctx, in_hive: bool) -> Result<()> {
         let family = self.family(ctx)?;
-        if family == Family::V13_0_6 {
+        let (response, what) = if family == Family::V13_0_6 {
             post(
                 ctx,
                 s6::PPSMC_MSG_GfxDriverReset,
                 s6::PPSMC_RESET_TYPE_DRIVER_MODE_1_RESET,
             )?;
+            (mp::MP1_SMN_C2PMSG_90, "GfxDriverReset (mode1)")
         } else {
+            ctx.wreg(mp::MP1_SMN_C2PMSG_54, 0, 0)?;
             ctx.wreg(mp::MP1_SMN_C2PMSG_53, 0, 0)?;
             ctx.wreg(mp::MP1_SMN_C2PMSG_75, 0, DEBUG_MSG_MODE1_RESET)?;
-            ctx.wreg(mp::MP1_SMN_C2PMSG_54, 0, 0)?;
-        }
+            (mp::MP1_SMN_C2PMSG_54, "debug-channel Mode1Reset")
+        };
         self.unanswered = None;
-        tracing::info!("{}: mode1 reset requested (MP1 {family:?})", ctx.name);
+        let code = answer(
+            ctx,
+            response,
+            ctx.timeouts.smu,
+            format_args!("SMU {what} answer in {}", response.name()),
+        )?;
+        if code != RESULT_OK {
+            return Err(ctx.err(ErrorKind::SmuMessage {
+                message: what.into(),
+                param: 0,
+                response: code,
+            }));
+        }
+        tracing::info!("{}: mode1 reset answered (MP1 {family:?})", ctx.name);
         if !in_hive {
             std::thread::sleep(ctx.timeouts.mode1_settle);
         }
@@ -372,8 +396,13 @@ impl Smu {
 }
 
 /// Wait (at most `timeout`) for `C2PMSG_90` to hold an answer.
-fn answer(ctx: &Ctx, timeout: Duration, what: std::fmt::Arguments) -> Result<u32> {
-    let r = ctx.regs.reg(mp::MP1_SMN_C2PMSG_90)?;
+fn answer(
+    ctx: &Ctx,
+    response: am_autogen::regs::Reg,
+    timeout: Duration,
+    what: std::fmt::Arguments,
+) -> Result<u32> {
+    let r = ctx.regs.reg(response)?;
     ctx.poll(timeout, what, || {
         let v = r.read(0)?;
         Ok((v != 0, v))

@@ -554,6 +554,12 @@ impl Psp {
                 if fw_type == GfxFwType::RLC_G {
                     self.rlc_firmware_loaded = true;
                 }
+                if matches!(
+                    fw_type,
+                    GfxFwType::SDMA0 | GfxFwType::SDMA1 | GfxFwType::SDMA2 | GfxFwType::SDMA3
+                ) {
+                    super::sdma::Sdma::firmware_loaded(hw);
+                }
                 PspLoad::LoadIpFw {
                     fw_type,
                     size: c.fw_size,

@@ -8,9 +8,12 @@
 //!
 //! - **Halt.** Every engine is halted at power-on (`F32_CNTL.HALT`/`MCU_CNTL.HALT` = 1, the
 //!   GC 11 reset value; set by [`Sdma::power_on`] where the table has no default) until the
-//!   driver un-halts it.
+//!   driver un-halts it, or on SDMA 4.x until the PSP loads its firmware
+//!   ([`Sdma::firmware_loaded`]). A ring may be enabled while its engine is halted — Linux
+//!   does so (`sdma_v4_4_2_inst_start` and `sdma_v5_0_start` under SR-IOV program and enable
+//!   the rings, then un-halt) — and the engine fetches nothing from it until un-halted.
 //! - **Enable.** `RB_CNTL` written with `RB_ENABLE` starts the ring and records it
-//!   ([`SdmaQueue`]). Violations (the ring does not start): the engine halted; no ring base
+//!   ([`SdmaQueue`]). Violations (the ring does not start): no ring base
 //!   (`RB_BASE`/`_HI` zero); a ring smaller than 256 bytes (`RB_SIZE` < 6, size = 4 << RB_SIZE
 //!   bytes); `RPTR_WRITEBACK_ENABLE` with a zero or misaligned `RB_RPTR_ADDR`; write-pointer
 //!   polling (`F32_WPTR_POLL_ENABLE`/`MCU_WPTR_POLL_ENABLE`) with a zero or misaligned
@@ -65,6 +68,9 @@ pub struct SdmaQueue {
 pub struct Sdma {
     /// Running rings by (engine, queue).
     active: BTreeMap<(u8, u8), SdmaQueue>,
+    /// Rings enabled while their engine was halted, with the register table and instance
+    /// of that engine: the engine has fetched nothing from them yet.
+    held: BTreeMap<(u8, u8), (RegIp, u8)>,
 }
 
 /// A ring register: (engine, queue, name prefix of the ring, register suffix).
@@ -146,9 +152,32 @@ impl Sdma {
         }
     }
 
-    /// The running rings, ordered by (engine, queue).
+    /// The enabled rings, ordered by (engine, queue), whether or not their engine runs.
     pub fn active_queues(&self) -> Vec<SdmaQueue> {
         self.active.values().copied().collect()
+    }
+
+    /// The enabled rings whose engine fetches from them: not held by a halt at enable.
+    pub fn running_queues(&self) -> Vec<SdmaQueue> {
+        self.active
+            .iter()
+            .filter(|(k, _)| !self.held.contains_key(k))
+            .map(|(_, q)| *q)
+            .collect()
+    }
+
+    /// The PSP loaded SDMA firmware. On SDMA 4.x the engines then run: tinygrad's AM never
+    /// writes `SDMA_F32_CNTL` on SDMA 4.4.2 and its copies run on real MI300X.
+    pub fn firmware_loaded(hw: &mut Hw<'_>) {
+        for inst in 0..=u8::MAX {
+            let Some(id) = hw.map.find(RegIp::Sdma, "SDMA_F32_CNTL", inst) else {
+                continue;
+            };
+            if let Some(f) = field_of(hw.map, id, "HALT") {
+                let v = hw.regs.get(id);
+                hw.regs.set(id, f.set(v, 0));
+            }
+        }
     }
 
     /// `GRBM_SOFT_RESET` written (SDMA ≥ 5, engines in GC): the engines whose
@@ -175,6 +204,7 @@ impl Sdma {
                 .collect();
             for q in queues {
                 self.active.remove(&(e, q));
+                self.held.remove(&(e, q));
                 if let Some(cntl) = map.find(RegIp::Gc, &format!("SDMA{e}_QUEUE{q}_RB_CNTL"), 0)
                     && let Some(en) = field_of(map, cntl, "RB_ENABLE")
                 {
@@ -221,11 +251,6 @@ impl Sdma {
         let table = reg.info.table;
         let inst = reg.info.instance;
         let label = format!("SDMA ring (engine {engine}, queue {queue})");
-        if let Some(why) = Self::halted(hw, table, engine, inst) {
-            return Err(Fault::new(format!(
-                "{label} enabled while the engine is halted: {why}"
-            )));
-        }
         let get = |suffix: &str| -> u32 {
             hw.map
                 .find(table, &format!("{prefix}{suffix}"), inst)
@@ -295,7 +320,20 @@ impl Sdma {
             wptr: pair("RB_WPTR", "RB_WPTR_HI"),
         };
         self.active.insert((engine, queue), q);
+        if Self::halted(hw, table, engine, inst).is_some() {
+            self.held.insert((engine, queue), (table, inst));
+        } else {
+            self.held.remove(&(engine, queue));
+        }
         Ok(())
+    }
+
+    /// An engine-wide control register was written: rings held by a halt whose engine is
+    /// now un-halted start.
+    fn release_held(&mut self, hw: &Hw<'_>) {
+        self.held.retain(|&(engine, _), &mut (table, inst)| {
+            Self::halted(hw, table, engine, inst).is_some()
+        });
     }
 }
 
@@ -318,6 +356,7 @@ impl IpModel for Sdma {
                         return Ok(());
                     }
                     self.active.remove(&(engine, queue));
+                    self.held.remove(&(engine, queue));
                 }
                 s if running && FROZEN.contains(&s) => {
                     return Err(Fault::new(format!(
@@ -341,10 +380,16 @@ impl IpModel for Sdma {
             }
         }
         hw.regs.set(reg.id, value);
+        if !self.held.is_empty()
+            && (info.name.ends_with("F32_CNTL") || info.name.ends_with("MCU_CNTL"))
+        {
+            self.release_held(hw);
+        }
         Ok(())
     }
 
     fn reset(&mut self, _kind: ResetKind) {
         self.active.clear();
+        self.held.clear();
     }
 }

@@ -4,7 +4,16 @@
 //! Protocol: the driver clears `C2PMSG_90`, writes the argument to `C2PMSG_82` and the
 //! message to `C2PMSG_66`; the answer is `C2PMSG_90 = 1` (`PPSMC_Result_OK`) or an error
 //! code, with the result in `C2PMSG_82`. On 13.0.0 and 14.0.2 the debug channel (`C2PMSG_53` argument,
-//! `C2PMSG_75` message, `C2PMSG_54` response, written last) takes mode1 reset (message 2).
+//! `C2PMSG_75` message, `C2PMSG_54` response) takes mode1 reset (message 2). PMFW polls its
+//! mailboxes, so it takes a debug request once a new message and a cleared response are
+//! both in place, in either order: Linux (`__smu_cmn_send_debug_msg`) writes 53, 75, then
+//! clears 54 and does not wait; tinygrad's AM clears 54 first, writes 53 and 75, and polls
+//! 54 for 1, on real Navi 31. The answer is 54 = 1.
+//!
+//! Mode1 (`Mode1Reset`, `GfxDriverReset`, or the debug channel) is answered first, then the
+//! ASIC resets: Linux's `smu_v13_0_6_mode1_reset` waits for the answer and then sleeps. The
+//! model resets right after the driver's read of the answer, or before its next access
+//! outside MP1 (a driver that does not wait finds the reset done when it comes back).
 //! Message ids come from `am_autogen::smu`; a message the version's table does not know, or
 //! that the model does not handle, is a [`Fault`].
 //!
@@ -258,7 +267,11 @@ pub struct Smu {
     /// Soft (min, max) in MHz per clock id; GFXCLK of 13.0.6 under `u32::MAX`.
     soft: Vec<(u32, u32, u32)>,
     pending: Option<Answer>,
-    mode1_requested: bool,
+    /// A debug-channel message was written (`C2PMSG_75`) and not taken yet.
+    debug_fresh: bool,
+    /// A mode1 reset was taken: the number of the `C2PMSG_n` that carries its answer. The
+    /// ASIC goes down once the driver read it, or before an access outside MP1.
+    mode1: Option<u32>,
     metrics_counter: u32,
     /// ACA (MCA) error banks the firmware holds: uncorrectable and correctable, each bank
     /// eight 64-bit registers (STATUS at 1, ADDR 2, MISC0 3, IPID 5, SYND 6).
@@ -292,7 +305,8 @@ impl Smu {
             ppt_limit: 0,
             soft: Vec::new(),
             pending: None,
-            mode1_requested: false,
+            debug_fresh: false,
+            mode1: None,
             metrics_counter: 0,
             aca: [Vec::new(), Vec::new()],
             faults: SmuFaults::default(),
@@ -370,10 +384,11 @@ impl Smu {
             .map(|&(_, lo, hi)| (lo, hi))
     }
 
-    /// Whether a message asked for a mode1 reset the device has not done yet (the device
-    /// takes the request after the access).
-    pub fn take_mode1_request(&mut self) -> bool {
-        std::mem::take(&mut self.mode1_requested)
+    /// The register (`MP1_SMN_C2PMSG_n`, by `n`) whose read lets a taken mode1 reset go
+    /// ahead, if one is pending. The device resets after that read, or before a register
+    /// access outside MP1.
+    pub fn mode1_pending(&self) -> Option<u32> {
+        self.mode1
     }
 
     /// Test hook (through [`crate::MockGpu::run_foreign_firmware`]): the firmware runs with
@@ -612,7 +627,7 @@ impl Smu {
                 s0::PPSMC_MSG_SetPptLimit => self.set_ppt(param),
                 s0::PPSMC_MSG_GetPptLimit => Ok(self.ppt_limit),
                 s0::PPSMC_MSG_Mode1Reset => {
-                    self.mode1_requested = true;
+                    self.mode1 = Some(90);
                     Ok(0)
                 }
                 _ => {
@@ -723,7 +738,7 @@ impl Smu {
                 s6::PPSMC_MSG_GfxDriverReset
                     if param == s6::PPSMC_RESET_TYPE_DRIVER_MODE_1_RESET =>
                 {
-                    self.mode1_requested = true;
+                    self.mode1 = Some(90);
                     Ok(0)
                 }
                 s6::PPSMC_MSG_GfxDriverReset => Err(s6::PPSMC_Result_CmdRejectedPrereq),
@@ -797,6 +812,8 @@ impl Smu {
             result,
         });
         if self.dead || self.faults.no_answer {
+            // Firmware that does not answer does not reset the ASIC either.
+            self.mode1 = None;
             return Ok(());
         }
         self.pending = Some(Answer {
@@ -815,6 +832,31 @@ impl Smu {
             hw.set(RegIp::Mp, "MP1_SMN_C2PMSG_82", 0, a.result);
             hw.set(RegIp::Mp, "MP1_SMN_C2PMSG_90", 0, a.response);
         }
+    }
+
+    /// The debug channel's request (message in `C2PMSG_75`, argument in `C2PMSG_53`), taken
+    /// once message and cleared response are in place; answered at `C2PMSG_54`.
+    fn debug_message(&mut self, hw: &mut Hw<'_>) -> Result<(), Fault> {
+        let msg = hw.get(RegIp::Mp, "MP1_SMN_C2PMSG_75", 0);
+        if msg != DEBUG_MSG_MODE1_RESET {
+            // A limit of the model, not of the hardware: PMFW has other debug messages.
+            return Err(Fault::new(format!(
+                "debug channel message {msg:#x}: only mode1 reset ({DEBUG_MSG_MODE1_RESET}) is modelled"
+            )));
+        }
+        let param = hw.get(RegIp::Mp, "MP1_SMN_C2PMSG_53", 0);
+        let answers = !self.dead && !self.faults.no_answer;
+        self.log.push(SmuMessage {
+            msg: msg | 0x8000_0000,
+            param,
+            response: u32::from(answers) * s0::PPSMC_Result_OK,
+            result: 0,
+        });
+        if answers {
+            hw.set(RegIp::Mp, "MP1_SMN_C2PMSG_54", 0, s0::PPSMC_Result_OK);
+            self.mode1 = Some(54);
+        }
+        Ok(())
     }
 }
 
@@ -844,23 +886,15 @@ impl IpModel for Smu {
         match reg_num(reg) {
             Some(66) => return self.message(hw, value),
             // 14.0.2 has no Mode1Reset message: it takes mode1 on the debug channel too.
-            Some(54) if matches!(self.mp1, Some(Mp1::V13_0_0 | Mp1::V14_0_2)) => {
+            Some(n @ (54 | 75)) if matches!(self.mp1, Some(Mp1::V13_0_0 | Mp1::V14_0_2)) => {
                 hw.regs.set(reg.id, value);
-                let msg = hw.get(RegIp::Mp, "MP1_SMN_C2PMSG_75", 0);
-                if msg != DEBUG_MSG_MODE1_RESET {
-                    return Err(Fault::new(format!(
-                        "debug channel message {msg:#x}: only mode1 reset ({DEBUG_MSG_MODE1_RESET}) is modelled"
-                    )));
+                if n == 75 {
+                    self.debug_fresh = true;
                 }
-                let param = hw.get(RegIp::Mp, "MP1_SMN_C2PMSG_53", 0);
-                self.log.push(SmuMessage {
-                    msg: msg | 0x8000_0000,
-                    param,
-                    response: 0,
-                    result: 0,
-                });
-                if !self.dead && !self.faults.no_answer {
-                    self.mode1_requested = true;
+                let cleared = hw.get(RegIp::Mp, "MP1_SMN_C2PMSG_54", 0) == 0;
+                if self.debug_fresh && cleared {
+                    self.debug_fresh = false;
+                    return self.debug_message(hw);
                 }
                 return Ok(());
             }
@@ -872,7 +906,8 @@ impl IpModel for Smu {
 
     fn reset(&mut self, kind: ResetKind) {
         self.pending = None;
-        self.mode1_requested = false;
+        self.debug_fresh = false;
+        self.mode1 = None;
         self.boot();
         // After mode1 the PMFW is gone until the PSP brings the firmware back; an FLR of
         // the function leaves it running.
