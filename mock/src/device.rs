@@ -179,6 +179,9 @@ pub(crate) struct Shared {
     pub(crate) engines: Engines,
     state: Mutex<State>,
     violations: Mutex<Violations>,
+    /// Accesses the mock accepts but no source says hardware requires: counted, never the
+    /// driver's error (docs/MOCK.md, "Refusal rules and their sources").
+    warnings: Mutex<Violations>,
     /// Violation warnings: a client can trigger them at will.
     log_limit: RateLimit,
     member: Option<Member>,
@@ -209,6 +212,7 @@ fn power_on(
         config: &st.config,
         vram,
         sysmem,
+        warnings: Vec::new(),
     };
     crate::ip::gmc::Gmc::power_on(&mut hw, member);
     crate::ip::nbio::Nbio::power_on(&mut hw);
@@ -303,6 +307,7 @@ impl MockGpu {
             sysmem,
             state: Mutex::new(state),
             violations: Mutex::new(Violations::default()),
+            warnings: Mutex::new(Violations::default()),
             log_limit: RateLimit::default_for_refusals(),
             member,
             hqd_windows,
@@ -350,6 +355,24 @@ impl MockGpu {
     /// The violations so far (the latest [`MAX_VIOLATIONS`]), clearing the list and count.
     pub fn take_violations(&self) -> Vec<Violation> {
         let v = std::mem::take(&mut *lock(&self.shared.violations));
+        v.kept.into()
+    }
+
+    /// The warnings so far (the latest [`MAX_VIOLATIONS`]): accesses the mock takes as
+    /// hardware would but no proven driver makes — a ring at address 0, a write to a
+    /// read-only register, a doorbell nobody owns. Never returned to the driver.
+    pub fn warnings(&self) -> Vec<Violation> {
+        lock(&self.shared.warnings).kept.iter().cloned().collect()
+    }
+
+    /// How many warnings there were, including those no longer kept.
+    pub fn warning_count(&self) -> u64 {
+        lock(&self.shared.warnings).total
+    }
+
+    /// The warnings so far, clearing the list and count.
+    pub fn take_warnings(&self) -> Vec<Violation> {
+        let v = std::mem::take(&mut *lock(&self.shared.warnings));
         v.kept.into()
     }
 
@@ -544,6 +567,7 @@ impl MockGpu {
             config: &st.config,
             vram: &self.shared.vram,
             sysmem: &self.shared.sysmem,
+            warnings: Vec::new(),
         };
         f(&mut st.models, &mut hw)
     }
@@ -625,6 +649,20 @@ impl Shared {
         list.kept.push_back(v);
         list.total += 1;
         DrvError::new(&self.name, am_driver::ErrorKind::Backend { message })
+    }
+
+    /// Count an access the mock accepts without a source that hardware needs it otherwise.
+    fn warn(&self, v: Violation) {
+        if self.log_limit.check() != Verdict::Suppress {
+            let register = v.register.as_deref().unwrap_or("-");
+            tracing::info!(device = %self.name, register, "accepted without a source: {}", v.reason);
+        }
+        let mut list = lock(&self.warnings);
+        if list.kept.len() >= MAX_VIOLATIONS {
+            list.kept.pop_front();
+        }
+        list.kept.push_back(v);
+        list.total += 1;
     }
 
     /// Record a violation; in strict mode it is also the driver's error.
@@ -835,23 +873,22 @@ impl Shared {
                     });
                     return Ok(());
                 }
-                // Only a lenient device keeps what a stray write left (the map is bounded by
-                // the doorbell BAR either way); a strict one refuses it.
-                if self.mode == Mode::Lenient {
-                    st.doorbells.insert(offset, value);
-                }
+                // Hardware drops a doorbell no queue (no doorbell range) takes; no source
+                // says the write is refused. The value is kept, as the BAR reads it back.
+                st.doorbells.insert(offset, value);
                 drop(st);
-                self.violate(self.bar_violation(
+                self.warn(self.bar_violation(
                     2,
                     offset,
                     access,
                     size,
                     Some(value),
                     format!(
-                        "doorbell index {:#x} (8-byte units) is owned by no queue",
+                        "doorbell index {:#x} (8-byte units) is owned by no queue: dropped",
                         offset / 8
                     ),
-                ))
+                ));
+                Ok(())
             }
         }
     }
@@ -1014,6 +1051,7 @@ impl Shared {
             config: &st.config,
             vram: &self.vram,
             sysmem: &self.sysmem,
+            warnings: Vec::new(),
         };
         let result: Result<u32, Fault> = match (write, size) {
             (None, 4) => model.read(&mut hw, reg),
@@ -1021,6 +1059,24 @@ impl Shared {
             (None, _) => model.read8(&mut hw, reg, byte).map(u32::from),
             (Some(v), _) => model.write8(&mut hw, reg, byte, v as u8).map(|()| v),
         };
+        for reason in std::mem::take(&mut hw.warnings) {
+            self.warn(Violation {
+                register: Some(self.reg_label(id)),
+                reason: format!("{} model: {reason}", info.block.name()),
+                ..self.bar_violation(
+                    5,
+                    info.addr * 4 + u64::from(byte),
+                    if write.is_some() {
+                        Access::Write
+                    } else {
+                        Access::Read
+                    },
+                    size,
+                    write.map(u64::from),
+                    String::new(),
+                )
+            });
+        }
         if reads_mode1_answer {
             self.reset_locked(st, ResetKind::Mode1);
             return result;
@@ -1139,6 +1195,7 @@ impl Shared {
             config: &st.config,
             vram: &self.vram,
             sysmem: &self.sysmem,
+            warnings: Vec::new(),
         };
         st.models.gmc.view(&hw, hub, vmid).map_err(|f| f.0)
     }
@@ -1234,6 +1291,7 @@ impl Shared {
             config: &st.config,
             vram: &self.vram,
             sysmem: &self.sysmem,
+            warnings: Vec::new(),
         };
         let r = crate::ip::gmc::Gmc::report_fault(
             &mut st.models,
@@ -1261,6 +1319,7 @@ impl Shared {
             config: &st.config,
             vram: &self.vram,
             sysmem: &self.sysmem,
+            warnings: Vec::new(),
         };
         let crate::ip::Models { gmc, ih, .. } = &mut st.models;
         let r = ih.post(&mut hw, gmc, 0, entry);

@@ -114,8 +114,10 @@ fn bad_hive_specs_say_what_is_wrong() {
     ));
 }
 
+/// Drivers only read the layout firmware programs; no source says what a write does, so it
+/// does not land and is counted as a warning.
 #[test]
-fn the_driver_may_not_write_the_hive_layout() {
+fn a_write_of_the_hive_layout_does_not_land() {
     let hive = MockGpu::new_hive("mi300x", 2).unwrap();
     let gpu = &hive[1];
     let id = gpu
@@ -125,10 +127,11 @@ fn the_driver_may_not_write_the_hive_layout() {
     let addr = gpu.register_map().info(id).addr * 4;
     let mmio = gpu.open().bar(5).unwrap();
     assert_eq!(mmio.read32(addr).unwrap(), 0x11);
-    assert!(mmio.write32(addr, 0).is_err());
-    let v = gpu.take_violations();
-    assert_eq!(v.len(), 1);
-    assert!(v[0].reason.contains("only reads"), "{}", v[0].reason);
+    mmio.write32(addr, 0).unwrap();
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+    let w = gpu.take_warnings();
+    assert_eq!(w.len(), 1);
+    assert!(w[0].reason.contains("hive layout"), "{}", w[0].reason);
     assert_eq!(mmio.read32(addr).unwrap(), 0x11, "the write did not land");
 }
 

@@ -169,19 +169,24 @@ fn memsize_and_vf_bit_at_fixed_dwords() {
     }
 }
 
+/// `RCC_CONFIG_MEMSIZE` reports the strapped VRAM size; no source says a write is refused,
+/// so it does not land and is counted as a warning naming the register.
 #[test]
 fn memsize_is_read_only() {
     let (gpu, d) = dev("navi31");
     let mmio = d.bar(5).unwrap();
-    assert!(mmio.write32(0xde3 * 4, 1).is_err());
-    let v = gpu.violations();
-    assert_eq!(v.len(), 1);
-    let name = v[0].register.as_deref().unwrap();
+    mmio.write32(0xde3 * 4, 1).unwrap();
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+    let w = gpu.warnings();
+    assert_eq!(w.len(), 1);
+    let name = w[0].register.as_deref().unwrap();
     assert!(
         name.starts_with("RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE"),
         "{:?}",
-        v[0]
+        w[0]
     );
+    assert!(w[0].reason.contains("read-only"), "{}", w[0].reason);
+    assert_eq!((w[0].space, w[0].offset), (Space::Bar(5), 0xde3 * 4));
     assert_eq!(mmio.read32(0xde3 * 4).unwrap(), 24 * 1024);
 }
 
@@ -314,17 +319,23 @@ fn lenient_mode_records_without_failing() {
     assert_eq!(gpu.violations().len(), 2);
 }
 
+/// Hardware drops a doorbell outside every queue's range; the mock takes the write, rings
+/// nothing and counts a warning.
 #[test]
-fn doorbell_nobody_owns_is_a_violation() {
+fn doorbell_nobody_owns_is_a_warning() {
     let (gpu, d) = dev("navi31");
     let db = d.bar(2).unwrap();
-    assert!(db.write64(3 * 8, 0x40).is_err());
-    let v = gpu.violations();
+    db.write64(3 * 8, 0x40).unwrap();
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+    assert!(gpu.doorbell_rings().is_empty());
+    let w = gpu.warnings();
+    assert_eq!(w.len(), 1);
     assert_eq!(
-        (v[0].space, v[0].offset, v[0].value),
+        (w[0].space, w[0].offset, w[0].value),
         (Space::Bar(2), 24, Some(0x40))
     );
-    assert!(v[0].reason.contains("index 0x3"), "{}", v[0].reason);
+    assert!(w[0].reason.contains("index 0x3"), "{}", w[0].reason);
+    assert_eq!(gpu.warning_count(), 1);
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! SDMA model: engines halted at power-on (a ring enabled on a halted engine waits), ring enable checks, registers frozen while a ring
-//! runs, GRBM soft reset, rings as doorbell owners; RLC safe mode.
+//! SDMA model: engines halted at power-on (a ring enabled on a halted engine waits), odd
+//! rings and registers rewritten under a running ring counted as warnings, GRBM soft reset,
+//! rings as doorbell owners; RLC safe mode.
 
 #![allow(clippy::unwrap_used)] // unwrap is how a test says "this must work"
 
@@ -138,23 +139,39 @@ fn a_ring_enabled_on_a_halted_engine_runs_once_the_engine_is_unhalted() {
     }
 }
 
+/// No source says the engine refuses an odd ring (a base or write-back address of 0, a ring
+/// under 256 bytes): it starts, and each oddity is a counted warning, not an error.
 #[test]
-fn a_ring_needs_a_base_a_size_and_its_write_back_addresses() {
+fn an_odd_ring_starts_and_each_oddity_is_a_warning() {
     let r = Rig::new("navi31");
     r.unhalt();
-    assert!(!r.enable(&[]));
-    assert!(r.last_reason().contains("without a ring base"));
+    assert!(r.enable(&[]), "a ring at base 0 starts");
+    assert_eq!(r.gpu.active_sdma_queues()[0].rb_base, 0);
+    let w = r.gpu.take_warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].reason.contains("ring base 0"), "{}", w[0].reason);
+    assert!(r.ring_wr("RB_CNTL", 0));
     r.program();
+    assert!(
+        r.gpu.warnings().is_empty(),
+        "a stopped ring is programmed freely"
+    );
     let small = r.ring_fields("RB_CNTL", &[("RB_ENABLE", 1), ("RB_SIZE", 5)]);
-    assert!(!r.ring_wr("RB_CNTL", small));
-    assert!(r.last_reason().contains("at least 256"));
+    assert!(r.ring_wr("RB_CNTL", small));
+    assert_eq!(r.gpu.active_sdma_queues()[0].rb_size, 128);
+    assert!(r.gpu.take_warnings()[0].reason.contains("128 bytes"));
+    assert!(r.ring_wr("RB_CNTL", 0));
     assert!(r.ring_wr("RB_RPTR_ADDR_LO", 0));
-    assert!(!r.enable(&[("RPTR_WRITEBACK_ENABLE", 1)]));
-    assert!(r.last_reason().contains("read-pointer write-back"));
-    assert!(r.ring_wr("RB_RPTR_ADDR_LO", 0x2000));
-    assert!(r.ring_wr("RB_WPTR_POLL_ADDR_LO", 0x2004));
-    assert!(!r.enable(&[("F32_WPTR_POLL_ENABLE", 1)]));
-    assert!(r.last_reason().contains("write-pointer polling"));
+    assert!(r.enable(&[("RPTR_WRITEBACK_ENABLE", 1)]));
+    assert_eq!(r.gpu.active_sdma_queues()[0].rptr_addr, Some(0));
+    assert!(
+        r.gpu.take_warnings()[0]
+            .reason
+            .contains("write-back to address 0")
+    );
+    assert!(r.ring_wr("RB_CNTL", 0));
+    // The low registers keep only ADDR (bits 31:2): the engine never sees bits 1:0.
+    assert!(r.ring_wr("RB_RPTR_ADDR_LO", 0x2003));
     assert!(r.ring_wr("RB_WPTR_POLL_ADDR_LO", 0x2008));
     assert!(r.enable(&[("RPTR_WRITEBACK_ENABLE", 1), ("F32_WPTR_POLL_ENABLE", 1)]));
     let q = r.gpu.active_sdma_queues()[0];
@@ -162,30 +179,45 @@ fn a_ring_needs_a_base_a_size_and_its_write_back_addresses() {
         (q.rptr_addr, q.wptr_poll_addr),
         (Some(0x2000), Some(0x2008))
     );
+    assert!(r.gpu.warnings().is_empty(), "{:?}", r.gpu.warnings());
     assert!(r.gpu.violations().is_empty());
 }
 
+/// No source says what the engine does with its base rewritten under it: the write lands,
+/// the running ring keeps what it started with, and the write is a counted warning.
 #[test]
 fn a_running_ring_keeps_its_base_until_stopped() {
     let r = Rig::new("mi300x");
     r.unhalt();
     r.program();
     assert!(r.enable(&[]));
-    assert!(!r.ring_wr("RB_BASE", 0x1234));
-    assert!(r.last_reason().contains("while SDMA ring"));
-    assert!(!r.ring_wr("DOORBELL_OFFSET", 0));
-    r.gpu.take_violations();
+    assert!(r.ring_wr("RB_BASE", 0x1234));
+    assert!(r.ring_wr("DOORBELL_OFFSET", 0));
+    assert_eq!(r.gpu.active_sdma_queues()[0].rb_base, 0x80_0010_0000);
+    assert_eq!(r.gpu.active_sdma_queues()[0].doorbell_offset, 0x200);
+    let w = r.gpu.take_warnings();
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(w[0].reason.contains("while SDMA ring"), "{}", w[0].reason);
+    assert!(r.gpu.violations().is_empty());
     assert!(r.ring_wr("RB_CNTL", 0));
     assert!(r.gpu.active_sdma_queues().is_empty());
     assert!(r.ring_wr("RB_BASE", 0x1234));
+    assert!(
+        r.gpu.warnings().is_empty(),
+        "a stopped ring's base is the driver's"
+    );
 }
 
 #[test]
 fn a_running_ring_owns_its_doorbell() {
     let r = Rig::new("navi31");
-    // Nobody owns dword 0x200 yet.
-    assert!(r.bar2.write32(0x200 * 4, 1).is_err());
-    assert!(r.last_reason().contains("owned by no queue"));
+    // Nobody owns dword 0x200 yet: hardware drops the write, the mock counts it.
+    r.bar2.write32(0x200 * 4, 1).unwrap();
+    assert!(r.gpu.violations().is_empty());
+    let w = r.gpu.take_warnings();
+    assert_eq!(w.len(), 1);
+    assert!(w[0].reason.contains("owned by no queue"), "{}", w[0].reason);
+    assert!(r.gpu.doorbell_rings().is_empty());
     r.unhalt();
     r.program();
     assert!(r.enable(&[]));
@@ -225,8 +257,10 @@ fn grbm_soft_reset_of_an_engine_stops_its_rings() {
     assert_eq!(r.bar5.read32(cntl).unwrap() & 1, 0, "RB_ENABLE reads 0");
 }
 
+/// Linux and tinygrad write the clock-gating controls inside RLC safe mode; no source says a
+/// write outside it is refused, so it lands and is counted as a warning.
 #[test]
-fn rlc_safe_mode_is_acknowledged_and_guards_clock_gating() {
+fn rlc_safe_mode_is_acknowledged_and_clock_gating_outside_it_is_counted() {
     let r = Rig::new("navi31");
     let safe = r.addr(RegIp::Gc, "RLC_SAFE_MODE", 0);
     let cgcg = r.addr(RegIp::Gc, "RLC_CGCG_CGLS_CTRL", 0);
@@ -234,15 +268,29 @@ fn rlc_safe_mode_is_acknowledged_and_guards_clock_gating() {
     // No RLC running: nothing acknowledges.
     r.bar5.write32(safe, enter).unwrap();
     assert_eq!(r.bar5.read32(safe).unwrap() & 1, 1);
-    assert!(r.bar5.write32(cgcg, 1).is_err());
-    assert!(r.last_reason().contains("outside RLC safe mode"));
+    r.bar5.write32(cgcg, 1).unwrap();
+    let w = r.gpu.take_warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(
+        w[0].reason.contains("outside RLC safe mode"),
+        "{}",
+        w[0].reason
+    );
     r.gpu.with_psp(|p| p.mark_rlc_for_test(true, true));
     r.bar5.write32(safe, enter).unwrap();
     assert_eq!(r.bar5.read32(safe).unwrap() & 1, 0, "CMD acknowledged");
     r.bar5.write32(cgcg, 1).unwrap();
+    assert!(
+        r.gpu.warnings().is_empty(),
+        "inside safe mode: {:?}",
+        r.gpu.warnings()
+    );
     let exit = r.fields(RegIp::Gc, "RLC_SAFE_MODE", &[("CMD", 1)]);
     r.bar5.write32(safe, exit).unwrap();
-    assert!(r.bar5.write32(cgcg, 0).is_err());
+    r.bar5.write32(cgcg, 0).unwrap();
+    assert_eq!(r.gpu.take_warnings().len(), 1);
+    assert_eq!(r.bar5.read32(cgcg).unwrap(), 0, "the write landed");
+    assert!(r.gpu.violations().is_empty(), "{:?}", r.gpu.violations());
 }
 
 /// SDMA 7 (navi48) runs the SDMA 6 packet formats, as Linux's `sdma_v7_0.c` (built on

@@ -15,6 +15,8 @@ fn open(gpu: &MockGpu) -> AmDevice {
 fn assert_clean(gpu: &MockGpu) {
     let v = gpu.violations();
     assert!(v.is_empty(), "violations: {v:#?}");
+    let w = gpu.warnings();
+    assert!(w.is_empty(), "warnings: {w:#?}");
 }
 
 #[test]

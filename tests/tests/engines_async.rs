@@ -15,6 +15,8 @@ const T: Duration = Duration::from_secs(10);
 fn clean(r: &Rig) {
     let v = r.gpu.violations();
     assert!(v.is_empty(), "violations: {v:#?}");
+    let w = r.gpu.warnings();
+    assert!(w.is_empty(), "warnings: {w:#?}");
 }
 
 fn waiting(r: &Rig) -> usize {

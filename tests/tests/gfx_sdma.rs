@@ -86,6 +86,8 @@ fn sdma(engine: u8) -> SdmaQueueDesc {
 fn no_violations(gpu: &MockGpu) {
     let v = gpu.violations();
     assert!(v.is_empty(), "{v:#?}");
+    let w = gpu.warnings();
+    assert!(w.is_empty(), "warnings: {w:#?}");
 }
 
 /// Raw register access behind the driver's back (what another driver instance would do).
@@ -362,9 +364,13 @@ fn navi31_sdma_rings_start_ring_their_doorbells_and_stop() {
     );
     dev.remove_sdma_queue(a).unwrap();
     assert_eq!(gpu.active_sdma_queues().len(), 1);
-    // A stopped ring's doorbell is nobody's again.
-    assert!(bar2.write_bytes(0x100 * 8, &1u64.to_le_bytes()).is_err());
-    assert_eq!(gpu.take_violations().len(), 1);
+    // A stopped ring's doorbell is nobody's again: the write goes nowhere, counted.
+    let rang = gpu.doorbell_rings().len();
+    bar2.write_bytes(0x100 * 8, &1u64.to_le_bytes()).unwrap();
+    assert_eq!(gpu.doorbell_rings().len(), rang, "no queue took it");
+    let w = gpu.take_warnings();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].reason.contains("owned by no queue"), "{}", w[0].reason);
     dev.fini().unwrap();
     assert!(gpu.active_sdma_queues().is_empty());
     no_violations(&gpu);

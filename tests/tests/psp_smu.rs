@@ -83,6 +83,8 @@ fn expected_log(plan: &am_firmware::LoadPlan) -> Vec<PspLoad> {
 fn no_violations(gpu: &MockGpu) {
     let v = gpu.violations();
     assert!(v.is_empty(), "{v:#?}");
+    let w = gpu.warnings();
+    assert!(w.is_empty(), "warnings: {w:#?}");
 }
 
 /// The clocks the driver pins, as the mock names them: (clock id, DPM min, DPM max).

@@ -655,10 +655,13 @@ impl IpModel for Gmc {
         let hub = Self::hub_of(&reg);
         let name = base_name(reg.name());
         if XGMI_LFB.contains(&name) {
-            return Err(Fault::new(format!(
-                "{}: firmware programs the XGMI hive layout; the driver only reads it",
+            // Linux (gfxhub_v1_1_get_xgmi_info) and tinygrad only read the layout; no source
+            // says what a write does, so it does not land.
+            hw.warn(format!(
+                "{}: firmware programs the XGMI hive layout; the write is dropped",
                 reg.name()
-            )));
+            ));
+            return Ok(());
         }
         match name {
             "VM_INVALIDATE_ENG17_SEM" => {

@@ -73,6 +73,9 @@ pub struct Hw<'a> {
     pub vram: &'a Vram,
     /// System memory reachable by DMA.
     pub sysmem: &'a SysArena,
+    /// What the model accepted although no proven driver does it (the device counts each as
+    /// a warning, not a violation: no source says hardware refuses it).
+    pub warnings: Vec<String>,
 }
 
 impl Hw<'_> {
@@ -81,6 +84,11 @@ impl Hw<'_> {
         self.map
             .find(ip, name, instance)
             .map_or(0, |id| self.regs.get(id))
+    }
+
+    /// Accept the access but count it: see [`Hw::warnings`].
+    pub fn warn(&mut self, what: impl Into<String>) {
+        self.warnings.push(what.into());
     }
 
     /// Set a register by table, name and instance; returns whether it exists.

@@ -254,8 +254,10 @@ impl IpModel for Nbio {
                 let done = format!("{}DONE", &name[..name.len() - "REQ".len()]);
                 hw.set(RegIp::Nbio, &done, reg.info.instance, value);
             }
+            // Straps the hardware sets: the write does not land (no source says it is
+            // refused, and no proven driver writes them).
             "RCC_DEV0_EPF0_RCC_CONFIG_MEMSIZE" | "RCC_DEV0_EPF0_RCC_IOV_FUNC_IDENTIFIER" => {
-                return Err(Fault::new(format!("{} is read-only", reg.name())));
+                hw.warn(format!("{} is read-only: the write is dropped", reg.name()));
             }
             _ => hw.regs.set(reg.id, value),
         }

@@ -307,7 +307,8 @@ impl Psp {
     fn check(&self, reg: Reg<'_>) -> Result<(), Fault> {
         if self.pf_owned {
             return Err(Fault::new(format!(
-                "{}: the PSP belongs to the PF; a VF must not touch it",
+                "{}: the PSP belongs to the PF; a VF's own ring (C2PMSG_101..103, Linux's \
+                 psp_v13_0_ring_create for SR-IOV) is not modelled",
                 reg.name()
             )));
         }
@@ -373,7 +374,9 @@ impl Psp {
             )));
         }
         if self.components.contains(&cmd) {
-            return Err(Fault::new(format!("PSP_BL__{name} loaded twice")));
+            // Linux and tinygrad load each component once; no source says the bootloader
+            // refuses a second copy.
+            hw.warn(format!("PSP_BL__{name} loaded twice"));
         }
         let addr = u64::from(hw.get(RegIp::Mp, &c2pmsg(hw, 36), 0)) << 20;
         let mut buf = vec![0u8; BL_BUFFER];
@@ -381,9 +384,9 @@ impl Psp {
             .map_err(|e| Fault::new(format!("PSP_BL__{name}: component buffer: {e}")))?;
         let size = buf.iter().rposition(|&b| b != 0).map_or(0, |p| p + 1);
         if size == 0 {
-            return Err(Fault::new(format!(
+            hw.warn(format!(
                 "PSP_BL__{name}: the 1 MiB buffer at {addr:#x} is empty"
-            )));
+            ));
         }
         self.log.push(PspLoad::Bootloader {
             command: cmd,
@@ -591,11 +594,15 @@ impl Psp {
                 }
             }
             GFX_CMD_ID_SETUP_TMR if self.boot_time_tmr => {
-                return Err(Fault::new(format!(
+                // Linux (psp_hw_start) and tinygrad skip it on these parts; no source says
+                // the sOS refuses it.
+                hw.warn(format!(
                     "{name} on MP0 {}: this sOS set the TMR up at boot; a PSP 14 driver loads \
                      into it without SETUP_TMR",
                     mp0_version(hw)
-                )));
+                ));
+                self.tmr_set = true;
+                PspLoad::SetupTmr
             }
             GFX_CMD_ID_SETUP_TMR => {
                 self.tmr_set = true;
@@ -682,9 +689,9 @@ impl IpModel for Psp {
             return self.submit(hw, value);
         }
         if reg_is(reg, 81) {
-            return Err(Fault::new(
-                "C2PMSG_81 is the sOS's alive register; the driver only reads it",
-            ));
+            // A mailbox register like the others: the value lands (and the sOS state does
+            // not change); drivers only read it (psp_v13_0_is_sos_alive).
+            hw.warn("C2PMSG_81 is the sOS's alive register; drivers only read it");
         }
         hw.regs.set(reg.id, value);
         Ok(())

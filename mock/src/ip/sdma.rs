@@ -71,6 +71,8 @@ pub struct Sdma {
     /// Rings enabled while their engine was halted, with the register table and instance
     /// of that engine: the engine has fetched nothing from them yet.
     held: BTreeMap<(u8, u8), (RegIp, u8)>,
+    /// What the last ring start accepted without a source (handed to [`Hw::warn`]).
+    warnings: Vec<String>,
 }
 
 /// A ring register: (engine, queue, name prefix of the ring, register suffix).
@@ -117,7 +119,9 @@ fn field(hw: &Hw<'_>, id: RegId, name: &str) -> Result<am_autogen::regs::Field, 
         .ok_or_else(|| Fault::new(format!("{} has no field {name}", hw.map.info(id).name)))
 }
 
-/// Registers of a running ring that must not change under it.
+/// Registers of a running ring that no proven driver changes under it: a write is taken
+/// (the running ring keeps the values it started with) and counted as a warning, since no
+/// source says what the engine does with it.
 const FROZEN: &[&str] = &[
     "RB_BASE",
     "RB_BASE_HI",
@@ -258,40 +262,51 @@ impl Sdma {
         };
         let pair = |lo: &str, hi: &str| u64::from(get(hi)) << 32 | u64::from(get(lo));
         let f = |name: &str| field(hw, reg.id, name).map(|f| f.get(value));
+        // No source says the engine refuses an odd ring: a base of 0 or a tiny ring starts
+        // (and faults or wraps as the addresses say); no proven driver programs one.
         let rb_base = pair("RB_BASE", "RB_BASE_HI") << 8;
         if rb_base == 0 {
-            return Err(Fault::new(format!(
-                "{label} enabled without a ring base ({prefix}RB_BASE/_HI are 0)"
-            )));
+            self.warnings.push(format!(
+                "{label} enabled with ring base 0 ({prefix}RB_BASE/_HI)"
+            ));
         }
         let rb_size_log = f("RB_SIZE")?;
         if rb_size_log < 6 {
-            return Err(Fault::new(format!(
-                "{label} enabled with RB_SIZE {rb_size_log}: a ring of {} bytes (at least 256)",
+            self.warnings.push(format!(
+                "{label} enabled with RB_SIZE {rb_size_log}: a ring of {} bytes",
                 4u64 << rb_size_log
-            )));
+            ));
         }
-        let rptr = pair("RB_RPTR_ADDR_LO", "RB_RPTR_ADDR_HI");
+        // The low address registers keep only their ADDR field (bits 31:2): the engine
+        // cannot see an unaligned address.
+        let addr_lo = |name: &str| -> Result<u64, Fault> {
+            let id = hw
+                .map
+                .find(table, &format!("{prefix}{name}"), inst)
+                .ok_or_else(|| Fault::new(format!("the profile has no {prefix}{name}")))?;
+            Ok(u64::from(field(hw, id, "ADDR")?.mask & hw.regs.get(id)))
+        };
+        let rptr = u64::from(get("RB_RPTR_ADDR_HI")) << 32 | addr_lo("RB_RPTR_ADDR_LO")?;
         let rptr_addr = if f("RPTR_WRITEBACK_ENABLE")? != 0 {
-            if rptr == 0 || !rptr.is_multiple_of(4) {
-                return Err(Fault::new(format!(
-                    "{label}: read-pointer write-back enabled with {prefix}RB_RPTR_ADDR = {rptr:#x}"
-                )));
+            if rptr == 0 {
+                self.warnings.push(format!(
+                    "{label}: read-pointer write-back to address 0 ({prefix}RB_RPTR_ADDR)"
+                ));
             }
             Some(rptr)
         } else {
             None
         };
-        let poll = pair("RB_WPTR_POLL_ADDR_LO", "RB_WPTR_POLL_ADDR_HI");
+        let poll = u64::from(get("RB_WPTR_POLL_ADDR_HI")) << 32 | addr_lo("RB_WPTR_POLL_ADDR_LO")?;
         let poll_field = ["F32_WPTR_POLL_ENABLE", "MCU_WPTR_POLL_ENABLE"]
             .into_iter()
             .find_map(|n| field_of(hw.map, reg.id, n));
         let wptr_poll_addr = match poll_field {
             Some(pf) if pf.get(value) != 0 => {
-                if poll == 0 || !poll.is_multiple_of(8) {
-                    return Err(Fault::new(format!(
-                        "{label}: write-pointer polling enabled with {prefix}RB_WPTR_POLL_ADDR = {poll:#x}"
-                    )));
+                if poll == 0 {
+                    self.warnings.push(format!(
+                        "{label}: write-pointer polling of address 0 ({prefix}RB_WPTR_POLL_ADDR)"
+                    ));
                 }
                 Some(poll)
             }
@@ -348,7 +363,11 @@ impl IpModel for Sdma {
                     if field(hw, reg.id, "RB_ENABLE")?.get(value) != 0 {
                         // Checked against the registers as they are, before this write.
                         hw.regs.set(reg.id, value);
-                        if let Err(e) = self.start(hw, reg, value, engine, queue, &prefix) {
+                        let started = self.start(hw, reg, value, engine, queue, &prefix);
+                        for w in self.warnings.drain(..) {
+                            hw.warn(w);
+                        }
+                        if let Err(e) = started {
                             let en = field(hw, reg.id, "RB_ENABLE")?;
                             hw.regs.set(reg.id, en.set(value, 0));
                             return Err(e);
@@ -359,10 +378,10 @@ impl IpModel for Sdma {
                     self.held.remove(&(engine, queue));
                 }
                 s if running && FROZEN.contains(&s) => {
-                    return Err(Fault::new(format!(
+                    hw.warn(format!(
                         "{} written while SDMA ring (engine {engine}, queue {queue}) runs",
                         info.name
-                    )));
+                    ));
                 }
                 "DOORBELL" => {
                     let en = field(hw, reg.id, "ENABLE")?.get(value) != 0;

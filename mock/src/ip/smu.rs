@@ -782,9 +782,10 @@ impl Smu {
 
     fn message(&mut self, hw: &mut Hw<'_>, msg: u32) -> Result<(), Fault> {
         if hw.get(RegIp::Mp, "MP1_SMN_C2PMSG_90", 0) != 0 {
-            return Err(Fault::new(format!(
+            // Every proven driver clears it first; no source says PMFW refuses the message.
+            hw.warn(format!(
                 "message {msg:#x} written without clearing C2PMSG_90 (the response) first"
-            )));
+            ));
         }
         if self.pending.is_some() {
             return Err(Fault::new(format!(
