@@ -31,9 +31,9 @@
 //! every element. EXEC is not consulted: the whole wave computes.
 //!
 //! Forms whose behaviour no source settles report `Unimplemented`: float `clamp`, `op_sel`
-//! other than gfx11's `op_sel[2]` on 16-bit results, negation of 8-bit floats, `neg_lo[2]`
-//! or `neg_hi` on integers, a float inline constant for a bf16 C, and sources that are not
-//! VGPRs.
+//! other than gfx11's `op_sel[2]` on 16-bit results, negation of 8-bit float A or B (LLVM
+//! allows only C's), `neg_lo[2]` or `neg_hi` on integers, a float inline constant for a bf16
+//! C, and A, B or D not in VGPRs.
 
 use crate::float::{bf8_to_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, fp8_to_f32};
 use crate::rdna3::decode::{Inst, VGPR0};

@@ -81,6 +81,9 @@ def texts(forms, gfx12):
             out.append("%s %s, %s, %s, 1" % (name, d_apart, a, b))
             out.append("%s %s, %s, %s, -7 clamp" % (name, d_apart, a, b))
         if kind == "f8":
+            # LLVM takes no negation of 8-bit float sources, but C's neg and abs.
+            out.append(plain + " neg_lo:[0,0,1]")
+            out.append(plain + " neg_lo:[0,0,1] neg_hi:[0,0,1]")
             out.append("%s %s, %s, %s, 0.5" % (name, d_apart, a, b))
     return out
 
