@@ -11,7 +11,7 @@
 //! instruction form and semantics are those of gfx11 ([`rdna3`]); CDNA and gfx12 instructions
 //! are lowered onto them when the program is predecoded (`cdna3::lower`, `rdna4::lower`), and
 //! what only CDNA has (MFMA and AccVGPRs, packed f32, SDWA, GFX9 DPP) runs in `cdna3::exec`,
-//! what only gfx12 has in `rdna4::exec`. The dispatcher, wave scheduling, LDS, scratch and
+//! what only gfx12 has in `rdna4::exec`; WMMA of both RDNA generations runs in `wmma`. The dispatcher, wave scheduling, LDS, scratch and
 //! memory are shared.
 
 pub mod cdna3;
@@ -22,6 +22,7 @@ mod program;
 pub mod rdna3;
 pub mod rdna4;
 mod wave;
+mod wmma;
 
 pub use code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
 pub use memory::{

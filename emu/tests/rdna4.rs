@@ -339,9 +339,10 @@ fn scalar_sub_dword_loads_extend_as_their_type_says() {
 }
 
 /// gfx12 WMMA kernels: each lane loads its fragments of row-major A (16×16), B (16×16) and
-/// C by the layout `rdna4::exec` documents (A[i][k] in lane i + 16·k[2], element
-/// k[1:0] | k[3] << 2; C/D[m][n] in lane n + 16·(m / 8), register m mod 8), runs one WMMA
-/// through the compiler builtin and stores D the same way.
+/// C by the layout AMD's Matrix Instruction Calculator gives (16-bit A[i][k] in lane
+/// i + 16·k[2], element k[1:0] | k[3] << 2; 8-bit A[i][k] in lane i + 16·k[3], element
+/// k[2:0]; C/D[m][n] in lane n + 16·(m / 8), register m mod 8), runs one WMMA through the
+/// compiler builtin and stores D the same way.
 const WMMA_CL: &str = r#"
 #pragma OPENCL EXTENSION cl_khr_fp16 : enable
 typedef half h8 __attribute__((ext_vector_type(8)));
@@ -350,6 +351,7 @@ typedef int i8v __attribute__((ext_vector_type(8)));
 typedef int i2 __attribute__((ext_vector_type(2)));
 #define LANE uint l = __builtin_amdgcn_workitem_id_x(), x = l % 16, hi = l / 16;
 #define KOF(e) ((uint)((e) & 3) | (hi << 2) | ((uint)((e) >> 2) << 3))
+#define KOF8(e) ((uint)(e) | (hi << 3))
 kernel void wmma_f16(global const half *A, global const half *B, global const float *C,
                      global float *D) {
   LANE h8 a, b; f8 c;
@@ -369,7 +371,7 @@ kernel void wmma_f16_out(global const half *A, global const half *B, global cons
 kernel void wmma_iu8(global const uchar *A, global const uchar *B, global const int *C,
                      global int *D) {
   LANE uchar a[8], b[8]; i8v c;
-  for (int e = 0; e < 8; e++) { a[e] = A[x * 16 + KOF(e)]; b[e] = B[KOF(e) * 16 + x]; }
+  for (int e = 0; e < 8; e++) { a[e] = A[x * 16 + KOF8(e)]; b[e] = B[KOF8(e) * 16 + x]; }
   i2 av = (i2)(a[0] | a[1] << 8 | a[2] << 16 | a[3] << 24, a[4] | a[5] << 8 | a[6] << 16 | a[7] << 24);
   i2 bv = (i2)(b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24, b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24);
   for (int r = 0; r < 8; r++) c[r] = C[(r + 8 * hi) * 16 + x];
@@ -379,7 +381,7 @@ kernel void wmma_iu8(global const uchar *A, global const uchar *B, global const 
 kernel void wmma_fp8_bf8(global const uchar *A, global const uchar *B, global const float *C,
                          global float *D) {
   LANE uchar a[8], b[8]; f8 c;
-  for (int e = 0; e < 8; e++) { a[e] = A[x * 16 + KOF(e)]; b[e] = B[KOF(e) * 16 + x]; }
+  for (int e = 0; e < 8; e++) { a[e] = A[x * 16 + KOF8(e)]; b[e] = B[KOF8(e) * 16 + x]; }
   i2 av = (i2)(a[0] | a[1] << 8 | a[2] << 16 | a[3] << 24, a[4] | a[5] << 8 | a[6] << 16 | a[7] << 24);
   i2 bv = (i2)(b[0] | b[1] << 8 | b[2] << 16 | b[3] << 24, b[4] | b[5] << 8 | b[6] << 16 | b[7] << 24);
   for (int r = 0; r < 8; r++) c[r] = C[(r + 8 * hi) * 16 + x];

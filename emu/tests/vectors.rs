@@ -1,5 +1,7 @@
 //! Decodes every LLVM-assembled vector in `tests/vectors/gfx1100.txt` and
-//! `tests/vectors/gfx1200.txt` and checks that our disassembly matches LLVM's text.
+//! `tests/vectors/gfx1200.txt` and checks that our disassembly matches LLVM's text; likewise
+//! the WMMA vectors (`wmma_gfx1100.txt`, `wmma_gfx1201.txt`), whose decoded modifier fields
+//! are also checked against the text.
 
 #![allow(clippy::unwrap_used)] // unwrap is fine in tests
 
@@ -52,6 +54,66 @@ fn llvm_vectors_decode_to_llvm_text() {
 fn gfx12_llvm_vectors_decode_to_llvm_text() {
     let n = vectors_agree(Gen::Gfx12, include_str!("vectors/gfx1200.txt"));
     assert!(n > 5000, "only {n} vectors read");
+}
+
+/// Every WMMA form with its modifiers decodes to LLVM's text, and into the fields the
+/// interpreter reads: registers, `neg_lo` (`Inst::neg`), `neg_hi` (`Inst::abs`), `op_sel`
+/// and `clamp`.
+#[test]
+fn wmma_vectors_decode_to_llvm_text_and_fields() {
+    for (rdna, src) in [
+        (Gen::Gfx11, include_str!("vectors/wmma_gfx1100.txt")),
+        (Gen::Gfx12, include_str!("vectors/wmma_gfx1201.txt")),
+    ] {
+        let n = vectors_agree(rdna, src);
+        assert!(n >= 60, "only {n} {rdna:?} WMMA vectors read");
+        for line in src.lines().filter(|l| !l.starts_with('#')) {
+            let (text, words) = parse(line).unwrap();
+            let i = decode::decode_in(rdna, &words).unwrap();
+            // "[1,0,1]" after `key` as bits 0, 1, 2.
+            let list = |key: &str| -> u8 {
+                text.split_once(key).map_or(0, |(_, rest)| {
+                    let l = &rest[..rest.find(']').unwrap()];
+                    l.split(',')
+                        .enumerate()
+                        .map(|(b, x)| u8::from(x == "1") << b)
+                        .sum()
+                })
+            };
+            assert_eq!(i.neg, list("neg_lo:["), "neg_lo of {text}");
+            assert_eq!(i.abs, list("neg_hi:["), "neg_hi of {text}");
+            assert_eq!(i.opsel & 7, list(" op_sel:["), "op_sel of {text}");
+            assert_eq!(i.clamp, text.ends_with(" clamp"), "clamp of {text}");
+            // The first register of each operand, or the inline constant's operand code.
+            let ops: Vec<u16> = text
+                .split_once(' ')
+                .unwrap()
+                .1
+                .split(", ")
+                .map(|o| {
+                    let o = o.split(' ').next().unwrap();
+                    if let Some(r) = o.strip_prefix('v') {
+                        let first = r.trim_start_matches('[').split([':', ']']).next();
+                        return 256 + first.unwrap().parse::<u16>().unwrap();
+                    }
+                    match o {
+                        "1.0" => 242,
+                        "-2.0" => 245,
+                        "0.5" => 240,
+                        _ => match o.parse::<i16>().unwrap() {
+                            v if v >= 0 => 128 + v as u16,
+                            v => (192 - v) as u16,
+                        },
+                    }
+                })
+                .collect();
+            assert_eq!(
+                ops,
+                vec![i.dst, i.src[0], i.src[1], i.src[2]],
+                "operands of {text}"
+            );
+        }
+    }
 }
 
 /// Decodes and prints every vector of a file; returns how many agreed.

@@ -3229,6 +3229,9 @@ fn vopd(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> 
 }
 
 fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
+    if let Some(form) = wmma_form(i.op) {
+        return crate::wmma::run(w, i, form, false).map_err(|_| unimplemented(ctx, idx, i));
+    }
     let exec = w.exec();
     let mut s = [Src::K(0); 3];
     for (k, s) in s.iter_mut().enumerate() {
@@ -3368,6 +3371,22 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
             });
             Ok(())
         }
+    }
+}
+
+/// The shape of a gfx11 `v_wmma_*` opcode.
+fn wmma_form(op: u16) -> Option<crate::wmma::Form> {
+    use crate::wmma::{Elem::*, Form};
+    use vop3p::*;
+    let f = |a, d| Some(Form { a, b: a, d, k: 16 });
+    match op {
+        WMMA_F32_16X16X16_F16 => f(F16, F32),
+        WMMA_F32_16X16X16_BF16 => f(Bf16, F32),
+        WMMA_F16_16X16X16_F16 => f(F16, F16),
+        WMMA_BF16_16X16X16_BF16 => f(Bf16, Bf16),
+        WMMA_I32_16X16X16_IU8 => f(Iu8, I32),
+        WMMA_I32_16X16X16_IU4 => f(Iu4, I32),
+        _ => None,
     }
 }
 

@@ -1,11 +1,11 @@
 //! Semantics only gfx12 has among the instructions compute kernels use: the sub-dword and
 //! 96-bit scalar loads, 64-bit scalar add/sub/multiply, scalar f32 arithmetic, conversions,
 //! compares and transcendentals, the OCP fp8/bf8 to f32 conversions, the fp8/bf8 dot products, the
-//! NaN-propagating `v_minimum/v_maximum_f32` and wave32 WMMA. Everything else gfx12 runs
-//! through `rdna3::exec` after [`super::lower`].
+//! NaN-propagating `v_minimum/v_maximum_f32`; WMMA goes to [`crate::wmma`]. Everything else
+//! gfx12 runs through `rdna3::exec` after [`super::lower`].
 
 use crate::Error;
-use crate::float::{bf8_to_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, fp8_to_f32};
+use crate::float::{bf8_to_f32, fp8_to_f32};
 use crate::rdna3::decode::{Dpp, Inst, NULL, VGPR0};
 use crate::rdna3::exec::{K, Ty, each_lane, fault, fma32, fmax, fmin, prep, unimplemented};
 use crate::wave::{Ctx, Wave};
@@ -38,55 +38,8 @@ enum Kind {
     Dot4F32F8,
     /// `v_maximum_f32` (`imm` 0) and `v_minimum_f32` (1).
     MinMaxF32,
-    /// `v_wmma_*_16x16x16_*` in wave32: `imm` = A type | B type << 3 | D type << 6 ([`Elem`]).
+    /// `v_wmma_*`: `imm` is the packed [`crate::wmma::Form`].
     Wmma,
-}
-
-/// WMMA element types, in [`Kind::Wmma`]'s `imm` encoding.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Elem {
-    F16 = 0,
-    Bf16 = 1,
-    Iu8 = 2,
-    Fp8 = 3,
-    Bf8 = 4,
-    F32 = 5,
-    I32 = 6,
-}
-
-impl Elem {
-    fn of(name: &str) -> Option<Elem> {
-        Some(match name {
-            "f16" => Elem::F16,
-            "bf16" => Elem::Bf16,
-            "iu8" => Elem::Iu8,
-            "fp8" => Elem::Fp8,
-            "bf8" => Elem::Bf8,
-            "f32" => Elem::F32,
-            "i32" => Elem::I32,
-            _ => return None,
-        })
-    }
-
-    fn from_bits(v: u16) -> Elem {
-        [
-            Elem::F16,
-            Elem::Bf16,
-            Elem::Iu8,
-            Elem::Fp8,
-            Elem::Bf8,
-            Elem::F32,
-            Elem::I32,
-        ][usize::from(v & 7).min(6)]
-    }
-
-    /// Bits of one A/B element.
-    fn bits(self) -> u32 {
-        match self {
-            Elem::F16 | Elem::Bf16 => 16,
-            _ => 8,
-        }
-    }
 }
 
 /// Scalar conversions, in [`Kind::SCvt`]'s `imm` order.
@@ -153,13 +106,8 @@ impl Op {
         {
             return k(Kind::Dot4F32F8, f8(a)? | f8(b)? << 1);
         }
-        if let Some((d, ab)) = name
-            .strip_prefix("v_wmma_")
-            .and_then(|t| t.split_once("_16x16x16_"))
-        {
-            let (a, b) = ab.split_once('_').unwrap_or((ab, ab));
-            let (a, b, d) = (Elem::of(a)?, Elem::of(b)?, Elem::of(d)?);
-            return k(Kind::Wmma, a as u16 | (b as u16) << 3 | (d as u16) << 6);
+        if let Some(form) = crate::wmma::Form::of(name) {
+            return k(Kind::Wmma, form.pack());
         }
         match name {
             "s_add_nc_u64" => k(Kind::S64, 0),
@@ -417,7 +365,10 @@ pub(crate) fn run(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Resu
                 w.v[d + l] = acc.to_bits();
             });
         }
-        Kind::Wmma => return wmma(w, i, idx, ctx),
+        Kind::Wmma => {
+            return crate::wmma::run(w, i, crate::wmma::Form::unpack(p), true)
+                .map_err(|_| unimplemented(ctx, idx, i));
+        }
         Kind::MinMaxF32 => {
             if i.dpp != Dpp::None || i.omod != 0 || i.clamp {
                 return Err(unimplemented(ctx, idx, i));
@@ -436,129 +387,6 @@ pub(crate) fn run(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Resu
                 };
                 w.v[d + l] = r.to_bits();
             });
-        }
-    }
-    Ok(())
-}
-
-/// gfx12 WMMA, D = A·B + C on 16×16 matrices, wave32. The register layout (not that of gfx11):
-/// A\[i\]\[k\] is in lane `i + 16·k[2]`, element `k[1:0] | k[3] << 2` of the lane's packed
-/// elements (two 16-bit or four 8-bit per VGPR, from the first source VGPR up); B\[k\]\[j\]
-/// likewise with lane `j + 16·k[2]`; C and D\[m\]\[n\] are in lane `n + 16·(m / 8)`, VGPR
-/// `m mod 8` (f32, i32) or the `m mod 2` half of VGPR `(m mod 8) / 2` (f16, bf16). This is the
-/// layout tinygrad's RDNA4 tensor-core support and emulator use; AMD's RDNA4 reference was not
-/// at hand to check it. Each D\[m\]\[n\] starts from C and adds A\[m\]\[k\]·B\[k\]\[n\] for
-/// k = 0..15 in order, each step one f32 fused multiply-add (products of 16- and 8-bit floats
-/// are exact in f32), rounded to f16/bf16 at the end for those outputs; integers wrap, or
-/// saturate with `clamp`. `neg_lo` negates A, B and C of float types and makes A and B signed
-/// for `iu8`. The emulator's definition: the hardware's adder order is not documented.
-fn wmma(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
-    let p = i.imm2;
-    let (ta, tb, td) = (
-        Elem::from_bits(p),
-        Elem::from_bits(p >> 3),
-        Elem::from_bits(p >> 6),
-    );
-    let float_in = ta != Elem::Iu8;
-    let vreg = |c: u16| c.checked_sub(VGPR0).map(usize::from);
-    let (Some(ra), Some(rb)) = (vreg(i.src[0]), vreg(i.src[1])) else {
-        return Err(unimplemented(ctx, idx, i));
-    };
-    let rc = vreg(i.src[2]);
-    let rd = vreg(i.dst);
-    let zero_c = i.src[2] == 128;
-    if w.lanes != 32
-        || i.dpp != Dpp::None
-        || rd.is_none()
-        || (rc.is_none() && !zero_c)
-        || (float_in && i.clamp)
-        || i.opsel != 0
-        || i.abs != 0
-    {
-        return Err(unimplemented(ctx, idx, i));
-    }
-    let rd = rd.unwrap_or(0);
-    let v = |row: usize, lane: usize| w.v.get(row * 64 + lane).copied().unwrap_or(0);
-    // The raw bits of element k of row/column `x` of a source at `base`.
-    let elem = |base: usize, t: Elem, x: usize, k: usize| -> u32 {
-        let lane = x + 16 * (k >> 2 & 1);
-        let e = (k & 3) | (k >> 1 & 4);
-        let per = (32 / t.bits()) as usize;
-        let word = v(base + e / per, lane);
-        (word >> (t.bits() as usize * (e % per))) & ((1u32 << t.bits()) - 1)
-    };
-    let as_f32 = |t: Elem, bits: u32| -> f32 {
-        match t {
-            Elem::F16 => f16_to_f32(bits as u16),
-            Elem::Bf16 => bf16_to_f32(bits as u16),
-            Elem::Fp8 => f8(bits as u8, false),
-            _ => f8(bits as u8, true),
-        }
-    };
-    let c_at = |m: usize, n: usize| -> u32 {
-        let Some(rc) = rc else { return 0 };
-        let lane = n + 16 * (m / 8);
-        match td {
-            Elem::F16 | Elem::Bf16 => v(rc + (m % 8) / 2, lane) >> (16 * (m % 2)) & 0xffff,
-            _ => v(rc + m % 8, lane),
-        }
-    };
-    let mut out = [[0u32; 16]; 16];
-    for (m, row) in out.iter_mut().enumerate() {
-        for (n, o) in row.iter_mut().enumerate() {
-            if float_in {
-                let neg = |b: u8, x: f32| if i.neg >> b & 1 != 0 { -x } else { x };
-                let c = c_at(m, n);
-                let mut acc = neg(
-                    2,
-                    match td {
-                        Elem::F16 => f16_to_f32(c as u16),
-                        Elem::Bf16 => bf16_to_f32(c as u16),
-                        _ => f32::from_bits(c),
-                    },
-                );
-                for k in 0..16 {
-                    let a = neg(0, as_f32(ta, elem(ra, ta, m, k)));
-                    let b = neg(1, as_f32(tb, elem(rb, tb, n, k)));
-                    acc = fma32(a, b, acc);
-                }
-                *o = match td {
-                    Elem::F16 => f32_to_f16(acc) as u32,
-                    Elem::Bf16 => f32_to_bf16(acc) as u32,
-                    _ => acc.to_bits(),
-                };
-            } else {
-                let ext = |b: u8, x: u32| -> i64 {
-                    if i.neg >> b & 1 != 0 {
-                        x as u8 as i8 as i64
-                    } else {
-                        x as i64
-                    }
-                };
-                let mut acc = c_at(m, n) as i32 as i64;
-                for k in 0..16 {
-                    acc += ext(0, elem(ra, ta, m, k)) * ext(1, elem(rb, tb, n, k));
-                }
-                *o = if i.clamp {
-                    acc.clamp(i32::MIN as i64, i32::MAX as i64) as i32 as u32
-                } else {
-                    acc as i32 as u32
-                };
-            }
-        }
-    }
-    for (m, row) in out.iter().enumerate() {
-        for (n, &o) in row.iter().enumerate() {
-            let lane = n + 16 * (m / 8);
-            match td {
-                Elem::F16 | Elem::Bf16 => w.wr16(
-                    VGPR0 + (rd + (m % 8) / 2) as u16,
-                    lane,
-                    m % 2 == 1,
-                    o as u16,
-                ),
-                _ => w.wr(VGPR0 + (rd + m % 8) as u16, lane, o),
-            }
         }
     }
     Ok(())
