@@ -296,11 +296,15 @@ proptest! {
 #[test]
 fn code_objects_are_hsa_shared_objects_with_metadata() {
     let k = shapes::reduce_sum(256);
-    for target in [Target::Gfx1100, Target::Gfx942, Target::Gfx950] {
+    for target in [
+        Target::Gpu(GfxTarget::Gfx1100),
+        Target::Gpu(GfxTarget::Gfx942),
+        Target::Gpu(GfxTarget::Gfx950),
+    ] {
         let c = compiler().compile(&k, target).unwrap();
         let elf = goblin_check(&c.bytes);
         assert_eq!(elf, (3, 224, 64), "{target}: ET_DYN, EM_AMDGPU, OS/ABI HSA");
-        let md = metadata::read(&c.bytes, "reduce").unwrap();
+        let md = read_metadata(&c.bytes, "reduce").unwrap();
         assert_eq!(md.len(), 1);
         let m = &md[0];
         assert_eq!(m.name, k.name);
@@ -320,7 +324,9 @@ fn code_objects_are_hsa_shared_objects_with_metadata() {
         assert_eq!(m.args[0].value_kind, "global_buffer");
     }
     // The emulator's loader reads the descriptor the linker relocated.
-    let c = compiler().compile(&k, Target::Gfx1100).unwrap();
+    let c = compiler()
+        .compile(&k, Target::Gpu(GfxTarget::Gfx1100))
+        .unwrap();
     let co = am_emu::CodeObject::parse(&c.bytes, "reduce").unwrap();
     let kern = co.kernel(&k.name).unwrap();
     assert_eq!(kern.descriptor.wave_size(), 32);
@@ -342,7 +348,10 @@ fn cdna_code_agrees_with_llvm_objdump() {
     // our linked code objects as wave64 CDNA code with the kernel and its descriptor.
     let k = shapes::reduce_sum(256);
     let dir = tempdir("objdump");
-    for target in [Target::Gfx942, Target::Gfx950] {
+    for target in [
+        Target::Gpu(GfxTarget::Gfx942),
+        Target::Gpu(GfxTarget::Gfx950),
+    ] {
         let c = compiler().compile(&k, target).unwrap();
         let path = dir.join(format!("{target}.hsaco"));
         std::fs::write(&path, &c.bytes).unwrap();
@@ -401,8 +410,8 @@ fn cache_hits_in_memory_and_on_disk_and_rebuilds_corrupt_entries() {
     let dir = tempdir("cache");
     let k = shapes::elementwise_add(DType::F32, 64);
     let c1 = Compiler::with_cache(Cache::new(Some(dir.clone())));
-    let a = c1.compile(&k, Target::Gfx1100).unwrap();
-    let a2 = c1.compile(&k, Target::Gfx1100).unwrap();
+    let a = c1.compile(&k, Target::Gpu(GfxTarget::Gfx1100)).unwrap();
+    let a2 = c1.compile(&k, Target::Gpu(GfxTarget::Gfx1100)).unwrap();
     assert!(std::sync::Arc::ptr_eq(&a, &a2));
     assert_eq!(
         (c1.cache().stats().misses, c1.cache().stats().memory_hits),
@@ -410,7 +419,7 @@ fn cache_hits_in_memory_and_on_disk_and_rebuilds_corrupt_entries() {
     );
     // Another compiler (another process, say) finds it on disk.
     let c2 = Compiler::with_cache(Cache::new(Some(dir.clone())));
-    let b = c2.compile(&k, Target::Gfx1100).unwrap();
+    let b = c2.compile(&k, Target::Gpu(GfxTarget::Gfx1100)).unwrap();
     assert_eq!(b.bytes, a.bytes);
     assert_eq!(
         (c2.cache().stats().disk_hits, c2.cache().stats().misses),
@@ -418,13 +427,13 @@ fn cache_hits_in_memory_and_on_disk_and_rebuilds_corrupt_entries() {
     );
     // Targets have separate keys.
     assert_ne!(
-        Cache::key(&k, Target::Gfx1100),
-        Cache::key(&k, Target::Gfx942)
+        Cache::key(&k, Target::Gpu(GfxTarget::Gfx1100)),
+        Cache::key(&k, Target::Gpu(GfxTarget::Gfx942))
     );
     // A truncated entry, then a flipped bit: ignored, rebuilt, rewritten whole.
     let path = c2
         .cache()
-        .entry_path(&Cache::key(&k, Target::Gfx1100))
+        .entry_path(&Cache::key(&k, Target::Gpu(GfxTarget::Gfx1100)))
         .unwrap();
     let whole = std::fs::read(&path).unwrap();
     for (n, corrupt) in [
@@ -442,7 +451,7 @@ fn cache_hits_in_memory_and_on_disk_and_rebuilds_corrupt_entries() {
     {
         std::fs::write(&path, &corrupt).unwrap();
         let c3 = Compiler::with_cache(Cache::new(Some(dir.clone())));
-        let r = c3.compile(&k, Target::Gfx1100).unwrap();
+        let r = c3.compile(&k, Target::Gpu(GfxTarget::Gfx1100)).unwrap();
         assert_eq!(
             r.bytes, a.bytes,
             "corruption {n}: rebuilt the same code object"
