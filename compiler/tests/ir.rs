@@ -333,6 +333,22 @@ fn code_objects_are_hsa_shared_objects_with_metadata() {
     assert!(kern.entry >= co.text_address && kern.entry < co.text_address + co.text.len() as u64);
 }
 
+#[test]
+fn every_gpu_target_compiles_for_its_own_processor_and_wave_size() {
+    let k = shapes::elementwise_add(DType::F32, 64);
+    for g in GfxTarget::ALL {
+        let c = compiler().compile(&k, Target::Gpu(g)).unwrap();
+        let co = am_isa::CodeObject::parse(&c.bytes, &k.name).unwrap();
+        assert_eq!(co.target, Some(g), "e_flags of the {g} code object");
+        let kd = co.kernel(&k.name).unwrap().descriptor;
+        assert_eq!(kd.wave_size(), g.wave_size(), "{g}");
+    }
+    assert_eq!("gfx1101".parse::<Target>().unwrap(), Target::Gpu(GfxTarget::Gfx1101));
+    assert_eq!("cpu".parse::<Target>().unwrap(), Target::Cpu);
+    let e = "gfx9000".parse::<Target>().unwrap_err().to_string();
+    assert!(e.contains("unknown target `gfx9000`") && e.ends_with("gfx1201, cpu)"), "{e}");
+}
+
 /// (e_type, e_machine, OS/ABI) of an ELF file.
 fn goblin_check(b: &[u8]) -> (u16, u16, u8) {
     (
