@@ -235,7 +235,7 @@ pub fn compile(k: &Kernel, target: Target) -> Result<Vec<u8>, Error> {
     let ir = crate::lower::lower(k, target)?;
     let obj = crate::codegen::compile_ir(&ir, target, &k.name, crate::codegen::Output::Object)?;
     if target.is_gpu() {
-        crate::link::link(&obj, &k.name)
+        Ok(am_isa::code_object::link(&obj, &k.name)?)
     } else {
         Ok(crate::cpu::package(k, &obj))
     }

@@ -1,10 +1,11 @@
-//! `am-compiler`: a kernel IR, its lowering to LLVM IR for AMD GPUs (`amdgcn-amd-amdhsa`:
-//! gfx1100, gfx942, gfx950) and the host CPU, code generation with LLVM 22 in-process, HSA code
-//! objects linked without a linker, a CPU backend that runs the same IR, and a cache.
+//! `am-compiler`: a kernel IR, its lowering to LLVM IR for AMD GPUs (`amdgcn-amd-amdhsa`, every
+//! [`GfxTarget`]) and the host CPU, code generation with LLVM 22 in-process, HSA code objects
+//! linked without a linker (`am_isa::code_object::link`), a CPU backend that runs the same IR,
+//! and a cache.
 //!
 //! ```text
 //! Kernel (ir, builder, text) ──verify──► lower (LLVM IR text) ──codegen (LLVM C API)──►
-//!   GPU: relocatable ELF ──link──► HSA code object (ET_DYN, NAME.kd, metadata note)
+//!   GPU: relocatable ELF ──am_isa link──► HSA code object (ET_DYN, NAME.kd, metadata note)
 //!   CPU: host object ──cpu::CpuProgram (ORC JIT)──► launch over a grid
 //! ```
 //! See `docs/COMPILER.md`.
@@ -15,9 +16,7 @@ pub mod codegen;
 pub mod cpu;
 pub mod float;
 pub mod ir;
-pub mod link;
 pub mod lower;
-pub mod metadata;
 pub mod shapes;
 pub mod text;
 pub mod tune;
@@ -25,51 +24,39 @@ pub mod verify;
 
 use std::path::PathBuf;
 
+pub use am_isa::code_object::{KernelMetadata, read_metadata};
 pub use builder::KernelBuilder;
 pub use cache::{Cache, Compiled, Compiler};
 pub use cpu::CpuProgram;
 pub use ir::{
     AtomicOp, BinOp, CmpOp, DType, Dim, Inst, Kernel, Op, Param, Scalar, Space, Type, UnOp, Value,
 };
-pub use metadata::KernelMetadata;
 
-/// What the compiler produces code for.
+pub use am_isa::GfxTarget;
+
+/// What the compiler produces code for: an AMD GPU or the host.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Target {
-    /// RDNA3 (Navi31), wave32.
-    Gfx1100,
-    /// CDNA3 (MI300X), wave64.
-    Gfx942,
-    /// CDNA4 (MI350X), wave64.
-    Gfx950,
-    /// RDNA4 (Navi44), wave32.
-    Gfx1200,
-    /// RDNA4 (Navi48), wave32: the same ISA as gfx1200.
-    Gfx1201,
+    /// An AMD GPU (`amdgcn-amd-amdhsa`, the processor named by the target).
+    Gpu(GfxTarget),
     /// The host CPU (the `cpu` device and the reference for tests).
     Cpu,
 }
 
 impl Target {
-    /// Every target.
-    pub const ALL: [Target; 6] = [
-        Target::Gfx1100,
-        Target::Gfx942,
-        Target::Gfx950,
-        Target::Gfx1200,
-        Target::Gfx1201,
-        Target::Cpu,
-    ];
-
-    /// The name used on the command line and in cache keys.
+    /// The name used on the command line and in cache keys: the GPU's (`gfx1100`) or `cpu`.
     pub fn name(self) -> &'static str {
         match self {
-            Target::Gfx1100 => "gfx1100",
-            Target::Gfx942 => "gfx942",
-            Target::Gfx950 => "gfx950",
-            Target::Gfx1200 => "gfx1200",
-            Target::Gfx1201 => "gfx1201",
+            Target::Gpu(g) => g.name(),
             Target::Cpu => "cpu",
+        }
+    }
+
+    /// The GPU, if this is one.
+    pub fn gpu(self) -> Option<GfxTarget> {
+        match self {
+            Target::Gpu(g) => Some(g),
+            Target::Cpu => None,
         }
     }
 
@@ -78,13 +65,18 @@ impl Target {
         self != Target::Cpu
     }
 
-    /// Lanes per wave (the RDNA parts run wave32, the CDNA parts wave64; 1 on the CPU).
+    /// Lanes per wave the code is generated for (the GPU's native wave size; 1 on the CPU).
     pub fn wave_size(self) -> u32 {
         match self {
-            Target::Gfx1100 | Target::Gfx1200 | Target::Gfx1201 => 32,
-            Target::Gfx942 | Target::Gfx950 => 64,
+            Target::Gpu(g) => g.wave_size(),
             Target::Cpu => 1,
         }
+    }
+}
+
+impl From<GfxTarget> for Target {
+    fn from(g: GfxTarget) -> Target {
+        Target::Gpu(g)
     }
 }
 
@@ -96,12 +88,20 @@ impl std::fmt::Display for Target {
 
 impl std::str::FromStr for Target {
     type Err = Error;
+    /// `cpu`, or a GPU name ([`GfxTarget`]'s parse).
     fn from_str(s: &str) -> Result<Target, Error> {
-        Target::ALL
-            .into_iter()
-            .find(|t| t.name() == s)
-            .ok_or_else(|| Error::UnknownTarget(s.to_string()))
+        if s == "cpu" {
+            return Ok(Target::Cpu);
+        }
+        s.parse()
+            .map(Target::Gpu)
+            .map_err(|_| Error::UnknownTarget(s.to_string()))
     }
+}
+
+fn gpu_names() -> String {
+    let names: Vec<&str> = GfxTarget::ALL.iter().map(|t| t.name()).collect();
+    names.join(", ")
 }
 
 /// Errors of the compiler. Each names the kernel, instruction, file or target concerned.
@@ -164,8 +164,11 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A target name that is not known.
-    #[error("unknown target `{0}` (known: gfx1100, gfx942, gfx950, gfx1200, gfx1201, cpu)")]
+    #[error("unknown target `{0}` (known: {known}, cpu)", known = gpu_names())]
     UnknownTarget(String),
+    /// LLVM's object could not be linked, or a code object could not be read.
+    #[error(transparent)]
+    Isa(#[from] am_isa::Error),
     /// Timing a kernel on a runtime device failed (loading, launching or waiting).
     #[error("kernel {kernel} on a device: {reason}")]
     Device {

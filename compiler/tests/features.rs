@@ -685,8 +685,8 @@ fn vectors_load_and_store_128_bits_and_compute_per_lane() {
     let k = b.finish().unwrap();
     let asm = String::from_utf8(
         codegen::compile_ir(
-            &lower::lower(&k, Target::Gfx1100).unwrap(),
-            Target::Gfx1100,
+            &lower::lower(&k, Target::Gpu(GfxTarget::Gfx1100)).unwrap(),
+            Target::Gpu(GfxTarget::Gfx1100),
             "vec4",
             codegen::Output::Assembly,
         )

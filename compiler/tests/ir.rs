@@ -296,11 +296,15 @@ proptest! {
 #[test]
 fn code_objects_are_hsa_shared_objects_with_metadata() {
     let k = shapes::reduce_sum(256);
-    for target in [Target::Gfx1100, Target::Gfx942, Target::Gfx950] {
+    for target in [
+        Target::Gpu(GfxTarget::Gfx1100),
+        Target::Gpu(GfxTarget::Gfx942),
+        Target::Gpu(GfxTarget::Gfx950),
+    ] {
         let c = compiler().compile(&k, target).unwrap();
         let elf = goblin_check(&c.bytes);
         assert_eq!(elf, (3, 224, 64), "{target}: ET_DYN, EM_AMDGPU, OS/ABI HSA");
-        let md = metadata::read(&c.bytes, "reduce").unwrap();
+        let md = read_metadata(&c.bytes, "reduce").unwrap();
         assert_eq!(md.len(), 1);
         let m = &md[0];
         assert_eq!(m.name, k.name);
@@ -320,11 +324,29 @@ fn code_objects_are_hsa_shared_objects_with_metadata() {
         assert_eq!(m.args[0].value_kind, "global_buffer");
     }
     // The emulator's loader reads the descriptor the linker relocated.
-    let c = compiler().compile(&k, Target::Gfx1100).unwrap();
+    let c = compiler()
+        .compile(&k, Target::Gpu(GfxTarget::Gfx1100))
+        .unwrap();
     let co = am_emu::CodeObject::parse(&c.bytes, "reduce").unwrap();
     let kern = co.kernel(&k.name).unwrap();
     assert_eq!(kern.descriptor.wave_size(), 32);
     assert!(kern.entry >= co.text_address && kern.entry < co.text_address + co.text.len() as u64);
+}
+
+#[test]
+fn every_gpu_target_compiles_for_its_own_processor_and_wave_size() {
+    let k = shapes::elementwise_add(DType::F32, 64);
+    for g in GfxTarget::ALL {
+        let c = compiler().compile(&k, Target::Gpu(g)).unwrap();
+        let co = am_isa::CodeObject::parse(&c.bytes, &k.name).unwrap();
+        assert_eq!(co.target, Some(g), "e_flags of the {g} code object");
+        let kd = co.kernel(&k.name).unwrap().descriptor;
+        assert_eq!(kd.wave_size(), g.wave_size(), "{g}");
+    }
+    assert_eq!("gfx1101".parse::<Target>().unwrap(), Target::Gpu(GfxTarget::Gfx1101));
+    assert_eq!("cpu".parse::<Target>().unwrap(), Target::Cpu);
+    let e = "gfx9000".parse::<Target>().unwrap_err().to_string();
+    assert!(e.contains("unknown target `gfx9000`") && e.ends_with("gfx1201, cpu)"), "{e}");
 }
 
 /// (e_type, e_machine, OS/ABI) of an ELF file.
@@ -342,7 +364,10 @@ fn cdna_code_agrees_with_llvm_objdump() {
     // our linked code objects as wave64 CDNA code with the kernel and its descriptor.
     let k = shapes::reduce_sum(256);
     let dir = tempdir("objdump");
-    for target in [Target::Gfx942, Target::Gfx950] {
+    for target in [
+        Target::Gpu(GfxTarget::Gfx942),
+        Target::Gpu(GfxTarget::Gfx950),
+    ] {
         let c = compiler().compile(&k, target).unwrap();
         let path = dir.join(format!("{target}.hsaco"));
         std::fs::write(&path, &c.bytes).unwrap();
@@ -401,8 +426,8 @@ fn cache_hits_in_memory_and_on_disk_and_rebuilds_corrupt_entries() {
     let dir = tempdir("cache");
     let k = shapes::elementwise_add(DType::F32, 64);
     let c1 = Compiler::with_cache(Cache::new(Some(dir.clone())));
-    let a = c1.compile(&k, Target::Gfx1100).unwrap();
-    let a2 = c1.compile(&k, Target::Gfx1100).unwrap();
+    let a = c1.compile(&k, Target::Gpu(GfxTarget::Gfx1100)).unwrap();
+    let a2 = c1.compile(&k, Target::Gpu(GfxTarget::Gfx1100)).unwrap();
     assert!(std::sync::Arc::ptr_eq(&a, &a2));
     assert_eq!(
         (c1.cache().stats().misses, c1.cache().stats().memory_hits),
@@ -410,7 +435,7 @@ fn cache_hits_in_memory_and_on_disk_and_rebuilds_corrupt_entries() {
     );
     // Another compiler (another process, say) finds it on disk.
     let c2 = Compiler::with_cache(Cache::new(Some(dir.clone())));
-    let b = c2.compile(&k, Target::Gfx1100).unwrap();
+    let b = c2.compile(&k, Target::Gpu(GfxTarget::Gfx1100)).unwrap();
     assert_eq!(b.bytes, a.bytes);
     assert_eq!(
         (c2.cache().stats().disk_hits, c2.cache().stats().misses),
@@ -418,13 +443,13 @@ fn cache_hits_in_memory_and_on_disk_and_rebuilds_corrupt_entries() {
     );
     // Targets have separate keys.
     assert_ne!(
-        Cache::key(&k, Target::Gfx1100),
-        Cache::key(&k, Target::Gfx942)
+        Cache::key(&k, Target::Gpu(GfxTarget::Gfx1100)),
+        Cache::key(&k, Target::Gpu(GfxTarget::Gfx942))
     );
     // A truncated entry, then a flipped bit: ignored, rebuilt, rewritten whole.
     let path = c2
         .cache()
-        .entry_path(&Cache::key(&k, Target::Gfx1100))
+        .entry_path(&Cache::key(&k, Target::Gpu(GfxTarget::Gfx1100)))
         .unwrap();
     let whole = std::fs::read(&path).unwrap();
     for (n, corrupt) in [
@@ -442,7 +467,7 @@ fn cache_hits_in_memory_and_on_disk_and_rebuilds_corrupt_entries() {
     {
         std::fs::write(&path, &corrupt).unwrap();
         let c3 = Compiler::with_cache(Cache::new(Some(dir.clone())));
-        let r = c3.compile(&k, Target::Gfx1100).unwrap();
+        let r = c3.compile(&k, Target::Gpu(GfxTarget::Gfx1100)).unwrap();
         assert_eq!(
             r.bytes, a.bytes,
             "corruption {n}: rebuilt the same code object"

@@ -7,7 +7,10 @@ mod common;
 use am_compiler::*;
 use common::*;
 
-const RDNA4: [Target; 2] = [Target::Gfx1200, Target::Gfx1201];
+const RDNA4: [Target; 2] = [
+    Target::Gpu(GfxTarget::Gfx1200),
+    Target::Gpu(GfxTarget::Gfx1201),
+];
 
 #[test]
 fn rdna4_targets_are_wave32_and_parse_by_name() {

@@ -49,7 +49,9 @@ fn tiled_matmul_equals_naive_and_reference() {
     }
     let mut counts = vec![];
     for k in [matmul_tiled(t), matmul_naive(t)] {
-        let c = compiler().compile(&k, Target::Gfx1100).unwrap();
+        let c = compiler()
+            .compile(&k, Target::Gpu(GfxTarget::Gfx1100))
+            .unwrap();
         let (out, instructions) = run_code_object(&c.bytes, &k, groups, &args);
         let got: Vec<f32> = from_bytes(&out[2]);
         assert_eq!(got, want, "{} on the emulated gfx1100", k.name);
@@ -65,11 +67,11 @@ fn tiled_matmul_equals_naive_and_reference() {
 #[test]
 fn launch_sizes_follow_wave_size_and_compute_units() {
     let navi = DeviceInfo {
-        target: Target::Gfx1100,
+        target: Target::Gpu(GfxTarget::Gfx1100),
         compute_units: 96,
     };
     let mi300 = DeviceInfo {
-        target: Target::Gfx942,
+        target: Target::Gpu(GfxTarget::Gfx942),
         compute_units: 304,
     };
     assert_eq!(launch_1d(1 << 20, &navi), (256, 4096));

@@ -1,6 +1,6 @@
 //! RDNA3, RDNA4 and CDNA3/CDNA4 shader interpreter used by the mock.
 //!
-//! Load a code object with [`CodeObject::parse`], predecode it once with [`Program::new`], and
+//! Load a code object with [`CodeObject::parse`] (from `am-isa`), predecode it once with [`Program::new`], and
 //! run a kernel with [`dispatch`] over any [`Memory`] (the mock plugs in its page-table walker),
 //! or spread its workgroups over threads with [`dispatch_parallel`] over a [`SharedMemory`].
 //! The decoders ([`rdna3::decode`], [`cdna3::decode`]) are checked against LLVM 22; see
@@ -15,7 +15,6 @@
 //! memory are shared.
 
 pub mod cdna3;
-pub mod code_object;
 pub mod float;
 pub mod memory;
 mod program;
@@ -24,7 +23,9 @@ pub mod rdna4;
 mod wave;
 mod wmma;
 
-pub use code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
+/// Code objects are read by `am-isa`; the emulator loads what it finds there.
+pub use am_isa::code_object;
+pub use am_isa::code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
 pub use memory::{
     Atomic32, Fault, HostMemory, Memory, SharedHostMemory, SharedMemory, SharedRegion,
 };
@@ -45,51 +46,9 @@ pub(crate) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
     }
 }
 
-/// Instruction-set architectures the emulator knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Isa {
-    /// RDNA3, gfx1100 (Navi31).
-    Gfx1100,
-    /// CDNA3, gfx942 (MI300X): wave64, AccVGPRs, 64 KiB of LDS per workgroup.
-    Gfx942,
-    /// CDNA4, gfx950 (MI350X): gfx942 plus new MFMA shapes and conversions, 160 KiB of LDS.
-    Gfx950,
-    /// RDNA4, gfx1200 (Navi44): gfx11's semantics with gfx12's encodings and additions.
-    Gfx1200,
-    /// RDNA4, gfx1201 (Navi48): the same ISA as gfx1200.
-    Gfx1201,
-}
-
-impl Isa {
-    /// Whether this is a CDNA (GFX9-family) target.
-    pub fn is_cdna(self) -> bool {
-        matches!(self, Isa::Gfx942 | Isa::Gfx950)
-    }
-
-    /// Whether this is an RDNA4 (gfx12) target.
-    pub fn is_gfx12(self) -> bool {
-        matches!(self, Isa::Gfx1200 | Isa::Gfx1201)
-    }
-
-    /// LDS bytes a workgroup may allocate.
-    pub fn max_lds(self) -> u32 {
-        match self {
-            Isa::Gfx1100 | Isa::Gfx942 | Isa::Gfx1200 | Isa::Gfx1201 => 64 * 1024,
-            Isa::Gfx950 => 160 * 1024,
-        }
-    }
-
-    /// The LLVM processor name (`-mcpu=`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Isa::Gfx1100 => "gfx1100",
-            Isa::Gfx942 => "gfx942",
-            Isa::Gfx950 => "gfx950",
-            Isa::Gfx1200 => "gfx1200",
-            Isa::Gfx1201 => "gfx1201",
-        }
-    }
-}
+/// The emulator's name for a shader target: the ISA a [`Program`] is decoded and run as.
+/// RDNA3 targets run as gfx1100, RDNA4 ones as gfx12, CDNA3/CDNA4 as gfx942/gfx950.
+pub use am_isa::GfxTarget as Isa;
 
 /// Errors of the emulator. Every error that concerns an instruction names its PC (GPU
 /// virtual address) and its disassembly or raw dwords.
@@ -103,14 +62,9 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// No kernel of that name.
-    #[error("no kernel named {name} (code object has: {available})")]
-    NoKernel {
-        /// The requested name.
-        name: String,
-        /// Kernels the code object has.
-        available: String,
-    },
+    /// A code object could not be read, or has no kernel of the name asked for.
+    #[error(transparent)]
+    Isa(#[from] am_isa::Error),
     /// Execution reached words that are not a valid instruction of the program's ISA.
     #[error("invalid instruction at pc {pc:#x}: {reason}; dwords {dwords:08x?}")]
     InvalidInstruction {

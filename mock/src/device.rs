@@ -1161,15 +1161,8 @@ impl Shared {
     /// The shader ISA of the profile, or why its code cannot run.
     pub(crate) fn isa(&self) -> Result<am_emu::Isa, String> {
         match self.profile.version(am_autogen::hwid::GC_HWID) {
-            Some(v) if v.major == 11 => Ok(am_emu::Isa::Gfx1100),
-            Some(v) if (v.major, v.minor) == (9, 4) => Ok(am_emu::Isa::Gfx942),
-            Some(v) if (v.major, v.minor) == (9, 5) => Ok(am_emu::Isa::Gfx950),
-            Some(v) if (v.major, v.minor, v.rev) == (12, 0, 0) => Ok(am_emu::Isa::Gfx1200),
-            Some(v) if (v.major, v.minor, v.rev) == (12, 0, 1) => Ok(am_emu::Isa::Gfx1201),
-            Some(v) => Err(format!(
-                "no emulation of GC {v} ({}): its code cannot run on the mock",
-                self.profile.gfx_target
-            )),
+            Some(v) => am_isa::GfxTarget::from_gc(v.major, v.minor, v.rev)
+                .map_err(|e| format!("{e}: its code cannot run on the mock")),
             None => Err("the profile has no GC".into()),
         }
     }

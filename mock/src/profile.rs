@@ -80,8 +80,6 @@ pub struct Profile {
     pub revision: u8,
     /// PCI class code (class, subclass, prog-if).
     pub class: [u8; 3],
-    /// Shader ISA the compiler targets.
-    pub gfx_target: &'static str,
     /// SR-IOV virtual function (MMIO and VRAM gated by the PF).
     pub is_vf: bool,
     /// VRAM size in bytes.
@@ -172,6 +170,13 @@ impl Profile {
     /// Version of the first instance of a hardware id.
     pub fn version(&self, hw_id: u16) -> Option<IpVersion> {
         self.instances(hw_id).next().map(|i| i.version)
+    }
+
+    /// The shader ISA of its GC version (`None` without a GC, or for a version no target
+    /// has).
+    pub fn gfx_target(&self) -> Option<am_isa::GfxTarget> {
+        let v = self.version(am_autogen::hwid::GC_HWID)?;
+        am_isa::GfxTarget::from_gc(v.major, v.minor, v.rev).ok()
     }
 
     /// Compute units per XCC.
@@ -278,7 +283,6 @@ fn navi31(small_bar: bool) -> Profile {
         subsystem_id: 0x0e3b,
         revision: 0xc8,
         class: [0x03, 0x00, 0x00],
-        gfx_target: "gfx1100",
         is_vf: false,
         vram_size: 24 * GIB,
         bar0_size: 256 * MIB,
@@ -395,7 +399,6 @@ fn navi4x(part: Navi4x) -> Profile {
         subsystem_id: if navi48 { 0x7550 } else { 0x7590 },
         revision: 0xc0,
         class: [0x03, 0x00, 0x00],
-        gfx_target: if navi48 { "gfx1201" } else { "gfx1200" },
         is_vf: false,
         vram_size: vram,
         bar0_size: 256 * MIB,
@@ -547,7 +550,6 @@ fn mi300x() -> Profile {
         subsystem_id: 0x74a1,
         revision: 0x00,
         class: [0x03, 0x80, 0x00],
-        gfx_target: "gfx942",
         is_vf: false,
         vram_size: 192 * GIB,
         bar0_size: 256 * GIB,
@@ -600,7 +602,6 @@ fn mi350x_vf() -> Profile {
         subsystem_id: 0x75a0,
         revision: 0x00,
         class: [0x03, 0x80, 0x00],
-        gfx_target: "gfx950",
         is_vf: true,
         vram_size: 288 * GIB,
         bar0_size: 512 * GIB,

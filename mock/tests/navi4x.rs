@@ -62,7 +62,7 @@ fn config_space_names_the_rdna4_parts() {
         // Class 0x030000: a VGA-compatible display controller, as consumer boards are.
         assert_eq!(d.config_read(0x09, 1).unwrap(), 0x00, "{name}: prog-if");
         assert_eq!(d.config_read(0x0a, 2).unwrap(), 0x0300, "{name}: class");
-        assert_eq!(gpu.profile().gfx_target, p.target);
+        assert_eq!(gpu.profile().gfx_target().unwrap().name(), p.target);
         // BAR0 starts at 256 MiB and Resizable BAR grows it to cover all of VRAM.
         assert_eq!(d.bar_info(0).unwrap().size, 256 << 20, "{name}: BAR0");
         d.resize_bar(0).unwrap();

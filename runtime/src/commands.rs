@@ -307,7 +307,7 @@ impl ComputeCommands {
         let dev = self.dev.clone();
         // Kernels that read their launch through the dispatch pointer get an AQL packet
         // describing it, next to their arguments.
-        let dispatch_ptr = if prog.properties & kcp::DISPATCH_PTR != 0 {
+        let dispatch_ptr = if prog.properties & kcp::ENABLE_SGPR_DISPATCH_PTR != 0 {
             let grid_items: [u32; 3] = std::array::from_fn(|d| grid[d].saturating_mul(block[d]));
             let p = aql_dispatch(
                 block,
@@ -328,7 +328,7 @@ impl ComputeCommands {
             v.push(x as u32);
             v.push((x >> 32) as u32);
         };
-        if prog.properties & kcp::PRIVATE_SEGMENT_BUFFER != 0 {
+        if prog.properties & kcp::ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER != 0 {
             // A buffer descriptor of the scratch area (swizzled), as the hardware expects.
             let base = scratch.map_or(0, |s| s.0);
             user.extend([
@@ -338,22 +338,22 @@ impl ComputeCommands {
                 0x20c1_4000,
             ]);
         }
-        if prog.properties & kcp::DISPATCH_PTR != 0 {
+        if prog.properties & kcp::ENABLE_SGPR_DISPATCH_PTR != 0 {
             push64(&mut user, dispatch_ptr);
         }
-        if prog.properties & kcp::QUEUE_PTR != 0 {
+        if prog.properties & kcp::ENABLE_SGPR_QUEUE_PTR != 0 {
             push64(&mut user, 0);
         }
-        if prog.properties & kcp::KERNARG_SEGMENT_PTR != 0 {
+        if prog.properties & kcp::ENABLE_SGPR_KERNARG_SEGMENT_PTR != 0 {
             push64(&mut user, kernarg);
         }
-        if prog.properties & kcp::DISPATCH_ID != 0 {
+        if prog.properties & kcp::ENABLE_SGPR_DISPATCH_ID != 0 {
             push64(&mut user, 0);
         }
-        if prog.properties & kcp::FLAT_SCRATCH_INIT != 0 {
+        if prog.properties & kcp::ENABLE_SGPR_FLAT_SCRATCH_INIT != 0 {
             push64(&mut user, 0);
         }
-        if prog.properties & kcp::PRIVATE_SEGMENT_SIZE != 0 {
+        if prog.properties & kcp::ENABLE_SGPR_PRIVATE_SEGMENT_SIZE != 0 {
             user.push(prog.scratch);
         }
         let count = ((prog.rsrc[1] >> 1) & 0x1f) as usize;

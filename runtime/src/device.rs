@@ -9,6 +9,7 @@ use am_driver::ip::gfx::{ComputeQueueDesc, MEC_RING0_DOORBELL};
 use am_driver::ip::sdma::SdmaQueueDesc;
 use am_driver::regs::{gc, nbio};
 use am_driver::{AmDevice, Bar, HwIp, Options, PciDevice};
+use am_isa::GfxTarget;
 
 use crate::memory::{Allocation, Backing, Buffer, MemKind};
 use crate::queue::{Handle, HwQueue, HwQueueParts, Queue, QueueCell, QueueKind};
@@ -20,8 +21,8 @@ use crate::{Error, Result};
 pub struct DeviceInfo {
     /// Device name (its spec or BDF).
     pub name: String,
-    /// Shader ISA (`gfx1100`, `gfx942`, `gfx950`, `gfx1200`, `gfx1201`).
-    pub target: String,
+    /// Shader ISA, from the GC version.
+    pub target: GfxTarget,
     /// GC major version.
     pub gc_major: u8,
     /// XCCs.
@@ -176,21 +177,19 @@ impl Device {
         let name = ctx.name.clone();
         let gc_ver = ctx.version(HwIp::GC)?;
         let xccs = ctx.xccs().len() as u32;
-        let target = match (gc_ver.major, gc_ver.minor, gc_ver.rev) {
-            (11, ..) => "gfx1100",
-            (9, 4, _) => "gfx942",
-            (9, 5, _) => "gfx950",
-            (12, 0, 0) => "gfx1200",
-            (12, ..) => "gfx1201",
-            _ => "unknown",
-        };
+        let target = GfxTarget::from_gc(gc_ver.major, gc_ver.minor, gc_ver.rev).map_err(|e| {
+            Error::Target {
+                device: name.clone(),
+                source: e,
+            }
+        })?;
         let info = DeviceInfo {
             name: name.clone(),
-            target: target.into(),
+            target,
             gc_major: gc_ver.major,
             xccs,
             cus: ctx.discovery.cu_count().unwrap_or(0) as u32,
-            lds_bytes: 64 << 10,
+            lds_bytes: target.max_lds(),
             vram_bytes: ctx.discovery.vram_size,
             large_bar: ctx.discovery.large_bar,
             is_vf: ctx.is_vf,

@@ -41,6 +41,14 @@ pub enum Error {
         /// The decoded interrupt.
         event: Box<am_driver::irq::IrqEvent>,
     },
+    /// The device's GC version is not a GPU the project models.
+    #[error("{device}: {source}")]
+    Target {
+        /// Device.
+        device: String,
+        /// Which version it is.
+        source: am_isa::Error,
+    },
     /// A code object the runtime cannot load, or a kernel it cannot launch.
     #[error("{device}: kernel {kernel}: {reason}")]
     Program {

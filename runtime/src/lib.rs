@@ -25,11 +25,13 @@ mod queue;
 mod signal;
 pub mod trace;
 
+pub use am_isa::GfxTarget;
+pub use am_isa::code_object::ArgMetadata;
 pub use commands::{ComputeCommands, CopyCommands};
 pub use device::{Device, DeviceInfo};
 pub use error::{Error, Result};
 pub use graph::{ExecNode, Graph, GraphExec, ValueNode};
 pub use memory::{Buffer, MemKind};
-pub use program::{Arg, ArgInfo, Program, kcp};
+pub use program::{Arg, Program, kcp};
 pub use queue::{DEFAULT_TIMEOUT, Fence, Queue, QueueKind};
 pub use signal::Signal;

@@ -1,66 +1,18 @@
 //! Programs: AMDGPU HSA code objects loaded for a device.
 //!
-//! The ELF (goblin) gives the loadable image (every `PT_LOAD` segment at its address), the
-//! dynamic relocations (`R_AMDGPU_RELATIVE64`, `ABS64`, `REL64`, applied for the address the
-//! image is uploaded to), the kernel descriptor (`NAME.kd`, 64 bytes) and the
-//! `NT_AMDGPU_METADATA` note (MessagePack, `amdhsa.kernels`: argument layout, segment sizes,
-//! wave size, register counts). The image goes to VRAM; a launch needs the descriptor's
-//! register state, the entry address and the argument layout.
+//! `am-isa` reads the code object: the loadable image (every `PT_LOAD` segment at its
+//! address), the dynamic relocations (applied here for the address the image is uploaded
+//! to), the kernel descriptor (`NAME.kd`, 64 bytes) and the `NT_AMDGPU_METADATA` note
+//! (argument layout, segment sizes, wave size, register counts). The image goes to VRAM; a
+//! launch needs the descriptor's register state, the entry address and the argument layout.
 
-use goblin::elf::Elf;
+use am_isa::code_object::{ArgMetadata, CodeObject};
 
 use crate::memory::{Buffer, MemKind};
 use crate::{Device, Error, Result};
 
-/// `EM_AMDGPU`.
-const EM_AMDGPU: u16 = 224;
-/// `NT_AMDGPU_METADATA`.
-const NT_AMDGPU_METADATA: u32 = 32;
-/// Dynamic relocation types of AMDGPU (`R_AMDGPU_*`).
-const R_AMDGPU_NONE: u32 = 0;
-const R_AMDGPU_ABS64: u32 = 3;
-const R_AMDGPU_REL64: u32 = 5;
-const R_AMDGPU_RELATIVE64: u32 = 13;
-
-/// `kernel_code_properties` bits (AMDGPUUsage, "Kernel Descriptor").
-pub mod kcp {
-    /// Four SGPRs: the private segment buffer descriptor.
-    pub const PRIVATE_SEGMENT_BUFFER: u16 = 1 << 0;
-    /// Two SGPRs: the dispatch packet's address.
-    pub const DISPATCH_PTR: u16 = 1 << 1;
-    /// Two SGPRs: the queue's address.
-    pub const QUEUE_PTR: u16 = 1 << 2;
-    /// Two SGPRs: the kernel arguments' address.
-    pub const KERNARG_SEGMENT_PTR: u16 = 1 << 3;
-    /// Two SGPRs: the dispatch id.
-    pub const DISPATCH_ID: u16 = 1 << 4;
-    /// Two SGPRs: flat scratch init.
-    pub const FLAT_SCRATCH_INIT: u16 = 1 << 5;
-    /// One SGPR: the private segment size.
-    pub const PRIVATE_SEGMENT_SIZE: u16 = 1 << 6;
-    /// Waves of 32 lanes.
-    pub const WAVEFRONT_SIZE32: u16 = 1 << 10;
-}
-
-/// One argument of a kernel, as the metadata describes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ArgInfo {
-    /// Its name, if the metadata gives one.
-    pub name: String,
-    /// Byte offset in the kernel arguments.
-    pub offset: u32,
-    /// Size in bytes.
-    pub size: u32,
-    /// `.value_kind`: `global_buffer`, `by_value`, `hidden_block_count_x`, …
-    pub kind: String,
-}
-
-impl ArgInfo {
-    /// Whether the runtime fills it (a hidden argument of code object v5).
-    pub fn hidden(&self) -> bool {
-        self.kind.starts_with("hidden_")
-    }
-}
+/// `kernel_code_properties` bits, from `am-isa`.
+pub use am_isa::code_object::kcp;
 
 /// An argument value.
 #[derive(Clone, Debug, PartialEq)]
@@ -166,7 +118,7 @@ pub struct Program {
     /// Lanes per wave.
     pub wave_size: u32,
     /// The arguments, explicit and hidden, in offset order.
-    pub args: Vec<ArgInfo>,
+    pub args: Vec<ArgMetadata>,
     /// Register counts from the metadata (SGPRs, VGPRs), where it gives them.
     pub registers: (u32, u32),
     /// The workgroup size the kernel was compiled for (`.reqd_workgroup_size`), if fixed:
@@ -188,197 +140,54 @@ fn bad(dev: &Device, kernel: &str, reason: impl Into<String>) -> Error {
     }
 }
 
-/// The kernel entry of the metadata named `name`.
-fn metadata<'a>(meta: &'a rmpv::Value, name: &str) -> Option<&'a rmpv::Value> {
-    let kernels = map_get(meta, "amdhsa.kernels")?.as_array()?;
-    kernels
-        .iter()
-        .find(|k| map_get(k, ".name").and_then(|v| v.as_str()) == Some(name))
-}
-
-fn map_get<'a>(v: &'a rmpv::Value, key: &str) -> Option<&'a rmpv::Value> {
-    v.as_map()?
-        .iter()
-        .find(|(k, _)| k.as_str() == Some(key))
-        .map(|(_, v)| v)
-}
-
-fn num(v: &rmpv::Value, key: &str) -> Option<u32> {
-    map_get(v, key)?
-        .as_u64()
-        .and_then(|n| u32::try_from(n).ok())
+/// A code-object error of `am-isa` as the runtime's, naming device and kernel once.
+fn isa_error(dev: &Device, kernel: &str, e: am_isa::Error) -> Error {
+    let reason = match e {
+        am_isa::Error::CodeObject { reason, .. } => reason,
+        e => e.to_string(),
+    };
+    bad(dev, kernel, reason)
 }
 
 impl Program {
     /// Load kernel `name` of the code object `bytes` onto `dev`: parse, relocate, upload.
     pub fn load(dev: &Device, bytes: &[u8], name: &str) -> Result<Program> {
-        let elf = Elf::parse(bytes).map_err(|e| bad(dev, name, format!("not an ELF file: {e}")))?;
-        if elf.header.e_machine != EM_AMDGPU {
-            return Err(bad(
-                dev,
-                name,
-                format!(
-                    "ELF machine {} is not AMDGPU ({EM_AMDGPU})",
-                    elf.header.e_machine
-                ),
-            ));
+        let isa = |e| isa_error(dev, name, e);
+        let co = CodeObject::parse(bytes, name).map_err(isa)?;
+        if co.metadata.is_empty() {
+            return Err(bad(dev, name, "no NT_AMDGPU_METADATA note"));
         }
-        // The image: every loadable segment at its address.
-        let loads: Vec<_> = elf
-            .program_headers
-            .iter()
-            .filter(|p| p.p_type == goblin::elf::program_header::PT_LOAD)
-            .collect();
-        let end = loads
-            .iter()
-            .map(|p| p.p_vaddr.saturating_add(p.p_memsz))
-            .max()
-            .ok_or_else(|| bad(dev, name, "the code object has no loadable segment"))?;
-        if end > 256 << 20 {
-            return Err(bad(
-                dev,
-                name,
-                format!("an image of {end} bytes is not a kernel"),
-            ));
-        }
-        let mut image = vec![0u8; end as usize];
-        for p in &loads {
-            let src = bytes
-                .get(p.p_offset as usize..(p.p_offset + p.p_filesz) as usize)
-                .ok_or_else(|| bad(dev, name, "a segment lies outside the file"))?;
-            image[p.p_vaddr as usize..p.p_vaddr as usize + src.len()].copy_from_slice(src);
-        }
-        let code = dev.alloc(end.next_multiple_of(0x1000), MemKind::Vram)?;
-        let base = code.va();
-        // Dynamic relocations for the upload address.
-        for r in elf.dynrelas.iter() {
-            let at = r.r_offset as usize;
-            let addend = r.r_addend.unwrap_or(0);
-            let value = match r.r_type {
-                R_AMDGPU_NONE => continue,
-                R_AMDGPU_RELATIVE64 => base.wrapping_add_signed(addend),
-                R_AMDGPU_ABS64 | R_AMDGPU_REL64 => {
-                    let sym = elf.dynsyms.get(r.r_sym).ok_or_else(|| {
-                        bad(dev, name, format!("relocation of symbol {}", r.r_sym))
-                    })?;
-                    let s = base.wrapping_add(sym.st_value).wrapping_add_signed(addend);
-                    if r.r_type == R_AMDGPU_REL64 {
-                        s.wrapping_sub(base + r.r_offset)
-                    } else {
-                        s
-                    }
-                }
-                t => {
-                    return Err(bad(
-                        dev,
-                        name,
-                        format!("relocation type {t} is not supported"),
-                    ));
-                }
-            };
-            image
-                .get_mut(at..at + 8)
-                .ok_or_else(|| {
-                    bad(
-                        dev,
-                        name,
-                        format!("relocation at {at:#x} outside the image"),
-                    )
-                })?
-                .copy_from_slice(&value.to_le_bytes());
-        }
-        // The kernel descriptor.
-        let kd_name = format!("{name}.kd");
-        let kd_off = elf
-            .syms
-            .iter()
-            .chain(elf.dynsyms.iter())
-            .find(|s| {
-                elf.strtab.get_at(s.st_name) == Some(kd_name.as_str())
-                    || elf.dynstrtab.get_at(s.st_name) == Some(kd_name.as_str())
-            })
-            .map(|s| s.st_value)
-            .ok_or_else(|| {
-                bad(
-                    dev,
-                    name,
-                    format!("no symbol {kd_name} (is the kernel in this code object?)"),
-                )
-            })?;
-        let kd: [u8; 64] = image
-            .get(kd_off as usize..kd_off as usize + 64)
-            .and_then(|b| b.try_into().ok())
-            .ok_or_else(|| bad(dev, name, "the kernel descriptor lies outside the image"))?;
-        let u32_at = |o: usize| u32::from_le_bytes([kd[o], kd[o + 1], kd[o + 2], kd[o + 3]]);
-        let entry_off = i64::from_le_bytes(kd[16..24].try_into().unwrap_or([0; 8]));
-        let properties = u16::from_le_bytes([kd[56], kd[57]]);
-        // The metadata note.
-        let mut meta = None;
-        if let Some(notes) = elf.iter_note_headers(bytes) {
-            for n in notes.flatten() {
-                if n.n_type == NT_AMDGPU_METADATA && n.name == "AMDGPU" {
-                    meta = rmpv::decode::read_value(&mut &n.desc[..]).ok();
-                }
-            }
-        }
-        let meta = meta.ok_or_else(|| bad(dev, name, "no NT_AMDGPU_METADATA note"))?;
-        let k = metadata(&meta, name)
+        let kernel = co.kernel(name).map_err(isa)?;
+        let kd = &kernel.descriptor;
+        let k = co
+            .kernel_metadata(name)
             .ok_or_else(|| bad(dev, name, "not in the metadata's amdhsa.kernels"))?;
-        let mut args: Vec<ArgInfo> = map_get(k, ".args")
-            .and_then(|a| a.as_array())
-            .map(|a| {
-                a.iter()
-                    .map(|arg| ArgInfo {
-                        name: map_get(arg, ".name")
-                            .and_then(|v| v.as_str())
-                            .unwrap_or("")
-                            .into(),
-                        offset: num(arg, ".offset").unwrap_or(0),
-                        size: num(arg, ".size").unwrap_or(0),
-                        kind: map_get(arg, ".value_kind")
-                            .and_then(|v| v.as_str())
-                            .unwrap_or("by_value")
-                            .into(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let mut image = co.image().map_err(isa)?;
+        let code = dev.alloc((image.len() as u64).next_multiple_of(0x1000), MemKind::Vram)?;
+        let base = code.va();
+        co.relocate(&mut image, base).map_err(isa)?;
+        let mut args = k.args.clone();
         args.sort_by_key(|a| a.offset);
-        let wave_size =
-            num(k, ".wavefront_size").unwrap_or(if properties & kcp::WAVEFRONT_SIZE32 != 0 {
-                32
-            } else {
-                64
-            });
+        // The metadata first; the descriptor where the metadata leaves a number out.
+        let or_kd = |m: u32, kd: u32| if m != 0 { m } else { kd };
         let program = Program {
             name: name.to_string(),
-            descriptor: base + kd_off,
-            entry: (base + kd_off).wrapping_add_signed(entry_off),
-            rsrc: [u32_at(48), u32_at(52), u32_at(44)],
-            properties,
-            kernarg_size: num(k, ".kernarg_segment_size").unwrap_or(u32_at(8)),
-            kernarg_align: num(k, ".kernarg_segment_align").unwrap_or(8).max(8),
-            lds: num(k, ".group_segment_fixed_size").unwrap_or(u32_at(0)),
-            scratch: num(k, ".private_segment_fixed_size").unwrap_or(u32_at(4)),
-            wave_size,
-            registers: (
-                num(k, ".sgpr_count").unwrap_or(0),
-                num(k, ".vgpr_count").unwrap_or(0),
-            ),
-            workgroup: map_get(k, ".reqd_workgroup_size")
-                .and_then(|v| v.as_array())
-                .and_then(|a| {
-                    let d: Vec<u32> = a
-                        .iter()
-                        .filter_map(|x| x.as_u64().and_then(|n| u32::try_from(n).ok()))
-                        .collect();
-                    <[u32; 3]>::try_from(d).ok()
-                }),
+            descriptor: base + kernel.descriptor_address,
+            entry: base.wrapping_add(kernel.entry),
+            rsrc: kd.rsrc(),
+            properties: kd.kernel_code_properties,
+            kernarg_size: or_kd(k.kernarg_segment_size, kd.kernarg_size),
+            kernarg_align: k.kernarg_segment_align.max(8),
+            lds: or_kd(k.group_segment_fixed_size, kd.group_segment_fixed_size),
+            scratch: or_kd(k.private_segment_fixed_size, kd.private_segment_fixed_size),
+            wave_size: or_kd(k.wavefront_size, kd.wave_size()),
+            registers: (k.sgpr_count, k.vgpr_count),
+            workgroup: k.reqd_workgroup_size,
             explicit: (0..args.len()).filter(|&i| !args[i].hidden()).collect(),
             hidden: args
                 .iter()
                 .filter(|a| a.hidden())
-                .map(|a| (a.offset, a.size, a.hidden_kind()))
+                .map(|a| (a.offset, a.size, hidden_kind(a)))
                 .filter(|h| h.2 != Hidden::Zero)
                 .collect(),
             label: name.into(),
@@ -411,25 +220,36 @@ impl Program {
             ));
         }
         let (sgprs, vgprs) = self.registers;
-        if sgprs > 106 {
+        let target = info.target;
+        if sgprs > target.max_sgprs() {
             return Err(bad(
                 dev,
                 &self.name,
-                format!("{sgprs} SGPRs; a wave has 106"),
+                format!(
+                    "{sgprs} SGPRs; a wave on {target} has {}",
+                    target.max_sgprs()
+                ),
             ));
         }
-        if vgprs > 512 {
+        if vgprs > target.max_vgprs() {
             return Err(bad(
                 dev,
                 &self.name,
-                format!("{vgprs} VGPRs; a wave has at most 512"),
+                format!(
+                    "{vgprs} VGPRs; a wave on {target} has at most {}",
+                    target.max_vgprs()
+                ),
             ));
         }
-        if self.wave_size == 32 && info.gc_major < 10 {
+        if !target.wave_sizes().contains(&self.wave_size) {
             return Err(bad(
                 dev,
                 &self.name,
-                format!("wave32 code on {}, which runs wave64", info.target),
+                format!(
+                    "wave{} code on {target}, which runs {:?}",
+                    self.wave_size,
+                    target.wave_sizes()
+                ),
             ));
         }
         Ok(())
@@ -440,7 +260,7 @@ impl Program {
         &self,
         dev: &Device,
         i: usize,
-        info: &ArgInfo,
+        info: &ArgMetadata,
         a: &Arg,
         out: &mut [u8],
     ) -> Result<()> {
@@ -457,7 +277,7 @@ impl Program {
                 index: i,
                 reason: format!(
                     "{a:?} is {n} bytes; {} `{}` takes {}",
-                    info.kind, info.name, info.size
+                    info.value_kind, info.name, info.size
                 ),
             });
         }
@@ -494,7 +314,7 @@ impl Program {
     }
 
     /// The explicit arguments (those the caller passes).
-    pub fn explicit_args(&self) -> impl Iterator<Item = &ArgInfo> {
+    pub fn explicit_args(&self) -> impl Iterator<Item = &ArgMetadata> {
         self.args.iter().filter(|a| !a.hidden())
     }
 
@@ -561,17 +381,16 @@ impl Program {
     }
 }
 
-impl ArgInfo {
-    fn hidden_kind(&self) -> Hidden {
-        match self.kind.as_str() {
-            "hidden_block_count_x" => Hidden::BlockCount(0),
-            "hidden_block_count_y" => Hidden::BlockCount(1),
-            "hidden_block_count_z" => Hidden::BlockCount(2),
-            "hidden_group_size_x" => Hidden::GroupSize(0),
-            "hidden_group_size_y" => Hidden::GroupSize(1),
-            "hidden_group_size_z" => Hidden::GroupSize(2),
-            "hidden_grid_dims" => Hidden::GridDims,
-            _ => Hidden::Zero,
-        }
+/// What the runtime writes into a hidden argument.
+fn hidden_kind(a: &ArgMetadata) -> Hidden {
+    match a.value_kind.as_str() {
+        "hidden_block_count_x" => Hidden::BlockCount(0),
+        "hidden_block_count_y" => Hidden::BlockCount(1),
+        "hidden_block_count_z" => Hidden::BlockCount(2),
+        "hidden_group_size_x" => Hidden::GroupSize(0),
+        "hidden_group_size_y" => Hidden::GroupSize(1),
+        "hidden_group_size_z" => Hidden::GroupSize(2),
+        "hidden_grid_dims" => Hidden::GridDims,
+        _ => Hidden::Zero,
     }
 }

@@ -119,12 +119,7 @@ impl Device {
     /// A tensor device on a runtime device that is already open.
     pub fn from_runtime(dev: am_runtime::Device, compiler: Arc<Compiler>) -> Result<Device> {
         let info = dev.info().clone();
-        let Some(target) = gpu_target(&info.target) else {
-            return Err(Error::Device {
-                device: info.name.clone(),
-                reason: format!("the compiler has no code generator for {}", info.target),
-            });
-        };
+        let target = Target::Gpu(info.target);
         let d = Device::new(
             info.name.clone(),
             Backend::Am(dev),
@@ -631,27 +626,5 @@ impl Buffer {
     /// Whether two handles share memory.
     pub(crate) fn same(&self, other: &Buffer) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-/// The compiler's GPU target for a device's `gfx…` name (every GPU target the compiler has:
-/// gfx1100, gfx942, gfx950, gfx1200, gfx1201), or `None`.
-fn gpu_target(name: &str) -> Option<Target> {
-    Target::ALL
-        .into_iter()
-        .find(|t| t.is_gpu() && t.name() == name)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_gpu_target_of_the_compiler_maps_from_its_gfx_name() {
-        for name in ["gfx1100", "gfx942", "gfx950", "gfx1200", "gfx1201"] {
-            assert_eq!(gpu_target(name).map(Target::name), Some(name));
-        }
-        assert_eq!(gpu_target("cpu"), None, "the CPU is not a GPU target");
-        assert_eq!(gpu_target("gfx90a"), None);
     }
 }

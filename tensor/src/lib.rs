@@ -13,6 +13,7 @@
 //! - [`nn`]: `Linear`, `Sgd`, `Adam`, safetensors.
 //! - [`Jit`]: a training step captured on its second run and replayed (a runtime graph on
 //!   GPUs) with new inputs, without scheduling or compiling.
+//! - [`tune::DeviceTimer`]: the compiler's kernel timer on a runtime device.
 //!
 //! See `docs/TENSOR.md`.
 
@@ -27,6 +28,7 @@ mod node;
 mod schedule;
 mod symbolic;
 mod tensor;
+pub mod tune;
 
 pub use codegen::rand_reference;
 pub use device::Device;

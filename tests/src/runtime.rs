@@ -3,6 +3,7 @@
 
 use std::sync::OnceLock;
 
+use am_isa::GfxTarget;
 use am_mock::MockGpu;
 use am_runtime::{Buffer, Device, MemKind, Program};
 
@@ -12,20 +13,12 @@ use crate::rig::opts;
 /// The emulator's OpenCL test kernels.
 pub const KERNELS_CL: &str = include_str!("../../emu/tests/kernels/kernels.cl");
 
-/// The test kernels' code object for `mcpu` (compiled by clang-22 once per process).
-pub fn code_object(mcpu: &str) -> &'static [u8] {
-    static GFX1100: OnceLock<Vec<u8>> = OnceLock::new();
-    static GFX942: OnceLock<Vec<u8>> = OnceLock::new();
-    static GFX950: OnceLock<Vec<u8>> = OnceLock::new();
-    static GFX1201: OnceLock<Vec<u8>> = OnceLock::new();
-    let cell = match mcpu {
-        "gfx1100" => &GFX1100,
-        "gfx942" => &GFX942,
-        "gfx950" => &GFX950,
-        "gfx1201" => &GFX1201,
-        other => panic!("no test kernels for {other}"),
-    };
-    cell.get_or_init(|| compile_cl(KERNELS_CL, mcpu))
+/// The test kernels' code object for `target` (compiled by clang-22 once per process).
+pub fn code_object(target: GfxTarget) -> &'static [u8] {
+    type Cell = OnceLock<Vec<u8>>;
+    static CODE: [Cell; GfxTarget::ALL.len()] = [const { Cell::new() }; GfxTarget::ALL.len()];
+    let slot = GfxTarget::ALL.iter().position(|&t| t == target).unwrap();
+    CODE[slot].get_or_init(|| compile_cl(KERNELS_CL, target.name()))
 }
 
 /// A fresh mock of `profile` and a runtime device on it.
@@ -37,7 +30,7 @@ pub fn open(profile: &str) -> (MockGpu, Device) {
 
 /// Test kernel `name` loaded on `dev`.
 pub fn kernel(dev: &Device, name: &str) -> Program {
-    let co = code_object(&dev.info().target);
+    let co = code_object(dev.info().target);
     dev.load(co, name).unwrap()
 }
 

@@ -411,11 +411,11 @@ fn write_corpus() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    let co = am_tests::runtime::code_object("gfx1100");
+    let co = am_tests::runtime::code_object(am_isa::GfxTarget::Gfx1100);
     write("code_object", "kernels_gfx1100.co", co);
     let parsed = am_emu::CodeObject::parse(co, "corpus").unwrap();
     write("decoder", "gfx1100_text.bin", &parsed.text);
-    let co942 = am_tests::runtime::code_object("gfx942");
+    let co942 = am_tests::runtime::code_object(am_isa::GfxTarget::Gfx942);
     let parsed = am_emu::CodeObject::parse(co942, "corpus").unwrap();
     write("decoder", "gfx942_text.bin", &parsed.text);
     write("remote_session", "boot_like.bin", &session());

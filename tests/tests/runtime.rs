@@ -25,7 +25,7 @@ fn emulator_kernels_give_exact_results(profile: &str) {
         _ => ("gfx950", true),
     };
     assert_eq!(
-        (dev.info().target.as_str(), dev.info().aql),
+        (dev.info().target.name(), dev.info().aql),
         (target, aql),
         "{profile}"
     );
@@ -220,7 +220,10 @@ fn wrong_arguments_and_launch_sizes_are_refused_naming_the_kernel() {
         "{e}"
     );
     let e = dev
-        .load(am_tests::runtime::code_object("gfx1100"), "nosuch")
+        .load(
+            am_tests::runtime::code_object(am_isa::GfxTarget::Gfx1100),
+            "nosuch",
+        )
         .err()
         .unwrap();
     assert!(e.to_string().contains("nosuch"), "{e}");

@@ -2,7 +2,7 @@
 //! through the runtime on the mock with the results the CPU backend gives.
 #![allow(clippy::unwrap_used)]
 
-use am_compiler::{Compiler, DType, Target, shapes};
+use am_compiler::{Compiler, DType, GfxTarget, Target, shapes};
 use am_runtime::{Arg, ComputeCommands, MemKind};
 use am_tests::runtime::{download, open, upload};
 
@@ -17,7 +17,9 @@ fn compiled_elementwise_and_reduction_kernels_run_on_navi31() {
     let bc = dev.alloc(4 * u64::from(n), MemKind::Vram).unwrap();
 
     let add = shapes::elementwise_add(DType::F32, 64);
-    let code = compiler.compile(&add, Target::Gfx1100).unwrap();
+    let code = compiler
+        .compile(&add, Target::Gpu(GfxTarget::Gfx1100))
+        .unwrap();
     let prog = dev.load(&code.bytes, &add.name).unwrap();
     // The metadata names the arguments after the IR's parameters.
     let names: Vec<&str> = prog.explicit_args().map(|a| a.name.as_str()).collect();
@@ -32,7 +34,9 @@ fn compiled_elementwise_and_reduction_kernels_run_on_navi31() {
     .unwrap();
 
     let sum = shapes::reduce_sum(256);
-    let code = compiler.compile(&sum, Target::Gfx1100).unwrap();
+    let code = compiler
+        .compile(&sum, Target::Gpu(GfxTarget::Gfx1100))
+        .unwrap();
     let prog = dev.load(&code.bytes, &sum.name).unwrap();
     let out = dev.alloc(16, MemKind::Vram).unwrap();
     let groups = n.div_ceil(256);
@@ -60,11 +64,12 @@ fn compiled_elementwise_and_reduction_kernels_run_on_navi31() {
 
 #[test]
 fn the_device_timer_times_launches_on_the_mock_and_picks_among_variants() {
-    use am_compiler::tune::{DeviceTimer, KernelTimer, fastest};
+    use am_compiler::tune::{KernelTimer, fastest};
+    use am_tensor::tune::DeviceTimer;
     let (gpu, dev) = open("navi31");
     let compiler = Compiler::with_cache(am_compiler::Cache::new(None));
-    let timer = DeviceTimer::new(&dev).unwrap();
-    assert_eq!(timer.target(), Target::Gfx1100);
+    let timer = DeviceTimer::new(&dev);
+    assert_eq!(timer.target(), Target::Gpu(GfxTarget::Gfx1100));
     let n = 512u32;
     let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let (ba, bb) = (upload(&dev, &a), upload(&dev, &a));
@@ -99,7 +104,9 @@ fn the_device_timer_times_launches_on_the_mock_and_picks_among_variants() {
         "the timer leaves profiling as it found it"
     );
     // A workgroup other than the compiled one is refused, naming the kernel.
-    let code = compiler.compile(&candidates[0].0, Target::Gfx1100).unwrap();
+    let code = compiler
+        .compile(&candidates[0].0, Target::Gpu(GfxTarget::Gfx1100))
+        .unwrap();
     let prog = dev.load(&code.bytes, "add").unwrap();
     assert_eq!(prog.workgroup, Some([32, 1, 1]));
     let mut c = ComputeCommands::new(&dev);

@@ -627,15 +627,8 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
     } else {
         args.isas
             .iter()
-            .map(|n| match n.as_str() {
-                "gfx1100" => Ok(Isa::Gfx1100),
-                "gfx942" => Ok(Isa::Gfx942),
-                "gfx950" => Ok(Isa::Gfx950),
-                "gfx1200" => Ok(Isa::Gfx1200),
-                "gfx1201" => Ok(Isa::Gfx1201),
-                _ => bail!("unknown ISA {n} (gfx1100, gfx942, gfx950, gfx1200, gfx1201)"),
-            })
-            .collect::<anyhow::Result<_>>()?
+            .map(|n| n.parse::<Isa>())
+            .collect::<Result<_, _>>()?
     };
     let cases: Vec<Case> = suite(args.scale)
         .into_iter()

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use am_compiler::{
-    Cache, Compiler, CpuProgram, DType, Kernel, Target, cache, codegen, link, lower, shapes,
+    Cache, Compiler, CpuProgram, DType, GfxTarget, Kernel, Target, cache, codegen, lower, shapes,
 };
 use am_emu::{CodeObject, HostMemory, Isa, Launch, Program};
 use anyhow::{Context, bail};
@@ -40,9 +40,13 @@ pub fn run(iterations: u32, json: bool) -> anyhow::Result<()> {
     let dir = std::env::temp_dir().join(format!("am-bench-compile-{}", std::process::id()));
     let mut rows = vec![];
     // LLVM's one-time set-up (target registration) is not part of a compile.
-    cache::compile(&kernels[0].1, Target::Gfx1100)?;
+    cache::compile(&kernels[0].1, Target::Gpu(GfxTarget::Gfx1100))?;
     for (label, k) in &kernels {
-        for target in [Target::Gfx1100, Target::Gfx942, Target::Cpu] {
+        for target in [
+            Target::Gpu(GfxTarget::Gfx1100),
+            Target::Gpu(GfxTarget::Gfx942),
+            Target::Cpu,
+        ] {
             let cold = measure(iterations, || Ok(cache::compile(k, target).map(drop)?))?;
             let ir = lower::lower(k, target)?;
             let lowering = measure(iterations, || Ok(lower::lower(k, target).map(drop)?))?;
@@ -52,7 +56,7 @@ pub fn run(iterations: u32, json: bool) -> anyhow::Result<()> {
             let obj = codegen::compile_ir(&ir, target, &k.name, codegen::Output::Object)?;
             let linking = if target.is_gpu() {
                 Some(measure(iterations, || {
-                    Ok(link::link(&obj, &k.name).map(drop)?)
+                    Ok(am_isa::code_object::link(&obj, &k.name).map(drop)?)
                 })?)
             } else {
                 None
@@ -75,7 +79,7 @@ pub fn run(iterations: u32, json: bool) -> anyhow::Result<()> {
             } else {
                 None
             };
-            let subprocess = if target == Target::Gfx1100 {
+            let subprocess = if target == Target::Gpu(GfxTarget::Gfx1100) {
                 Some(measure(iterations.min(10), || {
                     subprocess_compile(&ir, target, &dir).map(drop)
                 })?)
@@ -180,7 +184,7 @@ fn matmul_instructions() -> anyhow::Result<serde_json::Value> {
     let (n, t) = (64u32, 16u32);
     let mut per_output = vec![];
     for k in [shapes::matmul_tiled(t), shapes::matmul_naive(t)] {
-        let bytes = cache::compile(&k, Target::Gfx1100)?;
+        let bytes = cache::compile(&k, Target::Gpu(GfxTarget::Gfx1100))?;
         let co = CodeObject::parse(&bytes, &k.name)?;
         let prog = Program::new(&co, Isa::Gfx1100)?;
         let kern = co.kernel(&k.name)?;

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use am_compiler::{Cache, Compiler, Target, codegen, lower, metadata, text};
+use am_compiler::{Cache, Compiler, Target, codegen, lower, read_metadata, text};
 use anyhow::Context;
 
 /// What to write instead of the program.
@@ -21,7 +21,7 @@ pub enum Emit {
 pub struct CompileArgs {
     /// The kernel in the IR's text form.
     pub file: PathBuf,
-    /// gfx1100, gfx942, gfx950 or cpu.
+    /// A GPU target (gfx1100, gfx942, gfx950, gfx1200, …) or cpu.
     #[arg(long, default_value = "gfx1100")]
     pub target: String,
     /// Output file (default: FILE with the extension .hsaco, or .cpu for the cpu target;
@@ -90,7 +90,7 @@ pub fn run(args: CompileArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|| default_output(&args.file, target));
     std::fs::write(&out, &program.bytes).with_context(|| format!("writing {}", out.display()))?;
     let md = if target.is_gpu() {
-        metadata::read(&program.bytes, &kernel.name)?
+        read_metadata(&program.bytes, &kernel.name)?
             .into_iter()
             .next()
     } else {

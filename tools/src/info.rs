@@ -15,6 +15,7 @@ use am_driver::pci::ids::known_gpu;
 use am_driver::regs::{Regs, gc};
 use am_driver::vf::{MailboxTimings, VfMailbox};
 use am_driver::{HwIp, IpVersion, PciDevice, hwip, read_mc_layout};
+use am_isa::GfxTarget;
 use serde::Serialize;
 
 use crate::device::open_device;
@@ -163,24 +164,12 @@ pub struct BootState {
     pub state: String,
 }
 
-/// The LLVM target of a GC version. The numbering does not follow the IP version (GC 9.4.3
-/// is gfx942, GC 11.0.3 is gfx1101), so known versions are listed (as Linux's KFD lists
-/// them); others fall back to the device id's entry in `pci::ids`.
-pub fn gfx_target(gc: IpVersion, device_id: u16) -> Option<String> {
-    let known = match (gc.major, gc.minor, gc.rev) {
-        (9, 4, 2) => "gfx90a",
-        (9, 4, 3) | (9, 4, 4) => "gfx942",
-        (9, 5, 0) => "gfx950",
-        (10, 3, 0) => "gfx1030",
-        (11, 0, 0) => "gfx1100",
-        (11, 0, 1) => "gfx1103",
-        (11, 0, 2) => "gfx1102",
-        (11, 0, 3) => "gfx1101",
-        (12, 0, 0) => "gfx1200",
-        (12, 0, 1) => "gfx1201",
-        _ => return known_gpu(device_id).map(|g| g.gfx_target.to_string()),
-    };
-    Some(known.to_string())
+/// The shader target of a GC version ([`GfxTarget::from_gc`]), or else of the device id's
+/// entry in `pci::ids`.
+pub fn gfx_target(gc: IpVersion, device_id: u16) -> Option<GfxTarget> {
+    GfxTarget::from_gc(gc.major, gc.minor, gc.rev)
+        .ok()
+        .or_else(|| known_gpu(device_id).map(|g| g.gfx_target))
 }
 
 fn discovery_report(d: &Discovery, device_id: u16) -> DiscoveryReport {
@@ -231,7 +220,10 @@ fn discovery_report(d: &Discovery, device_id: u16) -> DiscoveryReport {
         max_waves_per_simd: g.max_waves_per_simd,
     });
     DiscoveryReport {
-        gfx_target: d.version(HwIp::GC).and_then(|v| gfx_target(v, device_id)),
+        gfx_target: d
+            .version(HwIp::GC)
+            .and_then(|v| gfx_target(v, device_id))
+            .map(|t| t.to_string()),
         vram_size: d.vram_size,
         vram_size_mib: d.vram_size >> 20,
         large_bar: d.large_bar,
@@ -659,20 +651,20 @@ mod tests {
     #[test]
     fn gfx_targets_follow_kfd_not_the_ip_version_digits() {
         assert_eq!(
-            gfx_target(IpVersion::new(9, 4, 3), 0).as_deref(),
+            gfx_target(IpVersion::new(9, 4, 3), 0).map(GfxTarget::name),
             Some("gfx942")
         );
         assert_eq!(
-            gfx_target(IpVersion::new(11, 0, 3), 0).as_deref(),
+            gfx_target(IpVersion::new(11, 0, 3), 0).map(GfxTarget::name),
             Some("gfx1101")
         );
         assert_eq!(
-            gfx_target(IpVersion::new(9, 5, 0), 0).as_deref(),
+            gfx_target(IpVersion::new(9, 5, 0), 0).map(GfxTarget::name),
             Some("gfx950")
         );
         // Unknown version: the device id's entry.
         assert_eq!(
-            gfx_target(IpVersion::new(11, 5, 9), 0x744c).as_deref(),
+            gfx_target(IpVersion::new(11, 5, 9), 0x744c).map(GfxTarget::name),
             Some("gfx1100")
         );
         assert_eq!(gfx_target(IpVersion::new(11, 5, 9), 0x1234), None);

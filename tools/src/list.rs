@@ -206,7 +206,7 @@ pub fn to_json(listing: &Listing) -> Value {
                 "device_id": format!("{:#06x}", g.device_id),
                 "class": format!("{:#08x}", g.class),
                 "name": known.map(|k| k.name),
-                "gfx_target": known.map(|k| k.gfx_target),
+                "gfx_target": known.map(|k| k.gfx_target.name()),
                 "driver": g.driver,
                 "iommu_group": g.iommu_group,
                 "is_vf": g.is_vf,

@@ -235,7 +235,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     if takes != specs.len() {
         let list: Vec<String> = prog
             .explicit_args()
-            .map(|x| format!("{} ({} bytes, {})", x.name, x.size, x.kind))
+            .map(|x| format!("{} ({} bytes, {})", x.name, x.size, x.value_kind))
             .collect();
         bail!(
             "kernel {} takes {takes} arguments, {} given: {}",
@@ -293,7 +293,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     }
     let r = RunOut {
         device: dev.name().into(),
-        target: dev.info().target.clone(),
+        target: dev.info().target.to_string(),
         kernel: a.kernel.clone(),
         grid: a.grid,
         block: a.block,

@@ -5,7 +5,7 @@
 
 use std::sync::OnceLock;
 
-use am_compiler::{Cache, Compiler, CpuProgram, Kernel, Target, Type};
+use am_compiler::{Cache, Compiler, CpuProgram, GfxTarget, Kernel, Target, Type};
 use am_emu::{CodeObject, HostMemory, Isa, Launch, Program};
 
 /// A kernel argument: a buffer (bytes in, bytes out) or a scalar's bytes.
@@ -72,16 +72,15 @@ fn kernarg(k: &Kernel, ptrs: &[u64], args: &[Arg]) -> Vec<u8> {
 /// Runs `k` on the emulated gfx1100 over `groups` workgroups; returns the buffers after.
 pub fn run_gpu(k: &Kernel, groups: [u32; 3], args: &[Arg]) -> Vec<Vec<u8>> {
     let c = compiler()
-        .compile(k, Target::Gfx1100)
+        .compile(k, Target::Gpu(GfxTarget::Gfx1100))
         .unwrap_or_else(|e| panic!("{e}"));
     run_code_object(&c.bytes, k, groups, args).0
 }
 
 /// Runs `k` compiled for an RDNA4 `target` (gfx1200 or gfx1201) on the emulator.
 pub fn run_gpu_on(target: Target, k: &Kernel, groups: [u32; 3], args: &[Arg]) -> Vec<Vec<u8>> {
-    let isa = match target {
-        Target::Gfx1200 => Isa::Gfx1200,
-        Target::Gfx1201 => Isa::Gfx1201,
+    let isa: Isa = match target {
+        Target::Gpu(g) if g.is_gfx12() => g,
         t => panic!("run_gpu_on takes an RDNA4 target, not {t}"),
     };
     let c = compiler()

@@ -12,11 +12,11 @@ pub use decode::{Encoding, Extra, Inst, Target, decode};
 pub(crate) use lower::{gfx11, lower};
 pub use print::operand;
 
-/// The CDNA target of an ISA (`None` for RDNA3).
+/// The CDNA decoder tables of an ISA (`None` for RDNA).
 pub fn target(isa: crate::Isa) -> Option<Target> {
-    match isa {
-        crate::Isa::Gfx1100 | crate::Isa::Gfx1200 | crate::Isa::Gfx1201 => None,
-        crate::Isa::Gfx942 => Some(Target::Gfx942),
-        crate::Isa::Gfx950 => Some(Target::Gfx950),
+    match isa.family() {
+        am_isa::Family::Cdna3 => Some(Target::Gfx942),
+        am_isa::Family::Cdna4 => Some(Target::Gfx950),
+        am_isa::Family::Rdna3 | am_isa::Family::Rdna4 => None,
     }
 }

@@ -131,20 +131,8 @@ pub fn kernels() -> &'static (CodeObject, Program) {
 /// The test kernels compiled for `isa`, once per test binary and ISA.
 pub fn kernels_for(isa: Isa) -> &'static (CodeObject, Program) {
     type Cell = std::sync::OnceLock<(CodeObject, Program)>;
-    static K: [Cell; 5] = [
-        Cell::new(),
-        Cell::new(),
-        Cell::new(),
-        Cell::new(),
-        Cell::new(),
-    ];
-    let slot = match isa {
-        Isa::Gfx1100 => 0,
-        Isa::Gfx942 => 1,
-        Isa::Gfx950 => 2,
-        Isa::Gfx1200 => 3,
-        Isa::Gfx1201 => 4,
-    };
+    static K: [Cell; Isa::ALL.len()] = [const { Cell::new() }; Isa::ALL.len()];
+    let slot = Isa::ALL.iter().position(|&t| t == isa).unwrap();
     K[slot].get_or_init(|| {
         let (_, bytes) = compile_cl_for(isa, KERNELS, &[]);
         let co = CodeObject::parse(&bytes, &format!("kernels.cl ({})", isa.name())).unwrap();

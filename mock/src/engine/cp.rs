@@ -1385,7 +1385,7 @@ impl Cp {
         at: At,
         p: &[u8; 64],
     ) -> Exec {
-        use am_emu::code_object::kcp;
+        use am_isa::code_object::kcp;
         let u16_at = |o: usize| u16::from_le_bytes([p[o], p[o + 1]]);
         let u32_at = |o: usize| u32::from_le_bytes([p[o], p[o + 1], p[o + 2], p[o + 3]]);
         let u64_at = |o: usize| qword(u32_at(o), u32_at(o + 4));
@@ -1403,7 +1403,7 @@ impl Cp {
         if let Err(e) = mem.read(kernel_object, &mut kd_bytes) {
             return self.mem_failure(sh, cfg, at, "kernel descriptor read", e);
         }
-        let kd = am_emu::KernelDescriptor::parse(&kd_bytes);
+        let kd = am_isa::KernelDescriptor::parse(&kd_bytes);
         let Some(entry) = kernel_object.checked_add_signed(kd.kernel_code_entry_byte_offset) else {
             return self.bad(
                 cfg,
