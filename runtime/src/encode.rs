@@ -397,3 +397,169 @@ pub fn sdma_name(h: u32, v6: bool) -> String {
         str::to_string,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dwords the encoders wrote when they spelled their bits out by hand (before the
+    /// layouts came from `am_autogen::packets`): the move changed no bit.
+    #[test]
+    fn pm4_words_are_the_hand_written_ones() {
+        for gfx9 in [false, true] {
+            let mut m = Pm4::new(gfx9);
+            m.acquire_mem();
+            let at = m.release_mem(0x1_2345_6780, 7, DataSel::Data64, true, 9);
+            assert_eq!(m.words[at], 7);
+            let wait = m.wait_ge(0x2000, 3);
+            assert_eq!(m.words[wait], 3);
+            m.write_wait_reg(0x10, 0x11, 1);
+            m.dispatch([4, 2, 1], true);
+            m.cs_partial_flush();
+            m.indirect(0x1_2345_6780, 10);
+            let acquire: &[u32] = if gfx9 {
+                &[0xc005_5800, 0x28c4_0000, u32::MAX, 0xff, 0, 0, 0x0a]
+            } else {
+                &[0xc006_5800, 0, u32::MAX, u32::MAX, 0, 0, 0x0a, 0xc3f1]
+            };
+            let n = acquire.len();
+            assert_eq!(&m.words[..n], acquire, "gfx9 {gfx9}");
+            let rest = [
+                0xc006_4900,
+                0x514,
+                0x4200_0000,
+                0x2345_6780,
+                1,
+                7,
+                0,
+                9,
+                0xc005_3c00,
+                0x15,
+                0x2000,
+                0,
+                3,
+                u32::MAX,
+                4,
+                0xc005_3c00,
+                0x43,
+                0x10,
+                0x11,
+                1,
+                1,
+                0x20,
+                0xc003_1500,
+                4,
+                2,
+                1,
+                if gfx9 { 5 } else { 0x8005 },
+                0xc000_4600,
+                0x407,
+                0xc002_3f00,
+                0x2345_6780,
+                1,
+                0x80_000a,
+            ];
+            assert_eq!(&m.words[n..], rest, "gfx9 {gfx9}");
+        }
+    }
+
+    #[test]
+    fn aql_words_are_the_hand_written_ones() {
+        let d = aql_dispatch([64, 2, 3], [256, 4, 5], 6, 7, 0x1_0000_a000, 0xb000, 0xc000);
+        assert_eq!(
+            d,
+            [
+                0x3_1502,
+                64 | 2 << 16,
+                3,
+                256,
+                4,
+                5,
+                6,
+                7,
+                0xa000,
+                1,
+                0xb000,
+                0,
+                0,
+                0,
+                0xc000,
+                0
+            ]
+        );
+        let v = aql_pm4_ib(0x1_0000_9000, 12);
+        assert_eq!(
+            v,
+            [
+                0x1_1500,
+                0xc002_3f00,
+                0x9000,
+                1,
+                0x80_000c,
+                10,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0
+            ]
+        );
+    }
+
+    #[test]
+    fn sdma_words_are_the_hand_written_ones() {
+        for v6 in [true, false] {
+            let mut s = Sdma::new(v6);
+            s.copy(0x1000, 0x2000, 4096);
+            s.fill(0x3000, 0xdead, 64);
+            let at = s.write64(0x4000, 0x1_0000_0002);
+            assert_eq!(at, 7 + 5 + 4);
+            s.wait_ge(0x5000, 3);
+            s.timestamp(0x6000);
+            s.fence(0x7000, 5);
+            s.indirect(0, 0x8000, 16);
+            let mut want = vec![
+                1,
+                4095,
+                0,
+                0x1000,
+                0,
+                0x2000,
+                0,
+                0x8000_000b,
+                0x3000,
+                0,
+                0xdead,
+                63,
+                2,
+                0x4000,
+                0,
+                1,
+                2,
+                1,
+                0xd000_0008,
+                0x5000,
+                0,
+                3,
+                u32::MAX,
+                0x0fff_0004,
+                0x20d,
+                0x6000,
+                0,
+                5,
+                0x7000,
+                0,
+                5,
+            ];
+            // 31 dwords so far: three NOPs pad the INDIRECT to end on an 8-dword boundary.
+            want.extend([0, 0, 0, 4, 0x8000, 0, 16, 0, 0]);
+            assert_eq!(s.words, want, "v6 {v6}");
+            assert_eq!(sdma_name(s.words[0], v6), "COPY_LINEAR");
+        }
+    }
+}

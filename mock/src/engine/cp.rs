@@ -133,7 +133,9 @@ fn packet_len(h: u32) -> Result<u64, String> {
     match p4::TYPE.get(h) {
         pm4::PACKET_TYPE3 => {
             // A NOP with count 0x3FFF is the one-dword filler (`PACKET3(NOP, 0x3FFF)`).
-            if h == p4::NOP_FILLER {
+            if p4::OPCODE.get(h) == pm4::PACKET3_NOP
+                && p4::COUNT.get(h) == p4::COUNT.get(p4::NOP_FILLER)
+            {
                 Ok(1)
             } else {
                 Ok(u64::from(p4::COUNT.get(h)) + 2)
