@@ -53,7 +53,10 @@ mod generated {
     pub mod vm;
 }
 
+pub mod packets;
 pub mod regs;
+
+pub use packets::bits;
 
 /// Firmware file headers of `amdgpu_ucode.h` (all header versions) and the firmware type enums.
 pub use generated::ucode;

@@ -14,6 +14,7 @@
 //! - Anything else is reported and, as the reference driver does, treated as fatal: an
 //!   interrupt nobody asked for means the GPU is somewhere the driver does not know.
 
+use am_autogen::bits;
 use am_autogen::ih::{gfx_9_0::*, gfx_11_0_0::*, sdma0_4_0::*, vmc_1_0::*, *};
 
 use crate::ip::gmc::{Gmc, Hub, VmFault};
@@ -159,19 +160,14 @@ impl IrqEvent {
     }
 }
 
-/// Bits `lo..=hi` of `v`.
-fn bits(v: u32, lo: u32, hi: u32) -> u32 {
-    (v >> lo) & ((1 << (hi - lo + 1)) - 1)
-}
-
 fn sq_kind(gc_major: u8, [c0, c1, ..]: [u32; 4]) -> SqKind {
     use {SqError::*, SqKind::*};
     // GC 9 spreads the context id over both dwords (Linux reassembles it); the error type
     // is its bits 20-23, which are bits 4-7 of the second.
     let (encoding, error) = if gc_major >= 11 {
-        (bits(c1, 6, 7), bits(c0, 21, 24))
+        (bits(c1, 6, 2), bits(c0, 21, 4))
     } else {
-        (bits(c0, 26, 27), bits(c1, 4, 7))
+        (bits(c0, 26, 2), bits(c1, 4, 4))
     };
     match (encoding, error) {
         (0, _) => Auto,

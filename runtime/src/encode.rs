@@ -1,16 +1,12 @@
 //! Packet encoders: PM4 for compute queues (GFX10+ `nvd.h` and GFX9 `soc15d.h` layouts), AQL
 //! packets, and SDMA packets (SDMA 6 and 4.4). Each encoder appends dwords and returns the
-//! index of the fields a graph patches later (signal values, launch sizes).
+//! index of the fields a graph patches later (signal values, launch sizes). Opcodes and field
+//! positions are `am_autogen`'s (`pm4`, `sdma_pkt` and the layouts of `packets`), the ones
+//! the mock's engines and `am ring` decode with.
 
-use am_autogen::pm4::nvd as op;
-
-/// `CACHE_FLUSH_AND_INV_TS_EVENT`, the end-of-pipe event of `RELEASE_MEM`.
-const CACHE_FLUSH_AND_INV_TS_EVENT: u32 = 0x14;
-/// `event_index__mec_release_mem__end_of_pipe`.
-const EVENT_INDEX_EOP: u32 = 5;
-/// `CS_PARTIAL_FLUSH` and its event index.
-const CS_PARTIAL_FLUSH: u32 = 7;
-const EVENT_INDEX_PARTIAL_FLUSH: u32 = 4;
+use am_autogen::packets::{aql as aql_pkt, pm4 as p4, sdma as sd};
+use am_autogen::pm4::{nvd as op, soc15d};
+use am_autogen::sdma_pkt::v6 as sdma_op;
 
 /// `RELEASE_MEM` `DATA_SEL`: what the end-of-pipe write sends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,11 +21,6 @@ pub enum DataSel {
     GpuClock = 3,
 }
 
-/// `WAIT_REG_MEM` function `>=`.
-const FUNC_GEQ: u32 = 5;
-/// `WAIT_REG_MEM` function `==`.
-const FUNC_EQ: u32 = 3;
-
 /// PM4 dwords for a compute queue.
 #[derive(Clone, Debug, Default)]
 pub struct Pm4 {
@@ -41,8 +32,28 @@ pub struct Pm4 {
 
 /// A type-3 header for `body` dwords.
 pub fn header(opcode: u32, body: usize) -> u32 {
-    op::PACKET3(opcode, body as u32 - 1)
+    p4::header(opcode, body)
 }
+
+/// GFX9 `ACQUIRE_MEM` `CP_COHER_CNTL`: instruction, scalar, vector (TC, TCL1) caches, and
+/// write back TC.
+const COHER_CNTL_ALL: u32 = soc15d::PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_SH_ICACHE_ACTION_ENA(1)
+    | soc15d::PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_SH_KCACHE_ACTION_ENA(1)
+    | soc15d::PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_TC_ACTION_ENA(1)
+    | soc15d::PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_TCL1_ACTION_ENA(1)
+    | soc15d::PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_TC_WB_ACTION_ENA(1);
+
+/// GFX10+ `ACQUIRE_MEM` `GCR_CNTL`: GLI (all), GLM (wb+inv), GLK (wb+inv), GLV, GL1, GL2
+/// (wb+inv).
+const GCR_CNTL_ALL: u32 = op::PACKET3_ACQUIRE_MEM_GCR_CNTL_GLI_INV(1)
+    | op::PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_WB(1)
+    | op::PACKET3_ACQUIRE_MEM_GCR_CNTL_GLM_INV(1)
+    | op::PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_WB(1)
+    | op::PACKET3_ACQUIRE_MEM_GCR_CNTL_GLK_INV(1)
+    | op::PACKET3_ACQUIRE_MEM_GCR_CNTL_GLV_INV(1)
+    | op::PACKET3_ACQUIRE_MEM_GCR_CNTL_GL1_INV(1)
+    | op::PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_INV(1)
+    | op::PACKET3_ACQUIRE_MEM_GCR_CNTL_GL2_WB(1);
 
 impl Pm4 {
     /// An empty stream for a GFX9 or GFX10+ compute queue.
@@ -63,16 +74,16 @@ impl Pm4 {
 
     /// `ACQUIRE_MEM` invalidating the shader caches (instruction, scalar, vector, L1, L2).
     pub fn acquire_mem(&mut self) {
+        // Layouts of `packets::pm4::acquire_mem`: control, size (all), base 0, poll interval.
         if self.gfx9 {
-            // CP_COHER_CNTL: SH_ICACHE, SH_KCACHE, TC, TCL1 and TC_WB actions.
-            let cntl = 1 << 29 | 1 << 27 | 1 << 23 | 1 << 22 | 1 << 18;
-            self.pkt(op::PACKET3_ACQUIRE_MEM, &[cntl, u32::MAX, 0xff, 0, 0, 0x0a]);
-        } else {
-            // GCR_CNTL: GLI, GLM (wb+inv), GLK (wb+inv), GLV, GL1, GL2 (wb+inv).
-            let gcr = 1 | 1 << 4 | 1 << 5 | 1 << 6 | 1 << 7 | 1 << 8 | 1 << 9 | 1 << 14 | 1 << 15;
             self.pkt(
                 op::PACKET3_ACQUIRE_MEM,
-                &[0, u32::MAX, u32::MAX, 0, 0, 0x0a, gcr],
+                &[COHER_CNTL_ALL, u32::MAX, 0xff, 0, 0, 0x0a],
+            );
+        } else {
+            self.pkt(
+                op::PACKET3_ACQUIRE_MEM,
+                &[0, u32::MAX, u32::MAX, 0, 0, 0x0a, GCR_CNTL_ALL],
             );
         }
     }
@@ -87,42 +98,53 @@ impl Pm4 {
         interrupt: bool,
         ctx: u32,
     ) -> usize {
+        use p4::release_mem as rm;
         self.pkt(
             op::PACKET3_RELEASE_MEM,
             &[
-                CACHE_FLUSH_AND_INV_TS_EVENT | EVENT_INDEX_EOP << 8,
-                (sel as u32) << 29 | (u32::from(interrupt) * 2) << 24,
+                rm::EVENT_TYPE.put(p4::event::CACHE_FLUSH_AND_INV_TS_EVENT)
+                    | rm::EVENT_INDEX.put(rm::EVENT_INDEX_EOP),
+                rm::DATA_SEL.put(sel as u32) | rm::INT_SEL.put(u32::from(interrupt) * 2),
                 addr as u32,
                 (addr >> 32) as u32,
                 data as u32,
                 (data >> 32) as u32,
                 ctx,
             ],
-        ) + 4
+        ) + rm::DATA_LO
     }
 
     /// `WAIT_REG_MEM` until the dword at `addr` is `>= value` (32 bits). Returns the index of
     /// the reference dword.
     pub fn wait_ge(&mut self, addr: u64, value: u64) -> usize {
+        use p4::wait_reg_mem as w;
         self.pkt(
             op::PACKET3_WAIT_REG_MEM,
             &[
-                FUNC_GEQ | 1 << 4,
+                w::FUNCTION.put(w::FUNC_GE) | w::MEM_SPACE.put(w::SPACE_MEMORY),
                 addr as u32,
                 (addr >> 32) as u32,
                 value as u32,
                 u32::MAX,
                 4,
             ],
-        ) + 3
+        ) + w::REFERENCE
     }
 
     /// `WAIT_REG_MEM` write-then-wait on registers: write `reference` to `req`, wait until
     /// `(done & reference) == reference` (the HDP flush request/done pair).
     pub fn write_wait_reg(&mut self, req: u32, done: u32, reference: u32) {
+        use p4::wait_reg_mem as w;
         self.pkt(
             op::PACKET3_WAIT_REG_MEM,
-            &[FUNC_EQ | 1 << 6, req, done, reference, reference, 0x20],
+            &[
+                w::FUNCTION.put(w::FUNC_EQ) | w::OPERATION.put(w::OP_WRITE_WAIT),
+                req,
+                done,
+                reference,
+                reference,
+                0x20,
+            ],
         );
     }
 
@@ -138,8 +160,10 @@ impl Pm4 {
     /// `DISPATCH_DIRECT` of `groups` workgroups; `wave32` sets `CS_W32_EN` (GFX10+). Returns
     /// the index of the X dimension.
     pub fn dispatch(&mut self, groups: [u32; 3], wave32: bool) -> usize {
-        // COMPUTE_SHADER_EN | FORCE_START_AT_000 | CS_W32_EN.
-        let initiator = 1 | 1 << 2 | u32::from(wave32 && !self.gfx9) << 15;
+        use p4::dispatch_direct as d;
+        let initiator = d::COMPUTE_SHADER_EN.put(1)
+            | d::FORCE_START_AT_000.put(1)
+            | d::CS_W32_EN.put(u32::from(wave32 && !self.gfx9));
         self.pkt(
             op::PACKET3_DISPATCH_DIRECT,
             &[groups[0], groups[1], groups[2], initiator],
@@ -150,20 +174,14 @@ impl Pm4 {
     pub fn cs_partial_flush(&mut self) {
         self.pkt(
             op::PACKET3_EVENT_WRITE,
-            &[CS_PARTIAL_FLUSH | EVENT_INDEX_PARTIAL_FLUSH << 8],
+            &[p4::event_write::EVENT_TYPE.put(p4::event::CS_PARTIAL_FLUSH)
+                | p4::event_write::EVENT_INDEX.put(p4::event_write::EVENT_INDEX_PARTIAL_FLUSH)],
         );
     }
 
     /// `INDIRECT_BUFFER` of `dwords` at `addr`.
     pub fn indirect(&mut self, addr: u64, dwords: usize) {
-        self.pkt(
-            op::PACKET3_INDIRECT_BUFFER,
-            &[
-                addr as u32,
-                (addr >> 32) as u32 & 0xffff,
-                dwords as u32 | op::INDIRECT_BUFFER_VALID,
-            ],
-        );
+        self.pkt(op::PACKET3_INDIRECT_BUFFER, &ib_body(addr, dwords));
     }
 }
 
@@ -174,49 +192,31 @@ pub fn pm4_names(words: &[u32]) -> Vec<String> {
     while i < words.len() {
         let h = words[i];
         out.push(pm4_name(h));
-        if h >> 30 != 3 {
+        if p4::TYPE.get(h) != op::PACKET_TYPE3 {
             break;
         }
-        i += ((h >> 16) & 0x3fff) as usize + 2;
+        i += p4::COUNT.get(h) as usize + 2;
     }
     out
 }
 
 /// The name of the PM4 packet a header starts, for messages.
 pub fn pm4_name(h: u32) -> String {
-    if h >> 30 != 3 {
-        return format!("type-{} packet", h >> 30);
+    if p4::TYPE.get(h) != op::PACKET_TYPE3 {
+        return format!("type-{} packet", p4::TYPE.get(h));
     }
-    let name = match (h >> 8) & 0xff {
-        op::PACKET3_NOP => "NOP",
-        op::PACKET3_SET_SH_REG => "SET_SH_REG",
-        op::PACKET3_SET_UCONFIG_REG => "SET_UCONFIG_REG",
-        op::PACKET3_ACQUIRE_MEM => "ACQUIRE_MEM",
-        op::PACKET3_RELEASE_MEM => "RELEASE_MEM",
-        op::PACKET3_WAIT_REG_MEM => "WAIT_REG_MEM",
-        op::PACKET3_INDIRECT_BUFFER => "INDIRECT_BUFFER",
-        op::PACKET3_DISPATCH_DIRECT => "DISPATCH_DIRECT",
-        op::PACKET3_EVENT_WRITE => "EVENT_WRITE",
-        op::PACKET3_COPY_DATA => "COPY_DATA",
-        op::PACKET3_WRITE_DATA => "WRITE_DATA",
-        _ => return format!("PM4 opcode {:#04x}", (h >> 8) & 0xff),
-    };
-    name.to_string()
+    let opcode = p4::OPCODE.get(h);
+    p4::name(opcode).map_or_else(|| format!("PM4 opcode {opcode:#04x}"), str::to_string)
 }
 
-/// HSA packet types and header bits.
-pub mod aql {
-    /// `HSA_PACKET_TYPE_VENDOR_SPECIFIC`.
-    pub const VENDOR: u16 = 0;
-    /// `HSA_PACKET_TYPE_KERNEL_DISPATCH`.
-    pub const KERNEL_DISPATCH: u16 = 2;
-    /// `HSA_PACKET_TYPE_BARRIER_AND`.
-    pub const BARRIER_AND: u16 = 3;
-
-    /// A header of `kind` with the barrier bit and system-scope acquire and release fences.
-    pub fn header(kind: u16) -> u16 {
-        kind | 1 << 8 | 2 << 9 | 2 << 11
-    }
+/// The body of an `INDIRECT_BUFFER` of `dwords` at `addr`.
+fn ib_body(addr: u64, dwords: usize) -> [u32; 3] {
+    use p4::indirect_buffer as ib;
+    [
+        addr as u32,
+        ib::BASE_HI.put((addr >> 32) as u32),
+        ib::IB_SIZE.put(dwords as u32) | ib::VALID.put(1),
+    ]
 }
 
 /// An AQL kernel-dispatch packet (64 bytes as 16 dwords).
@@ -230,32 +230,31 @@ pub fn aql_dispatch(
     kernarg: u64,
     signal: u64,
 ) -> [u32; 16] {
-    let mut p = [0u32; 16];
-    p[0] = u32::from(aql::header(aql::KERNEL_DISPATCH)) | 3 << 16;
-    p[1] = block[0] | block[1] << 16;
-    p[2] = block[2];
-    p[3..6].copy_from_slice(&grid_items);
-    p[6] = private;
-    p[7] = group;
-    p[8] = kernel_object as u32;
-    p[9] = (kernel_object >> 32) as u32;
-    p[10] = kernarg as u32;
-    p[11] = (kernarg >> 32) as u32;
-    p[14] = signal as u32;
-    p[15] = (signal >> 32) as u32;
+    use aql_pkt::dispatch as d;
+    let mut p = [0u32; aql_pkt::DWORDS];
+    p[0] = aql_pkt::header(aql_pkt::KERNEL_DISPATCH) | d::DIMENSIONS.put(3);
+    p[d::WORKGROUP_X.dw] = d::WORKGROUP_X.put(block[0]) | d::WORKGROUP_Y.put(block[1]);
+    p[d::WORKGROUP_Z.dw] = d::WORKGROUP_Z.put(block[2]);
+    p[d::GRID_X..d::GRID_X + 3].copy_from_slice(&grid_items);
+    p[d::PRIVATE_SEGMENT_SIZE] = private;
+    p[d::GROUP_SEGMENT_SIZE] = group;
+    p[d::KERNEL_OBJECT] = kernel_object as u32;
+    p[d::KERNEL_OBJECT + 1] = (kernel_object >> 32) as u32;
+    p[d::KERNARG] = kernarg as u32;
+    p[d::KERNARG + 1] = (kernarg >> 32) as u32;
+    p[aql_pkt::COMPLETION_SIGNAL] = signal as u32;
+    p[aql_pkt::COMPLETION_SIGNAL + 1] = (signal >> 32) as u32;
     p
 }
 
 /// AMD's AQL vendor packet that runs a PM4 indirect buffer (format 1).
 pub fn aql_pm4_ib(ib: u64, dwords: usize) -> [u32; 16] {
-    let mut p = [0u32; 16];
-    p[0] = u32::from(aql::header(aql::VENDOR)) | 1 << 16;
-    p[1] = header(op::PACKET3_INDIRECT_BUFFER, 3);
-    p[2] = ib as u32;
-    p[3] = (ib >> 32) as u32 & 0xffff;
-    p[4] = dwords as u32 | op::INDIRECT_BUFFER_VALID;
-    // dw_cnt_remain: the dwords after the IB command.
-    p[5] = 10;
+    use aql_pkt::vendor as v;
+    let mut p = [0u32; aql_pkt::DWORDS];
+    p[0] = aql_pkt::header(aql_pkt::VENDOR_SPECIFIC) | v::AMD_FORMAT.put(v::FORMAT_PM4_IB);
+    p[v::PM4] = header(op::PACKET3_INDIRECT_BUFFER, p4::indirect_buffer::BODY);
+    p[v::PM4 + 1..v::PM4 + 4].copy_from_slice(&ib_body(ib, dwords));
+    p[v::DW_CNT_REMAIN] = v::DW_CNT_REMAIN_IB;
     p
 }
 
@@ -267,14 +266,6 @@ pub struct Sdma {
     /// The dwords so far.
     pub words: Vec<u32>,
 }
-
-const SDMA_COPY: u32 = 1;
-const SDMA_WRITE: u32 = 2;
-const SDMA_INDIRECT: u32 = 4;
-const SDMA_FENCE: u32 = 5;
-const SDMA_POLL_REGMEM: u32 = 8;
-const SDMA_CONST_FILL: u32 = 11;
-const SDMA_TIMESTAMP: u32 = 13;
 
 impl Sdma {
     /// An empty stream.
@@ -298,8 +289,8 @@ impl Sdma {
             let n = (bytes - done).min(self.max_copy());
             let (s, d) = (src + done, dst + done);
             self.words.extend([
-                SDMA_COPY,
-                (n - 1) as u32,
+                sd::header(sdma_op::SDMA_OP_COPY, sdma_op::SDMA_SUBOP_COPY_LINEAR),
+                sd::copy_linear::count(self.v6).put((n - 1) as u32),
                 0,
                 s as u32,
                 (s >> 32) as u32,
@@ -317,11 +308,12 @@ impl Sdma {
             let n = (bytes - done).min(self.max_copy());
             let d = dst + done;
             self.words.extend([
-                SDMA_CONST_FILL | 2 << 30,
+                sd::header(sdma_op::SDMA_OP_CONST_FILL, 0)
+                    | sd::constant_fill::FILLSIZE.put(sd::constant_fill::FILLSIZE_DWORD),
                 d as u32,
                 (d >> 32) as u32,
                 pattern,
-                (n - 1) as u32,
+                sd::constant_fill::count(self.v6).put((n - 1) as u32),
             ]);
             done += n;
         }
@@ -330,8 +322,12 @@ impl Sdma {
     /// Write the 64-bit `value` at `addr` (`WRITE_UNTILED` of two dwords). Returns the index
     /// of the low dword.
     pub fn write64(&mut self, addr: u64, value: u64) -> usize {
-        self.words
-            .extend([SDMA_WRITE, addr as u32, (addr >> 32) as u32, 1]);
+        self.words.extend([
+            sd::header(sdma_op::SDMA_OP_WRITE, sdma_op::SDMA_SUBOP_WRITE_LINEAR),
+            addr as u32,
+            (addr >> 32) as u32,
+            sd::write_untiled::COUNT.put(1),
+        ]);
         let at = self.words.len();
         self.words.extend([value as u32, (value >> 32) as u32]);
         at
@@ -339,28 +335,41 @@ impl Sdma {
 
     /// `FENCE`: write the dword `value` at `addr` after the work before it.
     pub fn fence(&mut self, addr: u64, value: u32) -> usize {
-        self.words
-            .extend([SDMA_FENCE, addr as u32, (addr >> 32) as u32, value]);
+        self.words.extend([
+            sd::header(sdma_op::SDMA_OP_FENCE, 0),
+            addr as u32,
+            (addr >> 32) as u32,
+            value,
+        ]);
         self.words.len() - 1
     }
 
     /// `POLL_REGMEM` until the dword at `addr` is `>= value`. Returns the index of the value.
     pub fn wait_ge(&mut self, addr: u64, value: u64) -> usize {
+        use sd::poll_regmem as p;
         self.words.extend([
-            SDMA_POLL_REGMEM | FUNC_GEQ << 28 | 1 << 31,
+            sd::header(sdma_op::SDMA_OP_POLL_REGMEM, 0)
+                | p::FUNC.put(p4::wait_reg_mem::FUNC_GE)
+                | p::MEM_POLL.put(1),
             addr as u32,
             (addr >> 32) as u32,
             value as u32,
             u32::MAX,
-            4 | 0xfff << 16,
+            p::INTERVAL.put(4) | p::RETRY_COUNT.put(0xfff),
         ]);
         self.words.len() - 3
     }
 
     /// `TIMESTAMP` (get global): the 64-bit GPU clock at `addr`.
     pub fn timestamp(&mut self, addr: u64) {
-        self.words
-            .extend([SDMA_TIMESTAMP | 2 << 8, addr as u32, (addr >> 32) as u32]);
+        self.words.extend([
+            sd::header(
+                sdma_op::SDMA_OP_TIMESTAMP,
+                sdma_op::SDMA_SUBOP_TIMESTAMP_GET_GLOBAL,
+            ),
+            addr as u32,
+            (addr >> 32) as u32,
+        ]);
     }
 
     /// `NOP`s until the stream is `offset` dwords into an 8-dword boundary less `before`
@@ -371,28 +380,186 @@ impl Sdma {
         let pad = (8 - (pos + 6) % 8) % 8;
         self.words.extend(std::iter::repeat_n(0, pad as usize));
         self.words.extend([
-            SDMA_INDIRECT,
+            sd::header(sdma_op::SDMA_OP_INDIRECT, 0),
             addr as u32,
             (addr >> 32) as u32,
-            dwords as u32,
+            sd::indirect::IB_SIZE.put(dwords as u32),
             0,
             0,
         ]);
     }
 }
 
-/// The name of the SDMA packet a header starts, for messages.
-pub fn sdma_name(h: u32) -> String {
-    match h & 0xff {
-        0 => "NOP".into(),
-        SDMA_COPY => "COPY_LINEAR".into(),
-        SDMA_WRITE => "WRITE".into(),
-        SDMA_INDIRECT => "INDIRECT".into(),
-        SDMA_FENCE => "FENCE".into(),
-        6 => "TRAP".into(),
-        SDMA_POLL_REGMEM => "POLL_REGMEM".into(),
-        SDMA_CONST_FILL => "CONST_FILL".into(),
-        SDMA_TIMESTAMP => "TIMESTAMP".into(),
-        o => format!("SDMA opcode {o:#x}"),
+/// The name of the SDMA packet a header starts, for messages (SDMA 5+ with `v6`).
+pub fn sdma_name(h: u32, v6: bool) -> String {
+    sd::packet_name(h, v6).map_or_else(
+        || format!("SDMA opcode {:#x}", sd::OP.get(h)),
+        str::to_string,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The dwords the encoders wrote when they spelled their bits out by hand (before the
+    /// layouts came from `am_autogen::packets`): the move changed no bit.
+    #[test]
+    fn pm4_words_are_the_hand_written_ones() {
+        for gfx9 in [false, true] {
+            let mut m = Pm4::new(gfx9);
+            m.acquire_mem();
+            let at = m.release_mem(0x1_2345_6780, 7, DataSel::Data64, true, 9);
+            assert_eq!(m.words[at], 7);
+            let wait = m.wait_ge(0x2000, 3);
+            assert_eq!(m.words[wait], 3);
+            m.write_wait_reg(0x10, 0x11, 1);
+            m.dispatch([4, 2, 1], true);
+            m.cs_partial_flush();
+            m.indirect(0x1_2345_6780, 10);
+            let acquire: &[u32] = if gfx9 {
+                &[0xc005_5800, 0x28c4_0000, u32::MAX, 0xff, 0, 0, 0x0a]
+            } else {
+                &[0xc006_5800, 0, u32::MAX, u32::MAX, 0, 0, 0x0a, 0xc3f1]
+            };
+            let n = acquire.len();
+            assert_eq!(&m.words[..n], acquire, "gfx9 {gfx9}");
+            let rest = [
+                0xc006_4900,
+                0x514,
+                0x4200_0000,
+                0x2345_6780,
+                1,
+                7,
+                0,
+                9,
+                0xc005_3c00,
+                0x15,
+                0x2000,
+                0,
+                3,
+                u32::MAX,
+                4,
+                0xc005_3c00,
+                0x43,
+                0x10,
+                0x11,
+                1,
+                1,
+                0x20,
+                0xc003_1500,
+                4,
+                2,
+                1,
+                if gfx9 { 5 } else { 0x8005 },
+                0xc000_4600,
+                0x407,
+                0xc002_3f00,
+                0x2345_6780,
+                1,
+                0x80_000a,
+            ];
+            assert_eq!(&m.words[n..], rest, "gfx9 {gfx9}");
+        }
+    }
+
+    #[test]
+    fn aql_words_are_the_hand_written_ones() {
+        let d = aql_dispatch([64, 2, 3], [256, 4, 5], 6, 7, 0x1_0000_a000, 0xb000, 0xc000);
+        assert_eq!(
+            d,
+            [
+                0x3_1502,
+                64 | 2 << 16,
+                3,
+                256,
+                4,
+                5,
+                6,
+                7,
+                0xa000,
+                1,
+                0xb000,
+                0,
+                0,
+                0,
+                0xc000,
+                0
+            ]
+        );
+        let v = aql_pm4_ib(0x1_0000_9000, 12);
+        assert_eq!(
+            v,
+            [
+                0x1_1500,
+                0xc002_3f00,
+                0x9000,
+                1,
+                0x80_000c,
+                10,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0,
+                0
+            ]
+        );
+    }
+
+    #[test]
+    fn sdma_words_are_the_hand_written_ones() {
+        for v6 in [true, false] {
+            let mut s = Sdma::new(v6);
+            s.copy(0x1000, 0x2000, 4096);
+            s.fill(0x3000, 0xdead, 64);
+            let at = s.write64(0x4000, 0x1_0000_0002);
+            assert_eq!(at, 7 + 5 + 4);
+            s.wait_ge(0x5000, 3);
+            s.timestamp(0x6000);
+            s.fence(0x7000, 5);
+            s.indirect(0, 0x8000, 16);
+            let mut want = vec![
+                1,
+                4095,
+                0,
+                0x1000,
+                0,
+                0x2000,
+                0,
+                0x8000_000b,
+                0x3000,
+                0,
+                0xdead,
+                63,
+                2,
+                0x4000,
+                0,
+                1,
+                2,
+                1,
+                0xd000_0008,
+                0x5000,
+                0,
+                3,
+                u32::MAX,
+                0x0fff_0004,
+                0x20d,
+                0x6000,
+                0,
+                5,
+                0x7000,
+                0,
+                5,
+            ];
+            // 31 dwords so far: three NOPs pad the INDIRECT to end on an 8-dword boundary.
+            want.extend([0, 0, 0, 4, 0x8000, 0, 16, 0, 0]);
+            assert_eq!(s.words, want, "v6 {v6}");
+            assert_eq!(sdma_name(s.words[0], v6), "COPY_LINEAR");
+        }
     }
 }

@@ -17,6 +17,7 @@ use crate::encode::{DataSel, Pm4, Sdma};
 use crate::memory::Buffer;
 use crate::signal::Signal;
 use crate::{Error, Result};
+use am_autogen::packets::{aql, qword};
 
 /// Packets of a queue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +73,8 @@ pub(crate) struct HwQueue {
     /// ([`HwQueue::tail`] patches the value in at `tail_at`).
     pub(crate) tail_words: Vec<u32>,
     pub(crate) tail_at: usize,
+    /// GFX9 (MI300: SDMA 4.4) packet layouts, for reports.
+    gfx9: bool,
 }
 
 /// Submissions with launches a queue holds before it looks which have finished.
@@ -126,6 +129,7 @@ impl HwQueue {
             inflight: std::collections::VecDeque::new(),
             tail_words,
             tail_at,
+            gfx9: p.gfx9,
         }
     }
 
@@ -309,20 +313,26 @@ impl HwQueue {
     fn describe_aql(&self, mem: &dyn am_driver::SysMem, at: u64, h: u32) -> String {
         let mut p = [0u8; 64];
         if mem.read_bytes(at, &mut p).is_err() {
-            return format!("AQL packet type {}", h & 0xff);
+            return format!("AQL packet type {}", aql::TYPE.get(h));
         }
         let dw = |i: usize| u32::from_le_bytes(p[4 * i..4 * i + 4].try_into().unwrap_or_default());
-        match (h & 0xff) as u16 {
-            crate::encode::aql::KERNEL_DISPATCH => {
+        let qw = |i: usize| qword(dw(i), dw(i + 1));
+        match aql::TYPE.get(h) {
+            aql::KERNEL_DISPATCH => {
                 format!(
                     "AQL kernel dispatch of the kernel object {:#x}",
-                    u64::from(dw(9)) << 32 | u64::from(dw(8))
+                    qw(aql::dispatch::KERNEL_OBJECT)
                 )
             }
-            crate::encode::aql::BARRIER_AND => "AQL barrier-AND".into(),
-            crate::encode::aql::VENDOR => {
-                let ib = u64::from(dw(3) & 0xffff) << 32 | u64::from(dw(2));
-                let dwords = (dw(4) & 0xf_ffff) as usize;
+            aql::BARRIER_AND => "AQL barrier-AND".into(),
+            aql::VENDOR_SPECIFIC => {
+                use am_autogen::packets::pm4::indirect_buffer as ib;
+                let cmd = aql::vendor::PM4 + 1;
+                let ib = qword(
+                    dw(cmd + ib::BASE_LO),
+                    ib::BASE_HI.get(dw(cmd + ib::BASE_HI.dw)),
+                );
+                let dwords = ib::IB_SIZE.get(dw(cmd + ib::IB_SIZE.dw)) as usize;
                 let names = self.ibs.as_ref().and_then(|(buf, _)| {
                     let off = ib.checked_sub(buf.va())?;
                     let (m, b) = buf.sysmem()?;
@@ -375,7 +385,7 @@ impl HwQueue {
         let what = match self.kind {
             QueueKind::Pm4 => crate::encode::pm4_name(h),
             QueueKind::Aql => self.describe_aql(mem.as_ref(), base + at, h),
-            QueueKind::Sdma => crate::encode::sdma_name(h),
+            QueueKind::Sdma => crate::encode::sdma_name(h, !self.gfx9),
         };
         format!("{what} (header {h:#010x}) at ring offset {at:#x}")
     }

@@ -2,12 +2,14 @@
 //! packets, AMD's PM4-IB vendor packet), and SDMA (4.4 and 5+). Each takes the dwords of a
 //! stream and a reader of GPU virtual memory, and follows indirect buffers.
 //!
-//! Layouts are the ones of Linux's `nvd.h`/`soc15d.h`, `hsa.h`/`amd_hsa_*` and
-//! `sdma_v6_0_0_pkt_open.h`/`vega10_sdma_pkt_open.h`; the decoders are independent of the
-//! runtime's encoders, which the tests use to write what is decoded.
+//! Opcodes, names and field positions are `am_autogen`'s (`pm4`, `sdma_pkt` and the layouts
+//! of `am_autogen::packets`, from Linux's `nvd.h`/`soc15d.h`,
+//! `sdma_v6_0_0_pkt_open.h`/`vega10_sdma_pkt_open.h` and `hsa.h`), shared with the runtime's
+//! encoders and the mock's engines; the tests decode what the runtime's encoders write.
 
 use std::collections::HashMap;
 
+use am_autogen::packets::{aql as aq, pm4 as p4, qword as addr64, sdma as sp};
 use am_autogen::pm4::nvd as op;
 use am_autogen::sdma_pkt::v6 as sd;
 use serde::Serialize;
@@ -68,49 +70,6 @@ fn hex(v: impl Into<u64>) -> String {
     format!("{:#x}", v.into())
 }
 
-fn addr64(lo: u32, hi: u32) -> u64 {
-    u64::from(hi) << 32 | u64::from(lo)
-}
-
-fn bits(v: u32, lo: u32, width: u32) -> u32 {
-    (v >> lo) & ((1u64 << width) - 1) as u32
-}
-
-/// The name of a PM4 type-3 opcode (the `PACKET3_*` names of `nvd.h`).
-pub fn pm4_opcode_name(opcode: u32) -> Option<&'static str> {
-    Some(match opcode {
-        op::PACKET3_NOP => "NOP",
-        op::PACKET3_SET_BASE => "SET_BASE",
-        op::PACKET3_DISPATCH_DIRECT => "DISPATCH_DIRECT",
-        op::PACKET3_DISPATCH_INDIRECT => "DISPATCH_INDIRECT",
-        op::PACKET3_ATOMIC_MEM => "ATOMIC_MEM",
-        op::PACKET3_PRED_EXEC => "PRED_EXEC",
-        op::PACKET3_COND_EXEC => "COND_EXEC",
-        op::PACKET3_INDIRECT_BUFFER => "INDIRECT_BUFFER",
-        op::PACKET3_WRITE_DATA => "WRITE_DATA",
-        op::PACKET3_WAIT_REG_MEM => "WAIT_REG_MEM",
-        op::PACKET3_MEM_SEMAPHORE => "MEM_SEMAPHORE",
-        op::PACKET3_COPY_DATA => "COPY_DATA",
-        op::PACKET3_EVENT_WRITE => "EVENT_WRITE",
-        op::PACKET3_RELEASE_MEM => "RELEASE_MEM",
-        op::PACKET3_ACQUIRE_MEM => "ACQUIRE_MEM",
-        op::PACKET3_DMA_DATA => "DMA_DATA",
-        op::PACKET3_SET_CONFIG_REG => "SET_CONFIG_REG",
-        op::PACKET3_SET_CONTEXT_REG => "SET_CONTEXT_REG",
-        op::PACKET3_SET_SH_REG => "SET_SH_REG",
-        op::PACKET3_SET_SH_REG_INDEX => "SET_SH_REG_INDEX",
-        op::PACKET3_SET_UCONFIG_REG => "SET_UCONFIG_REG",
-        op::PACKET3_INVALIDATE_TLBS => "INVALIDATE_TLBS",
-        op::PACKET3_SET_RESOURCES => "SET_RESOURCES",
-        op::PACKET3_MAP_QUEUES => "MAP_QUEUES",
-        op::PACKET3_UNMAP_QUEUES => "UNMAP_QUEUES",
-        op::PACKET3_QUERY_STATUS => "QUERY_STATUS",
-        _ => return None,
-    })
-}
-
-const WAIT_FUNCTIONS: [&str; 8] = ["always", "<", "<=", "==", "!=", ">=", ">", "reserved"];
-
 /// Decode a PM4 stream of `words` that starts at `va`.
 pub fn pm4(env: &Env<'_>, va: u64, words: &[u32], depth: usize) -> Vec<Packet> {
     let mut out = vec![];
@@ -118,14 +77,14 @@ pub fn pm4(env: &Env<'_>, va: u64, words: &[u32], depth: usize) -> Vec<Packet> {
     while i < words.len() {
         let at = va + i as u64 * 4;
         let h = words[i];
-        let kind = h >> 30;
-        if kind == 2 {
+        let kind = p4::TYPE.get(h);
+        if kind == op::PACKET_TYPE2 {
             // A type-2 packet is one dword of padding.
             out.push(Packet::new(at, "TYPE2_NOP", 1));
             i += 1;
             continue;
         }
-        if kind != 3 {
+        if kind != op::PACKET_TYPE3 {
             let mut p = Packet::new(at, format!("type-{kind} packet"), 1);
             p.error = Some(format!(
                 "header {h:#010x}: compute queues take type-3 packets; decoding stops here"
@@ -133,10 +92,9 @@ pub fn pm4(env: &Env<'_>, va: u64, words: &[u32], depth: usize) -> Vec<Packet> {
             out.push(p);
             break;
         }
-        let body_len = bits(h, 16, 14) as usize + 1;
-        let opcode = bits(h, 8, 8);
-        let name =
-            pm4_opcode_name(opcode).map_or(format!("PM4 opcode {opcode:#04x}"), str::to_string);
+        let body_len = p4::COUNT.get(h) as usize + 1;
+        let opcode = p4::OPCODE.get(h);
+        let name = p4::name(opcode).map_or(format!("PM4 opcode {opcode:#04x}"), str::to_string);
         let mut p = Packet::new(at, name, body_len + 1);
         let Some(body) = words.get(i + 1..i + 1 + body_len) else {
             p.error = Some(format!(
@@ -167,7 +125,7 @@ fn pm4_fields(env: &Env<'_>, opcode: u32, b: &[u32], p: &mut Packet, depth: usiz
                 op::PACKET3_SET_CONFIG_REG => op::PACKET3_SET_CONFIG_REG_START,
                 _ => op::PACKET3_SET_SH_REG_START,
             };
-            let first = u64::from(base) + u64::from(g(0) & 0xffff);
+            let first = u64::from(base) + u64::from(p4::set_reg::REG_OFFSET.at(b));
             for (k, v) in b.iter().skip(1).enumerate() {
                 let addr = first + k as u64;
                 let name = env
@@ -178,95 +136,101 @@ fn pm4_fields(env: &Env<'_>, opcode: u32, b: &[u32], p: &mut Packet, depth: usiz
             }
         }
         op::PACKET3_WAIT_REG_MEM => {
-            let f = g(0);
-            let mem = bits(f, 4, 2) == 1;
-            p.f("function", WAIT_FUNCTIONS[bits(f, 0, 3) as usize]);
+            use p4::wait_reg_mem as w;
+            let mem = w::MEM_SPACE.at(b) == w::SPACE_MEMORY;
+            let write = w::OPERATION.at(b) == w::OP_WRITE_WAIT;
+            p.f("function", w::FUNCTIONS[w::FUNCTION.at(b) as usize]);
             p.f("space", if mem { "memory" } else { "register" });
-            p.f(
-                "operation",
-                if bits(f, 6, 2) == 1 {
-                    "write, wait"
-                } else {
-                    "wait"
-                },
-            );
+            p.f("operation", if write { "write, wait" } else { "wait" });
             if mem {
-                p.f("addr", hex(addr64(g(1) & !3, g(2))));
+                p.f("addr", hex(addr64(g(w::ADDR_LO) & !3, g(w::ADDR_HI))));
             } else {
                 let name = |a: u32| {
                     env.reg_names
                         .get(&u64::from(a))
                         .map_or(hex(a), |n| n.to_string())
                 };
-                p.f("register", name(g(1)));
-                if bits(f, 6, 2) == 1 {
-                    p.f("register2", name(g(2)));
+                p.f("register", name(g(w::ADDR_LO)));
+                if write {
+                    p.f("register2", name(g(w::ADDR_HI)));
                 }
             }
-            p.f("reference", hex(g(3)));
-            p.f("mask", hex(g(4)));
-            p.f("poll_interval", g(5).to_string());
+            p.f("reference", hex(g(w::REFERENCE)));
+            p.f("mask", hex(g(w::MASK)));
+            p.f("poll_interval", g(w::POLL_INTERVAL).to_string());
         }
         op::PACKET3_RELEASE_MEM => {
-            let (e, s) = (g(0), g(1));
-            p.f("event", hex(bits(e, 0, 6)));
-            p.f("event_index", bits(e, 8, 4).to_string());
-            let data_sel = bits(s, 29, 3);
+            use p4::release_mem as r;
+            p.f("event", hex(r::EVENT_TYPE.at(b)));
+            p.f("event_index", r::EVENT_INDEX.at(b).to_string());
             p.f(
                 "data_sel",
-                ["none", "data32", "data64", "gpu clock", "clock counter"]
-                    .get(data_sel as usize)
+                r::DATA_SELS
+                    .get(r::DATA_SEL.at(b) as usize)
                     .copied()
                     .unwrap_or("reserved"),
             );
-            p.f("int_sel", bits(s, 24, 3).to_string());
-            p.f("addr", hex(addr64(g(2), g(3))));
-            p.f("data", hex(addr64(g(4), g(5))));
+            p.f("int_sel", r::INT_SEL.at(b).to_string());
+            p.f("addr", hex(addr64(g(r::ADDR_LO), g(r::ADDR_HI))));
+            p.f("data", hex(addr64(g(r::DATA_LO), g(r::DATA_HI))));
         }
         op::PACKET3_ACQUIRE_MEM => {
+            use p4::acquire_mem as a;
             if env.gfx9 {
-                p.f("coher_cntl", hex(g(0)));
-                p.f("size", hex(addr64(g(1), g(2))));
-                p.f("base", hex(addr64(g(3), g(4)) << 8));
-            } else {
-                p.f("size", hex(addr64(g(1), g(2))));
-                p.f("base", hex(addr64(g(3), g(4)) << 8));
-                p.f("gcr_cntl", hex(g(6)));
+                p.f("coher_cntl", hex(g(a::COHER_CNTL)));
             }
-            p.f("poll_interval", g(5).to_string());
+            p.f("size", hex(addr64(g(a::SIZE_LO), g(a::SIZE_HI))));
+            p.f("base", hex(addr64(g(a::BASE_LO), g(a::BASE_HI)) << 8));
+            if !env.gfx9 {
+                p.f("gcr_cntl", hex(g(a::GCR_CNTL)));
+            }
+            p.f("poll_interval", g(a::POLL_INTERVAL).to_string());
         }
         op::PACKET3_DISPATCH_DIRECT => {
-            p.f("groups", format!("{} x {} x {}", g(0), g(1), g(2)));
-            p.f("initiator", hex(g(3)));
+            use p4::dispatch_direct as d;
+            p.f(
+                "groups",
+                format!(
+                    "{} x {} x {}",
+                    g(d::DIM_X),
+                    g(d::DIM_X + 1),
+                    g(d::DIM_X + 2)
+                ),
+            );
+            p.f("initiator", hex(g(d::INITIATOR)));
         }
         op::PACKET3_EVENT_WRITE => {
-            p.f("event", hex(bits(g(0), 0, 6)));
-            p.f("event_index", bits(g(0), 8, 4).to_string());
+            use p4::event_write as e;
+            p.f("event", hex(e::EVENT_TYPE.at(b)));
+            p.f("event_index", e::EVENT_INDEX.at(b).to_string());
         }
         op::PACKET3_WRITE_DATA => {
-            p.f("dst_sel", bits(g(0), 8, 4).to_string());
-            p.f("addr", hex(addr64(g(1), g(2))));
+            use p4::write_data as w;
+            p.f("dst_sel", w::DST_SEL.at(b).to_string());
+            p.f("addr", hex(addr64(g(w::ADDR_LO), g(w::ADDR_HI))));
             p.f(
                 "data",
                 b.iter()
-                    .skip(3)
+                    .skip(w::DATA)
                     .map(|v| hex(*v))
                     .collect::<Vec<_>>()
                     .join(" "),
             );
         }
         op::PACKET3_COPY_DATA => {
-            p.f("src_sel", bits(g(0), 0, 4).to_string());
-            p.f("dst_sel", bits(g(0), 8, 4).to_string());
-            p.f("src", hex(addr64(g(1), g(2))));
-            p.f("dst", hex(addr64(g(3), g(4))));
+            use p4::copy_data as c;
+            p.f("src_sel", c::SRC_SEL.at(b).to_string());
+            p.f("dst_sel", c::DST_SEL.at(b).to_string());
+            p.f("src", hex(addr64(g(c::SRC_LO), g(c::SRC_HI))));
+            p.f("dst", hex(addr64(g(c::DST_LO), g(c::DST_HI))));
         }
         op::PACKET3_INDIRECT_BUFFER => {
-            let ib = addr64(g(0) & !3, g(1) & 0xffff);
-            let n = g(2) & 0xf_ffff;
+            use p4::indirect_buffer as i;
+            let ib = addr64(g(i::BASE_LO) & !3, i::BASE_HI.at(b));
+            let n = i::IB_SIZE.at(b);
             p.f("addr", hex(ib));
             p.f("dwords", n.to_string());
-            p.f("valid", (g(2) & op::INDIRECT_BUFFER_VALID != 0).to_string());
+            p.f("valid", i::VALID.is_set(g(i::VALID.dw)).to_string());
             follow(env, ib, n, depth, p, pm4);
         }
         op::PACKET3_NOP => {}
@@ -302,21 +266,10 @@ fn follow(
     }
 }
 
-/// HSA packet type names (`hsa_packet_type_t`).
-const AQL_TYPES: [&str; 6] = [
-    "VENDOR_SPECIFIC",
-    "INVALID",
-    "KERNEL_DISPATCH",
-    "BARRIER_AND",
-    "AGENT_DISPATCH",
-    "BARRIER_OR",
-];
-const FENCE_SCOPES: [&str; 4] = ["none", "agent", "system", "reserved"];
-
 /// Decode 64-byte AQL packets (16 dwords each) starting at `va`.
 pub fn aql(env: &Env<'_>, va: u64, words: &[u32]) -> Vec<Packet> {
     words
-        .chunks(16)
+        .chunks(aq::DWORDS)
         .enumerate()
         .map(|(k, w)| aql_one(env, va + k as u64 * 64, w))
         .collect()
@@ -324,79 +277,85 @@ pub fn aql(env: &Env<'_>, va: u64, words: &[u32]) -> Vec<Packet> {
 
 fn aql_one(env: &Env<'_>, at: u64, w: &[u32]) -> Packet {
     let g = |k: usize| w.get(k).copied().unwrap_or(0);
-    let header = g(0) & 0xffff;
-    let kind = header & 0xff;
-    let name = AQL_TYPES
+    let kind = aq::TYPE.at(w);
+    let name = aq::TYPE_NAMES
         .get(kind as usize)
         .map_or(format!("AQL type {kind}"), |n| n.to_string());
-    let mut p = Packet::new(at, name, 16);
-    if w.len() < 16 {
+    let mut p = Packet::new(at, name, aq::DWORDS);
+    if w.len() < aq::DWORDS {
         p.error = Some("a partial packet".into());
         return p;
     }
-    p.f("barrier", bits(header, 8, 1).to_string());
-    p.f("acquire", FENCE_SCOPES[bits(header, 9, 2) as usize]);
-    p.f("release", FENCE_SCOPES[bits(header, 11, 2) as usize]);
+    p.f("barrier", aq::BARRIER.at(w).to_string());
+    p.f(
+        "acquire",
+        aq::SCOPE_NAMES[aq::ACQUIRE_FENCE_SCOPE.at(w) as usize],
+    );
+    p.f(
+        "release",
+        aq::SCOPE_NAMES[aq::RELEASE_FENCE_SCOPE.at(w) as usize],
+    );
+    let signal = hex(addr64(
+        g(aq::COMPLETION_SIGNAL),
+        g(aq::COMPLETION_SIGNAL + 1),
+    ));
     match kind {
-        2 => {
-            p.f("dimensions", bits(g(0), 16, 2).to_string());
+        aq::KERNEL_DISPATCH => {
+            use aq::dispatch as d;
+            p.f("dimensions", d::DIMENSIONS.at(w).to_string());
             p.f(
                 "workgroup",
-                format!("{} x {} x {}", g(1) & 0xffff, g(1) >> 16, g(2) & 0xffff),
+                format!(
+                    "{} x {} x {}",
+                    d::WORKGROUP_X.at(w),
+                    d::WORKGROUP_Y.at(w),
+                    d::WORKGROUP_Z.at(w)
+                ),
             );
-            p.f("grid", format!("{} x {} x {}", g(3), g(4), g(5)));
-            p.f("private_segment", g(6).to_string());
-            p.f("group_segment", g(7).to_string());
-            p.f("kernel_object", hex(addr64(g(8), g(9))));
-            p.f("kernarg", hex(addr64(g(10), g(11))));
-            p.f("completion_signal", hex(addr64(g(14), g(15))));
+            p.f(
+                "grid",
+                format!(
+                    "{} x {} x {}",
+                    g(d::GRID_X),
+                    g(d::GRID_X + 1),
+                    g(d::GRID_X + 2)
+                ),
+            );
+            p.f("private_segment", g(d::PRIVATE_SEGMENT_SIZE).to_string());
+            p.f("group_segment", g(d::GROUP_SEGMENT_SIZE).to_string());
+            p.f(
+                "kernel_object",
+                hex(addr64(g(d::KERNEL_OBJECT), g(d::KERNEL_OBJECT + 1))),
+            );
+            p.f("kernarg", hex(addr64(g(d::KERNARG), g(d::KERNARG + 1))));
+            p.f("completion_signal", signal);
         }
-        3 | 5 => {
-            for k in 0..5 {
-                let s = addr64(g(2 + 2 * k), g(3 + 2 * k));
+        aq::BARRIER_AND | aq::BARRIER_OR => {
+            use aq::barrier as br;
+            for k in 0..br::DEP_SIGNALS {
+                let s = addr64(g(br::DEP_SIGNAL + 2 * k), g(br::DEP_SIGNAL + 2 * k + 1));
                 if s != 0 {
                     p.f(&format!("dep_signal{k}"), hex(s));
                 }
             }
-            p.f("completion_signal", hex(addr64(g(14), g(15))));
+            p.f("completion_signal", signal);
         }
-        0 => {
+        aq::VENDOR_SPECIFIC => {
             // AMD vendor packet (`AMD_AQL_FORMAT_PM4_IB` = 1): a PM4 INDIRECT_BUFFER in
             // dwords 1..4, then the dwords remaining.
-            let format = g(0) >> 16;
+            use aq::vendor as v;
+            let format = v::AMD_FORMAT.at(w);
             p.f("amd_format", format.to_string());
-            if format == 1 {
-                p.ib = pm4(env, at + 4, &w[1..5], 0);
-                p.f("dw_cnt_remain", g(5).to_string());
-                p.f("completion_signal", hex(addr64(g(14), g(15))));
+            if format == v::FORMAT_PM4_IB {
+                let cmd = v::PM4..v::PM4 + 1 + p4::indirect_buffer::BODY;
+                p.ib = pm4(env, at + 4 * v::PM4 as u64, &w[cmd], 0);
+                p.f("dw_cnt_remain", g(v::DW_CNT_REMAIN).to_string());
+                p.f("completion_signal", signal);
             }
         }
         _ => {}
     }
     p
-}
-
-/// The name of an SDMA opcode (`SDMA_OP_*`).
-pub fn sdma_opcode_name(opcode: u32) -> Option<&'static str> {
-    Some(match opcode {
-        sd::SDMA_OP_NOP => "NOP",
-        sd::SDMA_OP_COPY => "COPY",
-        sd::SDMA_OP_WRITE => "WRITE",
-        sd::SDMA_OP_INDIRECT => "INDIRECT",
-        sd::SDMA_OP_FENCE => "FENCE",
-        sd::SDMA_OP_TRAP => "TRAP",
-        sd::SDMA_OP_SEM => "SEM",
-        sd::SDMA_OP_POLL_REGMEM => "POLL_REGMEM",
-        sd::SDMA_OP_COND_EXE => "COND_EXE",
-        sd::SDMA_OP_ATOMIC => "ATOMIC",
-        sd::SDMA_OP_CONST_FILL => "CONST_FILL",
-        sd::SDMA_OP_PTEPDE => "PTEPDE",
-        sd::SDMA_OP_TIMESTAMP => "TIMESTAMP",
-        sd::SDMA_OP_SRBM_WRITE => "SRBM_WRITE",
-        sd::SDMA_OP_PRE_EXE => "PRE_EXE",
-        sd::SDMA_OP_GCR_REQ => "GCR_REQ",
-        _ => return None,
-    })
 }
 
 /// Decode an SDMA stream of `words` that starts at `va`.
@@ -408,22 +367,10 @@ pub fn sdma(env: &Env<'_>, va: u64, words: &[u32], depth: usize) -> Vec<Packet> 
         let w = &words[i..];
         let g = |k: usize| w.get(k).copied().unwrap_or(0);
         let h = g(0);
-        let (opcode, sub) = (bits(h, 0, 8), bits(h, 8, 8));
-        let len = match opcode {
-            sd::SDMA_OP_NOP => 1 + bits(h, 16, 14) as usize,
-            sd::SDMA_OP_COPY => 7,
-            sd::SDMA_OP_WRITE => 4 + bits(g(3), 0, 20) as usize + 1,
-            sd::SDMA_OP_INDIRECT => 6,
-            sd::SDMA_OP_FENCE => 4,
-            sd::SDMA_OP_TRAP => 2,
-            sd::SDMA_OP_POLL_REGMEM => 6,
-            sd::SDMA_OP_CONST_FILL => 5,
-            sd::SDMA_OP_TIMESTAMP => 3,
-            sd::SDMA_OP_GCR_REQ if env.sdma_v5 => 5,
-            _ => 0,
-        };
-        let name =
-            sdma_opcode_name(opcode).map_or(format!("SDMA opcode {opcode:#x}"), str::to_string);
+        let (opcode, sub) = (sp::OP.get(h), sp::SUB_OP.get(h));
+        let len = sp::packet_dwords(w, env.sdma_v5).unwrap_or(0) as usize;
+        let name = sp::name(opcode, env.sdma_v5)
+            .map_or(format!("SDMA opcode {opcode:#x}"), str::to_string);
         let mut p = Packet::new(at, name, len.max(1));
         if len == 0 {
             p.error = Some(format!(
@@ -443,25 +390,23 @@ pub fn sdma(env: &Env<'_>, va: u64, words: &[u32], depth: usize) -> Vec<Packet> 
         match opcode {
             sd::SDMA_OP_NOP if len > 1 => p.f("count", (len - 1).to_string()),
             sd::SDMA_OP_COPY => {
-                p.name = if sub == 0 {
+                use sp::copy_linear as c;
+                p.name = if sub == sd::SDMA_SUBOP_COPY_LINEAR {
                     "COPY_LINEAR".into()
                 } else {
                     format!("COPY sub-op {sub}")
                 };
-                let count = if env.sdma_v5 {
-                    bits(g(1), 0, 30)
-                } else {
-                    bits(g(1), 0, 22)
-                };
+                let count = c::count(env.sdma_v5).at(w);
                 p.f("bytes", (u64::from(count) + 1).to_string());
-                p.f("src", hex(addr64(g(3), g(4))));
-                p.f("dst", hex(addr64(g(5), g(6))));
+                p.f("src", hex(addr64(g(c::SRC_LO), g(c::SRC_LO + 1))));
+                p.f("dst", hex(addr64(g(c::DST_LO), g(c::DST_LO + 1))));
             }
             sd::SDMA_OP_WRITE => {
-                p.f("dst", hex(addr64(g(1), g(2))));
+                use sp::write_untiled as wu;
+                p.f("dst", hex(addr64(g(wu::DST_LO), g(wu::DST_LO + 1))));
                 p.f(
                     "data",
-                    w[4..len]
+                    w[wu::DATA..len]
                         .iter()
                         .map(|v| hex(*v))
                         .collect::<Vec<_>>()
@@ -469,33 +414,44 @@ pub fn sdma(env: &Env<'_>, va: u64, words: &[u32], depth: usize) -> Vec<Packet> 
                 );
             }
             sd::SDMA_OP_CONST_FILL => {
-                p.f("dst", hex(addr64(g(1), g(2))));
-                p.f("pattern", hex(g(3)));
-                p.f("bytes", (u64::from(bits(g(4), 0, 30)) + 1).to_string());
+                use sp::constant_fill as f;
+                p.f("dst", hex(addr64(g(f::DST_LO), g(f::DST_LO + 1))));
+                p.f("pattern", hex(g(f::DATA)));
+                p.f(
+                    "bytes",
+                    (u64::from(f::count(env.sdma_v5).at(w)) + 1).to_string(),
+                );
             }
             sd::SDMA_OP_FENCE => {
-                p.f("addr", hex(addr64(g(1), g(2))));
-                p.f("data", hex(g(3)));
+                use sp::fence as f;
+                p.f("addr", hex(addr64(g(f::ADDR_LO), g(f::ADDR_LO + 1))));
+                p.f("data", hex(g(f::DATA)));
             }
-            sd::SDMA_OP_TRAP => p.f("int_context", hex(g(1))),
+            sd::SDMA_OP_TRAP => p.f("int_context", hex(g(sp::trap::INT_CONTEXT.dw))),
             sd::SDMA_OP_POLL_REGMEM => {
-                let mem = bits(h, 31, 1) == 1;
-                p.f("function", WAIT_FUNCTIONS[bits(h, 28, 3) as usize]);
+                use sp::poll_regmem as r;
+                let mem = r::MEM_POLL.is_set(h);
+                p.f(
+                    "function",
+                    p4::wait_reg_mem::FUNCTIONS[r::FUNC.get(h) as usize],
+                );
                 p.f("space", if mem { "memory" } else { "register" });
-                p.f("addr", hex(addr64(g(1), g(2))));
-                p.f("reference", hex(g(3)));
-                p.f("mask", hex(g(4)));
-                p.f("interval", bits(g(5), 0, 16).to_string());
-                p.f("retries", bits(g(5), 16, 12).to_string());
+                p.f("addr", hex(addr64(g(r::ADDR_LO), g(r::ADDR_HI))));
+                p.f("reference", hex(g(r::VALUE)));
+                p.f("mask", hex(g(r::MASK)));
+                p.f("interval", r::INTERVAL.at(w).to_string());
+                p.f("retries", r::RETRY_COUNT.at(w).to_string());
             }
             sd::SDMA_OP_TIMESTAMP => {
+                use sp::timestamp as t;
                 p.f("sub_op", sub.to_string());
-                p.f("addr", hex(addr64(g(1), g(2))));
+                p.f("addr", hex(addr64(g(t::ADDR_LO), g(t::ADDR_LO + 1))));
             }
             sd::SDMA_OP_INDIRECT => {
-                let ib = addr64(g(1), g(2));
-                let n = bits(g(3), 0, 20);
-                p.f("vmid", bits(h, 16, 4).to_string());
+                use sp::indirect as ind;
+                let ib = addr64(g(ind::BASE_LO), g(ind::BASE_LO + 1));
+                let n = ind::IB_SIZE.at(w);
+                p.f("vmid", ind::VMID.get(h).to_string());
                 p.f("addr", hex(ib));
                 p.f("dwords", n.to_string());
                 follow(env, ib, n, depth, &mut p, |env, va, w, d| {

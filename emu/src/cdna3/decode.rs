@@ -6,6 +6,7 @@
 //! [`super::opcodes`], generated from LLVM 22.
 
 use super::opcodes::{GFX950_CHANGED, GFX950_REMOVED, gfx942};
+use am_autogen::bits;
 
 /// The two CDNA targets: their tables differ (gfx950 adds opcodes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -296,10 +297,6 @@ pub fn shape_len(shape: &str) -> usize {
     } else {
         shape.split(',').count()
     }
-}
-
-fn bits(w: u32, lo: u32, n: u32) -> u32 {
-    (w >> lo) & ((1u32 << n) - 1)
 }
 
 fn sext(v: u32, n: u32) -> i32 {

@@ -7,6 +7,7 @@
 //! its SMEM, VFLAT/VGLOBAL/VSCRATCH and VBUFFER words decode into the same [`Inst`] fields.
 
 use super::opcodes;
+use am_autogen::bits;
 
 /// Pseudo VALU opcode of VOPD's `v_dual_dot2acc_f32_bf16`, which has no VOP1/2/3 form.
 pub const VOPD_DOT2ACC_F32_BF16: u16 = 0xFFFF;
@@ -402,10 +403,6 @@ pub fn valu_dst_count_in(rdna: Gen, op: u16) -> usize {
     } else {
         1
     }
-}
-
-fn bits(w: u32, lo: u32, n: u32) -> u32 {
-    (w >> lo) & ((1u32 << n) - 1)
 }
 
 fn sext(v: u32, n: u32) -> i32 {

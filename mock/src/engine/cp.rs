@@ -27,6 +27,7 @@
 use std::collections::HashMap;
 
 use am_autogen::ih as ihsrc;
+use am_autogen::packets::{aql, bits, pm4 as p4, qword};
 use am_autogen::pm4::nvd as pm4;
 
 use super::mem::{GpuMem, MemError, ShaderMem};
@@ -127,28 +128,20 @@ pub(super) struct Cp {
     dispatches: u64,
 }
 
-fn bits(v: u32, lo: u32, n: u32) -> u32 {
-    (v >> lo) & ((1u64 << n) - 1) as u32
-}
-
-fn qword(lo: u32, hi: u32) -> u64 {
-    u64::from(hi) << 32 | u64::from(lo)
-}
-
 /// Dwords a PM4 packet with this header takes, or why it cannot be parsed.
 fn packet_len(h: u32) -> Result<u64, String> {
-    match h >> 30 {
-        3 => {
-            let count = bits(h, 16, 14);
-            let op = bits(h, 8, 8);
+    match p4::TYPE.get(h) {
+        pm4::PACKET_TYPE3 => {
             // A NOP with count 0x3FFF is the one-dword filler (`PACKET3(NOP, 0x3FFF)`).
-            if op == pm4::PACKET3_NOP && count == 0x3fff {
+            if p4::OPCODE.get(h) == pm4::PACKET3_NOP
+                && p4::COUNT.get(h) == p4::COUNT.get(p4::NOP_FILLER)
+            {
                 Ok(1)
             } else {
-                Ok(u64::from(count) + 2)
+                Ok(u64::from(p4::COUNT.get(h)) + 2)
             }
         }
-        2 => Ok(1),
+        pm4::PACKET_TYPE2 => Ok(1),
         t => Err(format!(
             "type-{t} packet header {h:#010x}: compute queues take type-3 packets"
         )),
@@ -156,21 +149,7 @@ fn packet_len(h: u32) -> Result<u64, String> {
 }
 
 fn opcode_name(op: u32) -> &'static str {
-    match op {
-        pm4::PACKET3_NOP => "NOP",
-        pm4::PACKET3_SET_SH_REG => "SET_SH_REG",
-        pm4::PACKET3_SET_UCONFIG_REG => "SET_UCONFIG_REG",
-        pm4::PACKET3_ACQUIRE_MEM => "ACQUIRE_MEM",
-        pm4::PACKET3_RELEASE_MEM => "RELEASE_MEM",
-        pm4::PACKET3_WAIT_REG_MEM => "WAIT_REG_MEM",
-        pm4::PACKET3_INDIRECT_BUFFER => "INDIRECT_BUFFER",
-        pm4::PACKET3_DISPATCH_DIRECT => "DISPATCH_DIRECT",
-        pm4::PACKET3_EVENT_WRITE => "EVENT_WRITE",
-        pm4::PACKET3_COPY_DATA => "COPY_DATA",
-        pm4::PACKET3_WRITE_DATA => "WRITE_DATA",
-        pm4::PACKET3_PRED_EXEC => "PRED_EXEC",
-        _ => "unknown",
-    }
+    p4::name(op).unwrap_or("unknown")
 }
 
 /// `WAIT_REG_MEM`/`POLL_REGMEM` compare functions: 0 always, 1 <, 2 ≤, 3 =, 4 ≠, 5 ≥, 6 >.
@@ -497,21 +476,21 @@ impl Cp {
         dw: &[u32],
     ) -> Exec {
         let h = dw[0];
-        if h >> 30 == 2 {
+        if p4::TYPE.get(h) == pm4::PACKET_TYPE2 {
             return Exec::Next;
         }
-        let op = bits(h, 8, 8);
+        let op = p4::OPCODE.get(h);
         let body = &dw[1..];
         let count = body.len();
         let gfx9 = sh.gc_major() < 10;
         let need = match op {
-            pm4::PACKET3_ACQUIRE_MEM => Some(if gfx9 { 6 } else { 7 }),
-            pm4::PACKET3_RELEASE_MEM => Some(7),
-            pm4::PACKET3_WAIT_REG_MEM => Some(6),
-            pm4::PACKET3_INDIRECT_BUFFER => Some(3),
-            pm4::PACKET3_DISPATCH_DIRECT => Some(4),
-            pm4::PACKET3_COPY_DATA => Some(5),
-            pm4::PACKET3_PRED_EXEC => Some(1),
+            pm4::PACKET3_ACQUIRE_MEM => Some(p4::acquire_mem::body(gfx9)),
+            pm4::PACKET3_RELEASE_MEM => Some(p4::release_mem::BODY),
+            pm4::PACKET3_WAIT_REG_MEM => Some(p4::wait_reg_mem::BODY),
+            pm4::PACKET3_INDIRECT_BUFFER => Some(p4::indirect_buffer::BODY),
+            pm4::PACKET3_DISPATCH_DIRECT => Some(p4::dispatch_direct::BODY),
+            pm4::PACKET3_COPY_DATA => Some(p4::copy_data::BODY),
+            pm4::PACKET3_PRED_EXEC => Some(p4::pred_exec::BODY),
             _ => None,
         };
         if let Some(n) = need
@@ -551,8 +530,8 @@ impl Cp {
                 format!("WRITE_DATA with {count} body dwords (at least 4)"),
             ),
             pm4::PACKET3_PRED_EXEC => {
-                let exec_count = u64::from(bits(body[0], 0, 14));
-                let select = bits(body[0], 24, 8);
+                let exec_count = u64::from(p4::pred_exec::EXEC_COUNT.at(body));
+                let select = p4::pred_exec::DEVICE_SELECT.at(body);
                 if at.depth > 0 && at.lane < 8 && select & (1 << at.lane) != 0 {
                     Exec::Next
                 } else {
@@ -587,7 +566,7 @@ impl Cp {
         if body.len() < 2 {
             return Err(self.bad(cfg, at, format!("{name} without a value")));
         }
-        let first = start + (body[0] & 0xffff);
+        let first = start + p4::set_reg::REG_OFFSET.at(body);
         for (i, &v) in body[1..].iter().enumerate() {
             let dword = first + i as u32;
             if dword >= end {
@@ -623,11 +602,12 @@ impl Cp {
         at: At,
         b: &[u32],
     ) -> Exec {
-        let data_sel = bits(b[1], 29, 3);
-        let int_sel = bits(b[1], 24, 3);
-        let dst_sel = bits(b[1], 16, 2);
-        let addr = qword(b[2], b[3]);
-        let data = qword(b[4], b[5]);
+        use p4::release_mem as rm;
+        let data_sel = rm::DATA_SEL.at(b);
+        let int_sel = rm::INT_SEL.at(b);
+        let dst_sel = rm::DST_SEL.at(b);
+        let addr = qword(b[rm::ADDR_LO], b[rm::ADDR_HI]);
+        let data = qword(b[rm::DATA_LO], b[rm::DATA_HI]);
         if dst_sel > 1 {
             return self.bad(
                 cfg,
@@ -670,7 +650,7 @@ impl Cp {
                 cfg,
                 at.xcc,
                 ihsrc::gfx_9_0::GFX_9_0__SRCID__CP_EOP_INTERRUPT as u8,
-                b[6],
+                b[rm::INT_CTXID],
             )),
             _ => {
                 return self.bad(
@@ -691,13 +671,14 @@ impl Cp {
         at: At,
         b: &[u32],
     ) -> Exec {
-        let func = bits(b[0], 0, 3);
-        let mem_space = bits(b[0], 4, 2);
-        let operation = bits(b[0], 6, 2);
-        let (reference, mask) = (b[3], b[4]);
+        use p4::wait_reg_mem as w;
+        let func = w::FUNCTION.at(b);
+        let mem_space = w::MEM_SPACE.at(b);
+        let operation = w::OPERATION.at(b);
+        let (reference, mask) = (b[w::REFERENCE], b[w::MASK]);
         let value = match (mem_space, operation) {
-            (1, 0) => {
-                let addr = qword(b[1], b[2]);
+            (w::SPACE_MEMORY, w::OP_WAIT) => {
+                let addr = qword(b[w::ADDR_LO], b[w::ADDR_HI]);
                 if !addr.is_multiple_of(4) {
                     return self.bad(
                         cfg,
@@ -710,16 +691,20 @@ impl Cp {
                     Err(e) => return self.mem_failure(sh, cfg, at, "WAIT_REG_MEM read", e),
                 }
             }
-            (0, 0 | 1) => {
-                if operation == 1 && !self.wrote {
+            (w::SPACE_REGISTER, w::OP_WAIT | w::OP_WRITE_WAIT) => {
+                if operation == w::OP_WRITE_WAIT && !self.wrote {
                     if let Err(e) =
-                        sh.engine_reg(at.xcc, u64::from(b[1] & 0x3ffff), Some(reference))
+                        sh.engine_reg(at.xcc, u64::from(b[w::ADDR_LO] & 0x3ffff), Some(reference))
                     {
                         return self.bad(cfg, at, format!("WAIT_REG_MEM write: {e}"));
                     }
                     self.wrote = true;
                 }
-                let poll = if operation == 1 { b[2] } else { b[1] };
+                let poll = if operation == w::OP_WRITE_WAIT {
+                    b[w::ADDR_HI]
+                } else {
+                    b[w::ADDR_LO]
+                };
                 match sh.engine_reg(at.xcc, u64::from(poll & 0x3ffff), None) {
                     Ok(v) => v,
                     Err(e) => return self.bad(cfg, at, format!("WAIT_REG_MEM poll: {e}")),
@@ -746,19 +731,22 @@ impl Cp {
     }
 
     fn indirect(&mut self, cfg: &QueueConfig, at: At, b: &[u32], mem: &GpuMem<'_>) -> Exec {
-        if b[0] & 3 != 0 {
+        use p4::indirect_buffer as ib;
+        if b[ib::BASE_LO] & 3 != 0 {
             return self.bad(
                 cfg,
                 at,
-                format!("INDIRECT_BUFFER base {:#x} is not dword-aligned", b[0]),
+                format!(
+                    "INDIRECT_BUFFER base {:#x} is not dword-aligned",
+                    b[ib::BASE_LO]
+                ),
             );
         }
-        let base = qword(b[0], b[1] & 0xffff);
-        let control = b[2];
-        let size = u64::from(bits(control, 0, 20));
-        let chain = control & (1 << 20) != 0;
-        let vmid = bits(control, 24, 4) as u8;
-        if control & pm4::INDIRECT_BUFFER_VALID == 0 || size == 0 {
+        let base = qword(b[ib::BASE_LO], ib::BASE_HI.at(b));
+        let size = u64::from(ib::IB_SIZE.at(b));
+        let chain = ib::CHAIN.at(b) != 0;
+        let vmid = ib::VMID.at(b) as u8;
+        if ib::VALID.at(b) == 0 || size == 0 {
             return Exec::Next;
         }
         if vmid != mem.vmid() {
@@ -797,22 +785,23 @@ impl Cp {
         at: At,
         b: &[u32],
     ) -> Exec {
-        let src_sel = bits(b[0], 0, 4);
-        let dst_sel = bits(b[0], 8, 4);
-        let wide = b[0] & (1 << 16) != 0;
+        use p4::copy_data as c;
+        let src_sel = c::SRC_SEL.at(b);
+        let dst_sel = c::DST_SEL.at(b);
+        let wide = c::COUNT_SEL.at(b) != 0;
         let n = if wide { 8 } else { 4 };
-        let src_addr = qword(b[1], b[2]);
+        let src_addr = qword(b[c::SRC_LO], b[c::SRC_HI]);
         let reg = |dword: u32, i: u32| -> Result<u32, String> {
             sh.engine_reg(at.xcc, u64::from((dword & 0x3ffff) + i), None)
         };
         let value: u64 = match src_sel {
             0 | 4 => {
-                let lo = match reg(b[1], 0) {
+                let lo = match reg(b[c::SRC_LO], 0) {
                     Ok(v) => v,
                     Err(e) => return self.bad(cfg, at, format!("COPY_DATA source: {e}")),
                 };
                 let hi = if wide {
-                    match reg(b[1], 1) {
+                    match reg(b[c::SRC_LO], 1) {
                         Ok(v) => v,
                         Err(e) => return self.bad(cfg, at, format!("COPY_DATA source: {e}")),
                     }
@@ -845,7 +834,7 @@ impl Cp {
                 );
             }
         };
-        let dst = qword(b[3], b[4]);
+        let dst = qword(b[c::DST_LO], b[c::DST_HI]);
         match dst_sel {
             0 => {
                 let words: &[u32] = if wide {
@@ -854,9 +843,11 @@ impl Cp {
                     &[value as u32]
                 };
                 for (i, &w) in words.iter().enumerate() {
-                    if let Err(e) =
-                        sh.engine_reg(at.xcc, u64::from((b[3] & 0x3ffff) + i as u32), Some(w))
-                    {
+                    if let Err(e) = sh.engine_reg(
+                        at.xcc,
+                        u64::from((b[c::DST_LO] & 0x3ffff) + i as u32),
+                        Some(w),
+                    ) {
                         return self.bad(cfg, at, format!("COPY_DATA destination: {e}"));
                     }
                 }
@@ -892,16 +883,17 @@ impl Cp {
         at: At,
         b: &[u32],
     ) -> Exec {
-        let dst_sel = bits(b[0], 8, 4);
-        let one_addr = b[0] & pm4::WR_ONE_ADDR != 0;
-        let addr = qword(b[1], b[2]);
-        let data = &b[3..];
+        use p4::write_data as wd;
+        let dst_sel = wd::DST_SEL.at(b);
+        let one_addr = wd::WR_ONE_ADDR.at(b) != 0;
+        let addr = qword(b[wd::ADDR_LO], b[wd::ADDR_HI]);
+        let data = &b[wd::DATA..];
         match dst_sel {
             0 => {
                 for (i, &v) in data.iter().enumerate() {
                     let off = if one_addr { 0 } else { i as u32 };
                     if let Err(e) =
-                        sh.engine_reg(at.xcc, u64::from((b[1] & 0x3ffff) + off), Some(v))
+                        sh.engine_reg(at.xcc, u64::from((b[wd::ADDR_LO] & 0x3ffff) + off), Some(v))
                     {
                         return self.bad(cfg, at, format!("WRITE_DATA: {e}"));
                     }
@@ -954,7 +946,9 @@ impl Cp {
         at: At,
         b: &[u32],
     ) -> Exec {
-        match self.dispatch(sh, mem, cfg, at, [b[0], b[1], b[2]], b[3]) {
+        use p4::dispatch_direct as d;
+        let dims = [b[d::DIM_X], b[d::DIM_X + 1], b[d::DIM_X + 2]];
+        match self.dispatch(sh, mem, cfg, at, dims, b[d::INITIATOR]) {
             Ok(e) => e,
             Err(why) => self.bad(cfg, at, format!("DISPATCH_DIRECT: {why}")),
         }
@@ -981,11 +975,12 @@ impl Cp {
         let gc10 = sh.gc_major() >= 10;
         let r = |name: &str| self.sh_reg(sh, xcc, name);
         let f = |reg: &str, field: &str, v: u32| sh.field_of(reg, field).map(|fl| fl.get(v));
-        if initiator & 1 == 0 {
+        use p4::dispatch_direct as d;
+        if !d::COMPUTE_SHADER_EN.is_set(initiator) {
             return Err("the initiator's COMPUTE_SHADER_EN is clear".into());
         }
-        let force_start = initiator & (1 << 2) != 0;
-        let thread_dims = initiator & (1 << 5) != 0;
+        let force_start = d::FORCE_START_AT_000.is_set(initiator);
+        let thread_dims = d::USE_THREAD_DIMENSIONS.is_set(initiator);
         let start = [
             r("COMPUTE_START_X")?,
             r("COMPUTE_START_Y")?,
@@ -1047,7 +1042,7 @@ impl Cp {
         } else {
             0
         };
-        let wave_size = if gc10 && initiator & (1 << 15) != 0 {
+        let wave_size = if gc10 && d::CS_W32_EN.is_set(initiator) {
             32
         } else {
             64
@@ -1230,9 +1225,12 @@ impl Cp {
                 let f = into_failure(self.mem_failure(sh, cfg, at, "AQL packet fetch", e));
                 return self.halt(sh, ctl, f);
             }
-            let header = u16::from_le_bytes([p[0], p[1]]);
+            let header = u32::from_le_bytes([p[0], p[1], p[2], p[3]]);
             ctl.set_status(|s| {
-                s.last_packet = Some((at.addr, format!("AQL packet type {}", header & 0xff)))
+                s.last_packet = Some((
+                    at.addr,
+                    format!("AQL packet type {}", aql::TYPE.get(header)),
+                ))
             });
             match self.aql_packet(sh, mem, cfg, at, &p) {
                 Exec::Next => {
@@ -1285,28 +1283,29 @@ impl Cp {
         at: At,
         p: &[u8; 64],
     ) -> Exec {
-        let u16_at = |o: usize| u16::from_le_bytes([p[o], p[o + 1]]);
-        let u32_at = |o: usize| u32::from_le_bytes([p[o], p[o + 1], p[o + 2], p[o + 3]]);
-        let u64_at = |o: usize| qword(u32_at(o), u32_at(o + 4));
-        let header = u16_at(0);
-        let signal = u64_at(56);
-        match header & 0xff {
+        let w = aql_dwords(p);
+        let header = aql::HEADER.at(&w);
+        let signal = qword(w[aql::COMPLETION_SIGNAL], w[aql::COMPLETION_SIGNAL + 1]);
+        match aql::TYPE.at(&w) {
             // HSA_PACKET_TYPE_VENDOR_SPECIFIC with AMD's PM4-IB format.
-            0 => {
-                let format = u16_at(2);
-                if format != 1 {
+            aql::VENDOR_SPECIFIC => {
+                let format = aql::vendor::AMD_FORMAT.at(&w);
+                if format != aql::vendor::FORMAT_PM4_IB {
                     return self.bad(
                         cfg,
                         at,
                         format!("AQL vendor packet of AMD format {format}: only 1 (PM4 IB) exists"),
                     );
                 }
-                let ib_header = u32_at(4);
-                if bits(ib_header, 8, 8) != pm4::PACKET3_INDIRECT_BUFFER || ib_header >> 30 != 3 {
+                let cmd = aql::vendor::PM4;
+                let ib_header = w[cmd];
+                if p4::OPCODE.get(ib_header) != pm4::PACKET3_INDIRECT_BUFFER
+                    || p4::TYPE.get(ib_header) != pm4::PACKET_TYPE3
+                {
                     return self.bad(cfg, at, format!("AQL PM4-IB packet whose command {ib_header:#010x} is not INDIRECT_BUFFER"));
                 }
-                let b = [u32_at(8), u32_at(12), u32_at(16)];
-                match self.indirect(cfg, At { depth: 0, ..at }, &b, mem) {
+                let b = &w[cmd + 1..cmd + 1 + p4::indirect_buffer::BODY];
+                match self.indirect(cfg, At { depth: 0, ..at }, b, mem) {
                     Exec::Push(frame) => {
                         self.aql_ib = Some(AqlIb {
                             xcc: 0,
@@ -1325,9 +1324,9 @@ impl Cp {
                 }
             }
             // HSA_PACKET_TYPE_INVALID: the producer has not finished writing the slot.
-            1 => Exec::Blocked,
-            2 => {
-                let r = self.aql_dispatch(sh, mem, cfg, at, p);
+            aql::INVALID => Exec::Blocked,
+            aql::KERNEL_DISPATCH => {
+                let r = self.aql_dispatch(sh, mem, cfg, at, &w);
                 if !matches!(r, Exec::Next) {
                     return r;
                 }
@@ -1336,9 +1335,10 @@ impl Cp {
                     Err(f) => Exec::Fail(f),
                 }
             }
-            kind @ (3 | 5) => {
-                let deps: Vec<u64> = (0..5)
-                    .map(|i| u64_at(8 + 8 * i))
+            kind @ (aql::BARRIER_AND | aql::BARRIER_OR) => {
+                use aql::barrier as br;
+                let deps: Vec<u64> = (0..br::DEP_SIGNALS)
+                    .map(|i| qword(w[br::DEP_SIGNAL + 2 * i], w[br::DEP_SIGNAL + 2 * i + 1]))
                     .filter(|&h| h != 0)
                     .collect();
                 let mut zero = Vec::with_capacity(deps.len());
@@ -1350,7 +1350,7 @@ impl Cp {
                         }
                     }
                 }
-                let done = if kind == 3 {
+                let done = if kind == aql::BARRIER_AND {
                     zero.iter().all(|&z| z)
                 } else {
                     zero.is_empty() || zero.iter().any(|&z| z)
@@ -1383,22 +1383,20 @@ impl Cp {
         mem: &mut GpuMem<'_>,
         cfg: &QueueConfig,
         at: At,
-        p: &[u8; 64],
+        w: &[u32; aql::DWORDS],
     ) -> Exec {
         use am_isa::code_object::kcp;
-        let u16_at = |o: usize| u16::from_le_bytes([p[o], p[o + 1]]);
-        let u32_at = |o: usize| u32::from_le_bytes([p[o], p[o + 1], p[o + 2], p[o + 3]]);
-        let u64_at = |o: usize| qword(u32_at(o), u32_at(o + 4));
+        use aql::dispatch as d;
         let wg = [
-            u32::from(u16_at(4)),
-            u32::from(u16_at(6)),
-            u32::from(u16_at(8)),
+            d::WORKGROUP_X.at(w),
+            d::WORKGROUP_Y.at(w),
+            d::WORKGROUP_Z.at(w),
         ];
-        let grid = [u32_at(12), u32_at(16), u32_at(20)];
-        let private = u32_at(24);
-        let group = u32_at(28);
-        let kernel_object = u64_at(32);
-        let kernarg = u64_at(40);
+        let grid = [w[d::GRID_X], w[d::GRID_X + 1], w[d::GRID_X + 2]];
+        let private = w[d::PRIVATE_SEGMENT_SIZE];
+        let group = w[d::GROUP_SEGMENT_SIZE];
+        let kernel_object = qword(w[d::KERNEL_OBJECT], w[d::KERNEL_OBJECT + 1]);
+        let kernarg = qword(w[d::KERNARG], w[d::KERNARG + 1]);
         let mut kd_bytes = [0u8; 64];
         if let Err(e) = mem.read(kernel_object, &mut kd_bytes) {
             return self.mem_failure(sh, cfg, at, "kernel descriptor read", e);
@@ -1553,11 +1551,20 @@ fn into_failure(e: Exec) -> Failure {
     }
 }
 
+/// The 16 dwords of a 64-byte AQL packet.
+fn aql_dwords(p: &[u8; 64]) -> [u32; aql::DWORDS] {
+    let mut w = [0u32; aql::DWORDS];
+    for (d, b) in w.iter_mut().zip(p.chunks_exact(4)) {
+        *d = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+    }
+    w
+}
+
 /// Describe a PM4 packet for the status: opcode name and header.
 fn describe(dw: &[u32]) -> String {
     let h = dw.first().copied().unwrap_or(0);
-    if h >> 30 == 3 {
-        format!("{} (header {h:#010x})", opcode_name(bits(h, 8, 8)))
+    if p4::TYPE.get(h) == pm4::PACKET_TYPE3 {
+        format!("{} (header {h:#010x})", opcode_name(p4::OPCODE.get(h)))
     } else {
         format!("header {h:#010x}")
     }

@@ -24,6 +24,7 @@
 //!   (`SDMA_SRBMWRITE`).
 
 use am_autogen::ih as ihsrc;
+use am_autogen::packets::{qword, sdma as sp};
 use am_autogen::sdma_pkt::v6 as op;
 
 use super::cp::{Exec, Failure, compare, halt, mem_failure};
@@ -57,28 +58,8 @@ pub(super) struct Sdma {
     packets: u64,
 }
 
-fn bits(v: u32, lo: u32, n: u32) -> u32 {
-    (v >> lo) & ((1u64 << n) - 1) as u32
-}
-
-fn qword(lo: u32, hi: u32) -> u64 {
-    u64::from(hi) << 32 | u64::from(lo)
-}
-
-fn op_name(o: u32) -> &'static str {
-    match o {
-        op::SDMA_OP_NOP => "NOP",
-        op::SDMA_OP_COPY => "COPY",
-        op::SDMA_OP_WRITE => "WRITE",
-        op::SDMA_OP_INDIRECT => "INDIRECT",
-        op::SDMA_OP_FENCE => "FENCE",
-        op::SDMA_OP_TRAP => "TRAP",
-        op::SDMA_OP_POLL_REGMEM => "POLL_REGMEM",
-        op::SDMA_OP_CONST_FILL => "CONST_FILL",
-        op::SDMA_OP_TIMESTAMP => "TIMESTAMP",
-        op::SDMA_OP_GCR_REQ => "GCR_REQ",
-        _ => "unknown",
-    }
+fn op_name(o: u32, v6: bool) -> &'static str {
+    sp::name(o, v6).unwrap_or("unknown")
 }
 
 /// Where a packet was found.
@@ -143,23 +124,12 @@ impl Sdma {
     /// four to know its length).
     fn packet_len(&self, v6: bool, dw: &[u32]) -> Result<u64, String> {
         let h = dw[0];
-        let (o, sub) = (bits(h, 0, 8), bits(h, 8, 8));
-        Ok(match o {
-            op::SDMA_OP_NOP => 1 + u64::from(bits(h, 16, 14)),
-            op::SDMA_OP_COPY => 7,
-            op::SDMA_OP_WRITE => 4 + u64::from(bits(dw.get(3).copied().unwrap_or(0), 0, 20)) + 1,
-            op::SDMA_OP_INDIRECT => 6,
-            op::SDMA_OP_FENCE => 4,
-            op::SDMA_OP_TRAP => 2,
-            op::SDMA_OP_POLL_REGMEM => 6,
-            op::SDMA_OP_CONST_FILL => 5,
-            op::SDMA_OP_TIMESTAMP => 3,
-            op::SDMA_OP_GCR_REQ if v6 => 5,
-            _ => {
-                return Err(format!(
-                    "unknown SDMA opcode {o:#x} (sub-op {sub:#x}, header {h:#010x})"
-                ));
-            }
+        sp::packet_dwords(dw, v6).ok_or_else(|| {
+            format!(
+                "unknown SDMA opcode {:#x} (sub-op {:#x}, header {h:#010x})",
+                sp::OP.get(h),
+                sp::SUB_OP.get(h)
+            )
         })
     }
 
@@ -173,20 +143,26 @@ impl Sdma {
     ) -> Exec {
         let v6 = sh.gc_major() >= 10;
         let h = dw[0];
-        let (o, sub) = (bits(h, 0, 8), bits(h, 8, 8));
-        let not_modelled =
-            |what: &str| format!("{} {what} (header {h:#010x}) is not modelled", op_name(o));
+        let (o, sub) = (sp::OP.get(h), sp::SUB_OP.get(h));
+        let not_modelled = |what: &str| {
+            format!(
+                "{} {what} (header {h:#010x}) is not modelled",
+                op_name(o, v6)
+            )
+        };
         match o {
             op::SDMA_OP_NOP => Exec::Next,
             op::SDMA_OP_COPY => {
                 if sub != op::SDMA_SUBOP_COPY_LINEAR {
                     return self.bad(sh, cfg, at, not_modelled(&format!("sub-op {sub:#x}")));
                 }
-                if h & (1 << 27) != 0 || (v6 && h & (1 << 25) != 0) {
+                use sp::copy_linear as c;
+                if c::BROADCAST.is_set(h) || (v6 && c::BACKWARDS.is_set(h)) {
                     return self.bad(sh, cfg, at, not_modelled("with broadcast or backwards"));
                 }
-                let count = u64::from(bits(dw[1], 0, if v6 { 30 } else { 22 })) + 1;
-                let (src, dst) = (qword(dw[3], dw[4]), qword(dw[5], dw[6]));
+                let count = u64::from(c::count(v6).at(dw)) + 1;
+                let src = qword(dw[c::SRC_LO], dw[c::SRC_LO + 1]);
+                let dst = qword(dw[c::DST_LO], dw[c::DST_LO + 1]);
                 match mem.copy(src, dst, count) {
                     Ok(()) => Exec::Next,
                     Err(e) => self.mem_fail(sh, cfg, at, "COPY_LINEAR", e),
@@ -196,23 +172,29 @@ impl Sdma {
                 if sub != op::SDMA_SUBOP_WRITE_LINEAR {
                     return self.bad(sh, cfg, at, not_modelled(&format!("sub-op {sub:#x}")));
                 }
-                let dst = qword(dw[1], dw[2]);
+                use sp::write_untiled as wu;
+                let dst = qword(dw[wu::DST_LO], dw[wu::DST_LO + 1]);
                 if !dst.is_multiple_of(4) {
                     return self.bad(sh, cfg, at, format!("WRITE to unaligned address {dst:#x}"));
                 }
-                let bytes: Vec<u8> = dw[4..].iter().flat_map(|v| v.to_le_bytes()).collect();
+                let bytes: Vec<u8> = dw[wu::DATA..]
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect();
                 match mem.write(dst, &bytes) {
                     Ok(()) => Exec::Next,
                     Err(e) => self.mem_fail(sh, cfg, at, "WRITE", e),
                 }
             }
             op::SDMA_OP_CONST_FILL => {
-                let dst = qword(dw[1], dw[2]);
-                let count = u64::from(bits(dw[4], 0, if v6 { 30 } else { 22 })) + 1;
-                let pattern = match bits(h, 30, 2) {
-                    0 => (dw[3] & 0xff) * 0x0101_0101,
-                    1 => (dw[3] & 0xffff) * 0x0001_0001,
-                    2 => dw[3],
+                use sp::constant_fill as f;
+                let dst = qword(dw[f::DST_LO], dw[f::DST_LO + 1]);
+                let count = u64::from(f::count(v6).at(dw)) + 1;
+                let data = dw[f::DATA];
+                let pattern = match f::FILLSIZE.get(h) {
+                    0 => (data & 0xff) * 0x0101_0101,
+                    1 => (data & 0xffff) * 0x0001_0001,
+                    f::FILLSIZE_DWORD => data,
                     _ => return self.bad(sh, cfg, at, "CONST_FILL fill size 3 is reserved"),
                 };
                 match mem.fill(dst, count, pattern) {
@@ -221,24 +203,25 @@ impl Sdma {
                 }
             }
             op::SDMA_OP_FENCE => {
-                let addr = qword(dw[1], dw[2]);
+                use sp::fence as f;
+                let addr = qword(dw[f::ADDR_LO], dw[f::ADDR_LO + 1]);
                 if !addr.is_multiple_of(4) {
                     return self.bad(sh, cfg, at, format!("FENCE to unaligned address {addr:#x}"));
                 }
-                match mem.write32(addr, dw[3]) {
+                match mem.write32(addr, dw[f::DATA]) {
                     Ok(()) => Exec::Next,
                     Err(e) => self.mem_fail(sh, cfg, at, "FENCE", e),
                 }
             }
             op::SDMA_OP_TRAP => {
-                sh.post_ih(trap_entry(sh.gc_major(), cfg, bits(dw[1], 0, 28)));
+                sh.post_ih(trap_entry(sh.gc_major(), cfg, sp::trap::INT_CONTEXT.at(dw)));
                 Exec::Next
             }
             op::SDMA_OP_POLL_REGMEM => self.poll_regmem(sh, mem, cfg, at, dw),
             op::SDMA_OP_TIMESTAMP => match sub {
                 op::SDMA_SUBOP_TIMESTAMP_SET => Exec::Next,
                 op::SDMA_SUBOP_TIMESTAMP_GET | op::SDMA_SUBOP_TIMESTAMP_GET_GLOBAL => {
-                    let addr = qword(dw[1], dw[2]);
+                    let addr = qword(dw[sp::timestamp::ADDR_LO], dw[sp::timestamp::ADDR_LO + 1]);
                     if !addr.is_multiple_of(8) {
                         return self.bad(
                             sh,
@@ -276,7 +259,8 @@ impl Sdma {
                         ),
                     );
                 }
-                let vmid = bits(h, 16, 4) as u8;
+                use sp::indirect as ind;
+                let vmid = ind::VMID.get(h) as u8;
                 if vmid != cfg.vmid {
                     return self.bad(
                         sh,
@@ -288,8 +272,8 @@ impl Sdma {
                         ),
                     );
                 }
-                let base = qword(dw[1], dw[2]);
-                let len = u64::from(bits(dw[3], 0, 20));
+                let base = qword(dw[ind::BASE_LO], dw[ind::BASE_LO + 1]);
+                let len = u64::from(ind::IB_SIZE.at(dw));
                 if !base.is_multiple_of(4) {
                     return self.bad(
                         sh,
@@ -315,13 +299,14 @@ impl Sdma {
         at: At,
         dw: &[u32],
     ) -> Exec {
+        use sp::poll_regmem as r;
         let h = dw[0];
-        let func = bits(h, 28, 3);
-        let mem_poll = h >> 31 != 0;
-        let hdp_flush = h & (1 << 26) != 0;
-        let (reference, mask) = (dw[3], dw[4]);
+        let func = r::FUNC.get(h);
+        let mem_poll = r::MEM_POLL.is_set(h);
+        let hdp_flush = r::HDP_FLUSH.is_set(h);
+        let (reference, mask) = (dw[r::VALUE], dw[r::MASK]);
         let value = if mem_poll {
-            let addr = qword(dw[1], dw[2]);
+            let addr = qword(dw[r::ADDR_LO], dw[r::ADDR_HI]);
             if !addr.is_multiple_of(4) {
                 return self.bad(
                     sh,
@@ -336,12 +321,12 @@ impl Sdma {
             }
         } else {
             if hdp_flush && !self.wrote {
-                if let Err(e) = sh.engine_reg(0, u64::from(dw[2] >> 2), Some(reference)) {
+                if let Err(e) = sh.engine_reg(0, u64::from(dw[r::ADDR_HI] >> 2), Some(reference)) {
                     return self.bad(sh, cfg, at, format!("POLL_REGMEM HDP flush request: {e}"));
                 }
                 self.wrote = true;
             }
-            match sh.engine_reg(0, u64::from(dw[1] >> 2), None) {
+            match sh.engine_reg(0, u64::from(dw[r::ADDR_LO] >> 2), None) {
                 Ok(v) => v,
                 Err(e) => return self.bad(sh, cfg, at, format!("POLL_REGMEM register: {e}")),
             }
@@ -386,10 +371,10 @@ impl Sdma {
         let n = match self.packet_len(v6, &first) {
             Ok(n) => n,
             // WRITE's length is in its fourth dword: wait for it.
-            Err(_) if bits(first[0], 0, 8) == op::SDMA_OP_WRITE && head < 4 => return Ok(None),
+            Err(_) if sp::OP.get(first[0]) == op::SDMA_OP_WRITE && head < 4 => return Ok(None),
             Err(e) => return Err(Err(e)),
         };
-        if bits(first[0], 0, 8) == op::SDMA_OP_WRITE && head < 4 {
+        if sp::OP.get(first[0]) == op::SDMA_OP_WRITE && head < 4 {
             return Ok(None);
         }
         if n > avail {
@@ -542,7 +527,11 @@ impl Runner for Sdma {
             ctl.set_status(|s| {
                 s.last_packet = Some((
                     at.addr,
-                    format!("{} (header {:#010x})", op_name(bits(dw[0], 0, 8)), dw[0]),
+                    format!(
+                        "{} (header {:#010x})",
+                        op_name(sp::OP.get(dw[0]), v6),
+                        dw[0]
+                    ),
                 ))
             });
             match self.exec(sh, &mut mem, cfg, at, &dw) {
