@@ -7,8 +7,8 @@ use crate::Error;
 
 /// A GPU shader target, named as LLVM names its processor (`-mcpu=gfx1100`).
 ///
-/// Each arm carries every fact the other crates ask of a target; adding a GPU is adding an
-/// arm here (and its decoder or code generator where one is needed).
+/// Every fact the other crates ask of a target comes from here; adding a GPU is a variant and
+/// one row of facts (and its decoder or code generator where one is needed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum GfxTarget {
     /// CDNA3, MI300X and MI325X (GC 9.4.3, 9.4.4): wave64, AccVGPRs, MFMA.
@@ -49,6 +49,19 @@ pub enum Matrix {
     Mfma,
 }
 
+/// What distinguishes one target from another; the rest follows from its family.
+struct Facts {
+    /// The LLVM processor name.
+    name: &'static str,
+    family: Family,
+    /// GC IP versions that are this target (the first is the one it is named after).
+    gc: &'static [(u8, u8, u8)],
+    /// `EF_AMDGPU_MACH_*` (LLVM's `BinaryFormat/ELF.h`).
+    elf_mach: u32,
+    /// LDS bytes one workgroup may allocate.
+    max_lds: u32,
+}
+
 impl GfxTarget {
     /// Every target.
     pub const ALL: [GfxTarget; 7] = [
@@ -61,60 +74,93 @@ impl GfxTarget {
         GfxTarget::Gfx1201,
     ];
 
-    /// The target of a GC IP version as IP discovery reports it.
+    /// One row per target: a new GPU is a variant, its place in [`GfxTarget::ALL`] and a row.
     ///
-    /// The gfx number does not follow the IP version: the table is Linux's (`kgd2kfd_probe`
-    /// in `amdkfd/kfd_device.c`, its `gfx_target_version`), where GC 11.0.3 (Navi 32) is
-    /// gfx1101 and GC 11.0.2 (Navi 33) gfx1102. GC 9.4.3 is gfx942 from its production
-    /// stepping on (Linux gives gfx940/gfx941 to the first steppings, which LLVM 22 no longer
-    /// knows). GC 11.0.1 and 11.0.4 (gfx1103, APUs) and 11.5.x are not modelled.
-    pub fn from_gc(major: u8, minor: u8, rev: u8) -> Result<GfxTarget, Error> {
-        Ok(match (major, minor, rev) {
-            (9, 4, 3) | (9, 4, 4) => GfxTarget::Gfx942,
-            (9, 5, 0) => GfxTarget::Gfx950,
-            (11, 0, 0) => GfxTarget::Gfx1100,
-            (11, 0, 2) => GfxTarget::Gfx1102,
-            (11, 0, 3) => GfxTarget::Gfx1101,
-            (12, 0, 0) => GfxTarget::Gfx1200,
-            (12, 0, 1) => GfxTarget::Gfx1201,
-            _ => return Err(Error::UnknownGc { major, minor, rev }),
-        })
+    /// The GC versions are Linux's (`kgd2kfd_probe` in `amdkfd/kfd_device.c`, its
+    /// `gfx_target_version`): the gfx number does not follow the IP version, GC 11.0.3
+    /// (Navi 32) is gfx1101 and GC 11.0.2 (Navi 33) gfx1102. GC 9.4.3 is gfx942 from its
+    /// production stepping on (Linux gives gfx940/gfx941 to the first steppings, which LLVM
+    /// 22 no longer knows). GC 11.0.1 and 11.0.4 (gfx1103, APUs) and 11.5.x are not
+    /// modelled.
+    const fn facts(self) -> Facts {
+        use Family::*;
+        const KIB: u32 = 1024;
+        match self {
+            GfxTarget::Gfx942 => Facts {
+                name: "gfx942",
+                family: Cdna3,
+                gc: &[(9, 4, 3), (9, 4, 4)],
+                elf_mach: 0x4c,
+                max_lds: 64 * KIB,
+            },
+            GfxTarget::Gfx950 => Facts {
+                name: "gfx950",
+                family: Cdna4,
+                gc: &[(9, 5, 0)],
+                elf_mach: 0x4f,
+                max_lds: 160 * KIB,
+            },
+            GfxTarget::Gfx1100 => Facts {
+                name: "gfx1100",
+                family: Rdna3,
+                gc: &[(11, 0, 0)],
+                elf_mach: 0x41,
+                max_lds: 64 * KIB,
+            },
+            GfxTarget::Gfx1101 => Facts {
+                name: "gfx1101",
+                family: Rdna3,
+                gc: &[(11, 0, 3)],
+                elf_mach: 0x46,
+                max_lds: 64 * KIB,
+            },
+            GfxTarget::Gfx1102 => Facts {
+                name: "gfx1102",
+                family: Rdna3,
+                gc: &[(11, 0, 2)],
+                elf_mach: 0x47,
+                max_lds: 64 * KIB,
+            },
+            GfxTarget::Gfx1200 => Facts {
+                name: "gfx1200",
+                family: Rdna4,
+                gc: &[(12, 0, 0)],
+                elf_mach: 0x48,
+                max_lds: 64 * KIB,
+            },
+            GfxTarget::Gfx1201 => Facts {
+                name: "gfx1201",
+                family: Rdna4,
+                gc: &[(12, 0, 1)],
+                elf_mach: 0x4e,
+                max_lds: 64 * KIB,
+            },
+        }
     }
 
-    /// The GC IP versions of this target (the inverse of [`GfxTarget::from_gc`]).
+    /// The target of a GC IP version as IP discovery reports it (the table at
+    /// [`GfxTarget::gc_versions`]).
+    pub fn from_gc(major: u8, minor: u8, rev: u8) -> Result<GfxTarget, Error> {
+        GfxTarget::ALL
+            .into_iter()
+            .find(|t| t.gc_versions().contains(&(major, minor, rev)))
+            .ok_or(Error::UnknownGc { major, minor, rev })
+    }
+
+    /// The GC IP versions of this target, as Linux's KFD maps them (GC 11.0.3 is gfx1101,
+    /// GC 9.4.3 and 9.4.4 are gfx942).
     pub fn gc_versions(self) -> &'static [(u8, u8, u8)] {
-        match self {
-            GfxTarget::Gfx942 => &[(9, 4, 3), (9, 4, 4)],
-            GfxTarget::Gfx950 => &[(9, 5, 0)],
-            GfxTarget::Gfx1100 => &[(11, 0, 0)],
-            GfxTarget::Gfx1101 => &[(11, 0, 3)],
-            GfxTarget::Gfx1102 => &[(11, 0, 2)],
-            GfxTarget::Gfx1200 => &[(12, 0, 0)],
-            GfxTarget::Gfx1201 => &[(12, 0, 1)],
-        }
+        self.facts().gc
     }
 
     /// The LLVM processor name.
     pub fn name(self) -> &'static str {
-        match self {
-            GfxTarget::Gfx942 => "gfx942",
-            GfxTarget::Gfx950 => "gfx950",
-            GfxTarget::Gfx1100 => "gfx1100",
-            GfxTarget::Gfx1101 => "gfx1101",
-            GfxTarget::Gfx1102 => "gfx1102",
-            GfxTarget::Gfx1200 => "gfx1200",
-            GfxTarget::Gfx1201 => "gfx1201",
-        }
+        self.facts().name
     }
 
     /// The architecture generation.
     pub fn family(self) -> Family {
-        match self {
-            GfxTarget::Gfx942 => Family::Cdna3,
-            GfxTarget::Gfx950 => Family::Cdna4,
-            GfxTarget::Gfx1100 | GfxTarget::Gfx1101 | GfxTarget::Gfx1102 => Family::Rdna3,
-            GfxTarget::Gfx1200 | GfxTarget::Gfx1201 => Family::Rdna4,
-        }
+        self.facts().family
     }
 
     /// Whether this is a CDNA (GFX9-family) target.
@@ -140,10 +186,7 @@ impl GfxTarget {
 
     /// LDS bytes one workgroup may allocate.
     pub fn max_lds(self) -> u32 {
-        match self {
-            GfxTarget::Gfx950 => 160 << 10,
-            _ => 64 << 10,
-        }
+        self.facts().max_lds
     }
 
     /// SGPRs one wave may use, as the metadata's `.sgpr_count` counts them (VCC included).
@@ -168,15 +211,7 @@ impl GfxTarget {
 
     /// `EF_AMDGPU_MACH_*`: the processor in the low byte of a code object's `e_flags`.
     pub fn elf_mach(self) -> u32 {
-        match self {
-            GfxTarget::Gfx942 => 0x4c,
-            GfxTarget::Gfx950 => 0x4f,
-            GfxTarget::Gfx1100 => 0x41,
-            GfxTarget::Gfx1101 => 0x46,
-            GfxTarget::Gfx1102 => 0x47,
-            GfxTarget::Gfx1200 => 0x48,
-            GfxTarget::Gfx1201 => 0x4e,
-        }
+        self.facts().elf_mach
     }
 
     /// The target of a code object's `e_flags`, if it is one of these.
@@ -247,6 +282,10 @@ mod tests {
             }
             assert_eq!(GfxTarget::from_elf_flags(t.elf_mach() | 0x300), Some(t));
         }
+        let mut names: Vec<&str> = GfxTarget::ALL.iter().map(|t| t.name()).collect();
+        names.sort();
+        names.dedup();
+        assert_eq!(names.len(), GfxTarget::ALL.len(), "one name per target");
         let e = "gfx9000".parse::<GfxTarget>().unwrap_err().to_string();
         assert!(
             e.contains("unknown target `gfx9000`") && e.contains("gfx1201"),
