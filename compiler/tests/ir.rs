@@ -343,10 +343,16 @@ fn every_gpu_target_compiles_for_its_own_processor_and_wave_size() {
         let kd = co.kernel(&k.name).unwrap().descriptor;
         assert_eq!(kd.wave_size(), g.wave_size(), "{g}");
     }
-    assert_eq!("gfx1101".parse::<Target>().unwrap(), Target::Gpu(GfxTarget::Gfx1101));
+    assert_eq!(
+        "gfx1101".parse::<Target>().unwrap(),
+        Target::Gpu(GfxTarget::Gfx1101)
+    );
     assert_eq!("cpu".parse::<Target>().unwrap(), Target::Cpu);
     let e = "gfx9000".parse::<Target>().unwrap_err().to_string();
-    assert!(e.contains("unknown target `gfx9000`") && e.ends_with("gfx1201, cpu)"), "{e}");
+    assert!(
+        e.contains("unknown target `gfx9000`") && e.ends_with("gfx1201, cpu)"),
+        "{e}"
+    );
 }
 
 /// (e_type, e_machine, OS/ABI) of an ELF file.
