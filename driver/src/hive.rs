@@ -182,7 +182,6 @@ pub fn reset_all(devices: &[Arc<dyn PciDevice>], opts: &Options) -> Vec<MemberRe
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -26,5 +26,4 @@ pub use pci::{Bar, BarInfo, PciDevice, SysMem};
 use mmio::{access32, hi32, lo32};
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod testutil;

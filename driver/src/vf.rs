@@ -353,7 +353,6 @@ impl Drop for VfLease {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

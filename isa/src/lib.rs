@@ -6,12 +6,15 @@
 //! - [`code_object`]: AMDGPU HSA code objects — the 64-byte kernel descriptor and its bits,
 //!   reading a code object (code, kernels, loadable segments, dynamic relocations, the
 //!   metadata note) and writing one from LLVM's relocatable object ([`code_object::link`]).
+//! - [`sync::lock`]: the one poison-ignoring mutex lock; it lives here because this is the
+//!   lowest crate all its users share.
 //!
 //! It depends on no other crate of the workspace, so the compiler, the runtime, the emulator,
 //! the mock and the tools can all use it.
 #![deny(missing_docs)]
 
 pub mod code_object;
+pub mod sync;
 mod target;
 
 pub use code_object::{CodeObject, Kernel, KernelDescriptor, KernelMetadata, Segment};

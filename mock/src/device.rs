@@ -9,10 +9,11 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use am_driver::pci::remote::ratelimit::{RateLimit, Verdict};
 use am_driver::{Bar, BarInfo, Error as DrvError, PciDevice, SysMem};
+use am_isa::sync::lock;
 
 use crate::config::ConfigSpace;
 use crate::discovery;
@@ -188,11 +189,6 @@ pub(crate) struct Shared {
     /// Per GC instance, the dwords `CP_MQD_BASE_ADDR ..= CP_HQD_PQ_WPTR_HI`: the window a
     /// driver may write the MQD image over, whose reserved dwords hardware ignores.
     hqd_windows: Vec<(u64, u64)>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panicking test thread must not turn every later access into a second panic.
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Register values firmware leaves behind at power-on, on top of the reset defaults (the FB

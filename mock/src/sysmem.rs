@@ -24,7 +24,7 @@ struct Region {
 
 impl Region {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
-        self.bytes.lock().unwrap_or_else(|p| p.into_inner())
+        am_isa::sync::lock(&self.bytes)
     }
 }
 
@@ -72,7 +72,7 @@ impl SysArena {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, ArenaInner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+        am_isa::sync::lock(&self.inner)
     }
 
     /// Allocate `size` bytes (rounded up to pages). Non-contiguous requests get their pages

@@ -417,7 +417,6 @@ fn page_of(entry: u64, shift: u32, rel: u64, access: Access) -> Result<(u64, u64
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)] // unwrap is how a test says "this must work"
 mod tests {
     use super::*;
     use am_driver::mm::{self, MapFlags, PageTables, TableAlloc, VramAccess};

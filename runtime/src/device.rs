@@ -2,7 +2,7 @@
 //! of multi-XCC parts) and an SDMA queue, signals, kernel-argument memory and scratch.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use am_driver::ip::gfx::{ComputeQueueDesc, MEC_RING0_DOORBELL};
@@ -10,6 +10,7 @@ use am_driver::ip::sdma::SdmaQueueDesc;
 use am_driver::regs::{gc, nbio};
 use am_driver::{AmDevice, Bar, HwIp, Options, PciDevice};
 use am_isa::GfxTarget;
+use am_isa::sync::lock;
 
 use crate::memory::{Allocation, Backing, Buffer, MemKind};
 use crate::queue::{Handle, HwQueue, HwQueueParts, Queue, QueueCell, QueueKind};
@@ -102,10 +103,6 @@ pub(crate) struct Inner {
     /// Hive members whose VRAM this device was seen to reach over XGMI ([`Device::map_peer`]):
     /// what their CPU writes through their BAR0 is flushed before this device's submissions.
     peers: Mutex<Vec<Weak<Inner>>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Inner {

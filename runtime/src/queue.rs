@@ -411,7 +411,7 @@ impl QueueCell {
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, Option<HwQueue>> {
-        self.hw.lock().unwrap_or_else(|p| p.into_inner())
+        am_isa::sync::lock(&self.hw)
     }
 }
 

@@ -9,17 +9,14 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use am_compiler::{Compiler, CpuProgram, Kernel, Target};
+use am_isa::sync::lock;
 use am_runtime::{Arg, ComputeCommands, MemKind};
 
 use crate::{Error, Result};
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Pooled bytes kept for reuse at most (more are freed).
 const POOL_LIMIT: usize = 512 << 20;

@@ -3,20 +3,17 @@
 //! autograd differentiates; everything else (`relu`, `softmax`, `matmul`, …) is built from
 //! them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+pub(crate) use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 
 use am_compiler::CmpOp;
+use am_isa::sync::lock;
 
 use crate::DType;
 use crate::device::{Buffer, Device};
 use crate::tensor::TensorInner;
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// Operations of one operand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

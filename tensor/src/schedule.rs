@@ -19,10 +19,11 @@ use std::sync::Arc;
 
 use am_compiler::shapes::DeviceInfo;
 use am_compiler::{Dim, KernelBuilder};
+use am_isa::sync::lock;
 
 use crate::codegen::{self, GenError, ParamSrc, Plan};
 use crate::device::{Buffer, Device, Launch, LaunchArg};
-use crate::node::{Node, Op, lock, toposort};
+use crate::node::{Node, Op, toposort};
 use crate::{Error, Result, Tensor};
 
 /// Realizes tensors together; assignments among them then become plain memory (their

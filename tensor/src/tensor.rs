@@ -8,9 +8,10 @@
 use std::sync::{Arc, Mutex, RwLock};
 
 use am_compiler::CmpOp;
+use am_isa::sync::lock;
 
 use crate::device::Device;
-use crate::node::{BinaryOp, Node, Op, ReduceOp, UnaryOp, lock};
+use crate::node::{BinaryOp, Node, Op, ReduceOp, UnaryOp};
 use crate::{DType, Element, Error, Result};
 
 /// A tensor: shape, dtype, device and a lazily computed value.

@@ -485,7 +485,6 @@ fn hw_id_name(hw_id: u16) -> Option<&'static str> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -286,7 +286,6 @@ pub fn run(args: InitArgs) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
 

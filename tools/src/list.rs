@@ -234,7 +234,6 @@ pub fn to_json(listing: &Listing) -> Value {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::net::TcpListener;

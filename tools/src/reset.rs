@@ -109,7 +109,6 @@ pub fn run(args: ResetArgs) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::init::init_once;

@@ -185,7 +185,6 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use am_driver::pci::remote::{RemoteOptions, RemotePciDevice};

@@ -342,5 +342,4 @@ impl MemoryManager {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests;

@@ -196,7 +196,6 @@ impl PteFormat {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -186,7 +186,6 @@ pub fn sriov_info(cfg: &[u8]) -> Option<SriovInfo> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 pub(crate) mod tests {
     use super::*;
 

@@ -91,7 +91,6 @@ pub fn known_gpu(device_id: u16) -> Option<&'static KnownGpu> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -241,7 +241,6 @@ impl Drop for DeviceLock {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::testutil::TempDir;

@@ -340,7 +340,6 @@ impl SysMem for DmaMemory {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

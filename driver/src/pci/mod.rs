@@ -12,7 +12,6 @@ use crate::{Error, ErrorKind, Result};
 
 pub mod caps;
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod fake_sysfs;
 pub mod ids;
 pub mod lock;

@@ -288,7 +288,6 @@ pub fn open_spec(spec: &str) -> Result<std::sync::Arc<dyn super::PciDevice>> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

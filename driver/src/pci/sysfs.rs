@@ -684,7 +684,6 @@ impl PciDevice for SysfsPci {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::pci::fake_sysfs::{FakeSysfs, navi31_bars};

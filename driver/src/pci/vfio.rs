@@ -790,7 +790,6 @@ impl PciDevice for VfioPci {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::pci::fake_sysfs::{FakeSysfs, navi31_bars};

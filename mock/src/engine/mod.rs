@@ -30,8 +30,10 @@ mod sdma;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::time::{Duration, Instant};
+
+use am_isa::sync::lock;
 
 use crate::device::{DoorbellOwner, Shared};
 use crate::ip::gfx::ActiveQueue;
@@ -40,10 +42,6 @@ use crate::ip::sdma::SdmaQueue;
 use crate::profile::Profile;
 
 pub use program::ProgramCache;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// A queue the engines run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

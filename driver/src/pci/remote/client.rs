@@ -107,7 +107,7 @@ impl Connection {
     }
 
     fn lock(&self) -> MutexGuard<'_, Link> {
-        self.link.lock().unwrap_or_else(PoisonError::into_inner)
+        am_isa::sync::lock(&self.link)
     }
 
     fn io_error(&self, req: &RequestHeader, e: io::Error) -> Error {

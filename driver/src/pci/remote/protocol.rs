@@ -335,7 +335,6 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
