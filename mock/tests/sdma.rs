@@ -98,10 +98,6 @@ impl Rig {
         let en = self.ring_fields("DOORBELL", &[("ENABLE", 1)]);
         assert!(self.ring_wr("DOORBELL", en));
     }
-
-    fn last_reason(&self) -> String {
-        self.gpu.take_violations().last().unwrap().reason.clone()
-    }
 }
 
 /// Engines start halted; a ring may be enabled on a halted engine (Linux's
