@@ -446,28 +446,51 @@ mod tests {
         }
     }
 
+    /// The three entry formats, as the driver and the walker name them.
+    const FORMATS: [(mm::PteFormat, PteFormat); 3] = [
+        (mm::PteFormat::Gfx9, PteFormat::Gfx9),
+        (mm::PteFormat::Gfx10, PteFormat::Gfx10),
+        (mm::PteFormat::Gfx12, PteFormat::Gfx12),
+    ];
+
+    /// The driver's tree at `root` mapping from `va0`, outside any hive.
+    fn tables(drv: mm::PteFormat, root: u64, va0: u64) -> PageTables {
+        PageTables {
+            format: drv,
+            root,
+            vram_offset: 0,
+            xgmi_seg_size: 0,
+            va_base: va0,
+        }
+    }
+
+    /// The VM context that walks that tree, with the TLB snapshot of now.
+    fn context(drv: mm::PteFormat, fmt: PteFormat, root: u64, va0: u64, vram: &Vram) -> Context {
+        Context {
+            format: fmt,
+            root,
+            depth: drv.page_table_depth(),
+            block_size: drv.page_table_block_size(),
+            start_page: va0 >> 12,
+            end_page: (va0 >> 12) + (1 << 28),
+            vram_offset: 0,
+            xgmi: None,
+            flush_generation: vram.snapshot(),
+        }
+    }
+
     /// The walker and the driver's own reading agree on every page of a mix of 4 KiB,
     /// fragment, 2 MiB, 1 GiB and system mappings, in all three formats; unmapped pages
     /// fault.
     #[test]
     fn agrees_with_the_driver_tables_in_every_format() {
-        for (drv, fmt) in [
-            (mm::PteFormat::Gfx9, PteFormat::Gfx9),
-            (mm::PteFormat::Gfx10, PteFormat::Gfx10),
-            (mm::PteFormat::Gfx12, PteFormat::Gfx12),
-        ] {
+        for (drv, fmt) in FORMATS {
             let vram = Vram::new(4 << 30);
             let mem = Mem(&vram);
             let mut alloc = Bump(0x10_0000);
             let root = alloc.alloc_table(&mem).unwrap();
             let va0 = 0x2000_0000_0000u64;
-            let pt = PageTables {
-                format: drv,
-                root,
-                vram_offset: 0,
-                xgmi_seg_size: 0,
-                va_base: va0,
-            };
+            let pt = tables(drv, root, va0);
             let maps: [(u64, u64, u64, MapFlags); 5] = [
                 (0, 0x80_0000, 0x1000, MapFlags::VRAM),
                 (0x10_0000, 0x90_0000, 0x8000, MapFlags::VRAM),
@@ -479,17 +502,7 @@ mod tests {
                 pt.map(&mem, &mut alloc, va0 + off, &[(pa, len)], flags, false)
                     .unwrap();
             }
-            let ctx = Context {
-                format: fmt,
-                root,
-                depth: drv.page_table_depth(),
-                block_size: drv.page_table_block_size(),
-                start_page: va0 >> 12,
-                end_page: (va0 >> 12) + (1 << 28),
-                vram_offset: 0,
-                xgmi: None,
-                flush_generation: vram.snapshot(),
-            };
+            let ctx = context(drv, fmt, root, va0, &vram);
             for (off, _, len, _) in maps {
                 for va in [va0 + off, va0 + off + len - 8, va0 + off + len / 2 + 0x123] {
                     let d = pt.walk(&mem, va).unwrap().unwrap();
@@ -638,23 +651,13 @@ mod tests {
     /// the page, in every entry format.
     #[test]
     fn a_huge_page_address_not_aligned_to_its_size_is_used_as_written() {
-        for (drv, fmt) in [
-            (mm::PteFormat::Gfx9, PteFormat::Gfx9),
-            (mm::PteFormat::Gfx10, PteFormat::Gfx10),
-            (mm::PteFormat::Gfx12, PteFormat::Gfx12),
-        ] {
+        for (drv, fmt) in FORMATS {
             let vram = Vram::new(256 << 20);
             let mem = Mem(&vram);
             let mut alloc = Bump(0x10_0000);
             let root = alloc.alloc_table(&mem).unwrap();
             let va0 = 0x2000_0000_0000u64;
-            let pt = PageTables {
-                format: drv,
-                root,
-                vram_offset: 0,
-                xgmi_seg_size: 0,
-                va_base: va0,
-            };
+            let pt = tables(drv, root, va0);
             pt.map(
                 &mem,
                 &mut alloc,
@@ -671,17 +674,7 @@ mod tests {
             );
             // The same entry moved to 0x2034000: the address field holds bits 47:12.
             mem.write64(d.entry_addr, d.entry + 0x3_4000).unwrap();
-            let ctx = Context {
-                format: fmt,
-                root,
-                depth: drv.page_table_depth(),
-                block_size: drv.page_table_block_size(),
-                start_page: va0 >> 12,
-                end_page: (va0 >> 12) + (1 << 28),
-                vram_offset: 0,
-                xgmi: None,
-                flush_generation: vram.snapshot(),
-            };
+            let ctx = context(drv, fmt, root, va0, &vram);
             for off in [0u64, 8, 0x1234, 0x1f_fff8] {
                 let t = translate(&ctx, &vram, va0 + off, Access::Read).unwrap();
                 assert_eq!(
