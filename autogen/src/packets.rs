@@ -13,7 +13,7 @@
 //!   which those headers do not state;
 //! - what no amdgpu header has (PM4 fields without a helper, `VGT_EVENT_TYPE` values,
 //!   `COMPUTE_DISPATCH_INITIATOR` bits for a packet, the HSA packets of `hsa.h`) is written
-//!   here, each with where it comes from; `autogen/tests/packets.rs` checks the values
+//!   here, each with where it comes from; `autogen/tests/integration/packets.rs` checks the values
 //!   against the generated tables where one has them.
 
 /// Bits `lo .. lo + width` of `v` (`width` 1 to 32): the one field extractor of the
@@ -385,7 +385,7 @@ pub mod pm4 {
     }
 
     /// `DISPATCH_DIRECT`: workgroups in X, Y, Z, then `COMPUTE_DISPATCH_INITIATOR` (the
-    /// register's fields, `autogen/tests/packets.rs` checks them against GC 11.0.0's).
+    /// register's fields, `autogen/tests/integration/packets.rs` checks them against GC 11.0.0's).
     pub mod dispatch_direct {
         use super::Field;
         /// Workgroup counts (or work-items with `USE_THREAD_DIMENSIONS`).

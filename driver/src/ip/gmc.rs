@@ -65,7 +65,7 @@ impl Hub {
 }
 
 /// Write a 64-bit value at `addr` and `addr + 1`: the high half of every hub register pair is
-/// the dword after the low half, in every table (`autogen/tests/regs.rs` checks).
+/// the dword after the low half, in every table (`autogen/tests/integration/regs.rs` checks).
 fn wreg64(ctx: &Ctx, addr: u64, v: u64) -> Result<()> {
     ctx.regs.wreg(addr, lo32(v))?;
     ctx.regs.wreg(addr + 1, hi32(v))

@@ -1,0 +1,9 @@
+//! Integration tests of am-driver, linked as one binary (one module per former test
+//! binary: linking the workspace once instead of once per file keeps CI fast).
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod common;
+mod discovery;
+mod discovery_fuzz;
+mod regs;
+mod remote;

@@ -1,0 +1,1246 @@
+//! The remote PCI client and server against an in-test device: what the client reads and
+//! writes through the protocol is exactly what the device holds, and malformed input gets an
+//! error or a closed connection, never a crash or an out-of-range access.
+
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use am_driver::pci::remote::protocol::{
+    Command, RequestHeader, ResponseHeader, encode_probe_filter,
+};
+use am_driver::pci::remote::{
+    RemoteOptions, RemotePciDevice, ServeOptions, probe, probe_amd, serve,
+};
+use am_driver::{Bar, BarInfo, Error, ErrorKind, PciDevice, Result, SysMem};
+
+const BAR0_LEN: usize = 8 << 20;
+const BAR5_LEN: usize = 64 << 10;
+/// A BAR5 dword the fake refuses to write, as hardware-backed BARs can.
+const READ_ONLY_REG: u64 = 0xffc;
+
+/// Accesses that reached a fake outside its range; the server must make this impossible.
+static OUT_OF_RANGE: AtomicU32 = AtomicU32::new(0);
+
+fn oor(device: &str, what: &str, offset: u64, size: usize, len: usize) -> Error {
+    OUT_OF_RANGE.fetch_add(1, Ordering::SeqCst);
+    Error::new(
+        device,
+        ErrorKind::OutOfRange {
+            what: what.into(),
+            offset,
+            size: size as u64,
+            len: len as u64,
+        },
+    )
+}
+
+fn range(offset: u64, size: usize, len: usize) -> Option<std::ops::Range<usize>> {
+    let start = usize::try_from(offset).ok()?;
+    let end = start.checked_add(size)?;
+    (end <= len).then_some(start..end)
+}
+
+struct FakeBar {
+    device: String,
+    index: u8,
+    mem: Mutex<Vec<u8>>,
+    /// The access width of the last access: `read32`, `write64`, `write_bytes` …
+    last: Mutex<&'static str>,
+}
+
+impl FakeBar {
+    fn new(device: &str, index: u8, len: usize) -> Arc<FakeBar> {
+        Arc::new(FakeBar {
+            device: device.into(),
+            index,
+            mem: Mutex::new(vec![0; len]),
+            last: Mutex::new(""),
+        })
+    }
+
+    fn access(&self, op: &'static str, offset: u64, size: usize) -> Result<std::ops::Range<usize>> {
+        *self.last.lock().unwrap() = op;
+        let len = self.mem.lock().unwrap().len();
+        range(offset, size, len).ok_or_else(|| {
+            oor(
+                &self.device,
+                &format!("BAR{}", self.index),
+                offset,
+                size,
+                len,
+            )
+        })
+    }
+
+    fn last(&self) -> &'static str {
+        *self.last.lock().unwrap()
+    }
+}
+
+impl Bar for FakeBar {
+    fn len(&self) -> u64 {
+        self.mem.lock().unwrap().len() as u64
+    }
+    fn read32(&self, offset: u64) -> Result<u32> {
+        let r = self.access("read32", offset, 4)?;
+        Ok(u32::from_le_bytes(
+            self.mem.lock().unwrap()[r].try_into().unwrap(),
+        ))
+    }
+    fn write32(&self, offset: u64, value: u32) -> Result<()> {
+        let r = self.access("write32", offset, 4)?;
+        if self.index == 5 && offset == READ_ONLY_REG {
+            return Err(Error::new(
+                &self.device,
+                ErrorKind::Backend {
+                    message: format!("BAR5 {READ_ONLY_REG:#x} is read-only"),
+                },
+            ));
+        }
+        self.mem.lock().unwrap()[r].copy_from_slice(&value.to_le_bytes());
+        Ok(())
+    }
+    fn read64(&self, offset: u64) -> Result<u64> {
+        let r = self.access("read64", offset, 8)?;
+        Ok(u64::from_le_bytes(
+            self.mem.lock().unwrap()[r].try_into().unwrap(),
+        ))
+    }
+    fn write64(&self, offset: u64, value: u64) -> Result<()> {
+        let r = self.access("write64", offset, 8)?;
+        self.mem.lock().unwrap()[r].copy_from_slice(&value.to_le_bytes());
+        Ok(())
+    }
+    fn read8(&self, offset: u64) -> Result<u8> {
+        let r = self.access("read8", offset, 1)?;
+        Ok(self.mem.lock().unwrap()[r.start])
+    }
+    fn write8(&self, offset: u64, value: u8) -> Result<()> {
+        let r = self.access("write8", offset, 1)?;
+        self.mem.lock().unwrap()[r.start] = value;
+        Ok(())
+    }
+    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let r = self.access("read_bytes", offset, buf.len())?;
+        buf.copy_from_slice(&self.mem.lock().unwrap()[r]);
+        Ok(())
+    }
+    fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let r = self.access("write_bytes", offset, data.len())?;
+        self.mem.lock().unwrap()[r].copy_from_slice(data);
+        Ok(())
+    }
+}
+
+struct FakeSysMem {
+    mem: Mutex<Vec<u8>>,
+    addrs: Vec<u64>,
+}
+
+impl SysMem for FakeSysMem {
+    fn len(&self) -> usize {
+        self.mem.lock().unwrap().len()
+    }
+    fn bus_addrs(&self) -> &[u64] {
+        &self.addrs
+    }
+    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let mem = self.mem.lock().unwrap();
+        let r = range(offset, buf.len(), mem.len())
+            .ok_or_else(|| oor("fake", "sysmem", offset, buf.len(), mem.len()))?;
+        buf.copy_from_slice(&mem[r]);
+        Ok(())
+    }
+    fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
+        let mut mem = self.mem.lock().unwrap();
+        let len = mem.len();
+        let r = range(offset, data.len(), len)
+            .ok_or_else(|| oor("fake", "sysmem", offset, data.len(), len))?;
+        mem[r].copy_from_slice(data);
+        Ok(())
+    }
+}
+
+struct FakeDevice {
+    name: String,
+    config: Mutex<Vec<u8>>,
+    bar0: Arc<FakeBar>,
+    bar5: Arc<FakeBar>,
+    sysmem: Mutex<Vec<Arc<FakeSysMem>>>,
+    resets: AtomicU32,
+    resized: AtomicU32,
+}
+
+impl FakeDevice {
+    fn new(name: &str, device_id: u16) -> Arc<FakeDevice> {
+        let mut config = vec![0u8; 4096];
+        config[0..2].copy_from_slice(&0x1002u16.to_le_bytes());
+        config[2..4].copy_from_slice(&device_id.to_le_bytes());
+        config[0x0b] = 0x03; // display controller
+        Arc::new(FakeDevice {
+            name: name.into(),
+            config: Mutex::new(config),
+            bar0: FakeBar::new(name, 0, BAR0_LEN),
+            bar5: FakeBar::new(name, 5, BAR5_LEN),
+            sysmem: Mutex::new(Vec::new()),
+            resets: AtomicU32::new(0),
+            resized: AtomicU32::new(0),
+        })
+    }
+
+    fn fake_bar(&self, index: u8) -> Result<&Arc<FakeBar>> {
+        match index {
+            0 => Ok(&self.bar0),
+            5 => Ok(&self.bar5),
+            _ => Err(Error::new(
+                &self.name,
+                ErrorKind::NoBar {
+                    bar: index,
+                    reason: "the fake has BAR0 and BAR5".into(),
+                },
+            )),
+        }
+    }
+}
+
+impl PciDevice for FakeDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn backend(&self) -> &'static str {
+        "fake"
+    }
+    fn config_read(&self, offset: u16, size: u8) -> Result<u32> {
+        let cfg = self.config.lock().unwrap();
+        let r = range(u64::from(offset), usize::from(size), cfg.len())
+            .ok_or_else(|| oor(&self.name, "config", offset.into(), size.into(), cfg.len()))?;
+        let mut w = [0u8; 4];
+        w[..usize::from(size)].copy_from_slice(&cfg[r]);
+        Ok(u32::from_le_bytes(w))
+    }
+    fn config_write(&self, offset: u16, size: u8, value: u32) -> Result<()> {
+        let mut cfg = self.config.lock().unwrap();
+        let len = cfg.len();
+        let r = range(u64::from(offset), usize::from(size), len)
+            .ok_or_else(|| oor(&self.name, "config", offset.into(), size.into(), len))?;
+        cfg[r].copy_from_slice(&value.to_le_bytes()[..usize::from(size)]);
+        Ok(())
+    }
+    fn bar_info(&self, index: u8) -> Result<BarInfo> {
+        let bar = self.fake_bar(index)?;
+        Ok(BarInfo {
+            index,
+            bus_addr: 0xd000_0000 + u64::from(index) * 0x1000_0000,
+            size: bar.len(),
+        })
+    }
+    fn bar(&self, index: u8) -> Result<Arc<dyn Bar>> {
+        Ok(self.fake_bar(index)?.clone())
+    }
+    fn resize_bar(&self, index: u8) -> Result<()> {
+        self.fake_bar(index)?;
+        self.resized.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn alloc_sysmem(&self, size: usize, _contiguous: bool) -> Result<Arc<dyn SysMem>> {
+        let mut all = self.sysmem.lock().unwrap();
+        let pages = size.div_ceil(4096);
+        // Distinct, deliberately non-contiguous bus addresses per allocation.
+        let base = 0x1_0000_0000u64 * (all.len() as u64 + 1);
+        let addrs = (0..pages as u64).map(|p| base + p * 0x3000).collect();
+        let mem = Arc::new(FakeSysMem {
+            mem: Mutex::new(vec![0; pages * 4096]),
+            addrs,
+        });
+        all.push(mem.clone());
+        Ok(mem)
+    }
+    fn reset(&self) -> Result<()> {
+        self.resets.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// Panics on the server's connection threads (named `am-serve …`): they would go unseen,
+/// since the listener keeps serving.
+static SERVER_PANICS: AtomicU32 = AtomicU32::new(0);
+
+fn count_server_panics() {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("am-serve"))
+            {
+                SERVER_PANICS.fetch_add(1, Ordering::SeqCst);
+            }
+            default(info);
+        }));
+    });
+}
+
+fn start_with(devices: Vec<Arc<dyn PciDevice>>, options: ServeOptions) -> SocketAddr {
+    count_server_panics();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || serve(listener, devices, options));
+    addr
+}
+
+fn start(devices: &[Arc<FakeDevice>]) -> SocketAddr {
+    let devices = devices
+        .iter()
+        .map(|d| d.clone() as Arc<dyn PciDevice>)
+        .collect();
+    start_with(devices, ServeOptions::default())
+}
+
+fn start_one(fake: &Arc<FakeDevice>) -> SocketAddr {
+    start(std::slice::from_ref(fake))
+}
+
+fn client(addr: SocketAddr, index: u32) -> RemotePciDevice {
+    RemotePciDevice::connect("127.0.0.1", addr.port(), index, &RemoteOptions::default()).unwrap()
+}
+
+/// A raw connection for speaking the protocol by hand.
+struct Raw(TcpStream);
+
+impl Raw {
+    fn connect(addr: SocketAddr) -> Raw {
+        let s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Raw(s)
+    }
+
+    fn send(&mut self, cmd: u8, dev_id: u32, bar: u32, args: [u64; 3], payload: &[u8]) {
+        let mut h = RequestHeader::new(Command::Ping, dev_id, bar, args);
+        h.cmd = cmd;
+        self.0.write_all(&h.encode()).unwrap();
+        self.0.write_all(payload).unwrap();
+    }
+
+    /// The next response: `Ok((header, data))`, or `Err(message)` for an error response, or
+    /// `None` when the server closed the connection.
+    fn answer(
+        &mut self,
+        data_len: usize,
+    ) -> Option<std::result::Result<(ResponseHeader, Vec<u8>), String>> {
+        let mut h = [0u8; 17];
+        if self.0.read_exact(&mut h).is_err() {
+            return None;
+        }
+        let h = ResponseHeader::decode(&h);
+        if h.status != 0 {
+            let mut msg = vec![0u8; h.val0 as usize];
+            self.0.read_exact(&mut msg).unwrap();
+            return Some(Err(String::from_utf8(msg).unwrap()));
+        }
+        let mut data = vec![0u8; data_len];
+        self.0.read_exact(&mut data).unwrap();
+        Some(Ok((h, data)))
+    }
+
+    fn refused(&mut self) -> String {
+        match self.answer(0) {
+            Some(Err(msg)) => msg,
+            other => panic!("expected an error response, got {other:?}"),
+        }
+    }
+
+    fn closed(&mut self) -> bool {
+        let mut rest = Vec::new();
+        matches!(self.0.read_to_end(&mut rest), Ok(0))
+    }
+
+    fn ping(&mut self) {
+        self.send(Command::Ping as u8, 0, 0, [0; 3], &[]);
+        let (h, _) = self.answer(0).unwrap().unwrap();
+        assert_eq!(h, ResponseHeader::ok(0, 0));
+    }
+}
+
+#[test]
+fn config_space_reads_and_writes_reach_the_served_device() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let dev = client(start_one(&fake), 0);
+    assert_eq!(
+        dev.name(),
+        format!(
+            "remote:127.0.0.1:{}:0",
+            dev.name().split(':').nth(2).unwrap()
+        )
+    );
+    assert_eq!(dev.backend(), "remote");
+    assert_eq!(dev.remote_name(), "fake0");
+    assert_eq!(dev.vendor_id().unwrap(), 0x1002);
+    assert_eq!(dev.device_id().unwrap(), 0x744c);
+    assert_eq!(dev.config_read(0x0b, 1).unwrap(), 0x03);
+    dev.config_write(0x10, 4, 0xdead_beef).unwrap();
+    assert_eq!(
+        &fake.config.lock().unwrap()[0x10..0x14],
+        &[0xef, 0xbe, 0xad, 0xde]
+    );
+    dev.config_write(0x40, 1, 0x5a).unwrap();
+    assert_eq!(dev.config_read(0x40, 4).unwrap(), 0x5a);
+    dev.set_bus_master(true).unwrap();
+    assert_eq!(fake.config.lock().unwrap()[0x04] & 0b110, 0b110);
+}
+
+#[test]
+fn bar_accesses_keep_their_width_and_land_where_the_device_holds_them() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let dev = client(start_one(&fake), 0);
+    assert_eq!(
+        dev.bar_info(5).unwrap(),
+        BarInfo {
+            index: 5,
+            bus_addr: 0x1_2000_0000,
+            size: BAR5_LEN as u64
+        }
+    );
+    let bar5 = dev.bar(5).unwrap();
+    assert!(
+        Arc::ptr_eq(&bar5, &dev.bar(5).unwrap()),
+        "bar() returns one mapping"
+    );
+    assert_eq!(bar5.len(), BAR5_LEN as u64);
+
+    // PING answers after every earlier pipelined write has been applied.
+    bar5.write32(0x100, 0x1234_5678).unwrap();
+    dev.ping().unwrap();
+    assert_eq!(fake.bar5.last(), "write32");
+    assert_eq!(bar5.read32(0x100).unwrap(), 0x1234_5678);
+    assert_eq!(fake.bar5.last(), "read32");
+    assert_eq!(
+        &fake.bar5.mem.lock().unwrap()[0x100..0x104],
+        &[0x78, 0x56, 0x34, 0x12]
+    );
+
+    bar5.write64(0x200, 0x0102_0304_0506_0708).unwrap();
+    assert_eq!(bar5.read32(0x204).unwrap(), 0x0102_0304);
+    bar5.write64(0x200, 0x1112_1314_1516_1718).unwrap();
+    dev.ping().unwrap();
+    assert_eq!(fake.bar5.last(), "write64");
+    assert_eq!(bar5.read64(0x200).unwrap(), 0x1112_1314_1516_1718);
+    assert_eq!(fake.bar5.last(), "read64");
+
+    bar5.write8(0x301, 0xab).unwrap();
+    dev.ping().unwrap();
+    assert_eq!(fake.bar5.last(), "write8");
+    assert_eq!(bar5.read8(0x301).unwrap(), 0xab);
+    assert_eq!(fake.bar5.last(), "read8");
+    assert_eq!(fake.bar5.mem.lock().unwrap()[0x300..0x303], [0, 0xab, 0]);
+
+    let mut odd = [0u8; 6];
+    bar5.read_bytes(0x2ff, &mut odd).unwrap();
+    assert_eq!(odd, [0, 0, 0xab, 0, 0, 0]);
+    assert_eq!(fake.bar5.last(), "read_bytes");
+
+    let end = BAR5_LEN as u64;
+    match bar5.read32(end - 2) {
+        Err(Error {
+            kind: ErrorKind::OutOfRange {
+                offset, size: 4, ..
+            },
+            ..
+        }) => assert_eq!(offset, end - 2),
+        other => panic!("a read past the BAR end must be OutOfRange, got {other:?}"),
+    }
+    assert!(matches!(
+        dev.bar(6),
+        Err(Error {
+            kind: ErrorKind::NoBar { bar: 6, .. },
+            ..
+        })
+    ));
+    assert_eq!(OUT_OF_RANGE.load(Ordering::SeqCst), 0);
+    assert_eq!(SERVER_PANICS.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_multi_mib_write_streams_into_the_bar_and_reads_back() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let dev = client(start_one(&fake), 0);
+    let bar0 = dev.bar(0).unwrap();
+    // Firmware-sized (a boot writes ~16.8 MB in one go), at an odd offset, in one call.
+    let data: Vec<u8> = (0..(5 << 20) + 3)
+        .map(|i: u32| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    bar0.write_bytes(3, &data).unwrap();
+    let mut back = vec![0u8; data.len()];
+    bar0.read_bytes(3, &mut back).unwrap();
+    assert!(back == data, "read-back differs from the streamed write");
+    let mem = fake.bar0.mem.lock().unwrap();
+    assert!(
+        mem[3..3 + data.len()] == data[..],
+        "the device does not hold the streamed write"
+    );
+    assert_eq!(mem[..3], [0, 0, 0]);
+    assert!(
+        mem[3 + data.len()..].iter().all(|&b| b == 0),
+        "bytes past the write changed"
+    );
+}
+
+#[test]
+fn system_memory_has_the_devices_bus_addresses_and_contents() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let dev = client(start_one(&fake), 0);
+    let a = dev.alloc_sysmem(10_000, false).unwrap();
+    let b = dev.alloc_sysmem(4096, true).unwrap();
+    assert_eq!(a.len(), 3 * 4096, "rounded up to whole pages");
+    let held = fake.sysmem.lock().unwrap().clone();
+    assert_eq!(held.len(), 2);
+    assert_eq!(a.bus_addrs(), held[0].addrs.as_slice());
+    assert_eq!(a.bus_addrs(), [0x1_0000_0000, 0x1_0000_3000, 0x1_0000_6000]);
+    assert_eq!(b.bus_addrs(), [0x2_0000_0000]);
+
+    a.write64(0x1ff8, 0x0123_4567_89ab_cdef).unwrap();
+    b.write32(0, 0xcafe_f00d).unwrap();
+    assert_eq!(a.read64(0x1ff8).unwrap(), 0x0123_4567_89ab_cdef);
+    assert_eq!(b.read32(0).unwrap(), 0xcafe_f00d);
+    assert_eq!(
+        &held[0].mem.lock().unwrap()[0x1ff8..0x2000],
+        &0x0123_4567_89ab_cdefu64.to_le_bytes()
+    );
+    assert_eq!(
+        &held[1].mem.lock().unwrap()[..4],
+        &0xcafe_f00du32.to_le_bytes()
+    );
+    assert!(matches!(
+        a.read32(3 * 4096 - 2),
+        Err(Error {
+            kind: ErrorKind::OutOfRange { .. },
+            ..
+        })
+    ));
+}
+
+#[test]
+fn reset_resize_and_ping_reach_the_device() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let dev = client(start_one(&fake), 0);
+    dev.reset().unwrap();
+    dev.resize_bar(0).unwrap();
+    dev.ping().unwrap();
+    assert_eq!(fake.resets.load(Ordering::SeqCst), 1);
+    assert_eq!(fake.resized.load(Ordering::SeqCst), 1);
+    let err = dev.resize_bar(2).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::RemoteRefused { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("BAR2"), "{err}");
+}
+
+#[test]
+fn probe_answers_matching_devices_with_their_index() {
+    let navi = FakeDevice::new("0000:03:00.0", 0x744c);
+    let other = FakeDevice::new("0000:04:00.0", 0x1234);
+    let mi300 = FakeDevice::new("mock:mi300x:0", 0x74a1);
+    let addr = start(&[navi, other, mi300]);
+    let found = probe_amd("127.0.0.1", addr.port(), &RemoteOptions::default()).unwrap();
+    let names: Vec<(String, u32)> = found.into_iter().map(|e| (e.name, e.index)).collect();
+    assert_eq!(
+        names,
+        [
+            ("0000:03:00.0".to_string(), 0),
+            ("mock:mi300x:0".to_string(), 2)
+        ]
+    );
+
+    // The wire answer is "<name>:<index>" lines and a count.
+    let mut raw = Raw::connect(addr);
+    let filter = encode_probe_filter(&[(0xff00, 0x7400)]);
+    raw.send(0, 0, 0, [0, filter.len() as u64, 0x1002], &filter);
+    let text = "0000:03:00.0:0\nmock:mi300x:0:2";
+    let (h, data) = raw.answer(text.len()).unwrap().unwrap();
+    assert_eq!((h.val0, h.val1), (text.len() as u64, 2));
+    assert_eq!(data, text.as_bytes());
+
+    let err = probe(
+        "127.0.0.1",
+        addr.port(),
+        0x10de,
+        0,
+        &[(0xffff, 0x744c)],
+        &RemoteOptions::default(),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("no device matches vendor 0x10de"),
+        "{err}"
+    );
+    let err = probe(
+        "127.0.0.1",
+        addr.port(),
+        0x1002,
+        0x02,
+        &[(0xffff, 0x744c)],
+        &RemoteOptions::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("class 0x2"), "{err}");
+}
+
+#[test]
+fn a_missing_device_index_is_refused_when_connecting() {
+    let addr = start(&[FakeDevice::new("fake0", 0x744c)]);
+    let err = RemotePciDevice::connect("127.0.0.1", addr.port(), 3, &RemoteOptions::default())
+        .err()
+        .unwrap();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("no AMD GPU with index 3") && msg.contains("0 (fake0)"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_refused_request_leaves_the_connection_usable() {
+    let addr = start(&[FakeDevice::new("fake0", 0x744c)]);
+    let dev = client(addr, 0);
+    let err = dev.config_read(0xffe, 4).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::RemoteRefused { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("CFG_READ offset 0xffe size 4"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("outside the 0x1000-byte config space"),
+        "{err}"
+    );
+    assert_eq!(dev.vendor_id().unwrap(), 0x1002);
+}
+
+#[test]
+fn a_failed_write_closes_the_connection_and_the_next_read_says_so() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let dev = client(start_one(&fake), 0);
+    let bar5 = dev.bar(5).unwrap();
+    bar5.write32(READ_ONLY_REG, 1).unwrap();
+    // The next request reads why the write failed; the one after finds the close.
+    let err = bar5.read32(0).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::RemoteRefused { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("MMIO_WRITE BAR5 offset 0xffc size 0x4 failed, so this connection is closed: fake0: BAR5 0xffc is read-only"),
+        "{msg}"
+    );
+    let later = dev.ping().unwrap_err();
+    assert!(
+        matches!(
+            later,
+            Error {
+                kind: ErrorKind::RemoteClosed { .. },
+                ..
+            }
+        ),
+        "{later}"
+    );
+    assert!(later.to_string().contains("pipelined write"), "{later}");
+    // The server goes on serving others.
+    let again = client(start_one(&fake), 0);
+    again.ping().unwrap();
+}
+
+#[test]
+fn a_silent_server_makes_the_client_time_out_naming_the_request() {
+    // A server that answers PROBE, then reads requests and never answers.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut h = [0u8; 33];
+        s.read_exact(&mut h).unwrap();
+        let mut filter = vec![0u8; RequestHeader::decode(&h).arg1 as usize];
+        s.read_exact(&mut filter).unwrap();
+        let names = b"silent:0";
+        s.write_all(&ResponseHeader::ok(names.len() as u64, 1).encode())
+            .unwrap();
+        s.write_all(names).unwrap();
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+    });
+    let options = RemoteOptions {
+        response_timeout: Duration::from_millis(200),
+        ..RemoteOptions::default()
+    };
+    let dev = RemotePciDevice::connect("127.0.0.1", port, 0, &options).unwrap();
+    let err = dev.config_read(0, 2).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::RemoteTimeout { .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("no answer to CFG_READ offset 0x0 size 2 within 200ms"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_server_that_never_answers_probe_times_out_on_connect() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut sink = Vec::new();
+        let _ = s.read_to_end(&mut sink);
+    });
+    let options = RemoteOptions {
+        response_timeout: Duration::from_millis(200),
+        ..RemoteOptions::default()
+    };
+    let err = RemotePciDevice::connect("127.0.0.1", port, 0, &options)
+        .err()
+        .unwrap();
+    assert!(
+        err.to_string().contains("no answer to PROBE vendor 0x1002"),
+        "{err}"
+    );
+}
+
+#[test]
+fn malformed_requests_get_an_error_or_a_closed_connection() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        max_payload: 1 << 20,
+        max_sysmem_alloc: 1 << 20,
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake.clone() as Arc<dyn PciDevice>], options);
+    let mut raw = Raw::connect(addr);
+    let cfg_read = Command::CfgRead as u8;
+    let mmio_read = Command::MmioRead as u8;
+    let sysmem_read = Command::SysmemRead as u8;
+
+    // Refusals that keep the connection in step.
+    raw.send(cfg_read, 7, 0, [0, 4, 0], &[]);
+    assert!(raw.refused().contains("no device 7"));
+    raw.send(Command::MapBar as u8, 0, 6, [0; 3], &[]);
+    assert!(raw.refused().contains("no BAR6"));
+    raw.send(mmio_read, 0, 9, [0, 4, 0], &[]);
+    assert!(raw.refused().contains("no BAR9"));
+    raw.send(mmio_read, 0, 2, [0, 4, 0], &[]);
+    assert!(raw.refused().contains("BAR2 is not available"));
+    raw.send(mmio_read, 0, 5, [u64::MAX, 4, 0], &[]);
+    assert!(raw.refused().contains("outside its 0x10000 bytes"));
+    raw.send(mmio_read, 0, 5, [4, u64::MAX, 0], &[]);
+    assert!(raw.refused().contains("limit per request"));
+    raw.send(mmio_read, 0, 5, [BAR5_LEN as u64 - 2, 4, 0], &[]);
+    assert!(raw.refused().contains("outside its 0x10000 bytes"));
+    raw.send(mmio_read, 0, 0, [0, 2 << 20, 0], &[]);
+    assert!(raw.refused().contains("0x100000-byte limit per request"));
+    raw.send(cfg_read, 0, 0, [0, 3, 0], &[]);
+    assert!(raw.refused().contains("only 1, 2 or 4"));
+    raw.send(cfg_read, 0, 0, [u64::MAX, 4, 0], &[]);
+    assert!(raw.refused().contains("config space"));
+    raw.send(Command::CfgWrite as u8, 0, 0, [0x40, 1, 0x100], &[]);
+    assert!(raw.refused().contains("does not fit 1 bytes"));
+    raw.send(Command::MapSysmem as u8, 0, 0, [u64::MAX, 0, 0], &[]);
+    assert!(raw.refused().contains("limit"));
+    raw.send(Command::MapSysmem as u8, 0, 0, [1 << 40, 0, 0], &[]);
+    assert!(raw.refused().contains("0x100000-byte limit"));
+    raw.send(Command::MapSysmem as u8, 0, 0, [0, 0, 0], &[]);
+    assert!(raw.refused().contains("0 bytes"));
+    raw.send(sysmem_read, 0, 5, [0, 4, 0], &[]);
+    assert!(raw.refused().contains("no system memory handle 5"));
+    raw.send(Command::MapSysmemFd as u8, 0, 0, [4096, 0, 0], &[]);
+    assert!(raw.refused().contains("Unix socket"));
+    raw.send(0, 0, 0, [0, 7, 0x1002], &[0; 7]);
+    assert!(raw.refused().contains("not 7 bytes"));
+    raw.send(Command::MapSysmem as u8, 0, 0, [4096, 0, 0], &[]);
+    let (h, _) = raw.answer(8).unwrap().unwrap();
+    assert_eq!(h.val1, 0, "the first handle of a connection");
+    raw.send(sysmem_read, 0, 0, [u64::MAX - 1, 4, 0], &[]);
+    assert!(raw.refused().contains("system memory handle 0"));
+    raw.send(sysmem_read, 0, 0, [4094, 4, 0], &[]);
+    assert!(raw.refused().contains("outside its 0x1000 bytes"));
+    raw.ping();
+
+    // Cut-offs: an unknown command (its framing is unknown) is answered, then closed.
+    raw.send(99, 0, 0, [0; 3], &[]);
+    assert!(raw.refused().contains("unknown command 99"));
+    assert!(raw.closed());
+
+    // A write that fails has no answer of its own: the server leaves the reason where the
+    // client's next request reads it, then closes.
+    let mut raw = Raw::connect(addr);
+    raw.send(
+        Command::MmioWrite as u8,
+        0,
+        5,
+        [BAR5_LEN as u64, 4, 0],
+        &[1, 2, 3, 4],
+    );
+    let msg = raw.refused();
+    assert!(
+        msg.starts_with(
+            "MMIO_WRITE BAR5 offset 0x10000 size 0x4 failed, so this connection is closed"
+        ),
+        "{msg}"
+    );
+    assert!(raw.closed());
+    let mut raw = Raw::connect(addr);
+    raw.send(Command::SysmemWrite as u8, 0, 0, [0, 4, 0], &[1, 2, 3, 4]);
+    let msg = raw.refused();
+    assert!(msg.contains("there is no system memory handle 0"), "{msg}");
+    assert!(raw.closed());
+
+    // More payload than declared: the excess is read as the next header (here an unknown
+    // command 0xee) and the connection ends; only the declared bytes reach the BAR.
+    let mut raw = Raw::connect(addr);
+    raw.send(Command::MmioWrite as u8, 0, 5, [0x800, 4, 0], &[0x11; 4]);
+    raw.0.write_all(&[0xee; 40]).unwrap();
+    match raw.answer(0) {
+        None => {}
+        Some(Err(msg)) => assert!(msg.contains("unknown command 238"), "{msg}"),
+        Some(Ok(h)) => panic!("excess payload was answered as a request: {h:?}"),
+    }
+    assert!(raw.closed());
+    let mem = fake.bar5.mem.lock().unwrap();
+    assert_eq!(mem[0x800..0x804], [0x11; 4]);
+    assert_eq!(mem[0x804..0x830], [0; 0x2c]);
+    drop(mem);
+
+    // A truncated header: the server sees the end of the stream and hangs up.
+    let mut raw = Raw::connect(addr);
+    raw.0.write_all(&[Command::Ping as u8, 0, 0]).unwrap();
+    raw.0.shutdown(Shutdown::Write).unwrap();
+    assert!(raw.closed());
+
+    // A PROBE filter too large to accept is answered and closed.
+    let mut raw = Raw::connect(addr);
+    raw.send(0, 0, 0, [0, 1 << 40, 0x1002], &[]);
+    assert!(raw.refused().contains("PROBE filter"));
+    assert!(raw.closed());
+
+    // After all that the server still serves.
+    Raw::connect(addr).ping();
+    assert_eq!(OUT_OF_RANGE.load(Ordering::SeqCst), 0);
+    assert_eq!(SERVER_PANICS.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn random_headers_never_crash_the_server_or_reach_out_of_range() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        max_payload: 1 << 20,
+        max_sysmem_alloc: 64 << 10,
+        max_sysmem_per_connection: 256 << 10,
+        chunk_size: 4096,
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let mut keeper = Raw::connect(addr);
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let interesting = [
+        0,
+        1,
+        2,
+        4,
+        8,
+        0xffc,
+        0x1000,
+        BAR5_LEN as u64 - 4,
+        BAR0_LEN as u64,
+        u64::MAX,
+        u64::MAX - 3,
+        1 << 32,
+    ];
+    for _ in 0..300 {
+        let mut pick = || {
+            let r = next();
+            if r % 3 == 0 {
+                r
+            } else {
+                interesting[(r >> 8) as usize % interesting.len()]
+            }
+        };
+        let (arg0, arg1, arg2) = (pick(), pick(), pick());
+        let bar = if next() % 4 == 0 {
+            next() as u32
+        } else {
+            (next() % 7) as u32
+        };
+        let mut h = RequestHeader::new(Command::Ping, (next() % 3) as u32, bar, [arg0, arg1, arg2]);
+        h.cmd = (next() % 16) as u8;
+        let mut msg = h.encode().to_vec();
+        msg.extend((0..next() % 80).map(|_| next() as u8));
+        // The server may hang up at any point: only its survival is asserted.
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.write_all(&msg);
+        let _ = s.shutdown(Shutdown::Write);
+        let mut rest = Vec::new();
+        let _ = s.read_to_end(&mut rest);
+    }
+    keeper.ping();
+    assert_eq!(OUT_OF_RANGE.load(Ordering::SeqCst), 0);
+    assert_eq!(SERVER_PANICS.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_remote_device_can_itself_be_served() {
+    // fake ← server A ← client (relay) ← server B ← client: both hops carry everything.
+    let fake = FakeDevice::new("0000:03:00.0", 0x744c);
+    let a = start_one(&fake);
+    let relay = client(a, 0);
+    let b = start_with(
+        vec![Arc::new(relay) as Arc<dyn PciDevice>],
+        ServeOptions::default(),
+    );
+    let dev = client(b, 0);
+    assert_eq!(
+        dev.remote_name(),
+        format!("remote:127.0.0.1:{}:0", a.port())
+    );
+    assert_eq!(dev.device_id().unwrap(), 0x744c);
+    let bar0 = dev.bar(0).unwrap();
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    bar0.write_bytes(0x10_0000, &data).unwrap();
+    let mut back = vec![0u8; data.len()];
+    bar0.read_bytes(0x10_0000, &mut back).unwrap();
+    assert!(back == data);
+    let mem = dev.alloc_sysmem(8192, false).unwrap();
+    assert_eq!(
+        mem.bus_addrs(),
+        fake.sysmem.lock().unwrap()[0].addrs.as_slice()
+    );
+    mem.write32(4, 7).unwrap();
+    assert_eq!(mem.read32(4).unwrap(), 7);
+}
+
+#[test]
+fn connections_past_the_limit_are_told_the_limit_and_freed_slots_are_reused() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        max_connections: 1,
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let mut first = Raw::connect(addr);
+    first.ping();
+    let mut second = Raw::connect(addr);
+    second.send(Command::Ping as u8, 0, 0, [0; 3], &[]);
+    let msg = second.refused();
+    assert!(
+        msg.contains("already serves 1 connections, its limit")
+            && msg.contains("--max-connections"),
+        "a connection past the limit is told the limit: {msg}"
+    );
+    assert!(second.closed(), "and then closed");
+    drop(first);
+    // The first connection's thread frees its slot when it sees the close; retry until then.
+    let served = (0..500).any(|_| {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let ping = RequestHeader::new(Command::Ping, 0, 0, [0; 3]).encode();
+        let mut h = [0u8; 17];
+        let ok = s.write_all(&ping).is_ok()
+            && s.read_exact(&mut h).is_ok()
+            && ResponseHeader::decode(&h) == ResponseHeader::ok(0, 0);
+        if !ok {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        ok
+    });
+    assert!(served, "the freed slot was never reused");
+}
+
+#[test]
+fn a_client_past_the_limit_gets_an_error_naming_the_limit_not_an_earlier_write() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        max_connections: 1,
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let held = client(addr, 0);
+    held.ping().unwrap();
+    let err = RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default())
+        .err()
+        .unwrap();
+    let msg = err.to_string();
+    assert!(
+        matches!(
+            err,
+            Error {
+                kind: ErrorKind::RemoteRefused { .. },
+                ..
+            }
+        ),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("already serves 1 connections, its limit (am serve --max-connections)"),
+        "{msg}"
+    );
+    assert!(!msg.contains("earlier write"), "{msg}");
+}
+
+/// Options with short timeouts, for the tests of hostile clients.
+fn short_timeouts(max_connections: usize) -> ServeOptions {
+    ServeOptions {
+        max_connections,
+        read_timeout: Duration::from_millis(500),
+        idle_timeout: Duration::from_millis(500),
+        ..ServeOptions::default()
+    }
+}
+
+#[test]
+fn a_half_sent_header_is_closed_after_the_read_timeout_with_the_reason() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_timeouts(16));
+    let mut raw = Raw::connect(addr);
+    let ping = RequestHeader::new(Command::Ping, 0, 0, [0; 3]).encode();
+    raw.0.write_all(&ping[..10]).unwrap();
+    let msg = raw.refused();
+    assert!(
+        msg.contains("a request header took more than 500ms"),
+        "the server says why it hangs up: {msg}"
+    );
+    assert!(raw.closed());
+}
+
+#[test]
+fn a_stalled_payload_is_closed_after_the_read_timeout() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_timeouts(16));
+    let mut raw = Raw::connect(addr);
+    // An MMIO_WRITE of 4 KiB with 100 bytes of its payload, then nothing.
+    raw.send(Command::MmioWrite as u8, 0, 0, [0, 4096, 0], &[0xab; 100]);
+    let msg = raw.refused();
+    assert!(msg.contains("the payload stalled"), "{msg}");
+    assert!(raw.closed());
+}
+
+#[test]
+fn an_idle_client_keeps_its_connection_while_the_server_has_room() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_timeouts(2));
+    let mut raw = Raw::connect(addr);
+    raw.ping();
+    std::thread::sleep(Duration::from_millis(1500));
+    raw.ping();
+}
+
+#[test]
+fn an_idle_client_is_closed_once_the_server_is_full_and_says_why() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_timeouts(2));
+    let mut idle = Raw::connect(addr);
+    idle.ping();
+    let mut busy = Raw::connect(addr);
+    busy.ping();
+    // `busy` keeps asking; `idle` says nothing while the server is full, past its timeout.
+    for _ in 0..30 {
+        busy.ping();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    idle.send(Command::Ping as u8, 0, 0, [0; 3], &[]);
+    let msg = idle.refused();
+    // The busy one lives on.
+    assert!(
+        msg.contains("without a request while the server was full"),
+        "{msg}"
+    );
+    busy.ping();
+}
+
+#[test]
+fn hostile_clients_delay_a_newcomer_by_at_most_the_timeouts() {
+    // Four slots, all taken by hostile clients: two idle, one stuck halfway through a
+    // header, one that asked for 8 MiB and never reads the answer. A well-behaved client
+    // that retries must get in within the idle and read timeouts plus scheduling slack.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = short_timeouts(4);
+    let bound = options.idle_timeout + options.read_timeout + Duration::from_secs(8);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let mut hostile = Vec::new();
+    for _ in 0..2 {
+        hostile.push(Raw::connect(addr));
+    }
+    let mut half = Raw::connect(addr);
+    let ping = RequestHeader::new(Command::Ping, 0, 0, [0; 3]).encode();
+    half.0.write_all(&ping[..7]).unwrap();
+    hostile.push(half);
+    let mut greedy = Raw::connect(addr);
+    greedy.send(Command::MmioRead as u8, 0, 0, [0, BAR0_LEN as u64, 0], &[]);
+    hostile.push(greedy);
+    // Let the server take all four before the newcomer comes.
+    std::thread::sleep(Duration::from_millis(100));
+
+    let start = std::time::Instant::now();
+    let mut refusals = Vec::new();
+    let served = loop {
+        if start.elapsed() > bound {
+            break false;
+        }
+        match RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default()) {
+            Ok(dev) => break dev.ping().is_ok(),
+            Err(e) => refusals.push(e.to_string()),
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let waited = start.elapsed();
+    assert!(
+        served,
+        "a newcomer was locked out for {waited:?} (bound {bound:?}); refusals: {:?}",
+        refusals.last()
+    );
+    assert!(
+        refusals.iter().all(|r| r.contains("its limit")),
+        "every refusal named the limit: {refusals:?}"
+    );
+    drop(hostile);
+}
+
+#[test]
+fn a_peer_outside_the_allow_list_is_refused_with_the_reason() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        allow: vec!["10.0.0.0/8".parse().unwrap()],
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake.clone() as Arc<dyn PciDevice>], options);
+    let err = RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("does not serve 127.0.0.1: the address is outside its --allow list"),
+        "{err}"
+    );
+    let options = ServeOptions {
+        allow: vec![
+            "10.0.0.0/8".parse().unwrap(),
+            "127.0.0.0/8".parse().unwrap(),
+        ],
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    client(addr, 0).ping().unwrap();
+}
+
+#[test]
+fn allow_ranges_parse_and_match_v4_v6_and_mapped_v4() {
+    use am_driver::pci::remote::Cidr;
+    let net: Cidr = "192.168.4.0/22".parse().unwrap();
+    assert!(net.contains("192.168.7.255".parse().unwrap()));
+    assert!(!net.contains("192.168.8.0".parse().unwrap()));
+    assert!(
+        net.contains("::ffff:192.168.5.1".parse().unwrap()),
+        "mapped IPv4"
+    );
+    let one: Cidr = "10.1.2.3".parse().unwrap();
+    assert_eq!(one.to_string(), "10.1.2.3/32");
+    assert!(one.contains("10.1.2.3".parse().unwrap()));
+    assert!(!one.contains("10.1.2.4".parse().unwrap()));
+    let v6: Cidr = "fd00::/8".parse().unwrap();
+    assert!(v6.contains("fd12::1".parse().unwrap()));
+    assert!(!v6.contains("10.1.2.3".parse().unwrap()));
+    let any: Cidr = "0.0.0.0/0".parse().unwrap();
+    assert!(any.contains("8.8.8.8".parse().unwrap()));
+    for bad in ["10.0.0.0/33", "host", "10.0.0.0/x", "::/129"] {
+        let e = bad.parse::<Cidr>().unwrap_err().to_string();
+        assert!(e.contains(&format!("{bad:?}")), "{e}");
+    }
+}
+
+#[test]
+fn a_read_only_server_serves_reads_and_refuses_what_writes() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    fake.bar0.mem.lock().unwrap()[0x40..0x44].copy_from_slice(&0x1234_5678u32.to_le_bytes());
+    let options = ServeOptions {
+        read_only: true,
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake.clone() as Arc<dyn PciDevice>], options);
+    let dev = client(addr, 0);
+    assert_eq!(dev.vendor_id().unwrap(), 0x1002);
+    assert_eq!(dev.bar(0).unwrap().read32(0x40).unwrap(), 0x1234_5678);
+    for (what, err) in [
+        ("CFG_WRITE", dev.config_write(4, 2, 6).unwrap_err()),
+        ("RESET", dev.reset().unwrap_err()),
+        ("MAP_SYSMEM", dev.alloc_sysmem(4096, false).err().unwrap()),
+    ] {
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("{what} is refused: this server is read-only")),
+            "{msg}"
+        );
+    }
+    assert_eq!(
+        fake.resets.load(Ordering::SeqCst),
+        0,
+        "no reset reached the device"
+    );
+    dev.ping().unwrap();
+    // MM_INDEX and MM_INDEX_HI only aim the MM_DATA window (reads of a small BAR's VRAM).
+    let bar5 = dev.bar(5).unwrap();
+    bar5.write32(0, 0x8000_1000).unwrap();
+    bar5.write32(0x18, 0x2).unwrap();
+    dev.ping().unwrap();
+    assert_eq!(
+        fake.bar5.mem.lock().unwrap()[0..4],
+        0x8000_1000u32.to_le_bytes()
+    );
+    // A write has no answer: the connection closes and the next request says why.
+    dev.bar(0).unwrap().write32(0x40, 0).unwrap();
+    let msg = dev.ping().unwrap_err().to_string();
+    assert!(
+        msg.contains("MMIO_WRITE BAR0 offset 0x40 size 0x4 failed, so this connection is closed: MMIO_WRITE is refused: this server is read-only"),
+        "{msg}"
+    );
+    assert_eq!(
+        fake.bar0.mem.lock().unwrap()[0x40..0x44],
+        0x1234_5678u32.to_le_bytes(),
+        "the write never reached the BAR"
+    );
+}

@@ -1,0 +1,11 @@
+//! Integration tests of am-tensor, linked as one binary (one module per former test
+//! binary: linking the workspace once instead of once per file keeps CI fast).
+#![allow(clippy::unwrap_used, missing_docs)]
+
+mod autograd;
+mod common;
+mod errors;
+mod fusion;
+mod jit;
+mod nn;
+mod ops;

@@ -1,0 +1,118 @@
+//! End-to-end: `am demo` trains the MLP on the digits on the mock Navi31 to at least 95 %
+//! test accuracy in a short run, the CPU run agrees, and the weights it saves are a
+//! safetensors file of the model.
+
+use crate::common;
+
+use common::{am_in as am, dir};
+
+#[test]
+fn the_demo_reaches_95_percent_on_the_mock_and_agrees_with_the_cpu() {
+    let d = dir("navi31");
+    let out = am(
+        &d,
+        &[
+            "demo",
+            "--epochs",
+            "3",
+            "--json",
+            "--save",
+            "mlp.safetensors",
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["device"], "mock:navi31:0");
+    assert_eq!(j["target"], "gfx1100");
+    assert_eq!(j["model"], serde_json::json!([64, 128, 10]));
+    assert_eq!(
+        (j["train_images"].as_u64(), j["test_images"].as_u64()),
+        (Some(1437), Some(360))
+    );
+    let acc = j["test_accuracy"].as_f64().unwrap();
+    assert!(acc >= 0.95, "test accuracy {acc} after 3 epochs");
+    let epochs = j["epochs"].as_array().unwrap();
+    assert_eq!(epochs.len(), 3);
+    let first = epochs[0]["loss"].as_f64().unwrap();
+    let last = epochs[2]["loss"].as_f64().unwrap();
+    assert!(last < first / 2.0, "the loss fell from {first} to {last}");
+    let cpu = &j["cpu"];
+    let diff = cpu["loss_max_abs_diff"].as_f64().unwrap();
+    assert!(diff <= 1e-4, "losses on the cpu differ by {diff}");
+    assert_eq!(cpu["losses_agree"], true);
+    let k = j["kernels_per_step"].as_u64().unwrap();
+    assert!(k > 0 && k <= 20, "{k} kernels per step");
+    assert!(j["step_us"].as_f64().unwrap() > 0.0);
+
+    // The saved weights: PyTorch's names and layouts for this model.
+    let bytes = std::fs::read(d.0.join("mlp.safetensors")).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    for (name, shape) in [
+        ("fc1.weight", serde_json::json!([128, 64])),
+        ("fc1.bias", serde_json::json!([128])),
+        ("fc2.weight", serde_json::json!([10, 128])),
+        ("fc2.bias", serde_json::json!([10])),
+    ] {
+        assert_eq!(header[name]["dtype"], "F32", "{name}");
+        assert_eq!(header[name]["shape"], shape, "{name}");
+    }
+    assert_eq!(bytes.len(), 8 + n + 4 * (128 * 64 + 128 + 10 * 128 + 10));
+}
+
+#[test]
+fn the_demo_prints_epochs_and_logs_kernels_with_am_debug() {
+    let d = dir("cpu");
+    let out = am(
+        &d,
+        &["demo", "--device", "cpu", "--epochs", "1"],
+        &[("AM_DEBUG", "2")],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for line in [
+        "on cpu",
+        "epoch   1/1",
+        "test accuracy:",
+        "kernels per step:",
+        "time per step:",
+    ] {
+        assert!(text.contains(line), "no `{line}` in:\n{text}");
+    }
+    // Every kernel: device, number, name with its shape, shape and dtype, time.
+    let log = String::from_utf8_lossy(&out.stderr);
+    let first_layer = log
+        .lines()
+        .find(|l| l.contains("R_32_128__64"))
+        .unwrap_or_else(|| panic!("no kernel of the first layer in the log:\n{log}"));
+    assert!(
+        first_layer.starts_with("cpu") && first_layer.contains("[32, 128] f32"),
+        "{first_layer}"
+    );
+    assert!(first_layer.trim_end().ends_with("µs"), "{first_layer}");
+}
+
+#[test]
+fn a_device_that_does_not_exist_is_a_clear_error() {
+    let d = dir("bad");
+    let out = am(&d, &["demo", "--device", "mock:nosuchgpu"], &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("mock:nosuchgpu"), "{err}");
+    let bad = am(&d, &["demo", "--device", "nonsense"], &[]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(
+        err.matches("expected a PCI address").count(),
+        1,
+        "said once: {err}"
+    );
+}
