@@ -554,7 +554,7 @@ const MAX_SPARE_WAVES: usize = 64;
 fn spare_waves() -> std::sync::MutexGuard<'static, Vec<Wave>> {
     // A thread that panicked while holding the pool left whole waves in it (`Vec` pushes and
     // splits do not leave half-made elements), so the pool stays usable.
-    SPARE_WAVES.lock().unwrap_or_else(|p| p.into_inner())
+    am_isa::sync::lock(&SPARE_WAVES)
 }
 
 impl Core {
@@ -733,7 +733,7 @@ pub fn dispatch_hw_parallel(
                     }
                     Err(e) => {
                         failed.fetch_min(k, Ordering::Relaxed);
-                        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut slot = am_isa::sync::lock(&first_error);
                         if slot.as_ref().is_none_or(|(k0, _)| k < *k0) {
                             *slot = Some((k, e));
                         }
@@ -742,7 +742,7 @@ pub fn dispatch_hw_parallel(
                 }
             }
         }
-        let mut t = total.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = am_isa::sync::lock(&total);
         t.instructions += stats.instructions;
         t.waves += stats.waves;
         t.workgroups += stats.workgroups;
@@ -779,7 +779,7 @@ pub fn dispatch_hw_parallel(
 fn helper_pool(n: usize) -> Option<std::sync::Arc<rayon::ThreadPool>> {
     type Pools = Vec<(usize, std::sync::Arc<rayon::ThreadPool>)>;
     static POOLS: std::sync::Mutex<Pools> = std::sync::Mutex::new(Vec::new());
-    let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut pools = am_isa::sync::lock(&POOLS);
     if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {
         return Some(p.clone());
     }

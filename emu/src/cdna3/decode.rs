@@ -6,7 +6,7 @@
 //! [`super::opcodes`], generated from LLVM 22.
 
 use super::opcodes::{GFX950_CHANGED, GFX950_REMOVED, gfx942};
-use am_autogen::bits;
+use am_isa::bits;
 
 /// The two CDNA targets: their tables differ (gfx950 adds opcodes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -7,7 +7,7 @@
 //! its SMEM, VFLAT/VGLOBAL/VSCRATCH and VBUFFER words decode into the same [`Inst`] fields.
 
 use super::opcodes;
-use am_autogen::bits;
+use am_isa::bits;
 
 /// Pseudo VALU opcode of VOPD's `v_dual_dot2acc_f32_bf16`, which has no VOP1/2/3 form.
 pub const VOPD_DOT2ACC_F32_BF16: u16 = 0xFFFF;
