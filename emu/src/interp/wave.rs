@@ -1,7 +1,7 @@
 //! Waves, workgroups and the dispatcher: the ISA-independent part of the interpreter.
 
 use crate::code_object::kcp;
-use crate::memory::SharedAccess;
+use crate::interp::memory::SharedAccess;
 use crate::{Error, Isa, Kernel, Memory, Program, SharedMemory, Stats};
 
 /// VGPR rows per wave: 256 architectural VGPRs, 256 AccVGPRs (CDNA; operand code 512 + n
@@ -79,8 +79,8 @@ pub(crate) struct Wave {
     /// CDNA `HW_REG_XCC_ID`.
     pub xcc_id: u32,
     /// The classification of the address rows the LDS forms used last, one slot per address
-    /// register number modulo the slot count (`rdna3/fast.rs`).
-    pub lds_rows: [crate::rdna3::fast::LdsRows; crate::rdna3::fast::LDS_ROW_SLOTS],
+    /// register number modulo the slot count (`interp/fast.rs`).
+    pub lds_rows: [crate::interp::fast::LdsRows; crate::interp::fast::LDS_ROW_SLOTS],
     /// Whether the memory may hold atomics this wave posted ([`crate::Memory::post_atomic32`]),
     /// which its next wait on memory counters has performed.
     pub posted: bool,
@@ -107,7 +107,7 @@ impl Wave {
             isa: Isa::Gfx1100,
             hw_id: 0,
             xcc_id: 0,
-            lds_rows: [crate::rdna3::fast::LdsRows::EMPTY; crate::rdna3::fast::LDS_ROW_SLOTS],
+            lds_rows: [crate::interp::fast::LdsRows::EMPTY; crate::interp::fast::LDS_ROW_SLOTS],
             posted: false,
         }
     }
@@ -155,7 +155,7 @@ impl Wave {
     /// Writes an SGPR by operand code; writes to `null` and to non-registers are dropped.
     #[inline]
     pub(crate) fn sset(&mut self, code: u16, v: u32) {
-        if (code as usize) < 128 && code != crate::rdna3::decode::NULL {
+        if (code as usize) < 128 && code != crate::interp::inst::NULL {
             self.s[code as usize] = v;
         }
     }
@@ -801,7 +801,7 @@ fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
     loop {
         for w in waves.iter_mut() {
             if w.state == WaveState::Running {
-                crate::rdna3::run(w, ctx)?;
+                crate::interp::exec::run(w, ctx)?;
             }
         }
         if waves.iter().all(|w| w.state == WaveState::Done) {
