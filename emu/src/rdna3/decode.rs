@@ -1,9 +1,9 @@
 //! gfx1100 and gfx1200/gfx1201 instruction decoder: raw dwords to a compact [`Inst`].
 //!
 //! Field positions follow the RDNA3 and RDNA4 ISA references; opcode numbers, mnemonics and
-//! operand shapes come from the tables in [`crate::interp::opcodes`] (gfx11, the numbering of
-//! the interpreter's form, which this module re-exports) and
-//! [`crate::rdna4::opcodes`] (gfx12), which are generated from LLVM 22. gfx12 keeps gfx11's
+//! operand shapes come from the tables in [`super::opcodes`] (gfx11, the numbering of the
+//! interpreter's form, kept in the core) and [`crate::rdna4::opcodes`] (gfx12), which are
+//! generated from LLVM 22. gfx12 keeps gfx11's
 //! SALU, VALU and DS encodings (with other opcode numbers) and replaces the memory encodings:
 //! its SMEM, VFLAT/VGLOBAL/VSCRATCH and VBUFFER words decode into the same [`Inst`] fields.
 //! [`Inst`]'s mnemonic ([`Inst::name`]) is the decoder's, in the instruction's generation.
