@@ -16,12 +16,8 @@
 //!   here, each with where it comes from; `autogen/tests/integration/packets.rs` checks the values
 //!   against the generated tables where one has them.
 
-/// Bits `lo .. lo + width` of `v` (`width` 1 to 32): the one field extractor of the
-/// workspace.
-#[inline]
-pub const fn bits(v: u32, lo: u32, width: u32) -> u32 {
-    (v >> lo) & (((1u64 << width) - 1) as u32)
-}
+/// The workspace's one field extractor, kept in `am-isa` (the lowest crate its users share).
+pub use am_isa::bits;
 
 /// A bit field of a packet: dword `dw` of the packet, bits `shift .. shift + width`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,34 +6,34 @@
 //! The decoders ([`rdna3::decode`], [`cdna3::decode`]) are checked against LLVM 22; see
 //! `docs/EMU.md`.
 //!
-//! Layout: each ISA family has its own decoder and disassembler ([`rdna3`], [`cdna3`]; RDNA4
-//! is a generation of [`rdna3`]'s decoder with [`rdna4`]'s tables). The interpreter's
-//! instruction form and semantics are those of gfx11 ([`rdna3`]); CDNA and gfx12 instructions
-//! are lowered onto them when the program is predecoded (`cdna3::lower`, `rdna4::lower`), and
-//! what only CDNA has (MFMA and AccVGPRs, packed f32, SDWA, GFX9 DPP) runs in `cdna3::exec`,
-//! what only gfx12 has in `rdna4::exec`; WMMA of both RDNA generations runs in `wmma`. The dispatcher, wave scheduling, LDS, scratch and
-//! memory are shared.
+//! Layout: `interp/` is the ISA-independent interpreter core: the instruction form (gfx11's
+//! encodings and opcode numbering, plus two encodings for the operations only CDNA or gfx12
+//! has), wave state and dispatch, memory, and the execution of the form, those extended
+//! operations and WMMA included. One folder per family front-end decodes, prints and lowers
+//! onto that form: [`rdna3`] (the gfx11 and gfx12 decoder and printer; gfx11 needs no
+//! lowering), [`rdna4`] (gfx12's tables and lowering), [`cdna3`] (gfx942/gfx950 decoder,
+//! printer, tables and lowering). The core imports no front-end; `program.rs` is the one
+//! place that knows them all: it predecodes a code object with the front-end of its ISA.
 
 pub mod cdna3;
-pub mod float;
-pub mod memory;
+mod interp;
 mod program;
 pub mod rdna3;
 pub mod rdna4;
-mod wave;
-mod wmma;
+
+pub use interp::{float, memory};
 
 /// Code objects are read by `am-isa`; the emulator loads what it finds there.
 pub use am_isa::code_object;
 pub use am_isa::code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
+pub use interp::wave::{
+    HwDispatch, Launch, MAX_SCRATCH_PER_LANE, Partition, dispatch, dispatch_hw,
+    dispatch_hw_parallel, dispatch_parallel,
+};
 pub use memory::{
     Atomic32, Fault, HostMemory, Memory, SharedHostMemory, SharedMemory, SharedRegion,
 };
 pub use program::Program;
-pub use wave::{
-    HwDispatch, Launch, MAX_SCRATCH_PER_LANE, Partition, dispatch, dispatch_hw,
-    dispatch_hw_parallel, dispatch_parallel,
-};
 
 /// A xorshift64 generator of test inputs: the same sequence from the same seed.
 #[cfg(test)]

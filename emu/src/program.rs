@@ -2,11 +2,15 @@
 //! [`Inst`] form (CDNA code is decoded by its own decoder and lowered, gfx12 code by the gfx12
 //! generation of the RDNA decoder and lowered), plus a map from dword offset to instruction
 //! index for branches and `s_setpc_b64`.
+//!
+//! The front-end dispatcher: the one module that knows every family front-end. It picks the
+//! one of the program's ISA to decode (and lower) the code and to print an instruction; the
+//! interpreter core (`interp/`) runs the result and knows no front-end.
 
-use crate::rdna3::decode::{Gen, decode_in, shape_in};
-use crate::rdna3::exec::{Atom, atomic_kind};
-use crate::rdna3::fast::{Fast, classify};
-use crate::rdna3::{Inst, decode};
+use crate::interp::exec::{Atom, atomic_kind};
+use crate::interp::fast::{Fast, classify};
+use crate::interp::inst::{INVALID_OP, Inst, UNIMPL_OP};
+use crate::rdna3::decode::{Gen, decode, decode_in, shape_in};
 use crate::{CodeObject, Error, Isa};
 
 /// Decoded code of a code object, ready to run.
@@ -31,14 +35,9 @@ pub struct Program {
     /// The atomic operation of each FLAT, GLOBAL and MUBUF atomic, by instruction index,
     /// resolved from its mnemonic once here instead of at every execution.
     atoms: Vec<Option<Atom>>,
-    /// The hot form of each instruction, by instruction index (`rdna3/fast.rs`).
+    /// The hot form of each instruction, by instruction index (`interp/fast.rs`).
     pub(crate) fast: Vec<Fast>,
 }
-
-/// Opcode marking an undecodable slot (never a real SOPP opcode).
-pub(crate) const INVALID_OP: u16 = u16::MAX;
-/// Opcode marking a valid instruction whose semantics the interpreter lacks.
-pub(crate) const UNIMPL_OP: u16 = u16::MAX - 1;
 
 /// The widest operand of an instruction, from its LLVM operand shape (registers).
 fn widest(shape: &str) -> usize {

@@ -6,8 +6,9 @@
 //! - [`code_object`]: AMDGPU HSA code objects — the 64-byte kernel descriptor and its bits,
 //!   reading a code object (code, kernels, loadable segments, dynamic relocations, the
 //!   metadata note) and writing one from LLVM's relocatable object ([`code_object::link`]).
-//! - [`sync::lock`]: the one poison-ignoring mutex lock; it lives here because this is the
-//!   lowest crate all its users share.
+//! - [`sync::lock`]: the one poison-ignoring mutex lock, and [`bits`], the one bit-field
+//!   extractor (instruction words, packets); they live here because this is the lowest crate
+//!   all their users share.
 //!
 //! It depends on no other crate of the workspace, so the compiler, the runtime, the emulator,
 //! the mock and the tools can all use it.
@@ -19,6 +20,13 @@ mod target;
 
 pub use code_object::{CodeObject, Kernel, KernelDescriptor, KernelMetadata, Segment};
 pub use target::{Family, GfxTarget, Matrix};
+
+/// Bits `lo .. lo + width` of `v` (`width` 1 to 32): the one field extractor of the
+/// workspace.
+#[inline]
+pub const fn bits(v: u32, lo: u32, width: u32) -> u32 {
+    (v >> lo) & (((1u64 << width) - 1) as u32)
+}
 
 /// Errors of `am-isa`. Each names the target name, GC version or code object concerned.
 #[derive(Debug, thiserror::Error)]

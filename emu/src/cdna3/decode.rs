@@ -6,7 +6,7 @@
 //! [`super::opcodes`], generated from LLVM 22.
 
 use super::opcodes::{GFX950_CHANGED, GFX950_REMOVED, gfx942};
-use am_autogen::bits;
+use am_isa::bits;
 
 /// The two CDNA targets: their tables differ (gfx950 adds opcodes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -105,15 +105,8 @@ impl Encoding {
     }
 }
 
-/// SDWA (sub-dword addressing) selection: byte 0-3, word 0-1, whole dword.
-pub mod sel {
-    /// Word 0 (bits 15:0).
-    pub const WORD_0: u8 = 4;
-    /// Word 1 (bits 31:16).
-    pub const WORD_1: u8 = 5;
-    /// The whole dword.
-    pub const DWORD: u8 = 6;
-}
+/// SDWA (sub-dword addressing) selection, as the interpreter's form keeps it.
+pub use crate::interp::inst::sel;
 
 /// What a 32-bit VALU encoding carries besides its operands, or the MFMA controls.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

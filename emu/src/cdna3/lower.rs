@@ -7,41 +7,25 @@
 //! 124 on GFX9 (gfx11's `null`), AccVGPRs are operand codes 512 + n, `v_cmpx` also writes its
 //! scalar destination, most 16-bit results clear the high half ([`flag::ZERO_HI`]), DPP has
 //! GFX9 controls and SDWA exists. Instructions only CDNA has (MFMA, packed f32, 64-bit moves,
-//! ...) become [`Encoding::Ext`] operations run by [`super::exec`].
+//! ...) become [`Encoding::Ext`] operations run by the core's `exec_cdna`.
 
 use super::decode::{self as raw, Extra};
-use super::exec::ExtOp;
-use crate::rdna3::decode::{self as r3, Dpp, Encoding, Inst, flag};
-use crate::rdna3::opcodes;
-use std::collections::HashMap;
-use std::sync::OnceLock;
+use crate::interp::exec_cdna::{ExtOp, mfma_shape};
+use crate::interp::inst::{self as r3, Dpp, Encoding, Inst, flag};
+use crate::interp::names::gfx11;
 
-/// gfx11 opcode numbers by mnemonic, per table.
-pub(crate) fn gfx11(table: &'static str, name: &str) -> Option<u16> {
-    static MAP: OnceLock<HashMap<(&'static str, &'static str), u16>> = OnceLock::new();
-    let map = MAP.get_or_init(|| {
-        let tables: [(&'static str, &'static [(u16, &'static str)]); 11] = [
-            ("sop1", opcodes::sop1::NAMES),
-            ("sop2", opcodes::sop2::NAMES),
-            ("sopk", opcodes::sopk::NAMES),
-            ("sopc", opcodes::sopc::NAMES),
-            ("sopp", opcodes::sopp::NAMES),
-            ("smem", opcodes::smem::NAMES),
-            ("valu", opcodes::valu::NAMES),
-            ("vop3p", opcodes::vop3p::NAMES),
-            ("ds", opcodes::ds::NAMES),
-            ("flat", opcodes::flat::NAMES),
-            ("mubuf", opcodes::mubuf::NAMES),
-        ];
-        let mut m = HashMap::new();
-        for (t, names) in tables {
-            for &(op, n) in names {
-                m.entry((t, n)).or_insert(op);
-            }
-        }
-        m
-    });
-    map.get(&(table, name)).copied()
+/// The CDNA-only operation a VOP3P mnemonic lowers to: MFMA (the matrix instructions
+/// themselves, not `v_mfma_ld_scale`) or packed f32 math.
+fn ext_of_vop3p(name: &str) -> Option<ExtOp> {
+    if raw::is_mai(name) && name.starts_with("v_mfma") {
+        return Some(ExtOp::Mfma);
+    }
+    ExtOp::of_valu(name).filter(|op| {
+        matches!(
+            op,
+            ExtOp::PkFmaF32 | ExtOp::PkMulF32 | ExtOp::PkAddF32 | ExtOp::PkMovB32
+        )
+    })
 }
 
 /// GFX9 mnemonics whose gfx11 twin has another name.
@@ -278,7 +262,7 @@ pub fn lower(i: &raw::Inst) -> Result<Inst, String> {
                 E::Vop2 => Encoding::Vop2,
                 E::Vopc if sdwa_vopc_sdst => Encoding::Vop3,
                 E::Vopc => Encoding::Vopc,
-                _ if r3::is_vop3sd(op) => Encoding::Vop3sd,
+                _ if crate::rdna3::decode::is_vop3sd(op) => Encoding::Vop3sd,
                 _ => Encoding::Vop3,
             };
             o = Inst::new(enc, op);
@@ -298,12 +282,12 @@ pub fn lower(i: &raw::Inst) -> Result<Inst, String> {
             }
         }
         E::Vop3p => {
-            if let Some(x) = ExtOp::of_vop3p(name) {
+            if let Some(x) = ext_of_vop3p(name) {
                 o = Inst::new(Encoding::Ext, x as u16);
                 copy_vop3p(i, &mut o);
                 if let Extra::Mai { cbsz, abid, blgp } = i.extra {
                     o.imm = i32::from(cbsz) | i32::from(abid) << 4 | i32::from(blgp) << 8;
-                    o.literal = super::exec::mfma_shape(name).ok_or_else(|| {
+                    o.literal = mfma_shape(name).ok_or_else(|| {
                         format!("{name}: an MFMA shape or type the emulator does not model")
                     })?;
                 }

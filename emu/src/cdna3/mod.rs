@@ -1,15 +1,15 @@
-//! CDNA3 and CDNA4 (gfx942, gfx950): decoder, disassembler, and the lowering of their
-//! instructions onto the interpreter's semantics (shared with RDNA3), plus what only CDNA has
-//! (MFMA with AccVGPRs, packed f32 math, SDWA, GFX9 DPP).
+//! CDNA3 and CDNA4 (gfx942, gfx950) front-end: decoder, disassembler, and the lowering of their
+//! instructions onto the interpreter's form (shared with RDNA3); what only CDNA has (MFMA with
+//! AccVGPRs, packed f32 math, SDWA, GFX9 DPP) becomes operations the core runs in
+//! `interp::exec_cdna`.
 
 pub mod decode;
-pub(crate) mod exec;
 mod lower;
 pub mod opcodes;
 mod print;
 
 pub use decode::{Encoding, Extra, Inst, Target, decode};
-pub(crate) use lower::{gfx11, lower};
+pub(crate) use lower::lower;
 pub use print::operand;
 
 /// The CDNA decoder tables of an ISA (`None` for RDNA).

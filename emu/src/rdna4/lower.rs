@@ -7,11 +7,12 @@
 //! only their cache policy needs translating (`th:TH_ATOMIC_RETURN` is gfx11's `glc` on an
 //! atomic). The split `s_wait_*` counters and the split barrier become gfx11's waits (no-ops
 //! here: memory completes in order) and `s_barrier`. Operations only gfx12 has become
-//! [`Encoding::Rdna4`] operations run by [`super::exec`].
+//! [`Encoding::Rdna4`] operations run by the core's `exec_gfx12`.
 
-use super::exec::Op;
-use crate::cdna3::gfx11;
-use crate::rdna3::decode::{self as r3, Encoding, Gen, Inst, flag};
+use crate::interp::exec_gfx12::Op;
+use crate::interp::inst::{self as form, Encoding, Gen, Inst, flag};
+use crate::interp::names::gfx11;
+use crate::rdna3::decode as r3;
 
 /// gfx12 mnemonics whose gfx11 twin has another name (same operands and semantics).
 const RENAMES: &[(&str, &str)] = &[
@@ -87,8 +88,8 @@ fn table(enc: Encoding) -> Option<&'static str> {
 /// The gfx11 VALU opcode of a gfx12 VALU opcode (also VOPD's pseudo opcodes).
 fn valu_op(op: u16) -> Option<u16> {
     match op {
-        r3::VOPD_DOT2ACC_F32_BF16 => Some(r3::VOPD_DOT2ACC_F32_BF16),
-        r3::VOPD_DOT2ACC_F32_F16 => gfx11("valu", "v_dot2acc_f32_f16"),
+        form::VOPD_DOT2ACC_F32_BF16 => Some(form::VOPD_DOT2ACC_F32_BF16),
+        form::VOPD_DOT2ACC_F32_F16 => gfx11("valu", "v_dot2acc_f32_f16"),
         _ => {
             let n = r3::name_in(Gen::Gfx12, Encoding::Vop3, op)?;
             gfx11("valu", &gfx11_name(n))

@@ -8,7 +8,8 @@ Step 2 re-assembles every text LLVM printed with
     llvm-mc-22 -triple=amdgcn-amd-amdhsa -mcpu=gfx1100 --show-encoding
 and writes `text ; encoding: [bytes]` lines to gfx1100.txt: the test vectors the decoder
 tests read (so tests never need llvm-mc at run time).
-Step 3 writes the opcode-number -> mnemonic tables to emu/src/rdna3/opcodes.rs.
+Step 3 writes the opcode-number -> mnemonic tables to emu/src/interp/opcodes.rs: gfx11's
+numbering is the one of the interpreter's instruction form.
 
 Run from the repository root:  python3 emu/tests/vectors/gen.py
 """
@@ -21,9 +22,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 # What this run writes (gen_gfx12.py sets its own before calling main()).
 VECTORS = os.path.join(HERE, "gfx1100.txt")
-TABLES = os.path.join(ROOT, "emu", "src", "rdna3", "opcodes.rs")
+TABLES = os.path.join(ROOT, "emu", "src", "interp", "opcodes.rs")
 SCRIPT = "emu/tests/vectors/gen.py"
-TABLES_DOC = ("gfx1100", "gfx1100 (RDNA3)")
+TABLES_DOC = ("gfx1100", "gfx1100 (RDNA3), the numbering of the interpreter's instruction form")
 
 
 def le(*words):

@@ -7,7 +7,7 @@ Each text is assembled with
     llvm-mc-22 -triple=amdgcn-amd-amdhsa -mcpu=CPU --show-encoding
 and written as `text ; encoding: [bytes]` to wmma_gfx1100.txt and wmma_gfx1201.txt; the tests
 decode and print every line (tests/integration/vectors.rs) and run it in wave32 and wave64 against a
-reference of the documented layouts (src/wmma/tests.rs). The script also checks, with
+reference of the documented layouts (src/interp/wmma/tests.rs). The script also checks, with
     llvm-mc-22 --disassemble ... -mattr=+wavefrontsize64
 that each encoding is the same instruction in wave64 (only the register counts LLVM prints
 differ), which is why the tests run the same words in both wave sizes; and that gfx1200

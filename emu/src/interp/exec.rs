@@ -1,15 +1,16 @@
-//! gfx1100 instruction semantics.
+//! The semantics of the interpreter's form: gfx11's, which every ISA runs after lowering.
 //!
 //! The run loop executes a wave until it ends or reaches `s_barrier`. Vector instructions
 //! loop over the set bits of EXEC; per-instruction work (operand kinds, constants, modifier
 //! masks) is resolved once before the lane loop, and nothing is allocated per instruction.
 
-use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::fast::{self, Fast};
+use super::inst::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
+use super::names::mnemonic;
 use super::opcodes::{self, ds, flat, smem, sop1, sop2, sopc, sopk, sopp, valu, vop3p};
-use crate::float::{bf16_to_f32, f16_to_f32, f32_to_f16, f64_to_f16};
-use crate::program::{INVALID_OP, UNIMPL_OP};
-use crate::wave::{CONST_ROW, Ctx, DPP_ROW, VGPR_ROWS, Wave, WaveState};
+use crate::interp::float::{bf16_to_f32, f16_to_f32, f32_to_f16, f64_to_f16};
+use crate::interp::inst::{INVALID_OP, UNIMPL_OP};
+use crate::interp::wave::{CONST_ROW, Ctx, DPP_ROW, VGPR_ROWS, Wave, WaveState};
 use crate::{Error, Fault};
 
 /// How a source operand's constants are read.
@@ -465,10 +466,10 @@ fn general(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<bool
         Encoding::Vop1 | Encoding::Vop2 | Encoding::Vopc | Encoding::Vop3
             if matches!(i.dpp, Dpp::Sdwa { .. }) =>
         {
-            crate::cdna3::exec::sdwa(w, i, idx, ctx)
+            crate::interp::exec_cdna::sdwa(w, i, idx, ctx)
         }
-        Encoding::Ext => crate::cdna3::exec::ext(w, i, idx, ctx),
-        Encoding::Rdna4 => crate::rdna4::exec::run(w, i, idx, ctx),
+        Encoding::Ext => crate::interp::exec_cdna::ext(w, i, idx, ctx),
+        Encoding::Rdna4 => crate::interp::exec_gfx12::run(w, i, idx, ctx),
         Encoding::Vopc => vopc(w, i, idx, ctx),
         Encoding::Vop3 if i.op < 0x100 => vopc(w, i, idx, ctx),
         Encoding::Vop1 | Encoding::Vop2 | Encoding::Vop3 | Encoding::Vop3sd => {
@@ -766,7 +767,7 @@ fn sop1_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Erro
         | sop1::AND_NOT1_WREXEC_B32
         | sop1::AND_NOT0_WREXEC_B64
         | sop1::AND_NOT1_WREXEC_B64 => {
-            let wide = is64(i.name());
+            let wide = is64(mnemonic(i));
             let s = if wide { a64 } else { a as u64 };
             let e = w.exec();
             let new = if matches!(i.op, sop1::AND_NOT0_WREXEC_B32 | sop1::AND_NOT0_WREXEC_B64) {
@@ -830,7 +831,7 @@ pub(crate) fn saveexec_kind(op: u16) -> Option<(bool, u8)> {
     let t = TABLE.get_or_init(|| {
         (0..=sop1::OR_NOT1_SAVEEXEC_B64)
             .map(|op| {
-                let n = super::decode::name(Encoding::Sop1, op)?;
+                let n = super::names::name(Encoding::Sop1, op)?;
                 let kind = [
                     "s_and_saveexec",
                     "s_or_saveexec",
@@ -1073,7 +1074,7 @@ fn sopp_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<bool
         sopp::SETHALT | sopp::SENDMSGHALT | sopp::CODE_END => {
             return Err(Error::Stopped {
                 pc: pc_of(ctx, idx),
-                reason: i.to_string(),
+                reason: ctx.prog.text(idx),
             });
         }
         _ => return Err(unimplemented(ctx, idx, i)),
@@ -2498,9 +2499,9 @@ pub(crate) fn valu_op(
         CVT_PK_U16_U32 => vu32(w, i, |[a, b]| (a.min(0xffff)) | (b.min(0xffff) << 16)),
         // 16-bit integer
         ADD_NC_U16 => vu16(w, i, |[a, b]| a.wrapping_add(b)),
-        DOT2ACC_F32_F16 | super::decode::VOPD_DOT2ACC_F32_BF16 => {
+        DOT2ACC_F32_F16 | super::inst::VOPD_DOT2ACC_F32_BF16 => {
             // D += a.lo * b.lo + a.hi * b.hi, products and sum exact in f64, one rounding.
-            let bf = op == super::decode::VOPD_DOT2ACC_F32_BF16;
+            let bf = op == super::inst::VOPD_DOT2ACC_F32_BF16;
             let dst = i.dst;
             vmix(w, i, [K::I32; 3], |w, v, l| {
                 let cv = |h: u16| {
@@ -3006,7 +3007,7 @@ pub(crate) fn cmp_info(op: u16) -> Option<CmpInfo> {
     let t = TABLE.get_or_init(|| {
         (0..256u16)
             .map(|op| {
-                let n = super::decode::name(Encoding::Vopc, op)?;
+                let n = super::names::name(Encoding::Vopc, op)?;
                 let (x, rest) = match n.strip_prefix("v_cmpx_") {
                     Some(r) => (true, r),
                     None => (false, n.strip_prefix("v_cmp_")?),
@@ -3230,12 +3231,12 @@ fn vopd(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> 
 
 fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Error> {
     if let Some(form) = wmma_form(i.op) {
-        return crate::wmma::run(w, i, form, false).map_err(|_| unimplemented(ctx, idx, i));
+        return crate::interp::wmma::run(w, i, form, false).map_err(|_| unimplemented(ctx, idx, i));
     }
     let exec = w.exec();
     let mut s = [Src::K(0); 3];
     for (k, s) in s.iter_mut().enumerate() {
-        let ty = if i.name().contains("_mix") {
+        let ty = if mnemonic(i).contains("_mix") {
             Ty::B32
         } else {
             Ty::B16
@@ -3375,8 +3376,8 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
 }
 
 /// The shape of a gfx11 `v_wmma_*` opcode.
-fn wmma_form(op: u16) -> Option<crate::wmma::Form> {
-    use crate::wmma::{Elem::*, Form};
+fn wmma_form(op: u16) -> Option<crate::interp::wmma::Form> {
+    use crate::interp::wmma::{Elem::*, Form};
     use vop3p::*;
     let f = |a, d| Some(Form { a, b: a, d, k: 16 });
     match op {
@@ -3605,7 +3606,7 @@ fn ds_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Er
         _ => (false, false, 0),
     };
     // "ds_add_rtn_u32" -> ("add", "u32", true), parsed once per instruction.
-    let ds_atomic = i.name().strip_prefix("ds_").and_then(|rest| {
+    let ds_atomic = mnemonic(i).strip_prefix("ds_").and_then(|rest| {
         let (op, ty) = rest.rsplit_once('_')?;
         let rtn = op.ends_with("_rtn");
         Some((op.trim_end_matches("_rtn"), ty, rtn))
@@ -4416,8 +4417,7 @@ pub(crate) fn atomic_kind(i: &Inst) -> Option<Atom> {
     ) {
         return None;
     }
-    let base = i
-        .name()
+    let base = mnemonic(i)
         .trim_start_matches("buffer_")
         .trim_start_matches("atomic_");
     let (op, ty) = base.rsplit_once('_')?;
@@ -4486,7 +4486,7 @@ fn atomic_fast(op: &str, ty: &str) -> Option<fn(u64, u64) -> u64> {
 /// `num_records`; out-of-range loads return 0, stores and atomics are dropped. Swizzled
 /// buffers and format conversions are not modelled.
 fn mubuf_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
-    let name = i.name();
+    let name = mnemonic(i);
     if name.starts_with("buffer_gl") {
         return Ok(());
     }

@@ -1,7 +1,7 @@
 //! Waves, workgroups and the dispatcher: the ISA-independent part of the interpreter.
 
 use crate::code_object::kcp;
-use crate::memory::SharedAccess;
+use crate::interp::memory::SharedAccess;
 use crate::{Error, Isa, Kernel, Memory, Program, SharedMemory, Stats};
 
 /// VGPR rows per wave: 256 architectural VGPRs, 256 AccVGPRs (CDNA; operand code 512 + n
@@ -79,8 +79,8 @@ pub(crate) struct Wave {
     /// CDNA `HW_REG_XCC_ID`.
     pub xcc_id: u32,
     /// The classification of the address rows the LDS forms used last, one slot per address
-    /// register number modulo the slot count (`rdna3/fast.rs`).
-    pub lds_rows: [crate::rdna3::fast::LdsRows; crate::rdna3::fast::LDS_ROW_SLOTS],
+    /// register number modulo the slot count (`interp/fast.rs`).
+    pub lds_rows: [crate::interp::fast::LdsRows; crate::interp::fast::LDS_ROW_SLOTS],
     /// Whether the memory may hold atomics this wave posted ([`crate::Memory::post_atomic32`]),
     /// which its next wait on memory counters has performed.
     pub posted: bool,
@@ -107,7 +107,7 @@ impl Wave {
             isa: Isa::Gfx1100,
             hw_id: 0,
             xcc_id: 0,
-            lds_rows: [crate::rdna3::fast::LdsRows::EMPTY; crate::rdna3::fast::LDS_ROW_SLOTS],
+            lds_rows: [crate::interp::fast::LdsRows::EMPTY; crate::interp::fast::LDS_ROW_SLOTS],
             posted: false,
         }
     }
@@ -155,7 +155,7 @@ impl Wave {
     /// Writes an SGPR by operand code; writes to `null` and to non-registers are dropped.
     #[inline]
     pub(crate) fn sset(&mut self, code: u16, v: u32) {
-        if (code as usize) < 128 && code != crate::rdna3::decode::NULL {
+        if (code as usize) < 128 && code != crate::interp::inst::NULL {
             self.s[code as usize] = v;
         }
     }
@@ -554,7 +554,7 @@ const MAX_SPARE_WAVES: usize = 64;
 fn spare_waves() -> std::sync::MutexGuard<'static, Vec<Wave>> {
     // A thread that panicked while holding the pool left whole waves in it (`Vec` pushes and
     // splits do not leave half-made elements), so the pool stays usable.
-    SPARE_WAVES.lock().unwrap_or_else(|p| p.into_inner())
+    am_isa::sync::lock(&SPARE_WAVES)
 }
 
 impl Core {
@@ -733,7 +733,7 @@ pub fn dispatch_hw_parallel(
                     }
                     Err(e) => {
                         failed.fetch_min(k, Ordering::Relaxed);
-                        let mut slot = first_error.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut slot = am_isa::sync::lock(&first_error);
                         if slot.as_ref().is_none_or(|(k0, _)| k < *k0) {
                             *slot = Some((k, e));
                         }
@@ -742,7 +742,7 @@ pub fn dispatch_hw_parallel(
                 }
             }
         }
-        let mut t = total.lock().unwrap_or_else(|p| p.into_inner());
+        let mut t = am_isa::sync::lock(&total);
         t.instructions += stats.instructions;
         t.waves += stats.waves;
         t.workgroups += stats.workgroups;
@@ -779,7 +779,7 @@ pub fn dispatch_hw_parallel(
 fn helper_pool(n: usize) -> Option<std::sync::Arc<rayon::ThreadPool>> {
     type Pools = Vec<(usize, std::sync::Arc<rayon::ThreadPool>)>;
     static POOLS: std::sync::Mutex<Pools> = std::sync::Mutex::new(Vec::new());
-    let mut pools = POOLS.lock().unwrap_or_else(|p| p.into_inner());
+    let mut pools = am_isa::sync::lock(&POOLS);
     if let Some((_, p)) = pools.iter().find(|(k, _)| *k == n) {
         return Some(p.clone());
     }
@@ -801,7 +801,7 @@ fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
     loop {
         for w in waves.iter_mut() {
             if w.state == WaveState::Running {
-                crate::rdna3::run(w, ctx)?;
+                crate::interp::exec::run(w, ctx)?;
             }
         }
         if waves.iter().all(|w| w.state == WaveState::Done) {

@@ -1,14 +1,14 @@
 //! Semantics only CDNA has: MFMA with AccVGPRs, packed f32 math, 64-bit moves and shifts,
 //! SDWA, and the gfx950 additions the emulator models. Everything else CDNA runs through the
-//! shared semantics in `rdna3::exec` after [`super::lower`].
+//! shared semantics in [`super::exec`] after `cdna3::lower`.
 
 use crate::Error;
-use crate::float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
-use crate::rdna3::decode::{Dpp, Encoding, Inst, VGPR0};
-use crate::rdna3::exec::{
+use crate::interp::exec::{
     K, Src, Ty, each_lane, fma32, for_lanes, prep, row, set_row, unimplemented, vopc, vu64,
 };
-use crate::wave::{Ctx, SDWA_ROW, Wave};
+use crate::interp::float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+use crate::interp::inst::{Dpp, Encoding, Inst, VGPR0};
+use crate::interp::wave::{Ctx, SDWA_ROW, Wave};
 
 /// CDNA operations without an RDNA3 twin ([`Encoding::Ext`] opcodes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,19 +78,6 @@ impl ExtOp {
             .iter()
             .find(|(op, n)| *n == name && *op != ExtOp::Mfma)
             .map(|e| e.0)
-    }
-
-    /// The operation a VOP3P mnemonic lowers to, if it is CDNA-only.
-    pub(crate) fn of_vop3p(name: &str) -> Option<ExtOp> {
-        if super::decode::is_mai(name) && name.starts_with("v_mfma") {
-            return Some(ExtOp::Mfma);
-        }
-        Self::of_valu(name).filter(|op| {
-            matches!(
-                op,
-                ExtOp::PkFmaF32 | ExtOp::PkMulF32 | ExtOp::PkAddF32 | ExtOp::PkMovB32
-            )
-        })
     }
 
     fn from_u16(v: u16) -> Option<ExtOp> {
@@ -290,7 +277,7 @@ pub(crate) fn ext(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(
                 (i.dst - VGPR0) as usize * 64,
                 (i.src[0].wrapping_sub(VGPR0)) as usize * 64,
             );
-            if b >= crate::wave::DPP_ROW * 64 {
+            if b >= crate::interp::wave::DPP_ROW * 64 {
                 return Err(unimplemented(ctx, idx, i));
             }
             let pairs: Vec<(usize, usize)> = if op == ExtOp::Permlane32Swap {
@@ -319,7 +306,7 @@ pub(crate) fn ext(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(
                     y
                 }
             };
-            crate::rdna3::exec::vf32(w, i, |[a, b, c]| m(m(a, b), c));
+            crate::interp::exec::vf32(w, i, |[a, b, c]| m(m(a, b), c));
         }
     }
     Ok(())
@@ -383,8 +370,8 @@ fn element(regs: &[u32], t: Elem, e: usize, gfx950: bool) -> f64 {
         Elem::F16 => f16_to_f32((word >> sh) as u16) as f64,
         Elem::Bf16 => bf16_to_f32((word >> sh) as u16) as f64,
         Elem::I8 => (word >> sh) as u8 as i8 as f64,
-        Elem::Fp8 => crate::float::fp8_to_f32((word >> sh) as u8, !gfx950) as f64,
-        Elem::Bf8 => crate::float::bf8_to_f32((word >> sh) as u8, !gfx950) as f64,
+        Elem::Fp8 => crate::interp::float::fp8_to_f32((word >> sh) as u8, !gfx950) as f64,
+        Elem::Bf8 => crate::interp::float::bf8_to_f32((word >> sh) as u8, !gfx950) as f64,
     }
 }
 
@@ -551,7 +538,7 @@ pub(crate) fn sdwa(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
     else {
         return Err(unimplemented(ctx, idx, i));
     };
-    if dst_sel > super::decode::sel::DWORD || dst_unused > 2 {
+    if dst_sel > super::inst::sel::DWORD || dst_unused > 2 {
         // Reserved encodings.
         return Err(unimplemented(ctx, idx, i));
     }
@@ -587,20 +574,20 @@ pub(crate) fn sdwa(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<
     if vopc_like {
         return vopc(w, &j, idx, ctx);
     }
-    if dst_sel == super::decode::sel::DWORD {
-        return crate::rdna3::exec::valu_op(w, &j, j.op, idx, ctx);
+    if dst_sel == super::inst::sel::DWORD {
+        return crate::interp::exec::valu_op(w, &j, j.op, idx, ctx);
     }
     // The result goes to a staging row that starts as the destination (operations such as
     // v_mac read it), then its selected part is merged into the destination.
     let res = (SDWA_ROW + 2) * 64;
     let d = (i.dst.wrapping_sub(VGPR0)) as usize * 64;
-    if d + lanes > crate::wave::DPP_ROW * 64 {
+    if d + lanes > crate::interp::wave::DPP_ROW * 64 {
         return Err(unimplemented(ctx, idx, i));
     }
     w.v.copy_within(d..d + lanes, res);
     j.dst = VGPR0 + (SDWA_ROW + 2) as u16;
     let exec = w.exec();
-    crate::rdna3::exec::valu_op(w, &j, j.op, idx, ctx)?;
+    crate::interp::exec::valu_op(w, &j, j.op, idx, ctx)?;
     let (shift, width) = match dst_sel {
         0..=3 => (8 * dst_sel as u32, 8),
         _ => (16 * (dst_sel as u32 - 4), 16),
@@ -672,10 +659,14 @@ mod tests {
         }
         for sel in 0..=6u8 {
             for sext in [false, true] {
-                // v_mov_b32_sdwa v1, v0 with this source selection.
-                let mut i = crate::rdna3::decode(&[0x7E02_0300]).unwrap();
+                // v_mov_b32_sdwa v1, v0 with this source selection (gfx11's v_mov_b32 v1, v0,
+                // predecoded as gfx1100 code, with GFX9's SDWA controls).
+                let words = 0x7E02_0300u32.to_le_bytes();
+                let mut i = crate::Program::from_bytes(&words, 0, crate::Isa::Gfx1100)
+                    .unwrap()
+                    .insts[0];
                 i.dpp = Dpp::Sdwa {
-                    dst_sel: super::super::decode::sel::DWORD,
+                    dst_sel: crate::interp::inst::sel::DWORD,
                     dst_unused: 0,
                     src_sel: [sel, 6],
                     sext: [sext, false],

@@ -35,10 +35,12 @@
 //! allows only C's), `neg_lo[2]` or `neg_hi` on integers, a float inline constant for a bf16
 //! C, and A, B or D not in VGPRs.
 
-use crate::float::{bf8_to_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, fp8_to_f32};
-use crate::rdna3::decode::{Inst, VGPR0};
-use crate::rdna3::exec::{Ty, fma32, inline_const};
-use crate::wave::Wave;
+use crate::interp::exec::{Ty, fma32, inline_const};
+use crate::interp::float::{
+    bf8_to_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, fp8_to_f32,
+};
+use crate::interp::inst::{Inst, VGPR0};
+use crate::interp::wave::Wave;
 
 /// Element types of WMMA operands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -201,7 +203,7 @@ pub(crate) fn run(w: &mut Wave, i: &Inst, form: Form, gfx12: bool) -> Result<(),
     let int = form.a.is_int();
     let (neg, neg_hi) = (i.neg & 7, i.abs & 7);
     let hi = !gfx12 && form.d.bits() == 16 && i.opsel & 4 != 0;
-    let refused = i.dpp != crate::rdna3::decode::Dpp::None
+    let refused = i.dpp != crate::interp::inst::Dpp::None
         || (i.clamp && !int)
         || i.opsel & if gfx12 || form.d.bits() != 16 { 7 } else { 3 } != 0
         || (int && (neg & 4 != 0 || neg_hi != 0))

@@ -5,8 +5,10 @@
 //! after the instruction must be the one before with D written at its places (so halves and
 //! registers D does not own must keep their values).
 
-use crate::float::{bf8_to_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, fp8_to_f32};
-use crate::wave::{Ctx, Wave, WaveState};
+use crate::interp::float::{
+    bf8_to_f32, bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, fp8_to_f32,
+};
+use crate::interp::wave::{Ctx, Wave, WaveState};
 use crate::{Error, HostMemory, Isa, Program};
 
 /// What the reference reads from an instruction's text.
@@ -196,7 +198,7 @@ fn check(isa: Isa, text: &str, words: &[u32], wave64: bool, seed: u64) {
     let gfx12 = isa != Isa::Gfx1100;
     let s = spec(text);
     let mut next = crate::xorshift(seed);
-    let mut v: Vec<u32> = (0..crate::wave::VGPR_ROWS * 64)
+    let mut v: Vec<u32> = (0..crate::interp::wave::VGPR_ROWS * 64)
         .map(|_| next() as u32)
         .collect();
     let lanes = if wave64 { 64 } else { 32 };
@@ -330,7 +332,7 @@ fn check(isa: Isa, text: &str, words: &[u32], wave64: bool, seed: u64) {
         budget: 16,
         buf: &mut buf,
     };
-    let r = crate::rdna3::exec::run(&mut w, &mut ctx);
+    let r = crate::interp::exec::run(&mut w, &mut ctx);
     let what = format!("{isa:?} wave{lanes} seed {seed:#x}: {text}");
     if refused {
         assert!(
@@ -387,7 +389,7 @@ fn check_all(isa: Isa, src: &str) {
 fn gfx11_wmma_matches_the_documented_layouts_in_wave32_and_wave64() {
     check_all(
         Isa::Gfx1100,
-        include_str!("../../tests/vectors/wmma_gfx1100.txt"),
+        include_str!("../../../tests/vectors/wmma_gfx1100.txt"),
     );
 }
 
@@ -395,7 +397,7 @@ fn gfx11_wmma_matches_the_documented_layouts_in_wave32_and_wave64() {
 fn gfx12_wmma_matches_the_documented_layouts_in_wave32_and_wave64() {
     check_all(
         Isa::Gfx1201,
-        include_str!("../../tests/vectors/wmma_gfx1201.txt"),
+        include_str!("../../../tests/vectors/wmma_gfx1201.txt"),
     );
 }
 

@@ -1,16 +1,16 @@
 //! Semantics only gfx12 has among the instructions compute kernels use: the sub-dword and
 //! 96-bit scalar loads, 64-bit scalar add/sub/multiply, scalar f32 arithmetic, conversions,
 //! compares and transcendentals, the OCP fp8/bf8 to f32 conversions, the fp8/bf8 dot products, the
-//! NaN-propagating `v_minimum/v_maximum_f32`; WMMA goes to [`crate::wmma`]. Everything else
-//! gfx12 runs through `rdna3::exec` after [`super::lower`].
+//! NaN-propagating `v_minimum/v_maximum_f32`; WMMA goes to [`super::wmma`]. Everything else
+//! gfx12 runs through [`super::exec`] after `rdna4::lower`.
 
 use crate::Error;
-use crate::float::{bf8_to_f32, fp8_to_f32};
-use crate::rdna3::decode::{Dpp, Inst, NULL, VGPR0};
-use crate::rdna3::exec::{K, Ty, each_lane, fault, fma32, fmax, fmin, prep, unimplemented};
-use crate::wave::{Ctx, Wave};
+use crate::interp::exec::{K, Ty, each_lane, fault, fma32, fmax, fmin, prep, unimplemented};
+use crate::interp::float::{bf8_to_f32, fp8_to_f32};
+use crate::interp::inst::{Dpp, Inst, NULL, VGPR0};
+use crate::interp::wave::{Ctx, Wave};
 
-/// gfx12 operations without a gfx11 twin ([`crate::rdna3::Encoding::Rdna4`] opcodes); some
+/// gfx12 operations without a gfx11 twin ([`crate::interp::inst::Encoding::Rdna4`] opcodes); some
 /// share an operation and differ by a parameter kept in [`Inst::imm2`] (written `imm` below).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u16)]
@@ -38,7 +38,7 @@ enum Kind {
     Dot4F32F8,
     /// `v_maximum_f32` (`imm` 0) and `v_minimum_f32` (1).
     MinMaxF32,
-    /// `v_wmma_*`: `imm` is the packed [`crate::wmma::Form`].
+    /// `v_wmma_*`: `imm` is the packed [`crate::interp::wmma::Form`].
     Wmma,
 }
 
@@ -106,7 +106,7 @@ impl Op {
         {
             return k(Kind::Dot4F32F8, f8(a)? | f8(b)? << 1);
         }
-        if let Some(form) = crate::wmma::Form::of(name) {
+        if let Some(form) = crate::interp::wmma::Form::of(name) {
             return k(Kind::Wmma, form.pack());
         }
         match name {
@@ -175,7 +175,7 @@ fn f8(x: u8, bf8: bool) -> f32 {
     }
 }
 
-/// Runs an [`crate::rdna3::Encoding::Rdna4`] instruction.
+/// Runs an [`crate::interp::inst::Encoding::Rdna4`] instruction.
 pub(crate) fn run(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     let Some(op) = kind(i.op) else {
         return Err(unimplemented(ctx, idx, i));
@@ -315,7 +315,7 @@ pub(crate) fn run(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Resu
             if i.neg & 1 != 0 {
                 x = -x;
             }
-            // The vector instructions' definitions (`rdna3::exec`), on one value.
+            // The vector instructions' definitions (`exec.rs`), on one value.
             let x = ftz(w, x) as f64;
             let r = match p {
                 0 => x.exp2(),
@@ -366,7 +366,7 @@ pub(crate) fn run(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Resu
             });
         }
         Kind::Wmma => {
-            return crate::wmma::run(w, i, crate::wmma::Form::unpack(p), true)
+            return crate::interp::wmma::run(w, i, crate::interp::wmma::Form::unpack(p), true)
                 .map_err(|_| unimplemented(ctx, idx, i));
         }
         Kind::MinMaxF32 => {

@@ -9,17 +9,18 @@
 //! computes the same bits. The lane loops are the general path's own (`dense`, `bits_rows`,
 //! `fma_rows_inline`, `carry_rows`), so a form cannot compute anything the general path would not.
 
-use super::decode::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::exec::{
     CmpInfo, K, Ty, Valu, arr, bits_rows, carry_rows, cmp_dst, cmp_info, compare_rows,
     dwords_to_rows, fma_rows_inline, for_lanes, full_mask, inline_const, pack_bits, row,
     rows_to_dwords, set_row, sopp_is_no_op,
 };
+use super::inst::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
+use super::names::mnemonic;
 use super::opcodes::{sopp, valu};
 use crate::Error;
-use crate::cdna3::exec::ExtOp;
-use crate::memory::Atomic32;
-use crate::wave::{CONST_ROW, DPP_ROW, Wave};
+use crate::interp::exec_cdna::ExtOp;
+use crate::interp::memory::Atomic32;
+use crate::interp::wave::{CONST_ROW, DPP_ROW, Wave};
 
 /// A resolved source operand.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -148,7 +149,7 @@ pub(crate) enum Fast {
     SdwaAndB32(Vf, [SdwaSel; 2]),
 }
 
-/// An SDWA source selection as `cdna3::exec::sdwa` applies it to a row: the field at `shift`
+/// An SDWA source selection as `exec_cdna::sdwa` applies it to a row: the field at `shift`
 /// moved to the top (`up`: 32 less its width) and back, sign- or zero-extending it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct SdwaSel {
@@ -355,7 +356,7 @@ pub(crate) fn classify(insts: &[Inst], offsets: &[u32], index: &[u32], idx: usiz
         // The cache invalidations (`buffer_gl0_inv`, `buffer_gl1_inv`, CDNA's `buffer_inv` and
         // `buffer_wbl2`), no-ops in `mubuf_op` of the emulator's coherent memory, which found
         // that out from the mnemonic each time (7 % of a gfx1100 `reduce` profile).
-        Encoding::Mubuf if i.name().starts_with("buffer_gl") => Fast::Nop,
+        Encoding::Mubuf if mnemonic(i).starts_with("buffer_gl") => Fast::Nop,
         _ => Fast::Slow,
     }
 }
@@ -375,7 +376,7 @@ fn sdwa_form(i: &Inst) -> Option<Fast> {
     };
     if i.enc != Encoding::Vop2
         || i.op != valu::AND_B32
-        || dst_sel != crate::cdna3::decode::sel::DWORD
+        || dst_sel != crate::interp::inst::sel::DWORD
         || dst_unused > 2
     {
         return None;
@@ -384,7 +385,7 @@ fn sdwa_form(i: &Inst) -> Option<Fast> {
     j.dpp = Dpp::None;
     let v = vf(&j, [Ty::B32; 3], 2, 1, false)?;
     let sel = |k: usize| {
-        let (shift, width) = crate::cdna3::exec::sel_field(src_sel[k]);
+        let (shift, width) = crate::interp::exec_cdna::sel_field(src_sel[k]);
         SdwaSel {
             shift: shift as u8,
             up: (32 - width) as u8,
@@ -1108,7 +1109,7 @@ fn atomic_lanes<const L: usize>(w: &mut Wave, a: &Ga, mem: &mut dyn crate::Memor
             *x = base.wrapping_add(l as u64);
         }
     }
-    let (first, last) = crate::memory::address_bounds(&addrs);
+    let (first, last) = crate::interp::memory::address_bounds(&addrs);
     let Some(span) = usize::try_from(last - first)
         .ok()
         .and_then(|s| s.checked_add(4))
@@ -1561,7 +1562,7 @@ fn plain<const N: usize>(v: &Vf) -> bool {
     v.m[..N].iter().all(|&m| m == PLAIN)
 }
 
-/// `v_exp_f32` over all lanes: the sign masks applied, then [`crate::float::exp2_f32_row`],
+/// `v_exp_f32` over all lanes: the sign masks applied, then [`crate::interp::float::exp2_f32_row`],
 /// which gives libm's bits as the general path does, a whole row at a time.
 #[inline(always)]
 pub(crate) fn exp_op(w: &mut Wave, v: &Vf) -> Result<(), Error> {
@@ -1580,7 +1581,7 @@ fn exp_lanes<const L: usize>(w: &mut Wave, src: usize, (and, xor): (u32, u32), d
     for b in x.iter_mut() {
         *b = (*b & and) ^ xor;
     }
-    let out = crate::float::exp2_f32_row(&x);
+    let out = crate::interp::float::exp2_f32_row(&x);
     set_row(&mut w.v, d, &out);
 }
 
@@ -1975,7 +1976,7 @@ impl LdsRows {
 #[cfg(test)]
 mod tests {
     use super::{CarryOp, Fast, NO_CARRY_IN};
-    use crate::wave::{Ctx, Mode, Wave, WaveState};
+    use crate::interp::wave::{Ctx, Mode, Wave, WaveState};
     use crate::{HostMemory, Isa, Program};
 
     /// The program of `words` followed by `endpgm`, and the same program with every form
@@ -2231,7 +2232,7 @@ mod tests {
             assert_eq!(a.s, b.s, "{isa:?} case {case}: SGPRs");
             assert_eq!(a.scc, b.scc, "{isa:?} case {case}: SCC");
             // The staging rows past the register file differ by design.
-            let regs = crate::wave::DPP_ROW * 64;
+            let regs = crate::interp::wave::DPP_ROW * 64;
             if let Some(l) = (0..regs).find(|&l| a.v[l] != b.v[l]) {
                 panic!(
                     "{isa:?} case {case}: v{} lane {} is {:#x} with the forms, {:#x} without",
@@ -2315,7 +2316,7 @@ mod tests {
                     let (w, r, bytes) = if shared {
                         let mut mem = crate::SharedHostMemory::new();
                         assert_eq!(mem.alloc_bytes(&mem0), a);
-                        let mut access = crate::memory::SharedAccess::new(&mem);
+                        let mut access = crate::interp::memory::SharedAccess::new(&mem);
                         let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
                         (w, r, mem.bytes(a, size))
                     } else {
@@ -2330,7 +2331,7 @@ mod tests {
                 let what = format!("{isa:?} instruction {k} ({}) case {case}", fast.text(0));
                 assert_eq!(ra, rb, "{what}: outcome");
                 assert!(ma == mb, "{what}: memory differs");
-                let regs = crate::wave::DPP_ROW * 64;
+                let regs = crate::interp::wave::DPP_ROW * 64;
                 if let Some(l) = (0..regs).find(|&l| wa.v[l] != wb.v[l]) {
                     panic!(
                         "{what}: v{} lane {} is {:#x} with the forms, {:#x} without",
@@ -2407,7 +2408,7 @@ mod tests {
                 let run_shared = |prog: &Program| -> (Wave, Vec<u8>, String, bool) {
                     let mut mem = crate::SharedHostMemory::new();
                     assert_eq!(mem.alloc_bytes(&mem0), a);
-                    let mut access = crate::memory::SharedAccess::new(&mem);
+                    let mut access = crate::interp::memory::SharedAccess::new(&mem);
                     let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
                     let held = mem.bytes(a, size).expect("memory") == mem0;
                     drop(access);
@@ -2418,7 +2419,7 @@ mod tests {
                 let what = format!("{isa:?} instruction {k} ({}) case {case}", fast.text(0));
                 assert_eq!(ra, rb, "{what}: outcome");
                 assert!(ma == mb, "{what}: memory differs");
-                let regs = crate::wave::DPP_ROW * 64;
+                let regs = crate::interp::wave::DPP_ROW * 64;
                 let ((wc, mc, rc, held), (wd, md, rd, held_slow)) =
                     (run_shared(&fast), run_shared(&slow));
                 // A full wave's atomics without return on the bins are posted by the form;
@@ -2531,7 +2532,7 @@ mod tests {
                 let run_shared = |prog: &Program| -> (Wave, String) {
                     let mut mem = crate::SharedHostMemory::new();
                     assert_eq!(mem.alloc_bytes(&mem0), a);
-                    let mut access = crate::memory::SharedAccess::new(&mem);
+                    let mut access = crate::interp::memory::SharedAccess::new(&mem);
                     let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
                     (w, format!("{r:?}"))
                 };
@@ -3139,7 +3140,7 @@ mod tests {
                 panic!("case {case}: LDS byte {at:#x} differs");
             }
             assert_eq!(a.s, b.s, "case {case}: SGPRs");
-            let regs = crate::wave::DPP_ROW * 64;
+            let regs = crate::interp::wave::DPP_ROW * 64;
             if let Some(l) = (0..regs).find(|&l| a.v[l] != b.v[l]) {
                 panic!(
                     "case {case}: v{} lane {} is {:#x} with the forms, {:#x} without",
@@ -3205,7 +3206,7 @@ mod tests {
             ] {
                 let what = format!("{isa:?} wait {wait:x?}, {name}");
                 let before = mem.bytes(a, 256).expect("memory");
-                let mut access = crate::memory::SharedAccess::new(&mem);
+                let mut access = crate::interp::memory::SharedAccess::new(&mem);
                 let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 10);
                 assert!(r.is_ok(), "{what}: {r:?}");
                 let mid = mem.bytes(a, 256).expect("memory");
