@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use am_isa::sync::lock;
+
 use crate::discovery::{MM_DATA, MM_INDEX, MM_INDEX_HI};
 use crate::mm::{MemoryManager, Pool, VramAccess};
 use crate::regs::{Fields, Reg, Regs};
@@ -393,7 +395,7 @@ impl Ctx {
     /// The memory manager (a poisoned lock is taken over: its state is consistent between
     /// calls).
     pub fn mm(&self) -> MutexGuard<'_, MemoryManager> {
-        self.mm.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.mm)
     }
 
     /// Allocate `size` bytes of VRAM (physical) from `pool`.

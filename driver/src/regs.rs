@@ -44,6 +44,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use am_autogen::regs::{self as generated, RegIp};
+use am_isa::sync::lock;
 
 use crate::*;
 
@@ -283,7 +284,7 @@ impl Regs {
                 reason: "past BAR5 and past the 32-bit RSMU index".into(),
             })
         })?;
-        let _guard = self.indirect.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = lock(&self.indirect);
         self.direct(nbio::BIF_BX_PF0_RSMU_INDEX, Some(index))?;
         self.direct(nbio::BIF_BX_PF0_RSMU_DATA, write)
     }
@@ -320,7 +321,7 @@ impl Regs {
             0 => Ok(0),
             _ => self.direct(nbio::BIF_BX0_PCIE_INDEX2_HI, Some(v)),
         };
-        let _guard = self.indirect.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = lock(&self.indirect);
         self.direct(nbio::BIF_BX0_PCIE_INDEX2, Some(lo32(full)))?;
         set_hi(hi32(full) & 0xff)?;
         let result = self.direct(nbio::BIF_BX0_PCIE_DATA2, write);

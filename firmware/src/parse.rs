@@ -499,165 +499,170 @@ pub fn parse_as(kind: Kind, name: &str, data: &[u8]) -> Result<Image> {
 }
 
 fn parse_psp_sos(r: &Reader<'_>, h: &common_firmware_header) -> Result<PspSos> {
-    let array = u64::from(h.ucode_array_offset_bytes);
     match (h.header_version_major, h.header_version_minor) {
-        (1, minor @ 0..=3) => {
-            // v1.x: the system driver fills the ucode array up to `sos.offset_bytes`, the
-            // sOS follows (`sos.size_bytes`); the other legacy descriptors hold offsets from
-            // the ucode array (psp_init_sos_base_fw / psp_init_sos_microcode).
-            let v1: psp_firmware_header_v1_0 = r.read(0, "psp_firmware_header_v1_0")?;
-            let sos_field = offset_of!(psp_firmware_header_v1_0, sos);
-            let sos_off = u64::from(v1.sos.offset_bytes);
-            let sys_len = sos_off;
-            let sos_len = u64::from(v1.sos.size_bytes);
-            let mut components = vec![
-                SosComponent {
-                    index: 0,
-                    fw_type: PspFwType::SYS_DRV,
-                    fw_version: h.ucode_version,
-                    region: r.region("system driver", sos_field, array, sys_len)?,
-                },
-                SosComponent {
-                    index: 0,
-                    fw_type: PspFwType::SOS,
-                    fw_version: v1.sos.fw_version,
-                    region: r.region("sOS", sos_field, array + sos_off, sos_len)?,
-                },
-            ];
-            let mut legacy = |index: usize,
-                              fw_type: PspFwType,
-                              field: usize,
-                              d: &psp_fw_legacy_bin_desc|
-             -> Result<()> {
-                if d.size_bytes == 0 {
-                    return Ok(());
-                }
-                let region = r.region(
-                    &format!("{} descriptor", fw_type.full_name()),
-                    field,
-                    array + u64::from(d.offset_bytes),
-                    d.size_bytes.into(),
-                )?;
-                components.push(SosComponent {
-                    index,
-                    fw_type,
-                    fw_version: d.fw_version,
-                    region,
-                });
-                Ok(())
-            };
-            match minor {
-                1 | 3 => {
-                    let v: psp_firmware_header_v1_1 = r.read(0, "psp_firmware_header_v1_1")?;
-                    legacy(
-                        1,
-                        PspFwType::TOC,
-                        offset_of!(psp_firmware_header_v1_1, toc),
-                        &v.toc,
-                    )?;
-                    legacy(
-                        2,
-                        PspFwType::KDB,
-                        offset_of!(psp_firmware_header_v1_1, kdb),
-                        &v.kdb,
-                    )?;
-                }
-                2 => {
-                    let v: psp_firmware_header_v1_2 = r.read(0, "psp_firmware_header_v1_2")?;
-                    legacy(
-                        2,
-                        PspFwType::KDB,
-                        offset_of!(psp_firmware_header_v1_2, kdb),
-                        &v.kdb,
-                    )?;
-                }
-                _ => {}
-            }
-            if minor == 3 {
-                let v: psp_firmware_header_v1_3 = r.read(0, "psp_firmware_header_v1_3")?;
-                legacy(
-                    3,
-                    PspFwType::SPL,
-                    offset_of!(psp_firmware_header_v1_3, spl),
-                    &v.spl,
-                )?;
-                legacy(
-                    4,
-                    PspFwType::RL,
-                    offset_of!(psp_firmware_header_v1_3, rl),
-                    &v.rl,
-                )?;
-            }
-            Ok(PspSos {
-                components,
-                aux_index: None,
-                table_offset: sos_field,
-            })
-        }
-        (2, minor @ 0..=1) => {
-            let (count, aux_index, table_offset) = if minor == 0 {
-                let v: psp_firmware_header_v2_0 = r.read(0, "psp_firmware_header_v2_0")?;
-                (
-                    v.psp_fw_bin_count,
-                    None,
-                    size_of::<psp_firmware_header_v2_0>(),
-                )
-            } else {
-                let v: psp_firmware_header_v2_1 = r.read(0, "psp_firmware_header_v2_1")?;
-                (
-                    v.psp_fw_bin_count,
-                    Some(v.psp_aux_fw_bin_index),
-                    size_of::<psp_firmware_header_v2_1>(),
-                )
-            };
-            let count_field = offset_of!(psp_firmware_header_v2_0, psp_fw_bin_count);
-            if count >= MAX_PSP_BINS {
-                return Err(FirmwareError::Invalid {
-                    file: r.file.to_string(),
-                    what: "psp_fw_bin_count".to_string(),
-                    offset: count_field,
-                    reason: format!(
-                        "{count} descriptors, amdgpu accepts fewer than {MAX_PSP_BINS}"
-                    ),
-                });
-            }
-            if let Some(aux) = aux_index
-                && aux > count
-            {
-                return Err(FirmwareError::Invalid {
-                    file: r.file.to_string(),
-                    what: "psp_aux_fw_bin_index".to_string(),
-                    offset: offset_of!(psp_firmware_header_v2_1, psp_aux_fw_bin_index),
-                    reason: format!("{aux} is past psp_fw_bin_count {count}"),
-                });
-            }
-            let mut components = Vec::with_capacity(count as usize);
-            for index in 0..count as usize {
-                let at = table_offset + index * size_of::<psp_fw_bin_desc>();
-                let d: psp_fw_bin_desc = r.read(at, &format!("psp_fw_bin[{index}]"))?;
-                let fw_type = PspFwType(d.fw_type);
-                // parse_sos_bin_descriptor(): offsets count from the ucode array.
-                let region = r.region(
-                    &format!("psp_fw_bin[{index}] {fw_type}"),
-                    at,
-                    array + u64::from(d.offset_bytes),
-                    d.size_bytes.into(),
-                )?;
-                components.push(SosComponent {
-                    index,
-                    fw_type,
-                    fw_version: d.fw_version,
-                    region,
-                });
-            }
-            Ok(PspSos {
-                components,
-                aux_index,
-                table_offset,
-            })
-        }
+        (1, minor @ 0..=3) => parse_psp_sos_v1(r, h, minor),
+        (2, minor @ 0..=1) => parse_psp_sos_v2(r, h, minor),
         _ => Err(r.unknown_version(Kind::PspSos, h)),
     }
+}
+
+/// v1.x: the system driver and the sOS, then the legacy descriptors of the minor version.
+fn parse_psp_sos_v1(r: &Reader<'_>, h: &common_firmware_header, minor: u16) -> Result<PspSos> {
+    let array = u64::from(h.ucode_array_offset_bytes);
+    // v1.x: the system driver fills the ucode array up to `sos.offset_bytes`, the
+    // sOS follows (`sos.size_bytes`); the other legacy descriptors hold offsets from
+    // the ucode array (psp_init_sos_base_fw / psp_init_sos_microcode).
+    let v1: psp_firmware_header_v1_0 = r.read(0, "psp_firmware_header_v1_0")?;
+    let sos_field = offset_of!(psp_firmware_header_v1_0, sos);
+    let sos_off = u64::from(v1.sos.offset_bytes);
+    let sys_len = sos_off;
+    let sos_len = u64::from(v1.sos.size_bytes);
+    let mut components = vec![
+        SosComponent {
+            index: 0,
+            fw_type: PspFwType::SYS_DRV,
+            fw_version: h.ucode_version,
+            region: r.region("system driver", sos_field, array, sys_len)?,
+        },
+        SosComponent {
+            index: 0,
+            fw_type: PspFwType::SOS,
+            fw_version: v1.sos.fw_version,
+            region: r.region("sOS", sos_field, array + sos_off, sos_len)?,
+        },
+    ];
+    let mut legacy = |index: usize,
+                      fw_type: PspFwType,
+                      field: usize,
+                      d: &psp_fw_legacy_bin_desc|
+     -> Result<()> {
+        if d.size_bytes == 0 {
+            return Ok(());
+        }
+        let region = r.region(
+            &format!("{} descriptor", fw_type.full_name()),
+            field,
+            array + u64::from(d.offset_bytes),
+            d.size_bytes.into(),
+        )?;
+        components.push(SosComponent {
+            index,
+            fw_type,
+            fw_version: d.fw_version,
+            region,
+        });
+        Ok(())
+    };
+    match minor {
+        1 | 3 => {
+            let v: psp_firmware_header_v1_1 = r.read(0, "psp_firmware_header_v1_1")?;
+            legacy(
+                1,
+                PspFwType::TOC,
+                offset_of!(psp_firmware_header_v1_1, toc),
+                &v.toc,
+            )?;
+            legacy(
+                2,
+                PspFwType::KDB,
+                offset_of!(psp_firmware_header_v1_1, kdb),
+                &v.kdb,
+            )?;
+        }
+        2 => {
+            let v: psp_firmware_header_v1_2 = r.read(0, "psp_firmware_header_v1_2")?;
+            legacy(
+                2,
+                PspFwType::KDB,
+                offset_of!(psp_firmware_header_v1_2, kdb),
+                &v.kdb,
+            )?;
+        }
+        _ => {}
+    }
+    if minor == 3 {
+        let v: psp_firmware_header_v1_3 = r.read(0, "psp_firmware_header_v1_3")?;
+        legacy(
+            3,
+            PspFwType::SPL,
+            offset_of!(psp_firmware_header_v1_3, spl),
+            &v.spl,
+        )?;
+        legacy(
+            4,
+            PspFwType::RL,
+            offset_of!(psp_firmware_header_v1_3, rl),
+            &v.rl,
+        )?;
+    }
+    Ok(PspSos {
+        components,
+        aux_index: None,
+        table_offset: sos_field,
+    })
+}
+
+/// v2.x: a table of component descriptors (v2.1 adds the index of the aux set).
+fn parse_psp_sos_v2(r: &Reader<'_>, h: &common_firmware_header, minor: u16) -> Result<PspSos> {
+    let array = u64::from(h.ucode_array_offset_bytes);
+    let (count, aux_index, table_offset) = if minor == 0 {
+        let v: psp_firmware_header_v2_0 = r.read(0, "psp_firmware_header_v2_0")?;
+        (
+            v.psp_fw_bin_count,
+            None,
+            size_of::<psp_firmware_header_v2_0>(),
+        )
+    } else {
+        let v: psp_firmware_header_v2_1 = r.read(0, "psp_firmware_header_v2_1")?;
+        (
+            v.psp_fw_bin_count,
+            Some(v.psp_aux_fw_bin_index),
+            size_of::<psp_firmware_header_v2_1>(),
+        )
+    };
+    let count_field = offset_of!(psp_firmware_header_v2_0, psp_fw_bin_count);
+    if count >= MAX_PSP_BINS {
+        return Err(FirmwareError::Invalid {
+            file: r.file.to_string(),
+            what: "psp_fw_bin_count".to_string(),
+            offset: count_field,
+            reason: format!("{count} descriptors, amdgpu accepts fewer than {MAX_PSP_BINS}"),
+        });
+    }
+    if let Some(aux) = aux_index
+        && aux > count
+    {
+        return Err(FirmwareError::Invalid {
+            file: r.file.to_string(),
+            what: "psp_aux_fw_bin_index".to_string(),
+            offset: offset_of!(psp_firmware_header_v2_1, psp_aux_fw_bin_index),
+            reason: format!("{aux} is past psp_fw_bin_count {count}"),
+        });
+    }
+    let mut components = Vec::with_capacity(count as usize);
+    for index in 0..count as usize {
+        let at = table_offset + index * size_of::<psp_fw_bin_desc>();
+        let d: psp_fw_bin_desc = r.read(at, &format!("psp_fw_bin[{index}]"))?;
+        let fw_type = PspFwType(d.fw_type);
+        // parse_sos_bin_descriptor(): offsets count from the ucode array.
+        let region = r.region(
+            &format!("psp_fw_bin[{index}] {fw_type}"),
+            at,
+            array + u64::from(d.offset_bytes),
+            d.size_bytes.into(),
+        )?;
+        components.push(SosComponent {
+            index,
+            fw_type,
+            fw_version: d.fw_version,
+            region,
+        });
+    }
+    Ok(PspSos {
+        components,
+        aux_index,
+        table_offset,
+    })
 }
 
 fn parse_smc(r: &Reader<'_>, h: &common_firmware_header) -> Result<Smc> {

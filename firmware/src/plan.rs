@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::error::{FirmwareError, Result};
 use crate::ip::{IpVersion, Role};
-use crate::parse::{Body, Gfx, Region, Sdma, SosVariant};
+use crate::parse::{Body, Gfx, PspSos, Region, Sdma, SosVariant};
 use crate::set::{FirmwareSet, LoadedFile};
 use crate::types::{BootloaderCmd, GfxFwType, PspFwType};
 
@@ -196,44 +196,51 @@ impl FirmwareSet {
     pub fn plan(&self, options: PlanOptions) -> Result<LoadPlan> {
         let ips = self.ips;
         let gc11 = ips.gc >= IpVersion::new(11, 0, 0);
-        let mut steps = Vec::new();
-        let mut ucode_start = Vec::new();
-
         let sos_file = self.require(Role::Sos)?;
         let Body::PspSos(sos) = &sos_file.image.body else {
             return Err(wrong_kind(sos_file, "PSP SOS"));
         };
-        for (component, command) in SOS_ORDER {
-            let component = if command == BootloaderCmd::LOAD_TOS_SPL_TABLE {
-                spl_component(ips.mp0)
-            } else {
-                component
-            };
-            if let Some(c) = sos.component(options.sos, component) {
-                steps.push(PspStep::Bootloader {
-                    component,
-                    command,
-                    payload: Payload::new(sos_file, c.region),
-                });
-            }
-        }
-        if sos.component(options.sos, PspFwType::SOS).is_none() {
-            return Err(FirmwareError::MissingComponent {
-                file: sos_file.spec.name.clone(),
-                component: "SOS".to_string(),
-                offset: sos.table_offset,
-            });
-        }
-        if let Some(toc) = sos.component(options.sos, PspFwType::TOC) {
-            steps.push(PspStep::LoadToc {
-                payload: Payload::new(sos_file, toc.region),
-            });
-        }
+        let mut steps = bootloader_steps(ips.mp0, sos_file, sos, options)?;
 
         // The SMU firmware goes before the TMR is set up (GC ≥ 11); before GC 11 the SMU
         // boots from the IFWI and only its P2S table is loaded, with the IP firmware.
         let mut ip_fw = Vec::new();
-        if ips.loads_smu_firmware() {
+        self.smu_firmware(gc11, &mut steps, &mut ip_fw)?;
+        if !boot_time_tmr(ips.mp0) || !autoload_tmr(ips.mp0) {
+            steps.push(PspStep::SetupTmr);
+        }
+        self.sdma_firmware(&mut ip_fw)?;
+        let ucode_start = self.cp_firmware(&mut ip_fw)?;
+        if gc11 {
+            self.imu_firmware(&mut ip_fw)?;
+        }
+        self.rlc_firmware(&mut ip_fw)?;
+        steps.extend(ip_fw);
+
+        if gc11 {
+            steps.push(PspStep::AutoloadRlc);
+        } else {
+            let rl = sos.component(options.sos, PspFwType::RL).ok_or_else(|| {
+                FirmwareError::MissingComponent {
+                    file: sos_file.spec.name.clone(),
+                    component: "RL (register list, needed on GC 9)".to_string(),
+                    offset: sos.table_offset,
+                }
+            })?;
+            steps.push(load(GfxFwType::REG_LIST, sos_file, rl.region));
+        }
+        Ok(LoadPlan { steps, ucode_start })
+    }
+
+    /// The SMU firmware: its image (GC 11 on, a step of its own) or its P2S table (with the
+    /// IP firmware).
+    fn smu_firmware(
+        &self,
+        gc11: bool,
+        steps: &mut Vec<PspStep>,
+        ip_fw: &mut Vec<PspStep>,
+    ) -> Result<()> {
+        if self.ips.loads_smu_firmware() {
             let smu_file = self.require(Role::Smu)?;
             let Body::Smc(smc) = &smu_file.image.body else {
                 return Err(wrong_kind(smu_file, "SMC"));
@@ -244,10 +251,11 @@ impl FirmwareSet {
                 ip_fw.push(load(GfxFwType::P2S_TABLE, smu_file, p2s.region));
             }
         }
-        if !boot_time_tmr(ips.mp0) || !autoload_tmr(ips.mp0) {
-            steps.push(PspStep::SetupTmr);
-        }
+        Ok(())
+    }
 
+    /// The SDMA firmware, by header version.
+    fn sdma_firmware(&self, ip_fw: &mut Vec<PspStep>) -> Result<()> {
         let sdma_file = self.require(Role::Sdma)?;
         let Body::Sdma(sdma) = &sdma_file.image.body else {
             return Err(wrong_kind(sdma_file, "SDMA"));
@@ -273,9 +281,15 @@ impl FirmwareSet {
             }
         }
 
+        Ok(())
+    }
+
+    /// The CP firmware (PFP, ME, MEC) the target needs; returns the RS64 start addresses.
+    fn cp_firmware(&self, ip_fw: &mut Vec<PspStep>) -> Result<Vec<(Role, u64)>> {
+        let mut ucode_start = Vec::new();
         for role in [Role::Pfp, Role::Me, Role::Mec] {
             let Some(file) = self.file(role) else {
-                if ips.files().iter().any(|s| s.role == role) {
+                if self.ips.files().iter().any(|s| s.role == role) {
                     self.require(role)?;
                 }
                 continue;
@@ -323,16 +337,22 @@ impl FirmwareSet {
                 }
             }
         }
+        Ok(ucode_start)
+    }
 
-        if gc11 {
-            let imu_file = self.require(Role::Imu)?;
-            let Body::Imu(imu) = &imu_file.image.body else {
-                return Err(wrong_kind(imu_file, "IMU"));
-            };
-            ip_fw.push(load(GfxFwType::IMU_I, imu_file, imu.iram));
-            ip_fw.push(load(GfxFwType::IMU_D, imu_file, imu.dram));
-        }
+    /// The IMU firmware (GC 11 on).
+    fn imu_firmware(&self, ip_fw: &mut Vec<PspStep>) -> Result<()> {
+        let imu_file = self.require(Role::Imu)?;
+        let Body::Imu(imu) = &imu_file.image.body else {
+            return Err(wrong_kind(imu_file, "IMU"));
+        };
+        ip_fw.push(load(GfxFwType::IMU_I, imu_file, imu.iram));
+        ip_fw.push(load(GfxFwType::IMU_D, imu_file, imu.dram));
+        Ok(())
+    }
 
+    /// The RLC firmware: save/restore lists, IRAM/DRAM, RLCP/RLCV when present, then RLC_G.
+    fn rlc_firmware(&self, ip_fw: &mut Vec<PspStep>) -> Result<()> {
         let rlc_file = self.require(Role::Rlc)?;
         let Body::Rlc(rlc) = &rlc_file.image.body else {
             return Err(wrong_kind(rlc_file, "RLC"));
@@ -367,22 +387,47 @@ impl FirmwareSet {
             ip_fw.push(load(GfxFwType::RLC_V, rlc_file, v));
         }
         ip_fw.push(load(GfxFwType::RLC_G, rlc_file, rlc_file.image.ucode));
-        steps.extend(ip_fw);
-
-        if gc11 {
-            steps.push(PspStep::AutoloadRlc);
-        } else {
-            let rl = sos.component(options.sos, PspFwType::RL).ok_or_else(|| {
-                FirmwareError::MissingComponent {
-                    file: sos_file.spec.name.clone(),
-                    component: "RL (register list, needed on GC 9)".to_string(),
-                    offset: sos.table_offset,
-                }
-            })?;
-            steps.push(load(GfxFwType::REG_LIST, sos_file, rl.region));
-        }
-        Ok(LoadPlan { steps, ucode_start })
+        Ok(())
     }
+}
+
+/// The sOS package's components handed to the PSP bootloader, in bootloader order, then
+/// its TOC; the package must hold the sOS itself.
+fn bootloader_steps(
+    mp0: IpVersion,
+    sos_file: &LoadedFile,
+    sos: &PspSos,
+    options: PlanOptions,
+) -> Result<Vec<PspStep>> {
+    let mut steps = Vec::new();
+    for (component, command) in SOS_ORDER {
+        let component = if command == BootloaderCmd::LOAD_TOS_SPL_TABLE {
+            spl_component(mp0)
+        } else {
+            component
+        };
+        if let Some(c) = sos.component(options.sos, component) {
+            steps.push(PspStep::Bootloader {
+                component,
+                command,
+                payload: Payload::new(sos_file, c.region),
+            });
+        }
+    }
+    if sos.component(options.sos, PspFwType::SOS).is_none() {
+        return Err(FirmwareError::MissingComponent {
+            file: sos_file.spec.name.clone(),
+            component: "SOS".to_string(),
+            offset: sos.table_offset,
+        });
+    }
+    if let Some(toc) = sos.component(options.sos, PspFwType::TOC) {
+        steps.push(PspStep::LoadToc {
+            payload: Payload::new(sos_file, toc.region),
+        });
+    }
+
+    Ok(steps)
 }
 
 fn load(fw_type: GfxFwType, file: &LoadedFile, region: Region) -> PspStep {

@@ -6,16 +6,18 @@
 //! (v1.x on RDNA, v2.x on GFX9) and the harvest table. Every table carries its byte-sum
 //! checksum and the binary header the sum of everything after its checksum field.
 
+use std::ops::Range;
+
 use zerocopy::IntoBytes;
 
-use crate::profile::Profile;
+use crate::profile::{GcConfig, Profile};
 use crate::{Error, Result};
 
 use am_autogen::discovery::{
     BINARY_SIGNATURE, DISCOVERY_TABLE_SIGNATURE, GC, GC_TABLE_ID, HARVEST_INFO,
     HARVEST_TABLE_SIGNATURE, IP_DISCOVERY, binary_header, die_header, die_info, gc_info_v1_0,
     gc_info_v2_1, gpu_info_header, harvest_info, harvest_info_header, harvest_table,
-    ip_discovery_header, ip_v3, table_info,
+    ip_discovery_header, ip_v3, table, table_info,
 };
 
 /// Offset of the discovery binary from the end of VRAM.
@@ -87,11 +89,34 @@ fn write_ip_discovery_header(
 pub fn build(profile: &Profile) -> Result<Vec<u8>> {
     let mut buf = vec![0u8; size_of::<binary_header>()];
     pad4(&mut buf);
+    let ip = write_ip_discovery(&mut buf, profile)?;
+    pad4(&mut buf);
+    let gc = write_gc_info(&mut buf, &profile.gc);
+    pad4(&mut buf);
+    let harvest = write_harvest_table(&mut buf, profile)?;
+    if buf.len() > DISCOVERY_SIZE {
+        return Err(Error::BadProfile {
+            profile: profile.name,
+            reason: format!(
+                "discovery binary is {} bytes, more than {DISCOVERY_SIZE}",
+                buf.len()
+            ),
+        });
+    }
+    write_binary_header(
+        &mut buf,
+        profile,
+        [(IP_DISCOVERY, ip), (GC, gc), (HARVEST_INFO, harvest)],
+    )?;
+    Ok(buf)
+}
 
-    // IP discovery table: header, then one die header and its IP entries per die.
+/// IP discovery table: header, then one die header and its IP entries per die. Returns
+/// where the table lies in `buf`.
+fn write_ip_discovery(buf: &mut Vec<u8>, profile: &Profile) -> Result<Range<usize>> {
     let ip_off = buf.len();
     buf.resize(ip_off + size_of::<ip_discovery_header>(), 0);
-    pad4(&mut buf);
+    pad4(buf);
     let num_dies = usize::from(profile.num_aid.max(1));
     let mut dies = Vec::with_capacity(num_dies);
     for die in 0..num_dies {
@@ -140,12 +165,13 @@ pub fn build(profile: &Profile) -> Result<Vec<u8>> {
     }
     let ip_size = buf.len() - ip_off;
     let ip_size16 = off16(profile, ip_size)?;
-    write_ip_discovery_header(&mut buf, ip_off, ip_size16, &dies, profile.base_addr_64_bit);
-    pad4(&mut buf);
+    write_ip_discovery_header(buf, ip_off, ip_size16, &dies, profile.base_addr_64_bit);
+    Ok(ip_off..buf.len())
+}
 
-    // gc_info.
+/// The `gc_info` table: v1.0 on RDNA, v2.1 on GFX9.
+fn write_gc_info(buf: &mut Vec<u8>, g: &GcConfig) -> Range<usize> {
     let gc_off = buf.len();
-    let g = &profile.gc;
     if g.info_major == 1 {
         let info = gc_info_v1_0 {
             header: gpu_info_header {
@@ -211,10 +237,11 @@ pub fn build(profile: &Profile) -> Result<Vec<u8>> {
         };
         buf.extend_from_slice(info.as_bytes());
     }
-    let gc_size = buf.len() - gc_off;
-    pad4(&mut buf);
+    gc_off..buf.len()
+}
 
-    // Harvest table.
+/// The harvest table: the profile's harvested IP instances.
+fn write_harvest_table(buf: &mut Vec<u8>, profile: &Profile) -> Result<Range<usize>> {
     let hv_off = buf.len();
     let empty = harvest_info {
         hw_id: 0,
@@ -242,23 +269,21 @@ pub fn build(profile: &Profile) -> Result<Vec<u8>> {
         };
     }
     buf.extend_from_slice(harvest.as_bytes());
-    let hv_size = buf.len() - hv_off;
+    Ok(hv_off..buf.len())
+}
 
-    if buf.len() > DISCOVERY_SIZE {
-        return Err(Error::BadProfile {
-            profile: profile.name,
-            reason: format!(
-                "discovery binary is {} bytes, more than {DISCOVERY_SIZE}",
-                buf.len()
-            ),
-        });
-    }
-
-    let table = |off: usize, size: usize| -> Result<table_info> {
+/// The binary header at the start of `buf`: the table list with each table's checksum,
+/// then the checksum of everything after its own checksum field.
+fn write_binary_header(
+    buf: &mut [u8],
+    profile: &Profile,
+    tables: [(table, Range<usize>); 3],
+) -> Result<()> {
+    let info = |at: &Range<usize>| -> Result<table_info> {
         Ok(table_info {
-            offset: off16(profile, off)?,
-            checksum: byte_sum(&buf[off..off + size]),
-            size: off16(profile, size)?,
+            offset: off16(profile, at.start)?,
+            checksum: byte_sum(&buf[at.clone()]),
+            size: off16(profile, at.len())?,
             padding: 0,
         })
     };
@@ -276,12 +301,12 @@ pub fn build(profile: &Profile) -> Result<Vec<u8>> {
         binary_size: off16(profile, buf.len())?,
         table_list: [empty; 6],
     };
-    bhdr.table_list[IP_DISCOVERY as usize] = table(ip_off, ip_size)?;
-    bhdr.table_list[GC as usize] = table(gc_off, gc_size)?;
-    bhdr.table_list[HARVEST_INFO as usize] = table(hv_off, hv_size)?;
-    put(&mut buf, 0, bhdr.as_bytes());
+    for (id, at) in &tables {
+        bhdr.table_list[*id as usize] = info(at)?;
+    }
+    put(buf, 0, bhdr.as_bytes());
     let after_checksum = std::mem::offset_of!(binary_header, binary_checksum) + 2;
     bhdr.binary_checksum = byte_sum(&buf[after_checksum..]);
-    put(&mut buf, 0, bhdr.as_bytes());
-    Ok(buf)
+    put(buf, 0, bhdr.as_bytes());
+    Ok(())
 }

@@ -23,6 +23,8 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+use am_isa::sync::lock;
+
 use crate::device::Shared;
 
 /// Most members a hive may have: `PF_MAX_REGION` and `PF_LFB_REGION` are 4-bit fields on
@@ -79,7 +81,7 @@ impl Hive {
     }
 
     fn fabric(&self) -> MutexGuard<'_, Vec<Weak<Shared>>> {
-        self.fabric.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.fabric)
     }
 
     /// A new member takes its place on the fabric. Refused when the region does not exist

@@ -27,6 +27,8 @@ pub mod walker;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use am_isa::sync::lock;
+
 pub use device::{
     DOORBELL_RECORD, DoorbellOwner, DoorbellRing, MAX_VIOLATIONS, MockBar, MockDevice, MockGpu,
     Mode, Space, Violation,
@@ -73,7 +75,7 @@ fn create(profile: &str, index: u32) -> Result<MockGpu> {
     let id = index / u32::from(m);
     let region = (index % u32::from(m)) as u8;
     let h = {
-        let mut hives = hives().lock().unwrap_or_else(|p| p.into_inner());
+        let mut hives = lock(hives());
         match hives.get(&(profile.to_string(), id)) {
             Some(h) => h.clone(),
             None => {
@@ -95,7 +97,7 @@ fn create(profile: &str, index: u32) -> Result<MockGpu> {
 /// `PROFILE` may name a hive (`mi300x-hive4`, see [`hive`]): index `i` is then region
 /// `i % 4` of hive `i / 4`.
 pub fn gpu(profile: &str, index: u32) -> Result<MockGpu> {
-    let mut reg = registry().lock().unwrap_or_else(|p| p.into_inner());
+    let mut reg = lock(registry());
     if let Some(g) = reg.get(&(profile.to_string(), index)) {
         return Ok(g.clone());
     }

@@ -27,6 +27,8 @@ use std::ptr::NonNull;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 
+use am_isa::sync::lock;
+
 /// Granule of the write generations the GMC's TLB snapshot checks (a page-table page).
 pub const GEN_PAGE: u64 = 0x1000;
 
@@ -274,7 +276,7 @@ impl Vram {
                 )
             };
             let page = idx as u64 * PAGES_PER_CHUNK as u64 + p as u64;
-            let mut shadows = self.shadows.lock().unwrap_or_else(|e| e.into_inner());
+            let mut shadows = lock(&self.shadows);
             let list = shadows.entry(page).or_default();
             if list.len() >= SHADOWS_PER_PAGE {
                 list.remove(0);
@@ -305,7 +307,7 @@ impl Vram {
             return Some(());
         }
         let page = idx as u64 * PAGES_PER_CHUNK as u64 + p as u64;
-        let shadows = self.shadows.lock().unwrap_or_else(|e| e.into_inner());
+        let shadows = lock(&self.shadows);
         let s = shadows
             .get(&page)?
             .iter()
@@ -365,7 +367,7 @@ impl Vram {
             return;
         }
         let (mut start, mut end) = (offset, offset.saturating_add(data.len() as u64));
-        let mut set = self.hdp.lock().unwrap_or_else(|p| p.into_inner());
+        let mut set = lock(&self.hdp);
         // Merge with every range that touches [start, end).
         let touching: Vec<(u64, u64)> = set
             .range(..=end)
@@ -384,7 +386,7 @@ impl Vram {
 
     /// An HDP flush: every CPU write so far is visible to the GPU.
     pub fn hdp_flush(&self) {
-        let mut set = self.hdp.lock().unwrap_or_else(|p| p.into_inner());
+        let mut set = lock(&self.hdp);
         set.clear();
         self.hdp_pending.store(false, Ordering::Release);
     }
@@ -396,7 +398,7 @@ impl Vram {
             return None;
         }
         let end = offset.saturating_add(len);
-        let set = self.hdp.lock().unwrap_or_else(|p| p.into_inner());
+        let set = lock(&self.hdp);
         let (&s, &e) = set.range(..end).next_back()?;
         (e > offset).then(|| (s.max(offset), e.min(end)))
     }

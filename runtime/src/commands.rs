@@ -14,6 +14,8 @@ use std::sync::Arc;
 
 use zerocopy::IntoBytes;
 
+use am_isa::sync::lock;
+
 use crate::device::{Device, KernargMark};
 use crate::encode::{DataSel, Pm4, Sdma, aql_dispatch, aql_pm4_ib};
 use crate::memory::Buffer;
@@ -491,7 +493,7 @@ impl ComputeCommands {
         };
         if !self.profile.is_empty() {
             let name = queue.name();
-            let mut t = self.dev.0.trace.lock().unwrap_or_else(|p| p.into_inner());
+            let mut t = lock(&self.dev.0.trace);
             for (kernel, start, end) in &self.profile {
                 t.push(crate::trace::Pending {
                     kernel: kernel.clone(),

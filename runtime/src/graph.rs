@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 use zerocopy::IntoBytes;
 
+use am_isa::sync::lock;
+
 use crate::commands::{AqlItem, ComputeCommands, CopyCommands, Launches, Patch};
 use crate::device::Device;
 use crate::encode::{Pm4, Sdma, aql_pm4_ib};
@@ -238,119 +240,31 @@ impl Graph {
             MemKind::System { uncached: true },
         )?;
         dev.write(&args_buf, 0, &self.args)?;
-        let mut places: Vec<(Option<usize>, Place)> = Vec::new();
-        let mut parts = Vec::with_capacity(self.queues.len());
-        let mut keep: Vec<Buffer> = Vec::new();
-        let mut profile = Vec::new();
-        let mut kernels = Vec::with_capacity(self.queues.len());
+        let mut enc = Encoding {
+            dev: &dev,
+            places: Vec::new(),
+            parts: Vec::with_capacity(self.queues.len()),
+            keep: Vec::new(),
+            profile: Vec::new(),
+            kernels: Vec::with_capacity(self.queues.len()),
+        };
         for (qi, queue) in self.queues.iter().enumerate() {
             let ops = self.ops.iter().filter(|(q, _)| *q == qi).map(|(_, op)| op);
-            let mut found: Vec<(Value, Patch, bool)> = Vec::new();
             let part = if queue.is_compute() {
-                let mut c = ComputeCommands::new(&dev);
-                for op in ops {
-                    match op {
-                        Op::Exec { node, grid, block } => {
-                            let e = &self.execs[*node];
-                            c.exec_at(&e.prog, args_buf.va() + e.at as u64, *grid, *block)?;
-                        }
-                        Op::Signal { signal, value } => {
-                            found.push((*value, c.signal_at(signal, self.initial(*value)), true));
-                        }
-                        Op::Wait { signal, value } => {
-                            found.push((*value, c.wait_at(signal, self.initial(*value)), false));
-                        }
-                        Op::Copy { .. } | Op::Fill { .. } => unreachable!("checked when recorded"),
-                    }
-                }
-                kernels.push(c.launches().clone());
-                let name = queue.name();
-                profile.extend(c.take_profile().into_iter().map(|(kernel, start, end)| {
-                    crate::trace::Pending {
-                        kernel,
-                        queue: name.clone(),
-                        start,
-                        end,
-                    }
-                }));
-                match c.pm4_words() {
-                    Some(words) => {
-                        let ib = upload(&dev, words)?;
-                        let p = Part::Pm4 {
-                            ib: ib.va(),
-                            dwords: words.len(),
-                        };
-                        for (v, patch, sig) in found {
-                            places.push((slot_of(v), Place::new(&ib, patch.word, sig)));
-                        }
-                        keep.push(ib);
-                        p
-                    }
-                    None => {
-                        let items = c.aql_items().unwrap_or_default();
-                        let mut packets = Vec::with_capacity(items.len() * 64);
-                        let mut ibs: Vec<Option<Buffer>> = Vec::with_capacity(items.len());
-                        for it in &items {
-                            match it {
-                                AqlItem::Dispatch(p) => {
-                                    packets.extend_from_slice(p.as_bytes());
-                                    ibs.push(None);
-                                }
-                                AqlItem::Pm4(words) => {
-                                    let ib = upload(&dev, words)?;
-                                    packets.extend_from_slice(
-                                        aql_pm4_ib(ib.va(), words.len()).as_bytes(),
-                                    );
-                                    ibs.push(Some(ib));
-                                }
-                            }
-                        }
-                        for (v, patch, sig) in found {
-                            let ib = ibs.get(patch.segment).and_then(|b| b.as_ref()).ok_or_else(
-                                || Error::State {
-                                    device: dev.name().into(),
-                                    reason: "a graph value outside its PM4".into(),
-                                },
-                            )?;
-                            places.push((slot_of(v), Place::new(ib, patch.word, sig)));
-                        }
-                        keep.extend(ibs.into_iter().flatten());
-                        Part::Aql { packets }
-                    }
-                }
+                self.encode_compute(&mut enc, queue, ops, &args_buf)?
             } else {
-                let mut c = CopyCommands::new(&dev);
-                for op in ops {
-                    match op {
-                        Op::Copy { dst, src } => {
-                            c.copy(dst, src)?;
-                        }
-                        Op::Fill { dst, pattern } => {
-                            c.fill(dst, *pattern)?;
-                        }
-                        Op::Signal { signal, value } => {
-                            found.push((*value, c.signal_at(signal, self.initial(*value)), true));
-                        }
-                        Op::Wait { signal, value } => {
-                            found.push((*value, c.wait_at(signal, self.initial(*value)), false));
-                        }
-                        Op::Exec { .. } => unreachable!("checked when recorded"),
-                    }
-                }
-                kernels.push(Arc::new(Launches::default()));
-                let ib = upload(&dev, c.words())?;
-                for (v, patch, sig) in found {
-                    places.push((slot_of(v), Place::new(&ib, patch.word, sig)));
-                }
-                let p = Part::Sdma {
-                    ib: ib.va(),
-                    dwords: c.words().len(),
-                };
-                keep.push(ib);
-                p
+                self.encode_copy(&mut enc, ops)?
             };
-            parts.push(part);
+            enc.parts.push(part);
         }
+        let Encoding {
+            places,
+            parts,
+            mut keep,
+            profile,
+            kernels,
+            ..
+        } = enc;
         // Buffers the recorded copies use stay alive as long as the graph.
         for (_, op) in &self.ops {
             match op {
@@ -387,6 +301,93 @@ impl Graph {
         })
     }
 
+    /// A compute queue's operations: PM4 in an IB, or AQL packets for its ring.
+    fn encode_compute<'o>(
+        &self,
+        enc: &mut Encoding<'_>,
+        queue: &Queue,
+        ops: impl Iterator<Item = &'o Op>,
+        args_buf: &Buffer,
+    ) -> Result<Part> {
+        let mut found: Vec<(Value, Patch, bool)> = Vec::new();
+        let mut c = ComputeCommands::new(enc.dev);
+        for op in ops {
+            match op {
+                Op::Exec { node, grid, block } => {
+                    let e = &self.execs[*node];
+                    c.exec_at(&e.prog, args_buf.va() + e.at as u64, *grid, *block)?;
+                }
+                Op::Signal { signal, value } => {
+                    found.push((*value, c.signal_at(signal, self.initial(*value)), true));
+                }
+                Op::Wait { signal, value } => {
+                    found.push((*value, c.wait_at(signal, self.initial(*value)), false));
+                }
+                Op::Copy { .. } | Op::Fill { .. } => unreachable!("checked when recorded"),
+            }
+        }
+        enc.kernels.push(c.launches().clone());
+        let name = queue.name();
+        enc.profile
+            .extend(c.take_profile().into_iter().map(|(kernel, start, end)| {
+                crate::trace::Pending {
+                    kernel,
+                    queue: name.clone(),
+                    start,
+                    end,
+                }
+            }));
+        match c.pm4_words() {
+            Some(words) => {
+                let ib = upload(enc.dev, words)?;
+                let p = Part::Pm4 {
+                    ib: ib.va(),
+                    dwords: words.len(),
+                };
+                enc.place(found, &ib);
+                enc.keep.push(ib);
+                Ok(p)
+            }
+            None => enc.aql(&c.aql_items().unwrap_or_default(), found),
+        }
+    }
+
+    /// A copy queue's operations as SDMA packets in an IB.
+    fn encode_copy<'o>(
+        &self,
+        enc: &mut Encoding<'_>,
+        ops: impl Iterator<Item = &'o Op>,
+    ) -> Result<Part> {
+        let mut found: Vec<(Value, Patch, bool)> = Vec::new();
+        let mut c = CopyCommands::new(enc.dev);
+        for op in ops {
+            match op {
+                Op::Copy { dst, src } => {
+                    c.copy(dst, src)?;
+                }
+                Op::Fill { dst, pattern } => {
+                    c.fill(dst, *pattern)?;
+                }
+                Op::Signal { signal, value } => {
+                    found.push((*value, c.signal_at(signal, self.initial(*value)), true));
+                }
+                Op::Wait { signal, value } => {
+                    found.push((*value, c.wait_at(signal, self.initial(*value)), false));
+                }
+                Op::Exec { .. } => unreachable!("checked when recorded"),
+            }
+        }
+        enc.kernels.push(Arc::new(Launches::default()));
+        let ib = upload(enc.dev, c.words())?;
+        enc.place(found, &ib);
+        let p = Part::Sdma {
+            ib: ib.va(),
+            dwords: c.words().len(),
+        };
+        enc.keep.push(ib);
+        Ok(p)
+    }
+
     fn initial(&self, v: Value) -> u64 {
         match v {
             Value::Slot(i) => self.values[i],
@@ -410,6 +411,60 @@ fn upload(dev: &Device, words: &[u32]) -> Result<Buffer> {
     )?;
     dev.write(&b, 0, words.as_bytes())?;
     Ok(b)
+}
+
+/// What encoding a graph's queues gathers besides their parts.
+struct Encoding<'d> {
+    dev: &'d Device,
+    /// Where each signal's and wait's value lies, by value slot (`None`: the replay count).
+    places: Vec<(Option<usize>, Place)>,
+    parts: Vec<Part>,
+    /// The IBs the parts run.
+    keep: Vec<Buffer>,
+    profile: Vec<crate::trace::Pending>,
+    kernels: Vec<Arc<Launches>>,
+}
+
+impl Encoding<'_> {
+    /// The values a queue's commands hold in `ib`.
+    fn place(&mut self, found: Vec<(Value, Patch, bool)>, ib: &Buffer) {
+        for (v, patch, sig) in found {
+            self.places
+                .push((slot_of(v), Place::new(ib, patch.word, sig)));
+        }
+    }
+
+    /// AQL packets for the ring; the PM4 between them goes to IBs of its own.
+    fn aql(&mut self, items: &[AqlItem], found: Vec<(Value, Patch, bool)>) -> Result<Part> {
+        let mut packets = Vec::with_capacity(items.len() * 64);
+        let mut ibs: Vec<Option<Buffer>> = Vec::with_capacity(items.len());
+        for it in items {
+            match it {
+                AqlItem::Dispatch(p) => {
+                    packets.extend_from_slice(p.as_bytes());
+                    ibs.push(None);
+                }
+                AqlItem::Pm4(words) => {
+                    let ib = upload(self.dev, words)?;
+                    packets.extend_from_slice(aql_pm4_ib(ib.va(), words.len()).as_bytes());
+                    ibs.push(Some(ib));
+                }
+            }
+        }
+        for (v, patch, sig) in found {
+            let ib = ibs
+                .get(patch.segment)
+                .and_then(|b| b.as_ref())
+                .ok_or_else(|| Error::State {
+                    device: self.dev.name().into(),
+                    reason: "a graph value outside its PM4".into(),
+                })?;
+            self.places
+                .push((slot_of(v), Place::new(ib, patch.word, sig)));
+        }
+        self.keep.extend(ibs.into_iter().flatten());
+        Ok(Part::Aql { packets })
+    }
 }
 
 /// Where a value lies in a graph's memory.
@@ -539,7 +594,7 @@ impl GraphExec {
             }
         }
         if !self.profile.is_empty() {
-            let mut t = self.dev.0.trace.lock().unwrap_or_else(|p| p.into_inner());
+            let mut t = lock(&self.dev.0.trace);
             for p in &self.profile {
                 p.start.clear_timestamp()?;
                 p.end.clear_timestamp()?;

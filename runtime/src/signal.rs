@@ -5,6 +5,8 @@
 
 use std::sync::{Arc, Mutex, Weak};
 
+use am_isa::sync::lock;
+
 use crate::Result;
 use crate::memory::Buffer;
 
@@ -27,7 +29,7 @@ impl SignalPool {
     }
 
     pub(crate) fn take(self: &Arc<Self>) -> Option<Signal> {
-        let off = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop()?;
+        let off = lock(&self.free).pop()?;
         let s = Signal {
             slot: Arc::new(Slot {
                 pool: Arc::downgrade(self),
@@ -43,7 +45,7 @@ impl SignalPool {
 
     /// Signals not handed out.
     pub(crate) fn available(&self) -> usize {
-        self.free.lock().unwrap_or_else(|p| p.into_inner()).len()
+        lock(&self.free).len()
     }
 }
 
@@ -56,10 +58,7 @@ struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         if let Some(p) = self.pool.upgrade() {
-            p.free
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(self.off);
+            lock(&p.free).push(self.off);
         }
     }
 }

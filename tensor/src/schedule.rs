@@ -154,123 +154,223 @@ fn find(parent: &mut [usize], mut i: usize) -> usize {
 
 fn schedule(dev: &Device, targets: &[Arc<Node>]) -> Result<()> {
     dev.count_schedule();
-    let order = toposort(targets, &|n| n.is_realized());
-    let count = order.len();
-    let index: HashMap<u64, usize> = order.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
-    let realized: Vec<bool> = order.iter().map(|n| n.is_realized()).collect();
-    let sources: Vec<Vec<usize>> = order
-        .iter()
-        .enumerate()
-        .map(|(i, n)| {
-            if realized[i] {
-                return vec![];
-            }
-            n.op.sources()
-                .iter()
-                .filter_map(|s| index.get(&s.id).copied())
-                .collect()
-        })
-        .collect();
-    let mut edges = vec![0usize; count];
-    let mut consumers: Vec<Vec<usize>> = vec![vec![]; count];
-    for (i, srcs) in sources.iter().enumerate() {
-        for &j in srcs {
-            edges[j] += 1;
-            if !consumers[j].contains(&i) {
-                consumers[j].push(i);
-            }
-        }
-    }
-    let is_target: Vec<bool> = order
-        .iter()
-        .map(|n| targets.iter().any(|t| t.id == n.id))
-        .collect();
-    // Held outside this graph (by a tensor, or by a node not scheduled now): its result is
-    // kept. The `order` vector holds one reference.
-    let external: Vec<bool> = (0..count)
-        .map(|i| is_target[i] || Arc::strong_count(&order[i]) > edges[i] + 1)
-        .collect();
-    // Operations that read their operands at the element they compute.
-    let elementwise: Vec<bool> = order
-        .iter()
-        .map(|n| {
-            matches!(
-                n.op,
-                Op::Unary(..)
-                    | Op::Binary(..)
-                    | Op::Where(..)
-                    | Op::Cast(_)
-                    | Op::Detach(_)
-                    | Op::Assign(..)
-            )
-        })
-        .collect();
+    let mut graph = Graph::new(targets);
+    graph.group_assignments();
+    graph.add_reduction_kernels();
+    graph.alias_reshapes();
+    let info = DeviceInfo {
+        target: dev.target(),
+        compute_units: dev.compute_units(),
+    };
+    let (items, deps) = graph.kernels(dev, info)?;
+    let placement = graph.place_assignments(dev, &items, deps)?;
+    let mut memory = graph.memory(&items, &placement.run_order);
+    let mut launches = graph.launch_kernels(dev, &items, &placement, &mut memory)?;
+    launches.extend(graph.copy_back(dev, info, &placement.copy_back, &mut memory)?);
+    dev.run(&launches)?;
+    graph.store_results(&memory);
+    Ok(())
+}
 
-    // Which nodes get kernels: targets and assignments, then (one at a time, deepest
-    // first) reductions that would otherwise be computed more than once.
-    let mut kernel: Vec<bool> = (0..count)
-        .map(|i| !realized[i] && (is_target[i] || matches!(order[i].op, Op::Assign(..))))
-        .collect();
-    // An assignment whose value reads another assignment of its shape through elementwise
-    // operations is computed in the same kernel (an optimizer's state and parameter).
-    let mut parent: Vec<usize> = (0..count).collect();
-    for y in 0..count {
-        let Op::Assign(_, value) = &order[y].op else {
-            continue;
-        };
-        if realized[y] {
-            continue;
-        }
-        let Some(&start) = index.get(&value.id) else {
-            continue;
-        };
-        let mut stack = vec![start];
-        let mut seen = vec![start];
-        while let Some(j) = stack.pop() {
-            if realized[j] {
-                continue;
-            }
-            if kernel[j] {
-                if j != y
-                    && matches!(order[j].op, Op::Assign(..))
-                    && order[j].shape == order[y].shape
-                {
-                    let (a, b) = (find(&mut parent, j), find(&mut parent, y));
-                    parent[a] = b;
+/// The graph below one schedule's targets, operands first, and what the scheduler decides
+/// about its nodes (every vector is indexed by position in `order`).
+struct Graph {
+    order: Vec<Arc<Node>>,
+    index: HashMap<u64, usize>,
+    /// In memory already: read, never computed.
+    realized: Vec<bool>,
+    /// The operands of each node that are in the graph.
+    sources: Vec<Vec<usize>>,
+    /// The readers of each node, each once.
+    consumers: Vec<Vec<usize>>,
+    /// Held outside this graph (by a tensor, or by a node not scheduled now): its result is
+    /// kept.
+    external: Vec<bool>,
+    /// Operations that read their operands at the element they compute.
+    elementwise: Vec<bool>,
+    /// Computed by a kernel into memory.
+    kernel: Vec<bool>,
+    /// Union-find forest of the assignments computed in one kernel.
+    parent: Vec<usize>,
+    /// Kernel nodes that are reshapes of memory: the node whose memory they share.
+    alias: Vec<Option<usize>>,
+}
+
+/// Where a schedule's assignments write and the order its kernels run in.
+struct Placement {
+    /// Positions in the schedule's list of kernels.
+    run_order: Vec<usize>,
+    /// Assignments written into their target's memory.
+    in_place: HashMap<usize, Buffer>,
+    /// Assignments computed into fresh memory, copied into their target at the end.
+    copy_back: Vec<(usize, Buffer)>,
+}
+
+/// The memory of a schedule's nodes while its kernels are launched.
+struct Memory {
+    bufs: Vec<Option<Buffer>>,
+    /// Results later kernels of the schedule may not reuse.
+    keep: Vec<bool>,
+    /// For each node read from memory, the position in the run order of its last reader.
+    last_use: HashMap<usize, usize>,
+    /// Memory of intermediates whose last reader has been launched.
+    free: Vec<Buffer>,
+}
+
+impl Graph {
+    /// Orders the graph below `targets` and finds its edges; targets and assignments get
+    /// kernels.
+    fn new(targets: &[Arc<Node>]) -> Graph {
+        let order = toposort(targets, &|n| n.is_realized());
+        let count = order.len();
+        let index: HashMap<u64, usize> = order.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
+        let realized: Vec<bool> = order.iter().map(|n| n.is_realized()).collect();
+        let sources: Vec<Vec<usize>> = order
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                if realized[i] {
+                    return vec![];
                 }
+                n.op.sources()
+                    .iter()
+                    .filter_map(|s| index.get(&s.id).copied())
+                    .collect()
+            })
+            .collect();
+        let mut edges = vec![0usize; count];
+        let mut consumers: Vec<Vec<usize>> = vec![vec![]; count];
+        for (i, srcs) in sources.iter().enumerate() {
+            for &j in srcs {
+                edges[j] += 1;
+                if !consumers[j].contains(&i) {
+                    consumers[j].push(i);
+                }
+            }
+        }
+        let is_target: Vec<bool> = order
+            .iter()
+            .map(|n| targets.iter().any(|t| t.id == n.id))
+            .collect();
+        // The `order` vector holds one reference.
+        let external: Vec<bool> = (0..count)
+            .map(|i| is_target[i] || Arc::strong_count(&order[i]) > edges[i] + 1)
+            .collect();
+        let elementwise: Vec<bool> = order
+            .iter()
+            .map(|n| {
+                matches!(
+                    n.op,
+                    Op::Unary(..)
+                        | Op::Binary(..)
+                        | Op::Where(..)
+                        | Op::Cast(_)
+                        | Op::Detach(_)
+                        | Op::Assign(..)
+                )
+            })
+            .collect();
+        let kernel: Vec<bool> = (0..count)
+            .map(|i| !realized[i] && (is_target[i] || matches!(order[i].op, Op::Assign(..))))
+            .collect();
+        Graph {
+            order,
+            index,
+            realized,
+            sources,
+            consumers,
+            external,
+            elementwise,
+            kernel,
+            parent: (0..count).collect(),
+            alias: vec![None; count],
+        }
+    }
+
+    /// An assignment whose value reads another assignment of its shape through elementwise
+    /// operations is computed in the same kernel (an optimizer's state and parameter).
+    fn group_assignments(&mut self) {
+        for y in 0..self.order.len() {
+            let Op::Assign(_, value) = &self.order[y].op else {
+                continue;
+            };
+            if self.realized[y] {
                 continue;
             }
-            if !elementwise[j] {
+            let Some(&start) = self.index.get(&value.id) else {
                 continue;
-            }
-            for &k in &sources[j] {
-                if !seen.contains(&k) {
-                    seen.push(k);
-                    stack.push(k);
+            };
+            let mut stack = vec![start];
+            let mut seen = vec![start];
+            while let Some(j) = stack.pop() {
+                if self.realized[j] {
+                    continue;
+                }
+                if self.kernel[j] {
+                    if j != y
+                        && matches!(self.order[j].op, Op::Assign(..))
+                        && self.order[j].shape == self.order[y].shape
+                    {
+                        let (a, b) = (find(&mut self.parent, j), find(&mut self.parent, y));
+                        self.parent[a] = b;
+                    }
+                    continue;
+                }
+                if !self.elementwise[j] {
+                    continue;
+                }
+                for &k in &self.sources[j] {
+                    if !seen.contains(&k) {
+                        seen.push(k);
+                        stack.push(k);
+                    }
                 }
             }
         }
     }
-    loop {
+
+    /// Reductions that would otherwise be computed more than once get kernels, one at a
+    /// time, deepest first.
+    fn add_reduction_kernels(&mut self) {
+        loop {
+            let red = self.reads_reduction();
+            let dest = self.destinations();
+            match self.next_reduction_kernel(&red, &dest) {
+                Some(m) => self.kernel[m] = true,
+                None => break,
+            }
+        }
+    }
+
+    /// Nodes outside kernels that are reductions or read one.
+    fn reads_reduction(&self) -> Vec<bool> {
+        let count = self.order.len();
         let mut red = vec![false; count];
         for i in 0..count {
-            if realized[i] || kernel[i] {
+            if self.realized[i] || self.kernel[i] {
                 continue;
             }
-            red[i] = matches!(order[i].op, Op::Reduce(..)) || sources[i].iter().any(|&j| red[j]);
+            red[i] = matches!(self.order[i].op, Op::Reduce(..))
+                || self.sources[i].iter().any(|&j| red[j]);
         }
+        red
+    }
+
+    /// Where the value of each node outside kernels goes.
+    fn destinations(&mut self) -> Vec<Dest> {
+        let count = self.order.len();
         let mut dest = vec![Dest::Unused; count];
         for i in (0..count).rev() {
-            if realized[i] || kernel[i] {
+            if self.realized[i] || self.kernel[i] {
                 continue;
             }
             let mut d = Dest::Unused;
-            for &c in &consumers[i] {
-                let via = if kernel[c] {
-                    Dest::One(find(&mut parent, c), elementwise[c])
+            for &c in &self.consumers[i] {
+                let via = if self.kernel[c] {
+                    Dest::One(find(&mut self.parent, c), self.elementwise[c])
                 } else {
                     match dest[c] {
-                        Dest::One(g, id) => Dest::One(g, id && elementwise[c]),
+                        Dest::One(g, id) => Dest::One(g, id && self.elementwise[c]),
                         other => other,
                     }
                 };
@@ -278,278 +378,383 @@ fn schedule(dev: &Device, targets: &[Arc<Node>]) -> Result<()> {
             }
             dest[i] = d;
         }
+        dest
+    }
+
+    /// The deepest reduction that would be computed more than once without a kernel.
+    fn next_reduction_kernel(&self, red: &[bool], dest: &[Dest]) -> Option<usize> {
         let mut candidate: Option<usize> = None;
-        for i in 0..count {
-            if realized[i] {
+        for i in 0..self.order.len() {
+            if self.realized[i] {
                 continue;
             }
             let mut want = None;
             // Several readers that are not one kernel reading the same element.
-            if !kernel[i]
+            if !self.kernel[i]
                 && red[i]
-                && consumers[i].len() >= 2
+                && self.consumers[i].len() >= 2
                 && !matches!(dest[i], Dest::One(_, true))
             {
-                want = Some(base(&order, &index, i));
+                want = Some(base(&self.order, &self.index, i));
             }
             // A broadcast of a reduction would compute it once per copy.
-            if let Op::Expand(_) = order[i].op
-                && let Some(&j) = sources[i].first()
+            if let Op::Expand(_) = self.order[i].op
+                && let Some(&j) = self.sources[i].first()
                 && red[j]
             {
-                want = Some(base(&order, &index, j));
+                want = Some(base(&self.order, &self.index, j));
             }
-            if let Some(m) = want.filter(|&m| !realized[m] && !kernel[m]) {
+            if let Some(m) = want.filter(|&m| !self.realized[m] && !self.kernel[m]) {
                 candidate = Some(candidate.map_or(m, |c: usize| c.min(m)));
             }
         }
-        match candidate {
-            Some(m) => kernel[m] = true,
-            None => break,
+        candidate
+    }
+
+    /// Targets that are reshapes of memory share it.
+    fn alias_reshapes(&mut self) {
+        for i in 0..self.order.len() {
+            if !self.kernel[i] || !matches!(self.order[i].op, Op::Reshape(_) | Op::Detach(_)) {
+                continue;
+            }
+            let mut j = i;
+            while let Op::Reshape(a) | Op::Detach(a) = &self.order[j].op {
+                match self.index.get(&a.id) {
+                    Some(&k) => j = k,
+                    None => break,
+                }
+                if self.realized[j] || self.kernel[j] {
+                    break;
+                }
+            }
+            if j != i && (self.realized[j] || self.kernel[j]) {
+                self.alias[i] = Some(self.alias[j].unwrap_or(j));
+            }
         }
     }
 
-    // Targets that are reshapes of memory share it.
-    let mut alias: Vec<Option<usize>> = vec![None; count];
-    for i in 0..count {
-        if !kernel[i] || !matches!(order[i].op, Op::Reshape(_) | Op::Detach(_)) {
-            continue;
-        }
-        let mut j = i;
-        while let Op::Reshape(a) | Op::Detach(a) = &order[j].op {
-            match index.get(&a.id) {
-                Some(&k) => j = k,
-                None => break,
-            }
-            if realized[j] || kernel[j] {
-                break;
-            }
-        }
-        if j != i && (realized[j] || kernel[j]) {
-            alias[i] = Some(alias[j].unwrap_or(j));
-        }
+    /// The node whose memory holds node `j`'s value.
+    fn resolve(&self, j: usize) -> usize {
+        self.alias[j].unwrap_or(j)
     }
-    let resolve = |j: usize| alias[j].unwrap_or(j);
 
-    // Kernels, operands first; groups that cannot be one kernel are split.
-    let info = DeviceInfo {
-        target: dev.target(),
-        compute_units: dev.compute_units(),
-    };
-    let load = |i: usize| realized[i] || kernel[i];
-    let mut grouped = true;
-    let (items, deps) =
+    /// The nodes an item reads from memory.
+    fn inputs(&self, it: &Item) -> Vec<usize> {
+        it.plan
+            .params
+            .iter()
+            .filter_map(|p| match p {
+                ParamSrc::Input(j) => Some(self.resolve(*j)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The kernels, operands first, and the kernels each one reads. A group that cannot be
+    /// one kernel is split; when the groups make the kernels depend on each other in a
+    /// cycle, every assignment gets its own kernel.
+    fn kernels(&mut self, dev: &Device, info: DeviceInfo) -> Result<(Vec<Item>, Vec<Vec<usize>>)> {
+        let mut grouped = true;
         loop {
-            let mut groups: Vec<Vec<usize>> = Vec::new();
-            let mut leader: HashMap<usize, usize> = HashMap::new();
-            for i in 0..count {
-                if kernel[i] && alias[i].is_none() {
-                    let g = if grouped { find(&mut parent, i) } else { i };
-                    match leader.get(&g) {
-                        Some(&k) => groups[k].push(i),
-                        None => {
-                            leader.insert(g, groups.len());
-                            groups.push(vec![i]);
-                        }
-                    }
-                }
-            }
             let mut items: Vec<Item> = Vec::new();
-            for roots in groups {
-                match codegen::generate(&order, &index, &load, &roots, info) {
-                    Ok(plan) => items.push(Item { roots, plan }),
-                    Err(GenError::Split) => {
-                        for r in roots {
-                            let plan = codegen::generate(&order, &index, &load, &[r], info)
-                                .map_err(|e| match e {
-                                    GenError::Fail(e) => e,
-                                    GenError::Split => Error::Device {
-                                        device: dev.name().into(),
-                                        reason: "a kernel of one output reads itself".into(),
-                                    },
-                                })?;
-                            items.push(Item {
-                                roots: vec![r],
-                                plan,
-                            });
-                        }
-                    }
-                    Err(GenError::Fail(e)) => return Err(e),
-                }
+            for roots in self.groups(grouped) {
+                items.extend(self.plan_group(dev, info, roots)?);
             }
-            let kernel_of: HashMap<usize, usize> = items
-                .iter()
-                .enumerate()
-                .flat_map(|(k, it)| it.roots.iter().map(move |&r| (r, k)))
-                .collect();
-            let deps: Vec<Vec<usize>> = items
-                .iter()
-                .map(|it| {
-                    inputs(it, &resolve)
-                        .into_iter()
-                        .filter_map(|j| kernel_of.get(&j).copied())
-                        .collect()
-                })
-                .collect();
+            let deps = self.dependencies(&items);
             if acyclic(&deps) || !grouped {
-                break (items, deps);
+                return Ok((items, deps));
             }
             grouped = false;
-        };
-    let mut deps = deps;
+        }
+    }
 
-    // Assignments in place: every other reader of the target's memory runs first.
-    let mut in_place: HashMap<usize, Buffer> = HashMap::new();
-    let mut copy_back: Vec<(usize, Buffer)> = Vec::new();
-    for (k, it) in items.iter().enumerate() {
-        for &root in &it.roots {
-            let Op::Assign(target, _) = &order[root].op else {
-                continue;
-            };
-            let Some(tb) = target.buffer() else { continue };
-            let shares = |j: usize| realized[j] && order[j].buffer().is_some_and(|b| b.same(&tb));
-            let own_ok = it
-                .plan
-                .params
-                .iter()
-                .zip(&it.plan.identity)
-                .all(|(p, &id)| match p {
-                    ParamSrc::Input(j) => !shares(resolve(*j)) || id,
-                    _ => true,
-                });
-            let readers: Vec<usize> = items
-                .iter()
-                .enumerate()
-                .filter(|&(r, other)| r != k && inputs(other, &resolve).into_iter().any(shares))
-                .map(|(r, _)| r)
-                .collect();
-            let mut trial = deps.clone();
-            trial[k].extend(readers.iter().copied());
-            if own_ok && acyclic(&trial) {
-                deps = trial;
-                in_place.insert(root, tb);
-            } else {
-                copy_back.push((root, tb));
+    /// The nodes each kernel computes: one each, or (`grouped`) the assignments grouped
+    /// together.
+    fn groups(&mut self, grouped: bool) -> Vec<Vec<usize>> {
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut leader: HashMap<usize, usize> = HashMap::new();
+        for i in 0..self.order.len() {
+            if self.kernel[i] && self.alias[i].is_none() {
+                let g = if grouped {
+                    find(&mut self.parent, i)
+                } else {
+                    i
+                };
+                match leader.get(&g) {
+                    Some(&k) => groups[k].push(i),
+                    None => {
+                        leader.insert(g, groups.len());
+                        groups.push(vec![i]);
+                    }
+                }
             }
         }
+        groups
     }
-    let run_order = topological(&deps).ok_or_else(|| Error::Device {
-        device: dev.name().into(),
-        reason: "the schedule's kernels depend on each other in a cycle".into(),
-    })?;
 
-    // Memory: in place, reused, or fresh; intermediates nobody keeps are reused once read.
-    let mut keep: Vec<bool> = (0..count)
-        .map(|i| external[i] || matches!(order[i].op, Op::Assign(..)))
-        .collect();
-    for b in alias.iter().flatten() {
-        keep[*b] = true;
-    }
-    let mut last_use: HashMap<usize, usize> = HashMap::new();
-    for (pos, &k) in run_order.iter().enumerate() {
-        for j in inputs(&items[k], &resolve) {
-            last_use.insert(j, pos);
+    /// The kernel computing `roots`, or one kernel per root when they cannot be one.
+    fn plan_group(&self, dev: &Device, info: DeviceInfo, roots: Vec<usize>) -> Result<Vec<Item>> {
+        let load = |i: usize| self.realized[i] || self.kernel[i];
+        match codegen::generate(&self.order, &self.index, &load, &roots, info) {
+            Ok(plan) => Ok(vec![Item { roots, plan }]),
+            Err(GenError::Split) => {
+                let mut items = Vec::with_capacity(roots.len());
+                for r in roots {
+                    let plan = codegen::generate(&self.order, &self.index, &load, &[r], info)
+                        .map_err(|e| match e {
+                            GenError::Fail(e) => e,
+                            GenError::Split => Error::Device {
+                                device: dev.name().into(),
+                                reason: "a kernel of one output reads itself".into(),
+                            },
+                        })?;
+                    items.push(Item {
+                        roots: vec![r],
+                        plan,
+                    });
+                }
+                Ok(items)
+            }
+            Err(GenError::Fail(e)) => Err(e),
         }
     }
-    let mut bufs: Vec<Option<Buffer>> = order.iter().map(|n| n.buffer()).collect();
-    let mut free: Vec<Buffer> = Vec::new();
-    let mut launches: Vec<Launch> = Vec::with_capacity(items.len() + copy_back.len());
-    for (pos, &k) in run_order.iter().enumerate() {
-        let it = &items[k];
+
+    /// For each kernel, the kernels whose results it reads.
+    fn dependencies(&self, items: &[Item]) -> Vec<Vec<usize>> {
+        let kernel_of: HashMap<usize, usize> = items
+            .iter()
+            .enumerate()
+            .flat_map(|(k, it)| it.roots.iter().map(move |&r| (r, k)))
+            .collect();
+        items
+            .iter()
+            .map(|it| {
+                self.inputs(it)
+                    .into_iter()
+                    .filter_map(|j| kernel_of.get(&j).copied())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Assignments in place: every other reader of the target's memory runs first. Then the
+    /// order the kernels run in.
+    fn place_assignments(
+        &self,
+        dev: &Device,
+        items: &[Item],
+        mut deps: Vec<Vec<usize>>,
+    ) -> Result<Placement> {
+        let mut in_place: HashMap<usize, Buffer> = HashMap::new();
+        let mut copy_back: Vec<(usize, Buffer)> = Vec::new();
+        for (k, it) in items.iter().enumerate() {
+            for &root in &it.roots {
+                let Op::Assign(target, _) = &self.order[root].op else {
+                    continue;
+                };
+                let Some(tb) = target.buffer() else { continue };
+                let shares = |j: usize| {
+                    self.realized[j] && self.order[j].buffer().is_some_and(|b| b.same(&tb))
+                };
+                let own_ok = it
+                    .plan
+                    .params
+                    .iter()
+                    .zip(&it.plan.identity)
+                    .all(|(p, &id)| match p {
+                        ParamSrc::Input(j) => !shares(self.resolve(*j)) || id,
+                        _ => true,
+                    });
+                let readers: Vec<usize> = items
+                    .iter()
+                    .enumerate()
+                    .filter(|&(r, other)| r != k && self.inputs(other).into_iter().any(shares))
+                    .map(|(r, _)| r)
+                    .collect();
+                let mut trial = deps.clone();
+                trial[k].extend(readers.iter().copied());
+                if own_ok && acyclic(&trial) {
+                    deps = trial;
+                    in_place.insert(root, tb);
+                } else {
+                    copy_back.push((root, tb));
+                }
+            }
+        }
+        let run_order = topological(&deps).ok_or_else(|| Error::Device {
+            device: dev.name().into(),
+            reason: "the schedule's kernels depend on each other in a cycle".into(),
+        })?;
+        Ok(Placement {
+            run_order,
+            in_place,
+            copy_back,
+        })
+    }
+
+    /// Memory: in place, reused, or fresh; intermediates nobody keeps are reused once read.
+    fn memory(&self, items: &[Item], run_order: &[usize]) -> Memory {
+        let mut keep: Vec<bool> = (0..self.order.len())
+            .map(|i| self.external[i] || matches!(self.order[i].op, Op::Assign(..)))
+            .collect();
+        for b in self.alias.iter().flatten() {
+            keep[*b] = true;
+        }
+        let mut last_use: HashMap<usize, usize> = HashMap::new();
+        for (pos, &k) in run_order.iter().enumerate() {
+            for j in self.inputs(&items[k]) {
+                last_use.insert(j, pos);
+            }
+        }
+        Memory {
+            bufs: self.order.iter().map(|n| n.buffer()).collect(),
+            keep,
+            last_use,
+            free: Vec::new(),
+        }
+    }
+
+    /// The kernels' launches in run order, each with its memory.
+    fn launch_kernels(
+        &self,
+        dev: &Device,
+        items: &[Item],
+        placement: &Placement,
+        mem: &mut Memory,
+    ) -> Result<Vec<Launch>> {
+        let mut launches: Vec<Launch> = Vec::with_capacity(items.len() + placement.copy_back.len());
+        for (pos, &k) in placement.run_order.iter().enumerate() {
+            let it = &items[k];
+            let outs = self.outputs(dev, it, &placement.in_place, mem)?;
+            let args = self.arguments(dev, it, &outs, &mem.bufs)?;
+            let program = dev.program(&it.plan.kernel)?;
+            launches.push(Launch {
+                kernel: program,
+                args,
+                groups: it.plan.groups,
+                info: it.plan.info.clone(),
+            });
+            self.release_inputs(it, pos, mem);
+        }
+        Ok(launches)
+    }
+
+    /// Memory for the results of a kernel: the target's of an assignment in place, else
+    /// freed memory of the same size, else fresh.
+    fn outputs(
+        &self,
+        dev: &Device,
+        it: &Item,
+        in_place: &HashMap<usize, Buffer>,
+        mem: &mut Memory,
+    ) -> Result<Vec<Buffer>> {
         let mut outs = Vec::with_capacity(it.roots.len());
         for &i in &it.roots {
-            let bytes = (order[i].numel() * order[i].dtype.size()).max(1);
+            let bytes = (self.order[i].numel() * self.order[i].dtype.size()).max(1);
             let out = match in_place.get(&i) {
                 Some(tb) => tb.clone(),
                 None => {
                     let want = bytes.next_multiple_of(256);
-                    match free.iter().position(|b| b.size() == want) {
-                        Some(f) => free.swap_remove(f),
+                    match mem.free.iter().position(|b| b.size() == want) {
+                        Some(f) => mem.free.swap_remove(f),
                         None => dev.alloc(bytes)?,
                     }
                 }
             };
-            bufs[i] = Some(out.clone());
+            mem.bufs[i] = Some(out.clone());
             outs.push(out);
         }
+        Ok(outs)
+    }
+
+    /// A kernel's arguments in the order of its parameters.
+    fn arguments(
+        &self,
+        dev: &Device,
+        it: &Item,
+        outs: &[Buffer],
+        bufs: &[Option<Buffer>],
+    ) -> Result<Vec<LaunchArg>> {
         let mut args = Vec::with_capacity(it.plan.params.len());
         for p in &it.plan.params {
             args.push(match p {
                 ParamSrc::Output(o) => LaunchArg::Buf(outs[*o].clone()),
                 ParamSrc::Input(j) => {
-                    let b = bufs[resolve(*j)].clone().ok_or_else(|| Error::Device {
-                        device: dev.name().into(),
-                        reason: format!(
-                            "kernel {} reads a {} result that is not computed",
-                            it.plan.kernel.name,
-                            order[*j].op.name()
-                        ),
-                    })?;
+                    let b = bufs[self.resolve(*j)]
+                        .clone()
+                        .ok_or_else(|| Error::Device {
+                            device: dev.name().into(),
+                            reason: format!(
+                                "kernel {} reads a {} result that is not computed",
+                                it.plan.kernel.name,
+                                self.order[*j].op.name()
+                            ),
+                        })?;
                     LaunchArg::Buf(b)
                 }
                 ParamSrc::Seed(s) => LaunchArg::U32(*s),
             });
         }
-        let program = dev.program(&it.plan.kernel)?;
-        launches.push(Launch {
-            kernel: program,
-            args,
-            groups: it.plan.groups,
-            info: it.plan.info.clone(),
-        });
-        for j in inputs(it, &resolve) {
-            if last_use.get(&j) == Some(&pos)
-                && !realized[j]
-                && !keep[j]
-                && let Some(b) = bufs[j].clone()
+        Ok(args)
+    }
+
+    /// Intermediates the kernel at `pos` of the run order read last become free memory.
+    fn release_inputs(&self, it: &Item, pos: usize, mem: &mut Memory) {
+        for j in self.inputs(it) {
+            if mem.last_use.get(&j) == Some(&pos)
+                && !self.realized[j]
+                && !mem.keep[j]
+                && let Some(b) = mem.bufs[j].clone()
             {
-                free.push(b);
+                mem.free.push(b);
             }
         }
     }
-    // Assignments that could not be done in place: copied into their targets last.
-    for (i, tb) in &copy_back {
-        let n = &order[*i];
-        let src = bufs[*i].clone().ok_or_else(|| Error::Device {
-            device: dev.name().into(),
-            reason: "an assignment's value was not computed".into(),
-        })?;
-        let k = copy_kernel(n, info)?;
-        launches.push(Launch {
-            kernel: dev.program(&k.0)?,
-            args: vec![LaunchArg::Buf(tb.clone()), LaunchArg::Buf(src)],
-            groups: k.1,
-            info: format!("{:?} {} copy", n.shape, n.dtype),
-        });
-        bufs[*i] = Some(tb.clone());
-    }
-    dev.run(&launches)?;
-    for i in 0..count {
-        if realized[i] {
-            continue;
-        }
-        let b = match alias[i] {
-            Some(j) => bufs[j].clone(),
-            None if kernel[i] && keep[i] => bufs[i].clone(),
-            None => None,
-        };
-        if let Some(b) = b {
-            *lock(&order[i].buffer) = Some(b);
-        }
-    }
-    Ok(())
-}
 
-/// The nodes an item reads from memory.
-fn inputs(it: &Item, resolve: &dyn Fn(usize) -> usize) -> Vec<usize> {
-    it.plan
-        .params
-        .iter()
-        .filter_map(|p| match p {
-            ParamSrc::Input(j) => Some(resolve(*j)),
-            _ => None,
-        })
-        .collect()
+    /// Assignments that could not be done in place: copied into their targets last.
+    fn copy_back(
+        &self,
+        dev: &Device,
+        info: DeviceInfo,
+        copy_back: &[(usize, Buffer)],
+        mem: &mut Memory,
+    ) -> Result<Vec<Launch>> {
+        let mut launches = Vec::with_capacity(copy_back.len());
+        for (i, tb) in copy_back {
+            let n = &self.order[*i];
+            let src = mem.bufs[*i].clone().ok_or_else(|| Error::Device {
+                device: dev.name().into(),
+                reason: "an assignment's value was not computed".into(),
+            })?;
+            let k = copy_kernel(n, info)?;
+            launches.push(Launch {
+                kernel: dev.program(&k.0)?,
+                args: vec![LaunchArg::Buf(tb.clone()), LaunchArg::Buf(src)],
+                groups: k.1,
+                info: format!("{:?} {} copy", n.shape, n.dtype),
+            });
+            mem.bufs[*i] = Some(tb.clone());
+        }
+        Ok(launches)
+    }
+
+    /// The computed nodes that are kept (or share kept memory) hold their memory from now
+    /// on.
+    fn store_results(&self, mem: &Memory) {
+        for i in 0..self.order.len() {
+            if self.realized[i] {
+                continue;
+            }
+            let b = match self.alias[i] {
+                Some(j) => mem.bufs[j].clone(),
+                None if self.kernel[i] && mem.keep[i] => mem.bufs[i].clone(),
+                None => None,
+            };
+            if let Some(b) = b {
+                *lock(&self.order[i].buffer) = Some(b);
+            }
+        }
+    }
 }
 
 /// `out[i] = in[i]` for a node's elements.

@@ -60,7 +60,10 @@ struct Buf {
 }
 
 struct Bench {
+    /// Buffers the queues were given: they stay mapped until the device goes.
+    held: Vec<Buf>,
     dev: AmDevice,
+    gpu: MockGpu,
 }
 
 impl Bench {
@@ -109,11 +112,14 @@ impl Bench {
     }
 
     /// Spin until the qword at `b + off` is `want` (the CPU's view through BAR0).
-    fn wait(&self, b: &Buf, off: u64, want: u64, gpu: &MockGpu) -> anyhow::Result<()> {
+    fn wait(&self, b: &Buf, off: u64, want: u64) -> anyhow::Result<()> {
         let until = Instant::now() + Duration::from_secs(60);
         while self.read64(b, off)? != want {
             if Instant::now() > until {
-                bail!("the engine never wrote {want} (queues: {:?})", gpu.queues());
+                bail!(
+                    "the engine never wrote {want} (queues: {:?})",
+                    self.gpu.queues()
+                );
             }
             // Leave the core to the engine thread when the machine is busy.
             std::thread::yield_now();
@@ -156,121 +162,18 @@ pub fn run(mib: u64, nops: u64, samples: usize, repeat: usize, json: bool) -> an
     opts.force_reset = false;
     opts.power_limit_w = None;
     let dev = AmDevice::open_with(gpu.open(), opts)?;
-    let mut b = Bench { dev };
-
-    // memcpy between two host buffers, pre-faulted.
+    let mut b = Bench {
+        held: Vec::new(),
+        dev,
+        gpu,
+    };
     let src: Vec<u8> = (0..bytes).map(|i| (i * 31 + 7) as u8).collect();
-    let mut dst = vec![1u8; bytes as usize];
-    let memcpy = best(repeat, || {
-        let t = Instant::now();
-        dst.copy_from_slice(std::hint::black_box(&src));
-        std::hint::black_box(&dst);
-        Ok(t.elapsed())
-    })?;
-    drop(dst);
-
-    // SDMA.
-    let ring_size = 0x10_0000u64;
-    let ring = b.vram(ring_size)?;
-    let gart = b.vram(0x1000)?;
-    let a = b.vram(bytes)?;
-    let c = b.vram(bytes)?;
-    let sys = b.sysmem(bytes)?;
-    // Real data on both sources: memory nobody wrote would copy as a cheap fill.
-    b.dev.ctx().vram.write(a.paddr.context("VRAM")?, &src)?;
-    b.dev.hdp_flush()?;
-    sys.sys
-        .as_ref()
-        .context("system memory")?
-        .write_bytes(0, &src)?;
-    drop(src);
-    let sdma = b.dev.create_sdma_queue(&SdmaQueueDesc {
-        engine: 0,
-        ring: ring.va,
-        ring_size,
-        rptr_addr: gart.va,
-        wptr_addr: gart.va + 8,
-    })?;
-    let mut put = 0u64;
-    let mut fence = 0u64;
-    let mut copy = |b: &mut Bench, src: u64| -> anyhow::Result<Duration> {
-        fence += 1;
-        let mut p = vec![1, (bytes - 1) as u32, 0, src as u32, (src >> 32) as u32];
-        p.extend([c.va as u32, (c.va >> 32) as u32]);
-        p.extend([
-            5,
-            (gart.va + 0x100) as u32,
-            ((gart.va + 0x100) >> 32) as u32,
-            fence as u32,
-        ]);
-        p.push(0);
-        if (put % ring_size) + 4 * p.len() as u64 > ring_size {
-            put = put.next_multiple_of(ring_size);
-        }
-        b.write(&ring, put % ring_size, &p)?;
-        put += 4 * p.len() as u64;
-        let t = Instant::now();
-        b.doorbell(sdma.doorbell, put)?;
-        b.wait(&gart, 0x100, fence, &gpu)?;
-        Ok(t.elapsed())
-    };
-    let v2v = best(repeat, || copy(&mut b, a.va))?;
-    let s2v = best(repeat, || copy(&mut b, sys.va))?;
-
-    // CP.
-    let cp_ring_size = 8 << 20;
-    let cp_ring = b.vram(cp_ring_size)?;
-    let cp_gart = b.vram(0x1000)?;
-    let eop = b.vram(0x1000)?;
-    b.dev.create_compute_queue(&ComputeQueueDesc {
-        ring: cp_ring.va,
-        ring_size: cp_ring_size,
-        rptr_addr: cp_gart.va,
-        wptr_addr: cp_gart.va + 8,
-        eop_addr: eop.va,
-        eop_size: 0x1000,
-        doorbell: MEC_RING0_DOORBELL,
-        aql: false,
-        pipe: 0,
-        queue: 0,
-    })?;
-    let max_nops = (cp_ring_size / 4 - 16) / 2;
-    let nops = nops.min(max_nops);
-    let mut cput = 0u64;
-    let mut seq = 0u64;
-    let mut submit = |b: &mut Bench, body: &[u32]| -> anyhow::Result<Duration> {
-        seq += 1;
-        let mut p = body.to_vec();
-        p.extend(release_mem(cp_gart.va + 0x100, seq));
-        let ring_dw = cp_ring_size / 4;
-        if cput % ring_dw + p.len() as u64 > ring_dw {
-            // Fill to the end of the ring with one-dword NOPs and start over.
-            let fill = ring_dw - cput % ring_dw;
-            b.write(
-                &cp_ring,
-                4 * (cput % ring_dw),
-                &vec![0xffff_1000; fill as usize],
-            )?;
-            cput += fill;
-        }
-        b.write(&cp_ring, 4 * (cput % ring_dw), &p)?;
-        cput += p.len() as u64;
-        let t = Instant::now();
-        b.doorbell(MEC_RING0_DOORBELL, cput)?;
-        b.wait(&cp_gart, 0x100, seq, &gpu)?;
-        Ok(t.elapsed())
-    };
-    let nop_body: Vec<u32> = (0..nops)
-        .flat_map(|_| [pm4::PACKET3(pm4::PACKET3_NOP, 0), 0])
-        .collect();
-    let cp = best(repeat, || submit(&mut b, &nop_body))?;
-    let mut lat: Vec<Duration> = (0..samples)
-        .map(|_| submit(&mut b, &[]))
-        .collect::<anyhow::Result<_>>()?;
-    lat.sort();
+    let memcpy = time_memcpy(&src, repeat)?;
+    let (v2v, s2v) = b.time_sdma_copies(src, repeat)?;
+    let (nops, cp, lat) = b.time_cp(nops, samples, repeat)?;
     let pct = |p: f64| lat[((lat.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e6;
-    if !gpu.violations().is_empty() {
-        bail!("the mock recorded violations: {:?}", gpu.violations());
+    if !b.gpu.violations().is_empty() {
+        bail!("the mock recorded violations: {:?}", b.gpu.violations());
     }
 
     let report = EnginesReport {
@@ -296,6 +199,22 @@ pub fn run(mib: u64, nops: u64, samples: usize, repeat: usize, json: bool) -> an
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
+    print_report(&report, mib, repeat, cp);
+    Ok(())
+}
+
+/// memcpy between two host buffers, pre-faulted.
+fn time_memcpy(src: &[u8], repeat: usize) -> anyhow::Result<Duration> {
+    let mut dst = vec![1u8; src.len()];
+    best(repeat, || {
+        let t = Instant::now();
+        dst.copy_from_slice(std::hint::black_box(src));
+        std::hint::black_box(&dst);
+        Ok(t.elapsed())
+    })
+}
+
+fn print_report(report: &EnginesReport, mib: u64, repeat: usize, cp: Duration) {
     println!(
         "SDMA COPY_LINEAR of {mib} MiB on mock navi31 ({} build), best of {repeat}:",
         report.build
@@ -321,5 +240,125 @@ pub fn run(mib: u64, nops: u64, samples: usize, repeat: usize, json: bool) -> an
         "Empty submission, doorbell to fence, {} samples: median {:.1} µs, p99 {:.1} µs",
         report.latency_samples, report.latency_us_median, report.latency_us_p99
     );
-    Ok(())
+}
+
+impl Bench {
+    /// SDMA `COPY_LINEAR` of `src`: VRAM → VRAM, then system memory → VRAM.
+    fn time_sdma_copies(
+        &mut self,
+        src: Vec<u8>,
+        repeat: usize,
+    ) -> anyhow::Result<(Duration, Duration)> {
+        let bytes = src.len() as u64;
+        let ring_size = 0x10_0000u64;
+        let ring = self.vram(ring_size)?;
+        let gart = self.vram(0x1000)?;
+        let a = self.vram(bytes)?;
+        let c = self.vram(bytes)?;
+        let sys = self.sysmem(bytes)?;
+        // Real data on both sources: memory nobody wrote would copy as a cheap fill.
+        self.dev.ctx().vram.write(a.paddr.context("VRAM")?, &src)?;
+        self.dev.hdp_flush()?;
+        sys.sys
+            .as_ref()
+            .context("system memory")?
+            .write_bytes(0, &src)?;
+        drop(src);
+        let sdma = self.dev.create_sdma_queue(&SdmaQueueDesc {
+            engine: 0,
+            ring: ring.va,
+            ring_size,
+            rptr_addr: gart.va,
+            wptr_addr: gart.va + 8,
+        })?;
+        let mut put = 0u64;
+        let mut fence = 0u64;
+        let mut copy = |b: &mut Bench, src: u64| -> anyhow::Result<Duration> {
+            fence += 1;
+            let mut p = vec![1, (bytes - 1) as u32, 0, src as u32, (src >> 32) as u32];
+            p.extend([c.va as u32, (c.va >> 32) as u32]);
+            p.extend([
+                5,
+                (gart.va + 0x100) as u32,
+                ((gart.va + 0x100) >> 32) as u32,
+                fence as u32,
+            ]);
+            p.push(0);
+            if (put % ring_size) + 4 * p.len() as u64 > ring_size {
+                put = put.next_multiple_of(ring_size);
+            }
+            b.write(&ring, put % ring_size, &p)?;
+            put += 4 * p.len() as u64;
+            let t = Instant::now();
+            b.doorbell(sdma.doorbell, put)?;
+            b.wait(&gart, 0x100, fence)?;
+            Ok(t.elapsed())
+        };
+        let v2v = best(repeat, || copy(self, a.va))?;
+        let s2v = best(repeat, || copy(self, sys.va))?;
+        self.held.extend([ring, gart, a, c, sys]);
+        Ok((v2v, s2v))
+    }
+
+    /// CP: a ring of NOPs ended by a `RELEASE_MEM` (best of `repeat`), then `samples` empty
+    /// submissions, sorted. Returns the NOPs that fit the ring, their time and the samples.
+    fn time_cp(
+        &mut self,
+        nops: u64,
+        samples: usize,
+        repeat: usize,
+    ) -> anyhow::Result<(u64, Duration, Vec<Duration>)> {
+        let cp_ring_size = 8 << 20;
+        let cp_ring = self.vram(cp_ring_size)?;
+        let cp_gart = self.vram(0x1000)?;
+        let eop = self.vram(0x1000)?;
+        self.dev.create_compute_queue(&ComputeQueueDesc {
+            ring: cp_ring.va,
+            ring_size: cp_ring_size,
+            rptr_addr: cp_gart.va,
+            wptr_addr: cp_gart.va + 8,
+            eop_addr: eop.va,
+            eop_size: 0x1000,
+            doorbell: MEC_RING0_DOORBELL,
+            aql: false,
+            pipe: 0,
+            queue: 0,
+        })?;
+        let max_nops = (cp_ring_size / 4 - 16) / 2;
+        let nops = nops.min(max_nops);
+        let mut cput = 0u64;
+        let mut seq = 0u64;
+        let mut submit = |b: &mut Bench, body: &[u32]| -> anyhow::Result<Duration> {
+            seq += 1;
+            let mut p = body.to_vec();
+            p.extend(release_mem(cp_gart.va + 0x100, seq));
+            let ring_dw = cp_ring_size / 4;
+            if cput % ring_dw + p.len() as u64 > ring_dw {
+                // Fill to the end of the ring with one-dword NOPs and start over.
+                let fill = ring_dw - cput % ring_dw;
+                b.write(
+                    &cp_ring,
+                    4 * (cput % ring_dw),
+                    &vec![0xffff_1000; fill as usize],
+                )?;
+                cput += fill;
+            }
+            b.write(&cp_ring, 4 * (cput % ring_dw), &p)?;
+            cput += p.len() as u64;
+            let t = Instant::now();
+            b.doorbell(MEC_RING0_DOORBELL, cput)?;
+            b.wait(&cp_gart, 0x100, seq)?;
+            Ok(t.elapsed())
+        };
+        let nop_body: Vec<u32> = (0..nops)
+            .flat_map(|_| [pm4::PACKET3(pm4::PACKET3_NOP, 0), 0])
+            .collect();
+        let cp = best(repeat, || submit(self, &nop_body))?;
+        let mut lat: Vec<Duration> = (0..samples)
+            .map(|_| submit(self, &[]))
+            .collect::<anyhow::Result<_>>()?;
+        lat.sort();
+        self.held.extend([cp_ring, cp_gart, eop]);
+        Ok((nops, cp, lat))
+    }
 }

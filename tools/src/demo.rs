@@ -279,10 +279,48 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             dev.target()
         );
     }
-    let quiet = args.json;
+    let mut report = progress_printer(args.json, cfg.epochs);
+    let run = train(&dev, &train_set, &test_set, &cfg, &mut report)?;
+    let cpu = if args.no_compare || dev.is_cpu() {
+        None
+    } else {
+        let cpu_dev = Device::cpu();
+        Some(train(&cpu_dev, &train_set, &test_set, &cfg, &mut |_| {})?)
+    };
+    let diff = cpu.as_ref().map(|c| {
+        run.losses
+            .iter()
+            .zip(&c.losses)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max)
+    });
+    if let Some(path) = &args.save {
+        let params = run.model.parameters();
+        let named: Vec<(&str, &Tensor)> = Mlp::NAMES.iter().copied().zip(params.iter()).collect();
+        nn::save(path, &named).with_context(|| format!("saving {}", path.display()))?;
+    }
+    let outcome = Outcome {
+        cfg: &cfg,
+        dev: &dev,
+        train_images: train_set.len(),
+        test_images: test_set.len(),
+        run,
+        cpu,
+        diff,
+        save: args.save.as_ref(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&outcome.json())?);
+    } else {
+        outcome.print_summary();
+    }
+    Ok(())
+}
+
+/// Prints each epoch's progress bar and result line (nothing when `quiet`).
+fn progress_printer(quiet: bool, epochs: usize) -> impl FnMut(Progress<'_>) {
     let mut bar: Option<ProgressBar> = None;
-    let epochs = cfg.epochs;
-    let mut report = |p: Progress<'_>| match p {
+    move |p: Progress<'_>| match p {
         Progress::EpochStart(e, steps) => {
             if quiet {
                 return;
@@ -319,29 +357,31 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
                 );
             }
         }
-    };
-    let run = train(&dev, &train_set, &test_set, &cfg, &mut report)?;
-    let accuracy = run.test_correct as f64 / run.test_total.max(1) as f64;
-    let cpu = if args.no_compare || dev.is_cpu() {
-        None
-    } else {
-        let cpu_dev = Device::cpu();
-        Some(train(&cpu_dev, &train_set, &test_set, &cfg, &mut |_| {})?)
-    };
-    let diff = cpu.as_ref().map(|c| {
-        run.losses
-            .iter()
-            .zip(&c.losses)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max)
-    });
-    if let Some(path) = &args.save {
-        let params = run.model.parameters();
-        let named: Vec<(&str, &Tensor)> = Mlp::NAMES.iter().copied().zip(params.iter()).collect();
-        nn::save(path, &named).with_context(|| format!("saving {}", path.display()))?;
     }
-    if args.json {
-        let epochs: Vec<_> = run
+}
+
+/// A finished demo: what its JSON and its summary say.
+struct Outcome<'a> {
+    cfg: &'a Config,
+    dev: &'a Device,
+    train_images: usize,
+    test_images: usize,
+    run: Run,
+    /// The same run on the CPU, unless skipped.
+    cpu: Option<Run>,
+    /// The largest difference of a step's loss between the two runs.
+    diff: Option<f32>,
+    save: Option<&'a PathBuf>,
+}
+
+impl Outcome<'_> {
+    fn accuracy(&self) -> f64 {
+        self.run.test_correct as f64 / self.run.test_total.max(1) as f64
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let epochs: Vec<_> = self
+            .run
             .epochs
             .iter()
             .enumerate()
@@ -352,73 +392,73 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
                 })
             })
             .collect();
-        let cpu_json = cpu.as_ref().map(|c| {
+        let cpu_json = self.cpu.as_ref().map(|c| {
             json!({
                 "test_accuracy": c.test_correct as f64 / c.test_total.max(1) as f64,
                 "seconds": c.seconds,
                 "step_us": micros(c.step),
-                "loss_max_abs_diff": diff,
-                "losses_agree": diff.is_some_and(|d| d <= 1e-4),
+                "loss_max_abs_diff": self.diff,
+                "losses_agree": self.diff.is_some_and(|d| d <= 1e-4),
             })
         });
-        let out = json!({
-            "device": run.device,
-            "target": dev.target().name(),
-            "model": [PIXELS, cfg.hidden, CLASSES],
-            "train_images": train_set.len(),
-            "test_images": test_set.len(),
-            "batch": cfg.batch,
-            "lr": cfg.lr,
-            "seed": cfg.seed,
+        json!({
+            "device": self.run.device,
+            "target": self.dev.target().name(),
+            "model": [PIXELS, self.cfg.hidden, CLASSES],
+            "train_images": self.train_images,
+            "test_images": self.test_images,
+            "batch": self.cfg.batch,
+            "lr": self.cfg.lr,
+            "seed": self.cfg.seed,
             "epochs": epochs,
-            "test_accuracy": accuracy,
-            "test_correct": run.test_correct,
-            "kernels_per_step": run.kernels_per_step,
-            "kernels_first_two_steps": run.kernels_uncaptured,
-            "step_us": micros(run.step),
-            "step_host_us": micros(run.step_host),
-            "uncaptured_step_us": micros(run.step_uncaptured),
-            "uncaptured_step_host_us": micros(run.step_uncaptured_host),
-            "seconds": run.seconds,
+            "test_accuracy": self.accuracy(),
+            "test_correct": self.run.test_correct,
+            "kernels_per_step": self.run.kernels_per_step,
+            "kernels_first_two_steps": self.run.kernels_uncaptured,
+            "step_us": micros(self.run.step),
+            "step_host_us": micros(self.run.step_host),
+            "uncaptured_step_us": micros(self.run.step_uncaptured),
+            "uncaptured_step_host_us": micros(self.run.step_uncaptured_host),
+            "seconds": self.run.seconds,
             "cpu": cpu_json,
-            "saved": args.save.as_ref().map(|p| p.display().to_string()),
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+            "saved": self.save.map(|p| p.display().to_string()),
+        })
     }
-    println!(
-        "test accuracy: {:.1} % ({}/{})",
-        accuracy * 100.0,
-        run.test_correct,
-        run.test_total
-    );
-    println!(
-        "kernels per step: {} (the captured step, replayed as one runtime graph; {} in the first two steps)",
-        run.kernels_per_step, run.kernels_uncaptured
-    );
-    println!(
-        "time per step: {:.2} ms, of which {:.0} µs on the host outside GPU execution (uncaptured: {:.2} ms, host {:.0} µs)",
-        run.step.as_secs_f64() * 1e3,
-        micros(run.step_host),
-        run.step_uncaptured.as_secs_f64() * 1e3,
-        micros(run.step_uncaptured_host),
-    );
-    if let (Some(c), Some(d)) = (&cpu, diff) {
+
+    fn print_summary(&self) {
         println!(
-            "cpu: the same run in {:.2} s ({:.2} ms per step, test accuracy {:.1} %): losses {} (max |Δ| {d:.1e} over {} steps)",
-            c.seconds,
-            c.step.as_secs_f64() * 1e3,
-            c.test_correct as f64 / c.test_total.max(1) as f64 * 100.0,
-            if d <= 1e-4 {
-                "agree to 1e-4"
-            } else {
-                "DIFFER by more than 1e-4"
-            },
-            run.losses.len()
+            "test accuracy: {:.1} % ({}/{})",
+            self.accuracy() * 100.0,
+            self.run.test_correct,
+            self.run.test_total
         );
+        println!(
+            "kernels per step: {} (the captured step, replayed as one runtime graph; {} in the first two steps)",
+            self.run.kernels_per_step, self.run.kernels_uncaptured
+        );
+        println!(
+            "time per step: {:.2} ms, of which {:.0} µs on the host outside GPU execution (uncaptured: {:.2} ms, host {:.0} µs)",
+            self.run.step.as_secs_f64() * 1e3,
+            micros(self.run.step_host),
+            self.run.step_uncaptured.as_secs_f64() * 1e3,
+            micros(self.run.step_uncaptured_host),
+        );
+        if let (Some(c), Some(d)) = (&self.cpu, self.diff) {
+            println!(
+                "cpu: the same run in {:.2} s ({:.2} ms per step, test accuracy {:.1} %): losses {} (max |Δ| {d:.1e} over {} steps)",
+                c.seconds,
+                c.step.as_secs_f64() * 1e3,
+                c.test_correct as f64 / c.test_total.max(1) as f64 * 100.0,
+                if d <= 1e-4 {
+                    "agree to 1e-4"
+                } else {
+                    "DIFFER by more than 1e-4"
+                },
+                self.run.losses.len()
+            );
+        }
+        if let Some(p) = self.save {
+            println!("saved: {} ({})", p.display(), Mlp::NAMES.join(", "));
+        }
     }
-    if let Some(p) = &args.save {
-        println!("saved: {} ({})", p.display(), Mlp::NAMES.join(", "));
-    }
-    Ok(())
 }

@@ -236,6 +236,14 @@ fn print_list_human(
         println!("Pinned:   {} files (SHA-256)", locator.pins().len());
     }
     println!();
+    print_file_table(args, entries);
+    println!();
+    print_load_order(plan);
+    print_checksums(entries);
+}
+
+/// One line per file the driver wants, then what is missing or invalid.
+fn print_file_table(args: &ListArgs, entries: &[(FileSpec, Entry)]) {
     println!(
         "  {:<5} {:<21} {:<8} {:<6} {:>10} {:>8}  DIRECTORY",
         "ROLE", "FILE", "STATUS", "HEADER", "UCODE VER", "BYTES"
@@ -294,8 +302,10 @@ fn print_list_human(
     for e in &invalid {
         println!("error: {e}");
     }
+}
 
-    println!();
+/// The PSP load plan step by step, then the RS64 start addresses.
+fn print_load_order(plan: &Result<LoadPlan, String>) {
     match plan {
         Ok(plan) => {
             println!("PSP load order ({} steps):", plan.steps.len());
@@ -343,7 +353,10 @@ fn print_list_human(
         }
         Err(why) => println!("PSP load order: unavailable ({why})."),
     }
+}
 
+/// The SHA-256 of every file found, in `sha256sum` format.
+fn print_checksums(entries: &[(FileSpec, Entry)]) {
     let found: Vec<&LoadedFile> = entries
         .iter()
         .filter_map(|(_, e)| match e {

@@ -18,6 +18,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use am_isa::sync::lock;
+
 use super::mem::{GpuMem, MemError};
 use crate::ip::gmc::Hub;
 use crate::walker::{Access, PhysTarget};
@@ -63,19 +65,14 @@ impl ProgramCache {
         isa: am_emu::Isa,
     ) -> Result<Arc<Code>, MemError> {
         let key = (mem.hub(), mem.vmid(), entry);
-        let cached = self
-            .map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
+        let cached = lock(&self.map).get(&key).cloned();
         if let Some(c) = cached
             && still_valid(mem, &c)
         {
             return Ok(c);
         }
         let code = Arc::new(read(mem, entry, isa)?);
-        let mut map = self.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = lock(&self.map);
         if map.len() > 256 {
             // A long-lived device that ran many programs: start over rather than grow.
             map.clear();

@@ -3,7 +3,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::protocol::{
@@ -479,7 +479,7 @@ impl PciDevice for RemotePciDevice {
 
     fn bar_info(&self, index: u8) -> Result<BarInfo> {
         let i = self.bar_index(index)?;
-        let mut infos = self.infos.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut infos = am_isa::sync::lock(&self.infos);
         if let Some(info) = infos[i] {
             return Ok(info);
         }
@@ -497,7 +497,7 @@ impl PciDevice for RemotePciDevice {
     fn bar(&self, index: u8) -> Result<Arc<dyn Bar>> {
         let i = self.bar_index(index)?;
         let info = self.bar_info(index)?;
-        let mut bars = self.bars.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut bars = am_isa::sync::lock(&self.bars);
         let bar = bars[i].get_or_insert_with(|| {
             Arc::new(RemoteBar {
                 conn: self.conn.clone(),
@@ -514,8 +514,8 @@ impl PciDevice for RemotePciDevice {
         let req = RequestHeader::new(Command::ResizeBar, self.index, u32::from(index), [0; 3]);
         self.conn.call(req)?;
         // The size changed: the next bar_info asks again and the next bar() maps anew.
-        self.infos.lock().unwrap_or_else(PoisonError::into_inner)[i] = None;
-        self.bars.lock().unwrap_or_else(PoisonError::into_inner)[i] = None;
+        am_isa::sync::lock(&self.infos)[i] = None;
+        am_isa::sync::lock(&self.bars)[i] = None;
         Ok(())
     }
 

@@ -5,6 +5,8 @@
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use am_isa::sync::lock;
+
 /// A token-window limiter: at most `burst` lines per `window`.
 #[derive(Debug)]
 pub struct RateLimit {
@@ -58,7 +60,7 @@ impl RateLimit {
     }
 
     fn check_at(&self, now: Instant) -> Verdict {
-        let mut w = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = lock(&self.state);
         if w.start.is_none_or(|s| now.duration_since(s) >= self.window) {
             w.start = Some(now);
             w.passed = 0;

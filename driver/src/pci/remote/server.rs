@@ -14,6 +14,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use am_isa::sync::lock;
+
 use super::protocol::{
     Command, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN, RequestHeader, ResponseHeader,
     decode_probe_filter, encode_error, encode_probe_names, probe_filter_matches,
@@ -189,7 +191,7 @@ impl Shared {
     ) -> Result<()> {
         let page = SYSMEM_PAGE_SIZE as u64;
         let live: Vec<Arc<dyn SysMem>> = {
-            let mut all = self.allocations.lock().unwrap_or_else(|p| p.into_inner());
+            let mut all = lock(&self.allocations);
             all.retain(|(_, w)| w.strong_count() > 0);
             all.iter()
                 .filter(|(d, _)| *d == dev_id)
@@ -258,10 +260,7 @@ pub fn serve(
         let opts = &shared.options;
         if !opts.allow.is_empty() && !opts.allow.iter().any(|c| c.contains(peer.ip())) {
             let first = {
-                let mut seen = shared
-                    .refused_peers
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner());
+                let mut seen = lock(&shared.refused_peers);
                 seen.len() < MAX_REMEMBERED_REFUSED_PEERS && seen.insert(peer.ip())
             };
             if first {
@@ -318,7 +317,7 @@ impl Shared {
     /// Note an allocation for DMA_READ, forgetting those that closed connections freed: a
     /// client allocating in a loop for hours must not grow the list.
     fn remember(&self, dev_id: u32, mem: &Arc<dyn SysMem>) {
-        let mut all = self.allocations.lock().unwrap_or_else(|p| p.into_inner());
+        let mut all = lock(&self.allocations);
         all.retain(|(_, w)| w.strong_count() > 0);
         all.push((dev_id, Arc::downgrade(mem)));
     }
@@ -1130,11 +1129,7 @@ mod tests {
             let freed: Arc<dyn SysMem> = Arc::new(Page);
             shared.remember(0, &freed);
         }
-        let len = shared
-            .allocations
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len();
+        let len = lock(&shared.allocations).len();
         assert_eq!(
             len, 2,
             "the live allocation and the latest, not 1001 entries"
