@@ -258,6 +258,7 @@ fn dir_names(path: &Path) -> Vec<String> {
 
 fn size_text(bytes: u64) -> String {
     match bytes {
+        0 => "none".to_string(),
         b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{} GiB", b >> 30),
         b if b >= 1 << 20 => format!("{} MiB", b >> 20),
         b => format!("{} KiB", b >> 10),
