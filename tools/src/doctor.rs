@@ -269,6 +269,9 @@ fn size_text(bytes: u64) -> String {
 struct IommuFacts {
     units: Vec<String>,
     groups: usize,
+    /// The IOMMU and vfio options of the kernel command line.
+    flags: Vec<String>,
+    passthrough_cmdline: bool,
     noiommu: bool,
 }
 
@@ -278,92 +281,100 @@ impl IommuFacts {
     }
 }
 
-fn check_iommu(m: &Machine) -> (Finding, IommuFacts) {
-    let units = dir_names(&m.sysfs.join("class/iommu"));
-    let groups = dir_names(&m.sysfs.join("kernel/iommu_groups")).len();
+fn iommu_facts(m: &Machine) -> IommuFacts {
     let cmdline = read_trim(&m.proc.join("cmdline")).unwrap_or_default();
-    let flags: Vec<&str> = cmdline
+    let flags: Vec<String> = cmdline
         .split_whitespace()
         .filter(|w| {
             ["iommu", "amd_iommu", "intel_iommu", "vfio"]
                 .iter()
                 .any(|p| w.starts_with(p))
         })
+        .map(str::to_string)
         .collect();
-    let passthrough_cmdline = flags
-        .iter()
-        .any(|f| *f == "iommu=pt" || *f == "iommu.passthrough=1");
-    let noiommu = vfio::detect_mode(&m.sysfs) == VfioMode::NoIommu;
-    let facts = IommuFacts {
-        units,
-        groups,
-        noiommu,
-    };
-    let cmd = if flags.is_empty() {
+    IommuFacts {
+        units: dir_names(&m.sysfs.join("class/iommu")),
+        groups: dir_names(&m.sysfs.join("kernel/iommu_groups")).len(),
+        passthrough_cmdline: flags
+            .iter()
+            .any(|f| f == "iommu=pt" || f == "iommu.passthrough=1"),
+        flags,
+        noiommu: vfio::detect_mode(&m.sysfs) == VfioMode::NoIommu,
+    }
+}
+
+/// The machine's IOMMU and what it means for the two backends; `gpus_identity` says every GPU
+/// checked is in a group whose DMA is not translated.
+fn check_iommu(m: &Machine, facts: &IommuFacts, gpus_identity: bool) -> Finding {
+    let cmd = if facts.flags.is_empty() {
         "no IOMMU option on the kernel command line".to_string()
     } else {
-        format!("kernel command line: {}", flags.join(" "))
+        format!("kernel command line: {}", facts.flags.join(" "))
     };
-    let noiommu_text = format!(
-        "vfio no-IOMMU mode {} (module/vfio/parameters/enable_unsafe_noiommu_mode)",
-        if noiommu { "on" } else { "off" }
-    );
-    let f = if !facts.present() {
+    if !facts.present() {
         let f = finding(
             "iommu",
             Status::Ok,
             None,
             format!(
-                "no IOMMU: {} and {} are empty; {cmd}; {noiommu_text}. The GPU sees physical \
+                "no IOMMU: {} and {} are empty; {cmd}; vfio no-IOMMU mode {} \
+                 (module/vfio/parameters/enable_unsafe_noiommu_mode). The GPU sees physical \
                  addresses, which the sysfs backend hands it; VFIO=1 works only in no-IOMMU mode",
                 m.sysfs.join("class/iommu").display(),
-                m.sysfs.join("kernel/iommu_groups").display()
+                m.sysfs.join("kernel/iommu_groups").display(),
+                if facts.noiommu { "on" } else { "off" }
             ),
         );
-        if noiommu {
+        return if facts.noiommu {
             f
         } else {
             f.advise(
                 "nothing for the sysfs backend; for VFIO=1: sudo modprobe vfio \
                  enable_unsafe_noiommu_mode=1",
             )
-        }
-    } else {
-        let mode = if passthrough_cmdline {
-            "passthrough: devices DMA to physical addresses, so the sysfs backend and VFIO both work"
-        } else {
-            "translating unless a group's `type` says identity (see each GPU's iommu-group): \
-             the sysfs backend needs passthrough, VFIO=1 works either way"
         };
-        let f = finding(
-            "iommu",
-            if passthrough_cmdline {
-                Status::Ok
-            } else {
-                Status::Warn
-            },
-            None,
-            format!(
-                "IOMMU on ({}), {} groups under {}; {cmd}; {mode}",
-                if facts.units.is_empty() {
-                    "no unit under class/iommu".to_string()
-                } else {
-                    facts.units.join(", ")
-                },
-                facts.groups,
-                m.sysfs.join("kernel/iommu_groups").display()
-            ),
-        );
-        if passthrough_cmdline {
-            f
-        } else {
-            f.advise(
-                "use VFIO=1, or boot with iommu=pt (amd_iommu=on iommu=pt / intel_iommu=on \
-                 iommu=pt) for the sysfs backend",
-            )
-        }
+    }
+    let (status, mode) = if facts.passthrough_cmdline {
+        (
+            Status::Ok,
+            "passthrough: devices DMA to physical addresses, so the sysfs backend and VFIO both work",
+        )
+    } else if gpus_identity {
+        (
+            Status::Ok,
+            "every GPU's group is of type identity (passthrough), so the sysfs backend and VFIO \
+             both work",
+        )
+    } else {
+        (
+            Status::Warn,
+            "translating unless a group's `type` says identity (see each GPU's iommu-group): \
+             the sysfs backend needs passthrough, VFIO=1 works either way",
+        )
     };
-    (f, facts)
+    let units = if facts.units.is_empty() {
+        "no unit under class/iommu".to_string()
+    } else {
+        facts.units.join(", ")
+    };
+    let f = finding(
+        "iommu",
+        status,
+        None,
+        format!(
+            "IOMMU on ({units}), {} groups under {}; {cmd}; {mode}",
+            facts.groups,
+            m.sysfs.join("kernel/iommu_groups").display()
+        ),
+    );
+    if status == Status::Ok {
+        f
+    } else {
+        f.advise(
+            "use VFIO=1, or boot with iommu=pt (amd_iommu=on iommu=pt / intel_iommu=on \
+             iommu=pt) for the sysfs backend",
+        )
+    }
 }
 
 fn check_vfio_pci(m: &Machine, iommu: &IommuFacts, translating: bool, wanted: bool) -> Finding {
@@ -753,7 +764,8 @@ fn check_driver(gpu: &PciGpu) -> Finding {
 /// Drivers that leave a VFIO group viable: vfio itself, and those that manage no DMA.
 const VFIO_FRIENDLY: [&str; 3] = ["vfio-pci", "pci-stub", "pcieport"];
 
-fn check_group(m: &Machine, gpu: &PciGpu, iommu: &IommuFacts) -> (Finding, bool) {
+/// The group finding, and the group's default domain type (`identity`, `DMA-FQ`, …) if any.
+fn check_group(m: &Machine, gpu: &PciGpu, iommu: &IommuFacts) -> (Finding, Option<String>) {
     let bdf = &gpu.bdf;
     let Ok(group) = vfio::iommu_group(&m.sysfs, bdf) else {
         let link = sysfs::device_dir(&m.sysfs, bdf).join("iommu_group");
@@ -779,7 +791,7 @@ fn check_group(m: &Machine, gpu: &PciGpu, iommu: &IommuFacts) -> (Finding, bool)
                 ),
             )
         };
-        return (f, false);
+        return (f, None);
     };
     let dir = m.sysfs.join("kernel/iommu_groups").join(group.to_string());
     let kind = read_trim(&dir.join("type"));
@@ -851,7 +863,7 @@ fn check_group(m: &Machine, gpu: &PciGpu, iommu: &IommuFacts) -> (Finding, bool)
     } else {
         f.advise(advice.join("; "))
     };
-    (f, translating)
+    (f, kind)
 }
 
 /// The largest BAR0 that still counts as the legacy small window.
@@ -1194,14 +1206,16 @@ pub fn doctor(args: &DoctorArgs, env: Vec<(String, String)>) -> anyhow::Result<R
         .iter()
         .any(|(k, v)| k == "VFIO" && vfio_requested(Some(v)));
 
-    let (iommu, facts) = check_iommu(&m);
+    let facts = iommu_facts(&m);
     let mut device_findings = Vec::new();
     let mut translating = false;
+    let mut gpus_identity = !gpus.is_empty();
     if !gpus.is_empty() {
         let locator = locator(args, &m.env)?;
         for gpu in &gpus {
-            let (group, translated) = check_group(&m, gpu, &facts);
-            translating |= translated;
+            let (group, kind) = check_group(&m, gpu, &facts);
+            translating |= kind.as_deref().is_some_and(|k| k.starts_with("DMA"));
+            gpus_identity &= kind.as_deref() == Some("identity");
             device_findings.extend([
                 check_driver(gpu),
                 group,
@@ -1213,7 +1227,7 @@ pub fn doctor(args: &DoctorArgs, env: Vec<(String, String)>) -> anyhow::Result<R
         }
     }
     let mut findings = vec![
-        iommu,
+        check_iommu(&m, &facts, gpus_identity),
         check_vfio_pci(&m, &facts, translating, vfio_wanted),
         check_privileges(&m),
         check_memlock(&m),

@@ -470,6 +470,13 @@ fn group_members_with_other_drivers_are_named_for_vfio() {
         &["IOMMU group 3 (type identity), alone"],
         &[],
     );
+    // Without iommu=pt, identity groups are what the sysfs backend needs.
+    expect(
+        find(&r, "iommu", None),
+        "ok",
+        &["every GPU's group is of type identity"],
+        &[],
+    );
     // No IOMMU: nothing to check.
     let m = machine_with_gpu("group-none");
     let r = report(&m, &[]);
