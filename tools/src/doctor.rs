@@ -989,8 +989,12 @@ fn check_permissions(m: &Machine, gpu: &PciGpu, vfio_wanted: bool) -> Finding {
     };
     let dir = sysfs::device_dir(&m.sysfs, bdf);
     let mut wanted: Vec<(PathBuf, u32)> = vec![(dir.join("config"), 6)];
+    // A BAR without a file has no address, which the `bars` check reports.
     for bar in [0, 2, 5] {
-        wanted.push((dir.join(format!("resource{bar}")), 6));
+        let file = dir.join(format!("resource{bar}"));
+        if file.exists() {
+            wanted.push((file, 6));
+        }
     }
     wanted.push((dir.join("enable"), 2));
     if gpu.driver.is_some() {
@@ -1321,7 +1325,16 @@ pub fn render(r: &Report, sysfs_root: &Path) -> String {
 
 /// Run `am doctor`: exit status 1 when a GPU was checked and a finding failed.
 pub fn run(args: DoctorArgs) -> anyhow::Result<ExitCode> {
-    let report = doctor(&args, std::env::vars().collect())?;
+    // Lossy: a variable that is not UTF-8 is still listed rather than a panic of `env::vars`.
+    let env = std::env::vars_os()
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .collect();
+    let report = doctor(&args, env)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
