@@ -1083,7 +1083,9 @@ fn check_firmware(locator: &Locator, gpu: &PciGpu) -> Finding {
             "firmware",
             Status::Skipped,
             Some(bdf),
-            format!("{bdf} is an SR-IOV VF: its host loads the firmware, the VF loads none"),
+            format!(
+                "{bdf} is an SR-IOV VF: its PF loaded the firmware, and the VF needs none of it"
+            ),
         );
     }
     let searched: Vec<String> = locator

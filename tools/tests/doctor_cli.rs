@@ -627,6 +627,17 @@ fn firmware_is_found_and_parsed_and_a_missing_or_broken_file_fails() {
         &["0x7480", "Navi 33", "gfx1102", "IP discovery"],
         &["am init"],
     );
+
+    // A VF (MI300X VF) with no firmware at all: its PF loaded it.
+    let m = FakeMachine::new("firmware-vf");
+    m.add_gpu(GPU, 0x74b5, None);
+    let r = report(&m, &[]);
+    expect(
+        find(&r, "firmware", Some(GPU)),
+        "skipped",
+        &[GPU, "SR-IOV VF", "PF loaded"],
+        &[],
+    );
 }
 
 #[test]
