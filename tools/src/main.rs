@@ -15,6 +15,7 @@ mod decode;
 mod demo;
 mod device;
 mod digits;
+mod doctor;
 mod fw;
 mod hive_reset;
 mod info;
@@ -48,6 +49,9 @@ enum Command {
     Compile(compile::CompileArgs),
     /// Train an MLP on the 8×8 handwritten digits on a device (the main job).
     Demo(demo::DemoArgs),
+    /// Check this machine before a real boot: IOMMU, vfio-pci, drivers, BARs, permissions,
+    /// memlock, hugepages, lockdown, firmware; each finding with what to do (exit 1 on a fail).
+    Doctor(doctor::DoctorArgs),
     /// amdgpu firmware: list what a device needs, check a file, write synthetic sets.
     #[command(subcommand)]
     Fw(fw::FwCommand),
@@ -109,6 +113,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Compile(args) => compile::run(args).map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => demo::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Doctor(args) => doctor::run(args),
         Command::Fw(cmd) => fw::run(cmd),
         Command::HiveReset(args) => hive_reset::run(args).map(|()| ExitCode::SUCCESS),
         Command::Info(args) => info::run(args).map(|()| ExitCode::SUCCESS),

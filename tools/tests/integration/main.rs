@@ -8,6 +8,7 @@ mod boot_cli;
 mod common;
 mod compile_cli;
 mod demo_cli;
+mod doctor_cli;
 mod fw_cli;
 mod hive_reset_cli;
 mod info_cli;

@@ -1,9 +1,12 @@
 //! What several CLI tests share: an `am serve` child holding mock devices in its process,
 //! so that they outlive each `am` command as a GPU outlives a driver instance; a scratch
-//! directory per test with its own compile cache; a kernel in the IR's text form.
+//! directory per test with its own compile cache; a kernel in the IR's text form; a fake
+//! machine (sysfs, procfs, /dev, firmware) for `am doctor`.
 
 #![allow(clippy::unwrap_used)] // unwrap is how a test says "this must work"
 #![allow(dead_code)] // each test file uses its part
+
+pub mod fake_machine;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
