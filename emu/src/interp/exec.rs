@@ -4950,7 +4950,7 @@ mod tests {
         }
     }
 
-    /// All 2^32 inputs: `cargo test --release -p am-emu --lib -- --ignored cvt_i32`.
+    /// All 2^32 inputs: `cargo test -p am-emu --lib -- --ignored cvt_i32` (`scripts/test` runs it).
     #[test]
     #[ignore]
     fn cvt_i32_equals_the_saturating_cast_for_every_f32() {

@@ -337,8 +337,8 @@ mod tests {
         exp2_row_matches_libm(near_zero);
     }
 
-    /// All 2^32 inputs (about a minute in a release build on several threads:
-    /// `cargo test --release -p am-emu -- --ignored exp2_row_equals_libm_for_every_f32`).
+    /// All 2^32 inputs (about a minute on 2 threads in the test profile, `scripts/test` runs it:
+    /// `cargo test -p am-emu --lib -- --ignored exp2_row_equals_libm_for_every_f32`).
     #[test]
     #[ignore]
     fn exp2_row_equals_libm_for_every_f32() {
