@@ -24,7 +24,7 @@ pub enum FirmwareError {
         source: std::io::Error,
     },
     /// The path is not a regular file (a directory, a device, a pipe).
-    #[error("{}: not a regular file but {kind}: a firmware file is a plain or .zst file", path.display())]
+    #[error("{}: not a regular file but {kind}", path.display())]
     NotAFile {
         /// The path.
         path: PathBuf,

@@ -114,6 +114,7 @@ impl Pins {
 
     /// Reads a pin file (see [`Pins::parse`]).
     pub fn load(path: &Path) -> Result<Self> {
+        regular_file(path)?;
         let text = std::fs::read_to_string(path).map_err(|source| FirmwareError::Io {
             path: path.to_path_buf(),
             source,
@@ -251,35 +252,45 @@ pub fn search_dirs(env_value: Option<&std::ffi::OsStr>) -> Vec<PathBuf> {
     dirs
 }
 
+/// The metadata of `path` (links followed) if it is a regular file, looked at before the
+/// file is opened: opening a FIFO for reading blocks until a writer comes.
+fn regular_file(path: &Path) -> Result<std::fs::Metadata> {
+    let meta = std::fs::metadata(path).map_err(|source| FirmwareError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if meta.is_file() {
+        return Ok(meta);
+    }
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    let kind = if t.is_dir() {
+        "a directory"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a file"
+    };
+    Err(FirmwareError::NotAFile {
+        path: path.to_path_buf(),
+        kind: kind.to_string(),
+    })
+}
+
 /// Reads `path`, decompressing it when its name ends in `.zst`.
 pub fn read_maybe_zst(path: &Path) -> Result<Vec<u8>> {
     let io = |source| FirmwareError::Io {
         path: path.to_path_buf(),
         source,
     };
+    let meta = regular_file(path)?;
     let file = std::fs::File::open(path).map_err(io)?;
-    let meta = file.metadata().map_err(io)?;
-    if !meta.is_file() {
-        use std::os::unix::fs::FileTypeExt;
-        let t = meta.file_type();
-        let kind = if t.is_dir() {
-            "a directory"
-        } else if t.is_char_device() {
-            "a character device"
-        } else if t.is_block_device() {
-            "a block device"
-        } else if t.is_fifo() {
-            "a pipe"
-        } else if t.is_socket() {
-            "a socket"
-        } else {
-            "not a file"
-        };
-        return Err(FirmwareError::NotAFile {
-            path: path.to_path_buf(),
-            kind: kind.to_string(),
-        });
-    }
     let too_large = |size| FirmwareError::TooLarge {
         path: path.to_path_buf(),
         size,

@@ -237,6 +237,26 @@ impl ComputeCommands {
                 ),
             });
         }
+        // The dispatch packet (AQL's, and the one a PM4 kernel reads through its dispatch
+        // pointer) holds the grid in work-items, 32 bits a dimension.
+        for (d, axis) in ["x", "y", "z"].into_iter().enumerate() {
+            let work_items = u64::from(grid[d]) * u64::from(block[d]);
+            if work_items > u64::from(u32::MAX) {
+                return Err(Error::Limit {
+                    device: self.dev.name().into(),
+                    value: work_items,
+                    limit: u32::MAX.into(),
+                    reason: format!(
+                        "kernel {}: a grid of {work_items} work-items in {axis} ({} workgroups \
+                         of {}) is more than a dispatch packet holds ({} a dimension)",
+                        prog.name,
+                        grid[d],
+                        block[d],
+                        u32::MAX
+                    ),
+                });
+            }
+        }
         let scratch = self.dev.scratch(prog.scratch)?;
         self.dispatches += 1;
         let l = Arc::make_mut(&mut self.launches);

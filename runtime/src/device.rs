@@ -409,8 +409,20 @@ impl Device {
     }
 
     /// Allocate `size` bytes (rounded up to 4 KiB) mapped at a fresh GPU virtual address.
+    /// A VRAM buffer larger than the device's VRAM is refused before the driver is asked.
     pub fn alloc(&self, size: u64, kind: MemKind) -> Result<Buffer> {
         let size = size.max(1);
+        let vram = self.0.info.vram_bytes;
+        if kind == MemKind::Vram && size > vram {
+            return Err(Error::Limit {
+                device: self.0.name.clone(),
+                value: size,
+                limit: vram,
+                reason: format!(
+                    "a VRAM buffer of {size} bytes is larger than the device's VRAM ({vram} bytes)"
+                ),
+            });
+        }
         let (mapping, backing) = match kind {
             MemKind::Vram => (
                 self.0.with_driver(|d| d.valloc(size, false))?,

@@ -71,6 +71,19 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A size or count past what the device or its packets hold (VRAM, a dispatch packet's
+    /// grid), refused before anything is allocated or launched.
+    #[error("{device}: {reason}")]
+    Limit {
+        /// Device.
+        device: String,
+        /// The number asked for.
+        value: u64,
+        /// The most the device takes.
+        limit: u64,
+        /// What was asked and which limit it passes.
+        reason: String,
+    },
     /// A buffer access outside the buffer, or of the wrong kind.
     #[error("{device}: buffer at {va:#x} ({size} bytes): {reason}")]
     Buffer {

@@ -154,6 +154,29 @@ impl Program {
     pub fn load(dev: &Device, bytes: &[u8], name: &str) -> Result<Program> {
         let isa = |e| isa_error(dev, name, e);
         let co = CodeObject::parse(bytes, name).map_err(isa)?;
+        // Code for another processor decodes to other instructions (or none) here: refused
+        // before anything is allocated, not left to fault on the GPU.
+        let device_target = dev.info().target;
+        match co.target {
+            Some(t) if t == device_target => {}
+            Some(t) => {
+                return Err(bad(
+                    dev,
+                    name,
+                    format!("the code object is for {t}, the device is {device_target}"),
+                ));
+            }
+            None => {
+                return Err(bad(
+                    dev,
+                    name,
+                    format!(
+                        "the code object's processor (ELF e_flags) is not one this project \
+                         knows; the device is {device_target}"
+                    ),
+                ));
+            }
+        }
         if co.metadata.is_empty() {
             return Err(bad(dev, name, "no NT_AMDGPU_METADATA note"));
         }

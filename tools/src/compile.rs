@@ -43,7 +43,7 @@ pub struct CompileArgs {
 pub fn run(args: CompileArgs) -> anyhow::Result<()> {
     let target: Target = args.target.parse()?;
     let what = args.file.display().to_string();
-    let src = std::fs::read_to_string(&args.file).with_context(|| format!("reading {what}"))?;
+    let src = crate::files::read_to_string(&args.file)?;
     let kernel = text::parse(&src, &what)?;
     if let Some(emit) = args.emit {
         let out = match emit {

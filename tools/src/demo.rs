@@ -9,10 +9,11 @@ use am_tensor::nn::{self, Adam, Linear, Optimizer};
 use am_tensor::{DType, Device, Jit, Tensor, no_grad};
 use anyhow::Context;
 use clap::Args;
+use clap::builder::RangedU64ValueParser;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
-use crate::digits::{self, CLASSES, PIXELS, Set, SplitMix};
+use crate::digits::{self, CLASSES, PIXELS, Set, SplitMix, TRAIN_IMAGES};
 
 /// Options of `am demo`.
 #[derive(Args, Debug)]
@@ -20,17 +21,18 @@ pub struct DemoArgs {
     /// Device to train on: `cpu`, `mock:PROFILE`, a PCI BDF or `remote:HOST:PORT`.
     #[arg(long, default_value = "mock:navi31")]
     device: String,
-    /// Passes over the training images.
-    #[arg(long, default_value_t = 6)]
+    /// Passes over the training images, 1 to 1000.
+    #[arg(long, default_value_t = 6, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     epochs: usize,
-    /// Images per step (the last partial batch of an epoch is left out).
-    #[arg(long, default_value_t = 32)]
+    /// Images per step, 1 to the 1437 training images (the last partial batch of an epoch is
+    /// left out).
+    #[arg(long, default_value_t = 32, value_parser = RangedU64ValueParser::<usize>::new().range(1..=TRAIN_IMAGES as u64))]
     batch: usize,
-    /// Hidden units.
-    #[arg(long, default_value_t = 128)]
+    /// Hidden units, 1 to 4096.
+    #[arg(long, default_value_t = 128, value_parser = RangedU64ValueParser::<usize>::new().range(1..=4096))]
     hidden: usize,
-    /// Adam's learning rate.
-    #[arg(long, default_value_t = 0.01)]
+    /// Adam's learning rate, above 0 and at most 1.
+    #[arg(long, default_value_t = 0.01, value_parser = learning_rate)]
     lr: f64,
     /// Seed of the initial weights and of the batch order.
     #[arg(long, default_value_t = 0)]
@@ -44,6 +46,15 @@ pub struct DemoArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// Adam's step is about the learning rate per weight: 0 (or less) learns nothing, more than
+/// 1 throws away what the initial weights are, and NaN or infinity poison every weight.
+fn learning_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!("`{s}`: give a learning rate above 0 and at most 1")),
+    }
 }
 
 /// The training setup.
@@ -258,8 +269,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     am_mock::register();
     let cfg = Config {
         epochs: args.epochs,
-        batch: args.batch.max(1),
-        hidden: args.hidden.max(1),
+        batch: args.batch,
+        hidden: args.hidden,
         lr: args.lr,
         seed: args.seed,
     };

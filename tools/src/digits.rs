@@ -8,6 +8,8 @@ const PACKED: &[u8] = include_bytes!("../data/digits.bin.zst");
 
 /// Images in the set.
 pub const IMAGES: usize = 1797;
+/// Images of the training split (80 %).
+pub const TRAIN_IMAGES: usize = IMAGES * 4 / 5;
 /// Pixels per image.
 pub const PIXELS: usize = 64;
 /// Classes.
@@ -89,7 +91,7 @@ pub fn load() -> anyhow::Result<Set> {
 pub fn split() -> anyhow::Result<(Set, Set)> {
     let all = load()?;
     let order = SplitMix(0).permutation(all.len());
-    let n_train = all.len() * 4 / 5;
+    let n_train = TRAIN_IMAGES;
     let (mut train, mut test) = (all.select(&order[..n_train]), all.select(&order[n_train..]));
     let n = train.len() as f64;
     for p in 0..PIXELS {

@@ -16,6 +16,7 @@ mod demo;
 mod device;
 mod digits;
 mod doctor;
+mod files;
 mod fw;
 mod hive_reset;
 mod info;

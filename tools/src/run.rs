@@ -28,8 +28,8 @@ pub struct RunArgs {
     /// `:fill=DWORD`, `:iota=u32|i32|f32`, `:rand=SEED`, `:save=FILE`, `:show=u32|i32|f32|hex`.
     #[arg(long = "arg", value_name = "ARG")]
     pub args: Vec<String>,
-    /// Launches (the kernel time reported is the median).
-    #[arg(long, default_value_t = 1)]
+    /// Launches (the kernel time reported is the median), at least 1.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeat: u32,
     /// Values of each shown buffer to print.
     #[arg(long, default_value_t = 16)]
@@ -93,13 +93,85 @@ impl Show {
     }
 }
 
-/// A buffer argument, parsed.
+/// What a buffer holds before the launch.
+#[derive(Debug, Default)]
+enum Init {
+    #[default]
+    Zero,
+    /// The bytes of a file (as large as the buffer).
+    File(PathBuf),
+    /// A repeated dword.
+    Fill(u32),
+    /// 0, 1, 2, … as u32 (`false`) or f32 (`true`).
+    Iota(bool),
+    /// Floats in [0, 1) from a generator with this seed.
+    Rand(u64),
+}
+
+/// A buffer argument, parsed. Nothing of its size is allocated on the host: its contents
+/// are made and written a chunk at a time, once the device has taken the size.
 #[derive(Debug, Default)]
 struct BufSpec {
     size: u64,
-    init: Vec<u8>,
+    init: Init,
     save: Option<PathBuf>,
     show: Option<Show>,
+}
+
+/// Host memory a buffer is made, written, read and saved through.
+const CHUNK: usize = 1 << 20;
+
+/// Writes a buffer's initial contents in order, a chunk at a time.
+struct Filler<'a> {
+    spec: &'a BufSpec,
+    file: Option<std::fs::File>,
+    /// The generator's state for `Init::Rand`.
+    x: u64,
+}
+
+impl<'a> Filler<'a> {
+    fn new(spec: &'a BufSpec) -> anyhow::Result<Filler<'a>> {
+        let file = match &spec.init {
+            Init::File(p) => Some(crate::files::open(p)?),
+            _ => None,
+        };
+        let x = match spec.init {
+            Init::Rand(seed) => seed,
+            _ => 0,
+        };
+        Ok(Filler { spec, file, x })
+    }
+
+    /// The bytes at `at` (a multiple of 4) onwards, into `out`; called in order.
+    fn fill(&mut self, at: u64, out: &mut [u8]) -> anyhow::Result<()> {
+        if let (Some(f), Init::File(p)) = (&mut self.file, &self.spec.init) {
+            return std::io::Read::read_exact(f, out)
+                .with_context(|| format!("reading {} (did it shrink?)", p.display()));
+        }
+        // Iota and rand make whole dwords; bytes past the last one stay 0.
+        let whole = self.spec.size / 4 * 4;
+        for (k, c) in out.chunks_mut(4).enumerate() {
+            let p = at + 4 * k as u64;
+            let dword = p + 4 <= whole;
+            let word = match self.spec.init {
+                Init::Zero | Init::File(_) => [0; 4],
+                Init::Fill(d) => d.to_le_bytes(),
+                Init::Iota(false) if dword => ((p / 4) as u32).to_le_bytes(),
+                Init::Iota(true) if dword => ((p / 4) as f32).to_le_bytes(),
+                Init::Rand(_) if dword => {
+                    self.x = self
+                        .x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // Floats in [0, 1): random bits below 2^24, scaled.
+                    (((self.x >> 40) as f32) / (1u64 << 24) as f32).to_le_bytes()
+                }
+                _ => [0; 4],
+            };
+            c.copy_from_slice(&word[..c.len()]);
+        }
+        Ok(())
+    }
 }
 
 /// An argument, parsed.
@@ -137,59 +209,91 @@ fn parse_int(s: &str) -> Option<u64> {
     }
 }
 
+/// A size in bytes: a number (`0x…` too) with an optional `KiB`, `MiB`, `GiB` or `TiB`.
+fn parse_size(s: &str) -> Option<u64> {
+    let units = [("KiB", 10), ("MiB", 20), ("GiB", 30), ("TiB", 40)];
+    match units
+        .iter()
+        .find_map(|&(u, shift)| Some((s.strip_suffix(u)?, shift)))
+    {
+        Some((n, shift)) => parse_int(n)?.checked_mul(1 << shift),
+        None => parse_int(s),
+    }
+}
+
 fn parse_buf(whole: &str, rest: &str) -> anyhow::Result<BufSpec> {
     let mut parts = rest.split(':');
     let first = parts.next().unwrap_or_default();
     let mut b = BufSpec::default();
     if let Some(path) = first.strip_prefix('@') {
-        b.init = std::fs::read(path).with_context(|| format!("`{whole}`: reading {path}"))?;
-        b.size = b.init.len() as u64;
+        // Only its size now: the device judges it before anything is read.
+        b.size = crate::files::regular_size(std::path::Path::new(path))
+            .with_context(|| format!("`{whole}`"))?;
+        b.init = Init::File(PathBuf::from(path));
     } else {
-        b.size = parse_int(first)
-            .filter(|&n| n > 0)
-            .with_context(|| format!("`{whole}`: `{first}` is not a size in bytes (or @FILE)"))?;
+        b.size = parse_size(first).filter(|&n| n > 0).with_context(|| {
+            format!("`{whole}`: `{first}` is not a size in bytes (N, NKiB … NTiB, or @FILE)")
+        })?;
     }
     for opt in parts {
         let (k, v) = opt
             .split_once('=')
             .with_context(|| format!("`{whole}`: option `{opt}` is KEY=VALUE"))?;
-        let n = (b.size / 4) as usize;
         match k {
             "fill" => {
                 let d = parse_int(v)
                     .and_then(|x| u32::try_from(x).ok())
                     .with_context(|| format!("`{whole}`: fill `{v}` is not a dword"))?;
-                b.init = (0..b.size)
-                    .map(|i| d.to_le_bytes()[(i % 4) as usize])
-                    .collect();
+                b.init = Init::Fill(d);
             }
             "iota" => {
                 b.init = match v {
-                    "u32" | "i32" => (0..n as u32).flat_map(u32::to_le_bytes).collect(),
-                    "f32" => (0..n).flat_map(|i| (i as f32).to_le_bytes()).collect(),
+                    "u32" | "i32" => Init::Iota(false),
+                    "f32" => Init::Iota(true),
                     o => bail!("`{whole}`: iota of u32, i32 or f32, not `{o}`"),
                 };
             }
             "rand" => {
-                let mut x = parse_int(v)
+                let seed = parse_int(v)
                     .with_context(|| format!("`{whole}`: seed `{v}` is not a number"))?;
-                b.init = (0..n)
-                    .flat_map(|_| {
-                        x = x
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407);
-                        // Floats in [0, 1): random bits below 2^24, scaled.
-                        (((x >> 40) as f32) / (1u64 << 24) as f32).to_le_bytes()
-                    })
-                    .collect();
+                b.init = Init::Rand(seed);
             }
             "save" => b.save = Some(PathBuf::from(v)),
             "show" => b.show = Some(Show::parse(v)?),
             o => bail!("`{whole}`: unknown buffer option `{o}` (fill, iota, rand, save, show)"),
         }
     }
-    b.init.resize(b.size as usize, 0);
     Ok(b)
+}
+
+/// Write `spec`'s initial contents into `buf`, a chunk at a time.
+fn fill(dev: &Device, buf: &Buffer, spec: &BufSpec) -> anyhow::Result<()> {
+    let mut filler = Filler::new(spec)?;
+    let mut chunk = vec![0u8; CHUNK.min(spec.size as usize)];
+    let mut at = 0u64;
+    while at < spec.size {
+        let n = (spec.size - at).min(CHUNK as u64) as usize;
+        filler.fill(at, &mut chunk[..n])?;
+        dev.write(buf, at, &chunk[..n])?;
+        at += n as u64;
+    }
+    Ok(())
+}
+
+/// Save `buf` into `path`, a chunk at a time.
+fn save(dev: &Device, buf: &Buffer, size: u64, path: &std::path::Path) -> anyhow::Result<()> {
+    use std::io::Write;
+    let writing = || format!("writing {}", path.display());
+    let mut f = std::fs::File::create(path).with_context(writing)?;
+    let mut chunk = vec![0u8; CHUNK.min(size as usize)];
+    let mut at = 0u64;
+    while at < size {
+        let n = (size - at).min(CHUNK as u64) as usize;
+        dev.read(buf, at, &mut chunk[..n])?;
+        f.write_all(&chunk[..n]).with_context(writing)?;
+        at += n as u64;
+    }
+    Ok(())
 }
 
 /// One buffer in the JSON output.
@@ -226,8 +330,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         .iter()
         .map(|s| parse_arg(s))
         .collect::<anyhow::Result<_>>()?;
-    let co = std::fs::read(&a.code_object)
-        .with_context(|| format!("reading {}", a.code_object.display()))?;
+    let co = crate::files::read(&a.code_object)?;
     am_mock::register();
     let dev = Device::open(&a.device).with_context(|| format!("opening {}", a.device))?;
     let prog = dev.load(&co, &a.kernel)?;
@@ -244,14 +347,17 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
             list.join(", ")
         );
     }
+    // Sizes and the launch go to the device first: what it refuses is refused before a
+    // buffer is filled.
     let mut args = Vec::with_capacity(specs.len());
     let mut bufs: Vec<(usize, &BufSpec, Buffer)> = Vec::new();
     for (i, s) in specs.iter().enumerate() {
         match s {
             ArgSpec::Value(v) => args.push(v.clone()),
             ArgSpec::Buf(b) => {
-                let buf = dev.alloc(b.size, MemKind::Vram)?;
-                dev.write(&buf, 0, &b.init)?;
+                let buf = dev
+                    .alloc(b.size, MemKind::Vram)
+                    .with_context(|| format!("`{}`", a.args[i]))?;
                 args.push(Arg::from(&buf));
                 bufs.push((i, b, buf));
             }
@@ -260,8 +366,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     dev.set_profiling(true);
     let mut c = ComputeCommands::new(&dev);
     c.exec(&prog, &args, a.grid, a.block)?;
+    for (i, spec, buf) in &bufs {
+        fill(&dev, buf, spec).with_context(|| format!("`{}`", a.args[*i]))?;
+    }
     let mut times = Vec::new();
-    for _ in 0..a.repeat.max(1) {
+    for _ in 0..a.repeat {
         c.submit()?.wait()?;
         times.extend(dev.profile()?.iter().map(|e| e.nanos() as f64 / 1000.0));
     }
@@ -269,19 +378,22 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
     let median = times.get(times.len() / 2).copied().unwrap_or(0.0);
     let mut out = Vec::new();
     for (i, spec, buf) in &bufs {
-        let mut bytes = vec![0u8; spec.size as usize];
-        dev.read(buf, 0, &mut bytes)?;
         let saved = match &spec.save {
             Some(p) => {
-                std::fs::write(p, &bytes).with_context(|| format!("writing {}", p.display()))?;
+                save(&dev, buf, spec.size, p)?;
                 Some(p.display().to_string())
             }
             None => None,
         };
-        let values = spec.show.map(|s| {
-            let n = a.count.min(bytes.len() / 4);
-            s.format(&bytes[..4 * n])
-        });
+        let values = match spec.show {
+            Some(s) => {
+                let n = a.count.min((spec.size / 4) as usize);
+                let mut bytes = vec![0u8; 4 * n];
+                dev.read(buf, 0, &mut bytes)?;
+                Some(s.format(&bytes))
+            }
+            None => None,
+        };
         out.push(BufOut {
             arg: *i,
             va: format!("{:#x}", buf.va()),
@@ -297,7 +409,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<()> {
         kernel: a.kernel.clone(),
         grid: a.grid,
         block: a.block,
-        launches: a.repeat.max(1),
+        launches: a.repeat,
         kernel_us_median: median,
         buffers: out,
     };

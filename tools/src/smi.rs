@@ -30,12 +30,12 @@ pub struct SmiArgs {
     /// Devices (PCI BDF, mock:PROFILE[:N], remote:HOST:PORT[:N]); default: the AMD GPUs on
     /// this machine's PCI bus and every device an AM process holds.
     pub devices: Vec<String>,
-    /// Redraw every SECS seconds (a terminal table; with --json or --csv, one record per
-    /// sample).
-    #[arg(long, value_name = "SECS")]
+    /// Redraw every SECS seconds, 0.01 to 86400 (a terminal table; with --json or --csv, or
+    /// when stdout is not a terminal, one record or table per sample).
+    #[arg(long, value_name = "SECS", value_parser = watch_secs)]
     pub watch: Option<f64>,
-    /// With --watch: stop after this many samples.
-    #[arg(long)]
+    /// With --watch: stop after this many samples (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
     /// Print JSON.
     #[arg(long, conflicts_with = "csv")]
@@ -52,6 +52,19 @@ pub struct SmiArgs {
     /// Confirm --reset or --power-limit.
     #[arg(long)]
     pub yes: bool,
+}
+
+/// The shortest and longest `--watch` period: a sample (a metrics table from the SMU, the
+/// page tables walked) takes longer than a hundredth of a second anyway, and a day is the
+/// longest wait anyone means.
+const WATCH_SECS: (f64, f64) = (0.01, 86_400.0);
+
+fn watch_secs(s: &str) -> Result<f64, String> {
+    let (lo, hi) = WATCH_SECS;
+    match s.parse::<f64>() {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(format!("`{s}`: give seconds from {lo} to {hi}")),
+    }
 }
 
 /// A clock now and its DPM range (MHz).
@@ -610,11 +623,10 @@ pub fn run(args: SmiArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     };
-    if !(secs > 0.0 && secs.is_finite()) {
-        bail!("--watch {secs}: give a positive number of seconds");
-    }
     let period = Duration::from_secs_f64(secs);
-    if args.json || args.csv {
+    // The redrawn table needs a terminal; into a pipe or a file each sample is printed.
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    if args.json || args.csv || !terminal {
         for n in 0.. {
             if args.count.is_some_and(|c| n >= c) {
                 break;
@@ -625,8 +637,13 @@ pub fn run(args: SmiArgs) -> anyhow::Result<()> {
             let reports = sample();
             if args.json {
                 println!("{}", serde_json::to_string(&reports)?);
-            } else {
+            } else if args.csv {
                 print!("{}", csv(&reports, n == 0));
+            } else {
+                if n > 0 {
+                    println!();
+                }
+                print!("{}", render(&reports));
             }
         }
         return Ok(());

@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
+
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyModifiers};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Modifier, Style};
@@ -16,7 +18,10 @@ pub fn watch(
     period: Duration,
     count: Option<u64>,
 ) -> anyhow::Result<()> {
-    let mut terminal = ratatui::try_init()?;
+    let mut terminal = ratatui::try_init().context(
+        "--watch draws on the terminal, which cannot be opened here: add --json or --csv, or \
+         redirect stdout, for one record or table per sample",
+    )?;
     let result = (|| -> anyhow::Result<()> {
         let mut n = 0u64;
         loop {

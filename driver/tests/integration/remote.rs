@@ -1244,3 +1244,35 @@ fn a_read_only_server_serves_reads_and_refuses_what_writes() {
         "the write never reached the BAR"
     );
 }
+
+#[test]
+fn an_answer_taken_a_trickle_at_a_time_is_cut_off_at_one_deadline() {
+    // An MMIO_READ of the 8 MiB BAR, taken 4 KiB every 50 ms (80 KiB/s, far below the
+    // 1 MiB/s the deadline allows). Every `write` the server makes still sends something, so
+    // a timeout per `write` call would never fire; one deadline for the whole answer (the
+    // read timeout plus 8 s) ends it while most of it is unsent.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_timeouts(16));
+    let mut raw = Raw::connect(addr);
+    raw.send(Command::MmioRead as u8, 0, 0, [0, BAR0_LEN as u64, 0], &[]);
+    let whole = 17 + BAR0_LEN;
+    let mut got = 0;
+    let mut buf = [0u8; 4096];
+    // Only a bound for a server that never cuts the answer off (it would take 100 s).
+    let give_up = std::time::Instant::now() + Duration::from_secs(60);
+    let closed = loop {
+        match raw.0.read(&mut buf) {
+            Ok(0) | Err(_) => break true,
+            Ok(n) => got += n,
+        }
+        if got == whole || std::time::Instant::now() > give_up {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        closed && got < whole,
+        "the connection stayed open: {got} of {whole} bytes taken"
+    );
+    assert_eq!(SERVER_PANICS.load(Ordering::SeqCst), 0);
+}

@@ -385,6 +385,80 @@ fn ras_event() {
     assert!(gpu.violations().is_empty(), "{:#?}", gpu.violations());
 }
 
+#[test]
+fn vram_buffer_past_the_vram() {
+    let (_gpu, dev) = open("navi31");
+    let vram = dev.info().vram_bytes;
+    for size in [vram + 1, u64::MAX] {
+        let e = dev.alloc(size, MemKind::Vram).err().unwrap();
+        let msg = e.to_string();
+        assert!(
+            matches!(e, am_runtime::Error::Limit { value, limit, .. } if value == size && limit == vram),
+            "{msg}"
+        );
+        assert_eq!(
+            msg,
+            format!(
+                "{}: a VRAM buffer of {size} bytes is larger than the device's VRAM \
+                 ({vram} bytes)",
+                dev.name()
+            )
+        );
+    }
+    assert_eq!(vadd_runs(&dev, 64), vec![3.0; 64]);
+}
+
+#[test]
+fn grid_past_the_dispatch_packet() {
+    // PM4 (navi31) and AQL (MI300X) queues alike: the packet holds 32 bits of work-items.
+    for profile in ["navi31", "mi300x"] {
+        let (_gpu, dev) = open(profile);
+        let out = dev.alloc(4 * 256, MemKind::Vram).unwrap();
+        let mut c = ComputeCommands::new(&dev);
+        let e = c
+            .exec(
+                &kernel(&dev, "vadd"),
+                &[(&out).into(), (&out).into(), (&out).into(), Arg::U32(0)],
+                [1 << 24, 1, 1],
+                [256, 1, 1],
+            )
+            .err()
+            .unwrap();
+        let msg = e.to_string();
+        assert!(
+            matches!(e, am_runtime::Error::Limit { value, limit, .. }
+                if value == 1 << 32 && limit == u64::from(u32::MAX)),
+            "{msg}"
+        );
+        assert!(
+            msg.ends_with(
+                "kernel vadd: a grid of 4294967296 work-items in x (16777216 workgroups of 256) \
+                 is more than a dispatch packet holds (4294967295 a dimension)"
+            ),
+            "{msg}"
+        );
+        assert_eq!(c.dispatches(), 0, "{profile}: nothing encoded");
+        assert_eq!(vadd_runs(&dev, 64), vec![3.0; 64], "{profile}");
+    }
+}
+
+#[test]
+fn code_object_for_another_target() {
+    let (_gpu, dev) = open("navi31");
+    let gfx942 = am_tests::runtime::code_object(am_isa::GfxTarget::Gfx942);
+    let e = dev.load(gfx942, "vadd").err().unwrap();
+    let msg = e.to_string();
+    assert!(matches!(e, am_runtime::Error::Program { .. }), "{msg}");
+    assert_eq!(
+        msg,
+        format!(
+            "{}: kernel vadd: the code object is for gfx942, the device is gfx1100",
+            dev.name()
+        )
+    );
+    assert_eq!(vadd_runs(&dev, 64), vec![3.0; 64]);
+}
+
 /// The victim of `process_killed_mid_work`: run only as a child of that test (the variable
 /// names the server's port), it opens the served device and launches kernels until killed.
 #[test]

@@ -176,3 +176,13 @@ fn am_compile_reports_errors_with_file_line_and_column() {
     let out = am(&d, &["compile", "syntax.amk", "--target", "gfx9000"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown target `gfx9000`"));
 }
+
+#[test]
+fn am_compile_refuses_a_fifo_without_blocking() {
+    let d = dir("fifo");
+    common::fifo(&d.0.join("k.amk"));
+    let out = common::am_in_bounded(&d, &["compile", "k.amk"]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(e.contains("k.amk: not a regular file but a FIFO"), "{e}");
+}

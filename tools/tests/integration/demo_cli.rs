@@ -116,3 +116,27 @@ fn a_device_that_does_not_exist_is_a_clear_error() {
         "said once: {err}"
     );
 }
+
+#[test]
+fn settings_that_make_no_sense_are_refused_with_the_valid_range() {
+    let d = dir("settings");
+    for (flag, value, says) in [
+        ("--batch", "0", "0 is not in 1..=1437"),
+        ("--batch", "1438", "1438 is not in 1..=1437"),
+        ("--hidden", "0", "0 is not in 1..=4096"),
+        ("--epochs", "0", "0 is not in 1..=1000"),
+        ("--lr", "nan", "give a learning rate above 0 and at most 1"),
+        ("--lr", "0", "give a learning rate above 0 and at most 1"),
+        ("--lr", "inf", "give a learning rate above 0 and at most 1"),
+    ] {
+        let out = am(&d, &["demo", "--no-compare", flag, value], &[]);
+        // Refused while the command line is read (clap's usage error), before any training.
+        assert_eq!(out.status.code(), Some(2), "{flag} {value}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{flag}")) && err.contains(says),
+            "{flag} {value}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{flag} {value}: nothing trained");
+    }
+}

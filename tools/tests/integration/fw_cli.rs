@@ -346,3 +346,33 @@ fn a_reader_that_goes_away_ends_the_command_quietly() {
     assert_eq!(out.status.code(), Some(141), "{stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+#[test]
+fn fw_check_and_fw_list_pins_refuse_a_fifo_without_blocking() {
+    let d = crate::common::dir("fw-fifo");
+    crate::common::fifo(&d.0.join("smu_13_0_0.bin"));
+    let out = crate::common::am_in_bounded(&d, &["fw", "check", "smu_13_0_0.bin"]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("smu_13_0_0.bin: not a regular file but a FIFO"),
+        "{text}"
+    );
+    let out = crate::common::am_in_bounded(
+        &d,
+        &[
+            "fw",
+            "list",
+            "--profile",
+            "navi31",
+            "--pins",
+            "smu_13_0_0.bin",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        text.contains("smu_13_0_0.bin: not a regular file but a FIFO"),
+        "{text}"
+    );
+}

@@ -401,3 +401,41 @@ fn vm_walk_text_shows_every_level() {
     }
     assert!(text.contains("=> VRAM 0x"), "{text}");
 }
+
+#[test]
+fn smi_watch_out_of_range_is_refused_with_the_range() {
+    for secs in ["1e300", "0", "-1", "nan", "86401"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_am"))
+            .args(["smi", "mock:navi31", &format!("--watch={secs}")])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--watch {secs}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("invalid value '{secs}' for '--watch"))
+                && err.contains("give seconds from 0.01 to 86400"),
+            "--watch {secs}: {err}"
+        );
+    }
+}
+
+#[test]
+fn smi_watch_into_a_pipe_prints_a_plain_table_per_sample() {
+    // stdout is a pipe here: no terminal to redraw on, so each sample is printed as the
+    // table `am smi` prints once, without terminal control codes.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(["smi", "mock:navi31", "--watch", "0.01", "--count", "2"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains('\x1b'), "no control codes: {text:?}");
+    let headers = text
+        .lines()
+        .filter(|l| l.starts_with("GPU  DEVICE"))
+        .count();
+    assert_eq!(headers, 2, "{text}");
+    assert_eq!(text.matches("GPU 0  mock:navi31:0").count(), 2, "{text}");
+}

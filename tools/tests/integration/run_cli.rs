@@ -181,3 +181,131 @@ fn through_am_serve_and_after_a_client_killed_mid_work() {
         serde_json::json!(["1", "3", "5", "7"])
     );
 }
+
+/// `am run mock:navi31 CO saxpy` with `extra` arguments; its exit code and stderr.
+fn run_saxpy(d: &Dir, co: &str, extra: &[&str]) -> (Option<i32>, String) {
+    let mut args = vec!["run", "mock:navi31", co, "saxpy"];
+    args.extend(extra);
+    let o = am(d, &args);
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_buffer_larger_than_vram_is_refused_naming_the_size_and_the_vram() {
+    let d = dir("vram");
+    let co = saxpy(&d, "gfx1100");
+    for (size, bytes) in [
+        ("18446744073709551615", "18446744073709551615"),
+        ("100GiB", "107374182400"),
+        ("107374182400", "107374182400"),
+    ] {
+        let arg = format!("buf:{size}:iota=f32");
+        let (code, err) = run_saxpy(
+            &d,
+            &co,
+            &[
+                "--arg", &arg, "--arg", "buf:4096", "--arg", "f32:2", "--arg", "u32:1",
+            ],
+        );
+        assert_eq!(code, Some(1), "{size}: {err}");
+        assert!(
+            err.contains(&format!("`{arg}`"))
+                && err.contains(&format!(
+                    "mock:navi31:0: a VRAM buffer of {bytes} bytes is larger than the device's VRAM ("
+                )),
+            "{size}: {err}"
+        );
+    }
+}
+
+#[test]
+fn a_grid_past_the_dispatch_packet_is_refused_at_launch() {
+    let d = dir("grid");
+    let co = saxpy(&d, "gfx1100");
+    // 2^26 workgroups of 64: 2^32 work-items, one more than a dispatch packet's grid holds.
+    let (code, err) = run_saxpy(
+        &d,
+        &co,
+        &[
+            "--grid", "67108864", "--block", "64", "--arg", "buf:4096", "--arg", "buf:4096",
+            "--arg", "f32:2", "--arg", "u32:1",
+        ],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(
+            "mock:navi31:0: kernel saxpy: a grid of 4294967296 work-items in x (67108864 \
+             workgroups of 64) is more than a dispatch packet holds (4294967295 a dimension)"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_code_object_for_another_target_is_refused_naming_both() {
+    let d = dir("target");
+    let co = saxpy(&d, "gfx942");
+    let (code, err) = run_saxpy(
+        &d,
+        &co,
+        &[
+            "--arg", "buf:4096", "--arg", "buf:4096", "--arg", "f32:2", "--arg", "u32:1",
+        ],
+    );
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains(
+            "mock:navi31:0: kernel saxpy: the code object is for gfx942, the device is gfx1100"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn repeat_zero_is_refused_with_the_range() {
+    let d = dir("repeat");
+    let co = saxpy(&d, "gfx1100");
+    let (code, err) = run_saxpy(&d, &co, &["--repeat", "0"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("invalid value '0' for '--repeat") && err.contains("0 is not in 1.."),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_fifo_is_refused_as_code_object_and_as_buffer_file_without_blocking() {
+    let d = dir("fifo");
+    let co = saxpy(&d, "gfx1100");
+    common::fifo(&d.0.join("pipe"));
+    let o = common::am_in_bounded(&d, &["run", "mock:navi31", "pipe", "saxpy"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("pipe: not a regular file but a FIFO"), "{err}");
+    let o = common::am_in_bounded(
+        &d,
+        &[
+            "run",
+            "mock:navi31",
+            &co,
+            "saxpy",
+            "--arg",
+            "buf:@pipe",
+            "--arg",
+            "buf:4096",
+            "--arg",
+            "f32:2",
+            "--arg",
+            "u32:1",
+        ],
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("`buf:@pipe`: pipe: not a regular file but a FIFO"),
+        "{err}"
+    );
+}

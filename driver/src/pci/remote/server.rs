@@ -129,7 +129,8 @@ pub struct ServeOptions {
     pub max_connections: usize,
     /// Once a request's first byte arrived, its header must follow within this, and its
     /// payload may pause no longer (nor take longer than this plus 1 MiB/s). A response the
-    /// client does not take within it closes the connection too.
+    /// client does not take within the same time (this plus 1 MiB/s of its size) closes the
+    /// connection too.
     pub read_timeout: Duration,
     /// A connection without a request for this long is closed while the server is full, so
     /// idle clients cannot lock others out; while slots are free it may idle on.
@@ -416,6 +417,8 @@ struct Session<'a> {
     peer: SocketAddr,
     /// The socket's read timeout as last set (setting it costs a system call).
     timeout: Option<Duration>,
+    /// The socket's write timeout as last set.
+    write_timeout: Option<Duration>,
     bars: Vec<[Option<Arc<dyn Bar>>; NUM_BARS as usize]>,
     sysmem: Vec<Allocation>,
     sysmem_total: u64,
@@ -429,6 +432,7 @@ impl<'a> Session<'a> {
             stream,
             peer,
             timeout: None,
+            write_timeout: Some(shared.options.read_timeout),
             bars: shared.devices.iter().map(|_| Default::default()).collect(),
             sysmem: Vec::new(),
             sysmem_total: 0,
@@ -492,7 +496,9 @@ impl<'a> Session<'a> {
                         "remote PCI: {}: refused {req}: {msg}",
                         self.peer
                     ));
-                    self.stream.write_all(&encode_error(&msg))
+                    let msg = encode_error(&msg);
+                    let deadline = self.payload_deadline(msg.len());
+                    self.write_by(&msg, deadline)
                 }
                 Err(Fault::Refuse(msg) | Fault::Close(msg)) => {
                     // The client may be waiting: tell it why before hanging up. After a
@@ -502,7 +508,9 @@ impl<'a> Session<'a> {
                     } else {
                         format!("{req} failed, so this connection is closed: {msg}")
                     };
-                    let _ = self.stream.write_all(&encode_error(&told));
+                    let told = encode_error(&told);
+                    let deadline = self.payload_deadline(told.len());
+                    let _ = self.write_by(&told, deadline);
                     self.linger_close();
                     let why = format!("closed after {req}: {msg}");
                     self.shared
@@ -603,7 +611,36 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// When a payload of `size` bytes must be in: the read timeout plus [`MIN_PAYLOAD_RATE`].
+    /// Write all of `data` before `deadline`. The socket's timeout bounds one `write` call
+    /// only, and a call that sent a little starts the next one's afresh: an answer the
+    /// client takes a few bytes at a time (or, once buffers fill, not at all) would otherwise
+    /// hold the connection for several timeouts.
+    fn write_by(&mut self, data: &[u8], deadline: Instant) -> io::Result<()> {
+        let gap = self.shared.options.read_timeout;
+        let mut done = 0;
+        while done < data.len() {
+            let left = deadline
+                .checked_duration_since(Instant::now())
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| io::Error::from(io::ErrorKind::TimedOut))?;
+            // A zero timeout means "none" to the socket; keep at least a millisecond.
+            let t = Some(left.min(gap).max(Duration::from_millis(1)));
+            if self.write_timeout != t {
+                self.stream.set_write_timeout(t)?;
+                self.write_timeout = t;
+            }
+            match self.stream.write(&data[done..]) {
+                Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// When a payload of `size` bytes must be in, or an answer of `size` bytes taken: the
+    /// read timeout plus [`MIN_PAYLOAD_RATE`].
     fn payload_deadline(&self, size: usize) -> Instant {
         let secs = size as u64 / MIN_PAYLOAD_RATE;
         Instant::now() + self.shared.options.read_timeout + Duration::from_secs(secs)
@@ -768,13 +805,14 @@ impl<'a> Session<'a> {
     }
 
     fn reply(&mut self, header: ResponseHeader, data: &[u8]) -> Handled {
+        let deadline = self.payload_deadline(RESPONSE_HEADER_LEN + data.len());
         if data.is_empty() {
-            self.stream.write_all(&header.encode())?;
+            self.write_by(&header.encode(), deadline)?;
         } else {
             let mut msg = Vec::with_capacity(RESPONSE_HEADER_LEN + data.len());
             msg.extend_from_slice(&header.encode());
             msg.extend_from_slice(data);
-            self.stream.write_all(&msg)?;
+            self.write_by(&msg, deadline)?;
         }
         Ok(())
     }
@@ -856,19 +894,20 @@ impl<'a> Session<'a> {
         mut read: impl FnMut(u64, &mut [u8]) -> Result<()>,
     ) -> Handled {
         let chunk = size.min(self.shared.options.chunk_size);
+        let deadline = self.payload_deadline(RESPONSE_HEADER_LEN + size);
         let mut buf = std::mem::take(&mut self.chunk);
         buf.resize(RESPONSE_HEADER_LEN + chunk, 0);
         let result = (|| {
             read(0, &mut buf[RESPONSE_HEADER_LEN..])?;
             buf[..RESPONSE_HEADER_LEN]
                 .copy_from_slice(&ResponseHeader::ok(size as u64, 0).encode());
-            self.stream.write_all(&buf)?;
+            self.write_by(&buf, deadline)?;
             let mut done = chunk;
             while done < size {
                 let n = (size - done).min(chunk);
                 let part = &mut buf[..n];
                 read(done as u64, part).map_err(|e| Fault::Close(e.to_string()))?;
-                self.stream.write_all(part)?;
+                self.write_by(part, deadline)?;
                 done += n;
             }
             Ok(())

@@ -182,3 +182,34 @@ pub fn am_in(d: &Dir, args: &[&str], env: &[(&str, &str)]) -> std::process::Outp
         .output()
         .unwrap()
 }
+
+/// A FIFO (named pipe) at `path`: opening it for reading blocks until a writer comes.
+pub fn fifo(path: &std::path::Path) {
+    let st = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(st.success(), "mkfifo {}", path.display());
+}
+
+/// Run `am ARGS…` in `d` as [`am_in`] does, killed if it has not ended within a minute: a
+/// command blocked for good (opening a FIFO that no one writes, say) then fails its test
+/// instead of hanging it.
+pub fn am_in_bounded(d: &Dir, args: &[&str]) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_am"))
+        .args(args)
+        .current_dir(&d.0)
+        .env("XDG_CACHE_HOME", d.0.join("cache"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("am {args:?} was still running after 60 s (blocked?)");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
