@@ -271,7 +271,11 @@ impl MockGpu {
         };
         let vram = Vram::new(profile.vram_size);
         let table = discovery::build(&profile)?;
-        vram.write(discovery::offset(&profile), &table);
+        vram.write(discovery::offset(&profile), &table)
+            .map_err(|e| crate::Error::BadProfile {
+                profile: profile.name,
+                reason: format!("the discovery table does not fit: {e}"),
+            })?;
         let mut state = State {
             config: ConfigSpace::new(&profile, index),
             regs: map.defaults(),
@@ -812,8 +816,18 @@ impl Shared {
         }
         match write {
             Some(data) => {
-                self.vram.cpu_write(offset, data);
+                let landed = self.vram.cpu_write(offset, data);
                 self.engines.memory_changed();
+                if let Err(full) = landed {
+                    return self.violate(self.bar_violation(
+                        0,
+                        offset,
+                        access,
+                        size,
+                        None,
+                        full.to_string(),
+                    ));
+                }
             }
             None => self.vram.read(offset, buf),
         }

@@ -1,8 +1,16 @@
 //! Sparse VRAM: a profile has up to 288 GiB of it, tests touch a few MiB.
 //!
-//! Memory is kept in 2 MiB chunks allocated (zeroed) on the first write; reading a chunk
-//! nobody wrote returns zeros. (Real memory holds whatever it held; a driver must clear what
-//! it relies on, and the mock does not check that it does.)
+//! Memory is kept in 2 MiB chunks allocated (zeroed) on the first write of a non-zero byte;
+//! reading a chunk nobody wrote returns zeros, so zeros written there change nothing and
+//! leave it absent (drivers clear whole buffers, and a served device must not commit host
+//! memory for that). (Real memory holds whatever it held; a driver must clear what it
+//! relies on, and the mock does not check that it does.)
+//!
+//! The chunks a device may commit are capped ([`Vram::limit`], [`DEFAULT_LIMIT`] unless set):
+//! a write that needs one more past the cap is refused with [`VramFull`]. That is the mock's
+//! own resource limit, not the hardware's: a 24 GiB profile would otherwise let a client
+//! commit 24 GiB of the host's memory through BAR0. Chunks are never given back while the
+//! device lives (the engines read them without a lock).
 //!
 //! VRAM is shared by the CPU side (BAR0, the MM window, firmware models) and the engine
 //! threads (CP, SDMA, shaders), so the hot paths take no lock: the chunk table is an array
@@ -36,6 +44,34 @@ pub const GEN_PAGE: u64 = 0x1000;
 pub const CHUNK_SIZE: u64 = 2 << 20;
 
 const PAGES_PER_CHUNK: usize = (CHUNK_SIZE / GEN_PAGE) as usize;
+
+/// Host memory a device commits for its VRAM unless told otherwise (or its VRAM size, if
+/// smaller). A fixed figure rather than a share of the host's memory, so a workload fits or
+/// is refused alike on every machine; the shader emulator gets through far less than this
+/// in any run a person waits for, and a served device stays bounded.
+pub const DEFAULT_LIMIT: u64 = 4 << 30;
+
+/// A write refused because it needs another chunk of host memory past the device's cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VramFull {
+    /// VRAM offset of the first byte that found no room.
+    pub offset: u64,
+    /// The cap, in bytes.
+    pub limit: u64,
+}
+
+impl std::fmt::Display for VramFull {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "VRAM offset {:#x} would commit host memory past this mock device's cap of {} MiB \
+             of written VRAM (a limit of the mock, not of the hardware: \
+             raise it with Vram::set_limit or am serve --max-mock-vram-mib)",
+            self.offset,
+            self.limit >> 20
+        )
+    }
+}
 
 /// One 2 MiB chunk: its bytes, the write generation of each of its pages, and which of
 /// its pages the walker has read as page tables.
@@ -92,6 +128,8 @@ pub struct Vram {
     /// One slot per 2 MiB of VRAM; null until the first write there.
     chunks: Box<[AtomicPtr<Chunk>]>,
     resident: AtomicU64,
+    /// Most bytes `resident` may reach.
+    limit: AtomicU64,
     /// The current write epoch (see [`Vram::snapshot`]).
     epoch: AtomicU64,
     /// Byte ranges `[start, end)` written through BAR0 since the last HDP flush.
@@ -132,7 +170,7 @@ impl Drop for Vram {
 }
 
 impl Vram {
-    /// VRAM of `size` bytes, all untouched.
+    /// VRAM of `size` bytes, all untouched, committing at most [`DEFAULT_LIMIT`].
     pub fn new(size: u64) -> Self {
         let n = size.div_ceil(CHUNK_SIZE) as usize;
         Self {
@@ -141,6 +179,7 @@ impl Vram {
                 .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect(),
             resident: AtomicU64::new(0),
+            limit: AtomicU64::new(DEFAULT_LIMIT),
             epoch: AtomicU64::new(1),
             hdp: Mutex::new(BTreeMap::new()),
             hdp_pending: AtomicBool::new(false),
@@ -163,6 +202,17 @@ impl Vram {
         self.resident.load(Ordering::Relaxed)
     }
 
+    /// Most bytes of host memory the chunks may take.
+    pub fn limit(&self) -> u64 {
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Cap the host memory the chunks may take (rounded down to whole chunks). Chunks
+    /// already committed stay; only new ones are refused.
+    pub fn set_limit(&self, bytes: u64) {
+        self.limit.store(bytes, Ordering::Relaxed);
+    }
+
     /// The chunk at index `idx`, if it was ever written.
     fn chunk(&self, idx: usize) -> Option<&Chunk> {
         let p = self.chunks.get(idx)?.load(Ordering::Acquire);
@@ -170,14 +220,24 @@ impl Vram {
         (!p.is_null()).then(|| unsafe { &*p })
     }
 
-    /// The chunk at index `idx`, allocated (zeroed) if it was never written.
-    fn chunk_mut(&self, idx: usize) -> Option<&Chunk> {
-        let slot = self.chunks.get(idx)?;
+    /// The chunk at index `idx`, allocated (zeroed) if it was never written; `None` past
+    /// the end. `offset` names the write in the refusal when the cap leaves no room.
+    fn chunk_mut(&self, idx: usize, offset: u64) -> Result<Option<&Chunk>, VramFull> {
+        let Some(slot) = self.chunks.get(idx) else {
+            return Ok(None);
+        };
         let p = slot.load(Ordering::Acquire);
         if !p.is_null() {
             // SAFETY: as in `chunk`.
-            return Some(unsafe { &*p });
+            return Ok(Some(unsafe { &*p }));
         }
+        // Room is taken before the chunk exists, so racing writers cannot pass the cap.
+        let limit = self.limit();
+        self.resident
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |r| {
+                r.checked_add(CHUNK_SIZE).filter(|&n| n <= limit)
+            })
+            .map_err(|_| VramFull { offset, limit })?;
         let fresh = Box::into_raw(Chunk::new());
         match slot.compare_exchange(
             std::ptr::null_mut(),
@@ -185,18 +245,26 @@ impl Vram {
             Ordering::AcqRel,
             Ordering::Acquire,
         ) {
-            Ok(_) => {
-                self.resident.fetch_add(CHUNK_SIZE, Ordering::Relaxed);
-                // SAFETY: just stored; lives until `Vram` drops.
-                Some(unsafe { &*fresh })
-            }
+            // SAFETY: just stored; lives until `Vram` drops.
+            Ok(_) => Ok(Some(unsafe { &*fresh })),
             Err(other) => {
-                // Another thread allocated it first: ours was never shared.
+                // Another thread allocated it first (and counted it): ours was never shared.
+                self.resident.fetch_sub(CHUNK_SIZE, Ordering::AcqRel);
                 // SAFETY: `fresh` came from `Box::into_raw` above and was not published.
                 drop(unsafe { Box::from_raw(fresh) });
                 // SAFETY: as in `chunk`.
-                Some(unsafe { &*other })
+                Ok(Some(unsafe { &*other }))
             }
+        }
+    }
+
+    /// The chunk a write of `data` at `offset` (inside chunk `idx`) goes to: `None` when
+    /// the chunk is absent and `data` is all zeros, which it already reads as.
+    fn chunk_for(&self, idx: usize, offset: u64, data: &[u8]) -> Result<Option<&Chunk>, VramFull> {
+        match self.chunk(idx) {
+            Some(c) => Ok(Some(c)),
+            None if data.iter().all(|&b| b == 0) => Ok(None),
+            None => self.chunk_mut(idx, offset),
         }
     }
 
@@ -297,7 +365,10 @@ impl Vram {
     pub fn read_as_of(&self, offset: u64, buf: &mut [u8], generation: u64) -> Option<()> {
         let idx = (offset / CHUNK_SIZE) as usize;
         let p = ((offset % CHUNK_SIZE) / GEN_PAGE) as usize;
-        let Some(chunk) = self.chunk_mut(idx) else {
+        // A page-table page in a chunk nobody wrote is watched all the same (its later
+        // first write must keep the zeros for older snapshots); with no room left under the
+        // cap it reads as zeros unwatched, and the write that would change it is refused.
+        let Ok(Some(chunk)) = self.chunk_mut(idx, offset) else {
             buf.fill(0);
             return Some(());
         };
@@ -327,23 +398,28 @@ impl Vram {
         }
     }
 
-    /// Copy bytes in, allocating chunks on first write; bytes outside VRAM are dropped.
-    /// This is a write by the device or a firmware model (it does not pass the HDP).
-    pub fn write(&self, offset: u64, data: &[u8]) {
+    /// Copy bytes in, allocating chunks on the first non-zero write; bytes outside VRAM
+    /// are dropped. This is a write by the device or a firmware model (it does not pass the
+    /// HDP). Refused from the first chunk the cap leaves no room for (the pieces before it
+    /// have landed, as a write cut short on a bus would have).
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), VramFull> {
         if data.len() == 4 && offset.is_multiple_of(4) && self.contains(offset, 4) {
             let mut b = [0u8; 4];
             b.copy_from_slice(data);
-            self.write32(offset, u32::from_le_bytes(b));
-            return;
+            return self.write32(offset, u32::from_le_bytes(b));
         }
         if data.len() == 8 && offset.is_multiple_of(8) && self.contains(offset, 8) {
             let mut b = [0u8; 8];
             b.copy_from_slice(data);
-            self.write64(offset, u64::from_le_bytes(b));
-            return;
+            return self.write64(offset, u64::from_le_bytes(b));
         }
+        self.write_pieces(offset, data)
+    }
+
+    fn write_pieces(&self, offset: u64, data: &[u8]) -> Result<(), VramFull> {
         for (idx, within, pos, n) in self.pieces(offset, data.len()) {
-            let Some(c) = self.chunk_mut(idx) else {
+            let at = offset + pos as u64;
+            let Some(c) = self.chunk_for(idx, at, &data[pos..pos + n])? else {
                 continue;
             };
             self.before_write(idx, c, within, n);
@@ -357,14 +433,16 @@ impl Vram {
             };
             self.mark(c, within, n);
         }
+        Ok(())
     }
 
     /// A CPU write through BAR0: it lands in VRAM and stays in the HDP's view until the
-    /// next HDP flush (see [`Vram::unflushed`]).
-    pub fn cpu_write(&self, offset: u64, data: &[u8]) {
-        self.write(offset, data);
+    /// next HDP flush (see [`Vram::unflushed`]). A refused write is recorded all the same:
+    /// the pieces before the refusal did land.
+    pub fn cpu_write(&self, offset: u64, data: &[u8]) -> Result<(), VramFull> {
+        let landed = self.write(offset, data);
         if data.is_empty() {
-            return;
+            return landed;
         }
         let (mut start, mut end) = (offset, offset.saturating_add(data.len() as u64));
         let mut set = lock(&self.hdp);
@@ -382,6 +460,7 @@ impl Vram {
         }
         set.insert(start, end);
         self.hdp_pending.store(true, Ordering::Release);
+        landed
     }
 
     /// An HDP flush: every CPU write so far is visible to the GPU.
@@ -473,32 +552,18 @@ impl Vram {
         }
     }
 
-    fn write_unaligned(&self, offset: u64, data: &[u8]) {
-        for (idx, within, pos, n) in self.pieces(offset, data.len()) {
-            let Some(c) = self.chunk_mut(idx) else {
-                continue;
-            };
-            self.before_write(idx, c, within, n);
-            // SAFETY: bounds by construction of `pieces`.
-            unsafe {
-                std::ptr::copy_nonoverlapping(
-                    data.as_ptr().add(pos),
-                    c.data.as_ptr().add(within),
-                    n,
-                )
-            };
-            self.mark(c, within, n);
-        }
-    }
-
     /// Write a little-endian dword (atomically when aligned); dropped outside VRAM.
-    pub fn write32(&self, offset: u64, value: u32) {
+    pub fn write32(&self, offset: u64, value: u32) -> Result<(), VramFull> {
         if !offset.is_multiple_of(4) || !self.contains(offset, 4) {
-            self.write_unaligned(offset, &value.to_le_bytes());
-            return;
+            return self.write_pieces(offset, &value.to_le_bytes());
         }
         let idx = (offset / CHUNK_SIZE) as usize;
-        if let Some(c) = self.chunk_mut(idx) {
+        let chunk = match self.chunk(idx) {
+            Some(c) => Some(c),
+            None if value == 0 => None,
+            None => self.chunk_mut(idx, offset)?,
+        };
+        if let Some(c) = chunk {
             let within = (offset % CHUNK_SIZE) as usize;
             self.before_write(idx, c, within, 4);
             // SAFETY: aligned and in bounds of the live chunk.
@@ -507,16 +572,21 @@ impl Vram {
             unsafe { &*p }.store(value.to_le(), Ordering::Release);
             self.mark(c, within, 4);
         }
+        Ok(())
     }
 
     /// Write a little-endian qword (atomically when aligned); dropped outside VRAM.
-    pub fn write64(&self, offset: u64, value: u64) {
+    pub fn write64(&self, offset: u64, value: u64) -> Result<(), VramFull> {
         if !offset.is_multiple_of(8) || !self.contains(offset, 8) {
-            self.write_unaligned(offset, &value.to_le_bytes());
-            return;
+            return self.write_pieces(offset, &value.to_le_bytes());
         }
         let idx = (offset / CHUNK_SIZE) as usize;
-        if let Some(c) = self.chunk_mut(idx) {
+        let chunk = match self.chunk(idx) {
+            Some(c) => Some(c),
+            None if value == 0 => None,
+            None => self.chunk_mut(idx, offset)?,
+        };
+        if let Some(c) = chunk {
             let within = (offset % CHUNK_SIZE) as usize;
             self.before_write(idx, c, within, 8);
             // SAFETY: aligned and in bounds of the live chunk.
@@ -525,12 +595,15 @@ impl Vram {
             unsafe { &*p }.store(value.to_le(), Ordering::Release);
             self.mark(c, within, 8);
         }
+        Ok(())
     }
 
     /// Copy `len` bytes from `src` to `dst` inside VRAM (an engine's copy), as `memmove`
     /// would: chunk to chunk, one pass over memory. Both ranges must lie inside VRAM
-    /// (checked by the caller; bytes beyond it are left alone).
-    pub fn copy_within(&self, src: u64, dst: u64, len: u64) {
+    /// (checked by the caller; bytes beyond it are left alone). A copy from a chunk nobody
+    /// wrote to another leaves the destination absent (zeros onto zeros); refused from the
+    /// first destination chunk the cap leaves no room for.
+    pub fn copy_within(&self, src: u64, dst: u64, len: u64) -> Result<(), VramFull> {
         let len = len
             .min(self.size.saturating_sub(src))
             .min(self.size.saturating_sub(dst));
@@ -558,11 +631,20 @@ impl Vram {
             let (s, d) = if backwards { (s - n, d - n) } else { (s, d) };
             let (si, di) = ((s / CHUNK_SIZE) as usize, (d / CHUNK_SIZE) as usize);
             let (sw, dw) = ((s % CHUNK_SIZE) as usize, (d % CHUNK_SIZE) as usize);
-            let Some(to) = self.chunk_mut(di) else {
-                return;
+            let from = self.chunk(si);
+            let to = match self.chunk(di) {
+                Some(c) => c,
+                None if from.is_none() => {
+                    done += n;
+                    continue;
+                }
+                None => match self.chunk_mut(di, d)? {
+                    Some(c) => c,
+                    None => return Ok(()),
+                },
             };
             self.before_write(di, to, dw, n as usize);
-            match self.chunk(si) {
+            match from {
                 // SAFETY: both ranges lie inside live chunks (`n` is bounded by the room
                 // left in each); `ptr::copy` allows them to overlap (same chunk).
                 Some(from) => unsafe {
@@ -578,11 +660,13 @@ impl Vram {
             self.mark(to, dw, n as usize);
             done += n;
         }
+        Ok(())
     }
 
     /// Fill `[offset, offset + len)` with the little-endian dword `pattern`, repeated
-    /// (`len` need not be a multiple of 4: the last copy is cut short).
-    pub fn fill(&self, offset: u64, len: u64, pattern: u32) {
+    /// (`len` need not be a multiple of 4: the last copy is cut short). A fill with zeros
+    /// leaves absent chunks absent.
+    pub fn fill(&self, offset: u64, len: u64, pattern: u32) -> Result<(), VramFull> {
         const STEP: usize = 64 << 10;
         let buf: Vec<u8> = pattern
             .to_le_bytes()
@@ -594,8 +678,9 @@ impl Vram {
         let mut done = 0u64;
         while done < len {
             let n = (STEP as u64).min(len - done) as usize;
-            self.write(offset + done, &buf[..n]);
+            self.write(offset + done, &buf[..n])?;
             done += n as u64;
         }
+        Ok(())
     }
 }

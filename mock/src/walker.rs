@@ -428,8 +428,14 @@ mod tests {
             Ok(u64::from(self.0.read32(paddr)) | u64::from(self.0.read32(paddr + 4)) << 32)
         }
         fn write64(&self, paddr: u64, value: u64) -> am_driver::Result<()> {
-            self.0.write(paddr, &value.to_le_bytes());
-            Ok(())
+            self.0.write(paddr, &value.to_le_bytes()).map_err(|full| {
+                am_driver::Error::new(
+                    "vram",
+                    am_driver::ErrorKind::Backend {
+                        message: full.to_string(),
+                    },
+                )
+            })
         }
     }
 

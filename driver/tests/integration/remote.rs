@@ -956,6 +956,49 @@ fn a_remote_device_can_itself_be_served() {
 }
 
 #[test]
+fn system_memory_past_the_servers_total_is_refused_and_returned_when_clients_leave() {
+    const MIB: u64 = 1 << 20;
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        max_sysmem_alloc: 8 * MIB,
+        max_sysmem_per_connection: 8 * MIB,
+        max_sysmem_total: 8 * MIB,
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let map = |raw: &mut Raw, bytes: u64| {
+        raw.send(Command::MapSysmem as u8, 0, 0, [bytes, 0, 0], &[]);
+        // The answer is the bus address of every page.
+        raw.answer((bytes / 4096 * 8) as usize)
+            .expect("the server answers MAP_SYSMEM")
+            .map(|_| ())
+    };
+    let mut first = Raw::connect(addr);
+    map(&mut first, 6 * MIB).unwrap();
+    let mut second = Raw::connect(addr);
+    let msg = map(&mut second, 4 * MIB).unwrap_err();
+    assert!(
+        msg.contains("limit of 8.0 MiB of system memory for all clients together")
+            && msg.contains("--max-sysmem-total-mib")
+            && msg.contains("clients hold 6.0 MiB now"),
+        "a client past the total is told the cap and what is held: {msg}"
+    );
+    map(&mut second, 2 * MIB).unwrap();
+    drop((first, second));
+    // Each connection's thread gives its memory back when it sees the close; until both
+    // have, the whole budget is not free. Retry until it is.
+    let whole = (0..500).any(|_| {
+        let mut raw = Raw::connect(addr);
+        let ok = map(&mut raw, 8 * MIB).is_ok();
+        if !ok {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        ok
+    });
+    assert!(whole, "the memory of the clients that left never came back");
+}
+
+#[test]
 fn connections_past_the_limit_are_told_the_limit_and_freed_slots_are_reused() {
     let fake = FakeDevice::new("fake0", 0x744c);
     let options = ServeOptions {

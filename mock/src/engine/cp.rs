@@ -1636,11 +1636,13 @@ pub(super) fn mem_failure(
             violation: false,
             ih: None,
         }),
-        MemError::Unflushed { .. } | MemError::Dma { .. } => Exec::Fail(Failure {
-            message,
-            violation: true,
-            ih: None,
-        }),
+        MemError::Unflushed { .. } | MemError::Dma { .. } | MemError::VramFull { .. } => {
+            Exec::Fail(Failure {
+                message,
+                violation: true,
+                ih: None,
+            })
+        }
     }
 }
 

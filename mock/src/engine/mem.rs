@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::device::Shared;
 use crate::ip::gmc::{Hub, HubView, Resolved};
-use crate::vram::Vram;
+use crate::vram::{Vram, VramFull};
 use crate::walker::{Access, FaultKind, PageFault, PhysTarget};
 
 /// Why an engine's memory access failed.
@@ -49,6 +49,14 @@ pub enum MemError {
     },
     /// The queue was stopped (dequeued, reset) while the access was under way.
     Cancelled,
+    /// A VRAM write past the mock's cap on the host memory it commits (the mock's own
+    /// limit, not the hardware's).
+    VramFull {
+        /// GPU address of the write.
+        addr: u64,
+        /// The refusal.
+        full: VramFull,
+    },
 }
 
 impl std::fmt::Display for MemError {
@@ -75,6 +83,7 @@ impl std::fmt::Display for MemError {
             }
             MemError::Dma { addr, reason } => write!(f, "access of {addr:#x}: {reason}"),
             MemError::Cancelled => write!(f, "the queue was stopped"),
+            MemError::VramFull { addr, full } => write!(f, "write of {addr:#x}: {full}"),
         }
     }
 }
@@ -427,7 +436,13 @@ impl<'a> GpuMem<'a> {
                             peer: None,
                         });
                     }
-                    self.sh.vram.copy_within(sv, dv, n);
+                    self.sh
+                        .vram
+                        .copy_within(sv, dv, n)
+                        .map_err(|full| MemError::VramFull {
+                            addr: dst + done,
+                            full,
+                        })?;
                 }
                 (PhysTarget::System(sb), PhysTarget::Vram(dv)) => {
                     if !self.sh.engines.bus_master() {
@@ -437,15 +452,24 @@ impl<'a> GpuMem<'a> {
                         });
                     }
                     let vram = &self.sh.vram;
+                    let mut refused = None;
                     self.sh
                         .sysmem
                         .with_pages(sb, n as usize, |at, bytes| {
-                            vram.write(dv + at as u64, bytes)
+                            if refused.is_none() {
+                                refused = vram.write(dv + at as u64, bytes).err();
+                            }
                         })
                         .map_err(|e| MemError::Dma {
                             addr: src + done,
                             reason: e.to_string(),
                         })?;
+                    if let Some(full) = refused {
+                        return Err(MemError::VramFull {
+                            addr: dst + done,
+                            full,
+                        });
+                    }
                 }
                 _ => {
                     // Across devices or kinds of memory: through a bounce buffer (a page
@@ -480,7 +504,8 @@ impl<'a> GpuMem<'a> {
                 Place::System(bus) => self.sys_write(at, bus, part)?,
                 place => {
                     if let Some((vram, v, _)) = place.vram(self.sh) {
-                        vram.write(v, part);
+                        vram.write(v, part)
+                            .map_err(|full| MemError::VramFull { addr: at, full })?;
                     }
                 }
             }
@@ -495,9 +520,13 @@ impl<'a> GpuMem<'a> {
         while done < len {
             let d = self.resolve(dst + done, Access::Write)?;
             let n = (len - done).min(d.span).min(FILL_STEP);
+            let full = |full: VramFull| MemError::VramFull {
+                addr: dst + done,
+                full,
+            };
             match self.place(dst + done, d.target, n, Access::Write)? {
-                Place::Local(v) => self.sh.vram.fill(v, n, pattern),
-                Place::Peer(p, _, v) => p.vram.fill(v, n, pattern),
+                Place::Local(v) => self.sh.vram.fill(v, n, pattern).map_err(full)?,
+                Place::Peer(p, _, v) => p.vram.fill(v, n, pattern).map_err(full)?,
                 Place::System(bus) => {
                     let bytes: Vec<u8> = pattern
                         .to_le_bytes()

@@ -152,10 +152,10 @@ fn ih_write(
         }
     };
     match target {
-        PhysTarget::Vram(off) => {
-            hw.vram.write(off, data);
-            Ok(())
-        }
+        PhysTarget::Vram(off) => hw
+            .vram
+            .write(off, data)
+            .map_err(|full| Fault::new(full.to_string())),
         PhysTarget::Peer { region, .. } => Err(Fault::new(format!(
             "IH ring address {addr:#x} is in the VRAM of hive region {region}: the IH writes \
              this device's memory or system memory only (not modelled)"

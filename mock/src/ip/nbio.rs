@@ -210,7 +210,10 @@ impl IpModel for Nbio {
         match reg.name() {
             "BIF_BX_PF0_MM_INDEX" => self.mm_index = value,
             "BIF_BX_PF0_MM_INDEX_HI" => self.mm_index_hi = value,
-            "BIF_BX_PF0_MM_DATA" => hw.vram.write32(self.mm_address(hw)?, value),
+            "BIF_BX_PF0_MM_DATA" => hw
+                .vram
+                .write32(self.mm_address(hw)?, value)
+                .map_err(|full| Fault::new(full.to_string()))?,
             "BIF_BX_PF0_RSMU_INDEX" => self.rsmu_index = value,
             "BIF_BX_PF0_RSMU_DATA" => {
                 self.aid_reg(hw, 0, u64::from(self.rsmu_index / 4), Some(value))?;

@@ -73,8 +73,7 @@ pub(crate) fn mem_read(hw: &Hw<'_>, addr: u64, buf: &mut [u8]) -> Result<(), Str
 pub(crate) fn mem_write(hw: &Hw<'_>, addr: u64, data: &[u8]) -> Result<(), String> {
     let len = data.len() as u64;
     if let Some(off) = vram_offset(hw, addr, len) {
-        hw.vram.write(off, data);
-        return Ok(());
+        return hw.vram.write(off, data).map_err(|full| full.to_string());
     }
     if !hw.config.bus_master() {
         return Err(format!(

@@ -68,3 +68,75 @@ fn the_smu_log_stays_bounded_however_many_messages_come() {
         "the SMU log keeps the latest messages, not all 20000: {kept}"
     );
 }
+
+const CHUNK: u64 = am_mock::vram::CHUNK_SIZE;
+
+#[test]
+fn zero_bytes_written_to_unwritten_vram_commit_no_host_memory() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let dev = gpu.open();
+    dev.resize_bar(0).unwrap();
+    let bar0 = dev.bar(0).unwrap();
+    let before = gpu.vram().resident_bytes();
+    // The client: one byte every 2 MiB, here zeros, from 1 GiB (clear of the
+    // discovery table at the top).
+    for i in 0..256 {
+        bar0.write_bytes((1 << 30) + i * CHUNK + 17, &[0]).unwrap();
+    }
+    assert_eq!(
+        gpu.vram().resident_bytes(),
+        before,
+        "zeros onto chunks that read as zeros commit nothing"
+    );
+    let mut b = [0xffu8];
+    bar0.read_bytes((1 << 30) + 17, &mut b).unwrap();
+    assert_eq!(b, [0], "an absent chunk reads as zeros");
+    for i in 0..256 {
+        bar0.write_bytes((1 << 30) + i * CHUNK + 17, &[i as u8 | 1])
+            .unwrap();
+    }
+    assert_eq!(
+        gpu.vram().resident_bytes(),
+        before + 256 * CHUNK,
+        "each non-zero byte commits its chunk"
+    );
+    for i in [0u64, 1, 255] {
+        bar0.read_bytes((1 << 30) + i * CHUNK + 17, &mut b).unwrap();
+        assert_eq!(b, [i as u8 | 1], "byte of chunk {i}");
+    }
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
+
+#[test]
+fn the_vram_cap_refuses_a_write_naming_the_device_and_the_cap() {
+    let gpu = MockGpu::new("navi31").unwrap();
+    let dev = gpu.open();
+    let bar0 = dev.bar(0).unwrap();
+    let cap = gpu.vram().resident_bytes() + 4 * CHUNK;
+    gpu.vram().set_limit(cap);
+    for i in 0..4 {
+        bar0.write32(i * CHUNK, 0x1234_5678).unwrap();
+    }
+    let err = bar0
+        .write32(4 * CHUNK, 0x1234_5678)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("mock:navi31:0"), "names the device: {err}");
+    assert!(
+        err.contains(&format!("cap of {} MiB", cap >> 20)),
+        "names the cap: {err}"
+    );
+    assert_eq!(gpu.vram().resident_bytes(), cap, "nothing past the cap");
+    assert_eq!(
+        bar0.read32(4 * CHUNK).unwrap(),
+        0,
+        "the refused write did not land"
+    );
+    let v = gpu.take_violations();
+    assert_eq!((v.len(), v[0].offset), (1, 4 * CHUNK), "{v:?}");
+    // What needs no new chunk still lands: committed chunks, zeros anywhere.
+    bar0.write32(3 * CHUNK + 8, 9).unwrap();
+    bar0.write32(5 * CHUNK, 0).unwrap();
+    assert_eq!(bar0.read32(3 * CHUNK + 8).unwrap(), 9);
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}

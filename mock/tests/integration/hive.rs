@@ -235,7 +235,7 @@ fn firmware_reaches_a_members_vram_through_its_own_segment() {
     );
     // Region 0's segment is another GPU's memory: the SMU (firmware, not an engine) does not
     // write over XGMI, and this member's VRAM is not touched.
-    gpu.vram().write(table, &[0u8; 64]);
+    gpu.vram().write(table, &[0u8; 64]).unwrap();
     assert_eq!(metrics(FB_BASE + table), s6::PPSMC_Result_Failed);
     dev.bar(0).unwrap().read_bytes(table, &mut head).unwrap();
     assert_eq!(head, [0; 4]);
@@ -299,7 +299,7 @@ fn a_peers_unflushed_bar0_write_is_stale_to_other_members_too() {
     let hive = MockGpu::new_hive("mi300x", 2).unwrap();
     let at = 0x40_0000u64;
     // Member 1's CPU writes through member 1's BAR0: the bytes sit in member 1's HDP.
-    hive[1].vram().cpu_write(at, &[7u8; 16]);
+    hive[1].vram().cpu_write(at, &[7u8; 16]).unwrap();
     let mut buf = [0u8; 16];
     match hive[0].engine_read(Hub::mm(0), 0, FB_BASE + SEG + at, &mut buf) {
         Err(MemError::Unflushed {

@@ -194,7 +194,7 @@ fn mm_index_window_reads_and_writes_vram() {
     let mmio = d.bar(5).unwrap();
     // Above 4 GiB and beyond the 256 MiB BAR0: only reachable through the window.
     let addr: u64 = 20 * GIB + 0x1234_5670;
-    gpu.vram().write32(addr, 0xdead_beef);
+    gpu.vram().write32(addr, 0xdead_beef).unwrap();
     mmio.write32(0x06 * 4, (addr >> 31) as u32).unwrap();
     mmio.write32(0, (addr as u32 & 0x7fff_ffff) | 0x8000_0000)
         .unwrap();
@@ -210,7 +210,7 @@ fn the_driver_reaches_unaligned_vram_bytes_past_bar0_through_the_window() {
     let (bar0, mmio) = (d.bar(0).unwrap(), d.bar(5).unwrap());
     let vram = am_driver::Vram::new("mock", bar0, mmio, 24 * GIB);
     let base: u64 = 20 * GIB + 0x1230;
-    gpu.vram().write(base, &[0xaa; 16]);
+    gpu.vram().write(base, &[0xaa; 16]).unwrap();
     // Seven bytes from byte 3 of a dword: a partial dword at each end, one whole in between.
     vram.write(base + 3, b"seven!!").unwrap();
     let mut all = [0u8; 16];

@@ -138,7 +138,9 @@ fn navi31_boots_and_runs_a_compute_queue_until_fini() {
     // Its doorbell is owned now: ringing it is recorded, not a violation, and the CP runs
     // what the ring holds (seven one-dword type-2 fillers).
     for i in 0..7 {
-        gpu.vram().write32(desc.ring - FB + 4 * i, 0x8000_0000);
+        gpu.vram()
+            .write32(desc.ring - FB + 4 * i, 0x8000_0000)
+            .unwrap();
     }
     let bar2 = gpu.open().bar(2).unwrap();
     bar2.write_bytes(u64::from(desc.doorbell) * 8, &7u64.to_le_bytes())

@@ -177,7 +177,8 @@ fn hive_reset_skips_vfs_and_resets_nothing_when_a_device_cannot_be_opened() {
     // A PF whose discovery table was never written cannot be opened.
     broken
         .vram()
-        .write(broken.profile().vram_size - (64 << 10), &[0u8; 10 << 10]);
+        .write(broken.profile().vram_size - (64 << 10), &[0u8; 10 << 10])
+        .unwrap();
     let devices: Vec<Arc<dyn PciDevice>> =
         vec![gpus[0].open(), vf.open(), broken.open(), gpus[1].open()];
     let out = reset_all(&devices, &opts());

@@ -156,7 +156,7 @@ fn an_open_that_fails_after_access_was_granted_releases_the_lease_once() {
     // A discovery table the firmware never wrote: the open fails at discovery, which it
     // can only reach once INIT_ACCESS has been granted.
     let at = gpu.profile().vram_size - (64 << 10);
-    gpu.vram().write(at, &[0u8; 10 << 10]);
+    gpu.vram().write(at, &[0u8; 10 << 10]).unwrap();
     let err = AmDevice::open_with(gpu.open(), opts()).unwrap_err();
     assert!(
         matches!(

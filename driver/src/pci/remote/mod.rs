@@ -12,4 +12,4 @@ mod server;
 
 pub use client::{RemoteOptions, RemotePciDevice, probe, probe_amd};
 pub use protocol::{DEFAULT_PORT, ProbeEntry};
-pub use server::{Cidr, ServeOptions, serve};
+pub use server::{Cidr, ServeOptions, default_max_sysmem_total, serve};

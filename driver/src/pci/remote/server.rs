@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -122,10 +122,13 @@ pub struct ServeOptions {
     pub max_sysmem_alloc: u64,
     /// Most system memory one connection may hold, in bytes.
     pub max_sysmem_per_connection: u64,
+    /// Most system memory all connections together may hold, in bytes (default
+    /// [`default_max_sysmem_total`]): the per-connection cap times the connection cap is
+    /// far more than most hosts have.
+    pub max_sysmem_total: u64,
     /// Size of the buffer payloads are streamed through, in bytes.
     pub chunk_size: usize,
     /// Most connections served at once; more get an error naming the limit and are closed.
-    /// With the per-connection memory cap this bounds what clients can make the server hold.
     pub max_connections: usize,
     /// Once a request's first byte arrived, its header must follow within this, and its
     /// payload may pause no longer (nor take longer than this plus 1 MiB/s). A response the
@@ -148,6 +151,7 @@ impl Default for ServeOptions {
             max_payload: 1 << 30,
             max_sysmem_alloc: 1 << 30,
             max_sysmem_per_connection: 4 << 30,
+            max_sysmem_total: default_max_sysmem_total(),
             chunk_size: 1 << 20,
             max_connections: 16,
             // A request's bytes follow its first one at once from any client we know: ten
@@ -162,10 +166,34 @@ impl Default for ServeOptions {
     }
 }
 
+/// The default of [`ServeOptions::max_sysmem_total`]: a quarter of the host's memory
+/// (`MemTotal` in `/proc/meminfo`), so clients together cannot push the host into swap or
+/// the OOM killer while the rest of it keeps working; 4 GiB (one connection's default) where
+/// that cannot be read.
+pub fn default_max_sysmem_total() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .as_deref()
+        .and_then(mem_total)
+        .map_or(4 << 30, |total| total / 4)
+}
+
+/// `MemTotal` of a `/proc/meminfo` text, in bytes.
+fn mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut words = line["MemTotal:".len()..].split_whitespace();
+    let kib: u64 = words.next()?.parse().ok()?;
+    (words.next() == Some("kB"))
+        .then_some(kib)?
+        .checked_mul(1024)
+}
+
 struct Shared {
     devices: Vec<Arc<dyn PciDevice>>,
     options: ServeOptions,
     connections: AtomicUsize,
+    /// System memory all connections hold, in bytes (see [`ServeOptions::max_sysmem_total`]).
+    sysmem_in_use: AtomicU64,
     /// Refused requests and dropped connections: logged in bursts, the rest counted.
     log_limit: RateLimit,
     /// Connections and disconnections: a client reconnecting in a loop must not flood the
@@ -241,6 +269,7 @@ pub fn serve(
             ..options
         },
         connections: AtomicUsize::new(0),
+        sysmem_in_use: AtomicU64::new(0),
         log_limit: RateLimit::default_for_refusals(),
         connection_log_limit: RateLimit::default_for_refusals(),
         refused_peers: Mutex::new(HashSet::new()),
@@ -315,6 +344,21 @@ pub fn serve(
 }
 
 impl Shared {
+    /// Take `bytes` of the server-wide system-memory budget, or say how much is held.
+    fn reserve_sysmem(&self, bytes: u64) -> std::result::Result<(), u64> {
+        let cap = self.options.max_sysmem_total;
+        self.sysmem_in_use
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes).filter(|&t| t <= cap)
+            })
+            .map(|_| ())
+    }
+
+    /// Give back what [`Shared::reserve_sysmem`] took.
+    fn release_sysmem(&self, bytes: u64) {
+        self.sysmem_in_use.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
     /// Note an allocation for DMA_READ, forgetting those that closed connections freed: a
     /// client allocating in a loop for hours must not grow the list.
     fn remember(&self, dev_id: u32, mem: &Arc<dyn SysMem>) {
@@ -423,6 +467,14 @@ struct Session<'a> {
     sysmem: Vec<Allocation>,
     sysmem_total: u64,
     chunk: Vec<u8>,
+}
+
+/// A connection's system memory goes back to the server-wide budget when it ends, however
+/// it ends (the allocations themselves are freed with `sysmem`).
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        self.shared.release_sysmem(self.sysmem_total);
+    }
 }
 
 impl<'a> Session<'a> {
@@ -1023,7 +1075,22 @@ impl<'a> Session<'a> {
             .map_err(|_| Fault::Refuse("no system memory handle left".to_string()))?;
         let len = usize::try_from(rounded)
             .map_err(|_| Fault::Refuse(format!("{rounded:#x} bytes do not fit in memory")))?;
-        let mem = device.alloc_sysmem(len, req.arg1 != 0)?;
+        shared.reserve_sysmem(rounded).map_err(|held| {
+            Fault::Refuse(format!(
+                "MAP_SYSMEM of {} would pass this server's limit of {} of system memory for \
+                 all clients together (am serve --max-sysmem-total-mib); clients hold {} now",
+                mib(rounded),
+                mib(opts.max_sysmem_total),
+                mib(held)
+            ))
+        })?;
+        let mem = match device.alloc_sysmem(len, req.arg1 != 0) {
+            Ok(mem) => mem,
+            Err(e) => {
+                shared.release_sysmem(rounded);
+                return Err(e.into());
+            }
+        };
         let addrs: Vec<u8> = mem
             .bus_addrs()
             .iter()
@@ -1040,6 +1107,11 @@ impl<'a> Session<'a> {
             &addrs,
         )
     }
+}
+
+/// `bytes` in MiB for a message, to a tenth.
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
 /// Why no request came.
@@ -1156,6 +1228,7 @@ mod tests {
             devices: Vec::new(),
             options: ServeOptions::default(),
             connections: AtomicUsize::new(0),
+            sysmem_in_use: AtomicU64::new(0),
             log_limit: RateLimit::default_for_refusals(),
             connection_log_limit: RateLimit::default_for_refusals(),
             refused_peers: Mutex::new(HashSet::new()),
@@ -1173,5 +1246,14 @@ mod tests {
             len, 2,
             "the live allocation and the latest, not 1001 entries"
         );
+    }
+
+    #[test]
+    fn mem_total_is_read_in_bytes_from_meminfo() {
+        let meminfo = "MemTotal:       16318480 kB\nMemFree:         1234 kB\n";
+        assert_eq!(mem_total(meminfo), Some(16_318_480 * 1024));
+        assert_eq!(mem_total("MemFree: 5 kB\n"), None, "no MemTotal line");
+        assert_eq!(mem_total("MemTotal: lots kB\n"), None, "not a number");
+        assert_eq!(mem_total("MemTotal: 5 MB\n"), None, "not in kB");
     }
 }
