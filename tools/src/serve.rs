@@ -26,6 +26,14 @@ pub struct ServeArgs {
     /// Most system memory one connection may hold, in MiB (default 4096).
     #[arg(long, value_name = "MIB")]
     pub max_sysmem_per_connection_mib: Option<u64>,
+    /// Most system memory all connections together may hold, in MiB (default a quarter of
+    /// the host's memory, MemTotal in /proc/meminfo).
+    #[arg(long, value_name = "MIB")]
+    pub max_sysmem_total_mib: Option<u64>,
+    /// Most host memory each served mock device may commit for the VRAM clients write, in
+    /// MiB (default 4096, or the profile's VRAM if smaller).
+    #[arg(long, value_name = "MIB")]
+    pub max_mock_vram_mib: Option<u64>,
     /// Most clients served at once (default 16); more are told the limit and closed.
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
@@ -101,6 +109,16 @@ pub fn prepare(args: &ServeArgs) -> anyhow::Result<Prepared> {
         .iter()
         .map(|spec| open_device(spec))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    if let Some(v) = args.max_mock_vram_mib {
+        let bytes = mib_flag("max-mock-vram-mib", v)?;
+        for spec in &args.devices {
+            if let Ok(am_driver::pci::DeviceSpec::Mock { profile, index }) =
+                am_driver::pci::DeviceSpec::parse(spec)
+            {
+                am_mock::gpu(&profile, index)?.vram().set_limit(bytes);
+            }
+        }
+    }
     let listener = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
     // The bound address: port 0 has become the port the system picked.
     let bound = listener
@@ -143,13 +161,7 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
         }
     };
     let mib = |flag: &str, v: Option<u64>, default: u64| -> anyhow::Result<u64> {
-        match v {
-            None => Ok(default),
-            Some(0) => bail!("--{flag} must be at least 1"),
-            Some(v) => v
-                .checked_mul(1 << 20)
-                .with_context(|| format!("--{flag} {v} is too large")),
-        }
+        v.map_or(Ok(default), |v| mib_flag(flag, v))
     };
     Ok(ServeOptions {
         max_payload: mib(
@@ -167,6 +179,11 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
             args.max_sysmem_per_connection_mib,
             defaults.max_sysmem_per_connection,
         )?,
+        max_sysmem_total: mib(
+            "max-sysmem-total-mib",
+            args.max_sysmem_total_mib,
+            defaults.max_sysmem_total,
+        )?,
         max_connections: match args.max_connections {
             Some(0) => bail!("--max-connections must be at least 1"),
             Some(n) => n,
@@ -182,6 +199,15 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
         read_only: args.read_only,
         ..defaults
     })
+}
+
+/// A `--…-mib` flag's value in bytes.
+fn mib_flag(flag: &str, v: u64) -> anyhow::Result<u64> {
+    if v == 0 {
+        bail!("--{flag} must be at least 1");
+    }
+    v.checked_mul(1 << 20)
+        .with_context(|| format!("--{flag} {v} is too large"))
 }
 
 #[cfg(test)]
@@ -217,12 +243,14 @@ mod tests {
             (
                 o.max_payload,
                 o.max_sysmem_alloc,
-                o.max_sysmem_per_connection
+                o.max_sysmem_per_connection,
+                o.max_sysmem_total
             ),
             (
                 d.max_payload,
                 d.max_sysmem_alloc,
-                d.max_sysmem_per_connection
+                d.max_sysmem_per_connection,
+                d.max_sysmem_total
             )
         );
         let o = serve_options(&args(&[
@@ -232,6 +260,8 @@ mod tests {
             "2",
             "--max-sysmem-per-connection-mib",
             "3",
+            "--max-sysmem-total-mib",
+            "5",
             "x",
         ]))
         .unwrap();
@@ -239,14 +269,40 @@ mod tests {
             (
                 o.max_payload,
                 o.max_sysmem_alloc,
-                o.max_sysmem_per_connection
+                o.max_sysmem_per_connection,
+                o.max_sysmem_total
             ),
-            (32 << 20, 2 << 20, 3 << 20)
+            (32 << 20, 2 << 20, 3 << 20, 5 << 20)
         );
         let e = serve_options(&args(&["--max-sysmem-mib", "0", "x"])).unwrap_err();
         assert!(
             e.to_string()
                 .contains("--max-sysmem-mib must be at least 1")
+        );
+    }
+
+    #[test]
+    fn max_mock_vram_caps_what_a_served_mock_commits() {
+        // Index 310: a mock of this test's own.
+        prepare(&args(&[
+            "--listen",
+            "127.0.0.1:0",
+            "--max-mock-vram-mib",
+            "64",
+            "mock:navi31:310",
+        ]))
+        .unwrap();
+        assert_eq!(
+            am_mock::gpu("navi31", 310).unwrap().vram().limit(),
+            64 << 20
+        );
+        let Err(e) = prepare(&args(&["--max-mock-vram-mib", "0", "mock:navi31:310"])) else {
+            panic!("--max-mock-vram-mib 0 was taken");
+        };
+        assert!(
+            e.to_string()
+                .contains("--max-mock-vram-mib must be at least 1"),
+            "{e}"
         );
     }
 
