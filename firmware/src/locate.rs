@@ -262,9 +262,16 @@ fn regular_file(path: &Path) -> Result<std::fs::Metadata> {
     if meta.is_file() {
         return Ok(meta);
     }
+    Err(FirmwareError::NotAFile {
+        path: path.to_path_buf(),
+        kind: file_kind(meta.file_type()).to_string(),
+    })
+}
+
+/// What a file that is not a regular one is, for messages ("a FIFO", "a directory", ...).
+pub fn file_kind(t: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
-    let t = meta.file_type();
-    let kind = if t.is_dir() {
+    if t.is_dir() {
         "a directory"
     } else if t.is_char_device() {
         "a character device"
@@ -276,11 +283,7 @@ fn regular_file(path: &Path) -> Result<std::fs::Metadata> {
         "a socket"
     } else {
         "not a file"
-    };
-    Err(FirmwareError::NotAFile {
-        path: path.to_path_buf(),
-        kind: kind.to_string(),
-    })
+    }
 }
 
 /// Reads `path`, decompressing it when its name ends in `.zst`.

@@ -2,28 +2,10 @@
 //! blocks until a writer comes (forever, if none does), and a device or a directory is never
 //! what a command means by a file.
 
-use std::fs::FileType;
-use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
+use am_firmware::locate::file_kind as kind;
 use anyhow::{Context, bail};
-
-/// What a file that is not a regular one is, for messages.
-fn kind(t: FileType) -> &'static str {
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_fifo() {
-        "a FIFO"
-    } else if t.is_char_device() {
-        "a character device"
-    } else if t.is_block_device() {
-        "a block device"
-    } else if t.is_socket() {
-        "a socket"
-    } else {
-        "not a file"
-    }
-}
 
 /// The size of `path` if it is a regular file (symbolic links followed); an error naming
 /// it and what it is otherwise. Looks without opening it.

@@ -987,14 +987,7 @@ fn system_memory_past_the_servers_total_is_refused_and_returned_when_clients_lea
     drop((first, second));
     // Each connection's thread gives its memory back when it sees the close; until both
     // have, the whole budget is not free. Retry until it is.
-    let whole = (0..500).any(|_| {
-        let mut raw = Raw::connect(addr);
-        let ok = map(&mut raw, 8 * MIB).is_ok();
-        if !ok {
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        ok
-    });
+    let whole = eventually(|| map(&mut Raw::connect(addr), 8 * MIB).is_ok());
     assert!(whole, "the memory of the clients that left never came back");
 }
 
@@ -1019,20 +1012,28 @@ fn connections_past_the_limit_are_told_the_limit_and_freed_slots_are_reused() {
     assert!(second.closed(), "and then closed");
     drop(first);
     // The first connection's thread frees its slot when it sees the close; retry until then.
-    let served = (0..500).any(|_| {
+    let served = eventually(|| {
         let mut s = TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let ping = RequestHeader::new(Command::Ping, 0, 0, [0; 3]).encode();
         let mut h = [0u8; 17];
-        let ok = s.write_all(&ping).is_ok()
+        s.write_all(&ping).is_ok()
             && s.read_exact(&mut h).is_ok()
-            && ResponseHeader::decode(&h) == ResponseHeader::ok(0, 0);
+            && ResponseHeader::decode(&h) == ResponseHeader::ok(0, 0)
+    });
+    assert!(served, "the freed slot was never reused");
+}
+
+/// Whether `f` holds within 500 tries 10 ms apart: what a server thread frees when it sees a
+/// close comes a little after the close.
+fn eventually(mut f: impl FnMut() -> bool) -> bool {
+    (0..500).any(|_| {
+        let ok = f();
         if !ok {
             std::thread::sleep(Duration::from_millis(10));
         }
         ok
-    });
-    assert!(served, "the freed slot was never reused");
+    })
 }
 
 #[test]
