@@ -322,14 +322,46 @@ pub fn read_maybe_zst(path: &Path) -> Result<Vec<u8>> {
 }
 
 fn decompress_zst(bytes: &[u8]) -> std::result::Result<Vec<u8>, String> {
-    let decoder = zstd::stream::read::Decoder::new(bytes).map_err(|e| e.to_string())?;
+    decompress_zstd(bytes, MAX_DECOMPRESSED)
+}
+
+/// Decompresses a whole zstd stream — every frame in turn, skippable frames skipped — into
+/// at most `limit` bytes. The reason is a sentence for the caller's error.
+pub fn decompress_zstd(bytes: &[u8], limit: u64) -> std::result::Result<Vec<u8>, String> {
+    use ruzstd::decoding::StreamingDecoder;
+    use ruzstd::decoding::errors::{FrameDecoderError, ReadFrameHeaderError};
+    let mut rest = bytes;
     let mut out = Vec::new();
-    decoder
-        .take(MAX_DECOMPRESSED + 1)
-        .read_to_end(&mut out)
-        .map_err(|e| e.to_string())?;
-    if out.len() as u64 > MAX_DECOMPRESSED {
-        return Err(format!("output exceeds {MAX_DECOMPRESSED} bytes"));
+    // A stream is one or more frames back to back (RFC 8878, section 3).
+    while !rest.is_empty() {
+        let decoder = match StreamingDecoder::new(&mut rest) {
+            Ok(d) => d,
+            Err(FrameDecoderError::ReadFrameHeaderError(ReadFrameHeaderError::SkipFrame {
+                length,
+                ..
+            })) => {
+                let length = length as usize;
+                if length > rest.len() {
+                    return Err(format!(
+                        "a skippable frame of {length} bytes runs past the end of the data"
+                    ));
+                }
+                rest = &rest[length..];
+                continue;
+            }
+            Err(e) => return Err(e.to_string()),
+        };
+        let room = (limit + 1).saturating_sub(out.len() as u64);
+        decoder
+            .take(room)
+            .read_to_end(&mut out)
+            .map_err(|e| e.to_string())?;
+        if out.len() as u64 > limit {
+            return Err(format!("output exceeds {limit} bytes"));
+        }
+    }
+    if out.is_empty() && bytes.is_empty() {
+        return Err("no zstd frame in the data".into());
     }
     Ok(out)
 }

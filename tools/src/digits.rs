@@ -1,7 +1,7 @@
 //! The 8×8 handwritten digits (scikit-learn's copy of the UCI set, `data/`), with a fixed
 //! split into training and test images.
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 
 /// The packed data set: per image, 64 pixel bytes (0–16) and the label byte.
 const PACKED: &[u8] = include_bytes!("../data/digits.bin.zst");
@@ -68,7 +68,8 @@ impl SplitMix {
 
 /// The whole set, in the file's order.
 pub fn load() -> anyhow::Result<Set> {
-    let raw = zstd::decode_all(PACKED).context("unpacking the digits data set")?;
+    let raw = am_firmware::locate::decompress_zstd(PACKED, (IMAGES * (PIXELS + 1)) as u64)
+        .map_err(|reason| anyhow::anyhow!("unpacking the digits data set: {reason}"))?;
     if raw.len() != IMAGES * (PIXELS + 1) {
         bail!(
             "the digits data set has {} bytes, not {}",

@@ -252,7 +252,8 @@ fn pin_mismatch_names_the_path_and_both_digests() {
 fn zst_files_are_found_decompressed_and_pinned_by_their_content() {
     let dir = TempDir::new("zst");
     let (name, data) = synthetic("_rlc.bin");
-    let compressed = zstd::encode_all(&data[..], 3).unwrap();
+    let compressed =
+        ruzstd::encoding::compress_to_vec(&data[..], ruzstd::encoding::CompressionLevel::Fastest);
     std::fs::write(dir.path().join(format!("{name}.zst")), compressed).unwrap();
     let mut pins = Pins::new();
     pins.insert(name.clone(), sha256(&data));
@@ -456,4 +457,28 @@ proptest! {
         }
         check_no_panic_and_regions_inside(&name, &data);
     }
+}
+
+#[test]
+fn a_zst_stream_of_several_frames_decodes_whole_and_skips_skippable_frames() {
+    use ruzstd::encoding::{CompressionLevel, compress_to_vec};
+    let first: Vec<u8> = (0..5000u32).map(|i| (i * 7) as u8).collect();
+    let second: Vec<u8> = (0..3000u32).map(|i| (i * 13 + 1) as u8).collect();
+    let mut stream = compress_to_vec(&first[..], CompressionLevel::Fastest);
+    // A skippable frame (RFC 8878, 3.1.2): magic 0x184D2A5?, a 4-byte length, that many bytes.
+    stream.extend_from_slice(&0x184D_2A53u32.to_le_bytes());
+    stream.extend_from_slice(&3u32.to_le_bytes());
+    stream.extend_from_slice(b"abc");
+    stream.extend_from_slice(&compress_to_vec(&second[..], CompressionLevel::Fastest));
+    let out = am_firmware::locate::decompress_zstd(&stream, 1 << 20).unwrap();
+    assert_eq!(out, [first.clone(), second].concat());
+
+    let err = am_firmware::locate::decompress_zstd(&stream, 6000).unwrap_err();
+    assert!(err.contains("exceeds 6000 bytes"), "{err}");
+
+    let mut cut = compress_to_vec(&first[..], CompressionLevel::Fastest);
+    cut.extend_from_slice(&0x184D_2A50u32.to_le_bytes());
+    cut.extend_from_slice(&100u32.to_le_bytes());
+    let err = am_firmware::locate::decompress_zstd(&cut, 1 << 20).unwrap_err();
+    assert!(err.contains("skippable frame of 100 bytes"), "{err}");
 }
