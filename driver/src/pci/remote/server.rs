@@ -44,6 +44,11 @@ const MIN_PAYLOAD_RATE: u64 = 1 << 20;
 const MAX_REMEMBERED_REFUSED_PEERS: usize = 4096;
 /// Most refused connections lingering at once to be told why (see [`refuse_connection`]).
 const MAX_LINGERING_REFUSALS: usize = 64;
+/// How long a write waits for another connection's ownership to end before it is refused:
+/// a client that closed its connection and at once opened the next (a job, then the next
+/// one) frees the device only when the server's thread for it sees the close, a moment
+/// later.
+const CLAIM_GRACE: Duration = Duration::from_millis(250);
 /// How long a refused connection lingers so its first request is read and its error arrives
 /// before the close (closing with unread data sends a reset that can overtake it).
 const REFUSAL_LINGER: Duration = Duration::from_millis(500);
@@ -1192,32 +1197,41 @@ impl<'a> Session<'a> {
         ) else {
             return Ok(());
         };
+        let grace = Instant::now() + CLAIM_GRACE;
         let mut owner = lock(&state.owner);
-        match &*owner {
-            Some(o) if o.connection == self.id => Ok(()),
-            Some(o) => Err(Fault::Refuse(format!(
-                "{} (device {}) is owned by {}; read-only access: {what} is refused until \
-                 the owner disconnects",
-                device.name(),
-                req.dev_id,
-                o.describe()
-            ))),
-            None => {
-                *owner = Some(Owner {
-                    connection: self.id,
-                    peer: self.peer,
-                    since: SystemTime::now(),
-                });
-                drop(owner);
-                shared.info(format_args!(
-                    "remote PCI: {} owns {} (device {}) from its {what}",
-                    self.peer,
-                    device.name(),
-                    req.dev_id
-                ));
-                Ok(())
+        loop {
+            match &*owner {
+                Some(o) if o.connection == self.id => return Ok(()),
+                Some(_) if Instant::now() < grace => {
+                    drop(owner);
+                    std::thread::sleep(CLAIM_GRACE / 25);
+                    owner = lock(&state.owner);
+                }
+                Some(o) => {
+                    return Err(Fault::Refuse(format!(
+                        "{} (device {}) is owned by {}; read-only access: {what} is refused \
+                         until the owner disconnects",
+                        device.name(),
+                        req.dev_id,
+                        o.describe()
+                    )));
+                }
+                None => break,
             }
         }
+        *owner = Some(Owner {
+            connection: self.id,
+            peer: self.peer,
+            since: SystemTime::now(),
+        });
+        drop(owner);
+        shared.info(format_args!(
+            "remote PCI: {} owns {} (device {}) from its {what}",
+            self.peer,
+            device.name(),
+            req.dev_id
+        ));
+        Ok(())
     }
 
     /// INDEXED: the steps as one transaction under the device's window lock, the index
