@@ -189,7 +189,13 @@ impl Connection {
             let claim = RequestHeader::new(Command::Owner, req.dev_id, 0, [OWNER_CLAIM, 0, 0]);
             Self::exchange(&mut link.stream, &claim, &[], |s, resp| {
                 // The answer's text describes the owner (us); it is not needed here.
-                let mut text = vec![0u8; resp.val0.min(MAX_TEXT_LEN) as usize];
+                if resp.val0 > MAX_TEXT_LEN {
+                    return Err(Body::Protocol(format!(
+                        "OWNER announces {} bytes of text",
+                        resp.val0
+                    )));
+                }
+                let mut text = vec![0u8; resp.val0 as usize];
                 s.read_exact(&mut text)?;
                 Ok(())
             })
@@ -469,12 +475,6 @@ impl RemotePciDevice {
     /// What the server calls this device (its BDF, or the spec it was opened with).
     pub fn remote_name(&self) -> &str {
         &self.remote_name
-    }
-
-    /// Whether the server runs INDEXED transactions and keeps one owner per device (`am
-    /// serve`), rather than serving each request as it comes (tinygrad's server).
-    pub fn shares_safely(&self) -> bool {
-        self.conn.has(EXT_INDEXED) && self.conn.has(EXT_OWNER)
     }
 
     /// Round trip to the server.
