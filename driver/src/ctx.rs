@@ -155,12 +155,29 @@ impl Vram {
     }
 
     /// The dword of VRAM at `at` (a multiple of 4) through the `MM_INDEX`/`MM_DATA` window:
-    /// read it, or write `write` and return it.
+    /// read it, or write `write` and return it. One [`Bar::indexed`] access, so that on a
+    /// served device no other client's window lands between the aim and the data.
     fn window(&self, at: u64, write: Option<u32>) -> Result<u32> {
-        self.mmio.write32(MM_INDEX_HI * 4, (at >> 31) as u32)?;
-        self.mmio
-            .write32(MM_INDEX * 4, (at as u32 & 0x7fff_ffff) | 0x8000_0000)?;
-        access32(&*self.mmio, MM_DATA * 4, write)
+        let data = MM_DATA * 4;
+        let steps = [
+            IndexStep::Aim {
+                offset: MM_INDEX_HI * 4,
+                value: (at >> 31) as u32,
+            },
+            IndexStep::Aim {
+                offset: MM_INDEX * 4,
+                value: (at as u32 & 0x7fff_ffff) | 0x8000_0000,
+            },
+            match write {
+                Some(value) => IndexStep::Write {
+                    offset: data,
+                    value,
+                },
+                None => IndexStep::Read { offset: data },
+            },
+        ];
+        let read = self.mmio.indexed(&steps)?;
+        Ok(write.unwrap_or(read))
     }
 
     /// Read a little-endian dword.

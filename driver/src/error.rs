@@ -101,6 +101,17 @@ pub enum ErrorKind {
         /// The process holding the lock, when it can be told.
         holder: Option<u32>,
     },
+    /// A write to a device opened beside the process that holds it (to read what can be
+    /// read without disturbing it).
+    #[error(
+        "{op} is refused: the device is held by {holder}, and this process opened it beside the holder to read only"
+    )]
+    HeldBeside {
+        /// What was refused (`config write`, `BAR5 write at 0x100`, …).
+        op: String,
+        /// The holder, described (`pid 4242 (am run …), lock file /tmp/am_….lock`).
+        holder: String,
+    },
     /// A device specification that cannot be parsed.
     #[error("bad device {spec:?}: {reason}")]
     BadDeviceSpec {

@@ -284,14 +284,20 @@ impl Regs {
                 reason: "past BAR5 and past the 32-bit RSMU index".into(),
             })
         })?;
+        let steps = [
+            IndexStep::Aim {
+                offset: self.direct(nbio::BIF_BX_PF0_RSMU_INDEX)?,
+                value: index,
+            },
+            data_step(self.direct(nbio::BIF_BX_PF0_RSMU_DATA)?, write),
+        ];
         let _guard = lock(&self.indirect);
-        self.direct(nbio::BIF_BX_PF0_RSMU_INDEX, Some(index))?;
-        self.direct(nbio::BIF_BX_PF0_RSMU_DATA, write)
+        self.mmio.indexed(&steps).map(|read| write.unwrap_or(read))
     }
 
-    /// An access to an index/data register (instance 0), which must itself be inside BAR5:
-    /// it is the way past it.
-    fn direct<F>(&self, reg: Reg<F>, write: Option<u32>) -> Result<u32> {
+    /// The BAR5 byte offset of an index/data register (instance 0), which must itself be
+    /// inside BAR5: it is the way past it.
+    fn direct<F>(&self, reg: Reg<F>) -> Result<u64> {
         let (addr, len) = (self.reg(reg)?.addr(0)?, self.mmio.len());
         if addr >= len / 4 {
             return Err(self.err(ErrorKind::RegisterOutOfReach {
@@ -300,7 +306,7 @@ impl Regs {
                 reason: format!("an index/data register must be inside BAR5 ({len:#x} bytes)"),
             }));
         }
-        access32(&*self.mmio, addr * 4, write)
+        Ok(addr * 4)
     }
 
     /// The PCIE INDEX2 address of a register on an AID: `reg * 4`, plus on AIDs other than
@@ -315,18 +321,28 @@ impl Regs {
     /// Access a register of an AID through PCIE INDEX2/DATA2 (dword address `addr`).
     fn pcie_index2(&self, addr: u64, aid: u8, write: Option<u32>) -> Result<u32> {
         let full = Self::pcie_index2_addr(addr, aid);
+        let mut steps = vec![IndexStep::Aim {
+            offset: self.direct(nbio::BIF_BX0_PCIE_INDEX2)?,
+            value: lo32(full),
+        }];
         // Only AIDs other than 0 need the high index; then it is cleared again after the
         // access: it stays latched, and a later plain access must go to AID 0.
-        let set_hi = |v| match hi32(full) {
-            0 => Ok(0),
-            _ => self.direct(nbio::BIF_BX0_PCIE_INDEX2_HI, Some(v)),
+        let hi = match hi32(full) {
+            0 => None,
+            _ => Some(self.direct(nbio::BIF_BX0_PCIE_INDEX2_HI)?),
         };
+        if let Some(offset) = hi {
+            steps.push(IndexStep::Aim {
+                offset,
+                value: hi32(full) & 0xff,
+            });
+        }
+        steps.push(data_step(self.direct(nbio::BIF_BX0_PCIE_DATA2)?, write));
+        if let Some(offset) = hi {
+            steps.push(IndexStep::Aim { offset, value: 0 });
+        }
         let _guard = lock(&self.indirect);
-        self.direct(nbio::BIF_BX0_PCIE_INDEX2, Some(lo32(full)))?;
-        set_hi(hi32(full) & 0xff)?;
-        let result = self.direct(nbio::BIF_BX0_PCIE_DATA2, write);
-        set_hi(0)?;
-        result
+        self.mmio.indexed(&steps).map(|read| write.unwrap_or(read))
     }
 
     /// Read a register of an AID through PCIE INDEX2/DATA2 (dword address `addr`).
@@ -337,6 +353,14 @@ impl Regs {
     /// Write a register of an AID through PCIE INDEX2/DATA2 (dword address `addr`).
     pub fn wreg_pcie(&self, addr: u64, aid: u8, value: u32) -> Result<()> {
         self.pcie_index2(addr, aid, Some(value)).map(drop)
+    }
+}
+
+/// The data step of an index/data access: read, or write `write`.
+fn data_step(offset: u64, write: Option<u32>) -> IndexStep {
+    match write {
+        Some(value) => IndexStep::Write { offset, value },
+        None => IndexStep::Read { offset },
     }
 }
 

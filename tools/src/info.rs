@@ -14,7 +14,7 @@ use am_driver::discovery::Discovery;
 use am_driver::pci::ids::known_gpu;
 use am_driver::regs::{Regs, gc};
 use am_driver::vf::{MailboxTimings, VfMailbox};
-use am_driver::{HwIp, IpVersion, PciDevice, hwip, read_mc_layout};
+use am_driver::{HwIp, IpVersion, Ownership, PciDevice, hwip, read_mc_layout};
 use am_isa::GfxTarget;
 use serde::Serialize;
 
@@ -58,6 +58,9 @@ pub struct InfoReport {
     pub hive: Option<HiveReport>,
     /// BAR0 size in bytes.
     pub bar0_size: u64,
+    /// Who may write a served device (`am serve` keeps one owner per device; the others
+    /// read): absent for a device this process opened itself.
+    pub owner: Option<String>,
     /// Discovery results; absent when discovery failed (see `error`).
     #[serde(flatten)]
     pub discovery: Option<DiscoveryReport>,
@@ -293,6 +296,7 @@ pub fn gather_with(dev: &dyn PciDevice, timings: MailboxTimings) -> anyhow::Resu
         vf_access: None,
         hive: None,
         bar0_size,
+        owner: owner_line(dev),
         discovery: None,
         boot_state: None,
         error: None,
@@ -340,12 +344,28 @@ pub fn gather_with(dev: &dyn PciDevice, timings: MailboxTimings) -> anyhow::Resu
     Ok(report)
 }
 
+/// What `am info` says of a served device's owner.
+fn owner_line(dev: &dyn PciDevice) -> Option<String> {
+    match dev.ownership() {
+        Ok(None) => None,
+        Ok(Some(Ownership::Nobody)) => {
+            Some("nobody (the first client that writes owns the device)".to_string())
+        }
+        Ok(Some(Ownership::Mine)) => Some("this client".to_string()),
+        Ok(Some(Ownership::Other(who))) => Some(format!("{who}; this client reads only")),
+        Err(e) => Some(format!("not known: {e}")),
+    }
+}
+
 fn print_text(r: &InfoReport) {
     println!(
         "{}  {} ({}:{})",
         r.device, r.product_name, r.vendor_id, r.device_id
     );
     println!("  backend      {}", r.backend);
+    if let Some(o) = &r.owner {
+        println!("  owner        {o}");
+    }
     match &r.vf_access {
         Some(a) => println!("  function     {} (init access {a})", r.function),
         None => println!("  function     {}", r.function),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use am_driver::discovery::Discovery;
 use am_driver::pci::lock::{self, Holder};
+use am_driver::pci::sysfs::{SysfsOptions, SysfsPci};
 use am_driver::pci::{DeviceSpec, ids::known_gpu};
 use am_driver::regs::Regs;
 use am_driver::vf::{MailboxTimings, VfLease, VfMailbox};
@@ -65,7 +66,21 @@ impl Target {
                  needs the device"
             );
         }
-        let pci = open_device(spec)?;
+        Self::inspect(spec, open_device(spec)?)
+    }
+
+    /// Open the local device `spec` beside `holder`, the process holding its lock, to read
+    /// what reads give: no lock is taken and every write is refused naming the holder, so a
+    /// small BAR's discovery (read through the holder's `MM_INDEX` window) is refused too.
+    pub fn open_beside(spec: &str, holder: &Holder) -> anyhow::Result<Target> {
+        let DeviceSpec::Pci(bdf) = DeviceSpec::parse(spec)? else {
+            bail!("{spec}: only a local PCI device has a holder to open it beside");
+        };
+        let pci = SysfsPci::open_beside(bdf, SysfsOptions::default(), holder)?;
+        Self::inspect(spec, Arc::new(pci))
+    }
+
+    fn inspect(spec: &str, pci: Arc<dyn PciDevice>) -> anyhow::Result<Target> {
         let device_id = pci.device_id()?;
         let is_vf = am_driver::vf::is_vf(&*pci.bar(5)?)?;
         // The PF gates a VF's MMIO until it grants init access; when another instance holds

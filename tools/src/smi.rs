@@ -17,7 +17,7 @@ use am_autogen::smu::{v13_0_0 as s0, v14_0_2 as s14};
 use am_driver::ip::smu::{Metrics, Smu};
 use am_driver::mm::{PtEntry, VmLevel};
 use am_driver::pci::lock;
-use am_driver::{AmDevice, Ctx, HwIp, Options};
+use am_driver::{AmDevice, Ctx, HwIp, Options, Ownership};
 use anyhow::{Context as _, bail};
 use serde::Serialize;
 
@@ -339,24 +339,35 @@ pub fn gather(spec: &str) -> SmiReport {
         device: spec.to_string(),
         ..Default::default()
     };
-    if let Some(h) = holder(spec) {
+    let held = holder(spec);
+    if let Some(h) = &held {
         r.processes.push(Process {
             pid: h.pid,
             command: h.command.clone(),
             lock_file: h.path.display().to_string(),
         });
-        r.notes.push(format!(
-            "held by {h}: not opened (the SMU mailbox and the device are its holder's)"
-        ));
-        return r;
     }
-    let t = match Target::open(spec) {
+    // Beside a running job only reads: its SMU mailbox and index windows are the job's.
+    let opened = match &held {
+        Some(h) => Target::open_beside(spec, h),
+        None => Target::open(spec),
+    };
+    let t = match opened {
         Ok(t) => t,
         Err(e) => {
-            r.notes.push(format!("{e:#}"));
+            r.notes.push(match &held {
+                Some(h) => format!("held by {h}: opened beside it to read, which failed: {e:#}"),
+                None => format!("{e:#}"),
+            });
             return r;
         }
     };
+    if let Some(h) = &held {
+        r.notes.push(format!(
+            "held by {h}: opened beside it to read only; the SMU part (metrics, clocks, power \
+             limit, firmware) is not read: its SMU mailbox is the holder's"
+        ));
+    }
     r.device = t.name().to_string();
     r.product = t.product().to_string();
     r.function = if t.is_vf { "VF" } else { "PF" }.into();
@@ -368,9 +379,22 @@ pub fn gather(spec: &str) -> SmiReport {
         Ok(u) => r.vram_used = Some(u),
         Err(e) => r.notes.push(format!("VRAM used: {e:#}")),
     }
-    if t.is_vf {
+    let owner = match t.pci.ownership() {
+        Ok(Some(Ownership::Other(who))) => Some(who),
+        _ => None,
+    };
+    if held.is_some() {
+        // Said above: beside a holder the SMU is not asked.
+    } else if t.is_vf {
         r.notes
             .push("a VF has no SMU metrics: the PF owns the SMU".to_string());
+    } else if let Some(who) = owner {
+        // Its SMU messages would interleave with the owner's in the one mailbox.
+        r.notes.push(format!(
+            "SMU part not read (metrics, clocks, power limit, firmware): {} is owned by \
+             {who}, and its SMU mailbox is the owner's; this client only reads",
+            t.name()
+        ));
     } else if let Err(e) = smu_part(&t, &mut r) {
         r.notes.push(format!("{e:#}"));
     }

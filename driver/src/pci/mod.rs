@@ -47,6 +47,44 @@ pub struct BarInfo {
     pub size: u64,
 }
 
+/// One step of an access through index/data registers (`MM_INDEX`/`MM_DATA`, the RSMU and
+/// PCIE INDEX2 pairs), at byte offsets of the BAR; see [`Bar::indexed`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexStep {
+    /// Write an index register: aim the window. A server sharing the device with other
+    /// clients puts the register back afterwards, so that nobody else's window moves.
+    Aim {
+        /// Byte offset of the index register.
+        offset: u64,
+        /// What to write.
+        value: u32,
+    },
+    /// Read the data register the window shows.
+    Read {
+        /// Byte offset of the data register.
+        offset: u64,
+    },
+    /// Write the data register.
+    Write {
+        /// Byte offset of the data register.
+        offset: u64,
+        /// What to write.
+        value: u32,
+    },
+}
+
+/// Who may write a device that several clients share (a served device; see
+/// [`PciDevice::ownership`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ownership {
+    /// Nobody yet: the first client that writes becomes the owner.
+    Nobody,
+    /// This client.
+    Mine,
+    /// Another client, as the server describes it (`127.0.0.1:PORT since 10:31:02 UTC`).
+    Other(String),
+}
+
 /// A mapped BAR: bounds-checked access at byte offsets.
 ///
 /// Registers are 32-bit (`read32`/`write32` at dword-aligned offsets), doorbells 64-bit,
@@ -94,6 +132,28 @@ pub trait Bar: Send + Sync {
     fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
     /// Copy bytes into the BAR.
     fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// One access through index/data registers, kept whole: the dword accesses of `steps`
+    /// in order; answers the value of the last [`IndexStep::Read`] (0 without one). Here
+    /// they are plain accesses (a driver keeps its own window to itself); a backend whose
+    /// device other clients share does them as one transaction they cannot split.
+    fn indexed(&self, steps: &[IndexStep]) -> Result<u32> {
+        plain_index_steps(self, steps)
+    }
+}
+
+/// The steps of [`Bar::indexed`] as plain dword accesses, one after the other; the value of
+/// the last read.
+pub fn plain_index_steps<B: Bar + ?Sized>(bar: &B, steps: &[IndexStep]) -> Result<u32> {
+    let mut value = 0;
+    for step in steps {
+        match *step {
+            IndexStep::Aim { offset, value: v } | IndexStep::Write { offset, value: v } => {
+                bar.write32(offset, v)?
+            }
+            IndexStep::Read { offset } => value = bar.read32(offset)?,
+        }
+    }
+    Ok(value)
 }
 
 /// DMA-able system memory: the CPU reaches it through this object, the GPU through the bus
@@ -185,6 +245,13 @@ pub trait PciDevice: Send + Sync {
                 backend: self.backend(),
             },
         ))
+    }
+
+    /// Who may write the device, for backends whose device other clients share (a served
+    /// device: the first connection that writes owns it until it closes, the others read).
+    /// `None` where the question does not arise: a local device is locked by its opener.
+    fn ownership(&self) -> Result<Option<Ownership>> {
+        Ok(None)
     }
 
     /// PCI vendor id.

@@ -19,9 +19,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::lock::DeviceLock;
+use super::lock::{DeviceLock, Holder};
 use super::spec::Bdf;
-use super::{Bar, BarInfo, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
+use super::{Bar, BarInfo, IndexStep, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
 use crate::pci::mapping::{DmaMemory, MmioRegion};
 use crate::{Error, ErrorKind, Result};
 
@@ -497,8 +497,11 @@ pub struct SysfsPci {
     opts: SysfsOptions,
     config: File,
     resources: Mutex<Vec<Resource>>,
-    bars: Mutex<[Option<Arc<MmioRegion>>; 6]>,
-    _lock: DeviceLock,
+    bars: Mutex<[Option<Arc<dyn Bar>>; 6]>,
+    /// The device lock; `None` when opened beside its holder ([`SysfsPci::open_beside`]).
+    _lock: Option<DeviceLock>,
+    /// The process holding the device, when opened beside it: every write is refused.
+    beside: Option<String>,
 }
 
 impl SysfsPci {
@@ -533,8 +536,49 @@ impl SysfsPci {
             config,
             resources: Mutex::new(resources),
             bars: Mutex::new(Default::default()),
-            _lock: lock,
+            _lock: Some(lock),
+            beside: None,
         })
+    }
+
+    /// Open the GPU at `bdf` beside `holder`, the process that holds its lock (a running
+    /// job), to read what can be read without disturbing it: no lock, no unbinding, no
+    /// enabling; config space opened for reading; every write refused naming the holder,
+    /// including aiming an index/data window (the holder's own accesses go through it).
+    pub fn open_beside(bdf: Bdf, opts: SysfsOptions, holder: &Holder) -> Result<Self> {
+        let name = bdf.to_string();
+        let dir = device_dir(&opts.root, &bdf);
+        if !dir.exists() {
+            return Err(Error::new(name, ErrorKind::NoDevice { path: dir }));
+        }
+        let config_path = dir.join("config");
+        let config =
+            File::open(&config_path).map_err(|e| io_err(&name, "open", &config_path, e))?;
+        let resources = read_resources(&name, &dir)?;
+        Ok(Self {
+            name,
+            dir,
+            opts,
+            config,
+            resources: Mutex::new(resources),
+            bars: Mutex::new(Default::default()),
+            _lock: None,
+            beside: Some(holder.to_string()),
+        })
+    }
+
+    /// Refuse `op` when opened beside the device's holder.
+    fn check_writable(&self, op: impl FnOnce() -> String) -> Result<()> {
+        match &self.beside {
+            None => Ok(()),
+            Some(holder) => Err(Error::new(
+                &self.name,
+                ErrorKind::HeldBeside {
+                    op: op(),
+                    holder: holder.clone(),
+                },
+            )),
+        }
     }
 
     /// The device's sysfs directory.
@@ -597,6 +641,7 @@ impl PciDevice for SysfsPci {
     }
 
     fn config_write(&self, offset: u16, size: u8, value: u32) -> Result<()> {
+        self.check_writable(|| format!("a config write at {offset:#x}"))?;
         config_write_file(
             &self.name,
             &self.config,
@@ -626,6 +671,40 @@ impl PciDevice for SysfsPci {
         if let Some(bar) = slot {
             return Ok(bar.clone());
         }
+        let region = self.map_bar(index, r)?;
+        let bar: Arc<dyn Bar> = match &self.beside {
+            None => region,
+            Some(holder) => Arc::new(BesideBar {
+                device: self.name.clone(),
+                index,
+                holder: holder.clone(),
+                inner: region,
+            }),
+        };
+        *slot = Some(bar.clone());
+        Ok(bar)
+    }
+
+    fn resize_bar(&self, index: u8) -> Result<()> {
+        self.check_writable(|| format!("resizing BAR{index}"))?;
+        self.resize_bar_now(index)
+    }
+
+    fn alloc_sysmem(&self, size: usize, contiguous: bool) -> Result<Arc<dyn SysMem>> {
+        // Memory for the device to DMA into is for a driver, which the holder is.
+        self.check_writable(|| "allocating system memory for DMA".to_string())?;
+        let (region, addrs) = alloc_pinned(&self.name, &self.opts.pagemap, size, contiguous)?;
+        Ok(Arc::new(DmaMemory::new(region, addrs)))
+    }
+
+    fn reset(&self) -> Result<()> {
+        self.check_writable(|| "a reset".to_string())?;
+        write_attr(&self.name, &self.dir.join("reset"), "1")
+    }
+}
+
+impl SysfsPci {
+    fn map_bar(&self, index: u8, r: Resource) -> Result<Arc<MmioRegion>> {
         let len = usize::try_from(r.size())
             .map_err(|_| self.no_bar(index, "it is larger than the address space"))?;
         let path = self.dir.join(format!("resource{index}"));
@@ -634,19 +713,17 @@ impl PciDevice for SysfsPci {
             .write(true)
             .open(&path)
             .map_err(|e| io_err(&self.name, "open", &path, e))?;
-        let region = Arc::new(MmioRegion::map_file(
+        Ok(Arc::new(MmioRegion::map_file(
             &self.name,
             &format!("BAR{index}"),
             &file,
             &path,
             0,
             len,
-        )?);
-        *slot = Some(region.clone());
-        Ok(region)
+        )?))
     }
 
-    fn resize_bar(&self, index: u8) -> Result<()> {
+    fn resize_bar_now(&self, index: u8) -> Result<()> {
         let path = self.dir.join(format!("resource{index}_resize"));
         if !path.exists() {
             tracing::debug!(
@@ -672,14 +749,65 @@ impl PciDevice for SysfsPci {
             read_resources(&self.name, &self.dir)?;
         Ok(())
     }
+}
 
-    fn alloc_sysmem(&self, size: usize, contiguous: bool) -> Result<Arc<dyn SysMem>> {
-        let (region, addrs) = alloc_pinned(&self.name, &self.opts.pagemap, size, contiguous)?;
-        Ok(Arc::new(DmaMemory::new(region, addrs)))
+/// A BAR of a device opened beside its holder: reads pass, writes are refused naming the
+/// holder, and so is aiming an index/data window (it is the holder's).
+struct BesideBar {
+    device: String,
+    index: u8,
+    holder: String,
+    inner: Arc<MmioRegion>,
+}
+
+impl BesideBar {
+    fn refuse<T>(&self, op: String) -> Result<T> {
+        Err(Error::new(
+            &self.device,
+            ErrorKind::HeldBeside {
+                op,
+                holder: self.holder.clone(),
+            },
+        ))
     }
+}
 
-    fn reset(&self) -> Result<()> {
-        write_attr(&self.name, &self.dir.join("reset"), "1")
+impl Bar for BesideBar {
+    fn len(&self) -> u64 {
+        Bar::len(&*self.inner)
+    }
+    fn read32(&self, offset: u64) -> Result<u32> {
+        self.inner.read32(offset)
+    }
+    fn read64(&self, offset: u64) -> Result<u64> {
+        self.inner.read64(offset)
+    }
+    fn read8(&self, offset: u64) -> Result<u8> {
+        self.inner.read8(offset)
+    }
+    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_bytes(offset, buf)
+    }
+    fn write32(&self, offset: u64, _: u32) -> Result<()> {
+        self.refuse(format!("a BAR{} write at {offset:#x}", self.index))
+    }
+    fn write64(&self, offset: u64, _: u64) -> Result<()> {
+        self.refuse(format!("a BAR{} write at {offset:#x}", self.index))
+    }
+    fn write8(&self, offset: u64, _: u8) -> Result<()> {
+        self.refuse(format!("a BAR{} write at {offset:#x}", self.index))
+    }
+    fn write_bytes(&self, offset: u64, _: &[u8]) -> Result<()> {
+        self.refuse(format!("a BAR{} write at {offset:#x}", self.index))
+    }
+    fn indexed(&self, steps: &[IndexStep]) -> Result<u32> {
+        match steps.first() {
+            Some(IndexStep::Aim { offset, .. }) => self.refuse(format!(
+                "aiming the BAR{} index register at {offset:#x} (the window is the holder's)",
+                self.index
+            )),
+            _ => super::plain_index_steps(self, steps),
+        }
     }
 }
 
@@ -687,6 +815,7 @@ impl PciDevice for SysfsPci {
 mod tests {
     use super::*;
     use crate::pci::fake_sysfs::{FakeSysfs, navi31_bars};
+    use crate::pci::lock;
 
     const GPU: &str = "0000:03:00.0";
 
@@ -874,6 +1003,55 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_device_opened_beside_its_holder_reads_and_refuses_every_write_naming_the_holder() {
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        fs.bind(GPU, "amdgpu");
+        let holder = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        holder.bar(5).unwrap().write32(0x40, 0x1234_5678).unwrap();
+        let who = lock::holder_in(fs.root(), GPU).unwrap().unwrap();
+        let beside = SysfsPci::open_beside(gpu(), opts(&fs), &who).unwrap();
+        assert_eq!(beside.device_id().unwrap(), 0x744c);
+        let bar5 = beside.bar(5).unwrap();
+        assert!(
+            Arc::ptr_eq(&bar5, &beside.bar(5).unwrap()),
+            "BAR mapped once"
+        );
+        assert_eq!(bar5.read32(0x40).unwrap(), 0x1234_5678);
+        let window = [
+            IndexStep::Aim {
+                offset: 0,
+                value: 0x8000_0000,
+            },
+            IndexStep::Read { offset: 4 },
+        ];
+        let refusals = [
+            beside.config_write(4, 2, 6).unwrap_err(),
+            bar5.write32(0x40, 0).unwrap_err(),
+            bar5.write64(0x40, 0).unwrap_err(),
+            bar5.indexed(&window).unwrap_err(),
+            beside.reset().unwrap_err(),
+            beside.resize_bar(0).unwrap_err(),
+            beside.alloc_sysmem(4096, false).err().unwrap(),
+        ];
+        for err in refusals {
+            let msg = err.to_string();
+            assert!(
+                matches!(err.kind, ErrorKind::HeldBeside { .. })
+                    && msg.contains(&format!("held by pid {}", std::process::id()))
+                    && msg.contains("opened it beside the holder to read only"),
+                "{msg}"
+            );
+        }
+        assert_eq!(holder.bar(5).unwrap().read32(0x40).unwrap(), 0x1234_5678);
+        assert_eq!(fs.read(GPU, "reset"), "", "no reset reached the device");
+        // The holder keeps its lock: opening beside it took nothing.
+        assert!(lock::holder_in(fs.root(), GPU).unwrap().is_some());
+        drop(holder);
+        assert_eq!(lock::holder_in(fs.root(), GPU).unwrap(), None);
     }
 
     #[test]

@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use am_driver::pci::remote::protocol::{
-    Command, RequestHeader, ResponseHeader, encode_probe_filter,
+    Command, EXT_INDEXED, EXT_OWNER, EXTENSIONS_PROBE, RequestHeader, ResponseHeader,
+    encode_extensions, encode_probe_filter,
 };
 use am_driver::pci::remote::{
     RemoteOptions, RemotePciDevice, ServeOptions, probe, probe_amd, serve,
 };
-use am_driver::{Bar, BarInfo, Error, ErrorKind, PciDevice, Result, SysMem};
+use am_driver::{Bar, BarInfo, Error, ErrorKind, IndexStep, Ownership, PciDevice, Result, SysMem};
 
 const BAR0_LEN: usize = 8 << 20;
 const BAR5_LEN: usize = 64 << 10;
@@ -800,6 +801,11 @@ fn malformed_requests_get_an_error_or_a_closed_connection() {
     raw.send(99, 0, 0, [0; 3], &[]);
     assert!(raw.refused().contains("unknown command 99"));
     assert!(raw.closed());
+    // That connection owned the device (its MAP_SYSMEM); the device is free for the next
+    // writer once the server's thread for it has ended.
+    assert!(eventually(|| {
+        client(addr, 0).ownership().unwrap() == Some(Ownership::Nobody)
+    }));
 
     // A write that fails has no answer of its own: the server leaves the reason where the
     // client's next request reads it, then closes.
@@ -965,16 +971,22 @@ fn system_memory_past_the_servers_total_is_refused_and_returned_when_clients_lea
         max_sysmem_total: 8 * MIB,
         ..ServeOptions::default()
     };
-    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
-    let map = |raw: &mut Raw, bytes: u64| {
-        raw.send(Command::MapSysmem as u8, 0, 0, [bytes, 0, 0], &[]);
+    // Two devices: system memory is for a device's owner, and each client owns one.
+    let other = FakeDevice::new("fake1", 0x744c);
+    let addr = start_with(
+        vec![fake as Arc<dyn PciDevice>, other as Arc<dyn PciDevice>],
+        options,
+    );
+    let map_on = |raw: &mut Raw, dev_id: u32, bytes: u64| {
+        raw.send(Command::MapSysmem as u8, dev_id, 0, [bytes, 0, 0], &[]);
         // The answer is the bus address of every page.
         raw.answer((bytes / 4096 * 8) as usize)
             .expect("the server answers MAP_SYSMEM")
             .map(|_| ())
     };
+    let map = |raw: &mut Raw, bytes: u64| map_on(raw, 1, bytes);
     let mut first = Raw::connect(addr);
-    map(&mut first, 6 * MIB).unwrap();
+    map_on(&mut first, 0, 6 * MIB).unwrap();
     let mut second = Raw::connect(addr);
     let msg = map(&mut second, 4 * MIB).unwrap_err();
     assert!(
@@ -1319,4 +1331,357 @@ fn an_answer_taken_a_trickle_at_a_time_is_cut_off_at_one_deadline() {
         "the connection stayed open: {got} of {whole} bytes taken"
     );
     assert_eq!(SERVER_PANICS.load(Ordering::SeqCst), 0);
+}
+
+/// `MM_INDEX`, `MM_DATA` and `MM_INDEX_HI` of [`WindowBar`], as on the GPUs (byte offsets).
+const MM_INDEX: u64 = 0x0;
+const MM_DATA: u64 = 0x4;
+const MM_INDEX_HI: u64 = 0x18;
+/// Dwords of VRAM behind [`WindowBar`]'s window.
+const WINDOW_VRAM_DWORDS: u64 = 1 << 16;
+
+/// What VRAM holds at byte address `at`: every dword different, so a read through a window
+/// someone else aimed shows.
+fn vram_pattern(at: u64) -> u32 {
+    (at as u32).wrapping_mul(0x9e37_79b9) ^ 0x5a5a_0000
+}
+
+/// A BAR5 with an `MM_INDEX`/`MM_DATA` window onto VRAM, as a small-BAR GPU reads its
+/// discovery table: the index registers hold what was last written; `MM_DATA` is the VRAM
+/// dword they point at. Each access yields, so that interleaved clients interleave often.
+struct WindowBar {
+    regs: Mutex<[u32; 2]>,
+    vram: Mutex<Vec<u32>>,
+}
+
+impl WindowBar {
+    fn vram_index(&self) -> Result<usize> {
+        let [index, hi] = *self.regs.lock().unwrap();
+        let at = (u64::from(hi) << 31) | u64::from(index & 0x7fff_ffff);
+        (at / 4 < WINDOW_VRAM_DWORDS && index & 0x8000_0000 != 0)
+            .then_some((at / 4) as usize)
+            .ok_or_else(|| oor("window", "VRAM", at, 4, (WINDOW_VRAM_DWORDS * 4) as usize))
+    }
+}
+
+impl Bar for WindowBar {
+    fn len(&self) -> u64 {
+        BAR5_LEN as u64
+    }
+    fn read32(&self, offset: u64) -> Result<u32> {
+        std::thread::yield_now();
+        match offset {
+            MM_INDEX => Ok(self.regs.lock().unwrap()[0]),
+            MM_INDEX_HI => Ok(self.regs.lock().unwrap()[1]),
+            MM_DATA => {
+                let i = self.vram_index()?;
+                Ok(self.vram.lock().unwrap()[i])
+            }
+            _ => Ok(0),
+        }
+    }
+    fn write32(&self, offset: u64, value: u32) -> Result<()> {
+        std::thread::yield_now();
+        match offset {
+            MM_INDEX => self.regs.lock().unwrap()[0] = value,
+            MM_INDEX_HI => self.regs.lock().unwrap()[1] = value,
+            MM_DATA => {
+                let i = self.vram_index()?;
+                self.vram.lock().unwrap()[i] = value;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        match <[u8; 4]>::try_from(&*buf) {
+            Ok(_) => {
+                buf.copy_from_slice(&self.read32(offset)?.to_le_bytes());
+                Ok(())
+            }
+            Err(_) => Err(oor("window", "BAR5", offset, buf.len(), BAR5_LEN)),
+        }
+    }
+    fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
+        match <[u8; 4]>::try_from(data) {
+            Ok(w) => self.write32(offset, u32::from_le_bytes(w)),
+            Err(_) => Err(oor("window", "BAR5", offset, data.len(), BAR5_LEN)),
+        }
+    }
+}
+
+/// A device whose BAR5 is a [`WindowBar`]; its config space is the [`FakeDevice`]'s.
+struct WindowDevice {
+    config: Arc<FakeDevice>,
+    bar5: Arc<WindowBar>,
+}
+
+impl WindowDevice {
+    fn new() -> Arc<WindowDevice> {
+        let vram = (0..WINDOW_VRAM_DWORDS)
+            .map(|d| vram_pattern(d * 4))
+            .collect();
+        Arc::new(WindowDevice {
+            config: FakeDevice::new("window0", 0x744c),
+            bar5: Arc::new(WindowBar {
+                regs: Mutex::new([0; 2]),
+                vram: Mutex::new(vram),
+            }),
+        })
+    }
+}
+
+impl PciDevice for WindowDevice {
+    fn name(&self) -> &str {
+        "window0"
+    }
+    fn backend(&self) -> &'static str {
+        "fake"
+    }
+    fn config_read(&self, offset: u16, size: u8) -> Result<u32> {
+        self.config.config_read(offset, size)
+    }
+    fn config_write(&self, offset: u16, size: u8, value: u32) -> Result<()> {
+        self.config.config_write(offset, size, value)
+    }
+    fn bar_info(&self, index: u8) -> Result<BarInfo> {
+        self.config.bar_info(index)
+    }
+    fn bar(&self, index: u8) -> Result<Arc<dyn Bar>> {
+        match index {
+            5 => Ok(self.bar5.clone()),
+            _ => self.config.bar(index),
+        }
+    }
+    fn resize_bar(&self, index: u8) -> Result<()> {
+        self.config.resize_bar(index)
+    }
+    fn alloc_sysmem(&self, size: usize, contiguous: bool) -> Result<Arc<dyn SysMem>> {
+        self.config.alloc_sysmem(size, contiguous)
+    }
+    fn reset(&self) -> Result<()> {
+        self.config.reset()
+    }
+}
+
+/// The steps that read the VRAM dword at `at` through the window.
+fn window_read(at: u64) -> [IndexStep; 3] {
+    [
+        IndexStep::Aim {
+            offset: MM_INDEX_HI,
+            value: (at >> 31) as u32,
+        },
+        IndexStep::Aim {
+            offset: MM_INDEX,
+            value: (at as u32 & 0x7fff_ffff) | 0x8000_0000,
+        },
+        IndexStep::Read { offset: MM_DATA },
+    ]
+}
+
+#[test]
+fn window_reads_of_readers_and_an_owner_aiming_by_hand_never_see_each_others_window() {
+    // Three readers read VRAM through INDEXED transactions while the owner aims the window
+    // with plain writes and reads MM_DATA, as tinygrad's driver does: the readers' steps
+    // run whole under the device's window lock and put the index registers back, so the
+    // owner's window stays where it aimed it between its requests.
+    let dev = WindowDevice::new();
+    let addr = start_with(
+        vec![dev.clone() as Arc<dyn PciDevice>],
+        ServeOptions::default(),
+    );
+    let owner = client(addr, 0);
+    owner.config_write(0x40, 1, 1).unwrap();
+    assert_eq!(owner.ownership().unwrap(), Some(Ownership::Mine));
+    let wrong = Arc::new(AtomicU32::new(0));
+    let mut threads = Vec::new();
+    for t in 0..3u64 {
+        let wrong = wrong.clone();
+        threads.push(std::thread::spawn(move || {
+            let reader = client(addr, 0);
+            let bar5 = reader.bar(5).unwrap();
+            for i in 0..400u64 {
+                let at = ((i * 7919 + t * 104_729) % WINDOW_VRAM_DWORDS) * 4;
+                if bar5.indexed(&window_read(at)).unwrap() != vram_pattern(at) {
+                    wrong.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+            assert!(matches!(
+                reader.ownership().unwrap(),
+                Some(Ownership::Other(_))
+            ));
+        }));
+    }
+    let bar5 = owner.bar(5).unwrap();
+    for i in 0..400u64 {
+        let at = ((i * 31_337) % WINDOW_VRAM_DWORDS) * 4;
+        bar5.write32(MM_INDEX_HI, (at >> 31) as u32).unwrap();
+        bar5.write32(MM_INDEX, (at as u32 & 0x7fff_ffff) | 0x8000_0000)
+            .unwrap();
+        if bar5.read32(MM_DATA).unwrap() != vram_pattern(at) {
+            wrong.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        wrong.load(Ordering::SeqCst),
+        0,
+        "reads through a window another aimed"
+    );
+    assert_eq!(OUT_OF_RANGE.load(Ordering::SeqCst), 0);
+    assert_eq!(SERVER_PANICS.load(Ordering::SeqCst), 0);
+}
+
+#[test]
+fn a_second_client_reads_and_its_writes_are_refused_naming_the_owner_until_it_leaves() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_one(&fake);
+    let first = client(addr, 0);
+    let second = client(addr, 0);
+    assert_eq!(first.ownership().unwrap(), Some(Ownership::Nobody));
+    // The first connection that writes owns the device.
+    first.config_write(0x40, 1, 0x11).unwrap();
+    assert_eq!(first.ownership().unwrap(), Some(Ownership::Mine));
+    let Some(Ownership::Other(who)) = second.ownership().unwrap() else {
+        panic!("the second client is told another owns the device");
+    };
+    assert!(
+        who.starts_with("127.0.0.1:") && who.contains(" since "),
+        "{who}"
+    );
+    let bar0 = second.bar(0).unwrap();
+    let bar5 = second.bar(5).unwrap();
+    for (what, err) in [
+        ("CFG_WRITE", second.config_write(0x40, 1, 0x22).unwrap_err()),
+        ("RESET", second.reset().unwrap_err()),
+        ("RESIZE_BAR", second.resize_bar(0).unwrap_err()),
+        (
+            "MAP_SYSMEM",
+            second.alloc_sysmem(4096, false).err().unwrap(),
+        ),
+        ("MMIO_WRITE", bar0.write32(0x40, 7).unwrap_err()),
+        (
+            "INDEXED",
+            bar5.indexed(&[IndexStep::Write {
+                offset: 0x100,
+                value: 1,
+            }])
+            .unwrap_err(),
+        ),
+    ] {
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("the server refused {what}"))
+                && msg.contains("fake0 (device 0) is owned by 127.0.0.1:")
+                && msg.contains("; read-only access"),
+            "{msg}"
+        );
+        assert!(
+            matches!(err.kind, ErrorKind::RemoteRefused { .. }),
+            "{err:?}"
+        );
+    }
+    // Refused with an answer, so the connection goes on; reads are served.
+    second.ping().unwrap();
+    assert_eq!(second.config_read(0x40, 1).unwrap(), 0x11);
+    assert_eq!(bar0.read32(0x40).unwrap(), 0);
+    assert_eq!(fake.resets.load(Ordering::SeqCst), 0);
+    assert_eq!(fake.resized.load(Ordering::SeqCst), 0);
+    assert!(fake.sysmem.lock().unwrap().is_empty());
+    // Once the owner leaves, the next writer owns the device.
+    drop(first);
+    assert!(
+        eventually(|| second.config_write(0x40, 1, 0x22).is_ok()),
+        "the owner's close never freed the device"
+    );
+    assert_eq!(second.ownership().unwrap(), Some(Ownership::Mine));
+    assert_eq!(fake.config.lock().unwrap()[0x40], 0x22);
+}
+
+#[test]
+fn a_plain_client_writing_beside_the_owner_is_closed_with_the_owners_name() {
+    // tinygrad's client pipelines MMIO_WRITE without asking first: a refused one cannot be
+    // answered, so the connection closes after an error response naming the owner.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_one(&fake);
+    let owner = client(addr, 0);
+    owner.config_write(0x40, 1, 1).unwrap();
+    let mut raw = Raw::connect(addr);
+    raw.send(
+        Command::MmioWrite as u8,
+        0,
+        0,
+        [0x80, 4, 0],
+        &0xfeed_f00du32.to_le_bytes(),
+    );
+    let msg = raw.refused();
+    assert!(
+        msg.contains("MMIO_WRITE BAR0 offset 0x80 size 0x4 failed, so this connection is closed")
+            && msg.contains("fake0 (device 0) is owned by 127.0.0.1:"),
+        "{msg}"
+    );
+    assert!(raw.closed());
+    assert_eq!(fake.bar0.mem.lock().unwrap()[0x80..0x84], [0; 4]);
+}
+
+#[test]
+fn a_plain_probe_still_answers_the_device_count_and_ours_lists_the_extensions() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_one(&fake);
+    let filter = encode_probe_filter(&[(0xffff, 0x744c)]);
+    for (bar, val1) in [
+        (0, 1),
+        (EXTENSIONS_PROBE, encode_extensions(EXT_INDEXED | EXT_OWNER)),
+    ] {
+        let mut raw = Raw::connect(addr);
+        raw.send(
+            Command::Probe as u8,
+            0,
+            bar,
+            [0, filter.len() as u64, 0x1002],
+            &filter,
+        );
+        let (h, data) = raw.answer("fake0:0".len()).unwrap().unwrap();
+        assert_eq!((h.val1, data.as_slice()), (val1, &b"fake0:0"[..]));
+    }
+}
+
+#[test]
+fn a_read_only_server_answers_indexed_reads_and_refuses_indexed_writes_and_owners() {
+    let dev = WindowDevice::new();
+    let options = ServeOptions {
+        read_only: true,
+        ..ServeOptions::default()
+    };
+    let addr = start_with(vec![dev.clone() as Arc<dyn PciDevice>], options);
+    let reader = client(addr, 0);
+    let bar5 = reader.bar(5).unwrap();
+    assert_eq!(
+        bar5.indexed(&window_read(0x40)).unwrap(),
+        vram_pattern(0x40)
+    );
+    let err = bar5
+        .indexed(&[IndexStep::Write {
+            offset: MM_INDEX,
+            value: 1,
+        }])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("an INDEXED write is refused: this server is read-only"),
+        "{err}"
+    );
+    assert_eq!(*dev.bar5.regs.lock().unwrap(), [0, 0], "nothing was aimed");
+    // No owners on a read-only server: nothing may write.
+    assert_eq!(reader.ownership().unwrap(), None);
+    let mut raw = Raw::connect(addr);
+    raw.send(Command::Owner as u8, 0, 0, [1, 0, 0], &[]);
+    let msg = raw.refused();
+    assert!(
+        msg.contains("window0 (device 0) cannot be owned: this server is read-only"),
+        "{msg}"
+    );
+    raw.ping();
 }

@@ -123,13 +123,20 @@ fn remote_info_answers_as_the_served_mock_does() {
     let mut local = info_json("mock:navi31");
     drop(server);
     assert_eq!(remote["backend"], "remote");
+    // `am info` only reads: the served device stays without an owner.
+    assert_eq!(
+        remote["owner"],
+        "nobody (the first client that writes owns the device)"
+    );
+    assert_eq!(local["owner"], serde_json::Value::Null);
     // Everything but the names of device and backend (and the error text that starts with
-    // the device name) is the same.
+    // the device name) and the owner is the same.
     for j in [&mut remote, &mut local] {
         let o = j.as_object_mut().unwrap();
         o.remove("device");
         o.remove("backend");
         o.remove("error");
+        o.remove("owner");
     }
     assert_eq!(remote, local);
     assert_eq!(remote["gc"]["cu_count"], 96);

@@ -3,14 +3,20 @@
 
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::protocol::{
-    AMD_PROBE_DEVICE_IDS, Command, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN,
-    RequestHeader, ResponseHeader, decode_probe_names, encode_probe_filter,
+    AMD_PROBE_DEVICE_IDS, Command, EXT_INDEXED, EXT_OWNER, EXTENSIONS_PROBE, MAX_INDEX_STEPS,
+    OWNER_CLAIM, OwnerState, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN, RequestHeader,
+    ResponseHeader, WireStep, decode_extensions, decode_probe_names, encode_index_steps,
+    encode_probe_filter,
 };
-use crate::pci::{AMD_VENDOR_ID, Bar, BarInfo, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
+use crate::pci::{
+    AMD_VENDOR_ID, Bar, BarInfo, IndexStep, Ownership, PciDevice, SYSMEM_PAGE_SIZE, SysMem,
+    plain_index_steps,
+};
 use crate::{Error, ErrorKind, Result};
 
 /// Payloads up to this size go out in the same `write` as their header, so that a register
@@ -50,6 +56,10 @@ impl Default for RemoteOptions {
 struct Link {
     stream: TcpStream,
     broken: Option<String>,
+    /// Whether the server made this connection the owner of its device: a server with
+    /// [`EXT_OWNER`] is asked to before the first request that writes, whose refusal then
+    /// has an answer to carry it (a refused pipelined write would close the connection).
+    owner: bool,
 }
 
 /// One TCP connection, shared by a device and its BARs and system-memory regions.
@@ -57,6 +67,9 @@ struct Connection {
     device: String,
     timeout: Duration,
     link: Mutex<Link>,
+    /// The `am serve` extensions the server listed in its PROBE answer (0: tinygrad's
+    /// server, or an older `am serve`).
+    extensions: AtomicU32,
 }
 
 impl Connection {
@@ -102,12 +115,18 @@ impl Connection {
             link: Mutex::new(Link {
                 stream,
                 broken: None,
+                owner: false,
             }),
+            extensions: AtomicU32::new(0),
         })
     }
 
     fn lock(&self) -> MutexGuard<'_, Link> {
         am_isa::sync::lock(&self.link)
+    }
+
+    fn has(&self, extension: u32) -> bool {
+        self.extensions.load(Ordering::Relaxed) & extension != 0
     }
 
     fn io_error(&self, req: &RequestHeader, e: io::Error) -> Error {
@@ -142,6 +161,20 @@ impl Connection {
         payload: &[u8],
         body: impl FnOnce(&mut TcpStream, ResponseHeader) -> std::result::Result<T, Body>,
     ) -> Result<Option<T>> {
+        let writes = req.command().is_some_and(Command::writes);
+        self.transact_as(req, payload, writes, body)
+    }
+
+    /// [`Connection::transact`], told whether the request writes (an INDEXED one does when
+    /// one of its steps does). A writing request on a server with owners first claims the
+    /// device, unless this connection did already.
+    fn transact_as<T>(
+        &self,
+        req: RequestHeader,
+        payload: &[u8],
+        writes: bool,
+        body: impl FnOnce(&mut TcpStream, ResponseHeader) -> std::result::Result<T, Body>,
+    ) -> Result<Option<T>> {
         let mut link = self.lock();
         if let Some(cause) = &link.broken {
             return Err(Error::new(
@@ -152,7 +185,27 @@ impl Connection {
                 },
             ));
         }
-        let result = Self::exchange(&mut link.stream, &req, payload, body);
+        let result = if writes && !link.owner && self.has(EXT_OWNER) {
+            let claim = RequestHeader::new(Command::Owner, req.dev_id, 0, [OWNER_CLAIM, 0, 0]);
+            Self::exchange(&mut link.stream, &claim, &[], |s, resp| {
+                // The answer's text describes the owner (us); it is not needed here.
+                if resp.val0 > MAX_TEXT_LEN {
+                    return Err(Body::Protocol(format!(
+                        "OWNER announces {} bytes of text",
+                        resp.val0
+                    )));
+                }
+                let mut text = vec![0u8; resp.val0 as usize];
+                s.read_exact(&mut text)?;
+                Ok(())
+            })
+            .and_then(|_| {
+                link.owner = true;
+                Self::exchange(&mut link.stream, &req, payload, body)
+            })
+        } else {
+            Self::exchange(&mut link.stream, &req, payload, body)
+        };
         match result {
             Ok(v) => Ok(v),
             Err(Exchange::Refused(message)) => Err(Error::new(
@@ -321,10 +374,11 @@ fn probe_on(
     ids: &[(u32, u32)],
 ) -> Result<Vec<ProbeEntry>> {
     let payload = encode_probe_filter(ids);
+    // `bar` asks `am serve` for its extensions; other servers ignore it.
     let req = RequestHeader::new(
         Command::Probe,
         0,
-        0,
+        EXTENSIONS_PROBE,
         [
             u64::from(base_class),
             payload.len() as u64,
@@ -341,6 +395,8 @@ fn probe_on(
             }
             let mut data = vec![0u8; resp.val0 as usize];
             s.read_exact(&mut data)?;
+            conn.extensions
+                .store(decode_extensions(resp.val1), Ordering::Relaxed);
             String::from_utf8(data)
                 .map_err(|_| Body::Protocol("PROBE names are not UTF-8".to_string()))
         })?
@@ -576,6 +632,34 @@ impl PciDevice for RemotePciDevice {
         let req = RequestHeader::new(Command::DmaRead, self.index, 0, [bus, buf.len() as u64, 0]);
         self.conn.read_into(req, buf)
     }
+
+    fn ownership(&self) -> Result<Option<Ownership>> {
+        if !self.conn.has(EXT_OWNER) {
+            return Ok(None);
+        }
+        let req = RequestHeader::new(Command::Owner, self.index, 0, [0; 3]);
+        let (state, text) = self
+            .conn
+            .transact(req, &[], |s, resp| {
+                if resp.val0 > MAX_TEXT_LEN {
+                    return Err(Body::Protocol(format!(
+                        "OWNER announces {} bytes of text",
+                        resp.val0
+                    )));
+                }
+                let mut text = vec![0u8; resp.val0 as usize];
+                s.read_exact(&mut text)?;
+                let state = OwnerState::from_wire(resp.val1)
+                    .ok_or_else(|| Body::Protocol(format!("OWNER answered state {}", resp.val1)))?;
+                Ok((state, String::from_utf8_lossy(&text).into_owned()))
+            })?
+            .ok_or_else(|| self.conn.no_response(&req))?;
+        Ok(Some(match state {
+            OwnerState::Nobody => Ownership::Nobody,
+            OwnerState::This => Ownership::Mine,
+            OwnerState::Other => Ownership::Other(text),
+        }))
+    }
 }
 
 fn check_range(device: &str, what: &str, offset: u64, size: usize, len: u64) -> Result<()> {
@@ -629,6 +713,59 @@ impl Bar for RemoteBar {
         self.check(offset, data.len())?;
         let req = self.request(Command::MmioWrite, offset, data.len());
         self.conn.send(req, data)
+    }
+
+    /// One INDEXED request when the server has them, so that the window is this client's
+    /// from the first step to the last; plain accesses otherwise.
+    fn indexed(&self, steps: &[IndexStep]) -> Result<u32> {
+        let wire: Option<Vec<WireStep>> = steps
+            .iter()
+            .map(|s| {
+                let dword = |offset: u64| {
+                    self.check(offset, 4).ok()?;
+                    u32::try_from(offset).ok()
+                };
+                Some(match *s {
+                    IndexStep::Aim { offset, value } => WireStep::Aim {
+                        offset: dword(offset)?,
+                        value,
+                    },
+                    IndexStep::Read { offset } => WireStep::Read {
+                        offset: dword(offset)?,
+                    },
+                    IndexStep::Write { offset, value } => WireStep::Write {
+                        offset: dword(offset)?,
+                        value,
+                    },
+                })
+            })
+            .collect();
+        let wire = match wire {
+            Some(w)
+                if self.conn.has(EXT_INDEXED) && !w.is_empty() && w.len() <= MAX_INDEX_STEPS =>
+            {
+                w
+            }
+            // Out-of-range steps get their error from the plain accesses.
+            _ => return plain_index_steps(self, steps),
+        };
+        let payload = encode_index_steps(&wire);
+        let args = [wire.len() as u64, payload.len() as u64, 0];
+        let req = RequestHeader::new(Command::Indexed, self.dev_id, u32::from(self.index), args);
+        let writes = wire.iter().any(|s| matches!(s, WireStep::Write { .. }));
+        let resp = self
+            .conn
+            .transact_as(req, &payload, writes, |_, resp| Ok(resp))?
+            .ok_or_else(|| self.conn.no_response(&req))?;
+        u32::try_from(resp.val0).map_err(|_| {
+            Error::new(
+                &self.conn.device,
+                ErrorKind::Remote {
+                    request: req.to_string(),
+                    reason: format!("the server answered {:#x}, wider than 32 bits", resp.val0),
+                },
+            )
+        })
     }
 }
 

@@ -55,11 +55,20 @@ pub enum Command {
     /// size): an `am serve` extension, numbered apart from tinygrad's commands, that lets
     /// `am ring` read rings another client wrote. Answered like SYSMEM_READ.
     DmaRead = 0x80,
+    /// Access through index/data registers as one transaction (an `am serve` extension our
+    /// client uses when PROBE says the server has it): `bar` = BAR, `arg0` = number of
+    /// steps, `arg1` = payload length; the payload is [`encode_index_steps`]. The server runs
+    /// the steps under the device's window lock and puts the index registers back after;
+    /// `val0` answers the last read.
+    Indexed = 0x81,
+    /// Who owns the device (an `am serve` extension): `arg0` = 0 asks, 1 claims. Answers
+    /// `val0` = text length, `val1` = [`OwnerState`] number, then the owner described.
+    Owner = 0x82,
 }
 
 impl Command {
     /// Every command, in wire order.
-    pub const ALL: [Command; 14] = [
+    pub const ALL: [Command; 16] = [
         Command::Probe,
         Command::MapBar,
         Command::MapSysmemFd,
@@ -74,6 +83,8 @@ impl Command {
         Command::ResizeBar,
         Command::Ping,
         Command::DmaRead,
+        Command::Indexed,
+        Command::Owner,
     ];
 
     /// The command with this wire number, if there is one.
@@ -98,6 +109,8 @@ impl Command {
             Command::ResizeBar => "RESIZE_BAR",
             Command::Ping => "PING",
             Command::DmaRead => "DMA_READ",
+            Command::Indexed => "INDEXED",
+            Command::Owner => "OWNER",
         }
     }
 
@@ -105,6 +118,22 @@ impl Command {
     /// not wait, and the server closes the connection when one fails.
     pub fn has_response(self) -> bool {
         !matches!(self, Command::MmioWrite | Command::SysmemWrite)
+    }
+
+    /// Whether the command changes the device or lets it write the host (MAP_SYSMEM hands
+    /// it memory to DMA into): on a server shared by several clients, only the device's owner
+    /// may send it. An INDEXED request writes when one of its steps does.
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Command::CfgWrite
+                | Command::Reset
+                | Command::MmioWrite
+                | Command::MapSysmem
+                | Command::MapSysmemFd
+                | Command::SysmemWrite
+                | Command::ResizeBar
+        )
     }
 }
 
@@ -198,6 +227,9 @@ impl fmt::Display for RequestHeader {
             }
             Command::Reset | Command::Ping => write!(f, "{cmd}"),
             Command::DmaRead => write!(f, "DMA_READ bus address {a0:#x} size {a1:#x}"),
+            Command::Indexed => write!(f, "INDEXED BAR{} {a0} steps", self.bar),
+            Command::Owner if a0 == OWNER_CLAIM => write!(f, "OWNER claim"),
+            Command::Owner => write!(f, "OWNER ask"),
         }
     }
 }
@@ -249,6 +281,130 @@ impl ResponseHeader {
             val1: le_u64(b, 9),
         }
     }
+}
+
+/// The `bar` of a PROBE that asks which `am serve` extensions the server has. tinygrad's
+/// client sends 0 there and tinygrad's server ignores the field, so only our client sees
+/// the changed answer: `val1` = [`encode_extensions`] instead of the device count.
+pub const EXTENSIONS_PROBE: u32 = 0x616d_7831;
+/// Extension: the INDEXED command.
+pub const EXT_INDEXED: u32 = 1;
+/// Extension: one owner per device and the OWNER command.
+pub const EXT_OWNER: u32 = 1 << 1;
+/// The top half of a PROBE answer's `val1` that says the lower half lists extensions (a
+/// server without them answers a device count there, far below 2^32).
+const EXTENSIONS_TAG: u64 = 0x414d_0000;
+
+/// `val1` of a PROBE answer listing extensions.
+pub fn encode_extensions(extensions: u32) -> u64 {
+    (EXTENSIONS_TAG << 32) | u64::from(extensions)
+}
+
+/// The extensions a PROBE answer's `val1` lists: none unless it carries the tag.
+pub fn decode_extensions(val1: u64) -> u32 {
+    if val1 >> 32 == EXTENSIONS_TAG {
+        val1 as u32
+    } else {
+        0
+    }
+}
+
+/// `arg0` of an OWNER request that claims the device.
+pub const OWNER_CLAIM: u64 = 1;
+
+/// Who owns a device, as `val1` of an OWNER answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u64)]
+pub enum OwnerState {
+    /// Nobody: the first connection that writes becomes the owner.
+    Nobody = 0,
+    /// The asking connection.
+    This = 1,
+    /// Another connection (described by the answer's text).
+    Other = 2,
+}
+
+impl OwnerState {
+    /// The state with this wire number.
+    pub fn from_wire(v: u64) -> Option<OwnerState> {
+        [OwnerState::Nobody, OwnerState::This, OwnerState::Other]
+            .into_iter()
+            .find(|&s| s as u64 == v)
+    }
+}
+
+/// Most steps of one INDEXED request (the longest the driver sends is four).
+pub const MAX_INDEX_STEPS: usize = 16;
+/// Bytes of one encoded INDEXED step: kind, offset, value, each a little-endian u32.
+pub const INDEX_STEP_LEN: usize = 12;
+
+/// One step of an INDEXED request, with a dword offset into the BAR.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WireStep {
+    /// Write an index register; the server puts its old value back after the steps.
+    Aim {
+        /// Byte offset in the BAR.
+        offset: u32,
+        /// What to write.
+        value: u32,
+    },
+    /// Read a data register.
+    Read {
+        /// Byte offset in the BAR.
+        offset: u32,
+    },
+    /// Write a data register.
+    Write {
+        /// Byte offset in the BAR.
+        offset: u32,
+        /// What to write.
+        value: u32,
+    },
+}
+
+impl WireStep {
+    /// The BAR offset the step accesses.
+    pub fn offset(self) -> u32 {
+        match self {
+            WireStep::Aim { offset, .. }
+            | WireStep::Read { offset }
+            | WireStep::Write { offset, .. } => offset,
+        }
+    }
+}
+
+/// The payload of an INDEXED request.
+pub fn encode_index_steps(steps: &[WireStep]) -> Vec<u8> {
+    steps
+        .iter()
+        .flat_map(|s| {
+            let (kind, offset, value) = match *s {
+                WireStep::Aim { offset, value } => (0u32, offset, value),
+                WireStep::Read { offset } => (1, offset, 0),
+                WireStep::Write { offset, value } => (2, offset, value),
+            };
+            [kind, offset, value].into_iter().flat_map(u32::to_le_bytes)
+        })
+        .collect()
+}
+
+/// Decode an INDEXED payload; `None` unless it is whole steps of a known kind.
+pub fn decode_index_steps(payload: &[u8]) -> Option<Vec<WireStep>> {
+    if !payload.len().is_multiple_of(INDEX_STEP_LEN) {
+        return None;
+    }
+    payload
+        .chunks_exact(INDEX_STEP_LEN)
+        .map(|c| {
+            let (offset, value) = (le_u32(c, 4), le_u32(c, 8));
+            match le_u32(c, 0) {
+                0 => Some(WireStep::Aim { offset, value }),
+                1 => Some(WireStep::Read { offset }),
+                2 => Some(WireStep::Write { offset, value }),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// An error response: header and message, ready to send.
@@ -439,12 +595,50 @@ mod tests {
         }
         assert_eq!(Command::from_wire(13), None);
         assert_eq!(Command::from_wire(0x80), Some(Command::DmaRead));
+        assert_eq!(Command::from_wire(0x81), Some(Command::Indexed));
+        assert_eq!(Command::from_wire(0x82), Some(Command::Owner));
         assert_eq!(Command::from_wire(255), None);
         let silent: Vec<Command> = Command::ALL
             .into_iter()
             .filter(|c| !c.has_response())
             .collect();
         assert_eq!(silent, [Command::MmioWrite, Command::SysmemWrite]);
+    }
+
+    #[test]
+    fn extensions_are_read_only_from_a_tagged_probe_answer() {
+        let v = encode_extensions(EXT_INDEXED | EXT_OWNER);
+        assert_eq!(decode_extensions(v), EXT_INDEXED | EXT_OWNER);
+        // A server without extensions answers its device count in val1.
+        assert_eq!(decode_extensions(3), 0);
+        assert_eq!(decode_extensions(0), 0);
+    }
+
+    #[test]
+    fn index_steps_round_trip_and_unknown_kinds_are_refused() {
+        let steps = [
+            WireStep::Aim {
+                offset: 0x18,
+                value: 1,
+            },
+            WireStep::Aim {
+                offset: 0,
+                value: 0x8000_1000,
+            },
+            WireStep::Read { offset: 4 },
+            WireStep::Write {
+                offset: 4,
+                value: 0xdead_beef,
+            },
+        ];
+        let p = encode_index_steps(&steps);
+        assert_eq!(p.len(), 4 * INDEX_STEP_LEN);
+        assert_eq!(&p[..12], &[0, 0, 0, 0, 0x18, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(decode_index_steps(&p).unwrap(), steps);
+        assert_eq!(decode_index_steps(&p[..11]), None);
+        let mut bad = p.clone();
+        bad[0] = 3;
+        assert_eq!(decode_index_steps(&bad), None);
     }
 
     #[test]

@@ -12,13 +12,15 @@ use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use am_isa::sync::lock;
 
 use super::protocol::{
-    Command, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN, RequestHeader, ResponseHeader,
-    decode_probe_filter, encode_error, encode_probe_names, probe_filter_matches,
+    Command, EXT_INDEXED, EXT_OWNER, EXTENSIONS_PROBE, INDEX_STEP_LEN, MAX_INDEX_STEPS,
+    OWNER_CLAIM, OwnerState, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN, RequestHeader,
+    ResponseHeader, WireStep, decode_index_steps, decode_probe_filter, encode_error,
+    encode_extensions, encode_probe_names, probe_filter_matches,
 };
 use super::ratelimit::{RateLimit, Verdict};
 use crate::discovery::{MM_INDEX, MM_INDEX_HI};
@@ -42,6 +44,11 @@ const MIN_PAYLOAD_RATE: u64 = 1 << 20;
 const MAX_REMEMBERED_REFUSED_PEERS: usize = 4096;
 /// Most refused connections lingering at once to be told why (see [`refuse_connection`]).
 const MAX_LINGERING_REFUSALS: usize = 64;
+/// How long a write waits for another connection's ownership to end before it is refused:
+/// a client that closed its connection and at once opened the next (a job, then the next
+/// one) frees the device only when the server's thread for it sees the close, a moment
+/// later.
+const CLAIM_GRACE: Duration = Duration::from_millis(250);
 /// How long a refused connection lingers so its first request is read and its error arrives
 /// before the close (closing with unread data sends a reset that can overtake it).
 const REFUSAL_LINGER: Duration = Duration::from_millis(500);
@@ -188,8 +195,48 @@ fn mem_total(meminfo: &str) -> Option<u64> {
         .checked_mul(1024)
 }
 
+/// The connection that may write a device.
+struct Owner {
+    /// Its [`Session::id`].
+    connection: u64,
+    peer: SocketAddr,
+    since: SystemTime,
+}
+
+impl Owner {
+    /// `127.0.0.1:PORT since 10:31:02 UTC (12 s ago)`.
+    fn describe(&self) -> String {
+        let day = self
+            .since
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() % 86_400);
+        let ago = self.since.elapsed().map_or(0, |d| d.as_secs());
+        format!(
+            "{} since {:02}:{:02}:{:02} UTC ({ago} s ago)",
+            self.peer,
+            day / 3600,
+            day / 60 % 60,
+            day % 60
+        )
+    }
+}
+
+/// What the server keeps per device for the clients sharing it.
+#[derive(Default)]
+struct DeviceState {
+    /// The one connection that may write, once one has.
+    owner: Mutex<Option<Owner>>,
+    /// Held across an INDEXED transaction and around every other device access, so that no
+    /// access of another connection lands between its steps.
+    window: Mutex<()>,
+}
+
 struct Shared {
     devices: Vec<Arc<dyn PciDevice>>,
+    /// One per device.
+    states: Vec<DeviceState>,
+    /// Numbers the connections (an owner is a connection, not an address).
+    next_connection: AtomicU64,
     options: ServeOptions,
     connections: AtomicUsize,
     /// System memory all connections hold, in bytes (see [`ServeOptions::max_sysmem_total`]).
@@ -263,6 +310,8 @@ pub fn serve(
     options: ServeOptions,
 ) -> Result<()> {
     let shared = Arc::new(Shared {
+        states: devices.iter().map(|_| DeviceState::default()).collect(),
+        next_connection: AtomicU64::new(0),
         devices,
         options: ServeOptions {
             chunk_size: options.chunk_size.max(1),
@@ -352,6 +401,12 @@ impl Shared {
                 held.checked_add(bytes).filter(|&t| t <= cap)
             })
             .map(|_| ())
+    }
+
+    /// The window lock of device `dev_id` (see [`DeviceState::window`]); `None` past the
+    /// devices.
+    fn window(&self, dev_id: u32) -> Option<std::sync::MutexGuard<'_, ()>> {
+        self.states.get(dev_id as usize).map(|s| lock(&s.window))
     }
 
     /// Give back what [`Shared::reserve_sysmem`] took.
@@ -459,6 +514,8 @@ struct Session<'a> {
     shared: &'a Shared,
     stream: TcpStream,
     peer: SocketAddr,
+    /// This connection's number, as an [`Owner`] names it.
+    id: u64,
     /// The socket's read timeout as last set (setting it costs a system call).
     timeout: Option<Duration>,
     /// The socket's write timeout as last set.
@@ -474,6 +531,18 @@ struct Session<'a> {
 impl Drop for Session<'_> {
     fn drop(&mut self) {
         self.shared.release_sysmem(self.sysmem_total);
+        for (index, state) in self.shared.states.iter().enumerate() {
+            let mut owner = lock(&state.owner);
+            if owner.as_ref().is_some_and(|o| o.connection == self.id) {
+                *owner = None;
+                drop(owner);
+                let name = self.shared.devices.get(index).map_or("?", |d| d.name());
+                self.shared.info(format_args!(
+                    "remote PCI: {} no longer owns {name} (device {index})",
+                    self.peer
+                ));
+            }
+        }
     }
 }
 
@@ -483,6 +552,7 @@ impl<'a> Session<'a> {
             shared,
             stream,
             peer,
+            id: shared.next_connection.fetch_add(1, Ordering::Relaxed),
             timeout: None,
             write_timeout: Some(shared.options.read_timeout),
             bars: shared.devices.iter().map(|_| Default::default()).collect(),
@@ -717,6 +787,10 @@ impl<'a> Session<'a> {
                 | Command::MmioRead
                 | Command::SysmemRead
                 | Command::DmaRead
+                // These two check for themselves: an INDEXED payload must be read before
+                // it can be refused, and only its write steps are; OWNER only claims.
+                | Command::Indexed
+                | Command::Owner
         );
         if self.shared.options.read_only && !reads && !window_index {
             let msg = format!(
@@ -739,6 +813,9 @@ impl<'a> Session<'a> {
             return Err(Fault::Close(format!("unknown command {}", req.cmd)));
         };
         self.check_read_only(req, cmd)?;
+        // Each writing command claims the device once its request is checked, just before
+        // it touches the device (see `claim`): a request refused for what it asks makes no
+        // owner. SYSMEM_WRITE needs no claim: only the owner holds system memory.
         match cmd {
             Command::Ping => self.reply(ResponseHeader::ok(0, 0), &[]),
             Command::Probe => self.probe(req),
@@ -776,11 +853,17 @@ impl<'a> Session<'a> {
                     )));
                 }
                 let device = self.device(req)?;
+                self.claim(req, "CFG_WRITE")?;
                 device.config_write(offset, size, req.arg2 as u32)?;
                 self.reply(ResponseHeader::ok(0, 0), &[])
             }
             Command::Reset => {
-                self.device(req)?.reset()?;
+                let device = self.device(req)?;
+                self.claim(req, "RESET")?;
+                {
+                    let _window = self.window(req);
+                    device.reset()?;
+                }
                 self.reply(ResponseHeader::ok(0, 0), &[])
             }
             Command::ResizeBar => {
@@ -788,6 +871,7 @@ impl<'a> Session<'a> {
                 if req.bar >= NUM_BARS {
                     return Err(Fault::Refuse(format!("there is no BAR{}", req.bar)));
                 }
+                self.claim(req, "RESIZE_BAR")?;
                 device.resize_bar(bar_index(req.bar))?;
                 // A resized BAR is a new mapping.
                 self.bars[req.dev_id as usize][req.bar as usize] = None;
@@ -796,7 +880,9 @@ impl<'a> Session<'a> {
             Command::MmioRead => {
                 let bar = self.bar(req)?;
                 let size = self.payload_range(req, bar.len(), &format!("BAR{}", req.bar))?;
+                let shared = self.shared;
                 self.stream_out(size, |off, buf| {
+                    let _window = shared.window(req.dev_id);
                     if buf.len() == size {
                         bar_read(bar.as_ref(), req.arg0 + off, buf)
                     } else {
@@ -809,7 +895,11 @@ impl<'a> Session<'a> {
                 let size = self
                     .payload_range(req, bar.len(), &format!("BAR{}", req.bar))
                     .map_err(close)?;
+                // Its payload is still in the stream: a refused write ends the connection.
+                self.claim(req, "MMIO_WRITE").map_err(close)?;
+                let shared = self.shared;
                 self.stream_in(size, |off, data| {
+                    let _window = shared.window(req.dev_id);
                     if data.len() == size {
                         bar_write(bar.as_ref(), req.arg0 + off, data)
                     } else {
@@ -818,6 +908,37 @@ impl<'a> Session<'a> {
                 })
             }
             Command::MapSysmem => self.map_sysmem(req),
+            Command::Indexed => self.indexed(req),
+            Command::Owner => {
+                let device = self.device(req)?;
+                match req.arg0 {
+                    0 => {}
+                    OWNER_CLAIM if self.shared.options.read_only => {
+                        return Err(Fault::Refuse(format!(
+                            "{} (device {}) cannot be owned: this server is read-only \
+                             (am serve --read-only serves config, BAR and system-memory reads)",
+                            device.name(),
+                            req.dev_id
+                        )));
+                    }
+                    OWNER_CLAIM => self.claim(req, "OWNER claim")?,
+                    other => {
+                        return Err(Fault::Refuse(format!(
+                            "OWNER {other}: 0 asks who owns the device, 1 claims it"
+                        )));
+                    }
+                }
+                let (state, text) = match &*lock(&self.shared.states[req.dev_id as usize].owner)
+                {
+                    None => (OwnerState::Nobody, String::new()),
+                    Some(o) if o.connection == self.id => (OwnerState::This, o.describe()),
+                    Some(o) => (OwnerState::Other, o.describe()),
+                };
+                self.reply(
+                    ResponseHeader::ok(text.len() as u64, state as u64),
+                    text.as_bytes(),
+                )
+            }
             Command::DmaRead => {
                 let device = self.device(req)?;
                 let size = usize::try_from(req.arg1)
@@ -1038,10 +1159,132 @@ impl<'a> Session<'a> {
             )));
         }
         let names = encode_probe_names(&found);
+        // Only our client asks (tinygrad's sends 0 in `bar`): the count becomes the list.
+        // A read-only server has no owners: nothing may write.
+        let val1 = if req.bar == EXTENSIONS_PROBE {
+            let owners = if self.shared.options.read_only {
+                0
+            } else {
+                EXT_OWNER
+            };
+            encode_extensions(EXT_INDEXED | owners)
+        } else {
+            found.len() as u64
+        };
         self.reply(
-            ResponseHeader::ok(names.len() as u64, found.len() as u64),
+            ResponseHeader::ok(names.len() as u64, val1),
             names.as_bytes(),
         )
+    }
+
+    /// The device's window lock (see [`DeviceState::window`]), for a request already checked
+    /// to name a device.
+    fn window(&self, req: &RequestHeader) -> Option<std::sync::MutexGuard<'a, ()>> {
+        self.shared.window(req.dev_id)
+    }
+
+    /// Make this connection the owner of the device `req` names, unless another is: then
+    /// refuse `what`, naming the owner. A read-only server has no owner (it refuses every
+    /// write before this); a device index out of range is left to the handler to refuse.
+    fn claim(&self, req: &RequestHeader, what: &str) -> Handled {
+        let shared = self.shared;
+        if shared.options.read_only {
+            return Ok(());
+        }
+        let (Some(device), Some(state)) = (
+            shared.devices.get(req.dev_id as usize),
+            shared.states.get(req.dev_id as usize),
+        ) else {
+            return Ok(());
+        };
+        let grace = Instant::now() + CLAIM_GRACE;
+        let mut owner = lock(&state.owner);
+        loop {
+            match &*owner {
+                Some(o) if o.connection == self.id => return Ok(()),
+                Some(_) if Instant::now() < grace => {
+                    drop(owner);
+                    std::thread::sleep(CLAIM_GRACE / 25);
+                    owner = lock(&state.owner);
+                }
+                Some(o) => {
+                    return Err(Fault::Refuse(format!(
+                        "{} (device {}) is owned by {}; read-only access: {what} is refused \
+                         until the owner disconnects",
+                        device.name(),
+                        req.dev_id,
+                        o.describe()
+                    )));
+                }
+                None => break,
+            }
+        }
+        *owner = Some(Owner {
+            connection: self.id,
+            peer: self.peer,
+            since: SystemTime::now(),
+        });
+        drop(owner);
+        shared.info(format_args!(
+            "remote PCI: {} owns {} (device {}) from its {what}",
+            self.peer,
+            device.name(),
+            req.dev_id
+        ));
+        Ok(())
+    }
+
+    /// INDEXED: the steps as one transaction under the device's window lock, the index
+    /// registers put back afterwards, so that neither another client's transaction nor an
+    /// owner aiming the window with plain writes sees this one.
+    fn indexed(&mut self, req: &RequestHeader) -> Handled {
+        let most = (MAX_INDEX_STEPS * INDEX_STEP_LEN) as u64;
+        if req.arg1 > most {
+            return Err(Fault::Close(format!(
+                "an INDEXED payload of {} bytes is more than the {most} bytes of \
+                 {MAX_INDEX_STEPS} steps",
+                req.arg1
+            )));
+        }
+        let mut payload = vec![0u8; req.arg1 as usize];
+        let deadline = self.payload_deadline(payload.len());
+        self.read_by(&mut payload, deadline)?;
+        let steps = decode_index_steps(&payload)
+            .filter(|s| !s.is_empty() && s.len() as u64 == req.arg0)
+            .ok_or_else(|| {
+                Fault::Refuse(format!(
+                    "an INDEXED payload is {} steps of {INDEX_STEP_LEN} bytes (kind 0 aim, \
+                     1 read, 2 write; offset; value), not these {} bytes",
+                    req.arg0,
+                    payload.len()
+                ))
+            })?;
+        let bar = self.bar(req)?;
+        for step in &steps {
+            let at = u64::from(step.offset());
+            if !at.is_multiple_of(4) || at + 4 > bar.len() {
+                return Err(Fault::Refuse(format!(
+                    "INDEXED: BAR{} offset {at:#x} is not a dword inside its {:#x} bytes",
+                    req.bar,
+                    bar.len()
+                )));
+            }
+        }
+        if steps.iter().any(|s| matches!(s, WireStep::Write { .. })) {
+            if self.shared.options.read_only {
+                return Err(Fault::Refuse(
+                    "an INDEXED write is refused: this server is read-only (am serve \
+                     --read-only serves config, BAR and system-memory reads)"
+                        .to_string(),
+                ));
+            }
+            self.claim(req, "an INDEXED write")?;
+        }
+        let value = {
+            let _window = self.window(req);
+            run_index_steps(bar.as_ref(), &steps)?
+        };
+        self.reply(ResponseHeader::ok(u64::from(value), 0), &[])
     }
 
     fn map_sysmem(&mut self, req: &RequestHeader) -> Handled {
@@ -1075,6 +1318,8 @@ impl<'a> Session<'a> {
             .map_err(|_| Fault::Refuse("no system memory handle left".to_string()))?;
         let len = usize::try_from(rounded)
             .map_err(|_| Fault::Refuse(format!("{rounded:#x} bytes do not fit in memory")))?;
+        // Memory the device may DMA into is for its driver: the owner.
+        self.claim(req, "MAP_SYSMEM")?;
         shared.reserve_sysmem(rounded).map_err(|held| {
             Fault::Refuse(format!(
                 "MAP_SYSMEM of {} would pass this server's limit of {} of system memory for \
@@ -1107,6 +1352,39 @@ impl<'a> Session<'a> {
             &addrs,
         )
     }
+}
+
+/// Run INDEXED steps, then put every index register they aimed back as it was (in reverse
+/// order), also after a failed step: the window is where its other users left it.
+fn run_index_steps(bar: &dyn Bar, steps: &[WireStep]) -> Result<u32> {
+    let mut saved: Vec<(u64, u32)> = Vec::new();
+    for step in steps {
+        if let WireStep::Aim { offset, .. } = *step {
+            let at = u64::from(offset);
+            if !saved.iter().any(|&(o, _)| o == at) {
+                saved.push((at, bar.read32(at)?));
+            }
+        }
+    }
+    let run = || -> Result<u32> {
+        let mut value = 0;
+        for step in steps {
+            match *step {
+                WireStep::Aim { offset, value: v } | WireStep::Write { offset, value: v } => {
+                    bar.write32(u64::from(offset), v)?
+                }
+                WireStep::Read { offset } => value = bar.read32(u64::from(offset))?,
+            }
+        }
+        Ok(value)
+    };
+    let result = run();
+    let restored = saved
+        .iter()
+        .rev()
+        .try_for_each(|&(at, v)| bar.write32(at, v));
+    let value = result?;
+    restored.map(|()| value)
 }
 
 /// `bytes` in MiB for a message, to a tenth.
@@ -1226,6 +1504,8 @@ mod tests {
         // list grew for as long as clients allocated.
         let shared = Shared {
             devices: Vec::new(),
+            states: Vec::new(),
+            next_connection: AtomicU64::new(0),
             options: ServeOptions::default(),
             connections: AtomicUsize::new(0),
             sysmem_in_use: AtomicU64::new(0),
