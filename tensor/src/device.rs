@@ -30,7 +30,7 @@ pub(crate) struct DeviceInner {
     backend: Backend,
     target: Target,
     compute_units: u32,
-    compiler: Arc<Compiler>,
+    pub(crate) compiler: Arc<Compiler>,
     programs: Mutex<HashMap<String, Arc<CompiledKernel>>>,
     pool: Mutex<Pool>,
     kernels: AtomicU64,

@@ -23,6 +23,8 @@ mod device;
 mod dtype;
 mod error;
 mod jit;
+#[cfg(test)]
+mod measure;
 pub mod nn;
 mod node;
 mod schedule;
