@@ -589,10 +589,15 @@ impl Gen<'_> {
         let init = self.const_of(acc_dtype, identity);
         self.b.store_elem(acc, z, init);
         // A sum of products (a matmul) accumulates with fused multiply-adds: one rounding
-        // per step on every device, and one instruction.
+        // per step on every device, and one instruction. Half-precision operands are widened
+        // to f32 first: their product is exact in f32 (11 + 11 significant bits), so each
+        // step rounds once, in the accumulator, instead of first rounding the product to
+        // the operands' precision.
         let product = match &self.nodes[src].op {
             Op::Binary(BinaryOp::Mul, a, b)
-                if op == ReduceOp::Sum && in_dtype == DType::F32 && !(self.load)(src) =>
+                if op == ReduceOp::Sum
+                    && matches!(in_dtype, DType::F32 | DType::F16 | DType::BF16)
+                    && !(self.load)(src) =>
             {
                 Some((self.src(a), self.src(b)))
             }
@@ -603,6 +608,8 @@ impl Gen<'_> {
             if let Some((a, b)) = product {
                 let x = g.eval(a, at, valid);
                 let y = g.eval(b, at, valid);
+                let x = g.convert(x, in_dtype, acc_dtype);
+                let y = g.convert(y, in_dtype, acc_dtype);
                 let cur = g.b.load_elem(acc, z);
                 let next = g.b.fma(x, y, cur);
                 g.b.store_elem(acc, z, next);
