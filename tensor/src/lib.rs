@@ -27,6 +27,7 @@ mod jit;
 mod measure;
 pub mod nn;
 mod node;
+mod opt;
 mod schedule;
 mod symbolic;
 mod tensor;
