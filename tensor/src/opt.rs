@@ -40,6 +40,9 @@ pub(crate) struct Shape<'a> {
     pub(crate) groupable: bool,
 }
 
+/// Work-items below which upcasting would leave a GPU's compute units idle.
+const MIN_ITEMS: usize = 1024;
+
 /// The choices for a kernel of `shape` on `dev`, or none when `enabled` is false.
 pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts {
     let plain = Opts {
@@ -61,7 +64,29 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
             ..plain
         };
     }
-    plain
+    let mut upcast = Vec::new();
+    let mut items = n;
+    // The last axis (vector accesses); kernels with reductions keep one output per
+    // work-item.
+    let axes = if shape.reduces.is_empty() { 1 } else { 0 };
+    for (a, &d) in shape.out.iter().enumerate().rev() {
+        if upcast.len() == axes {
+            break;
+        }
+        if d == 1 {
+            continue;
+        }
+        if d % 4 != 0 || items / 4 < MIN_ITEMS {
+            break;
+        }
+        upcast.push((a, 4));
+        items /= 4;
+    }
+    Opts {
+        upcast,
+        unroll: 1,
+        group: None,
+    }
 }
 
 /// For a reduction of `numel` elements to one on `dev`: the number of partial results of a
