@@ -66,9 +66,9 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
     }
     let mut upcast = Vec::new();
     let mut items = n;
-    // The last axis (vector accesses); kernels with reductions keep one output per
-    // work-item.
-    let axes = if shape.reduces.is_empty() { 1 } else { 0 };
+    // The last axes first (the last one gives vector accesses); two axes when reducing (a
+    // tile whose loads are shared along both), one when not.
+    let axes = if shape.reduces.is_empty() { 1 } else { 2 };
     for (a, &d) in shape.out.iter().enumerate().rev() {
         if upcast.len() == axes {
             break;
@@ -84,7 +84,7 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
     }
     Opts {
         upcast,
-        unroll: 1,
+        unroll: 4,
         group: None,
     }
 }
