@@ -63,6 +63,10 @@ type Valid = Vec<(Lin, i64, i64)>;
 /// index and conditions, and the positions of the unrolled steps it is inside.
 type MultiKey = (usize, Vec<Lin>, Valid, Vec<(u32, u32)>);
 
+/// The key of a vector load: the parameter, its first element's index, and the positions of
+/// the lanes that index depends on.
+type VectorKey = (usize, Lin, Vec<(u32, u32)>);
+
 #[derive(Default)]
 struct Scope {
     values: HashMap<(usize, Vec<Lin>, Valid), Value>,
@@ -70,7 +74,7 @@ struct Scope {
     /// A scope of one lane: what it caches holds for that lane only.
     lane: bool,
     /// Vector loads, by parameter, first element's index and the lanes that index depends on.
-    vectors: HashMap<(usize, Lin, Vec<(u32, u32)>), Value>,
+    vectors: HashMap<VectorKey, Value>,
     /// Reductions computed for every output lane.
     multi: HashMap<MultiKey, Vec<Value>>,
 }
@@ -1092,7 +1096,7 @@ impl Gen<'_> {
         let id = self.next_loop;
         self.next_loop += 1;
         let u = self.opts.unroll;
-        if k + 1 == axes.len() && u > 1 && len % u == 0 && len > u {
+        if k + 1 == axes.len() && u > 1 && len.is_multiple_of(u) && len > u {
             let step = self.next_loop;
             self.next_loop += 1;
             self.in_range((len / u) as u32, |g, var| {
