@@ -1,8 +1,13 @@
 //! One kernel of the schedule as compiler IR: every work-item computes one element of the
-//! kernel's output by evaluating the fused expression at that element's index. Loads of
-//! realized tensors go through the index arithmetic of the views between (reshapes,
-//! permutes, expands, pads, shrinks, flips: no kernel of their own); reductions fused into
-//! the kernel become loops with a private accumulator.
+//! kernel's output — or a small tile of them ([`crate::opt`]) — by evaluating the fused
+//! expression at that element's index. Loads of realized tensors go through the index
+//! arithmetic of the views between (reshapes, permutes, expands, pads, shrinks, flips: no
+//! kernel of their own); reductions fused into the kernel become loops with a private
+//! accumulator, or a workgroup's strided loops combined through local memory.
+//!
+//! A tile's elements are "lanes": each lane is evaluated in turn with the lane's position
+//! as a constant, and index expressions keep the position as a symbol ([`Atom::Loop`] of a
+//! lane), so a load whose lanes read consecutive aligned elements becomes one vector load.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -11,6 +16,7 @@ use am_compiler::shapes::{DeviceInfo, launch_1d};
 use am_compiler::{BinOp, CmpOp, DType as IrType, Dim, Kernel, KernelBuilder, UnOp, Value};
 
 use crate::node::{BinaryOp, Node, Op, ReduceOp, UnaryOp};
+use crate::opt::{self, Opts};
 use crate::symbolic::{Atom, Lin, flatten, reshape_index};
 use crate::{DType, Error, Result};
 
@@ -53,10 +59,31 @@ pub(crate) struct Plan {
 /// A condition `lo ≤ lin < hi` a pad puts on its source's elements.
 type Valid = Vec<(Lin, i64, i64)>;
 
+/// The key of a value computed for every output lane at once (a reduction): the node, its
+/// index and conditions, and the positions of the unrolled steps it is inside.
+type MultiKey = (usize, Vec<Lin>, Valid, Vec<(u32, u32)>);
+
+/// The key of a vector load: the parameter, its first element's index, and the positions of
+/// the lanes that index depends on.
+type VectorKey = (usize, Lin, Vec<(u32, u32)>);
+
 #[derive(Default)]
 struct Scope {
     values: HashMap<(usize, Vec<Lin>, Valid), Value>,
     lins: HashMap<Lin, Value>,
+    /// A scope of one lane: what it caches holds for that lane only.
+    lane: bool,
+    /// Vector loads, by parameter, first element's index and the lanes that index depends on.
+    vectors: HashMap<VectorKey, Value>,
+    /// Reductions computed for every output lane.
+    multi: HashMap<MultiKey, Vec<Value>>,
+}
+
+/// A grouped reduction's workgroup.
+#[derive(Clone, Copy)]
+struct Group {
+    size: u32,
+    lid: Value,
 }
 
 struct Gen<'a> {
@@ -71,27 +98,43 @@ struct Gen<'a> {
     scopes: Vec<Scope>,
     gid: Value,
     n: i64,
+    /// The output element being computed (its row-major index, lanes as symbols).
+    out_lin: Lin,
     loops: HashMap<u32, Value>,
     next_loop: u32,
     reduces: Vec<usize>,
     error: Option<GenError>,
+    opts: Opts,
+    /// The output lanes (atom id, count), last fastest.
+    lanes: Vec<(u32, u32)>,
+    /// The position of every lane atom being evaluated (output lanes, unrolled steps).
+    digits: HashMap<u32, u32>,
+    /// Ranges the code being generated is inside.
+    depth: u32,
+    group: Option<Group>,
 }
 
 fn ir(d: DType) -> IrType {
     IrType::scalar(d.scalar())
 }
 
+/// Element types loaded and stored as vectors.
+fn vectorizable(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::I32 | DType::F16 | DType::BF16)
+}
+
 /// The kernel computing nodes `roots` of `nodes` (a schedule's graph, operands first), all
-/// of one shape, each work-item computing one element of each; `load(i)` says whether node
-/// `i` is read from memory rather than computed. Roots read by other roots are computed
-/// once, inline; every value is computed before any is stored, so a root written in place
-/// is read before it is overwritten.
+/// of one shape, each work-item computing one element of each (or a tile, with `optimize`);
+/// `load(i)` says whether node `i` is read from memory rather than computed. Roots read by
+/// other roots are computed once, inline; every value is computed before any is stored, so
+/// a root written in place is read before it is overwritten.
 pub(crate) fn generate(
     nodes: &[Arc<Node>],
     index: &HashMap<u64, usize>,
     load: &dyn Fn(usize) -> bool,
     roots: &[usize],
     dev: DeviceInfo,
+    optimize: bool,
 ) -> Result<Plan, GenError> {
     let out = &nodes[roots[0]];
     let n = out.numel() as i64;
@@ -102,12 +145,31 @@ pub(crate) fn generate(
             reason: "more elements than a kernel indexes (2^31)".into(),
         }));
     }
+    let (sizes, groupable) = scan(nodes, index, load, roots);
+    let opts = opt::choose(
+        &dev,
+        &opt::Shape {
+            out: &out.shape,
+            reduces: &sizes,
+            groupable,
+        },
+        optimize,
+    );
+    // The tile of outputs a work-item computes: the items are the output with the upcast
+    // axes divided.
+    let mut item_shape = out.shape.clone();
+    for &(a, f) in &opts.upcast {
+        item_shape[a] /= f;
+    }
+    let items = item_shape.iter().product::<usize>() as i64;
     // On the CPU a launch of several workgroups starts threads: up to 1024 elements run as
     // one workgroup on the calling thread.
-    let (wg, groups) = if dev.target == am_compiler::Target::Cpu && n <= 1024 {
-        (n.max(1) as u32, 1)
+    let (wg, groups) = if let Some(w) = opts.group {
+        (w, n.max(1) as u32)
+    } else if dev.target == am_compiler::Target::Cpu && items <= 1024 {
+        (items.max(1) as u32, 1)
     } else {
-        launch_1d(n as u64, &dev)
+        launch_1d(items as u64, &dev)
     };
     let mut b = KernelBuilder::new("k", [wg, 1, 1]);
     let mut params = Vec::with_capacity(roots.len() + 4);
@@ -116,7 +178,29 @@ pub(crate) fn generate(
         params.push(ParamSrc::Output(k));
         pvals.push(b.param_ptr(&format!("v{k}"), ir(nodes[r].dtype), false));
     }
-    let gid = b.global_id(Dim::X);
+    let (gid, group) = match opts.group {
+        Some(size) => {
+            let g = b.group_id(Dim::X);
+            let lid = b.local_id(Dim::X);
+            (g, Some(Group { size, lid }))
+        }
+        None => (b.global_id(Dim::X), None),
+    };
+    let mut idx = crate::symbolic::unflatten(&Lin::gid(items), &item_shape);
+    let mut lanes = Vec::with_capacity(opts.upcast.len());
+    let mut next_loop = 0;
+    // Upcast axes in axis order, so that lanes run row-major with the last axis fastest.
+    let mut upcast = opts.upcast.clone();
+    upcast.sort_unstable();
+    for &(a, f) in &upcast {
+        let id = next_loop;
+        next_loop += 1;
+        idx[a] = idx[a]
+            .mul(f as i64)
+            .add(&Lin::atom(Atom::Loop(id, f as i64)));
+        lanes.push((id, f as u32));
+    }
+    let out_lin = flatten(&idx, &out.shape);
     let mut g = Gen {
         b,
         nodes,
@@ -129,27 +213,40 @@ pub(crate) fn generate(
         scopes: vec![Scope::default()],
         gid,
         n,
+        out_lin,
         loops: HashMap::new(),
-        next_loop: 0,
+        next_loop,
         reduces: vec![],
         error: None,
+        opts,
+        lanes,
+        digits: HashMap::new(),
+        depth: 0,
+        group,
     };
-    let nv = g.b.const_u32(n as u32);
-    let inside = g.b.cmp(CmpOp::Lt, gid, nv);
-    g.in_if(inside, |g| {
-        let idx = crate::symbolic::unflatten(&Lin::gid(n), &out.shape);
-        let values: Vec<Value> = roots.iter().map(|&r| g.eval(r, &idx, &vec![])).collect();
-        for (k, v) in values.into_iter().enumerate() {
-            let p = g.pvals[k];
-            g.b.store_elem(p, gid, v);
-        }
-    });
+    let body = |g: &mut Gen<'_>| {
+        let lanes = g.lanes.clone();
+        let values: Vec<Vec<Value>> = g.per_lane(&lanes, |g, _| {
+            roots.iter().map(|&r| g.eval(r, &idx, &vec![])).collect()
+        });
+        g.store_roots(&values);
+    };
+    if g.group.is_some() {
+        // One workgroup per output: every work-item takes part in the reductions (their
+        // barriers), the first stores.
+        body(&mut g);
+    } else {
+        let nv = g.b.const_u32(items as u32);
+        let inside = g.b.cmp(CmpOp::Lt, gid, nv);
+        g.in_if(inside, body);
+    }
     let Gen {
         b,
         params,
         identity,
         reduces,
         error,
+        opts,
         ..
     } = g;
     if let Some(e) = error {
@@ -166,23 +263,30 @@ pub(crate) fn generate(
     } else {
         String::new()
     };
+    let mut tags = String::new();
+    for (a, f) in &opts.upcast {
+        tags.push_str(&format!(" up{a}:{f}"));
+    }
+    if let Some(w) = opts.group {
+        tags.push_str(&format!(" group:{w}"));
+    }
     let (name, info) = if reduces.is_empty() {
         (
             format!("E_{dims}"),
-            format!("{:?} {}{outputs}", out.shape, out.dtype),
+            format!("{:?} {}{outputs}{tags}", out.shape, out.dtype),
         )
     } else {
         let r: Vec<String> = reduces.iter().map(|d| d.to_string()).collect();
         (
             format!("R_{dims}__{}", r.join("_")),
             format!(
-                "{:?} {}{outputs} reduce {:?}",
+                "{:?} {}{outputs} reduce {:?}{tags}",
                 out.shape, out.dtype, reduces
             ),
         )
     };
-    // Accumulators were declared where their reductions are; the IR wants private arrays
-    // at the top level (they take no operands, so moving them up changes nothing else).
+    // Accumulators and local arrays were declared where their reductions are; the IR wants
+    // them at the top level (they take no operands, so moving them up changes nothing else).
     let mut kernel = b.finish_unverified();
     let mut hoisted = Vec::new();
     hoist_private(&mut kernel.body, &mut hoisted, true);
@@ -205,12 +309,62 @@ pub(crate) fn generate(
     })
 }
 
-/// Moves the private arrays declared in nested bodies of `body` into `out`.
+/// The sizes of the reductions `roots` compute outside any loop, and whether all of them
+/// accumulate in a type local memory combines (f32, i32).
+fn scan(
+    nodes: &[Arc<Node>],
+    index: &HashMap<u64, usize>,
+    load: &dyn Fn(usize) -> bool,
+    roots: &[usize],
+) -> (Vec<usize>, bool) {
+    let mut sizes = Vec::new();
+    let mut groupable = true;
+    let mut seen = vec![false; nodes.len()];
+    let mut stack: Vec<usize> = roots.to_vec();
+    while let Some(i) = stack.pop() {
+        if seen[i] {
+            continue;
+        }
+        seen[i] = true;
+        let node = &nodes[i];
+        if !roots.contains(&i) && load(i) {
+            continue;
+        }
+        if let Op::Reduce(_, a, axes) = &node.op {
+            // The loop's own body is inside the loop: not looked into.
+            let src = index.get(&a.id).copied();
+            let shape = src.map(|s| nodes[s].shape.clone()).unwrap_or_default();
+            let size: usize = axes
+                .iter()
+                .map(|&x| shape.get(x).copied().unwrap_or(1))
+                .product();
+            if size > 1 {
+                sizes.push(size);
+                let acc = src.map(|s| nodes[s].dtype);
+                groupable &= matches!(
+                    acc,
+                    Some(DType::F32 | DType::F16 | DType::BF16 | DType::I32)
+                );
+            }
+            continue;
+        }
+        for s in node.op.sources() {
+            if let Some(&j) = index.get(&s.id) {
+                stack.push(j);
+            }
+        }
+    }
+    (sizes, groupable)
+}
+
+/// Moves the private and local arrays declared in nested bodies of `body` into `out`.
 fn hoist_private(body: &mut Vec<am_compiler::Inst>, out: &mut Vec<am_compiler::Inst>, top: bool) {
     let mut kept = Vec::with_capacity(body.len());
     for mut inst in body.drain(..) {
         match &mut inst.op {
-            am_compiler::Op::Private { .. } if !top => out.push(inst),
+            am_compiler::Op::Private { .. } | am_compiler::Op::Local { .. } if !top => {
+                out.push(inst)
+            }
             am_compiler::Op::Range { body, .. } | am_compiler::Op::If { body, .. } => {
                 hoist_private(body, out, false);
                 kept.push(inst);
@@ -239,22 +393,169 @@ impl Gen<'_> {
         self.b = b;
     }
 
-    fn in_range(&mut self, len: u32, f: impl FnOnce(&mut Self, Value)) {
+    /// A range `start..end` by `step` whose body gets a scope of its own.
+    fn in_range_from(
+        &mut self,
+        start: Value,
+        end: u32,
+        step: u32,
+        f: impl FnOnce(&mut Self, Value),
+    ) {
         let mut b = std::mem::replace(&mut self.b, KernelBuilder::new("_", [1, 1, 1]));
-        let lo = b.const_u32(0);
-        let hi = b.const_u32(len);
-        b.range(lo, hi, 1, |inner, var| {
+        let hi = b.const_u32(end);
+        b.range(start, hi, step, |inner, var| {
             std::mem::swap(&mut self.b, inner);
             self.scopes.push(Scope::default());
+            self.depth += 1;
             f(self, var);
+            self.depth -= 1;
             self.scopes.pop();
             std::mem::swap(&mut self.b, inner);
         });
         self.b = b;
     }
 
+    fn in_range(&mut self, len: u32, f: impl FnOnce(&mut Self, Value)) {
+        let lo = self.b.const_u32(0);
+        self.in_range_from(lo, len, 1, f);
+    }
+
+    /// Calls `f` once per combination of the lanes of `atoms` (row-major, the last fastest),
+    /// each in a scope of its own with the lanes' positions as constants.
+    fn per_lane<T>(
+        &mut self,
+        atoms: &[(u32, u32)],
+        mut f: impl FnMut(&mut Self, usize) -> T,
+    ) -> Vec<T> {
+        let count: u32 = atoms.iter().map(|&(_, n)| n).product();
+        let saved: Vec<(u32, Option<u32>, Option<Value>)> = atoms
+            .iter()
+            .map(|&(id, _)| {
+                (
+                    id,
+                    self.digits.get(&id).copied(),
+                    self.loops.get(&id).copied(),
+                )
+            })
+            .collect();
+        let mut out = Vec::with_capacity(count as usize);
+        for k in 0..count {
+            let mut rest = k;
+            for &(id, n) in atoms.iter().rev() {
+                let d = rest % n;
+                rest /= n;
+                self.digits.insert(id, d);
+                let v = self.b.const_u32(d);
+                self.loops.insert(id, v);
+            }
+            self.scopes.push(Scope {
+                lane: true,
+                ..Scope::default()
+            });
+            out.push(f(self, k as usize));
+            self.scopes.pop();
+        }
+        for (id, d, v) in saved {
+            match d {
+                Some(d) => self.digits.insert(id, d),
+                None => self.digits.remove(&id),
+            };
+            match v {
+                Some(v) => self.loops.insert(id, v),
+                None => self.loops.remove(&id),
+            };
+        }
+        out
+    }
+
+    /// The scope of the code being generated that is not one lane's.
+    fn body_scope(&mut self) -> Option<&mut Scope> {
+        self.scopes.iter_mut().rev().find(|s| !s.lane)
+    }
+
+    /// The output lane being evaluated (row-major over `lanes`).
+    fn out_lane(&self) -> usize {
+        self.lanes.iter().fold(0usize, |acc, &(id, n)| {
+            acc * n as usize + self.digits.get(&id).copied().unwrap_or(0) as usize
+        })
+    }
+
+    /// The positions of the lane atoms that are not output lanes (unrolled steps).
+    fn step_digits(&self) -> Vec<(u32, u32)> {
+        let mut v: Vec<(u32, u32)> = self
+            .digits
+            .iter()
+            .filter(|(id, _)| !self.lanes.iter().any(|(l, _)| l == *id))
+            .map(|(&id, &d)| (id, d))
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Stores every root's value of every lane: as vectors along the last axis where its
+    /// lanes are consecutive elements, else one by one; in a grouped kernel, by its first
+    /// work-item.
+    fn store_roots(&mut self, values: &[Vec<Value>]) {
+        let store = |g: &mut Self| {
+            let lanes = g.lanes.clone();
+            let last = lanes.last().copied();
+            let along_last = last.is_some_and(|(id, f)| {
+                let rest = g
+                    .out_lin
+                    .add(&Lin::atom(Atom::Loop(id, i64::from(f))).mul(-1));
+                g.out_lin.terms.contains(&(Atom::Loop(id, i64::from(f)), 1))
+                    && rest.terms.iter().all(|(_, k)| k % i64::from(f) == 0)
+                    && rest.c % i64::from(f) == 0
+            });
+            for (k, &r) in g.roots.iter().enumerate() {
+                let p = g.pvals[k];
+                let dtype = g.nodes[r].dtype;
+                match last {
+                    Some((id, f)) if along_last && vectorizable(dtype) && f > 1 => {
+                        let outer = &lanes[..lanes.len() - 1];
+                        let rest = g
+                            .out_lin
+                            .add(&Lin::atom(Atom::Loop(id, i64::from(f))).mul(-1));
+                        g.per_lane(outer, |g, o| {
+                            let at = g.lin(&rest);
+                            let lane_values: Vec<Value> = (0..f as usize)
+                                .map(|j| values[o * f as usize + j][k])
+                                .collect();
+                            let v = g.b.vector(&lane_values);
+                            let align = f * dtype.size() as u32;
+                            g.b.store(p, at, v, align);
+                        });
+                    }
+                    _ => {
+                        let out_lin = g.out_lin.clone();
+                        g.per_lane(&lanes, |g, j| {
+                            let at = g.lin(&out_lin);
+                            g.b.store_elem(p, at, values[j][k]);
+                        });
+                    }
+                }
+            }
+        };
+        match self.group {
+            Some(grp) => {
+                let z = self.b.const_u32(0);
+                let first = self.b.cmp(CmpOp::Eq, grp.lid, z);
+                self.in_if(first, store);
+            }
+            None => store(self),
+        }
+    }
+
+    /// The innermost cached answer: from the scopes of the bodies being generated and the
+    /// scope of the lane being evaluated (another lane's answers are not this lane's).
     fn find<T: Clone>(&self, get: impl Fn(&Scope) -> Option<T>) -> Option<T> {
-        self.scopes.iter().rev().find_map(get)
+        let top = self.scopes.len().saturating_sub(1);
+        self.scopes
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|&(k, s)| !s.lane || k == top)
+            .find_map(|(_, s)| get(s))
     }
 
     fn const_of(&mut self, d: DType, x: f64) -> Value {
@@ -386,7 +687,7 @@ impl Gen<'_> {
             // A root reached from another root must be at the element this work-item
             // computes (and not under a pad): other elements are other work-items'.
             let here =
-                valid.is_empty() && (self.n == 1 || flatten(idx, &node.shape) == Lin::gid(self.n));
+                valid.is_empty() && (self.n == 1 || flatten(idx, &node.shape) == self.out_lin);
             if !here {
                 return self.fail(GenError::Split);
             }
@@ -539,16 +840,66 @@ impl Gen<'_> {
             };
             return self.fail(GenError::Fail(e));
         }
+        let dtype = node.dtype;
         let lin = flatten(idx, &node.shape);
         // In a one-element kernel every index is the element written.
-        let identity = valid.is_empty() && (lin == Lin::gid(self.n) || self.n == 1);
+        let identity = valid.is_empty() && (lin == self.out_lin || self.n == 1);
         let p = self.input_param(i, identity);
+        if valid.is_empty()
+            && vectorizable(dtype)
+            && let Some(v) = self.vector_load(p, &lin, dtype)
+        {
+            return v;
+        }
         let mut at = self.lin(&lin);
         if let Some(c) = self.valid_cond(valid) {
             let zero = self.b.const_u32(0);
             at = self.b.where_(c, at, zero);
         }
         self.b.load_elem(p, at)
+    }
+
+    /// The element at `lin` of parameter `p` as a lane of a vector load, when `lin` is
+    /// `first + lane` for a lane atom whose lanes are consecutive elements and `first` is
+    /// a multiple of their count (so aligned); the load is made once for all those lanes.
+    fn vector_load(&mut self, p: Value, lin: &Lin, dtype: DType) -> Option<Value> {
+        let (atom, f) = lin.terms.iter().find_map(|(a, k)| match a {
+            Atom::Loop(id, f) if *k == 1 && self.digits.contains_key(id) => Some((*id, *f)),
+            _ => None,
+        })?;
+        if !(2..=4).contains(&f) || f == 3 || f as usize * dtype.size() > 16 {
+            return None;
+        }
+        let first = lin.add(&Lin::atom(Atom::Loop(atom, f)).mul(-1));
+        let mut inner = Vec::new();
+        lane_atoms(&first, &mut inner);
+        if inner.contains(&atom) || first.terms.iter().any(|(_, k)| k % f != 0) || first.c % f != 0
+        {
+            return None;
+        }
+        inner.sort_unstable();
+        inner.dedup();
+        let key_lanes: Vec<(u32, u32)> = inner
+            .iter()
+            .filter_map(|id| self.digits.get(id).map(|&d| (*id, d)))
+            .collect();
+        let param = self.pvals.iter().position(|&v| v == p)?;
+        let key = (param, first.clone(), key_lanes);
+        let lane = *self.digits.get(&atom)?;
+        let cached = self.find(|s| s.vectors.get(&key).copied());
+        let v = match cached {
+            Some(v) => v,
+            None => {
+                let at = self.lin(&first);
+                let t = IrType::vec(dtype.scalar(), f as u8);
+                let v = self.b.load(p, at, t, f as u32 * dtype.size() as u32);
+                if let Some(s) = self.body_scope() {
+                    s.vectors.insert(key, v);
+                }
+                v
+            }
+        };
+        Some(self.b.extract(v, lane as u8))
     }
 
     fn reduce(
@@ -576,6 +927,17 @@ impl Gen<'_> {
             let x = self.convert(x, in_dtype, acc_dtype);
             return self.convert(x, acc_dtype, node.dtype);
         }
+        // Computed once for every output lane (one loop for the tile), then each lane takes
+        // its own.
+        let key: MultiKey = (
+            self.index.get(&node.id).copied().unwrap_or(usize::MAX),
+            idx.to_vec(),
+            valid.clone(),
+            self.step_digits(),
+        );
+        if let Some(vs) = self.find(|s| s.multi.get(&key).cloned()) {
+            return vs[self.out_lane()];
+        }
         let size: usize = looped.iter().map(|&a| in_shape[a]).product();
         self.reduces.push(size);
         let identity = match (op, acc_dtype) {
@@ -584,46 +946,140 @@ impl Gen<'_> {
             (ReduceOp::Max, DType::I32) => f64::from(i32::MIN),
             (ReduceOp::Max, _) => f64::NEG_INFINITY,
         };
-        let acc = self.b.private(ir(acc_dtype), 1);
+        let lanes = self.lanes.clone();
+        let count: usize = lanes.iter().map(|&(_, n)| n as usize).product();
         let z = self.b.const_u32(0);
         let init = self.const_of(acc_dtype, identity);
-        self.b.store_elem(acc, z, init);
+        let accs: Vec<Value> = (0..count)
+            .map(|_| {
+                let acc = self.b.private(ir(acc_dtype), 1);
+                self.b.store_elem(acc, z, init);
+                acc
+            })
+            .collect();
         // A sum of products (a matmul) accumulates with fused multiply-adds: one rounding
-        // per step on every device, and one instruction.
+        // per step on every device, and one instruction. Half-precision operands are widened
+        // to f32 first: their product is exact in f32 (11 + 11 significant bits), so each
+        // step rounds once, in the accumulator, instead of first rounding the product to
+        // the operands' precision.
         let product = match &self.nodes[src].op {
             Op::Binary(BinaryOp::Mul, a, b)
-                if op == ReduceOp::Sum && in_dtype == DType::F32 && !(self.load)(src) =>
+                if op == ReduceOp::Sum
+                    && matches!(in_dtype, DType::F32 | DType::F16 | DType::BF16)
+                    && !(self.load)(src) =>
             {
                 Some((self.src(a), self.src(b)))
             }
             _ => None,
         };
-        self.nest(&looped, 0, &in_shape, base, &mut |g, at| {
-            let z = g.b.const_u32(0);
-            if let Some((a, b)) = product {
-                let x = g.eval(a, at, valid);
-                let y = g.eval(b, at, valid);
+        let mut step = |g: &mut Self, at: &[Lin]| {
+            g.per_lane(&lanes, |g, j| {
+                let acc = accs[j];
+                let z = g.b.const_u32(0);
+                if let Some((a, b)) = product {
+                    let x = g.eval(a, at, valid);
+                    let y = g.eval(b, at, valid);
+                    let x = g.convert(x, in_dtype, acc_dtype);
+                    let y = g.convert(y, in_dtype, acc_dtype);
+                    let cur = g.b.load_elem(acc, z);
+                    let next = g.b.fma(x, y, cur);
+                    g.b.store_elem(acc, z, next);
+                    return;
+                }
+                let x = g.eval(src, at, valid);
+                let x = g.convert(x, in_dtype, acc_dtype);
                 let cur = g.b.load_elem(acc, z);
-                let next = g.b.fma(x, y, cur);
+                let next = g.combine(op, acc_dtype, cur, x);
                 g.b.store_elem(acc, z, next);
-                return;
+            });
+        };
+        let grouped = self.group.filter(|_| self.depth == 0);
+        match grouped {
+            Some(grp) => self.strided(&looped, &in_shape, base, grp, &mut step),
+            None => self.nest(&looped, 0, &in_shape, base, &mut step),
+        }
+        let results: Vec<Value> = match grouped {
+            Some(grp) => {
+                // Only without output lanes: one accumulator.
+                let z = self.b.const_u32(0);
+                let part = self.b.load_elem(accs[0], z);
+                let r = self.tree(op, acc_dtype, part, grp);
+                vec![self.convert(r, acc_dtype, node.dtype)]
             }
-            let x = g.eval(src, at, valid);
-            let x = g.convert(x, in_dtype, acc_dtype);
-            let cur = g.b.load_elem(acc, z);
-            let next = match (op, acc_dtype) {
-                (ReduceOp::Sum, DType::Bool) => g.b.binary(BinOp::Or, cur, x),
-                (ReduceOp::Sum, _) => g.b.add(cur, x),
-                (ReduceOp::Max, DType::Bool) => g.b.binary(BinOp::Or, cur, x),
-                (ReduceOp::Max, _) => g.b.binary(BinOp::Max, cur, x),
-            };
-            g.b.store_elem(acc, z, next);
-        });
-        let r = self.b.load_elem(acc, z);
-        self.convert(r, acc_dtype, node.dtype)
+            None => self.per_lane(&lanes, |g, j| {
+                let z = g.b.const_u32(0);
+                let r = g.b.load_elem(accs[j], z);
+                g.convert(r, acc_dtype, node.dtype)
+            }),
+        };
+        let mine = results[self.out_lane().min(results.len() - 1)];
+        if let Some(s) = self.body_scope() {
+            s.multi.insert(key, results);
+        }
+        mine
     }
 
-    /// Nested loops over `axes[k..]`, calling `body` with the index of each element.
+    /// `op` of an accumulator and a value.
+    fn combine(&mut self, op: ReduceOp, acc: DType, cur: Value, x: Value) -> Value {
+        match (op, acc) {
+            (ReduceOp::Sum, DType::Bool) => self.b.binary(BinOp::Or, cur, x),
+            (ReduceOp::Sum, _) => self.b.add(cur, x),
+            (ReduceOp::Max, DType::Bool) => self.b.binary(BinOp::Or, cur, x),
+            (ReduceOp::Max, _) => self.b.binary(BinOp::Max, cur, x),
+        }
+    }
+
+    /// A workgroup's partial results combined through local memory: halving steps with a
+    /// barrier after each; every work-item gets the result.
+    fn tree(&mut self, op: ReduceOp, acc: DType, part: Value, grp: Group) -> Value {
+        let lds = self.b.local(ir(acc), grp.size);
+        self.b.store_elem(lds, grp.lid, part);
+        self.b.barrier();
+        let mut s = grp.size / 2;
+        while s >= 1 {
+            let sv = self.b.const_u32(s);
+            let active = self.b.cmp(CmpOp::Lt, grp.lid, sv);
+            self.in_if(active, |g| {
+                let other = g.b.add(grp.lid, sv);
+                let x = g.b.load_elem(lds, grp.lid);
+                let y = g.b.load_elem(lds, other);
+                let t = g.combine(op, acc, x, y);
+                g.b.store_elem(lds, grp.lid, t);
+            });
+            self.b.barrier();
+            s /= 2;
+        }
+        let z = self.b.const_u32(0);
+        self.b.load_elem(lds, z)
+    }
+
+    /// One loop over all the elements of `axes` (flattened), from this work-item's index in
+    /// the workgroup by the workgroup's size.
+    fn strided(
+        &mut self,
+        axes: &[usize],
+        shape: &[usize],
+        at: Vec<Lin>,
+        grp: Group,
+        body: &mut dyn FnMut(&mut Self, &[Lin]),
+    ) {
+        let dims: Vec<usize> = axes.iter().map(|&a| shape[a]).collect();
+        let len: usize = dims.iter().product();
+        let id = self.next_loop;
+        self.next_loop += 1;
+        self.in_range_from(grp.lid, len as u32, grp.size, |g, var| {
+            g.loops.insert(id, var);
+            let mut at = at.clone();
+            let flat = Lin::atom(Atom::Loop(id, len as i64));
+            for (&a, l) in axes.iter().zip(crate::symbolic::unflatten(&flat, &dims)) {
+                at[a] = l;
+            }
+            body(g, &at);
+        });
+    }
+
+    /// Nested loops over `axes[k..]`, calling `body` with the index of each element; the
+    /// innermost loop unrolled when the optimiser asks and its length allows.
     fn nest(
         &mut self,
         axes: &[usize],
@@ -639,6 +1095,20 @@ impl Gen<'_> {
         let len = shape[a];
         let id = self.next_loop;
         self.next_loop += 1;
+        let u = self.opts.unroll;
+        if k + 1 == axes.len() && u > 1 && len.is_multiple_of(u) && len > u {
+            let step = self.next_loop;
+            self.next_loop += 1;
+            self.in_range((len / u) as u32, |g, var| {
+                g.loops.insert(id, var);
+                let mut at = at.clone();
+                at[a] = Lin::atom(Atom::Loop(id, (len / u) as i64))
+                    .mul(u as i64)
+                    .add(&Lin::atom(Atom::Loop(step, u as i64)));
+                g.per_lane(&[(step, u as u32)], |g, _| body(g, &at));
+            });
+            return;
+        }
         self.in_range(len as u32, |g, var| {
             g.loops.insert(id, var);
             let mut at = at.clone();
@@ -672,6 +1142,17 @@ impl Gen<'_> {
         let f = self.b.cast(top, IrType::F32);
         let scale = self.b.const_f32(1.0 / 16_777_216.0);
         self.b.mul(f, scale)
+    }
+}
+
+/// The lane and loop atoms `l` mentions, nested ones included.
+fn lane_atoms(l: &Lin, out: &mut Vec<u32>) {
+    for (a, _) in &l.terms {
+        match a {
+            Atom::Loop(id, _) => out.push(*id),
+            Atom::Div(x, _) | Atom::Rem(x, _) => lane_atoms(x, out),
+            Atom::Gid(_) => {}
+        }
     }
 }
 

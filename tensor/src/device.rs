@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -30,7 +30,7 @@ pub(crate) struct DeviceInner {
     backend: Backend,
     target: Target,
     compute_units: u32,
-    compiler: Arc<Compiler>,
+    pub(crate) compiler: Arc<Compiler>,
     programs: Mutex<HashMap<String, Arc<CompiledKernel>>>,
     pool: Mutex<Pool>,
     kernels: AtomicU64,
@@ -38,6 +38,7 @@ pub(crate) struct DeviceInner {
     allocations: AtomicU64,
     schedules: AtomicU64,
     debug: AtomicU32,
+    optimize: AtomicBool,
     /// The thread capturing a step and the launches it made so far.
     capture: Mutex<Option<(std::thread::ThreadId, Vec<Launch>)>>,
     wait_nanos: AtomicU64,
@@ -74,6 +75,11 @@ impl PartialEq for Device {
 }
 
 impl Eq for Device {}
+
+/// `AM_NOOPT=1`: kernels without the optimiser's choices (tinygrad's `NOOPT`).
+fn noopt_from_env() -> bool {
+    std::env::var("AM_NOOPT").is_ok_and(|v| v != "0" && !v.is_empty())
+}
 
 /// The level of `AM_DEBUG` (0 when unset or not a number).
 fn debug_from_env() -> u32 {
@@ -148,6 +154,7 @@ impl Device {
             allocations: AtomicU64::new(0),
             schedules: AtomicU64::new(0),
             debug: AtomicU32::new(debug_from_env()),
+            optimize: AtomicBool::new(!noopt_from_env()),
             capture: Mutex::new(None),
             wait_nanos: AtomicU64::new(0),
             exec: Mutex::new(()),
@@ -223,6 +230,18 @@ impl Device {
         if let Backend::Am(d) = &self.0.backend {
             d.set_profiling(self.debug() >= 2);
         }
+    }
+
+    /// Whether kernels are generated with the optimiser's choices (tiles of outputs per
+    /// work-item, vector accesses, unrolled and grouped reductions); on unless `AM_NOOPT=1`
+    /// was set at creation. Kernels on the CPU are never optimised.
+    pub fn optimize(&self) -> bool {
+        self.0.optimize.load(Ordering::Relaxed)
+    }
+
+    /// Switches the kernel optimiser on or off for the kernels scheduled from now on.
+    pub fn set_optimize(&self, on: bool) {
+        self.0.optimize.store(on, Ordering::Relaxed);
     }
 
     pub(crate) fn compute_units(&self) -> u32 {

@@ -23,8 +23,11 @@ mod device;
 mod dtype;
 mod error;
 mod jit;
+#[cfg(test)]
+mod measure;
 pub mod nn;
 mod node;
+mod opt;
 mod schedule;
 mod symbolic;
 mod tensor;

@@ -118,6 +118,10 @@ fn base(order: &[Arc<Node>], index: &HashMap<u64, usize>, mut i: usize) -> usize
     }
 }
 
+/// Elements of a reduction read by another reduction from which it gets a kernel of its
+/// own (the first of the optimiser's two kernels of a large reduction has more).
+const SPLIT_MIN_OUTPUTS: usize = 256;
+
 /// A kernel of the schedule.
 struct Item {
     /// The nodes it computes (one, or assignments computed together).
@@ -397,6 +401,19 @@ impl Graph {
             {
                 want = Some(base(&self.order, &self.index, i));
             }
+            // A reduction of many elements read by another reduction: inside the other's
+            // loop, one work-item would compute all of it.
+            if let Op::Reduce(_, a, _) = &self.order[i].op
+                && let Some(&j) = self.index.get(&a.id)
+                && !self.realized[j]
+            {
+                let b = base(&self.order, &self.index, j);
+                if matches!(self.order[b].op, Op::Reduce(..))
+                    && self.order[b].numel() >= SPLIT_MIN_OUTPUTS
+                {
+                    want = Some(b);
+                }
+            }
             // A broadcast of a reduction would compute it once per copy.
             if let Op::Expand(_) = self.order[i].op
                 && let Some(&j) = self.sources[i].first()
@@ -495,19 +512,33 @@ impl Graph {
     /// The kernel computing `roots`, or one kernel per root when they cannot be one.
     fn plan_group(&self, dev: &Device, info: DeviceInfo, roots: Vec<usize>) -> Result<Vec<Item>> {
         let load = |i: usize| self.realized[i] || self.kernel[i];
-        match codegen::generate(&self.order, &self.index, &load, &roots, info) {
+        match codegen::generate(
+            &self.order,
+            &self.index,
+            &load,
+            &roots,
+            info,
+            dev.optimize(),
+        ) {
             Ok(plan) => Ok(vec![Item { roots, plan }]),
             Err(GenError::Split) => {
                 let mut items = Vec::with_capacity(roots.len());
                 for r in roots {
-                    let plan = codegen::generate(&self.order, &self.index, &load, &[r], info)
-                        .map_err(|e| match e {
-                            GenError::Fail(e) => e,
-                            GenError::Split => Error::Device {
-                                device: dev.name().into(),
-                                reason: "a kernel of one output reads itself".into(),
-                            },
-                        })?;
+                    let plan = codegen::generate(
+                        &self.order,
+                        &self.index,
+                        &load,
+                        &[r],
+                        info,
+                        dev.optimize(),
+                    )
+                    .map_err(|e| match e {
+                        GenError::Fail(e) => e,
+                        GenError::Split => Error::Device {
+                            device: dev.name().into(),
+                            reason: "a kernel of one output reads itself".into(),
+                        },
+                    })?;
                     items.push(Item {
                         roots: vec![r],
                         plan,
@@ -628,6 +659,8 @@ impl Graph {
             let outs = self.outputs(dev, it, &placement.in_place, mem)?;
             let args = self.arguments(dev, it, &outs, &mem.bufs)?;
             let program = dev.program(&it.plan.kernel)?;
+            #[cfg(test)]
+            crate::measure::record(&it.plan.kernel, it.plan.groups, &args);
             launches.push(Launch {
                 kernel: program,
                 args,

@@ -754,11 +754,29 @@ impl Tensor {
         for &a in &axes {
             kept[a] = 1;
         }
-        let r = self.make(
-            Op::Reduce(op, src.clone(), axes.clone()),
-            kept.clone(),
-            src.dtype,
-        );
+        let numel = src.numel();
+        let whole = kept.iter().all(|&d| d == 1);
+        let r = match crate::opt::split(&self.device(), numel).filter(|_| whole) {
+            // Many elements to one: a first kernel reduces the columns of a [numel / g, g]
+            // view (its work-items read consecutive elements), a second the g results.
+            Some(g) => {
+                let dev = self.device();
+                let rows = node_reshape(&src, vec![numel / g, g]);
+                let part = Node::new(Op::Reduce(op, rows, vec![0]), vec![1, g], src.dtype, dev);
+                let one = Node::new(
+                    Op::Reduce(op, part, vec![1]),
+                    vec![1, 1],
+                    src.dtype,
+                    self.device(),
+                );
+                Tensor::from_node(node_reshape(&one, kept.clone()))
+            }
+            None => self.make(
+                Op::Reduce(op, src.clone(), axes.clone()),
+                kept.clone(),
+                src.dtype,
+            ),
+        };
         if keepdim {
             return Ok(r);
         }
@@ -1121,8 +1139,10 @@ impl Tensor {
         let x = self.to_float_tensor();
         let m = x.detach().max(&[axis_], true)?;
         let e = x.sub(&m)?.exp();
-        let s = e.sum(&[axis_], true)?;
-        e.div(&s)
+        // One reciprocal per row, then a multiply per element (a division is several
+        // instructions on a GPU).
+        let s = e.sum(&[axis_], true)?.recip();
+        e.mul(&s)
     }
 
     /// `x − log Σ e^x` along `axis`.

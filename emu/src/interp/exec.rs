@@ -3241,9 +3241,18 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
         } else {
             Ty::B16
         };
-        *s = w.src(i.src[k], i.literal, ty);
-        if let (Src::K(c), Ty::B16) = (*s, ty) {
-            // A 16-bit constant applies to both halves.
+        let code = i.src[k];
+        if code == LITERAL && ty == Ty::B16 {
+            // A literal is 32 bits, one half per operand half (LLVM emits 0x00ecd4ad for
+            // the pair 0xd4ad, 0x00ec); an SGPR likewise (read whole below).
+            *s = Src::K(u64::from(i.literal));
+            continue;
+        }
+        *s = w.src(code, i.literal, ty);
+        if let (Src::K(c), Ty::B16) = (*s, ty)
+            && (128..VGPR0).contains(&code)
+        {
+            // An inline constant applies to both halves.
             *s = Src::K(c & 0xffff | (c & 0xffff) << 16);
         }
     }

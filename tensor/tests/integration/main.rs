@@ -9,3 +9,4 @@ mod fusion;
 mod jit;
 mod nn;
 mod ops;
+mod opt;

@@ -31,6 +31,27 @@ pub fn navi31() -> Device {
     .clone()
 }
 
+/// A mock Navi48 (gfx1201), booted once per test binary (a second open of a process-wide
+/// mock would boot it again under the other tests' feet).
+pub fn navi48() -> Device {
+    static D: OnceLock<Device> = OnceLock::new();
+    D.get_or_init(|| {
+        am_mock::register();
+        Device::open_with("mock:navi48", compiler()).unwrap()
+    })
+    .clone()
+}
+
+/// A mock MI300X (gfx942, 8 XCCs), booted once per test binary.
+pub fn mi300x() -> Device {
+    static D: OnceLock<Device> = OnceLock::new();
+    D.get_or_init(|| {
+        am_mock::register();
+        Device::open_with("mock:mi300x", compiler()).unwrap()
+    })
+    .clone()
+}
+
 /// Both devices every operation is checked on.
 pub fn devices() -> [Device; 2] {
     [cpu(), navi31()]

@@ -1,0 +1,182 @@
+//! The kernel optimiser: half-precision matmuls accumulate exact products, and every
+//! optimised kernel gives what the unoptimised one and the `cpu` device give, on random
+//! shapes, on gfx1100 (and gfx1201 and gfx942 where the tests stay quick).
+
+use am_tensor::{DType, Device, Tensor};
+
+use crate::common::{Rng, compiler, cpu, devices, mi300x, navi31, navi48};
+
+/// `[a0 a1] · [b0 b1]ᵀ` in `dtype` where `a0·b0` needs more bits than `dtype` has and
+/// `a1·b1` cancels all but those bits: exact in f32, 0 when each product is rounded to
+/// `dtype` before it is added.
+#[test]
+fn half_precision_matmul_accumulates_exact_products() {
+    // f16: (1 + 2⁻¹⁰)² = 1 + 2⁻⁹ + 2⁻²⁰; bf16: (1 + 2⁻⁷)² = 1 + 2⁻⁶ + 2⁻¹⁴. Both rests are
+    // representable in their type (2⁻²⁰ as an f16 subnormal).
+    for (dtype, ulp, rest) in [
+        (DType::F16, 2f32.powi(-10), 2f32.powi(-20)),
+        (DType::BF16, 2f32.powi(-7), 2f32.powi(-14)),
+    ] {
+        for dev in devices() {
+            let a = Tensor::from_slice(&[1.0 + ulp, -(1.0 + 2.0 * ulp)], &[1, 2], &dev)
+                .unwrap()
+                .cast(dtype);
+            let b = Tensor::from_slice(&[1.0 + ulp, 1.0], &[2, 1], &dev)
+                .unwrap()
+                .cast(dtype);
+            let c = a.matmul(&b).unwrap();
+            assert_eq!(c.dtype(), dtype);
+            assert_eq!(
+                c.to_vec_f32().unwrap(),
+                vec![rest],
+                "{dtype:?} matmul on {}",
+                dev.name()
+            );
+        }
+    }
+}
+
+/// The binary's Navi31 through two tensor devices of its own, the optimiser on and off
+/// (the shared device of the other tests keeps its setting).
+fn navi31_on_and_off() -> (Device, Device) {
+    let rt = navi31().runtime().cloned().unwrap();
+    let on = Device::from_runtime(rt.clone(), compiler()).unwrap();
+    let off = Device::from_runtime(rt, compiler()).unwrap();
+    on.set_optimize(true);
+    off.set_optimize(false);
+    (on, off)
+}
+
+/// The operations the optimiser changes, on inputs of `shapes`.
+type Case = (&'static str, Vec<Vec<usize>>, fn(&[Tensor]) -> Tensor);
+
+/// Random shapes (fixed seed): sizes that are and are not multiples of the tiles, reductions
+/// to many and to few outputs, broadcasts, views.
+fn cases(rng: &mut Rng, count: usize) -> Vec<Case> {
+    let mut dim = |lo: usize, hi: usize| lo + (rng.uniform(0.0, (hi - lo) as f64) as usize);
+    let mut out: Vec<Case> = Vec::new();
+    for _ in 0..count {
+        let (m, k, n) = (dim(1, 70), dim(1, 70), dim(1, 70));
+        let (r, c) = (dim(1, 300), dim(1, 300));
+        out.push(("matmul", vec![vec![m, k], vec![k, n]], |t| {
+            t[0].matmul(&t[1]).unwrap()
+        }));
+        out.push(
+            ("matmul by a transpose", vec![vec![m, k], vec![n, k]], |t| {
+                t[0].matmul(&t[1].t().unwrap()).unwrap()
+            }),
+        );
+        out.push(
+            ("add with a broadcast row", vec![vec![r, c], vec![c]], |t| {
+                t[0].add(&t[1]).unwrap().relu()
+            }),
+        );
+        out.push(("transposed add", vec![vec![r, c], vec![c, r]], |t| {
+            t[0].add(&t[1].t().unwrap()).unwrap()
+        }));
+        out.push(("sum of rows", vec![vec![r, c]], |t| {
+            t[0].sum(&[1], false).unwrap()
+        }));
+        out.push(("sum of columns", vec![vec![r, c]], |t| {
+            t[0].sum(&[0], false).unwrap()
+        }));
+        out.push(("sum of all", vec![vec![r, c]], |t| {
+            t[0].sum(&[], false).unwrap()
+        }));
+        out.push(("max of all", vec![vec![r * 3, c]], |t| {
+            t[0].max(&[], false).unwrap()
+        }));
+        out.push(("softmax", vec![vec![r, c]], |t| t[0].softmax(-1).unwrap()));
+    }
+    out
+}
+
+fn run(dev: &Device, shapes: &[Vec<usize>], f: fn(&[Tensor]) -> Tensor, seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed);
+    let inputs: Vec<Tensor> = shapes
+        .iter()
+        .map(|s| {
+            let n: usize = s.iter().product();
+            Tensor::from_slice(&rng.values(n, -1.0, 1.0), s, dev).unwrap()
+        })
+        .collect();
+    f(&inputs).to_vec_f32().unwrap()
+}
+
+/// `got` against `want`: equal, or within `tol` of it relative to the larger of 1 and the
+/// magnitude of the operands' sum `scale`.
+fn close(what: &str, got: &[f32], want: &[f32], tol: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * w.abs().max(1.0),
+            "{what}: element {i}: {g} against {w}"
+        );
+    }
+}
+
+/// Every optimised kernel against the unoptimised one and the `cpu` device, on gfx1100:
+/// elementwise kernels and matmuls (tiles, unrolled loops, vector accesses keep each
+/// output's order of operations) give the same bits; reductions that combine partial
+/// results through local memory or in two kernels differ by rounding only.
+#[test]
+fn optimised_kernels_match_the_unoptimised_and_the_cpu_on_gfx1100() {
+    let (on, off) = navi31_on_and_off();
+    let mut rng = Rng(0x0b7_1337);
+    for (i, (name, shapes, f)) in cases(&mut rng, 4).into_iter().enumerate() {
+        let what = format!("{name} {shapes:?}");
+        let seed = 1000 + i as u64;
+        let got = run(&on, &shapes, f, seed);
+        let plain = run(&off, &shapes, f, seed);
+        let host = run(&cpu(), &shapes, f, seed);
+        // Sums in another order: within a few roundings of a sum of up to 90,000 elements.
+        let tol = if name.starts_with("sum") { 5e-4 } else { 1e-5 };
+        if name.starts_with("sum") || name == "softmax" {
+            close(&format!("{what} against unoptimised"), &got, &plain, tol);
+        } else {
+            assert_eq!(got, plain, "{what} against unoptimised");
+        }
+        close(&format!("{what} against cpu"), &got, &host, tol);
+    }
+}
+
+/// The same on an RDNA4 (gfx1201) and a CDNA3 (gfx942, waves of 64) device, fewer shapes.
+#[test]
+fn optimised_kernels_match_the_cpu_on_gfx1201_and_gfx942() {
+    for dev in [navi48(), mi300x()] {
+        let spec = dev.name().to_string();
+        let mut rng = Rng(0x0b7_4242);
+        for (i, (name, shapes, f)) in cases(&mut rng, 1).into_iter().enumerate() {
+            let seed = 2000 + i as u64;
+            let got = run(&dev, &shapes, f, seed);
+            let host = run(&cpu(), &shapes, f, seed);
+            let tol = if name.starts_with("sum") { 5e-4 } else { 1e-5 };
+            close(&format!("{spec} {name} {shapes:?}"), &got, &host, tol);
+        }
+    }
+}
+
+/// Shapes the heuristics tile (multiples of 4, enough outputs) with exact comparisons:
+/// the random shapes above rarely are.
+#[test]
+fn tiled_matmul_and_vectorised_elementwise_give_the_unoptimised_bits() {
+    let (on, off) = navi31_on_and_off();
+    let ops: [Case; 3] = [
+        ("matmul", vec![vec![128, 36], vec![36, 132]], |t| {
+            t[0].matmul(&t[1]).unwrap()
+        }),
+        (
+            "matmul by a transpose",
+            vec![vec![64, 20], vec![128, 20]],
+            |t| t[0].matmul(&t[1].t().unwrap()).unwrap(),
+        ),
+        ("broadcast add", vec![vec![96, 128], vec![128]], |t| {
+            t[0].add(&t[1]).unwrap().exp()
+        }),
+    ];
+    for (i, (name, shapes, f)) in ops.into_iter().enumerate() {
+        let got = run(&on, &shapes, f, 3000 + i as u64);
+        let plain = run(&off, &shapes, f, 3000 + i as u64);
+        assert_eq!(got, plain, "{name} {shapes:?}");
+    }
+}
