@@ -197,6 +197,17 @@ pub(crate) fn fault(ctx: &Ctx<'_>, idx: usize, _i: &Inst, lane: u32, f: Fault) -
 /// the lane loops of the hot forms (`fast.rs`) are inlined here.
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    if ctx.counts.is_empty() {
+        run_loop::<false>(w, ctx)
+    } else {
+        run_loop::<true>(w, ctx)
+    }
+}
+
+/// The run loop; with `COUNT`, every executed instruction also adds one to its index's slot
+/// in [`Ctx::counts`]. The loop without it has no such step, so statistics nobody asked for
+/// cost nothing per instruction.
+fn run_loop<const COUNT: bool>(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     let prog = ctx.prog;
     // Kept in locals (registers) for the run and written back when it ends: the program
     // counter, and the instructions the budget has left.
@@ -225,6 +236,9 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 });
             }
             (pc, stopped) = (idx + 1, 1);
+            if COUNT && let Some(c) = ctx.counts.get_mut(idx) {
+                *c += 1;
+            }
             break Err(Error::Stopped {
                 pc: pc_of(ctx, idx),
                 reason: "instruction limit reached".into(),
@@ -232,6 +246,10 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
         }
         left -= 1;
         pc = idx + 1;
+        // An index past the program fails below without counting, as in `instructions`.
+        if COUNT && let Some(c) = ctx.counts.get_mut(idx) {
+            *c += 1;
+        }
         // The general path for instruction `i`, with the program counter synchronised with
         // the wave around it (it may branch) and the EXEC flags computed again after it. An
         // index past the program is not an instruction, and does not count as one.
