@@ -197,16 +197,20 @@ pub(crate) fn fault(ctx: &Ctx<'_>, idx: usize, _i: &Inst, lane: u32, f: Fault) -
 /// the lane loops of the hot forms (`fast.rs`) are inlined here.
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
-    if ctx.counts.is_empty() {
-        run_loop::<false>(w, ctx)
-    } else {
-        run_loop::<true>(w, ctx)
-    }
+    run_loop::<false>(w, ctx)
 }
 
-/// The run loop; with `COUNT`, every executed instruction also adds one to its index's slot
-/// in [`Ctx::counts`]. The loop without it has no such step, so statistics nobody asked for
-/// cost nothing per instruction.
+/// [`run`] that also adds one per executed instruction to its index's slot in
+/// [`Ctx::counts`] (a counted dispatch, `stats.rs`).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+pub(crate) fn run_counted(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    run_loop::<true>(w, ctx)
+}
+
+/// The run loop of [`run`] and [`run_counted`], inlined into each (and so built for AVX2
+/// with them). Only the instance with `COUNT` counts: statistics nobody asked for cost
+/// nothing per instruction.
+#[inline(always)]
 fn run_loop<const COUNT: bool>(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     let prog = ctx.prog;
     // Kept in locals (registers) for the run and written back when it ends: the program

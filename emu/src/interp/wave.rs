@@ -859,7 +859,11 @@ fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
     loop {
         for w in waves.iter_mut() {
             if w.state == WaveState::Running {
-                crate::interp::exec::run(w, ctx)?;
+                if ctx.counts.is_empty() {
+                    crate::interp::exec::run(w, ctx)?;
+                } else {
+                    crate::interp::exec::run_counted(w, ctx)?;
+                }
             }
         }
         if waves.iter().all(|w| w.state == WaveState::Done) {
