@@ -20,6 +20,7 @@ mod interp;
 mod program;
 pub mod rdna3;
 pub mod rdna4;
+pub mod stats;
 
 pub use interp::{float, memory};
 
@@ -27,13 +28,14 @@ pub use interp::{float, memory};
 pub use am_isa::code_object;
 pub use am_isa::code_object::{CodeObject, Kernel, KernelDescriptor, Segment};
 pub use interp::wave::{
-    HwDispatch, Launch, MAX_SCRATCH_PER_LANE, Partition, dispatch, dispatch_hw,
-    dispatch_hw_parallel, dispatch_parallel,
+    HwDispatch, Launch, MAX_SCRATCH_PER_LANE, Partition, dispatch, dispatch_counted, dispatch_hw,
+    dispatch_hw_counted, dispatch_hw_parallel, dispatch_parallel,
 };
 pub use memory::{
     Atomic32, Fault, HostMemory, Memory, SharedHostMemory, SharedMemory, SharedRegion,
 };
 pub use program::Program;
+pub use stats::{Class, Histogram};
 
 /// A xorshift64 generator of test inputs: the same sequence from the same seed.
 #[cfg(test)]

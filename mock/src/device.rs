@@ -541,6 +541,31 @@ impl MockGpu {
         self.shared.engines.set_watchdog(instructions);
     }
 
+    /// Turns the shader statistics on or off: while on, every dispatch counts its executed
+    /// wave-instructions by class and mnemonic into [`MockGpu::shader_statistics`] (the
+    /// emulator's counting run loop; off, dispatches count nothing).
+    pub fn set_shader_statistics(&self, on: bool) {
+        self.shared.engines.set_counting(on);
+    }
+
+    /// What the dispatches run while statistics were on executed, since the device was made
+    /// or [`MockGpu::reset_shader_statistics`].
+    pub fn shader_statistics(&self) -> crate::engine::ShaderStatistics {
+        self.shared.engines.statistics()
+    }
+
+    /// Starts the shader statistics from zero.
+    pub fn reset_shader_statistics(&self) {
+        self.shared.engines.reset_statistics();
+    }
+
+    /// Writes the shader statistics as JSON ([`crate::engine::ShaderStatistics::to_json`])
+    /// to `path` after every counted dispatch, before the dispatch can be seen to complete
+    /// (`None` stops writing).
+    pub fn write_shader_statistics_to(&self, path: Option<std::path::PathBuf>) {
+        self.shared.engines.write_statistics_to(path);
+    }
+
     /// The GPU clock now (100 MHz ticks), as a timestamp packet would write it.
     pub fn gpu_clock(&self) -> u64 {
         self.shared.engines.clock.now()

@@ -33,7 +33,7 @@ pub use device::{
     DOORBELL_RECORD, DoorbellOwner, DoorbellRing, MAX_VIOLATIONS, MockBar, MockDevice, MockGpu,
     Mode, Space, Violation,
 };
-pub use engine::{QueueKey, QueueKind, QueueStatus};
+pub use engine::{QueueKey, QueueKind, QueueStatus, ShaderStatistics};
 pub use error::{Error, Result};
 pub use hive::{Hive, Member};
 pub use profile::{PROFILES, Profile};
@@ -60,6 +60,12 @@ fn hives() -> &'static HiveRegistry {
 /// ([`MockGpu::run_foreign_firmware`]), so a command run in its own process (the CLI tests)
 /// meets foreign firmware.
 pub const FOREIGN_FIRMWARE_ENV: &str = "AM_MOCK_FOREIGN_FIRMWARE";
+
+/// Environment variable: a file that process-wide devices ([`gpu`]) write their shader
+/// statistics to after every dispatch, with statistics on from the start (so that
+/// `am serve mock:…` can be measured from outside: `am bench kernels --tinygrad`). Devices of
+/// other profiles or indices write the same file; serve one.
+pub const SHADER_STATISTICS_ENV: &str = "AM_MOCK_SHADER_STATISTICS";
 
 /// A new strict device for the registry: a plain profile, or member `index % N` of hive
 /// `index / N` for a hive profile `PROFILE-hiveN`.
@@ -104,6 +110,10 @@ pub fn gpu(profile: &str, index: u32) -> Result<MockGpu> {
     let g = create(profile, index)?;
     if std::env::var(FOREIGN_FIRMWARE_ENV).is_ok_and(|v| v.trim() == "1") && !g.profile().is_vf {
         g.run_foreign_firmware();
+    }
+    if let Some(path) = std::env::var_os(SHADER_STATISTICS_ENV).filter(|p| !p.is_empty()) {
+        g.write_shader_statistics_to(Some(path.into()));
+        g.set_shader_statistics(true);
     }
     reg.insert((profile.to_string(), index), g.clone());
     Ok(g)

@@ -31,6 +31,38 @@ pub enum BenchCommand {
     /// The demo's training step: host time outside GPU execution uncaptured and captured,
     /// kernels per step, and the step on the CPU against numpy.
     Tensor(TensorBenchArgs),
+    /// The tensor layer's kernels on the mock: executed wave-instructions per operation, per
+    /// output element or multiply-add, by instruction class, against tinygrad's (live with
+    /// --tinygrad, else issue 37's figures) and the ideal; the cpu device against numpy.
+    Kernels(KernelsBenchArgs),
+}
+
+/// Options of `am bench kernels`.
+#[derive(Args, Debug)]
+pub struct KernelsBenchArgs {
+    /// ISA to run the suite on: gfx1100 (mock:navi31), gfx1201 (mock:navi48) or gfx942
+    /// (mock:mi300x).
+    #[arg(long, default_value = "gfx1100")]
+    isa: String,
+    /// Run tinygrad 0.14.0 (the environment scripts/conformance makes) on the same
+    /// operations and shapes against `am serve` on loopback, and count its kernels the same
+    /// way.
+    #[arg(long)]
+    tinygrad: bool,
+    /// The `am` binary that serves the mock for --tinygrad (default: this one).
+    #[arg(long, value_name = "PATH")]
+    am: Option<std::path::PathBuf>,
+    /// Small shapes, for a quick check of the machinery (numbers not comparable).
+    #[arg(long)]
+    quick: bool,
+    /// Operation of the suite to run (repeatable; all by default): add, sum, softmax,
+    /// matmul_f32_256, matmul_f32_512, matmul_f16, conv3x3, matmul_batched,
+    /// matmul_transposed, layernorm, argmax, add_odd, sum_odd, matmul_odd.
+    #[arg(long = "op", value_name = "NAME")]
+    ops: Vec<String>,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `am bench dispatch`.
@@ -192,6 +224,14 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         }
         BenchCommand::Copy(a) => crate::bench_runtime::copy(&a.device, a.mib, a.repeat, a.json),
         BenchCommand::Tensor(a) => crate::bench_tensor::run(&a.device, a.steps, a.json),
+        BenchCommand::Kernels(a) => crate::bench_kernels::run(crate::bench_kernels::Options {
+            isa: a.isa,
+            json: a.json,
+            quick: a.quick,
+            ops: a.ops,
+            tinygrad: a.tinygrad,
+            am: a.am,
+        }),
     }
 }
 

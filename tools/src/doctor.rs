@@ -646,7 +646,7 @@ fn check_lockdown(m: &Machine) -> Finding {
 }
 
 /// The environment variables `am` reads, and what each does.
-pub const KNOWN_VARS: [(&str, &str); 9] = [
+pub const KNOWN_VARS: [(&str, &str); 10] = [
     ("AM_LOG", "log filter of the am command (e.g. debug)"),
     (
         "AM_DEBUG",
@@ -669,6 +669,10 @@ pub const KNOWN_VARS: [(&str, &str); 9] = [
     (
         "AM_MOCK_FOREIGN_FIRMWARE",
         "mock only: devices start with another driver's firmware",
+    ),
+    (
+        "AM_MOCK_SHADER_STATISTICS",
+        "mock only: file the devices write shader statistics to",
     ),
     ("VFIO", "1: open PCI addresses through vfio-pci"),
 ];

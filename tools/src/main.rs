@@ -8,6 +8,7 @@ mod bench;
 mod bench_boot;
 mod bench_compile;
 mod bench_engines;
+mod bench_kernels;
 mod bench_runtime;
 mod bench_tensor;
 mod compile;

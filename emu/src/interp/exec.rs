@@ -197,6 +197,21 @@ pub(crate) fn fault(ctx: &Ctx<'_>, idx: usize, _i: &Inst, lane: u32, f: Fault) -
 /// the lane loops of the hot forms (`fast.rs`) are inlined here.
 #[multiversion::multiversion(targets("x86_64+avx2+fma"))]
 pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    run_loop::<false>(w, ctx)
+}
+
+/// [`run`] that also adds one per executed instruction to its index's slot in
+/// [`Ctx::counts`] (a counted dispatch, `stats.rs`).
+#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+pub(crate) fn run_counted(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
+    run_loop::<true>(w, ctx)
+}
+
+/// The run loop of [`run`] and [`run_counted`], inlined into each (and so built for AVX2
+/// with them). Only the instance with `COUNT` counts: statistics nobody asked for cost
+/// nothing per instruction.
+#[inline(always)]
+fn run_loop<const COUNT: bool>(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     let prog = ctx.prog;
     // Kept in locals (registers) for the run and written back when it ends: the program
     // counter, and the instructions the budget has left.
@@ -225,6 +240,9 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
                 });
             }
             (pc, stopped) = (idx + 1, 1);
+            if COUNT && let Some(c) = ctx.counts.get_mut(idx) {
+                *c += 1;
+            }
             break Err(Error::Stopped {
                 pc: pc_of(ctx, idx),
                 reason: "instruction limit reached".into(),
@@ -232,6 +250,10 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
         }
         left -= 1;
         pc = idx + 1;
+        // An index past the program fails below without counting, as in `instructions`.
+        if COUNT && let Some(c) = ctx.counts.get_mut(idx) {
+            *c += 1;
+        }
         // The general path for instruction `i`, with the program counter synchronised with
         // the wave around it (it may branch) and the EXEC flags computed again after it. An
         // index past the program is not an instruction, and does not count as one.
@@ -2064,27 +2086,136 @@ fn div_scale64(s0: f64, den: f64, num: f64) -> (f64, bool) {
     }
 }
 
-/// x · 2^e with a single rounding: x = m · 2^ex with m in [1, 2), then m · 2^(ex + e), where
-/// the power of two is exact (normal or subnormal) so only the product rounds.
+/// x · 2^e with a single rounding (to nearest even; subnormal and overflowing results too).
 fn ldexp64(x: f64, e: i32) -> f64 {
     if x == 0.0 || !x.is_finite() {
         return x;
     }
-    let ex = frexp_exp64(x) - 1;
-    // Exact: the intermediate stays within range because |x| < 2^1024 and m is in [1, 2).
-    let m = x
-        * f64::powi(2.0, (-ex).clamp(-1000, 1000))
-        * f64::powi(2.0, -ex - (-ex).clamp(-1000, 1000));
-    let k = ex as i64 + e as i64;
-    if k > 1023 {
-        f64::INFINITY.copysign(x)
-    } else if k >= -1074 {
-        m * f64::powi(2.0, k as i32)
-    } else if k == -1075 && m.abs() > 1.0 {
-        f64::from_bits(1).copysign(x)
+    let (m, ex) = split64(x);
+    round64(
+        x.is_sign_negative(),
+        u128::from(m),
+        i64::from(ex) + i64::from(e),
+    )
+}
+
+/// A finite f64 as an integer significand and a power of two: |x| = m · 2^e exactly.
+fn split64(x: f64) -> (u64, i32) {
+    let b = x.to_bits();
+    let (field, frac) = (((b >> 52) & 0x7ff) as i32, b & ((1 << 52) - 1));
+    if field == 0 {
+        (frac, -1074)
     } else {
-        0.0f64.copysign(x)
+        (frac | 1 << 52, field - 1075)
     }
+}
+
+/// (−1)^neg · m · 2^e rounded once to the nearest f64, ties to even: subnormal results keep
+/// the bits they can hold, results past the largest finite value become infinite. Built from
+/// bits, so no intermediate power of two can underflow or overflow.
+fn round64(neg: bool, m: u128, e: i64) -> f64 {
+    let sign = if neg { 1u64 << 63 } else { 0 };
+    if m == 0 {
+        return f64::from_bits(sign);
+    }
+    // The value's leading bit is 2^top; the result's last bit is 2^lsb.
+    let top = 127 - i64::from(m.leading_zeros()) + e;
+    if top > 1023 {
+        return f64::from_bits(sign | 0x7ff0_0000_0000_0000);
+    }
+    let lsb = (top - 52).max(-1074);
+    let shift = lsb - e;
+    let q: u64 = if shift <= 0 {
+        // Exact: at most 53 bits.
+        (m << (-shift)) as u64
+    } else if shift > 128 {
+        // Below half the smallest subnormal.
+        0
+    } else {
+        let q = if shift == 128 { 0 } else { m >> shift };
+        let rest = if shift == 128 {
+            m
+        } else {
+            m & ((1u128 << shift) - 1)
+        };
+        let half = 1u128 << (shift - 1);
+        let up = rest > half || (rest == half && q & 1 == 1);
+        (q + u128::from(up)) as u64
+    };
+    // q · 2^lsb with q < 2^53, or 2^53 after rounding up, or below 2^52 for a subnormal.
+    let (q, lsb) = if q == 1 << 53 {
+        (q >> 1, lsb + 1)
+    } else {
+        (q, lsb)
+    };
+    if q < 1 << 52 {
+        // Subnormal (lsb is -1074) or zero: the significand is the bits.
+        return f64::from_bits(sign | q);
+    }
+    let field = lsb + 1075;
+    if field >= 0x7ff {
+        return f64::from_bits(sign | 0x7ff0_0000_0000_0000);
+    }
+    f64::from_bits(sign | (field as u64) << 52 | (q & ((1 << 52) - 1)))
+}
+
+/// a · b + c, scaled by 2^k, with one rounding: `v_div_fmas_f64` with VCC set, whose scaling
+/// undoes `v_div_scale_f64`'s and must not round the fused result twice (nor lose it when it
+/// is subnormal). The sum is formed exactly in integers: the term with the higher leading bit
+/// is widened to 124 bits and the other aligned to it. Bits of the other below the last of
+/// those (there are some only when its leading bit is 18 or more places lower, so the sum
+/// keeps over 120 bits) only put the sum strictly between two neighbours, which a half unit
+/// stands for: rounding to 53 bits cannot tell the two apart.
+fn fma_scaled64(a: f64, b: f64, c: f64, k: i32) -> f64 {
+    if !(a.is_finite() && b.is_finite() && c.is_finite()) || a == 0.0 || b == 0.0 {
+        // NaN, infinity, or an exact product of zero: fused and unfused agree, and the
+        // scaling rounds the one value there is.
+        return ldexp64(a.mul_add(b, c), k);
+    }
+    let (ma, ea) = split64(a);
+    let (mb, eb) = split64(b);
+    let p = (
+        u128::from(ma) * u128::from(mb),
+        i64::from(ea) + i64::from(eb),
+    );
+    let p_neg = a.is_sign_negative() != b.is_sign_negative();
+    if c == 0.0 {
+        return round64(p_neg, p.0, p.1 + i64::from(k));
+    }
+    let (mc, ec) = split64(c);
+    let q = (u128::from(mc), i64::from(ec));
+    let top = |(m, e): (u128, i64)| 127 - i64::from(m.leading_zeros()) + e;
+    let ((hi, hi_neg), (lo, lo_neg)) = if top(p) >= top(q) {
+        ((p, p_neg), (q, c.is_sign_negative()))
+    } else {
+        ((q, c.is_sign_negative()), (p, p_neg))
+    };
+    // hi widened to 124 bits at exponent e; lo aligned to e, its bits below 2^e cut.
+    let widen = 124 - (128 - i64::from(hi.0.leading_zeros()));
+    let e = hi.1 - widen;
+    let h = hi.0 << widen;
+    let d = lo.1 - e;
+    let (kept, cut) = if d >= 0 {
+        (lo.0 << d, false)
+    } else if -d >= 128 {
+        (0, true)
+    } else {
+        (lo.0 >> -d, lo.0 & ((1u128 << -d) - 1) != 0)
+    };
+    // In units of 2^(e-1): a cut lo is kept + 1/2, strictly between its neighbours.
+    let (e, h, l) = (e - 1, h << 1, kept << 1 | u128::from(cut));
+    let (neg, m) = if hi_neg == lo_neg {
+        (hi_neg, h + l)
+    } else if h >= l {
+        (hi_neg, h - l)
+    } else {
+        (lo_neg, l - h)
+    };
+    if m == 0 {
+        // An exact zero sum of opposite terms is +0 when rounding to nearest.
+        return 0.0;
+    }
+    round64(neg, m, e + i64::from(k))
 }
 
 fn frexp_exp64(x: f64) -> i32 {
@@ -2223,12 +2354,12 @@ pub(crate) fn valu_op(
         DIV_FMAS_F64 => {
             let vcc = w.mask(VCC_LO);
             vmix(w, i, [K::F64, K::F64, K::F64], |w, v, l| {
-                let r = v.f64(w, 0, l).mul_add(v.f64(w, 1, l), v.f64(w, 2, l));
+                let (a, b, c) = (v.f64(w, 0, l), v.f64(w, 1, l), v.f64(w, 2, l));
                 let r = if vcc >> l & 1 != 0 {
-                    let e = (v.f64(w, 2, l).to_bits() >> 52) & 0x7ff;
-                    ldexp64(r, if e > 1023 { 128 } else { -128 })
+                    let e = (c.to_bits() >> 52) & 0x7ff;
+                    fma_scaled64(a, b, c, if e > 1023 { 128 } else { -128 })
                 } else {
-                    r
+                    a.mul_add(b, c)
                 };
                 w.wr64(i.dst, l, r.to_bits());
             });
@@ -5127,6 +5258,122 @@ mod tests {
                 got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
                 "fma({a:e}, {b:e}, {c:e}) = {got:e}, want {want:e}"
             );
+        }
+    }
+
+    /// `v_div_fmas_f64` with VCC set scales the fused result by 2^-128 (2^128 when src2's
+    /// exponent is above 1023) with one rounding: subnormal results keep their bits (they
+    /// came out 0 when the scaling went through `powi`), and the fused sum is not rounded to
+    /// 53 bits before the scaled result is rounded again.
+    #[test]
+    fn div_fmas_f64_rounds_scaled_subnormal_results_once() {
+        let p2 = |e: i32| crate::interp::exec::pow2(e);
+        let tiny = |bits: u64| f64::from_bits(bits);
+        // (a, b, c, the result's bits)
+        let cases: [(f64, f64, f64, u64); 8] = [
+            // 1.5 · 2^-1050: a subnormal the old scaling lost.
+            (1.5 * p2(-461), p2(-461), 0.0, 0x0180_0000),
+            // 2^-1028 + 2^-1075 + 2^-1128: above the tie, so up (rounding the fused sum to 53
+            // bits first would leave an exact tie, which goes down to even).
+            (
+                (1.0 + p2(-47)) * p2(-450),
+                p2(-450),
+                p2(-1000),
+                (1 << 46) + 1,
+            ),
+            // Just above half the smallest subnormal: up to it.
+            ((1.0 + p2(-52)) * p2(-473), p2(-474), 0.0, 1),
+            // Exactly half the smallest subnormal: to even, 0.
+            (p2(-473), p2(-474), 0.0, 0),
+            // Far below: 0, with the product's sign.
+            (-p2(-600), p2(-600), 0.0, 1 << 63),
+            // Normal: (3 · 5 + 1) · 2^-128.
+            (3.0, 5.0, 1.0, ((1023 - 124) as u64) << 52),
+            // Cancellation to -2^-104, scaled: -2^-232.
+            (
+                -(1.0 + p2(-52)),
+                1.0 + p2(-52),
+                1.0 + p2(-51),
+                1 << 63 | ((1023 - 232) as u64) << 52,
+            ),
+            // src2's exponent above 1023 scales up: (1 + 4) · 2^128.
+            (1.0, 1.0, 4.0, (5.0 * p2(128)).to_bits()),
+        ];
+        // v_div_fmas_f64 v[2:3], v[4:5], v[6:7], v[8:9]; s_endpgm
+        let words = [0xd638_0002u32, 0x0422_0d04, 0xbfb0_0000];
+        let code: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let prog = crate::Program::from_bytes(&code, 0, crate::Isa::Gfx1100).unwrap();
+        let mut w = Wave::new();
+        w.lanes = 32;
+        w.state = WaveState::Running;
+        w.set_exec(u64::from(u32::MAX));
+        w.set_mask(VCC_LO, u64::from(u32::MAX));
+        for (l, &(a, b, c, _)) in cases.iter().enumerate() {
+            for (row, x) in [(4, a), (6, b), (8, c)] {
+                w.v[row * 64 + l] = x.to_bits() as u32;
+                w.v[(row + 1) * 64 + l] = (x.to_bits() >> 32) as u32;
+            }
+        }
+        let mut mem = crate::HostMemory::new();
+        let (mut lds, mut buf) = (vec![], vec![0u8; 1024]);
+        let mut ctx = Ctx {
+            mem: &mut mem,
+            lds: &mut lds,
+            code_base: 0,
+            prog: &prog,
+            instructions: 0,
+            budget: 16,
+            buf: &mut buf,
+            counts: &mut [],
+        };
+        run(&mut w, &mut ctx).unwrap();
+        for (l, &(a, b, c, want)) in cases.iter().enumerate() {
+            let got = u64::from(w.v[2 * 64 + l]) | u64::from(w.v[3 * 64 + l]) << 32;
+            assert_eq!(
+                got,
+                want,
+                "lane {l}: div_fmas({a:e}, {b:e}, {c:e}) = {:e}, want {:e}",
+                tiny(got),
+                tiny(want)
+            );
+        }
+    }
+
+    /// Where the scaled result is normal, the one rounding of `fma_scaled64` is the host's
+    /// fused multiply-add scaled exactly; and `ldexp64` reaches every subnormal.
+    #[test]
+    fn fma_scaled64_matches_the_host_fma_on_normal_results() {
+        let mut next = crate::xorshift(0x9e37_79b9_7f4a_7c15);
+        let mut checked = 0;
+        for _ in 0..20000 {
+            let mut pick = || {
+                let r = next();
+                let e = (r % 200) as i32 - 100;
+                let m = f64::from_bits(0x3ff0_0000_0000_0000 | (r >> 12));
+                if r >> 11 & 1 == 1 {
+                    -m * pow2(e)
+                } else {
+                    m * pow2(e)
+                }
+            };
+            let (a, b, c) = (pick(), pick(), pick());
+            let f = a.mul_add(b, c);
+            for k in [-128, 128] {
+                let want = f * pow2(k);
+                if want.abs() >= f64::MIN_POSITIVE && want.is_finite() {
+                    assert_eq!(
+                        fma_scaled64(a, b, c, k).to_bits(),
+                        want.to_bits(),
+                        "{a:e} {b:e} {c:e} {k}"
+                    );
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 30000);
+        for n in [1u64, 3, 0x8_0000_0000_0001, (1 << 52) - 1] {
+            let x = f64::from_bits(n);
+            assert_eq!(ldexp64(x * pow2(200), -200).to_bits(), n);
         }
     }
 }

@@ -682,6 +682,7 @@ mod tests {
                     instructions: 0,
                     budget: u64::MAX,
                     buf: &mut buf,
+                    counts: &mut [],
                 };
                 sdwa(&mut w, &i, 0, &ctx).unwrap();
                 for l in 0..64 {

@@ -2082,6 +2082,7 @@ mod tests {
             instructions: 0,
             budget,
             buf: &mut buf,
+            counts: &mut [],
         };
         let r = super::super::exec::run(&mut w, &mut ctx);
         (w, r)
@@ -3294,6 +3295,7 @@ mod tests {
                     instructions: 0,
                     budget: 100,
                     buf: &mut buf,
+                    counts: &mut [],
                 };
                 let r = super::super::exec::run(&mut w, &mut ctx);
                 assert!(r.is_ok(), "{isa:?}: {r:?}");

@@ -2,6 +2,7 @@
 
 use crate::code_object::kcp;
 use crate::interp::memory::SharedAccess;
+use crate::stats::Histogram;
 use crate::{Error, Isa, Kernel, Memory, Program, SharedMemory, Stats};
 
 /// VGPR rows per wave: 256 architectural VGPRs, 256 AccVGPRs (CDNA; operand code 512 + n
@@ -258,6 +259,9 @@ pub(crate) struct Ctx<'a> {
     pub budget: u64,
     /// Staging for whole-wave memory accesses (64 lanes x 16 bytes).
     pub buf: &'a mut [u8],
+    /// Executed wave-instructions by instruction index, for a counted dispatch; empty
+    /// otherwise (the run loop then counts nothing).
+    pub counts: &'a mut [u64],
 }
 
 /// A dispatch as the command processor sees it: the register state the driver programmed
@@ -539,6 +543,8 @@ struct Core {
     waves: Vec<Wave>,
     lds: Vec<u8>,
     buf: Vec<u8>,
+    /// Executed wave-instructions by instruction index (a counted dispatch), else empty.
+    counts: Vec<u64>,
 }
 
 /// Waves kept from one dispatch to the next, so a dispatch reuses their register files
@@ -558,7 +564,7 @@ fn spare_waves() -> std::sync::MutexGuard<'static, Vec<Wave>> {
 }
 
 impl Core {
-    fn new(plan: &Plan, hw: &HwDispatch) -> Core {
+    fn new(plan: &Plan, hw: &HwDispatch, counted: Option<&Program>) -> Core {
         let mut waves = {
             let mut p = spare_waves();
             let keep = p.len().saturating_sub(plan.waves);
@@ -575,6 +581,7 @@ impl Core {
             waves,
             lds: vec![0u8; hw.lds_bytes as usize],
             buf: vec![0u8; 64 * 16],
+            counts: counted.map_or_else(Vec::new, |p| vec![0; p.insts.len()]),
         }
     }
 
@@ -619,6 +626,7 @@ impl Core {
             instructions: 0,
             budget,
             buf: &mut self.buf,
+            counts: &mut self.counts,
         };
         run_workgroup(&mut self.waves[..n_waves], &mut ctx)?;
         Ok((ctx.instructions, n_waves as u64))
@@ -642,15 +650,65 @@ pub fn dispatch_hw(
     hw: &HwDispatch,
     mem: &mut dyn Memory,
 ) -> Result<Stats, Error> {
+    dispatch_hw_in(program, code_base, hw, mem, None)
+}
+
+/// [`dispatch_hw`] that also adds the wave-instructions it executed, by class and mnemonic,
+/// to `histogram`: those of the workgroups that ran, a failed dispatch's too. Only a
+/// dispatch that asks pays for counting (see [`crate::stats`]).
+pub fn dispatch_hw_counted(
+    program: &Program,
+    code_base: u64,
+    hw: &HwDispatch,
+    mem: &mut dyn Memory,
+    histogram: &mut Histogram,
+) -> Result<Stats, Error> {
+    dispatch_hw_in(program, code_base, hw, mem, Some(histogram))
+}
+
+/// [`dispatch`] that counts as [`dispatch_hw_counted`] does.
+pub fn dispatch_counted(
+    program: &Program,
+    kernel: &Kernel,
+    launch: &Launch,
+    mem: &mut dyn Memory,
+    histogram: &mut Histogram,
+) -> Result<Stats, Error> {
+    let (hw, code_base) = hw_of(program, kernel, launch)?;
+    dispatch_hw_in(program, code_base, &hw, mem, Some(histogram))
+}
+
+fn dispatch_hw_in(
+    program: &Program,
+    code_base: u64,
+    hw: &HwDispatch,
+    mem: &mut dyn Memory,
+    histogram: Option<&mut Histogram>,
+) -> Result<Stats, Error> {
     let plan = plan(program, code_base, hw)?;
-    let mut core = Core::new(&plan, hw);
+    let mut core = Core::new(&plan, hw, histogram.is_some().then_some(program));
+    let r = run_groups(&mut core, program, code_base, hw, &plan, mem);
+    if let Some(h) = histogram {
+        h.fold(program, &core.counts);
+    }
+    r
+}
+
+fn run_groups(
+    core: &mut Core,
+    program: &Program,
+    code_base: u64,
+    hw: &HwDispatch,
+    plan: &Plan,
+    mem: &mut dyn Memory,
+) -> Result<Stats, Error> {
     let mut stats = Stats::default();
-    for n in my_groups(&plan, hw) {
+    for n in my_groups(plan, hw) {
         let budget = hw
             .instruction_limit
             .map_or(u64::MAX, |l| l.saturating_sub(stats.instructions));
         let (instructions, waves) =
-            core.run_group(program, code_base, hw, &plan, n, budget, &mut *mem)?;
+            core.run_group(program, code_base, hw, plan, n, budget, &mut *mem)?;
         stats.instructions += instructions;
         stats.waves += waves;
         stats.workgroups += 1;
@@ -705,7 +763,7 @@ pub fn dispatch_hw_parallel(
     let total = Mutex::new(Stats::default());
     // One thread's part: workgroups claimed until none is left or one failed.
     let work = || {
-        let mut core = Core::new(&plan, hw);
+        let mut core = Core::new(&plan, hw, None);
         // Dropped when the thread's part ends, on a panic too, which performs the atomics it
         // still holds before the dispatch returns.
         let mut mem = SharedAccess::new(mem);
@@ -801,7 +859,11 @@ fn run_workgroup(waves: &mut [Wave], ctx: &mut Ctx<'_>) -> Result<(), Error> {
     loop {
         for w in waves.iter_mut() {
             if w.state == WaveState::Running {
-                crate::interp::exec::run(w, ctx)?;
+                if ctx.counts.is_empty() {
+                    crate::interp::exec::run(w, ctx)?;
+                } else {
+                    crate::interp::exec::run_counted(w, ctx)?;
+                }
             }
         }
         if waves.iter().all(|w| w.state == WaveState::Done) {

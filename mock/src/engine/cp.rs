@@ -1109,7 +1109,14 @@ impl Cp {
         };
         self.dispatches += 1;
         let mut smem = ShaderMem { mem, error: None };
-        let result = am_emu::dispatch_hw(&code.program, hw.entry, hw, &mut smem);
+        let result = if sh.engines.counting() {
+            let mut h = am_emu::Histogram::default();
+            let r = am_emu::dispatch_hw_counted(&code.program, hw.entry, hw, &mut smem, &mut h);
+            sh.engines.add_dispatch(r.as_ref().ok().copied(), &h);
+            r
+        } else {
+            am_emu::dispatch_hw(&code.program, hw.entry, hw, &mut smem)
+        };
         let mem_error = smem.error.take();
         sh.engines.memory_changed();
         let err = match result {

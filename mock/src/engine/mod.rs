@@ -297,6 +297,50 @@ pub(crate) struct Engines {
     watchdog: AtomicU64,
     /// Decoded shader code.
     pub programs: ProgramCache,
+    /// Whether dispatches count their wave-instructions by class and mnemonic (read once per
+    /// dispatch; the emulator's plain run loop counts nothing).
+    counting: AtomicBool,
+    /// What the counted dispatches executed, and where to write it after each dispatch.
+    statistics: Mutex<(ShaderStatistics, Option<std::path::PathBuf>)>,
+}
+
+/// What the dispatches a device ran while counting executed (see
+/// [`crate::MockGpu::set_shader_statistics`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ShaderStatistics {
+    /// Dispatches run (a dispatch spread over several XCCs counts once per XCC).
+    pub dispatches: u64,
+    /// Wave-instructions executed.
+    pub instructions: u64,
+    /// Waves run.
+    pub waves: u64,
+    /// Executed wave-instructions by class and by mnemonic.
+    pub histogram: am_emu::Histogram,
+}
+
+impl ShaderStatistics {
+    /// The statistics as one JSON object: `dispatches`, `waves`, `wave_instructions`,
+    /// `classes` (by [`am_emu::Class::name`]) and `mnemonics`.
+    pub fn to_json(&self) -> String {
+        let classes: Vec<String> = am_emu::Class::ALL
+            .iter()
+            .map(|&c| format!("\"{}\": {}", c.name(), self.histogram.class(c)))
+            .collect();
+        let mnemonics: Vec<String> = self
+            .histogram
+            .mnemonics
+            .iter()
+            .map(|(m, n)| format!("\"{m}\": {n}"))
+            .collect();
+        format!(
+            "{{\"dispatches\": {}, \"waves\": {}, \"wave_instructions\": {}, \"classes\": {{{}}}, \"mnemonics\": {{{}}}}}\n",
+            self.dispatches,
+            self.waves,
+            self.instructions,
+            classes.join(", "),
+            mnemonics.join(", ")
+        )
+    }
 }
 
 impl Engines {
@@ -310,6 +354,51 @@ impl Engines {
             clock: Clock::new(),
             watchdog: AtomicU64::new(DEFAULT_WATCHDOG),
             programs: ProgramCache::default(),
+            counting: AtomicBool::new(false),
+            statistics: Mutex::new((ShaderStatistics::default(), None)),
+        }
+    }
+
+    /// Whether dispatches count what they execute.
+    pub(crate) fn counting(&self) -> bool {
+        self.counting.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_counting(&self, on: bool) {
+        self.counting.store(on, Ordering::Relaxed);
+    }
+
+    /// The statistics so far.
+    pub(crate) fn statistics(&self) -> ShaderStatistics {
+        lock(&self.statistics).0.clone()
+    }
+
+    /// Starts the statistics again from zero.
+    pub(crate) fn reset_statistics(&self) {
+        lock(&self.statistics).0 = ShaderStatistics::default();
+    }
+
+    /// Writes the statistics to `path` (replacing it whole) after every counted dispatch.
+    pub(crate) fn write_statistics_to(&self, path: Option<std::path::PathBuf>) {
+        lock(&self.statistics).1 = path;
+    }
+
+    /// Adds one counted dispatch. The file, if any, is written before the dispatch can be
+    /// seen to complete, so a client that waited for it reads counts that include it.
+    pub(crate) fn add_dispatch(&self, stats: Option<am_emu::Stats>, histogram: &am_emu::Histogram) {
+        let mut s = lock(&self.statistics);
+        s.0.dispatches += 1;
+        s.0.instructions += histogram.total();
+        s.0.waves += stats.map_or(0, |st| st.waves);
+        s.0.histogram.merge(histogram);
+        if let Some(path) = &s.1 {
+            // Written beside and renamed over, so a reader never sees half a file; a file
+            // that cannot be written is logged, and the dispatch goes on.
+            let tmp = path.with_extension("tmp");
+            let r = std::fs::write(&tmp, s.0.to_json()).and_then(|()| std::fs::rename(&tmp, path));
+            if let Err(e) = r {
+                tracing::warn!("shader statistics {}: {e}", path.display());
+            }
         }
     }
 

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod bench_emu_cli;
+mod bench_kernels_cli;
 mod bench_runtime_cli;
 mod boot_cli;
 mod common;

@@ -331,6 +331,7 @@ fn check(isa: Isa, text: &str, words: &[u32], wave64: bool, seed: u64) {
         instructions: 0,
         budget: 16,
         buf: &mut buf,
+        counts: &mut [],
     };
     let r = crate::interp::exec::run(&mut w, &mut ctx);
     let what = format!("{isa:?} wave{lanes} seed {seed:#x}: {text}");
