@@ -156,7 +156,9 @@ fn suite(quick: bool) -> Vec<Op> {
             units: m1 as u64,
             ideal: 0.03,
             anchor: Some(0.17),
-            check: Check::Close(1e-5),
+            // A sum of ~1M f32 in another order (the device's tree, the cpu's serial
+            // loop) differs by about sqrt(n)·2^-24 of the sum: ~6e-5 at 1M.
+            check: Check::Close(2e-4),
             tinygrad: "a.sum()",
             numpy: "a.sum()",
         },
@@ -310,7 +312,9 @@ fn suite(quick: bool) -> Vec<Op> {
             units: odd as u64,
             ideal: 0.03,
             anchor: None,
-            check: Check::Close(1e-5),
+            // A sum of ~1M f32 in another order (the device's tree, the cpu's serial
+            // loop) differs by about sqrt(n)·2^-24 of the sum: ~6e-5 at 1M.
+            check: Check::Close(2e-4),
             tinygrad: "a.sum()",
             numpy: "a.sum()",
         },
