@@ -3,32 +3,53 @@
 
 Usage: scripts/soak.py [--am PATH] [--minutes N] [--profile navi31] [--out FILE]
 
-Well-behaved clients run `am init`, `am info` and `am smi` against the served mock in a
-loop, and a raw client pings and reads registers. Hostile clients at the same time: one
-floods requests the mock refuses (a register of no IP block), one sends random headers
-with junk payloads, one holds a connection with half a header, one holds an idle
-connection. Every few seconds the server's RSS (VmRSS) is sampled.
+Well-behaved clients run `am init`, `am info`, `am smi` and `am run` (a saxpy kernel
+compiled with `am compile`) against the served mock in a loop, a raw client pings and
+reads registers, and another maps --sysmem-mib of system memory (MAP_SYSMEM), writes
+into it, holds it a moment and disconnects. Hostile clients at the same time: one floods
+requests the mock refuses (a register of no IP block), one sends random headers with
+junk payloads, one holds a connection with half a header, one holds an idle connection.
+Every --sample-secs the server's memory (VmRSS + VmSwap) is sampled; once the clients
+have stopped, it is sampled again after --idle-secs.
 
-The result is flat when the RSS at the end is within --tolerance-mib of the RSS after the
-first minute (the warm-up: the first boots fault in the mock's VRAM pages and firmware).
-Exits 1 if it is not, or if a well-behaved client failed. Figures go to stdout (and --out
-as JSON); docs/RELIABILITY.md records a ten-minute run.
+The result is flat when the memory once idle is within --tolerance-mib of the memory
+after the first minute (the warm-up: the first boots fault in the mock's VRAM pages and
+firmware). Exits 1 if it is not, or if a well-behaved client failed. Figures go to stdout
+(and --out as JSON); docs/RELIABILITY.md records the runs.
 """
 
 import argparse
 import json
 import os
 import random
+import shutil
 import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 REQ = struct.Struct("<BIIQQQ")
 RESP = struct.Struct("<BQQ")
-PING, MMIO_READ = 12, 6
+PING, MMIO_READ, MAP_SYSMEM, SYSMEM_WRITE = 12, 6, 8, 10
+
+SAXPY = """kernel saxpy(%x: ptr<global, f32> noalias, %y: ptr<global, f32>, %a: f32, %n: u32) workgroup(64, 1, 1) {
+  %g = group_id x
+  %l = local_id x
+  %w = const u32 64
+  %b = mul %g, %w
+  %i = add %b, %l
+  %in = lt %i, %n
+  if %in {
+    %xv = load %x[%i] : f32
+    %yv = load %y[%i] : f32
+    %r = fma %a, %xv, %yv
+    store %y[%i], %r
+  }
+}
+"""
 
 
 def rss_kib(pid):
@@ -156,8 +177,40 @@ def good_raw(port, stop, n):
             time.sleep(0.5)
 
 
-def good_tools(am, spec, stop, n, failures):
+def good_sysmem(port, stop, n, mib):
+    """A large MAP_SYSMEM client: map, write a MiB every 16 MiB, hold, leave."""
+    size = mib << 20
+    while not stop.is_set():
+        try:
+            s = connect(port)
+            s.settimeout(30)
+            s.sendall(REQ.pack(MAP_SYSMEM, 0, 0, size, 0, 0))
+            ok, msg = answer(s, size // 4096 * 8)
+            if not ok:
+                n.add("sysmem turned away" if b"limit" in msg else "sysmem FAILED")
+                s.close()
+                time.sleep(1)
+                continue
+            # A fresh connection's first handle is 0.
+            for off in range(0, size, 16 << 20):
+                s.sendall(REQ.pack(SYSMEM_WRITE, 0, 0, off, 1 << 20, 0) + os.urandom(1 << 20))
+            s.sendall(REQ.pack(PING, 0, 0, 0, 0, 0))
+            ok, _ = answer(s)
+            n.add("sysmem ok" if ok else "sysmem FAILED")
+            stop.wait(2)
+            s.close()
+        except OSError as e:
+            n.add("sysmem FAILED")
+            print(f"sysmem client: {e}", file=sys.stderr)
+        stop.wait(1)
+
+
+def good_tools(am, spec, stop, n, failures, hsaco):
     cmds = [["init", spec], ["info", spec], ["smi", spec]]
+    if hsaco:
+        cmds.append(["run", spec, hsaco, "saxpy", "--grid", "16", "--block", "64",
+                     "--arg", "buf:4096:iota=f32", "--arg", "buf:4096:fill=0x3f800000",
+                     "--arg", "f32:2", "--arg", "u32:1000"])
     while not stop.is_set():
         for c in cmds:
             key = f"am {c[0]}"
@@ -188,10 +241,21 @@ def main():
     ap.add_argument("--am", default=os.path.join(os.environ.get("CARGO_TARGET_DIR", "target"), "release", "am"))
     ap.add_argument("--minutes", type=float, default=10)
     ap.add_argument("--profile", default="navi31")
-    ap.add_argument("--sample-secs", type=float, default=5)
-    ap.add_argument("--tolerance-mib", type=float, default=8)
+    ap.add_argument("--sample-secs", type=float, default=10)
+    ap.add_argument("--idle-secs", type=float, default=20)
+    ap.add_argument("--tolerance-mib", type=float, default=16)
+    ap.add_argument("--sysmem-mib", type=int, default=256)
     ap.add_argument("--out")
     a = ap.parse_args()
+
+    work = tempfile.mkdtemp(prefix="am-soak-")
+    with open(os.path.join(work, "saxpy.amk"), "w") as f:
+        f.write(SAXPY)
+    r = subprocess.run([a.am, "compile", "saxpy.amk", "--target", "gfx1100"], cwd=work,
+                       capture_output=True, text=True)
+    hsaco = os.path.join(work, "saxpy.hsaco") if r.returncode == 0 else None
+    if hsaco is None:
+        print(f"am compile failed, no am run clients: {r.stderr[-300:]}", file=sys.stderr)
 
     err_path = f"/tmp/am-soak-{os.getpid()}.stderr"
     with open(err_path, "wb") as err:
@@ -212,7 +276,8 @@ def main():
         threading.Thread(target=hostile_holder, args=(port, stop, n, True)),
         threading.Thread(target=hostile_holder, args=(port, stop, n, False)),
         threading.Thread(target=good_raw, args=(port, stop, n)),
-        threading.Thread(target=good_tools, args=(a.am, spec, stop, n, failures)),
+        threading.Thread(target=good_tools, args=(a.am, spec, stop, n, failures, hsaco)),
+        threading.Thread(target=good_sysmem, args=(port, stop, n, a.sysmem_mib)),
     ]
     for t in threads:
         t.daemon = True
@@ -228,20 +293,31 @@ def main():
                 break
             samples.append((round(time.time() - start, 1), rss_kib(server.pid)))
             print(f"{samples[-1][0]:7.1f} s  RSS {samples[-1][1] / 1024:8.1f} MiB", flush=True)
+        stop.set()
+        for t in threads:
+            t.join(timeout=10)
+        # Memory once every client has left: what the server gives back.
+        time.sleep(a.idle_secs)
+        if server.poll() is None:
+            idle = rss_kib(server.pid)
+            print(f"idle {a.idle_secs:.0f} s after the clients: RSS {idle / 1024:8.1f} MiB", flush=True)
     finally:
         stop.set()
         alive = server.poll() is None
         server.kill()
         server.wait()
+        shutil.rmtree(work, ignore_errors=True)
 
     warm = [r for t, r in samples if t >= min(60, a.minutes * 60 / 2)]
-    base, end = warm[0], warm[-1]
+    base, end = warm[0], idle if alive else warm[-1]
     stderr_bytes = os.path.getsize(err_path)
     result = {
         "minutes": a.minutes,
         "profile": a.profile,
+        "rss_first_sample_mib": round(samples[0][1] / 1024, 1),
         "rss_after_warmup_mib": round(base / 1024, 1),
-        "rss_end_mib": round(end / 1024, 1),
+        "rss_max_under_load_mib": round(max(r for _, r in samples) / 1024, 1),
+        "rss_idle_end_mib": round(end / 1024, 1),
         "rss_min_mib": round(min(warm) / 1024, 1),
         "rss_max_mib": round(max(warm) / 1024, 1),
         "server_stderr_bytes": stderr_bytes,
