@@ -187,7 +187,14 @@ def good_sysmem(port, stop, n, mib):
             s.sendall(REQ.pack(MAP_SYSMEM, 0, 0, size, 0, 0))
             ok, msg = answer(s, size // 4096 * 8)
             if not ok:
-                n.add("sysmem turned away" if b"limit" in msg else "sysmem FAILED")
+                if b"limit" in msg:
+                    n.add("sysmem turned away")
+                elif b"is owned by" in msg:
+                    # MAP_SYSMEM lets the device write the host: only its owner may map.
+                    n.add("sysmem refused: the device had another owner")
+                else:
+                    n.add("sysmem FAILED")
+                    print(f"sysmem client: {msg[:200]!r}", file=sys.stderr)
                 s.close()
                 time.sleep(1)
                 continue
