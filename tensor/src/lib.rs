@@ -23,8 +23,6 @@ mod device;
 mod dtype;
 mod error;
 mod jit;
-#[cfg(test)]
-mod measure;
 pub mod nn;
 mod node;
 mod opt;

@@ -659,8 +659,6 @@ impl Graph {
             let outs = self.outputs(dev, it, &placement.in_place, mem)?;
             let args = self.arguments(dev, it, &outs, &mem.bufs)?;
             let program = dev.program(&it.plan.kernel)?;
-            #[cfg(test)]
-            crate::measure::record(&it.plan.kernel, it.plan.groups, &args);
             launches.push(Launch {
                 kernel: program,
                 args,
