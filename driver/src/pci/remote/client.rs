@@ -189,14 +189,7 @@ impl Connection {
             let claim = RequestHeader::new(Command::Owner, req.dev_id, 0, [OWNER_CLAIM, 0, 0]);
             Self::exchange(&mut link.stream, &claim, &[], |s, resp| {
                 // The answer's text describes the owner (us); it is not needed here.
-                if resp.val0 > MAX_TEXT_LEN {
-                    return Err(Body::Protocol(format!(
-                        "OWNER announces {} bytes of text",
-                        resp.val0
-                    )));
-                }
-                let mut text = vec![0u8; resp.val0 as usize];
-                s.read_exact(&mut text)?;
+                read_text(s, resp.val0, "OWNER", "text")?;
                 Ok(())
             })
             .and_then(|_| {
@@ -322,6 +315,24 @@ enum Body {
     Protocol(String),
 }
 
+/// Reads the `len` bytes of text an answer of `cmd` announces, refusing more than a message
+/// may hold before allocating.
+fn read_text(
+    s: &mut TcpStream,
+    len: u64,
+    cmd: &str,
+    what: &str,
+) -> std::result::Result<Vec<u8>, Body> {
+    if len > MAX_TEXT_LEN {
+        return Err(Body::Protocol(format!(
+            "{cmd} announces {len} bytes of {what}"
+        )));
+    }
+    let mut text = vec![0u8; len as usize];
+    s.read_exact(&mut text)?;
+    Ok(text)
+}
+
 impl From<io::Error> for Body {
     fn from(e: io::Error) -> Body {
         Body::Io(e)
@@ -387,14 +398,7 @@ fn probe_on(
     );
     let text = conn
         .transact(req, &payload, |s, resp| {
-            if resp.val0 > MAX_TEXT_LEN {
-                return Err(Body::Protocol(format!(
-                    "PROBE announces {} bytes of names",
-                    resp.val0
-                )));
-            }
-            let mut data = vec![0u8; resp.val0 as usize];
-            s.read_exact(&mut data)?;
+            let data = read_text(s, resp.val0, "PROBE", "names")?;
             conn.extensions
                 .store(decode_extensions(resp.val1), Ordering::Relaxed);
             String::from_utf8(data)
@@ -641,14 +645,7 @@ impl PciDevice for RemotePciDevice {
         let (state, text) = self
             .conn
             .transact(req, &[], |s, resp| {
-                if resp.val0 > MAX_TEXT_LEN {
-                    return Err(Body::Protocol(format!(
-                        "OWNER announces {} bytes of text",
-                        resp.val0
-                    )));
-                }
-                let mut text = vec![0u8; resp.val0 as usize];
-                s.read_exact(&mut text)?;
+                let text = read_text(s, resp.val0, "OWNER", "text")?;
                 let state = OwnerState::from_wire(resp.val1)
                     .ok_or_else(|| Body::Protocol(format!("OWNER answered state {}", resp.val1)))?;
                 Ok((state, String::from_utf8_lossy(&text).into_owned()))
