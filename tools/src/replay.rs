@@ -335,10 +335,20 @@ pub fn replay(trace: &Trace, dev: &dyn PciDevice) -> anyhow::Result<Outcome> {
     while let Some(r) = records.get(i) {
         let refused_next = matches!(records.get(i + 1), Some(Record::Refused { .. }));
         if let Record::Refused { message, .. } = r {
-            // The access before it went through on the mock (else it was skipped with it).
-            let what =
-                format!("the traced device refused this access ({message}); the mock took it");
-            return Ok(done(i + 1, compared, Some(diverge(i, what))));
+            // A refused write is recorded before its refusal, and went through on the mock
+            // (had it failed, both records were skipped). A refused read left no record of
+            // its own to do again.
+            let wrote = matches!(
+                i.checked_sub(1).and_then(|p| records.get(p)),
+                Some(Record::Write { .. } | Record::WriteBytes { .. } | Record::ConfigWrite { .. })
+            );
+            if wrote {
+                let what =
+                    format!("the traced device refused this access ({message}); the mock took it");
+                return Ok(done(i + 1, compared, Some(diverge(i, what))));
+            }
+            i += 1;
+            continue;
         }
         if place(r).is_some() {
             // A read the driver announced as a poll is one even when it was satisfied at
@@ -394,8 +404,7 @@ pub fn replay(trace: &Trace, dev: &dyn PciDevice) -> anyhow::Result<Outcome> {
                 Ok(Seen::Differs(what)) => {
                     return Ok(done(i + 1, compared, Some(diverge(i + len - 1, what))));
                 }
-                Err(e) if refused_next => {
-                    let _ = e;
+                Err(_) if refused_next => {
                     i += 2;
                     continue;
                 }

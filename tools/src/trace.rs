@@ -80,7 +80,7 @@ impl Names {
 
     /// The register at a byte offset of a BAR, if it is a named BAR5 register.
     pub fn get(&self, bar: u8, offset: u64) -> Option<&RegName> {
-        (bar == 5 && offset % 4 == 0)
+        (bar == 5 && offset.is_multiple_of(4))
             .then(|| self.0.get(&(offset / 4)))
             .flatten()
     }
@@ -321,7 +321,10 @@ pub fn show(trace: &Trace, as_json: bool) -> String {
     let phase = phases(trace);
     let h = &trace.header;
     if as_json {
-        let records: Vec<_> = (trace.records.iter().enumerate())
+        let records: Vec<_> = trace
+            .records
+            .iter()
+            .enumerate()
             .map(|(i, r)| record_json(&names, i, phase.get(i).map_or("", |p| p), r))
             .collect();
         let doc = json!({
