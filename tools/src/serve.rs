@@ -8,7 +8,24 @@ use am_driver::PciDevice;
 use am_driver::pci::remote::{self, Cidr, ServeOptions};
 use anyhow::{Context, bail};
 
-use crate::device::open_device;
+use am_driver::trace::TracingDevice;
+
+use crate::device::{open_device, open_traced};
+
+/// A server runs until it is killed, which leaves no chance to write what is buffered:
+/// the traces are written out four times a second instead.
+fn keep_flushed(traces: Vec<Arc<TracingDevice>>) {
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_millis(250));
+            for t in &traces {
+                if let Err(e) = t.flush() {
+                    tracing::warn!("{e}");
+                }
+            }
+        }
+    });
+}
 
 /// `am serve [--listen ADDR:PORT] DEVICE...`
 #[derive(clap::Args, Debug)]
@@ -52,6 +69,10 @@ pub struct ServeArgs {
     /// resets and BAR resizes are refused.
     #[arg(long)]
     pub read_only: bool,
+    /// Record what the clients do to each device in an access trace (docs/TRACE.md):
+    /// device 0 to FILE, device 1 to FILE.1, …; the file is kept current while serving.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
     /// Devices to export, as index 0, 1, …: a PCI address (0000:03:00.0; through VFIO when
     /// VFIO=1), mock:PROFILE[:N], or remote:HOST:PORT:N to relay another server's device.
     #[arg(required = true, value_name = "DEVICE")]
@@ -105,11 +126,30 @@ pub fn prepare(args: &ServeArgs) -> anyhow::Result<Prepared> {
         .listen
         .parse()
         .with_context(|| format!("--listen {:?} is not ADDR:PORT", args.listen))?;
-    let devices = args
-        .devices
-        .iter()
-        .map(|spec| open_device(spec))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let trace = args.trace.clone().or_else(|| {
+        std::env::var_os("AM_TRACE")
+            .filter(|v| !v.is_empty())
+            .map(Into::into)
+    });
+    let devices = match &trace {
+        None => args
+            .devices
+            .iter()
+            .map(|spec| open_device(spec))
+            .collect::<anyhow::Result<Vec<_>>>()?,
+        Some(path) => {
+            let traced = args
+                .devices
+                .iter()
+                .map(|spec| open_traced(spec, path))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            keep_flushed(traced.clone());
+            traced
+                .into_iter()
+                .map(|d| d as Arc<dyn PciDevice>)
+                .collect()
+        }
+    };
     if let Some(v) = args.max_mock_vram_mib {
         let bytes = mib_flag("max-mock-vram-mib", v)?;
         for spec in &args.devices {
