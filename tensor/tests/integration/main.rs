@@ -4,6 +4,7 @@
 
 mod autograd;
 mod common;
+mod conv;
 mod errors;
 mod fusion;
 mod jit;
