@@ -9,5 +9,6 @@ mod errors;
 mod fusion;
 mod jit;
 mod nn;
+mod nn_train;
 mod ops;
 mod opt;
