@@ -45,7 +45,7 @@ pub struct DemoArgs {
     /// Device to train on: `cpu`, `mock:PROFILE`, a PCI BDF or `remote:HOST:PORT`.
     #[arg(long, default_value = "mock:navi31")]
     device: String,
-    /// Passes over the training images, 1 to 1000 (default: 6 for mlp, 4 for cnn).
+    /// Passes over the training images, 1 to 1000 (default: 6 for mlp, 10 for cnn).
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     epochs: Option<usize>,
     /// Images per step, 1 to the 1437 training images (the last partial batch of an epoch is

@@ -11,7 +11,7 @@ use crate::demo::{Config, DigitsModel, hits};
 use crate::digits::CLASSES;
 
 /// Passes over the training images unless `--epochs` says otherwise.
-pub const EPOCHS: usize = 4;
+pub const EPOCHS: usize = 10;
 /// Channels of the first and second convolutions.
 const C1: usize = 8;
 const C2: usize = 16;
