@@ -19,6 +19,7 @@
 
 mod autograd;
 mod codegen;
+mod conv;
 mod device;
 mod dtype;
 mod error;
@@ -32,6 +33,7 @@ mod tensor;
 pub mod tune;
 
 pub use codegen::rand_reference;
+pub use conv::ConvOptions;
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};

@@ -14,6 +14,7 @@ mod bench_tensor;
 mod compile;
 mod decode;
 mod demo;
+mod demo_cnn;
 mod device;
 mod digits;
 mod doctor;
@@ -51,7 +52,8 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Compile a kernel written in the IR's text form (code object, LLVM IR or assembly).
     Compile(compile::CompileArgs),
-    /// Train an MLP on the 8×8 handwritten digits on a device (the main job).
+    /// Train a network (`mlp`, the default, or `cnn`) on the 8×8 handwritten digits on a
+    /// device (the main job).
     Demo(demo::DemoArgs),
     /// Check this machine before a real boot: IOMMU, vfio-pci, drivers, BARs, permissions,
     /// memlock, hugepages, lockdown, firmware; each finding with what to do (exit 1 on a fail).

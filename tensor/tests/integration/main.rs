@@ -4,9 +4,11 @@
 
 mod autograd;
 mod common;
+mod conv;
 mod errors;
 mod fusion;
 mod jit;
 mod nn;
+mod nn_train;
 mod ops;
 mod opt;
