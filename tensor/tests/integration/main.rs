@@ -10,3 +10,4 @@ mod jit;
 mod nn;
 mod ops;
 mod opt;
+mod seq;
