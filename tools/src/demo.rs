@@ -18,6 +18,11 @@ use crate::digits::{self, CLASSES, PIXELS, Set, SplitMix, TRAIN_IMAGES};
 /// Options of `am demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
+    /// The model: `mlp` (the digits, the default) or `gpt` (a transformer learns addition).
+    #[arg(default_value = "mlp", value_parser = ["mlp", "gpt"])]
+    model: String,
+    #[command(flatten)]
+    gpt: crate::demo_gpt::GptArgs,
     /// Device to train on: `cpu`, `mock:PROFILE`, a PCI BDF or `remote:HOST:PORT`.
     #[arg(long, default_value = "mock:navi31")]
     device: String,
@@ -267,6 +272,16 @@ fn micros(d: Duration) -> f64 {
 /// `am demo`.
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     am_mock::register();
+    if args.model == "gpt" {
+        let shared = crate::demo_gpt::Shared {
+            device: &args.device,
+            seed: args.seed,
+            no_compare: args.no_compare,
+            save: args.save.as_ref(),
+            json: args.json,
+        };
+        return crate::demo_gpt::run(&shared, &args.gpt);
+    }
     let cfg = Config {
         epochs: args.epochs,
         batch: args.batch,

@@ -14,6 +14,7 @@ mod bench_tensor;
 mod compile;
 mod decode;
 mod demo;
+mod demo_gpt;
 mod device;
 mod digits;
 mod doctor;
