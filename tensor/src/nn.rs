@@ -1,8 +1,8 @@
-//! Building blocks for training: [`Linear`], [`Conv2d`] and [`BatchNorm`] layers, the
-//! [`Sgd`], [`Adam`] and [`AdamW`] optimizers (updates by [`Tensor::assign`], so a captured
-//! step updates parameters in place) with learning-rate schedules ([`LrSchedule`]) and
-//! gradient clipping ([`clip_grad_norm`]), and parameters saved to and loaded from
-//! safetensors files.
+//! Building blocks for training: [`Linear`], [`Conv2d`], [`BatchNorm`], [`LayerNorm`],
+//! [`Embedding`] and [`MultiHeadAttention`] layers, the [`Sgd`], [`Adam`] and [`AdamW`]
+//! optimizers (updates by [`Tensor::assign`], so a captured step updates parameters in place)
+//! with learning-rate schedules ([`LrSchedule`]) and gradient clipping ([`clip_grad_norm`]),
+//! and parameters saved to and loaded from safetensors files.
 
 use std::path::Path;
 
@@ -682,4 +682,158 @@ pub fn clip_grad_norm(params: &[Tensor], max_norm: f64) -> Result<Tensor> {
         }
         Ok(norm)
     })
+}
+
+/// Layer normalisation over the last axis ([`Tensor::layer_norm`]) with a learned scale
+/// (ones at first) and shift (zeros).
+pub struct LayerNorm {
+    /// `[dim]`.
+    pub weight: Tensor,
+    /// `[dim]`.
+    pub bias: Tensor,
+    /// Added to the variance.
+    pub eps: f64,
+}
+
+impl LayerNorm {
+    /// A layer over `dim` features with ε = 1e-5 (PyTorch's default).
+    pub fn new(dim: usize, dev: &Device) -> Result<LayerNorm> {
+        let weight = Tensor::from_slice(&vec![1.0f32; dim], &[dim], dev)?;
+        let bias = Tensor::from_slice(&vec![0.0f32; dim], &[dim], dev)?;
+        weight.set_requires_grad(true);
+        bias.set_requires_grad(true);
+        Ok(LayerNorm {
+            weight,
+            bias,
+            eps: 1e-5,
+        })
+    }
+
+    /// The layer applied to `x` of shape `[…, dim]`.
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        x.layer_norm(Some(&self.weight), Some(&self.bias), self.eps)
+    }
+
+    /// Weight and bias.
+    pub fn parameters(&self) -> Vec<Tensor> {
+        vec![self.weight.clone(), self.bias.clone()]
+    }
+}
+
+/// A table of `rows` learned vectors of `dim` features, looked up by i32 indices
+/// ([`Tensor::embedding`]).
+pub struct Embedding {
+    /// `[rows, dim]`.
+    pub weight: Tensor,
+}
+
+impl Embedding {
+    /// A table initialised as PyTorch does, standard normal values drawn on the device from
+    /// `seed`, computed now and requiring gradients.
+    pub fn new(rows: usize, dim: usize, seed: u32, dev: &Device) -> Result<Embedding> {
+        Embedding::with_scale(rows, dim, 1.0, seed, dev)
+    }
+
+    /// A table of normal values of standard deviation `scale` (transformers use about 0.02).
+    pub fn with_scale(
+        rows: usize,
+        dim: usize,
+        scale: f64,
+        seed: u32,
+        dev: &Device,
+    ) -> Result<Embedding> {
+        let weight = Tensor::randn(&[rows, dim], seed, dev)?.mul(scale)?;
+        weight.realize()?;
+        weight.set_requires_grad(true);
+        Ok(Embedding { weight })
+    }
+
+    /// The rows of `indices` (i32, any shape): `indices.shape + [dim]`.
+    pub fn forward(&self, indices: &Tensor) -> Result<Tensor> {
+        self.weight.embedding(indices)
+    }
+
+    /// The table.
+    pub fn parameters(&self) -> Vec<Tensor> {
+        vec![self.weight.clone()]
+    }
+}
+
+/// Multi-head self-attention: one linear map makes queries, keys and values of every head
+/// (`[3·dim, dim]`, PyTorch's `in_proj`), each head attends with
+/// [`Tensor::scaled_dot_product_attention`], and a second linear map mixes the heads
+/// (`out_proj`).
+pub struct MultiHeadAttention {
+    /// `dim → 3·dim`: queries, keys, values.
+    pub in_proj: Linear,
+    /// `dim → dim`.
+    pub out_proj: Linear,
+    /// Heads (`dim` is a multiple of them).
+    pub heads: usize,
+}
+
+impl MultiHeadAttention {
+    /// Attention over `dim` features in `heads` heads, weights from `seed` (and `seed + 2`).
+    pub fn new(dim: usize, heads: usize, seed: u32, dev: &Device) -> Result<MultiHeadAttention> {
+        if heads == 0 || !dim.is_multiple_of(heads) {
+            return Err(Error::Shape {
+                op: "MultiHeadAttention",
+                shape: vec![dim],
+                reason: format!("{dim} features do not split into {heads} heads"),
+            });
+        }
+        Ok(MultiHeadAttention {
+            in_proj: Linear::new(dim, 3 * dim, seed, dev)?,
+            out_proj: Linear::new(dim, dim, seed.wrapping_add(2), dev)?,
+            heads,
+        })
+    }
+
+    /// Queries, keys and values of `x` `[batch, seq, dim]`, each `[batch, heads, seq,
+    /// dim / heads]` (what a key-value cache keeps).
+    pub fn project(&self, x: &Tensor) -> Result<(Tensor, Tensor, Tensor)> {
+        let s = x.shape();
+        if s.len() != 3 || s[2] * 3 != self.in_proj.weight.shape()[0] {
+            return Err(Error::Shape {
+                op: "MultiHeadAttention",
+                shape: s,
+                reason: format!(
+                    "the input must be [batch, seq, {}]",
+                    self.in_proj.weight.shape()[1]
+                ),
+            });
+        }
+        let (b, t, d) = (s[0] as isize, s[1] as isize, s[2]);
+        let hd = (d / self.heads) as isize;
+        let qkv = self
+            .in_proj
+            .forward(x)?
+            .reshape(&[b, t, 3, self.heads as isize, hd])?
+            .permute(&[2, 0, 3, 1, 4])?;
+        let part = |i: usize| qkv.narrow(0, i, 1)?.squeeze(0);
+        Ok((part(0)?, part(1)?, part(2)?))
+    }
+
+    /// Heads' outputs `[batch, heads, seq, dim / heads]` joined and mixed: `[batch, seq,
+    /// dim]`.
+    pub fn merge(&self, o: &Tensor) -> Result<Tensor> {
+        let s = o.shape();
+        let (b, t) = (s[0] as isize, s.get(2).copied().unwrap_or(0) as isize);
+        let joined = o.permute(&[0, 2, 1, 3])?.reshape(&[b, t, -1])?;
+        self.out_proj.forward(&joined)
+    }
+
+    /// Self-attention of `x` `[batch, seq, dim]`; `causal` hides later positions, `mask` is
+    /// added to (or, if bool, selects) the scores `[…, seq, seq]`.
+    pub fn forward(&self, x: &Tensor, mask: Option<&Tensor>, causal: bool) -> Result<Tensor> {
+        let (q, k, v) = self.project(x)?;
+        self.merge(&q.scaled_dot_product_attention(&k, &v, mask, causal)?)
+    }
+
+    /// The two maps' weights and biases.
+    pub fn parameters(&self) -> Vec<Tensor> {
+        let mut p = self.in_proj.parameters();
+        p.extend(self.out_proj.parameters());
+        p
+    }
 }

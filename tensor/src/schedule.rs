@@ -266,6 +266,7 @@ impl Graph {
                 matches!(
                     n.op,
                     Op::Unary(..)
+                        | Op::RandAt(..)
                         | Op::Binary(..)
                         | Op::Where(..)
                         | Op::Cast(_)

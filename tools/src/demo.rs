@@ -2,7 +2,8 @@
 //! a device (the mock Navi31 by default) with a captured training step replayed through a
 //! runtime graph, then the same run on the CPU confirms the losses. The models: `mlp` (the
 //! default, 64 → 128 → 10, here) and `cnn` (`demo_cnn.rs`); each implements
-//! [`DigitsModel`], and this module trains, compares, saves and reports them alike.
+//! [`DigitsModel`], and this module trains, compares, saves and reports them alike. `gpt`
+//! (`demo_gpt.rs`) learns addition instead of the digits and runs on its own.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -25,6 +26,9 @@ pub enum ModelKind {
     /// A small convolutional network: two 3×3 convolutions with batch normalisation, ReLU
     /// and 2×2 max pooling, then a linear layer; AdamW with warm-up and cosine decay.
     Cnn,
+    /// A small decoder-only transformer learns multi-digit addition written as text
+    /// (`demo_gpt.rs`); it trains and reports on its own, not on the digits.
+    Gpt,
 }
 
 impl ModelKind {
@@ -32,6 +36,7 @@ impl ModelKind {
         match self {
             ModelKind::Mlp => "mlp",
             ModelKind::Cnn => "cnn",
+            ModelKind::Gpt => "gpt",
         }
     }
 }
@@ -42,6 +47,8 @@ pub struct DemoArgs {
     /// The model to train.
     #[arg(value_enum, default_value_t = ModelKind::Mlp)]
     model: ModelKind,
+    #[command(flatten)]
+    gpt: crate::demo_gpt::GptArgs,
     /// Device to train on: `cpu`, `mock:PROFILE`, a PCI BDF or `remote:HOST:PORT`.
     #[arg(long, default_value = "mock:navi31")]
     device: String,
@@ -368,6 +375,16 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     match args.model {
         ModelKind::Mlp => run_digits::<MlpDemo>(&args, 6),
         ModelKind::Cnn => run_digits::<crate::demo_cnn::Cnn>(&args, crate::demo_cnn::EPOCHS),
+        ModelKind::Gpt => {
+            let shared = crate::demo_gpt::Shared {
+                device: &args.device,
+                seed: args.seed,
+                no_compare: args.no_compare,
+                save: args.save.as_ref(),
+                json: args.json,
+            };
+            crate::demo_gpt::run(&shared, &args.gpt)
+        }
     }
 }
 

@@ -15,6 +15,7 @@ mod compile;
 mod decode;
 mod demo;
 mod demo_cnn;
+mod demo_gpt;
 mod device;
 mod digits;
 mod doctor;

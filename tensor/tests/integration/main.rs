@@ -12,3 +12,4 @@ mod nn;
 mod nn_train;
 mod ops;
 mod opt;
+mod seq;
