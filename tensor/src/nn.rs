@@ -178,22 +178,34 @@ impl Adam {
     }
 }
 
+impl Adam {
+    /// Counts a step on the device; the bias corrections `(1 − β₁ᵗ, 1 − β₂ᵗ)` of it.
+    fn tick(&self) -> Result<(Tensor, Tensor)> {
+        let (b1, b2) = self.betas;
+        self.t.assign(&self.t.add(1.0)?)?;
+        // βᵗ = 2^(t·log2 β), on the device.
+        let c1 = self.t.mul(b1.log2())?.exp2().neg().add(1.0)?;
+        let c2 = self.t.mul(b2.log2())?.exp2().neg().add(1.0)?;
+        Ok((c1, c2))
+    }
+
+    /// Updates parameter `i`'s moments from its gradient; its direction `m̂/(√v̂ + ε)`.
+    fn direction(&self, i: usize, c1: &Tensor, c2: &Tensor) -> Result<Tensor> {
+        let (b1, b2) = self.betas;
+        let g = grad_of(i, &self.params[i])?;
+        let (m, v) = (&self.m[i], &self.v[i]);
+        m.assign(&m.mul(b1)?.add(&g.mul(1.0 - b1)?)?)?;
+        v.assign(&v.mul(b2)?.add(&g.square().mul(1.0 - b2)?)?)?;
+        m.div(c1)?.div(&v.div(c2)?.sqrt().add(self.eps)?)
+    }
+}
+
 impl Optimizer for Adam {
     fn update(&mut self) -> Result<()> {
-        let (b1, b2) = self.betas;
         crate::no_grad(|| {
-            self.t.assign(&self.t.add(1.0)?)?;
-            // βᵗ = 2^(t·log2 β), on the device.
-            let c1 = self.t.mul(b1.log2())?.exp2().neg().add(1.0)?;
-            let c2 = self.t.mul(b2.log2())?.exp2().neg().add(1.0)?;
+            let (c1, c2) = self.tick()?;
             for (i, p) in self.params.iter().enumerate() {
-                let g = grad_of(i, p)?;
-                let (m, v) = (&self.m[i], &self.v[i]);
-                m.assign(&m.mul(b1)?.add(&g.mul(1.0 - b1)?)?)?;
-                v.assign(&v.mul(b2)?.add(&g.square().mul(1.0 - b2)?)?)?;
-                let mhat = m.div(&c1)?;
-                let vhat = v.div(&c2)?;
-                let upd = mhat.div(&vhat.sqrt().add(self.eps)?)?.mul(self.lr)?;
+                let upd = self.direction(i, &c1, &c2)?.mul(self.lr)?;
                 p.assign(&p.sub(&upd)?)?;
             }
             Ok(())
@@ -560,37 +572,19 @@ impl LrSchedule {
 /// `p ← p·(1 − lr·wd) − lr·m̂/(√v̂ + ε)` — with the learning rate following an
 /// [`LrSchedule`] (`lr` times its factor at the step).
 pub struct AdamW {
-    params: Vec<Tensor>,
-    lr: f64,
+    /// The moments, the step count, β and ε; its learning rate is this one's.
+    adam: Adam,
     weight_decay: f64,
-    betas: (f64, f64),
-    eps: f64,
     schedule: LrSchedule,
-    m: Vec<Tensor>,
-    v: Vec<Tensor>,
-    t: Tensor,
 }
 
 impl AdamW {
     /// AdamW with β = (0.9, 0.999), ε = 1e-8 and a constant learning rate.
     pub fn new(params: Vec<Tensor>, lr: f64, weight_decay: f64) -> Result<AdamW> {
-        let dev = params
-            .first()
-            .map(|p| p.device())
-            .ok_or_else(|| Error::Autograd("an optimizer needs at least one parameter".into()))?;
-        let m = params.iter().map(|p| p.zeros_like()).collect();
-        let v = params.iter().map(|p| p.zeros_like()).collect();
-        let t = Tensor::zeros(&[1], DType::F32, &dev);
         Ok(AdamW {
-            params,
-            lr,
+            adam: Adam::new(params, lr)?,
             weight_decay,
-            betas: (0.9, 0.999),
-            eps: 1e-8,
             schedule: LrSchedule::Constant,
-            m,
-            v,
-            t,
         })
     }
 
@@ -602,34 +596,28 @@ impl AdamW {
 
     /// The same with other β and ε.
     pub fn with_betas(mut self, betas: (f64, f64), eps: f64) -> AdamW {
-        self.betas = betas;
-        self.eps = eps;
+        self.adam.betas = betas;
+        self.adam.eps = eps;
         self
     }
 }
 
 impl Optimizer for AdamW {
     fn update(&mut self) -> Result<()> {
-        let (b1, b2) = self.betas;
+        let adam = &self.adam;
         crate::no_grad(|| {
-            self.t.assign(&self.t.add(1.0)?)?;
-            let c1 = self.t.mul(b1.log2())?.exp2().neg().add(1.0)?;
-            let c2 = self.t.mul(b2.log2())?.exp2().neg().add(1.0)?;
+            let (c1, c2) = adam.tick()?;
             // A constant rate stays a number, so the decay factor is exactly 1 − lr·wd.
             let lr = match self.schedule {
                 LrSchedule::Constant => None,
-                s => Some(s.factor_on(&self.t)?.mul(self.lr)?),
+                s => Some(s.factor_on(&adam.t)?.mul(adam.lr)?),
             };
-            for (i, p) in self.params.iter().enumerate() {
-                let g = grad_of(i, p)?;
-                let (m, v) = (&self.m[i], &self.v[i]);
-                m.assign(&m.mul(b1)?.add(&g.mul(1.0 - b1)?)?)?;
-                v.assign(&v.mul(b2)?.add(&g.square().mul(1.0 - b2)?)?)?;
-                let dir = m.div(&c1)?.div(&v.div(&c2)?.sqrt().add(self.eps)?)?;
+            for (i, p) in adam.params.iter().enumerate() {
+                let dir = adam.direction(i, &c1, &c2)?;
                 let next = match &lr {
                     None => p
-                        .mul(1.0 - self.lr * self.weight_decay)?
-                        .sub(&dir.mul(self.lr)?)?,
+                        .mul(1.0 - adam.lr * self.weight_decay)?
+                        .sub(&dir.mul(adam.lr)?)?,
                     Some(lr) => p
                         .mul(&lr.mul(-self.weight_decay)?.add(1.0)?)?
                         .sub(&dir.mul(lr)?)?,
@@ -641,15 +629,11 @@ impl Optimizer for AdamW {
     }
 
     fn tensors(&self) -> Vec<Tensor> {
-        let mut v: Vec<Tensor> = vec![self.t.clone()];
-        v.extend(self.params.iter().cloned());
-        v.extend(self.m.iter().cloned());
-        v.extend(self.v.iter().cloned());
-        v
+        self.adam.tensors()
     }
 
     fn parameters(&self) -> &[Tensor] {
-        &self.params
+        &self.adam.params
     }
 }
 
