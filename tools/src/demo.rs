@@ -55,14 +55,15 @@ pub struct DemoArgs {
     /// Passes over the training images, 1 to 1000 (default: 6 for mlp, 10 for cnn).
     #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
     epochs: Option<usize>,
-    /// Images per step, 1 to the 1437 training images (the last partial batch of an epoch is
-    /// left out).
-    #[arg(long, default_value_t = 32, value_parser = RangedU64ValueParser::<usize>::new().range(1..=TRAIN_IMAGES as u64))]
-    batch: usize,
-    /// Hidden units of the MLP, 1 to 4096 (the cnn's sizes are fixed).
-    #[arg(long, default_value_t = 128, value_parser = RangedU64ValueParser::<usize>::new().range(1..=4096))]
-    hidden: usize,
-    /// The optimizer's (peak) learning rate, above 0 and at most 1 (default 0.01).
+    /// Examples per step, 1 to 1437 (default: 32 images for mlp and cnn, the last partial
+    /// batch of an epoch left out; 64 problems for gpt).
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=TRAIN_IMAGES as u64))]
+    batch: Option<usize>,
+    /// Hidden units of the MLP, 1 to 4096 (default 128; the cnn's and gpt's sizes are fixed).
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=4096))]
+    hidden: Option<usize>,
+    /// The optimizer's (peak) learning rate, above 0 and at most 1 (default: 0.01; 0.003
+    /// for gpt).
     #[arg(long, value_parser = learning_rate)]
     lr: Option<f64>,
     /// Seed of the initial weights and of the batch order.
@@ -372,6 +373,12 @@ fn micros(d: Duration) -> f64 {
 /// `am demo`.
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     am_mock::register();
+    if let Some(flag) = args.inapplicable() {
+        anyhow::bail!(
+            "`{flag}` does not apply to `am demo {}` (see `am demo --help`)",
+            args.model.name()
+        );
+    }
     match args.model {
         ModelKind::Mlp => run_digits::<MlpDemo>(&args, 6),
         ModelKind::Cnn => run_digits::<crate::demo_cnn::Cnn>(&args, crate::demo_cnn::EPOCHS),
@@ -382,8 +389,28 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
                 no_compare: args.no_compare,
                 save: args.save.as_ref(),
                 json: args.json,
+                batch: args.batch,
+                lr: args.lr,
             };
             crate::demo_gpt::run(&shared, &args.gpt)
+        }
+    }
+}
+
+impl DemoArgs {
+    /// The first option given that the chosen model has no use for: a run must not look as
+    /// if it honoured an option it ignored.
+    fn inapplicable(&self) -> Option<&'static str> {
+        match self.model {
+            ModelKind::Mlp => self.gpt.given(),
+            ModelKind::Cnn => self.gpt.given().or_else(|| self.hidden.map(|_| "--hidden")),
+            ModelKind::Gpt => [
+                self.epochs.map(|_| "--epochs"),
+                self.hidden.map(|_| "--hidden"),
+            ]
+            .into_iter()
+            .flatten()
+            .next(),
         }
     }
 }
@@ -392,8 +419,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
 fn run_digits<M: DigitsModel>(args: &DemoArgs, epochs: usize) -> anyhow::Result<()> {
     let cfg = Config {
         epochs: args.epochs.unwrap_or(epochs),
-        batch: args.batch,
-        hidden: args.hidden,
+        batch: args.batch.unwrap_or(32),
+        hidden: args.hidden.unwrap_or(128),
         lr: args.lr.unwrap_or(0.01),
         seed: args.seed,
     };

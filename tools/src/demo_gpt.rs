@@ -18,22 +18,38 @@ use serde_json::json;
 
 use crate::digits::SplitMix;
 
-/// Options of `am demo gpt` (the others — `--device`, `--seed`, `--no-compare`, `--save`,
-/// `--json` — are the demo's).
+/// Options of `am demo gpt` (the others — `--device`, `--batch`, `--lr`, `--seed`,
+/// `--no-compare`, `--save`, `--json` — are the demo's; `mlp` and `cnn` refuse these).
 #[derive(Args, Debug)]
 pub struct GptArgs {
-    /// gpt: digits of each operand, 1 to 4.
-    #[arg(long, default_value_t = 2, value_parser = RangedU64ValueParser::<usize>::new().range(1..=4))]
-    digits: usize,
-    /// gpt: training steps, 1 to 100000.
-    #[arg(long, default_value_t = DEFAULT_STEPS, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
-    steps: usize,
+    /// gpt: digits of each operand, 1 to 4 (default 2).
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=4))]
+    digits: Option<usize>,
+    /// gpt: training steps, 1 to 100000 (default 600).
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=100_000))]
+    steps: Option<usize>,
     /// gpt: a problem to answer after training, like `12+34` (repeatable).
     #[arg(long)]
     prompt: Vec<String>,
     /// gpt: weights to use instead of training (a file `--save` wrote).
     #[arg(long, value_name = "FILE")]
     load: Option<PathBuf>,
+}
+
+impl GptArgs {
+    /// The first of these options given on the command line (for models that have no use
+    /// for them).
+    pub fn given(&self) -> Option<&'static str> {
+        [
+            self.digits.map(|_| "--digits"),
+            self.steps.map(|_| "--steps"),
+            self.prompt.first().map(|_| "--prompt"),
+            self.load.as_ref().map(|_| "--load"),
+        ]
+        .into_iter()
+        .flatten()
+        .next()
+    }
 }
 
 /// Steps of the default run.
@@ -558,6 +574,10 @@ pub struct Shared<'a> {
     pub save: Option<&'a PathBuf>,
     /// `--json`.
     pub json: bool,
+    /// `--batch`: problems per step.
+    pub batch: Option<usize>,
+    /// `--lr`.
+    pub lr: Option<f64>,
 }
 
 /// `am demo gpt`.
@@ -568,8 +588,16 @@ pub fn run(shared: &Shared<'_>, args: &GptArgs) -> anyhow::Result<()> {
         no_compare,
         save,
         json: json_out,
+        batch,
+        lr,
     } = *shared;
-    let cfg = GptConfig::new(args.digits, args.steps, seed);
+    let mut cfg = GptConfig::new(
+        args.digits.unwrap_or(2),
+        args.steps.unwrap_or(DEFAULT_STEPS),
+        seed,
+    );
+    cfg.batch = batch.unwrap_or(cfg.batch);
+    cfg.lr = lr.unwrap_or(cfg.lr);
     let prompts: Vec<(u64, u64)> = args
         .prompt
         .iter()
