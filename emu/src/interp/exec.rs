@@ -201,8 +201,9 @@ pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
 }
 
 /// [`run`] that also adds one per executed instruction to its index's slot in
-/// [`Ctx::counts`] (a counted dispatch, `stats.rs`).
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+/// [`Ctx::counts`] (a counted dispatch, `stats.rs`). Built for the baseline x86-64 only:
+/// each instance is the whole interpreter inlined, and an AVX2 one took a quarter of the
+/// crate's build time for statistics runs, which count instructions rather than time them.
 pub(crate) fn run_counted(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     run_loop::<true>(w, ctx)
 }
