@@ -189,9 +189,12 @@ impl GfxTarget {
         self.facts().max_lds
     }
 
-    /// SGPRs one wave may use, as the metadata's `.sgpr_count` counts them (VCC included).
+    /// SGPRs one wave may use, as the metadata's `.sgpr_count` counts them: the addressable
+    /// ones (s0–s105 on gfx10+, s0–s101 on gfx9) and the special registers counted with
+    /// them (VCC on gfx10+; VCC, FLAT_SCRATCH and XNACK_MASK on gfx9): 108 on both, as LLVM
+    /// counts a kernel that uses every SGPR and VCC.
     pub fn max_sgprs(self) -> u32 {
-        106
+        108
     }
 
     /// VGPRs one wave may use, as the metadata's `.vgpr_count` counts them: 256 addressable

@@ -310,8 +310,7 @@ pub fn step(
 }
 
 /// Per problem: whether every answer digit's logit is above every other digit's (what
-/// greedy decoding picks). Counted on the host: one more reduction in the same kernel
-/// needs more scalar registers than a wave has.
+/// greedy decoding picks); the host counts them.
 fn exact_answers(cfg: &GptConfig, logits: &Tensor, targets: &Tensor) -> am_tensor::Result<Tensor> {
     let l = logits.detach();
     let pick = targets.one_hot(VOCAB)?.cast(DType::Bool);

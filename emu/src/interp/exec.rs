@@ -2512,6 +2512,13 @@ pub(crate) fn valu_op(
         TRUNC_F16 => vf16(w, i, |[a]| a.trunc()),
         RNDNE_F16 => vf16(w, i, |[a]| a.round_ties_even()),
         // Integer
+        // The clamp bit saturates integer sums and differences to their type's range (LLVM
+        // selects `usub.sat` as `v_sub_nc_u32 … clamp`, e.g. an index clamped to 0).
+        ADD_NC_U32 if i.clamp => vu32(w, i, |[a, b]| a.saturating_add(b)),
+        SUB_NC_U32 if i.clamp => vu32(w, i, |[a, b]| a.saturating_sub(b)),
+        SUBREV_NC_U32 if i.clamp => vu32(w, i, |[a, b]| b.saturating_sub(a)),
+        ADD_NC_I32 if i.clamp => vu32(w, i, |[a, b]| (a as i32).saturating_add(b as i32) as u32),
+        SUB_NC_I32 if i.clamp => vu32(w, i, |[a, b]| (a as i32).saturating_sub(b as i32) as u32),
         ADD_NC_U32 => vu32(w, i, |[a, b]| a.wrapping_add(b)),
         SUB_NC_U32 => vu32(w, i, |[a, b]| a.wrapping_sub(b)),
         SUBREV_NC_U32 => vu32(w, i, |[a, b]| b.wrapping_sub(a)),
@@ -2630,6 +2637,7 @@ pub(crate) fn valu_op(
         }
         CVT_PK_U16_U32 => vu32(w, i, |[a, b]| (a.min(0xffff)) | (b.min(0xffff) << 16)),
         // 16-bit integer
+        ADD_NC_U16 if i.clamp => vu16(w, i, |[a, b]| a.saturating_add(b)),
         ADD_NC_U16 => vu16(w, i, |[a, b]| a.wrapping_add(b)),
         DOT2ACC_F32_F16 | super::inst::VOPD_DOT2ACC_F32_BF16 => {
             // D += a.lo * b.lo + a.hi * b.hi, products and sum exact in f64, one rounding.
@@ -2663,6 +2671,8 @@ pub(crate) fn valu_op(
                 w.wr(dst, l, r);
             });
         }
+        ADD_NC_I16 if i.clamp => vu16(w, i, |[a, b]| (a as i16).saturating_add(b as i16) as u16),
+        SUB_NC_I16 if i.clamp => vu16(w, i, |[a, b]| (a as i16).saturating_sub(b as i16) as u16),
         ADD_NC_I16 => vu16(w, i, |[a, b]| a.wrapping_add(b)),
         SUB_NC_I16 => vu16(w, i, |[a, b]| a.wrapping_sub(b)),
         MAX_U16 => vu16(w, i, |[a, b]| a.max(b)),
@@ -2858,6 +2868,7 @@ pub(crate) fn valu_op(
             }
             for_lanes(exec & !keep, |l| w.wr(i.dst, l, tmp[l]));
         }
+        SUB_NC_U16 if i.clamp => vu16(w, i, |[a, b]| a.saturating_sub(b)),
         SUB_NC_U16 => vu16(w, i, |[a, b]| a.wrapping_sub(b)),
         MUL_LO_U16 => vu16(w, i, |[a, b]| a.wrapping_mul(b)),
         LSHLREV_B16 => vu16(w, i, |[a, b]| b << (a & 15)),
@@ -2926,6 +2937,12 @@ pub(crate) fn valu_op(
                     ADD_CO_U32 => a.overflowing_add(b),
                     SUB_CO_U32 => a.overflowing_sub(b),
                     _ => b.overflowing_sub(a),
+                };
+                // Clamped, a carry out saturates the result (the carry is still written).
+                let r = match (i.clamp && c, op) {
+                    (true, ADD_CO_U32) => u32::MAX,
+                    (true, _) => 0,
+                    (false, _) => r,
                 };
                 (r as u64, c)
             });
@@ -3416,6 +3433,11 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
     };
     let i16op = |a: u16, b: u16, c: u16| -> Option<u16> {
         Some(match i.op {
+            // Clamped, sums and differences saturate to the type's range.
+            PK_ADD_U16 if i.clamp => a.saturating_add(b),
+            PK_SUB_U16 if i.clamp => a.saturating_sub(b),
+            PK_ADD_I16 if i.clamp => (a as i16).saturating_add(b as i16) as u16,
+            PK_SUB_I16 if i.clamp => (a as i16).saturating_sub(b as i16) as u16,
             PK_ADD_U16 | PK_ADD_I16 => a.wrapping_add(b),
             PK_SUB_U16 | PK_SUB_I16 => a.wrapping_sub(b),
             PK_MUL_LO_U16 => a.wrapping_mul(b),

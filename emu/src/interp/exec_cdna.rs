@@ -4,7 +4,8 @@
 
 use crate::Error;
 use crate::interp::exec::{
-    K, Src, Ty, each_lane, fma32, for_lanes, prep, row, set_row, unimplemented, vopc, vu64,
+    K, Src, Ty, each_lane, fma32, for_lanes, inline_const, prep, row, set_row, unimplemented, vopc,
+    vu64,
 };
 use crate::interp::float::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use crate::interp::inst::{Dpp, Encoding, Inst, VGPR0};
@@ -316,7 +317,14 @@ pub(crate) fn ext(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(
 /// source feeding the low result, `op_sel_hi` the high result; `neg_lo`/`neg_hi` negate.
 fn packed_f32(w: &mut Wave, i: &Inst, op: ExtOp) {
     let exec = w.exec();
-    let srcs: [Src; 3] = std::array::from_fn(|k| w.src(i.src[k], i.literal, Ty::I64));
+    // An inline constant is the 32-bit one (1.0 is 0x3f80_0000, as the assembler folds
+    // that literal to it) in the low half and 0 in the high half; LLVM points both results
+    // at the low half (op_sel_hi 0). Read as a 64-bit operand, 1.0 would be the f64's bits,
+    // whose low half is 0: `x + 1.0` would give x.
+    let srcs: [Src; 3] = std::array::from_fn(|k| match i.src[k] {
+        c @ (128..=208 | 240..=248) => Src::K(inline_const(c, Ty::B32).unwrap_or(0)),
+        c => w.src(c, i.literal, Ty::I64),
+    });
     let half = |w: &Wave, k: usize, l: usize, sel: u8| -> u32 {
         match srcs[k] {
             Src::V(b) => w.v.get(b + 64 * sel as usize + l).copied().unwrap_or(0),

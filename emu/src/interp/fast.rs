@@ -606,7 +606,9 @@ fn cmp_form(i: &Inst) -> Option<Fast> {
 fn valu_form(i: &Inst) -> Option<Fast> {
     use valu::*;
     const B: [Ty; 3] = [Ty::B32; 3];
-    let int = |n: usize| vf(i, B, n, 1, false);
+    // An integer op's clamp bit saturates its result (LLVM's `usub.sat` and kin): the
+    // general path's.
+    let int = |n: usize| if i.clamp { None } else { vf(i, B, n, 1, false) };
     let plain = i.omod == 0 && !i.clamp;
     let float = |n: usize| if plain { vf(i, B, n, 1, true) } else { None };
     Some(match i.op {

@@ -170,6 +170,22 @@ const CASES: &[(&str, &str, Ref)] = &[
         |a, b, c, l| (f(a[l]) + f(c[l])).to_bits() ^ (f(b[l]) + f(a[l])).to_bits(),
     ),
     (
+        // An inline constant is its 32-bit value in the low half, which LLVM's op_sel_hi
+        // 0 feeds to both results (`full(1.0) + x` on gfx942).
+        "pk_add_f32_inline_constant",
+        "v_mov_b32 v40, %1\nv_mov_b32 v41, %2\n\
+         v_pk_add_f32 v[46:47], v[40:41], 1.0 op_sel_hi:[1,0]\n\
+         v_xor_b32 %0, v46, v47",
+        |a, b, _, l| (f(a[l]) + 1.0).to_bits() ^ (f(b[l]) + 1.0).to_bits(),
+    ),
+    (
+        "pk_fma_f32_inline_constants",
+        "v_mov_b32 v40, %1\nv_mov_b32 v41, %2\n\
+         v_pk_fma_f32 v[46:47], v[40:41], -4.0, 0.5 op_sel_hi:[1,0,0]\n\
+         v_xor_b32 %0, v46, v47",
+        |a, b, _, l| f(a[l]).mul_add(-4.0, 0.5).to_bits() ^ f(b[l]).mul_add(-4.0, 0.5).to_bits(),
+    ),
+    (
         "pk_mov_b32_op_sel",
         "v_mov_b32 v40, %1\nv_mov_b32 v41, %2\nv_mov_b32 v42, %3\nv_mov_b32 v43, 5\n\
          v_pk_mov_b32 v[46:47], v[40:41], v[42:43] op_sel:[1,1]\n\

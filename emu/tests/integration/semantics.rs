@@ -71,6 +71,64 @@ const CASES32: &[(&str, &str, Ref, u32)] = &[
         0,
     ),
     (
+        "add_nc_u32_clamp",
+        "v_add_nc_u32 %0, %1, %2 clamp",
+        |a, b, _, _| a.saturating_add(b),
+        0,
+    ),
+    (
+        "sub_nc_u32_clamp",
+        "v_sub_nc_u32 %0, %1, %2 clamp",
+        |a, b, _, _| a.saturating_sub(b),
+        0,
+    ),
+    (
+        "subrev_nc_u32_clamp",
+        "v_subrev_nc_u32 %0, %1, %2 clamp",
+        |a, b, _, _| b.saturating_sub(a),
+        0,
+    ),
+    (
+        "add_nc_i32_clamp",
+        "v_add_nc_i32 %0, %1, %2 clamp",
+        |a, b, _, _| (a as i32).saturating_add(b as i32) as u32,
+        0,
+    ),
+    (
+        "sub_nc_i32_clamp",
+        "v_sub_nc_i32 %0, %1, %2 clamp",
+        |a, b, _, _| (a as i32).saturating_sub(b as i32) as u32,
+        0,
+    ),
+    (
+        "add_co_u32_clamp",
+        "v_add_co_u32 %0, vcc_lo, %1, %2 clamp",
+        |a, b, _, _| a.saturating_add(b),
+        0,
+    ),
+    (
+        "pk_sub_u16_clamp",
+        "v_pk_sub_u16 %0, %1, %2 clamp",
+        |a, b, _, _| {
+            let h = |x: u32, k: u32| (x >> (16 * k)) as u16;
+            (0..2)
+                .map(|k| (h(a, k).saturating_sub(h(b, k)) as u32) << (16 * k))
+                .sum()
+        },
+        0,
+    ),
+    (
+        "pk_add_i16_clamp",
+        "v_pk_add_i16 %0, %1, %2 clamp",
+        |a, b, _, _| {
+            let h = |x: u32, k: u32| (x >> (16 * k)) as i16;
+            (0..2)
+                .map(|k| (h(a, k).saturating_add(h(b, k)) as u16 as u32) << (16 * k))
+                .sum()
+        },
+        0,
+    ),
+    (
         "mul_omod2",
         "v_mul_f32 %0, %1, %2 mul:2",
         |a, b, _, _| (f(a) * f(b) * 2.0).to_bits(),

@@ -155,3 +155,67 @@ fn a_long_unrealized_chain_is_dropped_without_overflowing_the_stack() {
     }
     drop(x);
 }
+
+/// Reductions nested in a reduction, fused into one kernel (the gpt demo's count of exactly
+/// answered problems: per problem, whether each answer digit's logit beats the others'),
+/// compile and load on the mock gfx1100. LLVM gives such a kernel up to every addressable
+/// SGPR plus VCC (107 here), which the runtime refused as more than a wave has.
+#[test]
+fn nested_small_reductions_in_one_kernel_load_on_gfx1100() {
+    let gpu = common::navi31();
+    let cpu = common::cpu();
+    let vocab = 12;
+    for (batch, answer) in [(16, 2), (32, 4), (64, 2)] {
+        // Logits in [-1, 1], the target's raised to 2 in two problems of three.
+        let rows = batch * answer;
+        let t: Vec<i32> = (0..rows).map(|r| (r * 5 % vocab) as i32).collect();
+        let mut v: Vec<f32> = (0..rows * vocab).map(|i| (i as f32 * 1.47).sin()).collect();
+        for r in (0..rows).filter(|r| r / answer % 3 != 0) {
+            v[r * vocab + t[r] as usize] = 2.0;
+        }
+        let beats = |r: usize| {
+            let row = &v[r * vocab..(r + 1) * vocab];
+            let target = row[t[r] as usize];
+            (0..vocab).all(|j| j == t[r] as usize || row[j] < target)
+        };
+        let want = (0..batch)
+            .filter(|p| (0..answer).all(|d| beats(p * answer + d)))
+            .count() as i32;
+        let count = |dev: &Device| -> i32 {
+            let logits = Tensor::from_slice(&v, &[rows, vocab], dev).unwrap();
+            let targets = Tensor::from_slice(&t, &[rows], dev).unwrap();
+            let pick = targets.one_hot(vocab).unwrap().cast(DType::Bool);
+            let target = pick
+                .where_(&logits, 0.0)
+                .unwrap()
+                .sum(&[-1], false)
+                .unwrap();
+            let others = pick
+                .where_(f64::NEG_INFINITY, &logits)
+                .unwrap()
+                .max(&[-1], false)
+                .unwrap();
+            let exact = target
+                .gt(&others)
+                .unwrap()
+                .reshape(&[-1, answer as isize])
+                .unwrap()
+                .sum(&[-1], false)
+                .unwrap()
+                .eq(answer as i32)
+                .unwrap();
+            let c = exact.cast(DType::I32).sum(&[], false).unwrap();
+            c.to_vec::<i32>()
+                .unwrap_or_else(|e| panic!("batch {batch}, {answer} digits on {}: {e}", dev.name()))
+                [0]
+        };
+        for dev in [&cpu, &gpu] {
+            assert_eq!(
+                count(dev),
+                want,
+                "batch {batch}, {answer} digits: exactly answered problems on {}",
+                dev.name()
+            );
+        }
+    }
+}
