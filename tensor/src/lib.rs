@@ -13,6 +13,8 @@
 //! - [`nn`]: `Linear`, `Sgd`, `Adam`, safetensors.
 //! - [`Jit`]: a training step captured on its second run and replayed (a runtime graph on
 //!   GPUs) with new inputs, without scheduling or compiling.
+//! - [`Sharded`]: one tensor over several devices (pieces along an axis, or replicas),
+//!   per-device operations and the collectives (`shard`).
 //! - [`tune::DeviceTimer`]: the compiler's kernel timer on a runtime device.
 //!
 //! See `docs/TENSOR.md`.
@@ -27,6 +29,7 @@ pub mod nn;
 mod node;
 mod opt;
 mod schedule;
+pub mod shard;
 mod symbolic;
 mod tensor;
 pub mod tune;
@@ -37,4 +40,5 @@ pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use jit::Jit;
 pub use node::no_grad;
+pub use shard::Sharded;
 pub use tensor::{Operand, Tensor};

@@ -18,7 +18,9 @@ use crate::digits::{self, CLASSES, PIXELS, Set, SplitMix, TRAIN_IMAGES};
 /// Options of `am demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// Device to train on: `cpu`, `mock:PROFILE`, a PCI BDF or `remote:HOST:PORT`.
+    /// Device to train on: `cpu`, `mock:PROFILE`, a PCI BDF or `remote:HOST:PORT`; a
+    /// comma-separated list (or a hive profile without an index, `mock:mi300x-hive4`) trains
+    /// data-parallel on every device listed.
     #[arg(long, default_value = "mock:navi31")]
     device: String,
     /// Passes over the training images, 1 to 1000.
@@ -275,6 +277,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         seed: args.seed,
     };
     let (train_set, test_set) = digits::split()?;
+    let list = crate::device::device_list(&args.device);
+    if list.len() > 1 {
+        return crate::demo_parallel::run(&list, &cfg, &train_set, &test_set, args.json);
+    }
     let dev = Device::open(&args.device).with_context(|| format!("opening {}", args.device))?;
     if !args.json {
         println!(

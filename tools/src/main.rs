@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_allreduce;
 mod bench_boot;
 mod bench_compile;
 mod bench_engines;
@@ -14,6 +15,7 @@ mod bench_tensor;
 mod compile;
 mod decode;
 mod demo;
+mod demo_parallel;
 mod device;
 mod digits;
 mod doctor;

@@ -4,9 +4,11 @@
 
 mod autograd;
 mod common;
+mod data_parallel;
 mod errors;
 mod fusion;
 mod jit;
 mod nn;
 mod ops;
 mod opt;
+mod shard;
