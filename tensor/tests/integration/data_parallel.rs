@@ -8,7 +8,7 @@ use am_tensor::shard::all_reduce_gradients;
 use am_tensor::{DType, Device, Tensor};
 
 use crate::common::{Rng, compiler};
-use crate::shard::hive;
+use crate::shard::{hive, hive_lock};
 
 const BATCH: usize = 12;
 const INPUTS: usize = 8;
@@ -169,6 +169,7 @@ fn data_parallel_training_on_three_cpus_matches_one() {
 
 #[test]
 fn data_parallel_training_on_a_hive_matches_one_member() {
+    let _hive = hive_lock();
     let devs = hive();
     check(&devs[0], &devs);
 }
