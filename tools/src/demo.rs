@@ -279,6 +279,11 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let (train_set, test_set) = digits::split()?;
     let list = crate::device::device_list(&args.device);
     if list.len() > 1 {
+        anyhow::ensure!(
+            args.save.is_none(),
+            "--save is for one device; a data-parallel run ({}) does not save",
+            args.device
+        );
         return crate::demo_parallel::run(&list, &cfg, &train_set, &test_set, args.json);
     }
     let dev = Device::open(&args.device).with_context(|| format!("opening {}", args.device))?;
