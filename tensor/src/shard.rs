@@ -4,7 +4,8 @@
 //! Everything here is built from the graph's own operations: a part moves to another device
 //! with [`Tensor::to`] (a copy node) and is combined there with `add` or `maximum`. So a
 //! collective is lazy like any other operation, its gradient comes from the copies' and the
-//! sums' own (`to` sends the gradient back), and a captured step could hold it. Copies between
+//! sums' own (`to` sends the gradient back). A captured step (`Jit`) records one device, so it
+//! does not replay a collective. Copies between
 //! two `am` devices take the transport the runtime picks for the pair
 //! ([`am_runtime::Device::link_to`]): XGMI inside a hive, host memory otherwise.
 //!
@@ -44,7 +45,7 @@ pub enum ReduceOp {
 /// Which all-reduce algorithm to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
-    /// Ring below [`RING_MIN_BYTES`] per part is the tree; from there on the ring.
+    /// The tree below [`RING_MIN_BYTES`] per part, the ring from there on.
     Auto,
     /// Reduce-scatter then all-gather around the ring of devices.
     Ring,
