@@ -369,6 +369,12 @@ impl Ctx {
         what: impl std::fmt::Display,
     ) -> Result<u32> {
         let r = self.regs.reg(reg)?;
+        self.pci.trace(crate::trace::TraceEvent::Poll {
+            bar: 5,
+            offset: r.addr(inst)? * 4,
+            mask,
+            want,
+        });
         let probe = || r.read(inst).map(|v| (v & mask == want, v));
         self.poll(timeout, what, probe).map_err(|mut e| {
             if let ErrorKind::Timeout { what, last, .. } = &mut e.kind {

@@ -225,6 +225,7 @@ impl AmDevice {
         }))
         .transpose()?;
         let discovery = Discovery::read(&*pci)?;
+        pci.trace(trace::TraceEvent::Discovery(&discovery));
         let regs = Regs::with_mmio(&name, mmio.clone(), &discovery)?;
         let vram = Vram::new(&name, pci.bar(0)?, mmio.clone(), discovery.vram_size);
         let mc = read_mc_layout(&regs)?;
@@ -263,6 +264,7 @@ impl AmDevice {
                 reg_reads: reads - reads0,
                 reg_writes: writes - writes0,
             });
+            ctx.pci.trace(trace::TraceEvent::Phase(name));
             mark = now;
         };
         let ucode_start = [Role::Pfp, Role::Me, Role::Mec]

@@ -231,6 +231,17 @@ pub enum ErrorKind {
         /// What is wrong with its contents.
         reason: String,
     },
+    /// An access trace (see `docs/TRACE.md`) that cannot be read: the file, the byte offset
+    /// of the header or record that is wrong, and why.
+    #[error("access trace {path} at byte {offset:#x}: {reason}")]
+    Trace {
+        /// The trace file.
+        path: PathBuf,
+        /// Byte offset of the header or record that cannot be read.
+        offset: u64,
+        /// What is wrong there.
+        reason: String,
+    },
     /// `/proc/self/pagemap` hides physical addresses from this process.
     #[error(
         "{path} reports page frame 0 for mapped memory: physical addresses need root (CAP_SYS_ADMIN)"

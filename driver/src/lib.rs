@@ -12,6 +12,7 @@ pub mod mm;
 mod mmio;
 pub mod pci;
 pub mod regs;
+pub mod trace;
 pub mod vf;
 
 pub use ctx::{Ctx, McLayout, Timeouts, Vram};

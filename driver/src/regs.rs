@@ -364,6 +364,66 @@ fn data_step(offset: u64, write: Option<u32>) -> IndexStep {
     }
 }
 
+/// A register as a trace shows it: name, block and version, instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegName {
+    /// Register name (`GRBM_STATUS`).
+    pub name: &'static str,
+    /// Block and version (`GC 11.0.0`).
+    pub ip: String,
+    /// Block name alone (`GC`), what traces are aligned by.
+    pub block: &'static str,
+    /// Instance of the block.
+    pub instance: u8,
+}
+
+/// Every register of the blocks with generated tables, by dword address, for the IP
+/// versions and bases `discovery` lists (what `am trace` names BAR5 offsets with). Where
+/// several names share an address (a PF's and its VFs' views of one register, aliases across
+/// table families), the shortest is kept — the PF's plain name — and among equals the first
+/// block in the driver's order.
+pub fn address_names(discovery: &Discovery) -> BTreeMap<u64, RegName> {
+    let mut names = BTreeMap::new();
+    for &(ip, family) in BLOCKS {
+        let Some(version) = discovery.version(ip) else {
+            continue;
+        };
+        let Some(table) = select_table(family, version) else {
+            continue;
+        };
+        for instance in discovery.instances(ip) {
+            let Some(entry) = discovery.entry(ip, instance) else {
+                continue;
+            };
+            for def in table.iter() {
+                // The shared MP tables: MP1 bases only for MP1 registers, MP0 for the rest.
+                if block_of(family, def.name()) != ip {
+                    continue;
+                }
+                let Some(base) = entry.bases.get(usize::from(def.base_idx())) else {
+                    continue;
+                };
+                let addr = (base & 0xffff_ffff) + u64::from(def.offset());
+                let name = RegName {
+                    name: def.name(),
+                    ip: format!("{} {version}", hwip::name(ip)),
+                    block: hwip::name(ip),
+                    instance,
+                };
+                match names.entry(addr) {
+                    std::collections::btree_map::Entry::Vacant(v) => _ = v.insert(name),
+                    std::collections::btree_map::Entry::Occupied(mut o) => {
+                        if name.name.len() < o.get().name.len() {
+                            o.insert(name);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    names
+}
+
 /// One register of one block, resolved for the device's IP version.
 #[derive(Clone, Copy)]
 pub struct Register<'a> {

@@ -86,7 +86,9 @@ fn isize_axes(axes: impl IntoIterator<Item = usize>) -> Vec<isize> {
 fn vjp(n: &Arc<Node>, g: &Tensor) -> Result<Vec<(Arc<Node>, Tensor)>> {
     let out = t(n);
     Ok(match &n.op {
-        Op::Buffer | Op::Const(_) | Op::Index(_) | Op::Rand(_) | Op::Detach(_) => vec![],
+        Op::Buffer | Op::Const(_) | Op::Index(_) | Op::Rand(_) | Op::RandAt(..) | Op::Detach(_) => {
+            vec![]
+        }
         Op::Assign(..) => vec![],
         Op::Unary(op, a) => {
             let x = t(a);

@@ -710,6 +710,17 @@ impl Gen<'_> {
                 let s = self.seed_param(*seed);
                 self.rand(x, s)
             }
+            Op::RandAt(seed, counter) => {
+                let lin = flatten(idx, &node.shape);
+                let x = self.lin(&lin);
+                let c = self.eval(self.src(counter), idx, valid);
+                let c = self.b.bitcast(c, IrType::U32);
+                let k = self.b.const_u32(RAND_COUNTER_K);
+                let c = self.b.mul(c, k);
+                let s = self.seed_param(*seed);
+                let s = self.b.add(s, c);
+                self.rand(x, s)
+            }
             Op::Unary(op, a) => {
                 let x = self.eval(self.src(a), idx, valid);
                 let u = match op {
@@ -1164,6 +1175,10 @@ const RAND_K: [u32; 5] = [
     0x2c1b_3c6d,
     0x297a_2d39,
 ];
+
+/// What a counter in device memory ([`crate::Rng`]) adds to the seed per step: odd, so
+/// 2³² counters give 2³² seeds.
+pub(crate) const RAND_COUNTER_K: u32 = 0x632b_e5ab;
 
 /// What the kernels' random mix gives for element `x` and `seed` (the reference the tests
 /// check against).

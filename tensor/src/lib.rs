@@ -5,6 +5,9 @@
 //!   reductions, views (reshape, permute, expand, pad, shrink, flip, cat), matmul,
 //!   activations, softmax and cross-entropy, gather and one-hot; [`Tensor::to`] and
 //!   [`Tensor::to_vec`].
+//! - Sequence models: layer and RMS norms, embeddings, `tril`/`triu`, `cumsum`, attention,
+//!   `multinomial`, `dropout`, and [`Rng`], random numbers a captured step draws anew on
+//!   every replay.
 //! - The scheduler turns the graph below what is realized into few kernels of the
 //!   compiler's IR (elementwise chains and views fused, reductions fused with their inputs
 //!   and outputs, memory of dead intermediates reused); `AM_DEBUG=2` logs each kernel with
@@ -21,6 +24,7 @@
 
 mod autograd;
 mod codegen;
+mod conv;
 mod device;
 mod dtype;
 mod error;
@@ -29,16 +33,19 @@ pub mod nn;
 mod node;
 mod opt;
 mod schedule;
+mod seq;
 pub mod shard;
 mod symbolic;
 mod tensor;
 pub mod tune;
 
 pub use codegen::rand_reference;
+pub use conv::ConvOptions;
 pub use device::Device;
 pub use dtype::{DType, Element};
 pub use error::{Error, Result};
 pub use jit::Jit;
 pub use node::no_grad;
+pub use seq::{Rng, rand_at_reference};
 pub use shard::Sharded;
 pub use tensor::{Operand, Tensor};

@@ -60,6 +60,10 @@ pub(crate) enum Op {
     Index(usize),
     /// Uniform values in [0, 1) from a hash of the element's index and a seed (f32).
     Rand(u32),
+    /// Like [`Op::Rand`], the seed mixed with a counter read from device memory (an i32
+    /// node broadcast to this shape), so a captured step that advances the counter draws
+    /// new numbers on every replay.
+    RandAt(u32, Arc<Node>),
     Unary(UnaryOp, Arc<Node>),
     Binary(BinaryOp, Arc<Node>, Arc<Node>),
     Where(Arc<Node>, Arc<Node>, Arc<Node>),
@@ -90,6 +94,7 @@ impl Op {
         match self {
             Op::Buffer | Op::Const(_) | Op::Index(_) | Op::Rand(_) => vec![],
             Op::Unary(_, a)
+            | Op::RandAt(_, a)
             | Op::Cast(a)
             | Op::Reduce(_, a, _)
             | Op::Reshape(a)
@@ -125,6 +130,7 @@ impl Op {
             Op::Const(_) => "const",
             Op::Index(_) => "index",
             Op::Rand(_) => "rand",
+            Op::RandAt(..) => "rand_at",
             Op::Unary(..) => "unary",
             Op::Binary(..) => "binary",
             Op::Where(..) => "where",
@@ -265,6 +271,7 @@ impl Op {
         match std::mem::replace(self, Op::Buffer) {
             Op::Buffer | Op::Const(_) | Op::Index(_) | Op::Rand(_) => vec![],
             Op::Unary(_, a)
+            | Op::RandAt(_, a)
             | Op::Cast(a)
             | Op::Reduce(_, a, _)
             | Op::Reshape(a)

@@ -265,6 +265,7 @@ impl Graph {
                 matches!(
                     n.op,
                     Op::Unary(..)
+                        | Op::RandAt(..)
                         | Op::Binary(..)
                         | Op::Where(..)
                         | Op::Cast(_)

@@ -1,6 +1,9 @@
-//! `am demo`: the project's main job. An MLP (64 → 128 → 10) learns the 8×8 handwritten
-//! digits on a device (the mock Navi31 by default) with a captured training step replayed
-//! through a runtime graph, then the same run on the CPU confirms the losses.
+//! `am demo [MODEL]`: the project's main job. A network learns the 8×8 handwritten digits on
+//! a device (the mock Navi31 by default) with a captured training step replayed through a
+//! runtime graph, then the same run on the CPU confirms the losses. The models: `mlp` (the
+//! default, 64 → 128 → 10, here) and `cnn` (`demo_cnn.rs`); each implements
+//! [`DigitsModel`], and this module trains, compares, saves and reports them alike. `gpt`
+//! (`demo_gpt.rs`) learns addition instead of the digits and runs on its own.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -8,34 +11,62 @@ use std::time::{Duration, Instant};
 use am_tensor::nn::{self, Adam, Linear, Optimizer};
 use am_tensor::{DType, Device, Jit, Tensor, no_grad};
 use anyhow::Context;
-use clap::Args;
 use clap::builder::RangedU64ValueParser;
+use clap::{Args, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::digits::{self, CLASSES, PIXELS, Set, SplitMix, TRAIN_IMAGES};
 
+/// The demo's models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ModelKind {
+    /// An MLP 64 → `--hidden` → 10 (the main job).
+    Mlp,
+    /// A small convolutional network: two 3×3 convolutions with batch normalisation, ReLU
+    /// and 2×2 max pooling, then a linear layer; AdamW with warm-up and cosine decay.
+    Cnn,
+    /// A small decoder-only transformer learns multi-digit addition written as text
+    /// (`demo_gpt.rs`); it trains and reports on its own, not on the digits.
+    Gpt,
+}
+
+impl ModelKind {
+    fn name(self) -> &'static str {
+        match self {
+            ModelKind::Mlp => "mlp",
+            ModelKind::Cnn => "cnn",
+            ModelKind::Gpt => "gpt",
+        }
+    }
+}
+
 /// Options of `am demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
+    /// The model to train.
+    #[arg(value_enum, default_value_t = ModelKind::Mlp)]
+    model: ModelKind,
+    #[command(flatten)]
+    gpt: crate::demo_gpt::GptArgs,
     /// Device to train on: `cpu`, `mock:PROFILE`, a PCI BDF or `remote:HOST:PORT`; a
     /// comma-separated list (or a hive profile without an index, `mock:mi300x-hive4`) trains
-    /// data-parallel on every device listed.
+    /// data-parallel on every device listed (the mlp only).
     #[arg(long, default_value = "mock:navi31")]
     device: String,
-    /// Passes over the training images, 1 to 1000.
-    #[arg(long, default_value_t = 6, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
-    epochs: usize,
+    /// Passes over the training images, 1 to 1000 (default: 6 for mlp, 10 for cnn).
+    #[arg(long, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1000))]
+    epochs: Option<usize>,
     /// Images per step, 1 to the 1437 training images (the last partial batch of an epoch is
     /// left out).
     #[arg(long, default_value_t = 32, value_parser = RangedU64ValueParser::<usize>::new().range(1..=TRAIN_IMAGES as u64))]
     batch: usize,
-    /// Hidden units, 1 to 4096.
+    /// Hidden units of the MLP, 1 to 4096 (the cnn's sizes are fixed).
     #[arg(long, default_value_t = 128, value_parser = RangedU64ValueParser::<usize>::new().range(1..=4096))]
     hidden: usize,
-    /// Adam's learning rate, above 0 and at most 1.
-    #[arg(long, default_value_t = 0.01, value_parser = learning_rate)]
-    lr: f64,
+    /// The optimizer's (peak) learning rate, above 0 and at most 1 (default 0.01).
+    #[arg(long, value_parser = learning_rate)]
+    lr: Option<f64>,
     /// Seed of the initial weights and of the batch order.
     #[arg(long, default_value_t = 0)]
     seed: u32,
@@ -107,6 +138,86 @@ impl Mlp {
     pub const NAMES: [&'static str; 4] = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"];
 }
 
+/// A model of the 8×8 digits with its optimizer: what `am demo` trains.
+pub trait DigitsModel: Sized {
+    /// The model as the first line names it.
+    fn describe(cfg: &Config) -> String;
+    /// The optimizer as the first line names it.
+    fn optimizer(cfg: &Config) -> String;
+    /// The layers, for `--json`.
+    fn layout(cfg: &Config) -> serde_json::Value;
+    /// Fresh weights from the seed, and an optimizer for `steps` steps.
+    fn new(cfg: &Config, steps: usize, dev: &Device) -> am_tensor::Result<Self>;
+    /// The shape `n` images (64 pixels each, row-major) are given in.
+    fn input_shape(n: usize) -> Vec<usize>;
+    /// One training step on images `x` with labels `y` `[batch]`: forward, cross-entropy,
+    /// backward, update, all realized in one schedule. Returns the loss and the number of
+    /// images the model classified right before the update.
+    fn step(&mut self, x: &Tensor, y: &Tensor) -> am_tensor::Result<Vec<Tensor>>;
+    /// Logits of images `x` for evaluation (no gradients, no training statistics).
+    fn logits(&mut self, x: &Tensor) -> am_tensor::Result<Tensor>;
+    /// The tensors `--save` writes, by PyTorch's names for the model.
+    fn named(&self) -> Vec<(String, Tensor)>;
+}
+
+/// The images of `y`'s batch whose largest logit is the label's (a tie counts as right).
+pub fn hits(logits: &Tensor, y: &Tensor) -> am_tensor::Result<Tensor> {
+    no_grad(|| {
+        let l = logits.detach();
+        let top = l.eq(&l.max(&[-1], true)?)?;
+        let label = y.one_hot(CLASSES)?.cast(DType::Bool);
+        top.logical_and(&label)?.sum(&[], false)
+    })
+}
+
+/// The MLP with Adam.
+pub struct MlpDemo {
+    /// The network.
+    pub model: Mlp,
+    /// Adam over the network's parameters.
+    pub opt: Adam,
+}
+
+impl DigitsModel for MlpDemo {
+    fn describe(cfg: &Config) -> String {
+        format!("MLP {PIXELS} → {} → {CLASSES}", cfg.hidden)
+    }
+
+    fn optimizer(cfg: &Config) -> String {
+        format!("Adam lr {}", cfg.lr)
+    }
+
+    fn layout(cfg: &Config) -> serde_json::Value {
+        json!([PIXELS, cfg.hidden, CLASSES])
+    }
+
+    fn new(cfg: &Config, _steps: usize, dev: &Device) -> am_tensor::Result<MlpDemo> {
+        let model = Mlp::new(cfg.hidden, cfg.seed, dev)?;
+        let opt = Adam::new(model.parameters(), cfg.lr)?;
+        Ok(MlpDemo { model, opt })
+    }
+
+    fn input_shape(n: usize) -> Vec<usize> {
+        vec![n, PIXELS]
+    }
+
+    fn step(&mut self, x: &Tensor, y: &Tensor) -> am_tensor::Result<Vec<Tensor>> {
+        step(&self.model, &mut self.opt, x, y)
+    }
+
+    fn logits(&mut self, x: &Tensor) -> am_tensor::Result<Tensor> {
+        no_grad(|| self.model.forward(x))
+    }
+
+    fn named(&self) -> Vec<(String, Tensor)> {
+        Mlp::NAMES
+            .iter()
+            .map(|n| n.to_string())
+            .zip(self.model.parameters())
+            .collect()
+    }
+}
+
 /// One epoch's numbers.
 #[derive(Clone, Debug)]
 pub struct Epoch {
@@ -121,7 +232,7 @@ pub struct Epoch {
 }
 
 /// A whole run.
-pub struct Run {
+pub struct Run<M> {
     /// The device's name.
     pub device: String,
     /// Per epoch.
@@ -147,7 +258,7 @@ pub struct Run {
     /// Wall time of the whole run.
     pub seconds: f64,
     /// The trained model.
-    pub model: Mlp,
+    pub model: M,
 }
 
 /// What the training loop reports while it runs.
@@ -166,9 +277,10 @@ fn median(v: &mut [Duration]) -> Duration {
 }
 
 /// Test images `set` classified right by `model`.
-pub fn correct(model: &Mlp, set: &Set, dev: &Device) -> am_tensor::Result<usize> {
-    let x = Tensor::from_slice(&set.pixels, &[set.len(), PIXELS], dev)?;
-    let pred = no_grad(|| model.forward(&x)?.argmax(-1, false))?.to_vec::<i32>()?;
+pub fn correct<M: DigitsModel>(model: &mut M, set: &Set, dev: &Device) -> am_tensor::Result<usize> {
+    let x = Tensor::from_slice(&set.pixels, &M::input_shape(set.len()), dev)?;
+    let logits = model.logits(&x)?;
+    let pred = no_grad(|| logits.argmax(-1, false))?.to_vec::<i32>()?;
     Ok(pred.iter().zip(&set.labels).filter(|(p, l)| p == l).count())
 }
 
@@ -178,31 +290,25 @@ pub fn correct(model: &Mlp, set: &Set, dev: &Device) -> am_tensor::Result<usize>
 pub fn step(model: &Mlp, opt: &mut Adam, x: &Tensor, y: &Tensor) -> am_tensor::Result<Vec<Tensor>> {
     let logits = model.forward(x)?;
     let loss = logits.cross_entropy(y)?;
-    let hit = no_grad(|| -> am_tensor::Result<Tensor> {
-        let l = logits.detach();
-        let top = l.eq(&l.max(&[-1], true)?)?;
-        let label = y.one_hot(CLASSES)?.cast(DType::Bool);
-        top.logical_and(&label)?.sum(&[], false)
-    })?;
+    let hit = hits(&logits, y)?;
     loss.backward()?;
     opt.step(&[&loss, &hit])?;
     Ok(vec![loss, hit])
 }
 
 /// Trains a fresh model on `dev`.
-pub fn train(
+pub fn train<M: DigitsModel>(
     dev: &Device,
     train_set: &Set,
     test_set: &Set,
     cfg: &Config,
     progress: &mut dyn FnMut(Progress<'_>),
-) -> am_tensor::Result<Run> {
+) -> am_tensor::Result<Run<M>> {
     let start = Instant::now();
-    let model = Mlp::new(cfg.hidden, cfg.seed, dev)?;
-    let mut opt = Adam::new(model.parameters(), cfg.lr)?;
+    let steps = train_set.len() / cfg.batch.max(1);
+    let mut model = M::new(cfg, steps * cfg.epochs, dev)?;
     let mut jit = Jit::new(dev);
     let mut rng = SplitMix(u64::from(cfg.seed) ^ 0x00de_4d05);
-    let steps = train_set.len() / cfg.batch.max(1);
     let (mut losses, mut epochs) = (Vec::new(), Vec::new());
     let (mut walls, mut hosts) = (Vec::new(), Vec::new());
     let (mut step_uncaptured, mut step_uncaptured_host) = (Duration::ZERO, Duration::ZERO);
@@ -215,10 +321,10 @@ pub fn train(
         let (mut loss_sum, mut hits) = (0.0f64, 0usize);
         for s in 0..steps {
             let batch = train_set.select(&order[s * cfg.batch..(s + 1) * cfg.batch]);
-            let x = Tensor::from_slice(&batch.pixels, &[cfg.batch, PIXELS], dev)?;
+            let x = Tensor::from_slice(&batch.pixels, &M::input_shape(cfg.batch), dev)?;
             let y = Tensor::from_slice(&batch.labels, &[cfg.batch], dev)?;
             let (t, waited) = (Instant::now(), dev.wait_time());
-            let out = jit.run(&[&x, &y], |inp| step(&model, &mut opt, &inp[0], &inp[1]))?;
+            let out = jit.run(&[&x, &y], |inp| model.step(&inp[0], &inp[1]))?;
             let wall = t.elapsed();
             let host = wall.saturating_sub(dev.wait_time() - waited);
             if jit.is_captured() && e * steps + s >= 2 {
@@ -234,7 +340,7 @@ pub fn train(
             losses.push(loss);
             progress(Progress::Step(loss));
         }
-        let test_ok = correct(&model, test_set, dev)?;
+        let test_ok = correct(&mut model, test_set, dev)?;
         let ep = Epoch {
             loss: loss_sum / steps.max(1) as f64,
             train_accuracy: hits as f64 / (steps * cfg.batch).max(1) as f64,
@@ -244,7 +350,7 @@ pub fn train(
         progress(Progress::EpochEnd(e, &ep));
         epochs.push(ep);
     }
-    let test_correct = correct(&model, test_set, dev)?;
+    let test_correct = correct(&mut model, test_set, dev)?;
     Ok(Run {
         device: dev.name().to_string(),
         epochs,
@@ -269,11 +375,35 @@ fn micros(d: Duration) -> f64 {
 /// `am demo`.
 pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     am_mock::register();
+    anyhow::ensure!(
+        args.model == ModelKind::Mlp || crate::device::device_list(&args.device).len() < 2,
+        "a data-parallel run ({}) trains the mlp only, not the {}",
+        args.device,
+        args.model.name()
+    );
+    match args.model {
+        ModelKind::Mlp => run_digits::<MlpDemo>(&args, 6),
+        ModelKind::Cnn => run_digits::<crate::demo_cnn::Cnn>(&args, crate::demo_cnn::EPOCHS),
+        ModelKind::Gpt => {
+            let shared = crate::demo_gpt::Shared {
+                device: &args.device,
+                seed: args.seed,
+                no_compare: args.no_compare,
+                save: args.save.as_ref(),
+                json: args.json,
+            };
+            crate::demo_gpt::run(&shared, &args.gpt)
+        }
+    }
+}
+
+/// Trains a model of the digits as `args` say (`epochs` unless given), compares and reports.
+fn run_digits<M: DigitsModel>(args: &DemoArgs, epochs: usize) -> anyhow::Result<()> {
     let cfg = Config {
-        epochs: args.epochs,
+        epochs: args.epochs.unwrap_or(epochs),
         batch: args.batch,
         hidden: args.hidden,
-        lr: args.lr,
+        lr: args.lr.unwrap_or(0.01),
         seed: args.seed,
     };
     let (train_set, test_set) = digits::split()?;
@@ -289,12 +419,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
     let dev = Device::open(&args.device).with_context(|| format!("opening {}", args.device))?;
     if !args.json {
         println!(
-            "am demo: MLP {PIXELS} → {} → {CLASSES} on the 8×8 digits ({} training, {} test images), \
-             Adam lr {}, batch {}, seed {}, on {} ({})",
-            cfg.hidden,
+            "am demo: {} on the 8×8 digits ({} training, {} test images), \
+             {}, batch {}, seed {}, on {} ({})",
+            M::describe(&cfg),
             train_set.len(),
             test_set.len(),
-            cfg.lr,
+            M::optimizer(&cfg),
             cfg.batch,
             cfg.seed,
             dev.name(),
@@ -302,12 +432,18 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         );
     }
     let mut report = progress_printer(args.json, cfg.epochs);
-    let run = train(&dev, &train_set, &test_set, &cfg, &mut report)?;
+    let run = train::<M>(&dev, &train_set, &test_set, &cfg, &mut report)?;
     let cpu = if args.no_compare || dev.is_cpu() {
         None
     } else {
         let cpu_dev = Device::cpu();
-        Some(train(&cpu_dev, &train_set, &test_set, &cfg, &mut |_| {})?)
+        Some(train::<M>(
+            &cpu_dev,
+            &train_set,
+            &test_set,
+            &cfg,
+            &mut |_| {},
+        )?)
     };
     let diff = cpu.as_ref().map(|c| {
         run.losses
@@ -317,11 +453,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             .fold(0.0f32, f32::max)
     });
     if let Some(path) = &args.save {
-        let params = run.model.parameters();
-        let named: Vec<(&str, &Tensor)> = Mlp::NAMES.iter().copied().zip(params.iter()).collect();
+        let tensors = run.model.named();
+        let named: Vec<(&str, &Tensor)> = tensors.iter().map(|(n, t)| (n.as_str(), t)).collect();
         nn::save(path, &named).with_context(|| format!("saving {}", path.display()))?;
     }
     let outcome = Outcome {
+        kind: args.model,
         cfg: &cfg,
         dev: &dev,
         train_images: train_set.len(),
@@ -383,20 +520,21 @@ fn progress_printer(quiet: bool, epochs: usize) -> impl FnMut(Progress<'_>) {
 }
 
 /// A finished demo: what its JSON and its summary say.
-struct Outcome<'a> {
+struct Outcome<'a, M> {
+    kind: ModelKind,
     cfg: &'a Config,
     dev: &'a Device,
     train_images: usize,
     test_images: usize,
-    run: Run,
+    run: Run<M>,
     /// The same run on the CPU, unless skipped.
-    cpu: Option<Run>,
+    cpu: Option<Run<M>>,
     /// The largest difference of a step's loss between the two runs.
     diff: Option<f32>,
     save: Option<&'a PathBuf>,
 }
 
-impl Outcome<'_> {
+impl<M: DigitsModel> Outcome<'_, M> {
     fn accuracy(&self) -> f64 {
         self.run.test_correct as f64 / self.run.test_total.max(1) as f64
     }
@@ -426,7 +564,8 @@ impl Outcome<'_> {
         json!({
             "device": self.run.device,
             "target": self.dev.target().name(),
-            "model": [PIXELS, self.cfg.hidden, CLASSES],
+            "model_name": self.kind.name(),
+            "model": M::layout(self.cfg),
             "train_images": self.train_images,
             "test_images": self.test_images,
             "batch": self.cfg.batch,
@@ -480,7 +619,8 @@ impl Outcome<'_> {
             );
         }
         if let Some(p) = self.save {
-            println!("saved: {} ({})", p.display(), Mlp::NAMES.join(", "));
+            let names: Vec<String> = self.run.model.named().into_iter().map(|(n, _)| n).collect();
+            println!("saved: {} ({})", p.display(), names.join(", "));
         }
     }
 }

@@ -13,7 +13,7 @@ use am_tensor::{Device, Tensor};
 use anyhow::Context;
 use serde_json::json;
 
-use crate::demo::{self, Config, Mlp};
+use crate::demo::{self, Config, Mlp, MlpDemo};
 use crate::digits::{CLASSES, PIXELS, Set, SplitMix};
 
 /// Relative difference of a step's loss the parallel run may have from the one-device run.
@@ -30,8 +30,7 @@ pub struct ParallelRun {
 }
 
 struct Replica {
-    model: Mlp,
-    opt: Adam,
+    demo: MlpDemo,
     dev: Device,
 }
 
@@ -54,8 +53,7 @@ pub fn train(
         }
         let opt = Adam::new(model.parameters(), cfg.lr)?;
         reps.push(Replica {
-            model,
-            opt,
+            demo: MlpDemo { model, opt },
             dev: d.clone(),
         });
     }
@@ -83,6 +81,7 @@ pub fn train(
                 let x = Tensor::from_slice(&piece.pixels, &[len, PIXELS], &r.dev)?;
                 let y = Tensor::from_slice(&piece.labels, &[len], &r.dev)?;
                 let loss = r
+                    .demo
                     .model
                     .forward(&x)?
                     .cross_entropy(&y)?
@@ -90,18 +89,19 @@ pub fn train(
                 loss.backward()?;
                 shares.push(loss);
             }
-            let replicas: Vec<Vec<Tensor>> = reps.iter().map(|r| r.model.parameters()).collect();
+            let replicas: Vec<Vec<Tensor>> =
+                reps.iter().map(|r| r.demo.model.parameters()).collect();
             all_reduce_gradients(&replicas)?;
             let mut total = 0.0f64;
             for (r, loss) in reps.iter_mut().zip(&shares) {
-                r.opt.step(&[loss])?;
+                r.demo.opt.step(&[loss])?;
                 total += f64::from(loss.item()?);
             }
             losses.push(total as f32);
             progress(e, total as f32);
         }
     }
-    let test_correct = demo::correct(&reps[0].model, test_set, &devs[0])?;
+    let test_correct = demo::correct(&mut reps[0].demo, test_set, &devs[0])?;
     Ok(ParallelRun {
         losses,
         test_correct,
@@ -155,7 +155,7 @@ pub fn run(
             );
         }
     }
-    let one = demo::train(&devs[0], train_set, test_set, cfg, &mut |_| {})?;
+    let one = demo::train::<MlpDemo>(&devs[0], train_set, test_set, cfg, &mut |_| {})?;
     let diff = max_relative_diff(&one.losses, &par.losses);
     let agree = diff <= LOSS_TOLERANCE && one.losses.len() == par.losses.len();
     let acc = par.test_correct as f64 / test_set.len().max(1) as f64;

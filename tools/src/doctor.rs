@@ -646,7 +646,7 @@ fn check_lockdown(m: &Machine) -> Finding {
 }
 
 /// The environment variables `am` reads, and what each does.
-pub const KNOWN_VARS: [(&str, &str); 10] = [
+pub const KNOWN_VARS: [(&str, &str); 11] = [
     ("AM_LOG", "log filter of the am command (e.g. debug)"),
     (
         "AM_DEBUG",
@@ -673,6 +673,10 @@ pub const KNOWN_VARS: [(&str, &str); 10] = [
     (
         "AM_MOCK_SHADER_STATISTICS",
         "mock only: file the devices write shader statistics to",
+    ),
+    (
+        "AM_TRACE",
+        "file every access to the opened device is recorded to",
     ),
     ("VFIO", "1: open PCI addresses through vfio-pci"),
 ];

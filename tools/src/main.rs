@@ -15,6 +15,8 @@ mod bench_tensor;
 mod compile;
 mod decode;
 mod demo;
+mod demo_cnn;
+mod demo_gpt;
 mod demo_parallel;
 mod device;
 mod digits;
@@ -27,12 +29,14 @@ mod init;
 mod inspect;
 mod list;
 mod reg;
+mod replay;
 mod reset;
 mod ring;
 mod run;
 mod serve;
 mod smi;
 mod smi_tui;
+mod trace;
 mod vm;
 
 /// Userspace AMD GPU driver toolkit: bring AMD GPUs up without the amdgpu kernel driver
@@ -51,7 +55,8 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Compile a kernel written in the IR's text form (code object, LLVM IR or assembly).
     Compile(compile::CompileArgs),
-    /// Train an MLP on the 8×8 handwritten digits on a device (the main job).
+    /// Train a network (`mlp`, the default, or `cnn`) on the 8×8 handwritten digits on a
+    /// device (the main job).
     Demo(demo::DemoArgs),
     /// Check this machine before a real boot: IOMMU, vfio-pci, drivers, BARs, permissions,
     /// memlock, hugepages, lockdown, firmware; each finding with what to do (exit 1 on a fail).
@@ -69,6 +74,9 @@ enum Command {
     List(list::ListArgs),
     /// Read and write registers by name or glob, every field decoded.
     Reg(reg::RegArgs),
+    /// Replay an access trace's writes on a fresh mock and report the first read it
+    /// answers differently (exit 1 on a divergence).
+    Replay(replay::ReplayArgs),
     /// Mode1 reset of the whole GPU through the SMU.
     Reset(reset::ResetArgs),
     /// Run one kernel of a code object with buffers from files or patterns; print or save them.
@@ -80,6 +88,9 @@ enum Command {
     /// GPU monitor: temperatures, power, clocks, activity, VRAM, fan, throttling, firmware
     /// and holders; --watch redraws it.
     Smi(smi::SmiArgs),
+    /// Access traces (AM_TRACE=FILE, am serve --trace): show one, diff two.
+    #[command(subcommand)]
+    Trace(trace::TraceCommand),
     /// Walk the page tables for a GPU virtual address, or show the VM faults (reads only).
     Vm(vm::VmArgs),
 }
@@ -124,11 +135,13 @@ fn main() -> ExitCode {
         Command::Init(args) => init::run(args).map(|()| ExitCode::SUCCESS),
         Command::List(args) => list::run(args).map(|()| ExitCode::SUCCESS),
         Command::Reg(args) => reg::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Replay(args) => replay::run(args),
         Command::Reset(args) => reset::run(args).map(|()| ExitCode::SUCCESS),
         Command::Run(args) => run::run(args).map(|()| ExitCode::SUCCESS),
         Command::Ring(args) => ring::run(args).map(|()| ExitCode::SUCCESS),
         Command::Serve(args) => serve::run(args).map(|()| ExitCode::SUCCESS),
         Command::Smi(args) => smi::run(args).map(|()| ExitCode::SUCCESS),
+        Command::Trace(cmd) => trace::run(cmd),
         Command::Vm(args) => vm::run(args).map(|()| ExitCode::SUCCESS),
     };
     match result {

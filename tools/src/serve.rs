@@ -8,7 +8,24 @@ use am_driver::PciDevice;
 use am_driver::pci::remote::{self, Cidr, ServeOptions};
 use anyhow::{Context, bail};
 
-use crate::device::open_device;
+use am_driver::trace::TracingDevice;
+
+use crate::device::{open_device, open_traced};
+
+/// A server runs until it is killed, which leaves no chance to write what is buffered:
+/// the traces are written out four times a second instead.
+fn keep_flushed(traces: Vec<Arc<TracingDevice>>) {
+    std::thread::spawn(move || {
+        loop {
+            std::thread::sleep(Duration::from_millis(250));
+            for t in &traces {
+                if let Err(e) = t.flush() {
+                    tracing::warn!("{e}");
+                }
+            }
+        }
+    });
+}
 
 /// `am serve [--listen ADDR:PORT] DEVICE...`
 #[derive(clap::Args, Debug)]
@@ -52,6 +69,10 @@ pub struct ServeArgs {
     /// resets and BAR resizes are refused.
     #[arg(long)]
     pub read_only: bool,
+    /// Record what the clients do to each device in an access trace (docs/TRACE.md):
+    /// device 0 to FILE, device 1 to FILE.1, …; the file is kept current while serving.
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<std::path::PathBuf>,
     /// Devices to export, as index 0, 1, …: a PCI address (0000:03:00.0; through VFIO when
     /// VFIO=1), mock:PROFILE[:N], or remote:HOST:PORT:N to relay another server's device.
     #[arg(required = true, value_name = "DEVICE")]
@@ -60,6 +81,7 @@ pub struct ServeArgs {
 
 /// Open the devices, listen, and serve until killed.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    pin_malloc_mmap_threshold();
     let Prepared {
         listener,
         devices,
@@ -104,11 +126,30 @@ pub fn prepare(args: &ServeArgs) -> anyhow::Result<Prepared> {
         .listen
         .parse()
         .with_context(|| format!("--listen {:?} is not ADDR:PORT", args.listen))?;
-    let devices = args
-        .devices
-        .iter()
-        .map(|spec| open_device(spec))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let trace = args.trace.clone().or_else(|| {
+        std::env::var_os("AM_TRACE")
+            .filter(|v| !v.is_empty())
+            .map(Into::into)
+    });
+    let devices = match &trace {
+        None => args
+            .devices
+            .iter()
+            .map(|spec| open_device(spec))
+            .collect::<anyhow::Result<Vec<_>>>()?,
+        Some(path) => {
+            let traced = args
+                .devices
+                .iter()
+                .map(|spec| open_traced(spec, path))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            keep_flushed(traced.clone());
+            traced
+                .into_iter()
+                .map(|d| d as Arc<dyn PciDevice>)
+                .collect()
+        }
+    };
     if let Some(v) = args.max_mock_vram_mib {
         let bytes = mib_flag("max-mock-vram-mib", v)?;
         for spec in &args.devices {
@@ -209,6 +250,50 @@ fn mib_flag(flag: &str, v: u64) -> anyhow::Result<u64> {
     v.checked_mul(1 << 20)
         .with_context(|| format!("--{flag} {v} is too large"))
 }
+
+/// The size from which glibc's malloc serves an allocation by `mmap`, for this server when
+/// the environment does not choose: glibc's own starting figure, 128 KiB.
+pub const MALLOC_MMAP_THRESHOLD: &str = "131072";
+
+/// glibc serves an allocation of 128 KiB or more by `mmap` and gives it back to the system on
+/// `free`, but each such free raises that threshold to the freed size (up to 32 MiB), so the
+/// next buffers of that size come from a malloc arena instead, and an arena keeps what is
+/// freed into it. A server whose connection threads and mock engines move multi-MiB buffers
+/// at the same time, each thread in an arena of its own (up to eight per core), then grows by
+/// fragmented arenas: the soak in docs/RELIABILITY.md grew 217 MiB in ten minutes on two
+/// cores while its VRAM committed 8 MiB. With the threshold pinned (which also turns off the
+/// raising) large buffers go back on `free` and the soak is flat. glibc reads it only at
+/// start-up, so the server sets `MALLOC_MMAP_THRESHOLD_` and executes itself again — same
+/// process, same arguments — unless the environment already chose one. If that fails it
+/// serves anyway, and says so.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn pin_malloc_mmap_threshold() {
+    use std::os::unix::process::CommandExt;
+    const VAR: &str = "MALLOC_MMAP_THRESHOLD_";
+    if std::env::var_os(VAR).is_some() {
+        return;
+    }
+    let err = match std::env::current_exe() {
+        Ok(exe) => {
+            let mut args = std::env::args_os();
+            let arg0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
+            let err = std::process::Command::new(&exe)
+                .arg0(arg0)
+                .args(args)
+                .env(VAR, MALLOC_MMAP_THRESHOLD)
+                .exec();
+            format!("executing {} again: {err}", exe.display())
+        }
+        Err(err) => format!("finding the am binary: {err}"),
+    };
+    tracing::warn!(
+        "serving without {VAR}={MALLOC_MMAP_THRESHOLD} ({err}): under concurrent clients \
+         the server's memory may grow by glibc's malloc arenas; set {VAR} to bound it"
+    );
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+fn pin_malloc_mmap_threshold() {}
 
 #[cfg(test)]
 mod tests {

@@ -326,6 +326,13 @@ impl Psp {
         let mut out = [0u8; CMD_SIZE];
         ctx.vram.read(bufs.cmd, &mut out)?;
         let resp: psp_gfx_cmd_resp = zerocopy::transmute!(out);
+        ctx.pci.trace(crate::trace::TraceEvent::Mailbox {
+            block: "psp",
+            name: format_args!("{name}"),
+            message: id,
+            param: fence_value,
+            response: resp.resp.status,
+        });
         check(ctx, name, resp.resp.status).map(|()| resp)
     }
 

@@ -171,6 +171,13 @@ impl Smu {
                 self.unanswered = Some(msg);
             }
         })?;
+        ctx.pci.trace(crate::trace::TraceEvent::Mailbox {
+            block: "smu",
+            name: format_args!("{msg:?}"),
+            message: id,
+            param,
+            response,
+        });
         if response != RESULT_OK {
             return Err(ctx.err(ErrorKind::SmuMessage {
                 message: format!("{msg:?}"),

@@ -254,6 +254,13 @@ pub trait PciDevice: Send + Sync {
         Ok(None)
     }
 
+    /// Something the driver tells an access trace ([`crate::trace`]): a phase mark, a poll,
+    /// a mailbox exchange, the discovery table. Only a tracing device listens; for every
+    /// other backend this is an empty call, which is all tracing costs when it is off.
+    fn trace(&self, event: crate::trace::TraceEvent<'_>) {
+        let _ = event;
+    }
+
     /// PCI vendor id.
     fn vendor_id(&self) -> Result<u16> {
         Ok(self.config_read(0x00, 2)? as u16)

@@ -4,11 +4,14 @@
 
 mod autograd;
 mod common;
+mod conv;
 mod data_parallel;
 mod errors;
 mod fusion;
 mod jit;
 mod nn;
+mod nn_train;
 mod ops;
 mod opt;
+mod seq;
 mod shard;

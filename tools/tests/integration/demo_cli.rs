@@ -140,3 +140,57 @@ fn settings_that_make_no_sense_are_refused_with_the_valid_range() {
         assert!(out.stdout.is_empty(), "{flag} {value}: nothing trained");
     }
 }
+
+/// `am demo cnn` on the CPU for one epoch: it names its model and layers, its loss falls, it
+/// evaluates the test images, and `--save` writes every weight and running average by
+/// PyTorch's names.
+#[test]
+fn the_cnn_demo_trains_and_saves_its_weights_and_running_averages() {
+    let d = dir("cnn");
+    let out = am(
+        &d,
+        &[
+            "demo",
+            "cnn",
+            "--device",
+            "cpu",
+            "--epochs",
+            "1",
+            "--json",
+            "--save",
+            "cnn.safetensors",
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["model_name"], "cnn");
+    assert_eq!(j["model"][0], "conv3x3 1->8");
+    assert_eq!(j["model"][8], "linear 64->10");
+    assert_eq!(j["epochs"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        j["cpu"],
+        serde_json::Value::Null,
+        "no comparison of the cpu with itself"
+    );
+    let acc = j["test_accuracy"].as_f64().unwrap();
+    assert!(acc >= 0.8, "test accuracy {acc} after one epoch");
+    let bytes = std::fs::read(d.0.join("cnn.safetensors")).unwrap();
+    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+    for (name, shape) in [
+        ("conv1.weight", serde_json::json!([8, 1, 3, 3])),
+        ("bn1.running_var", serde_json::json!([8])),
+        ("conv2.weight", serde_json::json!([16, 8, 3, 3])),
+        ("bn2.running_mean", serde_json::json!([16])),
+        ("fc.weight", serde_json::json!([10, 64])),
+        ("fc.bias", serde_json::json!([10])),
+    ] {
+        assert_eq!(header[name]["shape"], shape, "{name}");
+    }
+    assert_eq!(header.as_object().unwrap().len(), 14);
+}

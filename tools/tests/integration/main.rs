@@ -9,6 +9,7 @@ mod boot_cli;
 mod common;
 mod compile_cli;
 mod demo_cli;
+mod demo_gpt_cli;
 mod doctor_cli;
 mod fw_cli;
 mod hive_reset_cli;

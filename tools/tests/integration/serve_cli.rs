@@ -183,3 +183,36 @@ fn init_smi_and_three_infos_at_once_on_one_small_bar_device_are_right_or_told_th
     assert_eq!((wrong, failed), (0, 0), "{problems:#?}");
     assert_eq!(booted + refused, rounds);
 }
+
+/// `am serve` pins glibc's mmap threshold (its raising let the arenas grow under concurrent
+/// clients, which the soak measured): with no `MALLOC_MMAP_THRESHOLD_` it runs, as the same
+/// process, with the server's figure; a figure the environment chose is kept.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_server_runs_with_a_pinned_mmap_threshold_and_keeps_a_chosen_one() {
+    // "131072": the figure of `MALLOC_MMAP_THRESHOLD` in tools/src/serve.rs.
+    for (given, want) in [(None, "131072"), (Some("262144"), "262144")] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_am"));
+        cmd.args(["serve", "--listen", "127.0.0.1:0", "mock:navi31:12"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        match given {
+            None => cmd.env_remove("MALLOC_MMAP_THRESHOLD_"),
+            Some(v) => cmd.env("MALLOC_MMAP_THRESHOLD_", v),
+        };
+        let mut child = cmd.spawn().unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        // Listening means the re-executed image runs: the pid is still the child's.
+        let line = lines.next().unwrap().unwrap();
+        assert!(line.starts_with("am serve: listening on "), "{line}");
+        let environ = std::fs::read(format!("/proc/{}/environ", child.id())).unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+        let expected = format!("MALLOC_MMAP_THRESHOLD_={want}");
+        assert!(
+            vars.contains(&expected.as_bytes()),
+            "given {given:?}, the server's environment has no {expected}"
+        );
+    }
+}
