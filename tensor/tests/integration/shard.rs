@@ -28,7 +28,11 @@ fn cpus() -> Vec<Device> {
 }
 
 /// Held by each test that uses the shared hive: one test at a time drives its four emulated
-/// MI300X (several at once on a loaded machine ran past the runtime's 60 s wait).
+/// MI300X. Not for correctness (the runtime takes submissions to one device from any thread:
+/// `runtime_hive::a_peers_writes_are_flushed_before_a_copy_queue_sees_the_copy` in the am-tests
+/// crate; the hangs once blamed on overlapping tests were a late HDP flush): a fault is
+/// reported by the device, not by the work that caused it, so a test that faulted a shared
+/// member would fail whichever test waited on that member next.
 pub fn hive_lock() -> MutexGuard<'static, ()> {
     static L: Mutex<()> = Mutex::new(());
     L.lock().unwrap_or_else(|p| p.into_inner())
