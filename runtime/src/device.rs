@@ -1,7 +1,7 @@
 //! A device: a GPU booted by the driver, with a compute queue (PM4 on GFX10+, AQL on every XCC
 //! of multi-XCC parts) and an SDMA queue, signals, kernel-argument memory and scratch.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -88,7 +88,11 @@ pub(crate) struct Inner {
     pub(crate) sh: ShRegs,
     /// The GPU-side HDP flush pair (`GPU_HDP_FLUSH_REQ`, `_DONE` dwords).
     pub(crate) hdp: Option<(u32, u32)>,
-    hdp_dirty: AtomicBool,
+    /// CPU writes to VRAM through BAR0 that have landed, counted; and how many of them the
+    /// last finished HDP flush covers. A flag cleared when a flush starts would let another
+    /// thread take the flush for done while it still waits for the driver.
+    hdp_writes: AtomicU64,
+    hdp_flushed: AtomicU64,
     /// The default compute and copy queues, then any added.
     pub(crate) compute0: Arc<QueueCell>,
     pub(crate) copy0: Arc<QueueCell>,
@@ -128,10 +132,23 @@ impl Inner {
     }
 
     fn flush_own_hdp(&self) -> Result<()> {
-        if self.hdp_dirty.swap(false, Ordering::AcqRel) {
-            self.with_driver(|d| d.hdp_flush())?;
+        let covered = |s: &Inner| {
+            let written = s.hdp_writes.load(Ordering::Acquire);
+            (s.hdp_flushed.load(Ordering::Acquire) >= written, written)
+        };
+        if covered(self).0 {
+            return Ok(());
         }
-        Ok(())
+        self.with_driver(|d| {
+            // Counted before the flush: a write that lands during it may miss it and stays
+            // to be flushed.
+            let (done, written) = covered(self);
+            if !done {
+                d.hdp_flush()?;
+                self.hdp_flushed.fetch_max(written, Ordering::AcqRel);
+            }
+            Ok(())
+        })
     }
 }
 
@@ -227,7 +244,8 @@ impl Device {
             pci,
             sh,
             hdp,
-            hdp_dirty: AtomicBool::new(false),
+            hdp_writes: AtomicU64::new(0),
+            hdp_flushed: AtomicU64::new(0),
             compute0: QueueCell::new(true, 0),
             copy0: QueueCell::new(false, 0),
             extra: Mutex::new(Vec::new()),
@@ -474,7 +492,7 @@ impl Device {
                 self.0.vram.write(p, &data[done..done + n as usize])?;
                 done += n as usize;
             }
-            self.0.hdp_dirty.store(true, Ordering::Release);
+            self.0.hdp_writes.fetch_add(1, Ordering::AcqRel);
             return Ok(());
         }
         self.copy_in(buf, offset, data)

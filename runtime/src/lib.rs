@@ -12,6 +12,7 @@
 //!   [`Queue`] any number of times; each submission gives a [`Fence`].
 //! - [`Program`]: an AMDGPU code object's kernel, uploaded, with its argument layout.
 //! - [`Graph`]: work across queues recorded once and replayed with patched values.
+//! - [`Link`]: the transport between two devices (XGMI in a hive, else host memory).
 //! - [`trace`]: per-launch GPU timestamps and Chrome trace export.
 
 mod commands;
@@ -19,6 +20,7 @@ mod device;
 pub mod encode;
 mod error;
 mod graph;
+mod link;
 mod memory;
 mod program;
 mod queue;
@@ -31,6 +33,7 @@ pub use commands::{ComputeCommands, CopyCommands};
 pub use device::{Device, DeviceInfo};
 pub use error::{Error, Result};
 pub use graph::{ExecNode, Graph, GraphExec, ValueNode};
+pub use link::Link;
 pub use memory::{Buffer, MemKind};
 pub use program::{Arg, Program, kcp};
 pub use queue::{DEFAULT_TIMEOUT, Fence, Queue, QueueKind};

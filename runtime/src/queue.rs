@@ -210,6 +210,11 @@ impl HwQueue {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let units = len as u64 / self.unit();
         self.wait_room(units)?;
+        // What the CPU wrote to VRAM through BAR0 (arguments, code, data; this device's and
+        // its hive peers') must be visible before the engine can read it. The write pointer
+        // below publishes the packets: the engines poll it in memory, so an engine may run
+        // them before the doorbell, and the flush cannot wait until then.
+        dev.flush_hdp_if_dirty()?;
         let (mem, base) = self.ring.sysmem().ok_or_else(|| Error::State {
             device: self.name.clone(),
             reason: "ring is not in system memory".into(),
@@ -233,9 +238,6 @@ impl HwQueue {
             _ => COMPUTE_WPTR,
         };
         ctl.write64(cbase + wptr_off, self.put)?;
-        // What the CPU wrote to VRAM through BAR0 (arguments, code, data) must be visible
-        // before the engine reads it.
-        dev.flush_hdp_if_dirty()?;
         let value = match self.kind {
             // An AQL doorbell carries the index of the last packet written.
             QueueKind::Aql => self.put - 1,

@@ -618,7 +618,7 @@ impl Drop for BufferInner {
 }
 
 impl Buffer {
-    fn storage(&self) -> &Storage {
+    pub(crate) fn storage(&self) -> &Storage {
         // Present until the drop.
         match &self.0.storage {
             Some(s) => s,

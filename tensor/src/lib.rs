@@ -16,6 +16,8 @@
 //! - [`nn`]: `Linear`, `Sgd`, `Adam`, safetensors.
 //! - [`Jit`]: a training step captured on its second run and replayed (a runtime graph on
 //!   GPUs) with new inputs, without scheduling or compiling.
+//! - [`Sharded`]: one tensor over several devices (pieces along an axis, or replicas),
+//!   per-device operations and the collectives (`shard`).
 //! - [`tune::DeviceTimer`]: the compiler's kernel timer on a runtime device.
 //!
 //! See `docs/TENSOR.md`.
@@ -32,6 +34,7 @@ mod node;
 mod opt;
 mod schedule;
 mod seq;
+pub mod shard;
 mod symbolic;
 mod tensor;
 pub mod tune;
@@ -44,4 +47,5 @@ pub use error::{Error, Result};
 pub use jit::Jit;
 pub use node::no_grad;
 pub use seq::{Rng, rand_at_reference};
+pub use shard::Sharded;
 pub use tensor::{Operand, Tensor};

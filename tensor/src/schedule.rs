@@ -94,10 +94,9 @@ fn copy_node(dst: &Arc<Node>, src: &Arc<Node>) -> Result<()> {
         device: src.device.name().into(),
         reason: "a realized tensor has no memory".into(),
     })?;
-    let mut bytes = vec![0u8; src.numel() * src.dtype.size()];
-    src.device.read(&b, &mut bytes)?;
-    let out = dst.device.alloc(bytes.len())?;
-    dst.device.write(&out, &bytes)?;
+    let len = src.numel() * src.dtype.size();
+    let out = dst.device.alloc(len)?;
+    crate::shard::copy_buffer(&src.device, &b, &dst.device, &out, len)?;
     *lock(&dst.buffer) = Some(out);
     Ok(())
 }

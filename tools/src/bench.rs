@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use am_emu::{CodeObject, HostMemory, Isa, Launch, Memory, Program, SharedHostMemory};
 use anyhow::{Context, bail};
+use clap::builder::RangedU64ValueParser;
 use clap::{Args, Subcommand};
 
 /// What to measure.
@@ -35,6 +36,31 @@ pub enum BenchCommand {
     /// output element or multiply-add, by instruction class, against tinygrad's (live with
     /// --tinygrad, else issue 37's figures) and the ideal; the cpu device against numpy.
     Kernels(KernelsBenchArgs),
+    /// The tensor layer's all-reduce over several devices (the mock hive by default): algorithm
+    /// and bus bandwidth (nccl-tests' definitions) from 1 KiB up, against memcpy of the same
+    /// bytes, with the links' speeds on real hardware beside.
+    Allreduce(AllreduceArgs),
+}
+
+/// Options of `am bench allreduce`.
+#[derive(Args, Debug)]
+pub struct AllreduceArgs {
+    /// Devices, comma-separated; a hive profile without an index is every member of its
+    /// first hive.
+    #[arg(long, default_value = "mock:mi300x-hive4")]
+    device: String,
+    /// Largest size in MiB (sizes go from 1 KiB up by ×4 to this one).
+    #[arg(long, default_value_t = 256, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    mib: usize,
+    /// Algorithm: auto (tree below 256 KiB, ring from there), ring or tree.
+    #[arg(long, default_value = "auto")]
+    algo: String,
+    /// Timed runs per size after an untimed one (the best counts).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options of `am bench kernels`.
@@ -232,6 +258,9 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             tinygrad: a.tinygrad,
             am: a.am,
         }),
+        BenchCommand::Allreduce(a) => {
+            crate::bench_allreduce::run(&a.device, a.mib, &a.algo, a.repeat, a.json)
+        }
     }
 }
 

@@ -49,7 +49,9 @@ pub struct DemoArgs {
     model: ModelKind,
     #[command(flatten)]
     gpt: crate::demo_gpt::GptArgs,
-    /// Device to train on: `cpu`, `mock:PROFILE`, a PCI BDF or `remote:HOST:PORT`.
+    /// Device to train on: `cpu`, `mock:PROFILE`, a PCI BDF or `remote:HOST:PORT`; a
+    /// comma-separated list (or a hive profile without an index, `mock:mi300x-hive4`) trains
+    /// data-parallel on every device listed (the mlp only).
     #[arg(long, default_value = "mock:navi31")]
     device: String,
     /// Passes over the training images, 1 to 1000 (default: 6 for mlp, 10 for cnn).
@@ -173,7 +175,8 @@ pub fn hits(logits: &Tensor, y: &Tensor) -> am_tensor::Result<Tensor> {
 pub struct MlpDemo {
     /// The network.
     pub model: Mlp,
-    opt: Adam,
+    /// Adam over the network's parameters.
+    pub opt: Adam,
 }
 
 impl DigitsModel for MlpDemo {
@@ -379,6 +382,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
             args.model.name()
         );
     }
+    anyhow::ensure!(
+        args.model == ModelKind::Mlp || crate::device::device_list(&args.device).len() < 2,
+        "a data-parallel run ({}) trains the mlp only, not the {}",
+        args.device,
+        args.model.name()
+    );
     match args.model {
         ModelKind::Mlp => run_digits::<MlpDemo>(&args, 6),
         ModelKind::Cnn => run_digits::<crate::demo_cnn::Cnn>(&args, crate::demo_cnn::EPOCHS),
@@ -425,6 +434,15 @@ fn run_digits<M: DigitsModel>(args: &DemoArgs, epochs: usize) -> anyhow::Result<
         seed: args.seed,
     };
     let (train_set, test_set) = digits::split()?;
+    let list = crate::device::device_list(&args.device);
+    if list.len() > 1 {
+        anyhow::ensure!(
+            args.save.is_none(),
+            "--save is for one device; a data-parallel run ({}) does not save",
+            args.device
+        );
+        return crate::demo_parallel::run(&list, &cfg, &train_set, &test_set, args.json);
+    }
     let dev = Device::open(&args.device).with_context(|| format!("opening {}", args.device))?;
     if !args.json {
         println!(

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_allreduce;
 mod bench_boot;
 mod bench_compile;
 mod bench_engines;
@@ -16,6 +17,7 @@ mod decode;
 mod demo;
 mod demo_cnn;
 mod demo_gpt;
+mod demo_parallel;
 mod device;
 mod digits;
 mod doctor;

@@ -252,3 +252,45 @@ fn another_hive_of_the_same_shape_is_refused_after_a_look() {
     assert_eq!(download::<u32>(&a, &peer, 16), words(16, 2));
     clean(&[416, 417, 419]);
 }
+
+/// A member's CPU writes through BAR0 are flushed out of its HDP before another member's
+/// copy queue can see work that reads them, whatever other threads do with the two devices
+/// meanwhile. The copy queue polls its write pointer in memory, so the work is visible from
+/// the moment the write pointer is published, not from the doorbell: here a second thread
+/// holds the owner's driver (as another thread's submission or register access does) while
+/// the copy is submitted, so the owner's flush waits, and a submission that published the
+/// write pointer before flushing would let the SDMA engine read the bytes the HDP still held
+/// (the mock halts the queue on such a read, and the copy never finishes).
+#[test]
+fn a_peers_writes_are_flushed_before_a_copy_queue_sees_the_copy() {
+    use std::sync::Barrier;
+    use std::time::Duration;
+    let (a, b) = pair(420);
+    let scratch = b.alloc(4096, MemKind::Vram).unwrap();
+    // The fabric check done beforehand: the copy below is the only work on a's queue.
+    a.map_peer(&scratch).unwrap();
+    for round in 0..3u32 {
+        let data = words(1024, 0x600d + round);
+        let src = upload(&b, &data);
+        let peer = a.map_peer(&src).unwrap();
+        let dst = a.alloc(4096, MemKind::Vram).unwrap();
+        let held = Barrier::new(2);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                b.with_driver(|_| {
+                    held.wait();
+                    // Long enough for the copy queue to poll its write pointer many times.
+                    std::thread::sleep(Duration::from_millis(200));
+                    Ok(())
+                })
+                .unwrap();
+            });
+            held.wait();
+            let mut c = CopyCommands::new(&a);
+            c.copy(&dst, &peer).unwrap();
+            c.submit().unwrap().wait().unwrap();
+        });
+        assert_eq!(download::<u32>(&a, &dst, 1024), data, "round {round}");
+    }
+    clean(&[420, 421]);
+}

@@ -1,0 +1,777 @@
+//! Tensors spread over several devices: [`Sharded`] holds one tensor per device, either
+//! pieces of one tensor along an axis or replicas of it, and the collectives between them.
+//!
+//! Everything here is built from the graph's own operations: a part moves to another device
+//! with [`Tensor::to`] (a copy node) and is combined there with `add` or `maximum`. So a
+//! collective is lazy like any other operation, its gradient comes from the copies' and the
+//! sums' own (`to` sends the gradient back). A captured step (`Jit`) records one device, so it
+//! does not replay a collective. Copies between
+//! two `am` devices take the transport the runtime picks for the pair
+//! ([`am_runtime::Device::link_to`]): XGMI inside a hive, host memory otherwise.
+//!
+//! All-reduce has two algorithms, picked by size ([`Algorithm::Auto`]):
+//! - **ring**: the flattened parts cut into one chunk per device; `n − 1` steps in which
+//!   every device sends one chunk to the next and the next adds it to its own (each device
+//!   ends with one chunk reduced over all), then `n − 1` steps passing the reduced chunks
+//!   round (all-gather). Each device sends and receives `2 (n − 1) / n` of the bytes: the
+//!   bandwidth-optimal algorithm for large tensors.
+//! - **tree**: pairs reduce into the lower index (`⌈log₂ n⌉` levels), device 0 holds the
+//!   result, and it is copied back down the same tree. `2 ⌈log₂ n⌉` dependent steps instead
+//!   of `2 (n − 1)`: fewer round trips for small tensors, but the whole tensor crosses
+//!   each link used.
+//!
+//! Every device ends with the same bits: each reduced chunk is computed once, on one
+//! device, and copied to the others.
+
+use am_isa::sync::lock;
+
+use crate::device::{Buffer, Device, Storage};
+use crate::tensor::axis;
+use crate::{Error, Result, Tensor};
+
+/// Bytes per part from which [`Algorithm::Auto`] takes the ring (below, the tree). Chosen,
+/// not measured on hardware: about where NCCL's tuning moves large all-reduces to rings.
+pub const RING_MIN_BYTES: usize = 256 << 10;
+
+/// How a reduction combines the devices' values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// The sum.
+    Sum,
+    /// The maximum.
+    Max,
+}
+
+/// Which all-reduce algorithm to use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// The tree below [`RING_MIN_BYTES`] per part, the ring from there on.
+    Auto,
+    /// Reduce-scatter then all-gather around the ring of devices.
+    Ring,
+    /// Reduce up a binary tree to the first device, then copy back down it.
+    Tree,
+}
+
+/// One tensor over several devices: the parts, one per device, are either pieces of the
+/// whole along one axis (`axis` is `Some`) or replicas of it (`None`).
+#[derive(Clone, Debug)]
+pub struct Sharded {
+    parts: Vec<Tensor>,
+    axis: Option<usize>,
+}
+
+fn layout_error(op: &'static str, shape: Vec<usize>, reason: String) -> Error {
+    Error::Shape { op, shape, reason }
+}
+
+impl Tensor {
+    /// This tensor cut along `axis` into one piece per device (the first `size % n` pieces
+    /// one element longer than the others), each piece copied to its device. Gradients of
+    /// the pieces flow back into this tensor.
+    pub fn shard(&self, devices: &[Device], axis_: isize) -> Result<Sharded> {
+        let shape = self.shape();
+        let a = axis("shard", &shape, axis_)?;
+        let n = devices.len();
+        if n == 0 {
+            return Err(layout_error("shard", shape, "no devices".into()));
+        }
+        if shape[a] < n {
+            return Err(layout_error(
+                "shard",
+                shape.clone(),
+                format!(
+                    "axis {a} has {} elements for {n} devices: every device needs at least one",
+                    shape[a]
+                ),
+            ));
+        }
+        let mut parts = Vec::with_capacity(n);
+        let mut start = 0;
+        for (i, d) in devices.iter().enumerate() {
+            let len = shape[a] / n + usize::from(i < shape[a] % n);
+            parts.push(self.narrow(a as isize, start, len)?.to(d));
+            start += len;
+        }
+        Ok(Sharded {
+            parts,
+            axis: Some(a),
+        })
+    }
+
+    /// This tensor copied to every device (a broadcast from its own device). Gradients of
+    /// the replicas add up in this tensor's.
+    pub fn replicate(&self, devices: &[Device]) -> Result<Sharded> {
+        if devices.is_empty() {
+            return Err(layout_error("replicate", self.shape(), "no devices".into()));
+        }
+        Ok(Sharded {
+            parts: devices.iter().map(|d| self.to(d)).collect(),
+            axis: None,
+        })
+    }
+}
+
+impl Sharded {
+    /// Parts made elsewhere: pieces along `axis` (`Some`), or values of one shape, one per
+    /// device (`None`: replicas, or the per-device contributions an all-reduce combines).
+    /// Refused when two parts are on one device, or when their shapes do not fit the layout.
+    pub fn from_parts(parts: Vec<Tensor>, axis_: Option<usize>) -> Result<Sharded> {
+        let first = parts
+            .first()
+            .ok_or_else(|| layout_error("from_parts", vec![], "no parts".into()))?;
+        let shape = first.shape();
+        for (i, p) in parts.iter().enumerate() {
+            if parts[..i].iter().any(|q| q.device() == p.device()) {
+                return Err(Error::Device {
+                    device: p.device().name().into(),
+                    reason: "holds two parts of one sharded tensor".into(),
+                });
+            }
+            let s = p.shape();
+            let fits = match axis_ {
+                None => s == shape,
+                Some(a) => {
+                    a < shape.len()
+                        && s.len() == shape.len()
+                        && s.iter()
+                            .zip(&shape)
+                            .enumerate()
+                            .all(|(k, (x, y))| k == a || x == y)
+                }
+            };
+            if !fits || p.dtype() != first.dtype() {
+                return Err(layout_error(
+                    "from_parts",
+                    s,
+                    format!(
+                        "part {i} ({}) does not fit part 0 ({:?}, {}) sharded on {axis_:?}",
+                        p.dtype(),
+                        shape,
+                        first.dtype()
+                    ),
+                ));
+            }
+        }
+        Ok(Sharded { parts, axis: axis_ })
+    }
+
+    /// The parts, in device order.
+    pub fn parts(&self) -> &[Tensor] {
+        &self.parts
+    }
+
+    /// The devices, in order.
+    pub fn devices(&self) -> Vec<Device> {
+        self.parts.iter().map(|p| p.device()).collect()
+    }
+
+    /// The axis the parts split (`None`: every part is the whole tensor).
+    pub fn axis(&self) -> Option<usize> {
+        self.axis
+    }
+
+    /// The whole tensor's shape.
+    pub fn shape(&self) -> Vec<usize> {
+        let mut s = self.parts[0].shape();
+        if let Some(a) = self.axis {
+            s[a] = self.parts.iter().map(|p| p.shape()[a]).sum();
+        }
+        s
+    }
+
+    /// The dtype.
+    pub fn dtype(&self) -> crate::DType {
+        self.parts[0].dtype()
+    }
+
+    /// Computes every part; then asks every `am` device whether it reported a fault meanwhile,
+    /// so one that faulted fails the whole computation with an error naming it.
+    pub fn realize(&self) -> Result<&Sharded> {
+        let refs: Vec<&Tensor> = self.parts.iter().collect();
+        Tensor::realize_all(&refs)?;
+        check_faults(&self.devices(), "realizing a sharded tensor")?;
+        Ok(self)
+    }
+
+    /// The whole tensor on `dev` (pieces joined along the axis; a replica copied).
+    pub fn gather(&self, dev: &Device) -> Result<Tensor> {
+        match self.axis {
+            None => Ok(self.parts[0].to(dev)),
+            Some(a) => {
+                let moved: Vec<Tensor> = self.parts.iter().map(|p| p.to(dev)).collect();
+                let refs: Vec<&Tensor> = moved.iter().collect();
+                Tensor::cat(&refs, a as isize)
+            }
+        }
+    }
+
+    /// The whole tensor's elements as f32, gathered on the first device.
+    pub fn to_vec_f32(&self) -> Result<Vec<f32>> {
+        self.realize()?;
+        self.gather(&self.parts[0].device())?.to_vec_f32()
+    }
+
+    /// `f` applied to every part on its device; the result keeps the layout. For
+    /// operations that leave the sharded axis where it is with the same length (elementwise
+    /// ones, reductions over other axes with `keepdim`); the shapes are checked.
+    pub fn map(&self, f: impl Fn(&Tensor) -> Result<Tensor>) -> Result<Sharded> {
+        let parts = self.parts.iter().map(f).collect::<Result<Vec<_>>>()?;
+        for (p, q) in parts.iter().zip(&self.parts) {
+            let keeps = match self.axis {
+                None => true,
+                Some(a) => p.ndim() == q.ndim() && p.shape()[a] == q.shape()[a],
+            };
+            if !keeps {
+                return Err(layout_error(
+                    "map",
+                    q.shape(),
+                    format!(
+                        "the result {:?} moves or resizes the sharded axis {:?}",
+                        p.shape(),
+                        self.axis
+                    ),
+                ));
+            }
+        }
+        Sharded::from_parts(parts, self.axis)
+    }
+
+    fn same_devices(&self, op: &'static str, other: &Sharded) -> Result<()> {
+        if self.parts.len() != other.parts.len() {
+            return Err(layout_error(
+                op,
+                self.shape(),
+                format!(
+                    "{} devices against {} of the other operand",
+                    self.parts.len(),
+                    other.parts.len()
+                ),
+            ));
+        }
+        for (a, b) in self.parts.iter().zip(&other.parts) {
+            if a.device() != b.device() {
+                return Err(Error::DeviceMismatch {
+                    op,
+                    a: a.device().name().into(),
+                    b: b.device().name().into(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// A binary operation part by part, broadcasting like NumPy: both operands sharded
+    /// along the same axis of the result (with pieces of the same lengths), or one
+    /// replicated and of length 1 (or absent) along the other's sharded axis, or both
+    /// replicated.
+    fn binary(
+        &self,
+        op: &'static str,
+        rhs: &Sharded,
+        f: impl Fn(&Tensor, &Tensor) -> Result<Tensor>,
+    ) -> Result<Sharded> {
+        self.same_devices(op, rhs)?;
+        let (na, nb) = (self.parts[0].ndim(), rhs.parts[0].ndim());
+        let n = na.max(nb);
+        let out_axis = |s: &Sharded, nd: usize| s.axis.map(|a| a + n - nd);
+        let (aa, ab) = (out_axis(self, na), out_axis(rhs, nb));
+        let axis_ = match (aa, ab) {
+            (None, None) => None,
+            (Some(a), Some(b)) if a == b => {
+                let lens = |s: &Sharded, k: usize| -> Vec<usize> {
+                    s.parts.iter().map(|p| p.shape()[k]).collect()
+                };
+                if lens(self, a + na - n) != lens(rhs, b + nb - n) {
+                    return Err(layout_error(
+                        op,
+                        self.shape(),
+                        format!(
+                            "pieces of other lengths than the other operand's ({:?})",
+                            rhs.shape()
+                        ),
+                    ));
+                }
+                Some(a)
+            }
+            (Some(a), None) | (None, Some(a)) => {
+                let (rep, nr) = if aa.is_none() { (self, na) } else { (rhs, nb) };
+                let len = if a + nr >= n {
+                    rep.parts[0].shape()[a + nr - n]
+                } else {
+                    1
+                };
+                if len != 1 {
+                    return Err(layout_error(
+                        op,
+                        rep.shape(),
+                        format!(
+                            "a replicated operand must have length 1 along the other's \
+                             sharded axis {a} (it has {len}); shard it too"
+                        ),
+                    ));
+                }
+                Some(a)
+            }
+            (Some(a), Some(b)) => {
+                return Err(layout_error(
+                    op,
+                    self.shape(),
+                    format!("sharded along axis {a} of the result, the other along {b}"),
+                ));
+            }
+        };
+        let parts = self
+            .parts
+            .iter()
+            .zip(&rhs.parts)
+            .map(|(a, b)| f(a, b))
+            .collect::<Result<Vec<_>>>()?;
+        Sharded::from_parts(parts, axis_)
+    }
+
+    /// Element-wise sum.
+    pub fn add(&self, rhs: &Sharded) -> Result<Sharded> {
+        self.binary("add", rhs, |a, b| a.add(b))
+    }
+
+    /// Element-wise difference.
+    pub fn sub(&self, rhs: &Sharded) -> Result<Sharded> {
+        self.binary("sub", rhs, |a, b| a.sub(b))
+    }
+
+    /// Element-wise product.
+    pub fn mul(&self, rhs: &Sharded) -> Result<Sharded> {
+        self.binary("mul", rhs, |a, b| a.mul(b))
+    }
+
+    /// Element-wise quotient.
+    pub fn div(&self, rhs: &Sharded) -> Result<Sharded> {
+        self.binary("div", rhs, |a, b| a.div(b))
+    }
+
+    /// Element-wise maximum.
+    pub fn maximum(&self, rhs: &Sharded) -> Result<Sharded> {
+        self.binary("maximum", rhs, |a, b| a.maximum(b))
+    }
+
+    /// Matrix product, part by part where the layouts allow it:
+    /// - the left sharded along a row or batch axis, the right replicated: sharded the same;
+    /// - the left replicated, the right sharded along its columns (last axis): sharded
+    ///   along the result's last axis;
+    /// - the left sharded along its last axis and the right along its rows (the summed
+    ///   axis): each device's partial product, then an all-reduce: replicated;
+    /// - both replicated: replicated.
+    pub fn matmul(&self, rhs: &Sharded) -> Result<Sharded> {
+        self.same_devices("matmul", rhs)?;
+        let (na, nb) = (self.parts[0].ndim(), rhs.parts[0].ndim());
+        let mul = || -> Result<Vec<Tensor>> {
+            self.parts
+                .iter()
+                .zip(&rhs.parts)
+                .map(|(a, b)| a.matmul(b))
+                .collect()
+        };
+        match (self.axis, rhs.axis) {
+            (None, None) => Sharded::from_parts(mul()?, None),
+            (Some(a), None) if a + 1 < na => {
+                let parts = mul()?;
+                let n = parts[0].ndim();
+                Sharded::from_parts(parts, Some(a + n - na))
+            }
+            (None, Some(b)) if nb >= 2 && b + 1 == nb => {
+                let parts = mul()?;
+                let n = parts[0].ndim();
+                Sharded::from_parts(parts, Some(n - 1))
+            }
+            (Some(a), Some(b)) if a + 1 == na && nb >= 2 && b + 2 == nb => {
+                Sharded::from_parts(mul()?, None)?.all_reduce(ReduceOp::Sum)
+            }
+            (a, b) => Err(layout_error(
+                "matmul",
+                self.shape(),
+                format!(
+                    "left sharded on {a:?}, right ({:?}) on {b:?}: no per-device product \
+                     for these layouts (replicate one, or shard the left by rows)",
+                    rhs.shape()
+                ),
+            )),
+        }
+    }
+
+    /// Sum over `axes` (all when empty). Over the sharded axis: each device sums its piece,
+    /// then an all-reduce adds the devices' sums (the result is replicated).
+    pub fn sum(&self, axes: &[isize], keepdim: bool) -> Result<Sharded> {
+        self.reduce("sum", ReduceOp::Sum, axes, keepdim)
+    }
+
+    /// Maximum over `axes` (all when empty), across devices like [`Sharded::sum`].
+    pub fn max(&self, axes: &[isize], keepdim: bool) -> Result<Sharded> {
+        self.reduce("max", ReduceOp::Max, axes, keepdim)
+    }
+
+    /// Mean over `axes` (all when empty).
+    pub fn mean(&self, axes: &[isize], keepdim: bool) -> Result<Sharded> {
+        let shape = self.shape();
+        let all: Vec<usize> = if axes.is_empty() {
+            (0..shape.len()).collect()
+        } else {
+            axes.iter()
+                .map(|&a| axis("mean", &shape, a))
+                .collect::<Result<_>>()?
+        };
+        let count: usize = all.iter().map(|&a| shape[a]).product();
+        self.sum(axes, keepdim)?.map(|t| t.div(count.max(1) as f64))
+    }
+
+    fn reduce(
+        &self,
+        op: &'static str,
+        how: ReduceOp,
+        axes: &[isize],
+        keepdim: bool,
+    ) -> Result<Sharded> {
+        let shape = self.shape();
+        let mut reduced: Vec<usize> = if axes.is_empty() {
+            (0..shape.len()).collect()
+        } else {
+            axes.iter()
+                .map(|&a| axis(op, &shape, a))
+                .collect::<Result<_>>()?
+        };
+        reduced.sort_unstable();
+        reduced.dedup();
+        let ax: Vec<isize> = reduced.iter().map(|&a| a as isize).collect();
+        let parts = self
+            .parts
+            .iter()
+            .map(|p| match how {
+                ReduceOp::Sum => p.sum(&ax, keepdim),
+                ReduceOp::Max => p.max(&ax, keepdim),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        match self.axis {
+            Some(a) if reduced.contains(&a) => Sharded::from_parts(parts, None)?.all_reduce(how),
+            Some(a) => {
+                let at = if keepdim {
+                    a
+                } else {
+                    a - reduced.iter().filter(|&&r| r < a).count()
+                };
+                Sharded::from_parts(parts, Some(at))
+            }
+            None => Sharded::from_parts(parts, None),
+        }
+    }
+
+    /// Every device gets the reduction of all the parts (which must be of one shape): a
+    /// replicated result, the algorithm picked by size.
+    pub fn all_reduce(&self, op: ReduceOp) -> Result<Sharded> {
+        self.all_reduce_with(op, Algorithm::Auto)
+    }
+
+    /// [`Sharded::all_reduce`] with the algorithm given.
+    pub fn all_reduce_with(&self, op: ReduceOp, algorithm: Algorithm) -> Result<Sharded> {
+        let shape = self.parts[0].shape();
+        if self.parts.iter().any(|p| p.shape() != shape) {
+            return Err(layout_error(
+                "all_reduce",
+                self.shape(),
+                "the parts have different shapes; all-reduce combines parts of one shape".into(),
+            ));
+        }
+        let n = self.parts.len();
+        if n == 1 {
+            return Sharded::from_parts(self.parts.clone(), None);
+        }
+        let numel: usize = shape.iter().product();
+        let bytes = numel * self.dtype().size();
+        let ring = match algorithm {
+            Algorithm::Ring => numel >= n,
+            Algorithm::Tree => false,
+            Algorithm::Auto => numel >= n && bytes >= RING_MIN_BYTES,
+        };
+        let outs = if ring {
+            let flat: Vec<Tensor> = self
+                .parts
+                .iter()
+                .map(|p| p.reshape(&[-1]))
+                .collect::<Result<_>>()?;
+            let chunks = split(&flat, 0)?;
+            let mine = ring_reduce_scatter(&chunks, op)?;
+            let everything = ring_all_gather(&mine, &self.devices())?;
+            everything
+                .iter()
+                .map(|c| {
+                    let refs: Vec<&Tensor> = c.iter().collect();
+                    let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
+                    Tensor::cat(&refs, 0)?.reshape(&dims)
+                })
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            tree_all_reduce(&self.parts, op)?
+        };
+        Sharded::from_parts(outs, None)
+    }
+
+    /// Every device gets the whole tensor: the pieces joined along the axis (already
+    /// replicated: unchanged).
+    pub fn all_gather(&self) -> Result<Sharded> {
+        let Some(a) = self.axis else {
+            return Ok(self.clone());
+        };
+        let everything = ring_all_gather(&self.parts, &self.devices())?;
+        let outs = everything
+            .iter()
+            .map(|c| {
+                let refs: Vec<&Tensor> = c.iter().collect();
+                Tensor::cat(&refs, a as isize)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Sharded::from_parts(outs, None)
+    }
+
+    /// The parts (of one shape) reduced and cut along `axis`: device `i` gets piece `i` of
+    /// the reduction of all the parts (the ring's first half).
+    pub fn reduce_scatter(&self, op: ReduceOp, axis_: isize) -> Result<Sharded> {
+        let shape = self.parts[0].shape();
+        if self.parts.iter().any(|p| p.shape() != shape) {
+            return Err(layout_error(
+                "reduce_scatter",
+                self.shape(),
+                "the parts have different shapes".into(),
+            ));
+        }
+        let a = axis("reduce_scatter", &shape, axis_)?;
+        if shape[a] < self.parts.len() {
+            return Err(layout_error(
+                "reduce_scatter",
+                shape.clone(),
+                format!(
+                    "axis {a} has {} elements for {} devices",
+                    shape[a],
+                    self.parts.len()
+                ),
+            ));
+        }
+        let chunks = split(&self.parts, a)?;
+        let mine = ring_reduce_scatter(&chunks, op)?;
+        Sharded::from_parts(mine, Some(a))
+    }
+
+    /// Gradients from a scalar: a replicated one's gradient flows from its first replica
+    /// only (the others are copies of the same value, whose gradients would count it `n`
+    /// times); a sharded one's from every piece.
+    pub fn backward(&self) -> Result<()> {
+        match self.axis {
+            None => self.parts[0].backward(),
+            Some(_) => {
+                for p in &self.parts {
+                    p.backward()?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Each part cut along `a` into as many chunks as there are parts (the first `len % n`
+/// chunks one longer): `chunks[device][chunk]`.
+fn split(parts: &[Tensor], a: usize) -> Result<Vec<Vec<Tensor>>> {
+    let n = parts.len();
+    parts
+        .iter()
+        .map(|p| {
+            let len = p.shape()[a];
+            let mut start = 0;
+            (0..n)
+                .map(|k| {
+                    let l = len / n + usize::from(k < len % n);
+                    let c = p.narrow(a as isize, start, l);
+                    start += l;
+                    c
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn combine(op: ReduceOp, mine: &Tensor, received: &Tensor) -> Result<Tensor> {
+    match op {
+        ReduceOp::Sum => mine.add(received),
+        ReduceOp::Max => mine.maximum(received),
+    }
+}
+
+/// The ring's reduce-scatter: at step `s` device `i` sends its running chunk
+/// `(i − 1 − s) mod n` to device `i + 1`, which combines it with its own; after `n − 1`
+/// steps device `i` holds chunk `i` reduced over every device.
+fn ring_reduce_scatter(chunks: &[Vec<Tensor>], op: ReduceOp) -> Result<Vec<Tensor>> {
+    let n = chunks.len();
+    let devices: Vec<Device> = chunks.iter().map(|c| c[0].device()).collect();
+    let mut acc: Vec<Vec<Tensor>> = chunks.to_vec();
+    for s in 0..n - 1 {
+        let sent: Vec<(usize, usize, Tensor)> = (0..n)
+            .map(|i| {
+                let k = (i + 2 * n - 1 - s) % n;
+                let j = (i + 1) % n;
+                (j, k, acc[i][k].to(&devices[j]))
+            })
+            .collect();
+        for (j, k, t) in sent {
+            acc[j][k] = combine(op, &acc[j][k], &t)?;
+        }
+    }
+    Ok(acc
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut c)| c.swap_remove(i))
+        .collect())
+}
+
+/// The ring's all-gather: device `i` starts with chunk `i`; at step `s` it sends chunk
+/// `(i − s) mod n` to device `i + 1`. Returns every device's `n` chunks in order.
+fn ring_all_gather(mine: &[Tensor], devices: &[Device]) -> Result<Vec<Vec<Tensor>>> {
+    let n = mine.len();
+    let mut have: Vec<Vec<Option<Tensor>>> = (0..n)
+        .map(|i| {
+            let mut row = vec![None; n];
+            row[i] = Some(mine[i].clone());
+            row
+        })
+        .collect();
+    for s in 0..n - 1 {
+        let sent: Vec<(usize, usize, Tensor)> = (0..n)
+            .filter_map(|i| {
+                let k = (i + n - s) % n;
+                let j = (i + 1) % n;
+                have[i][k].as_ref().map(|t| (j, k, t.to(&devices[j])))
+            })
+            .collect();
+        for (j, k, t) in sent {
+            have[j][k] = Some(t);
+        }
+    }
+    have.into_iter()
+        .map(|row| {
+            row.into_iter()
+                .collect::<Option<Vec<Tensor>>>()
+                .ok_or_else(|| Error::Device {
+                    device: devices[0].name().into(),
+                    reason: "the ring's all-gather left a chunk out".into(),
+                })
+        })
+        .collect()
+}
+
+/// Binary-tree reduce to device 0, then the result copied back down the same tree.
+fn tree_all_reduce(parts: &[Tensor], op: ReduceOp) -> Result<Vec<Tensor>> {
+    let n = parts.len();
+    let devices: Vec<Device> = parts.iter().map(|p| p.device()).collect();
+    let mut vals: Vec<Tensor> = parts.to_vec();
+    let mut step = 1;
+    while step < n {
+        for i in (0..n).step_by(2 * step) {
+            if i + step < n {
+                let received = vals[i + step].to(&devices[i]);
+                vals[i] = combine(op, &vals[i], &received)?;
+            }
+        }
+        step *= 2;
+    }
+    let mut outs: Vec<Option<Tensor>> = vec![None; n];
+    outs[0] = Some(vals[0].clone());
+    while step > 1 {
+        step /= 2;
+        for i in (0..n).step_by(2 * step) {
+            if i + step < n
+                && let Some(t) = outs[i].clone()
+            {
+                outs[i + step] = Some(t.to(&devices[i + step]));
+            }
+        }
+    }
+    outs.into_iter()
+        .enumerate()
+        .map(|(i, o)| {
+            o.ok_or_else(|| Error::Device {
+                device: devices[i].name().into(),
+                reason: "the tree's broadcast left this device out".into(),
+            })
+        })
+        .collect()
+}
+
+/// Asks every `am` device among `devices` for faults it reported; the first is the error.
+pub(crate) fn check_faults(devices: &[Device], during: &str) -> Result<()> {
+    for d in devices {
+        if let Some(rt) = d.runtime() {
+            rt.check_faults(during).map_err(|e| d.runtime_error(e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every device's parameters' gradients (`replicas[device][parameter]`, the same parameters
+/// in the same order on every device) replaced by their all-reduced sum: what data-parallel
+/// training does after each device's backward. Every device ends with the same gradient
+/// bits, so replicas updated by the same optimizer stay identical. The sums are computed
+/// here, before any optimizer updates a parameter they are computed from.
+pub fn all_reduce_gradients(replicas: &[Vec<Tensor>]) -> Result<()> {
+    let Some(first) = replicas.first() else {
+        return Ok(());
+    };
+    for (d, r) in replicas.iter().enumerate() {
+        if r.len() != first.len() {
+            return Err(Error::Autograd(format!(
+                "device {d} has {} parameters, device 0 has {}",
+                r.len(),
+                first.len()
+            )));
+        }
+    }
+    for p in 0..first.len() {
+        let grads = replicas
+            .iter()
+            .map(|r| {
+                r[p].grad().ok_or_else(|| {
+                    Error::Autograd(format!(
+                        "parameter {p} on {} has no gradient: call backward on every device first",
+                        r[p].device()
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let summed = Sharded::from_parts(grads, None)?.all_reduce(ReduceOp::Sum)?;
+        // Computed now, all parts in one realize: a part left lazy would be computed when
+        // its device's optimizer runs, after another device's optimizer has already updated
+        // in place the parameters the collective's other parts read.
+        summed.realize()?;
+        for (r, g) in replicas.iter().zip(summed.parts) {
+            *lock(&r[p].0.grad) = Some(g);
+        }
+    }
+    Ok(())
+}
+
+/// Copies `len` bytes of `src` (memory of `from`) into `dst` (memory of `to`): between two
+/// `am` devices with the transport the runtime picks for the pair (XGMI inside a hive, else
+/// host memory), with the CPU through host memory.
+pub(crate) fn copy_buffer(
+    from: &Device,
+    src: &Buffer,
+    to: &Device,
+    dst: &Buffer,
+    len: usize,
+) -> Result<()> {
+    if let (Some(a), Some(b), Storage::Am(s), Storage::Am(d)) =
+        (from.runtime(), to.runtime(), src.storage(), dst.storage())
+    {
+        b.copy_between(d, a, s, len as u64)
+            .map_err(|e| to.runtime_error(e))?;
+        return check_faults(&[from.clone(), to.clone()], "a copy between devices");
+    }
+    let mut bytes = vec![0u8; len];
+    from.read(src, &mut bytes)?;
+    to.write(dst, &bytes)
+}

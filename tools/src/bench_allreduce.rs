@@ -1,0 +1,213 @@
+//! `am bench allreduce`: the tensor layer's all-reduce (sum of f32) over a list of devices,
+//! for sizes from 1 KiB up, with the algorithm and bus bandwidth nccl-tests reports
+//! (`algbw = bytes / time`, `busbw = algbw × 2 (n − 1) / n`: what each link carries in a
+//! ring), against host `memcpy` of the same bytes in the same run, and the link each pair
+//! of neighbours takes with what that link moves on real hardware.
+
+use std::time::Instant;
+
+use am_runtime::Link;
+use am_tensor::shard::{Algorithm, ReduceOp};
+use am_tensor::{Device, Sharded, Tensor};
+use anyhow::Context;
+use serde_json::json;
+
+/// The sizes measured: 1 KiB, then ×4 up to `max_bytes`.
+fn sizes(max_bytes: usize) -> Vec<usize> {
+    let mut v = Vec::new();
+    let mut s = 1usize << 10;
+    while s <= max_bytes {
+        v.push(s);
+        s *= 4;
+    }
+    if v.last() != Some(&max_bytes) && max_bytes >= 1 << 10 {
+        v.push(max_bytes);
+    }
+    v
+}
+
+/// The best time of `repeat` host copies of `bytes` bytes, in seconds.
+fn memcpy_time(bytes: usize, repeat: usize) -> f64 {
+    let src = vec![0x5au8; bytes];
+    let mut dst = vec![0u8; bytes];
+    let mut best = f64::MAX;
+    for _ in 0..repeat.max(1) {
+        let t = Instant::now();
+        dst.copy_from_slice(std::hint::black_box(&src));
+        std::hint::black_box(&dst);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    best
+}
+
+/// One size's figures.
+struct Row {
+    bytes: usize,
+    seconds: f64,
+    memcpy_seconds: f64,
+}
+
+/// Runs the benchmark on the devices `spec` lists (`am demo`'s `--device` syntax).
+pub fn run(
+    spec: &str,
+    mib: usize,
+    algorithm: &str,
+    repeat: usize,
+    json: bool,
+) -> anyhow::Result<()> {
+    let algo = match algorithm {
+        "auto" => Algorithm::Auto,
+        "ring" => Algorithm::Ring,
+        "tree" => Algorithm::Tree,
+        other => anyhow::bail!("`{other}`: the algorithms are auto, ring and tree"),
+    };
+    let names = crate::device::device_list(spec);
+    anyhow::ensure!(
+        names.len() >= 2,
+        "`{spec}` names {} device(s): an all-reduce needs at least two",
+        names.len()
+    );
+    am_mock::register();
+    let devs = names
+        .iter()
+        .map(|n| Device::open(n).with_context(|| format!("opening {n}")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let n = devs.len();
+    let links = (0..n)
+        .map(|i| {
+            let (a, b) = (&devs[i], &devs[(i + 1) % n]);
+            match (a.runtime(), b.runtime()) {
+                (Some(x), Some(y)) => Ok(y.link_to(x)?),
+                _ => Ok(Link::Host),
+            }
+        })
+        .collect::<anyhow::Result<Vec<Link>>>()?;
+    let slowest = links
+        .iter()
+        .filter_map(|l| l.paper_gbps())
+        .fold(f64::INFINITY, f64::min);
+    let bus = 2.0 * (n as f64 - 1.0) / n as f64;
+    let mut rows = Vec::new();
+    for bytes in sizes(mib << 20) {
+        let numel = bytes / 4;
+        let parts = devs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| Tensor::from_slice(&vec![(i + 1) as f32; numel], &[numel], d))
+            .collect::<am_tensor::Result<Vec<_>>>()?;
+        let input = Sharded::from_parts(parts, None)?;
+        input.realize()?;
+        // The first run compiles the kernels; the best of the others counts.
+        let mut best = f64::MAX;
+        for k in 0..=repeat.max(1) {
+            let t = Instant::now();
+            let out = input.all_reduce_with(ReduceOp::Sum, algo)?;
+            out.realize()?;
+            let s = t.elapsed().as_secs_f64();
+            if k > 0 {
+                best = best.min(s);
+            }
+            if k == 0 {
+                let want = (n * (n + 1) / 2) as f32;
+                for p in out.parts() {
+                    let got = p.narrow(0, numel - 1, 1)?.item()?;
+                    anyhow::ensure!(
+                        got == want,
+                        "{}: the last element is {got}, not {want}",
+                        p.device()
+                    );
+                }
+            }
+        }
+        rows.push(Row {
+            bytes,
+            seconds: best,
+            memcpy_seconds: memcpy_time(bytes, repeat.max(1) + 2),
+        });
+    }
+    let gbps = |b: usize, s: f64| b as f64 / s / 1e9;
+    if json {
+        let r: Vec<_> = rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "bytes": r.bytes,
+                    "seconds": r.seconds,
+                    "algbw_gbps": gbps(r.bytes, r.seconds),
+                    "busbw_gbps": gbps(r.bytes, r.seconds) * bus,
+                    "memcpy_seconds": r.memcpy_seconds,
+                    "memcpy_gbps": gbps(r.bytes, r.memcpy_seconds),
+                    "ratio_to_memcpy": r.seconds / r.memcpy_seconds,
+                    "paper_seconds": paper_seconds(r.bytes, bus, slowest),
+                })
+            })
+            .collect();
+        let l: Vec<_> = links
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                json!({
+                    "from": names[i], "to": names[(i + 1) % n],
+                    "link": l.name(), "paper_gbps": l.paper_gbps(),
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+                "devices": names, "algorithm": algorithm, "repeat": repeat,
+                "links": l, "sizes": r,
+            })
+        );
+        return Ok(());
+    }
+    println!(
+        "all-reduce (sum, f32) over {n} devices: {}",
+        names.join(", ")
+    );
+    for (i, l) in links.iter().enumerate() {
+        let paper = l.paper_gbps().map_or("-".into(), |g| {
+            format!("{g:.0} GB/s per direction on hardware")
+        });
+        println!("  {} → {}: {} ({paper})", names[i], names[(i + 1) % n], l);
+    }
+    println!(
+        "{:>10} {:>12} {:>10} {:>10} {:>12} {:>10} {:>9} {:>12}",
+        "size", "time µs", "algbw GB/s", "busbw GB/s", "memcpy µs", "GB/s", "× memcpy", "paper µs"
+    );
+    for r in &rows {
+        println!(
+            "{:>10} {:>12.1} {:>10.3} {:>10.3} {:>12.1} {:>10.2} {:>9.1} {:>12.1}",
+            human(r.bytes),
+            r.seconds * 1e6,
+            gbps(r.bytes, r.seconds),
+            gbps(r.bytes, r.seconds) * bus,
+            r.memcpy_seconds * 1e6,
+            gbps(r.bytes, r.memcpy_seconds),
+            r.seconds / r.memcpy_seconds,
+            paper_seconds(r.bytes, bus, slowest).map_or(f64::NAN, |s| s * 1e6),
+        );
+    }
+    println!(
+        "busbw = algbw × 2(n−1)/n; paper: a ring's bytes per link over the slowest link's \
+         hardware speed (no latency, no reduction cost)"
+    );
+    Ok(())
+}
+
+/// A ring's time on hardware with no latency: `2 (n − 1) / n` of the bytes over the slowest
+/// link of the ring.
+fn paper_seconds(bytes: usize, bus: f64, slowest_gbps: f64) -> Option<f64> {
+    slowest_gbps
+        .is_finite()
+        .then(|| bytes as f64 * bus / (slowest_gbps * 1e9))
+}
+
+fn human(bytes: usize) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else {
+        format!("{} KiB", bytes >> 10)
+    }
+}
