@@ -103,6 +103,8 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<std::process::ExitCode> {
 enum Place {
     Config(u16, u8),
     Bar(u8, u64, u64),
+    /// System memory: allocation, offset, length.
+    Sys(u32, u64, u64),
 }
 
 fn place(r: &Record) -> Option<Place> {
@@ -117,18 +119,23 @@ fn place(r: &Record) -> Option<Place> {
         Record::ReadDigest {
             bar, offset, len, ..
         } => Some(Place::Bar(*bar, *offset, *len)),
+        Record::SysRead { id, offset, data } => Some(Place::Sys(*id, *offset, data.len() as u64)),
+        Record::SysReadDigest {
+            id, offset, len, ..
+        } => Some(Place::Sys(*id, *offset, *len)),
         _ => None,
     }
 }
 
 /// A poll in the trace: the reads from `start` on repeat with a period of at most four
 /// places (a status register, or a fence and the pointer read between looks). Its length
-/// in records, or `None` for a plain read.
+/// in records, or `None` for a plain read. Config space is no poll: it answers at once, and
+/// a driver reading the ids twice is comparing them, not waiting.
 fn poll_at(records: &[Record], start: usize) -> Option<(usize, usize)> {
     let places: Vec<Place> = records
         .get(start..)?
         .iter()
-        .map_while(place)
+        .map_while(|r| place(r).filter(|p| !matches!(p, Place::Config(..))))
         .take(1 << 20)
         .collect();
     (1..=4usize)
@@ -146,7 +153,8 @@ struct Replayer<'a> {
     bars: BTreeMap<u8, Arc<dyn Bar>>,
     /// Low 32 bits of each traced page → the mock's page for it.
     pages: BTreeMap<u64, u64>,
-    _mem: Vec<Arc<dyn SysMem>>,
+    /// The mock's system memory for each allocation of the trace, by its number.
+    mem: BTreeMap<u32, Arc<dyn SysMem>>,
 }
 
 /// What a read found: the same as the trace, or how it differs.
@@ -163,6 +171,19 @@ impl Replayer<'_> {
         let b = self.dev.bar(index)?;
         self.bars.insert(index, b.clone());
         Ok(b)
+    }
+
+    /// The mock's allocation for a traced one.
+    fn sysmem(&self, id: u32) -> am_driver::Result<Arc<dyn SysMem>> {
+        self.mem.get(&id).cloned().ok_or_else(|| {
+            am_driver::Error::new(
+                self.dev.name().to_string(),
+                am_driver::ErrorKind::BadAllocation {
+                    pool: "system memory".into(),
+                    reason: format!("the trace uses allocation #{id} before mapping it"),
+                },
+            )
+        })
     }
 
     /// The mock's counterpart of an allocation-dependent value.
@@ -235,6 +256,32 @@ impl Replayer<'_> {
                     return differs(format!("digest {want:016x}"), format!("digest {got:016x}"));
                 }
             }
+            Record::SysRead { id, offset, data } => {
+                let mut buf = vec![0; data.len()];
+                self.sysmem(*id)?.read_bytes(*offset, &mut buf)?;
+                if buf != *data {
+                    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+                    return differs(hex(data), hex(&buf));
+                }
+            }
+            Record::SysReadDigest {
+                id,
+                offset,
+                len,
+                digest: want,
+            } => {
+                let mem = self.sysmem(*id)?;
+                let n = usize::try_from(*len).unwrap_or(usize::MAX);
+                if offset.saturating_add(*len) > mem.len() as u64 {
+                    return differs(format!("{len} bytes"), "a shorter allocation".into());
+                }
+                let mut buf = vec![0; n];
+                mem.read_bytes(*offset, &mut buf)?;
+                let got = digest(&buf);
+                if got != *want {
+                    return differs(format!("digest {want:016x}"), format!("digest {got:016x}"));
+                }
+            }
             _ => {}
         }
         Ok(Seen::Same)
@@ -269,10 +316,10 @@ impl Replayer<'_> {
             }
             Record::WriteBytes { bar, offset, data } => self.bar(*bar)?.write_bytes(*offset, data),
             Record::SysMap {
+                id,
                 size,
                 contiguous,
                 pages,
-                ..
             } => {
                 let mem = self
                     .dev
@@ -280,9 +327,10 @@ impl Replayer<'_> {
                 for (old, new) in pages.iter().zip(mem.bus_addrs()) {
                     self.pages.insert(old & 0xffff_ffff, *new);
                 }
-                self._mem.push(mem);
+                self.mem.insert(*id, mem);
                 Ok(())
             }
+            Record::SysWrite { id, offset, data } => self.sysmem(*id)?.write_bytes(*offset, data),
             Record::Reset => self.dev.reset(),
             Record::ResizeBar { bar } => self.dev.resize_bar(*bar),
             // Interrupts, phase marks, polls announced, mailbox events and discovery say
@@ -292,15 +340,38 @@ impl Replayer<'_> {
     }
 }
 
+/// A trace whose system-memory accesses name an allocation it has not mapped is corrupt,
+/// not a device that answers differently.
+fn check_allocations(trace: &Trace) -> anyhow::Result<()> {
+    let mut mapped = std::collections::BTreeSet::new();
+    for (i, r) in trace.records.iter().enumerate() {
+        match r {
+            Record::SysMap { id, .. } => {
+                mapped.insert(*id);
+            }
+            Record::SysWrite { id, .. }
+            | Record::SysRead { id, .. }
+            | Record::SysReadDigest { id, .. }
+                if !mapped.contains(id) =>
+            {
+                bail!("record {i} uses system-memory allocation #{id} before any map of it")
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Replay `trace` on `dev` (a fresh device): the first divergence, or none.
 pub fn replay(trace: &Trace, dev: &dyn PciDevice) -> anyhow::Result<Outcome> {
+    check_allocations(trace)?;
     let names = Names::of(trace);
     let phase = phases(trace);
     let mut rp = Replayer {
         dev,
         bars: BTreeMap::new(),
         pages: BTreeMap::new(),
-        _mem: vec![],
+        mem: BTreeMap::new(),
     };
     let mut compared = 0;
     let records = &trace.records;
@@ -317,6 +388,11 @@ pub fn replay(trace: &Trace, dev: &dyn PciDevice) -> anyhow::Result<Outcome> {
                 format!("config {offset:#x}")
             }
             Some(Record::Refused { access, .. }) => access.clone(),
+            Some(
+                Record::SysWrite { id, offset, .. }
+                | Record::SysRead { id, offset, .. }
+                | Record::SysReadDigest { id, offset, .. },
+            ) => format!("sysmem #{id}+{offset:#x}"),
             _ => String::new(),
         };
         Divergence {
@@ -353,10 +429,15 @@ pub fn replay(trace: &Trace, dev: &dyn PciDevice) -> anyhow::Result<Outcome> {
         if place(r).is_some() {
             // A read the driver announced as a poll is one even when it was satisfied at
             // once: the mock may take longer than the traced device did.
+            // A read of system memory is one too: only the device's DMA changes it between
+            // the CPU's own writes (replayed in order), so a value not there yet is the
+            // device's pace — a client that marks nothing may have found a fence already
+            // signalled where the mock is still working.
             let announced = match (i.checked_sub(1).and_then(|p| records.get(p)), place(r)) {
                 (Some(Record::Poll { bar, offset, .. }), Some(Place::Bar(b, o, 4))) => {
                     *bar == b && *offset == o
                 }
+                (_, Some(Place::Sys(..))) => true,
                 _ => false,
             };
             let (len, last) = match poll_at(records, i).or(announced.then_some((1, 1))) {
@@ -602,5 +683,125 @@ mod tests {
         assert_eq!(d.phase, phase[expected]);
         assert_eq!(d.register, Names::of(&trace).label(5, offset));
         assert!(d.what.starts_with("the trace read"), "{}", d.what);
+    }
+
+    /// tinygrad 0.14.0's run on `mock:navi31` (boot, one kernel, teardown), recorded with
+    /// `am serve --trace` (tests/traces/README.md).
+    fn tinygrad_trace() -> Trace {
+        let path =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/tinygrad-navi31.amtrace.zst");
+        Trace::read(&path).unwrap()
+    }
+
+    #[test]
+    fn a_wrong_register_answer_is_the_first_divergence_of_tinygrads_run() {
+        let trace = tinygrad_trace();
+        let names = Names::of(&trace);
+        // The first register tinygrad reads at a plain read (not a poll, where a changed
+        // bit would be a timeout): the mock answers it with bit 0 flipped.
+        let (expected, offset) = (0..trace.records.len())
+            .find_map(|i| match &trace.records[i] {
+                Record::Read {
+                    bar: 5,
+                    offset,
+                    width: 4,
+                    ..
+                } if names.get(5, *offset).is_some() && poll_at(&trace.records, i).is_none() => {
+                    Some((i, *offset))
+                }
+                _ => None,
+            })
+            .expect("tinygrad reads a named register");
+        let altered = Altered {
+            inner: MockGpu::new("navi31").unwrap().open(),
+            offset,
+        };
+        let out = replay(&trace, &altered).unwrap();
+        let d = out.divergence.expect("the altered register is found");
+        assert_eq!(d.record, expected, "{d:?}");
+        assert_eq!(d.register, names.label(5, offset));
+        assert!(!d.register.starts_with("BAR"), "named: {}", d.register);
+        assert!(d.what.starts_with("the trace read"), "{}", d.what);
+        assert_eq!(out.records, expected + 1, "replayed up to the divergence");
+    }
+
+    /// A trace of a fresh mock's boot-time accesses, with `records` after its first.
+    fn trace_of(records: Vec<Record>) -> Trace {
+        Trace {
+            header: Header {
+                device: "mock:navi31:0".into(),
+                backend: "mock".into(),
+                profile: "navi31".into(),
+                command: "hand-made".into(),
+            },
+            records,
+        }
+    }
+
+    #[test]
+    fn refusals_agree_or_are_the_divergence() {
+        let gpu = MockGpu::new("navi31").unwrap();
+        let bar5 = gpu.open().bar(5).unwrap().len();
+        // Past the end of BAR5: the mock refuses a write there, as the traced device did.
+        let outside = Record::Write {
+            bar: 5,
+            offset: bar5,
+            width: 4,
+            value: 1,
+            alloc: false,
+        };
+        let refused = |what: &str| Record::Refused {
+            access: format!("{what} 4 bytes at BAR5+{bar5:#x}"),
+            message: "out of range".into(),
+        };
+        let both = trace_of(vec![outside.clone(), refused("write")]);
+        let out = replay(&both, &*MockGpu::new("navi31").unwrap().open()).unwrap();
+        assert_eq!(out.divergence, None, "both refuse: {out:?}");
+        assert_eq!(out.records, 2);
+
+        // A read the traced device refused left no record of its own: nothing to compare.
+        let read_refused = trace_of(vec![refused("read")]);
+        let out = replay(&read_refused, &*MockGpu::new("navi31").unwrap().open()).unwrap();
+        assert_eq!(out.divergence, None, "{out:?}");
+
+        // The traced device refused a write the mock takes.
+        let taken = trace_of(vec![
+            Record::Write {
+                bar: 0,
+                offset: 0x1000,
+                width: 4,
+                value: 1,
+                alloc: false,
+            },
+            Record::Refused {
+                access: "write 4 bytes at BAR0+0x1000".into(),
+                message: "the device is gone".into(),
+            },
+        ]);
+        let out = replay(&taken, &*MockGpu::new("navi31").unwrap().open()).unwrap();
+        let d = out
+            .divergence
+            .expect("the mock took what the traced device refused");
+        assert_eq!(d.record, 1);
+        assert_eq!(d.register, "write 4 bytes at BAR0+0x1000");
+        assert_eq!(
+            d.what,
+            "the traced device refused this access (the device is gone); the mock took it"
+        );
+
+        // The mock refuses a read the traced device answered.
+        let answered = trace_of(vec![Record::Read {
+            bar: 5,
+            offset: bar5,
+            width: 4,
+            value: 0,
+        }]);
+        let out = replay(&answered, &*MockGpu::new("navi31").unwrap().open()).unwrap();
+        let d = out
+            .divergence
+            .expect("the mock refused what the traced device answered");
+        assert_eq!(d.record, 0);
+        assert_eq!(d.register, format!("BAR5+{bar5:#x}"));
+        assert!(d.what.starts_with("refused: "), "{}", d.what);
     }
 }

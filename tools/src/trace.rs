@@ -215,6 +215,19 @@ pub fn describe(names: &Names, r: &Record) -> String {
             response,
         } => format!("{block} {name} ({message:#x}, param {param:#x}) -> {response:#x}"),
         Record::Discovery { ips } => format!("discovery: {} IP instances", ips.len()),
+        Record::SysWrite { id, offset, data } => {
+            format!("write sysmem #{id}+{offset:#x} {} bytes", data.len())
+        }
+        Record::SysRead { id, offset, data } => {
+            let hex: String = data.iter().map(|b| format!("{b:02x}")).collect();
+            format!("read  sysmem #{id}+{offset:#x} {} bytes: {hex}", data.len())
+        }
+        Record::SysReadDigest {
+            id,
+            offset,
+            len,
+            digest,
+        } => format!("read  sysmem #{id}+{offset:#x} {len} bytes, digest {digest:016x}"),
     }
 }
 
@@ -307,6 +320,19 @@ fn record_json(names: &Names, index: usize, phase: &str, r: &Record) -> serde_js
                 .collect();
             json!({"kind": "discovery", "ips": ips})
         }
+        Record::SysWrite { id, offset, data } => {
+            json!({"kind": "sysmem_write", "id": id, "offset": offset, "len": data.len()})
+        }
+        Record::SysRead { id, offset, data } => {
+            json!({"kind": "sysmem_read", "id": id, "offset": offset, "data": data})
+        }
+        Record::SysReadDigest {
+            id,
+            offset,
+            len,
+            digest,
+        } => json!({"kind": "sysmem_read_digest", "id": id, "offset": offset, "len": len,
+                    "digest": format!("{digest:016x}")}),
     };
     if let Some(o) = v.as_object_mut() {
         o.insert("index".into(), json!(index));
@@ -512,8 +538,11 @@ fn by_phase(trace: &Trace) -> Vec<(String, Vec<Access>)> {
 }
 
 /// Polls and writes of one phase. A poll is a driver poll mark, or a register read twice
-/// or more in a row (what a client that marks nothing does when it waits).
-fn summarise(accesses: &[Access]) -> PhaseSummary {
+/// or more in a row (what a client that marks nothing does when it waits). In a trace
+/// without poll marks, a single read that finds what `other` (the other side's polls of the
+/// phase) waits for on that register counts as a wait too: a wait satisfied at its first
+/// read leaves one read, which nothing else tells from a plain read.
+fn summarise(accesses: &[Access], other: Option<&BTreeMap<String, Vec<PollSeen>>>) -> PhaseSummary {
     let mut s = PhaseSummary::default();
     let mut after = "start".to_string();
     let mut i = 0;
@@ -548,12 +577,18 @@ fn summarise(accesses: &[Access]) -> PhaseSummary {
                     last = *v;
                     j += 1;
                 }
-                if j - i >= 2 {
-                    s.polls.entry(reg.clone()).or_default().push(PollSeen {
-                        reg: reg.clone(),
-                        mask: None,
-                        want: last,
-                    });
+                let seen = PollSeen {
+                    reg: reg.clone(),
+                    mask: None,
+                    want: last,
+                };
+                let waited_for = || {
+                    other
+                        .and_then(|o| o.get(reg))
+                        .is_some_and(|polls| polls.iter().any(|p| same_poll(p, &seen)))
+                };
+                if j - i >= 2 || waited_for() {
+                    s.polls.entry(reg.clone()).or_default().push(seen);
                     after = format!("wait on {reg}");
                 }
                 i = j;
@@ -561,6 +596,14 @@ fn summarise(accesses: &[Access]) -> PhaseSummary {
         }
     }
     s
+}
+
+/// Whether a trace carries driver poll marks (then every wait of its driver has one).
+fn announces_polls(trace: &Trace) -> bool {
+    trace
+        .records
+        .iter()
+        .any(|r| matches!(r, Record::Poll { .. }))
 }
 
 /// Whether two polls of the same register wait for the same thing: equal conditions, or
@@ -613,7 +656,15 @@ pub fn diff(a: &Trace, b: &Trace) -> Vec<Difference> {
         let Some((_, lb)) = pb.iter().find(|(n, _)| n == phase) else {
             continue;
         };
-        let (sa, sb) = (summarise(la), summarise(lb));
+        // A side that marks its polls has announced every wait; one that marks none may
+        // have waits that ended at their first read, seen through the other side's polls.
+        let (mut sa, mut sb) = (summarise(la, None), summarise(lb, None));
+        if !announces_polls(a) {
+            sa = summarise(la, Some(&sb.polls));
+        }
+        if !announces_polls(b) {
+            sb = summarise(lb, Some(&sa.polls));
+        }
         compare_phase(phase, &sa, &sb, &mut out);
     }
     out

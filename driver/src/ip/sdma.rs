@@ -83,7 +83,7 @@ impl Sdma {
         }
     }
 
-    /// Per engine: watchdog, UTCL1, un-halt, trap enable; then doorbell routing.
+    /// Per engine: watchdog, UTCL1, un-halt (SDMA ≥ 5), trap enable; then doorbell routing.
     pub fn init_hw(&mut self, ctx: &Ctx, soc: &Soc) -> Result<()> {
         let v = self.version;
         let mcu = v.major >= 7;
@@ -103,14 +103,21 @@ impl Sdma {
                     if mcu { f } else { f.llc_noalloc(1) }
                 })?;
             }
-            // Un-halt; from SDMA 6 on also release the (second) thread's reset.
+            // Un-halt; from SDMA 6 on also release the (second) thread's reset. SDMA 4.4 runs
+            // once the PSP has loaded its firmware, and `F32_CNTL` is left alone then (Linux
+            // `sdma_v4_4_2_inst_enable` returns before its halt loop under PSP loading).
             match SDMA_MCU_CNTL.get(k) {
-                Some(&r) if mcu => ctx.update(r, i, |f| f.halt(0).reset(0))?,
-                _ => ctx.update(SDMA_F32_CNTL[k], i, |f| {
-                    let f = f.halt(0);
-                    if v.major >= 6 { f.th1_reset(0) } else { f }
-                })?,
-            };
+                Some(&r) if mcu => {
+                    ctx.update(r, i, |f| f.halt(0).reset(0))?;
+                }
+                _ if v.major < 5 => {}
+                _ => {
+                    ctx.update(SDMA_F32_CNTL[k], i, |f| {
+                        let f = f.halt(0);
+                        if v.major >= 6 { f.th1_reset(0) } else { f }
+                    })?;
+                }
+            }
             ctx.update(SDMA_CNTL[k], i, |f| {
                 let f = f.trap_enable(1);
                 if (v.major, v.minor) <= (5, 2) {

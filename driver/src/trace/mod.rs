@@ -24,8 +24,16 @@ use crate::*;
 
 /// The first bytes of every trace file.
 pub const MAGIC: &[u8; 8] = b"AMTRACE\n";
-/// The format version this crate writes and reads.
-pub const VERSION: u16 = 1;
+/// The format version this crate writes. It reads this one and every earlier one
+/// ([`OLDEST_VERSION`] on): a version adds records, and an older file simply has none of them.
+pub const VERSION: u16 = 2;
+/// The oldest format version this crate reads.
+pub const OLDEST_VERSION: u16 = 1;
+/// The first magic bytes of a zstd frame: a trace compressed with `zstd` is read as it is.
+const ZSTD_MAGIC: [u8; 4] = [0x28, 0xb5, 0x2f, 0xfd];
+/// The most a compressed trace may expand to: far above any boot's trace (a few MiB), and
+/// a bound on what a corrupt or hostile file can make the reader allocate.
+const MAX_DECOMPRESSED: u64 = 1 << 30;
 /// Byte reads up to this length are recorded with their bytes; longer ones by a digest.
 pub const READ_BYTES_KEPT: usize = 64;
 
@@ -196,6 +204,37 @@ pub enum Record {
         /// Every live IP instance.
         ips: Vec<TraceIp>,
     },
+    /// Bytes the CPU wrote into system memory: rings, packets, fences a device reads by
+    /// DMA, which a replay must write again for the device to see the same commands.
+    SysWrite {
+        /// The allocation ([`Record::SysMap`]'s number).
+        id: u32,
+        /// Byte offset in it.
+        offset: u64,
+        /// What was written.
+        data: Vec<u8>,
+    },
+    /// A CPU read of at most [`READ_BYTES_KEPT`] bytes of system memory (a fence, a
+    /// signal, a write pointer the device updates).
+    SysRead {
+        /// The allocation.
+        id: u32,
+        /// Byte offset in it.
+        offset: u64,
+        /// What it read.
+        data: Vec<u8>,
+    },
+    /// A longer read of system memory: its length and FNV-1a digest.
+    SysReadDigest {
+        /// The allocation.
+        id: u32,
+        /// Byte offset in it.
+        offset: u64,
+        /// Bytes read.
+        len: u64,
+        /// FNV-1a 64 of the bytes.
+        digest: u64,
+    },
 }
 
 /// What the driver tells a trace beyond the accesses a wrapper sees.
@@ -346,6 +385,12 @@ const T_PHASE: u8 = 13;
 const T_POLL: u8 = 14;
 const T_MAILBOX: u8 = 15;
 const T_DISCOVERY: u8 = 16;
+// Version 2.
+const T_SYS_WRITE: u8 = 17;
+const T_SYS_READ: u8 = 18;
+const T_SYS_READ_DIGEST: u8 = 19;
+/// The last tag of version 1: a version-1 file holding a later one is corrupt.
+const LAST_V1_TAG: u8 = T_DISCOVERY;
 
 fn put(out: &mut Vec<u8>, mut v: u64) {
     loop {
@@ -514,6 +559,28 @@ pub fn encode_record(out: &mut Vec<u8>, r: &Record) {
                 }
             }
         }
+        Record::SysWrite { id, offset, data } | Record::SysRead { id, offset, data } => {
+            out.push(if matches!(r, Record::SysWrite { .. }) {
+                T_SYS_WRITE
+            } else {
+                T_SYS_READ
+            });
+            put(out, u64::from(*id));
+            put(out, *offset);
+            put_bytes(out, data);
+        }
+        Record::SysReadDigest {
+            id,
+            offset,
+            len,
+            digest,
+        } => {
+            out.push(T_SYS_READ_DIGEST);
+            put(out, u64::from(*id));
+            put(out, *offset);
+            put(out, *len);
+            out.extend_from_slice(&digest.to_le_bytes());
+        }
     }
 }
 
@@ -578,24 +645,43 @@ impl Trace {
         Self::parse(path, &bytes)
     }
 
-    /// Parse the bytes of a trace; `path` names it in errors.
+    /// Parse the bytes of a trace, plain or compressed with zstd; `path` names it in
+    /// errors (offsets in a compressed file's errors are offsets in the expanded trace).
     pub fn parse(path: &Path, bytes: &[u8]) -> Result<Self> {
+        if bytes.starts_with(&ZSTD_MAGIC) {
+            let plain = am_firmware::locate::decompress_zstd(bytes, MAX_DECOMPRESSED).map_err(
+                |reason| {
+                    Error::from(ErrorKind::Trace {
+                        path: path.into(),
+                        offset: 0,
+                        reason: format!("compressed with zstd, and it does not expand: {reason}"),
+                    })
+                },
+            )?;
+            return Self::parse_plain(path, &plain);
+        }
+        Self::parse_plain(path, bytes)
+    }
+
+    fn parse_plain(path: &Path, bytes: &[u8]) -> Result<Self> {
         let mut c = Cursor {
             path,
             bytes,
             pos: 0,
             start: 0,
+            version: VERSION,
         };
         if bytes.get(..MAGIC.len()) != Some(MAGIC.as_slice()) {
             return Err(c.bad("not an am access trace (no AMTRACE magic)"));
         }
         c.pos = MAGIC.len();
         let version = u16::from_le_bytes([c.byte()?, c.byte()?]);
-        if version != VERSION {
+        if !(OLDEST_VERSION..=VERSION).contains(&version) {
             return Err(c.bad(format!(
-                "format version {version}; this am reads version {VERSION}"
+                "format version {version}; this am reads versions {OLDEST_VERSION} to {VERSION}"
             )));
         }
+        c.version = version;
         let header = Header {
             device: c.string()?,
             backend: c.string()?,
@@ -617,6 +703,8 @@ struct Cursor<'a> {
     pos: usize,
     /// Where the record being read starts (errors name it).
     start: usize,
+    /// The file's format version (which tags it may hold).
+    version: u16,
 }
 
 impl Cursor<'_> {
@@ -693,6 +781,11 @@ impl Cursor<'_> {
 
     fn record(&mut self) -> Result<Record> {
         let tag = self.byte()?;
+        if self.version == 1 && tag > LAST_V1_TAG {
+            return Err(self.bad(format!(
+                "record tag {tag} in a version 1 file (version 2 added it)"
+            )));
+        }
         Ok(match tag {
             T_CONFIG_READ | T_CONFIG_WRITE => {
                 let offset = self.narrow("config offset")?;
@@ -817,6 +910,29 @@ impl Cursor<'_> {
                     });
                 }
                 Record::Discovery { ips }
+            }
+            T_SYS_WRITE | T_SYS_READ => {
+                let id = self.narrow("allocation number")?;
+                let (offset, data) = (self.varint()?, self.bytes()?);
+                if tag == T_SYS_WRITE {
+                    Record::SysWrite { id, offset, data }
+                } else {
+                    Record::SysRead { id, offset, data }
+                }
+            }
+            T_SYS_READ_DIGEST => {
+                let id = self.narrow("allocation number")?;
+                let (offset, len) = (self.varint()?, self.varint()?);
+                let mut d = [0u8; 8];
+                for b in &mut d {
+                    *b = self.byte()?;
+                }
+                Record::SysReadDigest {
+                    id,
+                    offset,
+                    len,
+                    digest: u64::from_le_bytes(d),
+                }
             }
             t => return Err(self.bad(format!("unknown record tag {t}"))),
         })

@@ -214,7 +214,11 @@ impl PciDevice for TracingDevice {
             contiguous,
             pages: mem.bus_addrs().to_vec(),
         });
-        Ok(mem)
+        Ok(Arc::new(TracingSysMem {
+            inner: mem,
+            id,
+            sink: self.sink.clone(),
+        }))
     }
     fn reset(&self) -> Result<()> {
         self.sink.record(&Record::Reset);
@@ -382,5 +386,82 @@ impl Bar for TracingBar {
             }
         }
         r
+    }
+}
+
+/// System memory whose CPU accesses go to the trace: what the CPU writes there (rings,
+/// packets, fences) is what a device reads by DMA, and a replay needs it to see the same
+/// commands; what it reads back (signals the device wrote) is how it waited.
+struct TracingSysMem {
+    inner: Arc<dyn SysMem>,
+    id: u32,
+    sink: Arc<Sink>,
+}
+
+impl TracingSysMem {
+    fn read(&self, offset: u64, buf: &[u8]) {
+        self.sink.record(&if buf.len() <= READ_BYTES_KEPT {
+            Record::SysRead {
+                id: self.id,
+                offset,
+                data: buf.to_vec(),
+            }
+        } else {
+            Record::SysReadDigest {
+                id: self.id,
+                offset,
+                len: buf.len() as u64,
+                digest: digest(buf),
+            }
+        });
+    }
+
+    fn write(&self, offset: u64, data: &[u8]) {
+        self.sink.record(&Record::SysWrite {
+            id: self.id,
+            offset,
+            data: data.to_vec(),
+        });
+    }
+}
+
+// Reads are recorded once they succeed and writes once they are done: system memory is
+// the CPU's own, and an access out of its range is the caller's error, not the device's.
+impl SysMem for TracingSysMem {
+    fn len(&self) -> usize {
+        self.inner.len()
+    }
+    fn bus_addrs(&self) -> &[u64] {
+        self.inner.bus_addrs()
+    }
+    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read_bytes(offset, buf)?;
+        self.read(offset, buf);
+        Ok(())
+    }
+    fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.inner.write_bytes(offset, data)?;
+        self.write(offset, data);
+        Ok(())
+    }
+    fn read32(&self, offset: u64) -> Result<u32> {
+        let v = self.inner.read32(offset)?;
+        self.read(offset, &v.to_le_bytes());
+        Ok(v)
+    }
+    fn write32(&self, offset: u64, value: u32) -> Result<()> {
+        self.inner.write32(offset, value)?;
+        self.write(offset, &value.to_le_bytes());
+        Ok(())
+    }
+    fn read64(&self, offset: u64) -> Result<u64> {
+        let v = self.inner.read64(offset)?;
+        self.read(offset, &v.to_le_bytes());
+        Ok(v)
+    }
+    fn write64(&self, offset: u64, value: u64) -> Result<()> {
+        self.inner.write64(offset, value)?;
+        self.write(offset, &value.to_le_bytes());
+        Ok(())
     }
 }

@@ -102,8 +102,36 @@ fn sample() -> Trace {
                 response: 1,
             },
             Record::Phase { name: "soc".into() },
+            Record::SysWrite {
+                id: 0,
+                offset: 0x1ff8,
+                data: vec![0xc0, 0xde, 0, 0, 0, 0, 0, 0x10],
+            },
+            Record::SysRead {
+                id: 0,
+                offset: 0x40,
+                data: 7u64.to_le_bytes().to_vec(),
+            },
+            Record::SysReadDigest {
+                id: 0,
+                offset: 0,
+                len: 4096,
+                digest: digest(&[0; 4096]),
+            },
         ],
     }
+}
+
+/// The records a version 1 file can hold: everything before system-memory contents.
+fn sample_v1() -> Trace {
+    let mut t = sample();
+    t.records.retain(|r| {
+        !matches!(
+            r,
+            Record::SysWrite { .. } | Record::SysRead { .. } | Record::SysReadDigest { .. }
+        )
+    });
+    t
 }
 
 fn encode(t: &Trace) -> Vec<u8> {
@@ -172,10 +200,10 @@ fn a_corrupt_trace_is_an_error_naming_what_is_wrong() {
         e.to_string(),
         format!("access trace x at byte {header_len:#x}: unknown record tag 238")
     );
-    let mut v2 = encode(&sample());
-    v2[8] = 2;
-    let e = Trace::parse(Path::new("x"), &v2).expect_err("version 2");
-    assert!(e.to_string().contains("format version 2"), "{e}");
+    let mut v3 = encode(&sample());
+    v3[8] = 3;
+    let e = Trace::parse(Path::new("x"), &v3).expect_err("version 3");
+    assert!(e.to_string().contains("format version 3"), "{e}");
     // Flipping any byte never panics.
     let good = encode(&sample());
     for i in 0..good.len() {
@@ -183,4 +211,54 @@ fn a_corrupt_trace_is_an_error_naming_what_is_wrong() {
         b[i] ^= 0xff;
         let _ = Trace::parse(Path::new("p"), &b);
     }
+}
+
+#[test]
+fn a_version_1_file_still_reads_and_may_not_hold_later_records() {
+    let v1 = sample_v1();
+    let mut bytes = encode(&v1);
+    assert_eq!(bytes[8..10], VERSION.to_le_bytes(), "the version field");
+    bytes[8..10].copy_from_slice(&1u16.to_le_bytes());
+    let back = Trace::parse(Path::new("old.amtrace"), &bytes).expect("a version 1 file");
+    assert_eq!(back, v1);
+
+    // A system-memory write is a version 2 record: in a version 1 file it is corruption.
+    let mut with_sys = bytes.clone();
+    let at = with_sys.len();
+    encode_record(
+        &mut with_sys,
+        &Record::SysWrite {
+            id: 0,
+            offset: 0,
+            data: vec![1],
+        },
+    );
+    let e = Trace::parse(Path::new("old.amtrace"), &with_sys).expect_err("tag 17 in version 1");
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "access trace old.amtrace at byte {at:#x}: record tag 17 in a version 1 file \
+             (version 2 added it)"
+        )
+    );
+}
+
+#[test]
+fn a_trace_compressed_with_zstd_reads_as_the_plain_file() {
+    let t = sample();
+    let plain = encode(&t);
+    let packed =
+        ruzstd::encoding::compress_to_vec(&plain[..], ruzstd::encoding::CompressionLevel::Fastest);
+    assert_ne!(packed, plain);
+    let back = Trace::parse(Path::new("t.amtrace.zst"), &packed).expect("a compressed trace");
+    assert_eq!(back, t);
+
+    // A zstd frame cut short is an error naming the file, not a panic or a short trace.
+    let cut = &packed[..packed.len() / 2];
+    let e = Trace::parse(Path::new("t.amtrace.zst"), cut).expect_err("a cut frame");
+    let text = e.to_string();
+    assert!(
+        text.starts_with("access trace t.amtrace.zst at byte 0x0: compressed with zstd"),
+        "{text}"
+    );
 }

@@ -207,3 +207,65 @@ fn show_names_registers_from_the_traces_discovery() {
     let j: serde_json::Value = serde_json::from_str(&show(&t, true)).expect("JSON");
     assert_eq!(j["records"][1]["register"]["name"], "GRBM_STATUS");
 }
+
+#[test]
+fn a_wait_satisfied_at_its_first_read_counts_in_a_trace_without_poll_marks() {
+    let poll = Record::Poll {
+        bar: 5,
+        offset: 0x20,
+        mask: 0x8000_0000,
+        want: 0x8000_0000,
+    };
+    // a (a driver that marks its polls) waits on 0x20, then writes 0x14; b (a client that
+    // marks nothing) reads 0x20 once, finding the condition met, then writes 0x14.
+    let a = trace(vec![
+        w(0x10, 1),
+        poll.clone(),
+        r(0x20, 0x8000_0000),
+        w(0x14, 2),
+    ]);
+    let b = trace(vec![w(0x10, 1), r(0x20, 0x8000_0001), w(0x14, 2)]);
+    assert_eq!(diff(&a, &b), vec![], "the same wait, the same order");
+    assert_eq!(diff(&b, &a), vec![], "either side");
+
+    // A single read that does not find the condition is a plain read: b does not wait.
+    let c = trace(vec![w(0x10, 1), r(0x20, 0x1), w(0x14, 2)]);
+    assert_eq!(
+        diff(&a, &c),
+        vec![Difference::PolledByOneSide {
+            phase: "(whole run)".into(),
+            side: "a",
+            register: "BAR5+0x20".into(),
+        }]
+    );
+
+    // A trace with poll marks announced every wait: its single reads are plain reads.
+    let other = Record::Poll {
+        bar: 5,
+        offset: 0x30,
+        mask: 1,
+        want: 1,
+    };
+    let d = trace(vec![
+        w(0x10, 1),
+        r(0x20, 0x8000_0000),
+        w(0x14, 2),
+        other,
+        r(0x30, 1),
+    ]);
+    assert_eq!(
+        diff(&a, &d),
+        vec![
+            Difference::PolledByOneSide {
+                phase: "(whole run)".into(),
+                side: "a",
+                register: "BAR5+0x20".into(),
+            },
+            Difference::PolledByOneSide {
+                phase: "(whole run)".into(),
+                side: "b",
+                register: "BAR5+0x30".into(),
+            },
+        ]
+    );
+}

@@ -18,3 +18,4 @@ mod ops_cli;
 mod ring_cli;
 mod run_cli;
 mod serve_cli;
+mod trace_cli;
