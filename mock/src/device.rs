@@ -213,6 +213,12 @@ fn power_on(
     crate::ip::gmc::Gmc::power_on(&mut hw, member);
     crate::ip::nbio::Nbio::power_on(&mut hw);
     crate::ip::sdma::Sdma::power_on(&mut hw);
+    if profile.is_vf {
+        // A VF is handed out by a host whose PSP has already loaded the SDMA firmware, so
+        // its SDMA 4.x engines run; the VF's driver never un-halts them (Linux
+        // `sdma_v4_4_2_inst_enable` returns before its halt loop under PSP loading).
+        crate::ip::sdma::Sdma::firmware_loaded(&mut hw);
+    }
 }
 
 /// A mock GPU: the device model that outlives driver instances.
