@@ -30,14 +30,7 @@ fn sizes(max_bytes: usize) -> Vec<usize> {
 fn memcpy_time(bytes: usize, repeat: usize) -> f64 {
     let src = vec![0x5au8; bytes];
     let mut dst = vec![0u8; bytes];
-    let mut best = f64::MAX;
-    for _ in 0..repeat.max(1) {
-        let t = Instant::now();
-        dst.copy_from_slice(std::hint::black_box(&src));
-        std::hint::black_box(&dst);
-        best = best.min(t.elapsed().as_secs_f64());
-    }
-    best
+    crate::bench_runtime::best_memcpy(&src, &mut dst, repeat)
 }
 
 /// One size's figures.

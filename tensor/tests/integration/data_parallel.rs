@@ -125,20 +125,8 @@ fn check(single: &Device, devs: &[Device]) {
             devs.len()
         );
     }
-    let first: Vec<Vec<u32>> = reps[0]
-        .params()
-        .iter()
-        .map(|p| {
-            p.to_vec_f32()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect()
-        })
-        .collect();
-    for (i, r) in reps.iter().enumerate() {
-        let mine: Vec<Vec<u32>> = r
-            .params()
+    let bits = |r: &Replica| -> Vec<Vec<u32>> {
+        r.params()
             .iter()
             .map(|p| {
                 p.to_vec_f32()
@@ -147,7 +135,11 @@ fn check(single: &Device, devs: &[Device]) {
                     .map(|v| v.to_bits())
                     .collect()
             })
-            .collect();
+            .collect()
+    };
+    let first = bits(&reps[0]);
+    for (i, r) in reps.iter().enumerate() {
+        let mine = bits(r);
         assert_eq!(mine, first, "replica {i} drifted from replica 0");
     }
     for (p, q) in trained.params().iter().zip(reps[0].params()) {

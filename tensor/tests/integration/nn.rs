@@ -28,6 +28,25 @@ fn linear_computes_x_times_w_transposed_plus_b() {
 }
 
 /// `p = [1, -2]`, loss `Σ p²`: gradient `2p`.
+/// One step of Adam (β 0.9 and 0.999, ε 1e-8; with decoupled weight decay `wd`, AdamW) on
+/// the host in f64, for the gradient of the sum of squares at `host`, step `t` from 1.
+pub(crate) fn adam_on_host(
+    host: &mut [f64; 2],
+    (m, v): (&mut [f64; 2], &mut [f64; 2]),
+    t: i32,
+    lr: f64,
+    wd: f64,
+) {
+    for k in 0..2 {
+        let g = 2.0 * host[k];
+        m[k] = 0.9 * m[k] + 0.1 * g;
+        v[k] = 0.999 * v[k] + 0.001 * g * g;
+        let mh = m[k] / (1.0 - 0.9f64.powi(t));
+        let vh = v[k] / (1.0 - 0.999f64.powi(t));
+        host[k] = host[k] * (1.0 - lr * wd) - lr * mh / (vh.sqrt() + 1e-8);
+    }
+}
+
 fn quadratic(dev: &am_tensor::Device) -> Tensor {
     let p = Tensor::from_slice(&[1.0f32, -2.0], &[2], dev).unwrap();
     p.set_requires_grad(true);
@@ -67,14 +86,7 @@ fn sgd_and_adam_steps_follow_their_formulas() {
         for t in 1..=3 {
             p.square().sum(&[], false).unwrap().backward().unwrap();
             adam.step(&[]).unwrap();
-            for k in 0..2 {
-                let g = 2.0 * host[k];
-                m[k] = 0.9 * m[k] + 0.1 * g;
-                v[k] = 0.999 * v[k] + 0.001 * g * g;
-                let mh = m[k] / (1.0 - 0.9f64.powi(t));
-                let vh = v[k] / (1.0 - 0.999f64.powi(t));
-                host[k] -= 0.1 * mh / (vh.sqrt() + 1e-8);
-            }
+            adam_on_host(&mut host, (&mut m, &mut v), t, 0.1, 0.0);
         }
         assert_close(
             &format!("adam on {}", dev.name()),

@@ -145,14 +145,7 @@ fn adamw_follows_adam_with_decoupled_decay() {
         for t in 1..=3 {
             p.square().sum(&[], false).unwrap().backward().unwrap();
             opt.step(&[]).unwrap();
-            for k in 0..2 {
-                let g = 2.0 * host[k];
-                m[k] = 0.9 * m[k] + 0.1 * g;
-                v[k] = 0.999 * v[k] + 0.001 * g * g;
-                let mh = m[k] / (1.0 - 0.9f64.powi(t));
-                let vh = v[k] / (1.0 - 0.999f64.powi(t));
-                host[k] = host[k] * (1.0 - lr * wd) - lr * mh / (vh.sqrt() + 1e-8);
-            }
+            crate::nn::adam_on_host(&mut host, (&mut m, &mut v), t, lr, wd);
         }
         let what = format!("adamw on {}", dev.name());
         assert_close(&what, &p.to_vec::<f32>().unwrap(), &host, 1e-5);
