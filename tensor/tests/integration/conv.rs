@@ -276,8 +276,9 @@ proptest! {
         let s = [sh, sw];
         let shape = vec![n, c, kh + extra, kw + (extra + 1) % 3];
         let mut rng = Rng(seed);
-        // Distinct values: a maximum's finite difference needs no tie within the step.
-        let ins = inputs(&mut rng, std::slice::from_ref(&shape));
+        // Distinct values: a maximum's finite difference needs no near-tie within the step
+        // (uniform draws gave one in about 1 seed in 500 at these shapes).
+        let ins = vec![(shape.clone(), rng.distinct(shape.iter().product(), -1.0, 1.0))];
         check_on(
             &cpu(),
             &format!("max_pool2d {shape:?} k {k:?} s {s:?} p {p:?}"),

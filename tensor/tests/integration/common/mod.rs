@@ -70,9 +70,23 @@ impl Rng {
         lo + (hi - lo) * ((self.0 >> 11) as f64 / (1u64 << 53) as f64)
     }
 
-    /// `n` values in [lo, hi), each at least `gap` away from 0 in magnitude.
+    /// `n` values in [lo, hi).
     pub fn values(&mut self, n: usize, lo: f64, hi: f64) -> Vec<f32> {
         (0..n).map(|_| self.uniform(lo, hi) as f32).collect()
+    }
+
+    /// `n` values in [lo, hi), shuffled, no two closer than `(hi - lo) / (2n)`: for maxima
+    /// checked by finite differences, where a near-tie within the step splits the gradient.
+    pub fn distinct(&mut self, n: usize, lo: f64, hi: f64) -> Vec<f32> {
+        let step = (hi - lo) / n as f64;
+        let mut v: Vec<f32> = (0..n)
+            .map(|i| (lo + step * (i as f64 + self.uniform(0.25, 0.75))) as f32)
+            .collect();
+        for i in (1..n).rev() {
+            let j = (self.uniform(0.0, (i + 1) as f64) as usize).min(i);
+            v.swap(i, j);
+        }
+        v
     }
 }
 
