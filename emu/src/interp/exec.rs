@@ -8,7 +8,7 @@ use super::fast::{self, Fast};
 use super::inst::{Dpp, Encoding, Inst, LITERAL, NULL, VCC_LO, VGPR0, flag};
 use super::names::mnemonic;
 use super::opcodes::{self, ds, flat, smem, sop1, sop2, sopc, sopk, sopp, valu, vop3p};
-use crate::interp::float::{bf16_to_f32, f16_to_f32, f32_to_f16, f64_to_f16};
+use crate::interp::float::{bf16_to_f32, cvt_i32, f16_to_f32, f32_to_f16, f64_to_f16};
 use crate::interp::inst::{INVALID_OP, UNIMPL_OP};
 use crate::interp::wave::{CONST_ROW, Ctx, DPP_ROW, VGPR_ROWS, Wave, WaveState};
 use crate::{Error, Fault};
@@ -1945,34 +1945,6 @@ fn fmed3(a: f32, b: f32, c: f32) -> f32 {
         fmax(a, c)
     } else {
         fmax(a, b)
-    }
-}
-
-/// f32 → i32 rounding toward zero, saturating, NaN → 0 (what `x as i32` gives, NaN included),
-/// from the bits with 32-bit integer operations only: Rust's saturating cast compiled to a
-/// scalar conversion and two compares per lane (9 % of the run loop in a gfx942 `fmath`
-/// profile), this vectorises. Equal to the cast for every input (exhaustive test).
-#[inline(always)]
-pub(crate) fn cvt_i32(x: f32) -> u32 {
-    let b = x.to_bits();
-    let e = (b >> 23) & 0xff;
-    let m = (b & 0x7f_ffff) | 0x80_0000;
-    // |x| = m · 2^(e - 150); for e in 127..=157 the result fits in 31 bits.
-    let mag = if e >= 150 {
-        m.wrapping_shl(e.wrapping_sub(150))
-    } else {
-        m.wrapping_shr(150u32.wrapping_sub(e))
-    };
-    let neg = b >> 31 != 0;
-    let v = if neg { mag.wrapping_neg() } else { mag };
-    let sat = if neg { 0x8000_0000 } else { 0x7fff_ffff };
-    let nan = b & 0x7fff_ffff > 0x7f80_0000;
-    if e < 127 || nan {
-        0
-    } else if e >= 158 {
-        sat
-    } else {
-        v
     }
 }
 
@@ -5090,36 +5062,6 @@ mod tests {
                 );
             }
         }
-    }
-
-    #[test]
-    fn cvt_i32_equals_the_saturating_cast_on_a_sample() {
-        let cast = |x: f32| if x.is_nan() { 0 } else { x as i32 as u32 };
-        for b in (0..=u32::MAX).step_by(251).chain([
-            0x4f00_0000,
-            0x4eff_ffff,
-            0xcf00_0000,
-            0xcf00_0001,
-            0x3f80_0000,
-            0x3f7f_ffff,
-            0xbf80_0000,
-            0x7f80_0000,
-            0xff80_0000,
-            0x7fc0_0000,
-            0xff80_0001,
-        ]) {
-            let x = f32::from_bits(b);
-            assert_eq!(cvt_i32(x), cast(x), "v_cvt_i32_f32 of {b:#010x} ({x})");
-        }
-    }
-
-    /// All 2^32 inputs: `cargo test -p am-emu --lib -- --ignored cvt_i32` (`scripts/test` runs it).
-    #[test]
-    #[ignore]
-    fn cvt_i32_equals_the_saturating_cast_for_every_f32() {
-        let cast = |x: f32| if x.is_nan() { 0 } else { x as i32 as u32 };
-        let bad = (0..=u32::MAX).find(|&b| cvt_i32(f32::from_bits(b)) != cast(f32::from_bits(b)));
-        assert_eq!(bad, None, "v_cvt_i32_f32 differs from the cast");
     }
 
     #[test]
