@@ -186,7 +186,15 @@ impl Program {
             .kernel_metadata(name)
             .ok_or_else(|| bad(dev, name, "not in the metadata's amdhsa.kernels"))?;
         let mut image = co.image().map_err(isa)?;
-        let code = dev.alloc((image.len() as u64).next_multiple_of(0x1000), MemKind::Vram)?;
+        // A page of zeros after the image: instruction prefetch past the end of `.text` (what
+        // LLVM's `s_code_end` padding is for) stays inside this buffer, and whoever decodes
+        // forward from an entry (the mock, `umr`-style tools) finds where the code ends. Without
+        // it the mock took the next buffer for code, and every kernel writing that buffer made
+        // it decode up to 256 KiB again at the next dispatch.
+        let code = dev.alloc(
+            (image.len() as u64).next_multiple_of(0x1000) + 0x1000,
+            MemKind::Vram,
+        )?;
         let base = code.va();
         co.relocate(&mut image, base).map_err(isa)?;
         let mut args = k.args.clone();
@@ -225,6 +233,7 @@ impl Program {
                 format!("entry {:#x} is not 256-byte aligned", program.entry),
             ));
         }
+        image.resize(program.code.size() as usize, 0);
         dev.write(&program.code, 0, &image)?;
         Ok(program)
     }
