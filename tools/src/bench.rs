@@ -699,13 +699,18 @@ fn emu(args: EmuArgs) -> anyhow::Result<()> {
             .map(|n| n.parse::<Isa>())
             .collect::<Result<_, _>>()?
     };
+    // Names checked on the smallest suite, before the asked-for scale's inputs are built.
+    let known: Vec<&str> = suite(1).iter().map(|c| c.kernel).collect();
+    if let Some(k) = args.kernels.iter().find(|k| !known.contains(&k.as_str())) {
+        bail!(
+            "no kernel of the suite is named {k:?} (the suite: {})",
+            known.join(", ")
+        );
+    }
     let cases: Vec<Case> = suite(args.scale)
         .into_iter()
         .filter(|c| args.kernels.is_empty() || args.kernels.iter().any(|k| k == c.kernel))
         .collect();
-    if cases.is_empty() {
-        bail!("no kernel of the suite is named {:?}", args.kernels);
-    }
     let threads = args
         .threads
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

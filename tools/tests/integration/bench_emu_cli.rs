@@ -18,6 +18,9 @@ fn bench_emu_reports_each_kernel_and_the_geometric_mean_per_isa() {
             "1",
             "--threads",
             "2",
+            // Short rounds: the structure is under test, not the figures.
+            "--round",
+            "0.02",
         ])
         .arg("--json")
         .output()
@@ -70,7 +73,15 @@ fn bench_emu_refuses_an_unknown_isa_or_kernel() {
 fn bench_emu_threads_zero_skips_the_all_cores_and_independent_runs() {
     let out = Command::new(env!("CARGO_BIN_EXE_am"))
         .args(["bench", "emu", "--isa", "gfx942", "--kernel", "copy"])
-        .args(["--scale", "1", "--threads", "0", "--json"])
+        .args([
+            "--scale",
+            "1",
+            "--threads",
+            "0",
+            "--round",
+            "0.02",
+            "--json",
+        ])
         .output()
         .unwrap();
     assert!(
