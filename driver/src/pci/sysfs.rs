@@ -809,6 +809,9 @@ impl Bar for BesideBar {
             _ => super::plain_index_steps(self, steps),
         }
     }
+    fn shared_indexed(&self, steps: &[IndexStep]) -> Result<u32> {
+        self.indexed(steps)
+    }
 }
 
 #[cfg(test)]
