@@ -1940,7 +1940,12 @@ fn a_client_making_progress_keeps_its_place_and_a_newcomer_is_told_when_to_retry
     // Making room is not taking anyone's place: a client whose requests keep coming is
     // never closed for a newcomer, which is told the limit and when to try again.
     let fake = FakeDevice::new("fake0", 0x744c);
-    let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_timeouts(1));
+    let options = ServeOptions {
+        // Far longer than the 100 ms between the busy client's requests, on a loaded machine.
+        idle_timeout: Duration::from_secs(3),
+        ..short_timeouts(1)
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
     let mut busy = Raw::connect(addr);
     cfg_read(&mut busy);
     let mut refusals = 0;
@@ -2078,20 +2083,34 @@ fn an_owner_that_sends_nothing_loses_the_device_to_a_writer_and_is_told_why() {
 #[test]
 fn an_owner_that_keeps_asking_keeps_its_device_past_the_owner_timeout() {
     // A driver waiting on a long GPU job polls its fences: each poll is a request, so the
-    // lease holds however long the job runs.
+    // lease holds however long the job runs. Here it polls every 20 ms, for three times
+    // its 1-second lease, while another client keeps trying to write.
     let fake = FakeDevice::new("fake0", 0x744c);
-    let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_lease());
-    let owner = client(addr, 0);
+    let options = ServeOptions {
+        owner_timeout: Duration::from_secs(1),
+        ..short_lease()
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let owner = Arc::new(client(addr, 0));
     owner.config_write(0x40, 1, 0x11).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let (owner, done) = (owner.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                owner.config_read(0x40, 1).unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
     let other = client(addr, 0);
-    for _ in 0..15 {
-        for _ in 0..2 {
-            owner.config_read(0x40, 1).unwrap();
-            std::thread::sleep(Duration::from_millis(50));
-        }
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
         let err = other.config_write(0x40, 1, 0x22).unwrap_err();
         assert!(err.to_string().contains("is owned by"), "{err}");
     }
+    done.store(true, Ordering::SeqCst);
+    poller.join().unwrap();
     assert_eq!(owner.ownership().unwrap(), Some(Ownership::Mine));
     assert_eq!(owner.config_read(0x40, 1).unwrap(), 0x11);
 }
