@@ -51,15 +51,25 @@ pub struct ServeArgs {
     /// MiB (default 4096, or the profile's VRAM if smaller).
     #[arg(long, value_name = "MIB")]
     pub max_mock_vram_mib: Option<u64>,
-    /// Most clients served at once (default 16); more are told the limit and closed.
+    /// Most clients served at once (default 16). When all are taken, a newcomer whose first
+    /// request is not a PING takes the place of the client without progress for longest,
+    /// once that is the idle timeout; otherwise it is told the limit and closed.
     #[arg(long, value_name = "N")]
     pub max_connections: Option<usize>,
+    /// Most connections from one IP address at once (default 8, half the slots).
+    #[arg(long, value_name = "N")]
+    pub max_connections_per_address: Option<usize>,
     /// Seconds a request may take to arrive once begun, and a payload may stall (default 10).
     #[arg(long, value_name = "SECS")]
     pub read_timeout: Option<u64>,
-    /// Seconds a client may sit without a request while others are turned away (default 30).
+    /// Seconds a client may go without progress (a request other than PING, sent at pace)
+    /// before it gives its place to a newcomer when the server is full (default 30).
     #[arg(long, value_name = "SECS")]
     pub idle_timeout: Option<u64>,
+    /// Seconds an owner may send nothing before it loses its device to another client that
+    /// wants to write (default 300).
+    #[arg(long, value_name = "SECS")]
+    pub owner_timeout: Option<u64>,
     /// Serve only peers in these address ranges (ADDR or ADDR/PREFIX, e.g. 10.0.0.0/8;
     /// comma-separated or repeated); others are refused, and logged once per address.
     #[arg(long, value_name = "CIDR", value_delimiter = ',')]
@@ -230,8 +240,14 @@ fn serve_options(args: &ServeArgs) -> anyhow::Result<ServeOptions> {
             Some(n) => n,
             None => defaults.max_connections,
         },
+        max_connections_per_address: match args.max_connections_per_address {
+            Some(0) => bail!("--max-connections-per-address must be at least 1"),
+            Some(n) => n,
+            None => defaults.max_connections_per_address,
+        },
         read_timeout: secs("read-timeout", args.read_timeout, defaults.read_timeout)?,
         idle_timeout: secs("idle-timeout", args.idle_timeout, defaults.idle_timeout)?,
+        owner_timeout: secs("owner-timeout", args.owner_timeout, defaults.owner_timeout)?,
         allow: args
             .allow
             .iter()
@@ -495,6 +511,10 @@ mod tests {
             "3",
             "--idle-timeout",
             "60",
+            "--owner-timeout",
+            "90",
+            "--max-connections-per-address",
+            "3",
             "x",
         ]))
         .unwrap();
@@ -505,6 +525,10 @@ mod tests {
         assert!(o.read_only);
         assert_eq!(o.read_timeout, Duration::from_secs(3));
         assert_eq!(o.idle_timeout, Duration::from_secs(60));
+        assert_eq!(o.owner_timeout, Duration::from_secs(90));
+        assert_eq!(o.max_connections_per_address, 3);
+        let e = serve_options(&args(&["--max-connections-per-address", "0", "x"])).unwrap_err();
+        assert!(format!("{e:#}").contains("must be at least 1"), "{e:#}");
         let e = serve_options(&args(&["--allow", "10.0.0.0/40", "x"])).unwrap_err();
         assert!(
             format!("{e:#}").contains("the prefix must be 0 to 32"),

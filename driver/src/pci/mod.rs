@@ -139,6 +139,15 @@ pub trait Bar: Send + Sync {
     fn indexed(&self, steps: &[IndexStep]) -> Result<u32> {
         plain_index_steps(self, steps)
     }
+    /// [`Bar::indexed`] for one of several clients sharing the device (what a server runs
+    /// for an INDEXED request): afterwards the index registers the steps aimed are as they
+    /// were (also after a failed step), so a client aiming the window with plain writes
+    /// finds it where it left it. The caller keeps other accesses out meanwhile. A backend
+    /// that is itself a client of a shared device (a relayed remote device) sends the whole
+    /// as one request, for its server to do the same.
+    fn shared_indexed(&self, steps: &[IndexStep]) -> Result<u32> {
+        restoring_index_steps(self, steps)
+    }
 }
 
 /// The steps of [`Bar::indexed`] as plain dword accesses, one after the other; the value of
@@ -154,6 +163,26 @@ pub fn plain_index_steps<B: Bar + ?Sized>(bar: &B, steps: &[IndexStep]) -> Resul
         }
     }
     Ok(value)
+}
+
+/// [`plain_index_steps`], with every index register the steps aim read first and put back
+/// afterwards (in reverse order), also after a failed step.
+pub fn restoring_index_steps<B: Bar + ?Sized>(bar: &B, steps: &[IndexStep]) -> Result<u32> {
+    let mut saved: Vec<(u64, u32)> = Vec::new();
+    for step in steps {
+        if let IndexStep::Aim { offset, .. } = *step
+            && !saved.iter().any(|&(o, _)| o == offset)
+        {
+            saved.push((offset, bar.read32(offset)?));
+        }
+    }
+    let result = plain_index_steps(bar, steps);
+    let restored = saved
+        .iter()
+        .rev()
+        .try_for_each(|&(at, v)| bar.write32(at, v));
+    let value = result?;
+    restored.map(|()| value)
 }
 
 /// DMA-able system memory: the CPU reaches it through this object, the GPU through the bus

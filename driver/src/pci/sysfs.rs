@@ -309,6 +309,18 @@ pub fn link_name(path: &Path) -> Option<String> {
     Some(target.file_name()?.to_string_lossy().into_owned())
 }
 
+/// Why a BAR `driver` claimed cannot be mapped beside `holder`. A driver claims a BAR's
+/// region when it maps it (vfio-pci does when its user first maps or reads the BAR), and a
+/// kernel with strict I/O memory checks (`CONFIG_IO_STRICT_DEVMEM`, or `iomem=strict`)
+/// refuses to map a claimed region through its sysfs `resourceN` file, with `EINVAL`.
+fn claimed_bar_reason(driver: &str, holder: &str) -> String {
+    format!(
+        "{driver} claimed it for {holder}, and this kernel refuses to map a claimed region a \
+         second time (CONFIG_IO_STRICT_DEVMEM); booting with iomem=relaxed allows reading \
+         beside a VFIO job"
+    )
+}
+
 /// Unbind the kernel driver of a function, if one is bound.
 pub fn unbind_driver(root: &Path, bdf: &Bdf) -> Result<Option<String>> {
     let dir = device_dir(root, bdf);
@@ -581,6 +593,23 @@ impl SysfsPci {
         }
     }
 
+    /// A BAR that cannot be mapped beside its holder because the holder's kernel driver
+    /// claimed it (`vfio-pci` for a VFIO job): say that, and what allows it, rather than the
+    /// kernel's "Invalid argument". Other errors stay as they are.
+    fn explain_beside_map(&self, index: u8, e: Error) -> Error {
+        let refused = matches!(
+            &e.kind,
+            ErrorKind::Io { op: "mmap", source, .. } if source.raw_os_error() == Some(libc::EINVAL)
+        );
+        let driver = link_name(&self.dir.join("driver"));
+        match (&self.beside, refused, driver) {
+            (Some(holder), true, Some(driver)) => {
+                self.no_bar(index, claimed_bar_reason(&driver, holder))
+            }
+            _ => e,
+        }
+    }
+
     /// The device's sysfs directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -671,7 +700,9 @@ impl PciDevice for SysfsPci {
         if let Some(bar) = slot {
             return Ok(bar.clone());
         }
-        let region = self.map_bar(index, r)?;
+        let region = self
+            .map_bar(index, r)
+            .map_err(|e| self.explain_beside_map(index, e))?;
         let bar: Arc<dyn Bar> = match &self.beside {
             None => region,
             Some(holder) => Arc::new(BesideBar {
@@ -808,6 +839,9 @@ impl Bar for BesideBar {
             )),
             _ => super::plain_index_steps(self, steps),
         }
+    }
+    fn shared_indexed(&self, steps: &[IndexStep]) -> Result<u32> {
+        self.indexed(steps)
     }
 }
 
@@ -1003,6 +1037,42 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn a_bar_a_vfio_job_claimed_is_explained_beside_it_and_other_failures_are_kept() {
+        // The kernel's EINVAL for mapping a region vfio-pci claimed cannot be made on a fake
+        // tree; the explanation of it can.
+        let fs = FakeSysfs::new();
+        navi31(&fs);
+        fs.bind(GPU, "vfio-pci");
+        let holder = SysfsPci::open_with(gpu(), opts(&fs)).unwrap();
+        let who = lock::holder_in(fs.root(), GPU).unwrap().unwrap();
+        let beside = SysfsPci::open_beside(gpu(), opts(&fs), &who).unwrap();
+        let mmap_failed = |errno| {
+            Error::new(
+                GPU,
+                ErrorKind::Io {
+                    op: "mmap",
+                    path: fs.root().join("resource5"),
+                    source: std::io::Error::from_raw_os_error(errno),
+                },
+            )
+        };
+        let e = beside.explain_beside_map(5, mmap_failed(libc::EINVAL));
+        let msg = e.to_string();
+        assert!(
+            matches!(e.kind, ErrorKind::NoBar { bar: 5, .. })
+                && msg.contains("BAR5 is not available: vfio-pci claimed it for pid ")
+                && msg.contains("CONFIG_IO_STRICT_DEVMEM")
+                && msg.contains("iomem=relaxed"),
+            "{msg}"
+        );
+        let other = beside.explain_beside_map(5, mmap_failed(libc::ENOMEM));
+        assert!(matches!(other.kind, ErrorKind::Io { .. }), "{other}");
+        // Not beside a holder, the kernel's error is the error.
+        let own = holder.explain_beside_map(5, mmap_failed(libc::EINVAL));
+        assert!(matches!(own.kind, ErrorKind::Io { .. }), "{own}");
     }
 
     #[test]

@@ -349,6 +349,16 @@ impl Bar for TracingBar {
         r
     }
     fn indexed(&self, steps: &[IndexStep]) -> Result<u32> {
+        self.record_indexed(steps, false)
+    }
+    fn shared_indexed(&self, steps: &[IndexStep]) -> Result<u32> {
+        self.record_indexed(steps, true)
+    }
+}
+
+impl TracingBar {
+    /// [`Bar::indexed`] or [`Bar::shared_indexed`] of the backend, recorded.
+    fn record_indexed(&self, steps: &[IndexStep], shared: bool) -> Result<u32> {
         // The steps stay one access of the backend (a server keeps other clients out of
         // the window); the trace shows them one by one. Only the last read's value is
         // known, so several reads in one access are recorded as separate accesses instead.
@@ -357,9 +367,29 @@ impl Bar for TracingBar {
             .filter(|s| matches!(s, IndexStep::Read { .. }))
             .count();
         if reads > 1 {
-            return crate::pci::plain_index_steps(self, steps);
+            return if shared {
+                crate::pci::restoring_index_steps(self, steps)
+            } else {
+                crate::pci::plain_index_steps(self, steps)
+            };
         }
-        let r = self.inner.indexed(steps);
+        // What a shared access puts back is in the trace too, as a read before and a
+        // write after, so that a replay leaves the window where the device had it.
+        let mut saved: Vec<(u64, u32)> = Vec::new();
+        if shared {
+            for step in steps {
+                if let IndexStep::Aim { offset, .. } = *step
+                    && !saved.iter().any(|&(o, _)| o == offset)
+                {
+                    saved.push((offset, self.read32(offset)?));
+                }
+            }
+        }
+        let r = if shared {
+            self.inner.shared_indexed(steps)
+        } else {
+            self.inner.indexed(steps)
+        };
         match &r {
             Ok(read) => {
                 for step in steps {
@@ -384,6 +414,9 @@ impl Bar for TracingBar {
                 });
                 self.refuse("index/data access", first, 4, e);
             }
+        }
+        for &(at, value) in saved.iter().rev() {
+            self.write(at, 4, u64::from(value));
         }
         r
     }

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -1079,10 +1079,12 @@ fn a_client_past_the_limit_gets_an_error_naming_the_limit_not_an_earlier_write()
     assert!(!msg.contains("earlier write"), "{msg}");
 }
 
-/// Options with short timeouts, for the tests of hostile clients.
+/// Options with short timeouts, for the tests of hostile clients; no cap per address
+/// (every client here is 127.0.0.1).
 fn short_timeouts(max_connections: usize) -> ServeOptions {
     ServeOptions {
         max_connections,
+        max_connections_per_address: 64,
         read_timeout: Duration::from_millis(500),
         idle_timeout: Duration::from_millis(500),
         ..ServeOptions::default()
@@ -1126,27 +1128,40 @@ fn an_idle_client_keeps_its_connection_while_the_server_has_room() {
     raw.ping();
 }
 
+/// A CFG_READ of the vendor id: a request other than PING, which is progress.
+fn cfg_read(raw: &mut Raw) {
+    raw.send(Command::CfgRead as u8, 0, 0, [0, 2, 0], &[]);
+    let (h, _) = raw.answer(0).unwrap().unwrap();
+    assert_eq!(h.val0, 0x1002);
+}
+
 #[test]
-fn an_idle_client_is_closed_once_the_server_is_full_and_says_why() {
+fn an_idle_client_gives_its_place_to_a_newcomer_once_the_server_is_full_and_says_why() {
     let fake = FakeDevice::new("fake0", 0x744c);
     let addr = start_with(vec![fake as Arc<dyn PciDevice>], short_timeouts(2));
     let mut idle = Raw::connect(addr);
     idle.ping();
     let mut busy = Raw::connect(addr);
-    busy.ping();
     // `busy` keeps asking; `idle` says nothing while the server is full, past its timeout.
     for _ in 0..30 {
-        busy.ping();
+        cfg_read(&mut busy);
         std::thread::sleep(Duration::from_millis(50));
     }
+    // Nobody is closed while nobody else wants in.
+    idle.ping();
+    std::thread::sleep(Duration::from_millis(700));
+    cfg_read(&mut busy);
+    let newcomer = client(addr, 0);
+    newcomer.ping().unwrap();
     idle.send(Command::Ping as u8, 0, 0, [0; 3], &[]);
     let msg = idle.refused();
-    // The busy one lives on.
     assert!(
-        msg.contains("without a request while the server was full"),
+        msg.contains("closed to make room for 127.0.0.1:")
+            && msg.contains("while the server was full (2 connections, its limit)"),
         "{msg}"
     );
-    busy.ping();
+    // The busy one lives on.
+    cfg_read(&mut busy);
 }
 
 #[test]
@@ -1692,4 +1707,464 @@ fn a_read_only_server_answers_indexed_reads_and_refuses_indexed_writes_and_owner
         "{msg}"
     );
     raw.ping();
+}
+
+/// A well-behaved newcomer (our client: its first request a PROBE) tries every 20 ms until
+/// it is served. Each refusal must name the limit; past `bound` the test fails with the
+/// last one.
+fn newcomer_gets_in_within(addr: SocketAddr, bound: Duration) -> RemotePciDevice {
+    let start = std::time::Instant::now();
+    loop {
+        match RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default()) {
+            Ok(dev) => {
+                dev.ping().unwrap();
+                return dev;
+            }
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("its limit"),
+                    "a refusal names the limit: {msg}"
+                );
+                assert!(
+                    start.elapsed() <= bound,
+                    "a newcomer was locked out for {:?} (bound {bound:?}): {msg}",
+                    start.elapsed()
+                );
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Hostile clients on threads of their own, stopped when this is dropped.
+struct Hostile {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Hostile {
+    fn new() -> Hostile {
+        Hostile {
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::new(),
+        }
+    }
+
+    /// Run `client` until stopped; it returns when its connection failed.
+    fn spawn(&mut self, client: impl Fn(&AtomicBool) + Send + 'static) {
+        let stop = self.stop.clone();
+        self.threads.push(std::thread::spawn(move || client(&stop)));
+    }
+}
+
+impl Drop for Hostile {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A connection the hostile clients use: reads wake now and then to look at `stop`.
+fn hostile_connection(addr: SocketAddr) -> Option<TcpStream> {
+    let s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(100))).ok()?;
+    Some(s)
+}
+
+/// Sleep `d` unless stopped first; whether to go on.
+fn pause(stop: &AtomicBool, d: Duration) -> bool {
+    std::thread::sleep(d);
+    !stop.load(Ordering::SeqCst)
+}
+
+/// Give the hostile clients time to take every place before the newcomer comes.
+fn settle() {
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+#[test]
+fn clients_that_only_ping_give_their_place_to_a_newcomer() {
+    // Issue 40: 16 clients pinging every 5 s held the cap for as long as they liked. A PING
+    // is no progress: they are idle, and a newcomer gets in once they were for the idle
+    // timeout.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = short_timeouts(4);
+    let bound = options.idle_timeout + Duration::from_secs(8);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let mut hostile = Hostile::new();
+    for _ in 0..4 {
+        hostile.spawn(move |stop| {
+            let Some(s) = hostile_connection(addr) else {
+                return;
+            };
+            let mut raw = Raw(s);
+            let ping = RequestHeader::new(Command::Ping, 0, 0, [0; 3]).encode();
+            let mut h = [0u8; 17];
+            while raw.0.write_all(&ping).is_ok()
+                && raw.0.read_exact(&mut h).is_ok()
+                && h[0] == 0
+                && pause(stop, Duration::from_millis(100))
+            {}
+        });
+    }
+    settle();
+    newcomer_gets_in_within(addr, bound);
+}
+
+#[test]
+fn idle_clients_that_reconnect_the_moment_they_are_closed_leave_a_newcomer_its_place() {
+    // Issue 40: 16 idle clients that reconnected at once won every freed place (a newcomer
+    // got in 0 times in 299). A place now changes hands only to a newcomer's request, and a
+    // reconnected client that sends none gets none.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = short_timeouts(4);
+    let bound = options.idle_timeout + options.read_timeout + Duration::from_secs(8);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let mut hostile = Hostile::new();
+    for _ in 0..4 {
+        hostile.spawn(move |stop| {
+            while !stop.load(Ordering::SeqCst) {
+                let Some(mut s) = hostile_connection(addr) else {
+                    continue;
+                };
+                let mut sink = [0u8; 256];
+                // Until the server closes it; then at once again.
+                loop {
+                    match s.read(&mut sink) {
+                        Ok(0) => break,
+                        Ok(_) => {}
+                        Err(_) if stop.load(Ordering::SeqCst) => return,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(_) => break,
+                    }
+                }
+            }
+        });
+    }
+    settle();
+    // It keeps its place while the one it replaced reconnects: another newcomer comes in,
+    // and the first, still working, was not the one that made room.
+    let first = newcomer_gets_in_within(addr, bound);
+    for _ in 0..10 {
+        first.config_read(0, 2).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _second = newcomer_gets_in_within(addr, bound);
+    assert_eq!(first.config_read(0, 2).unwrap(), 0x1002);
+}
+
+#[test]
+fn clients_dribbling_request_headers_give_their_place_to_a_newcomer() {
+    // Issue 40: headers dribbled at 4 B/s kept the cap full, each complete within the read
+    // timeout. Real requests, but no progress: a header must come within a second of its
+    // first byte to count. Here each of 33 bytes comes 60 ms after the last (2 s a header,
+    // inside the 3-second read timeout).
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        read_timeout: Duration::from_secs(3),
+        ..short_timeouts(2)
+    };
+    let bound = options.idle_timeout + Duration::from_secs(8);
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let mut hostile = Hostile::new();
+    for _ in 0..2 {
+        hostile.spawn(move |stop| {
+            let Some(mut s) = hostile_connection(addr) else {
+                return;
+            };
+            let read = RequestHeader::new(Command::CfgRead, 0, 0, [0, 2, 0]).encode();
+            let mut h = [0u8; 17];
+            loop {
+                for b in read {
+                    if s.write_all(&[b]).is_err() || !pause(stop, Duration::from_millis(60)) {
+                        return;
+                    }
+                }
+                let mut got = 0;
+                while got < h.len() {
+                    match s.read(&mut h[got..]) {
+                        Ok(0) => return,
+                        Ok(n) => got += n,
+                        Err(_) if stop.load(Ordering::SeqCst) => return,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        Err(_) => return,
+                    }
+                }
+                if h[0] != 0 {
+                    return;
+                }
+            }
+        });
+    }
+    settle();
+    newcomer_gets_in_within(addr, bound);
+}
+
+#[test]
+fn clients_trickling_a_payload_give_their_place_to_a_newcomer() {
+    // Issue 40: a payload trickled a byte at a time held a place for the read timeout plus
+    // a second per MiB it claimed. Each client here maps 32 MiB of system memory (on a
+    // device of its own: the first writer owns a device) and trickles a SYSMEM_WRITE of
+    // all of it, a byte every 100 ms: 32.5 s allowed before, no progress now.
+    let devices: Vec<Arc<dyn PciDevice>> = (0..2)
+        .map(|i| FakeDevice::new(&format!("fake{i}"), 0x744c) as Arc<dyn PciDevice>)
+        .collect();
+    let options = short_timeouts(2);
+    let bound = options.idle_timeout + Duration::from_secs(8);
+    let addr = start_with(devices, options);
+    let mut hostile = Hostile::new();
+    for dev in 0..2u32 {
+        hostile.spawn(move |stop| {
+            let Some(s) = hostile_connection(addr) else {
+                return;
+            };
+            let mut raw = Raw(s);
+            let size = 32u64 << 20;
+            raw.send(Command::MapSysmem as u8, dev, 0, [size, 0, 0], &[]);
+            if !matches!(raw.answer((size / 4096 * 8) as usize), Some(Ok(_))) {
+                return;
+            }
+            raw.send(Command::SysmemWrite as u8, dev, 0, [0, size, 0], &[]);
+            while raw.0.write_all(&[0x5a]).is_ok() && pause(stop, Duration::from_millis(100)) {}
+        });
+    }
+    settle();
+    newcomer_gets_in_within(addr, bound);
+}
+
+#[test]
+fn a_client_making_progress_keeps_its_place_and_a_newcomer_is_told_when_to_retry() {
+    // Making room is not taking anyone's place: a client whose requests keep coming is
+    // never closed for a newcomer, which is told the limit and when to try again.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        // Far longer than the 100 ms between the busy client's requests, on a loaded machine.
+        idle_timeout: Duration::from_secs(3),
+        ..short_timeouts(1)
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let mut busy = Raw::connect(addr);
+    cfg_read(&mut busy);
+    let mut refusals = 0;
+    for _ in 0..20 {
+        cfg_read(&mut busy);
+        match RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default()) {
+            Ok(_) => panic!("a newcomer took the place of a client making progress"),
+            Err(e) => {
+                let msg = e.to_string();
+                assert!(
+                    msg.contains("already serves 1 connections, its limit")
+                        && msg.contains("try again in "),
+                    "{msg}"
+                );
+                refusals += 1;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(refusals, 20);
+    cfg_read(&mut busy);
+}
+
+/// A connection to `addr` from the loopback address `source` (127.0.0.2 and so on), so that
+/// the server sees another peer address.
+fn connect_from(source: std::net::Ipv4Addr, addr: SocketAddr) -> TcpStream {
+    use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrIn, bind, connect, socket};
+    use std::os::fd::AsRawFd;
+    let SocketAddr::V4(to) = addr else {
+        panic!("the servers here listen on IPv4")
+    };
+    let fd = socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::empty(),
+        None,
+    )
+    .unwrap();
+    bind(
+        fd.as_raw_fd(),
+        &SockaddrIn::from(std::net::SocketAddrV4::new(source, 0)),
+    )
+    .unwrap();
+    connect(fd.as_raw_fd(), &SockaddrIn::from(to)).unwrap();
+    let s = TcpStream::from(fd);
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    s
+}
+
+#[test]
+fn one_address_holds_at_most_its_share_and_another_still_gets_in() {
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        max_connections_per_address: 2,
+        ..short_timeouts(16)
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let local = std::net::Ipv4Addr::LOCALHOST;
+    let mut first = Raw(connect_from(local, addr));
+    first.ping();
+    let mut second = Raw(connect_from(local, addr));
+    second.ping();
+    let mut third = Raw(connect_from(local, addr));
+    third.send(Command::Ping as u8, 0, 0, [0; 3], &[]);
+    let msg = third.refused();
+    assert!(
+        msg.contains("already serves 2 connections from 127.0.0.1, its limit per address")
+            && msg.contains("--max-connections-per-address"),
+        "{msg}"
+    );
+    let mut other = Raw(connect_from(std::net::Ipv4Addr::new(127, 0, 0, 2), addr));
+    other.ping();
+    first.ping();
+    second.ping();
+}
+
+#[test]
+fn accepted_connections_have_tcp_keepalive_so_a_vanished_peer_is_noticed() {
+    // A peer gone without closing sends nothing, and a connection waiting for its next
+    // request would wait for ever (with the device it owns). The kernel's keepalive timer
+    // on the server's side of the connection shows in /proc/net/tcp as timer 2.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_one(&fake);
+    let mut raw = Raw::connect(addr);
+    raw.ping();
+    let client_port = raw.0.local_addr().unwrap().port();
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let server_side = tcp
+        .lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|f| {
+            f[1].ends_with(&format!(":{:04X}", addr.port()))
+                && f[2].ends_with(&format!(":{client_port:04X}"))
+        })
+        .expect("the server's side of the connection in /proc/net/tcp");
+    let timer = server_side[5].split(':').next().unwrap();
+    assert_eq!(timer, "02", "the keepalive timer runs: {server_side:?}");
+}
+
+/// Options for the owner lease tests: an owner quiet for half a second loses its device.
+fn short_lease() -> ServeOptions {
+    ServeOptions {
+        owner_timeout: Duration::from_millis(500),
+        ..short_timeouts(16)
+    }
+}
+
+#[test]
+fn an_owner_that_sends_nothing_loses_the_device_to_a_writer_and_is_told_why() {
+    // RELIABILITY.md said: an owner whose peer vanished without closing keeps the device
+    // until the server notices, without traffic never. Here it claims and falls silent.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let addr = start_with(vec![fake.clone() as Arc<dyn PciDevice>], short_lease());
+    let mut silent = Raw::connect(addr);
+    silent.send(Command::Owner as u8, 0, 0, [1, 0, 0], &[]);
+    let (h, _) = silent.answer(0).unwrap().unwrap();
+    let mut text = vec![0u8; h.val0 as usize];
+    silent.0.read_exact(&mut text).unwrap();
+    assert_eq!(h.val1, 1, "the claim made it the owner");
+    let writer = client(addr, 0);
+    std::thread::sleep(Duration::from_millis(700));
+    writer.config_write(0x40, 1, 0x22).unwrap();
+    assert_eq!(writer.ownership().unwrap(), Some(Ownership::Mine));
+    assert_eq!(fake.config_read(0x40, 1).unwrap(), 0x22);
+    silent.send(Command::Ping as u8, 0, 0, [0; 3], &[]);
+    let msg = silent.refused();
+    assert!(
+        msg.contains("this connection owned fake0 (device 0) but nothing came from it")
+            && msg.contains("--owner-timeout"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn an_owner_that_keeps_asking_keeps_its_device_past_the_owner_timeout() {
+    // A driver waiting on a long GPU job polls its fences: each poll is a request, so the
+    // lease holds however long the job runs. Here it polls every 20 ms, for three times
+    // its 1-second lease, while another client keeps trying to write.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        owner_timeout: Duration::from_secs(1),
+        ..short_lease()
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let owner = Arc::new(client(addr, 0));
+    owner.config_write(0x40, 1, 0x11).unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let (owner, done) = (owner.clone(), done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                owner.config_read(0x40, 1).unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let other = client(addr, 0);
+    let start = std::time::Instant::now();
+    while start.elapsed() < Duration::from_secs(3) {
+        let err = other.config_write(0x40, 1, 0x22).unwrap_err();
+        assert!(err.to_string().contains("is owned by"), "{err}");
+    }
+    done.store(true, Ordering::SeqCst);
+    poller.join().unwrap();
+    assert_eq!(owner.ownership().unwrap(), Some(Ownership::Mine));
+    assert_eq!(owner.config_read(0x40, 1).unwrap(), 0x11);
+}
+
+#[test]
+fn a_relay_keeps_window_reads_one_transaction_beside_an_owner_aiming_by_hand() {
+    // window ← server A ← relay (our client) ← server B ← readers. The relay must send its
+    // readers' INDEXED requests on as INDEXED requests: as plain accesses they interleave
+    // with the owner's on A, and their aiming writes are refused there (A's owner is
+    // another connection).
+    let dev = WindowDevice::new();
+    let a = start_with(
+        vec![dev.clone() as Arc<dyn PciDevice>],
+        ServeOptions::default(),
+    );
+    let owner = client(a, 0);
+    owner.config_write(0x40, 1, 1).unwrap();
+    let relay = client(a, 0);
+    let b = start_with(
+        vec![Arc::new(relay) as Arc<dyn PciDevice>],
+        ServeOptions::default(),
+    );
+    let wrong = Arc::new(AtomicU32::new(0));
+    let mut threads = Vec::new();
+    for t in 0..2u64 {
+        let wrong = wrong.clone();
+        threads.push(std::thread::spawn(move || {
+            let reader = client(b, 0);
+            let bar5 = reader.bar(5).unwrap();
+            for i in 0..200u64 {
+                let at = ((i * 7919 + t * 104_729) % WINDOW_VRAM_DWORDS) * 4;
+                if bar5.indexed(&window_read(at)).unwrap() != vram_pattern(at) {
+                    wrong.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        }));
+    }
+    let bar5 = owner.bar(5).unwrap();
+    for i in 0..200u64 {
+        let at = ((i * 31_337) % WINDOW_VRAM_DWORDS) * 4;
+        bar5.write32(MM_INDEX_HI, (at >> 31) as u32).unwrap();
+        bar5.write32(MM_INDEX, (at as u32 & 0x7fff_ffff) | 0x8000_0000)
+            .unwrap();
+        if bar5.read32(MM_DATA).unwrap() != vram_pattern(at) {
+            wrong.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        wrong.load(Ordering::SeqCst),
+        0,
+        "reads through a window another aimed"
+    );
+    assert_eq!(owner.ownership().unwrap(), Some(Ownership::Mine));
 }

@@ -15,7 +15,7 @@ use super::protocol::{
 };
 use crate::pci::{
     AMD_VENDOR_ID, Bar, BarInfo, IndexStep, Ownership, PciDevice, SYSMEM_PAGE_SIZE, SysMem,
-    plain_index_steps,
+    plain_index_steps, restoring_index_steps,
 };
 use crate::{Error, ErrorKind, Result};
 
@@ -710,6 +710,18 @@ impl Bar for RemoteBar {
         self.check(offset, data.len())?;
         let req = self.request(Command::MmioWrite, offset, data.len());
         self.conn.send(req, data)
+    }
+
+    /// A relay (`am serve remote:…`) runs its clients' INDEXED requests here: one INDEXED
+    /// request on, whose server restores the index registers itself; its clients' plain
+    /// accesses would otherwise interleave with other clients' of that server (and the
+    /// restoring write would need the device's ownership there).
+    fn shared_indexed(&self, steps: &[IndexStep]) -> Result<u32> {
+        if self.conn.has(EXT_INDEXED) {
+            self.indexed(steps)
+        } else {
+            restoring_index_steps(self, steps)
+        }
     }
 
     /// One INDEXED request when the server has them, so that the window is this client's

@@ -10,7 +10,7 @@ use std::collections::HashSet;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -24,7 +24,7 @@ use super::protocol::{
 };
 use super::ratelimit::{RateLimit, Verdict};
 use crate::discovery::{MM_INDEX, MM_INDEX_HI};
-use crate::pci::{Bar, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
+use crate::pci::{Bar, IndexStep, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
 use crate::{Error, ErrorKind, Result};
 
 /// Size of PCIe extended config space.
@@ -52,6 +52,20 @@ const CLAIM_GRACE: Duration = Duration::from_millis(250);
 /// How long a refused connection lingers so its first request is read and its error arrives
 /// before the close (closing with unread data sends a reset that can overtake it).
 const REFUSAL_LINGER: Duration = Duration::from_millis(500);
+/// How late a piece of a request other than PING may come and still count as progress (see
+/// [`Conn::progress`]): a header within this of its first byte, a chunk of a payload or an
+/// answer within this plus its size at [`MIN_PAYLOAD_RATE`]. Any client we know sends a
+/// header in one go; one dribbled a few bytes a second is not progress.
+const PROGRESS_ALLOWANCE: Duration = Duration::from_secs(1);
+/// How often a thread blocked writing an answer looks whether its connection was closed by
+/// another thread (to make room, or to hand its device on); a blocked read is woken at once.
+const EVICTION_POLL: Duration = Duration::from_millis(100);
+/// TCP keepalive on every accepted connection: a peer that vanished without closing (a
+/// cable pulled, a host powered off) is noticed after 60 s of silence and 6 unanswered
+/// probes 10 s apart, two minutes in all, and its connection (and the device it owns) ends.
+const KEEPALIVE_IDLE_SECS: u32 = 60;
+const KEEPALIVE_INTERVAL_SECS: u32 = 10;
+const KEEPALIVE_PROBES: u32 = 6;
 
 /// An address range a client may connect from (`ADDR/PREFIX`, or one `ADDR`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,16 +149,29 @@ pub struct ServeOptions {
     pub max_sysmem_total: u64,
     /// Size of the buffer payloads are streamed through, in bytes.
     pub chunk_size: usize,
-    /// Most connections served at once; more get an error naming the limit and are closed.
+    /// Most connections served at once. When all are taken, a newcomer whose first request
+    /// is not a PING takes the place of the connection without progress for longest, once
+    /// that is `idle_timeout` (see [`ServeOptions::idle_timeout`]); otherwise it gets an error
+    /// naming the limit and is closed.
     pub max_connections: usize,
+    /// Most connections from one IP address at once, served or awaiting their first request;
+    /// more get an error naming this limit. One host cannot take every slot.
+    pub max_connections_per_address: usize,
     /// Once a request's first byte arrived, its header must follow within this, and its
     /// payload may pause no longer (nor take longer than this plus 1 MiB/s). A response the
     /// client does not take within the same time (this plus 1 MiB/s of its size) closes the
     /// connection too.
     pub read_timeout: Duration,
-    /// A connection without a request for this long is closed while the server is full, so
-    /// idle clients cannot lock others out; while slots are free it may idle on.
+    /// A served connection without progress for this long gives its place to a newcomer
+    /// when the server is full, so idle and slow clients cannot lock others out; nobody is
+    /// closed while slots are free. Progress is a request other than PING whose header comes
+    /// within a second of its first byte, and each MiB of a payload or answer at 1 MiB/s
+    /// (after that second): pinging, dribbling a header or trickling a payload is idle.
     pub idle_timeout: Duration,
+    /// An owner from which nothing came (no request, not even a PING) for this long loses
+    /// the device to another connection that wants to write, and its connection is closed
+    /// with the reason: the owner rule must not keep a device for a peer that vanished.
+    pub owner_timeout: Duration,
     /// Peers allowed to connect; empty allows everyone.
     pub allow: Vec<Cidr>,
     /// Serve only what reads: PROBE, MAP_BAR, CFG_READ, MMIO_READ, SYSMEM_READ, DMA_READ and
@@ -161,12 +188,18 @@ impl Default for ServeOptions {
             max_sysmem_total: default_max_sysmem_total(),
             chunk_size: 1 << 20,
             max_connections: 16,
+            // Half the slots: a second host always has room beside a greedy first one.
+            max_connections_per_address: 8,
             // A request's bytes follow its first one at once from any client we know: ten
             // seconds is generous for a congested link and short for a half-sent header.
             read_timeout: Duration::from_secs(10),
             // Long enough for a client thinking between phases (compiling, say); only applied
             // while others are turned away.
             idle_timeout: Duration::from_secs(30),
+            // Far longer than any pause of a working driver (one waiting on a long GPU job
+            // polls its fences, and each poll is a request); a peer gone for good is usually
+            // noticed sooner by TCP keepalive.
+            owner_timeout: Duration::from_secs(300),
             allow: Vec::new(),
             read_only: false,
         }
@@ -197,8 +230,7 @@ fn mem_total(meminfo: &str) -> Option<u64> {
 
 /// The connection that may write a device.
 struct Owner {
-    /// Its [`Session::id`].
-    connection: u64,
+    conn: Arc<Conn>,
     peer: SocketAddr,
     since: SystemTime,
 }
@@ -221,6 +253,58 @@ impl Owner {
     }
 }
 
+/// A connection as the server's other threads see it: for admission when the server is
+/// full, for closing it to make room, and for the owner's lease.
+struct Conn {
+    /// Numbers the connections (an owner is a connection, not an address).
+    id: u64,
+    peer: SocketAddr,
+    /// Whether it holds one of the `max_connections` places; a connection accepted while all
+    /// were taken has none until its first request takes one.
+    served: AtomicBool,
+    /// When it last made progress, in milliseconds of the server's clock
+    /// ([`Shared::now_ms`]): a request other than PING that came at pace (see
+    /// [`PROGRESS_ALLOWANCE`]), or a MiB of its payload or answer at pace; at first, when it
+    /// got its place. The one without progress for longest makes room for a newcomer.
+    progress: AtomicU64,
+    /// When anything last came from it (any request, a PING too, or a piece of one): an
+    /// owner quiet for `owner_timeout` loses its device to another that wants to write.
+    heard: AtomicU64,
+    /// Set once another thread closed it; the reason is in `why`.
+    evicted: AtomicBool,
+    why: Mutex<Option<String>>,
+    /// A second handle on its socket, to wake its thread when it is closed.
+    socket: Option<TcpStream>,
+}
+
+impl Conn {
+    /// Close this connection from another thread: its thread sees `why` when its blocked
+    /// read is woken (or its blocked write polls) and hangs up with it as the reason.
+    fn evict(&self, why: String) {
+        let mut slot = lock(&self.why);
+        if slot.is_none() {
+            *slot = Some(why);
+        }
+        drop(slot);
+        self.evicted.store(true, Ordering::SeqCst);
+        if let Some(s) = &self.socket {
+            let _ = s.shutdown(Shutdown::Read);
+        }
+    }
+
+    fn is_evicted(&self) -> bool {
+        self.evicted.load(Ordering::SeqCst)
+    }
+
+    /// Why another thread closed this connection, if one has.
+    fn eviction(&self) -> Option<String> {
+        if !self.is_evicted() {
+            return None;
+        }
+        lock(&self.why).clone()
+    }
+}
+
 /// What the server keeps per device for the clients sharing it.
 #[derive(Default)]
 struct DeviceState {
@@ -238,7 +322,11 @@ struct Shared {
     /// Numbers the connections (an owner is a connection, not an address).
     next_connection: AtomicU64,
     options: ServeOptions,
-    connections: AtomicUsize,
+    /// Every connection with a thread: served, awaiting its first request, or closed by
+    /// another thread and on its way out. Admission decides under this lock.
+    conns: Mutex<Vec<Arc<Conn>>>,
+    /// The start of [`Shared::now_ms`]'s clock.
+    epoch: Instant,
     /// System memory all connections hold, in bytes (see [`ServeOptions::max_sysmem_total`]).
     sysmem_in_use: AtomicU64,
     /// Refused requests and dropped connections: logged in bursts, the rest counted.
@@ -293,13 +381,23 @@ impl Shared {
     }
 }
 
-/// Counts a connection for as long as its thread runs, however it ends.
-struct ConnectionSlot(Arc<Shared>);
+/// Keeps a connection in [`Shared::conns`] for as long as its thread runs, however it ends.
+struct ConnectionSlot(Arc<Shared>, Arc<Conn>);
 
 impl Drop for ConnectionSlot {
     fn drop(&mut self) {
-        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+        lock(&self.0.conns).retain(|c| c.id != self.1.id);
     }
+}
+
+/// What a connection gets when it is accepted.
+enum Admission {
+    /// One of the `max_connections` places.
+    Served,
+    /// None yet: all are taken, and its first request decides ([`Shared::admit`]).
+    Pending,
+    /// None: the reason.
+    Refused(String),
 }
 
 /// Serve `devices` (index `N` is `devices[N]`) on every connection `listener` accepts, one
@@ -317,7 +415,8 @@ pub fn serve(
             chunk_size: options.chunk_size.max(1),
             ..options
         },
-        connections: AtomicUsize::new(0),
+        conns: Mutex::new(Vec::new()),
+        epoch: Instant::now(),
         sysmem_in_use: AtomicU64::new(0),
         log_limit: RateLimit::default_for_refusals(),
         connection_log_limit: RateLimit::default_for_refusals(),
@@ -358,31 +457,33 @@ pub fn serve(
             );
             continue;
         }
-        let active = shared.connections.fetch_add(1, Ordering::SeqCst);
-        let slot = ConnectionSlot(shared.clone());
-        if active >= shared.options.max_connections {
-            let limit = shared.options.max_connections;
-            shared.warn(format_args!(
-                "remote PCI: {peer} refused: {active} connections already (the limit)"
-            ));
-            drop(slot);
-            refuse_connection(
-                &shared,
-                stream,
-                format!(
-                    "this server already serves {limit} connections, its limit \
-                     (am serve --max-connections); idle ones are closed after {:?} \
-                     while others wait: try again",
-                    shared.options.idle_timeout
-                ),
-            );
+        // A peer that vanished without closing is otherwise never noticed by a connection
+        // waiting for its next request.
+        if let Err(e) = keep_alive(&stream) {
+            shared.warn(format_args!("remote PCI: {peer}: no TCP keepalive: {e}"));
+        }
+        let now = shared.now_ms();
+        let conn = Arc::new(Conn {
+            id: shared.next_connection.fetch_add(1, Ordering::Relaxed),
+            peer,
+            served: AtomicBool::new(false),
+            progress: AtomicU64::new(now),
+            heard: AtomicU64::new(now),
+            evicted: AtomicBool::new(false),
+            why: Mutex::new(None),
+            socket: stream.try_clone().ok(),
+        });
+        if let Admission::Refused(why) = shared.accept(&conn) {
+            shared.warn(format_args!("remote PCI: {peer} refused: {why}"));
+            refuse_connection(&shared, stream, why);
             continue;
         }
+        let slot = ConnectionSlot(shared.clone(), conn);
         let spawned = std::thread::Builder::new()
             .name(format!("am-serve {peer}"))
             .spawn(move || {
                 slot.0.info(format_args!("remote PCI: {peer} connected"));
-                let why = Session::new(&slot.0, stream, peer).run();
+                let why = Session::new(&slot.0, stream, slot.1.clone()).run();
                 slot.0
                     .info(format_args!("remote PCI: {peer} disconnected: {why}"));
             });
@@ -392,7 +493,107 @@ pub fn serve(
     }
 }
 
+/// Turn TCP keepalive on for an accepted connection (see [`KEEPALIVE_IDLE_SECS`]).
+fn keep_alive(stream: &TcpStream) -> nix::Result<()> {
+    use nix::sys::socket::{setsockopt, sockopt};
+    setsockopt(stream, sockopt::KeepAlive, &true)?;
+    setsockopt(stream, sockopt::TcpKeepIdle, &KEEPALIVE_IDLE_SECS)?;
+    setsockopt(stream, sockopt::TcpKeepInterval, &KEEPALIVE_INTERVAL_SECS)?;
+    setsockopt(stream, sockopt::TcpKeepCount, &KEEPALIVE_PROBES)
+}
+
 impl Shared {
+    /// Milliseconds since the server started: the clock of [`Conn::progress`] and
+    /// [`Conn::heard`], which other threads read.
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Place a new connection: served while places are free; else awaiting its first
+    /// request (as many as there are places), which may take an idle one's place; refused
+    /// past the per-address limit or when those are full too.
+    fn accept(&self, conn: &Arc<Conn>) -> Admission {
+        let opts = &self.options;
+        let mut conns = lock(&self.conns);
+        let live = || conns.iter().filter(|c| !c.is_evicted());
+        let same_address = live().filter(|c| c.peer.ip() == conn.peer.ip()).count();
+        if same_address >= opts.max_connections_per_address {
+            return Admission::Refused(format!(
+                "this server already serves {same_address} connections from {}, its limit \
+                 per address (am serve --max-connections-per-address): try again when one \
+                 of them has closed",
+                conn.peer.ip()
+            ));
+        }
+        let served = live().filter(|c| c.served.load(Ordering::SeqCst)).count();
+        let admission = if served < opts.max_connections {
+            conn.served.store(true, Ordering::SeqCst);
+            Admission::Served
+        } else if live().count() - served < opts.max_connections {
+            Admission::Pending
+        } else {
+            return Admission::Refused(self.full(&conns));
+        };
+        conns.push(conn.clone());
+        admission
+    }
+
+    /// Give `conn`, awaiting its first request, a place for that request: a free one, else
+    /// the place of the served connection without progress for longest, if that is
+    /// `idle_timeout` or more (it is closed with the reason). Else the refusal to answer.
+    fn admit(&self, conn: &Conn) -> std::result::Result<(), String> {
+        let opts = &self.options;
+        let conns = lock(&self.conns);
+        let now = self.now_ms();
+        let served = || {
+            conns
+                .iter()
+                .filter(|c| !c.is_evicted() && c.served.load(Ordering::SeqCst))
+        };
+        if served().count() >= opts.max_connections {
+            let idle_ms = u64::try_from(opts.idle_timeout.as_millis()).unwrap_or(u64::MAX);
+            let stalest = served().min_by_key(|c| c.progress.load(Ordering::SeqCst));
+            match stalest {
+                Some(v) if now.saturating_sub(v.progress.load(Ordering::SeqCst)) >= idle_ms => {
+                    let quiet = Duration::from_millis(now - v.progress.load(Ordering::SeqCst));
+                    v.evict(format!(
+                        "closed to make room for {}: no progress for {quiet:?} while the \
+                         server was full ({} connections, its limit); progress is a request \
+                         other than PING, sent at pace",
+                        conn.peer, opts.max_connections
+                    ));
+                }
+                _ => return Err(self.full(&conns)),
+            }
+        }
+        conn.progress.store(now, Ordering::SeqCst);
+        conn.served.store(true, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Why a newcomer finds no place: the limit, and when the served connection without
+    /// progress for longest will have been idle long enough to give its place up.
+    fn full(&self, conns: &[Arc<Conn>]) -> String {
+        let opts = &self.options;
+        let now = self.now_ms();
+        let stalest = conns
+            .iter()
+            .filter(|c| !c.is_evicted() && c.served.load(Ordering::SeqCst))
+            .map(|c| c.progress.load(Ordering::SeqCst))
+            .min()
+            .unwrap_or(now);
+        let idle = Duration::from_millis(now.saturating_sub(stalest));
+        let wait = opts.idle_timeout.saturating_sub(idle);
+        format!(
+            "this server already serves {} connections, its limit (am serve \
+             --max-connections); one without progress for {:?} gives its place to a newcomer \
+             whose first request is not a PING: try again in {:.1} s",
+            opts.max_connections,
+            opts.idle_timeout,
+            wait.as_secs_f64()
+        )
+    }
+
     /// Take `bytes` of the server-wide system-memory budget, or say how much is held.
     fn reserve_sysmem(&self, bytes: u64) -> std::result::Result<(), u64> {
         let cap = self.options.max_sysmem_total;
@@ -514,6 +715,8 @@ struct Session<'a> {
     shared: &'a Shared,
     stream: TcpStream,
     peer: SocketAddr,
+    /// This connection as the other threads see it.
+    conn: Arc<Conn>,
     /// This connection's number, as an [`Owner`] names it.
     id: u64,
     /// The socket's read timeout as last set (setting it costs a system call).
@@ -533,7 +736,7 @@ impl Drop for Session<'_> {
         self.shared.release_sysmem(self.sysmem_total);
         for (index, state) in self.shared.states.iter().enumerate() {
             let mut owner = lock(&state.owner);
-            if owner.as_ref().is_some_and(|o| o.connection == self.id) {
+            if owner.as_ref().is_some_and(|o| o.conn.id == self.id) {
                 *owner = None;
                 drop(owner);
                 let name = self.shared.devices.get(index).map_or("?", |d| d.name());
@@ -547,12 +750,13 @@ impl Drop for Session<'_> {
 }
 
 impl<'a> Session<'a> {
-    fn new(shared: &'a Shared, stream: TcpStream, peer: SocketAddr) -> Session<'a> {
+    fn new(shared: &'a Shared, stream: TcpStream, conn: Arc<Conn>) -> Session<'a> {
         Session {
             shared,
             stream,
-            peer,
-            id: shared.next_connection.fetch_add(1, Ordering::Relaxed),
+            peer: conn.peer,
+            id: conn.id,
+            conn,
             timeout: None,
             write_timeout: Some(shared.options.read_timeout),
             bars: shared.devices.iter().map(|_| Default::default()).collect(),
@@ -576,20 +780,25 @@ impl<'a> Session<'a> {
             let mut hb = [0u8; REQUEST_HEADER_LEN];
             match self.wait_for_request(&mut hb[..1]) {
                 Ok(()) => {}
+                Err(_) if self.conn.is_evicted() => return self.hang_up_evicted(),
                 Err(Wait::Closed) => return "connection closed".to_string(),
                 Err(Wait::Idle(idle)) => {
                     let why = format!(
-                        "closed after {idle:?} without a request while the server was full \
-                         ({} connections, its limit)",
-                        self.shared.options.max_connections
+                        "closed: no request within {idle:?} of connecting while the server \
+                         was full; {}",
+                        self.shared.full(&lock(&self.shared.conns))
                     );
                     return self.hang_up(&why);
                 }
                 Err(Wait::Io(e)) => return format!("waiting for a request: {e}"),
             }
-            let deadline = Instant::now() + self.shared.options.read_timeout;
+            let first_byte = Instant::now();
+            self.heard();
+            let deadline = first_byte + self.shared.options.read_timeout;
             if let Err(e) = self.read_by(&mut hb[1..], deadline) {
-                return if is_timeout(&e) {
+                return if self.conn.is_evicted() {
+                    self.hang_up_evicted()
+                } else if is_timeout(&e) {
                     let why = format!(
                         "closed: a request header took more than {:?}",
                         self.shared.options.read_timeout
@@ -601,8 +810,21 @@ impl<'a> Session<'a> {
             }
             let req = RequestHeader::decode(&hb);
             tracing::trace!("remote PCI: dev {} {req}", req.dev_id);
+            self.heard();
             let has_response = req.command().is_none_or(Command::has_response);
-            let outcome = self.handle(&req);
+            // A PING, or a header dribbled in, is no progress: a client doing only that is
+            // idle, and gives its place up to a newcomer when the server is full.
+            let progress = req.command().is_some_and(|c| c != Command::Ping)
+                && first_byte.elapsed() <= PROGRESS_ALLOWANCE;
+            let outcome = self.admit(&req, progress).and_then(|()| {
+                if progress {
+                    self.progress();
+                }
+                self.handle(&req)
+            });
+            if outcome.is_err() && self.conn.is_evicted() {
+                return self.hang_up_evicted();
+            }
             let result = match outcome {
                 Ok(()) => continue,
                 Err(Fault::Io(e)) if is_timeout(&e) => {
@@ -641,9 +863,71 @@ impl<'a> Session<'a> {
                 }
             };
             if let Err(e) = result {
+                if self.conn.is_evicted() {
+                    return self.hang_up_evicted();
+                }
                 return format!("answering {req}: {e}");
             }
         }
+    }
+
+    /// A connection accepted while the server was full gets a place with its first
+    /// request, if that is progress and an idle connection can give its place up
+    /// ([`Shared::admit`]); else it is told the limit and closed.
+    fn admit(&self, req: &RequestHeader, progress: bool) -> Handled {
+        if self.conn.served.load(Ordering::SeqCst) {
+            return Ok(());
+        }
+        if !progress {
+            let shared = self.shared;
+            let full = shared.full(&lock(&shared.conns));
+            return Err(Fault::Close(format!(
+                "{full} (a PING, or a request header sent slower than in {PROGRESS_ALLOWANCE:?}, \
+                 takes no place)"
+            )));
+        }
+        self.shared.admit(&self.conn).map_err(Fault::Close)?;
+        self.shared.info(format_args!(
+            "remote PCI: {} served after the server was full ({req})",
+            self.peer
+        ));
+        Ok(())
+    }
+
+    /// Note that something came from the client (the owner's lease).
+    fn heard(&self) {
+        self.conn
+            .heard
+            .store(self.shared.now_ms(), Ordering::SeqCst);
+    }
+
+    /// Note progress (see [`Conn::progress`]).
+    fn progress(&self) {
+        let now = self.shared.now_ms();
+        self.conn.progress.store(now, Ordering::SeqCst);
+        self.conn.heard.store(now, Ordering::SeqCst);
+    }
+
+    /// Note a piece of `len` bytes of a payload or answer that took `took`: progress when it
+    /// came at pace (see [`PROGRESS_ALLOWANCE`]), and heard from the client in any case.
+    fn piece(&self, len: usize, took: Duration) {
+        let pace =
+            PROGRESS_ALLOWANCE + Duration::from_secs_f64(len as f64 / MIN_PAYLOAD_RATE as f64);
+        if took <= pace {
+            self.progress();
+        } else {
+            self.heard();
+        }
+    }
+
+    /// Close a connection another thread closed (to make room, or to hand its device to
+    /// another client), telling the client why.
+    fn hang_up_evicted(&mut self) -> String {
+        let why = self
+            .conn
+            .eviction()
+            .unwrap_or_else(|| "closed by the server".to_string());
+        self.hang_up(&why)
     }
 
     /// Close the connection, leaving `why` as an error response: a client that sends another
@@ -676,9 +960,10 @@ impl<'a> Session<'a> {
         }
     }
 
-    fn set_timeout(&mut self, t: Duration) -> io::Result<()> {
+    /// Set the socket's read timeout; `None` waits for ever.
+    fn set_timeout(&mut self, t: Option<Duration>) -> io::Result<()> {
         // A zero timeout means "none" to the socket; keep at least a millisecond.
-        let t = Some(t.max(Duration::from_millis(1)));
+        let t = t.map(|t| t.max(Duration::from_millis(1)));
         if self.timeout != t {
             self.stream.set_read_timeout(t)?;
             self.timeout = t;
@@ -686,27 +971,29 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// The first byte of the next request. A client may idle as long as it likes while the
-    /// server has room; once it is full, an idle time past `idle_timeout` ends the connection.
+    /// The first byte of the next request. A served client may wait as long as it likes (a
+    /// newcomer takes its place once it has been idle long enough and the server is full; a
+    /// peer that vanished is found by TCP keepalive); one awaiting a place has the read
+    /// timeout to begin its first request.
     fn wait_for_request(&mut self, first: &mut [u8]) -> std::result::Result<(), Wait> {
-        let opts = &self.shared.options;
-        let (idle_timeout, max) = (opts.idle_timeout, opts.max_connections);
+        let limit =
+            (!self.conn.served.load(Ordering::SeqCst)).then_some(self.shared.options.read_timeout);
         let start = Instant::now();
-        // After the idle timeout, look at the server's load this often: a client turned away
-        // waits at most about idle_timeout plus this.
-        let recheck = (idle_timeout / 4).max(Duration::from_millis(10));
-        self.set_timeout(idle_timeout).map_err(Wait::Io)?;
         loop {
+            let left = match limit {
+                None => None,
+                Some(limit) => match limit.checked_sub(start.elapsed()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Err(Wait::Idle(start.elapsed())),
+                },
+            };
+            self.set_timeout(left).map_err(Wait::Io)?;
             match self.stream.read(first) {
                 Ok(0) => return Err(Wait::Closed),
                 Ok(_) => return Ok(()),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if is_timeout(&e) => {
-                    if self.shared.connections.load(Ordering::SeqCst) >= max {
-                        return Err(Wait::Idle(start.elapsed()));
-                    }
-                    self.set_timeout(recheck).map_err(Wait::Io)?;
-                }
+                // The socket's own timeout; a keepalive that went unanswered is TimedOut.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Err(Wait::Closed),
                 Err(e) => return Err(Wait::Io(e)),
             }
@@ -722,7 +1009,7 @@ impl<'a> Session<'a> {
                 .checked_duration_since(Instant::now())
                 .filter(|d| !d.is_zero())
                 .ok_or_else(|| io::Error::from(io::ErrorKind::TimedOut))?;
-            self.set_timeout(left.min(gap))?;
+            self.set_timeout(Some(left.min(gap)))?;
             match self.stream.read(&mut buf[done..]) {
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::UnexpectedEof)),
                 Ok(n) => done += n,
@@ -733,28 +1020,42 @@ impl<'a> Session<'a> {
         Ok(())
     }
 
-    /// Write all of `data` before `deadline`. The socket's timeout bounds one `write` call
-    /// only, and a call that sent a little starts the next one's afresh: an answer the
-    /// client takes a few bytes at a time (or, once buffers fill, not at all) would otherwise
-    /// hold the connection for several timeouts.
+    /// Write all of `data` before `deadline`, stalling no longer than the read timeout. The
+    /// socket's timeout bounds one `write` call only, and a call that sent a little starts
+    /// the next one's afresh: an answer the client takes a few bytes at a time (or, once
+    /// buffers fill, not at all) would otherwise hold the connection for several timeouts.
+    /// Each call waits at most [`EVICTION_POLL`], so a connection closed by another thread
+    /// stops writing soon.
     fn write_by(&mut self, data: &[u8], deadline: Instant) -> io::Result<()> {
         let gap = self.shared.options.read_timeout;
         let mut done = 0;
+        let mut last = Instant::now();
         while done < data.len() {
+            if self.conn.is_evicted() {
+                return Err(io::Error::from(io::ErrorKind::ConnectionAborted));
+            }
             let left = deadline
+                .min(last + gap)
                 .checked_duration_since(Instant::now())
                 .filter(|d| !d.is_zero())
                 .ok_or_else(|| io::Error::from(io::ErrorKind::TimedOut))?;
             // A zero timeout means "none" to the socket; keep at least a millisecond.
-            let t = Some(left.min(gap).max(Duration::from_millis(1)));
+            let t = Some(left.min(EVICTION_POLL).max(Duration::from_millis(1)));
             if self.write_timeout != t {
                 self.stream.set_write_timeout(t)?;
                 self.write_timeout = t;
             }
             match self.stream.write(&data[done..]) {
                 Ok(0) => return Err(io::Error::from(io::ErrorKind::WriteZero)),
-                Ok(n) => done += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Ok(n) => {
+                    done += n;
+                    last = Instant::now();
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock
+                    ) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -931,7 +1232,7 @@ impl<'a> Session<'a> {
                 let (state, text) = match &*lock(&self.shared.states[req.dev_id as usize].owner)
                 {
                     None => (OwnerState::Nobody, String::new()),
-                    Some(o) if o.connection == self.id => (OwnerState::This, o.describe()),
+                    Some(o) if o.conn.id == self.id => (OwnerState::This, o.describe()),
                     Some(o) => (OwnerState::Other, o.describe()),
                 };
                 self.reply(
@@ -1074,13 +1375,17 @@ impl<'a> Session<'a> {
             read(0, &mut buf[RESPONSE_HEADER_LEN..])?;
             buf[..RESPONSE_HEADER_LEN]
                 .copy_from_slice(&ResponseHeader::ok(size as u64, 0).encode());
+            let began = Instant::now();
             self.write_by(&buf, deadline)?;
+            self.piece(buf.len(), began.elapsed());
             let mut done = chunk;
             while done < size {
                 let n = (size - done).min(chunk);
                 let part = &mut buf[..n];
                 read(done as u64, part).map_err(|e| Fault::Close(e.to_string()))?;
+                let began = Instant::now();
                 self.write_by(part, deadline)?;
+                self.piece(n, began.elapsed());
                 done += n;
             }
             Ok(())
@@ -1104,7 +1409,9 @@ impl<'a> Session<'a> {
             let mut done = 0;
             while done < size {
                 let n = (size - done).min(chunk);
+                let began = Instant::now();
                 self.read_by(&mut buf[..n], deadline)?;
+                self.piece(n, began.elapsed());
                 write(done as u64, &buf[..n]).map_err(|e| Fault::Close(e.to_string()))?;
                 done += n;
             }
@@ -1197,11 +1504,41 @@ impl<'a> Session<'a> {
         ) else {
             return Ok(());
         };
+        if self.conn.is_evicted() {
+            return Err(Fault::Close(
+                "this connection is being closed by the server".to_string(),
+            ));
+        }
         let grace = Instant::now() + CLAIM_GRACE;
+        let lease = u64::try_from(shared.options.owner_timeout.as_millis()).unwrap_or(u64::MAX);
         let mut owner = lock(&state.owner);
         loop {
+            let now = shared.now_ms();
             match &*owner {
-                Some(o) if o.connection == self.id => return Ok(()),
+                Some(o) if o.conn.id == self.id => return Ok(()),
+                // Closed by another thread (to make room): it sends the device nothing more,
+                // though its thread may still be telling its client why.
+                Some(o) if o.conn.is_evicted() => break,
+                // Nothing came from the owner for its lease: its peer may be gone without
+                // closing. The device goes to this connection, and the owner's is closed.
+                Some(o) if now.saturating_sub(o.conn.heard.load(Ordering::SeqCst)) >= lease => {
+                    let quiet = Duration::from_millis(now - o.conn.heard.load(Ordering::SeqCst));
+                    o.conn.evict(format!(
+                        "closed: this connection owned {} (device {}) but nothing came from it \
+                         for {quiet:?} (am serve --owner-timeout) while {} wanted to write",
+                        device.name(),
+                        req.dev_id,
+                        self.peer
+                    ));
+                    shared.warn(format_args!(
+                        "remote PCI: {} loses {} (device {}) to {}: nothing from it for {quiet:?}",
+                        o.peer,
+                        device.name(),
+                        req.dev_id,
+                        self.peer
+                    ));
+                    break;
+                }
                 Some(_) if Instant::now() < grace => {
                     drop(owner);
                     std::thread::sleep(CLAIM_GRACE / 25);
@@ -1210,17 +1547,18 @@ impl<'a> Session<'a> {
                 Some(o) => {
                     return Err(Fault::Refuse(format!(
                         "{} (device {}) is owned by {}; read-only access: {what} is refused \
-                         until the owner disconnects",
+                         until the owner disconnects (or sends nothing for {:?})",
                         device.name(),
                         req.dev_id,
-                        o.describe()
+                        o.describe(),
+                        shared.options.owner_timeout
                     )));
                 }
                 None => break,
             }
         }
         *owner = Some(Owner {
-            connection: self.id,
+            conn: self.conn.clone(),
             peer: self.peer,
             since: SystemTime::now(),
         });
@@ -1282,7 +1620,24 @@ impl<'a> Session<'a> {
         }
         let value = {
             let _window = self.window(req);
-            run_index_steps(bar.as_ref(), &steps)?
+            let steps: Vec<IndexStep> = steps
+                .iter()
+                .map(|s| match *s {
+                    WireStep::Aim { offset, value } => IndexStep::Aim {
+                        offset: offset.into(),
+                        value,
+                    },
+                    WireStep::Read { offset } => IndexStep::Read {
+                        offset: offset.into(),
+                    },
+                    WireStep::Write { offset, value } => IndexStep::Write {
+                        offset: offset.into(),
+                        value,
+                    },
+                })
+                .collect();
+            // A relayed device sends these on as one INDEXED request of its own.
+            bar.shared_indexed(&steps)?
         };
         self.reply(ResponseHeader::ok(u64::from(value), 0), &[])
     }
@@ -1352,39 +1707,6 @@ impl<'a> Session<'a> {
             &addrs,
         )
     }
-}
-
-/// Run INDEXED steps, then put every index register they aimed back as it was (in reverse
-/// order), also after a failed step: the window is where its other users left it.
-fn run_index_steps(bar: &dyn Bar, steps: &[WireStep]) -> Result<u32> {
-    let mut saved: Vec<(u64, u32)> = Vec::new();
-    for step in steps {
-        if let WireStep::Aim { offset, .. } = *step {
-            let at = u64::from(offset);
-            if !saved.iter().any(|&(o, _)| o == at) {
-                saved.push((at, bar.read32(at)?));
-            }
-        }
-    }
-    let run = || -> Result<u32> {
-        let mut value = 0;
-        for step in steps {
-            match *step {
-                WireStep::Aim { offset, value: v } | WireStep::Write { offset, value: v } => {
-                    bar.write32(u64::from(offset), v)?
-                }
-                WireStep::Read { offset } => value = bar.read32(u64::from(offset))?,
-            }
-        }
-        Ok(value)
-    };
-    let result = run();
-    let restored = saved
-        .iter()
-        .rev()
-        .try_for_each(|&(at, v)| bar.write32(at, v));
-    let value = result?;
-    restored.map(|()| value)
 }
 
 /// `bytes` in MiB for a message, to a tenth.
@@ -1507,7 +1829,8 @@ mod tests {
             states: Vec::new(),
             next_connection: AtomicU64::new(0),
             options: ServeOptions::default(),
-            connections: AtomicUsize::new(0),
+            conns: Mutex::new(Vec::new()),
+            epoch: Instant::now(),
             sysmem_in_use: AtomicU64::new(0),
             log_limit: RateLimit::default_for_refusals(),
             connection_log_limit: RateLimit::default_for_refusals(),
