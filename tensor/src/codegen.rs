@@ -759,9 +759,10 @@ impl Gen<'_> {
     }
 
     /// Stores the roots of a kernel of matrix tiles, element by element: a lane's elements
-    /// are at constant distances from its first (rows and tiles apart), so the index is a
-    /// 64-bit base plus a constant, which the target folds into the store's offset or one
-    /// addition (a 32-bit index would be extended and scaled again for every element).
+    /// are at constant distances from its first (rows and tiles apart; the output index is
+    /// linear in the lanes, [`MmaPlan::new`]), so the index is a 64-bit base plus a
+    /// constant, which the target folds into the store's offset or one addition (a 32-bit
+    /// index would be extended and scaled again for every element).
     fn store_tiles(&mut self, values: &[Vec<Value>]) {
         let lanes = self.lanes.clone();
         let is_lane = |a: &Atom| matches!(a, Atom::Loop(id, _) if lanes.iter().any(|l| l.0 == *id));
