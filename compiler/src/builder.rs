@@ -152,6 +152,11 @@ impl KernelBuilder {
         let t = self.type_of(a);
         self.def(t, Op::Fma(a, b, c))
     }
+    /// A wave's matrix multiply-accumulate `a·b + c` ([`Op::Mma`]); the result has `c`'s type.
+    pub fn mma(&mut self, a: Value, b: Value, c: Value) -> Value {
+        let t = self.type_of(c);
+        self.def(t, Op::Mma(a, b, c))
+    }
     /// A comparison (`bool` result with `a`'s lanes).
     pub fn cmp(&mut self, op: CmpOp, a: Value, b: Value) -> Value {
         let d = self.dtype_of(a).with_scalar(Scalar::Bool);

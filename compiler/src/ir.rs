@@ -404,6 +404,12 @@ pub enum Op {
     Binary(BinOp, Value, Value),
     /// a × b + c with one rounding (floats).
     Fma(Value, Value, Value),
+    /// A wave's 16×16×16 matrix multiply-accumulate `D = A·B + C` (GPUs only): f16 vectors
+    /// `a` and `b` hold this work-item's part of A and B, the f32 vector `c` its part of C
+    /// (and the result of D), in the target's register layout — gfx11 `v_wmma` (f16x16,
+    /// f32x8), gfx12 `v_wmma` (f16x8, f32x8), CDNA `v_mfma` (f16x4, f32x4). Every work-item
+    /// of the wave must reach it together.
+    Mma(Value, Value, Value),
     /// Comparison.
     Cmp(CmpOp, Value, Value),
     /// `cond ? a : b` (per lane when `cond` is a vector).

@@ -16,6 +16,7 @@ use std::fmt::Write;
 
 use crate::ir::*;
 use crate::{Error, Target};
+use am_isa::Family;
 
 /// Byte offsets in the CPU work-item context (see `cpu::Ctx`).
 pub(crate) const CTX_LOCAL_ID: u32 = 0;
@@ -36,6 +37,7 @@ pub fn lower(k: &Kernel, target: Target) -> Result<String, Error> {
     crate::verify::verify(k)?;
     let mut l = L {
         k,
+        target,
         gpu: target.is_gpu(),
         ops: vec![String::new(); k.types.len()],
         entry: String::new(),
@@ -66,6 +68,7 @@ pub fn lower(k: &Kernel, target: Target) -> Result<String, Error> {
 
 struct L<'k> {
     k: &'k Kernel,
+    target: Target,
     gpu: bool,
     /// Operand text of each value (`%vN` or a constant).
     ops: Vec<String>,
@@ -296,6 +299,47 @@ impl L<'_> {
         r
     }
 
+    /// The target's 16×16×16 f16 matrix instruction: its operand types are the target's
+    /// register layout (16 or 8 halves of A and B per lane on gfx11 and gfx12, 4 on CDNA's
+    /// wave64), so an `mma` of other types has no instruction here.
+    fn mma(&mut self, i: &Inst, a: Value, b: Value, c: Value) -> Result<String, Error> {
+        let (da, dc) = (self.dt(a), self.dt(c));
+        let family = self.target.gpu().map(|g| g.family());
+        let (call, extra) = match (family, da.lanes, dc.lanes) {
+            (Some(Family::Rdna3), 16, 8) => ("llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v16f16", ""),
+            (Some(Family::Rdna4), 8, 8) => ("llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16", ""),
+            (Some(Family::Cdna3 | Family::Cdna4), 4, 4) => {
+                // CBSZ, ABID, BLGP: no broadcast of A blocks, no swizzle of B.
+                ("llvm.amdgcn.mfma.f32.16x16x16f16", ", i32 0, i32 0, i32 0")
+            }
+            _ => {
+                return Err(Error::Verify {
+                    kernel: self.k.name.clone(),
+                    inst: crate::text::print_inst(self.k, i),
+                    reason: format!(
+                        "{} has no 16x16x16 matrix instruction with A {da} and C {dc}",
+                        self.target.name()
+                    ),
+                });
+            }
+        };
+        let (ta, tc) = (self.ty(da), self.ty(dc));
+        let imm = if extra.is_empty() {
+            ""
+        } else {
+            ", i32 immarg, i32 immarg, i32 immarg"
+        };
+        self.declare(format!("declare {tc} @{call}({ta}, {ta}, {tc}{imm})"));
+        let r = self.tmp();
+        self.emit(format!(
+            "{r} = call {tc} @{call}({ta} {}, {ta} {}, {tc} {}{extra})",
+            self.op(a),
+            self.op(b),
+            self.op(c)
+        ));
+        Ok(r)
+    }
+
     fn kernel(&mut self) -> Result<(), Error> {
         let k = self.k;
         let mut params = vec![];
@@ -478,6 +522,10 @@ impl L<'_> {
                     let (x, y, z) = (self.op(*a), self.op(*b), self.op(*c));
                     self.intrinsic("fma", d, &[&x, &y, &z], "")
                 };
+                set(self, x);
+            }
+            Op::Mma(a, b, c) => {
+                let x = self.mma(i, *a, *b, *c)?;
                 set(self, x);
             }
             Op::Cmp(op, a, b) => {

@@ -106,6 +106,7 @@ fn print_one(k: &Kernel, i: &Inst, depth: usize, s: &mut String, nested: bool) {
         Op::Unary(op, a) => write!(s, "{} {}", op.name(), n(*a)),
         Op::Binary(op, a, b) => write!(s, "{} {}, {}", op.name(), n(*a), n(*b)),
         Op::Fma(a, b, c) => write!(s, "fma {}, {}, {}", n(*a), n(*b), n(*c)),
+        Op::Mma(a, b, c) => write!(s, "mma {}, {}, {}", n(*a), n(*b), n(*c)),
         Op::Cmp(op, a, b) => write!(s, "{} {}, {}", op.name(), n(*a), n(*b)),
         Op::Where(c, a, b) => write!(s, "where {}, {}, {}", n(*c), n(*a), n(*b)),
         Op::Cast(a) => write!(s, "cast {} : {}", n(*a), type_text(rt)),
@@ -604,10 +605,12 @@ impl Parser {
             }
             "local_id" => (Op::LocalId(self.dim()?), Some(Type::Val(DType::U32))),
             "group_id" => (Op::GroupId(self.dim()?), Some(Type::Val(DType::U32))),
-            "fma" | "where" => {
+            "fma" | "mma" | "where" => {
                 let v = self.operands(3)?;
                 if op_word == "fma" {
                     (Op::Fma(v[0], v[1], v[2]), Some(self.vt(v[0])))
+                } else if op_word == "mma" {
+                    (Op::Mma(v[0], v[1], v[2]), Some(self.vt(v[2])))
                 } else {
                     (Op::Where(v[0], v[1], v[2]), Some(self.vt(v[1])))
                 }

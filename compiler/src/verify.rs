@@ -23,6 +23,8 @@ struct V<'k> {
     k: &'k Kernel,
     defined: Vec<bool>,
     scopes: Vec<Vec<Value>>,
+    /// `if` bodies the instruction being checked is inside.
+    ifs: u32,
 }
 
 impl V<'_> {
@@ -193,6 +195,23 @@ impl V<'_> {
                     return self.fail(i, format!("result type {rt} is not {d}"));
                 }
             }
+            Op::Mma(a, b, c) => {
+                let (da, db, dc) = (self.val(i, *a)?, self.val(i, *b)?, self.val(i, *c)?);
+                if da != db || da.scalar != Scalar::F16 || !matches!(da.lanes, 4 | 8 | 16) {
+                    return self.fail(i, "mma needs A and B of one type: f16x4, f16x8 or f16x16");
+                }
+                if dc.scalar != Scalar::F32 || !matches!(dc.lanes, 4 | 8) {
+                    return self.fail(i, "mma needs C of f32x4 or f32x8");
+                }
+                if need_rd()? != dc {
+                    return self.fail(i, format!("result type {rt} is not C's {dc}"));
+                }
+                // The whole wave computes one product: a work-item that skips it would leave
+                // its part of A and B out of the others' results.
+                if self.ifs > 0 {
+                    return self.fail(i, "mma inside an `if`: every work-item must reach it");
+                }
+            }
             Op::Cmp(op, a, b) => {
                 let (da, db) = (self.val(i, *a)?, self.val(i, *b)?);
                 if da != db {
@@ -361,7 +380,10 @@ impl V<'_> {
                 if self.val(i, *cond)? != DType::BOOL {
                     return self.fail(i, "the condition must be bool");
                 }
-                self.body(body, false)?;
+                self.ifs += 1;
+                let r = self.body(body, false);
+                self.ifs -= 1;
+                r?;
             }
         }
         if let (Some(r), true) = (i.result, defines) {
@@ -408,6 +430,7 @@ pub fn verify(k: &Kernel) -> Result<(), Error> {
         k,
         defined: vec![false; k.types.len()],
         scopes: vec![vec![]],
+        ifs: 0,
     };
     if !ident_ok(&k.name) {
         return v.kernel_fail(format!("`{}` is not a valid kernel name", k.name));

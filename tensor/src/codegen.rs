@@ -19,6 +19,7 @@ use crate::node::{BinaryOp, Node, Op, ReduceOp, UnaryOp};
 use crate::opt::{self, Opts};
 use crate::symbolic::{Atom, Lin, flatten, reshape_index};
 use crate::{DType, Error, Result};
+use am_isa::Family;
 
 /// Where a kernel parameter's value comes from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +80,105 @@ struct Scope {
     multi: HashMap<MultiKey, Vec<Value>>,
 }
 
+/// The register layouts of the 16×16×16 f16 matrix instructions (as `am_emu`'s
+/// `interp::wmma` and MFMA describe them, after AMD's Matrix Instruction Calculator): where a
+/// work-item's elements of A, B and C/D are, by its lane's group of 16 `q` and position in it
+/// `x`. A row (B column) `x` of the tile is always the work-item's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// gfx11 `v_wmma_f32_16x16x16_f16`, wave32: all 16 k of the row (lanes 16–31 hold copies
+    /// of 0–15); element `i` of C/D is row `2i + q`.
+    Gfx11,
+    /// gfx12 `v_wmma_f32_16x16x16_f16`, wave32: k in chunks of 4 alternating between the
+    /// lane groups (`8·(e / 4) + 4q + e mod 4`); element `i` of C/D is row `8q + i`.
+    Gfx12,
+    /// CDNA `v_mfma_f32_16x16x16f16`, wave64: k `4q + e`; element `i` of C/D is row `4q + i`.
+    Cdna,
+}
+
+impl Layout {
+    /// Elements of C/D per work-item.
+    fn cd(self) -> u32 {
+        match self {
+            Layout::Gfx11 | Layout::Gfx12 => 8,
+            Layout::Cdna => 4,
+        }
+    }
+}
+
+/// A kernel whose matrix product runs on the matrix instructions: each wave computes a block
+/// of `tiles` 16×16 tiles of the output, each work-item its C/D elements of every tile.
+#[derive(Clone)]
+struct MmaPlan {
+    layout: Layout,
+    tiles: (usize, usize),
+    /// Output lane atoms: the tile's row in the block, the C/D element, the tile's column.
+    lane_ids: [u32; 3],
+    /// The block's first row and first column.
+    row0: Lin,
+    col0: Lin,
+    /// The work-item's group of 16 lanes and its position in it.
+    q: Lin,
+    x: Lin,
+    /// The product's index (`[.., row, 0, column]`) of the output element being computed.
+    at: Vec<Lin>,
+}
+
+impl MmaPlan {
+    /// The plan for the items `parts` (`[.., block row, block column, q, x]`) and the output
+    /// index and lanes it gives the kernel.
+    fn new(
+        layout: Layout,
+        tiles: (usize, usize),
+        parts: Vec<Lin>,
+        next_loop: &mut u32,
+    ) -> (MmaPlan, Vec<Lin>, Vec<(u32, u32)>) {
+        let (tm, tn) = tiles;
+        let r = parts.len();
+        let (q, x) = (parts[r - 2].clone(), parts[r - 1].clone());
+        let row0 = parts[r - 4].mul(16 * tm as i64);
+        let col0 = parts[r - 3].mul(16 * tn as i64);
+        let ids = [*next_loop, *next_loop + 1, *next_loop + 2];
+        *next_loop += 3;
+        let lane = |k: usize, n: usize| Lin::atom(Atom::Loop(ids[k], n as i64));
+        let cd = layout.cd() as usize;
+        let elem = lane(1, cd);
+        let in_tile = match layout {
+            Layout::Gfx11 => elem.mul(2).add(&q),
+            Layout::Gfx12 => q.mul(8).add(&elem),
+            Layout::Cdna => q.mul(4).add(&elem),
+        };
+        let mut row = row0.add(&in_tile);
+        let mut col = col0.add(&x);
+        // Lanes of one position are no lanes.
+        let mut lanes = Vec::with_capacity(3);
+        if tm > 1 {
+            row = row.add(&lane(0, tm).mul(16));
+            lanes.push((ids[0], tm as u32));
+        }
+        lanes.push((ids[1], cd as u32));
+        if tn > 1 {
+            col = col.add(&lane(2, tn).mul(16));
+            lanes.push((ids[2], tn as u32));
+        }
+        let mut idx: Vec<Lin> = parts[..r - 4].to_vec();
+        idx.extend([row.clone(), col.clone()]);
+        let mut at: Vec<Lin> = parts[..r - 4].to_vec();
+        at.extend([row, Lin::konst(0), col]);
+        let plan = MmaPlan {
+            layout,
+            tiles,
+            lane_ids: ids,
+            row0,
+            col0,
+            q,
+            x,
+            at,
+        };
+        (plan, idx, lanes)
+    }
+}
+
 /// A grouped reduction's workgroup.
 #[derive(Clone, Copy)]
 struct Group {
@@ -112,6 +212,10 @@ struct Gen<'a> {
     /// Ranges the code being generated is inside.
     depth: u32,
     group: Option<Group>,
+    /// Where a matrix product runs on the matrix instructions.
+    mma: Option<MmaPlan>,
+    /// Whether one did.
+    mma_used: bool,
 }
 
 fn ir(d: DType) -> IrType {
@@ -145,27 +249,58 @@ pub(crate) fn generate(
             reason: "more elements than a kernel indexes (2^31)".into(),
         }));
     }
-    let (sizes, groupable) = scan(nodes, index, load, roots);
-    let opts = opt::choose(
+    let (sizes, groupable, matmul_f16) = scan(nodes, index, load, roots);
+    let layout = match dev.target.gpu().map(|g| g.family()) {
+        Some(Family::Rdna3) => Some(Layout::Gfx11),
+        Some(Family::Rdna4) => Some(Layout::Gfx12),
+        Some(Family::Cdna3 | Family::Cdna4) => Some(Layout::Cdna),
+        None => None,
+    };
+    let mut opts = opt::choose(
         &dev,
         &opt::Shape {
             out: &out.shape,
             reduces: &sizes,
             groupable,
+            matmul_f16,
         },
         optimize,
     );
+    if layout.is_none() {
+        opts.mma = None;
+    }
     // The tile of outputs a work-item computes: the items are the output with the upcast
     // axes divided.
     let mut item_shape = out.shape.clone();
     for &(a, f) in &opts.upcast {
         item_shape[a] /= f;
     }
+    if let Some((tm, tn)) = opts.mma {
+        // A wave per block of tm × tn tiles of 16 × 16, its lanes in groups of 16.
+        let r = item_shape.len();
+        let wave = dev.target.wave_size() as usize;
+        item_shape.truncate(r - 2);
+        item_shape.extend([
+            out.shape[r - 2] / (16 * tm),
+            out.shape[r - 1] / (16 * tn),
+            wave / 16,
+            16,
+        ]);
+    }
     let items = item_shape.iter().product::<usize>() as i64;
     // On the CPU a launch of several workgroups starts threads: up to 1024 elements run as
     // one workgroup on the calling thread.
     let (wg, groups) = if let Some(w) = opts.group {
         (w, n.max(1) as u32)
+    } else if opts.mma.is_some() {
+        // Whole waves and no work-item past the end: every one must reach the matrix
+        // instructions.
+        let wave = dev.target.wave_size() as i64;
+        let mut wg = wave;
+        while wg * 2 <= 256 && (items % (wg * 2)) == 0 {
+            wg *= 2;
+        }
+        (wg as u32, (items / wg) as u32)
     } else if dev.target == am_compiler::Target::Cpu && items <= 1024 {
         (items.max(1) as u32, 1)
     } else {
@@ -189,6 +324,15 @@ pub(crate) fn generate(
     let mut idx = crate::symbolic::unflatten(&Lin::gid(items), &item_shape);
     let mut lanes = Vec::with_capacity(opts.upcast.len());
     let mut next_loop = 0;
+    let mma = match (opts.mma, layout) {
+        (Some(tiles), Some(layout)) => {
+            let (plan, out_idx, out_lanes) = MmaPlan::new(layout, tiles, idx, &mut next_loop);
+            idx = out_idx;
+            lanes = out_lanes;
+            Some(plan)
+        }
+        _ => None,
+    };
     // Upcast axes in axis order, so that lanes run row-major with the last axis fastest.
     let mut upcast = opts.upcast.clone();
     upcast.sort_unstable();
@@ -223,6 +367,8 @@ pub(crate) fn generate(
         digits: HashMap::new(),
         depth: 0,
         group,
+        mma,
+        mma_used: false,
     };
     let body = |g: &mut Gen<'_>| {
         let lanes = g.lanes.clone();
@@ -231,9 +377,10 @@ pub(crate) fn generate(
         });
         g.store_roots(&values);
     };
-    if g.group.is_some() {
+    if g.group.is_some() || g.mma.is_some() {
         // One workgroup per output: every work-item takes part in the reductions (their
-        // barriers), the first stores.
+        // barriers), the first stores. Matrix products: the launch has no work-item past
+        // the end.
         body(&mut g);
     } else {
         let nv = g.b.const_u32(items as u32);
@@ -247,6 +394,8 @@ pub(crate) fn generate(
         reduces,
         error,
         opts,
+        mma,
+        mma_used,
         ..
     } = g;
     if let Some(e) = error {
@@ -269,6 +418,10 @@ pub(crate) fn generate(
     }
     if let Some(w) = opts.group {
         tags.push_str(&format!(" group:{w}"));
+    }
+    if let (Some(p), true) = (&mma, mma_used) {
+        let (tm, tn) = p.tiles;
+        tags.push_str(&format!(" mma:{tm}x{tn}"));
     }
     let (name, info) = if reduces.is_empty() {
         (
@@ -309,15 +462,17 @@ pub(crate) fn generate(
     })
 }
 
-/// The sizes of the reductions `roots` compute outside any loop, and whether all of them
-/// accumulate in a type local memory combines (f32, i32).
+/// The sizes of the reductions `roots` compute outside any loop, whether all of them
+/// accumulate in a type local memory combines (f32, i32), and the inner dimension when the
+/// only one is an f16 matrix product whose output is the kernel's.
 fn scan(
     nodes: &[Arc<Node>],
     index: &HashMap<u64, usize>,
     load: &dyn Fn(usize) -> bool,
     roots: &[usize],
-) -> (Vec<usize>, bool) {
+) -> (Vec<usize>, bool, Option<usize>) {
     let mut sizes = Vec::new();
+    let mut reductions = Vec::new();
     let mut groupable = true;
     let mut seen = vec![false; nodes.len()];
     let mut stack: Vec<usize> = roots.to_vec();
@@ -340,6 +495,7 @@ fn scan(
                 .product();
             if size > 1 {
                 sizes.push(size);
+                reductions.push(i);
                 let acc = src.map(|s| nodes[s].dtype);
                 groupable &= matches!(
                     acc,
@@ -354,7 +510,59 @@ fn scan(
             }
         }
     }
-    (sizes, groupable)
+    let out = &nodes[roots[0]].shape;
+    let matmul_f16 = match reductions[..] {
+        [i] => matmul_operands(nodes, index, load, i).and_then(|(_, _, k)| {
+            // The product's output `[.., m, 1, n]` is the kernel's `[.., m, n]`.
+            let s = &nodes[i].shape;
+            let r = s.len();
+            let fits = r == out.len() + 1
+                && s[r - 2] == 1
+                && s[..r - 2] == out[..r - 2]
+                && s[r - 1] == out[r - 2];
+            fits.then_some(k)
+        }),
+        _ => None,
+    };
+    (sizes, groupable, matmul_f16)
+}
+
+/// The operands of a matrix product of f16 values `Σ_k A[.., m, k, n]·B[.., m, k, n]` that
+/// reduction node `i` computes — A a broadcast along `n` (its source has 1 there) and B
+/// along `m`, the sum over `k` (the axis before the last) — as (A, B, k's size).
+fn matmul_operands(
+    nodes: &[Arc<Node>],
+    index: &HashMap<u64, usize>,
+    load: &dyn Fn(usize) -> bool,
+    i: usize,
+) -> Option<(usize, usize, usize)> {
+    let Op::Reduce(ReduceOp::Sum, a, axes) = &nodes[i].op else {
+        return None;
+    };
+    let src = *index.get(&a.id)?;
+    let shape = &nodes[src].shape;
+    let r = shape.len();
+    if r < 3 || axes[..] != [r - 2] || load(src) || nodes[src].dtype != DType::F16 {
+        return None;
+    }
+    let Op::Binary(BinaryOp::Mul, x, y) = &nodes[src].op else {
+        return None;
+    };
+    let (x, y) = (*index.get(&x.id)?, *index.get(&y.id)?);
+    // Whether node `j` is an f16 broadcast along `axis`: its value does not depend on it.
+    let broadcast = |j: usize, axis: usize| match &nodes[j].op {
+        Op::Expand(s) if !load(j) && nodes[j].dtype == DType::F16 => index
+            .get(&s.id)
+            .is_some_and(|&s| nodes[s].shape.get(axis) == Some(&1)),
+        _ => false,
+    };
+    if broadcast(x, r - 1) && broadcast(y, r - 3) {
+        Some((x, y, shape[r - 2]))
+    } else if broadcast(y, r - 1) && broadcast(x, r - 3) {
+        Some((y, x, shape[r - 2]))
+    } else {
+        None
+    }
 }
 
 /// Moves the private and local arrays declared in nested bodies of `body` into `out`.
@@ -496,6 +704,10 @@ impl Gen<'_> {
     /// lanes are consecutive elements, else one by one; in a grouped kernel, by its first
     /// work-item.
     fn store_roots(&mut self, values: &[Vec<Value>]) {
+        if self.mma.is_some() {
+            self.store_tiles(values);
+            return;
+        }
         let store = |g: &mut Self| {
             let lanes = g.lanes.clone();
             let last = lanes.last().copied();
@@ -543,6 +755,49 @@ impl Gen<'_> {
                 self.in_if(first, store);
             }
             None => store(self),
+        }
+    }
+
+    /// Stores the roots of a kernel of matrix tiles, element by element: a lane's elements
+    /// are at constant distances from its first (rows and tiles apart; the output index is
+    /// linear in the lanes, [`MmaPlan::new`]), so the index is a 64-bit base plus a
+    /// constant, which the target folds into the store's offset or one addition (a 32-bit
+    /// index would be extended and scaled again for every element).
+    fn store_tiles(&mut self, values: &[Vec<Value>]) {
+        let lanes = self.lanes.clone();
+        let is_lane = |a: &Atom| matches!(a, Atom::Loop(id, _) if lanes.iter().any(|l| l.0 == *id));
+        let base = Lin {
+            terms: self
+                .out_lin
+                .terms
+                .iter()
+                .filter(|(a, _)| !is_lane(a))
+                .cloned()
+                .collect(),
+            c: self.out_lin.c,
+        };
+        let steps: Vec<(u32, i64)> = self
+            .out_lin
+            .terms
+            .iter()
+            .filter_map(|(a, k)| match a {
+                Atom::Loop(id, _) if is_lane(a) => Some((*id, *k)),
+                _ => None,
+            })
+            .collect();
+        let b32 = self.lin(&base);
+        let b64 = self.b.cast(b32, IrType::I64);
+        for (k, _) in self.roots.iter().enumerate() {
+            let p = self.pvals[k];
+            self.per_lane(&lanes, |g, j| {
+                let off: i64 = steps
+                    .iter()
+                    .map(|&(id, c)| c * i64::from(g.digits.get(&id).copied().unwrap_or(0)))
+                    .sum();
+                let c = g.b.constant(IrType::I64, off as u64);
+                let at = g.b.add(b64, c);
+                g.b.store_elem(p, at, values[j][k]);
+            });
         }
     }
 
@@ -878,7 +1133,7 @@ impl Gen<'_> {
             Atom::Loop(id, f) if *k == 1 && self.digits.contains_key(id) => Some((*id, *f)),
             _ => None,
         })?;
-        if !(2..=4).contains(&f) || f == 3 || f as usize * dtype.size() > 16 {
+        if !matches!(f, 2 | 4 | 8) || f as usize * dtype.size() > 16 {
             return None;
         }
         let first = lin.add(&Lin::atom(Atom::Loop(atom, f)).mul(-1));
@@ -948,6 +1203,13 @@ impl Gen<'_> {
         );
         if let Some(vs) = self.find(|s| s.multi.get(&key).cloned()) {
             return vs[self.out_lane()];
+        }
+        if let Some(results) = self.mma_reduce(node, idx, valid) {
+            let mine = results[self.out_lane()];
+            if let Some(s) = self.body_scope() {
+                s.multi.insert(key, results);
+            }
+            return mine;
         }
         let size: usize = looped.iter().map(|&a| in_shape[a]).product();
         self.reduces.push(size);
@@ -1028,6 +1290,107 @@ impl Gen<'_> {
             s.multi.insert(key, results);
         }
         mine
+    }
+
+    /// A matrix product of f16 values on the matrix instructions, when the kernel's plan
+    /// has one and this reduction (node `node` at `idx`) is the product it was made for:
+    /// the results of every output lane, rounded once from the f32 sums to the node's type.
+    fn mma_reduce(&mut self, node: &Node, idx: &[Lin], valid: &Valid) -> Option<Vec<Value>> {
+        let plan = self.mma.clone()?;
+        let i = self.index.get(&node.id).copied()?;
+        // Anywhere else (another index, under a pad) the plain loop computes it: the
+        // instructions need this work-item's own rows and columns.
+        if !valid.is_empty() || idx != plan.at.as_slice() {
+            return None;
+        }
+        let (a, b, k) = matmul_operands(self.nodes, self.index, self.load, i)?;
+        if !k.is_multiple_of(16) {
+            return None;
+        }
+        self.mma_used = true;
+        self.reduces.push(k);
+        let r = plan.at.len();
+        let (tm, tn) = plan.tiles;
+        let layout = plan.layout;
+        let acc_t = IrType::vec(am_compiler::Scalar::F32, layout.cd() as u8);
+        let z = self.b.const_u32(0);
+        let zero = self.b.constant(acc_t, 0);
+        let accs: Vec<Value> = (0..tm * tn)
+            .map(|_| {
+                let acc = self.b.private(acc_t, 1);
+                self.b.store_elem(acc, z, zero);
+                acc
+            })
+            .collect();
+        let kk = self.next_loop;
+        let (e1, e0) = (self.next_loop + 1, self.next_loop + 2);
+        self.next_loop += 3;
+        let steps = k / 16;
+        self.in_range(steps as u32, |g, var| {
+            g.loops.insert(kk, var);
+            let base = Lin::atom(Atom::Loop(kk, steps as i64)).mul(16);
+            let step = |id: u32, n: i64| Lin::atom(Atom::Loop(id, n));
+            // The k of each element of A and B this work-item holds, and its lane atoms
+            // (the element's position in the vector, row-major).
+            let (kidx, atoms) = match layout {
+                Layout::Gfx11 => (
+                    base.add(&step(e1, 2).mul(8)).add(&step(e0, 8)),
+                    vec![(e1, 2), (e0, 8)],
+                ),
+                Layout::Gfx12 => (
+                    base.add(&step(e1, 2).mul(8))
+                        .add(&plan.q.mul(4))
+                        .add(&step(e0, 4)),
+                    vec![(e1, 2), (e0, 4)],
+                ),
+                Layout::Cdna => (base.add(&plan.q.mul(4)).add(&step(e0, 4)), vec![(e0, 4)]),
+            };
+            let operand = |g: &mut Self, which: usize, line: Lin| {
+                let mut at = plan.at.clone();
+                at[r - 2] = kidx.clone();
+                // A does not depend on the column, B not on the row (their broadcasts).
+                if which == a {
+                    at[r - 3] = line;
+                    at[r - 1] = Lin::konst(0);
+                } else {
+                    at[r - 3] = Lin::konst(0);
+                    at[r - 1] = line;
+                }
+                let vals = g.per_lane(&atoms, |g, _| g.eval(which, &at, &vec![]));
+                g.b.vector(&vals)
+            };
+            let av: Vec<Value> = (0..tm)
+                .map(|t| {
+                    let row = plan.row0.add_const(16 * t as i64).add(&plan.x);
+                    operand(g, a, row)
+                })
+                .collect();
+            let bv: Vec<Value> = (0..tn)
+                .map(|u| {
+                    let col = plan.col0.add_const(16 * u as i64).add(&plan.x);
+                    operand(g, b, col)
+                })
+                .collect();
+            let z = g.b.const_u32(0);
+            for t in 0..tm {
+                for u in 0..tn {
+                    let acc = accs[t * tn + u];
+                    let cur = g.b.load_elem(acc, z);
+                    let next = g.b.mma(av[t], bv[u], cur);
+                    g.b.store_elem(acc, z, next);
+                }
+            }
+        });
+        let sums: Vec<Value> = accs.iter().map(|&acc| self.b.load_elem(acc, z)).collect();
+        let lanes = self.lanes.clone();
+        let [tid, eid, uid] = plan.lane_ids;
+        let results = self.per_lane(&lanes, |g, _| {
+            let digit = |id: u32| g.digits.get(&id).copied().unwrap_or(0) as usize;
+            let (t, e, u) = (digit(tid), digit(eid), digit(uid));
+            let v = g.b.extract(sums[t * tn + u], e as u8);
+            g.convert(v, DType::F32, node.dtype)
+        });
+        Some(results)
     }
 
     /// `op` of an accumulator and a value.

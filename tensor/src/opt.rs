@@ -11,6 +11,10 @@
 //! - **Group**: a reduction to fewer outputs than a wave has lanes gets a workgroup per
 //!   output; its work-items each reduce a strided slice, and the partial results combine
 //!   through local memory (LDS) in a tree.
+//! - **Matrix instructions**: a matrix product of f16 operands whose rows, columns and inner
+//!   dimension are multiples of 16 runs on the target's 16×16×16 matrix multiply-accumulate
+//!   (`v_wmma` on RDNA3 and RDNA4, `v_mfma` on CDNA), exact products summed in f32; a wave
+//!   computes a block of such tiles, each work-item its part of every tile.
 //!
 //! Everything is off on the CPU (the `cpu` device is the reference the GPU kernels are
 //! checked against) and when a device's optimiser is switched off
@@ -28,6 +32,9 @@ pub(crate) struct Opts {
     pub(crate) unroll: usize,
     /// Work-items per workgroup of a grouped reduction (one workgroup per output).
     pub(crate) group: Option<u32>,
+    /// A matrix product on the matrix instructions: 16×16 tiles per wave along the rows
+    /// and the columns of the output.
+    pub(crate) mma: Option<(usize, usize)>,
 }
 
 /// What the heuristics look at: the kernel's output shape and its reductions.
@@ -38,10 +45,16 @@ pub(crate) struct Shape<'a> {
     pub(crate) reduces: &'a [usize],
     /// Whether every such reduction can be grouped (its accumulator is f32 or i32).
     pub(crate) groupable: bool,
+    /// The inner dimension, when the kernel's one reduction is a matrix product of f16
+    /// operands whose output is the kernel's (`[.., m, n]`).
+    pub(crate) matmul_f16: Option<usize>,
 }
 
 /// Work-items below which upcasting would leave a GPU's compute units idle.
 const MIN_ITEMS: usize = 1024;
+
+/// Waves below which a matrix product's waves take no more tiles each.
+const MIN_MMA_WAVES: usize = 16;
 
 /// The choices for a kernel of `shape` on `dev`, or none when `enabled` is false.
 pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts {
@@ -49,9 +62,16 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
         upcast: vec![],
         unroll: 1,
         group: None,
+        mma: None,
     };
     if !enabled || !dev.target.is_gpu() {
         return plain;
+    }
+    if let Some(mma) = mma_tiles(shape) {
+        return Opts {
+            mma: Some(mma),
+            ..plain
+        };
     }
     let wave = dev.target.wave_size() as usize;
     let n: usize = shape.out.iter().product();
@@ -86,7 +106,45 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
         upcast,
         unroll: 4,
         group: None,
+        mma: None,
     }
+}
+
+/// Tiles per wave along the rows and the columns of an f16 matrix product that fits the
+/// matrix instructions, while at least [`MIN_MMA_WAVES`] waves remain: 16 per wave where
+/// possible, 8 rows of 2 first. A work-item loads its row of A's tiles in vectors along k
+/// (A is usually contiguous there) but, for the usual B contiguous along n, its column of
+/// B's tiles element by element: per step of k, 8 × 2 tiles take 8 × 2 + 2 × 16 loads for
+/// 16 products, 4 × 4 tiles 4 × 2 + 4 × 16.
+fn mma_tiles(shape: &Shape<'_>) -> Option<(usize, usize)> {
+    let k = shape.matmul_f16?;
+    let r = shape.out.len();
+    if r < 2 || !k.is_multiple_of(16) {
+        return None;
+    }
+    let (m, n) = (shape.out[r - 2], shape.out[r - 1]);
+    if !m.is_multiple_of(16) || !n.is_multiple_of(16) {
+        return None;
+    }
+    let batch: usize = shape.out[..r - 2].iter().product();
+    const PREFERRED: [(usize, usize); 10] = [
+        (8, 2),
+        (4, 4),
+        (4, 2),
+        (2, 4),
+        (2, 2),
+        (4, 1),
+        (1, 4),
+        (2, 1),
+        (1, 2),
+        (1, 1),
+    ];
+    let fits = |&(tm, tn): &(usize, usize)| {
+        (m / 16).is_multiple_of(tm)
+            && (n / 16).is_multiple_of(tn)
+            && batch * (m / 16 / tm) * (n / 16 / tn) >= MIN_MMA_WAVES
+    };
+    Some(PREFERRED.into_iter().find(fits).unwrap_or((1, 1)))
 }
 
 /// For a reduction of `numel` elements to one on `dev`: the number of partial results of a
@@ -98,4 +156,36 @@ pub(crate) fn split(dev: &crate::Device, numel: usize) -> Option<usize> {
     }
     let g = (1usize << numel.trailing_zeros()).min(4096);
     (g >= 256).then_some(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiles(out: &[usize], k: usize) -> Option<(usize, usize)> {
+        mma_tiles(&Shape {
+            out,
+            reduces: &[k],
+            groupable: true,
+            matmul_f16: Some(k),
+        })
+    }
+
+    #[test]
+    fn matrix_products_take_the_largest_block_that_leaves_16_waves() {
+        // 16 × 16 tiles: 8 × 2 per wave leaves 2 × 8 = 16 waves.
+        assert_eq!(tiles(&[256, 256], 256), Some((8, 2)));
+        // 4 × 16 tiles in each of 4 matrices: 8 rows of tiles do not divide 4.
+        assert_eq!(tiles(&[4, 64, 256], 16), Some((4, 4)));
+        // 4 × 4 tiles: no block leaves 16 waves; one tile per wave.
+        assert_eq!(tiles(&[64, 64], 32), Some((1, 1)));
+    }
+
+    #[test]
+    fn shapes_that_do_not_tile_by_16_keep_the_plain_loop() {
+        assert_eq!(tiles(&[40, 64], 32), None);
+        assert_eq!(tiles(&[64, 40], 32), None);
+        assert_eq!(tiles(&[64, 64], 24), None);
+        assert_eq!(tiles(&[64], 32), None);
+    }
 }

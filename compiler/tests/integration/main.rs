@@ -5,5 +5,6 @@
 mod common;
 mod features;
 mod ir;
+mod mma;
 mod rdna4;
 mod shapes;

@@ -10,6 +10,7 @@ mod data_parallel;
 mod errors;
 mod fusion;
 mod jit;
+mod mma;
 mod nn;
 mod nn_train;
 mod ops;

@@ -1,0 +1,224 @@
+//! `mma`, a wave's 16×16×16 f16 matrix multiply-accumulate: one wave computes D = A·B + C on
+//! gfx1100 (`v_wmma`, wave32), gfx1201 (`v_wmma`, gfx12 layout) and gfx942 (`v_mfma`,
+//! wave64) on the emulator, each work-item loading and storing its elements by the layout
+//! the emulator documents (AMD's Matrix Instruction Calculator; `am_emu`'s `interp::wmma`
+//! and CDNA MFMA), bit for bit against the product summed in k order with one f32 rounding
+//! per step; the verifier and the lowering refuse what no target runs.
+
+use crate::common;
+use am_compiler::*;
+use am_emu::float::{f16_to_f32, f32_to_f16};
+use common::*;
+
+/// Where a work-item's elements are, from its lane's group of 16 `q` and position `x`:
+/// the k of A's (and B's) element `e`, and the row of C/D's element `i` (the column of B
+/// and of C/D, and A's row, are `x`).
+#[derive(Clone, Copy)]
+enum Layout {
+    Gfx11,
+    Gfx12,
+    Cdna,
+}
+
+impl Layout {
+    fn elems(self) -> (u32, u32) {
+        match self {
+            Layout::Gfx11 => (16, 8),
+            Layout::Gfx12 => (8, 8),
+            Layout::Cdna => (4, 4),
+        }
+    }
+    fn k(self, q: u32, e: u32) -> u32 {
+        match self {
+            // Every lane holds all of k (lanes 16–31 copy 0–15).
+            Layout::Gfx11 => e,
+            // Chunks of 4 alternate between the two groups of 16 lanes.
+            Layout::Gfx12 => 8 * (e / 4) + 4 * q + e % 4,
+            Layout::Cdna => 4 * q + e,
+        }
+    }
+    fn row(self, q: u32, i: u32) -> u32 {
+        match self {
+            Layout::Gfx11 => 2 * i + q,
+            Layout::Gfx12 => 8 * q + i,
+            Layout::Cdna => 4 * q + i,
+        }
+    }
+}
+
+/// `d[16×16] = a[16×16] · b[16×16] + c[16×16]` (row-major; a, b f16, c, d f32) by one wave
+/// of `wave` work-items. The index arithmetic per element is constants of the host's
+/// layout, selected by the work-item's q: one `where` per possible q.
+fn kernel(layout: Layout, wave: u32) -> Kernel {
+    let (ab, cd) = layout.elems();
+    let mut b = KernelBuilder::new("mma16", [wave, 1, 1]);
+    let pa = b.param_ptr("a", DType::F16, true);
+    let pb = b.param_ptr("b", DType::F16, true);
+    let pc = b.param_ptr("c", DType::F32, true);
+    let pd = b.param_ptr("d", DType::F32, true);
+    let lane = b.local_id(Dim::X);
+    let sixteen = b.const_u32(16);
+    let x = b.binary(BinOp::Rem, lane, sixteen);
+    let qv = b.binary(BinOp::Div, lane, sixteen);
+    // f(q) for the work-item's q, as a chain of selects over the wave's groups.
+    let by_q = |b: &mut KernelBuilder, f: &dyn Fn(u32) -> u32| -> Value {
+        let mut v = b.const_u32(f(0));
+        for q in 1..wave / 16 {
+            let qc = b.const_u32(q);
+            let is = b.cmp(CmpOp::Eq, qv, qc);
+            let here = b.const_u32(f(q));
+            v = b.where_(is, here, v);
+        }
+        v
+    };
+    let mut av = vec![];
+    let mut bv = vec![];
+    for e in 0..ab {
+        let k = by_q(&mut b, &|q| layout.k(q, e));
+        let row = b.mul(x, sixteen);
+        let ia = b.add(row, k);
+        av.push(b.load_elem(pa, ia));
+        let krow = b.mul(k, sixteen);
+        let ib = b.add(krow, x);
+        bv.push(b.load_elem(pb, ib));
+    }
+    let mut cv = vec![];
+    let mut at = vec![];
+    for i in 0..cd {
+        let row = by_q(&mut b, &|q| layout.row(q, i));
+        let r16 = b.mul(row, sixteen);
+        let idx = b.add(r16, x);
+        cv.push(b.load_elem(pc, idx));
+        at.push(idx);
+    }
+    let a = b.vector(&av);
+    let bb = b.vector(&bv);
+    let c = b.vector(&cv);
+    let d = b.mma(a, bb, c);
+    for (i, &idx) in at.iter().enumerate() {
+        let v = b.extract(d, i as u8);
+        b.store_elem(pd, idx, v);
+    }
+    b.finish().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The product on the host: from C, one f32 fused multiply-add per k in increasing k.
+fn reference(a: &[u16], b: &[u16], c: &[f32]) -> Vec<f32> {
+    let mut d = c.to_vec();
+    for i in 0..16 {
+        for j in 0..16 {
+            let mut acc = c[i * 16 + j];
+            for k in 0..16 {
+                acc = f16_to_f32(a[i * 16 + k]).mul_add(f16_to_f32(b[k * 16 + j]), acc);
+            }
+            d[i * 16 + j] = acc;
+        }
+    }
+    d
+}
+
+fn check(target: GfxTarget, layout: Layout) {
+    let mut r = Rng(0x3737 + target as u64);
+    let a: Vec<u16> = (0..256).map(|_| f32_to_f16(r.f32(-2.0, 2.0))).collect();
+    let b: Vec<u16> = (0..256).map(|_| f32_to_f16(r.f32(-2.0, 2.0))).collect();
+    let c: Vec<f32> = (0..256).map(|_| r.f32(-4.0, 4.0)).collect();
+    let k = kernel(layout, target.wave_size());
+    let compiled = compiler()
+        .compile(&k, Target::Gpu(target))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let args = [buf(&a), buf(&b), buf(&c), zeros(256 * 4)];
+    let (out, _) = run_code_object_on(target, &compiled.bytes, &k, [1, 1, 1], &args);
+    let got: Vec<f32> = from_bytes(&out[3]);
+    let want = reference(&a, &b, &c);
+    for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(
+            g.to_bits(),
+            w.to_bits(),
+            "{target}: D[{}][{}] is {g}, expected {w}",
+            n / 16,
+            n % 16
+        );
+    }
+}
+
+#[test]
+fn mma_is_wmma_on_gfx1100() {
+    check(GfxTarget::Gfx1100, Layout::Gfx11);
+}
+
+#[test]
+fn mma_is_wmma_of_the_gfx12_layout_on_gfx1201() {
+    check(GfxTarget::Gfx1201, Layout::Gfx12);
+}
+
+#[test]
+fn mma_is_mfma_on_gfx942() {
+    check(GfxTarget::Gfx942, Layout::Cdna);
+}
+
+/// The text form prints and parses `mma`; the lowering calls each target's intrinsic.
+#[test]
+fn mma_round_trips_through_text_and_lowers_to_each_targets_intrinsic() {
+    for (target, layout, call) in [
+        (
+            GfxTarget::Gfx1100,
+            Layout::Gfx11,
+            "@llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v16f16(",
+        ),
+        (
+            GfxTarget::Gfx1201,
+            Layout::Gfx12,
+            "@llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16(",
+        ),
+        (
+            GfxTarget::Gfx942,
+            Layout::Cdna,
+            "@llvm.amdgcn.mfma.f32.16x16x16f16(",
+        ),
+    ] {
+        let k = kernel(layout, target.wave_size());
+        let text = text::print(&k);
+        assert!(text.contains(" = mma %"), "{text}");
+        let back = text::parse(&text, "mma.am").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(text::print(&back), text);
+        let ll = lower::lower(&k, Target::Gpu(target)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(ll.contains("call <") && ll.contains(call), "{target}: {ll}");
+    }
+}
+
+/// Operand types no target has, an `mma` under an `if`, and a layout for another target
+/// (or the CPU) are refused, naming the instruction.
+#[test]
+fn mma_of_wrong_types_under_an_if_or_for_another_target_is_refused() {
+    let head = "kernel k(%p: ptr<global, f16>) workgroup(32, 1, 1) {\n  %z = const u32 0\n";
+    let cases = [
+        (
+            "  %a = const f32x8 1.0\n  %c = const f32x8 0.0\n  %d = mma %a, %a, %c\n",
+            "f16x4, f16x8 or f16x16",
+        ),
+        (
+            "  %a = const f16x16 1.0\n  %c = const f16x8 0.0\n  %d = mma %a, %a, %c\n",
+            "C of f32x4 or f32x8",
+        ),
+        (
+            "  %a = const f16x16 1.0\n  %c = const f32x8 0.0\n  %t = const bool true\n  if %t {\n    %d = mma %a, %a, %c\n  }\n",
+            "inside an `if`",
+        ),
+    ];
+    for (body, reason) in cases {
+        let src = format!("{head}{body}}}\n");
+        let err = text::parse(&src, "bad.am").err().map(|e| e.to_string());
+        let err = err.unwrap_or_else(|| panic!("accepted:\n{src}"));
+        assert!(err.contains("mma %") && err.contains(reason), "{err}");
+    }
+    // The gfx11 layout on gfx1201 and on the CPU.
+    let k = kernel(Layout::Gfx11, 32);
+    for target in [Target::Gpu(GfxTarget::Gfx1201), Target::Cpu] {
+        let err = lower::lower(&k, target).err().map(|e| e.to_string());
+        let err = err.unwrap_or_else(|| panic!("lowered for {target}"));
+        assert!(
+            err.contains("mma %") && err.contains("no 16x16x16 matrix instruction"),
+            "{target}: {err}"
+        );
+    }
+}
