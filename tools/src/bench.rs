@@ -224,11 +224,20 @@ pub struct EmuArgs {
     scale: u32,
     /// Seconds a measured round lasts at least: a round repeats the dispatch (as many times
     /// as the warm-up dispatch says) so short dispatches are timed precisely.
-    #[arg(long, default_value_t = 0.3, value_name = "S")]
+    #[arg(long, default_value_t = 0.3, value_name = "S", value_parser = round_secs)]
     round: f64,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+}
+
+/// `--round`: a finite number of seconds, up to a minute (NaN made every round zero
+/// dispatches long).
+fn round_secs(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 60.0 => Ok(v),
+        _ => Err(format!("`{s}`: give seconds above 0 and at most 60")),
+    }
 }
 
 /// Run a benchmark.

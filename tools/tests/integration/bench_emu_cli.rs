@@ -57,7 +57,12 @@ fn bench_emu_reports_each_kernel_and_the_geometric_mean_per_isa() {
 
 #[test]
 fn bench_emu_refuses_an_unknown_isa_or_kernel() {
-    for args in [["--isa", "gfx906"], ["--kernel", "nope"]] {
+    for args in [
+        ["--isa", "gfx906"],
+        ["--kernel", "nope"],
+        ["--round", "NaN"],
+        ["--round", "0"],
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_am"))
             .args(["bench", "emu"])
             .args(args)
