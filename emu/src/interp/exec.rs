@@ -195,7 +195,7 @@ pub(crate) fn fault(ctx: &Ctx<'_>, idx: usize, _i: &Inst, lane: u32, f: Fault) -
 
 /// Runs a wave until `s_endpgm`, `s_barrier` or an error. Built for AVX2 too, as [`dense`]:
 /// the lane loops of the hot forms (`fast.rs`) are inlined here.
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
 pub(crate) fn run(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Error> {
     run_loop::<false>(w, ctx)
 }
@@ -1380,7 +1380,7 @@ pub(crate) fn arr<T: Copy + Default, const N: usize>(g: impl Fn(usize) -> T) -> 
 /// All `L` lanes of a 32-bit operation with a dense EXEC: sources are rows `r[..N]`, the
 /// result goes to row `d`. Compiled twice, for baseline x86-64 and for AVX2 with FMA (twice
 /// the lanes per vector instruction), the second chosen at run time when the CPU has them.
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
 pub(crate) fn dense<const N: usize, const L: usize>(
     w: &mut Wave,
     r: &[usize; 3],
@@ -1404,7 +1404,7 @@ pub(crate) fn dense<const N: usize, const L: usize>(
 /// sign bit of float sources, no denormal flushing, no output modifiers) and the lane index:
 /// with a full EXEC, a straight loop over the register rows the compiler can vectorise (built
 /// for AVX2 too, as [`dense`]).
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
 pub(crate) fn vbits<const N: usize>(
     w: &mut Wave,
     i: &Inst,
@@ -1625,7 +1625,7 @@ pub(crate) fn fma_available() -> bool {
 /// is a NaN in both, its payload the host's choice in both). Called when [`fma_available`], so the
 /// AVX2+FMA clone runs and `mul_add` is one instruction per 8 lanes (the baseline clone would
 /// call the C library's `fmaf`: the same results, slowly).
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
 pub(crate) fn fma_rows<const L: usize>(w: &mut Wave, r: [usize; 3], m: [(u32, u32); 3], d: usize) {
     fma_rows_inline::<L>(w, r, m, d);
 }
@@ -1684,7 +1684,7 @@ pub(crate) fn vu64<const N: usize>(
 /// sources of `kinds` (32-bit ones zero-extended; only those `N` are resolved); returns the
 /// carry mask. With a full EXEC, straight loops over the register rows (built for AVX2 too,
 /// as [`dense`]).
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
 pub(crate) fn vcarry<const N: usize>(
     w: &mut Wave,
     i: &Inst,
@@ -3014,7 +3014,7 @@ fn perm(a: u32, b: u32, c: u32) -> u32 {
 
 /// The mask of a 32-bit compare over a full wave, as straight loops the compiler can
 /// vectorise (float sources get their abs/neg masks, integers are signed when `c.ty` < 6).
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
 pub(crate) fn dense_compare(w: &Wave, v: &Valu, kind: K, c: CmpInfo) -> u64 {
     compare_rows(w, v, kind, c)
 }
@@ -4300,7 +4300,7 @@ pub(crate) fn dwords_to_rows(
 /// AVX2 too) their lane loops vectorise as interleaved accesses, which they did not inlined
 /// into the run loop (there they were over a quarter of a gfx942 `copy` wave's host
 /// instructions, and moving them out took 12 % off the whole).
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
 fn wide_bytes_to_rows(v: &mut [u32], dst: usize, start: usize, end: usize, n: usize, b: &[u8]) {
     let done = start == 0
         && match (end, n) {
@@ -4388,7 +4388,7 @@ pub(crate) fn rows_to_dwords(
 }
 
 /// [`rows_to_dwords`] of 2 to 4 dwords per lane, out of line as [`wide_bytes_to_rows`].
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
 fn wide_rows_to_bytes(v: &[u32], data: usize, start: usize, end: usize, n: usize, b: &mut [u8]) {
     let done = start == 0
         && match (end, n) {

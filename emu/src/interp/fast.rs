@@ -1086,7 +1086,7 @@ fn global_atomic_form(i: &Inst) -> Option<Fast> {
 /// host instructions per wave-instruction on gfx942 `fmath`, which has no atomics). Built for
 /// AVX2 too, as the run loop is (the baseline build took 50 more per wave-instruction on
 /// gfx942 `histogram`).
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
 pub(crate) fn global_atomic(w: &mut Wave, a: &Ga, mem: &mut dyn crate::Memory) -> bool {
     if w.lanes == 64 {
         atomic_lanes::<64>(w, a, mem)

@@ -590,7 +590,7 @@ impl Memory for SharedAccess<'_> {
 
 /// [`SharedAccess`]'s [`Memory::post_atomic32`], built for AVX2 too (the lanes' bounds and
 /// offsets take unsigned 32-bit vector minimums, which the baseline x86-64 lacks).
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
 fn post_lanes(access: &mut SharedAccess<'_>, op: Atomic32, addrs: &[u64], xs: &[u32]) -> bool {
     const WINDOW: u64 = 4 * POSTED_VALUES as u64;
     let Some(identity) = op.identity() else {
@@ -1079,7 +1079,7 @@ impl SharedMemory for SharedHostMemory {
 /// [`SharedHostMemory`]'s [`SharedMemory::atomic32_lanes`]: one copy of the loops per
 /// operation, each with its operation inlined, built for AVX2 too (the baseline x86-64 has
 /// no unsigned 32-bit vector minimum, and the address bounds took a third of the call).
-#[multiversion::multiversion(targets("x86_64+avx2+fma"))]
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
 fn shared_atomic32_lanes(
     mem: &SharedHostMemory,
     op: Atomic32,

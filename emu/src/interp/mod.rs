@@ -8,6 +8,10 @@
 //! Nothing here imports a family front-end (`rdna3`, `rdna4`, `cdna3`): the core runs a
 //! [`crate::Program`], which `program.rs` predecodes through them, and its errors print
 //! instructions through [`crate::Program`] too.
+//!
+//! The hot loops are multiversioned (baseline x86-64 and AVX2+FMA, chosen at run time) except
+//! in this crate's unit-test build, which compiles the baseline alone: the same source, and a
+//! third less of the test build's compile time; every other build runs the selected version.
 
 pub(crate) mod exec;
 pub(crate) mod exec_cdna;
