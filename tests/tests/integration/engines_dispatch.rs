@@ -256,13 +256,15 @@ fn run_gather(idx: &[u32; 64], stale: Option<u64>) -> (Rig, am_tests::rig::Buf, 
     a.extend(ib.va.to_le_bytes());
     a.extend(out.va.to_le_bytes());
     r.write(&args, 0, &a);
-    if let Some(w) = stale {
-        r.write_noflush(&src, 4 * w, &(3 * w as u32 + 1).to_le_bytes());
-    }
     let done = r.vram(0x1000);
     let mut p = dispatch(&r, &l, l.kernel("gather"), args.va, [1, 1, 1], [64, 1, 1]);
     p.extend(pm4::release_mem(done.va, 1, 1, 0, 0));
-    q.submit(&r, &p);
+    // The packets flushed, then the stale word: the kernel's load is the first to meet it.
+    q.write(&r, &p, true);
+    if let Some(w) = stale {
+        r.write_noflush(&src, 4 * w, &(3 * w as u32 + 1).to_le_bytes());
+    }
+    q.ring_doorbell(&r);
     let deadline = Instant::now() + T;
     let finished = loop {
         if r.u32_at(&done, 0) == 1 {
@@ -293,8 +295,8 @@ fn a_scattered_load_reads_each_lanes_address() {
             _ => 2 * (63 - l) + 5,
         };
     }
-    // Word 9 lies between lanes' words (7 and 11): the range the wave spans holds it.
-    let (r, out, _, finished) = run_gather(&idx, Some(9));
+    // Word 8 lies between lanes' words (7 and 9): the range each wave spans holds it.
+    let (r, out, _, finished) = run_gather(&idx, Some(8));
     assert!(finished, "{:?}", r.gpu.queues()[0].1.halted);
     for (l, &k) in idx.iter().enumerate() {
         assert_eq!(
@@ -312,10 +314,11 @@ fn a_scattered_load_reads_each_lanes_address() {
 fn a_scattered_load_faults_and_refuses_stale_bytes_per_lane() {
     let mut idx: [u32; 64] = std::array::from_fn(|l| 1024 * (l as u32 % 60));
     idx[37] = 0xf000_0000;
-    let (r, _, src, finished) = run_gather(&idx, None);
+    let (mut r, _, src, finished) = run_gather(&idx, None);
     assert!(!finished);
     let h = halted(&r);
-    assert!(h.contains("page fault"), "{h}");
+    // Lane 37 is lane 5 of the second wave of 32.
+    assert!(h.contains("page fault") && h.contains("lane 5:"), "{h}");
     let err = r.dev.handle_interrupts().unwrap_err();
     let Error {
         kind: ErrorKind::GpuFault(fault @ IrqEvent::PageFault(_)),
@@ -335,7 +338,10 @@ fn a_scattered_load_faults_and_refuses_stale_bytes_per_lane() {
     let (r, out, _, finished) = run_gather(&idx, Some(1024 * 21 + 3));
     assert!(!finished);
     let h = halted(&r);
-    assert!(h.contains("after the last HDP flush"), "{h}");
+    assert!(
+        h.contains("after the last HDP flush") && h.contains("lane 21:"),
+        "{h}"
+    );
     assert_eq!(r.u32_at(&out, 0), 0, "no lane's value was stored");
 }
 
