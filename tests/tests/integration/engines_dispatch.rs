@@ -289,13 +289,14 @@ fn a_scattered_load_reads_each_lanes_address() {
     let mut idx = [0u32; 64];
     for (l, x) in idx.iter_mut().enumerate() {
         let l = l as u32;
+        // The first wave of 32 a broadcast; the second a page stride, then a reversed run.
         *x = match l {
-            0..16 => 7,
-            16..32 => 1024 * (l - 16) + l,
+            0..32 => 7,
+            32..48 => 1024 * (l - 32) + l,
             _ => 2 * (63 - l) + 5,
         };
     }
-    // Word 8 lies between lanes' words (7 and 9): the range each wave spans holds it.
+    // Word 8 lies between lanes' words (7 and 9): the range the second wave spans holds it.
     let (r, out, _, finished) = run_gather(&idx, Some(8));
     assert!(finished, "{:?}", r.gpu.queues()[0].1.halted);
     for (l, &k) in idx.iter().enumerate() {
