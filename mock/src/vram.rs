@@ -193,6 +193,7 @@ impl Vram {
     }
 
     /// Whether `[offset, offset + len)` lies inside VRAM.
+    #[inline]
     pub fn contains(&self, offset: u64, len: u64) -> bool {
         offset.checked_add(len).is_some_and(|end| end <= self.size)
     }
@@ -214,6 +215,7 @@ impl Vram {
     }
 
     /// The chunk at index `idx`, if it was ever written.
+    #[inline]
     fn chunk(&self, idx: usize) -> Option<&Chunk> {
         let p = self.chunks.get(idx)?.load(Ordering::Acquire);
         // SAFETY: a non-null slot points to a live chunk that stays until `Vram` drops.
@@ -472,6 +474,7 @@ impl Vram {
 
     /// The first byte range of `[offset, offset + len)` that the CPU wrote through BAR0 and
     /// no HDP flush has covered yet, if any.
+    #[inline]
     pub fn unflushed(&self, offset: u64, len: u64) -> Option<(u64, u64)> {
         if !self.hdp_pending.load(Ordering::Acquire) || len == 0 {
             return None;
@@ -505,6 +508,7 @@ impl Vram {
     }
 
     /// Read a little-endian dword (atomically when aligned). Outside VRAM: 0.
+    #[inline]
     pub fn read32(&self, offset: u64) -> u32 {
         if !offset.is_multiple_of(4) || !self.contains(offset, 4) {
             let mut b = [0u8; 4];

@@ -4194,6 +4194,22 @@ fn coalesced(
         }
         off == 0
     };
+    // Lanes at scattered addresses (a broadcast, a column): one gather when the memory has
+    // one. Loads change no memory, so reading every lane before writing any register
+    // leaves what the run-by-run path leaves.
+    if load
+        && !whole
+        && ctx
+            .mem
+            .read_lanes(&addrs[..lanes], exec, n, &mut ctx.buf[..lanes * n])
+    {
+        for (l, b) in ctx.buf[..lanes * n].chunks_exact(n).enumerate() {
+            if exec >> l & 1 != 0 {
+                write_loaded(w, i.op, i.dst, l, b);
+            }
+        }
+        return Ok(());
+    }
     let mut l = 0usize;
     while l < lanes {
         if exec >> l & 1 == 0 {

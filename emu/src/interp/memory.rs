@@ -134,6 +134,17 @@ pub trait Memory {
         None
     }
 
+    /// The `n` bytes at `addrs[l]` of every lane `l` set in `exec` into `out[l * n..]`, as
+    /// one call: a gather whose lanes are not consecutive (a broadcast, a column) then costs
+    /// the memory one translation instead of one per lane. All or nothing: returns false,
+    /// having written nothing to `out` that a caller may use and recorded nothing, when
+    /// this memory has no such gather (the provided version) or any lane's read could fail;
+    /// the caller then reads lane by lane, which also reports the fault of the lane it
+    /// belongs to.
+    fn read_lanes(&mut self, _addrs: &[u64], _exec: u64, _n: usize, _out: &mut [u8]) -> bool {
+        false
+    }
+
     /// Whether every `read` and `write` of this memory either completes or fails having
     /// changed nothing and recorded nothing. A hot form may then move a whole wave's bytes
     /// with one `read` or `write` through a staging buffer when [`Memory::contiguous`] has

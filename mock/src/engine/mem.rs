@@ -129,6 +129,9 @@ pub struct GpuMem<'a> {
     epoch: u64,
     tlb: [Option<TlbEntry>; TLB_ENTRIES],
     next: usize,
+    /// The entry of the last hit or fill, tried first: a wave's lanes and a kernel's loops
+    /// mostly stay in one mapping.
+    recent: usize,
     /// The last-level table of the last walk.
     leaf: Option<crate::walker::LeafTable>,
     /// Set when the queue is stopped: accesses fail with [`MemError::Cancelled`].
@@ -160,6 +163,7 @@ impl<'a> GpuMem<'a> {
             epoch,
             tlb: [None; TLB_ENTRIES],
             next: 0,
+            recent: 0,
             leaf: None,
             cancel: None,
             peers: Vec::new(),
@@ -215,14 +219,23 @@ impl<'a> GpuMem<'a> {
             Access::Write => 1,
             Access::Execute => 2,
         };
-        for e in self.tlb.iter().flatten() {
-            if (e.start..e.end).contains(&addr) && e.res.perms[need] {
-                return Ok(Resolved {
-                    target: e.res.target.offset_by(addr - e.start),
-                    span: e.end - addr,
-                    perms: e.res.perms,
-                });
-            }
+        let hit = |e: &TlbEntry| (e.start..e.end).contains(&addr) && e.res.perms[need];
+        let found = match self.tlb[self.recent] {
+            Some(e) if hit(&e) => Some(e),
+            _ => self.tlb.iter().enumerate().find_map(|(k, e)| {
+                let e = (*e)?;
+                hit(&e).then(|| {
+                    self.recent = k;
+                    e
+                })
+            }),
+        };
+        if let Some(e) = found {
+            return Ok(Resolved {
+                target: e.res.target.offset_by(addr - e.start),
+                span: e.end - addr,
+                perms: e.res.perms,
+            });
         }
         let res = self
             .view
@@ -233,6 +246,7 @@ impl<'a> GpuMem<'a> {
             end: addr.saturating_add(res.span),
             res,
         });
+        self.recent = self.next;
         self.next = (self.next + 1) % TLB_ENTRIES;
         Ok(res)
     }
@@ -320,6 +334,19 @@ impl<'a> GpuMem<'a> {
             let at = addr.wrapping_add(done as u64);
             let r = self.resolve(at, access)?;
             let n = ((buf.len() - done) as u64).min(r.span) as usize;
+            // This device's VRAM (almost every access): no place to look up.
+            if let PhysTarget::Vram(v) = r.target {
+                if hdp && let Some(range) = self.sh.vram.unflushed(v, n as u64) {
+                    return Err(MemError::Unflushed {
+                        addr: at,
+                        range,
+                        peer: None,
+                    });
+                }
+                self.sh.vram.read(v, &mut buf[done..done + n]);
+                done += n;
+                continue;
+            }
             let part = &mut buf[done..done + n];
             let place = self.place(at, r.target, n as u64, access)?;
             match place.vram(self.sh) {
@@ -342,6 +369,72 @@ impl<'a> GpuMem<'a> {
             done += n;
         }
         Ok(())
+    }
+
+    /// Read `n` bytes (HDP-checked) at `addrs[l]` of every lane `l` set in `exec` into
+    /// `out[l * n..]`, each lane's bytes in one mapping of this device's VRAM, translated
+    /// through the last mapping a lane used (a wave's lanes mostly share one). False when
+    /// any lane's read would fail, or would take the general path (another member's VRAM,
+    /// system memory, a page boundary): nothing is recorded and `out` is meaningless, and
+    /// the caller reads lane by lane, which finds the fault or unflushed byte with the
+    /// result it has always had.
+    pub fn read_lanes(&mut self, addrs: &[u64], exec: u64, n: usize, out: &mut [u8]) -> bool {
+        if n == 0 || addrs.len() > 64 || out.len() < addrs.len() * n {
+            return false;
+        }
+        // A broadcast (every lane one address, as a loop's operand shared by a wave):
+        // one read, copied to the lanes.
+        let mut lanes = addrs
+            .iter()
+            .enumerate()
+            .filter(|&(l, _)| exec >> l & 1 != 0);
+        if let Some((l0, &a0)) = lanes.next()
+            && lanes.all(|(_, &a)| a == a0)
+        {
+            let (head, rest) = out.split_at_mut((l0 + 1) * n);
+            let first = &mut head[l0 * n..];
+            if self.read(a0, first).is_err() {
+                return false;
+            }
+            let others = addrs.len() - l0 - 1;
+            for (k, b) in rest.chunks_exact_mut(n).take(others).enumerate() {
+                if exec >> (l0 + 1 + k) & 1 != 0 {
+                    b.copy_from_slice(first);
+                }
+            }
+            return true;
+        }
+        // The mapping in use: GPU addresses `[start, end)` from VRAM offset `vram`.
+        let (mut start, mut end, mut vram) = (1u64, 0u64, 0u64);
+        let mut offsets = [0u64; 64];
+        for (l, &a) in addrs.iter().enumerate() {
+            if exec >> l & 1 == 0 {
+                continue;
+            }
+            if !(start..end).contains(&a) {
+                let Ok(r) = self.resolve(a, Access::Read) else {
+                    return false;
+                };
+                let PhysTarget::Vram(v) = r.target else {
+                    return false;
+                };
+                (start, end, vram) = (a, a.saturating_add(r.span), v);
+            }
+            if end - a < n as u64 {
+                return false;
+            }
+            let v = vram + (a - start);
+            if self.sh.vram.unflushed(v, n as u64).is_some() {
+                return false;
+            }
+            offsets[l] = v;
+        }
+        for (l, b) in out.chunks_exact_mut(n).take(addrs.len()).enumerate() {
+            if exec >> l & 1 != 0 {
+                self.sh.vram.read(offsets[l], b);
+            }
+        }
+        true
     }
 
     /// Read data (HDP-checked).
@@ -571,6 +664,10 @@ impl am_emu::Memory for ShaderMem<'_, '_> {
             self.error.get_or_insert(e);
             f
         })
+    }
+
+    fn read_lanes(&mut self, addrs: &[u64], exec: u64, n: usize, out: &mut [u8]) -> bool {
+        self.mem.read_lanes(addrs, exec, n, out)
     }
 
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), am_emu::Fault> {

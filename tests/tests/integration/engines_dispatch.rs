@@ -1,7 +1,8 @@
 //! Kernels compiled by LLVM 22 dispatched through the mock's command processor: exact
 //! results from DISPATCH_DIRECT, page faults of a dispatch and of a copy decoded by the
 //! driver, a hung kernel stopped by the watchdog and the queue recovered, and AQL queues on
-//! the eight XCCs of mi300x.
+//! the eight XCCs of mi300x; loads whose lanes read scattered addresses (one translation
+//! for the wave) with the faults and stale reads of lane-by-lane loads.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -26,6 +27,10 @@ kernel void ids(global uint *out) {
 }
 kernel void wild(global uint *p) {
   p[((ulong)__builtin_amdgcn_workitem_id_x() + 1) << 34] = 1;
+}
+kernel void gather(global const uint *src, global const uint *idx, global uint *out) {
+  uint i = __builtin_amdgcn_workitem_id_x();
+  out[i] = src[idx[i]];
 }
 kernel void spin(global volatile uint *p) {
   while (p[0] == 0) { }
@@ -230,6 +235,115 @@ fn faulting_dispatch_and_copy_are_decoded_by_the_driver() {
     let err = r.dev.handle_interrupts().unwrap_err().to_string();
     assert!(err.contains("0x700000000000"), "{err}");
     assert!(r.gpu.violations().is_empty(), "{:#?}", r.gpu.violations());
+}
+
+/// Runs `gather` over 64 lanes with indices `idx` into `src` (256 KiB, `src[k] = 3k + 1`);
+/// `stale` (a word index) is written again through BAR0 after the last HDP flush. Returns the
+/// rig, the output buffer, `src`'s address and whether the dispatch completed.
+fn run_gather(idx: &[u32; 64], stale: Option<u64>) -> (Rig, am_tests::rig::Buf, u64, bool) {
+    let mut r = Rig::new("navi31");
+    let mut q = r.compute_queue(0, false, 0x4000);
+    let l = Loaded::new(&r, gfx1100());
+    let src = r.vram(256 << 10);
+    let words: Vec<u32> = (0..64u32 << 10).map(|k| 3 * k + 1).collect();
+    r.write_u32s(&src, 0, &words);
+    let ib = r.vram(0x1000);
+    r.write_u32s(&ib, 0, idx);
+    let out = r.vram(0x1000);
+    r.write(&out, 0, &[0; 0x1000]);
+    let args = r.vram(0x1000);
+    let mut a = src.va.to_le_bytes().to_vec();
+    a.extend(ib.va.to_le_bytes());
+    a.extend(out.va.to_le_bytes());
+    r.write(&args, 0, &a);
+    let done = r.vram(0x1000);
+    let mut p = dispatch(&r, &l, l.kernel("gather"), args.va, [1, 1, 1], [64, 1, 1]);
+    p.extend(pm4::release_mem(done.va, 1, 1, 0, 0));
+    // The packets flushed, then the stale word: the kernel's load is the first to meet it.
+    q.write(&r, &p, true);
+    if let Some(w) = stale {
+        r.write_noflush(&src, 4 * w, &(3 * w as u32 + 1).to_le_bytes());
+    }
+    q.ring_doorbell(&r);
+    let deadline = Instant::now() + T;
+    let finished = loop {
+        if r.u32_at(&done, 0) == 1 {
+            break true;
+        }
+        if r.gpu.queues().iter().any(|q| q.1.halted.is_some()) {
+            break false;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the gather neither finished nor stopped"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    (r, out, src.va, finished)
+}
+
+/// Lanes at scattered addresses — a broadcast, a stride of a page, a reversed run — read
+/// exactly what each lane addresses; a stale word no lane reads stops nothing.
+#[test]
+fn a_scattered_load_reads_each_lanes_address() {
+    let mut idx = [0u32; 64];
+    for (l, x) in idx.iter_mut().enumerate() {
+        let l = l as u32;
+        // The first wave of 32 a broadcast; the second a page stride, then a reversed run.
+        *x = match l {
+            0..32 => 7,
+            32..48 => 1024 * (l - 32) + l,
+            _ => 2 * (63 - l) + 5,
+        };
+    }
+    // Word 8 lies between lanes' words (7 and 9): the range the second wave spans holds it.
+    let (r, out, _, finished) = run_gather(&idx, Some(8));
+    assert!(finished, "{:?}", r.gpu.queues()[0].1.halted);
+    for (l, &k) in idx.iter().enumerate() {
+        assert_eq!(
+            r.u32_at(&out, 4 * l as u64),
+            3 * k + 1,
+            "lane {l} read src[{k}]"
+        );
+    }
+    assert!(r.gpu.violations().is_empty(), "{:#?}", r.gpu.violations());
+}
+
+/// A scattered load with one lane outside any mapping faults at that lane's page; one with
+/// a lane reading a word the CPU wrote after the last HDP flush stops as a stale read.
+#[test]
+fn a_scattered_load_faults_and_refuses_stale_bytes_per_lane() {
+    let mut idx: [u32; 64] = std::array::from_fn(|l| 1024 * (l as u32 % 60));
+    idx[37] = 0xf000_0000;
+    let (mut r, _, src, finished) = run_gather(&idx, None);
+    assert!(!finished);
+    let h = halted(&r);
+    // Lane 37 is lane 5 of the second wave of 32.
+    assert!(h.contains("page fault") && h.contains("lane 5:"), "{h}");
+    let err = r.dev.handle_interrupts().unwrap_err();
+    let Error {
+        kind: ErrorKind::GpuFault(fault @ IrqEvent::PageFault(_)),
+        ..
+    } = &err
+    else {
+        panic!("not a page fault: {err}")
+    };
+    let detail = fault.to_string();
+    let va = src + 4 * 0xf000_0000;
+    assert!(
+        detail.contains(&format!("{:#x}", va >> 12 << 12)),
+        "lane 37's page in {detail}"
+    );
+
+    let idx: [u32; 64] = std::array::from_fn(|l| 1024 * (l as u32 % 60) + 3);
+    let (r, out, _, finished) = run_gather(&idx, Some(1024 * 21 + 3));
+    assert!(!finished);
+    let h = halted(&r);
+    assert!(
+        h.contains("after the last HDP flush") && h.contains("lane 21:"),
+        "{h}"
+    );
+    assert_eq!(r.u32_at(&out, 0), 0, "no lane's value was stored");
 }
 
 /// A kernel that never ends runs into the watchdog: its queue stops, nothing signals; the
