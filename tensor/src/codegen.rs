@@ -1144,9 +1144,8 @@ impl Gen<'_> {
             lane_atoms(l, &mut inner);
             !inner.contains(&atom)
         };
-        let aligned = |l: &Lin| {
-            lane_free(l) && l.terms.iter().all(|(_, k)| k % f == 0) && l.c % f == 0
-        };
+        let aligned =
+            |l: &Lin| lane_free(l) && l.terms.iter().all(|(_, k)| k % f == 0) && l.c % f == 0;
         let first = lin.add(&lane_term.mul(-1));
         if !aligned(&first) {
             return None;
