@@ -64,9 +64,9 @@ type Valid = Vec<(Lin, i64, i64)>;
 /// index and conditions, and the positions of the unrolled steps it is inside.
 type MultiKey = (usize, Vec<Lin>, Valid, Vec<(u32, u32)>);
 
-/// The key of a vector load: the parameter, its first element's index, and the positions of
-/// the lanes that index depends on.
-type VectorKey = (usize, Lin, Vec<(u32, u32)>);
+/// The key of a vector load: the parameter, its first element's index, the positions of
+/// the lanes that index depends on, and the conditions it is loaded under.
+type VectorKey = (usize, Lin, Vec<(u32, u32)>, Valid);
 
 #[derive(Default)]
 struct Scope {
@@ -1111,9 +1111,8 @@ impl Gen<'_> {
         // In a one-element kernel every index is the element written.
         let identity = valid.is_empty() && (lin == self.out_lin || self.n == 1);
         let p = self.input_param(i, identity);
-        if valid.is_empty()
-            && vectorizable(dtype)
-            && let Some(v) = self.vector_load(p, &lin, dtype)
+        if vectorizable(dtype)
+            && let Some(v) = self.vector_load(p, &lin, dtype, valid)
         {
             return v;
         }
@@ -1128,7 +1127,10 @@ impl Gen<'_> {
     /// The element at `lin` of parameter `p` as a lane of a vector load, when `lin` is
     /// `first + lane` for a lane atom whose lanes are consecutive elements and `first` is
     /// a multiple of their count (so aligned); the load is made once for all those lanes.
-    fn vector_load(&mut self, p: Value, lin: &Lin, dtype: DType) -> Option<Value> {
+    /// Under conditions (`valid`, a padding's) only when they hold for all the lanes or for
+    /// none (bounds at multiples of the count, as where pieces are joined): the vector is
+    /// then loaded from element 0 where they do not hold, as a lone element would be.
+    fn vector_load(&mut self, p: Value, lin: &Lin, dtype: DType, valid: &Valid) -> Option<Value> {
         let (atom, f) = lin.terms.iter().find_map(|(a, k)| match a {
             Atom::Loop(id, f) if *k == 1 && self.digits.contains_key(id) => Some((*id, *f)),
             _ => None,
@@ -1136,12 +1138,43 @@ impl Gen<'_> {
         if !matches!(f, 2 | 4 | 8) || f as usize * dtype.size() > 16 {
             return None;
         }
-        let first = lin.add(&Lin::atom(Atom::Loop(atom, f)).mul(-1));
+        let lane_term = Lin::atom(Atom::Loop(atom, f));
+        let lane_free = |l: &Lin| {
+            let mut inner = Vec::new();
+            lane_atoms(l, &mut inner);
+            !inner.contains(&atom)
+        };
+        let aligned =
+            |l: &Lin| lane_free(l) && l.terms.iter().all(|(_, k)| k % f == 0) && l.c % f == 0;
+        let first = lin.add(&lane_term.mul(-1));
+        if !aligned(&first) {
+            return None;
+        }
+        // Each condition without the lane: `rest + lane` is in `[lo, hi)` for every lane
+        // exactly when `rest` is, `rest`, `lo` and `hi` being multiples of the count.
+        let mut uniform: Valid = Vec::with_capacity(valid.len());
+        for (l, lo, hi) in valid {
+            let k = l
+                .terms
+                .iter()
+                .find(|(a, _)| *a == Atom::Loop(atom, f))
+                .map_or(0, |(_, k)| *k);
+            match k {
+                0 if lane_free(l) => uniform.push((l.clone(), *lo, *hi)),
+                1 => {
+                    let rest = l.add(&lane_term.mul(-1));
+                    if !aligned(&rest) || lo % f != 0 || hi % f != 0 {
+                        return None;
+                    }
+                    uniform.push((rest, *lo, *hi));
+                }
+                _ => return None,
+            }
+        }
         let mut inner = Vec::new();
         lane_atoms(&first, &mut inner);
-        if inner.contains(&atom) || first.terms.iter().any(|(_, k)| k % f != 0) || first.c % f != 0
-        {
-            return None;
+        for (l, _, _) in &uniform {
+            lane_atoms(l, &mut inner);
         }
         inner.sort_unstable();
         inner.dedup();
@@ -1150,13 +1183,17 @@ impl Gen<'_> {
             .filter_map(|id| self.digits.get(id).map(|&d| (*id, d)))
             .collect();
         let param = self.pvals.iter().position(|&v| v == p)?;
-        let key = (param, first.clone(), key_lanes);
+        let key = (param, first.clone(), key_lanes, uniform);
         let lane = *self.digits.get(&atom)?;
         let cached = self.find(|s| s.vectors.get(&key).copied());
         let v = match cached {
             Some(v) => v,
             None => {
-                let at = self.lin(&first);
+                let mut at = self.lin(&first);
+                if let Some(c) = self.valid_cond(&key.3) {
+                    let zero = self.b.const_u32(0);
+                    at = self.b.where_(c, at, zero);
+                }
                 let t = IrType::vec(dtype.scalar(), f as u8);
                 let v = self.b.load(p, at, t, f as u32 * dtype.size() as u32);
                 if let Some(s) = self.body_scope() {

@@ -4210,6 +4210,10 @@ fn coalesced(
         }
         return Ok(());
     }
+    // The address of the last one-lane load, while its bytes are still in `ctx.buf`: lanes
+    // that load the same address again (a clamped index, a broadcast) get those bytes, as
+    // the hardware serves them from one memory access, instead of a read each.
+    let mut single: Option<u64> = None;
     let mut l = 0usize;
     while l < lanes {
         if exec >> l & 1 == 0 {
@@ -4258,8 +4262,20 @@ fn coalesced(
             }
             continue;
         }
+        if load && len == n && single == Some(a0) {
+            if rows {
+                dwords_to_rows(&mut w.v, dst, start, l, n, &ctx.buf[..n]);
+            } else {
+                write_loaded(w, i.op, i.dst, start, &ctx.buf[..n]);
+            }
+            continue;
+        }
+        single = None;
         let r = if load {
             let r = ctx.mem.read(a0, &mut ctx.buf[..len]);
+            if r.is_ok() && len == n {
+                single = Some(a0);
+            }
             if r.is_ok() {
                 if rows {
                     dwords_to_rows(&mut w.v, dst, start, l, n, &ctx.buf[..len]);
