@@ -7,11 +7,8 @@
 //! count, so chunks are uneven and the tree is not a power of two) and the four members of
 //! the mock hive `mock:mi300x-hive4:40..43`; the fault test takes its own hive (`:44..47`).
 //!
-//! What joins pieces (`Tensor::cat`: `gather`, `all_gather`, the ring's last step) is checked
-//! on the cpu devices only: on the mock GPUs a `cat` kernel of this branch page-faults (also
-//! on one mock Navi31 with no other device involved; the tensor layer's ops test of `cat`
-//! along axis 1 passes) — an open bug of the kernels, not of the collectives. Parts are made
-//! from memory (`from_slice`): an optimised `full(..) + x` on gfx942 is wrong (docs/MULTI-GPU.md).
+//! Every collective, joins (`Tensor::cat`: `gather`, `all_gather`, the ring's last step)
+//! included, is checked on both sets of devices.
 
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -58,11 +55,6 @@ fn names(devs: &[Device]) -> String {
     devs.iter().map(|d| d.name()).collect::<Vec<_>>().join(",")
 }
 
-/// Whether `devs` are GPUs (where joining pieces is not checked: see the module's comment).
-fn gpu(devs: &[Device]) -> bool {
-    devs[0].runtime().is_some()
-}
-
 /// Each part's f32 elements.
 fn part_values(s: &am_tensor::Sharded) -> Vec<Vec<f32>> {
     s.parts().iter().map(|p| p.to_vec_f32().unwrap()).collect()
@@ -86,9 +78,6 @@ fn shard_cuts_along_the_axis_and_gather_joins_the_pieces() {
         let cols = x.shard(&devs[..3], 1).unwrap();
         assert_eq!(cols.parts()[0].shape(), [7, 2]);
         for s in [&rows, &cols] {
-            if gpu(&devs) {
-                continue;
-            }
             let back = s.gather(&devs[2]).unwrap();
             assert_eq!(back.to_vec_f32().unwrap(), data, "{}", names(&devs));
         }
@@ -208,12 +197,8 @@ fn all_reduce_gives_every_device_the_reduction_in_the_same_bits() {
                 .map(|(v, d)| Tensor::from_slice(v, &[numel], d).unwrap())
                 .collect();
             let s = am_tensor::Sharded::from_parts(parts, None).unwrap();
-            let algos: &[Algorithm] = if gpu(&devs) {
-                &[Algorithm::Tree, Algorithm::Auto]
-            } else {
-                &[Algorithm::Ring, Algorithm::Tree, Algorithm::Auto]
-            };
-            for &algo in algos {
+            let algos = [Algorithm::Ring, Algorithm::Tree, Algorithm::Auto];
+            for algo in algos {
                 for op in [ReduceOp::Sum, ReduceOp::Max] {
                     let r = s.all_reduce_with(op, algo).unwrap();
                     r.realize().unwrap();
@@ -284,13 +269,11 @@ fn reduce_scatter_all_gather_and_broadcast() {
             row += rows;
         }
         assert_eq!(row, 10, "the pieces cover every row");
-        if !gpu(&devs) {
-            let all = rs.all_gather().unwrap();
-            assert_eq!(all.axis(), None);
-            let whole = rs.gather(&devs[0]).unwrap().to_vec_f32().unwrap();
-            for v in part_values(&all) {
-                assert_eq!(v, whole, "every device has every piece");
-            }
+        let all = rs.all_gather().unwrap();
+        assert_eq!(all.axis(), None);
+        let whole = rs.gather(&devs[0]).unwrap().to_vec_f32().unwrap();
+        for v in part_values(&all) {
+            assert_eq!(v, whole, "every device has every piece");
         }
         let b = Tensor::from_slice(&data[0], &[10, 3], &devs[n - 1])
             .unwrap()
@@ -320,12 +303,8 @@ fn gradients_flow_through_collectives() {
                 t
             })
             .collect();
-        let algos: &[Algorithm] = if gpu(&devs) {
-            &[Algorithm::Tree]
-        } else {
-            &[Algorithm::Ring, Algorithm::Tree]
-        };
-        for &algo in algos {
+        let algos = [Algorithm::Ring, Algorithm::Tree];
+        for algo in algos {
             for x in &xs {
                 x.zero_grad();
             }
@@ -358,25 +337,23 @@ fn gradients_flow_through_collectives() {
             }
         }
 
-        if !gpu(&devs) {
-            let v = rng.values(4 * n, -1.0, 1.0);
-            let x = Tensor::from_slice(&rng.values(4 * n, -1.0, 1.0), &[4 * n], &devs[0]).unwrap();
-            x.set_requires_grad(true);
-            let g = x.shard(&devs, 0).unwrap().all_gather().unwrap();
-            let vr = Tensor::from_slice(&v, &[4 * n], &devs[1])
-                .unwrap()
-                .replicate(&devs)
-                .unwrap();
-            g.mul(&vr)
-                .unwrap()
-                .sum(&[], false)
-                .unwrap()
-                .backward()
-                .unwrap();
-            let got = x.grad().unwrap().to_vec_f32().unwrap();
-            for (a, e) in got.iter().zip(&v) {
-                assert!((a - e).abs() <= 1e-6, "{got:?} {v:?}");
-            }
+        let v = rng.values(4 * n, -1.0, 1.0);
+        let x = Tensor::from_slice(&rng.values(4 * n, -1.0, 1.0), &[4 * n], &devs[0]).unwrap();
+        x.set_requires_grad(true);
+        let g = x.shard(&devs, 0).unwrap().all_gather().unwrap();
+        let vr = Tensor::from_slice(&v, &[4 * n], &devs[1])
+            .unwrap()
+            .replicate(&devs)
+            .unwrap();
+        g.mul(&vr)
+            .unwrap()
+            .sum(&[], false)
+            .unwrap()
+            .backward()
+            .unwrap();
+        let got = x.grad().unwrap().to_vec_f32().unwrap();
+        for (a, e) in got.iter().zip(&v) {
+            assert!((a - e).abs() <= 1e-6, "{got:?} {v:?}");
         }
 
         // Device i holds [i, −i]: element 0's maximum is on the last device, element 1's on
