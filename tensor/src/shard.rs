@@ -470,16 +470,22 @@ impl Sharded {
         self.all_reduce_with(op, Algorithm::Auto)
     }
 
-    /// [`Sharded::all_reduce`] with the algorithm given.
-    pub fn all_reduce_with(&self, op: ReduceOp, algorithm: Algorithm) -> Result<Sharded> {
+    /// The shape every part has, for `op`, which combines parts of one shape.
+    fn part_shape(&self, op: &'static str) -> Result<Vec<usize>> {
         let shape = self.parts[0].shape();
         if self.parts.iter().any(|p| p.shape() != shape) {
             return Err(layout_error(
-                "all_reduce",
+                op,
                 self.shape(),
-                "the parts have different shapes; all-reduce combines parts of one shape".into(),
+                format!("the parts have different shapes; {op} combines parts of one shape"),
             ));
         }
+        Ok(shape)
+    }
+
+    /// [`Sharded::all_reduce`] with the algorithm given.
+    pub fn all_reduce_with(&self, op: ReduceOp, algorithm: Algorithm) -> Result<Sharded> {
+        let shape = self.part_shape("all_reduce")?;
         let n = self.parts.len();
         if n == 1 {
             return Sharded::from_parts(self.parts.clone(), None);
@@ -534,14 +540,7 @@ impl Sharded {
     /// The parts (of one shape) reduced and cut along `axis`: device `i` gets piece `i` of
     /// the reduction of all the parts (the ring's first half).
     pub fn reduce_scatter(&self, op: ReduceOp, axis_: isize) -> Result<Sharded> {
-        let shape = self.parts[0].shape();
-        if self.parts.iter().any(|p| p.shape() != shape) {
-            return Err(layout_error(
-                "reduce_scatter",
-                self.shape(),
-                "the parts have different shapes".into(),
-            ));
-        }
+        let shape = self.part_shape("reduce_scatter")?;
         let a = axis("reduce_scatter", &shape, axis_)?;
         if shape[a] < self.parts.len() {
             return Err(layout_error(

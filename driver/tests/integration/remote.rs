@@ -1488,6 +1488,22 @@ impl PciDevice for WindowDevice {
 }
 
 /// The steps that read the VRAM dword at `at` through the window.
+/// The owner's `reads` reads of VRAM through the window, aimed with plain writes as
+/// tinygrad's driver does; how many gave another value than the pattern.
+fn owner_reads_by_hand(bar5: &dyn Bar, reads: u64) -> u32 {
+    let mut wrong = 0;
+    for i in 0..reads {
+        let at = ((i * 31_337) % WINDOW_VRAM_DWORDS) * 4;
+        bar5.write32(MM_INDEX_HI, (at >> 31) as u32).unwrap();
+        bar5.write32(MM_INDEX, (at as u32 & 0x7fff_ffff) | 0x8000_0000)
+            .unwrap();
+        if bar5.read32(MM_DATA).unwrap() != vram_pattern(at) {
+            wrong += 1;
+        }
+    }
+    wrong
+}
+
 fn window_read(at: u64) -> [IndexStep; 3] {
     [
         IndexStep::Aim {
@@ -1535,16 +1551,10 @@ fn window_reads_of_readers_and_an_owner_aiming_by_hand_never_see_each_others_win
             ));
         }));
     }
-    let bar5 = owner.bar(5).unwrap();
-    for i in 0..400u64 {
-        let at = ((i * 31_337) % WINDOW_VRAM_DWORDS) * 4;
-        bar5.write32(MM_INDEX_HI, (at >> 31) as u32).unwrap();
-        bar5.write32(MM_INDEX, (at as u32 & 0x7fff_ffff) | 0x8000_0000)
-            .unwrap();
-        if bar5.read32(MM_DATA).unwrap() != vram_pattern(at) {
-            wrong.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    wrong.fetch_add(
+        owner_reads_by_hand(&*owner.bar(5).unwrap(), 400),
+        Ordering::SeqCst,
+    );
     for t in threads {
         t.join().unwrap();
     }
@@ -2148,16 +2158,10 @@ fn a_relay_keeps_window_reads_one_transaction_beside_an_owner_aiming_by_hand() {
             }
         }));
     }
-    let bar5 = owner.bar(5).unwrap();
-    for i in 0..200u64 {
-        let at = ((i * 31_337) % WINDOW_VRAM_DWORDS) * 4;
-        bar5.write32(MM_INDEX_HI, (at >> 31) as u32).unwrap();
-        bar5.write32(MM_INDEX, (at as u32 & 0x7fff_ffff) | 0x8000_0000)
-            .unwrap();
-        if bar5.read32(MM_DATA).unwrap() != vram_pattern(at) {
-            wrong.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    wrong.fetch_add(
+        owner_reads_by_hand(&*owner.bar(5).unwrap(), 200),
+        Ordering::SeqCst,
+    );
     for t in threads {
         t.join().unwrap();
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use am_driver::irq::IrqEvent;
 use am_driver::mm::VramAccess;
-use am_driver::{Error, ErrorKind};
+use am_driver::{AmDevice, Error, ErrorKind};
 use am_tests::kernels::{Loaded, compile_cl, dispatch};
 use am_tests::rig::{Rig, aql_barrier, aql_dispatch, aql_pm4_ib};
 use am_tests::{pm4, sdma};
@@ -209,15 +209,7 @@ fn faulting_dispatch_and_copy_are_decoded_by_the_driver() {
         h.contains("page fault") && h.contains(&format!("{:#x}", l.entry(wild))),
         "{h}"
     );
-    let err = r.dev.handle_interrupts().unwrap_err();
-    let Error {
-        kind: ErrorKind::GpuFault(fault @ IrqEvent::PageFault(_)),
-        ..
-    } = &err
-    else {
-        panic!("not a page fault: {err}")
-    };
-    let detail = fault.to_string();
+    let detail = page_fault(&mut r.dev);
     let va = buf.va + (1 << 36);
     assert!(
         detail.contains(&format!("{:#x}", va >> 12 << 12)),
@@ -320,15 +312,7 @@ fn a_scattered_load_faults_and_refuses_stale_bytes_per_lane() {
     let h = halted(&r);
     // Lane 37 is lane 5 of the second wave of 32.
     assert!(h.contains("page fault") && h.contains("lane 5:"), "{h}");
-    let err = r.dev.handle_interrupts().unwrap_err();
-    let Error {
-        kind: ErrorKind::GpuFault(fault @ IrqEvent::PageFault(_)),
-        ..
-    } = &err
-    else {
-        panic!("not a page fault: {err}")
-    };
-    let detail = fault.to_string();
+    let detail = page_fault(&mut r.dev);
     let va = src + 4 * 0xf000_0000;
     assert!(
         detail.contains(&format!("{:#x}", va >> 12 << 12)),
@@ -462,4 +446,17 @@ fn aql_queue(profile: &str) {
         );
     }
     assert!(r.gpu.violations().is_empty(), "{:#?}", r.gpu.violations());
+}
+
+/// The page fault the device's interrupts report next, printed.
+fn page_fault(dev: &mut AmDevice) -> String {
+    let err = dev.handle_interrupts().unwrap_err();
+    let Error {
+        kind: ErrorKind::GpuFault(fault @ IrqEvent::PageFault(_)),
+        ..
+    } = &err
+    else {
+        panic!("not a page fault: {err}")
+    };
+    fault.to_string()
 }
