@@ -221,6 +221,25 @@ fn smu_queries_beside_the_owner_never_land_between_the_owners_messages() {
 }
 
 #[test]
+fn a_relay_sends_smu_queries_on_to_the_server_beside_the_owner() {
+    let (gpu, mut owner, upstream) = owned("navi31");
+    let (limit, pmfw) = owner_answers(&mut owner);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let relayed = am_driver::pci::open_spec(&upstream).unwrap();
+    std::thread::spawn(move || {
+        let _ = am_driver::pci::remote::serve(listener, vec![relayed], Default::default());
+    });
+    let j = &am_json(&["smi", &format!("remote:{addr}:0")])[0];
+    assert!(j["metrics_counter"].is_number(), "{j}");
+    assert_eq!(j["power_limit_w"], limit, "{j}");
+    assert_eq!(j["firmware"]["pmfw"], pmfw.as_str(), "{j}");
+    assert_eq!(j["notes"], serde_json::json!([]), "{j}");
+    assert_eq!(owner_answers(&mut owner), (limit, pmfw));
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
+
+#[test]
 fn the_server_runs_only_queries_beside_the_owner() {
     use am_autogen::smu::v13_0_0 as s0;
     use am_driver::pci::SmuAnswer;
