@@ -539,8 +539,8 @@ impl SharedMailbox {
             drop(guard);
             if start.elapsed() >= timeout {
                 return Err(timed_out(
-                    "the SMU mailbox to be idle (MP1_SMN_C2PMSG_90 non-zero: the owner's message \
-                     answered, or the SMU running at all)",
+                    "the SMU mailbox to be idle (MP1_SMN_C2PMSG_90 non-zero: no message in \
+                     flight; it stays 0 while the SMU runs no firmware, before a boot)",
                     was,
                 ));
             }
