@@ -8,7 +8,15 @@ compiled with `am compile`) against the served mock in a loop, a raw client ping
 reads registers, and another maps --sysmem-mib of system memory (MAP_SYSMEM), writes
 into it, holds it a moment and disconnects. Hostile clients at the same time: one floods
 requests the mock refuses (a register of no IP block), one sends random headers with
-junk payloads, one holds a connection with half a header, one holds an idle connection.
+junk payloads, one holds a connection with half a header, one holds an idle connection;
+and the patterns of issue 40 that held places before the server measured progress: four
+clients that only ping, two that dribble request headers (each within the read timeout,
+none within a second), three idle clients that reconnect the moment they are closed, and
+one that maps 32 MiB on a second served device and trickles a SYSMEM_WRITE of all of it a
+byte every half second. The hostile clients come from 127.0.0.2 and 127.0.0.3, so that
+the per-address cap (8) does not keep the well-behaved ones on 127.0.0.1 out; with all of
+them the server's 16 places are over-subscribed, and the well-behaved clients get in by
+the admission rule (our client waits the time a full server names).
 Every --sample-secs the server's memory (VmRSS + VmSwap) is sampled; once the clients
 have stopped, it is sampled again after --idle-secs.
 
@@ -33,7 +41,10 @@ import time
 
 REQ = struct.Struct("<BIIQQQ")
 RESP = struct.Struct("<BQQ")
-PING, MMIO_READ, MAP_SYSMEM, SYSMEM_WRITE = 12, 6, 8, 10
+PING, CFG_READ, MMIO_READ, MAP_SYSMEM, SYSMEM_WRITE = 12, 3, 6, 8, 10
+
+# Where the hostile clients connect from (loopback, as separate peers).
+HOSTILE_A, HOSTILE_B = "127.0.0.2", "127.0.0.3"
 
 SAXPY = """kernel saxpy(%x: ptr<global, f32> noalias, %y: ptr<global, f32>, %a: f32, %n: u32) workgroup(64, 1, 1) {
   %g = group_id x
@@ -63,8 +74,8 @@ def rss_kib(pid):
     return total
 
 
-def connect(port):
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+def connect(port, source="127.0.0.1"):
+    s = socket.create_connection(("127.0.0.1", port), timeout=5, source_address=(source, 0))
     s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return s
 
@@ -100,7 +111,7 @@ def hostile_flood(port, stop, n):
     # MMIO_READ of BAR5 dword 0x3ffff: in no IP segment, refused and recorded by the mock.
     while not stop.is_set():
         try:
-            s = connect(port)
+            s = connect(port, HOSTILE_A)
             while not stop.is_set():
                 s.sendall(REQ.pack(MMIO_READ, 0, 5, 0x3FFFF * 4, 4, 0))
                 ok, _ = answer(s, 4)
@@ -114,7 +125,7 @@ def hostile_junk(port, stop, n, seed):
     rng = random.Random(seed)
     while not stop.is_set():
         try:
-            s = connect(port)
+            s = connect(port, HOSTILE_A)
             s.settimeout(2)
             for _ in range(50):
                 # Reads of device 0 with wild arguments, anything to devices that do not
@@ -141,7 +152,7 @@ def hostile_junk(port, stop, n, seed):
 def hostile_holder(port, stop, n, half):
     while not stop.is_set():
         try:
-            s = connect(port)
+            s = connect(port, HOSTILE_A)
             s.settimeout(120)
             if half:
                 s.sendall(REQ.pack(PING, 0, 0, 0, 0, 0)[:11])
@@ -152,6 +163,87 @@ def hostile_holder(port, stop, n, half):
         except OSError:
             n.add("holder errors")
         time.sleep(0.1)
+
+
+def hostile_pinger(port, stop, n):
+    """Only PINGs, one a second (inside any idle timeout): no progress, so its place goes to
+    a newcomer once the server is full."""
+    while not stop.is_set():
+        try:
+            s = connect(port, HOSTILE_A)
+            s.settimeout(30)
+            while not stop.is_set():
+                s.sendall(REQ.pack(PING, 0, 0, 0, 0, 0))
+                ok, _ = answer(s)
+                if not ok:
+                    break
+                n.add("pings")
+                stop.wait(1)
+            n.add("pinger closed")
+        except OSError:
+            n.add("pinger closed")
+        stop.wait(0.1)
+
+
+def hostile_dribbler(port, stop, n):
+    """CFG_READ headers a few bytes at a time, each whole within the read timeout (5 s) but
+    none within a second: no progress."""
+    while not stop.is_set():
+        try:
+            s = connect(port, HOSTILE_B)
+            s.settimeout(30)
+            while not stop.is_set():
+                head = REQ.pack(CFG_READ, 0, 0, 0, 4, 0)
+                for i in range(0, len(head), 4):
+                    s.sendall(head[i:i + 4])
+                    time.sleep(0.3)
+                ok, _ = answer(s)
+                if not ok:
+                    break
+                n.add("dribbled headers")
+            n.add("dribbler closed")
+        except OSError:
+            n.add("dribbler closed")
+        stop.wait(0.1)
+
+
+def hostile_reconnector(port, stop, n):
+    """Idle, and back the moment it is closed."""
+    while not stop.is_set():
+        try:
+            s = connect(port, HOSTILE_B)
+            s.settimeout(60)
+            while not stop.is_set() and s.recv(4096):
+                pass
+            n.add("reconnects")
+            s.close()
+        except OSError:
+            n.add("reconnects")
+
+
+def hostile_trickler(port, stop, n):
+    """Maps 32 MiB on device 1 (it becomes that device's owner) and trickles a SYSMEM_WRITE
+    of all of it, a byte every half second."""
+    size = 32 << 20
+    while not stop.is_set():
+        try:
+            s = connect(port, HOSTILE_B)
+            s.settimeout(30)
+            s.sendall(REQ.pack(MAP_SYSMEM, 1, 0, size, 0, 0))
+            ok, _ = answer(s, size // 4096 * 8)
+            if not ok:
+                n.add("trickler refused")
+                s.close()
+                stop.wait(1)
+                continue
+            s.sendall(REQ.pack(SYSMEM_WRITE, 1, 0, 0, size, 0))
+            while not stop.is_set():
+                s.sendall(b"\x5a")
+                n.add("trickled bytes")
+                stop.wait(0.5)
+        except OSError:
+            n.add("trickler cut off")
+        stop.wait(0.1)
 
 
 def good_raw(port, stop, n):
@@ -267,7 +359,8 @@ def main():
     err_path = f"/tmp/am-soak-{os.getpid()}.stderr"
     with open(err_path, "wb") as err:
         server = subprocess.Popen(
-            [a.am, "serve", "--listen", "127.0.0.1:0", "--idle-timeout", "5", "--read-timeout", "5", f"mock:{a.profile}"],
+            [a.am, "serve", "--listen", "127.0.0.1:0", "--idle-timeout", "5", "--read-timeout", "5",
+             f"mock:{a.profile}", f"mock:{a.profile}:1"],
             stdout=subprocess.PIPE, stderr=err, text=True)
     line = server.stdout.readline()
     port = int(line.strip().rsplit(":", 1)[1])
@@ -285,7 +378,11 @@ def main():
         threading.Thread(target=good_raw, args=(port, stop, n)),
         threading.Thread(target=good_tools, args=(a.am, spec, stop, n, failures, hsaco)),
         threading.Thread(target=good_sysmem, args=(port, stop, n, a.sysmem_mib)),
+        threading.Thread(target=hostile_trickler, args=(port, stop, n)),
     ]
+    threads += [threading.Thread(target=hostile_pinger, args=(port, stop, n)) for _ in range(4)]
+    threads += [threading.Thread(target=hostile_dribbler, args=(port, stop, n)) for _ in range(2)]
+    threads += [threading.Thread(target=hostile_reconnector, args=(port, stop, n)) for _ in range(3)]
     for t in threads:
         t.daemon = True
         t.start()

@@ -274,7 +274,7 @@ impl AmDevice {
             gmc: Gmc::init_sw(&ctx)?,
             ih: Ih::init_sw(&ctx)?,
             psp: Psp::init_sw(&ctx, plan)?,
-            smu: Smu::init_sw(&ctx)?,
+            smu: Smu::init_sw(&ctx, opts.inspect)?,
             gfx: Gfx::init_sw(&ctx, ucode_start)?,
             sdma: Sdma::init_sw(&ctx)?,
         };

@@ -13,6 +13,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Display;
+use std::sync::Arc;
 
 use zerocopy::FromBytes;
 
@@ -352,8 +353,18 @@ impl Discovery {
     ///
     /// BAR0 is used as mapped; the caller resizes it first if it wants a large BAR.
     pub fn read(dev: &dyn PciDevice) -> Result<Self> {
-        let device = dev.name().to_string();
-        let mmio = dev.bar(5)?;
+        Self::read_through(dev.name(), dev.bar(5)?, || dev.bar(0))
+    }
+
+    /// [`Discovery::read`] through a given BAR5 (a server sharing the device hands in one
+    /// that puts the `MM_INDEX` window back after each access) and BAR0, mapped only once
+    /// the VRAM size is known to be readable.
+    pub fn read_through(
+        device: &str,
+        mmio: Arc<dyn Bar>,
+        bar0: impl FnOnce() -> Result<Arc<dyn Bar>>,
+    ) -> Result<Self> {
+        let device = device.to_string();
         let value = mmio.read32(RCC_CONFIG_MEMSIZE * 4)?;
         let reason = match value {
             0 => "no VRAM size",
@@ -365,7 +376,7 @@ impl Discovery {
         if !reason.is_empty() {
             return Err(Error::new(device, ErrorKind::BadVramSize { value, reason }));
         }
-        let (vram_size, bar0) = (u64::from(value) << 20, dev.bar(0)?);
+        let (vram_size, bar0) = (u64::from(value) << 20, bar0()?);
         let large_bar = bar0.len() >= vram_size;
         let mut bytes = vec![0u8; DISCOVERY_TMR_SIZE];
         Vram::new(&device, bar0, mmio, vram_size)

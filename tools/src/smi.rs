@@ -5,9 +5,11 @@
 //! Metrics come from the SMU's metrics table (MP1 13.0.0 `SmuMetricsExternal_t`; 13.0.6 and
 //! MI350X's 13.0.14 `MetricsTableX_t`, in Q10 fixed point), which the SMU writes into the
 //! driver table the booting AM instance allocated: an inspect-only driver open finds it at
-//! the same address and asks for a fresh copy. VRAM used is what VM context 0 maps. A local
-//! device another process holds is not touched: only its holder is reported. A VF has no
-//! SMU (its PF owns it).
+//! the same address and asks for a fresh copy. VRAM used is what VM context 0 maps. A served
+//! device another client owns is asked through the server, which runs each SMU query
+//! between the owner's messages (`am serve`'s SMU command); its owner is reported. A local
+//! device another process holds is read beside it without its SMU mailbox, which is the
+//! holder's: the holder is reported. A VF has no SMU (its PF owns it).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -138,6 +140,9 @@ pub struct SmiReport {
     pub metrics_counter: Option<u32>,
     /// Processes holding the device.
     pub processes: Vec<Process>,
+    /// The client that owns a served device, as its server describes it, when another
+    /// client does.
+    pub owner: Option<String>,
     /// Why some of the report is missing.
     pub notes: Vec<String>,
 }
@@ -379,24 +384,25 @@ pub fn gather(spec: &str) -> SmiReport {
         Ok(u) => r.vram_used = Some(u),
         Err(e) => r.notes.push(format!("VRAM used: {e:#}")),
     }
-    let owner = match t.pci.ownership() {
-        Ok(Some(Ownership::Other(who))) => Some(who),
-        _ => None,
-    };
+    if let Ok(Some(Ownership::Other(who))) = t.pci.ownership() {
+        r.owner = Some(who);
+    }
     if held.is_some() {
         // Said above: beside a holder the SMU is not asked.
     } else if t.is_vf {
         r.notes
             .push("a VF has no SMU metrics: the PF owns the SMU".to_string());
-    } else if let Some(who) = owner {
-        // Its SMU messages would interleave with the owner's in the one mailbox.
-        r.notes.push(format!(
-            "SMU part not read (metrics, clocks, power limit, firmware): {} is owned by \
-             {who}, and its SMU mailbox is the owner's; this client only reads",
-            t.name()
-        ));
     } else if let Err(e) = smu_part(&t, &mut r) {
-        r.notes.push(format!("{e:#}"));
+        // Beside an owner the queries go through the server (which refuses none a
+        // server with the SMU command takes); a server without it refuses the mailbox
+        // writes, naming the owner.
+        r.notes.push(match &r.owner {
+            Some(who) => format!(
+                "SMU part not read (metrics, clocks, power limit, firmware) beside the owner \
+                 {who}: {e:#}"
+            ),
+            None => format!("{e:#}"),
+        });
     }
     r
 }
@@ -538,6 +544,9 @@ pub fn render(reports: &[SmiReport]) -> String {
         }
         if let Some(p) = r.fan_pwm {
             out += &format!("  fan duty    {p}%\n");
+        }
+        if let Some(o) = &r.owner {
+            out += &format!("  owner       {o} (another client of the server)\n");
         }
         if r.processes.is_empty() {
             out += "  processes   none\n";

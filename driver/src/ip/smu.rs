@@ -11,7 +11,12 @@ use super::*;
 
 pub use am_autogen::smu::Msg;
 use am_autogen::smu::{v13_0_0 as s0, v13_0_6 as s6, v14_0_2 as s14};
+use std::sync::Arc;
+
 use zerocopy::FromBytes;
+
+use crate::pci::SmuAnswer;
+use crate::regs::Regs;
 
 /// Which DPM level every clock is pinned to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -118,17 +123,23 @@ pub struct Smu {
     /// A message that timed out: the next one waits for its answer first (writing a new
     /// message over an unanswered one is a protocol error).
     unanswered: Option<Msg>,
+    /// Opened to inspect, beside the instance that runs the device: a message goes through
+    /// the sharing server's mailbox transaction where there is one
+    /// ([`PciDevice::smu_query`]), so that it never lands between the owner's writes.
+    beside: bool,
 }
 
 impl Smu {
-    /// Allocate the driver table.
-    pub fn init_sw(ctx: &Ctx) -> Result<Self> {
+    /// Allocate the driver table. `beside`: the device was opened to inspect (see
+    /// [`Smu::beside`]).
+    pub fn init_sw(ctx: &Ctx, beside: bool) -> Result<Self> {
         Ok(Smu {
             mp1: ctx.discovery.version(HwIp::MP1),
             table: (!ctx.is_vf)
                 .then(|| ctx.palloc(DRIVER_TABLE_SIZE, 0x1000, Pool::Boot))
                 .transpose()?,
             unanswered: None,
+            beside,
         })
     }
 
@@ -148,6 +159,11 @@ impl Smu {
                 "SMU message {msg:?} is not in the MP1 {family:?} message table"
             ))
         })?;
+        if self.beside
+            && let Some(a) = ctx.pci.smu_query(id, param, timeout)?
+        {
+            return self.answered(ctx, msg, id, param, a.response, || Ok(a.value));
+        }
         if let Some(prev) = self.unanswered {
             answer(
                 ctx,
@@ -171,6 +187,21 @@ impl Smu {
                 self.unanswered = Some(msg);
             }
         })?;
+        self.answered(ctx, msg, id, param, response, || {
+            ctx.rreg(mp::MP1_SMN_C2PMSG_82, 0)
+        })
+    }
+
+    /// The end of a message: traced, then its result (`value`) or the SMU's refusal.
+    fn answered(
+        &self,
+        ctx: &Ctx,
+        msg: Msg,
+        id: u32,
+        param: u32,
+        response: u32,
+        value: impl FnOnce() -> Result<u32>,
+    ) -> Result<u32> {
         ctx.pci.trace(crate::trace::TraceEvent::Mailbox {
             block: "smu",
             name: format_args!("{msg:?}"),
@@ -185,7 +216,7 @@ impl Smu {
                 response,
             }));
         }
-        ctx.rreg(mp::MP1_SMN_C2PMSG_82, 0)
+        value()
     }
 
     fn msg(&mut self, ctx: &Ctx, msg: Msg, param: u32) -> Result<u32> {
@@ -399,6 +430,147 @@ impl Smu {
             }
         }
         Ok(lines)
+    }
+}
+
+/// The messages a client beside the owner may send through [`SharedMailbox::query`]: they
+/// ask and change nothing. `TransferTableSmu2Dram` is allowed for the metrics table only.
+const QUERIES: [Msg; 6] = [
+    Msg::GetSmuVersion,
+    Msg::GetPptLimit,
+    Msg::GetDpmFreqByIndex,
+    Msg::GetMinGfxDpmFreq,
+    Msg::GetMaxGfxDpmFreq,
+    Msg::GetMetricsTable,
+];
+
+/// How often [`SharedMailbox::query`] looks at `C2PMSG_90`: PMFW answers a query in
+/// microseconds to a few milliseconds, and the owner waits while the window lock is held.
+const SHARED_POLL: Duration = Duration::from_micros(50);
+
+/// The SMU mailbox of a device several clients share, as the server sharing it runs a
+/// query for one of them ([`PciDevice::smu_query`]): `am smi` beside the device's owner.
+///
+/// The owner writes the mailbox with plain register writes (response cleared, param,
+/// message), polls the response, then reads the result, each a request of its own; the
+/// server holds the device's window lock around every one of them. A query runs whole
+/// under that lock, and only once the mailbox is idle (`C2PMSG_90` non-zero: the owner has
+/// no message in flight, and has not begun its next, which clears it first); then it puts
+/// `C2PMSG_82` and `C2PMSG_90` back as it found them, so an owner between reading the
+/// response and reading the result reads its own. Only queries are sent ([`QUERIES`]): the
+/// metrics table lands in the driver table the owner's boot set up, which the AM drivers
+/// (ours and tinygrad's) use for that table only.
+pub struct SharedMailbox {
+    device: String,
+    family: Family,
+    regs: Regs,
+}
+
+impl SharedMailbox {
+    /// Find the mailbox of `dev` from its discovery table, holding `window` (the lock the
+    /// server takes around every access of the device's BARs) while it reads: on a small
+    /// BAR the table is read through the `MM_INDEX` window, which is put back.
+    pub fn locate(dev: &dyn PciDevice, window: &std::sync::Mutex<()>) -> Result<SharedMailbox> {
+        let _window = am_isa::sync::lock(window);
+        let mmio: Arc<dyn Bar> = Arc::new(crate::pci::SharedBar(dev.bar(5)?));
+        let bar0 = || -> Result<Arc<dyn Bar>> { Ok(Arc::new(crate::pci::SharedBar(dev.bar(0)?))) };
+        let discovery = Discovery::read_through(dev.name(), mmio.clone(), bar0)?;
+        let err = |reason: String| Error::new(dev.name(), ErrorKind::BadState { reason });
+        let version = discovery
+            .version(HwIp::MP1)
+            .ok_or_else(|| err("discovery lists no MP1 (SMU)".into()))?;
+        let family = Family::of(version)
+            .ok_or_else(|| err(format!("there is no SMU message table for MP1 {version}")))?;
+        let regs = Regs::with_mmio(dev.name(), mmio, &discovery)?;
+        Ok(SharedMailbox {
+            device: dev.name().to_string(),
+            family,
+            regs,
+        })
+    }
+
+    /// Send query `id` with `param` between the owner's messages (see the type's
+    /// documentation) and wait for the answer, all within `timeout`. A message that is not
+    /// a query is refused before anything is written.
+    pub fn query(
+        &self,
+        window: &std::sync::Mutex<()>,
+        id: u32,
+        param: u32,
+        timeout: Duration,
+    ) -> Result<SmuAnswer> {
+        let family = self.family;
+        let query = QUERIES.iter().any(|&m| family.id(m) == Some(id))
+            || (family.id(Msg::TransferTableSmu2Dram) == Some(id)
+                && param == s0::TABLE_SMU_METRICS);
+        let name = &self.device;
+        if !query {
+            return Err(Error::new(
+                name,
+                ErrorKind::BadState {
+                    reason: format!(
+                        "SMU message {id:#x} (param {param:#x}) is not a query (MP1 {family:?}): \
+                         beside the device's owner only version, power limit, DPM range and \
+                         metrics-table requests are sent"
+                    ),
+                },
+            ));
+        }
+        let response = self.regs.reg(mp::MP1_SMN_C2PMSG_90)?;
+        let result = self.regs.reg(mp::MP1_SMN_C2PMSG_82)?;
+        let message = self.regs.reg(mp::MP1_SMN_C2PMSG_66)?;
+        let start = std::time::Instant::now();
+        let timed_out = |what: &str, last: u32| {
+            Error::new(
+                name,
+                ErrorKind::Timeout {
+                    what: what.to_string(),
+                    waited: start.elapsed(),
+                    last,
+                },
+            )
+        };
+        let (_window, was) = loop {
+            let guard = am_isa::sync::lock(window);
+            let was = response.read(0)?;
+            if was != 0 {
+                break (guard, was);
+            }
+            drop(guard);
+            if start.elapsed() >= timeout {
+                return Err(timed_out(
+                    "the SMU mailbox to be idle (MP1_SMN_C2PMSG_90 non-zero: no message in \
+                     flight; it stays 0 while the SMU runs no firmware, before a boot)",
+                    was,
+                ));
+            }
+            std::thread::sleep(SHARED_POLL);
+        };
+        let kept = result.read(0)?;
+        response.write(0, 0)?;
+        result.write(0, param)?;
+        message.write(0, id)?;
+        let code = loop {
+            let v = response.read(0)?;
+            if v != 0 {
+                break v;
+            }
+            if start.elapsed() >= timeout {
+                // The SMU still owes this answer: the owner's next message waits for it.
+                return Err(timed_out(
+                    &format!("SMU message {id:#x} (param {param:#x}) answer in MP1_SMN_C2PMSG_90"),
+                    v,
+                ));
+            }
+            std::thread::sleep(SHARED_POLL);
+        };
+        let value = result.read(0)?;
+        result.write(0, kept)?;
+        response.write(0, was)?;
+        Ok(SmuAnswer {
+            response: code,
+            value,
+        })
     }
 }
 

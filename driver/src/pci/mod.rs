@@ -85,6 +85,44 @@ pub enum Ownership {
     Other(String),
 }
 
+/// What the SMU answered a message: `C2PMSG_90` (1 is `PPSMC_Result_OK`) and `C2PMSG_82`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SmuAnswer {
+    /// The response code.
+    pub response: u32,
+    /// The message's result.
+    pub value: u32,
+}
+
+/// A BAR of a device other clients share, as the server sharing it uses it for itself:
+/// every [`Bar::indexed`] access puts the index registers back ([`Bar::shared_indexed`]),
+/// so that a client aiming the window with plain writes finds it where it left it.
+pub struct SharedBar(pub Arc<dyn Bar>);
+
+impl Bar for SharedBar {
+    fn len(&self) -> u64 {
+        self.0.len()
+    }
+    fn read32(&self, offset: u64) -> Result<u32> {
+        self.0.read32(offset)
+    }
+    fn write32(&self, offset: u64, value: u32) -> Result<()> {
+        self.0.write32(offset, value)
+    }
+    fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.0.read_bytes(offset, buf)
+    }
+    fn write_bytes(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.0.write_bytes(offset, data)
+    }
+    fn indexed(&self, steps: &[IndexStep]) -> Result<u32> {
+        self.0.shared_indexed(steps)
+    }
+    fn shared_indexed(&self, steps: &[IndexStep]) -> Result<u32> {
+        self.0.shared_indexed(steps)
+    }
+}
+
 /// A mapped BAR: bounds-checked access at byte offsets.
 ///
 /// Registers are 32-bit (`read32`/`write32` at dword-aligned offsets), doorbells 64-bit,
@@ -280,6 +318,15 @@ pub trait PciDevice: Send + Sync {
     /// device: the first connection that writes owns it until it closes, the others read).
     /// `None` where the question does not arise: a local device is locked by its opener.
     fn ownership(&self) -> Result<Option<Ownership>> {
+        Ok(None)
+    }
+
+    /// Send a query to the SMU of a device another client may own, as one transaction of
+    /// the server sharing it (a served device: `am serve` runs it between the owner's
+    /// messages, see [`crate::ip::smu::SharedMailbox`]). `Ok(None)` where there is no such
+    /// server, or it does not offer this: the caller writes the mailbox itself.
+    fn smu_query(&self, message: u32, param: u32, timeout: Duration) -> Result<Option<SmuAnswer>> {
+        let _ = (message, param, timeout);
         Ok(None)
     }
 

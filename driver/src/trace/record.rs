@@ -10,7 +10,7 @@ use std::time::Duration;
 use am_isa::sync::lock;
 
 use super::{Header, READ_BYTES_KEPT, Record, TraceEvent, TraceWriter, digest};
-use crate::pci::IndexStep;
+use crate::pci::{IndexStep, SmuAnswer};
 use crate::*;
 
 /// What the device and its BARs share: the file, and the system-memory pages mapped so far.
@@ -237,6 +237,9 @@ impl PciDevice for TracingDevice {
     }
     fn ownership(&self) -> Result<Option<Ownership>> {
         self.inner.ownership()
+    }
+    fn smu_query(&self, message: u32, param: u32, timeout: Duration) -> Result<Option<SmuAnswer>> {
+        self.inner.smu_query(message, param, timeout)
     }
     fn trace(&self, event: TraceEvent<'_>) {
         self.event(event);

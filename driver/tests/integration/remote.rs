@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use am_driver::pci::remote::protocol::{
-    Command, EXT_INDEXED, EXT_OWNER, EXTENSIONS_PROBE, RequestHeader, ResponseHeader,
+    Command, EXT_INDEXED, EXT_OWNER, EXT_SMU, EXTENSIONS_PROBE, RequestHeader, ResponseHeader,
     encode_extensions, encode_probe_filter,
 };
 use am_driver::pci::remote::{
@@ -1058,7 +1058,7 @@ fn a_client_past_the_limit_gets_an_error_naming_the_limit_not_an_earlier_write()
     let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
     let held = client(addr, 0);
     held.ping().unwrap();
-    let err = RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default())
+    let err = RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &no_retry())
         .err()
         .unwrap();
     let msg = err.to_string();
@@ -1077,6 +1077,16 @@ fn a_client_past_the_limit_gets_an_error_naming_the_limit_not_an_earlier_write()
         "{msg}"
     );
     assert!(!msg.contains("earlier write"), "{msg}");
+}
+
+/// Client options that take a full server's refusal as it comes (no
+/// [`RemoteOptions::admission_wait`]): these tests look at the server's answers, or retry
+/// on their own.
+fn no_retry() -> RemoteOptions {
+    RemoteOptions {
+        admission_wait: Duration::ZERO,
+        ..RemoteOptions::default()
+    }
 }
 
 /// Options with short timeouts, for the tests of hostile clients; no cap per address
@@ -1193,7 +1203,7 @@ fn hostile_clients_delay_a_newcomer_by_at_most_the_timeouts() {
         if start.elapsed() > bound {
             break false;
         }
-        match RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default()) {
+        match RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &no_retry()) {
             Ok(dev) => break dev.ping().is_ok(),
             Err(e) => refusals.push(e.to_string()),
         }
@@ -1666,7 +1676,10 @@ fn a_plain_probe_still_answers_the_device_count_and_ours_lists_the_extensions() 
     let filter = encode_probe_filter(&[(0xffff, 0x744c)]);
     for (bar, val1) in [
         (0, 1),
-        (EXTENSIONS_PROBE, encode_extensions(EXT_INDEXED | EXT_OWNER)),
+        (
+            EXTENSIONS_PROBE,
+            encode_extensions(EXT_INDEXED | EXT_OWNER | EXT_SMU),
+        ),
     ] {
         let mut raw = Raw::connect(addr);
         raw.send(
@@ -1717,6 +1730,19 @@ fn a_read_only_server_answers_indexed_reads_and_refuses_indexed_writes_and_owner
         "{msg}"
     );
     raw.ping();
+    // Nor SMU queries, which write the mailbox: our client does not send them here, and
+    // one sent anyway is refused.
+    assert_eq!(
+        reader.smu_query(1, 0, Duration::from_secs(1)).unwrap(),
+        None
+    );
+    raw.send(Command::Smu as u8, 0, 0, [1, 0, 1000], &[]);
+    let msg = raw.refused();
+    assert!(
+        msg.contains("SMU is refused: this server is read-only"),
+        "{msg}"
+    );
+    raw.ping();
 }
 
 /// A well-behaved newcomer (our client: its first request a PROBE) tries every 20 ms until
@@ -1725,7 +1751,7 @@ fn a_read_only_server_answers_indexed_reads_and_refuses_indexed_writes_and_owner
 fn newcomer_gets_in_within(addr: SocketAddr, bound: Duration) -> RemotePciDevice {
     let start = std::time::Instant::now();
     loop {
-        match RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default()) {
+        match RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &no_retry()) {
             Ok(dev) => {
                 dev.ping().unwrap();
                 return dev;
@@ -1961,7 +1987,7 @@ fn a_client_making_progress_keeps_its_place_and_a_newcomer_is_told_when_to_retry
     let mut refusals = 0;
     for _ in 0..20 {
         cfg_read(&mut busy);
-        match RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default()) {
+        match RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &no_retry()) {
             Ok(_) => panic!("a newcomer took the place of a client making progress"),
             Err(e) => {
                 let msg = e.to_string();
@@ -1977,6 +2003,72 @@ fn a_client_making_progress_keeps_its_place_and_a_newcomer_is_told_when_to_retry
     }
     assert_eq!(refusals, 20);
     cfg_read(&mut busy);
+}
+
+#[test]
+fn our_client_waits_the_time_a_full_server_names_and_then_gets_in() {
+    // A newcomer refused because every place is taken by a connection that has not been
+    // idle long enough yet is told when to come back; our client comes back then, on its
+    // own, rather than failing.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        idle_timeout: Duration::from_secs(2),
+        ..short_timeouts(1)
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let mut idle = Raw::connect(addr);
+    cfg_read(&mut idle);
+    let refused = RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &no_retry())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(refused.contains("try again in "), "{refused}");
+    let dev =
+        RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &RemoteOptions::default()).unwrap();
+    dev.ping().unwrap();
+    idle.send(Command::Ping as u8, 0, 0, [0; 3], &[]);
+    let why = idle.refused();
+    assert!(why.contains("closed to make room for 127.0.0.1:"), "{why}");
+}
+
+#[test]
+fn our_client_gives_up_on_a_full_server_past_its_admission_wait() {
+    // The place is held by a client making progress: the newcomer is told when to come
+    // back, but no time it waits makes room, so it stops trying and says why.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let options = ServeOptions {
+        // Far longer than the 20 ms between the busy client's requests, on a loaded machine.
+        idle_timeout: Duration::from_secs(3),
+        ..short_timeouts(1)
+    };
+    let addr = start_with(vec![fake as Arc<dyn PciDevice>], options);
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = {
+        let stop = stop.clone();
+        let mut busy = Raw::connect(addr);
+        cfg_read(&mut busy);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                cfg_read(&mut busy);
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let options = RemoteOptions {
+        // One retry after the 3 s named, none after the next.
+        admission_wait: Duration::from_secs(5),
+        ..RemoteOptions::default()
+    };
+    let err = RemotePciDevice::connect("127.0.0.1", addr.port(), 0, &options)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    stop.store(true, Ordering::SeqCst);
+    busy.join().unwrap();
+    assert!(
+        err.contains("already serves 1 connections, its limit") && err.contains("try again in "),
+        "{err}"
+    );
 }
 
 /// A connection to `addr` from the loopback address `source` (127.0.0.2 and so on), so that

@@ -146,6 +146,133 @@ fn smi_names_the_process_holding_a_local_device_and_leaves_it_alone() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A device served here and booted through the server by a client of it, which owns it for
+/// as long as the returned driver lives.
+fn owned(profile: &str) -> (MockGpu, AmDevice, String) {
+    let gpu = MockGpu::new(profile).unwrap();
+    let spec = serve_here(&gpu);
+    let pci = am_driver::pci::open_spec(&spec).unwrap();
+    let dev = AmDevice::open_with(pci, opts()).unwrap();
+    (gpu, dev, spec)
+}
+
+/// What the owner's SMU answers: the power limit and the PMFW version.
+fn owner_answers(dev: &mut AmDevice) -> (u32, String) {
+    dev.with_smu(|c, smu| Ok((smu.power_limit(c)?, smu.firmware_version(c)?)))
+        .unwrap()
+}
+
+#[test]
+fn smi_beside_the_owner_of_a_served_device_reads_the_smu_part_and_names_the_owner() {
+    let (gpu, mut owner, spec) = owned("navi31");
+    let (limit, pmfw) = owner_answers(&mut owner);
+    let j = &am_json(&["smi", &spec])[0];
+    let who = j["owner"].as_str().unwrap_or_default();
+    assert!(
+        who.starts_with("127.0.0.1:") && who.contains(" since "),
+        "{j}"
+    );
+    assert!(j["metrics_counter"].is_number(), "{j}");
+    assert_eq!(j["power_limit_w"], limit, "{j}");
+    assert_eq!(j["firmware"]["pmfw"], pmfw.as_str(), "{j}");
+    assert!(j["clocks"]["gfx"]["max"].is_number(), "{j}");
+    assert_eq!(j["notes"], serde_json::json!([]), "{j}");
+    let text = am(&["smi", &spec]);
+    assert!(text.contains(&format!("  owner       {who}")), "{text}");
+    // The owner keeps its device and its SMU answers as before.
+    assert_eq!(owner_answers(&mut owner), (limit, pmfw));
+    assert_eq!(
+        owner.ctx().pci.ownership().unwrap(),
+        Some(am_driver::Ownership::Mine)
+    );
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
+
+#[test]
+fn smu_queries_beside_the_owner_never_land_between_the_owners_messages() {
+    let (gpu, mut owner, spec) = owned("navi31");
+    let (limit, pmfw) = owner_answers(&mut owner);
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reader = {
+        let (spec, done) = (spec.clone(), done.clone());
+        std::thread::spawn(move || {
+            let reports: Vec<serde_json::Value> = (0..4)
+                .map(|_| am_json(&["smi", &spec])[0].clone())
+                .collect();
+            done.store(true, std::sync::atomic::Ordering::SeqCst);
+            reports
+        })
+    };
+    // The owner asks its SMU all the while: an answer of the reader's, or a message of the
+    // reader's written over one of the owner's, would show here or as a violation.
+    let mut asked = 0;
+    while !done.load(std::sync::atomic::Ordering::SeqCst) || asked == 0 {
+        assert_eq!(owner_answers(&mut owner), (limit, pmfw.clone()));
+        owner.with_smu(|c, smu| smu.metrics(c)).unwrap();
+        asked += 1;
+    }
+    for r in reader.join().unwrap() {
+        assert!(r["metrics_counter"].is_number(), "{r}");
+        assert_eq!(r["power_limit_w"], limit, "{r}");
+        assert_eq!(r["notes"], serde_json::json!([]), "{r}");
+    }
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+    assert!(gpu.warnings().is_empty(), "{:?}", gpu.warnings());
+}
+
+#[test]
+fn a_relay_sends_smu_queries_on_to_the_server_beside_the_owner() {
+    let (gpu, mut owner, upstream) = owned("navi31");
+    let (limit, pmfw) = owner_answers(&mut owner);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let relayed = am_driver::pci::open_spec(&upstream).unwrap();
+    std::thread::spawn(move || {
+        let _ = am_driver::pci::remote::serve(listener, vec![relayed], Default::default());
+    });
+    let j = &am_json(&["smi", &format!("remote:{addr}:0")])[0];
+    assert!(j["metrics_counter"].is_number(), "{j}");
+    assert_eq!(j["power_limit_w"], limit, "{j}");
+    assert_eq!(j["firmware"]["pmfw"], pmfw.as_str(), "{j}");
+    assert_eq!(j["notes"], serde_json::json!([]), "{j}");
+    assert_eq!(owner_answers(&mut owner), (limit, pmfw));
+    assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
+}
+
+#[test]
+fn the_server_runs_only_queries_beside_the_owner() {
+    use am_autogen::smu::v13_0_0 as s0;
+    use am_driver::pci::SmuAnswer;
+    let (_gpu, mut owner, spec) = owned("navi31");
+    let (limit, _) = owner_answers(&mut owner);
+    let reader = am_driver::pci::open_spec(&spec).unwrap();
+    let wait = std::time::Duration::from_secs(2);
+    let err = reader
+        .smu_query(s0::PPSMC_MSG_SetPptLimit, limit - 1, wait)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("SMU message 0x") && err.contains("is not a query"),
+        "{err}"
+    );
+    assert_eq!(owner_answers(&mut owner).0, limit, "the limit was not set");
+    let answer = reader
+        .smu_query(s0::PPSMC_MSG_GetPptLimit, 0, wait)
+        .unwrap();
+    assert_eq!(
+        answer,
+        Some(SmuAnswer {
+            response: 1,
+            value: limit
+        })
+    );
+    // A query makes no owner.
+    assert_eq!(
+        owner.ctx().pci.ownership().unwrap(),
+        Some(am_driver::Ownership::Mine)
+    );
+}
+
 #[test]
 fn smi_actions_need_yes() {
     let err = am_fails(&["smi", "mock:navi31", "--reset"], &[]);

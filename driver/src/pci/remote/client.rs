@@ -8,14 +8,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use super::protocol::{
-    AMD_PROBE_DEVICE_IDS, Command, EXT_INDEXED, EXT_OWNER, EXTENSIONS_PROBE, MAX_INDEX_STEPS,
-    OWNER_CLAIM, OwnerState, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN, RequestHeader,
-    ResponseHeader, WireStep, decode_extensions, decode_probe_names, encode_index_steps,
-    encode_probe_filter,
+    AMD_PROBE_DEVICE_IDS, Command, EXT_INDEXED, EXT_OWNER, EXT_SMU, EXTENSIONS_PROBE,
+    MAX_INDEX_STEPS, OWNER_CLAIM, OwnerState, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN,
+    RequestHeader, ResponseHeader, WireStep, decode_extensions, decode_probe_names,
+    encode_index_steps, encode_probe_filter, retry_after,
 };
 use crate::pci::{
-    AMD_VENDOR_ID, Bar, BarInfo, IndexStep, Ownership, PciDevice, SYSMEM_PAGE_SIZE, SysMem,
-    plain_index_steps, restoring_index_steps,
+    AMD_VENDOR_ID, Bar, BarInfo, IndexStep, Ownership, PciDevice, SYSMEM_PAGE_SIZE, SmuAnswer,
+    SysMem, plain_index_steps, restoring_index_steps,
 };
 use crate::{Error, ErrorKind, Result};
 
@@ -40,6 +40,11 @@ pub struct RemoteOptions {
     /// queue behind a pipelined 16.8 MB firmware write and a device reset takes about a
     /// second, so this is generous; what it catches is a server that stopped answering.
     pub response_timeout: Duration,
+    /// How long connecting keeps trying a server that is full ([`RemotePciDevice::connect`],
+    /// [`probe`]): a refusal that names when to try again (`am serve` names when its
+    /// stalest connection will have been idle for its `--idle-timeout`, 30 s by default) is
+    /// tried again then, while that is within this time of the first try. Zero: never.
+    pub admission_wait: Duration,
 }
 
 impl Default for RemoteOptions {
@@ -47,6 +52,9 @@ impl Default for RemoteOptions {
         RemoteOptions {
             connect_timeout: Duration::from_secs(3),
             response_timeout: Duration::from_secs(30),
+            // Twice `am serve`'s default idle timeout: time for a full server to free a
+            // place, and for the stalest connection to have been idle long enough.
+            admission_wait: Duration::from_secs(60),
         }
     }
 }
@@ -362,8 +370,41 @@ pub fn probe(
     options: &RemoteOptions,
 ) -> Result<Vec<ProbeEntry>> {
     let name = format!("remote:{}:{port}", bracket(host));
-    let conn = Connection::open(&name, host, port, options)?;
-    probe_on(&conn, vendor, base_class, ids)
+    admitted(options, || {
+        let conn = Connection::open(&name, host, port, options)?;
+        probe_on(&conn, vendor, base_class, ids)
+    })
+}
+
+/// Least wait before trying a full server again, whatever its refusal says (one naming
+/// 0.0 s must not make a busy loop), and how much later than the time named the next try
+/// comes (the server's clock and ours do not tick together).
+const RETRY_FLOOR: Duration = Duration::from_millis(100);
+const RETRY_MARGIN: Duration = Duration::from_millis(50);
+
+/// `attempt` (a connection and its first request), tried again while the server refuses it
+/// for being full and names when to come back, as long as that is within
+/// [`RemoteOptions::admission_wait`] of the first try; else the last refusal.
+fn admitted<T>(options: &RemoteOptions, mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
+    let start = std::time::Instant::now();
+    loop {
+        let err = match attempt() {
+            Ok(v) => return Ok(v),
+            Err(e) => e,
+        };
+        let named = match &err.kind {
+            ErrorKind::RemoteRefused { message, .. } => retry_after(message),
+            _ => None,
+        };
+        let Some(wait) = named.map(|w| w.max(RETRY_FLOOR) + RETRY_MARGIN) else {
+            return Err(err);
+        };
+        if start.elapsed() + wait > options.admission_wait {
+            return Err(err);
+        }
+        tracing::info!("{}; trying again in {wait:?}", err);
+        std::thread::sleep(wait);
+    }
 }
 
 /// The AMD GPUs a server exports, probed as tinygrad's AMD backend does (plus the MI350X VF).
@@ -448,8 +489,11 @@ impl RemotePciDevice {
         options: &RemoteOptions,
     ) -> Result<RemotePciDevice> {
         let name = format!("remote:{}:{port}:{index}", bracket(host));
-        let conn = Connection::open(&name, host, port, options)?;
-        let entries = probe_on(&conn, AMD_VENDOR_ID, 0, &amd_probe_filter())?;
+        let (conn, entries) = admitted(options, || {
+            let conn = Connection::open(&name, host, port, options)?;
+            let entries = probe_on(&conn, AMD_VENDOR_ID, 0, &amd_probe_filter())?;
+            Ok((conn, entries))
+        })?;
         let Some(entry) = entries.iter().find(|e| e.index == index) else {
             let have: Vec<String> = entries
                 .iter()
@@ -635,6 +679,35 @@ impl PciDevice for RemotePciDevice {
     fn dma_read(&self, bus: u64, buf: &mut [u8]) -> Result<()> {
         let req = RequestHeader::new(Command::DmaRead, self.index, 0, [bus, buf.len() as u64, 0]);
         self.conn.read_into(req, buf)
+    }
+
+    fn smu_query(&self, message: u32, param: u32, timeout: Duration) -> Result<Option<SmuAnswer>> {
+        if !self.conn.has(EXT_SMU) {
+            return Ok(None);
+        }
+        let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+        let req = RequestHeader::new(
+            Command::Smu,
+            self.index,
+            0,
+            [message.into(), param.into(), ms],
+        );
+        let resp = self.conn.call(req)?;
+        let word = |v: u64, what: &str| {
+            u32::try_from(v).map_err(|_| {
+                Error::new(
+                    &self.conn.device,
+                    ErrorKind::Remote {
+                        request: req.to_string(),
+                        reason: format!("the server broke the protocol: a {what} of {v:#x}"),
+                    },
+                )
+            })
+        };
+        Ok(Some(SmuAnswer {
+            response: word(resp.val0, "response")?,
+            value: word(resp.val1, "result")?,
+        }))
     }
 
     fn ownership(&self) -> Result<Option<Ownership>> {

@@ -7,6 +7,7 @@
 //! UTF-8 message when the status is not zero. MMIO_WRITE and SYSMEM_WRITE have no response.
 
 use std::fmt;
+use std::time::Duration;
 
 /// TCP port `am serve` listens on unless told otherwise (the one tinygrad's `REMOTE=` assumes).
 pub const DEFAULT_PORT: u16 = 6667;
@@ -64,11 +65,16 @@ pub enum Command {
     /// Who owns the device (an `am serve` extension): `arg0` = 0 asks, 1 claims. Answers
     /// `val0` = text length, `val1` = [`OwnerState`] number, then the owner described.
     Owner = 0x82,
+    /// A query to the device's SMU, run by the server between its owner's messages (an `am
+    /// serve` extension, for `am smi` beside the owner): `arg0` = message id, `arg1` =
+    /// param, `arg2` = how long to wait in milliseconds. Answers `val0` = the response
+    /// (`C2PMSG_90`), `val1` = the result (`C2PMSG_82`).
+    Smu = 0x83,
 }
 
 impl Command {
     /// Every command, in wire order.
-    pub const ALL: [Command; 16] = [
+    pub const ALL: [Command; 17] = [
         Command::Probe,
         Command::MapBar,
         Command::MapSysmemFd,
@@ -85,6 +91,7 @@ impl Command {
         Command::DmaRead,
         Command::Indexed,
         Command::Owner,
+        Command::Smu,
     ];
 
     /// The command with this wire number, if there is one.
@@ -111,6 +118,7 @@ impl Command {
             Command::DmaRead => "DMA_READ",
             Command::Indexed => "INDEXED",
             Command::Owner => "OWNER",
+            Command::Smu => "SMU",
         }
     }
 
@@ -230,6 +238,7 @@ impl fmt::Display for RequestHeader {
             Command::Indexed => write!(f, "INDEXED BAR{} {a0} steps", self.bar),
             Command::Owner if a0 == OWNER_CLAIM => write!(f, "OWNER claim"),
             Command::Owner => write!(f, "OWNER ask"),
+            Command::Smu => write!(f, "SMU message {a0:#x} param {a1:#x}"),
         }
     }
 }
@@ -291,6 +300,8 @@ pub const EXTENSIONS_PROBE: u32 = 0x616d_7831;
 pub const EXT_INDEXED: u32 = 1;
 /// Extension: one owner per device and the OWNER command.
 pub const EXT_OWNER: u32 = 1 << 1;
+/// Extension: the SMU command (queries beside the owner).
+pub const EXT_SMU: u32 = 1 << 2;
 /// The top half of a PROBE answer's `val1` that says the lower half lists extensions (a
 /// server without them answers a device count there, far below 2^32).
 const EXTENSIONS_TAG: u64 = 0x414d_0000;
@@ -413,6 +424,22 @@ pub fn encode_error(message: &str) -> Vec<u8> {
     out.extend_from_slice(&ResponseHeader::error(message.len()).encode());
     out.extend_from_slice(message.as_bytes());
     out
+}
+
+/// How a refusal from a full server says when to come back (`… try again in 12.3 s`), which
+/// our client reads with [`retry_after`].
+pub fn retry_text(wait: Duration) -> String {
+    format!("{RETRY_WORDS}{:.1} s", wait.as_secs_f64())
+}
+
+/// The words before the seconds of [`retry_text`].
+const RETRY_WORDS: &str = "try again in ";
+
+/// The wait a refusal names ([`retry_text`]), if it names one that is a duration.
+pub fn retry_after(message: &str) -> Option<Duration> {
+    let at = message.rfind(RETRY_WORDS)? + RETRY_WORDS.len();
+    let secs: f64 = message[at..].split(' ').next()?.parse().ok()?;
+    Duration::try_from_secs_f64(secs).ok()
 }
 
 /// PROBE payload: (mask, id) pairs of little-endian u32.
@@ -597,12 +624,28 @@ mod tests {
         assert_eq!(Command::from_wire(0x80), Some(Command::DmaRead));
         assert_eq!(Command::from_wire(0x81), Some(Command::Indexed));
         assert_eq!(Command::from_wire(0x82), Some(Command::Owner));
+        assert_eq!(Command::from_wire(0x83), Some(Command::Smu));
         assert_eq!(Command::from_wire(255), None);
         let silent: Vec<Command> = Command::ALL
             .into_iter()
             .filter(|c| !c.has_response())
             .collect();
         assert_eq!(silent, [Command::MmioWrite, Command::SysmemWrite]);
+    }
+
+    #[test]
+    fn a_refusal_names_its_retry_time_as_the_client_reads_it() {
+        let full = format!(
+            "… gives its place to a newcomer: {}",
+            retry_text(Duration::from_millis(12_340))
+        );
+        assert!(full.ends_with("try again in 12.3 s"), "{full}");
+        assert_eq!(retry_after(&full), Some(Duration::from_millis(12_300)));
+        assert_eq!(retry_after("try again when one of them has closed"), None);
+        assert_eq!(retry_after("try again in -1.0 s"), None);
+        assert_eq!(retry_after("try again in 1e300 s"), None);
+        assert_eq!(retry_after("try again in NaN s"), None);
+        assert_eq!(retry_after("no place"), None);
     }
 
     #[test]

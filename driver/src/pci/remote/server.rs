@@ -17,13 +17,14 @@ use std::time::{Duration, Instant, SystemTime};
 use am_isa::sync::lock;
 
 use super::protocol::{
-    Command, EXT_INDEXED, EXT_OWNER, EXTENSIONS_PROBE, INDEX_STEP_LEN, MAX_INDEX_STEPS,
+    Command, EXT_INDEXED, EXT_OWNER, EXT_SMU, EXTENSIONS_PROBE, INDEX_STEP_LEN, MAX_INDEX_STEPS,
     OWNER_CLAIM, OwnerState, ProbeEntry, REQUEST_HEADER_LEN, RESPONSE_HEADER_LEN, RequestHeader,
     ResponseHeader, WireStep, decode_index_steps, decode_probe_filter, encode_error,
-    encode_extensions, encode_probe_names, probe_filter_matches,
+    encode_extensions, encode_probe_names, probe_filter_matches, retry_text,
 };
 use super::ratelimit::{RateLimit, Verdict};
 use crate::discovery::{MM_INDEX, MM_INDEX_HI};
+use crate::ip::smu::SharedMailbox;
 use crate::pci::{Bar, IndexStep, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
 use crate::{Error, ErrorKind, Result};
 
@@ -57,6 +58,10 @@ const REFUSAL_LINGER: Duration = Duration::from_millis(500);
 /// answer within this plus its size at [`MIN_PAYLOAD_RATE`]. Any client we know sends a
 /// header in one go; one dribbled a few bytes a second is not progress.
 const PROGRESS_ALLOWANCE: Duration = Duration::from_secs(1);
+/// Longest an SMU query beside the owner may take, waiting for the mailbox to be idle and
+/// for the answer together: the owner's accesses wait while the query holds the window
+/// lock, and the driver's own wait for any SMU answer is 10 s.
+const MAX_SMU_QUERY: Duration = Duration::from_secs(10);
 /// How often a thread blocked writing an answer looks whether its connection was closed by
 /// another thread (to make room, or to hand its device on); a blocked read is woken at once.
 const EVICTION_POLL: Duration = Duration::from_millis(100);
@@ -313,6 +318,8 @@ struct DeviceState {
     /// Held across an INDEXED transaction and around every other device access, so that no
     /// access of another connection lands between its steps.
     window: Mutex<()>,
+    /// The SMU mailbox, found from discovery at the first SMU query.
+    mailbox: Mutex<Option<Arc<SharedMailbox>>>,
 }
 
 struct Shared {
@@ -587,10 +594,10 @@ impl Shared {
         format!(
             "this server already serves {} connections, its limit (am serve \
              --max-connections); one without progress for {:?} gives its place to a newcomer \
-             whose first request is not a PING: try again in {:.1} s",
+             whose first request is not a PING: {}",
             opts.max_connections,
             opts.idle_timeout,
-            wait.as_secs_f64()
+            retry_text(wait)
         )
     }
 
@@ -1210,6 +1217,7 @@ impl<'a> Session<'a> {
             }
             Command::MapSysmem => self.map_sysmem(req),
             Command::Indexed => self.indexed(req),
+            Command::Smu => self.smu(req),
             Command::Owner => {
                 let device = self.device(req)?;
                 match req.arg0 {
@@ -1469,10 +1477,11 @@ impl<'a> Session<'a> {
         // Only our client asks (tinygrad's sends 0 in `bar`): the count becomes the list.
         // A read-only server has no owners: nothing may write.
         let val1 = if req.bar == EXTENSIONS_PROBE {
+            // Nor SMU queries: they write the mailbox.
             let owners = if self.shared.options.read_only {
                 0
             } else {
-                EXT_OWNER
+                EXT_OWNER | EXT_SMU
             };
             encode_extensions(EXT_INDEXED | owners)
         } else {
@@ -1640,6 +1649,39 @@ impl<'a> Session<'a> {
             bar.shared_indexed(&steps)?
         };
         self.reply(ResponseHeader::ok(u64::from(value), 0), &[])
+    }
+
+    /// SMU: a query to the device's SMU from any client, the owner's or not, run between
+    /// the owner's messages ([`SharedMailbox`]); a relayed device sends it on upstream. It
+    /// makes no owner: it changes nothing the owner set.
+    fn smu(&mut self, req: &RequestHeader) -> Handled {
+        let device = self.device(req)?;
+        let (Ok(id), Ok(param)) = (u32::try_from(req.arg0), u32::try_from(req.arg1)) else {
+            return Err(Fault::Refuse(format!(
+                "SMU: message {:#x} and param {:#x} are 32-bit",
+                req.arg0, req.arg1
+            )));
+        };
+        let wait = Duration::from_millis(req.arg2).min(MAX_SMU_QUERY);
+        let answer = match device.smu_query(id, param, wait)? {
+            Some(a) => a,
+            None => {
+                let state = &self.shared.states[req.dev_id as usize];
+                let found = lock(&state.mailbox).clone();
+                let mailbox = match found {
+                    Some(m) => m,
+                    None => {
+                        let m = Arc::new(SharedMailbox::locate(device.as_ref(), &state.window)?);
+                        lock(&state.mailbox).get_or_insert(m).clone()
+                    }
+                };
+                mailbox.query(&state.window, id, param, wait)?
+            }
+        };
+        self.reply(
+            ResponseHeader::ok(u64::from(answer.response), u64::from(answer.value)),
+            &[],
+        )
     }
 
     fn map_sysmem(&mut self, req: &RequestHeader) -> Handled {
