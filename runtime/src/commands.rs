@@ -551,6 +551,15 @@ impl CopyCommands {
         Ok(self)
     }
 
+    /// Copy `dst.size()` bytes from `va`, an address of this device mapping another hive
+    /// member's VRAM that the caller keeps mapped until the copy has finished
+    /// ([`Device::copy_between`](crate::Device::copy_between)'s kept mappings).
+    pub(crate) fn copy_from_peer(&mut self, dst: &Buffer, va: u64) -> Result<&mut Self> {
+        self.check_device(dst)?;
+        self.sdma.copy(va, dst.va(), dst.size());
+        Ok(self)
+    }
+
     /// Fill `dst` with the dword `pattern` (its size rounded down to whole dwords).
     pub fn fill(&mut self, dst: &Buffer, pattern: u32) -> Result<&mut Self> {
         self.check_device(dst)?;

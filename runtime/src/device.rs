@@ -461,12 +461,7 @@ impl Device {
             }
         };
         Ok(Buffer::new(
-            Allocation {
-                dev: Arc::downgrade(&self.0),
-                mapping,
-                backing,
-                kind,
-            },
+            Allocation::new(Arc::downgrade(&self.0), mapping, backing, kind),
             size,
         ))
     }
@@ -717,16 +712,21 @@ impl Device {
 
     /// Copy `src` of device `from` into `dst` of this device, `len` bytes from the start of
     /// each: over XGMI with this device's copy queue when `src` is VRAM of a member of this
-    /// device's hive ([`Device::map_peer`]), else through host memory, staged in 4 MiB
-    /// pieces. Returns when the bytes have landed.
+    /// device's hive, else through host memory, staged in 4 MiB pieces. Returns when the
+    /// bytes have landed.
+    ///
+    /// The XGMI path maps `src`'s allocation into this device once (checked as
+    /// [`Device::map_peer`] checks) and keeps the mapping for later copies from it, until that
+    /// allocation is freed: mapping costs page-table writes and a TLB flush on every copy
+    /// otherwise.
     pub fn copy_between(&self, dst: &Buffer, from: &Device, src: &Buffer, len: u64) -> Result<()> {
         dst.check(0, len)?;
         src.check(0, len)?;
         if len > 0 && src.kind() == MemKind::Vram && !Arc::ptr_eq(&self.0, &from.0) {
-            match self.map_peer(src) {
-                Ok(peer) => {
+            match self.peer_va(src) {
+                Ok(va) => {
                     let mut c = crate::CopyCommands::new(self);
-                    c.copy(&dst.view(0, len)?, &peer.view(0, len)?)?;
+                    c.copy_from_peer(&dst.view(0, len)?, va)?;
                     return c.submit()?.wait();
                 }
                 Err(Error::Driver(am_driver::Error {
@@ -796,20 +796,58 @@ impl Device {
         Ok(buf.same_range_of(peer))
     }
 
+    /// The GPU address in this device of `src` (VRAM of another hive member), through the
+    /// mapping of its allocation [`Device::copy_between`] keeps (made here the first time).
+    /// Valid while `src` is held: the mapping goes when its allocation is freed.
+    fn peer_va(&self, src: &Buffer) -> Result<u64> {
+        let alloc = &src.alloc;
+        let mut maps = lock(&alloc.peer_maps);
+        maps.retain(|m| m.dev.strong_count() > 0);
+        let mine = Arc::as_ptr(&self.0);
+        if let Some(m) = maps.iter().find(|m| std::ptr::eq(m.dev.as_ptr(), mine)) {
+            return Ok(m.mapping.va + src.offset());
+        }
+        let owner = alloc
+            .dev
+            .upgrade()
+            .map(Device)
+            .ok_or_else(|| Error::State {
+                device: self.0.name.clone(),
+                reason: format!(
+                    "cannot map the buffer at {:#x}: its device is closed",
+                    src.va()
+                ),
+            })?;
+        let pv = owner.0.with_driver(|d| Ok(d.peer_vram(&alloc.mapping)))?;
+        let mapping = self.0.with_driver(|d| d.map_peer(&pv))?;
+        if let Err(e) = self.check_fabric(&owner) {
+            if let Err(u) = self.0.with_driver(|d| d.unmap_borrowed(&mapping)) {
+                tracing::warn!("{}: unmapping a refused peer mapping: {u}", self.0.name);
+            }
+            return Err(e);
+        }
+        let va = mapping.va + src.offset();
+        maps.push(crate::memory::PeerMap {
+            dev: Arc::downgrade(&self.0),
+            mapping,
+        });
+        Ok(va)
+    }
+
     /// Map the whole of `alloc` (VRAM of `owner`) into this device.
     fn map_allocation(&self, owner: &Device, alloc: &Arc<Allocation>) -> Result<Arc<Allocation>> {
         // One driver at a time: the owner's describes its memory, then this one maps it.
         let pv = owner.0.with_driver(|d| Ok(d.peer_vram(&alloc.mapping)))?;
         let mapping = self.0.with_driver(|d| d.map_peer(&pv))?;
-        Ok(Arc::new(Allocation {
-            dev: Arc::downgrade(&self.0),
+        Ok(Arc::new(Allocation::new(
+            Arc::downgrade(&self.0),
             mapping,
-            backing: Backing::Peer {
+            Backing::Peer {
                 alloc: alloc.clone(),
                 owner: owner.clone(),
             },
-            kind: MemKind::Peer,
-        }))
+            MemKind::Peer,
+        )))
     }
 
     /// Whether this device's copy queue reads, through a peer mapping, what `owner` wrote

@@ -13,7 +13,7 @@
 //! A [`Buffer`] is a handle: cloning it, or taking a [`Buffer::view`] of a sub-range, shares the
 //! memory, which is returned (unmapped, freed) when the last handle goes.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use am_driver::SysMem;
 use am_driver::mm::VirtMapping;
@@ -54,10 +54,54 @@ pub(crate) struct Allocation {
     pub(crate) mapping: VirtMapping,
     pub(crate) backing: Backing,
     pub(crate) kind: MemKind,
+    /// Mappings of this VRAM into other hive members that `Device::copy_between` made and
+    /// reuses (one per member). They live in the memory they map, not in the member, so they
+    /// are unmapped before the memory is freed and cannot outlive it, and they hold no handle
+    /// on it (a handle here would keep it from ever being freed).
+    pub(crate) peer_maps: Mutex<Vec<PeerMap>>,
+}
+
+/// A mapping of an allocation's VRAM into another hive member (see
+/// [`Allocation::peer_maps`]).
+pub(crate) struct PeerMap {
+    pub(crate) dev: Weak<Inner>,
+    pub(crate) mapping: VirtMapping,
+}
+
+impl Allocation {
+    pub(crate) fn new(
+        dev: Weak<Inner>,
+        mapping: VirtMapping,
+        backing: Backing,
+        kind: MemKind,
+    ) -> Allocation {
+        Allocation {
+            dev,
+            mapping,
+            backing,
+            kind,
+            peer_maps: Mutex::new(Vec::new()),
+        }
+    }
 }
 
 impl Drop for Allocation {
     fn drop(&mut self) {
+        // The other members' mappings first: once the memory below is freed and handed out
+        // again, a mapping left behind would reach whatever is put there.
+        let maps = std::mem::take(self.peer_maps.get_mut().unwrap_or_else(|e| e.into_inner()));
+        for m in maps {
+            let Some(member) = m.dev.upgrade() else {
+                continue;
+            };
+            if let Err(e) = member.with_driver(|d| d.unmap_borrowed(&m.mapping)) {
+                tracing::warn!(
+                    "{}: unmapping the peer mapping at {:#x}: {e}",
+                    member.name,
+                    m.mapping.va
+                );
+            }
+        }
         let Some(dev) = self.dev.upgrade() else {
             return;
         };
@@ -128,6 +172,11 @@ impl Buffer {
     /// GPU virtual address of the first byte.
     pub fn va(&self) -> u64 {
         self.alloc.mapping.va + self.offset
+    }
+
+    /// Where this view starts in its allocation.
+    pub(crate) fn offset(&self) -> u64 {
+        self.offset
     }
 
     /// Size in bytes.

@@ -184,6 +184,50 @@ fn copy_between_members_goes_over_the_fabric() {
     clean(&[406, 407]);
 }
 
+#[test]
+fn copy_between_maps_a_source_once_and_unmaps_it_when_the_source_is_freed() {
+    let (a, b) = pair(422);
+    let free = |d: &Device| d.with_driver(|d| Ok(d.ctx().mm().free_lists())).unwrap();
+    let writes = |d: &Device| d.with_driver(|d| Ok(d.ctx().reg_accesses().1)).unwrap();
+    let dst = a.alloc(0x2000, MemKind::Vram).unwrap();
+    // The pair's fabric check maps (and unmaps) probes of its own; keep it out of the count.
+    assert_eq!(a.link_to(&b).unwrap(), am_runtime::Link::Xgmi);
+    let a0 = free(&a);
+    let src = upload(&b, &words(0x800, 1));
+    let first = writes(&a);
+    a.copy_between(&dst, &b, &src, 0x2000).unwrap();
+    let first = writes(&a) - first;
+    assert_eq!(download::<u32>(&a, &dst, 0x800), words(0x800, 1));
+    let a1 = free(&a);
+    assert_ne!(a1, a0, "the mapping of the source stays after the copy");
+    for seed in 2..5 {
+        let bytes: Vec<u8> = words(0x800, seed)
+            .iter()
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        b.write(&src, 0, &bytes).unwrap();
+        let before = writes(&a);
+        // A view of the source goes through the same mapping, at its offset.
+        a.copy_between(&dst, &b, &src.view(0, 0x2000).unwrap(), 0x2000)
+            .unwrap();
+        assert!(
+            writes(&a) - before < first,
+            "a later copy writes fewer registers than the one that mapped (no TLB flush)"
+        );
+        assert_eq!(download::<u32>(&a, &dst, 0x800), words(0x800, seed));
+        assert_eq!(free(&a), a1, "no second mapping of the same source");
+    }
+    drop(src);
+    assert_eq!(free(&a), a0, "the mapping went with the source's memory");
+    // Memory handed out again is reached through a mapping of its own.
+    let again = upload(&b, &words(0x800, 9));
+    a.copy_between(&dst, &b, &again, 0x2000).unwrap();
+    assert_eq!(download::<u32>(&a, &dst, 0x800), words(0x800, 9));
+    drop(again);
+    assert_eq!(free(&a), a0);
+    clean(&[422, 423]);
+}
+
 /// The refusal `a.map_peer(buf)` gives, as text, after checking it is the driver's
 /// `NotInOneHive` naming both devices.
 fn refusal(a: &Device, b: &Device, size: u64) -> String {
