@@ -191,5 +191,15 @@ fn vjp(n: &Arc<Node>, g: &Tensor) -> Result<Vec<(Arc<Node>, Tensor)>> {
             vec![(a.clone(), g.flip(&axes)?)]
         }
         Op::Copy(a) => vec![(a.clone(), g.to(&a.device))],
+        Op::Join(parts) => {
+            let mut at = 0;
+            let mut out = Vec::with_capacity(parts.len());
+            for a in parts {
+                let len = a.numel();
+                out.push((a.clone(), g.narrow(0, at, len)?.to(&a.device)));
+                at += len;
+            }
+            out
+        }
     })
 }

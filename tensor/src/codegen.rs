@@ -950,7 +950,7 @@ impl Gen<'_> {
             return self.load_node(i, idx, valid);
         }
         match &node.op {
-            Op::Buffer | Op::Copy(_) => self.load_node(i, idx, valid),
+            Op::Buffer | Op::Copy(_) | Op::Join(_) => self.load_node(i, idx, valid),
             Op::Const(x) => self.const_of(node.dtype, *x),
             Op::Index(axis) => {
                 let v = match idx.get(*axis) {

@@ -330,6 +330,49 @@ impl Device {
         }
     }
 
+    /// Copies the first `len` bytes of `src` to `dst` at byte `at`, both memory of this
+    /// device: with its copy queue on an `am` device.
+    pub(crate) fn copy_into(
+        &self,
+        src: &Buffer,
+        dst: &Buffer,
+        at: usize,
+        len: usize,
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        match (src.storage(), dst.storage()) {
+            (Storage::Am(s), Storage::Am(d)) => {
+                let rt = self.runtime().ok_or_else(|| self.not_am())?;
+                let run = || {
+                    let mut c = am_runtime::CopyCommands::new(rt);
+                    c.copy(&d.view(at as u64, len as u64)?, &s.view(0, len as u64)?)?;
+                    c.submit()?.wait()
+                };
+                run().map_err(|e| self.runtime_error(e))
+            }
+            (Storage::Host(_), Storage::Host(d)) => {
+                let mut bytes = vec![0u8; len];
+                self.read(src, &mut bytes)?;
+                let mut words = lock(d);
+                for (i, &b) in bytes.iter().enumerate() {
+                    let p = at + i;
+                    if let Some(w) = words.get_mut(p / 16) {
+                        let mut x = w.to_le_bytes();
+                        x[p % 16] = b;
+                        *w = u128::from_le_bytes(x);
+                    }
+                }
+                Ok(())
+            }
+            _ => Err(Error::Device {
+                device: self.0.name.clone(),
+                reason: "a copy between host and GPU memory of one device".into(),
+            }),
+        }
+    }
+
     fn not_am(&self) -> Error {
         Error::Device {
             device: self.0.name.clone(),

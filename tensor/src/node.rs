@@ -84,6 +84,9 @@ pub(crate) enum Op {
     Detach(Arc<Node>),
     /// The source, copied from another device.
     Copy(Arc<Node>),
+    /// One-dimensional sources of this node's device and dtype laid end to end: each is
+    /// computed, then copied into its place of this node's memory (no kernel reads them).
+    Join(Vec<Arc<Node>>),
     /// The value (second) written into the target's memory (first) when realized.
     Assign(Arc<Node>, Arc<Node>),
 }
@@ -107,6 +110,7 @@ impl Op {
             | Op::Copy(a) => vec![a],
             Op::Binary(_, a, b) | Op::Assign(a, b) => vec![a, b],
             Op::Where(c, a, b) => vec![c, a, b],
+            Op::Join(parts) => parts.iter().collect(),
         }
     }
 
@@ -144,6 +148,7 @@ impl Op {
             Op::Flip(..) => "flip",
             Op::Detach(_) => "detach",
             Op::Copy(_) => "copy",
+            Op::Join(_) => "join",
             Op::Assign(..) => "assign",
         }
     }
@@ -284,6 +289,7 @@ impl Op {
             | Op::Copy(a) => vec![a],
             Op::Binary(_, a, b) | Op::Assign(a, b) => vec![a, b],
             Op::Where(c, a, b) => vec![c, a, b],
+            Op::Join(parts) => parts,
         }
     }
 }

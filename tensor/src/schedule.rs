@@ -58,16 +58,19 @@ pub(crate) fn realize_nodes(targets: &[Arc<Node>]) -> Result<()> {
     if pending.is_empty() {
         return Ok(());
     }
-    // Copies between devices first: each realizes its source on the source's device.
+    // Copies between devices and joins first: each realizes its sources (a copy's on the
+    // source's device) and then moves their bytes.
     let copies: Vec<Arc<Node>> = toposort(&pending, &|n| {
-        n.is_realized() || matches!(n.op, Op::Copy(_))
+        n.is_realized() || matches!(n.op, Op::Copy(_) | Op::Join(_))
     })
     .into_iter()
-    .filter(|n| matches!(n.op, Op::Copy(_)) && !n.is_realized())
+    .filter(|n| matches!(n.op, Op::Copy(_) | Op::Join(_)) && !n.is_realized())
     .collect();
     for c in &copies {
-        if let Op::Copy(src) = &c.op {
-            copy_node(c, src)?;
+        match &c.op {
+            Op::Copy(src) => copy_node(c, src)?,
+            Op::Join(parts) => join_node(c, parts)?,
+            _ => {}
         }
     }
     drop(copies);
@@ -97,6 +100,26 @@ fn copy_node(dst: &Arc<Node>, src: &Arc<Node>) -> Result<()> {
     let len = src.numel() * src.dtype.size();
     let out = dst.device.alloc(len)?;
     crate::shard::copy_buffer(&src.device, &b, &dst.device, &out, len)?;
+    *lock(&dst.buffer) = Some(out);
+    Ok(())
+}
+
+/// Computes every part of a join, then copies each into its place of one new buffer on
+/// the join's device: copies, where joining with a kernel would read every element again.
+fn join_node(dst: &Arc<Node>, parts: &[Arc<Node>]) -> Result<()> {
+    realize_nodes(parts)?;
+    let size = dst.dtype.size();
+    let out = dst.device.alloc(dst.numel() * size)?;
+    let mut at = 0;
+    for p in parts {
+        let b = p.buffer().ok_or_else(|| Error::Device {
+            device: p.device.name().into(),
+            reason: "a realized tensor has no memory".into(),
+        })?;
+        let len = p.numel() * size;
+        dst.device.copy_into(&b, &out, at, len)?;
+        at += len;
+    }
     *lock(&dst.buffer) = Some(out);
     Ok(())
 }

@@ -26,6 +26,7 @@
 use am_isa::sync::lock;
 
 use crate::device::{Buffer, Device, Storage};
+use crate::node::{Node, Op};
 use crate::tensor::axis;
 use crate::{Error, Result, Tensor};
 
@@ -506,13 +507,10 @@ impl Sharded {
             let chunks = split(&flat, 0)?;
             let mine = ring_reduce_scatter(&chunks, op)?;
             let everything = ring_all_gather(&mine, &self.devices())?;
+            let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
             everything
                 .iter()
-                .map(|c| {
-                    let refs: Vec<&Tensor> = c.iter().collect();
-                    let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
-                    Tensor::cat(&refs, 0)?.reshape(&dims)
-                })
+                .map(|c| join(c)?.reshape(&dims))
                 .collect::<Result<Vec<_>>>()?
         } else {
             tree_all_reduce(&self.parts, op)?
@@ -593,6 +591,41 @@ fn split(parts: &[Tensor], a: usize) -> Result<Vec<Vec<Tensor>>> {
                 .collect()
         })
         .collect()
+}
+
+/// One device's chunks (one-dimensional, one dtype, all on that device) laid end to end,
+/// each copied into its place of one buffer: a `cat` would run a kernel reading them all
+/// again, the longest step of a large ring all-reduce on the mock.
+fn join(chunks: &[Tensor]) -> Result<Tensor> {
+    let first = chunks.first().ok_or_else(|| Error::Shape {
+        op: "join",
+        shape: vec![],
+        reason: "no chunks to join".into(),
+    })?;
+    let (device, dtype) = (first.device(), first.dtype());
+    let mut total = 0;
+    for c in chunks {
+        let shape = c.shape();
+        if shape.len() != 1 || c.device() != device || c.dtype() != dtype {
+            return Err(Error::Shape {
+                op: "join",
+                shape,
+                reason: format!(
+                    "joins one-dimensional {dtype:?} chunks on {device}, not {:?} on {}",
+                    c.dtype(),
+                    c.device()
+                ),
+            });
+        }
+        total += shape[0];
+    }
+    let nodes = chunks.iter().map(Tensor::node).collect();
+    Ok(Tensor::from_node(Node::new(
+        Op::Join(nodes),
+        vec![total],
+        dtype,
+        device,
+    )))
 }
 
 fn combine(op: ReduceOp, mine: &Tensor, received: &Tensor) -> Result<Tensor> {

@@ -241,6 +241,63 @@ fn all_reduce_gives_every_device_the_reduction_in_the_same_bits() {
 }
 
 #[test]
+fn the_rings_all_reduce_joins_its_chunks_without_a_kernel() {
+    let _hive = hive_lock();
+    for devs in both() {
+        let n = devs.len();
+        let mut rng = Rng(11);
+        let data: Vec<Vec<f32>> = (0..n).map(|_| rng.values(1000, -3.0, 3.0)).collect();
+        let parts = || -> am_tensor::Sharded {
+            let p = data
+                .iter()
+                .zip(&devs)
+                .map(|(v, d)| Tensor::from_slice(v, &[10, 100], d).unwrap())
+                .collect();
+            am_tensor::Sharded::from_parts(p, None).unwrap()
+        };
+        let launched = || -> Vec<u64> { devs.iter().map(Device::kernels_launched).collect() };
+        // The reduce-scatter alone: the kernels the all-reduce needs (the sums, and each
+        // chunk cut out of its part).
+        let before = launched();
+        let flat = am_tensor::Sharded::from_parts(
+            parts()
+                .parts()
+                .iter()
+                .map(|p| p.reshape(&[-1]).unwrap())
+                .collect(),
+            None,
+        )
+        .unwrap();
+        flat.reduce_scatter(ReduceOp::Sum, 0)
+            .unwrap()
+            .realize()
+            .unwrap();
+        let scatter: Vec<u64> = launched().iter().zip(&before).map(|(a, b)| a - b).collect();
+        let before = launched();
+        let r = parts()
+            .all_reduce_with(ReduceOp::Sum, Algorithm::Ring)
+            .unwrap();
+        r.realize().unwrap();
+        let ring: Vec<u64> = launched().iter().zip(&before).map(|(a, b)| a - b).collect();
+        assert_eq!(
+            ring,
+            scatter,
+            "{}: the all-gather and the join launch no kernel",
+            names(&devs)
+        );
+        let got = part_values(&r);
+        for (e, g) in got[0].iter().enumerate() {
+            let want: f64 = data.iter().map(|v| f64::from(v[e])).sum();
+            assert!(
+                (f64::from(*g) - want).abs() <= 1e-5,
+                "element {e}: {g} against {want}"
+            );
+        }
+        assert_eq!(r.parts()[0].shape(), vec![10, 100]);
+    }
+}
+
+#[test]
 fn reduce_scatter_all_gather_and_broadcast() {
     let _hive = hive_lock();
     for devs in both() {
