@@ -434,11 +434,7 @@ impl L<'_> {
         let offset32 = self.gpu
             && di.scalar == Scalar::U32
             && di.lanes == 1
-            && self
-                .k
-                .params
-                .iter()
-                .any(|p| p.value == ptr && p.offset32);
+            && self.k.params.iter().any(|p| p.value == ptr && p.offset32);
         if offset32 {
             // The byte offset in 32 bits (wrapping is exact: the parameter promises offsets
             // below 4 GiB), extended once: the target takes it as a vector offset from the

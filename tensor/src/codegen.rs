@@ -1297,16 +1297,27 @@ impl Gen<'_> {
         if let Some(v) = self.find(|s| s.loads.get(&key).copied()) {
             return v;
         }
-        let mut at = self.lin(&lin);
-        if let Some(c) = self.valid_cond(valid) {
-            let zero = self.b.const_u32(0);
-            at = self.select(c, at, zero);
-        }
+        let at = self.guarded_index(&lin, valid);
         let v = self.b.load_elem(p, at);
         if let Some(s) = self.body_scope() {
             s.loads.insert(key, v);
         }
         v
+    }
+
+    /// The index of a load of element `lin` under a pad's conditions `valid`: element 0
+    /// where they fail (the pad's value is selected after the load). The conditions do not
+    /// change inside a reduction's loop when the pad is of its input's spatial axes (a
+    /// convolution's padding): the compiler computes them once, before the loop.
+    fn guarded_index(&mut self, lin: &Lin, valid: &Valid) -> Value {
+        let at = self.lin(lin);
+        match self.valid_cond(valid) {
+            Some(c) => {
+                let zero = self.b.const_u32(0);
+                self.select(c, at, zero)
+            }
+            None => at,
+        }
     }
 
     /// The element at `lin` of parameter `p` as a lane of a vector load, when `lin` is
@@ -1374,11 +1385,7 @@ impl Gen<'_> {
         let v = match cached {
             Some(v) => v,
             None => {
-                let mut at = self.lin(&first);
-                if let Some(c) = self.valid_cond(&key.3) {
-                    let zero = self.b.const_u32(0);
-                    at = self.b.where_(c, at, zero);
-                }
+                let at = self.guarded_index(&first, &key.3);
                 let t = IrType::vec(dtype.scalar(), f as u8);
                 let v = self.b.load(p, at, t, f as u32 * dtype.size() as u32);
                 if let Some(s) = self.body_scope() {

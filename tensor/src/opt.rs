@@ -1,8 +1,10 @@
 //! The kernel optimiser's choices: how a kernel of the schedule maps onto work-items, from
 //! per-target heuristics (no search yet).
 //!
-//! - **Upcast**: a work-item computes a small tile of outputs (up to 4 along each of up to
-//!   two output axes). Loads shared by the tile are made once, contiguous loads and stores
+//! - **Upcast**: a work-item computes a small tile of outputs: 4 along the last output axis
+//!   and, in kernels that reduce, 4 or 8 along a second axis — the one along which the
+//!   loads the first axis's lanes do not share are broadcast (a matrix product's rows, a
+//!   convolution's output channels). Loads shared by the tile are made once, contiguous loads and stores
 //!   along the last axis become one vector access, and a reduction loop's overhead is paid
 //!   once for the tile.
 //! - **Unroll**: the innermost loop of a reduction runs 4 steps per iteration; contiguous
@@ -118,14 +120,21 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
                 .count()
         };
         let candidates = (0..first).rev().filter(|&a| fits(shape.out[a], items));
-        let best = candidates.clone().max_by_key(|&a| (gain(a), a));
+        let best = candidates.max_by_key(|&a| (gain(a), a));
         let before = (0..first).rev().find(|&a| shape.out[a] != 1);
         let pick = match best {
             Some(a) if gain(a) > 0 => Some(a),
             _ => before.filter(|&a| fits(shape.out[a], items)),
         };
+        // 8 lanes where they fit: each load along the first axis then feeds 8 FMAs.
         if let Some(a) = pick {
-            upcast.push((a, 4));
+            let d = shape.out[a];
+            let f = if d.is_multiple_of(8) && items / 8 >= MIN_ITEMS {
+                8
+            } else {
+                4
+            };
+            upcast.push((a, f));
         }
     }
     Opts {
