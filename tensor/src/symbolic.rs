@@ -396,7 +396,7 @@ mod tests {
         let x = r.mul(11).add(&j);
         assert_eq!(x.rem(10), r.add(&j));
         assert_eq!(x.div(10), r);
-        let mut env = |l: &Lin, rv: i64, jv: i64| {
+        let env = |l: &Lin, rv: i64, jv: i64| {
             fn ev(l: &Lin, rv: i64, jv: i64) -> i64 {
                 l.terms
                     .iter()
