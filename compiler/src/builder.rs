@@ -68,8 +68,16 @@ impl KernelBuilder {
             name: name.to_string(),
             value: v,
             noalias,
+            offset32: false,
         });
         v
+    }
+
+    /// Marks pointer parameter `p` as reaching less than 4 GiB ([`crate::Param::offset32`]).
+    pub fn set_offset32(&mut self, p: Value) {
+        if let Some(param) = self.params.iter_mut().find(|q| q.value == p) {
+            param.offset32 = true;
+        }
     }
 
     /// A scalar parameter.
@@ -79,6 +87,7 @@ impl KernelBuilder {
             name: name.to_string(),
             value: v,
             noalias: false,
+            offset32: false,
         });
         v
     }

@@ -248,6 +248,11 @@ pub struct Param {
     pub value: Value,
     /// The caller promises that no other pointer parameter reaches the same memory.
     pub noalias: bool,
+    /// The caller promises that every element the kernel reaches through this pointer is
+    /// less than 4 GiB past it, so an address is the pointer plus a 32-bit byte offset (on
+    /// AMD GPUs: a scalar base and a 32-bit vector offset, no 64-bit arithmetic per
+    /// address).
+    pub offset32: bool,
 }
 
 /// Dimension of a work-item or workgroup id.

@@ -431,6 +431,27 @@ impl L<'_> {
             return ("null".into(), Space::Global);
         };
         let di = self.dt(index);
+        let offset32 = self.gpu
+            && di.scalar == Scalar::U32
+            && di.lanes == 1
+            && self.k.params.iter().any(|p| p.value == ptr && p.offset32);
+        if offset32 {
+            // The byte offset in 32 bits (wrapping is exact: the parameter promises offsets
+            // below 4 GiB), extended once: the target takes it as a vector offset from the
+            // pointer in scalar registers.
+            let b = self.tmp();
+            let size = elem.bytes();
+            self.emit(format!("{b} = mul i32 {}, {size}", self.op(index)));
+            let z = self.tmp();
+            self.emit(format!("{z} = zext i32 {b} to i64"));
+            let a = self.tmp();
+            self.emit(format!(
+                "{a} = getelementptr inbounds i8, ptr{} {}, i64 {z}",
+                self.aspace(space),
+                self.op(ptr)
+            ));
+            return (a, space);
+        }
         let idx = if di.scalar.bits() == 64 {
             self.op(index)
         } else {

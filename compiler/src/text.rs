@@ -48,7 +48,8 @@ fn print_with_names(k: &Kernel, names: bool) -> String {
                 .map(|t| t.to_string())
                 .unwrap_or_default();
             let na = if p.noalias { " noalias" } else { "" };
-            format!("%{}: {t}{na}", p.name)
+            let o32 = if p.offset32 { " offset32" } else { "" };
+            format!("%{}: {t}{na}{o32}", p.name)
         })
         .collect();
     let [x, y, z] = k.workgroup;
@@ -864,6 +865,10 @@ pub fn parse_unverified(src: &str, file: &str) -> Result<Kernel, Error> {
         if noalias {
             p.lx.pos += 1;
         }
+        let offset32 = matches!(p.peek(), Some(Tok::Word(w)) if w == "offset32");
+        if offset32 {
+            p.lx.pos += 1;
+        }
         let value = p.new_value(pname.clone(), t)?;
         if let Some(n) = p.names.last_mut() {
             n.clear();
@@ -872,6 +877,7 @@ pub fn parse_unverified(src: &str, file: &str) -> Result<Kernel, Error> {
             name: pname,
             value,
             noalias,
+            offset32,
         });
     }
     p.punct(')')?;

@@ -470,6 +470,12 @@ pub fn verify(k: &Kernel) -> Result<(), Error> {
                 p.name
             ));
         }
+        if p.offset32 && !matches!(k.type_of(p.value), Some(Type::Ptr { .. })) {
+            return v.kernel_fail(format!(
+                "parameter %{} is offset32 but not a pointer",
+                p.name
+            ));
+        }
         match v.defined.get_mut(p.value.index()) {
             Some(d) if !*d => *d = true,
             _ => {

@@ -78,6 +78,14 @@ struct Scope {
     vectors: HashMap<VectorKey, Value>,
     /// Reductions computed for every output lane.
     multi: HashMap<MultiKey, Vec<Value>>,
+    /// Conditions of pads, by their expressions with the lanes' positions put in.
+    conds: HashMap<Valid, Value>,
+    /// Loads of one element, by parameter, index and conditions with the lanes' positions
+    /// put in: lanes and unrolled steps that read the same element share the load (a
+    /// convolution's neighbouring outputs and taps).
+    loads: HashMap<(Value, Lin, Valid), Value>,
+    /// Selections already made, by condition and operands.
+    wheres: HashMap<(Value, Value, Value), Value>,
 }
 
 /// The register layouts of the 16×16×16 f16 matrix instructions (as `am_emu`'s
@@ -250,6 +258,11 @@ pub(crate) fn generate(
         }));
     }
     let (sizes, groupable, matmul_f16) = scan(nodes, index, load, roots);
+    let loads = if optimize && !sizes.is_empty() {
+        load_axes(nodes, index, load, roots[0])
+    } else {
+        vec![]
+    };
     let layout = match dev.target.gpu().map(|g| g.family()) {
         Some(Family::Rdna3) => Some(Layout::Gfx11),
         Some(Family::Rdna4) => Some(Layout::Gfx12),
@@ -263,6 +276,7 @@ pub(crate) fn generate(
             reduces: &sizes,
             groupable,
             matmul_f16,
+            loads: &loads,
         },
         optimize,
     );
@@ -311,7 +325,11 @@ pub(crate) fn generate(
     let mut pvals = Vec::with_capacity(roots.len() + 4);
     for (k, &r) in roots.iter().enumerate() {
         params.push(ParamSrc::Output(k));
-        pvals.push(b.param_ptr(&format!("v{k}"), ir(nodes[r].dtype), false));
+        let v = b.param_ptr(&format!("v{k}"), ir(nodes[r].dtype), false);
+        if below_4gib(&nodes[r]) {
+            b.set_offset32(v);
+        }
+        pvals.push(v);
     }
     let (gid, group) = match opts.group {
         Some(size) => {
@@ -525,6 +543,109 @@ fn scan(
         _ => None,
     };
     (sizes, groupable, matmul_f16)
+}
+
+/// For each load the expression of root `root` makes (a node read from memory at an index),
+/// which of the root's axes its element depends on; empty when the expression is too large
+/// to look through. What the optimiser needs to pick the axes whose lanes share loads.
+fn load_axes(
+    nodes: &[Arc<Node>],
+    index: &HashMap<u64, usize>,
+    load: &dyn Fn(usize) -> bool,
+    root: usize,
+) -> Vec<Vec<bool>> {
+    /// Visits of (node, index) pairs before giving up.
+    const BUDGET: usize = 4096;
+    let out = &nodes[root].shape;
+    let r = out.len() as u32;
+    let axes_of = |l: &Lin| {
+        let mut ids = Vec::new();
+        lane_atoms(l, &mut ids);
+        (0..r).map(|a| ids.contains(&a)).collect::<Vec<bool>>()
+    };
+    let idx: Vec<Lin> = out
+        .iter()
+        .enumerate()
+        .map(|(a, &d)| Lin::atom(Atom::Loop(a as u32, d as i64)))
+        .collect();
+    let mut stack = vec![(root, idx)];
+    let mut seen = std::collections::HashSet::new();
+    let mut found = Vec::new();
+    let mut next = r;
+    while let Some((i, idx)) = stack.pop() {
+        if seen.len() >= BUDGET {
+            return vec![];
+        }
+        if !seen.insert((i, idx.clone())) {
+            continue;
+        }
+        let node = &nodes[i];
+        let src = |n: &Arc<Node>| index.get(&n.id).copied();
+        if (i != root && load(i)) || matches!(node.op, Op::Buffer | Op::Copy(_)) {
+            found.push(axes_of(&flatten(&idx, &node.shape)));
+            continue;
+        }
+        let m: Vec<Lin> = match &node.op {
+            Op::Reshape(a) => {
+                let Some(s) = src(a) else { continue };
+                reshape_index(&idx, &node.shape, &nodes[s].shape)
+            }
+            Op::Permute(_, p) => {
+                let mut m = vec![Lin::konst(0); p.len()];
+                for (k, &axis) in p.iter().enumerate() {
+                    m[axis] = idx[k].clone();
+                }
+                m
+            }
+            Op::Expand(a) => {
+                let Some(s) = src(a) else { continue };
+                nodes[s]
+                    .shape
+                    .iter()
+                    .zip(&idx)
+                    .map(|(&d, l)| if d == 1 { Lin::konst(0) } else { l.clone() })
+                    .collect()
+            }
+            Op::Shrink(_, rg) => idx
+                .iter()
+                .zip(rg)
+                .map(|(l, &(lo, _))| l.add_const(lo as i64))
+                .collect(),
+            Op::Flip(_, f) => idx
+                .iter()
+                .zip(f)
+                .zip(&node.shape)
+                .map(|((l, &flip), &d)| {
+                    if flip {
+                        l.mul(-1).add_const(d as i64 - 1)
+                    } else {
+                        l.clone()
+                    }
+                })
+                .collect(),
+            Op::Pad(_, p) => idx
+                .iter()
+                .zip(p)
+                .map(|(l, &(b, _))| l.add_const(-(b as i64)))
+                .collect(),
+            Op::Reduce(_, a, axes) => {
+                let Some(s) = src(a) else { continue };
+                let mut m = idx.clone();
+                for &ax in axes {
+                    m[ax] = Lin::atom(Atom::Loop(next, nodes[s].shape[ax] as i64));
+                    next += 1;
+                }
+                m
+            }
+            _ => idx.clone(),
+        };
+        for a in node.op.sources() {
+            if let Some(j) = src(a) {
+                stack.push((j, m.clone()));
+            }
+        }
+    }
+    found
 }
 
 /// The operands of a matrix product of f16 values `Σ_k A[.., m, k, n]·B[.., m, k, n]` that
@@ -817,8 +938,41 @@ impl Gen<'_> {
         self.b.constant(ir(d), d.const_bits(x))
     }
 
-    /// The u32 value of an index expression.
+    /// `l` with the positions of the lanes being evaluated put in for their atoms: the same
+    /// expression for every lane and step that reaches the same element.
+    fn concrete(&self, l: &Lin) -> Lin {
+        let mut out = Lin::konst(l.c);
+        for (a, k) in &l.terms {
+            let t = match a {
+                Atom::Loop(id, _) if self.digits.contains_key(id) => {
+                    Lin::konst(i64::from(self.digits[id]))
+                }
+                Atom::Div(x, d) if mentions(x, &self.digits) => self.concrete(x).div(*d),
+                Atom::Rem(x, d) if mentions(x, &self.digits) => self.concrete(x).rem(*d),
+                _ => Lin::atom(a.clone()),
+            };
+            out = out.add(&t.mul(*k));
+        }
+        out
+    }
+
+    /// `cond ? x : y`, made once per operands in the code being generated.
+    fn select(&mut self, cond: Value, x: Value, y: Value) -> Value {
+        let key = (cond, x, y);
+        if let Some(v) = self.find(|s| s.wheres.get(&key).copied()) {
+            return v;
+        }
+        let v = self.b.where_(cond, x, y);
+        if let Some(s) = self.body_scope() {
+            s.wheres.insert(key, v);
+        }
+        v
+    }
+
+    /// The u32 value of an index expression; computed once for every lane that gives it
+    /// the same value.
     fn lin(&mut self, l: &Lin) -> Value {
+        let l = &self.concrete(l);
         if let Some(v) = self.find(|s| s.lins.get(l).copied()) {
             return v;
         }
@@ -857,15 +1011,25 @@ impl Gen<'_> {
             }
             Some(s) => s,
         };
-        if let Some(top) = self.scopes.last_mut() {
-            top.lins.insert(l.clone(), v);
+        if let Some(s) = self.body_scope() {
+            s.lins.insert(l.clone(), v);
         }
         v
     }
 
     fn valid_cond(&mut self, valid: &Valid) -> Option<Value> {
+        if valid.is_empty() {
+            return None;
+        }
+        let valid: Valid = valid
+            .iter()
+            .map(|(l, lo, hi)| (self.concrete(l), *lo, *hi))
+            .collect();
+        if let Some(v) = self.find(|s| s.conds.get(&valid).copied()) {
+            return Some(v);
+        }
         let mut acc: Option<Value> = None;
-        for (l, lo, hi) in valid {
+        for (l, lo, hi) in &valid {
             let v = self.lin(l);
             let mut c = {
                 let h = self.b.const_u32(*hi as u32);
@@ -880,6 +1044,9 @@ impl Gen<'_> {
                 None => c,
                 Some(a) => self.b.binary(BinOp::And, a, c),
             });
+        }
+        if let (Some(v), Some(s)) = (acc, self.body_scope()) {
+            s.conds.insert(valid, v);
         }
         acc
     }
@@ -899,6 +1066,9 @@ impl Gen<'_> {
         }
         let name = format!("v{}", self.params.len());
         let v = self.b.param_ptr(&name, ir(self.nodes[i].dtype), false);
+        if below_4gib(&self.nodes[i]) {
+            self.b.set_offset32(v);
+        }
         self.params.push(ParamSrc::Input(i));
         self.pvals.push(v);
         self.identity.push(identity);
@@ -1086,7 +1256,7 @@ impl Gen<'_> {
                 let cond = self.valid_cond(&here);
                 let zero = self.const_of(node.dtype, 0.0);
                 match cond {
-                    Some(c) => self.b.where_(c, x, zero),
+                    Some(c) => self.select(c, x, zero),
                     None => x,
                 }
             }
@@ -1116,12 +1286,38 @@ impl Gen<'_> {
         {
             return v;
         }
-        let mut at = self.lin(&lin);
-        if let Some(c) = self.valid_cond(valid) {
-            let zero = self.b.const_u32(0);
-            at = self.b.where_(c, at, zero);
+        let key = (
+            p,
+            self.concrete(&lin),
+            valid
+                .iter()
+                .map(|(l, lo, hi)| (self.concrete(l), *lo, *hi))
+                .collect::<Valid>(),
+        );
+        if let Some(v) = self.find(|s| s.loads.get(&key).copied()) {
+            return v;
         }
-        self.b.load_elem(p, at)
+        let at = self.guarded_index(&lin, valid);
+        let v = self.b.load_elem(p, at);
+        if let Some(s) = self.body_scope() {
+            s.loads.insert(key, v);
+        }
+        v
+    }
+
+    /// The index of a load of element `lin` under a pad's conditions `valid`: element 0
+    /// where they fail (the pad's value is selected after the load). The conditions do not
+    /// change inside a reduction's loop when the pad is of its input's spatial axes (a
+    /// convolution's padding): the compiler computes them once, before the loop.
+    fn guarded_index(&mut self, lin: &Lin, valid: &Valid) -> Value {
+        let at = self.lin(lin);
+        match self.valid_cond(valid) {
+            Some(c) => {
+                let zero = self.b.const_u32(0);
+                self.select(c, at, zero)
+            }
+            None => at,
+        }
     }
 
     /// The element at `lin` of parameter `p` as a lane of a vector load, when `lin` is
@@ -1189,11 +1385,7 @@ impl Gen<'_> {
         let v = match cached {
             Some(v) => v,
             None => {
-                let mut at = self.lin(&first);
-                if let Some(c) = self.valid_cond(&key.3) {
-                    let zero = self.b.const_u32(0);
-                    at = self.b.where_(c, at, zero);
-                }
+                let at = self.guarded_index(&first, &key.3);
                 let t = IrType::vec(dtype.scalar(), f as u8);
                 let v = self.b.load(p, at, t, f as u32 * dtype.size() as u32);
                 if let Some(s) = self.body_scope() {
@@ -1503,6 +1695,29 @@ impl Gen<'_> {
             body(self, &at);
             return;
         };
+        let tail: usize = axes[k..].iter().map(|&x| shape[x]).product();
+        if self.opts.unroll_full > 1 && tail <= self.opts.unroll_full {
+            // Every remaining step unrolled: each axis a lane atom (the last in fours where
+            // it divides, so that loads along it stay vector loads), row-major as the loops.
+            let mut at = at;
+            let mut steps = Vec::new();
+            for (j, &x) in axes[k..].iter().enumerate() {
+                let len = shape[x];
+                let mut atom = |n: usize| {
+                    let id = self.next_loop;
+                    self.next_loop += 1;
+                    steps.push((id, n as u32));
+                    Lin::atom(Atom::Loop(id, n as i64))
+                };
+                at[x] = if k + j + 1 == axes.len() && len > 4 && len.is_multiple_of(4) {
+                    atom(len / 4).mul(4).add(&atom(4))
+                } else {
+                    atom(len)
+                };
+            }
+            self.per_lane(&steps, |g, _| body(g, &at));
+            return;
+        }
         let len = shape[a];
         let id = self.next_loop;
         self.next_loop += 1;
@@ -1554,6 +1769,19 @@ impl Gen<'_> {
         let scale = self.b.const_f32(1.0 / 16_777_216.0);
         self.b.mul(f, scale)
     }
+}
+
+/// Whether node `n`'s elements take less than 4 GiB: a kernel reaches them at 32-bit byte
+/// offsets from its pointer.
+fn below_4gib(n: &Node) -> bool {
+    (n.numel() as u64).saturating_mul(n.dtype.size() as u64) < 1 << 32
+}
+
+/// Whether `l` mentions an atom of `digits`, nested ones included.
+fn mentions(l: &Lin, digits: &HashMap<u32, u32>) -> bool {
+    let mut ids = Vec::new();
+    lane_atoms(l, &mut ids);
+    ids.iter().any(|id| digits.contains_key(id))
 }
 
 /// The lane and loop atoms `l` mentions, nested ones included.

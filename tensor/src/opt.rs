@@ -1,13 +1,17 @@
 //! The kernel optimiser's choices: how a kernel of the schedule maps onto work-items, from
 //! per-target heuristics (no search yet).
 //!
-//! - **Upcast**: a work-item computes a small tile of outputs (up to 4 along each of up to
-//!   two output axes). Loads shared by the tile are made once, contiguous loads and stores
+//! - **Upcast**: a work-item computes a small tile of outputs: 4 along the last output axis
+//!   and, in kernels that reduce, 4 or 8 along a second axis — the one along which the
+//!   loads the first axis's lanes do not share are broadcast (a matrix product's rows, a
+//!   convolution's output channels). Loads shared by the tile are made once, contiguous loads and stores
 //!   along the last axis become one vector access, and a reduction loop's overhead is paid
 //!   once for the tile.
 //! - **Unroll**: the innermost loop of a reduction runs 4 steps per iteration; contiguous
-//!   loads along it become one vector access. The steps still accumulate in order, so the
-//!   results are those of the plain loop.
+//!   loads along it become one vector access. The innermost loops of at most
+//!   [`FULL_UNROLL`] steps together (a convolution's taps) are unrolled completely, so
+//!   that taps and output lanes reading the same element share one load. The steps still
+//!   accumulate in order, so the results are those of the plain loop.
 //! - **Group**: a reduction to fewer outputs than a wave has lanes gets a workgroup per
 //!   output; its work-items each reduce a strided slice, and the partial results combine
 //!   through local memory (LDS) in a tree.
@@ -30,6 +34,9 @@ pub(crate) struct Opts {
     pub(crate) upcast: Vec<(usize, usize)>,
     /// Steps per iteration of a reduction's innermost loop (1: plain).
     pub(crate) unroll: usize,
+    /// The innermost loops of a reduction are unrolled completely while their steps
+    /// together are at most this (0: never).
+    pub(crate) unroll_full: usize,
     /// Work-items per workgroup of a grouped reduction (one workgroup per output).
     pub(crate) group: Option<u32>,
     /// A matrix product on the matrix instructions: 16×16 tiles per wave along the rows
@@ -48,10 +55,16 @@ pub(crate) struct Shape<'a> {
     /// The inner dimension, when the kernel's one reduction is a matrix product of f16
     /// operands whose output is the kernel's (`[.., m, n]`).
     pub(crate) matmul_f16: Option<usize>,
+    /// For each load of the kernel, which output axes its element depends on (empty when
+    /// unknown).
+    pub(crate) loads: &'a [Vec<bool>],
 }
 
 /// Work-items below which upcasting would leave a GPU's compute units idle.
 const MIN_ITEMS: usize = 1024;
+
+/// Steps of a reduction's innermost loops unrolled completely.
+pub(crate) const FULL_UNROLL: usize = 16;
 
 /// Waves below which a matrix product's waves take no more tiles each.
 const MIN_MMA_WAVES: usize = 16;
@@ -61,6 +74,7 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
     let plain = Opts {
         upcast: vec![],
         unroll: 1,
+        unroll_full: 0,
         group: None,
         mma: None,
     };
@@ -86,25 +100,47 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
     }
     let mut upcast = Vec::new();
     let mut items = n;
-    // The last axes first (the last one gives vector accesses); two axes when reducing (a
-    // tile whose loads are shared along both), one when not.
-    let axes = if shape.reduces.is_empty() { 1 } else { 2 };
-    for (a, &d) in shape.out.iter().enumerate().rev() {
-        if upcast.len() == axes {
-            break;
-        }
-        if d == 1 {
-            continue;
-        }
-        if d % 4 != 0 || items / 4 < MIN_ITEMS {
-            break;
-        }
+    let fits = |d: usize, items: usize| d > 1 && d.is_multiple_of(4) && items / 4 >= MIN_ITEMS;
+    // The last axis first (it gives vector accesses).
+    if let Some((a, &d)) = shape.out.iter().enumerate().rev().find(|(_, d)| **d != 1)
+        && fits(d, items)
+    {
         upcast.push((a, 4));
         items /= 4;
+    }
+    // When reducing, a second axis (a tile whose loads are shared along both): the one along
+    // which most of the loads that the first axis's lanes do not share are broadcast (the
+    // output channels of a convolution, the rows of a matrix product), else the axis before.
+    if let (Some(&(first, _)), false) = (upcast.first(), shape.reduces.is_empty()) {
+        let gain = |a: usize| {
+            shape
+                .loads
+                .iter()
+                .filter(|l| l.get(first) == Some(&true) && l.get(a) == Some(&false))
+                .count()
+        };
+        let candidates = (0..first).rev().filter(|&a| fits(shape.out[a], items));
+        let best = candidates.max_by_key(|&a| (gain(a), a));
+        let before = (0..first).rev().find(|&a| shape.out[a] != 1);
+        let pick = match best {
+            Some(a) if gain(a) > 0 => Some(a),
+            _ => before.filter(|&a| fits(shape.out[a], items)),
+        };
+        // 8 lanes where they fit: each load along the first axis then feeds 8 FMAs.
+        if let Some(a) = pick {
+            let d = shape.out[a];
+            let f = if d.is_multiple_of(8) && items / 8 >= MIN_ITEMS {
+                8
+            } else {
+                4
+            };
+            upcast.push((a, f));
+        }
     }
     Opts {
         upcast,
         unroll: 4,
+        unroll_full: FULL_UNROLL,
         group: None,
         mma: None,
     }
@@ -168,6 +204,7 @@ mod tests {
             reduces: &[k],
             groupable: true,
             matmul_f16: Some(k),
+            loads: &[],
         })
     }
 

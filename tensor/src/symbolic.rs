@@ -139,6 +139,23 @@ impl Lin {
         )
     }
 
+    /// Splits `self` into `q·d + r` with every coefficient of `r` (and its constant) in
+    /// `[0, d)`: each term `k·a` gives `(k div d)·a` to `q` and `(k mod d)·a` to `r`. Exact
+    /// because atoms are non-negative on in-range lanes, so `r ≥ 0` there; what the
+    /// pooling trick's indices need (`(r·(len + 1) + j) % len` is `r + j` when that is
+    /// below `len`).
+    fn split_mod(&self, d: i64) -> (Lin, Lin) {
+        let (mut q, mut r) = (BTreeMap::new(), BTreeMap::new());
+        for (a, k) in &self.terms {
+            q.insert(a.clone(), k.div_euclid(d));
+            r.insert(a.clone(), k.rem_euclid(d));
+        }
+        (
+            Lin::from_map(q, self.c.div_euclid(d)),
+            Lin::from_map(r, self.c.rem_euclid(d)),
+        )
+    }
+
     /// `self / d` (floor; `d ≥ 1`).
     pub(crate) fn div(&self, d: i64) -> Lin {
         if d <= 1 {
@@ -153,6 +170,10 @@ impl Lin {
         let (lo, hi) = r.range();
         if lo >= 0 && hi < d {
             return q;
+        }
+        let (q2, r2) = self.split_mod(d);
+        if r2.range().1 < d {
+            return q2;
         }
         if lo >= 0 {
             return q.add(&Lin::atom(Atom::Div(Box::new(r), d)));
@@ -179,6 +200,10 @@ impl Lin {
         let (lo, hi) = r.range();
         if lo >= 0 && hi < d {
             return r;
+        }
+        let (_, r2) = self.split_mod(d);
+        if r2.range().1 < d {
+            return r2;
         }
         if lo >= 0 {
             return Lin::atom(Atom::Rem(Box::new(r), d));
@@ -364,6 +389,40 @@ mod tests {
         assert_eq!(g.div(10), Lin::konst(0));
         assert_eq!(g.mul(4).add_const(3).div(4), g);
         assert_eq!(g.mul(4).add_const(3).rem(4), Lin::konst(3));
+        // Coefficients reduced modulo the divisor: the pooling trick's rows one longer than
+        // the input (`r·11 + j` over rows of 10) with r + j below 10.
+        let r = Lin::atom(Atom::Loop(0, 3));
+        let j = Lin::atom(Atom::Loop(1, 8));
+        let x = r.mul(11).add(&j);
+        assert_eq!(x.rem(10), r.add(&j));
+        assert_eq!(x.div(10), r);
+        let env = |l: &Lin, rv: i64, jv: i64| {
+            fn ev(l: &Lin, rv: i64, jv: i64) -> i64 {
+                l.terms
+                    .iter()
+                    .map(|(a, k)| {
+                        k * match a {
+                            Atom::Loop(0, _) => rv,
+                            Atom::Loop(..) => jv,
+                            Atom::Div(x, d) => ev(x, rv, jv).div_euclid(*d),
+                            Atom::Rem(x, d) => ev(x, rv, jv).rem_euclid(*d),
+                            Atom::Gid(_) => 0,
+                        }
+                    })
+                    .sum::<i64>()
+                    + l.c
+            }
+            ev(l, rv, jv)
+        };
+        // And where they do not vanish, still right: `(r·7 + j + 3) / 5` and `% 5`.
+        let y = r.mul(7).add(&j).add_const(3);
+        for rv in 0..3 {
+            for jv in 0..8 {
+                let v = 7 * rv + jv + 3;
+                assert_eq!(env(&y.div(5), rv, jv), v / 5);
+                assert_eq!(env(&y.rem(5), rv, jv), v % 5);
+            }
+        }
         // Not simplifiable: kept, and right.
         let x = g.mul(3).add_const(1).div(4);
         for e in 0..10 {

@@ -882,8 +882,8 @@ fn atomics_in_global_and_local_memory() {
 #[test]
 fn text_form_of_kernels_parses_back_and_runs() {
     let src = "
-// y[i] = a*x[i] + y[i] for i < n, with f16 storage of a copy
-kernel saxpy(%x: ptr<global, f32> noalias, %y: ptr<global, f32>, %h: ptr<global, f16>, %a: f32, %n: u32) workgroup(64, 1, 1) {
+// y[i] = a*x[i] + y[i] for i < n, with f16 storage of a copy; y and h at 32-bit offsets
+kernel saxpy(%x: ptr<global, f32> noalias, %y: ptr<global, f32> offset32, %h: ptr<global, f16> noalias offset32, %a: f32, %n: u32) workgroup(64, 1, 1) {
   %g = group_id x
   %l = local_id x
   %w = const u32 64
@@ -904,6 +904,8 @@ kernel saxpy(%x: ptr<global, f32> noalias, %y: ptr<global, f32>, %h: ptr<global,
     let again = text::parse(&printed, "printed").unwrap();
     assert_eq!(again, k, "parse(print(k)) == k");
     assert_eq!(text::print(&again), printed);
+    let offset32: Vec<bool> = k.params.iter().map(|p| p.offset32).collect();
+    assert_eq!(offset32, [false, true, true, false, false]);
     let n = 100usize;
     let x: Vec<f32> = (0..n).map(|i| i as f32 / 7.0).collect();
     let y: Vec<f32> = (0..n).map(|i| 100.0 - i as f32).collect();

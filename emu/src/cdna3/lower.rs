@@ -55,6 +55,10 @@ const RENAMES: &[(&str, &str)] = &[
     ("v_addc_co_u32", "v_add_co_ci_u32"),
     ("v_subb_co_u32", "v_sub_co_ci_u32"),
     ("v_subbrev_co_u32", "v_subrev_co_ci_u32"),
+    // GFX8's 16-bit multiply-adds, kept on GFX9 without op_sel (LLVM picks them for
+    // 16-bit index arithmetic): gfx11's, the high half cleared like the other 16-bit results.
+    ("v_mad_legacy_u16", "v_mad_u16"),
+    ("v_mad_legacy_i16", "v_mad_i16"),
     ("v_add_u16", "v_add_nc_u16"),
     ("v_sub_u16", "v_sub_nc_u16"),
     ("v_add_i32", "v_add_nc_i32"),

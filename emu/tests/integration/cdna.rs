@@ -138,6 +138,24 @@ const CASES: &[(&str, &str, Ref)] = &[
         |a, b, _, l| ((b[l] as u16) << (a[l] & 15)) as u32,
     ),
     (
+        "mad_legacy_u16_zeroes_high",
+        "v_mad_legacy_u16 %0, %1, %2, %3",
+        |a, b, c, l| {
+            (a[l] as u16)
+                .wrapping_mul(b[l] as u16)
+                .wrapping_add(c[l] as u16) as u32
+        },
+    ),
+    (
+        "mad_legacy_i16_zeroes_high",
+        "v_mad_legacy_i16 %0, %1, %2, %3",
+        |a, b, c, l| {
+            (a[l] as i16)
+                .wrapping_mul(b[l] as i16)
+                .wrapping_add(c[l] as i16) as u16 as u32
+        },
+    ),
+    (
         // ... and a result written to the high half (op_sel) keeps the low half.
         "fma_f16_op_sel_high_keeps_low",
         "v_fma_f16 %0, %1, %2, %3 op_sel:[0,0,0,1]",

@@ -2,7 +2,7 @@
 //! optimised kernel gives what the unoptimised one and the `cpu` device give, on random
 //! shapes, on gfx1100 (and gfx1201 and gfx942 where the tests stay quick).
 
-use am_tensor::{DType, Device, Tensor};
+use am_tensor::{ConvOptions, DType, Device, Tensor};
 
 use crate::common::{Rng, compiler, cpu, devices, mi300x, navi31, navi48};
 
@@ -39,7 +39,12 @@ fn half_precision_matmul_accumulates_exact_products() {
 /// The binary's Navi31 through two tensor devices of its own, the optimiser on and off
 /// (the shared device of the other tests keeps its setting).
 fn navi31_on_and_off() -> (Device, Device) {
-    let rt = navi31().runtime().cloned().unwrap();
+    on_and_off(&navi31())
+}
+
+/// `dev`'s runtime through two tensor devices of its own, the optimiser on and off.
+fn on_and_off(dev: &Device) -> (Device, Device) {
+    let rt = dev.runtime().cloned().unwrap();
     let on = Device::from_runtime(rt.clone(), compiler()).unwrap();
     let off = Device::from_runtime(rt, compiler()).unwrap();
     on.set_optimize(true);
@@ -259,5 +264,122 @@ fn elementwise_expressions_with_constants_match_the_cpu_on_gfx942() {
         };
         let (got, want) = (eval(&mi300x()), eval(&cpu()));
         same_bits(&format!("case {case}: ops {ops:?} on [{n}]"), &got, &want);
+    }
+}
+
+/// A convolution of random shape and options: input and weight shapes, the options.
+type ConvCase = (Vec<usize>, Vec<usize>, ConvOptions);
+
+/// Random convolutions (fixed seed) with strides, paddings, dilations and groups, sized so
+/// that the optimiser tiles them (outputs of 16 to 33 pixels a side, 4 to 16 output
+/// channels, up to 32,768 outputs: tiles over output channels and pixels, the taps
+/// unrolled, the pad's conditions on the input) or does not (odd widths, few outputs).
+fn conv_cases(rng: &mut Rng, count: usize) -> Vec<ConvCase> {
+    let mut pick = |v: &[usize]| v[rng.uniform(0.0, v.len() as f64) as usize];
+    (0..count)
+        .map(|_| {
+            let (n, groups) = (pick(&[1, 2]), pick(&[1, 1, 2]));
+            let (cig, cog) = (pick(&[1, 2, 3, 4]), pick(&[2, 4, 8]));
+            let (kh, kw) = (pick(&[1, 2, 3, 3, 5]), pick(&[1, 3, 3, 4]));
+            let (stride, padding, dilation) = (pick(&[1, 1, 2]), pick(&[0, 1, 2]), pick(&[1, 2]));
+            let (oh, ow) = (pick(&[16, 20, 32, 33]), pick(&[16, 32, 32, 18]));
+            // The input that gives oh × ow outputs (plus a remainder the stride drops).
+            let extra = pick(&[0, 1]) % stride;
+            let len = |o: usize, k: usize| {
+                ((o - 1) * stride + dilation * (k - 1) + 1 + extra).saturating_sub(2 * padding)
+            };
+            let (h, w) = (len(oh, kh).max(1), len(ow, kw).max(1));
+            let opts = ConvOptions::default()
+                .stride(stride)
+                .padding(padding)
+                .dilation(dilation)
+                .groups(groups);
+            (
+                vec![n, cig * groups, h, w],
+                vec![cog * groups, cig, kh, kw],
+                opts,
+            )
+        })
+        .filter(|(x, wt, o)| {
+            // Kernels that fit the padded input.
+            let fits = |len: usize, k: usize, p: usize, d: usize| len + 2 * p > d * (k - 1);
+            fits(x[2], wt[2], o.padding[0], o.dilation[0])
+                && fits(x[3], wt[3], o.padding[1], o.dilation[1])
+        })
+        .collect()
+}
+
+/// A convolution's output and its input's and weight's gradients (of the sum of the
+/// output times a fixed pattern) on `dev`.
+fn conv_run(dev: &Device, case: &ConvCase, seed: u64) -> [Vec<f32>; 3] {
+    let (xs, ws, opts) = case;
+    let mut rng = Rng(seed);
+    let mut input = |shape: &[usize]| {
+        let n: usize = shape.iter().product();
+        let t = Tensor::from_slice(&rng.values(n, -1.0, 1.0), shape, dev).unwrap();
+        t.set_requires_grad(true);
+        t
+    };
+    let (x, w) = (input(xs), input(ws));
+    let y = x.conv2d(&w, None, *opts).unwrap();
+    let pattern = Tensor::from_slice(&rng.values(y.numel(), -1.0, 1.0), &y.shape(), dev).unwrap();
+    y.mul(&pattern)
+        .unwrap()
+        .sum(&[], false)
+        .unwrap()
+        .backward()
+        .unwrap();
+    [
+        y.to_vec_f32().unwrap(),
+        x.grad().unwrap().to_vec_f32().unwrap(),
+        w.grad().unwrap().to_vec_f32().unwrap(),
+    ]
+}
+
+/// Convolutions the optimiser tiles against the unoptimised kernels and the `cpu` device
+/// on gfx1100, gfx1201 and gfx942: the outputs give the unoptimised bits (each output's
+/// products are added in the plain loop's order), the gradients — reductions over the
+/// batch and the pixels, which grouped reductions add in another order — agree to rounding.
+#[test]
+fn tiled_convolutions_match_the_unoptimised_and_the_cpu() {
+    let mut rng = Rng(0xc0_4711);
+    let cases = conv_cases(&mut rng, 10);
+    assert!(cases.len() >= 6, "too few cases fit: {cases:?}");
+    for (d, dev) in [navi31(), navi48(), mi300x()].iter().enumerate() {
+        let (on, off) = on_and_off(dev);
+        // Every case on gfx1100, a third of them on the others.
+        for (i, case) in cases
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| d == 0 || i % 3 == d - 1)
+        {
+            let what = format!("{} conv2d {case:?}", dev.name());
+            let seed = 4000 + i as u64;
+            let got = conv_run(&on, case, seed);
+            let plain = conv_run(&off, case, seed);
+            let host = conv_run(&cpu(), case, seed);
+            same_bits(
+                &format!("{what}: output against unoptimised"),
+                &got[0],
+                &plain[0],
+            );
+            for (k, part) in ["output", "input gradient", "weight gradient"]
+                .iter()
+                .enumerate()
+            {
+                close(
+                    &format!("{what}: {part} against unoptimised"),
+                    &got[k],
+                    &plain[k],
+                    1e-4,
+                );
+                close(
+                    &format!("{what}: {part} against cpu"),
+                    &got[k],
+                    &host[k],
+                    1e-4,
+                );
+            }
+        }
     }
 }
