@@ -1,7 +1,10 @@
 //! The scheduler: the lazy graph below the tensors to realize becomes a list of kernels.
 //!
-//! - Elementwise operations and views never get a kernel of their own: they are computed
-//!   inside the kernel that needs them (recomputed if several do).
+//! - Elementwise operations and views get no kernel of their own: they are computed inside
+//!   the kernel that needs them (recomputed if several do) — except a float chain of at least
+//!   three elementwise operations that a reduction reads through an expand of at least four
+//!   copies (a matrix product's operand, a weight gradient's backward chain), which a kernel
+//!   stores once instead of every copy computing it again.
 //! - A reduction is computed inside its one consumer's kernel when that consumer reads each
 //!   of its elements once (no expand between them); otherwise, or when several consumers
 //!   need it, it gets a kernel and its result goes to memory.
@@ -144,6 +147,13 @@ fn base(order: &[Arc<Node>], index: &HashMap<u64, usize>, mut i: usize) -> usize
 /// own (the first of the optimiser's two kernels of a large reduction has more).
 const SPLIT_MIN_OUTPUTS: usize = 256;
 
+/// Elementwise operations an expanded value must take to compute before a reduction reads
+/// it from memory instead ([`Graph::add_expanded_chain_kernels`]).
+const CHAIN_MIN_OPS: usize = 3;
+
+/// Copies of each element an expand must make for that ([`CHAIN_MIN_OPS`]).
+const CHAIN_MIN_COPIES: usize = 4;
+
 /// A kernel of the schedule.
 struct Item {
     /// The nodes it computes (one, or assignments computed together).
@@ -183,6 +193,7 @@ fn schedule(dev: &Device, targets: &[Arc<Node>]) -> Result<()> {
     let mut graph = Graph::new(targets);
     graph.group_assignments();
     graph.add_reduction_kernels();
+    graph.add_expanded_chain_kernels();
     graph.alias_reshapes();
     let info = DeviceInfo {
         target: dev.target(),
@@ -449,6 +460,82 @@ impl Graph {
             }
         }
         candidate
+    }
+
+    /// Long elementwise chains that a reduction reads through an expand get kernels:
+    /// inside the reduction's loop, every copy of an element would compute the chain again
+    /// (a matrix product's operand is one copy per output column; a weight's gradient reads
+    /// the backward pass's chain of layer norms and activations once per output element of
+    /// the other side). Stored once, each copy is a load. The chain computes the same
+    /// operations in the same order either way (the same bits on the `cpu` device: the
+    /// fusion tests).
+    fn add_expanded_chain_kernels(&mut self) {
+        let count = self.order.len();
+        let red = self.reads_reduction();
+        // Nodes outside kernels whose value flows into a reduction's loop without passing
+        // through memory.
+        let mut into_reduce = vec![false; count];
+        for i in (0..count).rev() {
+            if self.realized[i] || self.kernel[i] {
+                continue;
+            }
+            into_reduce[i] = self.consumers[i].iter().any(|&c| {
+                matches!(self.order[c].op, Op::Reduce(..))
+                    || (!self.kernel[c]
+                        && (self.elementwise[c] || self.order[c].op.is_movement())
+                        && into_reduce[c])
+            });
+        }
+        for (i, &flows) in into_reduce.iter().enumerate() {
+            let Op::Expand(_) = self.order[i].op else {
+                continue;
+            };
+            let Some(&j) = self.sources[i].first() else {
+                continue;
+            };
+            if self.realized[i]
+                || self.kernel[i]
+                || red[j]
+                || !flows
+                || self.order[i].numel() < CHAIN_MIN_COPIES * self.order[j].numel().max(1)
+            {
+                continue;
+            }
+            let b = base(&self.order, &self.index, j);
+            // Float chains only: masks and indices are a few cheap integer operations, and a
+            // bool mask given a kernel this way reached its sum wrong on the mock Navi31
+            // (`cumsum`'s `tril` in the seq tests; the CPU was right) — a bug not yet found.
+            if self.realized[b]
+                || self.kernel[b]
+                || !self.elementwise[b]
+                || !self.order[b].dtype.is_float()
+            {
+                continue;
+            }
+            if self.chain_ops(b) >= CHAIN_MIN_OPS {
+                self.kernel[b] = true;
+            }
+        }
+    }
+
+    /// Elementwise operations computed inside a kernel that reads node `b` (up to memory).
+    fn chain_ops(&self, b: usize) -> usize {
+        let mut seen = vec![false; self.order.len()];
+        seen[b] = true;
+        let (mut stack, mut ops) = (vec![b], 0);
+        while let Some(j) = stack.pop() {
+            if self.realized[j] || (self.kernel[j] && j != b) {
+                continue;
+            }
+            ops += usize::from(self.elementwise[j]);
+            for &k in &self.sources[j] {
+                if !seen[k] {
+                    seen[k] = true;
+                    stack.push(k);
+                }
+            }
+        }
+        ops
     }
 
     /// Targets that are reshapes of memory share it.

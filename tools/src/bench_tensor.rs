@@ -1,7 +1,8 @@
 //! `am bench tensor`: the demo's training step on a device (the mock Navi31 by default):
 //! host time outside GPU execution, uncaptured (every step scheduled, its kernels looked up
 //! and encoded) and captured (one runtime graph replayed); kernels per step; and the same
-//! step on the CPU device against numpy (when python3 has it) in the same run.
+//! step on the CPU device against numpy (when python3 has it) in the same run. Then the
+//! captured steps of `am demo cnn` and `am demo gpt` on the device, with the same measures.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -13,7 +14,9 @@ use am_tensor::{Device, Jit, Tensor};
 use anyhow::Context;
 use serde_json::json;
 
-use crate::demo::{self, Mlp};
+use crate::demo::{self, Config, DigitsModel, Mlp};
+use crate::demo_cnn::Cnn;
+use crate::demo_gpt::{self, Gpt, GptConfig};
 use crate::digits::{self, PIXELS};
 
 /// The demo's setup, timed.
@@ -36,7 +39,8 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
-fn batches(dev: &Device, n: usize) -> anyhow::Result<Vec<(Tensor, Tensor)>> {
+/// `n` batches of `BATCH` training images, each `shape`.
+fn batches(dev: &Device, n: usize, shape: &[usize]) -> anyhow::Result<Vec<(Tensor, Tensor)>> {
     let (train, _) = digits::split()?;
     let per = train.len() / BATCH;
     (0..n)
@@ -44,7 +48,7 @@ fn batches(dev: &Device, n: usize) -> anyhow::Result<Vec<(Tensor, Tensor)>> {
             let idx: Vec<usize> = ((i % per) * BATCH..(i % per + 1) * BATCH).collect();
             let b = train.select(&idx);
             Ok((
-                Tensor::from_slice(&b.pixels, &[BATCH, PIXELS], dev)?,
+                Tensor::from_slice(&b.pixels, shape, dev)?,
                 Tensor::from_slice(&b.labels, &[BATCH], dev)?,
             ))
         })
@@ -62,7 +66,7 @@ fn time_steps(
     let model = Mlp::new(HIDDEN, 0, dev)?;
     let mut opt = Adam::new(model.parameters(), LR)?;
     let mut jit = Jit::new(dev);
-    let data = batches(dev, warm + steps)?;
+    let data = batches(dev, warm + steps, &[BATCH, PIXELS])?;
     let (mut walls, mut hosts) = (Vec::new(), Vec::new());
     let mut first = Duration::ZERO;
     let mut k_timed = 0;
@@ -96,6 +100,65 @@ fn time_steps(
         },
         first,
     ))
+}
+
+/// `steps` timed replays (after the first run and the capture) of the captured step
+/// `step`, fed batch `i` by `batch(i)`.
+fn time_captured(
+    dev: &Device,
+    steps: usize,
+    mut batch: impl FnMut(usize) -> am_tensor::Result<(Tensor, Tensor)>,
+    mut step: impl FnMut(&Tensor, &Tensor) -> am_tensor::Result<Vec<Tensor>>,
+) -> anyhow::Result<Timing> {
+    let mut jit = Jit::new(dev);
+    let (mut walls, mut hosts) = (Vec::new(), Vec::new());
+    let mut k_timed = 0;
+    for i in 0..2 + steps {
+        let (x, y) = batch(i)?;
+        let (t, waited, k) = (Instant::now(), dev.wait_time(), dev.kernels_launched());
+        let out = jit.run(&[&x, &y], |inp| step(&inp[0], &inp[1]))?;
+        let wall = t.elapsed();
+        if i >= 2 {
+            walls.push(wall);
+            hosts.push(wall.saturating_sub(dev.wait_time() - waited));
+            k_timed += dev.kernels_launched() - k;
+        }
+        out[0].item()?;
+    }
+    Ok(Timing {
+        wall: median(walls),
+        host: median(hosts),
+        kernels: k_timed as f64 / steps.max(1) as f64,
+    })
+}
+
+/// `am demo cnn`'s captured step (batch 32, its default).
+fn time_cnn(dev: &Device, steps: usize) -> anyhow::Result<Timing> {
+    let cfg = Config {
+        epochs: 1,
+        batch: BATCH,
+        hidden: 0,
+        lr: LR,
+        seed: 0,
+    };
+    let mut model = Cnn::new(&cfg, steps + 2, dev)?;
+    let data = batches(dev, steps + 2, &Cnn::input_shape(BATCH))?;
+    time_captured(dev, steps, |i| Ok(data[i].clone()), |x, y| model.step(x, y))
+}
+
+/// `am demo gpt`'s captured step (its default model, batch and optimizer).
+fn time_gpt(dev: &Device, steps: usize) -> anyhow::Result<(Timing, GptConfig)> {
+    let cfg = GptConfig::new(2, steps + 2, 0);
+    let model = Gpt::new(&cfg, dev)?;
+    let mut opt = demo_gpt::optimizer(&model, &cfg)?;
+    let mut rng = demo_gpt::training_rng(&cfg);
+    let t = time_captured(
+        dev,
+        steps,
+        |i| demo_gpt::training_batch(&cfg, &mut rng, i, dev),
+        |x, y| demo_gpt::step(&model, &mut opt, x, y),
+    )?;
+    Ok((t, cfg))
 }
 
 /// The same step in numpy, timed by python3 (median microseconds), if it has numpy.
@@ -177,6 +240,10 @@ pub fn run(device: &str, steps: usize, json: bool) -> anyhow::Result<()> {
     // Two untimed steps: the first compiles, the second is captured.
     let (plain, cold) = time_steps(&dev, false, 2, steps)?;
     let (cap, _) = time_steps(&dev, true, 2, steps)?;
+    let cnn = time_cnn(&dev, steps)?;
+    let (gpt, gcfg) = time_gpt(&dev, steps)?;
+    let row =
+        |t: &Timing| json!({"wall_us": us(t.wall), "host_us": us(t.host), "kernels": t.kernels});
     if json {
         let out = json!({
             "device": dev.name(),
@@ -192,6 +259,11 @@ pub fn run(device: &str, steps: usize, json: bool) -> anyhow::Result<()> {
                 "kernels": cpu_cap.kernels,
             },
             "numpy": np.as_ref().map(|(v, t)| json!({"version": v, "step_us": t})),
+            "cnn": {"batch": BATCH, "captured": row(&cnn)},
+            "gpt": {
+                "batch": gcfg.batch, "dim": gcfg.dim, "layers": gcfg.layers,
+                "tokens": gcfg.context(), "captured": row(&gpt),
+            },
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -229,6 +301,17 @@ pub fn run(device: &str, steps: usize, json: bool) -> anyhow::Result<()> {
             t / 1e3
         ),
         None => println!("numpy          not available (python3 with numpy not found)"),
+    }
+    for (name, t) in [
+        (format!("cnn, batch {BATCH}"), &cnn),
+        (format!("gpt, batch {}", gcfg.batch), &gpt),
+    ] {
+        println!(
+            "{name:<14} captured    {:>5.1} kernels  wall {:>9.2} ms  host outside GPU execution {:>9.1} µs (goal < 50 µs)",
+            t.kernels,
+            t.wall.as_secs_f64() * 1e3,
+            us(t.host)
+        );
     }
     Ok(())
 }

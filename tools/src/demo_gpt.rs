@@ -8,7 +8,9 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use am_tensor::nn::{self, Adam, Embedding, LayerNorm, Linear, MultiHeadAttention, Optimizer};
+use am_tensor::nn::{
+    self, AdamW, Embedding, LayerNorm, Linear, LrSchedule, MultiHeadAttention, Optimizer,
+};
 use am_tensor::{DType, Device, Jit, Tensor, no_grad};
 use anyhow::{Context, bail};
 use clap::Args;
@@ -53,7 +55,18 @@ impl GptArgs {
 }
 
 /// Steps of the default run.
-const DEFAULT_STEPS: usize = 600;
+const DEFAULT_STEPS: usize = 350;
+/// Steps of the learning rate's linear warm-up (then a cosine down to [`LR_FLOOR`] of the
+/// peak at the last step); a tenth of the run when that is shorter.
+const WARMUP: u64 = 20;
+/// The learning rate's share of its peak at the last step.
+const LR_FLOOR: f64 = 0.1;
+/// Adam's β₂: 0.95 rather than 0.999, so the second moment forgets the large gradients of
+/// the first steps within a few tens of steps (as small transformers are usually trained).
+const BETA2: f64 = 0.95;
+/// Share of the first step's problems drawn from the easy family (see [`problems`]),
+/// falling linearly to none at the last step.
+const EASY: f64 = 0.5;
 /// Tokens: the digits, `+` and `=`.
 pub const VOCAB: usize = 12;
 const PLUS: i32 = 10;
@@ -74,7 +87,7 @@ pub struct GptConfig {
     pub layers: usize,
     /// Problems per step.
     pub batch: usize,
-    /// Adam's learning rate.
+    /// Adam's peak learning rate.
     pub lr: f64,
     /// Training steps.
     pub steps: usize,
@@ -91,7 +104,7 @@ impl GptConfig {
             heads: 4,
             layers: 1,
             batch: 64,
-            lr: 3e-3,
+            lr: 0.015,
             steps,
             seed,
         }
@@ -145,12 +158,43 @@ fn held_out(p: u64, seed: u32) -> bool {
         .is_multiple_of(10)
 }
 
-/// `count` problems drawn from the training share (or the held-out share).
-fn problems(cfg: &GptConfig, rng: &mut SplitMix, count: usize, test: bool) -> Vec<(u64, u64)> {
+/// `x` with each of its `digits` digits kept or made 0 by a coin.
+fn sparse(x: u64, digits: usize, rng: &mut SplitMix) -> u64 {
+    let (mut out, mut place, mut x) = (0, 1, x);
+    for _ in 0..digits {
+        let d = x % 10;
+        x /= 10;
+        if rng.next().is_multiple_of(2) {
+            out += d * place;
+        }
+        place *= 10;
+    }
+    out
+}
+
+/// `count` problems drawn from the training share (or the held-out share); a share `easy`
+/// of the draws has each operand digit made 0 by a coin first. Among uniform problems no
+/// single operand digit says anything about an answer digit (`(a + b) mod 10` is uniform
+/// for every `a`), so the model sits on a plateau for a few hundred steps before its
+/// attention finds both digits of a place at once; where one of them is 0 the answer digit
+/// is the other, which shows the attention where to look from the first steps. Held-out
+/// problems are never drawn, easy or not.
+fn problems(
+    cfg: &GptConfig,
+    rng: &mut SplitMix,
+    count: usize,
+    test: bool,
+    easy: f64,
+) -> Vec<(u64, u64)> {
     let m = 10u64.pow(cfg.digits as u32);
     let mut out = Vec::with_capacity(count);
     while out.len() < count {
-        let p = rng.next() % (m * m);
+        let mut p = rng.next() % (m * m);
+        // No coin without easy problems: the draws stay those of a uniform run.
+        if easy > 0.0 && ((rng.next() % 1000) as f64) < easy * 1000.0 {
+            let (a, b) = (p / m, p % m);
+            p = sparse(a, cfg.digits, rng) * m + sparse(b, cfg.digits, rng);
+        }
         if held_out(p, cfg.seed) == test {
             out.push((p / m, p % m));
         }
@@ -170,7 +214,7 @@ fn held_out_set(cfg: &GptConfig) -> Vec<(u64, u64)> {
         return all;
     }
     let mut rng = SplitMix(u64::from(cfg.seed) ^ 0x7e57);
-    problems(cfg, &mut rng, HELD_OUT, true)
+    problems(cfg, &mut rng, HELD_OUT, true, 0.0)
 }
 
 /// One pre-norm transformer block.
@@ -297,7 +341,7 @@ impl Gpt {
 /// exactly before the update.
 pub fn step(
     model: &Gpt,
-    opt: &mut Adam,
+    opt: &mut AdamW,
     tokens: &Tensor,
     targets: &Tensor,
 ) -> am_tensor::Result<Vec<Tensor>> {
@@ -321,6 +365,22 @@ fn exact_answers(cfg: &GptConfig, logits: &Tensor, targets: &Tensor) -> am_tenso
         .reshape(&[-1, cfg.answer() as isize])?
         .sum(&[-1], false)?
         .eq(cfg.answer() as i32)
+}
+
+/// The training batch of step `s` (of `cfg.steps`): tokens and answer digits.
+pub fn training_batch(
+    cfg: &GptConfig,
+    rng: &mut SplitMix,
+    s: usize,
+    dev: &Device,
+) -> am_tensor::Result<(Tensor, Tensor)> {
+    let easy = EASY * (1.0 - s as f64 / cfg.steps.max(1) as f64).max(0.0);
+    batch_tensors(cfg, &problems(cfg, rng, cfg.batch, false, easy), dev)
+}
+
+/// The generator of the training problems of a run with `cfg`'s seed.
+pub fn training_rng(cfg: &GptConfig) -> SplitMix {
+    SplitMix(u64::from(cfg.seed) ^ 0x00ad_d000)
 }
 
 /// Tokens and answer digits of a batch of problems.
@@ -382,6 +442,24 @@ fn median(v: &mut [Duration]) -> Duration {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
+/// Steps of the warm-up of a run of `steps`.
+fn warmup(steps: usize) -> u64 {
+    WARMUP.min(steps as u64 / 10)
+}
+
+/// Adam without weight decay (AdamW's decay 0), β = (0.9, [`BETA2`]), the learning rate
+/// warmed up for [`WARMUP`] steps then decayed by a cosine to [`LR_FLOOR`] of its peak at
+/// the last step.
+pub fn optimizer(model: &Gpt, cfg: &GptConfig) -> am_tensor::Result<AdamW> {
+    Ok(AdamW::new(model.parameters(), cfg.lr, 0.0)?
+        .with_betas((0.9, BETA2), 1e-8)
+        .with_schedule(LrSchedule::WarmupCosine {
+            warmup: warmup(cfg.steps),
+            total: cfg.steps as u64,
+            min_ratio: LR_FLOOR,
+        }))
+}
+
 /// Trains a fresh model on `dev`; `progress` hears each step's number and loss.
 pub fn train(
     dev: &Device,
@@ -390,14 +468,13 @@ pub fn train(
 ) -> am_tensor::Result<GptRun> {
     let start = Instant::now();
     let model = Gpt::new(cfg, dev)?;
-    let mut opt = Adam::new(model.parameters(), cfg.lr)?;
+    let mut opt = optimizer(&model, cfg)?;
     let mut jit = Jit::new(dev);
-    let mut rng = SplitMix(u64::from(cfg.seed) ^ 0x00ad_d000);
+    let mut rng = training_rng(cfg);
     let (mut losses, mut exact) = (Vec::new(), Vec::new());
     let (mut walls, mut hosts) = (Vec::new(), Vec::new());
     for s in 0..cfg.steps {
-        let probs = problems(cfg, &mut rng, cfg.batch, false);
-        let (toks, tgts) = batch_tensors(cfg, &probs, dev)?;
+        let (toks, tgts) = training_batch(cfg, &mut rng, s, dev)?;
         let (t, waited) = (Instant::now(), dev.wait_time());
         let out = jit.run(&[&toks, &tgts], |i| step(&model, &mut opt, &i[0], &i[1]))?;
         let wall = t.elapsed();
@@ -556,9 +633,62 @@ fn parse_prompt(s: &str, digits: usize) -> anyhow::Result<(u64, u64)> {
     Ok((num(a)?, num(b)?))
 }
 
-/// The largest difference of a step's loss between the device's and the CPU's runs under
-/// which they agree.
+/// The largest difference of a step's loss, over the first [`COMPARED_STEPS`], between the
+/// device's and the CPU's runs under which they agree.
 pub const LOSS_TOLERANCE: f32 = 1e-3;
+
+/// Steps whose losses the comparison holds to [`LOSS_TOLERANCE`]. The two runs' kernels
+/// round differently in the last bits (the GPU's exp2, log2 and reciprocal, its grouped
+/// sums' order), and training amplifies any such difference step by step, as it amplifies
+/// a change of the learning rate in its seventh digit on one device (docs/am-demo.md):
+/// after a few hundred steps the runs are two different trainings of the same recipe. So
+/// the losses are compared while that growth is still far below the tolerance, and the end
+/// by its held-out accuracy ([`ACCURACY_TOLERANCE`]).
+pub const COMPARED_STEPS: usize = 20;
+
+/// The largest difference of held-out accuracy (a share) between the two runs under which
+/// they agree.
+pub const ACCURACY_TOLERANCE: f64 = 0.01;
+
+/// How the CPU's run compares with the device's.
+struct Comparison {
+    /// The largest difference of a step's loss over the first [`COMPARED_STEPS`].
+    first: f32,
+    /// The same over every step.
+    all: f32,
+    /// The difference of held-out accuracy.
+    accuracy: f64,
+}
+
+impl Comparison {
+    fn of(run: &GptRun, cpu: &GptRun) -> Comparison {
+        let diffs: Vec<f32> = run
+            .losses
+            .iter()
+            .zip(&cpu.losses)
+            .map(|(a, b)| (a - b).abs())
+            .collect();
+        let max = |v: &[f32]| v.iter().copied().fold(0.0f32, f32::max);
+        Comparison {
+            first: max(&diffs[..diffs.len().min(COMPARED_STEPS)]),
+            all: max(&diffs),
+            accuracy: (accuracy(run) - accuracy(cpu)).abs(),
+        }
+    }
+
+    fn losses_agree(&self) -> bool {
+        self.first <= LOSS_TOLERANCE
+    }
+
+    fn agree(&self) -> bool {
+        self.losses_agree() && self.accuracy <= ACCURACY_TOLERANCE
+    }
+}
+
+/// Held-out problems answered exactly, as a share.
+fn accuracy(run: &GptRun) -> f64 {
+    run.test_correct as f64 / run.test_total.max(1) as f64
+}
 
 /// The demo's options `am demo gpt` shares.
 #[derive(Clone, Copy)]
@@ -617,8 +747,12 @@ pub fn run(shared: &Shared<'_>, args: &GptArgs) -> anyhow::Result<()> {
             match &args.load {
                 Some(p) => format!("weights from {}", p.display()),
                 None => format!(
-                    "Adam lr {}, batch {}, {} steps",
-                    cfg.lr, cfg.batch, cfg.steps
+                    "Adam lr {} (warm-up {} steps, cosine to {LR_FLOOR}×), β₂ {BETA2}, batch {}, {} steps ({:.0} % easy problems at first)",
+                    cfg.lr,
+                    warmup(cfg.steps),
+                    cfg.batch,
+                    cfg.steps,
+                    EASY * 100.0
                 ),
             },
             cfg.seed,
@@ -678,13 +812,7 @@ pub fn run(shared: &Shared<'_>, args: &GptArgs) -> anyhow::Result<()> {
     } else {
         Some(train(&Device::cpu(), &cfg, &mut |_, _| {})?)
     };
-    let diff = cpu.as_ref().map(|c| {
-        run.losses
-            .iter()
-            .zip(&c.losses)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0.0f32, f32::max)
-    });
+    let cmp = cpu.as_ref().map(|c| Comparison::of(&run, c));
     if let Some(path) = save {
         let named = run.model.named_parameters();
         let refs: Vec<(&str, &Tensor)> = named.iter().map(|(n, t)| (n.as_str(), t)).collect();
@@ -711,6 +839,9 @@ pub fn run(shared: &Shared<'_>, args: &GptArgs) -> anyhow::Result<()> {
             "parameters": run.model.parameters().iter().map(Tensor::numel).sum::<usize>(),
             "batch": cfg.batch,
             "lr": cfg.lr,
+            "lr_schedule": {"warmup": warmup(cfg.steps), "cosine_to": LR_FLOOR},
+            "beta2": BETA2,
+            "easy_share": EASY,
             "steps": run.losses.len(),
             "seed": cfg.seed,
             "loaded": args.load.as_ref().map(|p| p.display().to_string()),
@@ -729,12 +860,17 @@ pub fn run(shared: &Shared<'_>, args: &GptArgs) -> anyhow::Result<()> {
                 "tokens": text, "ms": t.as_secs_f64() * 1e3,
             })).collect::<Vec<_>>(),
             "decode_kernels_per_token": decoder.kernels(),
-            "cpu": cpu.as_ref().map(|c| json!({
+            "cpu": cpu.as_ref().zip(cmp.as_ref()).map(|(c, m)| json!({
                 "seconds": c.seconds,
                 "step_us": c.step.as_secs_f64() * 1e6,
                 "test_accuracy": c.test_correct as f64 / c.test_total.max(1) as f64,
-                "loss_max_abs_diff": diff,
-                "losses_agree": diff.is_some_and(|d| d <= LOSS_TOLERANCE),
+                "losses": c.losses,
+                "compared_steps": c.losses.len().min(COMPARED_STEPS),
+                "loss_max_abs_diff": m.first,
+                "loss_max_abs_diff_all_steps": m.all,
+                "losses_agree": m.losses_agree(),
+                "test_accuracy_diff": m.accuracy,
+                "agree": m.agree(),
             })),
             "saved": save.map(|p| p.display().to_string()),
         });
@@ -784,18 +920,18 @@ pub fn run(shared: &Shared<'_>, args: &GptArgs) -> anyhow::Result<()> {
             "decoding: one replay of a captured {k}-kernel step per token, with a key-value cache"
         );
     }
-    if let (Some(c), Some(d)) = (&cpu, diff) {
+    if let (Some(c), Some(m)) = (&cpu, &cmp) {
         println!(
-            "cpu: the same run in {:.2} s ({:.2} ms per step, held-out {:.1} %): losses {} (max |Δ| {d:.1e} over {} steps)",
+            "cpu: the same run in {:.2} s ({:.2} ms per step, held-out {:.1} %): {} (the first {} steps' losses within 1e-3: max |Δ| {:.1e}; held-out accuracy within 1 point: Δ {:.1}; over all {} steps max |Δ| {:.1e}, rounding that training amplifies)",
             c.seconds,
             c.step.as_secs_f64() * 1e3,
             c.test_correct as f64 / c.test_total.max(1) as f64 * 100.0,
-            if d <= LOSS_TOLERANCE {
-                "agree to 1e-3"
-            } else {
-                "DIFFER by more than 1e-3"
-            },
-            run.losses.len()
+            if m.agree() { "agree" } else { "DIFFER" },
+            c.losses.len().min(COMPARED_STEPS),
+            m.first,
+            m.accuracy * 100.0,
+            run.losses.len(),
+            m.all
         );
     }
     if let Some(p) = save {
@@ -823,4 +959,32 @@ fn example(cfg: &GptConfig) -> String {
             _ => '=',
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Easy problems come from the training share only, and about half of their operand
+    /// digits are 0 (a tenth of uniform problems' are).
+    #[test]
+    fn easy_problems_are_training_problems_with_digits_made_zero() {
+        let cfg = GptConfig::new(2, 10, 3);
+        let mut rng = training_rng(&cfg);
+        let easy = problems(&cfg, &mut rng, 2000, false, 1.0);
+        let m = 10u64.pow(cfg.digits as u32);
+        assert!(easy.iter().all(|&(a, b)| !held_out(a * m + b, cfg.seed)));
+        let zeros = |v: &[(u64, u64)]| {
+            v.iter()
+                .flat_map(|&(a, b)| [a % 10, a / 10, b % 10, b / 10])
+                .filter(|&d| d == 0)
+                .count() as f64
+                / (4 * v.len()) as f64
+        };
+        let z = zeros(&easy);
+        assert!((0.5..0.6).contains(&z), "share of zero digits {z}");
+        let uniform = problems(&cfg, &mut rng, 2000, false, 0.0);
+        let u = zeros(&uniform);
+        assert!((0.07..0.13).contains(&u), "share of zero digits {u}");
+    }
 }

@@ -85,6 +85,26 @@ fn reductions_fuse_with_their_inputs_and_outputs() {
 }
 
 #[test]
+fn a_long_chain_read_by_a_matmul_is_computed_once_into_memory() {
+    let dev = fresh();
+    let x = input(&dev, &[16, 8]);
+    let w = input(&dev, &[8, 4]);
+    // Three elementwise operations, each element read by 4 output columns: stored once by a
+    // kernel of its own, then read by the product.
+    let chain = |x: &Tensor| x.mul(2.0).unwrap().add(1.0).unwrap().exp();
+    let y = chain(&x).matmul(&w).unwrap();
+    assert_eq!(kernels_of(&dev, &y), 2);
+    // The same values as the chain realized by hand first.
+    let c = chain(&x);
+    c.realize().unwrap();
+    let want = c.matmul(&w).unwrap().to_vec::<f32>().unwrap();
+    assert_eq!(y.to_vec::<f32>().unwrap(), want);
+    // A short chain stays inside the product's loop.
+    let z = x.add(1.0).unwrap().matmul(&w).unwrap();
+    assert_eq!(kernels_of(&dev, &z), 1);
+}
+
+#[test]
 fn memory_of_dead_intermediates_is_reused_within_a_schedule() {
     let dev = fresh();
     let x = input(&dev, &[64, 8]);
