@@ -767,18 +767,7 @@ impl Device {
         if let Some((original, _)) = buf.peer_original() {
             return self.map_peer(&original);
         }
-        let owner = buf
-            .alloc
-            .dev
-            .upgrade()
-            .map(Device)
-            .ok_or_else(|| Error::State {
-                device: self.0.name.clone(),
-                reason: format!(
-                    "cannot map the buffer at {:#x}: its device is closed",
-                    buf.va()
-                ),
-            })?;
+        let owner = self.owner_to_map(buf)?;
         if buf.kind() != MemKind::Vram {
             return Err(Error::Buffer {
                 device: owner.0.name.clone(),
@@ -796,6 +785,22 @@ impl Device {
         Ok(buf.same_range_of(peer))
     }
 
+    /// The device `buf` belongs to, for mapping it into this one: refused once that device
+    /// is closed.
+    fn owner_to_map(&self, buf: &Buffer) -> Result<Device> {
+        buf.alloc
+            .dev
+            .upgrade()
+            .map(Device)
+            .ok_or_else(|| Error::State {
+                device: self.0.name.clone(),
+                reason: format!(
+                    "cannot map the buffer at {:#x}: its device is closed",
+                    buf.va()
+                ),
+            })
+    }
+
     /// The GPU address in this device of `src` (VRAM of another hive member), through the
     /// mapping of its allocation [`Device::copy_between`] keeps (made here the first time).
     /// Valid while `src` is held: the mapping goes when its allocation is freed.
@@ -807,17 +812,7 @@ impl Device {
         if let Some(m) = maps.iter().find(|m| std::ptr::eq(m.dev.as_ptr(), mine)) {
             return Ok(m.mapping.va + src.offset());
         }
-        let owner = alloc
-            .dev
-            .upgrade()
-            .map(Device)
-            .ok_or_else(|| Error::State {
-                device: self.0.name.clone(),
-                reason: format!(
-                    "cannot map the buffer at {:#x}: its device is closed",
-                    src.va()
-                ),
-            })?;
+        let owner = self.owner_to_map(src)?;
         let pv = owner.0.with_driver(|d| Ok(d.peer_vram(&alloc.mapping)))?;
         let mapping = self.0.with_driver(|d| d.map_peer(&pv))?;
         if let Err(e) = self.check_fabric(&owner) {
