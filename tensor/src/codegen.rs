@@ -545,6 +545,46 @@ fn scan(
     (sizes, groupable, matmul_f16)
 }
 
+/// The index of a movement op's source (reshape, permute, expand, shrink or flip; `shape`
+/// the op's own) that holds what `idx` names in the op; `None` for any other op. Pad is not
+/// here: its callers also need the bounds it checks.
+fn movement_source_index(op: &Op, shape: &[usize], idx: &[Lin]) -> Option<Vec<Lin>> {
+    Some(match op {
+        Op::Reshape(a) => reshape_index(idx, shape, &a.shape),
+        Op::Permute(_, p) => {
+            let mut m = vec![Lin::konst(0); p.len()];
+            for (k, &axis) in p.iter().enumerate() {
+                m[axis] = idx[k].clone();
+            }
+            m
+        }
+        Op::Expand(a) => a
+            .shape
+            .iter()
+            .zip(idx)
+            .map(|(&d, l)| if d == 1 { Lin::konst(0) } else { l.clone() })
+            .collect(),
+        Op::Shrink(_, rg) => idx
+            .iter()
+            .zip(rg)
+            .map(|(l, &(lo, _))| l.add_const(lo as i64))
+            .collect(),
+        Op::Flip(_, f) => idx
+            .iter()
+            .zip(f)
+            .zip(shape)
+            .map(|((l, &flip), &d)| {
+                if flip {
+                    l.mul(-1).add_const(d as i64 - 1)
+                } else {
+                    l.clone()
+                }
+            })
+            .collect(),
+        _ => return None,
+    })
+}
+
 /// For each load the expression of root `root` makes (a node read from memory at an index),
 /// which of the root's axes its element depends on; empty when the expression is too large
 /// to look through. What the optimiser needs to pick the axes whose lanes share loads.
@@ -586,43 +626,6 @@ fn load_axes(
             continue;
         }
         let m: Vec<Lin> = match &node.op {
-            Op::Reshape(a) => {
-                let Some(s) = src(a) else { continue };
-                reshape_index(&idx, &node.shape, &nodes[s].shape)
-            }
-            Op::Permute(_, p) => {
-                let mut m = vec![Lin::konst(0); p.len()];
-                for (k, &axis) in p.iter().enumerate() {
-                    m[axis] = idx[k].clone();
-                }
-                m
-            }
-            Op::Expand(a) => {
-                let Some(s) = src(a) else { continue };
-                nodes[s]
-                    .shape
-                    .iter()
-                    .zip(&idx)
-                    .map(|(&d, l)| if d == 1 { Lin::konst(0) } else { l.clone() })
-                    .collect()
-            }
-            Op::Shrink(_, rg) => idx
-                .iter()
-                .zip(rg)
-                .map(|(l, &(lo, _))| l.add_const(lo as i64))
-                .collect(),
-            Op::Flip(_, f) => idx
-                .iter()
-                .zip(f)
-                .zip(&node.shape)
-                .map(|((l, &flip), &d)| {
-                    if flip {
-                        l.mul(-1).add_const(d as i64 - 1)
-                    } else {
-                        l.clone()
-                    }
-                })
-                .collect(),
             Op::Pad(_, p) => idx
                 .iter()
                 .zip(p)
@@ -637,7 +640,7 @@ fn load_axes(
                 }
                 m
             }
-            _ => idx.clone(),
+            op => movement_source_index(op, &node.shape, &idx).unwrap_or_else(|| idx.clone()),
         };
         for a in node.op.sources() {
             if let Some(j) = src(a) {
@@ -1187,52 +1190,14 @@ impl Gen<'_> {
                 self.convert(x, nodes[s].dtype, node.dtype)
             }
             Op::Reduce(op, a, axes) => self.reduce(*op, node, self.src(a), axes, idx, valid),
-            Op::Reshape(a) => {
+            Op::Reshape(a)
+            | Op::Permute(a, _)
+            | Op::Expand(a)
+            | Op::Shrink(a, _)
+            | Op::Flip(a, _) => {
                 let s = self.src(a);
-                let m = reshape_index(idx, &node.shape, &nodes[s].shape);
-                self.eval(s, &m, valid)
-            }
-            Op::Permute(a, p) => {
-                let s = self.src(a);
-                let mut m = vec![Lin::konst(0); p.len()];
-                for (k, &axis) in p.iter().enumerate() {
-                    m[axis] = idx[k].clone();
-                }
-                self.eval(s, &m, valid)
-            }
-            Op::Expand(a) => {
-                let s = self.src(a);
-                let m: Vec<Lin> = nodes[s]
-                    .shape
-                    .iter()
-                    .zip(idx)
-                    .map(|(&d, l)| if d == 1 { Lin::konst(0) } else { l.clone() })
-                    .collect();
-                self.eval(s, &m, valid)
-            }
-            Op::Shrink(a, r) => {
-                let s = self.src(a);
-                let m: Vec<Lin> = idx
-                    .iter()
-                    .zip(r)
-                    .map(|(l, &(lo, _))| l.add_const(lo as i64))
-                    .collect();
-                self.eval(s, &m, valid)
-            }
-            Op::Flip(a, f) => {
-                let s = self.src(a);
-                let m: Vec<Lin> = idx
-                    .iter()
-                    .zip(f)
-                    .zip(&node.shape)
-                    .map(|((l, &flip), &d)| {
-                        if flip {
-                            l.mul(-1).add_const(d as i64 - 1)
-                        } else {
-                            l.clone()
-                        }
-                    })
-                    .collect();
+                let m = movement_source_index(&node.op, &node.shape, idx)
+                    .unwrap_or_else(|| idx.to_vec());
                 self.eval(s, &m, valid)
             }
             Op::Pad(a, p) => {
