@@ -2218,6 +2218,46 @@ fn an_owner_that_keeps_asking_keeps_its_device_past_the_owner_timeout() {
 }
 
 #[test]
+fn a_relay_names_the_upstream_owner_to_its_clients() {
+    // fake ← server A ← relay (our client) ← server B ← reader. The owner is A's client, so
+    // B has no owner of its own; its readers must still be told who owns the device.
+    let fake = FakeDevice::new("fake0", 0x744c);
+    let a = start_one(&fake);
+    let owner = client(a, 0);
+    owner.config_write(0x40, 1, 0x11).unwrap();
+    let relay = client(a, 0);
+    let b = start_with(
+        vec![Arc::new(relay) as Arc<dyn PciDevice>],
+        ServeOptions::default(),
+    );
+    let reader = client(b, 0);
+    let Some(Ownership::Other(who)) = reader.ownership().unwrap() else {
+        panic!("a relay's client is told that an upstream client owns the device");
+    };
+    let Some(Ownership::Mine) = owner.ownership().unwrap() else {
+        panic!("the owner still owns the device");
+    };
+    assert!(
+        who.starts_with("127.0.0.1:") && who.contains(" since ") && who.contains("behind remote:"),
+        "{who}"
+    );
+    drop(owner);
+    // Once the upstream owner is gone, nobody owns it, upstream or here.
+    let mut nobody = false;
+    for _ in 0..200 {
+        if reader.ownership().unwrap() == Some(Ownership::Nobody) {
+            nobody = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        nobody,
+        "the upstream owner left but the relay still names one"
+    );
+}
+
+#[test]
 fn a_relay_keeps_window_reads_one_transaction_beside_an_owner_aiming_by_hand() {
     // window ← server A ← relay (our client) ← server B ← readers. The relay must send its
     // readers' INDEXED requests on as INDEXED requests: as plain accesses they interleave

@@ -25,7 +25,7 @@ use super::protocol::{
 use super::ratelimit::{RateLimit, Verdict};
 use crate::discovery::{MM_INDEX, MM_INDEX_HI};
 use crate::ip::smu::SharedMailbox;
-use crate::pci::{Bar, IndexStep, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
+use crate::pci::{Bar, IndexStep, Ownership, PciDevice, SYSMEM_PAGE_SIZE, SysMem};
 use crate::{Error, ErrorKind, Result};
 
 /// Size of PCIe extended config space.
@@ -1237,11 +1237,29 @@ impl<'a> Session<'a> {
                         )));
                     }
                 }
-                let (state, text) = match &*lock(&self.shared.states[req.dev_id as usize].owner)
-                {
-                    None => (OwnerState::Nobody, String::new()),
-                    Some(o) if o.conn.id == self.id => (OwnerState::This, o.describe()),
-                    Some(o) => (OwnerState::Other, o.describe()),
+                let here = match &*lock(&self.shared.states[req.dev_id as usize].owner) {
+                    None => None,
+                    Some(o) if o.conn.id == self.id => Some((OwnerState::This, o.describe())),
+                    Some(o) => Some((OwnerState::Other, o.describe())),
+                };
+                // Nobody here may still mean somebody upstream: a relayed device is owned
+                // where it is served, and a writer here would be refused there. Its own
+                // answer names that owner (a local device has no such answer).
+                let (state, text) = match here {
+                    Some(known) => known,
+                    None => match device.ownership() {
+                        Ok(Some(Ownership::Other(who))) => (
+                            OwnerState::Other,
+                            format!("{who}, a client of the server behind {}", device.name()),
+                        ),
+                        Ok(_) => (OwnerState::Nobody, String::new()),
+                        Err(e) => {
+                            return Err(Fault::Refuse(format!(
+                                "who owns {} upstream is unknown: {e}",
+                                device.name()
+                            )));
+                        }
+                    },
                 };
                 self.reply(
                     ResponseHeader::ok(text.len() as u64, state as u64),
