@@ -2241,6 +2241,15 @@ fn a_relay_names_the_upstream_owner_to_its_clients() {
         who.starts_with("127.0.0.1:") && who.contains(" since ") && who.contains("behind remote:"),
         "{who}"
     );
+    // A client of the relay that writes becomes the relay's owner, but the device is still
+    // held upstream: it is told so, and its write is refused there.
+    let writer = client(b, 0);
+    assert!(writer.config_write(0x40, 1, 0x22).is_err());
+    let Some(Ownership::Other(still)) = writer.ownership().unwrap() else {
+        panic!("a relay's owner is told that an upstream client holds the device");
+    };
+    assert_eq!(still.split(" since ").next(), who.split(" since ").next());
+    drop(writer);
     drop(owner);
     // Once the upstream owner is gone, nobody owns it, upstream or here.
     let mut nobody = false;

@@ -1237,29 +1237,20 @@ impl<'a> Session<'a> {
                         )));
                     }
                 }
-                let here = match &*lock(&self.shared.states[req.dev_id as usize].owner) {
-                    None => None,
-                    Some(o) if o.conn.id == self.id => Some((OwnerState::This, o.describe())),
-                    Some(o) => Some((OwnerState::Other, o.describe())),
-                };
-                // Nobody here may still mean somebody upstream: a relayed device is owned
-                // where it is served, and a writer here would be refused there. Its own
-                // answer names that owner (a local device has no such answer).
-                let (state, text) = match here {
-                    Some(known) => known,
-                    None => match device.ownership() {
-                        Ok(Some(Ownership::Other(who))) => (
-                            OwnerState::Other,
-                            format!("{who}, a client of the server behind {}", device.name()),
-                        ),
-                        Ok(_) => (OwnerState::Nobody, String::new()),
-                        Err(e) => {
-                            return Err(Fault::Refuse(format!(
-                                "who owns {} upstream is unknown: {e}",
-                                device.name()
-                            )));
-                        }
-                    },
+                // A relayed device is owned where it is served: a client of the server
+                // behind holding it means writers here are refused there, whoever owns it
+                // here. Its own answer names that owner (a local device has no such answer).
+                let upstream = device.ownership().map_err(|e| {
+                    Fault::Refuse(format!("who owns {} upstream is unknown: {e}", device.name()))
+                })?;
+                let (state, text) = match (upstream, &*lock(&self.shared.states[req.dev_id as usize].owner)) {
+                    (Some(Ownership::Other(who)), _) => (
+                        OwnerState::Other,
+                        format!("{who}, a client of the server behind {}", device.name()),
+                    ),
+                    (_, None) => (OwnerState::Nobody, String::new()),
+                    (_, Some(o)) if o.conn.id == self.id => (OwnerState::This, o.describe()),
+                    (_, Some(o)) => (OwnerState::Other, o.describe()),
                 };
                 self.reply(
                     ResponseHeader::ok(text.len() as u64, state as u64),
