@@ -235,6 +235,12 @@ fn a_relay_sends_smu_queries_on_to_the_server_beside_the_owner() {
     assert_eq!(j["power_limit_w"], limit, "{j}");
     assert_eq!(j["firmware"]["pmfw"], pmfw.as_str(), "{j}");
     assert_eq!(j["notes"], serde_json::json!([]), "{j}");
+    // The relay has no owner of its own: the one named is the upstream server's client.
+    let who = j["owner"].as_str().unwrap_or_default();
+    assert!(
+        who.starts_with("127.0.0.1:") && who.contains("a client of the server behind remote:"),
+        "{j}"
+    );
     assert_eq!(owner_answers(&mut owner), (limit, pmfw));
     assert!(gpu.violations().is_empty(), "{:?}", gpu.violations());
 }
