@@ -31,6 +31,26 @@ pub(crate) fn host_symbol(kernel: &str) -> String {
     format!("am.kernel.{kernel}")
 }
 
+/// FMAs in one loop body from which a kernel is scheduled for dual issue (a register tile's
+/// step: 4 × 4 and more).
+const FMA_TILE: usize = 16;
+
+/// The most FMAs directly in the body of one loop of `body` (`in_loop`: `body` is one).
+fn most_fmas_in_a_loop(body: &[Inst], in_loop: bool) -> usize {
+    let here = if in_loop {
+        body.iter().filter(|i| matches!(i.op, Op::Fma(..))).count()
+    } else {
+        0
+    };
+    body.iter()
+        .map(|i| match &i.op {
+            Op::Range { body, .. } => most_fmas_in_a_loop(body, true),
+            Op::If { body, .. } => most_fmas_in_a_loop(body, in_loop),
+            _ => 0,
+        })
+        .fold(here, usize::max)
+}
+
 /// The LLVM IR of `k` for `target` (the kernel is verified first). The text has no
 /// `target datalayout` line: [`crate::codegen`] adds the target machine's.
 pub fn lower(k: &Kernel, target: Target) -> Result<String, Error> {
@@ -398,9 +418,24 @@ impl L<'_> {
         self.out.push_str(&insts);
         self.out.push_str("  ret void\n}\n\n");
         if self.gpu {
+            // gfx11 and gfx12 issue two VALU instructions as one VOPD (`v_dual_*`) only when
+            // they sit next to each other after register allocation. LLVM's post-RA scheduler
+            // ties such pairs together, but that tie steers only a bottom-up schedule: top-down
+            // (its default) left a matrix product's 8x4 tile with 3 pairs of 128 FMAs,
+            // bottom-up with 42. Only for loops of many FMAs (a register tile): elsewhere
+            // bottom-up gained nothing and cost a few instructions (an argmax, a WMMA loop).
+            let vopd = matches!(
+                self.target.gpu().map(|g| g.family()),
+                Some(Family::Rdna3 | Family::Rdna4)
+            );
+            let post_ra = if vopd && most_fmas_in_a_loop(&k.body, false) >= FMA_TILE {
+                " \"amdgpu-post-ra-direction\"=\"bottomup\""
+            } else {
+                ""
+            };
             let _ = writeln!(
                 self.out,
-                "attributes #0 = {{ \"amdgpu-flat-work-group-size\"=\"1,{}\" \"uniform-work-group-size\"=\"true\" \"amdgpu-no-implicitarg-ptr\" }}",
+                "attributes #0 = {{ \"amdgpu-flat-work-group-size\"=\"1,{}\" \"uniform-work-group-size\"=\"true\" \"amdgpu-no-implicitarg-ptr\"{post_ra} }}",
                 k.workgroup_len()
             );
             let _ = writeln!(self.out, "!0 = !{{i32 {x}, i32 {y}, i32 {z}}}\n");

@@ -2,7 +2,8 @@
 //! per-target heuristics (no search yet).
 //!
 //! - **Upcast**: a work-item computes a small tile of outputs: 4 along the last output axis
-//!   and, in kernels that reduce, 4 or 8 along a second axis — the one along which the
+//!   (8 in kernels that reduce, when an 8 × 8 tile leaves enough work-items) and, in kernels
+//!   that reduce, 4 or 8 along a second axis — the one along which the
 //!   loads the first axis's lanes do not share are broadcast (a matrix product's rows, a
 //!   convolution's output channels). Loads shared by the tile are made once, contiguous loads and stores
 //!   along the last axis become one vector access, and a reduction loop's overhead is paid
@@ -101,12 +102,19 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
     let mut upcast = Vec::new();
     let mut items = n;
     let fits = |d: usize, items: usize| d > 1 && d.is_multiple_of(4) && items / 4 >= MIN_ITEMS;
-    // The last axis first (it gives vector accesses).
+    // The last axis first (it gives vector accesses); 8 lanes in a kernel that reduces
+    // when 8 × 8 still leave enough work-items: per step of the reduction its 8 + 8 loads
+    // then feed 64 FMAs, which LLVM pairs into dual-issue instructions on gfx11 and gfx12.
     if let Some((a, &d)) = shape.out.iter().enumerate().rev().find(|(_, d)| **d != 1)
         && fits(d, items)
     {
-        upcast.push((a, 4));
-        items /= 4;
+        let f = if !shape.reduces.is_empty() && d.is_multiple_of(8) && items / 64 >= MIN_ITEMS {
+            8
+        } else {
+            4
+        };
+        upcast.push((a, f));
+        items /= f;
     }
     // When reducing, a second axis (a tile whose loads are shared along both): the one along
     // which most of the loads that the first axis's lanes do not share are broadcast (the
@@ -216,6 +224,39 @@ mod tests {
         assert_eq!(tiles(&[4, 64, 256], 16), Some((4, 4)));
         // 4 × 4 tiles: no block leaves 16 waves; one tile per wave.
         assert_eq!(tiles(&[64, 64], 32), Some((1, 1)));
+    }
+
+    /// The choices for a reduction to `out` whose loads are a matrix product's: A's along
+    /// the rows (axis `r - 2`), B's along the columns.
+    fn matmul_choice(out: &[usize]) -> Opts {
+        let r = out.len();
+        let along = |axis: usize| (0..r).map(|a| a == axis).collect::<Vec<bool>>();
+        let dev = DeviceInfo {
+            target: am_compiler::Target::Gpu(am_compiler::GfxTarget::Gfx1100),
+            compute_units: 48,
+        };
+        choose(
+            &dev,
+            &Shape {
+                out,
+                reduces: &[64],
+                groupable: true,
+                matmul_f16: None,
+                loads: &[along(r - 2), along(r - 1)],
+            },
+            true,
+        )
+    }
+
+    #[test]
+    fn matrix_products_take_8_by_8_tiles_while_1024_work_items_remain() {
+        // 65,536 outputs: 8 × 8 leaves 1024 work-items.
+        assert_eq!(matmul_choice(&[256, 256]).upcast, vec![(1, 8), (0, 8)]);
+        assert_eq!(matmul_choice(&[2, 128, 256]).upcast, vec![(2, 8), (1, 8)]);
+        // Fewer outputs: 4 columns, 8 rows (as before the 8-column tiles).
+        assert_eq!(matmul_choice(&[128, 256]).upcast, vec![(1, 4), (0, 8)]);
+        // Columns not a multiple of 8.
+        assert_eq!(matmul_choice(&[256, 260]).upcast, vec![(1, 4), (0, 8)]);
     }
 
     #[test]

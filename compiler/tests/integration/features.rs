@@ -714,6 +714,122 @@ fn vectors_load_and_store_128_bits_and_compute_per_lane() {
     }
 }
 
+/// `o = a · b` per work-item for a `rows × cols` tile: `a` rows × k, `b` k × cols, each
+/// output accumulated by an FMA per step of a loop over k (the tensor layer's matmul step).
+fn fma_tile(rows: u32, cols: u32, k: u32) -> Kernel {
+    let mut b = KernelBuilder::new("fma_tile", [WG, 1, 1]);
+    let pa = b.param_ptr("a", DType::F32, true);
+    let pb = b.param_ptr("b", DType::F32, true);
+    let po = b.param_ptr("o", DType::F32, true);
+    let i = b.global_id(Dim::X);
+    let zero = b.const_u32(0);
+    let z = b.const_f32(0.0);
+    let accs: Vec<Value> = (0..rows * cols)
+        .map(|_| {
+            let acc = b.private(DType::F32, 1);
+            b.store_elem(acc, zero, z);
+            acc
+        })
+        .collect();
+    let (kk, rr, cc) = (b.const_u32(k), b.const_u32(rows), b.const_u32(cols));
+    let a_rows = b.mul(i, rr);
+    let b_rows = b.mul(i, kk);
+    b.range(zero, kk, 1, |b, s| {
+        let a: Vec<Value> = (0..rows)
+            .map(|r| {
+                let r = b.const_u32(r);
+                let row = b.add(a_rows, r);
+                let at = b.mul(row, kk);
+                let at = b.add(at, s);
+                b.load_elem(pa, at)
+            })
+            .collect();
+        let bv: Vec<Value> = (0..cols)
+            .map(|c| {
+                let c = b.const_u32(c);
+                let row = b.add(b_rows, s);
+                let at = b.mul(row, cc);
+                let at = b.add(at, c);
+                b.load_elem(pb, at)
+            })
+            .collect();
+        for r in 0..rows {
+            for c in 0..cols {
+                let acc = accs[(r * cols + c) as usize];
+                let cur = b.load_elem(acc, zero);
+                let next = b.fma(a[r as usize], bv[c as usize], cur);
+                b.store_elem(acc, zero, next);
+            }
+        }
+    });
+    for r in 0..rows {
+        for c in 0..cols {
+            let at = b.const_u32(r * cols + c);
+            let per_item = b.const_u32(rows * cols);
+            let base = b.mul(i, per_item);
+            let at = b.add(base, at);
+            let v = b.load_elem(accs[(r * cols + c) as usize], zero);
+            b.store_elem(po, at, v);
+        }
+    }
+    b.finish().unwrap()
+}
+
+/// A loop of 16 FMAs (a 4 × 4 register tile) is compiled for gfx11 and gfx12 with LLVM's
+/// post-RA scheduler bottom-up, which keeps the dual-issue pairs it chose together: on
+/// gfx1100 some become `v_dual_fmac_f32`, and the emulator runs them to the CPU backend's
+/// bits. gfx942 (no VOPD) and a loop of 4 FMAs keep LLVM's default schedule.
+#[test]
+fn fma_tiles_dual_issue_on_gfx11_and_match_the_cpu() {
+    let bottom_up = "\"amdgpu-post-ra-direction\"=\"bottomup\"";
+    let tile = fma_tile(4, 4, 24);
+    for (t, want) in [
+        (GfxTarget::Gfx1100, true),
+        (GfxTarget::Gfx1201, true),
+        (GfxTarget::Gfx942, false),
+    ] {
+        let ir = lower::lower(&tile, Target::Gpu(t)).unwrap();
+        assert_eq!(ir.contains(bottom_up), want, "4 x 4 tile on {t:?}");
+    }
+    let small = lower::lower(&fma_tile(2, 2, 24), Target::Gpu(GfxTarget::Gfx1100)).unwrap();
+    assert!(!small.contains(bottom_up), "2 x 2 tile on gfx1100");
+    let gfx1100 = Target::Gpu(GfxTarget::Gfx1100);
+    let asm = codegen::compile_ir(
+        &lower::lower(&tile, gfx1100).unwrap(),
+        gfx1100,
+        "fma_tile",
+        codegen::Output::Assembly,
+    )
+    .unwrap();
+    let asm = String::from_utf8(asm).unwrap();
+    assert!(
+        asm.matches("v_dual_fmac_f32").count() >= 4,
+        "fewer than 4 dual-issue FMA pairs in:\n{asm}"
+    );
+    let items = 2 * WG as usize;
+    let mut r = Rng(37);
+    let a: Vec<f32> = (0..items * 4 * 24).map(|_| r.f32(-2.0, 2.0)).collect();
+    let bb: Vec<f32> = (0..items * 24 * 4).map(|_| r.f32(-2.0, 2.0)).collect();
+    let out = run_both(
+        &tile,
+        [2, 1, 1],
+        &[buf(&a), buf(&bb), zeros(4 * items * 16)],
+    );
+    let o: Vec<f32> = from_bytes(&out[2]);
+    for i in 0..items {
+        for (row, col) in (0..4).flat_map(|row| (0..4).map(move |col| (row, col))) {
+            let want = (0..24).fold(0f32, |acc, s| {
+                a[(i * 4 + row) * 24 + s].mul_add(bb[(i * 24 + s) * 4 + col], acc)
+            });
+            assert_eq!(
+                o[i * 16 + row * 4 + col].to_bits(),
+                want.to_bits(),
+                "work-item {i}, output ({row}, {col})"
+            );
+        }
+    }
+}
+
 #[test]
 fn ranges_private_memory_and_nested_ifs_compute_row_sums() {
     // o[i] = Σ_{j in 0..m step 2} a[i*m + j] for rows whose index is odd, else −1, with the

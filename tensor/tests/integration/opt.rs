@@ -186,6 +186,51 @@ fn tiled_matmul_and_vectorised_elementwise_give_the_unoptimised_bits() {
     }
 }
 
+/// Matrix products with enough outputs for 8 × 8 tiles per work-item (at least 65,536
+/// outputs, both axes multiples of 8: `opt::choose`'s test has the rule), whose lanes 2 and 3
+/// of every 4 along the columns take the product's operands the other way round (for the
+/// dual-issue pairing), on gfx1100, gfx1201 and gfx942: the unoptimised kernels' bits and
+/// the `cpu` device's values. Random inner dimensions (fixed seed), plain, by a transpose
+/// and batched.
+#[test]
+fn matmul_tiles_of_8_by_8_give_the_unoptimised_bits_on_every_gpu() {
+    let mut rng = Rng(0x88_1100);
+    for dev in [navi31(), navi48(), mi300x()] {
+        let (on, off) = on_and_off(&dev);
+        let mut dim = |lo: usize, hi: usize| lo + (rng.uniform(0.0, (hi - lo) as f64) as usize);
+        let (m, n) = ([256, 264, 320][dim(0, 3)], [256, 272][dim(0, 2)]);
+        let (k, kt, kb) = (dim(1, 41), dim(1, 41), dim(1, 41));
+        let ops: [Case; 3] = [
+            ("matmul", vec![vec![m, k], vec![k, n]], |t| {
+                t[0].matmul(&t[1]).unwrap()
+            }),
+            (
+                "matmul by a transpose",
+                vec![vec![m, kt], vec![n, kt]],
+                |t| t[0].matmul(&t[1].t().unwrap()).unwrap(),
+            ),
+            (
+                "batched matmul",
+                vec![vec![2, 128, kb], vec![2, kb, 256]],
+                |t| t[0].matmul(&t[1]).unwrap(),
+            ),
+        ];
+        for (i, (name, shapes, f)) in ops.into_iter().enumerate() {
+            let what = format!("{} {name} {shapes:?}", dev.name());
+            let seed = 4000 + i as u64;
+            let got = run(&on, &shapes, f, seed);
+            let plain = run(&off, &shapes, f, seed);
+            same_bits(&format!("{what} against unoptimised"), &got, &plain);
+            close(
+                &format!("{what} against cpu"),
+                &got,
+                &run(&cpu(), &shapes, f, seed),
+                1e-5,
+            );
+        }
+    }
+}
+
 /// `got` equals `want` element for element (the first difference named).
 fn same_bits(what: &str, got: &[f32], want: &[f32]) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
