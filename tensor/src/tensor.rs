@@ -1256,6 +1256,22 @@ impl Tensor {
         lock(&self.0.grad).clone()
     }
 
+    /// Sets the gradient an optimizer will read, as [`Tensor::backward`] would have left it:
+    /// a gradient computed elsewhere (a captured backward's output, a collective's sum).
+    pub fn set_grad(&self, g: &Tensor) -> Result<()> {
+        if g.shape() != self.shape() || g.device() != self.device() {
+            return Err(Error::Autograd(format!(
+                "a gradient of shape {:?} on {} for a tensor of shape {:?} on {}",
+                g.shape(),
+                g.device(),
+                self.shape(),
+                self.device()
+            )));
+        }
+        *lock(&self.0.grad) = Some(g.detach());
+        Ok(())
+    }
+
     /// Forgets the gradient.
     pub fn zero_grad(&self) {
         *lock(&self.0.grad) = None;

@@ -51,7 +51,7 @@ pub struct DemoArgs {
     gpt: crate::demo_gpt::GptArgs,
     /// Device to train on: `cpu`, `mock:PROFILE`, a PCI BDF or `remote:HOST:PORT`; a
     /// comma-separated list (or a hive profile without an index, `mock:mi300x-hive4`) trains
-    /// data-parallel on every device listed (the mlp only).
+    /// data-parallel on every device listed (the mlp and the gpt).
     #[arg(long, default_value = "mock:navi31")]
     device: String,
     /// Passes over the training images, 1 to 1000 (default: 6 for mlp, 10 for cnn).
@@ -383,8 +383,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<()> {
         );
     }
     anyhow::ensure!(
-        args.model == ModelKind::Mlp || crate::device::device_list(&args.device).len() < 2,
-        "a data-parallel run ({}) trains the mlp only, not the {}",
+        args.model != ModelKind::Cnn || crate::device::device_list(&args.device).len() < 2,
+        "a data-parallel run ({}) trains the mlp and the gpt, not the {}",
         args.device,
         args.model.name()
     );

@@ -179,7 +179,7 @@ fn sparse(x: u64, digits: usize, rng: &mut SplitMix) -> u64 {
 /// attention finds both digits of a place at once; where one of them is 0 the answer digit
 /// is the other, which shows the attention where to look from the first steps. Held-out
 /// problems are never drawn, easy or not.
-fn problems(
+pub(crate) fn problems(
     cfg: &GptConfig,
     rng: &mut SplitMix,
     count: usize,
@@ -204,7 +204,7 @@ fn problems(
 
 /// The held-out problems scored: every one when there are at most [`HELD_OUT`], else
 /// [`HELD_OUT`] of them (fixed by the seed).
-fn held_out_set(cfg: &GptConfig) -> Vec<(u64, u64)> {
+pub(crate) fn held_out_set(cfg: &GptConfig) -> Vec<(u64, u64)> {
     let m = 10u64.pow(cfg.digits as u32);
     let all: Vec<(u64, u64)> = (0..m * m)
         .filter(|&p| held_out(p, cfg.seed))
@@ -280,7 +280,7 @@ impl Gpt {
     }
 
     /// Logits of the answer positions, `[batch · answer, VOCAB]`.
-    fn answer_logits(&self, tokens: &Tensor) -> am_tensor::Result<Tensor> {
+    pub(crate) fn answer_logits(&self, tokens: &Tensor) -> am_tensor::Result<Tensor> {
         let c = &self.cfg;
         self.forward(tokens)?
             .narrow(1, c.first_answer_pos(), c.answer())?
@@ -355,7 +355,11 @@ pub fn step(
 
 /// Per problem: whether every answer digit's logit is above every other digit's (what
 /// greedy decoding picks); the host counts them.
-fn exact_answers(cfg: &GptConfig, logits: &Tensor, targets: &Tensor) -> am_tensor::Result<Tensor> {
+pub(crate) fn exact_answers(
+    cfg: &GptConfig,
+    logits: &Tensor,
+    targets: &Tensor,
+) -> am_tensor::Result<Tensor> {
     let l = logits.detach();
     let pick = targets.one_hot(VOCAB)?.cast(DType::Bool);
     let target = pick.where_(&l, 0.0)?.sum(&[-1], false)?;
@@ -374,8 +378,13 @@ pub fn training_batch(
     s: usize,
     dev: &Device,
 ) -> am_tensor::Result<(Tensor, Tensor)> {
+    batch_tensors(cfg, &training_problems(cfg, rng, s), dev)
+}
+
+/// The problems of step `s`'s training batch.
+pub(crate) fn training_problems(cfg: &GptConfig, rng: &mut SplitMix, s: usize) -> Vec<(u64, u64)> {
     let easy = EASY * (1.0 - s as f64 / cfg.steps.max(1) as f64).max(0.0);
-    batch_tensors(cfg, &problems(cfg, rng, cfg.batch, false, easy), dev)
+    problems(cfg, rng, cfg.batch, false, easy)
 }
 
 /// The generator of the training problems of a run with `cfg`'s seed.
@@ -384,7 +393,7 @@ pub fn training_rng(cfg: &GptConfig) -> SplitMix {
 }
 
 /// Tokens and answer digits of a batch of problems.
-fn batch_tensors(
+pub(crate) fn batch_tensors(
     cfg: &GptConfig,
     probs: &[(u64, u64)],
     dev: &Device,
@@ -732,6 +741,20 @@ pub fn run(shared: &Shared<'_>, args: &GptArgs) -> anyhow::Result<()> {
         .iter()
         .map(|p| parse_prompt(p, cfg.digits))
         .collect::<anyhow::Result<_>>()?;
+    let list = crate::device::device_list(device);
+    if list.len() > 1 {
+        let one_device = [
+            args.load.as_ref().map(|_| "--load"),
+            save.map(|_| "--save"),
+            args.prompt.first().map(|_| "--prompt"),
+        ];
+        if let Some(flag) = one_device.into_iter().flatten().next() {
+            bail!(
+                "{flag} is for one device; a data-parallel run ({device}) trains and scores only"
+            );
+        }
+        return crate::demo_parallel::run_gpt(&list, &cfg, no_compare, json_out);
+    }
     let dev = Device::open(device).with_context(|| format!("opening {device}"))?;
     let start = Instant::now();
     if !json_out {

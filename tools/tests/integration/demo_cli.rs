@@ -219,3 +219,40 @@ fn the_cnn_demo_trains_and_saves_its_weights_and_running_averages() {
     }
     assert_eq!(header.as_object().unwrap().len(), 14);
 }
+
+#[test]
+fn a_data_parallel_mlp_on_a_hive_matches_one_member_step_by_step() {
+    let d = dir("mlp-parallel");
+    // Five steps: each member's two captured halves run normally twice, then replay.
+    let args = [
+        "demo",
+        "--device",
+        "mock:mi300x-hive4",
+        "--epochs",
+        "1",
+        "--batch",
+        "256",
+        "--hidden",
+        "16",
+        "--json",
+    ];
+    let out = am(&d, &args, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["devices"].as_array().unwrap().len(), 4, "{j}");
+    assert_eq!(j["single_device"], "mock:mi300x-hive4:0");
+    assert_eq!(j["steps"], 5);
+    assert_eq!(j["compared_steps"], 5);
+    let diff = j["loss_max_rel_diff_all_steps"].as_f64().unwrap();
+    assert!(diff <= 1e-5, "the losses differ by {diff} (relative)");
+    let (a, b) = (
+        j["losses"].as_array().unwrap(),
+        j["single_losses"].as_array().unwrap(),
+    );
+    assert_eq!(a.len(), b.len());
+    assert_eq!(j["agree"], true);
+}

@@ -85,3 +85,38 @@ fn a_few_steps_lower_the_loss_on_the_mock_and_the_cpu_alike() {
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("12*34"));
 }
+
+#[test]
+fn a_data_parallel_run_on_two_devices_matches_one_device_and_refuses_saving() {
+    let d = dir("gpt-parallel");
+    let list = "mock:navi31:0,mock:navi31:1";
+    // Four steps: the first two run each device's halves normally, the next two replay
+    // their captures, so a replay that read stale gradients would part from one device.
+    let args = [
+        "demo", "gpt", "--device", list, "--steps", "4", "--batch", "8", "--digits", "1", "--json",
+    ];
+    let j = json_of(&am(&d, &args, &[]));
+    assert_eq!(
+        j["devices"],
+        serde_json::json!(["mock:navi31:0", "mock:navi31:1"])
+    );
+    assert_eq!(j["single_device"], "mock:navi31:0");
+    assert_eq!(j["losses"].as_array().unwrap().len(), 4);
+    // Four steps are all compared: every loss within 1e-5 relative of one device's.
+    assert_eq!(j["compared_steps"], 4);
+    let diff = j["loss_max_rel_diff_all_steps"].as_f64().unwrap();
+    assert!(diff <= 1e-5, "the losses differ by {diff} (relative)");
+    assert_eq!(j["losses_agree"], true);
+    assert_eq!(j["agree"], true);
+    assert_eq!(j["test_correct"], j["single_test_correct"], "{j}");
+
+    let out = am(
+        &d,
+        &["demo", "gpt", "--device", list, "--save", "gpt.safetensors"],
+        &[],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--save is for one device"), "{err}");
+    assert!(!d.0.join("gpt.safetensors").exists());
+}
