@@ -17,9 +17,15 @@ use sha2::{Digest, Sha256};
 use crate::ir::Kernel;
 use crate::{Error, Target};
 
-/// Part of every cache key: a new compiler (or a change of its output format) makes new keys.
-pub const COMPILER_VERSION: &str =
-    concat!("am-compiler ", env!("CARGO_PKG_VERSION"), " llvm22 format5");
+/// Part of every cache key: a new compiler (or a change of its output format) makes new keys,
+/// and so does any change to its sources or the code-object linker's (a hash of them, made
+/// by the build script), so a build never loads what another build compiled differently.
+pub const COMPILER_VERSION: &str = concat!(
+    "am-compiler ",
+    env!("CARGO_PKG_VERSION"),
+    " llvm22 format5 source ",
+    env!("AM_COMPILER_SOURCE")
+);
 
 const MAGIC: &[u8; 8] = b"AMCACHE1";
 const HEADER: usize = 8 + 32 + 8 + 32;
