@@ -784,6 +784,82 @@ mod tests {
         }
     }
 
+    /// `v_pk_add_f32` in its usual form (the straight-loop path) adds the low halves and the
+    /// high halves lane by lane, leaves lanes off in EXEC alone, and gives a destination that
+    /// is also a source the sums of the old values; with `op_sel_hi:[1,0]` (the general
+    /// path) the high result takes the second source's low half.
+    #[test]
+    fn packed_f32_add_in_both_forms() {
+        let run = |bytes: &[u8], dst_is_src: bool| -> Wave {
+            let mut i = crate::Program::from_bytes(bytes, 0, crate::Isa::Gfx942)
+                .unwrap()
+                .insts[0];
+            if dst_is_src {
+                i.dst = i.src[0];
+            }
+            let mut w = Wave::new();
+            w.lanes = 64;
+            w.set_exec(0xffff_ffff_0000_fff0);
+            for l in 0..64 {
+                for (row, base) in [
+                    (2, 100.0),
+                    (3, 200.0),
+                    (4, 1.5),
+                    (5, 2.5),
+                    (6, 0.25),
+                    (7, 8.0),
+                ] {
+                    w.v[row * 64 + l] = (base + l as f32).to_bits();
+                }
+            }
+            let prog = crate::Program::from_bytes(&[0; 4], 0, crate::Isa::Gfx942).unwrap();
+            let mut mem = crate::HostMemory::new();
+            let (mut lds, mut buf) = (vec![], vec![0u8; 1024]);
+            let ctx = Ctx {
+                mem: &mut mem,
+                lds: &mut lds,
+                code_base: 0,
+                prog: &prog,
+                instructions: 0,
+                budget: u64::MAX,
+                buf: &mut buf,
+                counts: &mut [],
+            };
+            ext(&mut w, &i, 0, &ctx).unwrap();
+            w
+        };
+        let f = |w: &Wave, row: usize, l: usize| f32::from_bits(w.v[row * 64 + l]);
+        // v_pk_add_f32 v[2:3], v[4:5], v[6:7]
+        let usual = [0x02, 0x40, 0xb2, 0xd3, 0x04, 0x0d, 0x02, 0x18];
+        // the same with op_sel_hi:[1,0]
+        let hi_from_lo = [0x02, 0x40, 0xb2, 0xd3, 0x04, 0x0d, 0x02, 0x08];
+        for (bytes, dst_is_src) in [(usual, false), (usual, true), (hi_from_lo, false)] {
+            let w = run(&bytes, dst_is_src);
+            let d = if dst_is_src { 4 } else { 2 };
+            for l in 0..64 {
+                let l32 = l as f32;
+                let on = (0xffff_ffff_0000_fff0u64 >> l) & 1 != 0;
+                let (lo, hi) = if !on {
+                    let old = |b: f32| b + l32;
+                    if dst_is_src {
+                        (old(1.5), old(2.5))
+                    } else {
+                        (old(100.0), old(200.0))
+                    }
+                } else if bytes == hi_from_lo {
+                    ((1.5 + l32) + (0.25 + l32), (2.5 + l32) + (0.25 + l32))
+                } else {
+                    ((1.5 + l32) + (0.25 + l32), (2.5 + l32) + (8.0 + l32))
+                };
+                assert_eq!(
+                    (f(&w, d, l), f(&w, d + 1, l)),
+                    (lo, hi),
+                    "{bytes:x?} lane {l}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn mfma_shapes_parse_from_mnemonics() {
         let s = mfma_shape("v_mfma_f32_32x32x8_f16").unwrap();
