@@ -667,6 +667,59 @@ impl Vram {
         Ok(())
     }
 
+    /// Copy `len` bytes at `src` of `from` (another device's VRAM, or this one) to `dst` of
+    /// this VRAM, chunk to chunk in one pass, as [`Vram::copy_within`] does inside one
+    /// device: a copy over the fabric. Both ranges must lie inside their VRAM (checked by
+    /// the caller); absent source chunks read as zeros, and onto an absent destination chunk
+    /// they leave it absent; refused from the first destination chunk the cap leaves no room
+    /// for.
+    pub fn copy_from(&self, from: &Vram, src: u64, dst: u64, len: u64) -> Result<(), VramFull> {
+        if std::ptr::eq(from, self) {
+            return self.copy_within(src, dst, len);
+        }
+        let len = len
+            .min(from.size.saturating_sub(src))
+            .min(self.size.saturating_sub(dst));
+        let mut done = 0u64;
+        while done < len {
+            let (s, d) = (src + done, dst + done);
+            let n = (len - done)
+                .min(CHUNK_SIZE - s % CHUNK_SIZE)
+                .min(CHUNK_SIZE - d % CHUNK_SIZE);
+            let (sw, dw) = ((s % CHUNK_SIZE) as usize, (d % CHUNK_SIZE) as usize);
+            let source = from.chunk((s / CHUNK_SIZE) as usize);
+            let di = (d / CHUNK_SIZE) as usize;
+            let to = match self.chunk(di) {
+                Some(c) => c,
+                None if source.is_none() => {
+                    done += n;
+                    continue;
+                }
+                None => match self.chunk_mut(di, d)? {
+                    Some(c) => c,
+                    None => return Ok(()),
+                },
+            };
+            self.before_write(di, to, dw, n as usize);
+            match source {
+                // SAFETY: both ranges lie inside live chunks (`n` is bounded by the room left
+                // in each), of two different devices' memories, so they do not overlap.
+                Some(c) => unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        c.data.as_ptr().add(sw),
+                        to.data.as_ptr().add(dw),
+                        n as usize,
+                    )
+                },
+                // SAFETY: the destination range lies inside the live chunk.
+                None => unsafe { std::ptr::write_bytes(to.data.as_ptr().add(dw), 0, n as usize) },
+            }
+            self.mark(to, dw, n as usize);
+            done += n;
+        }
+        Ok(())
+    }
+
     /// Fill `[offset, offset + len)` with the little-endian dword `pattern`, repeated
     /// (`len` need not be a multiple of 4: the last copy is cut short). A fill with zeros
     /// leaves absent chunks absent.
@@ -686,5 +739,43 @@ impl Vram {
             done += n as u64;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{CHUNK_SIZE, Vram};
+
+    /// A copy from another device's VRAM moves the bytes across chunk boundaries on both
+    /// sides, reads never-written source chunks as zeros (leaving a destination chunk nobody
+    /// wrote absent, and clearing one that holds bytes), and marks the pages it writes.
+    #[test]
+    fn copy_from_another_vram_moves_bytes_and_keeps_chunks_sparse() {
+        let (a, b) = (Vram::new(8 * CHUNK_SIZE), Vram::new(8 * CHUNK_SIZE));
+        let bytes: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8 + 1).collect();
+        let src = CHUNK_SIZE - 4096;
+        a.write(src, &bytes).unwrap();
+        let dst = 3 * CHUNK_SIZE - 100;
+        let snapshot = b.snapshot();
+        b.copy_from(&a, src, dst, bytes.len() as u64).unwrap();
+        let mut back = vec![0u8; bytes.len()];
+        b.read(dst, &mut back);
+        assert!(back == bytes, "the bytes arrived");
+        assert!(
+            b.page_generation(dst) > snapshot,
+            "the pages written are marked"
+        );
+        let resident = b.resident_bytes();
+        b.copy_from(&a, 6 * CHUNK_SIZE, 6 * CHUNK_SIZE, CHUNK_SIZE)
+            .unwrap();
+        assert_eq!(
+            b.resident_bytes(),
+            resident,
+            "zeros onto zeros commit nothing"
+        );
+        b.copy_from(&a, 6 * CHUNK_SIZE, dst, 64).unwrap();
+        let mut cleared = [0xffu8; 64];
+        b.read(dst, &mut cleared);
+        assert_eq!(cleared, [0u8; 64], "an unwritten source reads as zeros");
     }
 }

@@ -283,6 +283,7 @@ impl Device {
             dev: self.clone(),
             size,
             storage: Some(storage),
+            parent: None,
         })))
     }
 
@@ -650,11 +651,16 @@ pub(crate) struct BufferInner {
     dev: Device,
     size: usize,
     storage: Option<Storage>,
+    /// For a view ([`Buffer::view`]): the buffer it looks into and the byte where it starts.
+    /// Held so that memory goes back to the pool only once no view of it is left.
+    parent: Option<(Buffer, usize)>,
 }
 
 impl Drop for BufferInner {
     fn drop(&mut self) {
-        if let Some(s) = self.storage.take() {
+        if let Some(s) = self.storage.take()
+            && self.parent.is_none()
+        {
             self.dev.release(self.size, s);
         }
     }
@@ -685,5 +691,30 @@ impl Buffer {
     /// Whether two handles share memory.
     pub(crate) fn same(&self, other: &Buffer) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+
+    /// Bytes `[at, at + len)` of this buffer as a buffer of their own (GPU memory only: `None`
+    /// for host memory or a range past the end). A copy can then land in, or read from, part
+    /// of a larger buffer; the larger one stays out of the pool while the view lives. `at` is
+    /// a multiple of 256, as every buffer's start is (kernels may assume that alignment).
+    pub(crate) fn view(&self, at: usize, len: usize) -> Option<Buffer> {
+        if !at.is_multiple_of(256) || at.checked_add(len)? > self.size() {
+            return None;
+        }
+        let Storage::Am(b) = self.storage() else {
+            return None;
+        };
+        let storage = Storage::Am(b.view(at as u64, len as u64).ok()?);
+        Some(Buffer(Arc::new(BufferInner {
+            dev: self.0.dev.clone(),
+            size: len,
+            storage: Some(storage),
+            parent: Some((self.clone(), at)),
+        })))
+    }
+
+    /// Whether this is the view of `other` that starts at byte `at`.
+    pub(crate) fn is_view_of(&self, other: &Buffer, at: usize) -> bool {
+        matches!(&self.0.parent, Some((p, a)) if p.same(other) && *a == at)
     }
 }

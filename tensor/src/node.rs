@@ -189,6 +189,18 @@ pub(crate) struct Node {
     pub(crate) owner: Option<Weak<TensorInner>>,
     /// The elements, once computed (always for [`Op::Buffer`]).
     pub(crate) buffer: Mutex<Option<Buffer>>,
+    /// Where a copy or a join puts its elements when it is realized ([`Landing`]).
+    pub(crate) landing: Mutex<Option<Landing>>,
+}
+
+/// Memory chosen for a node before it is realized, so that the bytes of a copy land where a
+/// join wants them instead of being copied there again.
+pub(crate) enum Landing {
+    /// A copy's elements go to this byte of the join's memory (while the join is alive and
+    /// not yet realized).
+    Into(Weak<Node>, usize),
+    /// A join's memory, allocated when the first of its parts landed in it.
+    Out(Buffer),
 }
 
 impl Node {
@@ -206,6 +218,7 @@ impl Node {
             requires_grad,
             owner: None,
             buffer: Mutex::new(None),
+            landing: Mutex::new(None),
         })
     }
 
@@ -226,6 +239,7 @@ impl Node {
             requires_grad: owner.is_some(),
             owner,
             buffer: Mutex::new(Some(buffer)),
+            landing: Mutex::new(None),
         })
     }
 
@@ -252,6 +266,7 @@ impl Node {
             requires_grad,
             owner,
             buffer: Mutex::new(None),
+            landing: Mutex::new(None),
         })
     }
 

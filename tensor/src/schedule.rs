@@ -26,7 +26,7 @@ use am_isa::sync::lock;
 
 use crate::codegen::{self, GenError, ParamSrc, Plan};
 use crate::device::{Buffer, Device, Launch, LaunchArg};
-use crate::node::{Node, Op, toposort};
+use crate::node::{Landing, Node, Op, toposort};
 use crate::{Error, Result, Tensor};
 
 /// Realizes tensors together; assignments among them then become plain memory (their
@@ -95,24 +95,112 @@ pub(crate) fn realize_nodes(targets: &[Arc<Node>]) -> Result<()> {
 }
 
 fn copy_node(dst: &Arc<Node>, src: &Arc<Node>) -> Result<()> {
-    realize_nodes(std::slice::from_ref(src))?;
-    let b = src.buffer().ok_or_else(|| Error::Device {
-        device: src.device.name().into(),
-        reason: "a realized tensor has no memory".into(),
-    })?;
     let len = src.numel() * src.dtype.size();
-    let out = dst.device.alloc(len)?;
-    crate::shard::copy_buffer(&src.device, &b, &dst.device, &out, len)?;
+    // A piece of memory already computed (a chunk of a collective) is copied from where it
+    // lies; anything else is computed first (a view of memory by a copy kernel).
+    let from = match slice_of(src) {
+        Some(b) => b,
+        None => {
+            realize_nodes(std::slice::from_ref(src))?;
+            src.buffer().ok_or_else(|| Error::Device {
+                device: src.device.name().into(),
+                reason: "a realized tensor has no memory".into(),
+            })?
+        }
+    };
+    let out = match landing_for(dst, len)? {
+        Some(view) => view,
+        None => dst.device.alloc(len)?,
+    };
+    crate::shard::copy_buffer(&src.device, &from, &dst.device, &out, len)?;
     *lock(&dst.buffer) = Some(out);
     Ok(())
 }
 
-/// Computes every part of a join, then copies each into its place of one new buffer on
-/// the join's device: copies, where joining with a kernel would read every element again.
+/// The memory a realized node's elements lie in when `n` is a contiguous piece of them
+/// (reshapes and a shrink that keeps whole trailing axes), as a view of that memory: a copy
+/// then reads it in place instead of a kernel copying it out first. `None` for anything
+/// else, and where views do not exist (host memory) or the piece does not start on a
+/// buffer's alignment.
+fn slice_of(n: &Arc<Node>) -> Option<Buffer> {
+    fn walk(n: &Arc<Node>) -> Option<(Buffer, usize)> {
+        if let Some(b) = n.buffer() {
+            return Some((b, 0));
+        }
+        match &n.op {
+            Op::Reshape(a) | Op::Detach(a) => walk(a),
+            Op::Shrink(a, ranges) => {
+                let (b, at) = walk(a)?;
+                let shape = &a.shape;
+                // The axes before the first one cut must keep one element, and those after
+                // it all of theirs: then the piece is one run of memory.
+                let cut = ranges
+                    .iter()
+                    .zip(shape)
+                    .position(|(&(lo, hi), &d)| lo != 0 || hi != d)
+                    .unwrap_or(shape.len());
+                let whole_after = ranges
+                    .iter()
+                    .zip(shape)
+                    .skip(cut + 1)
+                    .all(|(&(lo, hi), &d)| lo == 0 && hi == d);
+                let single_before = ranges[..cut].iter().all(|&(lo, hi)| hi - lo == 1);
+                if !whole_after || !single_before {
+                    return None;
+                }
+                let mut first = 0usize;
+                let mut stride = 1usize;
+                for (k, &(lo, _)) in ranges.iter().enumerate().rev() {
+                    first += lo * stride;
+                    stride *= shape[k];
+                }
+                Some((b, at + first * a.dtype.size()))
+            }
+            _ => None,
+        }
+    }
+    if n.is_realized() {
+        return n.buffer();
+    }
+    let (b, at) = walk(n)?;
+    b.view(at, n.numel() * n.dtype.size())
+}
+
+/// The view of a join's memory a copy is to land in ([`Landing::Into`]), allocating the
+/// join's memory if no part has landed yet; `None` when the copy has no landing, its join
+/// is gone or done, or the memory cannot be viewed (host memory, an unaligned place).
+fn landing_for(dst: &Arc<Node>, len: usize) -> Result<Option<Buffer>> {
+    let (join, at) = match &*lock(&dst.landing) {
+        Some(Landing::Into(j, at)) => match j.upgrade() {
+            Some(j) => (j, *at),
+            None => return Ok(None),
+        },
+        _ => return Ok(None),
+    };
+    if join.is_realized() || join.device != dst.device {
+        return Ok(None);
+    }
+    Ok(join_memory(&join)?.view(at, len))
+}
+
+/// A join's memory: the one its first landed part allocated, or fresh.
+fn join_memory(join: &Arc<Node>) -> Result<Buffer> {
+    let mut landing = lock(&join.landing);
+    if let Some(Landing::Out(b)) = &*landing {
+        return Ok(b.clone());
+    }
+    let b = join.device.alloc(join.numel() * join.dtype.size())?;
+    *landing = Some(Landing::Out(b.clone()));
+    Ok(b)
+}
+
+/// Computes every part of a join, then copies each into its place of one buffer on the
+/// join's device: copies, where joining with a kernel would read every element again. Parts
+/// that are copies from other devices have landed there already ([`Landing`]).
 fn join_node(dst: &Arc<Node>, parts: &[Arc<Node>]) -> Result<()> {
     realize_nodes(parts)?;
     let size = dst.dtype.size();
-    let out = dst.device.alloc(dst.numel() * size)?;
+    let out = join_memory(dst)?;
     let mut at = 0;
     for p in parts {
         let b = p.buffer().ok_or_else(|| Error::Device {
@@ -120,9 +208,12 @@ fn join_node(dst: &Arc<Node>, parts: &[Arc<Node>]) -> Result<()> {
             reason: "a realized tensor has no memory".into(),
         })?;
         let len = p.numel() * size;
-        dst.device.copy_into(&b, &out, at, len)?;
+        if !b.is_view_of(&out, at) {
+            dst.device.copy_into(&b, &out, at, len)?;
+        }
         at += len;
     }
+    *lock(&dst.landing) = None;
     *lock(&dst.buffer) = Some(out);
     Ok(())
 }

@@ -23,10 +23,12 @@
 //! Every device ends with the same bits: each reduced chunk is computed once, on one
 //! device, and copied to the others.
 
+use std::sync::Arc;
+
 use am_isa::sync::lock;
 
 use crate::device::{Buffer, Device, Storage};
-use crate::node::{Node, Op};
+use crate::node::{Landing, Node, Op};
 use crate::tensor::axis;
 use crate::{Error, Result, Tensor};
 
@@ -525,11 +527,25 @@ impl Sharded {
             return Ok(self.clone());
         };
         let everything = ring_all_gather(&self.parts, &self.devices())?;
+        let shape = self.shape();
+        // Pieces along an axis with only axes of length 1 before it follow each other in
+        // memory: joined by copies, each landing in its place. Otherwise they interleave,
+        // and a `cat` kernel lays them out.
+        let flat = shape[..a].iter().all(|&d| d == 1);
+        let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
         let outs = everything
             .iter()
             .map(|c| {
-                let refs: Vec<&Tensor> = c.iter().collect();
-                Tensor::cat(&refs, a as isize)
+                if flat {
+                    let pieces = c
+                        .iter()
+                        .map(|p| p.reshape(&[-1]))
+                        .collect::<Result<Vec<_>>>()?;
+                    join(&pieces)?.reshape(&dims)
+                } else {
+                    let refs: Vec<&Tensor> = c.iter().collect();
+                    Tensor::cat(&refs, a as isize)
+                }
             })
             .collect::<Result<Vec<_>>>()?;
         Sharded::from_parts(outs, None)
@@ -619,13 +635,28 @@ fn join(chunks: &[Tensor]) -> Result<Tensor> {
         }
         total += shape[0];
     }
-    let nodes = chunks.iter().map(Tensor::node).collect();
-    Ok(Tensor::from_node(Node::new(
-        Op::Join(nodes),
-        vec![total],
-        dtype,
-        device,
-    )))
+    let nodes: Vec<_> = chunks.iter().map(Tensor::node).collect();
+    let joined = Node::new(Op::Join(nodes.clone()), vec![total], dtype, device);
+    // Chunks that arrive from other devices land in their place of the joined memory when
+    // they are copied (rather than in memory of their own, copied into place afterwards).
+    let mut at = 0;
+    for n in &nodes {
+        // A copy seen through reshapes (a piece of `all_gather` flattened) has the same bytes.
+        let mut c = n;
+        while let Op::Reshape(a) = &c.op
+            && !c.is_realized()
+        {
+            c = a;
+        }
+        if matches!(c.op, Op::Copy(_)) && !c.is_realized() {
+            let mut landing = lock(&c.landing);
+            if landing.is_none() {
+                *landing = Some(Landing::Into(Arc::downgrade(&joined), at));
+            }
+        }
+        at += n.numel() * dtype.size();
+    }
+    Ok(Tensor::from_node(joined))
 }
 
 fn combine(op: ReduceOp, mine: &Tensor, received: &Tensor) -> Result<Tensor> {
@@ -806,4 +837,71 @@ pub(crate) fn copy_buffer(
     let mut bytes = vec![0u8; len];
     from.read(src, &mut bytes)?;
     to.write(dst, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ring's chunks from other devices land in their place of each device's joined
+    /// memory (views of it), so the join copies only the device's own chunk.
+    #[test]
+    fn chunks_from_other_devices_land_in_the_joined_memory() {
+        am_mock::register();
+        let devs: Vec<Device> = (48..52)
+            .map(|i| Device::open(&format!("mock:mi300x-hive4:{i}")).unwrap())
+            .collect();
+        let n = devs.len();
+        // 1024 f32 per part: chunks of 1 KiB, on the buffers' alignment.
+        let parts: Vec<Tensor> = devs
+            .iter()
+            .enumerate()
+            .map(|(i, d)| Tensor::from_slice(&vec![i as f32 + 1.0; 1024], &[1024], d).unwrap())
+            .collect();
+        let r = Sharded::from_parts(parts, None)
+            .unwrap()
+            .all_reduce_with(ReduceOp::Sum, Algorithm::Ring)
+            .unwrap();
+        // The joins, before the reshape each result is.
+        let joins: Vec<Arc<Node>> = r
+            .parts()
+            .iter()
+            .map(|p| match &p.node().op {
+                Op::Reshape(j) => j.clone(),
+                _ => p.node(),
+            })
+            .collect();
+        r.realize().unwrap();
+        for (d, j) in joins.iter().enumerate() {
+            let Op::Join(chunks) = &j.op else {
+                panic!("device {d}: the result is not a join");
+            };
+            let out = j.buffer().unwrap();
+            let mut landed = 0;
+            for (k, c) in chunks.iter().enumerate() {
+                let at = k * 1024;
+                let b = c.buffer().unwrap();
+                match &c.op {
+                    Op::Copy(_) => {
+                        assert!(
+                            b.is_view_of(&out, at),
+                            "device {d}: chunk {k} landed elsewhere"
+                        );
+                        landed += 1;
+                    }
+                    _ => assert!(!b.is_view_of(&out, at), "device {d}: its own chunk {k}"),
+                }
+            }
+            assert_eq!(
+                landed,
+                n - 1,
+                "device {d}: every other device's chunk landed"
+            );
+            assert_eq!(
+                r.parts()[d].to_vec_f32().unwrap(),
+                vec![10.0; 1024],
+                "device {d}: 1 + 2 + 3 + 4"
+            );
+        }
+    }
 }

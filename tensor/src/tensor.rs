@@ -1319,6 +1319,7 @@ impl Tensor {
             requires_grad: requires,
             owner,
             buffer: Mutex::new(None),
+            landing: Mutex::new(None),
         });
         self.set_node(node);
         Ok(())

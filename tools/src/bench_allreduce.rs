@@ -2,7 +2,9 @@
 //! for sizes from 1 KiB up, with the algorithm and bus bandwidth nccl-tests reports
 //! (`algbw = bytes / time`, `busbw = algbw × 2 (n − 1) / n`: what each link carries in a
 //! ring), against host `memcpy` of the same bytes in the same run, and the link each pair
-//! of neighbours takes with what that link moves on real hardware.
+//! of neighbours takes with what that link moves on real hardware. A second anchor, labelled
+//! apart: `memcpy` of the bytes a ring's links carry in all, `2 (n − 1)` times the buffer
+//! (on the mock every link is a memcpy on the host's shared cores).
 
 use std::time::Instant;
 
@@ -33,11 +35,31 @@ fn memcpy_time(bytes: usize, repeat: usize) -> f64 {
     crate::bench_runtime::best_memcpy(&src, &mut dst, repeat)
 }
 
+/// The best time of `repeat` runs of `times` host copies of `bytes` bytes one after another
+/// (each into its own destination, so none is served from the cache the one before left
+/// when the buffer is larger than it), in seconds.
+fn memcpy_times(bytes: usize, times: usize, repeat: usize) -> f64 {
+    let src = vec![0x5au8; bytes];
+    let mut dst = vec![0u8; bytes * times];
+    let mut best = f64::MAX;
+    for _ in 0..repeat.max(1) {
+        let t = Instant::now();
+        for d in dst.chunks_exact_mut(bytes.max(1)) {
+            d.copy_from_slice(std::hint::black_box(&src));
+        }
+        std::hint::black_box(&dst);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    best
+}
+
 /// One size's figures.
 struct Row {
     bytes: usize,
     seconds: f64,
     memcpy_seconds: f64,
+    /// memcpy of what the ring's links carry in all: `2 (n − 1)` × `bytes`.
+    link_memcpy_seconds: f64,
 }
 
 /// Runs the benchmark on the devices `spec` lists (`am demo`'s `--device` syntax).
@@ -116,6 +138,7 @@ pub fn run(
             bytes,
             seconds: best,
             memcpy_seconds: memcpy_time(bytes, repeat.max(1) + 2),
+            link_memcpy_seconds: memcpy_times(bytes, 2 * (n - 1), repeat.max(1) + 2),
         });
     }
     let gbps = |b: usize, s: f64| b as f64 / s / 1e9;
@@ -131,6 +154,9 @@ pub fn run(
                     "memcpy_seconds": r.memcpy_seconds,
                     "memcpy_gbps": gbps(r.bytes, r.memcpy_seconds),
                     "ratio_to_memcpy": r.seconds / r.memcpy_seconds,
+                    "link_bytes": 2 * (n - 1) * r.bytes,
+                    "link_memcpy_seconds": r.link_memcpy_seconds,
+                    "ratio_to_link_memcpy": r.seconds / r.link_memcpy_seconds,
                     "paper_seconds": paper_seconds(r.bytes, bus, slowest),
                 })
             })
@@ -151,6 +177,11 @@ pub fn run(
                 "build": if cfg!(debug_assertions) { "debug" } else { "release" },
                 "devices": names, "algorithm": algorithm, "repeat": repeat,
                 "links": l, "sizes": r,
+                "anchors": {
+                    "memcpy_seconds": "host memcpy of the buffer's bytes (the issue's anchor)",
+                    "link_memcpy_seconds": "host memcpy of link_bytes = 2 (n - 1) x bytes, \
+                        what the ring's links carry in all",
+                },
             })
         );
         return Ok(());
@@ -166,12 +197,21 @@ pub fn run(
         println!("  {} → {}: {} ({paper})", names[i], names[(i + 1) % n], l);
     }
     println!(
-        "{:>10} {:>12} {:>10} {:>10} {:>12} {:>10} {:>9} {:>12}",
-        "size", "time µs", "algbw GB/s", "busbw GB/s", "memcpy µs", "GB/s", "× memcpy", "paper µs"
+        "{:>10} {:>12} {:>10} {:>10} {:>12} {:>10} {:>9} {:>12} {:>9} {:>12}",
+        "size",
+        "time µs",
+        "algbw GB/s",
+        "busbw GB/s",
+        "memcpy µs",
+        "GB/s",
+        "× memcpy",
+        "link cpy µs",
+        "× link",
+        "paper µs"
     );
     for r in &rows {
         println!(
-            "{:>10} {:>12.1} {:>10.3} {:>10.3} {:>12.1} {:>10.2} {:>9.1} {:>12.1}",
+            "{:>10} {:>12.1} {:>10.3} {:>10.3} {:>12.1} {:>10.2} {:>9.1} {:>12.1} {:>9.1} {:>12.1}",
             human(r.bytes),
             r.seconds * 1e6,
             gbps(r.bytes, r.seconds),
@@ -179,12 +219,15 @@ pub fn run(
             r.memcpy_seconds * 1e6,
             gbps(r.bytes, r.memcpy_seconds),
             r.seconds / r.memcpy_seconds,
+            r.link_memcpy_seconds * 1e6,
+            r.seconds / r.link_memcpy_seconds,
             paper_seconds(r.bytes, bus, slowest).map_or(f64::NAN, |s| s * 1e6),
         );
     }
     println!(
-        "busbw = algbw × 2(n−1)/n; paper: a ring's bytes per link over the slowest link's \
-         hardware speed (no latency, no reduction cost)"
+        "busbw = algbw × 2(n−1)/n; memcpy: the buffer's bytes (the anchor); link cpy: \
+         2(n−1) × the buffer's bytes, what the ring's links carry in all; paper: a ring's \
+         bytes per link over the slowest link's hardware speed (no latency, no reduction cost)"
     );
     Ok(())
 }

@@ -316,6 +316,9 @@ pub(crate) fn ext(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(
 /// The packed f32 operations: each source is a 64-bit pair; `op_sel` picks the half of each
 /// source feeding the low result, `op_sel_hi` the high result; `neg_lo`/`neg_hi` negate.
 fn packed_f32(w: &mut Wave, i: &Inst, op: ExtOp) {
+    if packed_f32_rows(w, i, op) {
+        return;
+    }
     let exec = w.exec();
     // An inline constant is the 32-bit one (1.0 is 0x3f80_0000, as the assembler folds
     // that literal to it) in the low half and 0 in the high half; LLVM points both results
@@ -362,6 +365,83 @@ fn packed_f32(w: &mut Wave, i: &Inst, op: ExtOp) {
         }
         w.wr64(i.dst, l, out[0] as u64 | (out[1] as u64) << 32);
     });
+}
+
+/// [`packed_f32`]'s add, multiply and FMA in their usual form — every source a VGPR pair,
+/// the low result from the low halves and the high from the high ones, no modifiers — as
+/// straight loops over the register rows: the general form's per-lane half selection was
+/// the largest single cost of an all-reduce's sums on gfx942. Returns false, having done
+/// nothing, for any other form (or rows past the register file), which the general form
+/// then runs; where both apply they compute the same bits.
+fn packed_f32_rows(w: &mut Wave, i: &Inst, op: ExtOp) -> bool {
+    let n = match op {
+        ExtOp::PkAddF32 | ExtOp::PkMulF32 => 2,
+        ExtOp::PkFmaF32 => 3,
+        _ => return false,
+    };
+    let used = (1u8 << n) - 1;
+    if i.opsel & used != 0
+        || i.opsel_hi & used != used
+        || (i.neg | i.abs) & used != 0
+        || i.clamp
+        || i.omod != 0
+    {
+        return false;
+    }
+    let lanes = w.lanes as usize;
+    let end = |row: usize| row + 64 + lanes;
+    let mut rows = [0usize; 3];
+    for (k, r) in rows.iter_mut().enumerate().take(n) {
+        match i.src[k].checked_sub(VGPR0) {
+            Some(v) if end(v as usize * 64) <= w.v.len() => *r = v as usize * 64,
+            _ => return false,
+        }
+    }
+    let d = match i.dst.checked_sub(VGPR0) {
+        Some(v) if end(v as usize * 64) <= w.v.len() => v as usize * 64,
+        _ => return false,
+    };
+    // Every lane of the rows is computed (lanes off in EXEC too: float arithmetic has no
+    // side effects), then the lanes in EXEC are written: fixed-size rows, so the loops have
+    // no bounds checks and vectorise. Reading everything before writing keeps a destination
+    // that overlaps a source right.
+    let rows_at = |r: usize| -> Option<&[u32; 128]> { w.v.get(r..r + 128)?.try_into().ok() };
+    let (Some(x), Some(y), Some(z)) = (rows_at(rows[0]), rows_at(rows[1]), rows_at(rows[2])) else {
+        return false;
+    };
+    let mut out = [0u32; 128];
+    let f = f32::from_bits;
+    match op {
+        ExtOp::PkAddF32 => {
+            for k in 0..128 {
+                out[k] = (f(x[k]) + f(y[k])).to_bits();
+            }
+        }
+        ExtOp::PkMulF32 => {
+            for k in 0..128 {
+                out[k] = (f(x[k]) * f(y[k])).to_bits();
+            }
+        }
+        _ => {
+            for k in 0..128 {
+                out[k] = fma32(f(x[k]), f(y[k]), f(z[k])).to_bits();
+            }
+        }
+    }
+    let exec = w.exec();
+    let Some(dst) = w.v.get_mut(d..d + 128) else {
+        return false;
+    };
+    if exec == u64::MAX >> (64 - lanes) {
+        dst[..lanes].copy_from_slice(&out[..lanes]);
+        dst[64..64 + lanes].copy_from_slice(&out[64..64 + lanes]);
+    } else {
+        for_lanes(exec, |l| {
+            dst[l] = out[l];
+            dst[64 + l] = out[64 + l];
+        });
+    }
+    true
 }
 
 /// Value of element `e` of type `t` packed little-endian in a lane's registers `regs`.
@@ -700,6 +780,82 @@ mod tests {
                         "sel {sel} sext {sext} lane {l}"
                     );
                 }
+            }
+        }
+    }
+
+    /// `v_pk_add_f32` in its usual form (the straight-loop path) adds the low halves and the
+    /// high halves lane by lane, leaves lanes off in EXEC alone, and gives a destination that
+    /// is also a source the sums of the old values; with `op_sel_hi:[1,0]` (the general
+    /// path) the high result takes the second source's low half.
+    #[test]
+    fn packed_f32_add_in_both_forms() {
+        let run = |bytes: &[u8], dst_is_src: bool| -> Wave {
+            let mut i = crate::Program::from_bytes(bytes, 0, crate::Isa::Gfx942)
+                .unwrap()
+                .insts[0];
+            if dst_is_src {
+                i.dst = i.src[0];
+            }
+            let mut w = Wave::new();
+            w.lanes = 64;
+            w.set_exec(0xffff_ffff_0000_fff0);
+            for l in 0..64 {
+                for (row, base) in [
+                    (2, 100.0),
+                    (3, 200.0),
+                    (4, 1.5),
+                    (5, 2.5),
+                    (6, 0.25),
+                    (7, 8.0),
+                ] {
+                    w.v[row * 64 + l] = (base + l as f32).to_bits();
+                }
+            }
+            let prog = crate::Program::from_bytes(&[0; 4], 0, crate::Isa::Gfx942).unwrap();
+            let mut mem = crate::HostMemory::new();
+            let (mut lds, mut buf) = (vec![], vec![0u8; 1024]);
+            let ctx = Ctx {
+                mem: &mut mem,
+                lds: &mut lds,
+                code_base: 0,
+                prog: &prog,
+                instructions: 0,
+                budget: u64::MAX,
+                buf: &mut buf,
+                counts: &mut [],
+            };
+            ext(&mut w, &i, 0, &ctx).unwrap();
+            w
+        };
+        let f = |w: &Wave, row: usize, l: usize| f32::from_bits(w.v[row * 64 + l]);
+        // v_pk_add_f32 v[2:3], v[4:5], v[6:7]
+        let usual = [0x02, 0x40, 0xb2, 0xd3, 0x04, 0x0d, 0x02, 0x18];
+        // the same with op_sel_hi:[1,0]
+        let hi_from_lo = [0x02, 0x40, 0xb2, 0xd3, 0x04, 0x0d, 0x02, 0x08];
+        for (bytes, dst_is_src) in [(usual, false), (usual, true), (hi_from_lo, false)] {
+            let w = run(&bytes, dst_is_src);
+            let d = if dst_is_src { 4 } else { 2 };
+            for l in 0..64 {
+                let l32 = l as f32;
+                let on = (0xffff_ffff_0000_fff0u64 >> l) & 1 != 0;
+                let (lo, hi) = if !on {
+                    let old = |b: f32| b + l32;
+                    if dst_is_src {
+                        (old(1.5), old(2.5))
+                    } else {
+                        (old(100.0), old(200.0))
+                    }
+                } else if bytes == hi_from_lo {
+                    ((1.5 + l32) + (0.25 + l32), (2.5 + l32) + (0.25 + l32))
+                } else {
+                    ((1.5 + l32) + (0.25 + l32), (2.5 + l32) + (8.0 + l32))
+                };
+                assert_eq!(
+                    (f(&w, d, l), f(&w, d + 1, l)),
+                    (lo, hi),
+                    "{bytes:x?} lane {l}"
+                );
             }
         }
     }

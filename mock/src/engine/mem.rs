@@ -564,6 +564,33 @@ impl<'a> GpuMem<'a> {
                         });
                     }
                 }
+                (PhysTarget::Peer { .. }, _) | (_, PhysTarget::Peer { .. })
+                    if !matches!(
+                        (s.target, d.target),
+                        (PhysTarget::System(_), _) | (_, PhysTarget::System(_))
+                    ) =>
+                {
+                    // VRAM to VRAM across the fabric: straight from one device's memory into
+                    // the other's, HDP-checked on the source's side as a read is.
+                    let from = self.place(src + done, s.target, n, Access::Read)?;
+                    let to = self.place(dst + done, d.target, n, Access::Write)?;
+                    if let (Some((sv, so, peer)), Some((dv, dof, _))) =
+                        (from.vram(self.sh), to.vram(self.sh))
+                    {
+                        if let Some(range) = sv.unflushed(so, n) {
+                            return Err(MemError::Unflushed {
+                                addr: src + done,
+                                range,
+                                peer,
+                            });
+                        }
+                        dv.copy_from(sv, so, dof, n)
+                            .map_err(|full| MemError::VramFull {
+                                addr: dst + done,
+                                full,
+                            })?;
+                    }
+                }
                 _ => {
                     // Across devices or kinds of memory: through a bounce buffer (a page
                     // of a mapping, or up to the end of an aperture segment, at a time).

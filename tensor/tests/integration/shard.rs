@@ -297,6 +297,55 @@ fn the_rings_all_reduce_joins_its_chunks_without_a_kernel() {
     }
 }
 
+/// Chunks that start on a buffer's alignment (256 bytes) are copied from where they lie in
+/// their part, so the ring's only kernels are its sums (`n − 1` per device); and pieces along
+/// the first axis are gathered by copies, with no `cat` kernel.
+#[test]
+fn aligned_chunks_are_copied_in_place_and_all_gather_launches_no_kernel() {
+    let _hive = hive_lock();
+    let devs = hive();
+    let n = devs.len();
+    let mut rng = Rng(5);
+    // 64 rows of 64 f32 per part: chunks of 16 rows, 4 KiB each.
+    let data: Vec<Vec<f32>> = (0..n).map(|_| rng.values(64 * 64, -2.0, 2.0)).collect();
+    let parts: Vec<Tensor> = data
+        .iter()
+        .zip(&devs)
+        .map(|(v, d)| Tensor::from_slice(v, &[64, 64], d).unwrap())
+        .collect();
+    let s = am_tensor::Sharded::from_parts(parts, None).unwrap();
+    s.realize().unwrap();
+    let launched = || -> Vec<u64> { devs.iter().map(Device::kernels_launched).collect() };
+    let before = launched();
+    let r = s.all_reduce_with(ReduceOp::Sum, Algorithm::Ring).unwrap();
+    r.realize().unwrap();
+    let ring: Vec<u64> = launched().iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(
+        ring,
+        vec![n as u64 - 1; n],
+        "only the sums launch kernels (no chunk is cut out by a kernel)"
+    );
+    for (d, got) in part_values(&r).iter().enumerate() {
+        for (e, g) in got.iter().enumerate() {
+            let want: f64 = data.iter().map(|v| f64::from(v[e])).sum();
+            assert!(
+                (f64::from(*g) - want).abs() <= 1e-5,
+                "device {d}, element {e}: {g} against {want}"
+            );
+        }
+    }
+    let pieces = s.parts()[0].shard(&devs, 0).unwrap();
+    pieces.realize().unwrap();
+    let before = launched();
+    let all = pieces.all_gather().unwrap();
+    all.realize().unwrap();
+    let gathered: Vec<u64> = launched().iter().zip(&before).map(|(a, b)| a - b).collect();
+    assert_eq!(gathered, vec![0; n], "all_gather joins by copies");
+    for v in part_values(&all) {
+        assert_eq!(v, data[0], "every device has the whole tensor");
+    }
+}
+
 #[test]
 fn reduce_scatter_all_gather_and_broadcast() {
     let _hive = hive_lock();
