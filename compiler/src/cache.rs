@@ -19,7 +19,7 @@ use crate::{Error, Target};
 
 /// Part of every cache key: a new compiler (or a change of its output format) makes new keys.
 pub const COMPILER_VERSION: &str =
-    concat!("am-compiler ", env!("CARGO_PKG_VERSION"), " llvm22 format3");
+    concat!("am-compiler ", env!("CARGO_PKG_VERSION"), " llvm22 format4");
 
 const MAGIC: &[u8; 8] = b"AMCACHE1";
 const HEADER: usize = 8 + 32 + 8 + 32;
