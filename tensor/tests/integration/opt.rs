@@ -449,12 +449,12 @@ fn cpu_tiles_keep_the_plain_kernels_bits() {
         [1048576.0]
     );
     assert_eq!(on.kernels_launched() - k0, 2);
-    // Empty tensors.
+    // Empty tensors (outputs of no elements: no work-item runs).
     for dev in [&on, &off] {
         let e = Tensor::from_slice(&[] as &[f32], &[0, 16], dev).unwrap();
         assert!(e.add(&e).unwrap().to_vec_f32().unwrap().is_empty());
         let b = Tensor::from_slice(&[1.0f32; 16 * 8], &[16, 8], dev).unwrap();
         assert!(e.matmul(&b).unwrap().to_vec_f32().unwrap().is_empty());
-        assert_eq!(e.sum(&[], false).unwrap().to_vec_f32().unwrap(), [0.0]);
+        assert!(e.sum(&[1], false).unwrap().to_vec_f32().unwrap().is_empty());
     }
 }
