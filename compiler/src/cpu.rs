@@ -306,8 +306,8 @@ impl CpuProgram {
         let lds_words = (self.lds_bytes as usize).div_ceil(16).max(1);
         let func = match self.entry {
             Entry::Groups(f) => f,
-            // SAFETY: the caller's guarantees, and the entry is this program's.
             Entry::Item(f) => {
+                // SAFETY: the caller's guarantees, and the entry is this program's.
                 return unsafe { self.launch_with_barriers(f, total, group_at, args) };
             }
         };
