@@ -10,14 +10,15 @@
 //! Kernels without barriers are called as `void NAME(const u8 *args, Ctx *ctx, u64 first,
 //! u64 end, u32 groups_x, u32 groups_y)`, which runs workgroups `first..end`, their
 //! work-items one after another in a loop of the compiled code (`lower`): the workgroups are
-//! cut into one contiguous run per core, each run on its own thread (the calling thread takes
-//! the first). Every work-item computes the same operations whatever the number of threads,
-//! so results do not depend on it. Kernels with barriers are called as `void NAME(const u8
+//! cut into runs of contiguous workgroups (about 8 per thread) that the threads — the calling
+//! one and one per further core — take in turn. Every work-item computes the same operations
+//! whatever the number of threads, so results do not depend on it. Kernels with barriers are called as `void NAME(const u8
 //! *args, Ctx *ctx)` once per work-item, each work-item of a workgroup on its own thread,
 //! meeting at a `std::sync::Barrier` (slower, but exact).
 
 use std::ffi::{CString, c_void};
 use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Barrier, OnceLock};
 
 use llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy;
@@ -312,7 +313,12 @@ impl CpuProgram {
             }
         };
         let threads = (threads.clamp(1, 64) as u64).min(total);
-        let run = |first: u64, end: u64| {
+        // Runs of contiguous workgroups, about 8 per thread, taken in turn: a thread the
+        // host preempts leaves its share to the others. A workgroup computes the same
+        // whichever thread runs it.
+        let step = total.div_ceil(threads * 8).max(1);
+        let next = AtomicU64::new(0);
+        let work = || {
             let mut lds = vec![0u128; lds_words];
             let mut ctx = Ctx {
                 local_id: [0; 3],
@@ -321,25 +327,32 @@ impl CpuProgram {
                 barrier_fn: no_barrier,
                 barrier_data: ptr::null(),
             };
-            // SAFETY: the caller guarantees the argument pointers for every workgroup of the
-            // grid; ctx and the LDS buffer live across the call, which only reads ctx.
-            unsafe { func(args.as_ptr(), &mut ctx, first, end, groups[0], groups[1]) };
+            loop {
+                let first = next.fetch_add(step, Ordering::Relaxed);
+                if first >= total {
+                    break;
+                }
+                let end = (first + step).min(total);
+                // SAFETY: the caller guarantees the argument pointers for every workgroup
+                // of the grid; ctx and the LDS buffer live across the call, which only
+                // reads ctx.
+                unsafe { func(args.as_ptr(), &mut ctx, first, end, groups[0], groups[1]) };
+            }
         };
-        // Contiguous runs of workgroups, the same for every launch of this grid.
-        let bound = |t: u64| total * t / threads;
         if threads <= 1 {
-            run(0, total);
+            work();
             return Ok(());
         }
         std::thread::scope(|s| {
             let mut handles = vec![];
-            for t in 1..threads {
+            for _ in 1..threads {
+                let work = &work;
                 let h = std::thread::Builder::new()
-                    .spawn_scoped(s, move || run(bound(t), bound(t + 1)))
+                    .spawn_scoped(s, work)
                     .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
                 handles.push(h);
             }
-            run(0, bound(1));
+            work();
             for h in handles {
                 h.join()
                     .map_err(|_| fail("a worker thread panicked".into()))?;

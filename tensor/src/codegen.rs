@@ -306,9 +306,10 @@ pub(crate) fn generate(
         ]);
     }
     let items = item_shape.iter().product::<usize>() as i64;
-    // On the CPU a launch of several workgroups starts threads: up to 1024 work-items with
-    // little work in all (outputs times the elements each reduces) run as one workgroup on
-    // the calling thread.
+    // On the CPU a launch of several workgroups starts threads (tens of µs, more on a busy
+    // host): up to 1024 work-items with at most 2^21 steps of work in all (outputs times
+    // the elements each reduces; a 1M sum's first kernel) run as one workgroup on the
+    // calling thread.
     let work = sizes
         .iter()
         .fold(n.max(1) as usize, |w, &s| w.saturating_mul(s.max(1)));
@@ -323,7 +324,7 @@ pub(crate) fn generate(
             wg *= 2;
         }
         (wg as u32, (items / wg) as u32)
-    } else if dev.target == am_compiler::Target::Cpu && items <= 1024 && work <= 1 << 16 {
+    } else if dev.target == am_compiler::Target::Cpu && items <= 1024 && work <= 1 << 21 {
         (items.max(1) as u32, 1)
     } else {
         launch_1d(items as u64, &dev)
