@@ -73,26 +73,32 @@ pub fn host_triple() -> String {
     }
 }
 
+/// The host CPU's name and the features host code is built with.
+pub(crate) fn host_cpu() -> (String, String) {
+    // SAFETY: both return caller-owned strings, disposed by take_message.
+    let (cpu, features) = unsafe {
+        (
+            take_message(LLVMGetHostCPUName()),
+            take_message(LLVMGetHostCPUFeatures()),
+        )
+    };
+    // LLVM 22 lowers a scalar `llvm.minimumnum`/`maximumnum` wrongly with AVX-512
+    // (min(0.75, NaN) gives NaN instead of 0.75; llc-22 -mcpu=x86-64-v4 shows it,
+    // x86-64-v3 does not), so host code is built without AVX-512: results must not
+    // depend on the machine (`tests/shapes.proptest-regressions` keeps the case).
+    let features = if features.is_empty() {
+        "-avx512f".to_string()
+    } else {
+        format!("{features},-avx512f")
+    };
+    (cpu, features)
+}
+
 /// (triple, cpu, features) of a target.
 fn machine(target: Target) -> (String, String, String) {
     match target {
         Target::Cpu => {
-            // SAFETY: both return caller-owned strings, disposed by take_message.
-            let (cpu, features) = unsafe {
-                (
-                    take_message(LLVMGetHostCPUName()),
-                    take_message(LLVMGetHostCPUFeatures()),
-                )
-            };
-            // LLVM 22 lowers a scalar `llvm.minimumnum`/`maximumnum` wrongly with AVX-512
-            // (min(0.75, NaN) gives NaN instead of 0.75; llc-22 -mcpu=x86-64-v4 shows it,
-            // x86-64-v3 does not), so host code is built without AVX-512: results must not
-            // depend on the machine (`tests/shapes.proptest-regressions` keeps the case).
-            let features = if features.is_empty() {
-                "-avx512f".to_string()
-            } else {
-                format!("{features},-avx512f")
-            };
+            let (cpu, features) = host_cpu();
             (host_triple(), cpu, features)
         }
         t => {

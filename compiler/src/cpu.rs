@@ -4,17 +4,22 @@
 //! A CPU program image is a small header (kernel name, workgroup size, local memory bytes,
 //! whether it has barriers, argument bytes) followed by the host object LLVM generated. It
 //! is loaded into an LLVM ORC JIT (which relocates it and resolves libm's functions from the
-//! process) and called as `void NAME(const u8 *args, Ctx *ctx)` once per work-item. The
-//! argument bytes have the GPU kernel-argument layout ([`Kernel::arg_layout`]) with host
-//! pointers.
+//! process). The argument bytes have the GPU kernel-argument layout ([`Kernel::arg_layout`])
+//! with host pointers.
 //!
-//! Kernels without barriers run their workgroups in parallel on the host's cores, work-items
-//! of a workgroup one after another. Kernels with barriers run each work-item of a workgroup
-//! on its own thread, meeting at a `std::sync::Barrier` (slower, but exact).
+//! Kernels without barriers are called as `void NAME(const u8 *args, Ctx *ctx, u64 first,
+//! u64 end, u32 groups_x, u32 groups_y)`, which runs workgroups `first..end`, their
+//! work-items one after another in a loop of the compiled code (`lower`): the workgroups are
+//! cut into runs of contiguous workgroups (about 8 per thread) that the threads — the calling
+//! one and one per further core — take in turn. Every work-item computes the same operations
+//! whatever the number of threads, so results do not depend on it. Kernels with barriers are called as `void NAME(const u8
+//! *args, Ctx *ctx)` once per work-item, each work-item of a workgroup on its own thread,
+//! meeting at a `std::sync::Barrier` (slower, but exact).
 
 use std::ffi::{CString, c_void};
 use std::ptr;
-use std::sync::Barrier;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Barrier, OnceLock};
 
 use llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy;
 use llvm_sys::orc2::lljit::*;
@@ -25,7 +30,7 @@ use crate::ir::Kernel;
 use crate::lower::{CTX_BARRIER_DATA, CTX_BARRIER_FN, CTX_GROUP_ID, CTX_LDS, CTX_LOCAL_ID};
 use crate::{Error, Target};
 
-const MAGIC: &[u8; 8] = b"AMCPU\0\0\x01";
+const MAGIC: &[u8; 8] = b"AMCPU\0\0\x02";
 
 /// The work-item context a host kernel reads (offsets in `lower`).
 #[repr(C)]
@@ -45,7 +50,17 @@ const _: () = {
     assert!(std::mem::offset_of!(Ctx, barrier_data) == CTX_BARRIER_DATA as usize);
 };
 
-type KernelFn = unsafe extern "C" fn(*const u8, *mut Ctx);
+/// A work-item of a kernel with barriers.
+type ItemFn = unsafe extern "C" fn(*const u8, *mut Ctx);
+/// The workgroups `first..end` of a kernel without barriers (`groups_x`, `groups_y`).
+type GroupsFn = unsafe extern "C" fn(*const u8, *mut Ctx, u64, u64, u32, u32);
+
+/// The entry the JIT resolved, by the kernel's kind.
+#[derive(Clone, Copy)]
+enum Entry {
+    Item(ItemFn),
+    Groups(GroupsFn),
+}
 
 extern "C" fn barrier_wait(data: *const c_void) {
     // SAFETY: `data` is the `&Barrier` that `launch` put in this work-item's context; the
@@ -55,6 +70,38 @@ extern "C" fn barrier_wait(data: *const c_void) {
 }
 
 extern "C" fn no_barrier(_: *const c_void) {}
+
+/// Bytes of the widest vector register host code computes floats in: 32 with AVX (AVX-512
+/// is off, `codegen::host_cpu`), else 16 (SSE, NEON). The tensor layer's optimiser gives
+/// the `cpu` device's work-items tiles this wide.
+pub fn host_vector_bytes() -> u32 {
+    static BYTES: OnceLock<u32> = OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let (_, features) = crate::codegen::host_cpu();
+        // The last mention of a feature wins (`-avx512f` is appended).
+        let on = |name: &str| {
+            features
+                .split(',')
+                .rev()
+                .find(|f| f.get(1..) == Some(name))
+                .is_some_and(|f| f.starts_with('+'))
+        };
+        if on("avx") { 32 } else { 16 }
+    })
+}
+
+/// Threads a launch uses at most: `AM_CPU_THREADS` when it is a positive number, else the
+/// host's available parallelism.
+pub fn host_threads() -> usize {
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::env::var("AM_CPU_THREADS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    })
+}
 
 /// Builds a CPU program image from a kernel and its host object.
 pub(crate) fn package(k: &Kernel, obj: &[u8]) -> Vec<u8> {
@@ -74,11 +121,10 @@ pub(crate) fn package(k: &Kernel, obj: &[u8]) -> Vec<u8> {
 /// A kernel loaded for the host.
 pub struct CpuProgram {
     jit: LLVMOrcLLJITRef,
-    func: KernelFn,
+    entry: Entry,
     name: String,
     workgroup: [u32; 3],
     lds_bytes: u32,
-    has_barrier: bool,
     args_size: u32,
 }
 
@@ -137,8 +183,10 @@ impl CpuProgram {
         // SAFETY: the JIT, generator and buffer are created and handed to each other as the
         // ORC C API documents (AddGenerator and AddObjectFile take ownership); every error is
         // consumed; on failure the JIT is disposed before returning. The address looked up is
-        // the entry of the function `lower` emitted as `void (ptr, ptr)`, which is `KernelFn`;
-        // its code lives as long as the JIT, which the returned `CpuProgram` owns.
+        // the entry of the function `lower` emitted as `void (ptr, ptr)` for kernels with
+        // barriers (`ItemFn`) and `void (ptr, ptr, i64, i64, i32, i32)` for the others
+        // (`GroupsFn`), which the header's flag says; its code lives as long as the JIT,
+        // which the returned `CpuProgram` owns.
         unsafe {
             let mut jit: LLVMOrcLLJITRef = ptr::null_mut();
             let e = LLVMOrcCreateLLJIT(&mut jit, ptr::null_mut());
@@ -181,14 +229,17 @@ impl CpuProgram {
             if addr == 0 {
                 return fail(jit, format!("symbol {name} has address 0"));
             }
-            let func: KernelFn = std::mem::transmute::<usize, KernelFn>(addr as usize);
+            let entry = if has_barrier {
+                Entry::Item(std::mem::transmute::<usize, ItemFn>(addr as usize))
+            } else {
+                Entry::Groups(std::mem::transmute::<usize, GroupsFn>(addr as usize))
+            };
             Ok(CpuProgram {
                 jit,
-                func,
+                entry,
                 name,
                 workgroup,
                 lds_bytes,
-                has_barrier,
                 args_size,
             })
         }
@@ -217,6 +268,21 @@ impl CpuProgram {
     /// through it for this grid (as for a GPU dispatch, nothing checks the indices), and no
     /// other thread may access that memory during the launch except through atomics.
     pub unsafe fn launch(&self, groups: [u32; 3], args: &[u8]) -> Result<(), Error> {
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { self.launch_on(groups, args, host_threads()) }
+    }
+
+    /// [`CpuProgram::launch`] on at most `threads` threads (at least one). The results do
+    /// not depend on the number (tests compare them).
+    ///
+    /// # Safety
+    /// As for [`CpuProgram::launch`].
+    pub unsafe fn launch_on(
+        &self,
+        groups: [u32; 3],
+        args: &[u8],
+        threads: usize,
+    ) -> Result<(), Error> {
         let fail = |reason: String| Error::Launch {
             kernel: self.name.clone(),
             reason,
@@ -239,59 +305,79 @@ impl CpuProgram {
             [x, y, z]
         };
         let lds_words = (self.lds_bytes as usize).div_ceil(16).max(1);
-        let [wx, wy, wz] = self.workgroup;
-        let func = self.func;
-        if !self.has_barrier {
-            let threads = std::thread::available_parallelism()
-                .map(|n| n.get() as u64)
-                .unwrap_or(1)
-                .min(total)
-                .min(64);
-            let run = |first: u64, step: u64| {
-                let mut lds = vec![0u128; lds_words];
-                let mut ctx = Ctx {
-                    local_id: [0; 3],
-                    group_id: [0; 3],
-                    lds: lds.as_mut_ptr() as *mut u8,
-                    barrier_fn: no_barrier,
-                    barrier_data: ptr::null(),
-                };
-                let mut g = first;
-                while g < total {
-                    ctx.group_id = group_at(g);
-                    for z in 0..wz {
-                        for y in 0..wy {
-                            for x in 0..wx {
-                                ctx.local_id = [x, y, z];
-                                // SAFETY: the caller guarantees the argument pointers; ctx
-                                // and the LDS buffer live across the call.
-                                unsafe { func(args.as_ptr(), &mut ctx) };
-                            }
-                        }
-                    }
-                    g += step;
-                }
-            };
-            if threads <= 1 {
-                run(0, 1);
-                return Ok(());
+        let func = match self.entry {
+            Entry::Groups(f) => f,
+            Entry::Item(f) => {
+                // SAFETY: the caller's guarantees, and the entry is this program's.
+                return unsafe { self.launch_with_barriers(f, total, group_at, args) };
             }
-            return std::thread::scope(|s| {
-                let mut handles = vec![];
-                for t in 0..threads {
-                    let h = std::thread::Builder::new()
-                        .spawn_scoped(s, move || run(t, threads))
-                        .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
-                    handles.push(h);
+        };
+        let threads = (threads.clamp(1, 64) as u64).min(total);
+        // Runs of contiguous workgroups, about 8 per thread, taken in turn: a thread the
+        // host preempts leaves its share to the others. A workgroup computes the same
+        // whichever thread runs it.
+        let step = total.div_ceil(threads * 8).max(1);
+        let next = AtomicU64::new(0);
+        let work = || {
+            let mut lds = vec![0u128; lds_words];
+            let mut ctx = Ctx {
+                local_id: [0; 3],
+                group_id: [0; 3],
+                lds: lds.as_mut_ptr() as *mut u8,
+                barrier_fn: no_barrier,
+                barrier_data: ptr::null(),
+            };
+            loop {
+                let first = next.fetch_add(step, Ordering::Relaxed);
+                if first >= total {
+                    break;
                 }
-                for h in handles {
-                    h.join()
-                        .map_err(|_| fail("a worker thread panicked".into()))?;
-                }
-                Ok(())
-            });
+                let end = (first + step).min(total);
+                // SAFETY: the caller guarantees the argument pointers for every workgroup
+                // of the grid; ctx and the LDS buffer live across the call, which only
+                // reads ctx.
+                unsafe { func(args.as_ptr(), &mut ctx, first, end, groups[0], groups[1]) };
+            }
+        };
+        if threads <= 1 {
+            work();
+            return Ok(());
         }
-        // Barriers: one thread per work-item of a workgroup.
+        std::thread::scope(|s| {
+            let mut handles = vec![];
+            for _ in 1..threads {
+                let work = &work;
+                let h = std::thread::Builder::new()
+                    .spawn_scoped(s, work)
+                    .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
+                handles.push(h);
+            }
+            work();
+            for h in handles {
+                h.join()
+                    .map_err(|_| fail("a worker thread panicked".into()))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Each work-item of a workgroup on its own thread, one workgroup after another.
+    ///
+    /// # Safety
+    /// As for [`CpuProgram::launch`]; `func` is this program's entry.
+    unsafe fn launch_with_barriers(
+        &self,
+        func: ItemFn,
+        total: u64,
+        group_at: impl Fn(u64) -> [u32; 3],
+        args: &[u8],
+    ) -> Result<(), Error> {
+        let fail = |reason: String| Error::Launch {
+            kernel: self.name.clone(),
+            reason,
+        };
+        let lds_words = (self.lds_bytes as usize).div_ceil(16).max(1);
+        let [wx, wy, wz] = self.workgroup;
         let n = (wx * wy * wz) as usize;
         for g in 0..total {
             let group_id = group_at(g);

@@ -27,7 +27,7 @@ use std::path::PathBuf;
 pub use am_isa::code_object::{KernelMetadata, read_metadata};
 pub use builder::KernelBuilder;
 pub use cache::{Cache, Compiled, Compiler};
-pub use cpu::CpuProgram;
+pub use cpu::{CpuProgram, host_threads, host_vector_bytes};
 pub use ir::{
     AtomicOp, BinOp, CmpOp, DType, Dim, Inst, Kernel, Op, Param, Scalar, Space, Type, UnOp, Value,
 };

@@ -2,8 +2,10 @@
 //!
 //! GPU kernels are `amdgpu_kernel` functions whose parameters are the IR's parameters (LLVM
 //! lays them out as [`Kernel::arg_layout`] says and describes them in the code object's
-//! metadata). Host kernels are `void NAME(ptr args, ptr ctx)`: `args` holds the same argument
-//! bytes, `ctx` a [`crate::cpu`] work-item context. On the host, f16 and bf16 are kept as
+//! metadata). Host kernels are `void NAME(ptr args, ptr ctx, i64 first, i64 end, i32
+//! groups_x, i32 groups_y)`, looping over the work-items of workgroups `first..end`, or,
+//! with barriers, `void NAME(ptr args, ptr ctx)` for one work-item: `args` holds the same
+//! argument bytes, `ctx` a [`crate::cpu`] work-item context. On the host, f16 and bf16 are kept as
 //! `i16` and computed in f32 through helper functions written here, so that no compiler-rt
 //! routine has to be found at load time.
 //!
@@ -407,16 +409,27 @@ impl L<'_> {
                 k.name,
                 params.join(", ")
             );
-        } else {
+        } else if k.has_barrier() {
             let _ = writeln!(
                 self.out,
                 "define void @{}(ptr %args, ptr %ctx) #0 {{\nentry:",
                 host_symbol(&k.name)
             );
+        } else {
+            // The work-item's code, inlined into the loop over work-items below.
+            let _ = writeln!(
+                self.out,
+                "define internal void @am.item(ptr noalias %args, ptr noalias %ctx) #0 {{\nentry:"
+            );
         }
         self.out.push_str(&self.entry.clone());
         self.out.push_str(&insts);
         self.out.push_str("  ret void\n}\n\n");
+        if !self.gpu && !k.has_barrier() {
+            self.declare("declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)".into());
+            self.out
+                .push_str(&host_items_loop(&host_symbol(&k.name), k.workgroup));
+        }
         if self.gpu {
             // gfx11 and gfx12 issue two VALU instructions as one VOPD (`v_dual_*`) only when
             // they sit next to each other after register allocation. LLVM's post-RA scheduler
@@ -440,7 +453,8 @@ impl L<'_> {
             );
             let _ = writeln!(self.out, "!0 = !{{i32 {x}, i32 {y}, i32 {z}}}\n");
         } else {
-            let _ = writeln!(self.out, "attributes #0 = {{ nounwind }}\n");
+            let inline = if k.has_barrier() { "" } else { " alwaysinline" };
+            let _ = writeln!(self.out, "attributes #0 = {{ nounwind{inline} }}\n");
         }
         Ok(())
     }
@@ -1190,6 +1204,75 @@ impl L<'_> {
             self.unarith(f, to)
         }
     }
+}
+
+/// The entry of a host kernel without barriers: `void NAME(ptr args, ptr ctx, i64 first,
+/// i64 end, i32 groups_x, i32 groups_y)` runs workgroups `first..end` (numbered x fastest),
+/// each work-item in turn (x fastest), in one call. The work-item's code is inlined with its
+/// context in a local copy, so its ids become loop counters, the argument loads leave the
+/// loop (`args` is not written by the kernel) and LLVM can vectorise across work-items.
+fn host_items_loop(symbol: &str, [wx, wy, wz]: [u32; 3]) -> String {
+    let items = u64::from(wx) * u64::from(wy) * u64::from(wz);
+    format!(
+        r#"define void @{symbol}(ptr noalias readonly %args, ptr %ctx0, i64 %first, i64 %end, i32 %gxn, i32 %gyn) #1 {{
+entry:
+  %ctx = alloca [48 x i8], align 8
+  call void @llvm.memcpy.p0.p0.i64(ptr align 8 %ctx, ptr align 8 %ctx0, i64 48, i1 false)
+  %gx64 = zext i32 %gxn to i64
+  %gy64 = zext i32 %gyn to i64
+  %lid.y.p = getelementptr i8, ptr %ctx, i64 {ly}
+  %lid.z.p = getelementptr i8, ptr %ctx, i64 {lz}
+  %gid.x.p = getelementptr i8, ptr %ctx, i64 {gx}
+  %gid.y.p = getelementptr i8, ptr %ctx, i64 {gy}
+  %gid.z.p = getelementptr i8, ptr %ctx, i64 {gz}
+  %any = icmp ult i64 %first, %end
+  br i1 %any, label %group, label %done
+group:
+  %g = phi i64 [ %first, %entry ], [ %g.next, %group.end ]
+  %g.x = urem i64 %g, %gx64
+  %g.yz = udiv i64 %g, %gx64
+  %g.y = urem i64 %g.yz, %gy64
+  %g.z = udiv i64 %g.yz, %gy64
+  %g.x32 = trunc i64 %g.x to i32
+  %g.y32 = trunc i64 %g.y to i32
+  %g.z32 = trunc i64 %g.z to i32
+  store i32 %g.x32, ptr %gid.x.p, align 4
+  store i32 %g.y32, ptr %gid.y.p, align 4
+  store i32 %g.z32, ptr %gid.z.p, align 4
+  br label %item
+item:
+  %i = phi i64 [ 0, %group ], [ %i.next, %item ]
+  %l.x = urem i64 %i, {wx}
+  %l.yz = udiv i64 %i, {wx}
+  %l.y = urem i64 %l.yz, {wy}
+  %l.z = udiv i64 %l.yz, {wy}
+  %l.x32 = trunc i64 %l.x to i32
+  %l.y32 = trunc i64 %l.y to i32
+  %l.z32 = trunc i64 %l.z to i32
+  store i32 %l.x32, ptr %ctx, align 4
+  store i32 %l.y32, ptr %lid.y.p, align 4
+  store i32 %l.z32, ptr %lid.z.p, align 4
+  call void @am.item(ptr %args, ptr %ctx)
+  %i.next = add nuw i64 %i, 1
+  %i.more = icmp ult i64 %i.next, {items}
+  br i1 %i.more, label %item, label %group.end
+group.end:
+  %g.next = add nuw i64 %g, 1
+  %g.more = icmp ult i64 %g.next, %end
+  br i1 %g.more, label %group, label %done
+done:
+  ret void
+}}
+
+attributes #1 = {{ nounwind }}
+
+"#,
+        ly = CTX_LOCAL_ID + 4,
+        lz = CTX_LOCAL_ID + 8,
+        gx = CTX_GROUP_ID,
+        gy = CTX_GROUP_ID + 4,
+        gz = CTX_GROUP_ID + 8,
+    )
 }
 
 /// Conversions between the halves and f32/f64 for host code (bit manipulation, round to

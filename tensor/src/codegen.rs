@@ -48,6 +48,7 @@ impl From<Error> for GenError {
 }
 
 /// A kernel and what its parameters are.
+#[derive(Clone)]
 pub(crate) struct Plan {
     pub(crate) kernel: Kernel,
     pub(crate) params: Vec<ParamSrc>,
@@ -224,6 +225,9 @@ struct Gen<'a> {
     mma: Option<MmaPlan>,
     /// Whether one did.
     mma_used: bool,
+    /// Bytes of the widest vector access: 128-bit loads on GPUs, the host's vector
+    /// registers on the CPU.
+    vector_bytes: usize,
 }
 
 fn ir(d: DType) -> IrType {
@@ -302,8 +306,13 @@ pub(crate) fn generate(
         ]);
     }
     let items = item_shape.iter().product::<usize>() as i64;
-    // On the CPU a launch of several workgroups starts threads: up to 1024 elements run as
-    // one workgroup on the calling thread.
+    // On the CPU a launch of several workgroups starts threads (tens of µs, more on a busy
+    // host): up to 1024 work-items with at most 2^21 steps of work in all (outputs times
+    // the elements each reduces; a 1M sum's first kernel) run as one workgroup on the
+    // calling thread.
+    let work = sizes
+        .iter()
+        .fold(n.max(1) as usize, |w, &s| w.saturating_mul(s.max(1)));
     let (wg, groups) = if let Some(w) = opts.group {
         (w, n.max(1) as u32)
     } else if opts.mma.is_some() {
@@ -315,7 +324,7 @@ pub(crate) fn generate(
             wg *= 2;
         }
         (wg as u32, (items / wg) as u32)
-    } else if dev.target == am_compiler::Target::Cpu && items <= 1024 {
+    } else if dev.target == am_compiler::Target::Cpu && items <= 1024 && work <= 1 << 21 {
         (items.max(1) as u32, 1)
     } else {
         launch_1d(items as u64, &dev)
@@ -387,6 +396,10 @@ pub(crate) fn generate(
         group,
         mma,
         mma_used: false,
+        vector_bytes: match dev.target {
+            am_compiler::Target::Cpu => am_compiler::host_vector_bytes() as usize,
+            _ => 16,
+        },
     };
     let body = |g: &mut Gen<'_>| {
         let lanes = g.lanes.clone();
@@ -1296,9 +1309,9 @@ impl Gen<'_> {
             Atom::Loop(id, f) if *k == 1 && self.digits.contains_key(id) => Some((*id, *f)),
             _ => None,
         })?;
-        // Lanes beyond 128 bits load in 128-bit pieces (8 f32 lanes: two `b128`s), each
-        // aligned to its size.
-        let piece = (16 / dtype.size()).min(f as usize) as i64;
+        // Lanes wider than the target's vector access load in pieces of its width (8 f32
+        // lanes on a GPU: two `b128`s), each aligned to its size.
+        let piece = (self.vector_bytes / dtype.size()).clamp(1, f as usize) as i64;
         if !matches!(f, 2 | 4 | 8) || f % piece != 0 {
             return None;
         }

@@ -32,6 +32,9 @@ pub(crate) struct DeviceInner {
     compute_units: u32,
     pub(crate) compiler: Arc<Compiler>,
     programs: Mutex<HashMap<String, Arc<CompiledKernel>>>,
+    /// Kernels the scheduler planned, with their programs, by what they compute
+    /// (`schedule::plan_key`).
+    plans: Mutex<HashMap<String, Arc<CachedPlan>>>,
     pool: Mutex<Pool>,
     kernels: AtomicU64,
     compiles: AtomicU64,
@@ -97,7 +100,7 @@ impl Device {
 
     /// The host CPU with the given compiler (tests pass one that caches in memory only).
     pub fn cpu_with(compiler: Arc<Compiler>) -> Device {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+        let cores = am_compiler::host_threads() as u32;
         Device::new("cpu".into(), Backend::Cpu, Target::Cpu, cores, compiler)
     }
 
@@ -148,6 +151,7 @@ impl Device {
             compute_units,
             compiler,
             programs: Mutex::new(HashMap::new()),
+            plans: Mutex::new(HashMap::new()),
             pool: Mutex::new(Pool::default()),
             kernels: AtomicU64::new(0),
             compiles: AtomicU64::new(0),
@@ -234,7 +238,8 @@ impl Device {
 
     /// Whether kernels are generated with the optimiser's choices (tiles of outputs per
     /// work-item, vector accesses, unrolled and grouped reductions); on unless `AM_NOOPT=1`
-    /// was set at creation. Kernels on the CPU are never optimised.
+    /// was set at creation. On the CPU only the choices that keep each output's order of
+    /// operations, and the two-kernel full reduction ([`crate::opt`]).
     pub fn optimize(&self) -> bool {
         self.0.optimize.load(Ordering::Relaxed)
     }
@@ -422,6 +427,21 @@ impl Device {
         Ok(ck)
     }
 
+    /// The plan cached under `key`, if any.
+    pub(crate) fn cached_plan(&self, key: &str) -> Option<Arc<CachedPlan>> {
+        lock(&self.0.plans).get(key).cloned()
+    }
+
+    /// Keeps a plan for the schedules to come (all are dropped once there are
+    /// [`PLAN_LIMIT`]: shapes that keep changing do not grow the map without end).
+    pub(crate) fn cache_plan(&self, key: String, plan: Arc<CachedPlan>) {
+        let mut plans = lock(&self.0.plans);
+        if plans.len() >= PLAN_LIMIT {
+            plans.clear();
+        }
+        plans.insert(key, plan);
+    }
+
     /// Starts recording the launches this thread makes (a step being captured).
     pub(crate) fn begin_capture(&self) -> Result<()> {
         let mut c = lock(&self.0.capture);
@@ -592,6 +612,13 @@ impl Device {
         Ok(())
     }
 }
+
+/// A kernel the scheduler planned (its parameters by place, `schedule::plan_key`) and its
+/// program.
+pub(crate) type CachedPlan = (crate::codegen::Plan, Arc<CompiledKernel>);
+
+/// Plans a device keeps at most.
+const PLAN_LIMIT: usize = 4096;
 
 /// A kernel ready to launch on a device.
 pub(crate) struct CompiledKernel {

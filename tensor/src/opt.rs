@@ -21,9 +21,12 @@
 //!   (`v_wmma` on RDNA3 and RDNA4, `v_mfma` on CDNA), exact products summed in f32; a wave
 //!   computes a block of such tiles, each work-item its part of every tile.
 //!
-//! Everything is off on the CPU (the `cpu` device is the reference the GPU kernels are
-//! checked against) and when a device's optimiser is switched off
-//! ([`crate::Device::set_optimize`]).
+//! On the CPU only the choices that keep every output's order of operations apply (upcast
+//! and unroll; the `cpu` device is the reference the GPU kernels are checked against), with
+//! tiles as wide as the host's vector registers ([`am_compiler::host_vector_bytes`]: 8 f32
+//! with AVX, 4 with SSE or NEON), plus a two-kernel full reduction ([`split_cpu`]) whose
+//! order depends only on the number of elements and the vector width. Everything is off when a device's
+//! optimiser is switched off ([`crate::Device::set_optimize`]).
 
 use am_compiler::shapes::DeviceInfo;
 
@@ -67,6 +70,10 @@ const MIN_ITEMS: usize = 1024;
 /// Steps of a reduction's innermost loops unrolled completely.
 pub(crate) const FULL_UNROLL: usize = 16;
 
+/// Work-items below which upcasting would leave the host's cores idle (and below which a
+/// kernel is small anyway).
+const CPU_MIN_ITEMS: usize = 64;
+
 /// Waves below which a matrix product's waves take no more tiles each.
 const MIN_MMA_WAVES: usize = 16;
 
@@ -79,8 +86,11 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
         group: None,
         mma: None,
     };
-    if !enabled || !dev.target.is_gpu() {
+    if !enabled {
         return plain;
+    }
+    if !dev.target.is_gpu() {
+        return choose_cpu(shape);
     }
     if let Some(mma) = mma_tiles(shape) {
         return Opts {
@@ -154,6 +164,52 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
     }
 }
 
+/// The CPU's choices: a tile of a vector register's 32-bit lanes along the last output axis
+/// (4 where that does not divide it) and, when reducing, 8 (or 4) along the axis whose loads
+/// the first axis's lanes share most, as on GPUs: a matrix product's work-item keeps 8 rows
+/// × 8 columns in 8 AVX registers, one vector load of B and 8 broadcasts of A per step.
+fn choose_cpu(shape: &Shape<'_>) -> Opts {
+    let lanes = (am_compiler::host_vector_bytes() as usize / 4).max(4);
+    let mut upcast = Vec::new();
+    let mut items: usize = shape.out.iter().product();
+    let fits = |d: usize, f: usize, items: usize| {
+        d > 1 && d.is_multiple_of(f) && items / f >= CPU_MIN_ITEMS
+    };
+    if let Some((a, &d)) = shape.out.iter().enumerate().rev().find(|(_, d)| **d != 1)
+        && let Some(f) = [lanes, 4].into_iter().find(|&f| fits(d, f, items))
+    {
+        upcast.push((a, f));
+        items /= f;
+    }
+    if let (Some(&(first, _)), false) = (upcast.first(), shape.reduces.is_empty()) {
+        let gain = |a: usize| {
+            shape
+                .loads
+                .iter()
+                .filter(|l| l.get(first) == Some(&true) && l.get(a) == Some(&false))
+                .count()
+        };
+        let candidates = (0..first).rev().filter(|&a| fits(shape.out[a], 4, items));
+        let best = candidates.max_by_key(|&a| (gain(a), a));
+        let before = (0..first).rev().find(|&a| shape.out[a] != 1);
+        let pick = match best {
+            Some(a) if gain(a) > 0 => Some(a),
+            _ => before.filter(|&a| fits(shape.out[a], 4, items)),
+        };
+        if let Some(a) = pick {
+            let f = if fits(shape.out[a], 8, items) { 8 } else { 4 };
+            upcast.push((a, f));
+        }
+    }
+    Opts {
+        upcast,
+        unroll: 4,
+        unroll_full: FULL_UNROLL,
+        group: None,
+        mma: None,
+    }
+}
+
 /// Tiles per wave along the rows and the columns of an f16 matrix product that fits the
 /// matrix instructions, while at least [`MIN_MMA_WAVES`] waves remain: 16 per wave where
 /// possible, 8 rows of 2 first. A work-item loads its row of A's tiles in vectors along k
@@ -189,6 +245,21 @@ fn mma_tiles(shape: &Shape<'_>) -> Option<(usize, usize)> {
             && batch * (m / 16 / tm) * (n / 16 / tn) >= MIN_MMA_WAVES
     };
     Some(PREFERRED.into_iter().find(fits).unwrap_or((1, 1)))
+}
+
+/// For a reduction of `numel` elements to one on the `cpu` device: `(chunks, lanes)` for a
+/// first kernel reducing `[chunks, numel / (chunks · lanes), lanes]` along its middle axis,
+/// or `None`. Each work-item then streams through contiguous chunks with a vector
+/// register's lanes of partial results per chunk (8 chunks at a time: independent
+/// additions), and a second kernel adds the `chunks · lanes` results. The order depends
+/// only on `numel` and the host's vector width, not on the threads.
+pub(crate) fn split_cpu(dev: &crate::Device, numel: usize) -> Option<(usize, usize)> {
+    if !dev.optimize() || dev.target().is_gpu() || numel < 1 << 16 {
+        return None;
+    }
+    let lanes = (am_compiler::host_vector_bytes() as usize / 4).max(4);
+    let chunks = ((1usize << numel.trailing_zeros()) / lanes).min(512);
+    (chunks >= 64).then_some((chunks, lanes))
 }
 
 /// For a reduction of `numel` elements to one on `dev`: the number of partial results of a

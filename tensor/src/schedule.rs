@@ -25,7 +25,7 @@ use am_compiler::{Dim, KernelBuilder};
 use am_isa::sync::lock;
 
 use crate::codegen::{self, GenError, ParamSrc, Plan};
-use crate::device::{Buffer, Device, Launch, LaunchArg};
+use crate::device::{Buffer, CompiledKernel, Device, Launch, LaunchArg};
 use crate::node::{Landing, Node, Op, toposort};
 use crate::{Error, Result, Tensor};
 
@@ -250,6 +250,8 @@ struct Item {
     /// The nodes it computes (one, or assignments computed together).
     roots: Vec<usize>,
     plan: Plan,
+    /// The program, when the plan came from the device's cache of plans.
+    program: Option<Arc<CompiledKernel>>,
 }
 
 /// Where a node's value goes: nowhere yet, into the kernels of one group (all at the
@@ -713,6 +715,30 @@ impl Graph {
     /// The kernel computing `roots`, or one kernel per root when they cannot be one.
     fn plan_group(&self, dev: &Device, info: DeviceInfo, roots: Vec<usize>) -> Result<Vec<Item>> {
         let load = |i: usize| self.realized[i] || self.kernel[i];
+        // The same computation on memory of the same shapes as before: the kernel and its
+        // program again, without generating and printing it (a matrix product's tiles are
+        // thousands of instructions).
+        let key = plan_key(
+            &self.order,
+            &self.index,
+            &load,
+            &roots,
+            info,
+            dev.optimize(),
+        );
+        if let Some(cached) = dev.cached_plan(&key.0) {
+            let mut plan = cached.0.clone();
+            for p in &mut plan.params {
+                if let ParamSrc::Input(pos) = p {
+                    *pos = key.1[*pos];
+                }
+            }
+            return Ok(vec![Item {
+                roots,
+                plan,
+                program: Some(cached.1.clone()),
+            }]);
+        }
         match codegen::generate(
             &self.order,
             &self.index,
@@ -721,7 +747,34 @@ impl Graph {
             info,
             dev.optimize(),
         ) {
-            Ok(plan) => Ok(vec![Item { roots, plan }]),
+            Ok(plan) => {
+                // Parameters by their place among the loaded nodes of the key.
+                let params: Option<Vec<ParamSrc>> = plan
+                    .params
+                    .iter()
+                    .map(|p| match p {
+                        ParamSrc::Input(i) => {
+                            key.1.iter().position(|j| j == i).map(ParamSrc::Input)
+                        }
+                        other => Some(other.clone()),
+                    })
+                    .collect();
+                let mut program = None;
+                if let Some(params) = params {
+                    let compiled = dev.program(&plan.kernel)?;
+                    let general = Plan {
+                        params,
+                        ..plan.clone()
+                    };
+                    dev.cache_plan(key.0, Arc::new((general, compiled.clone())));
+                    program = Some(compiled);
+                }
+                Ok(vec![Item {
+                    roots,
+                    plan,
+                    program,
+                }])
+            }
             Err(GenError::Split) => {
                 let mut items = Vec::with_capacity(roots.len());
                 for r in roots {
@@ -743,6 +796,7 @@ impl Graph {
                     items.push(Item {
                         roots: vec![r],
                         plan,
+                        program: None,
                     });
                 }
                 Ok(items)
@@ -859,7 +913,10 @@ impl Graph {
             let it = &items[k];
             let outs = self.outputs(dev, it, &placement.in_place, mem)?;
             let args = self.arguments(dev, it, &outs, &mem.bufs)?;
-            let program = dev.program(&it.plan.kernel)?;
+            let program = match &it.program {
+                Some(p) => p.clone(),
+                None => dev.program(&it.plan.kernel)?,
+            };
             launches.push(Launch {
                 kernel: program,
                 args,
@@ -1044,4 +1101,79 @@ fn topological(deps: &[Vec<usize>]) -> Option<Vec<usize>> {
 
 fn acyclic(deps: &[Vec<usize>]) -> bool {
     topological(deps).is_some()
+}
+
+/// What [`codegen::generate`] reads to make the kernel of `roots`, as text — the device, the
+/// optimiser's switch, and every node from the roots down to the nodes read from memory
+/// (operation with its parameters, shape, dtype, operands by their place in the walk) —
+/// and the nodes read from memory in the order the walk met them. Two schedules with the
+/// same text get the same kernel, with parameters of those nodes in the same places.
+fn plan_key(
+    nodes: &[Arc<Node>],
+    index: &HashMap<u64, usize>,
+    load: &dyn Fn(usize) -> bool,
+    roots: &[usize],
+    info: DeviceInfo,
+    optimize: bool,
+) -> (String, Vec<usize>) {
+    use std::fmt::Write;
+    let mut key = format!("{:?} {} {optimize}|", info.target, info.compute_units);
+    let mut place: HashMap<usize, usize> = HashMap::new();
+    let mut loaded = Vec::new();
+    let mut todo: Vec<usize> = Vec::new();
+    for &r in roots {
+        let n = place.len();
+        place.entry(r).or_insert(n);
+        todo.push(r);
+    }
+    let mut next = 0;
+    while next < todo.len() {
+        let i = todo[next];
+        next += 1;
+        let node = &nodes[i];
+        let _ = write!(key, "{}:{:?}{:?}", place[&i], node.shape, node.dtype);
+        if !roots.contains(&i) && load(i) {
+            loaded.push(i);
+            key.push_str("L;");
+            continue;
+        }
+        let _ = match &node.op {
+            Op::Buffer => write!(key, "B"),
+            Op::Const(c) => write!(key, "C{:x}", c.to_bits()),
+            Op::Index(a) => write!(key, "I{a}"),
+            Op::Rand(s) => write!(key, "R{s}"),
+            Op::RandAt(s, _) => write!(key, "RA{s}"),
+            Op::Unary(u, _) => write!(key, "U{u:?}"),
+            Op::Binary(b, _, _) => write!(key, "Bi{b:?}"),
+            Op::Where(..) => write!(key, "W"),
+            Op::Cast(_) => write!(key, "Ca"),
+            Op::Reduce(r, _, axes) => write!(key, "Re{r:?}{axes:?}"),
+            Op::Reshape(_) => write!(key, "Rs"),
+            Op::Permute(_, p) => write!(key, "P{p:?}"),
+            Op::Expand(_) => write!(key, "E"),
+            Op::Pad(_, p) => write!(key, "Pa{p:?}"),
+            Op::Shrink(_, s) => write!(key, "S{s:?}"),
+            Op::Flip(_, f) => write!(key, "F{f:?}"),
+            Op::Detach(_) => write!(key, "D"),
+            Op::Copy(_) => write!(key, "Co"),
+            Op::Join(_) => write!(key, "J"),
+            Op::Assign(..) => write!(key, "A"),
+        };
+        key.push('(');
+        for s in node.op.sources() {
+            match index.get(&s.id) {
+                Some(&j) => {
+                    let n = place.len();
+                    let p = *place.entry(j).or_insert_with(|| {
+                        todo.push(j);
+                        n
+                    });
+                    let _ = write!(key, "{p},");
+                }
+                None => key.push_str("?,"),
+            }
+        }
+        key.push_str(");");
+    }
+    (key, loaded)
 }

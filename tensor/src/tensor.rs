@@ -771,11 +771,28 @@ impl Tensor {
                 );
                 Tensor::from_node(node_reshape(&one, kept.clone()))
             }
-            None => self.make(
-                Op::Reduce(op, src.clone(), axes.clone()),
-                kept.clone(),
-                src.dtype,
-            ),
+            None => match crate::opt::split_cpu(&self.device(), numel).filter(|_| whole) {
+                // The cpu: each of `chunks` contiguous pieces reduced to a vector register's
+                // lanes, then those.
+                Some((chunks, lanes)) => {
+                    let dev = self.device();
+                    let rows = node_reshape(&src, vec![chunks, numel / (chunks * lanes), lanes]);
+                    let shape = vec![chunks, 1, lanes];
+                    let part = Node::new(Op::Reduce(op, rows, vec![1]), shape, src.dtype, dev);
+                    let one = Node::new(
+                        Op::Reduce(op, part, vec![0, 1, 2]),
+                        vec![1, 1, 1],
+                        src.dtype,
+                        self.device(),
+                    );
+                    Tensor::from_node(node_reshape(&one, kept.clone()))
+                }
+                None => self.make(
+                    Op::Reduce(op, src.clone(), axes.clone()),
+                    kept.clone(),
+                    src.dtype,
+                ),
+            },
         };
         if keepdim {
             return Ok(r);

@@ -660,6 +660,7 @@ fn print_json(
         "device": format!("mock:{}", profile_of(&o.isa)?),
         "quick": o.quick,
         "numpy": numpy,
+        "cpu_threads": am_compiler::host_threads(),
         "tinygrad": tinygrad,
         "ops": ops,
     });
@@ -755,6 +756,10 @@ fn print_table(o: &Options, rows: &[Row], numpy: Option<&str>, tinygrad: &str) {
     {
         println!("* tinygrad's figure from issue 37 (a fixed anchor, not measured in this run)");
     }
+    println!(
+        "cpu: the tensor layer's cpu device, wall time of a realize (median of 5) on up to {} threads",
+        am_compiler::host_threads()
+    );
     match numpy {
         Some(v) => println!("numpy {v}: the same operations in numpy on the host, same run"),
         None => {

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod common;
+mod cpu;
 mod features;
 mod ir;
 mod mma;

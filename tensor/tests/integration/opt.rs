@@ -428,3 +428,78 @@ fn tiled_convolutions_match_the_unoptimised_and_the_cpu() {
         }
     }
 }
+
+/// The `cpu` device's optimised kernels (tiles as wide as the host's vector registers, the
+/// full reduction in two kernels) against its plain ones: the same bits wherever each
+/// output's order of operations is kept — everything but full sums of many elements, which
+/// stay within rounding — and the same bits from one run to the next; shapes that the
+/// tiles and the threads do not divide, and empty tensors.
+#[test]
+fn cpu_tiles_keep_the_plain_kernels_bits() {
+    let on = Device::cpu_with(compiler());
+    let off = Device::cpu_with(compiler());
+    on.set_optimize(true);
+    off.set_optimize(false);
+    let mut rng = Rng(0x0c9_0042);
+    let mut all = cases(&mut rng, 3);
+    let more: [Case; 8] = [
+        ("matmul", vec![vec![256, 256], vec![256, 256]], |t| {
+            t[0].matmul(&t[1]).unwrap()
+        }),
+        ("matmul", vec![vec![200, 300], vec![300, 170]], |t| {
+            t[0].matmul(&t[1]).unwrap()
+        }),
+        (
+            "matmul by a transpose",
+            vec![vec![72, 20], vec![136, 20]],
+            |t| t[0].matmul(&t[1].t().unwrap()).unwrap(),
+        ),
+        (
+            "batched matmul",
+            vec![vec![3, 40, 24], vec![3, 24, 48]],
+            |t| t[0].matmul(&t[1]).unwrap(),
+        ),
+        ("add", vec![vec![1000, 999], vec![1000, 999]], |t| {
+            t[0].add(&t[1]).unwrap()
+        }),
+        ("sum of all", vec![vec![1 << 20]], |t| {
+            t[0].sum(&[], false).unwrap()
+        }),
+        ("max of all", vec![vec![1 << 17]], |t| {
+            t[0].max(&[], false).unwrap()
+        }),
+        ("softmax", vec![vec![64, 520]], |t| {
+            t[0].softmax(-1).unwrap()
+        }),
+    ];
+    all.extend(more);
+    for (i, (name, shapes, f)) in all.into_iter().enumerate() {
+        let what = format!("{name} {shapes:?}");
+        let seed = 4000 + i as u64;
+        let got = run(&on, &shapes, f, seed);
+        let again = run(&on, &shapes, f, seed);
+        let plain = run(&off, &shapes, f, seed);
+        same_bits(&format!("{what} run twice"), &again, &got);
+        if name == "sum of all" {
+            close(&format!("{what} against unoptimised"), &got, &plain, 5e-4);
+        } else {
+            same_bits(&format!("{what} against unoptimised"), &got, &plain);
+        }
+    }
+    // A full sum of 2^20 elements is two kernels when optimised.
+    let x = Tensor::from_slice(&vec![1.0f32; 1 << 20], &[1 << 20], &on).unwrap();
+    let k0 = on.kernels_launched();
+    assert_eq!(
+        x.sum(&[], false).unwrap().to_vec_f32().unwrap(),
+        [1048576.0]
+    );
+    assert_eq!(on.kernels_launched() - k0, 2);
+    // Empty tensors (outputs of no elements: no work-item runs).
+    for dev in [&on, &off] {
+        let e = Tensor::from_slice(&[] as &[f32], &[0, 16], dev).unwrap();
+        assert!(e.add(&e).unwrap().to_vec_f32().unwrap().is_empty());
+        let b = Tensor::from_slice(&[1.0f32; 16 * 8], &[16, 8], dev).unwrap();
+        assert!(e.matmul(&b).unwrap().to_vec_f32().unwrap().is_empty());
+        assert!(e.sum(&[1], false).unwrap().to_vec_f32().unwrap().is_empty());
+    }
+}

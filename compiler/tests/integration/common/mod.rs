@@ -147,6 +147,12 @@ pub fn run_code_object_on(
 
 /// Runs `k` on the CPU backend; returns the buffers after.
 pub fn run_cpu(k: &Kernel, groups: [u32; 3], args: &[Arg]) -> Vec<Vec<u8>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    run_cpu_on(k, groups, args, threads)
+}
+
+/// [`run_cpu`] on at most `threads` threads.
+pub fn run_cpu_on(k: &Kernel, groups: [u32; 3], args: &[Arg], threads: usize) -> Vec<Vec<u8>> {
     let c = compiler()
         .compile(k, Target::Cpu)
         .unwrap_or_else(|e| panic!("{e}"));
@@ -170,7 +176,7 @@ pub fn run_cpu(k: &Kernel, groups: [u32; 3], args: &[Arg]) -> Vec<Vec<u8>> {
     let ka = kernarg(k, &ptrs, args);
     // SAFETY: every pointer argument points at a buffer as large as the test's data, which the
     // kernels index within.
-    unsafe { p.launch(groups, &ka) }.unwrap_or_else(|e| panic!("{e}"));
+    unsafe { p.launch_on(groups, &ka, threads) }.unwrap_or_else(|e| panic!("{e}"));
     args.iter()
         .zip(&bufs)
         .filter_map(|(a, v)| match a {
