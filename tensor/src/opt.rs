@@ -126,34 +126,16 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
         upcast.push((a, f));
         items /= f;
     }
-    // When reducing, a second axis (a tile whose loads are shared along both): the one along
-    // which most of the loads that the first axis's lanes do not share are broadcast (the
-    // output channels of a convolution, the rows of a matrix product), else the axis before.
-    if let (Some(&(first, _)), false) = (upcast.first(), shape.reduces.is_empty()) {
-        let gain = |a: usize| {
-            shape
-                .loads
-                .iter()
-                .filter(|l| l.get(first) == Some(&true) && l.get(a) == Some(&false))
-                .count()
+    // When reducing, a second axis ([`second_axis`]), 8 lanes where they fit: each load
+    // along the first axis then feeds 8 FMAs.
+    if let Some(a) = second_axis(shape, &upcast, |d| fits(d, items)) {
+        let d = shape.out[a];
+        let f = if d.is_multiple_of(8) && items / 8 >= MIN_ITEMS {
+            8
+        } else {
+            4
         };
-        let candidates = (0..first).rev().filter(|&a| fits(shape.out[a], items));
-        let best = candidates.max_by_key(|&a| (gain(a), a));
-        let before = (0..first).rev().find(|&a| shape.out[a] != 1);
-        let pick = match best {
-            Some(a) if gain(a) > 0 => Some(a),
-            _ => before.filter(|&a| fits(shape.out[a], items)),
-        };
-        // 8 lanes where they fit: each load along the first axis then feeds 8 FMAs.
-        if let Some(a) = pick {
-            let d = shape.out[a];
-            let f = if d.is_multiple_of(8) && items / 8 >= MIN_ITEMS {
-                8
-            } else {
-                4
-            };
-            upcast.push((a, f));
-        }
+        upcast.push((a, f));
     }
     Opts {
         upcast,
@@ -161,6 +143,39 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
         unroll_full: FULL_UNROLL,
         group: None,
         mma: None,
+    }
+}
+
+/// When reducing, the second axis of a tile (whose loads are shared along both): the one
+/// along which most of the loads that the first axis's lanes do not share are broadcast
+/// (the output channels of a convolution, the rows of a matrix product), else the axis
+/// before; only an axis that `fits` (4 lanes at least).
+fn second_axis(
+    shape: &Shape<'_>,
+    upcast: &[(usize, usize)],
+    fits: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    let &(first, _) = upcast.first()?;
+    if shape.reduces.is_empty() {
+        return None;
+    }
+    let gain = |a: usize| {
+        shape
+            .loads
+            .iter()
+            .filter(|l| l.get(first) == Some(&true) && l.get(a) == Some(&false))
+            .count()
+    };
+    let best = (0..first)
+        .rev()
+        .filter(|&a| fits(shape.out[a]))
+        .max_by_key(|&a| (gain(a), a));
+    match best {
+        Some(a) if gain(a) > 0 => Some(a),
+        _ => (0..first)
+            .rev()
+            .find(|&a| shape.out[a] != 1)
+            .filter(|&a| fits(shape.out[a])),
     }
 }
 
@@ -181,25 +196,9 @@ fn choose_cpu(shape: &Shape<'_>) -> Opts {
         upcast.push((a, f));
         items /= f;
     }
-    if let (Some(&(first, _)), false) = (upcast.first(), shape.reduces.is_empty()) {
-        let gain = |a: usize| {
-            shape
-                .loads
-                .iter()
-                .filter(|l| l.get(first) == Some(&true) && l.get(a) == Some(&false))
-                .count()
-        };
-        let candidates = (0..first).rev().filter(|&a| fits(shape.out[a], 4, items));
-        let best = candidates.max_by_key(|&a| (gain(a), a));
-        let before = (0..first).rev().find(|&a| shape.out[a] != 1);
-        let pick = match best {
-            Some(a) if gain(a) > 0 => Some(a),
-            _ => before.filter(|&a| fits(shape.out[a], 4, items)),
-        };
-        if let Some(a) = pick {
-            let f = if fits(shape.out[a], 8, items) { 8 } else { 4 };
-            upcast.push((a, f));
-        }
+    if let Some(a) = second_axis(shape, &upcast, |d| fits(d, 4, items)) {
+        let f = if fits(shape.out[a], 8, items) { 8 } else { 4 };
+        upcast.push((a, f));
     }
     Opts {
         upcast,

@@ -274,10 +274,7 @@ pub fn run(
     test_set: &Set,
     json: bool,
 ) -> anyhow::Result<()> {
-    let devs = names
-        .iter()
-        .map(|n| Device::open(n).with_context(|| format!("opening {n}")))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let devs = open_all(names)?;
     if !json {
         println!(
             "am demo: MLP {PIXELS} → {} → {CLASSES}, Adam lr {}, batch {} split over {} \
@@ -342,6 +339,14 @@ pub fn run(
         );
     }
     cmp.check(par.losses.len())
+}
+
+/// The devices of a data-parallel run.
+fn open_all(names: &[String]) -> anyhow::Result<Vec<Device>> {
+    names
+        .iter()
+        .map(|n| Device::open(n).with_context(|| format!("opening {n}")))
+        .collect()
 }
 
 /// Adds `extra`'s fields to the object `report`.
@@ -442,10 +447,7 @@ pub fn run_gpt(
     no_compare: bool,
     json: bool,
 ) -> anyhow::Result<()> {
-    let devs = names
-        .iter()
-        .map(|n| Device::open(n).with_context(|| format!("opening {n}")))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let devs = open_all(names)?;
     if !json {
         println!(
             "am demo gpt: a transformer ({} features, {} heads) learns {}-digit addition, \
