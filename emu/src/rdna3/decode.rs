@@ -627,7 +627,13 @@ fn valu_name_is_vector_dst(rdna: Gen, op: u16) -> bool {
 /// VGPR number has bit 7 set (true16); fold that into `opsel` like VOP3 does.
 fn true16_e32_halves(i: &mut Inst, shp: &str) {
     let has_dst = i.enc != Encoding::Vopc;
-    let first_src = usize::from(has_dst);
+    // A compare's shape names its two sources last: `v_cmp_*` lists the VCC it writes
+    // first, `v_cmpx_*` (which writes EXEC) does not.
+    let first_src = if has_dst {
+        1
+    } else {
+        shp.split(',').count().saturating_sub(2)
+    };
     if has_dst && shape_is_16(shp, 0) && i.dst >= VGPR0 + 128 {
         i.dst -= 128;
         i.opsel |= 8;

@@ -242,3 +242,32 @@ fn every_opcode_has_a_vector(rdna: Gen, src: &str, tables: [(&str, &[(u16, &str)
         missing.len()
     );
 }
+
+/// A true16 compare in the 32-bit encoding names a high half by bit 7 of the VGPR number,
+/// for either source and with or without the VCC destination (`v_cmp`, `v_cmpx`); the
+/// decoder folds it into `opsel` and reads the register below. Before, a `v_cmp`'s first
+/// source kept `v(n + 128)`: `v_cmp_le_u16_e32 vcc_lo, v1.h, v1.l` (LLVM's code for a
+/// `tril` mask) compared v129 on the mock Navi31. (gfx12's tables are LLVM's fake16 forms:
+/// LLVM 22 emits no true16 code for it.)
+#[test]
+fn true16_compare_sources_name_high_halves() {
+    use decode::VGPR0;
+    // (encoding, sources, opsel bits of the sources), from llvm-mc-22 -mattr=+real-true16.
+    let cases: [([u8; 4], [u16; 2], u8); 3] = [
+        // v_cmp_le_u16_e32 vcc_lo, v1.h, v1.l
+        ([0x81, 0x03, 0x76, 0x7c], [1, 1], 0b01),
+        // v_cmpx_le_u16_e32 v1.h, v2.l
+        ([0x81, 0x05, 0x76, 0x7d], [1, 2], 0b01),
+        // v_cmp_lt_f16_e32 vcc_lo, v3.l, v2.h
+        ([0x03, 0x05, 0x03, 0x7c], [3, 2], 0b10),
+    ];
+    for (bytes, src, opsel) in cases {
+        let i = decode::decode_in(Gen::Gfx11, &[u32::from_le_bytes(bytes)]).unwrap();
+        assert_eq!(
+            [i.src[0], i.src[1]],
+            [VGPR0 + src[0], VGPR0 + src[1]],
+            "{bytes:x?}"
+        );
+        assert_eq!(i.opsel & 0b11, opsel, "{bytes:x?}");
+    }
+}
