@@ -699,3 +699,33 @@ fn multi_head_attention_matches_per_head_attention_and_hides_the_future() {
         .to_string();
     assert!(e.contains("heads"), "{e}");
 }
+
+/// A bool mask realized on its own and then read through an expand, into a sum (a `where_`
+/// of the mask) and a reduction of the mask itself, on every GPU family against the host:
+/// sides not multiples of 4 (the bytes of several elements share a dword). The mock Navi31
+/// once stored `tril`'s mask all true: the emulator read the first source of a true16
+/// `v_cmp_*_u16_e32` (LLVM's code for the triangle's comparison) from the wrong register.
+#[test]
+fn realized_bool_masks_read_through_expands() {
+    for n in [3usize, 5, 6] {
+        let tril: Vec<bool> = (0..n * n).map(|k| k % n <= k / n).collect();
+        let rows: Vec<f32> = (0..n).map(|r| (r + 1) as f32).collect();
+        for dev in [cpu(), navi31(), common::mi300x()] {
+            let mask = Tensor::ones(&[n, n], DType::Bool, &dev).tril(0).unwrap();
+            mask.realize().unwrap();
+            let who = format!("{} n={n}", dev.name());
+            assert_eq!(mask.to_vec::<bool>().unwrap(), tril, "{who}");
+            let x = Tensor::ones(&[7, 1, n], DType::F32, &dev);
+            let kept = mask.where_(&x, 0.0f32).unwrap().sum(&[-1], false).unwrap();
+            assert_eq!(kept.to_vec::<f32>().unwrap(), rows.repeat(7), "{who}");
+            let counted = mask
+                .expand(&[5, n, n])
+                .unwrap()
+                .cast(DType::I32)
+                .sum(&[0, 2], false)
+                .unwrap();
+            let want: Vec<i32> = (0..n).map(|r| 5 * (r as i32 + 1)).collect();
+            assert_eq!(counted.to_vec::<i32>().unwrap(), want, "{who}");
+        }
+    }
+}
