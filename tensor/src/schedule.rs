@@ -595,9 +595,10 @@ impl Graph {
                 continue;
             }
             let b = base(&self.order, &self.index, j);
-            // Float chains only: masks and indices are a few cheap integer operations, and a
-            // bool mask given a kernel this way reached its sum wrong on the mock Navi31
-            // (`cumsum`'s `tril` in the seq tests; the CPU was right) — a bug not yet found.
+            // Float chains only: masks and indices are a few cheap integer operations. (A bool
+            // mask stored this way once came out wrong on the mock Navi31: that was the
+            // emulator misreading a true16 compare, since fixed. Storing masks would add a
+            // kernel to causal attention and `cumsum`, not yet measured.)
             if self.realized[b]
                 || self.kernel[b]
                 || !self.elementwise[b]
