@@ -754,14 +754,55 @@ impl Tensor {
         for &a in &axes {
             kept[a] = 1;
         }
+        // Over nothing: a sum is 0 (its identity), a maximum has no value (numpy and PyTorch
+        // refuse it too). The kernels' loops cannot say this: they read an axis of size 0
+        // as one of size 1, which is memory the tensor does not have.
+        let r = if let Some(&empty) = axes.iter().find(|&&a| n.shape[a] == 0) {
+            match op {
+                ReduceOp::Sum => Tensor::zeros(&kept, src.dtype, &self.device()),
+                _ => {
+                    return Err(Error::Shape {
+                        op: name,
+                        shape: n.shape.clone(),
+                        reason: format!(
+                            "axis {empty} has size 0: a {name} of no elements has no value"
+                        ),
+                    });
+                }
+            }
+        } else {
+            self.reduce_nonempty(op, &src, axes.clone(), kept.clone())
+        };
+        if keepdim {
+            return Ok(r);
+        }
+        let squeezed: Vec<usize> = n
+            .shape
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !axes.contains(i))
+            .map(|(_, &d)| d)
+            .collect();
+        Ok(Tensor::from_node(node_reshape(&r.node(), squeezed)))
+    }
+
+    /// The reduction of `src` (this tensor, or its i32 count for a bool sum) over `axes`,
+    /// none of size 0, to `kept`.
+    fn reduce_nonempty(
+        &self,
+        op: ReduceOp,
+        src: &Arc<Node>,
+        axes: Vec<usize>,
+        kept: Vec<usize>,
+    ) -> Tensor {
         let numel = src.numel();
         let whole = kept.iter().all(|&d| d == 1);
-        let r = match crate::opt::split(&self.device(), numel).filter(|_| whole) {
+        match crate::opt::split(&self.device(), numel).filter(|_| whole) {
             // Many elements to one: a first kernel reduces the columns of a [numel / g, g]
             // view (its work-items read consecutive elements), a second the g results.
             Some(g) => {
                 let dev = self.device();
-                let rows = node_reshape(&src, vec![numel / g, g]);
+                let rows = node_reshape(src, vec![numel / g, g]);
                 let part = Node::new(Op::Reduce(op, rows, vec![0]), vec![1, g], src.dtype, dev);
                 let one = Node::new(
                     Op::Reduce(op, part, vec![1]),
@@ -776,7 +817,7 @@ impl Tensor {
                 // lanes, then those.
                 Some((chunks, lanes)) => {
                     let dev = self.device();
-                    let rows = node_reshape(&src, vec![chunks, numel / (chunks * lanes), lanes]);
+                    let rows = node_reshape(src, vec![chunks, numel / (chunks * lanes), lanes]);
                     let shape = vec![chunks, 1, lanes];
                     let part = Node::new(Op::Reduce(op, rows, vec![1]), shape, src.dtype, dev);
                     let one = Node::new(
@@ -787,24 +828,9 @@ impl Tensor {
                     );
                     Tensor::from_node(node_reshape(&one, kept.clone()))
                 }
-                None => self.make(
-                    Op::Reduce(op, src.clone(), axes.clone()),
-                    kept.clone(),
-                    src.dtype,
-                ),
+                None => self.make(Op::Reduce(op, src.clone(), axes), kept, src.dtype),
             },
-        };
-        if keepdim {
-            return Ok(r);
         }
-        let squeezed: Vec<usize> = n
-            .shape
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| !axes.contains(i))
-            .map(|(_, &d)| d)
-            .collect();
-        Ok(Tensor::from_node(node_reshape(&r.node(), squeezed)))
     }
 
     /// Sum over `axes` (all axes when empty); `keepdim` keeps them with size 1. Bool sums
@@ -831,9 +857,13 @@ impl Tensor {
             .iter()
             .map(|&a| shape[a])
             .product();
-        self.to_float_tensor()
-            .sum(axes, keepdim)?
-            .mul(1.0 / count.max(1) as f64)
+        // Over nothing the mean is 0 / 0: NaN, as numpy and PyTorch give.
+        let scale = if count == 0 {
+            f64::NAN
+        } else {
+            1.0 / count as f64
+        };
+        self.to_float_tensor().sum(axes, keepdim)?.mul(scale)
     }
 
     /// The index of the first maximum along `axis` (i32).

@@ -678,3 +678,43 @@ fn to_moves_between_devices_and_gradients_follow() {
         [8.0, -16.0, 24.0]
     );
 }
+
+#[test]
+fn reductions_over_an_axis_of_size_0_sum_to_0_and_refuse_a_maximum() {
+    for dev in devices() {
+        let e = Tensor::from_slice(&[] as &[f32], &[0, 16], &dev).unwrap();
+        // The full sum and the sum over the empty axis: zeros, whatever memory was reused.
+        assert_eq!(
+            e.sum(&[], false).unwrap().to_vec_f32().unwrap(),
+            [0.0],
+            "{dev}"
+        );
+        assert_eq!(
+            e.sum(&[0], false).unwrap().to_vec_f32().unwrap(),
+            vec![0.0; 16],
+            "{dev}"
+        );
+        assert_eq!(e.sum(&[0], true).unwrap().shape(), [1, 16], "{dev}");
+        let b = Tensor::from_slice(&[] as &[bool], &[3, 0], &dev).unwrap();
+        assert_eq!(
+            b.sum(&[1], false).unwrap().to_vec::<i32>().unwrap(),
+            [0, 0, 0]
+        );
+        // Over no elements the mean is 0 / 0.
+        let m = e.mean(&[0], false).unwrap().to_vec_f32().unwrap();
+        assert!(
+            m.len() == 16 && m.iter().all(|v| v.is_nan()),
+            "{dev}: {m:?}"
+        );
+        // A maximum of nothing has no value: refused, naming the axis.
+        for err in [
+            e.max(&[0], false).unwrap_err().to_string(),
+            e.min(&[], false).unwrap_err().to_string(),
+            e.argmax(0, false).unwrap_err().to_string(),
+        ] {
+            assert!(err.contains("axis 0 has size 0"), "{dev}: {err}");
+        }
+        // Over the other axis nothing is reduced away: an empty result, as before.
+        assert!(e.sum(&[1], false).unwrap().to_vec_f32().unwrap().is_empty());
+    }
+}
