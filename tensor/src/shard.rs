@@ -811,7 +811,7 @@ pub fn all_reduce_gradients(replicas: &[Vec<Tensor>]) -> Result<()> {
         // in place the parameters the collective's other parts read.
         summed.realize()?;
         for (r, g) in replicas.iter().zip(summed.parts) {
-            *lock(&r[p].0.grad) = Some(g);
+            r[p].set_grad(&g)?;
         }
     }
     Ok(())
