@@ -20,7 +20,7 @@ pub use device::{AM_VERSION, AmDevice, BootKind, BootReport, Options, Phase, rea
 pub use discovery::{Discovery, IpVersion};
 pub use error::{Error, ErrorKind, Result};
 pub use hwip::HwIp;
-pub use pci::{Bar, BarInfo, IndexStep, Ownership, PciDevice, SysMem};
+pub use pci::{Bar, BarInfo, ExecutedCode, IndexStep, Ownership, PciDevice, SysMem};
 
 // Names most modules use besides the public ones above; a module takes them all with
 // `use crate::*`.

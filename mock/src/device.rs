@@ -1446,6 +1446,12 @@ impl PciDevice for MockDevice {
         "mock"
     }
 
+    fn executed_code(&self, entry: u64) -> am_driver::Result<Option<am_driver::ExecutedCode>> {
+        Ok(Some(
+            self.shared.engines.executed(entry).unwrap_or_default(),
+        ))
+    }
+
     fn config_read(&self, offset: u16, size: u8) -> am_driver::Result<u32> {
         let r = lock(&self.shared.state).config.read(offset, size);
         r.ok_or_else(|| self.config_violation(offset, size, Access::Read, None))

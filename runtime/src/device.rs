@@ -416,6 +416,14 @@ impl Device {
         self.0.profiling.load(Ordering::Relaxed)
     }
 
+    /// What the device's shaders executed from `program` so far, where the device is an
+    /// emulator that counts it (the mock: dispatches and wave-instructions, deterministic);
+    /// `None` on hardware, which has only timestamps ([`Device::profile`]). The difference
+    /// around a launch is what the launch executed.
+    pub fn executed(&self, program: &crate::Program) -> Result<Option<am_driver::ExecutedCode>> {
+        Ok(self.0.pci.executed_code(program.entry)?)
+    }
+
     /// Device name.
     pub fn name(&self) -> &str {
         &self.0.name

@@ -27,6 +27,7 @@ mod queue;
 mod signal;
 pub mod trace;
 
+pub use am_driver::ExecutedCode;
 pub use am_isa::GfxTarget;
 pub use am_isa::code_object::ArgMetadata;
 pub use commands::{ComputeCommands, CopyCommands};

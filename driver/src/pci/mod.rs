@@ -85,6 +85,17 @@ pub enum Ownership {
     Other(String),
 }
 
+/// What an emulated device's shaders executed from one piece of code
+/// ([`PciDevice::executed_code`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ExecutedCode {
+    /// Dispatches that started there (a dispatch spread over several XCCs counts once per
+    /// XCC).
+    pub dispatches: u64,
+    /// Wave-instructions they executed.
+    pub wave_instructions: u64,
+}
+
 /// What the SMU answered a message: `C2PMSG_90` (1 is `PPSMC_Result_OK`) and `C2PMSG_82`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SmuAnswer {
@@ -312,6 +323,18 @@ pub trait PciDevice: Send + Sync {
                 backend: self.backend(),
             },
         ))
+    }
+
+    /// What a model's shaders executed from the code at GPU address `entry` (a kernel's
+    /// first instruction, as `COMPUTE_PGM_LO/HI` give it): dispatches and wave-instructions,
+    /// summed since the device was made. Only a device whose shaders run in an emulator
+    /// knows this — the mock, for a deterministic measure of a kernel's cost
+    /// (`am_tensor`'s kernel search times candidates by it); hardware and the other
+    /// backends answer `None` (hardware's counterpart, the SQ performance counters, is not
+    /// programmed by this driver), and callers fall back to timestamps.
+    fn executed_code(&self, entry: u64) -> Result<Option<ExecutedCode>> {
+        let _ = entry;
+        Ok(None)
     }
 
     /// Who may write the device, for backends whose device other clients share (a served

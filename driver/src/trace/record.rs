@@ -198,6 +198,10 @@ impl PciDevice for TracingDevice {
         self.sink.record(&Record::ResizeBar { bar: index });
         self.inner.resize_bar(index)
     }
+    fn executed_code(&self, entry: u64) -> Result<Option<crate::pci::ExecutedCode>> {
+        // A question to the model, not an access of the device: nothing to record.
+        self.inner.executed_code(entry)
+    }
     fn alloc_sysmem(&self, size: usize, contiguous: bool) -> Result<Arc<dyn SysMem>> {
         let mem = self.inner.alloc_sysmem(size, contiguous)?;
         let id = {

@@ -1117,6 +1117,9 @@ impl Cp {
         } else {
             am_emu::dispatch_hw(&code.program, hw.entry, hw, &mut smem)
         };
+        if let Ok(stats) = &result {
+            sh.engines.add_executed(hw.entry, stats);
+        }
         let mem_error = smem.error.take();
         sh.engines.memory_changed();
         let err = match result {

@@ -302,6 +302,10 @@ pub(crate) struct Engines {
     counting: AtomicBool,
     /// What the counted dispatches executed, and where to write it after each dispatch.
     statistics: Mutex<(ShaderStatistics, Option<std::path::PathBuf>)>,
+    /// Dispatches and wave-instructions by code entry address, of every dispatch that ran
+    /// to its end (counting on or off: the emulator's plain run loop counts instructions
+    /// too), for [`am_driver::PciDevice::executed_code`].
+    executed: Mutex<std::collections::HashMap<u64, am_driver::ExecutedCode>>,
 }
 
 /// What the dispatches a device ran while counting executed (see
@@ -356,7 +360,21 @@ impl Engines {
             programs: ProgramCache::default(),
             counting: AtomicBool::new(false),
             statistics: Mutex::new((ShaderStatistics::default(), None)),
+            executed: Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Adds a finished dispatch of the code at `entry` to what that code executed.
+    pub(crate) fn add_executed(&self, entry: u64, stats: &am_emu::Stats) {
+        let mut m = lock(&self.executed);
+        let e = m.entry(entry).or_default();
+        e.dispatches += 1;
+        e.wave_instructions += stats.instructions;
+    }
+
+    /// What the code at `entry` executed so far (`None`: no dispatch of it finished).
+    pub(crate) fn executed(&self, entry: u64) -> Option<am_driver::ExecutedCode> {
+        lock(&self.executed).get(&entry).copied()
     }
 
     /// Whether dispatches count what they execute.
