@@ -6,6 +6,12 @@
 //! payload's SHA-256; an entry whose header, length or hash does not match (a truncated write,
 //! a flipped bit, another version's file) is ignored and rebuilt, never trusted. Entries are
 //! written to a temporary file and renamed, so a reader sees a whole entry or none.
+//!
+//! Beside the programs the cache keeps small **records** under keys of their own
+//! ([`Cache::record_key`], also made with the compiler's version): what a tuning search
+//! decided for a kernel (the tensor layer's `AM_BEAM` choices), so that a later process
+//! finds the choice instead of searching again. Records are in memory and, with a
+//! directory, on disk in the same checked format.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -59,6 +65,7 @@ pub struct CacheStats {
 pub struct Cache {
     dir: Option<PathBuf>,
     mem: Mutex<HashMap<[u8; 32], Arc<Compiled>>>,
+    records: Mutex<HashMap<[u8; 32], Vec<u8>>>,
     memory_hits: AtomicU64,
     disk_hits: AtomicU64,
     misses: AtomicU64,
@@ -71,6 +78,7 @@ impl Cache {
         Cache {
             dir,
             mem: Mutex::new(HashMap::new()),
+            records: Mutex::new(HashMap::new()),
             memory_hits: AtomicU64::new(0),
             disk_hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -102,6 +110,43 @@ impl Cache {
         h.finalize().into()
     }
 
+    /// The key of a record of kind `kind` (a short name of what decides it, e.g.
+    /// `"beam"`) about `parts`: the compiler's version, the kind and each part, separated.
+    pub fn record_key(kind: &str, parts: &[&[u8]]) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(COMPILER_VERSION.as_bytes());
+        h.update([0]);
+        h.update(b"record ");
+        h.update(kind.as_bytes());
+        for p in parts {
+            h.update([0]);
+            h.update((p.len() as u64).to_le_bytes());
+            h.update(p);
+        }
+        h.finalize().into()
+    }
+
+    /// The record under `key`: from memory, else from disk (a valid entry; an invalid one
+    /// is counted as rejected and ignored).
+    pub fn record(&self, key: &[u8; 32]) -> Option<Vec<u8>> {
+        if let Some(r) = self.records.lock().ok().and_then(|m| m.get(key).cloned()) {
+            return Some(r);
+        }
+        let r = self.read_disk(key)?;
+        if let Ok(mut m) = self.records.lock() {
+            m.insert(*key, r.clone());
+        }
+        Some(r)
+    }
+
+    /// Keeps `payload` as the record under `key`, in memory and (with a directory) on disk.
+    pub fn put_record(&self, key: &[u8; 32], payload: &[u8]) -> Result<(), Error> {
+        if let Ok(mut m) = self.records.lock() {
+            m.insert(*key, payload.to_vec());
+        }
+        self.write_disk(key, payload)
+    }
+
     /// Path of the disk entry for `key`.
     pub fn entry_path(&self, key: &[u8; 32]) -> Option<PathBuf> {
         let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
@@ -118,9 +163,12 @@ impl Cache {
         }
     }
 
-    /// Forgets the in-memory entries (the disk stays).
+    /// Forgets the in-memory entries and records (the disk stays).
     pub fn clear_memory(&self) {
         if let Ok(mut m) = self.mem.lock() {
+            m.clear();
+        }
+        if let Ok(mut m) = self.records.lock() {
             m.clear();
         }
     }

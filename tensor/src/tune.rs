@@ -1,13 +1,17 @@
-//! Timing kernels on a runtime device, for the compiler's tuning ([`am_compiler::tune`]): the
-//! compiler produces code without a device, and this layer has the devices.
+//! Timing kernels on a runtime device, for the compiler's tuning ([`am_compiler::tune`]) and
+//! the tensor layer's kernel search (`AM_BEAM`): the compiler produces code without a device,
+//! and this layer has the devices.
 
 use std::time::Duration;
 
-use am_compiler::tune::KernelTimer;
+use am_compiler::tune::{Cost, KernelTimer};
 use am_compiler::{Compiled, Error, Target};
 
-/// Times kernels on a runtime device: the device's GPU timestamps around each launch, the
-/// best of three after a first launch that loads and warms it.
+/// Measures kernels on a runtime device. Where the device counts what its shaders execute
+/// (the mock's emulator, [`am_runtime::Device::executed`]), one launch and its executed
+/// wave-instructions: deterministic, so a search over them is reproducible. Elsewhere the
+/// device's GPU timestamps around each launch, the best of three after a first launch that
+/// loads and warms it.
 pub struct DeviceTimer {
     dev: am_runtime::Device,
 }
@@ -30,7 +34,7 @@ impl KernelTimer for DeviceTimer {
         program: &Compiled,
         groups: [u32; 3],
         args: &[u8],
-    ) -> Result<Duration, Error> {
+    ) -> Result<Cost, Error> {
         let device = |e: am_runtime::Error| Error::Device {
             kernel: program.kernel.clone(),
             reason: e.to_string(),
@@ -40,6 +44,24 @@ impl KernelTimer for DeviceTimer {
             .load(&program.bytes, &program.kernel)
             .map_err(device)?;
         let block = p.workgroup.unwrap_or([p.wave_size, 1, 1]);
+        if let Some(before) = self.dev.executed(&p).map_err(device)? {
+            let mut c = am_runtime::ComputeCommands::new(&self.dev);
+            c.exec_raw(&p, args, groups, block).map_err(device)?;
+            c.submit().and_then(|f| f.wait()).map_err(device)?;
+            let after = self.dev.executed(&p).map_err(device)?.unwrap_or_default();
+            if after.dispatches <= before.dispatches {
+                return Err(Error::Device {
+                    kernel: program.kernel.clone(),
+                    reason: format!(
+                        "{}: the launch finished but the device counted no dispatch of it",
+                        self.dev.name()
+                    ),
+                });
+            }
+            return Ok(Cost::Instructions(
+                after.wave_instructions - before.wave_instructions,
+            ));
+        }
         let was = self.dev.profiling();
         self.dev.set_profiling(true);
         let run = || -> Result<Duration, am_runtime::Error> {
@@ -58,6 +80,6 @@ impl KernelTimer for DeviceTimer {
         };
         let r = run();
         self.dev.set_profiling(was);
-        r.map_err(device)
+        r.map(Cost::Time).map_err(device)
     }
 }

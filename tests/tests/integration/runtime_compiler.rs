@@ -62,7 +62,7 @@ fn compiled_elementwise_and_reduction_kernels_run_on_navi31() {
 }
 
 #[test]
-fn the_device_timer_times_launches_on_the_mock_and_picks_among_variants() {
+fn the_device_timer_measures_launches_on_the_mock_and_picks_among_variants() {
     use am_compiler::tune::{KernelTimer, fastest};
     use am_tensor::tune::DeviceTimer;
     let (gpu, dev) = open("navi31");
@@ -92,7 +92,8 @@ fn the_device_timer_times_launches_on_the_mock_and_picks_among_variants() {
     let (best, t) = unsafe { fastest(&compiler, &timer, &candidates) }
         .unwrap()
         .unwrap();
-    assert!(best < 3 && t.as_nanos() > 0);
+    // The mock counts what its emulator executes: the measure is wave-instructions.
+    assert!(best < 3 && matches!(t, am_compiler::tune::Cost::Instructions(n) if n > 0));
     // Each variant ran: the output holds a + b.
     let got: Vec<f32> = download(&dev, &bc, n as usize);
     for i in 0..n as usize {
