@@ -22,7 +22,7 @@ use crate::{DType, Error, Result};
 use am_isa::Family;
 
 /// Where a kernel parameter's value comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum ParamSrc {
     /// Output `k` of the kernel (the memory of its `k`-th root).
     Output(usize),
@@ -56,6 +56,10 @@ pub(crate) struct Plan {
     pub(crate) identity: Vec<bool>,
     pub(crate) groups: u32,
     pub(crate) info: String,
+    /// The optimiser's choices the kernel was made with.
+    pub(crate) opts: Opts,
+    /// What they were chosen from (the kernel search makes its candidates from it).
+    pub(crate) space: opt::Space,
 }
 
 /// A condition `lo ≤ lin < hi` a pad puts on its source's elements.
@@ -243,7 +247,9 @@ fn vectorizable(d: DType) -> bool {
 /// of one shape, each work-item computing one element of each (or a tile, with `optimize`);
 /// `load(i)` says whether node `i` is read from memory rather than computed. Roots read by
 /// other roots are computed once, inline; every value is computed before any is stored, so
-/// a root written in place is read before it is overwritten.
+/// a root written in place is read before it is overwritten. `given` replaces the
+/// heuristics' choices (the kernel search's candidates, [`opt::neighbours`]); matrix
+/// instructions are dropped where the target has none.
 pub(crate) fn generate(
     nodes: &[Arc<Node>],
     index: &HashMap<u64, usize>,
@@ -251,6 +257,7 @@ pub(crate) fn generate(
     roots: &[usize],
     dev: DeviceInfo,
     optimize: bool,
+    given: Option<&Opts>,
 ) -> Result<Plan, GenError> {
     let out = &nodes[roots[0]];
     let n = out.numel() as i64;
@@ -262,7 +269,7 @@ pub(crate) fn generate(
         }));
     }
     let (sizes, groupable, matmul_f16) = scan(nodes, index, load, roots);
-    let loads = if optimize && !sizes.is_empty() {
+    let loads = if (optimize || given.is_some()) && !sizes.is_empty() {
         load_axes(nodes, index, load, roots[0])
     } else {
         vec![]
@@ -273,17 +280,17 @@ pub(crate) fn generate(
         Some(Family::Cdna3 | Family::Cdna4) => Some(Layout::Cdna),
         None => None,
     };
-    let mut opts = opt::choose(
-        &dev,
-        &opt::Shape {
-            out: &out.shape,
-            reduces: &sizes,
-            groupable,
-            matmul_f16,
-            loads: &loads,
-        },
-        optimize,
-    );
+    let space = opt::Space {
+        out: out.shape.clone(),
+        reduces: sizes.clone(),
+        groupable,
+        matmul_f16,
+        loads,
+    };
+    let mut opts = match given {
+        Some(o) => o.clone(),
+        None => opt::choose(&dev, &space.shape(), optimize),
+    };
     if layout.is_none() {
         opts.mma = None;
     }
@@ -490,6 +497,8 @@ pub(crate) fn generate(
         identity,
         groups,
         info,
+        opts,
+        space,
     })
 }
 

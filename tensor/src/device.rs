@@ -46,6 +46,14 @@ pub(crate) struct DeviceInner {
     capture: Mutex<Option<(std::thread::ThreadId, Vec<Launch>)>>,
     wait_nanos: AtomicU64,
     exec: Mutex<()>,
+    /// The kernel search's width (`AM_BEAM`; 0: none), or the bad value it was given.
+    beam: Mutex<Result<u32>>,
+    /// Kernels searched, kernels whose choice came from the cache, candidates measured,
+    /// and the searches' time.
+    searched: AtomicU64,
+    recalled: AtomicU64,
+    measured: AtomicU64,
+    search_nanos: AtomicU64,
 }
 
 enum Backend {
@@ -112,6 +120,7 @@ impl Device {
 
     /// [`Device::open`] with the given compiler.
     pub fn open_with(spec: &str, compiler: Arc<Compiler>) -> Result<Device> {
+        crate::beam::from_env()?;
         if spec == "cpu" {
             return Ok(Device::cpu_with(compiler));
         }
@@ -162,7 +171,72 @@ impl Device {
             capture: Mutex::new(None),
             wait_nanos: AtomicU64::new(0),
             exec: Mutex::new(()),
+            beam: Mutex::new(crate::beam::from_env()),
+            searched: AtomicU64::new(0),
+            recalled: AtomicU64::new(0),
+            measured: AtomicU64::new(0),
+            search_nanos: AtomicU64::new(0),
         }))
+    }
+
+    /// The width of the kernel search (tinygrad's `BEAM`): 0 uses the optimiser's
+    /// heuristics as they are; `N` ≥ 1 searches around their choice for each new kernel,
+    /// measuring candidates on the device (on the mock by executed wave-instructions), and
+    /// keeps the winner in the compiler's cache. Set from `AM_BEAM`; a value that is not a
+    /// whole number is this error, naming the variable. Only while the optimiser is on
+    /// ([`Device::set_optimize`]).
+    pub fn beam(&self) -> Result<u32> {
+        match &*lock(&self.0.beam) {
+            Ok(n) => Ok(*n),
+            Err(Error::Env { var, value, reason }) => Err(Error::Env {
+                var,
+                value: value.clone(),
+                reason: reason.clone(),
+            }),
+            Err(e) => Err(Error::Device {
+                device: self.0.name.clone(),
+                reason: e.to_string(),
+            }),
+        }
+    }
+
+    /// Sets the width of the kernel search ([`Device::beam`]) for the kernels planned from
+    /// now on (plans of another width are not reused).
+    pub fn set_beam(&self, width: u32) {
+        *lock(&self.0.beam) = Ok(width);
+    }
+
+    /// Kernels the search measured candidates for, so far.
+    pub fn kernels_searched(&self) -> u64 {
+        self.0.searched.load(Ordering::Relaxed)
+    }
+
+    /// Kernels whose searched choice came from the compiler's cache, so far.
+    pub fn searches_recalled(&self) -> u64 {
+        self.0.recalled.load(Ordering::Relaxed)
+    }
+
+    /// Candidate kernels the search measured, so far (the heuristics' own included).
+    pub fn candidates_measured(&self) -> u64 {
+        self.0.measured.load(Ordering::Relaxed)
+    }
+
+    /// Time spent searching (generating, compiling and measuring candidates), so far.
+    pub fn search_time(&self) -> Duration {
+        Duration::from_nanos(self.0.search_nanos.load(Ordering::Relaxed))
+    }
+
+    /// Counts a search (`searched`: measured; else recalled from the cache).
+    pub(crate) fn count_search(&self, searched: bool, measured: u64, t: Duration) {
+        if searched {
+            self.0.searched.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.0.recalled.fetch_add(1, Ordering::Relaxed);
+        }
+        self.0.measured.fetch_add(measured, Ordering::Relaxed);
+        self.0
+            .search_nanos
+            .fetch_add(t.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// The device's name (`cpu` or the `am` device's spec).

@@ -79,6 +79,16 @@ pub enum Error {
         #[source]
         source: Box<am_compiler::Error>,
     },
+    /// An environment variable with a value it cannot have.
+    #[error("{var}={value}: {reason}")]
+    Env {
+        /// The variable.
+        var: &'static str,
+        /// Its value.
+        value: String,
+        /// What it may be.
+        reason: String,
+    },
     /// A device that cannot be opened or used this way.
     #[error("device {device}: {reason}")]
     Device {

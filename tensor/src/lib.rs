@@ -11,7 +11,9 @@
 //! - The scheduler turns the graph below what is realized into few kernels of the
 //!   compiler's IR (elementwise chains and views fused, reductions fused with their inputs
 //!   and outputs, memory of dead intermediates reused); `AM_DEBUG=2` logs each kernel with
-//!   its shape and time.
+//!   its shape and time. The kernel optimiser's choices come from per-target heuristics;
+//!   `AM_BEAM=N` searches around them on the device and caches the winner on disk
+//!   ([`Device::set_beam`]).
 //! - Autograd for every operation ([`Tensor::backward`]).
 //! - [`nn`]: `Linear`, `Sgd`, `Adam`, safetensors.
 //! - [`Jit`]: a training step captured on its second run and replayed (a runtime graph on
@@ -23,6 +25,7 @@
 //! See `docs/TENSOR.md`.
 
 mod autograd;
+mod beam;
 mod codegen;
 mod conv;
 mod device;

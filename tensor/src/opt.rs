@@ -27,6 +27,9 @@
 //! with AVX, 4 with SSE or NEON), plus a two-kernel full reduction ([`split_cpu`]) whose
 //! order depends only on the number of elements and the vector width. Everything is off when a device's
 //! optimiser is switched off ([`crate::Device::set_optimize`]).
+//!
+//! With `AM_BEAM=N` the heuristics' choice is only the start of a search
+//! ([`crate::beam`]): [`neighbours`] gives the candidates around a choice.
 
 use am_compiler::shapes::DeviceInfo;
 
@@ -46,6 +49,84 @@ pub(crate) struct Opts {
     /// A matrix product on the matrix instructions: 16×16 tiles per wave along the rows
     /// and the columns of the output.
     pub(crate) mma: Option<(usize, usize)>,
+}
+
+impl Opts {
+    /// The choices as one line of text (`up=1:8,0:8 unroll=4 full=16 group=- mma=-`), the
+    /// form the kernel search keeps on disk; [`Opts::parse`] reads it back.
+    pub(crate) fn text(&self) -> String {
+        let up: Vec<String> = self
+            .upcast
+            .iter()
+            .map(|(a, f)| format!("{a}:{f}"))
+            .collect();
+        let up = if up.is_empty() {
+            "-".to_string()
+        } else {
+            up.join(",")
+        };
+        let group = self.group.map_or("-".to_string(), |w| w.to_string());
+        let mma = self
+            .mma
+            .map_or("-".to_string(), |(m, n)| format!("{m}x{n}"));
+        format!(
+            "up={up} unroll={} full={} group={group} mma={mma}",
+            self.unroll, self.unroll_full
+        )
+    }
+
+    /// Reads [`Opts::text`] (`None` for anything else).
+    pub(crate) fn parse(text: &str) -> Option<Opts> {
+        let mut o = Opts::default();
+        let mut seen = 0;
+        for field in text.split_whitespace() {
+            let (k, v) = field.split_once('=')?;
+            let num = |x: &str| x.parse::<usize>().ok();
+            match k {
+                "up" if v != "-" => {
+                    for p in v.split(',') {
+                        let (a, f) = p.split_once(':')?;
+                        o.upcast.push((num(a)?, num(f)?));
+                    }
+                }
+                "up" => {}
+                "unroll" => o.unroll = num(v)?,
+                "full" => o.unroll_full = num(v)?,
+                "group" if v != "-" => o.group = Some(v.parse().ok()?),
+                "group" => {}
+                "mma" if v != "-" => {
+                    let (m, n) = v.split_once('x')?;
+                    o.mma = Some((num(m)?, num(n)?));
+                }
+                "mma" => {}
+                _ => return None,
+            }
+            seen += 1;
+        }
+        (seen == 5 && o.unroll >= 1).then_some(o)
+    }
+}
+
+/// What the heuristics look at, owned: kept with a plan, for the kernel search.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Space {
+    pub(crate) out: Vec<usize>,
+    pub(crate) reduces: Vec<usize>,
+    pub(crate) groupable: bool,
+    pub(crate) matmul_f16: Option<usize>,
+    pub(crate) loads: Vec<Vec<bool>>,
+}
+
+impl Space {
+    pub(crate) fn shape(&self) -> Shape<'_> {
+        Shape {
+            out: &self.out,
+            reduces: &self.reduces,
+            groupable: self.groupable,
+            matmul_f16: self.matmul_f16,
+            loads: &self.loads,
+        }
+    }
 }
 
 /// What the heuristics look at: the kernel's output shape and its reductions.
@@ -244,6 +325,140 @@ fn mma_tiles(shape: &Shape<'_>) -> Option<(usize, usize)> {
             && batch * (m / 16 / tm) * (n / 16 / tn) >= MIN_MMA_WAVES
     };
     Some(PREFERRED.into_iter().find(fits).unwrap_or((1, 1)))
+}
+
+/// Upcast factors the kernel search tries.
+const SEARCH_FACTORS: [usize; 4] = [2, 4, 8, 16];
+
+/// Lanes of one work-item's tile at most, in the search's candidates (the heuristics' 8 × 8).
+const SEARCH_MAX_LANES: usize = 64;
+
+/// Unrolls the kernel search tries.
+const SEARCH_UNROLLS: [usize; 4] = [1, 2, 4, 8];
+
+/// Outputs at most of a kernel whose reductions the search tries grouped (a workgroup per
+/// output).
+const SEARCH_MAX_GROUPED: usize = 4096;
+
+/// The kernel search's candidates next to `o` for a kernel of `shape` on `dev`: `o` with one
+/// choice changed — an upcast axis's factor (including to none, and an axis not upcast yet),
+/// the unroll, complete unrolling on or off, grouping of a reduction and its workgroup size,
+/// the block of matrix tiles — each one the code generator supports (factors that divide
+/// their axes, at most two upcast axes and [`SEARCH_MAX_LANES`] lanes, groups where
+/// [`choose`] could group, matrix tiles that divide the output). On the CPU only upcasts and
+/// unrolls, which keep every output's order of operations. In a fixed order, without `o`.
+pub(crate) fn neighbours(dev: &DeviceInfo, shape: &Shape<'_>, o: &Opts) -> Vec<Opts> {
+    let gpu = dev.target.is_gpu();
+    // On a GPU a candidate keeps `o`'s work-items, or at least [`MIN_ITEMS`] (matrix
+    // products: [`MIN_MMA_WAVES`] waves): the mock's measure, executed wave-instructions,
+    // does not see compute units left idle, and would otherwise favour fewer, longer
+    // work-items without end.
+    let min = if o.mma.is_some() {
+        MIN_MMA_WAVES
+    } else {
+        MIN_ITEMS
+    };
+    let keep = parallelism(shape, o).min(min);
+    let keeps = |c: &Opts| !gpu || parallelism(shape, c) >= keep;
+    let mut out: Vec<Opts> = Vec::new();
+    let mut push = |c: Opts| {
+        if c != *o && !out.contains(&c) && keeps(&c) {
+            out.push(c);
+        }
+    };
+    // Matrix tiles: other blocks only (the rest of the kernel is fixed by them).
+    if let Some((tm, tn)) = o.mma {
+        let r = shape.out.len();
+        let (m, n) = (shape.out[r - 2] / 16, shape.out[r - 1] / 16);
+        for b in [1, 2, 4, 8] {
+            for (bm, bn) in [(b, tn), (tm, b)] {
+                if m.is_multiple_of(bm) && n.is_multiple_of(bn) && bm * bn <= 16 {
+                    push(Opts {
+                        mma: Some((bm, bn)),
+                        ..o.clone()
+                    });
+                }
+            }
+        }
+        return out;
+    }
+    let reduces = !shape.reduces.is_empty();
+    if o.group.is_none() {
+        // Upcasts: each axis's factor changed, or dropped.
+        for a in 0..shape.out.len() {
+            let d = shape.out[a];
+            let cur = o.upcast.iter().find(|(x, _)| *x == a).map(|&(_, f)| f);
+            let others: Vec<(usize, usize)> =
+                o.upcast.iter().copied().filter(|(x, _)| *x != a).collect();
+            let lanes: usize = others.iter().map(|&(_, f)| f).product();
+            if cur.is_some() {
+                push(Opts {
+                    upcast: others.clone(),
+                    ..o.clone()
+                });
+            } else if others.len() >= 2 {
+                continue;
+            }
+            for f in SEARCH_FACTORS {
+                if d.is_multiple_of(f) && d > 1 && lanes * f <= SEARCH_MAX_LANES && Some(f) != cur {
+                    let mut upcast = others.clone();
+                    match o.upcast.iter().position(|(x, _)| *x == a) {
+                        Some(p) => upcast.insert(p.min(upcast.len()), (a, f)),
+                        None => upcast.push((a, f)),
+                    }
+                    push(Opts {
+                        upcast,
+                        ..o.clone()
+                    });
+                }
+            }
+        }
+    }
+    if reduces {
+        for u in SEARCH_UNROLLS {
+            push(Opts {
+                unroll: u,
+                ..o.clone()
+            });
+        }
+        push(Opts {
+            unroll_full: if o.unroll_full > 1 { 0 } else { FULL_UNROLL },
+            ..o.clone()
+        });
+    }
+    let n: usize = shape.out.iter().product();
+    if gpu && reduces && shape.groupable && n <= SEARCH_MAX_GROUPED {
+        let wave = dev.target.wave_size() as usize;
+        let mut w = wave;
+        while w <= 256 {
+            push(Opts {
+                upcast: vec![],
+                group: Some(w as u32),
+                ..o.clone()
+            });
+            w *= 2;
+        }
+        if o.group.is_some() {
+            push(Opts {
+                group: None,
+                ..o.clone()
+            });
+        }
+    }
+    out
+}
+
+/// The work-items a kernel of `shape` runs with choices `o` (matrix products: waves).
+fn parallelism(shape: &Shape<'_>, o: &Opts) -> usize {
+    let n: usize = shape.out.iter().product();
+    if let Some((tm, tn)) = o.mma {
+        return n / (256 * tm * tn).max(1);
+    }
+    if let Some(w) = o.group {
+        return n * w as usize;
+    }
+    let lanes: usize = o.upcast.iter().map(|&(_, f)| f).product();
+    n / lanes.max(1)
 }
 
 /// For a reduction of `numel` elements to one on the `cpu` device: `(chunks, lanes)` for a

@@ -282,6 +282,7 @@ fn find(parent: &mut [usize], mut i: usize) -> usize {
 }
 
 fn schedule(dev: &Device, targets: &[Arc<Node>]) -> Result<()> {
+    dev.beam()?;
     dev.count_schedule();
     let mut graph = Graph::new(targets);
     graph.group_assignments();
@@ -716,6 +717,7 @@ impl Graph {
     /// The kernel computing `roots`, or one kernel per root when they cannot be one.
     fn plan_group(&self, dev: &Device, info: DeviceInfo, roots: Vec<usize>) -> Result<Vec<Item>> {
         let load = |i: usize| self.realized[i] || self.kernel[i];
+        let beam = if dev.optimize() { dev.beam()? } else { 0 };
         // The same computation on memory of the same shapes as before: the kernel and its
         // program again, without generating and printing it (a matrix product's tiles are
         // thousands of instructions).
@@ -726,6 +728,7 @@ impl Graph {
             &roots,
             info,
             dev.optimize(),
+            beam,
         );
         if let Some(cached) = dev.cached_plan(&key.0) {
             let mut plan = cached.0.clone();
@@ -740,14 +743,34 @@ impl Graph {
                 program: Some(cached.1.clone()),
             }]);
         }
-        match codegen::generate(
+        let generated = codegen::generate(
             &self.order,
             &self.index,
             &load,
             &roots,
             info,
             dev.optimize(),
-        ) {
+            None,
+        );
+        let generated = match generated {
+            Ok(plan) if beam > 0 => {
+                let regen = |o: &crate::opt::Opts| {
+                    codegen::generate(&self.order, &self.index, &load, &roots, info, true, Some(o))
+                        .ok()
+                };
+                let param = |p: &ParamSrc| {
+                    let n = match p {
+                        ParamSrc::Output(k) => &self.order[*roots.get(*k)?],
+                        ParamSrc::Input(j) => &self.order[*j],
+                        ParamSrc::Seed(_) => return None,
+                    };
+                    Some((n.numel() * n.dtype.size(), n.dtype))
+                };
+                crate::beam::search(dev, plan, beam, &regen, &param).map(Ok)?
+            }
+            other => other,
+        };
+        match generated {
             Ok(plan) => {
                 // Parameters by their place among the loaded nodes of the key.
                 let params: Option<Vec<ParamSrc>> = plan
@@ -786,6 +809,7 @@ impl Graph {
                         &[r],
                         info,
                         dev.optimize(),
+                        None,
                     )
                     .map_err(|e| match e {
                         GenError::Fail(e) => e,
@@ -1105,7 +1129,7 @@ fn acyclic(deps: &[Vec<usize>]) -> bool {
 }
 
 /// What [`codegen::generate`] reads to make the kernel of `roots`, as text — the device, the
-/// optimiser's switch, and every node from the roots down to the nodes read from memory
+/// optimiser's switch and search width, and every node from the roots down to the nodes read from memory
 /// (operation with its parameters, shape, dtype, operands by their place in the walk) —
 /// and the nodes read from memory in the order the walk met them. Two schedules with the
 /// same text get the same kernel, with parameters of those nodes in the same places.
@@ -1116,9 +1140,13 @@ fn plan_key(
     roots: &[usize],
     info: DeviceInfo,
     optimize: bool,
+    beam: u32,
 ) -> (String, Vec<usize>) {
     use std::fmt::Write;
-    let mut key = format!("{:?} {} {optimize}|", info.target, info.compute_units);
+    let mut key = format!(
+        "{:?} {} {optimize} {beam}|",
+        info.target, info.compute_units
+    );
     let mut place: HashMap<usize, usize> = HashMap::new();
     let mut loaded = Vec::new();
     let mut todo: Vec<usize> = Vec::new();

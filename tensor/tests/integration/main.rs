@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod autograd;
+mod beam;
 mod cat;
 mod common;
 mod conv;
