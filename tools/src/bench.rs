@@ -86,6 +86,10 @@ pub struct KernelsBenchArgs {
     /// matmul_transposed, layernorm, argmax, add_odd, sum_odd, matmul_odd.
     #[arg(long = "op", value_name = "NAME")]
     ops: Vec<String>,
+    /// Also run every operation with the kernel search of this width (AM_BEAM's when not
+    /// given; 0: none) and print its counts beside the heuristics', with the search's time.
+    #[arg(long, value_name = "N")]
+    beam: Option<u32>,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -266,6 +270,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
             ops: a.ops,
             tinygrad: a.tinygrad,
             am: a.am,
+            beam: a.beam,
         }),
         BenchCommand::Allreduce(a) => {
             crate::bench_allreduce::run(&a.device, a.mib, &a.algo, a.repeat, a.json)

@@ -508,10 +508,24 @@ struct Tinygrad {
     instructions: u64,
 }
 
+/// The kernel search's figures for one operation (`--beam N`).
+struct Searched {
+    /// The chosen kernels' executed wave-instructions and kernel count.
+    kernels: u64,
+    instructions: u64,
+    /// Kernels searched, kernels whose choice the compiler's cache held, candidates
+    /// measured, and the search's time.
+    searched: u64,
+    recalled: u64,
+    candidates: u64,
+    time: Duration,
+}
+
 /// One operation's row.
 struct Row {
     op: Op,
     ours: Measured,
+    beam: Option<Searched>,
     cpu: Duration,
     numpy: Option<f64>,
     tinygrad: Option<Tinygrad>,
@@ -541,6 +555,8 @@ pub struct Options {
     pub ops: Vec<String>,
     pub tinygrad: bool,
     pub am: Option<PathBuf>,
+    /// The kernel search's width to set beside the heuristics (`None`: `AM_BEAM`'s).
+    pub beam: Option<u32>,
 }
 
 /// `am bench kernels`.
@@ -568,8 +584,27 @@ pub fn run(o: Options) -> anyhow::Result<()> {
     };
     let gpu = am_mock::gpu(profile, 0)?;
     gpu.set_shader_statistics(true);
-    let dev = Device::open(&format!("mock:{profile}"))
+    let compiler = std::sync::Arc::new(am_compiler::Compiler::new());
+    let dev = Device::open_with(&format!("mock:{profile}"), compiler.clone())
         .with_context(|| format!("opening mock:{profile}"))?;
+    // The heuristics' kernels, whatever AM_BEAM says; the search's on a second tensor
+    // device on the same mock (plans of its own), when a width is asked for.
+    let width = match o.beam {
+        Some(n) => n,
+        None => dev.beam()?,
+    };
+    dev.set_beam(0);
+    let searching = if width > 0 {
+        let rt = dev
+            .runtime()
+            .cloned()
+            .context("a mock device has a runtime")?;
+        let d = Device::from_runtime(rt, compiler)?;
+        d.set_beam(width);
+        Some(d)
+    } else {
+        None
+    };
     let cpu = Device::cpu();
     let mut rows = Vec::with_capacity(ops.len());
     for op in ops {
@@ -592,6 +627,10 @@ pub fn run(o: Options) -> anyhow::Result<()> {
             instructions: s1.instructions - s0.instructions,
             classes,
         };
+        let beam = match &searching {
+            Some(d) => Some(search(&op, d, &gpu, &want)?),
+            None => None,
+        };
         let cpu_time = time_cpu(&op, &on_cpu, if o.quick { 1 } else { 5 })?;
         let numpy = np
             .as_ref()
@@ -603,6 +642,7 @@ pub fn run(o: Options) -> anyhow::Result<()> {
         rows.push(Row {
             op,
             ours,
+            beam,
             cpu: cpu_time,
             numpy,
             tinygrad,
@@ -620,6 +660,33 @@ pub fn run(o: Options) -> anyhow::Result<()> {
         print_table(&o, &rows, np.as_ref().map(|n| n.0.as_str()), &tg_status);
         Ok(())
     }
+}
+
+/// `op` on the searching device `d`: a first realize searches (or finds the choices in the
+/// compiler's cache), a second one is counted; its result is checked as the heuristics' is.
+fn search(op: &Op, d: &Device, gpu: &am_mock::MockGpu, want: &Tensor) -> anyhow::Result<Searched> {
+    let (s0, r0, c0, t0) = (
+        d.kernels_searched(),
+        d.searches_recalled(),
+        d.candidates_measured(),
+        d.search_time(),
+    );
+    let on_dev = inputs(op, d)?;
+    (op.build)(&on_dev)?.realize()?;
+    let k0 = d.kernels_launched();
+    let i0 = gpu.shader_statistics().instructions;
+    let got = (op.build)(&on_dev)?;
+    got.realize()?;
+    let instructions = gpu.shader_statistics().instructions - i0;
+    check(op, &got, want).context("the searched kernels")?;
+    Ok(Searched {
+        kernels: d.kernels_launched() - k0,
+        instructions,
+        searched: d.kernels_searched() - s0,
+        recalled: d.searches_recalled() - r0,
+        candidates: d.candidates_measured() - c0,
+        time: d.search_time() - t0,
+    })
 }
 
 fn print_json(
@@ -652,6 +719,15 @@ fn print_json(
                 "ratio": anchor.map(|(a, _)| r.per_unit() / a),
                 "cpu_us": r.cpu.as_secs_f64() * 1e6,
                 "numpy_us": r.numpy,
+                "beam": r.beam.as_ref().map(|b| json!({
+                    "kernels": b.kernels,
+                    "wave_instructions": b.instructions,
+                    "per_unit": b.instructions as f64 / r.op.units as f64,
+                    "kernels_searched": b.searched,
+                    "kernels_recalled": b.recalled,
+                    "candidates": b.candidates,
+                    "search_s": b.time.as_secs_f64(),
+                })),
             })
         })
         .collect();
@@ -662,10 +738,19 @@ fn print_json(
         "numpy": numpy,
         "cpu_threads": am_compiler::host_threads(),
         "tinygrad": tinygrad,
+        "beam": rows.iter().any(|r| r.beam.is_some()).then_some(o.beam),
         "ops": ops,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// The width the search ran with.
+fn searched_width(o: &Options) -> String {
+    o.beam.map_or_else(
+        || std::env::var("AM_BEAM").unwrap_or_default(),
+        |n| n.to_string(),
+    )
 }
 
 fn print_table(o: &Options, rows: &[Row], numpy: Option<&str>, tinygrad: &str) {
@@ -748,6 +833,47 @@ fn print_table(o: &Options, rows: &[Row], numpy: Option<&str>, tinygrad: &str) {
             cpu_ms,
             np_ms,
             x
+        );
+    }
+    if rows.iter().any(|r| r.beam.is_some()) {
+        println!();
+        println!(
+            "kernel search (beam width {}): the same operations with the kernels it chose, against \
+             the heuristics' above",
+            searched_width(o)
+        );
+        println!(
+            "{:<18} {:>3} {:>12} {:>9} {:>12} {:>7} {:>5} {:>5} {:>6} {:>9}",
+            "operation",
+            "krn",
+            "wave-instr",
+            "per unit",
+            "heuristics",
+            "ratio",
+            "srch",
+            "hit",
+            "cands",
+            "search s"
+        );
+        for r in rows {
+            let Some(b) = &r.beam else { continue };
+            println!(
+                "{:<18} {:>3} {:>12} {:>9.4} {:>12} {:>6.3}× {:>5} {:>5} {:>6} {:>9.1}",
+                r.op.name,
+                b.kernels,
+                b.instructions,
+                b.instructions as f64 / r.op.units as f64,
+                r.ours.instructions,
+                b.instructions as f64 / r.ours.instructions.max(1) as f64,
+                b.searched,
+                b.recalled,
+                b.candidates,
+                b.time.as_secs_f64()
+            );
+        }
+        println!(
+            "srch: kernels searched; hit: kernels whose choice the compile cache held (no search); \
+             cands: candidates measured"
         );
     }
     if rows

@@ -646,11 +646,15 @@ fn check_lockdown(m: &Machine) -> Finding {
 }
 
 /// The environment variables `am` reads, and what each does.
-pub const KNOWN_VARS: [(&str, &str); 11] = [
+pub const KNOWN_VARS: [(&str, &str); 12] = [
     ("AM_LOG", "log filter of the am command (e.g. debug)"),
     (
         "AM_DEBUG",
         "tinygrad's debug level: 2 logs every kernel, 4 its IR",
+    ),
+    (
+        "AM_BEAM",
+        "tinygrad's BEAM: N searches the tensor layer's kernels on the device",
     ),
     ("AM_RESET", "1: never warm boot, always a full boot"),
     (
