@@ -545,6 +545,64 @@ mod tests {
     }
 
     #[test]
+    fn search_candidates_are_ones_the_generator_supports() {
+        let gpu = DeviceInfo {
+            target: am_compiler::Target::Gpu(am_compiler::GfxTarget::Gfx1100),
+            compute_units: 48,
+        };
+        let cpu = DeviceInfo {
+            target: am_compiler::Target::Cpu,
+            compute_units: 2,
+        };
+        let along = |axis: usize| (0..2).map(|a| a == axis).collect::<Vec<bool>>();
+        let loads = [along(0), along(1)];
+        for out in [[256usize, 256], [48, 48], [2, 4096]] {
+            let shape = Shape {
+                out: &out,
+                reduces: &[64],
+                groupable: true,
+                matmul_f16: None,
+                loads: &loads,
+            };
+            for dev in [gpu, cpu] {
+                let o = choose(&dev, &shape, true);
+                let next = neighbours(&dev, &shape, &o);
+                assert!(!next.is_empty() && !next.contains(&o), "{out:?}");
+                for c in &next {
+                    let lanes: usize = c.upcast.iter().map(|&(_, f)| f).product();
+                    assert!(c.upcast.len() <= 2 && lanes <= SEARCH_MAX_LANES, "{c:?}");
+                    assert!(c.upcast.iter().all(|&(a, f)| out[a].is_multiple_of(f)));
+                    assert!(c.unroll >= 1 && c.mma.is_none());
+                    if dev.target.is_gpu() {
+                        // The heuristics' work-items, or 1024.
+                        let floor = parallelism(&shape, &o).min(MIN_ITEMS);
+                        assert!(parallelism(&shape, c) >= floor, "{out:?}: {c:?}");
+                    } else {
+                        assert!(c.group.is_none(), "the cpu keeps the order of operations");
+                    }
+                }
+            }
+        }
+        // Matrix tiles: other blocks that divide the output, no fewer than 16 waves.
+        let shape = Shape {
+            out: &[256, 256],
+            reduces: &[256],
+            groupable: true,
+            matmul_f16: Some(256),
+            loads: &[],
+        };
+        let o = choose(&gpu, &shape, true);
+        assert_eq!(o.mma, Some((8, 2)));
+        let next = neighbours(&gpu, &shape, &o);
+        assert!(!next.is_empty());
+        for c in next {
+            let (tm, tn) = c.mma.unwrap();
+            assert!(16usize.is_multiple_of(tm) && 16usize.is_multiple_of(tn));
+            assert!((256 / 16 / tm) * (256 / 16 / tn) >= MIN_MMA_WAVES, "{c:?}");
+        }
+    }
+
+    #[test]
     fn shapes_that_do_not_tile_by_16_keep_the_plain_loop() {
         assert_eq!(tiles(&[40, 64], 32), None);
         assert_eq!(tiles(&[64, 40], 32), None);
