@@ -427,6 +427,38 @@ fn tempdir(tag: &str) -> std::path::PathBuf {
 }
 
 #[test]
+fn cache_records_survive_on_disk_and_corrupt_ones_are_not_trusted() {
+    let dir = tempdir("records");
+    let key = Cache::record_key("test", &[b"gfx1100", b"kernel text"]);
+    // Parts are separated: moving a byte from one to the next is another key.
+    assert_ne!(
+        key,
+        Cache::record_key("test", &[b"gfx110", b"0kernel text"])
+    );
+    assert_ne!(
+        key,
+        Cache::record_key("other", &[b"gfx1100", b"kernel text"])
+    );
+    let c1 = Cache::new(Some(dir.clone()));
+    assert_eq!(c1.record(&key), None);
+    c1.put_record(&key, b"up=1:8 unroll=4").unwrap();
+    assert_eq!(c1.record(&key).as_deref(), Some(&b"up=1:8 unroll=4"[..]));
+    // Another process, in effect: found on disk.
+    let c2 = Cache::new(Some(dir.clone()));
+    assert_eq!(c2.record(&key).as_deref(), Some(&b"up=1:8 unroll=4"[..]));
+    // A flipped bit: ignored and counted.
+    let path = c2.entry_path(&key).unwrap();
+    let mut w = std::fs::read(&path).unwrap();
+    let l = w.len();
+    w[l - 1] ^= 1;
+    std::fs::write(&path, &w).unwrap();
+    let c3 = Cache::new(Some(dir.clone()));
+    assert_eq!(c3.record(&key), None);
+    assert_eq!(c3.stats().rejected, 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn cache_hits_in_memory_and_on_disk_and_rebuilds_corrupt_entries() {
     let dir = tempdir("cache");
     let k = shapes::elementwise_add(DType::F32, 64);

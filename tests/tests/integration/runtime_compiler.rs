@@ -63,7 +63,7 @@ fn compiled_elementwise_and_reduction_kernels_run_on_navi31() {
 
 #[test]
 fn the_device_timer_measures_launches_on_the_mock_and_picks_among_variants() {
-    use am_compiler::tune::{KernelTimer, fastest};
+    use am_compiler::tune::{KernelTimer, fastest, measure};
     use am_tensor::tune::DeviceTimer;
     let (gpu, dev) = open("navi31");
     let compiler = Compiler::with_cache(am_compiler::Cache::new(None));
@@ -92,8 +92,18 @@ fn the_device_timer_measures_launches_on_the_mock_and_picks_among_variants() {
     let (best, t) = unsafe { fastest(&compiler, &timer, &candidates) }
         .unwrap()
         .unwrap();
-    // The mock counts what its emulator executes: the measure is wave-instructions.
+    // The mock counts what its emulator executes: the measure is wave-instructions, the
+    // same on every run.
     assert!(best < 3 && matches!(t, am_compiler::tune::Cost::Instructions(n) if n > 0));
+    // SAFETY: as above.
+    let (once, twice) = unsafe {
+        (
+            measure(&compiler, &timer, &candidates).unwrap(),
+            measure(&compiler, &timer, &candidates).unwrap(),
+        )
+    };
+    assert_eq!(once, twice);
+    assert_eq!(once[best], t);
     // Each variant ran: the output holds a + b.
     let got: Vec<f32> = download(&dev, &bc, n as usize);
     for i in 0..n as usize {
