@@ -73,12 +73,12 @@ fn counted(
 fn the_search_executes_no_more_than_the_heuristics_and_keeps_their_results() {
     am_mock::register();
     // A Navi31 of this test's own: its shader statistics count this test's kernels only.
-    let rt = Device::open_with("mock:navi31:1", compiler())
+    let rt = Device::open_with("mock:navi31:39", compiler())
         .unwrap()
         .runtime()
         .cloned()
         .unwrap();
-    let gpu = am_mock::gpu("navi31", 1).unwrap();
+    let gpu = am_mock::gpu("navi31", 39).unwrap();
     gpu.set_shader_statistics(true);
     let heuristic = Device::from_runtime(rt.clone(), compiler()).unwrap();
     heuristic.set_beam(0);
