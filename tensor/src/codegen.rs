@@ -89,8 +89,10 @@ struct Scope {
     wheres: HashMap<(Value, Value, Value), Value>,
 }
 
-/// The register layouts of the 16×16×16 f16 matrix instructions (as `am_emu`'s
-/// `interp::wmma` and MFMA describe them, after AMD's Matrix Instruction Calculator): where a
+/// The register layouts of the 16×16×16 matrix instructions (as `am_emu`'s `interp::wmma`
+/// and MFMA describe them, after AMD's Matrix Instruction Calculator; bf16 operands sit as
+/// f16 ones, and CDNA's f32 operands as its f16 ones with element `e` in the `e`-th of four
+/// `v_mfma_f32_16x16x4_f32`): where a
 /// work-item's elements of A, B and C/D are, by its lane's group of 16 `q` and position in it
 /// `x`. A row (B column) `x` of the tile is always the work-item's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,7 +263,7 @@ pub(crate) fn generate(
             reason: "more elements than a kernel indexes (2^31)".into(),
         }));
     }
-    let (sizes, groupable, matmul_f16) = scan(nodes, index, load, roots);
+    let (sizes, groupable, matmul) = scan(nodes, index, load, roots);
     let loads = if optimize && !sizes.is_empty() {
         load_axes(nodes, index, load, roots[0])
     } else {
@@ -279,7 +281,7 @@ pub(crate) fn generate(
             out: &out.shape,
             reduces: &sizes,
             groupable,
-            matmul_f16,
+            matmul,
             loads: &loads,
         },
         optimize,
@@ -494,14 +496,15 @@ pub(crate) fn generate(
 }
 
 /// The sizes of the reductions `roots` compute outside any loop, whether all of them
-/// accumulate in a type local memory combines (f32, i32), and the inner dimension when the
-/// only one is an f16 matrix product whose output is the kernel's.
+/// accumulate in a type local memory combines (f32, i32), and the inner dimension and the
+/// operands' type when the only one is a matrix product ([`matmul_operands`]) whose output
+/// is the kernel's.
 fn scan(
     nodes: &[Arc<Node>],
     index: &HashMap<u64, usize>,
     load: &dyn Fn(usize) -> bool,
     roots: &[usize],
-) -> (Vec<usize>, bool, Option<usize>) {
+) -> (Vec<usize>, bool, Option<(usize, DType)>) {
     let mut sizes = Vec::new();
     let mut reductions = Vec::new();
     let mut groupable = true;
@@ -542,8 +545,8 @@ fn scan(
         }
     }
     let out = &nodes[roots[0]].shape;
-    let matmul_f16 = match reductions[..] {
-        [i] => matmul_operands(nodes, index, load, i).and_then(|(_, _, k)| {
+    let matmul = match reductions[..] {
+        [i] => matmul_operands(nodes, index, load, i).and_then(|(a, _, k)| {
             // The product's output `[.., m, 1, n]` is the kernel's `[.., m, n]`.
             let s = &nodes[i].shape;
             let r = s.len();
@@ -551,11 +554,11 @@ fn scan(
                 && s[r - 2] == 1
                 && s[..r - 2] == out[..r - 2]
                 && s[r - 1] == out[r - 2];
-            fits.then_some(k)
+            fits.then_some((k, nodes[a].dtype))
         }),
         _ => None,
     };
-    (sizes, groupable, matmul_f16)
+    (sizes, groupable, matmul)
 }
 
 /// The index of a movement op's source (reshape, permute, expand, shrink or flip; `shape`
@@ -664,9 +667,10 @@ fn load_axes(
     found
 }
 
-/// The operands of a matrix product of f16 values `Σ_k A[.., m, k, n]·B[.., m, k, n]` that
-/// reduction node `i` computes — A a broadcast along `n` (its source has 1 there) and B
-/// along `m`, the sum over `k` (the axis before the last) — as (A, B, k's size).
+/// The operands of a matrix product of f16, bf16 or f32 values
+/// `Σ_k A[.., m, k, n]·B[.., m, k, n]` that reduction node `i` computes — A a broadcast
+/// along `n` (its source has 1 there) and B along `m`, both of the product's type, the sum
+/// over `k` (the axis before the last) — as (A, B, k's size).
 fn matmul_operands(
     nodes: &[Arc<Node>],
     index: &HashMap<u64, usize>,
@@ -679,16 +683,21 @@ fn matmul_operands(
     let src = *index.get(&a.id)?;
     let shape = &nodes[src].shape;
     let r = shape.len();
-    if r < 3 || axes[..] != [r - 2] || load(src) || nodes[src].dtype != DType::F16 {
+    let dtype = nodes[src].dtype;
+    if r < 3
+        || axes[..] != [r - 2]
+        || load(src)
+        || !matches!(dtype, DType::F16 | DType::BF16 | DType::F32)
+    {
         return None;
     }
     let Op::Binary(BinaryOp::Mul, x, y) = &nodes[src].op else {
         return None;
     };
     let (x, y) = (*index.get(&x.id)?, *index.get(&y.id)?);
-    // Whether node `j` is an f16 broadcast along `axis`: its value does not depend on it.
+    // Whether node `j` is a broadcast along `axis`: its value does not depend on it.
     let broadcast = |j: usize, axis: usize| match &nodes[j].op {
-        Op::Expand(s) if !load(j) && nodes[j].dtype == DType::F16 => index
+        Op::Expand(s) if !load(j) && nodes[j].dtype == dtype => index
             .get(&s.id)
             .is_some_and(|&s| nodes[s].shape.get(axis) == Some(&1)),
         _ => false,
@@ -1516,7 +1525,7 @@ impl Gen<'_> {
         mine
     }
 
-    /// A matrix product of f16 values on the matrix instructions, when the kernel's plan
+    /// A matrix product on the matrix instructions, when the kernel's plan
     /// has one and this reduction (node `node` at `idx`) is the product it was made for:
     /// the results of every output lane, rounded once from the f32 sums to the node's type.
     fn mma_reduce(&mut self, node: &Node, idx: &[Lin], valid: &Valid) -> Option<Vec<Value>> {

@@ -16,10 +16,16 @@
 //! - **Group**: a reduction to fewer outputs than a wave has lanes gets a workgroup per
 //!   output; its work-items each reduce a strided slice, and the partial results combine
 //!   through local memory (LDS) in a tree.
-//! - **Matrix instructions**: a matrix product of f16 operands whose rows, columns and inner
-//!   dimension are multiples of 16 runs on the target's 16×16×16 matrix multiply-accumulate
-//!   (`v_wmma` on RDNA3 and RDNA4, `v_mfma` on CDNA), exact products summed in f32; a wave
-//!   computes a block of such tiles, each work-item its part of every tile.
+//! - **Matrix instructions**: a matrix product of f16 or bf16 operands whose rows, columns
+//!   and inner dimension are multiples of 16 runs on the target's 16×16×16 matrix
+//!   multiply-accumulate (`v_wmma_f32_16x16x16_{f16,bf16}` on RDNA3 and RDNA4,
+//!   `v_mfma_f32_16x16x16_{f16,bf16}` on CDNA), exact products summed in f32; on CDNA an f32
+//!   product does too, four `v_mfma_f32_16x16x4_f32` per step of 16 along k (RDNA has no
+//!   f32 matrix instruction). A wave computes a block of such tiles, each work-item its part
+//!   of every tile. The instructions sum in their own order (the emulator's: f16 and bf16 in
+//!   increasing k, as the plain loop, so their bits are the plain loop's there; f32 on CDNA
+//!   k ≡ 0, 1, 2, 3 mod 4 in turn), so an f32 product on CDNA is not the plain loop's bits:
+//!   it is within the rounding of a different order of f32 sums.
 //!
 //! On the CPU only the choices that keep every output's order of operations apply (upcast
 //! and unroll; the `cpu` device is the reference the GPU kernels are checked against), with
@@ -29,6 +35,9 @@
 //! optimiser is switched off ([`crate::Device::set_optimize`]).
 
 use am_compiler::shapes::DeviceInfo;
+use am_isa::Family;
+
+use crate::DType;
 
 /// What the code generator does with one kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -56,9 +65,9 @@ pub(crate) struct Shape<'a> {
     pub(crate) reduces: &'a [usize],
     /// Whether every such reduction can be grouped (its accumulator is f32 or i32).
     pub(crate) groupable: bool,
-    /// The inner dimension, when the kernel's one reduction is a matrix product of f16
-    /// operands whose output is the kernel's (`[.., m, n]`).
-    pub(crate) matmul_f16: Option<usize>,
+    /// The inner dimension and the operands' type, when the kernel's one reduction is a
+    /// matrix product of f16, bf16 or f32 operands whose output is the kernel's (`[.., m, n]`).
+    pub(crate) matmul: Option<(usize, DType)>,
     /// For each load of the kernel, which output axes its element depends on (empty when
     /// unknown).
     pub(crate) loads: &'a [Vec<bool>],
@@ -92,7 +101,7 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
     if !dev.target.is_gpu() {
         return choose_cpu(shape);
     }
-    if let Some(mma) = mma_tiles(shape) {
+    if let Some(mma) = mma_tiles(dev, shape) {
         return Opts {
             mma: Some(mma),
             ..plain
@@ -209,14 +218,20 @@ fn choose_cpu(shape: &Shape<'_>) -> Opts {
     }
 }
 
-/// Tiles per wave along the rows and the columns of an f16 matrix product that fits the
-/// matrix instructions, while at least [`MIN_MMA_WAVES`] waves remain: 16 per wave where
+/// Tiles per wave along the rows and the columns of a matrix product that fits the matrix
+/// instructions of `dev` (f16 and bf16 everywhere, f32 on CDNA), while at least
+/// [`MIN_MMA_WAVES`] waves remain: 16 per wave where
 /// possible, 8 rows of 2 first. A work-item loads its row of A's tiles in vectors along k
 /// (A is usually contiguous there) but, for the usual B contiguous along n, its column of
 /// B's tiles element by element: per step of k, 8 × 2 tiles take 8 × 2 + 2 × 16 loads for
 /// 16 products, 4 × 4 tiles 4 × 2 + 4 × 16.
-fn mma_tiles(shape: &Shape<'_>) -> Option<(usize, usize)> {
-    let k = shape.matmul_f16?;
+fn mma_tiles(dev: &DeviceInfo, shape: &Shape<'_>) -> Option<(usize, usize)> {
+    let (k, dtype) = shape.matmul?;
+    let family = dev.target.gpu().map(|g| g.family());
+    let cdna = matches!(family, Some(Family::Cdna3 | Family::Cdna4));
+    if family.is_none() || !(matches!(dtype, DType::F16 | DType::BF16) || cdna) {
+        return None;
+    }
     let r = shape.out.len();
     if r < 2 || !k.is_multiple_of(16) {
         return None;
@@ -276,14 +291,48 @@ pub(crate) fn split(dev: &crate::Device, numel: usize) -> Option<usize> {
 mod tests {
     use super::*;
 
+    fn gpu(target: am_compiler::GfxTarget) -> DeviceInfo {
+        DeviceInfo {
+            target: am_compiler::Target::Gpu(target),
+            compute_units: 48,
+        }
+    }
+
+    fn tiles_of(dev: &DeviceInfo, out: &[usize], k: usize, dtype: DType) -> Option<(usize, usize)> {
+        mma_tiles(
+            dev,
+            &Shape {
+                out,
+                reduces: &[k],
+                groupable: true,
+                matmul: Some((k, dtype)),
+                loads: &[],
+            },
+        )
+    }
+
     fn tiles(out: &[usize], k: usize) -> Option<(usize, usize)> {
-        mma_tiles(&Shape {
-            out,
-            reduces: &[k],
-            groupable: true,
-            matmul_f16: Some(k),
-            loads: &[],
-        })
+        tiles_of(&gpu(am_compiler::GfxTarget::Gfx1100), out, k, DType::F16)
+    }
+
+    #[test]
+    fn f32_products_take_the_matrix_instructions_on_cdna_only() {
+        use am_compiler::GfxTarget::*;
+        for t in [Gfx942, Gfx950] {
+            assert_eq!(tiles_of(&gpu(t), &[256, 256], 64, DType::F32), Some((8, 2)));
+        }
+        for t in [Gfx1100, Gfx1201] {
+            assert_eq!(tiles_of(&gpu(t), &[256, 256], 64, DType::F32), None);
+            assert_eq!(
+                tiles_of(&gpu(t), &[256, 256], 64, DType::BF16),
+                Some((8, 2))
+            );
+        }
+        let cpu = DeviceInfo {
+            target: am_compiler::Target::Cpu,
+            compute_units: 8,
+        };
+        assert_eq!(tiles_of(&cpu, &[256, 256], 64, DType::F16), None);
     }
 
     #[test]
@@ -311,7 +360,7 @@ mod tests {
                 out,
                 reduces: &[64],
                 groupable: true,
-                matmul_f16: None,
+                matmul: None,
                 loads: &[along(r - 2), along(r - 1)],
             },
             true,
