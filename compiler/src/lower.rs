@@ -326,7 +326,7 @@ impl L<'_> {
     /// wave64), so an `mma` of other types has no instruction here. bf16 operands go to
     /// LLVM's intrinsics as i16 vectors (the types LLVM 22 declares them with); f32 operands
     /// on CDNA (4 per lane) are four `v_mfma_f32_16x16x4_f32`, element `e` of every lane's A
-    /// and B in the `e`-th.
+    /// and B in the `e`-th; f32x8 ones with an f32x16 C eight `v_mfma_f32_32x32x2_f32`.
     fn mma(&mut self, i: &Inst, a: Value, b: Value, c: Value) -> Result<String, Error> {
         let (da, dc) = (self.dt(a), self.dt(c));
         let family = self.target.gpu().map(|g| g.family());
@@ -335,14 +335,18 @@ impl L<'_> {
         const MFMA_MODS: &str = ", i32 0, i32 0, i32 0";
         const MFMA_IMMS: &str = ", i32 immarg, i32 immarg, i32 immarg";
         let tc = self.ty(dc);
-        if cdna && da.scalar == Scalar::F32 && da.lanes == 4 && dc.lanes == 4 {
-            let call = "llvm.amdgcn.mfma.f32.16x16x4f32";
+        let f32_call = match (da.lanes, dc.lanes) {
+            (4, 4) => Some("llvm.amdgcn.mfma.f32.16x16x4f32"),
+            (8, 16) => Some("llvm.amdgcn.mfma.f32.32x32x2f32"),
+            _ => None,
+        };
+        if let (true, Scalar::F32, Some(call)) = (cdna, da.scalar, f32_call) {
             self.declare(format!(
                 "declare {tc} @{call}(float, float, {tc}{MFMA_IMMS})"
             ));
             let ta = self.ty(da);
             let mut acc = self.op(c);
-            for e in 0..4 {
+            for e in 0..da.lanes {
                 let x = self.tmp();
                 self.emit(format!("{x} = extractelement {ta} {}, i32 {e}", self.op(a)));
                 let y = self.tmp();
