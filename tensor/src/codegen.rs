@@ -89,12 +89,12 @@ struct Scope {
     wheres: HashMap<(Value, Value, Value), Value>,
 }
 
-/// The register layouts of the 16×16×16 matrix instructions (as `am_emu`'s `interp::wmma`
-/// and MFMA describe them, after AMD's Matrix Instruction Calculator; bf16 operands sit as
-/// f16 ones, and CDNA's f32 operands as its f16 ones with element `e` in the `e`-th of four
-/// `v_mfma_f32_16x16x4_f32`): where a
-/// work-item's elements of A, B and C/D are, by its lane's group of 16 `q` and position in it
-/// `x`. A row (B column) `x` of the tile is always the work-item's.
+/// The register layouts of the matrix instructions (as `am_emu`'s `interp::wmma` and MFMA
+/// describe them, after AMD's Matrix Instruction Calculator; bf16 operands sit as f16 ones,
+/// and CDNA's f32 operands on 16×16 tiles as its f16 ones with element `e` in the `e`-th of
+/// four `v_mfma_f32_16x16x4_f32`): where a work-item's elements of A, B and C/D are, by its
+/// lane's group `q` (of 16 lanes, 32 for [`Layout::Cdna32`]) and position in it `x`. A row
+/// (B column) `x` of the tile is always the work-item's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Layout {
     /// gfx11 `v_wmma_f32_16x16x16_f16`, wave32: all 16 k of the row (lanes 16–31 hold copies
@@ -105,6 +105,11 @@ enum Layout {
     Gfx12,
     /// CDNA `v_mfma_f32_16x16x16f16`, wave64: k `4q + e`; element `i` of C/D is row `4q + i`.
     Cdna,
+    /// CDNA f32 on 32×32 tiles, wave64: eight `v_mfma_f32_32x32x2_f32` per step of 16
+    /// along k, the `e`-th taking element `e` of A and B, k `8q + e` (q = lane / 32);
+    /// element `i` of C/D is row `8·(i / 4) + 4q + i mod 4` (the calculator's
+    /// `(8·⌊GPR / 4⌋ mod 32) + 4·⌊lane / 32⌋ + GPR mod 4`).
+    Cdna32,
 }
 
 impl Layout {
@@ -113,22 +118,40 @@ impl Layout {
         match self {
             Layout::Gfx11 | Layout::Gfx12 => 8,
             Layout::Cdna => 4,
+            Layout::Cdna32 => 16,
+        }
+    }
+
+    /// A tile's side.
+    fn side(self) -> usize {
+        if self == Layout::Cdna32 { 32 } else { 16 }
+    }
+
+    /// The C/D element as two lane atoms' counts (high, low): the element is
+    /// `high digit · low count + low digit`.
+    fn cd_split(self) -> (u32, u32) {
+        if self == Layout::Cdna32 {
+            (4, 4)
+        } else {
+            (1, self.cd())
         }
     }
 }
 
 /// A kernel whose matrix product runs on the matrix instructions: each wave computes a block
-/// of `tiles` 16×16 tiles of the output, each work-item its C/D elements of every tile.
+/// of `tiles` tiles (16×16, or 32×32) of the output, each work-item its C/D elements of
+/// every tile.
 #[derive(Clone)]
 struct MmaPlan {
     layout: Layout,
     tiles: (usize, usize),
-    /// Output lane atoms: the tile's row in the block, the C/D element, the tile's column.
-    lane_ids: [u32; 3],
+    /// Output lane atoms: the tile's row in the block, the C/D element's high and low parts
+    /// ([`Layout::cd_split`]), the tile's column.
+    lane_ids: [u32; 4],
     /// The block's first row and first column.
     row0: Lin,
     col0: Lin,
-    /// The work-item's group of 16 lanes and its position in it.
+    /// The work-item's group of lanes and its position in it.
     q: Lin,
     x: Lin,
     /// The product's index (`[.., row, 0, column]`) of the output element being computed.
@@ -145,32 +168,37 @@ impl MmaPlan {
         next_loop: &mut u32,
     ) -> (MmaPlan, Vec<Lin>, Vec<(u32, u32)>) {
         let (tm, tn) = tiles;
+        let side = layout.side() as i64;
         let r = parts.len();
         let (q, x) = (parts[r - 2].clone(), parts[r - 1].clone());
-        let row0 = parts[r - 4].mul(16 * tm as i64);
-        let col0 = parts[r - 3].mul(16 * tn as i64);
-        let ids = [*next_loop, *next_loop + 1, *next_loop + 2];
-        *next_loop += 3;
+        let row0 = parts[r - 4].mul(side * tm as i64);
+        let col0 = parts[r - 3].mul(side * tn as i64);
+        let ids = [*next_loop, *next_loop + 1, *next_loop + 2, *next_loop + 3];
+        *next_loop += 4;
         let lane = |k: usize, n: usize| Lin::atom(Atom::Loop(ids[k], n as i64));
-        let cd = layout.cd() as usize;
-        let elem = lane(1, cd);
+        let (hi, lo) = layout.cd_split();
+        let elem = lane(2, lo as usize);
         let in_tile = match layout {
             Layout::Gfx11 => elem.mul(2).add(&q),
             Layout::Gfx12 => q.mul(8).add(&elem),
             Layout::Cdna => q.mul(4).add(&elem),
+            Layout::Cdna32 => lane(1, hi as usize).mul(8).add(&q.mul(4)).add(&elem),
         };
         let mut row = row0.add(&in_tile);
         let mut col = col0.add(&x);
         // Lanes of one position are no lanes.
-        let mut lanes = Vec::with_capacity(3);
+        let mut lanes = Vec::with_capacity(4);
         if tm > 1 {
-            row = row.add(&lane(0, tm).mul(16));
+            row = row.add(&lane(0, tm).mul(side));
             lanes.push((ids[0], tm as u32));
         }
-        lanes.push((ids[1], cd as u32));
+        if hi > 1 {
+            lanes.push((ids[1], hi));
+        }
+        lanes.push((ids[2], lo));
         if tn > 1 {
-            col = col.add(&lane(2, tn).mul(16));
-            lanes.push((ids[2], tn as u32));
+            col = col.add(&lane(3, tn).mul(side));
+            lanes.push((ids[3], tn as u32));
         }
         let mut idx: Vec<Lin> = parts[..r - 4].to_vec();
         idx.extend([row.clone(), col.clone()]);
@@ -269,12 +297,6 @@ pub(crate) fn generate(
     } else {
         vec![]
     };
-    let layout = match dev.target.gpu().map(|g| g.family()) {
-        Some(Family::Rdna3) => Some(Layout::Gfx11),
-        Some(Family::Rdna4) => Some(Layout::Gfx12),
-        Some(Family::Cdna3 | Family::Cdna4) => Some(Layout::Cdna),
-        None => None,
-    };
     let mut opts = opt::choose(
         &dev,
         &opt::Shape {
@@ -286,6 +308,13 @@ pub(crate) fn generate(
         },
         optimize,
     );
+    let layout = match (dev.target.gpu().map(|g| g.family()), opts.mma) {
+        (Some(Family::Rdna3), _) => Some(Layout::Gfx11),
+        (Some(Family::Rdna4), _) => Some(Layout::Gfx12),
+        (Some(Family::Cdna3 | Family::Cdna4), Some(m)) if m.side == 32 => Some(Layout::Cdna32),
+        (Some(Family::Cdna3 | Family::Cdna4), _) => Some(Layout::Cdna),
+        (None, _) => None,
+    };
     if layout.is_none() {
         opts.mma = None;
     }
@@ -295,16 +324,20 @@ pub(crate) fn generate(
     for &(a, f) in &opts.upcast {
         item_shape[a] /= f;
     }
-    if let Some((tm, tn)) = opts.mma {
-        // A wave per block of tm × tn tiles of 16 × 16, its lanes in groups of 16.
+    if let Some(opt::Mma {
+        tiles: (tm, tn),
+        side,
+    }) = opts.mma
+    {
+        // A wave per block of tm × tn tiles of side × side, its lanes in groups of side.
         let r = item_shape.len();
         let wave = dev.target.wave_size() as usize;
         item_shape.truncate(r - 2);
         item_shape.extend([
-            out.shape[r - 2] / (16 * tm),
-            out.shape[r - 1] / (16 * tn),
-            wave / 16,
-            16,
+            out.shape[r - 2] / (side * tm),
+            out.shape[r - 1] / (side * tn),
+            wave / side,
+            side,
         ]);
     }
     let items = item_shape.iter().product::<usize>() as i64;
@@ -354,8 +387,8 @@ pub(crate) fn generate(
     let mut lanes = Vec::with_capacity(opts.upcast.len());
     let mut next_loop = 0;
     let mma = match (opts.mma, layout) {
-        (Some(tiles), Some(layout)) => {
-            let (plan, out_idx, out_lanes) = MmaPlan::new(layout, tiles, idx, &mut next_loop);
+        (Some(m), Some(layout)) => {
+            let (plan, out_idx, out_lanes) = MmaPlan::new(layout, m.tiles, idx, &mut next_loop);
             idx = out_idx;
             lanes = out_lanes;
             Some(plan)
@@ -454,7 +487,11 @@ pub(crate) fn generate(
     }
     if let (Some(p), true) = (&mma, mma_used) {
         let (tm, tn) = p.tiles;
+        let side = p.layout.side();
         tags.push_str(&format!(" mma:{tm}x{tn}"));
+        if side != 16 {
+            tags.push_str(&format!("@{side}"));
+        }
     }
     let (name, info) = if reduces.is_empty() {
         (
@@ -1545,6 +1582,7 @@ impl Gen<'_> {
         let r = plan.at.len();
         let (tm, tn) = plan.tiles;
         let layout = plan.layout;
+        let side = layout.side();
         let acc_t = IrType::vec(am_compiler::Scalar::F32, layout.cd() as u8);
         let z = self.b.const_u32(0);
         let zero = self.b.constant(acc_t, 0);
@@ -1577,6 +1615,7 @@ impl Gen<'_> {
                     vec![(e1, 2), (e0, 4)],
                 ),
                 Layout::Cdna => (base.add(&plan.q.mul(4)).add(&step(e0, 4)), vec![(e0, 4)]),
+                Layout::Cdna32 => (base.add(&plan.q.mul(8)).add(&step(e0, 8)), vec![(e0, 8)]),
             };
             let operand = |g: &mut Self, which: usize, line: Lin| {
                 let mut at = plan.at.clone();
@@ -1594,13 +1633,13 @@ impl Gen<'_> {
             };
             let av: Vec<Value> = (0..tm)
                 .map(|t| {
-                    let row = plan.row0.add_const(16 * t as i64).add(&plan.x);
+                    let row = plan.row0.add_const((side * t) as i64).add(&plan.x);
                     operand(g, a, row)
                 })
                 .collect();
             let bv: Vec<Value> = (0..tn)
                 .map(|u| {
-                    let col = plan.col0.add_const(16 * u as i64).add(&plan.x);
+                    let col = plan.col0.add_const((side * u) as i64).add(&plan.x);
                     operand(g, b, col)
                 })
                 .collect();
@@ -1616,10 +1655,12 @@ impl Gen<'_> {
         });
         let sums: Vec<Value> = accs.iter().map(|&acc| self.b.load_elem(acc, z)).collect();
         let lanes = self.lanes.clone();
-        let [tid, eid, uid] = plan.lane_ids;
+        let [tid, hid, eid, uid] = plan.lane_ids;
+        let (_, lo) = layout.cd_split();
         let results = self.per_lane(&lanes, |g, _| {
             let digit = |id: u32| g.digits.get(&id).copied().unwrap_or(0) as usize;
-            let (t, e, u) = (digit(tid), digit(eid), digit(uid));
+            let e = digit(hid) * lo as usize + digit(eid);
+            let (t, u) = (digit(tid), digit(uid));
             let v = g.b.extract(sums[t * tn + u], e as u8);
             g.convert(v, DType::F32, node.dtype)
         });

@@ -20,12 +20,15 @@
 //!   and inner dimension are multiples of 16 runs on the target's 16×16×16 matrix
 //!   multiply-accumulate (`v_wmma_f32_16x16x16_{f16,bf16}` on RDNA3 and RDNA4,
 //!   `v_mfma_f32_16x16x16_{f16,bf16}` on CDNA), exact products summed in f32; on CDNA an f32
-//!   product does too, four `v_mfma_f32_16x16x4_f32` per step of 16 along k (RDNA has no
-//!   f32 matrix instruction). A wave computes a block of such tiles, each work-item its part
-//!   of every tile. The instructions sum in their own order (the emulator's: f16 and bf16 in
+//!   product does too: on 32×32 tiles where rows and columns are multiples of 32, eight
+//!   `v_mfma_f32_32x32x2_f32` per step of 16 along k (2,048 multiply-adds an instruction),
+//!   else on 16×16 tiles, four `v_mfma_f32_16x16x4_f32` (1,024); RDNA has no f32 matrix
+//!   instruction. A wave computes a block of such tiles, each work-item its part of every
+//!   tile. The instructions sum in their own order (the emulator's: f16 and bf16 in
 //!   increasing k, as the plain loop, so their bits are the plain loop's there; f32 on CDNA
-//!   k ≡ 0, 1, 2, 3 mod 4 in turn), so an f32 product on CDNA is not the plain loop's bits:
-//!   it is within the rounding of a different order of f32 sums.
+//!   each instruction of a step takes its own k of every lane group in turn), so an f32
+//!   product on CDNA is not the plain loop's bits: it is within the rounding of a different
+//!   order of f32 sums.
 //!
 //! On the CPU only the choices that keep every output's order of operations apply (upcast
 //! and unroll; the `cpu` device is the reference the GPU kernels are checked against), with
@@ -52,9 +55,17 @@ pub(crate) struct Opts {
     pub(crate) unroll_full: usize,
     /// Work-items per workgroup of a grouped reduction (one workgroup per output).
     pub(crate) group: Option<u32>,
-    /// A matrix product on the matrix instructions: 16×16 tiles per wave along the rows
-    /// and the columns of the output.
-    pub(crate) mma: Option<(usize, usize)>,
+    /// A matrix product on the matrix instructions.
+    pub(crate) mma: Option<Mma>,
+}
+
+/// How a matrix product maps onto the matrix instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Mma {
+    /// Tiles per wave along the rows and the columns of the output.
+    pub(crate) tiles: (usize, usize),
+    /// A tile's side: 16, or 32 for f32 on CDNA's `v_mfma_f32_32x32x2_f32`.
+    pub(crate) side: usize,
 }
 
 /// What the heuristics look at: the kernel's output shape and its reductions.
@@ -101,7 +112,7 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
     if !dev.target.is_gpu() {
         return choose_cpu(shape);
     }
-    if let Some(mma) = mma_tiles(dev, shape) {
+    if let Some(mma) = mma_choice(dev, shape) {
         return Opts {
             mma: Some(mma),
             ..plain
@@ -225,7 +236,7 @@ fn choose_cpu(shape: &Shape<'_>) -> Opts {
 /// (A is usually contiguous there) but, for the usual B contiguous along n, its column of
 /// B's tiles element by element: per step of k, 8 × 2 tiles take 8 × 2 + 2 × 16 loads for
 /// 16 products, 4 × 4 tiles 4 × 2 + 4 × 16.
-fn mma_tiles(dev: &DeviceInfo, shape: &Shape<'_>) -> Option<(usize, usize)> {
+fn mma_choice(dev: &DeviceInfo, shape: &Shape<'_>) -> Option<Mma> {
     let (k, dtype) = shape.matmul?;
     let family = dev.target.gpu().map(|g| g.family());
     let cdna = matches!(family, Some(Family::Cdna3 | Family::Cdna4));
@@ -237,28 +248,51 @@ fn mma_tiles(dev: &DeviceInfo, shape: &Shape<'_>) -> Option<(usize, usize)> {
         return None;
     }
     let (m, n) = (shape.out[r - 2], shape.out[r - 1]);
+    if dtype == DType::F32 && m.is_multiple_of(32) && n.is_multiple_of(32) {
+        return Some(Mma {
+            tiles: mma_tiles(shape, 32, &PREFERRED_32),
+            side: 32,
+        });
+    }
     if !m.is_multiple_of(16) || !n.is_multiple_of(16) {
         return None;
     }
+    Some(Mma {
+        tiles: mma_tiles(shape, 16, &PREFERRED),
+        side: 16,
+    })
+}
+
+/// Blocks of 16×16 tiles per wave, best first: 8 rows of 2 first.
+const PREFERRED: [(usize, usize); 10] = [
+    (8, 2),
+    (4, 4),
+    (4, 2),
+    (2, 4),
+    (2, 2),
+    (4, 1),
+    (1, 4),
+    (2, 1),
+    (1, 2),
+    (1, 1),
+];
+
+/// Blocks of 32×32 f32 tiles (16 accumulators a tile per work-item), best first: per step of
+/// 16 along k, 4 × 1 tiles take 4 × 2 128-bit loads of A and 8 of B for 32 instructions.
+const PREFERRED_32: [(usize, usize); 5] = [(4, 1), (2, 2), (2, 1), (1, 2), (1, 1)];
+
+/// The first block of `preferred` that divides the output's tiles of `side` and leaves
+/// [`MIN_MMA_WAVES`] waves, else one tile per wave.
+fn mma_tiles(shape: &Shape<'_>, side: usize, preferred: &[(usize, usize)]) -> (usize, usize) {
+    let r = shape.out.len();
+    let (m, n) = (shape.out[r - 2], shape.out[r - 1]);
     let batch: usize = shape.out[..r - 2].iter().product();
-    const PREFERRED: [(usize, usize); 10] = [
-        (8, 2),
-        (4, 4),
-        (4, 2),
-        (2, 4),
-        (2, 2),
-        (4, 1),
-        (1, 4),
-        (2, 1),
-        (1, 2),
-        (1, 1),
-    ];
-    let fits = |&(tm, tn): &(usize, usize)| {
-        (m / 16).is_multiple_of(tm)
-            && (n / 16).is_multiple_of(tn)
-            && batch * (m / 16 / tm) * (n / 16 / tn) >= MIN_MMA_WAVES
+    let fits = |&&(tm, tn): &&(usize, usize)| {
+        (m / side).is_multiple_of(tm)
+            && (n / side).is_multiple_of(tn)
+            && batch * (m / side / tm) * (n / side / tn) >= MIN_MMA_WAVES
     };
-    Some(PREFERRED.into_iter().find(fits).unwrap_or((1, 1)))
+    preferred.iter().find(fits).copied().unwrap_or((1, 1))
 }
 
 /// For a reduction of `numel` elements to one on the `cpu` device: `(chunks, lanes)` for a
@@ -298,8 +332,8 @@ mod tests {
         }
     }
 
-    fn tiles_of(dev: &DeviceInfo, out: &[usize], k: usize, dtype: DType) -> Option<(usize, usize)> {
-        mma_tiles(
+    fn choice(dev: &DeviceInfo, out: &[usize], k: usize, dtype: DType) -> Option<Mma> {
+        mma_choice(
             dev,
             &Shape {
                 out,
@@ -311,6 +345,10 @@ mod tests {
         )
     }
 
+    fn tiles_of(dev: &DeviceInfo, out: &[usize], k: usize, dtype: DType) -> Option<(usize, usize)> {
+        choice(dev, out, k, dtype).map(|c| c.tiles)
+    }
+
     fn tiles(out: &[usize], k: usize) -> Option<(usize, usize)> {
         tiles_of(&gpu(am_compiler::GfxTarget::Gfx1100), out, k, DType::F16)
     }
@@ -319,7 +357,33 @@ mod tests {
     fn f32_products_take_the_matrix_instructions_on_cdna_only() {
         use am_compiler::GfxTarget::*;
         for t in [Gfx942, Gfx950] {
-            assert_eq!(tiles_of(&gpu(t), &[256, 256], 64, DType::F32), Some((8, 2)));
+            // Multiples of 32: 32×32 tiles, 4 × 1 per wave (16 waves).
+            let c = choice(&gpu(t), &[256, 256], 64, DType::F32);
+            assert_eq!(
+                c,
+                Some(Mma {
+                    tiles: (4, 1),
+                    side: 32
+                })
+            );
+            // Columns a multiple of 16 only: 16×16 tiles.
+            let c = choice(&gpu(t), &[256, 48], 64, DType::F32);
+            assert_eq!(
+                c,
+                Some(Mma {
+                    tiles: (2, 1),
+                    side: 16
+                })
+            );
+            // f16 stays on 16×16 tiles.
+            let c = choice(&gpu(t), &[256, 256], 64, DType::F16);
+            assert_eq!(
+                c,
+                Some(Mma {
+                    tiles: (8, 2),
+                    side: 16
+                })
+            );
         }
         for t in [Gfx1100, Gfx1201] {
             assert_eq!(tiles_of(&gpu(t), &[256, 256], 64, DType::F32), None);

@@ -329,16 +329,39 @@ fn bf16_matmuls_on_mfma_give_the_cpu_bits_on_gfx942() {
     );
 }
 
-/// f32 products on gfx942 run `v_mfma_f32_16x16x4_f32`, within the bound of the cpu's.
+/// f32 products on gfx942 run `v_mfma_f32_32x32x2_f32` or `v_mfma_f32_16x16x4_f32`, within
+/// the bound of the cpu's.
 #[test]
 fn f32_matmuls_on_mfma_match_the_cpu_on_gfx942() {
-    check(
-        "mi300x",
-        40,
-        "v_mfma_f32_16x16x4_f32",
-        DType::F32,
-        &some_cases(),
-    );
+    check("mi300x", 40, "v_mfma_f32_", DType::F32, &some_cases());
+}
+
+/// An f32 product whose rows and columns are multiples of 32 takes 32×32 tiles, one
+/// `v_mfma_f32_32x32x2_f32` per tile and 2 along k (64 × 64 by k = 32: 4 tiles × 16); one
+/// with 48 columns 16×16 tiles, one `v_mfma_f32_16x16x4_f32` per tile and 4 along k
+/// (64 × 48: 12 tiles × 8).
+#[test]
+fn f32_matmuls_take_32_by_32_tiles_where_they_fit_on_gfx942() {
+    let (gpu, dev) = own_mock("mi300x", 41);
+    for (n, wide, narrow) in [(64, 64, 0), (48, 0, 96)] {
+        let (a, b) = operands(&dev, &[vec![64, 32], vec![32, n]], 11, DType::F32);
+        a.realize().unwrap();
+        b.realize().unwrap();
+        gpu.reset_shader_statistics();
+        gpu.set_shader_statistics(true);
+        a.matmul(&b).unwrap().realize().unwrap();
+        gpu.set_shader_statistics(false);
+        assert_eq!(
+            executed(&gpu, "v_mfma_f32_32x32x2_f32"),
+            wide,
+            "64 x 32 x {n}"
+        );
+        assert_eq!(
+            executed(&gpu, "v_mfma_f32_16x16x4_f32"),
+            narrow,
+            "64 x 32 x {n}"
+        );
+    }
 }
 
 /// gfx11 and gfx12 have no f32 matrix instruction: an f32 product stays on the FMA loop.
