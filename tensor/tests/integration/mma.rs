@@ -336,6 +336,22 @@ fn f32_matmuls_on_mfma_match_the_cpu_on_gfx942() {
     check("mi300x", 40, "v_mfma_f32_", DType::F32, &some_cases());
 }
 
+/// gfx950 (the MI350X VF) runs the same MFMAs: bf16 products give the cpu's bits, f32 ones
+/// are within the bound (fewer cases: the instructions are gfx942's).
+#[test]
+fn bf16_and_f32_matmuls_on_mfma_on_gfx950() {
+    let mut cases = some_cases();
+    cases.retain(|c| matches!(c.0, "matmul" | "matmul 32 x 48 x 64" | "inner dimension 24"));
+    check(
+        "mi350x-vf",
+        39,
+        "v_mfma_f32_16x16x16_bf16",
+        DType::BF16,
+        &cases,
+    );
+    check("mi350x-vf", 40, "v_mfma_f32_", DType::F32, &cases);
+}
+
 /// An f32 product whose rows and columns are multiples of 32 takes 32×32 tiles, one
 /// `v_mfma_f32_32x32x2_f32` per tile and 2 along k (64 × 64 by k = 32: 4 tiles × 16); one
 /// with 48 columns 16×16 tiles, one `v_mfma_f32_16x16x4_f32` per tile and 4 along k
