@@ -409,11 +409,15 @@ pub enum Op {
     Binary(BinOp, Value, Value),
     /// a × b + c with one rounding (floats).
     Fma(Value, Value, Value),
-    /// A wave's 16×16×16 matrix multiply-accumulate `D = A·B + C` (GPUs only): f16 vectors
-    /// `a` and `b` hold this work-item's part of A and B, the f32 vector `c` its part of C
-    /// (and the result of D), in the target's register layout — gfx11 `v_wmma` (f16x16,
-    /// f32x8), gfx12 `v_wmma` (f16x8, f32x8), CDNA `v_mfma` (f16x4, f32x4). Every work-item
-    /// of the wave must reach it together.
+    /// A wave's 16×16×16 matrix multiply-accumulate `D = A·B + C` (GPUs only): f16 or bf16
+    /// vectors `a` and `b` hold this work-item's part of A and B, the f32 vector `c` its part
+    /// of C (and the result of D), in the target's register layout — gfx11 `v_wmma`
+    /// (f16x16/bf16x16, f32x8), gfx12 `v_wmma` (f16x8/bf16x8, f32x8), CDNA `v_mfma` (f16x4/bf16x4,
+    /// f32x4). On CDNA f32x4 operands are four `v_mfma_f32_16x16x4_f32`, element `e` of each
+    /// lane's A and B in the `e`-th (the same lane layout: lane group `q` holds k `4q + e`);
+    /// f32x8 operands with an f32x16 C are a 32×32×16 product, eight
+    /// `v_mfma_f32_32x32x2_f32` (lane `32q + x` holds k `8q + e` of row/column `x`). Every
+    /// work-item of the wave must reach it together.
     Mma(Value, Value, Value),
     /// Comparison.
     Cmp(CmpOp, Value, Value),

@@ -321,18 +321,64 @@ impl L<'_> {
         r
     }
 
-    /// The target's 16×16×16 f16 matrix instruction: its operand types are the target's
+    /// The target's 16×16×16 matrix multiply-accumulate: its operand types are the target's
     /// register layout (16 or 8 halves of A and B per lane on gfx11 and gfx12, 4 on CDNA's
-    /// wave64), so an `mma` of other types has no instruction here.
+    /// wave64), so an `mma` of other types has no instruction here. bf16 operands go to
+    /// LLVM's intrinsics as i16 vectors (the types LLVM 22 declares them with); f32 operands
+    /// on CDNA (4 per lane) are four `v_mfma_f32_16x16x4_f32`, element `e` of every lane's A
+    /// and B in the `e`-th; f32x8 ones with an f32x16 C eight `v_mfma_f32_32x32x2_f32`.
     fn mma(&mut self, i: &Inst, a: Value, b: Value, c: Value) -> Result<String, Error> {
         let (da, dc) = (self.dt(a), self.dt(c));
         let family = self.target.gpu().map(|g| g.family());
-        let (call, extra) = match (family, da.lanes, dc.lanes) {
-            (Some(Family::Rdna3), 16, 8) => ("llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v16f16", ""),
-            (Some(Family::Rdna4), 8, 8) => ("llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16", ""),
-            (Some(Family::Cdna3 | Family::Cdna4), 4, 4) => {
-                // CBSZ, ABID, BLGP: no broadcast of A blocks, no swizzle of B.
-                ("llvm.amdgcn.mfma.f32.16x16x16f16", ", i32 0, i32 0, i32 0")
+        let cdna = matches!(family, Some(Family::Cdna3 | Family::Cdna4));
+        // CBSZ, ABID, BLGP of the MFMAs: no broadcast of A blocks, no swizzle of B.
+        const MFMA_MODS: &str = ", i32 0, i32 0, i32 0";
+        const MFMA_IMMS: &str = ", i32 immarg, i32 immarg, i32 immarg";
+        let tc = self.ty(dc);
+        let f32_call = match (da.lanes, dc.lanes) {
+            (4, 4) => Some("llvm.amdgcn.mfma.f32.16x16x4f32"),
+            (8, 16) => Some("llvm.amdgcn.mfma.f32.32x32x2f32"),
+            _ => None,
+        };
+        if let (true, Scalar::F32, Some(call)) = (cdna, da.scalar, f32_call) {
+            self.declare(format!(
+                "declare {tc} @{call}(float, float, {tc}{MFMA_IMMS})"
+            ));
+            let ta = self.ty(da);
+            let mut acc = self.op(c);
+            for e in 0..da.lanes {
+                let x = self.tmp();
+                self.emit(format!("{x} = extractelement {ta} {}, i32 {e}", self.op(a)));
+                let y = self.tmp();
+                self.emit(format!("{y} = extractelement {ta} {}, i32 {e}", self.op(b)));
+                let r = self.tmp();
+                self.emit(format!(
+                    "{r} = call {tc} @{call}(float {x}, float {y}, {tc} {acc}{MFMA_MODS})"
+                ));
+                acc = r;
+            }
+            return Ok(acc);
+        }
+        let bf16 = da.scalar == Scalar::BF16;
+        let (call, extra) = match (family, da.scalar, da.lanes, dc.lanes) {
+            (Some(Family::Rdna3), Scalar::F16, 16, 8) => {
+                ("llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v16f16", "")
+            }
+            (Some(Family::Rdna3), Scalar::BF16, 16, 8) => {
+                ("llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v16i16", "")
+            }
+            (Some(Family::Rdna4), Scalar::F16, 8, 8) => {
+                ("llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16", "")
+            }
+            (Some(Family::Rdna4), Scalar::BF16, 8, 8) => {
+                ("llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16", "")
+            }
+            (Some(Family::Cdna3 | Family::Cdna4), Scalar::F16, 4, 4) => {
+                ("llvm.amdgcn.mfma.f32.16x16x16f16", MFMA_MODS)
+            }
+            // CDNA3 names it `v_mfma_f32_16x16x16_bf16`; LLVM keeps CDNA2's `_1k` name.
+            (Some(Family::Cdna3 | Family::Cdna4), Scalar::BF16, 4, 4) => {
+                ("llvm.amdgcn.mfma.f32.16x16x16bf16.1k", MFMA_MODS)
             }
             _ => {
                 return Err(Error::Verify {
@@ -345,18 +391,31 @@ impl L<'_> {
                 });
             }
         };
-        let (ta, tc) = (self.ty(da), self.ty(dc));
-        let imm = if extra.is_empty() {
-            ""
+        let ta = if bf16 {
+            format!("<{} x i16>", da.lanes)
         } else {
-            ", i32 immarg, i32 immarg, i32 immarg"
+            self.ty(da)
         };
+        // Operands as the intrinsic takes them: bf16 vectors reinterpreted as i16 ones.
+        let arg = |this: &mut Self, v: Value| {
+            if bf16 {
+                let r = this.tmp();
+                this.emit(format!(
+                    "{r} = bitcast {} {} to {ta}",
+                    this.ty(da),
+                    this.op(v)
+                ));
+                r
+            } else {
+                this.op(v)
+            }
+        };
+        let (xa, xb) = (arg(self, a), arg(self, b));
+        let imm = if extra.is_empty() { "" } else { MFMA_IMMS };
         self.declare(format!("declare {tc} @{call}({ta}, {ta}, {tc}{imm})"));
         let r = self.tmp();
         self.emit(format!(
-            "{r} = call {tc} @{call}({ta} {}, {ta} {}, {tc} {}{extra})",
-            self.op(a),
-            self.op(b),
+            "{r} = call {tc} @{call}({ta} {xa}, {ta} {xb}, {tc} {}{extra})",
             self.op(c)
         ));
         Ok(r)

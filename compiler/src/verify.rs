@@ -197,11 +197,18 @@ impl V<'_> {
             }
             Op::Mma(a, b, c) => {
                 let (da, db, dc) = (self.val(i, *a)?, self.val(i, *b)?, self.val(i, *c)?);
-                if da != db || da.scalar != Scalar::F16 || !matches!(da.lanes, 4 | 8 | 16) {
-                    return self.fail(i, "mma needs A and B of one type: f16x4, f16x8 or f16x16");
+                let half = matches!(da.scalar, Scalar::F16 | Scalar::BF16);
+                if da != db
+                    || !((half && matches!(da.lanes, 4 | 8 | 16))
+                        || (da.scalar == Scalar::F32 && matches!(da.lanes, 4 | 8)))
+                {
+                    return self.fail(
+                        i,
+                        "mma needs A and B of one type: f16 or bf16 x4, x8 or x16, or f32 x4 or x8",
+                    );
                 }
-                if dc.scalar != Scalar::F32 || !matches!(dc.lanes, 4 | 8) {
-                    return self.fail(i, "mma needs C of f32x4 or f32x8");
+                if dc.scalar != Scalar::F32 || !matches!(dc.lanes, 4 | 8 | 16) {
+                    return self.fail(i, "mma needs C of f32x4, f32x8 or f32x16");
                 }
                 if need_rd()? != dc {
                     return self.fail(i, format!("result type {rt} is not C's {dc}"));

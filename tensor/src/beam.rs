@@ -430,7 +430,10 @@ mod tests {
                 unroll: 1,
                 unroll_full: 0,
                 group: Some(128),
-                mma: Some((8, 2)),
+                mma: Some(crate::opt::Mma {
+                    tiles: (4, 1),
+                    side: 32,
+                }),
             },
         ] {
             assert_eq!(Opts::parse(&o.text()), Some(o.clone()), "{}", o.text());

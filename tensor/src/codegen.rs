@@ -93,10 +93,12 @@ struct Scope {
     wheres: HashMap<(Value, Value, Value), Value>,
 }
 
-/// The register layouts of the 16×16×16 f16 matrix instructions (as `am_emu`'s
-/// `interp::wmma` and MFMA describe them, after AMD's Matrix Instruction Calculator): where a
-/// work-item's elements of A, B and C/D are, by its lane's group of 16 `q` and position in it
-/// `x`. A row (B column) `x` of the tile is always the work-item's.
+/// The register layouts of the matrix instructions (as `am_emu`'s `interp::wmma` and MFMA
+/// describe them, after AMD's Matrix Instruction Calculator; bf16 operands sit as f16 ones,
+/// and CDNA's f32 operands on 16×16 tiles as its f16 ones with element `e` in the `e`-th of
+/// four `v_mfma_f32_16x16x4_f32`): where a work-item's elements of A, B and C/D are, by its
+/// lane's group `q` (of 16 lanes, 32 for [`Layout::Cdna32`]) and position in it `x`. A row
+/// (B column) `x` of the tile is always the work-item's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Layout {
     /// gfx11 `v_wmma_f32_16x16x16_f16`, wave32: all 16 k of the row (lanes 16–31 hold copies
@@ -107,6 +109,11 @@ enum Layout {
     Gfx12,
     /// CDNA `v_mfma_f32_16x16x16f16`, wave64: k `4q + e`; element `i` of C/D is row `4q + i`.
     Cdna,
+    /// CDNA f32 on 32×32 tiles, wave64: eight `v_mfma_f32_32x32x2_f32` per step of 16
+    /// along k, the `e`-th taking element `e` of A and B, k `8q + e` (q = lane / 32);
+    /// element `i` of C/D is row `8·(i / 4) + 4q + i mod 4` (the calculator's
+    /// `(8·⌊GPR / 4⌋ mod 32) + 4·⌊lane / 32⌋ + GPR mod 4`).
+    Cdna32,
 }
 
 impl Layout {
@@ -115,22 +122,40 @@ impl Layout {
         match self {
             Layout::Gfx11 | Layout::Gfx12 => 8,
             Layout::Cdna => 4,
+            Layout::Cdna32 => 16,
+        }
+    }
+
+    /// A tile's side.
+    fn side(self) -> usize {
+        if self == Layout::Cdna32 { 32 } else { 16 }
+    }
+
+    /// The C/D element as two lane atoms' counts (high, low): the element is
+    /// `high digit · low count + low digit`.
+    fn cd_split(self) -> (u32, u32) {
+        if self == Layout::Cdna32 {
+            (4, 4)
+        } else {
+            (1, self.cd())
         }
     }
 }
 
 /// A kernel whose matrix product runs on the matrix instructions: each wave computes a block
-/// of `tiles` 16×16 tiles of the output, each work-item its C/D elements of every tile.
+/// of `tiles` tiles (16×16, or 32×32) of the output, each work-item its C/D elements of
+/// every tile.
 #[derive(Clone)]
 struct MmaPlan {
     layout: Layout,
     tiles: (usize, usize),
-    /// Output lane atoms: the tile's row in the block, the C/D element, the tile's column.
-    lane_ids: [u32; 3],
+    /// Output lane atoms: the tile's row in the block, the C/D element's high and low parts
+    /// ([`Layout::cd_split`]), the tile's column.
+    lane_ids: [u32; 4],
     /// The block's first row and first column.
     row0: Lin,
     col0: Lin,
-    /// The work-item's group of 16 lanes and its position in it.
+    /// The work-item's group of lanes and its position in it.
     q: Lin,
     x: Lin,
     /// The product's index (`[.., row, 0, column]`) of the output element being computed.
@@ -147,32 +172,37 @@ impl MmaPlan {
         next_loop: &mut u32,
     ) -> (MmaPlan, Vec<Lin>, Vec<(u32, u32)>) {
         let (tm, tn) = tiles;
+        let side = layout.side() as i64;
         let r = parts.len();
         let (q, x) = (parts[r - 2].clone(), parts[r - 1].clone());
-        let row0 = parts[r - 4].mul(16 * tm as i64);
-        let col0 = parts[r - 3].mul(16 * tn as i64);
-        let ids = [*next_loop, *next_loop + 1, *next_loop + 2];
-        *next_loop += 3;
+        let row0 = parts[r - 4].mul(side * tm as i64);
+        let col0 = parts[r - 3].mul(side * tn as i64);
+        let ids = [*next_loop, *next_loop + 1, *next_loop + 2, *next_loop + 3];
+        *next_loop += 4;
         let lane = |k: usize, n: usize| Lin::atom(Atom::Loop(ids[k], n as i64));
-        let cd = layout.cd() as usize;
-        let elem = lane(1, cd);
+        let (hi, lo) = layout.cd_split();
+        let elem = lane(2, lo as usize);
         let in_tile = match layout {
             Layout::Gfx11 => elem.mul(2).add(&q),
             Layout::Gfx12 => q.mul(8).add(&elem),
             Layout::Cdna => q.mul(4).add(&elem),
+            Layout::Cdna32 => lane(1, hi as usize).mul(8).add(&q.mul(4)).add(&elem),
         };
         let mut row = row0.add(&in_tile);
         let mut col = col0.add(&x);
         // Lanes of one position are no lanes.
-        let mut lanes = Vec::with_capacity(3);
+        let mut lanes = Vec::with_capacity(4);
         if tm > 1 {
-            row = row.add(&lane(0, tm).mul(16));
+            row = row.add(&lane(0, tm).mul(side));
             lanes.push((ids[0], tm as u32));
         }
-        lanes.push((ids[1], cd as u32));
+        if hi > 1 {
+            lanes.push((ids[1], hi));
+        }
+        lanes.push((ids[2], lo));
         if tn > 1 {
-            col = col.add(&lane(2, tn).mul(16));
-            lanes.push((ids[2], tn as u32));
+            col = col.add(&lane(3, tn).mul(side));
+            lanes.push((ids[3], tn as u32));
         }
         let mut idx: Vec<Lin> = parts[..r - 4].to_vec();
         idx.extend([row.clone(), col.clone()]);
@@ -268,28 +298,29 @@ pub(crate) fn generate(
             reason: "more elements than a kernel indexes (2^31)".into(),
         }));
     }
-    let (sizes, groupable, matmul_f16) = scan(nodes, index, load, roots);
+    let (sizes, groupable, matmul) = scan(nodes, index, load, roots);
     let loads = if (optimize || given.is_some()) && !sizes.is_empty() {
         load_axes(nodes, index, load, roots[0])
     } else {
         vec![]
     };
-    let layout = match dev.target.gpu().map(|g| g.family()) {
-        Some(Family::Rdna3) => Some(Layout::Gfx11),
-        Some(Family::Rdna4) => Some(Layout::Gfx12),
-        Some(Family::Cdna3 | Family::Cdna4) => Some(Layout::Cdna),
-        None => None,
-    };
     let space = opt::Space {
         out: out.shape.clone(),
         reduces: sizes.clone(),
         groupable,
-        matmul_f16,
+        matmul,
         loads,
     };
     let mut opts = match given {
         Some(o) => o.clone(),
         None => opt::choose(&dev, &space.shape(), optimize),
+    };
+    let layout = match (dev.target.gpu().map(|g| g.family()), opts.mma) {
+        (Some(Family::Rdna3), _) => Some(Layout::Gfx11),
+        (Some(Family::Rdna4), _) => Some(Layout::Gfx12),
+        (Some(Family::Cdna3 | Family::Cdna4), Some(m)) if m.side == 32 => Some(Layout::Cdna32),
+        (Some(Family::Cdna3 | Family::Cdna4), _) => Some(Layout::Cdna),
+        (None, _) => None,
     };
     if layout.is_none() {
         opts.mma = None;
@@ -300,16 +331,20 @@ pub(crate) fn generate(
     for &(a, f) in &opts.upcast {
         item_shape[a] /= f;
     }
-    if let Some((tm, tn)) = opts.mma {
-        // A wave per block of tm × tn tiles of 16 × 16, its lanes in groups of 16.
+    if let Some(opt::Mma {
+        tiles: (tm, tn),
+        side,
+    }) = opts.mma
+    {
+        // A wave per block of tm × tn tiles of side × side, its lanes in groups of side.
         let r = item_shape.len();
         let wave = dev.target.wave_size() as usize;
         item_shape.truncate(r - 2);
         item_shape.extend([
-            out.shape[r - 2] / (16 * tm),
-            out.shape[r - 1] / (16 * tn),
-            wave / 16,
-            16,
+            out.shape[r - 2] / (side * tm),
+            out.shape[r - 1] / (side * tn),
+            wave / side,
+            side,
         ]);
     }
     let items = item_shape.iter().product::<usize>() as i64;
@@ -359,8 +394,8 @@ pub(crate) fn generate(
     let mut lanes = Vec::with_capacity(opts.upcast.len());
     let mut next_loop = 0;
     let mma = match (opts.mma, layout) {
-        (Some(tiles), Some(layout)) => {
-            let (plan, out_idx, out_lanes) = MmaPlan::new(layout, tiles, idx, &mut next_loop);
+        (Some(m), Some(layout)) => {
+            let (plan, out_idx, out_lanes) = MmaPlan::new(layout, m.tiles, idx, &mut next_loop);
             idx = out_idx;
             lanes = out_lanes;
             Some(plan)
@@ -459,7 +494,11 @@ pub(crate) fn generate(
     }
     if let (Some(p), true) = (&mma, mma_used) {
         let (tm, tn) = p.tiles;
+        let side = p.layout.side();
         tags.push_str(&format!(" mma:{tm}x{tn}"));
+        if side != 16 {
+            tags.push_str(&format!("@{side}"));
+        }
     }
     let (name, info) = if reduces.is_empty() {
         (
@@ -503,14 +542,15 @@ pub(crate) fn generate(
 }
 
 /// The sizes of the reductions `roots` compute outside any loop, whether all of them
-/// accumulate in a type local memory combines (f32, i32), and the inner dimension when the
-/// only one is an f16 matrix product whose output is the kernel's.
+/// accumulate in a type local memory combines (f32, i32), and the inner dimension and the
+/// operands' type when the only one is a matrix product ([`matmul_operands`]) whose output
+/// is the kernel's.
 fn scan(
     nodes: &[Arc<Node>],
     index: &HashMap<u64, usize>,
     load: &dyn Fn(usize) -> bool,
     roots: &[usize],
-) -> (Vec<usize>, bool, Option<usize>) {
+) -> (Vec<usize>, bool, Option<(usize, DType)>) {
     let mut sizes = Vec::new();
     let mut reductions = Vec::new();
     let mut groupable = true;
@@ -551,8 +591,8 @@ fn scan(
         }
     }
     let out = &nodes[roots[0]].shape;
-    let matmul_f16 = match reductions[..] {
-        [i] => matmul_operands(nodes, index, load, i).and_then(|(_, _, k)| {
+    let matmul = match reductions[..] {
+        [i] => matmul_operands(nodes, index, load, i).and_then(|(a, _, k)| {
             // The product's output `[.., m, 1, n]` is the kernel's `[.., m, n]`.
             let s = &nodes[i].shape;
             let r = s.len();
@@ -560,11 +600,11 @@ fn scan(
                 && s[r - 2] == 1
                 && s[..r - 2] == out[..r - 2]
                 && s[r - 1] == out[r - 2];
-            fits.then_some(k)
+            fits.then_some((k, nodes[a].dtype))
         }),
         _ => None,
     };
-    (sizes, groupable, matmul_f16)
+    (sizes, groupable, matmul)
 }
 
 /// The index of a movement op's source (reshape, permute, expand, shrink or flip; `shape`
@@ -673,9 +713,10 @@ fn load_axes(
     found
 }
 
-/// The operands of a matrix product of f16 values `Σ_k A[.., m, k, n]·B[.., m, k, n]` that
-/// reduction node `i` computes — A a broadcast along `n` (its source has 1 there) and B
-/// along `m`, the sum over `k` (the axis before the last) — as (A, B, k's size).
+/// The operands of a matrix product of f16, bf16 or f32 values
+/// `Σ_k A[.., m, k, n]·B[.., m, k, n]` that reduction node `i` computes — A a broadcast
+/// along `n` (its source has 1 there) and B along `m`, both of the product's type, the sum
+/// over `k` (the axis before the last) — as (A, B, k's size).
 fn matmul_operands(
     nodes: &[Arc<Node>],
     index: &HashMap<u64, usize>,
@@ -688,16 +729,21 @@ fn matmul_operands(
     let src = *index.get(&a.id)?;
     let shape = &nodes[src].shape;
     let r = shape.len();
-    if r < 3 || axes[..] != [r - 2] || load(src) || nodes[src].dtype != DType::F16 {
+    let dtype = nodes[src].dtype;
+    if r < 3
+        || axes[..] != [r - 2]
+        || load(src)
+        || !matches!(dtype, DType::F16 | DType::BF16 | DType::F32)
+    {
         return None;
     }
     let Op::Binary(BinaryOp::Mul, x, y) = &nodes[src].op else {
         return None;
     };
     let (x, y) = (*index.get(&x.id)?, *index.get(&y.id)?);
-    // Whether node `j` is an f16 broadcast along `axis`: its value does not depend on it.
+    // Whether node `j` is a broadcast along `axis`: its value does not depend on it.
     let broadcast = |j: usize, axis: usize| match &nodes[j].op {
-        Op::Expand(s) if !load(j) && nodes[j].dtype == DType::F16 => index
+        Op::Expand(s) if !load(j) && nodes[j].dtype == dtype => index
             .get(&s.id)
             .is_some_and(|&s| nodes[s].shape.get(axis) == Some(&1)),
         _ => false,
@@ -1525,7 +1571,7 @@ impl Gen<'_> {
         mine
     }
 
-    /// A matrix product of f16 values on the matrix instructions, when the kernel's plan
+    /// A matrix product on the matrix instructions, when the kernel's plan
     /// has one and this reduction (node `node` at `idx`) is the product it was made for:
     /// the results of every output lane, rounded once from the f32 sums to the node's type.
     fn mma_reduce(&mut self, node: &Node, idx: &[Lin], valid: &Valid) -> Option<Vec<Value>> {
@@ -1545,6 +1591,7 @@ impl Gen<'_> {
         let r = plan.at.len();
         let (tm, tn) = plan.tiles;
         let layout = plan.layout;
+        let side = layout.side();
         let acc_t = IrType::vec(am_compiler::Scalar::F32, layout.cd() as u8);
         let z = self.b.const_u32(0);
         let zero = self.b.constant(acc_t, 0);
@@ -1577,6 +1624,7 @@ impl Gen<'_> {
                     vec![(e1, 2), (e0, 4)],
                 ),
                 Layout::Cdna => (base.add(&plan.q.mul(4)).add(&step(e0, 4)), vec![(e0, 4)]),
+                Layout::Cdna32 => (base.add(&plan.q.mul(8)).add(&step(e0, 8)), vec![(e0, 8)]),
             };
             let operand = |g: &mut Self, which: usize, line: Lin| {
                 let mut at = plan.at.clone();
@@ -1594,13 +1642,13 @@ impl Gen<'_> {
             };
             let av: Vec<Value> = (0..tm)
                 .map(|t| {
-                    let row = plan.row0.add_const(16 * t as i64).add(&plan.x);
+                    let row = plan.row0.add_const((side * t) as i64).add(&plan.x);
                     operand(g, a, row)
                 })
                 .collect();
             let bv: Vec<Value> = (0..tn)
                 .map(|u| {
-                    let col = plan.col0.add_const(16 * u as i64).add(&plan.x);
+                    let col = plan.col0.add_const((side * u) as i64).add(&plan.x);
                     operand(g, b, col)
                 })
                 .collect();
@@ -1616,10 +1664,12 @@ impl Gen<'_> {
         });
         let sums: Vec<Value> = accs.iter().map(|&acc| self.b.load_elem(acc, z)).collect();
         let lanes = self.lanes.clone();
-        let [tid, eid, uid] = plan.lane_ids;
+        let [tid, hid, eid, uid] = plan.lane_ids;
+        let (_, lo) = layout.cd_split();
         let results = self.per_lane(&lanes, |g, _| {
             let digit = |id: u32| g.digits.get(&id).copied().unwrap_or(0) as usize;
-            let (t, e, u) = (digit(tid), digit(eid), digit(uid));
+            let e = digit(hid) * lo as usize + digit(eid);
+            let (t, u) = (digit(tid), digit(uid));
             let v = g.b.extract(sums[t * tn + u], e as u8);
             g.convert(v, DType::F32, node.dtype)
         });

@@ -16,10 +16,19 @@
 //! - **Group**: a reduction to fewer outputs than a wave has lanes gets a workgroup per
 //!   output; its work-items each reduce a strided slice, and the partial results combine
 //!   through local memory (LDS) in a tree.
-//! - **Matrix instructions**: a matrix product of f16 operands whose rows, columns and inner
-//!   dimension are multiples of 16 runs on the target's 16×16×16 matrix multiply-accumulate
-//!   (`v_wmma` on RDNA3 and RDNA4, `v_mfma` on CDNA), exact products summed in f32; a wave
-//!   computes a block of such tiles, each work-item its part of every tile.
+//! - **Matrix instructions**: a matrix product of f16 or bf16 operands whose rows, columns
+//!   and inner dimension are multiples of 16 runs on the target's 16×16×16 matrix
+//!   multiply-accumulate (`v_wmma_f32_16x16x16_{f16,bf16}` on RDNA3 and RDNA4,
+//!   `v_mfma_f32_16x16x16_{f16,bf16}` on CDNA), exact products summed in f32; on CDNA an f32
+//!   product does too: on 32×32 tiles where rows and columns are multiples of 32, eight
+//!   `v_mfma_f32_32x32x2_f32` per step of 16 along k (2,048 multiply-adds an instruction),
+//!   else on 16×16 tiles, four `v_mfma_f32_16x16x4_f32` (1,024); RDNA has no f32 matrix
+//!   instruction. A wave computes a block of such tiles, each work-item its part of every
+//!   tile. The instructions sum in their own order (the emulator's: f16 and bf16 in
+//!   increasing k, as the plain loop, so their bits are the plain loop's there; f32 on CDNA
+//!   each instruction of a step takes its own k of every lane group in turn), so an f32
+//!   product on CDNA is not the plain loop's bits: it is within the rounding of a different
+//!   order of f32 sums.
 //!
 //! On the CPU only the choices that keep every output's order of operations apply (upcast
 //! and unroll; the `cpu` device is the reference the GPU kernels are checked against), with
@@ -32,6 +41,9 @@
 //! ([`crate::beam`]): [`neighbours`] gives the candidates around a choice.
 
 use am_compiler::shapes::DeviceInfo;
+use am_isa::Family;
+
+use crate::DType;
 
 /// What the code generator does with one kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -46,9 +58,17 @@ pub(crate) struct Opts {
     pub(crate) unroll_full: usize,
     /// Work-items per workgroup of a grouped reduction (one workgroup per output).
     pub(crate) group: Option<u32>,
-    /// A matrix product on the matrix instructions: 16×16 tiles per wave along the rows
-    /// and the columns of the output.
-    pub(crate) mma: Option<(usize, usize)>,
+    /// A matrix product on the matrix instructions.
+    pub(crate) mma: Option<Mma>,
+}
+
+/// How a matrix product maps onto the matrix instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Mma {
+    /// Tiles per wave along the rows and the columns of the output.
+    pub(crate) tiles: (usize, usize),
+    /// A tile's side: 16, or 32 for f32 on CDNA's `v_mfma_f32_32x32x2_f32`.
+    pub(crate) side: usize,
 }
 
 impl Opts {
@@ -68,7 +88,7 @@ impl Opts {
         let group = self.group.map_or("-".to_string(), |w| w.to_string());
         let mma = self
             .mma
-            .map_or("-".to_string(), |(m, n)| format!("{m}x{n}"));
+            .map_or("-".to_string(), |m| format!("{}x{}/{}", m.tiles.0, m.tiles.1, m.side));
         format!(
             "up={up} unroll={} full={} group={group} mma={mma}",
             self.unroll, self.unroll_full
@@ -95,8 +115,12 @@ impl Opts {
                 "group" if v != "-" => o.group = Some(v.parse().ok()?),
                 "group" => {}
                 "mma" if v != "-" => {
-                    let (m, n) = v.split_once('x')?;
-                    o.mma = Some((num(m)?, num(n)?));
+                    let (tiles, side) = v.split_once('/')?;
+                    let (m, n) = tiles.split_once('x')?;
+                    o.mma = Some(Mma {
+                        tiles: (num(m)?, num(n)?),
+                        side: num(side)?,
+                    });
                 }
                 "mma" => {}
                 _ => return None,
@@ -113,7 +137,7 @@ pub(crate) struct Space {
     pub(crate) out: Vec<usize>,
     pub(crate) reduces: Vec<usize>,
     pub(crate) groupable: bool,
-    pub(crate) matmul_f16: Option<usize>,
+    pub(crate) matmul: Option<(usize, DType)>,
     pub(crate) loads: Vec<Vec<bool>>,
 }
 
@@ -123,7 +147,7 @@ impl Space {
             out: &self.out,
             reduces: &self.reduces,
             groupable: self.groupable,
-            matmul_f16: self.matmul_f16,
+            matmul: self.matmul,
             loads: &self.loads,
         }
     }
@@ -137,9 +161,9 @@ pub(crate) struct Shape<'a> {
     pub(crate) reduces: &'a [usize],
     /// Whether every such reduction can be grouped (its accumulator is f32 or i32).
     pub(crate) groupable: bool,
-    /// The inner dimension, when the kernel's one reduction is a matrix product of f16
-    /// operands whose output is the kernel's (`[.., m, n]`).
-    pub(crate) matmul_f16: Option<usize>,
+    /// The inner dimension and the operands' type, when the kernel's one reduction is a
+    /// matrix product of f16, bf16 or f32 operands whose output is the kernel's (`[.., m, n]`).
+    pub(crate) matmul: Option<(usize, DType)>,
     /// For each load of the kernel, which output axes its element depends on (empty when
     /// unknown).
     pub(crate) loads: &'a [Vec<bool>],
@@ -173,7 +197,7 @@ pub(crate) fn choose(dev: &DeviceInfo, shape: &Shape<'_>, enabled: bool) -> Opts
     if !dev.target.is_gpu() {
         return choose_cpu(shape);
     }
-    if let Some(mma) = mma_tiles(shape) {
+    if let Some(mma) = mma_choice(dev, shape) {
         return Opts {
             mma: Some(mma),
             ..plain
@@ -290,41 +314,70 @@ fn choose_cpu(shape: &Shape<'_>) -> Opts {
     }
 }
 
-/// Tiles per wave along the rows and the columns of an f16 matrix product that fits the
-/// matrix instructions, while at least [`MIN_MMA_WAVES`] waves remain: 16 per wave where
+/// Tiles per wave along the rows and the columns of a matrix product that fits the matrix
+/// instructions of `dev` (f16 and bf16 everywhere, f32 on CDNA), while at least
+/// [`MIN_MMA_WAVES`] waves remain: 16 per wave where
 /// possible, 8 rows of 2 first. A work-item loads its row of A's tiles in vectors along k
 /// (A is usually contiguous there) but, for the usual B contiguous along n, its column of
 /// B's tiles element by element: per step of k, 8 × 2 tiles take 8 × 2 + 2 × 16 loads for
 /// 16 products, 4 × 4 tiles 4 × 2 + 4 × 16.
-fn mma_tiles(shape: &Shape<'_>) -> Option<(usize, usize)> {
-    let k = shape.matmul_f16?;
+fn mma_choice(dev: &DeviceInfo, shape: &Shape<'_>) -> Option<Mma> {
+    let (k, dtype) = shape.matmul?;
+    let family = dev.target.gpu().map(|g| g.family());
+    let cdna = matches!(family, Some(Family::Cdna3 | Family::Cdna4));
+    if family.is_none() || !(matches!(dtype, DType::F16 | DType::BF16) || cdna) {
+        return None;
+    }
     let r = shape.out.len();
     if r < 2 || !k.is_multiple_of(16) {
         return None;
     }
     let (m, n) = (shape.out[r - 2], shape.out[r - 1]);
+    if dtype == DType::F32 && m.is_multiple_of(32) && n.is_multiple_of(32) {
+        return Some(Mma {
+            tiles: mma_tiles(shape, 32, &PREFERRED_32),
+            side: 32,
+        });
+    }
     if !m.is_multiple_of(16) || !n.is_multiple_of(16) {
         return None;
     }
+    Some(Mma {
+        tiles: mma_tiles(shape, 16, &PREFERRED),
+        side: 16,
+    })
+}
+
+/// Blocks of 16×16 tiles per wave, best first: 8 rows of 2 first.
+const PREFERRED: [(usize, usize); 10] = [
+    (8, 2),
+    (4, 4),
+    (4, 2),
+    (2, 4),
+    (2, 2),
+    (4, 1),
+    (1, 4),
+    (2, 1),
+    (1, 2),
+    (1, 1),
+];
+
+/// Blocks of 32×32 f32 tiles (16 accumulators a tile per work-item), best first: per step of
+/// 16 along k, 4 × 1 tiles take 4 × 2 128-bit loads of A and 8 of B for 32 instructions.
+const PREFERRED_32: [(usize, usize); 5] = [(4, 1), (2, 2), (2, 1), (1, 2), (1, 1)];
+
+/// The first block of `preferred` that divides the output's tiles of `side` and leaves
+/// [`MIN_MMA_WAVES`] waves, else one tile per wave.
+fn mma_tiles(shape: &Shape<'_>, side: usize, preferred: &[(usize, usize)]) -> (usize, usize) {
+    let r = shape.out.len();
+    let (m, n) = (shape.out[r - 2], shape.out[r - 1]);
     let batch: usize = shape.out[..r - 2].iter().product();
-    const PREFERRED: [(usize, usize); 10] = [
-        (8, 2),
-        (4, 4),
-        (4, 2),
-        (2, 4),
-        (2, 2),
-        (4, 1),
-        (1, 4),
-        (2, 1),
-        (1, 2),
-        (1, 1),
-    ];
-    let fits = |&(tm, tn): &(usize, usize)| {
-        (m / 16).is_multiple_of(tm)
-            && (n / 16).is_multiple_of(tn)
-            && batch * (m / 16 / tm) * (n / 16 / tn) >= MIN_MMA_WAVES
+    let fits = |&&(tm, tn): &&(usize, usize)| {
+        (m / side).is_multiple_of(tm)
+            && (n / side).is_multiple_of(tn)
+            && batch * (m / side / tm) * (n / side / tn) >= MIN_MMA_WAVES
     };
-    Some(PREFERRED.into_iter().find(fits).unwrap_or((1, 1)))
+    preferred.iter().find(fits).copied().unwrap_or((1, 1))
 }
 
 /// Upcast factors the kernel search tries.
@@ -367,14 +420,21 @@ pub(crate) fn neighbours(dev: &DeviceInfo, shape: &Shape<'_>, o: &Opts) -> Vec<O
         }
     };
     // Matrix tiles: other blocks only (the rest of the kernel is fixed by them).
-    if let Some((tm, tn)) = o.mma {
+    if let Some(Mma {
+        tiles: (tm, tn),
+        side,
+    }) = o.mma
+    {
         let r = shape.out.len();
-        let (m, n) = (shape.out[r - 2] / 16, shape.out[r - 1] / 16);
+        let (m, n) = (shape.out[r - 2] / side, shape.out[r - 1] / side);
         for b in [1, 2, 4, 8] {
             for (bm, bn) in [(b, tn), (tm, b)] {
                 if m.is_multiple_of(bm) && n.is_multiple_of(bn) && bm * bn <= 16 {
                     push(Opts {
-                        mma: Some((bm, bn)),
+                        mma: Some(Mma {
+                            tiles: (bm, bn),
+                            side,
+                        }),
                         ..o.clone()
                     });
                 }
@@ -451,8 +511,12 @@ pub(crate) fn neighbours(dev: &DeviceInfo, shape: &Shape<'_>, o: &Opts) -> Vec<O
 /// The work-items a kernel of `shape` runs with choices `o` (matrix products: waves).
 fn parallelism(shape: &Shape<'_>, o: &Opts) -> usize {
     let n: usize = shape.out.iter().product();
-    if let Some((tm, tn)) = o.mma {
-        return n / (256 * tm * tn).max(1);
+    if let Some(Mma {
+        tiles: (tm, tn),
+        side,
+    }) = o.mma
+    {
+        return n / (side * side * tm * tn).max(1);
     }
     if let Some(w) = o.group {
         return n * w as usize;
@@ -491,14 +555,78 @@ pub(crate) fn split(dev: &crate::Device, numel: usize) -> Option<usize> {
 mod tests {
     use super::*;
 
+    fn gpu(target: am_compiler::GfxTarget) -> DeviceInfo {
+        DeviceInfo {
+            target: am_compiler::Target::Gpu(target),
+            compute_units: 48,
+        }
+    }
+
+    fn choice(dev: &DeviceInfo, out: &[usize], k: usize, dtype: DType) -> Option<Mma> {
+        mma_choice(
+            dev,
+            &Shape {
+                out,
+                reduces: &[k],
+                groupable: true,
+                matmul: Some((k, dtype)),
+                loads: &[],
+            },
+        )
+    }
+
+    fn tiles_of(dev: &DeviceInfo, out: &[usize], k: usize, dtype: DType) -> Option<(usize, usize)> {
+        choice(dev, out, k, dtype).map(|c| c.tiles)
+    }
+
     fn tiles(out: &[usize], k: usize) -> Option<(usize, usize)> {
-        mma_tiles(&Shape {
-            out,
-            reduces: &[k],
-            groupable: true,
-            matmul_f16: Some(k),
-            loads: &[],
-        })
+        tiles_of(&gpu(am_compiler::GfxTarget::Gfx1100), out, k, DType::F16)
+    }
+
+    #[test]
+    fn f32_products_take_the_matrix_instructions_on_cdna_only() {
+        use am_compiler::GfxTarget::*;
+        for t in [Gfx942, Gfx950] {
+            // Multiples of 32: 32×32 tiles, 4 × 1 per wave (16 waves).
+            let c = choice(&gpu(t), &[256, 256], 64, DType::F32);
+            assert_eq!(
+                c,
+                Some(Mma {
+                    tiles: (4, 1),
+                    side: 32
+                })
+            );
+            // Columns a multiple of 16 only: 16×16 tiles.
+            let c = choice(&gpu(t), &[256, 48], 64, DType::F32);
+            assert_eq!(
+                c,
+                Some(Mma {
+                    tiles: (2, 1),
+                    side: 16
+                })
+            );
+            // f16 stays on 16×16 tiles.
+            let c = choice(&gpu(t), &[256, 256], 64, DType::F16);
+            assert_eq!(
+                c,
+                Some(Mma {
+                    tiles: (8, 2),
+                    side: 16
+                })
+            );
+        }
+        for t in [Gfx1100, Gfx1201] {
+            assert_eq!(tiles_of(&gpu(t), &[256, 256], 64, DType::F32), None);
+            assert_eq!(
+                tiles_of(&gpu(t), &[256, 256], 64, DType::BF16),
+                Some((8, 2))
+            );
+        }
+        let cpu = DeviceInfo {
+            target: am_compiler::Target::Cpu,
+            compute_units: 8,
+        };
+        assert_eq!(tiles_of(&cpu, &[256, 256], 64, DType::F16), None);
     }
 
     #[test]
@@ -526,7 +654,7 @@ mod tests {
                 out,
                 reduces: &[64],
                 groupable: true,
-                matmul_f16: None,
+                matmul: None,
                 loads: &[along(r - 2), along(r - 1)],
             },
             true,
@@ -561,7 +689,7 @@ mod tests {
                 out: &out,
                 reduces: &[64],
                 groupable: true,
-                matmul_f16: None,
+                matmul: None,
                 loads: &loads,
             };
             for dev in [gpu, cpu] {
@@ -588,15 +716,21 @@ mod tests {
             out: &[256, 256],
             reduces: &[256],
             groupable: true,
-            matmul_f16: Some(256),
+            matmul: Some((256, DType::F16)),
             loads: &[],
         };
         let o = choose(&gpu, &shape, true);
-        assert_eq!(o.mma, Some((8, 2)));
+        assert_eq!(
+            o.mma,
+            Some(Mma {
+                tiles: (8, 2),
+                side: 16
+            })
+        );
         let next = neighbours(&gpu, &shape, &o);
         assert!(!next.is_empty());
         for c in next {
-            let (tm, tn) = c.mma.unwrap();
+            let (tm, tn) = c.mma.unwrap().tiles;
             assert!(16usize.is_multiple_of(tm) && 16usize.is_multiple_of(tn));
             assert!((256 / 16 / tm) * (256 / 16 / tn) >= MIN_MMA_WAVES, "{c:?}");
         }

@@ -82,7 +82,7 @@ pub struct KernelsBenchArgs {
     #[arg(long)]
     quick: bool,
     /// Operation of the suite to run (repeatable; all by default): add, sum, softmax,
-    /// matmul_f32_256, matmul_f32_512, matmul_f16, conv3x3, matmul_batched,
+    /// matmul_f32_256, matmul_f32_512, matmul_f16, matmul_bf16, conv3x3, matmul_batched,
     /// matmul_transposed, layernorm, argmax, add_odd, sum_odd, matmul_odd.
     #[arg(long = "op", value_name = "NAME")]
     ops: Vec<String>,

@@ -220,6 +220,21 @@ fn suite(quick: bool) -> Vec<Op> {
             numpy: "a @ b",
         },
         Op {
+            name: "matmul_bf16",
+            inputs: vec![vec![mm, mm], vec![mm, mm]],
+            dtype: DType::BF16,
+            build: matmul,
+            unit: Unit::Mac,
+            units: mac(mm, mm, mm),
+            ideal: 1.0 / 4096.0,
+            anchor: None,
+            // Results rounded to bf16 (8 significant bits): half an ulp is 2^-9 of each.
+            check: Check::Close(1e-2),
+            tinygrad: "a @ b",
+            // numpy has no bfloat16: no host anchor for this one.
+            numpy: "",
+        },
+        Op {
             name: "conv3x3",
             inputs: vec![vec![cn, cc, ch, ch], vec![co, cc, 3, 3]],
             dtype: DType::F32,
@@ -368,6 +383,15 @@ fn inputs(op: &Op, dev: &Device) -> anyhow::Result<Vec<Tensor>> {
         .collect()
 }
 
+/// The name of an operation's dtype in the JSON and in the host scripts.
+fn dtype_name(d: DType) -> &'static str {
+    match d {
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        _ => "f32",
+    }
+}
+
 /// What the mock executed for one operation.
 struct Measured {
     kernels: u64,
@@ -454,6 +478,8 @@ def conv(x, w):
 out = {"numpy": np.__version__, "us": {}}
 rng = np.random.default_rng(0)
 for op in ops:
+    if not op["numpy"]:
+        continue
     dt = np.float16 if op["dtype"] == "f16" else np.float32
     xs = [rng.uniform(-1, 1, s).astype(dt) for s in op["inputs"]]
     a = xs[0]
@@ -479,7 +505,7 @@ fn numpy(ops: &[Op]) -> Option<(String, Vec<(String, f64)>)> {
             json!({
                 "name": o.name,
                 "inputs": o.inputs,
-                "dtype": if o.dtype == DType::F16 { "f16" } else { "f32" },
+                "dtype": dtype_name(o.dtype),
                 "numpy": o.numpy,
             })
         })
@@ -706,7 +732,7 @@ fn print_json(
             json!({
                 "op": r.op.name,
                 "inputs": r.op.inputs,
-                "dtype": if r.op.dtype == DType::F16 { "f16" } else { "f32" },
+                "dtype": dtype_name(r.op.dtype),
                 "unit": r.op.unit.name(),
                 "units": r.op.units,
                 "kernels": r.ours.kernels,
@@ -914,6 +940,8 @@ for op in ops:
     xs = [Tensor.uniform(*s, low=-1, high=1) for s in op["inputs"]]
     if op["dtype"] == "f16":
         xs = [x.half() for x in xs]
+    if op["dtype"] == "bf16":
+        xs = [x.cast(dtypes.bfloat16) for x in xs]
     xs = [x.realize() for x in xs]
     a = xs[0]
     b = xs[1] if len(xs) > 1 else None
@@ -1024,7 +1052,7 @@ fn tinygrad(o: &Options, profile: &str, ops: &[Op]) -> anyhow::Result<Vec<(Strin
                 json!({
                     "name": o.name,
                     "inputs": o.inputs,
-                    "dtype": if o.dtype == DType::F16 { "f16" } else { "f32" },
+                    "dtype": dtype_name(o.dtype),
                     "tinygrad": o.tinygrad,
                 })
             })

@@ -281,6 +281,17 @@ fn common_shapes(isa: Isa) {
         In::F32,
         Out::F32,
     );
+    // The tensor layer's f32 matrix product on CDNA.
+    check(
+        isa,
+        "mfma_f32_16x16x4_f32",
+        16,
+        4,
+        1,
+        In::F32,
+        In::F32,
+        Out::F32,
+    );
     check(
         isa,
         "mfma_f32_4x4x1_16b_f32",

@@ -49,6 +49,8 @@ KRED(mfma_f32_32x32x16_bf8_fp8, 32, 16, uchar, uchar8, 8, float, float16, 16, BF
 #define F32_32(a, b, c, x, y, z) __builtin_amdgcn_mfma_f32_32x32x2f32(a[0], b[0], c, x, y, z)
 typedef float float1v __attribute__((ext_vector_type(1)));
 KRED(mfma_f32_32x32x2_f32, 32, 2, float, float1v, 1, float, float16, 16, F32_32)
+#define F32_16(a, b, c, x, y, z) __builtin_amdgcn_mfma_f32_16x16x4f32(a[0], b[0], c, x, y, z)
+KRED(mfma_f32_16x16x4_f32, 16, 4, float, float1v, 1, float, float4, 4, F32_16)
 
 #ifdef __gfx950__
 typedef half half8v __attribute__((ext_vector_type(8)));

@@ -28,6 +28,7 @@ fn bench_kernels_reports_every_operation_with_its_instruction_classes() {
         "matmul_f32_256",
         "matmul_f32_512",
         "matmul_f16",
+        "matmul_bf16",
         "conv3x3",
         "matmul_batched",
         "matmul_transposed",
