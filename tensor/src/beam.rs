@@ -16,7 +16,8 @@
 //!   the largest magnitude).
 //! - **Cache**: the winner's choices are a record of the compiler's cache
 //!   ([`am_compiler::Cache::record`]) under the heuristics' kernel text, the target and `N`
-//!   (and the compiler's version): a later process realizing the same kernel with the same
+//!   (and the compiler's version and a hash of this crate's sources, made by `build.rs`): a
+//!   later process realizing the same kernel with the same
 //!   `N` regenerates the winner from the record and its program comes from the compile
 //!   cache, without measuring anything.
 
@@ -74,7 +75,7 @@ fn record_key(dev: &Device, k: &Kernel, width: u32) -> [u8; 32] {
         &[
             dev.target().name().as_bytes(),
             &width.to_le_bytes(),
-            env!("CARGO_PKG_VERSION").as_bytes(),
+            env!("AM_TENSOR_SOURCE").as_bytes(),
             text.as_bytes(),
         ],
     )

@@ -86,9 +86,9 @@ impl Opts {
             up.join(",")
         };
         let group = self.group.map_or("-".to_string(), |w| w.to_string());
-        let mma = self
-            .mma
-            .map_or("-".to_string(), |m| format!("{}x{}/{}", m.tiles.0, m.tiles.1, m.side));
+        let mma = self.mma.map_or("-".to_string(), |m| {
+            format!("{}x{}/{}", m.tiles.0, m.tiles.1, m.side)
+        });
         format!(
             "up={up} unroll={} full={} group={group} mma={mma}",
             self.unroll, self.unroll_full

@@ -646,7 +646,7 @@ fn check_lockdown(m: &Machine) -> Finding {
 }
 
 /// The environment variables `am` reads, and what each does.
-pub const KNOWN_VARS: [(&str, &str); 12] = [
+pub const KNOWN_VARS: [(&str, &str); 15] = [
     ("AM_LOG", "log filter of the am command (e.g. debug)"),
     (
         "AM_DEBUG",
@@ -655,6 +655,18 @@ pub const KNOWN_VARS: [(&str, &str); 12] = [
     (
         "AM_BEAM",
         "tinygrad's BEAM: N searches the tensor layer's kernels on the device",
+    ),
+    (
+        "AM_NOOPT",
+        "tinygrad's NOOPT: 1 turns the tensor layer's kernel optimiser off",
+    ),
+    (
+        "AM_CPU_THREADS",
+        "threads a kernel of the cpu device uses (default: every core)",
+    ),
+    (
+        "AM_CONFORMANCE_CACHE",
+        "am bench kernels --tinygrad: where scripts/conformance keeps tinygrad",
     ),
     ("AM_RESET", "1: never warm boot, always a full boot"),
     (
