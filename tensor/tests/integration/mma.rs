@@ -360,13 +360,7 @@ fn bf16_and_f32_matmuls_on_mfma_on_gfx950() {
 fn f32_matmuls_take_32_by_32_tiles_where_they_fit_on_gfx942() {
     let (gpu, dev) = own_mock("mi300x", 41);
     for (n, wide, narrow) in [(64, 64, 0), (48, 0, 96)] {
-        let (a, b) = operands(&dev, &[vec![64, 32], vec![32, n]], 11, DType::F32);
-        a.realize().unwrap();
-        b.realize().unwrap();
-        gpu.reset_shader_statistics();
-        gpu.set_shader_statistics(true);
-        a.matmul(&b).unwrap().realize().unwrap();
-        gpu.set_shader_statistics(false);
+        product_counted(&gpu, &dev, &[vec![64, 32], vec![32, n]], 11, DType::F32);
         assert_eq!(
             executed(&gpu, "v_mfma_f32_32x32x2_f32"),
             wide,
@@ -384,13 +378,7 @@ fn f32_matmuls_take_32_by_32_tiles_where_they_fit_on_gfx942() {
 #[test]
 fn f32_matmuls_take_no_matrix_instruction_on_gfx1100() {
     let (gpu, dev) = own_mock("navi31", 41);
-    let (a, b) = operands(&dev, &[vec![32, 48], vec![48, 64]], 9, DType::F32);
-    a.realize().unwrap();
-    b.realize().unwrap();
-    gpu.reset_shader_statistics();
-    gpu.set_shader_statistics(true);
-    a.matmul(&b).unwrap().realize().unwrap();
-    gpu.set_shader_statistics(false);
+    product_counted(&gpu, &dev, &[vec![32, 48], vec![48, 64]], 9, DType::F32);
     assert_eq!(executed(&gpu, "v_wmma"), 0);
     assert!(executed(&gpu, "fma") > 0);
 }
@@ -401,6 +389,24 @@ fn own_mock(profile: &str, index: u32) -> (am_mock::MockGpu, Device) {
     let gpu = am_mock::gpu(profile, index).unwrap();
     let dev = Device::open_with(&format!("mock:{profile}:{index}"), compiler()).unwrap();
     (gpu, dev)
+}
+
+/// Realizes the product of operands of `shapes` (seed `seed`, type `dtype`) on `dev`, with
+/// `gpu`'s shader statistics counting only the product's dispatches.
+fn product_counted(
+    gpu: &am_mock::MockGpu,
+    dev: &Device,
+    shapes: &[Vec<usize>; 2],
+    seed: u64,
+    dtype: DType,
+) {
+    let (a, b) = operands(dev, shapes, seed, dtype);
+    a.realize().unwrap();
+    b.realize().unwrap();
+    gpu.reset_shader_statistics();
+    gpu.set_shader_statistics(true);
+    a.matmul(&b).unwrap().realize().unwrap();
+    gpu.set_shader_statistics(false);
 }
 
 /// Wave-instructions the counted dispatches executed of mnemonics containing `pattern`.
@@ -419,12 +425,6 @@ fn executed(gpu: &am_mock::MockGpu, pattern: &str) -> u64 {
 #[test]
 fn an_f16_matmul_runs_one_wmma_per_tile_and_step_of_k() {
     let (gpu, dev) = own_mock("navi31", 38);
-    let (a, b) = operands(&dev, &[vec![64, 32], vec![32, 64]], 7, DType::F16);
-    a.realize().unwrap();
-    b.realize().unwrap();
-    gpu.reset_shader_statistics();
-    gpu.set_shader_statistics(true);
-    a.matmul(&b).unwrap().realize().unwrap();
-    gpu.set_shader_statistics(false);
+    product_counted(&gpu, &dev, &[vec![64, 32], vec![32, 64]], 7, DType::F16);
     assert_eq!(executed(&gpu, "v_wmma_f32_16x16x16_f16"), 32);
 }
