@@ -11,15 +11,16 @@
 //! u64 end, u32 groups_x, u32 groups_y)`, which runs workgroups `first..end`, their
 //! work-items one after another in a loop of the compiled code (`lower`): the workgroups are
 //! cut into runs of contiguous workgroups (about 8 per thread) that the threads — the calling
-//! one and one per further core — take in turn. Every work-item computes the same operations
-//! whatever the number of threads, so results do not depend on it. Kernels with barriers are called as `void NAME(const u8
+//! one and up to one per further core from a pool kept for launches — take in turn. Every
+//! work-item computes the same operations whatever the number of threads, so results do not
+//! depend on it. Kernels with barriers are called as `void NAME(const u8
 //! *args, Ctx *ctx)` once per work-item, each work-item of a workgroup on its own thread,
 //! meeting at a `std::sync::Barrier` (slower, but exact).
 
 use std::ffi::{CString, c_void};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Barrier, OnceLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Condvar, Mutex, OnceLock};
 
 use llvm_sys::core::LLVMCreateMemoryBufferWithMemoryRangeCopy;
 use llvm_sys::orc2::lljit::*;
@@ -101,6 +102,151 @@ pub fn host_threads() -> usize {
             .filter(|&n| n > 0)
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
     })
+}
+
+/// A launch of a kernel without barriers, shared by the threads that run it: its own copy
+/// of the argument bytes (the pointers in them stay valid until the launching thread has
+/// seen every workgroup done) and the next run of workgroups to take.
+struct Job {
+    func: GroupsFn,
+    args: Vec<u8>,
+    groups: [u32; 2],
+    total: u64,
+    step: u64,
+    lds_words: usize,
+    /// Pool threads that may join the launching one.
+    helpers: usize,
+    joined: AtomicUsize,
+    next: AtomicU64,
+    /// Workgroups run so far.
+    done: Mutex<u64>,
+    finished: Condvar,
+}
+
+impl Job {
+    /// Takes runs of workgroups until none is left.
+    fn work(&self) {
+        let mut lds = vec![0u128; self.lds_words];
+        let mut ctx = Ctx {
+            local_id: [0; 3],
+            group_id: [0; 3],
+            lds: lds.as_mut_ptr() as *mut u8,
+            barrier_fn: no_barrier,
+            barrier_data: ptr::null(),
+        };
+        let mut ran = 0;
+        loop {
+            let first = self.next.fetch_add(self.step, Ordering::Relaxed);
+            if first >= self.total {
+                break;
+            }
+            let end = (first + self.step).min(self.total);
+            // SAFETY: the launching thread's caller guarantees the argument pointers for
+            // every workgroup of the grid until the launch returns, which it does only once
+            // every workgroup is done (`wait`); a run is taken once, so it is not run after
+            // that; ctx and the LDS buffer live across the call, which only reads ctx.
+            unsafe {
+                (self.func)(
+                    self.args.as_ptr(),
+                    &mut ctx,
+                    first,
+                    end,
+                    self.groups[0],
+                    self.groups[1],
+                )
+            };
+            ran += end - first;
+        }
+        if ran > 0 {
+            let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+            *done += ran;
+            if *done == self.total {
+                self.finished.notify_all();
+            }
+        }
+    }
+
+    /// Whether a pool thread may still join (and then counts it in).
+    fn join(&self) -> bool {
+        self.next.load(Ordering::Relaxed) < self.total
+            && self
+                .joined
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |j| {
+                    (j < self.helpers).then_some(j + 1)
+                })
+                .is_ok()
+    }
+
+    /// Blocks until every workgroup is done.
+    fn wait(&self) {
+        let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
+        while *done < self.total {
+            done = self.finished.wait(done).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// Threads kept for launches (started on first need, as many as the widest launch wants
+/// beside its own thread, at most 63), so a launch does not pay for starting threads: they
+/// wait for jobs, join those with runs left and fewer helpers than allowed.
+struct Pool {
+    jobs: Mutex<Vec<Arc<Job>>>,
+    posted: Condvar,
+    threads: Mutex<usize>,
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| Pool {
+        jobs: Mutex::new(Vec::new()),
+        posted: Condvar::new(),
+        threads: Mutex::new(0),
+    })
+}
+
+impl Pool {
+    /// Offers `job` to the pool's threads, starting more if it allows more helpers than
+    /// there are.
+    fn post(&'static self, job: &Arc<Job>) -> std::io::Result<()> {
+        {
+            let mut n = self.threads.lock().unwrap_or_else(|e| e.into_inner());
+            while *n < job.helpers.min(63) {
+                std::thread::Builder::new()
+                    .name("am-cpu".into())
+                    .spawn(move || self.serve())?;
+                *n += 1;
+            }
+        }
+        self.jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(job.clone());
+        self.posted.notify_all();
+        Ok(())
+    }
+
+    /// Withdraws a finished job.
+    fn remove(&self, job: &Arc<Job>) {
+        self.jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|j| !Arc::ptr_eq(j, job));
+    }
+
+    /// A pool thread: joins posted jobs for ever.
+    fn serve(&self) {
+        let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(job) = jobs.iter().find(|j| j.join()).cloned() {
+                drop(jobs);
+                job.work();
+                drop(job);
+                jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+            } else {
+                jobs = self.posted.wait(jobs).unwrap_or_else(|e| e.into_inner());
+            }
+        }
+    }
 }
 
 /// Builds a CPU program image from a kernel and its host object.
@@ -317,48 +463,30 @@ impl CpuProgram {
         // host preempts leaves its share to the others. A workgroup computes the same
         // whichever thread runs it.
         let step = total.div_ceil(threads * 8).max(1);
-        let next = AtomicU64::new(0);
-        let work = || {
-            let mut lds = vec![0u128; lds_words];
-            let mut ctx = Ctx {
-                local_id: [0; 3],
-                group_id: [0; 3],
-                lds: lds.as_mut_ptr() as *mut u8,
-                barrier_fn: no_barrier,
-                barrier_data: ptr::null(),
-            };
-            loop {
-                let first = next.fetch_add(step, Ordering::Relaxed);
-                if first >= total {
-                    break;
-                }
-                let end = (first + step).min(total);
-                // SAFETY: the caller guarantees the argument pointers for every workgroup
-                // of the grid; ctx and the LDS buffer live across the call, which only
-                // reads ctx.
-                unsafe { func(args.as_ptr(), &mut ctx, first, end, groups[0], groups[1]) };
-            }
-        };
-        if threads <= 1 {
-            work();
-            return Ok(());
+        let job = Arc::new(Job {
+            func,
+            args: args.to_vec(),
+            groups: [groups[0], groups[1]],
+            total,
+            step,
+            lds_words,
+            helpers: threads as usize - 1,
+            joined: AtomicUsize::new(0),
+            next: AtomicU64::new(0),
+            done: Mutex::new(0),
+            finished: Condvar::new(),
+        });
+        if threads > 1 {
+            pool()
+                .post(&job)
+                .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
         }
-        std::thread::scope(|s| {
-            let mut handles = vec![];
-            for _ in 1..threads {
-                let work = &work;
-                let h = std::thread::Builder::new()
-                    .spawn_scoped(s, work)
-                    .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
-                handles.push(h);
-            }
-            work();
-            for h in handles {
-                h.join()
-                    .map_err(|_| fail("a worker thread panicked".into()))?;
-            }
-            Ok(())
-        })
+        job.work();
+        job.wait();
+        if threads > 1 {
+            pool().remove(&job);
+        }
+        Ok(())
     }
 
     /// Each work-item of a workgroup on its own thread, one workgroup after another.

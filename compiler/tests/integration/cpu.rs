@@ -79,6 +79,31 @@ fn threads_do_not_change_results_of_odd_grids() {
     }
 }
 
+/// Launches from several threads at once share the pool of launch threads: each gets its
+/// own grid's results, the same as alone on one thread.
+#[test]
+fn concurrent_launches_keep_their_own_results() {
+    let wg = [3u32, 2, 2];
+    let shapes = [[5u32, 3, 2], [7, 1, 3], [2, 9, 1], [11, 2, 2]];
+    let run = |groups: [u32; 3], threads: usize| {
+        let k = ids_kernel(wg, groups);
+        let total = (0..3).map(|d| wg[d] * groups[d]).product::<u32>() as usize;
+        run_cpu_on(&k, groups, &[zeros(4 * 6 * total)], threads)
+    };
+    let alone: Vec<_> = shapes.iter().map(|&g| run(g, 1)).collect();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = shapes
+            .iter()
+            .map(|&g| s.spawn(move || (0..4).map(|_| run(g, 3)).collect::<Vec<_>>()))
+            .collect();
+        for (h, want) in handles.into_iter().zip(&alone) {
+            for got in h.join().expect("a launching thread panicked") {
+                assert_eq!(&got, want, "a launch beside others");
+            }
+        }
+    });
+}
+
 #[test]
 fn ids_of_a_three_dimensional_grid_on_any_number_of_threads() {
     let wg = [3u32, 2, 2];
