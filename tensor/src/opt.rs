@@ -33,7 +33,7 @@
 //! On the CPU only the choices that keep every output's order of operations apply (upcast
 //! and unroll; the `cpu` device is the reference the GPU kernels are checked against), with
 //! tiles as wide as the host's vector registers ([`am_compiler::host_vector_bytes`]: 8 f32
-//! with AVX, 4 with SSE or NEON), plus a two-kernel full reduction ([`split_cpu`]) whose
+//! with AVX, 4 with SSE or NEON; two registers by 4 rows in kernels that reduce), plus a two-kernel full reduction ([`split_cpu`]) whose
 //! order depends only on the number of elements and the vector width. Everything is off when a device's
 //! optimiser is switched off ([`crate::Device::set_optimize`]).
 //!
@@ -285,9 +285,11 @@ fn second_axis(
 }
 
 /// The CPU's choices: a tile of a vector register's 32-bit lanes along the last output axis
-/// (4 where that does not divide it) and, when reducing, 8 (or 4) along the axis whose loads
-/// the first axis's lanes share most, as on GPUs: a matrix product's work-item keeps 8 rows
-/// × 8 columns in 8 AVX registers, one vector load of B and 8 broadcasts of A per step.
+/// (two registers' in kernels that reduce; 4 where neither divides it) and, when reducing,
+/// 4 (8 after a one-register first axis) along the axis whose loads the first axis's lanes
+/// share most, as on GPUs: a matrix product's work-item keeps 4 rows × 16 columns in 8 AVX
+/// registers, two vector loads of B and 4 broadcasts of A per step (the shape of BLAS's AVX2
+/// kernels; 8 × 8 took 9 loads for the same 8 FMAs).
 fn choose_cpu(shape: &Shape<'_>) -> Opts {
     let lanes = (am_compiler::host_vector_bytes() as usize / 4).max(4);
     let mut upcast = Vec::new();
@@ -295,14 +297,23 @@ fn choose_cpu(shape: &Shape<'_>) -> Opts {
     let fits = |d: usize, f: usize, items: usize| {
         d > 1 && d.is_multiple_of(f) && items / f >= CPU_MIN_ITEMS
     };
+    // In a kernel that reduces, two registers' width along the last axis first, then 4
+    // along the second: 8 accumulator registers either way, but per step of a matrix
+    // product 2 vector loads of B and 4 broadcasts of A feed 8 FMAs (8 × 8 took 1 + 8).
+    let reduces = !shape.reduces.is_empty();
+    let wide = if reduces { 2 * lanes } else { lanes };
     if let Some((a, &d)) = shape.out.iter().enumerate().rev().find(|(_, d)| **d != 1)
-        && let Some(f) = [lanes, 4].into_iter().find(|&f| fits(d, f, items))
+        && let Some(f) = [wide, lanes, 4].into_iter().find(|&f| fits(d, f, items))
     {
         upcast.push((a, f));
         items /= f;
     }
     if let Some(a) = second_axis(shape, &upcast, |d| fits(d, 4, items)) {
-        let f = if fits(shape.out[a], 8, items) { 8 } else { 4 };
+        let f = if upcast[0].1 < 2 * lanes && fits(shape.out[a], 8, items) {
+            8
+        } else {
+            4
+        };
         upcast.push((a, f));
     }
     Opts {
@@ -670,6 +681,35 @@ mod tests {
         assert_eq!(matmul_choice(&[128, 256]).upcast, vec![(1, 4), (0, 8)]);
         // Columns not a multiple of 8.
         assert_eq!(matmul_choice(&[256, 260]).upcast, vec![(1, 4), (0, 8)]);
+    }
+
+    fn cpu_choice(out: &[usize], reduces: &[usize]) -> Opts {
+        let cpu = DeviceInfo {
+            target: am_compiler::Target::Cpu,
+            compute_units: 2,
+        };
+        let loads = [vec![true, false], vec![false, true]];
+        let shape = Shape {
+            out,
+            reduces,
+            groupable: true,
+            matmul: None,
+            loads: &loads,
+        };
+        choose(&cpu, &shape, true)
+    }
+
+    #[test]
+    fn cpu_matrix_products_take_two_registers_by_4_rows() {
+        let lanes = (am_compiler::host_vector_bytes() as usize / 4).max(4);
+        // 8 accumulator registers: 2 of the last axis's lanes by 4 rows.
+        let o = cpu_choice(&[256, 256], &[64]);
+        assert_eq!(o.upcast, vec![(1, 2 * lanes), (0, 4)]);
+        // Columns that one register's lanes divide, two's do not: 8 rows, as before.
+        let o = cpu_choice(&[256, 9 * lanes], &[64]);
+        assert_eq!(o.upcast, vec![(1, lanes), (0, 8)]);
+        // No reduction: one register's lanes.
+        assert_eq!(cpu_choice(&[256, 256], &[]).upcast, vec![(1, lanes)]);
     }
 
     #[test]
