@@ -5570,4 +5570,21 @@ mod tests {
         .unwrap();
         assert_eq!(w.v[128], pair(h(1.0), h(0.75)));
     }
+
+    /// On gfx1100 and gfx1200 `v_add_f16_e32 v1.h, v2.h, v3.h` (llvm-mc-22 -mattr=+real-true16:
+    /// VGPR fields 129, 130, 131) adds the high halves of v2 and v3 into the high half of v1,
+    /// keeping v1's low half, and leaves v129 alone.
+    #[test]
+    fn true16_e32_high_halves_execute_on_gfx11_and_gfx12() {
+        for isa in [crate::Isa::Gfx1100, crate::Isa::Gfx1200] {
+            let (v1, v2, v3) = (
+                [pair(h(9.0), h(5.0))],
+                [pair(h(7.0), h(1.5))],
+                [pair(h(8.0), h(0.25))],
+            );
+            let w = run_packed(isa, &[0x6503_0782], &[(1, &v1), (2, &v2), (3, &v3)]).unwrap();
+            assert_eq!(w.v[64], pair(h(9.0), h(1.75)), "{isa:?}");
+            assert_eq!(w.v[129 * 64], 0, "{isa:?}: v129 untouched");
+        }
+    }
 }
