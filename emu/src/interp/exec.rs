@@ -1496,6 +1496,12 @@ pub(crate) fn add_round_odd(p: f64, c: f64) -> f64 {
     f64::from_bits(bits.wrapping_add(if fix { step } else { 0 }))
 }
 
+/// A float result under the clamp bit: saturated to [0, 1], NaN to 0.
+#[inline]
+pub(crate) fn unit(x: f64) -> f64 {
+    if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) }
+}
+
 /// Output modifiers and clamp of a float result.
 #[inline]
 fn omod32(i: &Inst, x: f32, flush: bool) -> f32 {
@@ -3403,8 +3409,14 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
             _ => return None,
         })
     };
+    // The clamp bit saturates a float result to [0, 1] (NaN to 0, as `omod32`), and an
+    // integer sum or difference to its type's range (LLVM selects `saddsat`/`uaddsat` on
+    // v2i16 as `v_pk_add_i16`/`v_pk_add_u16 … clamp`). What it does to the products of
+    // `v_pk_mul_lo_u16` and `v_pk_mad_*16` no source here settles: refused below.
+    let clamp01 = |x: f64| if i.clamp { unit(x) } else { x };
     let i16op = |a: u16, b: u16, c: u16| -> Option<u16> {
         Some(match i.op {
+            PK_MUL_LO_U16 | PK_MAD_U16 | PK_MAD_I16 if i.clamp => return None,
             // Clamped, sums and differences saturate to the type's range.
             PK_ADD_U16 if i.clamp => a.saturating_add(b),
             PK_SUB_U16 if i.clamp => a.saturating_sub(b),
@@ -3434,10 +3446,7 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
                     let b = f16_to_f32(half(w, 1, l, hl)) as f64;
                     let c = f16_to_f32(half(w, 2, l, hl)) as f64;
                     match f16op(a, b, c) {
-                        Some(x) => {
-                            let x = if i.clamp { x.clamp(0.0, 1.0) } else { x };
-                            r |= (f64_to_f16(x) as u32) << (16 * hl as u32)
-                        }
+                        Some(x) => r |= (f64_to_f16(clamp01(x)) as u32) << (16 * hl as u32),
                         None => out = Err(()),
                     }
                 }
@@ -3465,7 +3474,7 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
                     x
                 };
                 let r = fma32(arg(0) as f32, arg(1) as f32, arg(2) as f32) as f64;
-                let r = if i.clamp { r.clamp(0.0, 1.0) } else { r };
+                let r = clamp01(r);
                 match i.op {
                     FMA_MIX_F32 => w.wr(i.dst, l, (r as f32).to_bits()),
                     FMA_MIXLO_F16 => w.wr16(i.dst, l, false, f64_to_f16(r)),
@@ -3488,7 +3497,7 @@ fn vop3p_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &Ctx<'_>) -> Result<(), Err
                 for hl in [false, true] {
                     acc += cv(half(w, 0, l, hl)) * cv(half(w, 1, l, hl));
                 }
-                w.wr(i.dst, l, (acc as f32).to_bits());
+                w.wr(i.dst, l, (clamp01(acc as f32 as f64) as f32).to_bits());
             });
             Ok(())
         }
@@ -5371,6 +5380,211 @@ mod tests {
         for n in [1u64, 3, 0x8_0000_0000_0001, (1 << 52) - 1] {
             let x = f64::from_bits(n);
             assert_eq!(ldexp64(x * pow2(200), -200).to_bits(), n);
+        }
+    }
+
+    /// Runs the VOP3P instruction `words` (then `s_endpgm`) on one wave of `isa` whose lane
+    /// `l` holds `regs[k].1[l]` in VGPR `regs[k].0`.
+    fn run_packed(isa: crate::Isa, words: &[u32], regs: &[(usize, &[u32])]) -> Result<Wave, Error> {
+        let cdna = isa == crate::Isa::Gfx942;
+        let end = if cdna { 0xbf81_0000u32 } else { 0xbfb0_0000 };
+        let code: Vec<u8> = words
+            .iter()
+            .chain([&end])
+            .flat_map(|w| w.to_le_bytes())
+            .collect();
+        let prog = crate::Program::from_bytes(&code, 0, isa).unwrap();
+        let mut w = Wave::new();
+        w.lanes = if cdna { 64 } else { 32 };
+        w.state = WaveState::Running;
+        w.set_exec(full_mask(w.lanes));
+        for &(row, vals) in regs {
+            for (l, &x) in vals.iter().enumerate() {
+                w.v[row * 64 + l] = x;
+            }
+        }
+        let mut mem = crate::HostMemory::new();
+        let (mut lds, mut buf) = (vec![], vec![0u8; 1024]);
+        let mut ctx = Ctx {
+            mem: &mut mem,
+            lds: &mut lds,
+            code_base: 0,
+            prog: &prog,
+            instructions: 0,
+            budget: 16,
+            buf: &mut buf,
+            counts: &mut [],
+        };
+        run(&mut w, &mut ctx).map(|_| w)
+    }
+
+    fn pair(lo: u16, hi: u16) -> u32 {
+        lo as u32 | (hi as u32) << 16
+    }
+
+    fn h(x: f32) -> u16 {
+        crate::interp::float::f32_to_f16(x)
+    }
+
+    /// The VOP3P clamp bit on gfx1100 (words from llvm-mc-22 -mcpu=gfx1100): float results
+    /// saturate to [0, 1] with NaN to 0, packed 16-bit sums and differences to their type's
+    /// range, in both halves; without the bit the same inputs pass through or wrap.
+    #[test]
+    fn packed_clamp_saturates_floats_and_integer_sums_on_gfx1100() {
+        let nan = 0x7e00;
+        // (a, b, result with clamp, result without), each a pair of halves.
+        type Halves = [f32; 2];
+        let f16_add: [(Halves, Halves, Halves, Halves); 3] = [
+            ([0.25, 0.75], [0.5, 0.5], [0.75, 1.0], [0.75, 1.25]),
+            ([-2.0, 0.125], [0.5, 0.0], [0.0, 0.125], [-1.5, 0.125]),
+            ([3.0, -0.5], [4.0, 0.25], [1.0, 0.0], [7.0, -0.25]),
+        ];
+        let p = |x: [f32; 2]| pair(h(x[0]), h(x[1]));
+        let a: Vec<u32> = f16_add
+            .iter()
+            .map(|c| p(c.0))
+            .chain([pair(nan, h(0.5))])
+            .collect();
+        let b: Vec<u32> = f16_add
+            .iter()
+            .map(|c| p(c.1))
+            .chain([pair(h(1.0), h(0.25))])
+            .collect();
+        // v_pk_add_f16 v2, v4, v6 clamp / without clamp
+        for (clamp, w0) in [(true, 0xcc0f_c002u32), (false, 0xcc0f_4002)] {
+            let w =
+                run_packed(crate::Isa::Gfx1100, &[w0, 0x1802_0d04], &[(4, &a), (6, &b)]).unwrap();
+            for (l, c) in f16_add.iter().enumerate() {
+                assert_eq!(
+                    w.v[2 * 64 + l],
+                    p(if clamp { c.2 } else { c.3 }),
+                    "clamp {clamp} lane {l}"
+                );
+            }
+            let nan_lane = w.v[2 * 64 + 3];
+            if clamp {
+                assert_eq!(nan_lane, pair(0, h(0.75)), "NaN clamps to 0");
+            } else {
+                assert_eq!(nan_lane & 0x7c00, 0x7c00, "NaN stays NaN unclamped");
+            }
+        }
+        // v_pk_add_u16 v2, v4, v6 clamp / without; v_pk_sub_i16 v2, v4, v6 clamp
+        let (a, b) = (
+            [pair(0xfff0, 1), pair(0x8000, 5)],
+            [pair(0x20, 2), pair(1, 3)],
+        );
+        let sum =
+            |w0| run_packed(crate::Isa::Gfx1100, &[w0, 0x1802_0d04], &[(4, &a), (6, &b)]).unwrap();
+        let w = sum(0xcc0a_c002);
+        assert_eq!([w.v[128], w.v[129]], [pair(0xffff, 3), pair(0x8001, 8)]);
+        let w = sum(0xcc0a_4002);
+        assert_eq!([w.v[128], w.v[129]], [pair(0x0010, 3), pair(0x8001, 8)]);
+        let w = sum(0xcc03_c002);
+        assert_eq!(
+            [w.v[128], w.v[129]],
+            [pair(0xffd0, 0xffff), pair(0x8000, 2)],
+            "i16: -16 - 32 = -48; -32768 - 1 saturates; 5 - 3 = 2"
+        );
+        // v_dot2_f32_f16 v2, v4, v6, v8 clamp: 0.5·0.5 + 0.25·0.5 + 0 = 0.375 passes,
+        // 2·1 + 0 + 0.5 saturates to 1, -1·1 + 0 + 0 to 0.
+        let a = [pair(h(0.5), h(0.25)), pair(h(2.0), 0), pair(h(-1.0), 0)];
+        let b = [pair(h(0.5), h(0.5)), pair(h(1.0), 0), pair(h(1.0), 0)];
+        let c = [0.0f32.to_bits(), 0.5f32.to_bits(), 0.0f32.to_bits()];
+        let w = run_packed(
+            crate::Isa::Gfx1100,
+            &[0xcc13_c002, 0x1c22_0d04],
+            &[(4, &a), (6, &b), (8, &c)],
+        )
+        .unwrap();
+        assert_eq!(
+            [w.v[128], w.v[129], w.v[130]],
+            [0.375f32.to_bits(), 1.0f32.to_bits(), 0]
+        );
+        // v_pk_mad_u16 v2, v4, v6, v8 clamp: no source settles what clamp does to a product.
+        let e = run_packed(crate::Isa::Gfx1100, &[0xcc09_c002, 0x1c22_0d04], &[]);
+        assert!(
+            matches!(e, Err(Error::Unimplemented { .. })),
+            "{:?}",
+            e.err()
+        );
+    }
+
+    /// On gfx942 (words from llvm-mc-22 -mcpu=gfx942) `v_pk_add/mul/fma_f32 … clamp` saturate
+    /// each f32 result to [0, 1] (NaN to 0), where the straight-loop form does not apply;
+    /// the shared 16-bit packed ops clamp as on gfx11.
+    #[test]
+    fn packed_clamp_saturates_on_gfx942() {
+        let f = |x: f32| x.to_bits();
+        // Lane l: v[4:5] = (a, a'), v[6:7] = (b, b'), v[8:9] = (c, c').
+        let a = [f(0.25), f(1.5), f(-3.0), f(f32::NAN)];
+        let a1 = [f(0.5), f(2.0), f(0.125), f(0.0)];
+        let b = [f(0.5), f(0.5), f(2.0), f(1.0)];
+        let b1 = [f(0.25), f(-4.0), f(0.5), f(1.0)];
+        let c = [f(0.125), f(0.0), f(7.0), f(0.0)];
+        let c1 = [f(0.0), f(8.5), f(-1.0), f(0.25)];
+        // Each op has lanes inside [0, 1] (0.25 + 0.5), above (1.5 + 0.5), below (-3 + 2)
+        // and NaN.
+        let regs: [(usize, &[u32]); 6] = [(4, &a), (5, &a1), (6, &b), (7, &b1), (8, &c), (9, &c1)];
+        type Op = fn(f32, f32, f32) -> f32;
+        let cases: [(u32, u32, Op); 3] = [
+            // v_pk_add_f32 v[2:3], v[4:5], v[6:7] clamp
+            (0xd3b2_c002, 0x1802_0d04, |a, b, _| a + b),
+            // v_pk_mul_f32 v[2:3], v[4:5], v[6:7] clamp
+            (0xd3b1_c002, 0x1802_0d04, |a, b, _| a * b),
+            // v_pk_fma_f32 v[2:3], v[4:5], v[6:7], v[8:9] clamp
+            (0xd3b0_c002, 0x1c22_0d04, |a, b, c| a.mul_add(b, c)),
+        ];
+        let unit = |x: f32| if x.is_nan() { 0.0 } else { x.clamp(0.0, 1.0) };
+        for (w0, w1, op) in cases {
+            for clamp in [true, false] {
+                let w0 = if clamp { w0 } else { w0 & !0x8000 };
+                let w = run_packed(crate::Isa::Gfx942, &[w0, w1], &regs).unwrap();
+                for l in 0..4 {
+                    let v = |r: [u32; 4]| f32::from_bits(r[l]);
+                    for (row, want) in [(2, op(v(a), v(b), v(c))), (3, op(v(a1), v(b1), v(c1)))] {
+                        let want = if clamp { unit(want) } else { want };
+                        let got = f32::from_bits(w.v[row * 64 + l]);
+                        assert!(
+                            got.to_bits() == want.to_bits() || got.is_nan() && want.is_nan(),
+                            "{w0:#x} clamp {clamp} lane {l} row {row}: {got} != {want}"
+                        );
+                    }
+                }
+            }
+        }
+        // v_pk_add_u16 v2, v4, v6 clamp; v_pk_add_f16 v2, v4, v6 clamp
+        let (a, b) = ([pair(0xfff0, 1)], [pair(0x20, 2)]);
+        let w = run_packed(
+            crate::Isa::Gfx942,
+            &[0xd38a_c002, 0x1802_0d04],
+            &[(4, &a), (6, &b)],
+        )
+        .unwrap();
+        assert_eq!(w.v[128], pair(0xffff, 3));
+        let (a, b) = ([pair(h(0.75), h(0.25))], [pair(h(0.5), h(0.5))]);
+        let w = run_packed(
+            crate::Isa::Gfx942,
+            &[0xd38f_c002, 0x1802_0d04],
+            &[(4, &a), (6, &b)],
+        )
+        .unwrap();
+        assert_eq!(w.v[128], pair(h(1.0), h(0.75)));
+    }
+
+    /// On gfx1100 and gfx1200 `v_add_f16_e32 v1.h, v2.h, v3.h` (llvm-mc-22 -mattr=+real-true16:
+    /// VGPR fields 129, 130, 131) adds the high halves of v2 and v3 into the high half of v1,
+    /// keeping v1's low half, and leaves v129 alone.
+    #[test]
+    fn true16_e32_high_halves_execute_on_gfx11_and_gfx12() {
+        for isa in [crate::Isa::Gfx1100, crate::Isa::Gfx1200] {
+            let (v1, v2, v3) = (
+                [pair(h(9.0), h(5.0))],
+                [pair(h(7.0), h(1.5))],
+                [pair(h(8.0), h(0.25))],
+            );
+            let w = run_packed(isa, &[0x6503_0782], &[(1, &v1), (2, &v2), (3, &v3)]).unwrap();
+            assert_eq!(w.v[64], pair(h(9.0), h(1.75)), "{isa:?}");
+            assert_eq!(w.v[129 * 64], 0, "{isa:?}: v129 untouched");
         }
     }
 }

@@ -355,10 +355,19 @@ fn packed_f32(w: &mut Wave, i: &Inst, op: ExtOp) {
                 let x = f32::from_bits(half(w, k, l, sel(k)));
                 if neg(k) != 0 { -x } else { x }
             };
+            // The clamp bit (VOP3P `CLMP`; llvm-mc-22 assembles `v_pk_fma_f32 … clamp` for
+            // gfx942) saturates each f32 result to [0, 1], NaN to 0, as VOP3's does.
+            let c = |x: f32| {
+                if i.clamp {
+                    crate::interp::exec::unit(x as f64) as f32
+                } else {
+                    x
+                }
+            };
             *o = match op {
-                ExtOp::PkFmaF32 => fma32(f(0), f(1), f(2)).to_bits(),
-                ExtOp::PkMulF32 => (f(0) * f(1)).to_bits(),
-                ExtOp::PkAddF32 => (f(0) + f(1)).to_bits(),
+                ExtOp::PkFmaF32 => c(fma32(f(0), f(1), f(2))).to_bits(),
+                ExtOp::PkMulF32 => c(f(0) * f(1)).to_bits(),
+                ExtOp::PkAddF32 => c(f(0) + f(1)).to_bits(),
                 // v_pk_mov_b32 moves bits: S0 feeds the low half, S1 the high half.
                 _ => half(w, h, l, i.opsel >> h & 1),
             };

@@ -122,6 +122,34 @@ pub fn shape_in(rdna: Gen, enc: Encoding, op: u16) -> &'static str {
     lookup(tab, op).unwrap_or("")
 }
 
+/// The shape whose `h` tokens name the 16-bit operands of an e32 (VOP1, VOP2, VOPC)
+/// instruction. LLVM 22 disassembles gfx12 in its fake16 spelling (`v_not_b16_e32 v2, v4`),
+/// so gfx12's generated shapes have no halves; the hardware still reads VGPR bit 7 of such
+/// an operand as the high half (llvm-mc-22 `-mattr=+real-true16` prints `v1.h`), and the
+/// gfx11 shape of the same mnemonic (printed true16) tells which operands those are.
+pub fn e32_halves_shape(rdna: Gen, enc: Encoding, op: u16) -> &'static str {
+    let own = shape_in(rdna, enc, op);
+    if rdna == Gen::Gfx11 {
+        return own;
+    }
+    // gfx12's renamed and new 16-bit e32 forms (halves as llvm-mc-22 prints them).
+    let n = match name_in(rdna, enc, op) {
+        None => return own,
+        Some("v_cvt_pk_f32_fp8" | "v_cvt_pk_f32_bf8") => return "2,h",
+        Some("v_min_num_f16") => "v_min_f16",
+        Some("v_max_num_f16") => "v_max_f16",
+        Some(n) => n,
+    };
+    let gfx11 = crate::interp::opcodes::valu::NAMES
+        .iter()
+        .find(|e| e.1 == n)
+        .map(|e| shape_in(Gen::Gfx11, enc, e.0));
+    match gfx11 {
+        Some(s) if s.split(',').count() == own.split(',').count() => s,
+        _ => own,
+    }
+}
+
 /// Whether the `i`-th token of a shape is a 16-bit VGPR half.
 pub fn shape_is_16(shape: &str, i: usize) -> bool {
     shape.split(',').nth(i) == Some("h")
@@ -601,7 +629,7 @@ pub fn decode_in(rdna: Gen, words: &[u32]) -> Result<Inst, DecodeError> {
     }
     i.len = extra as u8;
     if matches!(enc, Vop1 | Vop2 | Vopc) {
-        true16_e32_halves(&mut i, shp);
+        true16_e32_halves(&mut i, e32_halves_shape(rdna, enc, op));
     }
     Ok(i)
 }
@@ -638,8 +666,12 @@ fn true16_e32_halves(i: &mut Inst, shp: &str) {
         i.dst -= 128;
         i.opsel |= 8;
     }
+    // `v_fmamk_f16` and `v_fmaak_f16` read two f16 registers around their constant, which
+    // the shape places between (`h,h,x,h`) or spells as 32-bit (`h,1,h,x`): LLVM's
+    // real-true16 assembler takes `.h` on both sources.
+    let fmak16 = matches!(i.name(), "v_fmamk_f16" | "v_fmaak_f16");
     for s in 0..2 {
-        if shape_is_16(shp, first_src + s) && i.src[s] >= VGPR0 + 128 {
+        if (fmak16 || shape_is_16(shp, first_src + s)) && i.src[s] >= VGPR0 + 128 {
             i.src[s] -= 128;
             i.opsel |= 1 << s;
         }

@@ -755,6 +755,17 @@ impl Inst {
         let lit = self.literal;
         let name = self.name();
         let e32 = matches!(self.enc, Vop1 | Vop2 | Vopc);
+        // A high half the decoder folded from VGPR bit 7 prints as `.h` even where the
+        // shape (gfx12's, fake16) has no halves; low halves keep the shape's spelling.
+        let halves = Shape(if e32 {
+            super::decode::e32_halves_shape(self.rdna, self.enc, self.op)
+        } else {
+            shp.0
+        });
+        let half_of = |t: usize, hi: bool| match shp.half(t, hi) {
+            None if hi && shape_is_16(halves.0, t) => Some(true),
+            h => h,
+        };
         // Destinations in LLVM order.
         let ndst = if e32 {
             match self.enc {
@@ -774,7 +785,7 @@ impl Inst {
         };
         let mut k = 0;
         if ndst >= 1 {
-            let half = shp.half(0, self.opsel & 8 != 0);
+            let half = half_of(0, self.opsel & 8 != 0);
             let code = if e32 && self.enc == Vopc {
                 super::decode::VCC_LO
             } else {
@@ -814,7 +825,14 @@ impl Inst {
         }
         for s in 0..nsrc.min(3) {
             let t = k + s + usize::from(fmamk && s == 1);
-            let half = shp.half(t, self.opsel & (1 << s) != 0);
+            let hi = self.opsel & (1 << s) != 0;
+            // Both register sources of the f16 fmamk/fmaak are halves (see the decoder's
+            // `true16_e32_halves`), whatever the shape says of src0.
+            let half = if (fmamk || fmaak) && name.ends_with("_f16") && e32 {
+                Some(hi)
+            } else {
+                half_of(t, hi)
+            };
             let txt = operand(self.src[s], shp.regs(t), half, lit);
             let (neg, abs) = (self.neg & (1 << s) != 0, self.abs & (1 << s) != 0);
             ops.push(with_mods(txt, neg, abs));

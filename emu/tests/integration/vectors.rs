@@ -1,7 +1,8 @@
 //! Decodes every LLVM-assembled vector in `tests/vectors/gfx1100.txt` and
 //! `tests/vectors/gfx1200.txt` and checks that our disassembly matches LLVM's text; likewise
 //! the WMMA vectors (`wmma_gfx1100.txt`, `wmma_gfx1201.txt`), whose decoded modifier fields
-//! are also checked against the text.
+//! are also checked against the text, and the true16 e32 vectors (`true16_gfx1100.txt`,
+//! `true16_gfx1200.txt`).
 
 use am_emu::rdna3::decode::{self, Gen};
 
@@ -52,6 +53,17 @@ fn llvm_vectors_decode_to_llvm_text() {
 fn gfx12_llvm_vectors_decode_to_llvm_text() {
     let n = vectors_agree(Gen::Gfx12, include_str!("../vectors/gfx1200.txt"));
     assert!(n > 5000, "only {n} vectors read");
+}
+
+/// True16 VOP1, VOP2 and VOPC (`v_cmp`, `v_cmpx`) in the 32-bit encodings: a 16-bit operand
+/// whose VGPR number has bit 7 set names the high half of `v(n - 128)` (`v1.h`), never `v129`;
+/// vectors from `gen_true16.py` (llvm-mc-22 `-mattr=+real-true16`).
+#[test]
+fn true16_e32_vectors_decode_to_llvm_text() {
+    let n = vectors_agree(Gen::Gfx11, include_str!("../vectors/true16_gfx1100.txt"));
+    assert!(n > 400, "only {n} gfx1100 vectors read");
+    let n = vectors_agree(Gen::Gfx12, include_str!("../vectors/true16_gfx1200.txt"));
+    assert!(n > 400, "only {n} gfx1200 vectors read");
 }
 
 /// Every WMMA form with its modifiers decodes to LLVM's text, and into the fields the
