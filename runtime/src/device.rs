@@ -728,14 +728,31 @@ impl Device {
     /// allocation is freed: mapping costs page-table writes and a TLB flush on every copy
     /// otherwise.
     pub fn copy_between(&self, dst: &Buffer, from: &Device, src: &Buffer, len: u64) -> Result<()> {
+        match self.copy_between_start(dst, from, src, len)? {
+            Some(fence) => fence.wait(),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Device::copy_between`] without waiting for an XGMI copy: its fence (`None` when
+    /// the copy went through host memory, or moved nothing, and is done already). `src` and
+    /// `dst` must be held until the fence has passed. Several copies started before waiting
+    /// on any run at once, each on its destination's copy queue.
+    pub fn copy_between_start(
+        &self,
+        dst: &Buffer,
+        from: &Device,
+        src: &Buffer,
+        len: u64,
+    ) -> Result<Option<crate::Fence>> {
         dst.check(0, len)?;
         src.check(0, len)?;
         if len > 0 && src.kind() == MemKind::Vram && !Arc::ptr_eq(&self.0, &from.0) {
-            match self.peer_va(src) {
-                Ok(va) => {
+            match self.kept_peer_mapping(src) {
+                Ok(m) => {
                     let mut c = crate::CopyCommands::new(self);
-                    c.copy_from_peer(&dst.view(0, len)?, va)?;
-                    return c.submit()?.wait();
+                    c.copy_from_peer(&dst.view(0, len)?, m.va + src.offset())?;
+                    return c.submit().map(Some);
                 }
                 Err(Error::Driver(am_driver::Error {
                     kind: am_driver::ErrorKind::NotInOneHive { .. },
@@ -752,7 +769,48 @@ impl Device {
             self.write(dst, done, &piece[..n])?;
             done += n as u64;
         }
-        Ok(())
+        Ok(None)
+    }
+
+    /// `src`, VRAM of another member of this device's hive, as a buffer of this device
+    /// ([`MemKind::Peer`]) for its kernels and copy commands to read in place over XGMI:
+    /// through the mapping of `src`'s allocation that [`Device::copy_between`] keeps (made
+    /// here the first time, checked as [`Device::map_peer`] checks), so a view costs no
+    /// page-table write after the first. The view holds `src`'s memory, and so the mapping,
+    /// while it lives. Refused as `map_peer` refuses (`NotInOneHive` for a device outside
+    /// the hive); a buffer of this device comes back as it is.
+    pub fn peer_view(&self, src: &Buffer) -> Result<Buffer> {
+        if src.belongs_to(self) {
+            return Ok(src.clone());
+        }
+        if let Some((original, _)) = src.peer_original() {
+            return self.peer_view(&original);
+        }
+        let owner = self.owner_to_map(src)?;
+        if src.kind() != MemKind::Vram {
+            return Err(Error::Buffer {
+                device: owner.0.name.clone(),
+                va: src.va(),
+                size: src.size(),
+                reason: format!(
+                    "{:?} memory: only VRAM is mapped into another hive member ({})",
+                    src.kind(),
+                    self.0.name
+                ),
+            });
+        }
+        let mapping = self.kept_peer_mapping(src)?;
+        let view = Allocation::new(
+            Arc::downgrade(&self.0),
+            mapping,
+            Backing::Peer {
+                alloc: src.alloc.clone(),
+                owner,
+                kept: true,
+            },
+            MemKind::Peer,
+        );
+        Ok(src.same_range_of(Arc::new(view)))
     }
 
     /// Map `buf`, VRAM of another member of this device's XGMI hive, into this device: the
@@ -809,16 +867,16 @@ impl Device {
             })
     }
 
-    /// The GPU address in this device of `src` (VRAM of another hive member), through the
-    /// mapping of its allocation [`Device::copy_between`] keeps (made here the first time).
-    /// Valid while `src` is held: the mapping goes when its allocation is freed.
-    fn peer_va(&self, src: &Buffer) -> Result<u64> {
+    /// The mapping into this device of `src`'s allocation (VRAM of another hive member)
+    /// that [`Device::copy_between`] keeps (made here the first time). Valid while `src` is
+    /// held: the mapping goes when its allocation is freed.
+    fn kept_peer_mapping(&self, src: &Buffer) -> Result<am_driver::mm::VirtMapping> {
         let alloc = &src.alloc;
         let mut maps = lock(&alloc.peer_maps);
         maps.retain(|m| m.dev.strong_count() > 0);
         let mine = Arc::as_ptr(&self.0);
         if let Some(m) = maps.iter().find(|m| std::ptr::eq(m.dev.as_ptr(), mine)) {
-            return Ok(m.mapping.va + src.offset());
+            return Ok(m.mapping.clone());
         }
         let owner = self.owner_to_map(src)?;
         let pv = owner.0.with_driver(|d| Ok(d.peer_vram(&alloc.mapping)))?;
@@ -829,12 +887,11 @@ impl Device {
             }
             return Err(e);
         }
-        let va = mapping.va + src.offset();
         maps.push(crate::memory::PeerMap {
             dev: Arc::downgrade(&self.0),
-            mapping,
+            mapping: mapping.clone(),
         });
-        Ok(va)
+        Ok(mapping)
     }
 
     /// Map the whole of `alloc` (VRAM of `owner`) into this device.
@@ -848,6 +905,7 @@ impl Device {
             Backing::Peer {
                 alloc: alloc.clone(),
                 owner: owner.clone(),
+                kept: false,
             },
             MemKind::Peer,
         )))

@@ -116,3 +116,17 @@ pub enum Error {
 
 /// Result of the runtime.
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Whether this is the driver's refusal to map memory of a device outside this
+    /// device's XGMI hive (`NotInOneHive`): the caller takes another path (host memory).
+    pub fn is_not_in_one_hive(&self) -> bool {
+        matches!(
+            self,
+            Error::Driver(am_driver::Error {
+                kind: am_driver::ErrorKind::NotInOneHive { .. },
+                ..
+            })
+        )
+    }
+}

@@ -57,6 +57,24 @@ impl std::fmt::Display for Link {
 }
 
 impl Device {
+    /// Whether the two devices' layouts put them in one XGMI hive (the same device counts):
+    /// the registers only, without [`Device::link_to`]'s probe through a peer mapping, so
+    /// two hives of the same shape are not told apart here (a mapping between them is
+    /// refused later, when it is made).
+    pub fn hive_layout_with(&self, other: &Device) -> Result<bool> {
+        if Arc::ptr_eq(&self.0, &other.0) {
+            return Ok(true);
+        }
+        let mine = self.with_driver(|d| Ok(d.ctx().mc))?;
+        let theirs = other.with_driver(|d| Ok(d.ctx().mc))?;
+        let peer = PeerVram {
+            device: other.name().to_string(),
+            layout: theirs,
+            paddrs: vec![],
+        };
+        Ok(check_one_hive(self.name(), &mine, &peer).is_ok())
+    }
+
     /// The transport [`Device::copy_between`] takes from `other` to this device. Two
     /// devices whose layouts put them in one hive are asked once through a peer mapping of
     /// a small probe of `other`'s VRAM (the check that tells two hives of the same shape

@@ -41,10 +41,13 @@ pub(crate) enum Backing {
     Vram,
     /// System memory.
     Sys(Arc<dyn SysMem>),
-    /// A hive member's VRAM allocation (kept while mapped) and its device.
+    /// A hive member's VRAM allocation (kept while mapped) and its device. `kept`: the
+    /// mapping is one of `alloc`'s [`Allocation::peer_maps`], unmapped by `alloc` when it is
+    /// freed, not by this allocation (`Device::peer_view`).
     Peer {
         alloc: Arc<Allocation>,
         owner: crate::Device,
+        kept: bool,
     },
 }
 
@@ -107,6 +110,7 @@ impl Drop for Allocation {
         };
         let r = match self.backing {
             Backing::Vram => dev.with_driver(|d| d.vfree(&self.mapping)),
+            Backing::Peer { kept: true, .. } => return,
             // Borrowed pages: the system memory, or the peer's allocation, goes after this,
             // when the backing drops.
             Backing::Sys(_) | Backing::Peer { .. } => {
@@ -164,7 +168,7 @@ impl Buffer {
     /// that device.
     pub(crate) fn peer_original(&self) -> Option<(Buffer, &crate::Device)> {
         match &self.alloc.backing {
-            Backing::Peer { alloc, owner } => Some((self.same_range_of(alloc.clone()), owner)),
+            Backing::Peer { alloc, owner, .. } => Some((self.same_range_of(alloc.clone()), owner)),
             _ => None,
         }
     }

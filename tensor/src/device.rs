@@ -393,6 +393,33 @@ impl Device {
         }
     }
 
+    /// `src`, memory of `from`, as memory of this device that reads it in place: a view
+    /// through a peer mapping when both are `am` devices of one XGMI hive and `src` is VRAM
+    /// (`am_runtime::Device::peer_view`); `None` otherwise, and when the runtime refuses
+    /// the mapping as outside the hive (the caller copies instead). The view holds `src`.
+    pub(crate) fn peer_view(&self, from: &Device, src: &Buffer) -> Result<Option<Buffer>> {
+        let (Some(me), Some(_)) = (self.runtime(), from.runtime()) else {
+            return Ok(None);
+        };
+        let Storage::Am(s) = src.storage() else {
+            return Ok(None);
+        };
+        if s.kind() != MemKind::Vram || self == from {
+            return Ok(None);
+        }
+        match me.peer_view(s) {
+            Ok(v) => Ok(Some(Buffer(Arc::new(BufferInner {
+                dev: self.clone(),
+                size: src.size(),
+                storage: Some(Storage::Am(v)),
+                // Holds the source's memory (and keeps the view out of this device's pool).
+                parent: Some((src.clone(), 0)),
+            })))),
+            Err(e) if e.is_not_in_one_hive() => Ok(None),
+            Err(e) => Err(self.runtime_error(e)),
+        }
+    }
+
     /// Reads the first `out.len()` bytes of `buf`.
     pub(crate) fn read(&self, buf: &Buffer, out: &mut [u8]) -> Result<()> {
         match buf.storage() {
@@ -410,17 +437,18 @@ impl Device {
         }
     }
 
-    /// Copies the first `len` bytes of `src` to `dst` at byte `at`, both memory of this
-    /// device: with its copy queue on an `am` device.
-    pub(crate) fn copy_into(
+    /// Starts copying the first `len` bytes of `src` to `dst` at byte `at`, both memory of
+    /// this device (with its copy queue on an `am` device): the fence to wait for (`None`
+    /// when the copy is done already). Both buffers must be held until the fence has passed.
+    pub(crate) fn copy_into_start(
         &self,
         src: &Buffer,
         dst: &Buffer,
         at: usize,
         len: usize,
-    ) -> Result<()> {
+    ) -> Result<Option<am_runtime::Fence>> {
         if len == 0 {
-            return Ok(());
+            return Ok(None);
         }
         match (src.storage(), dst.storage()) {
             (Storage::Am(s), Storage::Am(d)) => {
@@ -428,9 +456,9 @@ impl Device {
                 let run = || {
                     let mut c = am_runtime::CopyCommands::new(rt);
                     c.copy(&d.view(at as u64, len as u64)?, &s.view(0, len as u64)?)?;
-                    c.submit()?.wait()
+                    c.submit()
                 };
-                run().map_err(|e| self.runtime_error(e))
+                run().map(Some).map_err(|e| self.runtime_error(e))
             }
             (Storage::Host(_), Storage::Host(d)) => {
                 let mut bytes = vec![0u8; len];
@@ -444,7 +472,7 @@ impl Device {
                         *w = u128::from_le_bytes(x);
                     }
                 }
-                Ok(())
+                Ok(None)
             }
             _ => Err(Error::Device {
                 device: self.0.name.clone(),
@@ -537,10 +565,13 @@ impl Device {
             .unwrap_or_default()
     }
 
-    /// Runs `launches` in order and waits for them (recording them while a capture is on).
-    pub(crate) fn run(&self, launches: &[Launch]) -> Result<()> {
+    /// Starts `launches` in order (recording them while a capture is on) without waiting
+    /// for the GPU: what is left to wait for (`None` when nothing is, as on the `cpu`,
+    /// which runs the launches here). Launches started on
+    /// several devices before waiting on any run at once, each on its device's queue.
+    pub(crate) fn start(&self, launches: &[Launch]) -> Result<Option<Running>> {
         if launches.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let _serial = lock(&self.0.exec);
         if let Some((thread, c)) = lock(&self.0.capture).as_mut()
@@ -562,7 +593,7 @@ impl Device {
                         self.log(first + k as u64 + 1, l, t.elapsed());
                     }
                 }
-                Ok(())
+                Ok(None)
             }
             Backend::Am(d) => {
                 let mut c = ComputeCommands::new(d);
@@ -579,21 +610,13 @@ impl Device {
                     .map_err(|e| self.runtime_error(e))?;
                 }
                 let fence = c.submit().map_err(|e| self.runtime_error(e))?;
-                let t = Instant::now();
-                let r = fence.wait();
-                self.0
-                    .wait_nanos
-                    .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
-                r.map_err(|e| self.runtime_error(e))?;
-                if debug >= 2 {
-                    let events = d.profile().map_err(|e| self.runtime_error(e))?;
-                    let first = self.kernels_launched() - launches.len() as u64;
-                    let recent = events.iter().rev().take(launches.len()).rev();
-                    for (k, (l, e)) in launches.iter().zip(recent).enumerate() {
-                        self.log(first + k as u64 + 1, l, Duration::from_nanos(e.nanos()));
-                    }
-                }
-                Ok(())
+                let first = self.kernels_launched() - launches.len() as u64;
+                let logged = (debug >= 2).then(|| (first, launches.to_vec()));
+                Ok(Some(Running {
+                    dev: self.clone(),
+                    fence,
+                    logged,
+                }))
             }
         }
     }
@@ -735,6 +758,36 @@ impl Launch {
                 LaunchArg::U32(x) => Arg::U32(*x),
             })
             .collect()
+    }
+}
+
+/// Launches submitted to an `am` device and not yet waited for ([`Device::start`]).
+pub(crate) struct Running {
+    dev: Device,
+    fence: am_runtime::Fence,
+    /// The number of the first launch and the launches, kept to log them once they are
+    /// done (`AM_DEBUG=2`).
+    logged: Option<(u64, Vec<Launch>)>,
+}
+
+impl Running {
+    /// Waits until the launches have finished (and logs them at `AM_DEBUG=2`).
+    pub(crate) fn wait(self) -> Result<()> {
+        let dev = &self.dev;
+        let t = Instant::now();
+        let r = self.fence.wait();
+        dev.0
+            .wait_nanos
+            .fetch_add(t.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        r.map_err(|e| dev.runtime_error(e))?;
+        if let (Some((first, launches)), Some(d)) = (&self.logged, dev.runtime()) {
+            let events = d.profile().map_err(|e| dev.runtime_error(e))?;
+            let recent = events.iter().rev().take(launches.len()).rev();
+            for (k, (l, e)) in launches.iter().zip(recent).enumerate() {
+                dev.log(*first + k as u64 + 1, l, Duration::from_nanos(e.nanos()));
+            }
+        }
+        Ok(())
     }
 }
 

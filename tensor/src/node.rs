@@ -201,6 +201,11 @@ pub(crate) enum Landing {
     Into(Weak<Node>, usize),
     /// A join's memory, allocated when the first of its parts landed in it.
     Out(Buffer),
+    /// A copy that reads its source where it lies when the devices allow it (a peer
+    /// mapping inside an XGMI hive): its memory is a view of the source's, and no bytes
+    /// move. Set only where the source is read right away by the copy's one consumer, in
+    /// the same realize, before anything could write it again (the direct all-reduce).
+    InPlace,
 }
 
 impl Node {

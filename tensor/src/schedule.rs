@@ -61,60 +61,255 @@ pub(crate) fn realize_nodes(targets: &[Arc<Node>]) -> Result<()> {
     if pending.is_empty() {
         return Ok(());
     }
-    // Copies between devices and joins first: each realizes its sources (a copy's on the
-    // source's device) and then moves their bytes.
-    let copies: Vec<Arc<Node>> = toposort(&pending, &|n| {
+    // Copies between devices and joins first, level by level (see `realize_moves`).
+    let moves = toposort(&pending, &|n| {
         n.is_realized() || matches!(n.op, Op::Copy(_) | Op::Join(_))
     })
-    .into_iter()
-    .filter(|n| matches!(n.op, Op::Copy(_) | Op::Join(_)) && !n.is_realized())
-    .collect();
-    for c in &copies {
-        match &c.op {
-            Op::Copy(src) => copy_node(c, src)?,
-            Op::Join(parts) => join_node(c, parts)?,
-            _ => {}
+    .iter()
+    .any(|n| matches!(n.op, Op::Copy(_) | Op::Join(_)) && !n.is_realized());
+    if moves {
+        realize_moves(&pending)?;
+    }
+    run_schedules(by_device(
+        pending.iter().filter(|p| !p.is_realized()).cloned(),
+    ))
+}
+
+/// `nodes` grouped by device, in the order the devices first appear.
+fn by_device(nodes: impl Iterator<Item = Arc<Node>>) -> Vec<(Device, Vec<Arc<Node>>)> {
+    let mut groups: Vec<(Device, Vec<Arc<Node>>)> = Vec::new();
+    for n in nodes {
+        match groups.iter_mut().find(|(d, _)| *d == n.device) {
+            Some((_, g)) => {
+                if !g.iter().any(|m| m.id == n.id) {
+                    g.push(n);
+                }
+            }
+            None => groups.push((n.device.clone(), vec![n])),
         }
     }
-    drop(copies);
-    let mut devices: Vec<Device> = Vec::new();
-    for p in &pending {
-        if !devices.contains(&p.device) {
-            devices.push(p.device.clone());
+    groups
+}
+
+/// One schedule per device, every device's kernels submitted before any is waited for, so
+/// the devices compute at once; the first error is returned once every submitted schedule
+/// has ended (their memory is in use until then).
+fn run_schedules(groups: Vec<(Device, Vec<Arc<Node>>)>) -> Result<()> {
+    let mut started = Vec::with_capacity(groups.len());
+    let mut first = None;
+    for (d, nodes) in groups {
+        match schedule_start(&d, &nodes) {
+            Ok(s) => started.push(s),
+            Err(e) => {
+                first = Some(e);
+                break;
+            }
         }
     }
-    for d in devices {
-        let mine: Vec<Arc<Node>> = pending
+    for s in started {
+        if let Err(e) = s.finish()
+            && first.is_none()
+        {
+            first = Some(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+/// Realizes the copies between devices and the joins below `pending`, level by level: a
+/// copy or join of level `L` needs only nodes that need copies and joins of levels below
+/// `L`. For each level, the sources the copies and joins read are computed first (one
+/// schedule per device, all devices at once), then every copy is started (each on its
+/// destination's copy queue, or mapped in place) before any is waited for, then the joins
+/// put their own chunks in place the same way. The steps of a collective thus run on all
+/// devices at once instead of one device after another.
+fn realize_moves(pending: &[Arc<Node>]) -> Result<()> {
+    let order = toposort(pending, &|n| n.is_realized());
+    // Copy-and-join levels a node needs done before it can be computed.
+    let mut need: HashMap<u64, usize> = HashMap::new();
+    let mut levels: Vec<Vec<Arc<Node>>> = Vec::new();
+    for n in &order {
+        if n.is_realized() {
+            continue;
+        }
+        let below =
+            n.op.sources()
+                .iter()
+                .map(|s| need.get(&s.id).copied().unwrap_or(0))
+                .max()
+                .unwrap_or(0);
+        if matches!(n.op, Op::Copy(_) | Op::Join(_)) {
+            if levels.len() <= below {
+                levels.resize_with(below + 1, Vec::new);
+            }
+            levels[below].push(n.clone());
+            need.insert(n.id, below + 1);
+        } else {
+            need.insert(n.id, below);
+        }
+    }
+    drop(order);
+    for level in levels {
+        // What the copies read: a piece of memory already computed is read where it lies;
+        // a piece of a node not computed yet gets that node computed first (then read in
+        // place); anything else is computed itself.
+        let mut bases = Vec::new();
+        let mut parts = Vec::new();
+        for n in &level {
+            match &n.op {
+                Op::Copy(src) if slice_of(src).is_none() && !src.is_realized() => {
+                    match view_base(src) {
+                        Some(b) if !b.is_realized() => bases.push(b),
+                        _ => parts.push(src.clone()),
+                    }
+                }
+                Op::Join(ps) => parts.extend(ps.iter().filter(|p| !p.is_realized()).cloned()),
+                _ => {}
+            }
+        }
+        run_schedules(by_device(bases.into_iter()))?;
+        let rest = level.iter().filter_map(|n| match &n.op {
+            Op::Copy(src) if slice_of(src).is_none() && !src.is_realized() => Some(src.clone()),
+            _ => None,
+        });
+        run_schedules(by_device(parts.into_iter().chain(rest)))?;
+        let copies: Vec<&Arc<Node>> = level
             .iter()
-            .filter(|p| p.device == d && !p.is_realized())
-            .cloned()
+            .filter(|n| matches!(n.op, Op::Copy(_)))
             .collect();
-        schedule(&d, &mine)?;
+        let mut moving = Vec::with_capacity(copies.len());
+        let mut first = None;
+        for c in &copies {
+            let Op::Copy(src) = &c.op else { continue };
+            match copy_start(c, src) {
+                Ok(m) => moving.push(m),
+                Err(e) => {
+                    first = Some(e);
+                    break;
+                }
+            }
+        }
+        let mut touched: Vec<Device> = Vec::new();
+        for m in moving {
+            for d in [&m.from, &m.node.device] {
+                if !touched.contains(d) {
+                    touched.push(d.clone());
+                }
+            }
+            if let Err(e) = m.finish()
+                && first.is_none()
+            {
+                first = Some(e);
+            }
+        }
+        if let Some(e) = first {
+            return Err(e);
+        }
+        crate::shard::check_faults(&touched, "a copy between devices")?;
+        let mut joining = Vec::new();
+        for j in level.iter().filter(|n| matches!(n.op, Op::Join(_))) {
+            let Op::Join(ps) = &j.op else { continue };
+            match join_start(j, ps) {
+                Ok(r) => joining.push(r),
+                Err(e) => {
+                    first = Some(e);
+                    break;
+                }
+            }
+        }
+        for (j, out, fences) in joining {
+            let mut r = Ok(());
+            for f in fences {
+                let w = f.wait().map_err(|e| j.device.runtime_error(e));
+                if r.is_ok() {
+                    r = w;
+                }
+            }
+            match r {
+                Ok(()) => {
+                    *lock(&j.landing) = None;
+                    *lock(&j.buffer) = Some(out);
+                }
+                Err(e) => {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first {
+            return Err(e);
+        }
     }
     Ok(())
 }
 
-fn copy_node(dst: &Arc<Node>, src: &Arc<Node>) -> Result<()> {
+/// The node whose memory `n` would be a piece of ([`slice_of`]): below its reshapes,
+/// detaches and shrinks.
+fn view_base(n: &Arc<Node>) -> Option<Arc<Node>> {
+    let mut c = n;
+    loop {
+        match &c.op {
+            Op::Reshape(a) | Op::Detach(a) | Op::Shrink(a, _) if !c.is_realized() => c = a,
+            _ => break,
+        }
+    }
+    (!Arc::ptr_eq(c, n)).then(|| c.clone())
+}
+
+/// A copy under way ([`copy_start`]).
+struct Moving {
+    node: Arc<Node>,
+    from: Device,
+    /// Its memory, set as the node's once the copy is done.
+    out: Buffer,
+    /// The source's memory, held until then.
+    _src: Buffer,
+    fence: Option<am_runtime::Fence>,
+}
+
+impl Moving {
+    fn finish(self) -> Result<()> {
+        if let Some(f) = self.fence {
+            f.wait().map_err(|e| self.node.device.runtime_error(e))?;
+        }
+        *lock(&self.node.buffer) = Some(self.out);
+        Ok(())
+    }
+}
+
+/// Starts the copy `dst` of `src` (computed, or a piece of computed memory): a copy that
+/// may read in place ([`Landing::InPlace`]) gets a view of the source's memory through a
+/// peer mapping when the devices share an XGMI hive, and moves nothing.
+fn copy_start(dst: &Arc<Node>, src: &Arc<Node>) -> Result<Moving> {
     let len = src.numel() * src.dtype.size();
-    // A piece of memory already computed (a chunk of a collective) is copied from where it
-    // lies; anything else is computed first (a view of memory by a copy kernel).
     let from = match slice_of(src) {
         Some(b) => b,
-        None => {
-            realize_nodes(std::slice::from_ref(src))?;
-            src.buffer().ok_or_else(|| Error::Device {
-                device: src.device.name().into(),
-                reason: "a realized tensor has no memory".into(),
-            })?
-        }
+        None => src.buffer().ok_or_else(|| Error::Device {
+            device: src.device.name().into(),
+            reason: "a realized tensor has no memory".into(),
+        })?,
     };
+    let in_place = matches!(&*lock(&dst.landing), Some(Landing::InPlace));
+    if in_place && let Some(view) = dst.device.peer_view(&src.device, &from)? {
+        return Ok(Moving {
+            node: dst.clone(),
+            from: src.device.clone(),
+            out: view,
+            _src: from,
+            fence: None,
+        });
+    }
     let out = match landing_for(dst, len)? {
         Some(view) => view,
         None => dst.device.alloc(len)?,
     };
-    crate::shard::copy_buffer(&src.device, &from, &dst.device, &out, len)?;
-    *lock(&dst.buffer) = Some(out);
-    Ok(())
+    let fence = crate::shard::copy_buffer_start(&src.device, &from, &dst.device, &out, len)?;
+    Ok(Moving {
+        node: dst.clone(),
+        from: src.device.clone(),
+        out,
+        _src: from,
+        fence,
+    })
 }
 
 /// The memory a realized node's elements lie in when `n` is a contiguous piece of them
@@ -194,14 +389,19 @@ fn join_memory(join: &Arc<Node>) -> Result<Buffer> {
     Ok(b)
 }
 
-/// Computes every part of a join, then copies each into its place of one buffer on the
+/// Starts copying each part of a join (all computed) into its place of one buffer on the
 /// join's device: copies, where joining with a kernel would read every element again. Parts
-/// that are copies from other devices have landed there already ([`Landing`]).
-fn join_node(dst: &Arc<Node>, parts: &[Arc<Node>]) -> Result<()> {
-    realize_nodes(parts)?;
+/// that are copies from other devices have landed there already ([`Landing`]). Returns the
+/// join, its memory and the copies to wait for.
+#[allow(clippy::type_complexity)]
+fn join_start(
+    dst: &Arc<Node>,
+    parts: &[Arc<Node>],
+) -> Result<(Arc<Node>, Buffer, Vec<am_runtime::Fence>)> {
     let size = dst.dtype.size();
     let out = join_memory(dst)?;
     let mut at = 0;
+    let mut fences = Vec::new();
     for p in parts {
         let b = p.buffer().ok_or_else(|| Error::Device {
             device: p.device.name().into(),
@@ -209,13 +409,23 @@ fn join_node(dst: &Arc<Node>, parts: &[Arc<Node>]) -> Result<()> {
         })?;
         let len = p.numel() * size;
         if !b.is_view_of(&out, at) {
-            dst.device.copy_into(&b, &out, at, len)?;
+            // Started copies must end before their memory may go: wait for them on error.
+            match dst.device.copy_into_start(&b, &out, at, len) {
+                Ok(Some(f)) => fences.push((f, b)),
+                Ok(None) => {}
+                Err(e) => {
+                    for (f, _) in fences {
+                        let _ = f.wait();
+                    }
+                    return Err(e);
+                }
+            }
         }
         at += len;
     }
-    *lock(&dst.landing) = None;
-    *lock(&dst.buffer) = Some(out);
-    Ok(())
+    // The parts' memory is held by the parts (nodes of the join) until the fences pass.
+    let fences = fences.into_iter().map(|(f, _)| f).collect();
+    Ok((dst.clone(), out, fences))
 }
 
 /// Follows views (and detaches) down to the node they look at.
@@ -281,7 +491,27 @@ fn find(parent: &mut [usize], mut i: usize) -> usize {
     i
 }
 
-fn schedule(dev: &Device, targets: &[Arc<Node>]) -> Result<()> {
+/// A schedule whose kernels are submitted ([`schedule_start`]).
+struct Started {
+    graph: Graph,
+    /// The schedule's memory, in use until the kernels end.
+    memory: Memory,
+    running: Option<crate::device::Running>,
+}
+
+impl Started {
+    /// Waits for the kernels, then gives the targets their memory.
+    fn finish(self) -> Result<()> {
+        if let Some(r) = self.running {
+            r.wait()?;
+        }
+        self.graph.store_results(&self.memory);
+        Ok(())
+    }
+}
+
+/// Schedules `targets` (nodes of `dev`) and submits their kernels without waiting.
+fn schedule_start(dev: &Device, targets: &[Arc<Node>]) -> Result<Started> {
     dev.beam()?;
     dev.count_schedule();
     let mut graph = Graph::new(targets);
@@ -298,9 +528,12 @@ fn schedule(dev: &Device, targets: &[Arc<Node>]) -> Result<()> {
     let mut memory = graph.memory(&items, &placement.run_order);
     let mut launches = graph.launch_kernels(dev, &items, &placement, &mut memory)?;
     launches.extend(graph.copy_back(dev, info, &placement.copy_back, &mut memory)?);
-    dev.run(&launches)?;
-    graph.store_results(&memory);
-    Ok(())
+    let running = dev.start(&launches)?;
+    Ok(Started {
+        graph,
+        memory,
+        running,
+    })
 }
 
 /// The graph below one schedule's targets, operands first, and what the scheduler decides

@@ -9,7 +9,13 @@
 //! two `am` devices take the transport the runtime picks for the pair
 //! ([`am_runtime::Device::link_to`]): XGMI inside a hive, host memory otherwise.
 //!
-//! All-reduce has two algorithms, picked by size ([`Algorithm::Auto`]):
+//! All-reduce has three algorithms, picked by size and devices ([`Algorithm::Auto`]):
+//! - **direct** (one XGMI hive, as RCCL does on a fully connected MI300X hive): device `i`
+//!   reduces chunk `i` of every part in one kernel that reads the other devices' chunks
+//!   where they lie, through peer mappings (no copy), then every reduced chunk is copied
+//!   to every other device. One kernel per device instead of `n − 1`, and every step's
+//!   work on all devices at once; each device still receives `2 (n − 1) / n` of the bytes.
+//!   Between devices that cannot map each other's memory the chunks are copied instead.
 //! - **ring**: the flattened parts cut into one chunk per device; `n − 1` steps in which
 //!   every device sends one chunk to the next and the next adds it to its own (each device
 //!   ends with one chunk reduced over all), then `n − 1` steps passing the reduced chunks
@@ -48,8 +54,13 @@ pub enum ReduceOp {
 /// Which all-reduce algorithm to use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Algorithm {
-    /// The tree below [`RING_MIN_BYTES`] per part, the ring from there on.
+    /// The tree below [`RING_MIN_BYTES`] per part; from there on the direct algorithm when
+    /// every device is an `am` device of one XGMI hive, else the ring.
     Auto,
+    /// Each device reduces its chunk of every part in one kernel, reading the other
+    /// devices' chunks in place through peer mappings (copies where the devices cannot map
+    /// each other's memory), then copies its reduced chunk to every other device.
+    Direct,
     /// Reduce-scatter then all-gather around the ring of devices.
     Ring,
     /// Reduce up a binary tree to the first device, then copy back down it.
@@ -495,20 +506,30 @@ impl Sharded {
         }
         let numel: usize = shape.iter().product();
         let bytes = numel * self.dtype().size();
-        let ring = match algorithm {
-            Algorithm::Ring => numel >= n,
+        let chunked = match algorithm {
+            Algorithm::Ring | Algorithm::Direct => numel >= n,
             Algorithm::Tree => false,
             Algorithm::Auto => numel >= n && bytes >= RING_MIN_BYTES,
         };
-        let outs = if ring {
+        let direct = match algorithm {
+            Algorithm::Direct => true,
+            Algorithm::Auto => chunked && one_hive(&self.devices())?,
+            _ => false,
+        };
+        let outs = if chunked {
             let flat: Vec<Tensor> = self
                 .parts
                 .iter()
                 .map(|p| p.reshape(&[-1]))
                 .collect::<Result<_>>()?;
             let chunks = split(&flat, 0)?;
-            let mine = ring_reduce_scatter(&chunks, op)?;
-            let everything = ring_all_gather(&mine, &self.devices())?;
+            let everything = if direct {
+                let mine = direct_reduce_scatter(&chunks, op)?;
+                direct_all_gather(&mine)
+            } else {
+                let mine = ring_reduce_scatter(&chunks, op)?;
+                ring_all_gather(&mine, &self.devices())?
+            };
             let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
             everything
                 .iter()
@@ -666,6 +687,64 @@ fn combine(op: ReduceOp, mine: &Tensor, received: &Tensor) -> Result<Tensor> {
     }
 }
 
+/// Whether every device is an `am` device and every pair's layout puts them in one XGMI
+/// hive ([`am_runtime::Device::hive_layout_with`]).
+fn one_hive(devices: &[Device]) -> Result<bool> {
+    let Some(first) = devices.first() else {
+        return Ok(false);
+    };
+    let Some(a) = first.runtime() else {
+        return Ok(false);
+    };
+    for d in &devices[1..] {
+        let Some(b) = d.runtime() else {
+            return Ok(false);
+        };
+        if !a.hive_layout_with(b).map_err(|e| d.runtime_error(e))? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+/// `t` on `dev`, read where it lies when the two devices allow it (a copy node marked
+/// [`Landing::InPlace`]), else copied.
+fn read_in_place(t: &Tensor, dev: &Device) -> Tensor {
+    let c = t.to(dev);
+    let node = c.node();
+    if matches!(node.op, Op::Copy(_)) && !node.is_realized() {
+        *lock(&node.landing) = Some(Landing::InPlace);
+    }
+    c
+}
+
+/// The direct reduce-scatter: device `i` combines chunk `i` of every device's part, in
+/// device order, in one kernel; the other devices' chunks are read where they lie
+/// ([`read_in_place`]). Returns each device's reduced chunk.
+fn direct_reduce_scatter(chunks: &[Vec<Tensor>], op: ReduceOp) -> Result<Vec<Tensor>> {
+    let n = chunks.len();
+    (0..n)
+        .map(|i| {
+            let dev = chunks[i][i].device();
+            let mut acc = read_in_place(&chunks[0][i], &dev);
+            for row in &chunks[1..] {
+                acc = combine(op, &acc, &read_in_place(&row[i], &dev))?;
+            }
+            Ok(acc)
+        })
+        .collect()
+}
+
+/// The direct all-gather: every device's chunk copied straight to every other device (one
+/// step, all copies at once). Returns every device's `n` chunks in order.
+fn direct_all_gather(mine: &[Tensor]) -> Vec<Vec<Tensor>> {
+    let devices: Vec<Device> = mine.iter().map(Tensor::device).collect();
+    devices
+        .iter()
+        .map(|d| mine.iter().map(|c| c.to(d)).collect())
+        .collect()
+}
+
 /// The ring's reduce-scatter: at step `s` device `i` sends its running chunk
 /// `(i − 1 − s) mod n` to device `i + 1`, which combines it with its own; after `n − 1`
 /// steps device `i` holds chunk `i` reduced over every device.
@@ -817,26 +896,28 @@ pub fn all_reduce_gradients(replicas: &[Vec<Tensor>]) -> Result<()> {
     Ok(())
 }
 
-/// Copies `len` bytes of `src` (memory of `from`) into `dst` (memory of `to`): between two
-/// `am` devices with the transport the runtime picks for the pair (XGMI inside a hive, else
-/// host memory), with the CPU through host memory.
-pub(crate) fn copy_buffer(
+/// Starts copying `len` bytes of `src` (memory of `from`) into `dst` (memory of `to`):
+/// between two `am` devices with the transport the runtime picks for the pair (XGMI inside
+/// a hive: the fence to wait for; else host memory, done on return), with the CPU through
+/// host memory. Faults are checked by the caller once its copies are done.
+pub(crate) fn copy_buffer_start(
     from: &Device,
     src: &Buffer,
     to: &Device,
     dst: &Buffer,
     len: usize,
-) -> Result<()> {
+) -> Result<Option<am_runtime::Fence>> {
     if let (Some(a), Some(b), Storage::Am(s), Storage::Am(d)) =
         (from.runtime(), to.runtime(), src.storage(), dst.storage())
     {
-        b.copy_between(d, a, s, len as u64)
-            .map_err(|e| to.runtime_error(e))?;
-        return check_faults(&[from.clone(), to.clone()], "a copy between devices");
+        return b
+            .copy_between_start(d, a, s, len as u64)
+            .map_err(|e| to.runtime_error(e));
     }
     let mut bytes = vec![0u8; len];
     from.read(src, &mut bytes)?;
-    to.write(dst, &bytes)
+    to.write(dst, &bytes)?;
+    Ok(None)
 }
 
 #[cfg(test)]
@@ -902,6 +983,75 @@ mod tests {
                 vec![10.0; 1024],
                 "device {d}: 1 + 2 + 3 + 4"
             );
+        }
+    }
+
+    /// The direct all-reduce on one hive reads every other member's chunk where it lies:
+    /// each of the `n (n − 1)` in-place copies is a peer mapping of the source's memory
+    /// (no bytes moved for the reduce-scatter), and every device ends with the same bits,
+    /// those of the chunks summed in device order.
+    #[test]
+    fn the_direct_all_reduce_reads_the_other_members_chunks_in_place() {
+        am_mock::register();
+        let devs: Vec<Device> = (56..60)
+            .map(|i| Device::open(&format!("mock:mi300x-hive4:{i}")).unwrap())
+            .collect();
+        let n = devs.len();
+        let data: Vec<Vec<f32>> = (0..n)
+            .map(|d| {
+                (0..1024)
+                    .map(|k| (d as f32 + 1.0) * 0.1 + k as f32 * 1e-3)
+                    .collect()
+            })
+            .collect();
+        let parts: Vec<Tensor> = devs
+            .iter()
+            .zip(&data)
+            .map(|(d, v)| Tensor::from_slice(v, &[1024], d).unwrap())
+            .collect();
+        let r = Sharded::from_parts(parts, None)
+            .unwrap()
+            .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
+            .unwrap();
+        let roots: Vec<Arc<Node>> = r.parts().iter().map(Tensor::node).collect();
+        let in_place: Vec<Arc<Node>> = crate::node::toposort(&roots, &|_| false)
+            .into_iter()
+            .filter(|c| matches!(&*lock(&c.landing), Some(Landing::InPlace)))
+            .collect();
+        assert_eq!(
+            in_place.len(),
+            n * (n - 1),
+            "one read per other member and chunk"
+        );
+        r.realize().unwrap();
+        for c in &in_place {
+            let b = c.buffer().unwrap();
+            let Storage::Am(rb) = b.storage() else {
+                panic!("{}: not device memory", c.device);
+            };
+            assert_eq!(
+                rb.kind(),
+                am_runtime::MemKind::Peer,
+                "{}: a chunk of another member was copied, not read in place",
+                c.device
+            );
+        }
+        let want: Vec<u32> = (0..1024)
+            .map(|k| {
+                data.iter()
+                    .skip(1)
+                    .fold(data[0][k], |a, v| a + v[k])
+                    .to_bits()
+            })
+            .collect();
+        for (d, p) in r.parts().iter().enumerate() {
+            let got: Vec<u32> = p
+                .to_vec_f32()
+                .unwrap()
+                .iter()
+                .map(|x| x.to_bits())
+                .collect();
+            assert_eq!(got, want, "device {d}: the chunks summed in device order");
         }
     }
 }

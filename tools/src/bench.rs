@@ -52,7 +52,8 @@ pub struct AllreduceArgs {
     /// Largest size in MiB (sizes go from 1 KiB up by ×4 to this one).
     #[arg(long, default_value_t = 256, value_parser = RangedU64ValueParser::<usize>::new().range(1..=1024))]
     mib: usize,
-    /// Algorithm: auto (tree below 256 KiB, ring from there), ring or tree.
+    /// Algorithm: auto (tree below 256 KiB; from there direct in one XGMI hive, else ring),
+    /// direct, ring or tree.
     #[arg(long, default_value = "auto")]
     algo: String,
     /// Timed runs per size after an untimed one (the best counts).

@@ -4,7 +4,10 @@
 //! ring), against host `memcpy` of the same bytes in the same run, and the link each pair
 //! of neighbours takes with what that link moves on real hardware. A second anchor, labelled
 //! apart: `memcpy` of the bytes a ring's links carry in all, `2 (n − 1)` times the buffer
-//! (on the mock every link is a memcpy on the host's shared cores).
+//! (on the mock every link is a memcpy on the host's shared cores). Beside each wall time,
+//! the CPU time it took (the whole process's for an all-reduce: the mock's queue threads
+//! are in it; the copying thread's for memcpy), which other work on the machine does not
+//! inflate as it inflates wall times.
 
 use std::time::Instant;
 
@@ -37,20 +40,30 @@ fn memcpy_time(bytes: usize, repeat: usize) -> f64 {
 
 /// The best time of `repeat` runs of `times` host copies of `bytes` bytes one after another
 /// (each into its own destination, so none is served from the cache the one before left
-/// when the buffer is larger than it), in seconds.
-fn memcpy_times(bytes: usize, times: usize, repeat: usize) -> f64 {
+/// when the buffer is larger than it), and the least CPU time of this thread one run took,
+/// in seconds.
+fn memcpy_times(bytes: usize, times: usize, repeat: usize) -> anyhow::Result<(f64, f64)> {
     let src = vec![0x5au8; bytes];
     let mut dst = vec![0u8; bytes * times];
-    let mut best = f64::MAX;
+    let (mut best, mut cpu) = (f64::MAX, f64::MAX);
     for _ in 0..repeat.max(1) {
+        let c = crate::bench_runtime::thread_cpu_ns()?;
         let t = Instant::now();
         for d in dst.chunks_exact_mut(bytes.max(1)) {
             d.copy_from_slice(std::hint::black_box(&src));
         }
         std::hint::black_box(&dst);
         best = best.min(t.elapsed().as_secs_f64());
+        cpu = cpu.min((crate::bench_runtime::thread_cpu_ns()? - c) as f64 * 1e-9);
     }
-    best
+    Ok((best, cpu))
+}
+
+/// CPU time of the whole process (every thread: the mock's queues run on threads of their
+/// own), in seconds.
+fn process_cpu() -> anyhow::Result<f64> {
+    let t = cpu_time::ProcessTime::try_now().context("reading the process's CPU clock")?;
+    Ok(t.as_duration().as_secs_f64())
 }
 
 /// One size's figures.
@@ -60,6 +73,10 @@ struct Row {
     memcpy_seconds: f64,
     /// memcpy of what the ring's links carry in all: `2 (n − 1)` × `bytes`.
     link_memcpy_seconds: f64,
+    /// The least CPU time (all threads) one timed all-reduce took.
+    cpu_seconds: f64,
+    /// The least CPU time one run of the link memcpy took.
+    link_memcpy_cpu_seconds: f64,
 }
 
 /// Runs the benchmark on the devices `spec` lists (`am demo`'s `--device` syntax).
@@ -74,7 +91,8 @@ pub fn run(
         "auto" => Algorithm::Auto,
         "ring" => Algorithm::Ring,
         "tree" => Algorithm::Tree,
-        other => anyhow::bail!("`{other}`: the algorithms are auto, ring and tree"),
+        "direct" => Algorithm::Direct,
+        other => anyhow::bail!("`{other}`: the algorithms are auto, direct, ring and tree"),
     };
     let names = crate::device::device_list(spec);
     anyhow::ensure!(
@@ -113,14 +131,17 @@ pub fn run(
         let input = Sharded::from_parts(parts, None)?;
         input.realize()?;
         // The first run compiles the kernels; the best of the others counts.
-        let mut best = f64::MAX;
+        let (mut best, mut cpu) = (f64::MAX, f64::MAX);
         for k in 0..=repeat.max(1) {
+            let c = process_cpu()?;
             let t = Instant::now();
             let out = input.all_reduce_with(ReduceOp::Sum, algo)?;
             out.realize()?;
             let s = t.elapsed().as_secs_f64();
+            let c = process_cpu()? - c;
             if k > 0 {
                 best = best.min(s);
+                cpu = cpu.min(c);
             }
             if k == 0 {
                 let want = (n * (n + 1) / 2) as f32;
@@ -134,11 +155,14 @@ pub fn run(
                 }
             }
         }
+        let (link, link_cpu) = memcpy_times(bytes, 2 * (n - 1), repeat.max(1) + 2)?;
         rows.push(Row {
             bytes,
             seconds: best,
             memcpy_seconds: memcpy_time(bytes, repeat.max(1) + 2),
-            link_memcpy_seconds: memcpy_times(bytes, 2 * (n - 1), repeat.max(1) + 2),
+            link_memcpy_seconds: link,
+            cpu_seconds: cpu,
+            link_memcpy_cpu_seconds: link_cpu,
         });
     }
     let gbps = |b: usize, s: f64| b as f64 / s / 1e9;
@@ -157,6 +181,9 @@ pub fn run(
                     "link_bytes": 2 * (n - 1) * r.bytes,
                     "link_memcpy_seconds": r.link_memcpy_seconds,
                     "ratio_to_link_memcpy": r.seconds / r.link_memcpy_seconds,
+                    "cpu_seconds": r.cpu_seconds,
+                    "link_memcpy_cpu_seconds": r.link_memcpy_cpu_seconds,
+                    "cpu_ratio_to_link_memcpy": r.cpu_seconds / r.link_memcpy_cpu_seconds,
                     "paper_seconds": paper_seconds(r.bytes, bus, slowest),
                 })
             })
@@ -181,6 +208,9 @@ pub fn run(
                     "memcpy_seconds": "host memcpy of the buffer's bytes (the issue's anchor)",
                     "link_memcpy_seconds": "host memcpy of link_bytes = 2 (n - 1) x bytes, \
                         what the ring's links carry in all",
+                    "cpu_seconds": "CPU time of the whole process (all threads) in one \
+                        all-reduce, the least over the timed runs; link_memcpy_cpu_seconds: \
+                        of the thread copying link_bytes",
                 },
             })
         );
@@ -197,7 +227,7 @@ pub fn run(
         println!("  {} → {}: {} ({paper})", names[i], names[(i + 1) % n], l);
     }
     println!(
-        "{:>10} {:>12} {:>10} {:>10} {:>12} {:>10} {:>9} {:>12} {:>9} {:>12}",
+        "{:>10} {:>12} {:>10} {:>10} {:>12} {:>10} {:>9} {:>12} {:>9} {:>12} {:>10} {:>10}",
         "size",
         "time µs",
         "algbw GB/s",
@@ -207,11 +237,13 @@ pub fn run(
         "× memcpy",
         "link cpy µs",
         "× link",
-        "paper µs"
+        "paper µs",
+        "CPU µs",
+        "× link CPU"
     );
     for r in &rows {
         println!(
-            "{:>10} {:>12.1} {:>10.3} {:>10.3} {:>12.1} {:>10.2} {:>9.1} {:>12.1} {:>9.1} {:>12.1}",
+            "{:>10} {:>12.1} {:>10.3} {:>10.3} {:>12.1} {:>10.2} {:>9.1} {:>12.1} {:>9.1} {:>12.1} {:>10.1} {:>10.1}",
             human(r.bytes),
             r.seconds * 1e6,
             gbps(r.bytes, r.seconds),
@@ -222,12 +254,16 @@ pub fn run(
             r.link_memcpy_seconds * 1e6,
             r.seconds / r.link_memcpy_seconds,
             paper_seconds(r.bytes, bus, slowest).map_or(f64::NAN, |s| s * 1e6),
+            r.cpu_seconds * 1e6,
+            r.cpu_seconds / r.link_memcpy_cpu_seconds,
         );
     }
     println!(
         "busbw = algbw × 2(n−1)/n; memcpy: the buffer's bytes (the anchor); link cpy: \
          2(n−1) × the buffer's bytes, what the ring's links carry in all; paper: a ring's \
-         bytes per link over the slowest link's hardware speed (no latency, no reduction cost)"
+         bytes per link over the slowest link's hardware speed (no latency, no reduction \
+         cost); CPU: the process's CPU time in one all-reduce (all threads), × link CPU \
+         against the CPU time of the link memcpy"
     );
     Ok(())
 }

@@ -103,18 +103,25 @@ const TLB_ENTRIES: usize = 16;
 enum Place {
     /// This device's VRAM at this offset.
     Local(u64),
-    /// Another hive member's VRAM at this offset.
-    Peer(Arc<Shared>, u8, u64),
+    /// Another hive member's VRAM at this offset: the member's index in
+    /// [`GpuMem::peers`] (borrowed from there: cloning its handle for every access cost two
+    /// atomic operations on a counter the other members' engines touch too), its region.
+    Peer(usize, u8, u64),
     /// System memory at this bus address.
     System(u64),
 }
 
 impl Place {
-    /// The VRAM and offset of a VRAM place (`sh`: this device), and the peer's region.
-    fn vram<'s>(&'s self, sh: &'s Shared) -> Option<(&'s Vram, u64, Option<u8>)> {
-        match self {
-            Place::Local(v) => Some((&sh.vram, *v, None)),
-            Place::Peer(p, r, v) => Some((&p.vram, *v, Some(*r))),
+    /// The VRAM and offset of a VRAM place (`sh`: this device, `peers`: the members
+    /// reached, [`GpuMem::peers`]), and the peer's region.
+    fn vram<'s>(
+        &self,
+        sh: &'s Shared,
+        peers: &'s [(u8, Arc<Shared>)],
+    ) -> Option<(&'s Vram, u64, Option<u8>)> {
+        match *self {
+            Place::Local(v) => Some((&sh.vram, v, None)),
+            Place::Peer(i, r, v) => peers.get(i).map(|(_, p)| (&p.vram, v, Some(r))),
             Place::System(_) => None,
         }
     }
@@ -278,25 +285,24 @@ impl<'a> GpuMem<'a> {
             PhysTarget::Vram(v) => Place::Local(v),
             PhysTarget::System(bus) => Place::System(bus),
             PhysTarget::Peer { region, offset } => {
-                let known = self.peers.iter().find(|(r, _)| *r == region);
-                let dev = match known {
-                    Some((_, p)) => p.clone(),
+                let i = match self.peers.iter().position(|(r, _)| *r == region) {
+                    Some(i) => i,
                     None => {
                         let p = self
                             .sh
                             .hive_peer(region)
                             .ok_or_else(|| fault(FaultKind::NoMember))?;
-                        self.peers.push((region, p.clone()));
-                        p
+                        self.peers.push((region, p));
+                        self.peers.len() - 1
                     }
                 };
-                if !dev.vram.contains(offset, len) {
+                if !self.peers[i].1.vram.contains(offset, len) {
                     return Err(fault(FaultKind::BadAddress));
                 }
                 if access == Access::Write {
                     self.peer_written = true;
                 }
-                Place::Peer(dev, region, offset)
+                Place::Peer(i, region, offset)
             }
         })
     }
@@ -312,7 +318,7 @@ impl<'a> GpuMem<'a> {
         match self.place(addr, target, buf.len() as u64, Access::Read)? {
             Place::System(bus) => self.sys_read(addr, bus, buf),
             place => {
-                if let Some((vram, v, _)) = place.vram(self.sh) {
+                if let Some((vram, v, _)) = place.vram(self.sh, &self.peers) {
                     vram.read(v, buf);
                 }
                 Ok(())
@@ -349,7 +355,7 @@ impl<'a> GpuMem<'a> {
             }
             let part = &mut buf[done..done + n];
             let place = self.place(at, r.target, n as u64, access)?;
-            match place.vram(self.sh) {
+            match place.vram(self.sh, &self.peers) {
                 Some((vram, v, peer)) => {
                     if hdp && let Some(range) = vram.unflushed(v, n as u64) {
                         return Err(MemError::Unflushed {
@@ -574,9 +580,10 @@ impl<'a> GpuMem<'a> {
                     // the other's, HDP-checked on the source's side as a read is.
                     let from = self.place(src + done, s.target, n, Access::Read)?;
                     let to = self.place(dst + done, d.target, n, Access::Write)?;
-                    if let (Some((sv, so, peer)), Some((dv, dof, _))) =
-                        (from.vram(self.sh), to.vram(self.sh))
-                    {
+                    if let (Some((sv, so, peer)), Some((dv, dof, _))) = (
+                        from.vram(self.sh, &self.peers),
+                        to.vram(self.sh, &self.peers),
+                    ) {
                         if let Some(range) = sv.unflushed(so, n) {
                             return Err(MemError::Unflushed {
                                 addr: src + done,
@@ -623,7 +630,7 @@ impl<'a> GpuMem<'a> {
             match self.place(at, r.target, n as u64, Access::Write)? {
                 Place::System(bus) => self.sys_write(at, bus, part)?,
                 place => {
-                    if let Some((vram, v, _)) = place.vram(self.sh) {
+                    if let Some((vram, v, _)) = place.vram(self.sh, &self.peers) {
                         vram.write(v, part)
                             .map_err(|full| MemError::VramFull { addr: at, full })?;
                     }
@@ -646,7 +653,7 @@ impl<'a> GpuMem<'a> {
             };
             match self.place(dst + done, d.target, n, Access::Write)? {
                 Place::Local(v) => self.sh.vram.fill(v, n, pattern).map_err(full)?,
-                Place::Peer(p, _, v) => p.vram.fill(v, n, pattern).map_err(full)?,
+                Place::Peer(i, _, v) => self.peers[i].1.vram.fill(v, n, pattern).map_err(full)?,
                 Place::System(bus) => {
                     let bytes: Vec<u8> = pattern
                         .to_le_bytes()

@@ -197,7 +197,12 @@ fn all_reduce_gives_every_device_the_reduction_in_the_same_bits() {
                 .map(|(v, d)| Tensor::from_slice(v, &[numel], d).unwrap())
                 .collect();
             let s = am_tensor::Sharded::from_parts(parts, None).unwrap();
-            let algos = [Algorithm::Ring, Algorithm::Tree, Algorithm::Auto];
+            let algos = [
+                Algorithm::Ring,
+                Algorithm::Tree,
+                Algorithm::Direct,
+                Algorithm::Auto,
+            ];
             for algo in algos {
                 for op in [ReduceOp::Sum, ReduceOp::Max] {
                     let r = s.all_reduce_with(op, algo).unwrap();
@@ -597,6 +602,30 @@ fn a_member_that_faults_mid_collective_fails_the_step_and_the_others_go_on() {
         assert_eq!(
             v,
             vec![2.0; 4096],
+            "after its recovery the member takes part again"
+        );
+    }
+
+    // The direct algorithm, whose kernels read the other members' memory in place and
+    // whose steps run on every member at once, fails the same way and recovers the same.
+    bad.inject_page_fault(Hub::gc(0), 0, 0x7_0000_0000, Access::Read)
+        .unwrap();
+    let step = make(&devs, 2.0)
+        .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
+        .unwrap();
+    let err = step.realize().unwrap_err().to_string();
+    assert!(
+        err.contains("mock:mi300x-hive4:46") && err.to_lowercase().contains("fault"),
+        "the direct all-reduce's error names the member that faulted: {err}"
+    );
+    devs[2].runtime().unwrap().recover().unwrap();
+    let r = make(&devs, 0.25)
+        .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
+        .unwrap();
+    for v in part_values(&r) {
+        assert_eq!(
+            v,
+            vec![1.0; 4096],
             "after its recovery the member takes part again"
         );
     }

@@ -338,3 +338,58 @@ fn a_peers_writes_are_flushed_before_a_copy_queue_sees_the_copy() {
     }
     clean(&[420, 421]);
 }
+
+/// `peer_view` hands a member's buffer to another member's engines to read where it lies:
+/// through the mapping `copy_between` keeps (made once: a second view maps nothing), so it
+/// sees the bytes the owner holds at the time of the read, not a copy; the views hold the
+/// memory, and the mapping goes with the memory once the views and the source are gone. A
+/// buffer of a device outside the hive is refused as outside it.
+#[test]
+fn a_peer_view_reads_in_place_through_the_kept_mapping() {
+    let (a, b) = pair(430);
+    let free = |d: &Device| d.with_driver(|d| Ok(d.ctx().mm().free_lists())).unwrap();
+    // The pair's fabric check maps (and unmaps) probes of its own; keep it out of the count.
+    assert_eq!(a.link_to(&b).unwrap(), am_runtime::Link::Xgmi);
+    let dst = a.alloc(0x1000, MemKind::Vram).unwrap();
+    let a0 = free(&a);
+    let src = upload(&b, &words(0x400, 3));
+    let whole = a.peer_view(&src).unwrap();
+    assert_eq!(whole.kind(), MemKind::Peer);
+    let a1 = free(&a);
+    assert_ne!(a1, a0, "the view maps the source's allocation");
+    let half = a.peer_view(&src.view(0x800, 0x800).unwrap()).unwrap();
+    assert_eq!(free(&a), a1, "a second view goes through the same mapping");
+    assert_eq!(half.va(), whole.va() + 0x800);
+    let read = |from: &am_runtime::Buffer, len: u64| {
+        let mut c = CopyCommands::new(&a);
+        c.copy(&dst.view(0, len).unwrap(), from).unwrap();
+        c.submit().unwrap().wait().unwrap();
+    };
+    read(&whole, 0x1000);
+    assert_eq!(download::<u32>(&a, &dst, 0x400), words(0x400, 3));
+    let bytes: Vec<u8> = words(0x400, 4)
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect();
+    b.write(&src, 0, &bytes).unwrap();
+    read(&half, 0x800);
+    assert_eq!(
+        download::<u32>(&a, &dst, 0x200),
+        words(0x400, 4)[0x200..],
+        "the view reads the owner's memory as it is now"
+    );
+    drop(src);
+    drop(whole);
+    assert_eq!(
+        free(&a),
+        a1,
+        "a view still holds the memory and its mapping"
+    );
+    drop(half);
+    assert_eq!(free(&a), a0, "the mapping went with the memory");
+    let far = open("mi300x", 432);
+    let theirs = upload(&far, &words(64, 5));
+    let e = a.peer_view(&theirs).unwrap_err();
+    assert!(e.is_not_in_one_hive(), "{e}");
+    clean(&[430, 431]);
+}

@@ -2,6 +2,7 @@
 //! binary: linking the workspace once instead of once per file keeps CI fast).
 #![allow(clippy::unwrap_used, missing_docs)]
 
+mod bench_allreduce_cli;
 mod bench_emu_cli;
 mod bench_kernels_cli;
 mod bench_runtime_cli;
