@@ -83,14 +83,7 @@ impl Device {
         if Arc::ptr_eq(&self.0, &other.0) {
             return Ok(Link::Local);
         }
-        let mine = self.with_driver(|d| Ok(d.ctx().mc))?;
-        let theirs = other.with_driver(|d| Ok(d.ctx().mc))?;
-        let peer = PeerVram {
-            device: other.name().to_string(),
-            layout: theirs,
-            paddrs: vec![],
-        };
-        if check_one_hive(self.name(), &mine, &peer).is_err() {
+        if !self.hive_layout_with(other)? {
             return Ok(Link::Host);
         }
         let probe = other.alloc(4096, MemKind::Vram)?;

@@ -5320,19 +5320,7 @@ mod tests {
                 w.v[(row + 1) * 64 + l] = (x.to_bits() >> 32) as u32;
             }
         }
-        let mut mem = crate::HostMemory::new();
-        let (mut lds, mut buf) = (vec![], vec![0u8; 1024]);
-        let mut ctx = Ctx {
-            mem: &mut mem,
-            lds: &mut lds,
-            code_base: 0,
-            prog: &prog,
-            instructions: 0,
-            budget: 16,
-            buf: &mut buf,
-            counts: &mut [],
-        };
-        run(&mut w, &mut ctx).unwrap();
+        run_alone(&mut w, &prog).unwrap();
         for (l, &(a, b, c, want)) in cases.iter().enumerate() {
             let got = u64::from(w.v[2 * 64 + l]) | u64::from(w.v[3 * 64 + l]) << 32;
             assert_eq!(
@@ -5383,6 +5371,24 @@ mod tests {
         }
     }
 
+    /// Runs `prog` on wave `w` alone: host memory of its own, no LDS, at most 16
+    /// instructions.
+    fn run_alone(w: &mut Wave, prog: &crate::Program) -> Result<(), Error> {
+        let mut mem = crate::HostMemory::new();
+        let (mut lds, mut buf) = (vec![], vec![0u8; 1024]);
+        let mut ctx = Ctx {
+            mem: &mut mem,
+            lds: &mut lds,
+            code_base: 0,
+            prog,
+            instructions: 0,
+            budget: 16,
+            buf: &mut buf,
+            counts: &mut [],
+        };
+        run(w, &mut ctx).map(|_| ())
+    }
+
     /// Runs the VOP3P instruction `words` (then `s_endpgm`) on one wave of `isa` whose lane
     /// `l` holds `regs[k].1[l]` in VGPR `regs[k].0`.
     fn run_packed(isa: crate::Isa, words: &[u32], regs: &[(usize, &[u32])]) -> Result<Wave, Error> {
@@ -5403,19 +5409,7 @@ mod tests {
                 w.v[row * 64 + l] = x;
             }
         }
-        let mut mem = crate::HostMemory::new();
-        let (mut lds, mut buf) = (vec![], vec![0u8; 1024]);
-        let mut ctx = Ctx {
-            mem: &mut mem,
-            lds: &mut lds,
-            code_base: 0,
-            prog: &prog,
-            instructions: 0,
-            budget: 16,
-            buf: &mut buf,
-            counts: &mut [],
-        };
-        run(&mut w, &mut ctx).map(|_| w)
+        run_alone(&mut w, &prog).map(|_| w)
     }
 
     fn pair(lo: u16, hi: u16) -> u32 {
