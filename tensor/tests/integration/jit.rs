@@ -84,7 +84,15 @@ fn captured_step_equals_uncaptured_steps(dev: &Device) {
     assert!(want[5] < want[0], "the loss went down: {want:?}");
 }
 
-// Each test has a device of its own: the counts it checks are its alone.
+// Each test has a device of its own: the counts it checks are its alone. (The binary's
+// shared devices, `common::navi31()` and the like, count what other tests running at the
+// same time compile and launch: a replay once "compiled" another test's kernel.)
+
+/// A mock device of its own (an index no other test of the binary opens).
+fn own(spec: &str) -> Device {
+    am_mock::register();
+    Device::open_with(spec, common::compiler()).unwrap()
+}
 
 #[test]
 fn captured_step_replays_like_running_it_on_the_cpu() {
@@ -93,29 +101,21 @@ fn captured_step_replays_like_running_it_on_the_cpu() {
 
 #[test]
 fn captured_step_replays_like_running_it_on_navi31() {
-    // The binary's one Navi31: a second open of the process-wide mock would boot it again
-    // under the other tests' feet.
-    captured_step_equals_uncaptured_steps(&common::navi31());
+    captured_step_equals_uncaptured_steps(&own("mock:navi31:43"));
 }
 
 /// The CDNA parts: AQL queues across 8 XCCs (MI300X) and a virtual function (MI350X).
 #[test]
 fn captured_step_replays_like_running_it_on_mi300x_and_mi350x() {
-    // The binary's one MI300X (the optimiser's tests use it too).
-    captured_step_equals_uncaptured_steps(&common::mi300x());
-    am_mock::register();
-    let dev = Device::open_with("mock:mi350x-vf", common::compiler()).unwrap();
-    captured_step_equals_uncaptured_steps(&dev);
+    captured_step_equals_uncaptured_steps(&own("mock:mi300x:43"));
+    captured_step_equals_uncaptured_steps(&own("mock:mi350x-vf"));
 }
 
 /// RDNA4: PM4 queues on gfx1201 (navi48) and gfx1200 (navi44).
 #[test]
 fn captured_step_replays_like_running_it_on_navi48_and_navi44() {
-    // The binary's one Navi48 (the optimiser's tests use it too).
-    captured_step_equals_uncaptured_steps(&common::navi48());
-    am_mock::register();
-    let dev = Device::open_with("mock:navi44", common::compiler()).unwrap();
-    captured_step_equals_uncaptured_steps(&dev);
+    captured_step_equals_uncaptured_steps(&own("mock:navi48:43"));
+    captured_step_equals_uncaptured_steps(&own("mock:navi44"));
 }
 
 #[test]
