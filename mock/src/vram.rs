@@ -633,38 +633,49 @@ impl Vram {
             };
             let n = left.min(room(s)).min(room(d));
             let (s, d) = if backwards { (s - n, d - n) } else { (s, d) };
-            let (si, di) = ((s / CHUNK_SIZE) as usize, (d / CHUNK_SIZE) as usize);
-            let (sw, dw) = ((s % CHUNK_SIZE) as usize, (d % CHUNK_SIZE) as usize);
-            let from = self.chunk(si);
-            let to = match self.chunk(di) {
-                Some(c) => c,
-                None if from.is_none() => {
-                    done += n;
-                    continue;
-                }
-                None => match self.chunk_mut(di, d)? {
-                    Some(c) => c,
-                    None => return Ok(()),
-                },
-            };
-            self.before_write(di, to, dw, n as usize);
-            match from {
-                // SAFETY: both ranges lie inside live chunks (`n` is bounded by the room
-                // left in each); `ptr::copy` allows them to overlap (same chunk).
-                Some(from) => unsafe {
-                    std::ptr::copy(
-                        from.data.as_ptr().add(sw),
-                        to.data.as_ptr().add(dw),
-                        n as usize,
-                    )
-                },
-                // SAFETY: the destination range lies inside the live chunk.
-                None => unsafe { std::ptr::write_bytes(to.data.as_ptr().add(dw), 0, n as usize) },
+            if !self.put_piece(self.chunk((s / CHUNK_SIZE) as usize), s, d, n)? {
+                return Ok(());
             }
-            self.mark(to, dw, n as usize);
             done += n;
         }
         Ok(())
+    }
+
+    /// Writes `n` bytes of `source` (the chunk holding offset `s` of some VRAM, this one or
+    /// another device's; `None`: a chunk nobody wrote, zeros) to offset `d` of this VRAM. The
+    /// piece stays inside one chunk on both sides. An absent destination stays absent when
+    /// the source is absent too; `false` when the cap leaves no room for it (nothing
+    /// written: the copy stops there).
+    fn put_piece(&self, source: Option<&Chunk>, s: u64, d: u64, n: u64) -> Result<bool, VramFull> {
+        let (sw, di, dw) = (
+            (s % CHUNK_SIZE) as usize,
+            (d / CHUNK_SIZE) as usize,
+            (d % CHUNK_SIZE) as usize,
+        );
+        let to = match self.chunk(di) {
+            Some(c) => c,
+            None if source.is_none() => return Ok(true),
+            None => match self.chunk_mut(di, d)? {
+                Some(c) => c,
+                None => return Ok(false),
+            },
+        };
+        self.before_write(di, to, dw, n as usize);
+        match source {
+            // SAFETY: both ranges lie inside live chunks (`n` is bounded by the room left in
+            // each); `ptr::copy` allows them to overlap (a copy inside one chunk).
+            Some(from) => unsafe {
+                std::ptr::copy(
+                    from.data.as_ptr().add(sw),
+                    to.data.as_ptr().add(dw),
+                    n as usize,
+                )
+            },
+            // SAFETY: the destination range lies inside the live chunk.
+            None => unsafe { std::ptr::write_bytes(to.data.as_ptr().add(dw), 0, n as usize) },
+        }
+        self.mark(to, dw, n as usize);
+        Ok(true)
     }
 
     /// Copy `len` bytes at `src` of `from` (another device's VRAM, or this one) to `dst` of
@@ -686,35 +697,9 @@ impl Vram {
             let n = (len - done)
                 .min(CHUNK_SIZE - s % CHUNK_SIZE)
                 .min(CHUNK_SIZE - d % CHUNK_SIZE);
-            let (sw, dw) = ((s % CHUNK_SIZE) as usize, (d % CHUNK_SIZE) as usize);
-            let source = from.chunk((s / CHUNK_SIZE) as usize);
-            let di = (d / CHUNK_SIZE) as usize;
-            let to = match self.chunk(di) {
-                Some(c) => c,
-                None if source.is_none() => {
-                    done += n;
-                    continue;
-                }
-                None => match self.chunk_mut(di, d)? {
-                    Some(c) => c,
-                    None => return Ok(()),
-                },
-            };
-            self.before_write(di, to, dw, n as usize);
-            match source {
-                // SAFETY: both ranges lie inside live chunks (`n` is bounded by the room left
-                // in each), of two different devices' memories, so they do not overlap.
-                Some(c) => unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        c.data.as_ptr().add(sw),
-                        to.data.as_ptr().add(dw),
-                        n as usize,
-                    )
-                },
-                // SAFETY: the destination range lies inside the live chunk.
-                None => unsafe { std::ptr::write_bytes(to.data.as_ptr().add(dw), 0, n as usize) },
+            if !self.put_piece(from.chunk((s / CHUNK_SIZE) as usize), s, d, n)? {
+                return Ok(());
             }
-            self.mark(to, dw, n as usize);
             done += n;
         }
         Ok(())
