@@ -14,22 +14,20 @@ use anyhow::Context;
 use serde_json::json;
 
 use crate::demo::{self, Config, Mlp, MlpDemo};
-use crate::demo_gpt::{self, Gpt, GptConfig};
+use crate::demo_gpt::{self, ACCURACY_TOLERANCE, COMPARED_STEPS, Gpt, GptConfig};
 use crate::digits::{CLASSES, PIXELS, Set, SplitMix};
 
 /// Relative difference of a step's loss the parallel run may have from the one-device run.
 pub const LOSS_TOLERANCE: f32 = 1e-5;
 
-/// Steps whose losses are held to [`LOSS_TOLERANCE`]. The parallel run sums each gradient
-/// in another order (each device over its piece, then the all-reduce) and so rounds
-/// differently in the last bit; training amplifies that step by step, as it does any change
-/// in the last bits: the default mlp on four hive members reaches 1e-5 after about 200
-/// steps, the gpt parts from one device after about 100. The losses are compared while
-/// that growth is far below the tolerance, the end by the held-out accuracy.
-pub const COMPARED_STEPS: usize = 20;
-
-/// The largest difference of held-out accuracy (a share) under which the runs agree.
-pub const ACCURACY_TOLERANCE: f64 = 0.01;
+// The steps whose losses are held to `LOSS_TOLERANCE` and the accuracy tolerance are the
+// `cpu` comparison's (`demo_gpt::COMPARED_STEPS`, `ACCURACY_TOLERANCE`), for the same
+// reason: the parallel run sums each gradient in another order (each device over its piece,
+// then the all-reduce) and so rounds differently in the last bit; training amplifies that
+// step by step, as it does any change in the last bits: the default mlp on four hive members
+// reaches 1e-5 after about 200 steps, the gpt parts from one device after about 100. The
+// losses are compared while that growth is far below the tolerance, the end by the held-out
+// accuracy.
 
 /// How a data-parallel run compares with the same run on its first device alone.
 struct Agreement {
