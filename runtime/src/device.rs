@@ -786,19 +786,7 @@ impl Device {
         if let Some((original, _)) = src.peer_original() {
             return self.peer_view(&original);
         }
-        let owner = self.owner_to_map(src)?;
-        if src.kind() != MemKind::Vram {
-            return Err(Error::Buffer {
-                device: owner.0.name.clone(),
-                va: src.va(),
-                size: src.size(),
-                reason: format!(
-                    "{:?} memory: only VRAM is mapped into another hive member ({})",
-                    src.kind(),
-                    self.0.name
-                ),
-            });
-        }
+        let owner = self.vram_owner_to_map(src)?;
         let mapping = self.kept_peer_mapping(src)?;
         let view = Allocation::new(
             Arc::downgrade(&self.0),
@@ -833,6 +821,17 @@ impl Device {
         if let Some((original, _)) = buf.peer_original() {
             return self.map_peer(&original);
         }
+        let owner = self.vram_owner_to_map(buf)?;
+        let peer = self.map_allocation(&owner, &buf.alloc)?;
+        self.check_fabric(&owner)?;
+        Ok(buf.same_range_of(peer))
+    }
+
+    /// The device `buf` belongs to, for mapping it into this one: refused once that device
+    /// is closed.
+    /// [`Device::owner_to_map`] of `buf`, which must be VRAM (the only memory mapped into
+    /// another hive member).
+    fn vram_owner_to_map(&self, buf: &Buffer) -> Result<Device> {
         let owner = self.owner_to_map(buf)?;
         if buf.kind() != MemKind::Vram {
             return Err(Error::Buffer {
@@ -846,13 +845,9 @@ impl Device {
                 ),
             });
         }
-        let peer = self.map_allocation(&owner, &buf.alloc)?;
-        self.check_fabric(&owner)?;
-        Ok(buf.same_range_of(peer))
+        Ok(owner)
     }
 
-    /// The device `buf` belongs to, for mapping it into this one: refused once that device
-    /// is closed.
     fn owner_to_map(&self, buf: &Buffer) -> Result<Device> {
         buf.alloc
             .dev
