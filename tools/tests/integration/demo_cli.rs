@@ -256,3 +256,38 @@ fn a_data_parallel_mlp_on_a_hive_matches_one_member_step_by_step() {
     assert_eq!(a.len(), b.len());
     assert_eq!(j["agree"], true);
 }
+
+/// Two `am serve` processes on loopback stand in for two hosts: the data-parallel MLP splits
+/// each batch over their devices, the gradients go between them through host memory over the
+/// remote protocol, and the losses match the first device trained alone.
+#[test]
+fn a_data_parallel_mlp_over_two_served_hosts_matches_one_device() {
+    let d = dir("mlp-remote");
+    let (a, b) = (
+        common::Server::start(&["mock:navi31:31"], &[]),
+        common::Server::start(&["mock:navi31:32"], &[]),
+    );
+    let devices = format!("{},{}", a.spec(0), b.spec(0));
+    let args = [
+        "demo", "--device", &devices, "--epochs", "1", "--batch", "256", "--hidden", "16", "--json",
+    ];
+    let out = am(&d, &args, &[]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<&str> = j["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [a.spec(0), b.spec(0)], "{j}");
+    assert_eq!(j["single_device"], a.spec(0).as_str());
+    assert_eq!(j["steps"], 5);
+    let diff = j["loss_max_rel_diff_all_steps"].as_f64().unwrap();
+    assert!(diff <= 1e-5, "the losses differ by {diff} (relative)");
+    assert_eq!(j["agree"], true);
+}
