@@ -3,6 +3,9 @@
 //! and encoded) and captured (one runtime graph replayed); kernels per step; and the same
 //! step on the CPU device against numpy (when python3 has it) in the same run. Then the
 //! captured steps of `am demo cnn` and `am demo gpt` on the device, with the same measures.
+//! On a mock device, also the wave-instructions one captured step of each executes
+//! (deterministic: the emulator's count, measured after the timings with the mock's shader
+//! statistics on; `AM_NOOPT=1` gives the same steps without the kernel optimiser).
 
 use std::process::Command;
 use std::sync::Arc;
@@ -161,6 +164,80 @@ fn time_gpt(dev: &Device, steps: usize) -> anyhow::Result<(Timing, GptConfig)> {
     Ok((t, cfg))
 }
 
+/// The mock behind `spec`, when it names one (its shader statistics count wave-instructions).
+fn mock_of(spec: &str) -> Option<am_mock::MockGpu> {
+    match am_driver::pci::DeviceSpec::parse(spec).ok()? {
+        am_driver::pci::DeviceSpec::Mock { profile, index } => am_mock::gpu(&profile, index).ok(),
+        _ => None,
+    }
+}
+
+/// Wave-instructions of one captured step of the MLP, the cnn and the gpt on `gpu`'s device
+/// `dev`: each model's third step (the first runs, the second is captured, the third replays),
+/// counted by the mock's shader statistics, which are on only while this runs.
+fn step_instructions(dev: &Device, gpu: &am_mock::MockGpu) -> anyhow::Result<[u64; 3]> {
+    let third = |run: &mut dyn FnMut(usize) -> anyhow::Result<()>| -> anyhow::Result<u64> {
+        run(0)?;
+        run(1)?;
+        let before = gpu.shader_statistics().instructions;
+        run(2)?;
+        Ok(gpu.shader_statistics().instructions - before)
+    };
+    gpu.set_shader_statistics(true);
+    let counted = (|| {
+        let mlp = {
+            let model = Mlp::new(HIDDEN, 0, dev)?;
+            let mut opt = Adam::new(model.parameters(), LR)?;
+            let mut jit = Jit::new(dev);
+            let data = batches(dev, 3, &[BATCH, PIXELS])?;
+            third(&mut |i| {
+                let (x, y) = &data[i];
+                let out = jit.run(&[x, y], |inp| {
+                    demo::step(&model, &mut opt, &inp[0], &inp[1])
+                })?;
+                out[0].item()?;
+                Ok(())
+            })?
+        };
+        let cnn = {
+            let cfg = Config {
+                epochs: 1,
+                batch: BATCH,
+                hidden: 0,
+                lr: LR,
+                seed: 0,
+            };
+            let mut model = Cnn::new(&cfg, 3, dev)?;
+            let mut jit = Jit::new(dev);
+            let data = batches(dev, 3, &Cnn::input_shape(BATCH))?;
+            third(&mut |i| {
+                let (x, y) = &data[i];
+                let out = jit.run(&[x, y], |inp| model.step(&inp[0], &inp[1]))?;
+                out[0].item()?;
+                Ok(())
+            })?
+        };
+        let gpt = {
+            let cfg = GptConfig::new(2, 3, 0);
+            let model = Gpt::new(&cfg, dev)?;
+            let mut opt = demo_gpt::optimizer(&model, &cfg)?;
+            let mut rng = demo_gpt::training_rng(&cfg);
+            let mut jit = Jit::new(dev);
+            third(&mut |i| {
+                let (x, y) = demo_gpt::training_batch(&cfg, &mut rng, i, dev)?;
+                let out = jit.run(&[&x, &y], |inp| {
+                    demo_gpt::step(&model, &mut opt, &inp[0], &inp[1])
+                })?;
+                out[0].item()?;
+                Ok(())
+            })?
+        };
+        Ok([mlp, cnn, gpt])
+    })();
+    gpu.set_shader_statistics(false);
+    counted
+}
+
 /// The same step in numpy, timed by python3 (median microseconds), if it has numpy.
 const NUMPY_STEP: &str = r#"
 import json, sys, time
@@ -242,8 +319,15 @@ pub fn run(device: &str, steps: usize, json: bool) -> anyhow::Result<()> {
     let (cap, _) = time_steps(&dev, true, 2, steps)?;
     let cnn = time_cnn(&dev, steps)?;
     let (gpt, gcfg) = time_gpt(&dev, steps)?;
-    let row =
-        |t: &Timing| json!({"wall_us": us(t.wall), "host_us": us(t.host), "kernels": t.kernels});
+    let counted = match mock_of(device) {
+        Some(gpu) => Some(step_instructions(&dev, &gpu)?),
+        None => None,
+    };
+    let wave = |i: usize| counted.map(|c| c[i]);
+    let row = |t: &Timing, i: usize| {
+        json!({"wall_us": us(t.wall), "host_us": us(t.host), "kernels": t.kernels,
+               "wave_instructions": wave(i)})
+    };
     if json {
         let out = json!({
             "device": dev.name(),
@@ -252,17 +336,18 @@ pub fn run(device: &str, steps: usize, json: bool) -> anyhow::Result<()> {
             "steps": steps,
             "first_step_host_us": us(cold),
             "uncaptured": {"wall_us": us(plain.wall), "host_us": us(plain.host), "kernels": plain.kernels},
-            "captured": {"wall_us": us(cap.wall), "host_us": us(cap.host), "kernels": cap.kernels},
+            "captured": row(&cap, 0),
+            "optimized": dev.optimize(),
             "cpu": {
                 "uncaptured_wall_us": us(cpu_plain.wall),
                 "captured_wall_us": us(cpu_cap.wall),
                 "kernels": cpu_cap.kernels,
             },
             "numpy": np.as_ref().map(|(v, t)| json!({"version": v, "step_us": t})),
-            "cnn": {"batch": BATCH, "captured": row(&cnn)},
+            "cnn": {"batch": BATCH, "captured": row(&cnn, 1)},
             "gpt": {
                 "batch": gcfg.batch, "dim": gcfg.dim, "layers": gcfg.layers,
-                "tokens": gcfg.context(), "captured": row(&gpt),
+                "tokens": gcfg.context(), "captured": row(&gpt, 2),
             },
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -280,12 +365,17 @@ pub fn run(device: &str, steps: usize, json: bool) -> anyhow::Result<()> {
         us(plain.host),
         cold.as_secs_f64() * 1e3
     );
+    let waves = |i: usize| match counted {
+        Some(c) => format!("; {} wave-instructions", c[i]),
+        None => String::new(),
+    };
     println!(
-        "{:<14} captured    {:>5.1} kernels  wall {:>9.2} ms  host outside GPU execution {:>9.1} µs (goal < 50 µs)",
+        "{:<14} captured    {:>5.1} kernels  wall {:>9.2} ms  host outside GPU execution {:>9.1} µs (goal < 50 µs){}",
         "",
         cap.kernels,
         cap.wall.as_secs_f64() * 1e3,
-        us(cap.host)
+        us(cap.host),
+        waves(0)
     );
     println!(
         "{:<14} uncaptured  {:>5.1} kernels  wall {:>9.2} ms; captured {:.2} ms",
@@ -302,16 +392,20 @@ pub fn run(device: &str, steps: usize, json: bool) -> anyhow::Result<()> {
         ),
         None => println!("numpy          not available (python3 with numpy not found)"),
     }
-    for (name, t) in [
-        (format!("cnn, batch {BATCH}"), &cnn),
-        (format!("gpt, batch {}", gcfg.batch), &gpt),
+    for (i, name, t) in [
+        (1, format!("cnn, batch {BATCH}"), &cnn),
+        (2, format!("gpt, batch {}", gcfg.batch), &gpt),
     ] {
         println!(
-            "{name:<14} captured    {:>5.1} kernels  wall {:>9.2} ms  host outside GPU execution {:>9.1} µs (goal < 50 µs)",
+            "{name:<14} captured    {:>5.1} kernels  wall {:>9.2} ms  host outside GPU execution {:>9.1} µs (goal < 50 µs){}",
             t.kernels,
             t.wall.as_secs_f64() * 1e3,
-            us(t.host)
+            us(t.host),
+            waves(i)
         );
+    }
+    if counted.is_some() && !dev.optimize() {
+        println!("(AM_NOOPT: the kernels are the unoptimised ones)");
     }
     Ok(())
 }

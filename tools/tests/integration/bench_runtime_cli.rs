@@ -1,4 +1,4 @@
-//! `am bench dispatch|graph|copy` run on the in-process mock and report what they measured
+//! `am bench dispatch|graph|copy|tensor` run on the in-process mock and report what they measured
 //! (the numbers themselves are for docs/BENCHMARKS.md, never asserted).
 
 use std::process::Command;
@@ -62,5 +62,21 @@ fn dispatch_graph_and_copy_benchmarks_report_their_measurements() {
     assert_eq!(c["bytes"], 2 << 20);
     for k in ["memcpy_gbps", "vram_to_vram_gbps", "sys_to_vram_gbps"] {
         positive(&c, k);
+    }
+}
+
+/// `am bench tensor` on a mock reports, beside its timings, the wave-instructions one captured
+/// step of each demo model executed (the emulator's count, with the optimiser on).
+#[test]
+fn bench_tensor_counts_each_captured_step_s_wave_instructions_on_a_mock() {
+    let j = bench(&["tensor", "--device", "mock:navi31:44", "--steps", "1"]);
+    assert_eq!(j["device"], "mock:navi31:44");
+    assert_eq!(j["optimized"], true, "{j}");
+    for row in [&j["captured"], &j["cnn"]["captured"], &j["gpt"]["captured"]] {
+        positive(row, "wave_instructions");
+        positive(row, "kernels");
+        // Every kernel of the step runs at least one wave of a few instructions.
+        let (n, k) = (row["wave_instructions"].as_f64(), row["kernels"].as_f64());
+        assert!(n.unwrap() > k.unwrap(), "{row}");
     }
 }
