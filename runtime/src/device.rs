@@ -103,6 +103,9 @@ pub(crate) struct Inner {
     /// Scratch buffers replaced by larger ones, kept until the work that may use them ends.
     retired: Mutex<Vec<Buffer>>,
     pub(crate) profiling: AtomicBool,
+    /// How long [`crate::Fence::wait`] and [`Device::synchronize`] wait before calling a
+    /// queue hung, in milliseconds ([`Device::set_wait_timeout`]).
+    wait_timeout_ms: AtomicU64,
     pub(crate) trace: Mutex<Vec<crate::trace::Pending>>,
     /// Hive members whose VRAM this device was seen to reach over XGMI ([`Device::map_peer`]):
     /// what their CPU writes through their BAR0 is flushed before this device's submissions.
@@ -254,6 +257,7 @@ impl Device {
             scratch: Mutex::new(None),
             retired: Mutex::new(Vec::new()),
             profiling: AtomicBool::new(false),
+            wait_timeout_ms: AtomicU64::new(crate::queue::DEFAULT_TIMEOUT.as_millis() as u64),
             trace: Mutex::new(Vec::new()),
             peers: Mutex::new(Vec::new()),
         });
@@ -414,6 +418,21 @@ impl Device {
     /// Whether launches are being profiled.
     pub fn profiling(&self) -> bool {
         self.0.profiling.load(Ordering::Relaxed)
+    }
+
+    /// How long a wait for this device's submissions ([`crate::Fence::wait`],
+    /// [`Device::synchronize`]) goes before it calls the queue hung ([`Error::Hang`], naming
+    /// the device and the queue). [`crate::DEFAULT_TIMEOUT`] unless set; at least 1 ms.
+    pub fn set_wait_timeout(&self, timeout: Duration) {
+        let ms = u64::try_from(timeout.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
+        self.0.wait_timeout_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// The wait before a hang ([`Device::set_wait_timeout`]).
+    pub fn wait_timeout(&self) -> Duration {
+        Duration::from_millis(self.0.wait_timeout_ms.load(Ordering::Relaxed))
     }
 
     /// What the device's shaders executed from `program` so far, where the device is an
@@ -967,7 +986,7 @@ impl Device {
             if let Some((signal, last)) = pending
                 && last > 0
             {
-                self.wait(&signal, last, crate::queue::DEFAULT_TIMEOUT)?;
+                self.wait(&signal, last, self.wait_timeout())?;
             }
             if let Some(q) = cell.lock().as_mut() {
                 let done = q.timeline.value()?;

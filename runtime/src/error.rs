@@ -1,5 +1,15 @@
 //! The runtime's one error type.
 
+/// `what` (a queue's name, which starts with its device's) as a message that names `device`
+/// once.
+fn named(device: &str, what: &str) -> String {
+    if what.starts_with(device) {
+        what.to_string()
+    } else {
+        format!("{device}: {what}")
+    }
+}
+
 /// What went wrong; every message names the device (and the queue, kernel or buffer).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -9,8 +19,9 @@ pub enum Error {
     /// A wait timed out: the queue did not get to the value. The GPU is taken for hung;
     /// `Device::recover` makes it usable again.
     #[error(
-        "{device}: {queue} hung: waited {waited_ms} ms for signal value {awaited} (it holds \
-         {current}); the engine's read pointer is at {rptr}, last packet read: {last_packet}"
+        "{} hung: waited {waited_ms} ms for signal value {awaited} (it holds {current}); the \
+         engine's read pointer is at {rptr}, last packet read: {last_packet}",
+        named(device, queue)
     )]
     Hang {
         /// Device.

@@ -544,7 +544,8 @@ pub struct Fence {
     value: u64,
 }
 
-/// How long [`Fence::wait`] waits before calling the queue hung.
+/// How long [`Fence::wait`] waits before calling the queue hung, unless the device was told
+/// otherwise ([`Device::set_wait_timeout`]).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl Fence {
@@ -563,9 +564,11 @@ impl Fence {
         Ok(self.signal.value()? >= self.value)
     }
 
-    /// Wait until the submission has finished ([`DEFAULT_TIMEOUT`]).
+    /// Wait until the submission has finished, at most the device's wait timeout
+    /// ([`Device::wait_timeout`], [`DEFAULT_TIMEOUT`] unless set).
     pub fn wait(&self) -> Result<()> {
-        self.dev.wait(&self.signal, self.value, DEFAULT_TIMEOUT)
+        self.dev
+            .wait(&self.signal, self.value, self.dev.wait_timeout())
     }
 
     /// Wait at most `timeout`: longer is a hang ([`Error::Hang`]).

@@ -60,7 +60,7 @@ pub enum Error {
         numel: usize,
     },
     /// The runtime failed (allocation, launch, hang, fault).
-    #[error("device {device}: {source}")]
+    #[error("{}", runtime_message(device, source))]
     Runtime {
         /// Device name.
         device: String,
@@ -124,3 +124,14 @@ pub enum Error {
 
 /// Results of the tensor layer.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The runtime's error as a message that names `device` once: runtime messages mostly begin
+/// with the device's name already.
+fn runtime_message(device: &str, source: &am_runtime::Error) -> String {
+    let message = source.to_string();
+    if message.starts_with(device) {
+        message
+    } else {
+        format!("device {device}: {message}")
+    }
+}

@@ -1,11 +1,11 @@
 //! Sharded tensors and collectives: pieces and replicas on several devices, operations run
 //! per device, all-reduce (ring and tree, sum and max), all-gather, reduce-scatter and
 //! broadcast against host references, gradients through them, the transport each pair of
-//! devices takes, and a member that faults mid-collective.
+//! devices takes, and a member that faults or hangs mid-collective.
 //!
 //! Devices: three `cpu` devices (each `Device::cpu_with` is a device of its own: an odd
 //! count, so chunks are uneven and the tree is not a power of two) and the four members of
-//! the mock hive `mock:mi300x-hive4:40..43`; the fault test takes its own hive (`:44..47`).
+//! the mock hive `mock:mi300x-hive4:40..43`; the fault tests take hives of their own (`:44..47`, `:48..51`).
 //!
 //! Every collective, joins (`Tensor::cat`: `gather`, `all_gather`, the ring's last step)
 //! included, is checked on both sets of devices.
@@ -555,6 +555,17 @@ fn each_pair_of_devices_takes_its_link() {
     assert_eq!(there.to_vec_f32().unwrap(), data);
 }
 
+/// 4096 copies of `v` on each of `devs`, one part per device.
+fn filled(devs: &[Device], v: f32) -> am_tensor::Sharded {
+    am_tensor::Sharded::from_parts(
+        devs.iter()
+            .map(|d| Tensor::from_slice(&[v; 4096], &[4096], d).unwrap())
+            .collect(),
+        None,
+    )
+    .unwrap()
+}
+
 /// A member whose GPU reports a page fault while an all-reduce runs fails the step with an
 /// error naming it; the other members go on with collectives among themselves at once, and
 /// the faulted one joins again after its recovery.
@@ -567,22 +578,13 @@ fn a_member_that_faults_mid_collective_fails_the_step_and_the_others_go_on() {
     let devs: Vec<Device> = (44..48)
         .map(|i| Device::open_with(&format!("mock:mi300x-hive4:{i}"), compiler()).unwrap())
         .collect();
-    let make = |devs: &[Device], v: f32| {
-        am_tensor::Sharded::from_parts(
-            devs.iter()
-                .map(|d| Tensor::from_slice(&[v; 4096], &[4096], d).unwrap())
-                .collect(),
-            None,
-        )
-        .unwrap()
-    };
-    let ok = make(&devs, 1.0).all_reduce(ReduceOp::Sum).unwrap();
+    let ok = filled(&devs, 1.0).all_reduce(ReduceOp::Sum).unwrap();
     assert_eq!(part_values(&ok)[3][0], 4.0);
 
     let bad = am_mock::gpu("mi300x-hive4", 46).unwrap();
     bad.inject_page_fault(Hub::gc(0), 0, 0x7_0000_0000, Access::Read)
         .unwrap();
-    let step = make(&devs, 2.0).all_reduce(ReduceOp::Sum).unwrap();
+    let step = filled(&devs, 2.0).all_reduce(ReduceOp::Sum).unwrap();
     let err = step.realize().unwrap_err().to_string();
     assert!(
         err.contains("mock:mi300x-hive4:46") && err.to_lowercase().contains("fault"),
@@ -590,12 +592,12 @@ fn a_member_that_faults_mid_collective_fails_the_step_and_the_others_go_on() {
     );
 
     let others = [devs[0].clone(), devs[1].clone(), devs[3].clone()];
-    let r = make(&others, 3.0).all_reduce(ReduceOp::Sum).unwrap();
+    let r = filled(&others, 3.0).all_reduce(ReduceOp::Sum).unwrap();
     for v in part_values(&r) {
         assert_eq!(v[0], 9.0, "the other members go on without the faulted one");
     }
     devs[2].runtime().unwrap().recover().unwrap();
-    let r = make(&devs, 0.5)
+    let r = filled(&devs, 0.5)
         .all_reduce_with(ReduceOp::Sum, Algorithm::Tree)
         .unwrap();
     for v in part_values(&r) {
@@ -610,7 +612,7 @@ fn a_member_that_faults_mid_collective_fails_the_step_and_the_others_go_on() {
     // whose steps run on every member at once, fails the same way and recovers the same.
     bad.inject_page_fault(Hub::gc(0), 0, 0x7_0000_0000, Access::Read)
         .unwrap();
-    let step = make(&devs, 2.0)
+    let step = filled(&devs, 2.0)
         .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
         .unwrap();
     let err = step.realize().unwrap_err().to_string();
@@ -619,13 +621,63 @@ fn a_member_that_faults_mid_collective_fails_the_step_and_the_others_go_on() {
         "the direct all-reduce's error names the member that faulted: {err}"
     );
     devs[2].runtime().unwrap().recover().unwrap();
-    let r = make(&devs, 0.25)
+    let r = filled(&devs, 0.25)
         .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
         .unwrap();
     for v in part_values(&r) {
         assert_eq!(
             v,
             vec![1.0; 4096],
+            "after its recovery the member takes part again"
+        );
+    }
+}
+
+/// A member that hangs while an all-reduce runs (its kernel never ends: the mock's watchdog
+/// stops it and its queue never signals) fails the step, once the wait for it times out,
+/// with an error naming it and its queue; the other members go on at once, and the hung one
+/// takes part again after its recovery.
+#[test]
+fn a_member_that_hangs_mid_collective_fails_the_step_naming_it_and_the_others_go_on() {
+    let _hive = hive_lock();
+    am_mock::register();
+    let devs: Vec<Device> = (48..52)
+        .map(|i| Device::open_with(&format!("mock:mi300x-hive4:{i}"), compiler()).unwrap())
+        .collect();
+    let r = filled(&devs, 1.0)
+        .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
+        .unwrap();
+    assert_eq!(part_values(&r)[2][0], 4.0);
+
+    let stuck = am_mock::gpu("mi300x-hive4", 50).unwrap();
+    let rt = devs[2].runtime().unwrap();
+    rt.set_wait_timeout(std::time::Duration::from_secs(2));
+    // One wave-instruction: every dispatch of the member runs past it.
+    stuck.set_watchdog(1);
+    let step = filled(&devs, 2.0)
+        .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
+        .unwrap();
+    let err = step.realize().unwrap_err().to_string();
+    assert!(
+        err.starts_with("mock:mi300x-hive4:50 ") && err.contains(" hung: waited "),
+        "the error names the member that hung, once the wait timed out: {err}"
+    );
+
+    let others = [devs[0].clone(), devs[1].clone(), devs[3].clone()];
+    let r = filled(&others, 3.0).all_reduce(ReduceOp::Sum).unwrap();
+    for v in part_values(&r) {
+        assert_eq!(v[0], 9.0, "the other members go on without the hung one");
+    }
+    stuck.set_watchdog(am_mock::engine::DEFAULT_WATCHDOG);
+    rt.recover().unwrap();
+    rt.set_wait_timeout(am_runtime::DEFAULT_TIMEOUT);
+    let r = filled(&devs, 0.5)
+        .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
+        .unwrap();
+    for v in part_values(&r) {
+        assert_eq!(
+            v,
+            vec![2.0; 4096],
             "after its recovery the member takes part again"
         );
     }
