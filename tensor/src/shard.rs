@@ -689,8 +689,9 @@ fn combine(op: ReduceOp, mine: &Tensor, received: &Tensor) -> Result<Tensor> {
 }
 
 /// Whether every device is an `am` device and every pair's layout puts them in one XGMI
-/// hive ([`am_runtime::Device::hive_layout_with`]).
-fn one_hive(devices: &[Device]) -> Result<bool> {
+/// hive ([`am_runtime::Device::hive_layout_with`]): what a step captured across them
+/// ([`crate::Jit::spanning`]) needs.
+pub fn one_hive(devices: &[Device]) -> Result<bool> {
     let Some(first) = devices.first() else {
         return Ok(false);
     };
