@@ -117,25 +117,26 @@ impl ComputeCommands {
 
     /// Set `signal` to `value` once everything before has finished.
     pub fn signal(&mut self, signal: &Signal, value: u64) -> &mut Self {
-        self.signal_at(signal, value);
+        self.signal_at(signal.va(), value);
         self
     }
 
-    pub(crate) fn signal_at(&mut self, signal: &Signal, value: u64) -> Patch {
-        let word = self
-            .pm4()
-            .release_mem(signal.va(), value, DataSel::Data64, false, 0);
+    /// Set the 64 bits at GPU address `va` to `value` once everything before has finished;
+    /// the patch point of the value.
+    pub(crate) fn signal_at(&mut self, va: u64, value: u64) -> Patch {
+        let word = self.pm4().release_mem(va, value, DataSel::Data64, false, 0);
         self.patch(word)
     }
 
     /// Wait until `signal` reaches `value` (the low 32 bits compared, `>=`).
     pub fn wait(&mut self, signal: &Signal, value: u64) -> &mut Self {
-        self.wait_at(signal, value);
+        self.wait_at(signal.va(), value);
         self
     }
 
-    pub(crate) fn wait_at(&mut self, signal: &Signal, value: u64) -> Patch {
-        let word = self.pm4().wait_ge(signal.va(), value);
+    /// Wait until the dword at GPU address `va` is `>= value`; the patch point of the value.
+    pub(crate) fn wait_at(&mut self, va: u64, value: u64) -> Patch {
+        let word = self.pm4().wait_ge(va, value);
         self.patch(word)
     }
 
@@ -584,23 +585,25 @@ impl CopyCommands {
 
     /// Set `signal` to `value` after the copies before.
     pub fn signal(&mut self, signal: &Signal, value: u64) -> &mut Self {
-        self.signal_at(signal, value);
+        self.signal_at(signal.va(), value);
         self
     }
 
-    pub(crate) fn signal_at(&mut self, signal: &Signal, value: u64) -> Patch {
-        let word = self.sdma.write64(signal.va(), value);
+    /// Write the 64 bits at GPU address `va` after the copies before; the patch point.
+    pub(crate) fn signal_at(&mut self, va: u64, value: u64) -> Patch {
+        let word = self.sdma.write64(va, value);
         Patch { segment: 0, word }
     }
 
     /// Wait until `signal` reaches `value` (low 32 bits, `>=`).
     pub fn wait(&mut self, signal: &Signal, value: u64) -> &mut Self {
-        self.wait_at(signal, value);
+        self.wait_at(signal.va(), value);
         self
     }
 
-    pub(crate) fn wait_at(&mut self, signal: &Signal, value: u64) -> Patch {
-        let word = self.sdma.wait_ge(signal.va(), value);
+    /// Poll until the dword at GPU address `va` is `>= value`; the patch point.
+    pub(crate) fn wait_at(&mut self, va: u64, value: u64) -> Patch {
+        let word = self.sdma.wait_ge(va, value);
         Patch { segment: 0, word }
     }
 

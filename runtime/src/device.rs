@@ -110,6 +110,11 @@ pub(crate) struct Inner {
     /// Hive members whose VRAM this device was seen to reach over XGMI ([`Device::map_peer`]):
     /// what their CPU writes through their BAR0 is flushed before this device's submissions.
     peers: Mutex<Vec<Weak<Inner>>>,
+    /// Submissions to any of its queues (write pointer published, doorbell rung).
+    pub(crate) submissions: AtomicU64,
+    /// CPU waits ([`Device::wait`], fences included) that found the signal short of the
+    /// value and had to wait.
+    host_waits: AtomicU64,
 }
 
 impl Inner {
@@ -260,6 +265,8 @@ impl Device {
             wait_timeout_ms: AtomicU64::new(crate::queue::DEFAULT_TIMEOUT.as_millis() as u64),
             trace: Mutex::new(Vec::new()),
             peers: Mutex::new(Vec::new()),
+            submissions: AtomicU64::new(0),
+            host_waits: AtomicU64::new(0),
         });
         let dev = Device(inner);
         dev.setup()?;
@@ -441,6 +448,19 @@ impl Device {
     /// around a launch is what the launch executed.
     pub fn executed(&self, program: &crate::Program) -> Result<Option<am_driver::ExecutedCode>> {
         Ok(self.0.pci.executed_code(program.entry)?)
+    }
+
+    /// Submissions made to this device's queues so far (each publishes a write pointer and
+    /// rings a doorbell): what a graph replay costs the host per device.
+    pub fn submissions(&self) -> u64 {
+        self.0.submissions.load(Ordering::Relaxed)
+    }
+
+    /// CPU waits for a signal of this device ([`Device::wait`], [`crate::Fence::wait`]) that
+    /// found it short of the awaited value and had to wait, so far. A wait that finds the
+    /// work done is not counted.
+    pub fn host_waits(&self) -> u64 {
+        self.0.host_waits.load(Ordering::Relaxed)
     }
 
     /// Device name.
@@ -1004,6 +1024,10 @@ impl Device {
         let start = Instant::now();
         let mut next_check = start + FAULT_POLL;
         let mut spins = 0u32;
+        if signal.value()? >= value {
+            return Ok(());
+        }
+        self.0.host_waits.fetch_add(1, Ordering::Relaxed);
         loop {
             if signal.value()? >= value {
                 return Ok(());

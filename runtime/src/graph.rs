@@ -1,5 +1,5 @@
-//! Graphs: a sequence of launches, copies, fills, signals and waits across a device's queues,
-//! recorded once and replayed many times.
+//! Graphs: a sequence of launches, copies, fills, signals and waits across the queues of one
+//! device or of several members of an XGMI hive, recorded once and replayed many times.
 //!
 //! Building a graph encodes each queue's part once into memory the graph owns: PM4 and SDMA
 //! parts as indirect buffers, AQL parts as the packets to copy into the ring (their PM4 in
@@ -11,6 +11,15 @@
 //!
 //! A replay first waits for the previous replay of the same graph (its arguments and values
 //! are about to be overwritten).
+//!
+//! A graph that spans devices ([`Graph::spanning`]) encodes each queue's part on that queue's
+//! device, with kernel arguments in memory of each device. A dependency between queues of
+//! two devices ([`Graph::depend`]) is a 64-bit value in VRAM of the waiting device: the
+//! waiting queue polls it there (`WAIT_REG_MEM`, `POLL_REGMEM`), and the queue it waits for
+//! writes the replay's number into it through the mapping the hive peer keeps of that VRAM
+//! ([`Device::peer_view`]) — so a replay is one submission per queue on every device, and the
+//! devices order each other on the GPU with no host round trip between them (tinygrad's HCQ
+//! graph orders its devices the same way, with signals every device can reach).
 
 use std::sync::Arc;
 
@@ -58,67 +67,140 @@ enum Op {
         dst: Buffer,
         pattern: u32,
     },
+    /// Write the value at `va`, an address of the queue's device.
     Signal {
-        signal: Signal,
+        va: u64,
         value: Value,
     },
+    /// Wait until the dword at `va` (an address of the queue's device) reaches the value.
     Wait {
-        signal: Signal,
+        va: u64,
         value: Value,
     },
 }
 
 struct ExecRec {
     prog: Program,
-    /// Offset of its arguments in the graph's argument buffer.
+    /// The device it runs on (index in the graph's devices).
+    dev: usize,
+    /// Offset of its arguments in that device's argument buffer.
     at: usize,
 }
 
+/// A page of VRAM of device `dev` holding the graph's cross-device dependency values.
+struct CrossPage {
+    dev: usize,
+    page: Buffer,
+    used: u64,
+}
+
+/// Bytes of one cross-device dependency value (a 64-bit value, aligned as a signal's).
+const CROSS_SLOT: u64 = 16;
+/// Bytes of a page of cross-device values.
+const CROSS_PAGE: u64 = 0x1000;
+
 /// A graph being recorded.
 pub struct Graph {
-    dev: Device,
-    queues: Vec<Queue>,
+    devs: Vec<Device>,
+    /// Each queue with its device's index in `devs`.
+    queues: Vec<(usize, Queue)>,
     ops: Vec<(usize, Op)>,
     execs: Vec<ExecRec>,
-    args: Vec<u8>,
+    /// Kernel arguments, one blob per device.
+    args: Vec<Vec<u8>>,
     values: Vec<u64>,
-    internal: Vec<Signal>,
+    /// Signals the recorded work writes or waits on (the graph's own and the caller's).
+    signals: Vec<Signal>,
+    cross: Vec<CrossPage>,
+    /// Memory the recorded dependencies reach (cross-device values and their peer views).
+    keep: Vec<Buffer>,
 }
 
 impl Graph {
     /// An empty graph of `dev`.
     pub fn new(dev: &Device) -> Graph {
         Graph {
-            dev: dev.clone(),
+            devs: vec![dev.clone()],
             queues: Vec::new(),
             ops: Vec::new(),
             execs: Vec::new(),
-            args: Vec::new(),
+            args: vec![Vec::new()],
             values: Vec::new(),
-            internal: Vec::new(),
+            signals: Vec::new(),
+            cross: Vec::new(),
+            keep: Vec::new(),
         }
     }
 
-    fn queue(&mut self, q: &Queue, compute: bool) -> Result<usize> {
-        if !Arc::ptr_eq(&q.dev.0, &self.dev.0) || q.is_compute() != compute {
+    /// An empty graph whose work runs on the queues of `devices` (each listed once): one
+    /// replay submits to every device's queues it uses. Queues of two devices are ordered by
+    /// [`Graph::depend`], which needs the two in one XGMI hive. Refused for an empty list.
+    pub fn spanning(devices: &[Device]) -> Result<Graph> {
+        let Some(first) = devices.first() else {
             return Err(Error::State {
-                device: self.dev.name().into(),
+                device: "graph".into(),
+                reason: "a graph spanning no device".into(),
+            });
+        };
+        let mut g = Graph::new(first);
+        for d in &devices[1..] {
+            if !g.devs.iter().any(|x| Arc::ptr_eq(&x.0, &d.0)) {
+                g.devs.push(d.clone());
+                g.args.push(Vec::new());
+            }
+        }
+        Ok(g)
+    }
+
+    /// The devices the graph may record work on.
+    pub fn devices(&self) -> &[Device] {
+        &self.devs
+    }
+
+    fn queue(&mut self, q: &Queue, compute: bool) -> Result<usize> {
+        let dev = self.devs.iter().position(|d| Arc::ptr_eq(&q.dev.0, &d.0));
+        let Some(dev) = dev.filter(|_| q.is_compute() == compute) else {
+            let names: Vec<&str> = self.devs.iter().map(|d| d.name()).collect();
+            return Err(Error::State {
+                device: self.devs[0].name().into(),
                 reason: format!(
-                    "a graph's {} work recorded on {}",
+                    "a graph's {} work recorded on {} (the graph spans {})",
                     if compute { "compute" } else { "copy" },
-                    q.name()
+                    q.name(),
+                    names.join(", ")
                 ),
             });
-        }
+        };
         if let Some(i) = self
             .queues
             .iter()
-            .position(|x| Arc::ptr_eq(&x.cell, &q.cell))
+            .position(|(_, x)| Arc::ptr_eq(&x.cell, &q.cell))
         {
             return Ok(i);
         }
-        self.queues.push(q.clone());
+        self.queues.push((dev, q.clone()));
         Ok(self.queues.len() - 1)
+    }
+
+    /// The device of recorded queue `qi`.
+    fn dev_of(&self, qi: usize) -> &Device {
+        &self.devs[self.queues[qi].0]
+    }
+
+    /// A signal recorded on queue `qi` must be memory of its device.
+    fn check_signal(&self, qi: usize, signal: &Signal) -> Result<()> {
+        let dev = self.dev_of(qi);
+        if signal.belongs_to(dev) {
+            return Ok(());
+        }
+        Err(Error::State {
+            device: dev.name().into(),
+            reason: format!(
+                "{signal:?} is another device's memory: {} cannot reach it (order queues of \
+                 two devices with Graph::depend)",
+                self.queues[qi].1.name()
+            ),
+        })
     }
 
     /// Launch `prog` on compute queue `queue` (see [`ComputeCommands::exec`]).
@@ -131,18 +213,31 @@ impl Graph {
         block: [u32; 3],
     ) -> Result<ExecNode> {
         let qi = self.queue(queue, true)?;
-        let bytes = prog.encode_args(&self.dev, args, grid, block)?;
-        let at = self
-            .args
+        let di = self.queues[qi].0;
+        let dev = &self.devs[di];
+        if !prog.code.belongs_to(dev) {
+            return Err(Error::Program {
+                device: dev.name().into(),
+                kernel: prog.name.clone(),
+                reason: format!(
+                    "the program was loaded on another device, not for {}",
+                    queue.name()
+                ),
+            });
+        }
+        let bytes = prog.encode_args(dev, args, grid, block)?;
+        let blob = &mut self.args[di];
+        let at = blob
             .len()
             .next_multiple_of(prog.kernarg_align.max(16) as usize);
-        self.args.resize(at, 0);
-        self.args.extend_from_slice(&bytes);
+        blob.resize(at, 0);
+        blob.extend_from_slice(&bytes);
         // Compiled code may read past its arguments.
-        self.args.resize(self.args.len() + 256, 0);
+        blob.resize(blob.len() + 256, 0);
         let node = self.execs.len();
         self.execs.push(ExecRec {
             prog: prog.clone(),
+            dev: di,
             at,
         });
         self.ops.push((qi, Op::Exec { node, grid, block }));
@@ -183,79 +278,126 @@ impl Graph {
     /// On `queue`, set `signal` to `value` once the work before on it has finished.
     pub fn signal(&mut self, queue: &Queue, signal: &Signal, value: u64) -> Result<ValueNode> {
         let qi = self.queue(queue, queue.is_compute())?;
+        self.check_signal(qi, signal)?;
         let v = self.slot(value);
         self.ops.push((
             qi,
             Op::Signal {
-                signal: signal.clone(),
+                va: signal.va(),
                 value: v,
             },
         ));
+        self.signals.push(signal.clone());
         Ok(ValueNode(self.values.len() - 1))
     }
 
     /// On `queue`, wait until `signal` reaches `value` (low 32 bits, `>=`).
     pub fn wait(&mut self, queue: &Queue, signal: &Signal, value: u64) -> Result<ValueNode> {
         let qi = self.queue(queue, queue.is_compute())?;
+        self.check_signal(qi, signal)?;
         let v = self.slot(value);
         self.ops.push((
             qi,
             Op::Wait {
-                signal: signal.clone(),
+                va: signal.va(),
                 value: v,
             },
         ));
+        self.signals.push(signal.clone());
         Ok(ValueNode(self.values.len() - 1))
     }
 
-    /// What `after` records from now on waits for what `before` has recorded so far (a
-    /// signal of the graph's own, set to the replay's number).
+    /// What `after` records from now on waits for what `before` has recorded so far: a
+    /// value of the graph's own, set to the replay's number by `before`'s queue and waited
+    /// for by `after`'s. On one device it is a signal of that device; across devices it lies
+    /// in VRAM of `after`'s device, which `before`'s device writes over XGMI through its peer
+    /// mapping, so the two must be members of one hive (else refused as `map_peer` refuses,
+    /// `NotInOneHive`).
     pub fn depend(&mut self, before: &Queue, after: &Queue) -> Result<()> {
         let b = self.queue(before, before.is_compute())?;
         let a = self.queue(after, after.is_compute())?;
-        let s = self.dev.new_signal()?;
+        let (bd, ad) = (self.queues[b].0, self.queues[a].0);
+        let (signal_va, wait_va) = if bd == ad {
+            let s = self.devs[ad].new_signal()?;
+            let va = s.va();
+            self.signals.push(s);
+            (va, va)
+        } else {
+            let slot = self.cross_slot(ad)?;
+            let remote = self.devs[bd].peer_view(&slot)?;
+            let r = (remote.va(), slot.va());
+            self.keep.extend([slot, remote]);
+            r
+        };
         self.ops.push((
             b,
             Op::Signal {
-                signal: s.clone(),
+                va: signal_va,
                 value: Value::Replay,
             },
         ));
         self.ops.push((
             a,
             Op::Wait {
-                signal: s.clone(),
+                va: wait_va,
                 value: Value::Replay,
             },
         ));
-        self.internal.push(s);
         Ok(())
+    }
+
+    /// A fresh cross-device value (0) in VRAM of device `di`: the next slot of a page of
+    /// the graph's own.
+    fn cross_slot(&mut self, di: usize) -> Result<Buffer> {
+        let at = self
+            .cross
+            .iter()
+            .position(|p| p.dev == di && p.used + CROSS_SLOT <= CROSS_PAGE);
+        let at = match at {
+            Some(i) => i,
+            None => {
+                let dev = &self.devs[di];
+                let page = dev.alloc(CROSS_PAGE, MemKind::Vram)?;
+                dev.write(&page, 0, &[0u8; CROSS_PAGE as usize])?;
+                self.cross.push(CrossPage {
+                    dev: di,
+                    page,
+                    used: 0,
+                });
+                self.cross.len() - 1
+            }
+        };
+        let p = &mut self.cross[at];
+        let slot = p.page.view(p.used, CROSS_SLOT)?;
+        p.used += CROSS_SLOT;
+        Ok(slot)
     }
 
     /// Encode the graph for replay.
     pub fn build(self) -> Result<GraphExec> {
-        let dev = self.dev.clone();
-        let args_buf = dev.alloc(
-            self.args.len().max(1) as u64,
-            MemKind::System { uncached: true },
-        )?;
-        dev.write(&args_buf, 0, &self.args)?;
+        // Each device's arguments in uncached system memory of its own.
+        let mut args_bufs = Vec::with_capacity(self.devs.len());
+        for (dev, blob) in self.devs.iter().zip(&self.args) {
+            let b = dev.alloc(blob.len().max(1) as u64, MemKind::System { uncached: true })?;
+            dev.write(&b, 0, blob)?;
+            args_bufs.push(b);
+        }
         let mut enc = Encoding {
-            dev: &dev,
             places: Vec::new(),
             parts: Vec::with_capacity(self.queues.len()),
             keep: Vec::new(),
             profile: Vec::new(),
             kernels: Vec::with_capacity(self.queues.len()),
         };
-        for (qi, queue) in self.queues.iter().enumerate() {
+        for (qi, (di, queue)) in self.queues.iter().enumerate() {
             let ops = self.ops.iter().filter(|(q, _)| *q == qi).map(|(_, op)| op);
+            let dev = &self.devs[*di];
             let part = if queue.is_compute() {
-                self.encode_compute(&mut enc, queue, ops, &args_buf)?
+                self.encode_compute(&mut enc, *di, queue, ops, &args_bufs[*di])?
             } else {
-                self.encode_copy(&mut enc, ops)?
+                self.encode_copy(&mut enc, *di, ops)?
             };
-            enc.parts.push(part);
+            enc.parts.push((*di, dev.info().gc_major < 10, part));
         }
         let Encoding {
             places,
@@ -263,7 +405,6 @@ impl Graph {
             mut keep,
             profile,
             kernels,
-            ..
         } = enc;
         // Buffers the recorded copies use stay alive as long as the graph.
         for (_, op) in &self.ops {
@@ -273,6 +414,8 @@ impl Graph {
                 _ => {}
             }
         }
+        keep.extend(self.keep);
+        keep.extend(self.cross.into_iter().map(|p| p.page));
         let (replay_places, slot_places): (Vec<_>, Vec<_>) =
             places.into_iter().partition(|(s, _)| s.is_none());
         let mut by_slot: Vec<Vec<Place>> = vec![Vec::new(); self.values.len()];
@@ -281,14 +424,15 @@ impl Graph {
                 by_slot[s].push(p);
             }
         }
+        let dirty = vec![false; self.devs.len()];
         Ok(GraphExec {
-            dev,
-            queues: self.queues,
+            devs: self.devs,
+            queues: self.queues.into_iter().map(|(_, q)| q).collect(),
             parts,
             kernels,
-            args_buf,
+            args_bufs,
             args: self.args,
-            args_dirty: false,
+            args_dirty: dirty,
             execs: self.execs,
             values: self.values.iter().map(|&v| (v, false)).collect(),
             by_slot,
@@ -296,7 +440,7 @@ impl Graph {
             replays: 0,
             last: Vec::new(),
             profile,
-            _internal: self.internal,
+            _signals: self.signals,
             _keep: keep,
         })
     }
@@ -304,24 +448,26 @@ impl Graph {
     /// A compute queue's operations: PM4 in an IB, or AQL packets for its ring.
     fn encode_compute<'o>(
         &self,
-        enc: &mut Encoding<'_>,
+        enc: &mut Encoding,
+        di: usize,
         queue: &Queue,
         ops: impl Iterator<Item = &'o Op>,
         args_buf: &Buffer,
     ) -> Result<Part> {
+        let dev = &self.devs[di];
         let mut found: Vec<(Value, Patch, bool)> = Vec::new();
-        let mut c = ComputeCommands::new(enc.dev);
+        let mut c = ComputeCommands::new(dev);
         for op in ops {
             match op {
                 Op::Exec { node, grid, block } => {
                     let e = &self.execs[*node];
                     c.exec_at(&e.prog, args_buf.va() + e.at as u64, *grid, *block)?;
                 }
-                Op::Signal { signal, value } => {
-                    found.push((*value, c.signal_at(signal, self.initial(*value)), true));
+                Op::Signal { va, value } => {
+                    found.push((*value, c.signal_at(*va, self.initial(*value)), true));
                 }
-                Op::Wait { signal, value } => {
-                    found.push((*value, c.wait_at(signal, self.initial(*value)), false));
+                Op::Wait { va, value } => {
+                    found.push((*value, c.wait_at(*va, self.initial(*value)), false));
                 }
                 Op::Copy { .. } | Op::Fill { .. } => unreachable!("checked when recorded"),
             }
@@ -330,36 +476,41 @@ impl Graph {
         let name = queue.name();
         enc.profile
             .extend(c.take_profile().into_iter().map(|(kernel, start, end)| {
-                crate::trace::Pending {
-                    kernel,
-                    queue: name.clone(),
-                    start,
-                    end,
-                }
+                (
+                    di,
+                    crate::trace::Pending {
+                        kernel,
+                        queue: name.clone(),
+                        start,
+                        end,
+                    },
+                )
             }));
         match c.pm4_words() {
             Some(words) => {
-                let ib = upload(enc.dev, words)?;
+                let ib = upload(dev, words)?;
                 let p = Part::Pm4 {
                     ib: ib.va(),
                     dwords: words.len(),
                 };
-                enc.place(found, &ib);
+                enc.place(di, found, &ib);
                 enc.keep.push(ib);
                 Ok(p)
             }
-            None => enc.aql(&c.aql_items().unwrap_or_default(), found),
+            None => enc.aql(dev, di, &c.aql_items().unwrap_or_default(), found),
         }
     }
 
     /// A copy queue's operations as SDMA packets in an IB.
     fn encode_copy<'o>(
         &self,
-        enc: &mut Encoding<'_>,
+        enc: &mut Encoding,
+        di: usize,
         ops: impl Iterator<Item = &'o Op>,
     ) -> Result<Part> {
+        let dev = &self.devs[di];
         let mut found: Vec<(Value, Patch, bool)> = Vec::new();
-        let mut c = CopyCommands::new(enc.dev);
+        let mut c = CopyCommands::new(dev);
         for op in ops {
             match op {
                 Op::Copy { dst, src } => {
@@ -368,18 +519,18 @@ impl Graph {
                 Op::Fill { dst, pattern } => {
                     c.fill(dst, *pattern)?;
                 }
-                Op::Signal { signal, value } => {
-                    found.push((*value, c.signal_at(signal, self.initial(*value)), true));
+                Op::Signal { va, value } => {
+                    found.push((*value, c.signal_at(*va, self.initial(*value)), true));
                 }
-                Op::Wait { signal, value } => {
-                    found.push((*value, c.wait_at(signal, self.initial(*value)), false));
+                Op::Wait { va, value } => {
+                    found.push((*value, c.wait_at(*va, self.initial(*value)), false));
                 }
                 Op::Exec { .. } => unreachable!("checked when recorded"),
             }
         }
         enc.kernels.push(Arc::new(Launches::default()));
-        let ib = upload(enc.dev, c.words())?;
-        enc.place(found, &ib);
+        let ib = upload(dev, c.words())?;
+        enc.place(di, found, &ib);
         let p = Part::Sdma {
             ib: ib.va(),
             dwords: c.words().len(),
@@ -414,28 +565,35 @@ fn upload(dev: &Device, words: &[u32]) -> Result<Buffer> {
 }
 
 /// What encoding a graph's queues gathers besides their parts.
-struct Encoding<'d> {
-    dev: &'d Device,
+struct Encoding {
     /// Where each signal's and wait's value lies, by value slot (`None`: the replay count).
     places: Vec<(Option<usize>, Place)>,
-    parts: Vec<Part>,
+    /// Each queue's part with its device and whether that device is GC 9.
+    parts: Vec<(usize, bool, Part)>,
     /// The IBs the parts run.
     keep: Vec<Buffer>,
-    profile: Vec<crate::trace::Pending>,
+    /// Profiled launches with their device.
+    profile: Vec<(usize, crate::trace::Pending)>,
     kernels: Vec<Arc<Launches>>,
 }
 
-impl Encoding<'_> {
-    /// The values a queue's commands hold in `ib`.
-    fn place(&mut self, found: Vec<(Value, Patch, bool)>, ib: &Buffer) {
+impl Encoding {
+    /// The values a queue's commands hold in `ib`, memory of device `di`.
+    fn place(&mut self, di: usize, found: Vec<(Value, Patch, bool)>, ib: &Buffer) {
         for (v, patch, sig) in found {
             self.places
-                .push((slot_of(v), Place::new(ib, patch.word, sig)));
+                .push((slot_of(v), Place::new(di, ib, patch.word, sig)));
         }
     }
 
     /// AQL packets for the ring; the PM4 between them goes to IBs of its own.
-    fn aql(&mut self, items: &[AqlItem], found: Vec<(Value, Patch, bool)>) -> Result<Part> {
+    fn aql(
+        &mut self,
+        dev: &Device,
+        di: usize,
+        items: &[AqlItem],
+        found: Vec<(Value, Patch, bool)>,
+    ) -> Result<Part> {
         let mut packets = Vec::with_capacity(items.len() * 64);
         let mut ibs: Vec<Option<Buffer>> = Vec::with_capacity(items.len());
         for it in items {
@@ -445,7 +603,7 @@ impl Encoding<'_> {
                     ibs.push(None);
                 }
                 AqlItem::Pm4(words) => {
-                    let ib = upload(self.dev, words)?;
+                    let ib = upload(dev, words)?;
                     packets.extend_from_slice(aql_pm4_ib(ib.va(), words.len()).as_bytes());
                     ibs.push(Some(ib));
                 }
@@ -456,11 +614,11 @@ impl Encoding<'_> {
                 .get(patch.segment)
                 .and_then(|b| b.as_ref())
                 .ok_or_else(|| Error::State {
-                    device: self.dev.name().into(),
+                    device: dev.name().into(),
                     reason: "a graph value outside its PM4".into(),
                 })?;
             self.places
-                .push((slot_of(v), Place::new(ib, patch.word, sig)));
+                .push((slot_of(v), Place::new(di, ib, patch.word, sig)));
         }
         self.keep.extend(ibs.into_iter().flatten());
         Ok(Part::Aql { packets })
@@ -470,6 +628,8 @@ impl Encoding<'_> {
 /// Where a value lies in a graph's memory.
 #[derive(Clone)]
 struct Place {
+    /// The device whose memory holds it.
+    dev: usize,
     buf: Buffer,
     offset: u64,
     /// A signal's 64-bit value (else a wait's 32-bit reference).
@@ -477,15 +637,17 @@ struct Place {
 }
 
 impl Place {
-    fn new(buf: &Buffer, word: usize, wide: bool) -> Place {
+    fn new(dev: usize, buf: &Buffer, word: usize, wide: bool) -> Place {
         Place {
+            dev,
             buf: buf.clone(),
             offset: word as u64 * 4,
             wide,
         }
     }
 
-    fn write(&self, dev: &Device, v: u64) -> Result<()> {
+    fn write(&self, devs: &[Device], v: u64) -> Result<()> {
+        let dev = &devs[self.dev];
         if self.wide {
             dev.write(&self.buf, self.offset, &v.to_le_bytes())
         } else {
@@ -506,14 +668,16 @@ enum Part {
 
 /// A built graph: replay it with [`GraphExec::launch`].
 pub struct GraphExec {
-    dev: Device,
+    devs: Vec<Device>,
     queues: Vec<Queue>,
-    parts: Vec<Part>,
+    /// Each queue's part, with its device and whether that device is GC 9.
+    parts: Vec<(usize, bool, Part)>,
     /// Each queue's launches (named in fault reports).
     kernels: Vec<Arc<Launches>>,
-    args_buf: Buffer,
-    args: Vec<u8>,
-    args_dirty: bool,
+    /// Each device's kernel arguments, in its memory and as the host holds them.
+    args_bufs: Vec<Buffer>,
+    args: Vec<Vec<u8>>,
+    args_dirty: Vec<bool>,
     execs: Vec<ExecRec>,
     /// Each caller-set value and whether it changed since the last replay.
     values: Vec<(u64, bool)>,
@@ -521,30 +685,42 @@ pub struct GraphExec {
     replay_places: Vec<Place>,
     replays: u64,
     last: Vec<Fence>,
-    profile: Vec<crate::trace::Pending>,
-    _internal: Vec<Signal>,
+    profile: Vec<(usize, crate::trace::Pending)>,
+    _signals: Vec<Signal>,
     _keep: Vec<Buffer>,
 }
 
 impl GraphExec {
+    fn error(&self, reason: String) -> Error {
+        Error::State {
+            device: self.devs[0].name().into(),
+            reason,
+        }
+    }
+
     /// Change explicit argument `index` of launch `node` for the next replays.
     pub fn set_arg(&mut self, node: ExecNode, index: usize, arg: &Arg) -> Result<()> {
-        let e = self.execs.get(node.0).ok_or_else(|| Error::State {
-            device: self.dev.name().into(),
-            reason: format!("the graph has no launch {}", node.0),
-        })?;
+        let e = self
+            .execs
+            .get(node.0)
+            .ok_or_else(|| self.error(format!("the graph has no launch {}", node.0)))?;
         let end = e.at + e.prog.kernarg_size as usize;
-        e.prog
-            .set_arg(&self.dev, &mut self.args[e.at..end], index, arg)?;
-        self.args_dirty = true;
+        e.prog.set_arg(
+            &self.devs[e.dev],
+            &mut self.args[e.dev][e.at..end],
+            index,
+            arg,
+        )?;
+        self.args_dirty[e.dev] = true;
         Ok(())
     }
 
     /// Change the value a recorded signal writes, or a recorded wait compares with.
     pub fn set_value(&mut self, node: ValueNode, value: u64) -> Result<()> {
+        let n = self.values.len();
         let v = self.values.get_mut(node.0).ok_or_else(|| Error::State {
-            device: self.dev.name().into(),
-            reason: format!("the graph has no signal or wait {}", node.0),
+            device: self.devs[0].name().into(),
+            reason: format!("the graph has no signal or wait {} (of {n})", node.0),
         })?;
         *v = (value, true);
         Ok(())
@@ -570,40 +746,46 @@ impl GraphExec {
         self.replays
     }
 
-    /// Replay: wait for the previous replay, patch what changed, submit each queue's part.
-    /// Returns one fence per queue the graph uses.
+    /// The devices the graph runs on.
+    pub fn devices(&self) -> &[Device] {
+        &self.devs
+    }
+
+    /// Replay: wait for the previous replay, patch what changed, submit each queue's part
+    /// (every device's, one after the other, with no wait between them: the queues order
+    /// each other on the GPU). Returns one fence per queue the graph uses.
     pub fn launch(&mut self) -> Result<&[Fence]> {
         for f in &self.last {
             f.wait()?;
         }
         self.replays += 1;
-        if self.args_dirty {
-            self.dev.write(&self.args_buf, 0, &self.args)?;
-            self.args_dirty = false;
+        for (di, dirty) in self.args_dirty.iter_mut().enumerate() {
+            if std::mem::take(dirty) {
+                self.devs[di].write(&self.args_bufs[di], 0, &self.args[di])?;
+            }
         }
         for (i, (v, changed)) in self.values.iter_mut().enumerate() {
             if std::mem::take(changed) {
                 for p in &self.by_slot[i] {
-                    p.write(&self.dev, *v)?;
+                    p.write(&self.devs, *v)?;
                 }
             }
         }
         if self.replays > 1 {
             for p in &self.replay_places {
-                p.write(&self.dev, self.replays)?;
+                p.write(&self.devs, self.replays)?;
             }
         }
-        if !self.profile.is_empty() {
-            let mut t = lock(&self.dev.0.trace);
-            for p in &self.profile {
-                p.start.clear_timestamp()?;
-                p.end.clear_timestamp()?;
-                t.push(p.clone());
-            }
+        for (di, p) in &self.profile {
+            p.start.clear_timestamp()?;
+            p.end.clear_timestamp()?;
+            lock(&self.devs[*di].0.trace).push(p.clone());
         }
-        let gfx9 = self.dev.info().gc_major < 10;
         self.last.clear();
-        for ((queue, part), kernels) in self.queues.iter().zip(&self.parts).zip(&self.kernels) {
+        for ((queue, (_, gfx9, part)), kernels) in
+            self.queues.iter().zip(&self.parts).zip(&self.kernels)
+        {
+            let gfx9 = *gfx9;
             let fence = match part {
                 Part::Pm4 { ib, dwords } => {
                     let mut p = Pm4::new(gfx9);

@@ -173,6 +173,23 @@ impl Buffer {
         }
     }
 
+    /// The allocation whose memory this is (a peer mapping's: the original's) and where
+    /// this view starts in it.
+    fn home(&self) -> (*const Allocation, u64) {
+        match &self.alloc.backing {
+            Backing::Peer { alloc, .. } => (Arc::as_ptr(alloc), self.offset),
+            _ => (Arc::as_ptr(&self.alloc), self.offset),
+        }
+    }
+
+    /// Whether the two buffers share a byte of memory — views of one allocation whose
+    /// ranges meet, a peer mapping and its original included (what orders two commands
+    /// that touch them).
+    pub fn overlaps(&self, other: &Buffer) -> bool {
+        let ((a, x), (b, y)) = (self.home(), other.home());
+        std::ptr::eq(a, b) && x < y + other.size && y < x + self.size
+    }
+
     /// GPU virtual address of the first byte.
     pub fn va(&self) -> u64 {
         self.alloc.mapping.va + self.offset

@@ -244,6 +244,8 @@ impl HwQueue {
             _ => self.put,
         };
         dev.doorbells.write64(u64::from(self.doorbell) * 8, value)?;
+        dev.submissions
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 

@@ -81,6 +81,12 @@ impl Signal {
         self.slot.buf.va()
     }
 
+    /// Whether the signal's memory is mapped in `dev` (the engines of another device cannot
+    /// reach it at this address).
+    pub fn belongs_to(&self, dev: &crate::Device) -> bool {
+        self.slot.buf.belongs_to(dev)
+    }
+
     /// GPU address of the timestamp.
     pub fn timestamp_va(&self) -> u64 {
         self.slot.buf.va() + 8

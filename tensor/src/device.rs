@@ -458,7 +458,16 @@ impl Device {
                     c.copy(&d.view(at as u64, len as u64)?, &s.view(0, len as u64)?)?;
                     c.submit()
                 };
-                run().map(Some).map_err(|e| self.runtime_error(e))
+                let fence = run().map(Some).map_err(|e| self.runtime_error(e))?;
+                crate::jit::record(|| crate::jit::Event::Copy {
+                    to: self.clone(),
+                    dst: dst.clone(),
+                    dst_at: at,
+                    from: self.clone(),
+                    src: src.clone(),
+                    len,
+                });
+                Ok(fence)
             }
             (Storage::Host(_), Storage::Host(d)) => {
                 let mut bytes = vec![0u8; len];
@@ -578,6 +587,12 @@ impl Device {
             && *thread == std::thread::current().id()
         {
             c.extend(launches.iter().cloned());
+        }
+        for l in launches {
+            crate::jit::record(|| crate::jit::Event::Launch {
+                dev: self.clone(),
+                launch: l.clone(),
+            });
         }
         self.0
             .kernels

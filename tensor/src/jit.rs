@@ -3,12 +3,21 @@
 //! swapped in — without running the function, scheduling or compiling. On an `am` device
 //! the replay is a runtime graph (one submission per step, arguments patched in place); on
 //! the CPU it is the list of launches.
+//!
+//! A step may span several `am` devices of one XGMI hive ([`Jit::spanning`]): the captured
+//! run records, in the order the host made them, every device's launches and the copies
+//! between devices (and within one), and the replay is one runtime graph over every
+//! device's queues ([`am_runtime::Graph::spanning`]): each launch on its device's compute
+//! queue, each copy on its destination's copy queue, and a command that touches memory an
+//! earlier command of another queue touched (a peer mapping counts as the memory it maps)
+//! waits for that queue on the GPU. The host submits once per queue and waits at the end.
 
+use std::cell::RefCell;
 use std::time::Instant;
 
 use am_runtime::{Arg, ExecNode, GraphExec};
 
-use crate::device::{Buffer, Device, Launch, LaunchArg, Program};
+use crate::device::{Buffer, Device, Launch, LaunchArg, Program, Storage};
 use crate::node::Node;
 use crate::{DType, Error, Result, Tensor};
 
@@ -21,15 +30,49 @@ use crate::{DType, Error, Result, Tensor};
 /// Random numbers drawn inside the function repeat on every replay.
 pub struct Jit {
     dev: Device,
+    /// The devices of a step spanning several ([`Jit::spanning`]); empty for one.
+    span: Vec<Device>,
     calls: u64,
     captured: Option<Captured>,
 }
 
 struct Captured {
     inputs: Vec<(Vec<usize>, DType)>,
-    outputs: Vec<(Buffer, Vec<usize>, DType)>,
+    outputs: Vec<(Buffer, Vec<usize>, DType, Device)>,
     kernels: usize,
     replay: Replay,
+}
+
+/// What a capture spanning devices records, in the order the host did it.
+pub(crate) enum Event {
+    /// A kernel started on `dev`.
+    Launch { dev: Device, launch: Launch },
+    /// `len` bytes of `src` (memory of `from`) copied to `dst` at `dst_at` (memory of `to`)
+    /// by `to`'s copy queue.
+    Copy {
+        to: Device,
+        dst: Buffer,
+        dst_at: usize,
+        from: Device,
+        src: Buffer,
+        len: usize,
+    },
+    /// Something done by the host that a graph cannot replay (a copy through host memory).
+    Host(String),
+}
+
+thread_local! {
+    /// The events of the step this thread is capturing across devices, if any.
+    static RECORDING: RefCell<Option<Vec<Event>>> = const { RefCell::new(None) };
+}
+
+/// Records `event` when this thread is capturing a step across devices.
+pub(crate) fn record(event: impl FnOnce() -> Event) {
+    RECORDING.with(|r| {
+        if let Some(v) = r.borrow_mut().as_mut() {
+            v.push(event());
+        }
+    });
 }
 
 enum Replay {
@@ -47,6 +90,17 @@ enum Replay {
         /// The recorded launches (their memory lives as long as the graph).
         _launches: Vec<Launch>,
     },
+    /// One graph over the queues of several devices.
+    Spanning {
+        exec: Box<GraphExec>,
+        /// (launch, argument, input).
+        slots: Vec<(ExecNode, usize, usize)>,
+        current: Vec<u64>,
+        /// Kernels per device of the span.
+        kernels: Vec<usize>,
+        /// The recorded launches and copies (their memory lives as long as the graph).
+        _events: Vec<Event>,
+    },
 }
 
 impl Jit {
@@ -54,9 +108,34 @@ impl Jit {
     pub fn new(dev: &Device) -> Jit {
         Jit {
             dev: dev.clone(),
+            span: Vec::new(),
             calls: 0,
             captured: None,
         }
+    }
+
+    /// A step whose inputs live on any of `devices` and whose work runs on them all: `am`
+    /// devices of one XGMI hive (each listed once), between which the step's copies go over
+    /// the fabric. Captured as one runtime graph over every device's queues (see the module
+    /// documentation); a capture that finds something a graph cannot replay — a `cpu`
+    /// device, a copy through host memory, an input a copy reads — fails with
+    /// [`Error::Capture`] saying what.
+    pub fn spanning(devices: &[Device]) -> Result<Jit> {
+        let Some(first) = devices.first() else {
+            return Err(Error::Capture("a step spanning no device".into()));
+        };
+        let mut span: Vec<Device> = Vec::with_capacity(devices.len());
+        for d in devices {
+            if !span.contains(d) {
+                span.push(d.clone());
+            }
+        }
+        Ok(Jit {
+            dev: first.clone(),
+            span,
+            calls: 0,
+            captured: None,
+        })
     }
 
     /// Whether the step has been captured (later calls replay).
@@ -77,11 +156,11 @@ impl Jit {
         f: impl FnOnce(&[Tensor]) -> Result<Vec<Tensor>>,
     ) -> Result<Vec<Tensor>> {
         for t in inputs {
-            if t.device() != self.dev {
+            let dev = t.device();
+            if dev != self.dev && !self.span.contains(&dev) {
                 return Err(Error::Capture(format!(
-                    "an input is on {}, the step on {}",
-                    t.device(),
-                    self.dev
+                    "an input is on {dev}, the step on {}",
+                    self.devices()
                 )));
             }
         }
@@ -96,17 +175,221 @@ impl Jit {
             Tensor::realize_all(&out.iter().collect::<Vec<_>>())?;
             return Ok(out);
         }
-        self.dev.begin_capture()?;
         let run = || -> Result<Vec<Tensor>> {
             let out = f(&args)?;
             Tensor::realize_all(&out.iter().collect::<Vec<_>>())?;
             Ok(out)
         };
+        if !self.span.is_empty() {
+            let busy = RECORDING.with(|r| {
+                let mut r = r.borrow_mut();
+                let busy = r.is_some();
+                if !busy {
+                    *r = Some(Vec::new());
+                }
+                busy
+            });
+            if busy {
+                return Err(Error::Capture(
+                    "this thread is already capturing a step across devices".into(),
+                ));
+            }
+            let result = run();
+            let events = RECORDING
+                .with(|r| r.borrow_mut().take())
+                .unwrap_or_default();
+            let out = result?;
+            self.capture_spanning(inputs, &out, events)?;
+            return Ok(out);
+        }
+        self.dev.begin_capture()?;
         let result = run();
         let launches = self.dev.end_capture();
         let out = result?;
         self.capture(inputs, &out, launches)?;
         Ok(out)
+    }
+
+    /// The devices, for messages.
+    fn devices(&self) -> String {
+        if self.span.is_empty() {
+            return self.dev.to_string();
+        }
+        let names: Vec<String> = self.span.iter().map(|d| d.to_string()).collect();
+        names.join(", ")
+    }
+
+    fn capture_spanning(
+        &mut self,
+        inputs: &[&Tensor],
+        out: &[Tensor],
+        events: Vec<Event>,
+    ) -> Result<()> {
+        let mut in_bufs: Vec<Buffer> = Vec::with_capacity(inputs.len());
+        for t in inputs {
+            in_bufs.push(memory_of(t)?);
+        }
+        let mut rts = Vec::with_capacity(self.span.len());
+        for d in &self.span {
+            rts.push(
+                d.runtime()
+                    .ok_or_else(|| {
+                        Error::Capture(format!(
+                            "{d} is not an am device: a step spanning devices replays as a \
+                             runtime graph"
+                        ))
+                    })?
+                    .clone(),
+            );
+        }
+        let index = |d: &Device| -> Result<usize> {
+            self.span.iter().position(|x| x == d).ok_or_else(|| {
+                Error::Capture(format!(
+                    "the step ran work on {d}, which it does not span ({})",
+                    self.devices()
+                ))
+            })
+        };
+        let rt_of = |b: &Buffer, d: &Device| -> Result<am_runtime::Buffer> {
+            match b.storage() {
+                Storage::Am(r) => Ok(r.clone()),
+                Storage::Host(_) => Err(Error::Capture(format!(
+                    "host memory in a step across devices ({d})"
+                ))),
+            }
+        };
+        let map = |e: am_runtime::Error| Error::Capture(format!("building the graph: {e}"));
+        let queues: Vec<[am_runtime::Queue; 2]> = rts
+            .iter()
+            .map(|r| [r.compute_queue(), r.copy_queue()])
+            .collect();
+        let queue = |q: usize| &queues[q / 2][q % 2];
+        let nq = 2 * rts.len();
+        let mut g = am_runtime::Graph::spanning(&rts).map_err(map)?;
+        // Commands so far per queue; per queue, how many of each other queue's it waits for.
+        let mut count = vec![0usize; nq];
+        let mut waited = vec![vec![0usize; nq]; nq];
+        // Each command's queue, its number there, and the memory it touches.
+        let mut history: Vec<(usize, usize, Vec<am_runtime::Buffer>)> = Vec::new();
+        let mut nodes: Vec<Option<ExecNode>> = Vec::with_capacity(events.len());
+        let mut kernels = vec![0usize; rts.len()];
+        let mut slots = Vec::new();
+        for (ei, e) in events.iter().enumerate() {
+            let (q, touched) = match e {
+                Event::Launch { dev, launch } => {
+                    let di = index(dev)?;
+                    let mut touched = Vec::new();
+                    for a in &launch.args {
+                        if let LaunchArg::Buf(b) = a {
+                            touched.push(rt_of(b, dev)?);
+                        }
+                    }
+                    (2 * di, touched)
+                }
+                Event::Copy {
+                    to,
+                    dst,
+                    dst_at,
+                    from,
+                    src,
+                    len,
+                } => {
+                    if let Some(i) = in_bufs.iter().position(|x| x.same(src) || x.same(dst)) {
+                        return Err(Error::Capture(format!(
+                            "input {i} is copied between devices in the step: a replay \
+                             cannot swap its memory"
+                        )));
+                    }
+                    let ti = index(to)?;
+                    index(from)?;
+                    let d = rt_of(dst, to)?
+                        .view(*dst_at as u64, *len as u64)
+                        .map_err(map)?;
+                    let s = rt_of(src, from)?.view(0, *len as u64).map_err(map)?;
+                    (2 * ti + 1, vec![d, s])
+                }
+                Event::Host(why) => {
+                    return Err(Error::Capture(format!(
+                        "the step did something a graph cannot replay: {why}"
+                    )));
+                }
+            };
+            // Wait for the last command of each other queue that touched this memory.
+            let mut need = vec![0usize; nq];
+            for (p, seq, mem) in history.iter().rev() {
+                if *p != q
+                    && *seq > need[*p]
+                    && *seq > waited[q][*p]
+                    && mem.iter().any(|m| touched.iter().any(|t| t.overlaps(m)))
+                {
+                    need[*p] = *seq;
+                }
+            }
+            for (p, &n) in need.iter().enumerate() {
+                if n > 0 {
+                    g.depend(queue(p), queue(q)).map_err(map)?;
+                    waited[q][p] = count[p];
+                }
+            }
+            match e {
+                Event::Launch { launch, .. } => {
+                    let Program::Am(p) = &launch.kernel.program else {
+                        return Err(Error::Capture("a CPU program in a GPU step".into()));
+                    };
+                    let node = g
+                        .exec(
+                            queue(q),
+                            p,
+                            &launch.gpu_args(),
+                            [launch.groups, 1, 1],
+                            [launch.kernel.workgroup, 1, 1],
+                        )
+                        .map_err(map)?;
+                    for (ai, a) in launch.args.iter().enumerate() {
+                        if let LaunchArg::Buf(b) = a
+                            && let Some(ii) = in_bufs.iter().position(|x| x.same(b))
+                        {
+                            slots.push((node, ai, ii));
+                        }
+                    }
+                    kernels[q / 2] += 1;
+                    nodes.push(Some(node));
+                }
+                Event::Copy { from, to, .. } => {
+                    let (d, s) = (&touched[0], &touched[1]);
+                    let seen = if from == to {
+                        s.clone()
+                    } else {
+                        rts[q / 2].peer_view(s).map_err(map)?
+                    };
+                    g.copy(queue(q), d, &seen).map_err(map)?;
+                    nodes.push(None);
+                }
+                Event::Host(_) => unreachable!("refused above"),
+            }
+            debug_assert_eq!(nodes.len(), ei + 1);
+            count[q] += 1;
+            history.push((q, count[q], touched));
+        }
+        let exec = g.build().map_err(map)?;
+        let mut outputs = Vec::with_capacity(out.len());
+        for t in out {
+            outputs.push((memory_of(t)?, t.shape(), t.dtype(), t.device()));
+        }
+        let current = slots.iter().map(|&(_, _, i)| in_bufs[i].va()).collect();
+        self.captured = Some(Captured {
+            inputs: inputs.iter().map(|t| (t.shape(), t.dtype())).collect(),
+            outputs,
+            kernels: kernels.iter().sum(),
+            replay: Replay::Spanning {
+                exec: Box::new(exec),
+                slots,
+                current,
+                kernels,
+                _events: events,
+            },
+        });
+        Ok(())
     }
 
     fn capture(&mut self, inputs: &[&Tensor], out: &[Tensor], launches: Vec<Launch>) -> Result<()> {
@@ -126,7 +409,7 @@ impl Jit {
         }
         let mut outputs = Vec::with_capacity(out.len());
         for t in out {
-            outputs.push((memory_of(t)?, t.shape(), t.dtype()));
+            outputs.push((memory_of(t)?, t.shape(), t.dtype(), t.device()));
         }
         let kernels = launches.len();
         let replay = match self.dev.runtime() {
@@ -181,6 +464,7 @@ impl Jit {
                 c.inputs.len()
             )));
         }
+        let span = self.span.clone();
         let mut bufs = Vec::with_capacity(inputs.len());
         for (i, (t, (shape, dtype))) in inputs.iter().zip(&c.inputs).enumerate() {
             if &t.shape() != shape || t.dtype() != *dtype {
@@ -238,15 +522,39 @@ impl Jit {
                     );
                 }
             }
+            Replay::Spanning {
+                exec,
+                slots,
+                current,
+                kernels,
+                ..
+            } => {
+                for (k, &(node, a, i)) in slots.iter().enumerate() {
+                    let va = bufs[i].va();
+                    if current[k] != va {
+                        exec.set_arg(node, a, &Arg::Ptr(va))
+                            .map_err(|e| dev.runtime_error(e))?;
+                        current[k] = va;
+                    }
+                }
+                for (d, &n) in span.iter().zip(kernels.iter()) {
+                    d.count_kernels(n);
+                }
+                exec.launch().map_err(|e| dev.runtime_error(e))?;
+                let t = Instant::now();
+                let r = exec.wait();
+                dev.add_wait(t.elapsed());
+                r.map_err(|e| dev.runtime_error(e))?;
+            }
         }
         Ok(c.outputs
             .iter()
-            .map(|(b, shape, dtype)| {
+            .map(|(b, shape, dtype, d)| {
                 Tensor::from_node(Node::leaf(
                     b.clone(),
                     shape.clone(),
                     *dtype,
-                    dev.clone(),
+                    d.clone(),
                     None,
                 ))
             })

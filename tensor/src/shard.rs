@@ -4,8 +4,9 @@
 //! Everything here is built from the graph's own operations: a part moves to another device
 //! with [`Tensor::to`] (a copy node) and is combined there with `add` or `maximum`. So a
 //! collective is lazy like any other operation, its gradient comes from the copies' and the
-//! sums' own (`to` sends the gradient back). A captured step (`Jit`) records one device, so it
-//! does not replay a collective. Copies between
+//! sums' own (`to` sends the gradient back). A step captured on one device (`Jit::new`) does
+//! not replay a collective; one captured across a hive's members (`Jit::spanning`) replays
+//! its kernels and copies as one runtime graph over every device's queues. Copies between
 //! two `am` devices take the transport the runtime picks for the pair
 //! ([`am_runtime::Device::link_to`]): XGMI inside a hive, host memory otherwise.
 //!
@@ -688,8 +689,9 @@ fn combine(op: ReduceOp, mine: &Tensor, received: &Tensor) -> Result<Tensor> {
 }
 
 /// Whether every device is an `am` device and every pair's layout puts them in one XGMI
-/// hive ([`am_runtime::Device::hive_layout_with`]).
-fn one_hive(devices: &[Device]) -> Result<bool> {
+/// hive ([`am_runtime::Device::hive_layout_with`]): what a step captured across them
+/// ([`crate::Jit::spanning`]) needs.
+pub fn one_hive(devices: &[Device]) -> Result<bool> {
     let Some(first) = devices.first() else {
         return Ok(false);
     };
@@ -910,10 +912,29 @@ pub(crate) fn copy_buffer_start(
     if let (Some(a), Some(b), Storage::Am(s), Storage::Am(d)) =
         (from.runtime(), to.runtime(), src.storage(), dst.storage())
     {
-        return b
+        let fence = b
             .copy_between_start(d, a, s, len as u64)
-            .map_err(|e| to.runtime_error(e));
+            .map_err(|e| to.runtime_error(e))?;
+        crate::jit::record(|| match &fence {
+            Some(_) => crate::jit::Event::Copy {
+                to: to.clone(),
+                dst: dst.clone(),
+                dst_at: 0,
+                from: from.clone(),
+                src: src.clone(),
+                len,
+            },
+            None => crate::jit::Event::Host(format!(
+                "a copy of {len} bytes from {from} to {to} through host memory"
+            )),
+        });
+        return Ok(fence);
     }
+    crate::jit::record(|| {
+        crate::jit::Event::Host(format!(
+            "a copy of {len} bytes from {from} to {to} by the CPU"
+        ))
+    });
     let mut bytes = vec![0u8; len];
     from.read(src, &mut bytes)?;
     to.write(dst, &bytes)?;

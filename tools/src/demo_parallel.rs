@@ -8,7 +8,7 @@
 use std::time::Instant;
 
 use am_tensor::nn::{Adam, Optimizer};
-use am_tensor::shard::all_reduce_gradients;
+use am_tensor::shard::{all_reduce_gradients, one_hive};
 use am_tensor::{Device, Jit, Tensor, no_grad};
 use anyhow::Context;
 use serde_json::json;
@@ -106,6 +106,8 @@ pub struct ParallelRun {
     pub test_correct: usize,
     /// Wall time.
     pub seconds: f64,
+    /// The whole step was captured across the devices (one hive), not per device.
+    pub across: bool,
 }
 
 struct Replica {
@@ -138,6 +140,13 @@ pub fn train(
     }
     let n = devs.len();
     let mut halves: Vec<Halves> = devs.iter().map(Halves::new).collect();
+    // On one hive the whole step — every device's share and backward, the all-reduce, every
+    // device's update — is captured as one graph over all the devices' queues.
+    let mut whole = if one_hive(devs)? {
+        Some(Jit::spanning(devs)?)
+    } else {
+        None
+    };
     let mut rng = SplitMix(u64::from(cfg.seed) ^ 0x00de_4d05);
     let steps = train_set.len() / cfg.batch.max(1);
     let mut losses = Vec::new();
@@ -146,6 +155,34 @@ pub fn train(
         for s in 0..steps {
             let idx = &order[s * cfg.batch..(s + 1) * cfg.batch];
             let mut at = 0;
+            if let Some(jit) = whole.as_mut() {
+                let mut inputs = Vec::with_capacity(2 * n);
+                for (i, r) in reps.iter().enumerate() {
+                    let len = cfg.batch / n + usize::from(i < cfg.batch % n);
+                    if len == 0 {
+                        anyhow::bail!(
+                            "a batch of {} images leaves {} without any: use a batch of at least {n}",
+                            cfg.batch,
+                            r.dev
+                        );
+                    }
+                    let piece = train_set.select(&idx[at..at + len]);
+                    at += len;
+                    inputs.push(Tensor::from_slice(&piece.pixels, &[len, PIXELS], &r.dev)?);
+                    inputs.push(Tensor::from_slice(&piece.labels, &[len], &r.dev)?);
+                }
+                let batch = cfg.batch;
+                let shares = jit.run(&inputs.iter().collect::<Vec<_>>(), |i| {
+                    whole_step(&mut reps, i, batch)
+                })?;
+                let mut total = 0.0f64;
+                for share in &shares {
+                    total += f64::from(share.item()?);
+                }
+                losses.push(total as f32);
+                progress(e, total as f32);
+                continue;
+            }
             let mut shares = Vec::new();
             for (i, (r, h)) in reps.iter().zip(&mut halves).enumerate() {
                 let len = cfg.batch / n + usize::from(i < cfg.batch % n);
@@ -185,7 +222,34 @@ pub fn train(
         losses,
         test_correct,
         seconds: start.elapsed().as_secs_f64(),
+        across: whole.is_some(),
     })
+}
+
+/// The data-parallel step on `reps` from each device's piece of the batch (`inputs`: the
+/// pixels then the labels of every device), captured across the devices of one hive: each
+/// device's share of the loss (its piece's mean scaled by its share of `batch`) and its
+/// backward pass, the gradients' all-reduce, every device's Adam update. Returns each
+/// device's share of the loss.
+fn whole_step(
+    reps: &mut [Replica],
+    inputs: &[Tensor],
+    batch: usize,
+) -> am_tensor::Result<Vec<Tensor>> {
+    let mut shares = Vec::with_capacity(reps.len());
+    for (d, r) in reps.iter().enumerate() {
+        let (x, y) = (&inputs[2 * d], &inputs[2 * d + 1]);
+        let scale = x.shape()[0] as f64 / batch as f64;
+        let loss = r.demo.model.forward(x)?.cross_entropy(y)?.mul(scale)?;
+        loss.backward()?;
+        shares.push(loss);
+    }
+    let replicas: Vec<Vec<Tensor>> = reps.iter().map(|r| r.demo.model.parameters()).collect();
+    all_reduce_gradients(&replicas)?;
+    for (r, loss) in reps.iter_mut().zip(&shares) {
+        r.demo.opt.step(&[loss])?;
+    }
+    Ok(shares)
 }
 
 /// One device's training step as two captured steps ([`Jit`]) around the all-reduce of the
@@ -316,17 +380,23 @@ pub fn run(
             "single_seconds": one.seconds,
             "single_losses": one.losses,
             "single_test_accuracy": share(one.test_correct),
+            "step_captured_across_devices": par.across,
         });
         merge(&mut report, cmp.json());
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "test accuracy: {:.1} % ({}/{}); {:.2} s on {} devices",
+            "test accuracy: {:.1} % ({}/{}); {:.2} s on {} devices ({})",
             acc * 100.0,
             par.test_correct,
             test_set.len(),
             par.seconds,
-            devs.len()
+            devs.len(),
+            if par.across {
+                "the step captured across them: one graph over every device's queues"
+            } else {
+                "each device's step captured in two halves around the all-reduce"
+            }
         );
         println!(
             "{} alone: {:.2} s, test accuracy {:.1} %; {}",

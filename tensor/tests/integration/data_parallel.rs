@@ -165,3 +165,138 @@ fn data_parallel_training_on_a_hive_matches_one_member() {
     let devs = hive();
     check(&devs[0], &devs);
 }
+
+/// One data-parallel step on `reps` (one per device) from each device's piece of the batch
+/// (`inputs`: x then y of every device): each device's share of the loss and its backward
+/// pass, the gradients' all-reduce, every device's Adam step. Returns each device's share.
+fn parallel_step(reps: &mut [Replica], inputs: &[Tensor]) -> am_tensor::Result<Vec<Tensor>> {
+    let mut parts = Vec::new();
+    for (d, r) in reps.iter().enumerate() {
+        let (x, y) = (&inputs[2 * d], &inputs[2 * d + 1]);
+        let loss = r.loss(x, y, x.shape()[0] as f64 / BATCH as f64);
+        loss.backward()?;
+        parts.push(loss);
+    }
+    let replicas: Vec<Vec<Tensor>> = reps.iter().map(Replica::params).collect();
+    all_reduce_gradients(&replicas)?;
+    for (r, loss) in reps.iter_mut().zip(&parts) {
+        r.opt.step(&[loss])?;
+    }
+    Ok(parts)
+}
+
+/// Per device, the submissions and host waits of one replay.
+type Counts = Vec<(u64, u64)>;
+
+/// The data-parallel step of [`parallel_step`] on `devs`, `steps` times, run as it is or
+/// captured across the devices (`am_tensor::Jit::spanning`): each step's losses, the
+/// trained replicas, and for steps 3 on (the captured step's replays) the submissions and
+/// host waits each device saw.
+fn train_steps(
+    devs: &[Device],
+    start: &Replica,
+    steps: usize,
+    captured: bool,
+) -> (Vec<Vec<u32>>, Vec<Replica>, Vec<Counts>) {
+    let mut reps: Vec<Replica> = devs.iter().map(|d| Replica::new(d, Some(start))).collect();
+    let mut jit = am_tensor::Jit::spanning(devs).unwrap();
+    let mut rng = Rng(7);
+    let (mut losses, mut counts) = (Vec::new(), Vec::new());
+    for s in 0..steps {
+        let x = Tensor::from_slice(
+            &rng.values(BATCH * INPUTS, -1.0, 1.0),
+            &[BATCH, INPUTS],
+            &devs[0],
+        )
+        .unwrap();
+        let labels: Vec<i32> = (0..BATCH).map(|i| ((i * 7 + s) % CLASSES) as i32).collect();
+        let y = Tensor::from_slice(&labels, &[BATCH], &devs[0]).unwrap();
+        let (xs, ys) = (x.shard(devs, 0).unwrap(), y.shard(devs, 0).unwrap());
+        let mut inputs = Vec::new();
+        for (xp, yp) in xs.parts().iter().zip(ys.parts()) {
+            inputs.extend([xp.clone(), yp.clone()]);
+        }
+        Tensor::realize_all(&inputs.iter().collect::<Vec<_>>()).unwrap();
+        let seen = |d: &Device| {
+            let rt = d.runtime().unwrap();
+            (rt.submissions(), rt.host_waits())
+        };
+        let before: Vec<(u64, u64)> = devs.iter().map(seen).collect();
+        let replay = !captured || jit.is_captured();
+        let parts = if captured {
+            jit.run(&inputs.iter().collect::<Vec<_>>(), |i| {
+                parallel_step(&mut reps, i)
+            })
+            .unwrap()
+        } else {
+            parallel_step(&mut reps, &inputs).unwrap()
+        };
+        if replay && s >= 2 {
+            counts.push(
+                devs.iter()
+                    .zip(&before)
+                    .map(|(d, b)| {
+                        let a = seen(d);
+                        (a.0 - b.0, a.1 - b.1)
+                    })
+                    .collect(),
+            );
+        }
+        losses.push(parts.iter().map(|p| p.item().unwrap().to_bits()).collect());
+    }
+    (losses, reps, counts)
+}
+
+/// The data-parallel step captured across two hive members (one runtime graph over both
+/// devices' queues, the all-reduce's copies and sums included) replays to the same bits as
+/// the same step run uncaptured — every device's loss at every step and every parameter at
+/// the end — with the batch in fresh memory each step (the graph's input arguments
+/// patched), and a replay submits at most once to each of a device's two queues and waits
+/// on the host only for their ends — fewer submissions and host waits than the same step
+/// uncaptured (there 9 and up to 9 per device and step; replayed 2 and 0 or 1). The devices are a hive of their own
+/// (`mock:mi300x-hive4:64..65`): the counts are theirs alone.
+#[test]
+fn a_data_parallel_step_captured_across_a_hive_replays_the_uncaptured_bits() {
+    am_mock::register();
+    let devs: Vec<Device> = (64..66)
+        .map(|i| Device::open_with(&format!("mock:mi300x-hive4:{i}"), compiler()).unwrap())
+        .collect();
+    let start = Replica::new(&devs[0], None);
+    let (plain, plain_reps, plain_counts) = train_steps(&devs, &start, 5, false);
+    let (replayed, reps, counts) = train_steps(&devs, &start, 5, true);
+    assert_eq!(counts.len(), 3, "steps 3 to 5 are replays");
+    assert_eq!(
+        replayed, plain,
+        "every device's loss at every step, bit for bit"
+    );
+    let bits = |r: &Replica| -> Vec<Vec<u32>> {
+        r.params()
+            .iter()
+            .map(|p| {
+                p.to_vec_f32()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect()
+            })
+            .collect()
+    };
+    for (d, (a, b)) in reps.iter().zip(&plain_reps).enumerate() {
+        assert_eq!(bits(a), bits(b), "device {d}: the trained parameters");
+    }
+    for (r, per_device) in counts.iter().enumerate() {
+        for (d, &(submissions, waits)) in per_device.iter().enumerate() {
+            assert!(
+                (1..=2).contains(&submissions) && waits <= submissions,
+                "replay {r}, device {d}: {submissions} submissions and {waits} host waits \
+                 (one submission per queue, waits only for their ends)"
+            );
+            let (s0, w0) = plain_counts[r][d];
+            assert!(
+                submissions < s0 && waits < w0,
+                "replay {r}, device {d}: {submissions} submissions and {waits} host waits, \
+                 the uncaptured step {s0} and {w0}"
+            );
+        }
+    }
+}

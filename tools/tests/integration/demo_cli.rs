@@ -223,7 +223,8 @@ fn the_cnn_demo_trains_and_saves_its_weights_and_running_averages() {
 #[test]
 fn a_data_parallel_mlp_on_a_hive_matches_one_member_step_by_step() {
     let d = dir("mlp-parallel");
-    // Five steps: each member's two captured halves run normally twice, then replay.
+    // Five steps: the whole step across the four members runs normally twice, then replays
+    // as one graph over every member's queues.
     let args = [
         "demo",
         "--device",
@@ -246,6 +247,7 @@ fn a_data_parallel_mlp_on_a_hive_matches_one_member_step_by_step() {
     assert_eq!(j["devices"].as_array().unwrap().len(), 4, "{j}");
     assert_eq!(j["single_device"], "mock:mi300x-hive4:0");
     assert_eq!(j["steps"], 5);
+    assert_eq!(j["step_captured_across_devices"], true, "{j}");
     assert_eq!(j["compared_steps"], 5);
     let diff = j["loss_max_rel_diff_all_steps"].as_f64().unwrap();
     assert!(diff <= 1e-5, "the losses differ by {diff} (relative)");
