@@ -156,34 +156,44 @@ impl Clock {
 
 /// Sleepers on "memory changed": queues blocked on a wait packet. CPU writes (BAR0,
 /// system memory), engine writes and register writes wake them.
+///
+/// Every change advances `seq`, waiters or not: a queue reads it before it looks at memory
+/// and sleeps only while it is unchanged, so a write that lands between the look and the
+/// sleep is never lost (it would otherwise cost the queue a whole `BLOCKED_SLEEP`). The
+/// condition variable is signalled only when someone waits (the notification is a system
+/// call). Both sides order `seq` and `waiters` sequentially consistently: either the waiter
+/// counted itself before the notifier looked, and the notifier signals under the mutex the
+/// waiter holds until it sleeps, or the notifier's increment came first and the waiter sees it.
 #[derive(Debug, Default)]
 pub struct Wake {
     waiters: AtomicUsize,
-    seq: Mutex<u64>,
+    seq: AtomicU64,
+    lock: Mutex<()>,
     cv: Condvar,
 }
 
 impl Wake {
-    /// Memory changed: wake the blocked queues (cheap when none is blocked).
+    /// Memory changed: wake the blocked queues (an atomic increment when none is blocked).
     pub fn notify(&self) {
-        if self.waiters.load(Ordering::Acquire) > 0 {
-            *lock(&self.seq) += 1;
+        self.seq.fetch_add(1, Ordering::SeqCst);
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            drop(lock(&self.lock));
             self.cv.notify_all();
         }
     }
 
     fn seq(&self) -> u64 {
-        *lock(&self.seq)
+        self.seq.load(Ordering::SeqCst)
     }
 
     /// Sleep until a notification after `seen`, or `timeout`.
     fn wait(&self, seen: u64, timeout: Duration) {
-        self.waiters.fetch_add(1, Ordering::AcqRel);
-        let g = lock(&self.seq);
-        if *g == seen {
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let g = lock(&self.lock);
+        if self.seq.load(Ordering::SeqCst) == seen {
             let _ = self.cv.wait_timeout(g, timeout);
         }
-        self.waiters.fetch_sub(1, Ordering::AcqRel);
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -606,7 +616,8 @@ impl Engines {
 impl Wake {
     /// Wake every blocked queue whatever the waiter count says (a queue is being stopped).
     fn notify_all_now(&self) {
-        *lock(&self.seq) += 1;
+        self.seq.fetch_add(1, Ordering::SeqCst);
+        drop(lock(&self.lock));
         self.cv.notify_all();
     }
 }
