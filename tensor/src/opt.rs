@@ -34,7 +34,9 @@
 //! and unroll; the `cpu` device is the reference the GPU kernels are checked against), with
 //! tiles as wide as the host's vector registers ([`am_compiler::host_vector_bytes`]: 8 f32
 //! with AVX, 4 with SSE or NEON; two registers by 4 rows in kernels that reduce), plus a two-kernel full reduction ([`split_cpu`]) whose
-//! order depends only on the number of elements and the vector width. Everything is off when a device's
+//! order depends only on the number of elements and the vector width, and large matrix
+//! products whose right operand a kernel of its own packs into panels of the tile's width,
+//! padded to the tile ([`pack_cpu`]). Everything is off when a device's
 //! optimiser is switched off ([`crate::Device::set_optimize`]).
 //!
 //! With `AM_BEAM=N` the heuristics' choice is only the start of a search
