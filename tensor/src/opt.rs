@@ -561,7 +561,7 @@ const PACK_MIN_ROWS: usize = 64;
 const PACK_MIN_MACS: usize = 1 << 20;
 
 /// How the `cpu` device lays out the operands of a matrix product `[.., m, k] · [.., k, n]`
-/// of floats, or `None` to read them where they are: `(w, rows)` for a right operand
+/// of f32, or `None` to read them where they are: `(w, rows)` for a right operand
 /// copied by a kernel of its own into panels `[.., n' / w, k, w]` (`n'` the columns padded
 /// with zeros to a multiple of `w`, two vector registers' 32-bit lanes: the tile's width,
 /// [`choose_cpu`]) and a left operand padded with zero rows to a multiple of `rows` (the
@@ -572,7 +572,8 @@ const PACK_MIN_MACS: usize = 1 << 20;
 /// 256³ product on AVX2 took ~20 % longer), a transposed B one column element per row
 /// (no vector load: 9–15 ms against 0.25 for numpy), and columns that the tile does not
 /// divide had no tile at all. Every output sums the same products in the same order, so
-/// the bits are the unpacked kernel's.
+/// the bits are the unpacked kernel's. Not for f16 and bf16, whose host kernels convert
+/// every element to f32 (5–6 ms at 256³ either way; packed was no faster).
 pub(crate) fn pack_cpu(
     dev: &crate::Device,
     m: usize,
@@ -580,7 +581,7 @@ pub(crate) fn pack_cpu(
     n: usize,
     dtype: DType,
 ) -> Option<(usize, usize)> {
-    if !dev.optimize() || dev.target().is_gpu() || !dtype.is_float() {
+    if !dev.optimize() || dev.target().is_gpu() || dtype != DType::F32 {
         return None;
     }
     let w = 2 * (am_compiler::host_vector_bytes() as usize / 4).max(4);
