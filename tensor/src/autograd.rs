@@ -142,6 +142,7 @@ fn vjp(n: &Arc<Node>, g: &Tensor) -> Result<Vec<(Arc<Node>, Tensor)>> {
             ]
         }
         Op::Cast(a) => vec![(a.clone(), g.clone())],
+        Op::Contiguous(a) => vec![(a.clone(), g.clone())],
         Op::Reduce(ReduceOp::Sum, a, _) => vec![(a.clone(), g.expand(&a.shape)?)],
         Op::Reduce(ReduceOp::Max, a, axes) => {
             let x = t(a);

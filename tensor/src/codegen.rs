@@ -1293,7 +1293,7 @@ impl Gen<'_> {
                     None => x,
                 }
             }
-            Op::Detach(a) | Op::Assign(_, a) => {
+            Op::Detach(a) | Op::Assign(_, a) | Op::Contiguous(a) => {
                 let s = self.src(a);
                 self.eval(s, idx, valid)
             }

@@ -84,6 +84,10 @@ pub(crate) enum Op {
     Detach(Arc<Node>),
     /// The source, copied from another device.
     Copy(Arc<Node>),
+    /// The source's value computed into memory of its own by a kernel of its own, in
+    /// row-major order: a layout its readers load faster (the `cpu` device's packed
+    /// matrix-product operands, [`crate::opt::pack_cpu`]).
+    Contiguous(Arc<Node>),
     /// One-dimensional sources of this node's device and dtype laid end to end: each is
     /// computed, then copied into its place of this node's memory (no kernel reads them).
     Join(Vec<Arc<Node>>),
@@ -107,6 +111,7 @@ impl Op {
             | Op::Shrink(a, _)
             | Op::Flip(a, _)
             | Op::Detach(a)
+            | Op::Contiguous(a)
             | Op::Copy(a) => vec![a],
             Op::Binary(_, a, b) | Op::Assign(a, b) => vec![a, b],
             Op::Where(c, a, b) => vec![c, a, b],
@@ -148,6 +153,7 @@ impl Op {
             Op::Flip(..) => "flip",
             Op::Detach(_) => "detach",
             Op::Copy(_) => "copy",
+            Op::Contiguous(_) => "contiguous",
             Op::Join(_) => "join",
             Op::Assign(..) => "assign",
         }
@@ -306,6 +312,7 @@ impl Op {
             | Op::Shrink(a, _)
             | Op::Flip(a, _)
             | Op::Detach(a)
+            | Op::Contiguous(a)
             | Op::Copy(a) => vec![a],
             Op::Binary(_, a, b) | Op::Assign(a, b) => vec![a, b],
             Op::Where(c, a, b) => vec![c, a, b],

@@ -34,7 +34,9 @@
 //! and unroll; the `cpu` device is the reference the GPU kernels are checked against), with
 //! tiles as wide as the host's vector registers ([`am_compiler::host_vector_bytes`]: 8 f32
 //! with AVX, 4 with SSE or NEON; two registers by 4 rows in kernels that reduce), plus a two-kernel full reduction ([`split_cpu`]) whose
-//! order depends only on the number of elements and the vector width. Everything is off when a device's
+//! order depends only on the number of elements and the vector width, and large matrix
+//! products whose right operand a kernel of its own packs into panels of the tile's width,
+//! padded to the tile ([`pack_cpu`]). Everything is off when a device's
 //! optimiser is switched off ([`crate::Device::set_optimize`]).
 //!
 //! With `AM_BEAM=N` the heuristics' choice is only the start of a search
@@ -549,6 +551,42 @@ pub(crate) fn split_cpu(dev: &crate::Device, numel: usize) -> Option<(usize, usi
     let lanes = (am_compiler::host_vector_bytes() as usize / 4).max(4);
     let chunks = ((1usize << numel.trailing_zeros()) / lanes).min(512);
     (chunks >= 64).then_some((chunks, lanes))
+}
+
+/// Rows of a matrix product below which the `cpu` device does not pack its right operand
+/// (each packed panel is then read by fewer tiles than pay for the copy).
+const PACK_MIN_ROWS: usize = 64;
+
+/// Multiply-adds of a matrix product below which the `cpu` device does not pack.
+const PACK_MIN_MACS: usize = 1 << 20;
+
+/// How the `cpu` device lays out the operands of a matrix product `[.., m, k] · [.., k, n]`
+/// of f32, or `None` to read them where they are: `(w, rows)` for a right operand
+/// copied by a kernel of its own into panels `[.., n' / w, k, w]` (`n'` the columns padded
+/// with zeros to a multiple of `w`, two vector registers' 32-bit lanes: the tile's width,
+/// [`choose_cpu`]) and a left operand padded with zero rows to a multiple of `rows` (the
+/// tile's height) when it is not one; the product of the padded operands is then shrunk
+/// back to `[.., m, n]`. A tile's loads of B are then contiguous along the whole of k
+/// (`w` floats a step, its panel `k · w` floats in a row) whatever B's own layout:
+/// row-major B reads 16 floats a row apart, which fall on a few sets of the L1 cache (a
+/// 256³ product on AVX2 took ~20 % longer), a transposed B one column element per row
+/// (no vector load: 9–15 ms against 0.25 for numpy), and columns that the tile does not
+/// divide had no tile at all. Every output sums the same products in the same order, so
+/// the bits are the unpacked kernel's. Not for f16 and bf16, whose host kernels convert
+/// every element to f32 (5–6 ms at 256³ either way; packed was no faster).
+pub(crate) fn pack_cpu(
+    dev: &crate::Device,
+    m: usize,
+    k: usize,
+    n: usize,
+    dtype: DType,
+) -> Option<(usize, usize)> {
+    if !dev.optimize() || dev.target().is_gpu() || dtype != DType::F32 {
+        return None;
+    }
+    let w = 2 * (am_compiler::host_vector_bytes() as usize / 4).max(4);
+    let macs = m.saturating_mul(k).saturating_mul(n);
+    (m >= PACK_MIN_ROWS && n >= w && k > 1 && macs >= PACK_MIN_MACS).then_some((w, 4))
 }
 
 /// For a reduction of `numel` elements to one on `dev`: the number of partial results of a

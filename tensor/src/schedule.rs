@@ -636,7 +636,10 @@ impl Graph {
             })
             .collect();
         let kernel: Vec<bool> = (0..count)
-            .map(|i| !realized[i] && (is_target[i] || matches!(order[i].op, Op::Assign(..))))
+            .map(|i| {
+                !realized[i]
+                    && (is_target[i] || matches!(order[i].op, Op::Assign(..) | Op::Contiguous(_)))
+            })
             .collect();
         Graph {
             order,
@@ -1417,6 +1420,7 @@ fn plan_key(
             Op::Shrink(_, s) => write!(key, "S{s:?}"),
             Op::Flip(_, f) => write!(key, "F{f:?}"),
             Op::Detach(_) => write!(key, "D"),
+            Op::Contiguous(_) => write!(key, "Ct"),
             Op::Copy(_) => write!(key, "Co"),
             Op::Join(_) => write!(key, "J"),
             Op::Assign(..) => write!(key, "A"),

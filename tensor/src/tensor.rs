@@ -1169,9 +1169,26 @@ impl Tensor {
                 reason: format!("inner dimensions differ: {ka} against {kb} of {sb:?}"),
             });
         }
+        let (m, n) = (a.shape()[a.ndim() - 2], b.shape()[b.ndim() - 1]);
+        let pack = crate::opt::pack_cpu(&self.device(), m, ka, n, b.dtype());
+        let (a, b) = match pack {
+            Some((w, rows)) => (a.pad_rows(rows)?, b.packed(w)?),
+            None => (a, b),
+        };
         // [.., m, k, 1] · [.., 1, k, n], summed over k.
         let prod = a.unsqueeze(-1)?.mul(&b.unsqueeze(-3)?)?;
         let mut out = prod.sum(&[-2], false)?;
+        let s = out.shape();
+        if s[s.len() - 2..] != [m, n] {
+            // The padded product in a kernel of its own (read through the shrink, its tiles
+            // would not divide the output).
+            out = out.contiguous();
+            let mut keep: Vec<(usize, usize)> = s.iter().map(|&d| (0, d)).collect();
+            let r = keep.len();
+            keep[r - 2] = (0, m);
+            keep[r - 1] = (0, n);
+            out = out.shrink(&keep)?;
+        }
         if sb.len() == 1 {
             out = out.squeeze(-1)?;
         }
@@ -1179,6 +1196,52 @@ impl Tensor {
             out = out.squeeze(-2)?;
         }
         Ok(out)
+    }
+
+    /// The value, computed by a kernel of its own into memory laid out row-major.
+    fn contiguous(&self) -> Tensor {
+        let n = self.node();
+        self.make(Op::Contiguous(n.clone()), n.shape.clone(), n.dtype)
+    }
+
+    /// A matrix `[.., m, k]` with zero rows after the last up to a multiple of `rows`, in
+    /// memory of its own (itself when `m` is one).
+    fn pad_rows(&self, rows: usize) -> Result<Tensor> {
+        let s = self.shape();
+        let r = s.len();
+        if s[r - 2].is_multiple_of(rows) {
+            return Ok(self.clone());
+        }
+        let mut pad = vec![(0, 0); r];
+        pad[r - 2] = (0, s[r - 2].next_multiple_of(rows) - s[r - 2]);
+        Ok(self.pad(&pad)?.contiguous())
+    }
+
+    /// A matrix `[.., k, n]` with zero columns after the last up to a multiple of `w`,
+    /// stored in panels of `w` columns (`[.., n / w, k, w]` in memory) and viewed as
+    /// `[.., k, n]` again: a tile of `w` columns reads its panel contiguously.
+    fn packed(&self, w: usize) -> Result<Tensor> {
+        let s = self.shape();
+        let r = s.len();
+        let (k, n) = (s[r - 2], s[r - 1].next_multiple_of(w));
+        let mut pad = vec![(0, 0); r];
+        pad[r - 1] = (0, n - s[r - 1]);
+        let lead: Vec<isize> = s[..r - 2].iter().map(|&d| d as isize).collect();
+        let split: Vec<isize> = lead
+            .iter()
+            .copied()
+            .chain([k as isize, (n / w) as isize, w as isize])
+            .collect();
+        let mut order: Vec<isize> = (0..r as isize - 2).collect();
+        let ri = r as isize;
+        order.extend([ri - 1, ri - 2, ri]);
+        let panels = self
+            .pad(&pad)?
+            .reshape(&split)?
+            .permute(&order)?
+            .contiguous();
+        let full: Vec<isize> = lead.into_iter().chain([k as isize, n as isize]).collect();
+        panels.permute(&order)?.reshape(&full)
     }
 
     /// `e^x / Σ e^x` along `axis`.

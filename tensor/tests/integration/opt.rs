@@ -503,3 +503,77 @@ fn cpu_tiles_keep_the_plain_kernels_bits() {
         assert!(e.sum(&[1], false).unwrap().to_vec_f32().unwrap().is_empty());
     }
 }
+
+/// The `cpu` device's matrix products of at least 64 rows and 2^20 multiply-adds read
+/// their right operand from panels a kernel of their own packs (columns padded to the
+/// tile, rows padded when the tile does not divide them, the padded product shrunk back):
+/// the plain kernel's bits for a row-major, a transposed and a batched right operand and
+/// for rows and columns that the tile does not divide, gradients included; the packing
+/// kernels are there.
+#[test]
+fn cpu_packed_matmul_operands_keep_the_plain_kernels_bits() {
+    let on = Device::cpu_with(compiler());
+    let off = Device::cpu_with(compiler());
+    on.set_optimize(true);
+    off.set_optimize(false);
+    let cases: [Case; 4] = [
+        ("matmul", vec![vec![64, 128], vec![128, 128]], |t| {
+            t[0].matmul(&t[1]).unwrap()
+        }),
+        ("matmul", vec![vec![66, 130], vec![130, 123]], |t| {
+            t[0].matmul(&t[1]).unwrap()
+        }),
+        (
+            "matmul by a transpose",
+            vec![vec![100, 120], vec![90, 120]],
+            |t| t[0].matmul(&t[1].t().unwrap()).unwrap(),
+        ),
+        (
+            "batched matmul",
+            vec![vec![2, 65, 128], vec![2, 128, 130]],
+            |t| t[0].matmul(&t[1]).unwrap(),
+        ),
+    ];
+    for (i, (name, shapes, f)) in cases.into_iter().enumerate() {
+        let what = format!("{name} {shapes:?}");
+        let seed = 4100 + i as u64;
+        same_bits(
+            &what,
+            &run(&on, &shapes, f, seed),
+            &run(&off, &shapes, f, seed),
+        );
+    }
+    // Kernels: B's panels and the product; with rows and columns off the tile also A's
+    // padded rows and the shrink back.
+    let mut rng = Rng(0x0c9_0043);
+    for ((m, k, n), kernels) in [((64, 128, 128), 2), ((66, 130, 123), 4)] {
+        let a = Tensor::from_slice(&rng.values(m * k, -1.0, 1.0), &[m, k], &on).unwrap();
+        let b = Tensor::from_slice(&rng.values(k * n, -1.0, 1.0), &[k, n], &on).unwrap();
+        let k0 = on.kernels_launched();
+        a.matmul(&b).unwrap().realize().unwrap();
+        assert_eq!(
+            on.kernels_launched() - k0,
+            kernels,
+            "[{m}, {k}] · [{k}, {n}]"
+        );
+    }
+    // Gradients flow through the packing: those of both operands of Σ (A · B)².
+    let grads = |dev: &Device| {
+        let mut rng = Rng(0x0c9_0044);
+        let a = Tensor::from_slice(&rng.values(66 * 130, -1.0, 1.0), &[66, 130], dev).unwrap();
+        let b = Tensor::from_slice(&rng.values(130 * 123, -1.0, 1.0), &[130, 123], dev).unwrap();
+        a.set_requires_grad(true);
+        b.set_requires_grad(true);
+        a.matmul(&b)
+            .unwrap()
+            .square()
+            .sum(&[], false)
+            .unwrap()
+            .backward()
+            .unwrap();
+        [a.grad().unwrap(), b.grad().unwrap()].map(|g| g.to_vec_f32().unwrap())
+    };
+    let (got, want) = (grads(&on), grads(&off));
+    same_bits("gradient of A", &got[0], &want[0]);
+    same_bits("gradient of B", &got[1], &want[1]);
+}
