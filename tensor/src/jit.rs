@@ -497,14 +497,7 @@ impl Jit {
                 current,
                 ..
             } => {
-                for (k, &(node, a, i)) in slots.iter().enumerate() {
-                    let va = bufs[i].va();
-                    if current[k] != va {
-                        exec.set_arg(node, a, &Arg::Ptr(va))
-                            .map_err(|e| dev.runtime_error(e))?;
-                        current[k] = va;
-                    }
-                }
+                patch_inputs(exec, slots, current, &bufs, &dev)?;
                 dev.count_kernels(c.kernels);
                 let start = Instant::now();
                 exec.launch().map_err(|e| dev.runtime_error(e))?;
@@ -529,14 +522,7 @@ impl Jit {
                 kernels,
                 ..
             } => {
-                for (k, &(node, a, i)) in slots.iter().enumerate() {
-                    let va = bufs[i].va();
-                    if current[k] != va {
-                        exec.set_arg(node, a, &Arg::Ptr(va))
-                            .map_err(|e| dev.runtime_error(e))?;
-                        current[k] = va;
-                    }
-                }
+                patch_inputs(exec, slots, current, &bufs, &dev)?;
                 for (d, &n) in span.iter().zip(kernels.iter()) {
                     d.count_kernels(n);
                 }
@@ -560,6 +546,25 @@ impl Jit {
             })
             .collect())
     }
+}
+
+/// Point every input slot of a captured graph at this call's input buffer, where it moved.
+fn patch_inputs(
+    exec: &mut GraphExec,
+    slots: &[(ExecNode, usize, usize)],
+    current: &mut [u64],
+    bufs: &[Buffer],
+    dev: &Device,
+) -> Result<()> {
+    for (k, &(node, a, i)) in slots.iter().enumerate() {
+        let va = bufs[i].va();
+        if current[k] != va {
+            exec.set_arg(node, a, &Arg::Ptr(va))
+                .map_err(|e| dev.runtime_error(e))?;
+            current[k] = va;
+        }
+    }
+    Ok(())
 }
 
 fn memory_of(t: &Tensor) -> Result<Buffer> {

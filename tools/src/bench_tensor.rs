@@ -135,16 +135,20 @@ fn time_captured(
     })
 }
 
-/// `am demo cnn`'s captured step (batch 32, its default).
-fn time_cnn(dev: &Device, steps: usize) -> anyhow::Result<Timing> {
-    let cfg = Config {
+/// `am demo cnn`'s settings at batch 32, its default.
+fn cnn_config() -> Config {
+    Config {
         epochs: 1,
         batch: BATCH,
         hidden: 0,
         lr: LR,
         seed: 0,
-    };
-    let mut model = Cnn::new(&cfg, steps + 2, dev)?;
+    }
+}
+
+/// `am demo cnn`'s captured step (batch 32, its default).
+fn time_cnn(dev: &Device, steps: usize) -> anyhow::Result<Timing> {
+    let mut model = Cnn::new(&cnn_config(), steps + 2, dev)?;
     let data = batches(dev, steps + 2, &Cnn::input_shape(BATCH))?;
     time_captured(dev, steps, |i| Ok(data[i].clone()), |x, y| model.step(x, y))
 }
@@ -200,14 +204,7 @@ fn step_instructions(dev: &Device, gpu: &am_mock::MockGpu) -> anyhow::Result<[u6
             })?
         };
         let cnn = {
-            let cfg = Config {
-                epochs: 1,
-                batch: BATCH,
-                hidden: 0,
-                lr: LR,
-                seed: 0,
-            };
-            let mut model = Cnn::new(&cfg, 3, dev)?;
+            let mut model = Cnn::new(&cnn_config(), 3, dev)?;
             let mut jit = Jit::new(dev);
             let data = batches(dev, 3, &Cnn::input_shape(BATCH))?;
             third(&mut |i| {

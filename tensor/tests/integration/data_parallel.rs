@@ -125,18 +125,6 @@ fn check(single: &Device, devs: &[Device]) {
             devs.len()
         );
     }
-    let bits = |r: &Replica| -> Vec<Vec<u32>> {
-        r.params()
-            .iter()
-            .map(|p| {
-                p.to_vec_f32()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect()
-            })
-            .collect()
-    };
     let first = bits(&reps[0]);
     for (i, r) in reps.iter().enumerate() {
         let mine = bits(r);
@@ -269,18 +257,6 @@ fn a_data_parallel_step_captured_across_a_hive_replays_the_uncaptured_bits() {
         replayed, plain,
         "every device's loss at every step, bit for bit"
     );
-    let bits = |r: &Replica| -> Vec<Vec<u32>> {
-        r.params()
-            .iter()
-            .map(|p| {
-                p.to_vec_f32()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect()
-            })
-            .collect()
-    };
     for (d, (a, b)) in reps.iter().zip(&plain_reps).enumerate() {
         assert_eq!(bits(a), bits(b), "device {d}: the trained parameters");
     }
@@ -299,4 +275,18 @@ fn a_data_parallel_step_captured_across_a_hive_replays_the_uncaptured_bits() {
             );
         }
     }
+}
+
+/// The bits of every parameter of a replica.
+fn bits(r: &Replica) -> Vec<Vec<u32>> {
+    r.params()
+        .iter()
+        .map(|p| {
+            p.to_vec_f32()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect()
+        })
+        .collect()
 }
