@@ -2,6 +2,7 @@
 //! itself so its engines can DMA to and from it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::engine::Wake;
@@ -20,11 +21,49 @@ pub const SYSMEM_BUS_BASE: u64 = 0x0000_0a00_0000_0000;
 #[derive(Debug)]
 struct Region {
     bytes: Mutex<Vec<u8>>,
+    /// Set when the driver drops its [`MockSysMem`]: the pages are off the bus from then
+    /// on, even while an engine still holds the region ([`SysPage`]).
+    freed: AtomicBool,
 }
 
 impl Region {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
         am_isa::sync::lock(&self.bytes)
+    }
+
+    fn freed(&self) -> bool {
+        self.freed.load(Ordering::Acquire)
+    }
+}
+
+/// One page of system memory an engine found on the bus ([`SysArena::page`]) and keeps
+/// for the length of one step of its work, so repeated reads of it (a kernel's arguments,
+/// read by every wave) skip the arena's lock and table. A read still fails once the
+/// driver has freed the page, as a look-up in the arena would.
+#[derive(Debug)]
+pub struct SysPage {
+    /// Bus address of the page's first byte.
+    bus: u64,
+    region: Arc<Region>,
+    /// The page's index in its region.
+    idx: usize,
+}
+
+impl SysPage {
+    /// Whether `[bus, bus + len)` lies inside this page.
+    pub fn holds(&self, bus: u64, len: usize) -> bool {
+        bus.checked_sub(self.bus)
+            .is_some_and(|at| at.saturating_add(len as u64) <= PAGE)
+    }
+
+    /// DMA read of `buf.len()` bytes at `bus`, which [`SysPage::holds`].
+    pub fn read(&self, bus: u64, buf: &mut [u8]) -> Result<(), DmaFault> {
+        if self.region.freed() {
+            return Err(DmaFault::Freed(bus));
+        }
+        let at = self.idx * SYSMEM_PAGE_SIZE + (bus - self.bus) as usize;
+        buf.copy_from_slice(&self.region.lock()[at..at + buf.len()]);
+        Ok(())
     }
 }
 
@@ -82,9 +121,12 @@ impl SysArena {
         let pages = size.div_ceil(SYSMEM_PAGE_SIZE).max(1);
         let region = Arc::new(Region {
             bytes: Mutex::new(vec![0u8; pages * SYSMEM_PAGE_SIZE]),
+            freed: AtomicBool::new(false),
         });
         let mut inner = self.lock();
-        inner.pages.retain(|_, (w, _)| w.strong_count() > 0);
+        inner
+            .pages
+            .retain(|_, (w, _)| w.upgrade().is_some_and(|r| !r.freed()));
         if inner.next_bus == 0 {
             inner.next_bus = SYSMEM_BUS_BASE;
         }
@@ -110,8 +152,22 @@ impl SysArena {
         let page = bus & !(PAGE - 1);
         let inner = self.lock();
         let (weak, idx) = inner.pages.get(&page).ok_or(DmaFault::Unmapped(bus))?;
-        let region = weak.upgrade().ok_or(DmaFault::Freed(bus))?;
+        let region = weak
+            .upgrade()
+            .filter(|r| !r.freed())
+            .ok_or(DmaFault::Freed(bus))?;
         Ok((region, *idx))
+    }
+
+    /// The page that holds bus address `bus`, for reads an engine repeats
+    /// ([`SysPage::read`]).
+    pub fn page(&self, bus: u64) -> Result<SysPage, DmaFault> {
+        let (region, idx) = self.resolve(bus)?;
+        Ok(SysPage {
+            bus: bus & !(PAGE - 1),
+            region,
+            idx,
+        })
     }
 
     /// DMA read from system memory at a bus address.
@@ -173,6 +229,12 @@ pub struct MockSysMem {
     region: Arc<Region>,
     bus_addrs: Vec<u64>,
     wake: Arc<Wake>,
+}
+
+impl Drop for MockSysMem {
+    fn drop(&mut self) {
+        self.region.freed.store(true, Ordering::Release);
+    }
 }
 
 impl MockSysMem {

@@ -401,7 +401,11 @@ impl HubView {
             _ => walker::translate(ctx, vram, addr, access)?,
         };
         *leaf = t.leaf_table;
-        let span = t.page_size - (addr & (t.page_size - 1));
+        // The 4 KiB pages after this one that its table maps on contiguously go into the
+        // same span (a wave's buffers are mapped with 4 KiB entries: one walk per 64 KiB
+        // instead of per page).
+        let run = walker::run_after(ctx, vram, &t, addr, RUN_PAGES);
+        let span = t.page_size - (addr & (t.page_size - 1)) + run;
         Ok(Resolved {
             target: t.target,
             span,
@@ -409,6 +413,10 @@ impl HubView {
         })
     }
 }
+
+/// Most 4 KiB pages past a translated one that [`HubView::resolve_with`] takes into its
+/// span when the table maps them on contiguously ([`walker::run_after`]).
+const RUN_PAGES: u64 = 15;
 
 impl Gmc {
     /// A [`HubView`] of `hub` for `vmid`, as the registers and TLB snapshot are now.
