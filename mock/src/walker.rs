@@ -339,6 +339,65 @@ pub fn translate(
     }
 }
 
+/// Makes every table of `ctx`'s tree (as `vram` holds it now) watched
+/// ([`Vram::watch`]): the GMC does this when it invalidates the context's TLB, the
+/// snapshot `ctx.flush_generation` it walks from then on. A table written after the
+/// snapshot then keeps the version the snapshot saw, and a walk at that snapshot reads it —
+/// also when no walk had read the table before the write (a mapping flushed and not used
+/// yet, and the next mapping's entries written into its table before their own flush). Tables
+/// the tree does not reach, in system memory, or outside VRAM are left alone: no walk at
+/// this snapshot reads them (it faults before).
+pub fn watch_tables(ctx: &Context, vram: &Vram) {
+    let top_shift = 12 + ctx.block_size + 9 * ctx.depth;
+    if ctx.depth > 3 || top_shift > 63 {
+        return;
+    }
+    let local = |addr: u64| {
+        addr.checked_sub(ctx.vram_offset)
+            .filter(|a| vram.contains(*a, 8))
+    };
+    let Some(root) = local(ctx.root & TABLE_ADDR) else {
+        return;
+    };
+    let first_last = 12 + ctx.block_size;
+    // (table, its shift, the last level's shift); a table is read once however many
+    // entries point to it.
+    let mut todo = vec![(root, top_shift, first_last)];
+    let mut seen = std::collections::HashSet::new();
+    let mut entries = vec![0u8; 512 * 8];
+    while let Some((table, shift, last_shift)) = todo.pop() {
+        if !seen.insert((table, shift)) {
+            continue;
+        }
+        // The 512 entries a walk may read there, on one page or two.
+        let end = table.saturating_add(512 * 8 - 1);
+        vram.watch(table);
+        if end / crate::vram::GEN_PAGE != table / crate::vram::GEN_PAGE {
+            vram.watch(end);
+        }
+        let further = ctx.format == PteFormat::Gfx9 && ctx.block_size > 0;
+        if shift == last_shift && !(further && last_shift > 12) {
+            continue;
+        }
+        vram.read(table, &mut entries);
+        for e in entries.chunks_exact(8) {
+            let entry = u64::from_le_bytes(e.try_into().unwrap_or_default());
+            if entry & VALID == 0 || entry & SYSTEM != 0 {
+                continue;
+            }
+            let child = if shift == last_shift {
+                // The last level: only a translate-further entry points to a table.
+                (entry & TRANSLATE_FURTHER != 0).then_some((12, 12))
+            } else {
+                (!ctx.format.is_leaf(entry)).then_some((shift - 9, last_shift))
+            };
+            if let (Some((s, l)), Some(t)) = (child, local(entry & TABLE_ADDR)) {
+                todo.push((t, s, l));
+            }
+        }
+    }
+}
+
 /// Translate `va` through a last-level table an earlier walk of the same context found
 /// (`lt`, from [`Translation::leaf_table`]): one entry read instead of a walk from the root.
 /// `va` must lie in the table's range. The entry is read as the context's TLB snapshot
