@@ -277,3 +277,35 @@ impl SysMem for MockSysMem {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page an engine keeps reads its bytes while the driver holds the memory, and fails
+    /// as freed once the driver drops it, as a look-up in the arena does; the arena also
+    /// refuses a page never allocated.
+    #[test]
+    fn a_kept_page_fails_once_its_memory_is_freed() {
+        let arena = SysArena::default();
+        let mem = arena.alloc("mock", 2 * SYSMEM_PAGE_SIZE, true);
+        mem.write_bytes(0x10, &[1, 2, 3, 4]).unwrap();
+        let bus = mem.bus_addrs()[0];
+        let page = arena.page(bus + 0x10).unwrap();
+        assert!(page.holds(bus, SYSMEM_PAGE_SIZE));
+        assert!(!page.holds(bus + 0xffc, 8), "past the page's end");
+        let mut b = [0u8; 4];
+        page.read(bus + 0x10, &mut b).unwrap();
+        assert_eq!(b, [1, 2, 3, 4]);
+        drop(mem);
+        assert_eq!(
+            page.read(bus + 0x10, &mut b),
+            Err(DmaFault::Freed(bus + 0x10))
+        );
+        assert_eq!(arena.read(bus, &mut b), Err(DmaFault::Freed(bus)));
+        assert_eq!(arena.page(bus).unwrap_err(), DmaFault::Freed(bus));
+        // A later allocation drops the freed pages from the bus.
+        let _other = arena.alloc("mock", SYSMEM_PAGE_SIZE, true);
+        assert_eq!(arena.read(bus, &mut b), Err(DmaFault::Unmapped(bus)));
+    }
+}
