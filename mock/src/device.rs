@@ -189,6 +189,16 @@ pub(crate) struct Shared {
     /// Per GC instance, the dwords `CP_MQD_BASE_ADDR ..= CP_HQD_PQ_WPTR_HI`: the window a
     /// driver may write the MQD image over, whose reserved dwords hardware ignores.
     hqd_windows: Vec<(u64, u64)>,
+    /// Hub views read at the current GMC epoch ([`Shared::hub_view`]).
+    views: Mutex<Vec<CachedView>>,
+}
+
+/// A hub view and the GMC epoch read before its registers were: it holds for as long as
+/// the epoch has not moved (every GMC register write and every reset moves it).
+#[derive(Clone, Copy)]
+struct CachedView {
+    epoch: u64,
+    view: crate::ip::gmc::HubView,
 }
 
 /// Register values firmware leaves behind at power-on, on top of the reset defaults (the FB
@@ -317,6 +327,7 @@ impl MockGpu {
             log_limit: RateLimit::default_for_refusals(),
             member,
             hqd_windows,
+            views: Mutex::new(Vec::new()),
         });
         shared.engines.set_bus_master(bus_master);
         if let Some(m) = &shared.member {
@@ -1220,6 +1231,18 @@ impl Shared {
         hub: crate::ip::gmc::Hub,
         vmid: u8,
     ) -> Result<crate::ip::gmc::HubView, String> {
+        // Every change a view reads (the hub's registers, its TLB invalidations, a reset)
+        // moves the GMC epoch after it lands, under the state lock: a view read at an epoch
+        // read first holds until the epoch moves, as an engine's own copy of it does
+        // (`GpuMem::refresh`). Engines take a view at every step, and reading one costs
+        // some twenty register look-ups by name.
+        let epoch = self.engines.vm_epoch();
+        if let Some(c) = lock(&self.views)
+            .iter()
+            .find(|c| c.epoch == epoch && c.view.hub == hub && c.view.vmid == vmid)
+        {
+            return Ok(c.view);
+        }
         let mut guard = lock(&self.state);
         let st = &mut *guard;
         let hw = Hw {
@@ -1231,7 +1254,12 @@ impl Shared {
             sysmem: &self.sysmem,
             warnings: Vec::new(),
         };
-        st.models.gmc.view(&hw, hub, vmid).map_err(|f| f.0)
+        let view = st.models.gmc.view(&hw, hub, vmid).map_err(|f| f.0)?;
+        drop(guard);
+        let mut views = lock(&self.views);
+        views.retain(|c| c.epoch == epoch && (c.view.hub, c.view.vmid) != (hub, vmid));
+        views.push(CachedView { epoch, view });
+        Ok(view)
     }
 
     /// The register at `dword` as the CP of `xcc` sees it: a GC register of another XCC's

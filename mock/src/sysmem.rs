@@ -2,6 +2,7 @@
 //! itself so its engines can DMA to and from it.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::engine::Wake;
@@ -20,11 +21,49 @@ pub const SYSMEM_BUS_BASE: u64 = 0x0000_0a00_0000_0000;
 #[derive(Debug)]
 struct Region {
     bytes: Mutex<Vec<u8>>,
+    /// Set when the driver drops its [`MockSysMem`]: the pages are off the bus from then
+    /// on, even while an engine still holds the region ([`SysPage`]).
+    freed: AtomicBool,
 }
 
 impl Region {
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
         am_isa::sync::lock(&self.bytes)
+    }
+
+    fn freed(&self) -> bool {
+        self.freed.load(Ordering::Acquire)
+    }
+}
+
+/// One page of system memory an engine found on the bus ([`SysArena::page`]) and keeps
+/// for the length of one step of its work, so repeated reads of it (a kernel's arguments,
+/// read by every wave) skip the arena's lock and table. A read still fails once the
+/// driver has freed the page, as a look-up in the arena would.
+#[derive(Debug)]
+pub struct SysPage {
+    /// Bus address of the page's first byte.
+    bus: u64,
+    region: Arc<Region>,
+    /// The page's index in its region.
+    idx: usize,
+}
+
+impl SysPage {
+    /// Whether `[bus, bus + len)` lies inside this page.
+    pub fn holds(&self, bus: u64, len: usize) -> bool {
+        bus.checked_sub(self.bus)
+            .is_some_and(|at| at.saturating_add(len as u64) <= PAGE)
+    }
+
+    /// DMA read of `buf.len()` bytes at `bus`, which [`SysPage::holds`].
+    pub fn read(&self, bus: u64, buf: &mut [u8]) -> Result<(), DmaFault> {
+        if self.region.freed() {
+            return Err(DmaFault::Freed(bus));
+        }
+        let at = self.idx * SYSMEM_PAGE_SIZE + (bus - self.bus) as usize;
+        buf.copy_from_slice(&self.region.lock()[at..at + buf.len()]);
+        Ok(())
     }
 }
 
@@ -82,9 +121,12 @@ impl SysArena {
         let pages = size.div_ceil(SYSMEM_PAGE_SIZE).max(1);
         let region = Arc::new(Region {
             bytes: Mutex::new(vec![0u8; pages * SYSMEM_PAGE_SIZE]),
+            freed: AtomicBool::new(false),
         });
         let mut inner = self.lock();
-        inner.pages.retain(|_, (w, _)| w.strong_count() > 0);
+        inner
+            .pages
+            .retain(|_, (w, _)| w.upgrade().is_some_and(|r| !r.freed()));
         if inner.next_bus == 0 {
             inner.next_bus = SYSMEM_BUS_BASE;
         }
@@ -110,8 +152,22 @@ impl SysArena {
         let page = bus & !(PAGE - 1);
         let inner = self.lock();
         let (weak, idx) = inner.pages.get(&page).ok_or(DmaFault::Unmapped(bus))?;
-        let region = weak.upgrade().ok_or(DmaFault::Freed(bus))?;
+        let region = weak
+            .upgrade()
+            .filter(|r| !r.freed())
+            .ok_or(DmaFault::Freed(bus))?;
         Ok((region, *idx))
+    }
+
+    /// The page that holds bus address `bus`, for reads an engine repeats
+    /// ([`SysPage::read`]).
+    pub fn page(&self, bus: u64) -> Result<SysPage, DmaFault> {
+        let (region, idx) = self.resolve(bus)?;
+        Ok(SysPage {
+            bus: bus & !(PAGE - 1),
+            region,
+            idx,
+        })
     }
 
     /// DMA read from system memory at a bus address.
@@ -175,6 +231,12 @@ pub struct MockSysMem {
     wake: Arc<Wake>,
 }
 
+impl Drop for MockSysMem {
+    fn drop(&mut self) {
+        self.region.freed.store(true, Ordering::Release);
+    }
+}
+
 impl MockSysMem {
     fn check(&self, offset: u64, len: usize) -> am_driver::Result<usize> {
         let total = self.bus_addrs.len() * SYSMEM_PAGE_SIZE;
@@ -213,5 +275,37 @@ impl SysMem for MockSysMem {
         self.region.lock()[at..at + data.len()].copy_from_slice(data);
         self.wake.notify();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A page an engine keeps reads its bytes while the driver holds the memory, and fails
+    /// as freed once the driver drops it, as a look-up in the arena does; the arena also
+    /// refuses a page never allocated.
+    #[test]
+    fn a_kept_page_fails_once_its_memory_is_freed() {
+        let arena = SysArena::default();
+        let mem = arena.alloc("mock", 2 * SYSMEM_PAGE_SIZE, true);
+        mem.write_bytes(0x10, &[1, 2, 3, 4]).unwrap();
+        let bus = mem.bus_addrs()[0];
+        let page = arena.page(bus + 0x10).unwrap();
+        assert!(page.holds(bus, SYSMEM_PAGE_SIZE));
+        assert!(!page.holds(bus + 0xffc, 8), "past the page's end");
+        let mut b = [0u8; 4];
+        page.read(bus + 0x10, &mut b).unwrap();
+        assert_eq!(b, [1, 2, 3, 4]);
+        drop(mem);
+        assert_eq!(
+            page.read(bus + 0x10, &mut b),
+            Err(DmaFault::Freed(bus + 0x10))
+        );
+        assert_eq!(arena.read(bus, &mut b), Err(DmaFault::Freed(bus)));
+        assert_eq!(arena.page(bus).unwrap_err(), DmaFault::Freed(bus));
+        // A later allocation drops the freed pages from the bus.
+        let _other = arena.alloc("mock", SYSMEM_PAGE_SIZE, true);
+        assert_eq!(arena.read(bus, &mut b), Err(DmaFault::Unmapped(bus)));
     }
 }

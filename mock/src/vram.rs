@@ -22,7 +22,8 @@
 //! Two records ride along with the bytes:
 //! - **Write generations** (for the GMC's TLB snapshot): every 4 KiB page remembers the epoch
 //!   of its last write; [`Vram::snapshot`] closes an epoch, so a page written after a
-//!   snapshot has a larger generation than it. Pages the page-table walker has read are
+//!   snapshot has a larger generation than it. Page-table pages (every table of a context's
+//!   tree when the GMC invalidates its TLB, and every page the walker reads) are
 //!   *watched*: the first write to one in an epoch first saves its old bytes, so a walk
 //!   for a TLB snapshot older than the write still reads the tables as they were
 //!   ([`Vram::read_as_of`]), as a TLB that has not been invalidated keeps translating.
@@ -362,8 +363,8 @@ impl Vram {
     /// The walker reads `buf.len()` bytes of a page-table page (inside one 4 KiB page) as a
     /// TLB snapshot taken at `generation` sees them: the bytes now if the page was not
     /// written since, else the version saved before the first write after it. `None` if
-    /// no such version exists (the table was written after the snapshot and was not a
-    /// table the walker had read before). The page becomes watched.
+    /// no such version exists (the table was written after the snapshot and was neither
+    /// watched then nor read by the walker before, or its version was dropped). The page becomes watched.
     pub fn read_as_of(&self, offset: u64, buf: &mut [u8], generation: u64) -> Option<()> {
         let idx = (offset / CHUNK_SIZE) as usize;
         let p = ((offset % CHUNK_SIZE) / GEN_PAGE) as usize;
@@ -388,6 +389,19 @@ impl Vram {
         let at = (offset % GEN_PAGE) as usize;
         buf.copy_from_slice(s.bytes.get(at..at + buf.len())?);
         Some(())
+    }
+
+    /// Makes the 4 KiB page holding `offset` watched (see [`Vram::read_as_of`]) without
+    /// reading it: the GMC watches every table of a context's tree when it invalidates the
+    /// context's TLB, so a later write to one keeps the table as that snapshot saw it even
+    /// when no walk has read the table yet. With no room left under the cap for a chunk
+    /// nobody wrote, the page stays unwatched (and the write that would change it is refused).
+    pub fn watch(&self, offset: u64) {
+        let idx = (offset / CHUNK_SIZE) as usize;
+        let p = ((offset % CHUNK_SIZE) / GEN_PAGE) as usize;
+        if let Ok(Some(chunk)) = self.chunk_mut(idx, offset) {
+            chunk.watched[p / 64].fetch_or(1 << (p % 64), Ordering::AcqRel);
+        }
     }
 
     /// Record a write to `[offset, offset + len)` in the page generations.

@@ -339,6 +339,65 @@ pub fn translate(
     }
 }
 
+/// Makes every table of `ctx`'s tree (as `vram` holds it now) watched
+/// ([`Vram::watch`]): the GMC does this when it invalidates the context's TLB, the
+/// snapshot `ctx.flush_generation` it walks from then on. A table written after the
+/// snapshot then keeps the version the snapshot saw, and a walk at that snapshot reads it —
+/// also when no walk had read the table before the write (a mapping flushed and not used
+/// yet, and the next mapping's entries written into its table before their own flush). Tables
+/// the tree does not reach, in system memory, or outside VRAM are left alone: no walk at
+/// this snapshot reads them (it faults before).
+pub fn watch_tables(ctx: &Context, vram: &Vram) {
+    let top_shift = 12 + ctx.block_size + 9 * ctx.depth;
+    if ctx.depth > 3 || top_shift > 63 {
+        return;
+    }
+    let local = |addr: u64| {
+        addr.checked_sub(ctx.vram_offset)
+            .filter(|a| vram.contains(*a, 8))
+    };
+    let Some(root) = local(ctx.root & TABLE_ADDR) else {
+        return;
+    };
+    let first_last = 12 + ctx.block_size;
+    // (table, its shift, the last level's shift); a table is read once however many
+    // entries point to it.
+    let mut todo = vec![(root, top_shift, first_last)];
+    let mut seen = std::collections::HashSet::new();
+    let mut entries = vec![0u8; 512 * 8];
+    while let Some((table, shift, last_shift)) = todo.pop() {
+        if !seen.insert((table, shift)) {
+            continue;
+        }
+        // The 512 entries a walk may read there, on one page or two.
+        let end = table.saturating_add(512 * 8 - 1);
+        vram.watch(table);
+        if end / crate::vram::GEN_PAGE != table / crate::vram::GEN_PAGE {
+            vram.watch(end);
+        }
+        let further = ctx.format == PteFormat::Gfx9 && ctx.block_size > 0;
+        if shift == last_shift && !(further && last_shift > 12) {
+            continue;
+        }
+        vram.read(table, &mut entries);
+        for e in entries.chunks_exact(8) {
+            let entry = u64::from_le_bytes(e.try_into().unwrap_or_default());
+            if entry & VALID == 0 || entry & SYSTEM != 0 {
+                continue;
+            }
+            let child = if shift == last_shift {
+                // The last level: only a translate-further entry points to a table.
+                (entry & TRANSLATE_FURTHER != 0).then_some((12, 12))
+            } else {
+                (!ctx.format.is_leaf(entry)).then_some((shift - 9, last_shift))
+            };
+            if let (Some((s, l)), Some(t)) = (child, local(entry & TABLE_ADDR)) {
+                todo.push((t, s, l));
+            }
+        }
+    }
+}
+
 /// Translate `va` through a last-level table an earlier walk of the same context found
 /// (`lt`, from [`Translation::leaf_table`]): one entry read instead of a walk from the root.
 /// `va` must lie in the table's range. The entry is read as the context's TLB snapshot
@@ -377,6 +436,54 @@ pub fn translate_in(
         entry,
         leaf_table: Some(*lt),
     })
+}
+
+/// How many bytes past the 4 KiB page `t` maps (the translation of `va`, with its leaf
+/// table) the same mapping goes on without a break: the entries after `t.entry` in its leaf
+/// table (those on the same 4 KiB page of the table, at most `max_pages`), read as the
+/// context's TLB snapshot sees them, that carry the same flags (`FRAG` aside) and map the
+/// following pages to the same kind of memory. Each of those pages translates, by a walk of
+/// its own, to where `t` continues: an engine's TLB may take them in one entry. 0 when `t`
+/// is not a 4 KiB page of a leaf table.
+pub fn run_after(ctx: &Context, vram: &Vram, t: &Translation, va: u64, max_pages: u64) -> u64 {
+    let Some(lt) = t.leaf_table else {
+        return 0;
+    };
+    if t.page_size != 0x1000 || va < lt.first_va || va > lt.last_va {
+        return 0;
+    }
+    let at = lt.table + ((va - lt.first_va) >> 12) * 8;
+    // Entries after this one on the same page of the table, in the table's range.
+    let left_in_table = (lt.last_va - va) >> 12;
+    let left_in_page = (0x1000 - (at + 8) % 0x1000) % 0x1000 / 8;
+    let n = max_pages.min(left_in_table).min(left_in_page) as usize;
+    if n == 0 {
+        return 0;
+    }
+    let mut buf = [0u8; 8 * 64];
+    let buf = &mut buf[..8 * n.min(64)];
+    if vram.read_as_of(at + 8, buf, ctx.flush_generation).is_none() {
+        return 0;
+    }
+    // The flags but `FRAG`, which changes no translation (the driver writes smaller
+    // fragments at a mapping's unaligned ends).
+    let flags_of = |e: u64| e & !PAGE_ADDR & !(FRAG_BITS << FRAG_SHIFT);
+    let flags = flags_of(t.entry);
+    let base = t.entry & PAGE_ADDR;
+    let mut run = 0u64;
+    for (k, e) in buf.chunks_exact(8).enumerate() {
+        let entry = u64::from_le_bytes(e.try_into().unwrap_or_default());
+        let next = 0x1000 * (k as u64 + 1);
+        if flags_of(entry) != flags || entry & PAGE_ADDR != base + next {
+            break;
+        }
+        let offset = va & 0xfff;
+        if page_target(ctx, vram, entry, base + next) != Some(t.target.offset_by(next - offset)) {
+            break;
+        }
+        run = next;
+    }
+    run
 }
 
 /// Where the byte at `addr` of the page `entry` maps lands: system memory (`SYSTEM`), this
@@ -537,6 +644,69 @@ mod tests {
                 (FaultKind::Invalid, "PDB1"),
                 "{fmt:?}"
             );
+        }
+    }
+
+    /// `run_after` takes the following 4 KiB pages of a leaf table while they map the next
+    /// physical pages with the same flags, up to its limit and the table page's end, and
+    /// each page it takes translates by its own walk to where the run says; a page that maps
+    /// elsewhere, another kind of page or an unmapped one ends the run.
+    #[test]
+    fn runs_follow_contiguous_entries_of_one_leaf_table() {
+        for (drv, fmt) in FORMATS {
+            let vram = Vram::new(1 << 30);
+            let mem = Mem(&vram);
+            let mut alloc = Bump(0x10_0000);
+            let root = alloc.alloc_table(&mem).unwrap();
+            let va0 = 0x2000_0000_0000u64;
+            let pt = tables(drv, root, va0);
+            let map = |off: u64, pa: u64, len: u64, flags: MapFlags, alloc: &mut Bump| {
+                pt.map(&mem, alloc, va0 + off, &[(pa, len)], flags, false)
+                    .unwrap()
+            };
+            // Pages 0..6 contiguous, page 6 elsewhere, 7..9 contiguous read-only, 10 none,
+            // 11..40 contiguous.
+            map(0, 0x80_0000, 0x6000, MapFlags::VRAM, &mut alloc);
+            map(0x6000, 0x90_0000, 0x1000, MapFlags::VRAM, &mut alloc);
+            let ro = MapFlags {
+                writable: false,
+                ..MapFlags::VRAM
+            };
+            map(0x7000, 0x90_1000, 0x3000, ro, &mut alloc);
+            map(0xb000, 0xa0_0000, 0x1e000, MapFlags::VRAM, &mut alloc);
+            let ctx = context(drv, fmt, root, va0, &vram);
+            let run = |off: u64, max: u64| {
+                let va = va0 + off;
+                let t = translate(&ctx, &vram, va, Access::Read).unwrap();
+                (t, run_after(&ctx, &vram, &t, va, max))
+            };
+            assert_eq!(run(0x10, 15).1, 0x5000, "{fmt:?}: pages 1..6");
+            assert_eq!(run(0x3000, 15).1, 0x2000, "{fmt:?}: pages 4..6");
+            assert_eq!(
+                run(0x6000, 15).1,
+                0,
+                "{fmt:?}: the next page has other flags"
+            );
+            assert_eq!(
+                run(0x7000, 15).1,
+                0x2000,
+                "{fmt:?}: read-only pages 8 and 9"
+            );
+            assert_eq!(run(0x9000, 15).1, 0, "{fmt:?}: page 10 is unmapped");
+            assert_eq!(run(0xb000, 15).1, 0xf000, "{fmt:?}: the limit");
+            assert_eq!(run(0xb000, 3).1, 0x3000, "{fmt:?}: a smaller limit");
+            // Every page of a run translates by its own walk where the run says.
+            for off in [0x123u64, 0xb008] {
+                let (t, len) = run(off, 15);
+                for k in (0x1000..=len).step_by(0x1000) {
+                    let own = translate(&ctx, &vram, va0 + off + k, Access::Read).unwrap();
+                    assert_eq!(
+                        own.target,
+                        t.target.offset_by(k),
+                        "{fmt:?} {off:#x} + {k:#x}"
+                    );
+                }
+            }
         }
     }
 

@@ -4107,11 +4107,24 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
     let imm = i.imm as i64 as u64;
     let lanes = w.lanes as usize;
     let lo = &w.v[vaddr..vaddr + lanes];
+    // Whether the lanes' addresses follow each other by the access size (lane `l` at the
+    // first lane's plus `l * n`), when the form shows it more cheaply than the addresses.
+    let mut consecutive = None;
     match i.enc {
         Encoding::Global if i.saddr != NULL => {
             for (a, &v) in addrs.iter_mut().zip(lo) {
                 *a = sbase.wrapping_add(v as u64).wrapping_add(imm);
             }
+            // The addresses differ as the 32-bit offsets do: lane `l` is `l * n` on exactly
+            // when its offset is the first lane's plus `l * n`, which the 32-bit differences
+            // say once the last lane's offset cannot pass 2^32 (then no difference wraps).
+            // Four offsets a vector operation instead of two addresses.
+            let (first, mut off) = (lo.first().copied().unwrap_or(0), 0u32);
+            for (l, &v) in lo.iter().enumerate() {
+                off |= v.wrapping_sub(first) ^ (l * n) as u32;
+            }
+            let last = u64::from(first) + (lanes.saturating_sub(1) * n) as u64;
+            consecutive = Some(off == 0 && last <= u64::from(u32::MAX));
         }
         Encoding::Scratch => {
             let sve = i.flags & flag::SVE != 0;
@@ -4140,7 +4153,8 @@ fn flat_op(w: &mut Wave, i: &Inst, idx: usize, ctx: &mut Ctx<'_>) -> Result<(), 
             all
         });
     if global && load.is_some() {
-        return coalesced(w, i, idx, ctx, exec, &addrs, n, load == Some(true), data);
+        let load = load == Some(true);
+        return coalesced(w, i, idx, ctx, exec, &addrs, consecutive, n, load, data);
     }
     let atomic = if load.is_none() {
         match ctx.prog.atom(idx) {
@@ -4187,22 +4201,24 @@ fn coalesced(
     ctx: &mut Ctx<'_>,
     exec: u64,
     addrs: &[u64; 64],
+    consecutive: Option<bool>,
     n: usize,
     load: bool,
     data: usize,
 ) -> Result<(), Error> {
     let lanes = w.lanes as usize;
     // A whole wave at consecutive addresses (the common case) is one run, found by a straight
-    // loop instead of the lane-by-lane scan.
+    // loop instead of the lane-by-lane scan (or told by the caller, `consecutive`).
     // (Differences from the expected addresses OR-ed together: 64-bit subtractions and ORs
     // vectorise on baseline x86-64, where 64-bit compares do not.)
-    let whole = exec == full_mask(w.lanes) && {
-        let mut off = 0u64;
-        for (l, &a) in addrs[..lanes].iter().enumerate() {
-            off |= a.wrapping_sub(addrs[0]) ^ (l * n) as u64;
-        }
-        off == 0
-    };
+    let whole = exec == full_mask(w.lanes)
+        && consecutive.unwrap_or_else(|| {
+            let mut off = 0u64;
+            for (l, &a) in addrs[..lanes].iter().enumerate() {
+                off |= a.wrapping_sub(addrs[0]) ^ (l * n) as u64;
+            }
+            off == 0
+        });
     // Lanes at scattered addresses (a broadcast, a column): one gather when the memory has
     // one. Loads change no memory, so reading every lane before writing any register
     // leaves what the run-by-run path leaves.

@@ -419,6 +419,33 @@ fn packed_f32_rows(w: &mut Wave, i: &Inst, op: ExtOp) -> bool {
         return false;
     };
     let mut out = [0u32; 128];
+    packed_f32_lanes(op, x, y, z, &mut out);
+    let exec = w.exec();
+    let Some(dst) = w.v.get_mut(d..d + 128) else {
+        return false;
+    };
+    if exec == u64::MAX >> (64 - lanes) {
+        dst[..lanes].copy_from_slice(&out[..lanes]);
+        dst[64..64 + lanes].copy_from_slice(&out[64..64 + lanes]);
+    } else {
+        for_lanes(exec, |l| {
+            dst[l] = out[l];
+            dst[64 + l] = out[64 + l];
+        });
+    }
+    true
+}
+
+/// The arithmetic of [`packed_f32_rows`] over two rows of every lane (AVX2 where the host
+/// has it: eight lanes an instruction instead of four, the same IEEE results).
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
+fn packed_f32_lanes(
+    op: ExtOp,
+    x: &[u32; 128],
+    y: &[u32; 128],
+    z: &[u32; 128],
+    out: &mut [u32; 128],
+) {
     let f = f32::from_bits;
     match op {
         ExtOp::PkAddF32 => {
@@ -437,20 +464,6 @@ fn packed_f32_rows(w: &mut Wave, i: &Inst, op: ExtOp) -> bool {
             }
         }
     }
-    let exec = w.exec();
-    let Some(dst) = w.v.get_mut(d..d + 128) else {
-        return false;
-    };
-    if exec == u64::MAX >> (64 - lanes) {
-        dst[..lanes].copy_from_slice(&out[..lanes]);
-        dst[64..64 + lanes].copy_from_slice(&out[64..64 + lanes]);
-    } else {
-        for_lanes(exec, |l| {
-            dst[l] = out[l];
-            dst[64 + l] = out[64 + l];
-        });
-    }
-    true
 }
 
 /// Value of element `e` of type `t` packed little-endian in a lane's registers `regs`.

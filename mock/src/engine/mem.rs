@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::device::Shared;
 use crate::ip::gmc::{Hub, HubView, Resolved};
+use crate::sysmem::{DmaFault, SysPage};
 use crate::vram::{Vram, VramFull};
 use crate::walker::{Access, FaultKind, PageFault, PhysTarget};
 
@@ -88,16 +89,41 @@ impl std::fmt::Display for MemError {
     }
 }
 
+const TLB_ENTRIES: usize = 16;
+
+/// The translations an engine found during one step: entry `k` covers GPU addresses
+/// `[start[k], end[k])` as `res[k]` resolved the first of them (an empty entry covers
+/// nothing). Kept as three arrays so a look-up compares addresses without copying entries:
+/// a wave's loads and stores of several buffers miss the last-used entry in turn.
 #[derive(Clone, Copy)]
-struct TlbEntry {
-    /// First address the entry covers.
-    start: u64,
-    /// One past the last.
-    end: u64,
-    res: Resolved,
+struct Tlb {
+    start: [u64; TLB_ENTRIES],
+    end: [u64; TLB_ENTRIES],
+    res: [Resolved; TLB_ENTRIES],
 }
 
-const TLB_ENTRIES: usize = 16;
+impl Tlb {
+    const EMPTY: Tlb = Tlb {
+        start: [1; TLB_ENTRIES],
+        end: [0; TLB_ENTRIES],
+        res: [Resolved {
+            target: PhysTarget::Vram(0),
+            span: 0,
+            perms: [false; 3],
+        }; TLB_ENTRIES],
+    };
+
+    /// The entry that covers `addr` and allows the access `need` (0 read, 1 write,
+    /// 2 execute), `recent` tried first.
+    #[inline]
+    fn find(&self, addr: u64, need: usize, recent: usize) -> Option<usize> {
+        let hit = |k: usize| self.start[k] <= addr && addr < self.end[k] && self.res[k].perms[need];
+        if recent < TLB_ENTRIES && hit(recent) {
+            return Some(recent);
+        }
+        (0..TLB_ENTRIES).find(|&k| hit(k))
+    }
+}
 
 /// Where resolved bytes live.
 enum Place {
@@ -134,7 +160,7 @@ pub struct GpuMem<'a> {
     view: HubView,
     /// The GMC epoch the view was read at: a GMC register write makes it stale.
     epoch: u64,
-    tlb: [Option<TlbEntry>; TLB_ENTRIES],
+    tlb: Tlb,
     next: usize,
     /// The entry of the last hit or fill, tried first: a wave's lanes and a kernel's loops
     /// mostly stay in one mapping.
@@ -147,6 +173,9 @@ pub struct GpuMem<'a> {
     /// queues are woken when the step ends).
     peers: Vec<(u8, Arc<Shared>)>,
     peer_written: bool,
+    /// The system-memory page of the last read that fit in one (a kernel's arguments,
+    /// which every wave reads).
+    sys_page: Option<SysPage>,
 }
 
 impl Drop for GpuMem<'_> {
@@ -168,13 +197,14 @@ impl<'a> GpuMem<'a> {
             sh,
             view,
             epoch,
-            tlb: [None; TLB_ENTRIES],
+            tlb: Tlb::EMPTY,
             next: 0,
             recent: 0,
             leaf: None,
             cancel: None,
             peers: Vec::new(),
             peer_written: false,
+            sys_page: None,
         })
     }
 
@@ -207,7 +237,7 @@ impl<'a> GpuMem<'a> {
                 .hub_view(self.view.hub, self.view.vmid)
                 .map_err(|reason| MemError::Dma { addr: 0, reason })?;
             self.epoch = epoch;
-            self.tlb = [None; TLB_ENTRIES];
+            self.tlb = Tlb::EMPTY;
             self.leaf = None;
         }
         Ok(())
@@ -226,33 +256,22 @@ impl<'a> GpuMem<'a> {
             Access::Write => 1,
             Access::Execute => 2,
         };
-        let hit = |e: &TlbEntry| (e.start..e.end).contains(&addr) && e.res.perms[need];
-        let found = match self.tlb[self.recent] {
-            Some(e) if hit(&e) => Some(e),
-            _ => self.tlb.iter().enumerate().find_map(|(k, e)| {
-                let e = (*e)?;
-                hit(&e).then(|| {
-                    self.recent = k;
-                    e
-                })
-            }),
-        };
-        if let Some(e) = found {
+        if let Some(k) = self.tlb.find(addr, need, self.recent) {
+            self.recent = k;
+            let e = &self.tlb.res[k];
             return Ok(Resolved {
-                target: e.res.target.offset_by(addr - e.start),
-                span: e.end - addr,
-                perms: e.res.perms,
+                target: e.target.offset_by(addr - self.tlb.start[k]),
+                span: self.tlb.end[k] - addr,
+                perms: e.perms,
             });
         }
         let res = self
             .view
             .resolve_with(&self.sh.vram, addr, access, &mut self.leaf)
             .map_err(|fault| MemError::Fault { fault, access })?;
-        self.tlb[self.next] = Some(TlbEntry {
-            start: addr,
-            end: addr.saturating_add(res.span),
-            res,
-        });
+        self.tlb.start[self.next] = addr;
+        self.tlb.end[self.next] = addr.saturating_add(res.span);
+        self.tlb.res[self.next] = res;
         self.recent = self.next;
         self.next = (self.next + 1) % TLB_ENTRIES;
         Ok(res)
@@ -489,17 +508,32 @@ impl<'a> GpuMem<'a> {
         self.write(addr, &v.to_le_bytes())
     }
 
-    fn sys_read(&self, addr: u64, bus: u64, buf: &mut [u8]) -> Result<(), MemError> {
+    fn sys_read(&mut self, addr: u64, bus: u64, buf: &mut [u8]) -> Result<(), MemError> {
         if !self.sh.engines.bus_master() {
             return Err(MemError::Dma {
                 addr,
                 reason: format!("DMA read of bus address {bus:#x} while bus mastering is off"),
             });
         }
-        self.sh.sysmem.read(bus, buf).map_err(|e| MemError::Dma {
+        let dma = |e: DmaFault| MemError::Dma {
             addr,
             reason: e.to_string(),
-        })
+        };
+        if !self
+            .sys_page
+            .as_ref()
+            .is_some_and(|p| p.holds(bus, buf.len()))
+        {
+            let page = self.sh.sysmem.page(bus).map_err(dma)?;
+            if !page.holds(bus, buf.len()) {
+                return self.sh.sysmem.read(bus, buf).map_err(dma);
+            }
+            self.sys_page = Some(page);
+        }
+        match &self.sys_page {
+            Some(p) => p.read(bus, buf).map_err(dma),
+            None => self.sh.sysmem.read(bus, buf).map_err(dma),
+        }
     }
 
     fn sys_write(&self, addr: u64, bus: u64, data: &[u8]) -> Result<(), MemError> {

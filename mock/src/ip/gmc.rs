@@ -7,10 +7,11 @@
 //!   free and 0 while held, a write of 0 releases it; a write of `VM_INVALIDATE_ENG17_REQ`
 //!   invalidates the vmids of `PER_VMID_INVALIDATE_REQ` and sets their bits in
 //!   `VM_INVALIDATE_ENG17_ACK`.
-//! - TLB snapshot: an invalidation records the VRAM write generation; the walker refuses a
-//!   table page written after the last invalidation of that hub and vmid (a page fault), so
-//!   a mapping used before its flush faults, and a vmid never invalidated has no
-//!   translation at all.
+//! - TLB snapshot: an invalidation records the VRAM write generation and marks every table
+//!   of the vmid's tree, so a table written later keeps the version the snapshot saw; the
+//!   walker reads the tables as of the last invalidation of that hub and vmid, so a mapping
+//!   used before its flush faults, the entries beside it keep translating, and a vmid never
+//!   invalidated has no translation at all.
 //! - Translation ([`Gmc::translate`]) reads the context registers of the hub and walks the
 //!   tables with [`crate::walker`]; a fault latches the L2 protection-fault status and
 //!   address registers, and the caller posts the IH entry ([`fault_ih_entry`]).
@@ -401,7 +402,11 @@ impl HubView {
             _ => walker::translate(ctx, vram, addr, access)?,
         };
         *leaf = t.leaf_table;
-        let span = t.page_size - (addr & (t.page_size - 1));
+        // The 4 KiB pages after this one that its table maps on contiguously go into the
+        // same span (a wave's buffers are mapped with 4 KiB entries: one walk per 64 KiB
+        // instead of per page).
+        let run = walker::run_after(ctx, vram, &t, addr, RUN_PAGES);
+        let span = t.page_size - (addr & (t.page_size - 1)) + run;
         Ok(Resolved {
             target: t.target,
             span,
@@ -409,6 +414,10 @@ impl HubView {
         })
     }
 }
+
+/// Most 4 KiB pages past a translated one that [`HubView::resolve_with`] takes into its
+/// span when the table maps them on contiguously ([`walker::run_after`]).
+const RUN_PAGES: u64 = 15;
 
 impl Gmc {
     /// A [`HubView`] of `hub` for `vmid`, as the registers and TLB snapshot are now.
@@ -680,6 +689,12 @@ impl IpModel for Gmc {
                 for (vmid, slot) in st.flushed.iter_mut().enumerate() {
                     if vmids & (1 << vmid) != 0 {
                         *slot = Some(generation);
+                    }
+                }
+                // The new snapshot's tables keep their version from now on, read or not.
+                for vmid in (0..16u8).filter(|v| vmids & (1 << v) != 0) {
+                    if let Ok(Some(ctx)) = self.context(hw, hub, vmid) {
+                        walker::watch_tables(&ctx, hw.vram);
                     }
                 }
                 let (ack, old) = get_reg(hw, hub, "VM_INVALIDATE_ENG17_ACK")?;

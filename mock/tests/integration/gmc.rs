@@ -333,6 +333,34 @@ fn a_mapping_written_after_the_flush_faults_until_the_next_flush() {
     assert!(r.access(Hub::gc(0), VA, Access::Read).is_err());
 }
 
+/// A mapping made and flushed, whose tables no walk has read yet, keeps translating when
+/// another entry is then written into its table (the next mapping, before its own flush):
+/// the entry it needs is the same in the table as at the flush, and a TLB that was not
+/// invalidated translates it. The new entry stays out of the snapshot until the next flush.
+#[test]
+fn an_entry_written_beside_a_mapping_not_walked_yet_leaves_it_translating() {
+    let mut r = Rig::new("navi31", PteFormat::Gfx10);
+    let hub = Hub::mm(0);
+    r.program_context0(hub);
+    r.map(VA, 0x100_0000, 0x1000, MapFlags::VRAM);
+    r.flush(hub);
+    r.map(VA + 0x1000, 0x200_0000, 0x1000, MapFlags::VRAM);
+    let t = r
+        .access(hub, VA + 0x10, Access::Read)
+        .expect("the flushed mapping translates");
+    assert_eq!(t.target, PhysTarget::Vram(0x100_0010));
+    let f = r.access(hub, VA + 0x1000, Access::Read).unwrap_err();
+    assert_eq!(
+        f.kind,
+        FaultKind::Invalid,
+        "the new entry is not in the snapshot"
+    );
+    r.flush(hub);
+    let t = r.access(hub, VA + 0x1000, Access::Read).unwrap();
+    assert_eq!(t.target, PhysTarget::Vram(0x200_0000));
+    assert!(r.gpu.violations().is_empty(), "{:?}", r.gpu.violations());
+}
+
 #[test]
 fn a_fault_fills_the_status_registers_and_posts_an_ih_entry() {
     let mut r = Rig::new("navi31", PteFormat::Gfx10);

@@ -240,8 +240,9 @@ fn train_steps(
 /// the same step run uncaptured — every device's loss at every step and every parameter at
 /// the end — with the batch in fresh memory each step (the graph's input arguments
 /// patched), and a replay submits at most once to each of a device's two queues and waits
-/// on the host only for their ends — fewer submissions and host waits than the same step
-/// uncaptured (there 9 and up to 9 per device and step; replayed 2 and 0 or 1). The devices are a hive of their own
+/// on the host only for their ends — fewer submissions than the same step uncaptured (there
+/// 9 per device and step, replayed 2; host waits, counted only when the work is not done
+/// yet, depend on the mock's speed and are held to the submissions). The devices are a hive of their own
 /// (`mock:mi300x-hive4:64..65`): the counts are theirs alone.
 #[test]
 fn a_data_parallel_step_captured_across_a_hive_replays_the_uncaptured_bits() {
@@ -267,11 +268,12 @@ fn a_data_parallel_step_captured_across_a_hive_replays_the_uncaptured_bits() {
                 "replay {r}, device {d}: {submissions} submissions and {waits} host waits \
                  (one submission per queue, waits only for their ends)"
             );
-            let (s0, w0) = plain_counts[r][d];
+            // Host waits are only counted when the work was not done yet, so the uncaptured
+            // step's depend on how fast the mock's queues ran: only submissions compare.
+            let (s0, _) = plain_counts[r][d];
             assert!(
-                submissions < s0 && waits < w0,
-                "replay {r}, device {d}: {submissions} submissions and {waits} host waits, \
-                 the uncaptured step {s0} and {w0}"
+                submissions < s0,
+                "replay {r}, device {d}: {submissions} submissions, the uncaptured step {s0}"
             );
         }
     }
