@@ -552,7 +552,7 @@ fn profiling_timestamps_each_launch_and_exports_a_chrome_trace(profile: &str) {
     let mut c = ComputeCommands::new(&dev);
     c.exec(&spin, &[(&out).into(), Arg::U32(10)], G1, [256, 1, 1])
         .unwrap();
-    c.exec(&spin, &[(&out).into(), Arg::U32(100_000)], G1, [256, 1, 1])
+    c.exec(&spin, &[(&out).into(), Arg::U32(1_000)], G1, [256, 1, 1])
         .unwrap();
     c.submit().unwrap().wait().unwrap();
     let ev = dev.profile().unwrap();
@@ -565,9 +565,9 @@ fn profiling_timestamps_each_launch_and_exports_a_chrome_trace(profile: &str) {
         ev[0].start < ev[0].end && ev[0].end <= ev[1].start && ev[1].start < ev[1].end,
         "{ev:?}"
     );
-    // 10,000 times the loop takes longer: far beyond what a dispatch's own cost varies by
-    // on a loaded machine (2,000 iterations were not, once the emulator was optimised).
-    assert!(ev[1].nanos() > ev[0].nanos(), "{ev:?}");
+    // Which of the two took longer is not asserted: the mock's clock is host time, so a
+    // preempted emulator thread (a loaded CI machine) can make the short loop the longer one
+    // (once 98 ms against 41 ms). Durations are a benchmark's business.
     let trace = am_runtime::trace::chrome_trace(dev.name(), &ev);
     let v: serde_json::Value = serde_json::from_str(&trace).unwrap();
     let list = v["traceEvents"].as_array().unwrap();
