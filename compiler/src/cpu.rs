@@ -9,9 +9,10 @@
 //!
 //! Kernels without barriers are called as `void NAME(const u8 *args, Ctx *ctx, u64 first,
 //! u64 end, u32 groups_x, u32 groups_y)`, which runs workgroups `first..end`, their
-//! work-items one after another in a loop of the compiled code (`lower`): the workgroups are
-//! cut into runs of contiguous workgroups (about 8 per thread) that the threads — the calling
-//! one and up to one per further core from a pool kept for launches — take in turn. Every
+//! work-items one after another in a loop of the compiled code (`lower`): each of the
+//! threads — the calling one and up to one per further core from a pool kept for launches —
+//! has a block of contiguous workgroups, cut into runs of about an eighth of it; a thread
+//! takes the runs of its block, then those left in the others'. Every
 //! work-item computes the same operations whatever the number of threads, so results do not
 //! depend on it. Kernels with barriers are called as `void NAME(const u8
 //! *args, Ctx *ctx)` once per work-item, each work-item of a workgroup on its own thread,
@@ -106,7 +107,8 @@ pub fn host_threads() -> usize {
 
 /// A launch of a kernel without barriers, shared by the threads that run it: its own copy
 /// of the argument bytes (the pointers in them stay valid until the launching thread has
-/// seen every workgroup done) and the next run of workgroups to take.
+/// seen every workgroup done) and, per thread, its block of contiguous workgroups: the next
+/// run to take from it and its end.
 struct Job {
     func: GroupsFn,
     args: Vec<u8>,
@@ -117,15 +119,16 @@ struct Job {
     /// Pool threads that may join the launching one.
     helpers: usize,
     joined: AtomicUsize,
-    next: AtomicU64,
+    blocks: Vec<(AtomicU64, u64)>,
     /// Workgroups run so far.
     done: Mutex<u64>,
     finished: Condvar,
 }
 
 impl Job {
-    /// Takes runs of workgroups until none is left.
-    fn work(&self) {
+    /// Takes runs of workgroups until none is left: from the block of thread `me` (0 for the
+    /// launching thread) first, then from the others'.
+    fn work(&self, me: usize) {
         let mut lds = vec![0u128; self.lds_words];
         let mut ctx = Ctx {
             local_id: [0; 3],
@@ -135,27 +138,30 @@ impl Job {
             barrier_data: ptr::null(),
         };
         let mut ran = 0;
-        loop {
-            let first = self.next.fetch_add(self.step, Ordering::Relaxed);
-            if first >= self.total {
-                break;
+        let n = self.blocks.len();
+        for (next, block_end) in (0..n).map(|k| &self.blocks[(me + k) % n]) {
+            loop {
+                let first = next.fetch_add(self.step, Ordering::Relaxed);
+                if first >= *block_end {
+                    break;
+                }
+                let end = (first + self.step).min(*block_end);
+                // SAFETY: the launching thread's caller guarantees the argument pointers for
+                // every workgroup of the grid until the launch returns, which it does only once
+                // every workgroup is done (`wait`); a run is taken once, so it is not run after
+                // that; ctx and the LDS buffer live across the call, which only reads ctx.
+                unsafe {
+                    (self.func)(
+                        self.args.as_ptr(),
+                        &mut ctx,
+                        first,
+                        end,
+                        self.groups[0],
+                        self.groups[1],
+                    )
+                };
+                ran += end - first;
             }
-            let end = (first + self.step).min(self.total);
-            // SAFETY: the launching thread's caller guarantees the argument pointers for
-            // every workgroup of the grid until the launch returns, which it does only once
-            // every workgroup is done (`wait`); a run is taken once, so it is not run after
-            // that; ctx and the LDS buffer live across the call, which only reads ctx.
-            unsafe {
-                (self.func)(
-                    self.args.as_ptr(),
-                    &mut ctx,
-                    first,
-                    end,
-                    self.groups[0],
-                    self.groups[1],
-                )
-            };
-            ran += end - first;
         }
         if ran > 0 {
             let mut done = self.done.lock().unwrap_or_else(|e| e.into_inner());
@@ -166,15 +172,21 @@ impl Job {
         }
     }
 
-    /// Whether a pool thread may still join (and then counts it in).
-    fn join(&self) -> bool {
-        self.next.load(Ordering::Relaxed) < self.total
-            && self
-                .joined
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |j| {
-                    (j < self.helpers).then_some(j + 1)
-                })
-                .is_ok()
+    /// Whether a pool thread may still join, and then its number (counting it in).
+    fn join(&self) -> Option<usize> {
+        if !self
+            .blocks
+            .iter()
+            .any(|(next, end)| next.load(Ordering::Relaxed) < *end)
+        {
+            return None;
+        }
+        self.joined
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |j| {
+                (j < self.helpers).then_some(j + 1)
+            })
+            .ok()
+            .map(|j| j + 1)
     }
 
     /// Blocks until every workgroup is done.
@@ -237,9 +249,9 @@ impl Pool {
     fn serve(&self) {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            if let Some(job) = jobs.iter().find(|j| j.join()).cloned() {
+            if let Some((job, me)) = jobs.iter().find_map(|j| Some((j.clone(), j.join()?))) {
                 drop(jobs);
-                job.work();
+                job.work(me);
                 drop(job);
                 jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
             } else {
@@ -459,10 +471,16 @@ impl CpuProgram {
             }
         };
         let threads = (threads.clamp(1, 64) as u64).min(total);
-        // Runs of contiguous workgroups, about 8 per thread, taken in turn: a thread the
-        // host preempts leaves its share to the others. A workgroup computes the same
-        // whichever thread runs it.
-        let step = total.div_ceil(threads * 8).max(1);
+        // A block of contiguous workgroups per thread (neighbouring workgroups share the
+        // rows or columns they read), cut into runs of about an eighth of it taken in turn:
+        // a thread that is done takes the runs left in the others' blocks, so one the host
+        // preempts leaves its share to the others. A workgroup computes the same whichever
+        // thread runs it.
+        let block = total.div_ceil(threads);
+        let step = block.div_ceil(8).max(1);
+        let blocks = (0..threads)
+            .map(|t| (AtomicU64::new(t * block), ((t + 1) * block).min(total)))
+            .collect();
         let job = Arc::new(Job {
             func,
             args: args.to_vec(),
@@ -472,7 +490,7 @@ impl CpuProgram {
             lds_words,
             helpers: threads as usize - 1,
             joined: AtomicUsize::new(0),
-            next: AtomicU64::new(0),
+            blocks,
             done: Mutex::new(0),
             finished: Condvar::new(),
         });
@@ -481,7 +499,7 @@ impl CpuProgram {
                 .post(&job)
                 .map_err(|e| fail(format!("cannot start a thread: {e}")))?;
         }
-        job.work();
+        job.work(0);
         job.wait();
         if threads > 1 {
             pool().remove(&job);

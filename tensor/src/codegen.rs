@@ -50,7 +50,8 @@ impl From<Error> for GenError {
 /// A kernel and what its parameters are.
 #[derive(Clone)]
 pub(crate) struct Plan {
-    pub(crate) kernel: Kernel,
+    /// Shared: a plan found in the device's cache is cloned on every schedule.
+    pub(crate) kernel: Arc<Kernel>,
     pub(crate) params: Vec<ParamSrc>,
     /// For each input parameter: every load reads the element the work-item writes.
     pub(crate) identity: Vec<bool>,
@@ -531,7 +532,7 @@ pub(crate) fn generate(
         })
     })?;
     Ok(Plan {
-        kernel,
+        kernel: Arc::new(kernel),
         params,
         identity,
         groups,

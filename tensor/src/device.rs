@@ -527,6 +527,7 @@ impl Device {
             workgroup: kernel.workgroup[0],
             layout: kernel.arg_layout(),
             args_size: kernel.args_size() as usize,
+            loops: has_loop(&kernel.body),
             program,
             text: if self.debug() >= 4 {
                 am_compiler::text::print(kernel)
@@ -711,14 +712,22 @@ impl Device {
             let off = off as usize;
             bytes[off..off + size as usize].copy_from_slice(&v.to_le_bytes()[..size as usize]);
         }
+        let items = u64::from(l.groups) * u64::from(l.kernel.workgroup);
+        let threads = if !l.kernel.loops && items <= ONE_THREAD_ITEMS {
+            1
+        } else {
+            am_compiler::host_threads()
+        };
         // SAFETY: every pointer argument points into a buffer locked above for the whole
         // launch, and the scheduler generated the kernel to access only elements inside the
         // shapes those buffers were allocated for (indices of padded regions are clamped to
         // 0 before loading).
-        unsafe { p.launch([l.groups, 1, 1], &bytes) }.map_err(|source| Error::Compile {
-            device: self.0.name.clone(),
-            kernel: l.kernel.name.clone(),
-            source: Box::new(source),
+        unsafe { p.launch_on([l.groups, 1, 1], &bytes, threads) }.map_err(|source| {
+            Error::Compile {
+                device: self.0.name.clone(),
+                kernel: l.kernel.name.clone(),
+                source: Box::new(source),
+            }
         })?;
         drop(guards);
         Ok(())
@@ -738,8 +747,23 @@ pub(crate) struct CompiledKernel {
     pub(crate) workgroup: u32,
     layout: Vec<(u32, u32)>,
     args_size: usize,
+    /// Whether the kernel has a loop (else a work-item's work is its few instructions).
+    loops: bool,
     pub(crate) program: Program,
     text: String,
+}
+
+/// Work-items of a kernel without loops that the `cpu` device runs on one thread: a copy of
+/// this many elements (the packing of a matrix product's operand, a shrink) takes tens of
+/// microseconds, about what waking a pool thread and handing it work costs.
+const ONE_THREAD_ITEMS: u64 = 1 << 16;
+
+fn has_loop(body: &[am_compiler::Inst]) -> bool {
+    body.iter().any(|i| match &i.op {
+        am_compiler::Op::Range { .. } => true,
+        am_compiler::Op::If { body, .. } => has_loop(body),
+        _ => false,
+    })
 }
 
 pub(crate) enum Program {
