@@ -204,14 +204,21 @@ impl Job {
 struct Pool {
     jobs: Mutex<Vec<Arc<Job>>>,
     posted: Condvar,
+    /// Jobs posted so far: what an idle pool thread watches before it sleeps.
+    generation: AtomicU64,
     threads: Mutex<usize>,
 }
+
+/// How long an idle pool thread watches for the next job before it sleeps (OpenBLAS's
+/// threads wait actively too).
+const IDLE_WATCH: std::time::Duration = std::time::Duration::from_millis(2);
 
 fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| Pool {
         jobs: Mutex::new(Vec::new()),
         posted: Condvar::new(),
+        generation: AtomicU64::new(0),
         threads: Mutex::new(0),
     })
 }
@@ -233,6 +240,7 @@ impl Pool {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(job.clone());
+        self.generation.fetch_add(1, Ordering::Release);
         self.posted.notify_all();
         Ok(())
     }
@@ -245,16 +253,34 @@ impl Pool {
             .retain(|j| !Arc::ptr_eq(j, job));
     }
 
-    /// A pool thread: joins posted jobs for ever.
+    /// A pool thread: joins posted jobs for ever. With none to join it first watches for
+    /// the next one a while ([`IDLE_WATCH`]: a realize launches its kernels back to back,
+    /// and waking a sleeping thread takes about as long as a small kernel), then sleeps.
     fn serve(&self) {
         let mut jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut watched = false;
         loop {
             if let Some((job, me)) = jobs.iter().find_map(|j| Some((j.clone(), j.join()?))) {
                 drop(jobs);
                 job.work(me);
                 drop(job);
+                watched = false;
+                jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
+            } else if !watched {
+                let seen = self.generation.load(Ordering::Acquire);
+                drop(jobs);
+                let start = std::time::Instant::now();
+                while self.generation.load(Ordering::Acquire) == seen
+                    && start.elapsed() < IDLE_WATCH
+                {
+                    std::hint::spin_loop();
+                }
+                watched = true;
                 jobs = self.jobs.lock().unwrap_or_else(|e| e.into_inner());
             } else {
+                // The list was looked at under this lock, which `post` holds to push: a job
+                // posted after the look notifies this wait.
+                watched = false;
                 jobs = self.posted.wait(jobs).unwrap_or_else(|e| e.into_inner());
             }
         }
