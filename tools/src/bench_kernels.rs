@@ -453,6 +453,10 @@ fn check(op: &Op, got: &Tensor, want: &Tensor) -> anyhow::Result<()> {
 
 /// Median wall time of realizing the operation on the `cpu` device (after one untimed run
 /// that compiles).
+/// Timed realizes per operation on the `cpu` device (their median is the figure): enough
+/// that the first few, slower while the machine settles, do not make it.
+const CPU_REALIZES: usize = 11;
+
 fn time_cpu(op: &Op, ins: &[Tensor], reps: usize) -> anyhow::Result<Duration> {
     (op.build)(ins)?.realize()?;
     let mut times = Vec::with_capacity(reps);
@@ -657,7 +661,7 @@ pub fn run(o: Options) -> anyhow::Result<()> {
             Some(d) => Some(search(&op, d, &gpu, &want)?),
             None => None,
         };
-        let cpu_time = time_cpu(&op, &on_cpu, if o.quick { 1 } else { 5 })?;
+        let cpu_time = time_cpu(&op, &on_cpu, if o.quick { 1 } else { CPU_REALIZES })?;
         let numpy = np
             .as_ref()
             .and_then(|(_, t)| t.iter().find(|(n, _)| n == op.name).map(|x| x.1));
@@ -909,7 +913,7 @@ fn print_table(o: &Options, rows: &[Row], numpy: Option<&str>, tinygrad: &str) {
         println!("* tinygrad's figure from issue 37 (a fixed anchor, not measured in this run)");
     }
     println!(
-        "cpu: the tensor layer's cpu device, wall time of a realize (median of 5) on up to {} threads",
+        "cpu: the tensor layer's cpu device, wall time of a realize (median of {CPU_REALIZES}) on up to {} threads",
         am_compiler::host_threads()
     );
     match numpy {
