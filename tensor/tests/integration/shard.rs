@@ -555,6 +555,21 @@ fn each_pair_of_devices_takes_its_link() {
     assert_eq!(there.to_vec_f32().unwrap(), data);
 }
 
+/// The four members of the mock hive whose first index is `first`, opened for a test that
+/// must have them to itself.
+fn own_hive(first: u32) -> Vec<Device> {
+    (first..first + 4)
+        .map(|i| Device::open_with(&format!("mock:mi300x-hive4:{i}"), compiler()).unwrap())
+        .collect()
+}
+
+/// Every part of `r` holds 4096 copies of `want`.
+fn assert_parts(r: &am_tensor::Sharded, want: f32, what: &str) {
+    for v in part_values(r) {
+        assert_eq!(v, vec![want; 4096], "{what}");
+    }
+}
+
 /// 4096 copies of `v` on each of `devs`, one part per device.
 fn filled(devs: &[Device], v: f32) -> am_tensor::Sharded {
     am_tensor::Sharded::from_parts(
@@ -575,9 +590,7 @@ fn a_member_that_faults_mid_collective_fails_the_step_and_the_others_go_on() {
     use am_mock::ip::gmc::Hub;
     use am_mock::walker::Access;
     am_mock::register();
-    let devs: Vec<Device> = (44..48)
-        .map(|i| Device::open_with(&format!("mock:mi300x-hive4:{i}"), compiler()).unwrap())
-        .collect();
+    let devs = own_hive(44);
     let ok = filled(&devs, 1.0).all_reduce(ReduceOp::Sum).unwrap();
     assert_eq!(part_values(&ok)[3][0], 4.0);
 
@@ -593,20 +606,12 @@ fn a_member_that_faults_mid_collective_fails_the_step_and_the_others_go_on() {
 
     let others = [devs[0].clone(), devs[1].clone(), devs[3].clone()];
     let r = filled(&others, 3.0).all_reduce(ReduceOp::Sum).unwrap();
-    for v in part_values(&r) {
-        assert_eq!(v[0], 9.0, "the other members go on without the faulted one");
-    }
+    assert_parts(&r, 9.0, "the other members go on without the faulted one");
     devs[2].runtime().unwrap().recover().unwrap();
     let r = filled(&devs, 0.5)
         .all_reduce_with(ReduceOp::Sum, Algorithm::Tree)
         .unwrap();
-    for v in part_values(&r) {
-        assert_eq!(
-            v,
-            vec![2.0; 4096],
-            "after its recovery the member takes part again"
-        );
-    }
+    assert_parts(&r, 2.0, "after its recovery the member takes part again");
 
     // The direct algorithm, whose kernels read the other members' memory in place and
     // whose steps run on every member at once, fails the same way and recovers the same.
@@ -624,13 +629,7 @@ fn a_member_that_faults_mid_collective_fails_the_step_and_the_others_go_on() {
     let r = filled(&devs, 0.25)
         .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
         .unwrap();
-    for v in part_values(&r) {
-        assert_eq!(
-            v,
-            vec![1.0; 4096],
-            "after its recovery the member takes part again"
-        );
-    }
+    assert_parts(&r, 1.0, "after its recovery the member takes part again");
 }
 
 /// A member that hangs while an all-reduce runs (its kernel never ends: the mock's watchdog
@@ -641,9 +640,7 @@ fn a_member_that_faults_mid_collective_fails_the_step_and_the_others_go_on() {
 fn a_member_that_hangs_mid_collective_fails_the_step_naming_it_and_the_others_go_on() {
     let _hive = hive_lock();
     am_mock::register();
-    let devs: Vec<Device> = (48..52)
-        .map(|i| Device::open_with(&format!("mock:mi300x-hive4:{i}"), compiler()).unwrap())
-        .collect();
+    let devs = own_hive(48);
     let r = filled(&devs, 1.0)
         .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
         .unwrap();
@@ -665,20 +662,12 @@ fn a_member_that_hangs_mid_collective_fails_the_step_naming_it_and_the_others_go
 
     let others = [devs[0].clone(), devs[1].clone(), devs[3].clone()];
     let r = filled(&others, 3.0).all_reduce(ReduceOp::Sum).unwrap();
-    for v in part_values(&r) {
-        assert_eq!(v[0], 9.0, "the other members go on without the hung one");
-    }
+    assert_parts(&r, 9.0, "the other members go on without the hung one");
     stuck.set_watchdog(am_mock::engine::DEFAULT_WATCHDOG);
     rt.recover().unwrap();
     rt.set_wait_timeout(am_runtime::DEFAULT_TIMEOUT);
     let r = filled(&devs, 0.5)
         .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
         .unwrap();
-    for v in part_values(&r) {
-        assert_eq!(
-            v,
-            vec![2.0; 4096],
-            "after its recovery the member takes part again"
-        );
-    }
+    assert_parts(&r, 2.0, "after its recovery the member takes part again");
 }

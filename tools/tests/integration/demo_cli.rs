@@ -220,22 +220,13 @@ fn the_cnn_demo_trains_and_saves_its_weights_and_running_averages() {
     assert_eq!(header.as_object().unwrap().len(), 14);
 }
 
-#[test]
-fn a_data_parallel_mlp_on_a_hive_matches_one_member_step_by_step() {
-    let d = dir("mlp-parallel");
-    // Five steps: the whole step across the four members runs normally twice, then replays
-    // as one graph over every member's queues.
+/// `am demo --device DEVICES` for five data-parallel steps of a small MLP (`--epochs 1
+/// --batch 256 --hidden 16`): its JSON, once the run succeeded and every step's loss
+/// agreed with the first device's alone within 1e-5 relative.
+fn five_agreeing_steps(name: &str, devices: &str) -> serde_json::Value {
+    let d = dir(name);
     let args = [
-        "demo",
-        "--device",
-        "mock:mi300x-hive4",
-        "--epochs",
-        "1",
-        "--batch",
-        "256",
-        "--hidden",
-        "16",
-        "--json",
+        "demo", "--device", devices, "--epochs", "1", "--batch", "256", "--hidden", "16", "--json",
     ];
     let out = am(&d, &args, &[]);
     assert!(
@@ -244,19 +235,27 @@ fn a_data_parallel_mlp_on_a_hive_matches_one_member_step_by_step() {
         String::from_utf8_lossy(&out.stderr)
     );
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(j["devices"].as_array().unwrap().len(), 4, "{j}");
-    assert_eq!(j["single_device"], "mock:mi300x-hive4:0");
-    assert_eq!(j["steps"], 5);
-    assert_eq!(j["step_captured_across_devices"], true, "{j}");
-    assert_eq!(j["compared_steps"], 5);
+    assert_eq!(j["steps"], 5, "{j}");
     let diff = j["loss_max_rel_diff_all_steps"].as_f64().unwrap();
     assert!(diff <= 1e-5, "the losses differ by {diff} (relative)");
+    assert_eq!(j["agree"], true, "{j}");
+    j
+}
+
+#[test]
+fn a_data_parallel_mlp_on_a_hive_matches_one_member_step_by_step() {
+    // Five steps: the whole step across the four members runs normally twice, then replays
+    // as one graph over every member's queues.
+    let j = five_agreeing_steps("mlp-parallel", "mock:mi300x-hive4");
+    assert_eq!(j["devices"].as_array().unwrap().len(), 4, "{j}");
+    assert_eq!(j["single_device"], "mock:mi300x-hive4:0");
+    assert_eq!(j["step_captured_across_devices"], true, "{j}");
+    assert_eq!(j["compared_steps"], 5);
     let (a, b) = (
         j["losses"].as_array().unwrap(),
         j["single_losses"].as_array().unwrap(),
     );
     assert_eq!(a.len(), b.len());
-    assert_eq!(j["agree"], true);
 }
 
 /// Two `am serve` processes on loopback stand in for two hosts: the data-parallel MLP splits
@@ -264,22 +263,11 @@ fn a_data_parallel_mlp_on_a_hive_matches_one_member_step_by_step() {
 /// remote protocol, and the losses match the first device trained alone.
 #[test]
 fn a_data_parallel_mlp_over_two_served_hosts_matches_one_device() {
-    let d = dir("mlp-remote");
     let (a, b) = (
         common::Server::start(&["mock:navi31:31"], &[]),
         common::Server::start(&["mock:navi31:32"], &[]),
     );
-    let devices = format!("{},{}", a.spec(0), b.spec(0));
-    let args = [
-        "demo", "--device", &devices, "--epochs", "1", "--batch", "256", "--hidden", "16", "--json",
-    ];
-    let out = am(&d, &args, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let j = five_agreeing_steps("mlp-remote", &format!("{},{}", a.spec(0), b.spec(0)));
     let listed: Vec<&str> = j["devices"]
         .as_array()
         .unwrap()
@@ -288,8 +276,4 @@ fn a_data_parallel_mlp_over_two_served_hosts_matches_one_device() {
         .collect();
     assert_eq!(listed, [a.spec(0), b.spec(0)], "{j}");
     assert_eq!(j["single_device"], a.spec(0).as_str());
-    assert_eq!(j["steps"], 5);
-    let diff = j["loss_max_rel_diff_all_steps"].as_f64().unwrap();
-    assert!(diff <= 1e-5, "the losses differ by {diff} (relative)");
-    assert_eq!(j["agree"], true);
 }
