@@ -44,9 +44,10 @@ pub struct ConfigSpace {
 }
 
 impl ConfigSpace {
-    /// Config space of a fresh function of `profile`, device `index` (BARs get distinct bus
-    /// addresses per index so two devices of a hive never alias).
-    pub fn new(profile: &Profile, index: u32) -> Self {
+    /// Config space of a fresh function of `profile`, device `index`, whose BAR0 sits at bus
+    /// address `bar0` (the window the process's bus gave it, `crate::bus`: distinct for every
+    /// live device, so one device's DMA into another's BAR0 reaches that one alone).
+    pub fn new(profile: &Profile, index: u32, bar0: u64) -> Self {
         let mut c = Self {
             bytes: vec![0u8; CONFIG_SIZE],
             bar_sizes: [
@@ -71,9 +72,8 @@ impl ConfigSpace {
         c.bytes[0x0a] = profile.class[1];
         c.bytes[0x0b] = profile.class[0];
         c.bytes[0x0e] = if profile.is_vf { 0x00 } else { 0x80 };
-        let base = 0x0000_0080_0000_0000u64 + u64::from(index) * 0x0000_0100_0000_0000;
-        c.set_bar_addr(0, base);
-        c.set_bar_addr(2, base + 0x00f0_0000_0000);
+        c.set_bar_addr(0, bar0);
+        c.set_bar_addr(2, crate::bus::bar2_for(bar0));
         c.set_bar_addr(
             5,
             0xf000_0000u64.saturating_sub(u64::from(index) * 0x0100_0000),

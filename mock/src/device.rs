@@ -292,8 +292,17 @@ impl MockGpu {
                 profile: profile.name,
                 reason: format!("the discovery table does not fit: {e}"),
             })?;
+        let bar0 = crate::bus::reserve(&name, profile.bar0_max).ok_or_else(|| {
+            crate::Error::BadProfile {
+                profile: profile.name,
+                reason: format!(
+                    "no room on the mock's PCI bus for another {} GiB BAR0",
+                    profile.bar0_max >> 30
+                ),
+            }
+        })?;
         let mut state = State {
-            config: ConfigSpace::new(&profile, index),
+            config: ConfigSpace::new(&profile, index, bar0),
             regs: map.defaults(),
             models: Models::new(&profile),
             unknown: HashMap::new(),
@@ -312,22 +321,25 @@ impl MockGpu {
             })
             .collect();
         let bus_master = state.config.bus_master();
-        let shared = Arc::new_cyclic(|me| Shared {
-            me: me.clone(),
-            engines: Engines::new(wake),
-            name,
-            profile,
-            map,
-            mode,
-            vram,
-            sysmem,
-            state: Mutex::new(state),
-            violations: Mutex::new(Violations::default()),
-            warnings: Mutex::new(Violations::default()),
-            log_limit: RateLimit::default_for_refusals(),
-            member,
-            hqd_windows,
-            views: Mutex::new(Vec::new()),
+        let shared = Arc::new_cyclic(|me| {
+            crate::bus::attach(bar0, me.clone());
+            Shared {
+                me: me.clone(),
+                engines: Engines::new(wake),
+                name,
+                profile,
+                map,
+                mode,
+                vram,
+                sysmem,
+                state: Mutex::new(state),
+                violations: Mutex::new(Violations::default()),
+                warnings: Mutex::new(Violations::default()),
+                log_limit: RateLimit::default_for_refusals(),
+                member,
+                hqd_windows,
+                views: Mutex::new(Vec::new()),
+            }
         });
         shared.engines.set_bus_master(bus_master);
         if let Some(m) = &shared.member {
@@ -1217,6 +1229,52 @@ impl Shared {
                 .map_err(|e| format!("{e}: its code cannot run on the mock")),
             None => Err("the profile has no GC".into()),
         }
+    }
+
+    /// Whether this device's BAR0, at bus address `base`, decodes a peer's access of `len`
+    /// bytes at `offset` (PCIe peer-to-peer, [`crate::bus::reach`]); the refusal names the
+    /// device, the address and what stops it. Answers the BAR's size.
+    pub(crate) fn peer_bar0(&self, base: u64, offset: u64, len: u64) -> Result<u64, String> {
+        let st = lock(&self.state);
+        let at = base + offset;
+        let name = &self.name;
+        if st.config.bar_addr(0) != base {
+            return Err(format!(
+                "bus address {at:#x}: {name} moved its BAR0 to {:#x}: nothing answers there",
+                st.config.bar_addr(0)
+            ));
+        }
+        if !st.config.memory_enabled() {
+            return Err(format!(
+                "bus address {at:#x} is BAR0 of {name}, whose memory decoding is off"
+            ));
+        }
+        if self.profile.is_vf && !st.vf_access() {
+            return Err(format!(
+                "bus address {at:#x} is BAR0 of {name}, a VF its PF has not granted access"
+            ));
+        }
+        let size = st.config.bar_size(0);
+        if offset.saturating_add(len) > size {
+            return Err(format!(
+                "bus address {at:#x}+{len:#x} is beyond the {} MiB BAR0 of {name} (offset \
+                 {offset:#x}): the BAR decodes only its size{}",
+                size >> 20,
+                if size <= 256 << 20 {
+                    ", and a small BAR shows only the first 256 MiB of VRAM"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if !self.vram.contains(offset, len) {
+            return Err(format!(
+                "bus address {at:#x}+{len:#x} is inside the BAR0 of {name} but beyond its \
+                 VRAM ({:#x} bytes)",
+                self.vram.size()
+            ));
+        }
+        Ok(size)
     }
 
     /// The device of region `region` of this device's hive, over the XGMI fabric: `None`

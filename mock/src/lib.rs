@@ -8,6 +8,7 @@
 //! [`Violation`]: recorded, and returned to the driver as an error. The contract is written
 //! down in `docs/MOCK.md`.
 
+pub mod bus;
 pub mod config;
 mod device;
 pub mod discovery;

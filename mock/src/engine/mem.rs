@@ -135,6 +135,9 @@ enum Place {
     Peer(usize, u8, u64),
     /// System memory at this bus address.
     System(u64),
+    /// Another mock device's VRAM at this offset, reached through its BAR0 over PCIe: its
+    /// index in [`GpuMem::bars`].
+    Bar(usize, u64),
 }
 
 impl Place {
@@ -148,7 +151,7 @@ impl Place {
         match *self {
             Place::Local(v) => Some((&sh.vram, v, None)),
             Place::Peer(i, r, v) => peers.get(i).map(|(_, p)| (&p.vram, v, Some(r))),
-            Place::System(_) => None,
+            Place::System(_) | Place::Bar(..) => None,
         }
     }
 }
@@ -173,6 +176,9 @@ pub struct GpuMem<'a> {
     /// queues are woken when the step ends).
     peers: Vec<(u8, Arc<Shared>)>,
     peer_written: bool,
+    /// Devices reached through their BAR0 during this step (PCIe peer-to-peer,
+    /// [`crate::bus`]): the BAR's bus address and size as the first access found them.
+    bars: Vec<(u64, u64, Arc<Shared>)>,
     /// The system-memory page of the last read that fit in one (a kernel's arguments,
     /// which every wave reads).
     sys_page: Option<SysPage>,
@@ -182,6 +188,9 @@ impl Drop for GpuMem<'_> {
     fn drop(&mut self) {
         if self.peer_written {
             for (_, p) in &self.peers {
+                p.engines.memory_changed();
+            }
+            for (_, _, p) in &self.bars {
                 p.engines.memory_changed();
             }
         }
@@ -204,6 +213,7 @@ impl<'a> GpuMem<'a> {
             cancel: None,
             peers: Vec::new(),
             peer_written: false,
+            bars: Vec::new(),
             sys_page: None,
         })
     }
@@ -302,6 +312,12 @@ impl<'a> GpuMem<'a> {
         };
         Ok(match target {
             PhysTarget::Vram(v) => Place::Local(v),
+            PhysTarget::System(bus) if crate::bus::in_bar_space(bus) => {
+                match self.bar_place(addr, bus, len, access)? {
+                    Some(place) => place,
+                    None => Place::System(bus),
+                }
+            }
             PhysTarget::System(bus) => Place::System(bus),
             PhysTarget::Peer { region, offset } => {
                 let i = match self.peers.iter().position(|(r, _)| *r == region) {
@@ -326,6 +342,52 @@ impl<'a> GpuMem<'a> {
         })
     }
 
+    /// The place of `len` bytes at bus address `bus` when another device's BAR0 holds them
+    /// (`None`: no BAR there, system memory). Refused as the DMA to nowhere is (rule 4) when
+    /// the device does not decode them, or when bus mastering is off (rule 3).
+    fn bar_place(
+        &mut self,
+        addr: u64,
+        bus: u64,
+        len: u64,
+        access: Access,
+    ) -> Result<Option<Place>, MemError> {
+        let dma = |reason: String| MemError::Dma { addr, reason };
+        let cached = self.bars.iter().position(|&(base, size, _)| {
+            bus.checked_sub(base)
+                .is_some_and(|o| o.saturating_add(len) <= size)
+        });
+        let i = match cached {
+            Some(i) => {
+                let (base, _, dev) = &self.bars[i];
+                dev.peer_bar0(*base, bus - base, len).map_err(dma)?;
+                i
+            }
+            None => match crate::bus::reach(bus, len).map_err(dma)? {
+                Some((dev, base, size)) => {
+                    self.bars.push((base, size, dev));
+                    self.bars.len() - 1
+                }
+                None => return Ok(None),
+            },
+        };
+        if !self.sh.engines.bus_master() {
+            return Err(dma(format!(
+                "DMA {} of bus address {bus:#x} (BAR0 of {}) while bus mastering is off",
+                if access == Access::Write {
+                    "write"
+                } else {
+                    "read"
+                },
+                self.bars[i].2.name()
+            )));
+        }
+        if access == Access::Write {
+            self.peer_written = true;
+        }
+        Ok(Some(Place::Bar(i, bus - self.bars[i].0)))
+    }
+
     /// Read `buf.len()` bytes at a resolved `target` (as an earlier access found it; `addr`
     /// names it in a fault), not HDP-checked: what is there now.
     pub fn read_target(
@@ -336,6 +398,10 @@ impl<'a> GpuMem<'a> {
     ) -> Result<(), MemError> {
         match self.place(addr, target, buf.len() as u64, Access::Read)? {
             Place::System(bus) => self.sys_read(addr, bus, buf),
+            Place::Bar(i, v) => {
+                self.bars[i].2.vram.read(v, buf);
+                Ok(())
+            }
             place => {
                 if let Some((vram, v, _)) = place.vram(self.sh, &self.peers) {
                     vram.read(v, buf);
@@ -385,11 +451,13 @@ impl<'a> GpuMem<'a> {
                     }
                     vram.read(v, part);
                 }
-                None => {
-                    if let Place::System(bus) = place {
-                        self.sys_read(at, bus, part)?;
-                    }
-                }
+                None => match place {
+                    Place::System(bus) => self.sys_read(at, bus, part)?,
+                    // Through the other device's BAR0 and HDP, as its CPU reads: what
+                    // VRAM holds (the HDP keeps no stale view from a BAR reader).
+                    Place::Bar(i, v) => self.bars[i].2.vram.read(v, part),
+                    _ => {}
+                },
             }
             done += n;
         }
@@ -560,7 +628,21 @@ impl<'a> GpuMem<'a> {
             // A copy's length is the packet's and a span can be a huge page: a MiB at a
             // time bounds the bounce buffer.
             let n = (len - done).min(s.span).min(d.span).min(1 << 20);
+            let bar =
+                |t: PhysTarget| matches!(t, PhysTarget::System(b) if crate::bus::in_bar_space(b));
             match (s.target, d.target) {
+                // Through another device's BAR0 (or to no memory at all): the general path.
+                (s, d) if bar(s) || bar(d) => {
+                    let n = n.min(COPY_BOUNCE);
+                    bounce.resize(n as usize, 0);
+                    self.read(src + done, &mut bounce)?;
+                    let b = std::mem::take(&mut bounce);
+                    let r = self.write_quiet(dst + done, &b);
+                    bounce = b;
+                    r?;
+                    done += n;
+                    continue;
+                }
                 (PhysTarget::Vram(sv), PhysTarget::Vram(dv)) => {
                     if let Some(range) = self.sh.vram.unflushed(sv, n) {
                         return Err(MemError::Unflushed {
@@ -663,6 +745,13 @@ impl<'a> GpuMem<'a> {
             let part = &data[done..done + n];
             match self.place(at, r.target, n as u64, Access::Write)? {
                 Place::System(bus) => self.sys_write(at, bus, part)?,
+                // Through the other device's BAR0: its HDP holds the bytes from its own
+                // engines until it is flushed, as for its CPU's writes.
+                Place::Bar(i, v) => self.bars[i]
+                    .2
+                    .vram
+                    .cpu_write(v, part)
+                    .map_err(|full| MemError::VramFull { addr: at, full })?,
                 place => {
                     if let Some((vram, v, _)) = place.vram(self.sh, &self.peers) {
                         vram.write(v, part)
@@ -688,6 +777,13 @@ impl<'a> GpuMem<'a> {
             match self.place(dst + done, d.target, n, Access::Write)? {
                 Place::Local(v) => self.sh.vram.fill(v, n, pattern).map_err(full)?,
                 Place::Peer(i, _, v) => self.peers[i].1.vram.fill(v, n, pattern).map_err(full)?,
+                Place::Bar(..) => {
+                    let n = n.min(COPY_BOUNCE);
+                    let bytes = pattern_bytes(pattern, n);
+                    self.write_quiet(dst + done, &bytes)?;
+                    done += n;
+                    continue;
+                }
                 Place::System(bus) => {
                     let bytes: Vec<u8> = pattern
                         .to_le_bytes()
@@ -704,6 +800,17 @@ impl<'a> GpuMem<'a> {
         self.sh.engines.memory_changed();
         Ok(())
     }
+}
+
+/// `n` bytes of the dword `pattern`, repeated.
+fn pattern_bytes(pattern: u32, n: u64) -> Vec<u8> {
+    pattern
+        .to_le_bytes()
+        .iter()
+        .copied()
+        .cycle()
+        .take(n as usize)
+        .collect()
 }
 
 /// Bytes a copy between different memories moves at a time.

@@ -11,7 +11,7 @@ use am_mock::ip::ih::IhEntry;
 use am_mock::walker::{Access, FaultKind, PhysTarget};
 use am_mock::{MockDevice, MockGpu};
 
-const VA: u64 = 0x2000_0000_0000;
+pub(crate) const VA: u64 = 0x2000_0000_0000;
 const ROOT: u64 = 0x40_0000;
 const IH_RING: u64 = 0x80_0000;
 const IH_WB: u64 = 0x81_0000;
@@ -30,9 +30,9 @@ impl TableAlloc for Bump {
     }
 }
 
-struct Rig {
-    gpu: MockGpu,
-    _dev: Arc<MockDevice>,
+pub(crate) struct Rig {
+    pub(crate) gpu: MockGpu,
+    pub(crate) _dev: Arc<MockDevice>,
     bar0: Arc<dyn Bar>,
     bar5: Arc<dyn Bar>,
     /// VRAM as far as BAR0 reaches, for the page tables.
@@ -42,7 +42,7 @@ struct Rig {
 }
 
 impl Rig {
-    fn new(profile: &str, format: PteFormat) -> Self {
+    pub(crate) fn new(profile: &str, format: PteFormat) -> Self {
         let gpu = MockGpu::new(profile).unwrap();
         let dev = gpu.open();
         let bar0 = dev.bar(0).unwrap();
@@ -121,7 +121,7 @@ impl Rig {
         (v & one) >> one.trailing_zeros()
     }
 
-    fn program_context0(&self, hub: Hub) {
+    pub(crate) fn program_context0(&self, hub: Hub) {
         let (depth, block) = (
             self.pt.format.page_table_depth(),
             self.pt.format.page_table_block_size(),
@@ -171,7 +171,7 @@ impl Rig {
         self.wr(hub, "VM_CONTEXT0_CNTL", cntl);
     }
 
-    fn flush(&self, hub: Hub) {
+    pub(crate) fn flush(&self, hub: Hub) {
         let req = self.fields(
             hub,
             "VM_INVALIDATE_ENG17_REQ",
@@ -184,7 +184,7 @@ impl Rig {
         );
     }
 
-    fn map(&mut self, va: u64, pa: u64, len: u64, flags: MapFlags) {
+    pub(crate) fn map(&mut self, va: u64, pa: u64, len: u64, flags: MapFlags) {
         self.pt
             .map(&self.vram, &mut self.alloc, va, &[(pa, len)], flags, false)
             .unwrap();

@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, missing_docs)]
 
 mod bounded;
+mod bus;
 mod discovery;
 mod foreign_env;
 mod gfx;
