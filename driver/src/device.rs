@@ -422,6 +422,47 @@ impl AmDevice {
         Ok(m)
     }
 
+    /// Map another device's VRAM (`peer`, from its [`peer_vram`](Self::peer_vram)) through
+    /// its BAR0 as this device's DMA reaches it (`bar`, from [`PciDevice::peer_bar`]), at a
+    /// fresh GPU virtual address of VM context 0, and flush the TLBs: PCIe peer-to-peer. The
+    /// entries are system pages at `bar.dma_addr` plus each VRAM address, not snooped and
+    /// uncached — as Linux's KFD attaches a peer's VRAM outside a hive (`kfd_mem_attach`:
+    /// a dma-buf of the peer's BAR, `amdgpu_vram_mgr_alloc_sgt`'s `dma_map_resource` of
+    /// the aperture plus the offset). A range past what the BAR shows (a small BAR) is
+    /// refused, naming the peer; a BAR beyond this GPU's DMA mask is refused by the mapping.
+    /// The mapping's `paddrs` are the peer's VRAM addresses; undo it with
+    /// [`unmap_borrowed`](Self::unmap_borrowed) before dropping `bar`.
+    pub fn map_peer_bar(&self, peer: &PeerVram, bar: &pci::PeerBar) -> Result<VirtMapping> {
+        if let Some(&(a, n)) =
+            (peer.paddrs.iter()).find(|&&(a, n)| a.checked_add(n).is_none_or(|e| e > bar.size))
+        {
+            return Err(self.ctx.err(ErrorKind::NoPeerAccess {
+                peer: peer.device.clone(),
+                reason: format!(
+                    "VRAM range {a:#x}+{n:#x} is beyond the {:#x} bytes its BAR{} shows",
+                    bar.size, bar.index
+                ),
+            }));
+        }
+        let size = peer.paddrs.iter().map(|r| r.1).sum();
+        let pages = (peer.paddrs.iter())
+            .map(|&(a, n)| (bar.dma_addr + a, n))
+            .collect();
+        let flags = MapFlags {
+            snooped: false,
+            uncached: true,
+            ..MapFlags::SYSTEM
+        };
+        let mut m = self.map_borrowed(size, pages, flags, false)?;
+        m.paddrs.clone_from(&peer.paddrs);
+        Ok(m)
+    }
+
+    /// Width of the system bus addresses this GPU reaches (its DMA mask, in bits).
+    pub fn dma_bits(&self) -> u32 {
+        self.ctx.mm().tables.format.dma_bits()
+    }
+
     /// Make the CPU's writes through BAR0 so far visible to the GPU (an HDP flush): needed
     /// before the GPU reads what the CPU wrote there (a ring before its doorbell, kernel
     /// arguments, code).

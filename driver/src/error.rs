@@ -435,6 +435,15 @@ pub enum ErrorKind {
         /// What their layouts say.
         reason: String,
     },
+    /// Another device's BAR cannot be reached by this device's DMA over PCIe (peer-to-peer):
+    /// what stops it (the backend, the platform, the peer's BAR, the DMA mask).
+    #[error("cannot reach {peer} over PCIe: {reason}")]
+    NoPeerAccess {
+        /// The device whose BAR it is.
+        peer: String,
+        /// Why not.
+        reason: String,
+    },
     /// The GPU reported a fault (shader error, page fault, RAS event); the device is in its
     /// error state until [`recover`](crate::AmDevice::recover).
     #[error("GPU fault: {0}")]

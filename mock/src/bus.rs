@@ -98,6 +98,13 @@ pub(crate) fn attach(base: u64, dev: Weak<Shared>) {
     }
 }
 
+/// The name of the live device whose BAR0 window starts at `base`.
+pub(crate) fn holder(base: u64) -> Option<String> {
+    let ws = lock(windows());
+    let w = ws.iter().find(|w| w.base == base)?;
+    w.dev.upgrade().map(|d| d.name().to_string())
+}
+
 /// The BAR2 (doorbell) address that goes with a BAR0 window at `bar0`.
 pub(crate) fn bar2_for(bar0: u64) -> u64 {
     let slot = bar0.saturating_sub(LOW_BASE) >> 33;

@@ -1570,6 +1570,49 @@ impl PciDevice for MockDevice {
         }
     }
 
+    /// Another mock device of this process, on the bus they share ([`crate::bus`]): its
+    /// BAR0 is reached at its bus address (no IOMMU between them).
+    fn peer_bar(
+        &self,
+        peer: &dyn PciDevice,
+        bar: u8,
+    ) -> am_driver::Result<am_driver::pci::PeerBar> {
+        let refuse = |reason: String| {
+            DrvError::new(
+                &self.shared.name,
+                am_driver::ErrorKind::NoPeerAccess {
+                    peer: peer.name().to_string(),
+                    reason,
+                },
+            )
+        };
+        if peer.backend() != "mock" {
+            return Err(refuse(format!(
+                "it is a {} device; a mock device reaches only the mock devices of its own \
+                 process, on the bus they share",
+                peer.backend()
+            )));
+        }
+        if bar != 0 {
+            return Err(refuse(format!("BAR{bar}: peers reach VRAM, which is BAR0")));
+        }
+        let info = peer.bar_info(0)?;
+        if crate::bus::holder(info.bus_addr).as_deref() != Some(peer.name()) {
+            return Err(refuse(format!(
+                "its BAR0 at {:#x} is not on this process's bus (a device served from \
+                 another process)",
+                info.bus_addr
+            )));
+        }
+        Ok(am_driver::pci::PeerBar {
+            peer: peer.name().to_string(),
+            index: 0,
+            dma_addr: info.bus_addr,
+            size: info.size,
+            keep: None,
+        })
+    }
+
     fn bar(&self, index: u8) -> am_driver::Result<Arc<dyn Bar>> {
         self.bar_info(index)?;
         let mut bars = lock(&self.bars);

@@ -259,6 +259,9 @@ impl Bar for MmioRegion {
     fn len(&self) -> u64 {
         self.len as u64
     }
+    fn host_ptr(&self) -> Option<*mut u8> {
+        Some(self.ptr)
+    }
     fn read32(&self, offset: u64) -> Result<u32> {
         self.load(offset)
     }

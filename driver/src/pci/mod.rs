@@ -47,6 +47,34 @@ pub struct BarInfo {
     pub size: u64,
 }
 
+/// Another device's BAR as this device's DMA reaches it (PCIe peer-to-peer,
+/// [`PciDevice::peer_bar`]): the address page-table entries hold (with `SYSTEM` set) for the
+/// BAR's first byte. Holding it keeps what the backend set up for the path (an IOMMU
+/// mapping under VFIO); dropping it takes that down, so the entries must be gone first.
+pub struct PeerBar {
+    /// The device whose BAR it is.
+    pub peer: String,
+    /// Which BAR.
+    pub index: u8,
+    /// The DMA address of the BAR's first byte, as this device emits it.
+    pub dma_addr: u64,
+    /// Bytes of the BAR reachable from `dma_addr`.
+    pub size: u64,
+    /// What keeps the path up (dropped with it).
+    pub keep: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for PeerBar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerBar")
+            .field("peer", &self.peer)
+            .field("index", &self.index)
+            .field("dma_addr", &format_args!("{:#x}", self.dma_addr))
+            .field("size", &format_args!("{:#x}", self.size))
+            .finish_non_exhaustive()
+    }
+}
+
 /// One step of an access through index/data registers (`MM_INDEX`/`MM_DATA`, the RSMU and
 /// PCIE INDEX2 pairs), at byte offsets of the BAR; see [`Bar::indexed`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -176,6 +204,12 @@ pub trait Bar: Send + Sync {
     /// Write one byte as a single byte-wide access.
     fn write8(&self, offset: u64, value: u8) -> Result<()> {
         self.write_bytes(offset, &[value])
+    }
+    /// The BAR's mapping in this process's address space, where it is one (a `mmap` of a
+    /// real device's BAR): what an IOMMU mapping of it for another device's DMA is made of
+    /// ([`PciDevice::peer_bar`] under VFIO). `None` for a BAR reached otherwise.
+    fn host_ptr(&self) -> Option<*mut u8> {
+        None
     }
     /// Copy bytes out of the BAR.
     fn read_bytes(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
@@ -320,6 +354,22 @@ pub trait PciDevice: Send + Sync {
             self.name().to_string(),
             ErrorKind::Unsupported {
                 op: "system-memory read by bus address",
+                backend: self.backend(),
+            },
+        ))
+    }
+
+    /// BAR `bar` of `peer` as this device's DMA reaches it, for PCIe peer-to-peer access
+    /// (this device's engines read and write the peer's VRAM through its BAR0): the address
+    /// to put in page-table entries, and whatever keeps the path up. Refused where the
+    /// backend cannot make or vouch for the path — by default, and for remote devices (on
+    /// another host there is no common bus).
+    fn peer_bar(&self, peer: &dyn PciDevice, bar: u8) -> Result<PeerBar> {
+        let _ = (peer, bar);
+        Err(Error::new(
+            self.name().to_string(),
+            ErrorKind::Unsupported {
+                op: "PCIe peer-to-peer access",
                 backend: self.backend(),
             },
         ))

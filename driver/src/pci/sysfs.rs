@@ -265,6 +265,51 @@ pub fn device_dir(root: &Path, bdf: &Bdf) -> PathBuf {
     root.join("bus/pci/devices").join(bdf.to_string())
 }
 
+/// The refusal of a PCIe peer path from `device` to `peer`.
+pub(crate) fn no_peer_access(device: &str, peer: &dyn PciDevice, reason: String) -> Error {
+    Error::new(
+        device,
+        ErrorKind::NoPeerAccess {
+            peer: peer.name().to_string(),
+            reason,
+        },
+    )
+}
+
+/// The PCI root (`pci0000:00`) a device's sysfs directory resolves under.
+fn pci_root(dir: &Path) -> Option<String> {
+    let real = std::fs::canonicalize(dir).ok()?;
+    real.components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .find(|c| c.starts_with("pci"))
+}
+
+/// Whether `device` (sysfs directory `dir`) and `peer` sit under one PCI root, where
+/// peer-to-peer traffic stays below the host bridge; refused otherwise, naming both roots.
+pub(crate) fn same_pci_root(
+    device: &str,
+    root: &Path,
+    dir: &Path,
+    peer: &dyn PciDevice,
+) -> Result<()> {
+    let peer_bdf = Bdf::parse(peer.name())?;
+    let mine = pci_root(dir);
+    let theirs = pci_root(&device_dir(root, &peer_bdf));
+    match (mine, theirs) {
+        (Some(a), Some(b)) if a == b => Ok(()),
+        (a, b) => Err(no_peer_access(
+            device,
+            peer,
+            format!(
+                "the two sit under different PCI roots ({} and {}): peer-to-peer across host \
+                 bridges is allowed only on platforms Linux lists (pci_p2pdma_distance)",
+                a.as_deref().unwrap_or("unknown"),
+                b.as_deref().unwrap_or("unknown")
+            ),
+        )),
+    }
+}
+
 fn io_err(device: &str, op: &'static str, path: &Path, source: std::io::Error) -> Error {
     Error::new(
         device.to_string(),
@@ -687,6 +732,32 @@ impl PciDevice for SysfsPci {
             index,
             bus_addr: r.start,
             size: r.size(),
+        })
+    }
+
+    /// Without an IOMMU translating (what this backend's system memory assumes: its pages'
+    /// bus addresses are physical), a peer's BAR is reached at its bus address. Both
+    /// devices must sit under one PCI root: P2P across host bridges is what Linux allows
+    /// only on listed platforms (`pci_p2pdma_distance`), which this backend does not judge.
+    fn peer_bar(&self, peer: &dyn PciDevice, bar: u8) -> Result<crate::pci::PeerBar> {
+        if peer.backend() != "sysfs" {
+            return Err(no_peer_access(
+                &self.name,
+                peer,
+                format!(
+                    "it is a {} device; this sysfs device reaches only other sysfs devices",
+                    peer.backend()
+                ),
+            ));
+        }
+        same_pci_root(&self.name, &self.opts.root, &self.dir, peer)?;
+        let info = peer.bar_info(bar)?;
+        Ok(crate::pci::PeerBar {
+            peer: peer.name().to_string(),
+            index: bar,
+            dma_addr: info.bus_addr,
+            size: info.size,
+            keep: None,
         })
     }
 

@@ -581,6 +581,23 @@ impl Drop for IommuMemory {
     }
 }
 
+/// A peer's BAR mapped into this device's IOMMU domain ([`VfioPci::peer_bar`]).
+struct PeerBarMapping {
+    container: Arc<VfioContainer>,
+    iova: u64,
+    len: usize,
+    /// The peer's BAR mapping the IOVA range points at; dropped after the unmap.
+    _region: Arc<dyn Bar>,
+}
+
+impl Drop for PeerBarMapping {
+    fn drop(&mut self) {
+        if let Err(e) = self.container.vfio_dma_unmap(self.iova, self.len) {
+            tracing::error!("VFIO DMA unmap of a peer BAR at IOVA {:#x}: {e}", self.iova);
+        }
+    }
+}
+
 impl SysMem for IommuMemory {
     fn len(&self) -> usize {
         self.mem.len()
@@ -686,6 +703,91 @@ impl PciDevice for VfioPci {
         )?);
         *slot = Some(region.clone());
         Ok(region)
+    }
+
+    /// Under an IOMMU (type1) the peer's BAR must be in this device's IOMMU domain: its
+    /// `mmap` (the peer must be a VFIO device of this process) is DMA-mapped at a fresh IOVA
+    /// (`VFIO_IOMMU_MAP_DMA` takes MMIO mappings as it takes memory), kept while the
+    /// returned [`crate::pci::PeerBar`] lives. Without one (no-IOMMU mode) the BAR's bus
+    /// address is used, both devices under one PCI root as the sysfs backend asks.
+    fn peer_bar(&self, peer: &dyn PciDevice, bar: u8) -> Result<crate::pci::PeerBar> {
+        use super::sysfs::no_peer_access;
+        if peer.backend() != "vfio" {
+            return Err(no_peer_access(
+                &self.name,
+                peer,
+                format!(
+                    "it is a {} device; a VFIO device reaches only BARs it can map into its \
+                     IOMMU domain, which are other VFIO devices'",
+                    peer.backend()
+                ),
+            ));
+        }
+        match &self.iommu {
+            Iommu::NoIommu(_) => {
+                super::sysfs::same_pci_root(&self.name, &self.opts.root, &self.dir, peer)?;
+                let info = peer.bar_info(bar)?;
+                Ok(crate::pci::PeerBar {
+                    peer: peer.name().to_string(),
+                    index: bar,
+                    dma_addr: info.bus_addr,
+                    size: info.size,
+                    keep: None,
+                })
+            }
+            Iommu::Type1 {
+                container, iova, ..
+            } => {
+                let region = peer.bar(bar)?;
+                let ptr = region.host_ptr().ok_or_else(|| {
+                    no_peer_access(
+                        &self.name,
+                        peer,
+                        format!("its BAR{bar} is not mapped into this process"),
+                    )
+                })?;
+                let len = region.len();
+                let base = iova.alloc(len).ok_or_else(|| {
+                    no_peer_access(
+                        &self.name,
+                        peer,
+                        format!("IOVA space exhausted mapping its {len:#x}-byte BAR{bar}"),
+                    )
+                })?;
+                let size = usize::try_from(len).map_err(|_| {
+                    no_peer_access(
+                        &self.name,
+                        peer,
+                        format!("BAR{bar} exceeds the address space"),
+                    )
+                })?;
+                // SAFETY: `ptr` is the start of the peer's BAR mapping of `len` bytes, kept
+                // mapped by `region`, which the returned guard holds; the guard unmaps the
+                // IOVA range before it drops `region`.
+                unsafe { container.vfio_dma_map(base, size, ptr) }.map_err(|e| {
+                    Error::new(
+                        &self.name,
+                        ErrorKind::Vfio {
+                            op: "DMA map of a peer's BAR",
+                            path: self.device_path.clone(),
+                            source: e,
+                        },
+                    )
+                })?;
+                Ok(crate::pci::PeerBar {
+                    peer: peer.name().to_string(),
+                    index: bar,
+                    dma_addr: base,
+                    size: len,
+                    keep: Some(Box::new(PeerBarMapping {
+                        container: container.clone(),
+                        iova: base,
+                        len: size,
+                        _region: region,
+                    })),
+                })
+            }
+        }
     }
 
     fn resize_bar(&self, index: u8) -> Result<()> {

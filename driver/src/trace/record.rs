@@ -178,6 +178,9 @@ impl PciDevice for TracingDevice {
     fn bar_info(&self, index: u8) -> Result<BarInfo> {
         self.inner.bar_info(index)
     }
+    fn peer_bar(&self, peer: &dyn PciDevice, bar: u8) -> Result<crate::pci::PeerBar> {
+        self.inner.peer_bar(peer, bar)
+    }
     fn bar(&self, index: u8) -> Result<Arc<dyn Bar>> {
         let slot = self.bars.get(usize::from(index));
         if let Some(bar) = slot.and_then(OnceLock::get) {
