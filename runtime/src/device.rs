@@ -84,7 +84,7 @@ pub(crate) struct Inner {
     drv: Mutex<Option<AmDevice>>,
     pub(crate) vram: am_driver::Vram,
     pub(crate) doorbells: Arc<dyn Bar>,
-    pci: Arc<dyn PciDevice>,
+    pub(crate) pci: Arc<dyn PciDevice>,
     pub(crate) sh: ShRegs,
     /// The GPU-side HDP flush pair (`GPU_HDP_FLUSH_REQ`, `_DONE` dwords).
     pub(crate) hdp: Option<(u32, u32)>,
@@ -110,6 +110,12 @@ pub(crate) struct Inner {
     /// Hive members whose VRAM this device was seen to reach over XGMI ([`Device::map_peer`]):
     /// what their CPU writes through their BAR0 is flushed before this device's submissions.
     peers: Mutex<Vec<Weak<Inner>>>,
+    /// The PCIe peer path to each device this one has asked for ([`Device::link_to`]): the
+    /// other's BAR0 as this device's DMA reaches it, or why not. Kept while this device
+    /// lives: its mappings through a BAR need what the backend set up for it.
+    pub(crate) pcie: Mutex<Vec<crate::link::PcieRoute>>,
+    /// Bytes [`Device::copy_between`] moved into this device through host memory.
+    host_staged: AtomicU64,
     /// Submissions to any of its queues (write pointer published, doorbell rung).
     pub(crate) submissions: AtomicU64,
     /// CPU waits ([`Device::wait`], fences included) that found the signal short of the
@@ -265,6 +271,8 @@ impl Device {
             wait_timeout_ms: AtomicU64::new(crate::queue::DEFAULT_TIMEOUT.as_millis() as u64),
             trace: Mutex::new(Vec::new()),
             peers: Mutex::new(Vec::new()),
+            pcie: Mutex::new(Vec::new()),
+            host_staged: AtomicU64::new(0),
             submissions: AtomicU64::new(0),
             host_waits: AtomicU64::new(0),
         });
@@ -454,6 +462,12 @@ impl Device {
     /// rings a doorbell): what a graph replay costs the host per device.
     pub fn submissions(&self) -> u64 {
         self.0.submissions.load(Ordering::Relaxed)
+    }
+
+    /// Bytes [`Device::copy_between`] has moved into this device through host memory (the
+    /// pairs no peer path joins) since it was opened.
+    pub fn host_staged_bytes(&self) -> u64 {
+        self.0.host_staged.load(Ordering::Relaxed)
     }
 
     /// CPU waits for a signal of this device ([`Device::wait`], [`crate::Fence::wait`]) that
@@ -758,11 +772,12 @@ impl Device {
     }
 
     /// Copy `src` of device `from` into `dst` of this device, `len` bytes from the start of
-    /// each: over XGMI with this device's copy queue when `src` is VRAM of a member of this
-    /// device's hive, else through host memory, staged in 4 MiB pieces. Returns when the
-    /// bytes have landed.
+    /// each: with this device's copy queue reading `src` in place when `src` is VRAM this
+    /// device reaches — over XGMI in a hive, or over PCIe through `from`'s BAR0
+    /// ([`Link::PciePeer`](crate::Link::PciePeer)) — else through host memory, staged in
+    /// 4 MiB pieces. Returns when the bytes have landed.
     ///
-    /// The XGMI path maps `src`'s allocation into this device once (checked as
+    /// The peer path maps `src`'s allocation into this device once (checked as
     /// [`Device::map_peer`] checks) and keeps the mapping for later copies from it, until that
     /// allocation is freed: mapping costs page-table writes and a TLB flush on every copy
     /// otherwise.
@@ -807,17 +822,19 @@ impl Device {
             from.read(src, done, &mut piece[..n])?;
             self.write(dst, done, &piece[..n])?;
             done += n as u64;
+            self.0.host_staged.fetch_add(n as u64, Ordering::Relaxed);
         }
         Ok(None)
     }
 
-    /// `src`, VRAM of another member of this device's hive, as a buffer of this device
-    /// ([`MemKind::Peer`]) for its kernels and copy commands to read in place over XGMI:
-    /// through the mapping of `src`'s allocation that [`Device::copy_between`] keeps (made
-    /// here the first time, checked as [`Device::map_peer`] checks), so a view costs no
-    /// page-table write after the first. The view holds `src`'s memory, and so the mapping,
-    /// while it lives. Refused as `map_peer` refuses (`NotInOneHive` for a device outside
-    /// the hive); a buffer of this device comes back as it is.
+    /// `src`, VRAM of another device this one reaches (a member of its hive over XGMI, or a
+    /// device over PCIe through its BAR0), as a buffer of this device ([`MemKind::Peer`])
+    /// for its kernels and copy commands to read in place: through the mapping of `src`'s
+    /// allocation that [`Device::copy_between`] keeps (made here the first time, checked as
+    /// [`Device::map_peer`] checks), so a view costs no page-table write after the first.
+    /// The view holds `src`'s memory, and so the mapping, while it lives. Refused as
+    /// `map_peer` refuses (`NotInOneHive` for a device reached neither way); a buffer of
+    /// this device comes back as it is.
     pub fn peer_view(&self, src: &Buffer) -> Result<Buffer> {
         if src.belongs_to(self) {
             return Ok(src.clone());
@@ -840,18 +857,21 @@ impl Device {
         Ok(src.same_range_of(Arc::new(view)))
     }
 
-    /// Map `buf`, VRAM of another member of this device's XGMI hive, into this device: the
-    /// returned buffer (same size, [`MemKind::Peer`]) is at a GPU address of this device, for
-    /// its copy commands and as a kernel argument; the CPU reads and writes it through the
-    /// device that owns it ([`Device::read`], [`Device::write`] forward there). The mapping
-    /// keeps `buf`'s memory and its device alive until the last handle on it goes. A buffer
-    /// of this device comes back as it is; a peer mapping is mapped from its original.
+    /// Map `buf`, VRAM of another device this one reaches — a member of its XGMI hive, or
+    /// over PCIe through that device's BAR0 ([`Link::PciePeer`](crate::Link::PciePeer)) —
+    /// into this device: the returned buffer (same size, [`MemKind::Peer`]) is at a GPU
+    /// address of this device, for its copy commands and as a kernel argument; the CPU reads
+    /// and writes it through the device that owns it ([`Device::read`], [`Device::write`]
+    /// forward there). The mapping keeps `buf`'s memory and its device alive until the last
+    /// handle on it goes. A buffer of this device comes back as it is; a peer mapping is
+    /// mapped from its original.
     ///
-    /// Refused ([`Error::Driver`] with `NotInOneHive`, naming both devices) unless the two
-    /// are members of one hive. The first mapping from a device checks, once, that this
-    /// device really reaches that one over XGMI: its copy queue reads a value the other
-    /// device wrote (the registers cannot tell two hives of the same shape apart); a device
-    /// that reaches something else is refused the same way, and one whose read faults is
+    /// Refused ([`Error::Driver`] with `NotInOneHive`, naming both devices and why PCIe does
+    /// not join them either) unless the two are members of one hive or a PCIe peer path
+    /// joins them. The first XGMI mapping from a device checks, once, that this device
+    /// really reaches that one over XGMI: its copy queue reads a value the other device
+    /// wrote (the registers cannot tell two hives of the same shape apart); a device that
+    /// reaches something else is refused the same way, and one whose read faults is
     /// recovered ([`Device::recover`]) before the refusal.
     pub fn map_peer(&self, buf: &Buffer) -> Result<Buffer> {
         if buf.belongs_to(self) {
@@ -861,8 +881,10 @@ impl Device {
             return self.map_peer(&original);
         }
         let owner = self.vram_owner_to_map(buf)?;
-        let peer = self.map_allocation(&owner, &buf.alloc)?;
-        self.check_fabric(&owner)?;
+        let (peer, xgmi) = self.map_allocation(&owner, &buf.alloc)?;
+        if xgmi {
+            self.check_fabric(&owner)?;
+        }
         Ok(buf.same_range_of(peer))
     }
 
@@ -914,8 +936,13 @@ impl Device {
         }
         let owner = self.owner_to_map(src)?;
         let pv = owner.0.with_driver(|d| Ok(d.peer_vram(&alloc.mapping)))?;
-        let mapping = self.0.with_driver(|d| d.map_peer(&pv))?;
-        if let Err(e) = self.check_fabric(&owner) {
+        let (mapping, xgmi) = self.map_peer_vram(&owner, &pv)?;
+        let checked = if xgmi {
+            self.check_fabric(&owner)
+        } else {
+            Ok(())
+        };
+        if let Err(e) = checked {
             if let Err(u) = self.0.with_driver(|d| d.unmap_borrowed(&mapping)) {
                 tracing::warn!("{}: unmapping a refused peer mapping: {u}", self.0.name);
             }
@@ -928,12 +955,16 @@ impl Device {
         Ok(mapping)
     }
 
-    /// Map the whole of `alloc` (VRAM of `owner`) into this device.
-    fn map_allocation(&self, owner: &Device, alloc: &Arc<Allocation>) -> Result<Arc<Allocation>> {
+    /// Map the whole of `alloc` (VRAM of `owner`) into this device; whether over XGMI.
+    fn map_allocation(
+        &self,
+        owner: &Device,
+        alloc: &Arc<Allocation>,
+    ) -> Result<(Arc<Allocation>, bool)> {
         // One driver at a time: the owner's describes its memory, then this one maps it.
         let pv = owner.0.with_driver(|d| Ok(d.peer_vram(&alloc.mapping)))?;
-        let mapping = self.0.with_driver(|d| d.map_peer(&pv))?;
-        Ok(Arc::new(Allocation::new(
+        let (mapping, xgmi) = self.map_peer_vram(owner, &pv)?;
+        let mapped = Arc::new(Allocation::new(
             Arc::downgrade(&self.0),
             mapping,
             Backing::Peer {
@@ -942,7 +973,8 @@ impl Device {
                 kept: false,
             },
             MemKind::Peer,
-        )))
+        ));
+        Ok((mapped, xgmi))
     }
 
     /// Whether this device's copy queue reads, through a peer mapping, what `owner` wrote
@@ -969,7 +1001,7 @@ impl Device {
         let probe = owner.alloc(cookie.len() as u64, MemKind::Vram)?;
         owner.write(&probe, 0, &cookie)?;
         owner.0.flush_hdp_if_dirty()?;
-        let remote = probe.same_range_of(self.map_allocation(owner, &probe.alloc)?);
+        let remote = probe.same_range_of(self.map_allocation(owner, &probe.alloc)?.0);
         let landing = self.alloc(cookie.len() as u64, MemKind::System { uncached: true })?;
         let mut c = crate::CopyCommands::new(self);
         c.copy(&landing, &remote)?;

@@ -18,5 +18,6 @@ mod psp_smu;
 mod runtime;
 mod runtime_compiler;
 mod runtime_hive;
+mod runtime_pcie;
 mod vf_boot;
 mod vf_mailbox;

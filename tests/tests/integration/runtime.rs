@@ -609,7 +609,8 @@ fn ten_thousand_allocations_and_frees_leave_the_allocators_as_they_were() {
 
 #[test]
 fn two_devices_in_one_process_copy_through_the_host() {
-    let (g0, d0) = open("navi31");
+    // The source small BAR: no PCIe peer access to it (see `runtime_pcie`).
+    let (g0, d0) = open("navi31-smallbar");
     let (g1, d1) = open("navi31");
     let data: Vec<u32> = (0..300_000).collect();
     let a = upload(&d0, &data);

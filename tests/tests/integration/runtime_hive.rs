@@ -252,10 +252,12 @@ fn refusal(a: &Device, b: &Device, size: u64) -> String {
 
 #[test]
 fn devices_outside_one_hive_are_refused_by_name() {
-    // Two navi31: no hive at all. Their copies still go through the host.
-    let (a, b) = (open("navi31", 410), open("navi31", 411));
+    // Two navi31, the source small BAR: no hive at all, and no PCIe peer access to a small
+    // BAR. Their copies still go through the host.
+    let (a, b) = (open("navi31", 410), open("navi31-smallbar", 411));
     let msg = refusal(&a, &b, 64);
     assert!(msg.contains("is in no XGMI hive"), "{msg}");
+    assert!(msg.contains("small BAR"), "{msg}");
     let src = upload(&b, &words(64, 9));
     let dst = a.alloc(256, MemKind::Vram).unwrap();
     a.copy_between(&dst, &b, &src, 256).unwrap();
@@ -387,7 +389,7 @@ fn a_peer_view_reads_in_place_through_the_kept_mapping() {
     );
     drop(half);
     assert_eq!(free(&a), a0, "the mapping went with the memory");
-    let far = open("mi300x", 432);
+    let far = open("navi31-smallbar", 432);
     let theirs = upload(&far, &words(64, 5));
     let e = a.peer_view(&theirs).unwrap_err();
     assert!(e.is_not_in_one_hive(), "{e}");

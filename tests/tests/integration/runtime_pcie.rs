@@ -1,0 +1,96 @@
+//! PCIe peer-to-peer through the runtime: two devices outside one hive, the source large
+//! BAR, link as `PciePeer`; a copy between them is the destination's SDMA reading the
+//! source's VRAM through its BAR0 (nothing staged in host memory), and a peer view reads it
+//! in place. A small-BAR source keeps host staging, with the reason said.
+//!
+//! Devices: `mock:navi31:470..473`, `mock:navi31-smallbar:474`, `mock:mi300x:475`.
+
+use am_runtime::{CopyCommands, Device, Link, MemKind};
+use am_tests::rig::opts;
+use am_tests::runtime::{download, upload};
+
+fn open(profile: &str, index: u32) -> Device {
+    Device::open_with(am_mock::open(profile, index).unwrap(), opts()).unwrap()
+}
+
+fn clean(devices: &[(&str, u32)]) {
+    for &(p, i) in devices {
+        let g = am_mock::gpu(p, i).unwrap();
+        assert!(
+            g.violations().is_empty(),
+            "{}: {:?}",
+            g.name(),
+            g.violations()
+        );
+    }
+}
+
+fn words(n: u32, seed: u32) -> Vec<u32> {
+    (0..n).map(|i| i.wrapping_mul(0x9e37_79b9) ^ seed).collect()
+}
+
+#[test]
+fn large_bar_devices_outside_a_hive_copy_over_pcie_by_sdma_with_nothing_staged() {
+    let (a, b) = (open("navi31", 470), open("navi31", 471));
+    assert_eq!(a.link_to(&b).unwrap(), Link::PciePeer { generation: 4 });
+    let (_, why) = a.link_with_reason(&b).unwrap();
+    assert!(why.contains("BAR0") && why.contains(b.name()), "{why}");
+    let n = 0x3000u32;
+    let src = upload(&b, &words(n, 7));
+    let dst = a.alloc(u64::from(n) * 4, MemKind::Vram).unwrap();
+    let (subs, staged) = (a.submissions(), a.host_staged_bytes());
+    a.copy_between(&dst, &b, &src, u64::from(n) * 4).unwrap();
+    assert_eq!(download::<u32>(&a, &dst, n as usize), words(n, 7));
+    assert_eq!(
+        a.host_staged_bytes(),
+        staged,
+        "nothing went through host memory"
+    );
+    assert!(
+        a.submissions() > subs,
+        "the destination's copy queue did the copy"
+    );
+    // A peer view: the destination's own copy command reads the source in place.
+    let view = a.peer_view(&src.view(0x400, 0x800).unwrap()).unwrap();
+    let back = a.alloc(0x800, MemKind::Vram).unwrap();
+    let mut c = CopyCommands::new(&a);
+    c.copy(&back, &view).unwrap();
+    c.submit().unwrap().wait().unwrap();
+    assert_eq!(download::<u32>(&a, &back, 0x200), words(n, 7)[0x100..0x300]);
+    // Over PCIe the other way, and from an MI300X (PCIe 5.0) to a Navi 31 (4.0): the
+    // slower part's generation.
+    let m = open("mi300x", 475);
+    assert_eq!(m.link_to(&a).unwrap(), Link::PciePeer { generation: 4 });
+    let theirs = upload(&m, &words(256, 3));
+    let here = a.alloc(1024, MemKind::Vram).unwrap();
+    a.copy_between(&here, &m, &theirs, 1024).unwrap();
+    assert_eq!(download::<u32>(&a, &here, 256), words(256, 3));
+    assert_eq!(a.host_staged_bytes(), staged);
+    clean(&[("navi31", 470), ("navi31", 471), ("mi300x", 475)]);
+}
+
+#[test]
+fn a_small_bar_source_is_staged_through_the_host_with_the_reason_said() {
+    let a = open("navi31", 472);
+    let small = open("navi31-smallbar", 474);
+    let (link, why) = a.link_with_reason(&small).unwrap();
+    assert_eq!(link, Link::Host);
+    assert!(
+        why.contains("small BAR") && why.contains(small.name()),
+        "{why}"
+    );
+    // The other way the source is large BAR: PCIe.
+    assert_eq!(small.link_to(&a).unwrap(), Link::PciePeer { generation: 4 });
+    let src = upload(&small, &words(512, 5));
+    let dst = a.alloc(2048, MemKind::Vram).unwrap();
+    let staged = a.host_staged_bytes();
+    a.copy_between(&dst, &small, &src, 2048).unwrap();
+    assert_eq!(download::<u32>(&a, &dst, 512), words(512, 5));
+    assert_eq!(a.host_staged_bytes() - staged, 2048);
+    let e = a.peer_view(&src).unwrap_err();
+    assert!(
+        e.is_not_in_one_hive() && e.to_string().contains("small BAR"),
+        "{e}"
+    );
+    clean(&[("navi31", 472), ("navi31-smallbar", 474)]);
+}
