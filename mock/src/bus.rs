@@ -4,12 +4,14 @@
 //!
 //! Every device made in the process takes a window of the bus address space for its BAR0
 //! when it is made: aligned to, and as large as, the largest size its Resizable BAR
-//! capability offers (a BAR is naturally aligned, and the OS leaves room to grow it), first
-//! fit in [`LOW_BASE`, [`SYSMEM_BUS_BASE`]) — below the system memory the mock hands out, and
-//! inside the 44-bit DMA mask Linux gives GC 10/11/12 parts, so any peer can reach it — and
-//! only when that is full in [`HIGH_BASE`, [`HIGH_END`]) (48 bits: MI300X's mask, not a
-//! Navi's). A window is held by weak reference: when a device's last handle goes, nothing
-//! answers there any more and a later device may take the space.
+//! capability offers (a BAR is naturally aligned, and the OS leaves room to grow it), at
+//! least 8 GiB, first fit. Windows under 256 GiB (the Navi parts) go to [`LOW_BASE`,
+//! [`SYSMEM_BUS_BASE`]) — below the system memory the mock hands out, and inside the 44-bit
+//! DMA mask Linux gives GC 10/11/12 parts, so any peer reaches them; those of 256 GiB and
+//! more (MI300X, MI350X) to [`HIGH_BASE`, [`HIGH_END`]) (48 bits: their own DMA mask, not a
+//! Navi's — as large BARs sit high on real platforms); each range is the other's fallback
+//! when full. A window is held by weak reference: when a device's last handle goes,
+//! nothing answers there any more and a later device may take the space.
 //!
 //! What a peer's access meets is decided by the target, as its BAR decodes
 //! ([`reach`]): the BAR's current size (a small BAR shows 256 MiB of VRAM), VRAM's end, the
@@ -34,6 +36,10 @@ pub const HIGH_END: u64 = 1 << 48;
 /// (every window is 8 GiB or larger, so slots never collide).
 const BAR2_BASE: u64 = 256 << 30;
 const BAR2_SLOT: u64 = 2 << 20;
+/// Windows this large (the MI300X's 256 GiB BAR0, the MI350X's 512 GiB) go to the high
+/// range first: the low one holds only 38 of them, and these parts' 48-bit DMA mask reaches
+/// each other's there (a Navi's 44-bit one does not).
+const HIGH_FIRST: u64 = 256 << 30;
 /// The smallest window: 8 GiB (a small BAR's device too, so BAR2 slots stay apart).
 const MIN_WINDOW: u64 = 8 << 30;
 
@@ -78,7 +84,13 @@ pub(crate) fn reserve(name: &str, size: u64) -> Option<u64> {
         }
         None
     };
-    let base = first(LOW_BASE, SYSMEM_BUS_BASE).or_else(|| first(HIGH_BASE, HIGH_END))?;
+    let (low, high) = ((LOW_BASE, SYSMEM_BUS_BASE), (HIGH_BASE, HIGH_END));
+    let (a, b) = if size >= HIGH_FIRST {
+        (high, low)
+    } else {
+        (low, high)
+    };
+    let base = first(a.0, a.1).or_else(|| first(b.0, b.1))?;
     ws.push(Window {
         base,
         size,

@@ -57,15 +57,23 @@ fn large_bar_devices_outside_a_hive_copy_over_pcie_by_sdma_with_nothing_staged()
     c.copy(&back, &view).unwrap();
     c.submit().unwrap().wait().unwrap();
     assert_eq!(download::<u32>(&a, &back, 0x200), words(n, 7)[0x100..0x300]);
-    // Over PCIe the other way, and from an MI300X (PCIe 5.0) to a Navi 31 (4.0): the
-    // slower part's generation.
+    // An MI300X (PCIe 5.0) reads a Navi 31's (4.0) VRAM over PCIe, at the slower part's
+    // generation; its SDMA does the copy.
     let m = open("mi300x", 475);
     assert_eq!(m.link_to(&a).unwrap(), Link::PciePeer { generation: 4 });
-    let theirs = upload(&m, &words(256, 3));
+    let there = m.alloc(u64::from(n) * 4, MemKind::Vram).unwrap();
+    m.copy_between(&there, &a, &dst, u64::from(n) * 4).unwrap();
+    assert_eq!(download::<u32>(&m, &there, n as usize), words(n, 7));
+    assert_eq!(m.host_staged_bytes(), 0);
+    // The MI300X's 256 GiB BAR0 sits past the 44 bits a Navi 31's DMA reaches: that way
+    // goes through the host, and says so.
+    let (link, why) = a.link_with_reason(&m).unwrap();
+    assert_eq!(link, Link::Host);
+    assert!(why.contains("44-bit DMA mask"), "{why}");
     let here = a.alloc(1024, MemKind::Vram).unwrap();
-    a.copy_between(&here, &m, &theirs, 1024).unwrap();
-    assert_eq!(download::<u32>(&a, &here, 256), words(256, 3));
-    assert_eq!(a.host_staged_bytes(), staged);
+    a.copy_between(&here, &m, &there, 1024).unwrap();
+    assert_eq!(download::<u32>(&a, &here, 256), words(n, 7)[..256]);
+    assert_eq!(a.host_staged_bytes() - staged, 1024);
     clean(&[("navi31", 470), ("navi31", 471), ("mi300x", 475)]);
 }
 
