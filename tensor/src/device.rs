@@ -394,9 +394,11 @@ impl Device {
     }
 
     /// `src`, memory of `from`, as memory of this device that reads it in place: a view
-    /// through a peer mapping when both are `am` devices of one XGMI hive and `src` is VRAM
+    /// through a peer mapping when both are `am` devices that reach each other (one XGMI
+    /// hive, or PCIe through `from`'s BAR0) and `src` is VRAM
     /// (`am_runtime::Device::peer_view`); `None` otherwise, and when the runtime refuses
-    /// the mapping as outside the hive (the caller copies instead). The view holds `src`.
+    /// the mapping (`NotInOneHive`: no peer path; the caller copies instead). The view
+    /// holds `src`.
     pub(crate) fn peer_view(&self, from: &Device, src: &Buffer) -> Result<Option<Buffer>> {
         let (Some(me), Some(_)) = (self.runtime(), from.runtime()) else {
             return Ok(None);

@@ -8,7 +8,8 @@
 //! not replay a collective; one captured across a hive's members (`Jit::spanning`) replays
 //! its kernels and copies as one runtime graph over every device's queues. Copies between
 //! two `am` devices take the transport the runtime picks for the pair
-//! ([`am_runtime::Device::link_to`]): XGMI inside a hive, host memory otherwise.
+//! ([`am_runtime::Device::link_to`]): XGMI inside a hive, PCIe through the source's BAR0
+//! between large-BAR devices outside one, host memory otherwise.
 //!
 //! All-reduce has three algorithms, picked by size and devices ([`Algorithm::Auto`]):
 //! - **direct** (one XGMI hive, as RCCL does on a fully connected MI300X hive): device `i`

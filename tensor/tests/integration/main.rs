@@ -16,5 +16,6 @@ mod nn;
 mod nn_train;
 mod ops;
 mod opt;
+mod pcie;
 mod seq;
 mod shard;
