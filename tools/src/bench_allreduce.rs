@@ -110,11 +110,12 @@ pub fn run(
         .map(|i| {
             let (a, b) = (&devs[i], &devs[(i + 1) % n]);
             match (a.runtime(), b.runtime()) {
-                (Some(x), Some(y)) => Ok(y.link_to(x)?),
-                _ => Ok(Link::Host),
+                (Some(x), Some(y)) => Ok(y.link_with_reason(x)?),
+                _ => Ok((Link::Host, "not both am devices".to_string())),
             }
         })
-        .collect::<anyhow::Result<Vec<Link>>>()?;
+        .collect::<anyhow::Result<Vec<(Link, String)>>>()?;
+    let (links, why): (Vec<Link>, Vec<String>) = links.into_iter().unzip();
     let slowest = links
         .iter()
         .filter_map(|l| l.paper_gbps())
@@ -194,7 +195,7 @@ pub fn run(
             .map(|(i, l)| {
                 json!({
                     "from": names[i], "to": names[(i + 1) % n],
-                    "link": l.name(), "paper_gbps": l.paper_gbps(),
+                    "link": l.name(), "paper_gbps": l.paper_gbps(), "why": why[i],
                 })
             })
             .collect();
@@ -224,7 +225,13 @@ pub fn run(
         let paper = l.paper_gbps().map_or("-".into(), |g| {
             format!("{g:.0} GB/s per direction on hardware")
         });
-        println!("  {} → {}: {} ({paper})", names[i], names[(i + 1) % n], l);
+        println!(
+            "  {} → {}: {} ({paper}): {}",
+            names[i],
+            names[(i + 1) % n],
+            l,
+            why[i]
+        );
     }
     println!(
         "{:>10} {:>12} {:>10} {:>10} {:>12} {:>10} {:>9} {:>12} {:>9} {:>12} {:>10} {:>10}",

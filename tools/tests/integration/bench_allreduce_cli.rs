@@ -56,6 +56,9 @@ fn allreduce_reports_wall_and_cpu_time_for_each_size() {
         assert!(c >= 0.0 && c.is_finite(), "link_memcpy_cpu_seconds = {c}");
     }
     assert!(d["anchors"]["cpu_seconds"].is_string(), "{}", d["anchors"]);
+    // Each pair's link says why it is what it is.
+    let why = d["links"][0]["why"].as_str().unwrap_or_default();
+    assert!(why.contains("XGMI hive"), "{}", d["links"]);
     let o = am(&["bench", "allreduce", "--mib", "1", "--algo", "star"]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
