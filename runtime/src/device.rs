@@ -114,6 +114,11 @@ pub(crate) struct Inner {
     /// other's BAR0 as this device's DMA reaches it, or why not. Kept while this device
     /// lives: its mappings through a BAR need what the backend set up for it.
     pub(crate) pcie: Mutex<Vec<crate::link::PcieRoute>>,
+    /// Devices that map this one's VRAM through its BAR0 (PCIe peer-to-peer), with their
+    /// submission count at this device's last HDP flush: their engines' writes through the
+    /// BAR sit in this device's HDP as its CPU's do, so a submission of theirs since makes
+    /// this device flush before its own next submission.
+    bar_writers: Mutex<Vec<(Weak<Inner>, u64)>>,
     /// Bytes [`Device::copy_between`] moved into this device through host memory.
     host_staged: AtomicU64,
     /// Submissions to any of its queues (write pointer published, doorbell rung).
@@ -150,19 +155,61 @@ impl Inner {
             let written = s.hdp_writes.load(Ordering::Acquire);
             (s.hdp_flushed.load(Ordering::Acquire) >= written, written)
         };
-        if covered(self).0 {
+        if covered(self).0 && !self.bar_writers_dirty() {
             return Ok(());
         }
         self.with_driver(|d| {
             // Counted before the flush: a write that lands during it may miss it and stays
             // to be flushed.
             let (done, written) = covered(self);
-            if !done {
+            let writers = self.bar_writer_counts();
+            if !done || writers.iter().any(|&(_, now, seen)| now > seen) {
                 d.hdp_flush()?;
                 self.hdp_flushed.fetch_max(written, Ordering::AcqRel);
+                let mut w = lock(&self.bar_writers);
+                for (i, now, _) in writers {
+                    if let Some(e) = w.get_mut(i) {
+                        e.1 = e.1.max(now);
+                    }
+                }
             }
             Ok(())
         })
+    }
+
+    /// Whether a device mapping this one's VRAM through its BAR0 has submitted work since
+    /// this device's last HDP flush.
+    fn bar_writers_dirty(&self) -> bool {
+        self.bar_writer_counts()
+            .iter()
+            .any(|&(_, now, seen)| now > seen)
+    }
+
+    /// Each live BAR writer: its index, its submissions now and at the last flush.
+    fn bar_writer_counts(&self) -> Vec<(usize, u64, u64)> {
+        let mut w = lock(&self.bar_writers);
+        w.retain(|(d, _)| d.strong_count() > 0);
+        w.iter()
+            .enumerate()
+            .filter_map(|(i, (d, seen))| {
+                d.upgrade()
+                    .map(|d| (i, d.submissions.load(Ordering::Acquire), *seen))
+            })
+            .collect()
+    }
+
+    /// `writer` maps this device's VRAM through its BAR0 (once per device).
+    pub(crate) fn add_bar_writer(&self, writer: &Arc<Inner>) {
+        let mut w = lock(&self.bar_writers);
+        w.retain(|(d, _)| d.strong_count() > 0);
+        if !w
+            .iter()
+            .any(|(d, _)| std::ptr::eq(d.as_ptr(), Arc::as_ptr(writer)))
+        {
+            // Its work so far could not write through a mapping not made yet.
+            let now = writer.submissions.load(Ordering::Acquire);
+            w.push((Arc::downgrade(writer), now));
+        }
     }
 }
 
@@ -272,6 +319,7 @@ impl Device {
             trace: Mutex::new(Vec::new()),
             peers: Mutex::new(Vec::new()),
             pcie: Mutex::new(Vec::new()),
+            bar_writers: Mutex::new(Vec::new()),
             host_staged: AtomicU64::new(0),
             submissions: AtomicU64::new(0),
             host_waits: AtomicU64::new(0),

@@ -221,6 +221,7 @@ impl Device {
         match self.pcie_route(owner)? {
             Ok(bar) => {
                 let m = self.0.with_driver(|d| d.map_peer_bar(pv, &bar))?;
+                owner.0.add_bar_writer(&self.0);
                 Ok((m, false))
             }
             Err(pcie) => Err(Error::Driver(am_driver::Error::new(

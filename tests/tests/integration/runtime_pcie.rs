@@ -3,11 +3,11 @@
 //! source's VRAM through its BAR0 (nothing staged in host memory), and a peer view reads it
 //! in place. A small-BAR source keeps host staging, with the reason said.
 //!
-//! Devices: `mock:navi31:470..473`, `mock:navi31-smallbar:474`, `mock:mi300x:475`.
+//! Devices: `mock:navi31:470..473` and `:476`, `mock:navi31-smallbar:474`, `mock:mi300x:475`.
 
-use am_runtime::{CopyCommands, Device, Link, MemKind};
+use am_runtime::{Arg, ComputeCommands, CopyCommands, Device, Link, MemKind};
 use am_tests::rig::opts;
-use am_tests::runtime::{download, upload};
+use am_tests::runtime::{download, kernel, upload};
 
 fn open(profile: &str, index: u32) -> Device {
     Device::open_with(am_mock::open(profile, index).unwrap(), opts()).unwrap()
@@ -101,4 +101,51 @@ fn a_small_bar_source_is_staged_through_the_host_with_the_reason_said() {
         "{e}"
     );
     clean(&[("navi31", 472), ("navi31-smallbar", 474)]);
+}
+
+/// A kernel of one device reads another's buffer in place over PCIe (its loads go through
+/// the other's BAR0) and stores into another of its buffers the same way; the owner's own
+/// copy queue then reads what arrived, which passed the owner's HDP: the owner flushes it
+/// before that submission, or the mock would refuse the read as stale.
+#[test]
+fn a_kernel_reads_and_writes_a_peers_vram_over_pcie() {
+    let (a, b) = (open("navi31", 473), open("navi31", 476));
+    let n = 200usize;
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 7.0).collect();
+    let y: Vec<f32> = (0..n).map(|i| 3.0 - i as f32 * 0.25).collect();
+    let bx = upload(&b, &x);
+    let ay = upload(&a, &y);
+    let out = b.alloc(4 * n as u64, MemKind::Vram).unwrap();
+    let copy = b.alloc(4 * n as u64, MemKind::Vram).unwrap();
+    // b's own submission flushes what its CPU wrote: from here on only a's stores are
+    // pending in b's HDP.
+    let mut c = CopyCommands::new(&b);
+    c.copy(&copy, &bx).unwrap();
+    c.submit().unwrap().wait().unwrap();
+    let (peer_x, peer_out) = (a.peer_view(&bx).unwrap(), a.map_peer(&out).unwrap());
+    let vadd = kernel(&a, "vadd");
+    let mut c = ComputeCommands::new(&a);
+    c.exec(
+        &vadd,
+        &[
+            (&peer_x).into(),
+            (&ay).into(),
+            (&peer_out).into(),
+            Arg::U32(n as u32),
+        ],
+        [1, 1, 1],
+        [256, 1, 1],
+    )
+    .unwrap();
+    c.submit().unwrap().wait().unwrap();
+    let want: Vec<f32> = x.iter().zip(&y).map(|(p, q)| p + q).collect();
+    let mut c = CopyCommands::new(&b);
+    c.copy(&copy, &out).unwrap();
+    c.submit().unwrap().wait().unwrap();
+    assert_eq!(
+        download::<f32>(&b, &copy, n),
+        want,
+        "b's own engine read a's sums"
+    );
+    clean(&[("navi31", 473), ("navi31", 476)]);
 }
