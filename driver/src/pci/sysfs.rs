@@ -281,7 +281,7 @@ fn pci_root(dir: &Path) -> Option<String> {
     let real = std::fs::canonicalize(dir).ok()?;
     real.components()
         .map(|c| c.as_os_str().to_string_lossy().into_owned())
-        .find(|c| c.starts_with("pci"))
+        .find(|c| c.starts_with("pci") && c.contains(':'))
 }
 
 /// Whether `device` (sysfs directory `dir`) and `peer` sit under one PCI root, where
@@ -938,6 +938,39 @@ mod tests {
 
     fn navi31(fs: &FakeSysfs) {
         fs.add_device(GPU, 0x1002, 0x744c, 0x030000, &navi31_bars());
+    }
+
+    /// A navi31 at `bdf` whose BAR0 starts at `bar0`, placed under PCI root `root` as Linux
+    /// lays it out: the device's directory under `devices/ROOT/…`, `bus/pci/devices/BDF` a
+    /// symlink to it.
+    fn navi31_under(fs: &FakeSysfs, bdf: &str, bar0: u64, root: &str) {
+        let mut bars = navi31_bars();
+        bars[0].start = bar0;
+        fs.add_device(bdf, 0x1002, 0x744c, 0x030000, &bars);
+        let real = fs.root().join("devices").join(root).join(bdf);
+        std::fs::create_dir_all(real.parent().unwrap()).unwrap();
+        std::fs::rename(fs.device_dir(bdf), &real).unwrap();
+        std::os::unix::fs::symlink(&real, fs.device_dir(bdf)).unwrap();
+    }
+
+    #[test]
+    fn a_peer_bar_is_its_bus_address_under_one_pci_root_and_refused_across_roots() {
+        let fs = FakeSysfs::new();
+        navi31_under(&fs, GPU, 0x60_0000_0000, "pci0000:00");
+        navi31_under(&fs, "0000:04:00.0", 0x70_0000_0000, "pci0000:00");
+        navi31_under(&fs, "0000:43:00.0", 0x80_0000_0000, "pci0000:40");
+        let open = |bdf: &str| SysfsPci::open_with(Bdf::parse(bdf).unwrap(), opts(&fs)).unwrap();
+        let (a, b, c) = (open(GPU), open("0000:04:00.0"), open("0000:43:00.0"));
+        let bar = a.peer_bar(&b, 0).unwrap();
+        assert_eq!(
+            (bar.peer.as_str(), bar.dma_addr, bar.size),
+            ("0000:04:00.0", 0x70_0000_0000, 256 << 20)
+        );
+        let e = a.peer_bar(&c, 0).unwrap_err().to_string();
+        assert!(
+            e.contains("0000:43:00.0") && e.contains("pci0000:00") && e.contains("pci0000:40"),
+            "{e}"
+        );
     }
 
     #[test]
