@@ -10,9 +10,7 @@
 //! Between any other two devices the bytes go through host memory (read from one device,
 //! written to the other, 4 MiB at a time); [`Device::link_with_reason`] says why.
 
-use std::sync::Arc;
-
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
 use am_driver::hive::{PeerVram, check_one_hive};
 use am_driver::mm::VirtMapping;
@@ -35,8 +33,8 @@ pub enum Link {
     /// VRAM through a peer mapping.
     Xgmi,
     /// PCIe peer-to-peer: the destination's SDMA engine reads the source's VRAM through the
-    /// source's BAR0 (system-page entries at its bus address). `generation` is the PCIe generation
-    /// of the slower of the two parts (Navi 31: 4; Navi 48/44 and MI300X/MI350X: 5).
+    /// source's BAR0 (system-page entries at its bus address). `generation` is the PCIe
+    /// generation of the slower of the two parts (Navi 31: 4; Navi 48/44, MI300X/MI350X: 5).
     PciePeer {
         /// PCIe generation (4 or 5) of the slower device of the pair.
         generation: u8,
