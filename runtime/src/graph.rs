@@ -310,9 +310,10 @@ impl Graph {
     /// What `after` records from now on waits for what `before` has recorded so far: a
     /// value of the graph's own, set to the replay's number by `before`'s queue and waited
     /// for by `after`'s. On one device it is a signal of that device; across devices it lies
-    /// in VRAM of `after`'s device, which `before`'s device writes over XGMI through its peer
-    /// mapping, so the two must be members of one hive (else refused as `map_peer` refuses,
-    /// `NotInOneHive`).
+    /// in VRAM of `after`'s device, which `before`'s device writes through its peer mapping
+    /// (over XGMI, or over PCIe through the other's BAR0: the poll reads past the HDP), so
+    /// `before`'s device must reach that VRAM (else refused as `map_peer` refuses,
+    /// `NotInOneHive`). Tested across hive members; over PCIe not yet.
     pub fn depend(&mut self, before: &Queue, after: &Queue) -> Result<()> {
         let b = self.queue(before, before.is_compute())?;
         let a = self.queue(after, after.is_compute())?;
