@@ -311,7 +311,8 @@ impl Graph {
     /// value of the graph's own, set to the replay's number by `before`'s queue and waited
     /// for by `after`'s. On one device it is a signal of that device; across devices it lies
     /// in VRAM of `after`'s device, which `before`'s device writes through its peer mapping
-    /// (over XGMI, or over PCIe through the other's BAR0: the poll reads past the HDP), so
+    /// (over XGMI, or over PCIe through the other's BAR0, where the write passes that
+    /// device's HDP: the mock's polls do not check it, hardware's is untried), so
     /// `before`'s device must reach that VRAM (else refused as `map_peer` refuses,
     /// `NotInOneHive`). Tested across hive members; over PCIe not yet.
     pub fn depend(&mut self, before: &Queue, after: &Queue) -> Result<()> {
