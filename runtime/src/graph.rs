@@ -314,7 +314,8 @@ impl Graph {
     /// (over XGMI, or over PCIe through the other's BAR0, where the write passes that
     /// device's HDP: the mock's polls do not check it, hardware's is untried), so
     /// `before`'s device must reach that VRAM (else refused as `map_peer` refuses,
-    /// `NotInOneHive`). Tested across hive members; over PCIe not yet.
+    /// `NotInOneHive`). Tested across hive members and across two PCIe peers
+    /// (`runtime_pcie::a_graph_across_two_pcie_peers_orders_them_on_the_gpu`).
     pub fn depend(&mut self, before: &Queue, after: &Queue) -> Result<()> {
         let b = self.queue(before, before.is_compute())?;
         let a = self.queue(after, after.is_compute())?;

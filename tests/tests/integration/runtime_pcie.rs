@@ -3,7 +3,7 @@
 //! source's VRAM through its BAR0 (nothing staged in host memory), and a peer view reads it
 //! in place. A small-BAR source keeps host staging, with the reason said.
 //!
-//! Devices: `mock:navi31:470..473` and `:476`, `mock:navi31-smallbar:474`, `mock:mi300x:475`.
+//! Devices: `mock:navi31:470..473`, `:476..478`, `mock:navi31-smallbar:474`, `mock:mi300x:475`.
 
 use am_runtime::{Arg, ComputeCommands, CopyCommands, Device, Link, MemKind};
 use am_tests::rig::opts;
@@ -148,4 +148,63 @@ fn a_kernel_reads_and_writes_a_peers_vram_over_pcie() {
         "b's own engine read a's sums"
     );
     clean(&[("navi31", 473), ("navi31", 476)]);
+}
+
+/// A graph over two Navi 31 outside a hive: device 0 sums, device 1's copy queue waits on
+/// the GPU for device 0's kernel (a value device 0 writes into device 1's VRAM through its
+/// BAR0) and reads the sums in place over PCIe. Device 0's kernel waits for a gate the host
+/// opens only after both submissions, and each replay's inputs differ, so a wait that did
+/// not hold would copy the previous replay's sums.
+#[test]
+fn a_graph_across_two_pcie_peers_orders_them_on_the_gpu() {
+    use am_runtime::Graph;
+    let (a, b) = (open("navi31", 477), open("navi31", 478));
+    let n = 128usize;
+    let xs: Vec<Vec<f32>> = (0..3)
+        .map(|r| (0..n).map(|i| i as f32 * 0.5 + r as f32 * 100.0).collect())
+        .collect();
+    let y: Vec<f32> = (0..n).map(|i| 3.0 - i as f32 * 0.25).collect();
+    let bxs: Vec<_> = xs.iter().map(|x| upload(&a, x)).collect();
+    let by = upload(&a, &y);
+    let sums = a.alloc(4 * n as u64, MemKind::Vram).unwrap();
+    let landed = b.alloc(4 * n as u64, MemKind::Vram).unwrap();
+    let va = kernel(&a, "vadd");
+    let (ac, bx) = (a.compute_queue(), b.copy_queue());
+    let gate = a.new_signal().unwrap();
+    let mut g = Graph::spanning(&[a.clone(), b.clone()]).unwrap();
+    let opened = g.wait(&ac, &gate, 1).unwrap();
+    let first = g
+        .exec(
+            &ac,
+            &va,
+            &[
+                (&bxs[0]).into(),
+                (&by).into(),
+                (&sums).into(),
+                Arg::U32(n as u32),
+            ],
+            [1, 1, 1],
+            [256, 1, 1],
+        )
+        .unwrap();
+    g.depend(&ac, &bx).unwrap();
+    g.copy(&bx, &landed, &b.peer_view(&sums).unwrap()).unwrap();
+    let mut exec = g.build().unwrap();
+    for replay in 1..=3u64 {
+        let r = (replay % 3) as usize;
+        exec.set_arg(first, 0, &(&bxs[r]).into()).unwrap();
+        exec.set_wait(opened, replay).unwrap();
+        for f in exec.launch().unwrap().to_vec() {
+            assert!(
+                !f.done().unwrap(),
+                "replay {replay}: ran before the gate opened"
+            );
+        }
+        gate.set(replay).unwrap();
+        exec.wait().unwrap();
+        let want: Vec<f32> = (0..n).map(|i| xs[r][i] + y[i]).collect();
+        assert_eq!(download::<f32>(&b, &landed, n), want, "replay {replay}");
+    }
+    assert_eq!(b.host_staged_bytes(), 0);
+    clean(&[("navi31", 477), ("navi31", 478)]);
 }
