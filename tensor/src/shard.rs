@@ -874,6 +874,10 @@ pub fn all_reduce_gradients(replicas: &[Vec<Tensor>]) -> Result<()> {
             )));
         }
     }
+    if first.is_empty() {
+        return Ok(());
+    }
+    let mut summed = Vec::with_capacity(first.len());
     for p in 0..first.len() {
         let grads = replicas
             .iter()
@@ -886,12 +890,19 @@ pub fn all_reduce_gradients(replicas: &[Vec<Tensor>]) -> Result<()> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let summed = Sharded::from_parts(grads, None)?.all_reduce(ReduceOp::Sum)?;
-        // Computed now, all parts in one realize: a part left lazy would be computed when
-        // its device's optimizer runs, after another device's optimizer has already updated
-        // in place the parameters the collective's other parts read.
-        summed.realize()?;
-        for (r, g) in replicas.iter().zip(summed.parts) {
+        summed.push(Sharded::from_parts(grads, None)?.all_reduce(ReduceOp::Sum)?);
+    }
+    // Computed now, every parameter's parts in one realize: a part left lazy would be
+    // computed when its device's optimizer runs, after another device's optimizer has
+    // already updated in place the parameters the collective's other parts read. One
+    // realize also computes the gradients' shared backward work once (lazy gradients, as
+    // in a step captured whole, would otherwise be recomputed for each parameter) and
+    // takes every parameter's copies of one level together.
+    let parts: Vec<&Tensor> = summed.iter().flat_map(|s| &s.parts).collect();
+    Tensor::realize_all(&parts)?;
+    check_faults(&summed[0].devices(), "all-reducing the gradients")?;
+    for (p, s) in summed.into_iter().enumerate() {
+        for (r, g) in replicas.iter().zip(s.parts) {
             r[p].set_grad(&g)?;
         }
     }
