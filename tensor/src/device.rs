@@ -40,6 +40,7 @@ pub(crate) struct DeviceInner {
     compiles: AtomicU64,
     allocations: AtomicU64,
     schedules: AtomicU64,
+    copies: AtomicU64,
     debug: AtomicU32,
     optimize: AtomicBool,
     /// The thread capturing a step and the launches it made so far.
@@ -166,6 +167,7 @@ impl Device {
             compiles: AtomicU64::new(0),
             allocations: AtomicU64::new(0),
             schedules: AtomicU64::new(0),
+            copies: AtomicU64::new(0),
             debug: AtomicU32::new(debug_from_env()),
             optimize: AtomicBool::new(!noopt_from_env()),
             capture: Mutex::new(None),
@@ -284,6 +286,18 @@ impl Device {
 
     pub(crate) fn count_schedule(&self) {
         self.0.schedules.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Copies into this device's memory started so far, by the runtime or the host:
+    /// between devices (counted at the destination) and within the device (a join placing
+    /// a part). Reads in place through a peer mapping move nothing and are not counted,
+    /// nor are kernels (an assignment's copy back) or a captured step's replays.
+    pub fn copies_started(&self) -> u64 {
+        self.0.copies.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_copy(&self) {
+        self.0.copies.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Time spent waiting for the GPU to finish submitted work so far (0 on the CPU, where
@@ -452,6 +466,7 @@ impl Device {
         if len == 0 {
             return Ok(None);
         }
+        self.count_copy();
         match (src.storage(), dst.storage()) {
             (Storage::Am(s), Storage::Am(d)) => {
                 let rt = self.runtime().ok_or_else(|| self.not_am())?;

@@ -199,11 +199,12 @@ pub(crate) struct Node {
     pub(crate) landing: Mutex<Option<Landing>>,
 }
 
-/// Memory chosen for a node before it is realized, so that the bytes of a copy land where a
-/// join wants them instead of being copied there again.
+/// Memory chosen for a node before it is realized, so that the bytes of a copy or a kernel
+/// land where a join wants them instead of being copied there again.
 pub(crate) enum Landing {
-    /// A copy's elements go to this byte of the join's memory (while the join is alive and
-    /// not yet realized).
+    /// A copy's elements, or a kernel's result the schedule keeps (a collective's reduced
+    /// chunk), go to this byte of the join's memory (while the join is alive and not yet
+    /// realized).
     Into(Weak<Node>, usize),
     /// A join's memory, allocated when the first of its parts landed in it.
     Out(Buffer),

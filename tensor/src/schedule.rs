@@ -119,10 +119,11 @@ fn run_schedules(groups: Vec<(Device, Vec<Arc<Node>>)>) -> Result<()> {
 /// Realizes the copies between devices and the joins below `pending`, level by level: a
 /// copy or join of level `L` needs only nodes that need copies and joins of levels below
 /// `L`. For each level, the sources the copies and joins read are computed first (one
-/// schedule per device, all devices at once), then every copy is started (each on its
-/// destination's copy queue, or mapped in place) before any is waited for, then the joins
-/// put their own chunks in place the same way. The steps of a collective thus run on all
-/// devices at once instead of one device after another.
+/// schedule per device, all devices at once; a reduced chunk a join wants is computed into
+/// its place there), then every copy is started (each on its destination's copy queue, or
+/// mapped in place) before any is waited for, then the joins copy into place, the same way,
+/// the parts that did not land there. The steps of a collective thus run on all devices at
+/// once instead of one device after another.
 fn realize_moves(pending: &[Arc<Node>]) -> Result<()> {
     let order = toposort(pending, &|n| n.is_realized());
     // Copy-and-join levels a node needs done before it can be computed.
@@ -361,9 +362,10 @@ fn slice_of(n: &Arc<Node>) -> Option<Buffer> {
     b.view(at, n.numel() * n.dtype.size())
 }
 
-/// The view of a join's memory a copy is to land in ([`Landing::Into`]), allocating the
-/// join's memory if no part has landed yet; `None` when the copy has no landing, its join
-/// is gone or done, or the memory cannot be viewed (host memory, an unaligned place).
+/// The view of a join's memory a copy (or a kernel's result) is to land in
+/// ([`Landing::Into`]), allocating the join's memory if no part has landed yet; `None` when
+/// the node has no landing, its join is gone or done, or the memory cannot be viewed (host
+/// memory, an unaligned place).
 fn landing_for(dst: &Arc<Node>, len: usize) -> Result<Option<Buffer>> {
     let (join, at) = match &*lock(&dst.landing) {
         Some(Landing::Into(j, at)) => match j.upgrade() {
@@ -1190,7 +1192,8 @@ impl Graph {
     }
 
     /// Memory for the results of a kernel: the target's of an assignment in place, else
-    /// freed memory of the same size, else fresh.
+    /// the place of a join's memory a kept result is to land in ([`Landing::Into`]: a
+    /// collective's reduced chunk), else freed memory of the same size, else fresh.
     fn outputs(
         &self,
         dev: &Device,
@@ -1200,10 +1203,18 @@ impl Graph {
     ) -> Result<Vec<Buffer>> {
         let mut outs = Vec::with_capacity(it.roots.len());
         for &i in &it.roots {
-            let bytes = (self.order[i].numel() * self.order[i].dtype.size()).max(1);
-            let out = match in_place.get(&i) {
-                Some(tb) => tb.clone(),
-                None => {
+            let n = &self.order[i];
+            let bytes = (n.numel() * n.dtype.size()).max(1);
+            // Only a result this schedule keeps: an intermediate's memory goes to later
+            // kernels once read, and must not be a piece of a join's.
+            let landing = match in_place.get(&i) {
+                None if mem.keep[i] => landing_for(n, bytes)?,
+                _ => None,
+            };
+            let out = match (in_place.get(&i), landing) {
+                (Some(tb), _) => tb.clone(),
+                (None, Some(view)) => view,
+                (None, None) => {
                     let want = bytes.next_multiple_of(256);
                     match mem.free.iter().position(|b| b.size() == want) {
                         Some(f) => mem.free.swap_remove(f),

@@ -535,7 +535,7 @@ impl Sharded {
             let dims: Vec<isize> = shape.iter().map(|&d| d as isize).collect();
             everything
                 .iter()
-                .map(|c| join(c)?.reshape(&dims))
+                .map(|c| join(c, true)?.reshape(&dims))
                 .collect::<Result<Vec<_>>>()?
         } else {
             tree_all_reduce(&self.parts, op)?
@@ -564,7 +564,7 @@ impl Sharded {
                         .iter()
                         .map(|p| p.reshape(&[-1]))
                         .collect::<Result<Vec<_>>>()?;
-                    join(&pieces)?.reshape(&dims)
+                    join(&pieces, false)?.reshape(&dims)
                 } else {
                     let refs: Vec<&Tensor> = c.iter().collect();
                     Tensor::cat(&refs, a as isize)
@@ -634,8 +634,11 @@ fn split(parts: &[Tensor], a: usize) -> Result<Vec<Vec<Tensor>>> {
 
 /// One device's chunks (one-dimensional, one dtype, all on that device) laid end to end,
 /// each copied into its place of one buffer: a `cat` would run a kernel reading them all
-/// again, the longest step of a large ring all-reduce on the mock.
-fn join(chunks: &[Tensor]) -> Result<Tensor> {
+/// again, the longest step of a large ring all-reduce on the mock. Chunks copied from other
+/// devices land in their place when they are copied; with `computed_in_place`, so is a
+/// chunk the collective computed itself (a reduced chunk: a sum or max that nothing outside
+/// the collective holds), whose kernel then writes its place of the joined memory.
+fn join(chunks: &[Tensor], computed_in_place: bool) -> Result<Tensor> {
     let first = chunks.first().ok_or_else(|| Error::Shape {
         op: "join",
         shape: vec![],
@@ -661,7 +664,9 @@ fn join(chunks: &[Tensor]) -> Result<Tensor> {
     let nodes: Vec<_> = chunks.iter().map(Tensor::node).collect();
     let joined = Node::new(Op::Join(nodes.clone()), vec![total], dtype, device);
     // Chunks that arrive from other devices land in their place of the joined memory when
-    // they are copied (rather than in memory of their own, copied into place afterwards).
+    // they are copied, and reduced chunks when they are computed (rather than in memory of
+    // their own, copied into place afterwards). Not a chunk someone else may hold: memory
+    // shared with the joined result would see that holder's later assignments.
     let mut at = 0;
     for n in &nodes {
         // A copy seen through reshapes (a piece of `all_gather` flattened) has the same bytes.
@@ -671,7 +676,12 @@ fn join(chunks: &[Tensor]) -> Result<Tensor> {
         {
             c = a;
         }
-        if matches!(c.op, Op::Copy(_)) && !c.is_realized() {
+        let lands = match c.op {
+            Op::Copy(_) => true,
+            Op::Binary(..) => computed_in_place,
+            _ => false,
+        };
+        if lands && !c.is_realized() {
             let mut landing = lock(&c.landing);
             if landing.is_none() {
                 *landing = Some(Landing::Into(Arc::downgrade(&joined), at));
@@ -875,6 +885,10 @@ pub fn all_reduce_gradients(replicas: &[Vec<Tensor>]) -> Result<()> {
             )));
         }
     }
+    if first.is_empty() {
+        return Ok(());
+    }
+    let mut summed = Vec::with_capacity(first.len());
     for p in 0..first.len() {
         let grads = replicas
             .iter()
@@ -887,12 +901,19 @@ pub fn all_reduce_gradients(replicas: &[Vec<Tensor>]) -> Result<()> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let summed = Sharded::from_parts(grads, None)?.all_reduce(ReduceOp::Sum)?;
-        // Computed now, all parts in one realize: a part left lazy would be computed when
-        // its device's optimizer runs, after another device's optimizer has already updated
-        // in place the parameters the collective's other parts read.
-        summed.realize()?;
-        for (r, g) in replicas.iter().zip(summed.parts) {
+        summed.push(Sharded::from_parts(grads, None)?.all_reduce(ReduceOp::Sum)?);
+    }
+    // Computed now, every parameter's parts in one realize: a part left lazy would be
+    // computed when its device's optimizer runs, after another device's optimizer has
+    // already updated in place the parameters the collective's other parts read. One
+    // realize also computes the gradients' shared backward work once (lazy gradients, as
+    // in a step captured whole, would otherwise be recomputed for each parameter) and
+    // takes every parameter's copies of one level together.
+    let parts: Vec<&Tensor> = summed.iter().flat_map(|s| &s.parts).collect();
+    Tensor::realize_all(&parts)?;
+    check_faults(&summed[0].devices(), "all-reducing the gradients")?;
+    for (p, s) in summed.into_iter().enumerate() {
+        for (r, g) in replicas.iter().zip(s.parts) {
             r[p].set_grad(&g)?;
         }
     }
@@ -910,6 +931,7 @@ pub(crate) fn copy_buffer_start(
     dst: &Buffer,
     len: usize,
 ) -> Result<Option<am_runtime::Fence>> {
+    to.count_copy();
     if let (Some(a), Some(b), Storage::Am(s), Storage::Am(d)) =
         (from.runtime(), to.runtime(), src.storage(), dst.storage())
     {
@@ -947,9 +969,10 @@ mod tests {
     use super::*;
 
     /// The ring's chunks from other devices land in their place of each device's joined
-    /// memory (views of it), so the join copies only the device's own chunk.
+    /// memory (views of it), and its own reduced chunk is computed there: the join copies
+    /// nothing.
     #[test]
-    fn chunks_from_other_devices_land_in_the_joined_memory() {
+    fn every_chunk_lands_in_the_joined_memory() {
         am_mock::register();
         let devs: Vec<Device> = (48..52)
             .map(|i| Device::open(&format!("mock:mi300x-hive4:{i}")).unwrap())
@@ -980,25 +1003,20 @@ mod tests {
                 panic!("device {d}: the result is not a join");
             };
             let out = j.buffer().unwrap();
-            let mut landed = 0;
+            let mut copied = 0;
             for (k, c) in chunks.iter().enumerate() {
-                let at = k * 1024;
                 let b = c.buffer().unwrap();
-                match &c.op {
-                    Op::Copy(_) => {
-                        assert!(
-                            b.is_view_of(&out, at),
-                            "device {d}: chunk {k} landed elsewhere"
-                        );
-                        landed += 1;
-                    }
-                    _ => assert!(!b.is_view_of(&out, at), "device {d}: its own chunk {k}"),
-                }
+                assert!(
+                    b.is_view_of(&out, k * 1024),
+                    "device {d}: chunk {k} ({}) landed elsewhere",
+                    c.op.name()
+                );
+                copied += usize::from(matches!(c.op, Op::Copy(_)));
             }
             assert_eq!(
-                landed,
+                copied,
                 n - 1,
-                "device {d}: every other device's chunk landed"
+                "device {d}: the other devices' chunks copied"
             );
             assert_eq!(
                 r.parts()[d].to_vec_f32().unwrap(),
@@ -1074,6 +1092,68 @@ mod tests {
                 .map(|x| x.to_bits())
                 .collect();
             assert_eq!(got, want, "device {d}: the chunks summed in device order");
+        }
+    }
+
+    /// The direct all-reduce computes each member's reduced chunk straight into its place
+    /// of the member's joined result: the only copies are the `n (n − 1)` chunks sent to
+    /// the other members (each landing in place too), none for a join, and the result is
+    /// the chunks summed in device order.
+    #[test]
+    fn the_direct_all_reduce_computes_its_joins_in_place() {
+        am_mock::register();
+        let devs: Vec<Device> = (80..84)
+            .map(|i| Device::open(&format!("mock:mi300x-hive4:{i}")).unwrap())
+            .collect();
+        let n = devs.len();
+        // 1024 f32 per part: chunks of 1 KiB, on the buffers' alignment.
+        let parts: Vec<Tensor> = devs
+            .iter()
+            .enumerate()
+            .map(|(d, dev)| {
+                let v: Vec<f32> = (0..1024).map(|k| (d * 1024 + k) as f32).collect();
+                Tensor::from_slice(&v, &[1024], dev).unwrap()
+            })
+            .collect();
+        let r = Sharded::from_parts(parts, None)
+            .unwrap()
+            .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
+            .unwrap();
+        let joins: Vec<Arc<Node>> = r
+            .parts()
+            .iter()
+            .map(|p| match &p.node().op {
+                Op::Reshape(j) => j.clone(),
+                _ => p.node(),
+            })
+            .collect();
+        let copies = || devs.iter().map(Device::copies_started).sum::<u64>();
+        let before = copies();
+        r.realize().unwrap();
+        assert_eq!(
+            copies() - before,
+            (n * (n - 1)) as u64,
+            "one copy per reduced chunk and other member, none to put a join together"
+        );
+        for (d, j) in joins.iter().enumerate() {
+            let Op::Join(chunks) = &j.op else {
+                panic!("device {d}: the result is not a join");
+            };
+            let own = chunks[d].buffer().unwrap();
+            assert!(
+                matches!(chunks[d].op, Op::Binary(..)),
+                "device {d}: its own chunk is its sum"
+            );
+            assert!(
+                own.is_view_of(&j.buffer().unwrap(), d * 1024),
+                "device {d}: its sum was computed elsewhere than its place in the result"
+            );
+        }
+        let want: Vec<f32> = (0..1024)
+            .map(|k| (0..n).map(|d| (d * 1024 + k) as f32).sum())
+            .collect();
+        for (d, p) in r.parts().iter().enumerate() {
+            assert_eq!(p.to_vec_f32().unwrap(), want, "device {d}");
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use std::time::Instant;
 
-use am_tensor::nn::{Adam, Optimizer};
+use am_tensor::nn::{Adam, AdamW, Optimizer};
 use am_tensor::shard::{all_reduce_gradients, one_hive};
 use am_tensor::{Device, Jit, Tensor, no_grad};
 use anyhow::Context;
@@ -245,11 +245,50 @@ fn whole_step(
         shares.push(loss);
     }
     let replicas: Vec<Vec<Tensor>> = reps.iter().map(|r| r.demo.model.parameters()).collect();
+    realize_with_gradients(&shares, &replicas)?;
     all_reduce_gradients(&replicas)?;
     for (r, loss) in reps.iter_mut().zip(&shares) {
         r.demo.opt.step(&[loss])?;
     }
     Ok(shares)
+}
+
+/// The data-parallel gpt step captured across the devices of one hive (`inputs`: the
+/// tokens then the targets of every device's problems): each device's share of the loss
+/// and its exactly answered problems, its backward pass, the gradients' all-reduce, every
+/// device's AdamW update. Returns each device's loss share and answers, in device order.
+fn whole_gpt_step(
+    reps: &mut [(Gpt, AdamW, Device)],
+    cfg: &GptConfig,
+    inputs: &[Tensor],
+) -> am_tensor::Result<Vec<Tensor>> {
+    let mut out = Vec::with_capacity(2 * reps.len());
+    for (d, (model, _, _)) in reps.iter().enumerate() {
+        let (toks, tgts) = (&inputs[2 * d], &inputs[2 * d + 1]);
+        let scale = toks.shape()[0] as f64 / cfg.batch as f64;
+        let logits = model.answer_logits(toks)?;
+        let loss = logits.cross_entropy(tgts)?.mul(scale)?;
+        let right = no_grad(|| demo_gpt::exact_answers(cfg, &logits, tgts))?;
+        loss.backward()?;
+        out.push(loss);
+        out.push(right);
+    }
+    let replicas: Vec<Vec<Tensor>> = reps.iter().map(|r| r.0.parameters()).collect();
+    realize_with_gradients(&out, &replicas)?;
+    all_reduce_gradients(&replicas)?;
+    for (r, share) in reps.iter_mut().zip(out.chunks(2)) {
+        r.1.step(&[&share[0]])?;
+    }
+    Ok(out)
+}
+
+/// Computes `outs` and every replica's gradients in one realize, so the forward and
+/// backward work they share is done once: the all-reduce realizes only the gradients, and
+/// what `outs` needs of the forward pass would otherwise be computed again after it.
+fn realize_with_gradients(outs: &[Tensor], replicas: &[Vec<Tensor>]) -> am_tensor::Result<()> {
+    let grads: Vec<Tensor> = replicas.iter().flatten().filter_map(Tensor::grad).collect();
+    let all: Vec<&Tensor> = outs.iter().chain(&grads).collect();
+    Tensor::realize_all(&all)
 }
 
 /// One device's training step as two captured steps ([`Jit`]) around the all-reduce of the
@@ -392,11 +431,7 @@ pub fn run(
             test_set.len(),
             par.seconds,
             devs.len(),
-            if par.across {
-                "the step captured across them: one graph over every device's queues"
-            } else {
-                "each device's step captured in two halves around the all-reduce"
-            }
+            captured_how(par.across)
         );
         println!(
             "{} alone: {:.2} s, test accuracy {:.1} %; {}",
@@ -424,6 +459,15 @@ fn merge(report: &mut serde_json::Value, extra: serde_json::Value) {
     }
 }
 
+/// How a data-parallel run captured its steps, for the text report.
+fn captured_how(across: bool) -> &'static str {
+    if across {
+        "the step captured across them: one graph over every device's queues"
+    } else {
+        "each device's step captured in two halves around the all-reduce"
+    }
+}
+
 /// The data-parallel gpt run's figures.
 pub struct GptParallelRun {
     /// Every step's loss (sum of the devices' shares).
@@ -436,6 +480,8 @@ pub struct GptParallelRun {
     pub test_total: usize,
     /// Wall time of training and scoring.
     pub seconds: f64,
+    /// The whole step was captured across the devices (one hive), not per device.
+    pub across: bool,
 }
 
 /// Trains the gpt on `devs` with each step's problems split across them: every device holds
@@ -466,11 +512,40 @@ pub fn train_gpt(
         reps.push((model, opt, d.clone()));
     }
     let mut halves: Vec<Halves> = devs.iter().map(Halves::new).collect();
+    // On one hive the whole step is captured as one graph over every device's queues, as
+    // for the mlp.
+    let mut whole = if one_hive(devs)? {
+        Some(Jit::spanning(devs)?)
+    } else {
+        None
+    };
     let mut rng = demo_gpt::training_rng(cfg);
     let (mut losses, mut exact) = (Vec::new(), Vec::new());
     for s in 0..cfg.steps {
         let probs = demo_gpt::training_problems(cfg, &mut rng, s);
         let mut at = 0;
+        if let Some(jit) = whole.as_mut() {
+            let mut inputs = Vec::with_capacity(2 * n);
+            for (i, (_, _, dev)) in reps.iter().enumerate() {
+                let len = cfg.batch / n + usize::from(i < cfg.batch % n);
+                let (toks, tgts) = demo_gpt::batch_tensors(cfg, &probs[at..at + len], dev)?;
+                at += len;
+                inputs.push(toks);
+                inputs.push(tgts);
+            }
+            let out = jit.run(&inputs.iter().collect::<Vec<_>>(), |i| {
+                whole_gpt_step(&mut reps, cfg, i)
+            })?;
+            let (mut total, mut right_all) = (0.0f64, 0);
+            for share in out.chunks(2) {
+                total += f64::from(share[0].item()?);
+                right_all += share[1].to_vec::<bool>()?.iter().filter(|&&b| b).count();
+            }
+            losses.push(total as f32);
+            exact.push(right_all);
+            progress(s, total as f32);
+            continue;
+        }
         let mut shares = Vec::new();
         for (i, ((model, _, dev), h)) in reps.iter().zip(&mut halves).enumerate() {
             let len = cfg.batch / n + usize::from(i < cfg.batch % n);
@@ -504,6 +579,7 @@ pub fn train_gpt(
         test_correct,
         test_total: test.len(),
         seconds: start.elapsed().as_secs_f64(),
+        across: whole.is_some(),
     })
 }
 
@@ -568,6 +644,7 @@ pub fn run_gpt(
             "single_seconds": one.as_ref().map(|o| o.seconds),
             "single_losses": one.as_ref().map(|o| &o.losses),
             "single_test_correct": one.as_ref().map(|o| o.test_correct),
+            "step_captured_across_devices": par.across,
         });
         if let Some(c) = &cmp {
             merge(&mut report, c.json());
@@ -575,12 +652,13 @@ pub fn run_gpt(
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         println!(
-            "held-out problems answered exactly: {:.1} % ({}/{}); {:.1} s on {} devices",
+            "held-out problems answered exactly: {:.1} % ({}/{}); {:.1} s on {} devices ({})",
             acc * 100.0,
             par.test_correct,
             par.test_total,
             par.seconds,
-            devs.len()
+            devs.len(),
+            captured_how(par.across)
         );
         if let (Some(o), Some(c)) = (&one, &cmp) {
             println!(
