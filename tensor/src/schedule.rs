@@ -279,7 +279,8 @@ impl Moving {
 
 /// Starts the copy `dst` of `src` (computed, or a piece of computed memory): a copy that
 /// may read in place ([`Landing::InPlace`]) gets a view of the source's memory through a
-/// peer mapping when the devices share an XGMI hive, and moves nothing.
+/// peer mapping when the destination reaches the source's VRAM (a member of its XGMI hive,
+/// or a large-BAR device over PCIe: `am_runtime::Device::peer_view`), and moves nothing.
 fn copy_start(dst: &Arc<Node>, src: &Arc<Node>) -> Result<Moving> {
     let len = src.numel() * src.dtype.size();
     let from = match slice_of(src) {
