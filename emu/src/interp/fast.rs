@@ -149,6 +149,7 @@ pub(crate) enum Fast {
     SdwaAndB32(Vf, [SdwaSel; 2]),
 }
 
+
 /// An SDWA source selection as `exec_cdna::sdwa` applies it to a row: the field at `shift`
 /// moved to the top (`up`: 32 less its width) and back, sign- or zero-extending it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -795,8 +796,8 @@ fn smem_form(i: &Inst) -> Option<Fast> {
 }
 
 /// A scalar load from a piece of `mem` that holds its dwords in one slice
-/// ([`crate::Memory::contiguous`]), straight into the SGPRs, or from a memory whose reads
-/// are all or nothing; false, having done nothing, otherwise or when the read faults (the
+/// ([`crate::Memory::contiguous`]), straight into the SGPRs, or from a memory whose failed
+/// reads may be made again ([`crate::Memory::repeatable`]); false, having done nothing, otherwise or when the read faults (the
 /// general path then reads, or reports the fault).
 #[inline(always)]
 pub(crate) fn scalar_load(w: &mut Wave, m: &Sm, mem: &mut dyn crate::Memory) -> bool {
@@ -816,13 +817,14 @@ pub(crate) fn scalar_load(w: &mut Wave, m: &Sm, mem: &mut dyn crate::Memory) -> 
         }
         return true;
     }
-    // A memory without slices whose reads are all or nothing (the threads' shared memory):
-    // one `read` through a staging buffer; a fault goes to the general path, which reports it.
+    // A memory without slices whose failed reads may be made again (the threads' shared
+    // memory, the mock's): one `read` through a staging buffer, the read the general path
+    // makes; a fault goes to the general path, which reads again and reports it.
     let mut staged = [0u8; 64];
     let Some(b) = staged.get_mut(..4 * n) else {
         return false;
     };
-    if !mem.all_or_nothing() || mem.read(addr, b).is_err() {
+    if !mem.repeatable() || mem.read(addr, b).is_err() {
         return false;
     }
     for (s, c) in w.s[d..d + n].iter_mut().zip(b.chunks_exact(4)) {
@@ -897,10 +899,12 @@ fn global_lanes<const L: usize>(
         }
         return true;
     }
-    // A memory without slices whose accesses are all or nothing: one `read` or `write` of
-    // the wave's bytes through the staging buffer (the core's, which is not cleared for
-    // each access as a local array would be: every byte used is written first).
-    if !mem.all_or_nothing() {
+    // A memory without slices whose failed accesses may be made again
+    // ([`crate::Memory::repeatable`]): one `read` or `write` of the wave's bytes through the
+    // staging buffer (the core's, which is not cleared for each access as a local array
+    // would be: every byte used is written first). That is the general path's first access
+    // for this wave (its coalescer's one run), which it makes again after a failure here.
+    if !mem.repeatable() {
         return false;
     }
     let Some(b) = staging.get_mut(..L * n) else {
@@ -2262,7 +2266,7 @@ mod tests {
         endpgm: u32,
         lanes: u32,
         seed: u64,
-        shared: bool,
+        memory: Mem,
     ) {
         use super::Gm;
         let mut next = crate::xorshift(seed);
@@ -2316,19 +2320,28 @@ mod tests {
                 let exec = if case == 1 { next() } else { u64::MAX };
                 w0.set_exec(exec);
                 let run = |prog: &Program| -> (Wave, Vec<u8>, String) {
-                    let (w, r, bytes) = if shared {
-                        let mut mem = crate::SharedHostMemory::new();
-                        assert_eq!(mem.alloc_bytes(&mem0), a);
-                        let mut access = crate::interp::memory::SharedAccess::new(&mem);
-                        let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
-                        (w, r, mem.bytes(a, size))
-                    } else {
-                        let mut mem = HostMemory::new();
-                        assert_eq!(mem.alloc_bytes(&mem0), a);
-                        let (w, r) = run_copy(&w0, prog, &mut mem, &mut [], 100);
-                        (w, r, mem.bytes(a, size))
+                    let (w, r, bytes) = match memory {
+                        Mem::Shared => {
+                            let mut mem = crate::SharedHostMemory::new();
+                            assert_eq!(mem.alloc_bytes(&mem0), a);
+                            let mut access = crate::interp::memory::SharedAccess::new(&mem);
+                            let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
+                            (w, format!("{r:?}"), mem.bytes(a, size))
+                        }
+                        Mem::Host => {
+                            let mut mem = HostMemory::new();
+                            assert_eq!(mem.alloc_bytes(&mem0), a);
+                            let (w, r) = run_copy(&w0, prog, &mut mem, &mut [], 100);
+                            (w, format!("{r:?}"), mem.bytes(a, size))
+                        }
+                        Mem::FirstFault => {
+                            let mut mem = FirstFault::new(&mem0, a);
+                            let (w, r) = run_copy(&w0, prog, &mut mem, &mut [], 100);
+                            let r = format!("{r:?}, first fault kept {:?}", mem.first);
+                            (w, r, mem.mem.bytes(a, size))
+                        }
                     };
-                    (w, bytes.expect("memory"), format!("{r:?}"))
+                    (w, bytes.expect("memory"), r)
                 };
                 let ((wa, ma, ra), (wb, mb, rb)) = (run(&fast), run(&slow));
                 let what = format!("{isa:?} instruction {k} ({}) case {case}", fast.text(0));
@@ -2539,6 +2552,13 @@ mod tests {
                     let (w, r) = run_copy(&w0, prog, &mut access, &mut [], 100);
                     (w, format!("{r:?}"))
                 };
+                // A memory without slices that keeps its first fault and may repeat a failed
+                // read (as the mock's): the form reads through a staging buffer there too.
+                let run_first = |prog: &Program| -> (Wave, String) {
+                    let mut mem = FirstFault::new(&mem0, a);
+                    let (w, r) = run_copy(&w0, prog, &mut mem, &mut [], 100);
+                    (w, format!("{r:?}, first fault kept {:?}", mem.first))
+                };
                 let ((wa, ra), (wb, rb)) = (run(&fast), run(&slow));
                 let what = format!("{isa:?} instruction {k} ({}) case {case}", fast.text(0));
                 assert_eq!(ra, rb, "{what}: outcome");
@@ -2548,6 +2568,14 @@ mod tests {
                     assert_eq!(rc, ra, "{what}: outcome over shared memory");
                     assert_eq!(wc.s, wa.s, "{what}: SGPRs over shared memory");
                 }
+                let ((wc, rc), (wd, rd)) = (run_first(&fast), run_first(&slow));
+                assert_eq!(
+                    rc, rd,
+                    "{what}: outcome and first fault over a repeatable memory"
+                );
+                assert!(rc.starts_with(&ra), "{what}: {rc} against {ra}");
+                assert_eq!(wc.s, wd.s, "{what}: SGPRs over a repeatable memory");
+                assert_eq!(wc.s, wa.s, "{what}: SGPRs over a repeatable memory");
                 if case == 0 {
                     assert!(ra.starts_with("Ok") && wa.s != w0.s, "{what}: {ra}");
                 } else {
@@ -2563,6 +2591,56 @@ mod tests {
         scalar_forms_match_the_general_path(Isa::Gfx1100, 0xf400_0000, 0xbfb0_0000, 0x9b05_688c);
     }
 
+    /// The memories [`global_forms_match_the_general_path`] runs over.
+    #[derive(Clone, Copy)]
+    enum Mem {
+        /// [`HostMemory`]: slices.
+        Host,
+        /// [`crate::SharedHostMemory`] through a thread's access: no slices, all or nothing.
+        Shared,
+        /// [`FirstFault`]: no slices, not all or nothing, repeatable.
+        FirstFault,
+    }
+
+    /// A memory as the mock's shader view is one: no slices, and it keeps the first fault
+    /// of any access for its own report (so it is not all or nothing), but a failed access
+    /// made again records nothing new ([`crate::Memory::repeatable`]).
+    struct FirstFault {
+        mem: HostMemory,
+        first: Option<crate::Fault>,
+    }
+
+    impl FirstFault {
+        /// `bytes` at `at` (the first region of a [`HostMemory`]).
+        fn new(bytes: &[u8], at: u64) -> FirstFault {
+            let mut mem = HostMemory::new();
+            assert_eq!(mem.alloc_bytes(bytes), at);
+            FirstFault { mem, first: None }
+        }
+    }
+
+    impl crate::Memory for FirstFault {
+        fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), crate::Fault> {
+            let r = self.mem.read(addr, buf);
+            if let Err(f) = &r {
+                self.first.get_or_insert_with(|| f.clone());
+            }
+            r
+        }
+
+        fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), crate::Fault> {
+            let r = self.mem.write(addr, data);
+            if let Err(f) = &r {
+                self.first.get_or_insert_with(|| f.clone());
+            }
+            r
+        }
+
+        fn repeatable(&self) -> bool {
+            true
+        }
+    }
+
     #[test]
     fn global_forms_match_the_general_path_on_every_address_pattern() {
         global_forms_match_the_general_path(
@@ -2570,21 +2648,21 @@ mod tests {
             0xbf81_0000,
             64,
             0x6a09_e667_f3bc_c908,
-            false,
+            Mem::Host,
         );
         global_forms_match_the_general_path(
             Isa::Gfx1100,
             0xbfb0_0000,
             32,
             0xbb67_ae85_84ca_a73b,
-            false,
+            Mem::Host,
         );
         global_forms_match_the_general_path(
             Isa::Gfx1100,
             0xbfb0_0000,
             64,
             0x3c6e_f372_fe94_f82b,
-            false,
+            Mem::Host,
         );
     }
 
@@ -2598,14 +2676,35 @@ mod tests {
             0xbf81_0000,
             64,
             0x510e_527f_ade6_82d1,
-            true,
+            Mem::Shared,
         );
         global_forms_match_the_general_path(
             Isa::Gfx1100,
             0xbfb0_0000,
             32,
             0x9b05_688c_2b3e_6c1f,
-            true,
+            Mem::Shared,
+        );
+    }
+
+    /// The same over a [`FirstFault`] memory (as the mock's shader view: no slices, the first
+    /// fault kept, failed accesses repeatable): a whole wave's form moves its bytes through
+    /// a staging buffer, and a fault (case 3) leaves the same fault kept and the same error.
+    #[test]
+    fn global_forms_match_the_general_path_over_a_repeatable_memory() {
+        global_forms_match_the_general_path(
+            Isa::Gfx942,
+            0xbf81_0000,
+            64,
+            0x1f83_d9ab_5be0_cd19,
+            Mem::FirstFault,
+        );
+        global_forms_match_the_general_path(
+            Isa::Gfx1100,
+            0xbfb0_0000,
+            32,
+            0x137e_2179_6a09_e667,
+            Mem::FirstFault,
         );
     }
 

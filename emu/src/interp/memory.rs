@@ -155,6 +155,20 @@ pub trait Memory {
         false
     }
 
+    /// Whether an access that failed may be made again, the same, with nothing more to
+    /// show for it than for one try: a failed `read` or `write` may have recorded its fault
+    /// or written part of its bytes, but making it a second time writes those same bytes
+    /// and records nothing the first try did not (a memory that keeps only its first fault,
+    /// whatever the access). A hot form may then move a whole wave's bytes with one `read`
+    /// or `write` through a staging buffer — the very access the general path makes first
+    /// for that wave — and leave a failure to the general path, which makes it again and
+    /// then goes lane by lane. [`Memory::all_or_nothing`] by default (such a memory is
+    /// repeatable); only the hot forms whose one access is the general path's first use
+    /// this, the others still ask for all or nothing.
+    fn repeatable(&self) -> bool {
+        self.all_or_nothing()
+    }
+
     /// Replaces the `len`-byte (4 or 8) little-endian value at `addr` by `f(old)` as one
     /// atomic step and returns the old value. The provided version reads then writes, which
     /// is atomic for a memory that one dispatch thread uses; the adapter over a

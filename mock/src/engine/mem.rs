@@ -856,4 +856,15 @@ impl am_emu::Memory for ShaderMem<'_, '_> {
             f
         })
     }
+
+    /// A failed read or write made again does nothing the first try did not: a read
+    /// changes no memory (a TLB entry it filled translates the same), a write that failed
+    /// partway wrote the bytes before its fault and writes the same ones again, and only
+    /// the first failure of the dispatch is kept (`error`), so the engine reports the same
+    /// one. The emulator's hot forms then move a whole wave's bytes in one access, the one
+    /// its general path makes first, instead of computing the lanes' addresses for that
+    /// path; a failure still goes lane by lane there, to the lane that faults.
+    fn repeatable(&self) -> bool {
+        true
+    }
 }

@@ -2,7 +2,8 @@
 //! results from DISPATCH_DIRECT, page faults of a dispatch and of a copy decoded by the
 //! driver, a hung kernel stopped by the watchdog and the queue recovered, and AQL queues on
 //! the eight XCCs of mi300x; loads whose lanes read scattered addresses (one translation
-//! for the wave) with the faults and stale reads of lane-by-lane loads.
+//! for the wave) with the faults and stale reads of lane-by-lane loads; a load of a wave's
+//! consecutive words that meets a hole or a stale word partway.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -31,6 +32,10 @@ kernel void wild(global uint *p) {
 kernel void gather(global const uint *src, global const uint *idx, global uint *out) {
   uint i = __builtin_amdgcn_workitem_id_x();
   out[i] = src[idx[i]];
+}
+kernel void window(global const uint *src, global uint *out, uint off) {
+  uint i = __builtin_amdgcn_workitem_id_x();
+  out[i] = src[i + off];
 }
 kernel void spin(global volatile uint *p) {
   while (p[0] == 0) { }
@@ -325,6 +330,89 @@ fn a_scattered_load_faults_and_refuses_stale_bytes_per_lane() {
     let h = halted(&r);
     assert!(
         h.contains("after the last HDP flush") && h.contains("lane 21:"),
+        "{h}"
+    );
+    assert_eq!(r.u32_at(&out, 0), 0, "no lane's value was stored");
+}
+
+/// Runs `window` over one wave of 32 lanes on navi31: lane `l` copies `src[off + l]` (a
+/// contiguous wave, one range for the coalescer) from `src`, 4 KiB written `src[k] = 5k + 2`
+/// and allocated last, so the page after it is mapped to nothing; `stale` (a word index) is
+/// written again through BAR0 after the last HDP flush. Returns the rig, the output, `src`'s
+/// address and whether the dispatch completed.
+fn run_window(off: u32, stale: Option<u64>) -> (Rig, am_tests::rig::Buf, u64, bool) {
+    let mut r = Rig::new("navi31");
+    let mut q = r.compute_queue(0, false, 0x4000);
+    let l = Loaded::new(&r, gfx1100());
+    let out = r.vram(0x1000);
+    r.write(&out, 0, &[0; 0x1000]);
+    let args = r.vram(0x1000);
+    let done = r.vram(0x1000);
+    let src = r.vram(0x1000);
+    let words: Vec<u32> = (0..1024u32).map(|k| 5 * k + 2).collect();
+    r.write_u32s(&src, 0, &words);
+    let mut a = src.va.to_le_bytes().to_vec();
+    a.extend(out.va.to_le_bytes());
+    a.extend(off.to_le_bytes());
+    r.write(&args, 0, &a);
+    let mut p = dispatch(&r, &l, l.kernel("window"), args.va, [1, 1, 1], [32, 1, 1]);
+    p.extend(pm4::release_mem(done.va, 1, 1, 0, 0));
+    q.write(&r, &p, true);
+    if let Some(w) = stale {
+        r.write_noflush(&src, 4 * w, &(5 * w as u32 + 2).to_le_bytes());
+    }
+    q.ring_doorbell(&r);
+    let deadline = Instant::now() + T;
+    let finished = loop {
+        if r.u32_at(&done, 0) == 1 {
+            break true;
+        }
+        if r.gpu.queues().iter().any(|q| q.1.halted.is_some()) {
+            break false;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the window copy neither finished nor stopped"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    };
+    (r, out, src.va, finished)
+}
+
+/// A wave's load of 32 consecutive words (one range) reads them all; one whose range runs
+/// off its mapping faults at the first lane past it, and the page fault names the first
+/// page the range could not reach; one whose range holds a word the CPU wrote after the
+/// last HDP flush stops at the lane that reads it, the refusal naming the range's read
+/// (the whole wave's access, as the coalescer made it) and the stale word.
+#[test]
+fn a_contiguous_load_faults_and_refuses_stale_bytes_at_the_lane_that_meets_them() {
+    let (r, out, _, finished) = run_window(100, None);
+    assert!(finished, "{:?}", r.gpu.queues()[0].1.halted);
+    for l in 0..32u32 {
+        assert_eq!(r.u32_at(&out, 4 * l as u64), 5 * (100 + l) + 2, "lane {l}");
+    }
+
+    // Lanes 0-9 read the buffer's last ten words, lanes 10-31 the unmapped page after it.
+    let (mut r, out, src, finished) = run_window(1014, None);
+    assert!(!finished);
+    let h = halted(&r);
+    assert!(h.contains("page fault") && h.contains("lane 10:"), "{h}");
+    let detail = page_fault(&mut r.dev);
+    assert!(
+        detail.contains(&format!("{:#x}", src + 0x1000)),
+        "the page after the buffer in {detail}"
+    );
+    assert_eq!(r.u32_at(&out, 0), 0, "no lane's value was stored");
+
+    let (r, out, src, finished) = run_window(200, Some(221));
+    assert!(!finished);
+    let h = halted(&r);
+    let stale = src + 4 * 221;
+    assert!(
+        h.contains("after the last HDP flush")
+            && h.contains("lane 21:")
+            && h.contains(&format!("read of {:#x} reaches VRAM", src + 4 * 200))
+            && h.contains(&format!("of {stale:#x}")),
         "{h}"
     );
     assert_eq!(r.u32_at(&out, 0), 0, "no lane's value was stored");
