@@ -460,6 +460,18 @@ fn run_loop<const COUNT: bool>(w: &mut Wave, ctx: &mut Ctx<'_>) -> Result<(), Er
                 (dense, dense_f32) = flags(w);
                 r
             }
+            Fast::PkF32(ref p) if dense => {
+                let rows = p.rows.map(|r| r as usize);
+                if crate::interp::exec_cdna::packed_f32_on_rows(w, p.op, rows, p.d as usize) {
+                    Ok(())
+                } else {
+                    match general!(|i| general(w, i, idx, ctx)) {
+                        Ok(true) => break Ok(()),
+                        Ok(false) => Ok(()),
+                        Err(e) => Err(e),
+                    }
+                }
+            }
             Fast::SdwaAndB32(ref v, [x, y]) if dense => {
                 fast::u32_op(w, v, |[a, b]| x.apply(a) & y.apply(b))
             }

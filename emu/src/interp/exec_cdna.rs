@@ -81,7 +81,7 @@ impl ExtOp {
             .map(|e| e.0)
     }
 
-    fn from_u16(v: u16) -> Option<ExtOp> {
+    pub(crate) fn from_u16(v: u16) -> Option<ExtOp> {
         EXT_NAMES.iter().map(|e| e.0).find(|op| *op as u16 == v)
     }
 }
@@ -383,20 +383,9 @@ fn packed_f32(w: &mut Wave, i: &Inst, op: ExtOp) {
 /// nothing, for any other form (or rows past the register file), which the general form
 /// then runs; where both apply they compute the same bits.
 fn packed_f32_rows(w: &mut Wave, i: &Inst, op: ExtOp) -> bool {
-    let n = match op {
-        ExtOp::PkAddF32 | ExtOp::PkMulF32 => 2,
-        ExtOp::PkFmaF32 => 3,
-        _ => return false,
-    };
-    let used = (1u8 << n) - 1;
-    if i.opsel & used != 0
-        || i.opsel_hi & used != used
-        || (i.neg | i.abs) & used != 0
-        || i.clamp
-        || i.omod != 0
-    {
+    let Some(n) = packed_f32_plain(i, op) else {
         return false;
-    }
+    };
     let lanes = w.lanes as usize;
     let end = |row: usize| row + 64 + lanes;
     let mut rows = [0usize; 3];
@@ -410,6 +399,68 @@ fn packed_f32_rows(w: &mut Wave, i: &Inst, op: ExtOp) -> bool {
         Some(v) if end(v as usize * 64) <= w.v.len() => v as usize * 64,
         _ => return false,
     };
+    packed_f32_on_rows(w, op, rows, d)
+}
+
+/// The sources [`packed_f32_rows`] reads (2 or 3) when `i` is `op` in its usual form — no
+/// `op_sel`, every `op_sel_hi`, no negation, clamp or output modifier — else `None`. What
+/// the instruction says, not the wave: `fast::classify` makes a form of it too.
+pub(crate) fn packed_f32_plain(i: &Inst, op: ExtOp) -> Option<usize> {
+    let n = match op {
+        ExtOp::PkAddF32 | ExtOp::PkMulF32 => 2,
+        ExtOp::PkFmaF32 => 3,
+        _ => return None,
+    };
+    let used = (1u8 << n) - 1;
+    if i.opsel & used != 0
+        || i.opsel_hi & used != used
+        || (i.neg | i.abs) & used != 0
+        || i.clamp
+        || i.omod != 0
+    {
+        return None;
+    }
+    Some(n)
+}
+
+/// [`packed_f32_rows`] once its rows are known: sources at row bases `rows` (the unused
+/// third any row), destination at row base `d`. The general path and the run loop's form
+/// ([`crate::interp::fast::Fast::PkF32`]) both end here, so they compute the same bits.
+/// False, having done nothing, when a row lies past the register file.
+#[inline]
+pub(crate) fn packed_f32_on_rows(w: &mut Wave, op: ExtOp, rows: [usize; 3], d: usize) -> bool {
+    let lanes = w.lanes as usize;
+    // A whole wave64 whose destination pair is each source pair or clear of it: computed
+    // straight into the destination rows, each lane's sources read before its result is
+    // written, with no staging row to clear and copy back (the all-reduce's sums spent as
+    // much on those as on the adds). A pair overlapping a source by one row goes below.
+    let used = if op == ExtOp::PkFmaF32 { 3 } else { 2 };
+    if lanes == 64
+        && w.exec() == u64::MAX
+        && d.checked_add(128).is_some_and(|end| end <= w.v.len())
+        && rows[..used].iter().all(|&r| r == d || r.abs_diff(d) >= 128)
+    {
+        let (below, rest) = w.v.split_at_mut(d);
+        let (dst, above) = rest.split_at_mut(128);
+        let pair = |k: usize| -> Option<Pair<'_>> {
+            let r = rows[k];
+            if k >= used || r == d {
+                return Some(Pair::Dst);
+            }
+            let s = if r < d {
+                below.get(r..r + 128)
+            } else {
+                above.get(r - d - 128..r - d)
+            }?;
+            s.try_into().ok().map(Pair::Row)
+        };
+        if let (Some(x), Some(y), Some(z), Ok(dst)) =
+            (pair(0), pair(1), pair(2), <&mut [u32; 128]>::try_from(dst))
+        {
+            packed_f32_into(op, dst, [x, y, z]);
+            return true;
+        }
+    }
     // Every lane of the rows is computed (lanes off in EXEC too: float arithmetic has no
     // side effects), then the lanes in EXEC are written: fixed-size rows, so the loops have
     // no bounds checks and vectorise. Reading everything before writing keeps a destination
@@ -434,6 +485,62 @@ fn packed_f32_rows(w: &mut Wave, i: &Inst, op: ExtOp) -> bool {
         });
     }
     true
+}
+
+/// A source pair of [`packed_f32_on_rows`]' whole-wave path: the destination pair itself,
+/// or a pair clear of it.
+#[derive(Clone, Copy)]
+enum Pair<'a> {
+    Dst,
+    Row(&'a [u32; 128]),
+}
+
+/// The value a [`Pair::Dst`] source stands for in [`packed_f32_into`]'s loops (never read).
+static NO_ROWS: [u32; 128] = [0; 128];
+
+/// [`packed_f32_lanes`] into the destination rows `dst` themselves, each source the
+/// destination or a pair clear of it (AVX2 where the host has it, the same IEEE results).
+#[cfg_attr(not(test), multiversion::multiversion(targets("x86_64+avx2+fma")))]
+fn packed_f32_into(op: ExtOp, dst: &mut [u32; 128], srcs: [Pair<'_>; 3]) {
+    match op {
+        ExtOp::PkAddF32 => pairs_into(dst, srcs, |a, b, _| a + b),
+        ExtOp::PkMulF32 => pairs_into(dst, srcs, |a, b, _| a * b),
+        _ => pairs_into(dst, srcs, fma32),
+    }
+}
+
+/// [`packed_f32_into`] of one operation `f`: one straight loop for each way the sources
+/// can be the destination, so that each vectorises.
+#[inline(always)]
+fn pairs_into(dst: &mut [u32; 128], srcs: [Pair<'_>; 3], f: impl Fn(f32, f32, f32) -> f32) {
+    use Pair::{Dst, Row};
+    let n = &NO_ROWS;
+    match srcs {
+        [Row(x), Row(y), Row(z)] => lanes_into::<false, false, false>(dst, [x, y, z], f),
+        [Dst, Row(y), Row(z)] => lanes_into::<true, false, false>(dst, [n, y, z], f),
+        [Row(x), Dst, Row(z)] => lanes_into::<false, true, false>(dst, [x, n, z], f),
+        [Dst, Dst, Row(z)] => lanes_into::<true, true, false>(dst, [n, n, z], f),
+        [Row(x), Row(y), Dst] => lanes_into::<false, false, true>(dst, [x, y, n], f),
+        [Dst, Row(y), Dst] => lanes_into::<true, false, true>(dst, [n, y, n], f),
+        [Row(x), Dst, Dst] => lanes_into::<false, true, true>(dst, [x, n, n], f),
+        [Dst, Dst, Dst] => lanes_into::<true, true, true>(dst, [n, n, n], f),
+    }
+}
+
+/// `dst[k] = f(x[k], y[k], z[k])` for the 128 dwords of a pair of rows, a source given as
+/// the destination (`X`, `Y`, `Z`) read from `dst` before its element is written.
+#[inline(always)]
+fn lanes_into<const X: bool, const Y: bool, const Z: bool>(
+    dst: &mut [u32; 128],
+    [x, y, z]: [&[u32; 128]; 3],
+    f: impl Fn(f32, f32, f32) -> f32,
+) {
+    for k in 0..128 {
+        let a = f32::from_bits(if X { dst[k] } else { x[k] });
+        let b = f32::from_bits(if Y { dst[k] } else { y[k] });
+        let c = f32::from_bits(if Z { dst[k] } else { z[k] });
+        dst[k] = f(a, b, c).to_bits();
+    }
 }
 
 /// The arithmetic of [`packed_f32_rows`] over two rows of every lane (AVX2 where the host
@@ -801,6 +908,74 @@ mod tests {
                         select(w.v[l], sel, sext),
                         "sel {sel} sext {sext} lane {l}"
                     );
+                }
+            }
+        }
+    }
+
+    /// The packed f32 add, multiply and FMA of a whole wave64 in their usual form and with a
+    /// partial EXEC, the destination pair clear of the sources or equal to some of them
+    /// (straight into the destination rows with a full EXEC), or overlapping one by a row
+    /// (`v[11:12]` from `v[10:11]`: through staging rows): every lane on has the operation
+    /// of the source pairs as they were before the instruction, bit for bit, and no other
+    /// register changes.
+    #[test]
+    fn packed_f32_of_a_wave_with_every_overlap() {
+        let mut next = crate::xorshift(0x5851_f42d_4c95_7f2d);
+        let specials = [
+            0,
+            0x8000_0000,
+            0x3f80_0000,
+            0x7f80_0000,
+            0x7fc0_0000,
+            1,
+            0x0080_0000,
+        ];
+        for op in [ExtOp::PkAddF32, ExtOp::PkMulF32, ExtOp::PkFmaF32] {
+            for (srcs, d) in [
+                ([10, 20, 30], 40),
+                ([10, 20, 30], 10),
+                ([10, 20, 30], 20),
+                ([10, 20, 30], 30),
+                ([10, 20, 30], 11),
+                ([10, 20, 30], 9),
+                ([10, 10, 10], 10),
+            ] {
+                for exec in [u64::MAX, 0xffff_0fff_ffff_fff7] {
+                    let mut w = Wave::new();
+                    w.lanes = 64;
+                    w.set_exec(exec);
+                    for r in w.v.iter_mut().take(64 * 64) {
+                        *r = match next() % 3 {
+                            0 => specials[(next() % specials.len() as u64) as usize],
+                            _ => next() as u32 & 0xbfff_ffff,
+                        };
+                    }
+                    let before = w.v.clone();
+                    let rows = srcs.map(|r: usize| r * 64);
+                    assert!(packed_f32_on_rows(&mut w, op, rows, d * 64));
+                    let mut want = before.clone();
+                    for l in (0..64).filter(|l| exec >> l & 1 != 0) {
+                        for h in 0..2 {
+                            let x = |k: usize| f32::from_bits(before[(srcs[k] + h) * 64 + l]);
+                            let r = match op {
+                                ExtOp::PkAddF32 => x(0) + x(1),
+                                ExtOp::PkMulF32 => x(0) * x(1),
+                                _ => fma32(x(0), x(1), x(2)),
+                            };
+                            want[(d + h) * 64 + l] = r.to_bits();
+                        }
+                    }
+                    if let Some(k) = (0..want.len()).find(|&k| w.v[k] != want[k]) {
+                        panic!(
+                            "{op:?} of v{srcs:?} into v{d}, exec {exec:#x}: v{} lane {} is \
+                             {:#x}, not {:#x}",
+                            k / 64,
+                            k % 64,
+                            w.v[k],
+                            want[k]
+                        );
+                    }
                 }
             }
         }

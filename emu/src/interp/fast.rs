@@ -147,8 +147,21 @@ pub(crate) enum Fast {
     /// CDNA's `v_and_b32_sdwa` with `dst_sel:DWORD`: the sources' byte or word selections
     /// (see [`SdwaSel`]), then the AND.
     SdwaAndB32(Vf, [SdwaSel; 2]),
+    /// CDNA's `v_pk_add_f32`, `v_pk_mul_f32` and `v_pk_fma_f32` in their usual form (see
+    /// [`Pk`]): the general path's straight loops over the rows without its decoding of
+    /// the instruction for each wave (the all-reduce's sums run six a wave).
+    PkF32(Pk),
 }
 
+/// The operands of a [`Fast::PkF32`] form: the sources' and destination's row bases
+/// (`row * 64`; every row pair inside the register file, the third source's row 0 when
+/// the operation has two) and the operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Pk {
+    pub rows: [u32; 3],
+    pub d: u32,
+    pub op: ExtOp,
+}
 
 /// An SDWA source selection as `exec_cdna::sdwa` applies it to a row: the field at `shift`
 /// moved to the top (`up`: 32 less its width) and back, sign- or zero-extending it.
@@ -348,6 +361,7 @@ pub(crate) fn classify(insts: &[Inst], offsets: &[u32], index: &[u32], idx: usiz
         Encoding::Ext if i.op == ExtOp::LshlAddU64 as u16 && i.dpp == Dpp::None => {
             vf(i, [Ty::I64, Ty::B32, Ty::I64], 3, 2, false).map_or(Fast::Slow, Fast::LshlAddU64)
         }
+        Encoding::Ext if i.dpp == Dpp::None => pk_f32_form(i).unwrap_or(Fast::Slow),
         Encoding::Global => global_form(i).unwrap_or(Fast::Slow),
         Encoding::Smem => smem_form(i).unwrap_or(Fast::Slow),
         Encoding::Ds => ds_form(i).unwrap_or(Fast::Slow),
@@ -360,6 +374,26 @@ pub(crate) fn classify(insts: &[Inst], offsets: &[u32], index: &[u32], idx: usiz
         Encoding::Mubuf if mnemonic(i).starts_with("buffer_gl") => Fast::Nop,
         _ => Fast::Slow,
     }
+}
+
+/// The form of a packed f32 add, multiply or FMA that the general path runs as straight
+/// loops over VGPR pairs (`exec_cdna::packed_f32_plain`), every pair below the DPP row.
+fn pk_f32_form(i: &Inst) -> Option<Fast> {
+    let op = ExtOp::from_u16(i.op)?;
+    let n = crate::interp::exec_cdna::packed_f32_plain(i, op)?;
+    let pair = |code: u16| -> Option<u32> {
+        let row = code.checked_sub(VGPR0)? as usize;
+        (row + 1 < DPP_ROW).then_some((row * 64) as u32)
+    };
+    let mut rows = [0u32; 3];
+    for (k, r) in rows.iter_mut().enumerate().take(n) {
+        *r = pair(i.src[k])?;
+    }
+    Some(Fast::PkF32(Pk {
+        rows,
+        d: pair(i.dst)?,
+        op,
+    }))
 }
 
 /// The form of `v_and_b32_sdwa` with `dst_sel:DWORD` (histogram's bin index on CDNA): the
@@ -2706,6 +2740,40 @@ mod tests {
             0x137e_2179_6a09_e667,
             Mem::FirstFault,
         );
+    }
+
+    /// Random CDNA VOP3P words of `v_pk_fma_f32`, `v_pk_mul_f32` and `v_pk_add_f32`, three in
+    /// four in their usual form (no `op_sel`, neg or clamp, every `op_sel_hi`: a
+    /// [`Fast::PkF32`] form when the rows allow) and one in four with random modifier
+    /// bits, half and half with random words, with and without the forms: the registers
+    /// must come out the same (f32 specials among the inputs, both denormal modes).
+    fn pk_f32_forms_match_the_general_path(isa: Isa, seed: u64) {
+        let shape = |w: [u32; 3]| {
+            if w[2] & 1 == 0 {
+                return w;
+            }
+            let r = w[2] >> 1;
+            let op = 0x30 + r % 3;
+            let plain = (r >> 2) & 3 != 0;
+            let mods0 = if plain { 0x4000 } else { w[0] & 0xff00 };
+            let word0 = 0xd380_0000 | op << 16 | mods0 | (w[0] & 0xff);
+            let src = |x: u32| 256 + x % 256;
+            let srcs = src(w[1]) | src(w[1] >> 8) << 9 | src(w[1] >> 16) << 18;
+            let mods1 = if plain { 3 << 27 } else { w[2] & 0xf800_0000 };
+            [word0, srcs | mods1, w[2]]
+        };
+        let drawn = forms_match(isa, 0xbf81_0000, 64, seed, false, &shape);
+        let n = drawn
+            .iter()
+            .filter(|f| matches!(f, Fast::PkF32(..)))
+            .count();
+        assert!(n >= 50, "{isa:?}: {n} packed f32 forms");
+    }
+
+    #[test]
+    fn pk_f32_forms_match_the_general_path_on_cdna() {
+        pk_f32_forms_match_the_general_path(Isa::Gfx942, 0xa54f_f53a_5f1d_36f1);
+        pk_f32_forms_match_the_general_path(Isa::Gfx950, 0x9b05_688c_2b3e_6c1f);
     }
 
     /// The 64-bit integer forms that take uniform sources as values: the address
