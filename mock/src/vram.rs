@@ -304,6 +304,23 @@ impl Vram {
             buf.copy_from_slice(&self.read64(offset).to_le_bytes());
             return;
         }
+        // Inside one chunk (a wave's load, almost every read): one look-up and one copy.
+        let within = (offset % CHUNK_SIZE) as usize;
+        if within + buf.len() <= CHUNK_SIZE as usize && self.contains(offset, buf.len() as u64) {
+            match self.chunk((offset / CHUNK_SIZE) as usize) {
+                // SAFETY: `within + buf.len() <= CHUNK_SIZE` (checked above), the chunk is live
+                // and the two regions are distinct allocations.
+                Some(c) => unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        c.data.as_ptr().add(within),
+                        buf.as_mut_ptr(),
+                        buf.len(),
+                    )
+                },
+                None => buf.fill(0),
+            }
+            return;
+        }
         let covered = self
             .pieces(offset, buf.len())
             .fold(0, |_, (idx, within, pos, n)| {
