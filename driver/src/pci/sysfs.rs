@@ -284,19 +284,30 @@ fn pci_root(dir: &Path) -> Option<String> {
         .find(|c| c.starts_with("pci") && c.contains(':'))
 }
 
-/// Whether `device` (sysfs directory `dir`) and `peer` sit under one PCI root, where
-/// peer-to-peer traffic stays below the host bridge; refused otherwise, naming both roots.
-pub(crate) fn same_pci_root(
+/// `peer`'s BAR `bar` at its bus address, as `device` (sysfs directory `dir`) reaches it
+/// with no IOMMU translating: only when both sit under one PCI root, where peer-to-peer
+/// traffic stays below the host bridge; refused otherwise, naming both roots.
+pub(crate) fn peer_bar_at_bus_address(
     device: &str,
     root: &Path,
     dir: &Path,
     peer: &dyn PciDevice,
-) -> Result<()> {
+    bar: u8,
+) -> Result<crate::pci::PeerBar> {
     let peer_bdf = Bdf::parse(peer.name())?;
     let mine = pci_root(dir);
     let theirs = pci_root(&device_dir(root, &peer_bdf));
     match (mine, theirs) {
-        (Some(a), Some(b)) if a == b => Ok(()),
+        (Some(a), Some(b)) if a == b => {
+            let info = peer.bar_info(bar)?;
+            Ok(crate::pci::PeerBar {
+                peer: peer.name().to_string(),
+                index: bar,
+                dma_addr: info.bus_addr,
+                size: info.size,
+                keep: None,
+            })
+        }
         (a, b) => Err(no_peer_access(
             device,
             peer,
@@ -750,15 +761,7 @@ impl PciDevice for SysfsPci {
                 ),
             ));
         }
-        same_pci_root(&self.name, &self.opts.root, &self.dir, peer)?;
-        let info = peer.bar_info(bar)?;
-        Ok(crate::pci::PeerBar {
-            peer: peer.name().to_string(),
-            index: bar,
-            dma_addr: info.bus_addr,
-            size: info.size,
-            keep: None,
-        })
+        peer_bar_at_bus_address(&self.name, &self.opts.root, &self.dir, peer, bar)
     }
 
     fn bar(&self, index: u8) -> Result<Arc<dyn Bar>> {

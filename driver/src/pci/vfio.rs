@@ -724,17 +724,13 @@ impl PciDevice for VfioPci {
             ));
         }
         match &self.iommu {
-            Iommu::NoIommu(_) => {
-                super::sysfs::same_pci_root(&self.name, &self.opts.root, &self.dir, peer)?;
-                let info = peer.bar_info(bar)?;
-                Ok(crate::pci::PeerBar {
-                    peer: peer.name().to_string(),
-                    index: bar,
-                    dma_addr: info.bus_addr,
-                    size: info.size,
-                    keep: None,
-                })
-            }
+            Iommu::NoIommu(_) => super::sysfs::peer_bar_at_bus_address(
+                &self.name,
+                &self.opts.root,
+                &self.dir,
+                peer,
+                bar,
+            ),
             Iommu::Type1 {
                 container, iova, ..
             } => {
