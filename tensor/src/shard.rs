@@ -971,6 +971,17 @@ mod tests {
     /// The ring's chunks from other devices land in their place of each device's joined
     /// memory (views of it), and its own reduced chunk is computed there: the join copies
     /// nothing.
+    /// Each part's join, before the reshape each all-reduced part is.
+    fn joins_of(r: &Sharded) -> Vec<Arc<Node>> {
+        r.parts()
+            .iter()
+            .map(|p| match &p.node().op {
+                Op::Reshape(j) => j.clone(),
+                _ => p.node(),
+            })
+            .collect()
+    }
+
     #[test]
     fn every_chunk_lands_in_the_joined_memory() {
         am_mock::register();
@@ -988,15 +999,7 @@ mod tests {
             .unwrap()
             .all_reduce_with(ReduceOp::Sum, Algorithm::Ring)
             .unwrap();
-        // The joins, before the reshape each result is.
-        let joins: Vec<Arc<Node>> = r
-            .parts()
-            .iter()
-            .map(|p| match &p.node().op {
-                Op::Reshape(j) => j.clone(),
-                _ => p.node(),
-            })
-            .collect();
+        let joins = joins_of(&r);
         r.realize().unwrap();
         for (d, j) in joins.iter().enumerate() {
             let Op::Join(chunks) = &j.op else {
@@ -1119,14 +1122,7 @@ mod tests {
             .unwrap()
             .all_reduce_with(ReduceOp::Sum, Algorithm::Direct)
             .unwrap();
-        let joins: Vec<Arc<Node>> = r
-            .parts()
-            .iter()
-            .map(|p| match &p.node().op {
-                Op::Reshape(j) => j.clone(),
-                _ => p.node(),
-            })
-            .collect();
+        let joins = joins_of(&r);
         let copies = || devs.iter().map(Device::copies_started).sum::<u64>();
         let before = copies();
         r.realize().unwrap();
