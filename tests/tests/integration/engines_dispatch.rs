@@ -262,20 +262,7 @@ fn run_gather(idx: &[u32; 64], stale: Option<u64>) -> (Rig, am_tests::rig::Buf, 
         r.write_noflush(&src, 4 * w, &(3 * w as u32 + 1).to_le_bytes());
     }
     q.ring_doorbell(&r);
-    let deadline = Instant::now() + T;
-    let finished = loop {
-        if r.u32_at(&done, 0) == 1 {
-            break true;
-        }
-        if r.gpu.queues().iter().any(|q| q.1.halted.is_some()) {
-            break false;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the gather neither finished nor stopped"
-        );
-        std::thread::sleep(Duration::from_micros(200));
-    };
+    let finished = finished_or_stopped(&r, &done, "the gather");
     (r, out, src.va, finished)
 }
 
@@ -362,20 +349,7 @@ fn run_window(off: u32, stale: Option<u64>) -> (Rig, am_tests::rig::Buf, u64, bo
         r.write_noflush(&src, 4 * w, &(5 * w as u32 + 2).to_le_bytes());
     }
     q.ring_doorbell(&r);
-    let deadline = Instant::now() + T;
-    let finished = loop {
-        if r.u32_at(&done, 0) == 1 {
-            break true;
-        }
-        if r.gpu.queues().iter().any(|q| q.1.halted.is_some()) {
-            break false;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the window copy neither finished nor stopped"
-        );
-        std::thread::sleep(Duration::from_micros(200));
-    };
+    let finished = finished_or_stopped(&r, &done, "the window copy");
     (r, out, src.va, finished)
 }
 
@@ -547,4 +521,23 @@ fn page_fault(dev: &mut AmDevice) -> String {
         panic!("not a page fault: {err}")
     };
     fault.to_string()
+}
+
+/// Waits until the dispatch's `RELEASE_MEM` writes 1 at `done` (true) or a queue stops
+/// (false); `what` names the work if neither happens in time.
+fn finished_or_stopped(r: &Rig, done: &am_tests::rig::Buf, what: &str) -> bool {
+    let deadline = Instant::now() + T;
+    loop {
+        if r.u32_at(done, 0) == 1 {
+            return true;
+        }
+        if r.gpu.queues().iter().any(|q| q.1.halted.is_some()) {
+            return false;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} neither finished nor stopped"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
 }
