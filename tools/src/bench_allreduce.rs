@@ -1,13 +1,13 @@
 //! `am bench allreduce`: the tensor layer's all-reduce (sum of f32) over a list of devices,
 //! for sizes from 1 KiB up, with the algorithm and bus bandwidth nccl-tests reports
 //! (`algbw = bytes / time`, `busbw = algbw × 2 (n − 1) / n`: what each link carries in a
-//! ring), against host `memcpy` of the same bytes in the same run, and the link each pair
-//! of neighbours takes with what that link moves on real hardware. A second anchor, labelled
-//! apart: `memcpy` of the bytes a ring's links carry in all, `2 (n − 1)` times the buffer
-//! (on the mock every link is a memcpy on the host's shared cores). Beside each wall time,
-//! the CPU time it took (the whole process's for an all-reduce: the mock's queue threads
-//! are in it; the copying thread's for memcpy), which other work on the machine does not
-//! inflate as it inflates wall times.
+//! ring), and the link each pair of neighbours takes with what that link moves on real
+//! hardware. Two host `memcpy` anchors in the same run, labelled apart: the bytes the
+//! all-reduce moves over its links in all, `2 (n − 1)` times the buffer (on the mock every
+//! link is a memcpy on the host's shared cores: this is memcpy moving the same bytes), and
+//! the buffer's bytes once. Beside each wall time, the CPU time it took (the whole
+//! process's for an all-reduce: the mock's queue threads are in it; the copying thread's
+//! for memcpy), which other work on the machine does not inflate as it inflates wall times.
 
 use std::time::Instant;
 
@@ -206,9 +206,10 @@ pub fn run(
                 "devices": names, "algorithm": algorithm, "repeat": repeat,
                 "links": l, "sizes": r,
                 "anchors": {
-                    "memcpy_seconds": "host memcpy of the buffer's bytes (the issue's anchor)",
+                    "memcpy_seconds": "host memcpy of the buffer's bytes once",
                     "link_memcpy_seconds": "host memcpy of link_bytes = 2 (n - 1) x bytes, \
-                        what the ring's links carry in all",
+                        the bytes the all-reduce moves over its links in all: memcpy moving \
+                        the same bytes",
                     "cpu_seconds": "CPU time of the whole process (all threads) in one \
                         all-reduce, the least over the timed runs; link_memcpy_cpu_seconds: \
                         of the thread copying link_bytes",
