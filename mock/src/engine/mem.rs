@@ -325,6 +325,9 @@ impl<'a> GpuMem<'a> {
 
     /// The place of `len` bytes at `target` (GPU address `addr`, for a fault): another
     /// member's VRAM is looked up on the fabric and must hold the bytes.
+    /// Inlined: its callers pass the place on at once, and a call returning a whole
+    /// `Result<Place, MemError>` cost more than the look-up (a wave's peer and argument reads).
+    #[inline(always)]
     fn place(
         &mut self,
         addr: u64,
