@@ -282,7 +282,10 @@ impl<'a> GpuMem<'a> {
         Ok(())
     }
 
-    /// Resolve `addr` for `access`, through the TLB.
+    /// Resolve `addr` for `access`, through the TLB. Inlined into its callers up to the
+    /// TLB's answer (a call returning a whole `Result<Resolved, MemError>` cost as much as
+    /// the look-up); a miss walks the tables out of line ([`GpuMem::walk`]).
+    #[inline(always)]
     fn resolve(&mut self, addr: u64, access: Access) -> Result<Resolved, MemError> {
         if let Some(c) = &self.cancel
             && c.load(Ordering::Relaxed)
@@ -305,6 +308,13 @@ impl<'a> GpuMem<'a> {
                 perms: e.perms,
             });
         }
+        self.walk(addr, access)
+    }
+
+    /// [`GpuMem::resolve`] of an address the TLB misses: a walk of the tables, whose
+    /// translation fills the next entry.
+    #[inline(never)]
+    fn walk(&mut self, addr: u64, access: Access) -> Result<Resolved, MemError> {
         let res = self
             .view
             .resolve_with(&self.sh.vram, addr, access, &mut self.leaf)
