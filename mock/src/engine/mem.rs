@@ -457,6 +457,8 @@ impl<'a> GpuMem<'a> {
 
     /// Read `buf.len()` bytes at `addr`. With `hdp`, bytes the CPU wrote through BAR0 and
     /// has not flushed are refused.
+    /// Inlined (into [`GpuMem::read`] and through it a shader's reads), as [`GpuMem::resolve`].
+    #[inline(always)]
     pub fn read_as(
         &mut self,
         addr: u64,
@@ -574,7 +576,8 @@ impl<'a> GpuMem<'a> {
         true
     }
 
-    /// Read data (HDP-checked).
+    /// Read data (HDP-checked). Inlined as [`GpuMem::read_as`].
+    #[inline(always)]
     pub fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
         self.read_as(addr, buf, Access::Read, true)
     }
