@@ -783,6 +783,8 @@ impl<'a> GpuMem<'a> {
 
     /// Write bytes at `addr` without waking this device's blocked queues (a shader's store;
     /// the dispatch wakes them when it ends).
+    /// Inlined (into a shader's stores), as [`GpuMem::read_as`].
+    #[inline(always)]
     fn write_quiet(&mut self, addr: u64, data: &[u8]) -> Result<(), MemError> {
         let mut done = 0usize;
         while done < data.len() {
