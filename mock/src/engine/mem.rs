@@ -127,7 +127,7 @@ impl Tlb {
     /// ([`Tlb::after`]), then every entry in order. Which entry answers when several
     /// cover `addr` does not matter: all were filled from the same tables during the step
     /// (an epoch change empties the TLB), so they translate `addr` to the same place.
-    #[inline]
+    #[inline(always)]
     fn find(&self, addr: u64, need: usize, recent: usize) -> Option<usize> {
         let hit = |k: usize| self.start[k] <= addr && addr < self.end[k] && self.res[k].perms[need];
         if recent >= TLB_ENTRIES {
