@@ -294,7 +294,8 @@ impl Vram {
     }
 
     /// Copy bytes out; the caller has checked the range with [`Vram::contains`]. Bytes
-    /// outside VRAM or never written read as zero.
+    /// outside VRAM or never written read as zero. Inlined (into a shader's reads).
+    #[inline(always)]
     pub fn read(&self, offset: u64, buf: &mut [u8]) {
         if buf.len() == 4 && offset.is_multiple_of(4) && self.contains(offset, 4) {
             buf.copy_from_slice(&self.read32(offset).to_le_bytes());
@@ -504,12 +505,19 @@ impl Vram {
     }
 
     /// The first byte range of `[offset, offset + len)` that the CPU wrote through BAR0 and
-    /// no HDP flush has covered yet, if any.
-    #[inline]
+    /// no HDP flush has covered yet, if any. Inlined up to the check that any is pending
+    /// (almost every access: a shader's reads ask for each); the look-up is out of line.
+    #[inline(always)]
     pub fn unflushed(&self, offset: u64, len: u64) -> Option<(u64, u64)> {
         if !self.hdp_pending.load(Ordering::Acquire) || len == 0 {
             return None;
         }
+        self.unflushed_in(offset, len)
+    }
+
+    /// [`Vram::unflushed`] while some CPU write is pending.
+    #[inline(never)]
+    fn unflushed_in(&self, offset: u64, len: u64) -> Option<(u64, u64)> {
         let end = offset.saturating_add(len);
         let set = lock(&self.hdp);
         let (&s, &e) = set.range(..end).next_back()?;

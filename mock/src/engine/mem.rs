@@ -90,16 +90,24 @@ impl std::fmt::Display for MemError {
 }
 
 const TLB_ENTRIES: usize = 16;
+// `Tlb::after` holds entry indices as bytes.
+const _: () = assert!(TLB_ENTRIES <= 256);
 
 /// The translations an engine found during one step: entry `k` covers GPU addresses
 /// `[start[k], end[k])` as `res[k]` resolved the first of them (an empty entry covers
-/// nothing). Kept as three arrays so a look-up compares addresses without copying entries:
+/// nothing). Kept as arrays so a look-up compares addresses without copying entries:
 /// a wave's loads and stores of several buffers miss the last-used entry in turn.
 #[derive(Clone, Copy)]
 struct Tlb {
     start: [u64; TLB_ENTRIES],
     end: [u64; TLB_ENTRIES],
     res: [Resolved; TLB_ENTRIES],
+    /// `after[k]`: the entry used right after entry `k` the last time `k` was left (a hint
+    /// only, any index). A kernel that reads buffers A, B, C and writes D in each wave
+    /// goes round the same entries in the same order, so the entry after the last one used
+    /// is tried second, before the scan of all of them (the all-reduce's sums read three
+    /// hive peers' VRAM and their own: each access missed the last-used entry and scanned).
+    after: [u8; TLB_ENTRIES],
 }
 
 impl Tlb {
@@ -111,17 +119,38 @@ impl Tlb {
             span: 0,
             perms: [false; 3],
         }; TLB_ENTRIES],
+        after: [0; TLB_ENTRIES],
     };
 
     /// The entry that covers `addr` and allows the access `need` (0 read, 1 write,
-    /// 2 execute), `recent` tried first.
-    #[inline]
+    /// 2 execute): `recent` tried first, then the entry used after it last time
+    /// ([`Tlb::after`]), then every entry in order. Which entry answers when several
+    /// cover `addr` does not matter: all were filled from the same tables during the step
+    /// (an epoch change empties the TLB), so they translate `addr` to the same place.
+    #[inline(always)]
     fn find(&self, addr: u64, need: usize, recent: usize) -> Option<usize> {
         let hit = |k: usize| self.start[k] <= addr && addr < self.end[k] && self.res[k].perms[need];
-        if recent < TLB_ENTRIES && hit(recent) {
+        if recent >= TLB_ENTRIES {
+            return (0..TLB_ENTRIES).find(|&k| hit(k));
+        }
+        if hit(recent) {
             return Some(recent);
         }
+        let guess = self.after[recent] as usize;
+        if guess < TLB_ENTRIES && hit(guess) {
+            return Some(guess);
+        }
         (0..TLB_ENTRIES).find(|&k| hit(k))
+    }
+
+    /// Notes that entry `k` is used right after entry `recent` (for [`Tlb::find`]).
+    #[inline]
+    fn follow(&mut self, recent: usize, k: usize) {
+        if recent != k
+            && let Some(a) = self.after.get_mut(recent)
+        {
+            *a = k as u8;
+        }
     }
 }
 
@@ -253,7 +282,10 @@ impl<'a> GpuMem<'a> {
         Ok(())
     }
 
-    /// Resolve `addr` for `access`, through the TLB.
+    /// Resolve `addr` for `access`, through the TLB. Inlined into its callers up to the
+    /// TLB's answer (a call returning a whole `Result<Resolved, MemError>` cost as much as
+    /// the look-up); a miss walks the tables out of line ([`GpuMem::walk`]).
+    #[inline(always)]
     fn resolve(&mut self, addr: u64, access: Access) -> Result<Resolved, MemError> {
         if let Some(c) = &self.cancel
             && c.load(Ordering::Relaxed)
@@ -267,6 +299,7 @@ impl<'a> GpuMem<'a> {
             Access::Execute => 2,
         };
         if let Some(k) = self.tlb.find(addr, need, self.recent) {
+            self.tlb.follow(self.recent, k);
             self.recent = k;
             let e = &self.tlb.res[k];
             return Ok(Resolved {
@@ -275,6 +308,13 @@ impl<'a> GpuMem<'a> {
                 perms: e.perms,
             });
         }
+        self.walk(addr, access)
+    }
+
+    /// [`GpuMem::resolve`] of an address the TLB misses: a walk of the tables, whose
+    /// translation fills the next entry.
+    #[inline(never)]
+    fn walk(&mut self, addr: u64, access: Access) -> Result<Resolved, MemError> {
         let res = self
             .view
             .resolve_with(&self.sh.vram, addr, access, &mut self.leaf)
@@ -282,6 +322,7 @@ impl<'a> GpuMem<'a> {
         self.tlb.start[self.next] = addr;
         self.tlb.end[self.next] = addr.saturating_add(res.span);
         self.tlb.res[self.next] = res;
+        self.tlb.follow(self.recent, self.next);
         self.recent = self.next;
         self.next = (self.next + 1) % TLB_ENTRIES;
         Ok(res)
@@ -294,6 +335,9 @@ impl<'a> GpuMem<'a> {
 
     /// The place of `len` bytes at `target` (GPU address `addr`, for a fault): another
     /// member's VRAM is looked up on the fabric and must hold the bytes.
+    /// Inlined: its callers pass the place on at once, and a call returning a whole
+    /// `Result<Place, MemError>` cost more than the look-up (a wave's peer and argument reads).
+    #[inline(always)]
     fn place(
         &mut self,
         addr: u64,
@@ -413,6 +457,8 @@ impl<'a> GpuMem<'a> {
 
     /// Read `buf.len()` bytes at `addr`. With `hdp`, bytes the CPU wrote through BAR0 and
     /// has not flushed are refused.
+    /// Inlined (into [`GpuMem::read`] and through it a shader's reads), as [`GpuMem::resolve`].
+    #[inline(always)]
     pub fn read_as(
         &mut self,
         addr: u64,
@@ -530,7 +576,8 @@ impl<'a> GpuMem<'a> {
         true
     }
 
-    /// Read data (HDP-checked).
+    /// Read data (HDP-checked). Inlined as [`GpuMem::read_as`].
+    #[inline(always)]
     pub fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), MemError> {
         self.read_as(addr, buf, Access::Read, true)
     }
@@ -736,6 +783,8 @@ impl<'a> GpuMem<'a> {
 
     /// Write bytes at `addr` without waking this device's blocked queues (a shader's store;
     /// the dispatch wakes them when it ends).
+    /// Inlined (into a shader's stores), as [`GpuMem::read_as`].
+    #[inline(always)]
     fn write_quiet(&mut self, addr: u64, data: &[u8]) -> Result<(), MemError> {
         let mut done = 0usize;
         while done < data.len() {
@@ -866,5 +915,85 @@ impl am_emu::Memory for ShaderMem<'_, '_> {
     /// path; a failure still goes lane by lane there, to the lane that faults.
     fn repeatable(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{PhysTarget, Resolved, TLB_ENTRIES, Tlb};
+
+    /// A TLB of entries over random, possibly overlapping ranges with random permissions.
+    fn random_tlb(next: &mut impl FnMut() -> u64) -> Tlb {
+        let mut t = Tlb::EMPTY;
+        for k in 0..TLB_ENTRIES {
+            let start = next() % 64 * 0x1000;
+            t.start[k] = start;
+            t.end[k] = start + (1 + next() % 4) * 0x1000;
+            let p = next();
+            t.res[k] = Resolved {
+                target: PhysTarget::Vram(start),
+                span: 0,
+                perms: [p & 1 != 0, p & 2 != 0, p & 4 != 0],
+            };
+            t.after[k] = (next() % 20) as u8;
+        }
+        t
+    }
+
+    /// `find`'s two guesses (the last entry used, the entry used after it last time) never
+    /// change whether an access hits: it answers an entry that covers the address with the
+    /// permission whenever the plain scan of every entry finds one, and misses (the walk,
+    /// and its fault) exactly when the scan does. Hints out of range are only skipped.
+    #[test]
+    fn tlb_guesses_answer_as_the_scan() {
+        let mut s = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let (mut hits, mut misses) = (0, 0);
+        for _ in 0..200 {
+            let t = random_tlb(&mut next);
+            for _ in 0..50 {
+                let addr = next() % (70 * 0x1000);
+                let need = (next() % 3) as usize;
+                let recent = (next() % 18) as usize;
+                let scan = (0..TLB_ENTRIES)
+                    .find(|&k| t.start[k] <= addr && addr < t.end[k] && t.res[k].perms[need]);
+                match (t.find(addr, need, recent), scan) {
+                    (Some(k), Some(_)) => {
+                        hits += 1;
+                        assert!(t.start[k] <= addr && addr < t.end[k] && t.res[k].perms[need]);
+                    }
+                    (None, None) => misses += 1,
+                    (got, want) => panic!("{addr:#x} need {need}: {got:?} against {want:?}"),
+                }
+            }
+        }
+        assert!(hits > 1000 && misses > 1000, "{hits} hits, {misses} misses");
+    }
+
+    /// Going round four buffers in one order (a wave's three loads and a store), `follow`
+    /// records each entry's successor, which `find` then tries second.
+    #[test]
+    fn tlb_learns_the_order_of_a_round() {
+        let mut t = Tlb::EMPTY;
+        for k in 0..4 {
+            t.start[k] = k as u64 * 0x10_0000;
+            t.end[k] = t.start[k] + 0x1000;
+            t.res[k].perms = [true, true, false];
+        }
+        let mut recent = 0;
+        for round in 0..2 {
+            for k in [1, 3, 2, 0] {
+                let got = t.find(t.start[k] + 8, 0, recent);
+                assert_eq!(got, Some(k), "round {round}");
+                t.follow(recent, k);
+                recent = k;
+            }
+        }
+        assert_eq!(t.after[..4], [1, 3, 0, 2]);
     }
 }
