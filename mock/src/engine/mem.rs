@@ -664,6 +664,22 @@ impl<'a> GpuMem<'a> {
         })
     }
 
+    /// Moves up to `n` bytes (at most [`COPY_BOUNCE`]) from `src` to `dst` through `buf`
+    /// by the general read and write paths; returns how many it moved.
+    fn copy_bounced(
+        &mut self,
+        src: u64,
+        dst: u64,
+        n: u64,
+        buf: &mut Vec<u8>,
+    ) -> Result<u64, MemError> {
+        let n = n.min(COPY_BOUNCE);
+        buf.resize(n as usize, 0);
+        self.read(src, buf)?;
+        self.write_quiet(dst, buf)?;
+        Ok(n)
+    }
+
     /// Copy `len` bytes from `src` to `dst` (both GPU addresses of this view), reading the
     /// source HDP-checked. VRAM to VRAM goes chunk by chunk without a bounce buffer.
     pub fn copy(&mut self, src: u64, dst: u64, len: u64) -> Result<(), MemError> {
@@ -680,14 +696,7 @@ impl<'a> GpuMem<'a> {
             match (s.target, d.target) {
                 // Through another device's BAR0 (or to no memory at all): the general path.
                 (s, d) if bar(s) || bar(d) => {
-                    let n = n.min(COPY_BOUNCE);
-                    bounce.resize(n as usize, 0);
-                    self.read(src + done, &mut bounce)?;
-                    let b = std::mem::take(&mut bounce);
-                    let r = self.write_quiet(dst + done, &b);
-                    bounce = b;
-                    r?;
-                    done += n;
+                    done += self.copy_bounced(src + done, dst + done, n, &mut bounce)?;
                     continue;
                 }
                 (PhysTarget::Vram(sv), PhysTarget::Vram(dv)) => {
@@ -764,14 +773,7 @@ impl<'a> GpuMem<'a> {
                 _ => {
                     // Across devices or kinds of memory: through a bounce buffer (a page
                     // of a mapping, or up to the end of an aperture segment, at a time).
-                    let n = n.min(COPY_BOUNCE);
-                    bounce.resize(n as usize, 0);
-                    self.read(src + done, &mut bounce)?;
-                    let b = std::mem::take(&mut bounce);
-                    let r = self.write_quiet(dst + done, &b);
-                    bounce = b;
-                    r?;
-                    done += n;
+                    done += self.copy_bounced(src + done, dst + done, n, &mut bounce)?;
                     continue;
                 }
             }
@@ -834,14 +836,7 @@ impl<'a> GpuMem<'a> {
                     continue;
                 }
                 Place::System(bus) => {
-                    let bytes: Vec<u8> = pattern
-                        .to_le_bytes()
-                        .iter()
-                        .copied()
-                        .cycle()
-                        .take(n as usize)
-                        .collect();
-                    self.sys_write(dst + done, bus, &bytes)?;
+                    self.sys_write(dst + done, bus, &pattern_bytes(pattern, n))?;
                 }
             }
             done += n;
