@@ -7,35 +7,21 @@
 //! fabric is the one the registry builds.
 
 use am_runtime::{Arg, ComputeCommands, CopyCommands, Device, Error, MemKind};
-use am_tests::rig::opts;
-use am_tests::runtime::{download, kernel, upload};
+use am_tests::runtime::{
+    assert_clean, download, graph_across_two_devices_orders_them_on_the_gpu, kernel, open_index,
+    upload, words,
+};
 
 const HIVE: &str = "mi300x-hive2";
 
-/// The runtime device of `mock:PROFILE:index`.
-fn open(profile: &str, index: u32) -> Device {
-    Device::open_with(am_mock::open(profile, index).unwrap(), opts()).unwrap()
-}
-
 /// Both members of hive `first / 2` (`first` even).
 fn pair(first: u32) -> (Device, Device) {
-    (open(HIVE, first), open(HIVE, first + 1))
+    (open_index(HIVE, first), open_index(HIVE, first + 1))
 }
 
 fn clean(indices: &[u32]) {
-    for &i in indices {
-        let g = am_mock::gpu(HIVE, i).unwrap();
-        assert!(
-            g.violations().is_empty(),
-            "{}: {:?}",
-            g.name(),
-            g.violations()
-        );
-    }
-}
-
-fn words(n: u32, seed: u32) -> Vec<u32> {
-    (0..n).map(|i| i.wrapping_mul(0x9e37_79b9) ^ seed).collect()
+    let devices: Vec<(&str, u32)> = indices.iter().map(|&i| (HIVE, i)).collect();
+    assert_clean(&devices);
 }
 
 #[test]
@@ -254,7 +240,10 @@ fn refusal(a: &Device, b: &Device, size: u64) -> String {
 fn devices_outside_one_hive_are_refused_by_name() {
     // Two navi31, the source small BAR: no hive at all, and no PCIe peer access to a small
     // BAR. Their copies still go through the host.
-    let (a, b) = (open("navi31", 410), open("navi31-smallbar", 411));
+    let (a, b) = (
+        open_index("navi31", 410),
+        open_index("navi31-smallbar", 411),
+    );
     let msg = refusal(&a, &b, 64);
     assert!(msg.contains("is in no XGMI hive"), "{msg}");
     assert!(msg.contains("small BAR"), "{msg}");
@@ -276,8 +265,8 @@ fn devices_outside_one_hive_are_refused_by_name() {
 #[test]
 fn another_hive_of_the_same_shape_is_refused_after_a_look() {
     // Region 0 of hive 208 and region 1 of hive 209: the registers look like one hive.
-    let a = open(HIVE, 416);
-    let stranger = open(HIVE, 419);
+    let a = open_index(HIVE, 416);
+    let stranger = open_index(HIVE, 419);
     // Region 1 of a's own hive does not exist yet: device 0's probe faults, and the device
     // recovers from it.
     let msg = refusal(&a, &stranger, 64);
@@ -289,7 +278,7 @@ fn another_hive_of_the_same_shape_is_refused_after_a_look() {
         "usable after the refusal"
     );
     // Once region 1 of a's hive exists, the probe reads its memory, not the stranger's.
-    let neighbour = open(HIVE, 417);
+    let neighbour = open_index(HIVE, 417);
     let msg = refusal(&a, &stranger, 64);
     assert!(msg.contains("different hives"), "{msg}");
     // The real neighbour passes.
@@ -389,132 +378,18 @@ fn a_peer_view_reads_in_place_through_the_kept_mapping() {
     );
     drop(half);
     assert_eq!(free(&a), a0, "the mapping went with the memory");
-    let far = open("navi31-smallbar", 432);
+    let far = open_index("navi31-smallbar", 432);
     let theirs = upload(&far, &words(64, 5));
     let e = a.peer_view(&theirs).unwrap_err();
     assert!(e.is_not_in_one_hive(), "{e}");
     clean(&[430, 431]);
 }
 
-/// One graph spanning two hive members: device 0 sums x and y, device 1's copy queue reads
-/// the sums over XGMI once device 0's kernel is done, device 1 adds its own z, and device 0's
-/// copy queue reads the result back once device 1's kernel is done — each step ordered by a
-/// wait on the GPU for a value the other device writes. A replay submits once to each queue
-/// of both devices and the host waits for nothing until the end: device 0's first packet
-/// waits for a gate signal the host opens only after `launch` has returned, so nothing can
-/// run before every submission is in, and a cross-device wait that did not hold would copy
-/// the previous replay's values (the final check fails). Each replay patches device 0's
-/// input and the gate's value, as a one-device graph's arguments are patched.
+/// One graph spanning two hive members orders them on the GPU, over XGMI
+/// (`graph_across_two_devices_orders_them_on_the_gpu` says how).
 #[test]
 fn a_graph_spanning_two_members_orders_them_on_the_gpu_with_no_host_wait_between() {
-    use am_runtime::Graph;
     let (a, b) = pair(440);
-    let n = 192usize;
-    let xs: Vec<Vec<f32>> = (0..3)
-        .map(|r| {
-            (0..n)
-                .map(|i| (i as f32) * 0.5 + r as f32 * 100.0)
-                .collect()
-        })
-        .collect();
-    let y: Vec<f32> = (0..n).map(|i| 3.0 - i as f32 * 0.25).collect();
-    let z: Vec<f32> = (0..n).map(|i| (i % 7) as f32).collect();
-    let bxs: Vec<_> = xs.iter().map(|x| upload(&a, x)).collect();
-    let by = upload(&a, &y);
-    let sums = a.alloc(4 * n as u64, MemKind::Vram).unwrap();
-    let back = a.alloc(4 * n as u64, MemKind::Vram).unwrap();
-    let bz = upload(&b, &z);
-    let landed = b.alloc(4 * n as u64, MemKind::Vram).unwrap();
-    let out = b.alloc(4 * n as u64, MemKind::Vram).unwrap();
-    let (va, vb) = (kernel(&a, "vadd"), kernel(&b, "vadd"));
-    let gate = a.new_signal().unwrap();
-    let (ac, ax, bc, bx) = (
-        a.compute_queue(),
-        a.copy_queue(),
-        b.compute_queue(),
-        b.copy_queue(),
-    );
-
-    let mut g = Graph::spanning(&[a.clone(), b.clone()]).unwrap();
-    let opened = g.wait(&ac, &gate, 1).unwrap();
-    let first = g
-        .exec(
-            &ac,
-            &va,
-            &[
-                (&bxs[0]).into(),
-                (&by).into(),
-                (&sums).into(),
-                Arg::U32(n as u32),
-            ],
-            [1, 1, 1],
-            [256, 1, 1],
-        )
-        .unwrap();
-    g.depend(&ac, &bx).unwrap();
-    g.copy(&bx, &landed, &b.peer_view(&sums).unwrap()).unwrap();
-    g.depend(&bx, &bc).unwrap();
-    g.exec(
-        &bc,
-        &vb,
-        &[
-            (&landed).into(),
-            (&bz).into(),
-            (&out).into(),
-            Arg::U32(n as u32),
-        ],
-        [1, 1, 1],
-        [256, 1, 1],
-    )
-    .unwrap();
-    g.depend(&bc, &ax).unwrap();
-    g.copy(&ax, &back, &a.peer_view(&out).unwrap()).unwrap();
-    // Work of a device the graph does not span, or a signal the queue's device cannot
-    // reach, is refused by name.
-    let e = g.signal(&bc, &gate, 1).unwrap_err();
-    assert!(e.to_string().contains("another device's memory"), "{e}");
-    let mut exec = g.build().unwrap();
-    assert_eq!(exec.kernels(), 2);
-
-    for replay in 1..=6u64 {
-        let r = (replay % 3) as usize;
-        exec.set_arg(first, 0, &(&bxs[r]).into()).unwrap();
-        exec.set_wait(opened, replay).unwrap();
-        let counts = |d: &Device| (d.submissions(), d.host_waits());
-        let (a0, b0) = (counts(&a), counts(&b));
-        let fences = exec.launch().unwrap().to_vec();
-        assert_eq!(fences.len(), 4, "one submission per queue");
-        let (a1, b1) = (counts(&a), counts(&b));
-        assert_eq!(
-            (a1.0 - a0.0, b1.0 - b0.0),
-            (2, 2),
-            "replay {replay}: one submission to each of the two queues of each device"
-        );
-        assert_eq!(
-            (a1.1, b1.1),
-            (a0.1, b0.1),
-            "replay {replay}: the host waited for nothing while submitting to both devices"
-        );
-        for f in &fences {
-            assert!(
-                !f.done().unwrap(),
-                "replay {replay}: work ran before the gate opened"
-            );
-        }
-        gate.set(replay).unwrap();
-        exec.wait().unwrap();
-        let want: Vec<f32> = (0..n).map(|i| xs[r][i] + y[i] + z[i]).collect();
-        assert_eq!(
-            download::<f32>(&b, &out, n),
-            want,
-            "replay {replay}: device 1"
-        );
-        assert_eq!(
-            download::<f32>(&a, &back, n),
-            want,
-            "replay {replay}: back on device 0"
-        );
-    }
-    assert_eq!(exec.replays(), 6);
+    graph_across_two_devices_orders_them_on_the_gpu(&a, &b);
     clean(&[440, 441]);
 }

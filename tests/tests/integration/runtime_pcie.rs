@@ -5,33 +5,15 @@
 //!
 //! Devices: `mock:navi31:470..473`, `:476..478`, `mock:navi31-smallbar:474`, `mock:mi300x:475`.
 
-use am_runtime::{Arg, ComputeCommands, CopyCommands, Device, Link, MemKind};
-use am_tests::rig::opts;
-use am_tests::runtime::{download, kernel, upload};
-
-fn open(profile: &str, index: u32) -> Device {
-    Device::open_with(am_mock::open(profile, index).unwrap(), opts()).unwrap()
-}
-
-fn clean(devices: &[(&str, u32)]) {
-    for &(p, i) in devices {
-        let g = am_mock::gpu(p, i).unwrap();
-        assert!(
-            g.violations().is_empty(),
-            "{}: {:?}",
-            g.name(),
-            g.violations()
-        );
-    }
-}
-
-fn words(n: u32, seed: u32) -> Vec<u32> {
-    (0..n).map(|i| i.wrapping_mul(0x9e37_79b9) ^ seed).collect()
-}
+use am_runtime::{Arg, ComputeCommands, CopyCommands, Link, MemKind};
+use am_tests::runtime::{
+    assert_clean as clean, download, graph_across_two_devices_orders_them_on_the_gpu, kernel,
+    open_index, upload, words,
+};
 
 #[test]
 fn large_bar_devices_outside_a_hive_copy_over_pcie_by_sdma_with_nothing_staged() {
-    let (a, b) = (open("navi31", 470), open("navi31", 471));
+    let (a, b) = (open_index("navi31", 470), open_index("navi31", 471));
     assert_eq!(a.link_to(&b).unwrap(), Link::PciePeer { generation: 4 });
     let (_, why) = a.link_with_reason(&b).unwrap();
     assert!(why.contains("BAR0") && why.contains(b.name()), "{why}");
@@ -59,7 +41,7 @@ fn large_bar_devices_outside_a_hive_copy_over_pcie_by_sdma_with_nothing_staged()
     assert_eq!(download::<u32>(&a, &back, 0x200), words(n, 7)[0x100..0x300]);
     // An MI300X (PCIe 5.0) reads a Navi 31's (4.0) VRAM over PCIe, at the slower part's
     // generation; its SDMA does the copy.
-    let m = open("mi300x", 475);
+    let m = open_index("mi300x", 475);
     assert_eq!(m.link_to(&a).unwrap(), Link::PciePeer { generation: 4 });
     let there = m.alloc(u64::from(n) * 4, MemKind::Vram).unwrap();
     m.copy_between(&there, &a, &dst, u64::from(n) * 4).unwrap();
@@ -79,8 +61,8 @@ fn large_bar_devices_outside_a_hive_copy_over_pcie_by_sdma_with_nothing_staged()
 
 #[test]
 fn a_small_bar_source_is_staged_through_the_host_with_the_reason_said() {
-    let a = open("navi31", 472);
-    let small = open("navi31-smallbar", 474);
+    let a = open_index("navi31", 472);
+    let small = open_index("navi31-smallbar", 474);
     let (link, why) = a.link_with_reason(&small).unwrap();
     assert_eq!(link, Link::Host);
     assert!(
@@ -109,7 +91,7 @@ fn a_small_bar_source_is_staged_through_the_host_with_the_reason_said() {
 /// before that submission, or the mock would refuse the read as stale.
 #[test]
 fn a_kernel_reads_and_writes_a_peers_vram_over_pcie() {
-    let (a, b) = (open("navi31", 473), open("navi31", 476));
+    let (a, b) = (open_index("navi31", 473), open_index("navi31", 476));
     let n = 200usize;
     let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 7.0).collect();
     let y: Vec<f32> = (0..n).map(|i| 3.0 - i as f32 * 0.25).collect();
@@ -150,61 +132,14 @@ fn a_kernel_reads_and_writes_a_peers_vram_over_pcie() {
     clean(&[("navi31", 473), ("navi31", 476)]);
 }
 
-/// A graph over two Navi 31 outside a hive: device 0 sums, device 1's copy queue waits on
-/// the GPU for device 0's kernel (a value device 0 writes into device 1's VRAM through its
-/// BAR0) and reads the sums in place over PCIe. Device 0's kernel waits for a gate the host
-/// opens only after both submissions, and each replay's inputs differ, so a wait that did
-/// not hold would copy the previous replay's sums.
+/// One graph spanning two Navi 31 outside a hive orders them on the GPU over PCIe: each
+/// device's cross-device values are written through the other's BAR0 and each copy reads
+/// the other's VRAM in place (`graph_across_two_devices_orders_them_on_the_gpu` says how),
+/// with nothing staged in host memory.
 #[test]
 fn a_graph_across_two_pcie_peers_orders_them_on_the_gpu() {
-    use am_runtime::Graph;
-    let (a, b) = (open("navi31", 477), open("navi31", 478));
-    let n = 128usize;
-    let xs: Vec<Vec<f32>> = (0..3)
-        .map(|r| (0..n).map(|i| i as f32 * 0.5 + r as f32 * 100.0).collect())
-        .collect();
-    let y: Vec<f32> = (0..n).map(|i| 3.0 - i as f32 * 0.25).collect();
-    let bxs: Vec<_> = xs.iter().map(|x| upload(&a, x)).collect();
-    let by = upload(&a, &y);
-    let sums = a.alloc(4 * n as u64, MemKind::Vram).unwrap();
-    let landed = b.alloc(4 * n as u64, MemKind::Vram).unwrap();
-    let va = kernel(&a, "vadd");
-    let (ac, bx) = (a.compute_queue(), b.copy_queue());
-    let gate = a.new_signal().unwrap();
-    let mut g = Graph::spanning(&[a.clone(), b.clone()]).unwrap();
-    let opened = g.wait(&ac, &gate, 1).unwrap();
-    let first = g
-        .exec(
-            &ac,
-            &va,
-            &[
-                (&bxs[0]).into(),
-                (&by).into(),
-                (&sums).into(),
-                Arg::U32(n as u32),
-            ],
-            [1, 1, 1],
-            [256, 1, 1],
-        )
-        .unwrap();
-    g.depend(&ac, &bx).unwrap();
-    g.copy(&bx, &landed, &b.peer_view(&sums).unwrap()).unwrap();
-    let mut exec = g.build().unwrap();
-    for replay in 1..=3u64 {
-        let r = (replay % 3) as usize;
-        exec.set_arg(first, 0, &(&bxs[r]).into()).unwrap();
-        exec.set_wait(opened, replay).unwrap();
-        for f in exec.launch().unwrap().to_vec() {
-            assert!(
-                !f.done().unwrap(),
-                "replay {replay}: ran before the gate opened"
-            );
-        }
-        gate.set(replay).unwrap();
-        exec.wait().unwrap();
-        let want: Vec<f32> = (0..n).map(|i| xs[r][i] + y[i]).collect();
-        assert_eq!(download::<f32>(&b, &landed, n), want, "replay {replay}");
-    }
-    assert_eq!(b.host_staged_bytes(), 0);
+    let (a, b) = (open_index("navi31", 477), open_index("navi31", 478));
+    graph_across_two_devices_orders_them_on_the_gpu(&a, &b);
+    assert_eq!((a.host_staged_bytes(), b.host_staged_bytes()), (0, 0));
     clean(&[("navi31", 477), ("navi31", 478)]);
 }
