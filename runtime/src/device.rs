@@ -180,9 +180,10 @@ impl Inner {
     /// Whether a device mapping this one's VRAM through its BAR0 has submitted work since
     /// this device's last HDP flush.
     fn bar_writers_dirty(&self) -> bool {
-        self.bar_writer_counts()
-            .iter()
-            .any(|&(_, now, seen)| now > seen)
+        lock(&self.bar_writers).iter().any(|(d, seen)| {
+            d.upgrade()
+                .is_some_and(|d| d.submissions.load(Ordering::Acquire) > *seen)
+        })
     }
 
     /// Each live BAR writer: its index, its submissions now and at the last flush.
